@@ -1,0 +1,70 @@
+"""A cancellation flag shared by every layer (LLM stream, agent loop, tools, engine).
+
+asyncio task cancellation cannot carry a reason and is easy to swallow by accident;
+an explicit signal can be checked, awaited and listened to, and the agent, the
+engine and the broker all pass the same object down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+
+class AbortSignal:
+    """Set once by :meth:`abort`; observers poll ``aborted``, ``await wait()`` or add listeners.
+
+    Must be used from the event loop's thread (use ``loop.call_soon_threadsafe`` from others).
+    """
+
+    __slots__ = ("_event", "_listeners", "reason")
+
+    def __init__(self) -> None:
+        self._event: asyncio.Event | None = None
+        self._listeners: list[Callable[[], None]] = []
+        self.reason: str | None = None
+
+    @property
+    def aborted(self) -> bool:
+        """True once :meth:`abort` was called."""
+        return self.reason is not None
+
+    def abort(self, reason: str = "aborted") -> None:
+        """Raise the flag (idempotent) and run the listeners once."""
+        if self.reason is not None:
+            return
+        self.reason = reason
+        if self._event is not None:
+            self._event.set()
+        listeners, self._listeners = self._listeners, []
+        for listener in listeners:
+            listener()
+
+    def add_listener(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener`` on abort (at once if already aborted); returns a remover."""
+        if self.reason is not None:
+            listener()
+            return lambda: None
+        self._listeners.append(listener)
+
+        def remove() -> None:
+            try:
+                self._listeners.remove(listener)
+            except ValueError:
+                pass
+
+        return remove
+
+    async def wait(self) -> None:
+        """Return when the signal is aborted."""
+        if self.reason is not None:
+            return
+        if self._event is None:
+            self._event = asyncio.Event()
+        await self._event.wait()
+
+    def child(self) -> AbortSignal:
+        """A signal aborted whenever this one is (but abortable on its own too)."""
+        sub = AbortSignal()
+        self.add_listener(lambda: sub.abort(self.reason or "aborted"))
+        return sub
