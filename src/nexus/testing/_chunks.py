@@ -1,0 +1,78 @@
+"""Chunking and token estimates shared by the scripted model and the fake server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from nexus.llm.serde import message_to_dict
+from nexus.llm.types import Context, Cost, Model, Usage
+from nexus.testing.steps import Cut, Malformed, Reply, ScriptError, Stall, Step, StreamError, TextPart, ThinkingPart
+
+DEFAULT_CHUNK_CHARS = 16
+"""About four tokens of four characters: small enough that every test sees several deltas."""
+
+
+def pieces(content: str, size: int) -> list[str]:
+    """``content`` split into ``size``-character pieces (none for an empty string)."""
+    size = max(1, size)
+    return [content[i : i + size] for i in range(0, len(content), size)]
+
+
+def estimate_tokens(chars: int) -> int:
+    """The usual chars/4 estimate, rounded up, never below 1 for non-empty input."""
+    return (chars + 3) // 4
+
+
+def arguments_json(arguments: Mapping[str, Any]) -> str:
+    """Tool arguments the way providers stream them: compact JSON text."""
+    return json.dumps(dict(arguments), separators=(",", ":"), ensure_ascii=False)
+
+
+def reply_chars(reply: Reply) -> int:
+    """Characters of model output in ``reply`` (text, thinking, tool names and arguments)."""
+    total = 0
+    for part in reply.parts:
+        if isinstance(part, TextPart):
+            total += len(part.text)
+        elif isinstance(part, ThinkingPart):
+            total += len(part.thinking)
+        else:
+            total += len(part.name) + len(arguments_json(part.arguments))
+    return total
+
+
+def context_chars(context: Context) -> int:
+    """Characters of everything sent to the model (system prompt, messages, tool schemas)."""
+    total = len(context.system_prompt)
+    for message in context.messages:
+        total += len(json.dumps(message_to_dict(message), ensure_ascii=False))
+    for tool in context.tools:
+        total += len(tool.name) + len(tool.description) + len(json.dumps(tool.parameters))
+    return total
+
+
+def priced(usage: Usage, model: Model) -> Usage:
+    """``usage`` with ``total`` and ``cost`` filled from the model's $/Mtok prices."""
+    usage.total = usage.input + usage.output + usage.cache_read + usage.cache_write
+    cost = Cost(
+        input=usage.input * model.input_price / 1e6,
+        output=usage.output * model.output_price / 1e6,
+        cache_read=usage.cache_read * model.cache_read_price / 1e6,
+        cache_write=usage.cache_write * model.cache_write_price / 1e6,
+    )
+    cost.total = cost.input + cost.output + cost.cache_read + cost.cache_write
+    usage.cost = cost
+    return usage
+
+
+def streamed_reply(step: Step) -> Reply:
+    """The response a streaming step plays (itself, or the reply a stall/cut/error wraps)."""
+    if isinstance(step, Reply):
+        return step
+    if isinstance(step, Stall):
+        return step.then
+    if isinstance(step, Cut | Malformed | StreamError):
+        return step.of
+    raise ScriptError(f"cannot stream step {type(step).__name__}")

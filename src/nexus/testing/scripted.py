@@ -1,0 +1,340 @@
+"""A scripted model: a FIFO of steps replayed as real stream events, no network at all.
+
+Use it wherever a ``StreamFn`` or a ``Model`` is accepted (agent loop, engine, broker) to
+test behaviour around the model deterministically: what the model "says" is the script,
+what it was sent is recorded in :attr:`ScriptedModel.calls`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from collections import deque
+from collections.abc import AsyncIterator, Iterable, Iterator
+from dataclasses import replace
+
+from nexus.llm.abort import AbortSignal
+from nexus.llm.events import (
+    AssistantMessageEvent,
+    DoneEvent,
+    ErrorEvent,
+    StartEvent,
+    TextDeltaEvent,
+    TextEndEvent,
+    TextStartEvent,
+    ThinkingDeltaEvent,
+    ThinkingEndEvent,
+    ThinkingStartEvent,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+)
+from nexus.llm.options import StreamOptions
+from nexus.llm.types import (
+    AssistantMessage,
+    Context,
+    ErrorKind,
+    Model,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+)
+from nexus.testing import _chunks
+from nexus.testing._provider_errors import (
+    HTML_PAGE,
+    Flavor,
+    http_error_body,
+    http_error_headers,
+    overflow_body,
+    stream_error_event,
+)
+from nexus.testing.steps import (
+    Cut,
+    HtmlError,
+    HttpError,
+    Malformed,
+    Overflow,
+    Reply,
+    Stall,
+    Step,
+    StreamError,
+    TextPart,
+    ThinkingPart,
+    check_step,
+    resolve,
+)
+
+NO_MORE_RESPONSES = "No more scripted responses queued"
+CANCELLED_MESSAGE = "cancelled"
+
+
+class ScriptedModel:
+    """A model whose responses are a script of steps, streamed in small chunks like a provider.
+
+    ``model`` is the :class:`~nexus.llm.Model` to hand to code under test and ``stream`` its
+    stream function; :meth:`register` makes ``nexus.llm.stream(scripted.model, ...)`` work.
+    Usage is estimated at chars/4; ``tokens_per_second`` > 0 paces the stream.
+    """
+
+    def __init__(
+        self,
+        steps: Iterable[Step] = (),
+        *,
+        model_id: str = "scripted-1",
+        api: str = "scripted",
+        provider: str = "scripted",
+        model: Model | None = None,
+        chunk_chars: int = _chunks.DEFAULT_CHUNK_CHARS,
+        tokens_per_second: float = 0.0,
+    ) -> None:
+        self.model: Model = model or Model(
+            id=model_id, provider=provider, api=api, name=model_id, context_window=128_000, max_tokens=16_384
+        )
+        self.calls: list[Context] = []
+        self.chunk_chars = chunk_chars
+        self.tokens_per_second = tokens_per_second
+        self._queue: deque[Step] = deque()
+        self.append(*steps)
+
+    # ------------------------------------------------------------------ script
+
+    def append(self, *steps: Step) -> None:
+        """Queue more steps at the end of the script."""
+        for i, step in enumerate(steps):
+            self._queue.append(check_step(step, f"step {i}"))
+
+    @property
+    def pending(self) -> int:
+        """How many steps are still queued."""
+        return len(self._queue)
+
+    def assert_complete(self) -> None:
+        """Fail the test if scripted steps were never requested (the code called the model less than expected)."""
+        if self._queue:
+            raise AssertionError(
+                f"{len(self._queue)} scripted step(s) never requested after {len(self.calls)} call(s): "
+                + ", ".join(type(s).__name__ for s in self._queue)
+            )
+
+    def register(self) -> ScriptedModel:
+        """Serve ``self.model.api`` from this script in ``nexus.llm.registry`` (returns self)."""
+        from nexus.llm.registry import register_api
+
+        register_api(self.model.api, self.stream)
+        return self
+
+    def unregister(self) -> None:
+        """Remove the registration made by :meth:`register`."""
+        from nexus.llm.registry import unregister_api
+
+        unregister_api(self.model.api)
+
+    # ------------------------------------------------------------------ streaming
+
+    async def stream(
+        self, model: Model, context: Context, options: StreamOptions | None = None
+    ) -> AsyncIterator[AssistantMessageEvent]:
+        """The ``StreamFn``: consume one step and stream it; never raises, ends in done/error."""
+        snapshot = copy.deepcopy(context)
+        self.calls.append(snapshot)
+        partial = AssistantMessage(api=model.api, provider=model.provider, model=model.id)
+        partial.usage.input = _chunks.estimate_tokens(_chunks.context_chars(snapshot))
+        signal = options.signal if options is not None else None
+        if not self._queue:
+            yield _fail(partial, model, NO_MORE_RESPONSES, "unknown")
+            return
+        try:
+            step = resolve(self._queue.popleft(), snapshot)
+        except Exception as exc:  # a bug in the test's from_context function: report, do not raise
+            yield _fail(partial, model, f"from_context step failed: {type(exc).__name__}: {exc}", "unknown")
+            return
+        if signal is not None and signal.aborted:
+            yield _aborted(partial, model, signal)
+            return
+        if isinstance(step, HttpError | Overflow | HtmlError):
+            yield self._http_failure(step, partial, model)
+            return
+        try:
+            async for event in self._play(step, partial, model, options):
+                yield event
+        except asyncio.CancelledError:
+            # like the provider adapters: a cancelled consumer still gets a final message
+            # (the task's cancelling() count stays set so the caller can tell)
+            yield _aborted(partial, model, signal)
+
+    def _http_failure(
+        self, step: HttpError | Overflow | HtmlError, partial: AssistantMessage, model: Model
+    ) -> ErrorEvent:
+        """Build the response body the fake server would send and classify it as a provider adapter does."""
+        from nexus.llm.errors import classify_error, error_text_from_body
+
+        flavor: Flavor = "anthropic" if "anthropic" in model.api else "openai"
+        headers: dict[str, str] = {}
+        if isinstance(step, Overflow):
+            status, body = (
+                400,
+                json.dumps(overflow_body(flavor if step.style == "auto" else step.style, step.tokens, step.maximum)),
+            )
+        elif isinstance(step, HtmlError):
+            status, body = step.status, HTML_PAGE.format(status=step.status)
+        else:
+            status, body, headers = step.status, http_error_body(step, flavor), http_error_headers(step)
+        message = error_text_from_body(status, body)
+        found = classify_error(message, status, headers, body)
+        event = _fail(partial, model, message, found.kind)
+        event.error.retry_after = found.retry_after
+        return event
+
+    async def _play(
+        self, step: Step, partial: AssistantMessage, model: Model, options: StreamOptions | None
+    ) -> AsyncIterator[AssistantMessageEvent]:
+        reply = _chunks.streamed_reply(step)
+        ids = (f"toolu_scripted_{len(self.calls)}_{n}" for n in range(len(reply.parts)))
+        events = _reply_events(reply, partial, self.chunk_chars, ids)
+        signal = options.signal if options is not None else None
+        iterator = _with_start(partial, events)
+        count = 0
+        while True:  # checks come before pulling the next event: it mutates ``partial``
+            if isinstance(step, Cut | Malformed | Stall | StreamError) and count == step.after_chunks:
+                failure = await self._interrupt(step, partial, model, options)
+                if failure is not None:
+                    yield failure
+                    return
+            if signal is not None and signal.aborted:
+                yield _aborted(partial, model, signal)
+                return
+            event = next(iterator, None)
+            if event is None:
+                break
+            yield event
+            count += 1
+            await self._pace(event, signal)
+        _finish_usage(partial, model, reply)
+        partial.stop_reason = reply.effective_stop_reason
+        yield DoneEvent(reply.effective_stop_reason, partial)
+
+    async def _interrupt(
+        self,
+        step: Cut | Malformed | Stall | StreamError,
+        partial: AssistantMessage,
+        model: Model,
+        options: StreamOptions | None,
+    ) -> ErrorEvent | None:
+        if isinstance(step, Cut):
+            message = "connection error: peer closed connection without sending complete message body"
+            return _fail(partial, model, message, "timeout")
+        if isinstance(step, Malformed):
+            return _fail(partial, model, f"malformed SSE data from provider: {step.data[:200]!r}", "unknown")
+        if isinstance(step, StreamError):
+            from nexus.llm.errors import classify_error
+
+            flavor: Flavor = "anthropic" if "anthropic" in model.api else "openai"
+            message = stream_error_event(step.status, step.message, flavor)[1]
+            found = classify_error(message)
+            event = _fail(partial, model, message, found.kind)
+            event.error.retry_after = found.retry_after
+            return event
+        signal = options.signal if options is not None else None
+        timeout = options.timeout if options is not None else None
+        wait = step.seconds if timeout is None else min(step.seconds, timeout)
+        if await _sleep_or_abort(wait, signal):
+            return _aborted(partial, model, signal)
+        if timeout is not None and timeout < step.seconds:
+            return _fail(partial, model, f"request timed out (ReadTimeout): no data for {timeout:g} s", "timeout")
+        return None
+
+    async def _pace(self, event: AssistantMessageEvent, signal: AbortSignal | None) -> None:
+        delta = getattr(event, "delta", None)
+        if self.tokens_per_second > 0 and isinstance(delta, str):
+            await _sleep_or_abort(_chunks.estimate_tokens(len(delta)) / self.tokens_per_second, signal)
+        else:
+            await asyncio.sleep(0)  # let other tasks (an aborting caller) run between chunks
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _with_start(partial: AssistantMessage, events: Iterator[AssistantMessageEvent]) -> Iterator[AssistantMessageEvent]:
+    yield StartEvent(partial)
+    yield from events
+
+
+def _reply_events(
+    reply: Reply, partial: AssistantMessage, chunk: int, ids: Iterator[str]
+) -> Iterator[AssistantMessageEvent]:
+    """The events of ``reply``, mutating ``partial`` as each one is produced."""
+    for part in reply.parts:
+        index = len(partial.content)
+        if isinstance(part, TextPart):
+            block = TextContent("")
+            partial.content.append(block)
+            yield TextStartEvent(index, partial)
+            for piece in _chunks.pieces(part.text, chunk):
+                block.text += piece
+                yield TextDeltaEvent(index, piece, partial)
+            yield TextEndEvent(index, block.text, partial)
+        elif isinstance(part, ThinkingPart):
+            thought = ThinkingContent("")
+            partial.content.append(thought)
+            yield ThinkingStartEvent(index, partial)
+            for piece in _chunks.pieces(part.thinking, chunk):
+                thought.thinking += piece
+                yield ThinkingDeltaEvent(index, piece, partial)
+            thought.signature = part.signature
+            yield ThinkingEndEvent(index, thought, partial)
+        else:
+            call = ToolCall(id=part.id or next(ids), name=part.name, arguments={})
+            partial.content.append(call)
+            yield ToolCallStartEvent(index, partial)
+            for piece in _chunks.pieces(_chunks.arguments_json(part.arguments), chunk):
+                yield ToolCallDeltaEvent(index, piece, partial)
+            call.arguments = copy.deepcopy(dict(part.arguments))
+            yield ToolCallEndEvent(index, call, partial)
+
+
+def _output_chars(partial: AssistantMessage) -> int:
+    total = 0
+    for block in partial.content:
+        if isinstance(block, TextContent):
+            total += len(block.text)
+        elif isinstance(block, ThinkingContent):
+            total += len(block.thinking)
+        else:
+            total += len(block.name) + len(_chunks.arguments_json(block.arguments))
+    return total
+
+
+def _finish_usage(partial: AssistantMessage, model: Model, reply: Reply | None) -> None:
+    if reply is not None and reply.usage is not None:
+        partial.usage = replace(reply.usage)
+    else:
+        partial.usage.output = _chunks.estimate_tokens(_output_chars(partial))
+    _chunks.priced(partial.usage, model)
+
+
+def _fail(partial: AssistantMessage, model: Model, message: str, kind: ErrorKind) -> ErrorEvent:
+    _finish_usage(partial, model, None)
+    partial.stop_reason = "error"
+    partial.error_message = message
+    partial.error_kind = kind
+    return ErrorEvent("error", partial)
+
+
+def _aborted(partial: AssistantMessage, model: Model, signal: AbortSignal | None) -> ErrorEvent:
+    _finish_usage(partial, model, None)
+    partial.stop_reason = "aborted"
+    partial.error_message = signal.reason if signal is not None and signal.aborted else CANCELLED_MESSAGE
+    return ErrorEvent("aborted", partial)
+
+
+async def _sleep_or_abort(seconds: float, signal: AbortSignal | None) -> bool:
+    """Sleep ``seconds``; True if ``signal`` aborted first."""
+    if signal is None:
+        await asyncio.sleep(seconds)
+        return False
+    try:
+        await asyncio.wait_for(signal.wait(), timeout=seconds)
+    except TimeoutError:
+        return False
+    return True
