@@ -1,0 +1,77 @@
+"""Cutting long tool output down to size without losing what the model most needs.
+
+Keeps the head; when the tail looks important (errors, exit codes, totals, a closing
+brace) keeps head and tail. Cuts snap to a nearby newline so lines are not torn.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from nexus.llm.types import TextContent, ToolResultMessage, UserContent
+
+_IMPORTANT_TAIL = re.compile(r"error|exception|traceback|exit code|exit status|total|summary|failed", re.IGNORECASE)
+_TAIL_MAX = 4_000
+_SNAP = 0.2
+
+
+def _tail_is_important(text: str) -> bool:
+    tail = text[-2_000:]
+    return bool(_IMPORTANT_TAIL.search(tail)) or tail.rstrip().endswith("}")
+
+
+def _snap_head(text: str, size: int) -> int:
+    """End of the head: ``size``, moved back to a newline if one is within the last 20%."""
+    cut = text.rfind("\n", int(size * (1 - _SNAP)), size)
+    return cut if cut > 0 else size
+
+
+def _snap_tail(text: str, size: int) -> int:
+    """Start of a tail of about ``size`` chars, moved forward past a newline within its first 20%."""
+    start = len(text) - size
+    nl = text.find("\n", start, start + int(size * _SNAP))
+    return nl + 1 if nl >= 0 else start
+
+
+def truncate_text(text: str, max_chars: int) -> tuple[str, int]:
+    """``text`` cut to about ``max_chars`` characters plus a marker; returns (text, chars removed)."""
+    if max_chars < 0:
+        raise ValueError(f"max_chars must be zero or more, got {max_chars}")
+    if len(text) <= max_chars:
+        return text, 0
+    if _tail_is_important(text) and max_chars >= 100:
+        tail_size = min(int(max_chars * 0.3), _TAIL_MAX)
+        head_end = _snap_head(text, max_chars - tail_size)
+        tail_start = _snap_tail(text, tail_size)
+        removed = tail_start - head_end
+        marker = f"\n\n[... {removed} characters omitted from the middle; showing head and tail ...]\n\n"
+        return text[:head_end] + marker + text[tail_start:], removed
+    head_end = _snap_head(text, max_chars)
+    removed = len(text) - head_end
+    marker = (
+        f"\n\n[... truncated {removed} of {len(text)} characters. The output was too long; "
+        "request a smaller part (e.g. offset/limit or a narrower command) to see the rest.]"
+    )
+    return text[:head_end] + marker, removed
+
+
+def truncate_content(content: list[UserContent], max_chars: int) -> tuple[list[UserContent], int]:
+    """Content blocks with their text (all text blocks joined) cut to ``max_chars``; images kept."""
+    texts = [b for b in content if isinstance(b, TextContent)]
+    joined = "".join(b.text for b in texts)
+    cut, removed = truncate_text(joined, max_chars)
+    if removed == 0:
+        return content, 0
+    others = [b for b in content if not isinstance(b, TextContent)]
+    return [TextContent(cut), *others], removed
+
+
+def truncate_tool_message(message: ToolResultMessage, max_chars: int) -> ToolResultMessage:
+    """A copy of ``message`` with its text cut to ``max_chars`` (the same object when short enough)."""
+    content, removed = truncate_content(message.content, max_chars)
+    if removed == 0:
+        return message
+    details = dict(message.details or {})
+    details["truncated_chars"] = removed
+    return replace(message, content=content, details=details)

@@ -1,0 +1,131 @@
+"""Bootstrap files: the markdown files in the workspace that customise the agent (seed 001).
+
+They go into the system prompt, so their size is capped (50k chars each, 200k in total)
+to keep a runaway ``MEMORY.md`` from eating the context window. Missing or empty files
+are skipped silently: a fresh workspace has only the starter ``AGENTS.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from nexus.errors import ConfigError
+
+BOOTSTRAP_FILES: tuple[str, ...] = (
+    "AGENTS.md",
+    "SOUL.md",
+    "USER.md",
+    "TOOLS.md",
+    "IDENTITY.md",
+    "MEMORY.md",
+    "HEARTBEAT.md",
+    "BOOTSTRAP.md",
+)
+"""The files looked for, in the order they appear in the system prompt."""
+
+MAX_FILE_CHARS = 50_000
+MAX_TOTAL_CHARS = 200_000
+
+STARTER_AGENTS_MD = """\
+# AGENTS.md
+
+Instructions for the agent working in this workspace. Edit freely: this file is read
+at the start of every run and placed in the system prompt.
+
+## How to work
+- Read files before changing them; prefer small, reviewable edits.
+- Say what you did and what you did not do. Never claim a tool ran when it did not.
+- Ask before doing anything destructive or irreversible.
+
+## Other files you can add here
+- SOUL.md (persona and tone), USER.md (who you work for), TOOLS.md (tool notes),
+  IDENTITY.md, MEMORY.md (long-term notes), HEARTBEAT.md (recurring tasks), BOOTSTRAP.md.
+"""
+
+
+@dataclass(slots=True, frozen=True)
+class BootstrapFile:
+    """One loaded file: its name, the (possibly truncated) text, and its full size (bytes when cut)."""
+
+    name: str
+    path: Path
+    content: str
+    original_size: int
+    truncated: bool = False
+
+
+def truncation_marker(name: str, shown: int, size: int) -> str:
+    """The line appended to a cut file, telling the model the rest exists and where."""
+    return (
+        f"\n\n[... {name} truncated: showing the first {shown} characters of {size} bytes; read the file for the rest]"
+    )
+
+
+def _read_prefix(path: Path, limit: int) -> tuple[str, int] | None:
+    """Up to ``limit`` chars of ``path`` and its full length; None if missing, not a file, or blank."""
+    try:
+        if not path.is_file():
+            return None
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            head = handle.read(limit)
+            more = handle.read(1) != ""
+        size = path.stat().st_size
+    except OSError:
+        return None
+    if not head.strip():
+        return None
+    # The full size in bytes (not characters): counting a huge file's characters means reading it all.
+    return head, max(size, len(head) + 1) if more else len(head)
+
+
+def load_bootstrap_files(
+    workspace: str | Path,
+    *,
+    names: tuple[str, ...] = BOOTSTRAP_FILES,
+    max_file_chars: int = MAX_FILE_CHARS,
+    max_total_chars: int = MAX_TOTAL_CHARS,
+) -> list[BootstrapFile]:
+    """Read the bootstrap files of ``workspace`` within the size caps.
+
+    Each file is cut to ``max_file_chars`` and the total to ``max_total_chars`` (later
+    files get what is left; once nothing is left they are dropped). Cut files end with
+    :func:`truncation_marker`. A missing workspace yields an empty list.
+    """
+    if max_file_chars <= 0 or max_total_chars <= 0:
+        raise ConfigError("bootstrap size caps must be positive (max_file_chars, max_total_chars)")
+    root = Path(workspace)
+    loaded: list[BootstrapFile] = []
+    budget = max_total_chars
+    for name in names:
+        if budget <= 0:
+            break
+        limit = min(max_file_chars, budget)
+        found = _read_prefix(root / name, limit)
+        if found is None:
+            continue
+        head, size = found
+        truncated = size > len(head)
+        content = head + truncation_marker(name, len(head), size) if truncated else head
+        loaded.append(BootstrapFile(name, root / name, content, size, truncated))
+        budget -= len(head)
+    return loaded
+
+
+def scaffold_workspace(workspace: str | Path) -> list[Path]:
+    """Create ``workspace`` and a starter ``AGENTS.md`` if missing; never overwrites. Returns what it created."""
+    root = Path(workspace)
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"workspace path {root} exists but is not a directory; choose another workspace path")
+    created: list[Path] = []
+    if not root.exists():
+        root.mkdir(parents=True)
+        created.append(root)
+    target = root / "AGENTS.md"
+    try:
+        with target.open("x", encoding="utf-8") as handle:  # "x": fails if it exists, even in a race
+            handle.write(STARTER_AGENTS_MD)
+    except FileExistsError:
+        return created
+    created.append(target)
+    return created

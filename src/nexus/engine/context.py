@@ -1,0 +1,175 @@
+"""Context assembly: the three layers (system prompt, history, current message) plus tools and budget.
+
+The ledger supplies the history; this module builds the rest and packs it all into an
+:class:`~nexus.engine.types.AssembledContext`. The current message carries the event
+context (time, timezone, channel, sender) as a short header, so the model knows when
+and where it is being spoken to without that changing the cached system prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
+from pathlib import Path
+from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from nexus.engine.bootstrap import load_bootstrap_files, scaffold_workspace
+from nexus.engine.budget import compute_budget
+from nexus.engine.system_prompt import RuntimeInfo, build_system_prompt
+from nexus.engine.tool_policy import filter_tools
+from nexus.engine.types import AgentRole, AssembledContext, EngineLimits, ThinkingConfig, new_id
+from nexus.errors import ConfigError
+from nexus.llm.types import ImageContent, Message, Model, TextContent, UserContent, UserMessage
+
+if TYPE_CHECKING:
+    from nexus.agent.tool_types import AgentTool
+    from nexus.llm.abort import AbortSignal
+
+
+def resolve_timezone(name: str) -> tzinfo:
+    """The IANA zone ``name`` (``Europe/Berlin``, ``UTC``); :class:`ConfigError` if unknown."""
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ConfigError(f"unknown timezone {name!r}; use an IANA name such as 'UTC' or 'Europe/Berlin'") from exc
+
+
+@dataclass(slots=True, frozen=True)
+class EventContext:
+    """Where and when the current message came from (layer 3 metadata the model sees).
+
+    ``time`` defaults to now; it is shown in ``timezone``. ``extra`` adds more ``key: value`` lines.
+    """
+
+    time: datetime | None = None
+    timezone: str = "UTC"
+    channel: str | None = None
+    sender: str | None = None
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def local_time(self) -> datetime:
+        """``time`` (or now) converted to ``timezone``."""
+        zone = resolve_timezone(self.timezone)
+        moment = self.time or datetime.now(zone)
+        if moment.tzinfo is None:
+            raise ConfigError("event time must be timezone-aware (e.g. datetime.now(timezone.utc))")
+        return moment.astimezone(zone)
+
+    def header(self) -> str:
+        """The ``[Event context]`` block placed before the user's text."""
+        lines = ["[Event context]", f"Time: {self.local_time().isoformat(timespec='seconds')} ({self.timezone})"]
+        if self.channel:
+            lines.append(f"Channel: {self.channel}")
+        if self.sender:
+            lines.append(f"Sender: {self.sender}")
+        lines.extend(f"{key}: {value}" for key, value in self.extra.items())
+        lines.append("[/Event context]")
+        return "\n".join(lines)
+
+
+def build_current_message(
+    text: str, event: EventContext | None = None, images: Sequence[ImageContent] = ()
+) -> UserMessage:
+    """Layer 3: the user's text, prefixed with the event context when given, plus any images."""
+    body = f"{event.header()}\n\n{text}" if event is not None else text
+    if not images:
+        return UserMessage(body)
+    content: list[UserContent] = [TextContent(body), *images]
+    return UserMessage(content)
+
+
+@dataclass(slots=True, frozen=True)
+class PromptOptions:
+    """How the system prompt is composed: identity and safety text (``None`` = defaults), bootstrap on/off."""
+
+    identity: str | None = None
+    safety: tuple[str, ...] | None = None
+    load_bootstrap: bool = True
+    scaffold: bool = True
+
+
+def assemble_context(
+    *,
+    model: Model,
+    workspace: str | Path,
+    session_label: str,
+    history: Sequence[Message],
+    message: str | UserMessage,
+    event: EventContext | None = None,
+    tools: Sequence[AgentTool] = (),
+    allow: Iterable[str] | None = None,
+    deny: Iterable[str] | None = None,
+    prompt: PromptOptions = PromptOptions(),
+    limits: EngineLimits = EngineLimits(),
+    parent_turn_id: str | None = None,
+    role: AgentRole = "unified",
+    toolset_name: str = "default",
+    permissions_granted: Sequence[str] = (),
+    source_event_id: str | None = None,
+    thinking: ThinkingConfig | None = None,
+    max_response_tokens: int | None = None,
+    temperature: float | None = None,
+    abort_signal: AbortSignal | None = None,
+    run_id: str | None = None,
+) -> AssembledContext:
+    """Build an :class:`AssembledContext` from its parts (history comes from the ledger).
+
+    Filters ``tools`` by ``allow``/``deny``, loads the workspace's bootstrap files (creating
+    the workspace with a starter ``AGENTS.md`` if ``prompt.scaffold``), composes the system
+    prompt and computes the token budget for ``model``.
+    """
+    if not session_label:
+        raise ConfigError("session_label must not be empty; every run belongs to a session")
+    root = Path(workspace).expanduser()
+    if prompt.scaffold:
+        scaffold_workspace(root)
+    usable = filter_tools(tools, allow, deny)
+    current = message if isinstance(message, UserMessage) else build_current_message(message, event)
+    zone = event.timezone if event is not None else "UTC"
+    runtime = RuntimeInfo(
+        time=event.local_time() if event is not None else datetime.now(resolve_timezone(zone)),
+        timezone=zone,
+        channel=event.channel if event is not None else None,
+        model=model.ref,
+        workspace=str(root),
+    )
+    system_prompt = build_system_prompt(
+        identity=prompt.identity,
+        bootstrap_files=load_bootstrap_files(root) if prompt.load_bootstrap else (),
+        tools=usable,
+        safety=prompt.safety,
+        runtime=runtime,
+    )
+    budget = compute_budget(
+        model,
+        system_prompt=system_prompt,
+        history=history,
+        current=current,
+        tools=usable,
+        max_response_tokens=max_response_tokens,
+        reserve_tokens=limits.reserve_tokens,
+    )
+    return AssembledContext(
+        system_prompt=system_prompt,
+        history=list(history),
+        current_message=current,
+        tools=usable,
+        model=model.id,
+        provider=model.provider,
+        thinking_config=thinking,
+        max_response_tokens=max_response_tokens,
+        temperature=temperature,
+        token_budget=budget,
+        timeout_ms=limits.timeout_ms,
+        abort_signal=abort_signal,
+        run_id=run_id or new_id(),
+        session_label=session_label,
+        parent_turn_id=parent_turn_id,
+        role=role,
+        toolset_name=toolset_name,
+        permissions_granted=list(permissions_granted),
+        source_event_id=source_event_id,
+        workspace_path=str(root),
+    )

@@ -1,0 +1,412 @@
+"""The engine's input and output: ``AssembledContext`` in, ``AgentResult`` out (seed 000, snake_case).
+
+Context assembly produces an :class:`AssembledContext`; the engine runs it and returns an
+:class:`AgentResult`, which the ledger writes as one turn. Everything here is plain data so
+the broker, the ledger and tests can build and inspect these objects without the engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Literal, TypeAlias
+
+from nexus.llm.types import (
+    AssistantMessage,
+    ErrorKind,
+    Message,
+    Model,
+    TextContent,
+    ThinkingContent,
+    ThinkingLevel,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+    now_ms,
+)
+
+if TYPE_CHECKING:
+    from nexus.agent.tool_types import AgentTool
+    from nexus.llm.abort import AbortSignal
+
+AgentRole: TypeAlias = Literal["manager", "worker", "unified"]
+"""What an agent is for: a manager delegates, a worker executes, unified does both."""
+
+StopReason: TypeAlias = Literal["end_turn", "max_tokens", "tool_use", "timeout", "aborted", "error"]
+"""Why a run ended (the engine's vocabulary, not the provider's ``stop|length|…``)."""
+
+AgentErrorKind: TypeAlias = Literal[
+    "context_overflow", "auth_failure", "rate_limit", "model_error", "timeout", "compaction_failure", "unknown"
+]
+"""Why a run failed, coarse enough for the broker to decide whether to retry."""
+
+MessageRole: TypeAlias = Literal["user", "assistant", "system", "tool"]
+ToolCallStatus: TypeAlias = Literal["pending", "running", "completed", "failed"]
+CompactionTrigger: TypeAlias = Literal["context_limit", "overflow_recovery"]
+
+
+@dataclass(slots=True)
+class ThinkingConfig:
+    """Extended-thinking settings: a provider-neutral level and an optional explicit token budget."""
+
+    level: ThinkingLevel = "off"
+    budget_tokens: int | None = None
+
+
+@dataclass(slots=True)
+class TokenBudget:
+    """How the model's context window is spent, by layer, so the engine knows when to compact.
+
+    ``available`` is what the prompt may use: the window minus the reserve for the reply
+    (``reserve_output``) and the reserve that keeps room for compaction
+    (``reserve_compaction``). ``remaining`` below zero means: compact before calling.
+    """
+
+    context_window: int
+    reserve_output: int = 0
+    reserve_compaction: int = 0
+    system: int = 0
+    history: int = 0
+    current: int = 0
+    tools: int = 0
+
+    @property
+    def used(self) -> int:
+        """Estimated prompt tokens over all four layers."""
+        return self.system + self.history + self.current + self.tools
+
+    @property
+    def available(self) -> int:
+        """Prompt tokens the window allows once both reserves are set aside."""
+        return max(0, self.context_window - self.reserve_output - self.reserve_compaction)
+
+    @property
+    def remaining(self) -> int:
+        """``available - used``; negative when the prompt is over budget."""
+        return self.available - self.used
+
+    @property
+    def fits(self) -> bool:
+        """True when the prompt plus the reply reserve fits the window at all (no compaction reserve)."""
+        return self.used + self.reserve_output <= self.context_window
+
+    def for_model(
+        self, model: Model, max_response_tokens: int | None = None, reserve_tokens: int = 16_384
+    ) -> TokenBudget:
+        """The same layer usage budgeted for another model (model fallback changes the window)."""
+        output, compaction = budget_reserves(
+            model.context_window, max_response_tokens or model.max_tokens, reserve_tokens
+        )
+        return replace(self, context_window=model.context_window, reserve_output=output, reserve_compaction=compaction)
+
+
+def budget_reserves(context_window: int, max_output: int, reserve_tokens: int) -> tuple[int, int]:
+    """Reply and compaction reserves, each capped at a quarter of the window.
+
+    Without the cap a small local model (8k window, 8k max output, 16k reserve) would have
+    a negative budget and compact on every call.
+    """
+    quarter = max(0, context_window // 4)
+    return min(max(0, max_output), quarter), min(max(0, reserve_tokens), quarter)
+
+
+@dataclass(slots=True, kw_only=True)
+class AssembledContext:
+    """Everything the engine needs for one run: the three prompt layers, tools, model and metadata.
+
+    ``history`` and ``current_message`` are ``nexus.llm`` messages; ``tools`` are already
+    IAM-filtered. The metadata block is for the ledger and is never sent to the model.
+    """
+
+    system_prompt: str
+    history: list[Message]
+    current_message: UserMessage
+    tools: list[AgentTool] = field(default_factory=list)
+    model: str
+    provider: str
+    thinking_config: ThinkingConfig | None = None
+    max_response_tokens: int | None = None
+    temperature: float | None = None
+    token_budget: TokenBudget
+    timeout_ms: int = 600_000
+    abort_signal: AbortSignal | None = None
+    run_id: str
+    session_label: str
+    parent_turn_id: str | None = None
+    role: AgentRole = "unified"
+    toolset_name: str = "default"
+    permissions_granted: list[str] = field(default_factory=list)
+    source_event_id: str | None = None
+    workspace_path: str = ""
+
+
+@dataclass(slots=True, kw_only=True)
+class AgentMessage:
+    """One message of a turn as the ledger stores it.
+
+    ``message`` (an addition to seed 000) keeps the original ``nexus.llm`` message so the
+    ledger can store the content blocks losslessly; ``content`` is its plain text.
+    """
+
+    id: str
+    role: MessageRole
+    content: str
+    sequence: int
+    created_at: int
+    thinking: str | None = None
+    tool_call_id: str | None = None
+    message: Message | None = None
+
+    @classmethod
+    def from_message(cls, message: Message, sequence: int, id: str | None = None) -> AgentMessage:
+        """Wrap a ``nexus.llm`` message, generating a ULID when ``id`` is not given."""
+        if isinstance(message, AssistantMessage):
+            thinking = "".join(b.thinking for b in message.content if isinstance(b, ThinkingContent)) or None
+            role: MessageRole = "assistant"
+            text, call_id = message.text, None
+        elif isinstance(message, ToolResultMessage):
+            role, text, thinking, call_id = "tool", message.text, None, message.tool_call_id
+        else:
+            content = message.content
+            text = (
+                content if isinstance(content, str) else "".join(b.text for b in content if isinstance(b, TextContent))
+            )
+            role, thinking, call_id = "user", None, None
+        return cls(
+            id=id or new_id(),
+            role=role,
+            content=text,
+            sequence=sequence,
+            created_at=message.timestamp,
+            thinking=thinking,
+            tool_call_id=call_id,
+            message=message,
+        )
+
+
+def new_id() -> str:
+    """A new ULID string (sortable by creation time, the ledger's id format)."""
+    from ulid import ULID  # imported on first use: keeps ``import nexus.engine`` light
+
+    return str(ULID())
+
+
+@dataclass(slots=True, kw_only=True)
+class AgentToolCall:
+    """One tool invocation of a turn, with its outcome and timing."""
+
+    id: str
+    tool_name: str
+    params: dict[str, object]
+    result: object | None = None
+    error: str | None = None
+    status: ToolCallStatus = "pending"
+    started_at: int = field(default_factory=now_ms)
+    completed_at: int | None = None
+    sequence: int = 0
+    spawned_session_label: str | None = None
+
+
+@dataclass(slots=True)
+class TokenUsage:
+    """Token counts of a whole run (seed 000).
+
+    :meth:`add` sums input, output and reasoning over calls but keeps only the latest
+    call's cache counts: every round trip reports cache reads of about the whole context,
+    so summing them would inflate the numbers (seed 001).
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    total_tokens: int = 0
+
+    @classmethod
+    def from_usage(cls, usage: Usage) -> TokenUsage:
+        """The usage of one LLM call."""
+        result = cls()
+        result.add(usage)
+        return result
+
+    def add(self, usage: Usage) -> None:
+        """Fold in one more LLM call (see the class docstring for the cache rule)."""
+        self.input_tokens += usage.input
+        self.output_tokens += usage.output
+        self.reasoning_tokens += usage.reasoning
+        self.cached_input_tokens = usage.cache_read
+        self.cache_write_tokens = usage.cache_write
+        self.total_tokens = self.input_tokens + self.output_tokens + self.cached_input_tokens + self.cache_write_tokens
+
+
+@dataclass(slots=True)
+class AgentError:
+    """Why a run failed, and whether the broker may simply try again."""
+
+    kind: AgentErrorKind
+    message: str
+    retryable: bool = False
+
+
+_ERROR_KIND_MAP: dict[str, tuple[AgentErrorKind, bool]] = {
+    "auth": ("auth_failure", False),
+    "auth_permanent": ("auth_failure", False),
+    "billing": ("auth_failure", False),
+    "rate_limit": ("rate_limit", True),
+    "overloaded": ("rate_limit", True),
+    "timeout": ("timeout", True),
+    "context_overflow": ("context_overflow", False),
+    "format": ("model_error", False),
+}
+
+
+def agent_error_from_message(message: AssistantMessage) -> AgentError:
+    """Map a failed provider response (``stop_reason='error'``) to the engine's :class:`AgentError`."""
+    kind: ErrorKind = message.error_kind or "unknown"
+    mapped, retryable = _ERROR_KIND_MAP.get(kind, ("model_error", False))
+    text = message.error_message or f"the model call failed ({kind})"
+    return AgentError(mapped, text, retryable)
+
+
+@dataclass(slots=True, kw_only=True)
+class CompactionResult:
+    """What a compaction did (seed 000), for the ledger's ``compactions`` table.
+
+    The turn ids are filled in by the ledger layer (the engine works on messages);
+    ``first_kept_index`` and ``messages_summarized`` (additions) say the same in messages.
+    """
+
+    summary: str
+    summarized_through_turn_id: str | None = None
+    first_kept_turn_id: str | None = None
+    turns_summarized: int = 0
+    model: str = ""
+    provider: str = ""
+    tokens_before: int = 0
+    tokens_after: int = 0
+    summary_tokens: int = 0
+    summarization_input_tokens: int = 0
+    summarization_output_tokens: int = 0
+    duration_ms: int = 0
+    trigger: CompactionTrigger = "context_limit"
+    first_kept_index: int = 0
+    messages_summarized: int = 0
+
+
+@dataclass(slots=True, kw_only=True)
+class AgentResult:
+    """What one run produced: messages, tool calls, usage, why it stopped, error and compaction.
+
+    ``last_call_usage`` (addition, seed 001) is the last LLM call's usage: the accurate
+    measure of how full the context is.
+    """
+
+    messages: list[AgentMessage] = field(default_factory=list)
+    tool_calls: list[AgentToolCall] = field(default_factory=list)
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    stop_reason: StopReason = "end_turn"
+    duration_ms: int = 0
+    error: AgentError | None = None
+    compaction: CompactionResult | None = None
+    last_call_usage: TokenUsage | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class EngineLimits:
+    """The engine's knobs (seed 001 defaults); one object so config maps onto it in one place."""
+
+    max_iterations: int = 25
+    max_retries: int = 3
+    max_tool_result_chars: int = 50_000
+    timeout_ms: int = 600_000
+    subagent_max_depth: int = 3
+    reserve_tokens: int = 16_384
+    keep_recent_tokens: int = 20_000
+    overflow_tool_result_chars: int = 20_000
+    cooldown_initial_s: float = 1.0
+    cooldown_max_s: float = 60.0
+    max_wait_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        from nexus.errors import ConfigError
+
+        for name in ("max_iterations", "max_tool_result_chars", "timeout_ms", "keep_recent_tokens"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"engine limit {name} must be positive, got {getattr(self, name)}")
+        for name in ("max_retries", "subagent_max_depth", "reserve_tokens", "overflow_tool_result_chars"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"engine limit {name} must be zero or more, got {getattr(self, name)}")
+        if not 0 < self.cooldown_initial_s <= self.cooldown_max_s:
+            raise ConfigError("engine cooldowns need 0 < cooldown_initial_s <= cooldown_max_s")
+        if not self.max_wait_s >= 0:  # also rejects NaN
+            raise ConfigError(f"engine limit max_wait_s must be zero or more, got {self.max_wait_s}")
+
+
+# --------------------------------------------------------------------------- engine events
+
+
+@dataclass(slots=True, frozen=True)
+class RetryEvent:
+    """A model call failed before any output and will be tried again (maybe with ``next_profile``).
+
+    ``delay_s`` is how long the next attempt waits (0 when another profile is ready).
+    """
+
+    attempt: int
+    profile: str | None
+    model: str
+    error_kind: str
+    delay_s: float
+    message: str
+    next_profile: str | None = None
+    type: Literal["retry"] = "retry"
+
+
+@dataclass(slots=True, frozen=True)
+class WaitEvent:
+    """Every auth profile of ``provider`` is cooling down; the engine waits ``delay_s`` for ``profile``."""
+
+    provider: str
+    profile: str | None
+    model: str
+    delay_s: float
+    type: Literal["wait"] = "wait"
+
+
+@dataclass(slots=True, frozen=True)
+class FallbackEvent:
+    """The engine moves from ``from_model`` to ``to_model`` (``skipped`` when the prompt cannot fit it).
+
+    ``budget`` is the token budget recomputed for ``to_model`` when a budget callback was given.
+    """
+
+    from_model: str
+    to_model: str
+    reason: str
+    budget: TokenBudget | None = None
+    skipped: bool = False
+    type: Literal["fallback"] = "fallback"
+
+
+@dataclass(slots=True, frozen=True)
+class CompactionStartEvent:
+    """Compaction begins; ``reason`` is the trigger (``context_limit`` or ``overflow_recovery``)."""
+
+    reason: CompactionTrigger
+    message_count: int
+    tokens_before: int
+    type: Literal["compaction_start"] = "compaction_start"
+
+
+@dataclass(slots=True, frozen=True)
+class CompactionEndEvent:
+    """Compaction ended: ``result`` on success, ``error`` otherwise; ``will_retry`` if the call is retried."""
+
+    result: CompactionResult | None
+    error: str | None = None
+    will_retry: bool = False
+    type: Literal["compaction_end"] = "compaction_end"
+
+
+EngineEvent: TypeAlias = RetryEvent | WaitEvent | FallbackEvent | CompactionStartEvent | CompactionEndEvent
+"""Engine lifecycle events beyond the agent loop's own (retries, failover, compaction)."""
