@@ -1,0 +1,310 @@
+"""The agent loop: prompt → model → tool calls → tools → model … as an async iterator of events.
+
+``agent_loop`` starts a run with new prompt messages; ``agent_loop_continue`` resumes a
+conversation whose last message is a user message or a tool result (after an abort, an
+error or the iteration guard). Both append every new message to ``context.messages``.
+
+The loop never raises for things the model or a tool did wrong: provider failures end the
+run with an ``error``/``aborted`` assistant message, tool failures become error results,
+and an unexpected exception (a hook or stream function that raises) becomes an assistant
+message with ``stop_reason="error"`` naming the exception, followed by ``turn_end`` and
+``agent_end`` — never a silent empty reply.
+
+Per model call the loop does O(new messages) work with the default conversion; the one
+O(history) step left is the C-level copy of the LLM message list handed to the stream
+function (so the provider owns a list the loop will not append to).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import replace
+from typing import Any
+
+from nexus.agent._tool_exec import ToolBatch, _resolve, exception_text
+from nexus.agent.config import AgentContext, AgentLoopConfig, AgentStateError, MessageSourceFn
+from nexus.agent.events import (
+    AgentEndEvent,
+    AgentEvent,
+    AgentStartEvent,
+    MessageEndEvent,
+    MessageStartEvent,
+    MessageUpdateEvent,
+    TurnEndEvent,
+    TurnStartEvent,
+)
+from nexus.agent.messages import AgentMessage, default_convert_to_llm
+from nexus.agent.tool_types import AgentTool
+from nexus.errors import ConfigError
+from nexus.llm.abort import AbortSignal
+from nexus.llm.events import DoneEvent, ErrorEvent, StartEvent
+from nexus.llm.options import StreamFn, StreamOptions
+from nexus.llm.types import AssistantMessage, Context, Message, Tool, ToolResultMessage
+
+
+def resolve_default_stream_fn() -> StreamFn:
+    """``nexus.llm``'s ``stream`` entry point, imported on first use (keeps ``import nexus.agent`` light)."""
+    fn: Any = None
+    try:
+        fn = getattr(importlib.import_module("nexus.llm.stream"), "stream", None)
+    except ImportError:
+        fn = None
+    if fn is None:
+        fn = getattr(importlib.import_module("nexus.llm"), "stream", None)
+    if fn is None:
+        raise ConfigError(
+            "No stream function: nexus.llm.stream is not available. "
+            "Pass stream_fn= in AgentLoopConfig (or to Agent) with a provider's or nexus.testing's stream function."
+        )
+    return fn  # type: ignore[no-any-return]
+
+
+class _Run:
+    """Mutable state of one run (what the loop needs to recover cleanly from an exception)."""
+
+    __slots__ = (
+        "batch",
+        "config",
+        "context",
+        "in_turn",
+        "iterations",
+        "llm_tools",
+        "new_messages",
+        "options",
+        "partial",
+        "signal",
+        "stream_fn",
+        "tools",
+    )
+
+    def __init__(self, context: AgentContext, config: AgentLoopConfig, signal: AbortSignal | None) -> None:
+        if config.max_iterations is not None and config.max_iterations < 1:
+            raise ConfigError(f"max_iterations must be at least 1 (or None for no limit), got {config.max_iterations}")
+        if config.tool_execution not in ("parallel", "sequential"):
+            raise ConfigError(f"tool_execution must be 'parallel' or 'sequential', got {config.tool_execution!r}")
+        self.context = context
+        self.config = config
+        self.signal = signal if signal is not None else AbortSignal()
+        self.stream_fn = config.stream_fn or resolve_default_stream_fn()
+        self.tools: dict[str, AgentTool] = {t.name: t for t in context.tools}
+        self.llm_tools: list[Tool] = [t.as_llm_tool() for t in context.tools]
+        self.options: StreamOptions = replace(config.options, signal=self.signal)
+        self.new_messages: list[AgentMessage] = []
+        self.partial: AssistantMessage | None = None
+        self.batch: ToolBatch | None = None
+        self.in_turn = False
+        self.iterations = 0
+
+    def append(self, message: AgentMessage) -> None:
+        self.context.messages.append(message)
+        self.new_messages.append(message)
+
+    def add(self, message: AgentMessage) -> Iterator[AgentEvent]:
+        """message_start, append, message_end (for prompts, injected messages and loop-made messages)."""
+        yield MessageStartEvent(message)
+        self.append(message)
+        yield MessageEndEvent(message)
+
+
+def agent_loop(
+    prompts: AgentMessage | Sequence[AgentMessage],
+    context: AgentContext,
+    config: AgentLoopConfig,
+    signal: AbortSignal | None = None,
+) -> AsyncIterator[AgentEvent]:
+    """Run the agent on new prompt message(s): appends them to ``context`` and iterates the run's events."""
+    batch = list(prompts) if isinstance(prompts, (list, tuple)) else [prompts]
+    run = _Run(context, config, signal)
+    return _loop(run, batch)  # type: ignore[arg-type]
+
+
+def agent_loop_continue(
+    context: AgentContext, config: AgentLoopConfig, signal: AbortSignal | None = None
+) -> AsyncIterator[AgentEvent]:
+    """Resume ``context`` without a new prompt; its last message must be a user message or a tool result."""
+    if not context.messages:
+        raise AgentStateError("Cannot continue: the conversation is empty. Start it with a prompt.")
+    if isinstance(context.messages[-1], AssistantMessage):
+        raise AgentStateError(
+            "Cannot continue: the last message is an assistant reply, so the model has nothing to respond to. "
+            "Add a user message (prompt) first."
+        )
+    return _loop(_Run(context, config, signal), [])
+
+
+async def _poll(source: MessageSourceFn | None) -> list[AgentMessage]:
+    if source is None:
+        return []
+    got = await _resolve(source())
+    return list(got) if got else []
+
+
+async def _loop(run: _Run, prompts: list[AgentMessage]) -> AsyncIterator[AgentEvent]:
+    yield AgentStartEvent()
+    yield TurnStartEvent()
+    run.in_turn = True
+    try:
+        for prompt in prompts:
+            for ev in run.add(prompt):
+                yield ev
+        async for ev in _turns(run):
+            yield ev
+    except Exception as exc:
+        for ev in _fail(run, exc):
+            yield ev
+
+
+async def _turns(run: _Run) -> AsyncIterator[AgentEvent]:
+    config = run.config
+    pending = await _poll(config.get_steering_messages)
+    first = True
+    while True:
+        more_tool_calls = True
+        while more_tool_calls or pending:
+            if config.max_iterations is not None and run.iterations >= config.max_iterations:
+                yield _max_iterations_end(run)
+                return
+            if not first:
+                yield TurnStartEvent()
+                run.in_turn = True
+            first = False
+            for message in pending:
+                for ev in run.add(message):
+                    yield ev
+            async for ev in _stream_assistant(run):
+                yield ev
+            message = run.new_messages[-1]
+            assert isinstance(message, AssistantMessage)
+            if message.stop_reason in ("error", "aborted"):
+                run.in_turn = False
+                yield TurnEndEvent(message, [])
+                yield AgentEndEvent(run.new_messages, message.stop_reason, message.error_message)
+                return
+            calls = message.tool_calls
+            results: list[ToolResultMessage] = []
+            if calls:
+                run.batch = ToolBatch(message, calls, run.context, config, run.signal, run.tools, run.append)
+                async for ev in run.batch.run():
+                    yield ev
+                results = run.batch.results
+                run.batch = None
+            run.in_turn = False
+            yield TurnEndEvent(message, results)
+            if run.signal.aborted:
+                yield AgentEndEvent(run.new_messages, "aborted", "Aborted during tool execution.")
+                return
+            more_tool_calls = bool(calls)
+            pending = await _poll(config.get_steering_messages)
+        pending = await _poll(config.get_follow_up_messages)
+        if not pending:
+            break
+    yield AgentEndEvent(run.new_messages)
+
+
+def _max_iterations_end(run: _Run) -> AgentEndEvent:
+    limit = run.config.max_iterations
+    text = (
+        f"Stopped after {limit} model calls (max_iterations={limit}) although the model still wanted to continue. "
+        "Raise max_iterations (None = no limit) or call continue_() to let it go on."
+    )
+    return AgentEndEvent(run.new_messages, "max_iterations", text)
+
+
+async def _llm_messages(run: _Run) -> list[Message]:
+    config = run.config
+    messages = run.context.messages
+    if config.transform_context is None and config.convert_to_llm is None:
+        return list(run.context.llm_view.view(messages))
+    if config.transform_context is not None:
+        messages = await _resolve(config.transform_context(list(messages), run.signal))
+    if config.convert_to_llm is not None:
+        return list(await _resolve(config.convert_to_llm(list(messages))))
+    return default_convert_to_llm(messages)
+
+
+async def _stream_assistant(run: _Run) -> AsyncIterator[AgentEvent]:
+    """One model call: message_start, message_update x N, message_end; appends the final message."""
+    config = run.config
+    run.iterations += 1
+    llm_context = Context(run.context.system_prompt, await _llm_messages(run), run.llm_tools)
+    options = run.options
+    if config.get_api_key is not None:
+        key = await _resolve(config.get_api_key(config.model.provider))
+        if key:
+            options = replace(options, api_key=key)
+    stream = run.stream_fn(config.model, llm_context, options)
+    final: AssistantMessage | None = None
+    try:
+        async for event in stream:
+            if isinstance(event, DoneEvent):
+                final = event.message
+                break
+            if isinstance(event, ErrorEvent):
+                final = event.error
+                break
+            if run.partial is None:
+                run.partial = event.partial
+                yield MessageStartEvent(event.partial)
+                if isinstance(event, StartEvent):
+                    continue
+            yield MessageUpdateEvent(event.partial, event)
+            if run.signal.aborted:  # a stream function that ignores the signal still stops here
+                break
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    if final is None:
+        final = _unfinished(run)
+    if run.partial is None:
+        yield MessageStartEvent(final)
+    run.partial = None
+    run.append(final)
+    yield MessageEndEvent(final)
+
+
+def _unfinished(run: _Run) -> AssistantMessage:
+    """The final message when the stream stopped without done/error (aborted, or a broken stream function)."""
+    partial = run.partial or AssistantMessage(api=run.config.model.api, provider=run.config.model.provider)
+    if run.signal.aborted:
+        partial.stop_reason = "aborted"
+        partial.error_message = "Request was aborted."
+    else:
+        partial.stop_reason = "error"
+        partial.error_message = "The model stream ended without a done or error event."
+    if not partial.model:
+        partial.model = run.config.model.id
+    return partial
+
+
+def _fail(run: _Run, exc: Exception) -> Iterator[AgentEvent]:
+    """Turn an unexpected exception into a visible error: results for open tool calls, an error reply, the ends."""
+    text = f"Agent loop failed: {type(exc).__name__}: {exception_text(exc)}"
+    results: list[ToolResultMessage] = []
+    if run.batch is not None:
+        yield from run.batch.abandon(text)
+        results = run.batch.results
+        run.batch = None
+    if not run.in_turn:
+        yield TurnStartEvent()
+    model = run.config.model
+    partial = run.partial
+    message = AssistantMessage(
+        content=list(partial.content) if partial is not None else [],
+        api=model.api,
+        provider=model.provider,
+        model=model.id,
+        stop_reason="error",
+        error_message=text,
+    )
+    if partial is not None:
+        message.usage = partial.usage
+    else:
+        yield MessageStartEvent(message)
+    run.partial = None
+    run.append(message)
+    yield MessageEndEvent(message)
+    run.in_turn = False
+    yield TurnEndEvent(message, results)
+    yield AgentEndEvent(run.new_messages, "error", text)
