@@ -1,0 +1,190 @@
+"""``nexus doctor``: check what nexus needs, one line per check, each saying what to fix.
+
+Secrets are never printed: keys are reported as set or not set, with where they come from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from nexus import __version__
+
+if TYPE_CHECKING:
+    from nexus.config import NexusConfig
+
+Status = Literal["ok", "warn", "fail"]
+
+
+@dataclass(slots=True)
+class Check:
+    """One line of the report."""
+
+    status: Status
+    name: str
+    detail: str
+
+
+def doctor_command(args: argparse.Namespace) -> int:
+    """Print the report; exit 0 if all is well, 1 if something fails, 2 if the config is invalid."""
+    from nexus.config import config_path, load_config
+    from nexus.errors import ConfigError
+
+    env = os.environ
+    checks: list[Check] = []
+    file = Path(args.config).expanduser() if args.config else config_path(env)
+    try:
+        config = load_config(args.config, env)
+    except ConfigError as exc:
+        checks.append(Check("fail", "config", f"{file} is invalid:\n{_indent(str(exc))}"))
+        _print(checks)
+        return 2
+    if config.source is None:
+        checks.append(Check("ok", "config", f"{file} not found: using defaults and the environment"))
+    else:
+        checks.append(Check("ok", "config", f"{config.source} (valid)"))
+    checks += _key_checks(config, env)
+    checks.append(_model_check(config, env))
+    checks.append(_database_check(config.database_path))
+    checks.append(_workspace_check(config.workspace_path))
+    checks.append(_local_check(config))
+    _print(checks)
+    return 1 if any(check.status == "fail" for check in checks) else 0
+
+
+def _print(checks: list[Check]) -> None:
+    print(f"nexus {__version__} (Python {sys.version.split()[0]})")
+    for check in checks:
+        print(f"[{check.status:<4}] {check.name:<10} {check.detail}")
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"                  {line}" for line in text.splitlines())
+
+
+def _key_checks(config: NexusConfig, env: Mapping[str, str]) -> list[Check]:
+    from nexus.config import DEFAULT_MODELS, key_env_vars, provider_settings
+    from nexus.errors import ConfigError
+
+    found = []
+    for provider in DEFAULT_MODELS:
+        for var in key_env_vars(provider):
+            if env.get(var):
+                found.append(f"{var} set")
+    known = ", ".join(found) if found else "no provider key in the environment (ANTHROPIC_API_KEY, OPENAI_API_KEY…)"
+    checks = [Check("ok" if found else "warn", "env keys", known)]
+    for name in config.providers:
+        try:
+            settings = provider_settings(config, name, env)
+        except ConfigError as exc:
+            checks.append(Check("fail", "provider", f"{name}: {exc}"))
+            continue
+        profiles = [
+            f"{p.name}: {'set' if p.api_key else 'MISSING ' + ', '.join(p.missing)} ({p.source})"
+            for p in settings.profiles
+        ]
+        status: Status
+        if settings.keyless:
+            detail, status = "no key needed", "ok"
+        elif not profiles:
+            detail, status = f"no key: add api_key to [providers.{name}] or set {key_env_vars(name)[0]}", "warn"
+        else:
+            detail, status = "; ".join(profiles), "ok" if settings.has_key else "warn"
+        where = f" at {settings.base_url}" if settings.base_url else ""
+        checks.append(Check(status, "provider", f"{name} ({settings.api}{where}): {detail}"))
+    return checks
+
+
+def _model_check(config: NexusConfig, env: Mapping[str, str]) -> Check:
+    from nexus.config import key_env_vars, local_model_status, provider_settings, resolve_default_model
+    from nexus.errors import ConfigError
+
+    try:
+        choice = resolve_default_model(config, env)
+        usable = provider_settings(config, choice.provider, env).has_key
+    except ConfigError as exc:
+        return Check("fail", "model", f"none usable:\n{_indent(str(exc))}")
+    fallbacks = f"; fallbacks: {', '.join(config.fallbacks)}" if config.fallbacks else ""
+    detail = f"{choice.ref} ({choice.reason}){fallbacks}"
+    if choice.provider == "local":
+        problem = local_model_status(config).problem
+        if problem:
+            return Check("fail", "model", f"{detail}\n{_indent('but ' + problem)}")
+    elif not usable:
+        hint = f"but no key for {choice.provider!r}: set {key_env_vars(choice.provider)[0]} or its auth profiles"
+        return Check("fail", "model", f"{detail}\n{_indent(hint)}")
+    return Check("ok", "model", detail)
+
+
+def _database_check(path: Path) -> Check:
+    if not path.exists():
+        parent = _existing_parent(path)
+        if os.access(parent, os.W_OK):
+            return Check("ok", "database", f"{path} does not exist yet (created on first use)")
+        return Check("fail", "database", f"{path} cannot be created: {parent} is not writable")
+    try:
+        count = _count_sessions(path)
+    except Exception as exc:
+        return Check("fail", "database", f"{path} does not open: {exc}")
+    return Check("ok", "database", f"{path} opens ({count} session{'s' if count != 1 else ''})")
+
+
+def _count_sessions(path: Path) -> int:
+    try:
+        from nexus.ledger import Ledger
+    except ImportError:  # a build without the ledger: look at the file directly
+        return _count_with_sqlite(path)
+    with Ledger.open(path) as ledger:
+        return len(ledger.list_sessions())
+
+
+def _count_with_sqlite(path: Path) -> int:
+    import sqlite3
+
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        return int(conn.execute("SELECT count(*) FROM sessions").fetchone()[0]) if "sessions" in tables else 0
+
+
+def _workspace_check(path: Path) -> Check:
+    if not path.exists():
+        parent = _existing_parent(path)
+        if os.access(parent, os.W_OK):
+            return Check("ok", "workspace", f"{path} does not exist yet (created on first run)")
+        return Check("fail", "workspace", f"{path} cannot be created: {parent} is not writable")
+    if not path.is_dir():
+        return Check("fail", "workspace", f"{path} is not a directory: set workspace in nexus.toml")
+    if not os.access(path, os.W_OK):
+        return Check("fail", "workspace", f"{path} is not writable: fix its permissions")
+    return Check("ok", "workspace", f"{path} (writable)")
+
+
+def _local_check(config: NexusConfig) -> Check:
+    from nexus.config import LOCAL_INSTALL_HINT, local_model_status
+
+    status = local_model_status(config)
+    version = ""
+    if status.llama_cpp_installed:
+        try:
+            import llama_cpp
+
+            version = f"llama-cpp-python {getattr(llama_cpp, '__version__', '?')}"
+        except Exception as exc:  # installed but broken (e.g. a missing shared library)
+            return Check("warn", "local", f"llama-cpp-python is installed but does not import: {exc}")
+    if status.problem is not None:
+        return Check("warn", "local", f"offline model unavailable: {status.problem}")
+    size = status.weights.stat().st_size / 1e6 if status.weights else 0
+    detail = f"{version}; weights {status.weights} ({size:.0f} MB); use -m local/{config.local.model_id}"
+    return Check("ok", "local", detail if version else f"{detail} ({LOCAL_INSTALL_HINT})")
+
+
+def _existing_parent(path: Path) -> Path:
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    return parent

@@ -1,0 +1,187 @@
+"""``nexus sessions …``: list, show, history, fork, export and import, on the Agents Ledger."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nexus.ledger import Ledger, Session, Turn
+    from nexus.llm.types import Message
+
+
+def sessions_command(args: argparse.Namespace) -> int:
+    """Open the ledger named by the config and run one sessions action."""
+    from nexus.config import load_config
+    from nexus.ledger import Ledger
+
+    config = load_config(args.config)
+    actions = {
+        "list": _list,
+        "show": _show,
+        "history": _history,
+        "fork": _fork,
+        "export": _export,
+        "import": _import,
+    }
+    path = config.database_path
+    if args.action in ("list", "show", "history", "export") and not path.exists():
+        if args.action == "list":
+            print("no sessions yet" if not args.json else "[]")
+            return 0
+        from nexus.ledger import SessionNotFound
+
+        raise SessionNotFound(args.label)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with Ledger.open(path) as ledger:
+        return actions[args.action](ledger, args)
+
+
+def _when(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _session_dict(session: Session) -> dict[str, Any]:
+    return {
+        "label": session.label,
+        "head_turn_id": session.head_turn_id,
+        "status": session.status,
+        "origin": session.origin,
+        "is_subagent": session.is_subagent,
+        "parent_session_label": session.parent_session_label,
+        "created_at": session.created_at,
+        "updated_at": session.updated_at,
+    }
+
+
+def _list(ledger: Ledger, args: argparse.Namespace) -> int:
+    sessions = ledger.list_sessions() if args.all else ledger.list_sessions(status="active")
+    if args.json:
+        print(json.dumps([_session_dict(s) for s in sessions], indent=2))
+        return 0
+    if not sessions:
+        print("no sessions yet")
+        return 0
+    rows = [("LABEL", "TURNS", "UPDATED (UTC)", "ORIGIN", "HEAD")]
+    for session in sessions:
+        depth = ledger.get_turn(session.head_turn_id).depth + 1 if session.head_turn_id else 0
+        origin = session.origin + (" (archived)" if session.status != "active" else "")
+        rows.append((session.label, str(depth), _when(session.updated_at), origin, session.head_turn_id or "-"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def _show(ledger: Ledger, args: argparse.Namespace) -> int:
+    session = ledger.resolve_session(args.label)
+    turns = ledger.turns(session.label)
+    head = turns[-1] if turns else None
+    info = _session_dict(session) | {
+        "aliases": ledger.aliases(session.label),
+        "turns": len(turns),
+        "total_tokens": head.thread_total_tokens if head else 0,
+        "head_model": f"{head.provider}/{head.model}" if head and head.model else None,
+        "head_status": head.status if head else None,
+    }
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    for key, value in info.items():
+        if key in ("created_at", "updated_at"):
+            value = _when(value)
+        elif isinstance(value, list):
+            value = ", ".join(value) or "-"
+        print(f"{key:<22}{'-' if value is None else value}")
+    return 0
+
+
+def _history(ledger: Ledger, args: argparse.Namespace) -> int:
+    from nexus.llm.serde import message_to_dict
+
+    session = ledger.resolve_session(args.label)
+    for turn in ledger.turns(session.label):
+        stored = ledger.messages(turn.id)
+        if args.json:
+            for item in stored:
+                print(json.dumps({"turn_id": turn.id, "message": message_to_dict(item.message)}))
+            continue
+        print(_turn_header(turn))
+        for item in stored:
+            print(_render(item.message))
+        print()
+    return 0
+
+
+def _turn_header(turn: Turn) -> str:
+    model = f" {turn.provider}/{turn.model}" if turn.model else ""
+    tokens = f" {turn.total_tokens} tokens" if turn.total_tokens else ""
+    kind = " compaction" if turn.turn_type == "compaction" else ""
+    return f"── turn {turn.id} [{turn.status}{kind}]{model}{tokens} {_when(turn.started_at)}"
+
+
+def _render(message: Message) -> str:
+    from nexus.llm.types import AssistantMessage, ToolResultMessage
+
+    if isinstance(message, ToolResultMessage):
+        mark = "error" if message.is_error else "result"
+        return f"  tool {mark} ({message.tool_name}): {_short(message.text)}"
+    if isinstance(message, AssistantMessage):
+        parts = [f"  assistant: {message.text}"] if message.text else []
+        parts += [f"  → {call.name}({json.dumps(call.arguments)})" for call in message.tool_calls]
+        if message.error_message:
+            parts.append(f"  ({message.stop_reason}: {message.error_message})")
+        return "\n".join(parts) or "  assistant: (empty)"
+    content = message.content
+    text = content if isinstance(content, str) else "".join(getattr(b, "text", "[image]") for b in content)
+    return f"  user: {text}"
+
+
+def _short(text: str, limit: int = 400) -> str:
+    flat = text.replace("\n", " ⏎ ")
+    return flat if len(flat) <= limit else f"{flat[:limit]}… ({len(text)} chars)"
+
+
+def _fork(ledger: Ledger, args: argparse.Namespace) -> int:
+    session = ledger.fork(args.turn_id, args.label)
+    print(f"forked session {session.label} at turn {args.turn_id}")
+    print(f"continue it with: nexus run -s {session.label} MESSAGE")
+    return 0
+
+
+def _export(ledger: Ledger, args: argparse.Namespace) -> int:
+    session = ledger.resolve_session(args.label)
+    if args.output == "-":
+        with tempfile.TemporaryDirectory() as tmp:
+            written = ledger.export_pi(session.label, Path(tmp) / "session.jsonl")
+            sys.stdout.write(written.read_text(encoding="utf-8"))
+        return 0
+    target = Path(args.output) if args.output else Path(os.getcwd()) / f"{session.label}.jsonl"
+    written = ledger.export_pi(session.label, target)
+    print(f"exported session {session.label} to {written}")
+    return 0
+
+
+def _import(ledger: Ledger, args: argparse.Namespace) -> int:
+    from nexus.errors import NexusError
+
+    source = Path(args.file)
+    if not source.is_file():
+        raise NexusError(f"{source} is not a file: give the path of a pi session file (.jsonl)")
+    result = ledger.import_pi(source, args.label)
+    label = getattr(result, "session_label", None) or str(result)
+    turns = getattr(result, "turns", None)
+    extra = f" ({turns} turns, {getattr(result, 'messages', 0)} messages)" if turns is not None else ""
+    print(f"imported {source} as session {label}{extra}")
+    forks = getattr(result, "fork_labels", None)
+    if forks:
+        print(f"branches became sessions: {', '.join(forks)}")
+    return 0

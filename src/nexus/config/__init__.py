@@ -1,0 +1,116 @@
+"""Configuration: ``$NEXUS_HOME/nexus.toml`` validated strictly, merged with the environment.
+
+Layer 0: imports nothing from nexus but ``nexus.errors``. The path helpers are cheap;
+the config model (pydantic) is imported on first use of anything else, so ``nexus
+--help`` and ``import nexus.config`` stay fast.
+
+Typical use::
+
+    from nexus.config import load_config, resolve_default_model
+    config = load_config()                      # defaults + environment if no file
+    choice = resolve_default_model(config)      # ModelChoice(provider, model_id, reason)
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from nexus.config._env import env_references, missing_env, resolve_env
+from nexus.config._paths import CONFIG_FILE_NAME, config_path, nexus_home
+
+if TYPE_CHECKING:
+    from nexus.config._load import load_config, parse_config
+    from nexus.config._resolve import (
+        DEFAULT_MODELS,
+        LOCAL_INSTALL_HINT,
+        LocalModelStatus,
+        ModelChoice,
+        ProviderSettings,
+        ResolvedProfile,
+        bundled_smollm2_weights,
+        key_env_vars,
+        local_model_status,
+        parse_model_ref,
+        provider_settings,
+        resolve_default_model,
+    )
+    from nexus.config._schema import (
+        TOOL_GROUPS,
+        AgentLimits,
+        AuthProfile,
+        LocalModelConfig,
+        ModelOverride,
+        NexusConfig,
+        ProviderConfig,
+        ToolPolicy,
+        ToolRule,
+    )
+
+_LAZY: dict[str, str] = {
+    "load_config": "_load",
+    "parse_config": "_load",
+    "DEFAULT_MODELS": "_resolve",
+    "LOCAL_INSTALL_HINT": "_resolve",
+    "LocalModelStatus": "_resolve",
+    "ModelChoice": "_resolve",
+    "ProviderSettings": "_resolve",
+    "ResolvedProfile": "_resolve",
+    "bundled_smollm2_weights": "_resolve",
+    "key_env_vars": "_resolve",
+    "local_model_status": "_resolve",
+    "parse_model_ref": "_resolve",
+    "provider_settings": "_resolve",
+    "resolve_default_model": "_resolve",
+    "TOOL_GROUPS": "_schema",
+    "AgentLimits": "_schema",
+    "AuthProfile": "_schema",
+    "LocalModelConfig": "_schema",
+    "ModelOverride": "_schema",
+    "NexusConfig": "_schema",
+    "ProviderConfig": "_schema",
+    "ToolPolicy": "_schema",
+    "ToolRule": "_schema",
+}
+
+__all__ = [
+    "CONFIG_FILE_NAME",
+    "DEFAULT_MODELS",
+    "LOCAL_INSTALL_HINT",
+    "TOOL_GROUPS",
+    "AgentLimits",
+    "AuthProfile",
+    "LocalModelConfig",
+    "LocalModelStatus",
+    "ModelChoice",
+    "ModelOverride",
+    "NexusConfig",
+    "ProviderConfig",
+    "ProviderSettings",
+    "ResolvedProfile",
+    "ToolPolicy",
+    "ToolRule",
+    "bundled_smollm2_weights",
+    "config_path",
+    "env_references",
+    "key_env_vars",
+    "load_config",
+    "local_model_status",
+    "missing_env",
+    "nexus_home",
+    "parse_config",
+    "parse_model_ref",
+    "provider_settings",
+    "resolve_default_model",
+    "resolve_env",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the pydantic-backed parts on first use (keeps ``import nexus.config`` cheap)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nexus.config' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"nexus.config.{module}"), name)
+    globals()[name] = value
+    return value

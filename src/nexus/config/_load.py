@@ -1,0 +1,195 @@
+"""Read ``nexus.toml`` and turn every problem into one ConfigError that says where and how to fix it."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import tomllib
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+from nexus.config._paths import config_path, nexus_home
+from nexus.config._schema import NexusConfig
+from nexus.config._toml_lines import Loc, key_lines, line_of
+from nexus.errors import ConfigError
+
+_SECRET_HINTS = ("key", "token", "secret", "password", "header", "auth")
+_TOML_TYPE = {
+    str: "a string",
+    int: "an integer",
+    float: "a float",
+    bool: "a boolean",
+    list: "an array",
+    dict: "a table",
+}
+
+
+def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> NexusConfig:
+    """Load and validate the config; a missing default file means defaults plus the environment.
+
+    ``path`` overrides ``$NEXUS_CONFIG`` / ``$NEXUS_HOME/nexus.toml``; an explicit path
+    that does not exist is an error. ``${VAR}`` references stay as written until used.
+    """
+    source_env = os.environ if env is None else env
+    home = nexus_home(source_env)
+    file = Path(path).expanduser() if path is not None else config_path(source_env)
+    if not file.exists():
+        if path is not None:
+            default = config_path(source_env)
+            raise ConfigError(f"config file {file} not found: check the path, or omit it to use {default}")
+        return _finish(NexusConfig(), home, None)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {file}: {exc}; fix its permissions or encoding (UTF-8)") from exc
+    return _finish(parse_config(text, file), home, file)
+
+
+def parse_config(text: str, file: Path | str = "nexus.toml") -> NexusConfig:
+    """Validate TOML ``text`` (``file`` only names it in error messages)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(_syntax_message(str(exc), file)) from exc
+    try:
+        return NexusConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_errors(exc, text, file)) from None
+
+
+def _finish(config: NexusConfig, home: Path, source: Path | None) -> NexusConfig:
+    config._home = home
+    config._source = source
+    return config
+
+
+def _syntax_message(message: str, file: Path | str) -> str:
+    found = re.search(r"\(at line (\d+), column (\d+)\)", message)
+    where = f"{file}:{found.group(1)}" if found else str(file)
+    bare = message[: found.start()].strip() if found else message
+    column = f" (column {found.group(2)})" if found else ""
+    return (
+        f"{where}: TOML syntax error{column}: {bare}\n"
+        "    fix: correct the syntax on that line (strings need quotes, tables look like [name]); "
+        "see docs/configuration.md"
+    )
+
+
+# --------------------------------------------------------------------------- validation errors
+
+
+def format_validation_errors(exc: ValidationError, text: str, file: Path | str) -> str:
+    """One block per error: ``file:line: dotted.key: problem`` and a ``fix:`` line."""
+    lines = key_lines(text)
+    blocks = []
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        line = line_of(lines, loc)
+        where = f"{file}:{line}" if line is not None else str(file)
+        problem, fix = _explain(error, loc)
+        blocks.append(f"{where}: {dotted(loc) or '(top level)'}: {problem}\n    fix: {fix}")
+    count = len(blocks)
+    head = f"invalid config ({count} problem{'s' if count != 1 else ''}):"
+    return "\n".join([head, *blocks])
+
+
+def dotted(loc: Loc) -> str:
+    """``('providers', 'openai', 'auth_profiles', 0, 'api_key')`` → ``providers.openai.auth_profiles[0].api_key``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            text = part if re.fullmatch(r"[A-Za-z0-9_-]+", part) else f'"{part}"'
+            out += f".{text}" if out else text
+    return out
+
+
+def _explain(error: ErrorDetails, loc: Loc) -> tuple[str, str]:
+    kind = error["type"]
+    message = str(error["msg"])
+    if kind == "extra_forbidden":
+        return _unknown_key(loc)
+    if kind == "missing":
+        return "required key is missing", f"add `{loc[-1]} = …` to this table"
+    if kind == "value_error":
+        return message.removeprefix("Value error, "), "change the value as described"
+    got = _describe_input(error.get("input"), loc)
+    if kind.endswith("_type") or kind in ("literal_error", "enum", "bool_parsing", "int_from_float"):
+        return f"{message}{got}", _type_fix(kind, message, loc)
+    return f"{message}{got}", "change the value to satisfy the constraint"
+
+
+def _describe_input(value: object, loc: Loc) -> str:
+    kind = _TOML_TYPE.get(type(value), type(value).__name__)
+    secret = any(hint in str(part).lower() for part in loc for hint in _SECRET_HINTS)
+    if secret or isinstance(value, dict | list):
+        return f" (got {kind})"
+    shown = repr(value)
+    return f" (got {kind}: {shown[:60]})"
+
+
+def _type_fix(kind: str, message: str, loc: Loc) -> str:
+    key = loc[-1] if loc and isinstance(loc[-1], str) else "value"
+    examples = {
+        "int_type": f"write a whole number without quotes, e.g. {key} = 25",
+        "int_from_float": f"write a whole number without a decimal point, e.g. {key} = 25",
+        "float_type": f"write a number without quotes, e.g. {key} = 1.5",
+        "bool_type": f"write true or false without quotes, e.g. {key} = true",
+        "string_type": f'put the value in double quotes, e.g. {key} = "…"',
+        "list_type": f'write an array, e.g. {key} = ["…"]',
+        "dict_type": f"make it a table: [{key}] with keys under it, or {key} = {{ … }}",
+        "model_type": f"make it a table: [{dotted(loc)}] with keys under it",
+    }
+    if kind == "literal_error":
+        return f"use one of the allowed values ({message.removeprefix('Input should be ')})"
+    return examples.get(kind, "change the value to the expected type")
+
+
+def _unknown_key(loc: Loc) -> tuple[str, str]:
+    key = str(loc[-1])
+    allowed = _allowed_keys(loc[:-1])
+    if allowed is None:
+        return f"unknown key {key!r}", "remove it (see docs/configuration.md for the keys)"
+    close = difflib.get_close_matches(key, allowed, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    table = dotted(loc[:-1]) or "the top level"
+    return f"unknown key {key!r}", f"{hint}remove or rename it; keys allowed in {table}: {', '.join(allowed)}"
+
+
+def _allowed_keys(loc: Loc) -> list[str] | None:
+    annotation: Any = NexusConfig
+    parts = list(loc)
+    while True:
+        annotation = _unwrap_optional(annotation)
+        origin = typing.get_origin(annotation)
+        if origin in (dict, list):
+            if not parts:
+                return None
+            parts.pop(0)
+            annotation = typing.get_args(annotation)[-1]
+            continue
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            if not parts:
+                return list(annotation.model_fields)
+            field = annotation.model_fields.get(str(parts.pop(0)))
+            if field is None:
+                return None
+            annotation = field.annotation
+            continue
+        return None
+
+
+def _unwrap_optional(annotation: Any) -> Any:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return annotation

@@ -1,0 +1,35 @@
+"""Where Nexus keeps its state: ``$NEXUS_HOME`` (default ``~/.nexus``) and the files in it.
+
+Kept free of heavy imports: the CLI asks for these paths before it knows whether it
+needs to parse or validate anything.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+CONFIG_FILE_NAME = "nexus.toml"
+DATABASE_FILE_NAME = "agents.db"
+WORKSPACE_DIR_NAME = "workspace"
+
+
+def nexus_home(env: Mapping[str, str] | None = None) -> Path:
+    """``$NEXUS_HOME`` if set (``~`` expanded), else ``~/.nexus``; the directory may not exist yet."""
+    source = os.environ if env is None else env
+    raw = source.get("NEXUS_HOME", "").strip()
+    return Path(raw).expanduser() if raw else Path.home() / ".nexus"
+
+
+def config_path(env: Mapping[str, str] | None = None) -> Path:
+    """The config file Nexus reads: ``$NEXUS_CONFIG`` if set, else ``$NEXUS_HOME/nexus.toml``."""
+    source = os.environ if env is None else env
+    raw = source.get("NEXUS_CONFIG", "").strip()
+    return Path(raw).expanduser() if raw else nexus_home(source) / CONFIG_FILE_NAME
+
+
+def resolve_path(raw: str, home: Path) -> Path:
+    """A path from the config: ``~`` expanded, relative paths taken relative to ``home``."""
+    path = Path(raw).expanduser()
+    return path if path.is_absolute() else home / path

