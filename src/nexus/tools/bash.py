@@ -1,0 +1,257 @@
+"""The ``bash`` tool: one shell command in the workspace, with a default timeout and a killable process group."""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import os
+import signal as signals
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
+from nexus.llm.abort import AbortSignal
+from nexus.tools._args import opt_number, req_str
+from nexus.tools._truncate import MAX_BYTES, MAX_LINES, format_size, truncate_tail
+from nexus.tools._workspace import Workspace
+
+DEFAULT_TIMEOUT = 120.0
+KILL_GRACE = 2.0
+"""Seconds between SIGTERM and SIGKILL for the process group."""
+DRAIN_AFTER_EXIT = 0.5
+"""Seconds to keep reading after bash exits while a background child still holds the output pipe."""
+UPDATE_INTERVAL = 0.1
+
+PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "command": {"type": "string", "description": "Bash command to execute"},
+        "timeout": {"type": "number", "description": "Timeout in seconds (optional)"},
+    },
+    "required": ["command"],
+}
+
+
+class _Output:
+    """Merged stdout+stderr: a bounded tail in memory, everything in a temp file once it grows large."""
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._chunks: list[str] = []
+        self._kept = 0
+        self.total_bytes = 0
+        self.spill_path: str | None = None
+        self._spill: IO[bytes] | None = None
+        self._raw: list[bytes] = []
+        self.newlines = 0
+
+    def feed(self, data: bytes) -> None:
+        self.total_bytes += len(data)
+        if self._spill is None:
+            self._raw.append(data)
+            if self.total_bytes > MAX_BYTES:
+                fd, self.spill_path = tempfile.mkstemp(prefix="nexus-bash-", suffix=".log")
+                self._spill = os.fdopen(fd, "wb")
+                self._spill.writelines(self._raw)
+                self._raw = []
+        else:
+            self._spill.write(data)
+        text = self._decoder.decode(data)
+        self.newlines += text.count("\n")
+        self._chunks.append(text)
+        self._kept += len(text)
+        while self._kept > 4 * MAX_BYTES and len(self._chunks) > 1:
+            self._kept -= len(self._chunks.pop(0))
+
+    def ensure_spill(self) -> str:
+        """Write the whole output to a temp file (if not yet) and return its path."""
+        if self.spill_path is None:
+            fd, self.spill_path = tempfile.mkstemp(prefix="nexus-bash-", suffix=".log")
+            with os.fdopen(fd, "wb") as fh:
+                fh.writelines(self._raw)
+            self._raw = []
+        return self.spill_path
+
+    def close(self) -> None:
+        self._chunks.append(self._decoder.decode(b"", final=True))
+        if self._spill is not None:
+            self._spill.close()
+
+    def text(self) -> str:
+        return "".join(self._chunks)
+
+
+class _Process:
+    """A ``/bin/bash -c`` child in its own session, read through the event loop (no threads).
+
+    ``asyncio``'s subprocess ``wait()`` only returns once every pipe is closed, so a backgrounded
+    grandchild holding stdout would block it; exit is watched through a pidfd (or polling) instead.
+    """
+
+    def __init__(self, command: str, cwd: Path, out: _Output, on_update: ToolUpdateFn) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._out = out
+        self._on_update = on_update
+        self._last_update = 0.0
+        self.proc = subprocess.Popen(
+            ["/bin/bash", "-c", command],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        assert self.proc.stdout is not None
+        self._fd = self.proc.stdout.fileno()
+        os.set_blocking(self._fd, False)
+        self.eof = asyncio.Event()
+        self.exited = asyncio.Event()
+        self._loop.add_reader(self._fd, self._readable)
+        self._pidfd: int | None = None
+        self._poller: asyncio.Task[None] | None = None
+        try:
+            self._pidfd = os.pidfd_open(self.proc.pid)
+            self._loop.add_reader(self._pidfd, self._reap)
+        except (AttributeError, OSError):
+            self._poller = asyncio.create_task(self._poll())
+
+    def _readable(self) -> None:
+        try:
+            data = os.read(self._fd, 65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._loop.remove_reader(self._fd)
+            self.eof.set()
+            return
+        self._out.feed(data)
+        now = time.monotonic()
+        if now - self._last_update >= UPDATE_INTERVAL:
+            self._last_update = now
+            self._on_update(AgentToolResult.text(truncate_tail(self._out.text()).content, details={"partial": True}))
+
+    def _reap(self) -> None:
+        if self.proc.poll() is not None:
+            if self._pidfd is not None:
+                self._loop.remove_reader(self._pidfd)
+            self.exited.set()
+
+    async def _poll(self) -> None:
+        while self.proc.poll() is None:  # noqa: ASYNC110 - fallback where pidfd_open is missing
+            await asyncio.sleep(0.05)
+        self.exited.set()
+
+    def kill_group(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, sig)
+
+    async def terminate(self) -> None:
+        """SIGTERM the whole group, SIGKILL after :data:`KILL_GRACE` seconds."""
+        self.kill_group(signals.SIGTERM)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.exited.wait(), KILL_GRACE)
+        self.kill_group(signals.SIGKILL)
+        await self.exited.wait()
+
+    def close(self) -> None:
+        """Stop reading (drain what is buffered), release the fds."""
+        if not self.eof.is_set():
+            self._loop.remove_reader(self._fd)
+            self._readable()
+        if self._pidfd is not None:
+            self._loop.remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = None
+        if self._poller is not None:
+            self._poller.cancel()
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+
+
+async def _run(
+    command: str, cwd: Path, limit: float | None, signal: AbortSignal, on_update: ToolUpdateFn, out: _Output
+) -> tuple[int | None, str | None]:
+    """(exit code, None) or (None, "timeout"/"aborted")."""
+    child = _Process(command, cwd, out, on_update)
+    exited = asyncio.create_task(child.exited.wait())
+    aborted = asyncio.create_task(signal.wait())
+    try:
+        done, _ = await asyncio.wait({exited, aborted}, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
+        if exited in done:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(child.eof.wait(), DRAIN_AFTER_EXIT)
+            return child.proc.returncode, None
+        await child.terminate()
+        return None, "aborted" if aborted in done else "timeout"
+    finally:
+        for task in (exited, aborted):
+            task.cancel()
+        await asyncio.gather(exited, aborted, return_exceptions=True)
+        if child.proc.poll() is None and not child.exited.is_set():
+            await child.terminate()
+        child.close()
+
+
+def _format(out: _Output) -> tuple[str, dict[str, Any]]:
+    full = out.text()
+    stripped = full.rstrip("\n")
+    total = out.newlines - (len(full) - len(stripped)) + 1
+    trunc = truncate_tail(stripped)
+    text = trunc.content if stripped else "(no output)"
+    details: dict[str, Any] = {"truncation": {**trunc.as_details(), "total_lines": total}}
+    if trunc.truncated:
+        first = total - trunc.output_lines + 1
+        where = f" Full output: {out.ensure_spill()}"
+        limit = f"{format_size(MAX_BYTES)} limit" if trunc.truncated_by == "bytes" else f"{MAX_LINES} lines limit"
+        text += f"\n\n[Showing lines {first}-{total} of {total} ({limit}).{where}]"
+    if out.spill_path:
+        details["full_output_path"] = out.spill_path
+    return text, details
+
+
+def bash_tool(ws: Workspace, *, timeout: float | None = DEFAULT_TIMEOUT) -> AgentTool:
+    """The ``bash`` tool running in ``ws.root``.
+
+    ``timeout`` (seconds; ``None`` = none) applies when the call gives none: agents left a hung
+    command running for hours with pi, which has no default.
+    """
+    default = f"default {timeout:g}s" if timeout else "no default"
+    description = (
+        "Execute a bash command in the workspace directory. Returns stdout and stderr merged. Output is "
+        f"truncated to the last {MAX_LINES} lines or {MAX_BYTES // 1024}KB (the full output is saved to a temp "
+        f"file). Optionally give a timeout in seconds ({default}). stdin is closed; do not start interactive programs."
+    )
+
+    async def execute(
+        call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: ToolUpdateFn
+    ) -> AgentToolResult:
+        command = req_str(args, "command", allow_empty=False)
+        limit = opt_number(args, "timeout") or timeout
+        out = _Output()
+        try:
+            code, stopped = await _run(command, ws.root, limit, signal, on_update, out)
+        finally:
+            out.close()
+        text, details = _format(out)
+        details["exit_code"] = code
+        if stopped == "timeout":
+            details["timed_out"] = True
+            return AgentToolResult.text(
+                f"{text}\n\nCommand timed out after {limit:g} seconds", details=details, is_error=True
+            )
+        if stopped == "aborted":
+            details["aborted"] = True
+            return AgentToolResult.text(f"{text}\n\nCommand aborted", details=details, is_error=True)
+        assert code is not None
+        if code != 0:
+            why = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
+            return AgentToolResult.text(f"{text}\n\nCommand {why}", details=details, is_error=True)
+        return AgentToolResult.text(text, details=details)
+
+    return AgentTool("bash", description, PARAMETERS, execute, label="Bash")

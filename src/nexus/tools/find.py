@@ -1,0 +1,116 @@
+"""The ``find`` tool: files and directories by glob, with fd when installed, a pure-Python walk otherwise."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import Any
+
+from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
+from nexus.llm.abort import AbortSignal
+from nexus.tools._args import opt_int, opt_str, req_str
+from nexus.tools._truncate import MAX_BYTES, truncate_head
+from nexus.tools._walk import IgnoreChecker, find_binary, glob_match, walk
+from nexus.tools._workspace import ToolError, Workspace
+
+DEFAULT_LIMIT = 1000
+DESCRIPTION = (
+    "Search for files by glob pattern, e.g. '*.ts', '**/*.json' or 'src/**/*.spec.ts'. A pattern without '/' "
+    "matches file names at any depth; with '/' it matches paths relative to the search directory. Returns "
+    "paths relative to the workspace (directories end with '/'). Respects .gitignore. "
+    f"Limited to {DEFAULT_LIMIT} results (change with limit) or {MAX_BYTES // 1024}KB."
+)
+
+PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "pattern": {"type": "string", "description": "Glob pattern to match files, e.g. '*.ts', '**/*.json'"},
+        "path": {"type": "string", "description": "Directory to search in (default: current directory)"},
+        "limit": {"type": "number", "description": f"Maximum number of results (default: {DEFAULT_LIMIT})"},
+    },
+    "required": ["pattern"],
+}
+
+
+def _glob_escape(text: str) -> str:
+    """A literal path inside a glob (directory names may contain ``[``, ``*`` …)."""
+    return "".join(f"[{c}]" if c in "[]*?{}" else c for c in text)
+
+
+async def _fd(fd: str, root: Path, target: Path, pattern: str, limit: int, signal: AbortSignal) -> list[Path]:
+    cmd = [fd, "--glob", "--color=never", "--hidden", "--case-sensitive", "--exclude", ".git"]
+    cmd += ["--max-results", str(limit + 1)]
+    for d in [target, *target.parents]:
+        if not (d == root or d.is_relative_to(root)):
+            break
+        if (d / ".gitignore").is_file():
+            cmd += ["--ignore-file", str(d / ".gitignore")]
+    if "/" in pattern.rstrip("/"):
+        cmd += ["--full-path", f"{_glob_escape(str(target))}/{pattern.lstrip('/')}"]
+    else:
+        cmd += [pattern]
+    cmd += [str(target)]
+    proc = await asyncio.create_subprocess_exec(
+        *cmd, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    remove = signal.add_listener(lambda: proc.kill() if proc.returncode is None else None)
+    try:
+        out, err = await proc.communicate()
+    finally:
+        remove()
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+    if signal.aborted:
+        raise ToolError("Operation aborted.")
+    if proc.returncode not in (0, 1):
+        raise ToolError(f"find failed: {err.decode('utf-8', 'replace').strip()}")
+    # fd (8.x) reads nested .gitignore files only inside git repositories: filter like git would
+    checker = IgnoreChecker(root)
+    found = [Path(line.rstrip("/")) for line in out.decode("utf-8", "replace").splitlines() if line]
+    return [p for p in found if not checker.ignored(p, p.is_dir())]
+
+
+def _python_find(root: Path, target: Path, pattern: str, limit: int) -> list[Path]:
+    found: list[Path] = []
+    for path, _is_dir in walk(root, target, dirs_too=True):
+        if glob_match(pattern, path.relative_to(target).as_posix()):
+            found.append(path)
+            if len(found) > limit:
+                break
+    return found
+
+
+def find_tool(ws: Workspace, *, use_fd: bool = True) -> AgentTool:
+    """The ``find`` tool confined to ``ws``; ``use_fd=False`` forces the pure-Python walk."""
+
+    async def execute(
+        call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: ToolUpdateFn
+    ) -> AgentToolResult:
+        pattern = req_str(args, "pattern", allow_empty=False)
+        raw = opt_str(args, "path") or "."
+        limit = opt_int(args, "limit", minimum=1) or DEFAULT_LIMIT
+        target = ws.resolve(raw)
+        if not target.is_dir():
+            raise ToolError(f"Not a directory: {raw}." if target.exists() else f"Path not found: {raw}.")
+        fd = find_binary("fd", "fdfind") if use_fd else None
+        if fd is not None:
+            paths = await _fd(fd, ws.root, target, pattern, limit, signal)
+        else:
+            paths = await asyncio.to_thread(_python_find, ws.root, target, pattern, limit)
+        if not paths:
+            return AgentToolResult.text(f"No files found matching pattern {pattern!r}", details={"count": 0})
+        hit_limit = len(paths) > limit
+        names = sorted(ws.rel(p) + ("/" if p.is_dir() else "") for p in paths)[:limit]
+        trunc = truncate_head("\n".join(names), max_lines=len(names) + 1)
+        notices = []
+        if hit_limit:
+            notices.append(f"{limit} results limit reached. Use limit={limit * 2} for more, or refine pattern")
+        if trunc.truncated:
+            notices.append(f"{MAX_BYTES // 1024}KB output limit reached")
+        text = trunc.content + ("\n\n[" + ". ".join(notices) + "]" if notices else "")
+        return AgentToolResult.text(text, details={"count": len(names), "limit_reached": hit_limit})
+
+    return AgentTool("find", DESCRIPTION, PARAMETERS, execute, label="Find")

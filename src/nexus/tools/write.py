@@ -1,0 +1,54 @@
+"""The ``write`` tool: create or overwrite a file, making parent directories."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
+from nexus.llm.abort import AbortSignal
+from nexus.tools._args import req_str
+from nexus.tools._workspace import ToolError, Workspace
+
+DESCRIPTION = (
+    "Write content to a file. Creates the file if it doesn't exist, overwrites it if it does. "
+    "Automatically creates parent directories."
+)
+
+PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string", "description": "Path to the file to write (relative or absolute)"},
+        "content": {"type": "string", "description": "Content to write to the file"},
+    },
+    "required": ["path", "content"],
+}
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def write_tool(ws: Workspace) -> AgentTool:
+    """The ``write`` tool confined to ``ws``."""
+
+    async def execute(
+        call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: ToolUpdateFn
+    ) -> AgentToolResult:
+        raw = req_str(args, "path", allow_empty=False)
+        content = req_str(args, "content")
+        path = ws.resolve(raw)
+        if path.is_dir():
+            raise ToolError(f"{raw} is a directory; give a file path.")
+        data = content.encode("utf-8")
+        if signal.aborted:
+            raise ToolError("Operation aborted; the file was not written.")
+        async with ws.lock(path):
+            await asyncio.to_thread(_write, path, data)
+        return AgentToolResult.text(
+            f"Successfully wrote {len(data)} bytes to {raw}", details={"path": ws.rel(path), "bytes": len(data)}
+        )
+
+    return AgentTool("write", DESCRIPTION, PARAMETERS, execute, label="Write", sequential=False)
