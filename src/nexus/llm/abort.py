@@ -7,8 +7,11 @@ engine and the broker all pass the same object down.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # asyncio costs ~30 ms to import; only wait() needs it
+    import asyncio
 
 
 class AbortSignal:
@@ -60,6 +63,8 @@ class AbortSignal:
         if self.reason is not None:
             return
         if self._event is None:
+            import asyncio
+
             self._event = asyncio.Event()
         await self._event.wait()
 

@@ -1,0 +1,320 @@
+"""What every HTTP provider shares: the request/stream driver, failures, usage cost.
+
+A provider supplies a :class:`ProviderSpec` (build the request, make a decoder for its
+SSE events); :func:`run_stream` does the rest: key and base-URL resolution, the HTTP
+call on the shared client, status and body classification, SSE parsing, abort and
+cancellation, and the guarantee that the stream ends with exactly one ``done`` or
+``error`` event and never raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from nexus.llm._http import get_client, make_timeout
+from nexus.llm._sse import SSEParser
+from nexus.llm.abort import AbortSignal
+from nexus.llm.errors import classify_error, error_text_from_body
+from nexus.llm.events import AssistantMessageEvent, DoneEvent, ErrorEvent, StartEvent
+from nexus.llm.keys import key_required, missing_key_message, resolve_api_key, resolve_base_url
+from nexus.llm.options import StreamOptions
+from nexus.llm.types import AssistantMessage, Context, ErrorKind, Model, TextContent, ThinkingContent, Usage
+
+if TYPE_CHECKING:
+    import httpx
+
+_MAX_ERROR_BODY = 64 * 1024
+_DRAIN_SECONDS = 1.0
+
+
+class StreamFailure(Exception):
+    """Raised inside a provider to end the stream with a classified error message."""
+
+    def __init__(
+        self, kind: ErrorKind, message: str, retry_after: float | None = None, status: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.kind: ErrorKind = kind
+        self.message = message
+        self.retry_after = retry_after
+        self.status = status
+
+
+def failure_from_text(
+    message: str, status: int | None = None, headers: Mapping[str, str] | None = None
+) -> StreamFailure:
+    """Classify an error text (and status/headers) into a :class:`StreamFailure`."""
+    found = classify_error(message, status, headers)
+    return StreamFailure(found.kind, message, found.retry_after, status)
+
+
+class Decoder(Protocol):
+    """Turns one provider's SSE events into stream events, filling ``output``."""
+
+    output: AssistantMessage
+    finished: bool
+
+    def handle(self, name: str | None, data: str) -> list[AssistantMessageEvent]:
+        """Events for one SSE event; raise :class:`StreamFailure` for provider errors."""
+        ...
+
+    def finish(self) -> list[AssistantMessageEvent]:
+        """Close open blocks (their ``*_end`` events) after the provider's stop event."""
+        ...
+
+    def settle(self) -> None:
+        """Make ``output`` hold everything received so far (before an error ends the stream)."""
+        ...
+
+    def complete(self) -> bool:
+        """Did the provider's own stop event arrive (so the response is whole)?"""
+        ...
+
+
+@dataclass(slots=True, frozen=True)
+class Request:
+    """A provider request ready to send."""
+
+    url: str
+    headers: dict[str, str]
+    payload: dict[str, Any]
+
+
+class ProviderSpec(Protocol):
+    """One wire protocol: how to build its request and decode its stream."""
+
+    def build_request(
+        self, model: Model, context: Context, options: StreamOptions, api_key: str | None, base_url: str
+    ) -> Request:
+        """The request for this call (may raise :class:`StreamFailure` for unusable input)."""
+        ...
+
+    def decoder(self, model: Model, output: AssistantMessage) -> Decoder:
+        """A fresh decoder filling ``output``."""
+        ...
+
+
+def apply_cost(model: Model, usage: Usage) -> None:
+    """Set ``usage.total`` and ``usage.cost`` from the token counts and the model's $/Mtok prices."""
+    usage.total = usage.input + usage.output + usage.cache_read + usage.cache_write
+    cost = usage.cost
+    cost.input = model.input_price * usage.input / 1e6
+    cost.output = model.output_price * usage.output / 1e6
+    cost.cache_read = model.cache_read_price * usage.cache_read / 1e6
+    cost.cache_write = model.cache_write_price * usage.cache_write / 1e6
+    cost.total = cost.input + cost.output + cost.cache_read + cost.cache_write
+
+
+def append_text(block: TextContent, delta: str) -> None:
+    """Append in amortised O(1): dropping the block's reference first lets CPython grow the string in place."""
+    text = block.text
+    block.text = ""
+    text += delta
+    block.text = text
+
+
+def append_thinking(block: ThinkingContent, delta: str) -> None:
+    """Like :func:`append_text` for thinking blocks."""
+    text = block.thinking
+    block.thinking = ""
+    text += delta
+    block.thinking = text
+
+
+class _IOGate:
+    """Lets an abort signal cancel the stream's task, but only while it waits on the network."""
+
+    __slots__ = ("active", "fired", "task")
+
+    def __init__(self) -> None:
+        self.task = asyncio.current_task()
+        self.active = False
+        self.fired = False
+
+    def on_abort(self) -> None:
+        if self.active and self.task is not None and not self.fired:
+            self.fired = True
+            self.task.cancel()
+
+
+def _error_event(output: AssistantMessage, failure: StreamFailure) -> ErrorEvent:
+    output.stop_reason = "error"
+    output.error_kind = failure.kind
+    output.error_message = failure.message
+    output.retry_after = failure.retry_after
+    return ErrorEvent("error", output)
+
+
+def _aborted_event(output: AssistantMessage, reason: str | None) -> ErrorEvent:
+    output.stop_reason = "aborted"
+    output.error_message = reason or "aborted"
+    return ErrorEvent("aborted", output)
+
+
+class _Aborted(Exception):
+    """The abort signal fired between two events."""
+
+
+async def run_stream(
+    spec: ProviderSpec, model: Model, context: Context, options: StreamOptions | None
+) -> AsyncIterator[AssistantMessageEvent]:
+    """Drive one provider call; see the module doc for the guarantees.
+
+    Task cancellation is caught: the stream then ends with an ``error`` event whose
+    reason is ``aborted`` (the ``CancelledError`` is not re-raised; the task's
+    ``cancelling()`` count is left set so callers can still tell).
+    """
+    opts = options if options is not None else StreamOptions()
+    output = AssistantMessage(api=model.api, provider=model.provider, model=model.id)
+    signal = opts.signal
+    gate = _IOGate()
+    remove_listener = signal.add_listener(gate.on_abort) if signal is not None else None
+    decoder: Decoder | None = None
+    response: httpx.Response | None = None
+    chunks: AsyncIterator[bytes] | None = None
+    try:
+        if signal is not None and signal.aborted:
+            raise _Aborted
+        request = _prepare(spec, model, context, opts)
+        decoder = spec.decoder(model, output)
+        response = await _open(request, opts, gate)
+        yield StartEvent(output)
+        parser = SSEParser()
+        handle = decoder.handle
+        chunks = response.aiter_bytes()
+        while not decoder.finished:
+            gate.active = True
+            try:
+                chunk = await chunks.__anext__()
+            except StopAsyncIteration:
+                break
+            finally:
+                gate.active = False
+            for name, data in parser.feed(chunk):
+                for event in handle(name, data):
+                    yield event
+                    if signal is not None and signal.reason is not None:
+                        raise _Aborted
+        if decoder.finished:
+            await _drain(chunks)
+        for name, data in parser.flush() if not decoder.finished else ():
+            for event in handle(name, data):
+                yield event
+        if not decoder.complete():
+            raise StreamFailure("timeout", "the connection closed before the response finished")
+        # release the connection before the final events, so a consumer that stops at
+        # ``done`` without closing the iterator leaks nothing
+        closing, chunks, response = (chunks, response), None, None
+        await _close(*closing)
+        for event in decoder.finish():
+            yield event
+        stop = output.stop_reason
+        yield DoneEvent(stop if stop == "length" or stop == "tool_use" else "stop", output)
+    except (_Aborted, asyncio.CancelledError, Exception) as exc:  # the contract: a stream never raises
+        yield _final_error(exc, output, decoder, gate, signal)
+    finally:
+        if remove_listener is not None:
+            remove_listener()
+        await _close(chunks, response)
+
+
+async def _drain(chunks: AsyncIterator[bytes]) -> None:
+    """Read what follows the provider's final event, so the connection goes back to the pool.
+
+    Bounded in time and size: a server that keeps talking after its stop event only
+    costs us the connection, never the response.
+    """
+    read = 0
+    try:
+        async with asyncio.timeout(_DRAIN_SECONDS):
+            async for chunk in chunks:
+                read += len(chunk)
+                if read > _MAX_ERROR_BODY:
+                    return
+    except Exception:  # a drain failure only means the connection is not reused
+        return
+
+
+async def _close(chunks: AsyncIterator[bytes] | None, response: httpx.Response | None) -> None:
+    if chunks is not None:
+        await chunks.aclose()  # type: ignore[attr-defined]
+    if response is not None:
+        await response.aclose()
+
+
+def _final_error(
+    exc: BaseException, output: AssistantMessage, decoder: Decoder | None, gate: _IOGate, signal: AbortSignal | None
+) -> ErrorEvent:
+    """The terminal event for an exception that ended the stream (abort, cancel, failure, bug)."""
+    if decoder is not None:
+        decoder.settle()
+    if isinstance(exc, (_Aborted, asyncio.CancelledError)):
+        if gate.fired and gate.task is not None:
+            gate.task.uncancel()  # the cancel was ours, turned into the aborted event
+        return _aborted_event(output, signal.reason if signal is not None and signal.aborted else "cancelled")
+    failure = exc if isinstance(exc, StreamFailure) else _failure_from_exception(exc)
+    return _error_event(output, failure)
+
+
+def _prepare(spec: ProviderSpec, model: Model, context: Context, opts: StreamOptions) -> Request:
+    base_url = resolve_base_url(model.provider, model.base_url, opts.base_url)
+    if base_url is None:
+        raise StreamFailure("format", f"no base URL for provider {model.provider!r}: pass base_url or set it")
+    api_key = resolve_api_key(model.provider, opts.api_key)
+    if api_key is None and key_required(model.provider, base_url):
+        raise StreamFailure("auth", missing_key_message(model.provider))
+    return spec.build_request(model, context, opts, api_key, base_url)
+
+
+async def _open(request: Request, opts: StreamOptions, gate: _IOGate) -> httpx.Response:
+    """Send the request; a status >= 400 becomes a classified :class:`StreamFailure`."""
+    client = get_client()
+    headers = {**request.headers, **dict(opts.headers)}
+    # lone surrogates (from broken tool output, say) cannot be UTF-8 encoded; send U+FFFD instead of failing
+    content = json.dumps(request.payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
+    built = client.build_request(
+        "POST", request.url, content=content, headers=headers, timeout=make_timeout(opts.timeout)
+    )
+    gate.active = True
+    try:
+        response = await client.send(built, stream=True)
+        if response.status_code < 400:
+            return response
+        try:
+            body = await _read_limited(response)
+        finally:
+            await response.aclose()
+    finally:
+        gate.active = False
+    message = error_text_from_body(response.status_code, body)
+    found = classify_error(message, response.status_code, response.headers, body)
+    raise StreamFailure(found.kind, message, found.retry_after, response.status_code)
+
+
+async def _read_limited(response: httpx.Response) -> str:
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        parts.append(chunk)
+        size += len(chunk)
+        if size >= _MAX_ERROR_BODY:
+            break
+    return b"".join(parts).decode("utf-8", "replace")
+
+
+def _failure_from_exception(exc: BaseException) -> StreamFailure:
+    import httpx
+
+    if isinstance(exc, httpx.TimeoutException):
+        return StreamFailure("timeout", f"request timed out ({type(exc).__name__}): {exc}".rstrip(": "))
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
+        return StreamFailure("timeout", f"connection error: {exc or type(exc).__name__}")
+    if isinstance(exc, httpx.ConnectError):
+        return StreamFailure("timeout", f"cannot connect to provider: {exc or type(exc).__name__}")
+    if isinstance(exc, httpx.HTTPError):
+        return failure_from_text(f"HTTP error: {exc or type(exc).__name__}")
+    return StreamFailure("unknown", f"{type(exc).__name__}: {exc}")
