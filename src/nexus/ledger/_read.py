@@ -1,0 +1,296 @@
+"""The read path: history (with the compaction rule), ancestry, lookups for UIs."""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import sqlite3
+from collections.abc import Iterable
+
+from nexus.ledger._decode import decode_bodies
+from nexus.ledger._paths import Range, on_path, path_ranges
+from nexus.ledger._rows import (
+    COMPACTION_COLUMNS,
+    TURN_COLUMNS,
+    compaction_from_row,
+    fetch_turn,
+    key_range,
+    loads_opt,
+    turn_from_row,
+    turn_position,
+)
+from nexus.ledger._schema import unpack_key
+from nexus.ledger.errors import TurnNotFound
+from nexus.ledger.records import CompactionRecord, StoredMessage, ToolCallRecord, Turn
+from nexus.llm.serde import message_from_json
+from nexus.llm.types import Message, ToolResultMessage, UserMessage
+
+SUMMARY_PREFIX = "[Previous conversation summary]\n"
+
+
+def _latest_compaction(conn: sqlite3.Connection, ranges: list[Range]) -> tuple[str, int] | None:
+    for seg, lo, hi in reversed(ranges):
+        row = conn.execute(
+            "SELECT id, seq FROM turns WHERE turn_type = 'compaction' AND segment_id = ? AND seq BETWEEN ? AND ? "
+            "ORDER BY seq DESC LIMIT 1",
+            (seg, lo, hi),
+        ).fetchone()
+        if row is not None:
+            return str(row[0]), int(row[1])
+    return None
+
+
+def history_plan(conn: sqlite3.Connection, head_id: str) -> tuple[str | None, list[tuple[int, int]]]:
+    """``(compaction summary or None, message key ranges)`` of the history ending at ``head_id``.
+
+    With a compaction on the path the ranges start at its ``first_kept_turn_id`` (or at the
+    compaction turn itself when nothing was kept).
+    """
+    seg, seq, _ = turn_position(conn, head_id)
+    ranges = path_ranges(conn, seg, seq)
+    summary: str | None = None
+    lower = 0
+    found = _latest_compaction(conn, ranges)
+    if found is not None:
+        comp_id, lower = found
+        summary, first_kept = conn.execute(
+            "SELECT summary, first_kept_turn_id FROM compactions WHERE turn_id = ?", (comp_id,)
+        ).fetchone()
+        if first_kept is not None:
+            kseg, kseq, _ = turn_position(conn, first_kept)
+            if on_path(ranges, kseg, kseq):
+                lower = kseq
+    keys = [key_range(rseg, max(lo, lower), hi) for rseg, lo, hi in ranges if max(lo, lower) <= hi]
+    return summary, keys
+
+
+def history_bodies(conn: sqlite3.Connection, head_id: str) -> tuple[str | None, list[str]]:
+    """``(compaction summary or None, message JSON bodies)`` of the history ending at ``head_id``."""
+    summary, ranges = history_plan(conn, head_id)
+    bodies: list[str] = []
+    for lo, hi in ranges:
+        bodies.extend(row[0] for row in conn.execute("SELECT body FROM messages WHERE key BETWEEN ? AND ?", (lo, hi)))
+    return summary, bodies
+
+
+def _with_summary(summary: str | None, messages: list[Message]) -> list[Message]:
+    if summary is not None:
+        messages.insert(0, UserMessage(SUMMARY_PREFIX + summary, timestamp=0))
+    return messages
+
+
+def history(conn: sqlite3.Connection, head_id: str | None) -> list[Message]:
+    """The messages to send to the model for a session whose head is ``head_id``."""
+    if head_id is None:
+        return []
+    summary, bodies = history_bodies(conn, head_id)
+    return _with_summary(summary, decode_bodies(bodies))
+
+
+def history_cached(conn: sqlite3.Connection, head_id: str | None, cache: MessageCache) -> list[Message]:
+    """Like :func:`history`, decoding only the messages ``cache`` does not hold yet (rows never change)."""
+    if head_id is None:
+        return []
+    summary, ranges = history_plan(conn, head_id)
+    keys: list[int] = []
+    for lo, hi in ranges:
+        keys.extend(cache.range_keys(conn, lo, hi))
+    items = cache.items
+    missing = {k for k in keys if k not in items}
+    if not missing:
+        return _with_summary(summary, [items[k] for k in keys])
+    found: list[tuple[int, str]] = []
+    for lo, hi in ranges:  # only the ranges (and their tails) that hold missing messages
+        start = min((k for k in missing if lo <= k <= hi), default=None)
+        if start is not None:
+            rows = conn.execute("SELECT key, body FROM messages WHERE key BETWEEN ? AND ?", (start, hi))
+            found.extend((k, b) for k, b in rows if k in missing)
+    decoded = dict(zip([k for k, _ in found], decode_bodies([b for _, b in found]), strict=True))
+    result = [decoded[k] if k in decoded else items[k] for k in keys]
+    cache.add(decoded.items())  # after building the result: adding may evict
+    return _with_summary(summary, result)
+
+
+def _keys(conn: sqlite3.Connection, lo: int, hi: int) -> list[int]:
+    return [row[0] for row in conn.execute("SELECT key FROM messages WHERE key BETWEEN ? AND ?", (lo, hi))]
+
+
+class MessageCache:
+    """Decoded messages by key, and the message keys of path ranges; bounded.
+
+    Both stay valid forever: a range of a history path holds only finished turns, whose
+    messages never change, so a range seen before only grows at its end (the new turns).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.items: dict[int, Message] = {}
+        self.ranges: dict[int, tuple[int, list[int]]] = {}
+
+    def range_keys(self, conn: sqlite3.Connection, lo: int, hi: int) -> list[int]:
+        """Message keys in ``[lo, hi]``, reading only the part not seen before."""
+        known = self.ranges.get(lo)
+        if known is None:
+            keys = _keys(conn, lo, hi)
+        elif known[0] == hi:
+            return known[1]
+        elif known[0] < hi:
+            keys = known[1] + _keys(conn, known[0] + 1, hi)
+        else:
+            return known[1][: bisect.bisect_right(known[1], hi)]
+        if len(self.ranges) > 4096:
+            self.ranges.clear()
+        self.ranges[lo] = (hi, keys)
+        return keys
+
+    def add(self, pairs: Iterable[tuple[int, Message]]) -> None:
+        """Remember decoded messages; when over the limit, forget the oldest entries down to half."""
+        self.items.update(pairs)
+        if len(self.items) > self.limit:
+            drop = len(self.items) - self.limit // 2
+            for key in list(itertools.islice(self.items, drop)):
+                del self.items[key]
+
+
+def ancestry(conn: sqlite3.Connection, turn_id: str) -> list[str]:
+    """Turn ids from the root to ``turn_id`` (inclusive)."""
+    seg, seq, _ = turn_position(conn, turn_id)
+    out: list[str] = []
+    for rseg, lo, hi in path_ranges(conn, seg, seq):
+        out.extend(
+            str(r[0])
+            for r in conn.execute(
+                "SELECT id FROM turns WHERE segment_id = ? AND seq BETWEEN ? AND ? ORDER BY seq", (rseg, lo, hi)
+            )
+        )
+    return out
+
+
+def path_turns(conn: sqlite3.Connection, turn_id: str) -> list[Turn]:
+    """Full :class:`Turn` records from the root to ``turn_id``."""
+    seg, seq, _ = turn_position(conn, turn_id)
+    out: list[Turn] = []
+    for rseg, lo, hi in path_ranges(conn, seg, seq):
+        rows = conn.execute(
+            f"SELECT {TURN_COLUMNS} FROM turns WHERE segment_id = ? AND seq BETWEEN ? AND ? ORDER BY seq",
+            (rseg, lo, hi),
+        )
+        out.extend(turn_from_row(r) for r in rows)
+    return out
+
+
+def children(conn: sqlite3.Connection, turn_id: str) -> list[Turn]:
+    """The direct children of a turn (the next turn of its segment and the first turns of forks)."""
+    seg, seq, _ = turn_position(conn, turn_id)
+    rows = conn.execute(
+        f"SELECT {TURN_COLUMNS} FROM turns WHERE seq = ? AND (segment_id = ? OR segment_id IN "
+        "(SELECT id FROM segments WHERE parent_segment_id = ? AND parent_seq = ?)) ORDER BY id",
+        (seq + 1, seg, seg, seq),
+    )
+    return [turn_from_row(r) for r in rows if r[1] == turn_id]
+
+
+def turn_messages(conn: sqlite3.Connection, turn_id: str) -> list[StoredMessage]:
+    """Every stored message of one turn, in order."""
+    seg, seq, _ = turn_position(conn, turn_id)
+    rows = conn.execute(
+        "SELECT key, role, body, source, context_json, metadata_json FROM messages WHERE key BETWEEN ? AND ?",
+        key_range(seg, seq, seq),
+    )
+    return [_stored(turn_id, r) for r in rows]
+
+
+def _stored(turn_id: str, row: tuple[object, ...]) -> StoredMessage:
+    key = int(row[0])  # type: ignore[call-overload]
+    return StoredMessage(
+        id=key,
+        turn_id=turn_id,
+        ordinal=unpack_key(key)[2],
+        role=str(row[1]),
+        message=message_from_json(str(row[2])),
+        source=row[3],  # type: ignore[arg-type]
+        context=loads_opt(row[4]),  # type: ignore[arg-type]
+        metadata=loads_opt(row[5]),  # type: ignore[arg-type]
+    )
+
+
+def turn_at(conn: sqlite3.Connection, segment_id: int, seq: int) -> str:
+    """The id of the turn at a position (message and tool-call ids encode one)."""
+    row = conn.execute("SELECT id FROM turns WHERE segment_id = ? AND seq = ?", (segment_id, seq)).fetchone()
+    if row is None:
+        raise TurnNotFound(f"{segment_id}:{seq}", "turn position")
+    return str(row[0])
+
+
+def get_message(conn: sqlite3.Connection, message_id: int) -> StoredMessage:
+    """One stored message by its id; raises :class:`TurnNotFound` (what="message")."""
+    row = conn.execute(
+        "SELECT key, role, body, source, context_json, metadata_json FROM messages WHERE key = ?", (message_id,)
+    ).fetchone()
+    if row is None:
+        raise TurnNotFound(str(message_id), "message")
+    seg, seq, _ = unpack_key(message_id)
+    return _stored(turn_at(conn, seg, seq), row)
+
+
+def tool_calls(conn: sqlite3.Connection, turn_id: str) -> list[ToolCallRecord]:
+    """The tool calls of a turn with their arguments and results."""
+    seg, seq, _ = turn_position(conn, turn_id)
+    rows = conn.execute(
+        "SELECT t.key, t.call_id, t.tool_name, t.message_key, t.result_key, t.status, t.error, "
+        "t.spawned_session_label, t.started_at, t.completed_at, m.body, r.body FROM tool_calls t "
+        "LEFT JOIN messages m ON m.key = t.message_key LEFT JOIN messages r ON r.key = t.result_key "
+        "WHERE t.key BETWEEN ? AND ? ORDER BY t.key",
+        key_range(seg, seq, seq),
+    )
+    out: list[ToolCallRecord] = []
+    for key, call_id, name, mkey, rkey, status, error, spawned, started, completed, mbody, rbody in rows:
+        arguments: dict[str, object] = {}
+        if mbody is not None:
+            msg = message_from_json(mbody)
+            for call in getattr(msg, "tool_calls", ()):
+                if call.id == call_id:
+                    arguments = call.arguments
+        result = message_from_json(rbody) if rbody is not None else None
+        out.append(
+            ToolCallRecord(
+                call_id=call_id,
+                tool_name=name,
+                arguments=arguments,
+                status=status,
+                started_at=started,
+                completed_at=completed,
+                error=error,
+                spawned_session_label=spawned,
+                turn_id=turn_id,
+                sequence=unpack_key(key)[2],
+                message_id=mkey,
+                result_message_id=rkey,
+                result=result if isinstance(result, ToolResultMessage) else None,
+            )
+        )
+    return out
+
+
+def compaction(conn: sqlite3.Connection, turn_id: str) -> CompactionRecord | None:
+    """The compaction details of a compaction turn, or ``None`` for a normal turn."""
+    fetch_turn(conn, turn_id)
+    row = conn.execute(f"SELECT {COMPACTION_COLUMNS} FROM compactions WHERE turn_id = ?", (turn_id,)).fetchone()
+    return None if row is None else compaction_from_row(row)
+
+
+def contains(
+    conn: sqlite3.Connection, head_id: str, segment_id: int, seq: int, cache: dict[int, tuple[int | None, int]]
+) -> bool:
+    """Does the ancestry of ``head_id`` include the turn at ``(segment_id, seq)``? (segment walk, cached)."""
+    seg_row = conn.execute("SELECT segment_id, seq FROM turns WHERE id = ?", (head_id,)).fetchone()
+    seg: int | None = int(seg_row[0])
+    hi = int(seg_row[1])
+    while seg is not None:
+        if seg == segment_id:
+            return seq <= hi
+        if seg not in cache:
+            p = conn.execute("SELECT parent_segment_id, parent_seq FROM segments WHERE id = ?", (seg,)).fetchone()
+            cache[seg] = (p[0], p[1] if p[1] is not None else -1)
+        seg, hi = cache[seg]
+    return False

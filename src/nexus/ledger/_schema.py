@@ -1,0 +1,283 @@
+"""Versioned schema of ``agents.db`` (``PRAGMA user_version``) and its migrations.
+
+Layout choices that keep history loads fast and storage flat (see docs/ledger.md):
+
+* Every turn has a position ``(segment_id, seq)``: ``seq`` is its depth; a turn whose parent is
+  the last turn of its segment continues that segment, any other child (a fork) opens a new
+  segment that records ``(parent_segment_id, parent_seq)``. An ancestry is therefore a few
+  segment ranges, not a recursive walk of every turn.
+* ``messages`` and ``tool_calls`` are keyed by an integer packing ``(segment_id, seq, ordinal)``
+  (see ``pack_key``), so the messages of an ancestry are a handful of rowid range scans and
+  need no secondary index at all.
+* ``threads`` is a view over ``turns`` (one thread per turn): depth and the ancestry token total
+  are stored on the turn; the ancestry itself is never stored (it would be O(N^2)).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from nexus.ledger.errors import SchemaVersionError
+
+SEG_SHIFT = 36
+SEQ_SHIFT = 14
+MAX_ORDINAL = (1 << SEQ_SHIFT) - 1
+MAX_SEQ = (1 << (SEG_SHIFT - SEQ_SHIFT)) - 1
+MAX_SEGMENT = (1 << (63 - SEG_SHIFT)) - 1
+
+
+def pack_key(segment_id: int, seq: int, ordinal: int) -> int:
+    """The integer key of message/tool-call ``ordinal`` of the turn at ``(segment_id, seq)``."""
+    return (segment_id << SEG_SHIFT) | (seq << SEQ_SHIFT) | ordinal
+
+
+def unpack_key(key: int) -> tuple[int, int, int]:
+    """Inverse of :func:`pack_key`: ``(segment_id, seq, ordinal)``."""
+    return key >> SEG_SHIFT, (key >> SEQ_SHIFT) & MAX_SEQ, key & MAX_ORDINAL
+
+
+_V1 = """
+CREATE TABLE segments (
+  id INTEGER PRIMARY KEY,
+  parent_segment_id INTEGER REFERENCES segments(id),
+  parent_seq INTEGER,
+  root_turn_id TEXT NOT NULL
+);
+CREATE INDEX segments_parent ON segments(parent_segment_id, parent_seq) WHERE parent_segment_id IS NOT NULL;
+
+CREATE TABLE turns (
+  id TEXT PRIMARY KEY,
+  parent_turn_id TEXT REFERENCES turns(id),
+  segment_id INTEGER NOT NULL REFERENCES segments(id),
+  seq INTEGER NOT NULL,
+  session_label TEXT NOT NULL,
+  turn_type TEXT NOT NULL DEFAULT 'normal' CHECK (turn_type IN ('normal', 'compaction')),
+  status TEXT NOT NULL DEFAULT 'pending'
+    CHECK (status IN ('pending', 'streaming', 'completed', 'failed', 'aborted')),
+  started_at INTEGER NOT NULL,
+  completed_at INTEGER,
+  model TEXT,
+  provider TEXT,
+  role TEXT NOT NULL DEFAULT 'unified',
+  toolset_name TEXT,
+  tools_available TEXT,
+  permissions_granted TEXT,
+  permissions_used TEXT,
+  input_tokens INTEGER NOT NULL DEFAULT 0,
+  output_tokens INTEGER NOT NULL DEFAULT 0,
+  cached_input_tokens INTEGER NOT NULL DEFAULT 0,
+  cache_write_tokens INTEGER NOT NULL DEFAULT 0,
+  reasoning_tokens INTEGER NOT NULL DEFAULT 0,
+  total_tokens INTEGER NOT NULL DEFAULT 0,
+  thread_total_tokens INTEGER NOT NULL DEFAULT 0,
+  cost REAL,
+  query_count INTEGER NOT NULL DEFAULT 0,
+  message_count INTEGER NOT NULL DEFAULT 0,
+  response_ordinal INTEGER,
+  has_children INTEGER NOT NULL DEFAULT 0,
+  tool_call_count INTEGER NOT NULL DEFAULT 0,
+  stop_reason TEXT,
+  error_json TEXT,
+  run_id TEXT,
+  source_event_id TEXT,
+  workspace_path TEXT,
+  persona_id TEXT,
+  system_prompt_hash TEXT,
+  owner TEXT,
+  metadata_json TEXT,
+  UNIQUE (segment_id, seq)
+);
+CREATE INDEX turns_open ON turns(status) WHERE status IN ('pending', 'streaming');
+CREATE INDEX turns_compaction ON turns(segment_id, seq) WHERE turn_type = 'compaction';
+CREATE INDEX turns_source_event ON turns(source_event_id) WHERE source_event_id IS NOT NULL;
+
+CREATE TABLE messages (
+  key INTEGER PRIMARY KEY,
+  role TEXT NOT NULL,
+  body TEXT NOT NULL,
+  source TEXT,
+  context_json TEXT,
+  metadata_json TEXT
+);
+
+CREATE TABLE tool_calls (
+  key INTEGER PRIMARY KEY,
+  call_id TEXT NOT NULL,
+  tool_name TEXT NOT NULL,
+  message_key INTEGER,
+  result_key INTEGER,
+  status TEXT NOT NULL DEFAULT 'completed',
+  error TEXT,
+  spawned_session_label TEXT,
+  started_at INTEGER NOT NULL,
+  completed_at INTEGER
+);
+CREATE INDEX tool_calls_spawned ON tool_calls(spawned_session_label) WHERE spawned_session_label IS NOT NULL;
+
+CREATE TABLE turn_journal (
+  turn_id TEXT NOT NULL REFERENCES turns(id),
+  ordinal INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  body TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  PRIMARY KEY (turn_id, ordinal)
+) WITHOUT ROWID;
+
+CREATE TABLE compactions (
+  turn_id TEXT PRIMARY KEY REFERENCES turns(id),
+  summary TEXT NOT NULL,
+  summarized_through_turn_id TEXT NOT NULL,
+  first_kept_turn_id TEXT,
+  turns_summarized INTEGER NOT NULL DEFAULT 0,
+  compaction_type TEXT NOT NULL DEFAULT 'summary',
+  model TEXT NOT NULL,
+  provider TEXT,
+  tokens_before INTEGER NOT NULL DEFAULT 0,
+  tokens_after INTEGER NOT NULL DEFAULT 0,
+  summary_tokens INTEGER NOT NULL DEFAULT 0,
+  summarization_input_tokens INTEGER NOT NULL DEFAULT 0,
+  summarization_output_tokens INTEGER NOT NULL DEFAULT 0,
+  duration_ms INTEGER NOT NULL DEFAULT 0,
+  trigger TEXT NOT NULL DEFAULT 'context_limit',
+  metadata_json TEXT
+);
+
+CREATE TABLE sessions (
+  label TEXT PRIMARY KEY,
+  thread_id TEXT REFERENCES turns(id),
+  persona_id TEXT NOT NULL DEFAULT 'default',
+  is_subagent INTEGER NOT NULL DEFAULT 0,
+  parent_session_label TEXT,
+  parent_turn_id TEXT,
+  spawn_tool_call_id TEXT,
+  task_description TEXT,
+  task_status TEXT,
+  routing_key TEXT,
+  origin TEXT NOT NULL DEFAULT 'user',
+  origin_session_id TEXT,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  status TEXT NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'archived', 'deleted')),
+  metadata_json TEXT
+);
+CREATE INDEX sessions_updated ON sessions(updated_at DESC);
+CREATE INDEX sessions_parent ON sessions(parent_session_label) WHERE parent_session_label IS NOT NULL;
+CREATE INDEX sessions_routing ON sessions(routing_key) WHERE routing_key IS NOT NULL;
+CREATE INDEX sessions_thread ON sessions(thread_id);
+
+CREATE TABLE session_history (
+  id INTEGER PRIMARY KEY,
+  session_label TEXT NOT NULL REFERENCES sessions(label),
+  thread_id TEXT,
+  changed_at INTEGER NOT NULL,
+  reason TEXT NOT NULL DEFAULT 'write'
+);
+CREATE INDEX session_history_label ON session_history(session_label, changed_at);
+
+CREATE TABLE session_aliases (
+  alias TEXT PRIMARY KEY,
+  session_label TEXT NOT NULL REFERENCES sessions(label),
+  created_at INTEGER NOT NULL,
+  reason TEXT NOT NULL DEFAULT 'manual'
+);
+
+CREATE TABLE queue_items (
+  id TEXT PRIMARY KEY,
+  session_label TEXT NOT NULL REFERENCES sessions(label),
+  message_json TEXT NOT NULL,
+  mode TEXT NOT NULL,
+  status TEXT NOT NULL DEFAULT 'queued',
+  enqueued_at INTEGER NOT NULL,
+  started_at INTEGER,
+  completed_at INTEGER,
+  error TEXT
+);
+CREATE INDEX queue_items_session ON queue_items(session_label, status, enqueued_at);
+CREATE INDEX queue_items_status ON queue_items(status, enqueued_at);
+
+CREATE VIEW threads AS
+  SELECT t.id AS turn_id, t.parent_turn_id AS parent_turn_id, s.root_turn_id AS root_turn_id,
+         t.seq AS depth, t.thread_total_tokens AS total_tokens, t.persona_id AS persona_id,
+         t.system_prompt_hash AS system_prompt_hash, t.id AS thread_key
+  FROM turns t JOIN segments s ON s.id = t.segment_id;
+"""
+
+_V2 = """
+CREATE TABLE agents (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  role TEXT NOT NULL DEFAULT 'unified',
+  persona_id TEXT,
+  session_label TEXT,
+  config_json TEXT,
+  status TEXT NOT NULL DEFAULT 'active',
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+
+CREATE TABLE broker_messages (
+  id TEXT PRIMARY KEY,
+  from_agent TEXT,
+  to_agent TEXT NOT NULL,
+  session_label TEXT,
+  content TEXT NOT NULL,
+  reply_to TEXT,
+  wait_for_reply INTEGER NOT NULL DEFAULT 0,
+  status TEXT NOT NULL DEFAULT 'sent',
+  created_at INTEGER NOT NULL,
+  metadata_json TEXT
+);
+CREATE INDEX broker_messages_to ON broker_messages(to_agent, created_at);
+
+ALTER TABLE queue_items ADD COLUMN turn_id TEXT;
+ALTER TABLE queue_items ADD COLUMN metadata_json TEXT;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+"""Migration ``i`` takes a database from ``user_version`` i to i+1. Append only; never edit a shipped one."""
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(conn: sqlite3.Connection, *, target: int = SCHEMA_VERSION) -> int:
+    """Bring the database to ``target`` (default: the latest) and return the version it had.
+
+    Each migration runs in its own ``BEGIN IMMEDIATE`` transaction together with the
+    ``user_version`` bump, so a crash leaves the file at a whole version. A file written by
+    a newer schema is refused rather than guessed at.
+    """
+    found = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if found > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"this database has schema version {found}, newer than the {SCHEMA_VERSION} this Nexus knows; "
+            "upgrade nexus-broker (or open a copy of an older file)"
+        )
+    version = found
+    while version < target:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            current = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            if current == version:  # another process may have migrated meanwhile
+                for statement in _split(MIGRATIONS[version]):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {version + 1}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    return found
+
+
+def _split(script: str) -> list[str]:
+    """Split a migration script into statements (``executescript`` would commit our transaction)."""
+    statements: list[str] = []
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            statements.append(buffer.strip())
+            buffer = ""
+    if buffer.strip():
+        statements.append(buffer.strip())
+    return statements

@@ -1,0 +1,183 @@
+"""Session rows: create, resolve (label -> alias), list, aliases, timeline."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from nexus.ledger._rows import SESSION_COLUMNS, dumps_opt, fetch_session, session_from_row
+from nexus.ledger._write import move_pointer
+from nexus.ledger.errors import SessionExistsError, SessionNotFound
+from nexus.ledger.records import Session, TimelineEntry
+from nexus.llm.types import now_ms
+
+
+@dataclass(slots=True)
+class NewSession:
+    """Everything ``create_session`` stores about a new session."""
+
+    label: str
+    origin: str = "user"
+    persona_id: str | None = None
+    is_subagent: bool = False
+    parent_session_label: str | None = None
+    parent_turn_id: str | None = None
+    spawn_tool_call_id: str | None = None
+    task_description: str | None = None
+    task_status: str | None = None
+    routing_key: str | None = None
+    origin_session_id: str | None = None
+    head_turn_id: str | None = None
+    metadata: dict[str, object] | None = None
+
+
+def _taken(conn: sqlite3.Connection, name: str) -> bool:
+    return (
+        conn.execute(
+            "SELECT 1 FROM sessions WHERE label = ? UNION ALL SELECT 1 FROM session_aliases WHERE alias = ?",
+            (name, name),
+        ).fetchone()
+        is not None
+    )
+
+
+def create(conn: sqlite3.Connection, new: NewSession, reason: str = "create") -> Session:
+    """Insert a session; its initial pointer (if any) is logged in ``session_history``."""
+    if _taken(conn, new.label):
+        raise SessionExistsError(new.label)
+    persona = new.persona_id
+    if persona is None and new.head_turn_id is not None:
+        row = conn.execute(
+            "SELECT COALESCE(t.persona_id, s.persona_id) FROM turns t LEFT JOIN sessions s "
+            "ON s.label = t.session_label WHERE t.id = ?",
+            (new.head_turn_id,),
+        ).fetchone()
+        persona = None if row is None else row[0]
+    now = now_ms()
+    conn.execute(
+        "INSERT INTO sessions (label, thread_id, persona_id, is_subagent, parent_session_label, parent_turn_id,"
+        " spawn_tool_call_id, task_description, task_status, routing_key, origin, origin_session_id, created_at,"
+        " updated_at, metadata_json) VALUES (?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            new.label,
+            persona or "default",
+            int(new.is_subagent),
+            new.parent_session_label,
+            new.parent_turn_id,
+            new.spawn_tool_call_id,
+            new.task_description,
+            new.task_status,
+            new.routing_key,
+            new.origin,
+            new.origin_session_id,
+            now,
+            now,
+            dumps_opt(new.metadata),
+        ),
+    )
+    if new.head_turn_id is not None:
+        move_pointer(conn, new.label, new.head_turn_id, reason, now)
+    return fetch_session(conn, new.label)
+
+
+def resolve(conn: sqlite3.Connection, name: str) -> Session:
+    """Label first, then alias; raises :class:`SessionNotFound`."""
+    row = conn.execute(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE label = ?", (name,)).fetchone()
+    if row is None:
+        row = conn.execute(
+            f"SELECT {SESSION_COLUMNS} FROM sessions WHERE label = "
+            "(SELECT session_label FROM session_aliases WHERE alias = ?)",
+            (name,),
+        ).fetchone()
+    if row is None:
+        raise SessionNotFound(name)
+    return session_from_row(row)
+
+
+def resolve_label(conn: sqlite3.Connection, name: str) -> str:
+    """The real label for a label or alias (cheap path for the hot calls)."""
+    if conn.execute("SELECT 1 FROM sessions WHERE label = ?", (name,)).fetchone() is not None:
+        return name
+    row = conn.execute("SELECT session_label FROM session_aliases WHERE alias = ?", (name,)).fetchone()
+    if row is None:
+        raise SessionNotFound(name)
+    return str(row[0])
+
+
+def add_alias(conn: sqlite3.Connection, alias: str, label: str, reason: str) -> None:
+    """Make ``alias`` resolve to session ``label``."""
+    fetch_session(conn, label)
+    if _taken(conn, alias):
+        raise SessionExistsError(alias)
+    conn.execute(
+        "INSERT INTO session_aliases (alias, session_label, created_at, reason) VALUES (?, ?, ?, ?)",
+        (alias, label, now_ms(), reason),
+    )
+
+
+def aliases(conn: sqlite3.Connection, label: str) -> list[str]:
+    """Aliases of a session, oldest first."""
+    rows = conn.execute("SELECT alias FROM session_aliases WHERE session_label = ? ORDER BY created_at", (label,))
+    return [str(r[0]) for r in rows]
+
+
+def list_sessions(
+    conn: sqlite3.Connection,
+    *,
+    status: str | None,
+    origin: str | None,
+    is_subagent: bool | None,
+    updated_since: int | None,
+    persona_id: str | None,
+    limit: int | None,
+) -> list[Session]:
+    """Sessions matching every given filter, most recently updated first."""
+    where: list[str] = []
+    args: list[object] = []
+    for column, value in (("status", status), ("origin", origin), ("persona_id", persona_id)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            args.append(value)
+    if is_subagent is not None:
+        where.append("is_subagent = ?")
+        args.append(int(is_subagent))
+    if updated_since is not None:
+        where.append("updated_at >= ?")
+        args.append(updated_since)
+    sql = f"SELECT {SESSION_COLUMNS} FROM sessions"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY updated_at DESC, label"
+    if limit is not None:
+        sql += " LIMIT ?"
+        args.append(limit)
+    return [session_from_row(r) for r in conn.execute(sql, args)]
+
+
+def timeline(conn: sqlite3.Connection, label: str) -> list[TimelineEntry]:
+    """Every logged pointer move of a session, oldest first."""
+    fetch_session(conn, label)
+    rows = conn.execute(
+        "SELECT session_label, thread_id, changed_at, reason FROM session_history WHERE session_label = ? "
+        "ORDER BY changed_at, id",
+        (label,),
+    )
+    return [TimelineEntry(str(a), b, int(c), str(d)) for a, b, c, d in rows]
+
+
+def head_at(conn: sqlite3.Connection, label: str, time_ms: int) -> str | None:
+    """The session head as it was at ``time_ms`` (``None`` before the first pointer move)."""
+    fetch_session(conn, label)
+    row = conn.execute(
+        "SELECT thread_id FROM session_history WHERE session_label = ? AND changed_at <= ? "
+        "ORDER BY changed_at DESC, id DESC LIMIT 1",
+        (label, time_ms),
+    ).fetchone()
+    return None if row is None else row[0]
+
+
+def set_fields(conn: sqlite3.Connection, label: str, **values: object) -> None:
+    """Update plain session columns (status, task_status) and ``updated_at``."""
+    fetch_session(conn, label)
+    sets = ", ".join(f"{k} = ?" for k in values)
+    conn.execute(f"UPDATE sessions SET {sets}, updated_at = ? WHERE label = ?", (*values.values(), now_ms(), label))

@@ -1,0 +1,76 @@
+"""Errors the Agents Ledger raises on purpose; every message says what is wrong and what to do."""
+
+from __future__ import annotations
+
+from nexus.errors import NexusError
+
+
+class LedgerError(NexusError):
+    """Base class of every error raised by ``nexus.ledger``."""
+
+
+class SessionNotFound(LedgerError, LookupError):
+    """No session (and no alias) has the given label."""
+
+    def __init__(self, label: str) -> None:
+        super().__init__(
+            f"no session or alias named {label!r}; list sessions with Ledger.list_sessions() "
+            "or create it with Ledger.create_session()"
+        )
+        self.label = label
+
+
+class SessionExistsError(LedgerError, ValueError):
+    """A session (or alias) with that label already exists; labels are unique."""
+
+    def __init__(self, label: str) -> None:
+        super().__init__(f"a session or alias named {label!r} already exists; pick another label")
+        self.label = label
+
+
+class TurnNotFound(LedgerError, LookupError):
+    """No turn (or message, or tool call) has the given id."""
+
+    def __init__(self, turn_id: str, what: str = "turn") -> None:
+        super().__init__(f"no {what} with id {turn_id!r} in this ledger")
+        self.turn_id = turn_id
+
+
+class TurnStateError(LedgerError):
+    """The turn is not in a state that allows the operation (e.g. writing a turn that is already closed)."""
+
+
+class HeadMovedError(LedgerError):
+    """The session head moved since the turn was started, so writing it would silently fork the session.
+
+    Raised by ``write_turn`` to keep the serial invariant (one run per session). The caller
+    re-reads the history and runs again, or passes ``if_head_moved="branch"`` to keep the
+    turn as a side branch that no session points at.
+    """
+
+    def __init__(self, session_label: str, expected: str | None, actual: str | None) -> None:
+        super().__init__(
+            f"session {session_label!r} moved to head {actual!r} while this turn was built on {expected!r}; "
+            "another run wrote to the session first. Re-read the history and run again, or write this "
+            'turn with if_head_moved="branch" to keep it as a side branch'
+        )
+        self.session_label = session_label
+        self.expected = expected
+        self.actual = actual
+
+
+class SchemaVersionError(LedgerError):
+    """The database was written by a newer Nexus (its schema version is higher than this code knows)."""
+
+
+class LedgerBusyError(LedgerError):
+    """The database stayed locked by other processes longer than the retry budget."""
+
+
+class PiFormatError(LedgerError, ValueError):
+    """A pi session file cannot be imported; the message names the line and what is wrong with it."""
+
+    def __init__(self, path: str, line: int, problem: str) -> None:
+        super().__init__(f"{path}:{line}: {problem}; nothing was imported")
+        self.path = path
+        self.line = line

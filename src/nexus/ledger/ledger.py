@@ -1,0 +1,512 @@
+"""``Ledger``: the Agents Ledger on SQLite (sessions as pointers into a tree of turns).
+
+All methods are synchronous and short (one small transaction each) on stdlib ``sqlite3``;
+an asyncio caller can run the big ones (``history`` of a very long session, imports) in
+``asyncio.to_thread``. Several processes may open the same file at once.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from nexus.ledger import _queue, _read, _sessions, _turns
+from nexus.ledger._decode import gc_paused
+from nexus.ledger._rows import TURN_COLUMNS, fetch_session, fetch_turn, turn_from_row, turn_position
+from nexus.ledger._sessions import NewSession
+from nexus.ledger._sqlite import Database
+from nexus.ledger._ulid import new_ulid
+from nexus.ledger._write import HEAD, TurnFields, TurnOutcome, move_pointer
+from nexus.ledger.errors import TurnStateError
+from nexus.ledger.records import (
+    CLOSED_STATUSES,
+    CompactionRecord,
+    IfHeadMoved,
+    ImportResult,
+    QueueItem,
+    Session,
+    StoredMessage,
+    TimelineEntry,
+    ToolCallRecord,
+    Turn,
+)
+from nexus.llm.serde import message_to_dict
+from nexus.llm.types import Message, ToolCall, ToolResultMessage, Usage, now_ms
+
+
+def _owner() -> str:
+    """``host:pid`` of this process (computed per call: a forked child has another pid)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def default_db_path() -> Path:
+    """``$NEXUS_HOME/agents.db`` (``NEXUS_HOME`` defaults to ``~/.nexus``): where the ledger lives."""
+    home = os.environ.get("NEXUS_HOME") or str(Path.home() / ".nexus")
+    return Path(home).expanduser() / "agents.db"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Ledger:
+    """The Agents Ledger: write turns, read histories, fork and move session pointers.
+
+    Invariants (docs/ledger.md lists the test proving each): a turn is written whole or not
+    at all; nothing is deleted; a session moves only to a finished turn and every move is
+    logged; a write whose parent is no longer the session head raises
+    :class:`~nexus.ledger.errors.HeadMovedError` instead of forking silently.
+    """
+
+    def __init__(self, db: Database, *, message_cache: int = 0) -> None:
+        self._db = db
+        self._cache = _read.MessageCache(message_cache) if message_cache > 0 else None
+
+    @classmethod
+    def open(cls, path: str | Path | None = None, *, synchronous: str = "NORMAL", message_cache: int = 0) -> Ledger:
+        """Open (creating and migrating if needed) the ledger at ``path`` (default: :func:`default_db_path`).
+
+        ``":memory:"`` gives a private in-memory ledger for tests. ``synchronous="FULL"``
+        makes every commit survive power loss too, at the cost of one fsync per turn.
+        ``message_cache=N`` keeps up to N decoded messages, so repeated ``history()`` calls only
+        decode new turns; the returned message objects are then shared between calls and must
+        be treated as read-only (copy one before changing it).
+        """
+        db = Database(default_db_path() if path is None else path, synchronous=synchronous)
+        return cls(db, message_cache=message_cache)
+
+    @property
+    def path(self) -> str:
+        """The database file (or ``:memory:``)."""
+        return self._db.path
+
+    @property
+    def database(self) -> Database:
+        """The underlying connection wrapper (for tools and tests)."""
+        return self._db
+
+    def close(self) -> None:
+        """Close the database connection."""
+        self._db.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ sessions
+
+    def create_session(
+        self,
+        label: str | None = None,
+        *,
+        origin: str = "user",
+        persona_id: str | None = None,
+        is_subagent: bool = False,
+        parent_session_label: str | None = None,
+        parent_turn_id: str | None = None,
+        spawn_tool_call_id: str | None = None,
+        task_description: str | None = None,
+        task_status: str | None = None,
+        routing_key: str | None = None,
+        origin_session_id: str | None = None,
+        head_turn_id: str | None = None,
+        metadata: dict[str, object] | None = None,
+    ) -> Session:
+        """Create a session (label defaults to ``session-<ulid>``); raises ``SessionExistsError`` on a taken name."""
+        new = NewSession(
+            label or f"session-{new_ulid().lower()}",
+            origin,
+            persona_id,
+            is_subagent,
+            parent_session_label,
+            parent_turn_id,
+            spawn_tool_call_id,
+            task_description,
+            task_status,
+            routing_key,
+            origin_session_id,
+            head_turn_id,
+            metadata,
+        )
+        return self._db.write(lambda c: _sessions.create(c, new))
+
+    def get_session(self, label: str) -> Session:
+        """The session with exactly this label; raises ``SessionNotFound``."""
+        return self._db.read(lambda c: fetch_session(c, label))
+
+    def resolve_session(self, label_or_alias: str) -> Session:
+        """Look a session up by label, then by alias; raises ``SessionNotFound``."""
+        return self._db.read(lambda c: _sessions.resolve(c, label_or_alias))
+
+    def ensure_session(self, name: str, **create_kwargs: Any) -> Session:
+        """Label -> alias -> create: the lookup order the spec gives for incoming messages."""
+
+        def run(conn: Any) -> Session:
+            try:
+                return _sessions.resolve(conn, name)
+            except LookupError:
+                return _sessions.create(conn, NewSession(name, **create_kwargs))
+
+        return self._db.write(run)
+
+    def add_alias(self, alias: str, session_label: str, *, reason: str = "manual") -> None:
+        """Make ``alias`` another name of a session (reason: identity_promotion, identity_merge, manual)."""
+        self._db.write(lambda c: _sessions.add_alias(c, alias, session_label, reason))
+
+    def aliases(self, session_label: str) -> list[str]:
+        """The aliases of a session."""
+        return self._db.read(lambda c: _sessions.aliases(c, session_label))
+
+    def list_sessions(
+        self,
+        *,
+        status: str | None = None,
+        origin: str | None = None,
+        is_subagent: bool | None = None,
+        updated_since: int | None = None,
+        persona_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[Session]:
+        """Sessions matching all given filters, most recently updated first."""
+        return self._db.read(
+            lambda c: _sessions.list_sessions(
+                c,
+                status=status,
+                origin=origin,
+                is_subagent=is_subagent,
+                updated_since=updated_since,
+                persona_id=persona_id,
+                limit=limit,
+            )
+        )
+
+    def archive(self, session_label: str) -> None:
+        """Mark a session archived (hidden from default lists; nothing is ever deleted)."""
+        self._db.write(lambda c: _sessions.set_fields(c, session_label, status="archived"))
+
+    def set_task_status(self, session_label: str, task_status: str) -> None:
+        """Update a sub-agent session's ``task_status`` (pending, running, completed, failed)."""
+        self._db.write(lambda c: _sessions.set_fields(c, session_label, task_status=task_status))
+
+    # ------------------------------------------------------------------ turn lifecycle
+
+    def open_turn(
+        self,
+        session_label: str,
+        *,
+        query_messages: Sequence[Message],
+        model: str | None = None,
+        provider: str | None = None,
+        role: str = "unified",
+        run_id: str | None = None,
+        parent_turn_id: Any = HEAD,
+        source: str | None = None,
+        context: dict[str, object] | None = None,
+        **fields: Any,
+    ) -> str:
+        """Start a turn (``status='streaming'``) and store its query; the session pointer does not move.
+
+        ``parent_turn_id`` defaults to the current head; an explicit one that is no longer the
+        head raises ``HeadMovedError``. Extra keywords are :class:`TurnFields` names
+        (toolset_name, tools_available, source_event_id, workspace_path, persona_id, …).
+        """
+        tf = TurnFields(model=model, provider=provider, role=role, run_id=run_id, **fields)
+        return self._db.write(
+            lambda c: _turns.open_turn(
+                c, session_label, parent_turn_id, query_messages, tf, _owner(), source=source, context=context
+            )
+        )
+
+    def journal_message(self, turn_id: str, message: Message) -> None:
+        """Journal a finished message (e.g. an assistant response) of an open turn, for crash recovery."""
+        body = message_to_dict(message)
+        self._db.write(lambda c: _turns.journal(c, turn_id, "message", body))
+
+    def journal_tool_call(
+        self,
+        turn_id: str,
+        call: ToolCall,
+        result: ToolResultMessage,
+        started_at: int,
+        completed_at: int,
+        spawned_session_label: str | None = None,
+    ) -> None:
+        """Journal one finished tool call (the call and its result) of an open turn."""
+        body = _turns.tool_call_entry(call, result, started_at, completed_at, spawned_session_label)
+        self._db.write(lambda c: _turns.journal(c, turn_id, "tool_call", body))
+
+    def write_turn(
+        self,
+        turn_id: str | None,
+        session_label: str,
+        *,
+        query_messages: Sequence[Message] = (),
+        response_messages: Sequence[Message] = (),
+        status: str = "completed",
+        usage: Usage | None = None,
+        model: str | None = None,
+        provider: str | None = None,
+        stop_reason: str | None = None,
+        error: dict[str, object] | str | None = None,
+        compaction: CompactionRecord | None = None,
+        tool_calls: Sequence[ToolCallRecord] | None = None,
+        turn_type: str | None = None,
+        parent_turn_id: Any = HEAD,
+        if_head_moved: IfHeadMoved = "raise",
+        completed_at: int | None = None,
+        source: str | None = None,
+        context: dict[str, object] | None = None,
+        **fields: Any,
+    ) -> str:
+        """Write a finished turn in one transaction and move the session pointer to it; returns its id.
+
+        ``turn_id`` is the id from :meth:`open_turn` (then only ``response_messages`` are
+        given) or ``None`` for a turn written in one go. Usage defaults to the sum of the
+        response's assistant messages; tool-call rows are derived from the response (pass
+        ``tool_calls`` to add timings or ``spawned_session_label``). If the session head is no
+        longer the turn's parent, raises ``HeadMovedError`` - or with ``if_head_moved="branch"``
+        keeps the turn as a side branch without moving the pointer.
+        """
+        if status not in CLOSED_STATUSES:
+            raise TurnStateError(
+                f"status must be one of {', '.join(CLOSED_STATUSES)} for a finished turn, not {status!r}"
+            )
+        if turn_type not in (None, "normal", "compaction"):
+            raise TurnStateError(f"turn_type must be 'normal' or 'compaction', not {turn_type!r}")
+        tf = TurnFields(model=model, provider=provider, **fields)
+        outcome = TurnOutcome(
+            status, response_messages, usage, stop_reason, error, compaction, tool_calls, turn_type, completed_at
+        )
+        return self._db.write(
+            lambda c: _turns.write_turn(
+                c,
+                session_label,
+                turn_id,
+                parent_turn_id,
+                query_messages,
+                tf,
+                outcome,
+                if_head_moved=if_head_moved,
+                source=source,
+                context=context,
+            )
+        )
+
+    def recover(self, *, force: bool = False) -> list[str]:
+        """Close turns left open by dead processes as ``aborted`` with what they journaled.
+
+        A recovered turn becomes its session's head if the head is still its parent;
+        otherwise it is kept as a side branch. Turns of live processes on this host (and of
+        other hosts, unless ``force``) are left alone. Returns the recovered turn ids.
+        """
+        rows = self._db.read(
+            lambda c: c.execute("SELECT id, owner FROM turns WHERE status IN ('pending', 'streaming')").fetchall()
+        )
+        recovered: list[str] = []
+        for turn_id, owner in rows:
+            if not force and not self._owner_dead(owner):
+                continue
+            note = (
+                f"the process running this turn ({owner or 'unknown'}) stopped before finishing it; closed by recover()"
+            )
+            label, _ = self._db.write(functools.partial(_recover_one, turn_id=str(turn_id), note=note))
+            if label:
+                recovered.append(str(turn_id))
+        return recovered
+
+    @staticmethod
+    def _owner_dead(owner: str | None) -> bool:
+        if not owner:
+            return True
+        host, _, pid_text = owner.rpartition(":")
+        if host != socket.gethostname() or not pid_text.isdigit():
+            return False
+        pid = int(pid_text)
+        return pid != os.getpid() and not _pid_alive(pid)
+
+    def open_turns(self) -> list[Turn]:
+        """Turns still open (being run, or left by a dead process until :meth:`recover`)."""
+        return self._db.read(
+            lambda c: [
+                turn_from_row(r)
+                for r in c.execute(
+                    f"SELECT {TURN_COLUMNS} FROM turns WHERE status IN ('pending', 'streaming') ORDER BY id"
+                )
+            ]
+        )
+
+    # ------------------------------------------------------------------ reading
+
+    def head(self, session_label: str) -> Turn | None:
+        """The session's head turn, or ``None`` for an empty session."""
+
+        def run(conn: Any) -> Turn | None:
+            head = _sessions.resolve(conn, session_label).thread_id
+            return None if head is None else fetch_turn(conn, head)
+
+        return self._db.read(run)
+
+    def history(self, session_label: str) -> list[Message]:
+        """The messages to send to the model next (compaction summary first, if any)."""
+
+        def run(conn: Any) -> list[Message]:
+            row = conn.execute("SELECT thread_id FROM sessions WHERE label = ?", (session_label,)).fetchone()
+            head = row[0] if row is not None else _sessions.resolve(conn, session_label).thread_id
+            if self._cache is not None:
+                return _read.history_cached(conn, head, self._cache)
+            return _read.history(conn, head)
+
+        with gc_paused():  # the row tuples of a long history would trigger full collections
+            return self._db.read(run)
+
+    def history_at(self, turn_id: str) -> list[Message]:
+        """The history as it would be with ``turn_id`` as head (any closed turn)."""
+
+        def run(conn: Any) -> list[Message]:
+            if self._cache is not None:
+                return _read.history_cached(conn, turn_id, self._cache)
+            return _read.history(conn, turn_id)
+
+        with gc_paused():
+            return self._db.read(run)
+
+    def ancestry(self, turn_id: str) -> list[str]:
+        """Turn ids from the root to ``turn_id`` inclusive."""
+        return self._db.read(lambda c: _read.ancestry(c, turn_id))
+
+    def turns(self, session_label: str) -> list[Turn]:
+        """The turns of a session's history, root first."""
+
+        def run(conn: Any) -> list[Turn]:
+            head = _sessions.resolve(conn, session_label).thread_id
+            return [] if head is None else _read.path_turns(conn, head)
+
+        return self._db.read(run)
+
+    def get_turn(self, turn_id: str) -> Turn:
+        """One turn; raises ``TurnNotFound``."""
+        return self._db.read(lambda c: fetch_turn(c, turn_id))
+
+    def children(self, turn_id: str) -> list[Turn]:
+        """The direct children of a turn (continuations and forks)."""
+        return self._db.read(lambda c: _read.children(c, turn_id))
+
+    def messages(self, turn_id: str) -> list[StoredMessage]:
+        """The stored messages of one turn (query first), with ids for UIs."""
+        return self._db.read(lambda c: _read.turn_messages(c, turn_id))
+
+    def get_message(self, message_id: int) -> StoredMessage:
+        """One message by id; raises ``TurnNotFound``."""
+        return self._db.read(lambda c: _read.get_message(c, message_id))
+
+    def tool_calls(self, turn_id: str) -> list[ToolCallRecord]:
+        """The tool calls of one turn, with arguments and results."""
+        return self._db.read(lambda c: _read.tool_calls(c, turn_id))
+
+    def compaction(self, turn_id: str) -> CompactionRecord | None:
+        """The compaction details of a compaction turn (``None`` for a normal turn)."""
+        return self._db.read(lambda c: _read.compaction(c, turn_id))
+
+    # ------------------------------------------------------------------ pointers
+
+    def fork(self, turn_id: str, label: str | None = None, **create_kwargs: Any) -> Session:
+        """A new session (``origin='fork'``) whose head is ``turn_id``; nothing is copied."""
+
+        def run(conn: Any) -> Session:
+            _check_closed(conn, turn_id)
+            new = NewSession(
+                label or f"fork-{new_ulid().lower()}", origin="fork", head_turn_id=turn_id, **create_kwargs
+            )
+            return _sessions.create(conn, new, reason="fork")
+
+        return self._db.write(run)
+
+    def move_pointer(self, session_label: str, turn_id: str | None) -> None:
+        """Point a session at any finished turn (or ``None``: empty); the move is logged."""
+
+        def run(conn: Any) -> None:
+            label = _sessions.resolve_label(conn, session_label)
+            if turn_id is not None:
+                _check_closed(conn, turn_id)
+            move_pointer(conn, label, turn_id, "move", now_ms())
+
+        self._db.write(run)
+
+    def head_at(self, session_label: str, time_ms: int) -> Turn | None:
+        """The head the session had at ``time_ms`` (from its pointer log)."""
+
+        def run(conn: Any) -> Turn | None:
+            head = _sessions.head_at(conn, _sessions.resolve_label(conn, session_label), time_ms)
+            return None if head is None else fetch_turn(conn, head)
+
+        return self._db.read(run)
+
+    def timeline(self, session_label: str) -> list[TimelineEntry]:
+        """Every pointer move of a session, oldest first."""
+        return self._db.read(lambda c: _sessions.timeline(c, _sessions.resolve_label(c, session_label)))
+
+    def sessions_containing(self, turn_id: str) -> list[str]:
+        """Labels of the sessions whose current history includes ``turn_id``."""
+
+        def run(conn: Any) -> list[str]:
+            seg, seq, _ = turn_position(conn, turn_id)
+            cache: dict[int, tuple[int | None, int]] = {}
+            rows = conn.execute("SELECT label, thread_id FROM sessions WHERE thread_id IS NOT NULL ORDER BY label")
+            return [str(lbl) for lbl, head in rows.fetchall() if _read.contains(conn, head, seg, seq, cache)]
+
+        return self._db.read(run)
+
+    # ------------------------------------------------------------------ durable queue rows
+
+    def enqueue(
+        self, session_label: str, message: object, *, mode: str, metadata: dict[str, object] | None = None
+    ) -> QueueItem:
+        """Store a message for a session's queue (``message`` is any JSON value, e.g. a serialised message)."""
+        return self._db.write(lambda c: _queue.enqueue(c, session_label, message, mode, metadata))
+
+    def pending_queue_items(self, session_label: str | None = None) -> list[QueueItem]:
+        """Items still ``queued`` or ``processing``, oldest first: what to reload after a restart."""
+        return self._db.read(lambda c: _queue.pending(c, session_label))
+
+    def update_queue_item(
+        self, item_id: str, status: str, *, turn_id: str | None = None, error: str | None = None
+    ) -> QueueItem:
+        """Move a queue item on (``processing``, ``delivered``, ``failed``, ``dropped``); finished items are final."""
+        return self._db.write(lambda c: _queue.update(c, item_id, status, turn_id, error))
+
+    # ------------------------------------------------------------------ pi files
+
+    def import_pi(self, path: str | Path, label: str | None = None) -> ImportResult:
+        """Import a pi-coding-agent session file (see :func:`nexus.ledger.pi_jsonl.import_pi_session`)."""
+        from nexus.ledger.pi_jsonl import import_pi_session
+
+        return import_pi_session(self, path, label)
+
+    def export_pi(self, session_label: str, path: str | Path) -> Path:
+        """Export a session's history as a pi session file (see :func:`nexus.ledger.pi_jsonl.export_pi_session`)."""
+        from nexus.ledger.pi_jsonl import export_pi_session
+
+        return export_pi_session(self, session_label, path)
+
+
+def _recover_one(conn: sqlite3.Connection, *, turn_id: str, note: str) -> tuple[str, bool]:
+    return _turns.recover_turn(conn, turn_id, note)
+
+
+def _check_closed(conn: Any, turn_id: str) -> None:
+    status = turn_position(conn, turn_id)[2]
+    if status not in CLOSED_STATUSES:
+        raise TurnStateError(f"turn {turn_id!r} is still open ({status}); only finished turns can be session heads")

@@ -1,0 +1,422 @@
+"""Import and export of pi-coding-agent session files (JSONL, header ``version`` 3, ``id``/``parentId`` tree).
+
+Import maps pi's entry tree onto turns: a turn starts at each user message, at each
+``compaction`` entry, and at each child of a branch point; everything else (assistant and
+tool-result messages, ``model_change``, ``thinking_level_change``, labels, custom entries)
+joins the turn of its parent entry. Messages become ledger messages (their pi entry id and
+timestamp kept in the message metadata); other entries are kept verbatim in the turn's
+metadata (``pi_entries``) so an export writes them back. The leaf of the last entry in the
+file becomes the imported session; every other leaf becomes a fork session. The whole file
+is imported in one transaction: a bad line imports nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nexus.ledger import _read, _sessions, _turns
+from nexus.ledger._pi_messages import PI_ROLES, PiShapeError, from_pi, to_pi
+from nexus.ledger._sessions import NewSession
+from nexus.ledger._write import TurnFields, TurnOutcome, move_pointer
+from nexus.ledger.errors import PiFormatError
+from nexus.ledger.records import CompactionRecord, ImportResult
+from nexus.llm.types import AssistantMessage, Message, UserMessage, now_ms
+
+if TYPE_CHECKING:
+    from nexus.ledger.ledger import Ledger
+
+SUPPORTED_VERSIONS = (2, 3)
+_MODELLED = ("message", "compaction")
+
+
+@dataclass(slots=True)
+class _Entry:
+    line: int
+    raw: dict[str, Any]
+    message: Message | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return str(self.raw["id"])
+
+    @property
+    def parent(self) -> str | None:
+        parent = self.raw.get("parentId")
+        return None if parent is None else str(parent)
+
+
+@dataclass(slots=True)
+class _Group:
+    """The entries that become one turn."""
+
+    entries: list[_Entry]
+    parent: _Group | None
+    turn_id: str = ""
+
+
+def _parse(path: Path) -> tuple[dict[str, Any], list[_Entry]]:
+    where = str(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise PiFormatError(where, 1, f"not UTF-8 text ({exc.reason})") from exc
+    header: dict[str, Any] | None = None
+    entries: list[_Entry] = []
+    seen: set[str] = set()
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise PiFormatError(where, number, f"not valid JSON ({exc.msg}); the file may be truncated") from exc
+        if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+            raise PiFormatError(where, number, "an entry must be a JSON object with a string 'type'")
+        if header is None:
+            header = _check_header(where, number, raw)
+            continue
+        entries.append(_check_entry(where, number, raw, seen))
+    if header is None:
+        raise PiFormatError(where, 1, "empty file: a pi session starts with a {'type': 'session'} header line")
+    return header, entries
+
+
+def _check_header(where: str, number: int, raw: dict[str, Any]) -> dict[str, Any]:
+    if raw.get("type") != "session":
+        raise PiFormatError(where, number, f"the first entry must be the session header, got type {raw['type']!r}")
+    version = raw.get("version", 1)
+    if version not in SUPPORTED_VERSIONS:
+        raise PiFormatError(
+            where,
+            number,
+            f"session format version {version!r} is not supported (supported: 2, 3); "
+            "open and save the file with a current pi first",
+        )
+    return raw
+
+
+def _check_entry(where: str, number: int, raw: dict[str, Any], seen: set[str]) -> _Entry:
+    entry_id = raw.get("id")
+    if not isinstance(entry_id, str) or not entry_id:
+        raise PiFormatError(where, number, "entry has no string 'id'")
+    if entry_id in seen:
+        raise PiFormatError(where, number, f"duplicate entry id {entry_id!r}")
+    if "parentId" not in raw:
+        raise PiFormatError(where, number, f"entry {entry_id!r} has no 'parentId' (use null for a root)")
+    parent = raw["parentId"]
+    if parent is not None and parent not in seen:
+        raise PiFormatError(where, number, f"entry {entry_id!r} has parentId {parent!r}, which no earlier line defines")
+    seen.add(entry_id)
+    entry = _Entry(number, raw)
+    if raw["type"] == "message":
+        msg = raw.get("message")
+        if not isinstance(msg, dict):
+            raise PiFormatError(where, number, "a message entry needs a 'message' object")
+        if msg.get("role") in PI_ROLES:
+            try:
+                entry.message, entry.extra = from_pi(msg)
+            except (PiShapeError, TypeError, ValueError) as exc:
+                raise PiFormatError(where, number, f"invalid {msg.get('role')} message: {exc}") from exc
+    elif raw["type"] == "compaction" and not isinstance(raw.get("summary"), str):
+        raise PiFormatError(where, number, "a compaction entry needs a string 'summary'")
+    return entry
+
+
+def _group(entries: list[_Entry]) -> tuple[list[_Group], dict[str, _Group]]:
+    """Split the entry tree into turns (see the module docstring)."""
+    children: dict[str | None, int] = {}
+    for e in entries:
+        children[e.parent] = children.get(e.parent, 0) + 1
+    groups: list[_Group] = []
+    of: dict[str, _Group] = {}
+    for e in entries:
+        parent_group = None if e.parent is None else of[e.parent]
+        starts = (
+            parent_group is None
+            or (isinstance(e.message, UserMessage) and any(x.message is not None for x in parent_group.entries))
+            or e.raw["type"] == "compaction"
+            or children.get(e.parent, 0) > 1
+            or parent_group.entries[-1].id != e.parent
+        )
+        if starts:
+            group = _Group([e], parent_group)
+            groups.append(group)
+        else:
+            assert parent_group is not None
+            group = parent_group
+            group.entries.append(e)
+        of[e.id] = group
+    return groups, of
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def _ms(iso: Any) -> int:
+    try:
+        return int(datetime.fromisoformat(str(iso).replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return now_ms()
+
+
+def _write_group(conn: Any, label: str, group: _Group, state: dict[str, Any], result: ImportResult) -> None:
+    """Write one group as a turn (its parent group is already written)."""
+    messages: list[Message] = []
+    meta: list[dict[str, object] | None] = []
+    kept: list[dict[str, Any]] = []
+    compaction_entry: _Entry | None = None
+    for e in group.entries:
+        kind = str(e.raw["type"])
+        if e.message is not None:
+            m: dict[str, object] = {"pi_id": e.id, "pi_ts": e.raw.get("timestamp")}
+            if e.extra:
+                m["pi_extra"] = e.extra
+            messages.append(e.message)
+            meta.append(m)
+            continue
+        if kind == "model_change":
+            state["provider"], state["model"] = e.raw.get("provider"), e.raw.get("modelId")
+        elif kind == "thinking_level_change":
+            state["thinking"] = e.raw.get("thinkingLevel")
+        if kind == "compaction":
+            compaction_entry = e
+        result.kept_entries[kind] = result.kept_entries.get(kind, 0) + 1
+        kept.append({"at": len(messages), "entry": e.raw})
+    for msg in messages:
+        if isinstance(msg, AssistantMessage) and msg.model:
+            state["provider"], state["model"] = msg.provider, msg.model
+    n_query = 0
+    while n_query < len(messages) and isinstance(messages[n_query], UserMessage):
+        n_query += 1
+    parent_id = None if group.parent is None else group.parent.turn_id
+    metadata: dict[str, object] = {"pi_entries": kept} if kept else {}
+    if state.get("thinking"):
+        metadata["thinking_level"] = state["thinking"]
+    compaction = None
+    if compaction_entry is not None:
+        compaction = _compaction_of(compaction_entry, parent_id, state)
+        result.compactions += 1
+    first_ts = _ms(group.entries[0].raw.get("timestamp"))
+    fields = TurnFields(
+        model=state.get("model"), provider=state.get("provider"), metadata=metadata or None, started_at=first_ts
+    )
+    outcome = TurnOutcome(
+        status="completed",
+        response_messages=messages[n_query:],
+        compaction=compaction,
+        completed_at=_ms(group.entries[-1].raw.get("timestamp")),
+        message_metadata=meta[n_query:],
+    )
+    group.turn_id = _turns.write_turn(
+        conn, label, None, parent_id, messages[:n_query], fields, outcome, if_head_moved="branch", move=False
+    )
+    if n_query:  # query metadata (pi ids) is stored after the fact: insert_messages took the response's only
+        _set_query_metadata(conn, group.turn_id, meta[:n_query])
+    result.turns += 1
+    result.messages += len(messages)
+
+
+def _set_query_metadata(conn: Any, turn_id: str, meta: list[dict[str, object] | None]) -> None:
+    from nexus.ledger._rows import dumps_opt, turn_position
+    from nexus.ledger._schema import pack_key
+
+    seg, seq, _ = turn_position(conn, turn_id)
+    conn.executemany(
+        "UPDATE messages SET metadata_json = ? WHERE key = ?",
+        [(dumps_opt(m), pack_key(seg, seq, i)) for i, m in enumerate(meta)],
+    )
+
+
+def _compaction_of(e: _Entry, parent_id: str | None, state: dict[str, Any]) -> CompactionRecord:
+    first_kept = e.raw.get("firstKeptEntryId")
+    kept_group = state["of"].get(first_kept) if isinstance(first_kept, str) else None
+    extra = {k: e.raw[k] for k in ("details", "fromHook") if k in e.raw}
+    return CompactionRecord(
+        summary=str(e.raw["summary"]),
+        summarized_through_turn_id=parent_id or "",
+        first_kept_turn_id=kept_group.turn_id if kept_group is not None and kept_group.turn_id else None,
+        tokens_before=int(e.raw.get("tokensBefore") or 0),
+        model=str(state.get("model") or "unknown"),
+        provider=state.get("provider"),
+        trigger="manual" if e.raw.get("fromHook") else "context_limit",
+        metadata={"pi": extra} if extra else None,
+    )
+
+
+def import_pi_session(ledger: Ledger, path: str | Path, label: str | None = None) -> ImportResult:
+    """Import a pi session file as turns and sessions, in one transaction.
+
+    Raises :class:`PiFormatError` naming the line for a truncated, invalid or wrong-version
+    file (nothing is imported then) and ``SessionExistsError`` if ``label`` is taken.
+    """
+    path = Path(path)
+    header, entries = _parse(path)
+    groups, of = _group(entries)
+    main = label or f"pi-{str(header.get('id', uuid.uuid4()))[:13]}"
+    parents = {e.parent for e in entries}
+    leaves = [e for e in entries if e.id not in parents]
+
+    def run(conn: Any) -> ImportResult:
+        result = ImportResult(session_label=main)
+        meta: dict[str, object] = {"pi": {"header": header, "file": str(path)}}
+        _sessions.create(conn, NewSession(main, origin="import", origin_session_id=header.get("id"), metadata=meta))
+        state: dict[str, Any] = {"of": of}
+        for group in groups:
+            _write_group(conn, main, group, state, result)
+        now = now_ms()
+        if entries:
+            move_pointer(conn, main, of[entries[-1].id].turn_id, "import", now)
+        forks = [e for e in leaves if e is not entries[-1]]
+        for n, leaf in enumerate(forks, start=1):
+            fork = f"{main}-fork-{n}"
+            _sessions.create(
+                conn,
+                NewSession(fork, origin="fork", parent_session_label=main, head_turn_id=of[leaf.id].turn_id),
+                reason="import",
+            )
+            result.fork_labels.append(fork)
+        return result
+
+    return ledger.database.write(run)
+
+
+# --------------------------------------------------------------------------- export
+
+
+def _entry_id(taken: set[str], wanted: Any = None) -> str:
+    if isinstance(wanted, str) and wanted and wanted not in taken:
+        taken.add(wanted)
+        return wanted
+    while True:
+        candidate = uuid.uuid4().hex[:8]
+        if candidate not in taken:
+            taken.add(candidate)
+            return candidate
+
+
+def export_pi_session(ledger: Ledger, session_label: str, path: str | Path) -> Path:
+    """Write a session's history (root to head) as a pi session file pi can open."""
+
+    def run(conn: Any) -> tuple[Any, list[Any], dict[str, list[Any]]]:
+        session = _sessions.resolve(conn, session_label)
+        turns = [] if session.thread_id is None else _read.path_turns(conn, session.thread_id)
+        return session, turns, {t.id: _read.turn_messages(conn, t.id) for t in turns}
+
+    session, turns, messages = ledger.database.read(run)
+    compactions = {t.id: ledger.compaction(t.id) for t in turns if t.turn_type == "compaction"}
+    lines = _export_lines(session, turns, messages, compactions)
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n" for line in lines))
+    os.replace(tmp, path)
+    return path
+
+
+def _export_lines(
+    session: Any, turns: list[Any], messages: dict[str, list[Any]], compactions: dict[str, Any]
+) -> list[dict[str, Any]]:
+    pi_meta = (session.metadata or {}).get("pi", {}) if isinstance(session.metadata, dict) else {}
+    header = dict(pi_meta.get("header") or {})
+    header.update(type="session", version=3)
+    header.setdefault("id", str(uuid.uuid4()))
+    header.setdefault("timestamp", _iso(session.created_at))
+    header.setdefault("cwd", (turns[-1].workspace_path if turns else None) or os.getcwd())
+    out: list[dict[str, Any]] = [header]
+    taken: set[str] = set()
+    first_entry: dict[str, str] = {}
+    state: dict[str, Any] = {"prev": None, "model": None}
+
+    def emit(entry: dict[str, Any], turn_id: str) -> None:
+        entry_id = _entry_id(taken, entry.pop("id", None))
+        entry.pop("parentId", None)
+        full = {"type": entry.pop("type"), "id": entry_id, "parentId": state["prev"], **entry}
+        state["prev"] = entry_id
+        first_entry.setdefault(turn_id, entry_id)
+        if full["type"] == "message":  # a compaction's firstKeptEntryId should name a message
+            first_entry.setdefault("msg:" + turn_id, entry_id)
+        out.append(full)
+
+    _emit_initial_model(turns, messages, state, emit)
+
+    for turn in turns:
+        kept = (turn.metadata or {}).get("pi_entries", []) if isinstance(turn.metadata, dict) else []
+        has_raw_compaction = any(k["entry"].get("type") == "compaction" for k in kept)
+        comp = compactions.get(turn.id)
+        if comp is not None and not has_raw_compaction:
+            emit(_compaction_entry(comp, first_entry, turn), turn.id)
+        queue = list(kept)
+        for i, stored in enumerate(messages[turn.id]):
+            while queue and queue[0]["at"] <= i:
+                _emit_kept(queue.pop(0)["entry"], state, emit, turn.id)
+            _emit_message(stored, state, emit, turn)
+        for k in queue:
+            _emit_kept(k["entry"], state, emit, turn.id)
+    return out
+
+
+def _emit_initial_model(turns: list[Any], messages: dict[str, list[Any]], state: dict[str, Any], emit: Any) -> None:
+    """pi files start with a ``model_change``; write one unless the first kept pi entry is one."""
+    if not turns:
+        return
+    kept = (turns[0].metadata or {}).get("pi_entries", []) if isinstance(turns[0].metadata, dict) else []
+    if kept and kept[0]["at"] == 0 and kept[0]["entry"].get("type") == "model_change":
+        return
+    provider, model = turns[0].provider, turns[0].model
+    for turn in turns:
+        found = [m.message for m in messages[turn.id] if isinstance(m.message, AssistantMessage) and m.message.model]
+        if found:
+            provider, model = found[0].provider, found[0].model
+            break
+    if model:
+        state["model"] = (provider, model)
+        ts = _iso(turns[0].started_at)
+        emit({"type": "model_change", "timestamp": ts, "provider": provider or "", "modelId": model}, turns[0].id)
+
+
+def _emit_kept(raw: dict[str, Any], state: dict[str, Any], emit: Any, turn_id: str) -> None:
+    entry = dict(raw)
+    if entry.get("type") == "model_change":
+        state["model"] = (entry.get("provider"), entry.get("modelId"))
+    emit(entry, turn_id)
+
+
+def _emit_message(stored: Any, state: dict[str, Any], emit: Any, turn: Any) -> None:
+    msg = stored.message
+    meta = stored.metadata if isinstance(stored.metadata, dict) else {}
+    if isinstance(msg, AssistantMessage) and msg.model and state["model"] != (msg.provider, msg.model):
+        state["model"] = (msg.provider, msg.model)
+        ts = _iso(msg.timestamp)
+        emit({"type": "model_change", "timestamp": ts, "provider": msg.provider, "modelId": msg.model}, turn.id)
+    entry = {
+        "type": "message",
+        "id": meta.get("pi_id"),
+        "timestamp": meta.get("pi_ts") or _iso(msg.timestamp or turn.started_at),
+        "message": to_pi(msg, meta.get("pi_extra")),
+    }
+    emit(entry, turn.id)
+
+
+def _compaction_entry(comp: CompactionRecord, first_entry: dict[str, str], turn: Any) -> dict[str, Any]:
+    kept = comp.first_kept_turn_id or ""
+    entry: dict[str, Any] = {
+        "type": "compaction",
+        "timestamp": _iso(turn.started_at),
+        "summary": comp.summary,
+        "firstKeptEntryId": first_entry.get("msg:" + kept, first_entry.get(kept)),
+        "tokensBefore": comp.tokens_before,
+    }
+    pi_extra = (comp.metadata or {}).get("pi") if isinstance(comp.metadata, dict) else None
+    if isinstance(pi_extra, dict):
+        entry.update(pi_extra)
+    return entry
+
+
+__all__ = ["SUPPORTED_VERSIONS", "export_pi_session", "import_pi_session"]

@@ -1,0 +1,75 @@
+"""pi's own SessionManager (node) opens what we export. Skipped when node or pi is not installed.
+
+Install once with: ``npm install --prefix /tmp/pi-check @mariozechner/pi-coding-agent`` (or set NEXUS_PI_DIR).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conformance import FIXTURES
+from helpers import reply, tool_round, user
+
+from nexus.ledger import CompactionRecord, Ledger
+
+PI_DIR = Path(os.environ.get("NEXUS_PI_DIR", "/tmp/pi-check"))
+SESSION_MANAGER = PI_DIR / "node_modules/@mariozechner/pi-coding-agent/dist/core/session-manager.js"
+
+SCRIPT = """
+import { pathToFileURL } from "node:url";
+const [lib, file] = process.argv.slice(2);
+const { SessionManager } = await import(pathToFileURL(lib).href);
+const sm = SessionManager.open(file);
+const ctx = sm.buildSessionContext();
+console.log(JSON.stringify({messages: ctx.messages, model: ctx.model ?? null, thinking: ctx.thinkingLevel ?? null}));
+"""
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("node") is None or not SESSION_MANAGER.exists(), reason="node + @mariozechner/pi-coding-agent needed"
+)
+
+
+def _pi_context(tmp_path: Path, file: Path) -> dict[str, object]:
+    script = tmp_path / "load.mjs"
+    script.write_text(SCRIPT)
+    proc = subprocess.run(
+        ["node", str(script), str(SESSION_MANAGER), str(file)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+@pytest.mark.parametrize("name", ["openai-tools-3-turns", "anthropic-thinking-2-turns"])
+def test_pi_loads_our_export_of_its_own_files(tmp_path: Path, name: str) -> None:
+    source = FIXTURES / f"{name}.jsonl"
+    with Ledger.open(tmp_path / "a.db") as ledger:
+        ledger.import_pi(source, "s")
+        out = ledger.export_pi("s", tmp_path / "out.jsonl")
+    assert _pi_context(tmp_path, out) == _pi_context(tmp_path, source)
+
+
+def test_pi_loads_our_export_of_a_native_session(tmp_path: Path) -> None:
+    with Ledger.open(tmp_path / "a.db") as ledger:
+        ledger.create_session("s")
+        t1 = ledger.write_turn(
+            None, "s", query_messages=[user("q1")], response_messages=[*tool_round("c1"), reply("a1")]
+        )
+        ledger.write_turn(None, "s", query_messages=[user("q2")], response_messages=[reply("a2")])
+        ledger.write_turn(
+            None, "s", compaction=CompactionRecord("summary text", t1, first_kept_turn_id=None, model="m")
+        )
+        ledger.write_turn(None, "s", query_messages=[user("q3")], response_messages=[reply("a3")])
+        out = ledger.export_pi("s", tmp_path / "out.jsonl")
+    ctx = _pi_context(tmp_path, out)
+    messages = ctx["messages"]
+    assert isinstance(messages, list)
+    roles = [m["role"] for m in messages]
+    assert roles == ["compactionSummary", "user", "assistant"]
+    assert messages[0]["summary"] == "summary text"
+    assert ctx["model"] == {"provider": "fake", "modelId": "fake-model"}
