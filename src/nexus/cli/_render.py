@@ -20,7 +20,10 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from nexus.engine.types import EngineEvent
 
 __all__ = [
     "JSON_EVENT_TYPES",
@@ -29,6 +32,7 @@ __all__ = [
     "RunStart",
     "RunSummary",
     "TextRenderer",
+    "describe_engine_event",
     "format_args",
     "summarize_result",
     "use_color",
@@ -148,6 +152,45 @@ def summarize_result(tool_name: str, result: object, is_error: bool) -> str:
     return f"{lines} line{'s' if lines != 1 else ''}"
 
 
+def describe_engine_event(event: EngineEvent) -> tuple[str, str, dict[str, Any]]:
+    """``(json type, one-line notice, json fields)`` for a retry, wait, fallback or compaction event."""
+    from nexus.engine.types import CompactionStartEvent, FallbackEvent, RetryEvent, WaitEvent
+
+    if isinstance(event, RetryEvent):
+        nxt = f", next profile {event.next_profile}" if event.next_profile else ""
+        wait = f", retrying in {event.delay_s:.1f}s" if event.delay_s > 0 else ", retrying now"
+        text = f"↻ {event.model}: {event.error_kind} (attempt {event.attempt}){nxt}{wait}: {event.message}"
+        data = {
+            "attempt": event.attempt,
+            "model": event.model,
+            "profile": event.profile,
+            "nextProfile": event.next_profile,
+            "errorKind": event.error_kind,
+            "delaySeconds": event.delay_s,
+            "message": event.message,
+        }
+        return "retry", _short(text, 200), data
+    if isinstance(event, WaitEvent):
+        text = f"… every key of {event.provider} is cooling down; waiting {event.delay_s:.1f}s"
+        return "wait", text, {"provider": event.provider, "profile": event.profile, "delaySeconds": event.delay_s}
+    if isinstance(event, FallbackEvent):
+        verb = "skipping" if event.skipped else "falling back to"
+        text = f"⇢ {event.from_model}: {verb} {event.to_model} ({event.reason})"
+        data = {"fromModel": event.from_model, "toModel": event.to_model, "reason": event.reason}
+        return "fallback", _short(text, 200), {**data, "skipped": event.skipped}
+    if isinstance(event, CompactionStartEvent):
+        text = f"⋯ compacting the conversation ({event.message_count} messages, ~{event.tokens_before} tokens)"
+        data = {"reason": event.reason, "messageCount": event.message_count, "tokensBefore": event.tokens_before}
+        return "compaction_start", text, data
+    result = event.result
+    if result is None:
+        text = f"⋯ compaction did not help: {event.error}"
+        return "compaction_end", _short(text, 200), {"error": event.error, "willRetry": event.will_retry}
+    text = f"⋯ compacted: ~{result.tokens_before} → ~{result.tokens_after} tokens"
+    data = {"tokensBefore": result.tokens_before, "tokensAfter": result.tokens_after, "willRetry": event.will_retry}
+    return "compaction_end", text, {**data, "error": None}
+
+
 class Renderer:
     """Receives the run as it happens; subclasses decide how it looks. Every method is cheap."""
 
@@ -223,9 +266,9 @@ class TextRenderer(Renderer):
         if not delta:
             return
         self._end_reasoning()
-        if self._separate and self._wrote_text:
-            self._out.write("\n" if self._mid_line else "")
-            self._separate = False
+        if self._separate and self._mid_line:
+            self._out.write("\n")
+        self._separate = False
         self._out.write(delta)
         self._out.flush()
         self._wrote_text = True

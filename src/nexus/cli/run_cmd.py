@@ -16,26 +16,28 @@ import asyncio
 import signal as signal_module
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from nexus.cli._render import JsonRenderer, Renderer, RunStart, RunSummary, TextRenderer
+from nexus.cli._render import JsonRenderer, Renderer, RunStart, RunSummary, TextRenderer, describe_engine_event
 from nexus.errors import ConfigError, NexusError
 
 if TYPE_CHECKING:
     from nexus.config import NexusConfig
-    from nexus.engine import AgentResult, EngineEvent
+    from nexus.engine import AgentResult, AssembledContext, EngineEvent
+    from nexus.engine.runner import EngineEnv
     from nexus.ledger import Ledger
     from nexus.llm.abort import AbortSignal
-    from nexus.llm.events import AssistantMessageEvent
-    from nexus.llm.options import StreamFn, StreamOptions
-    from nexus.llm.types import Context, Model
 
 __all__ = ["DEFAULT_SESSION", "Runtime", "exit_code", "open_runtime", "read_message", "run_command"]
 
 DEFAULT_SESSION = "main"
 """The session ``nexus run`` and ``nexus chat`` use when ``-s`` is not given."""
+
+T = TypeVar("T")
+
+_COMPACTION_NOTICE_DELAY_S = 0.3
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 
@@ -45,15 +47,17 @@ def run_command(args: argparse.Namespace) -> int:
     renderer: Renderer = JsonRenderer() if args.json else TextRenderer(show_reasoning=_wants_reasoning(args))
     try:
         message = read_message(args.message)
-        runtime = open_runtime(args)
+        with open_runtime(args) as runtime:
+            outcome = runtime.run_turn_sync(message, renderer)
     except NexusError as exc:
         if args.json:  # a JSON consumer gets the failure in-band too
             renderer.error(str(exc), "config" if isinstance(exc, ConfigError) else "error")
         raise
-    with runtime:
-        outcome = runtime.run_turn_sync(message, renderer)
-    if outcome.summary is not None and outcome.summary.status != "completed" and not args.json:
-        print(f"nexus: {_failure_line(outcome.summary)}", file=sys.stderr)
+    if not args.json:
+        if outcome.summary is None:
+            print("nexus: interrupted", file=sys.stderr)
+        elif outcome.summary.status != "completed":
+            print(f"nexus: {_failure_line(outcome.summary)}", file=sys.stderr)
     return exit_code(outcome)
 
 
@@ -70,7 +74,7 @@ def read_message(raw: str, stdin: Any = None) -> str:
         raw = source.read()
     text = raw.strip()
     if not text:
-        raise ConfigError("the message is empty: give the text to send, e.g. nexus run \"hello\"")
+        raise ConfigError('the message is empty: give the text to send, e.g. nexus run "hello"')
     return text
 
 
@@ -114,6 +118,7 @@ class Runtime:
     model: str
     thinking: str | None = None
     _loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
+    _env: EngineEnv | None = field(default=None, repr=False)
 
     def __enter__(self) -> Runtime:
         return self
@@ -128,6 +133,7 @@ class Runtime:
 
             try:
                 self._loop.run_until_complete(aclose_client())
+                self._loop.run_until_complete(self._loop.shutdown_asyncgens())
             finally:
                 self._loop.close()
         self.ledger.close()
@@ -151,22 +157,29 @@ class Runtime:
 
     def run_turn_sync(self, message: str, renderer: Renderer) -> TurnOutcome:
         """Run one turn on the process's loop; Ctrl-C aborts it (a second Ctrl-C stops waiting)."""
-        return run_with_signals(self.loop, lambda abort: self.run_turn(message, renderer, abort))
+        summary, interrupted, terminated = run_with_signals(
+            self.loop, lambda abort: self.run_turn(message, renderer, abort)
+        )
+        return TurnOutcome(summary, interrupted, terminated)
 
     async def run_turn(self, message: str, renderer: Renderer, abort: AbortSignal) -> RunSummary:
         """Run one turn through the engine, streaming into ``renderer``; the engine writes the ledger."""
         created = not self.session_exists()
-        head_before = _head_id(self.ledger, self.session) if not created else None
-        bridge = _Bridge(renderer)
         started = time.monotonic()
-        run_id = _new_run_id()
-        renderer.start(RunStart(run_id, self.session, self.model, created))
-        result = await _call_engine(self, message, bridge, abort)
-        summary = _summarize(self, result, run_id, created, head_before, started)
+        result, ctx, turn_id = await _call_engine(self, message, renderer, abort, created)
+        summary = _summarize(self, result, ctx, turn_id, created, started)
         if summary.status != "completed":
             renderer.error(summary.error or summary.status, summary.error_kind)
         renderer.finish(summary)
         return summary
+
+    def engine_env(self) -> EngineEnv:
+        """The engine environment shared by this process's turns (model cache, auth cooldowns)."""
+        if self._env is None:
+            from nexus.engine.runner import EngineEnv
+
+            self._env = EngineEnv.from_config(self.config, self.ledger)
+        return self._env
 
 
 def open_runtime(args: argparse.Namespace) -> Runtime:
@@ -181,6 +194,8 @@ def open_runtime(args: argparse.Namespace) -> Runtime:
         raise ConfigError("the session label is empty: give one with -s LABEL, or leave -s out for 'main'")
     path = config.database_path
     path.parent.mkdir(parents=True, exist_ok=True)
+    # the tools need the workspace to exist before context assembly scaffolds it
+    config.workspace_path.mkdir(parents=True, exist_ok=True)
     ledger = Ledger.open(path)
     try:
         recovered = ledger.recover()
@@ -193,33 +208,23 @@ def open_runtime(args: argparse.Namespace) -> Runtime:
     return Runtime(config, ledger, label, choice.ref, getattr(args, "thinking", None))
 
 
-def _head_id(ledger: Ledger, label: str) -> str | None:
-    head = ledger.head(label)
-    return head.id if head is not None else None
-
-
-def _new_run_id() -> str:
-    from nexus.engine.types import new_id
-
-    return f"run_{new_id().lower()}"
-
-
 # --------------------------------------------------------------------------- signals
 
 
 def run_with_signals(
-    loop: asyncio.AbstractEventLoop, start: Callable[[AbortSignal], Any]
-) -> TurnOutcome:
-    """Run ``start(abort)`` to completion; SIGINT/SIGTERM fire ``abort`` (the engine records the turn aborted).
+    loop: asyncio.AbstractEventLoop, start: Callable[[AbortSignal], Coroutine[Any, Any, T]]
+) -> tuple[T | None, bool, bool]:
+    """Run ``start(abort)`` to completion: ``(value, interrupted, terminated)``.
 
-    A second signal stops waiting for the engine (the open turn is closed as aborted by the
-    next start-up's ``recover()``).
+    SIGINT/SIGTERM fire ``abort`` (the engine then records the turn ``aborted`` with its
+    partial output); a second signal stops waiting (value ``None``; the open turn is closed
+    as aborted by the next start-up's ``recover()``).
     """
     from nexus.llm.abort import AbortSignal
 
     abort = AbortSignal()
     state = {"interrupted": False, "terminated": False, "count": 0}
-    task = loop.create_task(start(abort))
+    task: asyncio.Task[T] = loop.create_task(start(abort))
 
     def on_signal(signum: int) -> None:
         state["count"] += 1
@@ -236,26 +241,27 @@ def run_with_signals(
             installed.append(signum)
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread / not Unix
             pass
+    value: T | None = None
     try:
-        summary = loop.run_until_complete(task)
+        value = loop.run_until_complete(task)
     except asyncio.CancelledError:
-        summary = None
+        value = None
     finally:
         for signum in installed:
             loop.remove_signal_handler(signum)
-    return TurnOutcome(summary, bool(state["interrupted"]), bool(state["terminated"]))
+    return value, bool(state["interrupted"]), bool(state["terminated"])
 
 
 # --------------------------------------------------------------------------- engine bridge
 
 
 class _Bridge:
-    """Engine callbacks → renderer calls; also remembers each tool call's arguments for the ``→`` line."""
+    """Engine callbacks and execution events → renderer calls."""
 
     def __init__(self, renderer: Renderer) -> None:
         self.renderer = renderer
-        self.args: dict[str, Mapping[str, Any]] = {}
-        self.tool_calls = 0
+        self._held: EngineEvent | None = None
+        self._held_timer: asyncio.TimerHandle | None = None
 
     def on_partial_reply(self, text: str) -> None:
         self.renderer.text(text)
@@ -263,132 +269,99 @@ class _Bridge:
     def on_reasoning(self, text: str) -> None:
         self.renderer.reasoning(text)
 
-    def on_tool_result(self, call_id: str, name: str, status: str, summary: str | None) -> None:
-        if status == "started":
-            self.tool_calls += 1
-            self.renderer.message_end()
-            self.renderer.tool_start(call_id, name, self.args.get(call_id, {}))
-        else:
-            self.renderer.tool_end(call_id, name, _SummaryResult(summary or ""), status == "failed")
-
     def on_agent_event(self, phase: str, timestamp_ms: int) -> None:
-        if phase == "streaming":
+        if phase == "streaming":  # a new model call: its text starts on a fresh line
             self.renderer.message_end()
 
     def on_engine_event(self, event: EngineEvent) -> None:
-        kind, text, data = describe_engine_event(event)
-        self.renderer.notice(kind, text, data)
+        """Notices for retries, waits, fallbacks and compactions.
 
-    def wrap_stream(self, inner: StreamFn) -> StreamFn:
-        """A stream function that notes each finished tool call's arguments, then passes events on."""
-        seen = self.args
+        A compaction start is shown after a short delay: a check that finds nothing old enough
+        to summarise ends at once, and is then not worth two lines of noise.
+        """
+        if event.type == "compaction_start":
+            self._flush_held()
+            self._held = event
+            self._held_timer = asyncio.get_running_loop().call_later(_COMPACTION_NOTICE_DELAY_S, self._flush_held)
+            return
+        if event.type == "compaction_end" and self._held is not None and event.result is None:
+            self._drop_held()
+            if event.error and "nothing old enough" in event.error:
+                return
+        self._flush_held()
+        self.renderer.notice(*describe_engine_event(event))
 
-        async def stream(model: Model, context: Context, options: StreamOptions | None = None) -> AsyncIterator[
-            AssistantMessageEvent
-        ]:
-            async for event in inner(model, context, options):
-                if event.type == "toolcall_end":
-                    seen[event.tool_call.id] = dict(event.tool_call.arguments)
-                yield event
+    def close(self) -> None:
+        """The run is over: a compaction notice still held back is no longer news."""
+        self._drop_held()
 
-        return stream
+    def _flush_held(self) -> None:
+        held = self._held
+        self._drop_held()
+        if held is not None:
+            self.renderer.notice(*describe_engine_event(held))
 
+    def _drop_held(self) -> None:
+        if self._held_timer is not None:
+            self._held_timer.cancel()
+        self._held, self._held_timer = None, None
 
-@dataclass(slots=True)
-class _SummaryResult:
-    """A tool result known only by the engine's summary text (what ``on_tool_result`` gives)."""
-
-    text: str
-
-    @property
-    def content(self) -> str:
-        return self.text
-
-
-def describe_engine_event(event: EngineEvent) -> tuple[str, str, dict[str, Any]]:
-    """``(json type, one-line notice, json fields)`` for a retry, wait, fallback or compaction event."""
-    kind = event.type
-    if kind == "retry":
-        nxt = f", next profile {event.next_profile}" if event.next_profile else ""
-        wait = f", retrying in {event.delay_s:.1f}s" if event.delay_s > 0 else ", retrying now"
-        text = f"↻ {event.model}: {event.error_kind} (attempt {event.attempt}){nxt}{wait}: {event.message}"
-        data = {
-            "attempt": event.attempt,
-            "model": event.model,
-            "profile": event.profile,
-            "nextProfile": event.next_profile,
-            "errorKind": event.error_kind,
-            "delaySeconds": event.delay_s,
-            "message": event.message,
-        }
-        return "retry", _one_line(text), data
-    if kind == "wait":
-        text = f"… every key of {event.provider} is cooling down; waiting {event.delay_s:.1f}s"
-        return "wait", text, {"provider": event.provider, "profile": event.profile, "delaySeconds": event.delay_s}
-    if kind == "fallback":
-        verb = "skipping" if event.skipped else "falling back to"
-        text = f"⇢ {event.from_model}: {verb} {event.to_model} ({event.reason})"
-        data = {"fromModel": event.from_model, "toModel": event.to_model, "reason": event.reason}
-        return "fallback", _one_line(text), {**data, "skipped": event.skipped}
-    if kind == "compaction_start":
-        text = f"⋯ compacting the conversation ({event.message_count} messages, ~{event.tokens_before} tokens)"
-        data = {"reason": event.reason, "messageCount": event.message_count, "tokensBefore": event.tokens_before}
-        return "compaction_start", text, data
-    result = event.result
-    if result is None:
-        text = f"⋯ compaction did not help: {event.error}"
-        return "compaction_end", _one_line(text), {"error": event.error, "willRetry": event.will_retry}
-    text = f"⋯ compacted: ~{result.tokens_before} → ~{result.tokens_after} tokens"
-    data = {"tokensBefore": result.tokens_before, "tokensAfter": result.tokens_after, "willRetry": event.will_retry}
-    return "compaction_end", text, {**data, "error": None}
+    def on_event(self, event: object) -> None:
+        """Tool starts/ends from the execution's event stream (they carry arguments and full results)."""
+        kind = getattr(event, "type", None)
+        if kind == "tool_execution_start":
+            self.renderer.message_end()
+            self.renderer.tool_start(event.tool_call_id, event.tool_name, event.args)  # type: ignore[attr-defined]
+        elif kind == "tool_execution_end":
+            self.renderer.tool_end(
+                event.tool_call_id,  # type: ignore[attr-defined]
+                event.tool_name,  # type: ignore[attr-defined]
+                event.result,  # type: ignore[attr-defined]
+                event.is_error,  # type: ignore[attr-defined]
+            )
 
 
-def _one_line(text: str, limit: int = 200) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+async def _call_engine(
+    runtime: Runtime, message: str, renderer: Renderer, abort: AbortSignal, created: bool
+) -> tuple[AgentResult, AssembledContext, str | None]:
+    """Assemble the context, start the execution, stream it into ``renderer``; (result, context, turn id)."""
+    from nexus.engine.callbacks import EngineCallbacks
+    from nexus.engine.types import ThinkingConfig
 
-
-async def _call_engine(runtime: Runtime, message: str, bridge: _Bridge, abort: AbortSignal) -> AgentResult:
-    from nexus.engine import EngineCallbacks, run_agent
-    from nexus.llm import stream
-
+    env = runtime.engine_env()
+    bridge = _Bridge(renderer)
     callbacks = EngineCallbacks(
         on_partial_reply=bridge.on_partial_reply,
         on_reasoning_stream=bridge.on_reasoning,
-        on_tool_result=bridge.on_tool_result,
         on_agent_event=bridge.on_agent_event,
         on_engine_event=bridge.on_engine_event,
     )
-    config = runtime.config
-    if runtime.thinking is not None and runtime.thinking != config.thinking:
-        config = _with_thinking(config, runtime.thinking)
-    return await run_agent(
-        message,
-        session=runtime.session,
-        model=runtime.model,
-        config=config,
-        ledger=runtime.ledger,
-        callbacks=callbacks,
-        signal=abort,
-        stream_fn=bridge.wrap_stream(stream),
-    )
-
-
-def _with_thinking(config: NexusConfig, level: str) -> NexusConfig:
-    copy = config.model_copy(update={"thinking": level})
-    copy._home = config._home
-    copy._source = config._source
-    return copy
+    chosen = env.model(runtime.model)
+    ctx = env.assemble(message, session=runtime.session, model=chosen, signal=abort)
+    if chosen.api == "llama-cpp" and runtime.config.local.model_path is None:
+        # The bundled SmolLM2-135M cannot use tools (it picks wrong ones and loops), and offering
+        # them costs ~1.4k of its 4k context plus a non-streamed generation: run it as a chat model.
+        ctx.tools = []
+        ctx.token_budget.tools = 0
+    if runtime.thinking is not None:
+        level = runtime.thinking
+        ctx.thinking_config = ThinkingConfig(level) if level != "off" else None  # type: ignore[arg-type]
+    renderer.start(RunStart(ctx.run_id, ctx.session_label, runtime.model, created))
+    execution = env.start(ctx, callbacks, model=chosen)
+    execution.on_event(bridge.on_event)
+    try:
+        result = await execution.result
+    finally:
+        bridge.close()
+    return result, ctx, execution.turn_id
 
 
 def _summarize(
-    runtime: Runtime, result: AgentResult, run_id: str, created: bool, head_before: str | None, started: float
+    runtime: Runtime, result: AgentResult, ctx: AssembledContext, turn_id: str | None, created: bool, started: float
 ) -> RunSummary:
     from nexus.engine.ledger_map import turn_status
     from nexus.llm.types import AssistantMessage
 
-    head_after = _head_id(runtime.ledger, runtime.session) if runtime.session_exists() else None
-    turn_id = head_after if head_after != head_before else None
     text = ""
     for message in reversed(result.messages):
         if message.role == "assistant":
@@ -400,8 +373,8 @@ def _summarize(
             cost += message.message.usage.cost.total
     usage = result.usage
     return RunSummary(
-        run_id=run_id,
-        session_label=runtime.session,
+        run_id=ctx.run_id,
+        session_label=ctx.session_label,
         status=turn_status(result),
         stop_reason=result.stop_reason,
         turn_id=turn_id,
@@ -421,4 +394,77 @@ def _summarize(
         duration_ms=result.duration_ms or int((time.monotonic() - started) * 1000),
         session_created=created,
         tool_calls=len(result.tool_calls),
+    )
+
+
+# --------------------------------------------------------------------------- manual compaction
+
+
+def compact_now(runtime: Runtime, focus: str | None = None) -> str:
+    """Summarise the older part of the session now (chat's ``/compact``); returns a one-line report.
+
+    Uses the engine's compaction (same prompt and cut rules as automatic compaction) and
+    writes a ``compaction`` turn, so the next run sends the summary plus the kept turns.
+    Keeps the most recent quarter of the conversation (at most ``compaction_keep_recent_tokens``).
+    """
+    line, interrupted, _ = run_with_signals(runtime.loop, lambda abort: _compact(runtime, focus, abort))
+    if line is None or interrupted:
+        return "compaction interrupted: nothing was changed"
+    return line
+
+
+async def _compact(runtime: Runtime, focus: str | None, abort: AbortSignal) -> str:
+    from nexus.engine.budget import estimate_tokens
+    from nexus.engine.compaction import SUMMARY_PREFIX, CompactionError, compact
+    from nexus.engine.failover import failover_stream
+    from nexus.engine.ledger_map import compaction_record, history_turn_ids
+    from nexus.llm.types import Usage, UserMessage
+
+    env = runtime.engine_env()
+    ledger = runtime.ledger
+    label = ledger.resolve_session(runtime.session).label
+    model = env.model(runtime.model)
+    history = ledger.history(label)
+    first = history[0] if history else None
+    previous = None
+    if isinstance(first, UserMessage) and isinstance(first.content, str) and first.content.startswith(SUMMARY_PREFIX):
+        previous = first.content[len(SUMMARY_PREFIX) :]
+    offset = 0 if previous is None else 1
+    messages = history[offset:]
+    keep = min(env.limits.keep_recent_tokens, max(1, estimate_tokens(messages) // 4))
+    stream_fn = failover_stream([model], env.auth_profiles([model]), env.limits, inner=env.stream_fn)
+    try:
+        outcome = await compact(
+            messages,
+            stream_fn,
+            model,
+            keep_recent_tokens=keep,
+            reserve_tokens=env.limits.reserve_tokens,
+            previous_summary=previous,
+            focus=focus,
+            signal=abort,
+        )
+    except CompactionError as exc:
+        raise NexusError(f"compaction failed: {exc.error.message}") from None
+    if outcome is None:
+        return "nothing to compact yet: the conversation is too short"
+    result = outcome.result
+    owners = history_turn_ids(ledger, label, history)[offset:]
+    record = compaction_record(result, cut=result.first_kept_index, turn_id="", owners=owners)
+    record.first_kept_turn_id = record.first_kept_turn_id or None
+    usage = Usage(input=result.summarization_input_tokens, output=result.summarization_output_tokens)
+    usage.total = usage.input + usage.output
+    turn_id = ledger.write_turn(
+        None,
+        label,
+        turn_type="compaction",
+        compaction=record,
+        usage=usage,
+        model=model.id,
+        provider=model.provider,
+        stop_reason="end_turn",
+    )
+    return (
+        f"compacted {result.messages_summarized} messages into a summary (turn {turn_id}): "
+        f"~{result.tokens_before} → ~{result.tokens_after} tokens"
     )

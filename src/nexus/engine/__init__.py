@@ -121,3 +121,37 @@ __all__ = [
     "truncate_result",
     "truncate_tool_results",
 ]
+
+# --------------------------------------------------------------------------- execution core
+# execute / run_agent / spawn_agent pull in the agent loop, so they load on first use:
+# ``import nexus.engine`` stays cheap for code that only needs the building blocks.
+
+_EXECUTION_NAMES: dict[str, str] = {
+    "AgentPhase": "nexus.engine.callbacks",
+    "EngineCallbacks": "nexus.engine.callbacks",
+    "ToolStatus": "nexus.engine.callbacks",
+    "EngineExecution": "nexus.engine.execute",
+    "EngineStreamEvent": "nexus.engine.execute",
+    "execute": "nexus.engine.execute",
+    "DEFAULT_SESSION": "nexus.engine.runner",
+    "EngineEnv": "nexus.engine.runner",
+    "limits_from_config": "nexus.engine.runner",
+    "resolve_model": "nexus.engine.runner",
+    "run_agent": "nexus.engine.runner",
+    "SPAWN_TOOL_NAME": "nexus.engine.spawn",
+    "spawn_agent_tool": "nexus.engine.spawn",
+}
+
+__all__ += list(_EXECUTION_NAMES)
+
+
+def __getattr__(name: str) -> object:
+    """Load the execution-core names on first use."""
+    module = _EXECUTION_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nexus.engine' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

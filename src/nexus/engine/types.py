@@ -185,9 +185,9 @@ class AgentMessage:
 
 def new_id() -> str:
     """A new ULID string (sortable by creation time, the ledger's id format)."""
-    from ulid import ULID  # imported on first use: keeps ``import nexus.engine`` light
+    from nexus.ledger import new_ulid  # the ledger's own generator: monotonic within a millisecond
 
-    return str(ULID())
+    return new_ulid()
 
 
 @dataclass(slots=True, kw_only=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from nexus.ledger._ulid import new_ulid, ulid_time_ms
 from nexus.ledger.errors import (
     HeadMovedError,
     LedgerBusyError,
@@ -58,6 +59,8 @@ __all__ = [
     "TurnNotFound",
     "TurnStateError",
     "default_db_path",
+    "new_ulid",
+    "ulid_time_ms",
 ]
 
 

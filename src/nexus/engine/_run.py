@@ -1,0 +1,448 @@
+"""One engine run: journal → agent loop (failover, repair, compaction) → result → ledger write.
+
+The agent loop does the model/tool cycle; this class wraps it with what the broker needs:
+the crash journal (turn opened up front, each finished tool call journaled), the streaming
+callbacks, overflow recovery (the loop ends on an overflow error; the run compacts and
+continues it), abort and timeout, and the one-transaction ledger write at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from nexus.agent import (
+    AfterToolCallContext,
+    AgentContext,
+    AgentEndEvent,
+    AgentEvent,
+    AgentLoopConfig,
+    AgentToolResult,
+    MessageEndEvent,
+    MessageStartEvent,
+    MessageUpdateEvent,
+    ToolExecutionEndEvent,
+    ToolExecutionStartEvent,
+    agent_loop,
+    agent_loop_continue,
+)
+from nexus.agent import AgentMessage as LoopMessage
+from nexus.engine._window import ContextWindow
+from nexus.engine.callbacks import AgentPhase, EngineCallbacks, safe_call
+from nexus.engine.ledger_map import compaction_record, history_turn_ids, spawned_label, write_result
+from nexus.engine.repair import truncate_result
+from nexus.engine.spawn import CURRENT_RUN, RunScope
+from nexus.engine.types import (
+    AgentError,
+    AgentMessage,
+    AgentResult,
+    AgentToolCall,
+    AssembledContext,
+    CompactionEndEvent,
+    CompactionStartEvent,
+    EngineEvent,
+    EngineLimits,
+    StopReason,
+    TokenUsage,
+    agent_error_from_message,
+)
+from nexus.llm.abort import AbortSignal
+from nexus.llm.events import TextDeltaEvent, ThinkingDeltaEvent
+from nexus.llm.options import StreamFn, StreamOptions
+from nexus.llm.types import AssistantMessage, Message, Model, ToolCall, ToolResultMessage, UserMessage, now_ms
+
+if TYPE_CHECKING:
+    from nexus.engine.runner import EngineEnv
+    from nexus.ledger import Ledger
+
+log = logging.getLogger("nexus.engine")
+
+EngineStreamEvent: TypeAlias = AgentEvent | EngineEvent
+"""Everything an execution's event stream carries: the agent loop's events and the engine's own."""
+
+_SUMMARY_CHARS = 200
+
+
+class EngineRun:
+    """The state of one execution (see the module docstring); driven by :meth:`main`."""
+
+    def __init__(
+        self,
+        ctx: AssembledContext,
+        callbacks: EngineCallbacks,
+        *,
+        ledger: Ledger | None,
+        model: Model,
+        stream_fn: StreamFn,
+        limits: EngineLimits,
+        options: StreamOptions,
+        depth: int,
+        env: EngineEnv | None,
+    ) -> None:
+        self.ctx = ctx
+        self.callbacks = callbacks
+        self.ledger = ledger
+        self.model = model
+        self.stream_fn = stream_fn
+        self.limits = limits
+        self.options = options
+        self.depth = depth
+        self.env = env
+        self.signal = AbortSignal()
+        self.unlink: Callable[[], None] = lambda: None
+        if ctx.abort_signal is not None:
+            outer = ctx.abort_signal
+            self.unlink = outer.add_listener(lambda: self.signal.abort(outer.reason or "aborted"))
+        self.listeners: list[Callable[[EngineStreamEvent], object]] = []
+        self.agent_ctx = AgentContext(ctx.system_prompt, [*ctx.history], list(ctx.tools))
+        self.history_len = len(ctx.history)
+        self.window = ContextWindow.for_history(
+            ctx.history,
+            model=model,
+            stream_fn=stream_fn,
+            limits=limits,
+            budget=ctx.token_budget,
+            emit=self.engine_event,
+        )
+        self.turn_id: str | None = None
+        self.steering: list[UserMessage] = []
+        self.accepting = False
+        self.active = False
+        self.timed_out = False
+        self.final_error: AgentError | None = None
+        self.end: AgentEndEvent | None = None
+        self.usage = TokenUsage()
+        self.last_call_usage: TokenUsage | None = None
+        self.llm_calls = 0
+        self.calls: dict[str, AgentToolCall] = {}
+        self.last_assistant: AssistantMessage | None = None
+        self.started = time.monotonic()
+
+    # ------------------------------------------------------------------ events out
+
+    def publish(self, event: EngineStreamEvent) -> None:
+        """Deliver one event to ``on_event`` listeners (errors logged, never raised)."""
+        if not self.listeners:
+            return
+        for listener in list(self.listeners):
+            safe_call("on_event", listener, event)
+
+    def phase(self, phase: AgentPhase) -> None:
+        """Report a lifecycle phase through ``on_agent_event``."""
+        safe_call("on_agent_event", self.callbacks.on_agent_event, phase, now_ms())
+
+    def engine_event(self, event: EngineEvent) -> None:
+        """Retry/wait/fallback events from failover and compaction events from the window."""
+        self.publish(event)
+        if isinstance(event, CompactionStartEvent):
+            self.phase("compaction_start")
+        elif isinstance(event, CompactionEndEvent):
+            self.phase("compaction_end")
+        safe_call("on_engine_event", self.callbacks.on_engine_event, event)
+
+    # ------------------------------------------------------------------ the run
+
+    async def main(self) -> AgentResult:
+        """Open the turn, run the loop (with overflow recovery), build the result, write the turn."""
+        try:
+            self.turn_id = self.open_turn()
+        except BaseException:  # e.g. HeadMovedError: the context is stale, nothing was stored
+            self.unlink()
+            raise
+        CURRENT_RUN.set(RunScope(self.ctx.session_label, self.turn_id, self.depth, self.model, self.env, self.signal))
+        loop = asyncio.get_running_loop()
+        timer = loop.call_later(self.ctx.timeout_ms / 1000, self.on_timeout)
+        self.active = self.accepting = True
+        self.phase("start")
+        try:
+            await self.run_loops()
+        except asyncio.CancelledError:
+            self.signal.abort("the run's task was cancelled")
+            self.persist(self.build_result())
+            raise
+        except Exception as exc:  # an engine bug must still close the turn
+            log.exception("engine run %s failed", self.ctx.run_id)
+            self.final_error = AgentError("unknown", f"the engine failed: {type(exc).__name__}: {exc}")
+        finally:
+            timer.cancel()
+            self.unlink()  # a long-lived outer signal must not keep every finished run alive
+            self.active = self.accepting = False
+        result = self.build_result()
+        self.persist(result)
+        self.phase("end")
+        return result
+
+    def open_turn(self) -> str | None:
+        """Start the crash journal: the turn with its query, status ``streaming``, pointer not moved."""
+        if self.ledger is None:
+            return None
+        ctx = self.ctx
+        return self.ledger.open_turn(
+            ctx.session_label,
+            query_messages=[ctx.current_message],
+            model=ctx.model,
+            provider=ctx.provider,
+            role=ctx.role,
+            run_id=ctx.run_id,
+            parent_turn_id=ctx.parent_turn_id,
+            toolset_name=ctx.toolset_name,
+            tools_available=[t.name for t in ctx.tools],
+            permissions_granted=list(ctx.permissions_granted),
+            source_event_id=ctx.source_event_id,
+            workspace_path=ctx.workspace_path or None,
+        )
+
+    def on_timeout(self) -> None:
+        """``timeout_ms`` passed: abort, and remember why so the result says ``timeout``."""
+        if not self.signal.aborted:
+            self.timed_out = True
+            self.signal.abort(f"timeout: the run exceeded timeout_ms={self.ctx.timeout_ms}")
+
+    def loop_config(self) -> AgentLoopConfig:
+        """The agent loop's config; ``max_iterations`` is what is left of the run's budget of model calls."""
+        remaining = max(1, self.limits.max_iterations - self.llm_calls)
+        return AgentLoopConfig(
+            model=self.model,
+            stream_fn=self.stream_fn,
+            options=self.options,
+            transform_context=self.transform,
+            get_steering_messages=self.take_steering,
+            get_follow_up_messages=self.take_follow_ups,
+            after_tool_call=self.after_tool_call,
+            max_iterations=remaining,
+        )
+
+    async def run_loops(self) -> None:
+        """Run the loop; on an overflow before any output, recover one level and continue the loop."""
+        events = agent_loop(self.ctx.current_message, self.agent_ctx, self.loop_config(), self.signal)
+        while True:
+            end = await self.consume(events)
+            messages = self.agent_ctx.messages
+            failed = messages[-1] if messages else None
+            if not _is_overflow(end, failed) or self.signal.aborted:
+                break
+            assert isinstance(failed, AssistantMessage)
+            messages.pop()  # the failed call is retried on a smaller context, not kept
+            self.llm_calls -= 1
+            error = await self.window.recover(_llm(messages), self.signal, failed.error_message)
+            if error is not None or self.signal.aborted:
+                messages.append(failed)
+                self.final_error = error
+                break
+            self.accepting = True
+            events = agent_loop_continue(self.agent_ctx, self.loop_config(), self.signal)
+
+    async def consume(self, events: Any) -> AgentEndEvent:
+        """Drain one loop's events (publishing and handling each); returns its ``agent_end``."""
+        end = AgentEndEvent(reason="error", error="the agent loop ended without agent_end")
+        async for event in events:
+            self.publish(event)
+            self.handle(event)
+            if isinstance(event, AgentEndEvent):
+                end = event
+        self.end = end
+        return end
+
+    # ------------------------------------------------------------------ loop hooks
+
+    async def transform(self, messages: list[LoopMessage], signal: AbortSignal) -> list[LoopMessage]:
+        """Before every model call: proactive compaction if due, then the repaired, capped payload."""
+        conversation = _llm(messages)
+        await self.window.maybe_compact(conversation, self.signal)
+        return list(self.window.payload(conversation))
+
+    def take_steering(self) -> list[LoopMessage]:
+        """Steering messages queued since the last safe point."""
+        taken: list[LoopMessage] = list(self.steering)
+        self.steering.clear()
+        return taken
+
+    def take_follow_ups(self) -> list[LoopMessage]:
+        """Polled when the loop would stop; an empty answer closes the run to steering."""
+        taken = self.take_steering()  # a steer that arrived after the last safe point becomes a follow-up
+        if not taken:
+            self.accepting = False
+        return taken
+
+    def after_tool_call(self, hook: AfterToolCallContext, signal: AbortSignal) -> AgentToolResult:
+        """Cap each new tool result at ``max_tool_result_chars`` (what the model and the ledger get)."""
+        return truncate_result(hook.result, self.limits.max_tool_result_chars)
+
+    def steer(self, text: str) -> bool:
+        """Queue ``text`` for the next safe point; False when the run cannot take it (ended, compacting)."""
+        if not self.accepting or self.window.compacting or self.signal.aborted:
+            return False
+        self.steering.append(UserMessage(text))
+        return True
+
+    # ------------------------------------------------------------------ event handling
+
+    def handle(self, event: AgentEvent) -> None:
+        """Turn one loop event into callbacks, tool-call records and journal writes."""
+        if isinstance(event, MessageUpdateEvent):
+            delta = event.assistant_event
+            if isinstance(delta, TextDeltaEvent):
+                safe_call("on_partial_reply", self.callbacks.on_partial_reply, delta.delta)
+            elif isinstance(delta, ThinkingDeltaEvent):
+                safe_call("on_reasoning_stream", self.callbacks.on_reasoning_stream, delta.delta)
+        elif isinstance(event, MessageStartEvent):
+            if isinstance(event.message, AssistantMessage):
+                self.phase("streaming")
+        elif isinstance(event, MessageEndEvent):
+            if isinstance(event.message, AssistantMessage):
+                self.assistant_done(event.message)
+            elif isinstance(event.message, ToolResultMessage):
+                self.tool_result_done(event.message)
+        elif isinstance(event, ToolExecutionStartEvent):
+            self.phase("tool_use")
+            self.calls[event.tool_call_id] = AgentToolCall(
+                id=event.tool_call_id,
+                tool_name=event.tool_name,
+                params=dict(event.args),
+                status="running",
+                sequence=len(self.calls),
+            )
+            safe_call(
+                "on_tool_result", self.callbacks.on_tool_result, event.tool_call_id, event.tool_name, "started", None
+            )
+        elif isinstance(event, ToolExecutionEndEvent):
+            text = "".join(getattr(b, "text", "") for b in event.result.content)
+            status = "failed" if event.is_error else "completed"
+            summary = text[:_SUMMARY_CHARS] or None
+            safe_call(
+                "on_tool_result", self.callbacks.on_tool_result, event.tool_call_id, event.tool_name, status, summary
+            )
+
+    def assistant_done(self, message: AssistantMessage) -> None:
+        """Count usage; journal a tool-calling response before its tools run."""
+        self.usage.add(message.usage)
+        self.last_call_usage = TokenUsage.from_usage(message.usage)
+        self.llm_calls += 1
+        self.last_assistant = message
+        if message.stop_reason not in ("error", "aborted"):
+            self.window.reset()
+        if message.tool_calls and self.ledger is not None and self.turn_id is not None:
+            ledger, turn_id = self.ledger, self.turn_id
+            self.guard("journal_message", lambda: ledger.journal_message(turn_id, message))
+
+    def tool_result_done(self, result: ToolResultMessage) -> None:
+        """Finish the tool call's record and journal the call with its result."""
+        record = self.calls.get(result.tool_call_id)
+        if record is None:  # a result the loop made without a start event (should not happen)
+            record = AgentToolCall(
+                id=result.tool_call_id, tool_name=result.tool_name, params={}, sequence=len(self.calls)
+            )
+            self.calls[result.tool_call_id] = record
+        record.status = "failed" if result.is_error else "completed"
+        record.completed_at = result.timestamp
+        record.result = result.text
+        record.error = result.text if result.is_error else None
+        record.spawned_session_label = spawned_label(result)
+        if self.ledger is None or self.turn_id is None:
+            return
+        call = next(
+            (c for c in (self.last_assistant.tool_calls if self.last_assistant else []) if c.id == result.tool_call_id),
+            None,
+        )
+        call = call or ToolCall(result.tool_call_id, result.tool_name, dict(record.params))
+        ledger, turn_id = self.ledger, self.turn_id
+        self.guard(
+            "journal_tool_call",
+            lambda: ledger.journal_tool_call(
+                turn_id, call, result, record.started_at, result.timestamp, record.spawned_session_label
+            ),
+        )
+
+    @staticmethod
+    def guard(what: str, action: Callable[[], object]) -> None:
+        """Journal writes are best effort: the final write carries everything anyway."""
+        try:
+            action()
+        except Exception:
+            log.exception("ledger %s failed; the run continues (the final write still records the turn)", what)
+
+    # ------------------------------------------------------------------ result
+
+    def build_result(self) -> AgentResult:
+        """The :class:`AgentResult` of the run so far (query echo + everything the run added)."""
+        response = _llm(self.agent_ctx.messages[self.history_len + 1 :])
+        turn = [self.ctx.current_message, *response]
+        stop_reason, error = self.outcome(response)
+        return AgentResult(
+            messages=[AgentMessage.from_message(m, i) for i, m in enumerate(turn)],
+            tool_calls=sorted(self.calls.values(), key=lambda c: c.sequence),
+            usage=self.usage,
+            stop_reason=stop_reason,
+            duration_ms=int((time.monotonic() - self.started) * 1000),
+            error=error,
+            compaction=self.window.compaction,
+            last_call_usage=self.last_call_usage,
+        )
+
+    def outcome(self, response: list[Message]) -> tuple[StopReason, AgentError | None]:
+        """Seed 000's stop reason (and error) from how the loop ended."""
+        last = next((m for m in reversed(response) if isinstance(m, AssistantMessage)), None)
+        if self.timed_out:
+            text = (
+                f"The run exceeded its timeout of {self.ctx.timeout_ms} ms and was stopped; the partial output was "
+                "kept. Raise timeout_ms or split the task."
+            )
+            return "timeout", AgentError("timeout", text, retryable=True)
+        if self.final_error is not None:
+            return "error", self.final_error
+        end = self.end
+        if self.signal.aborted or (end is not None and end.reason == "aborted"):
+            return "aborted", None
+        if end is None or end.reason == "error":
+            if last is not None and last.stop_reason == "error" and last.error_kind is not None:
+                return "error", agent_error_from_message(last)
+            text = (end.error if end is not None else None) or "the run failed"
+            return "error", AgentError("unknown" if last is None or last.error_kind is None else "model_error", text)
+        if end.reason == "max_iterations":
+            return "tool_use", None
+        if last is not None and last.stop_reason == "length":
+            return "max_tokens", None
+        return ("tool_use" if last is not None and last.stop_reason == "tool_use" else "end_turn"), None
+
+    def persist(self, result: AgentResult) -> None:
+        """Close the opened turn with the result (one transaction)."""
+        if self.ledger is None or self.turn_id is None:
+            return
+        response = _llm(self.agent_ctx.messages[self.history_len + 1 :])
+        record = None
+        if self.window.compaction is not None:
+            owners = history_turn_ids(self.ledger, self.ctx.session_label, self.ctx.history)
+            record = compaction_record(self.window.compaction, cut=self.window.cut, turn_id=self.turn_id, owners=owners)
+        write_result(self.ledger, self.ctx, self.turn_id, result, response, record)
+
+
+def _llm(messages: list[Any]) -> list[Message]:
+    """The conversation as ``nexus.llm`` messages (the engine adds no custom message kinds)."""
+    return [m for m in messages if isinstance(m, (UserMessage, AssistantMessage, ToolResultMessage))]
+
+
+def _is_overflow(end: AgentEndEvent, last: object) -> bool:
+    """The loop ended because the prompt did not fit, before any output: recoverable by compaction."""
+    return (
+        end.reason == "error"
+        and isinstance(last, AssistantMessage)
+        and last.error_kind == "context_overflow"
+        and not any(getattr(b, "text", "") or getattr(b, "name", "") for b in last.content)
+    )
+
+
+def options_for(ctx: AssembledContext, base: StreamOptions | None) -> StreamOptions:
+    """The per-call options of a run: the caller's template plus the context's sampling settings."""
+    options = base or StreamOptions()
+    thinking = ctx.thinking_config.level if ctx.thinking_config is not None else options.thinking
+    return replace(
+        options,
+        temperature=ctx.temperature if ctx.temperature is not None else options.temperature,
+        max_tokens=ctx.max_response_tokens or options.max_tokens,
+        thinking=thinking,
+        session_id=options.session_id or ctx.session_label,
+    )

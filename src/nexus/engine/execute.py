@@ -1,0 +1,179 @@
+"""``execute(ctx)``: run one :class:`AssembledContext` and get a handle to steer, abort and watch it.
+
+This is the engine's execution core (seed 000): it wires the agent loop to failover (auth
+profile rotation and model fallback), transcript repair, tool-result truncation,
+compaction (proactive and on overflow), the streaming callbacks, and the Agents Ledger
+(turn opened up front as a crash journal, each finished tool call journaled, the final
+turn written in one transaction). ``run_agent`` in :mod:`nexus.engine.runner` is the
+one-call form built on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from nexus.engine._run import EngineRun, EngineStreamEvent, options_for
+from nexus.engine.callbacks import EngineCallbacks
+from nexus.engine.failover import AuthProfile, ProfileCooldowns, failover_stream
+from nexus.engine.types import AgentResult, AssembledContext, EngineLimits, TokenBudget
+from nexus.llm.options import StreamFn, StreamOptions
+from nexus.llm.types import Model
+
+if TYPE_CHECKING:
+    from nexus.engine.runner import EngineEnv
+    from nexus.ledger import Ledger
+
+__all__ = ["EngineExecution", "EngineStreamEvent", "execute"]
+
+_END = object()
+
+
+class EngineExecution:
+    """A running execution: ``await execution.result`` for the :class:`AgentResult`, and control meanwhile.
+
+    - ``abort()``: stop streaming and tools; the turn is written ``aborted`` with the partial output.
+    - ``steer(text)``: inject a user message at the next safe point (after the current tool
+      batch, before the next model call). Returns False when the run cannot take it (it has
+      ended, or is compacting); the caller should then queue the message as a follow-up.
+    - ``is_streaming`` / ``is_compacting``: the run's state, for queue decisions.
+    - ``on_event(listener)`` / ``events()``: every agent-loop event and engine event, live.
+    """
+
+    __slots__ = ("_run", "_task")
+
+    def __init__(self, run: EngineRun, task: asyncio.Task[AgentResult]) -> None:
+        self._run = run
+        self._task = task
+
+    @property
+    def result(self) -> asyncio.Task[AgentResult]:
+        """The run's task; await it for the :class:`AgentResult` (ledger errors surface here)."""
+        return self._task
+
+    @property
+    def run_id(self) -> str:
+        """The run's id (``AssembledContext.run_id``)."""
+        return self._run.ctx.run_id
+
+    @property
+    def session_label(self) -> str:
+        """The session this run writes to."""
+        return self._run.ctx.session_label
+
+    @property
+    def turn_id(self) -> str | None:
+        """The ledger turn opened for this run (``None`` before it is opened or without a ledger)."""
+        return self._run.turn_id
+
+    @property
+    def is_streaming(self) -> bool:
+        """True while the run is active (between start and its final ledger write)."""
+        return self._run.active
+
+    @property
+    def is_compacting(self) -> bool:
+        """True while the run summarises its history (steering is refused meanwhile)."""
+        return self._run.window.compacting
+
+    def abort(self, reason: str = "aborted by the caller") -> None:
+        """Abort the run; its partial output is kept and the turn is written ``aborted``."""
+        self._run.signal.abort(reason)
+
+    def steer(self, text: str) -> bool:
+        """Queue ``text`` as a user message for the next safe point; False if the run cannot take it."""
+        return self._run.steer(text)
+
+    def on_event(self, listener: Callable[[EngineStreamEvent], object]) -> Callable[[], None]:
+        """Call ``listener`` with every event from now on; returns a function that unsubscribes it."""
+        self._run.listeners.append(listener)
+
+        def remove() -> None:
+            if listener in self._run.listeners:
+                self._run.listeners.remove(listener)
+
+        return remove
+
+    async def events(self) -> AsyncIterator[EngineStreamEvent]:
+        """The events as an async iterator that ends when the run ends (subscribe before awaiting)."""
+        queue: asyncio.Queue[object] = asyncio.Queue()
+        remove = self.on_event(queue.put_nowait)
+        self._task.add_done_callback(lambda _: queue.put_nowait(_END))
+        if self._task.done():
+            queue.put_nowait(_END)
+        try:
+            while True:
+                item = await queue.get()
+                if item is _END:
+                    return
+                yield item  # type: ignore[misc]
+        finally:
+            remove()
+
+    def __await__(self):  # type: ignore[no-untyped-def]
+        """``await execution`` is ``await execution.result``."""
+        return self._task.__await__()
+
+
+def execute(
+    ctx: AssembledContext,
+    callbacks: EngineCallbacks | None = None,
+    *,
+    ledger: Ledger | None = None,
+    stream_fn: StreamFn | None = None,
+    model: Model | None = None,
+    fallbacks: Sequence[Model] = (),
+    auth_profiles: Mapping[str, Sequence[AuthProfile]] | None = None,
+    limits: EngineLimits | None = None,
+    cooldowns: ProfileCooldowns | None = None,
+    options: StreamOptions | None = None,
+    depth: int = 0,
+    env: EngineEnv | None = None,
+) -> EngineExecution:
+    """Start running ``ctx`` as a task on the current event loop and return its handle.
+
+    ``stream_fn`` is the provider call (default ``nexus.llm.stream``; tests pass a
+    ``ScriptedModel``'s); it is wrapped in :func:`failover_stream` with ``fallbacks`` and
+    ``auth_profiles`` (per provider). ``model`` defaults to the catalog entry for
+    ``ctx.provider``/``ctx.model``. With a ``ledger`` the run is journaled and written as a
+    turn of ``ctx.session_label``; without one nothing is stored. ``depth`` is the sub-agent
+    depth (0 for a top-level run); ``env`` lets the ``spawn_agent`` tool start workers.
+    """
+    from nexus.llm.catalog import get_model
+
+    primary = model or get_model(ctx.provider, ctx.model)
+    lim = limits or EngineLimits()
+    holder: list[EngineRun] = []
+
+    def budget_for(candidate: Model) -> TokenBudget:
+        run = holder[0]
+        current = run.window.budget(run.agent_ctx.messages)  # type: ignore[arg-type]
+        return current.for_model(candidate, ctx.max_response_tokens, lim.reserve_tokens)
+
+    def on_engine_event(event: object) -> None:
+        holder[0].engine_event(event)  # type: ignore[arg-type]
+
+    wrapped = failover_stream(
+        [primary, *fallbacks],
+        auth_profiles,
+        lim,
+        on_engine_event,
+        inner=stream_fn,
+        cooldowns=cooldowns,
+        budget_for=budget_for,
+    )
+    run = EngineRun(
+        ctx,
+        callbacks or EngineCallbacks(),
+        ledger=ledger,
+        model=primary,
+        stream_fn=wrapped,
+        limits=lim,
+        options=options_for(ctx, options),
+        depth=depth,
+        env=env,
+    )
+    holder.append(run)
+    task = asyncio.get_running_loop().create_task(run.main(), name=f"nexus-run-{ctx.run_id}")
+    return EngineExecution(run, task)

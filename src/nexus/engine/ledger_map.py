@@ -1,0 +1,177 @@
+"""``AgentResult`` → Agents Ledger rows (seed 000 "AgentResult → Ledger Writes").
+
+The engine works on messages; the ledger works on turns. This module is the one place that
+translates: run status from the stop reason, tool-call records with timings and
+``spawned_session_label``, usage, the error JSON, and a compaction's message cut into the
+``first_kept_turn_id`` / ``summarized_through_turn_id`` the ``compactions`` table needs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import TYPE_CHECKING
+
+from nexus.engine.types import AgentError, AgentResult, AgentToolCall, AssembledContext, CompactionResult, StopReason
+from nexus.llm.types import Message, ToolResultMessage, Usage
+
+if TYPE_CHECKING:
+    from nexus.ledger import CompactionRecord, Ledger, ToolCallRecord
+
+log = logging.getLogger("nexus.engine")
+
+_STATUS: dict[StopReason, str] = {
+    "end_turn": "completed",
+    "max_tokens": "completed",
+    "tool_use": "completed",
+    "timeout": "aborted",
+    "aborted": "aborted",
+    "error": "failed",
+}
+
+
+def turn_status(result: AgentResult) -> str:
+    """``completed | failed | aborted`` for the turn row, from the run's stop reason."""
+    return _STATUS[result.stop_reason]
+
+
+def error_json(error: AgentError | None) -> dict[str, object] | None:
+    """The ``error`` column: ``{kind, message, retryable}`` or ``None``."""
+    return None if error is None else asdict(error)
+
+
+def usage_of(result: AgentResult) -> Usage:
+    """The run's summed usage in ``nexus.llm`` form (what ``write_turn`` stores)."""
+    u = result.usage
+    return Usage(
+        input=u.input_tokens,
+        output=u.output_tokens,
+        cache_read=u.cached_input_tokens,
+        cache_write=u.cache_write_tokens,
+        reasoning=u.reasoning_tokens,
+        total=u.total_tokens,
+    )
+
+
+def tool_call_records(calls: Sequence[AgentToolCall]) -> list[ToolCallRecord]:
+    """One ledger record per tool call, keeping status, timings and the spawned session."""
+    from nexus.ledger import ToolCallRecord
+
+    return [
+        ToolCallRecord(
+            call_id=c.id,
+            tool_name=c.tool_name,
+            arguments=dict(c.params),
+            status=c.status,
+            started_at=c.started_at,
+            completed_at=c.completed_at,
+            error=c.error,
+            spawned_session_label=c.spawned_session_label,
+            sequence=c.sequence,
+        )
+        for c in calls
+    ]
+
+
+def spawned_label(result: ToolResultMessage) -> str | None:
+    """The worker session a ``spawn_agent`` result names (``details['spawned_session_label']``)."""
+    details = result.details or {}
+    value = details.get("spawned_session_label")
+    return value if isinstance(value, str) else None
+
+
+def history_turn_ids(ledger: Ledger, session_label: str, history: Sequence[Message]) -> list[str]:
+    """The turn each message of ``history`` (as ``ledger.history`` returned it) belongs to.
+
+    A leading compaction summary maps to ``""``. Computed from the turns' message counts,
+    walking back from the head, so it costs one query (only done when a run compacts).
+    """
+    offset = 1 if history and _is_summary(history[0]) else 0
+    owners = [""] * len(history)
+    index = len(history)
+    for turn in reversed(ledger.turns(session_label)):
+        if index <= offset:
+            break
+        count = min(turn.message_count, index - offset)
+        owners[index - count : index] = [turn.id] * count
+        index -= count
+    return owners
+
+
+def _is_summary(message: Message) -> bool:
+    from nexus.engine._window import stored_summary
+
+    return stored_summary([message]) is not None
+
+
+def compaction_record(result: CompactionResult, *, cut: int, turn_id: str, owners: Sequence[str]) -> CompactionRecord:
+    """The ``compactions`` row for a compaction that kept the conversation from index ``cut`` on.
+
+    ``owners`` maps history indices to turn ids (:func:`history_turn_ids`); indices past the
+    history belong to this run's turn ``turn_id``. The ledger keeps whole turns, so the first
+    kept turn is the one holding message ``cut`` (its earlier messages are kept too: more
+    context, never less). ``None`` means only this turn is kept.
+    """
+    from nexus.ledger import CompactionRecord
+
+    def owner(index: int) -> str:
+        return owners[index] if 0 <= index < len(owners) and owners[index] else turn_id
+
+    first_kept = owner(cut) if cut < len(owners) else None
+    through = owner(cut - 1) if cut - 1 < len(owners) else turn_id
+    if first_kept == turn_id:
+        first_kept = None
+    return CompactionRecord(
+        summary=result.summary,
+        summarized_through_turn_id=through,
+        first_kept_turn_id=first_kept,
+        turns_summarized=result.turns_summarized,
+        model=result.model,
+        provider=result.provider,
+        tokens_before=result.tokens_before,
+        tokens_after=result.tokens_after,
+        summary_tokens=result.summary_tokens,
+        summarization_input_tokens=result.summarization_input_tokens,
+        summarization_output_tokens=result.summarization_output_tokens,
+        duration_ms=result.duration_ms,
+        trigger=result.trigger,
+        metadata={"messages_summarized": result.messages_summarized},
+    )
+
+
+def write_result(
+    ledger: Ledger,
+    ctx: AssembledContext,
+    turn_id: str,
+    result: AgentResult,
+    response: Sequence[Message],
+    compaction: CompactionRecord | None,
+) -> str:
+    """Close the opened turn with the run's outcome in one transaction; returns the turn id.
+
+    If another writer moved the session head meanwhile (the one-run-per-session rule was
+    broken by the caller), the turn is kept as a side branch instead of being lost.
+    """
+    from nexus.ledger import HeadMovedError
+
+    if compaction is not None:
+        compaction.summarized_through_turn_id = compaction.summarized_through_turn_id or turn_id
+    kwargs: dict[str, object] = {
+        "response_messages": list(response),
+        "status": turn_status(result),
+        "usage": usage_of(result),
+        "model": ctx.model,
+        "provider": ctx.provider,
+        "stop_reason": result.stop_reason,
+        "error": error_json(result.error),
+        "compaction": compaction,
+        "tool_calls": tool_call_records(result.tool_calls),
+    }
+    try:
+        return ledger.write_turn(turn_id, ctx.session_label, **kwargs)  # type: ignore[arg-type]
+    except HeadMovedError:
+        log.warning(
+            "session %s moved during run %s; turn %s kept as a side branch", ctx.session_label, ctx.run_id, turn_id
+        )
+        return ledger.write_turn(turn_id, ctx.session_label, if_head_moved="branch", **kwargs)  # type: ignore[arg-type]

@@ -1,0 +1,272 @@
+"""From config + ledger to a running agent: ``EngineEnv``, ``assemble``, ``run_agent`` (seed 001).
+
+:class:`EngineEnv` holds what every run of a process shares (config, ledger, the provider
+stream function, auth-profile cooldowns, limits). ``env.assemble(...)`` builds an
+:class:`AssembledContext` for a session (system prompt with the workspace's bootstrap
+files, history from the ledger, the current message with its event context, the tools the
+policy allows plus ``spawn_agent`` while the depth allows, model, budget); ``env.start(ctx)``
+runs it through :func:`~nexus.engine.execute.execute` with the configured fallbacks and
+profiles. :func:`run_agent` does all of that in one call.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from nexus.engine.bootstrap import scaffold_workspace
+from nexus.engine.callbacks import EngineCallbacks
+from nexus.engine.context import EventContext, PromptOptions, assemble_context, build_current_message
+from nexus.engine.failover import AuthProfile, ProfileCooldowns
+from nexus.engine.spawn import SPAWN_TOOL_NAME, spawn_agent_tool
+from nexus.engine.types import AgentResult, AgentRole, AssembledContext, EngineLimits, ThinkingConfig
+from nexus.llm.abort import AbortSignal
+from nexus.llm.options import StreamFn, StreamOptions
+from nexus.llm.types import ImageContent, Model, UserMessage
+
+if TYPE_CHECKING:
+    from nexus.agent.tool_types import AgentTool
+    from nexus.config import NexusConfig
+    from nexus.engine.execute import EngineExecution
+    from nexus.ledger import Ledger
+
+log = logging.getLogger("nexus.engine")
+
+DEFAULT_SESSION = "main"
+"""The session ``run_agent`` uses when none is given."""
+
+
+def limits_from_config(config: NexusConfig) -> EngineLimits:
+    """The ``[agent]`` table of ``nexus.toml`` as :class:`EngineLimits`."""
+    agent = config.agent
+    return EngineLimits(
+        max_iterations=agent.max_iterations,
+        max_retries=agent.max_retries,
+        max_tool_result_chars=agent.max_tool_result_chars,
+        timeout_ms=agent.timeout_ms,
+        subagent_max_depth=agent.subagent_max_depth,
+        reserve_tokens=agent.compaction_reserve_tokens,
+        keep_recent_tokens=max(1, agent.compaction_keep_recent_tokens),
+    )
+
+
+def resolve_model(config: NexusConfig, ref: str) -> Model:
+    """``provider/model`` → :class:`Model`: the catalog entry (or defaults) with the config's overrides.
+
+    ``[providers.<name>]`` may set the wire ``api``, ``base_url`` (also ``<PROVIDER>_BASE_URL``),
+    ``headers`` and per-model facts (context window, prices…). ``local/<id>`` registers the
+    in-process llama.cpp model from the ``[local]`` table.
+    """
+    from nexus.config import parse_model_ref, provider_settings
+    from nexus.llm.catalog import get_model
+
+    provider, model_id = parse_model_ref(ref)
+    if provider == "local":
+        from nexus.llm.providers.llama_cpp import register_local_model
+
+        local = config.local
+        path = config.local_model_path
+        return register_local_model(model_id, path, local.n_ctx, local.n_threads, local.chat_format)
+    model = get_model(provider, model_id)
+    settings = provider_settings(config, provider)
+    declared = config.providers.get(provider)
+    changes: dict[str, object] = {}
+    if declared is not None and declared.api:
+        changes["api"] = declared.api
+    if settings.base_url:
+        changes["base_url"] = settings.base_url
+    if settings.headers:
+        changes["headers"] = settings.headers
+    override = settings.models.get(model_id)
+    if override is not None:
+        changes.update({k: v for k, v in override.model_dump().items() if v is not None})
+    return replace(model, **changes) if changes else model  # type: ignore[arg-type]
+
+
+@dataclass(slots=True)
+class EngineEnv:
+    """What the runs of one process share; build it with :meth:`from_config`.
+
+    ``stream_fn`` is the provider call (``None`` = ``nexus.llm.stream``); ``tools`` replaces
+    the coding tools (the policy still applies). ``cooldowns`` is the auth-profile cooldown
+    table (``None`` = the process-wide one).
+    """
+
+    config: NexusConfig
+    ledger: Ledger
+    stream_fn: StreamFn | None = None
+    limits: EngineLimits = field(default_factory=EngineLimits)
+    cooldowns: ProfileCooldowns | None = None
+    tools: Sequence[AgentTool] | None = None
+    _models: dict[str, Model] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(
+        cls,
+        config: NexusConfig,
+        ledger: Ledger,
+        *,
+        stream_fn: StreamFn | None = None,
+        limits: EngineLimits | None = None,
+        cooldowns: ProfileCooldowns | None = None,
+        tools: Sequence[AgentTool] | None = None,
+    ) -> EngineEnv:
+        """An environment whose limits come from ``config`` unless ``limits`` is given."""
+        return cls(config, ledger, stream_fn, limits or limits_from_config(config), cooldowns, tools)
+
+    def model(self, ref: str | Model | None = None) -> Model:
+        """The model for ``ref`` (a ``Model`` is used as is; ``None`` = the configured default)."""
+        if isinstance(ref, Model):
+            return ref
+        if ref is None:
+            from nexus.config import resolve_default_model
+
+            ref = resolve_default_model(self.config).ref
+        found = self._models.get(ref)
+        if found is None:
+            found = self._models[ref] = resolve_model(self.config, ref)
+        return found
+
+    def auth_profiles(self, models: Sequence[Model]) -> dict[str, list[AuthProfile]]:
+        """Each provider's usable keys from config/environment, in rotation order."""
+        from nexus.config import provider_settings
+
+        out: dict[str, list[AuthProfile]] = {}
+        for provider in dict.fromkeys(m.provider for m in models):
+            settings = provider_settings(self.config, provider)
+            usable = [AuthProfile(p.name, p.api_key) for p in settings.profiles if p.api_key is not None]
+            for p in settings.profiles:
+                if p.api_key is None:
+                    log.warning("auth profile %s of %s skipped: %s is not set", p.name, provider, ", ".join(p.missing))
+            if usable:
+                out[provider] = usable
+        return out
+
+    def tools_for(self, session_label: str, role: AgentRole, depth: int) -> list[AgentTool]:
+        """The tools this session/role may use: coding tools (or ``tools``) by policy, plus ``spawn_agent``."""
+        if self.tools is not None:
+            candidates = list(self.tools)
+        else:
+            from nexus.tools import coding_tools
+
+            candidates = coding_tools(self.config.workspace_path, bash_timeout=self.config.agent.bash_timeout_s)
+        if depth < self.limits.subagent_max_depth and all(t.name != SPAWN_TOOL_NAME for t in candidates):
+            candidates.append(spawn_agent_tool())
+        policy = self.config.tools
+        return [t for t in candidates if policy.is_allowed(t.name, session_label, role)]
+
+    def assemble(
+        self,
+        message: str | UserMessage,
+        *,
+        session: str = DEFAULT_SESSION,
+        model: str | Model | None = None,
+        images: Sequence[ImageContent] = (),
+        event: EventContext | None = None,
+        channel: str | None = None,
+        timezone: str | None = None,
+        depth: int = 0,
+        role: AgentRole = "unified",
+        signal: AbortSignal | None = None,
+        source_event_id: str | None = None,
+    ) -> AssembledContext:
+        """Context assembly for one message to ``session`` (created if new; aliases resolve).
+
+        The history is the ledger's (compaction summary first); it is repaired in the
+        payload before every model call, never rewritten in the ledger.
+        """
+        chosen = self.model(model)
+        scaffold_workspace(self.config.workspace_path)  # the tools need the directory to exist
+        label = self.ledger.ensure_session(session).label
+        head = self.ledger.head(label)
+        history = self.ledger.history_at(head.id) if head is not None else []
+        if event is None:
+            event = EventContext(timezone=timezone or "UTC", channel=channel)
+        current = message if isinstance(message, UserMessage) else build_current_message(message, event, images)
+        return assemble_context(
+            model=chosen,
+            workspace=self.config.workspace_path,
+            session_label=label,
+            history=history,
+            message=current,
+            event=event,
+            tools=self.tools_for(label, role, depth),
+            limits=self.limits,
+            parent_turn_id=head.id if head is not None else None,
+            role=role,
+            source_event_id=source_event_id,
+            thinking=ThinkingConfig(self.config.thinking) if self.config.thinking != "off" else None,
+            abort_signal=signal,
+            prompt=PromptOptions(scaffold=False),  # scaffolded above
+        )
+
+    def start(
+        self,
+        ctx: AssembledContext,
+        callbacks: EngineCallbacks | None = None,
+        *,
+        model: Model | None = None,
+        depth: int = 0,
+    ) -> EngineExecution:
+        """Run ``ctx`` with the configured fallback chain, auth profiles, cooldowns and limits."""
+        from nexus.engine.execute import execute
+
+        primary = model or self.model(f"{ctx.provider}/{ctx.model}")
+        fallbacks = [self.model(ref) for ref in self.config.fallbacks if ref != primary.ref]
+        return execute(
+            ctx,
+            callbacks,
+            ledger=self.ledger,
+            stream_fn=self.stream_fn,
+            model=primary,
+            fallbacks=fallbacks,
+            auth_profiles=self.auth_profiles([primary, *fallbacks]),
+            limits=self.limits,
+            cooldowns=self.cooldowns,
+            options=StreamOptions(timeout=self.config.agent.llm_timeout_s),
+            depth=depth,
+            env=self,
+        )
+
+
+async def run_agent(
+    message: str | UserMessage,
+    *,
+    session: str | None = None,
+    model: str | Model | None = None,
+    config: NexusConfig | None = None,
+    ledger: Ledger | None = None,
+    callbacks: EngineCallbacks | None = None,
+    signal: AbortSignal | None = None,
+    stream_fn: StreamFn | None = None,
+    images: Sequence[ImageContent] = (),
+    event: EventContext | None = None,
+) -> AgentResult:
+    """Send ``message`` to ``session`` (default ``main``) and return the run's :class:`AgentResult`.
+
+    Opens ``$NEXUS_HOME/nexus.toml`` and the ledger when not given (closing the ledger it
+    opened), closes turns a crashed process left open (``ledger.recover()``), assembles the
+    context, runs it and writes the turn. ``signal`` aborts the run (its partial output is kept).
+    """
+    if config is None:
+        from nexus.config import load_config
+
+        config = load_config()
+    own = ledger is None
+    if ledger is None:
+        from nexus.ledger import Ledger
+
+        ledger = Ledger.open(config.database_path)
+    try:
+        ledger.recover()
+        env = EngineEnv.from_config(config, ledger, stream_fn=stream_fn)
+        chosen = env.model(model)
+        ctx = env.assemble(
+            message, session=session or DEFAULT_SESSION, model=chosen, images=images, event=event, signal=signal
+        )
+        return await env.start(ctx, callbacks, model=chosen).result
+    finally:
+        if own:
+            ledger.close()

@@ -1,0 +1,182 @@
+"""The sub-agent spawn tool ``spawn_agent``: delegate a task to a worker session (seed 000 "Subagent Spawning").
+
+The parent model calls ``spawn_agent{task, label?}``. The tool creates a worker session
+(``is_subagent``, linked to the parent session, turn and tool call, ``task_status``
+running → completed | failed), runs the task through the same engine with the worker's own
+assembled context one level deeper, and returns the worker's final answer as the tool
+result. The result's ``details['spawned_session_label']`` names the worker session; the
+engine records it on the parent's tool call (journal and final write).
+
+Runs know who their parent is through :data:`CURRENT_RUN`, a context variable the engine
+sets in each run's task, so the tool itself stays a plain :class:`AgentTool`.
+"""
+
+from __future__ import annotations
+
+import re
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
+from nexus.llm.abort import AbortSignal
+
+if TYPE_CHECKING:
+    from nexus.engine.callbacks import EngineCallbacks
+    from nexus.engine.runner import EngineEnv
+    from nexus.llm.types import Model
+
+SPAWN_TOOL_NAME = "spawn_agent"
+"""The tool's model-facing name (also listed in the ``group:agents`` tool group)."""
+
+_LABEL_CHARS = re.compile(r"[^a-zA-Z0-9_.-]+")
+
+
+@dataclass(slots=True, frozen=True)
+class RunScope:
+    """What a tool running inside an engine run may know about that run."""
+
+    session_label: str
+    turn_id: str | None
+    depth: int
+    model: Model
+    env: EngineEnv | None
+    signal: AbortSignal
+
+
+CURRENT_RUN: ContextVar[RunScope | None] = ContextVar("nexus_engine_current_run", default=None)
+"""The engine run the current task belongs to (``None`` outside a run)."""
+
+_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "task": {
+            "type": "string",
+            "description": "Everything the sub-agent needs to do the task on its own: goal, inputs, expected output.",
+        },
+        "label": {
+            "type": "string",
+            "description": "Optional short name for the sub-agent's session (letters, digits, - _ .).",
+        },
+    },
+    "required": ["task"],
+    "additionalProperties": False,
+}
+
+_DESCRIPTION = (
+    "Delegate a self-contained task to a sub-agent that works in its own session with the same tools and "
+    "workspace, and get its final answer back. Use it for independent subtasks; the sub-agent does not see "
+    "this conversation, so describe the task completely."
+)
+
+
+def _validate(args: dict[str, Any]) -> dict[str, Any]:
+    task = args.get("task")
+    if not isinstance(task, str) or not task.strip():
+        raise ValueError("spawn_agent needs 'task': a non-empty string describing what the sub-agent should do")
+    label = args.get("label")
+    if label is not None and not isinstance(label, str):
+        raise ValueError("spawn_agent 'label' must be a string when given")
+    unknown = sorted(set(args) - {"task", "label"})
+    if unknown:
+        raise ValueError(f"spawn_agent got unknown parameter(s) {unknown}; it takes 'task' and optionally 'label'")
+    return {"task": task.strip(), "label": label}
+
+
+def worker_label(parent_label: str, label: str | None) -> str:
+    """A new, unique worker session label: ``<parent>/<label or task>-<ulid>``."""
+    from nexus.engine.types import new_id
+
+    name = _LABEL_CHARS.sub("-", label or "task").strip("-")[:40] or "task"
+    return f"{parent_label}/{name}-{new_id().lower()}"
+
+
+async def _execute(call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: ToolUpdateFn) -> AgentToolResult:
+    scope = CURRENT_RUN.get()
+    if scope is None or scope.env is None:
+        return AgentToolResult.text(
+            "spawn_agent can only run inside an engine run started by run_agent() or EngineEnv.start(); "
+            "no engine environment is available here.",
+            is_error=True,
+        )
+    env = scope.env
+    limit = env.limits.subagent_max_depth
+    if scope.depth + 1 > limit:
+        return AgentToolResult.text(
+            f"Cannot spawn a sub-agent: this agent is already at depth {scope.depth} and the limit is "
+            f"subagent_max_depth={limit}. Do the task yourself instead.",
+            is_error=True,
+        )
+    return await run_worker(env, scope, call_id, args["task"], args.get("label"), signal, on_update)
+
+
+async def run_worker(
+    env: EngineEnv,
+    scope: RunScope,
+    call_id: str,
+    task: str,
+    label: str | None,
+    signal: AbortSignal,
+    on_update: ToolUpdateFn | None = None,
+) -> AgentToolResult:
+    """Create the worker session, run ``task`` in it and turn its result into the tool result.
+
+    The worker's tool activity is reported as progress of the spawn call (``on_update``), so a
+    UI watching the parent sees what the worker is doing.
+    """
+    session = worker_label(scope.session_label, label)
+    env.ledger.create_session(
+        session,
+        origin="subagent",
+        is_subagent=True,
+        parent_session_label=scope.session_label,
+        parent_turn_id=scope.turn_id,
+        spawn_tool_call_id=call_id,
+        task_description=task,
+        task_status="running",
+    )
+    details: dict[str, Any] = {"spawned_session_label": session, "depth": scope.depth + 1}
+    try:
+        ctx = env.assemble(
+            task, session=session, model=scope.model, depth=scope.depth + 1, role="worker", signal=signal
+        )
+        callbacks = _progress(session, on_update)
+        result = await env.start(ctx, callbacks, model=scope.model, depth=scope.depth + 1).result
+    except Exception as exc:
+        env.ledger.set_task_status(session, "failed")
+        details["error"] = str(exc)
+        return AgentToolResult.text(f"The sub-agent could not run: {exc}", details=details, is_error=True)
+    ok = result.error is None and result.stop_reason in ("end_turn", "max_tokens", "tool_use")
+    env.ledger.set_task_status(session, "completed" if ok else "failed")
+    answer = next((m.content for m in reversed(result.messages) if m.role == "assistant" and m.content), "")
+    details.update(stop_reason=result.stop_reason, input_tokens=result.usage.input_tokens)
+    details["output_tokens"] = result.usage.output_tokens
+    if ok:
+        return AgentToolResult.text(answer or "(the sub-agent finished without a text answer)", details=details)
+    why = result.error.message if result.error is not None else f"it stopped ({result.stop_reason})"
+    partial = f"\nPartial answer:\n{answer}" if answer else ""
+    return AgentToolResult.text(f"The sub-agent did not finish: {why}{partial}", details=details, is_error=True)
+
+
+def _progress(session: str, on_update: ToolUpdateFn | None) -> EngineCallbacks | None:
+    """Callbacks that turn the worker's tool starts and ends into progress lines of the spawn call."""
+    if on_update is None:
+        return None
+    from nexus.engine.callbacks import EngineCallbacks
+
+    def tool_status(call_id: str, name: str, status: str, summary: str | None) -> None:
+        on_update(AgentToolResult.text(f"[{session}] {name}: {status}", details={"spawned_session_label": session}))
+
+    return EngineCallbacks(on_tool_result=tool_status)
+
+
+def spawn_agent_tool() -> AgentTool:
+    """The ``spawn_agent`` tool (offered by :func:`nexus.engine.runner.assemble` while depth < the limit)."""
+    return AgentTool(
+        name=SPAWN_TOOL_NAME,
+        description=_DESCRIPTION,
+        parameters=_PARAMETERS,
+        execute=_execute,
+        label="Spawn sub-agent",
+        validate=_validate,
+    )

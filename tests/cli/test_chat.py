@@ -1,0 +1,226 @@
+"""``nexus chat`` driven through a pipe (a real subprocess): turns, slash commands, Ctrl-C during a reply."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from nexus.ledger import Ledger
+from nexus.llm.types import AssistantMessage, UserMessage
+from nexus.testing import FakeProviderServer
+from nexus.testing.steps import stall, text
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "NEXUS_MODEL"}
+    return {**env, "NEXUS_HOME": str(home), "PYTHONPATH": str(SRC), "NO_COLOR": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def _chat(home: Path, lines: list[str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "nexus.cli", "chat", *args],
+        capture_output=True,
+        text=True,
+        env=_env(home),
+        input="".join(line + "\n" for line in lines),
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture
+def server() -> Iterator[FakeProviderServer]:
+    with FakeProviderServer() as fake:
+        yield fake
+
+
+@pytest.fixture
+def home(isolated_env: Path, server: FakeProviderServer) -> Path:
+    isolated_env.mkdir(parents=True, exist_ok=True)
+    (isolated_env / "nexus.toml").write_text(
+        'default_model = "fake/fake-model"\n'
+        "[providers.fake]\n"
+        'api = "openai-completions"\n'
+        f'base_url = "{server.openai_base_url}"\n'
+        'api_key = "test"\n',
+        encoding="utf-8",
+    )
+    return isolated_env
+
+
+def test_two_turns_then_end_of_input(home: Path, server: FakeProviderServer) -> None:
+    server.script(text("First answer."), text("Second answer."))
+    result = _chat(home, ["hello", "", "and again"])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "First answer.\nSecond answer.\n"
+    with Ledger.open(home / "agents.db") as ledger:
+        turns = ledger.turns("main")
+    assert [t.status for t in turns] == ["completed", "completed"]
+    second_request = server.requests[1].body or {}
+    assert any("First answer." in str(m.get("content")) for m in second_request["messages"])
+
+
+def test_slash_commands_session_fork_history(home: Path, server: FakeProviderServer) -> None:
+    server.script(text("Answer in main."), text("Answer in the fork."), text("Answer in other."))
+    result = _chat(
+        home,
+        [
+            "question one",
+            "/history",
+            "/fork",
+            "question in fork",
+            "/history 5",
+            "/session other",
+            "question in other",
+            "/sessions",
+            "/session main",
+            "/history 1",
+            "/exit",
+            "never sent",
+        ],
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    with Ledger.open(home / "agents.db") as ledger:
+        main_turns = ledger.turns("main")
+        fork_label = next(s.label for s in ledger.list_sessions() if s.origin == "fork")
+        fork_turns = ledger.turns(fork_label)
+        other_turns = ledger.turns("other")
+    assert len(main_turns) == 1 and len(fork_turns) == 2 and len(other_turns) == 1
+    assert fork_turns[0].id == main_turns[0].id, "the fork shares main's first turn"
+    assert f"forked at {main_turns[0].id}: now in session {fork_label}" in out
+    assert f"{main_turns[0].id}  completed" in out
+    assert "you: question one" in out and "agent: Answer in main." in out
+    assert "you: question in fork" in out
+    assert "session: other (new: created with its first message)" in out
+    assert re.search(r"^\* other ", out, re.MULTILINE) and re.search(r"^  main ", out, re.MULTILINE)
+    assert "session: main (1 turn)" in out
+    assert len(server.requests) == 3, "lines after /exit are not sent"
+    fork_request = server.requests[1].body or {}
+    assert any("question one" in str(m.get("content")) for m in fork_request["messages"])
+    other_request = server.requests[2].body or {}
+    assert not any("question one" in str(m.get("content")) for m in other_request["messages"])
+
+
+def test_model_and_thinking_commands(home: Path, server: FakeProviderServer) -> None:
+    server.script(text("from the other model"))
+    result = _chat(
+        home,
+        ["/model", "/model gpt-4o", "/model fake/other-model", "/thinking extreme", "/thinking low", "hi", "/help"],
+    )
+    assert result.returncode == 0, result.stderr
+    assert "model: fake/fake-model" in result.stdout
+    assert "model: fake/other-model" in result.stdout
+    assert "'provider/model'" in result.stderr, "a malformed model ref is refused with the expected form"
+    assert "unknown thinking level 'extreme'" in result.stderr
+    assert "thinking: low" in result.stdout
+    assert (server.requests[0].body or {})["model"] == "other-model"
+    assert "/compact [FOCUS]" in result.stdout and "/fork [TURN_ID]" in result.stdout
+
+
+def test_unknown_command_and_bad_history_argument_keep_the_chat_alive(home: Path, server: FakeProviderServer) -> None:
+    server.script(text("still here"))
+    result = _chat(home, ["/frobnicate", "/history abc", "/fork", "/compact", "hello"])
+    assert result.returncode == 0
+    assert "unknown command /frobnicate" in result.stderr
+    assert "/history takes a number of turns" in result.stderr
+    assert "nothing to fork yet" in result.stderr
+    assert "nothing to compact yet" in result.stderr
+    assert result.stdout.endswith("still here\n")
+
+
+def test_compact_writes_a_compaction_turn(home: Path, server: FakeProviderServer) -> None:
+    long = "word " * 400
+    server.script(
+        text("First long answer. " + long),
+        text("Second long answer. " + long),
+        text("Goal: testing compaction. Progress: two answers given."),
+        text("after compaction"),
+    )
+    result = _chat(home, ["first " + long, "second " + long, "/compact keep the goal", "third"])
+    assert result.returncode == 0, result.stderr
+    assert "compacted " in result.stdout
+    summary_request = server.requests[2].body or {}
+    assert "keep the goal" in str(summary_request["messages"]), "the focus reaches the summariser"
+    with Ledger.open(home / "agents.db") as ledger:
+        turns = ledger.turns("main")
+        assert [t.turn_type for t in turns] == ["normal", "normal", "compaction", "normal"]
+        record = ledger.compaction(turns[2].id)
+    assert record is not None and "Goal: testing compaction" in record.summary
+    last_request = server.requests[3].body or {}
+    first_user = next(m for m in last_request["messages"] if m["role"] == "user")
+    assert "[Previous conversation summary]" in str(first_user["content"])
+
+
+class _Reader(threading.Thread):
+    def __init__(self, pipe: object) -> None:
+        super().__init__(daemon=True)
+        self.pipe = pipe
+        self.data = ""
+        self.lock = threading.Lock()
+
+    def run(self) -> None:
+        while True:
+            chunk = self.pipe.read(1)  # type: ignore[attr-defined]
+            if not chunk:
+                return
+            with self.lock:
+                self.data += chunk
+
+    def wait_for(self, needle: str, timeout: float = 30.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                if needle in self.data:
+                    return True
+            time.sleep(0.02)
+        return False
+
+
+def test_ctrl_c_aborts_the_reply_not_the_chat(home: Path, server: FakeProviderServer) -> None:
+    reply = "Part of the answer comes now and the rest never arrives in time."
+    server.script(stall(after_chunks=3, seconds=60, then=text(reply)), text("Next answer."))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nexus.cli", "chat"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(home),
+    )
+    assert proc.stdin is not None
+    out, err = _Reader(proc.stdout), _Reader(proc.stderr)
+    out.start()
+    err.start()
+    try:
+        proc.stdin.write("tell me\n")
+        proc.stdin.flush()
+        assert out.wait_for("Part of"), f"no partial output; stderr: {err.data}"
+        proc.send_signal(signal.SIGINT)
+        assert err.wait_for("interrupted"), err.data
+        proc.stdin.write("go on\n/history\n")
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out.join(5)
+    assert "Next answer." in out.data
+    assert re.search(r"\S+  aborted", out.data), out.data
+    with Ledger.open(home / "agents.db") as ledger:
+        turns = ledger.turns("main")
+        assert [t.status for t in turns] == ["aborted", "completed"]
+        history = ledger.history("main")
+    assert isinstance(history[0], UserMessage)
+    assert isinstance(history[1], AssistantMessage) and reply.startswith(history[1].text) and history[1].text
