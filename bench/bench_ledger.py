@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import json
 import os
 import random
@@ -23,9 +24,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from nexus.ledger import Ledger, _read
+from nexus.ledger import Ledger, _decode, _read
 from nexus.llm.types import AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
 
 WORDS = (
@@ -137,40 +141,89 @@ def build(db: Path, depth: int, fork_every: int = 0) -> str:
     return head or ""
 
 
-def time_history(db: Path, reps: int) -> tuple[float, float, int, float]:
-    """(history() ms on a fresh connection, SQL-only ms, messages, open ms) medians."""
+@dataclass(slots=True)
+class HistoryTimes:
+    """Medians, ms: cold history() (default cache, cache off), its SQL part, opening, and the decode stages."""
+
+    full: float
+    uncached: float
+    sql: float
+    count: int
+    open_ms: float
+    json_ms: float
+    build_ms: float
+
+
+def _timed(fn: Callable[[], object]) -> tuple[float, object]:
+    gc.collect()
+    start = time.perf_counter()
+    result = fn()  # kept alive until the clock stops: freeing the caller's list is not part of the call
+    elapsed = (time.perf_counter() - start) * 1000
+    return elapsed, result
+
+
+def time_history(db: Path, reps: int) -> HistoryTimes:
+    """history() on a fresh connection (a process's first call), plus where the time goes."""
     full: list[float] = []
+    uncached: list[float] = []
     sql: list[float] = []
     opens: list[float] = []
     count = 0
     for _ in range(reps):
         start = time.perf_counter()
         ledger = Ledger.open(db)
-        opened = time.perf_counter()
-        count = len(ledger.history("s"))
-        full.append((time.perf_counter() - opened) * 1000)
-        opens.append((opened - start) * 1000)
+        opens.append((time.perf_counter() - start) * 1000)
+        elapsed, result = _timed(lambda: ledger.history("s"))  # noqa: B023
+        full.append(elapsed)
+        count = len(result)  # type: ignore[arg-type]
+        del result
+        ledger.close()
+        ledger = Ledger.open(db, message_cache=0)
+        uncached.append(_timed(lambda: ledger.history("s"))[0])  # noqa: B023
         head = ledger.head("s")
         assert head is not None
-        start = time.perf_counter()
-        ledger.database.read(functools.partial(_read.history_bodies, head_id=head.id))
-        sql.append((time.perf_counter() - start) * 1000)
+        sql.append(_timed(lambda: ledger.database.read(functools.partial(_read.history_bodies, head_id=head.id)))[0])  # noqa: B023
         ledger.close()
-    return _median(full), _median(sql), count, _median(opens)
+    json_ms, build_ms = _decode_stages(db, reps)
+    return HistoryTimes(_median(full), _median(uncached), _median(sql), count, _median(opens), json_ms, build_ms)
+
+
+def _decode_stages(db: Path, reps: int) -> tuple[float, float]:
+    """Median ms of the two decode stages alone: one json.loads over all bodies; building the message objects."""
+    ledger = Ledger.open(db, message_cache=0)
+    head = ledger.head("s")
+    assert head is not None
+    _summary, bodies = ledger.database.read(functools.partial(_read.history_bodies, head_id=head.id))
+    # (runs against the schema-2 code too, which had no origins and decoded one dict at a time)
+    decode_all: Any = getattr(_decode, "_decode_all", None)
+    origins = ledger.database.read(_decode.load_origins) if decode_all is not None else None
+    old_decode_one: Any = _decode.decode_one
+    ledger.close()
+    joined = "[" + ",".join(bodies) + "]"
+    loads: list[float] = []
+    builds: list[float] = []
+    with _decode.gc_paused():
+        for _ in range(reps):
+            elapsed, parsed = _timed(lambda: json.loads(joined))
+            loads.append(elapsed)
+            rows: list[Any] = parsed  # type: ignore[assignment]
+            if decode_all is not None:
+                builds.append(_timed(lambda: decode_all(rows, origins))[0])  # noqa: B023
+            else:
+                builds.append(_timed(lambda: [old_decode_one(d) for d in rows])[0])  # noqa: B023
+    return _median(loads), _median(builds)
 
 
 def time_history_warm(db: Path, reps: int) -> float:
-    """history() with ``message_cache`` on, right after one more turn was written: an engine's every next turn."""
-    ledger = Ledger.open(db, message_cache=200_000)
-    writer = Ledger.open(db)
+    """history() with ``message_cache`` on, right after one more turn was written: an engine's next turn."""
+    ledger = Ledger.open(db, message_cache=50_000)  # the default since schema 3 (explicit: the old code had 0)
+    writer = Ledger.open(db, message_cache=0)
     ledger.history("s")
     times = []
     for i in range(reps):
         q, r = peer_turn(100_000 + i)
         writer.write_turn(None, "s", query_messages=q, response_messages=r)
-        start = time.perf_counter()
-        ledger.history("s")
-        times.append((time.perf_counter() - start) * 1000)
+        times.append(_timed(lambda: ledger.history("s"))[0])
     ledger.close()
     writer.close()
     return _median(times)
@@ -358,23 +411,33 @@ def _report_writes(tmp: Path, turns: int, runs: int) -> None:
         )
 
 
+BEFORE = {100: (1.06, 461), 1_000: (13.4, 435), 10_000: (162.0, 430)}
+"""Schema 2 (serde JSON bodies, cache off by default; commit 761301c) run through this bench on the same VM:
+cold history() ms and net bytes/message. Re-measure: ``PYTHONPATH=<checkout of 761301c>/src python bench/...``."""
+
+TARGETS = {100: None, 1_000: 2.0, 10_000: 10.0}
+"""Cold history() targets from the performance issue, ms."""
+
+
 def _report_history(tmp: Path, depths: list[int], reps: int) -> None:
     print("\n## history(): fresh connection, peer content (4 messages/turn)\n")
     print(
         _row(
             "depth (turns)",
             "messages",
-            "history() ms",
-            "of which SQL ms",
-            "µs/message",
+            "history() ms (before -> now)",
+            "target ms",
+            "cache off ms",
+            "SQL ms",
+            "µs/message: SQL + json.loads + build = total",
             "open ms",
-            "next turn, message_cache ms",
+            "next turn (cache) ms",
             "naive recursive CTE, SQL ms",
-            "DB bytes/message (minus empty-schema pages)",
+            "DB bytes/message, net of empty schema (before -> now)",
             "JSON-ancestry threads bytes/turn",
         )
     )
-    print(_row(*["---"] * 10))
+    print(_row(*["---"] * 12))
     empty = tmp / "empty.db"
     _fresh(empty)
     Ledger.open(empty).close()
@@ -382,7 +445,7 @@ def _report_history(tmp: Path, depths: list[int], reps: int) -> None:
     for depth in depths:
         db = tmp / f"h{depth}.db"
         build(db, depth)
-        full, sql, count, open_ms = time_history(db, reps)
+        t = time_history(db, reps)
         naive = time_naive_cte(db, reps)
         warm = time_history_warm(db, reps)
         size = db_bytes(db)
@@ -391,42 +454,41 @@ def _report_history(tmp: Path, depths: list[int], reps: int) -> None:
         anc_note = f"{anc / anc_depth:,.0f}"
         if anc_depth < depth:  # quadratic: per-turn bytes grow linearly with depth
             anc_note = f"{anc / anc_depth:,.0f} at 3,000 -> ~{anc / anc_depth * depth / anc_depth:,.0f} (extrapolated)"
-        per_msg = f"{size / count:.0f} ({(size - empty_size) / count:.0f})"
+        before_ms, before_bytes = BEFORE.get(depth, (float("nan"), 0))
+        target = TARGETS.get(depth)
         print(
             _row(
                 f"{depth:,}",
-                f"{count:,}",
-                f"{full:.2f}",
-                f"{sql:.2f}",
-                f"{full * 1000 / count:.2f}",
-                f"{open_ms:.2f}",
+                f"{t.count:,}",
+                f"{before_ms:.2f} -> {t.full:.2f}",
+                "" if target is None else f"< {target:g} ({'met' if t.full < target else 'missed'})",
+                f"{t.uncached:.2f}",
+                f"{t.sql:.2f}",
+                _stages(t),
+                f"{t.open_ms:.2f}",
                 f"{warm:.2f}",
                 f"{naive:.2f}",
-                per_msg,
+                f"{before_bytes} -> {(size - empty_size) / t.count:.0f} (gross {size / t.count:.0f})",
                 anc_note,
             )
         )
     forked = tmp / "forked.db"
     depth = depths[-1]
     build(forked, depth, fork_every=100)
-    full, sql, count, open_ms = time_history(forked, reps)
-    print(
-        _row(
-            f"{depth:,}, a fork every 100 turns on the path",
-            f"{count:,}",
-            f"{full:.2f}",
-            f"{sql:.2f}",
-            f"{full * 1000 / count:.2f}",
-            f"{open_ms:.2f}",
-            f"{time_history_warm(forked, reps):.2f}",
-            "",
-            "",
-            "",
-        )
-    )
+    t = time_history(forked, reps)
+    cells = [f"{t.full:.2f}", "", f"{t.uncached:.2f}", f"{t.sql:.2f}", _stages(t), f"{t.open_ms:.2f}"]
+    print(_row(f"{depth:,}, a fork every 100 turns on the path", f"{t.count:,}", *cells, "", "", "", ""))
     print(
         "\nBaselines: SQLiteSession get_items 0.40 / 3.6 / 38-42 ms at 100 / 1k / 10k items; recursive CTE + json "
         "0.28 / 3.1-3.7 / 43-48 ms; LangGraph SqliteSaver 21 KB -> 185 KB per message at 100 -> 1,000 steps."
+    )
+
+
+def _stages(t: HistoryTimes) -> str:
+    per = 1000 / t.count
+    return (
+        f"{t.sql * per:.2f} + {t.json_ms * per:.2f} + {t.build_ms * per:.2f} = "
+        f"{(t.sql + t.json_ms + t.build_ms) * per:.2f} (measured whole: {t.uncached * per:.2f})"
     )
 
 
@@ -449,7 +511,8 @@ def _report_peers(tmp: Path, oai_python: str, *, quick: bool, reps: int) -> None
     for n in counts:
         db = tmp / f"p{n}.db"
         build(db, n // 4)
-        full, _sql, count, _open = time_history(db, reps)
+        th = time_history(db, reps)
+        full, count = th.full, th.count
         ledger = Ledger.open(db)
         pi_file = ledger.export_pi("s", tmp / f"p{n}.jsonl")
         ledger.close()

@@ -9,7 +9,7 @@ import pytest
 from helpers import reply, tool_round, user
 
 from nexus.ledger import Ledger, SchemaVersionError, default_db_path
-from nexus.ledger._decode import decode_bodies
+from nexus.ledger._decode import decode_bodies, decode_body, encode_body
 from nexus.ledger._schema import MIGRATIONS, SCHEMA_VERSION, _split, pack_key, unpack_key
 from nexus.ledger._ulid import new_ulid, ulid_time_ms
 from nexus.llm.serde import MessageFormatError, message_from_json, message_to_json
@@ -122,10 +122,60 @@ def _samples() -> list[Message]:
     ]
 
 
-def test_fast_decoder_equals_serde() -> None:
+def test_fast_decoder_reads_schema_2_bodies_like_serde() -> None:
     samples = _samples()
     bodies = [message_to_json(m) for m in samples]
     assert decode_bodies(bodies) == [message_from_json(b) for b in bodies] == samples
+
+
+def test_compact_body_round_trips_every_field() -> None:
+    samples = [
+        *_samples(),
+        AssistantMessage([ToolCall("c2", "grep", {"p": "x"})], api="a", provider="p", model="m", timestamp=7),
+        UserMessage([TextContent("only text")], timestamp=8),
+    ]
+    origins = {1: ("anthropic-messages", "anthropic", "claude"), 2: ("", "", ""), 3: ("a", "p", "m")}
+    ids = {v: k for k, v in origins.items()}
+    bodies = [
+        encode_body(m, ids[(m.api, m.provider, m.model)] if isinstance(m, AssistantMessage) else 0) for m in samples
+    ]
+    assert decode_bodies(bodies, origins) == samples
+    assert [decode_body(b, origins) for b in bodies] == samples
+    assert all('"role"' not in b and '"api"' not in b for b in bodies)
+
+
+def test_compact_body_of_a_typical_turn_is_small() -> None:
+    call = AssistantMessage(
+        [ToolCall("call_1", "read", {"path": "a.py"})], "openai-completions", "openai", "gpt-4o", Usage(1200, 20)
+    )
+    assert len(encode_body(call, 1)) < len(message_to_json(call)) - 80
+
+
+def test_bodies_of_a_version_2_file_stay_readable_after_migration(tmp_path: Path) -> None:
+    path = tmp_path / "v2.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for script in MIGRATIONS[:2]:
+        for statement in _split(script):
+            conn.execute(statement)
+    conn.execute("PRAGMA user_version = 2")
+    old = [user("old q"), *tool_round("c1"), reply("old a")]
+    conn.execute("INSERT INTO segments (id, root_turn_id) VALUES (1, 'T1')")
+    conn.execute(
+        "INSERT INTO turns (id, segment_id, seq, session_label, status, started_at, query_count, message_count) "
+        "VALUES ('T1', 1, 0, 's', 'completed', 1, 1, 4)"
+    )
+    conn.execute("INSERT INTO sessions (label, thread_id, created_at, updated_at) VALUES ('s', 'T1', 1, 1)")
+    for i, m in enumerate(old):
+        conn.execute(
+            "INSERT INTO messages (key, role, body) VALUES (?, ?, ?)", (pack_key(1, 0, i), m.role, message_to_json(m))
+        )
+    conn.close()
+    with Ledger.open(path) as ledger:
+        assert ledger.history("s") == old
+        ledger.write_turn(None, "s", query_messages=[user("new q")], response_messages=[reply("new a")])
+        assert ledger.history("s")[:4] == old and len(ledger.history("s")) == 6
+        assert [m.message for m in ledger.messages("T1")] == old
+        assert ledger.tool_calls("T1") == [] and ledger.get_message(pack_key(1, 0, 3)).message == old[3]
 
 
 def test_fast_decoder_falls_back_to_strict_errors() -> None:
@@ -168,7 +218,7 @@ def test_sessions_as_file_reopen_sees_everything(tmp_path: Path) -> None:
 
 def test_message_cache_gives_the_same_history(tmp_path: Path) -> None:
     path = tmp_path / "a.db"
-    with Ledger.open(path) as plain, Ledger.open(path, message_cache=50) as cached:
+    with Ledger.open(path, message_cache=0) as plain, Ledger.open(path, message_cache=50) as cached:
         plain.create_session("s")
         t1 = plain.write_turn(None, "s", query_messages=[user("q0")], response_messages=[reply("a0")])
         for i in range(1, 40):
@@ -186,7 +236,7 @@ def test_message_cache_gives_the_same_history(tmp_path: Path) -> None:
         assert cached.history("s") == plain.history("s")
         plain.write_turn(None, "s", query_messages=[user("branch")], response_messages=[reply("b")])
         assert cached.history("s") == plain.history("s")
-        assert len(cached._cache.items) <= 50  # type: ignore[union-attr]
+        assert cached._cache is not None and cached._cache.size <= 50
 
 
 def test_ledger_satisfies_backend_protocol() -> None:
@@ -194,3 +244,26 @@ def test_ledger_satisfies_backend_protocol() -> None:
 
     with Ledger.open(":memory:") as ledger:
         assert isinstance(ledger, LedgerBackend)
+
+
+def test_default_cache_returns_a_fresh_list_of_shared_messages(tmp_path: Path) -> None:
+    with Ledger.open(tmp_path / "a.db") as ledger, Ledger.open(tmp_path / "a.db", message_cache=0) as plain:
+        ledger.create_session("s")
+        ledger.write_turn(None, "s", query_messages=[user("q")], response_messages=[*tool_round("c1"), reply("a")])
+        first = ledger.history("s")
+        first.append(user("not stored"))
+        second = ledger.history("s")
+        assert second is not first and second == plain.history("s") and len(second) == 4
+        assert all(a is b for a, b in zip(first, second, strict=False))  # shared, read-only by contract
+        ledger.write_turn(None, "s", query_messages=[user("q2")], response_messages=[reply("b")])
+        assert ledger.history("s") == plain.history("s") and len(ledger.history("s")) == 6
+
+
+def test_corrupt_compact_body_is_a_clear_error_not_a_wrong_message() -> None:
+    origins = {1: ("api", "prov", "model")}
+    with pytest.raises(MessageFormatError, match=r"is malformed.*KeyError: 7"):
+        decode_bodies(['{"c":["x"],"o":1,"t":1}', '{"c":["x"],"o":7,"t":1}'], origins)  # unknown origin id
+    with pytest.raises(MessageFormatError, match="KeyError: 'n'"):
+        decode_bodies(['{"i":"c1","c":["out"],"t":1}'], origins)  # tool result without a tool name
+    with pytest.raises(TypeError, match="cannot store"):
+        encode_body("hello", 0)  # type: ignore[arg-type]

@@ -1,10 +1,24 @@
-"""Fast decoding of stored message JSON (the hot part of ``history()``).
+"""The stored form of a message body, and its fast decoding (the hot part of ``history()``).
 
-The ledger wrote every body itself with ``nexus.llm.serde``, so the common shapes can be
-rebuilt without serde's per-field validation: one ``json.loads`` over the whole history
-(one C call instead of one per message) and direct constructor calls. Anything unexpected
-falls back to ``serde.message_from_dict``, which raises a precise ``MessageFormatError``.
-A test checks that both paths build equal messages.
+Since schema version 3 a ``messages.body`` is a compact JSON object written only by
+:func:`encode_body` (the ledger's own trusted data), so it can be rebuilt without serde's
+per-field validation, with positional constructor calls:
+
+* the role is implied by the keys: an assistant message has ``"o"``, a tool result ``"i"``,
+  a user message neither (the ``role`` column holds it too);
+* an assistant message's ``(api, provider, model)`` is interned in the ``origins`` table and
+  stored as its small integer id ``"o"`` (it repeated ~60 bytes on every assistant message);
+* ``"c"`` is the content: a plain text block without signature is a bare JSON string, a tool
+  call without raw arguments or thought signature is ``[id, name, arguments]``, any other
+  block is serde's block object; a user message's string content stays a string;
+* ``"t"`` timestamp, ``"s"`` stop reason (absent = ``stop``), ``"u"`` usage as
+  ``[input, output, cache_read, cache_write, reasoning, total]`` and ``"k"`` cost as
+  ``[input, output, cache_read, cache_write, total]`` (absent = zero), ``"i"``/``"n"`` tool call
+  id and name, ``"e"`` is_error, ``"d"`` details; the rare error fields keep serde's names.
+
+Bodies of schema version 2 (full ``nexus.llm.serde`` JSON with a ``"role"`` key) are still read.
+Anything unexpected falls back to ``serde.message_from_dict``, which raises a precise
+``MessageFormatError``. Tests check that encode/decode round-trips every field.
 """
 
 from __future__ import annotations
@@ -12,13 +26,15 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-from nexus.llm.serde import message_from_dict
+from nexus.llm.serde import MessageFormatError, block_to_dict, message_from_dict
 from nexus.llm.types import (
     AssistantContent,
     AssistantMessage,
+    ContentBlock,
     Cost,
     ImageContent,
     Message,
@@ -32,108 +48,201 @@ from nexus.llm.types import (
 )
 
 _COST_KEYS = ("input", "output", "cache_read", "cache_write", "total")
+_ERROR_FIELDS = ("error_message", "error_kind", "retry_after", "response_id")
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+Origins = dict[int, tuple[str, str, str]]
+"""``origins`` table: id -> (api, provider, model)."""
 
 
-def _user_blocks(items: list[dict[str, Any]]) -> list[UserContent]:
+# --------------------------------------------------------------------------- encode
+
+
+def _block_out(b: ContentBlock) -> Any:
+    kind = type(b)
+    if kind is TextContent and b.signature is None:  # type: ignore[union-attr]
+        return b.text  # type: ignore[union-attr]
+    if kind is ToolCall and b.raw_arguments is None and b.thought_signature is None:  # type: ignore[union-attr]
+        return [b.id, b.name, b.arguments]  # type: ignore[union-attr]
+    return block_to_dict(b)
+
+
+def _blocks_out(blocks: list[Any]) -> list[Any]:
+    return [_block_out(b) for b in blocks]
+
+
+def origin_id(conn: sqlite3.Connection, api: str, provider: str, model: str) -> int:
+    """The ``origins`` id of ``(api, provider, model)``, inserting it if new (inside the caller's transaction)."""
+    row = conn.execute(
+        "SELECT id FROM origins WHERE api = ? AND provider = ? AND model = ?", (api, provider, model)
+    ).fetchone()
+    if row is not None:
+        return int(row[0])
+    cur = conn.execute("INSERT INTO origins (api, provider, model) VALUES (?, ?, ?)", (api, provider, model))
+    return int(cur.lastrowid or 0)
+
+
+def encode_body(message: Message, origin: int) -> str:
+    """The stored JSON of ``message`` (``origin``: its origins id; ignored unless assistant)."""
+    if type(message) is AssistantMessage:
+        out: dict[str, Any] = {"c": _blocks_out(message.content), "o": origin}
+        if message.stop_reason != "stop":
+            out["s"] = message.stop_reason
+        u = message.usage
+        counts = [u.input, u.output, u.cache_read, u.cache_write, u.reasoning, u.total]
+        if any(counts):
+            out["u"] = counts
+        c = u.cost
+        cost = [c.input, c.output, c.cache_read, c.cache_write, c.total]
+        if any(cost):
+            out["k"] = cost
+        for name in _ERROR_FIELDS:
+            value = getattr(message, name)
+            if value is not None:
+                out[name] = value
+        out["t"] = message.timestamp
+        return _ENCODE(out)
+    if type(message) is ToolResultMessage:
+        out = {"i": message.tool_call_id, "n": message.tool_name, "c": _blocks_out(message.content)}
+        if message.is_error:
+            out["e"] = 1
+        if message.details is not None:
+            out["d"] = message.details
+        out["t"] = message.timestamp
+        return _ENCODE(out)
+    if type(message) is UserMessage:
+        content = message.content
+        return _ENCODE({"c": content if isinstance(content, str) else _blocks_out(content), "t": message.timestamp})
+    raise TypeError(f"cannot store {type(message).__name__}; expected a user, assistant or tool-result message")
+
+
+# --------------------------------------------------------------------------- decode
+
+
+def _block(b: dict[str, Any]) -> ContentBlock:
+    kind = b["type"]
+    if kind == "text":
+        return TextContent(b["text"], b.get("signature"))
+    if kind == "tool_call":
+        args = b["arguments"]
+        if type(args) is not dict:
+            raise KeyError("arguments")
+        return ToolCall(b["id"], b["name"], args, b.get("raw_arguments"), b.get("thought_signature"))
+    if kind == "thinking":
+        return ThinkingContent(b["thinking"], b.get("signature"), bool(b.get("redacted", False)))
+    if kind == "image":
+        return ImageContent(b["data"], b["mime_type"])
+    raise KeyError(kind)
+
+
+def _user_blocks(items: list[Any]) -> list[UserContent]:
     out: list[UserContent] = []
     for b in items:
-        kind = b["type"]
-        if kind == "text":
-            out.append(TextContent(b["text"], b.get("signature")))
-        elif kind == "image":
-            out.append(ImageContent(b["data"], b["mime_type"]))
-        else:
-            raise KeyError(kind)
+        if type(b) is str:
+            out.append(TextContent(b))
+            continue
+        block = _block(b)
+        if type(block) is not TextContent and type(block) is not ImageContent:
+            raise KeyError(block.type)
+        out.append(block)
     return out
 
 
-def _assistant_blocks(items: list[dict[str, Any]]) -> list[AssistantContent]:
-    out: list[AssistantContent] = []
-    for b in items:
-        kind = b["type"]
-        if kind == "text":
-            out.append(TextContent(b["text"], b.get("signature")))
-        elif kind == "tool_call":
-            args = b["arguments"]
-            if type(args) is not dict:
-                raise KeyError("arguments")
-            out.append(ToolCall(b["id"], b["name"], args, b.get("raw_arguments"), b.get("thought_signature")))
-        elif kind == "thinking":
-            out.append(ThinkingContent(b["thinking"], b.get("signature"), bool(b.get("redacted", False))))
+def _decode_all(parsed: list[Any], origins: Origins) -> list[Message]:
+    """Build the messages of parsed bodies: one flat loop with local names (this is the hot loop of history)."""
+    text, call, cost_t, usage_t = TextContent, ToolCall, Cost, Usage
+    out: list[Message] = []
+    append = out.append
+    for d in parsed:
+        if "o" in d:
+            api, provider, model = origins[d["o"]]
+            blocks: list[AssistantContent] = []
+            for b in d["c"]:
+                kind = type(b)
+                if kind is str:
+                    blocks.append(text(b))
+                elif kind is list:
+                    if type(b[2]) is not dict:
+                        raise KeyError("arguments")
+                    blocks.append(call(b[0], b[1], b[2]))
+                else:
+                    block = _block(b)
+                    if isinstance(block, ImageContent):
+                        raise KeyError("image")
+                    blocks.append(block)
+            k = d.get("k")
+            cost = cost_t(*k) if k else cost_t()
+            u = d.get("u")
+            usage = usage_t(u[0], u[1], u[2], u[3], u[4], u[5], cost) if u else usage_t(cost=cost)
+            g = d.get
+            append(
+                AssistantMessage(
+                    blocks,
+                    api,
+                    provider,
+                    model,
+                    usage,
+                    g("s", "stop"),
+                    g("error_message"),
+                    g("error_kind"),
+                    g("retry_after"),
+                    g("response_id"),
+                    d["t"],
+                )
+            )
+        elif "i" in d:
+            append(ToolResultMessage(d["i"], d["n"], _user_blocks(d["c"]), "e" in d, d.get("d"), d["t"]))
+        elif "role" in d:
+            append(message_from_dict(d))  # a schema-2 body (serde JSON)
         else:
-            raise KeyError(kind)
+            content = d["c"]
+            append(UserMessage(content if type(content) is str else _user_blocks(content), d["t"]))
     return out
 
 
-def _usage(data: dict[str, Any] | None) -> Usage:
-    if not data:
-        return Usage()
-    cost_data = data.get("cost")
-    cost = Cost(*(float(cost_data.get(k, 0.0)) for k in _COST_KEYS)) if cost_data else Cost()
-    g = data.get
-    return Usage(
-        int(g("input", 0)),
-        int(g("output", 0)),
-        int(g("cache_read", 0)),
-        int(g("cache_write", 0)),
-        int(g("reasoning", 0)),
-        int(g("total", 0)),
-        cost,
-    )
-
-
-def _fast(d: dict[str, Any]) -> Message:
-    role = d["role"]
-    if role == "assistant":
-        return AssistantMessage(
-            _assistant_blocks(d["content"]),
-            str(d.get("api", "")),
-            str(d.get("provider", "")),
-            str(d.get("model", "")),
-            _usage(d.get("usage")),
-            d.get("stop_reason", "stop"),
-            d.get("error_message"),
-            d.get("error_kind"),
-            d.get("retry_after"),
-            d.get("response_id"),
-            int(d.get("timestamp", 0)),
-        )
-    if role == "tool_result":
-        return ToolResultMessage(
-            d["tool_call_id"],
-            d["tool_name"],
-            _user_blocks(d["content"]),
-            bool(d.get("is_error", False)),
-            d.get("details"),
-            int(d.get("timestamp", 0)),
-        )
-    if role == "user":
-        content = d["content"]
-        if type(content) is not str:
-            content = _user_blocks(content)
-        return UserMessage(content, int(d.get("timestamp", 0)))
-    raise KeyError(role)
-
-
-def decode_one(data: Any) -> Message:
-    """Decode one parsed message dict (fast path, strict serde fallback)."""
+def decode_one(data: Any, origins: Origins) -> Message:
+    """Decode one parsed body (fast path; anything malformed raises serde's ``MessageFormatError``)."""
     try:
-        return _fast(data)
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return message_from_dict(data)
+        return _decode_all([data], origins)[0]
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        if isinstance(data, dict) and "role" not in data:
+            text = json.dumps(data)[:120]
+            raise MessageFormatError(
+                f"stored message body {text} is malformed ({type(exc).__name__}: {exc}); the ledger file was "
+                "changed outside Nexus or is damaged: check it with PRAGMA integrity_check"
+            ) from exc
+        return message_from_dict(data)  # a schema-2 body: serde names what is wrong
 
 
-def decode_bodies(bodies: list[str]) -> list[Message]:
+def decode_body(body: str, origins: Origins) -> Message:
+    """Decode one stored body."""
+    return decode_one(json.loads(body), origins)
+
+
+def decode_bodies(bodies: list[str], origins: Origins | None = None) -> list[Message]:
     """Decode stored message bodies, in order.
 
-    The cyclic garbage collector is paused meanwhile: decoding a long history allocates
-    hundreds of thousands of small acyclic objects, and the collections they trigger (each
-    scanning the growing heap) doubled the time of a 40,000-message history.
+    One ``json.loads`` over the whole list (one C call instead of one per message). The
+    cyclic garbage collector is paused meanwhile: decoding a long history allocates hundreds
+    of thousands of small acyclic objects, and the collections they trigger (each scanning
+    the growing heap) doubled the time of a 40,000-message history.
     """
     if not bodies:
         return []
+    o = origins or {}
     with gc_paused():
-        return [decode_one(d) for d in json.loads("[" + ",".join(bodies) + "]")]
+        parsed = json.loads("[" + ",".join(bodies) + "]")
+        try:
+            return _decode_all(parsed, o)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+            return [decode_one(d, o) for d in parsed]
+
+
+def load_origins(conn: sqlite3.Connection) -> Origins:
+    """The whole ``origins`` table (a handful of rows: one per api/provider/model ever used)."""
+    return {
+        int(i): (str(a), str(p), str(m)) for i, a, p, m in conn.execute("SELECT id, api, provider, model FROM origins")
+    }
 
 
 @contextlib.contextmanager

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import sqlite3
-from collections.abc import Iterable
 
-from nexus.ledger._decode import decode_bodies
+from nexus.ledger._decode import Origins, decode_bodies, decode_body, load_origins
 from nexus.ledger._paths import Range, on_path, path_ranges
 from nexus.ledger._rows import (
     COMPACTION_COLUMNS,
@@ -22,7 +19,6 @@ from nexus.ledger._rows import (
 from nexus.ledger._schema import unpack_key
 from nexus.ledger.errors import TurnNotFound
 from nexus.ledger.records import CompactionRecord, StoredMessage, ToolCallRecord, Turn
-from nexus.llm.serde import message_from_json
 from nexus.llm.types import Message, ToolResultMessage, UserMessage
 
 SUMMARY_PREFIX = "[Previous conversation summary]\n"
@@ -84,72 +80,73 @@ def history(conn: sqlite3.Connection, head_id: str | None) -> list[Message]:
     if head_id is None:
         return []
     summary, bodies = history_bodies(conn, head_id)
-    return _with_summary(summary, decode_bodies(bodies))
+    return _with_summary(summary, decode_bodies(bodies, load_origins(conn)))
 
 
 def history_cached(conn: sqlite3.Connection, head_id: str | None, cache: MessageCache) -> list[Message]:
-    """Like :func:`history`, decoding only the messages ``cache`` does not hold yet (rows never change)."""
+    """Like :func:`history`, decoding only the messages ``cache`` does not hold yet (rows never change).
+
+    The result is a new list; the message objects in it are shared with other calls.
+    """
     if head_id is None:
         return []
     summary, ranges = history_plan(conn, head_id)
-    keys: list[int] = []
+    origins: Origins | None = None
+    result: list[Message] = []
     for lo, hi in ranges:
-        keys.extend(cache.range_keys(conn, lo, hi))
-    items = cache.items
-    missing = {k for k in keys if k not in items}
-    if not missing:
-        return _with_summary(summary, [items[k] for k in keys])
-    found: list[tuple[int, str]] = []
-    for lo, hi in ranges:  # only the ranges (and their tails) that hold missing messages
-        start = min((k for k in missing if lo <= k <= hi), default=None)
-        if start is not None:
-            rows = conn.execute("SELECT key, body FROM messages WHERE key BETWEEN ? AND ?", (start, hi))
-            found.extend((k, b) for k, b in rows if k in missing)
-    decoded = dict(zip([k for k, _ in found], decode_bodies([b for _, b in found]), strict=True))
-    result = [decoded[k] if k in decoded else items[k] for k in keys]
-    cache.add(decoded.items())  # after building the result: adding may evict
+        part = cache.get(conn, lo, hi)
+        if part is None:
+            if origins is None:
+                origins = load_origins(conn)
+            part = cache.fill(conn, lo, hi, origins)
+        result.extend(part)
+    cache.trim()
     return _with_summary(summary, result)
 
 
-def _keys(conn: sqlite3.Connection, lo: int, hi: int) -> list[int]:
-    return [row[0] for row in conn.execute("SELECT key FROM messages WHERE key BETWEEN ? AND ?", (lo, hi))]
-
-
 class MessageCache:
-    """Decoded messages by key, and the message keys of path ranges; bounded.
+    """Decoded messages of history key ranges, by range start; bounded by a message count.
 
-    Both stay valid forever: a range of a history path holds only finished turns, whose
+    Entries stay valid forever: a range of a history path holds only finished turns, whose
     messages never change, so a range seen before only grows at its end (the new turns).
+    A hit costs one list slice; a grown range decodes only its new rows.
     """
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.items: dict[int, Message] = {}
-        self.ranges: dict[int, tuple[int, list[int]]] = {}
+        self.size = 0
+        self.ranges: dict[int, tuple[int, list[Message]]] = {}
 
-    def range_keys(self, conn: sqlite3.Connection, lo: int, hi: int) -> list[int]:
-        """Message keys in ``[lo, hi]``, reading only the part not seen before."""
+    def get(self, conn: sqlite3.Connection, lo: int, hi: int) -> list[Message] | None:
+        """The messages of ``[lo, hi]`` if the cached entry covers it, else ``None``."""
         known = self.ranges.get(lo)
-        if known is None:
-            keys = _keys(conn, lo, hi)
-        elif known[0] == hi:
+        if known is None or known[0] < hi:
+            return None
+        self.ranges[lo] = self.ranges.pop(lo)  # most recently used last
+        if known[0] == hi:
             return known[1]
-        elif known[0] < hi:
-            keys = known[1] + _keys(conn, known[0] + 1, hi)
-        else:
-            return known[1][: bisect.bisect_right(known[1], hi)]
-        if len(self.ranges) > 4096:
-            self.ranges.clear()
-        self.ranges[lo] = (hi, keys)
-        return keys
+        # a shorter path through a range seen before (a fork point, a pointer moved back): count, don't decode
+        count = conn.execute("SELECT count(*) FROM messages WHERE key BETWEEN ? AND ?", (lo, hi)).fetchone()[0]
+        return known[1][:count]
 
-    def add(self, pairs: Iterable[tuple[int, Message]]) -> None:
-        """Remember decoded messages; when over the limit, forget the oldest entries down to half."""
-        self.items.update(pairs)
-        if len(self.items) > self.limit:
-            drop = len(self.items) - self.limit // 2
-            for key in list(itertools.islice(self.items, drop)):
-                del self.items[key]
+    def fill(self, conn: sqlite3.Connection, lo: int, hi: int, origins: Origins) -> list[Message]:
+        """Read and decode what the entry for ``lo`` lacks up to ``hi``; returns the messages of ``[lo, hi]``."""
+        known = self.ranges.pop(lo, None)
+        messages: list[Message] = [] if known is None else known[1]
+        start = lo if known is None else known[0] + 1
+        rows = conn.execute("SELECT body FROM messages WHERE key BETWEEN ? AND ?", (start, hi))
+        new = decode_bodies([r[0] for r in rows], origins)
+        messages.extend(new)
+        self.size += len(new)
+        self.ranges[lo] = (hi, messages)  # re-inserted last: the most recently used entry
+        return messages
+
+    def trim(self) -> None:
+        """When over the limit, forget the least recently used entries down to half of it."""
+        if self.size <= self.limit:
+            return
+        while self.size > self.limit // 2 and self.ranges:
+            self.size -= len(self.ranges.pop(next(iter(self.ranges)))[1])
 
 
 def ancestry(conn: sqlite3.Connection, turn_id: str) -> list[str]:
@@ -197,17 +194,18 @@ def turn_messages(conn: sqlite3.Connection, turn_id: str) -> list[StoredMessage]
         "SELECT key, role, body, source, context_json, metadata_json FROM messages WHERE key BETWEEN ? AND ?",
         key_range(seg, seq, seq),
     )
-    return [_stored(turn_id, r) for r in rows]
+    origins = load_origins(conn)
+    return [_stored(turn_id, r, origins) for r in rows]
 
 
-def _stored(turn_id: str, row: tuple[object, ...]) -> StoredMessage:
+def _stored(turn_id: str, row: tuple[object, ...], origins: Origins) -> StoredMessage:
     key = int(row[0])  # type: ignore[call-overload]
     return StoredMessage(
         id=key,
         turn_id=turn_id,
         ordinal=unpack_key(key)[2],
         role=str(row[1]),
-        message=message_from_json(str(row[2])),
+        message=decode_body(str(row[2]), origins),
         source=row[3],  # type: ignore[arg-type]
         context=loads_opt(row[4]),  # type: ignore[arg-type]
         metadata=loads_opt(row[5]),  # type: ignore[arg-type]
@@ -230,7 +228,7 @@ def get_message(conn: sqlite3.Connection, message_id: int) -> StoredMessage:
     if row is None:
         raise TurnNotFound(str(message_id), "message")
     seg, seq, _ = unpack_key(message_id)
-    return _stored(turn_at(conn, seg, seq), row)
+    return _stored(turn_at(conn, seg, seq), row, load_origins(conn))
 
 
 def tool_calls(conn: sqlite3.Connection, turn_id: str) -> list[ToolCallRecord]:
@@ -244,14 +242,15 @@ def tool_calls(conn: sqlite3.Connection, turn_id: str) -> list[ToolCallRecord]:
         key_range(seg, seq, seq),
     )
     out: list[ToolCallRecord] = []
+    origins = load_origins(conn)
     for key, call_id, name, mkey, rkey, status, error, spawned, started, completed, mbody, rbody in rows:
         arguments: dict[str, object] = {}
         if mbody is not None:
-            msg = message_from_json(mbody)
+            msg = decode_body(mbody, origins)
             for call in getattr(msg, "tool_calls", ()):
                 if call.id == call_id:
                     arguments = call.arguments
-        result = message_from_json(rbody) if rbody is not None else None
+        result = decode_body(rbody, origins) if rbody is not None else None
         out.append(
             ToolCallRecord(
                 call_id=call_id,

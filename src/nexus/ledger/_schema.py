@@ -233,7 +233,19 @@ ALTER TABLE queue_items ADD COLUMN turn_id TEXT;
 ALTER TABLE queue_items ADD COLUMN metadata_json TEXT;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+_V3 = """
+CREATE TABLE origins (
+  id INTEGER PRIMARY KEY,
+  api TEXT NOT NULL,
+  provider TEXT NOT NULL,
+  model TEXT NOT NULL,
+  UNIQUE (api, provider, model)
+);
+"""
+"""Version 3: message bodies in the ledger's compact form (see ``_decode``); assistant messages
+refer to their interned ``(api, provider, model)``. Version-2 bodies stay readable as they are."""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
 """Migration ``i`` takes a database from ``user_version`` i to i+1. Append only; never edit a shipped one."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

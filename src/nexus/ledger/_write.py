@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nexus.ledger._decode import encode_body, origin_id
 from nexus.ledger._rows import dumps, dumps_opt
 from nexus.ledger._schema import MAX_ORDINAL, MAX_SEGMENT, MAX_SEQ, pack_key
 from nexus.ledger.errors import LedgerError, SessionNotFound, TurnNotFound, TurnStateError
 from nexus.ledger.records import OPEN_STATUSES, CompactionRecord, ToolCallRecord
-from nexus.llm.serde import message_to_dict
 from nexus.llm.types import AssistantMessage, Message, ToolResultMessage, Usage
 
 
@@ -163,12 +163,17 @@ def insert_messages(
         raise LedgerError(f"a turn holds at most {MAX_ORDINAL + 1} messages; split the run into several turns")
     keys = [pack_key(seg, seq, start + i) for i in range(len(messages))]
     ctx = dumps_opt(context)
-    encode = dumps
+    origins: dict[tuple[str, str, str], int] = {}
+    for msg in messages:
+        if isinstance(msg, AssistantMessage):
+            triple = (msg.api, msg.provider, msg.model)
+            if triple not in origins:
+                origins[triple] = origin_id(conn, *triple)
     rows = [
         (
             key,
             msg.role,
-            encode(message_to_dict(msg)),
+            encode_body(msg, origins[(msg.api, msg.provider, msg.model)] if isinstance(msg, AssistantMessage) else 0),
             source if msg.role == "user" else None,
             ctx if msg.role == "user" else None,
             dumps_opt(metadata[i]) if i < len(metadata) else None,

@@ -60,6 +60,11 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+DEFAULT_MESSAGE_CACHE = 50_000
+"""Messages a :class:`Ledger` keeps decoded by default (about 0.7 KB each): a long-lived process
+(broker, chat) then pays only for the new turn on each ``history()`` call."""
+
+
 class Ledger:
     """The Agents Ledger: write turns, read histories, fork and move session pointers.
 
@@ -69,19 +74,22 @@ class Ledger:
     :class:`~nexus.ledger.errors.HeadMovedError` instead of forking silently.
     """
 
-    def __init__(self, db: Database, *, message_cache: int = 0) -> None:
+    def __init__(self, db: Database, *, message_cache: int = DEFAULT_MESSAGE_CACHE) -> None:
         self._db = db
         self._cache = _read.MessageCache(message_cache) if message_cache > 0 else None
 
     @classmethod
-    def open(cls, path: str | Path | None = None, *, synchronous: str = "NORMAL", message_cache: int = 0) -> Ledger:
+    def open(
+        cls, path: str | Path | None = None, *, synchronous: str = "NORMAL", message_cache: int = DEFAULT_MESSAGE_CACHE
+    ) -> Ledger:
         """Open (creating and migrating if needed) the ledger at ``path`` (default: :func:`default_db_path`).
 
         ``":memory:"`` gives a private in-memory ledger for tests. ``synchronous="FULL"``
         makes every commit survive power loss too, at the cost of one fsync per turn.
-        ``message_cache=N`` keeps up to N decoded messages, so repeated ``history()`` calls only
-        decode new turns; the returned message objects are then shared between calls and must
-        be treated as read-only (copy one before changing it).
+        ``message_cache=N`` (default :data:`DEFAULT_MESSAGE_CACHE`; 0 turns it off) keeps up to N
+        decoded messages, so repeated ``history()`` calls only read and decode new turns. Each
+        call returns a new list, but the message objects in it are shared between calls: treat
+        them as read-only (``dataclasses.replace`` one before changing it).
         """
         db = Database(default_db_path() if path is None else path, synchronous=synchronous)
         return cls(db, message_cache=message_cache)
