@@ -338,11 +338,6 @@ async def _call_engine(
     )
     chosen = env.model(runtime.model)
     ctx = env.assemble(message, session=runtime.session, model=chosen, signal=abort)
-    if chosen.api == "llama-cpp" and runtime.config.local.model_path is None:
-        # The bundled SmolLM2-135M cannot use tools (it picks wrong ones and loops), and offering
-        # them costs ~1.4k of its 4k context plus a non-streamed generation: run it as a chat model.
-        ctx.tools = []
-        ctx.token_budget.tools = 0
     if runtime.thinking is not None:
         level = runtime.thinking
         ctx.thinking_config = ThinkingConfig(level) if level != "off" else None  # type: ignore[arg-type]

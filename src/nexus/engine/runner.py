@@ -157,6 +157,14 @@ class EngineEnv:
         policy = self.config.tools
         return [t for t in candidates if policy.is_allowed(t.name, session_label, role)]
 
+    def chat_only(self, model: Model) -> bool:
+        """True for the bundled SmolLM2-135M: it cannot use tools (it picks wrong ones and loops).
+
+        Offering them would also cost ~1.4k of its 4k context and force non-streamed generation,
+        so it runs as a plain chat model. A GGUF configured with ``local.model_path`` gets tools.
+        """
+        return model.api == "llama-cpp" and self.config.local.model_path is None
+
     def assemble(
         self,
         message: str | UserMessage,
@@ -192,7 +200,7 @@ class EngineEnv:
             history=history,
             message=current,
             event=event,
-            tools=self.tools_for(label, role, depth),
+            tools=[] if self.chat_only(chosen) else self.tools_for(label, role, depth),
             limits=self.limits,
             parent_turn_id=head.id if head is not None else None,
             role=role,
