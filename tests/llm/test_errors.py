@@ -10,7 +10,9 @@ from nexus.llm.errors import error_text_from_body
 OVERFLOW_PHRASES = [
     "prompt is too long: 213462 tokens > 200000 maximum",  # Anthropic
     "input is too long for requested model",  # Bedrock
-    "Your input exceeds the context window of this model",  # OpenAI
+    "Your input exceeds the context window of this model",  # OpenAI (Responses)
+    # OpenAI chat completions (code context_length_exceeded)
+    "This model's maximum context length is 128000 tokens. However, your messages resulted in 130512 tokens.",
     "The input token count (1196265) exceeds the maximum number of tokens allowed (1048575)",  # Gemini
     "This model's maximum prompt length is 131072 but the request contains 537812 tokens",  # xAI
     "Please reduce the length of the messages or completion",  # Groq
@@ -72,6 +74,12 @@ def test_silent_overflow_from_usage() -> None:
         (529, "Overloaded", "overloaded"),
         (400, "messages.1.content.0.tool_use.id: String should match pattern", "format"),
         (404, "model not found", "unknown"),
+        (400, "API key not valid. Please pass a valid API key.", "auth_permanent"),  # Gemini
+        (400, "INVALID_ARGUMENT: API key expired. Please renew the API key.", "auth"),  # Gemini
+        (429, "Too many tokens, please wait before trying again.", "rate_limit"),  # Bedrock throttling
+        (400, "Your credit balance is too low to access the Anthropic API.", "billing"),
+        (402, "Insufficient credits", "billing"),  # OpenRouter
+        (400, "tools.0.custom.input_schema: JSON schema is invalid", "format"),
         (None, "overloaded_error: Overloaded", "overloaded"),
         (None, "Read timed out", "timeout"),
         (None, "insufficient credit balance", "billing"),

@@ -123,3 +123,26 @@ def test_id_helpers() -> None:
     assert len(anthropic_tool_id("y" * 100)) == 64
     assert anthropic_tool_id("y" * 100) != anthropic_tool_id("y" * 99 + "z")
     assert openai_tool_id("call_1") == "call_1" and len(openai_tool_id("z" * 41)) == 40
+
+
+def test_ids_that_collide_are_made_unique_and_results_follow() -> None:
+    # "a.b" and "a_b" both normalise to "a_b" for Anthropic; a server that numbers calls per turn
+    # (ids missing → "call_0") repeats the same id in every turn. Anthropic rejects duplicate tool_use ids.
+    msgs: list[Message] = [
+        UserMessage("q"),
+        assistant(ToolCall("a.b", "read", {}), ToolCall("a_b", "read", {})),
+        result("a.b", "first"),
+        result("a_b", "second"),
+        assistant(ToolCall("call_0", "read", {})),
+        result("call_0", "turn 2"),
+        assistant(ToolCall("call_0", "read", {})),
+        result("call_0", "turn 3"),
+    ]
+    out = prepare_messages(msgs, TARGET, anthropic_tool_id)
+    call_ids = [c.id for m in out if isinstance(m, AssistantMessage) for c in m.tool_calls]
+    assert len(call_ids) == len(set(call_ids)) == 4
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", i) for i in call_ids)
+    results = [(m.tool_call_id, m.text) for m in out if isinstance(m, ToolResultMessage)]
+    assert results == list(zip(call_ids, ["first", "second", "turn 2", "turn 3"], strict=True))
+    assert not any(m.is_error for m in out if isinstance(m, ToolResultMessage))
+    assert msgs[4].content[0].id == "call_0"  # type: ignore[union-attr]  # the input is never mutated

@@ -21,6 +21,7 @@ from nexus.llm import (
     Model,
     StartEvent,
     StreamOptions,
+    TextContent,
     TextDeltaEvent,
     UserMessage,
     complete,
@@ -43,8 +44,10 @@ def test_unknown_api_raises_listing_known_ones() -> None:
 
 
 def test_unknown_provider_without_base_url_raises_naming_the_variable() -> None:
-    with pytest.raises(UnknownProviderError, match="MYCORP_BASE_URL"):
+    with pytest.raises(UnknownProviderError, match="MYCORP_BASE_URL") as raised:
         stream(Model(id="m", provider="mycorp", api="openai-completions"), CTX)
+    listed = str(raised.value).rsplit(":", 1)[1]
+    assert {"anthropic", "openai", "groq", "openrouter", "ollama"} <= {p.strip() for p in listed.split(",")}
 
 
 def _stalling_response(parts: int) -> httpx.Response:
@@ -213,3 +216,61 @@ async def test_connection_is_reused_between_calls() -> None:
         assert connections == 1
     finally:
         server.close()
+
+
+async def test_cancelling_a_registered_stream_fn_gives_an_aborted_message() -> None:
+    started = asyncio.Event()
+
+    async def slow(
+        model: Model, context: Context, options: StreamOptions | None
+    ) -> AsyncIterator[AssistantMessageEvent]:
+        partial = AssistantMessage(api=model.api, provider=model.provider, model=model.id)
+        yield StartEvent(partial)
+        partial.content.append(TextContent("half"))
+        yield TextDeltaEvent(0, "half", partial)
+        await asyncio.sleep(30)  # a user function that ignores cancellation concerns
+        yield DoneEvent("stop", partial)
+
+    seen: list[AssistantMessageEvent] = []
+
+    async def consume() -> None:
+        async for event in stream(Model(id="m", provider="p", api="test-slow"), CTX):
+            seen.append(event)
+            if event.type == "text_delta":
+                started.set()
+
+    register_api("test-slow", slow)
+    try:
+        task = asyncio.create_task(consume())
+        await asyncio.wait_for(started.wait(), 10)
+        task.cancel()
+        await asyncio.wait_for(task, 10)  # absorbed: the consumer got its terminal event instead
+    finally:
+        unregister_api("test-slow")
+    assert [e.type for e in seen] == ["start", "text_delta", "error"]
+    final = seen[-1].error  # type: ignore[union-attr]
+    assert seen[-1].reason == "aborted" and final.stop_reason == "aborted"  # type: ignore[union-attr]
+    assert final.error_message == "cancelled" and final.text == "half"
+
+
+async def test_abort_reaches_a_stream_driven_from_a_new_task_per_event(mock_http: MockHTTP) -> None:
+    # asyncio.wait_for(it.__anext__(), t) runs every step in its own task; the abort must cancel
+    # the task waiting on the network now, not the one that started the stream (it would wait out the stall)
+    mock_http.add(_stalling_response(5))
+    signal = AbortSignal()
+    events = stream(MODEL, CTX, StreamOptions(api_key="k", signal=signal))
+    seen: list[AssistantMessageEvent] = []
+
+    async def drive() -> None:
+        while True:
+            try:
+                event = await asyncio.wait_for(events.__anext__(), 60)
+            except StopAsyncIteration:
+                return
+            seen.append(event)
+            if event.type == "text_delta" and event.delta == "t1 ":
+                asyncio.get_running_loop().call_later(0.05, signal.abort, "stop now")
+
+    await asyncio.wait_for(drive(), timeout=10)  # the body stalls for 30 s after two parts
+    assert seen[-1].type == "error" and seen[-1].reason == "aborted"  # type: ignore[union-attr]
+    assert seen[-1].error.error_message == "stop now" and seen[-1].error.text == "t0 t1 "  # type: ignore[union-attr]

@@ -17,6 +17,7 @@ from nexus.testing import FakeProviderServer, ScriptedModel
 from nexus.testing.steps import (
     Step,
     cut,
+    html_error,
     http_error,
     malformed,
     overflow,
@@ -101,7 +102,12 @@ async def test_text_thinking_and_tool_call_agree(api: str, server: FakeProviderS
         (http_error(429, retry_after=3), "rate_limit"),
         (http_error(401, "token expired"), "auth"),
         (http_error(529), "overloaded"),
+        (http_error(403), "auth"),
+        (http_error(401), "auth_permanent"),  # the providers' usual "invalid key" text
+        (http_error(500), "timeout"),
+        (html_error(502), "timeout"),
         (overflow(), "context_overflow"),
+        (overflow(style="llama.cpp"), "context_overflow"),
     ],
 )
 async def test_http_failures_classify_the_same(api: str, server: FakeProviderServer, step: Step, kind: str) -> None:

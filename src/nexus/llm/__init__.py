@@ -34,12 +34,18 @@ from nexus.llm.options import StreamFn, StreamOptions, ToolChoice
 from nexus.llm.registry import known_apis, register_api, resolve_api, unregister_api
 from nexus.llm.serde import (
     MessageFormatError,
+    event_from_dict,
+    event_from_json,
+    event_to_dict,
+    event_to_json,
     message_from_dict,
     message_from_json,
     message_to_dict,
     message_to_json,
     model_from_dict,
+    model_from_json,
     model_to_dict,
+    model_to_json,
 )
 from nexus.llm.stream import aclose_http_client, complete, stream
 from nexus.llm.types import (
@@ -115,6 +121,10 @@ __all__ = [
     "api_key_env_vars",
     "classify_error",
     "complete",
+    "event_from_dict",
+    "event_from_json",
+    "event_to_dict",
+    "event_to_json",
     "get_model",
     "is_context_overflow",
     "known_apis",
@@ -126,7 +136,9 @@ __all__ = [
     "message_to_dict",
     "message_to_json",
     "model_from_dict",
+    "model_from_json",
     "model_to_dict",
+    "model_to_json",
     "now_ms",
     "parse_retry_after",
     "register_api",

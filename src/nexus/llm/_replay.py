@@ -9,7 +9,8 @@ Rules:
 - errored/aborted assistant messages are dropped (they are not a valid turn);
 - thinking from another model becomes plain text (redacted thinking is dropped), signatures
   of other models are stripped; same-model thinking is kept unless empty and unsigned;
-- tool-call ids are rewritten to what the target accepts, results follow their call;
+- tool-call ids are rewritten to what the target accepts and made unique in the conversation (two ids
+  that normalise alike, or an id a server reuses every turn); results follow their call;
 - a tool call without a result gets a synthetic error result "No result provided";
 - a tool result without a matching call is dropped.
 """
@@ -64,13 +65,14 @@ def prepare_messages(messages: list[Message], model: Model, normalise_id: Callab
     """Return a copy of ``messages`` that ``model`` will accept (see the module doc)."""
     out: list[Message] = []
     id_map: dict[str, str] = {}
+    taken: set[str] = set()  # ids already given to a call: providers reject duplicates (llama.cpp reuses call_0)
     open_calls: dict[str, ToolCall] = {}  # calls of the latest assistant turn still without a result
     for msg in messages:
         if isinstance(msg, AssistantMessage):
             if msg.stop_reason in ("error", "aborted"):
                 continue
             _close_open_calls(out, open_calls)
-            converted = _convert_assistant(msg, model, normalise_id, id_map)
+            converted = _convert_assistant(msg, model, normalise_id, id_map, taken)
             if converted.content:
                 out.append(converted)
                 open_calls = {c.id: c for c in converted.content if isinstance(c, ToolCall)}
@@ -101,7 +103,11 @@ def _close_open_calls(out: list[Message], open_calls: dict[str, ToolCall]) -> No
 
 
 def _convert_assistant(
-    msg: AssistantMessage, model: Model, normalise_id: Callable[[str], str], id_map: dict[str, str]
+    msg: AssistantMessage,
+    model: Model,
+    normalise_id: Callable[[str], str],
+    id_map: dict[str, str],
+    taken: set[str],
 ) -> AssistantMessage:
     same = same_model(msg, model)
     blocks: list[AssistantContent] = []
@@ -113,7 +119,7 @@ def _convert_assistant(
             if kept is not None:
                 blocks.append(kept)
         elif isinstance(block, ToolCall):
-            new_id = normalise_id(block.id)
+            new_id = _unique_id(block.id, normalise_id, taken)
             id_map[block.id] = new_id
             sig = block.thought_signature if same else None
             if new_id != block.id or sig != block.thought_signature:
@@ -126,6 +132,17 @@ def _convert_assistant(
         else:
             blocks.append(block)
     return replace(msg, content=blocks) if changed else msg
+
+
+def _unique_id(raw: str, normalise_id: Callable[[str], str], taken: set[str]) -> str:
+    """``raw`` normalised, with a numeric suffix when two calls would end up with the same id."""
+    new_id = normalise_id(raw)
+    n = 1
+    while new_id in taken:
+        new_id = normalise_id(f"{raw}_{n}")
+        n += 1
+    taken.add(new_id)
+    return new_id
 
 
 def _convert_thinking(block: ThinkingContent, same: bool) -> AssistantContent | None:

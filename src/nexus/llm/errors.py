@@ -71,8 +71,11 @@ _OVERFLOW_PATTERNS = _LazyRe(
     ),
     re.IGNORECASE,
 )
-# Groq (and others) say "Request too large ... tokens per minute (TPM)" for rate limits.
-_NOT_OVERFLOW = _LazyRe(r"tokens per min|\btpm\b|per minute|rate limit|billing|insufficient", re.IGNORECASE)
+# Groq (and others) say "Request too large ... tokens per minute (TPM)" for rate limits; Bedrock throttles
+# with "Too many tokens, please wait before trying again".
+_NOT_OVERFLOW = _LazyRe(
+    r"tokens per min|\btpm\b|per minute|rate limit|billing|insufficient|please wait|wait before", re.IGNORECASE
+)
 
 
 def is_overflow_text(text: str) -> bool:
@@ -136,6 +139,7 @@ _AUTH = _LazyRe(
     r"unauthori[sz]ed|forbidden|authentication|permission denied|expired|invalid token|access denied|\b40[13]\b",
     re.IGNORECASE,
 )
+_API_KEY = _LazyRe(r"api.?key", re.IGNORECASE)
 _FORMAT = _LazyRe(
     r"tool_use_id|string should match pattern|invalid_request|invalid request|malformed|unexpected|validation",
     re.IGNORECASE,
@@ -203,6 +207,11 @@ def _kind_from_status(status: int, text: str) -> ErrorKind | None:
     if status in (400, 413, 422):
         if _BILLING.search(text):
             return "billing"
+        # Gemini answers a bad or expired key with 400 INVALID_ARGUMENT
+        if _AUTH_PERMANENT.search(text):
+            return "auth_permanent"
+        if _API_KEY.search(text) and _AUTH.search(text):
+            return "auth"
         return "rate_limit" if _RATE.search(text) else "format"
     return None
 

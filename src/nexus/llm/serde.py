@@ -1,4 +1,4 @@
-"""JSON round-trip of messages, content, usage and models.
+"""JSON round-trip of messages, content, usage, models and stream events.
 
 The ledger stores these as compact JSON text, so the encoding omits fields at their
 default value (``None``, ``False``, zero usage) and uses short, stable, snake_case keys.
@@ -13,6 +13,8 @@ from dataclasses import fields
 from typing import Any, cast
 
 from nexus.errors import NexusError
+from nexus.llm import events
+from nexus.llm.events import AssistantMessageEvent
 from nexus.llm.types import (
     AssistantContent,
     AssistantMessage,
@@ -242,12 +244,102 @@ def model_to_dict(model: Model) -> dict[str, Any]:
     return out
 
 
-def model_from_dict(data: dict[str, Any]) -> Model:
+def model_from_dict(data: Any) -> Model:
     """Decode a model; unknown keys are an error naming them."""
+    if not isinstance(data, dict):
+        raise MessageFormatError(f"model: expected an object, got {type(data).__name__}")
     known = {f.name for f in fields(Model)}
     unknown = sorted(set(data) - known)
     if unknown:
         raise MessageFormatError(f"model: unknown field(s) {', '.join(unknown)}")
+    for key in ("id", "provider", "api"):
+        if not isinstance(data.get(key), str):
+            raise MessageFormatError(f"model: field {key!r} must be a string")
     values = dict(data)
-    values["headers"] = tuple(sorted(dict(values.get("headers") or {}).items()))
+    values["headers"] = tuple(dict(values.get("headers") or {}).items())  # keep the order: Model equality sees it
     return Model(**values)
+
+
+def model_to_json(model: Model) -> str:
+    """Compact JSON text of a model."""
+    return json.dumps(model_to_dict(model), separators=(",", ":"), ensure_ascii=False)
+
+
+def model_from_json(text: str) -> Model:
+    """Decode a model from JSON text; raises :class:`MessageFormatError` on bad input."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise MessageFormatError(f"model: not valid JSON ({exc.msg} at char {exc.pos})") from exc
+    return model_from_dict(data)
+
+
+# --------------------------------------------------------------------------- stream events
+
+_EVENT_TYPES: dict[str, type[Any]] = {
+    "start": events.StartEvent,
+    "text_start": events.TextStartEvent,
+    "text_delta": events.TextDeltaEvent,
+    "text_end": events.TextEndEvent,
+    "thinking_start": events.ThinkingStartEvent,
+    "thinking_delta": events.ThinkingDeltaEvent,
+    "thinking_end": events.ThinkingEndEvent,
+    "toolcall_start": events.ToolCallStartEvent,
+    "toolcall_delta": events.ToolCallDeltaEvent,
+    "toolcall_end": events.ToolCallEndEvent,
+    "done": events.DoneEvent,
+    "error": events.ErrorEvent,
+}
+
+
+def event_to_dict(event: AssistantMessageEvent) -> dict[str, Any]:
+    """Encode a stream event (for relaying a stream over a wire or recording it); messages and blocks nested."""
+    out: dict[str, Any] = {}
+    for f in fields(event):
+        value = getattr(event, f.name)
+        if isinstance(value, AssistantMessage):
+            value = message_to_dict(value)
+        elif isinstance(value, TextContent | ThinkingContent | ToolCall):
+            value = block_to_dict(value)
+        out[f.name] = value
+    return out
+
+
+def event_from_dict(data: Any) -> AssistantMessageEvent:
+    """Decode an event written by :func:`event_to_dict`; raises :class:`MessageFormatError` on a bad shape."""
+    if not isinstance(data, dict):
+        raise MessageFormatError(f"event: expected an object, got {type(data).__name__}")
+    types = _EVENT_TYPES
+    cls = types.get(data.get("type"))  # type: ignore[arg-type]
+    if cls is None:
+        raise MessageFormatError(f"event: unknown type {data.get('type')!r} (known: {', '.join(types)})")
+    where = f"{data['type']} event"
+    values: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.name == "type":
+            continue
+        if f.name not in data:
+            raise MessageFormatError(f"{where}: missing field {f.name!r}")
+        value = data[f.name]
+        if f.name in ("partial", "message", "error"):
+            value = message_from_dict(value)
+            if not isinstance(value, AssistantMessage):
+                raise MessageFormatError(f"{where}: field {f.name!r} must be an assistant message")
+        elif f.name in ("content", "tool_call") and isinstance(value, dict):
+            value = block_from_dict(value, where)
+        values[f.name] = value
+    return cast(AssistantMessageEvent, cls(**values))
+
+
+def event_to_json(event: AssistantMessageEvent) -> str:
+    """Compact JSON text of a stream event."""
+    return json.dumps(event_to_dict(event), separators=(",", ":"), ensure_ascii=False)
+
+
+def event_from_json(text: str) -> AssistantMessageEvent:
+    """Decode a stream event from JSON text; raises :class:`MessageFormatError` on bad input."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise MessageFormatError(f"event: not valid JSON ({exc.msg} at char {exc.pos})") from exc
+    return event_from_dict(data)

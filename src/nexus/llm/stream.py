@@ -77,6 +77,14 @@ async def _guarded(
     except Exception as exc:  # the contract: a stream never raises
         yield ErrorEvent("error", _broken(model, f"{type(exc).__name__}: {exc}", last))
         return
+    except BaseException as exc:
+        import asyncio  # already loaded whenever a stream runs; kept out of ``import nexus.llm``
+
+        if not isinstance(exc, asyncio.CancelledError):
+            raise  # GeneratorExit (consumer closed us), KeyboardInterrupt, SystemExit
+        # like the built-in providers: a cancelled consumer still gets the partial message, as aborted
+        yield ErrorEvent("aborted", _cancelled(model, options, last))
+        return
     finally:
         close = getattr(inner, "aclose", None)
         if close is not None:
@@ -93,6 +101,14 @@ async def aclose_http_client() -> None:
     from nexus.llm._http import aclose_client
 
     await aclose_client()
+
+
+def _cancelled(model: Model, options: StreamOptions | None, partial: AssistantMessage | None) -> AssistantMessage:
+    message = partial or AssistantMessage(api=model.api, provider=model.provider, model=model.id)
+    signal = options.signal if options is not None else None
+    message.stop_reason = "aborted"
+    message.error_message = signal.reason if signal is not None and signal.reason is not None else "cancelled"
+    return message
 
 
 def _broken(model: Model, text: str, partial: AssistantMessage | None = None) -> AssistantMessage:

@@ -1,7 +1,9 @@
 """pytest fixtures for the Nexus test doubles.
 
-Enable with ``pytest_plugins = ["nexus.testing.pytest_plugin"]`` in your ``conftest.py``
-(or import the fixtures by name into a test module).
+Installed ``nexus-broker`` registers this module as the pytest plugin ``nexus_testing``
+(``pytest11`` entry point), so the fixtures are there in every test without any import;
+``-p no:nexus_testing`` switches it off. Without the installed package, enable it with
+``pytest_plugins = ["nexus.testing.pytest_plugin"]`` in the top-level ``conftest.py``.
 """
 
 from __future__ import annotations

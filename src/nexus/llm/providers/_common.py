@@ -135,6 +135,15 @@ class _IOGate:
         self.active = False
         self.fired = False
 
+    def enter(self) -> None:
+        """About to wait on the network, from whichever task is driving the stream right now.
+
+        The task is looked up each time: a consumer may pull every event from a new task
+        (``asyncio.wait_for(it.__anext__(), t)`` does), and cancelling the first one would miss.
+        """
+        self.task = asyncio.current_task()
+        self.active = True
+
     def on_abort(self) -> None:
         if self.active and self.task is not None and not self.fired:
             self.fired = True
@@ -187,7 +196,7 @@ async def run_stream(
         handle = decoder.handle
         chunks = response.aiter_bytes()
         while not decoder.finished:
-            gate.active = True
+            gate.enter()
             try:
                 chunk = await chunks.__anext__()
             except StopAsyncIteration:
@@ -195,14 +204,22 @@ async def run_stream(
             finally:
                 gate.active = False
             for name, data in parser.feed(chunk):
-                for event in handle(name, data):
+                try:
+                    events = handle(name, data)
+                except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
+                    raise _malformed(exc, data) from exc
+                for event in events:
                     yield event
                     if signal is not None and signal.reason is not None:
                         raise _Aborted
         if decoder.finished:
             await _drain(chunks)
         for name, data in parser.flush() if not decoder.finished else ():
-            for event in handle(name, data):
+            try:
+                events = handle(name, data)
+            except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
+                raise _malformed(exc, data) from exc
+            for event in events:
                 yield event
         if not decoder.complete():
             raise StreamFailure("timeout", "the connection closed before the response finished")
@@ -237,6 +254,13 @@ async def _drain(chunks: AsyncIterator[bytes]) -> None:
                     return
     except Exception:  # a drain failure only means the connection is not reused
         return
+
+
+def _malformed(exc: Exception, data: str) -> StreamFailure:
+    """A decoder tripped over well-formed JSON of an unexpected shape: report the data, not a Python error."""
+    if isinstance(exc, StreamFailure):
+        return exc
+    return StreamFailure("unknown", f"malformed SSE data from provider ({type(exc).__name__}: {exc}): {data[:200]!r}")
 
 
 async def _close(chunks: AsyncIterator[bytes] | None, response: httpx.Response | None) -> None:
@@ -279,10 +303,10 @@ async def _open(request: Request, opts: StreamOptions, gate: _IOGate) -> httpx.R
     built = client.build_request(
         "POST", request.url, content=content, headers=headers, timeout=make_timeout(opts.timeout)
     )
-    gate.active = True
+    gate.enter()
     try:
         response = await client.send(built, stream=True)
-        if response.status_code < 400:
+        if response.status_code < 400 and not _not_a_stream(response):
             return response
         try:
             body = await _read_limited(response)
@@ -290,9 +314,26 @@ async def _open(request: Request, opts: StreamOptions, gate: _IOGate) -> httpx.R
             await response.aclose()
     finally:
         gate.active = False
+    if response.status_code < 400:
+        # a proxy's login page, an error object sent with 200, or a server that ignored ``stream``
+        text = error_text_from_body(None, body)
+        kind = _content_type(response)
+        message = f"the provider answered {response.status_code} with {kind} instead of an event stream: {text}"
+        found = classify_error(message, None, response.headers, body)
+        raise StreamFailure(found.kind, message, found.retry_after, response.status_code)
     message = error_text_from_body(response.status_code, body)
     found = classify_error(message, response.status_code, response.headers, body)
     raise StreamFailure(found.kind, message, found.retry_after, response.status_code)
+
+
+def _content_type(response: httpx.Response) -> str:
+    return str(response.headers.get("content-type", "")).split(";", 1)[0].strip().lower()
+
+
+def _not_a_stream(response: httpx.Response) -> bool:
+    """True for a 2xx/3xx answer that is plainly a JSON or HTML document, not SSE (other types are parsed as SSE)."""
+    kind = _content_type(response)
+    return kind in ("application/json", "text/html") or kind.endswith("+json")
 
 
 async def _read_limited(response: httpx.Response) -> str:

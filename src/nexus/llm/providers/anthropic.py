@@ -4,6 +4,8 @@ Text, thinking (with signatures, and redacted thinking), tool use, images, promp
 markers (``cache_control: ephemeral`` on the system prompt and on the last block of the
 last user turn) and cache usage. Thinking levels map to ``budget_tokens``
 1024/2048/8192/16384 (no temperature with thinking); the 4.6 models use adaptive thinking.
+A forced ``tool_choice`` (``required`` or a tool name) turns thinking off for that call,
+because the API rejects the two together.
 """
 
 from __future__ import annotations
@@ -101,7 +103,9 @@ def build_payload(model: Model, context: Context, options: StreamOptions) -> dic
     payload: dict[str, Any] = {"model": model.id, "stream": True, "messages": encode_messages(model, context)}
     if context.system_prompt:
         payload["system"] = [{"type": "text", "text": context.system_prompt, "cache_control": _EPHEMERAL}]
-    if options.thinking != "off" and model.reasoning:
+    # Anthropic rejects thinking together with a forced tool choice (``any`` / ``tool``): the forced choice wins.
+    forced = bool(context.tools) and options.tool_choice not in (None, "auto", "none")
+    if options.thinking != "off" and model.reasoning and not forced:
         if _adaptive(model):
             payload["thinking"] = {"type": "adaptive"}
             payload["output_config"] = {"effort": "low" if options.thinking == "minimal" else options.thinking}

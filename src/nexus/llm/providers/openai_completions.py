@@ -43,6 +43,7 @@ from nexus.llm.types import (
     StopReason,
     TextContent,
     ThinkingContent,
+    ThinkingLevel,
     ToolCall,
     ToolResultMessage,
     UserMessage,
@@ -105,17 +106,14 @@ def build_payload(model: Model, context: Context, options: StreamOptions) -> dic
     if options.temperature is not None:
         payload["temperature"] = options.temperature
     if options.thinking != "off" and model.reasoning:
-        effort = _EFFORT[options.thinking]
-        if effort == "minimal" and not model.id.startswith("gpt-5"):
-            effort = "low"
-        payload["reasoning_effort"] = effort
+        payload["reasoning_effort"] = reasoning_effort(model, options.thinking)
     if context.tools:
         payload["tools"] = [
             {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
             for t in context.tools
         ]
     choice = options.tool_choice
-    if choice is not None and (context.tools or choice == "none"):
+    if choice is not None and context.tools:  # OpenAI rejects tool_choice without tools
         if choice in ("auto", "none", "required"):
             payload["tool_choice"] = choice
         else:
@@ -123,6 +121,14 @@ def build_payload(model: Model, context: Context, options: StreamOptions) -> dic
     if options.session_id and model.provider == "openai":
         payload["prompt_cache_key"] = options.session_id
     return payload
+
+
+def reasoning_effort(model: Model, level: ThinkingLevel) -> str:
+    """OpenAI's effort for ``level`` (not ``off``): ``minimal`` exists only for the gpt-5 family, others get ``low``."""
+    effort = _EFFORT[level]
+    if effort == "minimal" and not model.id.startswith("gpt-5"):
+        effort = "low"
+    return effort
 
 
 def encode_messages(model: Model, context: Context) -> list[dict[str, Any]]:

@@ -35,6 +35,7 @@ from nexus.llm.providers._common import (
     run_stream,
 )
 from nexus.llm.providers._tools import finish_tool_call
+from nexus.llm.providers.openai_completions import reasoning_effort
 from nexus.llm.types import (
     AssistantMessage,
     Context,
@@ -85,7 +86,7 @@ def build_payload(model: Model, context: Context, options: StreamOptions) -> dic
     if options.temperature is not None:
         payload["temperature"] = options.temperature
     if options.thinking != "off" and model.reasoning:
-        payload["reasoning"] = {"effort": options.thinking, "summary": "auto"}
+        payload["reasoning"] = {"effort": reasoning_effort(model, options.thinking), "summary": "auto"}
         payload["include"] = ["reasoning.encrypted_content"]
     if context.tools:
         payload["tools"] = [
@@ -93,7 +94,9 @@ def build_payload(model: Model, context: Context, options: StreamOptions) -> dic
             for t in context.tools
         ]
     choice = options.tool_choice
-    if choice in ("auto", "none", "required"):
+    if not context.tools:
+        pass  # no tools, no tool_choice (as for chat completions)
+    elif choice in ("auto", "none", "required"):
         payload["tool_choice"] = choice
     elif choice:
         payload["tool_choice"] = {"type": "function", "name": choice}
