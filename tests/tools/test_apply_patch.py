@@ -166,3 +166,12 @@ async def test_trailing_blank_lines_after_hunk_are_ignored(ws: Workspace) -> Non
     put(ws, {"t.txt": "a\nb\n"})
     await call(apply_patch_tool(ws), patch="--- a/t.txt\n+++ b/t.txt\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n\n\n")
     assert (ws.root / "t.txt").read_text() == "a\nc\n"
+
+
+async def test_deleting_a_symlink_removes_the_link_not_its_target(ws: Workspace) -> None:
+    put(ws, {"real.txt": "data\n"})
+    (ws.root / "link.txt").symlink_to("real.txt")
+    result = await call(apply_patch_tool(ws), patch="--- a/link.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-data\n")
+    assert text_of(result) == "Applied patch:\nD link.txt"
+    assert not (ws.root / "link.txt").is_symlink()
+    assert (ws.root / "real.txt").read_text() == "data\n"

@@ -109,3 +109,32 @@ async def test_bad_args(ws: Workspace) -> None:
         await call(bash_tool(ws), command="")
     with pytest.raises(ToolError, match="'timeout' must be a positive number"):
         await call(bash_tool(ws), command="true", timeout=-1)
+
+
+async def test_abort_kills_the_whole_process_group_even_term_ignoring_children(ws: Workspace, tmp_path: Path) -> None:
+    pidfile = tmp_path / "bg.pid"
+    signal = AbortSignal()
+    command = f"(trap '' TERM; sleep 60) & echo $! > {pidfile}; echo ready; sleep 60"
+    task = asyncio.create_task(call(bash_tool(ws), signal=signal, command=command))
+    for _ in range(100):
+        if pidfile.exists() and pidfile.read_text().strip():
+            break
+        await asyncio.sleep(0.05)
+    child = int(pidfile.read_text())
+    assert _alive(child)
+    signal.abort()
+    result = await asyncio.wait_for(task, 10)
+    assert result.is_error and text_of(result) == "ready\n\nCommand aborted"
+    for _ in range(50):
+        if not _alive(child):
+            break
+        await asyncio.sleep(0.05)
+    assert not _alive(child)
+
+
+async def test_runs_in_the_workspace_and_reports_exit_code(ws: Workspace) -> None:
+    result = await call(bash_tool(ws), command="pwd; echo oops >&2; exit 7")
+    assert text_of(result) == f"{ws.root}\noops\n\nCommand exited with code 7"
+    assert result.is_error and result.details is not None and result.details["exit_code"] == 7
+    ok = await call(bash_tool(ws), command="true")
+    assert not ok.is_error and ok.details is not None and ok.details["exit_code"] == 0

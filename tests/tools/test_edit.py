@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from nexus.tools import ToolError, Workspace, edit_tool
@@ -7,7 +9,7 @@ from nexus.tools import ToolError, Workspace, edit_tool
 from ._helpers import call, text_of
 
 
-async def edit(ws: Workspace, name: str, data: bytes, **args: object) -> bytes:
+async def edit(ws: Workspace, name: str, data: bytes, **args: Any) -> bytes:
     (ws.root / name).write_bytes(data)
     await call(edit_tool(ws), path=name, **args)
     return (ws.root / name).read_bytes()

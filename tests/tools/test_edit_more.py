@@ -2,6 +2,9 @@ from __future__ import annotations
 
 import asyncio
 import random
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -74,3 +77,34 @@ async def test_fuzzy_span_starting_at_line_break_in_crlf_file(ws: Workspace) -> 
     (ws.root / "n.txt").write_bytes("first  \r\nsecond\u2019s\r\nthird\r\n".encode())
     await call(edit_tool(ws), path="n.txt", oldText="\nsecond's", newText="\nSECOND")
     assert (ws.root / "n.txt").read_bytes() == b"first\r\nSECOND\r\nthird\r\n"
+
+
+@pytest.mark.parametrize(
+    ("old", "old_text", "new_text"),
+    [
+        ("a\nb\nlast", "last", "LAST"),  # file without a final line break
+        ("a\nb\nc\n", "c\n", "c"),  # the edit removes the final line break
+        ("a\nb\nc", "c", "c\n"),  # the edit adds one
+    ],
+)
+async def test_edit_diff_is_exact_about_the_final_line_break(
+    ws: Workspace, old: str, old_text: str, new_text: str
+) -> None:
+    (ws.root / "f.txt").write_text(old)
+    result = await call(edit_tool(ws), path="f.txt", oldText=old_text, newText=new_text)
+    expected = old.replace(old_text, new_text, 1)
+    assert result.details is not None
+    diff = result.details["diff"]
+    assert "@@" in diff and "\\ No newline at end of file" in diff
+    (ws.root / "f.txt").write_text(old)
+    await call(apply_patch_tool(ws), patch=diff)
+    assert (ws.root / "f.txt").read_text() == expected
+    if shutil.which("git") is not None:  # and git agrees the diff is exact
+        (ws.root / "f.txt").write_text(old)
+        await asyncio.to_thread(_git_apply, ws.root, diff)
+        assert (ws.root / "f.txt").read_text() == expected
+
+
+def _git_apply(root: Path, diff: str) -> None:
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    subprocess.run(["git", "apply", "-"], cwd=root, input=diff.encode(), check=True)

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import asyncio
+import os
 import shutil
 
 import pytest
@@ -140,3 +142,16 @@ async def test_find_under_directory_with_glob_characters(ws: Workspace, engine: 
     (ws.root / "we[ir]d" / "sub" / "a.md").write_text("x")
     text = text_of(await call(pick_find(ws, engine), pattern="sub/*.md", path="we[ir]d"))
     assert text == "we[ir]d/sub/a.md"
+
+
+async def test_grep_does_not_read_through_symlinks_out_of_the_workspace(ws: Workspace, engine: str) -> None:
+    outside = ws.root.parent / "secret.txt"
+    outside.write_text("SECRET token\n")
+    (ws.root / "a.txt").write_text("token here\n")
+    (ws.root / "link.txt").symlink_to(outside)
+    (ws.root / "linkdir").symlink_to(ws.root.parent, target_is_directory=True)
+    os.mkfifo(ws.root / "pipe")  # must be skipped, not read (that would block forever)
+    text = text_of(await asyncio.wait_for(call(pick_grep(ws, engine), pattern="token"), 10))
+    assert text == "a.txt:1: token here"  # like ripgrep without --follow: symlinks are not searched
+    with pytest.raises(ToolError, match="outside the workspace"):
+        await call(pick_grep(ws, engine), pattern="token", path="link.txt")

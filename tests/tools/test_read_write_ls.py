@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import asyncio
 import base64
+import os
 
 import pytest
 
 from nexus.llm.types import ImageContent, TextContent
-from nexus.tools import ToolError, Workspace, ls_tool, read_tool, write_tool
+from nexus.tools import ToolError, Workspace, edit_tool, ls_tool, read_tool, write_tool
 
 from ._helpers import call, text_of
 
@@ -138,3 +140,11 @@ async def test_ls_empty_limit_and_errors(ws: Workspace) -> None:
         await call(ls_tool(ws), path="file")
     with pytest.raises(ToolError, match="Path not found"):
         await call(ls_tool(ws), path="nowhere")
+
+
+async def test_read_and_edit_refuse_a_fifo_instead_of_blocking(ws: Workspace) -> None:
+    os.mkfifo(ws.root / "pipe")
+    with pytest.raises(ToolError, match="not a regular file"):
+        await asyncio.wait_for(call(read_tool(ws), path="pipe"), 5)
+    with pytest.raises(ToolError, match="not a regular file"):
+        await asyncio.wait_for(call(edit_tool(ws), path="pipe", oldText="a", newText="b"), 5)

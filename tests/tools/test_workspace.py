@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,7 +62,7 @@ async def test_every_tool_refuses_outside_paths(ws: Workspace, tmp_path: Path) -
     outside = tmp_path / "outside.txt"
     outside.write_text("keep me\n")
     tools = {t.name: t for t in coding_tools(ws)}
-    attempts = {
+    attempts: dict[str, dict[str, Any]] = {
         "read": {"path": str(outside)},
         "write": {"path": "../outside.txt", "content": "pwned"},
         "edit": {"path": "../outside.txt", "oldText": "keep", "newText": "lose"},
@@ -98,3 +99,8 @@ def test_pi_parameter_names(ws: Workspace) -> None:
     assert props["find"] == {"pattern", "path", "limit"}
     assert props["ls"] == {"path", "limit"}
     assert props["apply_patch"] == {"patch"}
+
+
+def test_nul_in_path_is_a_clear_workspace_error(ws: Workspace) -> None:
+    with pytest.raises(WorkspaceError, match="contains a NUL character"):
+        ws.resolve("a\x00b.txt")

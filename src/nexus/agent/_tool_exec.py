@@ -13,6 +13,7 @@ import inspect
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+from nexus.agent._schema import check_arguments
 from nexus.agent.config import (
     AfterToolCallContext,
     AgentContext,
@@ -156,15 +157,17 @@ class ToolBatch:
         if call.raw_arguments is not None:
             c.result = _bad_json(call)
             return
-        if tool.validate is not None:
-            try:
+        try:
+            if tool.validate is not None:
                 c.args = tool.validate(dict(call.arguments))
-            except ValueError as exc:
-                c.result = _error(str(exc))
-                return
-            except Exception as exc:
-                c.result = _error(f'Invalid arguments for tool "{call.name}": {exception_text(exc)}')
-                return
+            else:
+                c.args = check_arguments(tool.name, tool.parameters, call.arguments)
+        except ValueError as exc:
+            c.result = _error(str(exc))
+            return
+        except Exception as exc:
+            c.result = _error(f'Invalid arguments for tool "{call.name}": {exception_text(exc)}')
+            return
         if self._signal.aborted:
             c.result = _error(f'Tool "{call.name}" was not run: the run was aborted.')
             return

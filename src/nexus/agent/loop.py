@@ -163,6 +163,11 @@ async def _turns(run: _Run) -> AsyncIterator[AgentEvent]:
         more_tool_calls = True
         while more_tool_calls or pending:
             if config.max_iterations is not None and run.iterations >= config.max_iterations:
+                # steering/follow-ups already taken from their queue join the conversation (not lost):
+                # a continue run answers them
+                for message in pending:
+                    for ev in run.add(message):
+                        yield ev
                 yield _max_iterations_end(run)
                 return
             if not first:

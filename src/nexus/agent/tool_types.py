@@ -41,7 +41,9 @@ class AgentTool:
 
     ``parameters`` is the JSON schema the model sees; ``validate`` (optional) turns the
     model's raw arguments into the arguments ``execute`` receives, raising
-    ``ValueError`` with a readable message when they are wrong. ``sequential`` tools
+    ``ValueError`` with a readable message when they are wrong; without one the loop checks the
+    arguments against ``parameters`` (required properties, basic types, ``enum``; numbers and
+    booleans sent as strings are coerced) and answers the model with the problems. ``sequential`` tools
     never run concurrently with other calls of the same batch.
     """
 

@@ -50,8 +50,10 @@ def _line_end_after(text: str, pos: int, lines_fwd: int) -> int:
 
 
 def _lines(window: str) -> list[str]:
-    lines = window.split("\n")
-    if lines and lines[-1] == "":
+    """Lines with their ``\n`` kept, so a last line without one differs from the same line with one."""
+    lines = [line + "\n" for line in window.split("\n")]
+    lines[-1] = lines[-1][:-1]
+    if not lines[-1]:
         lines.pop()
     return lines
 
@@ -78,6 +80,12 @@ def unified_diff(old: str, new: str, path: str, context: int = 3) -> tuple[str, 
             continue
         m = _HUNK.match(line)
         if m:
-            line = f"@@ -{int(m.group(1)) + offset}{m.group(2) or ''} +{int(m.group(3)) + offset}{m.group(4) or ''} @@"
-        out.append(line)
+            out.append(
+                f"@@ -{int(m.group(1)) + offset}{m.group(2) or ''} +{int(m.group(3)) + offset}{m.group(4) or ''} @@"
+            )
+        elif line.endswith("\n"):
+            out.append(line[:-1])
+        else:  # the file's last line has no line break: say so, as diff and git do
+            out.append(line)
+            out.append("\\ No newline at end of file")
     return "\n".join(out) + "\n", first_changed

@@ -43,6 +43,8 @@ class Workspace:
 
     def resolve(self, path: str | None) -> Path:
         """The real absolute path for ``path``; raises :class:`WorkspaceError` when it leaves the root."""
+        if path is not None and "\x00" in path:
+            raise WorkspaceError(f"Path {path!r} contains a NUL character; give a plain file path.")
         text = _UNICODE_SPACES.sub(" ", path or ".").strip()
         if text.startswith("@"):
             text = text[1:]

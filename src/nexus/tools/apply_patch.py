@@ -60,12 +60,20 @@ def _matches(file_lines: list[str], at: int, old: list[str], loose: bool) -> boo
 
 
 def _locate(file_lines: list[str], hunk: Hunk, old: list[str], floor: int, guess: int) -> tuple[int, bool] | None:
-    """Where ``old`` matches, nearest to ``guess`` and not before ``floor``; (position, loose)."""
+    """Where ``old`` matches, nearest to ``guess`` and not before ``floor``; (position, loose).
+
+    Like ``git apply``: a hunk with leading context but none trailing was cut short by the end
+    of the file, so it is tried there first (and one starting at line 1 at the top). A hunk
+    with no context at all (``diff -U0``) says nothing about the file's ends: its line
+    numbers are trusted instead (a pure insertion there would otherwise match anywhere).
+    """
     trailing_ctx = next((i for i, (op, _) in enumerate(reversed(hunk.lines)) if op != " "), 0)
+    leading_ctx = next((i for i, (op, _) in enumerate(hunk.lines) if op != " "), 0)
+    zero_context = leading_ctx == 0 and trailing_ctx == 0
     anchored: list[int] = []
-    if hunk.old_start <= 1 and old:
+    if old and (hunk.old_start == 0 or (hunk.old_start == 1 and not zero_context)):
         anchored.append(0)
-    if trailing_ctx == 0:
+    if trailing_ctx == 0 and not zero_context:
         anchored.append(len(file_lines) - len(old))
     for loose in (False, True):
         for pos in anchored:
@@ -140,6 +148,14 @@ class _Plan:
         except UnicodeDecodeError:
             raise ToolError(f"Patch failed: {shown} is not UTF-8 text. No files were changed.") from None
 
+    def link_path(self, shown: str) -> Path | None:
+        """The symlink itself when ``shown`` names one (in a directory inside the workspace), else ``None``."""
+        name = Path(shown).name
+        if name in ("", ".", ".."):
+            return None
+        path = self.ws.resolve(str(Path(shown).parent)) / name
+        return path if path.is_symlink() else None
+
     def add(self, fp: FilePatch) -> None:
         if fp.binary:
             raise ToolError(f"Patch failed: {fp.display}: binary patches are not supported. No files were changed.")
@@ -164,6 +180,9 @@ class _Plan:
                     f"Patch failed: {fp.old_path}: the patch deletes the file but does not remove all of its "
                     "content. No files were changed."
                 )
+            link = self.link_path(fp.old_path)
+            if link is not None:  # delete the link the patch names, not the file it points to
+                src = link
             self.state[src] = _Change(src, fp.old_path, None)
             self.summary.append(f"D {fp.old_path}")
             return

@@ -161,6 +161,8 @@ def apply_edits(text: str, pairs: list[tuple[str, str]], shown: str) -> tuple[st
 
 
 def _read(path: Path, shown: str) -> str:
+    if path.exists() and not path.is_dir() and not path.is_file():  # a FIFO would block forever
+        raise ToolError(f"{shown} is not a regular file (a pipe, socket or device); edit only changes files.")
     try:
         return path.read_bytes().decode("utf-8")
     except FileNotFoundError:

@@ -122,8 +122,14 @@ def _python_grep(q: GrepQuery, root: Path, signal: AbortSignal) -> tuple[list[Gr
     if q.target.is_file():
         files = [q.target]
     else:
+        # like ripgrep (without --follow): symlinks are skipped (one may point outside the workspace),
+        # and so are FIFOs and devices (reading one would block)
         files = [
-            p for p, _ in walk(root, q.target) if not q.glob or glob_match(q.glob, p.relative_to(q.target).as_posix())
+            p
+            for p, _ in walk(root, q.target)
+            if (not q.glob or glob_match(q.glob, p.relative_to(q.target).as_posix()))
+            and not p.is_symlink()
+            and p.is_file()
         ]
     out: list[GrepLine] = []
     matches = 0

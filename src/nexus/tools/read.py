@@ -95,6 +95,8 @@ def read_tool(ws: Workspace) -> AgentTool:
             raise ToolError(f"File not found: {raw} (looked in {path}).")
         if path.is_dir():
             raise ToolError(f"{raw} is a directory; use the ls tool to list it.")
+        if not path.is_file():  # a FIFO or device would block the read forever
+            raise ToolError(f"{raw} is not a regular file (a pipe, socket or device); it cannot be read.")
         data = await asyncio.to_thread(Path.read_bytes, path)
         mime = image_mime(data[:16])
         if mime is not None and len(data) > MAX_IMAGE_BYTES:
