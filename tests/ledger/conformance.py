@@ -22,6 +22,7 @@ from nexus.ledger import (
     HeadMovedError,
     Ledger,
     LedgerBackend,
+    LedgerError,
     PiFormatError,
     SessionExistsError,
     SessionNotFound,
@@ -29,7 +30,7 @@ from nexus.ledger import (
     TurnNotFound,
     TurnStateError,
 )
-from nexus.llm.types import TextContent, ToolCall, ToolResultMessage, UserMessage
+from nexus.llm.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, UserMessage
 
 FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "pi-sessions"
 if not FIXTURES.exists():
@@ -98,6 +99,24 @@ def test_conformance_aliases_label_then_alias_then_create(backend: LedgerBackend
     assert texts(backend.history("phone:+1555")) == ["U:q", "A:a"]
 
 
+def test_conformance_an_alias_works_wherever_a_label_does(backend: LedgerBackend) -> None:
+    backend.create_session("main")
+    backend.add_alias("al", "main")
+    _turn(backend, "al", "q1", "a1")
+    opened = backend.open_turn("al", query_messages=[user("q2")])
+    backend.write_turn(opened, "al", response_messages=[reply("a2")])
+    assert backend.get_turn(opened).session_label == "main"
+    assert texts(backend.history("main")) == ["U:q1", "A:a1", "U:q2", "A:a2"]
+    item = backend.enqueue("al", {"text": "later"}, mode="followup")
+    assert item.session_label == "main" and backend.pending_queue_items("al") == [item]
+    backend.set_task_status("al", "running")
+    backend.archive("al")
+    assert backend.get_session("main").status == "archived" and backend.get_session("main").task_status == "running"
+    assert [e.thread_id for e in backend.timeline("al")] == [t.id for t in backend.turns("main")]
+    with pytest.raises(SessionNotFound):
+        backend.pending_queue_items("nobody")
+
+
 # --------------------------------------------------------------------------- writing
 
 
@@ -141,6 +160,11 @@ def test_conformance_unknown_ids_raise_specific_errors(backend: LedgerBackend) -
             call()
     with pytest.raises(TurnNotFound):
         backend.write_turn(None, "s", parent_turn_id="01NOPE", if_head_moved="branch", response_messages=[reply("x")])
+    with pytest.raises(TurnNotFound):
+        backend.create_session("on-nothing", head_turn_id="01NOPE")
+    assert [s.label for s in backend.list_sessions()] == ["s"]
+    with pytest.raises(SessionNotFound):
+        backend.aliases("nope")
 
 
 def test_conformance_stale_parent_raises_head_moved_never_forks(backend: LedgerBackend) -> None:
@@ -152,6 +176,8 @@ def test_conformance_stale_parent_raises_head_moved_never_forks(backend: LedgerB
     assert info.value.expected == t1 and info.value.actual == t2
     assert backend.head("s").id == t2  # type: ignore[union-attr]
     assert [c.id for c in backend.children(t1)] == [t2]
+    with pytest.raises(TurnStateError, match="if_head_moved"):
+        _turn(backend, "s", "typo", "x", parent_turn_id=t1, if_head_moved="Branch")
     side = _turn(backend, "s", "side", "b", parent_turn_id=t1, if_head_moved="branch")
     assert backend.head("s").id == t2  # type: ignore[union-attr]
     assert {c.id for c in backend.children(t1)} == {t2, side}
@@ -355,6 +381,26 @@ def test_conformance_open_turn_is_in_no_history_until_closed(backend: LedgerBack
     assert backend.get_turn(open_id).run_id == "run-1"
 
 
+def test_conformance_open_turn_cannot_become_a_history_by_any_door(backend: LedgerBackend) -> None:
+    backend.create_session("s")
+    _turn(backend, "s", "q1", "a1")
+    open_id = backend.open_turn("s", query_messages=[user("q2")])
+    with pytest.raises(TurnStateError, match="still open"):
+        backend.history_at(open_id)  # would show a half turn (and, cached, hide its response later)
+    with pytest.raises(TurnStateError, match="still open"):
+        backend.create_session("x", head_turn_id=open_id)
+    with pytest.raises(TurnStateError, match="still open"):
+        backend.ensure_session("y", head_turn_id=open_id)
+    assert {s.label for s in backend.list_sessions()} == {"s"}
+    assert backend.sessions_containing(open_id) == []
+    backend.write_turn(open_id, "s", response_messages=[reply("a2")])
+    assert texts(backend.history("s")) == ["U:q1", "A:a1", "U:q2", "A:a2"]
+    assert texts(backend.history_at(open_id)) == ["U:q1", "A:a1", "U:q2", "A:a2"]
+    assert texts(backend.history(backend.create_session("x", head_turn_id=open_id).label)) == texts(
+        backend.history("s")
+    )
+
+
 def test_conformance_recover_closes_open_turn_as_aborted_with_journal(backend: LedgerBackend) -> None:
     backend.create_session("s")
     t1 = _turn(backend, "s", "q1", "a1")
@@ -542,6 +588,13 @@ def test_conformance_pi_bad_files_name_the_line_and_import_nothing(
     assert backend.list_sessions() == []
 
 
+def test_conformance_pi_unreadable_file_is_a_ledger_error(backend: LedgerBackend, tmp_path: Path) -> None:
+    for path in (tmp_path / "missing.jsonl", tmp_path):
+        with pytest.raises(LedgerError, match="cannot read the pi session file"):
+            backend.import_pi(path, "x")
+    assert backend.list_sessions() == []
+
+
 def test_conformance_pi_import_is_one_transaction(backend: LedgerBackend) -> None:
     backend.create_session("taken")
     with pytest.raises(SessionExistsError):
@@ -602,3 +655,76 @@ def test_conformance_queue_items_survive_and_finish_once(backend: LedgerBackend)
         backend.enqueue("missing", "x", mode="followup")
     with pytest.raises(TurnNotFound):
         backend.update_queue_item("01NOPE", "processing")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_conformance_tree_questions_match_a_naive_parent_walk(backend: LedgerBackend, seed: int) -> None:
+    """ancestry, children, has_children, sessions_containing and history_at against a plain dict of parents."""
+    rng = random.Random(seed)
+    parent: dict[str, str | None] = {}
+    heads: dict[str, str | None] = {"s0": None}
+    backend.create_session("s0")
+    for step in range(80):
+        label, roll = rng.choice(sorted(heads)), rng.random()
+        if roll < 0.6 or not parent:
+            t = _turn(backend, label, f"q{step}", f"a{step}")
+            parent[t], heads[label] = heads[label], t
+        elif roll < 0.75:
+            t = rng.choice(sorted(parent))
+            heads[backend.fork(t).label] = t
+        elif roll < 0.85:
+            t = rng.choice(sorted(parent))
+            backend.move_pointer(label, t)
+            heads[label] = t
+        else:
+            t = rng.choice(sorted(parent))
+            side = _turn(backend, label, f"b{step}", "b", parent_turn_id=t, if_head_moved="branch")
+            parent[side] = t
+            if heads[label] == t:
+                heads[label] = side
+
+    def path(t: str | None) -> list[str]:
+        out: list[str] = []
+        while t is not None:
+            out.append(t)
+            t = parent[t]
+        return out[::-1]
+
+    for t in parent:
+        assert backend.ancestry(t) == path(t)
+        kids = sorted(c for c, p in parent.items() if p == t)
+        assert sorted(c.id for c in backend.children(t)) == kids
+        assert bool(backend.get_turn(t).has_children) == bool(kids)
+        assert backend.sessions_containing(t) == sorted(lbl for lbl, h in heads.items() if t in path(h))
+        assert len(backend.history_at(t)) == 2 * len(path(t))
+    for label, h in heads.items():
+        head = backend.head(label)
+        assert (None if head is None else head.id) == h
+
+
+def test_conformance_recover_keeps_journaled_assistant_message_and_marks_unfinished_calls(
+    backend: LedgerBackend,
+) -> None:
+    backend.create_session("s")
+    opened = backend.open_turn("s", query_messages=[user("q")], model="m", provider="p")
+    asked = tool_round("c1")[0]
+    assert isinstance(asked, AssistantMessage)
+    asked = AssistantMessage(
+        [*asked.content, ToolCall("c2", "bash", {"command": "sleep 99"})],
+        api=asked.api,
+        provider=asked.provider,
+        model=asked.model,
+        stop_reason="tool_use",
+    )
+    backend.journal_message(opened, asked)
+    result = ToolResultMessage("c1", "read", [TextContent("file body")])
+    backend.journal_tool_call(opened, ToolCall("c1", "read", {"path": "c1.txt"}), result, 10, 20)
+    assert backend.recover(force=True) == [opened]
+    turn = backend.get_turn(opened)
+    assert turn.status == "aborted" and backend.head("s") == turn
+    history = backend.history("s")
+    assert texts(history) == ["U:q", "A:call(c1,c2)", "R:c1"]
+    assert history[1:] == [asked, result]  # the journaled messages, whole; c2 never got a result
+    calls = {c.call_id: (c.status, c.started_at, c.error is None) for c in backend.tool_calls(opened)}
+    assert calls == {"c1": ("completed", 10, True), "c2": ("failed", asked.timestamp, False)}
+    assert backend.recover(force=True) == []  # closed once

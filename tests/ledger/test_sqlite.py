@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
 import pytest
 from helpers import reply, tool_round, user
 
-from nexus.ledger import Ledger, SchemaVersionError, default_db_path
+from nexus.ledger import Ledger, LedgerError, SchemaVersionError, default_db_path
 from nexus.ledger._decode import decode_bodies, decode_body, encode_body
 from nexus.ledger._schema import MIGRATIONS, SCHEMA_VERSION, _split, pack_key, unpack_key
 from nexus.ledger._ulid import new_ulid, ulid_time_ms
@@ -267,3 +268,78 @@ def test_corrupt_compact_body_is_a_clear_error_not_a_wrong_message() -> None:
         decode_bodies(['{"i":"c1","c":["out"],"t":1}'], origins)  # tool result without a tool name
     with pytest.raises(TypeError, match="cannot store"):
         encode_body("hello", 0)  # type: ignore[arg-type]
+
+
+def test_a_file_that_is_not_a_ledger_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "agents.db"
+    junk = b"these are somebody's notes, not a database\n" * 40
+    path.write_bytes(junk)
+    with pytest.raises(LedgerError, match="not a usable ledger database"):
+        Ledger.open(path)
+    assert path.read_bytes() == junk
+    with pytest.raises(LedgerError, match="cannot open the ledger"):
+        Ledger.open(tmp_path)
+
+
+SPEC_COLUMNS: dict[str, str] = {  # reference/nexus-specs.md §1.1 (spec_* views carry the renamed/derived ones)
+    "turns": "id parent_turn_id turn_type status started_at completed_at model provider role toolset_name "
+    "tools_available permissions_granted permissions_used input_tokens output_tokens cached_input_tokens "
+    "cache_write_tokens reasoning_tokens total_tokens has_children tool_call_count source_event_id workspace_path",
+    "threads": "turn_id total_tokens depth persona_id system_prompt_hash thread_key",
+    "sessions": "label thread_id persona_id is_subagent parent_session_label parent_turn_id spawn_tool_call_id "
+    "task_description task_status routing_key origin origin_session_id created_at updated_at status",
+    "spec_messages": "id turn_id role content source sequence created_at thinking context_json metadata_json",
+    "spec_tool_calls": "id turn_id message_id tool_name tool_number params_json result_json error status "
+    "spawned_session_label started_at completed_at sequence",
+    "compactions": "turn_id summary summarized_through_turn_id first_kept_turn_id turns_summarized compaction_type "
+    "model provider tokens_before tokens_after summary_tokens summarization_input_tokens "
+    "summarization_output_tokens duration_ms trigger metadata_json",
+    "session_history": "id session_label thread_id changed_at",
+    "session_aliases": "alias session_label created_at reason",
+    "queue_items": "id session_label message_json mode status enqueued_at started_at completed_at error",
+}
+
+
+def test_every_reference_column_is_there(tmp_path: Path) -> None:
+    with Ledger.open(tmp_path / "a.db") as ledger:
+        conn = ledger.database.connection
+        for table, columns in SPEC_COLUMNS.items():
+            have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+            assert set(columns.split()) <= have, (table, set(columns.split()) - have)
+
+
+def test_spec_views_show_what_the_api_shows(tmp_path: Path) -> None:
+    with Ledger.open(tmp_path / "a.db") as ledger:
+        ledger.create_session("s")
+        asked = AssistantMessage(
+            [ThinkingContent("plan", "sig"), TextContent("let me look"), ToolCall("c1", "read", {"path": "a"})],
+            api="a",
+            provider="p",
+            model="m",
+            stop_reason="tool_use",
+        )
+        result = ToolResultMessage("c1", "read", [TextContent("body")], is_error=True)
+        query = UserMessage([TextContent("look "), TextContent("here")])
+        turn = ledger.write_turn(
+            None, "s", query_messages=[query], response_messages=[asked, result, reply("done")], source="human"
+        )
+        conn = ledger.database.connection
+        rows = conn.execute(
+            "SELECT id, turn_id, role, content, source, sequence, created_at, thinking FROM spec_messages ORDER BY id"
+        ).fetchall()
+        stored = ledger.messages(turn)
+        assert [r[0] for r in rows] == [m.id for m in stored] and {r[1] for r in rows} == {turn}
+        assert [r[2:] for r in rows] == [
+            ("user", "look here", "human", 0, query.timestamp, None),
+            ("assistant", "let me look", None, 1, asked.timestamp, "plan"),
+            ("tool", "body", None, 2, result.timestamp, None),
+            ("assistant", "done", None, 3, stored[3].message.timestamp, None),
+        ]
+        (call,) = conn.execute(
+            "SELECT id, turn_id, message_id, tool_name, tool_number, params_json, result_json, status, sequence "
+            "FROM spec_tool_calls"
+        ).fetchall()
+        (record,) = ledger.tool_calls(turn)
+        assert call[:5] == ("c1", turn, record.message_id, "read", 1)
+        assert json.loads(call[5]) == {"path": "a"} and call[7:] == ("failed", 0)
+        assert decode_body(call[6], {}) == result

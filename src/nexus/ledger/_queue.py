@@ -10,7 +10,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from nexus.ledger._rows import dumps, dumps_opt, fetch_session, loads_opt
+from nexus.ledger._rows import dumps, dumps_opt, loads_opt
+from nexus.ledger._sessions import resolve_label
 from nexus.ledger._ulid import new_ulid
 from nexus.ledger.errors import LedgerError, TurnNotFound
 from nexus.ledger.records import QUEUE_STATUSES, QueueItem
@@ -41,8 +42,8 @@ def _item(row: tuple[Any, ...]) -> QueueItem:
 def enqueue(
     conn: sqlite3.Connection, label: str, message: object, mode: str, metadata: dict[str, object] | None
 ) -> QueueItem:
-    """Store a queued message for a session (status ``queued``)."""
-    fetch_session(conn, label)
+    """Store a queued message for a session (status ``queued``; ``label`` may be an alias)."""
+    label = resolve_label(conn, label)
     item_id = new_ulid()
     conn.execute(
         "INSERT INTO queue_items (id, session_label, message_json, mode, status, enqueued_at, metadata_json)"
@@ -66,7 +67,7 @@ def pending(conn: sqlite3.Connection, label: str | None) -> list[QueueItem]:
     args: tuple[object, ...] = ()
     if label is not None:
         sql += " AND session_label = ?"
-        args = (label,)
+        args = (resolve_label(conn, label),)
     return [_item(r) for r in conn.execute(sql + " ORDER BY enqueued_at, id", args)]
 
 

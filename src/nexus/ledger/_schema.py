@@ -245,7 +245,48 @@ CREATE TABLE origins (
 """Version 3: message bodies in the ledger's compact form (see ``_decode``); assistant messages
 refer to their interned ``(api, provider, model)``. Version-2 bodies stay readable as they are."""
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
+_V4 = """
+CREATE VIEW spec_messages AS
+  SELECT m.key AS id, t.id AS turn_id,
+         CASE m.role WHEN 'tool_result' THEN 'tool' ELSE m.role END AS role,
+         CASE WHEN json_type(m.body, '$.c') = 'text' THEN json_extract(m.body, '$.c')
+              WHEN json_type(m.body, '$.content') = 'text' THEN json_extract(m.body, '$.content')
+              ELSE (SELECT group_concat(CASE WHEN j.type = 'text' THEN j.value
+                                             WHEN json_extract(j.value, '$.type') = 'text'
+                                             THEN json_extract(j.value, '$.text') END, '')
+                    FROM json_each(m.body, CASE WHEN json_type(m.body, '$.c') IS NOT NULL THEN '$.c'
+                                                ELSE '$.content' END) j) END AS content,
+         m.source AS source, m.key & 16383 AS sequence,
+         COALESCE(json_extract(m.body, '$.t'), json_extract(m.body, '$.timestamp')) AS created_at,
+         (SELECT group_concat(json_extract(j.value, '$.thinking'), '')
+          FROM json_each(m.body, CASE WHEN json_type(m.body, '$.c') IS NOT NULL THEN '$.c' ELSE '$.content' END) j
+          WHERE j.type = 'object' AND json_extract(j.value, '$.type') = 'thinking') AS thinking,
+         m.context_json AS context_json, m.metadata_json AS metadata_json, m.body AS body
+  FROM messages m JOIN turns t ON t.segment_id = (m.key >> 36) AND t.seq = ((m.key >> 14) & 4194303);
+
+CREATE VIEW spec_tool_calls AS
+  SELECT c.call_id AS id, t.id AS turn_id, c.message_key AS message_id, c.tool_name AS tool_name,
+         (c.key & 16383) + 1 AS tool_number,
+         COALESCE(
+           (SELECT CASE WHEN j.type = 'array' THEN json_extract(j.value, '$[2]')
+                        ELSE json_extract(j.value, '$.arguments') END
+            FROM json_each(a.body, CASE WHEN json_type(a.body, '$.c') IS NOT NULL THEN '$.c' ELSE '$.content' END) j
+            WHERE (j.type = 'array' AND json_extract(j.value, '$[0]') = c.call_id)
+               OR (j.type = 'object' AND json_extract(j.value, '$.type') = 'tool_call'
+                   AND json_extract(j.value, '$.id') = c.call_id)
+            LIMIT 1), '{}') AS params_json,
+         r.body AS result_json, c.error AS error, c.status AS status,
+         c.spawned_session_label AS spawned_session_label, c.started_at AS started_at,
+         c.completed_at AS completed_at, c.key & 16383 AS sequence
+  FROM tool_calls c
+  JOIN turns t ON t.segment_id = (c.key >> 36) AND t.seq = ((c.key >> 14) & 4194303)
+  LEFT JOIN messages a ON a.key = c.message_key
+  LEFT JOIN messages r ON r.key = c.result_key;
+"""
+"""Version 4: read-only views with the reference schema's column names (``spec_messages``,
+``spec_tool_calls``) for SQL tools and reports; the tables keep their compact layout."""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
 """Migration ``i`` takes a database from ``user_version`` i to i+1. Append only; never edit a shipped one."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

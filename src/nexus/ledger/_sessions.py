@@ -5,10 +5,10 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from nexus.ledger._rows import SESSION_COLUMNS, dumps_opt, fetch_session, session_from_row
+from nexus.ledger._rows import SESSION_COLUMNS, dumps_opt, fetch_session, session_from_row, turn_position
 from nexus.ledger._write import move_pointer
-from nexus.ledger.errors import SessionExistsError, SessionNotFound
-from nexus.ledger.records import Session, TimelineEntry
+from nexus.ledger.errors import SessionExistsError, SessionNotFound, TurnStateError
+from nexus.ledger.records import OPEN_STATUSES, Session, TimelineEntry
 from nexus.llm.types import now_ms
 
 
@@ -45,6 +45,12 @@ def create(conn: sqlite3.Connection, new: NewSession, reason: str = "create") ->
     """Insert a session; its initial pointer (if any) is logged in ``session_history``."""
     if _taken(conn, new.label):
         raise SessionExistsError(new.label)
+    if new.head_turn_id is not None:
+        status = turn_position(conn, new.head_turn_id)[2]  # TurnNotFound for an unknown turn
+        if status in OPEN_STATUSES:
+            raise TurnStateError(
+                f"turn {new.head_turn_id!r} is still open ({status}); only finished turns can be session heads"
+            )
     persona = new.persona_id
     if persona is None and new.head_turn_id is not None:
         row = conn.execute(
@@ -116,7 +122,8 @@ def add_alias(conn: sqlite3.Connection, alias: str, label: str, reason: str) -> 
 
 
 def aliases(conn: sqlite3.Connection, label: str) -> list[str]:
-    """Aliases of a session, oldest first."""
+    """Aliases of a session, oldest first; raises :class:`SessionNotFound` for an unknown label."""
+    fetch_session(conn, label)
     rows = conn.execute("SELECT alias FROM session_aliases WHERE session_label = ? ORDER BY created_at", (label,))
     return [str(r[0]) for r in rows]
 
@@ -177,7 +184,7 @@ def head_at(conn: sqlite3.Connection, label: str, time_ms: int) -> str | None:
 
 
 def set_fields(conn: sqlite3.Connection, label: str, **values: object) -> None:
-    """Update plain session columns (status, task_status) and ``updated_at``."""
-    fetch_session(conn, label)
+    """Update plain session columns (status, task_status) and ``updated_at`` (``label`` may be an alias)."""
+    label = resolve_label(conn, label)
     sets = ", ".join(f"{k} = ?" for k in values)
     conn.execute(f"UPDATE sessions SET {sets}, updated_at = ? WHERE label = ?", (*values.values(), now_ms(), label))

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from nexus.ledger._schema import migrate
-from nexus.ledger.errors import LedgerBusyError
+from nexus.ledger.errors import LedgerBusyError, LedgerError
 
 T = TypeVar("T")
 
@@ -43,9 +43,31 @@ class Database:
         self.path = str(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
-        self._conn = conn
         self._lock = threading.RLock()
+        try:
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+            )
+        except sqlite3.Error as exc:
+            raise LedgerError(f"cannot open the ledger {self.path} ({exc}); give the path of a database file") from exc
+        self._conn = conn
+        try:
+            self.found_version = self._setup(conn, synchronous)
+        except BaseException as exc:
+            conn.close()
+            if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError | LedgerError):
+                raise LedgerError(
+                    f"{self.path} is not a usable ledger database ({exc}); move it aside and open again to start a "
+                    "new one, or point NEXUS_HOME elsewhere"
+                ) from exc
+            if isinstance(exc, sqlite3.OperationalError) and not _is_busy(exc):
+                raise LedgerError(
+                    f"cannot open the ledger {self.path} ({exc}); check the path and its permissions"
+                ) from exc
+            raise
+
+    def _setup(self, conn: sqlite3.Connection, synchronous: str) -> int:
+        """Pragmas and migrations of a new connection; returns the schema version the file had."""
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if self.path != ":memory:":
             self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
@@ -54,7 +76,7 @@ class Database:
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA cache_size = -16000")
-        self.found_version = self._retry(lambda: migrate(conn))
+        return self._retry(lambda: migrate(conn))
 
     @property
     def connection(self) -> sqlite3.Connection:

@@ -11,6 +11,7 @@ from typing import Any
 from nexus.ledger._paths import on_path, path_ranges
 from nexus.ledger._rows import dumps, turn_position
 from nexus.ledger._schema import pack_key
+from nexus.ledger._sessions import resolve_label
 from nexus.ledger._ulid import new_ulid
 from nexus.ledger._write import (
     HEAD,
@@ -46,6 +47,7 @@ def open_turn(
 ) -> str:
     """Insert a ``streaming`` turn with its query messages; the session pointer does not move."""
     now = now_ms()
+    session_label = resolve_label(conn, session_label)
     head = session_head(conn, session_label)
     parent_id = head if parent is HEAD else parent
     if parent_id != head:
@@ -181,6 +183,7 @@ def write_turn(
 ) -> str:
     """The nine steps of a turn write (reference §1.2) on an open turn or a new one."""
     now = now_ms()
+    session_label = resolve_label(conn, session_label)
     head = session_head(conn, session_label)
     if turn_id is not None:
         slot = _opened_slot(conn, turn_id, session_label, bool(query_messages))

@@ -72,7 +72,7 @@ class LedgerBackend(Protocol):
         ...
 
     def aliases(self, session_label: str) -> list[str]:
-        """The aliases of a session."""
+        """The aliases of a session; raises ``SessionNotFound`` for an unknown label."""
         ...
 
     def list_sessions(
@@ -172,7 +172,7 @@ class LedgerBackend(Protocol):
         ...
 
     def history_at(self, turn_id: str) -> list[Message]:
-        """The history as it would be with ``turn_id`` as head (any closed turn)."""
+        """The history as it would be with ``turn_id`` as head (an open turn raises ``TurnStateError``)."""
         ...
 
     def ancestry(self, turn_id: str) -> list[str]:

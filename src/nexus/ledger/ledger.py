@@ -175,7 +175,7 @@ class Ledger:
         self._db.write(lambda c: _sessions.add_alias(c, alias, session_label, reason))
 
     def aliases(self, session_label: str) -> list[str]:
-        """The aliases of a session."""
+        """The aliases of a session; raises ``SessionNotFound`` for an unknown label."""
         return self._db.read(lambda c: _sessions.aliases(c, session_label))
 
     def list_sessions(
@@ -292,6 +292,8 @@ class Ledger:
             raise TurnStateError(
                 f"status must be one of {', '.join(CLOSED_STATUSES)} for a finished turn, not {status!r}"
             )
+        if if_head_moved not in ("raise", "branch"):
+            raise TurnStateError(f"if_head_moved must be 'raise' or 'branch', not {if_head_moved!r}")
         if turn_type not in (None, "normal", "compaction"):
             raise TurnStateError(f"turn_type must be 'normal' or 'compaction', not {turn_type!r}")
         tf = TurnFields(model=model, provider=provider, **fields)
@@ -381,9 +383,14 @@ class Ledger:
             return self._db.read(run)
 
     def history_at(self, turn_id: str) -> list[Message]:
-        """The history as it would be with ``turn_id`` as head (any closed turn)."""
+        """The history as it would be with ``turn_id`` as head (any closed turn).
+
+        An open turn raises ``TurnStateError``: it is in no history until it is closed (and
+        its half-written rows must never reach the message cache).
+        """
 
         def run(conn: Any) -> list[Message]:
+            _check_closed(conn, turn_id)
             if self._cache is not None:
                 return _read.history_cached(conn, turn_id, self._cache)
             return _read.history(conn, turn_id)

@@ -24,7 +24,7 @@ from nexus.ledger import _read, _sessions, _turns
 from nexus.ledger._pi_messages import PI_ROLES, PiShapeError, from_pi, to_pi
 from nexus.ledger._sessions import NewSession
 from nexus.ledger._write import TurnFields, TurnOutcome, move_pointer
-from nexus.ledger.errors import PiFormatError
+from nexus.ledger.errors import LedgerError, PiFormatError
 from nexus.ledger.records import CompactionRecord, ImportResult
 from nexus.llm.types import AssistantMessage, Message, UserMessage, now_ms
 
@@ -67,6 +67,11 @@ def _parse(path: Path) -> tuple[dict[str, Any], list[_Entry]]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError as exc:
         raise PiFormatError(where, 1, f"not UTF-8 text ({exc.reason})") from exc
+    except OSError as exc:
+        raise LedgerError(
+            f"cannot read the pi session file {where} ({exc.strerror or exc}); give the path of a .jsonl file. "
+            "Nothing was imported"
+        ) from exc
     header: dict[str, Any] | None = None
     entries: list[_Entry] = []
     seen: set[str] = set()

@@ -1,0 +1,114 @@
+"""Files written by earlier schema versions open, migrate and read back exactly what the old code read.
+
+``fixtures/agents-v1.sql`` and ``fixtures/agents-v2.sql`` are ``iterdump`` copies of ledgers
+written by the real code of commit 761301c (schema 2, and the same code stopped at schema 1)
+with ``fixtures/make_old_ledgers.py``: sessions with aliases, tool calls with caller records,
+thinking/image/error messages, a failed turn, a fork, a compaction, a sub-agent with an open
+turn and its journal, an archived session and a queue item. ``*.expected.json`` is what the
+old code's public API returned for them (:func:`snapshot` below, run under the old code).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nexus.ledger import Ledger
+from nexus.ledger._schema import SCHEMA_VERSION
+from nexus.llm.serde import message_to_dict
+from nexus.llm.types import AssistantMessage, TextContent, ToolResultMessage, UserMessage
+
+FIXTURES = Path(__file__).with_name("fixtures")
+
+
+def _plain(x: Any) -> Any:
+    if isinstance(x, UserMessage | AssistantMessage | ToolResultMessage):
+        return message_to_dict(x)
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return {f.name: _plain(getattr(x, f.name)) for f in dataclasses.fields(x)}
+    if isinstance(x, list | tuple):
+        return [_plain(i) for i in x]
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    return x
+
+
+def snapshot(ledger: Ledger, *, with_queue: bool = True) -> dict[str, Any]:
+    """Everything the public API reads back from a ledger, as plain JSON values."""
+    out: dict[str, Any] = {}
+    sessions = ledger.list_sessions()
+    out["sessions"] = _plain(sessions)
+    turn_ids: set[str] = set()
+    for s in sessions:
+        out["hist:" + s.label] = _plain(ledger.history(s.label))
+        turns = ledger.turns(s.label)
+        out["turns:" + s.label] = _plain(turns)
+        out["aliases:" + s.label] = ledger.aliases(s.label)
+        out["timeline:" + s.label] = _plain(ledger.timeline(s.label))
+        turn_ids |= {t.id for t in turns}
+    out["open"] = _plain(ledger.open_turns())
+    turn_ids |= {t.id for t in ledger.open_turns()}
+    for t in sorted(turn_ids):
+        out["msgs:" + t] = _plain(ledger.messages(t))
+        out["calls:" + t] = _plain(ledger.tool_calls(t))
+        out["comp:" + t] = _plain(ledger.compaction(t))
+        out["anc:" + t] = ledger.ancestry(t)
+        out["children:" + t] = _plain(ledger.children(t))
+    out["queue"] = _plain(ledger.pending_queue_items()) if with_queue else "n/a"
+    return out
+
+
+def _restore(version: int, path: Path) -> None:
+    conn = sqlite3.connect(path)
+    conn.executescript((FIXTURES / f"agents-v{version}.sql").read_text())
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_old_file_migrates_and_reads_back_everything_it_stored(tmp_path: Path, version: int) -> None:
+    path = tmp_path / "agents.db"
+    _restore(version, path)
+    expected = json.loads((FIXTURES / f"agents-v{version}.expected.json").read_text())
+    with Ledger.open(path) as ledger:
+        assert ledger.database.found_version == version
+        got = json.loads(json.dumps(snapshot(ledger)))
+        if version == 1:  # the schema-1 code had no queue columns to read; the migrated file has an empty queue
+            assert expected.pop("queue") == "n/a" and got.pop("queue") == []
+        assert got.keys() == expected.keys()
+        for key in expected:
+            assert got[key] == expected[key], key
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    conn.close()
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_migrated_file_keeps_working(tmp_path: Path, version: int) -> None:
+    path = tmp_path / "agents.db"
+    _restore(version, path)
+    with Ledger.open(path) as ledger:
+        (open_turn,) = ledger.open_turns()  # the sub-agent's run, left open by the old code
+        assert ledger.recover(force=True) == [open_turn.id]
+        assert [c.call_id for c in ledger.tool_calls(open_turn.id)] == ["j1"]
+        assert ledger.head("sub").id == open_turn.id  # type: ignore[union-attr]
+        before = ledger.history("main")
+        reply = AssistantMessage([TextContent("new a")], api="anthropic-messages", provider="anthropic", model="m")
+        ledger.write_turn(None, "main", query_messages=[UserMessage("new q")], response_messages=[reply])
+        after = ledger.history("main")
+        assert after[: len(before)] == before and after[len(before) :] == [
+            UserMessage("new q", after[-2].timestamp),
+            reply,
+        ]
+        old_turn = ledger.turns("forked")[0]
+        fork = ledger.fork(old_turn.id)
+        assert ledger.history(fork.label) == ledger.history_at(old_turn.id)
+        assert ledger.resolve_session("al").label == "main"
