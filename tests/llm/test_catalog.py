@@ -6,7 +6,7 @@ import pytest
 
 from nexus.errors import ConfigError
 from nexus.llm import get_model, list_models, list_providers
-from nexus.llm.keys import api_key_env_vars, resolve_api_key, resolve_base_url
+from nexus.llm.keys import api_key_env_vars, effective_base_url, resolve_api_key, resolve_base_url
 
 
 def test_catalog_entry_with_prices() -> None:
@@ -18,7 +18,8 @@ def test_catalog_entry_with_prices() -> None:
         3.0,
         15.0,
     )
-    assert m.reasoning and m.image_input and m.base_url == "https://api.anthropic.com"
+    assert m.reasoning and m.image_input and m.base_url == ""
+    assert effective_base_url(m) == "https://api.anthropic.com"
 
 
 def test_alias_keeps_the_requested_id() -> None:
@@ -29,7 +30,7 @@ def test_alias_keeps_the_requested_id() -> None:
 def test_provider_slash_id_form_with_slash_in_id() -> None:
     m = get_model("openrouter/meta-llama/llama-3.3-70b-instruct")
     assert m.provider == "openrouter" and m.id == "meta-llama/llama-3.3-70b-instruct"
-    assert m.base_url == "https://openrouter.ai/api/v1"
+    assert m.base_url == "" and effective_base_url(m) == "https://openrouter.ai/api/v1"
 
 
 def test_unknown_models_get_defaults() -> None:
@@ -66,6 +67,7 @@ def test_key_and_base_url_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
     assert resolve_api_key("openai", "explicit") == "explicit"
     assert resolve_base_url("openai") == "https://api.openai.com/v1"
     monkeypatch.setenv("OPENAI_BASE_URL", "http://localhost:8080/v1/")
-    assert resolve_base_url("openai", "https://model.example/v1") == "http://localhost:8080/v1"
+    assert resolve_base_url("openai") == "http://localhost:8080/v1"
+    assert resolve_base_url("openai", "https://model.example/v1/") == "https://model.example/v1"
     assert resolve_base_url("openai", "", "https://explicit.example/v1") == "https://explicit.example/v1"
     assert resolve_base_url("mycorp") is None

@@ -29,7 +29,14 @@ from nexus.llm.events import (
     ToolCallEndEvent,
     ToolCallStartEvent,
 )
-from nexus.llm.keys import api_key_env_vars, known_providers, resolve_api_key, resolve_base_url
+from nexus.llm.keys import (
+    api_key_env_vars,
+    base_url_env_var,
+    effective_base_url,
+    known_providers,
+    resolve_api_key,
+    resolve_base_url,
+)
 from nexus.llm.options import StreamFn, StreamOptions, ToolChoice
 from nexus.llm.registry import known_apis, register_api, resolve_api, unregister_api
 from nexus.llm.serde import (
@@ -119,8 +126,10 @@ __all__ = [
     "UserMessage",
     "aclose_http_client",
     "api_key_env_vars",
+    "base_url_env_var",
     "classify_error",
     "complete",
+    "effective_base_url",
     "event_from_dict",
     "event_from_json",
     "event_to_dict",

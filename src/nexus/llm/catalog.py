@@ -5,6 +5,11 @@ are read on first use. Models not in the catalog still work: :func:`get_model` r
 defaults (200k context, 8192 output tokens, ``anthropic-messages`` for Anthropic and
 ``openai-completions`` for every other provider), so any OpenAI-compatible server can be
 used by name.
+
+Catalog models leave ``base_url`` empty ("not set"): the call resolves it from
+``<PROVIDER>_BASE_URL`` or the provider's default at call time, while a ``base_url``
+the user sets on a model wins over both. :func:`nexus.llm.effective_base_url` shows
+where a model's requests would go.
 """
 
 from __future__ import annotations
@@ -14,7 +19,6 @@ import os
 from typing import Any
 
 from nexus.errors import ConfigError
-from nexus.llm.keys import DEFAULT_BASE_URLS
 from nexus.llm.types import Model
 
 DEFAULT_CONTEXT_WINDOW = 200_000
@@ -51,7 +55,7 @@ def _from_entry(entry: dict[str, Any]) -> Model:
         id=str(entry["id"]),
         provider=provider,
         api=str(entry["api"]),
-        base_url=str(entry.get("base_url") or DEFAULT_BASE_URLS.get(provider, "")),
+        base_url=str(entry.get("base_url") or ""),
         name=str(entry.get("name", entry["id"])),
         context_window=int(entry.get("context_window", DEFAULT_CONTEXT_WINDOW)),
         max_tokens=int(entry.get("max_tokens", DEFAULT_MAX_TOKENS)),
@@ -85,7 +89,6 @@ def get_model(provider: str, model_id: str | None = None) -> Model:
         id=model_id,
         provider=provider,
         api=_DEFAULT_APIS.get(provider, "openai-completions"),
-        base_url=DEFAULT_BASE_URLS.get(provider, ""),
         name=model_id,
         context_window=LOCAL_CONTEXT_WINDOW if provider == "local" else DEFAULT_CONTEXT_WINDOW,
         max_tokens=LOCAL_MAX_TOKENS if provider == "local" else DEFAULT_MAX_TOKENS,

@@ -1,7 +1,11 @@
-"""Where API keys and base URLs come from: explicit options, then the environment, then defaults.
+"""Where API keys and base URLs come from: explicit choices first, then the environment, then defaults.
 
 Convention: provider ``foo`` reads ``FOO_API_KEY`` and ``FOO_BASE_URL`` (dashes become
-underscores), so any OpenAI-compatible vendor works without code. ``google`` also reads
+underscores), so any OpenAI-compatible vendor works without code. A base URL is resolved
+most specific first: ``StreamOptions.base_url``, a ``base_url`` set on the ``Model``
+(``""`` means not set; catalog models leave it empty), ``FOO_BASE_URL``, then the
+provider's built-in default, so a URL chosen in code or config is never silently
+redirected by a variable left in the shell. ``google`` also reads
 ``GEMINI_API_KEY``. Local servers (Ollama, llama.cpp, LM Studio, vLLM, or any base URL
 on localhost) need no key.
 """
@@ -9,6 +13,11 @@ on localhost) need no key.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nexus.llm.options import StreamOptions
+    from nexus.llm.types import Model
 
 DEFAULT_BASE_URLS: dict[str, str] = {
     "anthropic": "https://api.anthropic.com",
@@ -27,7 +36,7 @@ DEFAULT_BASE_URLS: dict[str, str] = {
     "llamacpp": "http://127.0.0.1:8080/v1",
     "vllm": "http://127.0.0.1:8000/v1",
 }
-"""Base URL of each known provider when neither options nor environment give one."""
+"""Base URL of each known provider when neither options, the model nor the environment give one."""
 
 KEYLESS_PROVIDERS = frozenset({"ollama", "lmstudio", "llamacpp", "llama-cpp", "vllm", "local"})
 """Providers that run locally and accept requests without a key."""
@@ -61,16 +70,40 @@ def resolve_api_key(provider: str, explicit: str | None = None) -> str | None:
 
 
 def resolve_base_url(provider: str, model_base_url: str = "", explicit: str | None = None) -> str | None:
-    """``explicit``, else ``<PROVIDER>_BASE_URL``, else the model's, else the provider default."""
-    if explicit:
-        return explicit.rstrip("/")
-    env = os.environ.get(base_url_env_var(provider))
-    if env:
-        return env.rstrip("/")
-    if model_base_url:
-        return model_base_url.rstrip("/")
-    default = DEFAULT_BASE_URLS.get(provider)
-    return default
+    """The URL a call to ``provider`` goes to, or ``None`` when nothing gives one.
+
+    Most specific first: ``explicit`` (``StreamOptions.base_url``), the model's own
+    ``base_url``, ``<PROVIDER>_BASE_URL``, then the provider default. Blank values count
+    as not set; a trailing ``/`` is dropped so paths can be appended.
+    """
+    for candidate in (
+        explicit,
+        model_base_url,
+        os.environ.get(base_url_env_var(provider)),
+        DEFAULT_BASE_URLS.get(provider),
+    ):
+        if candidate and candidate.strip():
+            return candidate.strip().rstrip("/")
+    return None
+
+
+def effective_base_url(model: Model, options: StreamOptions | None = None) -> str | None:
+    """The base URL a call with ``model`` (and ``options``) would use right now, for display and checks.
+
+    Catalog models keep ``base_url`` empty so the environment and defaults still apply;
+    UIs call this to show where requests actually go. ``None`` means the provider is
+    unknown and needs ``<PROVIDER>_BASE_URL`` or an explicit ``base_url``.
+    """
+    explicit = options.base_url if options is not None else None
+    return resolve_base_url(model.provider, model.base_url, explicit)
+
+
+def missing_base_url_message(provider: str) -> str:
+    """What to tell a user whose provider has no base URL anywhere."""
+    return (
+        f"no base URL for provider {provider!r}: set {base_url_env_var(provider)}, give the model a base_url "
+        f"or pass base_url in StreamOptions"
+    )
 
 
 def key_required(provider: str, base_url: str) -> bool:

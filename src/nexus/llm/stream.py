@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 
 from nexus.errors import UnknownProviderError
 from nexus.llm.events import AssistantMessageEvent, ErrorEvent
-from nexus.llm.keys import base_url_env_var, known_providers, resolve_base_url
+from nexus.llm.keys import effective_base_url, known_providers, missing_base_url_message
 from nexus.llm.options import StreamFn, StreamOptions
 from nexus.llm.registry import resolve_api
 from nexus.llm.types import AssistantMessage, Context, Model
@@ -34,14 +34,12 @@ def stream(
     still tells you it happened), so the consumer always gets a final message.
     """
     fn = resolve_api(model.api)
-    if model.api in _HTTP_APIS:
-        explicit = options.base_url if options is not None else None
-        if resolve_base_url(model.provider, model.base_url, explicit) is None:
-            raise UnknownProviderError(
-                f"unknown provider {model.provider!r} for model {model.id!r}: set "
-                f"{base_url_env_var(model.provider)}, give the model a base_url or pass base_url in StreamOptions; "
-                f"providers with a known base URL: {', '.join(known_providers())}"
-            )
+    if model.api in _HTTP_APIS and effective_base_url(model, options) is None:
+        raise UnknownProviderError(
+            f"unknown provider {model.provider!r} for model {model.id!r}: "
+            f"{missing_base_url_message(model.provider)}; "
+            f"providers with a known base URL: {', '.join(known_providers())}"
+        )
     if getattr(fn, "__module__", "").startswith(_TRUSTED_PREFIX):
         return fn(model, context, options)
     return _guarded(fn, model, context, options)

@@ -215,7 +215,9 @@ class Model:
 
     ``api`` is the wire protocol (``anthropic-messages``, ``openai-completions``,
     ``openai-responses``, ``llama-cpp``…); ``provider`` is the vendor or server the
-    credentials belong to. Prices are dollars per million tokens.
+    credentials belong to. Prices are dollars per million tokens. ``base_url`` ``""`` means
+    "not set": calls then use ``<PROVIDER>_BASE_URL`` or the provider's default, while a
+    URL set here wins over the environment (see :func:`nexus.llm.effective_base_url`).
     """
 
     id: str

@@ -20,7 +20,13 @@ from nexus.llm._sse import SSEParser
 from nexus.llm.abort import AbortSignal
 from nexus.llm.errors import classify_error, error_text_from_body
 from nexus.llm.events import AssistantMessageEvent, DoneEvent, ErrorEvent, StartEvent
-from nexus.llm.keys import key_required, missing_key_message, resolve_api_key, resolve_base_url
+from nexus.llm.keys import (
+    effective_base_url,
+    key_required,
+    missing_base_url_message,
+    missing_key_message,
+    resolve_api_key,
+)
 from nexus.llm.options import StreamOptions
 from nexus.llm.types import AssistantMessage, Context, ErrorKind, Model, TextContent, ThinkingContent, Usage
 
@@ -285,9 +291,9 @@ def _final_error(
 
 
 def _prepare(spec: ProviderSpec, model: Model, context: Context, opts: StreamOptions) -> Request:
-    base_url = resolve_base_url(model.provider, model.base_url, opts.base_url)
+    base_url = effective_base_url(model, opts)
     if base_url is None:
-        raise StreamFailure("format", f"no base URL for provider {model.provider!r}: pass base_url or set it")
+        raise StreamFailure("format", missing_base_url_message(model.provider))
     api_key = resolve_api_key(model.provider, opts.api_key)
     if api_key is None and key_required(model.provider, base_url):
         raise StreamFailure("auth", missing_key_message(model.provider))
