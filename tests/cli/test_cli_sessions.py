@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -101,15 +102,24 @@ def test_export_and_import_round_trip(nexus: RunNexus, isolated_env: Path, tmp_p
     assert exported.returncode == 0, exported.stderr
     lines = [json.loads(line) for line in target.read_text(encoding="utf-8").splitlines()]
     assert lines[0]["type"] == "session"
-    stdout_copy = nexus("sessions", "export", "demo", "-o", "-")
-    streamed = [json.loads(line) for line in stdout_copy.stdout.splitlines()]
-    assert streamed[0]["type"] == "session"
-    # entry ids are fresh on every export; the messages are the same
-    assert [e.get("message") for e in streamed] == [e.get("message") for e in lines]
+    for argv in (["-o", "-"], []):  # stdout unless -o FILE
+        stdout_copy = nexus("sessions", "export", "demo", *argv)
+        assert stdout_copy.returncode == 0, stdout_copy.stderr
+        streamed = [json.loads(line) for line in stdout_copy.stdout.splitlines()]
+        assert streamed[0]["type"] == "session"
+        # entry ids are fresh on every export; the messages are the same
+        assert [e.get("message") for e in streamed] == [e.get("message") for e in lines]
+    assert not (isolated_env / "demo.jsonl").exists() and not Path("demo.jsonl").exists()
 
     imported = nexus("sessions", "import", str(target), "--label", "copy")
     assert imported.returncode == 0, imported.stderr
-    assert "as session copy" in imported.stdout
+    assert imported.stdout == "copy\n", "stdout is the new label alone (for scripts)"
+    assert "as session copy" in imported.stderr
+    unnamed = nexus("sessions", "import", str(target))
+    assert unnamed.returncode == 0, unnamed.stderr
+    new_label = unnamed.stdout.strip()
+    assert new_label and new_label != "copy" and "\n" not in new_label
+    assert "General Kenobi" in nexus("sessions", "history", new_label).stdout
     original = nexus("sessions", "history", "demo").stdout
     copy = nexus("sessions", "history", "copy").stdout
     for text in ("hello there", "General Kenobi", "list files", "Two entries."):
@@ -131,3 +141,35 @@ def test_unknown_session_and_turn_are_clean_errors(nexus: RunNexus, isolated_env
     assert broken.returncode == 1 and "Traceback" not in broken.stderr
     still = json.loads(nexus("sessions", "list", "--json").stdout)
     assert [s["label"] for s in still] == ["demo"], "a failed import stores nothing"
+
+
+def _leave_open_turn(home: Path, label: str, text: str) -> None:
+    """A process that opens a turn of ``label`` and dies without closing it."""
+    code = (
+        "import os; from nexus.ledger import Ledger; from nexus.llm.types import UserMessage\n"
+        f"l = Ledger.open({str(home / 'agents.db')!r}); l.ensure_session({label!r})\n"
+        f"l.open_turn({label!r}, query_messages=[UserMessage({text!r})]); os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_sessions_commands_recover_turns_of_dead_processes(nexus: RunNexus, isolated_env: Path) -> None:
+    _, second = _seed(isolated_env)
+    _leave_open_turn(isolated_env, "demo", "question the crash swallowed")
+    history = nexus("sessions", "history", "demo")
+    assert history.returncode == 0, history.stderr
+    assert "closed 1 turn left open" in history.stderr
+    assert "question the crash swallowed" in history.stdout and "[aborted]" in history.stdout
+    with Ledger.open(isolated_env / "agents.db") as ledger:
+        assert ledger.open_turns() == []
+        head = ledger.head("demo")
+        assert head is not None and head.status == "aborted" and head.parent_turn_id == second
+
+
+def test_doctor_recovers_turns_of_dead_processes(nexus: RunNexus, isolated_env: Path) -> None:
+    _seed(isolated_env)
+    _leave_open_turn(isolated_env, "demo", "lost")
+    result = nexus("doctor")
+    assert "closed 1 turn left open by a stopped process" in result.stdout, result.stdout
+    with Ledger.open(isolated_env / "agents.db") as ledger:
+        assert ledger.open_turns() == []

@@ -98,6 +98,22 @@ def test_reply_is_streamed_to_stdout_and_recorded(home: Path, server: FakeProvid
     assert history[-1].text == "Hello from the fake model, streamed in pieces."
 
 
+def test_event_context_names_the_cli_channel_and_local_timezone(home: Path, server: FakeProviderServer) -> None:
+    server.script(text("ok"))
+    result = subprocess.run(
+        [sys.executable, "-m", "nexus.cli", "run", "what time is it?"],
+        capture_output=True,
+        text=True,
+        env={**_env(home), "TZ": "Asia/Tokyo"},
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    [sent] = [t for t in _user_texts(server.requests[0].body or {}) if "what time is it?" in t]
+    assert "Channel: cli" in sent
+    assert "(Asia/Tokyo)" in sent and "+09:00" in sent
+
+
 def test_second_run_continues_the_session(home: Path, server: FakeProviderServer) -> None:
     server.script(text("First answer."), text("Second answer."))
     assert _nexus(home, "run", "first question").returncode == 0
@@ -161,6 +177,47 @@ def test_tool_activity_on_stderr_and_file_in_workspace(home: Path, server: FakeP
 
 
 # --------------------------------------------------------------------------- --json
+
+
+def test_max_iterations_stops_with_a_notice(isolated_env: Path, server: FakeProviderServer) -> None:
+    _config(isolated_env, server, "[agent]\nmax_iterations = 2\n")
+    server.script(*(tool_call("ls", {}, id=f"c{i}") for i in range(4)))
+    result = _nexus(isolated_env, "run", "keep listing")
+    assert result.returncode == 0, result.stderr
+    assert "reached agent.max_iterations" in result.stderr and "max_iterations" in result.stderr
+    assert len(server.requests) == 2, "no model call beyond max_iterations"
+    with _ledger(isolated_env) as ledger:
+        [turn] = ledger.turns("main")
+    assert turn.status == "completed" and turn.tool_call_count == 2
+
+
+def test_parallel_runs_of_one_session_queue_instead_of_forking(home: Path, server: FakeProviderServer) -> None:
+    server.script(stall(after_chunks=2, seconds=1.0, then=text("first answer")), text("second answer"))
+    first = subprocess.Popen(
+        [sys.executable, "-m", "nexus.cli", "run", "first question"],
+        env=_env(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not server.requests and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert server.requests, "the first run reached the model"
+        second = _nexus(home, "run", "second question")
+        assert first.wait(timeout=30) == 0
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert second.returncode == 0, second.stderr
+    assert "waiting for another run of session main" in second.stderr
+    assert second.stdout.strip() == "second answer"
+    assert any("first question" in t for t in _user_texts(server.requests[1].body or {}))
+    with _ledger(home) as ledger:
+        turns = ledger.turns("main")
+        assert [t.status for t in turns] == ["completed", "completed"]
+        assert turns[1].parent_turn_id == turns[0].id, "the second turn follows the first: no side branch"
 
 
 def test_json_events_have_documented_types(home: Path, server: FakeProviderServer) -> None:

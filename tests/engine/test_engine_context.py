@@ -173,3 +173,14 @@ def test_assemble_context_without_bootstrap_and_with_bad_label(tmp_path: Path) -
     assert ctx.system_prompt.startswith("<identity>\nBot.\n</identity>") and "bootstrap" not in ctx.system_prompt
     with pytest.raises(ConfigError, match="session_label"):
         assemble_context(model=model, workspace=tmp_path, session_label="", history=[], message="x")
+
+
+def test_local_timezone_follows_tz_and_falls_back_to_a_valid_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    from zoneinfo import ZoneInfo
+
+    from nexus.engine import local_timezone
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    assert local_timezone() == "America/New_York"
+    monkeypatch.setenv("TZ", "Not/AZone")
+    ZoneInfo(local_timezone())  # an invalid TZ is ignored: the result is always a usable zone

@@ -269,3 +269,14 @@ async def test_context_overflow_is_classified() -> None:
     assert final.stop_reason == "error"
     assert final.error_kind == "context_overflow"
     assert "context window" in (final.error_message or "")
+
+
+def test_plain_chat_gets_a_repeat_penalty_and_tool_calls_do_not(tmp_path: Path) -> None:
+    # without it SmolLM2 repeats one sentence until max_tokens (seen on `nexus run "Say hello"`)
+    model = register_local_model("penalty-test", tmp_path / "model.gguf")
+    chat = llama_cpp._plan(model, Context(messages=[UserMessage("hi")]), StreamOptions())
+    assert chat.tools is None and chat.kwargs["repeat_penalty"] == llama_cpp.CHAT_REPEAT_PENALTY > 1.0
+    forced = llama_cpp._plan(
+        model, Context(messages=[UserMessage("hi")], tools=[WEATHER]), StreamOptions(tool_choice="get_weather")
+    )
+    assert forced.tools is not None and "repeat_penalty" not in forced.kwargs

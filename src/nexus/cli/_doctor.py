@@ -128,19 +128,26 @@ def _database_check(path: Path) -> Check:
             return Check("ok", "database", f"{path} does not exist yet (created on first use)")
         return Check("fail", "database", f"{path} cannot be created: {parent} is not writable")
     try:
-        count = _count_sessions(path)
+        count, recovered = _count_sessions(path)
     except Exception as exc:
         return Check("fail", "database", f"{path} does not open: {exc}")
-    return Check("ok", "database", f"{path} opens ({count} session{'s' if count != 1 else ''})")
+    detail = f"{path} opens ({count} session{'s' if count != 1 else ''})"
+    if recovered:
+        detail += (
+            f"; closed {recovered} turn{'s' if recovered != 1 else ''} left open by a stopped process (as aborted)"
+        )
+    return Check("ok", "database", detail)
 
 
-def _count_sessions(path: Path) -> int:
+def _count_sessions(path: Path) -> tuple[int, int]:
+    """(sessions, turns recovered): like every entry point, doctor closes turns of dead processes."""
     try:
         from nexus.ledger import Ledger
     except ImportError:  # a build without the ledger: look at the file directly
-        return _count_with_sqlite(path)
+        return _count_with_sqlite(path), 0
     with Ledger.open(path) as ledger:
-        return len(ledger.list_sessions())
+        recovered = ledger.recover()
+        return len(ledger.list_sessions()), len(recovered)
 
 
 def _count_with_sqlite(path: Path) -> int:

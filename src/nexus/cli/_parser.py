@@ -155,7 +155,7 @@ def _add_sessions(commands: argparse._SubParsersAction[argparse.ArgumentParser])
 
     export = actions.add_parser("export", help="write a session as a pi-coding-agent session file")
     export.add_argument("label", metavar="LABEL", help="session label or alias")
-    export.add_argument("-o", "--output", metavar="FILE", help="output file, - for stdout (default: LABEL.jsonl)")
+    export.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     export.set_defaults(handler=handler)
 
     imported = actions.add_parser("import", help="import a pi-coding-agent session file as a new session")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 from datetime import UTC, datetime
@@ -40,7 +39,16 @@ def sessions_command(args: argparse.Namespace) -> int:
         raise SessionNotFound(args.label)
     path.parent.mkdir(parents=True, exist_ok=True)
     with Ledger.open(path) as ledger:
+        _recover(ledger)
         return actions[args.action](ledger, args)
+
+
+def _recover(ledger: Ledger) -> None:
+    """Close turns a killed process left open, so every listing shows them (as ``aborted``)."""
+    recovered = ledger.recover()
+    if recovered:
+        noun = "turn" if len(recovered) == 1 else "turns"
+        print(f"nexus: closed {len(recovered)} {noun} left open by a stopped process (as aborted)", file=sys.stderr)
 
 
 def _when(ms: int | None) -> str:
@@ -159,13 +167,12 @@ def _fork(ledger: Ledger, args: argparse.Namespace) -> int:
 
 def _export(ledger: Ledger, args: argparse.Namespace) -> int:
     session = ledger.resolve_session(args.label)
-    if args.output == "-":
+    if args.output in (None, "-"):  # stdout unless -o FILE: `nexus sessions export main > main.jsonl`
         with tempfile.TemporaryDirectory() as tmp:
             written = ledger.export_pi(session.label, Path(tmp) / "session.jsonl")
             sys.stdout.write(written.read_text(encoding="utf-8"))
         return 0
-    target = Path(args.output) if args.output else Path(os.getcwd()) / f"{session.label}.jsonl"
-    written = ledger.export_pi(session.label, target)
+    written = ledger.export_pi(session.label, Path(args.output))
     print(f"exported session {session.label} to {written}")
     return 0
 
@@ -180,8 +187,10 @@ def _import(ledger: Ledger, args: argparse.Namespace) -> int:
     label = getattr(result, "session_label", None) or str(result)
     turns = getattr(result, "turns", None)
     extra = f" ({turns} turns, {getattr(result, 'messages', 0)} messages)" if turns is not None else ""
-    print(f"imported {source} as session {label}{extra}")
+    # stdout is the new label alone, for scripts: label=$(nexus sessions import file.jsonl)
+    print(label)
+    print(f"imported {source} as session {label}{extra}", file=sys.stderr)
     forks = getattr(result, "fork_labels", None)
     if forks:
-        print(f"branches became sessions: {', '.join(forks)}")
+        print(f"branches became sessions: {', '.join(forks)}", file=sys.stderr)
     return 0

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from nexus.cli._render import TextRenderer, use_color
-from nexus.cli.run_cmd import EXIT_INTERRUPTED, EXIT_OK, Runtime, open_runtime
+from nexus.cli.run_cmd import EXIT_INTERRUPTED, EXIT_OK, Runtime, iterations_notice, open_runtime
 from nexus.errors import ConfigError, NexusError
 from nexus.llm.types import Message, UserMessage
 
@@ -149,6 +149,8 @@ class ChatSession:
             self._note("(interrupted: the partial reply is kept in the ledger)")
         elif summary is not None and summary.status != "completed":
             self.err.write(f"nexus: run {summary.status}: {summary.error or 'unknown error'}\n")
+        elif summary is not None and summary.stop_reason == "tool_use":
+            self.err.write(f"nexus: {iterations_notice(summary)}\n")
         return None
 
     def _command(self, line: str) -> int | None:

@@ -30,7 +30,15 @@ if TYPE_CHECKING:
     from nexus.ledger import Ledger
     from nexus.llm.abort import AbortSignal
 
-__all__ = ["DEFAULT_SESSION", "Runtime", "exit_code", "open_runtime", "read_message", "run_command"]
+__all__ = [
+    "DEFAULT_SESSION",
+    "Runtime",
+    "exit_code",
+    "iterations_notice",
+    "open_runtime",
+    "read_message",
+    "run_command",
+]
 
 DEFAULT_SESSION = "main"
 """The session ``nexus run`` and ``nexus chat`` use when ``-s`` is not given."""
@@ -58,7 +66,18 @@ def run_command(args: argparse.Namespace) -> int:
             print("nexus: interrupted", file=sys.stderr)
         elif outcome.summary.status != "completed":
             print(f"nexus: {_failure_line(outcome.summary)}", file=sys.stderr)
+        elif outcome.summary.stop_reason == "tool_use":
+            print(f"nexus: {iterations_notice(outcome.summary)}", file=sys.stderr)
     return exit_code(outcome)
+
+
+def iterations_notice(summary: RunSummary) -> str:
+    """What to say when a run stopped at ``max_iterations`` with the model still calling tools."""
+    return (
+        f"stopped after {summary.tool_calls} tool call(s): the run reached agent.max_iterations with the model "
+        "still calling tools. Send another message to let it continue, or raise max_iterations in the [agent] "
+        "table of nexus.toml"
+    )
 
 
 def _wants_reasoning(args: argparse.Namespace) -> bool:
@@ -164,9 +183,8 @@ class Runtime:
 
     async def run_turn(self, message: str, renderer: Renderer, abort: AbortSignal) -> RunSummary:
         """Run one turn through the engine, streaming into ``renderer``; the engine writes the ledger."""
-        created = not self.session_exists()
         started = time.monotonic()
-        result, ctx, turn_id = await _call_engine(self, message, renderer, abort, created)
+        result, ctx, turn_id, created = await _call_engine(self, message, renderer, abort)
         summary = _summarize(self, result, ctx, turn_id, created, started)
         if summary.status != "completed":
             renderer.error(summary.error or summary.status, summary.error_kind)
@@ -322,9 +340,12 @@ class _Bridge:
 
 
 async def _call_engine(
-    runtime: Runtime, message: str, renderer: Renderer, abort: AbortSignal, created: bool
-) -> tuple[AgentResult, AssembledContext, str | None]:
-    """Assemble the context, start the execution, stream it into ``renderer``; (result, context, turn id)."""
+    runtime: Runtime, message: str, renderer: Renderer, abort: AbortSignal
+) -> tuple[AgentResult, AssembledContext, str | None, bool]:
+    """Assemble the context, start the execution, stream it into ``renderer``.
+
+    Returns (result, context, turn id, whether this run started the session's conversation).
+    """
     from nexus.engine.callbacks import EngineCallbacks
     from nexus.engine.types import ThinkingConfig
 
@@ -336,19 +357,33 @@ async def _call_engine(
         on_agent_event=bridge.on_agent_event,
         on_engine_event=bridge.on_engine_event,
     )
+    from nexus.engine.context import local_timezone
+    from nexus.engine.session_lock import session_lock
+
     chosen = env.model(runtime.model)
-    ctx = env.assemble(message, session=runtime.session, model=chosen, signal=abort)
-    if runtime.thinking is not None:
-        level = runtime.thinking
-        ctx.thinking_config = ThinkingConfig(level) if level != "off" else None  # type: ignore[arg-type]
-    renderer.start(RunStart(ctx.run_id, ctx.session_label, runtime.model, created))
-    execution = env.start(ctx, callbacks, model=chosen)
-    execution.on_event(bridge.on_event)
-    try:
-        result = await execution.result
-    finally:
-        bridge.close()
-    return result, ctx, execution.turn_id
+    existed = runtime.session_exists()
+    label = runtime.ledger.ensure_session(runtime.session).label
+
+    def waiting() -> None:
+        print(f"nexus: waiting for another run of session {label} to finish…", file=sys.stderr, flush=True)
+
+    # one run per session at a time, also across processes: a second `nexus run` waits, never forks
+    async with session_lock(runtime.ledger.path, label, signal=abort, on_wait=waiting) as held:
+        if not held:
+            raise NexusError(f"interrupted while waiting for another run of session {label}; nothing was sent")
+        created = not existed and runtime.ledger.head(label) is None  # (a run we waited for may have started it)
+        ctx = env.assemble(message, session=label, model=chosen, signal=abort, channel="cli", timezone=local_timezone())
+        if runtime.thinking is not None:
+            level = runtime.thinking
+            ctx.thinking_config = ThinkingConfig(level) if level != "off" else None  # type: ignore[arg-type]
+        renderer.start(RunStart(ctx.run_id, ctx.session_label, runtime.model, created))
+        execution = env.start(ctx, callbacks, model=chosen)
+        execution.on_event(bridge.on_event)
+        try:
+            result = await execution.result
+        finally:
+            bridge.close()
+    return result, ctx, execution.turn_id, created
 
 
 def _summarize(

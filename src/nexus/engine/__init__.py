@@ -29,7 +29,13 @@ from nexus.engine.compaction import (
     summary_message,
     truncate_tool_results,
 )
-from nexus.engine.context import EventContext, PromptOptions, assemble_context, build_current_message
+from nexus.engine.context import (
+    EventContext,
+    PromptOptions,
+    assemble_context,
+    build_current_message,
+    local_timezone,
+)
 from nexus.engine.failover import ROTATE_KINDS, SHARED_COOLDOWNS, AuthProfile, ProfileCooldowns, failover_stream
 from nexus.engine.repair import MISSING_RESULT_TEXT, repair_transcript, repair_transform, truncate_result
 from nexus.engine.system_prompt import RuntimeInfo, SystemPromptSection, build_system_prompt
@@ -108,6 +114,7 @@ __all__ = [
     "filter_tools",
     "is_tool_allowed",
     "load_bootstrap_files",
+    "local_timezone",
     "new_id",
     "overflow_error",
     "plan_compaction",
@@ -138,6 +145,7 @@ _EXECUTION_NAMES: dict[str, str] = {
     "limits_from_config": "nexus.engine.runner",
     "resolve_model": "nexus.engine.runner",
     "run_agent": "nexus.engine.runner",
+    "session_lock": "nexus.engine.session_lock",
     "SPAWN_TOOL_NAME": "nexus.engine.spawn",
     "spawn_agent_tool": "nexus.engine.spawn",
 }

@@ -36,6 +36,31 @@ def resolve_timezone(name: str) -> tzinfo:
         raise ConfigError(f"unknown timezone {name!r}; use an IANA name such as 'UTC' or 'Europe/Berlin'") from exc
 
 
+def local_timezone() -> str:
+    """This machine's IANA zone name (``$TZ``, else ``/etc/localtime``), or ``UTC`` when unknown.
+
+    A terminal user's "now" is local time; the CLI puts it in the event context with this.
+    """
+    import os
+
+    candidates = [os.environ.get("TZ", "").lstrip(":")]
+    try:
+        target = os.path.realpath("/etc/localtime")
+        if "zoneinfo/" in target:
+            candidates.append(target.split("zoneinfo/", 1)[1])
+    except OSError:
+        pass
+    for name in candidates:
+        if not name:
+            continue
+        try:
+            ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError, OSError):
+            continue
+        return name
+    return "UTC"
+
+
 @dataclass(slots=True, frozen=True)
 class EventContext:
     """Where and when the current message came from (layer 3 metadata the model sees).

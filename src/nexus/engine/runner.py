@@ -20,6 +20,7 @@ from nexus.engine.bootstrap import scaffold_workspace
 from nexus.engine.callbacks import EngineCallbacks
 from nexus.engine.context import EventContext, PromptOptions, assemble_context, build_current_message
 from nexus.engine.failover import AuthProfile, ProfileCooldowns
+from nexus.engine.session_lock import session_lock
 from nexus.engine.spawn import SPAWN_TOOL_NAME, spawn_agent_tool
 from nexus.engine.types import AgentResult, AgentRole, AssembledContext, EngineLimits, ThinkingConfig
 from nexus.llm.abort import AbortSignal
@@ -271,10 +272,26 @@ async def run_agent(
         ledger.recover()
         env = EngineEnv.from_config(config, ledger, stream_fn=stream_fn)
         chosen = env.model(model)
-        ctx = env.assemble(
-            message, session=session or DEFAULT_SESSION, model=chosen, images=images, event=event, signal=signal
-        )
-        return await env.start(ctx, callbacks, model=chosen).result
+        label = ledger.ensure_session(session or DEFAULT_SESSION).label
+        # one run per session at a time, also across processes (DESIGN §4.3's serial invariant)
+        async with session_lock(ledger.path, label, signal=signal) as held:
+            if not held:
+                return aborted_before_start(message)
+            ctx = env.assemble(message, session=label, model=chosen, images=images, event=event, signal=signal)
+            return await env.start(ctx, callbacks, model=chosen).result
     finally:
         if own:
             ledger.close()
+
+
+def aborted_before_start(message: str | UserMessage) -> AgentResult:
+    """The result of a run aborted while it waited for another run of its session: nothing ran or was stored."""
+    from nexus.engine.types import AgentError, AgentMessage
+
+    query = message if isinstance(message, UserMessage) else UserMessage(message)
+    text = "aborted while waiting for another run of the session to finish; nothing was sent or stored"
+    return AgentResult(
+        messages=[AgentMessage.from_message(query, 0)],
+        stop_reason="aborted",
+        error=AgentError("unknown", text, retryable=True),
+    )

@@ -1,0 +1,116 @@
+"""One run per session at a time across processes (DESIGN §4.3): the session lock and run_agent."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+
+from nexus.config import load_config
+from nexus.engine.runner import run_agent
+from nexus.engine.session_lock import session_lock, session_lock_path
+from nexus.ledger import Ledger
+from nexus.llm.abort import AbortSignal
+from nexus.llm.types import UserMessage
+from nexus.testing import ScriptedModel
+from nexus.testing.steps import text
+
+HOLDER = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+open(sys.argv[3], "w").close()  # the marker is written before the lock is let go
+fcntl.flock(fd, fcntl.LOCK_UN)
+time.sleep(5)
+"""
+
+
+def test_lock_path_is_per_session_and_safe_for_any_label(tmp_path: Path) -> None:
+    db = tmp_path / "agents.db"
+    a, b = session_lock_path(db, "main"), session_lock_path(db, "main/worker-1")
+    assert a != b and a.parent == b.parent == tmp_path / "locks"
+    assert "/" not in a.name and session_lock_path(db, "main") == a
+
+
+async def test_second_holder_waits_for_another_process(tmp_path: Path) -> None:
+    db = tmp_path / "agents.db"
+    path = session_lock_path(db, "main")
+    path.parent.mkdir(parents=True)
+    holder = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", HOLDER, str(path), "0.5", str(tmp_path / "released"), stdout=asyncio.subprocess.PIPE
+    )
+    try:
+        assert holder.stdout is not None and (await holder.stdout.readline()).strip() == b"held"
+        waited: list[bool] = []
+        async with session_lock(db, "main", on_wait=lambda: waited.append(True)) as held:
+            assert held and waited == [True]
+            assert (tmp_path / "released").exists(), "granted only after the other process let go"
+        async with session_lock(db, "other") as held:  # other sessions never wait
+            assert held
+    finally:
+        if holder.returncode is None:
+            holder.kill()
+            await holder.wait()
+
+
+async def test_abort_stops_the_wait_without_the_lock(tmp_path: Path) -> None:
+    db = tmp_path / "agents.db"
+    signal = AbortSignal()
+    async with session_lock(db, "main") as first:
+        assert first
+        asyncio.get_running_loop().call_later(0.1, signal.abort)
+        async with session_lock(db, "main", signal=signal) as second:
+            assert second is False
+    async with session_lock(db, "main") as again:  # released by both blocks
+        assert again
+
+
+async def test_run_agent_waits_for_the_session_then_continues_it(isolated_env: Path) -> None:
+    scripted = ScriptedModel([text("second")])
+    config = load_config()
+    with Ledger.open(config.database_path) as ledger:
+        ledger.ensure_session("main")
+        async with session_lock(ledger.path, "main"):
+            task = asyncio.create_task(
+                run_agent("two", config=config, ledger=ledger, model=scripted.model, stream_fn=scripted.stream)
+            )
+            await asyncio.sleep(0.2)
+            assert not task.done() and scripted.calls == [], "the run waits while the session is busy"
+            # meanwhile "another run" finishes a turn: the waiting run must build on it
+            first = ledger.write_turn(None, "main", query_messages=[UserMessage("one")], model="m", provider="p")
+        result = await task
+        assert result.stop_reason == "end_turn"
+        [call] = scripted.calls
+        assert any(isinstance(m, UserMessage) and m.content == "one" for m in call.messages)
+        head = ledger.head("main")
+        assert head is not None and head.parent_turn_id == first, "no fork: the second turn follows the first"
+
+
+async def test_run_agent_aborted_while_waiting_stores_nothing(isolated_env: Path) -> None:
+    scripted = ScriptedModel([text("never")])
+    config = load_config()
+    signal = AbortSignal()
+    with Ledger.open(config.database_path) as ledger:
+        ledger.ensure_session("main")
+        async with session_lock(ledger.path, "main"):
+            asyncio.get_running_loop().call_later(0.1, signal.abort)
+            result = await run_agent(
+                "hello", config=config, ledger=ledger, model=scripted.model, stream_fn=scripted.stream, signal=signal
+            )
+        assert result.stop_reason == "aborted" and result.error is not None
+        assert "waiting for another run" in result.error.message
+        assert result.messages[0].content == "hello"
+        assert scripted.calls == [] and ledger.turns("main") == [] and ledger.open_turns() == []
+
+
+@pytest.mark.parametrize("label", ["main"])
+def test_lock_file_is_created_next_to_the_ledger(tmp_path: Path, label: str) -> None:
+    async def hold() -> None:
+        async with session_lock(tmp_path / "agents.db", label):
+            assert session_lock_path(tmp_path / "agents.db", label).exists()
+
+    asyncio.run(hold())
