@@ -2,7 +2,8 @@
 
 A real child process runs ``run_agent`` against a loopback fake provider (the real
 openai-completions provider over HTTP); the test kills it mid-run, then recovers the
-ledger and runs the next message in this process.
+ledger and runs the next message in this process. The streamed reply is journaled as it
+arrives (at most ``PARTIAL_INTERVAL_S`` late), so a kill mid-reply keeps the text streamed.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from nexus.config import load_config
 from nexus.engine import MISSING_RESULT_TEXT
 from nexus.engine.runner import run_agent
 from nexus.ledger import Ledger
+from nexus.ledger._turns import MID_REPLY_NOTE
+from nexus.llm.serde import message_from_dict
+from nexus.llm.types import AssistantMessage
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import stall, text, tool_call
 
@@ -64,6 +68,23 @@ def _journal_count(db: Path, kind: str) -> int:
         return 0
 
 
+def _partial_texts(db: Path) -> list[str]:
+    """The text of each assistant message's journal entry, as the child last wrote it."""
+    if not db.exists():
+        return []
+    try:
+        with sqlite3.connect(db) as conn:
+            rows = conn.execute("SELECT body FROM turn_journal WHERE kind = 'partial' ORDER BY ordinal").fetchall()
+    except sqlite3.OperationalError:  # schema not created yet
+        return []
+    out = []
+    for (body,) in rows:
+        message = message_from_dict(json.loads(body)["message"])
+        assert isinstance(message, AssistantMessage)
+        out.append(message.text)
+    return out
+
+
 def _kill(proc: subprocess.Popen[bytes]) -> None:
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
@@ -93,7 +114,7 @@ async def test_sigkill_after_tool_result_then_recover_and_continue(
         proc = _start_child(home, server.openai_base_url)
         try:
             await _wait_for(lambda: _journal_count(db, "tool_call") >= 1, "the tool call to be journaled", proc)
-            await _wait_for(lambda: len(server.requests) >= 2, "the second model call to start", proc)
+            await _wait_for(lambda: _partial_texts(db)[1:] == ["this answer neve"], "the streamed text", proc)
         finally:
             if proc.poll() is None:
                 _kill(proc)
@@ -109,7 +130,10 @@ async def test_sigkill_after_tool_result_then_recover_and_continue(
         assert call.call_id == "call_w1" and call.status == "completed"
         assert call.result is not None and "note.txt" in call.result.text
         roles = [m.role for m in ledger.messages(head.id)]
-        assert roles == ["user", "assistant", "tool_result"]
+        assert roles == ["user", "assistant", "tool_result", "assistant"]  # the reply cut mid-stream is kept
+        cut = ledger.history("main")[-1]
+        assert isinstance(cut, AssistantMessage) and cut.text == "this answer neve"
+        assert cut.stop_reason == "aborted" and cut.error_message == MID_REPLY_NOTE
 
         async with FakeProviderServer(text("continuing after the crash")) as server:
             monkeypatch.setenv("NEXUS_MODEL", "openai/fake-model")
@@ -118,7 +142,7 @@ async def test_sigkill_after_tool_result_then_recover_and_continue(
             result = await run_agent("what happened?", config=load_config(), ledger=ledger)
             body = server.requests[0].body
         assert result.stop_reason == "end_turn" and result.messages[-1].content == "continuing after the crash"
-        assert _request_roles(body)[1:] == ["user", "assistant", "tool", "user"]
+        assert _request_roles(body)[1:] == ["user", "assistant", "tool", "user"]  # an aborted reply is not replayed
         new_head = ledger.head("main")
         assert new_head is not None and new_head.parent_turn_id == head.id and new_head.status == "completed"
 
@@ -132,7 +156,7 @@ async def test_sigkill_during_tool_leaves_orphan_that_next_run_repairs(
         proc = _start_child(home, server.openai_base_url)
         try:
             await _wait_for(
-                lambda: _journal_count(db, "message") >= 1, "the tool-calling message to be journaled", proc
+                lambda: _journal_count(db, "partial") >= 1, "the tool-calling message to be journaled", proc
             )
             await asyncio.sleep(0.2)  # the tool is running now
         finally:
@@ -154,3 +178,35 @@ async def test_sigkill_during_tool_leaves_orphan_that_next_run_repairs(
     assert isinstance(body, dict)
     synthetic = body["messages"][3]
     assert synthetic["tool_call_id"] == "call_b1" and MISSING_RESULT_TEXT in json.dumps(synthetic["content"])
+
+
+REPLY = " ".join(f"word{i:04d}" for i in range(150))  # 1,349 characters, streamed 16 at a time
+
+
+async def test_sigkill_mid_reply_keeps_the_text_streamed_so_far(isolated_env: Path) -> None:
+    home = isolated_env
+    db = home / "agents.db"
+    streamed = REPLY[: 16 * 80]  # the role chunk, then 80 text chunks, then silence
+    async with FakeProviderServer(stall(after_chunks=81, seconds=60, then=text(REPLY))) as server:
+        proc = _start_child(home, server.openai_base_url)
+        try:
+            await _wait_for(lambda: _partial_texts(db) == [streamed], "all the streamed text to be journaled", proc)
+        finally:
+            if proc.poll() is None:
+                _kill(proc)
+
+    with Ledger.open(db) as ledger:
+        [open_turn] = ledger.open_turns()
+        assert ledger.recover() == [open_turn.id]
+        turn = ledger.get_turn(open_turn.id)
+        assert turn.status == "aborted" and turn.stop_reason == "aborted"
+        assert ledger.head("main") == turn
+        history = ledger.history("main")
+        assert [m.role for m in history] == ["user", "assistant"]
+        cut = history[-1]
+        assert isinstance(cut, AssistantMessage) and cut.text == streamed and len(streamed) == 1280
+        assert cut.stop_reason == "aborted" and cut.error_message == MID_REPLY_NOTE
+        assert cut.model == "fake-model" and cut.provider == "openai"
+        assert ledger.tool_calls(turn.id) == []
+        with sqlite3.connect(db) as conn:  # write_turn replaced the journal: the entry is not kept twice
+            assert conn.execute("SELECT COUNT(*) FROM turn_journal").fetchone()[0] == 0

@@ -12,6 +12,7 @@ import json
 import random
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -728,3 +729,94 @@ def test_conformance_recover_keeps_journaled_assistant_message_and_marks_unfinis
     calls = {c.call_id: (c.status, c.started_at, c.error is None) for c in backend.tool_calls(opened)}
     assert calls == {"c1": ("completed", 10, True), "c2": ("failed", asked.timestamp, False)}
     assert backend.recover(force=True) == []  # closed once
+
+
+# --------------------------------------------------------------------------- streamed replies (journal_partial)
+
+
+def _streaming(text: str, *calls: ToolCall) -> AssistantMessage:
+    return AssistantMessage(
+        [TextContent(text), *calls], api="openai-completions", provider="fake", model="fake-model", timestamp=5
+    )
+
+
+def test_conformance_journal_partial_replaces_its_entry_and_recover_closes_it_aborted(backend: LedgerBackend) -> None:
+    backend.create_session("s")
+    opened = backend.open_turn("s", query_messages=[user("q")], model="fake-model", provider="fake")
+    for words in ("Once", "Once upon", "Once upon a time"):
+        backend.journal_partial(opened, 0, _streaming(words))
+    assert backend.recover(force=True) == [opened]
+    turn = backend.get_turn(opened)
+    assert turn.status == "aborted" and turn.stop_reason == "aborted" and backend.head("s") == turn
+    history = backend.history("s")
+    assert texts(history) == ["U:q", "A:Once upon a time"]  # one message: each write replaced the last
+    cut = history[-1]
+    assert isinstance(cut, AssistantMessage) and cut.stop_reason == "aborted"
+    assert cut.error_message is not None and "died mid-reply" in cut.error_message
+    assert (cut.model, cut.provider, cut.timestamp) == ("fake-model", "fake", 5)
+
+
+def test_conformance_recover_places_replies_between_tool_calls_in_order(backend: LedgerBackend) -> None:
+    backend.create_session("s")
+    opened = backend.open_turn("s", query_messages=[user("q")], model="m", provider="p")
+    call = ToolCall("c1", "read", {"path": "a.txt"})
+    backend.journal_partial(opened, 0, _streaming("let me look"))  # streaming, before the call is complete
+    asked = replace(_streaming("let me look", call), stop_reason="tool_use")
+    backend.journal_partial(opened, 0, asked, complete=True)  # ended: kept whole, at its first position
+    result = ToolResultMessage("c1", "read", [TextContent("file body")])
+    backend.journal_tool_call(opened, call, result, 10, 20)
+    backend.journal_partial(opened, 1, _streaming("The file s"))
+    backend.journal_partial(opened, 1, _streaming("The file says", ToolCall("c2", "read", {"path": "b.txt"})))
+    assert backend.recover(force=True) == [opened]
+    history = backend.history("s")
+    assert texts(history) == ["U:q", "A:let me look", "R:c1", "A:The file says"]
+    assert history[1] == asked and history[2] == result  # the ended reply is kept as it was
+    cut = history[3]
+    assert isinstance(cut, AssistantMessage) and cut.stop_reason == "aborted"
+    assert [c.id for c in cut.tool_calls] == ["c2"]  # a complete call the process never ran
+    calls = {c.call_id: c.status for c in backend.tool_calls(opened)}
+    assert calls == {"c1": "completed", "c2": "failed"}
+
+
+def test_conformance_partial_entry_keeps_its_first_position_when_replaced(backend: LedgerBackend) -> None:
+    backend.create_session("s")
+    opened = backend.open_turn("s", query_messages=[user("q")])
+    backend.journal_partial(opened, 0, _streaming("first"))
+    backend.journal_message(opened, UserMessage("steer: be brief"))
+    backend.journal_partial(opened, 1, _streaming("second"))
+    backend.journal_partial(opened, 0, _streaming("first, finished"), complete=True)  # a late final write of slot 0
+    backend.journal_partial(opened, 2, _streaming(""))  # nothing streamed yet: left out
+    backend.recover(force=True)
+    history = backend.history("s")
+    assert texts(history) == ["U:q", "A:first, finished", "U:steer: be brief", "A:second"]
+    assert [m.stop_reason for m in history if isinstance(m, AssistantMessage)] == ["stop", "aborted"]
+
+
+def test_conformance_write_turn_replaces_partial_entries(backend: LedgerBackend) -> None:
+    backend.create_session("s")
+    opened = backend.open_turn("s", query_messages=[user("q")])
+    backend.journal_partial(opened, 0, _streaming("half an ans"))
+    final = reply("half an answer, then the rest")
+    backend.journal_partial(opened, 0, final, complete=True)
+    backend.write_turn(opened, "s", response_messages=[final])
+    assert texts(backend.history("s")) == ["U:q", "A:half an answer, then the rest"]
+    assert [m.role for m in backend.messages(opened)] == ["user", "assistant"]
+    assert backend.recover(force=True) == []
+    with pytest.raises(TurnStateError, match="already closed"):
+        backend.journal_partial(opened, 1, _streaming("late"))
+    assert texts(backend.history("s")) == ["U:q", "A:half an answer, then the rest"]
+
+
+def test_conformance_journal_partial_bad_input_is_a_clear_error(backend: LedgerBackend) -> None:
+    backend.create_session("s")
+    opened = backend.open_turn("s", query_messages=[user("q")])
+    with pytest.raises(TurnNotFound):
+        backend.journal_partial("01NOPE", 0, _streaming("x"))
+    with pytest.raises(LedgerError, match="AssistantMessage"):
+        backend.journal_partial(opened, 0, UserMessage("not a reply"))  # type: ignore[arg-type]
+    for slot in (-1, True, "0"):
+        with pytest.raises(LedgerError, match="slot"):
+            backend.journal_partial(opened, slot, _streaming("x"))  # type: ignore[arg-type]
+    backend.journal_partial(opened, 0, _streaming("kept"))  # nothing was stored by the bad calls
+    backend.recover(force=True)
+    assert texts(backend.history("s")) == ["U:q", "A:kept"]

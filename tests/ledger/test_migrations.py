@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -112,3 +113,24 @@ def test_migrated_file_keeps_working(tmp_path: Path, version: int) -> None:
         fork = ledger.fork(old_turn.id)
         assert ledger.history(fork.label) == ledger.history_at(old_turn.id)
         assert ledger.resolve_session("al").label == "main"
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_open_turn_of_an_old_file_takes_partial_replies_after_migration(tmp_path: Path, version: int) -> None:
+    path = tmp_path / "agents.db"
+    _restore(version, path)
+    with Ledger.open(path) as ledger:
+        (open_turn,) = ledger.open_turns()  # journaled by the old code: one tool call, no slot column then
+        streamed = AssistantMessage([TextContent("the file sa")], api="anthropic-messages", provider="p", model="m")
+        ledger.journal_partial(open_turn.id, 1, streamed)
+        ledger.journal_partial(open_turn.id, 1, replace(streamed, content=[TextContent("the file says jr")]))
+        assert ledger.recover(force=True) == [open_turn.id]
+        history = ledger.history("sub")
+        assert [m.role for m in history[-4:]] == ["user", "assistant", "tool_result", "assistant"]
+        cut = history[-1]
+        assert isinstance(cut, AssistantMessage) and cut.text == "the file says jr" and cut.stop_reason == "aborted"
+        assert [c.call_id for c in ledger.tool_calls(open_turn.id)] == ["j1"]
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT COUNT(*) FROM turn_journal").fetchone()[0] == 0
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()

@@ -1,7 +1,8 @@
 """One engine run: journal → agent loop (failover, repair, compaction) → result → ledger write.
 
 The agent loop does the model/tool cycle; this class wraps it with what the broker needs:
-the crash journal (turn opened up front, each finished tool call journaled), the streaming
+the crash journal (turn opened up front; the streaming reply, each finished message and tool
+call journaled as they come, see ``_journal``), the streaming
 callbacks, overflow recovery (the loop ends on an overflow error; the run compacts and
 continues it), abort and timeout, and the one-transaction ledger write at the end.
 """
@@ -31,6 +32,7 @@ from nexus.agent import (
     agent_loop_continue,
 )
 from nexus.agent import AgentMessage as LoopMessage
+from nexus.engine._journal import TurnJournal
 from nexus.engine._window import ContextWindow
 from nexus.engine.callbacks import AgentPhase, EngineCallbacks, safe_call
 from nexus.engine.ledger_map import compaction_record, history_turn_ids, spawned_label, write_result
@@ -51,7 +53,7 @@ from nexus.engine.types import (
     agent_error_from_message,
 )
 from nexus.llm.abort import AbortSignal
-from nexus.llm.events import TextDeltaEvent, ThinkingDeltaEvent
+from nexus.llm.events import TextDeltaEvent, ThinkingDeltaEvent, ToolCallEndEvent
 from nexus.llm.options import StreamFn, StreamOptions
 from nexus.llm.types import AssistantMessage, Message, Model, ToolCall, ToolResultMessage, UserMessage, now_ms
 
@@ -109,6 +111,7 @@ class EngineRun:
             emit=self.engine_event,
         )
         self.turn_id: str | None = None
+        self.journal: TurnJournal | None = None
         self.steering: list[UserMessage] = []
         self.accepting = False
         self.active = False
@@ -153,6 +156,8 @@ class EngineRun:
         except BaseException:  # e.g. HeadMovedError: the context is stale, nothing was stored
             self.unlink()
             raise
+        if self.ledger is not None and self.turn_id is not None:
+            self.journal = TurnJournal(self.ledger, self.turn_id)
         CURRENT_RUN.set(RunScope(self.ctx.session_label, self.turn_id, self.depth, self.model, self.env, self.signal))
         loop = asyncio.get_running_loop()
         timer = loop.call_later(self.ctx.timeout_ms / 1000, self.on_timeout)
@@ -285,18 +290,24 @@ class EngineRun:
         """Turn one loop event into callbacks, tool-call records and journal writes."""
         if isinstance(event, MessageUpdateEvent):
             delta = event.assistant_event
+            journal = self.journal
             if isinstance(delta, TextDeltaEvent):
                 safe_call("on_partial_reply", self.callbacks.on_partial_reply, delta.delta)
+                if journal is not None:
+                    journal.grew(len(delta.delta))
             elif isinstance(delta, ThinkingDeltaEvent):
                 safe_call("on_reasoning_stream", self.callbacks.on_reasoning_stream, delta.delta)
+                if journal is not None:
+                    journal.grew(len(delta.delta))
+            elif isinstance(delta, ToolCallEndEvent) and journal is not None:
+                journal.call_done(delta.content_index, delta.tool_call.id)
         elif isinstance(event, MessageStartEvent):
             if isinstance(event.message, AssistantMessage):
+                if self.journal is not None:
+                    self.journal.start(event.message)
                 self.phase("streaming")
         elif isinstance(event, MessageEndEvent):
-            if isinstance(event.message, AssistantMessage):
-                self.assistant_done(event.message)
-            elif isinstance(event.message, ToolResultMessage):
-                self.tool_result_done(event.message)
+            self.message_done(event.message)
         elif isinstance(event, ToolExecutionStartEvent):
             self.phase("tool_use")
             self.calls[event.tool_call_id] = AgentToolCall(
@@ -317,17 +328,25 @@ class EngineRun:
                 "on_tool_result", self.callbacks.on_tool_result, event.tool_call_id, event.tool_name, status, summary
             )
 
+    def message_done(self, message: object) -> None:
+        """A message joined the conversation: account for it and journal it."""
+        if isinstance(message, AssistantMessage):
+            self.assistant_done(message)
+        elif isinstance(message, ToolResultMessage):
+            self.tool_result_done(message)
+        elif isinstance(message, UserMessage) and message is not self.ctx.current_message and self.journal is not None:
+            self.journal.message(message)  # a steering / follow-up message (the query is stored already)
+
     def assistant_done(self, message: AssistantMessage) -> None:
-        """Count usage; journal a tool-calling response before its tools run."""
+        """Count usage; journal the ended response (a tool-calling one before its tools run)."""
         self.usage.add(message.usage)
         self.last_call_usage = TokenUsage.from_usage(message.usage)
         self.llm_calls += 1
         self.last_assistant = message
         if message.stop_reason not in ("error", "aborted"):
             self.window.reset()
-        if message.tool_calls and self.ledger is not None and self.turn_id is not None:
-            ledger, turn_id = self.ledger, self.turn_id
-            self.guard("journal_message", lambda: ledger.journal_message(turn_id, message))
+        if self.journal is not None:
+            self.journal.end(message)
 
     def tool_result_done(self, result: ToolResultMessage) -> None:
         """Finish the tool call's record and journal the call with its result."""
@@ -342,28 +361,14 @@ class EngineRun:
         record.result = result.text
         record.error = result.text if result.is_error else None
         record.spawned_session_label = spawned_label(result)
-        if self.ledger is None or self.turn_id is None:
+        if self.journal is None:
             return
         call = next(
             (c for c in (self.last_assistant.tool_calls if self.last_assistant else []) if c.id == result.tool_call_id),
             None,
         )
         call = call or ToolCall(result.tool_call_id, result.tool_name, dict(record.params))
-        ledger, turn_id = self.ledger, self.turn_id
-        self.guard(
-            "journal_tool_call",
-            lambda: ledger.journal_tool_call(
-                turn_id, call, result, record.started_at, result.timestamp, record.spawned_session_label
-            ),
-        )
-
-    @staticmethod
-    def guard(what: str, action: Callable[[], object]) -> None:
-        """Journal writes are best effort: the final write carries everything anyway."""
-        try:
-            action()
-        except Exception:
-            log.exception("ledger %s failed; the run continues (the final write still records the turn)", what)
+        self.journal.tool_call(call, result, record.started_at, result.timestamp, record.spawned_session_label)
 
     # ------------------------------------------------------------------ result
 
@@ -410,6 +415,8 @@ class EngineRun:
 
     def persist(self, result: AgentResult) -> None:
         """Close the opened turn with the result (one transaction)."""
+        if self.journal is not None:
+            self.journal.close()
         if self.ledger is None or self.turn_id is None:
             return
         response = _llm(self.agent_ctx.messages[self.history_len + 1 :])

@@ -3,9 +3,9 @@
 This is the engine's execution core (seed 000): it wires the agent loop to failover (auth
 profile rotation and model fallback), transcript repair, tool-result truncation,
 compaction (proactive and on overflow), the streaming callbacks, and the Agents Ledger
-(turn opened up front as a crash journal, each finished tool call journaled, the final
-turn written in one transaction). ``run_agent`` in :mod:`nexus.engine.runner` is the
-one-call form built on it.
+(turn opened up front as a crash journal; the streaming reply, each finished message and
+tool call journaled as they come; the final turn written in one transaction).
+``run_agent`` in :mod:`nexus.engine.runner` is the one-call form built on it.
 """
 
 from __future__ import annotations

@@ -286,7 +286,15 @@ CREATE VIEW spec_tool_calls AS
 """Version 4: read-only views with the reference schema's column names (``spec_messages``,
 ``spec_tool_calls``) for SQL tools and reports; the tables keep their compact layout."""
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
+_V5 = """
+ALTER TABLE turn_journal ADD COLUMN slot INTEGER;
+"""
+"""Version 5: a journal entry can have a ``slot`` (one per assistant message of the turn) that
+``journal_partial`` overwrites in place while the message streams; other entries leave it NULL.
+No index: a turn's few entries are found by the primary key's ``turn_id`` prefix, and an index
+page would be one more page written per journal entry."""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
 """Migration ``i`` takes a database from ``user_version`` i to i+1. Append only; never edit a shipped one."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

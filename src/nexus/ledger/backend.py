@@ -24,7 +24,7 @@ from nexus.ledger.records import (
     ToolCallRecord,
     Turn,
 )
-from nexus.llm.types import Message, ToolCall, ToolResultMessage, Usage
+from nexus.llm.types import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage
 
 
 @runtime_checkable
@@ -115,6 +115,10 @@ class LedgerBackend(Protocol):
 
     def journal_message(self, turn_id: str, message: Message) -> None:
         """Journal a finished message (e.g. an assistant response) of an open turn, for crash recovery."""
+        ...
+
+    def journal_partial(self, turn_id: str, slot: int, message: AssistantMessage, *, complete: bool = False) -> None:
+        """Journal assistant message ``slot`` of an open turn as it is now, replacing its earlier entry."""
         ...
 
     def journal_tool_call(

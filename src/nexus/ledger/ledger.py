@@ -22,7 +22,7 @@ from nexus.ledger._sessions import NewSession
 from nexus.ledger._sqlite import Database
 from nexus.ledger._ulid import new_ulid
 from nexus.ledger._write import HEAD, TurnFields, TurnOutcome, move_pointer
-from nexus.ledger.errors import TurnStateError
+from nexus.ledger.errors import LedgerError, TurnStateError
 from nexus.ledger.records import (
     CLOSED_STATUSES,
     CompactionRecord,
@@ -36,7 +36,7 @@ from nexus.ledger.records import (
     Turn,
 )
 from nexus.llm.serde import message_to_dict
-from nexus.llm.types import Message, ToolCall, ToolResultMessage, Usage, now_ms
+from nexus.llm.types import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage, now_ms
 
 
 def _owner() -> str:
@@ -242,6 +242,25 @@ class Ledger:
         """Journal a finished message (e.g. an assistant response) of an open turn, for crash recovery."""
         body = message_to_dict(message)
         self._db.write(lambda c: _turns.journal(c, turn_id, "message", body))
+
+    def journal_partial(self, turn_id: str, slot: int, message: AssistantMessage, *, complete: bool = False) -> None:
+        """Journal assistant message ``slot`` of an open turn as it is now, replacing its earlier entry.
+
+        Call it while the message streams (``complete=False``: text and thinking so far, only
+        the tool calls that are complete) and once when it ends (``complete=True``). One entry
+        per slot, kept at the position of its first write, so ``recover()`` places it before the
+        results of its tool calls; an unfinished one is recovered as ``stop_reason="aborted"``.
+        ``slot`` numbers the assistant messages of the turn (0, 1, ...).
+        """
+        if not isinstance(message, AssistantMessage):
+            raise LedgerError(
+                f"journal_partial takes an AssistantMessage, got {type(message).__name__}; "
+                "journal other messages with journal_message"
+            )
+        if isinstance(slot, bool) or not isinstance(slot, int) or slot < 0:
+            raise LedgerError(f"journal_partial needs slot >= 0 (an int numbering the turn's replies), got {slot!r}")
+        body = _turns.partial_entry(message, complete)
+        self._db.write(lambda c: _turns.journal_partial(c, turn_id, slot, body))
 
     def journal_tool_call(
         self,

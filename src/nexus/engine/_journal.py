@@ -1,0 +1,308 @@
+"""The crash journal of one run: what a ``kill -9`` must not lose, written as the run goes.
+
+Every journal write goes through :class:`TurnJournal`, in the order the run produced it, so
+``recover()`` rebuilds the turn in the right order:
+
+- the assistant message being streamed: a snapshot (text and thinking so far, tool calls only
+  once complete) is written ``interval_s`` after the last one (or after the message started),
+  or as soon as ``chunk_chars`` characters of new text arrived, whichever comes first - but
+  never sooner than ``GAP_FACTOR`` times what the last write took, so a reply of megabytes is
+  not copied every 2 KB. It is ONE entry per message that each write replaces
+  (``Ledger.journal_partial``). The snapshot is taken on the event loop (a shallow copy); the
+  write itself runs on the journal's own worker thread, one at a time per run, so the stream
+  never waits for SQLite. Deltas that arrive meanwhile are coalesced into the next write;
+- the message when it ends: written at once (on the loop) when it has tool calls, before
+  they run. A text-only reply is held back and written only if something else is journaled
+  after it: when it is the run's last message, ``write_turn`` follows at once and writing it
+  first would cost a transaction (and for a long reply, a copy of all its text) per turn. A
+  crash in between loses at most the last ``interval_s`` of it (its last snapshot is kept);
+- steering/follow-up user messages and each finished tool call with its result.
+
+Journal writes are best effort: a failure (database busy, disk full) is logged and the run
+goes on; the final ``write_turn`` still records everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from nexus.llm.types import AssistantContent, AssistantMessage, Message, ToolCall, ToolResultMessage
+
+if TYPE_CHECKING:
+    from nexus.ledger import Ledger
+
+log = logging.getLogger("nexus.engine")
+
+PARTIAL_INTERVAL_S = 0.25
+"""Longest time new streamed text waits before its snapshot is journaled."""
+
+PARTIAL_CHUNK_CHARS = 2048
+"""New text and thinking characters that trigger a snapshot before ``PARTIAL_INTERVAL_S`` has passed."""
+
+
+_WRITER: ThreadPoolExecutor | None = None
+_WRITER_LOCK = threading.Lock()
+
+
+def _writer() -> ThreadPoolExecutor:
+    """The process's journal writer thread (one, shared by all runs; made on first use).
+
+    Not the loop's default executor: tools and the local llama.cpp provider run there, and a
+    snapshot must not queue behind a long ``grep`` or a whole local generation.
+    """
+    global _WRITER
+    with _WRITER_LOCK:
+        if _WRITER is None:
+            _WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nexus-journal")
+        return _WRITER
+
+
+GAP_FACTOR = 10.0
+"""Snapshots of one reply are at least this many times the last write's duration apart."""
+
+MAX_GAP_S = 2.0
+"""The cost-based gap never delays a snapshot by more than this (a reply of many megabytes)."""
+
+
+def snapshot(partial: AssistantMessage, complete_calls: set[int]) -> AssistantMessage:
+    """A copy of a streaming message that later deltas do not change; unfinished tool calls left out."""
+    content: list[AssistantContent] = [
+        replace(block)
+        for i, block in enumerate(partial.content)
+        if not isinstance(block, ToolCall) or i in complete_calls
+    ]
+    usage = replace(partial.usage, cost=replace(partial.usage.cost))
+    return replace(partial, content=content, usage=usage)
+
+
+def _unfinished_call(block: AssistantContent, complete_ids: set[str]) -> bool:
+    """A tool call whose arguments never finished streaming."""
+    return isinstance(block, ToolCall) and block.id not in complete_ids
+
+
+def _says_something(block: AssistantContent) -> bool:
+    """A tool call, or a text/thinking block with some text (a just-opened block has none)."""
+    return isinstance(block, ToolCall) or bool(getattr(block, "text", "") or getattr(block, "thinking", ""))
+
+
+class TurnJournal:
+    """The journal writer of one open turn (see the module docstring); used from the event loop."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        turn_id: str,
+        *,
+        interval_s: float | None = None,
+        chunk_chars: int | None = None,
+    ) -> None:
+        self.ledger = ledger
+        self.turn_id = turn_id
+        self.interval_s = PARTIAL_INTERVAL_S if interval_s is None else interval_s
+        self.chunk_chars = PARTIAL_CHUNK_CHARS if chunk_chars is None else chunk_chars
+        self.loop = asyncio.get_running_loop()
+        self.slot = -1  # the assistant message being streamed (0, 1, ... within the turn)
+        self.live: AssistantMessage | None = None
+        self.complete_calls: set[int] = set()  # content indices of the live message's finished tool calls
+        self.complete_ids: set[str] = set()
+        self.new_chars = 0
+        self.dirty = False
+        self.last_at = 0.0
+        self.timer: asyncio.TimerHandle | None = None
+        self.timer_due = 0.0
+        self.gap = 0.0  # least time between two snapshots, from what the last write cost (set by the worker)
+        self.in_flight = False
+        self.held: tuple[int, AssistantMessage] | None = None  # an ended text reply not written yet
+        # Every write holds ``lock``, so writes never interleave and the worker's check-then-write
+        # is atomic. ``ended`` (the last ended slot: its snapshots not yet started are void) is set
+        # by the loop without the lock: a snapshot already past the check is still overwritten by
+        # the slot's final write or by ``write_turn``, which both come after it (they take the lock).
+        self.lock = threading.Lock()
+        self.written: set[int] = set()
+        self.ended = -1
+        self.closed = False
+        self.failures = 0
+
+    # ------------------------------------------------------------------ the streamed message
+
+    def start(self, message: AssistantMessage) -> None:
+        """An assistant message starts streaming: it gets the next slot."""
+        self.release_held()
+        self.cancel_timer()
+        self.slot += 1
+        self.live = message
+        self.complete_calls = set()
+        self.complete_ids = set()
+        self.new_chars = 0
+        self.dirty = False
+        self.last_at = time.monotonic()
+
+    def grew(self, chars: int) -> None:
+        """``chars`` new characters of text or thinking streamed (called per delta: kept cheap)."""
+        self.new_chars += chars
+        self.dirty = True
+        if self.in_flight:
+            return  # coalesced: looked at again when the write in progress finishes
+        if self.new_chars >= self.chunk_chars:
+            self.schedule(self.gap)
+        elif self.timer is None:
+            self.schedule(max(self.interval_s, self.gap))
+
+    def call_done(self, content_index: int, call_id: str) -> None:
+        """The tool call at ``content_index`` of the live message is complete: snapshots may carry it."""
+        self.complete_calls.add(content_index)
+        self.complete_ids.add(call_id)
+        self.dirty = True
+        if not self.in_flight:
+            self.schedule(max(self.interval_s, self.gap))
+
+    def schedule(self, wait: float) -> None:
+        """Snapshot ``wait`` seconds after the last one (now, if that has passed); the earlier plan wins."""
+        if self.live is None:
+            return
+        due = self.last_at + wait
+        if self.timer is not None:
+            if self.timer_due <= due:
+                return
+            self.timer.cancel()
+            self.timer = None
+        delay = due - time.monotonic()
+        if delay <= 0:
+            self.kick()
+        else:
+            self.timer = self.loop.call_later(delay, self.due)
+            self.timer_due = due
+
+    def end(self, message: AssistantMessage) -> None:
+        """The message ended: a tool-calling one is written now, a text reply held back (module docstring)."""
+        self.cancel_timer()
+        self.live = None
+        self.ended = self.slot  # snapshots of this slot not yet started are void now
+        if message.stop_reason in ("aborted", "error") and message.tool_calls:
+            done = self.complete_ids  # a stream cut inside a tool call: keep only the complete ones
+            message = replace(message, content=[b for b in message.content if not _unfinished_call(b, done)])
+        if message.tool_calls:
+            self.write_final(self.slot, message)  # after a snapshot being written (the lock), before the tools run
+        elif message.content:
+            self.held = (self.slot, message)
+
+    def due(self) -> None:
+        """Timer: a snapshot is due and new content is waiting."""
+        self.timer = None
+        if self.dirty and not self.in_flight and self.live is not None:
+            self.kick()
+
+    def kick(self) -> None:
+        """Take a snapshot now and write it in a worker thread."""
+        live = self.live
+        assert live is not None
+        self.cancel_timer()
+        self.dirty = False
+        self.new_chars = 0
+        self.last_at = time.monotonic()
+        snap = snapshot(live, self.complete_calls)
+        if not any(_says_something(b) for b in snap.content):
+            return  # only empty blocks so far
+        self.in_flight = True
+        future = self.loop.run_in_executor(_writer(), self.write_snapshot, self.slot, snap)
+        future.add_done_callback(self.snapshot_written)
+
+    def write_snapshot(self, slot: int, message: AssistantMessage) -> None:
+        """Worker thread: upsert the slot's entry unless the message ended or the run closed meanwhile."""
+        with self.lock:
+            if self.closed or slot <= self.ended:
+                return
+            began = time.perf_counter()
+            try:
+                self.ledger.journal_partial(self.turn_id, slot, message)
+            except Exception:
+                self.failed("journal_partial")
+            else:
+                self.written.add(slot)
+            # A long reply costs more to copy each time: keep the writer busy at most ~1/GAP_FACTOR.
+            self.gap = min(GAP_FACTOR * (time.perf_counter() - began), MAX_GAP_S)
+
+    def snapshot_written(self, future: asyncio.Future[None]) -> None:
+        """Loop: the write finished; text that arrived meanwhile gets its turn."""
+        self.in_flight = False
+        if future.cancelled() or not self.dirty or self.live is None:
+            return
+        self.schedule(self.gap if self.new_chars >= self.chunk_chars else max(self.interval_s, self.gap))
+
+    def write_final(self, slot: int, message: AssistantMessage) -> None:
+        """Write an ended message into its slot (synchronously, before anything after it)."""
+        with self.lock:
+            if self.closed:
+                return
+            try:
+                self.ledger.journal_partial(self.turn_id, slot, message, complete=True)
+            except Exception:
+                self.failed("journal_partial")
+            else:
+                self.written.add(slot)
+
+    def release_held(self) -> None:
+        """Something comes after a held-back reply: write the reply first, to keep the order."""
+        if self.held is not None:
+            slot, message = self.held
+            self.held = None
+            self.write_final(slot, message)
+
+    def cancel_timer(self) -> None:
+        """Drop a scheduled snapshot."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    # ------------------------------------------------------------------ other entries
+
+    def message(self, message: Message) -> None:
+        """Journal a whole message (an injected user message)."""
+        self.release_held()
+        self.guarded("journal_message", lambda: self.ledger.journal_message(self.turn_id, message))
+
+    def tool_call(
+        self, call: ToolCall, result: ToolResultMessage, started_at: int, completed_at: int, spawned: str | None
+    ) -> None:
+        """Journal a finished tool call with its result."""
+        self.release_held()
+        self.guarded(
+            "journal_tool_call",
+            lambda: self.ledger.journal_tool_call(self.turn_id, call, result, started_at, completed_at, spawned),
+        )
+
+    def guarded(self, what: str, action: Callable[[], object]) -> None:
+        """Run one synchronous journal write; a failure is logged, never raised."""
+        with self.lock:
+            if self.closed:
+                return
+            try:
+                action()
+            except Exception:
+                self.failed(what)
+
+    def failed(self, what: str) -> None:
+        """Log a failed journal write (with its traceback the first time in a run)."""
+        self.failures += 1
+        log.warning(
+            "ledger %s failed for turn %s (%d so far); the run continues, the final write still records the turn",
+            what,
+            self.turn_id,
+            self.failures,
+            exc_info=self.failures == 1,
+        )
+
+    def close(self) -> None:
+        """The run is about to write its turn: stop journaling (waits for a write in progress)."""
+        self.cancel_timer()
+        self.live = None
+        self.held = None
+        with self.lock:
+            self.closed = True
