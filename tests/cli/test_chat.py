@@ -224,3 +224,32 @@ def test_ctrl_c_aborts_the_reply_not_the_chat(home: Path, server: FakeProviderSe
         history = ledger.history("main")
     assert isinstance(history[0], UserMessage)
     assert isinstance(history[1], AssistantMessage) and reply.startswith(history[1].text) and history[1].text
+
+
+def test_compact_that_would_not_shrink_changes_nothing(home: Path, server: FakeProviderServer) -> None:
+    words = "word " * 60
+    server.script(
+        text("a short answer " + words),
+        text("another short answer " + words),
+        text("An extremely long summary. " + "detail " * 3000),
+        text("still here"),
+    )
+    result = _chat(home, ["first " + words, "second " + words, "/compact", "third"])
+    assert result.returncode == 0, result.stderr
+    assert "not compacted" in result.stdout and "nothing was changed" in result.stdout
+    assert "compacted 2" not in result.stdout and "compacted 3" not in result.stdout
+    with Ledger.open(home / "agents.db") as ledger:
+        assert [t.turn_type for t in ledger.turns("main")] == ["normal", "normal", "normal"]
+
+
+def test_model_command_refuses_an_unusable_model_and_keeps_the_current_one(
+    home: Path, server: FakeProviderServer
+) -> None:
+    server.script(text("still the fake model"))
+    result = _chat(home, ["/model foo/bar", "/model openai/gpt-4o-mini", "/model", "hello"])
+    assert result.returncode == 0, result.stderr
+    assert "unknown provider 'foo'" in result.stderr and "OPENAI_API_KEY" in result.stderr
+    assert "StreamOptions" not in result.stderr and "Traceback" not in result.stderr
+    assert "model: fake/fake-model" in result.stdout and "still the fake model" in result.stdout
+    with Ledger.open(home / "agents.db") as ledger:
+        assert [(t.status, t.model) for t in ledger.turns("main")] == [("completed", "fake-model")]

@@ -203,3 +203,12 @@ def test_models_unknown_provider_is_a_clean_error(nexus: RunNexus) -> None:
     assert result.returncode == 1
     assert result.stderr.startswith("nexus: error: no models for provider 'no-such-provider'")
     assert "Traceback" not in result.stderr
+
+
+def test_run_help_gives_the_whole_model_choice_order(nexus: RunNexus) -> None:
+    result = nexus("run", "--help")
+    assert result.returncode == 0
+    flat = " ".join(result.stdout.split())
+    order = ["NEXUS_MODEL", "default_model", "first provider with a key", "local model"]
+    positions = [flat.index(step) for step in order]
+    assert positions == sorted(positions), flat

@@ -434,3 +434,36 @@ def test_ctrl_c_aborts_and_records_the_partial_reply(home: Path, server: FakePro
     partial = history[-1].text
     assert partial and reply.startswith(partial), partial
     assert partial in out.data
+
+
+def test_thinking_on_a_model_without_reasoning_is_noted_once(home: Path, server: FakeProviderServer) -> None:
+    server.script(text("plain"))
+    result = _nexus(home, "run", "--thinking", "low", "hi")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("does not support reasoning") == 1 and "'low' is ignored" in result.stderr
+    server.script(text("plain again"))
+    quiet = _nexus(home, "run", "hi")
+    assert "does not support reasoning" not in quiet.stderr
+    with (home / "nexus.toml").open("a") as toml:
+        toml.write("[providers.fake.models.fake-model]\nreasoning = true\n")
+    server.script(text("thought"))
+    able = _nexus(home, "run", "--thinking", "low", "hi")
+    assert "does not support reasoning" not in able.stderr
+
+
+def test_refused_connection_names_the_url(isolated_env: Path) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    isolated_env.mkdir(parents=True, exist_ok=True)
+    (isolated_env / "nexus.toml").write_text(
+        'default_model = "fake/m"\n[agent]\nmax_retries = 0\n[providers.fake]\napi = "openai-completions"\n'
+        f'base_url = "http://127.0.0.1:{port}/v1"\napi_key = "sk-secret-value"\n',
+        encoding="utf-8",
+    )
+    result = _nexus(isolated_env, "run", "hi")
+    assert result.returncode == 1
+    assert f"http://127.0.0.1:{port}/v1" in result.stderr, result.stderr
+    assert "sk-secret-value" not in result.stderr

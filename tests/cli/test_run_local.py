@@ -118,3 +118,58 @@ async def test_forced_tool_call_through_the_engine(isolated_env: Path) -> None:
         turn = ledger.turns("main")[0]
         recorded = ledger.tool_calls(turn.id)
         assert [(c.tool_name, c.arguments) for c in recorded] == [("ls", call.params)]
+
+
+def test_local_runs_leave_no_pending_tasks(isolated_env: Path) -> None:
+    """Three runs in a row: the worker thread is settled, no "Task was destroyed but it is pending!"."""
+    for attempt in range(3):
+        result = subprocess.run(
+            [sys.executable, "-m", "nexus.cli", "run", "-m", "local/smollm2-135m-instruct", f"Say hi ({attempt})."],
+            capture_output=True,
+            text=True,
+            env=_local_env(isolated_env),
+            timeout=300,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        assert "Task was destroyed" not in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def test_local_run_aborted_by_sigterm_leaves_no_pending_tasks(isolated_env: Path) -> None:
+    import signal
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nexus.cli", "run", "-m", "local/smollm2-135m-instruct", "Write a long story."],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_local_env(isolated_env),
+    )
+    assert proc.stdout is not None
+    try:
+        first = proc.stdout.read(1)  # the model is generating
+        assert first, "no output from the local model"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert "Task was destroyed" not in err and "Traceback" not in err, err
+    with Ledger.open(isolated_env / "agents.db") as ledger:
+        assert [t.status for t in ledger.turns("main")] == ["aborted"]
+
+
+def test_unknown_local_model_id_is_a_config_error(isolated_env: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "nexus.cli", "run", "-m", "local/nonexistent", "hi"],
+        capture_output=True,
+        text=True,
+        env=_local_env(isolated_env),
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "unknown local model 'nonexistent'" in result.stderr and "model_path" in result.stderr
+    assert "Task was destroyed" not in result.stderr
+    assert not (isolated_env / "agents.db").exists(), "nothing is written"

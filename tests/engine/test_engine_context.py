@@ -184,3 +184,12 @@ def test_local_timezone_follows_tz_and_falls_back_to_a_valid_zone(monkeypatch: p
     assert local_timezone() == "America/New_York"
     monkeypatch.setenv("TZ", "Not/AZone")
     ZoneInfo(local_timezone())  # an invalid TZ is ignored: the result is always a usable zone
+
+
+def test_default_prompt_mentions_tools_only_when_tools_are_offered() -> None:
+    plain = build_system_prompt()
+    assert "tool" not in plain.lower(), plain
+    assert "<identity>\nYou are Nexus" in plain and "<safety>" in plain
+    with_tools = build_system_prompt(tools=[tool("read")])
+    assert "access to tools" in with_tools and "Never fabricate tool results" in with_tools
+    assert "<tools>" in with_tools and "- read: Does things." in with_tools

@@ -195,7 +195,7 @@ async def test_http_errors(mock_http: MockHTTP) -> None:
 
 async def test_missing_key_names_anthropic_variable(mock_http: MockHTTP) -> None:
     msg = await complete(MODEL, CTX)
-    assert msg.error_kind == "auth" and "ANTHROPIC_API_KEY" in (msg.error_message or "")
+    assert msg.error_kind == "auth_permanent" and "ANTHROPIC_API_KEY" in (msg.error_message or "")
 
 
 async def test_base_url_from_environment(mock_http: MockHTTP, monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -178,7 +178,7 @@ async def test_http_errors_are_classified_with_retry_after(mock_http: MockHTTP) 
 
 async def test_missing_key_is_an_auth_error_naming_the_variable(mock_http: MockHTTP) -> None:
     msg = await complete(get_model("openai", "gpt-4o"), CTX)
-    assert msg.stop_reason == "error" and msg.error_kind == "auth"
+    assert msg.stop_reason == "error" and msg.error_kind == "auth_permanent"  # no key: retrying cannot help
     assert "OPENAI_API_KEY" in (msg.error_message or "")
     assert mock_http.requests == []
 

@@ -285,7 +285,8 @@ def _unfinished(run: _Run) -> AssistantMessage:
 
 def _fail(run: _Run, exc: Exception) -> Iterator[AgentEvent]:
     """Turn an unexpected exception into a visible error: results for open tool calls, an error reply, the ends."""
-    text = f"Agent loop failed: {type(exc).__name__}: {exception_text(exc)}"
+    detail, named = exception_text(exc), f"{type(exc).__name__}: "
+    text = f"Agent loop failed: {detail if detail.startswith(named) else named + detail}"  # the type named once
     results: list[ToolResultMessage] = []
     if run.batch is not None:
         yield from run.batch.abandon(text)

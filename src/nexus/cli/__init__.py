@@ -4,7 +4,8 @@ Start-up cost matters here (``nexus --help`` must feel instant), so this module 
 only ``argparse``; every command imports what it needs when it runs.
 
 Exit codes: 0 success, 1 a Nexus error (clean message, no traceback), 2 bad
-arguments or an invalid configuration, 130 interrupted.
+arguments or an invalid configuration, 130 interrupted, 141 stdout closed by its reader
+(``nexus … | head``: 128 + SIGPIPE, as a shell reports a filter stopped by the pipe).
 """
 
 from __future__ import annotations
@@ -32,16 +33,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler = _load_handler(str(args.handler))
         return int(handler(args) or 0)
     except ConfigError as exc:
-        print(f"nexus: config error: {exc}", file=sys.stderr)
+        print(f"nexus: config error: {_cli_message(exc)}", file=sys.stderr)
         return 2
     except NexusError as exc:
-        print(f"nexus: error: {exc}", file=sys.stderr)
+        print(f"nexus: error: {_cli_message(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("nexus: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # output piped into `head` and closed early
-        return 1
+    except BrokenPipeError:  # output piped into `head` and closed early: stop quietly, like a Unix filter
+        from nexus.cli._render import silence_stdout
+
+        silence_stdout()
+        return 141
 
 
 def _load_handler(spec: str) -> Callable[[argparse.Namespace], int | None]:
@@ -57,3 +61,9 @@ def _load_handler(spec: str) -> Callable[[argparse.Namespace], int | None]:
         raise NexusError(f"the '{command}' command is not available in this build of nexus") from None
     handler: Callable[[argparse.Namespace], int | None] = getattr(module, function)
     return handler
+
+
+def _cli_message(exc: BaseException) -> str:
+    from nexus.cli._errors import cli_message
+
+    return cli_message(exc)

@@ -71,7 +71,8 @@ def _model_options(sub: argparse.ArgumentParser) -> None:
         "--model",
         metavar="PROVIDER/MODEL",
         help="model to use, e.g. anthropic/claude-sonnet-4-5, openai/gpt-4o-mini, local/smollm2-135m-instruct "
-        "(default: NEXUS_MODEL, then default_model in nexus.toml, then the first provider with a key)",
+        "(default: NEXUS_MODEL, then default_model in nexus.toml, then the first provider with a key, "
+        "then the local model if installed)",
     )
     sub.add_argument(
         "--thinking",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 from datetime import UTC, datetime
@@ -167,14 +168,41 @@ def _fork(ledger: Ledger, args: argparse.Namespace) -> int:
 
 def _export(ledger: Ledger, args: argparse.Namespace) -> int:
     session = ledger.resolve_session(args.label)
+    with tempfile.TemporaryDirectory() as tmp:
+        data = ledger.export_pi(session.label, Path(tmp) / "session.jsonl").read_text(encoding="utf-8")
     if args.output in (None, "-"):  # stdout unless -o FILE: `nexus sessions export main > main.jsonl`
-        with tempfile.TemporaryDirectory() as tmp:
-            written = ledger.export_pi(session.label, Path(tmp) / "session.jsonl")
-            sys.stdout.write(written.read_text(encoding="utf-8"))
+        sys.stdout.write(data)
         return 0
-    written = ledger.export_pi(session.label, Path(args.output))
+    written = write_file_atomically(Path(args.output), data)
     print(f"exported session {session.label} to {written}")
     return 0
+
+
+def write_file_atomically(path: Path, data: str) -> Path:
+    """Write ``data`` to ``path`` via a temporary file beside it; any failure is one clear error, no leftovers.
+
+    Exit code 1 (``NexusError``): the arguments were well formed, the file system refused.
+    """
+    from nexus.errors import NexusError
+
+    target = path.expanduser()
+    parent = target.parent
+    if target.is_dir():
+        raise NexusError(f"cannot export to {path}: it is a directory; give a file name, e.g. -o {path}/session.jsonl")
+    if not parent.is_dir():
+        raise NexusError(f"cannot export to {path}: the directory {parent} does not exist; create it first")
+    tmp_name: str | None = None
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
+        with open(fd, "w", encoding="utf-8") as handle:
+            handle.write(data)
+        os.replace(tmp_name, target)
+    except OSError as exc:
+        if tmp_name is not None:
+            Path(tmp_name).unlink(missing_ok=True)
+        reason = exc.strerror or type(exc).__name__
+        raise NexusError(f"cannot export to {path}: {reason}") from None
+    return target
 
 
 def _import(ledger: Ledger, args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
+from nexus.cli._errors import cli_message, cli_text
 from nexus.cli._render import TextRenderer, use_color
 from nexus.cli.run_cmd import EXIT_INTERRUPTED, EXIT_OK, Runtime, iterations_notice, open_runtime
 from nexus.errors import ConfigError, NexusError
@@ -140,15 +141,17 @@ class ChatSession:
         try:
             outcome = self.runtime.run_turn_sync(message, renderer)
         except NexusError as exc:
-            self.err.write(f"nexus: error: {exc}\n")
+            self.err.write(f"nexus: error: {cli_message(exc)}\n")
             return None
         summary = outcome.summary
+        if outcome.output_closed:
+            return 141
         if outcome.terminated:
             return 143
         if outcome.interrupted:
             self._note("(interrupted: the partial reply is kept in the ledger)")
         elif summary is not None and summary.status != "completed":
-            self.err.write(f"nexus: run {summary.status}: {summary.error or 'unknown error'}\n")
+            self.err.write(f"nexus: run {summary.status}: {cli_text(summary.error or 'unknown error')}\n")
         elif summary is not None and summary.stop_reason == "tool_use":
             self.err.write(f"nexus: {iterations_notice(summary)}\n")
         return None
@@ -162,7 +165,7 @@ class ChatSession:
         try:
             return handler(rest.strip())
         except NexusError as exc:
-            self.err.write(f"nexus: error: {exc}\n")
+            self.err.write(f"nexus: error: {cli_message(exc)}\n")
             return None
 
     # ------------------------------------------------------------------ commands
@@ -178,9 +181,11 @@ class ChatSession:
 
     def _model(self, arg: str) -> None:
         if arg:
+            from nexus.cli.run_cmd import check_model
             from nexus.config import parse_model_ref
 
             provider, model_id = parse_model_ref(arg, "/model")
+            check_model(self.runtime.config, f"{provider}/{model_id}")  # refuse it now, not at the next message
             self.runtime.model = f"{provider}/{model_id}"
         self._say(f"model: {self.runtime.model}")
 

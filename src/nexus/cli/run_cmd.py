@@ -6,7 +6,9 @@ picks the model, opens the ledger and closes turns a crashed process left open;
 
 Exit codes: 0 the turn completed; 1 it failed or was aborted (the message is on stderr and
 the turn is in the ledger with status ``failed``/``aborted``); 2 bad arguments or config;
-130 interrupted with Ctrl-C (the run is aborted first, so its partial reply is recorded).
+130 interrupted with Ctrl-C (the run is aborted first, so its partial reply is recorded);
+141 stdout was closed by its reader (``nexus run … | head``): the run is aborted quietly,
+its partial reply recorded, like a Unix filter stopped by SIGPIPE (128 + 13).
 """
 
 from __future__ import annotations
@@ -20,7 +22,15 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from nexus.cli._render import JsonRenderer, Renderer, RunStart, RunSummary, TextRenderer, describe_engine_event
+from nexus.cli._render import (
+    ClosedOutputGuard,
+    JsonRenderer,
+    Renderer,
+    RunStart,
+    RunSummary,
+    TextRenderer,
+    describe_engine_event,
+)
 from nexus.errors import ConfigError, NexusError
 
 if TYPE_CHECKING:
@@ -29,6 +39,7 @@ if TYPE_CHECKING:
     from nexus.engine.runner import EngineEnv
     from nexus.ledger import Ledger
     from nexus.llm.abort import AbortSignal
+    from nexus.llm.types import Model
 
 __all__ = [
     "DEFAULT_SESSION",
@@ -48,6 +59,8 @@ T = TypeVar("T")
 _COMPACTION_NOTICE_DELAY_S = 0.3
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
+EXIT_OUTPUT_CLOSED = 141
+"""stdout's reader went away: 128 + SIGPIPE, what a shell reports for a filter killed by it."""
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -59,9 +72,11 @@ def run_command(args: argparse.Namespace) -> int:
             outcome = runtime.run_turn_sync(message, renderer)
     except NexusError as exc:
         if args.json:  # a JSON consumer gets the failure in-band too
-            renderer.error(str(exc), "config" if isinstance(exc, ConfigError) else "error")
+            from nexus.cli._errors import cli_message
+
+            renderer.error(cli_message(exc), "config" if isinstance(exc, ConfigError) else "error")
         raise
-    if not args.json:
+    if not args.json and not outcome.output_closed:
         if outcome.summary is None:
             print("nexus: interrupted", file=sys.stderr)
         elif outcome.summary.status != "completed":
@@ -98,10 +113,12 @@ def read_message(raw: str, stdin: Any = None) -> str:
 
 
 def _failure_line(summary: RunSummary) -> str:
+    from nexus.cli._errors import cli_text
+
     if summary.status == "aborted":
         return f"run aborted: {summary.error or 'stopped before it finished'} (partial reply kept in the ledger)"
     kind = f" ({summary.error_kind})" if summary.error_kind else ""
-    return f"run failed{kind}: {summary.error or 'unknown error'}"
+    return f"run failed{kind}: {cli_text(summary.error or 'unknown error')}"
 
 
 # --------------------------------------------------------------------------- runtime
@@ -114,10 +131,13 @@ class TurnOutcome:
     summary: RunSummary | None
     interrupted: bool = False
     terminated: bool = False
+    output_closed: bool = False
 
 
 def exit_code(outcome: TurnOutcome) -> int:
-    """0 completed, 1 failed/aborted, 130 Ctrl-C, 143 SIGTERM."""
+    """0 completed, 1 failed/aborted, 130 Ctrl-C, 141 stdout closed, 143 SIGTERM."""
+    if outcome.output_closed:
+        return EXIT_OUTPUT_CLOSED
     if outcome.terminated:
         return EXIT_TERMINATED
     if outcome.interrupted:
@@ -138,6 +158,7 @@ class Runtime:
     thinking: str | None = None
     _loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
     _env: EngineEnv | None = field(default=None, repr=False)
+    _thinking_noted: set[str] = field(default_factory=set, repr=False)
 
     def __enter__(self) -> Runtime:
         return self
@@ -153,6 +174,8 @@ class Runtime:
             try:
                 self._loop.run_until_complete(aclose_client())
                 self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+                # join worker threads (the local model's generation) while the loop can still take their results
+                self._loop.run_until_complete(self._loop.shutdown_default_executor())
             finally:
                 self._loop.close()
         self.ledger.close()
@@ -175,11 +198,19 @@ class Runtime:
         return True
 
     def run_turn_sync(self, message: str, renderer: Renderer) -> TurnOutcome:
-        """Run one turn on the process's loop; Ctrl-C aborts it (a second Ctrl-C stops waiting)."""
-        summary, interrupted, terminated = run_with_signals(
-            self.loop, lambda abort: self.run_turn(message, renderer, abort)
-        )
-        return TurnOutcome(summary, interrupted, terminated)
+        """Run one turn on the process's loop; Ctrl-C aborts it (a second Ctrl-C stops waiting).
+
+        A closed stdout (the reader of a pipe went away) aborts the run too, quietly.
+        """
+        guards: list[ClosedOutputGuard] = []
+
+        def start(abort: AbortSignal) -> Coroutine[Any, Any, RunSummary]:
+            guard = ClosedOutputGuard(renderer, lambda: abort.abort("stdout was closed by its reader"))
+            guards.append(guard)
+            return self.run_turn(message, guard, abort)
+
+        summary, interrupted, terminated = run_with_signals(self.loop, start)
+        return TurnOutcome(summary, interrupted, terminated, output_closed=any(g.closed for g in guards))
 
     async def run_turn(self, message: str, renderer: Renderer, abort: AbortSignal) -> RunSummary:
         """Run one turn through the engine, streaming into ``renderer``; the engine writes the ledger."""
@@ -187,9 +218,23 @@ class Runtime:
         result, ctx, turn_id, created = await _call_engine(self, message, renderer, abort)
         summary = _summarize(self, result, ctx, turn_id, created, started)
         if summary.status != "completed":
-            renderer.error(summary.error or summary.status, summary.error_kind)
+            from nexus.cli._errors import cli_text
+
+            renderer.error(cli_text(summary.error or summary.status), summary.error_kind)
         renderer.finish(summary)
         return summary
+
+    def note_thinking(self, model: Model) -> None:
+        """Say once per model (on stderr) that a thinking level it cannot use is ignored."""
+        level = self.thinking if self.thinking is not None else self.config.thinking
+        if level == "off" or model.reasoning or model.ref in self._thinking_noted:
+            return
+        self._thinking_noted.add(model.ref)
+        print(
+            f"nexus: {model.ref} does not support reasoning; thinking level {level!r} is ignored",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def engine_env(self) -> EngineEnv:
         """The engine environment shared by this process's turns (model cache, auth cooldowns)."""
@@ -210,6 +255,7 @@ def open_runtime(args: argparse.Namespace) -> Runtime:
     label = (getattr(args, "session", None) or DEFAULT_SESSION).strip()
     if not label:
         raise ConfigError("the session label is empty: give one with -s LABEL, or leave -s out for 'main'")
+    check_model(config, choice.ref)  # before the ledger exists: a run that cannot start writes nothing
     path = config.database_path
     path.parent.mkdir(parents=True, exist_ok=True)
     # the tools need the workspace to exist before context assembly scaffolds it
@@ -224,6 +270,18 @@ def open_runtime(args: argparse.Namespace) -> Runtime:
         noun = "turn" if len(recovered) == 1 else "turns"
         print(f"nexus: closed {len(recovered)} {noun} left open by a stopped process (as aborted)", file=sys.stderr)
     return Runtime(config, ledger, label, choice.ref, getattr(args, "thinking", None))
+
+
+def check_model(config: NexusConfig, ref: str) -> None:
+    """ConfigError (exit 2) unless ``ref`` names a model this setup can call: known provider, key, local id.
+
+    The fallbacks count: a run may start when one of them is usable.
+    """
+    from nexus.engine.runner import preflight, resolve_model
+
+    primary = resolve_model(config, ref)
+    fallbacks = [resolve_model(config, other) for other in config.fallbacks if other != ref]
+    preflight(config, primary, fallbacks)
 
 
 # --------------------------------------------------------------------------- signals
@@ -361,6 +419,8 @@ async def _call_engine(
     from nexus.engine.session_lock import session_lock
 
     chosen = env.model(runtime.model)
+    env.preflight(chosen)
+    runtime.note_thinking(chosen)
     existed = runtime.session_exists()
     label = runtime.ledger.ensure_session(runtime.session).label
 
@@ -479,6 +539,11 @@ async def _compact(runtime: Runtime, focus: str | None, abort: AbortSignal) -> s
     if outcome is None:
         return "nothing to compact yet: the conversation is too short"
     result = outcome.result
+    if result.tokens_after >= result.tokens_before:  # a summary that does not shrink the context is no gain
+        return (
+            f"not compacted: the summary of {result.messages_summarized} messages would not make the context "
+            f"smaller (~{result.tokens_before} → ~{result.tokens_after} tokens); nothing was changed"
+        )
     owners = history_turn_ids(ledger, label, history)[offset:]
     record = compaction_record(result, cut=result.first_kept_index, turn_id="", owners=owners)
     record.first_kept_turn_id = record.first_kept_turn_id or None

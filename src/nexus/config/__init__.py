@@ -36,7 +36,6 @@ if TYPE_CHECKING:
         resolve_default_model,
     )
     from nexus.config._schema import (
-        TOOL_GROUPS,
         AgentLimits,
         AuthProfile,
         LocalModelConfig,
@@ -46,6 +45,7 @@ if TYPE_CHECKING:
         ToolPolicy,
         ToolRule,
     )
+    from nexus.config._tool_names import BUILTIN_TOOL_NAMES, TOOL_GROUPS
 
 _LAZY: dict[str, str] = {
     "load_config": "_load",
@@ -62,7 +62,8 @@ _LAZY: dict[str, str] = {
     "parse_model_ref": "_resolve",
     "provider_settings": "_resolve",
     "resolve_default_model": "_resolve",
-    "TOOL_GROUPS": "_schema",
+    "TOOL_GROUPS": "_tool_names",
+    "BUILTIN_TOOL_NAMES": "_tool_names",
     "AgentLimits": "_schema",
     "AuthProfile": "_schema",
     "LocalModelConfig": "_schema",
@@ -74,6 +75,7 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "BUILTIN_TOOL_NAMES",
     "CONFIG_FILE_NAME",
     "DEFAULT_MODELS",
     "LOCAL_INSTALL_HINT",

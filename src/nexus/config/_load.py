@@ -59,9 +59,35 @@ def parse_config(text: str, file: Path | str = "nexus.toml") -> NexusConfig:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(_syntax_message(str(exc), file)) from exc
     try:
-        return NexusConfig.model_validate(data)
+        config = NexusConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(format_validation_errors(exc, text, file)) from None
+    problems = _tool_name_problems(config, text, file)
+    if problems:
+        count = len(problems)
+        raise ConfigError("\n".join([f"invalid config ({count} problem{'s' if count != 1 else ''}):", *problems]))
+    return config
+
+
+def _tool_name_problems(config: NexusConfig, text: str, file: Path | str) -> list[str]:
+    """Plain tool names in ``[tools]`` lists that are no tool Nexus knows (a typo would silently not apply)."""
+    from nexus.config._tool_names import unknown_tool_entries
+
+    if not config.tools.strict_names:
+        return []
+    lines = key_lines(text)
+    blocks = []
+    for path, entries in config.tools.lists():
+        loc: Loc = ("tools", *path)
+        line = line_of(lines, loc)
+        where = f"{file}:{line}" if line is not None else str(file)
+        for problem in unknown_tool_entries(entries):
+            fix = (
+                "correct the name; for tools your application registers from Python, "
+                "set strict_names = false in [tools]"
+            )
+            blocks.append(f"{where}: {dotted(loc)}: {problem}\n    fix: {fix}")
+    return blocks
 
 
 def _finish(config: NexusConfig, home: Path, source: Path | None) -> NexusConfig:

@@ -13,18 +13,34 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from nexus.config._paths import DATABASE_FILE_NAME, WORKSPACE_DIR_NAME, nexus_home, resolve_path
+from nexus.config._tool_names import expand_tool_patterns, tool_matches
+
+BUILTIN_APIS: tuple[str, ...] = ("anthropic-messages", "openai-completions", "openai-responses", "llama-cpp")
+"""The wire APIs Nexus speaks out of the box (``[providers.<name>] api``)."""
+
+
+def known_apis() -> list[str]:
+    """The built-in wire APIs plus any registered with ``nexus.llm.register_api`` before the config was loaded."""
+    import sys
+
+    registry = sys.modules.get("nexus.llm.registry")
+    extra = list(registry.known_apis()) if registry is not None else []
+    return sorted({*BUILTIN_APIS, *extra})
+
+
+def _check_api(value: str | None) -> str | None:
+    if value is None or value in known_apis():
+        return value
+    import difflib
+
+    known = known_apis()
+    close = difflib.get_close_matches(value, known, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise ValueError(f"unknown wire API {value!r}: {hint}known APIs: {', '.join(known)}")
+
 
 ThinkingLevel = Literal["off", "minimal", "low", "medium", "high"]
 """Same values as ``nexus.llm.ThinkingLevel`` (repeated here: config imports nothing above it)."""
-
-TOOL_GROUPS: dict[str, tuple[str, ...]] = {
-    "group:fs": ("read", "write", "edit", "apply_patch", "ls", "find", "grep"),
-    "group:read": ("read", "ls", "find", "grep"),
-    "group:write": ("write", "edit", "apply_patch"),
-    "group:runtime": ("bash",),
-    "group:agents": ("send_message_to_agent", "get_agent_status", "spawn_agent"),
-}
-"""Names usable in tool policy lists instead of single tools (``*`` means every tool)."""
 
 
 class _Strict(BaseModel):
@@ -63,6 +79,11 @@ class ModelOverride(_Strict):
     reasoning: bool | None = None
     image_input: bool | None = None
 
+    @field_validator("api")
+    @classmethod
+    def _known_api(cls, value: str | None) -> str | None:
+        return _check_api(value)
+
 
 class ProviderConfig(_Strict):
     """One provider (vendor or server): wire API, endpoint, extra headers, models, credentials.
@@ -77,6 +98,11 @@ class ProviderConfig(_Strict):
     api_key: str | None = None
     auth_profiles: list[AuthProfile] = Field(default_factory=list)
     models: dict[str, ModelOverride] = Field(default_factory=dict)
+
+    @field_validator("api")
+    @classmethod
+    def _known_api(cls, value: str | None) -> str | None:
+        return _check_api(value)
 
     @model_validator(mode="after")
     def _one_way_to_give_keys(self) -> ProviderConfig:
@@ -122,29 +148,30 @@ class ToolRule(_Strict):
 
 
 def _check_tool_names(names: list[str]) -> list[str]:
-    for name in names:
-        if not name.strip():
-            raise ValueError("empty tool name")
-        if name.startswith("group:") and name not in TOOL_GROUPS:
-            raise ValueError(f"unknown tool group {name!r}; known groups: {', '.join(sorted(TOOL_GROUPS))}")
+    expand_tool_patterns(names)  # raises ValueError for an empty entry or an unknown group
     return names
 
 
 def _matches(entries: list[str], tool_name: str) -> bool:
-    return any(entry in ("*", tool_name) or tool_name in TOOL_GROUPS.get(entry, ()) for entry in entries)
+    return tool_matches(tool_name, expand_tool_patterns(entries))
 
 
 class ToolPolicy(_Strict):
     """Which tools an agent may use: global rules, then per session label and per agent role.
 
     A tool is allowed when every applicable ``allow`` list (global, the session's, the
-    role's) that is non-empty names it, and no applicable ``deny`` list does.
+    role's) that is non-empty names it, and no applicable ``deny`` list does. Entries are
+    tool names, globs (``mcp_*``) or groups (``group:fs``), matched ignoring case; the same
+    rules as ``nexus.engine.filter_tools``. When loaded from ``nexus.toml``, plain names
+    must be tools Nexus knows (a typo like ``bsh`` is an error) unless ``strict_names``
+    is false, for applications that register their own tools from Python.
     """
 
     allow: list[str] = Field(default_factory=list)
     deny: list[str] = Field(default_factory=list)
     sessions: dict[str, ToolRule] = Field(default_factory=dict)
     roles: dict[str, ToolRule] = Field(default_factory=dict)
+    strict_names: bool = True
 
     @field_validator("allow", "deny")
     @classmethod
@@ -161,6 +188,14 @@ class ToolPolicy(_Strict):
         if any(_matches(rule.deny, tool_name) for rule in rules):
             return False
         return all(not rule.allow or _matches(rule.allow, tool_name) for rule in rules)
+
+    def lists(self) -> list[tuple[tuple[str, ...], list[str]]]:
+        """Every allow/deny list with its key path under ``[tools]`` (for checks and error messages)."""
+        out: list[tuple[tuple[str, ...], list[str]]] = [(("allow",), self.allow), (("deny",), self.deny)]
+        for table, rules in (("sessions", self.sessions), ("roles", self.roles)):
+            for name, rule in rules.items():
+                out += [((table, name, "allow"), rule.allow), ((table, name, "deny"), rule.deny)]
+        return out
 
 
 class LocalModelConfig(_Strict):

@@ -40,7 +40,9 @@ class EngineCallbacks:
       and compaction details (:data:`~nexus.engine.types.EngineEvent`).
 
     Callbacks are plain functions called on the event loop; keep them quick. If one raises,
-    the error is logged (logger ``nexus.engine``) and the run continues.
+    the error is logged (logger ``nexus.engine``) and the run continues. A callback that
+    needs the run to stop (its output went away: a closed pipe) aborts the run's
+    ``AbortSignal`` instead of raising, so the turn ends ``aborted`` with what was produced.
     """
 
     on_partial_reply: Callable[[str], object] | None = None

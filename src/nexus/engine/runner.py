@@ -58,7 +58,10 @@ def resolve_model(config: NexusConfig, ref: str) -> Model:
 
     ``[providers.<name>]`` may set the wire ``api``, ``base_url`` (also ``<PROVIDER>_BASE_URL``),
     ``headers`` and per-model facts (context window, prices…). ``local/<id>`` registers the
-    in-process llama.cpp model from the ``[local]`` table.
+    in-process llama.cpp model from the ``[local]`` table; a local model id that is not
+    configured is a :class:`~nexus.errors.ConfigError` saying how to configure one. (An
+    unknown provider is reported by :func:`preflight`: with a custom ``stream_fn`` any
+    provider name is fine.)
     """
     from nexus.config import parse_model_ref, provider_settings
     from nexus.llm.catalog import get_model
@@ -68,11 +71,12 @@ def resolve_model(config: NexusConfig, ref: str) -> Model:
         from nexus.llm.providers.llama_cpp import register_local_model
 
         local = config.local
+        _check_local_id(config, model_id)
         path = config.local_model_path
         return register_local_model(model_id, path, local.n_ctx, local.n_threads, local.chat_format)
-    model = get_model(provider, model_id)
     settings = provider_settings(config, provider)
     declared = config.providers.get(provider)
+    model = get_model(provider, model_id)
     changes: dict[str, object] = {}
     if declared is not None and declared.api:
         changes["api"] = declared.api
@@ -84,6 +88,95 @@ def resolve_model(config: NexusConfig, ref: str) -> Model:
     if override is not None:
         changes.update({k: v for k, v in override.model_dump().items() if v is not None})
     return replace(model, **changes) if changes else model  # type: ignore[arg-type]
+
+
+def local_model_ids(config: NexusConfig) -> list[str]:
+    """The ids ``local/<id>`` may name: ``local.model_id`` (and SmolLM2's id while no model_path is set)."""
+    from nexus.llm.providers.llama_cpp import DEFAULT_MODEL_ID
+
+    ids = [config.local.model_id]
+    if config.local.model_path is None and DEFAULT_MODEL_ID not in ids:
+        ids.append(DEFAULT_MODEL_ID)
+    return ids
+
+
+def _check_local_id(config: NexusConfig, model_id: str) -> None:
+    known = local_model_ids(config)
+    if model_id in known:
+        return
+    from nexus.errors import ConfigError
+
+    raise ConfigError(
+        f"unknown local model {model_id!r}: the local provider runs the model of the [local] table "
+        f"(known: {', '.join('local/' + k for k in known)}). To run another GGUF file, set in nexus.toml:\n"
+        f'  [local]\n  model_id = "{model_id}"\n  model_path = "/path/to/model.gguf"'
+    )
+
+
+_HTTP_APIS = frozenset({"anthropic-messages", "openai-completions", "openai-responses"})
+
+
+def unknown_provider_problem(model: Model) -> str | None:
+    """Why nothing says where ``model``'s provider lives (not built in, no base_url anywhere), or None."""
+    from nexus.llm.keys import base_url_env_var, effective_base_url, known_providers
+
+    if model.api not in _HTTP_APIS or effective_base_url(model) is not None:
+        return None
+    provider = model.provider
+    return (
+        f"unknown provider {provider!r} in model {model.ref!r}. Known providers: "
+        f"{', '.join([*known_providers(), 'local'])}. To use another server, add it to nexus.toml:\n"
+        f'  [providers.{provider}]\n  base_url = "https://…/v1"\n'
+        f'  api = "openai-completions"   # or "openai-responses", "anthropic-messages"\n'
+        f'  api_key = "…"   # leave out for a local server\n'
+        f"(or export {base_url_env_var(provider)})"
+    )
+
+
+def model_problem(config: NexusConfig, model: Model) -> str | None:
+    """Why a call to ``model`` cannot even be attempted (no key for a provider that needs one), or None.
+
+    Keys come from ``[providers.<name>]`` (``api_key`` / ``auth_profiles``) or the environment;
+    local models and servers on localhost need none.
+    """
+    from nexus.config import key_env_vars, provider_settings
+    from nexus.llm.keys import effective_base_url, key_required
+
+    settings = provider_settings(config, model.provider)
+    if settings.keyless or any(p.api_key is not None for p in settings.profiles):
+        return None
+    base_url = effective_base_url(model) or ""
+    if not key_required(model.provider, base_url):
+        return None
+    unset = sorted({name for p in settings.profiles for name in p.missing})
+    if unset:
+        return f"{model.ref}: the key of [providers.{model.provider}] uses {', '.join(unset)}, which is not set"
+    names = " or ".join(key_env_vars(model.provider))
+    return (
+        f"{model.ref}: no API key for provider {model.provider!r}: export {names}=…, "
+        f'or put the key in nexus.toml: [providers.{model.provider}] api_key = "…"'
+    )
+
+
+def preflight(config: NexusConfig, primary: Model, fallbacks: Sequence[Model] = ()) -> None:
+    """Refuse a run that cannot reach any model, before anything is written (ConfigError).
+
+    The run may start when the primary model or one of the fallbacks has a usable key (or
+    needs none); otherwise every problem is listed.
+    """
+    from nexus.errors import ConfigError
+
+    for model in (primary, *fallbacks):  # a provider nothing describes is a mistake wherever it is named
+        unknown = unknown_provider_problem(model)
+        if unknown is not None:
+            raise ConfigError(unknown)
+    problems = []
+    for model in (primary, *fallbacks):
+        problem = model_problem(config, model)
+        if problem is None:
+            return
+        problems.append(problem)
+    raise ConfigError("no usable model for this run:\n  " + "\n  ".join(problems))
 
 
 @dataclass(slots=True)
@@ -129,6 +222,15 @@ class EngineEnv:
         if found is None:
             found = self._models[ref] = resolve_model(self.config, ref)
         return found
+
+    def fallback_models(self, primary: Model) -> list[Model]:
+        """The configured ``fallbacks`` as models, without ``primary``."""
+        return [self.model(ref) for ref in self.config.fallbacks if ref != primary.ref]
+
+    def preflight(self, primary: Model) -> None:
+        """:func:`preflight` for ``primary`` and the configured fallbacks (skipped with a custom ``stream_fn``)."""
+        if self.stream_fn is None:
+            preflight(self.config, primary, self.fallback_models(primary))
 
     def auth_profiles(self, models: Sequence[Model]) -> dict[str, list[AuthProfile]]:
         """Each provider's usable keys from config/environment, in rotation order."""
@@ -223,7 +325,7 @@ class EngineEnv:
         from nexus.engine.execute import execute
 
         primary = model or self.model(f"{ctx.provider}/{ctx.model}")
-        fallbacks = [self.model(ref) for ref in self.config.fallbacks if ref != primary.ref]
+        fallbacks = self.fallback_models(primary)
         return execute(
             ctx,
             callbacks,
@@ -272,6 +374,7 @@ async def run_agent(
         ledger.recover()
         env = EngineEnv.from_config(config, ledger, stream_fn=stream_fn)
         chosen = env.model(model)
+        env.preflight(chosen)
         label = ledger.ensure_session(session or DEFAULT_SESSION).label
         # one run per session at a time, also across processes (DESIGN §4.3's serial invariant)
         async with session_lock(ledger.path, label, signal=signal) as held:

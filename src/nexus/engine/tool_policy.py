@@ -2,47 +2,29 @@
 
 The broker resolves an agent's permissions before the run; this is the one place that
 turns them into the tool list the model sees, so a denied tool is never even offered.
+How an entry matches is defined once, in ``nexus.config`` (the ``[tools]`` table uses the
+same rules): exact names, globs (``*``, ``?``, ``[..]``) and groups, ignoring case.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
 
+from nexus.config._tool_names import TOOL_GROUPS, expand_tool_patterns, tool_matches
 from nexus.errors import ConfigError
 
 if TYPE_CHECKING:
     from nexus.agent.tool_types import AgentTool
 
-TOOL_GROUPS: dict[str, tuple[str, ...]] = {
-    "group:fs": ("read", "write", "edit", "apply_patch", "grep", "find", "ls"),
-    "group:read": ("read", "grep", "find", "ls"),
-    "group:write": ("write", "edit", "apply_patch"),
-    "group:runtime": ("bash",),
-    "group:agents": ("send_message_to_agent", "get_agent_status", "spawn_agent"),
-}
-"""Built-in group names usable in allow/deny lists (``group:fs`` = every file tool…)."""
-
-_GLOB_CHARS = frozenset("*?[")
+__all__ = ["TOOL_GROUPS", "filter_tools", "is_tool_allowed"]
 
 
 def _expand(patterns: Iterable[str], groups: Mapping[str, Sequence[str]], which: str) -> list[str]:
-    """Lower-cased patterns with ``group:`` names replaced by their members; bad entries raise."""
-    out: list[str] = []
-    for raw in patterns:
-        if not isinstance(raw, str) or not raw.strip():
-            raise ConfigError(f"tool {which} list has an empty or non-text entry {raw!r}; use tool names or globs")
-        pattern = raw.strip().lower()
-        if pattern.startswith("group:"):
-            members = groups.get(pattern)
-            if members is None:
-                known = ", ".join(sorted(groups))
-                raise ConfigError(f"unknown tool group {raw!r} in the {which} list; known groups: {known}")
-            out.extend(m.lower() for m in members)
-        else:
-            out.append(pattern)
-    return out
+    try:
+        return expand_tool_patterns(patterns, groups, which)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _table(groups: Mapping[str, Sequence[str]] | None) -> Mapping[str, Sequence[str]]:
@@ -50,11 +32,6 @@ def _table(groups: Mapping[str, Sequence[str]] | None) -> Mapping[str, Sequence[
         return TOOL_GROUPS
     extra = {(k.lower() if k.lower().startswith("group:") else f"group:{k.lower()}"): v for k, v in groups.items()}
     return {**TOOL_GROUPS, **extra}
-
-
-def _matches(name: str, patterns: Sequence[str]) -> bool:
-    lowered = name.lower()
-    return any(fnmatchcase(lowered, p) if _GLOB_CHARS & set(p) else lowered == p for p in patterns)
 
 
 def is_tool_allowed(
@@ -65,10 +42,9 @@ def is_tool_allowed(
 ) -> bool:
     """Whether tool ``name`` passes the policy (``allow=None`` allows all; deny wins over allow)."""
     table = _table(groups)
-    denied = _expand(deny or (), table, "deny")
-    if _matches(name, denied):
+    if tool_matches(name, _expand(deny or (), table, "deny")):
         return False
-    return allow is None or _matches(name, _expand(allow, table, "allow"))
+    return allow is None or tool_matches(name, _expand(allow, table, "allow"))
 
 
 def filter_tools(
@@ -82,9 +58,10 @@ def filter_tools(
     ``allow=None`` means no allow restriction, ``allow=[]`` means nothing is allowed.
     Entries are exact names, globs (``*``, ``?``, ``[..]``, case-insensitive) or group names
     (:data:`TOOL_GROUPS` plus ``groups``, whose keys may omit ``group:``). A tool matched by
-    ``deny`` is removed even if allowed.
+    ``deny`` is removed even if allowed. Names are not checked against a tool list here:
+    the tools passed in are the whole set (an application's own tools included).
     """
     table = _table(groups)
     allowed = None if allow is None else _expand(allow, table, "allow")
     denied = _expand(deny or (), table, "deny")
-    return [t for t in tools if not _matches(t.name, denied) and (allowed is None or _matches(t.name, allowed))]
+    return [t for t in tools if not tool_matches(t.name, denied) and (allowed is None or tool_matches(t.name, allowed))]

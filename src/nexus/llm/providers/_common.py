@@ -296,7 +296,8 @@ def _prepare(spec: ProviderSpec, model: Model, context: Context, opts: StreamOpt
         raise StreamFailure("format", missing_base_url_message(model.provider))
     api_key = resolve_api_key(model.provider, opts.api_key)
     if api_key is None and key_required(model.provider, base_url):
-        raise StreamFailure("auth", missing_key_message(model.provider))
+        # permanent for this process: retrying (or backing off) cannot make a key appear
+        raise StreamFailure("auth_permanent", missing_key_message(model.provider))
     return spec.build_request(model, context, opts, api_key, base_url)
 
 
@@ -353,15 +354,26 @@ async def _read_limited(response: httpx.Response) -> str:
     return b"".join(parts).decode("utf-8", "replace")
 
 
+def _request_url(exc: BaseException) -> str:
+    """Where the failed request went: scheme, host, port and path only (a query may carry a key)."""
+    try:
+        url = exc.request.url  # type: ignore[attr-defined]
+    except (AttributeError, RuntimeError):  # httpx raises RuntimeError when no request is attached
+        return "the provider"
+    port = f":{url.port}" if url.port else ""
+    return f"{url.scheme}://{url.host}{port}{url.path}"
+
+
 def _failure_from_exception(exc: BaseException) -> StreamFailure:
     import httpx
 
+    where = _request_url(exc)
     if isinstance(exc, httpx.TimeoutException):
-        return StreamFailure("timeout", f"request timed out ({type(exc).__name__}): {exc}".rstrip(": "))
+        return StreamFailure("timeout", f"request to {where} timed out ({type(exc).__name__}): {exc}".rstrip(": "))
     if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
-        return StreamFailure("timeout", f"connection error: {exc or type(exc).__name__}")
+        return StreamFailure("timeout", f"connection error with {where}: {exc or type(exc).__name__}")
     if isinstance(exc, httpx.ConnectError):
-        return StreamFailure("timeout", f"cannot connect to provider: {exc or type(exc).__name__}")
+        return StreamFailure("timeout", f"cannot connect to {where}: {exc or type(exc).__name__}")
     if isinstance(exc, httpx.HTTPError):
         return failure_from_text(f"HTTP error: {exc or type(exc).__name__}")
     return StreamFailure("unknown", f"{type(exc).__name__}: {exc}")

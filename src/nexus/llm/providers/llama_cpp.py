@@ -499,6 +499,7 @@ async def stream(
             for event in decoder.chunk(payload):
                 yield event
             kind, payload = await channel.receive()
+        await worker  # it posted its end and is returning: settle it before the final event
         output.usage.input = int(payload.get("prompt_tokens", 0))
         output.usage.output = int(payload.get("completion_tokens", 0))
         output.usage.total = output.usage.input + output.usage.output
@@ -522,4 +523,20 @@ async def stream(
         if remove_listener is not None:
             remove_listener()
         if worker is not None:
-            await asyncio.shield(worker)  # the worker stops at its next chunk; never leave it unowned
+            _release(worker)
+
+
+def _release(worker: asyncio.Future[None]) -> None:
+    """Hand a worker the stream no longer waits for to the executor, without awaiting in ``finally``.
+
+    Awaiting here would suspend a generator that is being closed, often by the event loop's
+    async-generator finaliser in a task nobody awaits ("Task was destroyed but it is
+    pending!" at loop close). The worker has been told to stop (it checks before each chunk)
+    and the loop's executor owns its thread: ``loop.shutdown_default_executor()`` (called by
+    ``asyncio.run`` and the CLI) joins it. The callback retrieves its outcome.
+    """
+    if worker.done():
+        if not worker.cancelled():
+            worker.exception()
+        return
+    worker.add_done_callback(lambda done: None if done.cancelled() else done.exception())
