@@ -419,7 +419,7 @@ TARGETS = {100: None, 1_000: 2.0, 10_000: 10.0}
 """Cold history() targets from the performance issue, ms."""
 
 
-def _report_history(tmp: Path, depths: list[int], reps: int) -> None:
+def _print_history_header() -> None:
     print("\n## history(): fresh connection, peer content (4 messages/turn)\n")
     print(
         _row(
@@ -438,6 +438,19 @@ def _report_history(tmp: Path, depths: list[int], reps: int) -> None:
         )
     )
     print(_row(*["---"] * 12))
+
+
+def _ancestry_note(tmp: Path, depth: int) -> str:
+    """Bytes per turn of JSON-ancestry threads at ``depth`` (measured up to 3,000 turns, extrapolated beyond)."""
+    anc_depth = min(depth, 3_000)
+    anc = json_ancestry_bytes(tmp, anc_depth)
+    if anc_depth < depth:  # quadratic: per-turn bytes grow linearly with depth
+        return f"{anc / anc_depth:,.0f} at 3,000 -> ~{anc / anc_depth * depth / anc_depth:,.0f} (extrapolated)"
+    return f"{anc / anc_depth:,.0f}"
+
+
+def _report_history(tmp: Path, depths: list[int], reps: int) -> None:
+    _print_history_header()
     empty = tmp / "empty.db"
     _fresh(empty)
     Ledger.open(empty).close()
@@ -449,11 +462,7 @@ def _report_history(tmp: Path, depths: list[int], reps: int) -> None:
         naive = time_naive_cte(db, reps)
         warm = time_history_warm(db, reps)
         size = db_bytes(db)
-        anc_depth = min(depth, 3_000)
-        anc = json_ancestry_bytes(tmp, anc_depth)
-        anc_note = f"{anc / anc_depth:,.0f}"
-        if anc_depth < depth:  # quadratic: per-turn bytes grow linearly with depth
-            anc_note = f"{anc / anc_depth:,.0f} at 3,000 -> ~{anc / anc_depth * depth / anc_depth:,.0f} (extrapolated)"
+        anc_note = _ancestry_note(tmp, depth)
         before_ms, before_bytes = BEFORE.get(depth, (float("nan"), 0))
         target = TARGETS.get(depth)
         print(

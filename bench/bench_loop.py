@@ -260,6 +260,52 @@ def peers_live(mode: str, turns: int, ours: float) -> str:
     return "\n".join(lines)
 
 
+def _report_fresh(turns: int, reps: int) -> float:
+    """Print the fresh-run table and the recorded peers; returns nexus fresh_loop us/turn (the ratio base)."""
+    print("\n## fresh: every turn a new run (prompt -> tool call -> tool -> final text)\n")
+    print("| variant | us/turn | runs | RSS after MB | peak RSS MB |")
+    print("|---|---|---|---|---|")
+    fresh: dict[str, dict[str, Any]] = {}
+    variants = ["fresh_loop", "fresh_agent", "fresh_loop_sync_tool"]
+    try:
+        import nexus.testing  # noqa: F401
+
+        variants.append("scripted_fresh")
+    except ImportError:
+        pass
+    for v in variants:
+        m = fresh[v] = run_child(v, turns, reps)
+        print(f"| {v} | {m['us_per_turn']:.1f} | {m['all']} | {m['rss_after_mb']:.0f} | {m['peak_rss_mb']:.0f} |")
+    ours: float = fresh["fresh_loop"]["us_per_turn"]
+    print(f"\n### vs peers (recorded, peer-baselines.md §2a); ratio = peer / nexus fresh_loop ({ours:.0f} us)\n")
+    print("| peer | us/turn A / B | ratio A / B |")
+    print("|---|---|---|")
+    for name, pa, pb in PEERS_FRESH:
+        print(f"| {name} | {pa} / {pb} | {pa / ours:.0f}x / {pb / ours:.0f}x |")
+    return ours
+
+
+def _report_history(turns: int) -> dict[str, Any]:
+    """Print the one-long-conversation table against the recorded peers; returns the nexus measurements."""
+    h = run_child("history", turns, 1)
+    slope = (h["last100_us"] - h["first100_us"]) / (4 * (turns - 100))
+    print(f"\n## history: one {turns}-turn conversation via Agent.prompt (4 messages per turn)\n")
+    print("| | turn ~10 us | turns 1-100 us | last 100 turns us | us per history item | peak RSS MB |")
+    print("|---|---|---|---|---|---|")
+    print(
+        f"| nexus | {h['turn10_us']:.0f} | {h['first100_us']:.0f} | {h['last100_us']:.0f} | {slope:.3f} | "
+        f"{h['peak_rss_mb']:.0f} |"
+    )
+    for name, f100, l100, per in PEERS_HISTORY:
+        print(
+            f"| {name} (recorded A/B) | | {f100[0] * 1000:.0f} / {f100[1] * 1000:.0f} | "
+            f"{l100[0] * 1000:.0f} / {l100[1] * 1000:.0f} | {per[0]} / {per[1]} | |"
+        )
+    last_ratio = [(l100[0] * 1000 / h["last100_us"], name) for name, _, l100, _ in PEERS_HISTORY]
+    print("\nlast-100-turns ratio (peer A / nexus): " + ", ".join(f"{n} {r:.0f}x" for r, n in last_ratio))
+    return h
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--turns", type=int, default=1000)
@@ -275,43 +321,8 @@ def main() -> None:
         f"# nexus agent loop, {a.turns} turns per process, median of {a.reps} processes, "
         f"python {sys.version.split()[0]}"
     )
-    print("\n## fresh: every turn a new run (prompt -> tool call -> tool -> final text)\n")
-    print("| variant | us/turn | runs | RSS after MB | peak RSS MB |")
-    print("|---|---|---|---|---|")
-    fresh: dict[str, dict[str, Any]] = {}
-    variants = ["fresh_loop", "fresh_agent", "fresh_loop_sync_tool"]
-    try:
-        import nexus.testing  # noqa: F401
-
-        variants.append("scripted_fresh")
-    except ImportError:
-        pass
-    for v in variants:
-        m = fresh[v] = run_child(v, a.turns, a.reps)
-        print(f"| {v} | {m['us_per_turn']:.1f} | {m['all']} | {m['rss_after_mb']:.0f} | {m['peak_rss_mb']:.0f} |")
-    ours = fresh["fresh_loop"]["us_per_turn"]
-    print(f"\n### vs peers (recorded, peer-baselines.md §2a); ratio = peer / nexus fresh_loop ({ours:.0f} us)\n")
-    print("| peer | us/turn A / B | ratio A / B |")
-    print("|---|---|---|")
-    for name, pa, pb in PEERS_FRESH:
-        print(f"| {name} | {pa} / {pb} | {pa / ours:.0f}x / {pb / ours:.0f}x |")
-
-    h = run_child("history", a.turns, 1)
-    slope = (h["last100_us"] - h["first100_us"]) / (4 * (a.turns - 100))
-    print(f"\n## history: one {a.turns}-turn conversation via Agent.prompt (4 messages per turn)\n")
-    print("| | turn ~10 us | turns 1-100 us | last 100 turns us | us per history item | peak RSS MB |")
-    print("|---|---|---|---|---|---|")
-    print(
-        f"| nexus | {h['turn10_us']:.0f} | {h['first100_us']:.0f} | {h['last100_us']:.0f} | {slope:.3f} | "
-        f"{h['peak_rss_mb']:.0f} |"
-    )
-    for name, f100, l100, per in PEERS_HISTORY:
-        print(
-            f"| {name} (recorded A/B) | | {f100[0] * 1000:.0f} / {f100[1] * 1000:.0f} | "
-            f"{l100[0] * 1000:.0f} / {l100[1] * 1000:.0f} | {per[0]} / {per[1]} | |"
-        )
-    last_ratio = [(l100[0] * 1000 / h["last100_us"], name) for name, _, l100, _ in PEERS_HISTORY]
-    print("\nlast-100-turns ratio (peer A / nexus): " + ", ".join(f"{n} {r:.0f}x" for r, n in last_ratio))
+    ours = _report_fresh(a.turns, a.reps)
+    h = _report_history(a.turns)
     if a.peers_live:
         print("\n## peers measured live on this machine (fresh, 1 process each)\n")
         print(peers_live("fresh", a.turns, ours))

@@ -7,12 +7,11 @@ import re
 import signal
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pipe_reader import PipeReader
 
 from nexus.ledger import Ledger
 from nexus.llm.types import AssistantMessage, UserMessage
@@ -163,31 +162,6 @@ def test_compact_writes_a_compaction_turn(home: Path, server: FakeProviderServer
     assert "[Previous conversation summary]" in str(first_user["content"])
 
 
-class _Reader(threading.Thread):
-    def __init__(self, pipe: object) -> None:
-        super().__init__(daemon=True)
-        self.pipe = pipe
-        self.data = ""
-        self.lock = threading.Lock()
-
-    def run(self) -> None:
-        while True:
-            chunk = self.pipe.read(1)  # type: ignore[attr-defined]
-            if not chunk:
-                return
-            with self.lock:
-                self.data += chunk
-
-    def wait_for(self, needle: str, timeout: float = 30.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self.lock:
-                if needle in self.data:
-                    return True
-            time.sleep(0.02)
-        return False
-
-
 def test_ctrl_c_aborts_the_reply_not_the_chat(home: Path, server: FakeProviderServer) -> None:
     reply = "Part of the answer comes now and the rest never arrives in time."
     server.script(stall(after_chunks=3, seconds=60, then=text(reply)), text("Next answer."))
@@ -200,7 +174,7 @@ def test_ctrl_c_aborts_the_reply_not_the_chat(home: Path, server: FakeProviderSe
         env=_env(home),
     )
     assert proc.stdin is not None
-    out, err = _Reader(proc.stdout), _Reader(proc.stderr)
+    out, err = PipeReader(proc.stdout), PipeReader(proc.stderr)
     out.start()
     err.start()
     try:

@@ -7,12 +7,12 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pipe_reader import PipeReader
 
 from nexus.cli._render import JSON_EVENT_TYPES
 from nexus.ledger import Ledger
@@ -376,33 +376,6 @@ def test_open_turn_of_a_dead_process_is_recovered_at_start(home: Path, server: F
 # --------------------------------------------------------------------------- Ctrl-C
 
 
-class _Reader(threading.Thread):
-    """Collects a pipe's output in the background so the test can wait for some of it."""
-
-    def __init__(self, pipe: object) -> None:
-        super().__init__(daemon=True)
-        self.pipe = pipe
-        self.data = ""
-        self.lock = threading.Lock()
-
-    def run(self) -> None:
-        while True:
-            chunk = self.pipe.read(1)  # type: ignore[attr-defined]
-            if not chunk:
-                return
-            with self.lock:
-                self.data += chunk
-
-    def wait_for(self, needle: str, timeout: float = 30.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self.lock:
-                if needle in self.data:
-                    return True
-            time.sleep(0.02)
-        return False
-
-
 def test_ctrl_c_aborts_and_records_the_partial_reply(home: Path, server: FakeProviderServer) -> None:
     reply = "The first part arrives quickly, then the model stalls for a long time."
     server.script(stall(after_chunks=3, seconds=60, then=text(reply)))
@@ -413,7 +386,7 @@ def test_ctrl_c_aborts_and_records_the_partial_reply(home: Path, server: FakePro
         text=True,
         env=_env(home),
     )
-    out, err = _Reader(proc.stdout), _Reader(proc.stderr)
+    out, err = PipeReader(proc.stdout), PipeReader(proc.stderr)
     out.start()
     err.start()
     try:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +20,6 @@ from nexus.llm.abort import AbortSignal
 from nexus.llm.types import AssistantMessage, ToolResultMessage, UserMessage
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import http_error, reply, stall, text, thinking, tool_call
-
-
-@pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[Ledger]:
-    led = Ledger.open(tmp_path / "agents.db")
-    yield led
-    led.close()
 
 
 def make_env(

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from nexus.agent.tool_types import AgentTool
 from nexus.config import load_config
@@ -25,13 +23,6 @@ from nexus.ledger import Ledger
 from nexus.llm.types import Model, ToolResultMessage, UserMessage
 from nexus.testing import FakeProviderServer, ScriptedModel
 from nexus.testing.steps import http_error, overflow, text, tool_call
-
-
-@pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[Ledger]:
-    led = Ledger.open(tmp_path / "agents.db")
-    yield led
-    led.close()
 
 
 def make_env(

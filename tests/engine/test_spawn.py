@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
 from nexus.config import load_config
 from nexus.engine import EngineLimits, ProfileCooldowns
 from nexus.engine.execute import execute
@@ -17,13 +12,6 @@ from nexus.llm.abort import AbortSignal
 from nexus.llm.types import ToolResultMessage
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import http_error, text, tool_call
-
-
-@pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[Ledger]:
-    led = Ledger.open(tmp_path / "agents.db")
-    yield led
-    led.close()
 
 
 def make_env(ledger: Ledger, scripted: ScriptedModel, limits: EngineLimits | None = None) -> EngineEnv:

@@ -16,10 +16,10 @@ import pytest
 from nexus.llm.abort import AbortSignal
 from nexus.llm.events import AssistantMessageEvent
 from nexus.llm.options import StreamOptions
-from nexus.llm.providers import llama_cpp
+from nexus.llm.providers import _llama_models, llama_cpp
+from nexus.llm.providers._llama_messages import for_template
 from nexus.llm.providers.llama_cpp import (
     DEFAULT_MODEL_ID,
-    _for_template,
     default_weights,
     local_model,
     openai_messages,
@@ -92,11 +92,11 @@ def test_openai_messages_shape() -> None:
     assert assistant["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": '{"city": "Paris"}'}
     assert messages[3] == {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "sunny"}
     # the function-calling template has no tool role: results become user turns, and a system turn exists
-    adapted = _for_template(messages[1:], function_calling=True)
+    adapted = for_template(messages[1:], function_calling=True)
     assert adapted[0]["role"] == "system"
     assert adapted[-1] == {"role": "user", "content": "functions.get_weather returned:\nsunny"}
     # the GGUF template renders only content: earlier calls are written into the text
-    plain = _for_template(messages, function_calling=False)
+    plain = for_template(messages, function_calling=False)
     assert plain[2] == {"role": "assistant", "content": 'functions.get_weather:\n{"city": "Paris"}'}
     assert plain[3] == {"role": "tool", "content": "sunny"}
 
@@ -163,9 +163,9 @@ async def test_streaming_gives_several_deltas_that_add_up() -> None:
     assert types.index("text_start") < types.index("text_delta") < types.index("text_end") < types.index("done")
     final = _final(events)
     assert "".join(deltas) == final.text
-    loaded = dict(llama_cpp._models)
+    loaded = dict(_llama_models._models)
     await _collect(Context(messages=[UserMessage("Hi")]), StreamOptions(max_tokens=4))
-    assert llama_cpp._models == loaded, "the model is loaded once and reused"
+    assert _llama_models._models == loaded, "the model is loaded once and reused"
 
 
 @pytest.mark.local_model

@@ -121,12 +121,17 @@ def _model_check(config: NexusConfig, env: Mapping[str, str]) -> Check:
     return Check("ok", "model", detail)
 
 
+def _not_created_yet(name: str, path: Path, when: str) -> Check:
+    """A missing path is fine if nexus can create it (its nearest existing parent is writable)."""
+    parent = _existing_parent(path)
+    if os.access(parent, os.W_OK):
+        return Check("ok", name, f"{path} does not exist yet (created on {when})")
+    return Check("fail", name, f"{path} cannot be created: {parent} is not writable")
+
+
 def _database_check(path: Path) -> Check:
     if not path.exists():
-        parent = _existing_parent(path)
-        if os.access(parent, os.W_OK):
-            return Check("ok", "database", f"{path} does not exist yet (created on first use)")
-        return Check("fail", "database", f"{path} cannot be created: {parent} is not writable")
+        return _not_created_yet("database", path, "first use")
     try:
         count, recovered = _count_sessions(path)
     except Exception as exc:
@@ -160,10 +165,7 @@ def _count_with_sqlite(path: Path) -> int:
 
 def _workspace_check(path: Path) -> Check:
     if not path.exists():
-        parent = _existing_parent(path)
-        if os.access(parent, os.W_OK):
-            return Check("ok", "workspace", f"{path} does not exist yet (created on first run)")
-        return Check("fail", "workspace", f"{path} cannot be created: {parent} is not writable")
+        return _not_created_yet("workspace", path, "first run")
     if not path.is_dir():
         return Check("fail", "workspace", f"{path} is not a directory: set workspace in nexus.toml")
     if not os.access(path, os.W_OK):

@@ -168,8 +168,9 @@ def _fork(ledger: Ledger, args: argparse.Namespace) -> int:
 
 def _export(ledger: Ledger, args: argparse.Namespace) -> int:
     session = ledger.resolve_session(args.label)
-    with tempfile.TemporaryDirectory() as tmp:
-        data = ledger.export_pi(session.label, Path(tmp) / "session.jsonl").read_text(encoding="utf-8")
+    from nexus.ledger.pi_jsonl import pi_session_text
+
+    data = pi_session_text(ledger, session.label)
     if args.output in (None, "-"):  # stdout unless -o FILE: `nexus sessions export main > main.jsonl`
         sys.stdout.write(data)
         return 0

@@ -22,20 +22,18 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from nexus.cli._engine_bridge import call_engine, summarize_run
 from nexus.cli._render import (
     ClosedOutputGuard,
     JsonRenderer,
     Renderer,
-    RunStart,
     RunSummary,
     TextRenderer,
-    describe_engine_event,
 )
 from nexus.errors import ConfigError, NexusError
 
 if TYPE_CHECKING:
     from nexus.config import NexusConfig
-    from nexus.engine import AgentResult, AssembledContext, EngineEvent
     from nexus.engine.runner import EngineEnv
     from nexus.ledger import Ledger
     from nexus.llm.abort import AbortSignal
@@ -55,8 +53,6 @@ DEFAULT_SESSION = "main"
 """The session ``nexus run`` and ``nexus chat`` use when ``-s`` is not given."""
 
 T = TypeVar("T")
-
-_COMPACTION_NOTICE_DELAY_S = 0.3
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 EXIT_OUTPUT_CLOSED = 141
@@ -215,8 +211,8 @@ class Runtime:
     async def run_turn(self, message: str, renderer: Renderer, abort: AbortSignal) -> RunSummary:
         """Run one turn through the engine, streaming into ``renderer``; the engine writes the ledger."""
         started = time.monotonic()
-        result, ctx, turn_id, created = await _call_engine(self, message, renderer, abort)
-        summary = _summarize(self, result, ctx, turn_id, created, started)
+        result, ctx, turn_id, created = await call_engine(self, message, renderer, abort)
+        summary = summarize_run(self, result, ctx, turn_id, created, started)
         if summary.status != "completed":
             from nexus.cli._errors import cli_text
 
@@ -328,165 +324,6 @@ def run_with_signals(
     return value, bool(state["interrupted"]), bool(state["terminated"])
 
 
-# --------------------------------------------------------------------------- engine bridge
-
-
-class _Bridge:
-    """Engine callbacks and execution events → renderer calls."""
-
-    def __init__(self, renderer: Renderer) -> None:
-        self.renderer = renderer
-        self._held: EngineEvent | None = None
-        self._held_timer: asyncio.TimerHandle | None = None
-
-    def on_partial_reply(self, text: str) -> None:
-        self.renderer.text(text)
-
-    def on_reasoning(self, text: str) -> None:
-        self.renderer.reasoning(text)
-
-    def on_agent_event(self, phase: str, timestamp_ms: int) -> None:
-        if phase == "streaming":  # a new model call: its text starts on a fresh line
-            self.renderer.message_end()
-
-    def on_engine_event(self, event: EngineEvent) -> None:
-        """Notices for retries, waits, fallbacks and compactions.
-
-        A compaction start is shown after a short delay: a check that finds nothing old enough
-        to summarise ends at once, and is then not worth two lines of noise.
-        """
-        if event.type == "compaction_start":
-            self._flush_held()
-            self._held = event
-            self._held_timer = asyncio.get_running_loop().call_later(_COMPACTION_NOTICE_DELAY_S, self._flush_held)
-            return
-        if event.type == "compaction_end" and self._held is not None and event.result is None:
-            self._drop_held()
-            if event.error and "nothing old enough" in event.error:
-                return
-        self._flush_held()
-        self.renderer.notice(*describe_engine_event(event))
-
-    def close(self) -> None:
-        """The run is over: a compaction notice still held back is no longer news."""
-        self._drop_held()
-
-    def _flush_held(self) -> None:
-        held = self._held
-        self._drop_held()
-        if held is not None:
-            self.renderer.notice(*describe_engine_event(held))
-
-    def _drop_held(self) -> None:
-        if self._held_timer is not None:
-            self._held_timer.cancel()
-        self._held, self._held_timer = None, None
-
-    def on_event(self, event: object) -> None:
-        """Tool starts/ends from the execution's event stream (they carry arguments and full results)."""
-        kind = getattr(event, "type", None)
-        if kind == "tool_execution_start":
-            self.renderer.message_end()
-            self.renderer.tool_start(event.tool_call_id, event.tool_name, event.args)  # type: ignore[attr-defined]
-        elif kind == "tool_execution_end":
-            self.renderer.tool_end(
-                event.tool_call_id,  # type: ignore[attr-defined]
-                event.tool_name,  # type: ignore[attr-defined]
-                event.result,  # type: ignore[attr-defined]
-                event.is_error,  # type: ignore[attr-defined]
-            )
-
-
-async def _call_engine(
-    runtime: Runtime, message: str, renderer: Renderer, abort: AbortSignal
-) -> tuple[AgentResult, AssembledContext, str | None, bool]:
-    """Assemble the context, start the execution, stream it into ``renderer``.
-
-    Returns (result, context, turn id, whether this run started the session's conversation).
-    """
-    from nexus.engine.callbacks import EngineCallbacks
-    from nexus.engine.types import ThinkingConfig
-
-    env = runtime.engine_env()
-    bridge = _Bridge(renderer)
-    callbacks = EngineCallbacks(
-        on_partial_reply=bridge.on_partial_reply,
-        on_reasoning_stream=bridge.on_reasoning,
-        on_agent_event=bridge.on_agent_event,
-        on_engine_event=bridge.on_engine_event,
-    )
-    from nexus.engine.context import local_timezone
-    from nexus.engine.session_lock import session_lock
-
-    chosen = env.model(runtime.model)
-    env.preflight(chosen)
-    runtime.note_thinking(chosen)
-    existed = runtime.session_exists()
-    label = runtime.ledger.ensure_session(runtime.session).label
-
-    def waiting() -> None:
-        print(f"nexus: waiting for another run of session {label} to finish…", file=sys.stderr, flush=True)
-
-    # one run per session at a time, also across processes: a second `nexus run` waits, never forks
-    async with session_lock(runtime.ledger.path, label, signal=abort, on_wait=waiting) as held:
-        if not held:
-            raise NexusError(f"interrupted while waiting for another run of session {label}; nothing was sent")
-        created = not existed and runtime.ledger.head(label) is None  # (a run we waited for may have started it)
-        ctx = env.assemble(message, session=label, model=chosen, signal=abort, channel="cli", timezone=local_timezone())
-        if runtime.thinking is not None:
-            level = runtime.thinking
-            ctx.thinking_config = ThinkingConfig(level) if level != "off" else None  # type: ignore[arg-type]
-        renderer.start(RunStart(ctx.run_id, ctx.session_label, runtime.model, created))
-        execution = env.start(ctx, callbacks, model=chosen)
-        execution.on_event(bridge.on_event)
-        try:
-            result = await execution.result
-        finally:
-            bridge.close()
-    return result, ctx, execution.turn_id, created
-
-
-def _summarize(
-    runtime: Runtime, result: AgentResult, ctx: AssembledContext, turn_id: str | None, created: bool, started: float
-) -> RunSummary:
-    from nexus.engine.ledger_map import turn_status
-    from nexus.llm.types import AssistantMessage
-
-    text = ""
-    for message in reversed(result.messages):
-        if message.role == "assistant":
-            text = message.content
-            break
-    cost = 0.0
-    for message in result.messages:
-        if isinstance(message.message, AssistantMessage):
-            cost += message.message.usage.cost.total
-    usage = result.usage
-    return RunSummary(
-        run_id=ctx.run_id,
-        session_label=ctx.session_label,
-        status=turn_status(result),
-        stop_reason=result.stop_reason,
-        turn_id=turn_id,
-        model=runtime.model,
-        text=text,
-        error=result.error.message if result.error else None,
-        error_kind=result.error.kind if result.error else None,
-        usage={
-            "input": usage.input_tokens,
-            "output": usage.output_tokens,
-            "cacheRead": usage.cached_input_tokens,
-            "cacheWrite": usage.cache_write_tokens,
-            "reasoning": usage.reasoning_tokens,
-            "total": usage.total_tokens,
-        },
-        cost=round(cost, 6),
-        duration_ms=result.duration_ms or int((time.monotonic() - started) * 1000),
-        session_created=created,
-        tool_calls=len(result.tool_calls),
-    )
-
-
 # --------------------------------------------------------------------------- manual compaction
 
 
@@ -546,7 +383,6 @@ async def _compact(runtime: Runtime, focus: str | None, abort: AbortSignal) -> s
         )
     owners = history_turn_ids(ledger, label, history)[offset:]
     record = compaction_record(result, cut=result.first_kept_index, turn_id="", owners=owners)
-    record.first_kept_turn_id = record.first_kept_turn_id or None
     usage = Usage(input=result.summarization_input_tokens, output=result.summarization_output_tokens)
     usage.total = usage.input + usage.output
     turn_id = ledger.write_turn(

@@ -115,6 +115,27 @@ class PromptOptions:
     scaffold: bool = True
 
 
+def _system_prompt_for(
+    root: Path, model: Model, event: EventContext | None, tools: Sequence[AgentTool], prompt: PromptOptions
+) -> str:
+    """The composed system prompt: identity, bootstrap files, tools, safety and the runtime line."""
+    zone = event.timezone if event is not None else "UTC"
+    runtime = RuntimeInfo(
+        time=event.local_time() if event is not None else datetime.now(resolve_timezone(zone)),
+        timezone=zone,
+        channel=event.channel if event is not None else None,
+        model=model.ref,
+        workspace=str(root),
+    )
+    return build_system_prompt(
+        identity=prompt.identity,
+        bootstrap_files=load_bootstrap_files(root) if prompt.load_bootstrap else (),
+        tools=tools,
+        safety=prompt.safety,
+        runtime=runtime,
+    )
+
+
 def assemble_context(
     *,
     model: Model,
@@ -152,21 +173,7 @@ def assemble_context(
         scaffold_workspace(root)
     usable = filter_tools(tools, allow, deny)
     current = message if isinstance(message, UserMessage) else build_current_message(message, event)
-    zone = event.timezone if event is not None else "UTC"
-    runtime = RuntimeInfo(
-        time=event.local_time() if event is not None else datetime.now(resolve_timezone(zone)),
-        timezone=zone,
-        channel=event.channel if event is not None else None,
-        model=model.ref,
-        workspace=str(root),
-    )
-    system_prompt = build_system_prompt(
-        identity=prompt.identity,
-        bootstrap_files=load_bootstrap_files(root) if prompt.load_bootstrap else (),
-        tools=usable,
-        safety=prompt.safety,
-        runtime=runtime,
-    )
+    system_prompt = _system_prompt_for(root, model, event, usable, prompt)
     budget = compute_budget(
         model,
         system_prompt=system_prompt,

@@ -113,14 +113,11 @@ def _check_local_id(config: NexusConfig, model_id: str) -> None:
     )
 
 
-_HTTP_APIS = frozenset({"anthropic-messages", "openai-completions", "openai-responses"})
-
-
 def unknown_provider_problem(model: Model) -> str | None:
     """Why nothing says where ``model``'s provider lives (not built in, no base_url anywhere), or None."""
-    from nexus.llm.keys import base_url_env_var, effective_base_url, known_providers
+    from nexus.llm.keys import base_url_env_var, base_url_missing, known_providers
 
-    if model.api not in _HTTP_APIS or effective_base_url(model) is not None:
+    if not base_url_missing(model):
         return None
     provider = model.provider
     return (

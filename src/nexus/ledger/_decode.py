@@ -30,6 +30,7 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
+from nexus.ledger._rows import dumps
 from nexus.llm.serde import MessageFormatError, block_to_dict, message_from_dict
 from nexus.llm.types import (
     AssistantContent,
@@ -49,7 +50,6 @@ from nexus.llm.types import (
 
 _COST_KEYS = ("input", "output", "cache_read", "cache_write", "total")
 _ERROR_FIELDS = ("error_message", "error_kind", "retry_after", "response_id")
-_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 Origins = dict[int, tuple[str, str, str]]
 """``origins`` table: id -> (api, provider, model)."""
@@ -101,7 +101,7 @@ def encode_body(message: Message, origin: int) -> str:
             if value is not None:
                 out[name] = value
         out["t"] = message.timestamp
-        return _ENCODE(out)
+        return dumps(out)
     if type(message) is ToolResultMessage:
         out = {"i": message.tool_call_id, "n": message.tool_name, "c": _blocks_out(message.content)}
         if message.is_error:
@@ -109,10 +109,10 @@ def encode_body(message: Message, origin: int) -> str:
         if message.details is not None:
             out["d"] = message.details
         out["t"] = message.timestamp
-        return _ENCODE(out)
+        return dumps(out)
     if type(message) is UserMessage:
         content = message.content
-        return _ENCODE({"c": content if isinstance(content, str) else _blocks_out(content), "t": message.timestamp})
+        return dumps({"c": content if isinstance(content, str) else _blocks_out(content), "t": message.timestamp})
     raise TypeError(f"cannot store {type(message).__name__}; expected a user, assistant or tool-result message")
 
 

@@ -7,22 +7,19 @@ an asyncio caller can run the big ones (``history`` of a very long session, impo
 
 from __future__ import annotations
 
-import functools
 import os
-import socket
-import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nexus.ledger import _queue, _read, _sessions, _turns
+from nexus.ledger import _crash, _queue, _read, _sessions, _turns
 from nexus.ledger._decode import gc_paused
-from nexus.ledger._rows import TURN_COLUMNS, fetch_session, fetch_turn, turn_from_row, turn_position
+from nexus.ledger._rows import fetch_session, fetch_turn, turn_position
 from nexus.ledger._sessions import NewSession
 from nexus.ledger._sqlite import Database
 from nexus.ledger._ulid import new_ulid
 from nexus.ledger._write import HEAD, TurnFields, TurnOutcome, move_pointer
-from nexus.ledger.errors import LedgerError, TurnStateError
+from nexus.ledger.errors import TurnStateError
 from nexus.ledger.records import (
     CLOSED_STATUSES,
     CompactionRecord,
@@ -39,25 +36,10 @@ from nexus.llm.serde import message_to_dict
 from nexus.llm.types import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage, now_ms
 
 
-def _owner() -> str:
-    """``host:pid`` of this process (computed per call: a forked child has another pid)."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
 def default_db_path() -> Path:
     """``$NEXUS_HOME/agents.db`` (``NEXUS_HOME`` defaults to ``~/.nexus``): where the ledger lives."""
     home = os.environ.get("NEXUS_HOME") or str(Path.home() / ".nexus")
     return Path(home).expanduser() / "agents.db"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 DEFAULT_MESSAGE_CACHE = 50_000
@@ -234,7 +216,7 @@ class Ledger:
         tf = TurnFields(model=model, provider=provider, role=role, run_id=run_id, **fields)
         return self._db.write(
             lambda c: _turns.open_turn(
-                c, session_label, parent_turn_id, query_messages, tf, _owner(), source=source, context=context
+                c, session_label, parent_turn_id, query_messages, tf, _crash.owner(), source=source, context=context
             )
         )
 
@@ -252,13 +234,7 @@ class Ledger:
         results of its tool calls; an unfinished one is recovered as ``stop_reason="aborted"``.
         ``slot`` numbers the assistant messages of the turn (0, 1, ...).
         """
-        if not isinstance(message, AssistantMessage):
-            raise LedgerError(
-                f"journal_partial takes an AssistantMessage, got {type(message).__name__}; "
-                "journal other messages with journal_message"
-            )
-        if isinstance(slot, bool) or not isinstance(slot, int) or slot < 0:
-            raise LedgerError(f"journal_partial needs slot >= 0 (an int numbering the turn's replies), got {slot!r}")
+        _crash.check_partial(message, slot)
         body = _turns.partial_entry(message, complete)
         self._db.write(lambda c: _turns.journal_partial(c, turn_id, slot, body))
 
@@ -341,41 +317,11 @@ class Ledger:
         otherwise it is kept as a side branch. Turns of live processes on this host (and of
         other hosts, unless ``force``) are left alone. Returns the recovered turn ids.
         """
-        rows = self._db.read(
-            lambda c: c.execute("SELECT id, owner FROM turns WHERE status IN ('pending', 'streaming')").fetchall()
-        )
-        recovered: list[str] = []
-        for turn_id, owner in rows:
-            if not force and not self._owner_dead(owner):
-                continue
-            note = (
-                f"the process running this turn ({owner or 'unknown'}) stopped before finishing it; closed by recover()"
-            )
-            label, _ = self._db.write(functools.partial(_recover_one, turn_id=str(turn_id), note=note))
-            if label:
-                recovered.append(str(turn_id))
-        return recovered
-
-    @staticmethod
-    def _owner_dead(owner: str | None) -> bool:
-        if not owner:
-            return True
-        host, _, pid_text = owner.rpartition(":")
-        if host != socket.gethostname() or not pid_text.isdigit():
-            return False
-        pid = int(pid_text)
-        return pid != os.getpid() and not _pid_alive(pid)
+        return _crash.recover(self._db, force=force)
 
     def open_turns(self) -> list[Turn]:
         """Turns still open (being run, or left by a dead process until :meth:`recover`)."""
-        return self._db.read(
-            lambda c: [
-                turn_from_row(r)
-                for r in c.execute(
-                    f"SELECT {TURN_COLUMNS} FROM turns WHERE status IN ('pending', 'streaming') ORDER BY id"
-                )
-            ]
-        )
+        return _crash.open_turns(self._db)
 
     # ------------------------------------------------------------------ reading
 
@@ -534,10 +480,6 @@ class Ledger:
         from nexus.ledger.pi_jsonl import export_pi_session
 
         return export_pi_session(self, session_label, path)
-
-
-def _recover_one(conn: sqlite3.Connection, *, turn_id: str, note: str) -> tuple[str, bool]:
-    return _turns.recover_turn(conn, turn_id, note)
 
 
 def _check_closed(conn: Any, turn_id: str) -> None:

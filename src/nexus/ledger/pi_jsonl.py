@@ -309,6 +309,19 @@ def _entry_id(taken: set[str], wanted: Any = None) -> str:
 
 def export_pi_session(ledger: Ledger, session_label: str, path: str | Path) -> Path:
     """Write a session's history (root to head) as a pi session file pi can open."""
+    text = pi_session_text(ledger, session_label)
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return path
+
+
+def pi_session_text(ledger: Ledger, session_label: str) -> str:
+    """A session's history as the text of a pi session file (what :func:`export_pi_session` writes).
+
+    For callers that put the file somewhere themselves (stdout, their own atomic write).
+    """
 
     def run(conn: Any) -> tuple[Any, list[Any], dict[str, list[Any]]]:
         session = _sessions.resolve(conn, session_label)
@@ -318,11 +331,7 @@ def export_pi_session(ledger: Ledger, session_label: str, path: str | Path) -> P
     session, turns, messages = ledger.database.read(run)
     compactions = {t.id: ledger.compaction(t.id) for t in turns if t.turn_type == "compaction"}
     lines = _export_lines(session, turns, messages, compactions)
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n" for line in lines))
-    os.replace(tmp, path)
-    return path
+    return "".join(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n" for line in lines)
 
 
 def _export_lines(
@@ -424,4 +433,4 @@ def _compaction_entry(comp: CompactionRecord, first_entry: dict[str, str], turn:
     return entry
 
 
-__all__ = ["SUPPORTED_VERSIONS", "export_pi_session", "import_pi_session"]
+__all__ = ["SUPPORTED_VERSIONS", "export_pi_session", "import_pi_session", "pi_session_text"]

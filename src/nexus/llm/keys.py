@@ -98,6 +98,19 @@ def effective_base_url(model: Model, options: StreamOptions | None = None) -> st
     return resolve_base_url(model.provider, model.base_url, explicit)
 
 
+HTTP_APIS = frozenset({"anthropic-messages", "openai-completions", "openai-responses"})
+"""The built-in wire APIs that send requests to a base URL (``llama-cpp`` runs in-process)."""
+
+
+def base_url_missing(model: Model, options: StreamOptions | None = None) -> bool:
+    """True when ``model`` speaks an HTTP API but no base URL is known for it (unknown provider).
+
+    ``nexus.llm.stream`` refuses such a call and the engine's pre-flight check names the
+    provider; both ask here so they agree on which models are unreachable.
+    """
+    return model.api in HTTP_APIS and effective_base_url(model, options) is None
+
+
 def missing_base_url_message(provider: str) -> str:
     """What to tell a user whose provider has no base URL anywhere."""
     return (

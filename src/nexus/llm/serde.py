@@ -228,13 +228,17 @@ def message_from_dict(data: Any) -> Message:
     raise MessageFormatError(f"message: unknown role {role!r} (known: user, assistant, tool_result)")
 
 
+def _parse_json(text: str, what: str) -> Any:
+    """``json.loads`` whose failure is a :class:`MessageFormatError` naming ``what`` and where the text broke."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise MessageFormatError(f"{what}: not valid JSON ({exc.msg} at char {exc.pos})") from exc
+
+
 def message_from_json(text: str) -> Message:
     """Decode a message from JSON text; raises :class:`MessageFormatError` on bad input."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise MessageFormatError(f"message: not valid JSON ({exc.msg} at char {exc.pos})") from exc
-    return message_from_dict(data)
+    return message_from_dict(_parse_json(text, "message"))
 
 
 def model_to_dict(model: Model) -> dict[str, Any]:
@@ -267,11 +271,7 @@ def model_to_json(model: Model) -> str:
 
 def model_from_json(text: str) -> Model:
     """Decode a model from JSON text; raises :class:`MessageFormatError` on bad input."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise MessageFormatError(f"model: not valid JSON ({exc.msg} at char {exc.pos})") from exc
-    return model_from_dict(data)
+    return model_from_dict(_parse_json(text, "model"))
 
 
 # --------------------------------------------------------------------------- stream events
@@ -338,8 +338,4 @@ def event_to_json(event: AssistantMessageEvent) -> str:
 
 def event_from_json(text: str) -> AssistantMessageEvent:
     """Decode a stream event from JSON text; raises :class:`MessageFormatError` on bad input."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise MessageFormatError(f"event: not valid JSON ({exc.msg} at char {exc.pos})") from exc
-    return event_from_dict(data)
+    return event_from_dict(_parse_json(text, "event"))

@@ -14,12 +14,11 @@ from collections.abc import AsyncIterator
 
 from nexus.errors import UnknownProviderError
 from nexus.llm.events import AssistantMessageEvent, ErrorEvent
-from nexus.llm.keys import effective_base_url, known_providers, missing_base_url_message
+from nexus.llm.keys import base_url_missing, known_providers, missing_base_url_message
 from nexus.llm.options import StreamFn, StreamOptions
 from nexus.llm.registry import resolve_api
 from nexus.llm.types import AssistantMessage, Context, Model
 
-_HTTP_APIS = frozenset({"anthropic-messages", "openai-completions", "openai-responses"})
 _TRUSTED_PREFIX = "nexus.llm.providers."
 
 
@@ -34,7 +33,7 @@ def stream(
     still tells you it happened), so the consumer always gets a final message.
     """
     fn = resolve_api(model.api)
-    if model.api in _HTTP_APIS and effective_base_url(model, options) is None:
+    if base_url_missing(model, options):
         raise UnknownProviderError(
             f"unknown provider {model.provider!r} for model {model.id!r}: "
             f"{missing_base_url_message(model.provider)}; "

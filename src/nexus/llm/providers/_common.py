@@ -174,6 +174,14 @@ class _Aborted(Exception):
     """The abort signal fired between two events."""
 
 
+def _decode(decoder: Decoder, name: str | None, data: str) -> list[AssistantMessageEvent]:
+    """The decoder's events for one SSE event; a shape it cannot read becomes a ``malformed`` failure."""
+    try:
+        return decoder.handle(name, data)
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
+        raise _malformed(exc, data) from exc
+
+
 async def run_stream(
     spec: ProviderSpec, model: Model, context: Context, options: StreamOptions | None
 ) -> AsyncIterator[AssistantMessageEvent]:
@@ -199,7 +207,6 @@ async def run_stream(
         response = await _open(request, opts, gate)
         yield StartEvent(output)
         parser = SSEParser()
-        handle = decoder.handle
         chunks = response.aiter_bytes()
         while not decoder.finished:
             gate.enter()
@@ -210,22 +217,14 @@ async def run_stream(
             finally:
                 gate.active = False
             for name, data in parser.feed(chunk):
-                try:
-                    events = handle(name, data)
-                except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
-                    raise _malformed(exc, data) from exc
-                for event in events:
+                for event in _decode(decoder, name, data):
                     yield event
                     if signal is not None and signal.reason is not None:
                         raise _Aborted
         if decoder.finished:
             await _drain(chunks)
         for name, data in parser.flush() if not decoder.finished else ():
-            try:
-                events = handle(name, data)
-            except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
-                raise _malformed(exc, data) from exc
-            for event in events:
+            for event in _decode(decoder, name, data):
                 yield event
         if not decoder.complete():
             raise StreamFailure("timeout", "the connection closed before the response finished")

