@@ -122,7 +122,7 @@ def _add_chat(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 def _add_sessions(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sub = commands.add_parser(
         "sessions",
-        help="list, inspect, fork, export and import sessions",
+        help="list, inspect, fork, compact, export and import sessions",
         description=(
             "Sessions are named pointers into the ledger's tree of turns. Forking creates a new\n"
             "session at any earlier turn (nothing is copied); export/import use the pi-coding-agent\n"
@@ -163,6 +163,28 @@ def _add_sessions(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     imported.add_argument("file", metavar="FILE", help="the .jsonl session file")
     imported.add_argument("--label", metavar="L", help="label of the new session (default: from the file)")
     imported.set_defaults(handler=handler)
+
+    compact = actions.add_parser(
+        "compact",
+        help="summarise the older part of a session now, so its next run starts from the summary",
+        description=(
+            "Summarise the older part of a session with the model and record a compaction turn,\n"
+            "as the agent does by itself when the context fills up. The most recent part of the\n"
+            "conversation is kept verbatim; nothing is changed if the summary would not make the\n"
+            "context smaller. Waits while a run of the session is in progress."
+        ),
+        epilog='examples:\n  nexus sessions compact main\n  nexus sessions compact bugfix --focus "the failing test"\n',
+        formatter_class=_Formatter,
+    )
+    compact.add_argument("label", metavar="LABEL", help="session label or alias")
+    compact.add_argument("--focus", metavar="TEXT", help="what the summary should keep in particular")
+    compact.add_argument(
+        "-m",
+        "--model",
+        metavar="PROVIDER/MODEL",
+        help="model that writes the summary (default: the model a run would use)",
+    )
+    compact.set_defaults(handler=handler)
 
 
 def _add_doctor(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -1,4 +1,4 @@
-"""``nexus sessions …``: list, show, history, fork, export and import, on the Agents Ledger."""
+"""``nexus sessions …``: list, show, history, fork, compact, export and import, on the Agents Ledger."""
 
 from __future__ import annotations
 
@@ -31,17 +31,38 @@ def sessions_command(args: argparse.Namespace) -> int:
         "import": _import,
     }
     path = config.database_path
-    if args.action in ("list", "show", "history", "export") and not path.exists():
+    if args.action in ("list", "show", "history", "export", "compact") and not path.exists():
         if args.action == "list":
             print("no sessions yet" if not args.json else "[]")
             return 0
         from nexus.ledger import SessionNotFound
 
         raise SessionNotFound(args.label)
+    if args.action == "compact":
+        return _compact(args)
     path.parent.mkdir(parents=True, exist_ok=True)
     with Ledger.open(path) as ledger:
         _recover(ledger)
         return actions[args.action](ledger, args)
+
+
+def _compact(args: argparse.Namespace) -> int:
+    """``nexus sessions compact LABEL``: the engine's manual compaction, reported in one line on stdout.
+
+    Exit 0 when the session was compacted or there was nothing worth compacting (the line says
+    which), 1 when summarising failed or the label is unknown, 130 when interrupted.
+    """
+    from nexus.cli.run_cmd import EXIT_INTERRUPTED, compact_now, open_runtime
+    from nexus.errors import ConfigError
+
+    if not args.label.strip():
+        raise ConfigError("the session label is empty: give the LABEL of the session to compact")
+    options = argparse.Namespace(config=args.config, model=args.model, session=args.label, thinking=None)
+    with open_runtime(options) as runtime:
+        runtime.session = runtime.ledger.resolve_session(args.label).label  # SessionNotFound → exit 1
+        line = compact_now(runtime, args.focus or None)
+    print(line)
+    return EXIT_INTERRUPTED if line.startswith("compaction interrupted") else 0
 
 
 def _recover(ledger: Ledger) -> None:

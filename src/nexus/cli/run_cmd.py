@@ -34,7 +34,9 @@ from nexus.errors import ConfigError, NexusError
 
 if TYPE_CHECKING:
     from nexus.config import NexusConfig
+    from nexus.engine.compact_session import SessionCompaction
     from nexus.engine.runner import EngineEnv
+    from nexus.engine.types import EngineEvent
     from nexus.ledger import Ledger
     from nexus.llm.abort import AbortSignal
     from nexus.llm.types import Model
@@ -328,74 +330,24 @@ def run_with_signals(
 
 
 def compact_now(runtime: Runtime, focus: str | None = None) -> str:
-    """Summarise the older part of the session now (chat's ``/compact``); returns a one-line report.
+    """Summarise the older part of the session now (chat's ``/compact``, ``nexus sessions compact``).
 
-    Uses the engine's compaction (same prompt and cut rules as automatic compaction) and
-    writes a ``compaction`` turn, so the next run sends the summary plus the kept turns.
-    Keeps the most recent quarter of the conversation (at most ``compaction_keep_recent_tokens``).
+    The engine does the work (:meth:`EngineEnv.compact`: lock, cut, summary, compaction turn);
+    this runs it on the process's loop with Ctrl-C aborting it, and returns its one-line report.
     """
-    line, interrupted, _ = run_with_signals(runtime.loop, lambda abort: _compact(runtime, focus, abort))
-    if line is None or interrupted:
-        return "compaction interrupted: nothing was changed"
-    return line
-
-
-async def _compact(runtime: Runtime, focus: str | None, abort: AbortSignal) -> str:
-    from nexus.engine.budget import estimate_tokens
-    from nexus.engine.compaction import SUMMARY_PREFIX, CompactionError, compact
-    from nexus.engine.failover import failover_stream
-    from nexus.engine.ledger_map import compaction_record, history_turn_ids
-    from nexus.llm.types import Usage, UserMessage
+    from nexus.cli._render import describe_engine_event
 
     env = runtime.engine_env()
-    ledger = runtime.ledger
-    label = ledger.resolve_session(runtime.session).label
-    model = env.model(runtime.model)
-    history = ledger.history(label)
-    first = history[0] if history else None
-    previous = None
-    if isinstance(first, UserMessage) and isinstance(first.content, str) and first.content.startswith(SUMMARY_PREFIX):
-        previous = first.content[len(SUMMARY_PREFIX) :]
-    offset = 0 if previous is None else 1
-    messages = history[offset:]
-    keep = min(env.limits.keep_recent_tokens, max(1, estimate_tokens(messages) // 4))
-    stream_fn = failover_stream([model], env.auth_profiles([model]), env.limits, inner=env.stream_fn)
-    try:
-        outcome = await compact(
-            messages,
-            stream_fn,
-            model,
-            keep_recent_tokens=keep,
-            reserve_tokens=env.limits.reserve_tokens,
-            previous_summary=previous,
-            focus=focus,
-            signal=abort,
-        )
-    except CompactionError as exc:
-        raise NexusError(f"compaction failed: {exc.error.message}") from None
+    notices = TextRenderer()
+
+    def on_event(event: EngineEvent) -> None:  # retries, waits, fallbacks: the one-line report covers the rest
+        if event.type not in ("compaction_start", "compaction_end"):
+            notices.notice(*describe_engine_event(event))
+
+    def start(abort: AbortSignal) -> Coroutine[Any, Any, SessionCompaction]:
+        return env.compact(runtime.session, focus=focus, model=runtime.model, on_event=on_event, signal=abort)
+
+    outcome, _, _ = run_with_signals(runtime.loop, start)
     if outcome is None:
-        return "nothing to compact yet: the conversation is too short"
-    result = outcome.result
-    if result.tokens_after >= result.tokens_before:  # a summary that does not shrink the context is no gain
-        return (
-            f"not compacted: the summary of {result.messages_summarized} messages would not make the context "
-            f"smaller (~{result.tokens_before} → ~{result.tokens_after} tokens); nothing was changed"
-        )
-    owners = history_turn_ids(ledger, label, history)[offset:]
-    record = compaction_record(result, cut=result.first_kept_index, turn_id="", owners=owners)
-    usage = Usage(input=result.summarization_input_tokens, output=result.summarization_output_tokens)
-    usage.total = usage.input + usage.output
-    turn_id = ledger.write_turn(
-        None,
-        label,
-        turn_type="compaction",
-        compaction=record,
-        usage=usage,
-        model=model.id,
-        provider=model.provider,
-        stop_reason="end_turn",
-    )
-    return (
-        f"compacted {result.messages_summarized} messages into a summary (turn {turn_id}): "
-        f"~{result.tokens_before} → ~{result.tokens_after} tokens"
-    )
+        return "compaction interrupted: nothing was changed"
+    return outcome.message

@@ -15,6 +15,9 @@ from nexus.engine.budget import (
     estimate_tokens,
     should_compact,
 )
+
+# imported eagerly (it is light): the function must shadow its module's name on the package
+from nexus.engine.compact_session import CompactionStatus, SessionCompaction, compact_session
 from nexus.engine.compaction import (
     SUMMARY_PREFIX,
     CompactionError,
@@ -86,6 +89,7 @@ __all__ = [
     "CompactionPlan",
     "CompactionResult",
     "CompactionStartEvent",
+    "CompactionStatus",
     "EngineEvent",
     "EngineLimits",
     "EventContext",
@@ -95,6 +99,7 @@ __all__ = [
     "PromptOptions",
     "RetryEvent",
     "RuntimeInfo",
+    "SessionCompaction",
     "StopReason",
     "SystemPromptSection",
     "ThinkingConfig",
@@ -106,6 +111,7 @@ __all__ = [
     "build_current_message",
     "build_system_prompt",
     "compact",
+    "compact_session",
     "compute_budget",
     "estimate_context_tokens",
     "estimate_message_tokens",

@@ -258,7 +258,7 @@ class EngineRun:
         """Before every model call: proactive compaction if due, then the repaired, capped payload."""
         conversation = _llm(messages)
         await self.window.maybe_compact(conversation, self.signal)
-        return list(self.window.payload(conversation))
+        return self.window.payload(conversation)  # type: ignore[return-value]  # a fresh list each call
 
     def take_steering(self) -> list[LoopMessage]:
         """Steering messages queued since the last safe point."""

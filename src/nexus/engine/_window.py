@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from nexus.engine.budget import estimate_message_tokens, estimate_tokens, should_compact
+from nexus.engine.budget import estimate_message_tokens, estimate_tokens, reported_usage, should_compact
 from nexus.engine.compaction import (
     SUMMARY_PREFIX,
     CompactionError,
@@ -34,6 +34,84 @@ from nexus.engine.types import (
 from nexus.llm.abort import AbortSignal
 from nexus.llm.options import StreamFn
 from nexus.llm.types import AssistantMessage, Message, Model, ToolResultMessage, UserMessage
+
+_PRIMED_MAX = 16
+_primed: dict[int, tuple[list[Message], tuple[Message, ...], list[int | None]]] = {}
+"""id(history list) -> (that list, its messages at assembly, their token estimates); see :func:`prime_estimates`."""
+
+
+def prime_estimates(history: list[Message], estimates: list[int | None]) -> None:
+    """Hand the per-message estimates made during assembly to the run that will execute ``history``.
+
+    Keyed by the list's identity (the entry holds the list, so the id cannot be reused while it
+    is here); the run checks the messages are still the same before trusting the numbers. Only
+    the newest few contexts are kept, so an assembled context that never runs is dropped soon.
+    """
+    if len(_primed) >= _PRIMED_MAX:
+        _primed.pop(next(iter(_primed)))
+    _primed[id(history)] = (history, tuple(history), estimates)
+
+
+def _same(a: object, b: object) -> bool:
+    """The same message, or an equal one (the ledger decodes a turn's own messages anew the next time)."""
+    return a is b or a == b
+
+
+_ESTIMATED_MAX = 32
+_estimated: list[tuple[list[Message], list[int], int, int]] = []
+"""Recent histories: (messages, each one's estimate, index of the last usage-reporting message or -1, its usage)."""
+
+
+def history_estimates(history: list[Message]) -> tuple[int, list[int | None]]:
+    """:func:`~nexus.engine.budget.context_estimates` of a history, O(new messages) for a known session.
+
+    The ledger gives the next turn of a session the same message objects plus the newest turn, so
+    the estimates of a recent history that is a prefix of this one (``==``, identity first) are
+    reused and only the messages after it are estimated.
+    """
+    known: list[int] = []
+    for position in range(len(_estimated) - 1, -1, -1):
+        src, values, last, reported = _estimated[position]
+        if 0 < len(src) <= len(history) and _same(src[0], history[0]) and src == history[: len(src)]:
+            known = values
+            del _estimated[position]
+            break
+    else:
+        last, reported = -1, 0
+    start = len(known)
+    values = known + [estimate_message_tokens(m) for m in history[start:]]
+    for index in range(len(history) - 1, start - 1, -1):
+        usage = reported_usage(history[index])
+        if usage > 0:
+            last, reported = index, usage
+            break
+    if not history:
+        return 0, []
+    if len(_estimated) >= _ESTIMATED_MAX:
+        del _estimated[0]
+    _estimated.append((list(history), values, last, reported))  # a copy: the caller may change its list
+    estimates: list[int | None] = [None] * (last + 1)
+    estimates.extend(values[last + 1 :])
+    return reported + sum(values[last + 1 :]), estimates
+
+
+_PrefixKey = tuple[int, str | None, int | None, int]
+_PREFIXES_MAX = 32
+_prefixes: list[tuple[_PrefixKey, list[Message], list[Message]]] = []
+"""The processed payload prefixes of the last few runs (newest last); entries are never mutated."""
+
+
+def _remember_prefix(key: _PrefixKey, src: list[Message], out: list[Message]) -> None:
+    """Keep ``src`` -> ``out`` for the next run of the same session (it replaces the prefix it grew from)."""
+    if not src:
+        return
+    for index, (old_key, old_src, _) in enumerate(_prefixes):
+        if old_key == key and len(old_src) <= len(src) and old_src[-1] is src[len(old_src) - 1]:
+            del _prefixes[index]
+            break
+    if len(_prefixes) >= _PREFIXES_MAX:
+        del _prefixes[0]
+    _prefixes.append((key, src, out))
 
 
 def stored_summary(history: Sequence[Message]) -> str | None:
@@ -71,6 +149,10 @@ class ContextWindow:
     compacting: bool = False
     _seen: list[Message] = field(default_factory=list, repr=False)
     _estimates: list[int | None] = field(default_factory=list, repr=False)
+    _usage_free: int = field(default=0, repr=False)
+    _pay_key: _PrefixKey | None = field(default=None, repr=False)
+    _pay_src: list[Message] = field(default_factory=list, repr=False)
+    _pay_out: list[Message] = field(default_factory=list, repr=False)
 
     @classmethod
     def for_history(
@@ -85,7 +167,16 @@ class ContextWindow:
     ) -> ContextWindow:
         """Start from the ledger's history (its leading summary message becomes ``summary``)."""
         summary = stored_summary(history)
-        return cls(model, stream_fn, limits, budget, emit, summary=summary, cut=1 if summary is not None else 0)
+        window = cls(model, stream_fn, limits, budget, emit, summary=summary, cut=1 if summary is not None else 0)
+        primed = _primed.pop(id(history), None)
+        if primed is not None and primed[0] is history and len(primed[2]) == len(history):
+            snapshot = primed[1]
+            if snapshot == tuple(history):  # identity first, so O(n) at C speed; by value otherwise
+                window._seen = list(snapshot)
+                window._estimates = list(primed[2])
+                if None not in window._estimates:  # assembly estimated all: no message reports usage
+                    window._usage_free = len(snapshot)
+        return window
 
     # ------------------------------------------------------------------ views
 
@@ -97,8 +188,49 @@ class ContextWindow:
         return [summary_message(self.summary), *kept]
 
     def payload(self, messages: Sequence[Message]) -> list[Message]:
-        """What is sent to the model: the view, level-2 truncated if needed, repaired, results capped."""
-        view = self.view(messages)
+        """What is sent to the model: the view, level-2 truncated if needed, repaired, results capped.
+
+        Repair works per region (an assistant message and what follows it up to the next one), so
+        everything before the last assistant message repairs the same way on every call: that
+        prefix is kept (for this run, and per process for the next turn of the session, whose
+        history the ledger hands out as the same objects) and only the newest region is repaired
+        again. A kept prefix is used only while its messages are the same (``==`` on the lists,
+        which checks identity first), so a change anywhere is repaired from scratch.
+        """
+        start = self.cut
+        boundary = start
+        for index in range(len(messages) - 1, start - 1, -1):
+            if isinstance(messages[index], AssistantMessage):
+                boundary = index
+                break
+        key = (self.cut, self.summary, self.truncate_chars, self.limits.max_tool_result_chars)
+        head, src = self._cached_prefix(messages, boundary, key)
+        done = start + len(src)
+        if boundary > done:  # regions completed since the last call join the kept prefix
+            head = head + self._process(messages[done:boundary])
+            src = src + list(messages[done:boundary])
+            done = boundary
+            _remember_prefix(key, src, head)
+        self._pay_key, self._pay_src, self._pay_out = key, src, head
+        return head + self._process(messages[done:])
+
+    def _cached_prefix(
+        self, messages: Sequence[Message], boundary: int, key: _PrefixKey
+    ) -> tuple[list[Message], list[Message]]:
+        """(processed output, source messages) of the longest usable kept prefix; the summary alone on a miss."""
+        start = self.cut
+        room = boundary - start
+        candidates = [(self._pay_key, self._pay_src, self._pay_out), *reversed(_prefixes)]
+        for cached_key, src, out in candidates:
+            size = len(src)
+            if not 0 < size <= room or cached_key != key or not _same(src[0], messages[start]):
+                continue  # cheap rejections first: another session's prefix differs at its start
+            if src == messages[start : start + size]:
+                return out, src
+        return self._process([summary_message(self.summary)] if self.summary is not None else []), []
+
+    def _process(self, view: Sequence[Message]) -> list[Message]:
+        """Level-2 truncation (if active), repair and the result cap, for a run of whole regions."""
         if self.truncate_chars is not None:
             view = truncate_tool_results(view, self.truncate_chars)
         return truncate_tool_results(repair_transcript(view), self.limits.max_tool_result_chars)
@@ -113,13 +245,13 @@ class ContextWindow:
         """
         self._sync_cache(messages)
         floor = max(self.cut, self.compacted_len or 0)
-        for index in range(len(messages) - 1, floor - 1, -1):
-            message = messages[index]
-            if isinstance(message, AssistantMessage) and message.stop_reason not in ("error", "aborted"):
-                u = message.usage
-                reported = u.input + u.output + u.cache_read + u.cache_write
-                if reported > 0:
-                    return reported + self._estimate_range(messages, index + 1)
+        lowest = max(floor, self._usage_free)  # messages below it are known to report no usage
+        for index in range(len(messages) - 1, lowest - 1, -1):
+            reported = reported_usage(messages[index])
+            if reported > 0:
+                return reported + self._estimate_range(messages, index + 1)
+        if floor <= self._usage_free:
+            self._usage_free = len(messages)
         summary = estimate_message_tokens(summary_message(self.summary)) if self.summary is not None else 0
         return summary + self._estimate_range(messages, self.cut)
 
@@ -134,19 +266,21 @@ class ContextWindow:
                 keep += 1
         del seen[keep:]
         del self._estimates[keep:]
+        self._usage_free = min(self._usage_free, keep)
         seen.extend(messages[keep:])
         self._estimates.extend([None] * (len(messages) - keep))
 
     def _estimate_range(self, messages: Sequence[Message], start: int) -> int:
         """Estimated tokens of ``messages[start:]``, each message estimated at most once per run."""
         estimates = self._estimates
-        total = 0
-        for index in range(start, len(messages)):
-            value = estimates[index]
-            if value is None:
-                value = estimates[index] = estimate_message_tokens(messages[index])
-            total += value
-        return total
+        try:
+            index = estimates.index(None, start)  # the unestimated ones, found at C speed
+            while True:
+                estimates[index] = estimate_message_tokens(messages[index])
+                index = estimates.index(None, index + 1)
+        except ValueError:
+            pass
+        return sum(estimates[start:])  # type: ignore[arg-type]  # no None left from start on
 
     def budget(self, messages: Sequence[Message]) -> TokenBudget:
         """The run's budget with the conversation layer re-estimated (system and tools unchanged)."""

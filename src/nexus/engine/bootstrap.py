@@ -7,6 +7,8 @@ are skipped silently: a fresh workspace has only the starter ``AGENTS.md``.
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,6 +64,23 @@ def truncation_marker(name: str, shown: int, size: int) -> str:
     )
 
 
+_Stamp = tuple[int, int, int, int] | None
+_CACHE_MAX = 64
+_cache: dict[tuple[str, tuple[str, ...], int, int], tuple[tuple[_Stamp, ...], list[BootstrapFile]]] = {}
+"""(workspace, names, caps) -> (each file's stat stamp, the loaded files): a re-read only after an edit."""
+
+
+def _stamp(path: str) -> _Stamp:
+    """(mtime_ns, ctime_ns, size, inode) of a regular file; None when it is missing or not a file."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino
+
+
 def _read_prefix(path: Path, limit: int) -> tuple[str, int] | None:
     """Up to ``limit`` chars of ``path`` and its full length; None if missing, not a file, or blank."""
     try:
@@ -91,10 +110,28 @@ def load_bootstrap_files(
     Each file is cut to ``max_file_chars`` and the total to ``max_total_chars`` (later
     files get what is left; once nothing is left they are dropped). Cut files end with
     :func:`truncation_marker`. A missing workspace yields an empty list.
+
+    Every run reads these files and they rarely change, so the result is cached per process
+    and checked with one ``stat`` per file name: an edit, a new, removed or replaced file
+    (by mtime, ctime, size or inode) is read again by the next run.
     """
     if max_file_chars <= 0 or max_total_chars <= 0:
         raise ConfigError("bootstrap size caps must be positive (max_file_chars, max_total_chars)")
-    root = Path(workspace)
+    base = os.fspath(workspace)
+    stamps = tuple(_stamp(os.path.join(base, name)) for name in names)
+    key = (base, names, max_file_chars, max_total_chars)
+    cached = _cache.get(key)
+    if cached is not None and cached[0] == stamps:
+        return list(cached[1])
+    loaded = _load(Path(workspace), names, max_file_chars, max_total_chars)
+    if len(_cache) >= _CACHE_MAX:
+        _cache.clear()
+    _cache[key] = (stamps, loaded)  # stamped before the read: an edit during it is seen next time
+    return list(loaded)
+
+
+def _load(root: Path, names: tuple[str, ...], max_file_chars: int, max_total_chars: int) -> list[BootstrapFile]:
+    """:func:`load_bootstrap_files` without the cache."""
     loaded: list[BootstrapFile] = []
     budget = max_total_chars
     for name in names:

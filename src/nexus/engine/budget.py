@@ -75,14 +75,36 @@ def estimate_context_tokens(messages: Sequence[Message]) -> int:
     The last successful assistant message's usage (input + output + cache) is what the
     provider really counted; only messages after it are estimated. Without usage, all are estimated.
     """
+    return context_estimates(messages)[0]
+
+
+def context_estimates(messages: Sequence[Message]) -> tuple[int, list[int | None]]:
+    """:func:`estimate_context_tokens` and the per-message estimates it made (``None`` where usage covered).
+
+    The run reuses the per-message numbers, so a history is estimated once per turn, not twice.
+    """
+    estimates: list[int | None] = [None] * len(messages)
+    total = start = 0
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
         if isinstance(message, AssistantMessage) and message.stop_reason not in ("error", "aborted"):
             u = message.usage
             reported = u.input + u.output + u.cache_read + u.cache_write
             if reported > 0:
-                return reported + estimate_tokens(messages[index + 1 :])
-    return estimate_tokens(messages)
+                total, start = reported, index + 1
+                break
+    for index in range(start, len(messages)):
+        value = estimates[index] = estimate_message_tokens(messages[index])
+        total += value
+    return total, estimates
+
+
+def reported_usage(message: object) -> int:
+    """The context size a successful assistant message's usage reports (input + output + cache); else 0."""
+    if isinstance(message, AssistantMessage) and message.stop_reason not in ("error", "aborted"):
+        u = message.usage
+        return u.input + u.output + u.cache_read + u.cache_write
+    return 0
 
 
 def estimate_tools_tokens(tools: Sequence[AgentTool]) -> int:

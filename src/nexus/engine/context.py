@@ -9,12 +9,13 @@ and where it is being spoken to without that changing the cached system prompt.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from nexus.engine._window import history_estimates, prime_estimates
 from nexus.engine.bootstrap import load_bootstrap_files, scaffold_workspace
 from nexus.engine.budget import compute_budget
 from nexus.engine.system_prompt import RuntimeInfo, build_system_prompt
@@ -174,18 +175,22 @@ def assemble_context(
     usable = filter_tools(tools, allow, deny)
     current = message if isinstance(message, UserMessage) else build_current_message(message, event)
     system_prompt = _system_prompt_for(root, model, event, usable, prompt)
+    kept = list(history)
+    history_tokens, estimates = history_estimates(kept)
     budget = compute_budget(
         model,
         system_prompt=system_prompt,
-        history=history,
+        history=(),
         current=current,
         tools=usable,
         max_response_tokens=max_response_tokens,
         reserve_tokens=limits.reserve_tokens,
     )
+    budget = replace(budget, history=history_tokens)
+    prime_estimates(kept, estimates)  # the run reuses them instead of estimating the history again
     return AssembledContext(
         system_prompt=system_prompt,
-        history=list(history),
+        history=kept,
         current_message=current,
         tools=usable,
         model=model.id,

@@ -28,9 +28,13 @@ from nexus.llm.options import StreamFn, StreamOptions
 from nexus.llm.types import ImageContent, Model, UserMessage
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from nexus.agent.tool_types import AgentTool
     from nexus.config import NexusConfig
+    from nexus.engine.compact_session import SessionCompaction
     from nexus.engine.execute import EngineExecution
+    from nexus.engine.types import EngineEvent
     from nexus.ledger import Ledger
 
 log = logging.getLogger("nexus.engine")
@@ -337,6 +341,20 @@ class EngineEnv:
             depth=depth,
             env=self,
         )
+
+    async def compact(
+        self,
+        session: str,
+        *,
+        focus: str | None = None,
+        model: str | Model | None = None,
+        on_event: Callable[[EngineEvent], None] | None = None,
+        signal: AbortSignal | None = None,
+    ) -> SessionCompaction:
+        """Summarise the older part of ``session`` now (see :func:`~nexus.engine.compact_session.compact_session`)."""
+        from nexus.engine.compact_session import compact_session
+
+        return await compact_session(session, env=self, focus=focus, model=model, on_event=on_event, signal=signal)
 
 
 async def run_agent(

@@ -41,7 +41,8 @@ AgentErrorKind: TypeAlias = Literal[
 
 MessageRole: TypeAlias = Literal["user", "assistant", "system", "tool"]
 ToolCallStatus: TypeAlias = Literal["pending", "running", "completed", "failed"]
-CompactionTrigger: TypeAlias = Literal["context_limit", "overflow_recovery"]
+CompactionTrigger: TypeAlias = Literal["context_limit", "overflow_recovery", "manual"]
+"""Why a compaction ran: the prompt neared the window, a call overflowed it, or a user asked for it."""
 
 
 @dataclass(slots=True)
@@ -390,7 +391,7 @@ class FallbackEvent:
 
 @dataclass(slots=True, frozen=True)
 class CompactionStartEvent:
-    """Compaction begins; ``reason`` is the trigger (``context_limit`` or ``overflow_recovery``)."""
+    """Compaction begins; ``reason`` is the trigger (``context_limit``, ``overflow_recovery`` or ``manual``)."""
 
     reason: CompactionTrigger
     message_count: int

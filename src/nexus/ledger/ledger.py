@@ -142,7 +142,15 @@ class Ledger:
         return self._db.read(lambda c: _sessions.resolve(c, label_or_alias))
 
     def ensure_session(self, name: str, **create_kwargs: Any) -> Session:
-        """Label -> alias -> create: the lookup order the spec gives for incoming messages."""
+        """Label -> alias -> create: the lookup order the spec gives for incoming messages.
+
+        An existing session (the usual case, once per run) is found in a read transaction; only a
+        miss takes the write lock, and it looks again under the lock before creating.
+        """
+        try:
+            return self._db.read(lambda c: _sessions.resolve(c, name))
+        except LookupError:
+            pass
 
         def run(conn: Any) -> Session:
             try:

@@ -1,0 +1,200 @@
+"""The per-turn caches: they must never change what the model or the ledger sees, only how often work is done."""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any
+
+from nexus.engine import load_bootstrap_files, repair_transcript
+from nexus.engine._window import ContextWindow, history_estimates, prime_estimates
+from nexus.engine.budget import context_estimates, estimate_context_tokens
+from nexus.engine.compaction import truncate_tool_results
+from nexus.engine.repair import MISSING_RESULT_TEXT
+from nexus.engine.types import EngineLimits, TokenBudget
+from nexus.llm.types import AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
+from nexus.testing import ScriptedModel
+
+# --------------------------------------------------------------------------- bootstrap files
+
+
+def _bump_mtime(path: Path) -> None:
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+
+
+def test_edited_bootstrap_file_is_seen_by_the_next_load(tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").write_text("first rules")
+    assert [f.content for f in load_bootstrap_files(tmp_path)] == ["first rules"]
+    assert [f.content for f in load_bootstrap_files(tmp_path)] == ["first rules"]  # served from the cache
+    target = tmp_path / "AGENTS.md"
+    target.write_text("other rules")  # same size: only the stamp tells
+    _bump_mtime(target)
+    assert [f.content for f in load_bootstrap_files(tmp_path)] == ["other rules"]
+    target.write_text("longer rules than before")
+    assert [f.content for f in load_bootstrap_files(tmp_path)] == ["longer rules than before"]
+
+
+def test_added_removed_and_replaced_bootstrap_files_are_seen(tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").write_text("rules")
+    assert [f.name for f in load_bootstrap_files(tmp_path)] == ["AGENTS.md"]
+    (tmp_path / "SOUL.md").write_text("calm")
+    assert [f.name for f in load_bootstrap_files(tmp_path)] == ["AGENTS.md", "SOUL.md"]
+    (tmp_path / "AGENTS.md").unlink()
+    assert [f.name for f in load_bootstrap_files(tmp_path)] == ["SOUL.md"]
+    replacement = tmp_path / "new.md"
+    replacement.write_text("warm")
+    os.replace(replacement, tmp_path / "SOUL.md")  # a new inode, as editors that save atomically do
+    assert [f.content for f in load_bootstrap_files(tmp_path)] == ["warm"]
+
+
+def test_cached_bootstrap_list_is_a_copy_and_caps_are_part_of_the_key(tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").write_text("x" * 300)
+    first = load_bootstrap_files(tmp_path)
+    first.clear()  # a caller changing its list must not change the next caller's
+    assert len(load_bootstrap_files(tmp_path)) == 1
+    small = load_bootstrap_files(tmp_path, max_file_chars=100)
+    assert small[0].truncated and small[0].content.startswith("x" * 100)
+    assert not load_bootstrap_files(tmp_path)[0].truncated
+
+
+# --------------------------------------------------------------------------- payload repair
+
+
+def call(id: str) -> ToolCall:
+    return ToolCall(id, "read", {"path": f"{id}.txt"})
+
+
+def result(id: str, text: str = "ok") -> ToolResultMessage:
+    return ToolResultMessage(id, "read", [TextContent(text)])
+
+
+def asst(*calls: ToolCall, text: str = "") -> AssistantMessage:
+    content: list[Any] = [TextContent(text)] if text else []
+    return AssistantMessage(content=[*content, *calls], stop_reason="tool_use" if calls else "stop")
+
+
+def window(limits: EngineLimits = EngineLimits()) -> ContextWindow:
+    model = ScriptedModel().model
+    return ContextWindow.for_history(
+        [], model=model, stream_fn=ScriptedModel().stream, limits=limits, budget=TokenBudget(100_000), emit=print
+    )
+
+
+def reference(messages: list[Message], limits: EngineLimits = EngineLimits()) -> list[Message]:
+    """The payload as computed from scratch (what the cached path must always equal)."""
+    return truncate_tool_results(repair_transcript(messages), limits.max_tool_result_chars)
+
+
+def test_payload_grows_incrementally_and_equals_a_full_repair_every_time() -> None:
+    win = window()
+    conversation: list[Message] = [UserMessage("q1"), asst(call("a")), UserMessage("steer")]  # orphan call "a"
+    snapshot = copy.deepcopy(conversation)
+    steps: list[Message] = [
+        asst(call("b"), call("c")),
+        result("c"),
+        result("b"),
+        asst(text="done"),
+        UserMessage("q2"),
+        asst(call("d")),
+    ]
+    payload = win.payload(conversation)
+    assert payload == reference(conversation)
+    for message in steps:
+        conversation.append(message)
+        payload = win.payload(conversation)
+        assert payload == reference(conversation)
+    synthetic = [m for m in payload if isinstance(m, ToolResultMessage) and m.is_error]
+    assert [m.tool_call_id for m in synthetic] == ["a", "d"]  # orphans early and late both get a result
+    assert synthetic[0].content[0].text == MISSING_RESULT_TEXT  # type: ignore[union-attr]
+    assert conversation[:3] == snapshot  # stored messages are never touched
+
+
+def test_payload_is_recomputed_when_an_earlier_message_changes() -> None:
+    win = window()
+    conversation: list[Message] = [UserMessage("q"), asst(call("a")), result("a"), asst(call("b")), result("b")]
+    assert win.payload(conversation) == reference(conversation)
+    conversation[2] = result("zzz")  # the result of "a" replaced: "a" is now an orphan, "zzz" a stray
+    conversation.append(asst(text="end"))
+    payload = win.payload(conversation)
+    assert payload == reference(conversation)
+    assert [m.tool_call_id for m in payload if isinstance(m, ToolResultMessage)] == ["a", "b"]
+    assert next(m for m in payload if isinstance(m, ToolResultMessage)).is_error
+
+
+def test_payload_follows_a_popped_tail_and_a_new_result_cap() -> None:
+    conversation: list[Message] = [UserMessage("q"), asst(call("a")), result("a", "y" * 500), asst(text="x")]
+    win = window()
+    assert win.payload(conversation) == reference(conversation)
+    conversation.pop()
+    conversation.append(asst(call("b")))
+    assert win.payload(conversation) == reference(conversation)
+    capped = EngineLimits(max_tool_result_chars=100)
+    small = window(capped)
+    payload = small.payload(conversation)
+    assert payload == reference(conversation, capped)
+    assert "truncated" in payload[2].content[0].text  # type: ignore[union-attr]
+
+
+def test_a_later_run_reuses_the_prefix_only_for_the_same_messages() -> None:
+    history: list[Message] = [UserMessage("q1"), asst(call("a")), result("a"), asst(text="a done")]
+    first = window()
+    first.payload([*history, UserMessage("q2")])
+    later = window()  # a new run of the same session: same history objects
+    turn = [*history, UserMessage("q2"), asst(call("b"))]
+    assert later.payload(turn) == reference(turn)
+    other: list[Message] = [UserMessage("q1"), asst(call("a")), UserMessage("no result"), asst(text="a done")]
+    assert window().payload([*other, UserMessage("q2")]) == reference([*other, UserMessage("q2")])
+
+
+# --------------------------------------------------------------------------- token estimates
+
+
+def test_history_estimates_match_the_budget_rules_as_a_session_grows() -> None:
+    answered = AssistantMessage([TextContent("x" * 400)], usage=Usage(input=500, output=100))
+    history: list[Message] = [UserMessage("a" * 40), answered, UserMessage("b" * 80)]
+    assert context_estimates(history) == (620, [None, None, 20])  # usage covers the first two
+    assert history_estimates(history) == context_estimates(history)
+    grown = [*history, AssistantMessage([TextContent("y" * 40)]), UserMessage("c" * 8)]  # no usage in the new turn
+    assert history_estimates(grown) == context_estimates(grown) == (600 + 20 + 10 + 2, [None, None, 20, 10, 2])
+    newer = AssistantMessage([TextContent("z" * 4)], usage=Usage(input=900, output=1))
+    latest = [*grown, newer, UserMessage("d" * 4)]
+    assert history_estimates(latest) == context_estimates(latest) == (901 + 1, [None] * 6 + [1])
+    edited = [UserMessage("e" * 400), *latest[1:]]  # an earlier message differs: not served from before
+    assert history_estimates(edited) == context_estimates(edited)
+    no_usage: list[Message] = [UserMessage("f" * 40), AssistantMessage([TextContent("g" * 80)])]
+    assert history_estimates(no_usage) == context_estimates(no_usage) == (30, [10, 20])
+    changed = list(no_usage)
+    no_usage.append(UserMessage("h" * 4))  # the caller's list changing later does not change what was kept
+    assert history_estimates(changed) == (30, [10, 20])
+
+
+def test_window_uses_primed_estimates_only_while_the_history_is_unchanged() -> None:
+    model = ScriptedModel().model
+    history: list[Message] = [UserMessage("a" * 40), AssistantMessage([TextContent("e" * 80)])]
+    prime_estimates(history, [999, 999])  # deliberately wrong numbers, to see when they are used
+
+    def fresh() -> ContextWindow:
+        return ContextWindow.for_history(
+            history, model=model, stream_fn=ScriptedModel().stream, limits=EngineLimits(), budget=TokenBudget(1000),
+            emit=print,
+        )  # fmt: skip
+
+    assert fresh().tokens(history) == 1998  # primed: trusted as the assembly's numbers
+    assert fresh().tokens(history) == 30  # an entry is used once
+    prime_estimates(history, [999, 999])
+    history[0] = UserMessage("z" * 40)  # changed after assembly: the primed numbers are not used
+    assert fresh().tokens(history) == 30
+
+
+def test_window_tokens_find_usage_that_appears_after_a_scan_found_none() -> None:
+    win = window()
+    conversation: list[Message] = [UserMessage("a" * 40), AssistantMessage([TextContent("e" * 80)])]
+    assert win.tokens(conversation) == estimate_context_tokens(conversation) == 30
+    conversation.append(AssistantMessage([TextContent("x" * 4)], usage=Usage(input=700, output=5)))
+    conversation.append(UserMessage("b" * 8))
+    assert win.tokens(conversation) == estimate_context_tokens(conversation) == 705 + 2
+    conversation[1] = AssistantMessage([TextContent("e" * 8)], usage=Usage(input=50, output=1))  # replaced
+    del conversation[2:]
+    assert win.tokens(conversation) == estimate_context_tokens(conversation) == 51
