@@ -7,10 +7,8 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from pipe_reader import PipeReader
 
 from nexus.ledger import Ledger
@@ -36,26 +34,6 @@ def _chat(home: Path, lines: list[str], *args: str) -> subprocess.CompletedProce
         timeout=60,
         check=False,
     )
-
-
-@pytest.fixture
-def server() -> Iterator[FakeProviderServer]:
-    with FakeProviderServer() as fake:
-        yield fake
-
-
-@pytest.fixture
-def home(isolated_env: Path, server: FakeProviderServer) -> Path:
-    isolated_env.mkdir(parents=True, exist_ok=True)
-    (isolated_env / "nexus.toml").write_text(
-        'default_model = "fake/fake-model"\n'
-        "[providers.fake]\n"
-        'api = "openai-completions"\n'
-        f'base_url = "{server.openai_base_url}"\n'
-        'api_key = "test"\n',
-        encoding="utf-8",
-    )
-    return isolated_env
 
 
 def test_two_turns_then_end_of_input(home: Path, server: FakeProviderServer) -> None:

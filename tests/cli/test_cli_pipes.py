@@ -25,17 +25,6 @@ def server() -> Iterator[FakeProviderServer]:
         yield fake
 
 
-@pytest.fixture
-def home(isolated_env: Path, server: FakeProviderServer) -> Path:
-    isolated_env.mkdir(parents=True, exist_ok=True)
-    (isolated_env / "nexus.toml").write_text(
-        'default_model = "fake/fake-model"\n[providers.fake]\napi = "openai-completions"\n'
-        f'base_url = "{server.openai_base_url}"\napi_key = "test"\n',
-        encoding="utf-8",
-    )
-    return isolated_env
-
-
 def _piped(home: Path, *args: str) -> tuple[int, str]:
     """Run ``nexus ARGS | head -c 5`` as a shell would: our side exits when the reader has closed the pipe."""
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}

@@ -5,10 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from nexus.ledger import Ledger
 from nexus.testing import FakeProviderServer
@@ -32,26 +29,6 @@ def _nexus(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
         timeout=60,
         check=False,
     )
-
-
-@pytest.fixture
-def server() -> Iterator[FakeProviderServer]:
-    with FakeProviderServer() as fake:
-        yield fake
-
-
-@pytest.fixture
-def home(isolated_env: Path, server: FakeProviderServer) -> Path:
-    isolated_env.mkdir(parents=True, exist_ok=True)
-    (isolated_env / "nexus.toml").write_text(
-        'default_model = "fake/fake-model"\n'
-        "[providers.fake]\n"
-        'api = "openai-completions"\n'
-        f'base_url = "{server.openai_base_url}"\n'
-        'api_key = "test"\n',
-        encoding="utf-8",
-    )
-    return isolated_env
 
 
 def _two_turns(home: Path, server: FakeProviderServer, session: str = "work") -> None:

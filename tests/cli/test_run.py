@@ -8,10 +8,10 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fake_config import write_fake_config
 from pipe_reader import PipeReader
 
 from nexus.cli._render import JSON_EVENT_TYPES
@@ -21,19 +21,6 @@ from nexus.testing import FakeProviderServer
 from nexus.testing.steps import http_error, reply, stall, text, thinking, tool_call
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-
-
-def _config(home: Path, server: FakeProviderServer, extra: str = "") -> None:
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "nexus.toml").write_text(
-        'default_model = "fake/fake-model"\n'
-        f"{extra}\n"
-        "[providers.fake]\n"
-        'api = "openai-completions"\n'
-        f'base_url = "{server.openai_base_url}"\n'
-        'api_key = "test"\n',
-        encoding="utf-8",
-    )
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -55,18 +42,6 @@ def _nexus(home: Path, *args: str, stdin: str | None = None) -> subprocess.Compl
 
 def _ledger(home: Path) -> Ledger:
     return Ledger.open(home / "agents.db")
-
-
-@pytest.fixture
-def server() -> Iterator[FakeProviderServer]:
-    with FakeProviderServer() as fake:
-        yield fake
-
-
-@pytest.fixture
-def home(isolated_env: Path, server: FakeProviderServer) -> Path:
-    _config(isolated_env, server)
-    return isolated_env
 
 
 def _user_texts(body: dict[str, object]) -> list[str]:
@@ -180,7 +155,7 @@ def test_tool_activity_on_stderr_and_file_in_workspace(home: Path, server: FakeP
 
 
 def test_max_iterations_stops_with_a_notice(isolated_env: Path, server: FakeProviderServer) -> None:
-    _config(isolated_env, server, "[agent]\nmax_iterations = 2\n")
+    write_fake_config(isolated_env, server, "[agent]\nmax_iterations = 2\n")
     server.script(*(tool_call("ls", {}, id=f"c{i}") for i in range(4)))
     result = _nexus(isolated_env, "run", "keep listing")
     assert result.returncode == 0, result.stderr
@@ -281,7 +256,7 @@ def test_reasoning_is_shown_on_stderr_only_with_thinking(home: Path, server: Fak
 
 
 def test_profile_rotation_is_a_one_line_notice(isolated_env: Path, server: FakeProviderServer) -> None:
-    _config(isolated_env, server)
+    write_fake_config(isolated_env, server)
     toml = (
         (isolated_env / "nexus.toml")
         .read_text()
@@ -321,7 +296,7 @@ def test_auth_failure_exits_1_with_a_clear_message(home: Path, server: FakeProvi
 
 
 def test_bad_config_exits_2_naming_the_key(isolated_env: Path, server: FakeProviderServer) -> None:
-    _config(isolated_env, server, extra="defualt_thinking = 'high'")
+    write_fake_config(isolated_env, server, extra="defualt_thinking = 'high'")
     result = _nexus(isolated_env, "run", "hi")
     assert result.returncode == 2
     assert "defualt_thinking" in result.stderr
