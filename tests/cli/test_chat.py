@@ -14,7 +14,7 @@ from pipe_reader import PipeReader
 from nexus.ledger import Ledger
 from nexus.llm.types import AssistantMessage, UserMessage
 from nexus.testing import FakeProviderServer
-from nexus.testing.steps import stall, text
+from nexus.testing.steps import reply, stall, text
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -46,6 +46,15 @@ def test_two_turns_then_end_of_input(home: Path, server: FakeProviderServer) -> 
     assert [t.status for t in turns] == ["completed", "completed"]
     second_request = server.requests[1].body or {}
     assert any("First answer." in str(m.get("content")) for m in second_request["messages"])
+
+
+def test_reply_cut_at_the_output_limit_is_noted(home: Path, server: FakeProviderServer) -> None:
+    server.script(reply(text("Half of an ans"), stop_reason="length"), text("Full answer."))
+    result = _chat(home, ["long question", "short question"])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Half of an ans\nFull answer.\n"
+    notices = [line for line in result.stderr.splitlines() if "output limit" in line]
+    assert len(notices) == 1 and "(max_tokens)" in notices[0], "only the cut reply gets the notice"
 
 
 def test_slash_commands_session_fork_history(home: Path, server: FakeProviderServer) -> None:

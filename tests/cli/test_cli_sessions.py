@@ -82,6 +82,46 @@ def test_list_show_and_history(nexus: RunNexus, isolated_env: Path) -> None:
     assert lines[0]["message"]["role"] == "user"
 
 
+def test_history_shows_typed_text_and_raw_shows_the_event_context(nexus: RunNexus, isolated_env: Path) -> None:
+    header = "[Event context]\nTime: 2026-01-02T03:04:05+00:00 (UTC)\nChannel: cli\n[/Event context]\n\n"
+    long_result = "line\n" * 200
+    isolated_env.mkdir(parents=True, exist_ok=True)
+    with Ledger.open(isolated_env / "agents.db") as ledger:
+        ledger.create_session("ctx")
+        call = ToolCall(id="c1", name="ls", arguments={})
+        ledger.write_turn(
+            None,
+            "ctx",
+            query_messages=[UserMessage(header + "what is in here?")],
+            response_messages=[
+                AssistantMessage(content=[call], stop_reason="tool_use", provider="openai", model="gpt-4o-mini"),
+                ToolResultMessage("c1", "ls", [TextContent(long_result)]),
+                AssistantMessage(content=[TextContent("Many lines.")], provider="openai", model="gpt-4o-mini"),
+            ],
+            model="gpt-4o-mini",
+            provider="openai",
+        )
+        ledger.write_turn(None, "ctx", query_messages=[UserMessage("no header here")], response_messages=[])
+
+    shown = nexus("sessions", "history", "ctx")
+    assert shown.returncode == 0, shown.stderr
+    assert "  user: what is in here?\n" in shown.stdout
+    assert "Event context" not in shown.stdout and "Channel: cli" not in shown.stdout
+    assert "  user: no header here\n" in shown.stdout, "a message without the header is shown as is"
+    assert f"({len(long_result)} chars)" in shown.stdout, "tool results are shortened"
+
+    raw = nexus("sessions", "history", "ctx", "--raw")
+    assert raw.returncode == 0, raw.stderr
+    assert f"  user: {header}what is in here?\n" in raw.stdout, "the user message exactly as the model got it"
+    assert f"tool result (ls): {long_result}" in raw.stdout and "chars)" not in raw.stdout
+    assert "  user: no header here\n" in raw.stdout
+
+    stored = [json.loads(line) for line in nexus("sessions", "history", "ctx", "--json").stdout.splitlines()]
+    assert stored[0]["message"]["content"] == header + "what is in here?", "--json is always as stored"
+    exported = nexus("sessions", "export", "ctx").stdout
+    assert "[Event context]" in exported, "export keeps what is stored"
+
+
 def test_fork_then_history_stops_at_the_fork_point(nexus: RunNexus, isolated_env: Path) -> None:
     first, _ = _seed(isolated_env)
     result = nexus("sessions", "fork", first, "--label", "alt")

@@ -166,6 +166,32 @@ def test_max_iterations_stops_with_a_notice(isolated_env: Path, server: FakeProv
     assert turn.status == "completed" and turn.tool_call_count == 2
 
 
+def test_output_limit_stops_with_a_notice(home: Path, server: FakeProviderServer) -> None:
+    server.script(reply(text("The answer begins here and then"), stop_reason="length"))
+    result = _nexus(home, "run", "write a long essay")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "The answer begins here and then\n", "the notice is not mixed into the reply"
+    notices = [line for line in result.stderr.splitlines() if "output limit" in line]
+    assert len(notices) == 1 and notices[0].startswith("nexus: stopped:")
+    assert "(max_tokens)" in notices[0] and "continue" in notices[0]
+    with _ledger(home) as ledger:
+        [turn] = ledger.turns("main")
+    assert turn.status == "completed"
+
+    server.script(reply(text("cut again"), stop_reason="length"))
+    as_json = _nexus(home, "run", "--json", "go on")
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout.splitlines()[-1])["stopReason"] == "max_tokens"
+    assert "output limit" not in as_json.stderr, "--json carries stopReason; no text notice"
+
+
+def test_a_complete_reply_has_no_stop_notice(home: Path, server: FakeProviderServer) -> None:
+    server.script(text("All done."))
+    result = _nexus(home, "run", "short answer please")
+    assert result.returncode == 0, result.stderr
+    assert "stopped" not in result.stderr and "output limit" not in result.stderr
+
+
 def test_parallel_runs_of_one_session_queue_instead_of_forking(home: Path, server: FakeProviderServer) -> None:
     server.script(stall(after_chunks=2, seconds=1.0, then=text("first answer")), text("second answer"))
     first = subprocess.Popen(

@@ -146,7 +146,12 @@ def _add_sessions(commands: argparse._SubParsersAction[argparse.ArgumentParser])
 
     history = actions.add_parser("history", help="print a session's turns and messages, with turn ids")
     history.add_argument("label", metavar="LABEL", help="session label or alias")
-    history.add_argument("--json", action="store_true", help="print one JSON object per message")
+    history.add_argument("--json", action="store_true", help="print one JSON object per message (as stored)")
+    history.add_argument(
+        "--raw",
+        action="store_true",
+        help="print messages exactly as stored and sent to the model (event-context header, full tool results)",
+    )
     history.set_defaults(handler=handler)
 
     fork = actions.add_parser("fork", help="start a new session at an existing turn")

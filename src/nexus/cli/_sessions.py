@@ -146,7 +146,7 @@ def _history(ledger: Ledger, args: argparse.Namespace) -> int:
             continue
         print(_turn_header(turn))
         for item in stored:
-            print(_render(item.message))
+            print(_render(item.message, raw=args.raw))
         print()
     return 0
 
@@ -158,12 +158,22 @@ def _turn_header(turn: Turn) -> str:
     return f"── turn {turn.id} [{turn.status}{kind}]{model}{tokens} {_when(turn.started_at)}"
 
 
-def _render(message: Message) -> str:
+def typed_text(text: str) -> str:
+    """The text the user typed: a stored user message minus the ``[Event context]`` header the engine put first.
+
+    The header (time, channel…) is for the model; people reading history (``nexus sessions history``,
+    chat's ``/history``) want their own words. Text without the header comes back unchanged.
+    """
+    head, marker, rest = text.partition("[/Event context]")
+    return rest.strip() if marker and head.startswith("[Event context]") else text
+
+
+def _render(message: Message, *, raw: bool = False) -> str:
     from nexus.llm.types import AssistantMessage, ToolResultMessage
 
     if isinstance(message, ToolResultMessage):
         mark = "error" if message.is_error else "result"
-        return f"  tool {mark} ({message.tool_name}): {_short(message.text)}"
+        return f"  tool {mark} ({message.tool_name}): {message.text if raw else _short(message.text)}"
     if isinstance(message, AssistantMessage):
         parts = [f"  assistant: {message.text}"] if message.text else []
         parts += [f"  → {call.name}({json.dumps(call.arguments)})" for call in message.tool_calls]
@@ -172,7 +182,7 @@ def _render(message: Message) -> str:
         return "\n".join(parts) or "  assistant: (empty)"
     content = message.content
     text = content if isinstance(content, str) else "".join(getattr(b, "text", "[image]") for b in content)
-    return f"  user: {text}"
+    return f"  user: {text if raw else typed_text(text)}"
 
 
 def _short(text: str, limit: int = 400) -> str:

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, TextIO
 
 from nexus.cli._errors import cli_message, cli_text
 from nexus.cli._render import TextRenderer, use_color
-from nexus.cli.run_cmd import EXIT_INTERRUPTED, EXIT_OK, Runtime, iterations_notice, open_runtime
+from nexus.cli._sessions import typed_text
+from nexus.cli.run_cmd import EXIT_INTERRUPTED, EXIT_OK, Runtime, open_runtime, stop_notice
 from nexus.errors import ConfigError, NexusError
 from nexus.llm.types import Message, UserMessage
 
@@ -152,8 +153,8 @@ class ChatSession:
             self._note("(interrupted: the partial reply is kept in the ledger)")
         elif summary is not None and summary.status != "completed":
             self.err.write(f"nexus: run {summary.status}: {cli_text(summary.error or 'unknown error')}\n")
-        elif summary is not None and summary.stop_reason == "tool_use":
-            self.err.write(f"nexus: {iterations_notice(summary)}\n")
+        elif summary is not None and (notice := stop_notice(summary)) is not None:
+            self.err.write(f"nexus: {notice}\n")
         return None
 
     def _command(self, line: str) -> int | None:
@@ -271,9 +272,7 @@ class ChatSession:
 def _text(message: Message) -> str:
     if isinstance(message, UserMessage):
         content = message.content
-        text = content if isinstance(content, str) else "".join(getattr(b, "text", "") for b in content)
-        head, marker, rest = text.partition("[/Event context]")
-        return rest.strip() if marker and head.startswith("[Event context]") else text
+        return typed_text(content if isinstance(content, str) else "".join(getattr(b, "text", "") for b in content))
     return message.text
 
 

@@ -49,6 +49,7 @@ __all__ = [
     "open_runtime",
     "read_message",
     "run_command",
+    "stop_notice",
 ]
 
 DEFAULT_SESSION = "main"
@@ -79,9 +80,30 @@ def run_command(args: argparse.Namespace) -> int:
             print("nexus: interrupted", file=sys.stderr)
         elif outcome.summary.status != "completed":
             print(f"nexus: {_failure_line(outcome.summary)}", file=sys.stderr)
-        elif outcome.summary.stop_reason == "tool_use":
-            print(f"nexus: {iterations_notice(outcome.summary)}", file=sys.stderr)
+        elif (notice := stop_notice(outcome.summary)) is not None:
+            print(f"nexus: {notice}", file=sys.stderr)
     return exit_code(outcome)
+
+
+def stop_notice(summary: RunSummary) -> str | None:
+    """The stderr line for a completed run that stopped short (tool-call or output limit), else None.
+
+    Text mode shows only the reply, so without this line a cut-off reply looks like a finished one.
+    """
+    if summary.status != "completed":
+        return None
+    if summary.stop_reason == "tool_use":
+        return iterations_notice(summary)
+    if summary.stop_reason == "max_tokens":
+        return OUTPUT_LIMIT_NOTICE
+    return None
+
+
+OUTPUT_LIMIT_NOTICE = (
+    "stopped: the reply reached the output limit (max_tokens). Send another message asking it to continue, "
+    "or raise max_tokens for the model ([providers.<name>.models.<id>] in nexus.toml)"
+)
+"""What to say when the model's reply was cut at its output-token limit."""
 
 
 def iterations_notice(summary: RunSummary) -> str:
