@@ -8,7 +8,7 @@ import pytest
 
 from nexus.config import parse_config
 from nexus.engine.failover import ProfileCooldowns, failover_stream
-from nexus.engine.runner import preflight, resolve_model, run_agent
+from nexus.engine.runner import model_problem, preflight, resolve_model, run_agent
 from nexus.engine.types import EngineEvent
 from nexus.errors import ConfigError
 from nexus.llm.types import Context, UserMessage
@@ -26,13 +26,16 @@ def test_missing_key_is_refused_naming_the_variable_and_the_config_way() -> None
 def test_a_keyed_fallback_lets_the_run_start(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GROQ_API_KEY", "k")
     config = parse_config('fallbacks = ["groq/llama-3.3-70b-versatile"]\n')
-    preflight(config, resolve_model(config, "openai/gpt-4o-mini"), [resolve_model(config, config.fallbacks[0])])
+    primary, fallback = resolve_model(config, "openai/gpt-4o-mini"), resolve_model(config, config.fallbacks[0])
+    assert model_problem(config, primary) is not None and model_problem(config, fallback) is None
+    preflight(config, primary, [fallback])  # the keyed fallback is enough: no ConfigError
 
 
 def test_keyless_and_localhost_models_need_no_key() -> None:
     config = parse_config('[providers.mine]\nbase_url = "http://127.0.0.1:9/v1"\n')
-    preflight(config, resolve_model(config, "mine/m"))
-    preflight(config, resolve_model(config, "ollama/llama3"))
+    for model in (resolve_model(config, "mine/m"), resolve_model(config, "ollama/llama3")):
+        assert model_problem(config, model) is None
+        preflight(config, model)  # no ConfigError
 
 
 def test_unresolved_key_reference_is_named() -> None:
