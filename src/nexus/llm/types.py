@@ -135,6 +135,17 @@ class Usage:
     cost: Cost = field(default_factory=Cost)
 
 
+def apply_cost(model: Model, usage: Usage) -> None:
+    """Set ``usage.total`` and ``usage.cost`` from the token counts and the model's $/Mtok prices."""
+    usage.total = usage.input + usage.output + usage.cache_read + usage.cache_write
+    cost = usage.cost
+    cost.input = model.input_price * usage.input / 1e6
+    cost.output = model.output_price * usage.output / 1e6
+    cost.cache_read = model.cache_read_price * usage.cache_read / 1e6
+    cost.cache_write = model.cache_write_price * usage.cache_write / 1e6
+    cost.total = cost.input + cost.output + cost.cache_read + cost.cache_write
+
+
 # --------------------------------------------------------------------------- messages
 
 

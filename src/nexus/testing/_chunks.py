@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nexus.llm.serde import message_to_dict
-from nexus.llm.types import Context, Cost, Model, Usage
+from nexus.llm.types import Context, Cost, Model, Usage, apply_cost
 from nexus.testing.steps import Cut, Malformed, Reply, ScriptError, Stall, Step, StreamError, TextPart, ThinkingPart
 
 DEFAULT_CHUNK_CHARS = 16
@@ -54,16 +54,12 @@ def context_chars(context: Context) -> int:
 
 
 def priced(usage: Usage, model: Model) -> Usage:
-    """``usage`` with ``total`` and ``cost`` filled from the model's $/Mtok prices."""
-    usage.total = usage.input + usage.output + usage.cache_read + usage.cache_write
-    cost = Cost(
-        input=usage.input * model.input_price / 1e6,
-        output=usage.output * model.output_price / 1e6,
-        cache_read=usage.cache_read * model.cache_read_price / 1e6,
-        cache_write=usage.cache_write * model.cache_write_price / 1e6,
-    )
-    cost.total = cost.input + cost.output + cost.cache_read + cost.cache_write
-    usage.cost = cost
+    """``usage`` with ``total`` and ``cost`` filled from the model's $/Mtok prices.
+
+    The cost object is replaced, not updated, so a ``Cost`` shared with a scripted step stays as written.
+    """
+    usage.cost = Cost()
+    apply_cost(model, usage)
     return usage
 
 

@@ -28,7 +28,14 @@ from nexus.llm.keys import (
     resolve_api_key,
 )
 from nexus.llm.options import StreamOptions
-from nexus.llm.types import AssistantMessage, Context, ErrorKind, Model, TextContent, ThinkingContent, Usage
+from nexus.llm.types import (
+    AssistantMessage,
+    Context,
+    ErrorKind,
+    Model,
+    TextContent,
+    ThinkingContent,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -102,17 +109,6 @@ class ProviderSpec(Protocol):
     def decoder(self, model: Model, output: AssistantMessage) -> Decoder:
         """A fresh decoder filling ``output``."""
         ...
-
-
-def apply_cost(model: Model, usage: Usage) -> None:
-    """Set ``usage.total`` and ``usage.cost`` from the token counts and the model's $/Mtok prices."""
-    usage.total = usage.input + usage.output + usage.cache_read + usage.cache_write
-    cost = usage.cost
-    cost.input = model.input_price * usage.input / 1e6
-    cost.output = model.output_price * usage.output / 1e6
-    cost.cache_read = model.cache_read_price * usage.cache_read / 1e6
-    cost.cache_write = model.cache_write_price * usage.cache_write / 1e6
-    cost.total = cost.input + cost.output + cost.cache_read + cost.cache_write
 
 
 def append_text(block: TextContent, delta: str) -> None:

@@ -33,7 +33,6 @@ from nexus.llm.providers._common import (
     StreamFailure,
     append_text,
     append_thinking,
-    apply_cost,
     failure_from_text,
     run_stream,
 )
@@ -49,6 +48,7 @@ from nexus.llm.types import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    apply_cost,
 )
 
 API_VERSION = "2023-06-01"

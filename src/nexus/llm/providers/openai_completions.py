@@ -30,7 +30,6 @@ from nexus.llm.providers._common import (
     StreamFailure,
     append_text,
     append_thinking,
-    apply_cost,
     failure_from_text,
     run_stream,
 )
@@ -47,6 +46,7 @@ from nexus.llm.types import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    apply_cost,
 )
 
 _FINISH: dict[str, StopReason] = {

@@ -30,7 +30,6 @@ from nexus.llm.providers._common import (
     StreamFailure,
     append_text,
     append_thinking,
-    apply_cost,
     failure_from_text,
     run_stream,
 )
@@ -45,6 +44,7 @@ from nexus.llm.types import (
     ThinkingContent,
     ToolCall,
     UserMessage,
+    apply_cost,
 )
 
 
