@@ -8,7 +8,6 @@ import contextlib
 import os
 import signal as signals
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import IO, Any
@@ -16,6 +15,8 @@ from typing import IO, Any
 from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.llm.abort import AbortSignal
 from nexus.tools._args import opt_number, req_str
+from nexus.tools._janitor import janitor
+from nexus.tools._reaper import find, marked_env, terminate
 from nexus.tools._truncate import MAX_BYTES, MAX_LINES, format_size, truncate_tail
 from nexus.tools._workspace import Workspace
 
@@ -54,7 +55,7 @@ class _Output:
         if self._spill is None:
             self._raw.append(data)
             if self.total_bytes > MAX_BYTES:
-                fd, self.spill_path = tempfile.mkstemp(prefix="nexus-bash-", suffix=".log")
+                fd, self.spill_path = janitor().spill_file()
                 self._spill = os.fdopen(fd, "wb")
                 self._spill.writelines(self._raw)
                 self._raw = []
@@ -70,7 +71,7 @@ class _Output:
     def ensure_spill(self) -> str:
         """Write the whole output to a temp file (if not yet) and return its path."""
         if self.spill_path is None:
-            fd, self.spill_path = tempfile.mkstemp(prefix="nexus-bash-", suffix=".log")
+            fd, self.spill_path = janitor().spill_file()
             with os.fdopen(fd, "wb") as fh:
                 fh.writelines(self._raw)
             self._raw = []
@@ -89,7 +90,10 @@ class _Process:
     """A ``/bin/bash -c`` child in its own session, read through the event loop (no threads).
 
     ``asyncio``'s subprocess ``wait()`` only returns once every pipe is closed, so a backgrounded
-    grandchild holding stdout would block it; exit is watched through a pidfd (or polling) instead.
+    grandchild holding stdout would block it; exit is watched through a pidfd (or polling) instead,
+    without reaping: bash stays a zombie until :meth:`end` has ended the rest of the call's
+    processes, so its pid (the session and group id) cannot be reused by an unrelated process
+    in between.
     """
 
     def __init__(self, command: str, cwd: Path, out: _Output, on_update: ToolUpdateFn) -> None:
@@ -97,6 +101,7 @@ class _Process:
         self._out = out
         self._on_update = on_update
         self._last_update = 0.0
+        self.token = janitor().token()
         self.proc = subprocess.Popen(
             ["/bin/bash", "-c", command],
             cwd=cwd,
@@ -104,6 +109,7 @@ class _Process:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env=marked_env(self.token),
         )
         assert self.proc.stdout is not None
         self._fd = self.proc.stdout.fileno()
@@ -136,34 +142,37 @@ class _Process:
             self._last_update = now
             self._on_update(AgentToolResult.text(truncate_tail(self._out.text()).content, details={"partial": True}))
 
+    def _has_exited(self) -> bool:
+        """Whether bash has exited, leaving it unreaped (a zombie) for :meth:`end`."""
+        try:
+            return os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            return True
+
     def _reap(self) -> None:
-        if self.proc.poll() is not None:
+        if self._has_exited():
             if self._pidfd is not None:
                 self._loop.remove_reader(self._pidfd)
             self.exited.set()
 
     async def _poll(self) -> None:
-        while self.proc.poll() is None:  # noqa: ASYNC110 - fallback where pidfd_open is missing
+        while not self._has_exited():  # noqa: ASYNC110 - fallback where pidfd_open is missing
             await asyncio.sleep(0.05)
         self.exited.set()
 
-    def kill_group(self, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, sig)
-
-    async def terminate(self) -> None:
-        """SIGTERM the whole group, SIGKILL after :data:`KILL_GRACE` seconds."""
-        self.kill_group(signals.SIGTERM)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.exited.wait(), KILL_GRACE)
-        self.kill_group(signals.SIGKILL)
-        await self.exited.wait()
+    async def end(self) -> int:
+        """End every process of the call (see :mod:`nexus.tools._reaper`), then reap bash; its exit code."""
+        await asyncio.to_thread(end_call, self.token, self.proc.pid, KILL_GRACE)
+        return await asyncio.to_thread(self.proc.wait)
 
     def close(self) -> None:
         """Stop reading (drain what is buffered), release the fds."""
-        if not self.eof.is_set():
+        while not self.eof.is_set():
             self._loop.remove_reader(self._fd)
+            before = self._out.total_bytes
             self._readable()
+            if self._out.total_bytes == before:
+                break
         if self._pidfd is not None:
             self._loop.remove_reader(self._pidfd)
             os.close(self._pidfd)
@@ -174,28 +183,45 @@ class _Process:
         self.proc.stdout.close()
 
 
+def end_call(token: str, pid: int, grace: float) -> None:
+    """SIGTERM, then SIGKILL after ``grace`` s, every process of one call: its session and its mark.
+
+    Without ``/proc`` (not Linux) only the process group can be found.
+    """
+    if os.path.isdir("/proc/self"):
+        terminate(find(lambda marks: token in marks, sessions={pid}), grace)
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signals.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            os.killpg(pid, 0)
+            time.sleep(0.05)
+        os.killpg(pid, signals.SIGKILL)
+
+
 async def _run(
     command: str, cwd: Path, limit: float | None, signal: AbortSignal, on_update: ToolUpdateFn, out: _Output
 ) -> tuple[int | None, str | None]:
-    """(exit code, None) or (None, "timeout"/"aborted")."""
+    """(exit code, None) or (None, "timeout"/"aborted"); every process the command started is ended."""
     child = _Process(command, cwd, out, on_update)
     exited = asyncio.create_task(child.exited.wait())
     aborted = asyncio.create_task(signal.wait())
+    stopped: str | None = None
     try:
         done, _ = await asyncio.wait({exited, aborted}, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
         if exited in done:
-            with contextlib.suppress(TimeoutError):
+            with contextlib.suppress(TimeoutError):  # a background child may still be writing
                 await asyncio.wait_for(child.eof.wait(), DRAIN_AFTER_EXIT)
-            return child.proc.returncode, None
-        await child.terminate()
-        return None, "aborted" if aborted in done else "timeout"
+        else:
+            stopped = "aborted" if aborted in done else "timeout"
     finally:
         for task in (exited, aborted):
             task.cancel()
         await asyncio.gather(exited, aborted, return_exceptions=True)
-        if child.proc.poll() is None and not child.exited.is_set():
-            await child.terminate()
+        code = await asyncio.shield(child.end())
         child.close()
+    return (None, stopped) if stopped else (code, None)
 
 
 def _format(out: _Output) -> tuple[str, dict[str, Any]]:
