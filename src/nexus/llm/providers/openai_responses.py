@@ -265,8 +265,8 @@ class _Decoder:
         if isinstance(block, TextContent):
             if not self._refusal:  # a refusal part that came without its deltas
                 content = item.get("content") or []
-                parts = [c for c in content if isinstance(c, dict) and c.get("type") == "refusal"]
-                self._refusal = [str(c.get("refusal") or "") for c in parts]
+                refused = [c for c in content if isinstance(c, dict) and c.get("type") == "refusal"]
+                self._refusal = [str(c.get("refusal") or "") for c in refused]
             return [TextEndEvent(position, block.text, self.output)]
         if isinstance(block, ThinkingContent):
             summary = _summary_text(item.get("summary"))
