@@ -227,3 +227,12 @@ async def test_a_content_filtered_response_is_a_refusal(mock_http: MockHTTP) -> 
     msg = await complete(MODEL, CTX, OPTS)
     assert (msg.stop_reason, msg.error_kind, msg.text) == ("error", "refusal", "Here is")
     assert msg.error_message == "the provider's content filter stopped the response (no explanation given)"
+
+
+async def test_reasoning_reported_beside_output_tokens_is_added(mock_http: MockHTTP) -> None:
+    beside = {"input_tokens": 10, "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 20}}
+    inside = {"input_tokens": 10, "output_tokens": 25, "output_tokens_details": {"reasoning_tokens": 20}}
+    for usage in ({**beside, "total_tokens": 35}, {**inside, "total_tokens": 35}):
+        mock_http.sse(named_sse([ev("response.completed", response={"status": "completed", "usage": usage})]))
+        msg = await complete(MODEL, CTX, OPTS)
+        assert (msg.usage.output, msg.usage.reasoning, msg.usage.total) == (25, 20, 35)

@@ -79,6 +79,7 @@ async def test_a_captured_stream_replays_to_the_same_message(api: str, capture_d
     assert record.url.endswith("/chat/completions" if api == "openai-completions" else "/v1/messages")
     assert isinstance(record.request, dict) and record.request["stream"] is True
     assert record.content_type == "text/event-stream"
+    assert path.stat().st_mode & 0o077 == 0  # it holds the prompt: the owner's only
     for pieces in (None, 37, 1):
         _same(await _call(api, replay(path, pieces)), original)
 

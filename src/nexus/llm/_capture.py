@@ -109,6 +109,7 @@ class _Recorder:
             stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.started))
             name = f"{stamp}-{os.getpid()}-{next(_sequence):04d}.capture"
             temporary = self.directory / f".{name}.tmp"
+            temporary.touch(mode=0o600)  # it holds the user's prompts: readable by its owner only
             temporary.write_bytes(data)
             os.replace(temporary, self.directory / name)
         except OSError as exc:
