@@ -271,6 +271,10 @@ def open_runtime(args: argparse.Namespace) -> Runtime:
     from nexus.ledger import Ledger
 
     config = load_config(getattr(args, "config", None))
+    if config.capture_path is not None:  # $NEXUS_CAPTURE_DIR, when set, still wins
+        from nexus.llm.capture import set_capture_dir
+
+        set_capture_dir(config.capture_path)
     choice = resolve_default_model(config, explicit=getattr(args, "model", None))
     label = (getattr(args, "session", None) or DEFAULT_SESSION).strip()
     if not label:

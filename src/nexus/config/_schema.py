@@ -225,6 +225,8 @@ class NexusConfig(_Strict):
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     tools: ToolPolicy = Field(default_factory=ToolPolicy)
     local: LocalModelConfig = Field(default_factory=LocalModelConfig)
+    capture_dir: str | None = Field(default=None, min_length=1)
+    """Save every provider response here, for bug reports (``$NEXUS_CAPTURE_DIR`` wins; docs/testing.md)."""
 
     _home: Path | None = PrivateAttr(default=None)
     _source: Path | None = PrivateAttr(default=None)
@@ -260,6 +262,11 @@ class NexusConfig(_Strict):
     def database_path(self) -> Path:
         """The ledger database (default ``$NEXUS_HOME/agents.db``)."""
         return resolve_path(self.database or DATABASE_FILE_NAME, self.home)
+
+    @property
+    def capture_path(self) -> Path | None:
+        """``capture_dir`` resolved (``~`` expanded, relative to ``NEXUS_HOME``); None = no capture from config."""
+        return resolve_path(self.capture_dir, self.home) if self.capture_dir else None
 
     @property
     def local_model_path(self) -> Path | None:

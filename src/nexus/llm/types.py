@@ -30,8 +30,12 @@ ErrorKind: TypeAlias = Literal[
     "context_overflow",
     "format",
     "unknown",
+    "refusal",
 ]
-"""Classification of a provider failure; drives failover (rotate, back off, compact, give up)."""
+"""Classification of a provider failure; drives failover (rotate, back off, compact, give up).
+
+``refusal``: the model (or the provider's safety filter) declined; retrying or rotating keys does not help.
+"""
 
 ERROR_KINDS: tuple[ErrorKind, ...] = (
     "auth",
@@ -43,6 +47,7 @@ ERROR_KINDS: tuple[ErrorKind, ...] = (
     "context_overflow",
     "format",
     "unknown",
+    "refusal",
 )
 
 

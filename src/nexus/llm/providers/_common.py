@@ -65,6 +65,29 @@ def failure_from_text(
     return StreamFailure(found.kind, message, found.retry_after, status)
 
 
+def refusal_failure(explanation: str, filtered: bool = False) -> StreamFailure:
+    """A refusal (the model declined) or a content filter (the provider stopped it), kind ``refusal``.
+
+    The provider's own explanation is kept in the message: it is the only clue the user
+    gets about what to rephrase. Retrying the same request does not help.
+    """
+    what = "the provider's content filter stopped the response" if filtered else "the model refused to answer"
+    detail = " ".join(explanation.split())
+    return StreamFailure("refusal", f"{what}: {detail}" if detail else f"{what} (no explanation given)")
+
+
+def output_with_reasoning(output: int, reasoning: int, prompt: int, total: object) -> int:
+    """Output tokens with the reasoning included, whichever convention the server follows.
+
+    OpenAI counts reasoning inside ``completion_tokens`` / ``output_tokens``; xAI counts it
+    beside them, and its ``total_tokens`` is prompt + completion + reasoning. The total
+    tells the two apart; without one (or when it fits neither) the OpenAI reading stands.
+    """
+    if reasoning > 0 and isinstance(total, int) and total != prompt + output and total == prompt + output + reasoning:
+        return output + reasoning
+    return output
+
+
 class Decoder(Protocol):
     """Turns one provider's SSE events into stream events, filling ``output``."""
 
