@@ -56,6 +56,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 NEXUS_PYTHON = str(ROOT / ".venv" / "bin" / "python")
+if not Path(NEXUS_PYTHON).exists():  # a checkout without its own venv (a git worktree): the running python
+    NEXUS_PYTHON = sys.executable
 SYSTEM = "You are a test agent."
 PROMPT = "What is 1 + 2?"
 ANSWER = "The sum is 3."

@@ -22,6 +22,7 @@ the peer venv (default ``/tmp/peerbench/venv-stream/bin/python``, or ``--peer-py
 
   .venv/bin/python bench/bench_stream.py [--tokens 20000] [--repeats 5] [--rounds 3] [--peers]
   .venv/bin/python bench/bench_stream.py --profile openai|anthropic   # cProfile of nexus, top functions
+  .venv/bin/python bench/bench_stream.py --also-src before=/tmp/before/src   # an older tree, same rounds
 
 Also prints the import time of ``nexus.llm`` in a fresh interpreter.
 """
@@ -312,7 +313,13 @@ def peer_problem(python: str, variant: str) -> str | None:
 
 
 def measure(
-    variants: tuple[str, ...], url: str, n: int, repeats: int, rounds: int, peer_python: str
+    variants: tuple[str, ...],
+    url: str,
+    n: int,
+    repeats: int,
+    rounds: int,
+    peer_python: str,
+    sources: dict[str, str] | None = None,
 ) -> dict[str, list[list[float]] | str]:
     """Each variant's [wall, CPU] µs/token per timed stream (or why it did not run); rounds rotate the order."""
     here = os.path.abspath(__file__)
@@ -329,8 +336,12 @@ def measure(
             if variant in failed:
                 continue
             python = peer_python if variant in PEER_VARIANTS else sys.executable
-            cmd = [python, here, "--child", variant, url, str(n), str(repeats)]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
+            env = None
+            if variant.startswith("nexus@") and sources is not None:  # another source tree of nexus
+                env = {**os.environ, "PYTHONPATH": sources[variant.removeprefix("nexus@")]}
+            name = "nexus" if variant.startswith("nexus@") else variant
+            cmd = [python, here, "--child", name, url, str(n), str(repeats)]
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
             if proc.returncode != 0:
                 failed[variant] = "failed: " + (proc.stderr.strip().splitlines() or ["?"])[-1]
                 continue
@@ -347,11 +358,11 @@ def print_table(title: str, results: dict[str, list[list[float]] | str]) -> None
     print("|---|---|---|---|---|---|---|")
     for variant, value in results.items():
         if isinstance(value, str) or variant not in wall:
-            print(f"| {LABELS[variant]} | {value or 'no data'} | | | | | |")
+            print(f"| {_label(variant)} | {value or 'no data'} | | | | | |")
             continue
         lo, hi = min(x[0] for x in value), max(x[0] for x in value)
         print(
-            f"| {LABELS[variant]} | {wall[variant]:.2f} | {lo:.2f}-{hi:.2f} | {_ratio(wall, variant, 'floor_async')} | "
+            f"| {_label(variant)} | {wall[variant]:.2f} | {lo:.2f}-{hi:.2f} | {_ratio(wall, variant, 'floor_async')} | "
             f"{_ratio(wall, variant, 'floor_sync')} | {cpu[variant]:.2f} | {_ratio(cpu, variant, 'floor_async')} |"
         )
     sdk = next((v for v in PEER_VARIANTS if v in wall), None)
@@ -361,6 +372,12 @@ def print_table(title: str, results: dict[str, list[list[float]] | str]) -> None
             f"{cpu[sdk] / cpu['nexus']:.1f}x CPU"
         )
     print()
+
+
+def _label(variant: str) -> str:
+    if variant.startswith("nexus@"):
+        return f"nexus.llm.stream from {variant.removeprefix('nexus@')}"
+    return LABELS[variant]
 
 
 def _ratio(values: dict[str, float], variant: str, base: str) -> str:
@@ -395,6 +412,13 @@ def main() -> None:
     ap.add_argument("--peer-python", default=os.environ.get("PEER_STREAM_PYTHON", PEER_PYTHON))
     ap.add_argument("--profile", choices=("openai", "anthropic"), help="cProfile nexus on one stream and exit")
     ap.add_argument("--no-import-time", action="store_true")
+    ap.add_argument(
+        "--also-src",
+        action="append",
+        default=[],
+        metavar="LABEL=DIR",
+        help="also time nexus from another source tree (e.g. an older commit's src/), in the same rounds",
+    )
     a = ap.parse_args()
     if a.profile:
         profile(a.profile, a.tokens)
@@ -404,13 +428,14 @@ def main() -> None:
     openai_url = f"http://127.0.0.1:{serve(build_body(n))}/v1"
     anthropic_url = f"http://127.0.0.1:{serve(build_anthropic_body(n))}/anthropic"
     what = f"{n} tokens of {TOKEN!r}, {a.rounds} fresh processes x {a.repeats} streams per variant (1 warm-up each)"
-    base = ("floor_async", "floor_sync", "floor_async_scan", "nexus")
+    sources = dict(item.split("=", 1) for item in a.also_src)
+    base = ("floor_async", "floor_sync", "floor_async_scan", "nexus", *(f"nexus@{label}" for label in sources))
     for title, url, sdk in (
         (f"\n## OpenAI chat-completions SSE, {what}\n", openai_url, "openai_sdk"),
         (f"## Anthropic messages SSE, {what}\n", anthropic_url, "anthropic_sdk"),
     ):
         variants = (*base, sdk) if a.peers else base
-        print_table(title, measure(variants, url, n, a.repeats, a.rounds, a.peer_python))
+        print_table(title, measure(variants, url, n, a.repeats, a.rounds, a.peer_python, sources))
     if not a.peers:
         print("(peers not measured: add --peers; see bench/README.md)\n")
     if not a.no_import_time:
