@@ -10,11 +10,11 @@ because the API rejects the two together.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 from nexus.llm._replay import anthropic_tool_id, prepare_messages
+from nexus.llm._sse import parse_data
 from nexus.llm.events import (
     AssistantMessageEvent,
     TextDeltaEvent,
@@ -223,7 +223,7 @@ class _Decoder:
 
     def handle(self, name: str | None, data: str) -> list[AssistantMessageEvent]:
         try:
-            event = json.loads(data)
+            event = parse_data(data)
         except ValueError:
             raise StreamFailure("unknown", f"malformed SSE data from provider: {data[:200]!r}") from None
         if not isinstance(event, dict):

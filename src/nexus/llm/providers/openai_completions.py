@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from nexus.llm._replay import openai_tool_id, prepare_messages
+from nexus.llm._sse import parse_data
 from nexus.llm.events import (
     AssistantMessageEvent,
     TextDeltaEvent,
@@ -222,7 +223,7 @@ class _Decoder:
             self.finished = True
             return []
         try:
-            chunk = json.loads(data)
+            chunk = parse_data(data)
         except ValueError:
             raise StreamFailure("unknown", f"malformed SSE data from provider: {data[:200]!r}") from None
         if not isinstance(chunk, dict):
