@@ -117,6 +117,38 @@ def test_full_output_files_are_removed_when_the_process_exits(ws: Workspace) -> 
     assert not spill.exists() and not spill.parent.exists()
 
 
+_NO_SPACE_CHILD = textwrap.dedent(
+    """
+    import asyncio, resource, signal, sys
+    from nexus.llm.abort import AbortSignal
+    from nexus.tools import Workspace, bash_tool
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG, like a full disk
+    resource.setrlimit(resource.RLIMIT_FSIZE, (60_000, 60_000))
+    result = asyncio.run(bash_tool(Workspace(sys.argv[1])).execute("c", {"command": "seq 1 30000"}, AbortSignal(),
+                                                                    lambda _r: None))
+    print(result.is_error, (result.details or {}).get("full_output_path"))
+    print(result.content[0].text.rsplit("\\n", 1)[-1])
+    """
+)
+
+
+def test_output_that_cannot_be_saved_still_comes_back(ws: Workspace) -> None:
+    res = subprocess.run(
+        [sys.executable, "-c", _NO_SPACE_CHILD, str(ws.root)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+        timeout=60,
+        check=True,
+    )
+    status, notice = res.stdout.strip().split("\n")
+    assert status == "False None", res.stdout
+    assert notice == (
+        "[Showing lines 28001-30000 of 30000 (2000 lines limit). Full output not saved: File too large (EFBIG)]"
+    ), res.stdout
+
+
 def _reaper_of(pid: int) -> list[str]:
     """argv of the reaper process started by ``pid`` (empty when none)."""
     for task in Path(f"/proc/{pid}/task").iterdir():

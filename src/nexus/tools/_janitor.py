@@ -4,7 +4,7 @@ One :class:`Janitor` per OS process (it is about this process's children and tem
 the HTTP client is about its connections), created on the first bash call. It owns
 
 - the instance id in every call's mark (see :mod:`nexus.tools._reaper`);
-- the directory of full-output files, ``$TMPDIR/nexus-bash-XXXX/``: at most
+- the directory of full-output files, ``$TMPDIR/nexus-bash-<instance>/``: at most
   :data:`MAX_SPILL_FILES` newest files are kept, and the directory is removed when the process
   ends — at exit, or by the reaper when the process is killed;
 - the reaper process, which ends the calls' processes if this one dies without doing it.
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import itertools
 import os
 import shutil
@@ -37,7 +38,8 @@ class Janitor:
         self.instance = uuid.uuid4().hex[:12]
         self._count = itertools.count(1)
         self._lock = threading.Lock()
-        self.spill_dir = Path(tempfile.mkdtemp(prefix="nexus-bash-"))
+        # created on first use, so a full /tmp never fails a bash call that needs no file
+        self.spill_dir = Path(tempfile.gettempdir()) / f"nexus-bash-{self.instance}"
         self._reaper = self._start_reaper()
         atexit.register(self.close)
 
@@ -64,7 +66,9 @@ class Janitor:
     def spill_file(self) -> tuple[int, str]:
         """A new full-output file (fd, path); the oldest files beyond :data:`MAX_SPILL_FILES` are removed."""
         with self._lock:
-            self.spill_dir.mkdir(parents=True, exist_ok=True)
+            self.spill_dir.mkdir(mode=0o700, exist_ok=True)
+            if self.spill_dir.stat().st_uid != os.getuid():
+                raise PermissionError(errno.EPERM, "the output directory belongs to another user", str(self.spill_dir))
             fd, path = tempfile.mkstemp(prefix="output-", suffix=".log", dir=self.spill_dir)
             files = sorted(self.spill_dir.iterdir(), key=lambda p: p.stat().st_mtime_ns if p.exists() else 0)
             for old in files[: max(0, len(files) - MAX_SPILL_FILES)]:

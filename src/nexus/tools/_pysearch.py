@@ -17,7 +17,9 @@ import collections
 import importlib
 import importlib.util
 import json
+import os
 import re
+import signal
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -115,9 +117,29 @@ def run(query: dict[str, Any], out: IO[str]) -> None:
     out.flush()
 
 
+def _die_with_parent(parent: int) -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (``PR_SET_PDEATHSIG``).
+
+    Otherwise a SIGKILLed ``nexus`` would leave a catastrophic match spinning forever. Safe here:
+    this is a fresh interpreter, not a forked copy of a threaded one. Elsewhere a no-op.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
 def main() -> None:
     """Entry point of the child process: query on stdin, JSON lines on stdout."""
-    run(json.loads(sys.stdin.read()), sys.stdout)
+    query = json.loads(sys.stdin.read())
+    _die_with_parent(int(query.get("parent", os.getppid())))
+    run(query, sys.stdout)
 
 
 if __name__ == "__main__":

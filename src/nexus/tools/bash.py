@@ -15,6 +15,7 @@ from typing import IO, Any
 from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.llm.abort import AbortSignal
 from nexus.tools._args import opt_number, req_str
+from nexus.tools._atomic import describe
 from nexus.tools._janitor import janitor
 from nexus.tools._reaper import find, marked_env, terminate
 from nexus.tools._truncate import MAX_BYTES, MAX_LINES, format_size, truncate_tail
@@ -38,7 +39,11 @@ PARAMETERS: dict[str, Any] = {
 
 
 class _Output:
-    """Merged stdout+stderr: a bounded tail in memory, everything in a temp file once it grows large."""
+    """Merged stdout+stderr: a bounded tail in memory, everything in a temp file once it grows large.
+
+    A temp file that cannot be written (a full disk) never fails the call: the output is still
+    returned, and the notice says why the full output was not saved.
+    """
 
     def __init__(self) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
@@ -46,21 +51,43 @@ class _Output:
         self._kept = 0
         self.total_bytes = 0
         self.spill_path: str | None = None
+        self.spill_error: str | None = None
         self._spill: IO[bytes] | None = None
         self._raw: list[bytes] = []
         self.newlines = 0
 
+    def _to_spill(self, data: list[bytes]) -> None:
+        try:
+            if self._spill is None:
+                fd, path = janitor().spill_file()
+                self._spill = os.fdopen(fd, "wb")
+                self.spill_path = path
+            self._spill.writelines(data)
+        except OSError as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: OSError) -> None:
+        """Give up on the temp file (a partial copy would mislead): remove it, remember why."""
+        self.spill_error = describe(exc)
+        spill, self._spill = self._spill, None
+        if spill is not None:
+            with contextlib.suppress(OSError):
+                spill.close()
+        if self.spill_path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.spill_path)
+            self.spill_path = None
+
     def feed(self, data: bytes) -> None:
         self.total_bytes += len(data)
-        if self._spill is None:
-            self._raw.append(data)
-            if self.total_bytes > MAX_BYTES:
-                fd, self.spill_path = janitor().spill_file()
-                self._spill = os.fdopen(fd, "wb")
-                self._spill.writelines(self._raw)
-                self._raw = []
-        else:
-            self._spill.write(data)
+        if self.spill_error is None:
+            if self._spill is None:
+                self._raw.append(data)
+                if self.total_bytes > MAX_BYTES:
+                    self._to_spill(self._raw)
+                    self._raw = []
+            else:
+                self._to_spill([data])
         text = self._decoder.decode(data)
         self.newlines += text.count("\n")
         self._chunks.append(text)
@@ -69,18 +96,22 @@ class _Output:
             self._kept -= len(self._chunks.pop(0))
 
     def ensure_spill(self) -> str:
-        """Write the whole output to a temp file (if not yet) and return its path."""
-        if self.spill_path is None:
-            fd, self.spill_path = janitor().spill_file()
-            with os.fdopen(fd, "wb") as fh:
-                fh.writelines(self._raw)
+        """Where the whole output is (written now if not yet), or why it could not be saved."""
+        if self.spill_path is None and self.spill_error is None:
+            self._to_spill(self._raw)
             self._raw = []
-        return self.spill_path
+        if self.spill_path is None:
+            return f"Full output not saved: {self.spill_error}"
+        return f"Full output: {self.spill_path}"
 
     def close(self) -> None:
         self._chunks.append(self._decoder.decode(b"", final=True))
-        if self._spill is not None:
-            self._spill.close()
+        spill, self._spill = self._spill, None
+        if spill is not None:
+            try:
+                spill.close()
+            except OSError as exc:  # the last buffered bytes did not fit
+                self._fail(exc)
 
     def text(self) -> str:
         return "".join(self._chunks)
@@ -233,7 +264,7 @@ def _format(out: _Output) -> tuple[str, dict[str, Any]]:
     details: dict[str, Any] = {"truncation": {**trunc.as_details(), "total_lines": total}}
     if trunc.truncated:
         first = total - trunc.output_lines + 1
-        where = f" Full output: {out.ensure_spill()}"
+        where = f" {out.ensure_spill()}"
         limit = f"{format_size(MAX_BYTES)} limit" if trunc.truncated_by == "bytes" else f"{MAX_LINES} lines limit"
         text += f"\n\n[Showing lines {first}-{total} of {total} ({limit}).{where}]"
     if out.spill_path:

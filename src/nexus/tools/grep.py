@@ -6,6 +6,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -180,6 +181,7 @@ async def _python_grep(q: GrepQuery, root: Path, signal: AbortSignal) -> tuple[l
         "glob": q.glob,
         "root": str(root),
         "target": str(q.target),
+        "parent": os.getpid(),
     }
     found = _Collector(q.limit)
 
