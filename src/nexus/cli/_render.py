@@ -183,7 +183,8 @@ def describe_engine_event(event: EngineEvent) -> tuple[str, str, dict[str, Any]]
         data = {"fromModel": event.from_model, "toModel": event.to_model, "reason": event.reason}
         return "fallback", _short(text, 200), {**data, "skipped": event.skipped}
     if isinstance(event, CompactionStartEvent):
-        text = f"⋯ compacting the conversation ({event.message_count} messages, ~{event.tokens_before} tokens)"
+        count = f"{event.message_count} message{'s' if event.message_count != 1 else ''}"
+        text = f"⋯ compacting the conversation ({count}, ~{event.tokens_before} tokens)"
         data = {"reason": event.reason, "messageCount": event.message_count, "tokensBefore": event.tokens_before}
         return "compaction_start", text, data
     result = event.result

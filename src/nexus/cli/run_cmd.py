@@ -120,12 +120,19 @@ def _wants_reasoning(args: argparse.Namespace) -> bool:
 
 
 def read_message(raw: str, stdin: Any = None) -> str:
-    """The message argument, or all of stdin for ``-``; an empty message is a usage error (exit 2)."""
+    """The message argument, or all of stdin for ``-``; an empty message is a usage error (exit 2).
+
+    Bytes that are not UTF-8 are replaced by U+FFFD, with a note on stderr (see ``nexus.cli._input``).
+    """
+    from nexus.cli._input import accept_text, read_all
+
     if raw == "-":
         source = sys.stdin if stdin is None else stdin
         if source is None or (hasattr(source, "isatty") and source.isatty()):
             raise ConfigError("MESSAGE is '-' but stdin is a terminal: pipe the message in, e.g. echo hi | nexus run -")
-        raw = source.read()
+        raw = read_all(source)
+    else:
+        raw = accept_text(raw, "given on the command line")
     text = raw.strip()
     if not text:
         raise ConfigError('the message is empty: give the text to send, e.g. nexus run "hello"')
@@ -267,6 +274,7 @@ class Runtime:
 
 def open_runtime(args: argparse.Namespace) -> Runtime:
     """Load config, resolve the model (ConfigError → exit 2), open the ledger and recover crashed turns."""
+    from nexus.cli._state import prepare_state
     from nexus.config import load_config, resolve_default_model
     from nexus.ledger import Ledger
 
@@ -280,11 +288,12 @@ def open_runtime(args: argparse.Namespace) -> Runtime:
     if not label:
         raise ConfigError("the session label is empty: give one with -s LABEL, or leave -s out for 'main'")
     check_model(config, choice.ref)  # before the ledger exists: a run that cannot start writes nothing
-    path = config.database_path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # the tools need the workspace to exist before context assembly scaffolds it
-    config.workspace_path.mkdir(parents=True, exist_ok=True)
-    ledger = Ledger.open(path)
+    # paths of the right kind, directories created (the tools need the workspace), database writable
+    prepare_state(config)
+    from nexus.llm.providers._llama_progress import TerminalProgress, set_progress_reporter
+
+    set_progress_reporter(TerminalProgress(sys.stderr))  # a local model's loading/prefill, on a terminal only
+    ledger = Ledger.open(config.database_path)
     try:
         recovered = ledger.recover()
     except BaseException:
