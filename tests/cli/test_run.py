@@ -298,7 +298,7 @@ def test_profile_rotation_is_a_one_line_notice(isolated_env: Path, server: FakeP
     assert result.returncode == 0, result.stderr
     assert result.stdout == "worked with the second key\n"
     notices = [line for line in result.stderr.splitlines() if line.startswith("↻")]
-    assert len(notices) == 1 and "next profile second" in notices[0], result.stderr
+    assert len(notices) == 1 and "retrying now with profile second: 401" in notices[0], result.stderr
     assert [r.headers["authorization"] for r in server.requests] == ["Bearer k1", "Bearer k2"]
     server.script(http_error(401), text("again"))
     as_json = _nexus(isolated_env, "run", "--json", "hi")

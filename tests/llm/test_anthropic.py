@@ -239,6 +239,6 @@ async def test_cut_stream_keeps_partial_tool_arguments_raw(mock_http: MockHTTP) 
     ]
     mock_http.sse(named_sse(events))
     msg = await complete(MODEL, CTX, OPTS)
-    assert msg.stop_reason == "error" and msg.error_kind == "timeout"
+    assert msg.stop_reason == "error" and msg.error_kind == "network"
     call = msg.tool_calls[0]
     assert call.arguments == {} and call.raw_arguments == '{"path": "a'

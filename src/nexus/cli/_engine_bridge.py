@@ -168,6 +168,7 @@ def summarize_run(
             "reasoning": usage.reasoning_tokens,
             "total": usage.total_tokens,
         },
+        usage_estimated=usage.estimated,
         cost=round(cost, 6),
         duration_ms=result.duration_ms or int((time.monotonic() - started) * 1000),
         session_created=created,

@@ -119,6 +119,7 @@ def _show(ledger: Ledger, args: argparse.Namespace) -> int:
         "aliases": ledger.aliases(session.label),
         "turns": len(turns),
         "total_tokens": head.thread_total_tokens if head else 0,
+        "usage_estimated": any(turn.usage_estimated for turn in turns),
         "head_model": f"{head.provider}/{head.model}" if head and head.model else None,
         "head_status": head.status if head else None,
     }
@@ -126,8 +127,12 @@ def _show(ledger: Ledger, args: argparse.Namespace) -> int:
         print(json.dumps(info, indent=2))
         return 0
     for key, value in info.items():
+        if key == "usage_estimated":
+            continue  # shown with total_tokens
         if key in ("created_at", "updated_at"):
             value = _when(value)
+        elif key == "total_tokens" and info["usage_estimated"]:
+            value = f"~{value} (estimated: a server reported no usage)"
         elif isinstance(value, list):
             value = ", ".join(value) or "-"
         print(f"{key:<22}{'-' if value is None else value}")
@@ -154,6 +159,8 @@ def _history(ledger: Ledger, args: argparse.Namespace) -> int:
 def _turn_header(turn: Turn) -> str:
     model = f" {turn.provider}/{turn.model}" if turn.model else ""
     tokens = f" {turn.total_tokens} tokens" if turn.total_tokens else ""
+    if turn.usage_estimated:
+        tokens = f" ~{turn.total_tokens} tokens (estimated)"
     kind = " compaction" if turn.turn_type == "compaction" else ""
     return f"── turn {turn.id} [{turn.status}{kind}]{model}{tokens} {_when(turn.started_at)}"
 

@@ -27,6 +27,7 @@ ErrorKind: TypeAlias = Literal[
     "billing",
     "overloaded",
     "timeout",
+    "network",
     "context_overflow",
     "format",
     "unknown",
@@ -44,6 +45,7 @@ ERROR_KINDS: tuple[ErrorKind, ...] = (
     "billing",
     "overloaded",
     "timeout",
+    "network",
     "context_overflow",
     "format",
     "unknown",
@@ -129,6 +131,10 @@ class Usage:
     ``input`` excludes cached tokens (those are ``cache_read``/``cache_write``);
     ``reasoning`` is the part of ``output`` spent thinking, when the provider says;
     ``total`` = input + output + cache_read + cache_write.
+
+    ``estimated`` is True when the server did not report (some of) the counts and they were
+    estimated from the text (chars/4), as for llama.cpp's server, which sends no usage: a
+    count of 0 is never presented as a measurement.
     """
 
     input: int = 0
@@ -138,6 +144,7 @@ class Usage:
     reasoning: int = 0
     total: int = 0
     cost: Cost = field(default_factory=Cost)
+    estimated: bool = False
 
 
 def apply_cost(model: Model, usage: Usage) -> None:

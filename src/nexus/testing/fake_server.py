@@ -82,7 +82,10 @@ class FakeProviderServer:
 
     Both endpoints share one FIFO ``script``; when it is empty the server answers with
     ``default`` (e.g. ``steps.echo``) or, if that is None, HTTP 500 "no scripted response".
-    ``chunk_delay`` (seconds) paces every SSE event for slow-stream tests.
+    ``chunk_delay`` (seconds) paces every SSE event for slow-stream tests. ``usage=False``
+    makes the OpenAI endpoint report no usage at all, even when the request asks for it
+    with ``stream_options.include_usage`` (as llama.cpp's server does); Anthropic's
+    always reports it, as the real API does.
     """
 
     def __init__(
@@ -94,8 +97,10 @@ class FakeProviderServer:
         host: str = "127.0.0.1",
         port: int = 0,
         log_path: str | Path | None = None,
+        usage: bool = True,
     ) -> None:
         self.default = default
+        self.usage = usage
         self.chunk_chars = chunk_chars
         self.chunk_delay = chunk_delay
         self._log_path = Path(log_path) if log_path is not None else None
@@ -283,7 +288,7 @@ class FakeProviderServer:
             await asyncio.sleep(step.seconds)
         reply = _chunks.streamed_reply(step)
         if flavor == "openai":
-            await response.send_json(200, _wire_openai.completion_json(reply, body, tag))
+            await response.send_json(200, _wire_openai.completion_json(reply, body, tag, usage=self.usage))
         else:
             await response.send_json(200, _wire_anthropic.message_json(reply, body, tag))
 
@@ -291,8 +296,10 @@ class FakeProviderServer:
         self, step: Step, flavor: Flavor, body: dict[str, Any], response: ResponseWriter, tag: str
     ) -> None:
         reply = _chunks.streamed_reply(step)
-        wire = _wire_openai if flavor == "openai" else _wire_anthropic
-        frames = wire.stream_frames(reply, body, self.chunk_chars, tag)
+        if flavor == "openai":
+            frames = _wire_openai.stream_frames(reply, body, self.chunk_chars, tag, usage=self.usage)
+        else:
+            frames = _wire_anthropic.stream_frames(reply, body, self.chunk_chars, tag)
         if isinstance(step, Malformed):
             bad = ("data: " if flavor == "openai" else "event: content_block_delta\ndata: ") + step.data + "\n\n"
             frames.insert(step.after_chunks, bad.encode())
@@ -359,6 +366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--chunk-delay", type=float, default=0.0, help="seconds between SSE events")
     parser.add_argument("--log", type=Path, help="append every request as a JSON line to this file")
     parser.add_argument("--no-echo", action="store_true", help="answer HTTP 500 once the script is used up")
+    parser.add_argument("--no-usage", action="store_true", help="report no token usage (like llama.cpp's server)")
     args = parser.parse_args(argv)
     steps: list[Step] = []
     if args.script is not None:
@@ -368,7 +376,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: cannot load script {args.script}: {exc}", file=sys.stderr)
             return 2
     server = FakeProviderServer(
-        *steps, default=None if args.no_echo else echo, chunk_delay=args.chunk_delay, port=args.port, log_path=args.log
+        *steps,
+        default=None if args.no_echo else echo,
+        chunk_delay=args.chunk_delay,
+        port=args.port,
+        log_path=args.log,
+        usage=not args.no_usage,
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

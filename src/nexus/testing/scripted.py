@@ -228,7 +228,7 @@ class ScriptedModel:
     ) -> ErrorEvent | None:
         if isinstance(step, Cut):
             message = "connection error: peer closed connection without sending complete message body"
-            return _fail(partial, model, message, "timeout")
+            return _fail(partial, model, message, "network")
         if isinstance(step, Malformed):
             return _fail(partial, model, f"malformed SSE data from provider: {step.data[:200]!r}", "unknown")
         if isinstance(step, StreamError):
