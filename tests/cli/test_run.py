@@ -193,7 +193,8 @@ def test_a_complete_reply_has_no_stop_notice(home: Path, server: FakeProviderSer
 
 
 def test_parallel_runs_of_one_session_queue_instead_of_forking(home: Path, server: FakeProviderServer) -> None:
-    server.script(stall(after_chunks=2, seconds=1.0, then=text("first answer")), text("second answer"))
+    # the first run must still be busy when the second has started up: 1 s was too short on a loaded machine
+    server.script(stall(after_chunks=2, seconds=5.0, then=text("first answer")), text("second answer"))
     first = subprocess.Popen(
         [sys.executable, "-m", "nexus.cli", "run", "first question"],
         env=_env(home),

@@ -66,8 +66,18 @@ def _compact(args: argparse.Namespace) -> int:
 
 
 def _recover(ledger: Ledger) -> None:
-    """Close turns a killed process left open, so every listing shows them (as ``aborted``)."""
-    recovered = ledger.recover()
+    """Close turns a killed process left open, so every listing shows them (as ``aborted``).
+
+    Only a courtesy for reading commands: when the ledger cannot be written (disk full, database
+    held by another process) the listing goes on read-only, open turns shown as open.
+    """
+    from nexus.ledger import LedgerError
+
+    try:
+        recovered = ledger.recover()
+    except LedgerError as exc:
+        print(f"nexus: warning: turns left open by a stopped process stay open for now: {exc}", file=sys.stderr)
+        return
     if recovered:
         noun = "turn" if len(recovered) == 1 else "turns"
         print(f"nexus: closed {len(recovered)} {noun} left open by a stopped process (as aborted)", file=sys.stderr)

@@ -294,6 +294,7 @@ def open_runtime(args: argparse.Namespace) -> Runtime:
 
     set_progress_reporter(TerminalProgress(sys.stderr))  # a local model's loading/prefill, on a terminal only
     ledger = Ledger.open(config.database_path)
+    ledger.database.on_busy = BusyNotice()
     try:
         recovered = ledger.recover()
     except BaseException:
@@ -303,6 +304,32 @@ def open_runtime(args: argparse.Namespace) -> Runtime:
         noun = "turn" if len(recovered) == 1 else "turns"
         print(f"nexus: closed {len(recovered)} {noun} left open by a stopped process (as aborted)", file=sys.stderr)
     return Runtime(config, ledger, label, choice.ref, getattr(args, "thinking", None))
+
+
+class BusyNotice:
+    """``Database.on_busy`` for the CLI: say why nothing happens while another process holds agents.db.
+
+    Said again only after a quiet spell of :attr:`REPEAT_S` (every write of a run finds the
+    database locked while that process holds it).
+    """
+
+    REPEAT_S = 30.0
+
+    def __init__(self) -> None:
+        self.last = -self.REPEAT_S
+
+    def __call__(self) -> None:
+        now = time.monotonic()
+        if now - self.last >= self.REPEAT_S:
+            from nexus.ledger._sqlite import WAIT_ENV, wait_bound
+
+            print(
+                f"nexus: waiting for the database (held by another process); giving up after {wait_bound():g} s "
+                f"({WAIT_ENV})",
+                file=sys.stderr,
+                flush=True,
+            )
+        self.last = now
 
 
 def check_model(config: NexusConfig, ref: str) -> None:

@@ -93,13 +93,13 @@ async def compact_session(
     for an unknown session, ``CompactionError`` when summarising fails, ``ConfigError`` when
     no model can be called.
     """
-    from nexus.engine.session_lock import session_lock
+    from nexus.engine.session_lock import run_lock
 
     ledger = env.ledger
     label = ledger.resolve_session(session_label).label  # SessionNotFound before anything else
     chosen = env.model(model)
     env.preflight(chosen)
-    async with session_lock(ledger.path, label, signal=signal, on_wait=on_wait) as held:
+    async with run_lock(ledger, label, signal=signal, on_wait=on_wait) as held:
         if not held:
             return SessionCompaction(label, "aborted")
         return await _compact_locked(env, label, chosen, focus, keep_recent_tokens, on_event, signal)

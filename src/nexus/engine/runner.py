@@ -20,7 +20,7 @@ from nexus.engine.bootstrap import scaffold_workspace
 from nexus.engine.callbacks import EngineCallbacks
 from nexus.engine.context import EventContext, PromptOptions, assemble_context, build_current_message
 from nexus.engine.failover import AuthProfile, ProfileCooldowns
-from nexus.engine.session_lock import session_lock
+from nexus.engine.session_lock import run_lock
 from nexus.engine.spawn import SPAWN_TOOL_NAME, spawn_agent_tool
 from nexus.engine.types import AgentResult, AgentRole, AssembledContext, EngineLimits, ThinkingConfig
 from nexus.llm.abort import AbortSignal
@@ -399,7 +399,8 @@ async def run_agent(
         env.preflight(chosen)
         label = ledger.ensure_session(session or DEFAULT_SESSION).label
         # one run per session at a time, also across processes (DESIGN §4.3's serial invariant)
-        async with session_lock(ledger.path, label, signal=signal) as held:
+        # (orphaned turns of the session are recovered under the lock, before the head is read)
+        async with run_lock(ledger, label, signal=signal) as held:
             if not held:
                 return aborted_before_start(message)
             ctx = env.assemble(message, session=label, model=chosen, images=images, event=event, signal=signal)
