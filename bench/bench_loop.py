@@ -181,15 +181,21 @@ def make_agent_turn(stream: Any, reset: bool) -> tuple[Agent, Callable[[], Await
 
 
 async def time_turns(turn: Callable[[], Awaitable[None]], turns: int, warmup: int = 20) -> list[float]:
+    """Wall seconds of each timed turn; the CPU seconds of them all go to ``CPU_SECONDS[0]``."""
     for _ in range(warmup):
         await turn()
     gc.collect()
     per_turn = []
+    cpu = time.process_time()
     for _ in range(turns):
         t0 = time.perf_counter()
         await turn()
         per_turn.append(time.perf_counter() - t0)
+    CPU_SECONDS[0] = time.process_time() - cpu
     return per_turn
+
+
+CPU_SECONDS = [0.0]
 
 
 # --------------------------------------------------------------------------- runs (each in a fresh process)
@@ -212,6 +218,7 @@ def child(variant: str, turns: int) -> dict[str, Any]:
             raise SystemExit(f"unknown variant {variant}")
         return {
             "us_per_turn": statistics.fmean(per) * 1e6,
+            "cpu_us_per_turn": CPU_SECONDS[0] / len(per) * 1e6,
             "first100_us": statistics.fmean(per[:100]) * 1e6,
             "last100_us": statistics.fmean(per[-100:]) * 1e6,
             "turn10_us": statistics.median(per[5:15]) * 1e6,
@@ -268,6 +275,7 @@ def run_jobs(jobs: list[Job], reps: int) -> dict[str, dict[str, Any]]:
             keys = ("us_per_turn", "first100_us", "last100_us", "rss_after_mb", "peak_rss_mb")
             med: dict[str, Any] = {k: statistics.median(r[k] for r in rs) for k in keys}
             med["turn10_us"] = statistics.median(r.get("turn10_us", 0.0) for r in rs)
+            med["cpu_us"] = statistics.median(r.get("cpu_us_per_turn", 0.0) for r in rs)
             med["all"] = [round(r["us_per_turn"], 1) for r in rs]
             medians[label] = med
     return medians
@@ -280,13 +288,15 @@ def _report_fresh(a: argparse.Namespace) -> None:
     peers = peer_jobs(PEERS_FRESH, a, "fresh") if a.peers else []
     res = run_jobs(jobs + peers, a.reps)
     print(f"\n## fresh: every turn a new run (prompt -> tool call -> tool -> final text), median of {a.reps}\n")
-    print("| variant | µs/turn | runs | RSS after MB | peak RSS MB |")
-    print("|---|---|---|---|---|")
+    print("| variant | µs/turn | runs | CPU µs/turn | RSS after MB | peak RSS MB |")
+    print("|---|---|---|---|---|---|")
     for label, _ in jobs + peers:
         if label in res:
             m = res[label]
+            cpu = f"{m['cpu_us']:.1f}" if m["cpu_us"] else "-"
             print(
-                f"| {label} | {m['us_per_turn']:.1f} | {m['all']} | {m['rss_after_mb']:.0f} | {m['peak_rss_mb']:.0f} |"
+                f"| {label} | {m['us_per_turn']:.1f} | {m['all']} | {cpu} | {m['rss_after_mb']:.0f} | "
+                f"{m['peak_rss_mb']:.0f} |"
             )
     if not a.peers:
         print("\n(peers not measured, no ratios: add --peers; see bench/README.md)")

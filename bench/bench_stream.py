@@ -22,6 +22,7 @@ the peer venv (default ``/tmp/peerbench/venv-stream/bin/python``, or ``--peer-py
 
   .venv/bin/python bench/bench_stream.py [--tokens 20000] [--repeats 5] [--rounds 3] [--peers]
   .venv/bin/python bench/bench_stream.py --profile openai|anthropic   # cProfile of nexus, top functions
+  .venv/bin/python bench/bench_stream.py --parts   # CPU cost of each stage (SSE, JSON, decoder), in process
   .venv/bin/python bench/bench_stream.py --also-src before=/tmp/before/src   # an older tree, same rounds
 
 Also prints the import time of ``nexus.llm`` in a fresh interpreter.
@@ -403,6 +404,78 @@ def profile(fmt: str, n: int) -> None:
     asyncio.run(main())
 
 
+def parts(n: int, reps: int = 9) -> None:
+    """CPU µs per token of each stage of nexus' read path, in process (no HTTP): where the time goes."""
+    from nexus.llm._sse import SSEParser, _parse_block, parse_data
+    from nexus.llm.events import TextDeltaEvent
+    from nexus.llm.providers import anthropic, openai_completions
+    from nexus.llm.providers._common import _decode
+    from nexus.llm.types import AssistantMessage, Model
+
+    def per_token(fn: Callable[[], object]) -> float:
+        runs = []
+        for _ in range(reps):
+            start = time.process_time()
+            fn()
+            runs.append((time.process_time() - start) / n * 1e6)
+        return statistics.median(runs)
+
+    print(f"| stage (CPU µs per token, median of {reps}, {n} tokens, in process) | OpenAI | Anthropic |")
+    print("|---|---|---|")
+    rows: dict[str, list[float]] = {}
+    for body, module in ((build_body(n), openai_completions), (build_anthropic_body(n), anthropic)):
+        chunks = [body[i : i + 65536] for i in range(0, len(body), 65536)]
+        events: list[tuple[str | None, str]] = []
+        parser = SSEParser()
+        for chunk in chunks:
+            events.extend(parser.feed(chunk))
+        payloads = [data for _, data in events if data != "[DONE]"]
+        model = Model(id="bench-model", provider="openai", api="bench")
+
+        def sse(chunks: list[bytes] = chunks) -> None:
+            p = SSEParser()
+            for chunk in chunks:
+                p.feed(chunk)
+
+        def general(chunks: list[bytes] = chunks) -> None:
+            text = b"".join(chunks).decode("utf-8", "replace")
+            for block in text.split("\n\n"):
+                if block:
+                    _parse_block(block)
+
+        def decode(module: Any = module, model: Model = model, events: list[tuple[str | None, str]] = events) -> None:
+            decoder = module._SPEC.decoder(model, AssistantMessage(api="bench", provider="openai", model="m"))
+            for name, data in events:
+                _decode(decoder, name, data)
+
+        def loads(payloads: list[str] = payloads) -> None:
+            for data in payloads:
+                json.loads(data)
+
+        def scan(payloads: list[str] = payloads) -> None:
+            for data in payloads:
+                parse_data(data)
+
+        message = AssistantMessage(api="bench", provider="openai", model="m")
+
+        def events_only(message: AssistantMessage = message) -> None:
+            for _ in range(n):
+                TextDeltaEvent(0, TOKEN, message)
+
+        stages: dict[str, Callable[[], None]] = {
+            "SSE framing: `SSEParser.feed`, 64 KB chunks": sse,
+            "the same with the general block parser on every block (no fast path)": general,
+            "`json.loads` of every data payload": loads,
+            "`parse_data` (C scanner) of every data payload": scan,
+            "decoder: `handle` per event (parse_data, events, append)": decode,
+            "one `TextDeltaEvent` per token": events_only,
+        }
+        for label, fn in stages.items():
+            rows.setdefault(label, []).append(per_token(fn))
+    for label, (o, a) in rows.items():
+        print(f"| {label} | {o:.2f} | {a:.2f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--tokens", type=int, default=20_000)
@@ -412,6 +485,7 @@ def main() -> None:
     ap.add_argument("--peer-python", default=os.environ.get("PEER_STREAM_PYTHON", PEER_PYTHON))
     ap.add_argument("--profile", choices=("openai", "anthropic"), help="cProfile nexus on one stream and exit")
     ap.add_argument("--no-import-time", action="store_true")
+    ap.add_argument("--parts", action="store_true", help="CPU cost of each stage of nexus' read path, in process")
     ap.add_argument(
         "--also-src",
         action="append",
@@ -422,6 +496,11 @@ def main() -> None:
     a = ap.parse_args()
     if a.profile:
         profile(a.profile, a.tokens)
+        return
+    if a.parts:
+        print(_machine.header("bench_stream.py --parts: nexus' read path by stage"))
+        parts(a.tokens)
+        print(_machine.load_line())
         return
     print(_machine.header("bench_stream.py: client cost per streamed token"))
     n = a.tokens
