@@ -81,7 +81,7 @@ def test_release_puts_an_item_back_without_losing_its_place(store: BrokerStore) 
     store.claim(ids[:1])
     store.release(ids[:1])
     assert [item.id for item in store.pending()] == ids
-    assert store.pending()[0].status == "queued" and store.pending()[0].attempts == 1
+    assert store.pending()[0].status == "queued" and store.pending()[0].attempts == 0
 
 
 def test_deliver_joins_the_callers_transaction(ledger: Ledger, store: BrokerStore) -> None:

@@ -7,6 +7,7 @@ drop policies, dedupe and collect format (:mod:`nexus.broker.session_queue`). Se
 
 from __future__ import annotations
 
+from nexus.broker.broker import AgentBroker, BrokerSettings, new_message_id
 from nexus.broker.modes import (
     DROP_POLICIES,
     QUEUE_MODES,
@@ -19,21 +20,50 @@ from nexus.broker.modes import (
     parse_mode,
     resolve_settings,
 )
+from nexus.broker.runner import AgentRunner, RunHandle, RunOutcome, RunRequest, SteerReceipt
 from nexus.broker.session_queue import AddOutcome, Batch, QueuedMessage, SessionQueue, Wait
+from nexus.broker.types import (
+    AgentIdentity,
+    AgentMessage,
+    AgentRole,
+    AgentState,
+    BrokerError,
+    RegisteredAgent,
+    SendAndWaitResult,
+    SendReceipt,
+    UnknownAgentError,
+)
 
 __all__ = [
     "DROP_POLICIES",
     "QUEUE_MODES",
     "AddOutcome",
+    "AgentBroker",
+    "AgentIdentity",
+    "AgentMessage",
+    "AgentRole",
+    "AgentRunner",
+    "AgentState",
     "Batch",
+    "BrokerError",
+    "BrokerSettings",
     "DropPolicy",
     "QueueMode",
     "QueueOverrides",
     "QueueSettings",
     "QueueSettingsError",
     "QueuedMessage",
+    "RegisteredAgent",
+    "RunHandle",
+    "RunOutcome",
+    "RunRequest",
+    "SendAndWaitResult",
+    "SendReceipt",
     "SessionQueue",
+    "SteerReceipt",
+    "UnknownAgentError",
     "Wait",
+    "new_message_id",
     "parse_drop_policy",
     "parse_mode",
     "resolve_settings",

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal, TypeVar, get_args
 
-from nexus.errors import NexusError
+from nexus.broker.types import BrokerError
 
 QueueMode = Literal["steer", "followup", "collect", "steer-backlog", "queue", "interrupt"]
 """How a message is delivered while its session's agent is busy (DESIGN §4.6)."""
@@ -39,7 +39,7 @@ _MODE_ALIASES: dict[str, QueueMode] = {
 }
 
 
-class QueueSettingsError(NexusError, ValueError):
+class QueueSettingsError(BrokerError, ValueError):
     """A queue mode, drop policy, cap or debounce that is not valid; the message names it."""
 
 

@@ -216,7 +216,9 @@ def overflow_summary(count: int, lines: list[str]) -> str:
 def format_prompt(items: list[QueuedMessage], overflow: str | None) -> str:
     """The text of a turn that consumes ``items``: the prompt alone, or the collect format."""
     if len(items) == 1:
-        return items[0].prompt if overflow is None else f"{overflow}\n\n{items[0].prompt}"
+        item = items[0]
+        text = item.prompt if item.sender is None else f"[Message from {item.sender}]\n{item.prompt}"
+        return text if overflow is None else f"{overflow}\n\n{text}"
     parts = [COLLECT_TITLE]
     if overflow is not None:
         parts.append(overflow)

@@ -225,12 +225,16 @@ class BrokerStore:
     def claim(self, item_ids: Sequence[str]) -> None:
         """A run takes these items: ``processing``, one more attempt counted."""
         if item_ids:
-            self._db.write(lambda c: self._set(c, item_ids, "processing", bump=True))
+            self._db.write(lambda c: self._set(c, item_ids, "processing", bump=1))
 
     def release(self, item_ids: Sequence[str]) -> None:
-        """A run handed these items back unconsumed (a returned steer): ``queued`` again."""
+        """A run handed these items back unconsumed (a returned steer): ``queued`` again.
+
+        The attempt its claim counted is taken back: only a run that consumed (or was cut while
+        holding) an item counts towards the crash-retry limit.
+        """
         if item_ids:
-            self._db.write(lambda c: self._set(c, item_ids, "queued"))
+            self._db.write(lambda c: self._set(c, item_ids, "queued", bump=-1))
 
     def deliver(self, item_ids: Sequence[str], turn_id: str, conn: sqlite3.Connection | None = None) -> None:
         """Mark items consumed by ``turn_id``; pass ``conn`` to join the turn's own transaction."""
@@ -272,7 +276,7 @@ class BrokerStore:
         item_ids: Sequence[str],
         status: str,
         *,
-        bump: bool = False,
+        bump: int = 0,
         turn_id: str | None = None,
         error: str | None = None,
     ) -> None:
@@ -281,11 +285,11 @@ class BrokerStore:
         now = now_ms()
         final = status in ("delivered", "failed", "dropped")
         cursor = conn.execute(
-            f"UPDATE queue_items SET status = ?, attempts = attempts + ?,"
+            f"UPDATE queue_items SET status = ?, attempts = MAX(attempts + ?, 0),"
             f" started_at = CASE WHEN ? THEN ? ELSE started_at END,"
             f" completed_at = ?, turn_id = COALESCE(?, turn_id), error = COALESCE(?, error)"
             f" WHERE id IN ({_placeholders(item_ids)}) AND status IN ('queued', 'processing')",
-            (status, int(bump), int(status == "processing"), now, now if final else None, turn_id, error, *item_ids),
+            (status, bump, int(status == "processing"), now, now if final else None, turn_id, error, *item_ids),
         )
         if cursor.rowcount != len(set(item_ids)):
             found = conn.execute(
