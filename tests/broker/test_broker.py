@@ -298,3 +298,16 @@ async def test_messages_between_agents_are_logged(ledger: Ledger) -> None:
     rows = ledger.database.connection.execute("SELECT from_agent, to_agent, content FROM broker_messages")
     assert rows.fetchall() == [("manager", "worker", "review auth.py")]
     await broker.close()
+
+
+async def test_the_run_continues_the_messages_conversation(ledger: Ledger) -> None:
+    broker, runner = await open_broker(ledger)
+    broker.register_agent(WORKER)
+    broker.register_agent(MANAGER)
+    sent = message(1, sender="manager")
+    sent.conversation_id, sent.metadata = "conv-9", {"hop": 3}
+    await broker.send(sent)
+    run = await runner.next_run(1)
+    assert (run.request.conversation_id, run.request.hop, run.request.sender) == ("conv-9", 3, "manager")
+    run.finish()
+    await broker.close()

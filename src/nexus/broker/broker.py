@@ -279,6 +279,8 @@ class AgentBroker:
             item_ids=tuple(batch.item_ids),
             sender=batch.items[0].sender if len({item.sender for item in batch.items}) == 1 else None,
             spec=slot.spec,
+            conversation_id=next((item.conversation_id for item in batch.items if item.conversation_id), None),
+            hop=max(item.hop for item in batch.items),
         )
         try:
             slot.run = self._runner.start(request)
@@ -340,7 +342,14 @@ def _queued(row: BrokerQueueItem, *, debounce_ms: int = 0) -> QueuedMessage:
         enqueued_at_ms=row.enqueued_at,
         debounce_ms=debounce_ms,
         sender=row.sender if row.sender not in (None, "user") else None,
+        conversation_id=message.conversation_id if message is not None else None,
+        hop=_hop(message),
     )
+
+
+def _hop(message: AgentMessage | None) -> int:
+    hop = message.metadata.get("hop") if message is not None else None
+    return hop if isinstance(hop, int) and hop >= 0 else 0
 
 
 def _error_text(outcome: RunOutcome) -> str | None:

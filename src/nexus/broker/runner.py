@@ -72,6 +72,10 @@ class RunRequest:
     item_ids: tuple[str, ...]
     sender: str | None = None
     spec: dict[str, object] = field(default_factory=dict)
+    conversation_id: str | None = None
+    """The conversation the consumed messages belong to (the first one's): agent tools continue it."""
+    hop: int = 0
+    """How many agent-to-agent messages led here (the highest of the batch): bounds delegation loops."""
 
 
 class AgentRunner(Protocol):

@@ -35,6 +35,8 @@ class QueuedMessage:
     debounce_ms: int = 0
     sender: str | None = None
     route: str = ""
+    conversation_id: str | None = None
+    hop: int = 0
     in_flight: bool = False
 
 
