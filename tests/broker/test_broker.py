@@ -311,3 +311,26 @@ async def test_the_run_continues_the_messages_conversation(ledger: Ledger) -> No
     assert (run.request.conversation_id, run.request.hop, run.request.sender) == ("conv-9", 3, "manager")
     run.finish()
     await broker.close()
+
+
+async def test_concurrent_sends_share_transactions_and_keep_their_order(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broker, runner = await open_broker(ledger, queue=QueueSettings(mode="followup", cap=100))
+    runner.auto_finish = True
+    broker.register_agent(WORKER)
+    groups: list[int] = []
+    write_group = BrokerStore.write_group
+
+    def counting(self: BrokerStore, ops: list[object]) -> object:
+        groups.append(len(ops))
+        return write_group(self, ops)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(BrokerStore, "write_group", counting)
+    receipts = await asyncio.gather(*(broker.send(message(n)) for n in range(50)), broker.send(message(7)))
+    assert groups[0] == 51  # one transaction for the whole burst
+    assert [r.duplicate for r in receipts] == [False] * 50 + [True]
+    assert receipts[-1].queue_item_id == receipts[7].queue_item_id
+    assert await broker.wait_for_idle("worker", timeout_ms=5000)
+    assert [run.request.prompt for run in runner.runs] == [f"task {n}" for n in range(50)]
+    await broker.close()

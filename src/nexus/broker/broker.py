@@ -13,6 +13,7 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 
+from nexus.broker._group_commit import GroupCommitter
 from nexus.broker._slot import AgentSlot, SteerInFlight
 from nexus.broker.modes import QueueMode, QueueOverrides, QueueSettings, parse_mode, resolve_settings
 from nexus.broker.runner import AgentRunner, RunOutcome, RunRequest
@@ -29,7 +30,7 @@ from nexus.broker.types import (
     UnknownAgentError,
 )
 from nexus.ledger import new_ulid
-from nexus.ledger.broker_store import BrokerQueueItem, BrokerStore
+from nexus.ledger.broker_store import AcceptRequest, BrokerQueueItem, BrokerStore, accept_in, claim_in
 
 DEFAULT_MAX_CONCURRENT = 8
 DEFAULT_MAX_ATTEMPTS = 3
@@ -58,6 +59,7 @@ class AgentBroker:
         self._settings = settings or BrokerSettings()
         self._slots: dict[str, AgentSlot] = {}
         self._capacity = asyncio.Semaphore(self._settings.max_concurrent)
+        self._writes = GroupCommitter(store)
         self._started = False
         self._closed = False
 
@@ -143,7 +145,7 @@ class AgentBroker:
         mode_override: QueueMode | None = parse_mode(queue_mode) if queue_mode is not None else None
         settings = resolve_settings(QueueOverrides(mode=mode_override), slot.overrides, default=self._settings.queue)
         message.timestamp = message.timestamp or _now_ms()
-        row, created = self._store.accept(
+        request = AcceptRequest(
             agent_id=slot.agent_id,
             session_label=slot.identity.session_label,
             message_id=message.id,
@@ -152,6 +154,7 @@ class AgentBroker:
             mode=settings.mode,
             log_as_agent_message=message.from_ in self._slots,
         )
+        row, created = await self._writes.write(lambda conn: accept_in(conn, request))
         if not created:
             return SendReceipt(message.id, row.id, duplicate=True)
         queued = _queued(row, debounce_ms=settings.debounce_ms)
@@ -271,7 +274,7 @@ class AgentBroker:
                 await self._run_batch(slot, step)
 
     async def _run_batch(self, slot: AgentSlot, batch: Batch) -> None:
-        self._store.claim(batch.item_ids)
+        await self._writes.write(lambda conn: claim_in(conn, batch.item_ids))
         request = RunRequest(
             agent_id=slot.agent_id,
             session_label=slot.identity.session_label,

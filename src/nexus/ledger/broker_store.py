@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,6 +93,56 @@ def _agent(row: tuple[Any, ...]) -> AgentRow:
         created_at=row[5],
         updated_at=row[6],
     )
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptRequest:
+    """One message to accept (see :meth:`BrokerStore.accept`)."""
+
+    agent_id: str
+    session_label: str
+    message_id: str
+    sender: str | None
+    message: Any
+    mode: str
+    log_as_agent_message: bool = False
+
+
+def accept_in(conn: sqlite3.Connection, request: AcceptRequest) -> tuple[BrokerQueueItem, bool]:
+    """Accept one message inside the caller's transaction; ``created`` is False for a known id."""
+    return _accept_one(conn, request, now_ms())
+
+
+def _accept_one(conn: sqlite3.Connection, request: AcceptRequest, now: int) -> tuple[BrokerQueueItem, bool]:
+    row = conn.execute(
+        "INSERT INTO queue_items (id, session_label, agent_id, message_id, sender, message_json, mode,"
+        " status, enqueued_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?)"
+        f" ON CONFLICT(message_id) WHERE message_id IS NOT NULL DO NOTHING RETURNING {_ITEM_COLUMNS}",
+        (
+            new_ulid(),
+            request.session_label,
+            request.agent_id,
+            request.message_id,
+            request.sender,
+            dumps(request.message),
+            request.mode,
+            now,
+        ),
+    ).fetchone()
+    if row is None:  # a known message id: the first acceptance stands
+        existing = conn.execute(f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE message_id = ?", (request.message_id,))
+        return _item(existing.fetchone()), False
+    if request.log_as_agent_message:
+        message = request.message
+        content = message.get("content", "") if isinstance(message, dict) else str(message)
+        metadata = {"conversation_id": message.get("conversation_id")} if isinstance(message, dict) else None
+        conn.execute(
+            "INSERT INTO broker_messages (id, from_agent, to_agent, session_label, content, status,"
+            " created_at, metadata_json) VALUES (?, ?, ?, ?, ?, 'sent', ?, ?)",
+            (request.message_id, request.sender, request.agent_id, request.session_label, content, now,
+             dumps_opt(metadata)),
+        )  # fmt: skip
+    return _item(row), True
 
 
 def _placeholders(ids: Sequence[str]) -> str:
@@ -176,28 +226,39 @@ class BrokerStore:
         With ``log_as_agent_message`` the agent-to-agent log row is written in the same
         transaction, so the log never names a message the queue does not have.
         """
+        request = AcceptRequest(agent_id, session_label, message_id, sender, message, mode, log_as_agent_message)
+        return self.accept_many([request])[0]
 
-        def run(conn: sqlite3.Connection) -> tuple[BrokerQueueItem, bool]:
+    def accept_many(self, requests: Sequence[AcceptRequest]) -> list[tuple[BrokerQueueItem, bool]]:
+        """Accept several messages in ONE transaction (group commit for concurrent senders)."""
+
+        def run(conn: sqlite3.Connection) -> list[tuple[BrokerQueueItem, bool]]:
             now = now_ms()
-            cursor = conn.execute(
-                "INSERT INTO queue_items (id, session_label, agent_id, message_id, sender, message_json, mode,"
-                " status, enqueued_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?)"
-                " ON CONFLICT(message_id) WHERE message_id IS NOT NULL DO NOTHING",
-                (new_ulid(), session_label, agent_id, message_id, sender, dumps(message), mode, now),
-            )
-            created = cursor.rowcount > 0
-            if created and log_as_agent_message:
-                content = message.get("content", "") if isinstance(message, dict) else str(message)
-                metadata = {"conversation_id": message.get("conversation_id")} if isinstance(message, dict) else None
-                conn.execute(
-                    "INSERT INTO broker_messages (id, from_agent, to_agent, session_label, content, status,"
-                    " created_at, metadata_json) VALUES (?, ?, ?, ?, ?, 'sent', ?, ?)",
-                    (message_id, sender, agent_id, session_label, content, now, dumps_opt(metadata)),
-                )
-            row = conn.execute(f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE message_id = ?", (message_id,))
-            return _item(row.fetchone()), created
+            return [_accept_one(conn, request, now) for request in requests]
 
-        return self._db.write(run)
+        return self._db.write(run) if requests else []
+
+    def write_group(self, ops: Sequence[Callable[[sqlite3.Connection], object]]) -> list[object | Exception]:
+        """Run several writes in ONE transaction, each in its own savepoint (group commit).
+
+        An op that raises is rolled back alone and its exception returned in its place; the
+        others commit together. The whole group may be re-run on a busy database, so ops must
+        only touch the database.
+        """
+
+        def run(conn: sqlite3.Connection) -> list[object | Exception]:
+            outcomes: list[object | Exception] = []
+            for op in ops:
+                conn.execute("SAVEPOINT group_op")
+                try:
+                    outcomes.append(op(conn))
+                except Exception as exc:
+                    conn.execute("ROLLBACK TO group_op")
+                    outcomes.append(exc)
+                conn.execute("RELEASE group_op")
+            return outcomes
+
+        return self._db.write(run) if ops else []
 
     def pending(self, agent_id: str | None = None) -> list[BrokerQueueItem]:
         """Items still ``queued`` or ``processing`` (of one agent, or all), in arrival order."""
@@ -225,7 +286,7 @@ class BrokerStore:
     def claim(self, item_ids: Sequence[str]) -> None:
         """A run takes these items: ``processing``, one more attempt counted."""
         if item_ids:
-            self._db.write(lambda c: self._set(c, item_ids, "processing", bump=1))
+            self._db.write(lambda c: claim_in(c, item_ids))
 
     def release(self, item_ids: Sequence[str]) -> None:
         """A run handed these items back unconsumed (a returned steer): ``queued`` again.
@@ -234,26 +295,26 @@ class BrokerStore:
         holding) an item counts towards the crash-retry limit.
         """
         if item_ids:
-            self._db.write(lambda c: self._set(c, item_ids, "queued", bump=-1))
+            self._db.write(lambda c: release_in(c, item_ids))
 
     def deliver(self, item_ids: Sequence[str], turn_id: str, conn: sqlite3.Connection | None = None) -> None:
         """Mark items consumed by ``turn_id``; pass ``conn`` to join the turn's own transaction."""
         if not item_ids:
             return
         if conn is not None:
-            self._set(conn, item_ids, "delivered", turn_id=turn_id)
+            deliver_in(conn, item_ids, turn_id)
         else:
-            self._db.write(lambda c: self._set(c, item_ids, "delivered", turn_id=turn_id))
+            self._db.write(lambda c: deliver_in(c, item_ids, turn_id))
 
     def drop(self, item_ids: Sequence[str], reason: str) -> None:
         """Items removed by a drop policy or ``clear_queue``: ``dropped`` with the reason."""
         if item_ids:
-            self._db.write(lambda c: self._set(c, item_ids, "dropped", error=reason))
+            self._db.write(lambda c: move_items(c, item_ids, "dropped", error=reason))
 
     def fail(self, item_ids: Sequence[str], reason: str) -> None:
         """Items that will not be run again: ``failed`` with the reason (shown by ``nexus queue list``)."""
         if item_ids:
-            self._db.write(lambda c: self._set(c, item_ids, "failed", error=reason))
+            self._db.write(lambda c: move_items(c, item_ids, "failed", error=reason))
 
     def fail_exhausted(self, max_attempts: int) -> list[BrokerQueueItem]:
         """Fail every ``processing`` item (a crash cut its run) already tried ``max_attempts`` times."""
@@ -265,36 +326,51 @@ class BrokerStore:
             ).fetchall()
             items = [_item(row) for row in rows]
             reason = f"its run was cut {max_attempts} times (the process died); not retried again"
-            self._set(conn, [item.id for item in items], "failed", error=reason)
+            move_items(conn, [item.id for item in items], "failed", error=reason)
             return items
 
         return self._db.write(run)
 
-    @staticmethod
-    def _set(
-        conn: sqlite3.Connection,
-        item_ids: Sequence[str],
-        status: str,
-        *,
-        bump: int = 0,
-        turn_id: str | None = None,
-        error: str | None = None,
-    ) -> None:
-        if not item_ids:
-            return
-        now = now_ms()
-        final = status in ("delivered", "failed", "dropped")
-        cursor = conn.execute(
-            f"UPDATE queue_items SET status = ?, attempts = MAX(attempts + ?, 0),"
-            f" started_at = CASE WHEN ? THEN ? ELSE started_at END,"
-            f" completed_at = ?, turn_id = COALESCE(?, turn_id), error = COALESCE(?, error)"
-            f" WHERE id IN ({_placeholders(item_ids)}) AND status IN ('queued', 'processing')",
-            (status, bump, int(status == "processing"), now, now if final else None, turn_id, error, *item_ids),
-        )
-        if cursor.rowcount != len(set(item_ids)):
-            found = conn.execute(
-                f"SELECT id, status FROM queue_items WHERE id IN ({_placeholders(item_ids)})", tuple(item_ids)
-            ).fetchall()
-            states = {row[0]: row[1] for row in found}
-            bad = {i: states.get(i, "missing") for i in item_ids if states.get(i) not in ("queued", "processing")}
-            raise LedgerError(f"queue items already finished or unknown, not moved to {status}: {json.dumps(bad)}")
+
+def claim_in(conn: sqlite3.Connection, item_ids: Sequence[str]) -> None:
+    """A run takes these items (inside the caller's transaction): ``processing``, one more attempt."""
+    move_items(conn, item_ids, "processing", bump=1)
+
+
+def release_in(conn: sqlite3.Connection, item_ids: Sequence[str]) -> None:
+    """Items handed back unconsumed (inside the caller's transaction): ``queued``, the attempt taken back."""
+    move_items(conn, item_ids, "queued", bump=-1)
+
+
+def deliver_in(conn: sqlite3.Connection, item_ids: Sequence[str], turn_id: str) -> None:
+    """Items consumed by ``turn_id``, inside the transaction that writes the turn."""
+    move_items(conn, item_ids, "delivered", turn_id=turn_id)
+
+
+def move_items(
+    conn: sqlite3.Connection,
+    item_ids: Sequence[str],
+    status: str,
+    *,
+    bump: int = 0,
+    turn_id: str | None = None,
+    error: str | None = None,
+) -> None:
+    if not item_ids:
+        return
+    now = now_ms()
+    final = status in ("delivered", "failed", "dropped")
+    cursor = conn.execute(
+        f"UPDATE queue_items SET status = ?, attempts = MAX(attempts + ?, 0),"
+        f" started_at = CASE WHEN ? THEN ? ELSE started_at END,"
+        f" completed_at = ?, turn_id = COALESCE(?, turn_id), error = COALESCE(?, error)"
+        f" WHERE id IN ({_placeholders(item_ids)}) AND status IN ('queued', 'processing')",
+        (status, bump, int(status == "processing"), now, now if final else None, turn_id, error, *item_ids),
+    )
+    if cursor.rowcount != len(set(item_ids)):
+        found = conn.execute(
+            f"SELECT id, status FROM queue_items WHERE id IN ({_placeholders(item_ids)})", tuple(item_ids)
+        ).fetchall()
+        states = {row[0]: row[1] for row in found}
+        bad = {i: states.get(i, "missing") for i in item_ids if states.get(i) not in ("queued", "processing")}
+        raise LedgerError(f"queue items already finished or unknown, not moved to {status}: {json.dumps(bad)}")
