@@ -9,15 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal, TypeVar, get_args
+from typing import TypeVar, get_args
 
 from nexus.broker.types import BrokerError
-
-QueueMode = Literal["steer", "followup", "collect", "steer-backlog", "queue", "interrupt"]
-"""How a message is delivered while its session's agent is busy (DESIGN §4.6)."""
-
-DropPolicy = Literal["old", "new", "summarize"]
-"""What happens when a queue already holds ``cap`` waiting items."""
+from nexus.config._broker_schema import DropPolicy as DropPolicy
+from nexus.config._broker_schema import QueueMode as QueueMode
 
 QUEUE_MODES: tuple[QueueMode, ...] = get_args(QueueMode)
 DROP_POLICIES: tuple[DropPolicy, ...] = get_args(DropPolicy)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,9 +19,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from nexus.ledger import Ledger
     from nexus.ledger.broker_store import AgentRow, BrokerQueueItem, BrokerStore
-
-_AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_RESERVED = ("user", "system")
 
 
 def agents_command(args: argparse.Namespace) -> int:
@@ -77,14 +73,14 @@ _OPEN = ("queued", "processing")
 
 
 def _spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    from nexus.config._broker_schema import check_agent_ids
     from nexus.config._tool_names import BUILTIN_TOOL_NAMES, unknown_tool_entries
     from nexus.errors import ConfigError
 
-    if not _AGENT_ID.match(args.agent_id) or args.agent_id.lower() in _RESERVED:
-        raise ConfigError(
-            f"agent id {args.agent_id!r} is not usable: use 1-64 letters, digits, '.', '_' or '-', starting with "
-            f"a letter or digit, and not {' or '.join(_RESERVED)}"
-        )
+    try:
+        check_agent_ids({args.agent_id: None})  # type: ignore[dict-item]  # only the ids are read
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     spec: dict[str, Any] = {}
     if args.model:
         provider, _, model_id = args.model.partition("/")
