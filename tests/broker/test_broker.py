@@ -334,3 +334,21 @@ async def test_concurrent_sends_share_transactions_and_keep_their_order(
     assert await broker.wait_for_idle("worker", timeout_ms=5000)
     assert [run.request.prompt for run in runner.runs] == [f"task {n}" for n in range(50)]
     await broker.close()
+
+
+async def test_an_unreadable_stored_message_fails_alone_on_restart(ledger: Ledger) -> None:
+    store = BrokerStore(ledger.database)
+    store.save_agent("worker", role="worker", session_label="agent:worker", spec={})
+    for n, body in enumerate(({"content": ""}, {"content": "fine", "timestamp": "noon"}, message(3).to_json())):
+        store.accept(
+            agent_id="worker", session_label="agent:worker", message_id=f"m-{n}", sender="user",
+            message=body, mode="followup",
+        )  # fmt: skip
+    broker, runner = await open_broker(ledger)
+    run = await runner.next_run(1)
+    assert run.request.prompt == "task 3"
+    statuses = {row.message_id: (row.status, row.error or "") for row in store.items()}
+    assert statuses["m-0"][0] == statuses["m-1"][0] == "failed"
+    assert "cannot be read" in statuses["m-0"][1] and "was not run" in statuses["m-1"][1]
+    run.finish()
+    await broker.close()

@@ -76,7 +76,10 @@ class AgentBroker:
             if slot is None:
                 self._store.fail([item.id], f"agent {item.agent_id!r} is no longer registered")
                 continue
-            slot.queue.items.append(_queued(item))
+            try:
+                slot.queue.items.append(_queued(item))
+            except (ValueError, TypeError, KeyError) as exc:  # a row this version cannot read: kept, not run
+                self._store.fail([item.id], f"the stored message cannot be read ({exc!r}); it was not run")
         self._started = True
         for slot in self._slots.values():
             self._ensure_drain(slot)
@@ -335,8 +338,12 @@ def _check_message(message: AgentMessage) -> None:
 
 
 def _queued(row: BrokerQueueItem, *, debounce_ms: int = 0) -> QueuedMessage:
-    message = AgentMessage.from_json(row.message) if isinstance(row.message, dict) else None
+    message = None
+    if isinstance(row.message, dict):
+        message = AgentMessage.from_json({"id": row.message_id or row.id, "to": row.agent_id, **row.message})
     prompt = message.content if message is not None else str(row.message)
+    if not prompt.strip():
+        raise ValueError("the message has no content")
     return QueuedMessage(
         item_id=row.id,
         message_id=row.message_id or row.id,
