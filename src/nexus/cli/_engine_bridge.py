@@ -103,7 +103,7 @@ async def call_engine(
         on_engine_event=bridge.on_engine_event,
     )
     from nexus.engine.context import local_timezone
-    from nexus.engine.session_lock import session_lock
+    from nexus.engine.session_lock import run_lock
 
     chosen = env.model(runtime.model)
     env.preflight(chosen)
@@ -114,8 +114,15 @@ async def call_engine(
     def waiting() -> None:
         print(f"nexus: waiting for another run of session {label} to finish…", file=sys.stderr, flush=True)
 
+    def recovered(ids: list[str]) -> None:
+        noun = "turn" if len(ids) == 1 else "turns"
+        print(
+            f"nexus: closed {len(ids)} {noun} left open by a stopped process (as aborted)", file=sys.stderr, flush=True
+        )
+
     # one run per session at a time, also across processes: a second `nexus run` waits, never forks
-    async with session_lock(runtime.ledger.path, label, signal=abort, on_wait=waiting) as held:
+    # (and continues after the turn of a run it waited for, even a killed one: run_lock recovers it first)
+    async with run_lock(runtime.ledger, label, signal=abort, on_wait=waiting, on_recovered=recovered) as held:
         if not held:
             raise NexusError(f"interrupted while waiting for another run of session {label}; nothing was sent")
         created = not existed and runtime.ledger.head(label) is None  # (a run we waited for may have started it)
@@ -168,6 +175,7 @@ def summarize_run(
             "reasoning": usage.reasoning_tokens,
             "total": usage.total_tokens,
         },
+        usage_estimated=usage.estimated,
         cost=round(cost, 6),
         duration_ms=result.duration_ms or int((time.monotonic() - started) * 1000),
         session_created=created,

@@ -290,17 +290,48 @@ def truncate_tool_results(messages: Sequence[Message], max_chars: int) -> list[M
     return [truncate_tool_message(m, max_chars) if isinstance(m, ToolResultMessage) else m for m in messages]
 
 
-def overflow_error(model: Model, tokens: int | None = None, detail: str | None = None) -> AgentError:
-    """Level 3: the error reported when even the compacted, truncated context does not fit."""
+def overflow_error(
+    model: Model,
+    tokens: int | None = None,
+    detail: str | None = None,
+    *,
+    compacted: bool = True,
+    truncated: bool = True,
+) -> AgentError:
+    """Level 3: the error reported when the context still does not fit; it says what was tried.
+
+    ``compacted``/``truncated``: whether level 1 (a summary) and level 2 (cutting long tool
+    results) were applied; each that was not is named with why (nothing old enough to
+    summarise, no long tool result). A conversation estimated far below the configured
+    window points at the window setting, not at the conversation.
+    """
     size = f" (about {tokens} tokens)" if tokens is not None else ""
     message = (
-        f"The conversation{size} does not fit the context window of {model.ref} ({model.context_window} tokens) "
-        "even after compaction and truncating tool results. Start a new session, fork from an earlier turn, "
-        "or use a model with a larger context window."
+        f"The conversation{size} does not fit the context window of {model.ref} ({model.context_window} tokens)"
+        f"{_what_was_tried(compacted, truncated)}."
     )
+    if tokens is not None and tokens * 4 < model.context_window:
+        message += (
+            " That is far below the window, so the server's context is probably smaller than configured: check "
+            "the model's context_window against the server's context size."
+        )
+    else:
+        message += " Start a new session, fork from an earlier turn, or use a model with a larger context window."
     if detail:
         message += f" Provider said: {detail}"
     return AgentError("context_overflow", message, retryable=False)
+
+
+def _what_was_tried(compacted: bool, truncated: bool) -> str:
+    if compacted and truncated:
+        return " even after compaction and truncating tool results"
+    if compacted:
+        return " even after compaction (no tool result was long enough to truncate)"
+    if truncated:
+        return " even after truncating tool results (nothing was old enough to summarise)"
+    return (
+        "; nothing could be made smaller (nothing was old enough to summarise, no tool result long enough to truncate)"
+    )
 
 
 @dataclass(slots=True)
@@ -319,10 +350,13 @@ class OverflowRecovery:
     level: int = 0
     compaction: CompactionResult | None = None
     failure: AgentError | None = None
+    compacted: bool = False
+    truncated: bool = False
 
     def reset(self) -> None:
         """Start from level 1 at the next overflow."""
         self.level = 0
+        self.compacted = self.truncated = False
 
     def _emit(self, event: EngineEvent) -> None:
         if self.on_event is not None:
@@ -331,6 +365,8 @@ class OverflowRecovery:
     async def _level_one(
         self, messages: Sequence[Message], previous_summary: str | None, signal: AbortSignal | None
     ) -> list[Message] | None:
+        if not plan_compaction(messages, self.limits.keep_recent_tokens).to_summarize:
+            return None  # nothing to summarise: no compaction is announced that would not happen
         self._emit(CompactionStartEvent("overflow_recovery", len(messages), estimate_tokens(messages)))
         try:
             outcome = await compact(
@@ -367,13 +403,16 @@ class OverflowRecovery:
             self.level = 1
             compacted = await self._level_one(messages, previous_summary, signal)
             if compacted is not None:
+                self.compacted = True
                 return compacted
         if self.level == 1:
             self.level = 2
             truncated = truncate_tool_results(messages, self.limits.overflow_tool_result_chars)
             if any(a is not b for a, b in zip(truncated, messages, strict=True)):
+                self.truncated = True
                 return truncated
         self.level = 3
         if self.failure is not None:
             return self.failure
-        return overflow_error(self.model, estimate_tokens(messages), detail)
+        tokens = estimate_tokens(messages)
+        return overflow_error(self.model, tokens, detail, compacted=self.compacted, truncated=self.truncated)

@@ -51,7 +51,15 @@ def usage_of(result: AgentResult) -> Usage:
         cache_write=u.cache_write_tokens,
         reasoning=u.reasoning_tokens,
         total=u.total_tokens,
+        estimated=u.estimated,
     )
+
+
+def turn_metadata(result: AgentResult) -> dict[str, object] | None:
+    """The turn's ``metadata`` column: marks estimated usage (no schema column holds that), else None."""
+    from nexus.ledger.records import USAGE_ESTIMATED_KEY
+
+    return {USAGE_ESTIMATED_KEY: True} if result.usage.estimated else None
 
 
 def tool_call_records(calls: Sequence[AgentToolCall]) -> list[ToolCallRecord]:
@@ -168,6 +176,9 @@ def write_result(
         "compaction": compaction,
         "tool_calls": tool_call_records(result.tool_calls),
     }
+    metadata = turn_metadata(result)
+    if metadata is not None:
+        kwargs["metadata"] = metadata
     try:
         return ledger.write_turn(turn_id, ctx.session_label, **kwargs)  # type: ignore[arg-type]
     except HeadMovedError:

@@ -35,7 +35,15 @@ StopReason: TypeAlias = Literal["end_turn", "max_tokens", "tool_use", "timeout",
 """Why a run ended (the engine's vocabulary, not the provider's ``stop|length|…``)."""
 
 AgentErrorKind: TypeAlias = Literal[
-    "context_overflow", "auth_failure", "rate_limit", "model_error", "timeout", "compaction_failure", "unknown"
+    "context_overflow",
+    "auth_failure",
+    "rate_limit",
+    "overloaded",
+    "model_error",
+    "timeout",
+    "network",
+    "compaction_failure",
+    "unknown",
 ]
 """Why a run failed, coarse enough for the broker to decide whether to retry."""
 
@@ -213,7 +221,8 @@ class TokenUsage:
 
     :meth:`add` sums input, output and reasoning over calls but keeps only the latest
     call's cache counts: every round trip reports cache reads of about the whole context,
-    so summing them would inflate the numbers (seed 001).
+    so summing them would inflate the numbers (seed 001). ``estimated`` (addition) is True
+    when any call's usage was estimated because its server reported none.
     """
 
     input_tokens: int = 0
@@ -222,6 +231,7 @@ class TokenUsage:
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
     total_tokens: int = 0
+    estimated: bool = False
 
     @classmethod
     def from_usage(cls, usage: Usage) -> TokenUsage:
@@ -237,6 +247,7 @@ class TokenUsage:
         self.reasoning_tokens += usage.reasoning
         self.cached_input_tokens = usage.cache_read
         self.cache_write_tokens = usage.cache_write
+        self.estimated = self.estimated or usage.estimated
         self.total_tokens = self.input_tokens + self.output_tokens + self.cached_input_tokens + self.cache_write_tokens
 
 
@@ -254,8 +265,9 @@ _ERROR_KIND_MAP: dict[str, tuple[AgentErrorKind, bool]] = {
     "auth_permanent": ("auth_failure", False),
     "billing": ("auth_failure", False),
     "rate_limit": ("rate_limit", True),
-    "overloaded": ("rate_limit", True),
+    "overloaded": ("overloaded", True),
     "timeout": ("timeout", True),
+    "network": ("network", True),
     "context_overflow": ("context_overflow", False),
     "format": ("model_error", False),
 }
@@ -350,7 +362,9 @@ class EngineLimits:
 class RetryEvent:
     """A model call failed before any output and will be tried again (maybe with ``next_profile``).
 
-    ``delay_s`` is how long the next attempt waits (0 when another profile is ready).
+    Emitted only when another attempt really follows. ``delay_s`` is how long it waits (0 when
+    another profile is ready); ``next_profile`` is the profile it uses (``None``: the
+    provider's only, unnamed key).
     """
 
     attempt: int
@@ -365,12 +379,18 @@ class RetryEvent:
 
 @dataclass(slots=True, frozen=True)
 class WaitEvent:
-    """Every auth profile of ``provider`` is cooling down; the engine waits ``delay_s`` for ``profile``."""
+    """Every auth profile of ``provider`` is cooling down; the engine waits ``delay_s`` for ``profile``.
+
+    Only for a cooldown left by an earlier call: a wait caused by this call's failure is the
+    ``RetryEvent``'s ``delay_s`` and is not announced again. ``keys`` is how many auth
+    profiles the provider has (1: a single key, so there is no "other key" to try).
+    """
 
     provider: str
     profile: str | None
     model: str
     delay_s: float
+    keys: int = 1
     type: Literal["wait"] = "wait"
 
 

@@ -27,11 +27,16 @@ ErrorKind: TypeAlias = Literal[
     "billing",
     "overloaded",
     "timeout",
+    "network",
     "context_overflow",
     "format",
     "unknown",
+    "refusal",
 ]
-"""Classification of a provider failure; drives failover (rotate, back off, compact, give up)."""
+"""Classification of a provider failure; drives failover (rotate, back off, compact, give up).
+
+``refusal``: the model (or the provider's safety filter) declined; retrying or rotating keys does not help.
+"""
 
 ERROR_KINDS: tuple[ErrorKind, ...] = (
     "auth",
@@ -40,9 +45,11 @@ ERROR_KINDS: tuple[ErrorKind, ...] = (
     "billing",
     "overloaded",
     "timeout",
+    "network",
     "context_overflow",
     "format",
     "unknown",
+    "refusal",
 )
 
 
@@ -124,6 +131,10 @@ class Usage:
     ``input`` excludes cached tokens (those are ``cache_read``/``cache_write``);
     ``reasoning`` is the part of ``output`` spent thinking, when the provider says;
     ``total`` = input + output + cache_read + cache_write.
+
+    ``estimated`` is True when the server did not report (some of) the counts and they were
+    estimated from the text (chars/4), as for llama.cpp's server, which sends no usage: a
+    count of 0 is never presented as a measurement.
     """
 
     input: int = 0
@@ -133,6 +144,7 @@ class Usage:
     reasoning: int = 0
     total: int = 0
     cost: Cost = field(default_factory=Cost)
+    estimated: bool = False
 
 
 def apply_cost(model: Model, usage: Usage) -> None:

@@ -55,6 +55,7 @@ from nexus.testing.steps import (
     HttpError,
     Malformed,
     Overflow,
+    Replay,
     Reply,
     Stall,
     Step,
@@ -66,6 +67,7 @@ from nexus.testing.steps import (
 )
 
 NO_MORE_RESPONSES = "No more scripted responses queued"
+REPLAY_NEEDS_SERVER = "replay({path}) needs FakeProviderServer: a capture is provider bytes for a real decoder"
 CANCELLED_MESSAGE = "cancelled"
 
 
@@ -155,6 +157,9 @@ class ScriptedModel:
         if isinstance(step, HttpError | Overflow | HtmlError):
             yield self._http_failure(step, partial, model)
             return
+        if isinstance(step, Replay):  # a capture holds provider bytes: only a real decoder can read them
+            yield _fail(partial, model, REPLAY_NEEDS_SERVER.format(path=step.path), "unknown")
+            return
         try:
             async for event in self._play(step, partial, model, options):
                 yield event
@@ -223,7 +228,7 @@ class ScriptedModel:
     ) -> ErrorEvent | None:
         if isinstance(step, Cut):
             message = "connection error: peer closed connection without sending complete message body"
-            return _fail(partial, model, message, "timeout")
+            return _fail(partial, model, message, "network")
         if isinstance(step, Malformed):
             return _fail(partial, model, f"malformed SSE data from provider: {step.data[:200]!r}", "unknown")
         if isinstance(step, StreamError):
