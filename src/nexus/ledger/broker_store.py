@@ -347,6 +347,21 @@ def deliver_in(conn: sqlite3.Connection, item_ids: Sequence[str], turn_id: str) 
     move_items(conn, item_ids, "delivered", turn_id=turn_id)
 
 
+def deliver_pending_in(conn: sqlite3.Connection, item_ids: Sequence[str], turn_id: str) -> int:
+    """Like :func:`deliver_in` but lenient: items already finished are skipped; returns how many moved.
+
+    Used inside ``write_turn``, where refusing would lose the turn over its bookkeeping.
+    """
+    if not item_ids:
+        return 0
+    cursor = conn.execute(
+        f"UPDATE queue_items SET status = 'delivered', completed_at = ?, turn_id = ?"
+        f" WHERE id IN ({_placeholders(item_ids)}) AND status IN ('queued', 'processing')",
+        (now_ms(), turn_id, *item_ids),
+    )
+    return cursor.rowcount
+
+
 def move_items(
     conn: sqlite3.Connection,
     item_ids: Sequence[str],
