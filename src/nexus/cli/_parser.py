@@ -55,6 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sessions(commands)
     _add_doctor(commands)
     _add_models(commands)
+    from nexus.cli._broker_parser import add_agents, add_queue
+
+    add_agents(commands)
+    add_queue(commands)
     return parser
 
 

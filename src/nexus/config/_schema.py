@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from nexus.config._broker_schema import AgentConfig, BrokerConfig, check_agent_ids
 from nexus.config._paths import DATABASE_FILE_NAME, WORKSPACE_DIR_NAME, nexus_home, resolve_path
 from nexus.config._tool_names import expand_tool_patterns, tool_matches
 
@@ -265,6 +266,8 @@ class NexusConfig(_Strict):
     local: LocalModelConfig = Field(default_factory=LocalModelConfig)
     capture_dir: str | None = Field(default=None, min_length=1)
     """Save every provider response here, for bug reports (``$NEXUS_CAPTURE_DIR`` wins; docs/testing.md)."""
+    broker: BrokerConfig = Field(default_factory=BrokerConfig)
+    agents: dict[str, AgentConfig] = Field(default_factory=dict)
 
     _home: Path | None = PrivateAttr(default=None)
     _source: Path | None = PrivateAttr(default=None)
@@ -275,6 +278,12 @@ class NexusConfig(_Strict):
     @classmethod
     def _default_model_ref(cls, value: str | None) -> str | None:
         return None if value is None else _check_model_ref(value)
+
+    @field_validator("agents")
+    @classmethod
+    def _agent_ids(cls, values: dict[str, AgentConfig]) -> dict[str, AgentConfig]:
+        check_agent_ids(values)
+        return values
 
     @field_validator("fallbacks")
     @classmethod
