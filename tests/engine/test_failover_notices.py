@@ -22,7 +22,7 @@ from nexus.engine.callbacks import EngineCallbacks
 from nexus.engine.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.testing import FakeProviderServer
-from nexus.testing.steps import cut, http_error, overflow, text
+from nexus.testing.steps import cut, http_error, overflow, stall, text
 
 PEER_CLOSED = "peer closed connection without sending complete message body (incomplete chunked read)"
 
@@ -40,10 +40,10 @@ def closed_port() -> int:
     return port
 
 
-def configure(home: Path, base_url: str, keys: str = 'api_key = "test"') -> None:
+def configure(home: Path, base_url: str, keys: str = 'api_key = "test"', agent: str = "") -> None:
     home.mkdir(parents=True, exist_ok=True)
     (home / "nexus.toml").write_text(
-        f'default_model = "fake/fake-model"\n[providers.fake]\napi = "openai-completions"\n'
+        f'default_model = "fake/fake-model"\n{agent}\n[providers.fake]\napi = "openai-completions"\n'
         f'base_url = "{base_url}"\n{keys}\n',
         encoding="utf-8",
     )
@@ -82,6 +82,16 @@ async def test_cut_before_content_is_network_and_retried_once(ledger: Ledger, is
     reason = f"the connection to {url} broke before the response finished: {PEER_CLOSED}"
     assert notices == [shown(f"↻ fake/fake-model: network (attempt 1), retrying in 0.2s: {reason}")]
     assert result.error is None and result.messages[-1].content == "second try"
+
+
+async def test_a_stalled_server_is_timeout_not_network(ledger: Ledger, isolated_env: Path) -> None:
+    async with FakeProviderServer(stall(after_chunks=1, seconds=2, then=text("late")), text("on time")) as server:
+        configure(isolated_env, server.openai_base_url, agent="[agent]\nllm_timeout_s = 0.3")
+        result, notices = await run_turn(ledger, cooldowns=ProfileCooldowns(initial_s=0.01, max_s=0.04))
+        url = f"{server.openai_base_url}/chat/completions"
+    said = f"request to {url} timed out (ReadTimeout)"
+    assert notices == [f"↻ fake/fake-model: timeout (attempt 1), retrying in 0.01s: {said}"]
+    assert result.error is None and result.messages[-1].content == "on time"
 
 
 async def test_server_crash_mid_reply_is_network_and_not_retried(ledger: Ledger, isolated_env: Path) -> None:

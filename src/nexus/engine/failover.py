@@ -26,8 +26,8 @@ import importlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 
+from nexus.engine._failover_errors import cooling_error, failure, too_long_error, until
 from nexus.engine.types import EngineEvent, EngineLimits, FallbackEvent, RetryEvent, TokenBudget, WaitEvent
 from nexus.errors import ConfigError
 from nexus.llm.abort import AbortSignal
@@ -141,55 +141,6 @@ async def _default_inner(
     fn: StreamFn = getattr(module, "stream", None) or resolve_api(model.api)
     async for event in fn(model, context, options):
         yield event
-
-
-def _failure(model: Model, kind: ErrorKind, text: str, retry_after: float | None = None) -> ErrorEvent:
-    """A failure produced by failover itself (no provider call behind it)."""
-    message = AssistantMessage(api=model.api, provider=model.provider, model=model.id, stop_reason="error")
-    message.error_message = text
-    message.error_kind = kind
-    message.retry_after = retry_after
-    return ErrorEvent("error", message)
-
-
-def _cooling_error(model: Model, delay: float, kind: ErrorKind | None, when: str) -> ErrorEvent:
-    """Every profile cools down for longer than a run waits (after failures of earlier calls)."""
-    text = (
-        f"provider {model.provider!r} is cooling down after {kind or 'earlier'} errors of earlier calls: its next "
-        f"key is usable in {_duration(delay)} ({when}), longer than a run waits. Try again after that, or add "
-        "another key or a fallback model."
-    )
-    return _failure(model, kind or "rate_limit", text, delay)
-
-
-def _too_long_error(error: ErrorEvent, delay: float, max_wait: float, when: str) -> ErrorEvent:
-    """``error`` reworded: its retry would have to wait ``delay`` s, longer than the run's ``max_wait``."""
-    message = error.error
-    asked = message.retry_after is not None and message.retry_after >= delay - 1
-    who = "the server asks to wait" if asked else "the next attempt would have to wait"
-    base = (message.error_message or str(message.error_kind)).rstrip(" .")
-    text = (
-        f"{base}. Not retried: {who} {_duration(delay)} ({when}), longer than a run waits ({max_wait:g} s). "
-        "Try again after that, or add another key or a fallback model."
-    )
-    return ErrorEvent("error", replace(message, error_message=text))
-
-
-def _duration(seconds: float) -> str:
-    """``45 s``, ``12 min``, ``2.5 h``: a wait as a person reads it."""
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-def _until(wall_now: float, seconds: float) -> str:
-    """``until 10:32 UTC`` (with the date when it is not today)."""
-    moment = datetime.fromtimestamp(wall_now + seconds, UTC)
-    today = datetime.fromtimestamp(wall_now, UTC).date()
-    stamp = moment.strftime("%H:%M UTC") if moment.date() == today else moment.strftime("%Y-%m-%d %H:%M UTC")
-    return f"until {stamp}"
 
 
 def _aborted_event(model: Model, why: str) -> ErrorEvent:
@@ -308,7 +259,7 @@ class _Failover:
         if outcome.last_error is not None:
             yield outcome.last_error
         else:  # every fallback was skipped because the prompt does not fit it
-            yield _failure(model, "context_overflow", "no model in the fallback chain can hold the prompt")
+            yield failure(model, "context_overflow", "no model in the fallback chain can hold the prompt")
 
     def enter_fallback(self, previous: Model, candidate: Model, error: ErrorEvent | None) -> bool:
         """Emit the fallback event; False when ``candidate`` cannot hold the prompt (skipped)."""
@@ -336,7 +287,7 @@ class _Failover:
             pick = self.pick(model.provider, profiles)
             if pick is None:  # every profile was rejected as invalid in this run: fall back
                 if outcome.last_error is None or plan.retries == 0:
-                    outcome.last_error = _failure(
+                    outcome.last_error = failure(
                         model,
                         "auth_permanent",
                         f"every auth profile of provider {model.provider!r} was rejected as invalid earlier in this "
@@ -348,7 +299,7 @@ class _Failover:
                 if not plan.announced:
                     if delay > self.limits.max_wait_s:  # cooling since an earlier call, for too long
                         kind = self.cooldowns.last_kind(model.provider, _name(profile))
-                        outcome.last_error = _cooling_error(model, delay, kind, _until(self.wall_clock(), delay))
+                        outcome.last_error = cooling_error(model, delay, kind, until(self.wall_clock(), delay))
                         return
                     self.emit(WaitEvent(model.provider, _label(profile), model.ref, delay, keys=len(profiles)))
                 if not await self.wait(delay, options.signal):
@@ -396,8 +347,8 @@ class _Failover:
             return False
         next_profile, delay = upcoming
         if delay > self.limits.max_wait_s:
-            when = _until(self.wall_clock(), delay)
-            outcome.last_error = _too_long_error(error, delay, self.limits.max_wait_s, when)
+            when = until(self.wall_clock(), delay)
+            outcome.last_error = too_long_error(error, delay, self.limits.max_wait_s, when)
             return False
         self.emit(
             RetryEvent(
