@@ -133,3 +133,17 @@ async def test_a_wait_left_by_an_earlier_call_is_announced_once_with_the_key_cou
     out = await collect(fn(PRIMARY, CONTEXT, None))  # type: ignore[operator]
     assert isinstance(out[-1], DoneEvent) and clock.sleeps == [1.0]
     assert events == [WaitEvent("anthropic", "only", "anthropic/big", 1.0, keys=1)]
+
+
+async def test_billing_error_drops_the_key_instead_of_backing_off() -> None:
+    provider, clock, events, fn = make(
+        [Step(error="billing"), Step(text="from p2")],
+        [PRIMARY],
+        {"anthropic": [AuthProfile("p1", "key-1"), AuthProfile("p2", "key-2")]},
+    )
+    out = await collect(fn(PRIMARY, CONTEXT, None))  # type: ignore[operator]
+    assert isinstance(out[-1], DoneEvent) and out[-1].message.text == "from p2"
+    assert clock.sleeps == [] and [key for _, key in provider.calls] == ["key-1", "key-2"]
+    assert [(e.error_kind, e.next_profile, e.delay_s) for e in events if isinstance(e, RetryEvent)] == [
+        ("billing", "p2", 0.0)
+    ]

@@ -23,6 +23,16 @@ def failure(model: Model, kind: ErrorKind, text: str, retry_after: float | None 
     return ErrorEvent("error", message)
 
 
+def refused_error(model: Model, kinds: list[ErrorKind]) -> ErrorEvent:
+    """Every key of the provider was refused earlier in the run (``kinds``: why, per key)."""
+    why = "no credit left" if all(k == "billing" for k in kinds) else "rejected as invalid"
+    text = (
+        f"every auth profile of provider {model.provider!r} was refused earlier in this run ({why}); "
+        "fix or replace the API keys"
+    )
+    return failure(model, kinds[-1], text)
+
+
 def cooling_error(model: Model, delay: float, kind: ErrorKind | None, when: str) -> ErrorEvent:
     """Every profile cools down for longer than a run waits (after failures of earlier calls)."""
     text = (

@@ -2,9 +2,9 @@
 
 :func:`failover_stream` returns a stream function the agent loop calls like any other.
 Per call it tries the current model with the provider's auth profiles: on a
-``rate_limit``/``billing``/``overloaded``/``timeout``/``network`` error the profile cools
-down (1 s, doubling to 60 s, or the server's ``retry_after`` when longer; reset on
-success) and the next ready profile is tried; ``auth`` and ``auth_permanent`` disable the
+``rate_limit``/``overloaded``/``timeout``/``network`` error the profile cools down (1 s,
+doubling to 60 s, or the server's ``retry_after`` when longer; reset on success) and the
+next ready profile is tried; ``auth``, ``auth_permanent`` and ``billing`` disable the
 profile for the run (the same key would be refused again); when every profile cools down
 it waits for the soonest (abortable), unless that is longer than ``max_wait_s``: then it
 does not retry, and the error says how long and until when. A local server (loopback)
@@ -27,7 +27,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from nexus.engine._failover_errors import cooling_error, failure, too_long_error, until
+from nexus.engine._failover_errors import cooling_error, failure, refused_error, too_long_error, until
 from nexus.engine.types import EngineEvent, EngineLimits, FallbackEvent, RetryEvent, TokenBudget, WaitEvent
 from nexus.errors import ConfigError
 from nexus.llm.abort import AbortSignal
@@ -39,6 +39,9 @@ from nexus.llm.types import AssistantMessage, Context, ErrorKind, Model
 
 ROTATE_KINDS: frozenset[ErrorKind] = frozenset({"auth", "rate_limit", "billing", "overloaded", "timeout", "network"})
 """Error kinds that put the profile in cooldown and try again (another profile, later, or another model)."""
+
+_DROP_KINDS: frozenset[ErrorKind] = frozenset({"auth", "auth_permanent", "billing"})
+"""Error kinds that take the profile out of the run: another key may work, the same one will not."""
 
 _DEFAULT_PROFILE = "(default)"
 
@@ -184,7 +187,7 @@ class _Failover:
         self.clock = clock
         self.sleep = sleep
         self.wall_clock = wall_clock
-        self.dead: set[tuple[str, str]] = set()
+        self.dead: dict[tuple[str, str], ErrorKind] = {}  # profile -> why it is out of the run
         self.pinned: dict[str, str] = {}
 
     def emit(self, event: EngineEvent) -> None:
@@ -285,14 +288,9 @@ class _Failover:
                 yield _aborted_event(model, "aborted before the model call")
                 return
             pick = self.pick(model.provider, profiles)
-            if pick is None:  # every profile was rejected as invalid in this run: fall back
+            if pick is None:  # every profile was refused in this run: fall back
                 if outcome.last_error is None or plan.retries == 0:
-                    outcome.last_error = failure(
-                        model,
-                        "auth_permanent",
-                        f"every auth profile of provider {model.provider!r} was rejected as invalid earlier in this "
-                        "run; fix or replace the API keys",
-                    )
+                    outcome.last_error = self.refused_error(model, profiles)
                 return
             profile, delay = pick
             if delay > 0:
@@ -325,6 +323,10 @@ class _Failover:
             outcome.last_error = attempt.error
             if not self.plan_retry(plan, model, profile, attempt.error, local, outcome):
                 return
+
+    def refused_error(self, model: Model, profiles: list[AuthProfile | None]) -> ErrorEvent:
+        """Every key of ``model``'s provider was refused earlier in this run."""
+        return refused_error(model, [self.dead.get((model.provider, _name(p)), "auth_permanent") for p in profiles])
 
     def plan_retry(
         self, plan: _Plan, model: Model, profile: AuthProfile | None, error: ErrorEvent, local: bool, outcome: _Outcome
@@ -367,14 +369,15 @@ class _Failover:
     def retryable(self, error: ErrorEvent, model: Model, profile: AuthProfile | None, local: bool) -> bool:
         """Record the failure against the profile; True when another attempt may succeed.
 
-        ``auth`` and ``auth_permanent`` take the profile out of this run (the same key
-        would be refused again); the other rotating kinds put it in cooldown.
+        ``auth``, ``auth_permanent`` and ``billing`` take the profile out of this run (the
+        same key would be refused again: waiting adds no credit); the other rotating kinds
+        put it in cooldown.
         """
         message = error.error
         if error.reason == "aborted":
             return False
-        if message.error_kind in ("auth", "auth_permanent"):
-            self.dead.add((model.provider, _name(profile)))
+        if message.error_kind in _DROP_KINDS:
+            self.dead[(model.provider, _name(profile))] = message.error_kind or "auth"
             return True
         if message.error_kind in ROTATE_KINDS:
             self.record(model.provider, _name(profile), message, local)
