@@ -285,6 +285,7 @@ class AgentBroker:
             item_ids=tuple(batch.item_ids),
             sender=batch.items[0].sender if len({item.sender for item in batch.items}) == 1 else None,
             spec=slot.spec,
+            role=slot.identity.role,
             conversation_id=next((item.conversation_id for item in batch.items if item.conversation_id), None),
             hop=max(item.hop for item in batch.items),
         )
@@ -299,6 +300,9 @@ class AgentBroker:
             return
         slot.run = None
         slot.last_activity_ms = _now_ms()
+        if outcome.turn_id is None and outcome.status != "completed":
+            self._settle_unrun(slot, batch, outcome)
+            return
         delivered = self._settle_steers(slot)
         consumed = [*batch.item_ids, *delivered]
         slot.queue.complete(consumed)
@@ -307,6 +311,18 @@ class AgentBroker:
             turn_id=outcome.turn_id,
         )  # fmt: skip
         slot.resolve(consumed, result)
+
+    def _settle_unrun(self, slot: AgentSlot, batch: Batch, outcome: RunOutcome) -> None:
+        """No turn was written: aborted before it started → back in the queue; could not start → failed."""
+        self._return_items(slot, [steer.item_id for steer in slot.steers])
+        slot.steers.clear()
+        if outcome.status == "aborted":
+            self._return_items(slot, batch.item_ids)
+            return
+        reason = outcome.error or "the run could not start"
+        self._store.fail(batch.item_ids, reason)
+        slot.queue.complete(batch.item_ids)
+        slot.resolve(batch.item_ids, SendAndWaitResult(False, error=reason))
 
     def _settle_steers(self, slot: AgentSlot) -> list[str]:
         """After a run: delivered steers are consumed; returned ones go back in place, never dropped."""
