@@ -270,6 +270,13 @@ class BrokerStore:
 
         return self._db.write(run) if ops else []
 
+    def get_item(self, item_id: str) -> BrokerQueueItem | None:
+        """One queue item by id, or ``None``."""
+        row = self._db.read(
+            lambda c: c.execute(f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE id = ?", (item_id,)).fetchone()
+        )
+        return None if row is None else _item(row)
+
     def pending(self, agent_id: str | None = None) -> list[BrokerQueueItem]:
         """Items still ``queued`` or ``processing`` (of one agent, or all), in arrival order."""
         sql = f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE status IN ('queued', 'processing')"
