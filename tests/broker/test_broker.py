@@ -352,3 +352,33 @@ async def test_an_unreadable_stored_message_fails_alone_on_restart(ledger: Ledge
     assert "cannot be read" in statuses["m-0"][1] and "was not run" in statuses["m-1"][1]
     run.finish()
     await broker.close()
+
+
+async def test_messages_other_processes_queue_are_picked_up_while_running(ledger: Ledger) -> None:
+    broker, runner = await open_broker(ledger, queue=QueueSettings(mode="followup"))
+    runner.auto_finish = True
+    broker.register_agent(WORKER)
+    other_process = BrokerStore(ledger.database)  # stands for `nexus send` in another process
+    other_process.accept(
+        agent_id="worker", session_label="agent:worker", message_id="m-ext", sender="user",
+        message=message("ext", "from elsewhere").to_json(), mode="followup",
+    )  # fmt: skip
+    run = await runner.next_run(1)
+    assert run.request.prompt == "from elsewhere"
+    assert await broker.wait_for_idle("worker", timeout_ms=5000)
+    assert [row.status for row in other_process.items()] == ["delivered"]
+    await broker.close()
+
+
+async def test_an_own_message_is_not_adopted_twice(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    import nexus.broker.broker as broker_module
+
+    monkeypatch.setattr(broker_module, "WATCH_INTERVAL_S", 0.0)  # the watcher looks at every loop turn
+    broker, runner = await open_broker(ledger, queue=QueueSettings(mode="followup"))
+    runner.auto_finish = True
+    broker.register_agent(WORKER)
+    receipts = [await broker.send(message(n)) for n in range(20)]
+    assert not any(r.duplicate for r in receipts)
+    assert await broker.wait_for_idle("worker", timeout_ms=5000)
+    assert [run.request.prompt for run in runner.runs] == [f"task {n}" for n in range(20)]
+    await broker.close()

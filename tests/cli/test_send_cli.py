@@ -67,7 +67,7 @@ def test_with_another_drainer_the_message_waits_for_it(home: Path, server: FakeP
     fcntl.flock(lock, fcntl.LOCK_EX)  # "a server" holds the broker lock
     try:
         result = nexus("send", "coder", "later please", "--id", "m-9")
-        assert result.returncode == 0 and "another process drains" in result.stderr
+        assert result.returncode == 0 and "another process holds the broker lock" in result.stderr
         assert _items(home) == [("m-9", "queued")] and server.requests == []
         busy = nexus("queue", "drain")
         assert busy.returncode == 1 and "another process is draining" in busy.stderr
@@ -77,3 +77,33 @@ def test_with_another_drainer_the_message_waits_for_it(home: Path, server: FakeP
     drained = nexus("queue", "drain")
     assert drained.returncode == 0, drained.stderr
     assert _items(home) == [("m-9", "delivered")]
+
+
+def test_wait_takes_over_when_the_other_broker_goes_away(
+    home: Path, server: FakeProviderServer, nexus: RunNexus
+) -> None:
+    import subprocess
+    import sys
+    import time
+
+    from conftest import SRC
+
+    nexus("agents", "add", "coder")
+    server.script(text("ran here"))
+    lock = os.open(home / "broker.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    env = {**os.environ, "NEXUS_HOME": str(home), "PYTHONPATH": str(SRC)}
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "nexus.cli", "send", "coder", "hello", "--wait", "--timeout", "60"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while _items(home) == [] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [status for _, status in _items(home)] == ["queued"]
+    finally:
+        os.close(lock)  # "the server" stops
+    out, err = waiting.communicate(timeout=60)
+    assert waiting.returncode == 0, err
+    assert out == "ran here\n"

@@ -17,11 +17,12 @@ from nexus.broker._group_commit import GroupCommitter
 from nexus.broker._slot import AgentSlot, SteerInFlight
 from nexus.broker.modes import QueueMode, QueueOverrides, QueueSettings, parse_mode, resolve_settings
 from nexus.broker.runner import AgentRunner, RunOutcome, RunRequest
-from nexus.broker.session_queue import Batch, QueuedMessage, Wait
+from nexus.broker.session_queue import AddOutcome, Batch, QueuedMessage, Wait
 from nexus.broker.types import (
     MAX_CONTENT_CHARS,
     AgentIdentity,
     AgentMessage,
+    AgentRole,
     AgentState,
     BrokerError,
     RegisteredAgent,
@@ -33,6 +34,8 @@ from nexus.ledger import new_ulid
 from nexus.ledger.broker_store import AcceptRequest, BrokerQueueItem, BrokerStore, accept_in, claim_in
 
 DEFAULT_MAX_CONCURRENT = 8
+WATCH_INTERVAL_S = 0.25
+"""How often a running broker looks for messages that other processes queued."""
 DEFAULT_MAX_ATTEMPTS = 3
 _STEERABLE_PHASES = ("starting", "streaming", "tools")
 
@@ -72,11 +75,18 @@ class AgentBroker:
         self._writes = GroupCommitter(store)
         self._started = False
         self._closed = False
+        self._seen_rowid = 0
+        self._watcher: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> list[BrokerQueueItem]:
-        """Reload the registry and every pending item, then drain; returns the items failed as exhausted."""
+        """Reload the registry and every pending item, then drain; returns the items failed as exhausted.
+
+        While it runs, the broker also picks up messages other processes queue (``nexus send``
+        while a server or a drain holds the broker lock).
+        """
+        self._seen_rowid = self._store.last_rowid()
         exhausted = self._store.fail_exhausted(self._settings.max_attempts)
         for row in self._store.list_agents():
             if row.agent_id in self._slots:  # registered before start (e.g. from nexus.toml): keep its settings
@@ -95,11 +105,49 @@ class AgentBroker:
         self._started = True
         for slot in self._slots.values():
             self._ensure_drain(slot)
+        self._watcher = asyncio.get_running_loop().create_task(self._watch_store(), name="broker:watch")
         return exhausted
+
+    async def _watch_store(self) -> None:
+        while not self._closed:
+            await asyncio.sleep(WATCH_INTERVAL_S)
+            self._adopt_external()
+
+    def _adopt_external(self) -> None:
+        """Queue in memory what other processes accepted since the last look (each item once)."""
+        items, self._seen_rowid = self._store.queued_after(self._seen_rowid)
+        for item in items:
+            slot = self._slot_for_external(item.agent_id or "")
+            if slot is None:
+                continue
+            if slot.queue.find(item.id) is not None:
+                continue
+            try:
+                slot.queue.items.append(_queued(item))
+            except (ValueError, TypeError, KeyError) as exc:
+                self._store.fail([item.id], f"the stored message cannot be read ({exc!r}); it was not run")
+                continue
+            slot.idle.clear()
+            slot.wake.set()
+            self._ensure_drain(slot)
+
+    def _slot_for_external(self, agent_id: str) -> AgentSlot | None:
+        """The slot of an agent named by another process's message (registered there meanwhile, maybe)."""
+        slot = self._slots.get(agent_id)
+        if slot is not None:
+            return slot
+        agent = self._store.get_agent(agent_id)
+        if agent is None:
+            return None
+        role: AgentRole = "manager" if agent.role == "manager" else "worker"
+        slot = self._slots[agent_id] = AgentSlot(AgentIdentity(agent_id, agent.session_label, role), spec=agent.spec)
+        return slot
 
     async def close(self) -> None:
         """Stop draining: active runs are aborted (kept as ``aborted`` turns), queues stay durable."""
         self._closed = True
+        if self._watcher is not None:
+            self._watcher.cancel()
         for slot in self._slots.values():
             if slot.run is not None:
                 slot.run.abort("the broker is shutting down")
@@ -173,7 +221,11 @@ class AgentBroker:
         if not created:
             return SendReceipt(message.id, row.id, duplicate=True)
         queued = _queued(row, debounce_ms=settings.debounce_ms)
-        outcome = slot.queue.add(queued, settings)
+        adopted = slot.queue.find(row.id)
+        if adopted is not None:  # the store watcher saw the committed row first: same item, keep its place
+            adopted.debounce_ms, adopted.mode = queued.debounce_ms, queued.mode
+            queued = adopted
+        outcome = slot.queue.add(queued, settings) if adopted is None else AddOutcome(accepted=True)
         if not outcome.accepted:
             reason = outcome.rejected_reason or "duplicate"
             self._store.drop([row.id], reason)

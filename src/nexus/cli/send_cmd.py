@@ -76,46 +76,59 @@ async def _send(config: NexusConfig, ledger: Ledger, message: AgentMessage, mode
     from nexus.broker.host import broker_lock, build_broker, start_broker
 
     with broker_lock(config) as held:
-        if not held:
-            return await _send_to_running_broker(ledger, message, mode, args)
-        broker = build_broker(config, ledger, scope={message.to})
-        await start_broker(config, broker)
-        receipt = await broker.send(message, mode)
-        _say_accepted(receipt.message_id, receipt.queue_item_id, receipt.duplicate, args)
-        await broker.wait_until_idle()
-        await broker.close()
-    return _report(ledger, receipt.queue_item_id, args)
+        if held:
+            broker = build_broker(config, ledger, scope={message.to})
+            await start_broker(config, broker)
+            receipt = await broker.send(message, mode)
+            _say_accepted(receipt.message_id, receipt.queue_item_id, receipt.duplicate, args)
+            await broker.wait_until_idle()
+            await broker.close()
+            return _report(ledger, receipt.queue_item_id, args)
+    return await _send_to_running_broker(config, ledger, message, mode, args)
 
 
-async def _send_to_running_broker(ledger: Ledger, message: AgentMessage, mode: str | None, args: Any) -> int:
-    """Another process drains: queue the message durably for it, and with ``--wait`` watch the item."""
+async def _send_to_running_broker(
+    config: NexusConfig, ledger: Ledger, message: AgentMessage, mode: str | None, args: Any
+) -> int:
+    """Another process holds the broker lock: queue the message durably for it.
+
+    With ``--wait``, watch the item until a turn has consumed it; if the other broker goes away
+    meanwhile (the lock comes free), run the conversation here instead.
+    """
     from nexus.broker import parse_mode
+    from nexus.broker.host import broker_lock, build_broker, start_broker
+    from nexus.errors import ConfigError
     from nexus.ledger.broker_store import AcceptRequest, BrokerStore
 
     store = BrokerStore(ledger.database)
     agent = store.get_agent(message.to)
     if agent is None:  # declared in nexus.toml only: the running broker registers it when it starts
-        from nexus.errors import ConfigError
-
         raise ConfigError(f"agent {message.to!r} is not registered yet; start the broker once or nexus agents add it")
     message.timestamp = message.timestamp or int(time.time() * 1000)
-    row, created = store.accept_many(
-        [
-            AcceptRequest(
-                message.to, agent.session_label, message.id, message.from_, message.to_json(),
-                parse_mode(mode) if mode else "followup", store.get_agent(message.from_) is not None,
-            )
-        ]
-    )[0]  # fmt: skip
+    sender_is_agent = store.get_agent(message.from_) is not None
+    request = AcceptRequest(
+        message.to, agent.session_label, message.id, message.from_, message.to_json(),
+        parse_mode(mode) if mode else config.broker.mode, sender_is_agent,
+    )  # fmt: skip
+    row, created = store.accept_many([request])[0]
     _say_accepted(message.id, row.id, not created, args)
-    print("nexus: another process drains these queues; it will run the message", file=sys.stderr)
-    if args.wait:
-        deadline = None if args.timeout is None else time.monotonic() + args.timeout
-        while (item := store.get_item(row.id)) is not None and item.status in ("queued", "processing"):
-            if deadline is not None and time.monotonic() > deadline:
-                print(f"nexus: error: no reply within {args.timeout} s (the message stays queued)", file=sys.stderr)
-                return 1
-            await asyncio.sleep(POLL_S)
+    if not args.wait:
+        print("nexus: another process holds the broker lock: the message runs when that broker reaches it "
+              "(a server or `nexus queue drain` runs every queue)", file=sys.stderr)  # fmt: skip
+        return _report(ledger, row.id, args)
+    deadline = None if args.timeout is None else time.monotonic() + args.timeout
+    while (item := store.get_item(row.id)) is not None and item.status in ("queued", "processing"):
+        with broker_lock(config) as held:
+            if held:  # the other broker is gone: run the conversation in this process
+                broker = build_broker(config, ledger, scope={message.to})
+                await start_broker(config, broker)
+                await broker.wait_until_idle()
+                await broker.close()
+                continue
+        if deadline is not None and time.monotonic() > deadline:
+            print(f"nexus: error: no reply within {args.timeout} s (the message stays queued)", file=sys.stderr)
+            return 1
+        await asyncio.sleep(POLL_S)
     return _report(ledger, row.id, args)
 
 

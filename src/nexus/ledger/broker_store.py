@@ -270,6 +270,21 @@ class BrokerStore:
 
         return self._db.write(run) if ops else []
 
+    def queued_after(self, rowid: int) -> tuple[list[BrokerQueueItem], int]:
+        """Items still ``queued`` that were inserted after ``rowid`` (any process), and the newest rowid.
+
+        A broker polls this to pick up messages other processes accepted while it runs.
+        """
+        sql = f"SELECT rowid, {_ITEM_COLUMNS} FROM queue_items WHERE rowid > ? AND agent_id IS NOT NULL ORDER BY rowid"
+        rows = self._db.read(lambda c: c.execute(sql, (rowid,)).fetchall())
+        newest = rows[-1][0] if rows else rowid
+        return [_item(row[1:]) for row in rows if row[8] == "queued"], newest
+
+    def last_rowid(self) -> int:
+        """The newest queue row's rowid (0 for none): where :meth:`queued_after` starts."""
+        row = self._db.read(lambda c: c.execute("SELECT COALESCE(MAX(rowid), 0) FROM queue_items").fetchone())
+        return int(row[0])
+
     def get_item(self, item_id: str) -> BrokerQueueItem | None:
         """One queue item by id, or ``None``."""
         row = self._db.read(
