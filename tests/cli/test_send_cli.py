@@ -107,3 +107,16 @@ def test_wait_takes_over_when_the_other_broker_goes_away(
     out, err = waiting.communicate(timeout=60)
     assert waiting.returncode == 0, err
     assert out == "ran here\n"
+
+
+def test_chat_with_an_agent_runs_each_line_as_its_turn(home: Path, server: FakeProviderServer, nexus: RunNexus) -> None:
+    server.script(text("first reply"), text("second reply"))
+    nexus("agents", "add", "coder")
+    result = nexus("chat", "--agent", "coder", stdin="hello\nand again\n/exit\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "first reply\nsecond reply\n"
+    with Ledger.open(home / "agents.db") as ledger:
+        assert [t.status for t in ledger.turns("agent:coder")] == ["completed", "completed"]
+        assert [s for _, s in _items(home)] == ["delivered", "delivered"]
+    unknown = nexus("chat", "--agent", "ghost", stdin="hi\n")
+    assert unknown.returncode == 2 and "unknown agent 'ghost'" in unknown.stderr

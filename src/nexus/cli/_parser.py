@@ -133,6 +133,11 @@ def _add_chat(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         formatter_class=_Formatter,
     )
     _model_options(sub)
+    sub.add_argument(
+        "--agent",
+        metavar="ID",
+        help="talk to a named agent (nexus agents add) through its durable queue instead of a session",
+    )
     sub.set_defaults(handler="nexus.cli.chat_cmd:chat_command")
 
 

@@ -45,6 +45,10 @@ COMMANDS: dict[str, str] = {
 
 def chat_command(args: argparse.Namespace) -> int:
     """Entry point of ``nexus chat``; returns 0 on /exit or end of input, 130 on Ctrl-C at the prompt."""
+    if getattr(args, "agent", None):  # a named agent, through the broker's durable queue
+        from nexus.cli.agent_chat import agent_chat
+
+        return agent_chat(args)
     runtime = open_runtime(args)
     with runtime:
         return ChatSession(runtime).run()
