@@ -382,3 +382,42 @@ async def test_an_own_message_is_not_adopted_twice(ledger: Ledger, monkeypatch: 
     assert await broker.wait_for_idle("worker", timeout_ms=5000)
     assert [run.request.prompt for run in runner.runs] == [f"task {n}" for n in range(20)]
     await broker.close()
+
+
+async def test_a_reply_goes_back_to_an_agent_that_did_not_wait(ledger: Ledger) -> None:
+    broker, runner = await open_broker(ledger, queue=QueueSettings(mode="followup"))
+    runner.auto_finish = True
+    broker.register_agent(WORKER)
+    broker.register_agent(MANAGER)
+    asked = message(1, "review auth.py", sender="manager")
+    asked.metadata = {"reply_to": "manager", "hop": 1}
+    await broker.send(asked)
+    assert await broker.wait_for_idle("worker", timeout_ms=5000)
+    assert await broker.wait_for_idle("manager", timeout_ms=5000)
+    manager_runs = [run for run in runner.runs if run.request.agent_id == "manager"]
+    assert [run.request.prompt for run in manager_runs] == ["[Message from worker]\nok"]
+    rows = {row.message_id: row for row in BrokerStore(ledger.database).items()}
+    assert rows["m-1:reply"].status == "delivered" and rows["m-1:reply"].sender == "worker"
+    await broker.close()
+
+
+async def test_a_reply_a_crash_kept_from_being_sent_is_sent_on_start(ledger: Ledger) -> None:
+    store = BrokerStore(ledger.database)
+    for agent in ("worker", "manager"):
+        store.save_agent(agent, role=agent, session_label=f"agent:{agent}", spec={})
+    asked = message(1, "review auth.py", sender="manager")
+    asked.metadata = {"reply_to": "manager"}
+    item, _ = store.accept(
+        agent_id="worker", session_label="agent:worker", message_id="m-1", sender="manager",
+        message=asked.to_json(), mode="followup",
+    )  # fmt: skip
+    store.claim([item.id])
+    store.deliver([item.id], "turn-of-worker")  # the turn was written; then the process died
+    runner = FakeRunner(store)
+    runner.auto_finish = True
+    broker = AgentBroker(store, runner, BrokerSettings(), reply_text=lambda turn: f"answer from {turn}")
+    await broker.start()
+    run = await runner.next_run(1)
+    assert run.request.agent_id == "manager" and run.request.prompt.endswith("answer from turn-of-worker")
+    await broker.close()
+    assert store.unanswered_replies() == []

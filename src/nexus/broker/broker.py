@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nexus.broker._group_commit import GroupCommitter
@@ -32,6 +34,8 @@ from nexus.broker.types import (
 )
 from nexus.ledger import new_ulid
 from nexus.ledger.broker_store import AcceptRequest, BrokerQueueItem, BrokerStore, accept_in, claim_in
+
+log = logging.getLogger("nexus.broker")
 
 DEFAULT_MAX_CONCURRENT = 8
 WATCH_INTERVAL_S = 0.25
@@ -63,9 +67,13 @@ class AgentBroker:
         settings: BrokerSettings | None = None,
         *,
         scope: set[str] | None = None,
+        reply_text: Callable[[str], str | None] | None = None,
     ) -> None:
         """``scope``: drain only these agents (and any agent they message, added as it happens);
-        ``None`` drains every agent. ``nexus send`` uses it to run one conversation, not every queue."""
+        ``None`` drains every agent. ``nexus send`` uses it to run one conversation, not every queue.
+        ``reply_text(turn_id)`` reads a turn's reply from the ledger: with it, replies a crash kept
+        from being sent back to an asking agent are sent on start."""
+        self._reply_text = reply_text
         self._scope = scope
         self._store = store
         self._runner = runner
@@ -106,6 +114,7 @@ class AgentBroker:
         for slot in self._slots.values():
             self._ensure_drain(slot)
         self._watcher = asyncio.get_running_loop().create_task(self._watch_store(), name="broker:watch")
+        await self._answer_unanswered()
         return exhausted
 
     async def _watch_store(self) -> None:
@@ -394,6 +403,44 @@ class AgentBroker:
             turn_id=outcome.turn_id,
         )  # fmt: skip
         slot.resolve(consumed, result)
+        await self._answer_askers(slot, batch, outcome)
+
+    async def _answer_askers(self, slot: AgentSlot, batch: Batch, outcome: RunOutcome) -> None:
+        """Send the turn's reply back to agents that asked without waiting (a durable ``worker_result``)."""
+        for item in batch.items:
+            if item.reply_to is None or item.reply_to == slot.agent_id or item.reply_to not in self._slots:
+                continue
+            text = outcome.reply if outcome.status == "completed" else f"(failed: {_error_text(outcome)})"
+            await self._send_reply(slot.agent_id, item.reply_to, item.message_id, item.conversation_id, item.hop,
+                                   text or "(no text reply)")  # fmt: skip
+
+    async def _send_reply(
+        self, worker: str, asker: str, message_id: str, conversation_id: str | None, hop: int, text: str
+    ) -> None:
+        reply = AgentMessage(
+            id=f"{message_id}:reply",
+            from_=worker,
+            to=asker,
+            content=text,
+            conversation_id=conversation_id,
+            metadata={"kind": "worker_result", "in_reply_to": message_id, "hop": hop},
+        )
+        try:
+            await self.send(reply, "followup")
+        except BrokerError as exc:  # e.g. the asker's queue refuses (cap, policy new): recorded, not raised
+            log.warning("the reply of %s to %s could not be queued: %s", worker, asker, exc)
+
+    async def _answer_unanswered(self) -> None:
+        """After a crash between a turn and its reply: send the replies the previous process did not."""
+        if self._reply_text is None:
+            return
+        for item, asker in self._store.unanswered_replies():
+            text = self._reply_text(item.turn_id) if item.turn_id else None
+            if item.agent_id and asker in self._slots and item.message_id:
+                message = item.message if isinstance(item.message, dict) else {}
+                hop = message.get("metadata", {}).get("hop", 0) if isinstance(message.get("metadata"), dict) else 0
+                await self._send_reply(item.agent_id, asker, item.message_id, message.get("conversation_id"),
+                                       hop if isinstance(hop, int) else 0, text or "(no text reply)")  # fmt: skip
 
     def _settle_unrun(self, slot: AgentSlot, batch: Batch, outcome: RunOutcome) -> None:
         """No turn was written: aborted before it started → back in the queue; could not start → failed."""
@@ -453,7 +500,13 @@ def _queued(row: BrokerQueueItem, *, debounce_ms: int = 0) -> QueuedMessage:
         sender=row.sender if row.sender not in (None, "user") else None,
         conversation_id=message.conversation_id if message is not None else None,
         hop=_hop(message),
+        reply_to=_reply_to(message),
     )
+
+
+def _reply_to(message: AgentMessage | None) -> str | None:
+    value = message.metadata.get("reply_to") if message is not None else None
+    return value if isinstance(value, str) and value else None
 
 
 def _hop(message: AgentMessage | None) -> int:

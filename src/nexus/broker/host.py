@@ -63,9 +63,25 @@ def build_broker(
 
     env = EngineEnv.from_config(config, ledger, stream_fn=stream_fn)
     runner = EngineRunner(env, max_hops=config.broker.max_hops)
-    broker = AgentBroker(BrokerStore(ledger.database), runner, broker_settings(config.broker), scope=scope)
+    broker = AgentBroker(
+        BrokerStore(ledger.database),
+        runner,
+        broker_settings(config.broker),
+        scope=scope,
+        reply_text=lambda turn_id: turn_reply(ledger, turn_id),
+    )
     runner.attach(broker)
     return broker
+
+
+def turn_reply(ledger: Ledger, turn_id: str) -> str | None:
+    """The text of a turn's last assistant message, or ``None``."""
+    for stored in reversed(ledger.messages(turn_id)):
+        if stored.role == "assistant":
+            text = "".join(getattr(block, "text", "") for block in stored.message.content)
+            if text:
+                return text
+    return None
 
 
 async def start_broker(config: NexusConfig, broker: AgentBroker) -> None:

@@ -37,6 +37,8 @@ class QueuedMessage:
     route: str = ""
     conversation_id: str | None = None
     hop: int = 0
+    reply_to: str | None = None
+    """The agent that asked without waiting: the turn's reply goes back to it as a ``worker_result``."""
     in_flight: bool = False
 
 

@@ -145,7 +145,9 @@ def _report(ledger: Ledger, item_id: str, args: Any) -> int:
 
     item = BrokerStore(ledger.database).get_item(item_id)
     status = item.status if item is not None else "missing"
-    reply = _reply_text(ledger, item.turn_id) if item is not None and item.turn_id else None
+    from nexus.broker.host import turn_reply
+
+    reply = turn_reply(ledger, item.turn_id) if item is not None and item.turn_id else None
     if args.json:
         print(json.dumps({
             "message_id": item.message_id if item else None, "queue_item_id": item_id, "status": status,
@@ -157,15 +159,6 @@ def _report(ledger: Ledger, item_id: str, args: Any) -> int:
         if status not in ("delivered", "queued", "processing"):
             print(f"nexus: error: the message was {status}: {item.error if item else ''}", file=sys.stderr)
     return 1 if status in ("failed", "dropped") else 0
-
-
-def _reply_text(ledger: Ledger, turn_id: str) -> str | None:
-    for stored in reversed(ledger.messages(turn_id)):
-        if stored.role == "assistant":
-            text = "".join(getattr(block, "text", "") for block in stored.message.content)
-            if text:
-                return text
-    return None
 
 
 def _config(args: argparse.Namespace) -> NexusConfig:

@@ -285,6 +285,18 @@ class BrokerStore:
         row = self._db.read(lambda c: c.execute("SELECT COALESCE(MAX(rowid), 0) FROM queue_items").fetchone())
         return int(row[0])
 
+    def unanswered_replies(self) -> list[tuple[BrokerQueueItem, str]]:
+        """Delivered items whose sender asked for the reply later (``metadata.reply_to``) but got none yet."""
+        columns = ", ".join("q." + column.strip() for column in _ITEM_COLUMNS.split(","))
+        sql = (
+            f"SELECT json_extract(q.message_json, '$.metadata.reply_to'), {columns}"
+            " FROM queue_items q WHERE q.status = 'delivered' AND q.agent_id IS NOT NULL"
+            " AND json_extract(q.message_json, '$.metadata.reply_to') IS NOT NULL"
+            " AND NOT EXISTS (SELECT 1 FROM queue_items r WHERE r.message_id = q.message_id || ':reply')"
+        )
+        rows = self._db.read(lambda c: c.execute(sql).fetchall())
+        return [(_item(row[1:]), str(row[0])) for row in rows]
+
     def get_item(self, item_id: str) -> BrokerQueueItem | None:
         """One queue item by id, or ``None``."""
         row = self._db.read(
