@@ -89,11 +89,14 @@ class ScriptedModel:
         model: Model | None = None,
         chunk_chars: int = _chunks.DEFAULT_CHUNK_CHARS,
         tokens_per_second: float = 0.0,
+        record: bool = True,
     ) -> None:
         self.model: Model = model or Model(
             id=model_id, provider=provider, api=api, name=model_id, context_window=128_000, max_tokens=16_384
         )
         self.calls: list[Context] = []
+        self.record = record
+        """Keep a deep copy of each call's context in ``calls`` (off for benchmarks: copying costs a turn)."""
         self.chunk_chars = chunk_chars
         self.tokens_per_second = tokens_per_second
         self._queue: deque[Step] = deque()
@@ -138,8 +141,9 @@ class ScriptedModel:
         self, model: Model, context: Context, options: StreamOptions | None = None
     ) -> AsyncIterator[AssistantMessageEvent]:
         """The ``StreamFn``: consume one step and stream it; never raises, ends in done/error."""
-        snapshot = copy.deepcopy(context)
-        self.calls.append(snapshot)
+        snapshot = copy.deepcopy(context) if self.record else context
+        if self.record:
+            self.calls.append(snapshot)
         partial = AssistantMessage(api=model.api, provider=model.provider, model=model.id)
         partial.usage.input = _chunks.estimate_tokens(_chunks.context_chars(snapshot))
         signal = options.signal if options is not None else None
