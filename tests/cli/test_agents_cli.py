@@ -89,3 +89,16 @@ def test_queue_list_shows_failed_items_with_their_reason(
     assert out == "dropped 1 waiting message of coder\n"
     code, _, err = nexus(capsys, "queue", "clear", "ghost")
     assert code == 2 and "unknown agent 'ghost' (known: coder)" in err
+
+
+def test_agents_declared_in_the_config_are_listed_and_persisted(
+    isolated_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    isolated_env.mkdir(parents=True, exist_ok=True)
+    (isolated_env / "nexus.toml").write_text('[agents.lead]\nrole = "manager"\nmodel = "openai/gpt-4o-mini"\n')
+    _, out, _ = nexus(capsys, "agents", "list", "--json")
+    (lead,) = json.loads(out)
+    assert (lead["id"], lead["role"], lead["spec"]) == ("lead", "manager", {"model": "openai/gpt-4o-mini"})
+    (isolated_env / "nexus.toml").write_text("")  # removed from the file: it stays registered
+    _, out, _ = nexus(capsys, "agents", "list", "--json")
+    assert [a["id"] for a in json.loads(out)] == ["lead"]

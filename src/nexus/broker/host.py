@@ -22,6 +22,7 @@ from nexus.broker.from_config import broker_settings, configured_agents
 if TYPE_CHECKING:
     from nexus.config import NexusConfig
     from nexus.ledger import Ledger
+    from nexus.ledger.broker_store import BrokerStore
     from nexus.llm.options import StreamFn
 
 LOCK_FILE_NAME = "broker.lock"
@@ -72,6 +73,23 @@ def build_broker(
     )
     runner.attach(broker)
     return broker
+
+
+def sync_configured_agents(config: NexusConfig, store: BrokerStore) -> None:
+    """Persist the agents ``nexus.toml`` declares (``[agents.<id>]``), so every command sees them.
+
+    A declared agent is registered (or updated to match the file) whenever a command opens the
+    registry; its queue settings live in the file and apply when a broker runs it.
+    """
+    for agent in configured_agents(config.agents):
+        stored = store.get_agent(agent.identity.agent_id)
+        if stored is None or stored.role != agent.identity.role or stored.spec != agent.spec:
+            store.save_agent(
+                agent.identity.agent_id,
+                role=agent.identity.role,
+                session_label=agent.identity.session_label,
+                spec=agent.spec,
+            )
 
 
 def turn_reply(ledger: Ledger, turn_id: str) -> str | None:

@@ -28,9 +28,12 @@ def agents_command(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     if args.action == "add":
         spec = _spec_from_args(args)
-    elif not config.database_path.exists():
+    elif not config.database_path.exists() and not config.agents:
         return _empty(args)
     with _open_store(config.database_path) as (ledger, store):
+        from nexus.broker.host import sync_configured_agents
+
+        sync_configured_agents(config, store)
         if args.action == "add":
             label = args.session or f"agent:{args.agent_id}"
             ledger.ensure_session(label)
@@ -54,9 +57,12 @@ def queue_command(args: argparse.Namespace) -> int:
     from nexus.config import load_config
 
     config = load_config(args.config)
-    if not config.database_path.exists():
+    if not config.database_path.exists() and not config.agents:
         return _empty(args)
     with _open_store(config.database_path) as (_, store):
+        from nexus.broker.host import sync_configured_agents
+
+        sync_configured_agents(config, store)
         if getattr(args, "agent_id", None) is not None and store.get_agent(args.agent_id) is None:
             return _unknown(store, args.agent_id)
         if args.action == "clear":

@@ -102,8 +102,8 @@ async def _send_to_running_broker(
 
     store = BrokerStore(ledger.database)
     agent = store.get_agent(message.to)
-    if agent is None:  # declared in nexus.toml only: the running broker registers it when it starts
-        raise ConfigError(f"agent {message.to!r} is not registered yet; start the broker once or nexus agents add it")
+    if agent is None:  # _check_names registered it; only a concurrent `nexus agents rm` gets here
+        raise ConfigError(f"agent {message.to!r} was removed meanwhile")
     message.timestamp = message.timestamp or int(time.time() * 1000)
     sender_is_agent = store.get_agent(message.from_) is not None
     request = AcceptRequest(
@@ -182,11 +182,13 @@ def _open_ledger(config: NexusConfig) -> Iterator[Ledger]:
 
 def _check_names(config: NexusConfig, ledger: Ledger, message: AgentMessage) -> None:
     """An unknown target or sender (neither registered nor in nexus.toml) is a usage error."""
+    from nexus.broker.host import sync_configured_agents
     from nexus.errors import ConfigError
     from nexus.ledger.broker_store import BrokerStore
 
     store = BrokerStore(ledger.database)
-    known = {row.agent_id for row in store.list_agents()} | set(config.agents)
+    sync_configured_agents(config, store)
+    known = {row.agent_id for row in store.list_agents()}
     if message.to not in known:
         names = ", ".join(sorted(known)) or "none registered: add one with nexus agents add ID"
         raise ConfigError(f"unknown agent {message.to!r} (known: {names})")
