@@ -334,7 +334,9 @@ class Ledger:
             saved = _rescue.RescuedTurn(turn_id, session_label, status, list(response_messages), stop_reason, error)
             raise _rescue.not_saved(self.path, saved, exc) from exc
 
-    def recover(self, *, force: bool = False, session: str | None = None) -> list[str]:
+    def recover(
+        self, *, force: bool = False, session: str | None = None, turn_ids: Sequence[str] | None = None
+    ) -> list[str]:
         """Close turns left open by dead processes as ``aborted`` with what they journaled.
 
         A turn whose final write failed and was saved to a rescue file (see
@@ -342,9 +344,11 @@ class Ledger:
         with the status it really ended with. A recovered turn becomes its session's head if
         the head is still its parent; otherwise it is kept as a side branch. Turns of live
         processes on this host (and of other hosts, unless ``force``) are left alone.
-        ``session`` limits it to one session's turns. Returns the recovered turn ids.
+        ``session`` limits it to one session's turns. ``turn_ids`` closes exactly those open
+        turns, whoever owns them: for a caller that knows they are orphans (its own run whose
+        final write failed). Returns the recovered turn ids.
         """
-        return _crash.recover(self._db, force=force, session=session)
+        return _crash.recover(self._db, force=force, session=session, turn_ids=turn_ids)
 
     def open_turns(self, session: str | None = None) -> list[Turn]:
         """Turns still open (being run, or left by a dead process until :meth:`recover`); of ``session`` if given."""
