@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 from helpers import reply, user
 
-from nexus.ledger import Ledger
-from nexus.ledger import _rescue
+from nexus.ledger import Ledger, _rescue
 
 
 def _opened(ledger: Ledger) -> str:
