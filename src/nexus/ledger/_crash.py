@@ -20,7 +20,7 @@ from nexus.ledger._rows import TURN_COLUMNS, turn_from_row
 from nexus.ledger._sqlite import Database
 from nexus.ledger._write import HEAD, TurnFields, TurnOutcome, session_head
 from nexus.ledger.errors import LedgerError
-from nexus.ledger.records import CLOSED_STATUSES, Turn
+from nexus.ledger.records import CLOSED_STATUSES, OPEN_STATUSES, Turn
 from nexus.llm.types import AssistantMessage
 
 _OPEN = "status IN ('pending', 'streaming')"
@@ -109,7 +109,7 @@ def _recover_one(conn: sqlite3.Connection, *, turn_id: str, note: str) -> tuple[
 def _finish_rescued(conn: sqlite3.Connection, *, turn_id: str, saved: _rescue.RescuedTurn) -> tuple[str, bool]:
     """Close an open turn with the outcome its owner saved to a rescue file; returns (session, pointer moved)."""
     row = conn.execute("SELECT session_label, parent_turn_id, status FROM turns WHERE id = ?", (turn_id,)).fetchone()
-    if row is None or row[2] not in ("pending", "streaming"):
+    if row is None or row[2] not in OPEN_STATUSES:
         return "", False
     label, parent_id, _ = row
     status = saved.status if saved.status in CLOSED_STATUSES else "aborted"
