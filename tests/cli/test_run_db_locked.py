@@ -28,6 +28,7 @@ REPLY = "the answer, all of it"
 HOLDER = """
 import sqlite3, sys
 conn = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)
+sys.stdin.readline()  # started ahead, so taking the lock is quick when the test says so
 conn.execute("BEGIN EXCLUSIVE")
 print("held", flush=True)
 sys.stdin.read()  # until the test closes our stdin
@@ -51,7 +52,7 @@ def test_a_database_held_by_another_process_is_waited_for_then_reported(isolated
     home, tmp = isolated_env, tmp_path / "tmp"
     tmp.mkdir()
     env = _env(home, tmp)
-    with FakeProviderServer(text("one"), stall(after_chunks=2, seconds=2, then=text(REPLY))) as server:
+    with FakeProviderServer(text("one"), stall(after_chunks=2, seconds=3, then=text(REPLY))) as server:
         write_fake_config(home, server)
         assert _nexus(env, "run", "first").returncode == 0
         run = subprocess.Popen(
@@ -61,23 +62,24 @@ def test_a_database_held_by_another_process_is_waited_for_then_reported(isolated
             text=True,
             env=env,
         )
-        holder: subprocess.Popen[str] | None = None
+        holder = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, str(home / "agents.db")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert holder.stdin is not None and holder.stdout is not None
         try:
             deadline = time.monotonic() + 60
             while len(server.requests) < 2:  # the turn is open, the reply stalls: now the database is taken
                 assert run.poll() is None and time.monotonic() < deadline, run.communicate()
                 time.sleep(0.05)
-            holder = subprocess.Popen(
-                [sys.executable, "-c", HOLDER, str(home / "agents.db")],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+            holder.stdin.write("go\n")
+            holder.stdin.flush()
+            assert holder.stdout.readline().strip() == "held"
             out, err = run.communicate(timeout=120)
         finally:
-            if holder is not None:
-                holder.communicate(input="", timeout=30)  # let go of the database
+            holder.communicate(timeout=30)  # closes its stdin: it lets go of the database
             if run.poll() is None:
                 run.kill()
                 run.communicate()

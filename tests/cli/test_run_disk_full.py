@@ -119,3 +119,47 @@ def test_disk_full_mid_run_keeps_the_reply_and_lists_sessions(small_disk: Path, 
     with Ledger.open(home / "agents.db") as ledger:
         turns = ledger.turns("main")
     assert [t.status for t in turns] == ["completed", "completed"]
+
+
+def test_chat_goes_on_after_a_turn_the_full_disk_refused(small_disk: Path, tmp_path: Path) -> None:
+    """The next chat turn puts the refused turn in the ledger first (from its rescue file): no fork."""
+    home, tmp = small_disk / "home", tmp_path / "tmp"
+    tmp.mkdir()
+    env = _env(home, tmp)
+    steps = [text("one"), stall(after_chunks=2, seconds=3, then=text(REPLY)), text("three")]
+    with FakeProviderServer(*steps) as server:
+        write_fake_config(home, server)
+        assert _nexus(env, "run", "first").returncode == 0
+        chat = subprocess.Popen(
+            [sys.executable, "-m", "nexus.cli", "chat"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert chat.stdin is not None and chat.stderr is not None
+        try:
+            chat.stdin.write("tell me a long story\n")
+            chat.stdin.flush()
+            deadline = time.monotonic() + 60
+            while len(server.requests) < 2:
+                assert chat.poll() is None and time.monotonic() < deadline, chat.communicate()
+                time.sleep(0.05)
+            fill(small_disk / "filler")
+            while "could not save turn" not in (line := chat.stderr.readline()):
+                assert line, "chat ended before reporting the refused turn"
+            (small_disk / "filler").unlink()  # room again: the chat goes on
+            out, err = chat.communicate("and then?\n", timeout=120)
+        finally:
+            if chat.poll() is None:
+                chat.kill()
+                chat.communicate()
+    assert chat.returncode == 0, err
+    assert "Traceback" not in err and "is in the ledger now" in err, err
+    assert REPLY in out and "three" in out
+    with Ledger.open(home / "agents.db") as ledger:
+        turns = ledger.turns("main")
+        assert ledger.open_turns() == []
+    assert [t.status for t in turns] == ["completed", "completed", "completed"]
+    assert turns[2].parent_turn_id == turns[1].id, "the chat's next turn follows the refused one"

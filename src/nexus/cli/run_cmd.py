@@ -191,6 +191,9 @@ class Runtime:
     session: str
     model: str
     thinking: str | None = None
+    unsaved: list[str] = field(default_factory=list)
+    """Turns of this process whose final write failed (kept in rescue files): the next turn of their
+    session puts them in the ledger before it reads the head, so a chat that goes on does not fork."""
     _loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
     _env: EngineEnv | None = field(default=None, repr=False)
     _thinking_noted: set[str] = field(default_factory=set, repr=False)

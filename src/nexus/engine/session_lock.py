@@ -25,7 +25,7 @@ import hashlib
 import os
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -105,16 +105,20 @@ async def run_lock(
     signal: AbortSignal | None = None,
     on_wait: Callable[[], object] | None = None,
     on_recovered: Callable[[list[str]], object] | None = None,
+    orphans: Sequence[str] = (),
 ) -> AsyncIterator[bool]:
     """:func:`session_lock` for a run, which then reads the head: orphaned turns are recovered first.
 
     Once the lock is held, the session's open turns left by ended processes are closed as
     ``aborted`` with what they journaled and attached where they belong (see the module
-    docstring); ``on_recovered`` gets their ids. Yields False if ``signal`` aborted the wait.
+    docstring), and so are ``orphans``: turns of this process the caller knows no run will
+    finish (their final write failed; a rescue file may hold their outcome). ``on_recovered``
+    gets their ids. Yields False if ``signal`` aborted the wait.
     """
     async with session_lock(ledger.path, session_label, signal=signal, on_wait=on_wait) as held:
         if held:
-            recovered = await recover_orphans(ledger, session_label)
+            recovered = ledger.recover(session=session_label, turn_ids=orphans) if orphans else []
+            recovered += await recover_orphans(ledger, session_label)
             if recovered and on_recovered is not None:
                 on_recovered(recovered)
         yield held

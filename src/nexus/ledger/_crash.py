@@ -12,6 +12,7 @@ import functools
 import os
 import socket
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
 from nexus.ledger import _rescue, _turns
@@ -19,7 +20,7 @@ from nexus.ledger._rows import TURN_COLUMNS, turn_from_row
 from nexus.ledger._sqlite import Database
 from nexus.ledger._write import HEAD, TurnFields, TurnOutcome, session_head
 from nexus.ledger.errors import LedgerError
-from nexus.ledger.records import CLOSED_STATUSES, Turn
+from nexus.ledger.records import CLOSED_STATUSES, OPEN_STATUSES, Turn
 from nexus.llm.types import AssistantMessage
 
 _OPEN = "status IN ('pending', 'streaming')"
@@ -69,8 +70,10 @@ def owner_dead(turn_owner: str | None) -> bool:
     return pid != os.getpid() and not _pid_alive(pid)
 
 
-def recover(db: Database, *, force: bool, session: str | None = None) -> list[str]:
-    """Close the open turns of dead owners (every open turn if ``force``); returns the recovered ids."""
+def recover(
+    db: Database, *, force: bool, session: str | None = None, turn_ids: Sequence[str] | None = None
+) -> list[str]:
+    """Close the open turns of dead owners (every open turn if ``force``, exactly ``turn_ids`` if given)."""
     rows = db.read(
         lambda c: c.execute(
             f"SELECT id, owner FROM turns WHERE {_OPEN} AND (? IS NULL OR session_label = ?)", (session, session)
@@ -78,7 +81,10 @@ def recover(db: Database, *, force: bool, session: str | None = None) -> list[st
     )
     recovered: list[str] = []
     for turn_id, turn_owner in rows:
-        if not force and not owner_dead(turn_owner):
+        if turn_ids is not None:
+            if turn_id not in turn_ids:
+                continue
+        elif not force and not owner_dead(turn_owner):
             continue
         rescue = _rescue.find(db.path, str(turn_id)) if db.path != ":memory:" else None
         if rescue is not None and (saved := _rescue.load(rescue)) is not None:
@@ -103,7 +109,7 @@ def _recover_one(conn: sqlite3.Connection, *, turn_id: str, note: str) -> tuple[
 def _finish_rescued(conn: sqlite3.Connection, *, turn_id: str, saved: _rescue.RescuedTurn) -> tuple[str, bool]:
     """Close an open turn with the outcome its owner saved to a rescue file; returns (session, pointer moved)."""
     row = conn.execute("SELECT session_label, parent_turn_id, status FROM turns WHERE id = ?", (turn_id,)).fetchone()
-    if row is None or row[2] not in ("pending", "streaming"):
+    if row is None or row[2] not in OPEN_STATUSES:
         return "", False
     label, parent_id, _ = row
     status = saved.status if saved.status in CLOSED_STATUSES else "aborted"

@@ -39,6 +39,8 @@ WAIT_ENV = "NEXUS_DB_WAIT_S"
 
 _SQLITE_FULL, _SQLITE_IOERR = 13, 10
 
+_WARNED: set[str] = set()
+
 
 def wait_bound() -> float:
     """Seconds a write waits for a locked database: ``$NEXUS_DB_WAIT_S`` (a number >= 0) or :data:`DEFAULT_WAIT_S`."""
@@ -50,7 +52,9 @@ def wait_bound() -> float:
     except ValueError:
         value = -1.0
     if not value >= 0:  # also NaN
-        log.warning("%s=%r is not a number of seconds >= 0; using %g", WAIT_ENV, raw, DEFAULT_WAIT_S)
+        if raw not in _WARNED:  # once per value, not once per write
+            _WARNED.add(raw)
+            log.warning("%s=%r is not a number of seconds >= 0; using %g", WAIT_ENV, raw, DEFAULT_WAIT_S)
         return DEFAULT_WAIT_S
     return value
 

@@ -159,7 +159,9 @@ class LedgerBackend(Protocol):
         """Write a finished turn in one transaction and move the session pointer to it; returns its id."""
         ...
 
-    def recover(self, *, force: bool = False, session: str | None = None) -> list[str]:
+    def recover(
+        self, *, force: bool = False, session: str | None = None, turn_ids: Sequence[str] | None = None
+    ) -> list[str]:
         """Close turns left open by dead processes as ``aborted`` with what they journaled (of ``session`` if given)."""
         ...
 

@@ -16,7 +16,7 @@ from nexus.ledger import _crash, _queue, _read, _rescue, _sessions, _turns
 from nexus.ledger._decode import gc_paused
 from nexus.ledger._rows import fetch_session, fetch_turn, turn_position
 from nexus.ledger._sessions import NewSession
-from nexus.ledger._sqlite import Database
+from nexus.ledger._sqlite import Database, wait_bound
 from nexus.ledger._ulid import new_ulid
 from nexus.ledger._write import HEAD, TurnFields, TurnOutcome, move_pointer
 from nexus.ledger.errors import LedgerBusyError, LedgerFullError, TurnStateError
@@ -45,6 +45,12 @@ def default_db_path() -> Path:
 JOURNAL_WAIT_S = 1.0
 """The longest a crash-journal write waits for a database held by another process: the journal is
 best effort (the run goes on without it), the final write waits the full ``NEXUS_DB_WAIT_S``."""
+
+
+def _journal_wait() -> float:
+    """:data:`JOURNAL_WAIT_S`, or less if ``NEXUS_DB_WAIT_S`` asks for a shorter wait."""
+    return min(JOURNAL_WAIT_S, wait_bound())
+
 
 DEFAULT_MESSAGE_CACHE = 50_000
 """Messages a :class:`Ledger` keeps decoded by default (about 0.7 KB each): a long-lived process
@@ -235,7 +241,7 @@ class Ledger:
     def journal_message(self, turn_id: str, message: Message) -> None:
         """Journal a finished message (e.g. an assistant response) of an open turn, for crash recovery."""
         body = message_to_dict(message)
-        self._db.write(lambda c: _turns.journal(c, turn_id, "message", body), wait_s=JOURNAL_WAIT_S)
+        self._db.write(lambda c: _turns.journal(c, turn_id, "message", body), wait_s=_journal_wait())
 
     def journal_partial(self, turn_id: str, slot: int, message: AssistantMessage, *, complete: bool = False) -> None:
         """Journal assistant message ``slot`` of an open turn as it is now, replacing its earlier entry.
@@ -248,7 +254,7 @@ class Ledger:
         """
         _crash.check_partial(message, slot)
         body = _turns.partial_entry(message, complete)
-        self._db.write(lambda c: _turns.journal_partial(c, turn_id, slot, body), wait_s=JOURNAL_WAIT_S)
+        self._db.write(lambda c: _turns.journal_partial(c, turn_id, slot, body), wait_s=_journal_wait())
 
     def journal_tool_call(
         self,
@@ -261,7 +267,7 @@ class Ledger:
     ) -> None:
         """Journal one finished tool call (the call and its result) of an open turn."""
         body = _turns.tool_call_entry(call, result, started_at, completed_at, spawned_session_label)
-        self._db.write(lambda c: _turns.journal(c, turn_id, "tool_call", body), wait_s=JOURNAL_WAIT_S)
+        self._db.write(lambda c: _turns.journal(c, turn_id, "tool_call", body), wait_s=_journal_wait())
 
     def write_turn(
         self,
@@ -340,7 +346,9 @@ class Ledger:
             saved = _rescue.RescuedTurn(turn_id, session_label, status, list(response_messages), stop_reason, error)
             raise _rescue.not_saved(self.path, saved, exc) from exc
 
-    def recover(self, *, force: bool = False, session: str | None = None) -> list[str]:
+    def recover(
+        self, *, force: bool = False, session: str | None = None, turn_ids: Sequence[str] | None = None
+    ) -> list[str]:
         """Close turns left open by dead processes as ``aborted`` with what they journaled.
 
         A turn whose final write failed and was saved to a rescue file (see
@@ -348,9 +356,11 @@ class Ledger:
         with the status it really ended with. A recovered turn becomes its session's head if
         the head is still its parent; otherwise it is kept as a side branch. Turns of live
         processes on this host (and of other hosts, unless ``force``) are left alone.
-        ``session`` limits it to one session's turns. Returns the recovered turn ids.
+        ``session`` limits it to one session's turns. ``turn_ids`` closes exactly those open
+        turns, whoever owns them: for a caller that knows they are orphans (its own run whose
+        final write failed). Returns the recovered turn ids.
         """
-        return _crash.recover(self._db, force=force, session=session)
+        return _crash.recover(self._db, force=force, session=session, turn_ids=turn_ids)
 
     def open_turns(self, session: str | None = None) -> list[Turn]:
         """Turns still open (being run, or left by a dead process until :meth:`recover`); of ``session`` if given."""
