@@ -58,3 +58,20 @@ def test_a_damaged_rescue_file_falls_back_to_the_journal(tmp_path: Path) -> None
         assert ledger.recover(turn_ids=[turn_id]) == [turn_id]
         turn = ledger.get_turn(turn_id)
         assert turn.status == "aborted" and turn.error is not None
+
+
+def test_a_rescued_turn_marks_the_queue_items_it_consumed(tmp_path: Path) -> None:
+    from nexus.ledger.broker_store import BrokerStore
+
+    with Ledger.open(tmp_path / "agents.db") as ledger:
+        turn_id = _opened(ledger)
+        store = BrokerStore(ledger.database)
+        item, _ = store.accept(
+            agent_id="w", session_label="s", message_id="m-1", sender="user", message={"content": "q2"}, mode="followup"
+        )
+        store.claim([item.id])
+        saved = _rescue.RescuedTurn(turn_id, "s", "completed", [reply("done")], "end_turn", None, (item.id,))
+        assert _rescue.save(ledger.path, saved) is not None
+        assert ledger.recover(turn_ids=[turn_id]) == [turn_id]
+        row = store.get_item(item.id)
+        assert row is not None and (row.status, row.turn_id) == ("delivered", turn_id)

@@ -118,6 +118,10 @@ def _finish_rescued(conn: sqlite3.Connection, *, turn_id: str, saved: _rescue.Re
     )
     head = session_head(conn, label)
     _turns.write_turn(conn, label, turn_id, HEAD, (), TurnFields(), outcome, if_head_moved="branch", reason="recover")
+    if saved.queue_items:
+        from nexus.ledger.broker_store import deliver_pending_in
+
+        deliver_pending_in(conn, saved.queue_items, turn_id)
     return str(label), head == parent_id
 
 

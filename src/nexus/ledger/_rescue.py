@@ -44,6 +44,8 @@ class RescuedTurn:
     response_messages: Sequence[Message]
     stop_reason: str | None
     error: dict[str, object] | str | None
+    queue_items: Sequence[str] = ()
+    """Broker queue items the turn consumed: marked delivered when the turn is put in the ledger."""
 
 
 def rescue_dirs(database: str) -> list[Path]:
@@ -71,6 +73,7 @@ def save(database: str, turn: RescuedTurn) -> Path | None:
         "error": turn.error,
         "text": reply_text(turn.response_messages),
         "response_messages": [message_to_dict(m) for m in turn.response_messages],
+        "queue_items": list(turn.queue_items),
     }
     data = json.dumps(body, ensure_ascii=False, indent=1).encode("utf-8")
     for folder in rescue_dirs(database):
@@ -139,6 +142,7 @@ def load(path: Path) -> RescuedTurn | None:
             response_messages=messages,
             stop_reason=body.get("stop_reason"),
             error=body.get("error"),
+            queue_items=[str(item) for item in body.get("queue_items", [])],
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None

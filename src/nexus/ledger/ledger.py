@@ -343,7 +343,9 @@ class Ledger:
         except (LedgerFullError, LedgerBusyError) as exc:
             if turn_id is None:
                 raise
-            saved = _rescue.RescuedTurn(turn_id, session_label, status, list(response_messages), stop_reason, error)
+            saved = _rescue.RescuedTurn(
+                turn_id, session_label, status, list(response_messages), stop_reason, error, tuple(consumed_queue_items)
+            )
             raise _rescue.not_saved(self.path, saved, exc) from exc
 
     def recover(
