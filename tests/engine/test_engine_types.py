@@ -13,13 +13,13 @@ from nexus.engine import (
     CompactionResult,
     EngineLimits,
     TokenBudget,
-    TokenUsage,
     agent_error_from_message,
     new_id,
 )
 from nexus.errors import ConfigError
 from nexus.llm.types import (
     AssistantMessage,
+    Cost,
     ErrorKind,
     ImageContent,
     Model,
@@ -28,6 +28,7 @@ from nexus.llm.types import (
     ToolResultMessage,
     Usage,
     UserMessage,
+    add_call_usage,
 )
 
 
@@ -50,14 +51,18 @@ def test_limits_reject_negative_retries_and_bad_cooldowns() -> None:
         EngineLimits(cooldown_initial_s=10, cooldown_max_s=5)
 
 
-def test_token_usage_sums_io_but_not_cache() -> None:
-    usage = TokenUsage()
-    usage.add(Usage(input=100, output=20, cache_read=5_000, cache_write=300, reasoning=7))
-    usage.add(Usage(input=50, output=10, cache_read=5_400, cache_write=0, reasoning=3))
-    assert (usage.input_tokens, usage.output_tokens, usage.reasoning_tokens) == (150, 30, 10)
-    assert (usage.cached_input_tokens, usage.cache_write_tokens) == (5_400, 0)
-    assert usage.total_tokens == 150 + 30 + 5_400
-    assert TokenUsage.from_usage(Usage(input=1, output=2)).total_tokens == 3
+def test_run_usage_sums_io_and_cost_but_not_cache() -> None:
+    usage = Usage()
+    add_call_usage(
+        usage, Usage(input=100, output=20, cache_read=5_000, cache_write=300, reasoning=7, cost=Cost(total=0.5))
+    )
+    add_call_usage(
+        usage, Usage(input=50, output=10, cache_read=5_400, cache_write=0, reasoning=3, cost=Cost(total=0.25))
+    )
+    assert (usage.input, usage.output, usage.reasoning) == (150, 30, 10)
+    assert (usage.cache_read, usage.cache_write) == (5_400, 0)
+    assert usage.total == 150 + 30 + 5_400
+    assert usage.cost.total == 0.75
 
 
 def test_budget_properties_and_for_model() -> None:

@@ -275,8 +275,10 @@ async def test_steering_is_refused_while_compacting(ledger: Ledger) -> None:
     execution = env.start(env.assemble("two", model=scripted.model), model=scripted.model)
     await asyncio.wait_for(entered.wait(), 5)
     assert execution.is_compacting and execution.is_streaming
-    assert not execution.steer("wait for me")
+    receipt = execution.steer("wait for me")
+    assert receipt.status == "returned" and receipt.reason == "the run is compacting its history"
     release.set()
     result = await execution.result
+    assert result.returned_steers == []  # returned at once: the caller had it back already
     assert not execution.is_compacting and result.messages[-1].content == "answer"
     assert [m.role for m in result.messages] == ["user", "assistant"]

@@ -32,6 +32,7 @@ from nexus.agent import (
     agent_loop_continue,
 )
 from nexus.agent import AgentMessage as LoopMessage
+from nexus.agent.steering import SteeringQueue, SteerMode, SteerReceipt
 from nexus.engine._journal import TurnJournal
 from nexus.engine._window import ContextWindow
 from nexus.engine.callbacks import AgentPhase, EngineCallbacks, safe_call
@@ -49,13 +50,22 @@ from nexus.engine.types import (
     EngineEvent,
     EngineLimits,
     StopReason,
-    TokenUsage,
     agent_error_from_message,
 )
 from nexus.llm.abort import AbortSignal
 from nexus.llm.events import TextDeltaEvent, ThinkingDeltaEvent, ToolCallEndEvent
 from nexus.llm.options import StreamFn, StreamOptions
-from nexus.llm.types import AssistantMessage, Message, Model, ToolCall, ToolResultMessage, UserMessage, now_ms
+from nexus.llm.types import (
+    AssistantMessage,
+    Message,
+    Model,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+    add_call_usage,
+    now_ms,
+)
 
 if TYPE_CHECKING:
     from nexus.engine.runner import EngineEnv
@@ -112,14 +122,14 @@ class EngineRun:
         )
         self.turn_id: str | None = None
         self.journal: TurnJournal | None = None
-        self.steering: list[UserMessage] = []
-        self.accepting = False
+        self.steering = SteeringQueue()
         self.active = False
         self.timed_out = False
         self.final_error: AgentError | None = None
         self.end: AgentEndEvent | None = None
-        self.usage = TokenUsage()
-        self.last_call_usage: TokenUsage | None = None
+        self.usage = Usage()
+        self.last_call_usage: Usage | None = None
+        self.returned: list[SteerReceipt] = []
         self.llm_calls = 0
         self.calls: dict[str, AgentToolCall] = {}
         self.last_assistant: AssistantMessage | None = None
@@ -161,12 +171,13 @@ class EngineRun:
         CURRENT_RUN.set(RunScope(self.ctx.session_label, self.turn_id, self.depth, self.model, self.env, self.signal))
         loop = asyncio.get_running_loop()
         timer = loop.call_later(self.ctx.timeout_ms / 1000, self.on_timeout)
-        self.active = self.accepting = True
+        self.active = True
         self.phase("start")
         try:
             await self.run_loops()
         except asyncio.CancelledError:
             self.signal.abort("the run's task was cancelled")
+            self.close_steering()
             self.persist(self.build_result())
             raise
         except Exception as exc:  # an engine bug must still close the turn
@@ -175,7 +186,8 @@ class EngineRun:
         finally:
             timer.cancel()
             self.unlink()  # a long-lived outer signal must not keep every finished run alive
-            self.active = self.accepting = False
+            self.active = False
+        self.close_steering()
         result = self.build_result()
         self.persist(result)
         self.phase("end")
@@ -238,7 +250,6 @@ class EngineRun:
                 messages.append(failed)
                 self.final_error = error
                 break
-            self.accepting = True
             events = agent_loop_continue(self.agent_ctx, self.loop_config(), self.signal)
 
     async def consume(self, events: Any) -> AgentEndEvent:
@@ -261,28 +272,36 @@ class EngineRun:
         return self.window.payload(conversation)  # type: ignore[return-value]  # a fresh list each call
 
     def take_steering(self) -> list[LoopMessage]:
-        """Steering messages queued since the last safe point."""
-        taken: list[LoopMessage] = list(self.steering)
-        self.steering.clear()
-        return taken
+        """Steering messages queued since the last safe point (one, or every pending ``all`` steer)."""
+        return list(self.steering.take())
 
     def take_follow_ups(self) -> list[LoopMessage]:
-        """Polled when the loop would stop; an empty answer closes the run to steering."""
-        taken = self.take_steering()  # a steer that arrived after the last safe point becomes a follow-up
-        if not taken:
-            self.accepting = False
-        return taken
+        """Polled when the loop would stop; a steer that came after the last safe point becomes a follow-up."""
+        return self.take_steering()
 
     def after_tool_call(self, hook: AfterToolCallContext, signal: AbortSignal) -> AgentToolResult:
         """Cap each new tool result at ``max_tool_result_chars`` (what the model and the ledger get)."""
         return truncate_result(hook.result, self.limits.max_tool_result_chars)
 
-    def steer(self, text: str) -> bool:
-        """Queue ``text`` for the next safe point; False when the run cannot take it (ended, compacting)."""
-        if not self.accepting or self.window.compacting or self.signal.aborted:
-            return False
-        self.steering.append(UserMessage(text))
-        return True
+    def steer(self, message: str | UserMessage, *, id: str | None = None, mode: SteerMode = "all") -> SteerReceipt:
+        """Offer ``message`` for the next safe point; the receipt ends ``delivered`` or ``returned``."""
+        from nexus.engine.types import new_id
+
+        user = message if isinstance(message, UserMessage) else UserMessage(message)
+        receipt = SteerReceipt(id or new_id(), user, mode)
+        if self.signal.aborted:
+            self.steering.close(f"the run was aborted: {self.signal.reason or 'aborted'}")
+        elif self.window.compacting:
+            return self.steering.offer(receipt, refuse="the run is compacting its history")
+        return self.steering.offer(receipt)
+
+    def close_steering(self) -> None:
+        """The run is over: every steer not yet injected is returned (listed in the result)."""
+        if self.signal.aborted:
+            reason = f"the run was aborted before it could inject the message: {self.signal.reason or 'aborted'}"
+        else:
+            reason = "the run ended before it reached a point where it could inject the message"
+        self.returned.extend(self.steering.close(reason))
 
     # ------------------------------------------------------------------ event handling
 
@@ -334,13 +353,15 @@ class EngineRun:
             self.assistant_done(message)
         elif isinstance(message, ToolResultMessage):
             self.tool_result_done(message)
-        elif isinstance(message, UserMessage) and message is not self.ctx.current_message and self.journal is not None:
-            self.journal.message(message)  # a steering / follow-up message (the query is stored already)
+        elif isinstance(message, UserMessage) and message is not self.ctx.current_message:
+            self.steering.joined(message, len(self.agent_ctx.messages) - 1 - self.history_len)
+            if self.journal is not None:
+                self.journal.message(message)  # a steering / follow-up message (the query is stored already)
 
     def assistant_done(self, message: AssistantMessage) -> None:
         """Count usage; journal the ended response (a tool-calling one before its tools run)."""
-        self.usage.add(message.usage)
-        self.last_call_usage = TokenUsage.from_usage(message.usage)
+        add_call_usage(self.usage, message.usage)
+        self.last_call_usage = message.usage
         self.llm_calls += 1
         self.last_assistant = message
         if message.stop_reason not in ("error", "aborted"):
@@ -386,6 +407,7 @@ class EngineRun:
             error=error,
             compaction=self.window.compaction,
             last_call_usage=self.last_call_usage,
+            returned_steers=list(self.returned),
         )
 
     def outcome(self, response: list[Message]) -> tuple[StopReason, AgentError | None]:

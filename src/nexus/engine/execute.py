@@ -14,12 +14,13 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from nexus.agent.steering import SteerMode, SteerReceipt
 from nexus.engine._run import EngineRun, EngineStreamEvent, options_for
 from nexus.engine.callbacks import EngineCallbacks
 from nexus.engine.failover import AuthProfile, ProfileCooldowns, failover_stream
 from nexus.engine.types import AgentResult, AssembledContext, EngineLimits, TokenBudget
 from nexus.llm.options import StreamFn, StreamOptions
-from nexus.llm.types import Model
+from nexus.llm.types import Model, UserMessage
 
 if TYPE_CHECKING:
     from nexus.engine.runner import EngineEnv
@@ -34,9 +35,8 @@ class EngineExecution:
     """A running execution: ``await execution.result`` for the :class:`AgentResult`, and control meanwhile.
 
     - ``abort()``: stop streaming and tools; the turn is written ``aborted`` with the partial output.
-    - ``steer(text)``: inject a user message at the next safe point (after the current tool
-      batch, before the next model call). Returns False when the run cannot take it (it has
-      ended, or is compacting); the caller should then queue the message as a follow-up.
+    - ``steer(message)``: inject a user message at the next safe point (after the current tool
+      batch, before the next model call); the receipt ends ``delivered`` or ``returned``.
     - ``is_streaming`` / ``is_compacting``: the run's state, for queue decisions.
     - ``on_event(listener)`` / ``events()``: every agent-loop event and engine event, live.
     """
@@ -81,9 +81,13 @@ class EngineExecution:
         """Abort the run; its partial output is kept and the turn is written ``aborted``."""
         self._run.signal.abort(reason)
 
-    def steer(self, text: str) -> bool:
-        """Queue ``text`` as a user message for the next safe point; False if the run cannot take it."""
-        return self._run.steer(text)
+    def steer(self, message: str | UserMessage, *, id: str | None = None, mode: SteerMode = "all") -> SteerReceipt:
+        """Offer ``message`` for the next safe point; the receipt ends ``delivered`` or ``returned``.
+
+        A returned steer (the run ended, failed, was aborted or is compacting) is the caller's
+        again: requeue it. Returned steers are also listed in ``AgentResult.returned_steers``.
+        """
+        return self._run.steer(message, id=id, mode=mode)
 
     def on_event(self, listener: Callable[[EngineStreamEvent], object]) -> Callable[[], None]:
         """Call ``listener`` with every event from now on; returns a function that unsubscribes it."""

@@ -14,7 +14,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from nexus.engine.types import AgentError, AgentResult, AgentToolCall, AssembledContext, CompactionResult, StopReason
-from nexus.llm.types import Message, ToolResultMessage, Usage
+from nexus.llm.types import Message, ToolResultMessage
 
 if TYPE_CHECKING:
     from nexus.ledger import CompactionRecord, Ledger, ToolCallRecord
@@ -39,19 +39,6 @@ def turn_status(result: AgentResult) -> str:
 def error_json(error: AgentError | None) -> dict[str, object] | None:
     """The ``error`` column: ``{kind, message, retryable}`` or ``None``."""
     return None if error is None else asdict(error)
-
-
-def usage_of(result: AgentResult) -> Usage:
-    """The run's summed usage in ``nexus.llm`` form (what ``write_turn`` stores)."""
-    u = result.usage
-    return Usage(
-        input=u.input_tokens,
-        output=u.output_tokens,
-        cache_read=u.cached_input_tokens,
-        cache_write=u.cache_write_tokens,
-        reasoning=u.reasoning_tokens,
-        total=u.total_tokens,
-    )
 
 
 def tool_call_records(calls: Sequence[AgentToolCall]) -> list[ToolCallRecord]:
@@ -160,7 +147,7 @@ def write_result(
     kwargs: dict[str, object] = {
         "response_messages": list(response),
         "status": turn_status(result),
-        "usage": usage_of(result),
+        "usage": result.usage,
         "model": ctx.model,
         "provider": ctx.provider,
         "stop_reason": result.stop_reason,

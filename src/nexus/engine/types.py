@@ -25,6 +25,7 @@ from nexus.llm.types import (
 )
 
 if TYPE_CHECKING:
+    from nexus.agent.steering import SteerReceipt
     from nexus.agent.tool_types import AgentTool
     from nexus.llm.abort import AbortSignal
 
@@ -208,39 +209,6 @@ class AgentToolCall:
 
 
 @dataclass(slots=True)
-class TokenUsage:
-    """Token counts of a whole run (seed 000).
-
-    :meth:`add` sums input, output and reasoning over calls but keeps only the latest
-    call's cache counts: every round trip reports cache reads of about the whole context,
-    so summing them would inflate the numbers (seed 001).
-    """
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_input_tokens: int = 0
-    cache_write_tokens: int = 0
-    reasoning_tokens: int = 0
-    total_tokens: int = 0
-
-    @classmethod
-    def from_usage(cls, usage: Usage) -> TokenUsage:
-        """The usage of one LLM call."""
-        result = cls()
-        result.add(usage)
-        return result
-
-    def add(self, usage: Usage) -> None:
-        """Fold in one more LLM call (see the class docstring for the cache rule)."""
-        self.input_tokens += usage.input
-        self.output_tokens += usage.output
-        self.reasoning_tokens += usage.reasoning
-        self.cached_input_tokens = usage.cache_read
-        self.cache_write_tokens = usage.cache_write
-        self.total_tokens = self.input_tokens + self.output_tokens + self.cached_input_tokens + self.cache_write_tokens
-
-
-@dataclass(slots=True)
 class AgentError:
     """Why a run failed, and whether the broker may simply try again."""
 
@@ -298,18 +266,22 @@ class CompactionResult:
 class AgentResult:
     """What one run produced: messages, tool calls, usage, why it stopped, error and compaction.
 
+    ``usage`` is the run's total in the one ``nexus.llm`` :class:`Usage` (with its cost; cache
+    counts are the last call's, see :func:`~nexus.llm.types.add_call_usage`);
     ``last_call_usage`` (addition, seed 001) is the last LLM call's usage: the accurate
-    measure of how full the context is.
+    measure of how full the context is. ``returned_steers`` are the steering messages the run
+    accepted but could not inject (it ended first): the caller owns them again.
     """
 
     messages: list[AgentMessage] = field(default_factory=list)
     tool_calls: list[AgentToolCall] = field(default_factory=list)
-    usage: TokenUsage = field(default_factory=TokenUsage)
+    usage: Usage = field(default_factory=Usage)
     stop_reason: StopReason = "end_turn"
     duration_ms: int = 0
     error: AgentError | None = None
     compaction: CompactionResult | None = None
-    last_call_usage: TokenUsage | None = None
+    last_call_usage: Usage | None = None
+    returned_steers: list[SteerReceipt] = field(default_factory=list)
 
 
 @dataclass(slots=True, frozen=True)
