@@ -49,7 +49,7 @@ from nexus.engine.types import (
     CompactionStartEvent,
     EngineEvent,
     EngineLimits,
-    StopReason,
+    RunStopReason,
     agent_error_from_message,
 )
 from nexus.llm.abort import AbortSignal
@@ -410,7 +410,7 @@ class EngineRun:
             returned_steers=list(self.returned),
         )
 
-    def outcome(self, response: list[Message]) -> tuple[StopReason, AgentError | None]:
+    def outcome(self, response: list[Message]) -> tuple[RunStopReason, AgentError | None]:
         """Seed 000's stop reason (and error) from how the loop ended."""
         last = next((m for m in reversed(response) if isinstance(m, AssistantMessage)), None)
         if self.timed_out:

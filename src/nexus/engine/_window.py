@@ -13,7 +13,6 @@ from dataclasses import dataclass, field, replace
 
 from nexus.engine.budget import estimate_message_tokens, estimate_tokens, reported_usage, should_compact
 from nexus.engine.compaction import (
-    SUMMARY_PREFIX,
     CompactionError,
     compact,
     overflow_error,
@@ -31,6 +30,7 @@ from nexus.engine.types import (
     EngineLimits,
     TokenBudget,
 )
+from nexus.ledger.records import SUMMARY_PREFIX
 from nexus.llm.abort import AbortSignal
 from nexus.llm.options import StreamFn
 from nexus.llm.types import AssistantMessage, Message, Model, ToolResultMessage, UserMessage

@@ -15,9 +15,10 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from nexus.agent.steering import SteerMode, SteerReceipt
+from nexus.config._profile import ResolvedProfile
 from nexus.engine._run import EngineRun, EngineStreamEvent, options_for
 from nexus.engine.callbacks import EngineCallbacks
-from nexus.engine.failover import AuthProfile, ProfileCooldowns, failover_stream
+from nexus.engine.failover import ProfileCooldowns, failover_stream
 from nexus.engine.types import AgentResult, AssembledContext, EngineLimits, TokenBudget
 from nexus.llm.options import StreamFn, StreamOptions
 from nexus.llm.types import Model, UserMessage
@@ -128,7 +129,7 @@ def execute(
     stream_fn: StreamFn | None = None,
     model: Model | None = None,
     fallbacks: Sequence[Model] = (),
-    auth_profiles: Mapping[str, Sequence[AuthProfile]] | None = None,
+    auth_profiles: Mapping[str, Sequence[ResolvedProfile]] | None = None,
     limits: EngineLimits | None = None,
     cooldowns: ProfileCooldowns | None = None,
     options: StreamOptions | None = None,

@@ -21,8 +21,9 @@ import asyncio
 import importlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
+from nexus.config._profile import ResolvedProfile
 from nexus.engine.types import EngineEvent, EngineLimits, FallbackEvent, RetryEvent, TokenBudget, WaitEvent
 from nexus.errors import ConfigError
 from nexus.llm.abort import AbortSignal
@@ -35,15 +36,6 @@ ROTATE_KINDS: frozenset[ErrorKind] = frozenset({"auth", "rate_limit", "billing",
 """Error kinds that put the profile in cooldown and try again (another profile, later, or another model)."""
 
 _DEFAULT_PROFILE = "(default)"
-
-
-@dataclass(slots=True, frozen=True)
-class AuthProfile:
-    """One credential for a provider. The key never appears in ``repr`` (logs, tracebacks)."""
-
-    name: str
-    api_key: str = field(repr=False)
-    base_url: str | None = None
 
 
 @dataclass(slots=True)
@@ -149,7 +141,7 @@ class _Failover:
     def __init__(
         self,
         chain: Sequence[Model],
-        profiles: Mapping[str, Sequence[AuthProfile]],
+        profiles: Mapping[str, Sequence[ResolvedProfile]],
         limits: EngineLimits,
         on_event: Callable[[EngineEvent], None] | None,
         inner: StreamFn,
@@ -181,10 +173,12 @@ class _Failover:
             return [model, *self.chain[refs.index(model.ref) + 1 :]]
         return [model, *self.chain]
 
-    def profiles_of(self, provider: str) -> list[AuthProfile | None]:
+    def profiles_of(self, provider: str) -> list[ResolvedProfile | None]:
         return list(self.profiles.get(provider) or ()) or [None]
 
-    def pick(self, provider: str, profiles: list[AuthProfile | None]) -> tuple[AuthProfile | None, float] | None:
+    def pick(
+        self, provider: str, profiles: list[ResolvedProfile | None]
+    ) -> tuple[ResolvedProfile | None, float] | None:
         """The next profile to use and how long to wait for it; None when all are disabled."""
         alive = [p for p in profiles if (provider, _name(p)) not in self.dead]
         if not alive:
@@ -215,7 +209,7 @@ class _Failover:
         return not signal.aborted
 
     def options_for(
-        self, options: StreamOptions, model: Model, primary: Model, profile: AuthProfile | None
+        self, options: StreamOptions, model: Model, primary: Model, profile: ResolvedProfile | None
     ) -> StreamOptions:
         if profile is not None:
             return replace(options, api_key=profile.api_key, base_url=profile.base_url or options.base_url)
@@ -303,7 +297,7 @@ class _Failover:
                 return
             self.emit_retry(retries, model, profile, attempt.error.error)
 
-    def retryable(self, error: ErrorEvent, model: Model, profile: AuthProfile | None) -> bool:
+    def retryable(self, error: ErrorEvent, model: Model, profile: ResolvedProfile | None) -> bool:
         """Record the failure against the profile; True when another attempt may succeed."""
         message = error.error
         if error.reason == "aborted":
@@ -316,7 +310,7 @@ class _Failover:
             return True
         return False
 
-    def emit_retry(self, attempt: int, model: Model, profile: AuthProfile | None, error: AssistantMessage) -> None:
+    def emit_retry(self, attempt: int, model: Model, profile: ResolvedProfile | None, error: AssistantMessage) -> None:
         upcoming = self.pick(model.provider, self.profiles_of(model.provider))
         next_profile, delay = upcoming if upcoming is not None else (None, 0.0)
         self.emit(
@@ -370,17 +364,17 @@ class _Attempt:
     failed_late: bool = False
 
 
-def _name(profile: AuthProfile | None) -> str:
+def _name(profile: ResolvedProfile | None) -> str:
     return profile.name if profile is not None else _DEFAULT_PROFILE
 
 
-def _label(profile: AuthProfile | None) -> str | None:
+def _label(profile: ResolvedProfile | None) -> str | None:
     return profile.name if profile is not None else None
 
 
 def failover_stream(
     models_chain: Sequence[Model],
-    profiles_by_provider: Mapping[str, Sequence[AuthProfile]] | None = None,
+    profiles_by_provider: Mapping[str, Sequence[ResolvedProfile]] | None = None,
     limits: EngineLimits | None = None,
     on_event: Callable[[EngineEvent], None] | None = None,
     *,

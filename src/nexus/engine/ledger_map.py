@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from nexus.engine.types import AgentError, AgentResult, AgentToolCall, AssembledContext, CompactionResult, StopReason
+from nexus.engine.types import AgentError, AgentResult, AgentToolCall, AssembledContext, CompactionResult, RunStopReason
 from nexus.llm.types import Message, ToolResultMessage
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("nexus.engine")
 
-_STATUS: dict[StopReason, str] = {
+_STATUS: dict[RunStopReason, str] = {
     "end_turn": "completed",
     "max_tokens": "completed",
     "tool_use": "completed",

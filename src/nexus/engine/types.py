@@ -32,8 +32,12 @@ if TYPE_CHECKING:
 AgentRole: TypeAlias = Literal["manager", "worker", "unified"]
 """What an agent is for: a manager delegates, a worker executes, unified does both."""
 
-StopReason: TypeAlias = Literal["end_turn", "max_tokens", "tool_use", "timeout", "aborted", "error"]
-"""Why a run ended (the engine's vocabulary, not the provider's ``stop|length|…``)."""
+RunStopReason: TypeAlias = Literal["end_turn", "max_tokens", "tool_use", "timeout", "aborted", "error"]
+"""Why a run ended (seed 000's ``AgentResult.stop_reason``).
+
+Not a second :data:`nexus.llm.StopReason`: that one says why one *message* ended
+(``stop|length|tool_use|error|aborted``); this one says why the whole run did, and adds
+``timeout`` and ``end_turn`` (the run's last message stopped normally)."""
 
 AgentErrorKind: TypeAlias = Literal[
     "context_overflow", "auth_failure", "rate_limit", "model_error", "timeout", "compaction_failure", "unknown"
@@ -276,7 +280,7 @@ class AgentResult:
     messages: list[AgentMessage] = field(default_factory=list)
     tool_calls: list[AgentToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
-    stop_reason: StopReason = "end_turn"
+    stop_reason: RunStopReason = "end_turn"
     duration_ms: int = 0
     error: AgentError | None = None
     compaction: CompactionResult | None = None

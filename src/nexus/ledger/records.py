@@ -12,6 +12,12 @@ from typing import Literal, TypeAlias
 
 from nexus.llm.types import Message, ToolResultMessage
 
+DEFAULT_SESSION = "main"
+"""The session a run uses when none is named (``nexus run``, ``run_agent``)."""
+
+SUMMARY_PREFIX = "[Previous conversation summary]\n"
+"""How a compaction summary starts when ``history()`` puts it first (the engine writes the same)."""
+
 TurnStatus: TypeAlias = Literal["pending", "streaming", "completed", "failed", "aborted"]
 """``pending``/``streaming`` = open (journal only, in no history); the other three are closed."""
 
