@@ -6,9 +6,7 @@ import pytest
 
 from nexus.engine import (
     AgentError,
-    AgentMessage,
     AgentResult,
-    AgentToolCall,
     AssembledContext,
     CompactionResult,
     EngineLimits,
@@ -17,6 +15,7 @@ from nexus.engine import (
     new_id,
 )
 from nexus.errors import ConfigError
+from nexus.ledger import StoredMessage
 from nexus.llm.types import (
     AssistantMessage,
     Cost,
@@ -97,21 +96,17 @@ def test_agent_error_from_provider_error(kind: ErrorKind, expected: str, retryab
     assert error == AgentError(expected, f"boom {kind}", retryable)  # type: ignore[arg-type]
 
 
-def test_agent_message_from_llm_messages() -> None:
+def test_result_messages_are_the_ledgers_stored_messages_with_reply_text() -> None:
+    # one message type per role: AgentResult carries the ledger's StoredMessage rows (no engine twin)
     assistant = AssistantMessage(content=[ThinkingContent("hmm"), TextContent("hi")], timestamp=5)
-    wrapped = AgentMessage.from_message(assistant, 2)
-    assert (wrapped.role, wrapped.content, wrapped.thinking, wrapped.sequence, wrapped.created_at) == (
-        "assistant",
-        "hi",
-        "hmm",
-        2,
-        5,
-    )
-    assert wrapped.message is assistant and len(wrapped.id) == 26
-    tool = AgentMessage.from_message(ToolResultMessage("c1", "read", [TextContent("data")]), 3, id="fixed")
-    assert (tool.role, tool.tool_call_id, tool.content, tool.id) == ("tool", "c1", "data", "fixed")
-    user = AgentMessage.from_message(UserMessage([TextContent("look"), ImageContent("AA", "image/png")]), 0)
-    assert (user.role, user.content) == ("user", "look")
+    tool = ToolResultMessage("c1", "read", [TextContent("data")])
+    user = UserMessage([TextContent("look"), ImageContent("AA", "image/png")])
+    last = AssistantMessage(content=[])  # e.g. an aborted call that streamed nothing
+    rows = [StoredMessage(i, "t", i, m.role, m) for i, m in enumerate([user, assistant, tool, last])]
+    result = AgentResult(messages=rows)
+    assert [m.text for m in rows] == ["look", "hi", "data", ""]
+    assert result.reply == "hi"  # the last assistant text, not the empty last message
+    assert AgentResult().reply == ""
 
 
 def test_ids_are_unique_and_sortable() -> None:
@@ -133,6 +128,5 @@ def test_result_and_context_defaults() -> None:
         session_label="main",
     )
     assert ctx.role == "unified" and ctx.tools == [] and ctx.timeout_ms == 600_000 and ctx.parent_turn_id is None
-    call = AgentToolCall(id="c", tool_name="read", params={})
-    assert call.status == "pending" and call.started_at > 0
+    assert result.compactions == [] and result.returned_steers == [] and result.turn_id is None
     assert CompactionResult(summary="s").trigger == "context_limit"

@@ -139,11 +139,7 @@ def summarize_run(
     """What the renderer and ``--json`` report of a finished run: reply text, status, usage, cost, timing."""
     from nexus.engine.ledger_map import turn_status
 
-    text = ""
-    for message in reversed(result.messages):
-        if message.role == "assistant":
-            text = message.content
-            break
+    text = result.reply
     usage = result.usage
     return RunSummary(
         run_id=ctx.run_id,

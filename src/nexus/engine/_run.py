@@ -41,9 +41,7 @@ from nexus.engine.repair import truncate_result
 from nexus.engine.spawn import CURRENT_RUN, RunScope
 from nexus.engine.types import (
     AgentError,
-    AgentMessage,
     AgentResult,
-    AgentToolCall,
     AssembledContext,
     CompactionEndEvent,
     CompactionStartEvent,
@@ -52,6 +50,7 @@ from nexus.engine.types import (
     RunStopReason,
     agent_error_from_message,
 )
+from nexus.ledger.records import CompactionRecord, StoredMessage, ToolCallRecord
 from nexus.llm.abort import AbortSignal
 from nexus.llm.events import TextDeltaEvent, ThinkingDeltaEvent, ToolCallEndEvent
 from nexus.llm.options import StreamFn, StreamOptions
@@ -131,7 +130,7 @@ class EngineRun:
         self.last_call_usage: Usage | None = None
         self.returned: list[SteerReceipt] = []
         self.llm_calls = 0
-        self.calls: dict[str, AgentToolCall] = {}
+        self.calls: dict[str, ToolCallRecord] = {}
         self.last_assistant: AssistantMessage | None = None
         self.started = time.monotonic()
 
@@ -329,11 +328,12 @@ class EngineRun:
             self.message_done(event.message)
         elif isinstance(event, ToolExecutionStartEvent):
             self.phase("tool_use")
-            self.calls[event.tool_call_id] = AgentToolCall(
-                id=event.tool_call_id,
+            self.calls[event.tool_call_id] = ToolCallRecord(
+                call_id=event.tool_call_id,
                 tool_name=event.tool_name,
-                params=dict(event.args),
+                arguments=dict(event.args),
                 status="running",
+                started_at=now_ms(),
                 sequence=len(self.calls),
             )
             safe_call(
@@ -373,13 +373,13 @@ class EngineRun:
         """Finish the tool call's record and journal the call with its result."""
         record = self.calls.get(result.tool_call_id)
         if record is None:  # a result the loop made without a start event (should not happen)
-            record = AgentToolCall(
-                id=result.tool_call_id, tool_name=result.tool_name, params={}, sequence=len(self.calls)
+            record = ToolCallRecord(
+                call_id=result.tool_call_id, tool_name=result.tool_name, started_at=now_ms(), sequence=len(self.calls)
             )
             self.calls[result.tool_call_id] = record
         record.status = "failed" if result.is_error else "completed"
         record.completed_at = result.timestamp
-        record.result = result.text
+        record.result = result
         record.error = result.text if result.is_error else None
         record.spawned_session_label = spawned_label(result)
         if self.journal is None:
@@ -388,27 +388,49 @@ class EngineRun:
             (c for c in (self.last_assistant.tool_calls if self.last_assistant else []) if c.id == result.tool_call_id),
             None,
         )
-        call = call or ToolCall(result.tool_call_id, result.tool_name, dict(record.params))
+        call = call or ToolCall(result.tool_call_id, result.tool_name, dict(record.arguments))
         self.journal.tool_call(call, result, record.started_at, result.timestamp, record.spawned_session_label)
 
     # ------------------------------------------------------------------ result
 
     def build_result(self) -> AgentResult:
-        """The :class:`AgentResult` of the run so far (query echo + everything the run added)."""
+        """The :class:`AgentResult` of the run so far (query echo + everything the run added).
+
+        Message ids are the ordinals here; :meth:`persist` replaces the messages with the
+        ledger's rows once the turn is written, so the ids are the ledger's.
+        """
         response = _llm(self.agent_ctx.messages[self.history_len + 1 :])
         turn = [self.ctx.current_message, *response]
         stop_reason, error = self.outcome(response)
+        turn_id = self.turn_id or ""
         return AgentResult(
-            messages=[AgentMessage.from_message(m, i) for i, m in enumerate(turn)],
+            messages=[StoredMessage(i, turn_id, i, m.role, m) for i, m in enumerate(turn)],
             tool_calls=sorted(self.calls.values(), key=lambda c: c.sequence),
             usage=self.usage,
             stop_reason=stop_reason,
             duration_ms=int((time.monotonic() - self.started) * 1000),
             error=error,
-            compaction=self.window.compaction,
+            compactions=self.compaction_records(),
             last_call_usage=self.last_call_usage,
             returned_steers=list(self.returned),
+            turn_id=self.turn_id,
         )
+
+    def compaction_records(self) -> list[CompactionRecord]:
+        """Every compaction of the run as a ledger record, with the turn ids it summarised and kept."""
+        done = self.window.compactions
+        if not done:
+            return []
+        turn_id = self.turn_id or ""
+        owners: list[str] = []
+        if self.ledger is not None and self.turn_id is not None:
+            owners = history_turn_ids(self.ledger, self.ctx.session_label, self.ctx.history)
+        records = []
+        for compaction, cut in done:
+            record = compaction_record(compaction, cut=cut, turn_id=turn_id, owners=owners)
+            record.turn_id = turn_id
+            records.append(record)
+        return records
 
     def outcome(self, response: list[Message]) -> tuple[RunStopReason, AgentError | None]:
         """Seed 000's stop reason (and error) from how the loop ended."""
@@ -436,17 +458,14 @@ class EngineRun:
         return ("tool_use" if last is not None and last.stop_reason == "tool_use" else "end_turn"), None
 
     def persist(self, result: AgentResult) -> None:
-        """Close the opened turn with the result (one transaction)."""
+        """Close the opened turn with the result (one transaction); then the result's messages are the ledger's."""
         if self.journal is not None:
             self.journal.close()
         if self.ledger is None or self.turn_id is None:
             return
         response = _llm(self.agent_ctx.messages[self.history_len + 1 :])
-        record = None
-        if self.window.compaction is not None:
-            owners = history_turn_ids(self.ledger, self.ctx.session_label, self.ctx.history)
-            record = compaction_record(self.window.compaction, cut=self.window.cut, turn_id=self.turn_id, owners=owners)
-        write_result(self.ledger, self.ctx, self.turn_id, result, response, record)
+        write_result(self.ledger, self.ctx, self.turn_id, result, response, result.compaction)
+        result.messages = self.ledger.messages(self.turn_id)
 
 
 def _llm(messages: list[Any]) -> list[Message]:

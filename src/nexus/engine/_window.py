@@ -143,6 +143,8 @@ class ContextWindow:
     truncate_chars: int | None = None
     level: int = 0
     compaction: CompactionResult | None = None
+    compactions: list[tuple[CompactionResult, int]] = field(default_factory=list)
+    """Every compaction of the run with the cut it made (the conversation index kept from)."""
     compacted_len: int | None = None
     failure: AgentError | None = None
     proactive_tried_at: int = -1
@@ -331,6 +333,7 @@ class ContextWindow:
         self.summary = result.summary
         self.compacted_len = len(messages)
         self.compaction = result
+        self.compactions.append((result, self.cut))
         self.emit(CompactionEndEvent(result, None, will_retry=trigger == "overflow_recovery"))
         return True
 

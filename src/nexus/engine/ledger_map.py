@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from nexus.engine.types import AgentError, AgentResult, AgentToolCall, AssembledContext, CompactionResult, RunStopReason
+from nexus.engine.types import AgentError, AgentResult, AssembledContext, CompactionResult, RunStopReason
 from nexus.llm.types import Message, ToolResultMessage
 
 if TYPE_CHECKING:
-    from nexus.ledger import CompactionRecord, Ledger, ToolCallRecord
+    from nexus.ledger import CompactionRecord, Ledger
 
 log = logging.getLogger("nexus.engine")
 
@@ -39,26 +39,6 @@ def turn_status(result: AgentResult) -> str:
 def error_json(error: AgentError | None) -> dict[str, object] | None:
     """The ``error`` column: ``{kind, message, retryable}`` or ``None``."""
     return None if error is None else asdict(error)
-
-
-def tool_call_records(calls: Sequence[AgentToolCall]) -> list[ToolCallRecord]:
-    """One ledger record per tool call, keeping status, timings and the spawned session."""
-    from nexus.ledger import ToolCallRecord
-
-    return [
-        ToolCallRecord(
-            call_id=c.id,
-            tool_name=c.tool_name,
-            arguments=dict(c.params),
-            status=c.status,
-            started_at=c.started_at,
-            completed_at=c.completed_at,
-            error=c.error,
-            spawned_session_label=c.spawned_session_label,
-            sequence=c.sequence,
-        )
-        for c in calls
-    ]
 
 
 def spawned_label(result: ToolResultMessage) -> str | None:
@@ -153,7 +133,7 @@ def write_result(
         "stop_reason": result.stop_reason,
         "error": error_json(result.error),
         "compaction": compaction,
-        "tool_calls": tool_call_records(result.tool_calls),
+        "tool_calls": result.tool_calls,
     }
     try:
         return ledger.write_turn(turn_id, ctx.session_label, **kwargs)  # type: ignore[arg-type]

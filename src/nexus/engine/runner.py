@@ -403,12 +403,13 @@ async def run_agent(
 
 def aborted_before_start(message: str | UserMessage) -> AgentResult:
     """The result of a run aborted while it waited for another run of its session: nothing ran or was stored."""
-    from nexus.engine.types import AgentError, AgentMessage
+    from nexus.engine.types import AgentError
+    from nexus.ledger.records import StoredMessage
 
     query = message if isinstance(message, UserMessage) else UserMessage(message)
     text = "aborted while waiting for another run of the session to finish; nothing was sent or stored"
     return AgentResult(
-        messages=[AgentMessage.from_message(query, 0)],
+        messages=[StoredMessage(0, "", 0, query.role, query)],
         stop_reason="aborted",
         error=AgentError("unknown", text, retryable=True),
     )

@@ -148,7 +148,7 @@ async def run_worker(
         return AgentToolResult.text(f"The sub-agent could not run: {exc}", details=details, is_error=True)
     ok = result.error is None and result.stop_reason in ("end_turn", "max_tokens", "tool_use")
     env.ledger.set_task_status(session, "completed" if ok else "failed")
-    answer = next((m.content for m in reversed(result.messages) if m.role == "assistant" and m.content), "")
+    answer = result.reply
     details.update(stop_reason=result.stop_reason, input_tokens=result.usage.input)
     details["output_tokens"] = result.usage.output
     if ok:
