@@ -34,6 +34,7 @@ from nexus.agent import (
 from nexus.agent import AgentMessage as LoopMessage
 from nexus.agent.steering import SteeringQueue, SteerMode, SteerReceipt
 from nexus.engine._journal import TurnJournal
+from nexus.engine._sessions import SessionCache
 from nexus.engine._window import ContextWindow
 from nexus.engine.callbacks import AgentPhase, EngineCallbacks, safe_call
 from nexus.engine.ledger_map import compaction_record, history_turn_ids, spawned_label, write_result
@@ -93,6 +94,7 @@ class EngineRun:
         options: StreamOptions,
         depth: int,
         env: EngineEnv | None,
+        cache: SessionCache | None = None,
     ) -> None:
         self.ctx = ctx
         self.callbacks = callbacks
@@ -118,6 +120,8 @@ class EngineRun:
             limits=limits,
             budget=ctx.token_budget,
             emit=self.engine_event,
+            estimates=ctx.history_estimates,
+            cache=cache,
         )
         self.turn_id: str | None = None
         self.journal: TurnJournal | None = None

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from nexus.agent.steering import SteerMode, SteerReceipt
 from nexus.config._profile import ResolvedProfile
 from nexus.engine._run import EngineRun, EngineStreamEvent, options_for
+from nexus.engine._sessions import SessionCache
 from nexus.engine.callbacks import EngineCallbacks
 from nexus.engine.failover import ProfileCooldowns, failover_stream
 from nexus.engine.types import AgentResult, AssembledContext, EngineLimits, TokenBudget
@@ -135,6 +136,7 @@ def execute(
     options: StreamOptions | None = None,
     depth: int = 0,
     env: EngineEnv | None = None,
+    cache: SessionCache | None = None,
 ) -> EngineExecution:
     """Start running ``ctx`` as a task on the current event loop and return its handle.
 
@@ -143,7 +145,8 @@ def execute(
     ``auth_profiles`` (per provider). ``model`` defaults to the catalog entry for
     ``ctx.provider``/``ctx.model``. With a ``ledger`` the run is journaled and written as a
     turn of ``ctx.session_label``; without one nothing is stored. ``depth`` is the sub-agent
-    depth (0 for a top-level run); ``env`` lets the ``spawn_agent`` tool start workers.
+    depth (0 for a top-level run); ``env`` lets the ``spawn_agent`` tool start workers;
+    ``cache`` is the session's cache (a runtime's per-session state) the run may reuse and fill.
     """
     from nexus.llm.catalog import get_model
 
@@ -178,6 +181,7 @@ def execute(
         options=options_for(ctx, options),
         depth=depth,
         env=env,
+        cache=cache,
     )
     holder.append(run)
     task = asyncio.get_running_loop().create_task(run.main(), name=f"nexus-run-{ctx.run_id}")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from nexus.config._profile import ResolvedProfile
+from nexus.engine._sessions import SessionStates
 from nexus.engine.bootstrap import scaffold_workspace
 from nexus.engine.callbacks import EngineCallbacks
 from nexus.engine.context import EventContext, PromptOptions, assemble_context, build_current_message
@@ -195,6 +196,7 @@ class EngineEnv:
     cooldowns: ProfileCooldowns | None = None
     tools: Sequence[AgentTool] | None = None
     _models: dict[str, Model] = field(default_factory=dict)
+    sessions: SessionStates = field(default_factory=SessionStates)
 
     @classmethod
     def from_config(
@@ -311,6 +313,7 @@ class EngineEnv:
             thinking=ThinkingConfig(self.config.thinking) if self.config.thinking != "off" else None,
             abort_signal=signal,
             prompt=PromptOptions(scaffold=False),  # scaffolded above
+            cache=self.sessions.get(label),
         )
 
     def start(
@@ -339,6 +342,7 @@ class EngineEnv:
             options=StreamOptions(timeout=self.config.agent.llm_timeout_s),
             depth=depth,
             env=self,
+            cache=self.sessions.get(ctx.session_label),
         )
 
     async def compact(

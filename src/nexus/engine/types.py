@@ -138,6 +138,8 @@ class AssembledContext:
     permissions_granted: list[str] = field(default_factory=list)
     source_event_id: str | None = None
     workspace_path: str = ""
+    history_estimates: list[int | None] | None = field(default=None, repr=False)
+    """Assembly's per-message token estimates of ``history`` (None = not known), reused by the run."""
 
 
 def new_id() -> str:
