@@ -9,20 +9,25 @@ Measures (median of ``--runs`` fresh processes each, after one unmeasured warm-u
   process), the turn written to the SQLite ledger (target < 500 ms). Every run starts a new
   session, like pi's ``-p``.
 
-Baselines: ``reference/peer-baselines.md`` §5, pi-coding-agent 0.73.1 on this machine kind:
-``pi --help`` 866 / 928 ms, ``pi -p "hello"`` (session written) 1,041 / 1,167 ms (passes A / B).
+With ``--peers``, pi (the ``@mariozechner/pi-coding-agent`` CLI, from ``--pi-dir``, default
+``/tmp/peerbench/pi``; nothing is installed) runs the same cases in the same rounds: ``pi --help``
+and ``pi -p "hello"`` (session file written, like our ledger write) against the same fake server,
+with HOME and its agent dir in a temp dir and ``PI_OFFLINE=1``. Ratios are printed only for
+what was measured in this run; a missing pi is reported and gets no ratio.
 
 Byte-code caching is on (``PYTHONPYCACHEPREFIX`` in a temp dir, filled by the warm-up), as for
 an installed package; ``--no-pyc`` measures with ``PYTHONDONTWRITEBYTECODE=1`` and no cache.
 ``--importtime`` prints the slowest imports of ``nexus run`` (``python -X importtime``).
 
-    .venv/bin/python bench/bench_cli.py [--runs 10] [--no-pyc] [--importtime]
+    .venv/bin/python bench/bench_cli.py [--runs 10] [--no-pyc] [--importtime] [--peers]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -31,9 +36,11 @@ import tempfile
 import time
 from pathlib import Path
 
-PI = {"help": (866.0, 928.0), "run": (1041.0, 1167.0)}
+import _machine
+
 TARGET_MS = {"help": 200.0, "run": 500.0}
 SRC = Path(__file__).resolve().parents[1] / "src"
+PI_DIR = "/tmp/peerbench/pi"
 
 
 def _nexus_cmd() -> list[str]:
@@ -41,30 +48,74 @@ def _nexus_cmd() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "nexus.cli"]
 
 
-def _time(cmd: list[str], env: dict[str, str], runs: int, check: bool = True) -> list[float]:
-    subprocess.run(cmd, env=env, capture_output=True, check=check, timeout=120)  # warm-up (fills the pyc cache)
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        done = subprocess.run(cmd, env=env, capture_output=True, check=False, timeout=120)
-        times.append((time.perf_counter() - started) * 1000)
-        if check and done.returncode != 0:
-            raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}): {done.stderr.decode()[-500:]}")
-    return times
+Case = tuple[str, list[str] | None, dict[str, str], str | None]  # name, argv (None = `nexus run`), env, cwd
 
 
-def _time_runs(base: list[str], env: dict[str, str], runs: int) -> list[float]:
-    times = []
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _run_case(case: Case, base: list[str], i: int) -> tuple[float, float]:
+    """(wall ms, CPU ms) of one process of ``case``; CPU = user + system of the process (and its threads)."""
+    name, cmd, env, cwd = case
+    argv = cmd if cmd is not None else [*base, "run", "-s", f"bench-{os.getpid()}-{i}", "hello"]
+    cpu = _children_cpu()
+    started = time.perf_counter()
+    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, check=False, timeout=120)
+    elapsed = (time.perf_counter() - started) * 1000
+    if done.returncode != 0:
+        raise SystemExit(f"{name} failed ({done.returncode}): {done.stderr.decode()[-800:]}")
+    return elapsed, (_children_cpu() - cpu) * 1000
+
+
+def _time_rounds(
+    cases: list[Case], base: list[str], runs: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """One unmeasured warm-up of each case (it fills the pyc cache), then ``runs`` rounds, one run of each case
+    per round, so load drift on a shared machine hits every case alike. Returns wall and CPU ms per case."""
+    times: dict[str, list[float]] = {case[0]: [] for case in cases}
+    cpu: dict[str, list[float]] = {case[0]: [] for case in cases}
     for i in range(runs + 1):
-        cmd = [*base, "run", "-s", f"bench-{os.getpid()}-{i}", "hello"]
-        started = time.perf_counter()
-        done = subprocess.run(cmd, env=env, capture_output=True, check=False, timeout=120)
-        elapsed = (time.perf_counter() - started) * 1000
-        if done.returncode != 0:
-            raise SystemExit(f"nexus run failed ({done.returncode}): {done.stderr.decode()[-800:]}")
-        if i > 0:  # the first run is the warm-up
-            times.append(elapsed)
-    return times
+        for case in cases:
+            elapsed, used = _run_case(case, base, i)
+            if i > 0:
+                times[case[0]].append(elapsed)
+                cpu[case[0]].append(used)
+    return times, cpu
+
+
+def _pi_env(work: Path, url: str, pi_dir: str) -> tuple[list[str], dict[str, str], str] | str:
+    """pi's command, environment and cwd against the fake server, or why pi cannot run here."""
+    pi = Path(pi_dir) / "node_modules" / ".bin" / "pi"
+    if not pi.exists():
+        return f"{pi} not found"
+    if shutil.which("node") is None:
+        return "node not found"
+    home = work / "pi-home"
+    agent = home / ".pi" / "agent"
+    agent.mkdir(parents=True)
+    (work / "pi-cwd").mkdir()
+    provider = {
+        "baseUrl": f"{url}/v1",
+        "api": "openai-completions",
+        "apiKey": "bench",
+        "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+        "models": [{"id": "fake-model", "name": "Fake"}],
+    }
+    (agent / "models.json").write_text(json.dumps({"providers": {"fake": provider}}), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(HOME=str(home), PI_CODING_AGENT_DIR=str(agent), PI_OFFLINE="1", PI_TELEMETRY="0")
+    env["PI_SKIP_VERSION_CHECK"] = "1"
+    return [str(pi)], env, str(work / "pi-cwd")
+
+
+def _pi_version(pi_dir: str) -> str:
+    try:
+        package = Path(pi_dir) / "node_modules" / "@mariozechner" / "pi-coding-agent" / "package.json"
+        return str(json.loads(package.read_text(encoding="utf-8"))["version"])
+    except (OSError, ValueError, KeyError):
+        return "?"
 
 
 def _start_fake_server(env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
@@ -100,24 +151,31 @@ def _importtime(base: list[str], env: dict[str, str], top: int = 15) -> None:
         print(f"  {cumulative_us / 1000:7.1f}  {module}")
 
 
-def _row(name: str, times: list[float], key: str | None) -> str:
+def _row(name: str, times: list[float], key: str | None, pi: list[float] | None) -> str:
     median = statistics.median(times)
     spread = f"{min(times):.0f}-{max(times):.0f}"
     if key is None:
         return f"| {name} | **{median:.0f}** | {spread} | - | - | - |"
     target = TARGET_MS[key]
-    pi_a, pi_b = PI[key]
     verdict = "ok" if median < target else "OVER"
-    ratio = f"{pi_a / median:.1f}-{pi_b / median:.1f}x faster"
-    return f"| {name} | **{median:.0f}** | {spread} | < {target:.0f} ({verdict}) | {pi_a:.0f} / {pi_b:.0f} | {ratio} |"
+    if pi is None:
+        return f"| {name} | **{median:.0f}** | {spread} | < {target:.0f} ({verdict}) | not measured | - |"
+    pi_median = statistics.median(pi)
+    return (
+        f"| {name} | **{median:.0f}** | {spread} | < {target:.0f} ({verdict}) | {pi_median:.0f} "
+        f"({min(pi):.0f}-{max(pi):.0f}) | {pi_median / median:.1f}x faster |"
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=10, help="measured processes per case (default 10)")
     parser.add_argument("--no-pyc", action="store_true", help="no byte-code cache (PYTHONDONTWRITEBYTECODE=1)")
     parser.add_argument("--importtime", action="store_true", help="also list the slowest imports of `nexus run`")
+    parser.add_argument("--peers", action="store_true", help="also time pi, if installed (see bench/README.md)")
+    parser.add_argument("--pi-dir", default=os.environ.get("PI_DIR", PI_DIR))
     args = parser.parse_args()
+    print(_machine.header("bench_cli.py: whole CLI processes"))
 
     work = Path(tempfile.mkdtemp(prefix="nexus-bench-cli-"))
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "NEXUS_MODEL"}
@@ -132,6 +190,7 @@ def main() -> None:
         env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
 
     server, url = _start_fake_server(env)
+    pi_problem = "not asked for (--peers)"
     try:
         home = work / "home"
         home.mkdir()
@@ -141,9 +200,22 @@ def main() -> None:
             encoding="utf-8",
         )
         base = _nexus_cmd()
-        floor = _time([sys.executable, "-c", "pass"], env, args.runs)
-        help_times = _time([*base, "--help"], env, args.runs)
-        run_times = _time_runs(base, env, args.runs)
+        cases: list[Case] = [
+            ("floor", [sys.executable, "-c", "pass"], env, None),
+            ("help", [*base, "--help"], env, None),
+            ("run", None, env, None),
+        ]
+        if args.peers:
+            pi = _pi_env(work, url, args.pi_dir)
+            if isinstance(pi, str):
+                pi_problem = pi
+            else:
+                pi_problem = ""
+                pi_cmd, pi_env, pi_cwd = pi
+                model = ["--provider", "fake", "--model", "fake-model"]
+                cases += [("pi_help", [*pi_cmd, "--help"], pi_env, pi_cwd)]
+                cases += [("pi_run", [*pi_cmd, "-p", "hello", *model], pi_env, pi_cwd)]
+        times, cpu = _time_rounds(cases, base, args.runs)
         if args.importtime:
             _importtime(base, env)
     finally:
@@ -157,13 +229,30 @@ def main() -> None:
     shutil.rmtree(work, ignore_errors=True)
 
     mode = "no byte-code cache" if args.no_pyc else "byte-code cached"
-    print(f"\nnexus CLI, {args.runs} fresh processes per case, {mode}; command: {' '.join(base)}")
-    print(f"turns written to the ledger by the run case: {written} (expected {args.runs + 1})\n")
-    print("| case | median ms | min-max | target ms | pi ms (A / B) | vs pi |")
+    print(f"\nnexus CLI, {args.runs} fresh processes per case (rounds interleaved), {mode}; command: {' '.join(base)}")
+    print(f"turns written to the ledger by the run case: {written} (expected {args.runs + 1})")
+    if pi_problem:
+        print(f"pi not measured, no ratio: {pi_problem}")
+    else:
+        print(f"pi {_pi_version(args.pi_dir)} measured in the same rounds, against the same fake server")
+    print("\n| case | median ms | min-max | target ms | pi ms, same run (min-max) | vs pi |")
     print("|---|---|---|---|---|---|")
-    print(_row("`python -c pass` (floor)", floor, None))
-    print(_row("`nexus --help`", help_times, "help"))
-    print(_row('`nexus run "hello"` (loopback provider, ledger write)', run_times, "run"))
+    print(_row("`python -c pass` (floor)", times["floor"], None, None))
+    print(_row("`nexus --help`", times["help"], "help", times.get("pi_help")))
+    print(_row('`nexus run "hello"` (loopback provider, ledger write)', times["run"], "run", times.get("pi_run")))
+    print("\nCPU time of the same processes (user + system, ms; moves less with the load than wall time):\n")
+    print("| case | nexus CPU ms | pi CPU ms, same run | pi / nexus |")
+    print("|---|---|---|---|")
+    for key, pi_key, label in (
+        ("floor", None, "`python -c pass`"),
+        ("help", "pi_help", "`--help`"),
+        ("run", "pi_run", "run"),
+    ):
+        ours = statistics.median(cpu[key])
+        theirs = statistics.median(cpu[pi_key]) if pi_key in cpu else None
+        cells = ("-", "-") if theirs is None else (f"{theirs:.0f}", f"{theirs / ours:.1f}x")
+        print(f"| {label} | {ours:.0f} | {cells[0]} | {cells[1]} |")
+    print(_machine.load_line())
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ Process rows (median of 5 fresh processes):
                         the real HTTP provider (peers §5: ``pi -p "hello"``)
 
   .venv/bin/python bench/bench_engine.py [--turns 300] [--reps 3] [--history-turns 200] [--scripted] [--quick]
+
+No peer runs here, so no ratio against a peer is printed (``--peers`` only says where they are measured).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
+import _machine
+
 from nexus.agent import AgentContext, AgentLoopConfig, AgentTool, AgentToolResult, agent_loop
 from nexus.llm.abort import AbortSignal
 from nexus.llm.events import (
@@ -58,31 +62,10 @@ from nexus.llm.types import AssistantMessage, Context, Model, TextContent, ToolC
 
 MODEL = Model(id="canned", provider="canned", api="canned")
 
-# peer-baselines.md, passes A / B
-PEERS_TURN: list[tuple[str, float, float]] = [  # §2a fresh, µs per tool turn
-    ("openai-agents Runner.run (tracing on)", 2684, 2894),
-    ("openai-agents Runner.run (tracing off)", 2255, 2502),
-    ("LangGraph ainvoke", 4566, 3342),
-    ("pydantic-ai agent.run", 5330, 4262),
-]
-PEERS_STORE: list[tuple[str, float, float]] = [  # §4a, µs to add one 4-message turn
-    ("openai-agents SQLiteSession, 4-item batch", 353, 513),
-    ("sqlite3 floor, 4 rows in one transaction", 178, 185),
-]
-PEERS_HISTORY: list[tuple[str, float, float]] = [
-    ("pydantic-ai", 52, 58),
-    ("openai-agents", 42, 45),
-    ("LangGraph async", 3.8, 4.5),
-]  # §2b µs/item
-PEERS_FIRST_RUN: list[tuple[str, float, float]] = [
-    ("pydantic-ai", 18.7, 21.7),
-    ("openai-agents", 46.6, 47.7),
-    ("LangGraph", 7.0, 8.1),
-]  # §3 ms
-PEERS_PROCESS: list[tuple[str, float, float]] = [
-    ("pi -p hello --no-session", 1067, 1179),
-    ("pi -p hello (session written)", 1041, 1167),
-]  # §5 ms
+NO_PEERS = (
+    "peers: not measured by this script, so no ratios (a ratio needs both sides measured in one run); "
+    "`bench_loop.py --peers` and `bench_engine_http.py` measure them live"
+)
 
 
 # --------------------------------------------------------------------------- model and tool
@@ -278,10 +261,6 @@ def process_row(python: str) -> tuple[float, float]:
 # --------------------------------------------------------------------------- report
 
 
-def ratio(ours: float, a: float, b: float) -> str:
-    return f"{ours / a:.2f}x / {ours / b:.2f}x"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=300)
@@ -289,7 +268,9 @@ def main() -> None:
     parser.add_argument("--history-turns", type=int, default=200)
     parser.add_argument("--scripted", action="store_true", help="use nexus.testing.ScriptedModel as the model")
     parser.add_argument("--quick", action="store_true", help="in-process rows only (no child processes)")
+    parser.add_argument("--peers", action="store_true", help="no effect here: see bench_loop.py --peers")
     args = parser.parse_args()
+    print(_machine.header("bench_engine.py: engine overhead per turn, no I/O"))
     stream_fn: StreamFn = scripted_factory() if args.scripted else canned
     model_name = "ScriptedModel" if args.scripted else "canned stream function"
 
@@ -308,22 +289,14 @@ def main() -> None:
         f"  engine wrapper over the loop: {engine_cost:.0f} µs; "
         f"ledger (open + 2 journal rows + write): {ledger_cost:.0f} µs"
     )
-
-    print("\nPeers (peer-baselines.md §2a, fresh tool turn, passes A / B) — ratio = ours (assemble + execute) / peer")
-    ours = rows["assemble + execute"]
-    for name, a, b in PEERS_TURN:
-        print(f"  {name:<40}{a:>6} / {b:<6} µs   ratio {ratio(ours, a, b)}")
-    print("Persistence per turn (§4a, 4 messages) — ratio = our ledger cost / peer (ours: WAL, synchronous=NORMAL)")
-    for name, a, b in PEERS_STORE:
-        print(f"  {name:<40}{a:>6} / {b:<6} µs   ratio {ratio(ledger_cost, a, b)}")
+    print(NO_PEERS)
 
     first, last, per_item = asyncio.run(history_row(args.history_turns, stream_fn))
     print(f"\nOne session of {args.history_turns} turns (assemble + execute + ledger, history re-read each turn)")
     print(f"  first turns {first:.0f} µs, last turns {last:.0f} µs  ->  {per_item:.2f} µs per history message per turn")
-    for name, a, b in PEERS_HISTORY:
-        print(f"  {name:<40}{a:>6} / {b:<6} µs/item   ratio {ratio(per_item, a, b)}")
 
     if args.quick:
+        print(_machine.load_line())
         return
     python = sys.executable
     fr = first_run_row(python)
@@ -331,15 +304,12 @@ def main() -> None:
         f"\nFresh process (median of 5): import {fr['import_s'] * 1000:.0f} ms, first run {fr['first_ms']:.1f} ms, "
         f"second run {fr['second_ms']:.1f} ms"
     )
-    for name, a, b in PEERS_FIRST_RUN:
-        print(f"  {name:<40}{a:>6} / {b:<6} ms first run   ratio {ratio(fr['first_ms'], a, b)}")
     wall, bare = process_row(python)
     print(
         f"\nWhole process: run_agent('hello') against a loopback OpenAI-compatible server: {wall:.0f} ms "
         f"(bare python {bare:.0f} ms)"
     )
-    for name, a, b in PEERS_PROCESS:
-        print(f"  {name:<40}{a:>6} / {b:<6} ms   ratio {ratio(wall, a, b)}")
+    print(_machine.load_line())
 
 
 if __name__ == "__main__":

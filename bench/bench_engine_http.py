@@ -28,7 +28,10 @@ processes, the variants interleaved round-robin so machine noise spreads over al
 (nexus -> httpx SSE; peers -> httpx2 SSE or JSON): what the framework adds, the model excluded.
 The server's own time and the loopback round trips are in the floor and cancel out.
 
-  .venv/bin/python bench/bench_engine_http.py [--turns 200] [--warmup 20] [--reps 3] [--only a,b]
+  .venv/bin/python bench/bench_engine_http.py [--turns 200] [--warmup 20] [--reps 3] [--only a,b] [--peers]
+
+Without ``--peers`` only the nexus rows and their httpx floor run. With it, the peer rows run too when
+their venvs import them (nothing is installed; a missing one is reported and gets no row).
 
 Peer venvs (skipped with a note when missing; override with BENCH_PYAI_PYTHON / BENCH_OAI_PYTHON):
   python3 -m venv /tmp/bench-pyai && /tmp/bench-pyai/bin/pip install "pydantic-ai-slim[openai]"
@@ -53,6 +56,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 NEXUS_PYTHON = str(ROOT / ".venv" / "bin" / "python")
+if not Path(NEXUS_PYTHON).exists():  # a checkout without its own venv (a git worktree): the running python
+    NEXUS_PYTHON = sys.executable
 SYSTEM = "You are a test agent."
 PROMPT = "What is 1 + 2?"
 ANSWER = "The sum is 3."
@@ -472,8 +477,16 @@ def main() -> None:
     parser.add_argument(
         "--only", default="", help="comma-separated name prefixes of the rows to run (their floors run too)"
     )
+    parser.add_argument("--peers", action="store_true", help="also run pydantic-ai and openai-agents (if installed)")
     args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import _machine
+
+    print(_machine.header("bench_engine_http.py: engine overhead per turn over HTTP"))
     rows, notes = variants()
+    if not args.peers:
+        rows = [v for v in rows if v.python == NEXUS_PYTHON]
+        notes = ["peers not measured, no ratios against them: add --peers (see bench/README.md)"]
     for note in notes:
         print("note:", note)
     wanted = [p.strip() for p in args.only.split(",") if p.strip()]
@@ -491,6 +504,7 @@ def main() -> None:
                 results[variant.name].append(run_child(variant, args, Path(tmp)))
             print(f"  pass {rep + 1}/{args.reps} done, load average {load()}", flush=True)
     report(rows, results)
+    print(_machine.load_line())
 
 
 if __name__ == "__main__":

@@ -1,13 +1,13 @@
 """Agents Ledger benchmark: write_turn throughput, history() latency, bytes per message, and peers.
 
-Run:  .venv/bin/python bench/bench_ledger.py [--quick] [--oai-python /tmp/bench-oai/bin/python]
+Run:  .venv/bin/python bench/bench_ledger.py [--quick] [--peers] [--oai-python PYTHON]
 
-Baselines (reference/peer-baselines.md §4, same machine): openai-agents SQLiteSession adds a 4-item
-batch in 0.35-0.51 ms and loads 1k / 10k items in 3.6 / 38-42 ms at 310 B per item; a plain
-recursive CTE leaf->root over 10k rows takes 43 ms; pi's JSONL opens 10k entries in 71-114 ms;
-LangGraph SqliteSaver reaches 185 KB per message at 1,000 steps. The stored-JSON-ancestry design
-of the spec is rebuilt here as the storage baseline, and pi JSONL / SQLiteSession are re-measured
-on equal content when available.
+Baselines measured in the same run: a naive recursive CTE over the same rows, the stored
+JSON-ancestry design of the original spec (rebuilt here), and pi's JSONL session format (the
+same history exported with ``export_pi`` and read back the way pi does: parse every line, walk
+leaf -> root). With ``--peers``, openai-agents ``SQLiteSession`` stores and loads the same content
+in the python of its venv (default ``/tmp/peerbench/venv-oaiagents/bin/python``); nothing is
+installed, and without it no ratio against it is printed.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import _machine
 
 from nexus.ledger import Ledger, _decode, _read
 from nexus.llm.types import AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
@@ -99,20 +101,23 @@ def _median(values: list[float]) -> float:
 # --------------------------------------------------------------------------- write throughput
 
 
-def bench_write(tmp: Path, turns: int, runs: int, synchronous: str) -> float:
+def bench_write(tmp: Path, turns: int, runs: int, synchronous: str) -> tuple[float, float]:
+    """Median turns/s over ``runs`` fresh databases: by wall time, and by this process's CPU time."""
     rates: list[float] = []
+    cpu_rates: list[float] = []
     data = [two_call_turn(i) for i in range(turns)]
     for _ in range(runs):
         db = tmp / f"write-{synchronous}.db"
         _fresh(db)
         ledger = Ledger.open(db, synchronous=synchronous)
         ledger.create_session("s")
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for q, r in data:
             ledger.write_turn(None, "s", query_messages=q, response_messages=r, model="gpt-4o", provider="openai")
         rates.append(turns / (time.perf_counter() - start))
+        cpu_rates.append(turns / max(time.process_time() - cpu, 1e-9))
         ledger.close()
-    return _median(rates)
+    return _median(rates), _median(cpu_rates)
 
 
 # --------------------------------------------------------------------------- history
@@ -382,38 +387,54 @@ def _row(*cells: object) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller runs (smoke test)")
-    parser.add_argument("--oai-python", default="/tmp/bench-oai/bin/python", help="python of a venv with openai-agents")
+    parser.add_argument("--peers", action="store_true", help="also measure openai-agents SQLiteSession, if installed")
+    parser.add_argument("--oai-python", default=OAI_PYTHON, help="python of a venv with openai-agents")
     args = parser.parse_args()
+    print(_machine.header("bench_ledger.py: the SQLite ledger"))
     depths = [100, 1_000] if args.quick else [100, 1_000, 10_000]
     reps = 3 if args.quick else 7
     with tempfile.TemporaryDirectory(prefix="bench-ledger-") as name:
         tmp = Path(name)
-        _report_writes(tmp, 1_000 if args.quick else 5_000, 3)
+        counts = [100, 1_000] if args.quick else [100, 1_000, 10_000]
+        oai = _peer_oai(tmp, args, counts)
+        _report_writes(tmp, 1_000 if args.quick else 5_000, 3, oai)
         _report_history(tmp, depths, reps)
-        _report_peers(tmp, args.oai_python, quick=args.quick, reps=reps)
+        _report_peers(tmp, oai, counts, reps=reps)
+    print(_machine.load_line())
 
 
-def _report_writes(tmp: Path, turns: int, runs: int) -> None:
+OAI_PYTHON = "/tmp/peerbench/venv-oaiagents/bin/python"
+
+
+def _peer_oai(tmp: Path, args: argparse.Namespace, counts: list[int]) -> dict[str, dict[str, float]] | None:
+    """SQLiteSession's numbers from this run, or None (and why) when not asked for or not installed."""
+    if not args.peers:
+        print("(openai-agents SQLiteSession not measured, no ratios against it: add --peers; see bench/README.md)")
+        return None
+    oai = bench_oai(args.oai_python, tmp, counts)
+    if oai is None:
+        print(f"openai-agents not measured, no ratio: no working `import agents` in {args.oai_python}")
+    return oai
+
+
+def _report_writes(tmp: Path, turns: int, runs: int, oai: dict[str, dict[str, float]] | None) -> None:
     normal = bench_write(tmp, turns, runs, "NORMAL")
     full = bench_write(tmp, max(turns // 5, 200), runs, "FULL")
+    # SQLiteSession's median 4-item add over its 1,000-item store, measured in this run
+    add_us = oai["1000"]["add_ms"] * 1000 if oai and "1000" in oai else None
     print("\n## write_turn: 4 messages + 2 tool calls, one durable transaction per turn\n")
-    print(_row("synchronous", "turns/s", "µs/turn", "baseline: SQLiteSession 4-item add 0.35-0.51 ms", "ratio"))
-    print(_row("---", "---", "---", "---", "---"))
-    for mode, rate in (("NORMAL (default; WAL, survives process crash)", normal), ("FULL (fsync per commit)", full)):
-        print(
-            _row(
-                mode,
-                f"{rate:,.0f}",
-                f"{1e6 / rate:.0f}",
-                "350-510 µs",
-                f"{350 / (1e6 / rate):.1f}-{510 / (1e6 / rate):.1f}x faster",
-            )
-        )
+    header = ("synchronous", "turns/s", "µs/turn", "turns/s by CPU time", "SQLiteSession 4-item add, same run, µs")
+    print(_row(*header, "ratio"))
+    print(_row(*["---"] * 6))
+    for mode, (rate, cpu_rate) in (
+        ("NORMAL (default; WAL, survives process crash)", normal),
+        ("FULL (fsync per commit)", full),
+    ):
+        us = 1e6 / rate
+        peer = "not measured" if add_us is None else f"{add_us:.0f}"
+        ratio = "-" if add_us is None else f"{add_us / us:.2f}x as fast"
+        print(_row(mode, f"{rate:,.0f}", f"{us:.0f}", f"{cpu_rate:,.0f}", peer, ratio))
 
-
-BEFORE = {100: (1.06, 461), 1_000: (13.4, 435), 10_000: (162.0, 430)}
-"""Schema 2 (serde JSON bodies, cache off by default; commit 761301c) run through this bench on the same VM:
-cold history() ms and net bytes/message. Re-measure: ``PYTHONPATH=<checkout of 761301c>/src python bench/...``."""
 
 TARGETS = {100: None, 1_000: 2.0, 10_000: 10.0}
 """Cold history() targets from the performance issue, ms."""
@@ -425,7 +446,7 @@ def _print_history_header() -> None:
         _row(
             "depth (turns)",
             "messages",
-            "history() ms (before -> now)",
+            "history() ms",
             "target ms",
             "cache off ms",
             "SQL ms",
@@ -433,7 +454,7 @@ def _print_history_header() -> None:
             "open ms",
             "next turn (cache) ms",
             "naive recursive CTE, SQL ms",
-            "DB bytes/message, net of empty schema (before -> now)",
+            "DB bytes/message, net of empty schema",
             "JSON-ancestry threads bytes/turn",
         )
     )
@@ -463,13 +484,12 @@ def _report_history(tmp: Path, depths: list[int], reps: int) -> None:
         warm = time_history_warm(db, reps)
         size = db_bytes(db)
         anc_note = _ancestry_note(tmp, depth)
-        before_ms, before_bytes = BEFORE.get(depth, (float("nan"), 0))
         target = TARGETS.get(depth)
         print(
             _row(
                 f"{depth:,}",
                 f"{t.count:,}",
-                f"{before_ms:.2f} -> {t.full:.2f}",
+                f"{t.full:.2f}",
                 "" if target is None else f"< {target:g} ({'met' if t.full < target else 'missed'})",
                 f"{t.uncached:.2f}",
                 f"{t.sql:.2f}",
@@ -477,7 +497,7 @@ def _report_history(tmp: Path, depths: list[int], reps: int) -> None:
                 f"{t.open_ms:.2f}",
                 f"{warm:.2f}",
                 f"{naive:.2f}",
-                f"{before_bytes} -> {(size - empty_size) / t.count:.0f} (gross {size / t.count:.0f})",
+                f"{(size - empty_size) / t.count:.0f} (gross {size / t.count:.0f})",
                 anc_note,
             )
         )
@@ -487,10 +507,6 @@ def _report_history(tmp: Path, depths: list[int], reps: int) -> None:
     t = time_history(forked, reps)
     cells = [f"{t.full:.2f}", "", f"{t.uncached:.2f}", f"{t.sql:.2f}", _stages(t), f"{t.open_ms:.2f}"]
     print(_row(f"{depth:,}, a fork every 100 turns on the path", f"{t.count:,}", *cells, "", "", "", ""))
-    print(
-        "\nBaselines: SQLiteSession get_items 0.40 / 3.6 / 38-42 ms at 100 / 1k / 10k items; recursive CTE + json "
-        "0.28 / 3.1-3.7 / 43-48 ms; LangGraph SqliteSaver 21 KB -> 185 KB per message at 100 -> 1,000 steps."
-    )
 
 
 def _stages(t: HistoryTimes) -> str:
@@ -501,10 +517,8 @@ def _stages(t: HistoryTimes) -> str:
     )
 
 
-def _report_peers(tmp: Path, oai_python: str, *, quick: bool, reps: int) -> None:
+def _report_peers(tmp: Path, oai: dict[str, dict[str, float]] | None, counts: list[int], *, reps: int) -> None:
     print("\n## Same history from the peers' stores, equal content (messages = items = entries)\n")
-    counts = [100, 1_000] if quick else [100, 1_000, 10_000]
-    oai = bench_oai(oai_python, tmp, counts)
     print(
         _row(
             "messages",
@@ -529,15 +543,12 @@ def _report_peers(tmp: Path, oai_python: str, *, quick: bool, reps: int) -> None
         assert pi_count == count, (pi_count, count)
         o = (oai or {}).get(str(n))
         oai_cells = (
-            (f"{o['get_ms']:.2f}", f"{o['bytes'] / o['items']:.0f}", f"{o['add_ms']:.2f}") if o else ("n/a",) * 3
+            (f"{o['get_ms']:.2f}", f"{o['bytes'] / o['items']:.0f}", f"{o['add_ms']:.2f}")
+            if o
+            else ("not measured",) * 3
         )
         print(
             _row(f"{n:,}", f"{full:.2f}", f"{pi_ms:.2f}", oai_cells[0], f"{db_bytes(db) / count:.0f}", *oai_cells[1:])
-        )
-    if oai is None:
-        print(
-            "\n(openai-agents not found at --oai-python: create it with `python3 -m venv /tmp/bench-oai && "
-            "/tmp/bench-oai/bin/pip install openai-agents`)"
         )
 
 

@@ -15,10 +15,14 @@ Modes:
   history  one ``Agent`` conversation of N turns; turn k re-sends the whole history (4 messages per turn).
            Reports the mean of turns 1-100 and of the last 100 turns and the slope in us per history item.
 
-  .venv/bin/python bench/bench_loop.py [--turns 1000] [--reps 3] [--peers-live] [--peers-live-history TURNS]
+  .venv/bin/python bench/bench_loop.py [--turns 1000] [--reps 3] [--peers] [--peers-history]
 
---peers-live runs /work/shared/peerbench/run_loop.py (needs `bash setup.sh` there first) and prints those
-numbers next to ours; otherwise the recorded baselines are printed.
+--peers also runs the peers' own loop benchmark (``/work/shared/peerbench/bench_loop.py``, or
+``--peerbench DIR``) in their venvs (``/tmp/peerbench/venv-*``, or ``--peer-venvs DIR``), in fresh
+processes interleaved with ours, and prints each ratio from that same run. Nothing is installed: a
+peer whose venv is missing or cannot import it is reported and gets no ratio (bench/README.md says
+how to get them). --peers-history does the same for the one-long-conversation mode, with the same
+number of turns as ours (slow: pydantic-ai and openai-agents take ~1.5 minutes per 1,000 turns).
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
+
+import _machine
 
 from nexus.agent import Agent, AgentContext, AgentLoopConfig, agent_loop, tool
 from nexus.llm.events import (
@@ -61,20 +67,21 @@ from nexus.llm.types import (
 )
 
 PEERBENCH = "/work/shared/peerbench"
+PEER_VENVS = "/tmp/peerbench"
 MODEL = Model(id="canned", provider="canned", api="canned")
 
-# peer-baselines.md §2a / §2b (passes A / B), us per turn, and us per history item per turn
+# the peers' variants (peerbench/bench_loop.py FRAMEWORK VARIANT): label, framework, variant, venv, module
 PEERS_FRESH = [
-    ("openai-agents (canned, tracing on)", 2684, 2894),
-    ("openai-agents (canned, tracing off)", 2255, 2502),
-    ("LangGraph ainvoke", 4566, 3342),
-    ("LangGraph invoke (sync)", 2990, 2534),
-    ("pydantic-ai agent.run", 5330, 4262),
+    ("openai-agents Runner.run (canned model, tracing on)", "agents", "canned", "venv-oaiagents", "agents"),
+    ("openai-agents Runner.run (canned model, tracing off)", "agents", "canned_notrace", "venv-oaiagents", "agents"),
+    ("LangGraph ainvoke", "langgraph", "async", "venv-lg", "langgraph"),
+    ("LangGraph invoke (sync)", "langgraph", "sync", "venv-lg", "langgraph"),
+    ("pydantic-ai agent.run", "pydantic_ai", "async", "venv-pyai", "pydantic_ai"),
 ]
-PEERS_HISTORY = [  # (name, first 100 ms A/B, last 100 ms A/B, us per item A/B)
-    ("pydantic-ai", (21.3, 12.7), (210, 220), (52, 58)),
-    ("openai-agents (canned)", (9.7, 9.4), (162, 170), (42, 45)),
-    ("LangGraph (async)", (3.8, 4.7), (17.6, 20.9), (3.8, 4.5)),
+PEERS_HISTORY = [
+    ("pydantic-ai", "pydantic_ai", "async", "venv-pyai", "pydantic_ai"),
+    ("openai-agents (canned)", "agents", "canned", "venv-oaiagents", "agents"),
+    ("LangGraph (async)", "langgraph", "async", "venv-lg", "langgraph"),
 ]
 
 
@@ -174,15 +181,21 @@ def make_agent_turn(stream: Any, reset: bool) -> tuple[Agent, Callable[[], Await
 
 
 async def time_turns(turn: Callable[[], Awaitable[None]], turns: int, warmup: int = 20) -> list[float]:
+    """Wall seconds of each timed turn; the CPU seconds of them all go to ``CPU_SECONDS[0]``."""
     for _ in range(warmup):
         await turn()
     gc.collect()
     per_turn = []
+    cpu = time.process_time()
     for _ in range(turns):
         t0 = time.perf_counter()
         await turn()
         per_turn.append(time.perf_counter() - t0)
+    CPU_SECONDS[0] = time.process_time() - cpu
     return per_turn
+
+
+CPU_SECONDS = [0.0]
 
 
 # --------------------------------------------------------------------------- runs (each in a fresh process)
@@ -205,6 +218,7 @@ def child(variant: str, turns: int) -> dict[str, Any]:
             raise SystemExit(f"unknown variant {variant}")
         return {
             "us_per_turn": statistics.fmean(per) * 1e6,
+            "cpu_us_per_turn": CPU_SECONDS[0] / len(per) * 1e6,
             "first100_us": statistics.fmean(per[:100]) * 1e6,
             "last100_us": statistics.fmean(per[-100:]) * 1e6,
             "turn10_us": statistics.median(per[5:15]) * 1e6,
@@ -215,95 +229,116 @@ def child(variant: str, turns: int) -> dict[str, Any]:
     return asyncio.run(go())
 
 
-def run_child(variant: str, turns: int, reps: int) -> dict[str, Any]:
-    runs = []
+Job = tuple[str, list[str]]  # (label, command printing one JSON line)
+
+
+def nexus_job(variant: str, turns: int) -> Job:
+    return variant, [sys.executable, __file__, "--child", variant, "--turns", str(turns)]
+
+
+def peer_jobs(peers: list[tuple[str, str, str, str, str]], a: argparse.Namespace, mode: str) -> list[Job]:
+    """Commands for the peers that can run here; prints why the others cannot (nothing is installed)."""
+    script = os.path.join(a.peerbench, "bench_loop.py")
+    jobs: list[Job] = []
+    for label, framework, variant, venv, module in peers:
+        python = os.path.join(a.peer_venvs, venv, "bin", "python")
+        problem = None
+        if not os.path.exists(script):
+            problem = f"{script} not found"
+        elif not os.path.exists(python):
+            problem = f"{python} not found"
+        elif subprocess.run([python, "-c", f"import {module}"], capture_output=True, check=False).returncode:
+            problem = f"`import {module}` fails in {python}"
+        if problem is not None:
+            print(f"peer not measured, no ratio: {label}: {problem} (see bench/README.md)")
+            continue
+        cmd = [python, script, framework, variant, "--turns", str(a.turns), "--mode", mode]
+        jobs.append((label, cmd))
+    return jobs
+
+
+def run_jobs(jobs: list[Job], reps: int) -> dict[str, dict[str, Any]]:
+    """Run every job ``reps`` times, round-robin (so load drift hits all alike); medians per job."""
+    runs: dict[str, list[dict[str, Any]]] = {label: [] for label, _ in jobs}
     for _ in range(reps):
-        out = subprocess.run(
-            [sys.executable, __file__, "--child", variant, "--turns", str(turns)],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-    med["all"] = [round(r["us_per_turn"], 1) for r in runs]
-    return med
+        for label, cmd in jobs:
+            out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=1800)
+            if out.returncode != 0:
+                print(f"{label} failed: {(out.stderr.strip().splitlines() or ['?'])[-1]}")
+                continue
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            r.setdefault("rss_after_mb", r.get("rss_after_setup_mb", 0.0))
+            runs[label].append(r)
+    medians: dict[str, dict[str, Any]] = {}
+    for label, rs in runs.items():
+        if rs:
+            keys = ("us_per_turn", "first100_us", "last100_us", "rss_after_mb", "peak_rss_mb")
+            med: dict[str, Any] = {k: statistics.median(r[k] for r in rs) for k in keys}
+            med["turn10_us"] = statistics.median(r.get("turn10_us", 0.0) for r in rs)
+            med["cpu_us"] = statistics.median(r.get("cpu_us_per_turn", 0.0) for r in rs)
+            med["all"] = [round(r["us_per_turn"], 1) for r in rs]
+            medians[label] = med
+    return medians
 
 
-def peers_live(mode: str, turns: int, ours: float) -> str:
-    """Run the peers' own benchmark here (one process per variant) and add the ratio to our number."""
-    script = os.path.join(PEERBENCH, "run_loop.py")
-    if not os.path.exists("/tmp/peerbench/venv-lg/bin/python"):
-        return "(peer venvs missing: run `bash /work/shared/peerbench/setup.sh` first)"
-    out_json = f"/tmp/nexus_bench_loop_peers_{mode}.json"
-    args = [sys.executable, script, "--mode", mode, "--turns", str(turns), "--reps", "1", "--json", out_json]
-    subprocess.run(args, capture_output=True, text=True, check=False, timeout=1800)
-    try:
-        with open(out_json) as f:
-            results = json.load(f)["results"]
-    except (OSError, ValueError, KeyError):
-        return "(peer run failed)"
-    if mode == "fresh":
-        lines = ["| peer | variant | us/turn | ratio peer / nexus |", "|---|---|---|---|"]
-        for r in results:
-            us = r["us_per_turn"]
-            lines.append(f"| {r['framework']} | {r['variant']} | {us:.0f} | {us / ours:.0f}x |")
-    else:
-        lines = ["| peer | turns 1-100 us | last 100 us | us per history item | last-100 ratio peer / nexus |"]
-        lines.append("|---|---|---|---|---|")
-        for r in results:
-            slope = (r["last100_us"] - r["first100_us"]) / (4 * (turns - 100))
-            lines.append(
-                f"| {r['framework']} | {r['first100_us']:.0f} | {r['last100_us']:.0f} | {slope:.1f} | "
-                f"{r['last100_us'] / ours:.0f}x |"
-            )
-    return "\n".join(lines)
-
-
-def _report_fresh(turns: int, reps: int) -> float:
-    """Print the fresh-run table and the recorded peers; returns nexus fresh_loop us/turn (the ratio base)."""
-    print("\n## fresh: every turn a new run (prompt -> tool call -> tool -> final text)\n")
-    print("| variant | us/turn | runs | RSS after MB | peak RSS MB |")
-    print("|---|---|---|---|---|")
-    fresh: dict[str, dict[str, Any]] = {}
-    variants = ["fresh_loop", "fresh_agent", "fresh_loop_sync_tool"]
-    try:
-        import nexus.testing  # noqa: F401
-
-        variants.append("scripted_fresh")
-    except ImportError:
-        pass
-    for v in variants:
-        m = fresh[v] = run_child(v, turns, reps)
-        print(f"| {v} | {m['us_per_turn']:.1f} | {m['all']} | {m['rss_after_mb']:.0f} | {m['peak_rss_mb']:.0f} |")
-    ours: float = fresh["fresh_loop"]["us_per_turn"]
-    print(f"\n### vs peers (recorded, peer-baselines.md §2a); ratio = peer / nexus fresh_loop ({ours:.0f} us)\n")
-    print("| peer | us/turn A / B | ratio A / B |")
-    print("|---|---|---|")
-    for name, pa, pb in PEERS_FRESH:
-        print(f"| {name} | {pa} / {pb} | {pa / ours:.0f}x / {pb / ours:.0f}x |")
-    return ours
-
-
-def _report_history(turns: int) -> dict[str, Any]:
-    """Print the one-long-conversation table against the recorded peers; returns the nexus measurements."""
-    h = run_child("history", turns, 1)
-    slope = (h["last100_us"] - h["first100_us"]) / (4 * (turns - 100))
-    print(f"\n## history: one {turns}-turn conversation via Agent.prompt (4 messages per turn)\n")
-    print("| | turn ~10 us | turns 1-100 us | last 100 turns us | us per history item | peak RSS MB |")
+def _report_fresh(a: argparse.Namespace) -> None:
+    """The fresh-run table; with --peers, the peers measured in the same rounds and their ratios."""
+    variants = ["fresh_loop", "fresh_agent", "fresh_loop_sync_tool", "scripted_fresh"]
+    jobs = [nexus_job(v, a.turns) for v in variants]
+    peers = peer_jobs(PEERS_FRESH, a, "fresh") if a.peers else []
+    res = run_jobs(jobs + peers, a.reps)
+    print(f"\n## fresh: every turn a new run (prompt -> tool call -> tool -> final text), median of {a.reps}\n")
+    print("| variant | µs/turn | runs | CPU µs/turn | RSS after MB | peak RSS MB |")
     print("|---|---|---|---|---|---|")
-    print(
-        f"| nexus | {h['turn10_us']:.0f} | {h['first100_us']:.0f} | {h['last100_us']:.0f} | {slope:.3f} | "
-        f"{h['peak_rss_mb']:.0f} |"
-    )
-    for name, f100, l100, per in PEERS_HISTORY:
+    for label, _ in jobs + peers:
+        if label in res:
+            m = res[label]
+            cpu = f"{m['cpu_us']:.1f}" if m["cpu_us"] else "-"
+            print(
+                f"| {label} | {m['us_per_turn']:.1f} | {m['all']} | {cpu} | {m['rss_after_mb']:.0f} | "
+                f"{m['peak_rss_mb']:.0f} |"
+            )
+    if not a.peers:
+        print("\n(peers not measured, no ratios: add --peers; see bench/README.md)")
+        return
+    ours = res.get("fresh_loop")
+    measured = [label for label, _ in peers if label in res]
+    if ours is None or not measured:
+        print("\n(no peer measured: no ratios)")
+        return
+    base = ours["us_per_turn"]
+    print(f"\nratio = peer / nexus fresh_loop ({base:.1f} µs), all measured in this run:\n")
+    for label in measured:
+        print(f"- {label}: {res[label]['us_per_turn'] / base:.0f}x")
+
+
+def _report_history(a: argparse.Namespace) -> None:
+    """One long conversation (nexus, and with --peers-history the peers at the same length)."""
+    jobs = [nexus_job("history", a.turns)]
+    peers = peer_jobs(PEERS_HISTORY, a, "history") if a.peers_history else []
+    res = run_jobs(jobs + peers, 1)
+    print(f"\n## history: one {a.turns}-turn conversation (4 messages per turn), 1 process each\n")
+    print("| | turn ~10 µs | turns 1-100 µs | last 100 turns µs | µs per history item | peak RSS MB |")
+    print("|---|---|---|---|---|---|")
+    for label, _ in jobs + peers:
+        if label not in res:
+            continue
+        h = res[label]
+        slope = (h["last100_us"] - h["first100_us"]) / (4 * (a.turns - 100))
+        turn10 = f"{h['turn10_us']:.0f}" if h["turn10_us"] else ""
+        name = "nexus Agent.prompt" if label == "history" else label
         print(
-            f"| {name} (recorded A/B) | | {f100[0] * 1000:.0f} / {f100[1] * 1000:.0f} | "
-            f"{l100[0] * 1000:.0f} / {l100[1] * 1000:.0f} | {per[0]} / {per[1]} | |"
+            f"| {name} | {turn10} | {h['first100_us']:.0f} | {h['last100_us']:.0f} | {slope:.3f} | "
+            f"{h['peak_rss_mb']:.0f} |"
         )
-    last_ratio = [(l100[0] * 1000 / h["last100_us"], name) for name, _, l100, _ in PEERS_HISTORY]
-    print("\nlast-100-turns ratio (peer A / nexus): " + ", ".join(f"{n} {r:.0f}x" for r, n in last_ratio))
-    return h
+    ours = res.get("history")
+    measured = [label for label, _ in peers if label in res]
+    if ours is None or not measured:
+        if not a.peers_history:
+            print("\n(peers' history not measured, no ratios: add --peers-history; see bench/README.md)")
+        return
+    print("\nlast-100-turns ratio, peer / nexus, same run: ", end="")
+    print(", ".join(f"{label} {res[label]['last100_us'] / ours['last100_us']:.0f}x" for label in measured))
 
 
 def main() -> None:
@@ -311,27 +346,18 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=1000)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--child")
-    ap.add_argument("--peers-live", action="store_true", help="also run the peers' fresh benchmark here")
-    ap.add_argument("--peers-live-history", type=int, default=0, help="also run the peers' history mode, N turns")
+    ap.add_argument("--peers", action="store_true", help="also run the peers' fresh benchmark (if installed)")
+    ap.add_argument("--peers-history", action="store_true", help="also run the peers' history mode (slow)")
+    ap.add_argument("--peerbench", default=os.environ.get("PEERBENCH_DIR", PEERBENCH))
+    ap.add_argument("--peer-venvs", default=os.environ.get("PEER_VENVS", PEER_VENVS))
     a = ap.parse_args()
     if a.child:
         print(json.dumps(child(a.child, a.turns)))
         return
-    print(
-        f"# nexus agent loop, {a.turns} turns per process, median of {a.reps} processes, "
-        f"python {sys.version.split()[0]}"
-    )
-    ours = _report_fresh(a.turns, a.reps)
-    h = _report_history(a.turns)
-    if a.peers_live:
-        print("\n## peers measured live on this machine (fresh, 1 process each)\n")
-        print(peers_live("fresh", a.turns, ours))
-    if a.peers_live_history:
-        print(f"\n## peers measured live on this machine (history, {a.peers_live_history} turns)\n")
-        print(
-            f"(nexus last-100 at {a.turns} turns: {h['last100_us']:.0f} us; its first-100: {h['first100_us']:.0f} us)\n"
-        )
-        print(peers_live("history", a.peers_live_history, h["last100_us"]))
+    print(_machine.header(f"bench_loop.py: agent loop, {a.turns} turns per process, median of {a.reps} processes"))
+    _report_fresh(a)
+    _report_history(a)
+    print(_machine.load_line())
 
 
 if __name__ == "__main__":

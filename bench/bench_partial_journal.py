@@ -29,6 +29,8 @@ from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
+import _machine
+
 from nexus.config import load_config
 from nexus.engine import ProfileCooldowns
 from nexus.engine import _journal as journal_module
@@ -141,7 +143,11 @@ def main() -> None:
     parser.add_argument("--kb", type=int, default=64, help="size of the streamed reply in KB")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="burst row only, 3 runs")
+    parser.add_argument("--peers", action="store_true", help="no effect: the baseline runs every time")
     args = parser.parse_args()
+    print(_machine.header("bench_partial_journal.py: crash journal of a streamed reply"))
+    if args.peers:
+        print("(no peer for this bench: its baseline, the same run with snapshots off, is measured every time)")
     os.environ.setdefault("NEXUS_HOME", tempfile.mkdtemp())
     deltas = args.kb * 1024 // len(PIECE)
     runs = 3 if args.quick else args.runs
@@ -154,6 +160,7 @@ def main() -> None:
         print(f"{labels[on]:<28}{r['us']:>10.0f}{r['us'] / deltas:>10.2f}{r['snapshots']:>11.1f}")
     print(f"  ratio with / baseline: {burst[True]['us'] / burst[False]['us']:.3f}x")
     if args.quick:
+        print(_machine.load_line())
         return
 
     print(f"\nPaced: the same reply over ~1.5 s; lateness of a 1 ms ticker on the same loop, {runs} runs")
@@ -162,6 +169,7 @@ def main() -> None:
     for on, r in paced.items():
         print(f"{labels[on]:<28}{r['p99']:>10.2f}{r['max']:>10.2f}{r['snapshots']:>11.1f}")
     print(f"  ratio with / baseline (p99): {paced[True]['p99'] / max(paced[False]['p99'], 1e-9):.2f}x")
+    print(_machine.load_line())
 
 
 if __name__ == "__main__":

@@ -2,11 +2,14 @@
 
 Baselines: for ``edit``, the floor of read + ``str.replace`` + write in plain Python; for
 ``apply_patch``, ``git apply`` on the same file and diff (a subprocess, so its start-up is
-included, as it would be for an agent shelling out). Run: ``.venv/bin/python bench/bench_tools.py``.
+included, as it would be for an agent shelling out). Both baselines run in every run, so
+there is no peer to add: ``--peers`` is accepted (every bench has it) and changes nothing.
+Run: ``.venv/bin/python bench/bench_tools.py``.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import shutil
 import statistics
@@ -17,6 +20,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import _machine
 
 from nexus.agent.tool_types import AgentTool
 from nexus.llm.abort import AbortSignal
@@ -58,11 +63,18 @@ def timed(fn: Callable[[int], Any]) -> float:
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--peers", action="store_true", help="no effect: the baselines run every time")
+    args = parser.parse_args()
+    print(_machine.header("bench_tools.py: edit and apply_patch on a 10 MB file"))
+    if args.peers:
+        print("(no peer for this bench: its baselines, plain Python and git apply, are measured in every run)")
     root = Path(tempfile.mkdtemp(prefix="nexus-bench-tools-"))
     try:
         return run(root)
     finally:
         shutil.rmtree(root)
+        print(_machine.load_line())
 
 
 def run(root: Path) -> int:

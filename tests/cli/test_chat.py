@@ -55,6 +55,7 @@ def test_reply_cut_at_the_output_limit_is_noted(home: Path, server: FakeProvider
     assert result.stdout == "Half of an ans\nFull answer.\n"
     notices = [line for line in result.stderr.splitlines() if "output limit" in line]
     assert len(notices) == 1 and "(max_tokens)" in notices[0], "only the cut reply gets the notice"
+    assert notices[0].endswith("raise it in nexus.toml: [providers.fake.models.fake-model] max_tokens = …")
 
 
 def test_slash_commands_session_fork_history(home: Path, server: FakeProviderServer) -> None:
@@ -214,3 +215,28 @@ def test_model_command_refuses_an_unusable_model_and_keeps_the_current_one(
     assert "model: fake/fake-model" in result.stdout and "still the fake model" in result.stdout
     with Ledger.open(home / "agents.db") as ledger:
         assert [(t.status, t.model) for t in ledger.turns("main")] == [("completed", "fake-model")]
+
+
+def test_fork_names_are_the_parent_label_and_a_counter(home: Path, server: FakeProviderServer) -> None:
+    server.script(text("Answer in main."))
+    with Ledger.open(home / "agents.db") as ledger:  # a label taken by hand is skipped, not reused
+        ledger.create_session("main-fork-2")
+    result = _chat(home, ["question one", "/fork", "/session main", "/fork", "/fork", "/exit"])
+    assert result.returncode == 0, result.stderr
+    forks = re.findall(r"now in session (\S+)", result.stdout)
+    assert forks == ["main-fork-1", "main-fork-3", "main-fork-3-fork-1"]
+    with Ledger.open(home / "agents.db") as ledger:
+        head = ledger.head("main")
+        assert head is not None and all(ledger.head(label).id == head.id for label in forks)  # type: ignore[union-attr]
+
+
+def test_one_compacted_message_is_singular() -> None:
+    from nexus.cli._render import describe_engine_event
+    from nexus.engine.compact_session import SessionCompaction
+    from nexus.engine.types import CompactionResult, CompactionStartEvent
+
+    _, line, _ = describe_engine_event(CompactionStartEvent("manual", 1, 40))
+    assert line == "⋯ compacting the conversation (1 message, ~40 tokens)"
+    result = CompactionResult(summary="summary", messages_summarized=1, tokens_before=40, tokens_after=10)
+    assert SessionCompaction("main", "compacted", result, "t1").message.startswith("compacted 1 message into a summary")
+    assert "of 1 message would not" in SessionCompaction("main", "not_smaller", result).message

@@ -151,12 +151,17 @@ def test_doctor_reports_keys_without_printing_them(nexus: RunNexus, isolated_env
         '[[providers.acme.auth_profiles]]\nname = "two"\napi_key = "${ACME_TWO}"\n',
     )
     secret = "sk-test-very-secret-value"
-    result = nexus("doctor", env={"OPENAI_API_KEY": secret, "ACME_ONE": "another-secret"})
-    assert secret not in result.stdout + result.stderr
-    assert "another-secret" not in result.stdout + result.stderr
+    keys = {"OPENAI_API_KEY": secret, "ACME_ONE": "another-secret", "ACME_TWO": "third-secret"}
+    result = nexus("doctor", env=keys)
+    for value in keys.values():
+        assert value not in result.stdout + result.stderr
     assert "OPENAI_API_KEY set" in result.stdout
-    assert "one: set" in result.stdout and "two: MISSING ACME_TWO" in result.stdout
-    assert "openai/gpt-4o-mini (OPENAI_API_KEY is set)" in result.stdout
+    assert "one: set" in result.stdout and "two: set" in result.stdout
+    # a profile whose variable is unset is a configuration error, not a profile silently skipped
+    result = nexus("doctor", env={**keys, "ACME_TWO": ""})
+    assert "another-secret" not in result.stdout + result.stderr
+    assert result.returncode == 1
+    assert "[fail] provider" in result.stdout and "auth_profiles[1] uses ${ACME_TWO}" in result.stdout
 
 
 def test_doctor_invalid_config_exits_2(nexus: RunNexus, isolated_env: Path) -> None:
@@ -177,7 +182,7 @@ def test_doctor_finds_a_bad_workspace_and_a_good_database(nexus: RunNexus, isola
     result = nexus("doctor", env={"OPENAI_API_KEY": "k"})
     assert result.returncode == 1
     assert "[fail] workspace" in result.stdout and "is not a directory" in result.stdout
-    assert "agents.db opens (1 session)" in result.stdout
+    assert "agents.db opens and is writable (1 session)" in result.stdout
 
 
 def test_doctor_flags_default_model_without_key(nexus: RunNexus, isolated_env: Path) -> None:

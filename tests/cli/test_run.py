@@ -193,7 +193,8 @@ def test_a_complete_reply_has_no_stop_notice(home: Path, server: FakeProviderSer
 
 
 def test_parallel_runs_of_one_session_queue_instead_of_forking(home: Path, server: FakeProviderServer) -> None:
-    server.script(stall(after_chunks=2, seconds=1.0, then=text("first answer")), text("second answer"))
+    # the first run must still be busy when the second has started up: 1 s was too short on a loaded machine
+    server.script(stall(after_chunks=2, seconds=5.0, then=text("first answer")), text("second answer"))
     first = subprocess.Popen(
         [sys.executable, "-m", "nexus.cli", "run", "first question"],
         env=_env(home),
@@ -298,7 +299,7 @@ def test_profile_rotation_is_a_one_line_notice(isolated_env: Path, server: FakeP
     assert result.returncode == 0, result.stderr
     assert result.stdout == "worked with the second key\n"
     notices = [line for line in result.stderr.splitlines() if line.startswith("↻")]
-    assert len(notices) == 1 and "next profile second" in notices[0], result.stderr
+    assert len(notices) == 1 and "retrying now with profile second: 401" in notices[0], result.stderr
     assert [r.headers["authorization"] for r in server.requests] == ["Bearer k1", "Bearer k2"]
     server.script(http_error(401), text("again"))
     as_json = _nexus(isolated_env, "run", "--json", "hi")

@@ -80,10 +80,18 @@ def test_engine_events_become_one_line_notices() -> None:
     retry = RetryEvent(1, "first", "openai/gpt", "rate_limit", 2.0, "slow down\nplease", next_profile="second")
     kind, text, data = describe_engine_event(retry)
     assert kind == "retry" and "\n" not in text
-    assert text == "↻ openai/gpt: rate_limit (attempt 1), next profile second, retrying in 2.0s: slow down please"
+    assert text == "↻ openai/gpt: rate_limit (attempt 1), retrying in 2.0s with profile second: slow down please"
     assert data["nextProfile"] == "second" and data["delaySeconds"] == 2.0
-    kind, text, _ = describe_engine_event(WaitEvent("anthropic", "main", "claude", 4.0))
-    assert (kind, text) == ("wait", "… every key of anthropic is cooling down; waiting 4.0s")
+    # the same key again: no "other profile" is named (a single-key provider has none)
+    same = RetryEvent(2, "main", "openai/gpt", "overloaded", 1.0, "busy", next_profile="main")
+    assert describe_engine_event(same)[1] == "↻ openai/gpt: overloaded (attempt 2), retrying in 1.0s: busy"
+    only = RetryEvent(1, None, "local/m", "network", 0.2, "refused", next_profile=None)
+    assert describe_engine_event(only)[1] == "↻ local/m: network (attempt 1), retrying in 0.2s: refused"
+    kind, text, data = describe_engine_event(WaitEvent("anthropic", "main", "claude", 4.0, keys=2))
+    assert (kind, text) == ("wait", "… every key of anthropic is cooling down after errors; waiting 4.0s")
+    assert data["keys"] == 2
+    single = describe_engine_event(WaitEvent("anthropic", None, "claude", 4.0))[1]
+    assert single == "… anthropic is cooling down after an error; waiting 4.0s before calling it"
     kind, text, data = describe_engine_event(FallbackEvent("a/x", "b/y", "rate_limit"))
     assert kind == "fallback" and text == "⇢ a/x: falling back to b/y (rate_limit)" and data["skipped"] is False
     kind, text, _ = describe_engine_event(CompactionStartEvent("overflow_recovery", 40, 150_000))
@@ -121,3 +129,4 @@ def test_json_renderer_writes_one_documented_event_per_line() -> None:
     assert events[4]["summary"] == "2 lines" and events[4]["status"] == "completed"
     assert events[6] == {"type": "stream_error", "error": "boom", "kind": "model_error", "partial": True}
     assert events[7]["turnId"] == "t1" and events[7]["status"] == "failed" and events[7]["usage"] == {"total": 3}
+    assert events[7]["usageEstimated"] is False

@@ -99,17 +99,24 @@ name = "backup"
 api_key = "${KEY_2}"
 """
     config = parse_config(text)
-    env = {"KEY_1": "one", "ORG": "acme", "OPENAI_BASE_URL": "http://127.0.0.1:5/v1/", "OPENAI_API_KEY": "ignored"}
+    env = {
+        "KEY_1": "one",
+        "KEY_2": "two",
+        "ORG": "acme",
+        "OPENAI_BASE_URL": "http://127.0.0.1:5/v1/",
+        "OPENAI_API_KEY": "ignored",
+    }
     settings = provider_settings(config, "openai", env)
     assert settings.api == "openai-completions"
     assert settings.base_url == "http://127.0.0.1:5/v1"
     assert settings.headers == (("X-Org", "acme"),)
     primary, backup = settings.profiles
     assert (primary.name, primary.api_key) == ("primary", "one")
-    assert backup.api_key is None and backup.missing == ("KEY_2",)
-    with pytest.raises(ConfigError, match=r"KEY_2.*auth_profiles\[1\]|auth_profiles\[1\].*KEY_2"):
-        backup.require_key()
+    assert (backup.name, backup.api_key) == ("backup", "two")
     assert settings.has_key
+    # an unset variable is an error when the provider is used, never a silently skipped profile
+    with pytest.raises(ConfigError, match=r"nexus.toml:11: providers\.openai\.auth_profiles\[1\] uses \$\{KEY_2\}"):
+        provider_settings(config, "openai", {**env, "KEY_2": ""})
 
 
 def test_env_only_provider_and_defaults() -> None:

@@ -80,9 +80,9 @@ async def test_a_second_compaction_updates_the_previous_summary(ledger: Ledger) 
     seed(ledger, turns=3)
     scripted = ScriptedModel([text("first summary"), text("second summary")])
     env = make_env(ledger, scripted)
-    assert (await env.compact("main")).compacted
+    assert (await env.compact("main", model=scripted.model)).compacted
     seed(ledger, turns=3)
-    second = await compact_session("main", env=env)
+    second = await compact_session("main", env=env, model=scripted.model)
     assert second.compacted
     assert "<previous-summary>\nfirst summary" in str(scripted.calls[1].messages[0].content)
     first = ledger.history("main")[0]
@@ -94,7 +94,7 @@ async def test_nothing_is_written_when_the_summary_would_not_shrink_the_context(
     seed(ledger, turns=2)
     scripted = ScriptedModel([text("An extremely long summary. " + "detail " * 3000)])
     events: list[EngineEvent] = []
-    outcome = await make_env(ledger, scripted).compact("main", on_event=events.append)
+    outcome = await make_env(ledger, scripted).compact("main", model=scripted.model, on_event=events.append)
     assert outcome.status == "not_smaller" and not outcome.compacted and outcome.turn_id is None
     assert outcome.result is not None and outcome.result.tokens_after >= outcome.result.tokens_before
     assert "not compacted" in outcome.message and "nothing was changed" in outcome.message
@@ -107,7 +107,7 @@ async def test_nothing_is_written_when_the_summary_would_not_shrink_the_context(
 async def test_an_empty_session_has_nothing_to_compact_and_makes_no_call(ledger: Ledger) -> None:
     ledger.ensure_session("empty")
     scripted = ScriptedModel([text("never used")])
-    outcome = await make_env(ledger, scripted).compact("empty")
+    outcome = await make_env(ledger, scripted).compact("empty", model=scripted.model)
     assert outcome.status == "nothing_to_compact" and "nothing to compact yet" in outcome.message
     assert scripted.calls == [] and ledger.turns("empty") == []
 
@@ -127,7 +127,9 @@ async def test_a_tool_call_and_its_result_are_never_split(ledger: Ledger) -> Non
     )
     scripted = ScriptedModel([text("short summary")])
     # keep just the last ~310 tokens: the walk back lands on the tool result, so the cut moves to its call
-    outcome = await compact_session("main", env=make_env(ledger, scripted), keep_recent_tokens=310)
+    outcome = await compact_session(
+        "main", env=make_env(ledger, scripted), model=scripted.model, keep_recent_tokens=310
+    )
     assert outcome.result is not None
     history = ledger.history_at(ledger.turns("main")[0].id)
     kept = history[outcome.result.first_kept_index]
@@ -142,11 +144,13 @@ async def test_waits_for_the_session_lock_and_aborts_cleanly_while_waiting(ledge
     waited: list[bool] = []
     async with session_lock(ledger.path, "main") as held:
         assert held
-        task = asyncio.create_task(compact_session("main", env=env, on_wait=lambda: waited.append(True)))
+        task = asyncio.create_task(
+            compact_session("main", env=env, model=scripted.model, on_wait=lambda: waited.append(True))
+        )
         await asyncio.sleep(0.3)
         assert not task.done() and waited == [True] and scripted.calls == [], "nothing happens while a run holds it"
         abort = AbortSignal()
-        aborted = asyncio.create_task(env.compact("main", signal=abort))
+        aborted = asyncio.create_task(env.compact("main", model=scripted.model, signal=abort))
         await asyncio.sleep(0.1)
         abort.abort("stop")
         assert (await aborted).status == "aborted"
@@ -158,7 +162,7 @@ async def test_waits_for_the_session_lock_and_aborts_cleanly_while_waiting(ledge
 async def test_unknown_session_raises_session_not_found_and_creates_nothing(ledger: Ledger) -> None:
     scripted = ScriptedModel([text("never used")])
     with pytest.raises(SessionNotFound) as info:
-        await make_env(ledger, scripted).compact("no-such-session")
+        await make_env(ledger, scripted).compact("no-such-session", model=scripted.model)
     assert info.value.label == "no-such-session"
     assert scripted.calls == [] and ledger.list_sessions() == []
 
@@ -168,7 +172,7 @@ async def test_summariser_failure_raises_and_writes_nothing(ledger: Ledger) -> N
     scripted = ScriptedModel([http_error(400, "bad request: invalid parameter")])
     events: list[EngineEvent] = []
     with pytest.raises(CompactionError, match="summarisation failed") as info:
-        await make_env(ledger, scripted).compact("main", on_event=events.append)
+        await make_env(ledger, scripted).compact("main", model=scripted.model, on_event=events.append)
     assert info.value.error.kind == "compaction_failure"
     assert [t.turn_type for t in ledger.turns("main")] == ["normal", "normal", "normal"]
     end = events[-1]

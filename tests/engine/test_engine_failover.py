@@ -77,6 +77,7 @@ class FakeProvider:
             partial.stop_reason = "error"
             partial.error_kind = step.error
             partial.error_message = "connection reset mid-stream"
+            partial.retry_after = step.retry_after
             yield ErrorEvent("error", partial)
             return
         yield TextEndEvent(0, step.text, partial)
@@ -151,8 +152,10 @@ async def test_all_profiles_cooling_waits_for_the_soonest_then_succeeds() -> Non
     assert clock.sleeps == [1.0]
     assert provider.calls[-1] == ("anthropic/big", "key-1")
     assert isinstance(out[-1], DoneEvent) and out[-1].message.text == "finally"
-    waits = [e for e in events if isinstance(e, WaitEvent)]
-    assert len(waits) == 1 and waits[0].profile == "p1" and waits[0].delay_s == 1.0
+    # the wait is announced once, by the retry that causes it (no WaitEvent repeating it)
+    retries = [(e.profile, e.next_profile, e.delay_s) for e in events if isinstance(e, RetryEvent)]
+    assert retries == [("p1", "p2", 0.0), ("p2", "p1", 1.0)]
+    assert not [e for e in events if isinstance(e, WaitEvent)]
 
 
 async def test_backoff_doubles_and_resets_on_success() -> None:
@@ -365,7 +368,7 @@ async def test_all_profiles_disabled_reports_auth_error_without_calling() -> Non
     second = await collect(fn(PRIMARY, CONTEXT, None))  # type: ignore[operator]
     assert len(provider.calls) == 1
     assert isinstance(second[-1], ErrorEvent) and "rejected as invalid" in (second[-1].error.error_message or "")
-    assert [type(e) for e in events] == [RetryEvent]
+    assert events == []  # no retry was made, so none is announced
 
 
 async def test_call_for_a_fallback_model_only_falls_back_further() -> None:

@@ -64,6 +64,15 @@ def test_run_usage_sums_io_and_cost_but_not_cache() -> None:
     assert usage.cost.total == 0.75
 
 
+def test_run_usage_is_estimated_when_any_call_was() -> None:
+    usage = Usage()
+    add_call_usage(usage, Usage(input=100, output=20))
+    assert not usage.estimated
+    add_call_usage(usage, Usage(input=40, output=3, estimated=True))
+    add_call_usage(usage, Usage(input=50, output=10))
+    assert usage.estimated and usage.total == 223
+
+
 def test_budget_properties_and_for_model() -> None:
     budget = TokenBudget(
         context_window=10_000, reserve_output=2_000, reserve_compaction=1_000, system=500, history=5_500
@@ -83,8 +92,9 @@ def test_budget_properties_and_for_model() -> None:
         ("auth_permanent", "auth_failure", False),
         ("billing", "auth_failure", False),
         ("rate_limit", "rate_limit", True),
-        ("overloaded", "rate_limit", True),
+        ("overloaded", "overloaded", True),
         ("timeout", "timeout", True),
+        ("network", "network", True),
         ("context_overflow", "context_overflow", False),
         ("format", "model_error", False),
         ("unknown", "model_error", False),

@@ -15,7 +15,6 @@ from nexus.engine import (
     FallbackEvent,
     ProfileCooldowns,
     RetryEvent,
-    WaitEvent,
 )
 from nexus.engine.callbacks import EngineCallbacks
 from nexus.engine.runner import EngineEnv
@@ -210,9 +209,9 @@ async def test_all_profiles_cooling_waits_then_succeeds(ledger: Ledger, isolated
     result = await run(env, scripted.model, "hi", events)
     assert result.stop_reason == "end_turn" and result.messages[-1].text == "finally"
     kinds = [type(e) for e in events]
-    assert kinds == [RetryEvent, RetryEvent, WaitEvent]
-    wait = events[2]
-    assert isinstance(wait, WaitEvent) and 0 < wait.delay_s <= 1.0 and wait.provider == "scripted"  # retry-after: 1
+    assert kinds == [RetryEvent, RetryEvent]  # the wait is announced by the second retry, not again
+    wait = events[1]
+    assert isinstance(wait, RetryEvent) and 0 < wait.delay_s <= 1.0 and wait.next_profile == "a"  # retry-after: 1
 
 
 async def test_fallback_model_used_when_primary_keeps_failing(ledger: Ledger, isolated_env: Path) -> None:

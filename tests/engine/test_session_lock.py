@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 
@@ -114,3 +115,62 @@ def test_lock_file_is_created_next_to_the_ledger(tmp_path: Path, label: str) -> 
             assert session_lock_path(tmp_path / "agents.db", label).exists()
 
     asyncio.run(hold())
+
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+RUN_HOLDER = """
+import fcntl, os, sys, time
+from nexus.engine.session_lock import session_lock_path
+from nexus.ledger import Ledger
+from nexus.llm.types import AssistantMessage, TextContent, UserMessage
+db = sys.argv[1]
+path = session_lock_path(__import__("pathlib").Path(db), "main")
+path.parent.mkdir(parents=True, exist_ok=True)
+fd = os.open(path, os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+ledger = Ledger.open(db)
+turn = ledger.open_turn("main", query_messages=[UserMessage("the killed run's message")], model="m", provider="p")
+ledger.journal_partial(turn, 0, AssistantMessage([TextContent("half a reply")], model="m", provider="p"))
+print(turn, flush=True)
+time.sleep(60)
+"""
+
+
+async def test_run_agent_after_a_killed_holder_continues_from_its_recovered_turn(isolated_env: Path) -> None:
+    """Issue 8 item 1 at the library door: the waiter recovers the holder's turn before reading the head."""
+    scripted = ScriptedModel([text("after the kill")])
+    config = load_config()
+    with Ledger.open(config.database_path) as ledger:
+        ledger.ensure_session("main")
+        first = ledger.write_turn(None, "main", query_messages=[UserMessage("one")], model="m", provider="p")
+        holder = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            RUN_HOLDER,
+            str(config.database_path),
+            stdout=asyncio.subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": SRC},
+        )
+        try:
+            assert holder.stdout is not None
+            killed_turn = (await holder.stdout.readline()).decode().strip()
+            assert killed_turn, "the holder opened its turn"
+            task = asyncio.create_task(
+                run_agent("two", config=config, ledger=ledger, model=scripted.model, stream_fn=scripted.stream)
+            )
+            await asyncio.sleep(0.2)
+            assert not task.done(), "the run waits for the holder"
+            holder.kill()  # SIGKILL; left unreaped (a zombie) until the run is done
+            result = await task
+        finally:
+            if holder.returncode is None:
+                holder.kill()
+            await holder.wait()
+        assert result.stop_reason == "end_turn"
+        turns = ledger.turns("main")
+        assert [t.id for t in turns[:2]] == [first, killed_turn]
+        assert turns[1].status == "aborted" and turns[2].parent_turn_id == killed_turn
+        [call] = scripted.calls
+        sent = [str(m.content) if isinstance(m, UserMessage) else "" for m in call.messages]
+        assert any("the killed run's message" in s for s in sent), "the model saw the killed run's message"

@@ -16,6 +16,7 @@ from conformance import FIXTURES
 from helpers import reply, tool_round, user
 
 from nexus.ledger import CompactionRecord, Ledger
+from nexus.ledger.pi_jsonl import TURN_STATUS_TYPE
 
 PI_DIR = Path(os.environ.get("NEXUS_PI_DIR", "/tmp/pi-check"))
 SESSION_MANAGER = PI_DIR / "node_modules/@mariozechner/pi-coding-agent/dist/core/session-manager.js"
@@ -29,9 +30,10 @@ const ctx = sm.buildSessionContext();
 console.log(JSON.stringify({messages: ctx.messages, model: ctx.model ?? null, thinking: ctx.thinkingLevel ?? null}));
 """
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("node") is None or not SESSION_MANAGER.exists(), reason="node + @mariozechner/pi-coding-agent needed"
-)
+_MISSING = shutil.which("node") is None or not SESSION_MANAGER.exists()
+if _MISSING and os.environ.get("NEXUS_REQUIRE_PI"):  # CI installs pi: a failed install must fail, not skip
+    raise RuntimeError(f"NEXUS_REQUIRE_PI is set but node or pi is missing ({SESSION_MANAGER})")
+pytestmark = pytest.mark.skipif(_MISSING, reason="node + @mariozechner/pi-coding-agent needed")
 
 
 def _pi_context(tmp_path: Path, file: Path) -> dict[str, object]:
@@ -73,3 +75,29 @@ def test_pi_loads_our_export_of_a_native_session(tmp_path: Path) -> None:
     assert roles == ["compactionSummary", "user", "assistant"]
     assert messages[0]["summary"] == "summary text"
     assert ctx["model"] == {"provider": "fake", "modelId": "fake-model"}
+
+
+def test_pi_loads_an_export_with_aborted_and_failed_turns(tmp_path: Path) -> None:
+    """The custom entries that keep non-completed statuses do not disturb pi: every message, in order."""
+    with Ledger.open(tmp_path / "a.db") as ledger:
+        ledger.create_session("s")
+        ledger.write_turn(None, "s", query_messages=[user("q1")], response_messages=[reply("a1")])
+        ledger.write_turn(
+            None,
+            "s",
+            query_messages=[user("q2")],
+            response_messages=[reply("half")],
+            status="aborted",
+            stop_reason="aborted",
+            error={"kind": "unknown", "message": "stopped", "retryable": True},
+        )
+        ledger.write_turn(None, "s", query_messages=[user("q3")], status="failed", stop_reason="error")
+        ledger.write_turn(None, "s", query_messages=[user("q4")], response_messages=[reply("a4")])
+        out = ledger.export_pi("s", tmp_path / "out.jsonl")
+    assert out.read_text().count(TURN_STATUS_TYPE) == 2
+    ctx = _pi_context(tmp_path, out)
+    messages = ctx["messages"]
+    assert isinstance(messages, list)
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant", "user", "user", "assistant"]
+    said = [m["content"] if m["role"] == "user" else m["content"][0]["text"] for m in messages]
+    assert said == ["q1", "a1", "q2", "half", "q3", "q4", "a4"]

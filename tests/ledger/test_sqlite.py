@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from helpers import reply, tool_round, user
 
-from nexus.ledger import Ledger, LedgerError, SchemaVersionError, default_db_path
+from nexus.ledger import Ledger, LedgerBusyError, LedgerError, SchemaVersionError, default_db_path
 from nexus.ledger._decode import decode_bodies, decode_body, encode_body
 from nexus.ledger._schema import MIGRATIONS, SCHEMA_VERSION, _split, pack_key, unpack_key
+from nexus.ledger._sqlite import BUSY_STEP_MS, DEFAULT_WAIT_S, wait_bound
 from nexus.ledger._ulid import new_ulid, ulid_time_ms
 from nexus.llm.serde import MessageFormatError, message_from_json, message_to_json
 from nexus.llm.types import (
@@ -43,7 +44,7 @@ def test_pragmas_wal_foreign_keys_busy_timeout(tmp_path: Path) -> None:
         conn = ledger.database.connection
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
-        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] >= 1000
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == BUSY_STEP_MS  # then retried up to the wait bound
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
         for name in (
@@ -134,6 +135,8 @@ def test_compact_body_round_trips_every_field() -> None:
         *_samples(),
         AssistantMessage([ToolCall("c2", "grep", {"p": "x"})], api="a", provider="p", model="m", timestamp=7),
         UserMessage([TextContent("only text")], timestamp=8),
+        # estimated usage (a server reported none) keeps its mark, without a schema change
+        AssistantMessage([TextContent("est")], "a", "p", "m", Usage(40, 3, total=43, estimated=True), timestamp=9),
     ]
     origins = {1: ("anthropic-messages", "anthropic", "claude"), 2: ("", "", ""), 3: ("a", "p", "m")}
     ids = {v: k for k, v in origins.items()}
@@ -343,3 +346,35 @@ def test_spec_views_show_what_the_api_shows(tmp_path: Path) -> None:
         assert call[:5] == ("c1", turn, record.message_id, "read", 1)
         assert json.loads(call[5]) == {"path": "a"} and call[7:] == ("failed", 0)
         assert decode_body(call[6], {}) == result
+
+
+def test_a_held_database_is_announced_waited_for_and_given_up_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 8 item 4: the wait is announced once, bounded by NEXUS_DB_WAIT_S, and ends in a clear error."""
+    monkeypatch.setenv("NEXUS_DB_WAIT_S", "0.5")
+    with Ledger.open(tmp_path / "a.db") as ledger:
+        told: list[bool] = []
+        ledger.database.on_busy = lambda: told.append(True)
+        other = sqlite3.connect(tmp_path / "a.db", isolation_level=None)
+        other.execute("BEGIN EXCLUSIVE")
+        try:
+            with pytest.raises(LedgerBusyError) as caught:
+                ledger.create_session("s")
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        assert told == [True]
+        assert "locked by another process for 0.5 s" in str(caught.value) and "NEXUS_DB_WAIT_S" in str(caught.value)
+        ledger.create_session("s")  # let go: writes work again
+        assert ledger.list_sessions()[0].label == "s"
+
+
+def test_wait_bound_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NEXUS_DB_WAIT_S", raising=False)
+    assert wait_bound() == DEFAULT_WAIT_S
+    monkeypatch.setenv("NEXUS_DB_WAIT_S", "2.5")
+    assert wait_bound() == 2.5
+    for bad in ("soon", "-1", "nan"):
+        monkeypatch.setenv("NEXUS_DB_WAIT_S", bad)
+        assert wait_bound() == DEFAULT_WAIT_S

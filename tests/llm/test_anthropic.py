@@ -214,7 +214,8 @@ async def test_refusal_and_max_tokens_stop_reasons(mock_http: MockHTTP) -> None:
     length = await complete(MODEL, CTX, OPTS)
     refused = await complete(MODEL, CTX, OPTS)
     assert length.stop_reason == "length" and length.text == "cut"
-    assert refused.stop_reason == "error" and "refusal" in (refused.error_message or "")
+    assert refused.stop_reason == "error" and refused.error_kind == "refusal"
+    assert refused.error_message == "the model refused to answer (no explanation given)"
 
 
 async def test_adaptive_thinking_and_small_output_limit(mock_http: MockHTTP) -> None:
@@ -238,6 +239,6 @@ async def test_cut_stream_keeps_partial_tool_arguments_raw(mock_http: MockHTTP) 
     ]
     mock_http.sse(named_sse(events))
     msg = await complete(MODEL, CTX, OPTS)
-    assert msg.stop_reason == "error" and msg.error_kind == "timeout"
+    assert msg.stop_reason == "error" and msg.error_kind == "network"
     call = msg.tool_calls[0]
     assert call.arguments == {} and call.raw_arguments == '{"path": "a'

@@ -82,7 +82,7 @@ async def test_broken_streams_keep_partial_content(server: FakeProviderServer) -
             steps.stream_error(after_chunks=2, status=429),
         )
         cut = await complete(model, CTX, OPTS)
-        assert cut.stop_reason == "error" and cut.error_kind == "timeout", (model.api, cut.error_message)
+        assert cut.stop_reason == "error" and cut.error_kind == "network", (model.api, cut.error_message)
         bad = await complete(model, CTX, OPTS)
         assert bad.stop_reason == "error" and "malformed" in (bad.error_message or ""), model.api
         stalled = await complete(model, CTX, StreamOptions(api_key="k", timeout=0.3))

@@ -126,7 +126,7 @@ async def test_length_stop_and_done_without_done_marker(mock_http: MockHTTP) -> 
 async def test_stream_cut_before_finish_is_an_error_with_partial(mock_http: MockHTTP) -> None:
     mock_http.sse(openai_sse([oa_chunk({"content": "partial "}), oa_chunk({"content": "text"})], done=False))
     msg = await complete(MODEL, CTX, OPTS)
-    assert msg.stop_reason == "error" and msg.error_kind == "timeout"
+    assert msg.stop_reason == "error" and msg.error_kind == "network"
     assert msg.text == "partial text"
     assert "closed before the response finished" in (msg.error_message or "")
 
@@ -151,7 +151,8 @@ async def test_error_object_inside_the_stream(mock_http: MockHTTP) -> None:
 async def test_content_filter_finish_is_an_error(mock_http: MockHTTP) -> None:
     mock_http.sse(openai_sse([oa_chunk({"content": "a"}), oa_chunk({}, "content_filter")]))
     msg = await complete(MODEL, CTX, OPTS)
-    assert msg.stop_reason == "error" and "content_filter" in (msg.error_message or "")
+    assert msg.stop_reason == "error" and msg.error_kind == "refusal"
+    assert msg.error_message == "the provider's content filter stopped the response (no explanation given)"
 
 
 async def test_http_errors_are_classified_with_retry_after(mock_http: MockHTTP) -> None:

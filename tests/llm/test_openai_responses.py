@@ -195,3 +195,44 @@ async def test_error_event_and_cut_stream(mock_http: MockHTTP) -> None:
     assert limited.error_kind == "rate_limit" and limited.retry_after == 2.0
     cut = await complete(MODEL, CTX, OPTS)
     assert cut.stop_reason == "error" and cut.text == "half"
+
+
+async def test_a_refusal_part_without_deltas_is_still_a_refusal(mock_http: MockHTTP) -> None:
+    refused = {"type": "message", "content": [{"type": "refusal", "refusal": "I can't help with that."}]}
+    mock_http.sse(
+        named_sse(
+            [
+                ev("response.output_item.added", output_index=0, item={"type": "message", "content": []}),
+                ev("response.output_item.done", output_index=0, item=refused),
+                ev("response.completed", response={"status": "completed"}),
+            ]
+        )
+    )
+    msg = await complete(MODEL, CTX, OPTS)
+    assert (msg.stop_reason, msg.error_kind) == ("error", "refusal")
+    assert msg.error_message == "the model refused to answer: I can't help with that."
+
+
+async def test_a_content_filtered_response_is_a_refusal(mock_http: MockHTTP) -> None:
+    incomplete = {"status": "incomplete", "incomplete_details": {"reason": "content_filter"}}
+    mock_http.sse(
+        named_sse(
+            [
+                ev("response.output_item.added", output_index=0, item={"type": "message"}),
+                ev("response.output_text.delta", output_index=0, delta="Here is"),
+                ev("response.incomplete", response=incomplete),
+            ]
+        )
+    )
+    msg = await complete(MODEL, CTX, OPTS)
+    assert (msg.stop_reason, msg.error_kind, msg.text) == ("error", "refusal", "Here is")
+    assert msg.error_message == "the provider's content filter stopped the response (no explanation given)"
+
+
+async def test_reasoning_reported_beside_output_tokens_is_added(mock_http: MockHTTP) -> None:
+    beside = {"input_tokens": 10, "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 20}}
+    inside = {"input_tokens": 10, "output_tokens": 25, "output_tokens_details": {"reasoning_tokens": 20}}
+    for usage in ({**beside, "total_tokens": 35}, {**inside, "total_tokens": 35}):
+        mock_http.sse(named_sse([ev("response.completed", response={"status": "completed", "usage": usage})]))
+        msg = await complete(MODEL, CTX, OPTS)
+        assert (msg.usage.output, msg.usage.reasoning, msg.usage.total) == (25, 20, 35)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from nexus.llm._sse import SSEParser
+import json
+
+import pytest
+
+from nexus.llm._sse import SSEParser, _parse_block, parse_data
 
 
 def feed_all(chunks: list[bytes]) -> list[tuple[str | None, str]]:
@@ -45,3 +49,44 @@ def test_missing_final_blank_line_is_flushed() -> None:
 def test_invalid_utf8_is_replaced_not_raised() -> None:
     events = feed_all([b"data: \xff\xfe\n\n"])
     assert events == [(None, "\ufffd\ufffd")]
+
+
+# Blocks the two fast paths must read exactly as the general parser does, including the
+# near misses that must fall through to it (no space after the colon, a second data line,
+# a trailing field, a comment).
+_BLOCKS = [
+    'data: {"a": 1}',
+    "data:{}",
+    "data: ",
+    "data: x\ndata: y",
+    "data: x\nid: 3",
+    'event: content_block_delta\ndata: {"t": 1}',
+    "event: e\ndata: ",
+    "event: \ndata: x",
+    "event:e\ndata: x",
+    "event: e\ndata:x",
+    "event: e\ndata: x\ndata: y",
+    "event: e\ndata: x\nid: 1",
+    "event: e\n: comment",
+    "event: e",
+    "event: e\nevent: f\ndata: x",
+    ": only a comment",
+    "id: 1\ndata: x",
+]
+
+
+def test_fast_paths_agree_with_the_general_parser() -> None:
+    for block in _BLOCKS:
+        expected = _parse_block(block)
+        assert SSEParser().feed(block.encode() + b"\n\n") == ([expected] if expected else []), block
+
+
+def test_parse_data_is_json_loads() -> None:
+    for text in ['{"a": [1, 2.5, null, true]}', "[1]", '"s"', "3", " {}", "{} ", "\n{}\n", '{"é": "\\u00e9"}']:
+        assert parse_data(text) == json.loads(text), text
+    for bad in ["", " ", "{", "{} x", "{}{}", "nan x", "[1,]", "'a'"]:
+        with pytest.raises(ValueError) as got:
+            parse_data(bad)
+        with pytest.raises(ValueError) as want:
+            json.loads(bad)
+        assert str(got.value) == str(want.value), bad

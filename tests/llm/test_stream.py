@@ -141,8 +141,11 @@ async def test_connection_refused_is_an_error_message() -> None:
     await server.wait_closed()
     model = Model(id="m", provider="local", api="openai-completions", base_url=f"http://127.0.0.1:{port}/v1")
     msg = await complete(model, CTX, StreamOptions(timeout=5))
-    assert msg.stop_reason == "error" and msg.error_kind == "timeout"
-    assert "connect" in (msg.error_message or "")
+    # a refused connection is a network failure, not a slow server (issue 8, item 14)
+    assert msg.stop_reason == "error" and msg.error_kind == "network"
+    text = msg.error_message or ""
+    assert text.startswith(f"cannot connect to http://127.0.0.1:{port}/v1/chat/completions: ")
+    assert "refused" in text.lower() and text.endswith("; is the server running?")
 
 
 async def test_registered_stream_fn_is_held_to_the_contract() -> None:

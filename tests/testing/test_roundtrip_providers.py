@@ -123,7 +123,7 @@ async def test_http_failures_classify_the_same(api: str, server: FakeProviderSer
 async def test_cut_stream_is_an_error_with_partial_text(api: str, server: FakeProviderServer) -> None:
     http, scripted = await both(api, server, cut(after_chunks=4, of=text("some words and then nothing")))
     assert http.stop_reason == scripted.stop_reason == "error"
-    assert http.error_kind == scripted.error_kind == "timeout"
+    assert http.error_kind == scripted.error_kind == "network"
     assert http.text and "some words and then nothing".startswith(http.text)
     assert scripted.text and "some words and then nothing".startswith(scripted.text)
 

@@ -158,7 +158,7 @@ async def test_cut_keeps_partial_content() -> None:
     events = await run(model)
     assert [e.type for e in events] == ["start", "text_start", "text_delta", "error"]
     message = final(events)
-    assert message.text == "part" and message.error_kind == "timeout"
+    assert message.text == "part" and message.error_kind == "network"
     assert "connection" in (message.error_message or "")
 
 

@@ -8,11 +8,14 @@ import pytest
 
 from nexus.agent.tool_types import AgentTool
 from nexus.tools import ToolError, Workspace, find_tool, grep_tool
+from nexus.tools import find as find_mod
 
 from ._helpers import call, text_of
 
 HAVE_RG = shutil.which("rg") is not None
 HAVE_FD = shutil.which("fd") is not None or shutil.which("fdfind") is not None
+REQUIRED = os.environ.get("NEXUS_REQUIRE_SEARCH_TOOLS") == "1"
+"""Set by .ci/run: there, missing ripgrep/fd fail the binary variants instead of skipping them."""
 
 
 def grep_variants(ws: Workspace) -> list[AgentTool]:
@@ -27,7 +30,9 @@ def find_variants(ws: Workspace) -> list[AgentTool]:
 @pytest.fixture(params=["python", "binary"])
 def engine(request: pytest.FixtureRequest) -> str:
     if request.param == "binary" and not (HAVE_RG and HAVE_FD):
-        pytest.skip("ripgrep/fd not installed")
+        if REQUIRED:
+            pytest.fail("NEXUS_REQUIRE_SEARCH_TOOLS=1 but ripgrep (rg) or fd (fd/fdfind) is not installed")
+        pytest.skip("ripgrep/fd not installed (apt-get install ripgrep fd-find)")
     return str(request.param)
 
 
@@ -155,3 +160,31 @@ async def test_grep_does_not_read_through_symlinks_out_of_the_workspace(ws: Work
     assert text == "a.txt:1: token here"  # like ripgrep without --follow: symlinks are not searched
     with pytest.raises(ToolError, match="outside the workspace"):
         await call(pick_grep(ws, engine), pattern="token", path="link.txt")
+
+
+@pytest.mark.skipif(not HAVE_RG and not REQUIRED, reason="ripgrep not installed (apt-get install ripgrep)")
+async def test_env_switch_forces_the_pure_python_search(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    (ws.root / "a.txt").write_text("foobar\nfoobaz\n")
+    lookahead = "foo(?=bar)"  # Python's re has look-ahead, ripgrep's default engine refuses it
+    with pytest.raises(ToolError, match=r"(?s)grep failed: .*look-around"):
+        await call(grep_tool(ws), pattern=lookahead)
+    monkeypatch.setenv("NEXUS_PURE_PYTHON_SEARCH", "1")
+    assert text_of(await call(grep_tool(ws), pattern=lookahead)) == "a.txt:1: foobar"
+
+
+@pytest.mark.skipif(not HAVE_FD and not REQUIRED, reason="fd not installed (apt-get install fd-find)")
+async def test_env_switch_forces_the_pure_python_find(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, ...]] = []
+    real = find_mod.find_binary
+
+    def spy(*names: str) -> str | None:
+        calls.append(names)
+        return real(*names)
+
+    monkeypatch.setattr(find_mod, "find_binary", spy)
+    (ws.root / "x.py").write_text("")
+    assert text_of(await call(find_tool(ws), pattern="*.py")) == "x.py"
+    assert calls == [("fd", "fdfind")]
+    monkeypatch.setenv("NEXUS_PURE_PYTHON_SEARCH", "1")
+    assert text_of(await call(find_tool(ws), pattern="*.py")) == "x.py"
+    assert calls == [("fd", "fdfind")], "fd was looked up although the pure-Python walk was forced"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -69,12 +70,24 @@ def _not_found(name: str, tools: dict[str, AgentTool]) -> AgentToolResult:
 
 def _bad_json(call: ToolCall) -> AgentToolResult:
     raw = call.raw_arguments or ""
+    if not raw.strip() or _json_object(raw):  # nexus.llm keeps unfinished arguments raw, even when they parse
+        return _error(
+            f'The call to tool "{call.name}" was cut off before its arguments were complete, so the tool was not run. '
+            "Call the tool again with a JSON object that matches its parameters schema."
+        )
     if len(raw) > _RAW_PREVIEW:
         raw = raw[:_RAW_PREVIEW] + "…"
     return _error(
         f'The arguments for tool "{call.name}" were not valid JSON, so the tool was not run.\n'
         f"Received:\n{raw}\n\nCall the tool again with a JSON object that matches its parameters schema."
     )
+
+
+def _json_object(raw: str) -> bool:
+    try:
+        return isinstance(json.loads(raw), dict)
+    except ValueError:
+        return False
 
 
 async def _resolve(value: Any) -> Any:

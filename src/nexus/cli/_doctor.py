@@ -84,10 +84,7 @@ def _key_checks(config: NexusConfig, env: Mapping[str, str]) -> list[Check]:
         except ConfigError as exc:
             checks.append(Check("fail", "provider", f"{name}: {exc}"))
             continue
-        profiles = [
-            f"{p.name}: {'set' if p.api_key else 'MISSING ' + ', '.join(p.missing)} ({p.source})"
-            for p in settings.profiles
-        ]
+        profiles = [f"{p.name}: set ({p.source})" for p in settings.profiles]
         status: Status
         if settings.keyless:
             detail, status = "no key needed", "ok"
@@ -130,13 +127,21 @@ def _not_created_yet(name: str, path: Path, when: str) -> Check:
 
 
 def _database_check(path: Path) -> Check:
+    from nexus.cli._state import database_write_problem, path_problem
+
+    problem = path_problem(path, directory=False)
+    if problem is not None:
+        return Check("fail", "database", f"{problem}: set database in nexus.toml to a file path")
     if not path.exists():
         return _not_created_yet("database", path, "first use")
+    problem = database_write_problem(path)  # a read-only file opens fine and fails only at the first write
+    if problem is not None:
+        return Check("fail", "database", f"{problem}: make it writable (check `lsattr`, the mount, the permissions)")
     try:
         count, recovered = _count_sessions(path)
     except Exception as exc:
         return Check("fail", "database", f"{path} does not open: {exc}")
-    detail = f"{path} opens ({count} session{'s' if count != 1 else ''})"
+    detail = f"{path} opens and is writable ({count} session{'s' if count != 1 else ''})"
     if recovered:
         detail += (
             f"; closed {recovered} turn{'s' if recovered != 1 else ''} left open by a stopped process (as aborted)"
@@ -164,10 +169,13 @@ def _count_with_sqlite(path: Path) -> int:
 
 
 def _workspace_check(path: Path) -> Check:
+    from nexus.cli._state import path_problem
+
+    problem = path_problem(path, directory=True)
+    if problem is not None:
+        return Check("fail", "workspace", f"{problem}: set workspace in nexus.toml to a directory")
     if not path.exists():
         return _not_created_yet("workspace", path, "first run")
-    if not path.is_dir():
-        return Check("fail", "workspace", f"{path} is not a directory: set workspace in nexus.toml")
     if not os.access(path, os.W_OK):
         return Check("fail", "workspace", f"{path} is not writable: fix its permissions")
     return Check("ok", "workspace", f"{path} (writable)")

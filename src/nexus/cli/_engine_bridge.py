@@ -103,7 +103,8 @@ async def call_engine(
         on_engine_event=bridge.on_engine_event,
     )
     from nexus.engine.context import local_timezone
-    from nexus.engine.session_lock import session_lock
+    from nexus.engine.session_lock import run_lock
+    from nexus.ledger import TurnNotSavedError
 
     chosen = env.model(runtime.model)
     env.preflight(chosen)
@@ -114,8 +115,25 @@ async def call_engine(
     def waiting() -> None:
         print(f"nexus: waiting for another run of session {label} to finish…", file=sys.stderr, flush=True)
 
+    def recovered(ids: list[str]) -> None:
+        mine = [i for i in ids if i in runtime.unsaved]
+        for turn_id in mine:
+            runtime.unsaved.remove(turn_id)
+            print(f"nexus: turn {turn_id}, not saved earlier, is in the ledger now", file=sys.stderr, flush=True)
+        if others := len(ids) - len(mine):
+            noun = "turn" if others == 1 else "turns"
+            print(
+                f"nexus: closed {others} {noun} left open by a stopped process (as aborted)",
+                file=sys.stderr,
+                flush=True,
+            )
+
     # one run per session at a time, also across processes: a second `nexus run` waits, never forks
-    async with session_lock(runtime.ledger.path, label, signal=abort, on_wait=waiting) as held:
+    # (and continues after the turn of a run it waited for, even a killed one: run_lock recovers it first;
+    # a turn of this process whose final write failed is put in the ledger first too, from its rescue file)
+    async with run_lock(
+        runtime.ledger, label, signal=abort, on_wait=waiting, on_recovered=recovered, orphans=tuple(runtime.unsaved)
+    ) as held:
         if not held:
             raise NexusError(f"interrupted while waiting for another run of session {label}; nothing was sent")
         created = not existed and runtime.ledger.head(label) is None  # (a run we waited for may have started it)
@@ -128,6 +146,10 @@ async def call_engine(
         execution.on_event(bridge.on_event)
         try:
             result = await execution.result
+        except TurnNotSavedError:  # chat goes on: the next turn of the session puts this one in first
+            if execution.turn_id is not None:
+                runtime.unsaved.append(execution.turn_id)
+            raise
         finally:
             bridge.close()
     return result, ctx, execution.turn_id, created
@@ -159,6 +181,7 @@ def summarize_run(
             "reasoning": usage.reasoning,
             "total": usage.total,
         },
+        usage_estimated=usage.estimated,
         cost=round(usage.cost.total, 6),
         duration_ms=result.duration_ms or int((time.monotonic() - started) * 1000),
         session_created=created,

@@ -55,7 +55,23 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sessions(commands)
     _add_doctor(commands)
     _add_models(commands)
+    from nexus.cli._broker_parser import add_agents, add_queue, add_send
+
+    add_send(commands)
+    add_agents(commands)
+    add_queue(commands)
     return parser
+
+
+def _label(text: str) -> str:
+    """A session label from argv: bytes that are not UTF-8 (lone surrogates here) are refused (exit 2).
+
+    A message with such bytes is accepted with them replaced, but a label is a name the user
+    types again later: changing it silently would create a session nobody can address.
+    """
+    if any("\ud800" <= char <= "\udfff" for char in text):
+        raise argparse.ArgumentTypeError(f"{text.encode('utf-8', 'surrogateescape')!r} is not valid UTF-8")
+    return text
 
 
 def _model_options(sub: argparse.ArgumentParser) -> None:
@@ -63,6 +79,7 @@ def _model_options(sub: argparse.ArgumentParser) -> None:
         "-s",
         "--session",
         metavar="LABEL",
+        type=_label,
         default="main",
         help="session label to continue (created if new; default: main)",
     )
@@ -116,6 +133,11 @@ def _add_chat(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         formatter_class=_Formatter,
     )
     _model_options(sub)
+    sub.add_argument(
+        "--agent",
+        metavar="ID",
+        help="talk to a named agent (nexus agents add) through its durable queue instead of a session",
+    )
     sub.set_defaults(handler="nexus.cli.chat_cmd:chat_command")
 
 
@@ -140,12 +162,12 @@ def _add_sessions(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     listing.set_defaults(handler=handler)
 
     show = actions.add_parser("show", help="show one session: head turn, counts, tokens, aliases")
-    show.add_argument("label", metavar="LABEL", help="session label or alias")
+    show.add_argument("label", metavar="LABEL", type=_label, help="session label or alias")
     show.add_argument("--json", action="store_true", help="print JSON instead of text")
     show.set_defaults(handler=handler)
 
     history = actions.add_parser("history", help="print a session's turns and messages, with turn ids")
-    history.add_argument("label", metavar="LABEL", help="session label or alias")
+    history.add_argument("label", metavar="LABEL", type=_label, help="session label or alias")
     history.add_argument("--json", action="store_true", help="print one JSON object per message (as stored)")
     history.add_argument(
         "--raw",
@@ -156,17 +178,17 @@ def _add_sessions(commands: argparse._SubParsersAction[argparse.ArgumentParser])
 
     fork = actions.add_parser("fork", help="start a new session at an existing turn")
     fork.add_argument("turn_id", metavar="TURN_ID", help="the turn the new session continues from")
-    fork.add_argument("--label", metavar="L", help="label of the new session (default: fork-<id>)")
+    fork.add_argument("--label", metavar="L", type=_label, help="label of the new session (default: fork-<id>)")
     fork.set_defaults(handler=handler)
 
     export = actions.add_parser("export", help="write a session as a pi-coding-agent session file")
-    export.add_argument("label", metavar="LABEL", help="session label or alias")
+    export.add_argument("label", metavar="LABEL", type=_label, help="session label or alias")
     export.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     export.set_defaults(handler=handler)
 
     imported = actions.add_parser("import", help="import a pi-coding-agent session file as a new session")
     imported.add_argument("file", metavar="FILE", help="the .jsonl session file")
-    imported.add_argument("--label", metavar="L", help="label of the new session (default: from the file)")
+    imported.add_argument("--label", metavar="L", type=_label, help="label of the new session (default: from the file)")
     imported.set_defaults(handler=handler)
 
     compact = actions.add_parser(
@@ -181,7 +203,7 @@ def _add_sessions(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         epilog='examples:\n  nexus sessions compact main\n  nexus sessions compact bugfix --focus "the failing test"\n',
         formatter_class=_Formatter,
     )
-    compact.add_argument("label", metavar="LABEL", help="session label or alias")
+    compact.add_argument("label", metavar="LABEL", type=_label, help="session label or alias")
     compact.add_argument("--focus", metavar="TEXT", help="what the summary should keep in particular")
     compact.add_argument(
         "-m",

@@ -76,6 +76,7 @@ class RunSummary:
     """How a run ended (the ``stream_end`` event, and the exit code of ``nexus run``).
 
     ``status`` is the ledger's turn status: ``completed``, ``failed`` or ``aborted``.
+    ``usage_estimated`` says the token counts are chars/4 estimates (the server reported none).
     """
 
     run_id: str
@@ -88,6 +89,7 @@ class RunSummary:
     error: str | None = None
     error_kind: str | None = None
     usage: dict[str, int] = field(default_factory=dict)
+    usage_estimated: bool = False
     cost: float = 0.0
     duration_ms: int = 0
     session_created: bool = False
@@ -156,14 +158,21 @@ def summarize_result(tool_name: str, result: object, is_error: bool) -> str:
     return f"{lines} line{'s' if lines != 1 else ''}"
 
 
+def _seconds(delay: float) -> str:
+    """``2.0s``, ``0.2s``, ``0.05s``: a short wait is not rounded to a misleading ``0.0s``."""
+    return f"{delay:.2g}s" if delay < 1 else f"{delay:.1f}s"
+
+
 def describe_engine_event(event: EngineEvent) -> tuple[str, str, dict[str, Any]]:
     """``(json type, one-line notice, json fields)`` for a retry, wait, fallback or compaction event."""
     from nexus.engine.types import CompactionStartEvent, FallbackEvent, RetryEvent, WaitEvent
 
     if isinstance(event, RetryEvent):
-        nxt = f", next profile {event.next_profile}" if event.next_profile else ""
-        wait = f", retrying in {event.delay_s:.1f}s" if event.delay_s > 0 else ", retrying now"
-        text = f"↻ {event.model}: {event.error_kind} (attempt {event.attempt}){nxt}{wait}: {event.message}"
+        # the event is only sent when a retry follows; name another key only when it is another
+        switch = event.next_profile is not None and event.next_profile != event.profile
+        nxt = f" with profile {event.next_profile}" if switch else ""
+        wait = f"retrying in {_seconds(event.delay_s)}" if event.delay_s > 0 else "retrying now"
+        text = f"↻ {event.model}: {event.error_kind} (attempt {event.attempt}), {wait}{nxt}: {event.message}"
         data = {
             "attempt": event.attempt,
             "model": event.model,
@@ -175,15 +184,21 @@ def describe_engine_event(event: EngineEvent) -> tuple[str, str, dict[str, Any]]
         }
         return "retry", _short(text, 200), data
     if isinstance(event, WaitEvent):
-        text = f"… every key of {event.provider} is cooling down; waiting {event.delay_s:.1f}s"
-        return "wait", text, {"provider": event.provider, "profile": event.profile, "delaySeconds": event.delay_s}
+        wait = _seconds(event.delay_s)
+        if event.keys > 1:
+            text = f"… every key of {event.provider} is cooling down after errors; waiting {wait}"
+        else:
+            text = f"… {event.provider} is cooling down after an error; waiting {wait} before calling it"
+        data = {"provider": event.provider, "profile": event.profile, "delaySeconds": event.delay_s}
+        return "wait", text, {**data, "keys": event.keys}
     if isinstance(event, FallbackEvent):
         verb = "skipping" if event.skipped else "falling back to"
         text = f"⇢ {event.from_model}: {verb} {event.to_model} ({event.reason})"
         data = {"fromModel": event.from_model, "toModel": event.to_model, "reason": event.reason}
         return "fallback", _short(text, 200), {**data, "skipped": event.skipped}
     if isinstance(event, CompactionStartEvent):
-        text = f"⋯ compacting the conversation ({event.message_count} messages, ~{event.tokens_before} tokens)"
+        count = f"{event.message_count} message{'s' if event.message_count != 1 else ''}"
+        text = f"⋯ compacting the conversation ({count}, ~{event.tokens_before} tokens)"
         data = {"reason": event.reason, "messageCount": event.message_count, "tokensBefore": event.tokens_before}
         return "compaction_start", text, data
     result = event.result
@@ -400,6 +415,7 @@ class JsonRenderer(Renderer):
                 "text": summary.text,
                 "error": summary.error,
                 "usage": summary.usage,
+                "usageEstimated": summary.usage_estimated,
                 "cost": summary.cost,
                 "toolCalls": summary.tool_calls,
                 "durationMs": summary.duration_ms,

@@ -66,8 +66,18 @@ def _compact(args: argparse.Namespace) -> int:
 
 
 def _recover(ledger: Ledger) -> None:
-    """Close turns a killed process left open, so every listing shows them (as ``aborted``)."""
-    recovered = ledger.recover()
+    """Close turns a killed process left open, so every listing shows them (as ``aborted``).
+
+    Only a courtesy for reading commands: when the ledger cannot be written (disk full, database
+    held by another process) the listing goes on read-only, open turns shown as open.
+    """
+    from nexus.ledger import LedgerError
+
+    try:
+        recovered = ledger.recover()
+    except LedgerError as exc:
+        print(f"nexus: warning: turns left open by a stopped process stay open for now: {exc}", file=sys.stderr)
+        return
     if recovered:
         noun = "turn" if len(recovered) == 1 else "turns"
         print(f"nexus: closed {len(recovered)} {noun} left open by a stopped process (as aborted)", file=sys.stderr)
@@ -119,6 +129,7 @@ def _show(ledger: Ledger, args: argparse.Namespace) -> int:
         "aliases": ledger.aliases(session.label),
         "turns": len(turns),
         "total_tokens": head.thread_total_tokens if head else 0,
+        "usage_estimated": any(turn.usage_estimated for turn in turns),
         "head_model": f"{head.provider}/{head.model}" if head and head.model else None,
         "head_status": head.status if head else None,
     }
@@ -126,8 +137,12 @@ def _show(ledger: Ledger, args: argparse.Namespace) -> int:
         print(json.dumps(info, indent=2))
         return 0
     for key, value in info.items():
+        if key == "usage_estimated":
+            continue  # shown with total_tokens
         if key in ("created_at", "updated_at"):
             value = _when(value)
+        elif key == "total_tokens" and info["usage_estimated"]:
+            value = f"~{value} (estimated: a server reported no usage)"
         elif isinstance(value, list):
             value = ", ".join(value) or "-"
         print(f"{key:<22}{'-' if value is None else value}")
@@ -154,6 +169,8 @@ def _history(ledger: Ledger, args: argparse.Namespace) -> int:
 def _turn_header(turn: Turn) -> str:
     model = f" {turn.provider}/{turn.model}" if turn.model else ""
     tokens = f" {turn.total_tokens} tokens" if turn.total_tokens else ""
+    if turn.usage_estimated:
+        tokens = f" ~{turn.total_tokens} tokens (estimated)"
     kind = " compaction" if turn.turn_type == "compaction" else ""
     return f"── turn {turn.id} [{turn.status}{kind}]{model}{tokens} {_when(turn.started_at)}"
 

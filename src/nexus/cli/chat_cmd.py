@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from nexus.cli._errors import cli_message, cli_text
+from nexus.cli._input import accept_text, lenient_stdin
 from nexus.cli._render import TextRenderer, use_color
 from nexus.cli._sessions import typed_text
 from nexus.cli.run_cmd import EXIT_INTERRUPTED, EXIT_OK, Runtime, open_runtime, stop_notice
@@ -22,7 +23,7 @@ from nexus.errors import ConfigError, NexusError
 from nexus.llm.types import Message, UserMessage
 
 if TYPE_CHECKING:
-    from nexus.ledger import Turn
+    from nexus.ledger import Session, Turn
 
 __all__ = ["COMMANDS", "ChatSession", "chat_command"]
 
@@ -44,6 +45,10 @@ COMMANDS: dict[str, str] = {
 
 def chat_command(args: argparse.Namespace) -> int:
     """Entry point of ``nexus chat``; returns 0 on /exit or end of input, 130 on Ctrl-C at the prompt."""
+    if getattr(args, "agent", None):  # a named agent, through the broker's durable queue
+        from nexus.cli.agent_chat import agent_chat
+
+        return agent_chat(args)
     runtime = open_runtime(args)
     with runtime:
         return ChatSession(runtime).run()
@@ -83,6 +88,7 @@ class ChatSession:
 
     def run(self) -> int:
         """Read lines until /exit, end of input or Ctrl-C at the prompt."""
+        lenient_stdin(self.stdin)  # a stray non-UTF-8 byte becomes U+FFFD (with a note), not a traceback
         if self.interactive:
             try:
                 import readline  # noqa: F401  (line editing and history for input())
@@ -104,7 +110,7 @@ class ChatSession:
                 if self.interactive:
                     self.err.write("\n")
                 return EXIT_OK
-            line = line.strip()
+            line = accept_text(line, "typed", self.err).strip()
             if not line:
                 continue
             code = self._command(line) if line.startswith("/") else self._turn(line)
@@ -217,9 +223,29 @@ class ChatSession:
             if head is None:
                 raise ConfigError("nothing to fork yet: this session has no turns (send a message first)")
             turn_id = head.id
-        session = ledger.fork(turn_id)
+        session = self._fork_at(turn_id)
         self.runtime.session = session.label
         self._say(f"forked at {turn_id}: now in session {session.label}")
+
+    def _fork_at(self, turn_id: str) -> Session:
+        """Fork with a label a person can type: ``<parent>-fork-1``, ``-2``… (the first unused one).
+
+        Another process may take a label between the check and the fork; the next one is tried.
+        """
+        from nexus.ledger import SessionExistsError
+
+        ledger = self.runtime.ledger
+        parent = ledger.resolve_session(self.runtime.session).label if self.runtime.session_exists() else "session"
+        number = 1
+        while True:
+            label = f"{parent}-fork-{number}"
+            number += 1
+            if self.runtime.session_exists(label):
+                continue
+            try:
+                return ledger.fork(turn_id, label)
+            except SessionExistsError:
+                continue
 
     def _compact(self, focus: str) -> None:
         from nexus.cli.run_cmd import compact_now

@@ -94,15 +94,23 @@ def stop_notice(summary: RunSummary) -> str | None:
     if summary.stop_reason == "tool_use":
         return iterations_notice(summary)
     if summary.stop_reason == "max_tokens":
-        return OUTPUT_LIMIT_NOTICE
+        return output_limit_notice(summary.model)
     return None
 
 
-OUTPUT_LIMIT_NOTICE = (
-    "stopped: the reply reached the output limit (max_tokens). Send another message asking it to continue, "
-    "or raise max_tokens for the model ([providers.<name>.models.<id>] in nexus.toml)"
-)
-"""What to say when the model's reply was cut at its output-token limit."""
+def output_limit_notice(model_ref: str) -> str:
+    """What to say when the reply of ``provider/model`` was cut at its output-token limit.
+
+    It names the exact table to write, which works for every provider, the local one included.
+    """
+    from nexus.config._load import dotted
+
+    provider, _, model_id = model_ref.partition("/")
+    table = dotted(("providers", provider, "models", model_id))
+    return (
+        "stopped: the reply reached the output limit (max_tokens). Send another message asking it to continue, "
+        f"or raise it in nexus.toml: [{table}] max_tokens = …"
+    )
 
 
 def iterations_notice(summary: RunSummary) -> str:
@@ -119,12 +127,19 @@ def _wants_reasoning(args: argparse.Namespace) -> bool:
 
 
 def read_message(raw: str, stdin: Any = None) -> str:
-    """The message argument, or all of stdin for ``-``; an empty message is a usage error (exit 2)."""
+    """The message argument, or all of stdin for ``-``; an empty message is a usage error (exit 2).
+
+    Bytes that are not UTF-8 are replaced by U+FFFD, with a note on stderr (see ``nexus.cli._input``).
+    """
+    from nexus.cli._input import accept_text, read_all
+
     if raw == "-":
         source = sys.stdin if stdin is None else stdin
         if source is None or (hasattr(source, "isatty") and source.isatty()):
             raise ConfigError("MESSAGE is '-' but stdin is a terminal: pipe the message in, e.g. echo hi | nexus run -")
-        raw = source.read()
+        raw = read_all(source)
+    else:
+        raw = accept_text(raw, "given on the command line")
     text = raw.strip()
     if not text:
         raise ConfigError('the message is empty: give the text to send, e.g. nexus run "hello"')
@@ -175,6 +190,9 @@ class Runtime:
     session: str
     model: str
     thinking: str | None = None
+    unsaved: list[str] = field(default_factory=list)
+    """Turns of this process whose final write failed (kept in rescue files): the next turn of their
+    session puts them in the ledger before it reads the head, so a chat that goes on does not fork."""
     _loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
     _env: EngineEnv | None = field(default=None, repr=False)
     _thinking_noted: set[str] = field(default_factory=set, repr=False)
@@ -266,20 +284,27 @@ class Runtime:
 
 def open_runtime(args: argparse.Namespace) -> Runtime:
     """Load config, resolve the model (ConfigError → exit 2), open the ledger and recover crashed turns."""
+    from nexus.cli._state import prepare_state
     from nexus.config import load_config, resolve_default_model
     from nexus.ledger import Ledger
 
     config = load_config(getattr(args, "config", None))
+    if config.capture_path is not None:  # $NEXUS_CAPTURE_DIR, when set, still wins
+        from nexus.llm.capture import set_capture_dir
+
+        set_capture_dir(config.capture_path)
     choice = resolve_default_model(config, explicit=getattr(args, "model", None))
     label = (getattr(args, "session", None) or DEFAULT_SESSION).strip()
     if not label:
         raise ConfigError("the session label is empty: give one with -s LABEL, or leave -s out for 'main'")
     check_model(config, choice.ref)  # before the ledger exists: a run that cannot start writes nothing
-    path = config.database_path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # the tools need the workspace to exist before context assembly scaffolds it
-    config.workspace_path.mkdir(parents=True, exist_ok=True)
-    ledger = Ledger.open(path)
+    # paths of the right kind, directories created (the tools need the workspace), database writable
+    prepare_state(config)
+    from nexus.llm.providers._llama_progress import TerminalProgress, set_progress_reporter
+
+    set_progress_reporter(TerminalProgress(sys.stderr))  # a local model's loading/prefill, on a terminal only
+    ledger = Ledger.open(config.database_path)
+    ledger.database.on_busy = BusyNotice()
     try:
         recovered = ledger.recover()
     except BaseException:
@@ -289,6 +314,32 @@ def open_runtime(args: argparse.Namespace) -> Runtime:
         noun = "turn" if len(recovered) == 1 else "turns"
         print(f"nexus: closed {len(recovered)} {noun} left open by a stopped process (as aborted)", file=sys.stderr)
     return Runtime(config, ledger, label, choice.ref, getattr(args, "thinking", None))
+
+
+class BusyNotice:
+    """``Database.on_busy`` for the CLI: say why nothing happens while another process holds agents.db.
+
+    Said again only after a quiet spell of :attr:`REPEAT_S` (every write of a run finds the
+    database locked while that process holds it).
+    """
+
+    REPEAT_S = 30.0
+
+    def __init__(self) -> None:
+        self.last = -self.REPEAT_S
+
+    def __call__(self) -> None:
+        now = time.monotonic()
+        if now - self.last >= self.REPEAT_S:
+            from nexus.ledger._sqlite import WAIT_ENV, wait_bound
+
+            print(
+                f"nexus: waiting for the database (held by another process); giving up after {wait_bound():g} s "
+                f"({WAIT_ENV})",
+                file=sys.stderr,
+                flush=True,
+            )
+        self.last = now
 
 
 def check_model(config: NexusConfig, ref: str) -> None:

@@ -1,8 +1,11 @@
-"""``${VAR}`` substitution in config values, done when a value is used rather than at load time.
+"""``${VAR}`` and ``${VAR:-default}`` substitution in config values, done when a value is used.
 
-Resolving late means a config with five auth profiles still loads when only two of
-their variables are set; the error comes only if a profile whose variable is unset is
-actually needed, and it names that variable and where it was written.
+Resolving late means a command that never calls a provider (``nexus sessions list``)
+does not need that provider's variables. But when a provider is used, every variable
+its table refers to must be set: a key the user wrote and that silently vanished would
+otherwise be replaced by whatever the environment offers (``OPENAI_API_KEY``), which is
+a credential the user did not configure for it. ``${VAR:-default}`` is the way to say
+"this may be unset": the default (possibly empty) is used instead.
 """
 
 from __future__ import annotations
@@ -12,29 +15,44 @@ from collections.abc import Mapping
 
 from nexus.errors import ConfigError
 
-_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 def env_references(value: str) -> list[str]:
-    """The variable names a value refers to with ``${VAR}``, in order."""
-    return _REFERENCE.findall(value)
+    """The variable names a value refers to with ``${VAR}`` or ``${VAR:-default}``, in order."""
+    return [match.group(1) for match in _REFERENCE.finditer(value)]
 
 
 def missing_env(value: str, env: Mapping[str, str]) -> list[str]:
-    """The referenced variables that are unset or empty in ``env``."""
-    return [name for name in env_references(value) if not env.get(name)]
+    """The referenced variables that are unset or empty in ``env`` and have no ``:-`` default."""
+    return [
+        match.group(1) for match in _REFERENCE.finditer(value) if match.group(2) is None and not env.get(match.group(1))
+    ]
 
 
-def resolve_env(value: str, env: Mapping[str, str], where: str = "config value") -> str:
-    """``value`` with every ``${VAR}`` replaced; ConfigError naming the variable if one is unset.
+def _substitute(match: re.Match[str], env: Mapping[str, str]) -> str:
+    value = env.get(match.group(1))
+    if value:
+        return value
+    default = match.group(2)
+    return default if default is not None else ""
 
+
+def resolve_env(value: str, env: Mapping[str, str], where: str = "config value", location: str | None = None) -> str:
+    """``value`` with every reference replaced; ConfigError naming the variable if one is unset.
+
+    ``${VAR:-default}`` uses ``default`` when ``VAR`` is unset or empty (as in a POSIX
+    shell). ``location`` (``file:line``) starts the error message when given.
     ``$${VAR}`` is not special: write the literal text in another way if you ever need it.
     """
     missing = missing_env(value, env)
     if missing:
         names = ", ".join(missing)
+        verb = "is" if len(missing) == 1 else "are"
+        first = missing[0]
+        prefix = f"{location}: " if location else ""
         raise ConfigError(
-            f"{where} uses ${{{missing[0]}}} but {names} {'is' if len(missing) == 1 else 'are'} not set: "
-            f"export {missing[0]}=… before starting nexus, or change {where} in nexus.toml"
+            f"{prefix}{where} uses ${{{first}}} but {names} {verb} not set: export {first}=… before "
+            f"starting nexus, or write ${{{first}:-default}} in nexus.toml to give a default"
         )
-    return _REFERENCE.sub(lambda match: env[match.group(1)], value)
+    return _REFERENCE.sub(lambda match: _substitute(match, env), value)

@@ -16,8 +16,8 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from nexus.config._paths import config_path, nexus_home
-from nexus.config._schema import NexusConfig
-from nexus.config._toml_lines import Loc, key_lines, line_of
+from nexus.config._schema import LocalModelConfig, NexusConfig
+from nexus.config._toml_lines import Loc, key_lines, line_of, nesting_overflow_line
 from nexus.errors import ConfigError
 
 _SECRET_HINTS = ("key", "token", "secret", "password", "header", "auth")
@@ -52,21 +52,49 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
     return _finish(parse_config(text, file), home, file)
 
 
+MAX_NESTING = 32
+"""Deepest nesting of arrays/inline tables a value may have. No setting needs more than a few
+levels; far deeper input (``a = [[[…5000…]]]``) would exhaust Python's recursion limit in the
+TOML parser and the validator, so it is refused first with a clear message."""
+
+
 def parse_config(text: str, file: Path | str = "nexus.toml") -> NexusConfig:
     """Validate TOML ``text`` (``file`` only names it in error messages)."""
+    _check_nesting(text, file)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(_syntax_message(str(exc), file)) from exc
+    except RecursionError:  # nesting the scan above could not see (it is a locator, not a parser)
+        raise ConfigError(_nesting_message(str(file), None)) from None
     try:
         config = NexusConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(format_validation_errors(exc, text, file)) from None
-    problems = _tool_name_problems(config, text, file)
+    except RecursionError:
+        raise ConfigError(_nesting_message(str(file), None)) from None
+    problems = _tool_name_problems(config, text, file) + _local_model_problems(config, text, file)
     if problems:
         count = len(problems)
         raise ConfigError("\n".join([f"invalid config ({count} problem{'s' if count != 1 else ''}):", *problems]))
+    config._lines = key_lines(text)
+    config._label = str(file)
     return config
+
+
+def _check_nesting(text: str, file: Path | str) -> None:
+    """ConfigError naming the line where arrays/inline tables nest deeper than :data:`MAX_NESTING`."""
+    line = nesting_overflow_line(text, MAX_NESTING)
+    if line is not None:
+        raise ConfigError(_nesting_message(str(file), line))
+
+
+def _nesting_message(file: str, line: int | None) -> str:
+    where = f"{file}:{line}" if line is not None else file
+    return (
+        f"{where}: a value nests arrays or tables more than {MAX_NESTING} levels deep\n"
+        "    fix: flatten the value; no Nexus setting needs more than a few levels"
+    )
 
 
 def _tool_name_problems(config: NexusConfig, text: str, file: Path | str) -> list[str]:
@@ -90,9 +118,44 @@ def _tool_name_problems(config: NexusConfig, text: str, file: Path | str) -> lis
     return blocks
 
 
+_LOCAL_MODEL_KEYS = frozenset({"max_tokens", "prompt_profile"})
+"""The ``[providers.local.models.<id>]`` keys the in-process model uses (its window is ``[local] n_ctx``)."""
+
+
+def _local_model_problems(config: NexusConfig, text: str, file: Path | str) -> list[str]:
+    """``[providers.local.models.<id>]`` settings that would be accepted but have no effect."""
+    declared = config.providers.get("local")
+    if declared is None:
+        return []
+    lines = key_lines(text)
+    known = [config.local.model_id]
+    if config.local.model_path is None and LocalModelConfig().model_id not in known:
+        known.append(LocalModelConfig().model_id)
+    blocks = []
+    for model_id, override in declared.models.items():
+        loc: Loc = ("providers", "local", "models", model_id)
+        found: list[tuple[Loc, str, str]] = []
+        if model_id not in known:
+            ids = ", ".join(known)
+            found.append((loc, f"no local model is called {model_id!r} (known: {ids})", "use one of those ids"))
+        for key in sorted(override.model_fields_set - _LOCAL_MODEL_KEYS):
+            fix = "set n_ctx in [local] instead" if key == "context_window" else "remove it"
+            found.append(((*loc, key), "has no effect on the in-process model", fix))
+        if override.max_tokens is not None and override.max_tokens >= config.local.n_ctx:
+            problem = f"must be smaller than the context window ([local] n_ctx = {config.local.n_ctx})"
+            found.append(((*loc, "max_tokens"), problem, "lower it, or raise n_ctx in [local]"))
+        for where_loc, problem, fix in found:
+            line = line_of(lines, where_loc)
+            where = f"{file}:{line}" if line is not None else str(file)
+            blocks.append(f"{where}: {dotted(where_loc)}: {problem}\n    fix: {fix}")
+    return blocks
+
+
 def _finish(config: NexusConfig, home: Path, source: Path | None) -> NexusConfig:
     config._home = home
     config._source = source
+    if source is not None:
+        config._label = str(source)
     return config
 
 

@@ -14,10 +14,13 @@ from nexus.errors import ConfigError
 
 @dataclass(slots=True, frozen=True)
 class ResolvedProfile:
-    """An auth profile with its key substituted; ``api_key`` is None when a variable is missing.
+    """An auth profile with its key substituted.
 
-    The key never appears in ``repr`` (logs, tracebacks). ``base_url`` overrides the
-    model's endpoint for calls made with this profile (None = the model's).
+    :func:`~nexus.config.provider_settings` only returns profiles with a key (an unset variable
+    is a ConfigError there); ``api_key=None`` with ``missing`` describes a profile built by
+    hand whose variables are not set, and :meth:`require_key` reports it. The key never
+    appears in ``repr`` (logs, tracebacks). ``base_url`` overrides the model's endpoint for
+    calls made with this profile (None = the model's).
     """
 
     name: str

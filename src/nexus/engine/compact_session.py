@@ -53,14 +53,16 @@ class SessionCompaction:
     def message(self) -> str:
         """One line for a user: what happened, with the token estimate before and after."""
         result = self.result
+        count = result.messages_summarized if result is not None else 0
+        messages = f"{count} message{'s' if count != 1 else ''}"
         if self.status == "compacted" and result is not None:
             return (
-                f"compacted {result.messages_summarized} messages into a summary (turn {self.turn_id}): "
+                f"compacted {messages} into a summary (turn {self.turn_id}): "
                 f"~{result.tokens_before} → ~{result.tokens_after} tokens"
             )
         if self.status == "not_smaller" and result is not None:
             return (
-                f"not compacted: the summary of {result.messages_summarized} messages would not make the context "
+                f"not compacted: the summary of {messages} would not make the context "
                 f"smaller (~{result.tokens_before} → ~{result.tokens_after} tokens); nothing was changed"
             )
         if self.status == "aborted":
@@ -91,13 +93,13 @@ async def compact_session(
     for an unknown session, ``CompactionError`` when summarising fails, ``ConfigError`` when
     no model can be called.
     """
-    from nexus.engine.session_lock import session_lock
+    from nexus.engine.session_lock import run_lock
 
     ledger = env.ledger
     label = ledger.resolve_session(session_label).label  # SessionNotFound before anything else
     chosen = env.model(model)
     env.preflight(chosen)
-    async with session_lock(ledger.path, label, signal=signal, on_wait=on_wait) as held:
+    async with run_lock(ledger, label, signal=signal, on_wait=on_wait) as held:
         if not held:
             return SessionCompaction(label, "aborted")
         return await _compact_locked(env, label, chosen, focus, keep_recent_tokens, on_event, signal)

@@ -286,14 +286,45 @@ def truncate_tool_results(messages: Sequence[Message], max_chars: int) -> list[M
     return [truncate_tool_message(m, max_chars) if isinstance(m, ToolResultMessage) else m for m in messages]
 
 
-def overflow_error(model: Model, tokens: int | None = None, detail: str | None = None) -> AgentError:
-    """Level 3: the error reported when even the compacted, truncated context does not fit."""
+def overflow_error(
+    model: Model,
+    tokens: int | None = None,
+    detail: str | None = None,
+    *,
+    compacted: bool = True,
+    truncated: bool = True,
+) -> AgentError:
+    """Level 3: the error reported when the context still does not fit; it says what was tried.
+
+    ``compacted``/``truncated``: whether level 1 (a summary) and level 2 (cutting long tool
+    results) were applied; each that was not is named with why (nothing old enough to
+    summarise, no long tool result). A conversation estimated far below the configured
+    window points at the window setting, not at the conversation.
+    """
     size = f" (about {tokens} tokens)" if tokens is not None else ""
     message = (
-        f"The conversation{size} does not fit the context window of {model.ref} ({model.context_window} tokens) "
-        "even after compaction and truncating tool results. Start a new session, fork from an earlier turn, "
-        "or use a model with a larger context window."
+        f"The conversation{size} does not fit the context window of {model.ref} ({model.context_window} tokens)"
+        f"{_what_was_tried(compacted, truncated)}."
     )
+    if tokens is not None and tokens * 4 < model.context_window:
+        message += (
+            " That is far below the window, so the server's context is probably smaller than configured: check "
+            "the model's context_window against the server's context size."
+        )
+    else:
+        message += " Start a new session, fork from an earlier turn, or use a model with a larger context window."
     if detail:
         message += f" Provider said: {detail}"
     return AgentError("context_overflow", message, retryable=False)
+
+
+def _what_was_tried(compacted: bool, truncated: bool) -> str:
+    if compacted and truncated:
+        return " even after compaction and truncating tool results"
+    if compacted:
+        return " even after compaction (no tool result was long enough to truncate)"
+    if truncated:
+        return " even after truncating tool results (nothing was old enough to summarise)"
+    return (
+        "; nothing could be made smaller (nothing was old enough to summarise, no tool result long enough to truncate)"
+    )

@@ -19,7 +19,7 @@ from nexus.engine._sessions import SessionCache
 from nexus.engine._window import history_estimates
 from nexus.engine.bootstrap import load_bootstrap_files, scaffold_workspace
 from nexus.engine.budget import compute_budget
-from nexus.engine.system_prompt import RuntimeInfo, build_system_prompt
+from nexus.engine.system_prompt import RuntimeInfo, build_minimal_system_prompt, build_system_prompt
 from nexus.engine.tool_policy import filter_tools
 from nexus.engine.types import AgentRole, AssembledContext, EngineLimits, ThinkingConfig, new_id
 from nexus.errors import ConfigError
@@ -27,6 +27,7 @@ from nexus.llm.types import ImageContent, Message, Model, TextContent, UserConte
 
 if TYPE_CHECKING:
     from nexus.agent.tool_types import AgentTool
+    from nexus.config import PromptProfile
     from nexus.llm.abort import AbortSignal
 
 
@@ -115,6 +116,8 @@ class PromptOptions:
     safety: tuple[str, ...] | None = None
     load_bootstrap: bool = True
     scaffold: bool = True
+    profile: PromptProfile = "full"
+    """``minimal``: identity and the date only (:func:`build_minimal_system_prompt`), for tiny models."""
 
 
 def _system_prompt_for(
@@ -122,6 +125,9 @@ def _system_prompt_for(
 ) -> str:
     """The composed system prompt: identity, bootstrap files, tools, safety and the runtime line."""
     zone = event.timezone if event is not None else "UTC"
+    if prompt.profile == "minimal":
+        now = event.local_time() if event is not None else datetime.now(resolve_timezone(zone))
+        return build_minimal_system_prompt(now.date(), prompt.identity)
     runtime = RuntimeInfo(
         time=event.local_time() if event is not None else datetime.now(resolve_timezone(zone)),
         timezone=zone,

@@ -1,12 +1,16 @@
 """Auth-profile rotation and model fallback, as a wrapper around a :data:`StreamFn` (seed 001).
 
 :func:`failover_stream` returns a stream function the agent loop calls like any other.
-Per call it tries the current model with the provider's auth profiles: on an
-``auth``/``rate_limit``/``billing``/``overloaded``/``timeout`` error the profile cools
-down (1 s, doubling to 60 s, or the server's ``retry_after`` when longer; reset on
-success) and the next ready profile is tried; ``auth_permanent`` disables the profile for
-the run; when every profile cools down it waits for the soonest (abortable). After
-``max_retries`` retries it moves down the model fallback chain.
+Per call it tries the current model with the provider's auth profiles: on a
+``rate_limit``/``overloaded``/``timeout``/``network`` error the profile cools down (1 s,
+doubling to 60 s, or the server's ``retry_after`` when longer; reset on success) and the
+next ready profile is tried; ``auth``, ``auth_permanent`` and ``billing`` disable the
+profile for the run (the same key would be refused again); when every profile cools down
+it waits for the soonest (abortable), unless that is longer than ``max_wait_s``: then it
+does not retry, and the error says how long and until when. A local server (loopback)
+that refuses or drops the connection gets one quick retry (``QUICK_RETRY_S``), not the
+backoff: it is down, not busy. After ``max_retries`` retries it moves down the model
+fallback chain.
 
 It retries only failures that happen before the first content event: once a token has
 reached the consumer it cannot be taken back, so a later error is passed through. Nothing
@@ -24,18 +28,29 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from dataclasses import dataclass, replace
 
 from nexus.config._profile import ResolvedProfile
+from nexus.engine._failover_errors import cooling_error, failure, refused_error, too_long_error, until
 from nexus.engine.types import EngineEvent, EngineLimits, FallbackEvent, RetryEvent, TokenBudget, WaitEvent
 from nexus.errors import ConfigError
 from nexus.llm.abort import AbortSignal
 from nexus.llm.events import AssistantMessageEvent, DoneEvent, ErrorEvent, StartEvent
+from nexus.llm.keys import effective_base_url, is_local_url
 from nexus.llm.options import StreamFn, StreamOptions
 from nexus.llm.registry import resolve_api
 from nexus.llm.types import AssistantMessage, Context, ErrorKind, Model
 
-ROTATE_KINDS: frozenset[ErrorKind] = frozenset({"auth", "rate_limit", "billing", "overloaded", "timeout"})
+ROTATE_KINDS: frozenset[ErrorKind] = frozenset({"auth", "rate_limit", "billing", "overloaded", "timeout", "network"})
 """Error kinds that put the profile in cooldown and try again (another profile, later, or another model)."""
 
+_DROP_KINDS: frozenset[ErrorKind] = frozenset({"auth", "auth_permanent", "billing"})
+"""Error kinds that take the profile out of the run: another key may work, the same one will not."""
+
 _DEFAULT_PROFILE = "(default)"
+
+QUICK_RETRY_S = 0.2
+"""Pause before retrying a local server (loopback) that refused or dropped the connection."""
+
+LOCAL_NETWORK_RETRIES = 1
+"""Retries after a connection failure to a local server: one, quick; it is down, not busy."""
 
 
 @dataclass(slots=True)
@@ -43,6 +58,7 @@ class _Cooldown:
     until: float = 0.0
     next_delay: float = 1.0
     failures: int = 0
+    kind: ErrorKind | None = None
 
 
 class ProfileCooldowns:
@@ -61,15 +77,37 @@ class ProfileCooldowns:
         self.max_s = max_s
         self._state: dict[tuple[str, str], _Cooldown] = {}
 
-    def record_failure(self, provider: str, profile: str, now: float, retry_after: float | None = None) -> float:
-        """Start (or extend) the profile's cooldown; returns its length in seconds."""
+    def record_failure(
+        self,
+        provider: str,
+        profile: str,
+        now: float,
+        retry_after: float | None = None,
+        *,
+        kind: ErrorKind | None = None,
+        delay: float | None = None,
+    ) -> float:
+        """Start (or extend) the profile's cooldown; returns its length in seconds.
+
+        ``delay`` replaces the backoff step for this failure (the backoff does not advance):
+        failover passes a short one for a local server that refused the connection.
+        ``kind`` is remembered, so a later "still cooling down" error keeps the real cause.
+        """
         state = self._state.setdefault((provider, profile), _Cooldown(next_delay=self.initial_s))
-        delay = state.next_delay
-        state.next_delay = min(delay * 2, self.max_s)
+        step = delay
+        if step is None:
+            step = state.next_delay
+            state.next_delay = min(step * 2, self.max_s)
         state.failures += 1
-        cooldown = max(delay, retry_after or 0.0)
+        state.kind = kind or state.kind
+        cooldown = max(step, retry_after or 0.0)
         state.until = now + cooldown
         return cooldown
+
+    def last_kind(self, provider: str, profile: str) -> ErrorKind | None:
+        """The kind of the profile's last recorded failure (None when it has none)."""
+        state = self._state.get((provider, profile))
+        return state.kind if state is not None else None
 
     def record_success(self, provider: str, profile: str) -> None:
         """Clear the profile's cooldown and reset its backoff to the initial delay."""
@@ -98,26 +136,6 @@ async def _default_inner(
     fn: StreamFn = getattr(module, "stream", None) or resolve_api(model.api)
     async for event in fn(model, context, options):
         yield event
-
-
-def _failure(model: Model, kind: ErrorKind, text: str, retry_after: float | None = None) -> ErrorEvent:
-    """A failure produced by failover itself (no provider call behind it)."""
-    message = AssistantMessage(api=model.api, provider=model.provider, model=model.id, stop_reason="error")
-    message.error_message = text
-    message.error_kind = kind
-    message.retry_after = retry_after
-    return ErrorEvent("error", message)
-
-
-def _cooling_error(model: Model, delay: float, last: ErrorEvent | None) -> ErrorEvent:
-    """The last real error, or a rate-limit error saying every profile cools down for ``delay`` s."""
-    if last is not None:
-        return last
-    text = (
-        f"every auth profile of provider {model.provider!r} is cooling down after errors (next usable in "
-        f"{delay:.0f} s); add another profile or a fallback model, or try again later"
-    )
-    return _failure(model, "rate_limit", text, delay)
 
 
 def _aborted_event(model: Model, why: str) -> ErrorEvent:
@@ -149,6 +167,7 @@ class _Failover:
         budget_for: Callable[[Model], TokenBudget] | None,
         clock: Callable[[], float],
         sleep: Callable[[float], Awaitable[None]],
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.chain = list(chain)
         self.profiles = profiles
@@ -159,7 +178,8 @@ class _Failover:
         self.budget_for = budget_for
         self.clock = clock
         self.sleep = sleep
-        self.dead: set[tuple[str, str]] = set()
+        self.wall_clock = wall_clock
+        self.dead: dict[tuple[str, str], ErrorKind] = {}  # profile -> why it is out of the run
         self.pinned: dict[str, str] = {}
 
     def emit(self, event: EngineEvent) -> None:
@@ -236,7 +256,7 @@ class _Failover:
         if outcome.last_error is not None:
             yield outcome.last_error
         else:  # every fallback was skipped because the prompt does not fit it
-            yield _failure(model, "context_overflow", "no model in the fallback chain can hold the prompt")
+            yield failure(model, "context_overflow", "no model in the fallback chain can hold the prompt")
 
     def enter_fallback(self, previous: Model, candidate: Model, error: ErrorEvent | None) -> bool:
         """Emit the fallback event; False when ``candidate`` cannot hold the prompt (skipped)."""
@@ -249,39 +269,42 @@ class _Failover:
     async def run_model(
         self, model: Model, primary: Model, context: Context, options: StreamOptions, outcome: _Outcome
     ) -> AsyncIterator[AssistantMessageEvent]:
-        """Attempts on one model; yields what the consumer gets; sets ``outcome``."""
+        """Attempts on one model; yields what the consumer gets; sets ``outcome``.
+
+        Every wait is announced once: by the ``RetryEvent`` of the failure that caused it, or
+        (for a cooldown left by an earlier call) by a ``WaitEvent``.
+        """
         profiles = self.profiles_of(model.provider)
-        retries = 0
+        plan = _Plan()
         while True:
             if options.signal is not None and options.signal.aborted:
                 outcome.finished = True
                 yield _aborted_event(model, "aborted before the model call")
                 return
             pick = self.pick(model.provider, profiles)
-            if pick is None:  # every profile was rejected as invalid in this run: fall back
-                if outcome.last_error is None or retries == 0:
-                    outcome.last_error = _failure(
-                        model,
-                        "auth_permanent",
-                        f"every auth profile of provider {model.provider!r} was rejected as invalid earlier in this "
-                        "run; fix or replace the API keys",
-                    )
+            if pick is None:  # every profile was refused in this run: fall back
+                if outcome.last_error is None or plan.retries == 0:
+                    outcome.last_error = self.refused_error(model, profiles)
                 return
             profile, delay = pick
             if delay > 0:
-                if delay > self.limits.max_wait_s:  # too long to wait: fall back, or report why
-                    outcome.last_error = _cooling_error(model, delay, outcome.last_error if retries else None)
-                    return
-                self.emit(WaitEvent(model.provider, _label(profile), model.ref, delay))
+                if not plan.announced:
+                    if delay > self.limits.max_wait_s:  # cooling since an earlier call, for too long
+                        kind = self.cooldowns.last_kind(model.provider, _name(profile))
+                        outcome.last_error = cooling_error(model, delay, kind, until(self.wall_clock(), delay))
+                        return
+                    self.emit(WaitEvent(model.provider, _label(profile), model.ref, delay, keys=len(profiles)))
                 if not await self.wait(delay, options.signal):
                     outcome.finished = True
                     yield _aborted_event(model, "aborted while waiting for an auth profile to cool down")
                     return
+            plan.announced = False
             attempt = _Attempt()
             call_options = self.options_for(options, model, primary, profile)
-            async for event in self.attempt(model, context, call_options, _name(profile), attempt):
+            local = is_local_url(effective_base_url(model, call_options) or "")
+            async for event in self.attempt(model, context, call_options, _name(profile), attempt, local):
                 yield event
-            if attempt.error is None or not self.retryable(attempt.error, model, profile):
+            if attempt.error is None or not self.retryable(attempt.error, model, profile, local):
                 if attempt.error is not None:
                     if attempt.held_start is not None:
                         yield attempt.held_start
@@ -292,41 +315,83 @@ class _Failover:
                 outcome.finished = True
                 return
             outcome.last_error = attempt.error
-            retries += 1
-            if retries > self.limits.max_retries:
+            if not self.plan_retry(plan, model, profile, attempt.error, local, outcome):
                 return
-            self.emit_retry(retries, model, profile, attempt.error.error)
 
-    def retryable(self, error: ErrorEvent, model: Model, profile: ResolvedProfile | None) -> bool:
-        """Record the failure against the profile; True when another attempt may succeed."""
+    def refused_error(self, model: Model, profiles: list[ResolvedProfile | None]) -> ErrorEvent:
+        """Every key of ``model``'s provider was refused earlier in this run."""
+        return refused_error(model, [self.dead.get((model.provider, _name(p)), "auth_permanent") for p in profiles])
+
+    def plan_retry(
+        self,
+        plan: _Plan,
+        model: Model,
+        profile: ResolvedProfile | None,
+        error: ErrorEvent,
+        local: bool,
+        outcome: _Outcome,
+    ) -> bool:
+        """Decide whether ``model`` gets another attempt after ``error``; announce it if so.
+
+        No retry (False) after ``max_retries``, when no profile is left, after a second
+        connection failure to a local server (it is not running: waiting will not start
+        it), or when the next attempt would wait longer than ``max_wait_s`` (the error
+        then says how long and until when).
+        """
+        plan.retries += 1
+        kind = error.error.error_kind
+        if kind == "network" and local:
+            plan.local_network_failures += 1
+        if plan.retries > self.limits.max_retries or plan.local_network_failures > LOCAL_NETWORK_RETRIES:
+            return False
+        upcoming = self.pick(model.provider, self.profiles_of(model.provider))
+        if upcoming is None:
+            return False
+        next_profile, delay = upcoming
+        if delay > self.limits.max_wait_s:
+            when = until(self.wall_clock(), delay)
+            outcome.last_error = too_long_error(error, delay, self.limits.max_wait_s, when)
+            return False
+        self.emit(
+            RetryEvent(
+                attempt=plan.retries,
+                profile=_label(profile),
+                model=model.ref,
+                error_kind=kind or "unknown",
+                delay_s=delay,
+                message=error.error.error_message or "",
+                next_profile=_label(next_profile),
+            )
+        )
+        plan.announced = delay > 0
+        return True
+
+    def retryable(self, error: ErrorEvent, model: Model, profile: ResolvedProfile | None, local: bool) -> bool:
+        """Record the failure against the profile; True when another attempt may succeed.
+
+        ``auth``, ``auth_permanent`` and ``billing`` take the profile out of this run (the
+        same key would be refused again: waiting adds no credit); the other rotating kinds
+        put it in cooldown.
+        """
         message = error.error
         if error.reason == "aborted":
             return False
-        if message.error_kind == "auth_permanent":
-            self.dead.add((model.provider, _name(profile)))
+        if message.error_kind in _DROP_KINDS:
+            self.dead[(model.provider, _name(profile))] = message.error_kind or "auth"
             return True
         if message.error_kind in ROTATE_KINDS:
-            self.cooldowns.record_failure(model.provider, _name(profile), self.clock(), message.retry_after)
+            self.record(model.provider, _name(profile), message, local)
             return True
         return False
 
-    def emit_retry(self, attempt: int, model: Model, profile: ResolvedProfile | None, error: AssistantMessage) -> None:
-        upcoming = self.pick(model.provider, self.profiles_of(model.provider))
-        next_profile, delay = upcoming if upcoming is not None else (None, 0.0)
-        self.emit(
-            RetryEvent(
-                attempt=attempt,
-                profile=_label(profile),
-                model=model.ref,
-                error_kind=error.error_kind or "unknown",
-                delay_s=delay,
-                message=error.error_message or "",
-                next_profile=_label(next_profile) if upcoming is not None else None,
-            )
-        )
+    def record(self, provider: str, profile: str, message: AssistantMessage, local: bool) -> None:
+        """Cool the profile down after ``message``'s failure (briefly for a local connection failure)."""
+        kind = message.error_kind
+        quick = QUICK_RETRY_S if kind == "network" and local else None
+        self.cooldowns.record_failure(provider, profile, self.clock(), message.retry_after, kind=kind, delay=quick)
 
     async def attempt(
-        self, model: Model, context: Context, options: StreamOptions, profile: str, attempt: _Attempt
+        self, model: Model, context: Context, options: StreamOptions, profile: str, attempt: _Attempt, local: bool
     ) -> AsyncIterator[AssistantMessageEvent]:
         """One call: pass events through once content flowed; capture an early error instead."""
         events = self.inner(model, context, options)
@@ -346,7 +411,7 @@ class _Failover:
                     attempt.failed_late = True
                     if event.error.error_kind in ROTATE_KINDS:
                         # Too late to retry this call, but the next one should avoid this profile.
-                        self.cooldowns.record_failure(model.provider, profile, self.clock(), event.error.retry_after)
+                        self.record(model.provider, profile, event.error, local)
                 yield event
                 if isinstance(event, (DoneEvent, ErrorEvent)):
                     return
@@ -354,6 +419,15 @@ class _Failover:
             closer = getattr(events, "aclose", None)
             if closer is not None:
                 await closer()
+
+
+@dataclass(slots=True)
+class _Plan:
+    """Retry bookkeeping of one model's attempts."""
+
+    retries: int = 0
+    local_network_failures: int = 0
+    announced: bool = False  # the coming wait was announced by the last RetryEvent
 
 
 @dataclass(slots=True)
@@ -383,6 +457,7 @@ def failover_stream(
     budget_for: Callable[[Model], TokenBudget] | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    wall_clock: Callable[[], float] = time.time,
 ) -> StreamFn:
     """A :data:`StreamFn` that adds profile rotation and model fallback around ``inner``.
 
@@ -391,7 +466,8 @@ def failover_stream(
     chain). Profiles are per provider name; a provider without profiles uses the caller's
     options / environment key. ``budget_for(model)`` recomputes the token budget for a
     fallback model (e.g. ``ctx.token_budget.for_model``); a model the prompt cannot fit is
-    skipped. Create one per run: disabled (``auth_permanent``) profiles stay disabled for it.
+    skipped. Create one per run: disabled (``auth``/``auth_permanent``) profiles stay disabled
+    for it. ``clock`` times cooldowns; ``wall_clock`` (Unix time) only words "until 10:32 UTC".
     """
     if not models_chain:
         raise ConfigError("failover needs at least one model in models_chain")
@@ -410,6 +486,7 @@ def failover_stream(
         budget_for,
         clock,
         sleep,
+        wall_clock,
     )
 
     def stream(

@@ -41,6 +41,13 @@ def error_json(error: AgentError | None) -> dict[str, object] | None:
     return None if error is None else asdict(error)
 
 
+def turn_metadata(result: AgentResult) -> dict[str, object] | None:
+    """The turn's ``metadata`` column: marks estimated usage (no schema column holds that), else None."""
+    from nexus.ledger.records import USAGE_ESTIMATED_KEY
+
+    return {USAGE_ESTIMATED_KEY: True} if result.usage.estimated else None
+
+
 def spawned_label(result: ToolResultMessage) -> str | None:
     """The worker session a ``spawn_agent`` result names (``details['spawned_session_label']``)."""
     details = result.details or {}
@@ -134,7 +141,11 @@ def write_result(
         "error": error_json(result.error),
         "compaction": compaction,
         "tool_calls": result.tool_calls,
+        "consumed_queue_items": list(ctx.queue_item_ids),
     }
+    metadata = turn_metadata(result)
+    if metadata is not None:
+        kwargs["metadata"] = metadata
     try:
         return ledger.write_turn(turn_id, ctx.session_label, **kwargs)  # type: ignore[arg-type]
     except HeadMovedError:

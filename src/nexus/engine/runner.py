@@ -22,7 +22,7 @@ from nexus.engine.bootstrap import scaffold_workspace
 from nexus.engine.callbacks import EngineCallbacks
 from nexus.engine.context import EventContext, PromptOptions, assemble_context, build_current_message
 from nexus.engine.failover import ProfileCooldowns
-from nexus.engine.session_lock import session_lock
+from nexus.engine.session_lock import run_lock
 from nexus.engine.spawn import SPAWN_TOOL_NAME, spawn_agent_tool
 from nexus.engine.types import AgentResult, AgentRole, AssembledContext, EngineLimits, ThinkingConfig
 from nexus.ledger.records import DEFAULT_SESSION
@@ -76,8 +76,11 @@ def resolve_model(config: NexusConfig, ref: str) -> Model:
 
         local = config.local
         _check_local_id(config, model_id)
+        declared = config.providers.get("local")
+        override = declared.models.get(model_id) if declared is not None else None
+        max_tokens = override.max_tokens if override is not None else None
         path = config.local_model_path
-        return register_local_model(model_id, path, local.n_ctx, local.n_threads, local.chat_format)
+        return register_local_model(model_id, path, local.n_ctx, local.n_threads, local.chat_format, max_tokens)
     settings = provider_settings(config, provider)
     declared = config.providers.get(provider)
     model = get_model(provider, model_id)
@@ -89,8 +92,8 @@ def resolve_model(config: NexusConfig, ref: str) -> Model:
     if settings.headers:
         changes["headers"] = settings.headers
     override = settings.models.get(model_id)
-    if override is not None:
-        changes.update({k: v for k, v in override.model_dump().items() if v is not None})
+    if override is not None:  # (prompt_profile is not a Model fact: assemble() reads it from the config)
+        changes.update({k: v for k, v in override.model_dump(exclude={"prompt_profile"}).items() if v is not None})
     return replace(model, **changes) if changes else model  # type: ignore[arg-type]
 
 
@@ -297,7 +300,11 @@ class EngineEnv:
         history = self.ledger.history_at(head.id) if head is not None else []
         if event is None:
             event = EventContext(timezone=timezone or "UTC", channel=channel)
-        current = message if isinstance(message, UserMessage) else build_current_message(message, event, images)
+        from nexus.config import prompt_profile
+
+        profile = prompt_profile(self.config, chosen.provider, chosen.id)  # minimal: no event header either
+        header = event if profile == "full" else None
+        current = message if isinstance(message, UserMessage) else build_current_message(message, header, images)
         return assemble_context(
             model=chosen,
             workspace=self.config.workspace_path,
@@ -312,7 +319,7 @@ class EngineEnv:
             source_event_id=source_event_id,
             thinking=ThinkingConfig(self.config.thinking) if self.config.thinking != "off" else None,
             abort_signal=signal,
-            prompt=PromptOptions(scaffold=False),  # scaffolded above
+            prompt=PromptOptions(scaffold=False, profile=profile),  # scaffolded above
             cache=self.sessions.get(label),
         )
 
@@ -395,7 +402,8 @@ async def run_agent(
         env.preflight(chosen)
         label = ledger.ensure_session(session or DEFAULT_SESSION).label
         # one run per session at a time, also across processes (DESIGN §4.3's serial invariant)
-        async with session_lock(ledger.path, label, signal=signal) as held:
+        # (orphaned turns of the session are recovered under the lock, before the head is read)
+        async with run_lock(ledger, label, signal=signal) as held:
             if not held:
                 return aborted_before_start(message)
             ctx = env.assemble(message, session=label, model=chosen, images=images, event=event, signal=signal)

@@ -9,6 +9,13 @@ waits and then sees the first one's turn as history.
 
 ``flock`` locks die with their process, so a killed run never leaves a session locked.
 Where ``fcntl`` is missing (Windows) the lock is a no-op.
+
+Taking the lock is not enough when the holder was killed: its turn is still open in the
+ledger (the head has not moved to it), so a waiter that read the head right away would
+continue from the old head, and the killed run's turn - with the user's message - would be
+recovered later as a side branch, out of the session's history. :func:`run_lock` therefore
+recovers the session's orphaned open turns (closed ``aborted``, attached as the head) right
+after the lock is granted and before the caller reads the head (docs/invariants.md).
 """
 
 from __future__ import annotations
@@ -16,17 +23,24 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-from collections.abc import AsyncIterator, Callable
+import socket
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from nexus.ledger import Ledger
     from nexus.llm.abort import AbortSignal
 
-__all__ = ["session_lock", "session_lock_path"]
+__all__ = ["recover_orphans", "run_lock", "session_lock", "session_lock_path"]
 
 _POLL_S = 0.05
+
+HANDOFF_S = 2.0
+"""How long a new lock holder waits for the previous holder's process to be gone (it let go of the
+lock while exiting: its open turn is an orphan a moment later)."""
 
 
 def session_lock_path(database: Path, session_label: str) -> Path:
@@ -81,3 +95,56 @@ async def session_lock(
         if held:
             fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+@asynccontextmanager
+async def run_lock(
+    ledger: Ledger,
+    session_label: str,
+    *,
+    signal: AbortSignal | None = None,
+    on_wait: Callable[[], object] | None = None,
+    on_recovered: Callable[[list[str]], object] | None = None,
+    orphans: Sequence[str] = (),
+) -> AsyncIterator[bool]:
+    """:func:`session_lock` for a run, which then reads the head: orphaned turns are recovered first.
+
+    Once the lock is held, the session's open turns left by ended processes are closed as
+    ``aborted`` with what they journaled and attached where they belong (see the module
+    docstring), and so are ``orphans``: turns of this process the caller knows no run will
+    finish (their final write failed; a rescue file may hold their outcome). ``on_recovered``
+    gets their ids. Yields False if ``signal`` aborted the wait.
+    """
+    async with session_lock(ledger.path, session_label, signal=signal, on_wait=on_wait) as held:
+        if held:
+            recovered = ledger.recover(session=session_label, turn_ids=orphans) if orphans else []
+            recovered += await recover_orphans(ledger, session_label)
+            if recovered and on_recovered is not None:
+                on_recovered(recovered)
+        yield held
+
+
+async def recover_orphans(ledger: Ledger, session_label: str) -> list[str]:
+    """Recover ``session_label``'s open turns of ended processes (call it holding the session's lock).
+
+    Every run opens its turn holding the lock, so an open turn of another process of this host
+    found by the new holder belongs to a run that let go: one that ended, or is ending right now
+    (``flock`` is released while the process exits, a moment before it is gone). The latter is
+    waited for, at most :data:`HANDOFF_S`; a process still running after that does not take the
+    lock (not a run of ours) and its turn is left alone.
+    """
+    if ledger.path == ":memory:":
+        return []
+    recovered = ledger.recover(session=session_label)
+    deadline = time.monotonic() + HANDOFF_S
+    while _others_open(ledger, session_label) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+        recovered += ledger.recover(session=session_label)
+    return recovered
+
+
+def _others_open(ledger: Ledger, session_label: str) -> bool:
+    """Whether the session has an open turn of another process of this host."""
+    me = f"{socket.gethostname()}:{os.getpid()}"
+    host = socket.gethostname()
+    return any(owner != me and owner.rpartition(":")[0] == host for owner in ledger.open_turn_owners(session_label))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import platform
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from typing import TYPE_CHECKING
 
 from nexus.engine.bootstrap import BootstrapFile
@@ -128,3 +128,16 @@ def build_system_prompt(
         SystemPromptSection("runtime", "\n".join(runtime.lines()) if runtime is not None else ""),
     ]
     return "\n\n".join(s.render() for s in sections if s.body.strip())
+
+
+MINIMAL_IDENTITY = "You are Nexus, a helpful assistant. Answer the user's message directly and briefly."
+"""The identity of the ``minimal`` prompt profile (tiny local models)."""
+
+
+def build_minimal_system_prompt(today: date, identity: str | None = None) -> str:
+    """The ``minimal`` prompt profile: identity and the date, nothing else.
+
+    For tiny models (SmolLM2-135M) that a long prompt derails: they echo workspace files and
+    tags instead of answering. No tags, no bootstrap files, no tool or safety sections.
+    """
+    return f"{identity or MINIMAL_IDENTITY}\nToday is {today.isoformat()}."

@@ -37,7 +37,15 @@ Not a second :data:`nexus.llm.StopReason`: that one says why one *message* ended
 ``timeout`` and ``end_turn`` (the run's last message stopped normally)."""
 
 AgentErrorKind: TypeAlias = Literal[
-    "context_overflow", "auth_failure", "rate_limit", "model_error", "timeout", "compaction_failure", "unknown"
+    "context_overflow",
+    "auth_failure",
+    "rate_limit",
+    "overloaded",
+    "model_error",
+    "timeout",
+    "network",
+    "compaction_failure",
+    "unknown",
 ]
 """Why a run failed, coarse enough for the broker to decide whether to retry."""
 
@@ -140,6 +148,8 @@ class AssembledContext:
     workspace_path: str = ""
     history_estimates: list[int | None] | None = field(default=None, repr=False)
     """Assembly's per-message token estimates of ``history`` (None = not known), reused by the run."""
+    queue_item_ids: tuple[str, ...] = ()
+    """Broker queue items this run consumes: marked delivered in the transaction that writes its turn."""
 
 
 def new_id() -> str:
@@ -163,8 +173,9 @@ _ERROR_KIND_MAP: dict[str, tuple[AgentErrorKind, bool]] = {
     "auth_permanent": ("auth_failure", False),
     "billing": ("auth_failure", False),
     "rate_limit": ("rate_limit", True),
-    "overloaded": ("rate_limit", True),
+    "overloaded": ("overloaded", True),
     "timeout": ("timeout", True),
+    "network": ("network", True),
     "context_overflow": ("context_overflow", False),
     "format": ("model_error", False),
 }
@@ -282,7 +293,9 @@ class EngineLimits:
 class RetryEvent:
     """A model call failed before any output and will be tried again (maybe with ``next_profile``).
 
-    ``delay_s`` is how long the next attempt waits (0 when another profile is ready).
+    Emitted only when another attempt really follows. ``delay_s`` is how long it waits (0 when
+    another profile is ready); ``next_profile`` is the profile it uses (``None``: the
+    provider's only, unnamed key).
     """
 
     attempt: int
@@ -297,12 +310,18 @@ class RetryEvent:
 
 @dataclass(slots=True, frozen=True)
 class WaitEvent:
-    """Every auth profile of ``provider`` is cooling down; the engine waits ``delay_s`` for ``profile``."""
+    """Every auth profile of ``provider`` is cooling down; the engine waits ``delay_s`` for ``profile``.
+
+    Only for a cooldown left by an earlier call: a wait caused by this call's failure is the
+    ``RetryEvent``'s ``delay_s`` and is not announced again. ``keys`` is how many auth
+    profiles the provider has (1: a single key, so there is no "other key" to try).
+    """
 
     provider: str
     profile: str | None
     model: str
     delay_s: float
+    keys: int = 1
     type: Literal["wait"] = "wait"
 
 

@@ -12,7 +12,8 @@ per-field validation, with positional constructor calls:
   call without raw arguments or thought signature is ``[id, name, arguments]``, any other
   block is serde's block object; a user message's string content stays a string;
 * ``"t"`` timestamp, ``"s"`` stop reason (absent = ``stop``), ``"u"`` usage as
-  ``[input, output, cache_read, cache_write, reasoning, total]`` and ``"k"`` cost as
+  ``[input, output, cache_read, cache_write, reasoning, total]`` (a 7th element ``1`` when the
+  counts are estimated) and ``"k"`` cost as
   ``[input, output, cache_read, cache_write, total]`` (absent = zero), ``"i"``/``"n"`` tool call
   id and name, ``"e"`` is_error, ``"d"`` details; the rare error fields keep serde's names.
 
@@ -90,6 +91,8 @@ def encode_body(message: Message, origin: int) -> str:
             out["s"] = message.stop_reason
         u = message.usage
         counts = [u.input, u.output, u.cache_read, u.cache_write, u.reasoning, u.total]
+        if u.estimated:
+            counts.append(1)  # a 7th element: older readers ignore it, so no schema change
         if any(counts):
             out["u"] = counts
         c = u.cost
@@ -173,7 +176,7 @@ def _decode_all(parsed: list[Any], origins: Origins) -> list[Message]:
             k = d.get("k")
             cost = cost_t(*k) if k else cost_t()
             u = d.get("u")
-            usage = usage_t(u[0], u[1], u[2], u[3], u[4], u[5], cost) if u else usage_t(cost=cost)
+            usage = usage_t(u[0], u[1], u[2], u[3], u[4], u[5], cost, len(u) > 6) if u else usage_t(cost=cost)
             g = d.get
             append(
                 AssistantMessage(

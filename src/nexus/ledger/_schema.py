@@ -294,7 +294,19 @@ ALTER TABLE turn_journal ADD COLUMN slot INTEGER;
 No index: a turn's few entries are found by the primary key's ``turn_id`` prefix, and an index
 page would be one more page written per journal entry."""
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
+_BROKER = """
+ALTER TABLE queue_items ADD COLUMN agent_id TEXT;
+ALTER TABLE queue_items ADD COLUMN message_id TEXT;
+ALTER TABLE queue_items ADD COLUMN sender TEXT;
+ALTER TABLE queue_items ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+CREATE UNIQUE INDEX queue_items_message ON queue_items(message_id) WHERE message_id IS NOT NULL;
+CREATE INDEX queue_items_agent ON queue_items(agent_id, status, enqueued_at) WHERE agent_id IS NOT NULL;
+"""
+"""Broker queues: an item names its agent and the message id it carries (unique, so ``send`` is
+idempotent), its sender, and how many runs have taken it (``attempts``: a run cut by a crash
+is retried a bounded number of times, then the item fails with its reason)."""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _BROKER)
 """Migration ``i`` takes a database from ``user_version`` i to i+1. Append only; never edit a shipped one."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

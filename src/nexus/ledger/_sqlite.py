@@ -1,15 +1,19 @@
-"""The SQLite connection: pragmas, short write transactions with a bounded busy retry, snapshot reads.
+"""The SQLite connection: pragmas, short write transactions with a bounded busy wait, snapshot reads.
 
 Concurrency model: any number of processes may open the same file. Writers take the
 write lock up front (``BEGIN IMMEDIATE``) so a transaction never has to upgrade a read lock
-(which SQLite refuses with an immediate SQLITE_BUSY in WAL mode); ``busy_timeout`` makes
-SQLite wait for the lock, and a bounded retry around the whole transaction covers the rare
-busy errors the busy handler does not (snapshot conflicts, WAL recovery). Only when the
-budget is spent does the caller see :class:`LedgerBusyError` - never "database is locked".
+(which SQLite refuses with an immediate SQLITE_BUSY in WAL mode). A busy database is waited
+for in short steps (SQLite's busy handler for ``BUSY_STEP_MS``, then the whole transaction is
+retried), so the wait can be announced (:attr:`Database.on_busy`: "waiting for the database")
+and bounded: after ``NEXUS_DB_WAIT_S`` seconds (default :data:`DEFAULT_WAIT_S`) the caller gets
+:class:`LedgerBusyError` - never "database is locked". A full disk gives
+:class:`LedgerFullError` (the transaction is rolled back whole).
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import random
 import sqlite3
 import threading
@@ -19,17 +23,54 @@ from pathlib import Path
 from typing import TypeVar
 
 from nexus.ledger._schema import migrate
-from nexus.ledger.errors import LedgerBusyError, LedgerError
+from nexus.ledger.errors import LedgerBusyError, LedgerError, LedgerFullError
 
 T = TypeVar("T")
 
-BUSY_TIMEOUT_MS = 5_000
-RETRY_ATTEMPTS = 8
+log = logging.getLogger("nexus.ledger")
+
+BUSY_STEP_MS = 250
+"""How long SQLite's own busy handler waits before the transaction is retried (and the wait announced)."""
+
+DEFAULT_WAIT_S = 60.0
+"""How long a write waits for a database another process holds, unless ``NEXUS_DB_WAIT_S`` says otherwise."""
+
+WAIT_ENV = "NEXUS_DB_WAIT_S"
+
+_SQLITE_FULL, _SQLITE_IOERR = 13, 10
+
+_WARNED: set[str] = set()
+
+
+def wait_bound() -> float:
+    """Seconds a write waits for a locked database: ``$NEXUS_DB_WAIT_S`` (a number >= 0) or :data:`DEFAULT_WAIT_S`."""
+    raw = os.environ.get(WAIT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_WAIT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # also NaN
+        if raw not in _WARNED:  # once per value, not once per write
+            _WARNED.add(raw)
+            log.warning("%s=%r is not a number of seconds >= 0; using %g", WAIT_ENV, raw, DEFAULT_WAIT_S)
+        return DEFAULT_WAIT_S
+    return value
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
+
+
+def _is_full(exc: sqlite3.Error) -> bool:
+    """SQLITE_FULL, or an I/O error writing the file (how a full disk shows in the WAL or its index)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int) and (code & 0xFF) in (_SQLITE_FULL, _SQLITE_IOERR):
+        return True
+    text = str(exc).lower()
+    return "disk is full" in text or "disk i/o error" in text
 
 
 class Database:
@@ -39,14 +80,19 @@ class Database:
     the big ones (history of a very long session, imports) in ``asyncio.to_thread``.
     """
 
+    on_busy: Callable[[], object] | None
+    """Called (from the writing thread) once per call that finds the database locked by another
+    process, before waiting: a CLI sets it to print "waiting for the database"."""
+
     def __init__(self, path: str | Path, *, synchronous: str = "NORMAL") -> None:
         self.path = str(path)
+        self.on_busy = None
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         try:
             conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+                self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_STEP_MS / 1000
             )
         except sqlite3.Error as exc:
             raise LedgerError(f"cannot open the ledger {self.path} ({exc}); give the path of a database file") from exc
@@ -68,7 +114,7 @@ class Database:
 
     def _setup(self, conn: sqlite3.Connection, synchronous: str) -> int:
         """Pragmas and migrations of a new connection; returns the schema version the file had."""
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_STEP_MS}")
         if self.path != ":memory:":
             self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
         # NORMAL in WAL mode: a committed transaction survives a process crash (the WAL is
@@ -88,28 +134,49 @@ class Database:
         with self._lock:
             self._conn.close()
 
-    def _retry(self, fn: Callable[[], T]) -> T:
+    def _retry(self, fn: Callable[[], T], wait_s: float | None = None) -> T:
+        """Run ``fn``; while the database is busy, retry it until ``wait_s`` (default :func:`wait_bound`) passed."""
+        budget = wait_bound() if wait_s is None else wait_s
+        deadline = time.monotonic() + budget
         delay = 0.002
-        for attempt in range(RETRY_ATTEMPTS):
+        told = False
+        while True:
             try:
                 return fn()
             except sqlite3.OperationalError as exc:
-                if not _is_busy(exc) or attempt == RETRY_ATTEMPTS - 1:
-                    if _is_busy(exc):
-                        raise LedgerBusyError(
-                            f"{self.path} stayed locked by other writers for more than {RETRY_ATTEMPTS} attempts "
-                            f"of {BUSY_TIMEOUT_MS} ms; is a process stuck inside a transaction?"
-                        ) from exc
+                if _is_full(exc):
+                    raise LedgerFullError(
+                        f"cannot write to the ledger {self.path}: {exc} (is the disk full?); free some space"
+                    ) from exc
+                if not _is_busy(exc):
                     raise
-                time.sleep(delay * (1 + random.random()))
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise LedgerBusyError(
+                        f"{self.path} stayed locked by another process for {budget:g} s; find the process holding "
+                        f"it (e.g. `fuser {self.path}`), or wait longer with {WAIT_ENV}=SECONDS"
+                    ) from exc
+                if not told:
+                    told = True
+                    self._tell_busy()
+                time.sleep(min(delay * (1 + random.random()), left))
                 delay = min(delay * 2, 0.2)
-        raise AssertionError("unreachable")
 
-    def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def _tell_busy(self) -> None:
+        """Run :attr:`on_busy` (its failure must not turn a wait into a failed write)."""
+        if self.on_busy is None:
+            return
+        try:
+            self.on_busy()
+        except Exception:
+            log.debug("on_busy callback failed", exc_info=True)
+
+    def write(self, fn: Callable[[sqlite3.Connection], T], *, wait_s: float | None = None) -> T:
         """Run ``fn`` in one ``BEGIN IMMEDIATE`` transaction; retried whole on a busy database.
 
         ``fn`` must only touch the database (it may run more than once); any exception it
-        raises rolls everything back.
+        raises rolls everything back. ``wait_s`` bounds the wait for a busy database (default
+        :func:`wait_bound`); best-effort writes (the crash journal) pass a short one.
         """
 
         def attempt() -> T:
@@ -120,12 +187,15 @@ class Database:
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                    try:
+                        conn.execute("ROLLBACK")
+                    except sqlite3.Error:  # a full disk can fail the rollback too; the original error matters
+                        log.debug("rollback failed", exc_info=True)
                 raise
             return result
 
         with self._lock:
-            return self._retry(attempt)
+            return self._retry(attempt, wait_s)
 
     def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` in one read transaction, so multi-statement reads see one snapshot."""

@@ -159,12 +159,14 @@ class LedgerBackend(Protocol):
         """Write a finished turn in one transaction and move the session pointer to it; returns its id."""
         ...
 
-    def recover(self, *, force: bool = False) -> list[str]:
-        """Close turns left open by dead processes as ``aborted`` with what they journaled."""
+    def recover(
+        self, *, force: bool = False, session: str | None = None, turn_ids: Sequence[str] | None = None
+    ) -> list[str]:
+        """Close turns left open by dead processes as ``aborted`` with what they journaled (of ``session`` if given)."""
         ...
 
-    def open_turns(self) -> list[Turn]:
-        """Turns still open (being run, or left by a dead process until :meth:`recover`)."""
+    def open_turns(self, session: str | None = None) -> list[Turn]:
+        """Turns still open (being run, or left by a dead process until :meth:`recover`); of ``session`` if given."""
         ...
 
     def head(self, session_label: str) -> Turn | None:

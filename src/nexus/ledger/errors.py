@@ -64,7 +64,25 @@ class SchemaVersionError(LedgerError):
 
 
 class LedgerBusyError(LedgerError):
-    """The database stayed locked by other processes longer than the retry budget."""
+    """The database stayed locked by another process longer than the wait bound (``NEXUS_DB_WAIT_S``)."""
+
+
+class LedgerFullError(LedgerError):
+    """SQLite could not write the database file: the disk is full (or failing); nothing of that write was kept."""
+
+
+class TurnNotSavedError(LedgerError):
+    """The final write of an open turn failed; its outcome was saved to a rescue file (or nowhere, if that failed too).
+
+    ``rescue_path`` names the file (``None`` when no place could take it); the next
+    ``Ledger.recover()`` after the writer's process has ended puts the turn into the ledger
+    from that file. ``cause`` is the :class:`LedgerBusyError` or :class:`LedgerFullError`.
+    """
+
+    def __init__(self, message: str, rescue_path: str | None, cause: LedgerError) -> None:
+        super().__init__(message)
+        self.rescue_path = rescue_path
+        self.cause = cause
 
 
 class PiFormatError(LedgerError, ValueError):

@@ -12,14 +12,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nexus.ledger import _crash, _queue, _read, _sessions, _turns
+from nexus.ledger import _crash, _queue, _read, _rescue, _sessions, _turns
 from nexus.ledger._decode import gc_paused
 from nexus.ledger._rows import fetch_session, fetch_turn, turn_position
 from nexus.ledger._sessions import NewSession
-from nexus.ledger._sqlite import Database
+from nexus.ledger._sqlite import Database, wait_bound
 from nexus.ledger._ulid import new_ulid
 from nexus.ledger._write import HEAD, TurnFields, TurnOutcome, move_pointer
-from nexus.ledger.errors import TurnStateError
+from nexus.ledger.errors import LedgerBusyError, LedgerFullError, TurnStateError
 from nexus.ledger.records import (
     CLOSED_STATUSES,
     CompactionRecord,
@@ -40,6 +40,16 @@ def default_db_path() -> Path:
     """``$NEXUS_HOME/agents.db`` (``NEXUS_HOME`` defaults to ``~/.nexus``): where the ledger lives."""
     home = os.environ.get("NEXUS_HOME") or str(Path.home() / ".nexus")
     return Path(home).expanduser() / "agents.db"
+
+
+JOURNAL_WAIT_S = 1.0
+"""The longest a crash-journal write waits for a database held by another process: the journal is
+best effort (the run goes on without it), the final write waits the full ``NEXUS_DB_WAIT_S``."""
+
+
+def _journal_wait() -> float:
+    """:data:`JOURNAL_WAIT_S`, or less if ``NEXUS_DB_WAIT_S`` asks for a shorter wait."""
+    return min(JOURNAL_WAIT_S, wait_bound())
 
 
 DEFAULT_MESSAGE_CACHE = 50_000
@@ -231,7 +241,7 @@ class Ledger:
     def journal_message(self, turn_id: str, message: Message) -> None:
         """Journal a finished message (e.g. an assistant response) of an open turn, for crash recovery."""
         body = message_to_dict(message)
-        self._db.write(lambda c: _turns.journal(c, turn_id, "message", body))
+        self._db.write(lambda c: _turns.journal(c, turn_id, "message", body), wait_s=_journal_wait())
 
     def journal_partial(self, turn_id: str, slot: int, message: AssistantMessage, *, complete: bool = False) -> None:
         """Journal assistant message ``slot`` of an open turn as it is now, replacing its earlier entry.
@@ -244,7 +254,7 @@ class Ledger:
         """
         _crash.check_partial(message, slot)
         body = _turns.partial_entry(message, complete)
-        self._db.write(lambda c: _turns.journal_partial(c, turn_id, slot, body))
+        self._db.write(lambda c: _turns.journal_partial(c, turn_id, slot, body), wait_s=_journal_wait())
 
     def journal_tool_call(
         self,
@@ -257,7 +267,7 @@ class Ledger:
     ) -> None:
         """Journal one finished tool call (the call and its result) of an open turn."""
         body = _turns.tool_call_entry(call, result, started_at, completed_at, spawned_session_label)
-        self._db.write(lambda c: _turns.journal(c, turn_id, "tool_call", body))
+        self._db.write(lambda c: _turns.journal(c, turn_id, "tool_call", body), wait_s=_journal_wait())
 
     def write_turn(
         self,
@@ -280,9 +290,14 @@ class Ledger:
         completed_at: int | None = None,
         source: str | None = None,
         context: dict[str, object] | None = None,
+        consumed_queue_items: Sequence[str] = (),
         **fields: Any,
     ) -> str:
         """Write a finished turn in one transaction and move the session pointer to it; returns its id.
+
+        ``consumed_queue_items`` are broker queue items this turn consumed: they are marked
+        ``delivered`` with the turn in the same transaction (items already finished are left as
+        they are — the turn is never refused because of its queue bookkeeping).
 
         ``turn_id`` is the id from :meth:`open_turn` (then only ``response_messages`` are
         given) or ``None`` for a turn written in one go. Usage defaults to the sum of the
@@ -303,8 +318,9 @@ class Ledger:
         outcome = TurnOutcome(
             status, response_messages, usage, stop_reason, error, compaction, tool_calls, turn_type, completed_at
         )
-        return self._db.write(
-            lambda c: _turns.write_turn(
+
+        def write(c: Any) -> str:
+            written = _turns.write_turn(
                 c,
                 session_label,
                 turn_id,
@@ -316,20 +332,45 @@ class Ledger:
                 source=source,
                 context=context,
             )
-        )
+            if consumed_queue_items:
+                from nexus.ledger.broker_store import deliver_pending_in
 
-    def recover(self, *, force: bool = False) -> list[str]:
+                deliver_pending_in(c, consumed_queue_items, written)
+            return written
+
+        try:
+            return self._db.write(write)
+        except (LedgerFullError, LedgerBusyError) as exc:
+            if turn_id is None:
+                raise
+            saved = _rescue.RescuedTurn(
+                turn_id, session_label, status, list(response_messages), stop_reason, error, tuple(consumed_queue_items)
+            )
+            raise _rescue.not_saved(self.path, saved, exc) from exc
+
+    def recover(
+        self, *, force: bool = False, session: str | None = None, turn_ids: Sequence[str] | None = None
+    ) -> list[str]:
         """Close turns left open by dead processes as ``aborted`` with what they journaled.
 
-        A recovered turn becomes its session's head if the head is still its parent;
-        otherwise it is kept as a side branch. Turns of live processes on this host (and of
-        other hosts, unless ``force``) are left alone. Returns the recovered turn ids.
+        A turn whose final write failed and was saved to a rescue file (see
+        :class:`~nexus.ledger.errors.TurnNotSavedError`) is closed from that file instead,
+        with the status it really ended with. A recovered turn becomes its session's head if
+        the head is still its parent; otherwise it is kept as a side branch. Turns of live
+        processes on this host (and of other hosts, unless ``force``) are left alone.
+        ``session`` limits it to one session's turns. ``turn_ids`` closes exactly those open
+        turns, whoever owns them: for a caller that knows they are orphans (its own run whose
+        final write failed). Returns the recovered turn ids.
         """
-        return _crash.recover(self._db, force=force)
+        return _crash.recover(self._db, force=force, session=session, turn_ids=turn_ids)
 
-    def open_turns(self) -> list[Turn]:
-        """Turns still open (being run, or left by a dead process until :meth:`recover`)."""
-        return _crash.open_turns(self._db)
+    def open_turns(self, session: str | None = None) -> list[Turn]:
+        """Turns still open (being run, or left by a dead process until :meth:`recover`); of ``session`` if given."""
+        return _crash.open_turns(self._db, session)
+
+    def open_turn_owners(self, session: str) -> list[str]:
+        """The ``host:pid`` owners of ``session``'s open turns (who is, or was, running them)."""
+        return _crash.open_owners(self._db, session)
 
     # ------------------------------------------------------------------ reading
 

@@ -8,6 +8,11 @@ timestamp kept in the message metadata); other entries are kept verbatim in the 
 metadata (``pi_entries``) so an export writes them back. The leaf of the last entry in the
 file becomes the imported session; every other leaf becomes a fork session. The whole file
 is imported in one transaction: a bad line imports nothing.
+
+pi has no turn status. A turn that did not complete (``aborted``, ``failed``) is exported with
+a ``custom`` entry (``customType`` :data:`TURN_STATUS_TYPE`, ``data`` = status, stop reason,
+error) after its messages: pi keeps such entries for extensions and leaves them out of the
+model's context, and an import reads the status back from it, so a round trip keeps every status.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from nexus.ledger._pi_messages import PI_ROLES, PiShapeError, from_pi, to_pi
 from nexus.ledger._sessions import NewSession
 from nexus.ledger._write import TurnFields, TurnOutcome, move_pointer
 from nexus.ledger.errors import LedgerError, PiFormatError
-from nexus.ledger.records import CompactionRecord, ImportResult
+from nexus.ledger.records import CLOSED_STATUSES, CompactionRecord, ImportResult
 from nexus.llm.types import AssistantMessage, Message, UserMessage, now_ms
 
 if TYPE_CHECKING:
@@ -33,6 +38,9 @@ if TYPE_CHECKING:
 
 SUPPORTED_VERSIONS = (2, 3)
 _MODELLED = ("message", "compaction")
+
+TURN_STATUS_TYPE = "nexus.turn_status"
+"""The ``customType`` of the custom entry that carries a non-completed turn's status (module docstring)."""
 
 
 @dataclass(slots=True)
@@ -178,8 +186,12 @@ def _write_group(conn: Any, label: str, group: _Group, state: dict[str, Any], re
     meta: list[dict[str, object] | None] = []
     kept: list[dict[str, Any]] = []
     compaction_entry: _Entry | None = None
+    ending: dict[str, Any] = {}
     for e in group.entries:
         kind = str(e.raw["type"])
+        if kind == "custom" and e.raw.get("customType") == TURN_STATUS_TYPE:
+            ending = _turn_ending(e.raw.get("data"))
+            continue
         if e.message is not None:
             m: dict[str, object] = {"pi_id": e.id, "pi_ts": e.raw.get("timestamp")}
             if e.extra:
@@ -214,8 +226,10 @@ def _write_group(conn: Any, label: str, group: _Group, state: dict[str, Any], re
         model=state.get("model"), provider=state.get("provider"), metadata=metadata or None, started_at=first_ts
     )
     outcome = TurnOutcome(
-        status="completed",
+        status=ending.get("status", "completed"),
         response_messages=messages[n_query:],
+        stop_reason=ending.get("stop_reason"),
+        error=ending.get("error"),
         compaction=compaction,
         completed_at=_ms(group.entries[-1].raw.get("timestamp")),
         message_metadata=meta[n_query:],
@@ -227,6 +241,29 @@ def _write_group(conn: Any, label: str, group: _Group, state: dict[str, Any], re
         _set_query_metadata(conn, group.turn_id, meta[:n_query])
     result.turns += 1
     result.messages += len(messages)
+
+
+def _turn_ending(data: Any) -> dict[str, Any]:
+    """The status, stop reason and error of a :data:`TURN_STATUS_TYPE` entry's ``data`` (what is valid of it)."""
+    if not isinstance(data, dict) or data.get("status") not in CLOSED_STATUSES:
+        return {}
+    ending: dict[str, Any] = {"status": data["status"]}
+    if isinstance(data.get("stopReason"), str):
+        ending["stop_reason"] = data["stopReason"]
+    if isinstance(data.get("error"), dict | str):
+        ending["error"] = data["error"]
+    return ending
+
+
+def _status_entry(turn: Any) -> dict[str, Any]:
+    """The custom entry that keeps a non-completed turn's status in a pi file."""
+    data: dict[str, Any] = {"status": turn.status}
+    if turn.stop_reason:
+        data["stopReason"] = turn.stop_reason
+    if turn.error:
+        data["error"] = turn.error
+    ts = _iso(turn.completed_at or turn.started_at)
+    return {"type": "custom", "timestamp": ts, "customType": TURN_STATUS_TYPE, "data": data}
 
 
 def _set_query_metadata(conn: Any, turn_id: str, meta: list[dict[str, object] | None]) -> None:
@@ -373,6 +410,8 @@ def _export_lines(
             _emit_message(stored, state, emit, turn)
         for k in queue:
             _emit_kept(k["entry"], state, emit, turn.id)
+        if turn.status != "completed":
+            emit(_status_entry(turn), turn.id)
     return out
 
 
@@ -433,4 +472,4 @@ def _compaction_entry(comp: CompactionRecord, first_entry: dict[str, str], turn:
     return entry
 
 
-__all__ = ["SUPPORTED_VERSIONS", "export_pi_session", "import_pi_session", "pi_session_text"]
+__all__ = ["SUPPORTED_VERSIONS", "TURN_STATUS_TYPE", "export_pi_session", "import_pi_session", "pi_session_text"]

@@ -63,6 +63,10 @@ class Session:
         return self.thread_id
 
 
+USAGE_ESTIMATED_KEY = "usage_estimated"
+"""Turn ``metadata`` key, True when the turn's token counts are chars/4 estimates (no schema column for it)."""
+
+
 @dataclass(slots=True, frozen=True)
 class Turn:
     """One node of the turn tree: a query, the response to it, usage and run metadata.
@@ -112,6 +116,11 @@ class Turn:
     def is_open(self) -> bool:
         """True while the turn is still being run (or was left open by a dead process)."""
         return self.status in OPEN_STATUSES
+
+    @property
+    def usage_estimated(self) -> bool:
+        """True when the token counts are estimates (a server reported none); kept in ``metadata``."""
+        return bool(self.metadata and self.metadata.get(USAGE_ESTIMATED_KEY) is True)
 
 
 @dataclass(slots=True)

@@ -36,8 +36,10 @@ def get_client() -> httpx.AsyncClient:
     if client is None or client.is_closed:
         import httpx
 
+        from nexus.llm._capture import CapturingClient  # an AsyncClient that records when NEXUS_CAPTURE_DIR is set
+
         limits = httpx.Limits(max_connections=200, max_keepalive_connections=50, keepalive_expiry=30.0)
-        client = httpx.AsyncClient(transport=_transport, limits=limits, follow_redirects=True)
+        client = CapturingClient(transport=_transport, limits=limits, follow_redirects=True)
         _clients[loop] = client
     return client
 

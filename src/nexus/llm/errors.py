@@ -98,6 +98,8 @@ def is_context_overflow(message: AssistantMessage | str, context_window: int | N
             return True
         return is_overflow_text(message.error_message or "")
     if context_window is not None and message.stop_reason in ("stop", "length", "tool_use"):
+        if message.usage.estimated:  # our own chars/4 guess cannot show that the server truncated
+            return False
         return message.usage.input + message.usage.cache_read > context_window
     return False
 
@@ -121,9 +123,12 @@ _RATE = _LazyRe(
     re.IGNORECASE,
 )
 _OVERLOADED = _LazyRe(r"overloaded|high demand|at capacity|capacity constraints|temporarily unavailable", re.I)
-_TIMEOUT = _LazyRe(
-    r"timed? ?out|timeout|deadline exceeded|socket hang up|econnreset|etimedout|eai_again|connection reset|"
-    r"connection (?:closed|refused|error)|server disconnected|fetch failed",
+_TIMEOUT = _LazyRe(r"timed? ?out|timeout|deadline exceeded|etimedout", re.IGNORECASE)
+# the connection itself failed (refused, reset, cut mid-reply, name not resolved): not a slow server
+_NETWORK = _LazyRe(
+    r"socket hang up|econnreset|econnrefused|econnaborted|eai_again|enotfound|connection (?:reset|closed|refused|"
+    r"error|aborted|lost)|server disconnected|fetch failed|network (?:error|is unreachable)|peer closed connection|"
+    r"name or service not known|name resolution|broken pipe",
     re.IGNORECASE,
 )
 _BILLING = _LazyRe(
@@ -182,6 +187,7 @@ def _kind(status: int | None, text: str) -> ErrorKind:
         (_AUTH_PERMANENT, "auth_permanent"),
         (_AUTH, "auth"),
         (_TIMEOUT, "timeout"),
+        (_NETWORK, "network"),
         (_FORMAT, "format"),
     ):
         if pattern.search(text):

@@ -123,10 +123,28 @@ def key_required(provider: str, base_url: str) -> bool:
     """False for local servers, which accept requests without a key."""
     if provider in KEYLESS_PROVIDERS:
         return False
+    return not is_local_url(base_url)
+
+
+def is_local_url(url: str) -> bool:
+    """True when ``url`` points at this machine (localhost, a loopback address, 0.0.0.0).
+
+    Such a server needs no key, and failover treats it specially: a refused connection
+    there means the server is not running, which waiting a few seconds will not change.
+    """
+    import ipaddress
     from urllib.parse import urlsplit
 
-    host = (urlsplit(base_url).hostname or "").lower()
-    return host not in ("localhost", "127.0.0.1", "::1", "0.0.0.0")
+    try:
+        host = (urlsplit(url).hostname or "").lower()
+    except ValueError:  # a malformed URL (bad port, bracket) is not a local server
+        return False
+    if host in ("localhost", "0.0.0.0") or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def missing_key_message(provider: str) -> str:

@@ -78,6 +78,8 @@ def usage_to_dict(usage: Usage) -> dict[str, Any]:
             for name in ("input", "output", "cache_read", "cache_write", "total")
             if getattr(cost, name)
         }
+    if usage.estimated:
+        out["estimated"] = True
     return out
 
 
@@ -169,10 +171,11 @@ def usage_from_dict(data: Any) -> Usage:
         raise MessageFormatError(f"usage: expected an object, got {type(data).__name__}")
     cost_data = data.get("cost") or {}
     cost = Cost(**{k: float(v) for k, v in cost_data.items() if k in _COST_FIELDS})
-    return Usage(**{k: int(v) for k, v in data.items() if k in _USAGE_FIELDS}, cost=cost)
+    counts = {k: int(v) for k, v in data.items() if k in _USAGE_FIELDS}
+    return Usage(**counts, cost=cost, estimated=data.get("estimated") is True)
 
 
-_USAGE_FIELDS = frozenset(f.name for f in fields(Usage)) - {"cost"}
+_USAGE_FIELDS = frozenset(f.name for f in fields(Usage)) - {"cost", "estimated"}
 _COST_FIELDS = frozenset(f.name for f in fields(Cost))
 
 

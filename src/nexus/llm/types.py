@@ -27,11 +27,16 @@ ErrorKind: TypeAlias = Literal[
     "billing",
     "overloaded",
     "timeout",
+    "network",
     "context_overflow",
     "format",
     "unknown",
+    "refusal",
 ]
-"""Classification of a provider failure; drives failover (rotate, back off, compact, give up)."""
+"""Classification of a provider failure; drives failover (rotate, back off, compact, give up).
+
+``refusal``: the model (or the provider's safety filter) declined; retrying or rotating keys does not help.
+"""
 
 ERROR_KINDS: tuple[ErrorKind, ...] = (
     "auth",
@@ -40,9 +45,11 @@ ERROR_KINDS: tuple[ErrorKind, ...] = (
     "billing",
     "overloaded",
     "timeout",
+    "network",
     "context_overflow",
     "format",
     "unknown",
+    "refusal",
 )
 
 
@@ -124,6 +131,10 @@ class Usage:
     ``input`` excludes cached tokens (those are ``cache_read``/``cache_write``);
     ``reasoning`` is the part of ``output`` spent thinking, when the provider says;
     ``total`` = input + output + cache_read + cache_write.
+
+    ``estimated`` is True when the server did not report (some of) the counts and they were
+    estimated from the text (chars/4), as for llama.cpp's server, which sends no usage: a
+    count of 0 is never presented as a measurement.
     """
 
     input: int = 0
@@ -133,6 +144,7 @@ class Usage:
     reasoning: int = 0
     total: int = 0
     cost: Cost = field(default_factory=Cost)
+    estimated: bool = False
 
 
 def apply_cost(model: Model, usage: Usage) -> None:
@@ -151,7 +163,8 @@ def add_call_usage(total: Usage, call: Usage) -> None:
 
     Input, output, reasoning and every part of the cost are summed; the cache counts are the
     latest call's, because every round trip reports cache reads of about the whole context
-    and summing them would inflate the numbers. ``total`` is recomputed from the counts.
+    and summing them would inflate the numbers. ``total`` is recomputed from the counts;
+    ``estimated`` stays True once any call's usage was estimated.
     """
     total.input += call.input
     total.output += call.output
@@ -159,6 +172,7 @@ def add_call_usage(total: Usage, call: Usage) -> None:
     total.cache_read = call.cache_read
     total.cache_write = call.cache_write
     total.total = total.input + total.output + total.cache_read + total.cache_write
+    total.estimated = total.estimated or call.estimated
     cost, add = total.cost, call.cost
     cost.input += add.input
     cost.output += add.output

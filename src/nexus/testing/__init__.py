@@ -4,7 +4,8 @@
 - :class:`FakeProviderServer` serves the same scripts over real HTTP on 127.0.0.1, in the
   OpenAI chat-completions and Anthropic messages wire formats, failures included.
 - :mod:`nexus.testing.steps` holds the step constructors (``text``, ``tool_call``, ``reply``,
-  ``http_error``, ``overflow``, ``stall``, ``cut``, ``malformed``, ``html_error``, ``from_context``).
+  ``http_error``, ``overflow``, ``stall``, ``cut``, ``malformed``, ``html_error``, ``from_context``,
+  and ``replay`` for a provider response captured with ``NEXUS_CAPTURE_DIR``).
 - ``nexus.testing.pytest_plugin`` provides the ``fake_provider`` and ``scripted_model`` fixtures.
 
 The server module is imported on first use so ``import nexus.testing`` stays light.

@@ -51,8 +51,14 @@ def _usage_json(usage: Usage, reply: Reply) -> dict[str, Any]:
     }
 
 
-def stream_frames(reply: Reply, body: dict[str, Any], chunk: int, call_id_prefix: str) -> list[bytes]:
-    """Every SSE frame of a streamed response, ``[DONE]`` included."""
+def stream_frames(
+    reply: Reply, body: dict[str, Any], chunk: int, call_id_prefix: str, *, usage: bool = True
+) -> list[bytes]:
+    """Every SSE frame of a streamed response, ``[DONE]`` included.
+
+    The usage chunk is sent when the request asks for it and ``usage`` is True; False acts
+    like llama.cpp's server, which never sends one.
+    """
     base = {"id": f"chatcmpl-{call_id_prefix}", "object": "chat.completion.chunk", "created": int(time.time())}
     base["model"] = str(body.get("model", "fake-model"))
 
@@ -75,14 +81,14 @@ def stream_frames(reply: Reply, body: dict[str, Any], chunk: int, call_id_prefix
             tool_index += 1
     frames.append(chunk_frame({}, _FINISH[reply.effective_stop_reason]))
     options = body.get("stream_options")
-    if isinstance(options, dict) and options.get("include_usage"):
+    if usage and isinstance(options, dict) and options.get("include_usage"):
         frames.append(frame({**base, "choices": [], "usage": _usage_json(usage_for(reply, body), reply)}))
     frames.append(DONE)
     return frames
 
 
-def completion_json(reply: Reply, body: dict[str, Any], call_id_prefix: str) -> dict[str, Any]:
-    """The non-streamed ``chat.completion`` object."""
+def completion_json(reply: Reply, body: dict[str, Any], call_id_prefix: str, *, usage: bool = True) -> dict[str, Any]:
+    """The non-streamed ``chat.completion`` object (without ``usage`` when ``usage`` is False)."""
     message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": None}
     texts = [p.text for p in reply.parts if isinstance(p, TextPart)]
     if texts:
@@ -101,7 +107,7 @@ def completion_json(reply: Reply, body: dict[str, Any], call_id_prefix: str) -> 
     ]
     if calls:
         message["tool_calls"] = calls
-    return {
+    out: dict[str, Any] = {
         "id": f"chatcmpl-{call_id_prefix}",
         "object": "chat.completion",
         "created": int(time.time()),
@@ -109,8 +115,10 @@ def completion_json(reply: Reply, body: dict[str, Any], call_id_prefix: str) -> 
         "choices": [
             {"index": 0, "message": message, "logprobs": None, "finish_reason": _FINISH[reply.effective_stop_reason]}
         ],
-        "usage": _usage_json(usage_for(reply, body), reply),
     }
+    if usage:
+        out["usage"] = _usage_json(usage_for(reply, body), reply)
+    return out
 
 
 # --------------------------------------------------------------------------- request → Context

@@ -23,6 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
+from nexus.llm.types import Context
 from nexus.testing import _chunks, _wire_anthropic, _wire_openai
 from nexus.testing._chunks import DEFAULT_CHUNK_CHARS
 from nexus.testing._http_server import BackgroundHttpServer, HttpRequest, ResponseWriter
@@ -41,6 +42,7 @@ from nexus.testing.steps import (
     HttpError,
     Malformed,
     Overflow,
+    Replay,
     Stall,
     Step,
     StreamError,
@@ -62,10 +64,12 @@ class RecordedRequest:
     raw_body: bytes = field(default=b"", repr=False)
 
 
-def _route(method: str, path: str) -> Literal["openai", "anthropic", "models"] | None:
+def _route(method: str, path: str) -> Literal["openai", "anthropic", "responses", "models"] | None:
     bare = path.split("?", 1)[0].rstrip("/")
     if method == "POST" and bare in ("/v1/chat/completions", "/chat/completions"):
         return "openai"
+    if method == "POST" and bare in ("/v1/responses", "/responses"):
+        return "responses"
     if method == "POST" and bare in ("/v1/messages", "/messages"):
         return "anthropic"
     if method == "GET" and bare in ("/v1/models", "/models"):
@@ -78,7 +82,10 @@ class FakeProviderServer:
 
     Both endpoints share one FIFO ``script``; when it is empty the server answers with
     ``default`` (e.g. ``steps.echo``) or, if that is None, HTTP 500 "no scripted response".
-    ``chunk_delay`` (seconds) paces every SSE event for slow-stream tests.
+    ``chunk_delay`` (seconds) paces every SSE event for slow-stream tests. ``usage=False``
+    makes the OpenAI endpoint report no usage at all, even when the request asks for it
+    with ``stream_options.include_usage`` (as llama.cpp's server does); Anthropic's
+    always reports it, as the real API does.
     """
 
     def __init__(
@@ -90,8 +97,10 @@ class FakeProviderServer:
         host: str = "127.0.0.1",
         port: int = 0,
         log_path: str | Path | None = None,
+        usage: bool = True,
     ) -> None:
         self.default = default
+        self.usage = usage
         self.chunk_chars = chunk_chars
         self.chunk_delay = chunk_delay
         self._log_path = Path(log_path) if log_path is not None else None
@@ -221,22 +230,32 @@ class FakeProviderServer:
                 404, error_body(404, f"no such endpoint: {request.method} {request.path}", "openai")
             )
             return
+        flavor: Flavor = "anthropic" if route == "anthropic" else "openai"
         if body is None:
-            await response.send_json(400, error_body(400, "request body is not a JSON object", route))
+            await response.send_json(400, error_body(400, "request body is not a JSON object", flavor))
             return
         raw_step, number = self._next_step()
         if raw_step is None:
-            await response.send_json(500, error_body(500, "no scripted response queued (FakeProviderServer)", route))
+            await response.send_json(500, error_body(500, "no scripted response queued (FakeProviderServer)", flavor))
             return
         try:
-            context = (_wire_openai if route == "openai" else _wire_anthropic).context_from_body(body)
+            if route == "responses":  # only replayed captures are served here: no context to read
+                context = Context()
+            else:
+                context = (_wire_openai if route == "openai" else _wire_anthropic).context_from_body(body)
             step = resolve(raw_step, context)
         except Exception as exc:  # the test's from_context function failed: make it visible
             await response.send_json(
-                500, error_body(500, f"from_context step failed: {type(exc).__name__}: {exc}", route)
+                500, error_body(500, f"from_context step failed: {type(exc).__name__}: {exc}", flavor)
             )
             return
-        await self._answer(step, route, body, response, f"fake{number:04d}")
+        if isinstance(step, Replay):
+            await _send_replay(step, response, self.chunk_delay)
+        elif route == "responses":
+            message = f"{type(step).__name__} steps are not served on {request.path}: use replay(capture)"
+            await response.send_json(500, error_body(500, message, flavor))
+        else:
+            await self._answer(step, flavor, body, response, f"fake{number:04d}")
 
     async def _answer(
         self, step: Step, flavor: Flavor, body: dict[str, Any], response: ResponseWriter, tag: str
@@ -269,7 +288,7 @@ class FakeProviderServer:
             await asyncio.sleep(step.seconds)
         reply = _chunks.streamed_reply(step)
         if flavor == "openai":
-            await response.send_json(200, _wire_openai.completion_json(reply, body, tag))
+            await response.send_json(200, _wire_openai.completion_json(reply, body, tag, usage=self.usage))
         else:
             await response.send_json(200, _wire_anthropic.message_json(reply, body, tag))
 
@@ -277,8 +296,10 @@ class FakeProviderServer:
         self, step: Step, flavor: Flavor, body: dict[str, Any], response: ResponseWriter, tag: str
     ) -> None:
         reply = _chunks.streamed_reply(step)
-        wire = _wire_openai if flavor == "openai" else _wire_anthropic
-        frames = wire.stream_frames(reply, body, self.chunk_chars, tag)
+        if flavor == "openai":
+            frames = _wire_openai.stream_frames(reply, body, self.chunk_chars, tag, usage=self.usage)
+        else:
+            frames = _wire_anthropic.stream_frames(reply, body, self.chunk_chars, tag)
         if isinstance(step, Malformed):
             bad = ("data: " if flavor == "openai" else "event: content_block_delta\ndata: ") + step.data + "\n\n"
             frames.insert(step.after_chunks, bad.encode())
@@ -300,6 +321,34 @@ class FakeProviderServer:
         await response.end_stream()
 
 
+async def _send_replay(step: Replay, response: ResponseWriter, delay: float) -> None:
+    """A capture's response again: status, headers, body (in ``piece_bytes`` pieces), and its cut, if any."""
+    record = step.record
+    if record.status is None:  # the captured exchange never got a response
+        response.abort()
+        return
+    headers = {k: v for k, v in record.response_headers.items() if k.lower() not in _REPLAY_SKIP}
+    kind = next((v for k, v in record.response_headers.items() if k.lower() == "content-type"), "")
+    body = record.body
+    streamed = step.piece_bytes is not None or record.error is not None or record.content_type == "text/event-stream"
+    if not streamed:
+        await response.send(record.status, kind or "application/octet-stream", body, headers)
+        return
+    await response.start_stream(record.status, {"content-type": kind, **headers} if kind else headers)
+    size = step.piece_bytes or max(1, len(body))
+    for start in range(0, len(body), size):
+        await response.send_chunk(body[start : start + size])
+        if delay > 0:
+            await asyncio.sleep(delay)
+    if record.error is not None:
+        response.abort()
+        return
+    await response.end_stream()
+
+
+_REPLAY_SKIP = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive", "content-type"})
+
+
 async def _send_http_error(step: HttpError, flavor: Flavor, response: ResponseWriter) -> None:
     content_type = "text/plain; charset=utf-8" if isinstance(step.body, str) else "application/json"
     body = http_error_body(step, flavor).encode()
@@ -317,6 +366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--chunk-delay", type=float, default=0.0, help="seconds between SSE events")
     parser.add_argument("--log", type=Path, help="append every request as a JSON line to this file")
     parser.add_argument("--no-echo", action="store_true", help="answer HTTP 500 once the script is used up")
+    parser.add_argument("--no-usage", action="store_true", help="report no token usage (like llama.cpp's server)")
     args = parser.parse_args(argv)
     steps: list[Step] = []
     if args.script is not None:
@@ -326,7 +376,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: cannot load script {args.script}: {exc}", file=sys.stderr)
             return 2
     server = FakeProviderServer(
-        *steps, default=None if args.no_echo else echo, chunk_delay=args.chunk_delay, port=args.port, log_path=args.log
+        *steps,
+        default=None if args.no_echo else echo,
+        chunk_delay=args.chunk_delay,
+        port=args.port,
+        log_path=args.log,
+        usage=not args.no_usage,
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

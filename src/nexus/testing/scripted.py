@@ -55,6 +55,7 @@ from nexus.testing.steps import (
     HttpError,
     Malformed,
     Overflow,
+    Replay,
     Reply,
     Stall,
     Step,
@@ -66,6 +67,7 @@ from nexus.testing.steps import (
 )
 
 NO_MORE_RESPONSES = "No more scripted responses queued"
+REPLAY_NEEDS_SERVER = "replay({path}) needs FakeProviderServer: a capture is provider bytes for a real decoder"
 CANCELLED_MESSAGE = "cancelled"
 
 
@@ -87,11 +89,14 @@ class ScriptedModel:
         model: Model | None = None,
         chunk_chars: int = _chunks.DEFAULT_CHUNK_CHARS,
         tokens_per_second: float = 0.0,
+        record: bool = True,
     ) -> None:
         self.model: Model = model or Model(
             id=model_id, provider=provider, api=api, name=model_id, context_window=128_000, max_tokens=16_384
         )
         self.calls: list[Context] = []
+        self.record = record
+        """Keep a deep copy of each call's context in ``calls`` (off for benchmarks: copying costs a turn)."""
         self.chunk_chars = chunk_chars
         self.tokens_per_second = tokens_per_second
         self._queue: deque[Step] = deque()
@@ -136,8 +141,9 @@ class ScriptedModel:
         self, model: Model, context: Context, options: StreamOptions | None = None
     ) -> AsyncIterator[AssistantMessageEvent]:
         """The ``StreamFn``: consume one step and stream it; never raises, ends in done/error."""
-        snapshot = copy.deepcopy(context)
-        self.calls.append(snapshot)
+        snapshot = copy.deepcopy(context) if self.record else context
+        if self.record:
+            self.calls.append(snapshot)
         partial = AssistantMessage(api=model.api, provider=model.provider, model=model.id)
         partial.usage.input = _chunks.estimate_tokens(_chunks.context_chars(snapshot))
         signal = options.signal if options is not None else None
@@ -154,6 +160,9 @@ class ScriptedModel:
             return
         if isinstance(step, HttpError | Overflow | HtmlError):
             yield self._http_failure(step, partial, model)
+            return
+        if isinstance(step, Replay):  # a capture holds provider bytes: only a real decoder can read them
+            yield _fail(partial, model, REPLAY_NEEDS_SERVER.format(path=step.path), "unknown")
             return
         try:
             async for event in self._play(step, partial, model, options):
@@ -223,7 +232,7 @@ class ScriptedModel:
     ) -> ErrorEvent | None:
         if isinstance(step, Cut):
             message = "connection error: peer closed connection without sending complete message body"
-            return _fail(partial, model, message, "timeout")
+            return _fail(partial, model, message, "network")
         if isinstance(step, Malformed):
             return _fail(partial, model, f"malformed SSE data from provider: {step.data[:200]!r}", "unknown")
         if isinstance(step, StreamError):

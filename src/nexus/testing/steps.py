@@ -14,10 +14,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from nexus.errors import NexusError
 from nexus.llm.types import Context, ImageContent, TextContent, ToolResultMessage, Usage, UserMessage
+
+if TYPE_CHECKING:
+    from nexus.llm.capture import CaptureRecord
 
 OverflowStyle: TypeAlias = Literal["auto", "anthropic", "openai", "llama.cpp"]
 """Whose wording an overflow error uses; ``auto`` follows the endpoint (server) or model api."""
@@ -144,13 +148,29 @@ class HtmlError:
 
 
 @dataclass(slots=True, frozen=True)
+class Replay:
+    """Serve a capture (``NEXUS_CAPTURE_DIR``) back: its status, headers and body, byte for byte.
+
+    ``piece_bytes`` cuts the body into pieces of that many bytes, each flushed on its own
+    (a decoder must not care where the network splits a stream); ``None`` sends it whole.
+    A capture whose exchange ended in an error (a cut connection) is cut again after its body.
+    """
+
+    path: Path
+    record: CaptureRecord = field(repr=False, compare=False)
+    piece_bytes: int | None = None
+
+
+@dataclass(slots=True, frozen=True)
 class FromContext:
     """Decide the step from what the model was sent: ``fn(context) -> step``."""
 
     fn: Callable[[Context], Step]
 
 
-Step: TypeAlias = Reply | HttpError | Overflow | Stall | Cut | Malformed | StreamError | HtmlError | FromContext
+Step: TypeAlias = (
+    Reply | HttpError | Overflow | Stall | Cut | Malformed | StreamError | HtmlError | Replay | FromContext
+)
 """Anything a script may hold."""
 
 
@@ -243,6 +263,19 @@ def html_error(status: int = 502) -> HtmlError:
     return HtmlError(status)
 
 
+def replay(path: str | Path, piece_bytes: int | None = None) -> Replay:
+    """Serve the capture file at ``path`` (read now: a bad file fails the test at once, naming it)."""
+    from nexus.llm.capture import CaptureFormatError, load_capture
+
+    if piece_bytes is not None and piece_bytes < 1:
+        raise ScriptError(f"replay(piece_bytes=...) must be >= 1, got {piece_bytes}")
+    try:
+        record = load_capture(path)
+    except CaptureFormatError as exc:
+        raise ScriptError(str(exc)) from exc
+    return Replay(Path(path), record, piece_bytes)
+
+
 def from_context(fn: Callable[[Context], Step]) -> FromContext:
     """A step computed from the context the model receives (e.g. answer by the last message)."""
     return FromContext(fn)
@@ -280,7 +313,7 @@ def resolve(step: Step, context: Context) -> Step:
     raise ScriptError("from_context steps nested more than 16 deep")
 
 
-_STEP_TYPES = (Reply, HttpError, Overflow, Stall, Cut, Malformed, StreamError, HtmlError, FromContext)
+_STEP_TYPES = (Reply, HttpError, Overflow, Stall, Cut, Malformed, StreamError, HtmlError, Replay, FromContext)
 
 
 def check_step(step: object, where: str = "step") -> Step:
@@ -300,7 +333,8 @@ def steps_from_json(data: object) -> list[Step]:
     ``{"http_error": 429, "message": .., "retry_after": 1}``, ``{"overflow": "anthropic"}``,
     ``{"html_error": 502}``, ``{"stall": {"after_chunks": 2, "seconds": 5, "then": {..}}}``,
     ``{"cut": {"after_chunks": 3, "of": {..}}}``, ``{"malformed": {"after_chunks": 1, "of": {..}}}``,
-    ``{"stream_error": {"after_chunks": 2, "status": 529}}``, ``{"echo": true}``.
+    ``{"stream_error": {"after_chunks": 2, "status": 529}}``, ``{"replay": "bug.capture", "piece_bytes": 37}``,
+    ``{"echo": true}``.
     """
     if not isinstance(data, list):
         raise ScriptError(f"a JSON script must be a list of step objects, got {type(data).__name__}")
@@ -325,6 +359,9 @@ def _step_from_dict(item: dict[str, Any], where: str) -> Step:
         return overflow(item["overflow"], int(item.get("tokens", 250_000)), int(item.get("maximum", 200_000)))
     if "html_error" in item:
         return html_error(int(item["html_error"]))
+    if "replay" in item:
+        pieces = item.get("piece_bytes")
+        return replay(str(item["replay"]), int(pieces) if pieces is not None else None)
     if item.get("echo"):
         return echo
     builders = (
@@ -343,7 +380,7 @@ def _step_from_dict(item: dict[str, Any], where: str) -> Step:
         return _reply_json(item, where)
     raise ScriptError(
         f"{where}: unknown step {json.dumps(item)[:80]}; expected one of text/thinking/tool_calls, "
-        "http_error, overflow, html_error, stall, cut, malformed, stream_error, echo"
+        "http_error, overflow, html_error, stall, cut, malformed, stream_error, replay, echo"
     )
 
 

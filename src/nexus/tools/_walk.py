@@ -23,6 +23,11 @@ def find_binary(*names: str) -> str | None:
     return None
 
 
+def pure_python_forced() -> bool:
+    """``NEXUS_PURE_PYTHON_SEARCH=1``: grep and find ignore ripgrep/fd (tests use it to cover the fallback)."""
+    return os.environ.get("NEXUS_PURE_PYTHON_SEARCH", "") not in ("", "0")
+
+
 @lru_cache(maxsize=1024)
 def glob_regex(pattern: str, braces: bool = True) -> re.Pattern[str]:
     """A regex for a glob: ``*``/``?`` stay inside one path part, ``**`` crosses parts, ``{a,b}`` and ``[..]``."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.llm.abort import AbortSignal
 from nexus.tools._args import req_str
+from nexus.tools._atomic import Staging, check_target, describe
 from nexus.tools._patch_parse import FilePatch, Hunk, parse_patch
 from nexus.tools._workspace import ToolError, Workspace
 
@@ -198,26 +198,26 @@ class _Plan:
 
 
 def _commit(changes: list[_Change]) -> None:
-    """Write every change; on an OS error put back what was already written, then re-raise."""
-    backups: list[tuple[Path, bytes | None]] = []
+    """Stage every new content (synced temporaries), then rename them all and delete; ``OSError`` while
+    staging leaves every file untouched (:class:`~nexus.tools._atomic.Staging`)."""
+    staging = Staging()
     try:
         for ch in changes:
-            backups.append((ch.path, ch.path.read_bytes() if ch.path.is_file() else None))
+            if ch.content is not None:
+                staging.stage(ch.path, ch.content.encode("utf-8"), executable=ch.mode == "100755")
+    except OSError as exc:
+        staging.discard()
+        raise ToolError(f"Writing the patched files failed: {describe(exc)}; no file was changed.") from None
+    try:
+        staging.commit()
+        for ch in changes:
             if ch.content is None:
                 ch.path.unlink(missing_ok=True)
-                continue
-            ch.path.parent.mkdir(parents=True, exist_ok=True)
-            ch.path.write_bytes(ch.content.encode("utf-8"))
-            if ch.mode == "100755":
-                os.chmod(ch.path, ch.path.stat().st_mode | 0o111)
-    except OSError:
-        for path, data in reversed(backups):
-            with contextlib.suppress(OSError):
-                if data is None:
-                    path.unlink(missing_ok=True)
-                else:
-                    path.write_bytes(data)
-        raise
+    except OSError as exc:  # a rename or unlink failing after staging succeeded: rare (EIO, a file vanished)
+        staging.discard()
+        raise ToolError(
+            f"Writing the patched files failed part-way: {describe(exc)}; some files may be changed, check them."
+        ) from None
 
 
 def plan_patch(ws: Workspace, patch: str | list[FilePatch]) -> tuple[list[_Change], list[str]]:
@@ -247,10 +247,10 @@ def apply_patch_tool(ws: Workspace) -> AgentTool:
             changes, summary = await asyncio.to_thread(plan_patch, ws, files)
             if signal.aborted:
                 raise ToolError("Operation aborted; no files were changed.")
-            try:
-                await asyncio.to_thread(_commit, changes)
-            except OSError as exc:
-                raise ToolError(f"Writing the patched files failed ({exc}); the files were restored.") from exc
+            for ch in changes:
+                if ch.content is not None:
+                    check_target(ch.path, ch.shown, "apply_patch")
+            await asyncio.to_thread(_commit, changes)
         return AgentToolResult.text("Applied patch:\n" + "\n".join(summary), details={"files": summary})
 
     return AgentTool("apply_patch", DESCRIPTION, PARAMETERS, execute, label="Apply patch", sequential=True)

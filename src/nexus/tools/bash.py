@@ -8,7 +8,6 @@ import contextlib
 import os
 import signal as signals
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import IO, Any
@@ -16,6 +15,9 @@ from typing import IO, Any
 from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.llm.abort import AbortSignal
 from nexus.tools._args import opt_number, req_str
+from nexus.tools._atomic import describe
+from nexus.tools._janitor import janitor
+from nexus.tools._reaper import find, marked_env, terminate
 from nexus.tools._truncate import MAX_BYTES, MAX_LINES, format_size, truncate_tail
 from nexus.tools._workspace import Workspace
 
@@ -37,7 +39,11 @@ PARAMETERS: dict[str, Any] = {
 
 
 class _Output:
-    """Merged stdout+stderr: a bounded tail in memory, everything in a temp file once it grows large."""
+    """Merged stdout+stderr: a bounded tail in memory, everything in a temp file once it grows large.
+
+    A temp file that cannot be written (a full disk) never fails the call: the output is still
+    returned, and the notice says why the full output was not saved.
+    """
 
     def __init__(self) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
@@ -45,21 +51,43 @@ class _Output:
         self._kept = 0
         self.total_bytes = 0
         self.spill_path: str | None = None
+        self.spill_error: str | None = None
         self._spill: IO[bytes] | None = None
         self._raw: list[bytes] = []
         self.newlines = 0
 
+    def _to_spill(self, data: list[bytes]) -> None:
+        try:
+            if self._spill is None:
+                fd, path = janitor().spill_file()
+                self._spill = os.fdopen(fd, "wb")
+                self.spill_path = path
+            self._spill.writelines(data)
+        except OSError as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: OSError) -> None:
+        """Give up on the temp file (a partial copy would mislead): remove it, remember why."""
+        self.spill_error = describe(exc)
+        spill, self._spill = self._spill, None
+        if spill is not None:
+            with contextlib.suppress(OSError):
+                spill.close()
+        if self.spill_path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.spill_path)
+            self.spill_path = None
+
     def feed(self, data: bytes) -> None:
         self.total_bytes += len(data)
-        if self._spill is None:
-            self._raw.append(data)
-            if self.total_bytes > MAX_BYTES:
-                fd, self.spill_path = tempfile.mkstemp(prefix="nexus-bash-", suffix=".log")
-                self._spill = os.fdopen(fd, "wb")
-                self._spill.writelines(self._raw)
-                self._raw = []
-        else:
-            self._spill.write(data)
+        if self.spill_error is None:
+            if self._spill is None:
+                self._raw.append(data)
+                if self.total_bytes > MAX_BYTES:
+                    self._to_spill(self._raw)
+                    self._raw = []
+            else:
+                self._to_spill([data])
         text = self._decoder.decode(data)
         self.newlines += text.count("\n")
         self._chunks.append(text)
@@ -68,18 +96,22 @@ class _Output:
             self._kept -= len(self._chunks.pop(0))
 
     def ensure_spill(self) -> str:
-        """Write the whole output to a temp file (if not yet) and return its path."""
-        if self.spill_path is None:
-            fd, self.spill_path = tempfile.mkstemp(prefix="nexus-bash-", suffix=".log")
-            with os.fdopen(fd, "wb") as fh:
-                fh.writelines(self._raw)
+        """Where the whole output is (written now if not yet), or why it could not be saved."""
+        if self.spill_path is None and self.spill_error is None:
+            self._to_spill(self._raw)
             self._raw = []
-        return self.spill_path
+        if self.spill_path is None:
+            return f"Full output not saved: {self.spill_error}"
+        return f"Full output: {self.spill_path}"
 
     def close(self) -> None:
         self._chunks.append(self._decoder.decode(b"", final=True))
-        if self._spill is not None:
-            self._spill.close()
+        spill, self._spill = self._spill, None
+        if spill is not None:
+            try:
+                spill.close()
+            except OSError as exc:  # the last buffered bytes did not fit
+                self._fail(exc)
 
     def text(self) -> str:
         return "".join(self._chunks)
@@ -89,7 +121,10 @@ class _Process:
     """A ``/bin/bash -c`` child in its own session, read through the event loop (no threads).
 
     ``asyncio``'s subprocess ``wait()`` only returns once every pipe is closed, so a backgrounded
-    grandchild holding stdout would block it; exit is watched through a pidfd (or polling) instead.
+    grandchild holding stdout would block it; exit is watched through a pidfd (or polling) instead,
+    without reaping: bash stays a zombie until :meth:`end` has ended the rest of the call's
+    processes, so its pid (the session and group id) cannot be reused by an unrelated process
+    in between.
     """
 
     def __init__(self, command: str, cwd: Path, out: _Output, on_update: ToolUpdateFn) -> None:
@@ -97,6 +132,7 @@ class _Process:
         self._out = out
         self._on_update = on_update
         self._last_update = 0.0
+        self.token = janitor().token()
         self.proc = subprocess.Popen(
             ["/bin/bash", "-c", command],
             cwd=cwd,
@@ -104,6 +140,7 @@ class _Process:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env=marked_env(self.token),
         )
         assert self.proc.stdout is not None
         self._fd = self.proc.stdout.fileno()
@@ -136,34 +173,37 @@ class _Process:
             self._last_update = now
             self._on_update(AgentToolResult.text(truncate_tail(self._out.text()).content, details={"partial": True}))
 
+    def _has_exited(self) -> bool:
+        """Whether bash has exited, leaving it unreaped (a zombie) for :meth:`end`."""
+        try:
+            return os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            return True
+
     def _reap(self) -> None:
-        if self.proc.poll() is not None:
+        if self._has_exited():
             if self._pidfd is not None:
                 self._loop.remove_reader(self._pidfd)
             self.exited.set()
 
     async def _poll(self) -> None:
-        while self.proc.poll() is None:  # noqa: ASYNC110 - fallback where pidfd_open is missing
+        while not self._has_exited():  # noqa: ASYNC110 - fallback where pidfd_open is missing
             await asyncio.sleep(0.05)
         self.exited.set()
 
-    def kill_group(self, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, sig)
-
-    async def terminate(self) -> None:
-        """SIGTERM the whole group, SIGKILL after :data:`KILL_GRACE` seconds."""
-        self.kill_group(signals.SIGTERM)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.exited.wait(), KILL_GRACE)
-        self.kill_group(signals.SIGKILL)
-        await self.exited.wait()
+    async def end(self) -> int:
+        """End every process of the call (see :mod:`nexus.tools._reaper`), then reap bash; its exit code."""
+        await asyncio.to_thread(end_call, self.token, self.proc.pid, KILL_GRACE)
+        return await asyncio.to_thread(self.proc.wait)
 
     def close(self) -> None:
         """Stop reading (drain what is buffered), release the fds."""
-        if not self.eof.is_set():
+        while not self.eof.is_set():
             self._loop.remove_reader(self._fd)
+            before = self._out.total_bytes
             self._readable()
+            if self._out.total_bytes == before:
+                break
         if self._pidfd is not None:
             self._loop.remove_reader(self._pidfd)
             os.close(self._pidfd)
@@ -174,28 +214,45 @@ class _Process:
         self.proc.stdout.close()
 
 
+def end_call(token: str, pid: int, grace: float) -> None:
+    """SIGTERM, then SIGKILL after ``grace`` s, every process of one call: its session and its mark.
+
+    Without ``/proc`` (not Linux) only the process group can be found.
+    """
+    if os.path.isdir("/proc/self"):
+        terminate(find(lambda marks: token in marks, sessions={pid}), grace)
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signals.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            os.killpg(pid, 0)
+            time.sleep(0.05)
+        os.killpg(pid, signals.SIGKILL)
+
+
 async def _run(
     command: str, cwd: Path, limit: float | None, signal: AbortSignal, on_update: ToolUpdateFn, out: _Output
 ) -> tuple[int | None, str | None]:
-    """(exit code, None) or (None, "timeout"/"aborted")."""
+    """(exit code, None) or (None, "timeout"/"aborted"); every process the command started is ended."""
     child = _Process(command, cwd, out, on_update)
     exited = asyncio.create_task(child.exited.wait())
     aborted = asyncio.create_task(signal.wait())
+    stopped: str | None = None
     try:
         done, _ = await asyncio.wait({exited, aborted}, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
         if exited in done:
-            with contextlib.suppress(TimeoutError):
+            with contextlib.suppress(TimeoutError):  # a background child may still be writing
                 await asyncio.wait_for(child.eof.wait(), DRAIN_AFTER_EXIT)
-            return child.proc.returncode, None
-        await child.terminate()
-        return None, "aborted" if aborted in done else "timeout"
+        else:
+            stopped = "aborted" if aborted in done else "timeout"
     finally:
         for task in (exited, aborted):
             task.cancel()
         await asyncio.gather(exited, aborted, return_exceptions=True)
-        if child.proc.poll() is None and not child.exited.is_set():
-            await child.terminate()
+        code = await asyncio.shield(child.end())
         child.close()
+    return (None, stopped) if stopped else (code, None)
 
 
 def _format(out: _Output) -> tuple[str, dict[str, Any]]:
@@ -207,7 +264,7 @@ def _format(out: _Output) -> tuple[str, dict[str, Any]]:
     details: dict[str, Any] = {"truncation": {**trunc.as_details(), "total_lines": total}}
     if trunc.truncated:
         first = total - trunc.output_lines + 1
-        where = f" Full output: {out.ensure_spill()}"
+        where = f" {out.ensure_spill()}"
         limit = f"{format_size(MAX_BYTES)} limit" if trunc.truncated_by == "bytes" else f"{MAX_LINES} lines limit"
         text += f"\n\n[Showing lines {first}-{total} of {total} ({limit}).{where}]"
     if out.spill_path:

@@ -12,6 +12,7 @@ from typing import Any
 from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.llm.abort import AbortSignal
 from nexus.tools._args import req_str
+from nexus.tools._atomic import check_target, replace_file
 from nexus.tools._diff import unified_diff
 from nexus.tools._fuzzy import ExactIndex, FuzzyIndex, normalize_fuzzy
 from nexus.tools._workspace import ToolError, Workspace
@@ -184,10 +185,11 @@ def edit_tool(ws: Workspace) -> AgentTool:
         path = ws.resolve(shown)
         async with ws.lock(path):
             text = await asyncio.to_thread(_read, path, shown)
+            check_target(path, shown, "edit")
             new_file, spans = await asyncio.to_thread(apply_edits, text, pairs, shown)
             if signal.aborted:
                 raise ToolError("Operation aborted; the file was not changed.")
-            await asyncio.to_thread(path.write_bytes, new_file.encode("utf-8"))
+            await asyncio.to_thread(replace_file, path, new_file.encode("utf-8"), shown)
         diff, first = await asyncio.to_thread(unified_diff, text, new_file, ws.rel(path))
         fuzzy = sum(s.fuzzy for s in spans)
         note = f" ({fuzzy} matched after normalising whitespace/quotes/dashes)" if fuzzy else ""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +13,12 @@ from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.llm.abort import AbortSignal
 from nexus.tools._args import opt_int, opt_str, req_str
 from nexus.tools._truncate import MAX_BYTES, truncate_head
-from nexus.tools._walk import IgnoreChecker, find_binary, glob_match, walk
+from nexus.tools._walk import IgnoreChecker, find_binary, glob_match, pure_python_forced, walk
 from nexus.tools._workspace import ToolError, Workspace
 
 DEFAULT_LIMIT = 1000
+DEFAULT_TIMEOUT = 60.0
+"""Seconds a search may take before it is stopped."""
 DESCRIPTION = (
     "Search for files by glob pattern, e.g. '*.ts', '**/*.json' or 'src/**/*.spec.ts'. A pattern without '/' "
     "matches file names at any depth; with '/' it matches paths relative to the search directory. Returns "
@@ -73,9 +77,12 @@ async def _fd(fd: str, root: Path, target: Path, pattern: str, limit: int, signa
     return [p for p in found if not checker.ignored(p, p.is_dir())]
 
 
-def _python_find(root: Path, target: Path, pattern: str, limit: int) -> list[Path]:
+def _python_find(root: Path, target: Path, pattern: str, limit: int, stop: Callable[[], bool]) -> list[Path] | None:
+    """Walk in a worker thread; ``stop()`` (abort or time limit) is checked at every entry (``None``: stopped)."""
     found: list[Path] = []
     for path, _is_dir in walk(root, target, dirs_too=True):
+        if stop():
+            return None
         if glob_match(pattern, path.relative_to(target).as_posix()):
             found.append(path)
             if len(found) > limit:
@@ -83,8 +90,42 @@ def _python_find(root: Path, target: Path, pattern: str, limit: int) -> list[Pat
     return found
 
 
-def find_tool(ws: Workspace, *, use_fd: bool = True) -> AgentTool:
-    """The ``find`` tool confined to ``ws``; ``use_fd=False`` forces the pure-Python walk."""
+async def _search(
+    ws: Workspace, target: Path, pattern: str, limit: int, signal: AbortSignal, limit_s: float | None, use_fd: bool
+) -> list[Path]:
+    fd = find_binary("fd", "fdfind") if use_fd and not pure_python_forced() else None
+    deadline = None if limit_s is None else time.monotonic() + limit_s
+    paths: list[Path] | None = None
+    try:
+        async with asyncio.timeout(limit_s):
+            if fd is not None:
+                return await _fd(fd, ws.root, target, pattern, limit, signal)
+            paths = await asyncio.to_thread(
+                _python_find,
+                ws.root,
+                target,
+                pattern,
+                limit,
+                lambda: signal.aborted or (deadline is not None and time.monotonic() > deadline),
+            )
+    except TimeoutError:
+        pass
+    if signal.aborted:
+        raise ToolError("Operation aborted.")
+    if paths is None:
+        raise ToolError(
+            f"find stopped after {limit_s:g} seconds (its time limit): search a smaller directory or use a "
+            "narrower pattern."
+        )
+    return paths
+
+
+def find_tool(ws: Workspace, *, use_fd: bool = True, timeout: float | None = DEFAULT_TIMEOUT) -> AgentTool:
+    """The ``find`` tool confined to ``ws``.
+
+    ``use_fd=False`` (or ``NEXUS_PURE_PYTHON_SEARCH=1``) forces the pure-Python walk; ``timeout``
+    (seconds, ``None`` = none) stops a walk over a huge tree with an error the model can act on.
+    """
 
     async def execute(
         call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: ToolUpdateFn
@@ -95,11 +136,7 @@ def find_tool(ws: Workspace, *, use_fd: bool = True) -> AgentTool:
         target = ws.resolve(raw)
         if not target.is_dir():
             raise ToolError(f"Not a directory: {raw}." if target.exists() else f"Path not found: {raw}.")
-        fd = find_binary("fd", "fdfind") if use_fd else None
-        if fd is not None:
-            paths = await _fd(fd, ws.root, target, pattern, limit, signal)
-        else:
-            paths = await asyncio.to_thread(_python_find, ws.root, target, pattern, limit)
+        paths = await _search(ws, target, pattern, limit, signal, timeout, use_fd)
         if not paths:
             return AgentToolResult.text(f"No files found matching pattern {pattern!r}", details={"count": 0})
         hit_limit = len(paths) > limit

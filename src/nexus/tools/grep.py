@@ -6,7 +6,10 @@ import asyncio
 import base64
 import contextlib
 import json
+import os
 import re
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,10 +18,12 @@ from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.llm.abort import AbortSignal
 from nexus.tools._args import opt_bool, opt_int, opt_str, req_str
 from nexus.tools._truncate import MAX_BYTES, MAX_LINE_CHARS, cap_line, truncate_head
-from nexus.tools._walk import find_binary, glob_match, walk
+from nexus.tools._walk import find_binary, pure_python_forced
 from nexus.tools._workspace import ToolError, Workspace
 
 DEFAULT_LIMIT = 100
+DEFAULT_TIMEOUT = 60.0
+"""Seconds a search may take before it is stopped."""
 DESCRIPTION = (
     "Search file contents for a pattern (regex, or literal with literal=true). Returns matching lines as "
     "path:line: text (context lines as path-line- text), paths relative to the workspace. Respects .gitignore. "
@@ -64,99 +69,133 @@ class GrepLine:
     is_match: bool
 
 
+_LINE_LIMIT = 64 * 1024 * 1024
+"""Longest stdout line read from a search process (ripgrep's JSON carries whole lines)."""
+_WORKER = Path(__file__).with_name("_pysearch.py")
+
+
+async def _stream(
+    cmd: list[str], stdin: bytes, signal: AbortSignal, on_line: Callable[[bytes], bool]
+) -> tuple[int, str]:
+    """Run a search process, feeding each stdout line to ``on_line`` until it returns False.
+
+    The process is killed when ``on_line`` has enough, on abort, and when the caller's task is
+    cancelled (the tool's timeout): a search never outlives its call. Returns (exit code, stderr);
+    the code is -9 when the process was killed.
+    """
+    proc = await asyncio.create_subprocess_exec(
+        *cmd,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        limit=_LINE_LIMIT,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    errors = asyncio.create_task(proc.stderr.read())  # read alongside: a full stderr pipe would block the child
+
+    def kill() -> None:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+
+    remove = signal.add_listener(kill)
+    try:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            proc.stdin.write(stdin)
+            await proc.stdin.drain()
+            proc.stdin.close()
+        async for raw in proc.stdout:
+            if not on_line(raw):
+                kill()
+                break
+    finally:
+        remove()
+        if not proc.stdout.at_eof():  # stopped early, aborted or timed out
+            kill()
+        code = await proc.wait()
+        err = (await errors).decode("utf-8", "replace").strip()
+    return code, err
+
+
+class _Collector:
+    """Output lines of one search, up to ``limit`` matches (plus the context lines after the last one)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.lines: list[GrepLine] = []
+        self.matches = 0
+        self.stopped = False
+
+    def add(self, line: GrepLine) -> bool:
+        """Keep ``line``; False once the next match would pass the limit (stop reading)."""
+        if line.is_match and self.matches >= self.limit:
+            self.stopped = True
+            return False
+        self.lines.append(line)
+        self.matches += line.is_match
+        return True
+
+    @property
+    def hit_limit(self) -> bool:
+        return self.matches >= self.limit
+
+
 async def _rg(rg: str, q: GrepQuery, signal: AbortSignal) -> tuple[list[GrepLine], bool]:
     cmd = [rg, "--json", "--line-number", "--color=never", "--hidden", "--no-require-git", "--sort=path"]
     cmd += ["--glob=!.git"] + (["--ignore-case"] if q.ignore_case else []) + (["--fixed-strings"] if q.literal else [])
     cmd += (["--context", str(q.context)] if q.context else []) + (["--glob", q.glob] if q.glob else [])
     cmd += ["--", q.pattern, str(q.target)]
-    proc = await asyncio.create_subprocess_exec(
-        *cmd, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    out: list[GrepLine] = []
-    matches = 0
-    hit_limit = False
-    stopped_early = False
-    read_all = False
-    remove = signal.add_listener(lambda: proc.kill() if proc.returncode is None else None)
-    try:
-        async for raw in proc.stdout:
-            event = json.loads(raw)
-            kind = event.get("type")
-            if kind not in ("match", "context"):
-                if hit_limit and kind == "end":
-                    stopped_early = True
-                    break
-                continue
-            if hit_limit and kind == "match":
-                stopped_early = True
-                break
-            data = event["data"]
-            lines = data["lines"]
-            text = lines["text"] if "text" in lines else base64.b64decode(lines["bytes"]).decode("utf-8", "replace")
-            path = data["path"].get("text") or base64.b64decode(data["path"]["bytes"]).decode("utf-8", "replace")
-            out.append(GrepLine(Path(path), data["line_number"], text.rstrip("\r\n"), kind == "match"))
-            matches += kind == "match"
-            hit_limit = hit_limit or matches >= q.limit
-        else:
-            read_all = True
-    finally:
-        remove()
-        if proc.returncode is None and not read_all:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-        err = (await proc.stderr.read()).decode("utf-8", "replace").strip()
-        code = await proc.wait()
+    found = _Collector(q.limit)
+
+    def on_line(raw: bytes) -> bool:
+        event = json.loads(raw)
+        kind = event.get("type")
+        if kind not in ("match", "context"):
+            return not (found.hit_limit and kind == "end")  # the file with the last match is done
+        data = event["data"]
+        lines = data["lines"]
+        text = lines["text"] if "text" in lines else base64.b64decode(lines["bytes"]).decode("utf-8", "replace")
+        path = data["path"].get("text") or base64.b64decode(data["path"]["bytes"]).decode("utf-8", "replace")
+        return found.add(GrepLine(Path(path), data["line_number"], text.rstrip("\r\n"), kind == "match"))
+
+    code, err = await _stream(cmd, b"", signal, on_line)
     if signal.aborted:
         raise ToolError("Operation aborted.")
-    if code not in (0, 1) and not stopped_early and err:
+    if code not in (0, 1) and not found.stopped and not found.hit_limit and err:
         raise ToolError(f"grep failed: {err}")
-    return out, hit_limit
+    return found.lines, found.hit_limit
 
 
-def _python_grep(q: GrepQuery, root: Path, signal: AbortSignal) -> tuple[list[GrepLine], bool]:
+async def _python_grep(q: GrepQuery, root: Path, signal: AbortSignal) -> tuple[list[GrepLine], bool]:
+    """The search without ripgrep, in a killable child process (see :mod:`nexus.tools._pysearch`)."""
     try:
-        regex = re.compile(re.escape(q.pattern) if q.literal else q.pattern, re.IGNORECASE if q.ignore_case else 0)
+        re.compile(re.escape(q.pattern) if q.literal else q.pattern, re.IGNORECASE if q.ignore_case else 0)
     except re.error as exc:
         raise ToolError(f"Invalid regex {q.pattern!r}: {exc}. Fix it or pass literal=true.") from None
-    if q.target.is_file():
-        files = [q.target]
-    else:
-        # like ripgrep (without --follow): symlinks are skipped (one may point outside the workspace),
-        # and so are FIFOs and devices (reading one would block)
-        files = [
-            p
-            for p, _ in walk(root, q.target)
-            if (not q.glob or glob_match(q.glob, p.relative_to(q.target).as_posix()))
-            and not p.is_symlink()
-            and p.is_file()
-        ]
-    out: list[GrepLine] = []
-    matches = 0
-    for file in files:
-        if signal.aborted:
-            raise ToolError("Operation aborted.")
-        try:
-            data = file.read_bytes()
-        except OSError:
-            continue
-        if b"\x00" in data[:8192]:
-            continue
-        lines = data.decode("utf-8", "replace").split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        hits = [i for i, line in enumerate(lines) if regex.search(line.rstrip("\r"))][: q.limit - matches]
-        if not hits:
-            continue
-        hit_set = set(hits)
-        shown: set[int] = set()
-        for i in hits:
-            shown.update(range(max(0, i - q.context), min(len(lines), i + q.context + 1)))
-        out.extend(GrepLine(file, i + 1, lines[i].rstrip("\r"), i in hit_set) for i in sorted(shown))
-        matches += len(hits)
-        if matches >= q.limit:
-            return out, True
-    return out, False
+    query = {
+        "pattern": q.pattern,
+        "literal": q.literal,
+        "ignore_case": q.ignore_case,
+        "context": q.context,
+        "limit": q.limit,
+        "glob": q.glob,
+        "root": str(root),
+        "target": str(q.target),
+        "parent": os.getpid(),
+    }
+    found = _Collector(q.limit)
+
+    def on_line(raw: bytes) -> bool:
+        rec = json.loads(raw)
+        return found.add(GrepLine(Path(rec["p"]), rec["l"], rec["t"], rec["m"]))
+
+    cmd = [sys.executable or "python3", "-E", "-s", "-S", str(_WORKER)]
+    code, err = await _stream(cmd, json.dumps(query).encode("utf-8"), signal, on_line)
+    if signal.aborted:
+        raise ToolError("Operation aborted.")
+    if code != 0 and not found.stopped:
+        raise ToolError(f"grep failed: {err.splitlines()[-1] if err else f'exit code {code}'}")
+    return found.lines, found.hit_limit
 
 
 def _format(ws: Workspace, lines: list[GrepLine], q: GrepQuery, hit_limit: bool) -> AgentToolResult:
@@ -197,18 +236,30 @@ def _query(ws: Workspace, args: dict[str, Any]) -> GrepQuery:
     )
 
 
-def grep_tool(ws: Workspace, *, use_ripgrep: bool = True) -> AgentTool:
-    """The ``grep`` tool confined to ``ws``; ``use_ripgrep=False`` forces the pure-Python search."""
+def grep_tool(ws: Workspace, *, use_ripgrep: bool = True, timeout: float | None = DEFAULT_TIMEOUT) -> AgentTool:
+    """The ``grep`` tool confined to ``ws``.
+
+    ``use_ripgrep=False`` (or ``NEXUS_PURE_PYTHON_SEARCH=1``) forces the pure-Python search;
+    ``timeout`` (seconds, ``None`` = none) stops a search that runs too long (a huge tree, a
+    catastrophic regex) with an error the model can act on.
+    """
 
     async def execute(
         call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: ToolUpdateFn
     ) -> AgentToolResult:
         q = _query(ws, args)
-        rg = find_binary("rg") if use_ripgrep else None
-        if rg is not None:
-            lines, hit_limit = await _rg(rg, q, signal)
-        else:
-            lines, hit_limit = await asyncio.to_thread(_python_grep, q, ws.root, signal)
+        rg = find_binary("rg") if use_ripgrep and not pure_python_forced() else None
+        try:
+            async with asyncio.timeout(timeout):
+                if rg is not None:
+                    lines, hit_limit = await _rg(rg, q, signal)
+                else:
+                    lines, hit_limit = await _python_grep(q, ws.root, signal)
+        except TimeoutError:
+            raise ToolError(
+                f"grep stopped after {timeout:g} seconds (its time limit): search a smaller path or glob, "
+                "or simplify the pattern."
+            ) from None
         return _format(ws, lines, q, hit_limit)
 
     return AgentTool("grep", DESCRIPTION, PARAMETERS, execute, label="Grep")

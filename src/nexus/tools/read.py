@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Literal
 
 from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.llm.abort import AbortSignal
 from nexus.llm.types import ImageContent, TextContent, UserContent
 from nexus.tools._args import opt_int, req_str
-from nexus.tools._truncate import MAX_BYTES, MAX_LINES, format_size, truncate_head
+from nexus.tools._truncate import MAX_BYTES, MAX_LINES, Truncation, format_size
 from nexus.tools._workspace import ToolError, Workspace
 
 DESCRIPTION = (
@@ -31,6 +32,8 @@ PARAMETERS: dict[str, Any] = {
 }
 
 _BINARY_SNIFF = 8192
+_CHUNK = 1024 * 1024
+_BOM = b"\xef\xbb\xbf"
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 """Larger images are not sent: providers reject them (Anthropic's limit is 5 MB per image)."""
 
@@ -48,27 +51,98 @@ def image_mime(head: bytes) -> str | None:
     return None
 
 
-def _read_text(data: bytes, shown: str, offset: int | None, limit: int | None) -> tuple[str, dict[str, Any]]:
-    text = data.decode("utf-8", errors="replace")
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    total = len(lines)
+def _count_lines(fh: BinaryIO) -> int:
+    """The line count ``text.split("\\n")`` gives minus a trailing empty line, in 1 MB chunks."""
+    count, last = 0, b""
+    while chunk := fh.read(_CHUNK):
+        count += chunk.count(b"\n")
+        last = chunk[-1:]
+    return count + (1 if last not in (b"", b"\n") else 0)
+
+
+def _skip_lines(fh: BinaryIO, n: int) -> None:
+    """Move ``fh`` to the start of line ``n`` (0-based) without holding more than a chunk."""
+    while n > 0:
+        at = fh.tell()
+        chunk = fh.read(_CHUNK)
+        if not chunk:
+            return
+        found = chunk.count(b"\n")
+        if found < n:
+            n -= found
+            continue
+        end = -1
+        for _ in range(n):
+            end = chunk.index(b"\n", end + 1)
+        fh.seek(at + end + 1)
+        return
+
+
+def _next_line(fh: BinaryIO, cap: int) -> tuple[bytes, int]:
+    """The next line's first ``cap`` bytes (without the newline) and its full length in bytes."""
+    head = fh.readline(cap)
+    if head.endswith(b"\n"):
+        return head[:-1], len(head) - 1
+    size = len(head)
+    if size == cap:  # longer than the cap: count the rest without keeping it
+        while part := fh.readline(_CHUNK):
+            if part.endswith(b"\n"):
+                size += len(part) - 1
+                break
+            size += len(part)
+    return head, size
+
+
+def _window(fh: BinaryIO, start: int, count: int) -> tuple[Truncation, int]:
+    """The lines ``start .. start+count`` cut like :func:`truncate_head` would cut them, reading only what is shown.
+
+    Returns the cut and the byte length of the first line (for the "line too long" notice).
+    """
+    kept: list[str] = []
+    size = 0
+    first_size = 0
+    by_bytes = False
+    for i in range(min(count, MAX_LINES)):
+        raw, full = _next_line(fh, MAX_BYTES + 1)
+        line = raw.decode("utf-8", "replace")
+        if start == 0 and i == 0 and line.startswith("\ufeff"):
+            line, full = line[1:], full - 3
+        nbytes = len(line.encode("utf-8", "surrogatepass")) if full <= MAX_BYTES else full  # raw size past the cap
+        if i == 0:
+            first_size = nbytes
+        cost = nbytes + (1 if kept else 0)
+        if size + cost > MAX_BYTES:
+            by_bytes = True
+            break
+        kept.append(line)
+        size += cost
+    truncated = by_bytes or count > MAX_LINES
+    by: Literal["lines", "bytes"] | None = ("bytes" if by_bytes else "lines") if truncated else None
+    first_too_long = by_bytes and not kept
+    return Truncation("\n".join(kept), truncated, by, count, len(kept), first_too_long), first_size
+
+
+def _read_text(fh: BinaryIO, shown: str, offset: int | None, limit: int | None) -> tuple[str, dict[str, Any]]:
+    """A window of a text file; memory follows the window (≤ 50 KB shown), not the file."""
+    fh.seek(0)
+    total = _count_lines(fh)
+    fh.seek(0)
+    if total == 1 and fh.read(4) == _BOM:  # only a byte-order mark: an empty text
+        total = 0
     start = (offset or 1) - 1
     if total == 0:
         return "(empty file)", {"total_lines": 0}
     if start >= total:
         raise ToolError(f"Offset {offset} is beyond end of file ({total} lines total) in {shown}.")
     end = total if limit is None else min(total, start + limit)
-    trunc = truncate_head("\n".join(lines[start:end]))
+    fh.seek(0)
+    _skip_lines(fh, start)
+    trunc, first_size = _window(fh, start, end - start)
     details: dict[str, Any] = {"total_lines": total, "truncation": trunc.as_details()}
     first = start + 1
     if trunc.first_line_too_long:
-        size = format_size(len(lines[start].encode("utf-8")))
         return (
-            f"[Line {first} is {size}, exceeds the {format_size(MAX_BYTES)} limit. "
+            f"[Line {first} is {format_size(first_size)}, exceeds the {format_size(MAX_BYTES)} limit. "
             f"Use bash: sed -n '{first}p' {shown} | head -c {MAX_BYTES}]"
         ), details
     out = trunc.content
@@ -79,6 +153,31 @@ def _read_text(data: bytes, shown: str, offset: int | None, limit: int | None) -
     elif end < total:
         out += f"\n\n[{total - end} more lines in file. Use offset={end + 1} to continue.]"
     return out, details
+
+
+def _load(path: Path, raw: str, offset: int | None, limit: int | None) -> AgentToolResult:
+    """Read what the call asks for: an image whole (≤ 5 MB), a text file's window line by line."""
+    with open(path, "rb") as fh:
+        head = fh.read(_BINARY_SNIFF)
+        size = os.fstat(fh.fileno()).st_size
+        mime = image_mime(head[:16])
+        if mime is not None and size > MAX_IMAGE_BYTES:
+            raise ToolError(
+                f"Image {raw} is {format_size(size)}, over the {format_size(MAX_IMAGE_BYTES)} a model accepts. "
+                "Make a smaller copy first (e.g. with bash: `convert in.png -resize 2000x2000 small.png`)."
+            )
+        if mime is not None:
+            data = head + fh.read()
+            note = f"Read image file {raw} [{mime}, {format_size(len(data))}]"
+            blocks: list[UserContent] = [TextContent(note), ImageContent(base64.b64encode(data).decode(), mime)]
+            return AgentToolResult(blocks, {"mime_type": mime, "bytes": len(data)})
+        if b"\x00" in head:
+            raise ToolError(
+                f"{raw} looks like a binary file ({format_size(size)}); it is not shown. "
+                "Use bash (e.g. `file`, `xxd | head`) to inspect it."
+            )
+        text, details = _read_text(fh, raw, offset, limit)
+    return AgentToolResult.text(text, details=details)
 
 
 def read_tool(ws: Workspace) -> AgentTool:
@@ -97,23 +196,6 @@ def read_tool(ws: Workspace) -> AgentTool:
             raise ToolError(f"{raw} is a directory; use the ls tool to list it.")
         if not path.is_file():  # a FIFO or device would block the read forever
             raise ToolError(f"{raw} is not a regular file (a pipe, socket or device); it cannot be read.")
-        data = await asyncio.to_thread(Path.read_bytes, path)
-        mime = image_mime(data[:16])
-        if mime is not None and len(data) > MAX_IMAGE_BYTES:
-            raise ToolError(
-                f"Image {raw} is {format_size(len(data))}, over the {format_size(MAX_IMAGE_BYTES)} a model accepts. "
-                "Make a smaller copy first (e.g. with bash: `convert in.png -resize 2000x2000 small.png`)."
-            )
-        if mime is not None:
-            note = f"Read image file {raw} [{mime}, {format_size(len(data))}]"
-            blocks: list[UserContent] = [TextContent(note), ImageContent(base64.b64encode(data).decode(), mime)]
-            return AgentToolResult(blocks, {"mime_type": mime, "bytes": len(data)})
-        if b"\x00" in data[:_BINARY_SNIFF]:
-            raise ToolError(
-                f"{raw} looks like a binary file ({format_size(len(data))}); it is not shown. "
-                "Use bash (e.g. `file`, `xxd | head`) to inspect it."
-            )
-        text, details = _read_text(data, raw, offset, limit)
-        return AgentToolResult.text(text, details=details)
+        return await asyncio.to_thread(_load, path, raw, offset, limit)
 
     return AgentTool("read", DESCRIPTION, PARAMETERS, execute, label="Read")

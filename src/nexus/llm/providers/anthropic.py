@@ -10,11 +10,11 @@ because the API rejects the two together.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 from nexus.llm._replay import anthropic_tool_id, prepare_messages
+from nexus.llm._sse import parse_data
 from nexus.llm.events import (
     AssistantMessageEvent,
     TextDeltaEvent,
@@ -34,9 +34,10 @@ from nexus.llm.providers._common import (
     append_text,
     append_thinking,
     failure_from_text,
+    refusal_failure,
     run_stream,
 )
-from nexus.llm.providers._tools import finish_tool_call
+from nexus.llm.providers._tools import finish_tool_call, mark_incomplete
 from nexus.llm.types import (
     AssistantMessage,
     Context,
@@ -215,12 +216,14 @@ class _Decoder:
         self.output = output
         self.finished = False
         self._stopped = False
+        self._started = False
+        self._refusal: StreamFailure | None = None
         # Anthropic block index -> (content index, block, tool-argument parts)
         self._blocks: dict[int, tuple[int, TextContent | ThinkingContent | ToolCall, list[str]]] = {}
 
     def handle(self, name: str | None, data: str) -> list[AssistantMessageEvent]:
         try:
-            event = json.loads(data)
+            event = parse_data(data)
         except ValueError:
             raise StreamFailure("unknown", f"malformed SSE data from provider: {data[:200]!r}") from None
         if not isinstance(event, dict):
@@ -237,13 +240,17 @@ class _Decoder:
         if kind == "content_block_stop":
             return self._stop(int(event.get("index", 0)))
         if kind == "message_start":
+            if self._started:
+                self._restart()
+            self._started = True
             message = event.get("message") or {}
             self.output.response_id = message.get("id")
             self._usage(message.get("usage") or {})
         elif kind == "message_delta":
-            reason = (event.get("delta") or {}).get("stop_reason")
+            body = event.get("delta") or {}
+            reason = body.get("stop_reason")
             if reason:
-                self._stop_reason(str(reason))
+                self._stop_reason(str(reason), body.get("stop_details"))
             self._usage(event.get("usage") or {})
         elif kind == "message_stop":
             self.finished = True
@@ -307,12 +314,30 @@ class _Decoder:
         finish_tool_call(block, "".join(parts))
         return [ToolCallEndEvent(position, block, self.output)]
 
-    def _stop_reason(self, reason: str) -> None:
+    def _restart(self) -> None:
+        """A second ``message_start``: the provider (or a proxy's fallback) began the response again.
+
+        Everything of the abandoned generation goes, finished or not: the new one sends its
+        own blocks from index 0, and keeping the old ones would mix two answers (and run a
+        tool call whose arguments were cut off). ``content`` is emptied in place, so
+        ``partial`` stays the same object; the new blocks' indices start at 0 again.
+        """
+        self.output.content.clear()
+        self._blocks.clear()
+        self._stopped = False
+        self._refusal = None
+        self.output.stop_reason = "stop"
+        self.output.error_message = None
+        u = self.output.usage
+        u.input = u.output = u.cache_read = u.cache_write = 0
+
+    def _stop_reason(self, reason: str, details: Any = None) -> None:
         self._stopped = True
         stop = _STOP.get(reason, "stop")
         self.output.stop_reason = stop
-        if stop == "error":
-            self.output.error_message = f"the provider stopped the response: {reason}"
+        if reason == "refusal":  # the only reason that maps to "error"
+            self._refusal = refusal_failure(_refusal_text(details))
+            self.output.error_message = self._refusal.message
 
     def _usage(self, usage: dict[str, Any]) -> None:
         u = self.output.usage
@@ -330,17 +355,31 @@ class _Decoder:
         return self.finished or self._stopped
 
     def finish(self) -> list[AssistantMessageEvent]:
-        if self.output.stop_reason == "error":
-            raise StreamFailure("unknown", self.output.error_message or "the provider refused the response")
+        if self._refusal is not None:
+            raise self._refusal
         events: list[AssistantMessageEvent] = []
         for index in list(self._blocks):
-            events.extend(self._stop(index))
+            _, block, parts = self._blocks[index]
+            if isinstance(block, ToolCall):  # no content_block_stop: its arguments never finished
+                del self._blocks[index]
+                mark_incomplete(block, "".join(parts))
+            else:
+                events.extend(self._stop(index))
         return events
 
     def settle(self) -> None:
         for _, block, parts in self._blocks.values():
             if isinstance(block, ToolCall):
-                finish_tool_call(block, "".join(parts))
+                mark_incomplete(block, "".join(parts))
+
+
+def _refusal_text(details: Any) -> str:
+    """``stop_details`` of a refusal → ``category: explanation`` (either may be missing)."""
+    if not isinstance(details, dict):
+        return ""
+    category, explanation = details.get("category"), details.get("explanation")
+    parts = [str(p) for p in (category, explanation) if p]
+    return ": ".join(parts)
 
 
 def _error(error: Any) -> StreamFailure:

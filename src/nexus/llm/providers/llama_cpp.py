@@ -57,12 +57,15 @@ from nexus.llm.providers._llama_models import (
     LocalFailure,
     LocalModelSpec,
     default_weights,
+    describe_weights,
     failure_from,
+    is_loaded,
     load,
     local_model,
     register_local_model,
     spec_for,
 )
+from nexus.llm.providers._llama_progress import report_progress
 from nexus.llm.providers._tools import finish_tool_call
 from nexus.llm.types import (
     AssistantMessage,
@@ -175,13 +178,17 @@ def _generated_text(chunk: dict[str, Any]) -> str:
 def _work(plan: _Plan, stop: threading.Event, post: Callable[[tuple[str, Any]], None]) -> None:
     """Worker thread: load, generate, post chunks; then ``("end", usage)`` or ``("error", failure)``."""
     try:
+        if not is_loaded(plan.spec):
+            report_progress(f"loading the local model {describe_weights(plan.spec)}…")
         llm, lock = load(plan.spec)
         with lock:
+            report_progress(f"reading the prompt (~{_prompt_estimate(plan.messages)} tokens)…")
             reported: dict[str, Any] | None = None
             generated: list[str] = []
             chunks = _generate(plan, llm)
             try:
                 for chunk in chunks:
+                    report_progress("")
                     if stop.is_set():
                         break
                     reported = chunk.get("usage") or reported
@@ -196,6 +203,13 @@ def _work(plan: _Plan, stop: threading.Event, post: Callable[[tuple[str, Any]], 
         post(("end", reported))
     except BaseException as exc:  # everything goes back to the stream as an error event
         post(("error", failure_from(exc)))
+    finally:
+        report_progress("")
+
+
+def _prompt_estimate(messages: list[dict[str, Any]]) -> int:
+    """A cheap token estimate of the prompt for the progress line (about 4 characters per token)."""
+    return max(1, sum(len(str(message.get("content") or "")) for message in messages) // 4)
 
 
 # --------------------------------------------------------------------------- events

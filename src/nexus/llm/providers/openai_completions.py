@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from nexus.llm._replay import openai_tool_id, prepare_messages
+from nexus.llm._sse import parse_data
 from nexus.llm.events import (
     AssistantMessageEvent,
     TextDeltaEvent,
@@ -31,9 +32,11 @@ from nexus.llm.providers._common import (
     append_text,
     append_thinking,
     failure_from_text,
+    output_with_reasoning,
+    refusal_failure,
     run_stream,
 )
-from nexus.llm.providers._tools import finish_tool_call
+from nexus.llm.providers._tools import finish_tool_call, mark_incomplete
 from nexus.llm.types import (
     AssistantMessage,
     Context,
@@ -213,13 +216,14 @@ class _Decoder:
         self._thinking: ThinkingContent | None = None
         self._thinking_index = -1
         self._calls: dict[int, tuple[int, ToolCall, list[str]]] = {}  # openai index -> (content index, call, parts)
+        self._refusal: list[str] = []  # ``delta.refusal`` pieces: the model declined, this is why
 
     def handle(self, name: str | None, data: str) -> list[AssistantMessageEvent]:
         if data == "[DONE]":
             self.finished = True
             return []
         try:
-            chunk = json.loads(data)
+            chunk = parse_data(data)
         except ValueError:
             raise StreamFailure("unknown", f"malformed SSE data from provider: {data[:200]!r}") from None
         if not isinstance(chunk, dict):
@@ -241,6 +245,8 @@ class _Decoder:
             reason = choice.get("finish_reason")
             if reason:
                 self._finish_reason(reason)
+                if reason == "content_filter":
+                    self._refusal.append(_filtered(choice.get("content_filter_results")))
         elif "error" in chunk:
             raise self._stream_error(chunk["error"])
         else:
@@ -276,6 +282,9 @@ class _Decoder:
             events.append(TextDeltaEvent(self._text_index, content, self.output))
         for call in delta.get("tool_calls") or ():
             self._tool_delta(call, events)
+        refusal = delta.get("refusal")
+        if isinstance(refusal, str) and refusal:
+            self._refusal.append(refusal)
         return events
 
     def _tool_delta(self, call: dict[str, Any], events: list[AssistantMessageEvent]) -> None:
@@ -334,8 +343,10 @@ class _Decoder:
         u = self.output.usage
         u.input = max(0, prompt - cached)
         u.cache_read = cached
-        u.output = int(usage.get("completion_tokens") or 0)
         u.reasoning = int(out_details.get("reasoning_tokens") or 0)
+        u.output = output_with_reasoning(
+            int(usage.get("completion_tokens") or 0), u.reasoning, prompt, usage.get("total_tokens")
+        )
         apply_cost(self.model, u)
 
     def _close_text(self, events: list[AssistantMessageEvent]) -> None:
@@ -352,8 +363,8 @@ class _Decoder:
         if not self._saw_finish:
             # [DONE] without a finish_reason: trust it only if something arrived
             self.output.stop_reason = "tool_use" if self._calls else "stop"
-        if self.output.stop_reason == "error":
-            raise StreamFailure("unknown", self.output.error_message or "the provider refused the response")
+        if self._refusal or self.output.stop_reason == "error":
+            raise refusal_failure("".join(self._refusal), filtered=self.output.stop_reason == "error")
         events: list[AssistantMessageEvent] = []
         self._close_thinking(events)
         self._close_text(events)
@@ -365,8 +376,20 @@ class _Decoder:
 
     def settle(self) -> None:
         for _, call, parts in self._calls.values():
-            finish_tool_call(call, "".join(parts))
+            mark_incomplete(call, "".join(parts))
 
     def complete(self) -> bool:
         """True once a finish_reason arrived (some servers omit ``[DONE]``)."""
         return self.finished or self._saw_finish
+
+
+def _filtered(results: Any) -> str:
+    """Azure's ``content_filter_results`` of the stopped choice → ``violence (high)``: what was filtered."""
+    if not isinstance(results, dict):
+        return ""
+    found = []
+    for category, verdict in results.items():
+        if isinstance(verdict, dict) and verdict.get("filtered"):
+            severity = verdict.get("severity")
+            found.append(f"{category} ({severity})" if severity else str(category))
+    return ", ".join(found)

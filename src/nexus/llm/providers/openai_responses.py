@@ -31,9 +31,11 @@ from nexus.llm.providers._common import (
     append_text,
     append_thinking,
     failure_from_text,
+    output_with_reasoning,
+    refusal_failure,
     run_stream,
 )
-from nexus.llm.providers._tools import finish_tool_call
+from nexus.llm.providers._tools import finish_tool_call, mark_incomplete
 from nexus.llm.providers.openai_completions import reasoning_effort
 from nexus.llm.types import (
     AssistantMessage,
@@ -53,6 +55,10 @@ def stream(
 ) -> AsyncIterator[AssistantMessageEvent]:
     """Stream one Responses API call; ends with exactly one ``done`` or ``error`` event."""
     return run_stream(_SPEC, model, context, options)
+
+
+PARAGRAPH = "\n\n"
+"""Between two summary parts of one reasoning item, and before the text of a second output message."""
 
 
 def _responses_tool_id(raw: str) -> str:
@@ -134,6 +140,7 @@ def _user_parts(content: str | list[TextContent | ImageContent] | list[ImageCont
 
 def _assistant_items(msg: AssistantMessage, same: bool) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
+    seen_text = False
     for b in msg.content:
         if isinstance(b, ThinkingContent):
             if same and b.signature:
@@ -142,8 +149,11 @@ def _assistant_items(msg: AssistantMessage, same: bool) -> list[dict[str, Any]]:
                 except ValueError:
                     pass
         elif isinstance(b, TextContent):
-            if b.text:
-                items.append({"role": "assistant", "content": [{"type": "output_text", "text": b.text}]})
+            # the decoder put a blank line before the text of every output message after the first
+            text = b.text[len(PARAGRAPH) :] if seen_text and b.text.startswith(PARAGRAPH) else b.text
+            if text:
+                seen_text = True
+                items.append({"role": "assistant", "content": [{"type": "output_text", "text": text}]})
         else:
             arguments = b.raw_arguments if b.raw_arguments is not None else json.dumps(b.arguments)
             items.append({"type": "function_call", "call_id": b.id, "name": b.name, "arguments": arguments})
@@ -159,6 +169,8 @@ class _Decoder:
         self.finished = False
         # output_index -> (content index, block, argument parts)
         self._items: dict[int, tuple[int, TextContent | ThinkingContent | ToolCall, list[str]]] = {}
+        self._summary_part: dict[int, int] = {}  # output_index -> summary_index of the last summary delta
+        self._refusal: list[str] = []  # ``response.refusal.delta`` pieces: why the model declined
 
     def handle(self, name: str | None, data: str) -> list[AssistantMessageEvent]:
         try:
@@ -168,7 +180,7 @@ class _Decoder:
         if not isinstance(event, dict):
             raise StreamFailure("unknown", f"unexpected SSE data from provider: {data[:200]!r}")
         kind = event.get("type") or name or ""
-        if kind in ("response.output_text.delta", "response.refusal.delta"):
+        if kind == "response.output_text.delta":
             return self._text_delta(event)
         if kind == "response.function_call_arguments.delta":
             entry = self._items.get(int(event.get("output_index", -1)))
@@ -179,6 +191,9 @@ class _Decoder:
             return []
         if kind == "response.reasoning_summary_text.delta":
             return self._thinking_delta(event)
+        if kind == "response.refusal.delta":
+            self._refusal.append(str(event.get("delta") or ""))
+            return []
         if kind == "response.output_item.added":
             return self._item_added(int(event.get("output_index", 0)), event.get("item") or {})
         if kind == "response.output_item.done":
@@ -191,7 +206,8 @@ class _Decoder:
             error = (event.get("response") or {}).get("error") or {}
             raise _failure(error)
         elif kind == "error":
-            raise _failure(event)
+            nested = event.get("error")  # real streams nest it; the reference documents it flat
+            raise _failure(nested if isinstance(nested, dict) else event)
         return []
 
     def _item_added(self, index: int, item: dict[str, Any]) -> list[AssistantMessageEvent]:
@@ -219,14 +235,25 @@ class _Decoder:
         text = str(event.get("delta") or "")
         if entry is None or not isinstance(entry[1], TextContent) or not text:
             return []
+        if not entry[1].text and self._text_before(entry[0]):
+            text = PARAGRAPH + text  # a second output message (commentary, then final answer): keep them apart
         append_text(entry[1], text)
         return [TextDeltaEvent(entry[0], text, self.output)]
 
+    def _text_before(self, position: int) -> bool:
+        """Is there text in an earlier block (only asked at the first delta of a message)?"""
+        return any(isinstance(b, TextContent) and b.text for b in self.output.content[:position])
+
     def _thinking_delta(self, event: dict[str, Any]) -> list[AssistantMessageEvent]:
-        entry = self._items.get(int(event.get("output_index", -1)))
+        index = int(event.get("output_index", -1))
+        entry = self._items.get(index)
         text = str(event.get("delta") or "")
         if entry is None or not isinstance(entry[1], ThinkingContent) or not text:
             return []
+        part = event.get("summary_index", 0)
+        if self._summary_part.get(index, part) != part and entry[1].thinking:
+            text = PARAGRAPH + text  # a new summary part: a blank line, as the parts are separate paragraphs
+        self._summary_part[index] = part
         append_thinking(entry[1], text)
         return [ThinkingDeltaEvent(entry[0], text, self.output)]
 
@@ -236,8 +263,15 @@ class _Decoder:
             return []
         position, block, parts = entry
         if isinstance(block, TextContent):
+            if not self._refusal:  # a refusal part that came without its deltas
+                content = item.get("content") or []
+                refused = [c for c in content if isinstance(c, dict) and c.get("type") == "refusal"]
+                self._refusal = [str(c.get("refusal") or "") for c in refused]
             return [TextEndEvent(position, block.text, self.output)]
         if isinstance(block, ThinkingContent):
+            summary = _summary_text(item.get("summary"))
+            if summary:  # the item's own parts are authoritative (and fill in for missed deltas)
+                block.thinking = summary
             if item.get("encrypted_content"):
                 block.signature = json.dumps(item, separators=(",", ":"))
             return [ThinkingEndEvent(position, block, self.output)]
@@ -249,11 +283,14 @@ class _Decoder:
         self.finished = True
         usage = response.get("usage") or {}
         cached = int((usage.get("input_tokens_details") or {}).get("cached_tokens") or 0)
+        prompt = int(usage.get("input_tokens") or 0)
         u = self.output.usage
-        u.input = max(0, int(usage.get("input_tokens") or 0) - cached)
+        u.input = max(0, prompt - cached)
         u.cache_read = cached
-        u.output = int(usage.get("output_tokens") or 0)
         u.reasoning = int((usage.get("output_tokens_details") or {}).get("reasoning_tokens") or 0)
+        u.output = output_with_reasoning(
+            int(usage.get("output_tokens") or 0), u.reasoning, prompt, usage.get("total_tokens")
+        )
         apply_cost(self.model, u)
         status = response.get("status")
         reason = (response.get("incomplete_details") or {}).get("reason")
@@ -271,17 +308,30 @@ class _Decoder:
         return self.finished
 
     def finish(self) -> list[AssistantMessageEvent]:
-        if self.output.stop_reason == "error":
-            raise StreamFailure("unknown", self.output.error_message or "the provider refused the response")
+        if self._refusal or self.output.stop_reason == "error":
+            raise refusal_failure("".join(self._refusal), filtered=not self._refusal)
         events: list[AssistantMessageEvent] = []
         for index in list(self._items):
-            events.extend(self._item_done(index, {}))
+            _, block, parts = self._items[index]
+            if isinstance(block, ToolCall):  # no output_item.done: its arguments never finished
+                del self._items[index]
+                mark_incomplete(block, "".join(parts))
+            else:
+                events.extend(self._item_done(index, {}))
         return events
 
     def settle(self) -> None:
         for _, block, parts in self._items.values():
             if isinstance(block, ToolCall):
-                finish_tool_call(block, "".join(parts))
+                mark_incomplete(block, "".join(parts))
+
+
+def _summary_text(summary: Any) -> str:
+    """A reasoning item's summary parts, one paragraph each."""
+    if not isinstance(summary, list):
+        return ""
+    texts = [str(p.get("text") or "") for p in summary if isinstance(p, dict)]
+    return PARAGRAPH.join(t for t in texts if t)
 
 
 def _failure(error: dict[str, Any]) -> StreamFailure:

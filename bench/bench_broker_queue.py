@@ -1,0 +1,172 @@
+"""Broker queue path alone: durable accept -> claim -> mark delivered, the engine replaced by a no-op.
+
+Run:  .venv/bin/python bench/bench_broker_queue.py [--messages 5000] [--peers]
+
+Target (issue "The Agent Broker"): >= 10,000 messages/s and p99 accept latency < 2 ms, ahead of
+persist-queue's ``SQLiteAckQueue`` (put -> get -> ack) measured in the same run. persist-queue is
+not a dependency: with ``--peers`` it is used when importable (``pip install persist-queue``);
+otherwise the script says so and prints no ratio.
+
+Both sides make every message durable before acknowledging it (one committed transaction per
+accept) and keep the same three steps per message; nexus stores more per row (agent, sender,
+message id for idempotence, attempts) and also writes the agent-to-agent log for half of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings, new_message_id
+from nexus.broker._group_commit import GroupCommitter
+from nexus.broker.runner import RunOutcome, RunPhase, RunRequest, SteerReceipt
+from nexus.ledger import Ledger
+from nexus.ledger.broker_store import BrokerStore, deliver_in
+
+
+def _p99(samples: list[float]) -> float:
+    return statistics.quantiles(samples, n=100)[98] if len(samples) >= 100 else max(samples)
+
+
+def run_nexus(directory: Path, messages: int) -> tuple[float, float]:
+    """(messages per second, p99 accept ms) for accept -> claim -> deliver, one message at a time."""
+    with Ledger.open(directory / "agents.db") as ledger:
+        ledger.ensure_session("agent:worker")
+        store = BrokerStore(ledger.database)
+        accept_ms: list[float] = []
+        start = time.perf_counter()
+        for n in range(messages):
+            t0 = time.perf_counter()
+            item, _ = store.accept(
+                agent_id="worker",
+                session_label="agent:worker",
+                message_id=f"msg-{n}",
+                sender="manager" if n % 2 else "user",
+                message={"content": f"message number {n}", "from": "user"},
+                mode="followup",
+                log_as_agent_message=bool(n % 2),
+            )
+            accept_ms.append((time.perf_counter() - t0) * 1000)
+            store.claim([item.id])
+            store.deliver([item.id], f"turn-{n}")
+        elapsed = time.perf_counter() - start
+    return messages / elapsed, _p99(accept_ms)
+
+
+class _NoOpRun:
+    """A turn that ends at once, marking its items delivered (the engine does it in its turn's write;
+    turns that end in the same loop iteration share a transaction, as concurrent turn writes would)."""
+
+    def __init__(self, writes: GroupCommitter, item_ids: tuple[str, ...]) -> None:
+        self.phase: RunPhase = "finishing"
+        self._writes, self._item_ids = writes, item_ids
+
+    def steer(self, text: str, *, item_id: str | None, one_at_a_time: bool) -> SteerReceipt:
+        raise AssertionError("no steering in this benchmark")
+
+    def abort(self, reason: str) -> None:
+        return None
+
+    async def result(self) -> RunOutcome:
+        turn_id = new_message_id()
+        await self._writes.write(lambda conn: deliver_in(conn, self._item_ids, turn_id))
+        return RunOutcome(status="completed", turn_id=turn_id)
+
+
+def run_broker(directory: Path, messages: int, agents: int = 100) -> tuple[float, float]:
+    """(messages per second, p99 send latency ms) through ``AgentBroker`` with concurrent senders."""
+
+    async def main() -> tuple[float, float]:
+        with Ledger.open(directory / "agents.db") as ledger:
+            store = BrokerStore(ledger.database)
+            turn_writes = GroupCommitter(store)
+
+            class Runner:
+                def start(self, request: RunRequest) -> _NoOpRun:
+                    return _NoOpRun(turn_writes, request.item_ids)
+
+            broker = AgentBroker(store, Runner(), BrokerSettings(queue=QueueSettings(mode="followup", cap=10_000)))
+            await broker.start()
+            for n in range(agents):
+                ledger.ensure_session(f"agent:a{n}")
+                broker.register_agent(AgentIdentity(f"a{n}", f"agent:a{n}"))
+            latencies: list[float] = []
+
+            async def send(n: int) -> None:
+                t0 = time.perf_counter()
+                await broker.send(AgentMessage(id=f"m{n}", from_="user", to=f"a{n % agents}", content=f"task {n}"))
+                latencies.append((time.perf_counter() - t0) * 1000)
+
+            start = time.perf_counter()
+            for wave in range(0, messages, agents):
+                await asyncio.gather(*(send(n) for n in range(wave, min(wave + agents, messages))))
+            for n in range(agents):
+                await broker.wait_for_idle(f"a{n}")
+            elapsed = time.perf_counter() - start
+            await broker.close()
+            return messages / elapsed, _p99(latencies)
+
+    return asyncio.run(main())
+
+
+def run_persist_queue(directory: Path, messages: int) -> tuple[float, float] | None:
+    """The same three steps on ``persistqueue.SQLiteAckQueue``, or ``None`` when it is not installed."""
+    try:
+        import persistqueue  # type: ignore[import-not-found,import-untyped,unused-ignore]
+    except ImportError:
+        return None
+    queue = persistqueue.SQLiteAckQueue(str(directory / "ackq"), auto_commit=True)
+    accept_ms: list[float] = []
+    start = time.perf_counter()
+    for n in range(messages):
+        t0 = time.perf_counter()
+        queue.put({"content": f"message number {n}", "from": "user"})
+        accept_ms.append((time.perf_counter() - t0) * 1000)
+        item = queue.get(block=False)
+        queue.ack(item)
+    elapsed = time.perf_counter() - start
+    return messages / elapsed, _p99(accept_ms)
+
+
+def _measure(fn: Callable[[Path, int], tuple[float, float] | None], messages: int) -> tuple[float, float] | None:
+    with tempfile.TemporaryDirectory() as tmp:
+        return fn(Path(tmp), messages)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--messages", type=int, default=5000)
+    parser.add_argument("--peers", action="store_true", help="also measure persist-queue when importable")
+    args = parser.parse_args()
+    load = os.getloadavg()
+    print(f"# broker queue path, {args.messages} messages, one at a time; load {load[0]:.2f}")
+    _measure(run_nexus, min(500, args.messages))  # warm-up: imports, page cache
+    nexus = _measure(run_nexus, args.messages)
+    assert nexus is not None
+    print(f"{'store':<34} {'msg/s':>10} {'p99 accept ms':>14} {'ratio':>8}")
+    print(f"{'nexus BrokerStore (one at a time)':<34} {nexus[0]:>10,.0f} {nexus[1]:>14.3f} {'1.00':>8}")
+    broker = _measure(run_broker, args.messages)
+    assert broker is not None
+    print(f"{'nexus AgentBroker, 100 agents':<34} {broker[0]:>10,.0f} {broker[1]:>14.3f} {'':>8}")
+    if not args.peers:
+        print("(peers not requested: run with --peers to measure persist-queue in the same run)")
+        return 0
+    peer = _measure(run_persist_queue, args.messages)
+    if peer is None:
+        print("persist-queue is not installed (pip install persist-queue): no ratio printed")
+        return 0
+    ratio = nexus[0] / peer[0]
+    print(f"{'persist-queue SQLiteAckQueue':<34} {peer[0]:>10,.0f} {peer[1]:>14.3f} {1 / ratio:>8.2f}")
+    print(f"one at a time, nexus is {ratio:.2f}x the messages/s of persist-queue in this run")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

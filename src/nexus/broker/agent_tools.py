@@ -1,0 +1,149 @@
+"""The tools an agent uses to reach other agents (seed 003 §4.3 names and parameters).
+
+``send_message_to_agent{to, content, waitForReply}``, ``get_agent_status{agentId}`` and
+``list_agents{}``. A tool error (unknown agent, a message to itself, the hop limit) is a result
+the model reads, never an exception that ends the run. Loops between agents are bounded: every
+message carries its conversation id and a hop count, and a send past ``max_hops`` is refused and
+reported.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
+from nexus.broker.types import AgentMessage, BrokerError
+from nexus.ledger import new_ulid
+from nexus.llm.abort import AbortSignal
+
+if TYPE_CHECKING:
+    from nexus.broker.broker import AgentBroker
+
+DEFAULT_MAX_HOPS = 8
+DEFAULT_REPLY_TIMEOUT_MS = 600_000
+
+
+@dataclass(frozen=True, slots=True)
+class CallerContext:
+    """Who is calling the tools, and which conversation the current turn belongs to."""
+
+    agent_id: str
+    conversation_id: str
+    hop: int = 0
+    max_hops: int = DEFAULT_MAX_HOPS
+    reply_timeout_ms: int = DEFAULT_REPLY_TIMEOUT_MS
+
+
+def agent_tools(broker: AgentBroker, caller: CallerContext) -> list[AgentTool]:
+    """The broker tools bound to one calling agent's turn."""
+    return [_send_tool(broker, caller), _status_tool(broker), _list_tool(broker)]
+
+
+def _send_tool(broker: AgentBroker, caller: CallerContext) -> AgentTool:
+    async def execute(
+        call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: ToolUpdateFn
+    ) -> AgentToolResult:
+        target = str(args.get("to", "")).strip()
+        content = str(args.get("content", ""))
+        wait = bool(args.get("waitForReply", False))
+        if target == caller.agent_id:
+            return AgentToolResult.text("You cannot send a message to yourself.", is_error=True)
+        if broker.get_agent(target) is None:
+            known = ", ".join(
+                a.identity.agent_id for a in broker.list_agents() if a.identity.agent_id != caller.agent_id
+            )
+            return AgentToolResult.text(f"No agent named {target!r}. Known agents: {known or 'none'}.", is_error=True)
+        hop = caller.hop + 1
+        if hop > caller.max_hops:
+            return AgentToolResult.text(
+                f"Hop limit reached: conversation {caller.conversation_id} has already passed {caller.max_hops} "
+                "messages between agents. Answer with what you have instead of delegating again.",
+                is_error=True,
+                details={"hop_limit": caller.max_hops, "conversation_id": caller.conversation_id},
+            )
+        message = AgentMessage(
+            id=f"{caller.agent_id}:{call_id}:{new_ulid()}",
+            from_=caller.agent_id,
+            to=target,
+            content=content,
+            conversation_id=caller.conversation_id,
+            metadata={"hop": hop, "reply_to": None if wait else caller.agent_id},
+        )
+        try:
+            if not wait:
+                receipt = await broker.send(message, "followup")
+                return AgentToolResult.text(
+                    f"Sent to {target} (message {receipt.message_id}). Its reply will arrive as a message from "
+                    f"{target}.",
+                    details={"message_id": receipt.message_id, "queue_item_id": receipt.queue_item_id},
+                )
+            result = await broker.send_and_wait(message, timeout_ms=caller.reply_timeout_ms)
+        except BrokerError as exc:
+            return AgentToolResult.text(f"Could not send to {target}: {exc}", is_error=True)
+        if not result.success:
+            return AgentToolResult.text(f"{target} did not answer: {result.error}", is_error=True)
+        return AgentToolResult.text(result.reply or "(no text reply)", details={"turn_id": result.turn_id})
+
+    return AgentTool(
+        name="send_message_to_agent",
+        description=(
+            "Send a message to another agent. With waitForReply the call returns the agent's reply; "
+            "without it the reply arrives later as a message from that agent."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "to": {"type": "string", "description": "Target agent ID"},
+                "content": {"type": "string", "description": "Message content"},
+                "waitForReply": {"type": "boolean", "default": False, "description": "Wait for the reply"},
+            },
+            "required": ["to", "content"],
+        },
+        execute=execute,
+        label="Message agent",
+    )
+
+
+def _status_tool(broker: AgentBroker) -> AgentTool:
+    async def execute(
+        call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: ToolUpdateFn
+    ) -> AgentToolResult:
+        agent_id = str(args.get("agentId", "")).strip()
+        agent = broker.get_agent(agent_id)
+        if agent is None:
+            return AgentToolResult.text(f"No agent named {agent_id!r}.", is_error=True)
+        status = {"agentId": agent_id, "state": agent.state, "queueDepth": agent.queue_depth}
+        return AgentToolResult.text(json.dumps(status), details=status)
+
+    return AgentTool(
+        name="get_agent_status",
+        description="Check if an agent is available: its state (idle, running, streaming, compacting) and queue.",
+        parameters={
+            "type": "object",
+            "properties": {"agentId": {"type": "string", "description": "The agent to check"}},
+            "required": ["agentId"],
+        },
+        execute=execute,
+        label="Agent status",
+    )
+
+
+def _list_tool(broker: AgentBroker) -> AgentTool:
+    async def execute(
+        call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: ToolUpdateFn
+    ) -> AgentToolResult:
+        agents = [
+            {"agentId": a.identity.agent_id, "role": a.identity.role, "state": a.state, "queueDepth": a.queue_depth}
+            for a in broker.list_agents()
+        ]
+        return AgentToolResult.text(json.dumps(agents), details={"agents": agents})
+
+    return AgentTool(
+        name="list_agents",
+        description="List the registered agents with their roles and states.",
+        parameters={"type": "object", "properties": {}},
+        execute=execute,
+        label="List agents",
+    )

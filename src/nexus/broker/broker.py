@@ -1,0 +1,525 @@
+"""``AgentBroker``: named agents, one durable queue per agent session, one run per session at a time.
+
+Write-through: every accepted message is a ``queue_items`` row before ``send`` returns; the
+in-memory :class:`SessionQueue` decides what runs next. A drain task per agent takes batches
+(DESIGN §4.6 mode table) and hands them to an :class:`AgentRunner`; a global semaphore caps
+how many runs are active at once. See docs/broker.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from nexus.broker._group_commit import GroupCommitter
+from nexus.broker._slot import AgentSlot, SteerInFlight
+from nexus.broker.modes import QueueMode, QueueOverrides, QueueSettings, parse_mode, resolve_settings
+from nexus.broker.runner import AgentRunner, RunOutcome, RunRequest
+from nexus.broker.session_queue import AddOutcome, Batch, QueuedMessage, Wait
+from nexus.broker.types import (
+    MAX_CONTENT_CHARS,
+    AgentIdentity,
+    AgentMessage,
+    AgentRole,
+    AgentState,
+    BrokerError,
+    RegisteredAgent,
+    SendAndWaitResult,
+    SendReceipt,
+    UnknownAgentError,
+)
+from nexus.ledger import new_ulid
+from nexus.ledger.broker_store import AcceptRequest, BrokerQueueItem, BrokerStore, accept_in, claim_in
+
+log = logging.getLogger("nexus.broker")
+
+DEFAULT_MAX_CONCURRENT = 8
+WATCH_INTERVAL_S = 0.25
+"""How often a running broker looks for messages that other processes queued."""
+DEFAULT_MAX_ATTEMPTS = 3
+_STEERABLE_PHASES = ("starting", "streaming", "tools")
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerSettings:
+    """Process-wide broker settings (``[broker]`` in nexus.toml)."""
+
+    queue: QueueSettings = field(default_factory=QueueSettings)
+    max_concurrent: int = DEFAULT_MAX_CONCURRENT
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+
+
+class AgentBroker:
+    """Routes messages to named agents through durable per-session queues (seed 003)."""
+
+    def __init__(
+        self,
+        store: BrokerStore,
+        runner: AgentRunner,
+        settings: BrokerSettings | None = None,
+        *,
+        scope: set[str] | None = None,
+        reply_text: Callable[[str], str | None] | None = None,
+    ) -> None:
+        """``scope``: drain only these agents (and any agent they message, added as it happens);
+        ``None`` drains every agent. ``nexus send`` uses it to run one conversation, not every queue.
+        ``reply_text(turn_id)`` reads a turn's reply from the ledger: with it, replies a crash kept
+        from being sent back to an asking agent are sent on start."""
+        self._reply_text = reply_text
+        self._scope = scope
+        self._store = store
+        self._runner = runner
+        self._settings = settings or BrokerSettings()
+        self._slots: dict[str, AgentSlot] = {}
+        self._capacity = asyncio.Semaphore(self._settings.max_concurrent)
+        self._writes = GroupCommitter(store)
+        self._started = False
+        self._closed = False
+        self._seen_rowid = 0
+        self._watcher: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> list[BrokerQueueItem]:
+        """Reload the registry and every pending item, then drain; returns the items failed as exhausted.
+
+        While it runs, the broker also picks up messages other processes queue (``nexus send``
+        while a server or a drain holds the broker lock).
+        """
+        self._seen_rowid = self._store.last_rowid()
+        exhausted = self._store.fail_exhausted(self._settings.max_attempts)
+        for row in self._store.list_agents():
+            if row.agent_id in self._slots:  # registered before start (e.g. from nexus.toml): keep its settings
+                continue
+            identity = AgentIdentity(row.agent_id, row.session_label, "manager" if row.role == "manager" else "worker")
+            self._slots[row.agent_id] = AgentSlot(identity=identity, spec=row.spec)
+        for item in self._store.pending():
+            slot = self._slots.get(item.agent_id or "")
+            if slot is None:
+                self._store.fail([item.id], f"agent {item.agent_id!r} is no longer registered")
+                continue
+            try:
+                slot.queue.items.append(_queued(item))
+            except (ValueError, TypeError, KeyError) as exc:  # a row this version cannot read: kept, not run
+                self._store.fail([item.id], f"the stored message cannot be read ({exc!r}); it was not run")
+        self._started = True
+        for slot in self._slots.values():
+            self._ensure_drain(slot)
+        self._watcher = asyncio.get_running_loop().create_task(self._watch_store(), name="broker:watch")
+        await self._answer_unanswered()
+        return exhausted
+
+    async def _watch_store(self) -> None:
+        while not self._closed:
+            await asyncio.sleep(WATCH_INTERVAL_S)
+            self._adopt_external()
+
+    def _adopt_external(self) -> None:
+        """Queue in memory what other processes accepted since the last look (each item once)."""
+        items, self._seen_rowid = self._store.queued_after(self._seen_rowid)
+        for item in items:
+            slot = self._slot_for_external(item.agent_id or "")
+            if slot is None:
+                continue
+            if slot.queue.find(item.id) is not None:
+                continue
+            try:
+                slot.queue.items.append(_queued(item))
+            except (ValueError, TypeError, KeyError) as exc:
+                self._store.fail([item.id], f"the stored message cannot be read ({exc!r}); it was not run")
+                continue
+            slot.idle.clear()
+            slot.wake.set()
+            self._ensure_drain(slot)
+
+    def _slot_for_external(self, agent_id: str) -> AgentSlot | None:
+        """The slot of an agent named by another process's message (registered there meanwhile, maybe)."""
+        slot = self._slots.get(agent_id)
+        if slot is not None:
+            return slot
+        agent = self._store.get_agent(agent_id)
+        if agent is None:
+            return None
+        role: AgentRole = "manager" if agent.role == "manager" else "worker"
+        slot = self._slots[agent_id] = AgentSlot(AgentIdentity(agent_id, agent.session_label, role), spec=agent.spec)
+        return slot
+
+    async def close(self) -> None:
+        """Stop draining: active runs are aborted (kept as ``aborted`` turns), queues stay durable."""
+        self._closed = True
+        if self._watcher is not None:
+            self._watcher.cancel()
+        for slot in self._slots.values():
+            if slot.run is not None:
+                slot.run.abort("the broker is shutting down")
+        tasks = [slot.drain_task for slot in self._slots.values() if slot.drain_task is not None]
+        for slot in self._slots.values():
+            slot.wake.set()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # ------------------------------------------------------------------ registry
+
+    def register_agent(
+        self, identity: AgentIdentity, *, spec: dict[str, object] | None = None, queue: QueueOverrides | None = None
+    ) -> RegisteredAgent:
+        """Register (or update) an agent; it persists across restarts."""
+        if not identity.agent_id or identity.agent_id in ("user", "system"):
+            raise BrokerError(f"{identity.agent_id!r} cannot be an agent id (reserved or empty)")
+        self._store.save_agent(
+            identity.agent_id, role=identity.role, session_label=identity.session_label, spec=spec or {}
+        )
+        slot = self._slots.get(identity.agent_id)
+        if slot is None:
+            slot = AgentSlot(identity=identity, spec=spec or {})
+            self._slots[identity.agent_id] = slot
+        else:
+            slot.identity, slot.spec = identity, spec or {}
+        if queue is not None:
+            slot.overrides = queue
+        if self._started:
+            self._ensure_drain(slot)
+        return self._registered(slot)
+
+    def get_agent(self, agent_id: str) -> RegisteredAgent | None:
+        """The agent registered under ``agent_id``, or ``None``."""
+        slot = self._slots.get(agent_id)
+        return None if slot is None else self._registered(slot)
+
+    def list_agents(self) -> list[RegisteredAgent]:
+        """Every registered agent, by id."""
+        return [self._registered(self._slots[agent_id]) for agent_id in sorted(self._slots)]
+
+    def _registered(self, slot: AgentSlot) -> RegisteredAgent:
+        return RegisteredAgent(slot.identity, slot.state(), slot.last_activity_ms, len(slot.queue.waiting()))
+
+    def _slot(self, agent_id: str) -> AgentSlot:
+        slot = self._slots.get(agent_id)
+        if slot is None:
+            known = ", ".join(sorted(self._slots)) or "none registered"
+            raise UnknownAgentError(f"unknown agent {agent_id!r} (known: {known})")
+        return slot
+
+    # ------------------------------------------------------------------ sending
+
+    async def send(self, message: AgentMessage, queue_mode: str | None = None) -> SendReceipt:
+        """Accept ``message`` durably and queue it for its agent; see DESIGN §4.6 for each mode."""
+        slot = self._slot(message.to)
+        _check_message(message)
+        mode_override: QueueMode | None = parse_mode(queue_mode) if queue_mode is not None else None
+        settings = resolve_settings(QueueOverrides(mode=mode_override), slot.overrides, default=self._settings.queue)
+        message.timestamp = message.timestamp or _now_ms()
+        request = AcceptRequest(
+            agent_id=slot.agent_id,
+            session_label=slot.identity.session_label,
+            message_id=message.id,
+            sender=message.from_,
+            message=message.to_json(),
+            mode=settings.mode,
+            log_as_agent_message=message.from_ in self._slots,
+        )
+        row, created = await self._writes.write(lambda conn: accept_in(conn, request))
+        if not created:
+            return SendReceipt(message.id, row.id, duplicate=True)
+        queued = _queued(row, debounce_ms=settings.debounce_ms)
+        adopted = slot.queue.find(row.id)
+        if adopted is not None:  # the store watcher saw the committed row first: same item, keep its place
+            adopted.debounce_ms, adopted.mode = queued.debounce_ms, queued.mode
+            queued = adopted
+        outcome = slot.queue.add(queued, settings) if adopted is None else AddOutcome(accepted=True)
+        if not outcome.accepted:
+            reason = outcome.rejected_reason or "duplicate"
+            self._store.drop([row.id], reason)
+            raise BrokerError(f"message {message.id!r} to {slot.agent_id!r} was not queued: {reason}")
+        if outcome.dropped:
+            dropped_ids = [item.item_id for item in outcome.dropped]
+            self._store.drop(dropped_ids, f"queue cap {settings.cap} reached (drop policy {settings.drop_policy})")
+            slot.resolve(dropped_ids, SendAndWaitResult(False, error="dropped: the agent's queue was full"))
+        slot.last_activity_ms = _now_ms()
+        if self._scope is not None and message.from_ in self._scope and slot.agent_id not in self._scope:
+            self._scope.add(slot.agent_id)  # the conversation reached another agent: drain it too
+            if self._started:
+                self._ensure_drain(slot)
+        steered = self._deliver_to_run(slot, queued, settings.mode)
+        slot.idle.clear()
+        slot.wake.set()
+        return SendReceipt(message.id, row.id, steered=steered)
+
+    def _deliver_to_run(self, slot: AgentSlot, queued: QueuedMessage, mode: QueueMode) -> bool:
+        """Act on the active run for the modes that do (steer, steer-backlog, queue, interrupt)."""
+        run = slot.run
+        if run is None:
+            return False
+        if mode == "interrupt":
+            run.abort(f"interrupted by message {queued.message_id}")
+            return False
+        if mode not in ("steer", "steer-backlog", "queue") or run.phase not in _STEERABLE_PHASES:
+            return False  # not steerable now: it waits for its own turn (followup)
+        if mode == "steer-backlog":
+            run.steer(queued.prompt, item_id=None, one_at_a_time=False)  # the item also keeps its own turn
+            return True
+        slot.queue.mark_in_flight([queued.item_id])
+        self._store.claim([queued.item_id])
+        receipt = run.steer(queued.prompt, item_id=queued.item_id, one_at_a_time=mode == "queue")
+        slot.steers.append(SteerInFlight(queued.item_id, receipt))
+        return True
+
+    async def send_and_wait(self, message: AgentMessage, timeout_ms: int | None = None) -> SendAndWaitResult:
+        """Send, then wait until the turn that consumed the message ends (or ``timeout_ms`` passes)."""
+        receipt = await self.send(message)
+        if receipt.duplicate:
+            return SendAndWaitResult(False, error=f"message {message.id!r} was already accepted earlier")
+        slot = self._slot(message.to)
+        future: asyncio.Future[SendAndWaitResult] = asyncio.get_running_loop().create_future()
+        slot.waiters[receipt.queue_item_id] = future
+        try:
+            timeout = None if timeout_ms is None else timeout_ms / 1000
+            return await asyncio.wait_for(asyncio.shield(future), timeout)
+        except TimeoutError:
+            return SendAndWaitResult(False, error=f"no reply within {timeout_ms} ms (the message stays queued)")
+
+    async def interrupt(self, agent_id: str, message: AgentMessage) -> SendReceipt:
+        """Abort the agent's run (kept as ``aborted``) and run ``message`` with the backlog."""
+        if message.to != agent_id:
+            raise BrokerError(f"interrupt({agent_id!r}) got a message addressed to {message.to!r}")
+        return await self.send(message, "interrupt")
+
+    # ------------------------------------------------------------------ state
+
+    def get_state(self, agent_id: str) -> AgentState:
+        """``idle | running | streaming | compacting`` for a registered agent."""
+        return self._slot(agent_id).state()
+
+    async def wait_for_idle(self, agent_id: str, timeout_ms: int | None = None) -> bool:
+        """Wait until the agent has no run and nothing runnable; ``False`` on timeout."""
+        slot = self._slot(agent_id)
+        if slot.run is None and not slot.queue.waiting():
+            return True
+        try:
+            await asyncio.wait_for(slot.idle.wait(), None if timeout_ms is None else timeout_ms / 1000)
+        except TimeoutError:
+            return False
+        return True
+
+    async def wait_until_idle(self, agent_ids: set[str] | None = None) -> None:
+        """Wait until every agent of ``agent_ids`` (default: every drained one) is idle at the same time."""
+        while True:
+            wanted = sorted(agent_ids if agent_ids is not None else (self._scope or set(self._slots)))
+            busy = [a for a in wanted if a in self._slots and not self._is_idle(self._slots[a])]
+            if not busy:
+                return
+            for agent_id in busy:
+                await self.wait_for_idle(agent_id)
+
+    def _is_idle(self, slot: AgentSlot) -> bool:
+        return slot.run is None and not slot.queue.waiting()
+
+    def abort(self, agent_id: str) -> bool:
+        """Abort the agent's current run (its queue keeps draining); ``False`` when it had none."""
+        slot = self._slot(agent_id)
+        if slot.run is None:
+            return False
+        slot.run.abort("aborted by abort()")
+        return True
+
+    def get_queue_depth(self, agent_id: str) -> int:
+        """Messages waiting for the agent (not counting those its run holds)."""
+        return len(self._slot(agent_id).queue.waiting())
+
+    def clear_queue(self, agent_id: str) -> int:
+        """Drop every waiting message of the agent (``dropped``, reason recorded); returns how many."""
+        slot = self._slot(agent_id)
+        removed = [item.item_id for item in slot.queue.clear()]
+        self._store.drop(removed, "cleared by clear_queue")
+        slot.resolve(removed, SendAndWaitResult(False, error="dropped: the queue was cleared"))
+        return len(removed)
+
+    # ------------------------------------------------------------------ draining
+
+    def _ensure_drain(self, slot: AgentSlot) -> None:
+        if self._scope is not None and slot.agent_id not in self._scope:
+            return
+        if slot.drain_task is None or slot.drain_task.done():
+            slot.drain_task = asyncio.get_running_loop().create_task(self._drain(slot), name=f"drain:{slot.agent_id}")
+
+    async def _drain(self, slot: AgentSlot) -> None:
+        while not self._closed:
+            slot.wake.clear()
+            step = slot.queue.next_batch(_now_ms())
+            if step is None:
+                slot.idle.set()
+                await slot.wake.wait()
+                continue
+            if isinstance(step, Wait):
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(slot.wake.wait(), max(step.until_ms - _now_ms(), 0) / 1000)
+                continue
+            async with self._capacity:
+                if self._closed:
+                    slot.queue.release(step.item_ids)
+                    return
+                await self._run_batch(slot, step)
+
+    async def _run_batch(self, slot: AgentSlot, batch: Batch) -> None:
+        await self._writes.write(lambda conn: claim_in(conn, batch.item_ids))
+        request = RunRequest(
+            agent_id=slot.agent_id,
+            session_label=slot.identity.session_label,
+            prompt=batch.prompt,
+            item_ids=tuple(batch.item_ids),
+            sender=batch.items[0].sender if len({item.sender for item in batch.items}) == 1 else None,
+            spec=slot.spec,
+            role=slot.identity.role,
+            conversation_id=next((item.conversation_id for item in batch.items if item.conversation_id), None),
+            hop=max(item.hop for item in batch.items),
+        )
+        try:
+            slot.run = self._runner.start(request)
+            outcome = await slot.run.result()
+        except Exception as exc:  # a runner that failed to start: the items go back, the error is kept
+            slot.run = None
+            self._return_items(slot, batch.item_ids)
+            slot.resolve(batch.item_ids, SendAndWaitResult(False, error=f"the run could not start: {exc}"))
+            await asyncio.sleep(0.1)
+            return
+        slot.run = None
+        slot.last_activity_ms = _now_ms()
+        if outcome.turn_id is None and outcome.status != "completed":
+            self._settle_unrun(slot, batch, outcome)
+            return
+        delivered = self._settle_steers(slot)
+        consumed = [*batch.item_ids, *delivered]
+        slot.queue.complete(consumed)
+        result = SendAndWaitResult(
+            success=outcome.status == "completed", error=_error_text(outcome), reply=outcome.reply or None,
+            turn_id=outcome.turn_id,
+        )  # fmt: skip
+        slot.resolve(consumed, result)
+        await self._answer_askers(slot, batch, outcome)
+
+    async def _answer_askers(self, slot: AgentSlot, batch: Batch, outcome: RunOutcome) -> None:
+        """Send the turn's reply back to agents that asked without waiting (a durable ``worker_result``)."""
+        for item in batch.items:
+            if item.reply_to is None or item.reply_to == slot.agent_id or item.reply_to not in self._slots:
+                continue
+            text = outcome.reply if outcome.status == "completed" else f"(failed: {_error_text(outcome)})"
+            await self._send_reply(slot.agent_id, item.reply_to, item.message_id, item.conversation_id, item.hop,
+                                   text or "(no text reply)")  # fmt: skip
+
+    async def _send_reply(
+        self, worker: str, asker: str, message_id: str, conversation_id: str | None, hop: int, text: str
+    ) -> None:
+        reply = AgentMessage(
+            id=f"{message_id}:reply",
+            from_=worker,
+            to=asker,
+            content=text,
+            conversation_id=conversation_id,
+            metadata={"kind": "worker_result", "in_reply_to": message_id, "hop": hop},
+        )
+        try:
+            await self.send(reply, "followup")
+        except BrokerError as exc:  # e.g. the asker's queue refuses (cap, policy new): recorded, not raised
+            log.warning("the reply of %s to %s could not be queued: %s", worker, asker, exc)
+
+    async def _answer_unanswered(self) -> None:
+        """After a crash between a turn and its reply: send the replies the previous process did not."""
+        if self._reply_text is None:
+            return
+        for item, asker in self._store.unanswered_replies():
+            text = self._reply_text(item.turn_id) if item.turn_id else None
+            if item.agent_id and asker in self._slots and item.message_id:
+                message = item.message if isinstance(item.message, dict) else {}
+                hop = message.get("metadata", {}).get("hop", 0) if isinstance(message.get("metadata"), dict) else 0
+                await self._send_reply(item.agent_id, asker, item.message_id, message.get("conversation_id"),
+                                       hop if isinstance(hop, int) else 0, text or "(no text reply)")  # fmt: skip
+
+    def _settle_unrun(self, slot: AgentSlot, batch: Batch, outcome: RunOutcome) -> None:
+        """No turn was written: aborted before it started → back in the queue; could not start → failed."""
+        self._return_items(slot, [steer.item_id for steer in slot.steers])
+        slot.steers.clear()
+        if outcome.status == "aborted":
+            self._return_items(slot, batch.item_ids)
+            return
+        reason = outcome.error or "the run could not start"
+        self._store.fail(batch.item_ids, reason)
+        slot.queue.complete(batch.item_ids)
+        slot.resolve(batch.item_ids, SendAndWaitResult(False, error=reason))
+
+    def _settle_steers(self, slot: AgentSlot) -> list[str]:
+        """After a run: delivered steers are consumed; returned ones go back in place, never dropped."""
+        delivered: list[str] = []
+        returned: list[str] = []
+        for steer in slot.steers:
+            (delivered if steer.receipt.status == "delivered" else returned).append(steer.item_id)
+        slot.steers.clear()
+        self._return_items(slot, returned)
+        return delivered
+
+    def _return_items(self, slot: AgentSlot, item_ids: list[str]) -> None:
+        if item_ids:
+            self._store.release(item_ids)
+            slot.queue.release(item_ids)
+
+
+def _check_message(message: AgentMessage) -> None:
+    if not message.id:
+        raise BrokerError("a message needs a non-empty id (it makes send idempotent)")
+    if not message.content.strip():
+        raise BrokerError(f"message {message.id!r} has no content")
+    if len(message.content) > MAX_CONTENT_CHARS:
+        raise BrokerError(
+            f"message {message.id!r} is {len(message.content):,} characters; the limit is {MAX_CONTENT_CHARS:,}"
+        )
+    if message.from_ == message.to:
+        raise BrokerError(f"agent {message.to!r} cannot send a message to itself")
+
+
+def _queued(row: BrokerQueueItem, *, debounce_ms: int = 0) -> QueuedMessage:
+    message = None
+    if isinstance(row.message, dict):
+        message = AgentMessage.from_json({"id": row.message_id or row.id, "to": row.agent_id, **row.message})
+    prompt = message.content if message is not None else str(row.message)
+    if not prompt.strip():
+        raise ValueError("the message has no content")
+    return QueuedMessage(
+        item_id=row.id,
+        message_id=row.message_id or row.id,
+        prompt=prompt,
+        mode=parse_mode(row.mode),
+        enqueued_at_ms=row.enqueued_at,
+        debounce_ms=debounce_ms,
+        sender=row.sender if row.sender not in (None, "user") else None,
+        conversation_id=message.conversation_id if message is not None else None,
+        hop=_hop(message),
+        reply_to=_reply_to(message),
+    )
+
+
+def _reply_to(message: AgentMessage | None) -> str | None:
+    value = message.metadata.get("reply_to") if message is not None else None
+    return value if isinstance(value, str) and value else None
+
+
+def _hop(message: AgentMessage | None) -> int:
+    hop = message.metadata.get("hop") if message is not None else None
+    return hop if isinstance(hop, int) and hop >= 0 else 0
+
+
+def _error_text(outcome: RunOutcome) -> str | None:
+    if outcome.status == "completed":
+        return None
+    return outcome.error or f"the run ended {outcome.status}"
+
+
+def new_message_id() -> str:
+    """A fresh message id (a ULID: sortable by time)."""
+    return new_ulid()

@@ -1,0 +1,51 @@
+"""From ``nexus.toml`` (``[broker]``, ``[agents.<id>]``) to broker settings and agent registrations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from nexus.broker.broker import BrokerSettings
+from nexus.broker.modes import QueueOverrides, QueueSettings
+from nexus.broker.types import AgentIdentity
+from nexus.config._broker_schema import AgentConfig, BrokerConfig
+
+
+@dataclass(frozen=True, slots=True)
+class ConfiguredAgent:
+    """One ``[agents.<id>]`` table, ready for :meth:`AgentBroker.register_agent`."""
+
+    identity: AgentIdentity
+    spec: dict[str, Any]
+    queue: QueueOverrides
+
+
+def broker_settings(config: BrokerConfig) -> BrokerSettings:
+    """The broker's settings from ``[broker]``."""
+    queue = QueueSettings(
+        mode=config.mode, debounce_ms=config.debounce_ms, cap=config.cap, drop_policy=config.drop_policy
+    )
+    return BrokerSettings(queue=queue, max_concurrent=config.max_concurrent, max_attempts=config.max_attempts)
+
+
+def configured_agents(agents: dict[str, AgentConfig]) -> list[ConfiguredAgent]:
+    """Every ``[agents.<id>]`` table, by id."""
+    out: list[ConfiguredAgent] = []
+    for agent_id in sorted(agents):
+        table = agents[agent_id]
+        spec: dict[str, Any] = {}
+        if table.model is not None:
+            spec["model"] = table.model
+        if table.tools is not None:
+            spec["tools"] = list(table.tools)
+        if table.system_prompt is not None:
+            spec["system_prompt"] = table.system_prompt
+        queue = QueueOverrides(
+            mode=table.queue.mode,
+            debounce_ms=table.queue.debounce_ms,
+            cap=table.queue.cap,
+            drop_policy=table.queue.drop_policy,
+        )
+        identity = AgentIdentity(agent_id, table.session or f"agent:{agent_id}", table.role)
+        out.append(ConfiguredAgent(identity, spec, queue))
+    return out

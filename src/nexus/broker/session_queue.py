@@ -1,0 +1,232 @@
+"""One session's in-memory queue: cap and drop policies, dedupe, and what the next turn takes.
+
+This is the broker's fast copy; the ledger's ``queue_items`` rows are the truth. The queue
+never reorders: items are kept in arrival order, and an item handed to a run (steered into it,
+or taken for a turn) stays in place, marked in flight, until the run either consumes it
+(:meth:`SessionQueue.complete`) or hands it back (:meth:`SessionQueue.release`) — so a returned
+steer is back at the front of its queue, exactly where it was.
+
+Formats follow OpenClaw (reference/openclaw.md §1) so prompts read the same to the model:
+the collect title ``[Queued messages while agent was busy]``, ``---``/``Queued #n`` blocks and
+the ``[Queue overflow]`` summary.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from nexus.broker.modes import QueueMode, QueueSettings
+
+COLLECT_TITLE = "[Queued messages while agent was busy]"
+SUMMARY_LINE_CHARS = 160
+_WHITESPACE = re.compile(r"\s+")
+
+
+@dataclass(slots=True)
+class QueuedMessage:
+    """A message waiting in a session's queue (its durable row is ``queue_items.id == item_id``)."""
+
+    item_id: str
+    message_id: str
+    prompt: str
+    mode: QueueMode
+    enqueued_at_ms: int
+    debounce_ms: int = 0
+    sender: str | None = None
+    route: str = ""
+    conversation_id: str | None = None
+    hop: int = 0
+    reply_to: str | None = None
+    """The agent that asked without waiting: the turn's reply goes back to it as a ``worker_result``."""
+    in_flight: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AddOutcome:
+    """What :meth:`SessionQueue.add` did with an incoming message."""
+
+    accepted: bool
+    duplicate_of: str | None = None
+    """The item id already queued with the same message id and route (nothing was added)."""
+    rejected_reason: str | None = None
+    """Set when the ``new`` drop policy refused the message because the queue is full."""
+    dropped: tuple[QueuedMessage, ...] = ()
+    """Older items the ``old``/``summarize`` policies removed to make room."""
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """The messages one turn consumes, and the prompt that carries them."""
+
+    items: tuple[QueuedMessage, ...]
+    prompt: str
+    overflow_summary: str | None = None
+
+    @property
+    def item_ids(self) -> list[str]:
+        """The queue item ids to mark delivered with the turn that ran this batch."""
+        return [item.item_id for item in self.items]
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Nothing may run yet: a ``collect`` batch is still inside its quiet window."""
+
+    until_ms: int
+
+
+@dataclass(slots=True)
+class SessionQueue:
+    """The queue of one session, in arrival order."""
+
+    items: list[QueuedMessage] = field(default_factory=list)
+    summary_lines: list[str] = field(default_factory=list)
+    dropped_count: int = 0
+    last_enqueued_at_ms: int = 0
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def waiting(self) -> list[QueuedMessage]:
+        """Items not handed to a run, oldest first (what ``cap`` counts)."""
+        return [item for item in self.items if not item.in_flight]
+
+    def find(self, item_id: str) -> QueuedMessage | None:
+        """The item with this queue item id, if it is still queued."""
+        for item in self.items:
+            if item.item_id == item_id:
+                return item
+        return None
+
+    def add(self, message: QueuedMessage, settings: QueueSettings) -> AddOutcome:
+        """Queue ``message`` under ``settings`` (its cap and drop policy); see :class:`AddOutcome`."""
+        for item in self.items:
+            if item.message_id == message.message_id and item.route == message.route:
+                return AddOutcome(accepted=False, duplicate_of=item.item_id)
+        waiting = self.waiting()
+        dropped: list[QueuedMessage] = []
+        if len(waiting) >= settings.cap:
+            if settings.drop_policy == "new":
+                return AddOutcome(
+                    accepted=False,
+                    rejected_reason=f"the queue is full ({settings.cap} messages waiting) and its drop policy is 'new'",
+                )
+            excess = len(waiting) - settings.cap + 1
+            dropped = waiting[:excess]
+            gone = {id(item) for item in dropped}
+            self.items = [item for item in self.items if id(item) not in gone]
+            if settings.drop_policy == "summarize":
+                self.dropped_count += len(dropped)
+                self.summary_lines.extend(summary_line(item.prompt) for item in dropped)
+                del self.summary_lines[: max(0, len(self.summary_lines) - settings.cap)]
+        self.items.append(message)
+        self.last_enqueued_at_ms = max(self.last_enqueued_at_ms, message.enqueued_at_ms)
+        return AddOutcome(accepted=True, dropped=tuple(dropped))
+
+    def next_batch(self, now_ms: int) -> Batch | Wait | None:
+        """What the next turn of an idle session takes, or when to look again, or ``None`` (empty).
+
+        - an ``interrupt`` anywhere in the queue: everything up to it, in one turn (the backlog
+          is run with it, never dropped);
+        - a ``collect`` head: the run of consecutive ``collect`` items with the same route, once
+          ``debounce_ms`` has passed since the last message arrived;
+        - otherwise the head alone.
+        """
+        waiting = self.waiting()
+        if not waiting:
+            return None
+        last_interrupt = max((i for i, item in enumerate(waiting) if item.mode == "interrupt"), default=-1)
+        if last_interrupt >= 0:
+            return self._batch(waiting[: last_interrupt + 1])
+        head = waiting[0]
+        if head.mode != "collect":
+            return self._batch([head])
+        ready_at = self.last_enqueued_at_ms + head.debounce_ms
+        if now_ms < ready_at:
+            return Wait(until_ms=ready_at)
+        taken = [head]
+        for item in waiting[1:]:
+            if item.mode != "collect" or item.route != head.route:
+                break
+            taken.append(item)
+        return self._batch(taken)
+
+    def take_one(self) -> QueuedMessage | None:
+        """The oldest waiting item, marked in flight (to steer it into a running turn)."""
+        for item in self.items:
+            if not item.in_flight:
+                item.in_flight = True
+                return item
+        return None
+
+    def mark_in_flight(self, item_ids: list[str]) -> None:
+        """Hand these items to a run (they stay in place until completed or released)."""
+        wanted = set(item_ids)
+        for item in self.items:
+            if item.item_id in wanted:
+                item.in_flight = True
+
+    def release(self, item_ids: list[str]) -> None:
+        """A run handed these items back (a returned steer, a failed start): waiting again, in place."""
+        wanted = set(item_ids)
+        for item in self.items:
+            if item.item_id in wanted:
+                item.in_flight = False
+
+    def complete(self, item_ids: list[str]) -> None:
+        """A turn consumed these items: remove them, and the overflow summary it carried."""
+        wanted = set(item_ids)
+        self.items = [item for item in self.items if item.item_id not in wanted]
+
+    def clear(self) -> list[QueuedMessage]:
+        """Remove every waiting item (in-flight ones belong to the run); returns what was removed."""
+        removed = self.waiting()
+        self.items = [item for item in self.items if item.in_flight]
+        self.summary_lines.clear()
+        self.dropped_count = 0
+        return removed
+
+    def _batch(self, items: list[QueuedMessage]) -> Batch:
+        summary = self._take_overflow_summary()
+        for item in items:
+            item.in_flight = True
+        return Batch(items=tuple(items), prompt=format_prompt(items, summary), overflow_summary=summary)
+
+    def _take_overflow_summary(self) -> str | None:
+        if not self.dropped_count:
+            return None
+        summary = overflow_summary(self.dropped_count, self.summary_lines)
+        self.dropped_count = 0
+        self.summary_lines = []
+        return summary
+
+
+def summary_line(text: str) -> str:
+    """One line standing for a dropped message: whitespace collapsed, cut to 160 chars with "…"."""
+    line = _WHITESPACE.sub(" ", text).strip()
+    if len(line) > SUMMARY_LINE_CHARS:
+        line = line[: SUMMARY_LINE_CHARS - 1].rstrip() + "…"
+    return line
+
+
+def overflow_summary(count: int, lines: list[str]) -> str:
+    """The ``[Queue overflow]`` block injected into the next prompt after a ``summarize`` drop."""
+    noun = "message" if count == 1 else "messages"
+    body = "\n".join(f"- {line}" for line in lines)
+    return f"[Queue overflow] Dropped {count} {noun} due to cap.\nSummary:\n{body}"
+
+
+def format_prompt(items: list[QueuedMessage], overflow: str | None) -> str:
+    """The text of a turn that consumes ``items``: the prompt alone, or the collect format."""
+    if len(items) == 1:
+        item = items[0]
+        text = item.prompt if item.sender is None else f"[Message from {item.sender}]\n{item.prompt}"
+        return text if overflow is None else f"{overflow}\n\n{text}"
+    parts = [COLLECT_TITLE]
+    if overflow is not None:
+        parts.append(overflow)
+    for number, item in enumerate(items, start=1):
+        sender = f" (from {item.sender})" if item.sender else ""
+        parts.append(f"---\nQueued #{number}{sender}\n{item.prompt}")
+    return "\n\n".join(parts)

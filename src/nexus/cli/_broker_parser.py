@@ -1,0 +1,109 @@
+"""Arguments of the broker commands: ``nexus agents …`` and ``nexus queue …``."""
+
+from __future__ import annotations
+
+import argparse
+
+_HANDLER = "nexus.cli.agents_cmd:agents_command"
+_QUEUE_HANDLER = "nexus.cli.agents_cmd:queue_command"
+
+
+def add_agents(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``nexus agents add|list|show|rm``: the broker's registry of named agents."""
+    sub = commands.add_parser(
+        "agents",
+        help="register, list, show and remove named agents (managers and workers)",
+        description=(
+            "Named agents receive messages through durable queues (see docs/broker.md). Each agent\n"
+            "talks in its own session (agent:ID unless --session says otherwise); the registry is\n"
+            "kept in the ledger, so agents survive restarts."
+        ),
+        epilog=(
+            "examples:\n  nexus agents add coder --role worker --model openai/gpt-4o-mini --tools read,edit,bash\n"
+            "  nexus agents add lead --role manager\n  nexus agents list --json\n"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = sub.add_subparsers(title="actions", metavar="ACTION", dest="action")
+    actions.required = True
+
+    add = actions.add_parser("add", help="register an agent (or update one with the same id)")
+    add.add_argument("agent_id", metavar="ID", help="letters, digits, '.', '_' or '-' (at most 64)")
+    add.add_argument("--role", choices=("manager", "worker"), default="worker", help="default: worker")
+    add.add_argument("--model", metavar="PROVIDER/MODEL", help="the agent's model (default: the run default)")
+    add.add_argument("--session", metavar="LABEL", help="the agent's session (default: agent:ID)")
+    add.add_argument(
+        "--tools", metavar="NAMES", help="comma-separated tools the agent may use (default: the config's policy)"
+    )
+    add.set_defaults(handler=_HANDLER)
+
+    listing = actions.add_parser("list", help="every agent with its role, session, state and queue depth")
+    listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    listing.set_defaults(handler=_HANDLER)
+
+    show = actions.add_parser("show", help="one agent: identity, spec, queue")
+    show.add_argument("agent_id", metavar="ID")
+    show.add_argument("--json", action="store_true", help="print JSON instead of text")
+    show.set_defaults(handler=_HANDLER)
+
+    remove = actions.add_parser("rm", help="remove an agent (its session and history stay in the ledger)")
+    remove.add_argument("agent_id", metavar="ID")
+    remove.set_defaults(handler=_HANDLER)
+
+
+def add_queue(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``nexus queue list|clear``: the agents' durable queues."""
+    sub = commands.add_parser(
+        "queue",
+        help="inspect and clear the agents' durable message queues",
+        description=(
+            "Every message sent to an agent is a durable queue item until a turn consumes it.\n"
+            "`list` shows what waits, what runs and what failed (with the reason)."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = sub.add_subparsers(title="actions", metavar="ACTION", dest="action")
+    actions.required = True
+
+    listing = actions.add_parser("list", help="queued, running and failed items (of one agent, or all)")
+    listing.add_argument("agent_id", metavar="AGENT", nargs="?", help="only this agent's queue")
+    listing.add_argument("--all", action="store_true", help="also delivered and dropped items")
+    listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    listing.set_defaults(handler=_QUEUE_HANDLER)
+
+    clear = actions.add_parser("clear", help="drop every waiting message of an agent (recorded as dropped)")
+    clear.add_argument("agent_id", metavar="AGENT")
+    clear.set_defaults(handler=_QUEUE_HANDLER)
+
+    drain = actions.add_parser("drain", help="run every agent's queue until all are empty (resumes a crashed drain)")
+    drain.set_defaults(handler="nexus.cli.send_cmd:drain_command")
+
+
+def add_send(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``nexus send AGENT MESSAGE``: a durable message to a named agent."""
+    sub = commands.add_parser(
+        "send",
+        help="send a message to a named agent through its durable queue",
+        description=(
+            "Accept MESSAGE durably for AGENT and print its id. Unless another process drains\n"
+            "these queues, the agent (and any agent it messages) runs in this process until idle.\n"
+            "Use - to read the message from stdin."
+        ),
+        epilog=(
+            'examples:\n  nexus send coder "fix the failing test" --wait\n  nexus send lead "status?" --mode collect\n'
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub.add_argument("agent", metavar="AGENT", help="the agent's id")
+    sub.add_argument("message", metavar="MESSAGE", help="the message, or - to read it from stdin")
+    sub.add_argument(
+        "--mode", metavar="MODE", help="queue mode: steer, followup, collect, steer-backlog, queue, interrupt"
+    )
+    sub.add_argument("--from", dest="sender", metavar="ID", help="the sending agent (default: user)")
+    sub.add_argument(
+        "--id", metavar="MSG_ID", help="message id (default: a new one); the same id is never queued twice"
+    )
+    sub.add_argument("--wait", action="store_true", help="print the agent's reply when its turn ends")
+    sub.add_argument("--timeout", type=float, metavar="S", help="with --wait: give up after S seconds")
+    sub.add_argument("--json", action="store_true", help="print the outcome as one JSON object")
+    sub.set_defaults(handler="nexus.cli.send_cmd:send_command")

@@ -1,0 +1,59 @@
+"""Text typed or piped by the user, made valid Unicode before anything stores or sends it.
+
+Python hands undecodable bytes in ``argv`` (and in stdin under a C/POSIX locale) over as
+lone surrogates (``'caf\\udce9'``), which SQLite and JSON cannot encode; under a UTF-8
+locale stdin raises ``UnicodeDecodeError`` instead. Either way a message with one stray
+Latin-1 byte used to end in a traceback after the session was created. The CLI reads
+stdin with ``surrogateescape`` and replaces every undecodable byte with U+FFFD (the
+Unicode replacement character), saying so on stderr: the message is still sent, and
+the user knows it was changed.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any, TextIO
+
+__all__ = ["accept_text", "clean_text", "lenient_stdin", "read_all"]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
+
+
+def clean_text(text: str) -> tuple[str, int]:
+    """``text`` with each lone surrogate (an undecodable byte) replaced by U+FFFD, and how many there were."""
+    return _SURROGATE.subn(REPLACEMENT, text)
+
+
+def accept_text(text: str, source: str, err: TextIO | None = None) -> str:
+    """:func:`clean_text`, with one stderr line when something was replaced (``source``: where it came from)."""
+    cleaned, count = clean_text(text)
+    if count:
+        stream = err if err is not None else sys.stderr
+        noun = "byte that is" if count == 1 else "bytes that are"
+        stream.write(
+            f"nexus: the message {source} has {count} {noun} not valid UTF-8; "
+            f"sent with {'it' if count == 1 else 'them'} replaced by {REPLACEMENT}\n"
+        )
+        stream.flush()
+    return cleaned
+
+
+def lenient_stdin(stream: Any) -> None:
+    """Make a text stream keep undecodable bytes (as surrogates) instead of raising on them.
+
+    Only streams that can be reconfigured (``sys.stdin``) are changed; test doubles are left alone.
+    """
+    reconfigure = getattr(stream, "reconfigure", None)
+    if reconfigure is not None and getattr(stream, "errors", "surrogateescape") != "surrogateescape":
+        try:
+            reconfigure(errors="surrogateescape")
+        except (ValueError, OSError):  # already read from, or not a regular text stream: keep it as it is
+            pass
+
+
+def read_all(stream: Any) -> str:
+    """All of ``stream`` as text, undecodable bytes replaced (and reported) by :func:`accept_text`."""
+    lenient_stdin(stream)
+    return accept_text(stream.read(), "on stdin")

@@ -1,0 +1,214 @@
+"""``nexus agents …`` and ``nexus queue …``: the broker's registry and queues, embedded (no server).
+
+These commands read and change the durable rows directly; a running broker picks the
+registry up on its next start. Bad input (an id that is not a name, an unknown tool, a model
+that is not ``provider/model``) is a config error: exit 2, nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nexus.ledger import Ledger
+    from nexus.ledger.broker_store import AgentRow, BrokerQueueItem, BrokerStore
+
+
+def agents_command(args: argparse.Namespace) -> int:
+    """Run one ``nexus agents`` action."""
+    from nexus.config import load_config
+
+    config = load_config(args.config)
+    if args.action == "add":
+        spec = _spec_from_args(args)
+    elif not config.database_path.exists() and not config.agents:
+        return _empty(args)
+    with _open_store(config.database_path) as (ledger, store):
+        from nexus.broker.host import sync_configured_agents
+
+        sync_configured_agents(config, store)
+        if args.action == "add":
+            label = args.session or f"agent:{args.agent_id}"
+            ledger.ensure_session(label)
+            row = store.save_agent(args.agent_id, role=args.role, session_label=label, spec=spec)
+            print(f"agent {row.agent_id} ({row.role}) talks in session {row.session_label}")
+            return 0
+        if args.action == "list":
+            return _list(store, args.json)
+        row_or_none = store.get_agent(args.agent_id)
+        if row_or_none is None:
+            return _unknown(store, args.agent_id)
+        if args.action == "show":
+            return _show(row_or_none, store.items(agent_id=args.agent_id, statuses=_OPEN), args.json)
+        store.remove_agent(args.agent_id)
+        print(f"removed agent {args.agent_id} (its session {row_or_none.session_label} stays in the ledger)")
+        return 0
+
+
+def queue_command(args: argparse.Namespace) -> int:
+    """Run one ``nexus queue`` action."""
+    from nexus.config import load_config
+
+    config = load_config(args.config)
+    if not config.database_path.exists() and not config.agents:
+        return _empty(args)
+    with _open_store(config.database_path) as (_, store):
+        from nexus.broker.host import sync_configured_agents
+
+        sync_configured_agents(config, store)
+        if getattr(args, "agent_id", None) is not None and store.get_agent(args.agent_id) is None:
+            return _unknown(store, args.agent_id)
+        if args.action == "clear":
+            waiting = [item.id for item in store.items(agent_id=args.agent_id, statuses=("queued",))]
+            store.drop(waiting, "cleared by `nexus queue clear`")
+            noun = "message" if len(waiting) == 1 else "messages"
+            print(f"dropped {len(waiting)} waiting {noun} of {args.agent_id}")
+            return 0
+        statuses = () if args.all else (*_OPEN, "failed")
+        return _print_items(store.items(agent_id=args.agent_id, statuses=statuses), args.json)
+
+
+_OPEN = ("queued", "processing")
+
+
+def _spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    from nexus.config._broker_schema import check_agent_ids
+    from nexus.config._tool_names import BUILTIN_TOOL_NAMES, unknown_tool_entries
+    from nexus.errors import ConfigError
+
+    try:
+        check_agent_ids({args.agent_id: None})  # type: ignore[dict-item]  # only the ids are read
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    spec: dict[str, Any] = {}
+    if args.model:
+        provider, _, model_id = args.model.partition("/")
+        if not provider or not model_id:
+            raise ConfigError(f"--model {args.model!r} must be PROVIDER/MODEL, e.g. openai/gpt-4o-mini")
+        spec["model"] = args.model
+    if args.tools is not None:
+        tools = [name.strip() for name in args.tools.split(",") if name.strip()]
+        problems = unknown_tool_entries(tools, BUILTIN_TOOL_NAMES)
+        if problems:
+            raise ConfigError(f"--tools: {'; '.join(problems)}")
+        spec["tools"] = tools
+    if args.session is not None and not args.session.strip():
+        raise ConfigError("--session is empty: give a session label")
+    return spec
+
+
+@contextmanager
+def _open_store(path: Path) -> Iterator[tuple[Ledger, BrokerStore]]:
+    from nexus.ledger import Ledger
+    from nexus.ledger.broker_store import BrokerStore
+
+    with Ledger.open(path) as ledger:
+        yield ledger, BrokerStore(ledger.database)
+
+
+def _empty(args: argparse.Namespace) -> int:
+    """No database yet: listings are empty, anything naming an agent names an unknown one."""
+    if args.action != "list" or getattr(args, "agent_id", None) is not None:
+        return _unknown(None, args.agent_id)
+    if args.json:
+        print("[]")
+    else:
+        print("no agents yet (add one: nexus agents add ID)" if "agents" in args.handler else "no queued messages")
+    return 0
+
+
+def _unknown(store: BrokerStore | None, agent_id: str) -> int:
+    known = ", ".join(row.agent_id for row in store.list_agents()) if store is not None else ""
+    print(f"nexus: error: unknown agent {agent_id!r} (known: {known or 'none registered'})", file=sys.stderr)
+    return 2
+
+
+def _agent_json(row: AgentRow, depth: int) -> dict[str, Any]:
+    return {
+        "id": row.agent_id,
+        "role": row.role,
+        "session": row.session_label,
+        "spec": row.spec,
+        "queue_depth": depth,
+        "created_at": row.created_at,
+    }
+
+
+def _list(store: BrokerStore, as_json: bool) -> int:
+    rows = store.list_agents()
+    depths: dict[str, int] = {}
+    for item in store.items(statuses=_OPEN):
+        depths[item.agent_id or ""] = depths.get(item.agent_id or "", 0) + 1
+    if as_json:
+        print(json.dumps([_agent_json(row, depths.get(row.agent_id, 0)) for row in rows], indent=2))
+        return 0
+    if not rows:
+        print("no agents yet (add one: nexus agents add ID)")
+        return 0
+    print(f"{'ID':<20} {'ROLE':<8} {'QUEUE':>5}  {'MODEL':<28} SESSION")
+    for row in rows:
+        model = str(row.spec.get("model", "(default)"))
+        print(f"{row.agent_id:<20} {row.role:<8} {depths.get(row.agent_id, 0):>5}  {model:<28} {row.session_label}")
+    return 0
+
+
+def _show(row: AgentRow, items: list[BrokerQueueItem], as_json: bool) -> int:
+    if as_json:
+        print(json.dumps(_agent_json(row, len(items)), indent=2))
+        return 0
+    print(f"agent    {row.agent_id}\nrole     {row.role}\nsession  {row.session_label}")
+    print(f"model    {row.spec.get('model', '(default)')}")
+    print(f"tools    {', '.join(row.spec.get('tools', [])) or '(the config policy)'}")
+    print(f"queue    {len(items)} waiting or running")
+    return 0
+
+
+def _when(ms: int | None) -> str:
+    return "-" if ms is None else datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _print_items(items: list[BrokerQueueItem], as_json: bool) -> int:
+    if as_json:
+        print(json.dumps([_item_json(item) for item in items], indent=2))
+        return 0
+    if not items:
+        print("no queued messages")
+        return 0
+    print(f"{'ITEM':<26} {'AGENT':<16} {'MODE':<13} {'STATUS':<10} {'TRIES':>5}  {'QUEUED (UTC)':<19}  TEXT")
+    for item in items:
+        text = _content(item).replace("\n", " ")
+        text = text if len(text) <= 50 else text[:49] + "…"
+        print(
+            f"{item.id:<26} {item.agent_id or '-':<16} {item.mode:<13} {item.status:<10} {item.attempts:>5}  "
+            f"{_when(item.enqueued_at):<19}  {text}"
+        )
+        if item.error:
+            print(f"{'':<26} reason: {item.error}")
+    return 0
+
+
+def _content(item: BrokerQueueItem) -> str:
+    return str(item.message.get("content", "")) if isinstance(item.message, dict) else str(item.message)
+
+
+def _item_json(item: BrokerQueueItem) -> dict[str, Any]:
+    return {
+        "id": item.id,
+        "agent": item.agent_id,
+        "message_id": item.message_id,
+        "from": item.sender,
+        "mode": item.mode,
+        "status": item.status,
+        "attempts": item.attempts,
+        "enqueued_at": item.enqueued_at,
+        "error": item.error,
+        "turn_id": item.turn_id,
+        "content": _content(item),
+    }

@@ -1,0 +1,77 @@
+"""``[broker]`` and ``[agents.<id>]`` tables of ``nexus.toml`` (strict, like the rest of the file).
+
+The queue-mode and drop-policy names are defined here, in the lowest layer that needs them;
+``nexus.broker`` uses these same types.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+QueueMode = Literal["steer", "followup", "collect", "steer-backlog", "queue", "interrupt"]
+"""How a message is delivered while its agent is busy (DESIGN §4.6; docs/broker.md)."""
+
+DropPolicy = Literal["old", "new", "summarize"]
+"""What happens when a queue already holds ``cap`` waiting messages."""
+
+AGENT_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+RESERVED_AGENT_IDS = ("user", "system")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class QueueConfig(_Strict):
+    """Queue settings at one level (``None`` = inherit from the next level up)."""
+
+    mode: QueueMode | None = None
+    debounce_ms: int | None = Field(default=None, ge=0)
+    cap: int | None = Field(default=None, ge=1)
+    drop_policy: DropPolicy | None = None
+
+
+class BrokerConfig(_Strict):
+    """``[broker]``: process-wide broker settings and the global queue defaults."""
+
+    mode: QueueMode = "steer"
+    debounce_ms: int = Field(default=1000, ge=0)
+    cap: int = Field(default=20, ge=1)
+    drop_policy: DropPolicy = "summarize"
+    max_concurrent: int = Field(default=8, ge=1)
+    max_attempts: int = Field(default=3, ge=1)
+    max_hops: int = Field(default=8, ge=1)
+
+
+class AgentConfig(_Strict):
+    """``[agents.<id>]``: a named agent registered when the broker starts."""
+
+    role: Literal["manager", "worker"] = "worker"
+    model: str | None = None
+    session: str | None = Field(default=None, min_length=1)
+    tools: list[str] | None = None
+    system_prompt: str | None = None
+    queue: QueueConfig = Field(default_factory=QueueConfig)
+
+    @field_validator("model")
+    @classmethod
+    def _model_ref(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        provider, sep, model_id = value.partition("/")
+        if not sep or not provider.strip() or not model_id.strip():
+            raise ValueError(f"expected 'provider/model' (e.g. 'openai/gpt-4o-mini'), got {value!r}")
+        return value
+
+
+def check_agent_ids(agents: dict[str, AgentConfig]) -> None:
+    """Raise ValueError naming the first ``[agents.<id>]`` whose id is not usable."""
+    for agent_id in agents:
+        if not AGENT_ID_PATTERN.match(agent_id) or agent_id.lower() in RESERVED_AGENT_IDS:
+            raise ValueError(
+                f"agent id {agent_id!r} is not usable: use 1-64 letters, digits, '.', '_' or '-', starting with a "
+                f"letter or digit, and not {' or '.join(RESERVED_AGENT_IDS)}"
+            )

@@ -1,0 +1,435 @@
+"""The broker's durable rows in ``agents.db``: the agent registry, queue items, agent-to-agent log.
+
+The broker keeps its queues in memory for speed; these rows are the truth it reloads on start.
+Three promises rest on this module:
+
+* ``accept`` is idempotent on the message id (a unique index, one ``INSERT ... ON CONFLICT``),
+  so a redelivered message is recognised, never queued twice;
+* ``claim`` counts attempts, so a message whose run a crash cut can be retried a bounded number
+  of times and then failed with its reason (``fail_exhausted``);
+* ``deliver`` may run inside the same transaction as the turn that consumed the items (it takes
+  a connection), so an item is never marked delivered without its turn, nor the reverse.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from nexus.ledger._rows import dumps, dumps_opt, loads_opt
+from nexus.ledger._sqlite import Database
+from nexus.ledger._ulid import new_ulid
+from nexus.ledger.errors import LedgerError
+from nexus.llm.types import now_ms
+
+_ITEM_COLUMNS = (
+    "id, session_label, agent_id, message_id, sender, message_json, mode, status, attempts, enqueued_at, "
+    "started_at, completed_at, error, turn_id"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRow:
+    """A registered agent as stored: its id, role, session and spec (JSON)."""
+
+    agent_id: str
+    role: str
+    session_label: str
+    spec: dict[str, Any]
+    status: str
+    created_at: int
+    updated_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerQueueItem:
+    """One queue row as the broker sees it."""
+
+    id: str
+    session_label: str
+    agent_id: str | None
+    message_id: str | None
+    sender: str | None
+    message: Any
+    mode: str
+    status: str
+    attempts: int
+    enqueued_at: int
+    started_at: int | None
+    completed_at: int | None
+    error: str | None
+    turn_id: str | None
+
+
+def _item(row: tuple[Any, ...]) -> BrokerQueueItem:
+    return BrokerQueueItem(
+        id=row[0],
+        session_label=row[1],
+        agent_id=row[2],
+        message_id=row[3],
+        sender=row[4],
+        message=loads_opt(row[5]),
+        mode=row[6],
+        status=row[7],
+        attempts=row[8],
+        enqueued_at=row[9],
+        started_at=row[10],
+        completed_at=row[11],
+        error=row[12],
+        turn_id=row[13],
+    )
+
+
+def _agent(row: tuple[Any, ...]) -> AgentRow:
+    return AgentRow(
+        agent_id=row[0],
+        role=row[1],
+        session_label=row[2] or "",
+        spec=loads_opt(row[3]) or {},
+        status=row[4],
+        created_at=row[5],
+        updated_at=row[6],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptRequest:
+    """One message to accept (see :meth:`BrokerStore.accept`)."""
+
+    agent_id: str
+    session_label: str
+    message_id: str
+    sender: str | None
+    message: Any
+    mode: str
+    log_as_agent_message: bool = False
+
+
+def accept_in(conn: sqlite3.Connection, request: AcceptRequest) -> tuple[BrokerQueueItem, bool]:
+    """Accept one message inside the caller's transaction; ``created`` is False for a known id."""
+    return _accept_one(conn, request, now_ms())
+
+
+def _accept_one(conn: sqlite3.Connection, request: AcceptRequest, now: int) -> tuple[BrokerQueueItem, bool]:
+    row = conn.execute(
+        "INSERT INTO queue_items (id, session_label, agent_id, message_id, sender, message_json, mode,"
+        " status, enqueued_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?)"
+        f" ON CONFLICT(message_id) WHERE message_id IS NOT NULL DO NOTHING RETURNING {_ITEM_COLUMNS}",
+        (
+            new_ulid(),
+            request.session_label,
+            request.agent_id,
+            request.message_id,
+            request.sender,
+            dumps(request.message),
+            request.mode,
+            now,
+        ),
+    ).fetchone()
+    if row is None:  # a known message id: the first acceptance stands
+        existing = conn.execute(f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE message_id = ?", (request.message_id,))
+        return _item(existing.fetchone()), False
+    if request.log_as_agent_message:
+        message = request.message
+        content = message.get("content", "") if isinstance(message, dict) else str(message)
+        metadata = {"conversation_id": message.get("conversation_id")} if isinstance(message, dict) else None
+        conn.execute(
+            "INSERT INTO broker_messages (id, from_agent, to_agent, session_label, content, status,"
+            " created_at, metadata_json) VALUES (?, ?, ?, ?, ?, 'sent', ?, ?)",
+            (request.message_id, request.sender, request.agent_id, request.session_label, content, now,
+             dumps_opt(metadata)),
+        )  # fmt: skip
+    return _item(row), True
+
+
+def _placeholders(ids: Sequence[str]) -> str:
+    return ", ".join("?" * len(ids))
+
+
+class BrokerStore:
+    """Durable broker rows on one ledger database (share the :class:`Database` of a ``Ledger``)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    # ------------------------------------------------------------------ registry
+
+    def save_agent(self, agent_id: str, *, role: str, session_label: str, spec: dict[str, Any]) -> AgentRow:
+        """Create or update an agent (a removed agent with the same id comes back).
+
+        Its session is created in the same transaction when it does not exist yet (an alias
+        resolves to its session), so an agent never points at a missing session.
+        """
+
+        def run(conn: sqlite3.Connection) -> AgentRow:
+            from nexus.ledger import _sessions
+
+            try:
+                label = _sessions.resolve(conn, session_label).label
+            except LookupError:
+                label = _sessions.create(conn, _sessions.NewSession(session_label)).label
+            now = now_ms()
+            conn.execute(
+                "INSERT INTO agents (id, name, role, session_label, config_json, status, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, 'active', ?, ?)"
+                " ON CONFLICT(id) DO UPDATE SET role = excluded.role, session_label = excluded.session_label,"
+                " config_json = excluded.config_json, status = 'active', updated_at = excluded.updated_at",
+                (agent_id, agent_id, role, label, dumps(spec), now, now),
+            )
+            return self._get_agent(conn, agent_id)  # type: ignore[return-value]  # just written
+
+        return self._db.write(run)
+
+    def get_agent(self, agent_id: str) -> AgentRow | None:
+        """The active agent with this id, or ``None``."""
+        return self._db.read(lambda c: self._get_agent(c, agent_id))
+
+    def list_agents(self) -> list[AgentRow]:
+        """Every active agent, by id."""
+        rows = self._db.read(
+            lambda c: c.execute(
+                "SELECT id, role, session_label, config_json, status, created_at, updated_at FROM agents"
+                " WHERE status = 'active' ORDER BY id"
+            ).fetchall()
+        )
+        return [_agent(row) for row in rows]
+
+    def remove_agent(self, agent_id: str) -> bool:
+        """Mark an agent removed (its session and history stay); ``False`` if it was not registered."""
+
+        def run(conn: sqlite3.Connection) -> bool:
+            cursor = conn.execute(
+                "UPDATE agents SET status = 'removed', updated_at = ? WHERE id = ? AND status = 'active'",
+                (now_ms(), agent_id),
+            )
+            return cursor.rowcount > 0
+
+        return self._db.write(run)
+
+    @staticmethod
+    def _get_agent(conn: sqlite3.Connection, agent_id: str) -> AgentRow | None:
+        row = conn.execute(
+            "SELECT id, role, session_label, config_json, status, created_at, updated_at FROM agents"
+            " WHERE id = ? AND status = 'active'",
+            (agent_id,),
+        ).fetchone()
+        return None if row is None else _agent(row)
+
+    # ------------------------------------------------------------------ queue
+
+    def accept(
+        self,
+        *,
+        agent_id: str,
+        session_label: str,
+        message_id: str,
+        sender: str | None,
+        message: Any,
+        mode: str,
+        log_as_agent_message: bool = False,
+    ) -> tuple[BrokerQueueItem, bool]:
+        """Queue a message durably; returns ``(item, created)`` — ``created`` is False for a known id.
+
+        With ``log_as_agent_message`` the agent-to-agent log row is written in the same
+        transaction, so the log never names a message the queue does not have.
+        """
+        request = AcceptRequest(agent_id, session_label, message_id, sender, message, mode, log_as_agent_message)
+        return self.accept_many([request])[0]
+
+    def accept_many(self, requests: Sequence[AcceptRequest]) -> list[tuple[BrokerQueueItem, bool]]:
+        """Accept several messages in ONE transaction (group commit for concurrent senders)."""
+
+        def run(conn: sqlite3.Connection) -> list[tuple[BrokerQueueItem, bool]]:
+            now = now_ms()
+            return [_accept_one(conn, request, now) for request in requests]
+
+        return self._db.write(run) if requests else []
+
+    def write_group(self, ops: Sequence[Callable[[sqlite3.Connection], object]]) -> list[object | Exception]:
+        """Run several writes in ONE transaction, each in its own savepoint (group commit).
+
+        An op that raises is rolled back alone and its exception returned in its place; the
+        others commit together. The whole group may be re-run on a busy database, so ops must
+        only touch the database.
+        """
+
+        def run(conn: sqlite3.Connection) -> list[object | Exception]:
+            outcomes: list[object | Exception] = []
+            for op in ops:
+                conn.execute("SAVEPOINT group_op")
+                try:
+                    outcomes.append(op(conn))
+                except Exception as exc:
+                    conn.execute("ROLLBACK TO group_op")
+                    outcomes.append(exc)
+                conn.execute("RELEASE group_op")
+            return outcomes
+
+        return self._db.write(run) if ops else []
+
+    def queued_after(self, rowid: int) -> tuple[list[BrokerQueueItem], int]:
+        """Items still ``queued`` that were inserted after ``rowid`` (any process), and the newest rowid.
+
+        A broker polls this to pick up messages other processes accepted while it runs.
+        """
+        sql = f"SELECT rowid, {_ITEM_COLUMNS} FROM queue_items WHERE rowid > ? AND agent_id IS NOT NULL ORDER BY rowid"
+        rows = self._db.read(lambda c: c.execute(sql, (rowid,)).fetchall())
+        newest = rows[-1][0] if rows else rowid
+        return [_item(row[1:]) for row in rows if row[8] == "queued"], newest
+
+    def last_rowid(self) -> int:
+        """The newest queue row's rowid (0 for none): where :meth:`queued_after` starts."""
+        row = self._db.read(lambda c: c.execute("SELECT COALESCE(MAX(rowid), 0) FROM queue_items").fetchone())
+        return int(row[0])
+
+    def unanswered_replies(self) -> list[tuple[BrokerQueueItem, str]]:
+        """Delivered items whose sender asked for the reply later (``metadata.reply_to``) but got none yet."""
+        columns = ", ".join("q." + column.strip() for column in _ITEM_COLUMNS.split(","))
+        sql = (
+            f"SELECT json_extract(q.message_json, '$.metadata.reply_to'), {columns}"
+            " FROM queue_items q WHERE q.status = 'delivered' AND q.agent_id IS NOT NULL"
+            " AND json_extract(q.message_json, '$.metadata.reply_to') IS NOT NULL"
+            " AND NOT EXISTS (SELECT 1 FROM queue_items r WHERE r.message_id = q.message_id || ':reply')"
+        )
+        rows = self._db.read(lambda c: c.execute(sql).fetchall())
+        return [(_item(row[1:]), str(row[0])) for row in rows]
+
+    def get_item(self, item_id: str) -> BrokerQueueItem | None:
+        """One queue item by id, or ``None``."""
+        row = self._db.read(
+            lambda c: c.execute(f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE id = ?", (item_id,)).fetchone()
+        )
+        return None if row is None else _item(row)
+
+    def pending(self, agent_id: str | None = None) -> list[BrokerQueueItem]:
+        """Items still ``queued`` or ``processing`` (of one agent, or all), in arrival order."""
+        sql = f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE status IN ('queued', 'processing')"
+        args: tuple[object, ...] = ()
+        if agent_id is not None:
+            sql += " AND agent_id = ?"
+            args = (agent_id,)
+        rows = self._db.read(lambda c: c.execute(sql + " ORDER BY enqueued_at, id", args).fetchall())
+        return [_item(row) for row in rows]
+
+    def items(self, *, agent_id: str | None = None, statuses: Sequence[str] = ()) -> list[BrokerQueueItem]:
+        """Queue rows filtered by agent and status (all statuses when ``statuses`` is empty), oldest first."""
+        where: list[str] = ["agent_id IS NOT NULL"]
+        args: list[object] = []
+        if agent_id is not None:
+            where.append("agent_id = ?")
+            args.append(agent_id)
+        if statuses:
+            where.append(f"status IN ({_placeholders(statuses)})")
+            args.extend(statuses)
+        sql = f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE {' AND '.join(where)} ORDER BY enqueued_at, id"
+        return [_item(row) for row in self._db.read(lambda c: c.execute(sql, args).fetchall())]
+
+    def claim(self, item_ids: Sequence[str]) -> None:
+        """A run takes these items: ``processing``, one more attempt counted."""
+        if item_ids:
+            self._db.write(lambda c: claim_in(c, item_ids))
+
+    def release(self, item_ids: Sequence[str]) -> None:
+        """A run handed these items back unconsumed (a returned steer): ``queued`` again.
+
+        The attempt its claim counted is taken back: only a run that consumed (or was cut while
+        holding) an item counts towards the crash-retry limit.
+        """
+        if item_ids:
+            self._db.write(lambda c: release_in(c, item_ids))
+
+    def deliver(self, item_ids: Sequence[str], turn_id: str, conn: sqlite3.Connection | None = None) -> None:
+        """Mark items consumed by ``turn_id``; pass ``conn`` to join the turn's own transaction."""
+        if not item_ids:
+            return
+        if conn is not None:
+            deliver_in(conn, item_ids, turn_id)
+        else:
+            self._db.write(lambda c: deliver_in(c, item_ids, turn_id))
+
+    def drop(self, item_ids: Sequence[str], reason: str) -> None:
+        """Items removed by a drop policy or ``clear_queue``: ``dropped`` with the reason."""
+        if item_ids:
+            self._db.write(lambda c: move_items(c, item_ids, "dropped", error=reason))
+
+    def fail(self, item_ids: Sequence[str], reason: str) -> None:
+        """Items that will not be run again: ``failed`` with the reason (shown by ``nexus queue list``)."""
+        if item_ids:
+            self._db.write(lambda c: move_items(c, item_ids, "failed", error=reason))
+
+    def fail_exhausted(self, max_attempts: int) -> list[BrokerQueueItem]:
+        """Fail every ``processing`` item (a crash cut its run) already tried ``max_attempts`` times."""
+
+        def run(conn: sqlite3.Connection) -> list[BrokerQueueItem]:
+            rows = conn.execute(
+                f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE status = 'processing' AND attempts >= ?",
+                (max_attempts,),
+            ).fetchall()
+            items = [_item(row) for row in rows]
+            reason = f"its run was cut {max_attempts} times (the process died); not retried again"
+            move_items(conn, [item.id for item in items], "failed", error=reason)
+            return items
+
+        return self._db.write(run)
+
+
+def claim_in(conn: sqlite3.Connection, item_ids: Sequence[str]) -> None:
+    """A run takes these items (inside the caller's transaction): ``processing``, one more attempt."""
+    move_items(conn, item_ids, "processing", bump=1)
+
+
+def release_in(conn: sqlite3.Connection, item_ids: Sequence[str]) -> None:
+    """Items handed back unconsumed (inside the caller's transaction): ``queued``, the attempt taken back."""
+    move_items(conn, item_ids, "queued", bump=-1)
+
+
+def deliver_in(conn: sqlite3.Connection, item_ids: Sequence[str], turn_id: str) -> None:
+    """Items consumed by ``turn_id``, inside the transaction that writes the turn."""
+    move_items(conn, item_ids, "delivered", turn_id=turn_id)
+
+
+def deliver_pending_in(conn: sqlite3.Connection, item_ids: Sequence[str], turn_id: str) -> int:
+    """Like :func:`deliver_in` but lenient: items already finished are skipped; returns how many moved.
+
+    Used inside ``write_turn``, where refusing would lose the turn over its bookkeeping.
+    """
+    if not item_ids:
+        return 0
+    cursor = conn.execute(
+        f"UPDATE queue_items SET status = 'delivered', completed_at = ?, turn_id = ?"
+        f" WHERE id IN ({_placeholders(item_ids)}) AND status IN ('queued', 'processing')",
+        (now_ms(), turn_id, *item_ids),
+    )
+    return cursor.rowcount
+
+
+def move_items(
+    conn: sqlite3.Connection,
+    item_ids: Sequence[str],
+    status: str,
+    *,
+    bump: int = 0,
+    turn_id: str | None = None,
+    error: str | None = None,
+) -> None:
+    if not item_ids:
+        return
+    now = now_ms()
+    final = status in ("delivered", "failed", "dropped")
+    cursor = conn.execute(
+        f"UPDATE queue_items SET status = ?, attempts = MAX(attempts + ?, 0),"
+        f" started_at = CASE WHEN ? THEN ? ELSE started_at END,"
+        f" completed_at = ?, turn_id = COALESCE(?, turn_id), error = COALESCE(?, error)"
+        f" WHERE id IN ({_placeholders(item_ids)}) AND status IN ('queued', 'processing')",
+        (status, bump, int(status == "processing"), now, now if final else None, turn_id, error, *item_ids),
+    )
+    if cursor.rowcount != len(set(item_ids)):
+        found = conn.execute(
+            f"SELECT id, status FROM queue_items WHERE id IN ({_placeholders(item_ids)})", tuple(item_ids)
+        ).fetchall()
+        states = {row[0]: row[1] for row in found}
+        bad = {i: states.get(i, "missing") for i in item_ids if states.get(i) not in ("queued", "processing")}
+        raise LedgerError(f"queue items already finished or unknown, not moved to {status}: {json.dumps(bad)}")

@@ -1,0 +1,95 @@
+"""The agent-to-agent tools: errors the model can read, hop limit, waiting for a reply."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fake_runner import FakeRunner
+
+from nexus.agent.tool_types import AgentToolResult
+from nexus.broker import AgentBroker, AgentIdentity, BrokerSettings
+from nexus.broker.agent_tools import CallerContext, agent_tools
+from nexus.ledger import Ledger
+from nexus.ledger.broker_store import BrokerStore
+from nexus.llm.abort import AbortSignal
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[Ledger]:
+    with Ledger.open(tmp_path / "agents.db") as opened:
+        opened.ensure_session("agent:manager")
+        opened.ensure_session("agent:worker")
+        yield opened
+
+
+async def setup(ledger: Ledger, *, hop: int = 0) -> tuple[AgentBroker, FakeRunner, dict[str, object]]:
+    store = BrokerStore(ledger.database)
+    runner = FakeRunner(store)
+    broker = AgentBroker(store, runner, BrokerSettings())
+    await broker.start()
+    broker.register_agent(AgentIdentity("manager", "agent:manager", "manager"))
+    broker.register_agent(AgentIdentity("worker", "agent:worker", "worker"))
+    tools = {t.name: t for t in agent_tools(broker, CallerContext("manager", "conv-1", hop=hop, max_hops=2))}
+    return broker, runner, tools  # type: ignore[return-value]
+
+
+async def call(tool: object, args: dict[str, object]) -> AgentToolResult:
+    return await tool.execute("call-1", args, AbortSignal(), lambda _r: None)  # type: ignore[attr-defined,no-any-return]
+
+
+def text(result: AgentToolResult) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+async def test_unknown_agent_and_self_are_tool_errors(ledger: Ledger) -> None:
+    broker, _, tools = await setup(ledger)
+    missing = await call(tools["send_message_to_agent"], {"to": "ghost", "content": "hi"})
+    assert missing.is_error and text(missing) == "No agent named 'ghost'. Known agents: worker."
+    itself = await call(tools["send_message_to_agent"], {"to": "manager", "content": "hi"})
+    assert itself.is_error and "yourself" in text(itself)
+    empty = await call(tools["send_message_to_agent"], {"to": "worker", "content": " "})
+    assert empty.is_error and "no content" in text(empty)
+    assert BrokerStore(ledger.database).items() == []
+    await broker.close()
+
+
+async def test_send_without_waiting_queues_and_logs(ledger: Ledger) -> None:
+    broker, runner, tools = await setup(ledger)
+    result = await call(tools["send_message_to_agent"], {"to": "worker", "content": "review auth.py"})
+    assert not result.is_error and "Its reply will arrive" in text(result)
+    run = await runner.next_run(1)
+    assert run.request.prompt == "[Message from manager]\nreview auth.py"
+    row = ledger.database.connection.execute("SELECT from_agent, to_agent FROM broker_messages").fetchone()
+    assert row == ("manager", "worker")
+    run.finish()
+    await broker.close()
+
+
+async def test_wait_for_reply_returns_the_workers_answer(ledger: Ledger) -> None:
+    broker, runner, tools = await setup(ledger)
+    runner.auto_finish = True
+    result = await call(tools["send_message_to_agent"], {"to": "worker", "content": "2+2?", "waitForReply": True})
+    assert not result.is_error and text(result) == "ok"
+    await broker.close()
+
+
+async def test_hop_limit_is_reported_not_crossed(ledger: Ledger) -> None:
+    broker, runner, tools = await setup(ledger, hop=2)
+    result = await call(tools["send_message_to_agent"], {"to": "worker", "content": "again"})
+    assert result.is_error and "Hop limit reached: conversation conv-1" in text(result)
+    assert runner.runs == []
+    await broker.close()
+
+
+async def test_status_and_list(ledger: Ledger) -> None:
+    broker, _, tools = await setup(ledger)
+    status = await call(tools["get_agent_status"], {"agentId": "worker"})
+    assert json.loads(text(status)) == {"agentId": "worker", "state": "idle", "queueDepth": 0}
+    unknown = await call(tools["get_agent_status"], {"agentId": "nope"})
+    assert unknown.is_error
+    listed = json.loads(text(await call(tools["list_agents"], {})))
+    assert [a["agentId"] for a in listed] == ["manager", "worker"]
+    await broker.close()

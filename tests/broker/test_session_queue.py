@@ -1,0 +1,197 @@
+"""One session's queue: arrival order, cap and drop policies, dedupe, batches per mode."""
+
+from __future__ import annotations
+
+import pytest
+
+from nexus.broker import (
+    QueuedMessage,
+    QueueMode,
+    QueueOverrides,
+    QueueSettings,
+    QueueSettingsError,
+    SessionQueue,
+    Wait,
+    parse_drop_policy,
+    parse_mode,
+    resolve_settings,
+)
+from nexus.broker.session_queue import COLLECT_TITLE, summary_line
+
+
+def msg(
+    n: int, mode: QueueMode = "followup", *, at: int | None = None, debounce: int = 0, **kw: object
+) -> QueuedMessage:
+    return QueuedMessage(
+        item_id=f"item-{n}",
+        message_id=f"msg-{n}",
+        prompt=f"prompt {n}",
+        mode=mode,
+        enqueued_at_ms=n * 10 if at is None else at,
+        debounce_ms=debounce,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_modes_and_aliases() -> None:
+    assert parse_mode("steer+backlog") == "steer-backlog"
+    assert parse_mode(" Coalesce ") == "collect"
+    assert parse_mode("abort") == "interrupt"
+    with pytest.raises(QueueSettingsError, match=r"unknown queue mode 'later'.*steer, followup"):
+        parse_mode("later")
+    with pytest.raises(QueueSettingsError, match="unknown drop policy 'random'"):
+        parse_drop_policy("random")
+
+
+def test_settings_validate_their_values() -> None:
+    with pytest.raises(QueueSettingsError, match="cap must be at least 1"):
+        QueueSettings(cap=0)
+    with pytest.raises(QueueSettingsError, match="debounce_ms must be 0 or more"):
+        QueueSettings(debounce_ms=-1)
+
+
+def test_settings_resolve_per_field_most_specific_first() -> None:
+    message = QueueOverrides(mode="collect")
+    session = QueueOverrides(cap=5, mode="followup")
+    agent = QueueOverrides(debounce_ms=250, cap=9)
+    resolved = resolve_settings(message, session, agent, None)
+    assert resolved == QueueSettings(mode="collect", debounce_ms=250, cap=5, drop_policy="summarize")
+    assert resolve_settings() == QueueSettings()
+
+
+def test_followups_run_one_per_turn_in_arrival_order() -> None:
+    queue = SessionQueue()
+    for n in range(3):
+        assert queue.add(msg(n), QueueSettings()).accepted
+    taken = []
+    while (batch := queue.next_batch(now_ms=10_000)) is not None:
+        assert not isinstance(batch, Wait)
+        taken.append(batch.prompt)
+        queue.complete(batch.item_ids)
+    assert taken == ["prompt 0", "prompt 1", "prompt 2"]
+
+
+def test_collect_waits_for_quiet_then_takes_all_in_one_prompt() -> None:
+    queue = SessionQueue()
+    queue.add(msg(1, "collect", at=100, debounce=1000, sender="ana"), QueueSettings())
+    queue.add(msg(2, "collect", at=400, debounce=1000), QueueSettings())
+    assert queue.next_batch(now_ms=1300) == Wait(until_ms=1400)
+    batch = queue.next_batch(now_ms=1400)
+    assert batch is not None and not isinstance(batch, Wait)
+    assert batch.item_ids == ["item-1", "item-2"]
+    assert batch.prompt == f"{COLLECT_TITLE}\n\n---\nQueued #1 (from ana)\nprompt 1\n\n---\nQueued #2\nprompt 2"
+
+
+def test_collect_stops_at_a_different_mode_or_route() -> None:
+    queue = SessionQueue()
+    queue.add(msg(1, "collect"), QueueSettings())
+    queue.add(msg(2, "collect", route="telegram:42"), QueueSettings())
+    queue.add(msg(3, "collect"), QueueSettings())
+    batch = queue.next_batch(now_ms=10_000)
+    assert batch is not None and not isinstance(batch, Wait)
+    assert batch.item_ids == ["item-1"]
+
+
+def test_interrupt_takes_the_backlog_with_it_and_drops_nothing() -> None:
+    queue = SessionQueue()
+    queue.add(msg(1), QueueSettings())
+    queue.add(msg(2, "collect"), QueueSettings())
+    queue.add(msg(3, "interrupt"), QueueSettings())
+    queue.add(msg(4), QueueSettings())
+    batch = queue.next_batch(now_ms=10_000)
+    assert batch is not None and not isinstance(batch, Wait)
+    assert batch.item_ids == ["item-1", "item-2", "item-3"]
+    assert batch.prompt.startswith(COLLECT_TITLE) and "Queued #3\nprompt 3" in batch.prompt
+    queue.complete(batch.item_ids)
+    assert [item.item_id for item in queue.waiting()] == ["item-4"]
+
+
+def test_dedupe_by_message_id_and_route() -> None:
+    queue = SessionQueue()
+    assert queue.add(msg(1), QueueSettings()).accepted
+    again = queue.add(msg(1), QueueSettings())
+    assert not again.accepted and again.duplicate_of == "item-1"
+    other_route = msg(1, route="sms:+1")
+    assert queue.add(other_route, QueueSettings()).accepted
+
+
+def test_cap_with_new_policy_refuses_the_incoming_message() -> None:
+    queue = SessionQueue()
+    settings = QueueSettings(cap=2, drop_policy="new")
+    queue.add(msg(1), settings)
+    queue.add(msg(2), settings)
+    outcome = queue.add(msg(3), settings)
+    assert not outcome.accepted and outcome.rejected_reason is not None and "full" in outcome.rejected_reason
+    assert [item.item_id for item in queue.items] == ["item-1", "item-2"]
+
+
+def test_cap_with_old_policy_drops_the_oldest_waiting_not_the_in_flight() -> None:
+    queue = SessionQueue()
+    settings = QueueSettings(cap=2, drop_policy="old")
+    queue.add(msg(1), settings)
+    queue.mark_in_flight(["item-1"])
+    queue.add(msg(2), settings)
+    queue.add(msg(3), settings)
+    outcome = queue.add(msg(4), settings)
+    assert outcome.accepted and [item.item_id for item in outcome.dropped] == ["item-2"]
+    assert [item.item_id for item in queue.items] == ["item-1", "item-3", "item-4"]
+    assert queue.dropped_count == 0  # 'old' leaves no summary
+
+
+def test_summarize_policy_injects_the_overflow_block_once() -> None:
+    queue = SessionQueue()
+    settings = QueueSettings(cap=2, drop_policy="summarize")
+    queue.add(msg(1), settings)
+    queue.add(QueuedMessage("item-2", "msg-2", "a  b\n\nc " + "x" * 300, "followup", 20), settings)
+    queue.add(msg(3), settings)
+    queue.add(msg(4), settings)
+    batch = queue.next_batch(now_ms=10_000)
+    assert batch is not None and not isinstance(batch, Wait)
+    assert batch.item_ids == ["item-3"]
+    header, rest = batch.prompt.split("\nSummary:\n", 1)
+    assert header == "[Queue overflow] Dropped 2 messages due to cap."
+    lines, prompt = rest.split("\n\n", 1)
+    first, second = lines.splitlines()
+    assert first == "- prompt 1"
+    assert second.startswith("- a b c xxx") and second.endswith("…") and len(second) == 2 + 160
+    assert prompt == "prompt 3"
+    queue.complete(batch.item_ids)
+    second_batch = queue.next_batch(now_ms=10_000)
+    assert second_batch is not None and not isinstance(second_batch, Wait) and second_batch.prompt == "prompt 4"
+
+
+def test_summary_keeps_at_most_cap_lines_but_counts_every_drop() -> None:
+    queue = SessionQueue()
+    settings = QueueSettings(cap=1, drop_policy="summarize")
+    for n in range(1, 5):
+        queue.add(msg(n), settings)
+    batch = queue.next_batch(now_ms=10_000)
+    assert batch is not None and not isinstance(batch, Wait)
+    assert batch.prompt == "[Queue overflow] Dropped 3 messages due to cap.\nSummary:\n- prompt 3\n\nprompt 4"
+
+
+def test_summary_line_is_cut_to_160_chars() -> None:
+    line = summary_line("word " * 100)
+    assert len(line) <= 160 and line.endswith("…")
+    assert summary_line("short\n\ttext") == "short text"
+
+
+def test_a_released_item_returns_to_its_place() -> None:
+    queue = SessionQueue()
+    for n in range(3):
+        queue.add(msg(n, "steer"), QueueSettings())
+    steered = queue.take_one()
+    assert steered is not None and steered.item_id == "item-0"
+    assert [item.item_id for item in queue.waiting()] == ["item-1", "item-2"]
+    queue.release(["item-0"])  # the run returned the steer
+    assert [item.item_id for item in queue.waiting()] == ["item-0", "item-1", "item-2"]
+
+
+def test_clear_keeps_in_flight_items() -> None:
+    queue = SessionQueue()
+    queue.add(msg(1), QueueSettings())
+    queue.add(msg(2), QueueSettings())
+    queue.mark_in_flight(["item-1"])
+    removed = queue.clear()
+    assert [item.item_id for item in removed] == ["item-2"]
+    assert [item.item_id for item in queue.items] == ["item-1"]

@@ -1,0 +1,104 @@
+"""``nexus agents …`` and ``nexus queue …`` on a real ledger: registry, queue listing, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nexus.cli import main
+from nexus.ledger import Ledger
+from nexus.ledger.broker_store import BrokerStore
+
+
+def nexus(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_empty_home_lists_nothing_and_creates_nothing(isolated_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert nexus(capsys, "agents", "list") == (0, "no agents yet (add one: nexus agents add ID)\n", "")
+    assert nexus(capsys, "queue", "list", "--json") == (0, "[]\n", "")
+    code, _, err = nexus(capsys, "agents", "show", "ghost")
+    assert code == 2 and "unknown agent 'ghost'" in err
+    assert not (isolated_env / "agents.db").exists()
+
+
+def test_add_list_show_remove(isolated_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = nexus(capsys, "agents", "add", "lead", "--role", "manager")
+    assert code == 0 and out == "agent lead (manager) talks in session agent:lead\n"
+    nexus(capsys, "agents", "add", "coder", "--model", "openai/gpt-4o-mini", "--tools", "read,edit", "--session", "c")
+    code, out, _ = nexus(capsys, "agents", "list", "--json")
+    listed = json.loads(out)
+    assert [(a["id"], a["role"], a["session"]) for a in listed] == [
+        ("coder", "worker", "c"),
+        ("lead", "manager", "agent:lead"),
+    ]
+    assert listed[0]["spec"] == {"model": "openai/gpt-4o-mini", "tools": ["read", "edit"]}
+    code, out, _ = nexus(capsys, "agents", "show", "coder")
+    assert "model    openai/gpt-4o-mini" in out and "tools    read, edit" in out
+    assert nexus(capsys, "agents", "rm", "coder")[0] == 0
+    with Ledger.open(isolated_env / "agents.db") as ledger:
+        assert [a.agent_id for a in BrokerStore(ledger.database).list_agents()] == ["lead"]
+        assert ledger.get_session("c").label == "c"  # the session stays
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["agents", "add", "has space"], "is not usable"),
+        (["agents", "add", "user"], "is not usable"),
+        (["agents", "add", "w", "--tools", "reed"], "did you mean 'read'"),
+        (["agents", "add", "w", "--model", "gpt-4o"], "must be PROVIDER/MODEL"),
+        (["agents", "add", "w", "--session", " "], "--session is empty"),
+    ],
+)
+def test_bad_input_exits_2_and_writes_nothing(
+    isolated_env: Path, capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
+) -> None:
+    code, _, err = nexus(capsys, *argv)
+    assert code == 2 and expected in err and "Traceback" not in err
+    assert not (isolated_env / "agents.db").exists()
+
+
+def test_queue_list_shows_failed_items_with_their_reason(
+    isolated_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nexus(capsys, "agents", "add", "coder")
+    with Ledger.open(isolated_env / "agents.db") as ledger:
+        store = BrokerStore(ledger.database)
+        for n in range(3):
+            store.accept(
+                agent_id="coder", session_label="agent:coder", message_id=f"m{n}", sender="user",
+                message={"content": f"job {n}"}, mode="followup",
+            )  # fmt: skip
+        first, failed, _ = store.items()
+        store.claim([first.id])
+        store.deliver([first.id], "turn-1")
+        store.fail([failed.id], "its run was cut 3 times (the process died); not retried again")
+    code, out, _ = nexus(capsys, "queue", "list", "coder")
+    assert code == 0 and "job 0" not in out and "job 1" in out and "job 2" in out
+    assert "reason: its run was cut 3 times" in out
+    code, out, _ = nexus(capsys, "queue", "list", "--all", "--json")
+    assert [(i["content"], i["status"]) for i in json.loads(out)] == [
+        ("job 0", "delivered"), ("job 1", "failed"), ("job 2", "queued"),
+    ]  # fmt: skip
+    code, out, _ = nexus(capsys, "queue", "clear", "coder")
+    assert out == "dropped 1 waiting message of coder\n"
+    code, _, err = nexus(capsys, "queue", "clear", "ghost")
+    assert code == 2 and "unknown agent 'ghost' (known: coder)" in err
+
+
+def test_agents_declared_in_the_config_are_listed_and_persisted(
+    isolated_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    isolated_env.mkdir(parents=True, exist_ok=True)
+    (isolated_env / "nexus.toml").write_text('[agents.lead]\nrole = "manager"\nmodel = "openai/gpt-4o-mini"\n')
+    _, out, _ = nexus(capsys, "agents", "list", "--json")
+    (lead,) = json.loads(out)
+    assert (lead["id"], lead["role"], lead["spec"]) == ("lead", "manager", {"model": "openai/gpt-4o-mini"})
+    (isolated_env / "nexus.toml").write_text("")  # removed from the file: it stays registered
+    _, out, _ = nexus(capsys, "agents", "list", "--json")
+    assert [a["id"] for a in json.loads(out)] == ["lead"]

@@ -1,0 +1,77 @@
+"""Rescue files: where a turn goes when its final write fails, and how it gets back into the ledger."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import reply, user
+
+from nexus.ledger import Ledger, _rescue
+
+
+def _opened(ledger: Ledger) -> str:
+    ledger.create_session("s")
+    ledger.write_turn(None, "s", query_messages=[user("q1")], response_messages=[reply("a1")])
+    return ledger.open_turn("s", query_messages=[user("q2")], model="fake-model", provider="fake")
+
+
+def test_saved_next_to_the_ledger_then_recovered_with_its_true_status(tmp_path: Path) -> None:
+    with Ledger.open(tmp_path / "agents.db") as ledger:
+        turn_id = _opened(ledger)
+        saved = _rescue.RescuedTurn(turn_id, "s", "completed", [reply("the answer")], "end_turn", None)
+        path = _rescue.save(ledger.path, saved)
+        assert path == tmp_path / "rescued" / f"turn-{turn_id}.json"
+        assert json.loads(path.read_text())["text"] == "the answer"
+        assert ledger.recover(turn_ids=[turn_id]) == [turn_id]
+        head = ledger.head("s")
+        assert head is not None and head.id == turn_id
+        assert (head.status, head.stop_reason) == ("completed", "end_turn")
+        assert [m.text for m in ledger.history("s") if m.role == "assistant"] == ["a1", "the answer"]
+    assert not path.exists()
+
+
+def test_falls_back_to_the_temp_dir_when_the_ledger_dir_cannot_take_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(_rescue.tempfile, "tempdir", None)  # re-read TMPDIR
+    (tmp_path / "rescued").write_text("a file where the folder would go")
+    with Ledger.open(tmp_path / "agents.db") as ledger:
+        turn_id = _opened(ledger)
+        saved = _rescue.RescuedTurn(turn_id, "s", "aborted", [reply("cut sh")], "aborted", "stopped")
+        path = _rescue.save(ledger.path, saved)
+        assert path is not None and path.is_relative_to(tmp_path / "tmp")
+        assert _rescue.find(ledger.path, turn_id) == path
+        ledger.recover(turn_ids=[turn_id])
+        assert ledger.get_turn(turn_id).status == "aborted"
+
+
+def test_a_damaged_rescue_file_falls_back_to_the_journal(tmp_path: Path) -> None:
+    with Ledger.open(tmp_path / "agents.db") as ledger:
+        turn_id = _opened(ledger)
+        folder = tmp_path / "rescued"
+        folder.mkdir()
+        (folder / f"turn-{turn_id}.json").write_text('{"format": "nexus-rescued-turn/1", "turn_')
+        assert ledger.recover(turn_ids=[turn_id]) == [turn_id]
+        turn = ledger.get_turn(turn_id)
+        assert turn.status == "aborted" and turn.error is not None
+
+
+def test_a_rescued_turn_marks_the_queue_items_it_consumed(tmp_path: Path) -> None:
+    from nexus.ledger.broker_store import BrokerStore
+
+    with Ledger.open(tmp_path / "agents.db") as ledger:
+        turn_id = _opened(ledger)
+        store = BrokerStore(ledger.database)
+        item, _ = store.accept(
+            agent_id="w", session_label="s", message_id="m-1", sender="user", message={"content": "q2"}, mode="followup"
+        )
+        store.claim([item.id])
+        saved = _rescue.RescuedTurn(turn_id, "s", "completed", [reply("done")], "end_turn", None, (item.id,))
+        assert _rescue.save(ledger.path, saved) is not None
+        assert ledger.recover(turn_ids=[turn_id]) == [turn_id]
+        row = store.get_item(item.id)
+        assert row is not None and (row.status, row.turn_id) == ("delivered", turn_id)
