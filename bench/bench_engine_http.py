@@ -257,7 +257,7 @@ async def nexus_engine_setup(args: dict[str, Any]) -> tuple[Callable[[], Awaitab
         counter[0] += 1
         ctx = env.assemble(PROMPT, session=f"bench{counter[0]}")
         result = await env.start(ctx).result
-        final = result.messages[-1].content if result.messages else None
+        final = result.reply
         assert result.stop_reason == "end_turn" and len(result.tool_calls) == 1, (result.stop_reason, result.error)
         assert final == ANSWER, final
 

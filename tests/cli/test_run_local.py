@@ -114,10 +114,10 @@ async def test_forced_tool_call_through_the_engine(isolated_env: Path) -> None:
         assert [c.tool_name for c in result.tool_calls] == ["ls"]
         call = result.tool_calls[0]
         assert call.status in ("completed", "failed") and call.result
-        assert set(call.params) <= {"path", "limit"}
+        assert set(call.arguments) <= {"path", "limit"}
         turn = ledger.turns("main")[0]
         recorded = ledger.tool_calls(turn.id)
-        assert [(c.tool_name, c.arguments) for c in recorded] == [("ls", call.params)]
+        assert [(c.tool_name, c.arguments) for c in recorded] == [("ls", call.arguments)]
 
 
 def test_local_runs_leave_no_pending_tasks(isolated_env: Path) -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from nexus.engine import load_bootstrap_files, repair_transcript
-from nexus.engine._window import ContextWindow, history_estimates, prime_estimates
+from nexus.engine._sessions import SessionCache, SessionStates
+from nexus.engine._window import ContextWindow, history_estimates
 from nexus.engine.budget import context_estimates, estimate_context_tokens
 from nexus.engine.compaction import truncate_tool_results
 from nexus.engine.repair import MISSING_RESULT_TEXT
@@ -75,10 +76,16 @@ def asst(*calls: ToolCall, text: str = "") -> AssistantMessage:
     return AssistantMessage(content=[*content, *calls], stop_reason="tool_use" if calls else "stop")
 
 
-def window(limits: EngineLimits = EngineLimits()) -> ContextWindow:
+def window(limits: EngineLimits = EngineLimits(), cache: SessionCache | None = None) -> ContextWindow:
     model = ScriptedModel().model
     return ContextWindow.for_history(
-        [], model=model, stream_fn=ScriptedModel().stream, limits=limits, budget=TokenBudget(100_000), emit=print
+        [],
+        model=model,
+        stream_fn=ScriptedModel().stream,
+        limits=limits,
+        budget=TokenBudget(100_000),
+        emit=print,
+        cache=cache,
     )
 
 
@@ -139,13 +146,15 @@ def test_payload_follows_a_popped_tail_and_a_new_result_cap() -> None:
 
 def test_a_later_run_reuses_the_prefix_only_for_the_same_messages() -> None:
     history: list[Message] = [UserMessage("q1"), asst(call("a")), result("a"), asst(text="a done")]
-    first = window()
+    cache = SessionCache()
+    first = window(cache=cache)
     first.payload([*history, UserMessage("q2")])
-    later = window()  # a new run of the same session: same history objects
+    assert cache.prefix is not None and cache.prefix[1] == history[:3]  # up to the last assistant message
+    later = window(cache=cache)  # a new run of the same session: same history objects
     turn = [*history, UserMessage("q2"), asst(call("b"))]
     assert later.payload(turn) == reference(turn)
     other: list[Message] = [UserMessage("q1"), asst(call("a")), UserMessage("no result"), asst(text="a done")]
-    assert window().payload([*other, UserMessage("q2")]) == reference([*other, UserMessage("q2")])
+    assert window(cache=cache).payload([*other, UserMessage("q2")]) == reference([*other, UserMessage("q2")])
 
 
 # --------------------------------------------------------------------------- token estimates
@@ -155,37 +164,51 @@ def test_history_estimates_match_the_budget_rules_as_a_session_grows() -> None:
     answered = AssistantMessage([TextContent("x" * 400)], usage=Usage(input=500, output=100))
     history: list[Message] = [UserMessage("a" * 40), answered, UserMessage("b" * 80)]
     assert context_estimates(history) == (620, [None, None, 20])  # usage covers the first two
-    assert history_estimates(history) == context_estimates(history)
+    cache = SessionCache()
+    assert history_estimates(history, cache) == context_estimates(history)
     grown = [*history, AssistantMessage([TextContent("y" * 40)]), UserMessage("c" * 8)]  # no usage in the new turn
-    assert history_estimates(grown) == context_estimates(grown) == (600 + 20 + 10 + 2, [None, None, 20, 10, 2])
+    assert history_estimates(grown, cache) == context_estimates(grown) == (600 + 20 + 10 + 2, [None, None, 20, 10, 2])
     newer = AssistantMessage([TextContent("z" * 4)], usage=Usage(input=900, output=1))
     latest = [*grown, newer, UserMessage("d" * 4)]
-    assert history_estimates(latest) == context_estimates(latest) == (901 + 1, [None] * 6 + [1])
+    assert history_estimates(latest, cache) == context_estimates(latest) == (901 + 1, [None] * 6 + [1])
     edited = [UserMessage("e" * 400), *latest[1:]]  # an earlier message differs: not served from before
-    assert history_estimates(edited) == context_estimates(edited)
+    assert history_estimates(edited, cache) == context_estimates(edited)
     no_usage: list[Message] = [UserMessage("f" * 40), AssistantMessage([TextContent("g" * 80)])]
-    assert history_estimates(no_usage) == context_estimates(no_usage) == (30, [10, 20])
+    assert history_estimates(no_usage, cache) == context_estimates(no_usage) == (30, [10, 20])
     changed = list(no_usage)
     no_usage.append(UserMessage("h" * 4))  # the caller's list changing later does not change what was kept
-    assert history_estimates(changed) == (30, [10, 20])
+    assert history_estimates(changed, cache) == (30, [10, 20])
 
 
-def test_window_uses_primed_estimates_only_while_the_history_is_unchanged() -> None:
+def test_window_uses_assembly_estimates_only_for_a_history_of_their_length() -> None:
     model = ScriptedModel().model
     history: list[Message] = [UserMessage("a" * 40), AssistantMessage([TextContent("e" * 80)])]
-    prime_estimates(history, [999, 999])  # deliberately wrong numbers, to see when they are used
 
-    def fresh() -> ContextWindow:
+    def fresh(estimates: list[int | None] | None) -> ContextWindow:
         return ContextWindow.for_history(
             history, model=model, stream_fn=ScriptedModel().stream, limits=EngineLimits(), budget=TokenBudget(1000),
-            emit=print,
+            emit=print, estimates=estimates,
         )  # fmt: skip
 
-    assert fresh().tokens(history) == 1998  # primed: trusted as the assembly's numbers
-    assert fresh().tokens(history) == 30  # an entry is used once
-    prime_estimates(history, [999, 999])
-    history[0] = UserMessage("z" * 40)  # changed after assembly: the primed numbers are not used
-    assert fresh().tokens(history) == 30
+    assert fresh([999, 999]).tokens(history) == 1998  # deliberately wrong numbers: trusted as assembly's
+    assert fresh(None).tokens(history) == 30
+    assert fresh([999]).tokens(history) == 30  # not for this history
+
+
+def test_many_sessions_keep_their_caches_within_the_byte_budget() -> None:
+    # the old module-level caches held 16/32 entries: the 17th live session thrashed them
+    states = SessionStates(max_bytes=1_000_000)
+    histories = {f"s{i}": [UserMessage(f"q{i}" * 10), AssistantMessage([TextContent("a" * 40)])] for i in range(200)}
+    for label, history in histories.items():
+        history_estimates(history, states.get(label))
+    assert len(states) == 200 and states.nbytes <= 1_000_000
+    cache = states.get("s0")
+    assert cache.estimates is not None and cache.estimates.messages == histories["s0"]
+    small = SessionStates(max_bytes=2_000)
+    for label, history in histories.items():
+        history_estimates(history, small.get(label))
+    assert small.nbytes <= 2_000 and 0 < len(small) < 200  # least recently used evicted
+    assert small.get("s199").estimates is not None
 
 
 def test_window_tokens_find_usage_that_appears_after_a_scan_found_none() -> None:

@@ -14,7 +14,6 @@ from nexus.engine import (
     CompactionError,
     EngineEvent,
     EngineLimits,
-    OverflowRecovery,
     TokenBudget,
     compact,
     estimate_tokens,
@@ -25,6 +24,7 @@ from nexus.engine import (
     summarize,
     truncate_tool_results,
 )
+from nexus.engine._window import ContextWindow
 from nexus.llm.events import AssistantMessageEvent, DoneEvent, ErrorEvent
 from nexus.llm.options import StreamOptions
 from nexus.llm.types import (
@@ -235,30 +235,45 @@ async def test_summary_request_is_capped_to_fit_the_summarizer_window() -> None:
     assert "answer 39" in prompt.content and "question 0 " not in prompt.content  # the newest part is kept
 
 
+def _window(fake: object, limits: EngineLimits, events: list[EngineEvent] | None = None) -> ContextWindow:
+    sink: list[EngineEvent] = events if events is not None else []
+    budget = TokenBudget(context_window=MODEL.context_window)
+    return ContextWindow.for_history(
+        [],
+        model=MODEL,
+        stream_fn=fake,
+        limits=limits,
+        budget=budget,
+        emit=sink.append,  # type: ignore[arg-type]
+    )
+
+
 async def test_overflow_recovery_walks_the_three_levels() -> None:
+    # (was OverflowRecovery's test; that duplicate of ContextWindow.recover is gone)
     events: list[EngineEvent] = []
     fake = FakeSummarizer()
-    recovery = OverflowRecovery(fake, MODEL, EngineLimits(), on_event=events.append)
+    window = _window(fake, EngineLimits(), events)
     messages = conversation(10, size=30_000)
-    first = await recovery.recover(messages)
-    assert isinstance(first, list) and isinstance(first[0], UserMessage) and recovery.compaction is not None
+    assert await window.recover(messages, None, None) is None  # level 1: compacted, retry
+    first = window.payload(messages)
+    assert isinstance(first[0], UserMessage) and window.compaction is not None and len(first) < len(messages)
     assert [e.type for e in events] == ["compaction_start", "compaction_end"]
     end = events[1]
-    assert isinstance(end, CompactionEndEvent) and end.will_retry and end.result is recovery.compaction
-    second = await recovery.recover(first)
-    assert isinstance(second, list) and len(second) == len(first)
+    assert isinstance(end, CompactionEndEvent) and end.will_retry and end.result is window.compaction
+    assert await window.recover(messages, None, None) is None  # level 2: tool results truncated, retry
+    second = window.payload(messages)
+    assert len(second) == len(first)
     assert any(isinstance(m, ToolResultMessage) and "truncated" in m.text for m in second)
-    third = await recovery.recover(second, detail="prompt is too long")
+    third = await window.recover(messages, None, "prompt is too long")
     assert isinstance(third, AgentError) and third.kind == "context_overflow" and "prompt is too long" in third.message
-    recovery.reset()
-    again = await recovery.recover(first)
-    assert isinstance(again, list) and len(fake.contexts) == 2
+    window.reset()
+    assert window.level == 0 and len(fake.contexts) == 1
 
 
 async def test_overflow_recovery_reports_compaction_failure() -> None:
-    recovery = OverflowRecovery(FakeSummarizer(fail="summariser down"), MODEL, EngineLimits(keep_recent_tokens=50))
+    window = _window(FakeSummarizer(fail="summariser down"), EngineLimits(keep_recent_tokens=50))
     messages = conversation(4)  # small tool results: level 2 has nothing to cut
-    result = await recovery.recover(messages)
+    result = await window.recover(messages, None, None)
     assert isinstance(result, AgentError) and result.kind == "compaction_failure" and result.retryable
     assert "summariser down" in result.message
 
@@ -266,8 +281,8 @@ async def test_overflow_recovery_reports_compaction_failure() -> None:
 async def test_overflow_recovery_with_nothing_to_shrink_announces_nothing_and_says_so() -> None:
     events: list[EngineEvent] = []
     fake = FakeSummarizer()
-    recovery = OverflowRecovery(fake, MODEL, EngineLimits(), on_event=events.append)
-    result = await recovery.recover([UserMessage("hi")], detail="exceeds the available context size")
+    window = _window(fake, EngineLimits(), events)  # (ported from OverflowRecovery to ContextWindow.recover)
+    result = await window.recover([UserMessage("hi")], None, "exceeds the available context size")
     assert isinstance(result, AgentError) and result.kind == "context_overflow"
     assert events == [] and fake.contexts == []  # no compaction was tried, so none is announced
     assert "nothing could be made smaller" in result.message and "even after" not in result.message

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from nexus.config import ResolvedProfile
 from nexus.engine import (
-    AuthProfile,
     EngineEvent,
     EngineLimits,
     FallbackEvent,
@@ -99,7 +99,7 @@ class FakeClock:
         self.now += seconds
 
 
-PROFILES = {"anthropic": [AuthProfile("p1", "key-1"), AuthProfile("p2", "key-2")]}
+PROFILES = {"anthropic": [ResolvedProfile("p1", "key-1"), ResolvedProfile("p2", "key-2")]}
 
 
 async def collect(stream: AsyncIterator[AssistantMessageEvent]) -> list[AssistantMessageEvent]:
@@ -110,7 +110,7 @@ def make(
     steps: list[Step],
     *,
     chain: list[Model] | None = None,
-    profiles: dict[str, list[AuthProfile]] | None = None,
+    profiles: dict[str, list[ResolvedProfile]] | None = None,
     limits: EngineLimits | None = None,
     budget_for: object = None,
 ) -> tuple[FakeProvider, FakeClock, list[EngineEvent], object]:
@@ -174,7 +174,7 @@ async def test_backoff_doubles_and_resets_on_success() -> None:
 
 async def test_single_profile_retries_with_growing_waits() -> None:
     steps = [Step(error="timeout"), Step(error="timeout"), Step(text="ok")]
-    provider, clock, _events, fn = make(steps, profiles={"anthropic": [AuthProfile("only", "k")]})
+    provider, clock, _events, fn = make(steps, profiles={"anthropic": [ResolvedProfile("only", "k")]})
     out = await collect(fn(PRIMARY, CONTEXT, None))  # type: ignore[operator]
     assert clock.sleeps == [1.0, 2.0]
     assert len(provider.calls) == 3
@@ -275,7 +275,7 @@ async def test_abort_during_cooldown_wait_ends_with_aborted() -> None:
     provider = FakeProvider([Step(error="rate_limit"), Step()])
     fn = failover_stream(
         [PRIMARY],
-        {"anthropic": [AuthProfile("only", "k")]},
+        {"anthropic": [ResolvedProfile("only", "k")]},
         inner=provider,
         cooldowns=ProfileCooldowns(),
         sleep=never_ending_sleep,
@@ -298,7 +298,7 @@ async def test_aborted_before_call_makes_no_request() -> None:
 async def test_long_retry_after_falls_back_instead_of_waiting() -> None:
     steps = [Step(error="rate_limit", retry_after=3600), Step(text="fallback")]
     provider, clock, _events, fn = make(
-        steps, chain=[PRIMARY, FALLBACK], profiles={"anthropic": [AuthProfile("only", "k")]}
+        steps, chain=[PRIMARY, FALLBACK], profiles={"anthropic": [ResolvedProfile("only", "k")]}
     )
     out = await collect(fn(PRIMARY, CONTEXT, None))  # type: ignore[operator]
     assert clock.sleeps == []
@@ -327,13 +327,13 @@ def test_bad_configuration_is_rejected() -> None:
     with pytest.raises(ConfigError, match="at least one model"):
         failover_stream([])
     with pytest.raises(ConfigError, match="unique"):
-        failover_stream([PRIMARY], {"anthropic": [AuthProfile("a", "1"), AuthProfile("a", "2")]})
+        failover_stream([PRIMARY], {"anthropic": [ResolvedProfile("a", "1"), ResolvedProfile("a", "2")]})
     with pytest.raises(ConfigError, match="cooldowns"):
         ProfileCooldowns(initial_s=0)
 
 
 def test_api_key_is_not_in_repr() -> None:
-    assert "secret" not in repr(AuthProfile("main", "secret-key"))
+    assert "secret" not in repr(ResolvedProfile("main", "secret-key"))
 
 
 async def test_with_scripted_model_429_then_overflow_passes_through() -> None:
@@ -344,7 +344,7 @@ async def test_with_scripted_model_429_then_overflow_passes_through() -> None:
     events: list[EngineEvent] = []
     fn = failover_stream(
         [scripted.model],
-        {"scripted": [AuthProfile("a", "ka"), AuthProfile("b", "kb")]},
+        {"scripted": [ResolvedProfile("a", "ka"), ResolvedProfile("b", "kb")]},
         on_event=events.append,
         inner=scripted.stream,
         cooldowns=ProfileCooldowns(),
@@ -360,7 +360,9 @@ async def test_with_scripted_model_429_then_overflow_passes_through() -> None:
 
 
 async def test_all_profiles_disabled_reports_auth_error_without_calling() -> None:
-    provider, _clock, events, fn = make([Step(error="auth_permanent")], profiles={"anthropic": [AuthProfile("a", "k")]})
+    provider, _clock, events, fn = make(
+        [Step(error="auth_permanent")], profiles={"anthropic": [ResolvedProfile("a", "k")]}
+    )
     first = await collect(fn(PRIMARY, CONTEXT, None))  # type: ignore[operator]
     assert isinstance(first[-1], ErrorEvent) and first[-1].error.error_kind == "auth_permanent"
     second = await collect(fn(PRIMARY, CONTEXT, None))  # type: ignore[operator]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from nexus.engine import AuthProfile, EngineEvent, ProfileCooldowns, RetryEvent, failover_stream
+from nexus.config import ResolvedProfile
+from nexus.engine import EngineEvent, ProfileCooldowns, RetryEvent, failover_stream
 from nexus.llm.events import DoneEvent, ErrorEvent
 from nexus.llm.types import Context, Model, UserMessage
 from nexus.testing import FakeProviderServer, steps
@@ -21,7 +22,7 @@ async def test_openai_429_rotates_to_second_key_then_overflow_passes_through() -
 
         fn = failover_stream(
             [model],
-            {"openai": [AuthProfile("first", "key-1"), AuthProfile("second", "key-2")]},
+            {"openai": [ResolvedProfile("first", "key-1"), ResolvedProfile("second", "key-2")]},
             on_event=events.append,
             cooldowns=ProfileCooldowns(),
             sleep=fake_sleep,

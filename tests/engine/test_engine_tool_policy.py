@@ -28,8 +28,14 @@ def test_no_lists_allow_everything_in_order() -> None:
     assert names() == NAMES
 
 
-def test_empty_allow_list_allows_nothing() -> None:
-    assert names(allow=[]) == []
+def test_empty_allow_list_reads_like_the_config_an_allow_all() -> None:
+    # one matcher: nexus.toml's [tools] allow = [] and filter_tools(allow=[]) mean the same
+    from nexus.config import ToolPolicy
+
+    assert names(allow=[]) == NAMES == names(allow=None)
+    policy = ToolPolicy(allow=[], deny=["bash"])
+    assert [n for n in NAMES if policy.is_allowed(n)] == names(allow=[], deny=["bash"])
+    assert all(is_tool_allowed(n, allow=[]) for n in NAMES)
 
 
 def test_allow_exact_names_and_globs_case_insensitive() -> None:

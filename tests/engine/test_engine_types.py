@@ -6,20 +6,19 @@ import pytest
 
 from nexus.engine import (
     AgentError,
-    AgentMessage,
     AgentResult,
-    AgentToolCall,
     AssembledContext,
     CompactionResult,
     EngineLimits,
     TokenBudget,
-    TokenUsage,
     agent_error_from_message,
     new_id,
 )
 from nexus.errors import ConfigError
+from nexus.ledger import StoredMessage
 from nexus.llm.types import (
     AssistantMessage,
+    Cost,
     ErrorKind,
     ImageContent,
     Model,
@@ -28,6 +27,7 @@ from nexus.llm.types import (
     ToolResultMessage,
     Usage,
     UserMessage,
+    add_call_usage,
 )
 
 
@@ -50,23 +50,27 @@ def test_limits_reject_negative_retries_and_bad_cooldowns() -> None:
         EngineLimits(cooldown_initial_s=10, cooldown_max_s=5)
 
 
-def test_token_usage_sums_io_but_not_cache() -> None:
-    usage = TokenUsage()
-    usage.add(Usage(input=100, output=20, cache_read=5_000, cache_write=300, reasoning=7))
-    usage.add(Usage(input=50, output=10, cache_read=5_400, cache_write=0, reasoning=3))
-    assert (usage.input_tokens, usage.output_tokens, usage.reasoning_tokens) == (150, 30, 10)
-    assert (usage.cached_input_tokens, usage.cache_write_tokens) == (5_400, 0)
-    assert usage.total_tokens == 150 + 30 + 5_400
-    assert TokenUsage.from_usage(Usage(input=1, output=2)).total_tokens == 3
+def test_run_usage_sums_io_and_cost_but_not_cache() -> None:
+    usage = Usage()
+    add_call_usage(
+        usage, Usage(input=100, output=20, cache_read=5_000, cache_write=300, reasoning=7, cost=Cost(total=0.5))
+    )
+    add_call_usage(
+        usage, Usage(input=50, output=10, cache_read=5_400, cache_write=0, reasoning=3, cost=Cost(total=0.25))
+    )
+    assert (usage.input, usage.output, usage.reasoning) == (150, 30, 10)
+    assert (usage.cache_read, usage.cache_write) == (5_400, 0)
+    assert usage.total == 150 + 30 + 5_400
+    assert usage.cost.total == 0.75
 
 
-def test_token_usage_is_estimated_when_any_call_was() -> None:
-    usage = TokenUsage()
-    usage.add(Usage(input=100, output=20))
+def test_run_usage_is_estimated_when_any_call_was() -> None:
+    usage = Usage()
+    add_call_usage(usage, Usage(input=100, output=20))
     assert not usage.estimated
-    usage.add(Usage(input=40, output=3, estimated=True))
-    usage.add(Usage(input=50, output=10))
-    assert usage.estimated and usage.total_tokens == 223
+    add_call_usage(usage, Usage(input=40, output=3, estimated=True))
+    add_call_usage(usage, Usage(input=50, output=10))
+    assert usage.estimated and usage.total == 223
 
 
 def test_budget_properties_and_for_model() -> None:
@@ -102,21 +106,17 @@ def test_agent_error_from_provider_error(kind: ErrorKind, expected: str, retryab
     assert error == AgentError(expected, f"boom {kind}", retryable)  # type: ignore[arg-type]
 
 
-def test_agent_message_from_llm_messages() -> None:
+def test_result_messages_are_the_ledgers_stored_messages_with_reply_text() -> None:
+    # one message type per role: AgentResult carries the ledger's StoredMessage rows (no engine twin)
     assistant = AssistantMessage(content=[ThinkingContent("hmm"), TextContent("hi")], timestamp=5)
-    wrapped = AgentMessage.from_message(assistant, 2)
-    assert (wrapped.role, wrapped.content, wrapped.thinking, wrapped.sequence, wrapped.created_at) == (
-        "assistant",
-        "hi",
-        "hmm",
-        2,
-        5,
-    )
-    assert wrapped.message is assistant and len(wrapped.id) == 26
-    tool = AgentMessage.from_message(ToolResultMessage("c1", "read", [TextContent("data")]), 3, id="fixed")
-    assert (tool.role, tool.tool_call_id, tool.content, tool.id) == ("tool", "c1", "data", "fixed")
-    user = AgentMessage.from_message(UserMessage([TextContent("look"), ImageContent("AA", "image/png")]), 0)
-    assert (user.role, user.content) == ("user", "look")
+    tool = ToolResultMessage("c1", "read", [TextContent("data")])
+    user = UserMessage([TextContent("look"), ImageContent("AA", "image/png")])
+    last = AssistantMessage(content=[])  # e.g. an aborted call that streamed nothing
+    rows = [StoredMessage(i, "t", i, m.role, m) for i, m in enumerate([user, assistant, tool, last])]
+    result = AgentResult(messages=rows)
+    assert [m.text for m in rows] == ["look", "hi", "data", ""]
+    assert result.reply == "hi"  # the last assistant text, not the empty last message
+    assert AgentResult().reply == ""
 
 
 def test_ids_are_unique_and_sortable() -> None:
@@ -138,6 +138,5 @@ def test_result_and_context_defaults() -> None:
         session_label="main",
     )
     assert ctx.role == "unified" and ctx.tools == [] and ctx.timeout_ms == 600_000 and ctx.parent_turn_id is None
-    call = AgentToolCall(id="c", tool_name="read", params={})
-    assert call.status == "pending" and call.started_at > 0
+    assert result.compactions == [] and result.returned_steers == [] and result.turn_id is None
     assert CompactionResult(summary="s").trigger == "context_limit"

@@ -79,12 +79,19 @@ async def test_multi_step_tool_run_is_written_as_one_turn(ledger: Ledger) -> Non
     result = await run(env, "write then read a.txt", callbacks=rec.callbacks())
 
     assert result.stop_reason == "end_turn" and result.error is None
-    assert [c.id for c in result.tool_calls] == ["c1", "c2"]
+    assert [c.call_id for c in result.tool_calls] == ["c1", "c2"]
     assert all(c.status == "completed" and c.completed_at is not None for c in result.tool_calls)
     assert (env.config.workspace_path / "a.txt").read_text() == "hello world"
-    assert [m.role for m in result.messages] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
-    assert result.messages[-1].content == "The file says hello world."
-    assert result.usage.output_tokens > 0 and result.usage.input_tokens > 0
+    assert [m.role for m in result.messages] == [
+        "user",
+        "assistant",
+        "tool_result",
+        "assistant",
+        "tool_result",
+        "assistant",
+    ]
+    assert result.messages[-1].text == "The file says hello world."
+    assert result.usage.output > 0 and result.usage.input > 0
     # callbacks saw the stream as it happened
     assert "".join(rec.partial) == "The file says hello world."
     assert "".join(rec.reasoning) == "plan"
@@ -114,7 +121,7 @@ async def test_second_run_sees_first_run_as_history(ledger: Ledger) -> None:
     await run(env, "one")
     first = ledger.head("main")
     result = await run(env, "two")
-    assert result.messages[-1].content == "second answer"
+    assert result.messages[-1].text == "second answer"
     sent = scripted.calls[1].messages
     assert [m.role for m in sent] == ["user", "assistant", "user"]
     assert isinstance(sent[1], AssistantMessage) and sent[1].text == "first answer"
@@ -173,7 +180,7 @@ async def test_raising_callbacks_do_not_break_the_run(ledger: Ledger, caplog: py
     env = make_env(ledger, scripted)
     callbacks = EngineCallbacks(boom, boom, boom, boom, boom)
     result = await run(env, "hi", callbacks=callbacks)
-    assert result.stop_reason == "end_turn" and result.messages[-1].content == "fine"
+    assert result.stop_reason == "end_turn" and result.messages[-1].text == "fine"
     assert any("ui crashed" in r.getMessage() or r.exc_info for r in caplog.records)
 
 
@@ -195,11 +202,11 @@ async def test_timeout_aborts_with_partial_text(ledger: Ledger) -> None:
     result = await env.start(ctx, model=scripted.model).result
     assert result.stop_reason == "timeout"
     assert result.error is not None and result.error.kind == "timeout" and result.error.retryable
-    assert result.messages[-1].role == "assistant" and result.messages[-1].content  # partial text kept
+    assert result.messages[-1].role == "assistant" and result.messages[-1].text  # partial text kept
     head = ledger.head("main")
     assert head is not None and head.status == "aborted" and head.stop_reason == "timeout"
     stored = ledger.messages(head.id)[-1].message
-    assert isinstance(stored, AssistantMessage) and stored.text == result.messages[-1].content
+    assert isinstance(stored, AssistantMessage) and stored.text == result.messages[-1].text
 
 
 async def test_abort_records_aborted_turn_with_partial_text(ledger: Ledger) -> None:
@@ -213,11 +220,11 @@ async def test_abort_records_aborted_turn_with_partial_text(ledger: Ledger) -> N
     execution.abort()
     result = await execution.result
     assert result.stop_reason == "aborted" and result.error is None
-    partial = result.messages[-1].content
+    partial = result.messages[-1].text
     assert partial and "a long answer being streamed".startswith(partial)
     head = ledger.head("main")
     assert head is not None and head.status == "aborted"
-    assert not execution.is_streaming and not execution.steer("too late")
+    assert not execution.is_streaming and execution.steer("too late").status == "returned"
 
 
 async def test_external_signal_aborts_run_agent(ledger: Ledger) -> None:
@@ -248,12 +255,14 @@ async def test_steer_injects_message_after_tool_batch(ledger: Ledger) -> None:
     env = make_env(ledger, scripted, tools=[_slow_tool(started)])
     execution = env.start(env.assemble("do it", model=scripted.model), model=scripted.model)
     await asyncio.wait_for(started.wait(), 5)
-    assert execution.steer("actually, use French")
+    receipt = execution.steer("actually, use French")
+    assert receipt.status == "pending"
     result = await execution.result
+    assert receipt.status == "delivered" and receipt.position == 3  # query, call, result, then the steer
     second = scripted.calls[1].messages
     assert isinstance(second[-2], ToolResultMessage) and second[-2].tool_call_id == "s1"
     assert isinstance(second[-1], UserMessage) and second[-1].content == "actually, use French"
-    assert [m.role for m in result.messages] == ["user", "assistant", "tool", "user", "assistant"]
+    assert [m.role for m in result.messages] == ["user", "assistant", "tool_result", "user", "assistant"]
     head = ledger.head("main")
     assert head is not None and head.message_count == 5
 
@@ -276,7 +285,7 @@ async def test_execute_without_ledger_stores_nothing(ledger: Ledger) -> None:
     ctx: AssembledContext = env.assemble("hi", session="scratch", model=scripted.model)
     execution = execute(ctx, stream_fn=scripted.stream, model=scripted.model)
     result = await execution.result
-    assert result.messages[-1].content == "no ledger" and execution.turn_id is None
+    assert result.messages[-1].text == "no ledger" and execution.turn_id is None
     assert ledger.head("scratch") is None
 
 

@@ -141,7 +141,7 @@ async def test_sigkill_after_tool_result_then_recover_and_continue(
             monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
             result = await run_agent("what happened?", config=load_config(), ledger=ledger)
             body = server.requests[0].body
-        assert result.stop_reason == "end_turn" and result.messages[-1].content == "continuing after the crash"
+        assert result.stop_reason == "end_turn" and result.messages[-1].text == "continuing after the crash"
         assert _request_roles(body)[1:] == ["user", "assistant", "tool", "user"]  # an aborted reply is not replayed
         new_head = ledger.head("main")
         assert new_head is not None and new_head.parent_turn_id == head.id and new_head.status == "completed"

@@ -72,7 +72,7 @@ async def test_overflow_compacts_retries_and_writes_compaction_turn(ledger: Ledg
     events: list[Any] = []
     result = await run(env, scripted.model, "three", events)
 
-    assert result.stop_reason == "end_turn" and result.messages[-1].content == "third answer"
+    assert result.stop_reason == "end_turn" and result.messages[-1].text == "third answer"
     assert result.compaction is not None and result.compaction.trigger == "overflow_recovery"
     assert result.compaction.summary == "SUMMARY: user asked two things"
     assert [type(e) for e in events] == [CompactionStartEvent, CompactionEndEvent]
@@ -125,7 +125,7 @@ async def test_proactive_compaction_when_budget_exceeded(ledger: Ledger) -> None
     events: list[Any] = []
     result = await run(env, tiny, "four", events)
     assert result.compaction is not None and result.compaction.trigger == "context_limit"
-    assert result.messages[-1].content == "answer" and result.stop_reason == "end_turn"
+    assert result.messages[-1].text == "answer" and result.stop_reason == "end_turn"
     sent = scripted.calls[4].messages
     assert summary_text(sent[0]) == "SUMMARY"
     assert sum("x" * 1000 in str(m) for m in sent) == 1  # only the newest answer is kept verbatim
@@ -141,7 +141,7 @@ async def test_level_two_truncates_tool_results_then_succeeds(ledger: Ledger, is
     workspace.mkdir(parents=True)
     (workspace / "big.txt").write_text("line of text\n" * 3_000)  # ~39k chars, under the 50k cap
     result = await run(env, scripted.model, "read big.txt")
-    assert result.stop_reason == "end_turn" and result.messages[-1].content == "read it"
+    assert result.stop_reason == "end_turn" and result.messages[-1].text == "read it"
     assert result.compaction is None  # nothing old enough to summarise: level 2 did it
     sent = [m for m in scripted.calls[2].messages if isinstance(m, ToolResultMessage)]
     assert len(sent) == 1 and len(sent[0].text) < 3_000
@@ -189,7 +189,7 @@ async def test_429_rotates_to_next_auth_profile_over_http(ledger: Ledger, isolat
         events: list[Any] = []
         model = env.model(None)
         result = await run(env, model, "hi", events)
-        assert result.stop_reason == "end_turn" and result.messages[-1].content == "hello from key two"
+        assert result.stop_reason == "end_turn" and result.messages[-1].text == "hello from key two"
         assert [r.headers.get("authorization") for r in server.requests] == ["Bearer key-1", "Bearer key-2"]
         retries = [e for e in events if isinstance(e, RetryEvent)]
         assert len(retries) == 1 and retries[0].profile == "first" and retries[0].next_profile == "second"
@@ -207,7 +207,7 @@ async def test_all_profiles_cooling_waits_then_succeeds(ledger: Ledger, isolated
     env = make_env(ledger, scripted, cooldowns=ProfileCooldowns(initial_s=0.05, max_s=0.1))
     events: list[Any] = []
     result = await run(env, scripted.model, "hi", events)
-    assert result.stop_reason == "end_turn" and result.messages[-1].content == "finally"
+    assert result.stop_reason == "end_turn" and result.messages[-1].text == "finally"
     kinds = [type(e) for e in events]
     assert kinds == [RetryEvent, RetryEvent]  # the wait is announced by the second retry, not again
     wait = events[1]
@@ -220,7 +220,7 @@ async def test_fallback_model_used_when_primary_keeps_failing(ledger: Ledger, is
     env = make_env(ledger, scripted, limits=EngineLimits(max_retries=0))
     events: list[Any] = []
     result = await run(env, scripted.model, "hi", events)
-    assert result.messages[-1].content == "from backup"
+    assert result.messages[-1].text == "from backup"
     fallback = [e for e in events if isinstance(e, FallbackEvent)]
     assert len(fallback) == 1 and fallback[0].to_model == "scripted/backup" and fallback[0].budget is not None
 
@@ -274,8 +274,10 @@ async def test_steering_is_refused_while_compacting(ledger: Ledger) -> None:
     execution = env.start(env.assemble("two", model=scripted.model), model=scripted.model)
     await asyncio.wait_for(entered.wait(), 5)
     assert execution.is_compacting and execution.is_streaming
-    assert not execution.steer("wait for me")
+    receipt = execution.steer("wait for me")
+    assert receipt.status == "returned" and receipt.reason == "the run is compacting its history"
     release.set()
     result = await execution.result
-    assert not execution.is_compacting and result.messages[-1].content == "answer"
+    assert result.returned_steers == []  # returned at once: the caller had it back already
+    assert not execution.is_compacting and result.messages[-1].text == "answer"
     assert [m.role for m in result.messages] == ["user", "assistant"]

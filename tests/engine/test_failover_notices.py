@@ -81,7 +81,7 @@ async def test_cut_before_content_is_network_and_retried_once(ledger: Ledger, is
         url = f"{server.openai_base_url}/chat/completions"
     reason = f"the connection to {url} broke before the response finished: {PEER_CLOSED}"
     assert notices == [shown(f"↻ fake/fake-model: network (attempt 1), retrying in 0.2s: {reason}")]
-    assert result.error is None and result.messages[-1].content == "second try"
+    assert result.error is None and result.messages[-1].text == "second try"
 
 
 async def test_a_stalled_server_is_timeout_not_network(ledger: Ledger, isolated_env: Path) -> None:
@@ -91,7 +91,7 @@ async def test_a_stalled_server_is_timeout_not_network(ledger: Ledger, isolated_
         url = f"{server.openai_base_url}/chat/completions"
     said = f"request to {url} timed out (ReadTimeout)"
     assert notices == [f"↻ fake/fake-model: timeout (attempt 1), retrying in 0.01s: {said}"]
-    assert result.error is None and result.messages[-1].content == "on time"
+    assert result.error is None and result.messages[-1].text == "on time"
 
 
 async def test_server_crash_mid_reply_is_network_and_not_retried(ledger: Ledger, isolated_env: Path) -> None:
@@ -124,7 +124,7 @@ async def test_401_rotates_to_the_other_key_and_says_so(ledger: Ledger, isolated
     assert notices == [
         "↻ fake/fake-model: auth (attempt 1), retrying now with profile two: 401 invalid_request_error: Unauthorized"
     ]
-    assert result.error is None and result.messages[-1].content == "with key two"
+    assert result.error is None and result.messages[-1].text == "with key two"
 
 
 async def test_retry_after_beyond_the_wait_cap_fails_at_once_saying_until_when(

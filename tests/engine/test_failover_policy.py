@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from test_engine_failover import PRIMARY, FakeClock, FakeProvider, Step, collect
 
+from nexus.config import ResolvedProfile
 from nexus.engine import (
-    AuthProfile,
     EngineEvent,
     EngineLimits,
     FallbackEvent,
@@ -26,13 +26,13 @@ from nexus.llm.types import Context, Model, UserMessage
 LOCAL = Model("qwen", "llamacpp", "openai-completions", base_url="http://127.0.0.1:8080/v1")
 BACKUP = Model("small", "openai", "openai-completions")
 CONTEXT = Context("sys", [UserMessage("hi")])
-ONE_KEY = {"anthropic": [AuthProfile("only", "key-1")]}
+ONE_KEY = {"anthropic": [ResolvedProfile("only", "key-1")]}
 
 
 def make(
     steps: list[Step],
     chain: list[Model],
-    profiles: dict[str, list[AuthProfile]] | None = None,
+    profiles: dict[str, list[ResolvedProfile]] | None = None,
     wall: float = 0.0,
     cooldowns: ProfileCooldowns | None = None,
 ) -> tuple[FakeProvider, FakeClock, list[EngineEvent], object]:
@@ -139,7 +139,7 @@ async def test_billing_error_drops_the_key_instead_of_backing_off() -> None:
     provider, clock, events, fn = make(
         [Step(error="billing"), Step(text="from p2")],
         [PRIMARY],
-        {"anthropic": [AuthProfile("p1", "key-1"), AuthProfile("p2", "key-2")]},
+        {"anthropic": [ResolvedProfile("p1", "key-1"), ResolvedProfile("p2", "key-2")]},
     )
     out = await collect(fn(PRIMARY, CONTEXT, None))  # type: ignore[operator]
     assert isinstance(out[-1], DoneEvent) and out[-1].message.text == "from p2"

@@ -140,7 +140,7 @@ async def test_long_reply_is_journaled_in_few_growing_snapshots_then_replaced(
     env = _env(recording, model)
     result = await env.start(env.assemble("write a lot", model=MODEL), model=MODEL).result
     full = "".join(pieces)
-    assert result.stop_reason == "end_turn" and result.messages[-1].content == full
+    assert result.stop_reason == "end_turn" and result.messages[-1].text == full
     streaming = [p for p in recording.partials if not p[2]]
     assert 1 <= len(streaming) <= 10_000 // 2048  # throttled: one per 2 KB at most, not one per delta
     assert all(text and full.startswith(text) and slot == 0 for slot, text, _, _ in streaming)
@@ -161,7 +161,7 @@ async def test_text_that_stops_streaming_is_journaled_after_the_interval(recordi
     assert recording.open_turns()[0].id == execution.turn_id
     model.gate.set()
     result = await execution.result
-    assert result.messages[-1].content == "Hello, world!"
+    assert result.messages[-1].text == "Hello, world!"
     assert recording.partials == [(0, "Hello, wor", False, [])]  # the turn was written right after
     assert [getattr(m, "text", None) for m in recording.history("main")] == [None, "Hello, world!"]
     assert _journal_rows(recording) == 0
@@ -202,7 +202,7 @@ async def test_short_reply_costs_no_journal_write(recording: RecordingLedger) ->
     model = GatedModel((["quick answer"], []))
     env = _env(recording, model)
     result = await env.start(env.assemble("hi", model=MODEL), model=MODEL).result
-    assert result.messages[-1].content == "quick answer"
+    assert result.messages[-1].text == "quick answer"
     assert recording.partials == []  # write_turn came right after: nothing journaled for it
     assert [m.role for m in recording.history("main")] == ["user", "assistant"]
 

@@ -104,7 +104,7 @@ async def test_run_agent_aborted_while_waiting_stores_nothing(isolated_env: Path
             )
         assert result.stop_reason == "aborted" and result.error is not None
         assert "waiting for another run" in result.error.message
-        assert result.messages[0].content == "hello"
+        assert result.messages[0].text == "hello"
         assert scripted.calls == [] and ledger.turns("main") == [] and ledger.open_turns() == []
 
 

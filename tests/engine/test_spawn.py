@@ -36,7 +36,7 @@ async def test_spawned_worker_runs_in_linked_session(ledger: Ledger) -> None:
     execution = env.start(env.assemble("delegate it", model=scripted.model), model=scripted.model)
     result = await execution.result
 
-    assert result.stop_reason == "end_turn" and result.messages[-1].content == "The worker found 3 files."
+    assert result.stop_reason == "end_turn" and result.messages[-1].text == "The worker found 3 files."
     [call] = result.tool_calls
     assert call.tool_name == "spawn_agent" and call.status == "completed"
     label = call.spawned_session_label

@@ -149,10 +149,5 @@ def _outcome(result: AgentResult, turn_id: str | None) -> RunOutcome:
     from nexus.engine.ledger_map import turn_status
 
     status = turn_status(result)
-    reply = ""
-    for message in reversed(result.messages):
-        if message.role == "assistant" and message.content:
-            reply = message.content
-            break
     error = result.error.message if result.error is not None else None
-    return RunOutcome(status=status, turn_id=turn_id, reply=reply, error=error)  # type: ignore[arg-type]
+    return RunOutcome(status=status, turn_id=turn_id, reply=result.reply, error=error)  # type: ignore[arg-type]

@@ -160,17 +160,8 @@ def summarize_run(
 ) -> RunSummary:
     """What the renderer and ``--json`` report of a finished run: reply text, status, usage, cost, timing."""
     from nexus.engine.ledger_map import turn_status
-    from nexus.llm.types import AssistantMessage
 
-    text = ""
-    for message in reversed(result.messages):
-        if message.role == "assistant":
-            text = message.content
-            break
-    cost = 0.0
-    for message in result.messages:
-        if isinstance(message.message, AssistantMessage):
-            cost += message.message.usage.cost.total
+    text = result.reply
     usage = result.usage
     return RunSummary(
         run_id=ctx.run_id,
@@ -183,15 +174,15 @@ def summarize_run(
         error=result.error.message if result.error else None,
         error_kind=result.error.kind if result.error else None,
         usage={
-            "input": usage.input_tokens,
-            "output": usage.output_tokens,
-            "cacheRead": usage.cached_input_tokens,
-            "cacheWrite": usage.cache_write_tokens,
-            "reasoning": usage.reasoning_tokens,
-            "total": usage.total_tokens,
+            "input": usage.input,
+            "output": usage.output,
+            "cacheRead": usage.cache_read,
+            "cacheWrite": usage.cache_write,
+            "reasoning": usage.reasoning,
+            "total": usage.total,
         },
         usage_estimated=usage.estimated,
-        cost=round(cost, 6),
+        cost=round(usage.cost.total, 6),
         duration_ms=result.duration_ms or int((time.monotonic() - started) * 1000),
         session_created=created,
         tool_calls=len(result.tool_calls),

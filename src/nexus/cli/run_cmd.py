@@ -31,6 +31,7 @@ from nexus.cli._render import (
     TextRenderer,
 )
 from nexus.errors import ConfigError, NexusError
+from nexus.ledger.records import DEFAULT_SESSION
 
 if TYPE_CHECKING:
     from nexus.config import NexusConfig
@@ -52,8 +53,6 @@ __all__ = [
     "stop_notice",
 ]
 
-DEFAULT_SESSION = "main"
-"""The session ``nexus run`` and ``nexus chat`` use when ``-s`` is not given."""
 
 T = TypeVar("T")
 

@@ -21,13 +21,13 @@ from nexus.config._paths import CONFIG_FILE_NAME, config_path, nexus_home
 
 if TYPE_CHECKING:
     from nexus.config._load import load_config, parse_config
+    from nexus.config._profile import ResolvedProfile
     from nexus.config._resolve import (
         DEFAULT_MODELS,
         LOCAL_INSTALL_HINT,
         LocalModelStatus,
         ModelChoice,
         ProviderSettings,
-        ResolvedProfile,
         bundled_smollm2_weights,
         key_env_vars,
         local_model_status,
@@ -57,7 +57,7 @@ _LAZY: dict[str, str] = {
     "LocalModelStatus": "_resolve",
     "ModelChoice": "_resolve",
     "ProviderSettings": "_resolve",
-    "ResolvedProfile": "_resolve",
+    "ResolvedProfile": "_profile",
     "bundled_smollm2_weights": "_resolve",
     "key_env_vars": "_resolve",
     "local_model_status": "_resolve",

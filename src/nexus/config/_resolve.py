@@ -16,6 +16,7 @@ from pathlib import Path
 
 from nexus.config._env import resolve_env
 from nexus.config._paths import config_path, resolve_path
+from nexus.config._profile import ResolvedProfile
 from nexus.config._schema import ModelOverride, NexusConfig, PromptProfile, ProviderConfig, base_url_problem
 from nexus.errors import ConfigError
 
@@ -50,28 +51,6 @@ def _prefix(provider: str) -> str:
 def key_env_vars(provider: str) -> tuple[str, ...]:
     """Environment variables holding ``provider``'s key (``OPENAI_API_KEY`` for ``openai``…)."""
     return _EXTRA_KEY_VARS.get(provider, (f"{_prefix(provider)}_API_KEY",))
-
-
-@dataclass(slots=True, frozen=True)
-class ResolvedProfile:
-    """An auth profile with its key substituted.
-
-    :func:`provider_settings` only returns profiles with a key (an unset variable is a
-    ConfigError there); ``api_key=None`` with ``missing`` describes a profile built by
-    hand whose variables are not set, and :meth:`require_key` reports it.
-    """
-
-    name: str
-    api_key: str | None
-    source: str
-    missing: tuple[str, ...] = ()
-
-    def require_key(self) -> str:
-        """The key, or a ConfigError naming the unset variable and where it was referenced."""
-        if self.api_key is not None:
-            return self.api_key
-        names = ", ".join(self.missing) or "the key"
-        raise ConfigError(f"auth profile {self.name!r} ({self.source}) needs {names}: export it or remove the profile")
 
 
 @dataclass(slots=True, frozen=True)

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 
 from nexus.config._broker_schema import AgentConfig, BrokerConfig, check_agent_ids
 from nexus.config._paths import DATABASE_FILE_NAME, WORKSPACE_DIR_NAME, nexus_home, resolve_path
-from nexus.config._tool_names import expand_tool_patterns, tool_matches
+from nexus.config._tool_names import expand_tool_patterns, rule_allows
 
 BUILTIN_APIS: tuple[str, ...] = ("anthropic-messages", "openai-completions", "openai-responses", "llama-cpp")
 """The wire APIs Nexus speaks out of the box (``[providers.<name>] api``)."""
@@ -191,10 +191,6 @@ def _check_tool_names(names: list[str]) -> list[str]:
     return names
 
 
-def _matches(entries: list[str], tool_name: str) -> bool:
-    return tool_matches(tool_name, expand_tool_patterns(entries))
-
-
 class ToolPolicy(_Strict):
     """Which tools an agent may use: global rules, then per session label and per agent role.
 
@@ -224,9 +220,7 @@ class ToolPolicy(_Strict):
             rules.append(self.sessions[session_label])
         if role is not None and role in self.roles:
             rules.append(self.roles[role])
-        if any(_matches(rule.deny, tool_name) for rule in rules):
-            return False
-        return all(not rule.allow or _matches(rule.allow, tool_name) for rule in rules)
+        return all(rule_allows(tool_name, rule.allow, rule.deny) for rule in rules)
 
     def lists(self) -> list[tuple[tuple[str, ...], list[str]]]:
         """Every allow/deny list with its key path under ``[tools]`` (for checks and error messages)."""

@@ -74,6 +74,23 @@ def tool_matches(name: str, expanded: Sequence[str]) -> bool:
     return any(fnmatchcase(lowered, p) if _GLOB_CHARS & set(p) else lowered == p for p in expanded)
 
 
+def rule_allows(
+    name: str,
+    allow: Iterable[str] | None,
+    deny: Iterable[str] | None,
+    groups: Mapping[str, Sequence[str]] | None = None,
+) -> bool:
+    """The one reading of an allow/deny pair: deny always wins; an empty (or absent) allow allows all.
+
+    ``nexus.toml``'s ``[tools]`` tables and ``nexus.engine.filter_tools`` both decide with this,
+    so a policy means the same wherever it is written.
+    """
+    if tool_matches(name, expand_tool_patterns(deny or (), groups, "deny")):
+        return False
+    allowed = expand_tool_patterns(allow or (), groups, "allow")
+    return not allowed or tool_matches(name, allowed)
+
+
 def unknown_tool_entries(entries: Iterable[str], known: Iterable[str] = BUILTIN_TOOL_NAMES) -> list[str]:
     """One problem per plain name in ``entries`` that is no known tool (globs and groups are not names).
 

@@ -19,11 +19,9 @@ from nexus.engine.budget import (
 # imported eagerly (it is light): the function must shadow its module's name on the package
 from nexus.engine.compact_session import CompactionStatus, SessionCompaction, compact_session
 from nexus.engine.compaction import (
-    SUMMARY_PREFIX,
     CompactionError,
     CompactionOutcome,
     CompactionPlan,
-    OverflowRecovery,
     compact,
     overflow_error,
     plan_compaction,
@@ -39,17 +37,15 @@ from nexus.engine.context import (
     build_current_message,
     local_timezone,
 )
-from nexus.engine.failover import ROTATE_KINDS, SHARED_COOLDOWNS, AuthProfile, ProfileCooldowns, failover_stream
+from nexus.engine.failover import ROTATE_KINDS, SHARED_COOLDOWNS, ProfileCooldowns, failover_stream
 from nexus.engine.repair import MISSING_RESULT_TEXT, repair_transcript, repair_transform, truncate_result
 from nexus.engine.system_prompt import RuntimeInfo, SystemPromptSection, build_system_prompt
 from nexus.engine.tool_policy import TOOL_GROUPS, filter_tools, is_tool_allowed
 from nexus.engine.types import (
     AgentError,
     AgentErrorKind,
-    AgentMessage,
     AgentResult,
     AgentRole,
-    AgentToolCall,
     AssembledContext,
     CompactionEndEvent,
     CompactionResult,
@@ -58,14 +54,14 @@ from nexus.engine.types import (
     EngineLimits,
     FallbackEvent,
     RetryEvent,
-    StopReason,
+    RunStopReason,
     ThinkingConfig,
     TokenBudget,
-    TokenUsage,
     WaitEvent,
     agent_error_from_message,
     new_id,
 )
+from nexus.ledger.records import SUMMARY_PREFIX
 
 __all__ = [
     "BOOTSTRAP_FILES",
@@ -76,12 +72,9 @@ __all__ = [
     "TOOL_GROUPS",
     "AgentError",
     "AgentErrorKind",
-    "AgentMessage",
     "AgentResult",
     "AgentRole",
-    "AgentToolCall",
     "AssembledContext",
-    "AuthProfile",
     "BootstrapFile",
     "CompactionEndEvent",
     "CompactionError",
@@ -94,17 +87,15 @@ __all__ = [
     "EngineLimits",
     "EventContext",
     "FallbackEvent",
-    "OverflowRecovery",
     "ProfileCooldowns",
     "PromptOptions",
     "RetryEvent",
+    "RunStopReason",
     "RuntimeInfo",
     "SessionCompaction",
-    "StopReason",
     "SystemPromptSection",
     "ThinkingConfig",
     "TokenBudget",
-    "TokenUsage",
     "WaitEvent",
     "agent_error_from_message",
     "assemble_context",
@@ -146,7 +137,6 @@ _EXECUTION_NAMES: dict[str, str] = {
     "EngineExecution": "nexus.engine.execute",
     "EngineStreamEvent": "nexus.engine.execute",
     "execute": "nexus.engine.execute",
-    "DEFAULT_SESSION": "nexus.engine.runner",
     "EngineEnv": "nexus.engine.runner",
     "limits_from_config": "nexus.engine.runner",
     "resolve_model": "nexus.engine.runner",

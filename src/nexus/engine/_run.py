@@ -32,7 +32,9 @@ from nexus.agent import (
     agent_loop_continue,
 )
 from nexus.agent import AgentMessage as LoopMessage
+from nexus.agent.steering import SteeringQueue, SteerMode, SteerReceipt
 from nexus.engine._journal import TurnJournal
+from nexus.engine._sessions import SessionCache
 from nexus.engine._window import ContextWindow
 from nexus.engine.callbacks import AgentPhase, EngineCallbacks, safe_call
 from nexus.engine.ledger_map import compaction_record, history_turn_ids, spawned_label, write_result
@@ -40,22 +42,30 @@ from nexus.engine.repair import truncate_result
 from nexus.engine.spawn import CURRENT_RUN, RunScope
 from nexus.engine.types import (
     AgentError,
-    AgentMessage,
     AgentResult,
-    AgentToolCall,
     AssembledContext,
     CompactionEndEvent,
     CompactionStartEvent,
     EngineEvent,
     EngineLimits,
-    StopReason,
-    TokenUsage,
+    RunStopReason,
     agent_error_from_message,
 )
+from nexus.ledger.records import CompactionRecord, StoredMessage, ToolCallRecord
 from nexus.llm.abort import AbortSignal
 from nexus.llm.events import TextDeltaEvent, ThinkingDeltaEvent, ToolCallEndEvent
 from nexus.llm.options import StreamFn, StreamOptions
-from nexus.llm.types import AssistantMessage, Message, Model, ToolCall, ToolResultMessage, UserMessage, now_ms
+from nexus.llm.types import (
+    AssistantMessage,
+    Message,
+    Model,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+    add_call_usage,
+    now_ms,
+)
 
 if TYPE_CHECKING:
     from nexus.engine.runner import EngineEnv
@@ -84,6 +94,7 @@ class EngineRun:
         options: StreamOptions,
         depth: int,
         env: EngineEnv | None,
+        cache: SessionCache | None = None,
     ) -> None:
         self.ctx = ctx
         self.callbacks = callbacks
@@ -109,19 +120,21 @@ class EngineRun:
             limits=limits,
             budget=ctx.token_budget,
             emit=self.engine_event,
+            estimates=ctx.history_estimates,
+            cache=cache,
         )
         self.turn_id: str | None = None
         self.journal: TurnJournal | None = None
-        self.steering: list[UserMessage] = []
-        self.accepting = False
+        self.steering = SteeringQueue()
         self.active = False
         self.timed_out = False
         self.final_error: AgentError | None = None
         self.end: AgentEndEvent | None = None
-        self.usage = TokenUsage()
-        self.last_call_usage: TokenUsage | None = None
+        self.usage = Usage()
+        self.last_call_usage: Usage | None = None
+        self.returned: list[SteerReceipt] = []
         self.llm_calls = 0
-        self.calls: dict[str, AgentToolCall] = {}
+        self.calls: dict[str, ToolCallRecord] = {}
         self.last_assistant: AssistantMessage | None = None
         self.started = time.monotonic()
 
@@ -161,12 +174,13 @@ class EngineRun:
         CURRENT_RUN.set(RunScope(self.ctx.session_label, self.turn_id, self.depth, self.model, self.env, self.signal))
         loop = asyncio.get_running_loop()
         timer = loop.call_later(self.ctx.timeout_ms / 1000, self.on_timeout)
-        self.active = self.accepting = True
+        self.active = True
         self.phase("start")
         try:
             await self.run_loops()
         except asyncio.CancelledError:
             self.signal.abort("the run's task was cancelled")
+            self.close_steering()
             self.persist(self.build_result())
             raise
         except Exception as exc:  # an engine bug must still close the turn
@@ -175,7 +189,8 @@ class EngineRun:
         finally:
             timer.cancel()
             self.unlink()  # a long-lived outer signal must not keep every finished run alive
-            self.active = self.accepting = False
+            self.active = False
+        self.close_steering()
         result = self.build_result()
         self.persist(result)
         self.phase("end")
@@ -238,7 +253,6 @@ class EngineRun:
                 messages.append(failed)
                 self.final_error = error
                 break
-            self.accepting = True
             events = agent_loop_continue(self.agent_ctx, self.loop_config(), self.signal)
 
     async def consume(self, events: Any) -> AgentEndEvent:
@@ -261,28 +275,36 @@ class EngineRun:
         return self.window.payload(conversation)  # type: ignore[return-value]  # a fresh list each call
 
     def take_steering(self) -> list[LoopMessage]:
-        """Steering messages queued since the last safe point."""
-        taken: list[LoopMessage] = list(self.steering)
-        self.steering.clear()
-        return taken
+        """Steering messages queued since the last safe point (one, or every pending ``all`` steer)."""
+        return list(self.steering.take())
 
     def take_follow_ups(self) -> list[LoopMessage]:
-        """Polled when the loop would stop; an empty answer closes the run to steering."""
-        taken = self.take_steering()  # a steer that arrived after the last safe point becomes a follow-up
-        if not taken:
-            self.accepting = False
-        return taken
+        """Polled when the loop would stop; a steer that came after the last safe point becomes a follow-up."""
+        return self.take_steering()
 
     def after_tool_call(self, hook: AfterToolCallContext, signal: AbortSignal) -> AgentToolResult:
         """Cap each new tool result at ``max_tool_result_chars`` (what the model and the ledger get)."""
         return truncate_result(hook.result, self.limits.max_tool_result_chars)
 
-    def steer(self, text: str) -> bool:
-        """Queue ``text`` for the next safe point; False when the run cannot take it (ended, compacting)."""
-        if not self.accepting or self.window.compacting or self.signal.aborted:
-            return False
-        self.steering.append(UserMessage(text))
-        return True
+    def steer(self, message: str | UserMessage, *, id: str | None = None, mode: SteerMode = "all") -> SteerReceipt:
+        """Offer ``message`` for the next safe point; the receipt ends ``delivered`` or ``returned``."""
+        from nexus.engine.types import new_id
+
+        user = message if isinstance(message, UserMessage) else UserMessage(message)
+        receipt = SteerReceipt(id or new_id(), user, mode)
+        if self.signal.aborted:
+            self.steering.close(f"the run was aborted: {self.signal.reason or 'aborted'}")
+        elif self.window.compacting:
+            return self.steering.offer(receipt, refuse="the run is compacting its history")
+        return self.steering.offer(receipt)
+
+    def close_steering(self) -> None:
+        """The run is over: every steer not yet injected is returned (listed in the result)."""
+        if self.signal.aborted:
+            reason = f"the run was aborted before it could inject the message: {self.signal.reason or 'aborted'}"
+        else:
+            reason = "the run ended before it reached a point where it could inject the message"
+        self.returned.extend(self.steering.close(reason))
 
     # ------------------------------------------------------------------ event handling
 
@@ -310,11 +332,12 @@ class EngineRun:
             self.message_done(event.message)
         elif isinstance(event, ToolExecutionStartEvent):
             self.phase("tool_use")
-            self.calls[event.tool_call_id] = AgentToolCall(
-                id=event.tool_call_id,
+            self.calls[event.tool_call_id] = ToolCallRecord(
+                call_id=event.tool_call_id,
                 tool_name=event.tool_name,
-                params=dict(event.args),
+                arguments=dict(event.args),
                 status="running",
+                started_at=now_ms(),
                 sequence=len(self.calls),
             )
             safe_call(
@@ -334,13 +357,15 @@ class EngineRun:
             self.assistant_done(message)
         elif isinstance(message, ToolResultMessage):
             self.tool_result_done(message)
-        elif isinstance(message, UserMessage) and message is not self.ctx.current_message and self.journal is not None:
-            self.journal.message(message)  # a steering / follow-up message (the query is stored already)
+        elif isinstance(message, UserMessage) and message is not self.ctx.current_message:
+            self.steering.joined(message, len(self.agent_ctx.messages) - 1 - self.history_len)
+            if self.journal is not None:
+                self.journal.message(message)  # a steering / follow-up message (the query is stored already)
 
     def assistant_done(self, message: AssistantMessage) -> None:
         """Count usage; journal the ended response (a tool-calling one before its tools run)."""
-        self.usage.add(message.usage)
-        self.last_call_usage = TokenUsage.from_usage(message.usage)
+        add_call_usage(self.usage, message.usage)
+        self.last_call_usage = message.usage
         self.llm_calls += 1
         self.last_assistant = message
         if message.stop_reason not in ("error", "aborted"):
@@ -352,13 +377,13 @@ class EngineRun:
         """Finish the tool call's record and journal the call with its result."""
         record = self.calls.get(result.tool_call_id)
         if record is None:  # a result the loop made without a start event (should not happen)
-            record = AgentToolCall(
-                id=result.tool_call_id, tool_name=result.tool_name, params={}, sequence=len(self.calls)
+            record = ToolCallRecord(
+                call_id=result.tool_call_id, tool_name=result.tool_name, started_at=now_ms(), sequence=len(self.calls)
             )
             self.calls[result.tool_call_id] = record
         record.status = "failed" if result.is_error else "completed"
         record.completed_at = result.timestamp
-        record.result = result.text
+        record.result = result
         record.error = result.text if result.is_error else None
         record.spawned_session_label = spawned_label(result)
         if self.journal is None:
@@ -367,28 +392,51 @@ class EngineRun:
             (c for c in (self.last_assistant.tool_calls if self.last_assistant else []) if c.id == result.tool_call_id),
             None,
         )
-        call = call or ToolCall(result.tool_call_id, result.tool_name, dict(record.params))
+        call = call or ToolCall(result.tool_call_id, result.tool_name, dict(record.arguments))
         self.journal.tool_call(call, result, record.started_at, result.timestamp, record.spawned_session_label)
 
     # ------------------------------------------------------------------ result
 
     def build_result(self) -> AgentResult:
-        """The :class:`AgentResult` of the run so far (query echo + everything the run added)."""
+        """The :class:`AgentResult` of the run so far (query echo + everything the run added).
+
+        Message ids are the ordinals here; :meth:`persist` replaces the messages with the
+        ledger's rows once the turn is written, so the ids are the ledger's.
+        """
         response = _llm(self.agent_ctx.messages[self.history_len + 1 :])
         turn = [self.ctx.current_message, *response]
         stop_reason, error = self.outcome(response)
+        turn_id = self.turn_id or ""
         return AgentResult(
-            messages=[AgentMessage.from_message(m, i) for i, m in enumerate(turn)],
+            messages=[StoredMessage(i, turn_id, i, m.role, m) for i, m in enumerate(turn)],
             tool_calls=sorted(self.calls.values(), key=lambda c: c.sequence),
             usage=self.usage,
             stop_reason=stop_reason,
             duration_ms=int((time.monotonic() - self.started) * 1000),
             error=error,
-            compaction=self.window.compaction,
+            compactions=self.compaction_records(),
             last_call_usage=self.last_call_usage,
+            returned_steers=list(self.returned),
+            turn_id=self.turn_id,
         )
 
-    def outcome(self, response: list[Message]) -> tuple[StopReason, AgentError | None]:
+    def compaction_records(self) -> list[CompactionRecord]:
+        """Every compaction of the run as a ledger record, with the turn ids it summarised and kept."""
+        done = self.window.compactions
+        if not done:
+            return []
+        turn_id = self.turn_id or ""
+        owners: list[str] = []
+        if self.ledger is not None and self.turn_id is not None:
+            owners = history_turn_ids(self.ledger, self.ctx.session_label, self.ctx.history)
+        records = []
+        for compaction, cut in done:
+            record = compaction_record(compaction, cut=cut, turn_id=turn_id, owners=owners)
+            record.turn_id = turn_id
+            records.append(record)
+        return records
+
+    def outcome(self, response: list[Message]) -> tuple[RunStopReason, AgentError | None]:
         """Seed 000's stop reason (and error) from how the loop ended."""
         last = next((m for m in reversed(response) if isinstance(m, AssistantMessage)), None)
         if self.timed_out:
@@ -414,17 +462,14 @@ class EngineRun:
         return ("tool_use" if last is not None and last.stop_reason == "tool_use" else "end_turn"), None
 
     def persist(self, result: AgentResult) -> None:
-        """Close the opened turn with the result (one transaction)."""
+        """Close the opened turn with the result (one transaction); then the result's messages are the ledger's."""
         if self.journal is not None:
             self.journal.close()
         if self.ledger is None or self.turn_id is None:
             return
         response = _llm(self.agent_ctx.messages[self.history_len + 1 :])
-        record = None
-        if self.window.compaction is not None:
-            owners = history_turn_ids(self.ledger, self.ctx.session_label, self.ctx.history)
-            record = compaction_record(self.window.compaction, cut=self.window.cut, turn_id=self.turn_id, owners=owners)
-        write_result(self.ledger, self.ctx, self.turn_id, result, response, record)
+        write_result(self.ledger, self.ctx, self.turn_id, result, response, result.compaction)
+        result.messages = self.ledger.messages(self.turn_id)
 
 
 def _llm(messages: list[Any]) -> list[Message]:

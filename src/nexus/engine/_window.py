@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from nexus.engine._sessions import EstimateEntry, PrefixKey, SessionCache
 from nexus.engine.budget import estimate_message_tokens, estimate_tokens, reported_usage, should_compact
 from nexus.engine.compaction import (
-    SUMMARY_PREFIX,
     CompactionError,
     compact,
     overflow_error,
@@ -32,25 +32,10 @@ from nexus.engine.types import (
     EngineLimits,
     TokenBudget,
 )
+from nexus.ledger.records import SUMMARY_PREFIX
 from nexus.llm.abort import AbortSignal
 from nexus.llm.options import StreamFn
 from nexus.llm.types import AssistantMessage, Message, Model, ToolResultMessage, UserMessage
-
-_PRIMED_MAX = 16
-_primed: dict[int, tuple[list[Message], tuple[Message, ...], list[int | None]]] = {}
-"""id(history list) -> (that list, its messages at assembly, their token estimates); see :func:`prime_estimates`."""
-
-
-def prime_estimates(history: list[Message], estimates: list[int | None]) -> None:
-    """Hand the per-message estimates made during assembly to the run that will execute ``history``.
-
-    Keyed by the list's identity (the entry holds the list, so the id cannot be reused while it
-    is here); the run checks the messages are still the same before trusting the numbers. Only
-    the newest few contexts are kept, so an assembled context that never runs is dropped soon.
-    """
-    if len(_primed) >= _PRIMED_MAX:
-        _primed.pop(next(iter(_primed)))
-    _primed[id(history)] = (history, tuple(history), estimates)
 
 
 def _same(a: object, b: object) -> bool:
@@ -58,27 +43,20 @@ def _same(a: object, b: object) -> bool:
     return a is b or a == b
 
 
-_ESTIMATED_MAX = 32
-_estimated: list[tuple[list[Message], list[int], int, int]] = []
-"""Recent histories: (messages, each one's estimate, index of the last usage-reporting message or -1, its usage)."""
-
-
-def history_estimates(history: list[Message]) -> tuple[int, list[int | None]]:
+def history_estimates(history: list[Message], cache: SessionCache | None = None) -> tuple[int, list[int | None]]:
     """:func:`~nexus.engine.budget.context_estimates` of a history, O(new messages) for a known session.
 
     The ledger gives the next turn of a session the same message objects plus the newest turn, so
-    the estimates of a recent history that is a prefix of this one (``==``, identity first) are
-    reused and only the messages after it are estimated.
+    the estimates the session's ``cache`` holds for a prefix of this history (``==``, identity
+    first) are reused and only the messages after it are estimated. Without a cache, all are.
     """
     known: list[int] = []
-    for position in range(len(_estimated) - 1, -1, -1):
-        src, values, last, reported = _estimated[position]
+    last, reported = -1, 0
+    entry = cache.estimates if cache is not None else None
+    if entry is not None:
+        src = entry.messages
         if 0 < len(src) <= len(history) and _same(src[0], history[0]) and src == history[: len(src)]:
-            known = values
-            del _estimated[position]
-            break
-    else:
-        last, reported = -1, 0
+            known, last, reported = entry.values, entry.last, entry.reported
     start = len(known)
     values = known + [estimate_message_tokens(m) for m in history[start:]]
     for index in range(len(history) - 1, start - 1, -1):
@@ -88,31 +66,12 @@ def history_estimates(history: list[Message]) -> tuple[int, list[int | None]]:
             break
     if not history:
         return 0, []
-    if len(_estimated) >= _ESTIMATED_MAX:
-        del _estimated[0]
-    _estimated.append((list(history), values, last, reported))  # a copy: the caller may change its list
+    if cache is not None:
+        cache.estimates = EstimateEntry(list(history), values, last, reported)  # a copy: the caller may change its list
+        cache.changed()
     estimates: list[int | None] = [None] * (last + 1)
     estimates.extend(values[last + 1 :])
     return reported + sum(values[last + 1 :]), estimates
-
-
-_PrefixKey = tuple[int, str | None, int | None, int]
-_PREFIXES_MAX = 32
-_prefixes: list[tuple[_PrefixKey, list[Message], list[Message]]] = []
-"""The processed payload prefixes of the last few runs (newest last); entries are never mutated."""
-
-
-def _remember_prefix(key: _PrefixKey, src: list[Message], out: list[Message]) -> None:
-    """Keep ``src`` -> ``out`` for the next run of the same session (it replaces the prefix it grew from)."""
-    if not src:
-        return
-    for index, (old_key, old_src, _) in enumerate(_prefixes):
-        if old_key == key and len(old_src) <= len(src) and old_src[-1] is src[len(old_src) - 1]:
-            del _prefixes[index]
-            break
-    if len(_prefixes) >= _PREFIXES_MAX:
-        del _prefixes[0]
-    _prefixes.append((key, src, out))
 
 
 def stored_summary(history: Sequence[Message]) -> str | None:
@@ -144,6 +103,10 @@ class ContextWindow:
     truncate_chars: int | None = None
     level: int = 0
     compaction: CompactionResult | None = None
+    compactions: list[tuple[CompactionResult, int]] = field(default_factory=list)
+    """Every compaction of the run with the cut it made (the conversation index kept from)."""
+    cache: SessionCache | None = field(default=None, repr=False)
+    """The session's cache (owned by the runtime): the repaired prefix is kept there for the next run."""
     compacted_len: int | None = None
     failure: AgentError | None = None
     proactive_tried_at: int = -1
@@ -151,7 +114,7 @@ class ContextWindow:
     _seen: list[Message] = field(default_factory=list, repr=False)
     _estimates: list[int | None] = field(default_factory=list, repr=False)
     _usage_free: int = field(default=0, repr=False)
-    _pay_key: _PrefixKey | None = field(default=None, repr=False)
+    _pay_key: PrefixKey | None = field(default=None, repr=False)
     _pay_src: list[Message] = field(default_factory=list, repr=False)
     _pay_out: list[Message] = field(default_factory=list, repr=False)
 
@@ -165,19 +128,29 @@ class ContextWindow:
         limits: EngineLimits,
         budget: TokenBudget,
         emit: Callable[[EngineEvent], None],
+        estimates: Sequence[int | None] | None = None,
+        cache: SessionCache | None = None,
     ) -> ContextWindow:
-        """Start from the ledger's history (its leading summary message becomes ``summary``)."""
+        """Start from the ledger's history (its leading summary message becomes ``summary``).
+
+        ``estimates`` are the per-message token estimates assembly made for exactly ``history``
+        (``AssembledContext.history_estimates``), reused instead of estimating again.
+        """
         summary = stored_summary(history)
         window = cls(model, stream_fn, limits, budget, emit, summary=summary, cut=1 if summary is not None else 0)
-        primed = _primed.pop(id(history), None)
-        if primed is not None and primed[0] is history and len(primed[2]) == len(history):
-            snapshot = primed[1]
-            if snapshot == tuple(history):  # identity first, so O(n) at C speed; by value otherwise
-                window._seen = list(snapshot)
-                window._estimates = list(primed[2])
-                if None not in window._estimates:  # assembly estimated all: no message reports usage
-                    window._usage_free = len(snapshot)
+        window.cache = cache
+        if estimates is not None and len(estimates) == len(history):
+            window._seen = list(history)
+            window._estimates = list(estimates)
+            if None not in window._estimates:  # assembly estimated all: no message reports usage
+                window._usage_free = len(history)
         return window
+
+    def _remember_prefix(self, key: PrefixKey, src: list[Message], out: list[Message]) -> None:
+        """Keep ``src`` -> ``out`` in the session's cache for its next run."""
+        if src and self.cache is not None:
+            self.cache.prefix = (key, src, out)
+            self.cache.changed()
 
     # ------------------------------------------------------------------ views
 
@@ -211,17 +184,19 @@ class ContextWindow:
             head = head + self._process(messages[done:boundary])
             src = src + list(messages[done:boundary])
             done = boundary
-            _remember_prefix(key, src, head)
+            self._remember_prefix(key, src, head)
         self._pay_key, self._pay_src, self._pay_out = key, src, head
         return head + self._process(messages[done:])
 
     def _cached_prefix(
-        self, messages: Sequence[Message], boundary: int, key: _PrefixKey
+        self, messages: Sequence[Message], boundary: int, key: PrefixKey
     ) -> tuple[list[Message], list[Message]]:
         """(processed output, source messages) of the longest usable kept prefix; the summary alone on a miss."""
         start = self.cut
         room = boundary - start
-        candidates = [(self._pay_key, self._pay_src, self._pay_out), *reversed(_prefixes)]
+        candidates = [(self._pay_key, self._pay_src, self._pay_out)]
+        if self.cache is not None and self.cache.prefix is not None:
+            candidates.append(self.cache.prefix)
         for cached_key, src, out in candidates:
             size = len(src)
             if not 0 < size <= room or cached_key != key or not _same(src[0], messages[start]):
@@ -344,6 +319,7 @@ class ContextWindow:
         self.summary = result.summary
         self.compacted_len = len(messages)
         self.compaction = result
+        self.compactions.append((result, self.cut))
         self.emit(CompactionEndEvent(result, None, will_retry=trigger == "overflow_recovery"))
         return True
 

@@ -11,22 +11,19 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from nexus.engine._truncate import truncate_text, truncate_tool_message
 from nexus.engine.budget import estimate_message_tokens, estimate_text_tokens, estimate_tokens
 from nexus.engine.budget import should_compact as should_compact  # the proactive trigger, re-exported
 from nexus.engine.types import (
     AgentError,
-    CompactionEndEvent,
     CompactionResult,
-    CompactionStartEvent,
     CompactionTrigger,
-    EngineEvent,
-    EngineLimits,
 )
 from nexus.errors import NexusError
+from nexus.ledger.records import SUMMARY_PREFIX
 from nexus.llm.abort import AbortSignal
 from nexus.llm.events import DoneEvent, ErrorEvent
 from nexus.llm.options import StreamFn, StreamOptions
@@ -43,7 +40,6 @@ from nexus.llm.types import (
     UserMessage,
 )
 
-SUMMARY_PREFIX = "[Previous conversation summary]\n"
 """How a summary is shown to the model as the first message of the compacted history."""
 
 TOOL_RESULT_SUMMARY_CHARS = 2_000
@@ -332,87 +328,3 @@ def _what_was_tried(compacted: bool, truncated: bool) -> str:
     return (
         "; nothing could be made smaller (nothing was old enough to summarise, no tool result long enough to truncate)"
     )
-
-
-@dataclass(slots=True)
-class OverflowRecovery:
-    """The three recovery levels for one run, in order; one :meth:`recover` call per overflow error.
-
-    Each call returns a smaller message list to retry with, or the :class:`AgentError` to end
-    the run with. Call :meth:`reset` after a successful model call, so a later overflow in the
-    same run starts again at level 1 (seed 001). ``compaction`` holds the last summary made.
-    """
-
-    stream_fn: StreamFn
-    model: Model
-    limits: EngineLimits = field(default_factory=EngineLimits)
-    on_event: Callable[[EngineEvent], None] | None = None
-    level: int = 0
-    compaction: CompactionResult | None = None
-    failure: AgentError | None = None
-    compacted: bool = False
-    truncated: bool = False
-
-    def reset(self) -> None:
-        """Start from level 1 at the next overflow."""
-        self.level = 0
-        self.compacted = self.truncated = False
-
-    def _emit(self, event: EngineEvent) -> None:
-        if self.on_event is not None:
-            self.on_event(event)
-
-    async def _level_one(
-        self, messages: Sequence[Message], previous_summary: str | None, signal: AbortSignal | None
-    ) -> list[Message] | None:
-        if not plan_compaction(messages, self.limits.keep_recent_tokens).to_summarize:
-            return None  # nothing to summarise: no compaction is announced that would not happen
-        self._emit(CompactionStartEvent("overflow_recovery", len(messages), estimate_tokens(messages)))
-        try:
-            outcome = await compact(
-                messages,
-                self.stream_fn,
-                self.model,
-                keep_recent_tokens=self.limits.keep_recent_tokens,
-                reserve_tokens=self.limits.reserve_tokens,
-                trigger="overflow_recovery",
-                previous_summary=previous_summary,
-                signal=signal,
-            )
-        except CompactionError as exc:
-            self.failure = exc.error
-            self._emit(CompactionEndEvent(None, exc.error.message, will_retry=True))
-            return None
-        if outcome is None:
-            self._emit(CompactionEndEvent(None, "nothing old enough to summarise", will_retry=True))
-            return None
-        self.compaction = outcome.result
-        self._emit(CompactionEndEvent(outcome.result, None, will_retry=True))
-        return outcome.messages
-
-    async def recover(
-        self,
-        messages: Sequence[Message],
-        *,
-        previous_summary: str | None = None,
-        signal: AbortSignal | None = None,
-        detail: str | None = None,
-    ) -> list[Message] | AgentError:
-        """The next level: compacted messages, then truncated tool results, then the final error."""
-        if self.level == 0:
-            self.level = 1
-            compacted = await self._level_one(messages, previous_summary, signal)
-            if compacted is not None:
-                self.compacted = True
-                return compacted
-        if self.level == 1:
-            self.level = 2
-            truncated = truncate_tool_results(messages, self.limits.overflow_tool_result_chars)
-            if any(a is not b for a, b in zip(truncated, messages, strict=True)):
-                self.truncated = True
-                return truncated
-        self.level = 3
-        if self.failure is not None:
-            return self.failure
-        tokens = estimate_tokens(messages)
-        return overflow_error(self.model, tokens, detail, compacted=self.compacted, truncated=self.truncated)

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from nexus.engine._window import history_estimates, prime_estimates
+from nexus.engine._sessions import SessionCache
+from nexus.engine._window import history_estimates
 from nexus.engine.bootstrap import load_bootstrap_files, scaffold_workspace
 from nexus.engine.budget import compute_budget
 from nexus.engine.system_prompt import RuntimeInfo, build_minimal_system_prompt, build_system_prompt
@@ -166,6 +167,7 @@ def assemble_context(
     temperature: float | None = None,
     abort_signal: AbortSignal | None = None,
     run_id: str | None = None,
+    cache: SessionCache | None = None,
 ) -> AssembledContext:
     """Build an :class:`AssembledContext` from its parts (history comes from the ledger).
 
@@ -182,7 +184,7 @@ def assemble_context(
     current = message if isinstance(message, UserMessage) else build_current_message(message, event)
     system_prompt = _system_prompt_for(root, model, event, usable, prompt)
     kept = list(history)
-    history_tokens, estimates = history_estimates(kept)
+    history_tokens, estimates = history_estimates(kept, cache)
     budget = compute_budget(
         model,
         system_prompt=system_prompt,
@@ -193,7 +195,6 @@ def assemble_context(
         reserve_tokens=limits.reserve_tokens,
     )
     budget = replace(budget, history=history_tokens)
-    prime_estimates(kept, estimates)  # the run reuses them instead of estimating the history again
     return AssembledContext(
         system_prompt=system_prompt,
         history=kept,
@@ -215,4 +216,5 @@ def assemble_context(
         permissions_granted=list(permissions_granted),
         source_event_id=source_event_id,
         workspace_path=str(root),
+        history_estimates=estimates,  # the run reuses them instead of estimating the history again
     )

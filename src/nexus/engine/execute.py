@@ -14,12 +14,15 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from nexus.agent.steering import SteerMode, SteerReceipt
+from nexus.config._profile import ResolvedProfile
 from nexus.engine._run import EngineRun, EngineStreamEvent, options_for
+from nexus.engine._sessions import SessionCache
 from nexus.engine.callbacks import EngineCallbacks
-from nexus.engine.failover import AuthProfile, ProfileCooldowns, failover_stream
+from nexus.engine.failover import ProfileCooldowns, failover_stream
 from nexus.engine.types import AgentResult, AssembledContext, EngineLimits, TokenBudget
 from nexus.llm.options import StreamFn, StreamOptions
-from nexus.llm.types import Model
+from nexus.llm.types import Model, UserMessage
 
 if TYPE_CHECKING:
     from nexus.engine.runner import EngineEnv
@@ -34,9 +37,8 @@ class EngineExecution:
     """A running execution: ``await execution.result`` for the :class:`AgentResult`, and control meanwhile.
 
     - ``abort()``: stop streaming and tools; the turn is written ``aborted`` with the partial output.
-    - ``steer(text)``: inject a user message at the next safe point (after the current tool
-      batch, before the next model call). Returns False when the run cannot take it (it has
-      ended, or is compacting); the caller should then queue the message as a follow-up.
+    - ``steer(message)``: inject a user message at the next safe point (after the current tool
+      batch, before the next model call); the receipt ends ``delivered`` or ``returned``.
     - ``is_streaming`` / ``is_compacting``: the run's state, for queue decisions.
     - ``on_event(listener)`` / ``events()``: every agent-loop event and engine event, live.
     """
@@ -81,9 +83,13 @@ class EngineExecution:
         """Abort the run; its partial output is kept and the turn is written ``aborted``."""
         self._run.signal.abort(reason)
 
-    def steer(self, text: str) -> bool:
-        """Queue ``text`` as a user message for the next safe point; False if the run cannot take it."""
-        return self._run.steer(text)
+    def steer(self, message: str | UserMessage, *, id: str | None = None, mode: SteerMode = "all") -> SteerReceipt:
+        """Offer ``message`` for the next safe point; the receipt ends ``delivered`` or ``returned``.
+
+        A returned steer (the run ended, failed, was aborted or is compacting) is the caller's
+        again: requeue it. Returned steers are also listed in ``AgentResult.returned_steers``.
+        """
+        return self._run.steer(message, id=id, mode=mode)
 
     def on_event(self, listener: Callable[[EngineStreamEvent], object]) -> Callable[[], None]:
         """Call ``listener`` with every event from now on; returns a function that unsubscribes it."""
@@ -124,12 +130,13 @@ def execute(
     stream_fn: StreamFn | None = None,
     model: Model | None = None,
     fallbacks: Sequence[Model] = (),
-    auth_profiles: Mapping[str, Sequence[AuthProfile]] | None = None,
+    auth_profiles: Mapping[str, Sequence[ResolvedProfile]] | None = None,
     limits: EngineLimits | None = None,
     cooldowns: ProfileCooldowns | None = None,
     options: StreamOptions | None = None,
     depth: int = 0,
     env: EngineEnv | None = None,
+    cache: SessionCache | None = None,
 ) -> EngineExecution:
     """Start running ``ctx`` as a task on the current event loop and return its handle.
 
@@ -138,7 +145,8 @@ def execute(
     ``auth_profiles`` (per provider). ``model`` defaults to the catalog entry for
     ``ctx.provider``/``ctx.model``. With a ``ledger`` the run is journaled and written as a
     turn of ``ctx.session_label``; without one nothing is stored. ``depth`` is the sub-agent
-    depth (0 for a top-level run); ``env`` lets the ``spawn_agent`` tool start workers.
+    depth (0 for a top-level run); ``env`` lets the ``spawn_agent`` tool start workers;
+    ``cache`` is the session's cache (a runtime's per-session state) the run may reuse and fill.
     """
     from nexus.llm.catalog import get_model
 
@@ -173,6 +181,7 @@ def execute(
         options=options_for(ctx, options),
         depth=depth,
         env=env,
+        cache=cache,
     )
     holder.append(run)
     task = asyncio.get_running_loop().create_task(run.main(), name=f"nexus-run-{ctx.run_id}")

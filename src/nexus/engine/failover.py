@@ -25,8 +25,9 @@ import asyncio
 import importlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
+from nexus.config._profile import ResolvedProfile
 from nexus.engine._failover_errors import cooling_error, failure, refused_error, too_long_error, until
 from nexus.engine.types import EngineEvent, EngineLimits, FallbackEvent, RetryEvent, TokenBudget, WaitEvent
 from nexus.errors import ConfigError
@@ -50,15 +51,6 @@ QUICK_RETRY_S = 0.2
 
 LOCAL_NETWORK_RETRIES = 1
 """Retries after a connection failure to a local server: one, quick; it is down, not busy."""
-
-
-@dataclass(slots=True, frozen=True)
-class AuthProfile:
-    """One credential for a provider. The key never appears in ``repr`` (logs, tracebacks)."""
-
-    name: str
-    api_key: str = field(repr=False)
-    base_url: str | None = None
 
 
 @dataclass(slots=True)
@@ -167,7 +159,7 @@ class _Failover:
     def __init__(
         self,
         chain: Sequence[Model],
-        profiles: Mapping[str, Sequence[AuthProfile]],
+        profiles: Mapping[str, Sequence[ResolvedProfile]],
         limits: EngineLimits,
         on_event: Callable[[EngineEvent], None] | None,
         inner: StreamFn,
@@ -201,10 +193,12 @@ class _Failover:
             return [model, *self.chain[refs.index(model.ref) + 1 :]]
         return [model, *self.chain]
 
-    def profiles_of(self, provider: str) -> list[AuthProfile | None]:
+    def profiles_of(self, provider: str) -> list[ResolvedProfile | None]:
         return list(self.profiles.get(provider) or ()) or [None]
 
-    def pick(self, provider: str, profiles: list[AuthProfile | None]) -> tuple[AuthProfile | None, float] | None:
+    def pick(
+        self, provider: str, profiles: list[ResolvedProfile | None]
+    ) -> tuple[ResolvedProfile | None, float] | None:
         """The next profile to use and how long to wait for it; None when all are disabled."""
         alive = [p for p in profiles if (provider, _name(p)) not in self.dead]
         if not alive:
@@ -235,7 +229,7 @@ class _Failover:
         return not signal.aborted
 
     def options_for(
-        self, options: StreamOptions, model: Model, primary: Model, profile: AuthProfile | None
+        self, options: StreamOptions, model: Model, primary: Model, profile: ResolvedProfile | None
     ) -> StreamOptions:
         if profile is not None:
             return replace(options, api_key=profile.api_key, base_url=profile.base_url or options.base_url)
@@ -324,12 +318,18 @@ class _Failover:
             if not self.plan_retry(plan, model, profile, attempt.error, local, outcome):
                 return
 
-    def refused_error(self, model: Model, profiles: list[AuthProfile | None]) -> ErrorEvent:
+    def refused_error(self, model: Model, profiles: list[ResolvedProfile | None]) -> ErrorEvent:
         """Every key of ``model``'s provider was refused earlier in this run."""
         return refused_error(model, [self.dead.get((model.provider, _name(p)), "auth_permanent") for p in profiles])
 
     def plan_retry(
-        self, plan: _Plan, model: Model, profile: AuthProfile | None, error: ErrorEvent, local: bool, outcome: _Outcome
+        self,
+        plan: _Plan,
+        model: Model,
+        profile: ResolvedProfile | None,
+        error: ErrorEvent,
+        local: bool,
+        outcome: _Outcome,
     ) -> bool:
         """Decide whether ``model`` gets another attempt after ``error``; announce it if so.
 
@@ -366,7 +366,7 @@ class _Failover:
         plan.announced = delay > 0
         return True
 
-    def retryable(self, error: ErrorEvent, model: Model, profile: AuthProfile | None, local: bool) -> bool:
+    def retryable(self, error: ErrorEvent, model: Model, profile: ResolvedProfile | None, local: bool) -> bool:
         """Record the failure against the profile; True when another attempt may succeed.
 
         ``auth``, ``auth_permanent`` and ``billing`` take the profile out of this run (the
@@ -438,17 +438,17 @@ class _Attempt:
     failed_late: bool = False
 
 
-def _name(profile: AuthProfile | None) -> str:
+def _name(profile: ResolvedProfile | None) -> str:
     return profile.name if profile is not None else _DEFAULT_PROFILE
 
 
-def _label(profile: AuthProfile | None) -> str | None:
+def _label(profile: ResolvedProfile | None) -> str | None:
     return profile.name if profile is not None else None
 
 
 def failover_stream(
     models_chain: Sequence[Model],
-    profiles_by_provider: Mapping[str, Sequence[AuthProfile]] | None = None,
+    profiles_by_provider: Mapping[str, Sequence[ResolvedProfile]] | None = None,
     limits: EngineLimits | None = None,
     on_event: Callable[[EngineEvent], None] | None = None,
     *,

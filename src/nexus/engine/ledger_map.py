@@ -13,15 +13,15 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from nexus.engine.types import AgentError, AgentResult, AgentToolCall, AssembledContext, CompactionResult, StopReason
-from nexus.llm.types import Message, ToolResultMessage, Usage
+from nexus.engine.types import AgentError, AgentResult, AssembledContext, CompactionResult, RunStopReason
+from nexus.llm.types import Message, ToolResultMessage
 
 if TYPE_CHECKING:
-    from nexus.ledger import CompactionRecord, Ledger, ToolCallRecord
+    from nexus.ledger import CompactionRecord, Ledger
 
 log = logging.getLogger("nexus.engine")
 
-_STATUS: dict[StopReason, str] = {
+_STATUS: dict[RunStopReason, str] = {
     "end_turn": "completed",
     "max_tokens": "completed",
     "tool_use": "completed",
@@ -41,45 +41,11 @@ def error_json(error: AgentError | None) -> dict[str, object] | None:
     return None if error is None else asdict(error)
 
 
-def usage_of(result: AgentResult) -> Usage:
-    """The run's summed usage in ``nexus.llm`` form (what ``write_turn`` stores)."""
-    u = result.usage
-    return Usage(
-        input=u.input_tokens,
-        output=u.output_tokens,
-        cache_read=u.cached_input_tokens,
-        cache_write=u.cache_write_tokens,
-        reasoning=u.reasoning_tokens,
-        total=u.total_tokens,
-        estimated=u.estimated,
-    )
-
-
 def turn_metadata(result: AgentResult) -> dict[str, object] | None:
     """The turn's ``metadata`` column: marks estimated usage (no schema column holds that), else None."""
     from nexus.ledger.records import USAGE_ESTIMATED_KEY
 
     return {USAGE_ESTIMATED_KEY: True} if result.usage.estimated else None
-
-
-def tool_call_records(calls: Sequence[AgentToolCall]) -> list[ToolCallRecord]:
-    """One ledger record per tool call, keeping status, timings and the spawned session."""
-    from nexus.ledger import ToolCallRecord
-
-    return [
-        ToolCallRecord(
-            call_id=c.id,
-            tool_name=c.tool_name,
-            arguments=dict(c.params),
-            status=c.status,
-            started_at=c.started_at,
-            completed_at=c.completed_at,
-            error=c.error,
-            spawned_session_label=c.spawned_session_label,
-            sequence=c.sequence,
-        )
-        for c in calls
-    ]
 
 
 def spawned_label(result: ToolResultMessage) -> str | None:
@@ -168,13 +134,13 @@ def write_result(
     kwargs: dict[str, object] = {
         "response_messages": list(response),
         "status": turn_status(result),
-        "usage": usage_of(result),
+        "usage": result.usage,
         "model": ctx.model,
         "provider": ctx.provider,
         "stop_reason": result.stop_reason,
         "error": error_json(result.error),
         "compaction": compaction,
-        "tool_calls": tool_call_records(result.tool_calls),
+        "tool_calls": result.tool_calls,
         "consumed_queue_items": list(ctx.queue_item_ids),
     }
     metadata = turn_metadata(result)

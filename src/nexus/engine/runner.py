@@ -16,13 +16,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from nexus.config._profile import ResolvedProfile
+from nexus.engine._sessions import SessionStates
 from nexus.engine.bootstrap import scaffold_workspace
 from nexus.engine.callbacks import EngineCallbacks
 from nexus.engine.context import EventContext, PromptOptions, assemble_context, build_current_message
-from nexus.engine.failover import AuthProfile, ProfileCooldowns
+from nexus.engine.failover import ProfileCooldowns
 from nexus.engine.session_lock import run_lock
 from nexus.engine.spawn import SPAWN_TOOL_NAME, spawn_agent_tool
 from nexus.engine.types import AgentResult, AgentRole, AssembledContext, EngineLimits, ThinkingConfig
+from nexus.ledger.records import DEFAULT_SESSION
 from nexus.llm.abort import AbortSignal
 from nexus.llm.options import StreamFn, StreamOptions
 from nexus.llm.types import ImageContent, Model, UserMessage
@@ -38,9 +41,6 @@ if TYPE_CHECKING:
     from nexus.ledger import Ledger
 
 log = logging.getLogger("nexus.engine")
-
-DEFAULT_SESSION = "main"
-"""The session ``run_agent`` uses when none is given."""
 
 
 def limits_from_config(config: NexusConfig) -> EngineLimits:
@@ -199,6 +199,7 @@ class EngineEnv:
     cooldowns: ProfileCooldowns | None = None
     tools: Sequence[AgentTool] | None = None
     _models: dict[str, Model] = field(default_factory=dict)
+    sessions: SessionStates = field(default_factory=SessionStates)
 
     @classmethod
     def from_config(
@@ -236,14 +237,14 @@ class EngineEnv:
         if self.stream_fn is None:
             preflight(self.config, primary, self.fallback_models(primary))
 
-    def auth_profiles(self, models: Sequence[Model]) -> dict[str, list[AuthProfile]]:
+    def auth_profiles(self, models: Sequence[Model]) -> dict[str, list[ResolvedProfile]]:
         """Each provider's usable keys from config/environment, in rotation order."""
         from nexus.config import provider_settings
 
-        out: dict[str, list[AuthProfile]] = {}
+        out: dict[str, list[ResolvedProfile]] = {}
         for provider in dict.fromkeys(m.provider for m in models):
             settings = provider_settings(self.config, provider)
-            usable = [AuthProfile(p.name, p.api_key) for p in settings.profiles if p.api_key is not None]
+            usable = [p for p in settings.profiles if p.api_key is not None]
             for p in settings.profiles:
                 if p.api_key is None:
                     log.warning("auth profile %s of %s skipped: %s is not set", p.name, provider, ", ".join(p.missing))
@@ -319,6 +320,7 @@ class EngineEnv:
             thinking=ThinkingConfig(self.config.thinking) if self.config.thinking != "off" else None,
             abort_signal=signal,
             prompt=PromptOptions(scaffold=False, profile=profile),  # scaffolded above
+            cache=self.sessions.get(label),
         )
 
     def start(
@@ -347,6 +349,7 @@ class EngineEnv:
             options=StreamOptions(timeout=self.config.agent.llm_timeout_s),
             depth=depth,
             env=self,
+            cache=self.sessions.get(ctx.session_label),
         )
 
     async def compact(
@@ -412,12 +415,13 @@ async def run_agent(
 
 def aborted_before_start(message: str | UserMessage) -> AgentResult:
     """The result of a run aborted while it waited for another run of its session: nothing ran or was stored."""
-    from nexus.engine.types import AgentError, AgentMessage
+    from nexus.engine.types import AgentError
+    from nexus.ledger.records import StoredMessage
 
     query = message if isinstance(message, UserMessage) else UserMessage(message)
     text = "aborted while waiting for another run of the session to finish; nothing was sent or stored"
     return AgentResult(
-        messages=[AgentMessage.from_message(query, 0)],
+        messages=[StoredMessage(0, "", 0, query.role, query)],
         stop_reason="aborted",
         error=AgentError("unknown", text, retryable=True),
     )

@@ -148,9 +148,9 @@ async def run_worker(
         return AgentToolResult.text(f"The sub-agent could not run: {exc}", details=details, is_error=True)
     ok = result.error is None and result.stop_reason in ("end_turn", "max_tokens", "tool_use")
     env.ledger.set_task_status(session, "completed" if ok else "failed")
-    answer = next((m.content for m in reversed(result.messages) if m.role == "assistant" and m.content), "")
-    details.update(stop_reason=result.stop_reason, input_tokens=result.usage.input_tokens)
-    details["output_tokens"] = result.usage.output_tokens
+    answer = result.reply
+    details.update(stop_reason=result.stop_reason, input_tokens=result.usage.input)
+    details["output_tokens"] = result.usage.output
     if ok:
         return AgentToolResult.text(answer or "(the sub-agent finished without a text answer)", details=details)
     why = result.error.message if result.error is not None else f"it stopped ({result.stop_reason})"

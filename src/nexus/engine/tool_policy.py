@@ -11,20 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from nexus.config._tool_names import TOOL_GROUPS, expand_tool_patterns, tool_matches
+from nexus.config._tool_names import TOOL_GROUPS, rule_allows
 from nexus.errors import ConfigError
 
 if TYPE_CHECKING:
     from nexus.agent.tool_types import AgentTool
 
 __all__ = ["TOOL_GROUPS", "filter_tools", "is_tool_allowed"]
-
-
-def _expand(patterns: Iterable[str], groups: Mapping[str, Sequence[str]], which: str) -> list[str]:
-    try:
-        return expand_tool_patterns(patterns, groups, which)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
 
 
 def _table(groups: Mapping[str, Sequence[str]] | None) -> Mapping[str, Sequence[str]]:
@@ -40,11 +33,11 @@ def is_tool_allowed(
     deny: Iterable[str] | None = None,
     groups: Mapping[str, Sequence[str]] | None = None,
 ) -> bool:
-    """Whether tool ``name`` passes the policy (``allow=None`` allows all; deny wins over allow)."""
-    table = _table(groups)
-    if tool_matches(name, _expand(deny or (), table, "deny")):
-        return False
-    return allow is None or tool_matches(name, _expand(allow, table, "allow"))
+    """Whether tool ``name`` passes the policy (an empty or absent ``allow`` allows all; deny wins)."""
+    try:
+        return rule_allows(name, allow, deny, _table(groups))
+    except ValueError as exc:  # an empty entry or an unknown group
+        raise ConfigError(str(exc)) from None
 
 
 def filter_tools(
@@ -55,13 +48,15 @@ def filter_tools(
 ) -> list[AgentTool]:
     """The tools the policy permits, in their original order.
 
-    ``allow=None`` means no allow restriction, ``allow=[]`` means nothing is allowed.
+    An empty or absent ``allow`` means no allow restriction, exactly as in ``nexus.toml``'s
+    ``[tools]`` tables (one matcher: :func:`nexus.config._tool_names.rule_allows`).
     Entries are exact names, globs (``*``, ``?``, ``[..]``, case-insensitive) or group names
     (:data:`TOOL_GROUPS` plus ``groups``, whose keys may omit ``group:``). A tool matched by
     ``deny`` is removed even if allowed. Names are not checked against a tool list here:
     the tools passed in are the whole set (an application's own tools included).
     """
-    table = _table(groups)
-    allowed = None if allow is None else _expand(allow, table, "allow")
-    denied = _expand(deny or (), table, "deny")
-    return [t for t in tools if not tool_matches(t.name, denied) and (allowed is None or tool_matches(t.name, allowed))]
+    allow, deny, table = list(allow or ()), list(deny or ()), _table(groups)
+    try:
+        return [t for t in tools if rule_allows(t.name, allow, deny, table)]
+    except ValueError as exc:  # an empty entry or an unknown group
+        raise ConfigError(str(exc)) from None

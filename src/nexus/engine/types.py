@@ -10,29 +10,31 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
+from nexus.ledger.records import CompactionRecord, StoredMessage, ToolCallRecord
 from nexus.llm.types import (
     AssistantMessage,
     ErrorKind,
     Message,
     Model,
-    TextContent,
-    ThinkingContent,
     ThinkingLevel,
-    ToolResultMessage,
     Usage,
     UserMessage,
-    now_ms,
 )
 
 if TYPE_CHECKING:
+    from nexus.agent.steering import SteerReceipt
     from nexus.agent.tool_types import AgentTool
     from nexus.llm.abort import AbortSignal
 
 AgentRole: TypeAlias = Literal["manager", "worker", "unified"]
 """What an agent is for: a manager delegates, a worker executes, unified does both."""
 
-StopReason: TypeAlias = Literal["end_turn", "max_tokens", "tool_use", "timeout", "aborted", "error"]
-"""Why a run ended (the engine's vocabulary, not the provider's ``stop|length|…``)."""
+RunStopReason: TypeAlias = Literal["end_turn", "max_tokens", "tool_use", "timeout", "aborted", "error"]
+"""Why a run ended (seed 000's ``AgentResult.stop_reason``).
+
+Not a second :data:`nexus.llm.StopReason`: that one says why one *message* ended
+(``stop|length|tool_use|error|aborted``); this one says why the whole run did, and adds
+``timeout`` and ``end_turn`` (the run's last message stopped normally)."""
 
 AgentErrorKind: TypeAlias = Literal[
     "context_overflow",
@@ -47,8 +49,6 @@ AgentErrorKind: TypeAlias = Literal[
 ]
 """Why a run failed, coarse enough for the broker to decide whether to retry."""
 
-MessageRole: TypeAlias = Literal["user", "assistant", "system", "tool"]
-ToolCallStatus: TypeAlias = Literal["pending", "running", "completed", "failed"]
 CompactionTrigger: TypeAlias = Literal["context_limit", "overflow_recovery", "manual"]
 """Why a compaction ran: the prompt neared the window, a call overflowed it, or a user asked for it."""
 
@@ -146,52 +146,10 @@ class AssembledContext:
     permissions_granted: list[str] = field(default_factory=list)
     source_event_id: str | None = None
     workspace_path: str = ""
+    history_estimates: list[int | None] | None = field(default=None, repr=False)
+    """Assembly's per-message token estimates of ``history`` (None = not known), reused by the run."""
     queue_item_ids: tuple[str, ...] = ()
     """Broker queue items this run consumes: marked delivered in the transaction that writes its turn."""
-
-
-@dataclass(slots=True, kw_only=True)
-class AgentMessage:
-    """One message of a turn as the ledger stores it.
-
-    ``message`` (an addition to seed 000) keeps the original ``nexus.llm`` message so the
-    ledger can store the content blocks losslessly; ``content`` is its plain text.
-    """
-
-    id: str
-    role: MessageRole
-    content: str
-    sequence: int
-    created_at: int
-    thinking: str | None = None
-    tool_call_id: str | None = None
-    message: Message | None = None
-
-    @classmethod
-    def from_message(cls, message: Message, sequence: int, id: str | None = None) -> AgentMessage:
-        """Wrap a ``nexus.llm`` message, generating a ULID when ``id`` is not given."""
-        if isinstance(message, AssistantMessage):
-            thinking = "".join(b.thinking for b in message.content if isinstance(b, ThinkingContent)) or None
-            role: MessageRole = "assistant"
-            text, call_id = message.text, None
-        elif isinstance(message, ToolResultMessage):
-            role, text, thinking, call_id = "tool", message.text, None, message.tool_call_id
-        else:
-            content = message.content
-            text = (
-                content if isinstance(content, str) else "".join(b.text for b in content if isinstance(b, TextContent))
-            )
-            role, thinking, call_id = "user", None, None
-        return cls(
-            id=id or new_id(),
-            role=role,
-            content=text,
-            sequence=sequence,
-            created_at=message.timestamp,
-            thinking=thinking,
-            tool_call_id=call_id,
-            message=message,
-        )
 
 
 def new_id() -> str:
@@ -199,58 +157,6 @@ def new_id() -> str:
     from nexus.ledger import new_ulid  # the ledger's own generator: monotonic within a millisecond
 
     return new_ulid()
-
-
-@dataclass(slots=True, kw_only=True)
-class AgentToolCall:
-    """One tool invocation of a turn, with its outcome and timing."""
-
-    id: str
-    tool_name: str
-    params: dict[str, object]
-    result: object | None = None
-    error: str | None = None
-    status: ToolCallStatus = "pending"
-    started_at: int = field(default_factory=now_ms)
-    completed_at: int | None = None
-    sequence: int = 0
-    spawned_session_label: str | None = None
-
-
-@dataclass(slots=True)
-class TokenUsage:
-    """Token counts of a whole run (seed 000).
-
-    :meth:`add` sums input, output and reasoning over calls but keeps only the latest
-    call's cache counts: every round trip reports cache reads of about the whole context,
-    so summing them would inflate the numbers (seed 001). ``estimated`` (addition) is True
-    when any call's usage was estimated because its server reported none.
-    """
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_input_tokens: int = 0
-    cache_write_tokens: int = 0
-    reasoning_tokens: int = 0
-    total_tokens: int = 0
-    estimated: bool = False
-
-    @classmethod
-    def from_usage(cls, usage: Usage) -> TokenUsage:
-        """The usage of one LLM call."""
-        result = cls()
-        result.add(usage)
-        return result
-
-    def add(self, usage: Usage) -> None:
-        """Fold in one more LLM call (see the class docstring for the cache rule)."""
-        self.input_tokens += usage.input
-        self.output_tokens += usage.output
-        self.reasoning_tokens += usage.reasoning
-        self.cached_input_tokens = usage.cache_read
-        self.cache_write_tokens = usage.cache_write
-        self.estimated = self.estimated or usage.estimated
-        self.total_tokens = self.input_tokens + self.output_tokens + self.cached_input_tokens + self.cache_write_tokens
 
 
 @dataclass(slots=True)
@@ -310,20 +216,43 @@ class CompactionResult:
 
 @dataclass(slots=True, kw_only=True)
 class AgentResult:
-    """What one run produced: messages, tool calls, usage, why it stopped, error and compaction.
+    """What one run produced: messages, tool calls, usage, why it stopped, error and compactions.
 
+    One type per concept: ``messages`` are the ledger's :class:`StoredMessage` rows of the
+    turn (query first; ``id`` equal to the ledger's message id — without a ledger, the
+    ordinal), ``tool_calls`` its :class:`ToolCallRecord` rows, ``compactions`` every
+    :class:`CompactionRecord` the run made, in order, with its turn ids.
+    ``usage`` is the run's total in the one ``nexus.llm`` :class:`Usage` (with its cost; cache
+    counts are the last call's, see :func:`~nexus.llm.types.add_call_usage`);
     ``last_call_usage`` (addition, seed 001) is the last LLM call's usage: the accurate
-    measure of how full the context is.
+    measure of how full the context is. ``returned_steers`` are the steering messages the run
+    accepted but could not inject (it ended first): the caller owns them again.
+    ``turn_id`` is the ledger turn (None without a ledger).
     """
 
-    messages: list[AgentMessage] = field(default_factory=list)
-    tool_calls: list[AgentToolCall] = field(default_factory=list)
-    usage: TokenUsage = field(default_factory=TokenUsage)
-    stop_reason: StopReason = "end_turn"
+    messages: list[StoredMessage] = field(default_factory=list)
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    stop_reason: RunStopReason = "end_turn"
     duration_ms: int = 0
     error: AgentError | None = None
-    compaction: CompactionResult | None = None
-    last_call_usage: TokenUsage | None = None
+    compactions: list[CompactionRecord] = field(default_factory=list)
+    last_call_usage: Usage | None = None
+    returned_steers: list[SteerReceipt] = field(default_factory=list)
+    turn_id: str | None = None
+
+    @property
+    def compaction(self) -> CompactionRecord | None:
+        """The run's last compaction (seed 000's single field), or None."""
+        return self.compactions[-1] if self.compactions else None
+
+    @property
+    def reply(self) -> str:
+        """The reply: the text of the run's last assistant message that has text ("" when none has)."""
+        for stored in reversed(self.messages):
+            if isinstance(stored.message, AssistantMessage) and stored.text:
+                return stored.text
+        return ""
 
 
 @dataclass(slots=True, frozen=True)

@@ -26,6 +26,8 @@ from nexus.ledger.errors import (
     TurnStateError,
 )
 from nexus.ledger.records import (
+    DEFAULT_SESSION,
+    SUMMARY_PREFIX,
     CompactionRecord,
     ImportResult,
     QueueItem,
@@ -41,6 +43,8 @@ if TYPE_CHECKING:
     from nexus.ledger.ledger import Ledger, default_db_path
 
 __all__ = [
+    "DEFAULT_SESSION",
+    "SUMMARY_PREFIX",
     "CompactionRecord",
     "HeadMovedError",
     "ImportResult",

@@ -10,7 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
-from nexus.llm.types import Message, ToolResultMessage
+from nexus.llm.types import Message, TextContent, ToolResultMessage
+
+DEFAULT_SESSION = "main"
+"""The session a run uses when none is named (``nexus run``, ``run_agent``)."""
+
+SUMMARY_PREFIX = "[Previous conversation summary]\n"
+"""How a compaction summary starts when ``history()`` puts it first (the engine writes the same)."""
 
 TurnStatus: TypeAlias = Literal["pending", "streaming", "completed", "failed", "aborted"]
 """``pending``/``streaming`` = open (journal only, in no history); the other three are closed."""
@@ -179,6 +185,14 @@ class StoredMessage:
     source: str | None = None
     context: dict[str, object] | None = None
     metadata: dict[str, object] | None = None
+
+    @property
+    def text(self) -> str:
+        """The message's plain text (text blocks only: no thinking, tool calls or images)."""
+        content = self.message.content
+        if isinstance(content, str):
+            return content
+        return "".join(b.text for b in content if isinstance(b, TextContent))
 
 
 @dataclass(slots=True, frozen=True)

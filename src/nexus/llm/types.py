@@ -158,6 +158,29 @@ def apply_cost(model: Model, usage: Usage) -> None:
     cost.total = cost.input + cost.output + cost.cache_read + cost.cache_write
 
 
+def add_call_usage(total: Usage, call: Usage) -> None:
+    """Fold one LLM call's ``call`` usage into a run's ``total`` (seed 001's rule).
+
+    Input, output, reasoning and every part of the cost are summed; the cache counts are the
+    latest call's, because every round trip reports cache reads of about the whole context
+    and summing them would inflate the numbers. ``total`` is recomputed from the counts;
+    ``estimated`` stays True once any call's usage was estimated.
+    """
+    total.input += call.input
+    total.output += call.output
+    total.reasoning += call.reasoning
+    total.cache_read = call.cache_read
+    total.cache_write = call.cache_write
+    total.total = total.input + total.output + total.cache_read + total.cache_write
+    total.estimated = total.estimated or call.estimated
+    cost, add = total.cost, call.cost
+    cost.input += add.input
+    cost.output += add.output
+    cost.cache_read += add.cache_read
+    cost.cache_write += add.cache_write
+    cost.total += add.total
+
+
 # --------------------------------------------------------------------------- messages
 
 
