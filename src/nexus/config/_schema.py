@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from nexus.config._adapters import AdapterConfig
 from nexus.config._paths import DATABASE_FILE_NAME, WORKSPACE_DIR_NAME, nexus_home, resolve_path
 from nexus.config._tool_names import expand_tool_patterns, tool_matches
 
@@ -225,6 +226,7 @@ class NexusConfig(_Strict):
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     tools: ToolPolicy = Field(default_factory=ToolPolicy)
     local: LocalModelConfig = Field(default_factory=LocalModelConfig)
+    adapters: dict[str, AdapterConfig] = Field(default_factory=dict)
 
     _home: Path | None = PrivateAttr(default=None)
     _source: Path | None = PrivateAttr(default=None)
