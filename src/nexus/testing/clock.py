@@ -20,9 +20,16 @@ class ManualClock:
         self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
         self._ids = itertools.count()
         self.sleeps: list[float] = []
+        self._sleeper_arrived = asyncio.Event()
 
     def now(self) -> float:
         return self._now
+
+    async def wait_for_sleeper(self) -> None:
+        """Return once some task is sleeping on this clock (real time; the test's own timeout bounds it)."""
+        while self.pending == 0:
+            self._sleeper_arrived.clear()
+            await self._sleeper_arrived.wait()
 
     @property
     def pending(self) -> int:
@@ -36,6 +43,7 @@ class ManualClock:
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._sleepers, (self._now + seconds, next(self._ids), future))
+        self._sleeper_arrived.set()
         await future
 
     async def advance(self, seconds: float) -> None:
@@ -56,3 +64,23 @@ class ManualClock:
         """Let other tasks run without moving time."""
         for _ in range(rounds):
             await asyncio.sleep(0)
+
+
+class InstantClock:
+    """A virtual clock whose ``sleep`` returns at once after moving time forward (records every wait).
+
+    For code whose waits only need to be *right* (a retry honouring ``retry_after_ms``), not
+    interleaved with other tasks in a particular order.
+    """
+
+    def __init__(self, start: float = 0.0) -> None:
+        self._now = start
+        self.sleeps: list[float] = []
+
+    def now(self) -> float:
+        return self._now
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self._now += max(0.0, seconds)
+        await asyncio.sleep(0)
