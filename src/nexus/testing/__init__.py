@@ -34,9 +34,6 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name == "FakeTelegram":
-    
-        return FakeTelegram
     if name in ("FakeProviderServer", "RecordedRequest"):
         from nexus.testing import fake_server
 
