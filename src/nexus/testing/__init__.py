@@ -21,9 +21,11 @@ from nexus.testing.steps import ScriptError
 
 if TYPE_CHECKING:
     from nexus.testing.fake_server import FakeProviderServer, RecordedRequest
+    from nexus.testing.telegram import FakeTelegram
 
 __all__ = [
     "FakeProviderServer",
+    "FakeTelegram",
     "InstantClock",
     "ManualClock",
     "RecordedRequest",
@@ -34,6 +36,10 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name == "FakeTelegram":
+        from nexus.testing.telegram import FakeTelegram
+
+        return FakeTelegram
     if name in ("FakeProviderServer", "RecordedRequest"):
         from nexus.testing import fake_server
 
