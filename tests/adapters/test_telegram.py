@@ -15,7 +15,7 @@ from nexus.adapters.events import session_key
 from nexus.adapters.manager import AdapterManager
 from nexus.adapters.types import DeliveryTarget
 from nexus.config import AdapterConfig
-from nexus.streaming.events import StreamEnd, StreamError, Token, ToolStatus
+from nexus.streaming.events import StreamEnd, StreamError, StreamEvent, Token, ToolStatus
 from nexus.streaming.router import StreamRouter
 from nexus.testing import FakeTelegram, InstantClock, ManualClock
 from nexus.testing.telegram import check_html
@@ -108,7 +108,7 @@ async def test_streamed_reply_edits_one_message_and_ends_in_html(tg: FakeTelegra
     manager = manager_with(make_manager, tg)
     router = StreamRouter(manager, clock=ManualClock())
     target = DeliveryTarget("tg", "bot", "chat:1001", reply_to_id="3")
-    events = [
+    events: list[StreamEvent] = [
         Token("Let me "),
         Token("check."),
         ToolStatus("read", "t1", "started", "Reading package.json"),

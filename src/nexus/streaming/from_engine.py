@@ -14,8 +14,9 @@ whose assistant message ends in tool calls → ``stream_end{final:false}``; ``ag
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterable, AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nexus.adapters.types import DeliveryTarget
 from nexus.agent.events import (
@@ -30,6 +31,11 @@ from nexus.llm.events import TextDeltaEvent, ThinkingDeltaEvent
 from nexus.llm.types import ToolCall
 from nexus.streaming.events import Reasoning, StreamEnd, StreamError, StreamEvent, StreamStart, Token, ToolStatus
 from nexus.streaming.tool_status import summary
+
+if TYPE_CHECKING:
+    from nexus.engine.execute import EngineExecution
+
+_END = object()
 
 
 class EngineEventMapper:
@@ -104,3 +110,23 @@ async def stream_events(
             yield mapped
     if not mapper.ended:
         yield StreamError("the run ended without an end event", mapper.text_seen)
+
+
+def execution_events(execution: EngineExecution, target: DeliveryTarget) -> AsyncIterator[StreamEvent]:
+    """StreamEvents of a running execution, subscribed *now* (so no early event is missed).
+
+    ``EngineExecution.events()`` subscribes only when iteration starts; a router that first
+    looks up its adapter would lose the run's first tokens. This subscribes at the call.
+    """
+    queue: asyncio.Queue[object] = asyncio.Queue()
+    remove = execution.on_event(queue.put_nowait)
+    execution.result.add_done_callback(lambda _: queue.put_nowait(_END))
+
+    async def drain() -> AsyncIterator[object]:
+        try:
+            while (item := await queue.get()) is not _END:
+                yield item
+        finally:
+            remove()
+
+    return stream_events(drain(), run_id=execution.run_id, session_label=execution.session_label, target=target)

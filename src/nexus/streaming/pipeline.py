@@ -53,9 +53,11 @@ class PipelineReport:
 
 
 def clean_block(text: str) -> str:
-    """A block as sent: blank lines at either end and trailing spaces removed ('' when nothing is left)."""
-    text = text.strip("\n").rstrip()
-    return text if text.strip() else ""
+    """A block as sent: whitespace at either end removed ('' when nothing is left).
+
+    Blocks are cut between words and paragraphs, so their edges are separators, not content.
+    """
+    return text.strip()
 
 
 class BlockPipeline:

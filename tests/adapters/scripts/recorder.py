@@ -30,10 +30,10 @@ die_after = int(config.get("die_after", 0))
 garbage = config.get("garbage")
 seen = 0
 message = None
-ids = []
+ids: list[str] = []
 
 
-def status(obj):
+def status(obj: dict[str, object]) -> None:
     if garbage:
         sys.stdout.write(garbage + "\n")
     sys.stdout.write(json.dumps(obj) + "\n")
