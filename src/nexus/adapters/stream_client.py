@@ -128,12 +128,15 @@ class StreamProcess:
                 break
             self._line(line)
         code = await proc.wait()
-        error = f"stream process exited with code {code}"
-        self.supervisor.died(error)
+        stopped = self.supervisor.state == "stopped"  # we stopped it (shutdown): not a failure
+        error = "the adapter was stopped" if stopped else f"stream process exited with code {code}"
+        if not stopped:
+            self.supervisor.died(error)
         current = self._current
         if current is not None and current.proc is proc and not current.done.is_set():
             current.fail(f"{error} in the middle of a delivery")
-        log.warning("%s: %s", self.supervisor.name, error)
+        if not stopped:
+            log.warning("%s: %s", self.supervisor.name, error)
 
     def _line(self, line: bytes) -> None:
         if not line.strip():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from nexus import __version__
+from nexus.cli._adapters_parser import add_adapters
 
 _THINKING = ("off", "minimal", "low", "medium", "high")
 
@@ -55,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sessions(commands)
     _add_doctor(commands)
     _add_models(commands)
+    add_adapters(commands, _Formatter)
     return parser
 
 
