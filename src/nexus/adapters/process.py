@@ -163,7 +163,10 @@ async def stop_process(proc: asyncio.subprocess.Process, grace: float = STOP_GRA
 
 
 def _signal(proc: asyncio.subprocess.Process, sig: signal.Signals) -> None:
+    """Signal the adapter's process group (it leads one: ``start_new_session``), children included.
+
+    Not ``proc.send_signal``: Popen polls (reaps) the child first, stealing its exit status
+    from asyncio's child watcher ("Unknown child process pid ...").
+    """
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)
-    with contextlib.suppress(ProcessLookupError):
-        proc.send_signal(sig)
