@@ -206,3 +206,34 @@ async def test_stop_sends_sigkill_when_sigterm_is_ignored(tmp_path: Path, make_m
         await asyncio.sleep(0.02)
     await manager.close()
     assert proc.returncode == -signal.SIGKILL
+
+
+async def test_a_flood_of_bad_lines_is_skipped_without_stalling(tmp_path: Path, make_manager: MakeManager) -> None:
+    record = tmp_path / "lines.jsonl"
+    config = {"record": str(record), "garbage": "x" * 100, "garbage_repeat": 20_000}
+    manager = make_manager({"rec": adapter(command=script_command("recorder.py"), accounts={"x": {"config": config}})})
+    report = await StreamRouter(manager, clock=ManualClock()).deliver(
+        DeliveryTarget("rec", "x", "u"), events_of([Token("a"), StreamEnd("r")])
+    )
+    assert report.ok and report.message_ids == ["m2"]
+    process = await manager.stream_process("rec", "x")
+    assert process.bad_lines == 40_000
+
+
+async def test_an_adapter_that_never_completes_is_timed_out_and_restarted(
+    tmp_path: Path, make_manager: MakeManager
+) -> None:
+    record = tmp_path / "lines.jsonl"
+    clock = InstantClock()
+    config = {"record": str(record), "silent": True}
+    manager = make_manager(
+        {"rec": adapter(command=script_command("recorder.py"), accounts={"x": {"config": config}})}, clock=clock
+    )
+    router = StreamRouter(manager, clock=clock, finish_timeout_s=0.3)
+    target = DeliveryTarget("rec", "x", "u")
+    first = await router.deliver(target, events_of([Token("a"), StreamEnd("r")]))
+    assert not first.ok and "no delivery_complete within 0.3 s" in (first.error or "") and first.partial
+    second = await router.deliver(target, events_of([Token("b"), StreamEnd("r")]))
+    assert not second.ok
+    process = await manager.stream_process("rec", "x")
+    assert process.supervisor.starts == 2 and clock.sleeps == [1.0], "the hung process was replaced after its backoff"

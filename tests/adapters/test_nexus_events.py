@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from adapter_helpers import MakeManager, adapter
 
-from nexus.adapters.events import EventDeduper, parse_event, session_key
+from nexus.adapters.events import EventDeduper, parse_event, reply_target, session_key
 from nexus.adapters.types import ProtocolError
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "adapters" / "outbox_adapter.py"
@@ -57,6 +57,18 @@ def test_session_keys() -> None:
     group = event(container_kind="group", container_id="-100", sender_id="7")
     assert session_key(parse_event(json.dumps(group))) == "group:telegram:-100"
     assert session_key(parse_event(json.dumps({**group, "thread_id": "9"}))) == "group:telegram:-100:thread:9"
+
+
+def test_the_reply_goes_back_to_the_same_container_and_thread() -> None:
+    data = event(container_kind="group", container_id="-100", thread_id="9", delivery_metadata={"message_id": "77"})
+    target = reply_target(parse_event(json.dumps(data)), "tg")
+    assert (target.channel, target.account_id, target.to, target.thread_id, target.reply_to_id) == (
+        "tg",
+        "bot",
+        "-100",
+        "9",
+        "77",
+    )
 
 
 def test_deduper_is_bounded() -> None:

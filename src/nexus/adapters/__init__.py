@@ -27,7 +27,7 @@ from nexus.adapters.types import (
 )
 
 if TYPE_CHECKING:
-    from nexus.adapters.events import NexusEvent, parse_event, session_key
+    from nexus.adapters.events import NexusEvent, parse_event, reply_target, session_key
     from nexus.adapters.manager import AdapterManager, HealthStatus
     from nexus.adapters.process import AdapterError
     from nexus.adapters.supervisor import RestartPolicy
@@ -36,6 +36,7 @@ _LAZY = {
     "NexusEvent": "events",
     "parse_event": "events",
     "session_key": "events",
+    "reply_target": "events",
     "AdapterManager": "manager",
     "HealthStatus": "manager",
     "AdapterError": "process",
@@ -57,6 +58,7 @@ __all__ = [
     "ProtocolError",
     "RestartPolicy",
     "parse_event",
+    "reply_target",
     "session_key",
 ]
 

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from nexus.adapters.types import ProtocolError
+from nexus.adapters.types import DeliveryTarget, ProtocolError
 
 ContentType = Literal["text", "image", "audio", "video", "file", "reaction", "membership"]
 ContainerKind = Literal["dm", "direct", "group", "channel"]
@@ -80,6 +80,23 @@ def session_key(event: NexusEvent) -> str:
         return f"dm:{event.platform}:{event.sender_id}"
     key = f"group:{event.platform}:{event.container_id}"
     return f"{key}:thread:{event.thread_id}" if event.thread_id else key
+
+
+def reply_target(event: NexusEvent, channel: str) -> DeliveryTarget:
+    """Where the reply to ``event`` goes: the same container and thread, replying to the message.
+
+    ``channel`` is the adapter's name in ``nexus.toml`` (the event's ``platform`` names the
+    platform, and one platform may have several adapters). The message replied to is
+    ``delivery_metadata.message_id`` when the adapter gave one.
+    """
+    message_id = event.delivery_metadata.get("message_id")
+    return DeliveryTarget(
+        channel=channel,
+        account_id=event.account_id,
+        to=event.container_id,
+        thread_id=event.thread_id,
+        reply_to_id=str(message_id) if message_id is not None else event.reply_to_id,
+    )
 
 
 class EventDeduper:

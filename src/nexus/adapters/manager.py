@@ -80,6 +80,7 @@ class AdapterManager:
         self.clock = clock or MonotonicClock()
         self.policy = policy or RestartPolicy()
         self._env = dict(os.environ if env is None else env)
+        self._own_dir = state_dir is None  # a temporary directory of ours: removed by close()
         self._dir = private_dir(state_dir)
         self._info: dict[str, AdapterInfo] = {}
         self._streams: dict[tuple[str, str], StreamProcess] = {}
@@ -331,6 +332,10 @@ class AdapterManager:
             *(monitor.stop() for monitor in monitors),
             return_exceptions=True,
         )
+        if self._own_dir:
+            import shutil
+
+            shutil.rmtree(self._dir, ignore_errors=True)
 
     def options(self, name: str) -> dict[str, Any]:
         """The block overrides of ``[adapters.<name>.blocks]`` (unset keys left out)."""

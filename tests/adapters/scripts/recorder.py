@@ -28,14 +28,18 @@ if command != "stream":
 record = open(config["record"], "a", encoding="utf-8")
 die_after = int(config.get("die_after", 0))
 garbage = config.get("garbage")
+garbage_repeat = int(config.get("garbage_repeat", 1))
+silent = bool(config.get("silent"))
 seen = 0
 message = None
 ids: list[str] = []
 
 
 def status(obj: dict[str, object]) -> None:
+    if silent:
+        return
     if garbage:
-        sys.stdout.write(garbage + "\n")
+        sys.stdout.write((garbage + "\n") * garbage_repeat)
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()
 
