@@ -29,6 +29,7 @@ from typing import Literal
 from nexus.adapters.clock import Clock
 from nexus.adapters.manager import AdapterManager
 from nexus.adapters.process import AdapterError
+from nexus.adapters.stream_client import StreamDelivery
 from nexus.adapters.types import DeliveryResult, DeliveryTarget
 from nexus.streaming.events import (
     Reasoning,
@@ -154,14 +155,13 @@ class StreamRouter:
         if config.mode == "native" and not info.can("stream"):
             log.warning("adapter %s: mode = native but its info does not list stream; using blocks", target.channel)
         if native:
-            return await self._native(target, framed, framer)
-        return await self._blocks(target, framed, framer, info.platform, info.text_limit)
+            return await self._native(target, framed)
+        return await self._blocks(target, framed, info.platform, info.text_limit)
 
     async def _blocks(
         self,
         target: DeliveryTarget,
         framed: AsyncIterator[StreamEvent],
-        framer: _Framer,
         platform: str,
         text_limit: int | None,
     ) -> DeliveryReport:
@@ -183,9 +183,7 @@ class StreamRouter:
             report.failed(outcome.stream_error, partial=outcome.blocks_sent > 0)
         return report
 
-    async def _native(
-        self, target: DeliveryTarget, framed: AsyncIterator[StreamEvent], framer: _Framer
-    ) -> DeliveryReport:
+    async def _native(self, target: DeliveryTarget, framed: AsyncIterator[StreamEvent]) -> DeliveryReport:
         report = DeliveryReport(target, "native")
         buffer: collections.deque[StreamEvent | None] = collections.deque()
         ready = asyncio.Event()
@@ -211,8 +209,12 @@ class StreamRouter:
                 return report
         except AdapterError as exc:
             return report.failed(str(exc), partial=False)
+        except asyncio.CancelledError:
+            pump.cancel()
+            raise
         finally:
-            await pump  # the source is always consumed to its end
+            if not pump.done():
+                await pump  # the source is always consumed to its end
 
     async def close(self) -> None:
         await self.manager.close()
@@ -236,12 +238,12 @@ async def _pump(
 
 
 async def _write_all(
-    delivery: object, buffer: collections.deque[StreamEvent | None], ready: asyncio.Event, report: DeliveryReport
+    delivery: StreamDelivery,
+    buffer: collections.deque[StreamEvent | None],
+    ready: asyncio.Event,
+    report: DeliveryReport,
 ) -> bool:
-    """Write buffered events to the process until the end marker; returns whether text was written."""
-    from nexus.adapters.stream_client import StreamDelivery
-
-    assert isinstance(delivery, StreamDelivery)
+    """Write buffered events to the process until the end marker (one write per batch); True if text went out."""
     wrote_text = False
     while True:
         if not buffer:
