@@ -125,7 +125,9 @@ class EngineRun:
         )
         self.turn_id: str | None = None
         self.journal: TurnJournal | None = None
-        self.steering = SteeringQueue()
+        self.delivered_steer_ids: list[str] = []
+        """Ids of the steers injected into this turn: written with it as consumed queue items (broker)."""
+        self.steering = SteeringQueue(on_settle=self._steer_settled)
         self.active = False
         self.timed_out = False
         self.final_error: AgentError | None = None
@@ -298,6 +300,10 @@ class EngineRun:
             return self.steering.offer(receipt, refuse="the run is compacting its history")
         return self.steering.offer(receipt)
 
+    def _steer_settled(self, receipt: SteerReceipt) -> None:
+        if receipt.status == "delivered":
+            self.delivered_steer_ids.append(receipt.id)
+
     def close_steering(self) -> None:
         """The run is over: every steer not yet injected is returned (listed in the result)."""
         if self.signal.aborted:
@@ -468,7 +474,7 @@ class EngineRun:
         if self.ledger is None or self.turn_id is None:
             return
         response = _llm(self.agent_ctx.messages[self.history_len + 1 :])
-        write_result(self.ledger, self.ctx, self.turn_id, result, response, result.compaction)
+        write_result(self.ledger, self.ctx, self.turn_id, result, response, result.compaction, self.delivered_steer_ids)
         result.messages = self.ledger.messages(self.turn_id)
 
 
