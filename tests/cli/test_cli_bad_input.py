@@ -90,6 +90,26 @@ def test_invalid_utf8_session_label_is_refused_and_nothing_created(home: Path) -
     assert not (home / "agents.db").exists()
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["agents", "add", "w1", "--session", b"s\xe9"],
+        ["agents", "show", b"w\xe9"],
+        ["agents", "rm", b"w\xe9"],
+        ["queue", "list", b"w\xe9"],
+        ["queue", "clear", b"w\xe9"],
+        ["send", "w1", "hi", "--id", b"m\xe9"],
+        ["sessions", "fork", b"t\xe9"],
+    ],
+    ids=["agents-add-session", "agents-show", "agents-rm", "queue-list", "queue-clear", "send-id", "fork-turn"],
+)
+def test_invalid_utf8_in_any_name_is_refused_not_a_traceback(home: Path, args: list[str | bytes]) -> None:
+    result = _nexus(home, *args)
+    stderr = _err(result)
+    assert result.returncode == 2, stderr
+    assert "not valid UTF-8" in stderr and "Traceback" not in stderr
+
+
 def test_invalid_utf8_line_in_chat_is_sent_with_replacement(home: Path, server: FakeProviderServer) -> None:
     server.script(text("ok"))
     result = _nexus(home, "chat", stdin=b"hello \xe9\n/exit\n")
