@@ -216,6 +216,22 @@ def test_unset_variable_in_api_key_is_a_config_error_not_the_environment_key(
     assert doctor.returncode == 1 and "NEXUS_TEST_UNSET_KEY" in doctor.stdout.decode()
 
 
+@pytest.mark.parametrize("command", [["run", "hello"], ["doctor"]])
+def test_empty_api_key_is_a_config_error_not_a_traceback(
+    isolated_env: Path, server: FakeProviderServer, command: list[str]
+) -> None:
+    _write(
+        isolated_env,
+        'default_model = "openai/gpt-4o-mini"\n\n[providers.openai]\n'
+        f'base_url = "{server.openai_base_url}"\napi_key = ""\n',
+    )
+    result = _nexus(isolated_env, *command, OPENAI_API_KEY="sk-from-the-environment")
+    output = _err(result) + result.stdout.decode()
+    assert result.returncode == 2, output
+    assert "nexus.toml:5: providers.openai.api_key" in output
+    assert server.requests == [] and not (isolated_env / "agents.db").exists()
+
+
 def test_variable_default_is_used_when_unset(isolated_env: Path, server: FakeProviderServer) -> None:
     _write(
         isolated_env,
