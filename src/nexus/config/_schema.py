@@ -127,7 +127,7 @@ class ProviderConfig(_Strict):
     api: str | None = None
     base_url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
-    api_key: str | None = None
+    api_key: str | None = Field(default=None, min_length=1)  # "" is refused at load, like a profile's
     auth_profiles: list[AuthProfile] = Field(default_factory=list)
     models: dict[str, ModelOverride] = Field(default_factory=dict)
 
