@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 
 from nexus.config._broker_schema import AgentConfig, BrokerConfig, check_agent_ids
 from nexus.config._paths import DATABASE_FILE_NAME, WORKSPACE_DIR_NAME, nexus_home, resolve_path
+from nexus.config._server_schema import ServerConfig
 from nexus.config._tool_names import expand_tool_patterns, tool_matches
 
 BUILTIN_APIS: tuple[str, ...] = ("anthropic-messages", "openai-completions", "openai-responses", "llama-cpp")
@@ -268,6 +269,7 @@ class NexusConfig(_Strict):
     """Save every provider response here, for bug reports (``$NEXUS_CAPTURE_DIR`` wins; docs/testing.md)."""
     broker: BrokerConfig = Field(default_factory=BrokerConfig)
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
+    server: ServerConfig = Field(default_factory=ServerConfig)
 
     _home: Path | None = PrivateAttr(default=None)
     _source: Path | None = PrivateAttr(default=None)
