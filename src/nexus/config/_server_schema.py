@@ -19,3 +19,9 @@ class ServerConfig(BaseModel):
     """Origins allowed to call the API from a browser page served elsewhere; none by default."""
     max_body_bytes: int = Field(default=2_000_000, gt=0)
     """Requests with a larger body are refused with 413 before they are read."""
+    events_retention_seconds: float = Field(default=600.0, gt=0)
+    """How long a session's SSE events stay available for a ``Last-Event-ID`` resume (seconds)."""
+    events_retention_count: int = Field(default=10_000, gt=0)
+    """At most this many events are kept per session (the oldest go first)."""
+    events_heartbeat_seconds: float = Field(default=15.0, gt=0)
+    """An idle SSE stream gets a comment line this often, so proxies keep it open."""

@@ -20,8 +20,10 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-OPEN_PATHS = ("/v1/health",)
-"""Paths that need no token (liveness probes)."""
+OPEN_PATHS = ("/v1/health", "/")
+"""Paths that need no token: the liveness probe and the web UI's page (it holds no data)."""
+OPEN_PREFIXES = ("/ui/",)
+"""The web UI's static scripts and styles (no data either)."""
 
 
 async def _reply(
@@ -92,7 +94,8 @@ class Guard:
         await self._app(scope, limited_receive, tracking_send)
 
     def _authorized(self, scope: Scope, headers: dict[bytes, bytes]) -> bool:
-        if scope.get("path") in OPEN_PATHS:
+        path = scope.get("path", "")
+        if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES):
             return True
         value = headers.get(b"authorization", b"")
         scheme, _, token = value.partition(b" ")

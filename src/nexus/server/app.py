@@ -13,15 +13,26 @@ from fastapi import FastAPI
 from nexus import __version__
 from nexus.config._server_schema import ServerConfig
 from nexus.server._errors import install_error_handlers
+from nexus.server._event_hub import EventHub
 from nexus.server._guard import Guard
 from nexus.server._state import ServerState
 
 
 def create_app(state: ServerState, config: ServerConfig | None = None) -> Any:
-    """The ASGI application: routes, error shape, bearer tokens, body limit and CORS from ``config``."""
-    from nexus.server import _agents, _sessions
+    """The ASGI application: routes, error shape, bearer tokens, body limit and CORS from ``config``.
+
+    Builds ``state.events`` from ``config`` when the caller gave no hub. SSE streams never end on
+    their own: at shutdown call ``state.events.close()`` before stopping uvicorn.
+    """
+    from nexus.server import _agents, _events, _sessions, _ui
 
     settings = config or ServerConfig()
+    if state.events is None:
+        state.events = EventHub(
+            retention_events=settings.events_retention_count,
+            retention_seconds=settings.events_retention_seconds,
+            heartbeat_seconds=settings.events_heartbeat_seconds,
+        )
     app = FastAPI(
         title="Nexus broker",
         version=__version__,
@@ -37,6 +48,8 @@ def create_app(state: ServerState, config: ServerConfig | None = None) -> Any:
 
     app.include_router(_sessions.router)
     app.include_router(_agents.router)
+    app.include_router(_events.router)
+    _ui.mount(app)
     if settings.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 
