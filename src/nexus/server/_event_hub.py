@@ -76,7 +76,7 @@ class _Channel:
     events: deque[HubEvent] = field(default_factory=deque)
     size: int = 0
     subscribers: int = 0
-    wakeup: asyncio.Future[None] | None = None
+    wakeup: asyncio.Future[bool] | None = None
 
 
 def encode_frame(event_id: int, event_type: str, payload: dict[str, Any]) -> bytes:
@@ -85,9 +85,9 @@ def encode_frame(event_id: int, event_type: str, payload: dict[str, Any]) -> byt
     return f"id: {event_id}\nevent: {event_type}\ndata: {data}\n\n".encode()
 
 
-def _resolve(future: asyncio.Future[None]) -> None:
+def _resolve(future: asyncio.Future[bool], tick: bool = False) -> None:
     if not future.done():
-        future.set_result(None)
+        future.set_result(tick)
 
 
 class EventHub:
@@ -117,6 +117,7 @@ class EventHub:
         self._subscribers = 0
         self._closed = False
         self._last_sweep = clock()
+        self._ticker: asyncio.TimerHandle | None = None
 
     @property
     def subscriber_count(self) -> int:
@@ -209,8 +210,10 @@ class EventHub:
             sub.cursor = batch[-1].id
             return b"".join(event.frame for event in batch)
 
-    def _waiter(self, sub: Subscription) -> asyncio.Future[None] | None:
-        """The future the next publish to ``sub``'s session resolves (None: read again at once)."""
+    def _waiter(self, sub: Subscription) -> asyncio.Future[bool] | None:
+        """The future the next publish (result False) or heartbeat tick (True) to ``sub``'s session
+        resolves; None: there is something to read already."""
+        loop = asyncio.get_running_loop()
         with self._lock:
             if self._closed:
                 return None
@@ -219,13 +222,35 @@ class EventHub:
             if sub.cursor != newest:
                 return None
             if channel.wakeup is None:
-                channel.wakeup = asyncio.get_running_loop().create_future()
+                channel.wakeup = loop.create_future()
+            if self._ticker is None:
+                self._ticker = loop.call_later(self.heartbeat_seconds, self._tick)
             return channel.wakeup
+
+    def _tick(self) -> None:
+        """Every ``heartbeat_seconds`` while anyone listens: wake idle readers so they send a heartbeat.
+
+        One timer for the whole hub instead of a timeout per reader: a reader then waits on the
+        channel's shared future alone, which keeps fan-out to many readers cheap.
+        """
+        with self._lock:
+            wakeups = [c.wakeup for c in self._channels.values() if c.wakeup is not None]
+            for channel in self._channels.values():
+                channel.wakeup = None
+            running = not self._closed and self._subscribers > 0
+            self._ticker = (
+                asyncio.get_running_loop().call_later(self.heartbeat_seconds, self._tick) if running else None
+            )
+        for wakeup in wakeups:
+            _resolve(wakeup, tick=True)
 
     def _unsubscribe(self, sub: Subscription) -> None:
         with self._lock:
             channel = self._channels.get(sub.session_label)
             self._subscribers -= 1
+            if self._subscribers == 0 and self._ticker is not None:
+                self._ticker.cancel()
+                self._ticker = None
             if channel is None:
                 return
             channel.subscribers -= 1
@@ -268,7 +293,7 @@ class EventHub:
         return encode_frame(newest, "reset", payload)
 
     @staticmethod
-    def _wake(future: asyncio.Future[None]) -> None:
+    def _wake(future: asyncio.Future[bool]) -> None:
         loop = future.get_loop()
         try:
             running = asyncio.get_running_loop()
@@ -281,7 +306,10 @@ class EventHub:
 
 
 class Subscription:
-    """One reader's cursor into a session's log; :meth:`next` gives the bytes to send next."""
+    """One reader's cursor into a session's log; :meth:`next` gives the bytes to send next.
+
+    Readers wait on their session's one shared future: a publish resolves it once for all of them.
+    """
 
     __slots__ = ("_done", "cursor", "hub", "session_label")
 
@@ -289,23 +317,18 @@ class Subscription:
         self.hub, self.session_label, self.cursor = hub, session_label, cursor
         self._done = False
 
-    async def next(self, stop: asyncio.Future[Any] | None = None) -> bytes | None:
-        """The next frames, a heartbeat after ``heartbeat_seconds`` of quiet, or None at the end.
+    async def next(self) -> bytes | None:
+        """The next frames, a heartbeat when the stream was idle for a heartbeat tick, or None at the end.
 
-        The stream ends when ``stop`` (the client's disconnect) completes or the hub closes.
+        The stream ends when the hub closes; a client's disconnect cancels the awaiting task.
         """
-        while not self._done:
-            if self.hub.closed or (stop is not None and stop.done()):
-                break
+        while not self._done and not self.hub.closed:
             frames = self.hub._read(self)
             if frames:
                 return frames
             waiter = self.hub._waiter(self)
-            if waiter is None:
-                continue
-            pending = (waiter,) if stop is None else (waiter, stop)
-            done, _ = await asyncio.wait(pending, timeout=self.hub.heartbeat_seconds, return_when="FIRST_COMPLETED")
-            if not done:
+            # shield: cancelling this reader (its client left) must not cancel the shared future
+            if waiter is not None and await asyncio.shield(waiter):
                 return HEARTBEAT
         self.close()
         return None

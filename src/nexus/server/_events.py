@@ -2,7 +2,8 @@
 
 The response is a small ASGI app of its own rather than a ``StreamingResponse``: it must watch the
 client's disconnect (uvicorn drops writes to a closed socket silently, so only ``receive`` tells)
-while it waits for events, and end when the hub closes at shutdown.
+while it waits for events, and end when the hub closes at shutdown. Each stream costs one waiting
+task (the writer) and one watching ``receive``; the writer only wakes when its session publishes.
 """
 
 from __future__ import annotations
@@ -42,22 +43,33 @@ class EventStream(Response):
         self.raw_headers = list(SSE_HEADERS)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        disconnected = asyncio.ensure_future(_until_disconnect(receive))
+        task = asyncio.current_task()
+        assert task is not None
+        gone = False
+
+        async def watch() -> None:
+            # Readers wait on one future shared by the whole session (cheap fan-out), so the
+            # client leaving cannot be one more thing to wait for: it cancels the stream instead.
+            nonlocal gone
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone = True
+            task.cancel()
+
+        watcher = asyncio.ensure_future(watch())
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             await send({"type": "http.response.body", "body": f"retry: {RETRY_MS}\n\n".encode(), "more_body": True})
-            while (frames := await self.subscription.next(disconnected)) is not None:
+            while (frames := await self.subscription.next()) is not None:
                 await send({"type": "http.response.body", "body": frames, "more_body": True})
-            if not disconnected.done():
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except asyncio.CancelledError:
+            if not gone:
+                raise
+            task.uncancel()  # our own cancel: the client left, the response is over
         finally:
-            disconnected.cancel()
+            watcher.cancel()
             self.subscription.close()
-
-
-async def _until_disconnect(receive: Receive) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
 
 
 def _hub(request: Request) -> EventHub:
