@@ -12,10 +12,11 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.server.conftest import LiveServer, wait_until
 
 from nexus.config._server_schema import ServerConfig
 from nexus.server._event_hub import HEARTBEAT, EventHub, HubError, HubFull
+
+from .live import LiveServer, wait_until
 
 Live = Callable[..., LiveServer]
 
