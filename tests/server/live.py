@@ -14,7 +14,7 @@ import uvicorn
 from nexus.config._server_schema import ServerConfig
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
-from nexus.llm.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
+from nexus.llm.types import AssistantMessage, Cost, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
 from nexus.server._event_hub import EventHub
 from nexus.server._state import ServerState
 from nexus.server.app import create_app
@@ -40,9 +40,10 @@ def seed_ledger(ledger: Ledger) -> None:
             response.append(AssistantMessage(content=[call], provider="openai", model="gpt-4o-mini"))
             response.append(ToolResultMessage(tool_call_id="call_1", tool_name="read", content=[TextContent("# hi")]))
         response.append(AssistantMessage(content=[TextContent(f"answer {n}")], provider="openai", model="gpt-4o-mini"))
+        usage = Usage(input=100 + n, output=20 + n, total=120 + 2 * n, cost=Cost(total=0.0012 + n / 10_000))
         ledger.write_turn(
             None, "main", query_messages=[UserMessage(f"question {n}")], response_messages=response,
-            usage=Usage(input=100 + n, output=20 + n, total=120 + 2 * n), model="gpt-4o-mini", provider="openai",
+            usage=usage, model="gpt-4o-mini", provider="openai",
         )  # fmt: skip
 
 

@@ -21,6 +21,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from nexus.config._server_schema import ServerConfig
+from nexus.llm.types import AssistantMessage, TextContent, UserMessage
 
 from .live import LiveServer, wait_until
 
@@ -114,7 +115,7 @@ def test_sessions_tree_turn_details_and_fork(live: Live, page: Any) -> None:
     until(page, lambda d: "Turn #2" in d.find_element(By.ID, "turn").text, "the turn's details")
     detail = page.find_element(By.ID, "turn").text
     assert "question 1" in detail and "answer 1" in detail and "read" in detail  # messages and the tool call
-    assert "122" in detail and "$0.0000" in detail  # total tokens and cost
+    assert "122" in detail and "$0.0013" in detail  # total tokens and cost
     screenshot(page, "ui-turn.png")
     page.find_element(By.ID, "fork-label").send_keys("alt")
     click(page, "#fork-here")
@@ -123,6 +124,12 @@ def test_sessions_tree_turn_details_and_fork(live: Live, page: Any) -> None:
     assert server.ledger.get_session("alt").thread_id == second.id
     assert "Forked into session" in page.find_element(By.ID, "notice").text
     until(page, lambda d: any("alt" in t for t in texts(d, ".turn-node .tag")), "the fork's label in the tree")
+    reply = AssistantMessage(content=[TextContent("another answer")], provider="openai", model="gpt-4o-mini")
+    server.ledger.write_turn(None, "alt", query_messages=[UserMessage("another way")], response_messages=[reply])
+    click(page, '#sessions button[data-session="alt"]')
+    until(page, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".branch")) == 2, "the two branches after turn #2")
+    branches = texts(page, ".branch")
+    assert any("another way" in b for b in branches) and any("question 2" in b for b in branches)
     screenshot(page, "ui-fork.png")
 
 
