@@ -77,8 +77,6 @@ class _Channel:
     size: int = 0
     subscribers: int = 0
     wakeup: asyncio.Future[bool] | None = None
-    last_wake: float = 0.0
-    flush_pending: bool = False
 
 
 def encode_frame(event_id: int, event_type: str, payload: dict[str, Any]) -> bytes:
@@ -103,8 +101,6 @@ class EventHub:
         retention_bytes: int = 4 * 1024 * 1024,
         heartbeat_seconds: float = 15.0,
         max_subscribers: int = 10_000,
-        coalesce_per_subscriber: float = 50e-6,
-        max_coalesce: float = 0.05,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if retention_events < 1 or retention_seconds <= 0 or retention_bytes < 1 or heartbeat_seconds <= 0:
@@ -114,8 +110,6 @@ class EventHub:
         self.retention_bytes = retention_bytes
         self.heartbeat_seconds = heartbeat_seconds
         self.max_subscribers = max_subscribers
-        self.coalesce_per_subscriber = coalesce_per_subscriber
-        self.max_coalesce = max_coalesce
         self._clock = clock
         self._lock = threading.Lock()
         self._channels: dict[str, _Channel] = {}
@@ -155,12 +149,10 @@ class EventHub:
             channel.events.append(event)
             channel.size += len(event.frame)
             self._trim(channel, now)
-            wakeup, delay = self._take_wakeup(channel)
+            wakeup, channel.wakeup = channel.wakeup, None
             if now - self._last_sweep >= _SWEEP_EVERY:
                 self._sweep(now)
-        if wakeup is not None and delay > 0:
-            self._schedule_flush(wakeup.get_loop(), session_label, delay)
-        elif wakeup is not None:
+        if wakeup is not None:
             self._wake(wakeup)
         return event.id
 
@@ -275,49 +267,6 @@ class EventHub:
             dropped = events.popleft()
             channel.size -= len(dropped.frame)
             channel.floor = dropped.id
-
-    def _take_wakeup(self, channel: _Channel) -> tuple[asyncio.Future[bool] | None, float]:
-        """The readers' future to resolve now (delay 0), or the delay of a flush to schedule.
-
-        Each wake-up costs one socket write per reader, so a session's readers are woken at most
-        once per ``subscribers x coalesce_per_subscriber`` seconds (capped at ``max_coalesce``):
-        a lone reader is woken at once, 1,000 readers at most every 50 ms with all the events
-        published meanwhile in one write each. That bounds fan-out CPU to about a third of a core
-        however fast tokens come, and every event still reaches every reader.
-        """
-        if channel.wakeup is None or channel.flush_pending:
-            return None, 0.0
-        window = min(self.max_coalesce, channel.subscribers * self.coalesce_per_subscriber)
-        now = time.monotonic()
-        wait = channel.last_wake + window - now
-        if wait > 0:
-            channel.flush_pending = True
-            return channel.wakeup, wait
-        channel.last_wake = now
-        wakeup, channel.wakeup = channel.wakeup, None
-        return wakeup, 0.0
-
-    def _schedule_flush(self, loop: asyncio.AbstractEventLoop, session_label: str, delay: float) -> None:
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            loop.call_later(delay, self._flush, session_label)
-        elif not loop.is_closed():
-            loop.call_soon_threadsafe(loop.call_later, delay, self._flush, session_label)
-
-    def _flush(self, session_label: str) -> None:
-        """The delayed wake-up of a session's readers (on the loop's thread)."""
-        with self._lock:
-            channel = self._channels.get(session_label)
-            if channel is None:
-                return
-            channel.flush_pending = False
-            channel.last_wake = time.monotonic()
-            wakeup, channel.wakeup = channel.wakeup, None
-        if wakeup is not None:
-            _resolve(wakeup)
 
     def _sweep(self, now: float) -> None:
         self._last_sweep = now
