@@ -141,6 +141,7 @@ def test_chat_pane_streams_tokens_and_tool_status_live(live: Live, page: Any) ->
     wait_until(lambda: server.hub.subscriber_count >= 1, "the browser's subscription")
     publish = server.hub.publish
     publish("main", "stream_start", {"runId": "r1", "sessionLabel": "main", "target": {"channel": "web"}})
+    publish("main", "reasoning", {"text": "The user wants the README."})
     for token in ("Reading", " the", " README", "…"):
         publish("main", "token", {"text": token})
     publish(
@@ -150,6 +151,7 @@ def test_chat_pane_streams_tokens_and_tool_status_live(live: Live, page: Any) ->
     )
     until(page, lambda d: "Reading the README…" in d.find_element(By.CSS_SELECTOR, ".msg.live").text, "tokens")
     until(page, lambda d: "… read — Read README.md" in texts(d, ".msg.live .tool"), "the tool starting")
+    assert texts(page, ".msg.live .reasoning") == ["The user wants the README."]
     publish(
         "main",
         "tool_status",
@@ -162,8 +164,16 @@ def test_chat_pane_streams_tokens_and_tool_status_live(live: Live, page: Any) ->
         page, lambda d: "Reading the README… Done." in d.find_element(By.CSS_SELECTOR, ".msg.live").text, "more tokens"
     )
     screenshot(page, "ui-chat-live.png")
+    publish("main", "token", {"text": " <b>not bold</b><img src=x onerror=alert(1)>"})
+    until(page, lambda d: "<b>not bold</b>" in d.find_element(By.CSS_SELECTOR, ".msg.live").text, "markup as text")
+    assert not page.find_elements(By.CSS_SELECTOR, ".msg.live b, .msg.live img")  # shown, never parsed
     publish("main", "stream_end", {"runId": "r1", "final": True})
     until(page, lambda d: not d.find_elements(By.CSS_SELECTOR, ".msg.live"), "the run to end")
+    publish("main", "stream_start", {"runId": "r2", "sessionLabel": "main", "target": {"channel": "web"}})
+    publish("main", "token", {"text": "Half an ans"})
+    publish("main", "stream_error", {"error": "rate limited (429)", "partial": True})
+    until(page, lambda d: "Run failed: rate limited (429)" in texts(d, ".msg .error"), "the failed run")
+    assert any("Half an ans" in t for t in texts(page, ".msg.assistant"))  # the partial text stays
 
 
 def test_send_and_abort_say_clearly_when_the_server_lacks_them(live: Live, page: Any) -> None:
