@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -50,27 +51,38 @@ def _nexus_cmd() -> list[str]:
 Case = tuple[str, list[str] | None, dict[str, str], str | None]  # name, argv (None = `nexus run`), env, cwd
 
 
-def _run_case(case: Case, base: list[str], i: int) -> float:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _run_case(case: Case, base: list[str], i: int) -> tuple[float, float]:
+    """(wall ms, CPU ms) of one process of ``case``; CPU = user + system of the process (and its threads)."""
     name, cmd, env, cwd = case
     argv = cmd if cmd is not None else [*base, "run", "-s", f"bench-{os.getpid()}-{i}", "hello"]
+    cpu = _children_cpu()
     started = time.perf_counter()
     done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, check=False, timeout=120)
     elapsed = (time.perf_counter() - started) * 1000
     if done.returncode != 0:
         raise SystemExit(f"{name} failed ({done.returncode}): {done.stderr.decode()[-800:]}")
-    return elapsed
+    return elapsed, (_children_cpu() - cpu) * 1000
 
 
-def _time_rounds(cases: list[Case], base: list[str], runs: int) -> dict[str, list[float]]:
+def _time_rounds(
+    cases: list[Case], base: list[str], runs: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """One unmeasured warm-up of each case (it fills the pyc cache), then ``runs`` rounds, one run of each case
-    per round, so load drift on a shared machine hits every case alike."""
+    per round, so load drift on a shared machine hits every case alike. Returns wall and CPU ms per case."""
     times: dict[str, list[float]] = {case[0]: [] for case in cases}
+    cpu: dict[str, list[float]] = {case[0]: [] for case in cases}
     for i in range(runs + 1):
         for case in cases:
-            elapsed = _run_case(case, base, i)
+            elapsed, used = _run_case(case, base, i)
             if i > 0:
                 times[case[0]].append(elapsed)
-    return times
+                cpu[case[0]].append(used)
+    return times, cpu
 
 
 def _pi_env(work: Path, url: str, pi_dir: str) -> tuple[list[str], dict[str, str], str] | str:
@@ -203,7 +215,7 @@ def main() -> None:
                 model = ["--provider", "fake", "--model", "fake-model"]
                 cases += [("pi_help", [*pi_cmd, "--help"], pi_env, pi_cwd)]
                 cases += [("pi_run", [*pi_cmd, "-p", "hello", *model], pi_env, pi_cwd)]
-        times = _time_rounds(cases, base, args.runs)
+        times, cpu = _time_rounds(cases, base, args.runs)
         if args.importtime:
             _importtime(base, env)
     finally:
@@ -228,6 +240,18 @@ def main() -> None:
     print(_row("`python -c pass` (floor)", times["floor"], None, None))
     print(_row("`nexus --help`", times["help"], "help", times.get("pi_help")))
     print(_row('`nexus run "hello"` (loopback provider, ledger write)', times["run"], "run", times.get("pi_run")))
+    print("\nCPU time of the same processes (user + system, ms; moves less with the load than wall time):\n")
+    print("| case | nexus CPU ms | pi CPU ms, same run | pi / nexus |")
+    print("|---|---|---|---|")
+    for key, pi_key, label in (
+        ("floor", None, "`python -c pass`"),
+        ("help", "pi_help", "`--help`"),
+        ("run", "pi_run", "run"),
+    ):
+        ours = statistics.median(cpu[key])
+        theirs = statistics.median(cpu[pi_key]) if pi_key in cpu else None
+        cells = ("-", "-") if theirs is None else (f"{theirs:.0f}", f"{theirs / ours:.1f}x")
+        print(f"| {label} | {ours:.0f} | {cells[0]} | {cells[1]} |")
     print(_machine.load_line())
 
 

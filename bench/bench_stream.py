@@ -35,6 +35,7 @@ import asyncio
 import importlib
 import json
 import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -278,18 +279,22 @@ def child(variant: str, url: str, n: int, repeats: int) -> None:
     print(json.dumps(asyncio.run(main())))
 
 
-def import_time_ms(python: str) -> float:
-    """Best-of-5 wall time of ``import nexus.llm`` minus a bare interpreter, in ms."""
+def import_time_ms(python: str) -> tuple[float, float]:
+    """Best-of-5 wall and CPU time of ``import nexus.llm`` minus a bare interpreter, in ms."""
 
-    def best(code: str) -> float:
-        runs = []
+    def best(code: str) -> tuple[float, float]:
+        runs, cpus = [], []
         for _ in range(5):
+            usage = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
             subprocess.run([python, "-c", code], check=True)
             runs.append(time.perf_counter() - start)
-        return min(runs)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus.append(after.ru_utime + after.ru_stime - usage.ru_utime - usage.ru_stime)
+        return min(runs), min(cpus)
 
-    return (best("import nexus.llm") - best("pass")) * 1000
+    (wall, cpu), (bare_wall, bare_cpu) = best("import nexus.llm"), best("pass")
+    return (wall - bare_wall) * 1000, (cpu - bare_cpu) * 1000
 
 
 LABELS = {
@@ -518,8 +523,10 @@ def main() -> None:
     if not a.peers:
         print("(peers not measured: add --peers; see bench/README.md)\n")
     if not a.no_import_time:
-        ms = import_time_ms(sys.executable)
-        print(f"import nexus.llm (fresh interpreter, best of 5, minus bare python): {ms:.1f} ms")
+        wall, cpu = import_time_ms(sys.executable)
+        print(
+            f"import nexus.llm (fresh interpreter, best of 5, minus bare python): {wall:.1f} ms wall, {cpu:.1f} ms CPU"
+        )
     print(_machine.load_line())
 
 

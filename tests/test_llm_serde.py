@@ -50,6 +50,7 @@ MESSAGES: list[Message] = [
         timestamp=3,
     ),
     AssistantMessage(stop_reason="error", error_message="boom", error_kind="rate_limit", retry_after=2.0, timestamp=4),
+    AssistantMessage([TextContent("guessed")], usage=Usage(12, 2, total=14, estimated=True), timestamp=6),
     ToolResultMessage("call_1", "read", [TextContent("data")], is_error=True, details={"lines": 3}, timestamp=5),
 ]
 
@@ -162,3 +163,11 @@ async def test_every_stream_event_round_trips() -> None:
 def test_bad_event_json_is_named(data: str, match: str) -> None:
     with pytest.raises(MessageFormatError, match=match):
         event_from_json(data)
+
+
+def test_usage_estimated_is_stored_only_when_true() -> None:
+    estimated = AssistantMessage(usage=Usage(12, 2, total=14, estimated=True), timestamp=1)
+    assert '"estimated":true' in message_to_json(estimated).replace(" ", "")
+    assert "estimated" not in message_to_json(AssistantMessage(usage=Usage(12, 2, total=14), timestamp=1))
+    decoded = message_from_json(message_to_json(estimated))
+    assert isinstance(decoded, AssistantMessage) and decoded.usage.estimated

@@ -120,3 +120,23 @@ def test_drop_and_fail_keep_the_reason(store: BrokerStore) -> None:
     rows = {row.id: row for row in store.items()}
     assert (rows[a].status, rows[a].error) == ("dropped", "cap 20 reached (policy old)")
     assert (rows[b].status, rows[b].error) == ("failed", "agent removed")
+
+
+def test_write_turn_marks_consumed_items_in_its_own_transaction(ledger: Ledger, store: BrokerStore) -> None:
+    from nexus.llm.types import AssistantMessage, TextContent, UserMessage
+
+    item_id, _ = accept(store, "m-1")
+    done_id, _ = accept(store, "m-2")
+    store.claim([item_id, done_id])
+    store.deliver([done_id], "an-earlier-turn")
+    turn_id = ledger.write_turn(
+        None,
+        "agent:worker",
+        query_messages=[UserMessage("text of m-1")],
+        response_messages=[AssistantMessage(content=[TextContent("ok")])],
+        consumed_queue_items=[item_id, done_id],
+    )
+    rows = {row.id: row for row in store.items()}
+    assert (rows[item_id].status, rows[item_id].turn_id) == ("delivered", turn_id)
+    assert rows[done_id].turn_id == "an-earlier-turn"  # a finished item is left alone, the turn still written
+    assert ledger.get_turn(turn_id).status == "completed"

@@ -55,6 +55,7 @@ def test_reply_cut_at_the_output_limit_is_noted(home: Path, server: FakeProvider
     assert result.stdout == "Half of an ans\nFull answer.\n"
     notices = [line for line in result.stderr.splitlines() if "output limit" in line]
     assert len(notices) == 1 and "(max_tokens)" in notices[0], "only the cut reply gets the notice"
+    assert notices[0].endswith("raise it in nexus.toml: [providers.fake.models.fake-model] max_tokens = …")
 
 
 def test_slash_commands_session_fork_history(home: Path, server: FakeProviderServer) -> None:

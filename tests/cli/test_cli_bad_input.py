@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -133,21 +134,25 @@ def test_deeply_nested_value_is_a_config_error(isolated_env: Path, command: list
 # --------------------------------------------------------------------------- item 10: a database nexus cannot write
 
 
-@pytest.fixture
-def immutable_db(home: Path) -> Iterator[Path]:
-    """``agents.db`` made immutable with ``chattr +i`` (which stops root too); skipped where that is impossible."""
+@pytest.fixture(params=["file", "directory"])
+def immutable_db(home: Path, request: pytest.FixtureRequest) -> Iterator[Path]:
+    """``agents.db`` (or the directory holding it) made immutable with ``chattr +i``, which stops root too.
+
+    Skipped where that is impossible (no chattr, a filesystem without the attribute, no privilege).
+    """
     database = home / "agents.db"
     with Ledger.open(database) as ledger:
         ledger.create_session("main")
+    target = database if request.param == "file" else home
     if shutil.which("chattr") is None:
         pytest.skip("chattr is not installed")
-    made = subprocess.run(["chattr", "+i", str(database)], capture_output=True, check=False)
+    made = subprocess.run(["chattr", "+i", str(target)], capture_output=True, check=False)
     if made.returncode != 0:
         pytest.skip(f"chattr +i is not permitted here: {made.stderr.decode().strip()}")
     try:
         yield database
     finally:
-        subprocess.run(["chattr", "-i", str(database)], check=False)
+        subprocess.run(["chattr", "-i", str(target)], check=False)
 
 
 def test_read_only_database_is_one_line_for_run_and_a_failure_for_doctor(
@@ -164,6 +169,9 @@ def test_read_only_database_is_one_line_for_run_and_a_failure_for_doctor(
     report = doctor.stdout.decode()
     assert doctor.returncode == 1, report
     assert "[fail] database" in report and "not writable" in report
+    with sqlite3.connect(f"file:{immutable_db}?immutable=1", uri=True) as conn:  # nothing was written
+        assert conn.execute("SELECT count(*) FROM sessions").fetchone()[0] == 1
+        assert conn.execute("SELECT count(*) FROM turns").fetchone()[0] == 0
 
 
 # --------------------------------------------------------------------------- item 12: ${VAR} left unset

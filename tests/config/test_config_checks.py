@@ -85,6 +85,9 @@ def test_empty_default_makes_a_profile_optional() -> None:
     )
     settings = provider_settings(parse_config(text), "openai", {"K1": "one", "OPENAI_API_KEY": "env"})
     assert [(p.name, p.api_key) for p in settings.profiles] == [("a", "one")]
+    optional_only = parse_config('[providers.openai]\napi_key = "${K2:-}"\n')
+    settings = provider_settings(optional_only, "openai", {"OPENAI_API_KEY": "env"})
+    assert [(p.name, p.api_key) for p in settings.profiles] == [("env", "env")]
 
 
 def test_a_provider_nobody_uses_does_not_need_its_variables() -> None:

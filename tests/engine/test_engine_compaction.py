@@ -187,6 +187,36 @@ def test_overflow_error_is_level_three() -> None:
     assert "150000" in error.message and "prov/m" in error.message and "new session" in error.message
 
 
+@pytest.mark.parametrize(
+    ("compacted", "truncated", "said"),
+    [
+        (True, True, " even after compaction and truncating tool results."),
+        (True, False, " even after compaction (no tool result was long enough to truncate)."),
+        (False, True, " even after truncating tool results (nothing was old enough to summarise)."),
+        (
+            False,
+            False,
+            "; nothing could be made smaller (nothing was old enough to summarise, no tool result long enough to "
+            "truncate).",
+        ),
+    ],
+)
+def test_overflow_error_says_what_was_tried(compacted: bool, truncated: bool, said: str) -> None:
+    error = overflow_error(MODEL, 150_000, None, compacted=compacted, truncated=truncated)
+    window = MODEL.context_window
+    assert error.message.startswith(
+        f"The conversation (about 150000 tokens) does not fit the context window of prov/m ({window} tokens){said} "
+    )
+
+
+def test_overflow_of_a_conversation_far_below_the_window_points_at_the_window_setting() -> None:
+    tiny = overflow_error(MODEL, 32, "exceeds the available context size", compacted=False, truncated=False)
+    assert "server's context is probably smaller than configured" in tiny.message
+    assert "new session" not in tiny.message and tiny.message.endswith(
+        "Provider said: exceeds the available context size"
+    )
+
+
 def test_should_compact_when_prompt_eats_the_reserves() -> None:
     budget = TokenBudget(context_window=100_000, reserve_output=8_000, reserve_compaction=16_000, history=70_000)
     assert not should_compact(budget)
@@ -231,3 +261,13 @@ async def test_overflow_recovery_reports_compaction_failure() -> None:
     result = await recovery.recover(messages)
     assert isinstance(result, AgentError) and result.kind == "compaction_failure" and result.retryable
     assert "summariser down" in result.message
+
+
+async def test_overflow_recovery_with_nothing_to_shrink_announces_nothing_and_says_so() -> None:
+    events: list[EngineEvent] = []
+    fake = FakeSummarizer()
+    recovery = OverflowRecovery(fake, MODEL, EngineLimits(), on_event=events.append)
+    result = await recovery.recover([UserMessage("hi")], detail="exceeds the available context size")
+    assert isinstance(result, AgentError) and result.kind == "context_overflow"
+    assert events == [] and fake.contexts == []  # no compaction was tried, so none is announced
+    assert "nothing could be made smaller" in result.message and "even after" not in result.message

@@ -77,6 +77,7 @@ class FakeProvider:
             partial.stop_reason = "error"
             partial.error_kind = step.error
             partial.error_message = "connection reset mid-stream"
+            partial.retry_after = step.retry_after
             yield ErrorEvent("error", partial)
             return
         yield TextEndEvent(0, step.text, partial)

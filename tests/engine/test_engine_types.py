@@ -60,6 +60,15 @@ def test_token_usage_sums_io_but_not_cache() -> None:
     assert TokenUsage.from_usage(Usage(input=1, output=2)).total_tokens == 3
 
 
+def test_token_usage_is_estimated_when_any_call_was() -> None:
+    usage = TokenUsage()
+    usage.add(Usage(input=100, output=20))
+    assert not usage.estimated
+    usage.add(Usage(input=40, output=3, estimated=True))
+    usage.add(Usage(input=50, output=10))
+    assert usage.estimated and usage.total_tokens == 223
+
+
 def test_budget_properties_and_for_model() -> None:
     budget = TokenBudget(
         context_window=10_000, reserve_output=2_000, reserve_compaction=1_000, system=500, history=5_500

@@ -135,6 +135,8 @@ def test_compact_body_round_trips_every_field() -> None:
         *_samples(),
         AssistantMessage([ToolCall("c2", "grep", {"p": "x"})], api="a", provider="p", model="m", timestamp=7),
         UserMessage([TextContent("only text")], timestamp=8),
+        # estimated usage (a server reported none) keeps its mark, without a schema change
+        AssistantMessage([TextContent("est")], "a", "p", "m", Usage(40, 3, total=43, estimated=True), timestamp=9),
     ]
     origins = {1: ("anthropic-messages", "anthropic", "claude"), 2: ("", "", ""), 3: ("a", "p", "m")}
     ids = {v: k for k, v in origins.items()}

@@ -53,6 +53,9 @@ def test_silent_overflow_from_usage() -> None:
     assert not is_context_overflow(ok)
     assert is_context_overflow(AssistantMessage(stop_reason="error", error_kind="context_overflow", error_message="x"))
     assert not is_context_overflow(AssistantMessage(stop_reason="error", error_message="Overloaded"))
+    # our own chars/4 guess (the server reported no usage) is no evidence the server truncated
+    guessed = AssistantMessage(stop_reason="stop", usage=Usage(input=250_000, estimated=True))
+    assert not is_context_overflow(guessed, context_window=200_000)
 
 
 @pytest.mark.parametrize(
@@ -82,6 +85,12 @@ def test_silent_overflow_from_usage() -> None:
         (400, "tools.0.custom.input_schema: JSON schema is invalid", "format"),
         (None, "overloaded_error: Overloaded", "overloaded"),
         (None, "Read timed out", "timeout"),
+        (None, "connect ECONNREFUSED 127.0.0.1:8080", "network"),
+        (None, "read ECONNRESET", "network"),
+        (None, "socket hang up", "network"),
+        (None, "Connection reset by peer", "network"),
+        (None, "peer closed connection without sending complete message body", "network"),
+        (None, "Connection timed out", "timeout"),  # slow, not broken
         (None, "insufficient credit balance", "billing"),
         (None, "something odd", "unknown"),
         (None, "server_error: HTTP 529", "overloaded"),

@@ -126,9 +126,13 @@ async def test_already_aborted_signal_ends_at_once() -> None:
     assert final.stop_reason == "aborted" and final.error_message == "user pressed stop"
 
 
-async def test_unknown_forced_tool_is_a_format_error() -> None:
+async def test_unknown_forced_tool_is_a_format_error(tmp_path: Path) -> None:
+    # a model of its own (never loaded: the check comes first), so the test does not depend on the
+    # SmolLM2 weights being installed on this machine
+    model = register_local_model("forced-tool-check", tmp_path / "never-loaded.gguf")
     options = StreamOptions(tool_choice="nope", max_tokens=8)
-    final = _final(await _collect(Context(messages=[UserMessage("hi")], tools=[WEATHER]), options))
+    context = Context(messages=[UserMessage("hi")], tools=[WEATHER])
+    final = _final([event async for event in stream(model, context, options)])
     assert final.error_kind == "format" and "get_weather" in (final.error_message or "")
 
 

@@ -217,3 +217,10 @@ async def test_read_follows_the_path_rule_for_hard_links(ws: Workspace, linked: 
     # documented in docs/tools.md: confinement is by path; a hard link is the same file under a name inside
     result = await call(read_tool(ws), path="inside.txt")
     assert text_of(result) == "secret = 1"
+
+
+async def test_write_never_replaces_a_pipe(ws: Workspace) -> None:
+    os.mkfifo(ws.root / "pipe")
+    with pytest.raises(ToolError, match=r"pipe is not a regular file .*write only changes files"):
+        await call(write_tool(ws), path="pipe", content="x")
+    assert stat.S_ISFIFO((ws.root / "pipe").stat().st_mode)

@@ -53,7 +53,17 @@ class BrokerSettings:
 class AgentBroker:
     """Routes messages to named agents through durable per-session queues (seed 003)."""
 
-    def __init__(self, store: BrokerStore, runner: AgentRunner, settings: BrokerSettings | None = None) -> None:
+    def __init__(
+        self,
+        store: BrokerStore,
+        runner: AgentRunner,
+        settings: BrokerSettings | None = None,
+        *,
+        scope: set[str] | None = None,
+    ) -> None:
+        """``scope``: drain only these agents (and any agent they message, added as it happens);
+        ``None`` drains every agent. ``nexus send`` uses it to run one conversation, not every queue."""
+        self._scope = scope
         self._store = store
         self._runner = runner
         self._settings = settings or BrokerSettings()
@@ -69,6 +79,8 @@ class AgentBroker:
         """Reload the registry and every pending item, then drain; returns the items failed as exhausted."""
         exhausted = self._store.fail_exhausted(self._settings.max_attempts)
         for row in self._store.list_agents():
+            if row.agent_id in self._slots:  # registered before start (e.g. from nexus.toml): keep its settings
+                continue
             identity = AgentIdentity(row.agent_id, row.session_label, "manager" if row.role == "manager" else "worker")
             self._slots[row.agent_id] = AgentSlot(identity=identity, spec=row.spec)
         for item in self._store.pending():
@@ -171,6 +183,10 @@ class AgentBroker:
             self._store.drop(dropped_ids, f"queue cap {settings.cap} reached (drop policy {settings.drop_policy})")
             slot.resolve(dropped_ids, SendAndWaitResult(False, error="dropped: the agent's queue was full"))
         slot.last_activity_ms = _now_ms()
+        if self._scope is not None and message.from_ in self._scope and slot.agent_id not in self._scope:
+            self._scope.add(slot.agent_id)  # the conversation reached another agent: drain it too
+            if self._started:
+                self._ensure_drain(slot)
         steered = self._deliver_to_run(slot, queued, settings.mode)
         slot.idle.clear()
         slot.wake.set()
@@ -232,6 +248,19 @@ class AgentBroker:
             return False
         return True
 
+    async def wait_until_idle(self, agent_ids: set[str] | None = None) -> None:
+        """Wait until every agent of ``agent_ids`` (default: every drained one) is idle at the same time."""
+        while True:
+            wanted = sorted(agent_ids if agent_ids is not None else (self._scope or set(self._slots)))
+            busy = [a for a in wanted if a in self._slots and not self._is_idle(self._slots[a])]
+            if not busy:
+                return
+            for agent_id in busy:
+                await self.wait_for_idle(agent_id)
+
+    def _is_idle(self, slot: AgentSlot) -> bool:
+        return slot.run is None and not slot.queue.waiting()
+
     def abort(self, agent_id: str) -> bool:
         """Abort the agent's current run (its queue keeps draining); ``False`` when it had none."""
         slot = self._slot(agent_id)
@@ -255,6 +284,8 @@ class AgentBroker:
     # ------------------------------------------------------------------ draining
 
     def _ensure_drain(self, slot: AgentSlot) -> None:
+        if self._scope is not None and slot.agent_id not in self._scope:
+            return
         if slot.drain_task is None or slot.drain_task.done():
             slot.drain_task = asyncio.get_running_loop().create_task(self._drain(slot), name=f"drain:{slot.agent_id}")
 
@@ -285,6 +316,7 @@ class AgentBroker:
             item_ids=tuple(batch.item_ids),
             sender=batch.items[0].sender if len({item.sender for item in batch.items}) == 1 else None,
             spec=slot.spec,
+            role=slot.identity.role,
             conversation_id=next((item.conversation_id for item in batch.items if item.conversation_id), None),
             hop=max(item.hop for item in batch.items),
         )
@@ -299,6 +331,9 @@ class AgentBroker:
             return
         slot.run = None
         slot.last_activity_ms = _now_ms()
+        if outcome.turn_id is None and outcome.status != "completed":
+            self._settle_unrun(slot, batch, outcome)
+            return
         delivered = self._settle_steers(slot)
         consumed = [*batch.item_ids, *delivered]
         slot.queue.complete(consumed)
@@ -307,6 +342,18 @@ class AgentBroker:
             turn_id=outcome.turn_id,
         )  # fmt: skip
         slot.resolve(consumed, result)
+
+    def _settle_unrun(self, slot: AgentSlot, batch: Batch, outcome: RunOutcome) -> None:
+        """No turn was written: aborted before it started → back in the queue; could not start → failed."""
+        self._return_items(slot, [steer.item_id for steer in slot.steers])
+        slot.steers.clear()
+        if outcome.status == "aborted":
+            self._return_items(slot, batch.item_ids)
+            return
+        reason = outcome.error or "the run could not start"
+        self._store.fail(batch.item_ids, reason)
+        slot.queue.complete(batch.item_ids)
+        slot.resolve(batch.item_ids, SendAndWaitResult(False, error=reason))
 
     def _settle_steers(self, slot: AgentSlot) -> list[str]:
         """After a run: delivered steers are consumed; returned ones go back in place, never dropped."""

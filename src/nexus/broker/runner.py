@@ -72,6 +72,7 @@ class RunRequest:
     item_ids: tuple[str, ...]
     sender: str | None = None
     spec: dict[str, object] = field(default_factory=dict)
+    role: str = "worker"
     conversation_id: str | None = None
     """The conversation the consumed messages belong to (the first one's): agent tools continue it."""
     hop: int = 0

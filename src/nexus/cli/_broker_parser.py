@@ -74,3 +74,36 @@ def add_queue(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     clear = actions.add_parser("clear", help="drop every waiting message of an agent (recorded as dropped)")
     clear.add_argument("agent_id", metavar="AGENT")
     clear.set_defaults(handler=_QUEUE_HANDLER)
+
+    drain = actions.add_parser("drain", help="run every agent's queue until all are empty (resumes a crashed drain)")
+    drain.set_defaults(handler="nexus.cli.send_cmd:drain_command")
+
+
+def add_send(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``nexus send AGENT MESSAGE``: a durable message to a named agent."""
+    sub = commands.add_parser(
+        "send",
+        help="send a message to a named agent through its durable queue",
+        description=(
+            "Accept MESSAGE durably for AGENT and print its id. Unless another process drains\n"
+            "these queues, the agent (and any agent it messages) runs in this process until idle.\n"
+            "Use - to read the message from stdin."
+        ),
+        epilog=(
+            'examples:\n  nexus send coder "fix the failing test" --wait\n  nexus send lead "status?" --mode collect\n'
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub.add_argument("agent", metavar="AGENT", help="the agent's id")
+    sub.add_argument("message", metavar="MESSAGE", help="the message, or - to read it from stdin")
+    sub.add_argument(
+        "--mode", metavar="MODE", help="queue mode: steer, followup, collect, steer-backlog, queue, interrupt"
+    )
+    sub.add_argument("--from", dest="sender", metavar="ID", help="the sending agent (default: user)")
+    sub.add_argument(
+        "--id", metavar="MSG_ID", help="message id (default: a new one); the same id is never queued twice"
+    )
+    sub.add_argument("--wait", action="store_true", help="print the agent's reply when its turn ends")
+    sub.add_argument("--timeout", type=float, metavar="S", help="with --wait: give up after S seconds")
+    sub.add_argument("--json", action="store_true", help="print the outcome as one JSON object")
+    sub.set_defaults(handler="nexus.cli.send_cmd:send_command")

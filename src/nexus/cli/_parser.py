@@ -55,8 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sessions(commands)
     _add_doctor(commands)
     _add_models(commands)
-    from nexus.cli._broker_parser import add_agents, add_queue
+    from nexus.cli._broker_parser import add_agents, add_queue, add_send
 
+    add_send(commands)
     add_agents(commands)
     add_queue(commands)
     return parser

@@ -158,6 +158,11 @@ def summarize_result(tool_name: str, result: object, is_error: bool) -> str:
     return f"{lines} line{'s' if lines != 1 else ''}"
 
 
+def _seconds(delay: float) -> str:
+    """``2.0s``, ``0.2s``, ``0.05s``: a short wait is not rounded to a misleading ``0.0s``."""
+    return f"{delay:.2g}s" if delay < 1 else f"{delay:.1f}s"
+
+
 def describe_engine_event(event: EngineEvent) -> tuple[str, str, dict[str, Any]]:
     """``(json type, one-line notice, json fields)`` for a retry, wait, fallback or compaction event."""
     from nexus.engine.types import CompactionStartEvent, FallbackEvent, RetryEvent, WaitEvent
@@ -166,7 +171,7 @@ def describe_engine_event(event: EngineEvent) -> tuple[str, str, dict[str, Any]]
         # the event is only sent when a retry follows; name another key only when it is another
         switch = event.next_profile is not None and event.next_profile != event.profile
         nxt = f" with profile {event.next_profile}" if switch else ""
-        wait = f"retrying in {event.delay_s:.1f}s" if event.delay_s > 0 else "retrying now"
+        wait = f"retrying in {_seconds(event.delay_s)}" if event.delay_s > 0 else "retrying now"
         text = f"↻ {event.model}: {event.error_kind} (attempt {event.attempt}), {wait}{nxt}: {event.message}"
         data = {
             "attempt": event.attempt,
@@ -179,10 +184,11 @@ def describe_engine_event(event: EngineEvent) -> tuple[str, str, dict[str, Any]]
         }
         return "retry", _short(text, 200), data
     if isinstance(event, WaitEvent):
+        wait = _seconds(event.delay_s)
         if event.keys > 1:
-            text = f"… every key of {event.provider} is cooling down after errors; waiting {event.delay_s:.1f}s"
+            text = f"… every key of {event.provider} is cooling down after errors; waiting {wait}"
         else:
-            text = f"… {event.provider} is cooling down after an error; waiting {event.delay_s:.1f}s before calling it"
+            text = f"… {event.provider} is cooling down after an error; waiting {wait} before calling it"
         data = {"provider": event.provider, "profile": event.profile, "delaySeconds": event.delay_s}
         return "wait", text, {**data, "keys": event.keys}
     if isinstance(event, FallbackEvent):

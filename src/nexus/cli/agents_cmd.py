@@ -57,7 +57,7 @@ def queue_command(args: argparse.Namespace) -> int:
     if not config.database_path.exists():
         return _empty(args)
     with _open_store(config.database_path) as (_, store):
-        if args.agent_id is not None and store.get_agent(args.agent_id) is None:
+        if getattr(args, "agent_id", None) is not None and store.get_agent(args.agent_id) is None:
             return _unknown(store, args.agent_id)
         if args.action == "clear":
             waiting = [item.id for item in store.items(agent_id=args.agent_id, statuses=("queued",))]

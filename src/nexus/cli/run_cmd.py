@@ -95,15 +95,23 @@ def stop_notice(summary: RunSummary) -> str | None:
     if summary.stop_reason == "tool_use":
         return iterations_notice(summary)
     if summary.stop_reason == "max_tokens":
-        return OUTPUT_LIMIT_NOTICE
+        return output_limit_notice(summary.model)
     return None
 
 
-OUTPUT_LIMIT_NOTICE = (
-    "stopped: the reply reached the output limit (max_tokens). Send another message asking it to continue, "
-    "or raise max_tokens for the model ([providers.<name>.models.<id>] in nexus.toml)"
-)
-"""What to say when the model's reply was cut at its output-token limit."""
+def output_limit_notice(model_ref: str) -> str:
+    """What to say when the reply of ``provider/model`` was cut at its output-token limit.
+
+    It names the exact table to write, which works for every provider, the local one included.
+    """
+    from nexus.config._load import dotted
+
+    provider, _, model_id = model_ref.partition("/")
+    table = dotted(("providers", provider, "models", model_id))
+    return (
+        "stopped: the reply reached the output limit (max_tokens). Send another message asking it to continue, "
+        f"or raise it in nexus.toml: [{table}] max_tokens = …"
+    )
 
 
 def iterations_notice(summary: RunSummary) -> str:

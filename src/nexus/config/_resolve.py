@@ -98,7 +98,8 @@ def provider_settings(config: NexusConfig, provider: str, env: Mapping[str, str]
     An unset variable without a ``:-default`` is a ConfigError naming ``file:line`` and the
     variable: falling back to another key (``OPENAI_API_KEY``) would send a credential the
     user did not configure for this provider. A profile whose key resolves to the empty
-    string (``${KEY_2:-}`` with ``KEY_2`` unset) is left out of the rotation.
+    string (``${KEY_2:-}`` with ``KEY_2`` unset) is left out of the rotation; when that
+    leaves none, the provider's key comes from the environment as if none were configured.
     """
     source_env = os.environ if env is None else env
     declared = config.providers.get(provider)
@@ -113,7 +114,7 @@ def provider_settings(config: NexusConfig, provider: str, env: Mapping[str, str]
         for name, value in (declared.headers.items() if declared else ())
     )
     profiles = _profiles(config, provider, declared, source_env)
-    if declared is None or not declared.profiles():
+    if not profiles:  # none declared, or every one optional (``${VAR:-}``) and unset: as if none were written
         profiles = tuple(
             ResolvedProfile(name="env", api_key=source_env[var], source=f"environment {var}")
             for var in key_env_vars(provider)

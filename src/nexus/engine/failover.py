@@ -2,9 +2,9 @@
 
 :func:`failover_stream` returns a stream function the agent loop calls like any other.
 Per call it tries the current model with the provider's auth profiles: on a
-``rate_limit``/``billing``/``overloaded``/``timeout``/``network`` error the profile cools
-down (1 s, doubling to 60 s, or the server's ``retry_after`` when longer; reset on
-success) and the next ready profile is tried; ``auth`` and ``auth_permanent`` disable the
+``rate_limit``/``overloaded``/``timeout``/``network`` error the profile cools down (1 s,
+doubling to 60 s, or the server's ``retry_after`` when longer; reset on success) and the
+next ready profile is tried; ``auth``, ``auth_permanent`` and ``billing`` disable the
 profile for the run (the same key would be refused again); when every profile cools down
 it waits for the soonest (abortable), unless that is longer than ``max_wait_s``: then it
 does not retry, and the error says how long and until when. A local server (loopback)
@@ -26,8 +26,8 @@ import importlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 
+from nexus.engine._failover_errors import cooling_error, failure, refused_error, too_long_error, until
 from nexus.engine.types import EngineEvent, EngineLimits, FallbackEvent, RetryEvent, TokenBudget, WaitEvent
 from nexus.errors import ConfigError
 from nexus.llm.abort import AbortSignal
@@ -39,6 +39,9 @@ from nexus.llm.types import AssistantMessage, Context, ErrorKind, Model
 
 ROTATE_KINDS: frozenset[ErrorKind] = frozenset({"auth", "rate_limit", "billing", "overloaded", "timeout", "network"})
 """Error kinds that put the profile in cooldown and try again (another profile, later, or another model)."""
+
+_DROP_KINDS: frozenset[ErrorKind] = frozenset({"auth", "auth_permanent", "billing"})
+"""Error kinds that take the profile out of the run: another key may work, the same one will not."""
 
 _DEFAULT_PROFILE = "(default)"
 
@@ -143,55 +146,6 @@ async def _default_inner(
         yield event
 
 
-def _failure(model: Model, kind: ErrorKind, text: str, retry_after: float | None = None) -> ErrorEvent:
-    """A failure produced by failover itself (no provider call behind it)."""
-    message = AssistantMessage(api=model.api, provider=model.provider, model=model.id, stop_reason="error")
-    message.error_message = text
-    message.error_kind = kind
-    message.retry_after = retry_after
-    return ErrorEvent("error", message)
-
-
-def _cooling_error(model: Model, delay: float, kind: ErrorKind | None, when: str) -> ErrorEvent:
-    """Every profile cools down for longer than a run waits (after failures of earlier calls)."""
-    text = (
-        f"provider {model.provider!r} is cooling down after {kind or 'earlier'} errors of earlier calls: its next "
-        f"key is usable in {_duration(delay)} ({when}), longer than a run waits. Try again after that, or add "
-        "another key or a fallback model."
-    )
-    return _failure(model, kind or "rate_limit", text, delay)
-
-
-def _too_long_error(error: ErrorEvent, delay: float, max_wait: float, when: str) -> ErrorEvent:
-    """``error`` reworded: its retry would have to wait ``delay`` s, longer than the run's ``max_wait``."""
-    message = error.error
-    asked = message.retry_after is not None and message.retry_after >= delay - 1
-    who = "the server asks to wait" if asked else "the next attempt would have to wait"
-    base = (message.error_message or str(message.error_kind)).rstrip(" .")
-    text = (
-        f"{base}. Not retried: {who} {_duration(delay)} ({when}), longer than a run waits ({max_wait:g} s). "
-        "Try again after that, or add another key or a fallback model."
-    )
-    return ErrorEvent("error", replace(message, error_message=text))
-
-
-def _duration(seconds: float) -> str:
-    """``45 s``, ``12 min``, ``2.5 h``: a wait as a person reads it."""
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-def _until(wall_now: float, seconds: float) -> str:
-    """``until 10:32 UTC`` (with the date when it is not today)."""
-    moment = datetime.fromtimestamp(wall_now + seconds, UTC)
-    today = datetime.fromtimestamp(wall_now, UTC).date()
-    stamp = moment.strftime("%H:%M UTC") if moment.date() == today else moment.strftime("%Y-%m-%d %H:%M UTC")
-    return f"until {stamp}"
-
-
 def _aborted_event(model: Model, why: str) -> ErrorEvent:
     message = AssistantMessage(
         api=model.api, provider=model.provider, model=model.id, stop_reason="aborted", error_message=why
@@ -233,7 +187,7 @@ class _Failover:
         self.clock = clock
         self.sleep = sleep
         self.wall_clock = wall_clock
-        self.dead: set[tuple[str, str]] = set()
+        self.dead: dict[tuple[str, str], ErrorKind] = {}  # profile -> why it is out of the run
         self.pinned: dict[str, str] = {}
 
     def emit(self, event: EngineEvent) -> None:
@@ -308,7 +262,7 @@ class _Failover:
         if outcome.last_error is not None:
             yield outcome.last_error
         else:  # every fallback was skipped because the prompt does not fit it
-            yield _failure(model, "context_overflow", "no model in the fallback chain can hold the prompt")
+            yield failure(model, "context_overflow", "no model in the fallback chain can hold the prompt")
 
     def enter_fallback(self, previous: Model, candidate: Model, error: ErrorEvent | None) -> bool:
         """Emit the fallback event; False when ``candidate`` cannot hold the prompt (skipped)."""
@@ -334,21 +288,16 @@ class _Failover:
                 yield _aborted_event(model, "aborted before the model call")
                 return
             pick = self.pick(model.provider, profiles)
-            if pick is None:  # every profile was rejected as invalid in this run: fall back
+            if pick is None:  # every profile was refused in this run: fall back
                 if outcome.last_error is None or plan.retries == 0:
-                    outcome.last_error = _failure(
-                        model,
-                        "auth_permanent",
-                        f"every auth profile of provider {model.provider!r} was rejected as invalid earlier in this "
-                        "run; fix or replace the API keys",
-                    )
+                    outcome.last_error = self.refused_error(model, profiles)
                 return
             profile, delay = pick
             if delay > 0:
                 if not plan.announced:
                     if delay > self.limits.max_wait_s:  # cooling since an earlier call, for too long
                         kind = self.cooldowns.last_kind(model.provider, _name(profile))
-                        outcome.last_error = _cooling_error(model, delay, kind, _until(self.wall_clock(), delay))
+                        outcome.last_error = cooling_error(model, delay, kind, until(self.wall_clock(), delay))
                         return
                     self.emit(WaitEvent(model.provider, _label(profile), model.ref, delay, keys=len(profiles)))
                 if not await self.wait(delay, options.signal):
@@ -375,6 +324,10 @@ class _Failover:
             if not self.plan_retry(plan, model, profile, attempt.error, local, outcome):
                 return
 
+    def refused_error(self, model: Model, profiles: list[AuthProfile | None]) -> ErrorEvent:
+        """Every key of ``model``'s provider was refused earlier in this run."""
+        return refused_error(model, [self.dead.get((model.provider, _name(p)), "auth_permanent") for p in profiles])
+
     def plan_retry(
         self, plan: _Plan, model: Model, profile: AuthProfile | None, error: ErrorEvent, local: bool, outcome: _Outcome
     ) -> bool:
@@ -396,8 +349,8 @@ class _Failover:
             return False
         next_profile, delay = upcoming
         if delay > self.limits.max_wait_s:
-            when = _until(self.wall_clock(), delay)
-            outcome.last_error = _too_long_error(error, delay, self.limits.max_wait_s, when)
+            when = until(self.wall_clock(), delay)
+            outcome.last_error = too_long_error(error, delay, self.limits.max_wait_s, when)
             return False
         self.emit(
             RetryEvent(
@@ -416,14 +369,15 @@ class _Failover:
     def retryable(self, error: ErrorEvent, model: Model, profile: AuthProfile | None, local: bool) -> bool:
         """Record the failure against the profile; True when another attempt may succeed.
 
-        ``auth`` and ``auth_permanent`` take the profile out of this run (the same key
-        would be refused again); the other rotating kinds put it in cooldown.
+        ``auth``, ``auth_permanent`` and ``billing`` take the profile out of this run (the
+        same key would be refused again: waiting adds no credit); the other rotating kinds
+        put it in cooldown.
         """
         message = error.error
         if error.reason == "aborted":
             return False
-        if message.error_kind in ("auth", "auth_permanent"):
-            self.dead.add((model.provider, _name(profile)))
+        if message.error_kind in _DROP_KINDS:
+            self.dead[(model.provider, _name(profile))] = message.error_kind or "auth"
             return True
         if message.error_kind in ROTATE_KINDS:
             self.record(model.provider, _name(profile), message, local)

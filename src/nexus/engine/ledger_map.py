@@ -175,6 +175,7 @@ def write_result(
         "error": error_json(result.error),
         "compaction": compaction,
         "tool_calls": tool_call_records(result.tool_calls),
+        "consumed_queue_items": list(ctx.queue_item_ids),
     }
     metadata = turn_metadata(result)
     if metadata is not None:

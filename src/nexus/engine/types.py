@@ -146,6 +146,8 @@ class AssembledContext:
     permissions_granted: list[str] = field(default_factory=list)
     source_event_id: str | None = None
     workspace_path: str = ""
+    queue_item_ids: tuple[str, ...] = ()
+    """Broker queue items this run consumes: marked delivered in the transaction that writes its turn."""
 
 
 @dataclass(slots=True, kw_only=True)

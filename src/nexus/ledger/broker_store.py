@@ -158,16 +158,26 @@ class BrokerStore:
     # ------------------------------------------------------------------ registry
 
     def save_agent(self, agent_id: str, *, role: str, session_label: str, spec: dict[str, Any]) -> AgentRow:
-        """Create or update an agent (a removed agent with the same id comes back)."""
+        """Create or update an agent (a removed agent with the same id comes back).
+
+        Its session is created in the same transaction when it does not exist yet (an alias
+        resolves to its session), so an agent never points at a missing session.
+        """
 
         def run(conn: sqlite3.Connection) -> AgentRow:
+            from nexus.ledger import _sessions
+
+            try:
+                label = _sessions.resolve(conn, session_label).label
+            except LookupError:
+                label = _sessions.create(conn, _sessions.NewSession(session_label)).label
             now = now_ms()
             conn.execute(
                 "INSERT INTO agents (id, name, role, session_label, config_json, status, created_at, updated_at)"
                 " VALUES (?, ?, ?, ?, ?, 'active', ?, ?)"
                 " ON CONFLICT(id) DO UPDATE SET role = excluded.role, session_label = excluded.session_label,"
                 " config_json = excluded.config_json, status = 'active', updated_at = excluded.updated_at",
-                (agent_id, agent_id, role, session_label, dumps(spec), now, now),
+                (agent_id, agent_id, role, label, dumps(spec), now, now),
             )
             return self._get_agent(conn, agent_id)  # type: ignore[return-value]  # just written
 
@@ -260,6 +270,13 @@ class BrokerStore:
 
         return self._db.write(run) if ops else []
 
+    def get_item(self, item_id: str) -> BrokerQueueItem | None:
+        """One queue item by id, or ``None``."""
+        row = self._db.read(
+            lambda c: c.execute(f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE id = ?", (item_id,)).fetchone()
+        )
+        return None if row is None else _item(row)
+
     def pending(self, agent_id: str | None = None) -> list[BrokerQueueItem]:
         """Items still ``queued`` or ``processing`` (of one agent, or all), in arrival order."""
         sql = f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE status IN ('queued', 'processing')"
@@ -345,6 +362,21 @@ def release_in(conn: sqlite3.Connection, item_ids: Sequence[str]) -> None:
 def deliver_in(conn: sqlite3.Connection, item_ids: Sequence[str], turn_id: str) -> None:
     """Items consumed by ``turn_id``, inside the transaction that writes the turn."""
     move_items(conn, item_ids, "delivered", turn_id=turn_id)
+
+
+def deliver_pending_in(conn: sqlite3.Connection, item_ids: Sequence[str], turn_id: str) -> int:
+    """Like :func:`deliver_in` but lenient: items already finished are skipped; returns how many moved.
+
+    Used inside ``write_turn``, where refusing would lose the turn over its bookkeeping.
+    """
+    if not item_ids:
+        return 0
+    cursor = conn.execute(
+        f"UPDATE queue_items SET status = 'delivered', completed_at = ?, turn_id = ?"
+        f" WHERE id IN ({_placeholders(item_ids)}) AND status IN ('queued', 'processing')",
+        (now_ms(), turn_id, *item_ids),
+    )
+    return cursor.rowcount
 
 
 def move_items(

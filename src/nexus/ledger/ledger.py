@@ -284,9 +284,14 @@ class Ledger:
         completed_at: int | None = None,
         source: str | None = None,
         context: dict[str, object] | None = None,
+        consumed_queue_items: Sequence[str] = (),
         **fields: Any,
     ) -> str:
         """Write a finished turn in one transaction and move the session pointer to it; returns its id.
+
+        ``consumed_queue_items`` are broker queue items this turn consumed: they are marked
+        ``delivered`` with the turn in the same transaction (items already finished are left as
+        they are — the turn is never refused because of its queue bookkeeping).
 
         ``turn_id`` is the id from :meth:`open_turn` (then only ``response_messages`` are
         given) or ``None`` for a turn written in one go. Usage defaults to the sum of the
@@ -307,21 +312,28 @@ class Ledger:
         outcome = TurnOutcome(
             status, response_messages, usage, stop_reason, error, compaction, tool_calls, turn_type, completed_at
         )
-        try:
-            return self._db.write(
-                lambda c: _turns.write_turn(
-                    c,
-                    session_label,
-                    turn_id,
-                    parent_turn_id,
-                    query_messages,
-                    tf,
-                    outcome,
-                    if_head_moved=if_head_moved,
-                    source=source,
-                    context=context,
-                )
+
+        def write(c: Any) -> str:
+            written = _turns.write_turn(
+                c,
+                session_label,
+                turn_id,
+                parent_turn_id,
+                query_messages,
+                tf,
+                outcome,
+                if_head_moved=if_head_moved,
+                source=source,
+                context=context,
             )
+            if consumed_queue_items:
+                from nexus.ledger.broker_store import deliver_pending_in
+
+                deliver_pending_in(c, consumed_queue_items, written)
+            return written
+
+        try:
+            return self._db.write(write)
         except (LedgerFullError, LedgerBusyError) as exc:
             if turn_id is None:
                 raise

@@ -38,16 +38,19 @@ def _umask() -> int:
     return 0o022
 
 
-def refuse_hardlinked(path: Path, shown: str, tool: str) -> None:
-    """Raise :class:`ToolError` when ``path`` is a file with more than one hard link.
+def check_target(path: Path, shown: str, tool: str) -> None:
+    """Raise :class:`ToolError` unless ``path`` is absent or a regular file with one hard link.
 
     A hard link is the same file under another name, possibly outside the workspace: changing it
     in place would change that file too, and replacing it would silently split the two names.
+    A pipe, socket or device is never replaced by a regular file.
     """
     try:
         st = path.stat()
     except OSError:
         return
+    if not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
+        raise ToolError(f"{shown} is not a regular file (a pipe, socket or device); {tool} only changes files.")
     if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
         raise ToolError(
             f"{shown} has {st.st_nlink} hard links (the same file also exists under another name, maybe outside "

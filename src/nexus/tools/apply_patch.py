@@ -11,7 +11,7 @@ from typing import Any
 from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.llm.abort import AbortSignal
 from nexus.tools._args import req_str
-from nexus.tools._atomic import Staging, describe, refuse_hardlinked
+from nexus.tools._atomic import Staging, check_target, describe
 from nexus.tools._patch_parse import FilePatch, Hunk, parse_patch
 from nexus.tools._workspace import ToolError, Workspace
 
@@ -249,7 +249,7 @@ def apply_patch_tool(ws: Workspace) -> AgentTool:
                 raise ToolError("Operation aborted; no files were changed.")
             for ch in changes:
                 if ch.content is not None:
-                    refuse_hardlinked(ch.path, ch.shown, "apply_patch")
+                    check_target(ch.path, ch.shown, "apply_patch")
             await asyncio.to_thread(_commit, changes)
         return AgentToolResult.text("Applied patch:\n" + "\n".join(summary), details={"files": summary})
 

@@ -12,7 +12,7 @@ from typing import Any
 from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.llm.abort import AbortSignal
 from nexus.tools._args import req_str
-from nexus.tools._atomic import refuse_hardlinked, replace_file
+from nexus.tools._atomic import check_target, replace_file
 from nexus.tools._diff import unified_diff
 from nexus.tools._fuzzy import ExactIndex, FuzzyIndex, normalize_fuzzy
 from nexus.tools._workspace import ToolError, Workspace
@@ -185,7 +185,7 @@ def edit_tool(ws: Workspace) -> AgentTool:
         path = ws.resolve(shown)
         async with ws.lock(path):
             text = await asyncio.to_thread(_read, path, shown)
-            refuse_hardlinked(path, shown, "edit")
+            check_target(path, shown, "edit")
             new_file, spans = await asyncio.to_thread(apply_edits, text, pairs, shown)
             if signal.aborted:
                 raise ToolError("Operation aborted; the file was not changed.")

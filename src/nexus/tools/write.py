@@ -12,7 +12,7 @@ from typing import Any
 from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.llm.abort import AbortSignal
 from nexus.tools._args import req_str
-from nexus.tools._atomic import refuse_hardlinked, replace_file
+from nexus.tools._atomic import check_target, replace_file
 from nexus.tools._workspace import ToolError, Workspace
 
 DESCRIPTION = (
@@ -45,7 +45,7 @@ def write_tool(ws: Workspace) -> AgentTool:
         if signal.aborted:
             raise ToolError("Operation aborted; the file was not written.")
         async with ws.lock(path):
-            refuse_hardlinked(path, raw, "write")
+            check_target(path, raw, "write")
             await asyncio.to_thread(replace_file, path, data, raw)
         return AgentToolResult.text(
             f"Successfully wrote {len(data)} bytes to {raw}", details={"path": ws.rel(path), "bytes": len(data)}

@@ -419,18 +419,19 @@ def _request_url_of(request: Request) -> str:
     return request.url.split("?", 1)[0]
 
 
-def _root_os_error(exc: BaseException) -> str | None:
-    """The operating system's reason behind a connect error ("connection refused"), if one is chained.
+def _connection_cause(exc: BaseException) -> ConnectionError | None:
+    """The refused/reset/aborted connection behind a connect error, if one is chained.
 
-    httpx words every failed connect "All connection attempts failed"; the cause says which.
+    httpx words every failed connect "All connection attempts failed" and asyncio a refusal
+    "Connect call failed (host, port)"; the chained ``ConnectionError``'s errno says which.
+    (TLS and name-resolution failures are other ``OSError``s and keep httpx's own words.)
     """
     seen: set[int] = set()
     cause: BaseException | None = exc
     while cause is not None and id(cause) not in seen:
         seen.add(id(cause))
-        if isinstance(cause, OSError) and (cause.errno or cause.strerror):
-            # asyncio words a refusal "Connect call failed (host, port)"; the errno names it
-            return (os.strerror(cause.errno) if cause.errno else str(cause.strerror)).lower()
+        if isinstance(cause, ConnectionError) and cause.errno:
+            return cause
         cause = cause.__cause__ or cause.__context__
     return None
 
@@ -444,9 +445,11 @@ def _failure_from_exception(exc: BaseException) -> StreamFailure:
     if isinstance(exc, httpx.TimeoutException):
         return StreamFailure("timeout", f"request to {where} timed out ({type(exc).__name__}): {exc}".rstrip(": "))
     if isinstance(exc, httpx.ConnectError):
-        refused = _root_os_error(exc)
-        hint = "; is the server running?" if is_local_url(where) else ""
-        return StreamFailure("network", f"cannot connect to {where}: {refused or detail}{hint}")
+        cause = _connection_cause(exc)
+        reason = os.strerror(cause.errno).lower() if cause is not None and cause.errno else detail
+        refused = isinstance(cause, ConnectionRefusedError)
+        hint = "; is the server running?" if refused and is_local_url(where) else ""
+        return StreamFailure("network", f"cannot connect to {where}: {reason}{hint}")
     if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
         return StreamFailure("network", f"the connection to {where} broke before the response finished: {detail}")
     if isinstance(exc, httpx.HTTPError):

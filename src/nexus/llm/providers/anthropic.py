@@ -335,11 +335,9 @@ class _Decoder:
         self._stopped = True
         stop = _STOP.get(reason, "stop")
         self.output.stop_reason = stop
-        if reason == "refusal":
+        if reason == "refusal":  # the only reason that maps to "error"
             self._refusal = refusal_failure(_refusal_text(details))
             self.output.error_message = self._refusal.message
-        elif stop == "error":
-            self.output.error_message = f"the provider stopped the response: {reason}"
 
     def _usage(self, usage: dict[str, Any]) -> None:
         u = self.output.usage
@@ -359,8 +357,6 @@ class _Decoder:
     def finish(self) -> list[AssistantMessageEvent]:
         if self._refusal is not None:
             raise self._refusal
-        if self.output.stop_reason == "error":
-            raise StreamFailure("unknown", self.output.error_message or "the provider refused the response")
         events: list[AssistantMessageEvent] = []
         for index in list(self._blocks):
             _, block, parts = self._blocks[index]

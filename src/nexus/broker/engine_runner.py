@@ -1,0 +1,158 @@
+"""The broker's runner on the engine: each batch becomes a real turn of the agent's session.
+
+A run takes the session's cross-process lock (one run per session, also across processes),
+assembles the context from the ledger with the agent's spec (model, tools, system prompt),
+adds the agent-to-agent tools, and runs it with the engine's failover, compaction and crash
+journal. The queue items the turn consumes travel in ``AssembledContext.queue_item_ids``, so
+the ledger marks them delivered in the same transaction that writes the turn.
+
+Steering: until the engine's steering receipts land here, a steer is handed back at once
+(``returned``): the broker then runs it as the next turn, in order. Nothing is lost; the
+message simply waits for the current turn instead of entering it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from nexus.broker.agent_tools import CallerContext, agent_tools
+from nexus.broker.runner import RunOutcome, RunPhase, RunRequest, SteerStatus
+from nexus.errors import NexusError
+from nexus.llm.abort import AbortSignal
+
+if TYPE_CHECKING:
+    from nexus.agent.tool_types import AgentTool
+    from nexus.broker.broker import AgentBroker
+    from nexus.engine.execute import EngineExecution
+    from nexus.engine.runner import EngineEnv
+    from nexus.engine.types import AgentResult, AgentRole
+
+
+@dataclass(slots=True)
+class _Returned:
+    """A receipt that is final at once: the run hands the steer back to the broker."""
+
+    status: SteerStatus = "returned"
+
+
+class EngineRunHandle:
+    """One agent turn on the engine (see :class:`~nexus.broker.runner.RunHandle`)."""
+
+    def __init__(self, runner: EngineRunner, request: RunRequest) -> None:
+        self._runner = runner
+        self._request = request
+        self._signal = AbortSignal()
+        self._execution: EngineExecution | None = None
+        self._task = asyncio.get_running_loop().create_task(self._main(), name=f"agent-run:{request.agent_id}")
+
+    @property
+    def phase(self) -> RunPhase:
+        """``starting`` until the turn runs, then ``streaming``/``compacting``, ``done`` at the end."""
+        if self._task.done():
+            return "done"
+        execution = self._execution
+        if execution is None:
+            return "starting"
+        if execution.is_compacting:
+            return "compacting"
+        return "streaming" if execution.is_streaming else "finishing"
+
+    def steer(self, text: str, *, item_id: str | None, one_at_a_time: bool) -> _Returned:
+        """Handed back at once (see the module docstring): the broker runs it next, in order."""
+        return _Returned()
+
+    def abort(self, reason: str) -> None:
+        """Stop the turn (before it starts, or while it runs: it is written ``aborted``)."""
+        self._signal.abort(reason)
+        if self._execution is not None:
+            self._execution.abort(reason)
+
+    async def result(self) -> RunOutcome:
+        """How the turn ended."""
+        return await asyncio.shield(self._task)
+
+    async def _main(self) -> RunOutcome:
+        from nexus.engine.session_lock import run_lock
+
+        request, env = self._request, self._runner.env
+        try:
+            role: AgentRole = "manager" if request.role == "manager" else "worker"
+            model = env.model(_text(request.spec.get("model")) or None)
+            env.preflight(model)
+            async with run_lock(env.ledger, request.session_label, signal=self._signal) as held:
+                if not held:
+                    return RunOutcome(status="aborted", error="aborted before the turn started")
+                ctx = env.assemble(request.prompt, session=request.session_label, model=model, role=role,
+                                   signal=self._signal)  # fmt: skip
+                ctx.tools = self._runner.tools_for(request, ctx.tools, role)
+                extra = _text(request.spec.get("system_prompt"))
+                if extra:
+                    ctx.system_prompt = f"{ctx.system_prompt}\n\n## Agent instructions\n\n{extra}"
+                ctx.queue_item_ids = request.item_ids
+                self._execution = env.start(ctx, model=model)
+                result = await self._execution.result
+                return _outcome(result, self._execution.turn_id)
+        except NexusError as exc:  # a run that cannot start (no key, bad model): the items fail with the reason
+            return RunOutcome(status="failed", error=str(exc))
+
+
+class EngineRunner:
+    """Starts broker turns on an :class:`~nexus.engine.EngineEnv` (see :mod:`nexus.broker.runner`)."""
+
+    def __init__(self, env: EngineEnv, *, max_hops: int = 8, reply_timeout_ms: int = 600_000) -> None:
+        self.env = env
+        self.max_hops = max_hops
+        self.reply_timeout_ms = reply_timeout_ms
+        self._broker: Callable[[], AgentBroker | None] = lambda: None
+
+    def attach(self, broker: AgentBroker) -> None:
+        """The broker whose agents this runner's turns may message (their agent tools)."""
+        self._broker = lambda: broker
+
+    def start(self, request: RunRequest) -> EngineRunHandle:
+        """Begin one turn in the background."""
+        return EngineRunHandle(self, request)
+
+    def tools_for(self, request: RunRequest, base: list[AgentTool], role: AgentRole) -> list[AgentTool]:
+        """The turn's tools: the engine's by policy plus the agent tools, narrowed to the spec's list if any."""
+        tools = list(base)
+        broker = self._broker()
+        if broker is not None:
+            from nexus.ledger import new_ulid
+
+            caller = CallerContext(
+                request.agent_id,
+                request.conversation_id or new_ulid(),
+                hop=request.hop,
+                max_hops=self.max_hops,
+                reply_timeout_ms=self.reply_timeout_ms,
+            )
+            policy = self.env.config.tools
+            tools += [t for t in agent_tools(broker, caller) if policy.is_allowed(t.name, request.session_label, role)]
+        wanted = request.spec.get("tools")
+        if isinstance(wanted, list):
+            from nexus.config._tool_names import expand_tool_patterns, tool_matches
+
+            expanded = expand_tool_patterns([str(name) for name in wanted])
+            tools = [t for t in tools if tool_matches(t.name, expanded)]
+        return tools
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _outcome(result: AgentResult, turn_id: str | None) -> RunOutcome:
+    from nexus.engine.ledger_map import turn_status
+
+    status = turn_status(result)
+    reply = ""
+    for message in reversed(result.messages):
+        if message.role == "assistant" and message.content:
+            reply = message.content
+            break
+    error = result.error.message if result.error is not None else None
+    return RunOutcome(status=status, turn_id=turn_id, reply=reply, error=error)  # type: ignore[arg-type]

@@ -1,0 +1,142 @@
+"""The durability promise under real crashes: SIGKILL a draining broker at random moments, restart it.
+
+1,000 messages over 50 agents (followup, steer, collect and interrupt) are accepted; then
+``nexus queue drain`` is started and SIGKILLed at a random moment, 100 times, and finally
+run to the end. Afterwards every accepted message must be accounted for:
+
+- its queue item is ``delivered`` (consumed by exactly one turn, completed or aborted) or
+  ``failed`` after its runs were cut ``max_attempts`` times (with that reason);
+- no message appears in two completed turns;
+- the ledger holds no turn left open.
+
+``NEXUS_CRASH_KILLS`` / ``NEXUS_CRASH_MESSAGES`` scale it down for a quick local run.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from nexus.ledger import Ledger
+from nexus.ledger.broker_store import AcceptRequest, BrokerStore
+from nexus.testing import FakeProviderServer
+from nexus.testing.steps import echo
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+KILLS = int(os.environ.get("NEXUS_CRASH_KILLS", "100"))
+MESSAGES = int(os.environ.get("NEXUS_CRASH_MESSAGES", "1000"))
+AGENTS = 50
+MODES = ("followup",) * 6 + ("steer", "collect", "collect", "interrupt")
+TOKEN = re.compile(r"\bmsg-\d{5}\b")
+
+pytestmark = pytest.mark.slow
+
+
+def _write_config(home: Path, server: FakeProviderServer) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "nexus.toml").write_text(
+        'default_model = "fake/fake-model"\n\n'
+        "[broker]\nmax_concurrent = 8\ndebounce_ms = 20\ncap = 1000\n\n"
+        '[providers.fake]\napi = "openai-completions"\n'
+        f'base_url = "{server.openai_base_url}"\napi_key = "test"\n',
+        encoding="utf-8",
+    )
+
+
+def _accept_all(home: Path) -> None:
+    rng = random.Random(7)
+    with Ledger.open(home / "agents.db") as ledger:
+        store = BrokerStore(ledger.database)
+        for n in range(AGENTS):
+            store.save_agent(f"a{n:02d}", role="worker", session_label=f"agent:a{n:02d}", spec={})
+        requests = []
+        for n in range(MESSAGES):
+            agent = f"a{n % AGENTS:02d}"
+            content = f"msg-{n:05d}: please handle task {n}"
+            body = {"id": f"m{n}", "from": "user", "to": agent, "content": content}
+            requests.append(AcceptRequest(agent, f"agent:{agent}", f"m{n}", "user", body, rng.choice(MODES)))
+        store.accept_many(requests)
+
+
+def _drain(home: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "NEXUS_HOME": str(home), "PYTHONPATH": str(SRC)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "nexus.cli", "queue", "drain"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _pending(home: Path) -> int:
+    with Ledger.open(home / "agents.db") as ledger:
+        return len(BrokerStore(ledger.database).pending())
+
+
+def test_sigkilled_drains_lose_nothing_and_run_nothing_twice(isolated_env: Path) -> None:
+    rng = random.Random(11)
+    # each model reply streams for a while, so kills land mid-reply as well as between turns
+    with FakeProviderServer(default=echo, chunk_chars=4, chunk_delay=0.01) as server:
+        _write_config(isolated_env, server)
+        _accept_all(isolated_env)
+        kills = 0
+        while kills < KILLS and _pending(isolated_env):
+            process = _drain(isolated_env)
+            try:
+                process.wait(timeout=rng.uniform(0.2, 2.0))
+            except subprocess.TimeoutExpired:
+                process.send_signal(signal.SIGKILL)
+                process.wait()
+                kills += 1
+            else:
+                stderr = process.stderr.read().decode() if process.stderr else ""
+                assert process.returncode == 0, stderr
+        final = _drain(isolated_env)
+        _, stderr = final.communicate(timeout=600)
+        assert final.returncode == 0, stderr.decode()
+    assert kills == KILLS or _pending(isolated_env) == 0
+    _check_ledger(isolated_env)
+
+
+def _check_ledger(home: Path) -> None:
+    with Ledger.open(home / "agents.db") as ledger:
+        store = BrokerStore(ledger.database)
+        items = store.items()
+        assert len(items) == MESSAGES
+        statuses = Counter(item.status for item in items)
+        assert set(statuses) <= {"delivered", "failed"}, statuses
+        for item in items:
+            if item.status == "failed":
+                assert item.attempts >= 3 and "cut 3 times" in (item.error or ""), item
+        assert ledger.open_turns() == []
+        completed_seen: Counter[str] = Counter()
+        turn_tokens: dict[str, set[str]] = {}
+        for n in range(AGENTS):
+            for turn in ledger.turns(f"agent:a{n:02d}"):
+                tokens = {
+                    token
+                    for stored in ledger.messages(turn.id)
+                    if stored.role == "user"
+                    for token in TOKEN.findall(str(stored.message.content))
+                }
+                turn_tokens[turn.id] = tokens
+                if turn.status == "completed":
+                    completed_seen.update(tokens)
+        twice = [token for token, count in completed_seen.items() if count > 1]
+        assert twice == [], f"messages in two completed turns: {twice[:10]}"
+        for item in items:
+            if item.status != "delivered":
+                continue
+            token = TOKEN.search(str(item.message.get("content")))
+            assert token is not None and item.turn_id in turn_tokens, item
+            assert token.group(0) in turn_tokens[item.turn_id], (item, turn_tokens[item.turn_id])
+            turn = ledger.get_turn(item.turn_id)
+            assert turn.status in ("completed", "aborted")

@@ -1,0 +1,94 @@
+"""The broker on the real engine with the scripted model: turns, delivery with the turn, delegation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings
+from nexus.broker.engine_runner import EngineRunner
+from nexus.config import load_config
+from nexus.engine import ProfileCooldowns
+from nexus.engine.runner import EngineEnv
+from nexus.ledger import Ledger
+from nexus.ledger.broker_store import BrokerStore
+from nexus.testing import ScriptedModel
+from nexus.testing.steps import text, tool_call
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[Ledger]:
+    with Ledger.open(tmp_path / "agents.db") as opened:
+        yield opened
+
+
+async def start_broker(ledger: Ledger, scripted: ScriptedModel) -> AgentBroker:
+    env = EngineEnv.from_config(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
+    runner = EngineRunner(env)
+    broker = AgentBroker(BrokerStore(ledger.database), runner, BrokerSettings(queue=QueueSettings(mode="followup")))
+    runner.attach(broker)
+    await broker.start()
+    for agent_id, role in (("lead", "manager"), ("coder", "worker")):
+        ledger.ensure_session(f"agent:{agent_id}")
+        broker.register_agent(
+            AgentIdentity(agent_id, f"agent:{agent_id}", role),  # type: ignore[arg-type]
+            spec={"model": scripted.model.ref},
+        )
+    return broker
+
+
+async def test_a_message_becomes_a_turn_that_consumes_its_queue_item(ledger: Ledger) -> None:
+    scripted = ScriptedModel([text("Hello from coder.")])
+    broker = await start_broker(ledger, scripted)
+    result = await broker.send_and_wait(AgentMessage("m-1", "user", "coder", "say hello"), timeout_ms=20_000)
+    assert result.success and result.reply == "Hello from coder."
+    head = ledger.head("agent:coder")
+    assert head is not None and head.id == result.turn_id and head.status == "completed"
+    (item,) = BrokerStore(ledger.database).items(agent_id="coder")
+    assert (item.status, item.turn_id, item.attempts) == ("delivered", head.id, 1)
+    await broker.close()
+
+
+async def test_a_manager_delegates_and_waits_for_the_workers_reply(ledger: Ledger) -> None:
+    scripted = ScriptedModel(
+        [
+            tool_call("send_message_to_agent", {"to": "coder", "content": "What is 2+2?", "waitForReply": True}),
+            text("4"),  # the worker's turn, while the manager's tool call waits
+            text("The coder says the answer is 4."),
+        ]
+    )
+    broker = await start_broker(ledger, scripted)
+    result = await broker.send_and_wait(AgentMessage("m-1", "user", "lead", "ask the coder"), timeout_ms=20_000)
+    assert result.success and result.reply == "The coder says the answer is 4."
+    worker_turns = ledger.turns("agent:coder")
+    assert len(worker_turns) == 1 and worker_turns[0].status == "completed"
+    worker_query = ledger.messages(worker_turns[0].id)[0].message
+    assert "[Message from lead]" in str(worker_query.content) and "What is 2+2?" in str(worker_query.content)
+    logged = ledger.database.connection.execute("SELECT from_agent, to_agent, content FROM broker_messages")
+    assert logged.fetchall() == [("lead", "coder", "What is 2+2?")]
+    assert "send_message_to_agent" in {t.name for t in scripted.calls[0].tools}
+    await broker.close()
+
+
+async def test_a_run_that_cannot_start_fails_its_items_with_the_reason(ledger: Ledger) -> None:
+    scripted = ScriptedModel([])
+    broker = await start_broker(ledger, scripted)
+    broker.register_agent(AgentIdentity("ghost", "agent:ghost"), spec={"model": "local/no-such-model"})
+    result = await broker.send_and_wait(AgentMessage("m-1", "user", "ghost", "hi"), timeout_ms=20_000)
+    assert not result.success and "unknown local model" in (result.error or "")
+    (item,) = BrokerStore(ledger.database).items(agent_id="ghost")
+    assert item.status == "failed" and "unknown local model" in (item.error or "")
+    await broker.close()
+
+
+async def test_the_agents_tool_list_narrows_what_it_is_offered(ledger: Ledger) -> None:
+    scripted = ScriptedModel([text("done")])
+    broker = await start_broker(ledger, scripted)
+    broker.register_agent(AgentIdentity("reader", "agent:reader"), spec={"model": scripted.model.ref,
+                                                                          "tools": ["read", "ls"]})  # fmt: skip
+    result = await broker.send_and_wait(AgentMessage("m-1", "user", "reader", "look around"), timeout_ms=20_000)
+    assert result.success
+    assert {t.name for t in scripted.calls[0].tools} == {"read", "ls"}
+    await broker.close()
