@@ -1,16 +1,28 @@
-"""What the API's routes share: the ledger and the broker's durable store (one per process)."""
+"""What the API's routes share: the ledger, the broker's durable store, and the live broker if one runs here."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
 
+if TYPE_CHECKING:
+    from nexus.broker import AgentBroker
+    from nexus.broker.engine_runner import EngineRunner
+
 
 @dataclass(slots=True)
 class ServerState:
-    """The process-wide services routes use; built by ``create_app``'s caller."""
+    """The process-wide services routes use; built by ``create_app``'s caller.
+
+    ``broker`` and ``runner`` are set when the broker drains in this process (``nexus serve``):
+    then messages go through it (steering, interrupts, live state) and the OpenAI facade can run
+    turns. Without them the API still accepts messages durably for whichever process drains.
+    """
 
     ledger: Ledger
     store: BrokerStore
+    broker: AgentBroker | None = None
+    runner: EngineRunner | None = None

@@ -37,6 +37,7 @@ def create_app(state: ServerState, config: ServerConfig | None = None) -> Any:
 
     app.include_router(_sessions.router)
     app.include_router(_agents.router)
+    _include_serve_routes(app)
     if settings.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 
@@ -47,3 +48,11 @@ def create_app(state: ServerState, config: ServerConfig | None = None) -> Any:
             allow_headers=["authorization", "content-type", "last-event-id"],
         )
     return Guard(app, tokens=settings.tokens, max_body_bytes=settings.max_body_bytes)
+
+
+def _include_serve_routes(app: FastAPI) -> None:
+    """Messages, abort/interrupt and the OpenAI-compatible facade (they use the broker when it runs here)."""
+    from nexus.server import _messages, _openai
+
+    app.include_router(_messages.router)
+    app.include_router(_openai.router)
