@@ -77,7 +77,7 @@ async def _send(config: NexusConfig, ledger: Ledger, message: AgentMessage, mode
 
     with broker_lock(config) as held:
         if not held:
-            return await _send_to_running_broker(ledger, message, mode, args)
+            return await _send_to_running_broker(ledger, message, mode, args, config)
         broker = build_broker(config, ledger, scope={message.to})
         await start_broker(config, broker)
         receipt = await broker.send(message, mode)
@@ -87,12 +87,33 @@ async def _send(config: NexusConfig, ledger: Ledger, message: AgentMessage, mode
     return _report(ledger, receipt.queue_item_id, args)
 
 
-async def _send_to_running_broker(ledger: Ledger, message: AgentMessage, mode: str | None, args: Any) -> int:
-    """Another process drains: queue the message durably for it, and with ``--wait`` watch the item."""
-    from nexus.broker import parse_mode
-    from nexus.ledger.broker_store import AcceptRequest, BrokerStore
+async def _send_to_running_broker(
+    ledger: Ledger, message: AgentMessage, mode: str | None, args: Any, config: NexusConfig
+) -> int:
+    """Another process drains: hand the message to it (over HTTP when it is ``nexus serve``, else
+    durably through the queue table), and with ``--wait`` watch the item."""
+    from nexus.ledger.broker_store import BrokerStore
+    from nexus.server.discovery import find_server
 
     store = BrokerStore(ledger.database)
+    server = find_server(config)
+    if server is not None:
+        from nexus.server.client import call_server
+
+        body = {"content": message.content, "mode": mode, "id": message.id, "from": message.from_}
+        sent = call_server(server, "POST", f"/v1/agents/{message.to}/messages", body)
+        item_id, duplicate = str(sent["queue_item_id"]), bool(sent["duplicate"])
+        _say_accepted(message.id, item_id, duplicate, args)
+        print(f"nexus: sent to the running nexus serve (pid {server.pid})", file=sys.stderr)
+    else:
+        item_id = _accept_for_other_process(store, message, mode, args)
+    return await _watch(ledger, store, item_id, args)
+
+
+def _accept_for_other_process(store: Any, message: AgentMessage, mode: str | None, args: Any) -> str:
+    from nexus.broker import parse_mode
+    from nexus.ledger.broker_store import AcceptRequest
+
     agent = store.get_agent(message.to)
     if agent is None:  # declared in nexus.toml only: the running broker registers it when it starts
         from nexus.errors import ConfigError
@@ -109,14 +130,18 @@ async def _send_to_running_broker(ledger: Ledger, message: AgentMessage, mode: s
     )[0]  # fmt: skip
     _say_accepted(message.id, row.id, not created, args)
     print("nexus: another process drains these queues; it will run the message", file=sys.stderr)
+    return str(row.id)
+
+
+async def _watch(ledger: Ledger, store: Any, item_id: str, args: Any) -> int:
     if args.wait:
         deadline = None if args.timeout is None else time.monotonic() + args.timeout
-        while (item := store.get_item(row.id)) is not None and item.status in ("queued", "processing"):
+        while (item := store.get_item(item_id)) is not None and item.status in ("queued", "processing"):
             if deadline is not None and time.monotonic() > deadline:
                 print(f"nexus: error: no reply within {args.timeout} s (the message stays queued)", file=sys.stderr)
                 return 1
             await asyncio.sleep(POLL_S)
-    return _report(ledger, row.id, args)
+    return _report(ledger, item_id, args)
 
 
 def _say_accepted(message_id: str, item_id: str, duplicate: bool, args: Any) -> None:

@@ -79,7 +79,7 @@ def list_agents(request: Request) -> Any:
 
 
 @router.post("/agents", status_code=201, summary="Register (or update) an agent")
-def register_agent(request: Request, body: AgentRequest) -> Any:
+async def register_agent(request: Request, body: AgentRequest) -> Any:
     state = _state(request)
     label = body.session_label or f"agent:{body.id}"
     spec = body.model_dump(include={"model", "tools", "system_prompt"}, exclude_none=True)

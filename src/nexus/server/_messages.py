@@ -144,7 +144,7 @@ async def interrupt_agent(request: Request, agent_id: str, body: InterruptReques
 
 
 @router.post("/agents/{agent_id}/abort", summary="Abort the agent's current run (kept as an aborted turn)")
-def abort_agent(request: Request, agent_id: str) -> Any:
+async def abort_agent(request: Request, agent_id: str) -> Any:
     state = _state(request)
     if state.store.get_agent(agent_id) is None:
         raise ApiError(404, "not_found", f"unknown agent {agent_id!r}")
@@ -152,3 +152,16 @@ def abort_agent(request: Request, agent_id: str) -> Any:
         raise ApiError(409, "no_broker", "no broker runs in this server process: nothing to abort here")
     ensure_in_broker(state, agent_id)
     return {"agent_id": agent_id, "aborted": state.broker.abort(agent_id)}
+
+
+@router.delete("/agents/{agent_id}/queue", summary="Drop every waiting message of the agent (recorded as dropped)")
+async def clear_queue(request: Request, agent_id: str) -> Any:
+    state = _state(request)
+    if state.store.get_agent(agent_id) is None:
+        raise ApiError(404, "not_found", f"unknown agent {agent_id!r}")
+    if state.broker is not None:
+        ensure_in_broker(state, agent_id)
+        return {"agent_id": agent_id, "dropped": state.broker.clear_queue(agent_id)}
+    waiting = [item.id for item in state.store.items(agent_id=agent_id, statuses=("queued",))]
+    state.store.drop(waiting, "cleared over HTTP (DELETE /v1/agents/{id}/queue)")
+    return {"agent_id": agent_id, "dropped": len(waiting)}
