@@ -70,11 +70,18 @@ def _state(request: Request) -> ServerState:
     return state
 
 
+def _known(state: ServerState, agent_id: str) -> bool:
+    """Registered? The live broker's memory answers first (no query on the hot path), then the store."""
+    if state.broker is not None and state.broker.get_agent(agent_id) is not None:
+        return True
+    return state.store.get_agent(agent_id) is not None
+
+
 def _check_names(state: ServerState, agent_id: str, sender: str) -> None:
     """Unknown target → 404; an unknown sender or a message to oneself → 400, before anything is stored."""
-    if state.store.get_agent(agent_id) is None:
+    if state.store.get_agent(agent_id) is None:  # the store decides: DELETE /v1/agents/{id} removes it there
         raise ApiError(404, "not_found", f"unknown agent {agent_id!r}")
-    if sender not in ("user", "system") and state.store.get_agent(sender) is None:
+    if sender not in ("user", "system") and not _known(state, sender):
         raise ApiError(400, "invalid_request", f"'from' {sender!r} is not a registered agent (or 'user'/'system')")
     if sender == agent_id:
         raise ApiError(400, "invalid_request", f"agent {agent_id!r} cannot send a message to itself")

@@ -32,8 +32,8 @@ GRACEFUL_S = 5
 """How long open connections (streams) get to finish after the runs were aborted."""
 
 
-class _Server(uvicorn.Server):
-    """uvicorn without its own signal handling: this module's handlers close the broker first."""
+class NexusUvicorn(uvicorn.Server):
+    """uvicorn without its own signal handling (the caller closes the broker first), with a ``ready`` event."""
 
     def __init__(self, config: uvicorn.Config) -> None:
         super().__init__(config)
@@ -59,7 +59,7 @@ async def serve(
 
     broker, runner = _build(config, ledger, stream_fn)
     loop = asyncio.get_running_loop()
-    server: _Server | None = None
+    server: NexusUvicorn | None = None
     stopping: list[asyncio.Task[None]] = []
 
     def on_signal(sig: int) -> None:
@@ -76,7 +76,7 @@ async def serve(
         await start_broker(config, broker)
         state = ServerState(ledger, _store(ledger), broker, runner)
         app = create_app(state, settings)
-        server = _Server(
+        server = NexusUvicorn(
             uvicorn.Config(
                 app, host=settings.host, port=settings.port, lifespan="off", log_level="warning",
                 access_log=False, timeout_graceful_shutdown=GRACEFUL_S,
@@ -92,7 +92,7 @@ async def serve(
             loop.remove_signal_handler(sig)
 
 
-async def _listen(config: NexusConfig, server: _Server, settings: ServerConfig) -> int:
+async def _listen(config: NexusConfig, server: NexusUvicorn, settings: ServerConfig) -> int:
     task = asyncio.get_running_loop().create_task(server.serve())
     ready = asyncio.get_running_loop().create_task(server.ready.wait())
     await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
@@ -111,7 +111,7 @@ async def _listen(config: NexusConfig, server: _Server, settings: ServerConfig) 
     return 0
 
 
-def _bound_port(server: _Server, default: int) -> int:
+def _bound_port(server: NexusUvicorn, default: int) -> int:
     for listener in server.servers:
         for sock in listener.sockets:
             return int(sock.getsockname()[1])
