@@ -159,3 +159,26 @@ def test_loopback_addresses_need_no_token(host: str) -> None:
     from nexus.cli.serve_cmd import is_loopback
 
     assert is_loopback(host) and not is_loopback("0.0.0.0") and not is_loopback("192.168.1.5")
+
+
+def test_sigterm_while_a_chat_completion_streams_in_another_session(isolated_env: Path) -> None:
+    with FakeProviderServer(stall(after_chunks=4, seconds=60), default=echo, chunk_chars=2) as provider:
+        _write_config(isolated_env, provider)
+        assert _nexus(isolated_env, "agents", "add", "coder").returncode == 0
+        with _serving(isolated_env) as (process, url):
+            body = {"model": "coder", "stream": True, "messages": [{"role": "user", "content": "a long story"}]}
+            headers = {"x-nexus-session": "side"}
+            with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, headers=headers, timeout=30) as reply:
+                assert reply.status_code == 200
+                lines = reply.iter_lines()
+                for line in lines:
+                    if '"content":"' in line and '"content":""' not in line:
+                        break  # the model is streaming (and now stalls)
+                process.send_signal(signal.SIGTERM)
+                rest = list(lines)  # the stream ends: the aborted turn still answers
+            _, stderr = process.communicate(timeout=30)
+            assert process.returncode == 0, stderr
+        assert [line for line in rest if line][-1] == "data: [DONE]", rest  # the stream was ended, not cut
+    with Ledger.open(isolated_env / "agents.db") as ledger:
+        (turn,) = ledger.turns("side")
+        assert turn.status == "aborted" and ledger.open_turns() == []

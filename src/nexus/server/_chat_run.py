@@ -46,6 +46,16 @@ class ChatTurn:
 
 _RUNNING: set[asyncio.Task[Any]] = set()
 """Tasks of turns in flight (a client that leaves does not stop its turn; this keeps the task alive)."""
+_DIRECT: set[EngineRunHandle] = set()
+"""Runs started outside the broker (another session): the broker's ``close`` does not see them."""
+
+
+async def stop_direct_runs(reason: str = "the server is shutting down") -> None:
+    """Abort the runs chat completions started in other sessions and wait until their turns are written."""
+    handles = list(_DIRECT)
+    for handle in handles:
+        handle.abort(reason)
+    await asyncio.gather(*(handle.result() for handle in handles), return_exceptions=True)
 
 
 def _spawn(turn: ChatTurn, coro: Any) -> None:
@@ -72,8 +82,16 @@ async def start_chat_turn(
         request = RunRequest(agent.agent_id, session_label, prompt, (), sender=None, spec=agent.spec, role=role)
         handle = runner.start(request)
         handle.on_event(turn.listen)
-        _spawn(turn, handle.result())
+        _DIRECT.add(handle)
+        _spawn(turn, _direct(handle))
     return turn
+
+
+async def _direct(handle: EngineRunHandle) -> RunOutcome:
+    try:
+        return await handle.result()
+    finally:
+        _DIRECT.discard(handle)
 
 
 async def _through_broker(

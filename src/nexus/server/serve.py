@@ -68,7 +68,7 @@ async def serve(
             server.should_exit = True
         if not stopping:
             print("nexus serve: stopping (active runs are aborted and kept)", file=sys.stderr, flush=True)
-            stopping.append(loop.create_task(broker.close()))
+            stopping.append(loop.create_task(_stop_runs(broker)))
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
@@ -86,7 +86,7 @@ async def serve(
             return 0
         return await _listen(config, server, settings)
     finally:
-        await broker.close()
+        await _stop_runs(broker)
         remove_server_file(config)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
@@ -109,6 +109,13 @@ async def _listen(config: NexusConfig, server: NexusUvicorn, settings: ServerCon
     print(f"nexus serve: listening on http://{settings.host}:{port} (docs at /docs)", file=sys.stderr, flush=True)
     await task
     return 0
+
+
+async def _stop_runs(broker: AgentBroker) -> None:
+    """Abort every run (the broker's, and chat completions' in other sessions); their turns are written."""
+    from nexus.server._chat_run import stop_direct_runs
+
+    await asyncio.gather(broker.close(), stop_direct_runs())
 
 
 def _bound_port(server: NexusUvicorn, default: int) -> int:
