@@ -94,6 +94,8 @@ def test_serve_announces_itself_nexus_send_talks_to_it_and_sigterm_stops_cleanly
             sent = _nexus(isolated_env, "send", "coder", "hello over http", "--wait", "--timeout", "30")
             assert sent.returncode == 0, sent.stderr
             assert "sent to the running nexus serve" in sent.stderr and sent.stdout.strip().endswith("hello over http")
+            cleared = _nexus(isolated_env, "queue", "clear", "coder")
+            assert cleared.returncode == 0 and "via nexus serve" in cleared.stdout, cleared.stderr
             added = _nexus(isolated_env, "agents", "add", "helper")
             assert added.returncode == 0 and "via nexus serve" in added.stdout, added.stderr
             agents = httpx.get(f"{url}/v1/agents", headers={"authorization": f"Bearer {TOKEN}"}).json()["agents"]

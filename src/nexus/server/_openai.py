@@ -10,6 +10,7 @@ the turn the ledger wrote.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -17,7 +18,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 from fastapi import APIRouter, Header, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from nexus.broker.runner import RunOutcome
@@ -152,8 +153,6 @@ async def chat_completions(
     assert turn.outcome is not None
     outcome = await turn.outcome
     _raise_failed(outcome)
-    from fastapi.responses import JSONResponse
-
     body_out = {
         "id": completion_id, "object": "chat.completion", "created": int(time.time()), "model": body.model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": outcome.reply},
@@ -190,8 +189,6 @@ async def _chunks(
     state: ServerState, turn: ChatTurn, completion_id: str, model: str, *, include_usage: bool
 ) -> AsyncIterator[bytes]:
     """The SSE body: role, text deltas (heartbeat comments while silent), the finish, usage, ``[DONE]``."""
-    import asyncio
-
     yield _chunk(completion_id, model, {"role": "assistant", "content": ""}, None)
     while True:
         try:
