@@ -1,6 +1,6 @@
 """``nexus serve``'s HTTP API: message accepts per second, and the OpenAI facade's cost per request.
 
-Run:  PYTHONPATH=src .venv/bin/python bench/bench_server.py [--requests 5000] [--connections 16] [--turns 200]
+Run:  PYTHONPATH=src .venv/bin/python bench/bench_server.py [--requests 3000] [--turns 200] [--uvloop]
 
 1. ``POST /v1/agents/{id}/messages`` against a real uvicorn in a child process, twice: with the
    agents in ``collect`` mode and a long debounce (no turn runs while the requests arrive: the API's
@@ -72,7 +72,7 @@ async def _make_broker(directory: Path, steps: int, *, defer: bool = False) -> t
     return ledger, broker, runner, scripted
 
 
-def _server_main(directory: str, steps: int, port_pipe: Any, defer: bool) -> None:
+def _server_main(directory: str, steps: int, port_pipe: Any, defer: bool, use_uvloop: bool) -> None:
     """The child: broker + API on uvicorn, 127.0.0.1, a free port sent back through the pipe."""
     from nexus.ledger.broker_store import BrokerStore
     from nexus.server._state import ServerState
@@ -86,7 +86,12 @@ def _server_main(directory: str, steps: int, port_pipe: Any, defer: bool) -> Non
         await task
         await broker.close()
 
-    asyncio.run(main())
+    if use_uvloop:  # what uvicorn's own runner would pick; nexus serve runs the standard loop today
+        import uvloop
+
+        uvloop.run(main())
+    else:
+        asyncio.run(main())
 
 
 async def _uvicorn(app: Any) -> tuple[Any, asyncio.Task[None]]:
@@ -193,9 +198,11 @@ async def bench_facade(turns: int, directory: Path) -> tuple[list[float], list[f
     return facade, direct
 
 
-def _accepts_against_child(directory: Path, requests: int, connections: int, defer: bool) -> tuple[float, list[float]]:
+def _accepts_against_child(
+    directory: Path, requests: int, connections: int, defer: bool, use_uvloop: bool
+) -> tuple[float, list[float]]:
     receive, send = multiprocessing.Pipe(duplex=False)
-    args = (str(directory), requests + 100, send, defer)
+    args = (str(directory), requests + 100, send, defer, use_uvloop)
     child = multiprocessing.get_context("spawn").Process(target=_server_main, args=args)
     child.start()
     port = int(receive.recv())
@@ -211,6 +218,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--uvloop", action="store_true", help="run the server child on uvloop (part 1 only)")
     args = parser.parse_args()
     print(header("bench_server: nexus serve HTTP API"))
     accepts: dict[bool, tuple[float, list[float]]] = {}
@@ -218,7 +226,7 @@ def main() -> int:
         for defer in (True, False):
             directory = Path(tmp) / ("deferred" if defer else "draining")
             directory.mkdir()
-            accepts[defer] = _accepts_against_child(directory, args.requests, args.connections, defer)
+            accepts[defer] = _accepts_against_child(directory, args.requests, args.connections, defer, args.uvloop)
         (Path(tmp) / "facade").mkdir()
         facade, direct = asyncio.run(bench_facade(args.turns, Path(tmp) / "facade"))
     overhead = statistics.median(facade) - statistics.median(direct)
