@@ -32,6 +32,7 @@ SETTLED_POLL_S = 0.5
 class ChatTurn:
     """A started chat turn: ``deltas`` yields text pieces then ``None``; ``outcome`` resolves at the end."""
 
+    session_label: str
     deltas: asyncio.Queue[str | None] = field(default_factory=asyncio.Queue)
     outcome: asyncio.Future[RunOutcome] | None = None
 
@@ -73,11 +74,12 @@ async def start_chat_turn(
     runner = state.runner
     if state.broker is None or runner is None:
         raise ApiError(409, "no_broker", "no broker runs in this server process: start it with nexus serve")
-    turn = ChatTurn()
+    if session_label != agent.session_label:  # an alias names its session: run under the real label
+        session_label = state.ledger.ensure_session(session_label).label
+    turn = ChatTurn(session_label)
     if session_label == agent.session_label:
         await _through_broker(state, runner, agent, prompt, completion_id, turn)
     else:
-        state.ledger.ensure_session(session_label)
         role = "manager" if agent.role == "manager" else "worker"
         request = RunRequest(agent.agent_id, session_label, prompt, (), sender=None, spec=agent.spec, role=role)
         handle = runner.start(request)

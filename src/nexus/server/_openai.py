@@ -143,7 +143,7 @@ async def chat_completions(
     session = choose_session(agent.session_label, x_nexus_session, body.user)
     completion_id = f"chatcmpl-{new_ulid().lower()}"
     turn = await start_chat_turn(state, agent, session, prompt, completion_id)
-    headers = {"x-nexus-session": session}
+    headers = {"x-nexus-session": turn.session_label}
     if body.stream:
         include_usage = body.stream_options is not None and body.stream_options.include_usage
         chunks = _chunks(state, turn, completion_id, body.model, include_usage=include_usage)
