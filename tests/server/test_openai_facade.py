@@ -159,3 +159,25 @@ async def test_many_slow_clients_do_not_block_the_server(tmp_path: Path) -> None
             await live.broker.wait_for_idle("lead", 20_000)
         assert live.store.get_item(sent.json()["queue_item_id"]).status == "delivered"  # type: ignore[union-attr]
         assert [i.agent_id for i in live.store.items()] == ["lead"]  # the half-sent requests stored nothing
+
+
+def test_new_prompt_takes_the_user_messages_after_the_last_assistant_message() -> None:
+    from nexus.server._errors import ApiError
+    from nexus.server._openai import ChatMessage, choose_session, new_prompt
+
+    def msgs(*pairs: tuple[str, object]) -> list[ChatMessage]:
+        return [ChatMessage.model_validate({"role": role, "content": content}) for role, content in pairs]
+
+    conversation = msgs(("system", "rules"), ("user", "old"), ("assistant", "reply"), ("user", "one"),
+                        ("tool", "ignored"), ("user", [{"type": "text", "text": "two"}]))  # fmt: skip
+    assert new_prompt(conversation) == "one\n\ntwo"
+    for bad in (msgs(("user", "q"), ("assistant", "a")), msgs(("user", [{"type": "image_url", "image_url": {}}]))):
+        with pytest.raises(ApiError) as refused:
+            new_prompt(bad)
+        assert refused.value.status == 400
+    assert choose_session("agent:coder", None, None) == "agent:coder"
+    assert choose_session("agent:coder", None, "alice") == "agent:coder:user:alice"
+    assert choose_session("agent:coder", "mine", "alice") == "mine"
+    for header, user in (("../x", None), ("a b", None), (None, "al/ice")):
+        with pytest.raises(ApiError):
+            choose_session("agent:coder", header, user)
