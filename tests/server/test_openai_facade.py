@@ -181,3 +181,18 @@ def test_new_prompt_takes_the_user_messages_after_the_last_assistant_message() -
     for header, user in (("../x", None), ("a b", None), (None, "al/ice")):
         with pytest.raises(ApiError):
             choose_session("agent:coder", header, user)
+
+
+async def test_a_turn_that_cannot_run_is_a_502_and_its_message_is_failed(tmp_path: Path) -> None:
+    async with live_app(tmp_path, ScriptedModel([])) as live:
+        async with listening(live.app) as url:
+            async with httpx.AsyncClient(base_url=url) as http:
+                made = await http.post("/v1/agents", json={"id": "ghost", "model": "local/no-such-model"})
+                assert made.status_code == 201
+            client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+            with pytest.raises(openai.APIStatusError) as failed:
+                await client.chat.completions.create(model="ghost", messages=[{"role": "user", "content": "hi"}])
+            await client.close()
+        assert failed.value.status_code == 502 and "no-such-model" in failed.value.message
+        (item,) = live.store.items(agent_id="ghost")
+        assert item.status == "failed" and "no-such-model" in (item.error or "")
