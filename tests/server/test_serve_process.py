@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -139,7 +140,7 @@ def test_sigterm_mid_run_writes_the_turn_aborted_and_the_backlog_runs_on_the_nex
             assert done is not None and (done.status, done.turn_id) == ("delivered", turns[1].id)
 
 
-def test_refusals_non_loopback_without_token_unset_token_and_a_second_server(isolated_env: Path) -> None:
+def test_refusals_non_loopback_without_token_unset_token_a_second_server_and_a_taken_port(isolated_env: Path) -> None:
     with FakeProviderServer(default=echo) as provider:
         _write_config(isolated_env, provider)
         open_bind = _nexus(isolated_env, "serve", "--host", "0.0.0.0", "--port", "0")
@@ -151,6 +152,14 @@ def test_refusals_non_loopback_without_token_unset_token_and_a_second_server(iso
             drain = _nexus(isolated_env, "queue", "drain")
             assert drain.returncode == 1
             _stop(process)
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            busy = _nexus(isolated_env, "serve", "--port", str(taken.getsockname()[1]))
+        assert busy.returncode == 1 and "cannot listen" in busy.stderr and "Traceback" not in busy.stderr
+        assert _lock_is_free(isolated_env) and not (isolated_env / "server.json").exists()
+        out_of_range = _nexus(isolated_env, "serve", "--port", "70000")
+        assert out_of_range.returncode == 2 and "0-65535" in out_of_range.stderr
         _write_config(isolated_env, provider, 'tokens = ["${NEXUS_UNSET_TOKEN}"]')
         unset = _nexus(isolated_env, "serve", "--port", "0")
         assert unset.returncode == 2 and "NEXUS_UNSET_TOKEN" in unset.stderr

@@ -26,6 +26,8 @@ def serve_command(args: argparse.Namespace) -> int:
     except ModuleNotFoundError:
         raise ConfigError("nexus serve needs the server extra: pip install 'nexus-broker[server]'") from None
     config = _config(args)
+    if args.port is not None and not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port {args.port}: a port is 0-65535 (0: any free port)")
     tokens = [value for token in config.server.tokens if (value := resolve_env(token, os.environ, "[server] tokens"))]
     settings = config.server.model_copy(
         update={

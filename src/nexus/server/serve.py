@@ -44,7 +44,11 @@ class NexusUvicorn(uvicorn.Server):
         yield
 
     async def startup(self, sockets: Any = None) -> None:
-        await super().startup(sockets)
+        try:
+            await super().startup(sockets)
+        except SystemExit:  # uvicorn logged why (e.g. the port is taken) and exits; we stop instead
+            self.should_exit = True
+            return
         if self.started:
             self.ready.set()
 
@@ -98,8 +102,7 @@ async def _listen(config: NexusConfig, server: NexusUvicorn, settings: ServerCon
     await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
     ready.cancel()
     if not server.started:
-        with contextlib.suppress(SystemExit, Exception):
-            await task
+        await task
         print(
             f"nexus: error: cannot listen on {settings.host}:{settings.port} (see the message above)", file=sys.stderr
         )
