@@ -25,6 +25,8 @@ from nexus.testing.steps import echo, stall
 SRC = Path(__file__).resolve().parents[2] / "src"
 TOKEN = "t0ken-for-tests"
 
+pytestmark = pytest.mark.slow  # real processes: a few seconds each
+
 
 def _env(home: Path) -> dict[str, str]:
     return {**os.environ, "NEXUS_HOME": str(home), "PYTHONPATH": str(SRC), "NEXUS_TOKEN": TOKEN}

@@ -61,6 +61,7 @@ def _check(case: Any) -> None:
         assert set(response.json()["error"]) == {"type", "message"}, response.text
 
 
+@pytest.mark.slow
 def test_no_input_makes_the_server_fail(app: Any) -> None:
     # schemathesis' pytest loader (from_fixture) does not run on pytest 9, so each operation's
     # strategy is driven by hypothesis directly: the same cases, the same check.
