@@ -112,3 +112,24 @@ def add_send(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     sub.add_argument("--timeout", type=float, metavar="S", help="with --wait: give up after S seconds")
     sub.add_argument("--json", action="store_true", help="print the outcome as one JSON object")
     sub.set_defaults(handler="nexus.cli.send_cmd:send_command")
+
+
+def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``nexus serve``: the broker and the HTTP API (docs/server.md)."""
+    sub = commands.add_parser(
+        "serve",
+        help="run the broker and the HTTP API (agents, sessions, OpenAI-compatible endpoint)",
+        description=(
+            "One long-running process: the broker drains every agent's queue, and the HTTP API\n"
+            "(OpenAPI at /docs) serves agents, sessions, messages and an OpenAI-compatible\n"
+            "/v1/chat/completions. SIGTERM/SIGINT stop it cleanly: runs aborted and kept, queues durable.\n"
+            "A non-loopback --host needs [server] tokens in nexus.toml."
+        ),
+        epilog="examples:\n  nexus serve\n  nexus serve --port 9000\n  NEXUS_TOKEN=s3cret nexus serve --host 0.0.0.0\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub.add_argument("--host", metavar="ADDR", help="address to listen on (default: [server] host, 127.0.0.1)")
+    sub.add_argument(
+        "--port", type=int, metavar="PORT", help="port to listen on (default: [server] port, 8700; 0: any free port)"
+    )
+    sub.set_defaults(handler="nexus.cli.serve_cmd:serve_command")

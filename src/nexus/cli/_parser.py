@@ -57,12 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sessions(commands)
     _add_doctor(commands)
     _add_models(commands)
-    from nexus.cli._broker_parser import add_agents, add_queue, add_send
+    from nexus.cli._broker_parser import add_agents, add_queue, add_send, add_serve
 
     add_send(commands)
     add_agents(commands)
     add_queue(commands)
     add_adapters(commands, _Formatter)
+    add_serve(commands)
     return parser
 
 

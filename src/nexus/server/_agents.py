@@ -65,20 +65,30 @@ def _depths(state: ServerState) -> dict[str, int]:
     return depths
 
 
-@router.get("/agents", summary="Every registered agent with its state and queue depth")
+def _live(state: ServerState, agent_id: str, depths: dict[str, int]) -> dict[str, Any]:
+    """The agent's state from the broker when it drains in this process (else idle), and its queue depth."""
+    live = state.broker.get_agent(agent_id) if state.broker is not None else None
+    return {"state": live.state if live is not None else "idle", "queue_depth": depths.get(agent_id, 0)}
+
+
+@router.get("/agents", summary="Every registered agent with its live state and queue depth")
 def list_agents(request: Request) -> Any:
     state = _state(request)
     depths = _depths(state)
-    return {"agents": [agent_view(row, queue_depth=depths.get(row.agent_id, 0)) for row in state.store.list_agents()]}
+    return {"agents": [agent_view(row, **_live(state, row.agent_id, depths)) for row in state.store.list_agents()]}
 
 
 @router.post("/agents", status_code=201, summary="Register (or update) an agent")
-def register_agent(request: Request, body: AgentRequest) -> Any:
+async def register_agent(request: Request, body: AgentRequest) -> Any:
     state = _state(request)
     label = body.session_label or f"agent:{body.id}"
     spec = body.model_dump(include={"model", "tools", "system_prompt"}, exclude_none=True)
     state.ledger.ensure_session(label)
     row = state.store.save_agent(body.id, role=body.role, session_label=label, spec=spec)
+    if state.broker is not None:  # drains here: it runs the new (or updated) agent from now on
+        from nexus.broker import AgentIdentity
+
+        state.broker.register_agent(AgentIdentity(body.id, label, body.role), spec=spec)
     return agent_view(row)
 
 
@@ -88,7 +98,7 @@ def show_agent(request: Request, agent_id: str) -> Any:
     row = state.store.get_agent(agent_id)
     if row is None:
         raise ApiError(404, "not_found", f"unknown agent {agent_id!r}")
-    return agent_view(row, queue_depth=_depths(state).get(agent_id, 0))
+    return agent_view(row, **_live(state, agent_id, _depths(state)))
 
 
 @router.delete("/agents/{agent_id}", status_code=204, summary="Remove an agent (its session stays)")

@@ -50,6 +50,7 @@ def create_app(state: ServerState, config: ServerConfig | None = None) -> Any:
     app.include_router(_agents.router)
     app.include_router(_events.router)
     _ui.mount(app)
+    _include_serve_routes(app)
     if settings.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 
@@ -60,3 +61,11 @@ def create_app(state: ServerState, config: ServerConfig | None = None) -> Any:
             allow_headers=["authorization", "content-type", "last-event-id"],
         )
     return Guard(app, tokens=settings.tokens, max_body_bytes=settings.max_body_bytes)
+
+
+def _include_serve_routes(app: FastAPI) -> None:
+    """Messages, abort/interrupt and the OpenAI-compatible facade (they use the broker when it runs here)."""
+    from nexus.server import _messages, _openai
+
+    app.include_router(_messages.router)
+    app.include_router(_openai.router)
