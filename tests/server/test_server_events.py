@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -68,6 +70,13 @@ def subscribers(hub: EventHub, at_least: int = 1) -> Callable[[], bool]:
 
 
 # -- the hub alone ---------------------------------------------------------------------------------
+
+
+def test_the_hub_loads_without_fastapi() -> None:
+    """The broker imports the hub to publish; that must not pull in the web stack."""
+    code = "import sys, nexus.server._event_hub; print(sorted(m for m in ('fastapi', 'starlette') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]"
 
 
 def test_publish_assigns_growing_ids_and_encodes_the_stream_event() -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 
 
-def _start_chromium() -> Any:
+def _start_chromium(profile: Path) -> Any:
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for argument in (
@@ -39,7 +38,7 @@ def _start_chromium() -> Any:
         "--disable-dev-shm-usage",
         "--disable-gpu",
         "--window-size=1280,800",
-        f"--user-data-dir={tempfile.mkdtemp(prefix='nexus-chromium-')}",
+        f"--user-data-dir={profile}",
     ):
         options.add_argument(argument)  # fmt: skip
     # Both paths given: Selenium Manager (which would download a driver) is never asked.
@@ -47,9 +46,9 @@ def _start_chromium() -> Any:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     try:
-        driver = _start_chromium()
+        driver = _start_chromium(tmp_path_factory.mktemp("chromium-profile"))
     except (WebDriverException, OSError) as exc:
         first_line = (str(exc).splitlines() or [""])[0]
         reason = f"Chromium cannot start here ({type(exc).__name__}: {first_line}); needs apt chromium chromium-driver"

@@ -133,6 +133,8 @@ class EventHub:
         """Append one event to the session's log, wake its readers and return the event's id.
 
         The SSE ``data`` is ``{"type": event_type, **data}``, i.e. the ``StreamEvent`` itself.
+        ``session_label`` is the session's own label (``Session.label``, not an alias): the events
+        endpoint resolves aliases before it subscribes.
         """
         if not _EVENT_TYPE.fullmatch(event_type):
             raise HubError(f"event type {event_type!r} is not a name (letters, digits, '_', '.', '-')")

@@ -15,7 +15,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from nexus.server._errors import ApiError
-from nexus.server._event_hub import EventHub, HubError, HubFull, Subscription
+from nexus.server._event_hub import EventHub, HubError, Subscription
 from nexus.server._state import ServerState
 
 router = APIRouter(prefix="/v1", tags=["events"])
@@ -111,8 +111,6 @@ def session_events(
     resume = _parse_last_event_id(last_event_id)
     try:
         subscription = _hub(request).subscribe(session.label, resume)
-    except HubFull as exc:
-        raise ApiError(503, "unavailable", str(exc)) from None
-    except HubError as exc:
+    except HubError as exc:  # all slots taken (HubFull), or the server is shutting down
         raise ApiError(503, "unavailable", str(exc)) from None
     return EventStream(subscription)
