@@ -80,7 +80,7 @@ def _server_main(directory: str, steps: int, port_pipe: Any, defer: bool, use_uv
 
     async def main() -> None:
         ledger, broker, runner, _ = await _make_broker(Path(directory), steps, defer=defer)
-        app = create_app(ServerState(ledger, BrokerStore(ledger.database), broker, runner))
+        app = create_app(ServerState(ledger, BrokerStore(ledger.database), broker=broker, runner=runner))
         server, task = await _uvicorn(app)
         port_pipe.send(server.servers[0].sockets[0].getsockname()[1])
         await task
@@ -172,7 +172,7 @@ async def bench_facade(turns: int, directory: Path) -> tuple[list[float], list[f
     from nexus.server.app import create_app
 
     ledger, broker, runner, scripted = await _make_broker(directory, 2 * turns + 40)
-    app = create_app(ServerState(ledger, BrokerStore(ledger.database), broker, runner))
+    app = create_app(ServerState(ledger, BrokerStore(ledger.database), broker=broker, runner=runner))
     server, task = await _uvicorn(app)
     conn = await Connection.open(server.servers[0].sockets[0].getsockname()[1])
     facade: list[float] = []

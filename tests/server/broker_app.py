@@ -57,7 +57,7 @@ async def live_app(
                 AgentIdentity(agent_id, f"agent:{agent_id}", role),  # type: ignore[arg-type]
                 spec={"model": scripted.model.ref},
             )
-        app = create_app(ServerState(ledger, store, broker, runner), config)
+        app = create_app(ServerState(ledger, store, broker=broker, runner=runner), config)
         try:
             yield LiveApp(ledger, store, broker, app)
         finally:

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from broker_app import listening, live_app, wait_until
 
 from nexus.config._server_schema import ServerConfig
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text
+
+from .broker_app import listening, live_app, wait_until
 
 openai = pytest.importorskip("openai", reason="the facade is tested with the official openai SDK (dev extra)")
 

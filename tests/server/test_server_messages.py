@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
-from broker_app import live_app, wait_until
 
 from nexus.config._server_schema import ServerConfig
 from nexus.ledger import Ledger
@@ -14,6 +13,8 @@ from nexus.server._state import ServerState
 from nexus.server.app import create_app
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import stall, text
+
+from .broker_app import live_app, wait_until
 
 
 async def test_a_message_is_accepted_202_runs_and_a_retry_is_recognised(tmp_path: Path) -> None:

@@ -175,18 +175,21 @@ def test_chat_pane_streams_tokens_and_tool_status_live(live: Live, page: Any) ->
     assert any("Half an ans" in t for t in texts(page, ".msg.assistant"))  # the partial text stays
 
 
-def test_send_and_abort_say_clearly_when_the_server_lacks_them(live: Live, page: Any) -> None:
-    server = live()
+def test_send_queues_durably_and_abort_says_why_it_cannot(live: Live, page: Any) -> None:
+    server = live()  # an API process with no broker of its own: messages are queued for the one that drains
     server.store.save_agent("coder", role="worker", session_label="main", spec={})
     page.get(server.url + "/#s=main")
     until(page, lambda d: d.find_element(By.ID, "send").is_enabled(), "the composer for agent coder")
     page.find_element(By.ID, "text").send_keys("hello there")
     click(page, "#send")
     notice = until(page, lambda d: d.find_element(By.ID, "notice").text, "the send notice")
-    assert "cannot send messages over HTTP yet" in notice and "/v1/agents/coder/messages answered 40" in notice
-    assert page.find_element(By.ID, "text").get_attribute("value") == "hello there"  # nothing lost
+    (item,) = server.store.items(agent_id="coder")
+    assert notice == f"Queued as {item.id}." and item.status == "queued"
+    assert item.message["content"] == "hello there"
+    assert page.find_element(By.ID, "text").get_attribute("value") == ""
     click(page, "#abort")
-    until(page, lambda d: "/v1/agents/coder/abort answered 40" in d.find_element(By.ID, "notice").text, "abort")
+    until(page, lambda d: "Could not abort runs: no broker runs in this server process" in d.find_element(
+        By.ID, "notice").text, "abort")  # fmt: skip
 
 
 def test_the_page_asks_for_the_token_once_and_keeps_it_for_the_tab(live: Live, page: Any) -> None:

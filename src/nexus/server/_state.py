@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING
 
 from nexus.ledger import Ledger
@@ -27,6 +27,7 @@ class ServerState:
 
     ledger: Ledger
     store: BrokerStore
+    _: KW_ONLY
     events: EventHub | None = None
     broker: AgentBroker | None = None
     runner: EngineRunner | None = None
