@@ -58,6 +58,7 @@ async def serve(
 ) -> int:
     """Run until SIGTERM/SIGINT; the caller holds the broker lock. Returns the exit code."""
     from nexus.broker.host import start_broker
+    from nexus.server._event_hub import EventHub
     from nexus.server._state import ServerState
     from nexus.server.app import create_app
 
@@ -65,6 +66,7 @@ async def serve(
     loop = asyncio.get_running_loop()
     server: NexusUvicorn | None = None
     stopping: list[asyncio.Task[None]] = []
+    hubs: list[EventHub] = []
 
     def on_signal(sig: int) -> None:
         if server is not None:
@@ -73,6 +75,8 @@ async def serve(
         if not stopping:
             print("nexus serve: stopping (active runs are aborted and kept)", file=sys.stderr, flush=True)
             stopping.append(loop.create_task(_stop_runs(broker)))
+            for hub in hubs:  # open SSE streams end now, or uvicorn's graceful stop would wait for them
+                hub.close()
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
@@ -80,6 +84,12 @@ async def serve(
         await start_broker(config, broker)
         state = ServerState(ledger, _store(ledger), broker=broker, runner=runner)
         app = create_app(state, settings)
+        hub = state.events
+        if hub is not None:  # every run, live on its session's event stream
+            from nexus.server._live import publish_runs
+
+            publish_runs(runner, hub)
+            hubs.append(hub)
         server = NexusUvicorn(
             uvicorn.Config(
                 app, host=settings.host, port=settings.port, lifespan="off", log_level="warning",
