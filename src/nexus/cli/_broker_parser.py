@@ -111,6 +111,11 @@ def add_send(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     sub.add_argument("--wait", action="store_true", help="print the agent's reply when its turn ends")
     sub.add_argument("--timeout", type=float, metavar="S", help="with --wait: give up after S seconds")
     sub.add_argument("--json", action="store_true", help="print the outcome as one JSON object")
+    sub.add_argument(
+        "--deliver",
+        metavar="NAME/ACCOUNT:TARGET",
+        help="stream the reply through a chat adapter as it is written, e.g. tg/main:chat:12345",
+    )
     sub.set_defaults(handler="nexus.cli.send_cmd:send_command")
 
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from nexus.broker import AgentMessage
     from nexus.config import NexusConfig
     from nexus.ledger import Ledger
+    from nexus.streaming.router import DeliveryReport
 
 POLL_S = 0.2
 
@@ -74,17 +75,46 @@ def drain_command(args: argparse.Namespace) -> int:
 
 async def _send(config: NexusConfig, ledger: Ledger, message: AgentMessage, mode: str | None, args: Any) -> int:
     from nexus.broker.host import broker_lock, build_broker, start_broker
+    from nexus.cli._deliver import Delivery, parse_target
 
+    delivery = Delivery(config, parse_target(args.deliver, config)) if getattr(args, "deliver", None) else None
     with broker_lock(config) as held:
         if held:
-            broker = build_broker(config, ledger, scope={message.to})
+            broker = build_broker(
+                config, ledger, scope={message.to}, on_run=delivery.on_run if delivery is not None else None
+            )
             await start_broker(config, broker)
             receipt = await broker.send(message, mode)
+            if delivery is not None:
+                delivery.watch(receipt.queue_item_id)
             _say_accepted(receipt.message_id, receipt.queue_item_id, receipt.duplicate, args)
             await broker.wait_until_idle()
+            report = await delivery.finish() if delivery is not None else None
             await broker.close()
-            return _report(ledger, receipt.queue_item_id, args)
+            code = _report(ledger, receipt.queue_item_id, args)
+            return _delivery_outcome(report, code) if delivery is not None else code
+    if delivery is not None:
+        from nexus.errors import ConfigError
+
+        raise ConfigError(
+            "--deliver needs the conversation to run in this process, but another process holds the broker lock "
+            "(a server or a drain); stop it, or deliver from that process"
+        )
     return await _send_to_running_broker(config, ledger, message, mode, args)
+
+
+def _delivery_outcome(report: DeliveryReport | None, code: int) -> int:
+    """Say where the reply went; a failed delivery is exit 1 (the turn itself is in the ledger)."""
+    if report is None:
+        print("nexus: the message was not run in this process: nothing delivered", file=sys.stderr)
+        return code or 1
+    where = f"{report.target.channel}/{report.target.account_id}:{report.target.to}"
+    if report.ok:
+        ids = ", ".join(report.message_ids) or "none reported"
+        print(f"nexus: delivered to {where} ({report.path}); message ids: {ids}", file=sys.stderr)
+        return code
+    print(f"nexus: error: delivery to {where} failed: {report.error} (the reply is in the ledger)", file=sys.stderr)
+    return 1
 
 
 async def _send_to_running_broker(
