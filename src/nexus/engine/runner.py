@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from nexus.agent.tool_types import AgentTool
     from nexus.config import NexusConfig
     from nexus.engine.compact_session import SessionCompaction
-    from nexus.engine.execute import EngineExecution
+    from nexus.engine.execute import Execution
     from nexus.engine.types import EngineEvent
     from nexus.ledger import Ledger
 
@@ -330,7 +330,7 @@ class EngineEnv:
         *,
         model: Model | None = None,
         depth: int = 0,
-    ) -> EngineExecution:
+    ) -> Execution:
         """Run ``ctx`` with the configured fallback chain, auth profiles, cooldowns and limits."""
         from nexus.engine.execute import execute
 
