@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from nexus.config import NexusConfig
     from nexus.engine.compact_session import SessionCompaction
     from nexus.engine.execute import Execution
+    from nexus.engine.runtime import Spawner
     from nexus.engine.types import EngineEvent
     from nexus.ledger import Ledger
 
@@ -200,6 +201,10 @@ class EngineEnv:
     tools: Sequence[AgentTool] | None = None
     _models: dict[str, Model] = field(default_factory=dict)
     sessions: SessionStates = field(default_factory=SessionStates)
+    spawner: Spawner | None = None
+    """Who runs ``spawn_agent`` workers (None = the engine's own; the broker installs its own)."""
+    fallback_refs: Sequence[str] | None = None
+    """The fallback chain (``provider/model`` refs); None = the config's ``fallbacks``."""
 
     @classmethod
     def from_config(
@@ -230,7 +235,8 @@ class EngineEnv:
 
     def fallback_models(self, primary: Model) -> list[Model]:
         """The configured ``fallbacks`` as models, without ``primary``."""
-        return [self.model(ref) for ref in self.config.fallbacks if ref != primary.ref]
+        refs = self.config.fallbacks if self.fallback_refs is None else self.fallback_refs
+        return [self.model(ref) for ref in refs if ref != primary.ref]
 
     def preflight(self, primary: Model) -> None:
         """:func:`preflight` for ``primary`` and the configured fallbacks (skipped with a custom ``stream_fn``)."""
@@ -330,6 +336,7 @@ class EngineEnv:
         *,
         model: Model | None = None,
         depth: int = 0,
+        agent_id: str = "",
     ) -> Execution:
         """Run ``ctx`` with the configured fallback chain, auth profiles, cooldowns and limits."""
         from nexus.engine.execute import execute
@@ -350,6 +357,7 @@ class EngineEnv:
             depth=depth,
             env=self,
             cache=self.sessions.get(ctx.session_label),
+            agent_id=agent_id,
         )
 
     async def compact(
