@@ -257,16 +257,42 @@ def peer_jobs(peers: list[tuple[str, str, str, str, str]], a: argparse.Namespace
     return jobs
 
 
-def run_jobs(jobs: list[Job], reps: int) -> dict[str, dict[str, Any]]:
-    """Run every job ``reps`` times, round-robin (so load drift hits all alike); medians per job."""
+def _run(cmd: list[str]) -> tuple[dict[str, Any] | str, float]:
+    """The JSON line a child prints (or its last error line) and the CPU seconds the child used."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=1800)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    if out.returncode != 0:
+        return (out.stderr.strip().splitlines() or ["?"])[-1], cpu
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result, cpu
+
+
+def _one_turn(cmd: list[str]) -> list[str]:
+    """The same command with ``--turns 1``: its CPU is the process's fixed cost (imports, setup, warm-up)."""
+    i = cmd.index("--turns")
+    return [*cmd[: i + 1], "1", *cmd[i + 2 :]]
+
+
+def run_jobs(jobs: list[Job], reps: int, cpu_diff: frozenset[str] = frozenset()) -> dict[str, dict[str, Any]]:
+    """Run every job ``reps`` times, round-robin (so load drift hits all alike); medians per job.
+
+    For the jobs in ``cpu_diff`` (the peers, whose benchmark reports wall time only) the same command
+    also runs with one turn, and ``cpu_diff_us`` is the process CPU time of the full run minus that of
+    the one-turn run, per extra turn: the CPU cost of a turn, with imports and setup cancelled out.
+    """
     runs: dict[str, list[dict[str, Any]]] = {label: [] for label, _ in jobs}
     for _ in range(reps):
         for label, cmd in jobs:
-            out = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=1800)
-            if out.returncode != 0:
-                print(f"{label} failed: {(out.stderr.strip().splitlines() or ['?'])[-1]}")
+            r, cpu = _run(cmd)
+            if isinstance(r, str):
+                print(f"{label} failed: {r}")
                 continue
-            r = json.loads(out.stdout.strip().splitlines()[-1])
+            if label in cpu_diff:
+                _, fixed = _run(_one_turn(cmd))
+                turns = int(cmd[cmd.index("--turns") + 1])
+                r["cpu_diff_us"] = (cpu - fixed) / max(turns - 1, 1) * 1e6
             r.setdefault("rss_after_mb", r.get("rss_after_setup_mb", 0.0))
             runs[label].append(r)
     medians: dict[str, dict[str, Any]] = {}
@@ -276,6 +302,7 @@ def run_jobs(jobs: list[Job], reps: int) -> dict[str, dict[str, Any]]:
             med: dict[str, Any] = {k: statistics.median(r[k] for r in rs) for k in keys}
             med["turn10_us"] = statistics.median(r.get("turn10_us", 0.0) for r in rs)
             med["cpu_us"] = statistics.median(r.get("cpu_us_per_turn", 0.0) for r in rs)
+            med["cpu_diff_us"] = statistics.median(r.get("cpu_diff_us", 0.0) for r in rs)
             med["all"] = [round(r["us_per_turn"], 1) for r in rs]
             medians[label] = med
     return medians
@@ -286,16 +313,18 @@ def _report_fresh(a: argparse.Namespace) -> None:
     variants = ["fresh_loop", "fresh_agent", "fresh_loop_sync_tool", "scripted_fresh"]
     jobs = [nexus_job(v, a.turns) for v in variants]
     peers = peer_jobs(PEERS_FRESH, a, "fresh") if a.peers else []
-    res = run_jobs(jobs + peers, a.reps)
+    diff = frozenset(label for label, _ in peers)  # nexus measures its turns' CPU in process, exactly
+    res = run_jobs(jobs + peers, a.reps, diff)
     print(f"\n## fresh: every turn a new run (prompt -> tool call -> tool -> final text), median of {a.reps}\n")
-    print("| variant | µs/turn | runs | CPU µs/turn | RSS after MB | peak RSS MB |")
-    print("|---|---|---|---|---|---|")
+    print("| variant | µs/turn | runs | CPU µs/turn, timed | CPU µs/turn, by difference | RSS after MB | peak RSS MB |")
+    print("|---|---|---|---|---|---|---|")
     for label, _ in jobs + peers:
         if label in res:
             m = res[label]
             cpu = f"{m['cpu_us']:.1f}" if m["cpu_us"] else "-"
+            by_diff = f"{m['cpu_diff_us']:.1f}" if m["cpu_diff_us"] else "-"
             print(
-                f"| {label} | {m['us_per_turn']:.1f} | {m['all']} | {cpu} | {m['rss_after_mb']:.0f} | "
+                f"| {label} | {m['us_per_turn']:.1f} | {m['all']} | {cpu} | {by_diff} | {m['rss_after_mb']:.0f} | "
                 f"{m['peak_rss_mb']:.0f} |"
             )
     if not a.peers:
@@ -306,10 +335,16 @@ def _report_fresh(a: argparse.Namespace) -> None:
     if ours is None or not measured:
         print("\n(no peer measured: no ratios)")
         return
-    base = ours["us_per_turn"]
-    print(f"\nratio = peer / nexus fresh_loop ({base:.1f} µs), all measured in this run:\n")
+    base, base_cpu = ours["us_per_turn"], ours["cpu_us"]
+    print(
+        f"\nratio = peer / nexus fresh_loop, all measured in this run: wall ({base:.1f} µs), and CPU "
+        f"({base_cpu:.1f} µs; steadier on a loaded machine). CPU per turn: nexus times its turns in process; "
+        "a peer's benchmark prints wall time only, so its CPU per turn is its process's CPU minus that of the "
+        "same command with one turn, divided by the extra turns.\n"
+    )
     for label in measured:
-        print(f"- {label}: {res[label]['us_per_turn'] / base:.0f}x")
+        cpu_ratio = res[label]["cpu_diff_us"] / base_cpu if base_cpu > 0 else float("nan")
+        print(f"- {label}: {res[label]['us_per_turn'] / base:.0f}x wall, {cpu_ratio:.0f}x CPU")
 
 
 def _report_history(a: argparse.Namespace) -> None:

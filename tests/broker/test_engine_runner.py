@@ -92,3 +92,25 @@ async def test_the_agents_tool_list_narrows_what_it_is_offered(ledger: Ledger) -
     assert result.success
     assert {t.name for t in scripted.calls[0].tools} == {"read", "ls"}
     await broker.close()
+
+
+async def test_a_steer_enters_the_running_turn_and_is_delivered_with_it(ledger: Ledger) -> None:
+    import asyncio
+
+    scripted = ScriptedModel([tool_call("bash", {"command": "sleep 1"}), text("done, with tabs")])
+    broker = await start_broker(ledger, scripted)
+    first = await broker.send(AgentMessage("m-1", "user", "coder", "format the file"), "followup")
+    for _ in range(400):
+        if scripted.calls:
+            break
+        await asyncio.sleep(0.01)
+    steered = await broker.send(AgentMessage("m-2", "user", "coder", "use tabs"), "steer")
+    assert steered.steered
+    assert await broker.wait_for_idle("coder", timeout_ms=20_000)
+    (turn,) = ledger.turns("agent:coder")  # one turn consumed both messages
+    second_call = scripted.calls[1].messages
+    assert any("use tabs" in str(m.content) for m in second_call if m.role == "user")
+    items = {item.id: item for item in BrokerStore(ledger.database).items(agent_id="coder")}
+    assert items[first.queue_item_id].turn_id == items[steered.queue_item_id].turn_id == turn.id
+    assert {item.status for item in items.values()} == {"delivered"}
+    await broker.close()

@@ -6,9 +6,11 @@ adds the agent-to-agent tools, and runs it with the engine's failover, compactio
 journal. The queue items the turn consumes travel in ``AssembledContext.queue_item_ids``, so
 the ledger marks them delivered in the same transaction that writes the turn.
 
-Steering: until the engine's steering receipts land here, a steer is handed back at once
-(``returned``): the broker then runs it as the next turn, in order. Nothing is lost; the
-message simply waits for the current turn instead of entering it.
+Steering goes through the engine's receipts: a steer offered while the turn runs is injected
+at its next safe point (``delivered``, and its queue item is marked with the turn in the turn's
+own transaction) or handed back (``returned``: the run ended, failed, was aborted or is
+compacting) and the broker puts it back in its place. A steer that arrives before the turn has
+started is handed back at once and runs as the next turn.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from nexus.broker.agent_tools import CallerContext, agent_tools
-from nexus.broker.runner import RunOutcome, RunPhase, RunRequest, SteerStatus
+from nexus.broker.runner import RunOutcome, RunPhase, RunRequest, SteerReceipt, SteerStatus
 from nexus.errors import NexusError
 from nexus.llm.abort import AbortSignal
 
@@ -60,9 +62,14 @@ class EngineRunHandle:
             return "compacting"
         return "streaming" if execution.is_streaming else "finishing"
 
-    def steer(self, text: str, *, item_id: str | None, one_at_a_time: bool) -> _Returned:
-        """Handed back at once (see the module docstring): the broker runs it next, in order."""
-        return _Returned()
+    def steer(self, text: str, *, item_id: str | None, one_at_a_time: bool) -> SteerReceipt:
+        """Offer ``text`` to the running turn (see the module docstring)."""
+        execution = self._execution
+        if execution is None or self._task.done():
+            return _Returned()
+        from nexus.llm.types import UserMessage
+
+        return execution.steer(UserMessage(text), id=item_id, mode="one" if one_at_a_time else "all")
 
     def abort(self, reason: str) -> None:
         """Stop the turn (before it starts, or while it runs: it is written ``aborted``)."""

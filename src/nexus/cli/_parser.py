@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from nexus import __version__
+from nexus.cli._adapters_parser import add_adapters
 
 _THINKING = ("off", "minimal", "low", "medium", "high")
 
@@ -60,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_send(commands)
     add_agents(commands)
     add_queue(commands)
+    add_adapters(commands, _Formatter)
     return parser
 
 

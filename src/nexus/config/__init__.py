@@ -20,6 +20,7 @@ from nexus.config._env import env_references, missing_env, resolve_env
 from nexus.config._paths import CONFIG_FILE_NAME, config_path, nexus_home
 
 if TYPE_CHECKING:
+    from nexus.config._adapters import AdapterAccount, AdapterBlocks, AdapterConfig
     from nexus.config._load import load_config, parse_config
     from nexus.config._profile import ResolvedProfile
     from nexus.config._resolve import (
@@ -67,6 +68,9 @@ _LAZY: dict[str, str] = {
     "resolve_default_model": "_resolve",
     "TOOL_GROUPS": "_tool_names",
     "BUILTIN_TOOL_NAMES": "_tool_names",
+    "AdapterAccount": "_adapters",
+    "AdapterBlocks": "_adapters",
+    "AdapterConfig": "_adapters",
     "AgentLimits": "_schema",
     "AuthProfile": "_schema",
     "LocalModelConfig": "_schema",
@@ -84,6 +88,9 @@ __all__ = [
     "DEFAULT_MODELS",
     "LOCAL_INSTALL_HINT",
     "TOOL_GROUPS",
+    "AdapterAccount",
+    "AdapterBlocks",
+    "AdapterConfig",
     "AgentLimits",
     "AuthProfile",
     "LocalModelConfig",

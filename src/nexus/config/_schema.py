@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from nexus.config._adapters import AdapterConfig
 from nexus.config._broker_schema import AgentConfig, BrokerConfig, check_agent_ids
 from nexus.config._paths import DATABASE_FILE_NAME, WORKSPACE_DIR_NAME, nexus_home, resolve_path
 from nexus.config._tool_names import expand_tool_patterns, rule_allows
@@ -262,6 +263,7 @@ class NexusConfig(_Strict):
     """Save every provider response here, for bug reports (``$NEXUS_CAPTURE_DIR`` wins; docs/testing.md)."""
     broker: BrokerConfig = Field(default_factory=BrokerConfig)
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
+    adapters: dict[str, AdapterConfig] = Field(default_factory=dict)
 
     _home: Path | None = PrivateAttr(default=None)
     _source: Path | None = PrivateAttr(default=None)

@@ -135,8 +135,10 @@ class EngineRun:
         )
         self.turn_id: str | None = None
         self.journal: TurnJournal | None = None
+        self.delivered_steer_ids: list[str] = []
+        """Ids of the steers injected into this turn: written with it as consumed queue items (broker)."""
         self.steering = steering if steering is not None else SteeringQueue()
-        self.steering.on_settle(lambda receipt: self.publish(SteerEvent(receipt)))
+        self.steering.on_settle(self._steer_settled)
         self.active = False
         self.timed_out = False
         self.final_error: AgentError | None = None
@@ -326,6 +328,12 @@ class EngineRun:
             return self.steering.offer(receipt, refuse="the run is compacting its history")
         return self.steering.offer(receipt)
 
+    def _steer_settled(self, receipt: SteerReceipt) -> None:
+        """A receipt settled: remember a delivered one for the turn write, and announce it on the channel."""
+        if receipt.status == "delivered":
+            self.delivered_steer_ids.append(receipt.id)
+        self.publish(SteerEvent(receipt))
+
     def close_steering(self) -> None:
         """The run is over: every steer not yet injected is returned (listed in the result)."""
         if self.signal.aborted:
@@ -489,7 +497,7 @@ class EngineRun:
         if self.ledger is None or self.turn_id is None:
             return
         response = _llm(self.agent_ctx.messages[self.history_len + 1 :])
-        write_result(self.ledger, self.ctx, self.turn_id, result, response, result.compaction)
+        write_result(self.ledger, self.ctx, self.turn_id, result, response, result.compaction, self.delivered_steer_ids)
         result.messages = self.ledger.messages(self.turn_id)
 
 

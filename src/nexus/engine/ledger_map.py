@@ -121,8 +121,13 @@ def write_result(
     result: AgentResult,
     response: Sequence[Message],
     compaction: CompactionRecord | None,
+    steer_ids: Sequence[str] = (),
 ) -> str:
     """Close the opened turn with the run's outcome in one transaction; returns the turn id.
+
+    The broker queue items the turn consumed — its batch (``ctx.queue_item_ids``) and the steers
+    injected into it (``steer_ids``; ids that name no queue item are ignored) — are marked
+    delivered in that same transaction.
 
     If another writer moved the session head meanwhile (the one-run-per-session rule was
     broken by the caller), the turn is kept as a side branch instead of being lost.
@@ -141,7 +146,7 @@ def write_result(
         "error": error_json(result.error),
         "compaction": compaction,
         "tool_calls": result.tool_calls,
-        "consumed_queue_items": list(ctx.queue_item_ids),
+        "consumed_queue_items": [*ctx.queue_item_ids, *steer_ids],
     }
     metadata = turn_metadata(result)
     if metadata is not None:

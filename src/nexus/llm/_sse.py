@@ -104,7 +104,8 @@ def parse_data(data: str) -> Any:
     """``json.loads(data)``, minus its Python wrapper layers on the common case.
 
     ``json.loads`` runs three Python frames and two whitespace regex matches around the C
-    scanner; per token that is about a fifth of a microsecond or more. A payload that starts
+    scanner: a large share of a streamed token's cost (``bench/bench_stream.py --parts``
+    shows both, see docs/benchmarks.md). A payload that starts
     and ends with its JSON value (what providers send) goes to the C scanner directly;
     anything else (surrounding whitespace, trailing data, invalid JSON) falls back to
     ``json.loads`` so the result and the errors (``ValueError``) are exactly its own.

@@ -16,16 +16,31 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from nexus.testing import steps
+from nexus.testing.clock import InstantClock, ManualClock
 from nexus.testing.scripted import ScriptedModel
 from nexus.testing.steps import ScriptError
 
 if TYPE_CHECKING:
     from nexus.testing.fake_server import FakeProviderServer, RecordedRequest
+    from nexus.testing.telegram import FakeTelegram
 
-__all__ = ["FakeProviderServer", "RecordedRequest", "ScriptError", "ScriptedModel", "steps"]
+__all__ = [
+    "FakeProviderServer",
+    "FakeTelegram",
+    "InstantClock",
+    "ManualClock",
+    "RecordedRequest",
+    "ScriptError",
+    "ScriptedModel",
+    "steps",
+]
 
 
 def __getattr__(name: str) -> Any:
+    if name == "FakeTelegram":
+        from nexus.testing.telegram import FakeTelegram
+
+        return FakeTelegram
     if name in ("FakeProviderServer", "RecordedRequest"):
         from nexus.testing import fake_server
 

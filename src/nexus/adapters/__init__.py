@@ -1,0 +1,72 @@
+"""Adapters: executables (any language) that connect Nexus to chat platforms (seed 004, docs/adapters.md).
+
+- :mod:`nexus.adapters.types`: ``DeliveryTarget``, ``DeliveryResult``, ``AdapterInfo``,
+  ``AdapterStreamStatus`` — the protocol's JSON shapes.
+- :mod:`nexus.adapters.events`: ``NexusEvent`` (inbound, validated) and session keys.
+- :class:`AdapterManager`: the configured adapters, their supervised processes, ``send``
+  with retries, ``health``, ``monitor``.
+- Shipped adapters under :mod:`nexus.adapters.builtin`: ``console``, ``jsonl``, ``telegram``.
+
+Layer 6 with ``nexus.streaming``, but below it: nothing here imports from streaming.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from nexus.adapters.types import (
+    CAPABILITIES,
+    AdapterInfo,
+    AdapterStreamStatus,
+    DeliveryError,
+    DeliveryResult,
+    DeliveryTarget,
+    HealthReport,
+    ProtocolError,
+)
+
+if TYPE_CHECKING:
+    from nexus.adapters.events import NexusEvent, parse_event, reply_target, session_key
+    from nexus.adapters.manager import AdapterManager, HealthStatus
+    from nexus.adapters.process import AdapterError
+    from nexus.adapters.supervisor import RestartPolicy
+
+_LAZY = {
+    "NexusEvent": "events",
+    "parse_event": "events",
+    "session_key": "events",
+    "reply_target": "events",
+    "AdapterManager": "manager",
+    "HealthStatus": "manager",
+    "AdapterError": "process",
+    "RestartPolicy": "supervisor",
+}
+
+__all__ = [
+    "CAPABILITIES",
+    "AdapterError",
+    "AdapterInfo",
+    "AdapterManager",
+    "AdapterStreamStatus",
+    "DeliveryError",
+    "DeliveryResult",
+    "DeliveryTarget",
+    "HealthReport",
+    "HealthStatus",
+    "NexusEvent",
+    "ProtocolError",
+    "RestartPolicy",
+    "parse_event",
+    "reply_target",
+    "session_key",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nexus.adapters' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"nexus.adapters.{module}"), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,172 @@
+"""Running adapter executables: one-shot commands (``info``, ``send``, ``health``) and stopping processes.
+
+An adapter is a foreign program, so every way it can misbehave ends in an
+:class:`AdapterError` with one line saying what happened: missing or not executable, a
+timeout (it is killed), too much output (killed), a non-zero exit (with the last line it
+wrote on stderr), output that is not JSON. Nothing here raises anything else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from nexus.errors import NexusError
+
+MAX_OUTPUT_BYTES = 1 << 20
+"""A one-shot command that prints more than this is killed (an adapter flooding stdout)."""
+
+STOP_GRACE_S = 5.0
+"""Seconds between SIGTERM and SIGKILL when stopping an adapter process."""
+
+
+class AdapterError(NexusError):
+    """An adapter could not be run or misbehaved; the message says which adapter and what to do."""
+
+
+@dataclass(slots=True, frozen=True)
+class CommandOutput:
+    """What a finished one-shot command produced."""
+
+    stdout: bytes
+    stderr_tail: str
+    returncode: int
+
+
+def describe_spawn_error(argv: Sequence[str], exc: OSError) -> str:
+    """One line for a process that could not start."""
+    program = argv[0] if argv else "(empty command)"
+    if isinstance(exc, FileNotFoundError):
+        return f"adapter executable {program!r} not found: check the command in nexus.toml"
+    if isinstance(exc, PermissionError):
+        return f"adapter executable {program!r} is not executable: chmod +x it"
+    return f"adapter executable {program!r} could not start: {exc.strerror or exc}"
+
+
+async def run_command(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    timeout_s: float,
+    name: str,
+    max_output: int = MAX_OUTPUT_BYTES,
+) -> CommandOutput:
+    """Run ``argv`` to completion with a deadline and an output cap; raises :class:`AdapterError`."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=dict(env),
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise AdapterError(f"{name}: {describe_spawn_error(argv, exc)}") from None
+    assert proc.stdout is not None and proc.stderr is not None
+    stderr_task = asyncio.ensure_future(_tail(proc.stderr))
+    try:
+        stdout = await asyncio.wait_for(_read_capped(proc.stdout, max_output), timeout_s)
+        await asyncio.wait_for(proc.wait(), timeout_s)
+    except TimeoutError:
+        await stop_process(proc, grace=0.5)
+        raise AdapterError(f"{name}: no answer within {timeout_s:g} s (the adapter hangs); it was killed") from None
+    except _Flood:
+        await stop_process(proc, grace=0.5)
+        raise AdapterError(f"{name}: printed more than {max_output} bytes (flooding stdout); it was killed") from None
+    finally:
+        if proc.returncode is None:
+            await stop_process(proc, grace=0.5)
+    stderr_tail = await stderr_task
+    return CommandOutput(stdout, stderr_tail, proc.returncode if proc.returncode is not None else -1)
+
+
+class _Flood(Exception):
+    pass
+
+
+async def _read_capped(stream: asyncio.StreamReader, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = await stream.read(65536)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > limit:
+            raise _Flood
+        chunks.append(chunk)
+
+
+async def _tail(stream: asyncio.StreamReader, keep: int = 4096) -> str:
+    data = b""
+    while True:
+        chunk = await stream.read(65536)
+        if not chunk:
+            break
+        data = (data + chunk)[-keep:]
+    lines = [line for line in data.decode("utf-8", "replace").splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def parse_json_output(output: CommandOutput, *, name: str, command: str) -> object:
+    """The JSON value a one-shot command printed (its last non-empty line); :class:`AdapterError` otherwise."""
+    if output.returncode != 0:
+        detail = f": {output.stderr_tail}" if output.stderr_tail else ""
+        parsed = _last_json(output.stdout)
+        if isinstance(parsed, dict):
+            return parsed  # a DeliveryResult describing the failure is still an answer
+        raise AdapterError(f"{name}: `{command}` exited with code {output.returncode}{detail}")
+    parsed = _last_json(output.stdout)
+    if parsed is _NOTHING:
+        raw = output.stdout.decode("utf-8", "replace").strip().splitlines()
+        sample = raw[-1][:80] if raw else "nothing"
+        raise AdapterError(f"{name}: `{command}` did not print JSON (got {sample!r}); see docs/adapters.md")
+    return parsed
+
+
+_NOTHING = object()
+
+
+def _last_json(stdout: bytes) -> object:
+    text = stdout.decode("utf-8", "replace").strip()
+    if not text:
+        return _NOTHING
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    for line in reversed(text.splitlines()):
+        if line.strip():
+            try:
+                return json.loads(line)
+            except json.JSONDecodeError:
+                return _NOTHING
+    return _NOTHING
+
+
+async def stop_process(proc: asyncio.subprocess.Process, grace: float = STOP_GRACE_S) -> int | None:
+    """SIGTERM the process (its whole session), wait ``grace`` seconds, then SIGKILL; returns the exit code."""
+    if proc.returncode is not None:
+        return proc.returncode
+    _signal(proc, signal.SIGTERM)
+    try:
+        return await asyncio.wait_for(proc.wait(), grace)
+    except TimeoutError:
+        _signal(proc, signal.SIGKILL)
+        return await proc.wait()
+
+
+def _signal(proc: asyncio.subprocess.Process, sig: signal.Signals) -> None:
+    """Signal the adapter's process group (it leads one: ``start_new_session``), children included.
+
+    Not ``proc.send_signal``: Popen polls (reaps) the child first, stealing its exit status
+    from asyncio's child watcher ("Unknown child process pid ...").
+    """
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)

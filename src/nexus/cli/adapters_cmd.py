@@ -1,0 +1,294 @@
+"""``nexus adapters``: register, list, enable, disable, health and test adapters.
+
+``register``, ``enable`` and ``disable`` edit ``nexus.toml`` in place with tomlkit (comments
+and layout kept), validate the result with the same strict loader as every command, and
+write it atomically; a change that would make the file invalid is refused and nothing is
+written. Secrets are never taken on the command line: ``--credential-env VAR`` stores
+``${VAR}``, resolved when the adapter starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from nexus.errors import ConfigError, NexusError
+
+
+def adapters_command(args: argparse.Namespace) -> int:
+    """Dispatch ``nexus adapters ACTION``."""
+    action = {
+        "register": _register,
+        "list": _list,
+        "enable": _enable,
+        "disable": _disable,
+        "health": _health,
+        "test": _test,
+    }[args.action]
+    return action(args)
+
+
+# -- config file ---------------------------------------------------------------------------------
+
+
+def _config_file(args: argparse.Namespace) -> Path:
+    from nexus.config import config_path
+
+    return Path(args.config).expanduser() if getattr(args, "config", None) else config_path()
+
+
+def _load(args: argparse.Namespace) -> Any:
+    from nexus.config import load_config
+
+    return load_config(getattr(args, "config", None))
+
+
+def _edit(args: argparse.Namespace, change: Any) -> Path:
+    """Apply ``change(document)`` to nexus.toml, validate, and write it atomically."""
+    import tomlkit
+
+    from nexus.config import parse_config
+
+    path = _config_file(args)
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    document = tomlkit.parse(text)
+    change(document)
+    new_text = tomlkit.dumps(document)
+    parse_config(new_text, path)  # raises ConfigError naming the problem; nothing written
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temp.write_text(new_text, encoding="utf-8")
+    os.replace(temp, path)
+    return path
+
+
+def _table(parent: Any, key: str) -> Any:
+    import tomlkit
+
+    if key not in parent:
+        parent[key] = tomlkit.table()
+    return parent[key]
+
+
+def _ref(ref: str) -> tuple[str, str]:
+    name, sep, account = ref.partition("/")
+    if not sep or not name or not account:
+        raise ConfigError(f"expected NAME/ACCOUNT (e.g. tg/main), got {ref!r}")
+    return name, account
+
+
+def _manager(config: Any) -> Any:
+    from nexus.adapters.manager import AdapterManager
+
+    return AdapterManager(config.adapters, home=config.home)
+
+
+# -- actions -------------------------------------------------------------------------------------
+
+
+def _register(args: argparse.Namespace) -> int:
+    from nexus.config import AdapterConfig
+
+    fields: dict[str, Any] = {"builtin": args.builtin} if args.builtin else {"command": args.command}
+    if args.mode:
+        fields["mode"] = args.mode
+    candidate = AdapterConfig.model_validate(fields)
+    config = _load(args)
+    info = asyncio.run(_info_of(config.home, args.name, candidate))
+
+    def change(document: Any) -> None:
+        adapters = _table(document, "adapters")
+        existing = adapters.get(args.name)
+        table = existing if existing is not None else _table(adapters, args.name)
+        for key in ("command", "builtin"):
+            if key in table:
+                del table[key]
+        for key, value in fields.items():
+            table[key] = value
+
+    path = _edit(args, change)
+    print(f"registered {args.name}: {info.platform} {info.version}, supports {', '.join(info.supports)} ({path})")
+    print(f"next: nexus adapters enable {args.name}/<account>")
+    return 0
+
+
+async def _info_of(home: Path, name: str, candidate: Any) -> Any:
+    from nexus.adapters.manager import AdapterManager
+
+    manager = AdapterManager({name: candidate}, home=home)
+    try:
+        return await manager.info(name)
+    finally:
+        await manager.close()
+
+
+def _enable(args: argparse.Namespace) -> int:
+    name, account = _ref(args.ref)
+    config = _load(args)
+    if name not in config.adapters:
+        raise ConfigError(f"no adapter named {name!r}: `nexus adapters register {name} --command ...` first")
+    values = dict(_parse_set(item) for item in args.set)
+
+    def change(document: Any) -> None:
+        table = _table(_table(document["adapters"][name], "accounts"), account)
+        table["enabled"] = True
+        if args.monitor:
+            table["monitor"] = True
+        if args.agent:
+            table["agent"] = args.agent
+        if args.credential_env:
+            table["credential"] = "${" + args.credential_env + "}"
+        if values:
+            settings = _table(table, "config")
+            for key, value in values.items():
+                settings[key] = value
+
+    _edit(args, change)
+    extra = " with its monitor" if args.monitor else ""
+    print(f"enabled {name}/{account}{extra}")
+    return 0
+
+
+def _parse_set(item: str) -> tuple[str, str | int | float | bool]:
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+    value: str | int | float | bool = raw
+    if raw in ("true", "false"):
+        value = raw == "true"
+    else:
+        for kind in (int, float):
+            try:
+                value = kind(raw)
+                break
+            except ValueError:
+                continue
+    return key.strip(), value
+
+
+def _disable(args: argparse.Namespace) -> int:
+    name, account = _ref(args.ref)
+    config = _load(args)
+    adapter = config.adapters.get(name)
+    if adapter is None or account not in adapter.accounts:
+        raise ConfigError(f"no account {name}/{account} in nexus.toml; see `nexus adapters list`")
+
+    def change(document: Any) -> None:
+        document["adapters"][name]["accounts"][account]["enabled"] = False
+
+    _edit(args, change)
+    print(f"disabled {name}/{account}")
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    config = _load(args)
+    infos = asyncio.run(_all_info(config))
+    rows = []
+    for name, adapter in sorted(config.adapters.items()):
+        info = infos.get(name)
+        rows.append(
+            {
+                "name": name,
+                "command": adapter.command or f"builtin:{adapter.builtin}",
+                "mode": adapter.mode,
+                "supports": list(info.supports) if not isinstance(info, str) and info else [],
+                "error": info if isinstance(info, str) else None,
+                "accounts": {
+                    acc: {"enabled": a.enabled, "monitor": a.monitor, "agent": a.agent}
+                    for acc, a in adapter.accounts.items()
+                },
+            }
+        )
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print("no adapters registered; try: nexus adapters register console --builtin console")
+        return 0
+    for row in rows:
+        caps = ", ".join(row["supports"]) if not row["error"] else f"error: {row['error']}"
+        print(f"{row['name']}  ({row['command']}, mode {row['mode']})  {caps}")
+        for acc, state in row["accounts"].items():
+            flags = [
+                "enabled" if state["enabled"] else "disabled",
+                *(["monitor"] if state["monitor"] else []),
+                *([f"agent {state['agent']}"] if state["agent"] else []),
+            ]
+            print(f"  {row['name']}/{acc}: {', '.join(flags)}")
+    return 0
+
+
+async def _all_info(config: Any) -> dict[str, Any]:
+    manager = _manager(config)
+    out: dict[str, Any] = {}
+    try:
+        for name in config.adapters:
+            try:
+                out[name] = await manager.info(name)
+            except NexusError as exc:
+                out[name] = str(exc)
+    finally:
+        await manager.close()
+    return out
+
+
+def _health(args: argparse.Namespace) -> int:
+    config = _load(args)
+    statuses = asyncio.run(_all_health(config))
+    if args.json:
+        print(
+            json.dumps([{"adapter": s.adapter, "account": s.account, "ok": s.ok, "detail": s.detail} for s in statuses])
+        )
+    elif not statuses:
+        print("no enabled adapter accounts; see `nexus adapters enable`")
+    for status in [] if args.json else statuses:
+        print(f"{'ok  ' if status.ok else 'FAIL'}  {status.adapter}/{status.account}: {status.detail}")
+    return 0 if all(s.ok for s in statuses) else 1
+
+
+async def _all_health(config: Any) -> list[Any]:
+    manager = _manager(config)
+    try:
+        return list(await asyncio.gather(*(manager.health(n, a) for n, a in manager.enabled_accounts())))
+    finally:
+        await manager.close()
+
+
+def _test(args: argparse.Namespace) -> int:
+    name, account = _ref(args.ref)
+    config = _load(args)
+    if name not in config.adapters:
+        raise ConfigError(f"no adapter named {name!r}; see `nexus adapters list`")
+    import logging
+
+    logging.getLogger("nexus.streaming").addHandler(logging.NullHandler())  # the error is printed below
+    report = asyncio.run(_deliver(config, name, account, args))
+    if report.ok:
+        ids = ", ".join(report.message_ids) or "none reported"
+        print(f"delivered to {name}/{account}:{args.to} ({report.path}); message ids: {ids}")
+        return 0
+    print(f"nexus: error: delivery to {name}/{account}:{args.to} failed: {report.error}", file=sys.stderr)
+    return 1
+
+
+async def _deliver(config: Any, name: str, account: str, args: argparse.Namespace) -> Any:
+    from nexus.adapters.types import DeliveryTarget
+    from nexus.streaming.events import StreamEnd, Token
+    from nexus.streaming.router import StreamRouter
+
+    async def events() -> Any:
+        yield Token(args.text)
+        yield StreamEnd("cli-test", final=True)
+
+    target = DeliveryTarget(name, account, args.to, thread_id=args.thread, reply_to_id=args.reply_to)
+    manager = _manager(config)
+    try:
+        return await StreamRouter(manager).deliver(target, events(), run_id="cli-test", session_label="cli")
+    finally:
+        await manager.close()

@@ -1,0 +1,273 @@
+"""The stream router: one delivery's StreamEvents to its adapter, natively or in blocks (seed 004).
+
+``await router.deliver(target, events)`` picks the path from the adapter's ``info``:
+
+- **native**: the adapter lists ``stream`` (and config does not force ``mode = "blocks"``):
+  each event becomes a JSONL line on the stdin of the account's long-running ``stream``
+  process; the router then waits for ``delivery_complete`` / ``delivery_error``.
+- **blocks**: anything else; the :class:`~nexus.streaming.pipeline.BlockPipeline` coalesces
+  tokens into blocks and calls ``send`` once per block (``reply_to_id`` on the first only).
+
+Whatever the source does, the adapter sees one well-formed delivery: ``stream_start`` first
+(made from the target if the source has none), ``stream_end{final:false}`` between model
+calls, and exactly one ``stream_end{final:true}`` or ``stream_error{partial}`` last. A source
+that raises becomes ``stream_error``; the router itself never raises for an adapter's fault:
+the :class:`DeliveryReport` says what happened, for the broker to keep with the turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import random
+from collections.abc import AsyncIterable, AsyncIterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+from nexus.adapters.clock import Clock
+from nexus.adapters.manager import AdapterManager
+from nexus.adapters.process import AdapterError
+from nexus.adapters.stream_client import StreamDelivery
+from nexus.adapters.types import DeliveryResult, DeliveryTarget
+from nexus.streaming.events import (
+    Reasoning,
+    StreamEnd,
+    StreamError,
+    StreamEvent,
+    StreamStart,
+    Token,
+    is_terminal,
+    to_line,
+)
+from nexus.streaming.pipeline import BlockPipeline
+from nexus.streaming.settings import block_settings
+
+log = logging.getLogger("nexus.streaming")
+
+DeliveryPath = Literal["native", "blocks", "none"]
+FINISH_TIMEOUT_S = 30.0
+_BATCH = 256
+
+
+@dataclass(slots=True)
+class DeliveryReport:
+    """The outcome of one delivery: path, message ids, and the error with ``partial`` if it failed."""
+
+    target: DeliveryTarget
+    path: DeliveryPath
+    ok: bool = True
+    message_ids: list[str] = field(default_factory=list)
+    blocks_sent: int = 0
+    events: int = 0
+    error: str | None = None
+    partial: bool = False
+
+    def failed(self, error: str, partial: bool) -> DeliveryReport:
+        if self.ok or self.error is None:
+            self.error = error
+        self.ok = False
+        self.partial = self.partial or partial
+        return self
+
+
+class _Framer:
+    """Normalises a source into one delivery; tracks whether any text went out (for ``partial``)."""
+
+    def __init__(self, target: DeliveryTarget, run_id: str, session_label: str, reasoning: bool) -> None:
+        self.target = target
+        self.run_id = run_id
+        self.session_label = session_label
+        self.reasoning = reasoning
+        self.text_seen = False
+
+    async def frame(self, source: AsyncIterable[StreamEvent]) -> AsyncIterator[StreamEvent]:
+        started = False
+        try:
+            async for event in source:
+                kind = type(event)
+                if kind is StreamStart:
+                    if not started:
+                        started = True
+                        self.run_id = event.run_id or self.run_id  # type: ignore[union-attr]
+                        yield StreamStart(self.run_id, event.session_label or self.session_label, self.target)  # type: ignore[union-attr]
+                    continue
+                if not started:
+                    started = True
+                    yield StreamStart(self.run_id, self.session_label, self.target)
+                if kind is Reasoning and not self.reasoning:
+                    continue
+                if kind is Token:
+                    self.text_seen = True
+                if kind is StreamError:
+                    event = StreamError(event.error, event.partial or self.text_seen)  # type: ignore[union-attr]
+                yield event
+                if is_terminal(event):
+                    return
+        except Exception as exc:  # the run's event source broke: the delivery still ends well-formed
+            log.warning("stream source for %s failed: %s", self.target.key, exc)
+            if not started:
+                yield StreamStart(self.run_id, self.session_label, self.target)
+            yield StreamError(f"the run's event stream failed: {exc}", self.text_seen)
+            return
+        if not started:
+            yield StreamStart(self.run_id, self.session_label, self.target)
+        yield StreamEnd(self.run_id, final=True)
+
+
+class StreamRouter:
+    """Routes deliveries to the adapters of an :class:`AdapterManager`."""
+
+    def __init__(
+        self,
+        manager: AdapterManager,
+        *,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+        finish_timeout_s: float = FINISH_TIMEOUT_S,
+    ) -> None:
+        self.manager = manager
+        self.clock = clock or manager.clock
+        self.rng = rng or random.Random()
+        self.finish_timeout_s = finish_timeout_s
+
+    async def deliver(
+        self,
+        target: DeliveryTarget,
+        events: AsyncIterable[StreamEvent],
+        *,
+        run_id: str = "",
+        session_label: str = "",
+    ) -> DeliveryReport:
+        """Deliver one run's events to ``target``; returns the report (adapter faults never raise)."""
+        try:
+            config = self.manager.config(target.channel)
+            self.manager.account(target.channel, target.account_id)
+            info = await self.manager.info(target.channel)
+        except Exception as exc:  # unknown adapter, disabled account, info failed: the run goes on
+            await _drain(events)
+            log.warning("delivery to %s not possible: %s", target.key, exc)
+            return DeliveryReport(target, "none").failed(str(exc), partial=False)
+        framer = _Framer(target, run_id, session_label, config.reasoning)
+        framed = framer.frame(events)
+        native = info.can("stream") and config.mode != "blocks"
+        if config.mode == "native" and not info.can("stream"):
+            log.warning("adapter %s: mode = native but its info does not list stream; using blocks", target.channel)
+        if native:
+            return await self._native(target, framed)
+        return await self._blocks(target, framed, info.platform, info.text_limit)
+
+    async def _blocks(
+        self,
+        target: DeliveryTarget,
+        framed: AsyncIterator[StreamEvent],
+        platform: str,
+        text_limit: int | None,
+    ) -> DeliveryReport:
+        overrides = self.manager.options(target.channel)
+        settings = block_settings(
+            platform, {**overrides, "reasoning": self.manager.config(target.channel).reasoning}, text_limit=text_limit
+        )
+
+        async def send(text: str, index: int) -> DeliveryResult:
+            return await self.manager.send(target, text, first=index == 0)
+
+        pipeline = BlockPipeline(settings, send, clock=self.clock, rng=self.rng)
+        outcome = await pipeline.run(framed)
+        await _drain(framed)
+        report = DeliveryReport(target, "blocks", message_ids=outcome.message_ids, blocks_sent=outcome.blocks_sent)
+        if outcome.error is not None:
+            report.failed(outcome.error, partial=outcome.blocks_sent > 0)
+        elif outcome.stream_error is not None:
+            report.failed(outcome.stream_error, partial=outcome.blocks_sent > 0)
+        return report
+
+    async def _native(self, target: DeliveryTarget, framed: AsyncIterator[StreamEvent]) -> DeliveryReport:
+        report = DeliveryReport(target, "native")
+        buffer: collections.deque[StreamEvent | None] = collections.deque()
+        ready = asyncio.Event()
+        pump = asyncio.create_task(_pump(framed, buffer, ready), name=f"nexus-stream-pump-{target.key}")
+        try:
+            process = await self.manager.stream_process(target.channel, target.account_id)
+            async with process.delivery() as delivery:
+                written_text = await _write_all(delivery, buffer, ready, report)
+                if delivery.dead:
+                    return report.failed(delivery.error or "the stream process went away", partial=written_text)
+                try:
+                    await asyncio.wait_for(delivery.done.wait(), self.finish_timeout_s)
+                except TimeoutError:
+                    await process.supervisor.kill_for_restart()
+                    error = (
+                        f"adapter {target.channel}/{target.account_id}: no delivery_complete within "
+                        f"{self.finish_timeout_s:g} s; restarting it"
+                    )
+                    return report.failed(error, partial=written_text or delivery.shown)
+                report.message_ids = list(delivery.message_ids)
+                if delivery.error is not None:
+                    return report.failed(delivery.error, partial=delivery.shown or written_text)
+                return report
+        except AdapterError as exc:
+            return report.failed(str(exc), partial=False)
+        except asyncio.CancelledError:
+            pump.cancel()
+            raise
+        finally:
+            if not pump.done():
+                await pump  # the source is always consumed to its end
+
+    async def close(self) -> None:
+        await self.manager.close()
+
+
+async def _pump(
+    source: AsyncIterator[StreamEvent], buffer: collections.deque[StreamEvent | None], ready: asyncio.Event
+) -> None:
+    """Move events from the run into ``buffer`` as they come, so a waiting delivery never holds the run up."""
+    count = 0
+    try:
+        async for event in source:
+            buffer.append(event)
+            ready.set()
+            count += 1
+            if count % _BATCH == 0:
+                await asyncio.sleep(0)  # let the writer take a batch
+    finally:
+        buffer.append(None)
+        ready.set()
+
+
+async def _write_all(
+    delivery: StreamDelivery,
+    buffer: collections.deque[StreamEvent | None],
+    ready: asyncio.Event,
+    report: DeliveryReport,
+) -> bool:
+    """Write buffered events to the process until the end marker (one write per batch); True if text went out."""
+    wrote_text = False
+    while True:
+        if not buffer:
+            ready.clear()
+            await ready.wait()
+            continue
+        lines: list[bytes] = []
+        end = False
+        while buffer:
+            event = buffer.popleft()
+            if event is None:
+                end = True
+                break
+            if type(event) is Token:
+                wrote_text = True
+            lines.append(to_line(event))
+        report.events += len(lines)
+        if lines and not delivery.dead and (not delivery.write(b"".join(lines)) or not await delivery.drain()):
+            delivery.fail(delivery.error or "the stream process closed its stdin")
+        if end:
+            return wrote_text
+
+
+async def _drain(events: AsyncIterable[StreamEvent]) -> None:
+    with contextlib.suppress(Exception):
+        async for _ in events:
+            pass

@@ -1,0 +1,239 @@
+"""Adapters that misbehave: each fault ends in one clear error, the caller is never crashed.
+
+Real processes throughout: missing and non-executable files, garbage on stdout, a hang, a
+non-zero exit, a flood, a stream process that dies mid-delivery, one that ignores SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from adapter_helpers import MakeManager, adapter, events_of, script_command
+
+from nexus.adapters.process import AdapterError
+from nexus.adapters.supervisor import RestartPolicy
+from nexus.adapters.types import DeliveryTarget
+from nexus.streaming.events import StreamEnd, Token
+from nexus.streaming.router import StreamRouter
+from nexus.testing import InstantClock, ManualClock
+
+
+async def test_missing_executable_is_reported_by_health_and_delivery(tmp_path: Path, make_manager: MakeManager) -> None:
+    manager = make_manager({"gone": adapter(command=str(tmp_path / "no-such-adapter"), accounts={"a": {}})})
+    health = await manager.health("gone", "a")
+    assert not health.ok and "not found" in health.detail
+    report = await StreamRouter(manager, clock=ManualClock()).deliver(
+        DeliveryTarget("gone", "a", "x"), events_of([Token("hi")])
+    )
+    assert not report.ok and report.path == "none" and "not found" in (report.error or "")
+
+
+async def test_a_file_that_is_not_executable_is_named(tmp_path: Path, make_manager: MakeManager) -> None:
+    script = tmp_path / "adapter.sh"
+    script.write_text("#!/bin/sh\necho '{}'\n")
+    manager = make_manager({"plain": adapter(command=str(script))})
+    with pytest.raises(AdapterError, match="not executable: chmod"):
+        await manager.info("plain")
+
+
+async def test_garbage_from_info_is_a_clear_error(make_manager: MakeManager) -> None:
+    manager = make_manager({"g": adapter(command=script_command("faulty.py", "garbage-info"))})
+    with pytest.raises(AdapterError, match="did not print JSON"):
+        await manager.info("g")
+
+
+@pytest.mark.parametrize(
+    ("fault", "message"),
+    [
+        ("garbage", "did not print JSON"),
+        ("hang", "no answer within 1 s"),
+        ("exit", "exited with code 4: faulty: the platform refused the login"),
+        ("flood", "flooding stdout"),
+    ],
+)
+async def test_send_faults_become_failed_results(fault: str, message: str, make_manager: MakeManager) -> None:
+    manager = make_manager(
+        {"f": adapter(command=script_command("faulty.py"), timeout_s=1.0, accounts={"a": {"config": {"fault": fault}}})}
+    )
+    result = await manager.send(DeliveryTarget("f", "a", "x"), "hello")
+    assert not result.success
+    assert result.error is not None and message in result.error.message
+
+
+async def test_retry_after_is_honoured_for_three_attempts(tmp_path: Path, make_manager: MakeManager) -> None:
+    counter = tmp_path / "count"
+    clock = InstantClock()
+    config = {"fault": "rate_limited", "failures": 2, "counter": str(counter)}
+    manager = make_manager(
+        {"f": adapter(command=script_command("faulty.py"), accounts={"a": {"config": config}})}, clock=clock
+    )
+    result = await manager.send(DeliveryTarget("f", "a", "x"), "hello")
+    assert result.success and result.message_ids == ["ok2"]
+    assert clock.sleeps == [1.5, 1.5]
+    assert counter.read_text() == "3"
+
+
+async def test_send_gives_up_after_three_attempts(tmp_path: Path, make_manager: MakeManager) -> None:
+    counter = tmp_path / "count"
+    config = {"fault": "rate_limited", "failures": 10, "counter": str(counter)}
+    manager = make_manager(
+        {"f": adapter(command=script_command("faulty.py"), accounts={"a": {"config": config}})}, clock=InstantClock()
+    )
+    result = await manager.send(DeliveryTarget("f", "a", "x"), "hello")
+    assert not result.success and result.error is not None and result.error.type == "rate_limited"
+    assert counter.read_text() == "3"
+
+
+async def test_credentials_travel_in_a_0600_file_never_in_argv_or_env(
+    tmp_path: Path, make_manager: MakeManager
+) -> None:
+    dump = tmp_path / "dump.json"
+    secret = "123456:very-secret-token"
+    manager = make_manager(
+        {
+            "f": adapter(
+                command=script_command("faulty.py"),
+                accounts={"a": {"credential": "${BOT_TOKEN}", "config": {"fault": "record_env", "dump": str(dump)}}},
+            )
+        },
+        env={**os.environ, "BOT_TOKEN": secret, "OPENAI_API_KEY": "sk-parent"},
+    )
+    result = await manager.send(DeliveryTarget("f", "a", "x"), "hello")
+    assert result.success
+    seen = json.loads(dump.read_text())
+    assert seen["credential"] == {"kind": "token", "value": secret}
+    assert seen["mode"] == 0o600
+    assert secret not in " ".join(seen["argv"])
+    assert all(secret not in value for value in seen["env"].values())
+    assert "OPENAI_API_KEY" not in seen["env"] and "BOT_TOKEN" not in seen["env"]
+    assert not _exists(seen["ctx_path"]), "the context file is removed when the command is done"
+
+
+async def test_malformed_status_lines_are_skipped(
+    tmp_path: Path, make_manager: MakeManager, caplog: pytest.LogCaptureFixture
+) -> None:
+    record = tmp_path / "lines.jsonl"
+    config = {"record": str(record), "garbage": '{"type": "nonsense"} and more'}
+    manager = make_manager({"rec": adapter(command=script_command("recorder.py"), accounts={"x": {"config": config}})})
+    with caplog.at_level(logging.WARNING, logger="nexus.adapters"):
+        report = await StreamRouter(manager, clock=ManualClock()).deliver(
+            DeliveryTarget("rec", "x", "u"), events_of([Token("a"), StreamEnd("r")])
+        )
+    assert report.ok and report.message_ids == ["m2"]
+    process = await manager.stream_process("rec", "x")
+    assert process.bad_lines == 2
+    assert "skipped a malformed line" in caplog.text
+
+
+async def test_a_stream_process_dying_mid_delivery_ends_it_partial_and_is_restarted(
+    tmp_path: Path, make_manager: MakeManager
+) -> None:
+    record = tmp_path / "lines.jsonl"
+    clock = ManualClock()
+    manager = make_manager(
+        {
+            "rec": adapter(
+                command=script_command("recorder.py"),
+                accounts={"x": {"config": {"record": str(record), "die_after": 3}}},
+            )
+        },
+        clock=clock,
+    )
+    router = StreamRouter(manager, clock=clock)
+    target = DeliveryTarget("rec", "x", "u")
+
+    report = await router.deliver(target, events_of([Token("one "), Token("two "), Token("three"), StreamEnd("r")]))
+    assert not report.ok and report.partial
+    assert "exited with code 3" in (report.error or "")
+
+    second = asyncio.create_task(router.deliver(target, events_of([Token("again"), StreamEnd("r2")])))
+    await clock.wait_for_sleeper()
+    assert clock.sleeps == [1.0], "the restart waits 1 s x 2^0"
+    await clock.advance(1.0)
+    await second
+    process = await manager.stream_process("rec", "x")
+    assert process.supervisor.restarts == 1 and process.supervisor.starts == 2
+
+
+async def test_restarts_stop_after_five_with_exponential_backoff(tmp_path: Path, make_manager: MakeManager) -> None:
+    record = tmp_path / "lines.jsonl"
+    clock = InstantClock()
+    manager = make_manager(
+        {
+            "rec": adapter(
+                command=script_command("recorder.py"),
+                accounts={"x": {"config": {"record": str(record), "die_after": 1}}},
+            )
+        },
+        clock=clock,
+    )
+    router = StreamRouter(manager, clock=clock)
+    target = DeliveryTarget("rec", "x", "u")
+    reports = [await router.deliver(target, events_of([Token("t"), StreamEnd("r")])) for _ in range(7)]
+    assert all(not r.ok for r in reports)
+    assert clock.sleeps == [1.0, 2.0, 4.0, 8.0, 16.0]
+    assert "gave up after 5 restarts" in (reports[-1].error or "")
+    health = await manager.health("rec", "x")
+    assert not health.ok and health.state == "failed"
+
+
+def _exists(path: str) -> bool:
+    return Path(path).exists()
+
+
+def test_backoff_is_capped_at_300_seconds() -> None:
+    policy = RestartPolicy()
+    assert [policy.backoff(n) for n in range(10)] == [1, 2, 4, 8, 16, 32, 64, 128, 256, 300]
+
+
+async def test_stop_sends_sigkill_when_sigterm_is_ignored(tmp_path: Path, make_manager: MakeManager) -> None:
+    pid_file = tmp_path / "pid"
+    manager = make_manager(
+        {"s": adapter(command=script_command("stubborn.py"), accounts={"a": {"config": {"pid": str(pid_file)}}})},
+        policy=RestartPolicy(stop_grace_s=0.3),
+    )
+    process = await manager.stream_process("s", "a")
+    proc = await process.supervisor.ensure()
+    for _ in range(500):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        await asyncio.sleep(0.02)
+    await manager.close()
+    assert proc.returncode == -signal.SIGKILL
+
+
+async def test_a_flood_of_bad_lines_is_skipped_without_stalling(tmp_path: Path, make_manager: MakeManager) -> None:
+    record = tmp_path / "lines.jsonl"
+    config = {"record": str(record), "garbage": "x" * 100, "garbage_repeat": 20_000}
+    manager = make_manager({"rec": adapter(command=script_command("recorder.py"), accounts={"x": {"config": config}})})
+    report = await StreamRouter(manager, clock=ManualClock()).deliver(
+        DeliveryTarget("rec", "x", "u"), events_of([Token("a"), StreamEnd("r")])
+    )
+    assert report.ok and report.message_ids == ["m2"]
+    process = await manager.stream_process("rec", "x")
+    assert process.bad_lines == 40_000
+
+
+async def test_an_adapter_that_never_completes_is_timed_out_and_restarted(
+    tmp_path: Path, make_manager: MakeManager
+) -> None:
+    record = tmp_path / "lines.jsonl"
+    clock = InstantClock()
+    config = {"record": str(record), "silent": True}
+    manager = make_manager(
+        {"rec": adapter(command=script_command("recorder.py"), accounts={"x": {"config": config}})}, clock=clock
+    )
+    router = StreamRouter(manager, clock=clock, finish_timeout_s=0.3)
+    target = DeliveryTarget("rec", "x", "u")
+    first = await router.deliver(target, events_of([Token("a"), StreamEnd("r")]))
+    assert not first.ok and "no delivery_complete within 0.3 s" in (first.error or "") and first.partial
+    second = await router.deliver(target, events_of([Token("b"), StreamEnd("r")]))
+    assert not second.ok
+    process = await manager.stream_process("rec", "x")
+    assert process.supervisor.starts == 2 and clock.sleeps == [1.0], "the hung process was replaced after its backoff"

@@ -1,0 +1,95 @@
+"""``nexus adapters``: real CLI subprocesses editing a real nexus.toml and running real adapters."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import RunNexus
+from nexus.testing import FakeTelegram
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "adapters"
+
+
+def test_register_enable_test_list_disable(nexus: RunNexus, isolated_env: Path, tmp_path: Path) -> None:
+    out = tmp_path / "deliveries.jsonl"
+    config = isolated_env / "nexus.toml"
+    isolated_env.mkdir(parents=True, exist_ok=True)
+    config.write_text('# my settings\ndefault_model = "openai/gpt-4o-mini"\n')
+
+    registered = nexus("adapters", "register", "files", "--builtin", "jsonl")
+    assert registered.returncode == 0, registered.stderr
+    assert "supports send, stream, health" in registered.stdout
+    enabled = nexus("adapters", "enable", "files/a", "--set", f"path={out}", "--agent", "helper")
+    assert enabled.returncode == 0, enabled.stderr
+    text = config.read_text()
+    assert text.startswith("# my settings\n"), "comments are kept"
+    assert "[adapters.files.accounts.a]" in text and 'agent = "helper"' in text
+
+    sent = nexus("adapters", "test", "files/a", "--to", "chat:7", "hello **there**")
+    assert sent.returncode == 0, sent.stderr
+    assert "(native)" in sent.stdout
+    [record] = [json.loads(line) for line in out.read_text().splitlines()]
+    assert record["text"] == "hello **there**" and record["target"]["to"] == "chat:7"
+
+    listing = nexus("adapters", "list", "--json")
+    [row] = json.loads(listing.stdout)
+    assert row["supports"] == ["send", "stream", "health"] and row["accounts"]["a"]["agent"] == "helper"
+
+    assert nexus("adapters", "disable", "files/a").returncode == 0
+    refused = nexus("adapters", "test", "files/a", "--to", "chat:7", "again")
+    assert refused.returncode == 1 and "files/a is disabled" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
+def test_register_a_shell_adapter_and_deliver_in_blocks(nexus: RunNexus, tmp_path: Path) -> None:
+    log = tmp_path / "hello.log"
+    command = f"{EXAMPLES / 'hello_adapter.sh'} {log}"
+    assert nexus("adapters", "register", "hello", "--command", command).returncode == 0
+    assert nexus("adapters", "enable", "hello/x").returncode == 0
+    sent = nexus("adapters", "test", "hello/x", "--to", "bob", "hi from shell")
+    assert sent.returncode == 0, sent.stderr
+    assert "(blocks)" in sent.stdout
+    assert log.read_text() == "[bob] hi from shell\n"
+
+
+def test_health_reports_each_account_and_fails_when_one_is_down(nexus: RunNexus, tmp_path: Path) -> None:
+    with FakeTelegram(token="1:good") as tg:
+        assert nexus("adapters", "register", "tg", "--builtin", "telegram").returncode == 0
+        for account, var in (("ok", "GOOD_TOKEN"), ("bad", "BAD_TOKEN")):
+            result = nexus(
+                "adapters", "enable", f"tg/{account}", "--credential-env", var, "--set", f"api_base={tg.base_url}"
+            )
+            assert result.returncode == 0, result.stderr
+        health = nexus("adapters", "health", env={"GOOD_TOKEN": "1:good", "BAD_TOKEN": "2:bad"})
+    assert health.returncode == 1
+    assert "ok    tg/ok: connected" in health.stdout
+    assert "FAIL  tg/bad: not connected: Telegram 401: Unauthorized" in health.stdout
+
+
+def test_bad_input_is_one_line_and_exit_2(nexus: RunNexus, isolated_env: Path) -> None:
+    unknown = nexus("adapters", "enable", "nope/x")
+    assert unknown.returncode == 2 and "no adapter named 'nope'" in unknown.stderr
+    malformed = nexus("adapters", "enable", "files")
+    assert malformed.returncode == 2 and "expected NAME/ACCOUNT" in malformed.stderr
+    missing = nexus("adapters", "register", "gone", "--command", "/no/such/adapter")
+    assert missing.returncode == 1 and "not found" in missing.stderr
+    assert not (isolated_env / "nexus.toml").exists(), "nothing is written when the adapter does not answer"
+    for result in (unknown, malformed, missing):
+        assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_an_invalid_edit_is_refused_and_nothing_written(nexus: RunNexus, isolated_env: Path) -> None:
+    isolated_env.mkdir(parents=True, exist_ok=True)
+    config = isolated_env / "nexus.toml"
+    config.write_text('[adapters.files]\nbuiltin = "jsonl"\n')
+    result = nexus("adapters", "enable", "files/a", "--set", "path=[1,2]", "--set", "=x")
+    assert result.returncode == 2 and "--set expects KEY=VALUE" in result.stderr
+    assert config.read_text() == '[adapters.files]\nbuiltin = "jsonl"\n'
+
+
+def test_adapters_config_is_strict(nexus: RunNexus, isolated_env: Path) -> None:
+    isolated_env.mkdir(parents=True, exist_ok=True)
+    (isolated_env / "nexus.toml").write_text('[adapters.files]\nbuiltin = "jsonl"\nmode = "fast"\n')
+    result = nexus("adapters", "list")
+    assert result.returncode == 2 and "adapters.files.mode" in result.stderr

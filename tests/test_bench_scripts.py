@@ -1,0 +1,59 @@
+"""The benchmark scripts keep their reporting rules: machine header, and no ratio without both sides.
+
+A ratio in docs/benchmarks.md must come from one run that measured both sides, and every result
+must say on which CPU and under what load it ran. These run the scripts small (loopback only,
+no peers installed on purpose) and check what they print, never how fast anything was.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench"
+
+
+def run_bench(*args: str) -> str:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def assert_machine_lines(out: str) -> None:
+    assert "\ncpu: " in out and " cores), python " in out
+    assert "load at start (1/5/15 min): " in out
+    assert "load at end (1/5/15 min): " in out
+
+
+def test_stream_bench_without_peers_prints_no_sdk_ratio(tmp_path: Path) -> None:
+    missing = str(tmp_path / "no-venv" / "bin" / "python")
+    out = run_bench(
+        str(BENCH / "bench_stream.py"),
+        *("--tokens", "300", "--repeats", "1", "--rounds", "1", "--no-import-time"),
+        *("--peers", "--peer-python", missing),
+    )
+    assert_machine_lines(out)
+    assert "floor: httpx async aiter_lines + json.loads" in out
+    assert "floor: httpx sync iter_lines + json.loads" in out
+    assert f"not measured: {missing} does not exist" in out
+    assert "same run" not in out  # the SDK / nexus ratio line
+    nexus_rows = [line for line in out.splitlines() if line.startswith("| nexus.llm.stream (events")]
+    assert len(nexus_rows) == 2 and all("x |" in row for row in nexus_rows)  # both formats, ratio to the floors
+
+
+def test_loop_bench_names_a_missing_peer_and_gives_it_no_ratio(tmp_path: Path) -> None:
+    out = run_bench(
+        str(BENCH / "bench_loop.py"),
+        *("--turns", "120", "--reps", "1", "--peers", "--peer-venvs", str(tmp_path)),
+    )
+    assert_machine_lines(out)
+    assert out.count("peer not measured, no ratio: ") == 5
+    assert "| fresh_loop |" in out
+    assert "ratio = peer / nexus" not in out
+    assert "no peer measured: no ratios" in out
