@@ -221,13 +221,22 @@ class EngineEnv:
         return cls(config, ledger, stream_fn, limits or limits_from_config(config), cooldowns, tools)
 
     def model(self, ref: str | Model | None = None) -> Model:
-        """The model for ``ref`` (a ``Model`` is used as is; ``None`` = the configured default)."""
+        """The model for ``ref`` (a ``Model`` is used as is; ``None`` = the configured default).
+
+        Resolved models are kept for the life of this env (a runtime's catalog): the default is
+        decided once (it looks at keys and the local model's files), not on every run.
+        """
         if isinstance(ref, Model):
             return ref
         if ref is None:
+            default = self._models.get("")
+            if default is not None:
+                return default
             from nexus.config import resolve_default_model
 
             ref = resolve_default_model(self.config).ref
+            self._models[""] = found_default = self.model(ref)
+            return found_default
         found = self._models.get(ref)
         if found is None:
             found = self._models[ref] = resolve_model(self.config, ref)
