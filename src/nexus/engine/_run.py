@@ -349,17 +349,24 @@ class EngineRun:
         if isinstance(event, MessageUpdateEvent):
             delta = event.assistant_event
             journal = self.journal
+            channel = self.channel
             if isinstance(delta, TextDeltaEvent):
                 self.wrote_text = True
-                self.publish(ReplyDelta(delta.delta, len(self.agent_ctx.messages) - self.history_len))
+                if channel.watched:
+                    channel.publish(ReplyDelta(delta.delta, len(self.agent_ctx.messages) - self.history_len))
+                else:
+                    channel.seq += 1  # nobody listens: count it, build nothing (the hot path)
                 if journal is not None:
                     journal.grew(len(delta.delta))
             elif isinstance(delta, ThinkingDeltaEvent):
-                self.publish(ReasoningDelta(delta.delta, len(self.agent_ctx.messages) - self.history_len))
+                if channel.watched:
+                    channel.publish(ReasoningDelta(delta.delta, len(self.agent_ctx.messages) - self.history_len))
+                else:
+                    channel.seq += 1
                 if journal is not None:
                     journal.grew(len(delta.delta))
             else:
-                self.publish(event)  # other progress (tool-call arguments streaming): droppable
+                channel.publish(event)  # other progress (tool-call arguments streaming): droppable
                 if isinstance(delta, ToolCallEndEvent) and journal is not None:
                     journal.call_done(delta.content_index, delta.tool_call.id)
         elif isinstance(event, MessageStartEvent):
