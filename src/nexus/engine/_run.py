@@ -243,6 +243,9 @@ class EngineRun:
             permissions_granted=list(ctx.permissions_granted),
             source_event_id=ctx.source_event_id,
             workspace_path=ctx.workspace_path or None,
+            system_prompt=ctx.system_prompt,
+            source=ctx.source,
+            context=assembly_metadata(ctx),
         )
 
     def on_timeout(self) -> None:
@@ -506,6 +509,28 @@ class EngineRun:
         response = _llm(self.agent_ctx.messages[self.history_len + 1 :])
         write_result(self.ledger, self.ctx, self.turn_id, result, response, result.compaction, self.delivered_steer_ids)
         result.messages = self.ledger.messages(self.turn_id)
+
+
+def assembly_metadata(ctx: AssembledContext) -> dict[str, object]:
+    """What the model was told besides the prompt text, for the query message's ``context_json`` (audit)."""
+    budget = ctx.token_budget
+    return {
+        "model": f"{ctx.provider}/{ctx.model}",
+        "history_messages": len(ctx.history),
+        "tools": [t.name for t in ctx.tools],
+        "budget": {
+            "context_window": budget.context_window,
+            "system": budget.system,
+            "history": budget.history,
+            "current": budget.current,
+            "tools": budget.tools,
+            "reserve_output": budget.reserve_output,
+            "reserve_compaction": budget.reserve_compaction,
+        },
+        "thinking": ctx.thinking_config.level if ctx.thinking_config is not None else "off",
+        "max_response_tokens": ctx.max_response_tokens,
+        "timeout_ms": ctx.timeout_ms,
+    }
 
 
 def _llm(messages: list[Any]) -> list[Message]:

@@ -320,7 +320,7 @@ class EngineEnv:
         profile = prompt_profile(self.config, chosen.provider, chosen.id)  # minimal: no event header either
         header = event if profile == "full" else None
         current = message if isinstance(message, UserMessage) else build_current_message(message, header, images)
-        return assemble_context(
+        ctx = assemble_context(
             model=chosen,
             workspace=self.config.workspace_path,
             session_label=label,
@@ -337,6 +337,8 @@ class EngineEnv:
             prompt=PromptOptions(scaffold=False, profile=profile),  # scaffolded above
             cache=self.sessions.get(label),
         )
+        ctx.source = event.channel or "user"
+        return ctx
 
     def start(
         self,
