@@ -21,6 +21,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import _machine
+
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings
 from nexus.broker.engine_runner import EngineRunner
 from nexus.config import load_config
@@ -79,6 +81,7 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=1000)
     parser.add_argument("--rate", type=float, default=100.0, help="messages/s for the latency run")
     args = parser.parse_args()
+    print(_machine.header("bench_broker_e2e.py: broker through the engine"))
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         os.environ.setdefault("NEXUS_HOME", tmp)
@@ -93,6 +96,7 @@ def main() -> int:
     print(f"{'send -> first token p99, all at once (ms)':<48} {burst_p99:>10.1f} {'(backlog)':>10}")
     print(f"{f'send -> first token p99 at {args.rate:.0f} msg/s (ms)':<48} {p99:>10.1f} {'< 20':>10}")
     print(f"{f'send -> first token median at {args.rate:.0f} msg/s (ms)':<48} {median:>10.1f} {'':>10}")
+    print(_machine.load_line())
     return 0
 
 

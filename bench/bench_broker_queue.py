@@ -24,6 +24,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import _machine
+
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings, new_message_id
 from nexus.broker._group_commit import GroupCommitter
 from nexus.broker.runner import RunOutcome, RunPhase, RunRequest, SteerReceipt
@@ -145,6 +147,7 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=5000)
     parser.add_argument("--peers", action="store_true", help="also measure persist-queue when importable")
     args = parser.parse_args()
+    print(_machine.header("bench_broker_queue.py: durable accept -> claim -> delivered"))
     load = os.getloadavg()
     print(f"# broker queue path, {args.messages} messages, one at a time; load {load[0]:.2f}")
     _measure(run_nexus, min(500, args.messages))  # warm-up: imports, page cache
@@ -157,14 +160,17 @@ def main() -> int:
     print(f"{'nexus AgentBroker, 100 agents':<34} {broker[0]:>10,.0f} {broker[1]:>14.3f} {'':>8}")
     if not args.peers:
         print("(peers not requested: run with --peers to measure persist-queue in the same run)")
+        print(_machine.load_line())
         return 0
     peer = _measure(run_persist_queue, args.messages)
     if peer is None:
         print("persist-queue is not installed (pip install persist-queue): no ratio printed")
+        print(_machine.load_line())
         return 0
     ratio = nexus[0] / peer[0]
     print(f"{'persist-queue SQLiteAckQueue':<34} {peer[0]:>10,.0f} {peer[1]:>14.3f} {1 / ratio:>8.2f}")
     print(f"one at a time, nexus is {ratio:.2f}x the messages/s of persist-queue in this run")
+    print(_machine.load_line())
     return 0
 
 

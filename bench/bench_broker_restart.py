@@ -20,6 +20,8 @@ import time
 import tracemalloc
 from pathlib import Path
 
+import _machine
+
 from nexus.broker import AgentBroker, AgentIdentity, BrokerSettings, QueueSettings
 from nexus.broker.runner import RunOutcome, RunPhase, RunRequest, SteerReceipt
 from nexus.ledger import Ledger
@@ -135,6 +137,7 @@ def main() -> int:
     parser.add_argument("--agents", type=int, default=1000)
     parser.add_argument("--items", type=int, default=10_000)
     args = parser.parse_args()
+    print(_machine.header("bench_broker_restart.py: restart and idle memory"))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "agents.db"
         _fill(path, args.agents, args.items)
@@ -149,6 +152,7 @@ def main() -> int:
     print(f"{'live state per agent with 10 items (RSS)':<46} {per_agent_rss:>9.1f} KB {'':>10}")
     print(f"{'per registered idle agent (tracemalloc)':<46} {idle_bytes / 1024:>9.1f} KB {'< 50 KB':>10}")
     print(f"{'per registered idle agent (RSS)':<46} {idle_rss:>9.1f} KB {'< 50 KB':>10}")
+    print(_machine.load_line())
     return 0
 
 

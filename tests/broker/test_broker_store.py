@@ -140,3 +140,18 @@ def test_write_turn_marks_consumed_items_in_its_own_transaction(ledger: Ledger, 
     assert (rows[item_id].status, rows[item_id].turn_id) == ("delivered", turn_id)
     assert rows[done_id].turn_id == "an-earlier-turn"  # a finished item is left alone, the turn still written
     assert ledger.get_turn(turn_id).status == "completed"
+
+
+def test_a_failing_write_in_a_group_fails_alone(store: BrokerStore) -> None:
+    from nexus.ledger.broker_store import claim_in, deliver_in
+
+    first, _ = accept(store, "m-1")
+    second, _ = accept(store, "m-2")
+    store.claim([second])
+    store.deliver([second], "turn-0")
+    outcomes = store.write_group(
+        [lambda c: claim_in(c, [first]), lambda c: deliver_in(c, [second], "turn-1"), lambda c: "third ran"]
+    )
+    assert outcomes[0] is None and isinstance(outcomes[1], LedgerError) and outcomes[2] == "third ran"
+    rows = {row.id: row for row in store.items()}
+    assert rows[first].status == "processing" and rows[second].turn_id == "turn-0"

@@ -90,6 +90,26 @@ def test_invalid_utf8_session_label_is_refused_and_nothing_created(home: Path) -
     assert not (home / "agents.db").exists()
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["agents", "add", "w1", "--session", b"s\xe9"],
+        ["agents", "show", b"w\xe9"],
+        ["agents", "rm", b"w\xe9"],
+        ["queue", "list", b"w\xe9"],
+        ["queue", "clear", b"w\xe9"],
+        ["send", "w1", "hi", "--id", b"m\xe9"],
+        ["sessions", "fork", b"t\xe9"],
+    ],
+    ids=["agents-add-session", "agents-show", "agents-rm", "queue-list", "queue-clear", "send-id", "fork-turn"],
+)
+def test_invalid_utf8_in_any_name_is_refused_not_a_traceback(home: Path, args: list[str | bytes]) -> None:
+    result = _nexus(home, *args)
+    stderr = _err(result)
+    assert result.returncode == 2, stderr
+    assert "not valid UTF-8" in stderr and "Traceback" not in stderr
+
+
 def test_invalid_utf8_line_in_chat_is_sent_with_replacement(home: Path, server: FakeProviderServer) -> None:
     server.script(text("ok"))
     result = _nexus(home, "chat", stdin=b"hello \xe9\n/exit\n")
@@ -194,6 +214,22 @@ def test_unset_variable_in_api_key_is_a_config_error_not_the_environment_key(
     assert server.requests == [] and not (isolated_env / "agents.db").exists()
     doctor = _nexus(isolated_env, "doctor", OPENAI_API_KEY="sk-from-the-environment")
     assert doctor.returncode == 1 and "NEXUS_TEST_UNSET_KEY" in doctor.stdout.decode()
+
+
+@pytest.mark.parametrize("command", [["run", "hello"], ["doctor"]])
+def test_empty_api_key_is_a_config_error_not_a_traceback(
+    isolated_env: Path, server: FakeProviderServer, command: list[str]
+) -> None:
+    _write(
+        isolated_env,
+        'default_model = "openai/gpt-4o-mini"\n\n[providers.openai]\n'
+        f'base_url = "{server.openai_base_url}"\napi_key = ""\n',
+    )
+    result = _nexus(isolated_env, *command, OPENAI_API_KEY="sk-from-the-environment")
+    output = _err(result) + result.stdout.decode()
+    assert result.returncode == 2, output
+    assert "nexus.toml:5: providers.openai.api_key" in output
+    assert server.requests == [] and not (isolated_env / "agents.db").exists()
 
 
 def test_variable_default_is_used_when_unset(isolated_env: Path, server: FakeProviderServer) -> None:

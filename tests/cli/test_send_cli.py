@@ -118,3 +118,23 @@ def test_chat_with_an_agent_runs_each_line_as_its_turn(home: Path, server: FakeP
         assert [s for _, s in _items(home)] == ["delivered", "delivered"]
     unknown = nexus("chat", "--agent", "ghost", stdin="hi\n")
     assert unknown.returncode == 2 and "unknown agent 'ghost'" in unknown.stderr
+
+
+def test_deliver_streams_the_reply_through_an_adapter(home: Path, server: FakeProviderServer, nexus: RunNexus) -> None:
+    out = home / "deliveries.jsonl"
+    with (home / "nexus.toml").open("a", encoding="utf-8") as config:
+        config.write(
+            f'\n[adapters.files]\nbuiltin = "jsonl"\n[adapters.files.accounts.a]\nconfig = {{ path = "{out}" }}\n'
+        )
+    server.script(text("Delivered words."))
+    nexus("agents", "add", "coder")
+    result = nexus("send", "coder", "say it", "--wait", "--deliver", "files/a:me")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Delivered words.\n"
+    assert "delivered to files/a:me" in result.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert "Delivered words." in json.dumps(lines)
+    bad = nexus("send", "coder", "x", "--deliver", "nowhere/a:me")
+    assert bad.returncode == 2 and "no adapter named 'nowhere' (configured: files)" in bad.stderr
+    malformed = nexus("send", "coder", "x", "--deliver", "files-a-me")
+    assert malformed.returncode == 2 and "expected NAME/ACCOUNT:TARGET" in malformed.stderr

@@ -224,3 +224,33 @@ async def test_write_never_replaces_a_pipe(ws: Workspace) -> None:
     with pytest.raises(ToolError, match=r"pipe is not a regular file .*write only changes files"):
         await call(write_tool(ws), path="pipe", content="x")
     assert stat.S_ISFIFO((ws.root / "pipe").stat().st_mode)
+
+
+def _chattr(flag: str, path: Path) -> None:
+    if shutil.which("chattr") is None:
+        pytest.skip("no chattr: the append-only test needs it")
+    res = subprocess.run(["chattr", flag, str(path)], capture_output=True, text=True)
+    if res.returncode != 0:
+        pytest.skip(f"chattr {flag} is not permitted here ({res.stderr.strip()})")
+
+
+@pytest.mark.parametrize("last", ["modified", "deleted"])
+async def test_apply_patch_is_all_or_nothing_when_a_late_rename_is_refused(ws: Workspace, last: str) -> None:
+    # b.txt is append-only: it can be staged but neither replaced nor deleted; a.txt, renamed first, must come back.
+    (ws.root / "a.txt").write_text("alpha\n")
+    (ws.root / "b.txt").write_text("beta\n")
+    _chattr("+a", ws.root / "b.txt")
+    second = (
+        "--- a/b.txt\n+++ b/b.txt\n@@ -1 +1 @@\n-beta\n+BETA\n"
+        if last == "modified"
+        else "--- a/b.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-beta\n"
+    )
+    patch = "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-alpha\n+ALPHA\n" + second
+    try:
+        with pytest.raises(ToolError, match=r"Operation not permitted .*no file was changed"):
+            await call(apply_patch_tool(ws), patch=patch)
+    finally:
+        _chattr("-a", ws.root / "b.txt")
+    assert (ws.root / "a.txt").read_text() == "alpha\n"
+    assert (ws.root / "b.txt").read_text() == "beta\n"
+    assert sorted(p.name for p in ws.root.iterdir()) == ["a.txt", "b.txt"]  # no temporary, no backup left

@@ -28,6 +28,9 @@ from ._helpers import call
 SRC = Path(__file__).resolve().parents[2] / "src"
 CATASTROPHIC = "(a+)+$"
 EVIL_LINE = "a" * 40 + "!"  # 2**40 backtracking steps for CATASTROPHIC: never finishes
+EVIL_GLOB = "*a" * 12 + "*b"  # a glob is a regex too: against a name of 40 "a"s, ~C(40, 12) steps
+EVIL_NAME = "a" * 40
+CALLS = {"grep": {"pattern": CATASTROPHIC}, "find": {"pattern": EVIL_GLOB}}
 
 
 def _children(pid: int) -> list[int]:
@@ -93,6 +96,26 @@ async def test_abort_stops_a_catastrophic_regex(evil: Workspace) -> None:
     assert _search_workers(os.getpid()) == []
 
 
+async def test_tool_timeout_stops_a_catastrophic_glob_in_find(ws: Workspace) -> None:
+    (ws.root / EVIL_NAME).write_text("x\n")
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    background = asyncio.create_task(ticker())
+    try:
+        with pytest.raises(ToolError, match=r"find stopped after 0\.5 seconds \(its time limit\)"):
+            await asyncio.wait_for(call(find_tool(ws, use_fd=False, timeout=0.5), pattern=EVIL_GLOB), 30)
+    finally:
+        background.cancel()
+    assert ticks > 5, "the event loop was frozen during the walk"
+    assert _search_workers(os.getpid()) == [], "the walk's process outlived the call"
+
+
 async def test_find_fallback_honours_abort(ws: Workspace) -> None:
     abort = AbortSignal()
     abort.abort()
@@ -105,15 +128,17 @@ def _env(home: Path) -> dict[str, str]:
     return {**env, "NEXUS_HOME": str(home), "PYTHONPATH": str(SRC), "NO_COLOR": "1", "NEXUS_PURE_PYTHON_SEARCH": "1"}
 
 
+@pytest.mark.parametrize("tool", ["grep", "find"])
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGKILL, -9)])
 def test_nexus_run_ends_promptly_on_a_signal_during_a_hung_grep(
-    isolated_env: Path, sig: signal.Signals, code: int
+    isolated_env: Path, sig: signal.Signals, code: int, tool: str
 ) -> None:
     home = isolated_env
     workspace = home / "workspace"
     workspace.mkdir(parents=True)
     (workspace / "evil.txt").write_text(f"{EVIL_LINE}\n")
-    with FakeProviderServer(tool_call("grep", {"pattern": CATASTROPHIC}), text("unreachable")) as server:
+    (workspace / EVIL_NAME).write_text("x\n")
+    with FakeProviderServer(tool_call(tool, CALLS[tool]), text("unreachable")) as server:
         (home / "nexus.toml").write_text(
             'default_model = "fake/fake-model"\n[providers.fake]\napi = "openai-completions"\n'
             f'base_url = "{server.openai_base_url}"\napi_key = "test"\n',
@@ -132,7 +157,7 @@ def test_nexus_run_ends_promptly_on_a_signal_during_a_hung_grep(
         reader.start()
         try:
             deadline = time.monotonic() + 60
-            while not any("grep" in line for line in lines):  # the tool line: the call has started
+            while not any(tool in line for line in lines):  # the tool line: the call has started
                 assert proc.poll() is None, f"nexus run exited early: {lines}"
                 assert time.monotonic() < deadline, f"the grep call never started: {lines}"
                 time.sleep(0.05)

@@ -28,6 +28,7 @@ from nexus.llm.abort import AbortSignal
 if TYPE_CHECKING:
     from nexus.agent.tool_types import AgentTool
     from nexus.broker.broker import AgentBroker
+    from nexus.engine.events import ExecutionEvent
     from nexus.engine.execute import EngineExecution
     from nexus.engine.runner import EngineEnv
     from nexus.engine.types import AgentResult, AgentRole
@@ -48,6 +49,7 @@ class EngineRunHandle:
         self._request = request
         self._signal = AbortSignal()
         self._execution: EngineExecution | None = None
+        self._listeners: list[Callable[[ExecutionEvent], object]] = []
         self._task = asyncio.get_running_loop().create_task(self._main(), name=f"agent-run:{request.agent_id}")
 
     @property
@@ -61,6 +63,21 @@ class EngineRunHandle:
         if execution.is_compacting:
             return "compacting"
         return "streaming" if execution.is_streaming else "finishing"
+
+    @property
+    def request(self) -> RunRequest:
+        """What this run was started with (its agent, session and the queue items it consumes)."""
+        return self._request
+
+    def on_event(self, listener: Callable[[ExecutionEvent], object]) -> None:
+        """Call ``listener`` with every event of this run's channel (enveloped; from its start if subscribed early).
+
+        For watchers such as the server's streaming endpoints: subscribe right after the run is
+        announced by :meth:`EngineRunner.on_run`; events before the turn starts do not exist.
+        """
+        self._listeners.append(listener)
+        if self._execution is not None:
+            self._execution.on_event(listener)
 
     def steer(self, text: str, *, item_id: str | None, one_at_a_time: bool) -> SteerReceipt:
         """Offer ``text`` to the running turn (see the module docstring)."""
@@ -100,6 +117,8 @@ class EngineRunHandle:
                     ctx.system_prompt = f"{ctx.system_prompt}\n\n## Agent instructions\n\n{extra}"
                 ctx.queue_item_ids = request.item_ids
                 self._execution = env.start(ctx, model=model)
+                for listener in self._listeners:
+                    self._execution.on_event(listener)
                 result = await self._execution.result
                 return _outcome(result, self._execution.turn_id)
         except NexusError as exc:  # a run that cannot start (no key, bad model): the items fail with the reason
@@ -114,14 +133,32 @@ class EngineRunner:
         self.max_hops = max_hops
         self.reply_timeout_ms = reply_timeout_ms
         self._broker: Callable[[], AgentBroker | None] = lambda: None
+        self._run_listeners: list[Callable[[EngineRunHandle], object]] = []
 
     def attach(self, broker: AgentBroker) -> None:
         """The broker whose agents this runner's turns may message (their agent tools)."""
         self._broker = lambda: broker
 
     def start(self, request: RunRequest) -> EngineRunHandle:
-        """Begin one turn in the background."""
-        return EngineRunHandle(self, request)
+        """Begin one turn in the background (announced to :meth:`on_run` listeners before it runs)."""
+        handle = EngineRunHandle(self, request)
+        for listener in list(self._run_listeners):
+            listener(handle)
+        return handle
+
+    def on_run(self, listener: Callable[[EngineRunHandle], object]) -> Callable[[], None]:
+        """Call ``listener`` with every run as it starts; returns a function that unsubscribes it.
+
+        The server uses it to find the run that consumes a queue item (``handle.request.item_ids``)
+        and stream that run's tokens with :meth:`EngineRunHandle.on_event`.
+        """
+        self._run_listeners.append(listener)
+
+        def remove() -> None:
+            if listener in self._run_listeners:
+                self._run_listeners.remove(listener)
+
+        return remove
 
     def tools_for(self, request: RunRequest, base: list[AgentTool], role: AgentRole) -> list[AgentTool]:
         """The turn's tools: the engine's by policy plus the agent tools, narrowed to the spec's list if any."""

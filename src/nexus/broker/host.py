@@ -20,6 +20,9 @@ from nexus.broker.engine_runner import EngineRunner
 from nexus.broker.from_config import broker_settings, configured_agents
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from nexus.broker.engine_runner import EngineRunHandle
     from nexus.config import NexusConfig
     from nexus.ledger import Ledger
     from nexus.ledger.broker_store import BrokerStore
@@ -56,14 +59,22 @@ def broker_lock(config: NexusConfig) -> Iterator[bool]:
 
 
 def build_broker(
-    config: NexusConfig, ledger: Ledger, *, stream_fn: StreamFn | None = None, scope: set[str] | None = None
+    config: NexusConfig,
+    ledger: Ledger,
+    *,
+    stream_fn: StreamFn | None = None,
+    scope: set[str] | None = None,
+    on_run: Callable[[EngineRunHandle], object] | None = None,
 ) -> AgentBroker:
-    """A broker on the engine for this config (``[broker]`` settings); ``scope`` as in :class:`AgentBroker`."""
+    """A broker on the engine for this config (``[broker]`` settings); ``scope`` as in :class:`AgentBroker`;
+    ``on_run`` is told about every run as it starts (to watch or deliver its events)."""
     from nexus.engine.runner import EngineEnv
     from nexus.ledger.broker_store import BrokerStore
 
     env = EngineEnv.from_config(config, ledger, stream_fn=stream_fn)
     runner = EngineRunner(env, max_hops=config.broker.max_hops)
+    if on_run is not None:
+        runner.on_run(on_run)
     broker = AgentBroker(
         BrokerStore(ledger.database),
         runner,

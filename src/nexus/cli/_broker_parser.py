@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from nexus.cli._input import utf8_name
+
 _HANDLER = "nexus.cli.agents_cmd:agents_command"
 _QUEUE_HANDLER = "nexus.cli.agents_cmd:queue_command"
 
@@ -28,10 +30,10 @@ def add_agents(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     actions.required = True
 
     add = actions.add_parser("add", help="register an agent (or update one with the same id)")
-    add.add_argument("agent_id", metavar="ID", help="letters, digits, '.', '_' or '-' (at most 64)")
+    add.add_argument("agent_id", metavar="ID", type=utf8_name, help="letters, digits, '.', '_' or '-' (at most 64)")
     add.add_argument("--role", choices=("manager", "worker"), default="worker", help="default: worker")
     add.add_argument("--model", metavar="PROVIDER/MODEL", help="the agent's model (default: the run default)")
-    add.add_argument("--session", metavar="LABEL", help="the agent's session (default: agent:ID)")
+    add.add_argument("--session", metavar="LABEL", type=utf8_name, help="the agent's session (default: agent:ID)")
     add.add_argument(
         "--tools", metavar="NAMES", help="comma-separated tools the agent may use (default: the config's policy)"
     )
@@ -42,12 +44,12 @@ def add_agents(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     listing.set_defaults(handler=_HANDLER)
 
     show = actions.add_parser("show", help="one agent: identity, spec, queue")
-    show.add_argument("agent_id", metavar="ID")
+    show.add_argument("agent_id", metavar="ID", type=utf8_name)
     show.add_argument("--json", action="store_true", help="print JSON instead of text")
     show.set_defaults(handler=_HANDLER)
 
     remove = actions.add_parser("rm", help="remove an agent (its session and history stay in the ledger)")
-    remove.add_argument("agent_id", metavar="ID")
+    remove.add_argument("agent_id", metavar="ID", type=utf8_name)
     remove.set_defaults(handler=_HANDLER)
 
 
@@ -66,13 +68,13 @@ def add_queue(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     actions.required = True
 
     listing = actions.add_parser("list", help="queued, running and failed items (of one agent, or all)")
-    listing.add_argument("agent_id", metavar="AGENT", nargs="?", help="only this agent's queue")
+    listing.add_argument("agent_id", metavar="AGENT", nargs="?", type=utf8_name, help="only this agent's queue")
     listing.add_argument("--all", action="store_true", help="also delivered and dropped items")
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
     listing.set_defaults(handler=_QUEUE_HANDLER)
 
     clear = actions.add_parser("clear", help="drop every waiting message of an agent (recorded as dropped)")
-    clear.add_argument("agent_id", metavar="AGENT")
+    clear.add_argument("agent_id", metavar="AGENT", type=utf8_name)
     clear.set_defaults(handler=_QUEUE_HANDLER)
 
     drain = actions.add_parser("drain", help="run every agent's queue until all are empty (resumes a crashed drain)")
@@ -94,16 +96,45 @@ def add_send(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub.add_argument("agent", metavar="AGENT", help="the agent's id")
+    sub.add_argument("agent", metavar="AGENT", type=utf8_name, help="the agent's id")
     sub.add_argument("message", metavar="MESSAGE", help="the message, or - to read it from stdin")
     sub.add_argument(
         "--mode", metavar="MODE", help="queue mode: steer, followup, collect, steer-backlog, queue, interrupt"
     )
-    sub.add_argument("--from", dest="sender", metavar="ID", help="the sending agent (default: user)")
+    sub.add_argument("--from", dest="sender", metavar="ID", type=utf8_name, help="the sending agent (default: user)")
     sub.add_argument(
-        "--id", metavar="MSG_ID", help="message id (default: a new one); the same id is never queued twice"
+        "--id",
+        metavar="MSG_ID",
+        type=utf8_name,
+        help="message id (default: a new one); the same id is never queued twice",
     )
     sub.add_argument("--wait", action="store_true", help="print the agent's reply when its turn ends")
     sub.add_argument("--timeout", type=float, metavar="S", help="with --wait: give up after S seconds")
     sub.add_argument("--json", action="store_true", help="print the outcome as one JSON object")
+    sub.add_argument(
+        "--deliver",
+        metavar="NAME/ACCOUNT:TARGET",
+        help="stream the reply through a chat adapter as it is written, e.g. tg/main:chat:12345",
+    )
     sub.set_defaults(handler="nexus.cli.send_cmd:send_command")
+
+
+def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``nexus serve``: the broker and the HTTP API (docs/server.md)."""
+    sub = commands.add_parser(
+        "serve",
+        help="run the broker and the HTTP API (agents, sessions, OpenAI-compatible endpoint)",
+        description=(
+            "One long-running process: the broker drains every agent's queue, and the HTTP API\n"
+            "(OpenAPI at /docs) serves agents, sessions, messages and an OpenAI-compatible\n"
+            "/v1/chat/completions. SIGTERM/SIGINT stop it cleanly: runs aborted and kept, queues durable.\n"
+            "A non-loopback --host needs [server] tokens in nexus.toml."
+        ),
+        epilog="examples:\n  nexus serve\n  nexus serve --port 9000\n  NEXUS_TOKEN=s3cret nexus serve --host 0.0.0.0\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub.add_argument("--host", metavar="ADDR", help="address to listen on (default: [server] host, 127.0.0.1)")
+    sub.add_argument(
+        "--port", type=int, metavar="PORT", help="port to listen on (default: [server] port, 8700; 0: any free port)"
+    )
+    sub.set_defaults(handler="nexus.cli.serve_cmd:serve_command")

@@ -11,14 +11,28 @@ the user knows it was changed.
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 from typing import Any, TextIO
 
-__all__ = ["accept_text", "clean_text", "lenient_stdin", "read_all"]
+__all__ = ["accept_text", "clean_text", "lenient_stdin", "read_all", "utf8_name"]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 REPLACEMENT = "\ufffd"
+
+
+def utf8_name(text: str) -> str:
+    """An argparse ``type`` for names from argv (session labels, agent and message ids, turn ids).
+
+    Bytes that are not UTF-8 (lone surrogates here) are refused (exit 2). A message with such
+    bytes is accepted with them replaced, but a name is typed again later or looked up in the
+    ledger: changing it silently would create something nobody can address, and passing it on
+    made SQLite raise ``UnicodeEncodeError``.
+    """
+    if _SURROGATE.search(text):
+        raise argparse.ArgumentTypeError(f"{text.encode('utf-8', 'surrogateescape')!r} is not valid UTF-8")
+    return text
 
 
 def clean_text(text: str) -> tuple[str, int]:

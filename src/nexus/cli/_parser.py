@@ -10,6 +10,7 @@ import argparse
 
 from nexus import __version__
 from nexus.cli._adapters_parser import add_adapters
+from nexus.cli._input import utf8_name as _label
 
 _THINKING = ("off", "minimal", "low", "medium", "high")
 
@@ -56,24 +57,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sessions(commands)
     _add_doctor(commands)
     _add_models(commands)
-    from nexus.cli._broker_parser import add_agents, add_queue, add_send
+    from nexus.cli._broker_parser import add_agents, add_queue, add_send, add_serve
 
     add_send(commands)
     add_agents(commands)
     add_queue(commands)
     add_adapters(commands, _Formatter)
+    add_serve(commands)
     return parser
-
-
-def _label(text: str) -> str:
-    """A session label from argv: bytes that are not UTF-8 (lone surrogates here) are refused (exit 2).
-
-    A message with such bytes is accepted with them replaced, but a label is a name the user
-    types again later: changing it silently would create a session nobody can address.
-    """
-    if any("\ud800" <= char <= "\udfff" for char in text):
-        raise argparse.ArgumentTypeError(f"{text.encode('utf-8', 'surrogateescape')!r} is not valid UTF-8")
-    return text
 
 
 def _model_options(sub: argparse.ArgumentParser) -> None:
@@ -179,7 +170,7 @@ def _add_sessions(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     history.set_defaults(handler=handler)
 
     fork = actions.add_parser("fork", help="start a new session at an existing turn")
-    fork.add_argument("turn_id", metavar="TURN_ID", help="the turn the new session continues from")
+    fork.add_argument("turn_id", metavar="TURN_ID", type=_label, help="the turn the new session continues from")
     fork.add_argument("--label", metavar="L", type=_label, help="label of the new session (default: fork-<id>)")
     fork.set_defaults(handler=handler)
 

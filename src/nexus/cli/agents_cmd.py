@@ -1,7 +1,9 @@
 """``nexus agents …`` and ``nexus queue …``: the broker's registry and queues, embedded (no server).
 
 These commands read and change the durable rows directly; a running broker picks the
-registry up on its next start. Bad input (an id that is not a name, an unknown tool, a model
+registry up on its next start — except under a running ``nexus serve`` for the same ledger,
+where ``agents add`` and ``queue clear`` go through its API so its broker sees them at once.
+Bad input (an id that is not a name, an unknown tool, a model
 that is not ``provider/model``) is a config error: exit 2, nothing written.
 """
 
@@ -17,8 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from nexus.config import NexusConfig
     from nexus.ledger import Ledger
     from nexus.ledger.broker_store import AgentRow, BrokerQueueItem, BrokerStore
+    from nexus.server.discovery import RunningServer
 
 
 def agents_command(args: argparse.Namespace) -> int:
@@ -30,6 +34,13 @@ def agents_command(args: argparse.Namespace) -> int:
         spec = _spec_from_args(args)
     elif not config.database_path.exists() and not config.agents:
         return _empty(args)
+    if args.action == "add" and (server := _running_server(config)) is not None:
+        from nexus.server.client import call_server
+
+        body = {"id": args.agent_id, "role": args.role, "session_label": args.session, **spec}
+        made = call_server(server, "POST", "/v1/agents", body)
+        print(f"agent {made['id']} ({made['role']}) talks in session {made['session_label']} (via nexus serve)")
+        return 0
     with _open_store(config.database_path) as (ledger, store):
         from nexus.broker.host import sync_configured_agents
 
@@ -65,6 +76,14 @@ def queue_command(args: argparse.Namespace) -> int:
         sync_configured_agents(config, store)
         if getattr(args, "agent_id", None) is not None and store.get_agent(args.agent_id) is None:
             return _unknown(store, args.agent_id)
+        if args.action == "clear" and (server := _running_server(config)) is not None:
+            from nexus.server.client import call_server
+
+            dropped = int(call_server(server, "DELETE", f"/v1/agents/{args.agent_id}/queue")["dropped"])
+            print(
+                f"dropped {dropped} waiting message{'' if dropped == 1 else 's'} of {args.agent_id} (via nexus serve)"
+            )
+            return 0
         if args.action == "clear":
             waiting = [item.id for item in store.items(agent_id=args.agent_id, statuses=("queued",))]
             store.drop(waiting, "cleared by `nexus queue clear`")
@@ -76,6 +95,13 @@ def queue_command(args: argparse.Namespace) -> int:
 
 
 _OPEN = ("queued", "processing")
+
+
+def _running_server(config: NexusConfig) -> RunningServer | None:
+    """A ``nexus serve`` for this ledger: changes go through it so its live broker sees them."""
+    from nexus.server.discovery import find_server
+
+    return find_server(config)
 
 
 def _spec_from_args(args: argparse.Namespace) -> dict[str, Any]:

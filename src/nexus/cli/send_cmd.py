@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from nexus.broker import AgentMessage
     from nexus.config import NexusConfig
     from nexus.ledger import Ledger
+    from nexus.streaming.router import DeliveryReport
 
 POLL_S = 0.2
 
@@ -74,33 +75,85 @@ def drain_command(args: argparse.Namespace) -> int:
 
 async def _send(config: NexusConfig, ledger: Ledger, message: AgentMessage, mode: str | None, args: Any) -> int:
     from nexus.broker.host import broker_lock, build_broker, start_broker
+    from nexus.cli._deliver import Delivery, parse_target
 
+    delivery = Delivery(config, parse_target(args.deliver, config)) if getattr(args, "deliver", None) else None
     with broker_lock(config) as held:
         if held:
-            broker = build_broker(config, ledger, scope={message.to})
+            broker = build_broker(
+                config, ledger, scope={message.to}, on_run=delivery.on_run if delivery is not None else None
+            )
             await start_broker(config, broker)
             receipt = await broker.send(message, mode)
+            if delivery is not None:
+                delivery.watch(receipt.queue_item_id)
             _say_accepted(receipt.message_id, receipt.queue_item_id, receipt.duplicate, args)
             await broker.wait_until_idle()
+            report = await delivery.finish() if delivery is not None else None
             await broker.close()
-            return _report(ledger, receipt.queue_item_id, args)
+            code = _report(ledger, receipt.queue_item_id, args)
+            return _delivery_outcome(report, code) if delivery is not None else code
+    if delivery is not None:
+        from nexus.errors import ConfigError
+
+        raise ConfigError(
+            "--deliver needs the conversation to run in this process, but another process holds the broker lock "
+            "(a server or a drain); stop it, or deliver from that process"
+        )
     return await _send_to_running_broker(config, ledger, message, mode, args)
+
+
+def _delivery_outcome(report: DeliveryReport | None, code: int) -> int:
+    """Say where the reply went; a failed delivery is exit 1 (the turn itself is in the ledger)."""
+    if report is None:
+        print("nexus: the message was not run in this process: nothing delivered", file=sys.stderr)
+        return code or 1
+    where = f"{report.target.channel}/{report.target.account_id}:{report.target.to}"
+    if report.ok:
+        ids = ", ".join(report.message_ids) or "none reported"
+        print(f"nexus: delivered to {where} ({report.path}); message ids: {ids}", file=sys.stderr)
+        return code
+    print(f"nexus: error: delivery to {where} failed: {report.error} (the reply is in the ledger)", file=sys.stderr)
+    return 1
 
 
 async def _send_to_running_broker(
     config: NexusConfig, ledger: Ledger, message: AgentMessage, mode: str | None, args: Any
 ) -> int:
-    """Another process holds the broker lock: queue the message durably for it.
+    """Another process holds the broker lock: hand the message to it.
 
-    With ``--wait``, watch the item until a turn has consumed it; if the other broker goes away
-    meanwhile (the lock comes free), run the conversation here instead.
+    To a running ``nexus serve`` over HTTP; otherwise durably through the queue table (a drain
+    picks it up). With ``--wait``, watch the item until a turn has consumed it; if the other
+    broker goes away meanwhile (the lock comes free), run the conversation here instead.
     """
-    from nexus.broker import parse_mode
-    from nexus.broker.host import broker_lock, build_broker, start_broker
-    from nexus.errors import ConfigError
-    from nexus.ledger.broker_store import AcceptRequest, BrokerStore
+    from nexus.ledger.broker_store import BrokerStore
+    from nexus.server.discovery import find_server
 
     store = BrokerStore(ledger.database)
+    server = find_server(config)
+    if server is not None:
+        from nexus.server.client import call_server
+
+        body = {"content": message.content, "mode": mode, "id": message.id, "from": message.from_}
+        sent = call_server(server, "POST", f"/v1/agents/{message.to}/messages", body)
+        item_id, duplicate = str(sent["queue_item_id"]), bool(sent["duplicate"])
+        _say_accepted(message.id, item_id, duplicate, args)
+        print(f"nexus: sent to the running nexus serve (pid {server.pid})", file=sys.stderr)
+    else:
+        item_id = _accept_for_other_process(config, store, message, mode, args)
+    if not args.wait:
+        return _report(ledger, item_id, args)
+    return await _watch(config, ledger, store, message, item_id, args)
+
+
+def _accept_for_other_process(
+    config: NexusConfig, store: Any, message: AgentMessage, mode: str | None, args: Any
+) -> str:
+    """Queue ``message`` durably for the process that holds the broker lock; returns the item id."""
+    from nexus.broker import parse_mode
+    from nexus.errors import ConfigError
+    from nexus.ledger.broker_store import AcceptRequest
+
     agent = store.get_agent(message.to)
     if agent is None:  # _check_names registered it; only a concurrent `nexus agents rm` gets here
         raise ConfigError(f"agent {message.to!r} was removed meanwhile")
@@ -115,9 +168,17 @@ async def _send_to_running_broker(
     if not args.wait:
         print("nexus: another process holds the broker lock: the message runs when that broker reaches it "
               "(a server or `nexus queue drain` runs every queue)", file=sys.stderr)  # fmt: skip
-        return _report(ledger, row.id, args)
+    return str(row.id)
+
+
+async def _watch(
+    config: NexusConfig, ledger: Ledger, store: Any, message: AgentMessage, item_id: str, args: Any
+) -> int:
+    """Wait for a turn to consume the item; take over the conversation if the other broker goes away."""
+    from nexus.broker.host import broker_lock, build_broker, start_broker
+
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
-    while (item := store.get_item(row.id)) is not None and item.status in ("queued", "processing"):
+    while (item := store.get_item(item_id)) is not None and item.status in ("queued", "processing"):
         with broker_lock(config) as held:
             if held:  # the other broker is gone: run the conversation in this process
                 broker = build_broker(config, ledger, scope={message.to})
@@ -129,7 +190,7 @@ async def _send_to_running_broker(
             print(f"nexus: error: no reply within {args.timeout} s (the message stays queued)", file=sys.stderr)
             return 1
         await asyncio.sleep(POLL_S)
-    return _report(ledger, row.id, args)
+    return _report(ledger, item_id, args)
 
 
 def _say_accepted(message_id: str, item_id: str, duplicate: bool, args: Any) -> None:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 from nexus.config._adapters import AdapterConfig
 from nexus.config._broker_schema import AgentConfig, BrokerConfig, check_agent_ids
 from nexus.config._paths import DATABASE_FILE_NAME, WORKSPACE_DIR_NAME, nexus_home, resolve_path
+from nexus.config._server_schema import ServerConfig
 from nexus.config._tool_names import expand_tool_patterns, rule_allows
 
 BUILTIN_APIS: tuple[str, ...] = ("anthropic-messages", "openai-completions", "openai-responses", "llama-cpp")
@@ -127,7 +128,7 @@ class ProviderConfig(_Strict):
     api: str | None = None
     base_url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
-    api_key: str | None = None
+    api_key: str | None = Field(default=None, min_length=1)  # "" is refused at load, like a profile's
     auth_profiles: list[AuthProfile] = Field(default_factory=list)
     models: dict[str, ModelOverride] = Field(default_factory=dict)
 
@@ -264,6 +265,7 @@ class NexusConfig(_Strict):
     broker: BrokerConfig = Field(default_factory=BrokerConfig)
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     adapters: dict[str, AdapterConfig] = Field(default_factory=dict)
+    server: ServerConfig = Field(default_factory=ServerConfig)
 
     _home: Path | None = PrivateAttr(default=None)
     _source: Path | None = PrivateAttr(default=None)

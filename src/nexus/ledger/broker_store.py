@@ -145,6 +145,13 @@ def _accept_one(conn: sqlite3.Connection, request: AcceptRequest, now: int) -> t
     return _item(row), True
 
 
+def _is_op_error(exc: LedgerError) -> bool:
+    """An error one op raised on purpose (a finished item), not the database failing as a whole."""
+    from nexus.ledger.errors import LedgerBusyError
+
+    return not isinstance(exc, LedgerBusyError) and "queue items already finished or unknown" in str(exc)
+
+
 def _placeholders(ids: Sequence[str]) -> str:
     return ", ".join("?" * len(ids))
 
@@ -249,14 +256,18 @@ class BrokerStore:
         return self._db.write(run) if requests else []
 
     def write_group(self, ops: Sequence[Callable[[sqlite3.Connection], object]]) -> list[object | Exception]:
-        """Run several writes in ONE transaction, each in its own savepoint (group commit).
+        """Run several writes in ONE transaction (group commit); an op that raises fails alone.
 
-        An op that raises is rolled back alone and its exception returned in its place; the
-        others commit together. The whole group may be re-run on a busy database, so ops must
-        only touch the database.
+        The group first runs plainly; only if an op raises is it run again with a savepoint per
+        op, so the failing op is rolled back alone and its exception returned in its place while
+        the others commit together. Ops may run more than once, so they must only touch the
+        database.
         """
 
-        def run(conn: sqlite3.Connection) -> list[object | Exception]:
+        def plain(conn: sqlite3.Connection) -> list[object | Exception]:
+            return [op(conn) for op in ops]
+
+        def isolated(conn: sqlite3.Connection) -> list[object | Exception]:
             outcomes: list[object | Exception] = []
             for op in ops:
                 conn.execute("SAVEPOINT group_op")
@@ -268,7 +279,16 @@ class BrokerStore:
                 conn.execute("RELEASE group_op")
             return outcomes
 
-        return self._db.write(run) if ops else []
+        if not ops:
+            return []
+        try:
+            return self._db.write(plain)
+        except LedgerError as exc:
+            if not _is_op_error(exc):
+                raise
+            return self._db.write(isolated)
+        except (sqlite3.IntegrityError, ValueError, TypeError, KeyError):
+            return self._db.write(isolated)
 
     def queued_after(self, rowid: int) -> tuple[list[BrokerQueueItem], int]:
         """Items still ``queued`` that were inserted after ``rowid`` (any process), and the newest rowid.

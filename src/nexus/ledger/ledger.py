@@ -436,6 +436,16 @@ class Ledger:
 
         return self._db.read(run)
 
+    def tree(self, session_label: str, *, limit: int = 5000) -> tuple[list[Turn], bool]:
+        """Every closed turn of the tree the session is in (forks too), oldest first, and whether ``limit`` cut it."""
+        from nexus.ledger._tree import tree_turns
+
+        def run(conn: Any) -> tuple[list[Turn], bool]:
+            head = _sessions.resolve(conn, session_label).thread_id
+            return ([], False) if head is None else tree_turns(conn, head, limit)
+
+        return self._db.read(run)
+
     def get_turn(self, turn_id: str) -> Turn:
         """One turn; raises ``TurnNotFound``."""
         return self._db.read(lambda c: fetch_turn(c, turn_id))

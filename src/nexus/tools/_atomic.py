@@ -24,6 +24,7 @@ from pathlib import Path
 from nexus.tools._workspace import ToolError
 
 _TMP_SUFFIX = ".nexus-tmp"
+_BAK_SUFFIX = ".nexus-bak"
 
 
 def _umask() -> int:
@@ -79,6 +80,8 @@ class Staging:
 
     staged: list[tuple[Path, Path]] = field(default_factory=list)
     """(temporary, target) pairs in staging order."""
+    removals: list[Path] = field(default_factory=list)
+    """Files :meth:`commit` deletes."""
 
     def stage(self, target: Path, data: bytes, *, executable: bool = False) -> None:
         """Write ``data`` to a synced temporary next to ``target`` with ``target``'s mode and owner.
@@ -109,13 +112,37 @@ class Staging:
         finally:
             os.close(fd)
 
+    def remove(self, target: Path) -> None:
+        """Delete ``target`` in :meth:`commit`, with the renames (and undone with them if one fails)."""
+        self.removals.append(target)
+
     def commit(self) -> None:
-        """Rename every temporary over its target (atomic per file), then sync the directories."""
-        for tmp, target in self.staged:
-            os.replace(tmp, target)
-        for directory in {target.parent for _, target in self.staged}:
+        """Rename every temporary over its target and delete the removals, all or nothing.
+
+        Each original is first kept under a hidden backup name (a hard link; removals are renamed
+        to it), so when a later rename fails — an append-only or immutable file, EIO — the files
+        already replaced get their originals back before the ``OSError`` propagates.
+        """
+        done: list[tuple[Path, Path | None]] = []  # (target, its backup; None: it did not exist)
+        several = len(self.staged) + len(self.removals) > 1  # one file alone needs no undo: its rename is atomic
+        try:
+            for tmp, target in self.staged:
+                backup = _backup(target, keep=True) if several else None
+                done.append((target, backup))
+                os.replace(tmp, target)
+            for target in self.removals:
+                done.append((target, _backup(target, keep=False)))
+        except OSError:
+            _roll_back(done)
+            raise
+        for _, backup in done:
+            if backup is not None:
+                with contextlib.suppress(OSError):
+                    backup.unlink()
+        for directory in {target.parent for target, _ in done}:
             _fsync_dir(directory)
         self.staged.clear()
+        self.removals.clear()
 
     def discard(self) -> None:
         """Remove every temporary still staged (the targets are untouched)."""
@@ -123,6 +150,41 @@ class Staging:
             with contextlib.suppress(OSError):
                 tmp.unlink()
         self.staged.clear()
+        self.removals.clear()
+
+
+def _backup(target: Path, *, keep: bool) -> Path | None:
+    """A hidden second name for ``target`` (a hard link if ``keep``, else ``target`` renamed); None if absent.
+
+    The hard link is best effort: where it is refused (no hard links on this filesystem,
+    ``protected_hardlinks``, an append-only file) that one file cannot be put back, and an
+    append-only file then fails its own rename, which undoes the others. A refused rename raises.
+    """
+    if not keep and not target.exists():
+        return None
+    backup = target.with_name(f".{target.name}.{os.urandom(4).hex()}{_BAK_SUFFIX}")
+    try:
+        if keep:
+            os.link(target, backup)
+        else:
+            os.rename(target, backup)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        if keep:
+            return None
+        raise
+    return backup
+
+
+def _roll_back(done: list[tuple[Path, Path | None]]) -> None:
+    """Put every original in ``done`` back (newest first); a file that did not exist is removed again."""
+    for target, backup in reversed(done):
+        with contextlib.suppress(OSError):
+            if backup is not None:
+                os.replace(backup, target)
+            else:
+                target.unlink()
 
 
 def _fsync_dir(directory: Path) -> None:

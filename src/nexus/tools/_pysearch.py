@@ -1,4 +1,4 @@
-"""The pure-Python ``grep`` search, run in a child process (``python -E -s -S _pysearch.py``).
+"""The pure-Python ``grep`` search and ``find`` walk, run in a child process (``python -E -s -S _pysearch.py``).
 
 Why a process and not a thread: Python's ``re`` holds the GIL for a whole match, so a
 catastrophic pattern (``(a+)+$`` over ``"a" * 40 + "!"``) froze the event loop, the run's
@@ -105,8 +105,28 @@ def search_file(path: Path, regex: re.Pattern[str], context: int, emit: _Emitter
                 before.append((no, text))
 
 
+def find(query: dict[str, Any], out: IO[str]) -> None:
+    """The ``find`` walk: ``{"p": path}`` per file or directory matching ``glob``, at most ``limit`` + 1.
+
+    Here and not in a thread for the same reason as the search: a glob is a regex, and one like
+    ``*a*a*a*a*a*a*a*a*a*a*a*a*b`` against a long name backtracks for hours holding the GIL.
+    """
+    walker = _walk_module()
+    target, limit, count = Path(query["target"]), int(query["limit"]), 0
+    for path, _ in walker.walk(Path(query["root"]), target, dirs_too=True):
+        if walker.glob_match(query["glob"], path.relative_to(target).as_posix()):
+            out.write(json.dumps({"p": str(path)}) + "\n")
+            count += 1
+            if count > limit:
+                break
+    out.flush()
+
+
 def run(query: dict[str, Any], out: IO[str]) -> None:
     """Search as ``query`` says (pattern, literal, ignore_case, context, limit, glob, root, target)."""
+    if query.get("mode") == "find":
+        find(query, out)
+        return
     pattern = re.escape(query["pattern"]) if query["literal"] else query["pattern"]
     regex = re.compile(pattern, re.IGNORECASE if query["ignore_case"] else 0)
     emit = _Emitter(out, int(query["limit"]))

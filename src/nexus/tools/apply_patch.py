@@ -208,16 +208,14 @@ def _commit(changes: list[_Change]) -> None:
     except OSError as exc:
         staging.discard()
         raise ToolError(f"Writing the patched files failed: {describe(exc)}; no file was changed.") from None
+    for ch in changes:
+        if ch.content is None:
+            staging.remove(ch.path)
     try:
         staging.commit()
-        for ch in changes:
-            if ch.content is None:
-                ch.path.unlink(missing_ok=True)
-    except OSError as exc:  # a rename or unlink failing after staging succeeded: rare (EIO, a file vanished)
+    except OSError as exc:  # a rename or delete refused after staging (append-only file, EIO): all undone
         staging.discard()
-        raise ToolError(
-            f"Writing the patched files failed part-way: {describe(exc)}; some files may be changed, check them."
-        ) from None
+        raise ToolError(f"Writing the patched files failed: {describe(exc)}; no file was changed.") from None
 
 
 def plan_patch(ws: Workspace, patch: str | list[FilePatch]) -> tuple[list[_Change], list[str]]:

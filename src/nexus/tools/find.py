@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
-from collections.abc import Callable
+import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,10 @@ from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.llm.abort import AbortSignal
 from nexus.tools._args import opt_int, opt_str, req_str
 from nexus.tools._truncate import MAX_BYTES, truncate_head
-from nexus.tools._walk import IgnoreChecker, find_binary, glob_match, pure_python_forced, walk
+from nexus.tools._walk import IgnoreChecker, find_binary, pure_python_forced
 from nexus.tools._workspace import ToolError, Workspace
+from nexus.tools.grep import _WORKER
+from nexus.tools.grep import _stream as stream_lines
 
 DEFAULT_LIMIT = 1000
 DEFAULT_TIMEOUT = 60.0
@@ -77,16 +80,21 @@ async def _fd(fd: str, root: Path, target: Path, pattern: str, limit: int, signa
     return [p for p in found if not checker.ignored(p, p.is_dir())]
 
 
-def _python_find(root: Path, target: Path, pattern: str, limit: int, stop: Callable[[], bool]) -> list[Path] | None:
-    """Walk in a worker thread; ``stop()`` (abort or time limit) is checked at every entry (``None``: stopped)."""
+async def _python_find(root: Path, target: Path, pattern: str, limit: int, signal: AbortSignal) -> list[Path]:
+    """The walk in a killable child process (see :mod:`nexus.tools._pysearch`): a catastrophic glob
+    in a thread would hold the GIL and freeze the time limit, the abort and the signal handlers."""
+    query = {"mode": "find", "glob": pattern, "limit": limit, "root": str(root), "target": str(target)}
+    query["parent"] = os.getpid()
     found: list[Path] = []
-    for path, _is_dir in walk(root, target, dirs_too=True):
-        if stop():
-            return None
-        if glob_match(pattern, path.relative_to(target).as_posix()):
-            found.append(path)
-            if len(found) > limit:
-                break
+
+    def on_line(raw: bytes) -> bool:
+        found.append(Path(json.loads(raw)["p"]))
+        return len(found) <= limit
+
+    cmd = [sys.executable or "python3", "-E", "-s", "-S", str(_WORKER)]
+    code, err = await stream_lines(cmd, json.dumps(query).encode("utf-8"), signal, on_line)
+    if code != 0 and not signal.aborted and len(found) <= limit:
+        raise ToolError(f"find failed: {err.splitlines()[-1] if err else f'exit code {code}'}")
     return found
 
 
@@ -94,29 +102,20 @@ async def _search(
     ws: Workspace, target: Path, pattern: str, limit: int, signal: AbortSignal, limit_s: float | None, use_fd: bool
 ) -> list[Path]:
     fd = find_binary("fd", "fdfind") if use_fd and not pure_python_forced() else None
-    deadline = None if limit_s is None else time.monotonic() + limit_s
-    paths: list[Path] | None = None
     try:
         async with asyncio.timeout(limit_s):
             if fd is not None:
                 return await _fd(fd, ws.root, target, pattern, limit, signal)
-            paths = await asyncio.to_thread(
-                _python_find,
-                ws.root,
-                target,
-                pattern,
-                limit,
-                lambda: signal.aborted or (deadline is not None and time.monotonic() > deadline),
-            )
+            paths = await _python_find(ws.root, target, pattern, limit, signal)
     except TimeoutError:
-        pass
-    if signal.aborted:
-        raise ToolError("Operation aborted.")
-    if paths is None:
+        if signal.aborted:
+            raise ToolError("Operation aborted.") from None
         raise ToolError(
             f"find stopped after {limit_s:g} seconds (its time limit): search a smaller directory or use a "
             "narrower pattern."
-        )
+        ) from None
+    if signal.aborted:
+        raise ToolError("Operation aborted.")
     return paths
 
 

@@ -1,0 +1,117 @@
+"""``/v1/agents``: the broker's registry and queues over HTTP."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from nexus.server._errors import ApiError
+from nexus.server._state import ServerState
+from nexus.server._views import agent_view, queue_item_view
+
+router = APIRouter(prefix="/v1", tags=["agents"])
+
+
+class AgentRequest(BaseModel):
+    """``POST /v1/agents``: register (or update) a named agent."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(min_length=1, max_length=64)
+    role: Literal["manager", "worker"] = "worker"
+    model: str | None = Field(default=None, min_length=3, max_length=200)
+    session_label: str | None = Field(default=None, min_length=1, max_length=200)
+    tools: list[str] | None = Field(default=None, max_length=100)
+    system_prompt: str | None = Field(default=None, max_length=100_000)
+
+    @field_validator("id")
+    @classmethod
+    def _usable_id(cls, value: str) -> str:
+        from nexus.config._broker_schema import check_agent_ids
+
+        check_agent_ids({value: None})  # type: ignore[dict-item]  # only the ids are read
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _model_ref(cls, value: str | None) -> str | None:
+        if value is not None:
+            provider, sep, model_id = value.partition("/")
+            if not sep or not provider.strip() or not model_id.strip():
+                raise ValueError(f"expected 'provider/model' (e.g. 'openai/gpt-4o-mini'), got {value!r}")
+        return value
+
+    @field_validator("tools")
+    @classmethod
+    def _known_tools(cls, value: list[str] | None) -> list[str] | None:
+        from nexus.config._tool_names import BUILTIN_TOOL_NAMES, unknown_tool_entries
+
+        problems = unknown_tool_entries(value or [], BUILTIN_TOOL_NAMES)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
+
+
+def _state(request: Request) -> ServerState:
+    state: ServerState = request.app.state.nexus
+    return state
+
+
+def _depths(state: ServerState) -> dict[str, int]:
+    depths: dict[str, int] = {}
+    for item in state.store.items(statuses=("queued", "processing")):
+        depths[item.agent_id or ""] = depths.get(item.agent_id or "", 0) + 1
+    return depths
+
+
+def _live(state: ServerState, agent_id: str, depths: dict[str, int]) -> dict[str, Any]:
+    """The agent's state from the broker when it drains in this process (else idle), and its queue depth."""
+    live = state.broker.get_agent(agent_id) if state.broker is not None else None
+    return {"state": live.state if live is not None else "idle", "queue_depth": depths.get(agent_id, 0)}
+
+
+@router.get("/agents", summary="Every registered agent with its live state and queue depth")
+def list_agents(request: Request) -> Any:
+    state = _state(request)
+    depths = _depths(state)
+    return {"agents": [agent_view(row, **_live(state, row.agent_id, depths)) for row in state.store.list_agents()]}
+
+
+@router.post("/agents", status_code=201, summary="Register (or update) an agent")
+async def register_agent(request: Request, body: AgentRequest) -> Any:
+    state = _state(request)
+    label = body.session_label or f"agent:{body.id}"
+    spec = body.model_dump(include={"model", "tools", "system_prompt"}, exclude_none=True)
+    state.ledger.ensure_session(label)
+    row = state.store.save_agent(body.id, role=body.role, session_label=label, spec=spec)
+    if state.broker is not None:  # drains here: it runs the new (or updated) agent from now on
+        from nexus.broker import AgentIdentity
+
+        state.broker.register_agent(AgentIdentity(body.id, label, body.role), spec=spec)
+    return agent_view(row)
+
+
+@router.get("/agents/{agent_id}", summary="One agent")
+def show_agent(request: Request, agent_id: str) -> Any:
+    state = _state(request)
+    row = state.store.get_agent(agent_id)
+    if row is None:
+        raise ApiError(404, "not_found", f"unknown agent {agent_id!r}")
+    return agent_view(row, **_live(state, agent_id, _depths(state)))
+
+
+@router.delete("/agents/{agent_id}", status_code=204, summary="Remove an agent (its session stays)")
+def remove_agent(request: Request, agent_id: str) -> Response:
+    if not _state(request).store.remove_agent(agent_id):
+        raise ApiError(404, "not_found", f"unknown agent {agent_id!r}")
+    return Response(status_code=204)
+
+
+@router.get("/agents/{agent_id}/queue", summary="The agent's waiting, running and failed messages")
+def agent_queue(request: Request, agent_id: str, include_finished: bool = False) -> Any:
+    state = _state(request)
+    if state.store.get_agent(agent_id) is None:
+        raise ApiError(404, "not_found", f"unknown agent {agent_id!r}")
+    statuses = () if include_finished else ("queued", "processing", "failed")
+    return {"items": [queue_item_view(item) for item in state.store.items(agent_id=agent_id, statuses=statuses)]}

@@ -1,0 +1,85 @@
+"""Every error the API returns has one shape: ``{"error": {"type": ..., "message": ...}}``.
+
+Handlers map Nexus' own exceptions (unknown session, bad input, a finished queue item) and
+FastAPI's validation errors to the right 4xx; anything unexpected is a 500 with a generic
+message (the details go to the log, never to the client).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger("nexus.server")
+
+
+class ApiError(Exception):
+    """An error the API reports as is: status code, a short type and a message for people."""
+
+    def __init__(self, status: int, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.error_type, self.message = status, error_type, message
+
+
+def error_body(error_type: str, message: str) -> dict[str, Any]:
+    """The JSON body of every error response."""
+    return {"error": {"type": error_type, "message": message}}
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    problems = []
+    for error in exc.errors()[:5]:
+        where = ".".join(str(part) for part in error.get("loc", ()) if part != "body") or "body"
+        problems.append(f"{where}: {error.get('msg', 'invalid')}")
+    return "; ".join(problems) or "the request is not valid"
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the handlers that give every error the one shape."""
+    from nexus.broker.types import BrokerError, UnknownAgentError
+    from nexus.errors import ConfigError, NexusError
+    from nexus.ledger import LedgerError, SessionExistsError, SessionNotFound, TurnNotFound, TurnStateError
+
+    async def api_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ApiError)
+        return JSONResponse(error_body(exc.error_type, exc.message), status_code=exc.status)
+
+    async def http_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        kind = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized", 413: "too_large"}
+        return JSONResponse(
+            error_body(kind.get(exc.status_code, "http_error"), str(exc.detail)),
+            status_code=exc.status_code,
+            headers=getattr(exc, "headers", None),
+        )
+
+    async def invalid(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        return JSONResponse(error_body("invalid_request", _validation_message(exc)), status_code=422)
+
+    async def nexus_error(_: Request, exc: Exception) -> JSONResponse:
+        status, kind = 400, "invalid_request"
+        if isinstance(exc, SessionNotFound | TurnNotFound | UnknownAgentError):
+            status, kind = 404, "not_found"
+        elif isinstance(exc, SessionExistsError):
+            status, kind = 409, "conflict"
+        elif isinstance(exc, TurnStateError | BrokerError | ConfigError):
+            status, kind = 409 if isinstance(exc, TurnStateError) else 400, "invalid_request"
+        elif isinstance(exc, LedgerError):
+            status, kind = 400, "invalid_request"
+        return JSONResponse(error_body(kind, str(exc)), status_code=status)
+
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
+        return JSONResponse(error_body("internal_error", "the server failed; see its log"), status_code=500)
+
+    app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(NexusError, nexus_error)
+    app.add_exception_handler(Exception, unexpected)

@@ -1,0 +1,104 @@
+"""Pure ASGI middleware in front of every route: bearer tokens and the request-body limit.
+
+Both run before the app reads a byte of the body: a missing token is refused without parsing
+anything, and a body over the limit is refused from its ``Content-Length`` or, for a chunked
+upload, as soon as the bytes read pass the limit.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from typing import Any
+
+from nexus.server._errors import error_body
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+OPEN_PATHS = ("/v1/health", "/")
+"""Paths that need no token: the liveness probe and the web UI's page (it holds no data)."""
+OPEN_PREFIXES = ("/ui/",)
+"""The web UI's static scripts and styles (no data either)."""
+
+
+async def _reply(
+    send: Send, status: int, error_type: str, message: str, headers: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
+    body = json.dumps(error_body(error_type, message)).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class Guard:
+    """Checks ``Authorization: Bearer <token>`` (when tokens are configured) and caps body size."""
+
+    def __init__(self, app: ASGIApp, *, tokens: Sequence[str], max_body_bytes: int) -> None:
+        self._app = app
+        self._tokens = [token.encode() for token in tokens if token]
+        self._max = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        if self._tokens and not self._authorized(scope, headers):
+            await _reply(
+                send, 401, "unauthorized", "missing or wrong bearer token (Authorization: Bearer <token>)",
+                [(b"www-authenticate", b"Bearer")],
+            )  # fmt: skip
+            return
+        length = headers.get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self._max):
+            await _reply(send, 413, "too_large", f"the request body is larger than {self._max} bytes")
+            return
+        seen = 0
+        started = refused = False
+
+        async def limited_receive() -> Message:
+            # Past the limit, the 413 goes out at once and the app is told the client left, so
+            # it stops reading; whatever it answers after that is dropped.
+            nonlocal seen, started, refused
+            if refused:
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self._max:
+                    refused = True
+                    if not started:
+                        started = True
+                        await _reply(send, 413, "too_large", f"the request body is larger than {self._max} bytes")
+                    return {"type": "http.disconnect"}
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if refused:
+                return
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        await self._app(scope, limited_receive, tracking_send)
+
+    def _authorized(self, scope: Scope, headers: dict[bytes, bytes]) -> bool:
+        path = scope.get("path", "")
+        if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES):
+            return True
+        value = headers.get(b"authorization", b"")
+        scheme, _, token = value.partition(b" ")
+        if scheme.lower() != b"bearer" or not token:
+            return False
+        return any(hmac.compare_digest(token.strip(), known) for known in self._tokens)

@@ -1,0 +1,174 @@
+"""``POST /v1/agents/{id}/messages``, ``/abort`` and ``/interrupt``: talking to agents through the broker.
+
+A message is accepted durably before the 202 goes out: through the broker when it drains in
+this process (so steering and interrupts reach the running turn), otherwise straight into the
+durable queue for whichever process drains this ``$NEXUS_HOME``. Sending is idempotent on the
+message ``id``: a retry answers with the first queue item and ``duplicate: true``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from nexus.broker.types import MAX_CONTENT_CHARS
+from nexus.server._errors import ApiError
+from nexus.server._state import ServerState
+
+router = APIRouter(prefix="/v1", tags=["messages"])
+
+
+class MessageRequest(BaseModel):
+    """A message to an agent (``from`` defaults to ``user``; ``mode`` to the agent's queue mode)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
+    mode: str | None = Field(
+        default=None, max_length=40, description="steer, followup, collect, steer-backlog, queue, interrupt"
+    )
+    id: str | None = Field(default=None, min_length=1, max_length=200, description="makes sending idempotent")
+    from_: str | None = Field(default=None, alias="from", min_length=1, max_length=64)
+
+    @field_validator("content")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        return _content(value)
+
+    @field_validator("mode")
+    @classmethod
+    def _known_mode(cls, value: str | None) -> str | None:
+        from nexus.broker import parse_mode
+
+        return None if value is None else parse_mode(value)  # QueueSettingsError is a ValueError: 422
+
+
+class InterruptRequest(BaseModel):
+    """A message that aborts the agent's run, then runs with the backlog."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
+    id: str | None = Field(default=None, min_length=1, max_length=200)
+    from_: str | None = Field(default=None, alias="from", min_length=1, max_length=64)
+
+    @field_validator("content")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        return _content(value)
+
+
+def _content(value: str) -> str:
+    if not value.strip():
+        raise ValueError("the message has no content (only whitespace)")
+    return value
+
+
+def _state(request: Request) -> ServerState:
+    state: ServerState = request.app.state.nexus
+    return state
+
+
+def _known(state: ServerState, agent_id: str) -> bool:
+    """Registered? The live broker's memory answers first (no query on the hot path), then the store."""
+    if state.broker is not None and state.broker.get_agent(agent_id) is not None:
+        return True
+    return state.store.get_agent(agent_id) is not None
+
+
+def _check_names(state: ServerState, agent_id: str, sender: str) -> None:
+    """Unknown target → 404; an unknown sender or a message to oneself → 400, before anything is stored."""
+    if state.store.get_agent(agent_id) is None:  # the store decides: DELETE /v1/agents/{id} removes it there
+        raise ApiError(404, "not_found", f"unknown agent {agent_id!r}")
+    if sender not in ("user", "system") and not _known(state, sender):
+        raise ApiError(400, "invalid_request", f"'from' {sender!r} is not a registered agent (or 'user'/'system')")
+    if sender == agent_id:
+        raise ApiError(400, "invalid_request", f"agent {agent_id!r} cannot send a message to itself")
+
+
+def ensure_in_broker(state: ServerState, agent_id: str) -> None:
+    """Register with the live broker an agent it does not know yet (added by another process or route)."""
+    from nexus.broker import AgentIdentity, AgentRole
+
+    broker = state.broker
+    if broker is None or broker.get_agent(agent_id) is not None:
+        return
+    row = state.store.get_agent(agent_id)
+    if row is not None:
+        role: AgentRole = "manager" if row.role == "manager" else "worker"
+        broker.register_agent(AgentIdentity(row.agent_id, row.session_label, role), spec=row.spec)
+
+
+async def accept_message(
+    state: ServerState, agent_id: str, content: str, *, mode: str | None, message_id: str | None, sender: str
+) -> dict[str, Any]:
+    """Accept one message durably (the broker's ``send`` when it runs here) and say which queue item holds it."""
+    from nexus.broker import AgentMessage, new_message_id
+
+    _check_names(state, agent_id, sender)
+    message = AgentMessage(id=message_id or new_message_id(), from_=sender, to=agent_id, content=content)
+    if state.broker is not None:
+        ensure_in_broker(state, agent_id)
+        receipt = await state.broker.send(message, mode)
+        return {
+            "message_id": receipt.message_id, "queue_item_id": receipt.queue_item_id,
+            "duplicate": receipt.duplicate, "steered": receipt.steered,
+        }  # fmt: skip
+    return _accept_for_other_process(state, message, mode)
+
+
+def _accept_for_other_process(state: ServerState, message: Any, mode: str | None) -> dict[str, Any]:
+    from nexus.ledger.broker_store import AcceptRequest
+
+    row = state.store.get_agent(message.to)
+    assert row is not None  # checked by _check_names
+    message.timestamp = int(time.time() * 1000)
+    request = AcceptRequest(
+        message.to, row.session_label, message.id, message.from_, message.to_json(), mode or "followup",
+        state.store.get_agent(message.from_) is not None,
+    )  # fmt: skip
+    item, created = state.store.accept_many([request])[0]
+    return {"message_id": message.id, "queue_item_id": item.id, "duplicate": not created, "steered": False}
+
+
+@router.post(
+    "/agents/{agent_id}/messages",
+    status_code=202,
+    summary="Send a message to an agent: accepted durably, run by the broker (idempotent on id)",
+)
+async def send_message(request: Request, agent_id: str, body: MessageRequest) -> Any:
+    return await accept_message(
+        _state(request), agent_id, body.content, mode=body.mode, message_id=body.id, sender=body.from_ or "user"
+    )
+
+
+@router.post("/agents/{agent_id}/interrupt", status_code=202, summary="Abort the agent's run, then run this message")
+async def interrupt_agent(request: Request, agent_id: str, body: InterruptRequest) -> Any:
+    return await accept_message(
+        _state(request), agent_id, body.content, mode="interrupt", message_id=body.id, sender=body.from_ or "user"
+    )
+
+
+@router.post("/agents/{agent_id}/abort", summary="Abort the agent's current run (kept as an aborted turn)")
+async def abort_agent(request: Request, agent_id: str) -> Any:
+    state = _state(request)
+    if state.store.get_agent(agent_id) is None:
+        raise ApiError(404, "not_found", f"unknown agent {agent_id!r}")
+    if state.broker is None:
+        raise ApiError(409, "no_broker", "no broker runs in this server process: nothing to abort here")
+    ensure_in_broker(state, agent_id)
+    return {"agent_id": agent_id, "aborted": state.broker.abort(agent_id)}
+
+
+@router.delete("/agents/{agent_id}/queue", summary="Drop every waiting message of the agent (recorded as dropped)")
+async def clear_queue(request: Request, agent_id: str) -> Any:
+    state = _state(request)
+    if state.store.get_agent(agent_id) is None:
+        raise ApiError(404, "not_found", f"unknown agent {agent_id!r}")
+    if state.broker is not None:
+        ensure_in_broker(state, agent_id)
+        return {"agent_id": agent_id, "dropped": state.broker.clear_queue(agent_id)}
+    waiting = [item.id for item in state.store.items(agent_id=agent_id, statuses=("queued",))]
+    state.store.drop(waiting, "cleared over HTTP (DELETE /v1/agents/{id}/queue)")
+    return {"agent_id": agent_id, "dropped": len(waiting)}

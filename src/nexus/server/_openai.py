@@ -1,0 +1,216 @@
+"""The OpenAI-compatible facade: ``GET /v1/models`` and ``POST /v1/chat/completions`` (model = agent id).
+
+Any OpenAI client talks to an agent: ``base_url=http://host:port/v1``, ``model="<agent id>"``.
+Only the new part of the conversation is sent to the agent — the user message(s) after the last
+assistant message — because the agent's session already holds the rest (its history, its tools'
+results). The session is the agent's own unless the request names another (docs/server.md).
+Streaming answers ``chat.completion.chunk`` events and ``data: [DONE]``; ``usage`` is filled from
+the turn the ledger wrote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+from fastapi import APIRouter, Header, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from nexus.broker.runner import RunOutcome
+from nexus.broker.types import MAX_CONTENT_CHARS
+from nexus.server._chat_run import ChatTurn, start_chat_turn
+from nexus.server._errors import ApiError
+from nexus.server._state import ServerState
+
+router = APIRouter(prefix="/v1", tags=["openai"])
+
+HEARTBEAT_S = 15.0
+"""A silent stream sends an SSE comment this often, so proxies keep it open."""
+_SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$")
+_USER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
+
+
+class ContentPart(BaseModel):
+    """One part of a message's content; text parts are used, others are refused."""
+
+    model_config = ConfigDict(extra="allow")
+    type: str = Field(max_length=40)
+    text: str | None = Field(default=None, max_length=MAX_CONTENT_CHARS)
+
+
+class ChatMessage(BaseModel):
+    """A message of the conversation the client holds (OpenAI's shape; tool fields accepted and ignored)."""
+
+    model_config = ConfigDict(extra="allow")
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[ContentPart] | None = None
+
+
+class StreamOptions(BaseModel):
+    """``stream_options``: ``include_usage`` adds OpenAI's usage-only last chunk."""
+
+    model_config = ConfigDict(extra="allow")
+    include_usage: bool = False
+
+
+class ChatRequest(BaseModel):
+    """``POST /v1/chat/completions``; sampling fields (temperature, …) are accepted and ignored.
+
+    The agent's spec decides the model, tools and instructions: the client only talks.
+    """
+
+    model_config = ConfigDict(extra="allow")
+    model: str = Field(min_length=1, max_length=64)
+    messages: list[ChatMessage] = Field(min_length=1, max_length=10_000)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    user: str | None = Field(default=None, max_length=64)
+
+
+def _state(request: Request) -> ServerState:
+    state: ServerState = request.app.state.nexus
+    return state
+
+
+def _text(message: ChatMessage) -> str:
+    if message.content is None or isinstance(message.content, str):
+        return message.content or ""
+    texts = []
+    for part in message.content:
+        if part.type != "text" or part.text is None:
+            raise ApiError(400, "invalid_request", f"content part type {part.type!r} is not supported (text only)")
+        texts.append(part.text)
+    return "\n".join(texts)
+
+
+def new_prompt(messages: list[ChatMessage]) -> str:
+    """The user message(s) after the last assistant message, joined: what the agent has not seen yet."""
+    last_assistant = max((n for n, m in enumerate(messages) if m.role == "assistant"), default=-1)
+    fresh = [_text(m) for m in messages[last_assistant + 1 :] if m.role == "user"]
+    prompt = "\n\n".join(text for text in fresh if text.strip())
+    if not prompt:
+        raise ApiError(400, "invalid_request", "no user message after the last assistant message: nothing to send")
+    if len(prompt) > MAX_CONTENT_CHARS:
+        raise ApiError(
+            413, "too_large", f"the new messages are {len(prompt):,} characters; the limit is {MAX_CONTENT_CHARS:,}"
+        )
+    return prompt
+
+
+def choose_session(agent_session: str, header: str | None, user: str | None) -> str:
+    """``X-Nexus-Session`` names the session; else ``user`` picks ``<agent session>:user:<user>``; else the agent's."""
+    if header is not None:
+        if not _SESSION_RE.match(header) or ".." in header:
+            raise ApiError(400, "invalid_request", "X-Nexus-Session: letters, digits and . _ : @ - only (1-200)")
+        return header
+    if user:
+        if not _USER_RE.match(user):
+            raise ApiError(400, "invalid_request", "user: letters, digits and . _ @ - only (1-64)")
+        return f"{agent_session}:user:{user}"
+    return agent_session
+
+
+@router.get("/models", summary="OpenAI-compatible: one model per registered agent (the model id is the agent id)")
+def list_models(request: Request) -> Any:
+    rows = _state(request).store.list_agents()
+    return {
+        "object": "list",
+        "data": [
+            {"id": row.agent_id, "object": "model", "created": row.created_at // 1000, "owned_by": "nexus"}
+            for row in rows
+        ],
+    }
+
+
+@router.post("/chat/completions", summary="OpenAI-compatible chat completion: model = agent id; streamed or not")
+async def chat_completions(
+    request: Request, body: ChatRequest, x_nexus_session: str | None = Header(default=None, max_length=200)
+) -> Any:
+    from nexus.ledger import new_ulid
+
+    state = _state(request)
+    agent = state.store.get_agent(body.model)
+    if agent is None:
+        raise ApiError(
+            404, "model_not_found", f"the model {body.model!r} does not exist: use an agent id (GET /v1/models)"
+        )
+    prompt = new_prompt(body.messages)
+    session = choose_session(agent.session_label, x_nexus_session, body.user)
+    completion_id = f"chatcmpl-{new_ulid().lower()}"
+    turn = await start_chat_turn(state, agent, session, prompt, completion_id)
+    headers = {"x-nexus-session": turn.session_label}
+    if body.stream:
+        include_usage = body.stream_options is not None and body.stream_options.include_usage
+        chunks = _chunks(state, turn, completion_id, body.model, include_usage=include_usage)
+        return StreamingResponse(
+            chunks, media_type="text/event-stream", headers={**headers, "cache-control": "no-cache"}
+        )
+    assert turn.outcome is not None
+    outcome = await turn.outcome
+    _raise_failed(outcome)
+    body_out = {
+        "id": completion_id, "object": "chat.completion", "created": int(time.time()), "model": body.model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": outcome.reply},
+                     "finish_reason": "stop", "logprobs": None}],
+        "usage": usage(state, outcome), "system_fingerprint": None,
+    }  # fmt: skip
+    return JSONResponse(body_out, headers={**headers, "x-nexus-turn-id": outcome.turn_id or ""})
+
+
+def _raise_failed(outcome: RunOutcome) -> None:
+    if outcome.status == "failed":
+        raise ApiError(502, "upstream_error", f"the agent's turn failed: {outcome.error or 'no reason given'}")
+
+
+def usage(state: ServerState, outcome: RunOutcome) -> dict[str, int]:
+    """Token counts of the turn the ledger wrote (zeros when no turn was written)."""
+    prompt_tokens = completion_tokens = 0
+    if outcome.turn_id is not None:
+        turn = state.ledger.get_turn(outcome.turn_id)
+        prompt_tokens, completion_tokens = turn.input_tokens or 0, turn.output_tokens or 0
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}  # fmt: skip
+
+
+def _chunk(completion_id: str, model: str, delta: dict[str, Any], finish: str | None, **extra: Any) -> bytes:
+    body = {
+        "id": completion_id, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}], **extra,
+    }  # fmt: skip
+    return f"data: {json.dumps(body, separators=(',', ':'))}\n\n".encode()
+
+
+async def _chunks(
+    state: ServerState, turn: ChatTurn, completion_id: str, model: str, *, include_usage: bool
+) -> AsyncIterator[bytes]:
+    """The SSE body: role, text deltas (heartbeat comments while silent), the finish, usage, ``[DONE]``."""
+    yield _chunk(completion_id, model, {"role": "assistant", "content": ""}, None)
+    while True:
+        try:
+            delta = await asyncio.wait_for(turn.deltas.get(), HEARTBEAT_S)
+        except TimeoutError:
+            yield b": keep-alive\n\n"
+            continue
+        if delta is None:
+            break
+        yield _chunk(completion_id, model, {"content": delta}, None)
+    assert turn.outcome is not None
+    outcome = await turn.outcome
+    if outcome.status == "failed":
+        error = {"message": f"the agent's turn failed: {outcome.error or 'no reason given'}", "type": "upstream_error"}
+        yield f"data: {json.dumps({'error': error})}\n\n".encode()
+        return
+    counts = usage(state, outcome)
+    if include_usage:
+        yield _chunk(completion_id, model, {}, "stop")
+        done = {"id": completion_id, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
+                "choices": [], "usage": counts}  # fmt: skip
+        yield f"data: {json.dumps(done, separators=(',', ':'))}\n\n".encode()
+    else:
+        yield _chunk(completion_id, model, {}, "stop", usage=counts)
+    yield b"data: [DONE]\n\n"

@@ -1,0 +1,145 @@
+"""``/v1/sessions``: list, show, history, turn tree, fork, export and import (pi JSONL)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Query, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from nexus.server._errors import ApiError
+from nexus.server._state import ServerState
+from nexus.server._views import message_view, session_view, tool_call_view, turn_view
+
+router = APIRouter(prefix="/v1", tags=["sessions"])
+
+MAX_TREE_TURNS = 5000
+
+
+class ForkRequest(BaseModel):
+    """``POST /v1/sessions/{label}/fork``: the turn to continue from and the new session's label."""
+
+    model_config = ConfigDict(extra="forbid")
+    turn_id: str = Field(min_length=1, max_length=64)
+    label: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+def _state(request: Request) -> ServerState:
+    state: ServerState = request.app.state.nexus
+    return state
+
+
+@router.get("/sessions", summary="Sessions, most recently updated first")
+def list_sessions(request: Request, include_archived: bool = False, limit: int = Query(200, ge=1, le=10_000)) -> Any:
+    ledger = _state(request).ledger
+    sessions = ledger.list_sessions(status=None if include_archived else "active", limit=limit)
+    return {"sessions": [session_view(s) for s in sessions]}
+
+
+@router.get("/sessions/{label}", summary="One session with its head turn and aliases")
+def show_session(request: Request, label: str) -> Any:
+    ledger = _state(request).ledger
+    session = ledger.resolve_session(label)
+    head = ledger.get_turn(session.thread_id) if session.thread_id else None
+    return {
+        **session_view(session),
+        "aliases": ledger.aliases(session.label),
+        "head": None if head is None else turn_view(head),
+        "turns": 0 if head is None else head.depth + 1,
+    }
+
+
+@router.get("/sessions/{label}/history", summary="The session's turns, root first, with their messages")
+def session_history(request: Request, label: str) -> Any:
+    ledger = _state(request).ledger
+    session = ledger.resolve_session(label)
+    turns = ledger.turns(session.label)
+    return {
+        "label": session.label,
+        "turns": [{**turn_view(t), "messages": [message_view(m) for m in ledger.messages(t.id)]} for t in turns],
+    }
+
+
+@router.get("/sessions/{label}/tree", summary="Every turn of the tree the session is in, forks included")
+def session_tree(request: Request, label: str) -> Any:
+    ledger = _state(request).ledger
+    session = ledger.resolve_session(label)
+    turns, truncated = ledger.tree(session.label, limit=MAX_TREE_TURNS)
+    heads: dict[str, list[str]] = {}
+    for other in ledger.list_sessions(status="active"):
+        if other.thread_id:
+            heads.setdefault(other.thread_id, []).append(other.label)
+    path = {t.id for t in ledger.turns(session.label)}
+    return {
+        "label": session.label,
+        "head_turn_id": session.thread_id,
+        "truncated": truncated,
+        "turns": [{**turn_view(t), "on_path": t.id in path, "heads_of": heads.get(t.id, [])} for t in turns],
+    }
+
+
+@router.get("/turns/{turn_id}", summary="One turn: its messages, tool calls, tokens and cost")
+def show_turn(request: Request, turn_id: str) -> Any:
+    ledger = _state(request).ledger
+    turn = ledger.get_turn(turn_id)
+    return {
+        **turn_view(turn),
+        "messages": [message_view(m) for m in ledger.messages(turn.id)],
+        "tool_calls": [tool_call_view(c) for c in ledger.tool_calls(turn.id)],
+    }
+
+
+@router.post("/sessions/{label}/fork", status_code=201, summary="A new session at a turn of this one")
+def fork_session(request: Request, label: str, body: ForkRequest) -> Any:
+    ledger = _state(request).ledger
+    session = ledger.resolve_session(label)
+    if body.turn_id not in {t.id for t in ledger.turns(session.label)}:
+        raise ApiError(404, "not_found", f"turn {body.turn_id!r} is not in the history of session {session.label!r}")
+    return session_view(ledger.fork(body.turn_id, body.label))
+
+
+@router.get("/sessions/{label}/export", summary="The session as a pi-coding-agent session file (JSONL)")
+def export_session(request: Request, label: str) -> Response:
+    ledger = _state(request).ledger
+    session = ledger.resolve_session(label)
+    with tempfile.TemporaryDirectory(prefix="nexus-export-") as tmp:
+        path = ledger.export_pi(session.label, Path(tmp) / "session.jsonl")
+        data = path.read_bytes()
+    return Response(
+        data,
+        media_type="application/x-ndjson",
+        headers={"content-disposition": f'attachment; filename="{_safe_filename(session.label)}.jsonl"'},
+    )
+
+
+@router.post("/sessions/import", status_code=201, summary="Import a pi-coding-agent session file (JSONL body)")
+def import_session(
+    request: Request,
+    body: Annotated[bytes, Body(media_type="application/x-ndjson")] = b"",
+    label: str | None = Query(None, min_length=1, max_length=200),
+) -> Any:
+    ledger = _state(request).ledger
+    if not body.strip():
+        raise ApiError(400, "invalid_request", "the body is empty: send the JSONL session file as the request body")
+    fd, name = tempfile.mkstemp(prefix="nexus-import-", suffix=".jsonl")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(body)
+        result = ledger.import_pi(name, label)
+    finally:
+        os.unlink(name)
+    return {
+        "label": result.session_label,
+        "fork_labels": result.fork_labels,
+        "turns": result.turns,
+        "messages": result.messages,
+        "compactions": result.compactions,
+    }
+
+
+def _safe_filename(label: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label)[:100] or "session"

@@ -1,0 +1,33 @@
+"""What the API's routes share: the ledger, the broker's durable store, the event hub and the live broker."""
+
+from __future__ import annotations
+
+from dataclasses import KW_ONLY, dataclass
+from typing import TYPE_CHECKING
+
+from nexus.ledger import Ledger
+from nexus.ledger.broker_store import BrokerStore
+from nexus.server._event_hub import EventHub
+
+if TYPE_CHECKING:
+    from nexus.broker import AgentBroker
+    from nexus.broker.engine_runner import EngineRunner
+
+
+@dataclass(slots=True)
+class ServerState:
+    """The process-wide services routes use; built by ``create_app``'s caller.
+
+    ``events`` is the hub the broker publishes ``StreamEvent``s into; when the caller passes none,
+    ``create_app`` builds one from ``[server]`` config (the caller then reads it back from here).
+    ``broker`` and ``runner`` are set when the broker drains in this process (``nexus serve``):
+    then messages go through it (steering, interrupts, live state) and the OpenAI facade can run
+    turns. Without them the API still accepts messages durably for whichever process drains.
+    """
+
+    ledger: Ledger
+    store: BrokerStore
+    _: KW_ONLY
+    events: EventHub | None = None
+    broker: AgentBroker | None = None
+    runner: EngineRunner | None = None

@@ -1,0 +1,38 @@
+"""The web UI at ``/``: plain HTML, CSS and JS from ``static/`` (no build step), served by the API's app.
+
+The page and its assets hold no data and need no token (a browser cannot send one for a page
+load); every call the page makes goes to ``/v1/...`` with the bearer token the user typed, which
+the page keeps in ``sessionStorage``. A strict Content-Security-Policy allows only this origin's
+scripts, styles and API.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.responses import FileResponse
+from fastapi.staticfiles import StaticFiles
+
+STATIC = Path(__file__).resolve().parent / "static"
+
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+UI_HEADERS = {
+    "content-security-policy": CSP,
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "cache-control": "no-cache",
+}
+
+
+def mount(app: FastAPI) -> None:
+    """Serve ``/`` (the page) and ``/ui/*`` (its scripts and styles)."""
+
+    @app.get("/", include_in_schema=False)
+    def index() -> FileResponse:
+        return FileResponse(STATIC / "index.html", media_type="text/html", headers=UI_HEADERS)
+
+    app.mount("/ui", StaticFiles(directory=STATIC), name="ui")

@@ -1,0 +1,96 @@
+"""JSON shapes of ledger and broker records as the API returns them (one place, so routes agree)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nexus.ledger import Session, StoredMessage, ToolCallRecord, Turn
+from nexus.ledger.broker_store import AgentRow, BrokerQueueItem
+from nexus.llm.serde import message_to_dict
+
+
+def session_view(session: Session) -> dict[str, Any]:
+    """A session: its label, head turn and where it came from."""
+    return {
+        "label": session.label,
+        "head_turn_id": session.thread_id,
+        "origin": session.origin,
+        "status": session.status,
+        "created_at": session.created_at,
+        "updated_at": session.updated_at,
+        "is_subagent": session.is_subagent,
+        "parent_session_label": session.parent_session_label,
+    }
+
+
+def turn_view(turn: Turn) -> dict[str, Any]:
+    """A turn's summary: place in the tree, status, model, tokens and cost."""
+    return {
+        "id": turn.id,
+        "parent_turn_id": turn.parent_turn_id,
+        "session_label": turn.session_label,
+        "turn_type": turn.turn_type,
+        "status": turn.status,
+        "depth": turn.depth,
+        "model": turn.model,
+        "provider": turn.provider,
+        "started_at": turn.started_at,
+        "completed_at": turn.completed_at,
+        "input_tokens": turn.input_tokens,
+        "output_tokens": turn.output_tokens,
+        "total_tokens": turn.total_tokens,
+        "cost": turn.cost,
+        "stop_reason": turn.stop_reason,
+        "tool_call_count": turn.tool_call_count,
+        "has_children": turn.has_children,
+    }
+
+
+def message_view(stored: StoredMessage) -> dict[str, Any]:
+    """A stored message with its ledger id and the message in nexus.llm's JSON form."""
+    return {"id": stored.id, "turn_id": stored.turn_id, "ordinal": stored.ordinal, **message_to_dict(stored.message)}
+
+
+def tool_call_view(call: ToolCallRecord) -> dict[str, Any]:
+    """A tool call of a turn."""
+    return {
+        "call_id": call.call_id,
+        "tool_name": call.tool_name,
+        "arguments": call.arguments,
+        "status": call.status,
+        "error": call.error,
+        "started_at": call.started_at,
+        "completed_at": call.completed_at,
+        "spawned_session_label": call.spawned_session_label,
+    }
+
+
+def agent_view(row: AgentRow, *, state: str = "idle", queue_depth: int = 0) -> dict[str, Any]:
+    """A registered agent with its live state (``idle`` when no broker runs it)."""
+    return {
+        "id": row.agent_id,
+        "role": row.role,
+        "session_label": row.session_label,
+        "spec": row.spec,
+        "state": state,
+        "queue_depth": queue_depth,
+        "created_at": row.created_at,
+        "updated_at": row.updated_at,
+    }
+
+
+def queue_item_view(item: BrokerQueueItem) -> dict[str, Any]:
+    """A durable queue item."""
+    content = item.message.get("content", "") if isinstance(item.message, dict) else str(item.message)
+    return {
+        "id": item.id,
+        "message_id": item.message_id,
+        "from": item.sender,
+        "mode": item.mode,
+        "status": item.status,
+        "attempts": item.attempts,
+        "enqueued_at": item.enqueued_at,
+        "error": item.error,
+        "turn_id": item.turn_id,
+        "content": content,
+    }

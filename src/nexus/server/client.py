@@ -1,0 +1,34 @@
+"""The CLI's side of a running ``nexus serve``: one JSON request, errors turned into CLI errors.
+
+``nexus send``, ``nexus queue clear`` and ``nexus agents add`` use it when :func:`find_server`
+finds a server for the same ``$NEXUS_HOME``: the server's broker then learns of the change at
+once (a message runs now, not at the broker's next start). Light: httpx only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nexus.errors import ConfigError, NexusError
+from nexus.server.discovery import RunningServer
+
+TIMEOUT_S = 30.0
+
+
+def call_server(server: RunningServer, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    """``method path`` on the server; a 4xx is a ConfigError (exit 2), no answer or a 5xx a NexusError (exit 1)."""
+    import httpx
+
+    headers = {"authorization": f"Bearer {server.token}"} if server.token else {}
+    try:
+        response = httpx.request(method, server.url + path, json=body, headers=headers, timeout=TIMEOUT_S)
+    except httpx.HTTPError as exc:
+        raise NexusError(f"the running nexus serve at {server.url} (pid {server.pid}) did not answer: {exc}") from None
+    if response.status_code >= 400:
+        try:
+            message = response.json()["error"]["message"]
+        except (ValueError, KeyError, TypeError):
+            message = response.text[:200]
+        error = ConfigError if response.status_code < 500 else NexusError
+        raise error(f"nexus serve refused it ({response.status_code}): {message}")
+    return response.json() if response.content else None

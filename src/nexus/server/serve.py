@@ -1,0 +1,158 @@
+"""``nexus serve``'s process: the broker and the HTTP API in one asyncio loop (uvicorn run programmatically).
+
+Start: take the broker lock (one draining process per ``$NEXUS_HOME``), start the broker (it
+reloads the registry and the pending queue items and drains them), listen, then announce the
+address in ``server.json``. Stop (SIGTERM or SIGINT): the broker is closed first — active runs
+are aborted and written ``aborted``, queued messages stay durable for the next start — so that
+requests waiting on a run finish; then uvicorn closes its connections, ``server.json`` is
+removed and the lock released. A second SIGINT forces uvicorn to stop at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import uvicorn
+
+from nexus.server.discovery import remove_server_file, write_server_file
+
+if TYPE_CHECKING:
+    from nexus.broker import AgentBroker
+    from nexus.config import NexusConfig
+    from nexus.config._server_schema import ServerConfig
+    from nexus.ledger import Ledger
+    from nexus.llm.options import StreamFn
+
+GRACEFUL_S = 5
+"""How long open connections (streams) get to finish after the runs were aborted."""
+
+
+class NexusUvicorn(uvicorn.Server):
+    """uvicorn without its own signal handling (the caller closes the broker first), with a ``ready`` event."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.ready = asyncio.Event()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    async def startup(self, sockets: Any = None) -> None:
+        try:
+            await super().startup(sockets)
+        except SystemExit:  # uvicorn logged why (e.g. the port is taken) and exits; we stop instead
+            self.should_exit = True
+            return
+        if self.started:
+            self.ready.set()
+
+
+async def serve(
+    config: NexusConfig, ledger: Ledger, settings: ServerConfig, *, stream_fn: StreamFn | None = None
+) -> int:
+    """Run until SIGTERM/SIGINT; the caller holds the broker lock. Returns the exit code."""
+    from nexus.broker.host import start_broker
+    from nexus.server._event_hub import EventHub
+    from nexus.server._state import ServerState
+    from nexus.server.app import create_app
+
+    broker, runner = _build(config, ledger, stream_fn)
+    loop = asyncio.get_running_loop()
+    server: NexusUvicorn | None = None
+    stopping: list[asyncio.Task[None]] = []
+    hubs: list[EventHub] = []
+
+    def on_signal(sig: int) -> None:
+        if server is not None:
+            server.force_exit = server.should_exit and sig == signal.SIGINT
+            server.should_exit = True
+        if not stopping:
+            print("nexus serve: stopping (active runs are aborted and kept)", file=sys.stderr, flush=True)
+            stopping.append(loop.create_task(_stop_runs(broker)))
+            for hub in hubs:  # open SSE streams end now, or uvicorn's graceful stop would wait for them
+                hub.close()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig)
+    try:
+        await start_broker(config, broker)
+        state = ServerState(ledger, _store(ledger), broker=broker, runner=runner)
+        app = create_app(state, settings)
+        hub = state.events
+        if hub is not None:  # every run, live on its session's event stream
+            from nexus.server._live import publish_runs
+
+            publish_runs(runner, hub)
+            hubs.append(hub)
+        server = NexusUvicorn(
+            uvicorn.Config(
+                app, host=settings.host, port=settings.port, lifespan="off", log_level="warning",
+                access_log=False, timeout_graceful_shutdown=GRACEFUL_S,
+            )
+        )  # fmt: skip
+        if stopping:  # a signal came while the broker started
+            return 0
+        return await _listen(config, server, settings)
+    finally:
+        await _stop_runs(broker)
+        remove_server_file(config)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+
+
+async def _listen(config: NexusConfig, server: NexusUvicorn, settings: ServerConfig) -> int:
+    task = asyncio.get_running_loop().create_task(server.serve())
+    ready = asyncio.get_running_loop().create_task(server.ready.wait())
+    await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
+    ready.cancel()
+    if not server.started:
+        await task
+        print(
+            f"nexus: error: cannot listen on {settings.host}:{settings.port} (see the message above)", file=sys.stderr
+        )
+        return 1
+    port = _bound_port(server, settings.port)
+    write_server_file(config, settings.host, port)
+    print(f"nexus serve: listening on http://{settings.host}:{port} (docs at /docs)", file=sys.stderr, flush=True)
+    await task
+    return 0
+
+
+async def _stop_runs(broker: AgentBroker) -> None:
+    """Abort every run (the broker's, and chat completions' in other sessions); their turns are written."""
+    from nexus.server._chat_run import stop_direct_runs
+
+    await asyncio.gather(broker.close(), stop_direct_runs())
+
+
+def _bound_port(server: NexusUvicorn, default: int) -> int:
+    for listener in server.servers:
+        for sock in listener.sockets:
+            return int(sock.getsockname()[1])
+    return default
+
+
+def _store(ledger: Ledger) -> Any:
+    from nexus.ledger.broker_store import BrokerStore
+
+    return BrokerStore(ledger.database)
+
+
+def _build(config: NexusConfig, ledger: Ledger, stream_fn: StreamFn | None) -> tuple[AgentBroker, Any]:
+    """The broker on the engine, as :func:`nexus.broker.host.build_broker` builds it, keeping its runner."""
+    from nexus.broker import AgentBroker
+    from nexus.broker.engine_runner import EngineRunner
+    from nexus.broker.from_config import broker_settings
+    from nexus.engine.runner import EngineEnv
+
+    env = EngineEnv.from_config(config, ledger, stream_fn=stream_fn)
+    runner = EngineRunner(env, max_hops=config.broker.max_hops)
+    broker = AgentBroker(_store(ledger), runner, broker_settings(config.broker))
+    runner.attach(broker)
+    return broker, runner

@@ -1,0 +1,199 @@
+"""The OpenAI-compatible facade, driven by the official ``openai`` SDK against a real uvicorn on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+import pytest
+
+from nexus.config._server_schema import ServerConfig
+from nexus.testing import ScriptedModel
+from nexus.testing.steps import text
+
+from .broker_app import listening, live_app, wait_until
+
+openai = pytest.importorskip("openai", reason="the facade is tested with the official openai SDK (dev extra)")
+
+
+def _user_texts(live: object, session: str) -> list[str]:
+    ledger = live.ledger  # type: ignore[attr-defined]
+    return [
+        str(stored.message.content).rsplit("[/Event context]\n\n", 1)[-1]  # the engine's time preamble
+        for turn in ledger.turns(session)
+        for stored in ledger.messages(turn.id)
+        if stored.role == "user"
+    ]
+
+
+async def test_models_and_a_plain_completion_with_usage(tmp_path: Path) -> None:
+    async with live_app(tmp_path, ScriptedModel([text("Hello, I am the coder.")])) as live:
+        async with listening(live.app) as url:
+            client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+            models = [model.id async for model in client.models.list()]
+            assert models == ["coder", "lead"]
+            completion = await client.chat.completions.create(
+                model="coder", messages=[{"role": "user", "content": "who are you?"}]
+            )
+            await client.close()
+        assert completion.choices[0].message.content == "Hello, I am the coder."
+        assert completion.choices[0].finish_reason == "stop" and completion.model == "coder"
+        (turn,) = live.ledger.turns("agent:coder")
+        assert completion.usage is not None and completion.usage.prompt_tokens == turn.input_tokens > 0
+        assert completion.usage.completion_tokens == turn.output_tokens > 0
+        assert completion.usage.total_tokens == completion.usage.prompt_tokens + completion.usage.completion_tokens
+        (item,) = live.store.items(agent_id="coder")
+        assert item.status == "delivered" and item.turn_id == turn.id and item.message_id == completion.id
+
+
+async def test_streamed_completion_arrives_in_chunks_then_usage_and_done(tmp_path: Path) -> None:
+    reply = "The quick brown fox jumps over the lazy dog."
+    async with live_app(tmp_path, ScriptedModel([text(reply)], chunk_chars=4)) as live:
+        async with listening(live.app) as url:
+            client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+            stream = await client.chat.completions.create(
+                model="coder", messages=[{"role": "user", "content": "a sentence please"}], stream=True,
+                stream_options={"include_usage": True},
+            )  # fmt: skip
+            chunks = [chunk async for chunk in stream]
+            await client.close()
+        pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+        assert "".join(pieces) == reply and len(pieces) > 5
+        assert all(c.object == "chat.completion.chunk" and c.id == chunks[0].id for c in chunks)
+        finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+        assert finishes == ["stop"]
+        assert chunks[-1].choices == [] and chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
+
+
+async def test_only_the_new_messages_enter_the_session_and_user_or_header_choose_one(tmp_path: Path) -> None:
+    scripted = ScriptedModel([text("first answer"), text("second answer"), text("alice's"), text("picked")])
+    async with live_app(tmp_path, scripted) as live:
+        async with listening(live.app) as url:
+            client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+            history: list[dict[str, str]] = [
+                {"role": "system", "content": "be brief"},
+                {"role": "user", "content": "question one"},
+            ]
+            first = await client.chat.completions.create(model="coder", messages=history)
+            history += [
+                {"role": "assistant", "content": first.choices[0].message.content or ""},
+                {"role": "user", "content": "question two"},
+            ]
+            await client.chat.completions.create(model="coder", messages=history)
+            await client.chat.completions.create(
+                model="coder", messages=[{"role": "user", "content": "from alice"}], user="alice"
+            )
+            raw = await client.chat.completions.with_raw_response.create(
+                model="coder", messages=[{"role": "user", "content": "chosen"}],
+                extra_headers={"X-Nexus-Session": "project-x"},
+            )  # fmt: skip
+            await client.close()
+        assert _user_texts(live, "agent:coder") == ["question one", "question two"]
+        assert _user_texts(live, "agent:coder:user:alice") == ["from alice"]
+        assert _user_texts(live, "project-x") == ["chosen"]
+        assert raw.headers["x-nexus-session"] == "project-x" and raw.parse().choices[0].message.content == "picked"
+
+
+async def test_sdk_errors_unknown_model_bad_session_and_wrong_token(tmp_path: Path) -> None:
+    config = ServerConfig(tokens=["s3cret"])
+    async with live_app(tmp_path, ScriptedModel([]), config) as live:
+        async with listening(live.app) as url:
+            good = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="s3cret", max_retries=0)
+            with pytest.raises(openai.NotFoundError):
+                await good.chat.completions.create(model="nobody", messages=[{"role": "user", "content": "hi"}])
+            with pytest.raises(openai.BadRequestError):
+                await good.chat.completions.create(
+                    model="coder", messages=[{"role": "user", "content": "hi"}],
+                    extra_headers={"X-Nexus-Session": "../../etc"},
+                )  # fmt: skip
+            with pytest.raises(openai.BadRequestError):  # nothing new after the last assistant message
+                await good.chat.completions.create(
+                    model="coder",
+                    messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+                )
+            with pytest.raises(openai.UnprocessableEntityError):
+                await good.chat.completions.create(model="coder", messages=[])
+            bad = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="wrong", max_retries=0)
+            with pytest.raises(openai.AuthenticationError):
+                await bad.models.list()
+            await good.close()
+            await bad.close()
+        assert live.store.items() == [] and live.ledger.turns("agent:coder") == []
+
+
+async def test_a_client_that_leaves_mid_stream_does_not_stop_the_turn_or_the_server(tmp_path: Path) -> None:
+    scripted = ScriptedModel([text("a fairly long answer " * 20), text("still serving")], chunk_chars=3,
+                             tokens_per_second=400)  # fmt: skip
+    async with live_app(tmp_path, scripted) as live:
+        async with listening(live.app) as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
+            body = {"model": "coder", "stream": True, "messages": [{"role": "user", "content": "talk"}]}
+            async with http.stream("POST", "/v1/chat/completions", json=body) as response:
+                assert response.status_code == 200
+                async for line in response.aiter_lines():
+                    if '"content":"' in line and '"content":""' not in line:
+                        break  # the first token arrived: hang up
+            await wait_until(lambda: [t.status for t in live.ledger.turns("agent:coder")] == ["completed"])
+            client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+            after = await client.chat.completions.create(model="coder", messages=[{"role": "user", "content": "ok?"}])
+            await client.close()
+        assert after.choices[0].message.content == "still serving"
+
+
+async def test_many_slow_clients_do_not_block_the_server(tmp_path: Path) -> None:
+    scripted = ScriptedModel([text("fast")])
+    async with live_app(tmp_path, scripted) as live:
+        async with listening(live.app) as url:
+            port = int(url.rsplit(":", 1)[1])
+            slow = []
+            for _ in range(200):  # half-sent requests that never finish (slowloris)
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(b"POST /v1/agents/coder/messages HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n{")
+                slow.append(writer)
+            await asyncio.gather(*(w.drain() for w in slow))
+            async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+                health = await http.get("/v1/health")
+                sent = await http.post("/v1/agents/lead/messages", json={"content": "still there?"})
+            for writer in slow:
+                writer.close()
+            assert health.status_code == 200 and sent.status_code == 202
+            await live.broker.wait_for_idle("lead", 20_000)
+        assert live.store.get_item(sent.json()["queue_item_id"]).status == "delivered"  # type: ignore[union-attr]
+        assert [i.agent_id for i in live.store.items()] == ["lead"]  # the half-sent requests stored nothing
+
+
+def test_new_prompt_takes_the_user_messages_after_the_last_assistant_message() -> None:
+    from nexus.server._errors import ApiError
+    from nexus.server._openai import ChatMessage, choose_session, new_prompt
+
+    def msgs(*pairs: tuple[str, object]) -> list[ChatMessage]:
+        return [ChatMessage.model_validate({"role": role, "content": content}) for role, content in pairs]
+
+    conversation = msgs(("system", "rules"), ("user", "old"), ("assistant", "reply"), ("user", "one"),
+                        ("tool", "ignored"), ("user", [{"type": "text", "text": "two"}]))  # fmt: skip
+    assert new_prompt(conversation) == "one\n\ntwo"
+    for bad in (msgs(("user", "q"), ("assistant", "a")), msgs(("user", [{"type": "image_url", "image_url": {}}]))):
+        with pytest.raises(ApiError) as refused:
+            new_prompt(bad)
+        assert refused.value.status == 400
+    assert choose_session("agent:coder", None, None) == "agent:coder"
+    assert choose_session("agent:coder", None, "alice") == "agent:coder:user:alice"
+    assert choose_session("agent:coder", "mine", "alice") == "mine"
+    for header, user in (("../x", None), ("a b", None), (None, "al/ice")):
+        with pytest.raises(ApiError):
+            choose_session("agent:coder", header, user)
+
+
+async def test_a_turn_that_cannot_run_is_a_502_and_its_message_is_failed(tmp_path: Path) -> None:
+    async with live_app(tmp_path, ScriptedModel([])) as live:
+        async with listening(live.app) as url:
+            async with httpx.AsyncClient(base_url=url) as http:
+                made = await http.post("/v1/agents", json={"id": "ghost", "model": "local/no-such-model"})
+                assert made.status_code == 201
+            client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+            with pytest.raises(openai.APIStatusError) as failed:
+                await client.chat.completions.create(model="ghost", messages=[{"role": "user", "content": "hi"}])
+            await client.close()
+        assert failed.value.status_code == 502 and "no-such-model" in failed.value.message
+        (item,) = live.store.items(agent_id="ghost")
+        assert item.status == "failed" and "no-such-model" in (item.error or "")

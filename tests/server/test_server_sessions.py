@@ -1,0 +1,176 @@
+"""The HTTP API over a real ledger: sessions, tree, fork, export/import, agents, errors, auth, limits."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from nexus.config._server_schema import ServerConfig
+from nexus.ledger import Ledger
+from nexus.ledger.broker_store import BrokerStore
+from nexus.llm.types import AssistantMessage, TextContent, Usage, UserMessage
+from nexus.server._state import ServerState
+from nexus.server.app import create_app
+
+FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "pi-sessions"
+if not FIXTURES.exists():
+    FIXTURES = Path("/work/shared/fixtures/pi-sessions")
+
+
+def _reply(text: str) -> AssistantMessage:
+    return AssistantMessage(content=[TextContent(text)], provider="openai", model="gpt-4o-mini")
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[Ledger]:
+    with Ledger.open(tmp_path / "agents.db") as opened:
+        opened.create_session("main")
+        for n in range(3):
+            opened.write_turn(
+                None, "main", query_messages=[UserMessage(f"question {n}")], response_messages=[_reply(f"answer {n}")],
+                usage=Usage(input=10, output=5, total=15), model="gpt-4o-mini", provider="openai",
+            )  # fmt: skip
+        yield opened
+
+
+async def client_for(ledger: Ledger, config: ServerConfig | None = None) -> httpx.AsyncClient:
+    app = create_app(ServerState(ledger, BrokerStore(ledger.database)), config)
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://nexus.test")
+
+
+@pytest.fixture
+async def client(ledger: Ledger) -> AsyncIterator[httpx.AsyncClient]:
+    async with await client_for(ledger) as opened:
+        yield opened
+
+
+async def test_health_and_openapi(client: httpx.AsyncClient) -> None:
+    health = await client.get("/v1/health")
+    assert health.status_code == 200 and health.json()["status"] == "ok"
+    spec = (await client.get("/openapi.json")).json()
+    assert "/v1/sessions/{label}/tree" in spec["paths"] and "/v1/agents" in spec["paths"]
+
+
+async def test_list_show_history(client: httpx.AsyncClient) -> None:
+    listed = (await client.get("/v1/sessions")).json()["sessions"]
+    assert [s["label"] for s in listed] == ["main"]
+    shown = (await client.get("/v1/sessions/main")).json()
+    assert shown["turns"] == 3 and shown["head"]["total_tokens"] == 15
+    history = (await client.get("/v1/sessions/main/history")).json()["turns"]
+    texts = [[m["content"] for m in turn["messages"]] for turn in history]
+    assert texts[0][0] == "question 0" and texts[2][1][0]["text"] == "answer 2"
+
+
+async def test_fork_then_tree_shows_both_branches(client: httpx.AsyncClient, ledger: Ledger) -> None:
+    first = ledger.turns("main")[0].id
+    forked = await client.post("/v1/sessions/main/fork", json={"turn_id": first, "label": "alt"})
+    assert forked.status_code == 201 and forked.json()["head_turn_id"] == first
+    ledger.write_turn(None, "alt", query_messages=[UserMessage("other way")], response_messages=[_reply("ok")])
+    tree = (await client.get("/v1/sessions/main/tree")).json()
+    turns = {t["id"]: t for t in tree["turns"]}
+    assert len(turns) == 4 and not tree["truncated"]
+    alt_head = ledger.get_session("alt").thread_id
+    assert turns[alt_head]["parent_turn_id"] == first and not turns[alt_head]["on_path"]
+    assert turns[alt_head]["heads_of"] == ["alt"]
+    turn = (await client.get(f"/v1/turns/{first}")).json()
+    assert [m["role"] for m in turn["messages"]] == ["user", "assistant"] and turn["cost"] >= 0
+
+
+async def test_fork_refuses_a_turn_of_another_history(client: httpx.AsyncClient, ledger: Ledger) -> None:
+    ledger.create_session("other")
+    foreign = ledger.write_turn(None, "other", query_messages=[UserMessage("x")], response_messages=[_reply("y")])
+    response = await client.post("/v1/sessions/main/fork", json={"turn_id": foreign})
+    assert response.status_code == 404 and "not in the history" in response.json()["error"]["message"]
+    taken = await client.post("/v1/sessions/main/fork", json={"turn_id": ledger.turns("main")[0].id, "label": "other"})
+    assert taken.status_code == 409 and taken.json()["error"]["type"] == "conflict"
+
+
+async def test_export_then_import_round_trip(client: httpx.AsyncClient) -> None:
+    exported = await client.get("/v1/sessions/main/export")
+    assert exported.status_code == 200 and exported.headers["content-type"].startswith("application/x-ndjson")
+    imported = await client.post(
+        "/v1/sessions/import", params={"label": "copy"}, content=exported.content,
+        headers={"content-type": "application/x-ndjson"},
+    )  # fmt: skip
+    assert imported.status_code == 201 and imported.json()["label"] == "copy" and imported.json()["turns"] == 3
+    history = (await client.get("/v1/sessions/copy/history")).json()["turns"]
+    assert history[2]["messages"][0]["content"] == "question 2"
+
+
+@pytest.mark.skipif(not FIXTURES.is_dir(), reason="the shared pi session fixtures are not beside this checkout")
+async def test_import_a_file_pi_wrote(client: httpx.AsyncClient) -> None:
+    sample = sorted(FIXTURES.glob("*.jsonl"))[0]
+    response = await client.post("/v1/sessions/import", content=sample.read_bytes())
+    assert response.status_code == 201 and response.json()["turns"] > 0
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status"),
+    [
+        ("get", "/v1/sessions/nope", None, 404),
+        ("get", "/v1/sessions/nope/history", None, 404),
+        ("get", "/v1/turns/01NOTATURN", None, 404),
+        ("post", "/v1/sessions/main/fork", {"turn_id": 5}, 422),
+        ("post", "/v1/sessions/main/fork", {"turn": "x"}, 422),
+        ("post", "/v1/sessions/import", None, 400),
+        ("get", "/v1/sessions/..%2F..%2Fetc%2Fpasswd", None, 404),
+        ("post", "/v1/agents", {"id": "has space"}, 422),
+        ("post", "/v1/agents", {"id": "w", "tools": ["reed"]}, 422),
+        ("delete", "/v1/agents/ghost", None, 404),
+        ("get", "/v1/nowhere", None, 404),
+    ],
+)
+async def test_bad_requests_get_the_error_shape(
+    client: httpx.AsyncClient, method: str, path: str, body: object, status: int
+) -> None:
+    kwargs = {"json": body} if body is not None else {}
+    response = await client.request(method.upper(), path, **kwargs)  # type: ignore[arg-type]
+    assert response.status_code == status
+    error = response.json()["error"]
+    assert set(error) == {"type", "message"} and error["message"]
+
+
+async def test_malformed_json_is_a_422_and_nothing_changes(client: httpx.AsyncClient, ledger: Ledger) -> None:
+    response = await client.post(
+        "/v1/sessions/main/fork", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 422 and response.json()["error"]["type"] == "invalid_request"
+    assert [s.label for s in ledger.list_sessions()] == ["main"]
+
+
+async def test_agents_crud_and_queue(client: httpx.AsyncClient) -> None:
+    created = await client.post("/v1/agents", json={"id": "coder", "model": "openai/gpt-4o-mini", "tools": ["read"]})
+    assert created.status_code == 201 and created.json()["session_label"] == "agent:coder"
+    listed = (await client.get("/v1/agents")).json()["agents"]
+    assert [(a["id"], a["state"], a["queue_depth"]) for a in listed] == [("coder", "idle", 0)]
+    assert (await client.get("/v1/agents/coder/queue")).json() == {"items": []}
+    assert (await client.delete("/v1/agents/coder")).status_code == 204
+    assert (await client.get("/v1/agents/coder")).status_code == 404
+
+
+async def test_tokens_are_required_when_configured(ledger: Ledger) -> None:
+    async with await client_for(ledger, ServerConfig(tokens=["s3cret"])) as client:
+        assert (await client.get("/v1/health")).status_code == 200  # liveness stays open
+        missing = await client.get("/v1/sessions")
+        assert missing.status_code == 401 and missing.headers["www-authenticate"] == "Bearer"
+        wrong = await client.get("/v1/sessions", headers={"authorization": "Bearer nope"})
+        assert wrong.status_code == 401
+        right = await client.get("/v1/sessions", headers={"authorization": "Bearer s3cret"})
+        assert right.status_code == 200
+
+
+async def test_oversized_bodies_are_refused_before_reading(ledger: Ledger) -> None:
+    async with await client_for(ledger, ServerConfig(max_body_bytes=100)) as client:
+        big = await client.post("/v1/sessions/import", content=b"x" * 101)
+        assert big.status_code == 413 and big.json()["error"]["type"] == "too_large"
+
+        async def chunks() -> AsyncIterator[bytes]:
+            for _ in range(10):
+                yield b"y" * 20
+
+        streamed = await client.post("/v1/sessions/import", content=chunks())
+        assert streamed.status_code == 413
+    assert [s.label for s in ledger.list_sessions()] == ["main"]
