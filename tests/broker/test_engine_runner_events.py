@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nexus.agent.events import MessageUpdateEvent
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings
 from nexus.broker.engine_runner import EngineRunHandle, EngineRunner
 from nexus.config import load_config
 from nexus.engine import ProfileCooldowns
+from nexus.engine.events import ExecutionEvent, ReplyDelta
 from nexus.engine.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
-from nexus.llm.events import TextDeltaEvent
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text
 
@@ -30,9 +29,9 @@ async def test_a_watcher_sees_the_run_that_consumes_an_item_and_every_text_delta
         runs: list[EngineRunHandle] = []
         deltas: list[str] = []
 
-        def on_event(event: object) -> None:
-            if isinstance(event, MessageUpdateEvent) and isinstance(event.assistant_event, TextDeltaEvent):
-                deltas.append(event.assistant_event.delta)
+        def on_event(item: ExecutionEvent) -> None:  # the run's channel: text arrives as reply deltas
+            if isinstance(item.event, ReplyDelta):
+                deltas.append(item.event.delta)
 
         def on_run(handle: EngineRunHandle) -> None:
             runs.append(handle)

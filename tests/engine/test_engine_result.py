@@ -63,3 +63,19 @@ async def test_run_without_ledger_numbers_messages_by_ordinal(ledger: Ledger) ->
     env = _env(ledger, scripted)
     result = await execute(env.assemble("hi", model=scripted.model), stream_fn=scripted.stream, model=scripted.model)
     assert result.turn_id is None and [m.id for m in result.messages] == [0, 1] and result.reply == "no ledger"
+
+
+async def test_a_turn_records_what_the_model_was_told(ledger: Ledger) -> None:
+    scripted = ScriptedModel([text("one"), text("two")])
+    env = _env(ledger, scripted)
+    ctx = env.assemble("hello", model=scripted.model, channel="telegram")
+    first = await env.start(ctx, model=scripted.model).result
+    second = await env.start(env.assemble("again", model=scripted.model), model=scripted.model).result
+    turns = {t.id: t for t in ledger.turns("main")}
+    key = turns[first.turn_id or ""].system_prompt_hash
+    assert key is not None and ledger.system_prompt(key) == ctx.system_prompt
+    assert turns[second.turn_id or ""].system_prompt_hash is not None
+    query = first.messages[0]
+    assert query.source == "telegram" and second.messages[0].source == "user"
+    assert query.context is not None and query.context["model"] == "scripted/scripted-1"
+    assert query.context["history_messages"] == 0 and second.messages[0].context["history_messages"] == 2  # type: ignore[index]

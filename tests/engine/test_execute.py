@@ -273,10 +273,15 @@ async def test_events_iterator_and_on_event(ledger: Ledger) -> None:
     execution = env.start(env.assemble("hi", model=scripted.model), model=scripted.model)
     seen: list[str] = []
     execution.on_event(lambda e: seen.append(e.type))
-    types = [event.type async for event in execution.events()]
-    assert types[0] == "agent_start" and types[-1] == "agent_end"
-    assert "tool_execution_end" in types and seen == types
-    assert (await execution).stop_reason == "end_turn"
+    items = [event async for event in execution.events()]
+    types = [item.type for item in items]
+    assert types[0] == "run_start" and types[-1] == "state" and types[-2] == "run_end"
+    assert "agent_start" in types and "agent_end" in types and "tool_execution_end" in types
+    lifecycle = [t for t in seen if t not in ("reply_delta", "reasoning_delta")]
+    assert [t for t in types if t not in ("reply_delta", "reasoning_delta")] == lifecycle  # never dropped
+    assert [item.seq for item in items] == sorted({item.seq for item in items})  # one channel, in order
+    assert {(item.run_id, item.session_label) for item in items} == {(execution.run_id, "main")}
+    assert (await execution).stop_reason == "end_turn" and execution.state == "done"
 
 
 async def test_execute_without_ledger_stores_nothing(ledger: Ledger) -> None:

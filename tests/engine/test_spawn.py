@@ -144,8 +144,8 @@ async def test_worker_tool_activity_is_reported_as_spawn_progress(ledger: Ledger
     updates: list[str] = []
     execution.on_event(
         lambda e: (
-            updates.append(e.partial_result.content[0].text)  # type: ignore[union-attr]
-            if isinstance(e, ToolExecutionUpdateEvent)
+            updates.append(e.event.partial_result.content[0].text)
+            if isinstance(e.event, ToolExecutionUpdateEvent)
             else None
         )
     )

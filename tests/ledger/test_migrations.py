@@ -134,3 +134,27 @@ def test_open_turn_of_an_old_file_takes_partial_replies_after_migration(tmp_path
     assert conn.execute("SELECT COUNT(*) FROM turn_journal").fetchone()[0] == 0
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_old_file_gains_the_system_prompts_table_and_engine_turns_are_auditable(tmp_path: Path, version: int) -> None:
+    # the schema version after the broker's: system prompts by hash; old turns keep a NULL hash
+    path = tmp_path / "agents.db"
+    _restore(version, path)
+    with Ledger.open(path) as ledger:
+        old = ledger.turns("main")
+        assert old and all(t.system_prompt_hash is None for t in old)
+        first = ledger.open_turn("main", query_messages=[UserMessage("q")], system_prompt="You are terse.",
+                                 source="cli", context={"history_messages": 3})  # fmt: skip
+        ledger.write_turn(first, "main", response_messages=[AssistantMessage([TextContent("a")])])
+        second = ledger.open_turn("main", query_messages=[UserMessage("q2")], system_prompt="You are terse.")
+        ledger.write_turn(second, "main", response_messages=[AssistantMessage([TextContent("b")])])
+        turns = {t.id: t for t in ledger.turns("main")}
+        key = turns[first].system_prompt_hash
+        assert key is not None and key == turns[second].system_prompt_hash
+        assert ledger.system_prompt(key) == "You are terse."
+        query = ledger.messages(first)[0]
+        assert query.source == "cli" and query.context == {"history_messages": 3}
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT COUNT(*) FROM system_prompts").fetchone()[0] == 1  # stored once
+    conn.close()

@@ -132,6 +132,10 @@ class SteeringQueue:
             self._settle(receipt, "returned", reason=reason)
         return returned
 
+    def on_settle(self, listener: Callable[[SteerReceipt], object] | None) -> None:
+        """Call ``listener`` once per receipt when it is delivered or returned (replaces the previous one)."""
+        self._on_settle = listener
+
     @property
     def closed(self) -> bool:
         """True once :meth:`close` ran."""

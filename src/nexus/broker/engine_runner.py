@@ -28,7 +28,8 @@ from nexus.llm.abort import AbortSignal
 if TYPE_CHECKING:
     from nexus.agent.tool_types import AgentTool
     from nexus.broker.broker import AgentBroker
-    from nexus.engine.execute import EngineExecution, EngineStreamEvent
+    from nexus.engine.events import ExecutionEvent
+    from nexus.engine.execute import EngineExecution
     from nexus.engine.runner import EngineEnv
     from nexus.engine.types import AgentResult, AgentRole
 
@@ -48,7 +49,7 @@ class EngineRunHandle:
         self._request = request
         self._signal = AbortSignal()
         self._execution: EngineExecution | None = None
-        self._listeners: list[Callable[[EngineStreamEvent], object]] = []
+        self._listeners: list[Callable[[ExecutionEvent], object]] = []
         self._task = asyncio.get_running_loop().create_task(self._main(), name=f"agent-run:{request.agent_id}")
 
     @property
@@ -68,8 +69,8 @@ class EngineRunHandle:
         """What this run was started with (its agent, session and the queue items it consumes)."""
         return self._request
 
-    def on_event(self, listener: Callable[[EngineStreamEvent], object]) -> None:
-        """Call ``listener`` with every engine event of this run (from its start when subscribed early).
+    def on_event(self, listener: Callable[[ExecutionEvent], object]) -> None:
+        """Call ``listener`` with every event of this run's channel (enveloped; from its start if subscribed early).
 
         For watchers such as the server's streaming endpoints: subscribe right after the run is
         announced by :meth:`EngineRunner.on_run`; events before the turn starts do not exist.

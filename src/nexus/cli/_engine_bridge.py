@@ -13,28 +13,19 @@ from nexus.errors import NexusError
 if TYPE_CHECKING:
     from nexus.cli.run_cmd import Runtime
     from nexus.engine import AgentResult, AssembledContext, EngineEvent
+    from nexus.engine.events import ExecutionEvent
     from nexus.llm.abort import AbortSignal
 
 _COMPACTION_NOTICE_DELAY_S = 0.3
 
 
 class RenderBridge:
-    """Engine callbacks and execution events → renderer calls."""
+    """The execution's one event channel → renderer calls (:meth:`on_event` is the only listener)."""
 
     def __init__(self, renderer: Renderer) -> None:
         self.renderer = renderer
         self._held: EngineEvent | None = None
         self._held_timer: asyncio.TimerHandle | None = None
-
-    def on_partial_reply(self, text: str) -> None:
-        self.renderer.text(text)
-
-    def on_reasoning(self, text: str) -> None:
-        self.renderer.reasoning(text)
-
-    def on_agent_event(self, phase: str, timestamp_ms: int) -> None:
-        if phase == "streaming":  # a new model call: its text starts on a fresh line
-            self.renderer.message_end()
 
     def on_engine_event(self, event: EngineEvent) -> None:
         """Notices for retries, waits, fallbacks and compactions.
@@ -69,18 +60,26 @@ class RenderBridge:
             self._held_timer.cancel()
         self._held, self._held_timer = None, None
 
-    def on_event(self, event: object) -> None:
-        """Tool starts/ends from the execution's event stream (they carry arguments and full results)."""
-        kind = getattr(event, "type", None)
-        if kind == "tool_execution_start":
+    def on_event(self, item: ExecutionEvent) -> None:
+        """One event of the run: reply/reasoning text, model calls, tool starts/ends, engine notices."""
+        event, kind = item.event, item.type
+        if kind == "reply_delta":
+            self.renderer.text(event.delta)
+        elif kind == "reasoning_delta":
+            self.renderer.reasoning(event.delta)
+        elif kind == "message_start" and event.message.role == "assistant":
+            self.renderer.message_end()  # a new model call: its text starts on a fresh line
+        elif kind in ("retry", "wait", "fallback", "compaction_start", "compaction_end"):
+            self.on_engine_event(event)
+        elif kind == "tool_execution_start":
             self.renderer.message_end()
-            self.renderer.tool_start(event.tool_call_id, event.tool_name, event.args)  # type: ignore[attr-defined]
+            self.renderer.tool_start(event.tool_call_id, event.tool_name, event.args)
         elif kind == "tool_execution_end":
             self.renderer.tool_end(
-                event.tool_call_id,  # type: ignore[attr-defined]
-                event.tool_name,  # type: ignore[attr-defined]
-                event.result,  # type: ignore[attr-defined]
-                event.is_error,  # type: ignore[attr-defined]
+                event.tool_call_id,
+                event.tool_name,
+                event.result,
+                event.is_error,
             )
 
 
@@ -91,17 +90,10 @@ async def call_engine(
 
     Returns (result, context, turn id, whether this run started the session's conversation).
     """
-    from nexus.engine.callbacks import EngineCallbacks
     from nexus.engine.types import ThinkingConfig
 
     env = runtime.engine_env()
     bridge = RenderBridge(renderer)
-    callbacks = EngineCallbacks(
-        on_partial_reply=bridge.on_partial_reply,
-        on_reasoning_stream=bridge.on_reasoning,
-        on_agent_event=bridge.on_agent_event,
-        on_engine_event=bridge.on_engine_event,
-    )
     from nexus.engine.context import local_timezone
     from nexus.engine.session_lock import run_lock
     from nexus.ledger import TurnNotSavedError
@@ -142,7 +134,7 @@ async def call_engine(
             level = runtime.thinking
             ctx.thinking_config = ThinkingConfig(level) if level != "off" else None  # type: ignore[arg-type]
         renderer.start(RunStart(ctx.run_id, ctx.session_label, runtime.model, created))
-        execution = env.start(ctx, callbacks, model=chosen)
+        execution = env.start(ctx, model=chosen)  # the task starts at the next await: no event is missed
         execution.on_event(bridge.on_event)
         try:
             result = await execution.result

@@ -26,7 +26,6 @@ from nexus.agent import (
     MessageEndEvent,
     MessageStartEvent,
     MessageUpdateEvent,
-    ToolExecutionEndEvent,
     ToolExecutionStartEvent,
     agent_loop,
     agent_loop_continue,
@@ -36,7 +35,16 @@ from nexus.agent.steering import SteeringQueue, SteerMode, SteerReceipt
 from nexus.engine._journal import TurnJournal
 from nexus.engine._sessions import SessionCache
 from nexus.engine._window import ContextWindow
-from nexus.engine.callbacks import AgentPhase, EngineCallbacks, safe_call
+from nexus.engine.events import (
+    EventChannel,
+    ExecutionState,
+    ReasoningDelta,
+    ReplyDelta,
+    RunEndEvent,
+    RunStartEvent,
+    StateEvent,
+    SteerEvent,
+)
 from nexus.engine.ledger_map import compaction_record, history_turn_ids, spawned_label, write_result
 from nexus.engine.repair import truncate_result
 from nexus.engine.spawn import CURRENT_RUN, RunScope
@@ -76,8 +84,6 @@ log = logging.getLogger("nexus.engine")
 EngineStreamEvent: TypeAlias = AgentEvent | EngineEvent
 """Everything an execution's event stream carries: the agent loop's events and the engine's own."""
 
-_SUMMARY_CHARS = 200
-
 
 class EngineRun:
     """The state of one execution (see the module docstring); driven by :meth:`main`."""
@@ -85,7 +91,7 @@ class EngineRun:
     def __init__(
         self,
         ctx: AssembledContext,
-        callbacks: EngineCallbacks,
+        channel: EventChannel,
         *,
         ledger: Ledger | None,
         model: Model,
@@ -95,9 +101,10 @@ class EngineRun:
         depth: int,
         env: EngineEnv | None,
         cache: SessionCache | None = None,
+        steering: SteeringQueue | None = None,
     ) -> None:
         self.ctx = ctx
-        self.callbacks = callbacks
+        self.channel = channel
         self.ledger = ledger
         self.model = model
         self.stream_fn = stream_fn
@@ -110,7 +117,10 @@ class EngineRun:
         if ctx.abort_signal is not None:
             outer = ctx.abort_signal
             self.unlink = outer.add_listener(lambda: self.signal.abort(outer.reason or "aborted"))
-        self.listeners: list[Callable[[EngineStreamEvent], object]] = []
+        self.state: ExecutionState = "starting"
+        self.resume_state: ExecutionState = "starting"
+        self.state_changed = asyncio.Event()
+        self.wrote_text = False
         self.agent_ctx = AgentContext(ctx.system_prompt, [*ctx.history], list(ctx.tools))
         self.history_len = len(ctx.history)
         self.window = ContextWindow.for_history(
@@ -127,7 +137,8 @@ class EngineRun:
         self.journal: TurnJournal | None = None
         self.delivered_steer_ids: list[str] = []
         """Ids of the steers injected into this turn: written with it as consumed queue items (broker)."""
-        self.steering = SteeringQueue(on_settle=self._steer_settled)
+        self.steering = steering if steering is not None else SteeringQueue()
+        self.steering.on_settle(self._steer_settled)
         self.active = False
         self.timed_out = False
         self.final_error: AgentError | None = None
@@ -142,25 +153,28 @@ class EngineRun:
 
     # ------------------------------------------------------------------ events out
 
-    def publish(self, event: EngineStreamEvent) -> None:
-        """Deliver one event to ``on_event`` listeners (errors logged, never raised)."""
-        if not self.listeners:
-            return
-        for listener in list(self.listeners):
-            safe_call("on_event", listener, event)
+    def publish(self, event: object) -> None:
+        """Put one event on the run's channel (listeners' errors are logged, never raised)."""
+        self.channel.publish(event)
 
-    def phase(self, phase: AgentPhase) -> None:
-        """Report a lifecycle phase through ``on_agent_event``."""
-        safe_call("on_agent_event", self.callbacks.on_agent_event, phase, now_ms())
+    def set_state(self, state: ExecutionState) -> None:
+        """Move to ``state`` and announce it (a ``state`` event and ``state_changed``)."""
+        previous = self.state
+        if previous == state or previous == "done":
+            return
+        self.state = state
+        self.publish(StateEvent(state, previous))
+        self.state_changed.set()
+        self.state_changed = asyncio.Event()
 
     def engine_event(self, event: EngineEvent) -> None:
         """Retry/wait/fallback events from failover and compaction events from the window."""
-        self.publish(event)
         if isinstance(event, CompactionStartEvent):
-            self.phase("compaction_start")
-        elif isinstance(event, CompactionEndEvent):
-            self.phase("compaction_end")
-        safe_call("on_engine_event", self.callbacks.on_engine_event, event)
+            self.resume_state = self.state
+            self.set_state("compacting")
+        self.publish(event)
+        if isinstance(event, CompactionEndEvent):
+            self.set_state(self.resume_state)
 
     # ------------------------------------------------------------------ the run
 
@@ -177,13 +191,17 @@ class EngineRun:
         loop = asyncio.get_running_loop()
         timer = loop.call_later(self.ctx.timeout_ms / 1000, self.on_timeout)
         self.active = True
-        self.phase("start")
+        self.publish(RunStartEvent(self.turn_id))
         try:
             await self.run_loops()
         except asyncio.CancelledError:
             self.signal.abort("the run's task was cancelled")
             self.close_steering()
-            self.persist(self.build_result())
+            cancelled = self.build_result()
+            try:
+                self.persist(cancelled)
+            finally:
+                self.finish(cancelled)
             raise
         except Exception as exc:  # an engine bug must still close the turn
             log.exception("engine run %s failed", self.ctx.run_id)
@@ -192,11 +210,20 @@ class EngineRun:
             timer.cancel()
             self.unlink()  # a long-lived outer signal must not keep every finished run alive
             self.active = False
+        self.set_state("finishing")
         self.close_steering()
         result = self.build_result()
-        self.persist(result)
-        self.phase("end")
+        try:
+            self.persist(result)
+        finally:
+            self.finish(result)
         return result
+
+    def finish(self, result: AgentResult) -> None:
+        """Announce the end (``run_end`` with the result) and close the channel."""
+        self.publish(RunEndEvent(result, result.error is not None and self.wrote_text))
+        self.set_state("done")
+        self.channel.close()
 
     def open_turn(self) -> str | None:
         """Start the crash journal: the turn with its query, status ``streaming``, pointer not moved."""
@@ -216,6 +243,9 @@ class EngineRun:
             permissions_granted=list(ctx.permissions_granted),
             source_event_id=ctx.source_event_id,
             workspace_path=ctx.workspace_path or None,
+            system_prompt=ctx.system_prompt,
+            source=ctx.source,
+            context=assembly_metadata(ctx),
         )
 
     def on_timeout(self) -> None:
@@ -261,7 +291,8 @@ class EngineRun:
         """Drain one loop's events (publishing and handling each); returns its ``agent_end``."""
         end = AgentEndEvent(reason="error", error="the agent loop ended without agent_end")
         async for event in events:
-            self.publish(event)
+            if not isinstance(event, MessageUpdateEvent):  # deltas are published as reply/reasoning deltas
+                self.publish(event)
             self.handle(event)
             if isinstance(event, AgentEndEvent):
                 end = event
@@ -301,8 +332,10 @@ class EngineRun:
         return self.steering.offer(receipt)
 
     def _steer_settled(self, receipt: SteerReceipt) -> None:
+        """A receipt settled: remember a delivered one for the turn write, and announce it on the channel."""
         if receipt.status == "delivered":
             self.delivered_steer_ids.append(receipt.id)
+        self.publish(SteerEvent(receipt))
 
     def close_steering(self) -> None:
         """The run is over: every steer not yet injected is returned (listed in the result)."""
@@ -319,25 +352,35 @@ class EngineRun:
         if isinstance(event, MessageUpdateEvent):
             delta = event.assistant_event
             journal = self.journal
+            channel = self.channel
             if isinstance(delta, TextDeltaEvent):
-                safe_call("on_partial_reply", self.callbacks.on_partial_reply, delta.delta)
+                self.wrote_text = True
+                if channel.watched:
+                    channel.publish(ReplyDelta(delta.delta, len(self.agent_ctx.messages) - self.history_len))
+                else:
+                    channel.seq += 1  # nobody listens: count it, build nothing (the hot path)
                 if journal is not None:
                     journal.grew(len(delta.delta))
             elif isinstance(delta, ThinkingDeltaEvent):
-                safe_call("on_reasoning_stream", self.callbacks.on_reasoning_stream, delta.delta)
+                if channel.watched:
+                    channel.publish(ReasoningDelta(delta.delta, len(self.agent_ctx.messages) - self.history_len))
+                else:
+                    channel.seq += 1
                 if journal is not None:
                     journal.grew(len(delta.delta))
-            elif isinstance(delta, ToolCallEndEvent) and journal is not None:
-                journal.call_done(delta.content_index, delta.tool_call.id)
+            else:
+                channel.publish(event)  # other progress (tool-call arguments streaming): droppable
+                if isinstance(delta, ToolCallEndEvent) and journal is not None:
+                    journal.call_done(delta.content_index, delta.tool_call.id)
         elif isinstance(event, MessageStartEvent):
             if isinstance(event.message, AssistantMessage):
                 if self.journal is not None:
                     self.journal.start(event.message)
-                self.phase("streaming")
+                self.set_state("streaming")
         elif isinstance(event, MessageEndEvent):
             self.message_done(event.message)
         elif isinstance(event, ToolExecutionStartEvent):
-            self.phase("tool_use")
+            self.set_state("tools")
             self.calls[event.tool_call_id] = ToolCallRecord(
                 call_id=event.tool_call_id,
                 tool_name=event.tool_name,
@@ -345,16 +388,6 @@ class EngineRun:
                 status="running",
                 started_at=now_ms(),
                 sequence=len(self.calls),
-            )
-            safe_call(
-                "on_tool_result", self.callbacks.on_tool_result, event.tool_call_id, event.tool_name, "started", None
-            )
-        elif isinstance(event, ToolExecutionEndEvent):
-            text = "".join(getattr(b, "text", "") for b in event.result.content)
-            status = "failed" if event.is_error else "completed"
-            summary = text[:_SUMMARY_CHARS] or None
-            safe_call(
-                "on_tool_result", self.callbacks.on_tool_result, event.tool_call_id, event.tool_name, status, summary
             )
 
     def message_done(self, message: object) -> None:
@@ -476,6 +509,28 @@ class EngineRun:
         response = _llm(self.agent_ctx.messages[self.history_len + 1 :])
         write_result(self.ledger, self.ctx, self.turn_id, result, response, result.compaction, self.delivered_steer_ids)
         result.messages = self.ledger.messages(self.turn_id)
+
+
+def assembly_metadata(ctx: AssembledContext) -> dict[str, object]:
+    """What the model was told besides the prompt text, for the query message's ``context_json`` (audit)."""
+    budget = ctx.token_budget
+    return {
+        "model": f"{ctx.provider}/{ctx.model}",
+        "history_messages": len(ctx.history),
+        "tools": [t.name for t in ctx.tools],
+        "budget": {
+            "context_window": budget.context_window,
+            "system": budget.system,
+            "history": budget.history,
+            "current": budget.current,
+            "tools": budget.tools,
+            "reserve_output": budget.reserve_output,
+            "reserve_compaction": budget.reserve_compaction,
+        },
+        "thinking": ctx.thinking_config.level if ctx.thinking_config is not None else "off",
+        "max_response_tokens": ctx.max_response_tokens,
+        "timeout_ms": ctx.timeout_ms,
+    }
 
 
 def _llm(messages: list[Any]) -> list[Message]:

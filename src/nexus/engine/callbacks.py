@@ -1,4 +1,4 @@
-"""The engine's streaming callbacks (seed 000) and the safe way to call them.
+"""The engine's streaming callbacks (seed 000): a mapping over the run's one event channel.
 
 Streaming and persistence are separate: these callbacks fire *during* a run so a UI, a
 channel adapter or the streaming bridge can show tokens, tool status and lifecycle phases
@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from nexus.engine.events import ExecutionEvent
 from nexus.engine.types import EngineEvent
 
 log = logging.getLogger("nexus.engine")
@@ -60,3 +61,50 @@ def safe_call(name: str, fn: Callable[..., object] | None, *args: object) -> Non
         fn(*args)
     except Exception:  # a broken UI callback must not break the run
         log.exception("engine callback %s raised; the run continues", name)
+
+
+_SUMMARY_CHARS = 200
+
+
+def callbacks_listener(callbacks: EngineCallbacks) -> Callable[[ExecutionEvent], None]:
+    """The seed-000 callbacks as a listener of a run's event channel (a thin mapping, nothing more).
+
+    Phases: ``start`` (run_start), ``streaming`` (a model call begins), ``tool_use`` (a tool
+    call begins), ``compaction_start``/``compaction_end``, ``end`` (run_end).
+    """
+    from nexus.agent.events import MessageStartEvent, ToolExecutionEndEvent, ToolExecutionStartEvent
+    from nexus.llm.types import AssistantMessage, now_ms
+
+    def phase(name: AgentPhase) -> None:
+        safe_call("on_agent_event", callbacks.on_agent_event, name, now_ms())
+
+    def listener(item: ExecutionEvent) -> None:
+        event = item.event
+        kind = event.type
+        if kind == "reply_delta":
+            safe_call("on_partial_reply", callbacks.on_partial_reply, event.delta)
+        elif kind == "reasoning_delta":
+            safe_call("on_reasoning_stream", callbacks.on_reasoning_stream, event.delta)
+        elif isinstance(event, MessageStartEvent):
+            if isinstance(event.message, AssistantMessage):
+                phase("streaming")
+        elif isinstance(event, ToolExecutionStartEvent):
+            phase("tool_use")
+            safe_call("on_tool_result", callbacks.on_tool_result, event.tool_call_id, event.tool_name, "started", None)
+        elif isinstance(event, ToolExecutionEndEvent):
+            text = "".join(getattr(b, "text", "") for b in event.result.content)
+            status: ToolStatus = "failed" if event.is_error else "completed"
+            summary = text[:_SUMMARY_CHARS] or None
+            safe_call("on_tool_result", callbacks.on_tool_result, event.tool_call_id, event.tool_name, status, summary)
+        elif kind in ("retry", "wait", "fallback", "compaction_start", "compaction_end"):
+            if kind == "compaction_start":
+                phase("compaction_start")
+            elif kind == "compaction_end":
+                phase("compaction_end")
+            safe_call("on_engine_event", callbacks.on_engine_event, event)
+        elif kind == "run_start":
+            phase("start")
+        elif kind == "run_end":
+            phase("end")
+
+    return listener

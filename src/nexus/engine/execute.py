@@ -11,14 +11,15 @@ tool call journaled as they come; the final turn written in one transaction).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from nexus.agent.steering import SteerMode, SteerReceipt
+from nexus.agent.steering import SteeringQueue, SteerMode, SteerReceipt
 from nexus.config._profile import ResolvedProfile
 from nexus.engine._run import EngineRun, EngineStreamEvent, options_for
 from nexus.engine._sessions import SessionCache
-from nexus.engine.callbacks import EngineCallbacks
+from nexus.engine.callbacks import EngineCallbacks, callbacks_listener
+from nexus.engine.events import EventChannel, ExecutionEvent, ExecutionState, Subscription
 from nexus.engine.failover import ProfileCooldowns, failover_stream
 from nexus.engine.types import AgentResult, AssembledContext, EngineLimits, TokenBudget
 from nexus.llm.options import StreamFn, StreamOptions
@@ -28,19 +29,20 @@ if TYPE_CHECKING:
     from nexus.engine.runner import EngineEnv
     from nexus.ledger import Ledger
 
-__all__ = ["EngineExecution", "EngineStreamEvent", "execute"]
-
-_END = object()
+__all__ = ["EngineExecution", "EngineStreamEvent", "Execution", "execute"]
 
 
-class EngineExecution:
+class Execution:
     """A running execution: ``await execution.result`` for the :class:`AgentResult`, and control meanwhile.
 
-    - ``abort()``: stop streaming and tools; the turn is written ``aborted`` with the partial output.
-    - ``steer(message)``: inject a user message at the next safe point (after the current tool
-      batch, before the next model call); the receipt ends ``delivered`` or ``returned``.
-    - ``is_streaming`` / ``is_compacting``: the run's state, for queue decisions.
-    - ``on_event(listener)`` / ``events()``: every agent-loop event and engine event, live.
+    - ``abort(reason)``: stop streaming and tools; the turn is written ``aborted`` with the partial output.
+    - ``steer(message, id=..., mode=...)``: offer a user message for the next safe point (after
+      the current tool batch, before the next model call); the :class:`SteerReceipt` ends
+      ``delivered`` or ``returned`` (never lost; returned steers are also in the result).
+    - ``state``: ``starting | streaming | tools | compacting | finishing | done``; ``await
+      wait_state_change()`` or watch ``state`` events.
+    - ``subscribe()`` / ``on_event(listener)``: the run's one event channel (see
+      :mod:`nexus.engine.events`); ``events()`` is ``subscribe()`` for ``async for``.
     """
 
     __slots__ = ("_run", "_task")
@@ -70,6 +72,18 @@ class EngineExecution:
         return self._run.turn_id
 
     @property
+    def state(self) -> ExecutionState:
+        """Where the run is (see the class docstring)."""
+        return self._run.state
+
+    async def wait_state_change(self) -> ExecutionState:
+        """Wait until ``state`` changes and return the new state (at once if the run is done)."""
+        if self._run.state == "done":
+            return "done"
+        await self._run.state_changed.wait()
+        return self._run.state
+
+    @property
     def is_streaming(self) -> bool:
         """True while the run is active (between start and its final ledger write)."""
         return self._run.active
@@ -88,38 +102,29 @@ class EngineExecution:
 
         A returned steer (the run ended, failed, was aborted or is compacting) is the caller's
         again: requeue it. Returned steers are also listed in ``AgentResult.returned_steers``.
+        ``mode="one"`` injects it alone at its safe point, ``"all"`` with every pending ``all`` steer.
         """
         return self._run.steer(message, id=id, mode=mode)
 
-    def on_event(self, listener: Callable[[EngineStreamEvent], object]) -> Callable[[], None]:
-        """Call ``listener`` with every event from now on; returns a function that unsubscribes it."""
-        self._run.listeners.append(listener)
+    def on_event(self, listener: Callable[[ExecutionEvent], object]) -> Callable[[], None]:
+        """Call ``listener`` with every event (in its envelope) from now on; returns an unsubscribe."""
+        return self._run.channel.listen(listener)
 
-        def remove() -> None:
-            if listener in self._run.listeners:
-                self._run.listeners.remove(listener)
+    def subscribe(self, maxsize: int = 256) -> Subscription:
+        """A bounded, non-blocking subscription to the events from now on (``async for`` it)."""
+        return self._run.channel.subscribe(maxsize)
 
-        return remove
-
-    async def events(self) -> AsyncIterator[EngineStreamEvent]:
-        """The events as an async iterator that ends when the run ends (subscribe before awaiting)."""
-        queue: asyncio.Queue[object] = asyncio.Queue()
-        remove = self.on_event(queue.put_nowait)
-        self._task.add_done_callback(lambda _: queue.put_nowait(_END))
-        if self._task.done():
-            queue.put_nowait(_END)
-        try:
-            while True:
-                item = await queue.get()
-                if item is _END:
-                    return
-                yield item  # type: ignore[misc]
-        finally:
-            remove()
+    def events(self, maxsize: int = 256) -> Subscription:
+        """Same as :meth:`subscribe` (subscribe before awaiting the result to see every event)."""
+        return self.subscribe(maxsize)
 
     def __await__(self):  # type: ignore[no-untyped-def]
         """``await execution`` is ``await execution.result``."""
         return self._task.__await__()
+
+
+EngineExecution = Execution
+"""The former name of :class:`Execution` (the same class)."""
 
 
 def execute(
@@ -137,7 +142,9 @@ def execute(
     depth: int = 0,
     env: EngineEnv | None = None,
     cache: SessionCache | None = None,
-) -> EngineExecution:
+    agent_id: str = "",
+    steering: SteeringQueue | None = None,
+) -> Execution:
     """Start running ``ctx`` as a task on the current event loop and return its handle.
 
     ``stream_fn`` is the provider call (default ``nexus.llm.stream``; tests pass a
@@ -171,9 +178,12 @@ def execute(
         cooldowns=cooldowns,
         budget_for=budget_for,
     )
+    channel = EventChannel(ctx.run_id, ctx.session_label, agent_id)
+    if callbacks is not None:
+        channel.listen(callbacks_listener(callbacks))
     run = EngineRun(
         ctx,
-        callbacks or EngineCallbacks(),
+        channel,
         ledger=ledger,
         model=primary,
         stream_fn=wrapped,
@@ -182,7 +192,8 @@ def execute(
         depth=depth,
         env=env,
         cache=cache,
+        steering=steering,
     )
     holder.append(run)
     task = asyncio.get_running_loop().create_task(run.main(), name=f"nexus-run-{ctx.run_id}")
-    return EngineExecution(run, task)
+    return Execution(run, task)

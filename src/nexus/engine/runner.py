@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from nexus.agent.tool_types import AgentTool
     from nexus.config import NexusConfig
     from nexus.engine.compact_session import SessionCompaction
-    from nexus.engine.execute import EngineExecution
+    from nexus.engine.execute import Execution
+    from nexus.engine.runtime import Spawner
     from nexus.engine.types import EngineEvent
     from nexus.ledger import Ledger
 
@@ -200,6 +201,10 @@ class EngineEnv:
     tools: Sequence[AgentTool] | None = None
     _models: dict[str, Model] = field(default_factory=dict)
     sessions: SessionStates = field(default_factory=SessionStates)
+    spawner: Spawner | None = None
+    """Who runs ``spawn_agent`` workers (None = the engine's own; the broker installs its own)."""
+    fallback_refs: Sequence[str] | None = None
+    """The fallback chain (``provider/model`` refs); None = the config's ``fallbacks``."""
 
     @classmethod
     def from_config(
@@ -216,13 +221,22 @@ class EngineEnv:
         return cls(config, ledger, stream_fn, limits or limits_from_config(config), cooldowns, tools)
 
     def model(self, ref: str | Model | None = None) -> Model:
-        """The model for ``ref`` (a ``Model`` is used as is; ``None`` = the configured default)."""
+        """The model for ``ref`` (a ``Model`` is used as is; ``None`` = the configured default).
+
+        Resolved models are kept for the life of this env (a runtime's catalog): the default is
+        decided once (it looks at keys and the local model's files), not on every run.
+        """
         if isinstance(ref, Model):
             return ref
         if ref is None:
+            default = self._models.get("")
+            if default is not None:
+                return default
             from nexus.config import resolve_default_model
 
             ref = resolve_default_model(self.config).ref
+            self._models[""] = found_default = self.model(ref)
+            return found_default
         found = self._models.get(ref)
         if found is None:
             found = self._models[ref] = resolve_model(self.config, ref)
@@ -230,7 +244,8 @@ class EngineEnv:
 
     def fallback_models(self, primary: Model) -> list[Model]:
         """The configured ``fallbacks`` as models, without ``primary``."""
-        return [self.model(ref) for ref in self.config.fallbacks if ref != primary.ref]
+        refs = self.config.fallbacks if self.fallback_refs is None else self.fallback_refs
+        return [self.model(ref) for ref in refs if ref != primary.ref]
 
     def preflight(self, primary: Model) -> None:
         """:func:`preflight` for ``primary`` and the configured fallbacks (skipped with a custom ``stream_fn``)."""
@@ -305,7 +320,7 @@ class EngineEnv:
         profile = prompt_profile(self.config, chosen.provider, chosen.id)  # minimal: no event header either
         header = event if profile == "full" else None
         current = message if isinstance(message, UserMessage) else build_current_message(message, header, images)
-        return assemble_context(
+        ctx = assemble_context(
             model=chosen,
             workspace=self.config.workspace_path,
             session_label=label,
@@ -322,6 +337,8 @@ class EngineEnv:
             prompt=PromptOptions(scaffold=False, profile=profile),  # scaffolded above
             cache=self.sessions.get(label),
         )
+        ctx.source = event.channel or "user"
+        return ctx
 
     def start(
         self,
@@ -330,7 +347,8 @@ class EngineEnv:
         *,
         model: Model | None = None,
         depth: int = 0,
-    ) -> EngineExecution:
+        agent_id: str = "",
+    ) -> Execution:
         """Run ``ctx`` with the configured fallback chain, auth profiles, cooldowns and limits."""
         from nexus.engine.execute import execute
 
@@ -350,6 +368,7 @@ class EngineEnv:
             depth=depth,
             env=self,
             cache=self.sessions.get(ctx.session_label),
+            agent_id=agent_id,
         )
 
     async def compact(

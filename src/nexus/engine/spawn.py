@@ -107,6 +107,8 @@ async def _execute(call_id: str, args: dict[str, Any], signal: AbortSignal, on_u
             f"subagent_max_depth={limit}. Do the task yourself instead.",
             is_error=True,
         )
+    if env.spawner is not None:  # e.g. the broker's: the worker becomes a broker agent
+        return await env.spawner.spawn(scope, call_id, args["task"], args.get("label"), signal, on_update)
     return await run_worker(env, scope, call_id, args["task"], args.get("label"), signal, on_update)
 
 

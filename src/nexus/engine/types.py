@@ -148,6 +148,8 @@ class AssembledContext:
     workspace_path: str = ""
     history_estimates: list[int | None] | None = field(default=None, repr=False)
     """Assembly's per-message token estimates of ``history`` (None = not known), reused by the run."""
+    source: str | None = None
+    """Where the current message came from (``cli``, ``telegram``, ``agent:<id>`` …): its stored ``source``."""
     queue_item_ids: tuple[str, ...] = ()
     """Broker queue items this run consumes: marked delivered in the transaction that writes its turn."""
 

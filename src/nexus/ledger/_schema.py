@@ -306,7 +306,19 @@ CREATE INDEX queue_items_agent ON queue_items(agent_id, status, enqueued_at) WHE
 idempotent), its sender, and how many runs have taken it (``attempts``: a run cut by a crash
 is retried a bounded number of times, then the item fails with its reason)."""
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _BROKER)
+_PROMPTS = """
+CREATE TABLE system_prompts (
+  hash TEXT PRIMARY KEY,
+  text TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+) WITHOUT ROWID;
+"""
+"""What the model was told, auditable per turn: each distinct system prompt is stored once, keyed by
+its SHA-256 (``turns.system_prompt_hash`` points here); the assembly metadata goes into the query
+message's ``context_json`` and its origin into ``messages.source`` (both columns exist since version 1,
+and were left NULL by the engine until this version)."""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _BROKER, _PROMPTS)
 """Migration ``i`` takes a database from ``user_version`` i to i+1. Append only; never edit a shipped one."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

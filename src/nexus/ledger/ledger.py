@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nexus.ledger import _crash, _queue, _read, _rescue, _sessions, _turns
+from nexus.ledger import _crash, _prompts, _queue, _read, _rescue, _sessions, _turns
 from nexus.ledger._decode import gc_paused
 from nexus.ledger._rows import fetch_session, fetch_turn, turn_position
 from nexus.ledger._sessions import NewSession
@@ -223,6 +223,7 @@ class Ledger:
         parent_turn_id: Any = HEAD,
         source: str | None = None,
         context: dict[str, object] | None = None,
+        system_prompt: str | None = None,
         **fields: Any,
     ) -> str:
         """Start a turn (``status='streaming'``) and store its query; the session pointer does not move.
@@ -230,13 +231,23 @@ class Ledger:
         ``parent_turn_id`` defaults to the current head; an explicit one that is no longer the
         head raises ``HeadMovedError``. Extra keywords are :class:`TurnFields` names
         (toolset_name, tools_available, source_event_id, workspace_path, persona_id, …).
+        ``system_prompt`` is stored once by its hash (``turn.system_prompt_hash``, read back with
+        :meth:`system_prompt`); ``source`` and ``context`` (assembly metadata) go on the query messages.
         """
         tf = TurnFields(model=model, provider=provider, role=role, run_id=run_id, **fields)
-        return self._db.write(
-            lambda c: _turns.open_turn(
+
+        def write(c: Any) -> str:
+            if system_prompt is not None:
+                tf.system_prompt_hash = _prompts.store_prompt(c, system_prompt)
+            return _turns.open_turn(
                 c, session_label, parent_turn_id, query_messages, tf, _crash.owner(), source=source, context=context
             )
-        )
+
+        return self._db.write(write)
+
+    def system_prompt(self, prompt_hash: str) -> str | None:
+        """The system prompt a turn was sent, by its ``system_prompt_hash`` (None if unknown)."""
+        return self._db.read(lambda c: _prompts.read_prompt(c, prompt_hash))
 
     def journal_message(self, turn_id: str, message: Message) -> None:
         """Journal a finished message (e.g. an assistant response) of an open turn, for crash recovery."""

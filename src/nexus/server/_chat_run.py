@@ -37,12 +37,12 @@ class ChatTurn:
     outcome: asyncio.Future[RunOutcome] | None = None
 
     def listen(self, event: object) -> None:
-        """An engine event: a text delta of the streaming reply is passed on."""
-        from nexus.agent.events import MessageUpdateEvent
-        from nexus.llm.events import TextDeltaEvent
+        """An event of the run's channel: a text delta of the streaming reply is passed on."""
+        from nexus.engine.events import ReplyDelta
 
-        if isinstance(event, MessageUpdateEvent) and isinstance(event.assistant_event, TextDeltaEvent):
-            self.deltas.put_nowait(event.assistant_event.delta)
+        inner = getattr(event, "event", event)  # the channel's envelope
+        if isinstance(inner, ReplyDelta):
+            self.deltas.put_nowait(inner.delta)
 
 
 _RUNNING: set[asyncio.Task[Any]] = set()

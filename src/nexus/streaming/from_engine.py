@@ -14,7 +14,6 @@ whose assistant message ends in tool calls → ``stream_end{final:false}``; ``ag
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterable, AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +26,7 @@ from nexus.agent.events import (
     ToolExecutionStartEvent,
     TurnEndEvent,
 )
+from nexus.engine.events import ExecutionEvent, ReasoningDelta, ReplyDelta
 from nexus.llm.events import TextDeltaEvent, ThinkingDeltaEvent
 from nexus.llm.types import ToolCall
 from nexus.streaming.events import Reasoning, StreamEnd, StreamError, StreamEvent, StreamStart, Token, ToolStatus
@@ -34,8 +34,6 @@ from nexus.streaming.tool_status import summary
 
 if TYPE_CHECKING:
     from nexus.engine.execute import EngineExecution
-
-_END = object()
 
 
 class EngineEventMapper:
@@ -50,8 +48,17 @@ class EngineEventMapper:
         self._args: dict[str, dict[str, Any]] = {}
 
     def map(self, event: object) -> list[StreamEvent]:
-        """The StreamEvents for one engine event (often none)."""
+        """The StreamEvents for one engine event (often none); an envelope is unwrapped first."""
+        if type(event) is ExecutionEvent:
+            event = event.event
         kind = type(event)
+        if kind is ReplyDelta:
+            if event.delta:  # type: ignore[attr-defined]
+                self.text_seen = True
+                return [Token(event.delta)]  # type: ignore[attr-defined]
+            return []
+        if kind is ReasoningDelta:
+            return [Reasoning(event.delta)] if event.delta else []  # type: ignore[attr-defined]
         if kind is MessageUpdateEvent:
             inner = event.assistant_event  # type: ignore[attr-defined]
             if type(inner) is TextDeltaEvent and inner.delta:
@@ -118,15 +125,5 @@ def execution_events(execution: EngineExecution, target: DeliveryTarget) -> Asyn
     ``EngineExecution.events()`` subscribes only when iteration starts; a router that first
     looks up its adapter would lose the run's first tokens. This subscribes at the call.
     """
-    queue: asyncio.Queue[object] = asyncio.Queue()
-    remove = execution.on_event(queue.put_nowait)
-    execution.result.add_done_callback(lambda _: queue.put_nowait(_END))
-
-    async def drain() -> AsyncIterator[object]:
-        try:
-            while (item := await queue.get()) is not _END:
-                yield item
-        finally:
-            remove()
-
-    return stream_events(drain(), run_id=execution.run_id, session_label=execution.session_label, target=target)
+    subscription = execution.subscribe()  # bounded: deltas coalesce, lifecycle events are never dropped
+    return stream_events(subscription, run_id=execution.run_id, session_label=execution.session_label, target=target)

@@ -1,0 +1,60 @@
+"""docs/engine.md's example runs as written: three sessions at once, one steered, one aborted."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from nexus.config import load_config
+from nexus.engine import Runtime
+from nexus.ledger import Ledger
+from nexus.llm.events import AssistantMessageEvent
+from nexus.llm.options import StreamOptions
+from nexus.llm.types import Context, Model
+from nexus.testing import ScriptedModel
+from nexus.testing.steps import stall, text, tool_call
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "engine.md"
+
+
+def _example() -> str:
+    source = DOC.read_text(encoding="utf-8")
+    found = re.search(r"<!-- example: three-sessions -->\n```python\n(.*?)```", source, re.S)
+    assert found is not None, "docs/engine.md lost its three-sessions example"
+    return found.group(1)
+
+
+def _per_session_models() -> tuple[dict[str, ScriptedModel], Any]:
+    models = {
+        "alpha": ScriptedModel([tool_call("ls", {}, id="c1"), text("two files, and that is 2")]),
+        "beta": ScriptedModel([stall(after_chunks=2, seconds=30, then=text("an essay that goes on and on"))]),
+        "gamma": ScriptedModel([text("hi")]),
+    }
+
+    def stream(
+        model: Model, context: Context, options: StreamOptions | None = None
+    ) -> AsyncIterator[AssistantMessageEvent]:
+        assert options is not None and options.session_id is not None
+        return models[options.session_id].stream(model, context, options)
+
+    return models, stream
+
+
+async def test_three_sessions_with_steering_and_abort(ledger: Ledger) -> None:
+    namespace: dict[str, Any] = {}
+    exec(compile(_example(), str(DOC), "exec"), namespace)
+    models, stream = _per_session_models()
+    runtime = Runtime(load_config(), ledger, stream_fn=stream)
+    results = await namespace["three_sessions"](runtime)
+    alpha, beta, gamma = results["alpha"], results["beta"], results["gamma"]
+    assert alpha.stop_reason == "end_turn" and alpha.reply == "two files, and that is 2"
+    assert "and count them" in [m.text for m in alpha.messages if m.role == "user"]
+    assert beta.stop_reason == "aborted" and beta.turn_id is not None
+    assert gamma.reply == "hi" and gamma.stop_reason == "end_turn"
+    for label, result in results.items():
+        head = ledger.head(label)
+        assert head is not None and head.id == result.turn_id
+    assert runtime.live() == []
+    models["alpha"].assert_complete()
