@@ -118,3 +118,13 @@ def test_chat_with_an_agent_runs_each_line_as_its_turn(home: Path, server: FakeP
         assert [s for _, s in _items(home)] == ["delivered", "delivered"]
     unknown = nexus("chat", "--agent", "ghost", stdin="hi\n")
     assert unknown.returncode == 2 and "unknown agent 'ghost'" in unknown.stderr
+
+
+def test_a_failed_send_says_why_without_wait(home: Path, nexus: RunNexus) -> None:
+    """Exit 1 always comes with the reason on stderr, also without ``--wait`` (docs/cli.md)."""
+    nexus("agents", "add", "lead", "--role", "manager", "--model", "anthropic/claude-sonnet-4-5")
+    for extra in ([], ["--wait"]):
+        result = nexus("send", "lead", "status?", *extra, env={"ANTHROPIC_API_KEY": ""})
+        assert result.returncode == 1, result.stderr
+        assert "nexus: error: the message failed: no usable model" in result.stderr
+        assert "ANTHROPIC_API_KEY" in result.stderr and "Traceback" not in result.stderr
