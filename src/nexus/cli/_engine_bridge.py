@@ -115,10 +115,9 @@ async def call_engine(
         print(f"nexus: waiting for another run of session {label} to finish…", file=sys.stderr, flush=True)
 
     def recovered(ids: list[str]) -> None:
-        noun = "turn" if len(ids) == 1 else "turns"
-        print(
-            f"nexus: closed {len(ids)} {noun} left open by a stopped process (as aborted)", file=sys.stderr, flush=True
-        )
+        from nexus.cli._errors import recovered_notice
+
+        print(recovered_notice(runtime.ledger, ids), file=sys.stderr, flush=True)
 
     # one run per session at a time, also across processes: a second `nexus run` waits, never forks
     # (and continues after the turn of a run it waited for, even a killed one: run_lock recovers it first)

@@ -79,8 +79,9 @@ def _recover(ledger: Ledger) -> None:
         print(f"nexus: warning: turns left open by a stopped process stay open for now: {exc}", file=sys.stderr)
         return
     if recovered:
-        noun = "turn" if len(recovered) == 1 else "turns"
-        print(f"nexus: closed {len(recovered)} {noun} left open by a stopped process (as aborted)", file=sys.stderr)
+        from nexus.cli._errors import recovered_notice
+
+        print(recovered_notice(ledger, recovered), file=sys.stderr)
 
 
 def _when(ms: int | None) -> str:
