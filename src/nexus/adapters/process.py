@@ -158,6 +158,7 @@ def _last_json(stdout: bytes) -> object:
 async def stop_process(proc: asyncio.subprocess.Process, grace: float = STOP_GRACE_S) -> int | None:
     """SIGTERM the process (its whole session), wait ``grace`` seconds, then SIGKILL; returns the exit code."""
     if proc.returncode is not None:
+        _close_pipes(proc)
         return proc.returncode
     _signal(proc, signal.SIGTERM)
     try:
@@ -165,6 +166,16 @@ async def stop_process(proc: asyncio.subprocess.Process, grace: float = STOP_GRA
     except TimeoutError:
         _signal(proc, signal.SIGKILL)
         return await proc.wait()
+    finally:
+        _close_pipes(proc)
+
+
+def _close_pipes(proc: asyncio.subprocess.Process) -> None:
+    """Close the process's pipes now: left to the garbage collector, an unread stdout pipe is closed
+    on whatever event loop runs then (or a closed one, which raises "Event loop is closed")."""
+    transport = getattr(proc, "_transport", None)
+    if transport is not None and not transport.is_closing():
+        transport.close()
 
 
 def _signal(proc: asyncio.subprocess.Process, sig: signal.Signals) -> None:
