@@ -116,7 +116,7 @@ async def test_an_http_error_replays_with_its_status_and_headers(capture_dir: Pa
 
 async def test_a_cut_stream_is_captured_as_cut_and_replays_cut(capture_dir: Path) -> None:
     original = await _call("anthropic-messages", cut(after_chunks=5, of=text("words that never finish, " * 4)))
-    assert original.stop_reason == "error" and original.error_kind == "timeout" and original.text
+    assert original.stop_reason == "error" and original.error_kind == "network" and original.text
     (path,) = _captures(capture_dir)
     assert load_capture(path).error is not None
     for pieces in (None, 7):
