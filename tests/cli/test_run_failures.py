@@ -100,6 +100,24 @@ def test_missing_usage_is_estimated_and_marked_everywhere(nexus: RunNexus, isola
     assert raw[-1]["message"]["usage"]["estimated"] is True
 
 
+def test_missing_usage_on_anthropics_endpoint_is_estimated_and_marked(nexus: RunNexus, isolated_env: Path) -> None:
+    with FakeProviderServer(text("Hello there, this reply has no usage."), usage=False) as server:
+        isolated_env.mkdir(parents=True, exist_ok=True)
+        (isolated_env / "nexus.toml").write_text(
+            'default_model = "fake/fake-model"\n[providers.fake]\napi = "anthropic-messages"\n'
+            f'base_url = "{server.anthropic_base_url}"\napi_key = "test"\n',
+            encoding="utf-8",
+        )
+        result = nexus("run", "--json", "hi")
+        assert server.requests[-1].path.endswith("/messages")  # Anthropic's wire, not OpenAI's
+    assert result.returncode == 0, result.stderr
+    end = json.loads(result.stdout.splitlines()[-1])
+    assert end["usageEstimated"] is True and end["usage"]["input"] > 0 and end["usage"]["output"] == 10
+    with Ledger.open(isolated_env / "agents.db") as ledger:
+        head = ledger.head("main")
+        assert head is not None and head.usage_estimated and head.total_tokens == end["usage"]["total"]
+
+
 def test_reported_usage_is_not_marked_estimated(nexus: RunNexus, home: Path, server: FakeProviderServer) -> None:
     server.script(text("Hello there."))
     result = nexus("run", "--json", "hi")

@@ -67,3 +67,14 @@ async def test_fake_server_without_usage_leaves_it_out_of_plain_json_too() -> No
         answer = (await client.post(f"{server.openai_base_url}/chat/completions", json=body)).json()
     assert answer["choices"][0]["message"]["content"] == REPLY
     assert "usage" not in answer
+
+
+def test_fake_server_without_usage_leaves_it_out_of_anthropics_wire_too() -> None:
+    from nexus.testing import _wire_anthropic
+    from nexus.testing.steps import text as reply_text
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    frames = b"".join(_wire_anthropic.stream_frames(reply_text("hello"), body, 4, "x", usage_reported=False))
+    assert b"usage" not in frames and b"message_stop" in frames
+    assert "usage" not in _wire_anthropic.message_json(reply_text("hello"), body, "x", usage_reported=False)
+    assert b"usage" in b"".join(_wire_anthropic.stream_frames(reply_text("hello"), body, 4, "x"))

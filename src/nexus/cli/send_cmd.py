@@ -239,6 +239,13 @@ def _open_ledger(config: NexusConfig) -> Iterator[Ledger]:
 
     with Ledger.open(config.database_path) as ledger:
         ledger.database.on_busy = BusyNotice()
+        # like every entry point: close the turns of killed processes (a SIGKILLed drain's turn in a
+        # session whose queue is now empty was otherwise left open for ever)
+        recovered = ledger.recover()
+        if recovered:
+            from nexus.cli._errors import recovered_notice
+
+            print(recovered_notice(ledger, recovered), file=sys.stderr)
         yield ledger
 
 

@@ -76,26 +76,33 @@ def _block_events(index: int, part: TextPart | ThinkingPart | ToolCallPart, chun
     return [head, *deltas, tail]
 
 
-def stream_frames(reply: Reply, body: dict[str, Any], chunk: int, id_suffix: str) -> list[bytes]:
-    """Every SSE event of a streamed response, ``message_stop`` included."""
+def stream_frames(
+    reply: Reply, body: dict[str, Any], chunk: int, id_suffix: str, *, usage_reported: bool = True
+) -> list[bytes]:
+    """Every SSE event of a streamed response, ``message_stop`` included.
+
+    ``usage_reported=False`` leaves every ``usage`` object out, like an Anthropic-compatible
+    server that counts nothing (nexus must estimate, never store 0 as a measurement).
+    """
     usage = usage_for(reply, body)
-    frames = [
-        event("message_start", {"type": "message_start", "message": _message_head(body, f"msg_{id_suffix}", usage)}),
-        event("ping", {"type": "ping"}),
-    ]
+    head = _message_head(body, f"msg_{id_suffix}", usage)
+    if not usage_reported:
+        del head["usage"]
+    frames = [event("message_start", {"type": "message_start", "message": head}), event("ping", {"type": "ping"})]
     for index, part in enumerate(reply.parts):
         tool_id = (part.id or f"toolu_{id_suffix}_{index}") if isinstance(part, ToolCallPart) else ""
         frames += _block_events(index, part, chunk, tool_id)
     stop = {"stop_reason": _STOP[reply.effective_stop_reason], "stop_sequence": None}
-    frames.append(
-        event("message_delta", {"type": "message_delta", "delta": stop, "usage": {"output_tokens": usage.output}})
-    )
+    end: dict[str, Any] = {"type": "message_delta", "delta": stop}
+    if usage_reported:
+        end["usage"] = {"output_tokens": usage.output}
+    frames.append(event("message_delta", end))
     frames.append(event("message_stop", {"type": "message_stop"}))
     return frames
 
 
-def message_json(reply: Reply, body: dict[str, Any], id_suffix: str) -> dict[str, Any]:
-    """The non-streamed ``message`` object."""
+def message_json(reply: Reply, body: dict[str, Any], id_suffix: str, *, usage_reported: bool = True) -> dict[str, Any]:
+    """The non-streamed ``message`` object (without ``usage`` when not ``usage_reported``)."""
     usage = usage_for(reply, body)
     content: list[dict[str, Any]] = []
     for index, part in enumerate(reply.parts):
@@ -116,6 +123,8 @@ def message_json(reply: Reply, body: dict[str, Any], id_suffix: str) -> dict[str
     message["content"] = content
     message["stop_reason"] = _STOP[reply.effective_stop_reason]
     message["usage"]["output_tokens"] = usage.output
+    if not usage_reported:
+        del message["usage"]
     return message
 
 

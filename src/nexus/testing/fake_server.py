@@ -290,7 +290,7 @@ class FakeProviderServer:
         if flavor == "openai":
             await response.send_json(200, _wire_openai.completion_json(reply, body, tag, usage=self.usage))
         else:
-            await response.send_json(200, _wire_anthropic.message_json(reply, body, tag))
+            await response.send_json(200, _wire_anthropic.message_json(reply, body, tag, usage_reported=self.usage))
 
     async def _stream(
         self, step: Step, flavor: Flavor, body: dict[str, Any], response: ResponseWriter, tag: str
@@ -299,7 +299,7 @@ class FakeProviderServer:
         if flavor == "openai":
             frames = _wire_openai.stream_frames(reply, body, self.chunk_chars, tag, usage=self.usage)
         else:
-            frames = _wire_anthropic.stream_frames(reply, body, self.chunk_chars, tag)
+            frames = _wire_anthropic.stream_frames(reply, body, self.chunk_chars, tag, usage_reported=self.usage)
         if isinstance(step, Malformed):
             bad = ("data: " if flavor == "openai" else "event: content_block_delta\ndata: ") + step.data + "\n\n"
             frames.insert(step.after_chunks, bad.encode())
