@@ -209,7 +209,21 @@ def _open_ledger(config: NexusConfig) -> Iterator[Ledger]:
 
     with Ledger.open(config.database_path) as ledger:
         ledger.database.on_busy = BusyNotice()
+        _recover(ledger)
         yield ledger
+
+
+def _recover(ledger: Ledger) -> None:
+    """Close turns a killed process left open (as ``nexus run`` does at start), in every session.
+
+    The broker recovers a session only when it runs it again, so a SIGKILLed drain whose agent
+    had nothing more to do left that agent's cut turn open for good. Turns of live processes
+    are left alone.
+    """
+    recovered = ledger.recover()
+    if recovered:
+        noun = "turn" if len(recovered) == 1 else "turns"
+        print(f"nexus: closed {len(recovered)} {noun} left open by a stopped process (as aborted)", file=sys.stderr)
 
 
 def _check_names(config: NexusConfig, ledger: Ledger, message: AgentMessage) -> None:
