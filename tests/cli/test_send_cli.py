@@ -147,3 +147,36 @@ def test_a_failed_send_says_why_without_wait(home: Path, nexus: RunNexus) -> Non
         assert result.returncode == 1, result.stderr
         assert "nexus: error: the message failed: no usable model" in result.stderr
         assert "ANTHROPIC_API_KEY" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_drain_closes_the_turn_of_a_message_cut_three_times(
+    home: Path, server: FakeProviderServer, nexus: RunNexus
+) -> None:
+    """The third SIGKILLed run fails its message, so nothing runs that session again: drain closes its turn."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from nexus.testing.steps import stall
+
+    nexus("agents", "add", "coder")
+    env = {**os.environ, "NEXUS_HOME": str(home), "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    server.script(*[stall(after_chunks=1, seconds=60, then=text("late")) for _ in range(3)])
+    for attempt in range(3):  # each run is SIGKILLed mid-reply (its request stalled), its turn left open
+        argv = ["queue", "drain"] if attempt else ["send", "coder", "hi", "--id", "m-1"]
+        process = subprocess.Popen([sys.executable, "-m", "nexus.cli", *argv], env=env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        deadline = time.monotonic() + 60
+        while len(server.requests) <= attempt and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(server.requests) == attempt + 1, "the run never reached the model"
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    drained = nexus("queue", "drain")
+    assert drained.returncode == 0, drained.stderr
+    assert _items(home) == [("m-1", "failed")]
+    assert "closed 1 turn left open by a stopped process" in drained.stderr
+    with Ledger.open(home / "agents.db") as ledger:
+        assert ledger.open_turns() == []
+        assert [turn.status for turn in ledger.turns("agent:coder")][-1] == "aborted"

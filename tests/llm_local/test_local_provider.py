@@ -284,3 +284,30 @@ def test_plain_chat_gets_a_repeat_penalty_and_tool_calls_do_not(tmp_path: Path) 
         model, Context(messages=[UserMessage("hi")], tools=[WEATHER]), StreamOptions(tool_choice="get_weather")
     )
     assert forced.tools is not None and "repeat_penalty" not in forced.kwargs
+
+
+@needs_model
+def test_loaded_models_are_closed_at_exit_before_interpreter_teardown() -> None:
+    """A loaded model is freed by an atexit hook, not by ``Llama.__del__`` during shutdown."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from nexus.llm.providers import _llama_models as m\n"
+        "llm, _ = m.load(m.LocalModelSpec(str(m.default_weights()), 256))\n"
+        "close = llm.close\n"
+        "def traced_close():\n"
+        "    if not sys.is_finalizing():\n"
+        "        print('closed before teardown', file=sys.stderr)\n"
+        "    close()\n"
+        "llm.close = traced_close\n"
+    )
+    src = Path(__file__).resolve().parents[2] / "src"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(src)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("closed before teardown") == 1, result.stderr
+    assert "Exception ignored" not in result.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import importlib.metadata
 import importlib.util
@@ -144,9 +145,29 @@ def load(spec: LocalModelSpec) -> tuple[Any, threading.Lock]:
             if spec.chat_format is not None:
                 kwargs["chat_format"] = spec.chat_format
             llm = llama_cpp.Llama(**kwargs)
+            if not _models:
+                atexit.register(close_all)
             _models[spec] = llm
             _model_locks[spec] = threading.Lock()
         return llm, _model_locks[spec]
+
+
+def close_all() -> None:
+    """Free every loaded model now (registered with ``atexit`` by :func:`load`).
+
+    Left to the garbage collector, a ``Llama`` may be freed during interpreter shutdown after
+    llama_cpp's own module globals are gone, and Python prints "Exception ignored in
+    Llama.__del__ … TypeError: 'NoneType' object is not callable" at the end of an otherwise
+    clean run (seen at the end of ``scripts/test.sh``). ``atexit`` runs before that teardown.
+    """
+    with _load_lock:
+        models = list(_models.values())
+        _models.clear()
+        _model_locks.clear()
+    for llm in models:
+        close = getattr(llm, "close", None)
+        if callable(close):
+            close()
 
 
 class LocalFailure(Exception):
