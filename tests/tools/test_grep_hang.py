@@ -96,24 +96,17 @@ async def test_abort_stops_a_catastrophic_regex(evil: Workspace) -> None:
     assert _search_workers(os.getpid()) == []
 
 
-async def test_tool_timeout_stops_a_catastrophic_glob_in_find(ws: Workspace) -> None:
+async def test_find_honours_its_time_limit(ws: Workspace) -> None:
+    """The walk runs in a child process that the time limit ends, whatever the walk is doing.
+
+    (A glob like ``*a*a*…*b`` used to make the walk itself hang; globs compile without
+    backtracking now, so the limit is exercised with one no walk can meet: 1 ms, less than the
+    child needs to start.)
+    """
     (ws.root / EVIL_NAME).write_text("x\n")
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            await asyncio.sleep(0.01)
-            ticks += 1
-
-    background = asyncio.create_task(ticker())
-    try:
-        with pytest.raises(ToolError, match=r"find stopped after 0\.5 seconds \(its time limit\)"):
-            await asyncio.wait_for(call(find_tool(ws, use_fd=False, timeout=0.5), pattern=EVIL_GLOB), 30)
-    finally:
-        background.cancel()
-    assert ticks > 5, "the event loop was frozen during the walk"
-    assert _search_workers(os.getpid()) == [], "the walk's process outlived the call"
+    with pytest.raises(ToolError, match=r"find stopped after 0\.001 seconds \(its time limit\)"):
+        await asyncio.wait_for(call(find_tool(ws, use_fd=False, timeout=0.001), pattern=EVIL_GLOB), 30)
+    assert _search_workers(os.getpid()) == []
 
 
 async def test_find_fallback_honours_abort(ws: Workspace) -> None:
@@ -128,7 +121,9 @@ def _env(home: Path) -> dict[str, str]:
     return {**env, "NEXUS_HOME": str(home), "PYTHONPATH": str(SRC), "NO_COLOR": "1", "NEXUS_PURE_PYTHON_SEARCH": "1"}
 
 
-@pytest.mark.parametrize("tool", ["grep", "find"])
+# grep only: find's walk can no longer hang on a pattern (globs compile without backtracking,
+# tests/tools/test_glob_backtracking.py), so there is no hung find to signal; its time limit is tested above.
+@pytest.mark.parametrize("tool", ["grep"])
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGKILL, -9)])
 def test_nexus_run_ends_promptly_on_a_signal_during_a_hung_grep(
     isolated_env: Path, sig: signal.Signals, code: int, tool: str
