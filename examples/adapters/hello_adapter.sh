@@ -1,7 +1,10 @@
 #!/bin/sh
 # The smallest Nexus adapter, in plain POSIX shell: `info` and `send` only (docs/adapters.md).
 # Every block Nexus delivers is appended to $HOME/nexus-hello.log (or the first argument after
-# the command, e.g. --command "examples/adapters/hello_adapter.sh /tmp/out.log").
+# the command). Register it from the repository root with an absolute path (a relative one is
+# taken from NEXUS_HOME):
+#   nexus adapters register hello --command "$PWD/examples/adapters/hello_adapter.sh /tmp/out.log"
+#   nexus adapters enable hello/me && nexus adapters test hello/me --to me "hi"
 log="${NEXUS_HELLO_LOG:-$HOME/nexus-hello.log}"
 case "$1" in
   /*) log="$1"; shift ;;

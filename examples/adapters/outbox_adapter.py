@@ -10,7 +10,12 @@ Account config (``[adapters.outbox.accounts.<id>] config = {...}`` in nexus.toml
 - ``outbox``: file every sent message is appended to (one JSON object per line);
 - ``inbox``: file the monitor watches; each new line ``sender: text`` becomes a NexusEvent.
 
-Register it:  nexus adapters register outbox --command "python3 examples/adapters/outbox_adapter.py"
+Register it from the repository root (an absolute path: nexus runs adapters from NEXUS_HOME,
+so a path relative to the repository would not be found later):
+
+    nexus adapters register outbox --command "python3 $PWD/examples/adapters/outbox_adapter.py"
+    nexus adapters enable outbox/me --set outbox=/tmp/outbox.jsonl
+    nexus adapters test outbox/me --to me "hello"
 """
 
 import argparse

@@ -137,6 +137,30 @@ def test_workspace_that_is_a_file_is_a_config_error(home: Path, tmp_path: Path, 
     assert not (home / "agents.db").exists()
 
 
+def test_read_only_workspace_runs_without_a_starter_file(
+    home: Path, tmp_path: Path, server: FakeProviderServer
+) -> None:
+    # a workspace nexus may not write to (chattr +i stops root too) is usable: the starter AGENTS.md is skipped
+    workspace = tmp_path / "readonly-ws"
+    workspace.mkdir()
+    if shutil.which("chattr") is None:
+        pytest.skip("chattr is not installed")
+    made = subprocess.run(["chattr", "+i", str(workspace)], capture_output=True, check=False)
+    if made.returncode != 0:
+        pytest.skip(f"chattr +i is not permitted here: {made.stderr.decode().strip()}")
+    try:
+        config = (home / "nexus.toml").read_text()
+        (home / "nexus.toml").write_text(f'workspace = "{workspace}"\n{config}')
+        server.script(text("fine"))
+        result = _nexus(home, "run", "hello")
+    finally:
+        subprocess.run(["chattr", "-i", str(workspace)], capture_output=True, check=False)
+    stderr = _err(result)
+    assert result.returncode == 0, stderr
+    assert result.stdout.decode().strip() == "fine"
+    assert list(workspace.iterdir()) == []
+
+
 # --------------------------------------------------------------------------- item 9: absurd nesting
 
 

@@ -135,6 +135,16 @@ def test_fork_then_history_stops_at_the_fork_point(nexus: RunNexus, isolated_env
     assert again.returncode == 1 and "already exists" in again.stderr and "Traceback" not in again.stderr
 
 
+def test_fork_without_a_label_names_it_after_its_session(nexus: RunNexus, isolated_env: Path) -> None:
+    first, _ = _seed(isolated_env)
+    labels = []
+    for _ in range(2):
+        result = nexus("sessions", "fork", first)
+        assert result.returncode == 0, result.stderr
+        labels.append(result.stdout.split()[2])
+    assert labels == ["demo-fork-1", "demo-fork-2"]  # not fork-01m8b8…: a name a person can type
+
+
 def test_export_and_import_round_trip(nexus: RunNexus, isolated_env: Path, tmp_path: Path) -> None:
     _seed(isolated_env)
     target = tmp_path / "demo.jsonl"

@@ -96,6 +96,8 @@ def test_a_database_held_by_another_process_is_waited_for_then_reported(isolated
     history = _nexus(env, "sessions", "history", "main")
     assert history.returncode == 0, history.stderr
     assert REPLY in history.stdout and "died mid-reply" not in history.stdout
+    # the turn came back from its rescue file as completed: the notice says so, not "as aborted"
+    assert "closed 1 turn left open by a stopped process (as completed)" in history.stderr, history.stderr
     with Ledger.open(home / "agents.db") as ledger:
         turns = ledger.turns("main")
     assert [(t.status, t.stop_reason) for t in turns][-1] == ("completed", "end_turn")

@@ -123,9 +123,8 @@ def test_chat_with_an_agent_runs_each_line_as_its_turn(home: Path, server: FakeP
 def test_deliver_streams_the_reply_through_an_adapter(home: Path, server: FakeProviderServer, nexus: RunNexus) -> None:
     out = home / "deliveries.jsonl"
     with (home / "nexus.toml").open("a", encoding="utf-8") as config:
-        config.write(
-            f'\n[adapters.files]\nbuiltin = "jsonl"\n[adapters.files.accounts.a]\nconfig = {{ path = "{out}" }}\n'
-        )
+        config.write('\n[adapters.files]\nbuiltin = "jsonl"\n')
+        config.write(f'[adapters.files.accounts.a]\nconfig = {{ path = "{out}" }}\n')
     server.script(text("Delivered words."))
     nexus("agents", "add", "coder")
     result = nexus("send", "coder", "say it", "--wait", "--deliver", "files/a:me")
@@ -138,3 +137,13 @@ def test_deliver_streams_the_reply_through_an_adapter(home: Path, server: FakePr
     assert bad.returncode == 2 and "no adapter named 'nowhere' (configured: files)" in bad.stderr
     malformed = nexus("send", "coder", "x", "--deliver", "files-a-me")
     assert malformed.returncode == 2 and "expected NAME/ACCOUNT:TARGET" in malformed.stderr
+
+
+def test_a_failed_send_says_why_without_wait(home: Path, nexus: RunNexus) -> None:
+    """Exit 1 always comes with the reason on stderr, also without ``--wait`` (docs/cli.md)."""
+    nexus("agents", "add", "lead", "--role", "manager", "--model", "anthropic/claude-sonnet-4-5")
+    for extra in ([], ["--wait"]):
+        result = nexus("send", "lead", "status?", *extra, env={"ANTHROPIC_API_KEY": ""})
+        assert result.returncode == 1, result.stderr
+        assert "nexus: error: the message failed: no usable model" in result.stderr
+        assert "ANTHROPIC_API_KEY" in result.stderr and "Traceback" not in result.stderr

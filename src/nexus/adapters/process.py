@@ -74,15 +74,20 @@ async def run_command(
         stdout = await asyncio.wait_for(_read_capped(proc.stdout, max_output), timeout_s)
         await asyncio.wait_for(proc.wait(), timeout_s)
     except TimeoutError:
+        stderr_task.cancel()
         await stop_process(proc, grace=0.5)
         raise AdapterError(f"{name}: no answer within {timeout_s:g} s (the adapter hangs); it was killed") from None
     except _Flood:
+        stderr_task.cancel()
         await stop_process(proc, grace=0.5)
         raise AdapterError(f"{name}: printed more than {max_output} bytes (flooding stdout); it was killed") from None
     finally:
         if proc.returncode is None:
             await stop_process(proc, grace=0.5)
-    stderr_tail = await stderr_task
+    try:  # a grandchild may still hold stderr open: do not wait for it long
+        stderr_tail = await asyncio.wait_for(stderr_task, 1.0)
+    except TimeoutError:
+        stderr_tail = ""
     return CommandOutput(stdout, stderr_tail, proc.returncode if proc.returncode is not None else -1)
 
 

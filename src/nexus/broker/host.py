@@ -68,9 +68,24 @@ def build_broker(
 ) -> AgentBroker:
     """A broker on the engine for this config (``[broker]`` settings); ``scope`` as in :class:`AgentBroker`;
     ``on_run`` is told about every run as it starts (to watch or deliver its events)."""
+    return build_broker_and_runner(config, ledger, stream_fn=stream_fn, scope=scope, on_run=on_run)[0]
+
+
+def build_broker_and_runner(
+    config: NexusConfig,
+    ledger: Ledger,
+    *,
+    stream_fn: StreamFn | None = None,
+    scope: set[str] | None = None,
+    on_run: Callable[[EngineRunHandle], object] | None = None,
+) -> tuple[AgentBroker, EngineRunner]:
+    """:func:`build_broker`, also returning the runner (the server watches its runs)."""
     from nexus.engine.runner import EngineEnv
     from nexus.ledger.broker_store import BrokerStore
 
+    # turns a killed process left open are closed (aborted, with what they journaled) before the
+    # broker starts: a session whose queue is empty now would otherwise never run again to close them
+    ledger.recover()
     env = EngineEnv.from_config(config, ledger, stream_fn=stream_fn)
     runner = EngineRunner(env, max_hops=config.broker.max_hops)
     if on_run is not None:
@@ -83,7 +98,7 @@ def build_broker(
         reply_text=lambda turn_id: turn_reply(ledger, turn_id),
     )
     runner.attach(broker)
-    return broker
+    return broker, runner
 
 
 def sync_configured_agents(config: NexusConfig, store: BrokerStore) -> None:

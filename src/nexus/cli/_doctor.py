@@ -143,9 +143,7 @@ def _database_check(path: Path) -> Check:
         return Check("fail", "database", f"{path} does not open: {exc}")
     detail = f"{path} opens and is writable ({count} session{'s' if count != 1 else ''})"
     if recovered:
-        detail += (
-            f"; closed {recovered} turn{'s' if recovered != 1 else ''} left open by a stopped process (as aborted)"
-        )
+        detail += f"; closed {recovered} turn{'s' if recovered != 1 else ''} left open by a stopped process"
     return Check("ok", "database", detail)
 
 

@@ -108,17 +108,15 @@ async def call_engine(
         print(f"nexus: waiting for another run of session {label} to finish…", file=sys.stderr, flush=True)
 
     def recovered(ids: list[str]) -> None:
+        from nexus.cli._errors import recovered_notice
+
         mine = [i for i in ids if i in runtime.unsaved]
         for turn_id in mine:
             runtime.unsaved.remove(turn_id)
             print(f"nexus: turn {turn_id}, not saved earlier, is in the ledger now", file=sys.stderr, flush=True)
-        if others := len(ids) - len(mine):
-            noun = "turn" if others == 1 else "turns"
-            print(
-                f"nexus: closed {others} {noun} left open by a stopped process (as aborted)",
-                file=sys.stderr,
-                flush=True,
-            )
+        others = [i for i in ids if i not in mine]
+        if others:
+            print(recovered_notice(runtime.ledger, others), file=sys.stderr, flush=True)
 
     # one run per session at a time, also across processes: a second `nexus run` waits, never forks
     # (and continues after the turn of a run it waited for, even a killed one: run_lock recovers it first;

@@ -9,8 +9,36 @@ them only where the CLI prints them.
 from __future__ import annotations
 
 import re
+from collections import Counter
+from typing import TYPE_CHECKING
 
-__all__ = ["cli_message", "cli_text"]
+if TYPE_CHECKING:
+    from nexus.ledger import Ledger
+
+__all__ = ["cli_message", "cli_text", "recovered_notice"]
+
+
+def recovered_notice(ledger: Ledger, ids: list[str]) -> str:
+    """``nexus: closed 2 turns left open by a stopped process (1 aborted, 1 completed)``: each with its true status.
+
+    A turn whose owner saved its outcome to a rescue file (the database was full or held by
+    another process at its final write) is closed with that outcome, often ``completed``;
+    calling every recovered turn "aborted" was untrue.
+    """
+    from nexus.ledger import LedgerError
+
+    statuses: Counter[str] = Counter()
+    for turn_id in ids:
+        try:
+            statuses[ledger.get_turn(turn_id).status] += 1
+        except LedgerError:
+            statuses["closed"] += 1
+    noun = "turn" if len(ids) == 1 else "turns"
+    detail = ", ".join(f"{count} {status}" for status, count in sorted(statuses.items()))
+    if len(ids) == 1:
+        detail = f"as {next(iter(statuses))}"
+    return f"nexus: closed {len(ids)} {noun} left open by a stopped process ({detail})"
+
 
 _KEY_ADVICE = re.compile(r"no API key for provider '([^']+)': set (.+?) or pass api_key in StreamOptions")
 _BASE_URL_ADVICE = re.compile(

@@ -171,7 +171,7 @@ def _add_sessions(commands: argparse._SubParsersAction[argparse.ArgumentParser])
 
     fork = actions.add_parser("fork", help="start a new session at an existing turn")
     fork.add_argument("turn_id", metavar="TURN_ID", type=_label, help="the turn the new session continues from")
-    fork.add_argument("--label", metavar="L", type=_label, help="label of the new session (default: fork-<id>)")
+    fork.add_argument("--label", metavar="L", type=_label, help="label of the new session (default: <session>-fork-N)")
     fork.set_defaults(handler=handler)
 
     export = actions.add_parser("export", help="write a session as a pi-coding-agent session file")

@@ -79,8 +79,9 @@ def _recover(ledger: Ledger) -> None:
         print(f"nexus: warning: turns left open by a stopped process stay open for now: {exc}", file=sys.stderr)
         return
     if recovered:
-        noun = "turn" if len(recovered) == 1 else "turns"
-        print(f"nexus: closed {len(recovered)} {noun} left open by a stopped process (as aborted)", file=sys.stderr)
+        from nexus.cli._errors import recovered_notice
+
+        print(recovered_notice(ledger, recovered), file=sys.stderr)
 
 
 def _when(ms: int | None) -> str:
@@ -208,10 +209,34 @@ def _short(text: str, limit: int = 400) -> str:
 
 
 def _fork(ledger: Ledger, args: argparse.Namespace) -> int:
-    session = ledger.fork(args.turn_id, args.label)
+    session = ledger.fork(args.turn_id, args.label) if args.label else _fork_short(ledger, args.turn_id)
     print(f"forked session {session.label} at turn {args.turn_id}")
     print(f"continue it with: nexus run -s {session.label} MESSAGE")
     return 0
+
+
+def _fork_short(ledger: Ledger, turn_id: str) -> Session:
+    """Fork with a label a person can type, as chat's ``/fork`` does: ``<turn's session>-fork-1``, ``-2``…
+
+    (``fork-01m8b8…``, the ledger's default, is no name to type again.) Another process may take
+    a label between the check and the fork; the next one is tried.
+    """
+    from nexus.ledger import SessionExistsError, SessionNotFound
+
+    parent = ledger.get_turn(turn_id).session_label
+    number = 1
+    while True:
+        label = f"{parent}-fork-{number}"
+        number += 1
+        try:
+            ledger.get_session(label)
+            continue
+        except SessionNotFound:
+            pass
+        try:
+            return ledger.fork(turn_id, label)
+        except SessionExistsError:
+            continue
 
 
 def _export(ledger: Ledger, args: argparse.Namespace) -> int:

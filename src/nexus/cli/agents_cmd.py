@@ -202,14 +202,14 @@ def _when(ms: int | None) -> str:
 
 def _print_items(items: list[BrokerQueueItem], as_json: bool) -> int:
     if as_json:
-        print(json.dumps([_item_json(item) for item in items], indent=2))
+        print(json.dumps([item.to_json() for item in items], indent=2))
         return 0
     if not items:
         print("no queued messages")
         return 0
     print(f"{'ITEM':<26} {'AGENT':<16} {'MODE':<13} {'STATUS':<10} {'TRIES':>5}  {'QUEUED (UTC)':<19}  TEXT")
     for item in items:
-        text = _content(item).replace("\n", " ")
+        text = item.content.replace("\n", " ")
         text = text if len(text) <= 50 else text[:49] + "…"
         print(
             f"{item.id:<26} {item.agent_id or '-':<16} {item.mode:<13} {item.status:<10} {item.attempts:>5}  "
@@ -218,23 +218,3 @@ def _print_items(items: list[BrokerQueueItem], as_json: bool) -> int:
         if item.error:
             print(f"{'':<26} reason: {item.error}")
     return 0
-
-
-def _content(item: BrokerQueueItem) -> str:
-    return str(item.message.get("content", "")) if isinstance(item.message, dict) else str(item.message)
-
-
-def _item_json(item: BrokerQueueItem) -> dict[str, Any]:
-    return {
-        "id": item.id,
-        "agent": item.agent_id,
-        "message_id": item.message_id,
-        "from": item.sender,
-        "mode": item.mode,
-        "status": item.status,
-        "attempts": item.attempts,
-        "enqueued_at": item.enqueued_at,
-        "error": item.error,
-        "turn_id": item.turn_id,
-        "content": _content(item),
-    }

@@ -311,8 +311,9 @@ def open_runtime(args: argparse.Namespace) -> Runtime:
         ledger.close()
         raise
     if recovered:
-        noun = "turn" if len(recovered) == 1 else "turns"
-        print(f"nexus: closed {len(recovered)} {noun} left open by a stopped process (as aborted)", file=sys.stderr)
+        from nexus.cli._errors import recovered_notice
+
+        print(recovered_notice(ledger, recovered), file=sys.stderr)
     return Runtime(config, ledger, label, choice.ref, getattr(args, "thinking", None))
 
 

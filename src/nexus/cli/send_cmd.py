@@ -214,11 +214,12 @@ def _report(ledger: Ledger, item_id: str, args: Any) -> int:
             "message_id": item.message_id if item else None, "queue_item_id": item_id, "status": status,
             "turn_id": item.turn_id if item else None, "reply": reply, "error": item.error if item else None,
         }))  # fmt: skip
-    elif args.wait:
-        if reply:
+    else:
+        if args.wait and reply:
             print(reply)
-        if status not in ("delivered", "queued", "processing"):
-            print(f"nexus: error: the message was {status}: {item.error if item else ''}", file=sys.stderr)
+        if status not in ("delivered", "queued", "processing"):  # with or without --wait: say why
+            outcome = "failed" if status == "failed" else f"was {status}"
+            print(f"nexus: error: the message {outcome}: {item.error if item else ''}", file=sys.stderr)
     return 1 if status in ("failed", "dropped") else 0
 
 

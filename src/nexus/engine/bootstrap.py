@@ -150,7 +150,11 @@ def _load(root: Path, names: tuple[str, ...], max_file_chars: int, max_total_cha
 
 
 def scaffold_workspace(workspace: str | Path) -> list[Path]:
-    """Create ``workspace`` and a starter ``AGENTS.md`` if missing; never overwrites. Returns what it created."""
+    """Create ``workspace`` and a starter ``AGENTS.md`` if missing; never overwrites. Returns what it created.
+
+    The starter file is a courtesy: in a workspace nexus may not write to, it is skipped (the run
+    used to end in a ``PermissionError`` traceback).
+    """
     root = Path(workspace)
     if root.exists() and not root.is_dir():
         raise ConfigError(f"workspace path {root} exists but is not a directory; choose another workspace path")
@@ -163,6 +167,8 @@ def scaffold_workspace(workspace: str | Path) -> list[Path]:
         with target.open("x", encoding="utf-8") as handle:  # "x": fails if it exists, even in a race
             handle.write(STARTER_AGENTS_MD)
     except FileExistsError:
+        return created
+    except OSError:  # a read-only workspace (permissions, `chattr +i`, a read-only mount) is usable: no starter file
         return created
     created.append(target)
     return created

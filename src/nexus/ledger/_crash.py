@@ -31,7 +31,7 @@ def owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     """Whether ``pid`` runs; a zombie (killed, not yet reaped by its parent) counts as dead."""
     try:
         os.kill(pid, 0)
@@ -67,7 +67,7 @@ def owner_dead(turn_owner: str | None) -> bool:
     if host != socket.gethostname() or not pid_text.isdigit():
         return False
     pid = int(pid_text)
-    return pid != os.getpid() and not _pid_alive(pid)
+    return pid != os.getpid() and not pid_alive(pid)
 
 
 def recover(

@@ -63,6 +63,28 @@ class BrokerQueueItem:
     error: str | None
     turn_id: str | None
 
+    @property
+    def content(self) -> str:
+        """The message's text (the ``content`` of a stored ``AgentMessage``)."""
+        message = self.message
+        return str(message.get("content", "")) if isinstance(message, dict) else str(message)
+
+    def to_json(self) -> dict[str, Any]:
+        """The item as the CLI (``--json``) and the HTTP API show it."""
+        return {
+            "id": self.id,
+            "agent": self.agent_id,
+            "message_id": self.message_id,
+            "from": self.sender,
+            "mode": self.mode,
+            "status": self.status,
+            "attempts": self.attempts,
+            "enqueued_at": self.enqueued_at,
+            "error": self.error,
+            "turn_id": self.turn_id,
+            "content": self.content,
+        }
+
 
 def _item(row: tuple[Any, ...]) -> BrokerQueueItem:
     return BrokerQueueItem(

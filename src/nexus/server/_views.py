@@ -80,17 +80,5 @@ def agent_view(row: AgentRow, *, state: str = "idle", queue_depth: int = 0) -> d
 
 
 def queue_item_view(item: BrokerQueueItem) -> dict[str, Any]:
-    """A durable queue item."""
-    content = item.message.get("content", "") if isinstance(item.message, dict) else str(item.message)
-    return {
-        "id": item.id,
-        "message_id": item.message_id,
-        "from": item.sender,
-        "mode": item.mode,
-        "status": item.status,
-        "attempts": item.attempts,
-        "enqueued_at": item.enqueued_at,
-        "error": item.error,
-        "turn_id": item.turn_id,
-        "content": content,
-    }
+    """A durable queue item (the same form as ``nexus queue list --json``)."""
+    return item.to_json()

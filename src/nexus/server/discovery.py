@@ -72,13 +72,9 @@ def find_server(config: NexusConfig) -> RunningServer | None:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    from nexus.ledger._crash import pid_alive
+
+    return pid_alive(pid)
 
 
 def _holds_lock(config: NexusConfig) -> bool:

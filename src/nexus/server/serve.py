@@ -146,13 +146,6 @@ def _store(ledger: Ledger) -> Any:
 
 def _build(config: NexusConfig, ledger: Ledger, stream_fn: StreamFn | None) -> tuple[AgentBroker, Any]:
     """The broker on the engine, as :func:`nexus.broker.host.build_broker` builds it, keeping its runner."""
-    from nexus.broker import AgentBroker
-    from nexus.broker.engine_runner import EngineRunner
-    from nexus.broker.from_config import broker_settings
-    from nexus.engine.runner import EngineEnv
+    from nexus.broker.host import build_broker_and_runner
 
-    env = EngineEnv.from_config(config, ledger, stream_fn=stream_fn)
-    runner = EngineRunner(env, max_hops=config.broker.max_hops)
-    broker = AgentBroker(_store(ledger), runner, broker_settings(config.broker))
-    runner.attach(broker)
-    return broker, runner
+    return build_broker_and_runner(config, ledger, stream_fn=stream_fn)

@@ -82,6 +82,8 @@ class Staging:
     """(temporary, target) pairs in staging order."""
     removals: list[Path] = field(default_factory=list)
     """Files :meth:`commit` deletes."""
+    unrestored: list[Path] = field(default_factory=list)
+    """After a failed :meth:`commit`: files already changed that could not be put back (no backup)."""
 
     def stage(self, target: Path, data: bytes, *, executable: bool = False) -> None:
         """Write ``data`` to a synced temporary next to ``target`` with ``target``'s mode and owner.
@@ -121,25 +123,31 @@ class Staging:
 
         Each original is first kept under a hidden backup name (a hard link; removals are renamed
         to it), so when a later rename fails — an append-only or immutable file, EIO — the files
-        already replaced get their originals back before the ``OSError`` propagates.
+        already replaced get their originals back before the ``OSError`` propagates. A file whose
+        backup could not be made cannot be put back: it is listed in :attr:`unrestored`.
         """
-        done: list[tuple[Path, Path | None]] = []  # (target, its backup; None: it did not exist)
+        done: list[tuple[Path, Path | None, bool]] = []  # (target, its backup, whether it existed)
         several = len(self.staged) + len(self.removals) > 1  # one file alone needs no undo: its rename is atomic
         try:
             for tmp, target in self.staged:
-                backup = _backup(target, keep=True) if several else None
-                done.append((target, backup))
-                os.replace(tmp, target)
+                existed = os.path.lexists(target)
+                backup = _backup(target, keep=True) if several and existed else None
+                try:
+                    os.replace(tmp, target)
+                except OSError:
+                    _unlink(backup)
+                    raise
+                done.append((target, backup, existed))
             for target in self.removals:
-                done.append((target, _backup(target, keep=False)))
+                backup = _backup(target, keep=False)
+                if backup is not None:
+                    done.append((target, backup, True))
         except OSError:
-            _roll_back(done)
+            self.unrestored = _roll_back(done)
             raise
-        for _, backup in done:
-            if backup is not None:
-                with contextlib.suppress(OSError):
-                    backup.unlink()
-        for directory in {target.parent for target, _ in done}:
+        for _, backup, _ in done:
+            _unlink(backup)
+        for directory in {target.parent for target, _, _ in done}:
             _fsync_dir(directory)
         self.staged.clear()
         self.removals.clear()
@@ -160,7 +168,7 @@ def _backup(target: Path, *, keep: bool) -> Path | None:
     ``protected_hardlinks``, an append-only file) that one file cannot be put back, and an
     append-only file then fails its own rename, which undoes the others. A refused rename raises.
     """
-    if not keep and not target.exists():
+    if not keep and not os.path.lexists(target):
         return None
     backup = target.with_name(f".{target.name}.{os.urandom(4).hex()}{_BAK_SUFFIX}")
     try:
@@ -177,14 +185,26 @@ def _backup(target: Path, *, keep: bool) -> Path | None:
     return backup
 
 
-def _roll_back(done: list[tuple[Path, Path | None]]) -> None:
-    """Put every original in ``done`` back (newest first); a file that did not exist is removed again."""
-    for target, backup in reversed(done):
-        with contextlib.suppress(OSError):
+def _roll_back(done: list[tuple[Path, Path | None, bool]]) -> list[Path]:
+    """Put every original in ``done`` back (newest first); returns the files that could not be."""
+    unrestored: list[Path] = []
+    for target, backup, existed in reversed(done):
+        try:
             if backup is not None:
                 os.replace(backup, target)
-            else:
+            elif not existed:
                 target.unlink()
+            else:
+                unrestored.append(target)
+        except OSError:
+            unrestored.append(target)
+    return unrestored
+
+
+def _unlink(path: Path | None) -> None:
+    if path is not None:
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 def _fsync_dir(directory: Path) -> None:

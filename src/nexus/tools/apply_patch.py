@@ -213,8 +213,13 @@ def _commit(changes: list[_Change]) -> None:
             staging.remove(ch.path)
     try:
         staging.commit()
-    except OSError as exc:  # a rename or delete refused after staging (append-only file, EIO): all undone
+    except OSError as exc:  # a rename or delete refused after staging (append-only file, EIO): undone
         staging.discard()
+        if staging.unrestored:
+            changed = ", ".join(str(path) for path in staging.unrestored)
+            raise ToolError(
+                f"Writing the patched files failed part-way: {describe(exc)}; these could not be put back: {changed}."
+            ) from None
         raise ToolError(f"Writing the patched files failed: {describe(exc)}; no file was changed.") from None
 
 
