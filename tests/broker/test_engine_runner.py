@@ -114,3 +114,35 @@ async def test_a_steer_enters_the_running_turn_and_is_delivered_with_it(ledger: 
     assert items[first.queue_item_id].turn_id == items[steered.queue_item_id].turn_id == turn.id
     assert {item.status for item in items.values()} == {"delivered"}
     await broker.close()
+
+
+async def test_a_spawned_sub_agent_is_a_broker_agent(ledger: Ledger) -> None:
+    from nexus.engine import EngineLimits
+
+    scripted = ScriptedModel(
+        [
+            tool_call("spawn_agent", {"task": "count the files", "label": "counter"}, id="sp1"),
+            text("3 files"),  # the worker's turn, run by the broker
+            text("The worker counted 3 files."),
+        ]
+    )
+    env = EngineEnv.from_config(
+        load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns(),
+        limits=EngineLimits(subagent_max_depth=1),
+    )  # fmt: skip
+    runner = EngineRunner(env)
+    broker = AgentBroker(BrokerStore(ledger.database), runner, BrokerSettings(queue=QueueSettings(mode="followup")))
+    runner.attach(broker)
+    await broker.start()
+    broker.register_agent(AgentIdentity("lead", "agent:lead", "manager"), spec={"model": scripted.model.ref})
+    result = await broker.send_and_wait(AgentMessage("m-1", "user", "lead", "delegate it"), timeout_ms=20_000)
+    assert result.success and result.reply == "The worker counted 3 files."
+    workers = [a for a in broker.list_agents() if a.identity.agent_id.startswith("worker-")]
+    assert len(workers) == 1 and workers[0].identity.role == "worker"
+    session = ledger.get_session(workers[0].identity.session_label)
+    assert session.is_subagent and session.parent_session_label == "agent:lead" and session.task_status == "completed"
+    assert session.spawn_tool_call_id == "sp1"
+    (worker_item,) = BrokerStore(ledger.database).items(agent_id=workers[0].identity.agent_id)
+    assert worker_item.status == "delivered" and worker_item.sender == "lead"
+    assert "spawn_agent" not in {t.name for t in scripted.calls[1].tools}  # the worker is at the depth limit
+    await broker.close()

@@ -109,14 +109,15 @@ class EngineRunHandle:
             async with run_lock(env.ledger, request.session_label, signal=self._signal) as held:
                 if not held:
                     return RunOutcome(status="aborted", error="aborted before the turn started")
+                depth = _depth(request.spec.get("depth"))  # > 0 for a worker spawned by spawn_agent
                 ctx = env.assemble(request.prompt, session=request.session_label, model=model, role=role,
-                                   signal=self._signal)  # fmt: skip
+                                   signal=self._signal, depth=depth)  # fmt: skip
                 ctx.tools = self._runner.tools_for(request, ctx.tools, role)
                 extra = _text(request.spec.get("system_prompt"))
                 if extra:
                     ctx.system_prompt = f"{ctx.system_prompt}\n\n## Agent instructions\n\n{extra}"
                 ctx.queue_item_ids = request.item_ids
-                self._execution = env.start(ctx, model=model)
+                self._execution = env.start(ctx, model=model, depth=depth)
                 for listener in self._listeners:
                     self._execution.on_event(listener)
                 result = await self._execution.result
@@ -136,8 +137,14 @@ class EngineRunner:
         self._run_listeners: list[Callable[[EngineRunHandle], object]] = []
 
     def attach(self, broker: AgentBroker) -> None:
-        """The broker whose agents this runner's turns may message (their agent tools)."""
+        """The broker whose agents this runner's turns may message (their agent tools).
+
+        It also becomes the engine's spawner: a ``spawn_agent`` worker is a broker agent.
+        """
+        from nexus.broker.spawner import BrokerSpawner
+
         self._broker = lambda: broker
+        self.env.spawner = BrokerSpawner(broker, reply_timeout_ms=self.reply_timeout_ms)
 
     def start(self, request: RunRequest) -> EngineRunHandle:
         """Begin one turn in the background (announced to :meth:`on_run` listeners before it runs)."""
@@ -183,6 +190,10 @@ class EngineRunner:
             expanded = expand_tool_patterns([str(name) for name in wanted])
             tools = [t for t in tools if tool_matches(t.name, expanded)]
         return tools
+
+
+def _depth(value: object) -> int:
+    return value if isinstance(value, int) and value >= 0 else 0
 
 
 def _text(value: object) -> str:
