@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from nexus.errors import ConfigError
 
@@ -20,6 +20,12 @@ if TYPE_CHECKING:
     from nexus.broker.engine_runner import EngineRunHandle
     from nexus.config import NexusConfig
     from nexus.streaming.router import DeliveryReport
+
+
+def _console_target() -> DeliveryTarget:
+    from nexus.adapters.types import DeliveryTarget
+
+    return DeliveryTarget("console", "cli", "stdout")
 
 
 def parse_target(spec: str, config: NexusConfig) -> DeliveryTarget:
@@ -101,3 +107,53 @@ async def _signal_end(handle: EngineRunHandle, queue: asyncio.Queue[object], don
         await handle.result()
     finally:
         queue.put_nowait(done)
+
+
+@dataclass(slots=True)
+class LiveReply:
+    """Prints the reply of the run that consumes ``item_id`` to ``out`` as its tokens arrive."""
+
+    out: TextIO
+    item_id: str | None = None
+    printed: bool = False
+    _pending: list[EngineRunHandle] = field(default_factory=list)
+
+    def on_run(self, handle: EngineRunHandle) -> None:
+        """Runner hook: subscribe to the first run that consumes our item."""
+        if self.item_id is None:
+            self._pending.append(handle)
+            return
+        if self.item_id in handle.request.item_ids and not self.printed:
+            from nexus.ledger import new_ulid
+            from nexus.streaming.events import StreamEnd, Token
+            from nexus.streaming.from_engine import EngineEventMapper
+
+            mapper = EngineEventMapper(f"run-{new_ulid()}", handle.request.session_label, _console_target())
+
+            line_open = False
+
+            def on_event(event: object) -> None:
+                nonlocal line_open
+                for mapped in mapper.map(getattr(event, "event", event)):
+                    if type(mapped) is Token:
+                        self.out.write(mapped.text)
+                        self.out.flush()
+                        self.printed = line_open = True
+                    elif type(mapped) is StreamEnd and not mapped.final and line_open:
+                        self.out.write("\n")  # text before a tool call, then the next model call's text
+                        line_open = False
+
+            handle.on_event(on_event)
+
+    def watch(self, item_id: str) -> None:
+        """The item whose run to print (known once ``send`` returned)."""
+        self.item_id = item_id
+        pending, self._pending = self._pending, []
+        for handle in pending:
+            self.on_run(handle)
+
+    def end(self) -> None:
+        """End the printed reply with a newline (when anything was printed)."""
+        if self.printed:
+            self.out.write("\n")
+            self.out.flush()

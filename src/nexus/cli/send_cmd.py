@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from nexus.broker import AgentMessage
+    from nexus.broker.engine_runner import EngineRunHandle
     from nexus.config import NexusConfig
     from nexus.ledger import Ledger
     from nexus.streaming.router import DeliveryReport
@@ -75,23 +76,32 @@ def drain_command(args: argparse.Namespace) -> int:
 
 async def _send(config: NexusConfig, ledger: Ledger, message: AgentMessage, mode: str | None, args: Any) -> int:
     from nexus.broker.host import broker_lock, build_broker, start_broker
-    from nexus.cli._deliver import Delivery, parse_target
+    from nexus.cli._deliver import Delivery, LiveReply, parse_target
 
     delivery = Delivery(config, parse_target(args.deliver, config)) if getattr(args, "deliver", None) else None
+    live = LiveReply(sys.stdout) if args.wait and not args.json else None  # the reply streams as it is written
+
+    def on_run(handle: EngineRunHandle) -> None:
+        if delivery is not None:
+            delivery.on_run(handle)
+        if live is not None:
+            live.on_run(handle)
+
     with broker_lock(config) as held:
         if held:
-            broker = build_broker(
-                config, ledger, scope={message.to}, on_run=delivery.on_run if delivery is not None else None
-            )
+            broker = build_broker(config, ledger, scope={message.to}, on_run=on_run)
             await start_broker(config, broker)
             receipt = await broker.send(message, mode)
-            if delivery is not None:
-                delivery.watch(receipt.queue_item_id)
             _say_accepted(receipt.message_id, receipt.queue_item_id, receipt.duplicate, args)
+            for watcher in (delivery, live):
+                if watcher is not None:
+                    watcher.watch(receipt.queue_item_id)
             await broker.wait_until_idle()
             report = await delivery.finish() if delivery is not None else None
             await broker.close()
-            code = _report(ledger, receipt.queue_item_id, args)
+            if live is not None:
+                live.end()
+            code = _report(ledger, receipt.queue_item_id, args, reply_shown=live is not None and live.printed)
             return _delivery_outcome(report, code) if delivery is not None else code
     if delivery is not None:
         from nexus.errors import ConfigError
@@ -200,8 +210,8 @@ def _say_accepted(message_id: str, item_id: str, duplicate: bool, args: Any) -> 
     print(f"accepted {message_id} (queue item {item_id}){note}", file=sys.stderr if args.wait else sys.stdout)
 
 
-def _report(ledger: Ledger, item_id: str, args: Any) -> int:
-    """Print the outcome (the reply with ``--wait``, JSON with ``--json``); exit 1 if the message failed."""
+def _report(ledger: Ledger, item_id: str, args: Any, *, reply_shown: bool = False) -> int:
+    """Print the outcome (the reply with ``--wait`` unless it streamed, JSON with ``--json``); exit 1 on failure."""
     from nexus.ledger.broker_store import BrokerStore
 
     item = BrokerStore(ledger.database).get_item(item_id)
@@ -215,7 +225,7 @@ def _report(ledger: Ledger, item_id: str, args: Any) -> int:
             "turn_id": item.turn_id if item else None, "reply": reply, "error": item.error if item else None,
         }))  # fmt: skip
     else:
-        if args.wait and reply:
+        if args.wait and reply and not reply_shown:
             print(reply)
         if status not in ("delivered", "queued", "processing"):  # with or without --wait: say why
             outcome = "failed" if status == "failed" else f"was {status}"
