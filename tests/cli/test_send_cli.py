@@ -86,13 +86,14 @@ def test_wait_takes_over_when_the_other_broker_goes_away(
     import sys
     import time
 
-    from conftest import SRC
+    # not `from conftest import SRC`: which conftest module that is depends on the order of the run
+    src = Path(__file__).resolve().parents[2] / "src"
 
     nexus("agents", "add", "coder")
     server.script(text("ran here"))
     lock = os.open(home / "broker.lock", os.O_RDWR | os.O_CREAT)
     fcntl.flock(lock, fcntl.LOCK_EX)
-    env = {**os.environ, "NEXUS_HOME": str(home), "PYTHONPATH": str(SRC)}
+    env = {**os.environ, "NEXUS_HOME": str(home), "PYTHONPATH": str(src)}
     waiting = subprocess.Popen(
         [sys.executable, "-m", "nexus.cli", "send", "coder", "hello", "--wait", "--timeout", "60"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
