@@ -38,23 +38,13 @@ class BrokerSpawner:
         on_update: ToolUpdateFn | None,
     ) -> AgentToolResult:
         """Register the worker (session linked to the spawning run), send it ``task``, return its reply."""
-        from nexus.engine.spawn import worker_label
+        from nexus.engine.spawn import create_worker_session
         from nexus.ledger import new_ulid
 
         if scope.env is None:
             return AgentToolResult.text("spawn_agent needs an engine environment", is_error=True)
         ledger = scope.env.ledger
-        session = worker_label(scope.session_label, label)
-        ledger.create_session(
-            session,
-            origin="subagent",
-            is_subagent=True,
-            parent_session_label=scope.session_label,
-            parent_turn_id=scope.turn_id,
-            spawn_tool_call_id=call_id,
-            task_description=task,
-            task_status="running",
-        )
+        session = create_worker_session(ledger, scope, call_id, task, label)
         worker_id = f"worker-{new_ulid().lower()}"
         parent = self._agent_of(scope.session_label)
         self.broker.register_agent(

@@ -24,6 +24,7 @@ from nexus.llm.abort import AbortSignal
 if TYPE_CHECKING:
     from nexus.engine.callbacks import EngineCallbacks
     from nexus.engine.runner import EngineEnv
+    from nexus.ledger import Ledger
     from nexus.llm.types import Model
 
 SPAWN_TOOL_NAME = "spawn_agent"
@@ -112,6 +113,22 @@ async def _execute(call_id: str, args: dict[str, Any], signal: AbortSignal, on_u
     return await run_worker(env, scope, call_id, args["task"], args.get("label"), signal, on_update)
 
 
+def create_worker_session(ledger: Ledger, scope: RunScope, call_id: str, task: str, label: str | None) -> str:
+    """The worker's new session, linked to the spawning run (parent session and turn, tool call, task)."""
+    session = worker_label(scope.session_label, label)
+    ledger.create_session(
+        session,
+        origin="subagent",
+        is_subagent=True,
+        parent_session_label=scope.session_label,
+        parent_turn_id=scope.turn_id,
+        spawn_tool_call_id=call_id,
+        task_description=task,
+        task_status="running",
+    )
+    return session
+
+
 async def run_worker(
     env: EngineEnv,
     scope: RunScope,
@@ -126,17 +143,7 @@ async def run_worker(
     The worker's tool activity is reported as progress of the spawn call (``on_update``), so a
     UI watching the parent sees what the worker is doing.
     """
-    session = worker_label(scope.session_label, label)
-    env.ledger.create_session(
-        session,
-        origin="subagent",
-        is_subagent=True,
-        parent_session_label=scope.session_label,
-        parent_turn_id=scope.turn_id,
-        spawn_tool_call_id=call_id,
-        task_description=task,
-        task_status="running",
-    )
+    session = create_worker_session(env.ledger, scope, call_id, task, label)
     details: dict[str, Any] = {"spawned_session_label": session, "depth": scope.depth + 1}
     try:
         ctx = env.assemble(
