@@ -205,6 +205,8 @@ class EngineEnv:
     """Who runs ``spawn_agent`` workers (None = the engine's own; the broker installs its own)."""
     fallback_refs: Sequence[str] | None = None
     """The fallback chain (``provider/model`` refs); None = the config's ``fallbacks``."""
+    _coding_tools: list[AgentTool] | None = None
+    """The coding tools of this env's workspace, built once (they hold no per-run state)."""
 
     @classmethod
     def from_config(
@@ -272,9 +274,13 @@ class EngineEnv:
         if self.tools is not None:
             candidates = list(self.tools)
         else:
-            from nexus.tools import coding_tools
+            if self._coding_tools is None:
+                from nexus.tools import coding_tools
 
-            candidates = coding_tools(self.config.workspace_path, bash_timeout=self.config.agent.bash_timeout_s)
+                self._coding_tools = coding_tools(
+                    self.config.workspace_path, bash_timeout=self.config.agent.bash_timeout_s
+                )
+            candidates = list(self._coding_tools)
         if depth < self.limits.subagent_max_depth and all(t.name != SPAWN_TOOL_NAME for t in candidates):
             candidates.append(spawn_agent_tool())
         policy = self.config.tools
