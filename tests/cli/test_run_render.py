@@ -130,3 +130,11 @@ def test_json_renderer_writes_one_documented_event_per_line() -> None:
     assert events[6] == {"type": "stream_error", "error": "boom", "kind": "model_error", "partial": True}
     assert events[7]["turnId"] == "t1" and events[7]["status"] == "failed" and events[7]["usage"] == {"total": 3}
     assert events[7]["usageEstimated"] is False
+
+
+def test_short_waits_are_shown_to_the_hundredth() -> None:
+    from nexus.cli._render import _seconds
+
+    assert [_seconds(d) for d in (0.0099, 0.01, 0.004, 0.2, 0.05, 0.049999, 2.0, 3600.0)] == [
+        "0.01s", "0.01s", "0.01s", "0.2s", "0.05s", "0.05s", "2.0s", "3600.0s",
+    ]  # fmt: skip

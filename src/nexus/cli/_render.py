@@ -159,8 +159,12 @@ def summarize_result(tool_name: str, result: object, is_error: bool) -> str:
 
 
 def _seconds(delay: float) -> str:
-    """``2.0s``, ``0.2s``, ``0.05s``: a short wait is not rounded to a misleading ``0.0s``."""
-    return f"{delay:.2g}s" if delay < 1 else f"{delay:.1f}s"
+    """``2.0s``, ``0.2s``, ``0.05s``: a short wait is not rounded to a misleading ``0.0s``.
+
+    Waits under a second are shown to the hundredth (at least ``0.01s``): a cooldown read a few
+    microseconds after it started is ``0.01s``, not ``0.0099s``.
+    """
+    return f"{max(round(delay, 2), 0.01):g}s" if delay < 1 else f"{delay:.1f}s"
 
 
 def describe_engine_event(event: EngineEvent) -> tuple[str, str, dict[str, Any]]:
