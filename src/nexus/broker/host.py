@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -133,3 +133,21 @@ async def start_broker(config: NexusConfig, broker: AgentBroker) -> None:
     for agent in configured_agents(config.agents):
         broker.register_agent(agent.identity, spec=agent.spec, queue=agent.queue)
     await broker.start()
+
+
+@contextlib.asynccontextmanager
+async def running_broker(
+    config: NexusConfig,
+    ledger: Ledger,
+    *,
+    stream_fn: StreamFn | None = None,
+    scope: set[str] | None = None,
+    on_run: Callable[[EngineRunHandle], object] | None = None,
+) -> AsyncIterator[AgentBroker]:
+    """A started broker for the block (see :func:`build_broker`); closed at its end, whatever happens."""
+    broker = build_broker(config, ledger, stream_fn=stream_fn, scope=scope, on_run=on_run)
+    await start_broker(config, broker)
+    try:
+        yield broker
+    finally:
+        await broker.close()

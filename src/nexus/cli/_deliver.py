@@ -9,7 +9,7 @@ delivery never touches the turn: the reply is in the ledger whatever the adapter
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
@@ -46,31 +46,51 @@ def parse_target(spec: str, config: NexusConfig) -> DeliveryTarget:
 
 
 @dataclass(slots=True)
-class Delivery:
-    """Delivers the run that consumes ``item_id`` to ``target``; ``await finish()`` for the report."""
+class ItemRunWatch:
+    """Finds the first run that consumes queue item ``item_id`` and hands it to ``matched`` once.
 
-    config: NexusConfig
-    target: DeliveryTarget
+    Runs announce themselves through the runner's ``on_run`` hook, possibly before ``send`` has
+    returned the item id: those are held until :meth:`watch` names the item.
+    """
+
+    matched: Callable[[EngineRunHandle], None]
     item_id: str | None = None
-    task: asyncio.Task[DeliveryReport] | None = None
+    found: bool = False
     _pending: list[EngineRunHandle] = field(default_factory=list)
 
     def on_run(self, handle: EngineRunHandle) -> None:
-        """Runner hook: the first run that consumes our item is the one to deliver."""
-        if self.task is not None:
+        """Runner hook (see :meth:`nexus.broker.engine_runner.EngineRunner.on_run`)."""
+        if self.found:
             return
         if self.item_id is None:  # the run started before send() returned the item id
             self._pending.append(handle)
             return
         if self.item_id in handle.request.item_ids:
-            self.task = asyncio.get_running_loop().create_task(self._deliver(handle))
+            self.found = True
+            self.matched(handle)
 
     def watch(self, item_id: str) -> None:
-        """The item to deliver (known once ``send`` returned)."""
+        """The item to look for (known once ``send`` returned)."""
         self.item_id = item_id
-        for handle in self._pending:
+        pending, self._pending = self._pending, []
+        for handle in pending:
             self.on_run(handle)
-        self._pending.clear()
+
+
+@dataclass(slots=True)
+class Delivery:
+    """Delivers the run that consumes the watched item to ``target``; ``await finish()`` for the report."""
+
+    config: NexusConfig
+    target: DeliveryTarget
+    task: asyncio.Task[DeliveryReport] | None = None
+    runs: ItemRunWatch = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.runs = ItemRunWatch(self._start)
+
+    def _start(self, handle: EngineRunHandle) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._deliver(handle))
 
     async def finish(self) -> DeliveryReport | None:
         """The delivery's report (``None`` if no run consumed the item here)."""
@@ -111,46 +131,35 @@ async def _signal_end(handle: EngineRunHandle, queue: asyncio.Queue[object], don
 
 @dataclass(slots=True)
 class LiveReply:
-    """Prints the reply of the run that consumes ``item_id`` to ``out`` as its tokens arrive."""
+    """Prints the reply of the run that consumes the watched item to ``out`` as its tokens arrive."""
 
     out: TextIO
-    item_id: str | None = None
     printed: bool = False
-    _pending: list[EngineRunHandle] = field(default_factory=list)
+    runs: ItemRunWatch = field(init=False)
 
-    def on_run(self, handle: EngineRunHandle) -> None:
-        """Runner hook: subscribe to the first run that consumes our item."""
-        if self.item_id is None:
-            self._pending.append(handle)
-            return
-        if self.item_id in handle.request.item_ids and not self.printed:
-            from nexus.ledger import new_ulid
-            from nexus.streaming.events import StreamEnd, Token
-            from nexus.streaming.from_engine import EngineEventMapper
+    def __post_init__(self) -> None:
+        self.runs = ItemRunWatch(self._print)
 
-            mapper = EngineEventMapper(f"run-{new_ulid()}", handle.request.session_label, _console_target())
+    def _print(self, handle: EngineRunHandle) -> None:
+        from nexus.ledger import new_ulid
+        from nexus.streaming.events import StreamEnd, Token
+        from nexus.streaming.from_engine import EngineEventMapper
 
-            line_open = False
+        mapper = EngineEventMapper(f"run-{new_ulid()}", handle.request.session_label, _console_target())
+        line_open = False
 
-            def on_event(event: object) -> None:
-                nonlocal line_open
-                for mapped in mapper.map(getattr(event, "event", event)):
-                    if type(mapped) is Token:
-                        self.out.write(mapped.text)
-                        self.out.flush()
-                        self.printed = line_open = True
-                    elif type(mapped) is StreamEnd and not mapped.final and line_open:
-                        self.out.write("\n")  # text before a tool call, then the next model call's text
-                        line_open = False
+        def on_event(event: object) -> None:
+            nonlocal line_open
+            for mapped in mapper.map(getattr(event, "event", event)):
+                if type(mapped) is Token:
+                    self.out.write(mapped.text)
+                    self.out.flush()
+                    self.printed = line_open = True
+                elif type(mapped) is StreamEnd and not mapped.final and line_open:
+                    self.out.write("\n")  # text before a tool call, then the next model call's text
+                    line_open = False
 
-            handle.on_event(on_event)
-
-    def watch(self, item_id: str) -> None:
-        """The item whose run to print (known once ``send`` returned)."""
-        self.item_id = item_id
-        pending, self._pending = self._pending, []
-        for handle in pending:
-            self.on_run(handle)
+        handle.on_event(on_event)
 
     def end(self) -> None:
         """End the printed reply with a newline (when anything was printed)."""

@@ -25,7 +25,7 @@ EXIT_INTERRUPTED = 130
 
 def agent_chat(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
     """Run the chat loop with agent ``args.agent`` until /exit, end of input or Ctrl-C at the prompt."""
-    from nexus.broker.host import broker_lock, build_broker, start_broker
+    from nexus.broker.host import broker_lock, running_broker
     from nexus.cli.send_cmd import _check_names, _config, _open_ledger
     from nexus.errors import NexusError
 
@@ -42,9 +42,7 @@ def agent_chat(args: argparse.Namespace, stdin: TextIO | None = None, stdout: Te
         async def loop() -> int:
             from nexus.broker import AgentMessage, new_message_id
 
-            broker = build_broker(config, ledger, scope={args.agent})
-            await start_broker(config, broker)
-            try:
+            async with running_broker(config, ledger, scope={args.agent}) as broker:
                 _check_names(config, ledger, AgentMessage("check", "user", args.agent, "x"))
                 print(f"talking to agent {args.agent} (Ctrl-C stops a reply, Ctrl-D leaves)", file=sys.stderr)
                 while True:
@@ -56,8 +54,6 @@ def agent_chat(args: argparse.Namespace, stdin: TextIO | None = None, stdout: Te
                         continue
                     message = AgentMessage(new_message_id(), "user", args.agent, text)
                     await _one_turn(broker, message, sink)
-            finally:
-                await broker.close()
 
         try:
             return asyncio.run(loop())

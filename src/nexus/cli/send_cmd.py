@@ -54,7 +54,7 @@ def send_command(args: argparse.Namespace) -> int:
 
 def drain_command(args: argparse.Namespace) -> int:
     """Run ``nexus queue drain``: every queue until all are empty."""
-    from nexus.broker.host import broker_lock, build_broker, start_broker
+    from nexus.broker.host import broker_lock, running_broker
 
     config = _config(args)
     with _open_ledger(config) as ledger, broker_lock(config) as held:
@@ -63,42 +63,37 @@ def drain_command(args: argparse.Namespace) -> int:
             return 1
 
         async def drain() -> int:
-            broker = build_broker(config, ledger)
-            await start_broker(config, broker)
-            pending = sum(a.queue_depth for a in broker.list_agents())
-            print(f"draining {pending} queued message{'s' if pending != 1 else ''}", file=sys.stderr)
-            await broker.wait_until_idle()
-            await broker.close()
+            async with running_broker(config, ledger) as broker:
+                pending = sum(a.queue_depth for a in broker.list_agents())
+                print(f"draining {pending} queued message{'s' if pending != 1 else ''}", file=sys.stderr)
+                await broker.wait_until_idle()
             return 0
 
         return asyncio.run(drain())
 
 
 async def _send(config: NexusConfig, ledger: Ledger, message: AgentMessage, mode: str | None, args: Any) -> int:
-    from nexus.broker.host import broker_lock, build_broker, start_broker
+    from nexus.broker.host import broker_lock, running_broker
     from nexus.cli._deliver import Delivery, LiveReply, parse_target
 
     delivery = Delivery(config, parse_target(args.deliver, config)) if getattr(args, "deliver", None) else None
     live = LiveReply(sys.stdout) if args.wait and not args.json else None  # the reply streams as it is written
 
     def on_run(handle: EngineRunHandle) -> None:
-        if delivery is not None:
-            delivery.on_run(handle)
-        if live is not None:
-            live.on_run(handle)
+        for watcher in (delivery, live):
+            if watcher is not None:
+                watcher.runs.on_run(handle)
 
     with broker_lock(config) as held:
         if held:
-            broker = build_broker(config, ledger, scope={message.to}, on_run=on_run)
-            await start_broker(config, broker)
-            receipt = await broker.send(message, mode)
-            _say_accepted(receipt.message_id, receipt.queue_item_id, receipt.duplicate, args)
-            for watcher in (delivery, live):
-                if watcher is not None:
-                    watcher.watch(receipt.queue_item_id)
-            await broker.wait_until_idle()
-            report = await delivery.finish() if delivery is not None else None
-            await broker.close()
+            async with running_broker(config, ledger, scope={message.to}, on_run=on_run) as broker:
+                receipt = await broker.send(message, mode)
+                _say_accepted(receipt.message_id, receipt.queue_item_id, receipt.duplicate, args)
+                for watcher in (delivery, live):
+                    if watcher is not None:
+                        watcher.runs.watch(receipt.queue_item_id)
+                await broker.wait_until_idle()
+                report = await delivery.finish() if delivery is not None else None
             if live is not None:
                 live.end()
             code = _report(ledger, receipt.queue_item_id, args, reply_shown=live is not None and live.printed)
@@ -185,16 +180,14 @@ async def _watch(
     config: NexusConfig, ledger: Ledger, store: Any, message: AgentMessage, item_id: str, args: Any
 ) -> int:
     """Wait for a turn to consume the item; take over the conversation if the other broker goes away."""
-    from nexus.broker.host import broker_lock, build_broker, start_broker
+    from nexus.broker.host import broker_lock, running_broker
 
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     while (item := store.get_item(item_id)) is not None and item.status in ("queued", "processing"):
         with broker_lock(config) as held:
             if held:  # the other broker is gone: run the conversation in this process
-                broker = build_broker(config, ledger, scope={message.to})
-                await start_broker(config, broker)
-                await broker.wait_until_idle()
-                await broker.close()
+                async with running_broker(config, ledger, scope={message.to}) as broker:
+                    await broker.wait_until_idle()
                 continue
         if deadline is not None and time.monotonic() > deadline:
             print(f"nexus: error: no reply within {args.timeout} s (the message stays queued)", file=sys.stderr)
