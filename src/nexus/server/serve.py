@@ -57,12 +57,12 @@ async def serve(
     config: NexusConfig, ledger: Ledger, settings: ServerConfig, *, stream_fn: StreamFn | None = None
 ) -> int:
     """Run until SIGTERM/SIGINT; the caller holds the broker lock. Returns the exit code."""
-    from nexus.broker.host import start_broker
+    from nexus.broker.host import build_broker_and_runner, start_broker
     from nexus.server._event_hub import EventHub
     from nexus.server._state import ServerState
     from nexus.server.app import create_app
 
-    broker, runner = _build(config, ledger, stream_fn)
+    broker, runner = build_broker_and_runner(config, ledger, stream_fn=stream_fn)
     loop = asyncio.get_running_loop()
     server: NexusUvicorn | None = None
     stopping: list[asyncio.Task[None]] = []
@@ -142,10 +142,3 @@ def _store(ledger: Ledger) -> Any:
     from nexus.ledger.broker_store import BrokerStore
 
     return BrokerStore(ledger.database)
-
-
-def _build(config: NexusConfig, ledger: Ledger, stream_fn: StreamFn | None) -> tuple[AgentBroker, Any]:
-    """The broker on the engine, as :func:`nexus.broker.host.build_broker` builds it, keeping its runner."""
-    from nexus.broker.host import build_broker_and_runner
-
-    return build_broker_and_runner(config, ledger, stream_fn=stream_fn)
