@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from nexus.config import BUILTIN_TOOL_NAMES, TOOL_GROUPS, ToolPolicy, parse_config
-from nexus.engine.tool_policy import TOOL_GROUPS as ENGINE_GROUPS
-from nexus.engine.tool_policy import filter_tools, is_tool_allowed
+from nexus.engine.assembly.tool_policy import TOOL_GROUPS as ENGINE_GROUPS
+from nexus.engine.assembly.tool_policy import filter_tools, is_tool_allowed
 from nexus.errors import ConfigError
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from nexus.config import load_config
 from nexus.engine import SessionCompaction, compact_session
-from nexus.engine.compaction import SUMMARY_PREFIX, SUMMARY_SYSTEM_PROMPT, CompactionError
+from nexus.engine.assembly.compaction import SUMMARY_PREFIX, SUMMARY_SYSTEM_PROMPT, CompactionError
 from nexus.engine.failover import ProfileCooldowns
 from nexus.engine.runner import EngineEnv
 from nexus.engine.session_lock import session_lock

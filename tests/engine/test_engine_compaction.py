@@ -24,7 +24,7 @@ from nexus.engine import (
     summarize,
     truncate_tool_results,
 )
-from nexus.engine._window import ContextWindow
+from nexus.engine.assembly._window import ContextWindow
 from nexus.llm.events import AssistantMessageEvent, DoneEvent, ErrorEvent
 from nexus.llm.options import StreamOptions
 from nexus.llm.types import (

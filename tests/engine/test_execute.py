@@ -326,8 +326,8 @@ async def test_stale_context_is_refused_and_nothing_is_stored(ledger: Ledger) ->
 
 
 def test_window_token_estimate_matches_budget_rules_and_follows_changes() -> None:
-    from nexus.engine._window import ContextWindow
-    from nexus.engine.budget import estimate_context_tokens
+    from nexus.engine.assembly._window import ContextWindow
+    from nexus.engine.assembly.budget import estimate_context_tokens
     from nexus.engine.types import TokenBudget
     from nexus.llm.types import TextContent, Usage
 

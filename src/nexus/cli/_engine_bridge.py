@@ -94,7 +94,7 @@ async def call_engine(
 
     env = runtime.engine_env()
     bridge = RenderBridge(renderer)
-    from nexus.engine.context import local_timezone
+    from nexus.engine.assembly.context import local_timezone
     from nexus.engine.session_lock import run_lock
     from nexus.ledger import TurnNotSavedError
 

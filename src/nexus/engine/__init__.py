@@ -7,18 +7,15 @@ pieces the run loop is made of; each works on plain ``nexus.llm`` data and can b
 
 from __future__ import annotations
 
-from nexus.engine.bootstrap import BOOTSTRAP_FILES, BootstrapFile, load_bootstrap_files, scaffold_workspace
-from nexus.engine.budget import (
+from nexus.engine.assembly.bootstrap import BOOTSTRAP_FILES, BootstrapFile, load_bootstrap_files, scaffold_workspace
+from nexus.engine.assembly.budget import (
     compute_budget,
     estimate_context_tokens,
     estimate_message_tokens,
     estimate_tokens,
     should_compact,
 )
-
-# imported eagerly (it is light): the function must shadow its module's name on the package
-from nexus.engine.compact_session import CompactionStatus, SessionCompaction, compact_session
-from nexus.engine.compaction import (
+from nexus.engine.assembly.compaction import (
     CompactionError,
     CompactionOutcome,
     CompactionPlan,
@@ -30,17 +27,20 @@ from nexus.engine.compaction import (
     summary_message,
     truncate_tool_results,
 )
-from nexus.engine.context import (
+from nexus.engine.assembly.context import (
     EventContext,
     PromptOptions,
     assemble_context,
     build_current_message,
     local_timezone,
 )
+from nexus.engine.assembly.repair import MISSING_RESULT_TEXT, repair_transcript, repair_transform, truncate_result
+from nexus.engine.assembly.system_prompt import RuntimeInfo, SystemPromptSection, build_system_prompt
+from nexus.engine.assembly.tool_policy import TOOL_GROUPS, filter_tools, is_tool_allowed
+
+# imported eagerly (it is light): the function must shadow its module's name on the package
+from nexus.engine.compact_session import CompactionStatus, SessionCompaction, compact_session
 from nexus.engine.failover import ROTATE_KINDS, SHARED_COOLDOWNS, ProfileCooldowns, failover_stream
-from nexus.engine.repair import MISSING_RESULT_TEXT, repair_transcript, repair_transform, truncate_result
-from nexus.engine.system_prompt import RuntimeInfo, SystemPromptSection, build_system_prompt
-from nexus.engine.tool_policy import TOOL_GROUPS, filter_tools, is_tool_allowed
 from nexus.engine.types import (
     AgentError,
     AgentErrorKind,

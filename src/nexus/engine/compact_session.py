@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
-from nexus.engine.budget import estimate_tokens
-from nexus.engine.compaction import compact
+from nexus.engine.assembly.budget import estimate_tokens
+from nexus.engine.assembly.compaction import compact
 from nexus.engine.types import CompactionEndEvent, CompactionResult, CompactionStartEvent, EngineEvent
 
 if TYPE_CHECKING:
@@ -115,8 +115,8 @@ async def _compact_locked(
     signal: AbortSignal | None,
 ) -> SessionCompaction:
     """The compaction itself, with the session lock held: history → summary → compaction turn."""
-    from nexus.engine._window import stored_summary
-    from nexus.engine.compaction import CompactionError
+    from nexus.engine.assembly._window import stored_summary
+    from nexus.engine.assembly.compaction import CompactionError
     from nexus.engine.failover import failover_stream
 
     def emit(event: EngineEvent) -> None:

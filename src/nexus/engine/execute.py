@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from nexus.agent.steering import SteeringQueue, SteerMode, SteerReceipt
 from nexus.config._profile import ResolvedProfile
 from nexus.engine._run import EngineRun, EngineStreamEvent, options_for
-from nexus.engine._sessions import SessionCache
+from nexus.engine.assembly._sessions import SessionCache
 from nexus.engine.callbacks import EngineCallbacks, callbacks_listener
 from nexus.engine.events import EventChannel, ExecutionEvent, ExecutionState, Subscription
 from nexus.engine.failover import ProfileCooldowns, failover_stream

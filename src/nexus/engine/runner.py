@@ -17,10 +17,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from nexus.config._profile import ResolvedProfile
-from nexus.engine._sessions import SessionStates
-from nexus.engine.bootstrap import scaffold_workspace
+from nexus.engine.assembly._sessions import SessionStates
+from nexus.engine.assembly.bootstrap import scaffold_workspace
+from nexus.engine.assembly.context import EventContext, PromptOptions, assemble_context, build_current_message
 from nexus.engine.callbacks import EngineCallbacks
-from nexus.engine.context import EventContext, PromptOptions, assemble_context, build_current_message
 from nexus.engine.failover import ProfileCooldowns
 from nexus.engine.session_lock import run_lock
 from nexus.engine.spawn import SPAWN_TOOL_NAME, spawn_agent_tool

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from nexus.engine._sessions import DEFAULT_MAX_BYTES, SessionStates
+from nexus.engine.assembly._sessions import DEFAULT_MAX_BYTES, SessionStates
 from nexus.engine.failover import ProfileCooldowns
 from nexus.engine.types import AgentResult, AgentRole, EngineLimits
 from nexus.errors import NexusError
@@ -24,8 +24,8 @@ from nexus.llm.types import ImageContent, Model, UserMessage
 if TYPE_CHECKING:
     from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
     from nexus.config import NexusConfig
+    from nexus.engine.assembly.context import EventContext
     from nexus.engine.callbacks import EngineCallbacks
-    from nexus.engine.context import EventContext
     from nexus.engine.execute import Execution
     from nexus.engine.runner import EngineEnv
     from nexus.engine.spawn import RunScope
@@ -178,7 +178,7 @@ class Runtime:
         ctx = env.assemble(message, session=label, model=model, images=images, event=event, signal=signal,
                            role=spec.role)  # fmt: skip
         if spec.tools is not None:
-            from nexus.engine.tool_policy import filter_tools
+            from nexus.engine.assembly.tool_policy import filter_tools
 
             ctx.tools = filter_tools(ctx.tools, list(spec.tools)) if spec.tools else []
         if spec.system_prompt:
