@@ -142,7 +142,7 @@ def make_env(home: Path, stream_fn: StreamFn) -> Any:
 
 
 async def in_process_rows(turns: int, stream_fn: StreamFn) -> dict[str, float]:
-    from nexus.engine.execute import execute
+    from nexus.engine.execution.execute import execute
     from nexus.engine.types import new_id
 
     rows: dict[str, float] = {}

@@ -9,9 +9,9 @@ import pytest
 from nexus.config import load_config
 from nexus.engine import SessionCompaction, compact_session
 from nexus.engine.assembly.compaction import SUMMARY_PREFIX, SUMMARY_SYSTEM_PROMPT, CompactionError
-from nexus.engine.failover import ProfileCooldowns
+from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.engine.runner import EngineEnv
-from nexus.engine.session_lock import session_lock
+from nexus.engine.execution.session_lock import session_lock
 from nexus.engine.types import CompactionEndEvent, CompactionStartEvent, EngineEvent
 from nexus.ledger import Ledger, SessionNotFound
 from nexus.llm.abort import AbortSignal

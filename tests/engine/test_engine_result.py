@@ -57,7 +57,7 @@ async def test_every_compaction_of_a_run_is_in_the_result_with_turn_ids(ledger: 
 
 
 async def test_run_without_ledger_numbers_messages_by_ordinal(ledger: Ledger) -> None:
-    from nexus.engine.execute import execute
+    from nexus.engine.execution.execute import execute
 
     scripted = ScriptedModel([text("no ledger")])
     env = _env(ledger, scripted)

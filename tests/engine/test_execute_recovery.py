@@ -16,7 +16,7 @@ from nexus.engine import (
     ProfileCooldowns,
     RetryEvent,
 )
-from nexus.engine.callbacks import EngineCallbacks
+from nexus.engine.execution.callbacks import EngineCallbacks
 from nexus.engine.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.llm.types import Model, ToolResultMessage, UserMessage

@@ -19,7 +19,7 @@ from nexus.engine import (
     WaitEvent,
     failover_stream,
 )
-from nexus.engine.failover import QUICK_RETRY_S
+from nexus.engine.execution.failover import QUICK_RETRY_S
 from nexus.llm.events import DoneEvent, ErrorEvent
 from nexus.llm.types import Context, Model, UserMessage
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from nexus.config import load_config
 from nexus.engine import EngineLimits, ProfileCooldowns
-from nexus.engine.execute import execute
+from nexus.engine.execution.execute import execute
 from nexus.engine.runner import EngineEnv
 from nexus.engine.spawn import CURRENT_RUN, RunScope, spawn_agent_tool, worker_label
 from nexus.ledger import Ledger

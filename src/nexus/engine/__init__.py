@@ -40,7 +40,7 @@ from nexus.engine.assembly.tool_policy import TOOL_GROUPS, filter_tools, is_tool
 
 # imported eagerly (it is light): the function must shadow its module's name on the package
 from nexus.engine.compact_session import CompactionStatus, SessionCompaction, compact_session
-from nexus.engine.failover import ROTATE_KINDS, SHARED_COOLDOWNS, ProfileCooldowns, failover_stream
+from nexus.engine.execution.failover import ROTATE_KINDS, SHARED_COOLDOWNS, ProfileCooldowns, failover_stream
 from nexus.engine.types import (
     AgentError,
     AgentErrorKind,
@@ -131,34 +131,34 @@ __all__ = [
 # ``import nexus.engine`` stays cheap for code that only needs the building blocks.
 
 _EXECUTION_NAMES: dict[str, str] = {
-    "AgentPhase": "nexus.engine.callbacks",
-    "EngineCallbacks": "nexus.engine.callbacks",
-    "ToolStatus": "nexus.engine.callbacks",
-    "EngineExecution": "nexus.engine.execute",
-    "Execution": "nexus.engine.execute",
+    "AgentPhase": "nexus.engine.execution.callbacks",
+    "EngineCallbacks": "nexus.engine.execution.callbacks",
+    "ToolStatus": "nexus.engine.execution.callbacks",
+    "EngineExecution": "nexus.engine.execution.execute",
+    "Execution": "nexus.engine.execution.execute",
     "Runtime": "nexus.engine.runtime",
     "AgentSpec": "nexus.engine.runtime",
     "Spawner": "nexus.engine.runtime",
     "EngineSpawner": "nexus.engine.runtime",
     "SessionBusyError": "nexus.engine.runtime",
-    "ExecutionEvent": "nexus.engine.events",
-    "ExecutionState": "nexus.engine.events",
-    "Subscription": "nexus.engine.events",
-    "RunStartEvent": "nexus.engine.events",
-    "RunEndEvent": "nexus.engine.events",
-    "StateEvent": "nexus.engine.events",
-    "ReplyDelta": "nexus.engine.events",
-    "ReasoningDelta": "nexus.engine.events",
-    "SteerEvent": "nexus.engine.events",
+    "ExecutionEvent": "nexus.engine.execution.events",
+    "ExecutionState": "nexus.engine.execution.events",
+    "Subscription": "nexus.engine.execution.events",
+    "RunStartEvent": "nexus.engine.execution.events",
+    "RunEndEvent": "nexus.engine.execution.events",
+    "StateEvent": "nexus.engine.execution.events",
+    "ReplyDelta": "nexus.engine.execution.events",
+    "ReasoningDelta": "nexus.engine.execution.events",
+    "SteerEvent": "nexus.engine.execution.events",
     "SteerReceipt": "nexus.agent.steering",
     "SteerMode": "nexus.agent.steering",
-    "EngineStreamEvent": "nexus.engine.execute",
-    "execute": "nexus.engine.execute",
+    "EngineStreamEvent": "nexus.engine.execution.execute",
+    "execute": "nexus.engine.execution.execute",
     "EngineEnv": "nexus.engine.runner",
     "limits_from_config": "nexus.engine.runner",
     "resolve_model": "nexus.engine.runner",
     "run_agent": "nexus.engine.runner",
-    "session_lock": "nexus.engine.session_lock",
+    "session_lock": "nexus.engine.execution.session_lock",
     "SPAWN_TOOL_NAME": "nexus.engine.spawn",
     "spawn_agent_tool": "nexus.engine.spawn",
 }

@@ -93,7 +93,7 @@ async def compact_session(
     for an unknown session, ``CompactionError`` when summarising fails, ``ConfigError`` when
     no model can be called.
     """
-    from nexus.engine.session_lock import run_lock
+    from nexus.engine.execution.session_lock import run_lock
 
     ledger = env.ledger
     label = ledger.resolve_session(session_label).label  # SessionNotFound before anything else
@@ -117,7 +117,7 @@ async def _compact_locked(
     """The compaction itself, with the session lock held: history → summary → compaction turn."""
     from nexus.engine.assembly._window import stored_summary
     from nexus.engine.assembly.compaction import CompactionError
-    from nexus.engine.failover import failover_stream
+    from nexus.engine.execution.failover import failover_stream
 
     def emit(event: EngineEvent) -> None:
         if on_event is not None:
@@ -177,7 +177,7 @@ def _write(env: EngineEnv, label: str, history: list[Message], offset: int, resu
     The turn holds no messages; the summariser's tokens are counted in the compaction row
     (``summarization_*_tokens``), not as turn usage, as for a compaction inside a run.
     """
-    from nexus.engine.ledger_map import compaction_record, history_turn_ids
+    from nexus.engine.execution.ledger_map import compaction_record, history_turn_ids
 
     owners = history_turn_ids(env.ledger, label, history)
     record = compaction_record(result, cut=offset + result.first_kept_index, turn_id="", owners=owners)

@@ -5,7 +5,7 @@ stream function, auth-profile cooldowns, limits). ``env.assemble(...)`` builds a
 :class:`AssembledContext` for a session (system prompt with the workspace's bootstrap
 files, history from the ledger, the current message with its event context, the tools the
 policy allows plus ``spawn_agent`` while the depth allows, model, budget); ``env.start(ctx)``
-runs it through :func:`~nexus.engine.execute.execute` with the configured fallbacks and
+runs it through :func:`~nexus.engine.execution.execute.execute` with the configured fallbacks and
 profiles. :func:`run_agent` does all of that in one call.
 """
 
@@ -20,9 +20,9 @@ from nexus.config._profile import ResolvedProfile
 from nexus.engine.assembly._sessions import SessionStates
 from nexus.engine.assembly.bootstrap import scaffold_workspace
 from nexus.engine.assembly.context import EventContext, PromptOptions, assemble_context, build_current_message
-from nexus.engine.callbacks import EngineCallbacks
-from nexus.engine.failover import ProfileCooldowns
-from nexus.engine.session_lock import run_lock
+from nexus.engine.execution.callbacks import EngineCallbacks
+from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.execution.session_lock import run_lock
 from nexus.engine.spawn import SPAWN_TOOL_NAME, spawn_agent_tool
 from nexus.engine.types import AgentResult, AgentRole, AssembledContext, EngineLimits, ThinkingConfig
 from nexus.ledger.records import DEFAULT_SESSION
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from nexus.agent.tool_types import AgentTool
     from nexus.config import NexusConfig
     from nexus.engine.compact_session import SessionCompaction
-    from nexus.engine.execute import Execution
+    from nexus.engine.execution.execute import Execution
     from nexus.engine.runtime import Spawner
     from nexus.engine.types import EngineEvent
     from nexus.ledger import Ledger
@@ -356,7 +356,7 @@ class EngineEnv:
         agent_id: str = "",
     ) -> Execution:
         """Run ``ctx`` with the configured fallback chain, auth profiles, cooldowns and limits."""
-        from nexus.engine.execute import execute
+        from nexus.engine.execution.execute import execute
 
         primary = model or self.model(f"{ctx.provider}/{ctx.model}")
         fallbacks = self.fallback_models(primary)

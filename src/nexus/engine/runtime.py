@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from nexus.engine.assembly._sessions import DEFAULT_MAX_BYTES, SessionStates
-from nexus.engine.failover import ProfileCooldowns
+from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.engine.types import AgentResult, AgentRole, EngineLimits
 from nexus.errors import NexusError
 from nexus.llm.types import ImageContent, Model, UserMessage
@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
     from nexus.config import NexusConfig
     from nexus.engine.assembly.context import EventContext
-    from nexus.engine.callbacks import EngineCallbacks
-    from nexus.engine.execute import Execution
+    from nexus.engine.execution.callbacks import EngineCallbacks
+    from nexus.engine.execution.execute import Execution
     from nexus.engine.runner import EngineEnv
     from nexus.engine.spawn import RunScope
     from nexus.ledger import Ledger
@@ -204,7 +204,7 @@ class Runtime:
     ) -> AgentResult:
         """:meth:`start` under the cross-process session lock, and the result (the one-call form)."""
         from nexus.engine.runner import aborted_before_start
-        from nexus.engine.session_lock import run_lock
+        from nexus.engine.execution.session_lock import run_lock
 
         label = self.ledger.ensure_session(session).label
         async with run_lock(self.ledger, label, signal=signal) as held:

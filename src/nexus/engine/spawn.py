@@ -22,7 +22,7 @@ from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.llm.abort import AbortSignal
 
 if TYPE_CHECKING:
-    from nexus.engine.callbacks import EngineCallbacks
+    from nexus.engine.execution.callbacks import EngineCallbacks
     from nexus.engine.runner import EngineEnv
     from nexus.ledger import Ledger
     from nexus.llm.types import Model
@@ -171,7 +171,7 @@ def _progress(session: str, on_update: ToolUpdateFn | None) -> EngineCallbacks |
     """Callbacks that turn the worker's tool starts and ends into progress lines of the spawn call."""
     if on_update is None:
         return None
-    from nexus.engine.callbacks import EngineCallbacks
+    from nexus.engine.execution.callbacks import EngineCallbacks
 
     def tool_status(call_id: str, name: str, status: str, summary: str | None) -> None:
         on_update(AgentToolResult.text(f"[{session}] {name}: {status}", details={"spawned_session_label": session}))

@@ -32,11 +32,11 @@ from nexus.agent import (
 )
 from nexus.agent import AgentMessage as LoopMessage
 from nexus.agent.steering import SteeringQueue, SteerMode, SteerReceipt
-from nexus.engine._journal import TurnJournal
+from nexus.engine.execution._journal import TurnJournal
 from nexus.engine.assembly._sessions import SessionCache
 from nexus.engine.assembly._window import ContextWindow
 from nexus.engine.assembly.repair import truncate_result
-from nexus.engine.events import (
+from nexus.engine.execution.events import (
     EventChannel,
     ExecutionState,
     ReasoningDelta,
@@ -46,7 +46,7 @@ from nexus.engine.events import (
     StateEvent,
     SteerEvent,
 )
-from nexus.engine.ledger_map import compaction_record, history_turn_ids, spawned_label, write_result
+from nexus.engine.execution.ledger_map import compaction_record, history_turn_ids, spawned_label, write_result
 from nexus.engine.spawn import CURRENT_RUN, RunScope
 from nexus.engine.types import (
     AgentError,

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 
 from nexus.agent.steering import SteeringQueue, SteerMode, SteerReceipt
 from nexus.config._profile import ResolvedProfile
-from nexus.engine._run import EngineRun, EngineStreamEvent, options_for
+from nexus.engine.execution._run import EngineRun, EngineStreamEvent, options_for
 from nexus.engine.assembly._sessions import SessionCache
-from nexus.engine.callbacks import EngineCallbacks, callbacks_listener
-from nexus.engine.events import EventChannel, ExecutionEvent, ExecutionState, Subscription
-from nexus.engine.failover import ProfileCooldowns, failover_stream
+from nexus.engine.execution.callbacks import EngineCallbacks, callbacks_listener
+from nexus.engine.execution.events import EventChannel, ExecutionEvent, ExecutionState, Subscription
+from nexus.engine.execution.failover import ProfileCooldowns, failover_stream
 from nexus.engine.types import AgentResult, AssembledContext, EngineLimits, TokenBudget
 from nexus.llm.options import StreamFn, StreamOptions
 from nexus.llm.types import Model, UserMessage
@@ -42,7 +42,7 @@ class Execution:
     - ``state``: ``starting | streaming | tools | compacting | finishing | done``; ``await
       wait_state_change()`` or watch ``state`` events.
     - ``subscribe()`` / ``on_event(listener)``: the run's one event channel (see
-      :mod:`nexus.engine.events`); ``events()`` is ``subscribe()`` for ``async for``.
+      :mod:`nexus.engine.execution.events`); ``events()`` is ``subscribe()`` for ``async for``.
     """
 
     __slots__ = ("_run", "_task")
