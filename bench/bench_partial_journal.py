@@ -34,7 +34,7 @@ import _machine
 from nexus.config import load_config
 from nexus.engine import ProfileCooldowns
 from nexus.engine import _journal as journal_module
-from nexus.engine.runner import EngineEnv
+from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.llm.events import AssistantMessageEvent, DoneEvent, StartEvent, TextDeltaEvent, TextStartEvent
 from nexus.llm.options import StreamOptions

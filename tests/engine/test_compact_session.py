@@ -10,9 +10,9 @@ from nexus.config import load_config
 from nexus.engine import SessionCompaction, compact_session
 from nexus.engine.assembly.compaction import SUMMARY_PREFIX, SUMMARY_SYSTEM_PROMPT, CompactionError
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.engine.runner import EngineEnv
 from nexus.engine.execution.session_lock import session_lock
 from nexus.engine.types import CompactionEndEvent, CompactionStartEvent, EngineEvent
+from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger, SessionNotFound
 from nexus.llm.abort import AbortSignal
 from nexus.llm.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, UserMessage

@@ -10,7 +10,7 @@ from nexus.config import load_config
 from nexus.engine import ProfileCooldowns
 from nexus.engine.execution.callbacks import EngineCallbacks, callbacks_listener
 from nexus.engine.execution.events import EventChannel, ReplyDelta, RunStartEvent
-from nexus.engine.runner import EngineEnv
+from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text, tool_call

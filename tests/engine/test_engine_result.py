@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from nexus.config import load_config
 from nexus.engine import EngineLimits, ProfileCooldowns
-from nexus.engine.runner import EngineEnv
+from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.llm.types import Model
 from nexus.testing import ScriptedModel

@@ -14,7 +14,7 @@ from nexus.config import load_config
 from nexus.engine import AssembledContext, EngineLimits, ProfileCooldowns
 from nexus.engine.execution.callbacks import EngineCallbacks
 from nexus.engine.execution.execute import execute
-from nexus.engine.runner import EngineEnv, run_agent
+from nexus.engine.wiring.runner import EngineEnv, run_agent
 from nexus.ledger import Ledger
 from nexus.llm.abort import AbortSignal
 from nexus.llm.types import AssistantMessage, ToolResultMessage, UserMessage

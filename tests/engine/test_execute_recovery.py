@@ -17,7 +17,7 @@ from nexus.engine import (
     RetryEvent,
 )
 from nexus.engine.execution.callbacks import EngineCallbacks
-from nexus.engine.runner import EngineEnv
+from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.llm.types import Model, ToolResultMessage, UserMessage
 from nexus.testing import FakeProviderServer, ScriptedModel

@@ -23,7 +23,7 @@ import pytest
 
 from nexus.config import bundled_smollm2_weights, parse_config
 from nexus.engine.assembly.system_prompt import MINIMAL_IDENTITY
-from nexus.engine.runner import EngineEnv, resolve_model
+from nexus.engine.wiring.runner import EngineEnv, resolve_model
 from nexus.ledger import Ledger
 from nexus.llm.options import StreamOptions
 from nexus.llm.providers import llama_cpp

@@ -13,7 +13,7 @@ from nexus.adapters.manager import AdapterManager
 from nexus.adapters.types import DeliveryTarget
 from nexus.config import AdapterConfig, load_config
 from nexus.engine import AgentResult, ProfileCooldowns
-from nexus.engine.runner import EngineEnv
+from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.streaming.from_engine import execution_events
 from nexus.streaming.router import DeliveryReport, StreamRouter

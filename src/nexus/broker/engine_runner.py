@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from nexus.broker.broker import AgentBroker
     from nexus.engine.execution.events import ExecutionEvent
     from nexus.engine.execution.execute import EngineExecution
-    from nexus.engine.runner import EngineEnv
     from nexus.engine.types import AgentResult, AgentRole
+    from nexus.engine.wiring.runner import EngineEnv
 
 
 @dataclass(slots=True)

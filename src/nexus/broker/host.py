@@ -80,7 +80,7 @@ def build_broker_and_runner(
     on_run: Callable[[EngineRunHandle], object] | None = None,
 ) -> tuple[AgentBroker, EngineRunner]:
     """:func:`build_broker`, also returning the runner (the server watches its runs)."""
-    from nexus.engine.runner import EngineEnv
+    from nexus.engine.wiring.runner import EngineEnv
     from nexus.ledger.broker_store import BrokerStore
 
     # turns a killed process left open are closed (aborted, with what they journaled) before the

@@ -37,9 +37,6 @@ from nexus.engine.assembly.context import (
 from nexus.engine.assembly.repair import MISSING_RESULT_TEXT, repair_transcript, repair_transform, truncate_result
 from nexus.engine.assembly.system_prompt import RuntimeInfo, SystemPromptSection, build_system_prompt
 from nexus.engine.assembly.tool_policy import TOOL_GROUPS, filter_tools, is_tool_allowed
-
-# imported eagerly (it is light): the function must shadow its module's name on the package
-from nexus.engine.compact_session import CompactionStatus, SessionCompaction, compact_session
 from nexus.engine.execution.failover import ROTATE_KINDS, SHARED_COOLDOWNS, ProfileCooldowns, failover_stream
 from nexus.engine.types import (
     AgentError,
@@ -61,6 +58,9 @@ from nexus.engine.types import (
     agent_error_from_message,
     new_id,
 )
+
+# imported eagerly (it is light): the function must shadow its module's name on the package
+from nexus.engine.wiring.compact_session import CompactionStatus, SessionCompaction, compact_session
 from nexus.ledger.records import SUMMARY_PREFIX
 
 __all__ = [
@@ -136,11 +136,11 @@ _EXECUTION_NAMES: dict[str, str] = {
     "ToolStatus": "nexus.engine.execution.callbacks",
     "EngineExecution": "nexus.engine.execution.execute",
     "Execution": "nexus.engine.execution.execute",
-    "Runtime": "nexus.engine.runtime",
-    "AgentSpec": "nexus.engine.runtime",
-    "Spawner": "nexus.engine.runtime",
-    "EngineSpawner": "nexus.engine.runtime",
-    "SessionBusyError": "nexus.engine.runtime",
+    "Runtime": "nexus.engine.wiring.runtime",
+    "AgentSpec": "nexus.engine.wiring.runtime",
+    "Spawner": "nexus.engine.wiring.runtime",
+    "EngineSpawner": "nexus.engine.wiring.runtime",
+    "SessionBusyError": "nexus.engine.wiring.runtime",
     "ExecutionEvent": "nexus.engine.execution.events",
     "ExecutionState": "nexus.engine.execution.events",
     "Subscription": "nexus.engine.execution.events",
@@ -154,13 +154,13 @@ _EXECUTION_NAMES: dict[str, str] = {
     "SteerMode": "nexus.agent.steering",
     "EngineStreamEvent": "nexus.engine.execution.execute",
     "execute": "nexus.engine.execution.execute",
-    "EngineEnv": "nexus.engine.runner",
-    "limits_from_config": "nexus.engine.runner",
-    "resolve_model": "nexus.engine.runner",
-    "run_agent": "nexus.engine.runner",
+    "EngineEnv": "nexus.engine.wiring.runner",
+    "limits_from_config": "nexus.engine.wiring.runner",
+    "resolve_model": "nexus.engine.wiring.runner",
+    "run_agent": "nexus.engine.wiring.runner",
     "session_lock": "nexus.engine.execution.session_lock",
-    "SPAWN_TOOL_NAME": "nexus.engine.spawn",
-    "spawn_agent_tool": "nexus.engine.spawn",
+    "SPAWN_TOOL_NAME": "nexus.engine.wiring.spawn",
+    "spawn_agent_tool": "nexus.engine.wiring.spawn",
 }
 
 __all__ += list(_EXECUTION_NAMES)

@@ -32,10 +32,10 @@ from nexus.agent import (
 )
 from nexus.agent import AgentMessage as LoopMessage
 from nexus.agent.steering import SteeringQueue, SteerMode, SteerReceipt
-from nexus.engine.execution._journal import TurnJournal
 from nexus.engine.assembly._sessions import SessionCache
 from nexus.engine.assembly._window import ContextWindow
 from nexus.engine.assembly.repair import truncate_result
+from nexus.engine.execution._journal import TurnJournal
 from nexus.engine.execution.events import (
     EventChannel,
     ExecutionState,
@@ -47,7 +47,6 @@ from nexus.engine.execution.events import (
     SteerEvent,
 )
 from nexus.engine.execution.ledger_map import compaction_record, history_turn_ids, spawned_label, write_result
-from nexus.engine.spawn import CURRENT_RUN, RunScope
 from nexus.engine.types import (
     AgentError,
     AgentResult,
@@ -59,6 +58,7 @@ from nexus.engine.types import (
     RunStopReason,
     agent_error_from_message,
 )
+from nexus.engine.wiring.spawn import CURRENT_RUN, RunScope
 from nexus.ledger.records import CompactionRecord, StoredMessage, ToolCallRecord
 from nexus.llm.abort import AbortSignal
 from nexus.llm.events import TextDeltaEvent, ThinkingDeltaEvent, ToolCallEndEvent
@@ -76,7 +76,7 @@ from nexus.llm.types import (
 )
 
 if TYPE_CHECKING:
-    from nexus.engine.runner import EngineEnv
+    from nexus.engine.wiring.runner import EngineEnv
     from nexus.ledger import Ledger
 
 log = logging.getLogger("nexus.engine")

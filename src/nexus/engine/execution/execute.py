@@ -5,7 +5,7 @@ profile rotation and model fallback), transcript repair, tool-result truncation,
 compaction (proactive and on overflow), the streaming callbacks, and the Agents Ledger
 (turn opened up front as a crash journal; the streaming reply, each finished message and
 tool call journaled as they come; the final turn written in one transaction).
-``run_agent`` in :mod:`nexus.engine.runner` is the one-call form built on it.
+``run_agent`` in :mod:`nexus.engine.wiring.runner` is the one-call form built on it.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from nexus.agent.steering import SteeringQueue, SteerMode, SteerReceipt
 from nexus.config._profile import ResolvedProfile
-from nexus.engine.execution._run import EngineRun, EngineStreamEvent, options_for
 from nexus.engine.assembly._sessions import SessionCache
+from nexus.engine.execution._run import EngineRun, EngineStreamEvent, options_for
 from nexus.engine.execution.callbacks import EngineCallbacks, callbacks_listener
 from nexus.engine.execution.events import EventChannel, ExecutionEvent, ExecutionState, Subscription
 from nexus.engine.execution.failover import ProfileCooldowns, failover_stream
@@ -26,7 +26,7 @@ from nexus.llm.options import StreamFn, StreamOptions
 from nexus.llm.types import Model, UserMessage
 
 if TYPE_CHECKING:
-    from nexus.engine.runner import EngineEnv
+    from nexus.engine.wiring.runner import EngineEnv
     from nexus.ledger import Ledger
 
 __all__ = ["EngineExecution", "EngineStreamEvent", "Execution", "execute"]

@@ -23,8 +23,8 @@ from nexus.engine.assembly.context import EventContext, PromptOptions, assemble_
 from nexus.engine.execution.callbacks import EngineCallbacks
 from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.engine.execution.session_lock import run_lock
-from nexus.engine.spawn import SPAWN_TOOL_NAME, spawn_agent_tool
 from nexus.engine.types import AgentResult, AgentRole, AssembledContext, EngineLimits, ThinkingConfig
+from nexus.engine.wiring.spawn import SPAWN_TOOL_NAME, spawn_agent_tool
 from nexus.ledger.records import DEFAULT_SESSION
 from nexus.llm.abort import AbortSignal
 from nexus.llm.options import StreamFn, StreamOptions
@@ -35,10 +35,10 @@ if TYPE_CHECKING:
 
     from nexus.agent.tool_types import AgentTool
     from nexus.config import NexusConfig
-    from nexus.engine.compact_session import SessionCompaction
     from nexus.engine.execution.execute import Execution
-    from nexus.engine.runtime import Spawner
     from nexus.engine.types import EngineEvent
+    from nexus.engine.wiring.compact_session import SessionCompaction
+    from nexus.engine.wiring.runtime import Spawner
     from nexus.ledger import Ledger
 
 log = logging.getLogger("nexus.engine")
@@ -386,8 +386,8 @@ class EngineEnv:
         on_event: Callable[[EngineEvent], None] | None = None,
         signal: AbortSignal | None = None,
     ) -> SessionCompaction:
-        """Summarise the older part of ``session`` now (see :func:`~nexus.engine.compact_session.compact_session`)."""
-        from nexus.engine.compact_session import compact_session
+        """Summarise the older part of ``session`` now (see :func:`.compact_session.compact_session`)."""
+        from nexus.engine.wiring.compact_session import compact_session
 
         return await compact_session(session, env=self, focus=focus, model=model, on_event=on_event, signal=signal)
 

@@ -23,7 +23,7 @@ from nexus.llm.abort import AbortSignal
 
 if TYPE_CHECKING:
     from nexus.engine.execution.callbacks import EngineCallbacks
-    from nexus.engine.runner import EngineEnv
+    from nexus.engine.wiring.runner import EngineEnv
     from nexus.ledger import Ledger
     from nexus.llm.types import Model
 
@@ -180,7 +180,7 @@ def _progress(session: str, on_update: ToolUpdateFn | None) -> EngineCallbacks |
 
 
 def spawn_agent_tool() -> AgentTool:
-    """The ``spawn_agent`` tool (offered by :func:`nexus.engine.runner.assemble` while depth < the limit)."""
+    """The ``spawn_agent`` tool (offered by :func:`nexus.engine.wiring.runner.assemble` while depth < the limit)."""
     return AgentTool(
         name=SPAWN_TOOL_NAME,
         description=_DESCRIPTION,

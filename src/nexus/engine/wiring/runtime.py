@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from nexus.engine.assembly.context import EventContext
     from nexus.engine.execution.callbacks import EngineCallbacks
     from nexus.engine.execution.execute import Execution
-    from nexus.engine.runner import EngineEnv
-    from nexus.engine.spawn import RunScope
+    from nexus.engine.wiring.runner import EngineEnv
+    from nexus.engine.wiring.spawn import RunScope
     from nexus.ledger import Ledger
     from nexus.llm.abort import AbortSignal
     from nexus.llm.options import StreamFn
@@ -86,8 +86,8 @@ class EngineSpawner:
         signal: AbortSignal,
         on_update: ToolUpdateFn | None,
     ) -> AgentToolResult:
-        """See :func:`nexus.engine.spawn.run_worker`."""
-        from nexus.engine.spawn import run_worker
+        """See :func:`nexus.engine.wiring.spawn.run_worker`."""
+        from nexus.engine.wiring.spawn import run_worker
 
         assert scope.env is not None
         return await run_worker(scope.env, scope, call_id, task, label, signal, on_update)
@@ -134,7 +134,7 @@ class Runtime:
 
     def env(self, spec: AgentSpec | None = None) -> EngineEnv:
         """The engine wiring for one agent: these services plus ``spec``'s limits."""
-        from nexus.engine.runner import EngineEnv, limits_from_config
+        from nexus.engine.wiring.runner import EngineEnv, limits_from_config
 
         spec = spec or AgentSpec()
         env = EngineEnv(
@@ -203,8 +203,8 @@ class Runtime:
         **kwargs: object,
     ) -> AgentResult:
         """:meth:`start` under the cross-process session lock, and the result (the one-call form)."""
-        from nexus.engine.runner import aborted_before_start
         from nexus.engine.execution.session_lock import run_lock
+        from nexus.engine.wiring.runner import aborted_before_start
 
         label = self.ledger.ensure_session(session).label
         async with run_lock(self.ledger, label, signal=signal) as held:

@@ -20,7 +20,7 @@ from nexus.engine.assembly.compaction import compact
 from nexus.engine.types import CompactionEndEvent, CompactionResult, CompactionStartEvent, EngineEvent
 
 if TYPE_CHECKING:
-    from nexus.engine.runner import EngineEnv
+    from nexus.engine.wiring.runner import EngineEnv
     from nexus.llm.abort import AbortSignal
     from nexus.llm.types import Message, Model
 
