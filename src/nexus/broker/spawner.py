@@ -18,7 +18,7 @@ from nexus.llm.abort import AbortSignal
 
 if TYPE_CHECKING:
     from nexus.broker.broker import AgentBroker
-    from nexus.engine.wiring.spawn import RunScope
+    from nexus.engine.execution.scope import RunScope
 
 
 @dataclass(slots=True)

@@ -47,6 +47,7 @@ from nexus.engine.execution.events import (
     SteerEvent,
 )
 from nexus.engine.execution.ledger_map import compaction_record, history_turn_ids, spawned_label, write_result
+from nexus.engine.execution.scope import CURRENT_RUN, RunHost, RunScope
 from nexus.engine.types import (
     AgentError,
     AgentResult,
@@ -58,7 +59,6 @@ from nexus.engine.types import (
     RunStopReason,
     agent_error_from_message,
 )
-from nexus.engine.wiring.spawn import CURRENT_RUN, RunScope
 from nexus.ledger.records import CompactionRecord, StoredMessage, ToolCallRecord
 from nexus.llm.abort import AbortSignal
 from nexus.llm.events import TextDeltaEvent, ThinkingDeltaEvent, ToolCallEndEvent
@@ -76,7 +76,6 @@ from nexus.llm.types import (
 )
 
 if TYPE_CHECKING:
-    from nexus.engine.wiring.runner import EngineEnv
     from nexus.ledger import Ledger
 
 log = logging.getLogger("nexus.engine")
@@ -99,7 +98,7 @@ class EngineRun:
         limits: EngineLimits,
         options: StreamOptions,
         depth: int,
-        env: EngineEnv | None,
+        env: RunHost | None,
         cache: SessionCache | None = None,
         steering: SteeringQueue | None = None,
     ) -> None:

@@ -26,7 +26,7 @@ from nexus.llm.options import StreamFn, StreamOptions
 from nexus.llm.types import Model, UserMessage
 
 if TYPE_CHECKING:
-    from nexus.engine.wiring.runner import EngineEnv
+    from nexus.engine.execution.scope import RunHost
     from nexus.ledger import Ledger
 
 __all__ = ["EngineExecution", "EngineStreamEvent", "Execution", "execute"]
@@ -140,7 +140,7 @@ def execute(
     cooldowns: ProfileCooldowns | None = None,
     options: StreamOptions | None = None,
     depth: int = 0,
-    env: EngineEnv | None = None,
+    env: RunHost | None = None,
     cache: SessionCache | None = None,
     agent_id: str = "",
     steering: SteeringQueue | None = None,

@@ -24,7 +24,7 @@ from nexus.engine.execution.callbacks import EngineCallbacks
 from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.engine.execution.session_lock import run_lock
 from nexus.engine.types import AgentResult, AgentRole, AssembledContext, EngineLimits, ThinkingConfig
-from nexus.engine.wiring.spawn import SPAWN_TOOL_NAME, spawn_agent_tool
+from nexus.engine.wiring.spawn import SPAWN_TOOL_NAME, Spawner, spawn_agent_tool
 from nexus.ledger.records import DEFAULT_SESSION
 from nexus.llm.abort import AbortSignal
 from nexus.llm.options import StreamFn, StreamOptions
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from nexus.engine.execution.execute import Execution
     from nexus.engine.types import EngineEvent
     from nexus.engine.wiring.compact_session import SessionCompaction
-    from nexus.engine.wiring.runtime import Spawner
     from nexus.ledger import Ledger
 
 log = logging.getLogger("nexus.engine")
