@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from nexus.config import load_config
-from nexus.engine import EngineLimits, ProfileCooldowns
+from nexus.engine import EngineLimits
+from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.llm.types import Model

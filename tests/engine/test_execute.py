@@ -11,9 +11,11 @@ import pytest
 
 from nexus.agent.tool_types import AgentTool, AgentToolResult
 from nexus.config import load_config
-from nexus.engine import AssembledContext, EngineLimits, ProfileCooldowns
+from nexus.engine import EngineLimits
 from nexus.engine.execution.callbacks import EngineCallbacks
 from nexus.engine.execution.execute import execute
+from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.types import AssembledContext
 from nexus.engine.wiring.runner import EngineEnv, run_agent
 from nexus.ledger import Ledger
 from nexus.llm.abort import AbortSignal

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from nexus.config import load_config
-from nexus.engine import MISSING_RESULT_TEXT
+from nexus.engine.assembly.repair import MISSING_RESULT_TEXT
 from nexus.engine.wiring.runner import run_agent
 from nexus.ledger import Ledger
 from nexus.ledger._turns import MID_REPLY_NOTE

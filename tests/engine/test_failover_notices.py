@@ -17,8 +17,9 @@ from typing import Any
 
 from nexus.cli._render import describe_engine_event
 from nexus.config import load_config
-from nexus.engine import EngineLimits, ProfileCooldowns
+from nexus.engine import EngineLimits
 from nexus.engine.execution.callbacks import EngineCallbacks
+from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.testing import FakeProviderServer

@@ -19,8 +19,8 @@ import pytest
 
 from nexus.agent.tool_types import AgentTool, AgentToolResult
 from nexus.config import load_config
-from nexus.engine import ProfileCooldowns
 from nexus.engine.execution._journal import TurnJournal, snapshot
+from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger, LedgerBusyError
 from nexus.ledger._sqlite import Database

@@ -12,8 +12,9 @@ from nexus.errors import NexusError
 
 if TYPE_CHECKING:
     from nexus.cli.run_cmd import Runtime
-    from nexus.engine import AgentResult, AssembledContext, EngineEvent
+    from nexus.engine import AgentResult
     from nexus.engine.execution.events import ExecutionEvent
+    from nexus.engine.types import AssembledContext, EngineEvent
     from nexus.llm.abort import AbortSignal
 
 _COMPACTION_NOTICE_DELAY_S = 0.3
