@@ -33,7 +33,7 @@ from nexus.broker.types import (
     UnknownAgentError,
 )
 from nexus.ledger import new_ulid
-from nexus.ledger.broker_store import AcceptRequest, BrokerQueueItem, BrokerStore, accept_in, claim_in
+from nexus.ledger.broker_store import AcceptRequest, BrokerQueueItem, BrokerStore
 
 log = logging.getLogger("nexus.broker")
 
@@ -226,7 +226,7 @@ class AgentBroker:
             mode=settings.mode,
             log_as_agent_message=message.from_ in self._slots,
         )
-        row, created = await self._writes.write(lambda conn: accept_in(conn, request))
+        row, created = await self._writes.accept(request)
         if not created:
             return SendReceipt(message.id, row.id, duplicate=True)
         queued = _queued(row, debounce_ms=settings.debounce_ms)
@@ -369,7 +369,7 @@ class AgentBroker:
                 await self._run_batch(slot, step)
 
     async def _run_batch(self, slot: AgentSlot, batch: Batch) -> None:
-        await self._writes.write(lambda conn: claim_in(conn, batch.item_ids))
+        await self._writes.claim(batch.item_ids)
         request = RunRequest(
             agent_id=slot.agent_id,
             session_label=slot.identity.session_label,
