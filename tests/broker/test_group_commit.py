@@ -117,3 +117,28 @@ def test_moving_many_items_looks_each_up_by_its_primary_key(store: BrokerStore) 
     template += " AND" + update.split(") AND", 1)[1]
     plan = " ".join(str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + template, ids))
     assert "sqlite_autoindex_queue_items_1" in plan and "queue_items_status" not in plan
+
+
+def test_an_accept_committed_now_waits_for_no_loop_iteration(store: BrokerStore) -> None:
+    async def main() -> None:
+        writes = GroupCommitter(store)
+        others: list[str] = []
+        asyncio.get_running_loop().call_soon(others.append, "a callback queued before it")
+        item, created = await writes.accept(request(1), now=True)
+        assert created and others == [] and store.get_item(item.id) is not None
+
+    asyncio.run(main())
+
+
+def test_an_accept_committed_now_never_overtakes_a_forming_group(store: BrokerStore) -> None:
+    async def main() -> None:
+        writes = GroupCommitter(store)
+        earlier = asyncio.get_running_loop().create_task(writes.accept(request(1)))
+        await asyncio.sleep(0)  # the earlier accept is submitted; its group flushes on the next iteration
+        statements = traced(store)
+        later, _ = await writes.accept(request(2), now=True)
+        assert earlier.done() and statements.count("BEGIN IMMEDIATE") == 1  # joined the group
+        assert [row.message_id for row in store.items()] == ["m-1", "m-2"]
+        assert later.id > (await earlier)[0].id
+
+    asyncio.run(main())

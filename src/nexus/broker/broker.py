@@ -210,8 +210,14 @@ class AgentBroker:
 
     # ------------------------------------------------------------------ sending
 
-    async def send(self, message: AgentMessage, queue_mode: str | None = None) -> SendReceipt:
-        """Accept ``message`` durably and queue it for its agent; see DESIGN §4.6 for each mode."""
+    async def send(
+        self, message: AgentMessage, queue_mode: str | None = None, *, commit_now: bool = False
+    ) -> SendReceipt:
+        """Accept ``message`` durably and queue it for its agent; see DESIGN §4.6 for each mode.
+
+        ``commit_now``: commit at once rather than with the sends of the next loop iteration
+        (:meth:`GroupCommitter.accept`): the HTTP API's choice, for latency while runs share the loop.
+        """
         slot = self._slot(message.to)
         _check_message(message)
         mode_override: QueueMode | None = parse_mode(queue_mode) if queue_mode is not None else None
@@ -226,7 +232,7 @@ class AgentBroker:
             mode=settings.mode,
             log_as_agent_message=message.from_ in self._slots,
         )
-        row, created = await self._writes.accept(request)
+        row, created = await self._writes.accept(request, now=commit_now)
         if not created:
             return SendReceipt(message.id, row.id, duplicate=True)
         queued = _queued(row, debounce_ms=settings.debounce_ms)
