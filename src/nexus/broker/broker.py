@@ -235,7 +235,7 @@ class AgentBroker:
         row, created = await self._writes.accept(request, now=commit_now)
         if not created:
             return SendReceipt(message.id, row.id, duplicate=True)
-        queued = _queued(row, debounce_ms=settings.debounce_ms)
+        queued = _queued(row, debounce_ms=settings.debounce_ms, message=message)
         adopted = slot.queue.find(row.id)
         if adopted is not None:  # the store watcher saw the committed row first: same item, keep its place
             adopted.debounce_ms, adopted.mode = queued.debounce_ms, queued.mode
@@ -489,9 +489,9 @@ def _check_message(message: AgentMessage) -> None:
         raise BrokerError(f"agent {message.to!r} cannot send a message to itself")
 
 
-def _queued(row: BrokerQueueItem, *, debounce_ms: int = 0) -> QueuedMessage:
-    message = None
-    if isinstance(row.message, dict):
+def _queued(row: BrokerQueueItem, *, debounce_ms: int = 0, message: AgentMessage | None = None) -> QueuedMessage:
+    """The queue entry of a row; ``message``: the row's message already parsed (``send`` has it)."""
+    if message is None and isinstance(row.message, dict):
         message = AgentMessage.from_json({"id": row.message_id or row.id, "to": row.agent_id, **row.message})
     prompt = message.content if message is not None else str(row.message)
     if not prompt.strip():
