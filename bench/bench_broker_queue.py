@@ -162,8 +162,8 @@ def main() -> int:
     _measure(run_nexus, min(500, args.messages))  # warm-up: imports, page cache
     nexus = _measure(run_nexus, args.messages)
     assert nexus is not None
-    print(f"{'store':<44} {'msg/s':>10} {'p99 accept ms':>14} {'ratio':>8}")
-    print(f"{'nexus BrokerStore (one at a time)':<44} {nexus[0]:>10,.0f} {nexus[1]:>14.3f} {'1.00':>8}")
+    print(f"{'store':<52} {'msg/s':>10} {'p99 accept ms':>14} {'ratio':>8}")
+    print(f"{'nexus BrokerStore (one at a time)':<52} {nexus[0]:>10,.0f} {nexus[1]:>14.3f} {'1.00':>8}")
     rounds: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
     for _ in range(args.rounds):  # interleaved, so a busy neighbour hits both alike
         for served in (False, True):
@@ -173,7 +173,7 @@ def main() -> int:
     for served, label in ((False, "checkpoints on loop"), (True, "checkpoint thread")):
         rate = statistics.median(r for r, _ in rounds[served])
         p99 = statistics.median(p for _, p in rounds[served])
-        print(f"{'nexus AgentBroker, 100 agents, ' + label:<44} {rate:>10,.0f} {p99:>14.3f} {rate / nexus[0]:>8.2f}")
+        print(f"{'nexus AgentBroker, 100 agents, ' + label:<52} {rate:>10,.0f} {p99:>14.3f} {rate / nexus[0]:>8.2f}")
     print(f"(AgentBroker: median of {args.rounds} interleaved rounds, all sent at once: p99 is a burst queueing")
     print(" behind itself; 'checkpoint thread' is how nexus serve and the drains run it)")
     if not args.peers:
@@ -186,7 +186,7 @@ def main() -> int:
         print(_machine.load_line())
         return 0
     ratio = nexus[0] / peer[0]
-    print(f"{'persist-queue SQLiteAckQueue':<44} {peer[0]:>10,.0f} {peer[1]:>14.3f} {1 / ratio:>8.2f}")
+    print(f"{'persist-queue SQLiteAckQueue':<52} {peer[0]:>10,.0f} {peer[1]:>14.3f} {1 / ratio:>8.2f}")
     print(f"one at a time, nexus is {ratio:.2f}x the messages/s of persist-queue in this run")
     print(_machine.load_line())
     return 0
