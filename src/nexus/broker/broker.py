@@ -33,7 +33,7 @@ from nexus.broker.types import (
     UnknownAgentError,
 )
 from nexus.ledger import new_ulid
-from nexus.ledger.broker_store import AcceptRequest, BrokerQueueItem, BrokerStore, accept_in, claim_in
+from nexus.ledger.broker_store import AcceptRequest, BrokerQueueItem, BrokerStore
 
 log = logging.getLogger("nexus.broker")
 
@@ -210,8 +210,14 @@ class AgentBroker:
 
     # ------------------------------------------------------------------ sending
 
-    async def send(self, message: AgentMessage, queue_mode: str | None = None) -> SendReceipt:
-        """Accept ``message`` durably and queue it for its agent; see DESIGN §4.6 for each mode."""
+    async def send(
+        self, message: AgentMessage, queue_mode: str | None = None, *, commit_now: bool = False
+    ) -> SendReceipt:
+        """Accept ``message`` durably and queue it for its agent; see DESIGN §4.6 for each mode.
+
+        ``commit_now``: commit at once rather than with the sends of the next loop iteration
+        (:meth:`GroupCommitter.accept`): the HTTP API's choice, for latency while runs share the loop.
+        """
         slot = self._slot(message.to)
         _check_message(message)
         mode_override: QueueMode | None = parse_mode(queue_mode) if queue_mode is not None else None
@@ -226,10 +232,10 @@ class AgentBroker:
             mode=settings.mode,
             log_as_agent_message=message.from_ in self._slots,
         )
-        row, created = await self._writes.write(lambda conn: accept_in(conn, request))
+        row, created = await self._writes.accept(request, now=commit_now)
         if not created:
             return SendReceipt(message.id, row.id, duplicate=True)
-        queued = _queued(row, debounce_ms=settings.debounce_ms)
+        queued = _queued(row, debounce_ms=settings.debounce_ms, message=message)
         adopted = slot.queue.find(row.id)
         if adopted is not None:  # the store watcher saw the committed row first: same item, keep its place
             adopted.debounce_ms, adopted.mode = queued.debounce_ms, queued.mode
@@ -369,7 +375,7 @@ class AgentBroker:
                 await self._run_batch(slot, step)
 
     async def _run_batch(self, slot: AgentSlot, batch: Batch) -> None:
-        await self._writes.write(lambda conn: claim_in(conn, batch.item_ids))
+        await self._writes.claim(batch.item_ids)
         request = RunRequest(
             agent_id=slot.agent_id,
             session_label=slot.identity.session_label,
@@ -483,9 +489,9 @@ def _check_message(message: AgentMessage) -> None:
         raise BrokerError(f"agent {message.to!r} cannot send a message to itself")
 
 
-def _queued(row: BrokerQueueItem, *, debounce_ms: int = 0) -> QueuedMessage:
-    message = None
-    if isinstance(row.message, dict):
+def _queued(row: BrokerQueueItem, *, debounce_ms: int = 0, message: AgentMessage | None = None) -> QueuedMessage:
+    """The queue entry of a row; ``message``: the row's message already parsed (``send`` has it)."""
+    if message is None and isinstance(row.message, dict):
         message = AgentMessage.from_json({"id": row.message_id or row.id, "to": row.agent_id, **row.message})
     prompt = message.content if message is not None else str(row.message)
     if not prompt.strip():

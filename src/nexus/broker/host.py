@@ -144,10 +144,16 @@ async def running_broker(
     scope: set[str] | None = None,
     on_run: Callable[[EngineRunHandle], object] | None = None,
 ) -> AsyncIterator[AgentBroker]:
-    """A started broker for the block (see :func:`build_broker`); closed at its end, whatever happens."""
+    """A started broker for the block (see :func:`build_broker`); closed at its end, whatever happens.
+
+    WAL checkpoints run on their own thread meanwhile, off the loop (``nexus.ledger._checkpoint``).
+    """
+    from nexus.ledger._checkpoint import background_checkpoints
+
     broker = build_broker(config, ledger, stream_fn=stream_fn, scope=scope, on_run=on_run)
-    await start_broker(config, broker)
-    try:
-        yield broker
-    finally:
-        await broker.close()
+    with background_checkpoints(ledger.database):
+        await start_broker(config, broker)
+        try:
+            yield broker
+        finally:
+            await broker.close()
