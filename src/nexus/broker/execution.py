@@ -63,6 +63,7 @@ class BrokerStreamHandle:
         self._run: EngineRunHandle | None = None
         self._mapper: EngineEventMapper | None = None
         self._abort_reason: str | None = None
+        self._abort_sent = False
         self.ended = False
 
     # ---------------------------------------------------------------- for callers
@@ -95,10 +96,22 @@ class BrokerStreamHandle:
         return self.events()
 
     def abort(self, reason: str = "aborted by the caller") -> None:
-        """Stop the run (it is written ``aborted``); before it starts, it is aborted as soon as it does."""
+        """Stop the run: it is written ``aborted`` with what it produced.
+
+        Before the run has started, it is aborted as soon as its turn starts (so the turn, with the
+        message, is written ``aborted``: the message is consumed, not put back to run again).
+        """
         self._abort_reason = reason
-        if self._run is not None:
-            self._run.abort(reason)
+        if self._turn_started():
+            self._send_abort()
+
+    def _turn_started(self) -> bool:
+        return self._run is not None and self._run.phase not in ("starting", "done")
+
+    def _send_abort(self) -> None:
+        if self._run is not None and self._abort_reason is not None and not self._abort_sent:
+            self._abort_sent = True
+            self._run.abort(self._abort_reason)
 
     @property
     def is_streaming(self) -> bool:
@@ -125,13 +138,13 @@ class BrokerStreamHandle:
         self._mapper = EngineEventMapper(self.run_id, self.session_label, self.target)
         for event in backlog:
             self.engine_event(event)
-        if self._abort_reason is not None:
-            run.abort(self._abort_reason)
 
     def engine_event(self, event: object) -> None:
         """One engine event of the attached run → its StreamEvents."""
         if self._mapper is None:
             return
+        if self._abort_reason is not None and not self._abort_sent:
+            self._send_abort()  # asked before the turn started: it has now
         for mapped in self._mapper.map(getattr(event, "event", event)):
             self._emit(mapped)
 

@@ -209,6 +209,7 @@ class StreamRouter:
             async with process.delivery() as delivery:
                 report.attempts = 1
                 written_text = await _write_all(delivery, buffer, ready, report)
+                report.message_ids = delivery.message_ids  # also on failure: what the user already sees
                 if delivery.dead:
                     return report.failed(delivery.error or "the stream process went away", partial=written_text)
                 try:
@@ -220,7 +221,6 @@ class StreamRouter:
                         f"{self.finish_timeout_s:g} s; restarting it"
                     )
                     return report.failed(error, partial=written_text or delivery.shown)
-                report.message_ids = list(delivery.message_ids)
                 if delivery.error is not None:
                     return report.failed(delivery.error, partial=delivery.shown or written_text)
                 return report
