@@ -10,6 +10,7 @@ from pathlib import Path
 from conftest import RunNexus
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
+from nexus.ledger.deliveries import DeliveryLog
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import text
 
@@ -133,8 +134,19 @@ def test_deliver_streams_the_reply_through_an_adapter(home: Path, server: FakePr
     assert "delivered to files/a:me" in result.stderr
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert "Delivered words." in json.dumps(lines)
+    with Ledger.open(home / "agents.db") as ledger:  # where the reply went is kept with the turn
+        (record,) = DeliveryLog(ledger.database).recent()
+        (item,) = BrokerStore(ledger.database).items()
+    assert (record.turn_id, record.status, record.path) == (item.turn_id, "delivered", "native")
+    assert record.message_ids == [lines[0]["message_id"]] and record.queue_item_id == item.id
+    history = nexus("sessions", "history", "agent:coder")
+    assert f"⇢ delivered to files/a:me (native); message ids: {lines[0]['message_id']}" in history.stdout
     bad = nexus("send", "coder", "x", "--deliver", "nowhere/a:me")
     assert bad.returncode == 2 and "no adapter named 'nowhere' (configured: files)" in bad.stderr
+    with (home / "nexus.toml").open("a", encoding="utf-8") as config:
+        config.write("[adapters.files.accounts.off]\nenabled = false\n")
+    disabled = nexus("send", "coder", "x", "--deliver", "files/off:me")
+    assert disabled.returncode == 2 and "files/off is disabled; enable it with nexus adapters enable" in disabled.stderr
     malformed = nexus("send", "coder", "x", "--deliver", "files-a-me")
     assert malformed.returncode == 2 and "expected NAME/ACCOUNT:TARGET" in malformed.stderr
 

@@ -93,12 +93,12 @@ async def _send(config: NexusConfig, ledger: Ledger, message: AgentMessage, mode
                 live.end()
             code = _report(ledger, receipt.queue_item_id, args, reply_shown=live is not None and live.printed)
             return _delivery_outcome(report, code) if delivering else code
-    if target is not None:
+    if target is not None and not _server_runs(config):
         from nexus.errors import ConfigError
 
         raise ConfigError(
-            "--deliver needs the conversation to run in this process, but another process holds the broker lock "
-            "(a server or a drain); stop it, or deliver from that process"
+            "--deliver needs the conversation to run in this process or in a running nexus serve, but a drain holds "
+            "the broker lock; wait for it, or deliver from that process"
         )
     return await _send_to_running_broker(config, ledger, message, mode, args)
 
@@ -122,6 +122,12 @@ async def _deliver_while_draining(
     finally:
         if deliverer is not None:
             await deliverer.close()
+
+
+def _server_runs(config: NexusConfig) -> bool:
+    from nexus.server.discovery import find_server
+
+    return find_server(config) is not None
 
 
 def _delivery_outcome(report: DeliveryReport | None, code: int) -> int:
@@ -156,10 +162,15 @@ async def _send_to_running_broker(
         from nexus.server.client import call_server
 
         body = {"content": message.content, "mode": mode, "id": message.id, "from": message.from_}
+        if getattr(args, "deliver", None):
+            body["deliver"] = args.deliver  # the server streams the reply to the adapter and records it
         sent = call_server(server, "POST", f"/v1/agents/{message.to}/messages", body)
         item_id, duplicate = str(sent["queue_item_id"]), bool(sent["duplicate"])
         _say_accepted(message.id, item_id, duplicate, args)
         print(f"nexus: sent to the running nexus serve (pid {server.pid})", file=sys.stderr)
+        if sent.get("deliver"):
+            print(f"nexus: the server delivers the reply to {args.deliver} (see nexus sessions history)",
+                  file=sys.stderr)  # fmt: skip
     else:
         item_id = _accept_for_other_process(config, store, message, mode, args)
     if not args.wait:
