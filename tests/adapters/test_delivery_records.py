@@ -31,7 +31,7 @@ from nexus.ledger.broker_store import BrokerStore
 from nexus.ledger.deliveries import DeliveryLog
 from nexus.streaming.router import StreamRouter
 from nexus.testing import InstantClock, ScriptedModel
-from nexus.testing.steps import reply, text, tool_call
+from nexus.testing.steps import reply, stall, text, tool_call
 
 
 @dataclass(slots=True)
@@ -182,3 +182,24 @@ async def _until(check: object, timeout_s: float = 30.0) -> None:
     while not check():  # type: ignore[operator]
         assert asyncio.get_running_loop().time() < deadline, "timed out waiting"
         await asyncio.sleep(0.02)
+
+
+async def test_a_message_dropped_before_it_ran_sends_nothing_and_is_recorded_failed(
+    tmp_path: Path, make_manager: MakeManager
+) -> None:
+    out = tmp_path / "out.jsonl"
+    adapters = {"files": adapter(builtin="jsonl", accounts={"a": {"config": {"path": str(out)}}})}
+    scripted = ScriptedModel([stall(after_chunks=2, seconds=30)])
+    async with rig(tmp_path, scripted, adapters, make_manager) as r:
+        busy = await r.broker.execute(AgentMessage("m-1", "user", "coder", "one"))
+        target = DeliveryTarget("files", "a", "chat:1")
+        queued = await r.broker.execute(AgentMessage("m-2", "user", "coder", "two"), target=target)
+        delivery = r.deliverer.start(queued, target)
+        await _until(lambda: busy.stream.is_streaming)
+        r.broker.clear_queue("coder")
+        report = await asyncio.wait_for(delivery, 30)
+        busy.stream.abort()
+        (record,) = DeliveryLog(r.ledger.database).recent()
+    assert not report.ok and report.path == "none" and not out.exists()
+    assert (record.status, record.path, record.turn_id) == ("failed", "none", None)
+    assert record.queue_item_id == queued.receipt.queue_item_id and "cleared" in (record.error or "")

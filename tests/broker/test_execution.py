@@ -103,6 +103,19 @@ async def test_abort_before_the_run_starts_writes_the_turn_aborted_and_does_not_
     assert third.success and third.reply == "never"  # the aborted message did not run again
 
 
+async def test_a_message_dropped_from_its_queue_ends_its_stream_and_fails_its_result(tmp_path: Path) -> None:
+    async with broker_on(tmp_path, ScriptedModel([stall(after_chunks=2, seconds=30)])) as (broker, _):
+        first = await broker.execute(AgentMessage("m-1", "user", "coder", "one"))
+        second = await broker.execute(AgentMessage("m-2", "user", "coder", "two"))
+        await _until(lambda: first.stream.is_streaming)
+        assert broker.clear_queue("coder") == 1
+        outcome = await asyncio.wait_for(second.result, 5)
+        events = [event async for event in second.stream]
+        first.stream.abort()
+    assert outcome.status == "failed" and "cleared" in (outcome.error or "") and outcome.turn_id is None
+    assert len(events) == 1 and isinstance(events[0], StreamError) and not events[0].partial
+
+
 async def test_a_duplicate_of_a_finished_message_resolves_at_once(tmp_path: Path) -> None:
     async with broker_on(tmp_path, ScriptedModel([text("done")])) as (broker, _):
         first = await broker.execute(AgentMessage("m-1", "user", "coder", "go"))

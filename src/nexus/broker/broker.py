@@ -287,9 +287,15 @@ class AgentBroker:
         from nexus.broker.execution import start_execution
 
         slot = self._slot(message.to)
+
+        def waiter(item_id: str) -> asyncio.Future[SendAndWaitResult]:
+            future: asyncio.Future[SendAndWaitResult] = asyncio.get_running_loop().create_future()
+            slot.waiters[item_id] = future  # resolved when the item is finished, like send_and_wait's
+            return future
+
         return await start_execution(
             lambda: self.send(message, queue_mode), self._runner, slot.identity.session_label, target=target,
-            current_run=lambda: slot.run, get_item=self._store.get_item,  # type: ignore[arg-type,return-value]
+            current_run=lambda: slot.run, get_item=self._store.get_item, waiter=waiter,  # type: ignore[arg-type,return-value]
         )  # fmt: skip
 
     async def send_and_wait(self, message: AgentMessage, timeout_ms: int | None = None) -> SendAndWaitResult:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING
 
 from nexus.llm.types import now_ms
@@ -25,9 +25,13 @@ if TYPE_CHECKING:
     from nexus.config import AdapterConfig, NexusConfig
     from nexus.ledger import Ledger
     from nexus.ledger.deliveries import DeliveryLog, DeliveryRecord
+    from nexus.streaming.events import StreamEvent
     from nexus.streaming.router import DeliveryReport, StreamRouter
 
 log = logging.getLogger("nexus.broker")
+
+CLOSE_GRACE_S = 10.0
+"""How long ``close`` waits for deliveries in flight before cancelling those whose run never came."""
 
 
 class Deliverer:
@@ -69,15 +73,20 @@ class Deliverer:
         """Deliver ``execution`` to ``target`` and record it; returns the router's report."""
         return await self.start(execution, target)
 
-    async def _deliver(self, execution: BrokerExecution, target: DeliveryTarget, events: object) -> DeliveryReport:
+    async def _deliver(
+        self, execution: BrokerExecution, target: DeliveryTarget, events: AsyncIterator[StreamEvent]
+    ) -> DeliveryReport:
+        from nexus.streaming.router import DeliveryReport
+
         started = now_ms()
         stream = execution.stream
-        report = await self.router.deliver(
-            target,
-            events,  # type: ignore[arg-type]
-            run_id=stream.run_id,
-            session_label=stream.session_label,
-        )
+        first = await anext(events, None)  # the run has started (or the message ended without one)
+        if not stream.started:  # dropped from its queue, or failed before a run: nothing to send
+            outcome = await execution.result
+            report = DeliveryReport(target, "none").failed(outcome.error or "the message was not run", partial=False)
+        else:
+            source = _chain(first, events)
+            report = await self.router.deliver(target, source, run_id=stream.run_id, session_label=stream.session_label)
         outcome = await execution.result  # the turn is written: the row can point at it
         self._record(execution, report, outcome.turn_id, started)
         return report
@@ -89,11 +98,25 @@ class Deliverer:
         except Exception as exc:  # the ledger is full or busy: the delivery happened; say so, never crash the run
             log.error("the delivery of turn %s to %s could not be recorded: %s", turn_id, report.target.key, exc)
 
-    async def close(self) -> None:
-        """Wait for deliveries in flight (their runs end or are aborted first), then stop the adapters."""
+    async def close(self, grace_s: float = CLOSE_GRACE_S) -> None:
+        """Wait for deliveries in flight (close the broker first: its runs end), then stop the adapters.
+
+        A delivery whose message never ran here (still queued for the next start) is cancelled
+        after ``grace_s``; it is not recorded (no turn carried it).
+        """
         if self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            _, pending = await asyncio.wait(list(self._tasks), timeout=grace_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
         await self.router.close()
+
+
+async def _chain(first: StreamEvent | None, rest: AsyncIterator[StreamEvent]) -> AsyncIterator[StreamEvent]:
+    if first is not None:
+        yield first
+    async for event in rest:
+        yield event
 
 
 def delivery_record(

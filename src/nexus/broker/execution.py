@@ -15,7 +15,9 @@ The run may start later (the agent is busy, the queue is in ``collect`` mode): e
 when it starts. Events emitted before anyone subscribed are kept (up to
 :data:`BACKLOG_LIMIT`) and replayed to the first subscriber, so a caller that subscribes right
 after ``execute`` returns misses nothing. A message steered into the running turn follows
-that turn from the moment it was handed over. ``execute`` needs a runner that announces its
+that turn from the moment it was handed over. A message that never runs (dropped from its
+queue by its cap or ``clear_queue``) ends its stream with ``stream_error`` and its result
+``failed`` with the reason. ``execute`` needs a runner that announces its
 runs (``on_run``, as :class:`~nexus.broker.engine_runner.EngineRunner` does).
 """
 
@@ -27,8 +29,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from nexus.broker.runner import RunOutcome
-from nexus.broker.types import BrokerError, SendReceipt
+from nexus.broker.runner import RunOutcome, RunStatus
+from nexus.broker.types import BrokerError, SendAndWaitResult, SendReceipt
 
 if TYPE_CHECKING:
     from nexus.adapters.types import DeliveryTarget
@@ -90,7 +92,7 @@ class BrokerStreamHandle:
         if self.ended and self._backlog is None:
             queue.put_nowait(None)
         remove = self.on_event(queue.put_nowait)
-        return _drain(queue, remove, self)
+        return _drain(queue, remove)
 
     def __aiter__(self) -> AsyncIterator[StreamEvent]:
         return self.events()
@@ -185,9 +187,7 @@ def _call(listener: StreamListener, event: StreamEvent) -> None:
         log.exception("a stream listener failed")
 
 
-async def _drain(
-    queue: asyncio.Queue[StreamEvent | None], remove: Callable[[], None], handle: BrokerStreamHandle
-) -> AsyncIterator[StreamEvent]:
+async def _drain(queue: asyncio.Queue[StreamEvent | None], remove: Callable[[], None]) -> AsyncIterator[StreamEvent]:
     from nexus.streaming.events import is_terminal
 
     try:
@@ -289,8 +289,14 @@ class _Matcher:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def settled_without_run(self, answer: SendAndWaitResult) -> None:
+        """The broker finished the item and no run of it was followed (dropped, or failed before a run)."""
+        if self.matched is None and not self.result.done():
+            status: RunStatus = "completed" if answer.success else "failed"
+            self.settle_now(RunOutcome(status, answer.turn_id, answer.reply or "", answer.error))
+
     def settle_now(self, outcome: RunOutcome) -> None:
-        """End without a run (a duplicate message already finished)."""
+        """End without a run (a duplicate message already finished, or one dropped from its queue)."""
         self.stream.finish(outcome)
         self.close()
         if not self.result.done():
@@ -309,6 +315,7 @@ async def start_execution(
     target: DeliveryTarget | None,
     current_run: Callable[[], EngineRunHandle | None],
     get_item: Callable[[str], BrokerQueueItem | None],
+    waiter: Callable[[str], asyncio.Future[SendAndWaitResult]],
 ) -> BrokerExecution:
     """Listen for runs, ``send()``, then follow the run that consumes the item (see ``AgentBroker.execute``)."""
     from nexus.adapters.types import DeliveryTarget
@@ -332,6 +339,8 @@ async def start_execution(
     if item is not None and item.status in ("delivered", "failed", "dropped"):
         matcher.settle_now(_finished_outcome(item))
         return BrokerExecution(receipt, stream, result)
+    if not receipt.duplicate:  # told when the broker finishes the item, also without a run (dropped)
+        waiter(item_id).add_done_callback(lambda done: matcher.settled_without_run(done.result()))
     matcher.name(item_id)
     run = current_run() if receipt.steered and matcher.matched is None else None
     if run is not None:
