@@ -55,8 +55,10 @@ async def rig(
         await broker.start()
         ledger.ensure_session("agent:coder")
         broker.register_agent(AgentIdentity("coder", "agent:coder"), spec={"model": scripted.model.ref})
+        finish_timeout_s = float(kw.pop("finish_timeout_s", 30.0))  # type: ignore[arg-type]
         manager = make_manager(adapters, **kw)
-        deliverer = Deliverer(StreamRouter(manager), DeliveryLog(ledger.database), adapters)
+        router = StreamRouter(manager, finish_timeout_s=finish_timeout_s)
+        deliverer = Deliverer(router, DeliveryLog(ledger.database), adapters)
         try:
             yield Rig(ledger, broker, deliverer, manager)
         finally:
@@ -203,3 +205,23 @@ async def test_a_message_dropped_before_it_ran_sends_nothing_and_is_recorded_fai
     assert not report.ok and report.path == "none" and not out.exists()
     assert (record.status, record.path, record.turn_id) == ("failed", "none", None)
     assert record.queue_item_id == queued.receipt.queue_item_id and "cleared" in (record.error or "")
+
+
+async def test_the_turn_never_waits_for_an_adapter_that_does_not_answer(
+    tmp_path: Path, make_manager: MakeManager
+) -> None:
+    lines = tmp_path / "lines.jsonl"
+    config = {"record": str(lines), "silent": True}  # reads everything, never says delivery_complete
+    adapters = {"rec": adapter(command=script_command("recorder.py"), accounts={"x": {"config": config}})}
+    scripted = ScriptedModel([text("Into the void.")])
+    async with rig(tmp_path, scripted, adapters, make_manager, finish_timeout_s=2.0) as r:
+        target = DeliveryTarget("rec", "x", "u")
+        execution = await r.broker.execute(AgentMessage("m-1", "user", "coder", "hi"), target=target)
+        delivery = r.deliverer.start(execution, target)
+        outcome = await asyncio.wait_for(execution.result, 30)
+        assert outcome.status == "completed" and r.ledger.get_turn(outcome.turn_id or "").status == "completed"
+        assert not delivery.done(), "the turn is written while the adapter still owes its answer"
+        report = await asyncio.wait_for(delivery, 30)
+        (record,) = DeliveryLog(r.ledger.database).for_turn(outcome.turn_id or "")
+    assert not report.ok and "no delivery_complete within 2 s" in (report.error or "")
+    assert record.status == "partial" and record.turn_id == outcome.turn_id
