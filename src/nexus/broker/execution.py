@@ -31,13 +31,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from nexus.broker.runner import RunOutcome, RunStatus
 from nexus.broker.types import BrokerError, SendAndWaitResult, SendReceipt
+from nexus.streaming.events import StreamEnd, StreamError, is_terminal
+from nexus.streaming.from_engine import EngineEventMapper
 
 if TYPE_CHECKING:
     from nexus.adapters.types import DeliveryTarget
     from nexus.broker.engine_runner import EngineRunHandle
     from nexus.ledger.broker_store import BrokerQueueItem
     from nexus.streaming.events import StreamEvent
-    from nexus.streaming.from_engine import EngineEventMapper
 
 log = logging.getLogger("nexus.broker")
 
@@ -134,8 +135,6 @@ class BrokerStreamHandle:
 
     def attach(self, run: EngineRunHandle, backlog: list[object] = ()) -> None:  # type: ignore[assignment]
         """Follow ``run``'s engine events (``backlog``: those it emitted before it was matched)."""
-        from nexus.streaming.from_engine import EngineEventMapper
-
         self._run = run
         self._mapper = EngineEventMapper(self.run_id, self.session_label, self.target)
         for event in backlog:
@@ -143,19 +142,18 @@ class BrokerStreamHandle:
 
     def engine_event(self, event: object) -> None:
         """One engine event of the attached run → its StreamEvents."""
-        if self._mapper is None:
+        mapper = self._mapper
+        if mapper is None:
             return
         if self._abort_reason is not None and not self._abort_sent:
             self._send_abort()  # asked before the turn started: it has now
-        for mapped in self._mapper.map(getattr(event, "event", event)):
+        for mapped in mapper.map(event):  # the mapper unwraps an enveloped event itself
             self._emit(mapped)
 
     def finish(self, outcome: RunOutcome) -> None:
         """The run ended: make sure the stream has its terminal event (a run that never started has none)."""
         if self.ended:
             return
-        from nexus.streaming.events import StreamEnd, StreamError
-
         text_seen = self._mapper is not None and self._mapper.text_seen
         if outcome.status == "completed":
             self._emit(StreamEnd(self.run_id, final=True))
@@ -165,8 +163,6 @@ class BrokerStreamHandle:
     def _emit(self, event: StreamEvent) -> None:
         if self.ended:
             return
-        from nexus.streaming.events import is_terminal
-
         if is_terminal(event):
             self.ended = True
         if not self._listeners:
@@ -176,8 +172,11 @@ class BrokerStreamHandle:
                     self._backlog = None
                     log.warning("run %s: nobody subscribed to its stream; its early events were dropped", self.run_id)
             return
-        for listener in list(self._listeners):
-            _call(listener, event)
+        for listener in self._listeners if len(self._listeners) == 1 else list(self._listeners):
+            try:
+                listener(event)
+            except Exception:  # one bad subscriber never breaks the run or the others
+                log.exception("a stream listener failed")
 
 
 def _call(listener: StreamListener, event: StreamEvent) -> None:
@@ -188,8 +187,6 @@ def _call(listener: StreamListener, event: StreamEvent) -> None:
 
 
 async def _drain(queue: asyncio.Queue[StreamEvent | None], remove: Callable[[], None]) -> AsyncIterator[StreamEvent]:
-    from nexus.streaming.events import is_terminal
-
     try:
         while (event := await queue.get()) is not None:
             yield event
