@@ -225,3 +225,22 @@ async def test_the_turn_never_waits_for_an_adapter_that_does_not_answer(
         (record,) = DeliveryLog(r.ledger.database).for_turn(outcome.turn_id or "")
     assert not report.ok and "no delivery_complete within 2 s" in (report.error or "")
     assert record.status == "partial" and record.turn_id == outcome.turn_id
+
+
+async def test_closing_does_not_wait_for_a_delivery_whose_message_stays_queued(
+    tmp_path: Path, make_manager: MakeManager
+) -> None:
+    out = tmp_path / "out.jsonl"
+    adapters = {"files": adapter(builtin="jsonl", accounts={"a": {"config": {"path": str(out)}}})}
+    async with rig(tmp_path, ScriptedModel([stall(after_chunks=2, seconds=30)]), adapters, make_manager) as r:
+        busy = await r.broker.execute(AgentMessage("m-1", "user", "coder", "one"))
+        target = DeliveryTarget("files", "a", "chat:1")
+        queued = await r.broker.execute(AgentMessage("m-2", "user", "coder", "two"), target=target)
+        delivery = r.deliverer.start(queued, target)
+        await _until(lambda: busy.stream.is_streaming)
+        await r.broker.close()  # as nexus serve stops: the run is aborted, m-2 stays queued
+        await asyncio.wait_for(r.deliverer.close(grace_s=600), 20)  # not the grace period: m-2 has no run
+        item = BrokerStore(r.ledger.database).get_item(queued.receipt.queue_item_id)
+        records = DeliveryLog(r.ledger.database).recent()
+    assert delivery.cancelled() and item is not None and item.status == "queued"
+    assert records == [] and not out.exists()

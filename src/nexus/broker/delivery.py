@@ -41,7 +41,7 @@ class Deliverer:
         self.router = router
         self.deliveries = deliveries
         self.adapters = adapters
-        self._tasks: set[asyncio.Task[DeliveryReport]] = set()
+        self._tasks: dict[asyncio.Task[DeliveryReport], BrokerExecution] = {}
 
     @classmethod
     def from_config(cls, config: NexusConfig, ledger: Ledger, manager: AdapterManager | None = None) -> Deliverer:
@@ -65,8 +65,8 @@ class Deliverer:
         task = asyncio.get_running_loop().create_task(
             self._deliver(execution, target, events), name=f"delivery:{target.key}"
         )
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks[task] = execution
+        task.add_done_callback(lambda done: self._tasks.pop(done, None))
         return task
 
     async def deliver(self, execution: BrokerExecution, target: DeliveryTarget) -> DeliveryReport:
@@ -101,14 +101,17 @@ class Deliverer:
     async def close(self, grace_s: float = CLOSE_GRACE_S) -> None:
         """Wait for deliveries in flight (close the broker first: its runs end), then stop the adapters.
 
-        A delivery whose message never ran here (still queued for the next start) is cancelled
-        after ``grace_s``; it is not recorded (no turn carried it).
+        A delivery whose message has not run (it stays queued for the next start) is cancelled at
+        once, one still going after ``grace_s`` too; neither is recorded (no turn carried it).
         """
+        waiting = [task for task, execution in self._tasks.items() if not execution.stream.started]
+        for task in waiting:
+            task.cancel()
         if self._tasks:
             _, pending = await asyncio.wait(list(self._tasks), timeout=grace_s)
             for task in pending:
                 task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+            await asyncio.gather(*pending, *waiting, return_exceptions=True)
         await self.router.close()
 
 
