@@ -144,3 +144,27 @@ async def _until(check: Callable[[], bool], timeout_s: float = 20.0) -> None:
     while not check():
         assert asyncio.get_running_loop().time() < deadline, "timed out waiting"
         await asyncio.sleep(0.01)
+
+
+async def test_a_steered_message_follows_the_running_turn_it_went_into(tmp_path: Path) -> None:
+    gate = tmp_path / "go"
+    wait = f"while [ ! -e {gate} ]; do sleep 0.02; done; echo ok"
+    scripted = ScriptedModel(
+        [reply(text("Working."), tool_call("bash", {"command": wait}, id="c1")), text("Saw your note.")]
+    )
+    async with broker_on(tmp_path, scripted) as (broker, ledger):
+        first = await broker.execute(AgentMessage("m-1", "user", "coder", "start"))
+        tools: list[StreamEvent] = []
+        first.stream.on_event(lambda e: tools.append(e) if isinstance(e, ToolStatus) else None)
+        await _until(lambda: bool(tools))  # the tool waits for the gate: a safe point comes after it
+        steer = await broker.execute(AgentMessage("m-2", "user", "coder", "also check the logs"), "steer")
+        assert steer.receipt.steered and steer.stream.started
+        events: list[StreamEvent] = []
+        steer.stream.on_event(events.append)
+        gate.touch()
+        done, steered = await first.result, await asyncio.wait_for(steer.result, 20)
+        item = BrokerStore(ledger.database).get_item(steer.receipt.queue_item_id)
+    assert done.status == "completed" and steered.turn_id == done.turn_id and steered.reply == "Saw your note."
+    assert item is not None and (item.status, item.turn_id) == ("delivered", done.turn_id)
+    assert "".join(e.text for e in events if isinstance(e, Token)) == "Saw your note."
+    assert events[-1] == StreamEnd(steer.stream.run_id, final=True)

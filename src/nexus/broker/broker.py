@@ -295,7 +295,7 @@ class AgentBroker:
 
         return await start_execution(
             lambda: self.send(message, queue_mode), self._runner, slot.identity.session_label, target=target,
-            current_run=lambda: slot.run, get_item=self._store.get_item, waiter=waiter,  # type: ignore[arg-type,return-value]
+            current_run=lambda: slot.run, get_item=self._store.get_item, waiter=waiter,
         )  # fmt: skip
 
     async def send_and_wait(self, message: AgentMessage, timeout_ms: int | None = None) -> SendAndWaitResult:

@@ -29,14 +29,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from nexus.broker.runner import RunOutcome, RunStatus
+from nexus.broker.engine_runner import EngineRunHandle
+from nexus.broker.runner import RunHandle, RunOutcome, RunStatus
 from nexus.broker.types import BrokerError, SendAndWaitResult, SendReceipt
 from nexus.streaming.events import StreamEnd, StreamError, is_terminal
 from nexus.streaming.from_engine import EngineEventMapper
 
 if TYPE_CHECKING:
     from nexus.adapters.types import DeliveryTarget
-    from nexus.broker.engine_runner import EngineRunHandle
     from nexus.ledger.broker_store import BrokerQueueItem
     from nexus.streaming.events import StreamEvent
 
@@ -310,7 +310,7 @@ async def start_execution(
     session_label: str,
     *,
     target: DeliveryTarget | None,
-    current_run: Callable[[], EngineRunHandle | None],
+    current_run: Callable[[], RunHandle | None],
     get_item: Callable[[str], BrokerQueueItem | None],
     waiter: Callable[[str], asyncio.Future[SendAndWaitResult]],
 ) -> BrokerExecution:
@@ -340,7 +340,7 @@ async def start_execution(
         waiter(item_id).add_done_callback(lambda done: matcher.settled_without_run(done.result()))
     matcher.name(item_id)
     run = current_run() if receipt.steered and matcher.matched is None else None
-    if run is not None:
+    if isinstance(run, EngineRunHandle):  # the running turn it was handed to
 
         def went_in(turn_id: str | None) -> bool:
             row = get_item(item_id)
