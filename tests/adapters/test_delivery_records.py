@@ -23,13 +23,14 @@ from nexus.adapters.types import DeliveryTarget
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings
 from nexus.broker.delivery import Deliverer
 from nexus.broker.engine_runner import EngineRunner
+from nexus.broker.execution import run_execution
 from nexus.config import AdapterConfig, load_config
 from nexus.engine import ProfileCooldowns
 from nexus.engine.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
 from nexus.ledger.deliveries import DeliveryLog
-from nexus.streaming.router import StreamRouter
+from nexus.streaming.router import DeliveryReport, StreamRouter
 from nexus.testing import InstantClock, ScriptedModel
 from nexus.testing.steps import reply, stall, text, tool_call
 
@@ -40,6 +41,7 @@ class Rig:
     broker: AgentBroker
     deliverer: Deliverer
     manager: AdapterManager
+    runner: EngineRunner
 
 
 @asynccontextmanager
@@ -60,7 +62,7 @@ async def rig(
         router = StreamRouter(manager, finish_timeout_s=finish_timeout_s)
         deliverer = Deliverer(router, DeliveryLog(ledger.database), adapters)
         try:
-            yield Rig(ledger, broker, deliverer, manager)
+            yield Rig(ledger, broker, deliverer, manager, runner)
         finally:
             await broker.close()
             await deliverer.close()
@@ -244,3 +246,23 @@ async def test_closing_does_not_wait_for_a_delivery_whose_message_stays_queued(
         records = DeliveryLog(r.ledger.database).recent()
     assert delivery.cancelled() and item is not None and item.status == "queued"
     assert records == [] and not out.exists()
+
+
+async def test_a_run_announced_by_the_runner_is_delivered_and_recorded(
+    tmp_path: Path, make_manager: MakeManager
+) -> None:
+    # how a host delivers runs it did not send itself (the replies to inbound chat messages)
+    out = tmp_path / "out.jsonl"
+    adapters = {"files": adapter(builtin="jsonl", accounts={"a": {"config": {"path": str(out)}}})}
+    async with rig(tmp_path, ScriptedModel([text("From the hook.")]), adapters, make_manager) as r:
+        target = DeliveryTarget("files", "a", "chat:9")
+        started: list[asyncio.Task[DeliveryReport]] = []
+        r.runner.on_run(lambda run: started.append(r.deliverer.start(run_execution(run, target), target)))
+        receipt = await r.broker.send(AgentMessage("m-1", "user", "coder", "hi"))
+        await _until(lambda: bool(started))
+        report = await asyncio.wait_for(started[0], 30)
+        turn_id = _turn_of(r, receipt.queue_item_id)
+        (record,) = DeliveryLog(r.ledger.database).for_turn(turn_id)
+    (written,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert report.ok and written["text"] == "From the hook." and record.message_ids == [written["message_id"]]
+    assert record.queue_item_id == receipt.queue_item_id and record.status == "delivered"

@@ -60,7 +60,11 @@ class Deliverer:
         return check_target(target, self.adapters, prefix=prefix)
 
     def start(self, execution: BrokerExecution, target: DeliveryTarget) -> asyncio.Task[DeliveryReport]:
-        """Deliver ``execution`` to ``target`` in the background (subscribed now: no event is missed)."""
+        """Deliver ``execution`` to ``target`` in the background (subscribed now: no event is missed).
+
+        For a run announced by ``EngineRunner.on_run`` (an inbound chat message's reply), pass
+        :func:`~nexus.broker.execution.run_execution` of it.
+        """
         events = execution.stream.events()
         task = asyncio.get_running_loop().create_task(
             self._deliver(execution, target, events), name=f"delivery:{target.key}"
@@ -80,10 +84,12 @@ class Deliverer:
 
         started = now_ms()
         stream = execution.stream
-        first = await anext(events, None)  # the run has started (or the message ended without one)
-        if not stream.started:  # dropped from its queue, or failed before a run: nothing to send
+        first = await anext(events, None)  # the run's turn has begun (or the message ended without one)
+        if not stream.started:  # nothing to send: no turn began
             outcome = await execution.result
             report = DeliveryReport(target, "none").failed(outcome.error or "the message was not run", partial=False)
+            if outcome.turn_id is None and outcome.status == "aborted":
+                return report  # the run gave the message back (it runs again later): nothing to record
         else:
             source = _chain(first, events)
             report = await self.router.deliver(target, source, run_id=stream.run_id, session_label=stream.session_label)

@@ -67,6 +67,7 @@ class BrokerStreamHandle:
         self._mapper: EngineEventMapper | None = None
         self._abort_reason: str | None = None
         self._abort_sent = False
+        self._began = False
         self.ended = False
 
     # ---------------------------------------------------------------- for callers
@@ -128,8 +129,8 @@ class BrokerStreamHandle:
 
     @property
     def started(self) -> bool:
-        """Whether a run has been attached (the message is being run)."""
-        return self._run is not None
+        """Whether the run's turn has begun (its first event arrived): from then on the message is consumed."""
+        return self._began
 
     # ---------------------------------------------------------------- for the broker
 
@@ -145,10 +146,15 @@ class BrokerStreamHandle:
         mapper = self._mapper
         if mapper is None:
             return
+        self._began = True
         if self._abort_reason is not None and not self._abort_sent:
             self._send_abort()  # asked before the turn started: it has now
         for mapped in mapper.map(event):  # the mapper unwraps an enveloped event itself
             self._emit(mapped)
+
+    def detach(self) -> None:
+        """Forget a run that ended before its turn began (it gave the message back: a later run takes it)."""
+        self._run = self._mapper = None
 
     def finish(self, outcome: RunOutcome) -> None:
         """The run ended: make sure the stream has its terminal event (a run that never started has none)."""
@@ -221,9 +227,13 @@ class _Matcher:
     is not missed; once the item is named, the match is attached and the others let go.
     """
 
-    def __init__(self, stream: BrokerStreamHandle, result: asyncio.Future[RunOutcome]) -> None:
+    def __init__(
+        self, stream: BrokerStreamHandle, result: asyncio.Future[RunOutcome], *, follow_later: bool = True
+    ) -> None:
         self.stream = stream
         self.result = result
+        self.follow_later = follow_later
+        """Wait for a later run when the matched one gives the message back (False: one run only)."""
         self.item_id: str | None = None
         self.matched: EngineRunHandle | None = None
         self._held: list[tuple[EngineRunHandle, list[object]]] = []
@@ -276,6 +286,10 @@ class _Matcher:
         if item_done is not None and not item_done(outcome.turn_id):
             self.matched = None  # the steer was handed back: it runs as a turn of its own later
             return
+        if self.follow_later and not self.stream.started and outcome.turn_id is None and outcome.status == "aborted":
+            self.matched = None  # aborted before its turn began: the broker queues the message again
+            self.stream.detach()
+            return
         self.stream.finish(outcome)
         self.close()
         if not self.result.done():
@@ -302,6 +316,24 @@ class _Matcher:
     def close(self) -> None:
         self._held.clear()
         self._remove()
+
+
+def run_execution(run: EngineRunHandle, target: DeliveryTarget) -> BrokerExecution:
+    """The execution of a run announced by ``EngineRunner.on_run`` (call it from the hook: no event is missed).
+
+    For hosts that learn of a run rather than send its message, e.g. the replies to inbound chat
+    messages (``RunRequest`` carries their target). The receipt names the run's first queue item.
+    """
+    from nexus.ledger import new_ulid
+
+    stream = BrokerStreamHandle(f"run-{new_ulid()}", run.request.session_label, target)
+    result: asyncio.Future[RunOutcome] = asyncio.get_running_loop().create_future()
+    matcher = _Matcher(stream, result, follow_later=False)
+    item_id = run.request.item_ids[0] if run.request.item_ids else ""
+    matcher.item_id = item_id
+    run.on_event(lambda event: matcher._relay(run, None, event))
+    matcher._match(run, [])
+    return BrokerExecution(SendReceipt("", item_id), stream, result)
 
 
 async def start_execution(
