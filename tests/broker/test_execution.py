@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -11,10 +13,11 @@ import pytest
 from fake_runner import FakeRunner
 
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerError, BrokerSettings, QueueSettings
-from nexus.broker.engine_runner import EngineRunner
+from nexus.broker.engine_runner import EngineRunHandle, EngineRunner
 from nexus.config import load_config
 from nexus.engine import ProfileCooldowns
 from nexus.engine.runner import EngineEnv
+from nexus.engine.session_lock import session_lock_path
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
 from nexus.streaming.events import StreamEnd, StreamError, StreamEvent, StreamStart, Token, ToolStatus
@@ -23,10 +26,14 @@ from nexus.testing.steps import reply, stall, text, tool_call
 
 
 @asynccontextmanager
-async def broker_on(tmp_path: Path, scripted: ScriptedModel) -> AsyncIterator[tuple[AgentBroker, Ledger]]:
+async def broker_on(
+    tmp_path: Path, scripted: ScriptedModel, runs: list[EngineRunHandle] | None = None
+) -> AsyncIterator[tuple[AgentBroker, Ledger]]:
     with Ledger.open(tmp_path / "agents.db") as ledger:
         env = EngineEnv.from_config(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
         runner = EngineRunner(env)
+        if runs is not None:
+            runner.on_run(runs.append)
         broker = AgentBroker(BrokerStore(ledger.database), runner, BrokerSettings(queue=QueueSettings(mode="followup")))
         runner.attach(broker)
         await broker.start()
@@ -168,3 +175,26 @@ async def test_a_steered_message_follows_the_running_turn_it_went_into(tmp_path:
     assert item is not None and (item.status, item.turn_id) == ("delivered", done.turn_id)
     assert "".join(e.text for e in events if isinstance(e, Token)) == "Saw your note."
     assert events[-1] == StreamEnd(steer.stream.run_id, final=True)
+
+
+async def test_a_run_that_gives_the_message_back_before_its_turn_is_not_followed_the_next_one_is(
+    tmp_path: Path,
+) -> None:
+    runs: list[EngineRunHandle] = []
+    async with broker_on(tmp_path, ScriptedModel([text("the real reply")]), runs) as (broker, ledger):
+        lock = session_lock_path(Path(ledger.path), "agent:coder")
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # "another process" runs the session: the run waits to start
+        try:
+            execution = await broker.execute(AgentMessage("m-1", "user", "coder", "hi"))
+            await _until(lambda: len(runs) == 1)
+            assert broker.abort("coder")  # aborted before its turn began: the message goes back to the queue
+            await _until(lambda: len(runs) == 2)  # and a new run takes it
+            assert (await runs[0].result()).turn_id is None
+        finally:
+            os.close(fd)
+        outcome = await asyncio.wait_for(execution.result, 20)
+        events = [event async for event in execution.stream]
+    assert outcome.status == "completed" and outcome.reply == "the real reply" and outcome.turn_id
+    assert events[0].type == "stream_start" and events[-1] == StreamEnd(execution.stream.run_id, final=True)

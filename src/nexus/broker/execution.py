@@ -244,16 +244,21 @@ class _Matcher:
         self._remove = runner.on_run(self.on_run)
 
     def on_run(self, run: EngineRunHandle) -> None:
-        if self.matched is not None or self.result.done():
+        if self.result.done():
             return
         if self.item_id is None:
             buffer: list[object] = []
             self._held.append((run, buffer))
             run.on_event(lambda event: self._relay(run, buffer, event))
             return
-        if self.item_id in run.request.item_ids:
-            run.on_event(lambda event: self._relay(run, None, event))
-            self._match(run, [])
+        if self.item_id not in run.request.item_ids:
+            return
+        if self.matched is not None:
+            if self.matched.phase != "done":
+                return
+            self.stream.detach()  # the run before gave the message back (its _settle may not have run yet)
+        run.on_event(lambda event: self._relay(run, None, event))
+        self._match(run, [])
 
     def _relay(self, run: EngineRunHandle, buffer: list[object] | None, event: object) -> None:
         if self.matched is run:
@@ -283,6 +288,8 @@ class _Matcher:
 
     async def _settle(self, run: EngineRunHandle, item_done: Callable[[str | None], bool] | None) -> None:
         outcome = await run.result()
+        if self.matched is not run:
+            return  # superseded: a later run took the message
         if item_done is not None and not item_done(outcome.turn_id):
             self.matched = None  # the steer was handed back: it runs as a turn of its own later
             return
