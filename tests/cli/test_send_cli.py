@@ -128,7 +128,7 @@ def test_deliver_streams_the_reply_through_an_adapter(home: Path, server: FakePr
         config.write(f'[adapters.files.accounts.a]\nconfig = {{ path = "{out}" }}\n')
     server.script(text("Delivered words."))
     nexus("agents", "add", "coder")
-    result = nexus("send", "coder", "say it", "--wait", "--deliver", "files/a:me")
+    result = nexus("send", "coder", "say it", "--wait", "--deliver", "files/a:me", "--id", "d-1")
     assert result.returncode == 0, result.stderr
     assert result.stdout == "Delivered words.\n"
     assert "delivered to files/a:me" in result.stderr
@@ -141,6 +141,11 @@ def test_deliver_streams_the_reply_through_an_adapter(home: Path, server: FakePr
     assert record.message_ids == [lines[0]["message_id"]] and record.queue_item_id == item.id
     history = nexus("sessions", "history", "agent:coder")
     assert f"⇢ delivered to files/a:me (native); message ids: {lines[0]['message_id']}" in history.stdout
+    again = nexus("send", "coder", "say it", "--deliver", "files/a:me", "--id", "d-1")
+    assert again.returncode == 0 and "not delivered again" in again.stderr
+    assert len(out.read_text().splitlines()) == len(lines)  # nothing sent twice, nothing recorded twice
+    with Ledger.open(home / "agents.db") as ledger:
+        assert len(DeliveryLog(ledger.database).recent()) == 1
     bad = nexus("send", "coder", "x", "--deliver", "nowhere/a:me")
     assert bad.returncode == 2 and "no adapter named 'nowhere' (configured: files)" in bad.stderr
     with (home / "nexus.toml").open("a", encoding="utf-8") as config:

@@ -82,9 +82,9 @@ class Deliverer:
     ) -> DeliveryReport:
         from nexus.streaming.router import DeliveryReport
 
-        started = now_ms()
         stream = execution.stream
         first = await anext(events, None)  # the run's turn has begun (or the message ended without one)
+        started = now_ms()
         if not stream.started:  # nothing to send: no turn began
             outcome = await execution.result
             report = DeliveryReport(target, "none").failed(outcome.error or "the message was not run", partial=False)

@@ -92,6 +92,9 @@ async def _send(config: NexusConfig, ledger: Ledger, message: AgentMessage, mode
             if live is not None:
                 live.end()
             code = _report(ledger, receipt.queue_item_id, args, reply_shown=live is not None and live.printed)
+            if delivering and receipt.duplicate:
+                print("nexus: already accepted earlier: its reply is not delivered again", file=sys.stderr)
+                return code
             return _delivery_outcome(report, code) if delivering else code
     if target is not None and not _server_runs(config):
         from nexus.errors import ConfigError
@@ -109,7 +112,8 @@ async def _deliver_while_draining(
     """Drain until idle, delivering the execution to ``target`` (``None`` when no run here consumed the message)."""
     from nexus.broker.delivery import Deliverer
 
-    deliverer = Deliverer.from_config(config, ledger) if target is not None else None
+    delivering = target is not None and not execution.receipt.duplicate  # a duplicate's turn ran before
+    deliverer = Deliverer.from_config(config, ledger) if delivering else None
     try:
         task = deliverer.start(execution, target) if deliverer is not None and target is not None else None
         await broker.wait_until_idle()
