@@ -394,21 +394,26 @@ class Ledger:
 
         return self._db.read(run)
 
-    def history(self, session_label: str) -> list[Message]:
-        """The messages to send to the model next (compaction summary first, if any)."""
+    def history(self, session_label: str, *, max_chars: int | None = None) -> list[Message]:
+        """The messages to send to the model next (compaction summary first, if any).
+
+        ``max_chars`` bounds it to a window: only the newest whole turns whose stored message bodies
+        hold at least that many characters (or all of them, if fewer) follow the summary. The cost
+        is then that of the window, however long the ancestry (docs/ledger.md "The engine's window").
+        """
 
         def run(conn: Any) -> list[Message]:
             row = conn.execute("SELECT thread_id FROM sessions WHERE label = ?", (session_label,)).fetchone()
             head = row[0] if row is not None else _sessions.resolve(conn, session_label).thread_id
             if self._cache is not None:
-                return _read.history_cached(conn, head, self._cache)
-            return _read.history(conn, head)
+                return _read.history_cached(conn, head, self._cache, max_chars)
+            return _read.history(conn, head, max_chars)
 
         with gc_paused():  # the row tuples of a long history would trigger full collections
             return self._db.read(run)
 
-    def history_at(self, turn_id: str) -> list[Message]:
-        """The history as it would be with ``turn_id`` as head (any closed turn).
+    def history_at(self, turn_id: str, *, max_chars: int | None = None) -> list[Message]:
+        """The history as it would be with ``turn_id`` as head (any closed turn); ``max_chars`` as in :meth:`history`.
 
         An open turn raises ``TurnStateError``: it is in no history until it is closed (and
         its half-written rows must never reach the message cache).
@@ -417,8 +422,8 @@ class Ledger:
         def run(conn: Any) -> list[Message]:
             _check_closed(conn, turn_id)
             if self._cache is not None:
-                return _read.history_cached(conn, turn_id, self._cache)
-            return _read.history(conn, turn_id)
+                return _read.history_cached(conn, turn_id, self._cache, max_chars)
+            return _read.history(conn, turn_id, max_chars)
 
         with gc_paused():
             return self._db.read(run)

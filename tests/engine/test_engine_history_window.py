@@ -1,0 +1,79 @@
+"""The engine loads a session's window, not its whole ancestry (docs/ledger.md "The engine's window")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nexus.config import load_config
+from nexus.engine import AgentResult, EngineLimits, ProfileCooldowns
+from nexus.engine.budget import history_window_chars
+from nexus.engine.runner import EngineEnv
+from nexus.ledger import Ledger
+from nexus.llm.types import AssistantMessage, Model, TextContent, Usage, UserMessage
+from nexus.testing import ScriptedModel
+from nexus.testing.steps import text
+
+SMALL = Model("small", "scripted", "scripted", name="small", context_window=2_000, max_tokens=200)
+
+
+def _answer(i: int) -> AssistantMessage:
+    return AssistantMessage([TextContent(f"a{i} " + "z" * 150)], "scripted", "scripted", "small", Usage())
+
+
+def _long_session(ledger: Ledger, turns: int) -> None:
+    """A never-compacted session (as an import or a bigger model leaves one): ~400 stored chars per turn."""
+    ledger.create_session("main")
+    for i in range(turns):
+        ledger.write_turn(
+            None, "main", query_messages=[UserMessage(f"q{i} " + "y" * 150)], response_messages=[_answer(i)]
+        )
+
+
+def _sent(scripted: ScriptedModel) -> list[list[str]]:
+    """What each model call was sent (summariser calls included), as role:text lines without timestamps."""
+    return [
+        [f"{m.role}:{m.text if isinstance(m, AssistantMessage) else m.content}" for m in c.messages]
+        for c in scripted.calls
+    ]
+
+
+async def _run_next(ledger: Ledger) -> tuple[ScriptedModel, list[object], AgentResult]:
+    scripted = ScriptedModel([text("## Goal\nthe summary"), text("done")], model=SMALL)
+    limits = EngineLimits(keep_recent_tokens=300, reserve_tokens=200)
+    env = EngineEnv.from_config(
+        load_config(), ledger, stream_fn=scripted.stream, limits=limits, cooldowns=ProfileCooldowns()
+    )
+    ctx = env.assemble("next", session="main", model=SMALL)
+    result = await env.start(ctx, model=SMALL).result
+    return scripted, list(ctx.history), result
+
+
+async def test_a_long_session_loads_its_window_and_sends_what_a_full_load_sends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Ledger.open(tmp_path / "window.db") as windowed, Ledger.open(tmp_path / "full.db") as unbounded:
+        _long_session(windowed, 300)
+        _long_session(unbounded, 300)
+        full = windowed.history("main")
+        scripted, loaded, result = await _run_next(windowed)
+        assert loaded == windowed.history_at(loaded_head(windowed, result), max_chars=history_window_chars(SMALL))
+        assert 0 < len(loaded) < len(full) // 5  # two windows of 2,000 tokens (16,000 chars): 44 of 300 turns
+        assert loaded == full[-len(loaded) :] and isinstance(loaded[0], UserMessage)  # whole turns, newest
+
+        monkeypatch.setattr("nexus.engine.budget.history_window_chars", lambda model: 10**12)  # the old full load
+        reference, everything, reference_result = await _run_next(unbounded)
+        assert len(everything) == len(full)
+
+    # the model and the summariser were sent the same, call by call: nothing older than the window mattered
+    assert _sent(scripted) == _sent(reference) and len(scripted.calls) == 2
+    assert result.error is None and result.reply == reference_result.reply == "done"
+    assert len(result.compactions) == len(reference_result.compactions) == 1  # too long for the model: compacted
+    assert result.compactions[0].summary == reference_result.compactions[0].summary
+
+
+def loaded_head(ledger: Ledger, result: AgentResult) -> str:
+    """The head the run started from: the parent of the turn it wrote."""
+    turn = ledger.get_turn(result.turn_id or "")
+    return turn.parent_turn_id or ""
