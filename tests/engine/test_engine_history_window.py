@@ -9,8 +9,9 @@ import pytest
 from nexus.config import load_config
 from nexus.engine import AgentResult, EngineLimits, ProfileCooldowns
 from nexus.engine.budget import history_window_chars
+from nexus.engine.ledger_map import history_turn_ids
 from nexus.engine.runner import EngineEnv
-from nexus.ledger import Ledger
+from nexus.ledger import CompactionRecord, Ledger
 from nexus.llm.types import AssistantMessage, Model, TextContent, Usage, UserMessage
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text
@@ -45,7 +46,7 @@ async def _run_next(ledger: Ledger) -> tuple[ScriptedModel, list[object], AgentR
     env = EngineEnv.from_config(
         load_config(), ledger, stream_fn=scripted.stream, limits=limits, cooldowns=ProfileCooldowns()
     )
-    ctx = env.assemble("next", session="main", model=SMALL)
+    ctx = env.assemble(UserMessage("next"), session="main", model=SMALL)  # no event header: no clock in the text
     result = await env.start(ctx, model=SMALL).result
     return scripted, list(ctx.history), result
 
@@ -77,3 +78,39 @@ def loaded_head(ledger: Ledger, result: AgentResult) -> str:
     """The head the run started from: the parent of the turn it wrote."""
     turn = ledger.get_turn(result.turn_id or "")
     return turn.parent_turn_id or ""
+
+
+def test_turn_owners_of_a_window_read_only_its_turns(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    """history_turn_ids maps a window's messages to their turns from the newest turns, bare compactions included."""
+    _long_session(ledger, 50)
+    kept = [ledger.write_turn(None, "main", query_messages=[UserMessage(f"k{i}")]) for i in range(2)]
+    record = CompactionRecord("s", kept[-1], kept[0], 50, "m")
+    bare = ledger.write_turn(None, "main", compaction=record)  # a compaction turn without messages
+    after = [ledger.write_turn(None, "main", query_messages=[UserMessage(f"n{i}")]) for i in range(3)]
+    history = ledger.history("main")
+    assert [m.content for m in history[1:]] == ["k0", "k1", "n0", "n1", "n2"]  # type: ignore[union-attr]
+    # the newest 5 turns hold only 4 messages (the bare compaction holds none): the walk goes on past them
+    assert history_turn_ids(ledger, "main", history) == ["", *kept, *after]
+
+    _long_session_more(ledger, 20)
+    window = ledger.history("main", max_chars=2_000)
+    owners = history_turn_ids(ledger, "main", window)
+    turns = ledger.turns("main")
+    by_id = {t.id: t for t in turns}
+    assert owners[0] == "" and bare not in owners[1:]
+    assert all(by_id[o].message_count >= 1 for o in owners[1:])
+    assert owners[-1] == turns[-1].id and len(set(owners[1:])) * 2 == len(window) - 1
+    calls: list[int | None] = []
+    real = Ledger.turns
+    monkeypatch.setattr(
+        Ledger, "turns", lambda self, label, limit=None: calls.append(limit) or real(self, label, limit=limit)
+    )
+    history_turn_ids(ledger, "main", window)
+    assert calls == [len(window) - 1]  # the newest turns only, not the whole path
+
+
+def _long_session_more(ledger: Ledger, turns: int) -> None:
+    for i in range(turns):
+        ledger.write_turn(
+            None, "main", query_messages=[UserMessage(f"m{i} " + "y" * 150)], response_messages=[_answer(i)]
+        )

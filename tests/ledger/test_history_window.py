@@ -104,6 +104,9 @@ def test_window_is_the_tail_of_the_full_history_that_fits(
             if session.thread_id is not None:
                 window = ledger.history(session.label, max_chars=budgets[0])
                 assert window == expected_window(reference, db, session.thread_id, budgets[0])
+            path = reference.turns(session.label)
+            for limit in {0, 1, 3, budgets[-1] % 50, len(path)}:
+                assert ledger.turns(session.label, limit=limit) == (path[-limit:] if limit else [])
     finally:
         db.close()
         reference.close()

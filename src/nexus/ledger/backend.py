@@ -188,8 +188,8 @@ class LedgerBackend(Protocol):
         """Turn ids from the root to ``turn_id`` inclusive."""
         ...
 
-    def turns(self, session_label: str) -> list[Turn]:
-        """The turns of a session's history, root first."""
+    def turns(self, session_label: str, *, limit: int | None = None) -> list[Turn]:
+        """The turns of a session's history, root first; with ``limit``, only the newest ``limit`` of them."""
         ...
 
     def get_turn(self, turn_id: str) -> Turn:

@@ -432,12 +432,14 @@ class Ledger:
         """Turn ids from the root to ``turn_id`` inclusive."""
         return self._db.read(lambda c: _read.ancestry(c, turn_id))
 
-    def turns(self, session_label: str) -> list[Turn]:
-        """The turns of a session's history, root first."""
+    def turns(self, session_label: str, *, limit: int | None = None) -> list[Turn]:
+        """The turns of a session's history, root first; with ``limit``, only the newest ``limit`` of them."""
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit must be zero or more, got {limit}")
 
         def run(conn: Any) -> list[Turn]:
             head = _sessions.resolve(conn, session_label).thread_id
-            return [] if head is None else _read.path_turns(conn, head)
+            return [] if head is None else _read.path_turns(conn, head, limit)
 
         return self._db.read(run)
 
