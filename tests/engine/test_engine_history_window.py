@@ -114,3 +114,28 @@ def _long_session_more(ledger: Ledger, turns: int) -> None:
         ledger.write_turn(
             None, "main", query_messages=[UserMessage(f"m{i} " + "y" * 150)], response_messages=[_answer(i)]
         )
+
+
+async def test_a_manual_compaction_reads_the_window_a_run_would_load(ledger: Ledger) -> None:
+    """`nexus compact` of a long never-compacted session summarises what the next run would load."""
+    from nexus.engine.budget import estimate_tokens
+    from nexus.engine.compact_session import compact_session
+
+    _long_session(ledger, 300)
+    window = ledger.history("main", max_chars=history_window_chars(SMALL))
+    scripted = ScriptedModel([text("## Goal\nshort")], model=SMALL)
+    env = EngineEnv.from_config(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
+    outcome = await compact_session("main", env=env, model=SMALL)
+    assert outcome.status == "compacted" and outcome.result is not None
+    assert (
+        outcome.result.tokens_before
+        == estimate_tokens(window)
+        < estimate_tokens(ledger.history_at(window_head(ledger)))
+    )
+    kept = ledger.history("main")[1:]
+    assert kept == window[len(window) - len(kept) :]  # the kept turns are the newest of the window
+
+
+def window_head(ledger: Ledger) -> str:
+    """The turn before the compaction turn (the head the manual compaction read)."""
+    return ledger.get_turn(ledger.head("main").id).parent_turn_id or ""  # type: ignore[union-attr]
