@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import sqlite3
 
 from nexus.ledger._decode import Origins, decode_bodies, decode_body, load_origins
@@ -16,7 +17,7 @@ from nexus.ledger._rows import (
     turn_from_row,
     turn_position,
 )
-from nexus.ledger._schema import SEQ_SHIFT, unpack_key
+from nexus.ledger._schema import unpack_key
 from nexus.ledger.errors import TurnNotFound
 from nexus.ledger.records import SUMMARY_PREFIX, CompactionRecord, StoredMessage, ToolCallRecord, Turn
 from nexus.llm.types import Message, ToolResultMessage, UserMessage
@@ -58,42 +59,9 @@ def history_plan(conn: sqlite3.Connection, head_id: str) -> tuple[str | None, li
     return summary, keys
 
 
-def window_ranges(conn: sqlite3.Connection, ranges: list[tuple[int, int]], max_chars: int) -> list[tuple[int, int]]:
-    """The newest part of a history's key ``ranges``: whole turns, walking back from the head,
-    until their stored bodies hold at least ``max_chars`` characters (or the ranges are used up).
-
-    One backward rowid scan that stops at the first row of the turn past the budget, so it reads
-    what the window holds, never the rest of the ancestry. A turn is never split: a tool call
-    and its result stay together, and the engine maps messages back to their turns by count.
-    """
-    if max_chars < 0:
-        raise ValueError(f"max_chars must be zero or more, got {max_chars}")
-    total = 0
-    turn = -1
-    out: list[tuple[int, int]] = []
-    for lo, hi in reversed(ranges):
-        start = hi + 1
-        for key, size in conn.execute(
-            "SELECT key, length(body) FROM messages WHERE key BETWEEN ? AND ? ORDER BY key DESC", (lo, hi)
-        ):
-            if total >= max_chars and key >> SEQ_SHIFT != turn:
-                if start <= hi:
-                    out.append((start, hi))
-                return out[::-1]
-            turn = key >> SEQ_SHIFT
-            total += size
-            start = key
-        out.append((lo, hi))
-    return out[::-1]
-
-
-def history_bodies(
-    conn: sqlite3.Connection, head_id: str, max_chars: int | None = None
-) -> tuple[str | None, list[str]]:
+def history_bodies(conn: sqlite3.Connection, head_id: str) -> tuple[str | None, list[str]]:
     """``(compaction summary or None, message JSON bodies)`` of the history ending at ``head_id``."""
     summary, ranges = history_plan(conn, head_id)
-    if max_chars is not None:
-        ranges = window_ranges(conn, ranges, max_chars)
     bodies: list[str] = []
     for lo, hi in ranges:
         bodies.extend(row[0] for row in conn.execute("SELECT body FROM messages WHERE key BETWEEN ? AND ?", (lo, hi)))
@@ -106,17 +74,15 @@ def _with_summary(summary: str | None, messages: list[Message]) -> list[Message]
     return messages
 
 
-def history(conn: sqlite3.Connection, head_id: str | None, max_chars: int | None = None) -> list[Message]:
-    """The messages to send to the model for a session whose head is ``head_id`` (see :func:`window_ranges`)."""
+def history(conn: sqlite3.Connection, head_id: str | None) -> list[Message]:
+    """The messages to send to the model for a session whose head is ``head_id``."""
     if head_id is None:
         return []
-    summary, bodies = history_bodies(conn, head_id, max_chars)
+    summary, bodies = history_bodies(conn, head_id)
     return _with_summary(summary, decode_bodies(bodies, load_origins(conn)))
 
 
-def history_cached(
-    conn: sqlite3.Connection, head_id: str | None, cache: MessageCache, max_chars: int | None = None
-) -> list[Message]:
+def history_cached(conn: sqlite3.Connection, head_id: str | None, cache: MessageCache) -> list[Message]:
     """Like :func:`history`, decoding only the messages ``cache`` does not hold yet (rows never change).
 
     The result is a new list; the message objects in it are shared with other calls.
@@ -124,8 +90,6 @@ def history_cached(
     if head_id is None:
         return []
     summary, ranges = history_plan(conn, head_id)
-    if max_chars is not None:
-        ranges = window_ranges(conn, ranges, max_chars)
     origins: Origins | None = None
     result: list[Message] = []
     for lo, hi in ranges:
@@ -163,6 +127,26 @@ class MessageCache:
         # a shorter path through a range seen before (a fork point, a pointer moved back): count, don't decode
         count = conn.execute("SELECT count(*) FROM messages WHERE key BETWEEN ? AND ?", (lo, hi)).fetchone()[0]
         return known[1][:count]
+
+    def known(self, lo: int, hi: int, count: int) -> list[Message] | None:
+        """Like :meth:`get` for a caller that has read the ``count`` rows of ``[lo, hi]`` (no count query)."""
+        known = self.ranges.get(lo)
+        if known is None or known[0] < hi:
+            return None
+        self.ranges[lo] = self.ranges.pop(lo)
+        return known[1] if known[0] == hi else known[1][:count]
+
+    def add(self, lo: int, hi: int, rows: list[tuple[int, str]], origins: Origins) -> list[Message]:
+        """Like :meth:`fill` with the ``(key, body)`` rows of ``[lo, hi]`` already read: decodes only the new ones."""
+        known = self.ranges.pop(lo, None)
+        messages: list[Message] = [] if known is None else known[1]
+        start = lo if known is None else known[0] + 1
+        first = bisect.bisect_left(rows, (start, ""))  # rows are in key order; (start, "") sorts before any body
+        new = decode_bodies([body for _, body in rows[first:]], origins)
+        messages.extend(new)
+        self.size += len(new)
+        self.ranges[lo] = (hi, messages)
+        return messages
 
     def fill(self, conn: sqlite3.Connection, lo: int, hi: int, origins: Origins) -> list[Message]:
         """Read and decode what the entry for ``lo`` lacks up to ``hi``; returns the messages of ``[lo, hi]``."""

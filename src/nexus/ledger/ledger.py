@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nexus.ledger import _crash, _prompts, _queue, _read, _rescue, _sessions, _turns
+from nexus.ledger import _crash, _prompts, _queue, _read, _rescue, _sessions, _turns, _window
 from nexus.ledger._decode import gc_paused
 from nexus.ledger._rows import fetch_session, fetch_turn, turn_position
 from nexus.ledger._sessions import NewSession
@@ -405,9 +405,11 @@ class Ledger:
         def run(conn: Any) -> list[Message]:
             row = conn.execute("SELECT thread_id FROM sessions WHERE label = ?", (session_label,)).fetchone()
             head = row[0] if row is not None else _sessions.resolve(conn, session_label).thread_id
+            if max_chars is not None:
+                return _window.history_window(conn, head, max_chars, self._cache)
             if self._cache is not None:
-                return _read.history_cached(conn, head, self._cache, max_chars)
-            return _read.history(conn, head, max_chars)
+                return _read.history_cached(conn, head, self._cache)
+            return _read.history(conn, head)
 
         with gc_paused():  # the row tuples of a long history would trigger full collections
             return self._db.read(run)
@@ -421,9 +423,11 @@ class Ledger:
 
         def run(conn: Any) -> list[Message]:
             _check_closed(conn, turn_id)
+            if max_chars is not None:
+                return _window.history_window(conn, turn_id, max_chars, self._cache)
             if self._cache is not None:
-                return _read.history_cached(conn, turn_id, self._cache, max_chars)
-            return _read.history(conn, turn_id, max_chars)
+                return _read.history_cached(conn, turn_id, self._cache)
+            return _read.history(conn, turn_id)
 
         with gc_paused():
             return self._db.read(run)
