@@ -81,7 +81,7 @@ def _build(ledger: Ledger, ops: list[tuple[str, int, int]]) -> list[str]:
     return turns
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=trees(), budgets=st.lists(st.integers(min_value=0, max_value=2_000), min_size=1, max_size=6))
 @pytest.mark.parametrize("cache", [0, 50_000, 7])
 def test_window_is_the_tail_of_the_full_history_that_fits(
@@ -100,7 +100,7 @@ def test_window_is_the_tail_of_the_full_history_that_fits(
             # a window larger than the whole history is the whole history; the cache stays right after windows
             assert ledger.history_at(head, max_chars=10**9) == full
             assert ledger.history_at(head) == full
-        for session in ledger.list_sessions():
+        for session in sorted(ledger.list_sessions(), key=lambda s: s.label):
             if session.thread_id is not None:
                 window = ledger.history(session.label, max_chars=budgets[0])
                 assert window == expected_window(reference, db, session.thread_id, budgets[0])

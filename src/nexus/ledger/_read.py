@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import bisect
 import sqlite3
 
 from nexus.ledger._decode import Origins, decode_bodies, decode_body, load_origins
@@ -127,26 +126,6 @@ class MessageCache:
         # a shorter path through a range seen before (a fork point, a pointer moved back): count, don't decode
         count = conn.execute("SELECT count(*) FROM messages WHERE key BETWEEN ? AND ?", (lo, hi)).fetchone()[0]
         return known[1][:count]
-
-    def known(self, lo: int, hi: int, count: int) -> list[Message] | None:
-        """Like :meth:`get` for a caller that has read the ``count`` rows of ``[lo, hi]`` (no count query)."""
-        known = self.ranges.get(lo)
-        if known is None or known[0] < hi:
-            return None
-        self.ranges[lo] = self.ranges.pop(lo)
-        return known[1] if known[0] == hi else known[1][:count]
-
-    def add(self, lo: int, hi: int, rows: list[tuple[int, str]], origins: Origins) -> list[Message]:
-        """Like :meth:`fill` with the ``(key, body)`` rows of ``[lo, hi]`` already read: decodes only the new ones."""
-        known = self.ranges.pop(lo, None)
-        messages: list[Message] = [] if known is None else known[1]
-        start = lo if known is None else known[0] + 1
-        first = bisect.bisect_left(rows, (start, ""))  # rows are in key order; (start, "") sorts before any body
-        new = decode_bodies([body for _, body in rows[first:]], origins)
-        messages.extend(new)
-        self.size += len(new)
-        self.ranges[lo] = (hi, messages)
-        return messages
 
     def fill(self, conn: sqlite3.Connection, lo: int, hi: int, origins: Origins) -> list[Message]:
         """Read and decode what the entry for ``lo`` lacks up to ``hi``; returns the messages of ``[lo, hi]``."""

@@ -69,6 +69,7 @@ class Ledger:
     def __init__(self, db: Database, *, message_cache: int = DEFAULT_MESSAGE_CACHE) -> None:
         self._db = db
         self._cache = _read.MessageCache(message_cache) if message_cache > 0 else None
+        self._windows = _window.WindowCache(message_cache) if message_cache > 0 else None
 
     @classmethod
     def open(
@@ -406,7 +407,7 @@ class Ledger:
             row = conn.execute("SELECT thread_id FROM sessions WHERE label = ?", (session_label,)).fetchone()
             head = row[0] if row is not None else _sessions.resolve(conn, session_label).thread_id
             if max_chars is not None:
-                return _window.history_window(conn, head, max_chars, self._cache)
+                return _window.history_window(conn, head, max_chars, self._windows)
             if self._cache is not None:
                 return _read.history_cached(conn, head, self._cache)
             return _read.history(conn, head)
@@ -424,7 +425,7 @@ class Ledger:
         def run(conn: Any) -> list[Message]:
             _check_closed(conn, turn_id)
             if max_chars is not None:
-                return _window.history_window(conn, turn_id, max_chars, self._cache)
+                return _window.history_window(conn, turn_id, max_chars, self._windows)
             if self._cache is not None:
                 return _read.history_cached(conn, turn_id, self._cache)
             return _read.history(conn, turn_id)
