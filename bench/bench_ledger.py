@@ -570,9 +570,8 @@ def _report_window(tmp: Path, depths: list[int], reps: int) -> None:
     print(_row("depth (turns)", "whole history: messages, ms (CPU ms)", *(w[0] for w in windows), "compacted session"))
     print(_row(*["---"] * (3 + len(windows))))
     for depth in depths:
-        db = tmp / f"h{depth}.db"
-        if not db.exists():
-            build(db, depth)
+        db = tmp / f"w{depth}.db"
+        build(db, depth)  # its own copy: the history table's warm column added turns to h{depth}.db
         cells = []
         for max_chars in [None, *(w[1] for w in windows)]:
             wall, cpu, count = _cold(db, reps, max_chars)
