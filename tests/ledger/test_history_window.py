@@ -148,3 +148,23 @@ def test_negative_budget_is_refused() -> None:
         ledger.history("s", max_chars=-1)
     assert ledger.history("s", max_chars=0) == []
     ledger.close()
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_window_of_a_file_written_by_the_old_code(tmp_path: Path, version: int) -> None:
+    """Files of schema 1 and 2 (the real old code's, version-2 bodies): each turn's window is a tail of its history."""
+    from test_migrations import _restore
+
+    path = tmp_path / "agents.db"
+    _restore(version, path)
+    with Ledger.open(path) as ledger, Ledger.open(path, message_cache=0) as reference:
+        db = sqlite3.connect(path)
+        heads = [t for s in ledger.list_sessions() if s.thread_id for t in ledger.ancestry(s.thread_id)]
+        closed = [t for t in dict.fromkeys(heads) if ledger.get_turn(t).status != "streaming"]
+        assert len(closed) >= 3
+        for head in closed:
+            full = reference.history_at(head)
+            assert ledger.history_at(head, max_chars=10**9) == full
+            for budget in (0, 1, 200, 2_000):
+                assert ledger.history_at(head, max_chars=budget) == expected_window(reference, db, head, budget)
+        db.close()
