@@ -1,4 +1,4 @@
-"""Agents Ledger benchmark: write_turn throughput, history() latency, bytes per message, and peers.
+"""Agents Ledger benchmark: write_turn throughput, history() latency, the engine's window, bytes per message, peers.
 
 Run:  .venv/bin/python bench/bench_ledger.py [--quick] [--peers] [--oai-python PYTHON]
 
