@@ -139,3 +139,9 @@ async def test_a_manual_compaction_reads_the_window_a_run_would_load(ledger: Led
 def window_head(ledger: Ledger) -> str:
     """The turn before the compaction turn (the head the manual compaction read)."""
     return ledger.get_turn(ledger.head("main").id).parent_turn_id or ""  # type: ignore[union-attr]
+
+
+def test_the_window_is_two_context_windows_and_an_unknown_window_bounds_nothing() -> None:
+    assert history_window_chars(SMALL) == 2 * 2_000 * 4
+    unknown = Model("u", "scripted", "scripted", name="u", context_window=0, max_tokens=200)
+    assert history_window_chars(unknown) >= 1 << 62

@@ -117,4 +117,10 @@ def history_window_chars(model: Model) -> int:
     latest compaction is about a window and this bound rarely cuts it; it bounds a never-compacted
     session (an import, a bigger model before) to what the window holds instead of its whole ancestry.
     """
+    if model.context_window <= 0:  # an unknown window bounds nothing: the whole history, as before
+        return UNBOUNDED_CHARS
     return HISTORY_WINDOWS * model.context_window * CHARS_PER_TOKEN
+
+
+UNBOUNDED_CHARS = 1 << 62
+"""A ``max_chars`` no history reaches."""
