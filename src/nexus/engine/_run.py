@@ -35,6 +35,7 @@ from nexus.agent.steering import SteeringQueue, SteerMode, SteerReceipt
 from nexus.engine._journal import TurnJournal
 from nexus.engine._sessions import SessionCache
 from nexus.engine._window import ContextWindow
+from nexus.engine._writer import off_loop
 from nexus.engine.events import (
     EventChannel,
     ExecutionState,
@@ -181,7 +182,7 @@ class EngineRun:
     async def main(self) -> AgentResult:
         """Open the turn, run the loop (with overflow recovery), build the result, write the turn."""
         try:
-            self.turn_id = self.open_turn()
+            self.turn_id = await off_loop(self.open_turn) if self.ledger is not None else None
         except BaseException:  # e.g. HeadMovedError: the context is stale, nothing was stored
             self.unlink()
             raise
@@ -199,7 +200,9 @@ class EngineRun:
             self.close_steering()
             cancelled = self.build_result()
             try:
-                self.persist(cancelled)
+                if self.journal is not None:
+                    self.journal.stop()
+                self.persist(cancelled)  # cancelled: written here, on the loop
             finally:
                 self.finish(cancelled)
             raise
@@ -214,7 +217,7 @@ class EngineRun:
         self.close_steering()
         result = self.build_result()
         try:
-            self.persist(result)
+            await self.persist_off_loop(result)
         finally:
             self.finish(result)
         return result
@@ -294,6 +297,8 @@ class EngineRun:
             if not isinstance(event, MessageUpdateEvent):  # deltas are published as reply/reasoning deltas
                 self.publish(event)
             self.handle(event)
+            if self.journal is not None and self.journal.pending is not None:
+                await self.journal.drain()  # an ended tool call / message is on disk before the run goes on
             if isinstance(event, AgentEndEvent):
                 end = event
         self.end = end
@@ -499,6 +504,14 @@ class EngineRun:
         if last is not None and last.stop_reason == "length":
             return "max_tokens", None
         return ("tool_use" if last is not None and last.stop_reason == "tool_use" else "end_turn"), None
+
+    async def persist_off_loop(self, result: AgentResult) -> None:
+        """:meth:`persist` on the ledger writer thread (after every journal write the run queued)."""
+        if self.ledger is None or self.turn_id is None:
+            return
+        if self.journal is not None:
+            self.journal.stop()
+        await off_loop(lambda: self.persist(result))
 
     def persist(self, result: AgentResult) -> None:
         """Close the opened turn with the result (one transaction); then the result's messages are the ledger's."""

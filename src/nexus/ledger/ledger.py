@@ -267,6 +267,24 @@ class Ledger:
         body = _turns.partial_entry(message, complete)
         self._db.write(lambda c: _turns.journal_partial(c, turn_id, slot, body), wait_s=_journal_wait())
 
+    def journal_partials(self, entries: Sequence[tuple[str, int, AssistantMessage]]) -> None:
+        """Several :meth:`journal_partial` snapshots (``(turn_id, slot, message)``, unfinished) in one transaction.
+
+        The engine's writer thread batches the snapshots of many streaming runs this way: one
+        commit instead of one per snapshot. An entry that cannot be written (its turn is no
+        longer open) fails the whole batch, so the caller can retry them one by one.
+        """
+        bodies = []
+        for turn_id, slot, message in entries:
+            _crash.check_partial(message, slot)
+            bodies.append((turn_id, slot, _turns.partial_entry(message, False)))
+
+        def write(c: Any) -> None:
+            for turn_id, slot, body in bodies:
+                _turns.journal_partial(c, turn_id, slot, body)
+
+        self._db.write(write, wait_s=_journal_wait())
+
     def journal_tool_call(
         self,
         turn_id: str,

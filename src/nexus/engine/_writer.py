@@ -1,0 +1,69 @@
+"""The engine's ledger writer thread: every ledger write of a run happens here, off the event loop.
+
+One thread per process, shared by all runs (made on first use), so writes keep the order the
+runs submitted them in (FIFO) and never contend for the ledger's connection lock with the
+event loop: a loop that called ``write_turn`` itself would wait for a journal snapshot another
+run's write was in the middle of, and with hundreds of runs the loop spent a third of its time
+in SQLite (docs/benchmarks.md, "1,000 concurrent executions"). SQLite releases the GIL while it
+works, so the loop keeps serving the other runs meanwhile.
+
+Not the loop's default executor: tools and the local llama.cpp provider run there, and a turn
+write must not queue behind a long ``grep`` or a whole local generation.
+
+:func:`settled` awaits a write through a cancellation of the awaiting task: a write already
+handed to the thread still completes, and the run reports done only after it did (a turn
+written is on disk before the execution's result is).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+T = TypeVar("T")
+
+_WRITER: ThreadPoolExecutor | None = None
+_WRITER_LOCK = threading.Lock()
+
+
+def writer() -> ThreadPoolExecutor:
+    """The process's ledger writer thread (see the module docstring)."""
+    global _WRITER
+    with _WRITER_LOCK:
+        if _WRITER is None:
+            _WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nexus-ledger-writer")
+        return _WRITER
+
+
+def submit(fn: Callable[[], T]) -> asyncio.Future[T]:
+    """Queue ``fn`` on the writer thread; its result (or exception) arrives on the returned future."""
+    return asyncio.get_running_loop().run_in_executor(writer(), fn)
+
+
+async def settled(future: asyncio.Future[T]) -> T:
+    """The result of a submitted write, waited for even if this task is cancelled meanwhile.
+
+    The write cannot be stopped once queued; returning early would let the run report done
+    before its turn is on disk. A cancellation is re-raised once the write has finished.
+    """
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(future)
+        except asyncio.CancelledError:
+            if future.done():
+                raise
+            cancelled = True
+            continue
+        break
+    if cancelled:
+        raise asyncio.CancelledError
+    return result
+
+
+async def off_loop(fn: Callable[[], T]) -> T:
+    """Run ``fn`` on the writer thread and return its result (see :func:`settled`)."""
+    return await settled(submit(fn))
