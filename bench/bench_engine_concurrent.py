@@ -19,8 +19,13 @@ Measured:
 
 ``--gc tuned`` calls ``nexus.engine.gc_tuning.tune_gc_for_many_runs()`` before the starts (what a
 long-lived host such as ``nexus serve`` does); ``--gc default`` keeps CPython's thresholds.
+``--start burst`` (default, the scenario of the target) calls ``runtime.start`` 1,000 times back
+to back: the loop is blocked for all the assemblies, and every stream then ticks in step with
+the others. ``--start yield`` lets the loop run after every 10 starts, as a server starting runs
+for arriving messages does (the starts then spread over a second or more).
 
   .venv/bin/python bench/bench_engine_concurrent.py [--executions 1000] [--tps 20] [--gc tuned|default]
+                                                    [--start yield|burst]
 """
 
 from __future__ import annotations
@@ -41,13 +46,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import _machine
 
 from nexus.config import load_config
-from nexus.engine import AgentSpec, Runtime
+from nexus.engine import AgentSpec, Execution, Runtime
 from nexus.ledger import Ledger
 from nexus.llm.events import AssistantMessageEvent
 from nexus.llm.options import StreamOptions
 from nexus.llm.types import Context, Model
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text, tool_call
+
+YIELD_EVERY = 10
+"""``--start yield``: starts between two yields to the loop (~2-3 ms of assembly)."""
 
 ANSWER = "The workspace holds two files; both look fine and nothing else needs doing here today."
 
@@ -80,7 +88,17 @@ def percentiles(values: list[float]) -> str:
     return f"p50 {statistics.median(ms):.2f} ms, p99 {p99:.2f} ms, max {ms[-1]:.2f} ms"
 
 
-async def main(executions: int, tps: float, tuned_gc: bool = True) -> None:
+async def start_all(runtime: Runtime, spec: AgentSpec, labels: list[str], burst: bool) -> list[Execution]:
+    """Start one execution per session: back to back (``burst``), or yielding to the loop every few starts."""
+    running = []
+    for i, label in enumerate(labels):
+        running.append(runtime.start(spec, label, "list the files and tell me about them"))
+        if not burst and i % YIELD_EVERY == YIELD_EVERY - 1:
+            await asyncio.sleep(0)
+    return running
+
+
+async def main(executions: int, tps: float, tuned_gc: bool = True, burst: bool = False) -> None:
     home = Path(tempfile.mkdtemp(prefix="nexus-bench-conc-"))
     os.environ["NEXUS_HOME"] = str(home)
     models: dict[str, ScriptedModel] = {}
@@ -109,10 +127,11 @@ async def main(executions: int, tps: float, tuned_gc: bool = True) -> None:
     stop = asyncio.Event()
     tick = asyncio.create_task(ticker(stop, lags, cpu_lags))
     started = time.perf_counter()
-    running = [runtime.start(spec, label, "list the files and tell me about them") for label in labels]
+    running = await start_all(runtime, spec, labels, burst)
     start_ms = (time.perf_counter() - started) * 1000
     await asyncio.sleep(0.5)  # every execution is streaming by now
     active = rss_bytes()
+    live = len(runtime.live())
     steady_from = len(lags)
     loop_cpu = time.thread_time()
     streaming_from = time.perf_counter()
@@ -128,7 +147,9 @@ async def main(executions: int, tps: float, tuned_gc: bool = True) -> None:
     print(_machine.header("1,000 concurrent executions (engine v2: Runtime.start)"))
     print(f"executions {executions}, scripted model {tps:g} tokens/s, one tool call each; wall {elapsed:.1f} s; "
           f"gc {'tuned' if tuned_gc else 'default'}")  # fmt: skip
-    print(f"failed runs: {len(failed)}; starting all {executions} (assembly, open_turn) took {start_ms:.0f} ms")
+    how = "back to back" if burst else "yielding between starts"
+    print(f"failed runs: {len(failed)}; starting all {executions} ({how}) took {start_ms:.0f} ms; "
+          f"{live} running together 0.5 s later")  # fmt: skip
     print(f"event-loop lag while streaming: {percentiles(lags[steady_from:])}")
     print(f"event-loop lag while streaming, loop CPU only: {percentiles(cpu_lags[steady_from:])}")
     print(f"event-loop lag, whole run: {percentiles(lags)} ({len(lags)} ticks)")
@@ -147,5 +168,6 @@ if __name__ == "__main__":
     parser.add_argument("--executions", type=int, default=1000)
     parser.add_argument("--tps", type=float, default=20.0)
     parser.add_argument("--gc", choices=("tuned", "default"), default="tuned")
+    parser.add_argument("--start", choices=("burst", "yield"), default="burst")
     args = parser.parse_args()
-    asyncio.run(main(args.executions, args.tps, args.gc == "tuned"))
+    asyncio.run(main(args.executions, args.tps, args.gc == "tuned", args.start == "burst"))

@@ -39,12 +39,22 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
-from typing import TYPE_CHECKING
+from dataclasses import fields, replace
+from typing import TYPE_CHECKING, TypeVar
 
 from nexus.engine._snapshots import SNAPSHOTS
 from nexus.engine._writer import settled, submit
-from nexus.llm.types import AssistantContent, AssistantMessage, Message, ToolCall, ToolResultMessage
+from nexus.llm.types import (
+    AssistantContent,
+    AssistantMessage,
+    Cost,
+    Message,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+)
 
 if TYPE_CHECKING:
     from nexus.ledger import Ledger
@@ -66,14 +76,43 @@ MAX_GAP_S = 2.0
 
 
 def snapshot(partial: AssistantMessage, complete_calls: set[int]) -> AssistantMessage:
-    """A copy of a streaming message that later deltas do not change; unfinished tool calls left out."""
+    """A copy of a streaming message that later deltas do not change; unfinished tool calls left out.
+
+    Taken on the event loop for every snapshot of every run (4,000 a second with 1,000 runs), so
+    it copies field by field instead of through ``dataclasses.replace`` (3-4 times slower).
+    """
     content: list[AssistantContent] = [
-        replace(block)
+        _copy(block, _BLOCK_FIELDS[type(block)])
         for i, block in enumerate(partial.content)
         if not isinstance(block, ToolCall) or i in complete_calls
     ]
-    usage = replace(partial.usage, cost=replace(partial.usage.cost))
-    return replace(partial, content=content, usage=usage)
+    usage = _copy(partial.usage, _USAGE_FIELDS)
+    usage.cost = _copy(partial.usage.cost, _COST_FIELDS)
+    message = _copy(partial, _MESSAGE_FIELDS)
+    message.content = content
+    message.usage = usage
+    return message
+
+
+_T = TypeVar("_T")
+
+
+def _copy(obj: _T, names: tuple[str, ...]) -> _T:
+    """A shallow copy of a slotted dataclass without ``__post_init__`` (none of these has one)."""
+    new = object.__new__(type(obj))
+    for name in names:
+        object.__setattr__(new, name, getattr(obj, name))
+    return new
+
+
+def _names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
+
+
+_MESSAGE_FIELDS = _names(AssistantMessage)
+_USAGE_FIELDS = _names(Usage)
+_COST_FIELDS = _names(Cost)
+_BLOCK_FIELDS: dict[type, tuple[str, ...]] = {cls: _names(cls) for cls in (TextContent, ThinkingContent, ToolCall)}
 
 
 def _unfinished_call(block: AssistantContent, complete_ids: set[str]) -> bool:
