@@ -138,6 +138,8 @@ class EngineRun:
         self.journal: TurnJournal | None = None
         self.delivered_steer_ids: list[str] = []
         """Ids of the steers injected into this turn: written with it as consumed queue items (broker)."""
+        self.steer_sources: dict[int, str] = {}
+        """``source`` of each steer injected into this turn, by its index in the turn (0 = the query)."""
         self.steering = steering if steering is not None else SteeringQueue()
         self.steering.on_settle(self._steer_settled)
         self.active = False
@@ -324,12 +326,14 @@ class EngineRun:
         """Cap each new tool result at ``max_tool_result_chars`` (what the model and the ledger get)."""
         return truncate_result(hook.result, self.limits.max_tool_result_chars)
 
-    def steer(self, message: str | UserMessage, *, id: str | None = None, mode: SteerMode = "all") -> SteerReceipt:
+    def steer(
+        self, message: str | UserMessage, *, id: str | None = None, mode: SteerMode = "all", source: str = "steer"
+    ) -> SteerReceipt:
         """Offer ``message`` for the next safe point; the receipt ends ``delivered`` or ``returned``."""
         from nexus.engine.types import new_id
 
         user = message if isinstance(message, UserMessage) else UserMessage(message)
-        receipt = SteerReceipt(id or new_id(), user, mode)
+        receipt = SteerReceipt(id or new_id(), user, mode, source=source)
         if self.signal.aborted:
             self.steering.close(f"the run was aborted: {self.signal.reason or 'aborted'}")
         elif self.window.compacting:
@@ -340,6 +344,8 @@ class EngineRun:
         """A receipt settled: remember a delivered one for the turn write, and announce it on the channel."""
         if receipt.status == "delivered":
             self.delivered_steer_ids.append(receipt.id)
+            if receipt.position is not None:
+                self.steer_sources[receipt.position] = receipt.source
         self.publish(SteerEvent(receipt))
 
     def close_steering(self) -> None:
@@ -520,7 +526,10 @@ class EngineRun:
         if self.ledger is None or self.turn_id is None:
             return
         response = _llm(self.agent_ctx.messages[self.history_len + 1 :])
-        write_result(self.ledger, self.ctx, self.turn_id, result, response, result.compaction, self.delivered_steer_ids)
+        sources = [self.steer_sources.get(i + 1) for i in range(len(response))] if self.steer_sources else []
+        write_result(
+            self.ledger, self.ctx, self.turn_id, result, response, result.compaction, self.delivered_steer_ids, sources
+        )
         result.messages = self.ledger.messages(self.turn_id)
 
 

@@ -320,6 +320,7 @@ class Ledger:
         source: str | None = None,
         context: dict[str, object] | None = None,
         consumed_queue_items: Sequence[str] = (),
+        response_sources: Sequence[str | None] = (),
         **fields: Any,
     ) -> str:
         """Write a finished turn in one transaction and move the session pointer to it; returns its id.
@@ -331,7 +332,8 @@ class Ledger:
         ``turn_id`` is the id from :meth:`open_turn` (then only ``response_messages`` are
         given) or ``None`` for a turn written in one go. Usage defaults to the sum of the
         response's assistant messages; tool-call rows are derived from the response (pass
-        ``tool_calls`` to add timings or ``spawned_session_label``). If the session head is no
+        ``tool_calls`` to add timings or ``spawned_session_label``); ``response_sources[i]`` is the
+        ``source`` of response message ``i`` when it is a user message (a steer). If the session head is no
         longer the turn's parent, raises ``HeadMovedError`` - or with ``if_head_moved="branch"``
         keeps the turn as a side branch without moving the pointer.
         """
@@ -345,7 +347,16 @@ class Ledger:
             raise TurnStateError(f"turn_type must be 'normal' or 'compaction', not {turn_type!r}")
         tf = TurnFields(model=model, provider=provider, **fields)
         outcome = TurnOutcome(
-            status, response_messages, usage, stop_reason, error, compaction, tool_calls, turn_type, completed_at
+            status,
+            response_messages,
+            usage,
+            stop_reason,
+            error,
+            compaction,
+            tool_calls,
+            turn_type,
+            completed_at,
+            response_sources=response_sources,
         )
 
         def write(c: Any) -> str:
