@@ -43,7 +43,7 @@ from dataclasses import fields, replace
 from typing import TYPE_CHECKING, TypeVar
 
 from nexus.engine._snapshots import SNAPSHOTS
-from nexus.engine._writer import settled, submit
+from nexus.engine._writer import inline_ok, settled, submit
 from nexus.llm.types import (
     AssistantContent,
     AssistantMessage,
@@ -298,8 +298,11 @@ class TurnJournal:
             self.queue(lambda: self.write_final(slot, message))
 
     def queue(self, write: Callable[[], None]) -> None:
-        """Queue one entry write on the writer thread (after every write queued before it)."""
-        self.pending = submit(write)
+        """Queue one entry write on the writer thread (after every write queued before it); inline when alone."""
+        if inline_ok():
+            write()
+        else:
+            self.pending = submit(write)
 
     async def drain(self) -> None:
         """Wait until every entry queued so far is written (before tools run, before the next call)."""

@@ -35,7 +35,7 @@ from nexus.agent.steering import SteeringQueue, SteerMode, SteerReceipt
 from nexus.engine._journal import TurnJournal
 from nexus.engine._sessions import SessionCache
 from nexus.engine._window import ContextWindow
-from nexus.engine._writer import off_loop
+from nexus.engine._writer import off_loop, run_ended, run_started
 from nexus.engine.events import (
     EventChannel,
     ExecutionState,
@@ -183,6 +183,14 @@ class EngineRun:
 
     async def main(self) -> AgentResult:
         """Open the turn, run the loop (with overflow recovery), build the result, write the turn."""
+        run_started()
+        try:
+            return await self.run_and_write()
+        finally:
+            run_ended()
+
+    async def run_and_write(self) -> AgentResult:
+        """:meth:`main` without the bookkeeping of active runs (see ``nexus.engine._writer``)."""
         try:
             self.turn_id = await off_loop(self.open_turn) if self.ledger is not None else None
         except BaseException:  # e.g. HeadMovedError: the context is stale, nothing was stored

@@ -38,9 +38,55 @@ def writer() -> ThreadPoolExecutor:
         return _WRITER
 
 
+class _Load:
+    """How many runs are active and how many writes are queued (process-wide, like the thread)."""
+
+    __slots__ = ("lock", "queued", "runs")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.queued = 0
+        self.runs = 0
+
+
+_LOAD = _Load()
+
+
+def run_started() -> None:
+    """A run became active (its writes may go inline while it is the only one)."""
+    with _LOAD.lock:
+        _LOAD.runs += 1
+
+
+def run_ended() -> None:
+    """A run is no longer active."""
+    with _LOAD.lock:
+        _LOAD.runs -= 1
+
+
+def inline_ok() -> bool:
+    """A write may run on the caller's thread: this run is the only active one and nothing is queued.
+
+    One run alone costs the loop nothing it could have spent on another run, and the hop to the
+    thread and back (two wake-ups) would only add latency to its turn (bench_engine.py); nothing
+    queued means the write still comes after every write submitted before it.
+    """
+    return _LOAD.runs <= 1 and _LOAD.queued == 0
+
+
 def submit(fn: Callable[[], T]) -> asyncio.Future[T]:
     """Queue ``fn`` on the writer thread; its result (or exception) arrives on the returned future."""
-    return asyncio.get_running_loop().run_in_executor(writer(), fn)
+    with _LOAD.lock:
+        _LOAD.queued += 1
+
+    def job() -> T:
+        try:
+            return fn()
+        finally:
+            with _LOAD.lock:
+                _LOAD.queued -= 1
+
+    return asyncio.get_running_loop().run_in_executor(writer(), job)
 
 
 async def settled(future: asyncio.Future[T]) -> T:
@@ -65,5 +111,7 @@ async def settled(future: asyncio.Future[T]) -> T:
 
 
 async def off_loop(fn: Callable[[], T]) -> T:
-    """Run ``fn`` on the writer thread and return its result (see :func:`settled`)."""
+    """Run ``fn`` on the writer thread (inline when :func:`inline_ok`) and return its result (see :func:`settled`)."""
+    if inline_ok():
+        return fn()
     return await settled(submit(fn))
