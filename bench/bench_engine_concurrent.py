@@ -79,6 +79,26 @@ async def ticker(stop: asyncio.Event, lags: list[float], cpu_lags: list[float]) 
         cpu_lags.append(min(lag, time.thread_time() - cpu))
 
 
+class GcPauses:
+    """Collections per generation and the longest pause (CPU time of the collecting thread)."""
+
+    def __init__(self) -> None:
+        self.count = [0, 0, 0]
+        self.longest = [0.0, 0.0, 0.0]
+        self.began = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self.began = time.thread_time()
+            return
+        generation = info["generation"]
+        self.count[generation] += 1
+        self.longest[generation] = max(self.longest[generation], time.thread_time() - self.began)
+
+    def summary(self) -> str:
+        return ", ".join(f"gen{g} {self.count[g]} (longest {self.longest[g] * 1000:.1f} ms)" for g in range(3))
+
+
 def percentiles(values: list[float]) -> str:
     """p50 / p99 / max of ``values`` (seconds) in ms."""
     ms = sorted(x * 1000 for x in values)
@@ -135,7 +155,10 @@ async def main(executions: int, tps: float, tuned_gc: bool = True, burst: bool =
     steady_from = len(lags)
     loop_cpu = time.thread_time()
     streaming_from = time.perf_counter()
+    pauses = GcPauses()
+    gc.callbacks.append(pauses)
     results = await asyncio.gather(*(e.result for e in running))
+    gc.callbacks.remove(pauses)
     loop_cpu = time.thread_time() - loop_cpu
     streaming_s = time.perf_counter() - streaming_from
     elapsed = time.perf_counter() - started
@@ -155,6 +178,7 @@ async def main(executions: int, tps: float, tuned_gc: bool = True, burst: bool =
     print(f"event-loop lag, whole run: {percentiles(lags)} ({len(lags)} ticks)")
     print(f"loop thread CPU while streaming: {loop_cpu * 1000:.0f} ms over {streaming_s * 1000:.0f} ms "
           f"({loop_cpu / streaming_s:.0%} busy)")  # fmt: skip
+    print(f"garbage collections while streaming: {pauses.summary()}")
     print(f"RSS per active execution: {(active - before) / executions / 1024:.1f} KB")
     print(
         f"RSS per idle loaded session: {(idle - before) / executions / 1024:.1f} KB "
