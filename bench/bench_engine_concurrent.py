@@ -25,7 +25,11 @@ the others. ``--start yield`` lets the loop run after every 10 starts, as a serv
 for arriving messages does (the starts then spread over a second or more).
 
   .venv/bin/python bench/bench_engine_concurrent.py [--executions 1000] [--tps 20] [--gc tuned|default]
-                                                    [--start yield|burst]
+                                                    [--start yield|burst] [--repeat-answer N]
+
+``--repeat-answer N`` makes each answer N times as long, so that starts spread over a second
+(``--start yield``) still leave a window where all executions stream together; that window is
+reported on its own (from the last start to the first end).
 """
 
 from __future__ import annotations
@@ -67,7 +71,7 @@ def rss_bytes() -> int:
     return pages * os.sysconf("SC_PAGE_SIZE")
 
 
-async def ticker(stop: asyncio.Event, lags: list[float], cpu_lags: list[float]) -> None:
+async def ticker(stop: asyncio.Event, lags: list[float], cpu_lags: list[float], stamps: list[float]) -> None:
     """Sleep 1 ms at a time and record how late each wake-up is (wall, and as far as the loop was busy)."""
     loop = asyncio.get_running_loop()
     while not stop.is_set():
@@ -77,6 +81,7 @@ async def ticker(stop: asyncio.Event, lags: list[float], cpu_lags: list[float]) 
         lag = max(0.0, loop.time() - expected)
         lags.append(lag)
         cpu_lags.append(min(lag, time.thread_time() - cpu))
+        stamps.append(loop.time())
 
 
 class GcPauses:
@@ -118,7 +123,7 @@ async def start_all(runtime: Runtime, spec: AgentSpec, labels: list[str], burst:
     return running
 
 
-async def main(executions: int, tps: float, tuned_gc: bool = True, burst: bool = False) -> None:
+async def main(executions: int, tps: float, tuned_gc: bool = True, burst: bool = False, repeat: int = 1) -> None:
     home = Path(tempfile.mkdtemp(prefix="nexus-bench-conc-"))
     os.environ["NEXUS_HOME"] = str(home)
     models: dict[str, ScriptedModel] = {}
@@ -134,7 +139,8 @@ async def main(executions: int, tps: float, tuned_gc: bool = True, burst: bool =
     spec = AgentSpec(id="bench", tools=("ls",))
     labels = [f"s{i:04d}" for i in range(executions)]
     for label in labels:
-        models[label] = ScriptedModel([tool_call("ls", {}, id="c1"), text(ANSWER)], tokens_per_second=tps, record=False)
+        answer = " ".join([ANSWER] * repeat)
+        models[label] = ScriptedModel([tool_call("ls", {}, id="c1"), text(answer)], tokens_per_second=tps, record=False)
         ledger.ensure_session(label)
     gc.collect()
     if tuned_gc:
@@ -144,11 +150,17 @@ async def main(executions: int, tps: float, tuned_gc: bool = True, burst: bool =
     before = rss_bytes()
     lags: list[float] = []
     cpu_lags: list[float] = []
+    stamps: list[float] = []
     stop = asyncio.Event()
-    tick = asyncio.create_task(ticker(stop, lags, cpu_lags))
+    tick = asyncio.create_task(ticker(stop, lags, cpu_lags, stamps))
     started = time.perf_counter()
     running = await start_all(runtime, spec, labels, burst)
     start_ms = (time.perf_counter() - started) * 1000
+    loop = asyncio.get_running_loop()
+    all_started = loop.time()
+    finishes: list[float] = []
+    for execution in running:
+        execution.result.add_done_callback(lambda _: finishes.append(loop.time()))
     await asyncio.sleep(0.5)  # every execution is streaming by now
     active = rss_bytes()
     live = len(runtime.live())
@@ -167,6 +179,8 @@ async def main(executions: int, tps: float, tuned_gc: bool = True, burst: bool =
     gc.collect()
     idle = rss_bytes()
     failed = [r for r in results if r.stop_reason != "end_turn"]
+    together = [i for i, t in enumerate(stamps) if all_started < t <= min(finishes)]
+    together_s = min(finishes) - all_started
     print(_machine.header("1,000 concurrent executions (engine v2: Runtime.start)"))
     print(f"executions {executions}, scripted model {tps:g} tokens/s, one tool call each; wall {elapsed:.1f} s; "
           f"gc {'tuned' if tuned_gc else 'default'}")  # fmt: skip
@@ -174,6 +188,9 @@ async def main(executions: int, tps: float, tuned_gc: bool = True, burst: bool =
     print(f"failed runs: {len(failed)}; starting all {executions} ({how}) took {start_ms:.0f} ms; "
           f"{live} running together 0.5 s later")  # fmt: skip
     print(f"event-loop lag while streaming: {percentiles(lags[steady_from:])}")
+    print(f"event-loop lag while all {executions} run ({together_s:.1f} s, last start to first end): "
+          f"{percentiles([lags[i] for i in together])}; "
+          f"loop CPU only: {percentiles([cpu_lags[i] for i in together])}")  # fmt: skip
     print(f"event-loop lag while streaming, loop CPU only: {percentiles(cpu_lags[steady_from:])}")
     print(f"event-loop lag, whole run: {percentiles(lags)} ({len(lags)} ticks)")
     print(f"loop thread CPU while streaming: {loop_cpu * 1000:.0f} ms over {streaming_s * 1000:.0f} ms "
@@ -193,5 +210,6 @@ if __name__ == "__main__":
     parser.add_argument("--tps", type=float, default=20.0)
     parser.add_argument("--gc", choices=("tuned", "default"), default="tuned")
     parser.add_argument("--start", choices=("burst", "yield"), default="burst")
+    parser.add_argument("--repeat-answer", type=int, default=1, help="answer text repeated N times (longer turns)")
     args = parser.parse_args()
-    asyncio.run(main(args.executions, args.tps, args.gc == "tuned", args.start == "burst"))
+    asyncio.run(main(args.executions, args.tps, args.gc == "tuned", args.start == "burst", args.repeat_answer))
