@@ -35,12 +35,17 @@ class WatchedLedger(Ledger):
         self.calls: list[tuple[str, str, int]] = []
         self.turn_gate: threading.Event | None = None  # when set, write_turn waits for it
         self.in_write_turn = threading.Event()
+        self.open_gate: threading.Event | None = None  # when set, open_turn waits for it
+        self.in_open_turn = threading.Event()
 
     def _seen(self, name: str) -> None:
         self.calls.append((name, threading.current_thread().name, _writer._LOAD.runs))
 
     def open_turn(self, *args: Any, **kwargs: Any) -> str:
         self._seen("open_turn")
+        if self.open_gate is not None:
+            self.in_open_turn.set()
+            self.open_gate.wait(10)
         return super().open_turn(*args, **kwargs)
 
     def journal_partial(self, *args: Any, **kwargs: Any) -> None:
@@ -138,5 +143,38 @@ async def test_a_run_cancelled_during_its_turn_write_ends_after_the_write(watche
     head = watched.head("main")
     assert head is not None and head.id == execution.turn_id and head.status == "completed"
     watched.turn_gate = None
+    release_other.set()
+    assert (await other.result).stop_reason == "end_turn"
+
+
+async def test_a_run_cancelled_while_its_turn_opens_closes_that_turn(watched: WatchedLedger) -> None:
+    """The open cannot be stopped once queued: the turn it opened is written ``aborted``, not left open."""
+    release_other = asyncio.Event()
+    other_model = ScriptedModel([tool_call("hold", {}, id="h1"), text("later")], record=False)
+
+    async def hold(call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: object) -> AgentToolResult:
+        await release_other.wait()
+        return AgentToolResult.text("released")
+
+    other_env = _env(watched, other_model, [AgentTool("hold", "holds", {"type": "object", "properties": {}}, hold)])
+    waiting = other_env.assemble("wait", session="other", model=other_model.model)
+    other = other_env.start(waiting, model=other_model.model)
+    while other.state != "tools":  # the other run is active: this run's writes go to the thread
+        await other.wait_state_change()
+    model = ScriptedModel([text("never streamed")], record=False)
+    env = _env(watched, model, [])
+    watched.open_gate = threading.Event()
+    execution = env.start(env.assemble("hi", session="main", model=model.model), model=model.model)
+    assert await asyncio.to_thread(watched.in_open_turn.wait, 10)
+    execution.result.cancel()
+    watched.open_gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await execution.result
+    watched.open_gate = None
+    turn_id = execution.turn_id
+    assert turn_id is not None
+    turn = watched.get_turn(turn_id)
+    assert turn is not None and turn.status == "aborted"  # closed, not left open for recover()
+    assert execution.state == "done"
     release_other.set()
     assert (await other.result).stop_reason == "end_turn"

@@ -192,7 +192,12 @@ class EngineRun:
     async def run_and_write(self) -> AgentResult:
         """:meth:`main` without the bookkeeping of active runs (see ``nexus.engine._writer``)."""
         try:
-            self.turn_id = await off_loop(self.open_turn) if self.ledger is not None else None
+            if self.ledger is not None:
+                await off_loop(self.open_turn_now)
+        except asyncio.CancelledError:
+            self.unlink()
+            self.close_cancelled_open()
+            raise
         except BaseException:  # e.g. HeadMovedError: the context is stale, nothing was stored
             self.unlink()
             raise
@@ -237,6 +242,22 @@ class EngineRun:
         self.publish(RunEndEvent(result, result.error is not None and self.wrote_text))
         self.set_state("done")
         self.channel.close()
+
+    def open_turn_now(self) -> None:
+        """Open the turn and remember its id at once (a task cancelled meanwhile must still close it)."""
+        self.turn_id = self.open_turn()
+
+    def close_cancelled_open(self) -> None:
+        """The task was cancelled while its turn was being opened: write that turn ``aborted`` (if it opened)."""
+        if self.turn_id is None:
+            return
+        self.signal.abort("the run's task was cancelled")
+        self.close_steering()
+        result = self.build_result()
+        try:
+            self.persist(result)
+        finally:
+            self.finish(result)
 
     def open_turn(self) -> str | None:
         """Start the crash journal: the turn with its query, status ``streaming``, pointer not moved."""
