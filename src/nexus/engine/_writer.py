@@ -1,4 +1,4 @@
-"""The engine's ledger writer thread: every ledger write of a run happens here, off the event loop.
+"""The engine's ledger writer thread: a run's ledger writes happen here, off the event loop, while runs share it.
 
 One thread per process, shared by all runs (made on first use), so writes keep the order the
 runs submitted them in (FIFO) and never contend for the ledger's connection lock with the
@@ -6,6 +6,9 @@ event loop: a loop that called ``write_turn`` itself would wait for a journal sn
 run's write was in the middle of, and with hundreds of runs the loop spent a third of its time
 in SQLite (docs/benchmarks.md, "1,000 concurrent executions"). SQLite releases the GIL while it
 works, so the loop keeps serving the other runs meanwhile.
+
+A run alone in the process (and nothing queued) writes inline instead: it would gain nothing
+from the thread, and each hop (two wake-ups) adds latency to its turn (bench/bench_engine.py).
 
 Not the loop's default executor: tools and the local llama.cpp provider run there, and a turn
 write must not queue behind a long ``grep`` or a whole local generation.
