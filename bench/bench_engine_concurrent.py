@@ -9,9 +9,27 @@ Measured:
   lag p50/p99/max   how late a 1 ms ticker on the same event loop wakes up while the 1,000 run
                     (what any other coroutine — a socket, a timer — would wait); target p99 < 5 ms
   RSS / active      (RSS with all executions streaming - RSS before) / executions
+  lag (loop CPU)    the same ticks, each counted only as far as the loop thread was busy meanwhile
+                    (its CPU time over the tick): what the lag would be on a machine with a free core.
+                    On a loaded machine the wall lag also holds the time the OS gave other processes
+  loop CPU          CPU time of the event-loop thread over the streaming phase (the ledger writer
+                    thread is not in it)
+  RSS / active      (RSS with all executions streaming - RSS before) / executions
   RSS / idle        (RSS after every run ended, sessions loaded - RSS before) / sessions; target < 100 KB
 
-  .venv/bin/python bench/bench_engine_concurrent.py [--executions 1000] [--tps 20]
+``--gc tuned`` calls ``nexus.engine.wiring.gc_tuning.tune_gc_for_many_runs()`` before the starts (what a
+long-lived host such as ``nexus serve`` does); ``--gc default`` keeps CPython's thresholds.
+``--start burst`` (default, the scenario of the target) calls ``runtime.start`` 1,000 times back
+to back: the loop is blocked for all the assemblies, and every stream then ticks in step with
+the others. ``--start yield`` lets the loop run after every 10 starts, as a server starting runs
+for arriving messages does (the starts then spread over a second or more).
+
+  .venv/bin/python bench/bench_engine_concurrent.py [--executions 1000] [--tps 20] [--gc tuned|default]
+                                                    [--start yield|burst] [--repeat-answer N]
+
+``--repeat-answer N`` makes each answer N times as long, so that starts spread over a second
+(``--start yield``) still leave a window where all executions stream together; that window is
+reported on its own (from the last start to the first end).
 """
 
 from __future__ import annotations
@@ -32,13 +50,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import _machine
 
 from nexus.config import load_config
-from nexus.engine import AgentSpec, Runtime
+from nexus.engine import AgentSpec, Execution, Runtime
 from nexus.ledger import Ledger
 from nexus.llm.events import AssistantMessageEvent
 from nexus.llm.options import StreamOptions
 from nexus.llm.types import Context, Model
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text, tool_call
+
+YIELD_EVERY = 10
+"""``--start yield``: starts between two yields to the loop (~2-3 ms of assembly)."""
 
 ANSWER = "The workspace holds two files; both look fine and nothing else needs doing here today."
 
@@ -50,16 +71,59 @@ def rss_bytes() -> int:
     return pages * os.sysconf("SC_PAGE_SIZE")
 
 
-async def ticker(stop: asyncio.Event, lags: list[float]) -> None:
-    """Sleep 1 ms at a time and record how late each wake-up is."""
+async def ticker(stop: asyncio.Event, lags: list[float], cpu_lags: list[float], stamps: list[float]) -> None:
+    """Sleep 1 ms at a time and record how late each wake-up is (wall, and as far as the loop was busy)."""
     loop = asyncio.get_running_loop()
     while not stop.is_set():
         expected = loop.time() + 0.001
+        cpu = time.thread_time()
         await asyncio.sleep(0.001)
-        lags.append(max(0.0, loop.time() - expected))
+        lag = max(0.0, loop.time() - expected)
+        lags.append(lag)
+        cpu_lags.append(min(lag, time.thread_time() - cpu))
+        stamps.append(loop.time())
 
 
-async def main(executions: int, tps: float) -> None:
+class GcPauses:
+    """Collections per generation and the longest pause (CPU time of the collecting thread)."""
+
+    def __init__(self) -> None:
+        self.count = [0, 0, 0]
+        self.longest = [0.0, 0.0, 0.0]
+        self.began = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self.began = time.thread_time()
+            return
+        generation = info["generation"]
+        self.count[generation] += 1
+        self.longest[generation] = max(self.longest[generation], time.thread_time() - self.began)
+
+    def summary(self) -> str:
+        return ", ".join(f"gen{g} {self.count[g]} (longest {self.longest[g] * 1000:.1f} ms)" for g in range(3))
+
+
+def percentiles(values: list[float]) -> str:
+    """p50 / p99 / max of ``values`` (seconds) in ms."""
+    ms = sorted(x * 1000 for x in values)
+    if not ms:
+        return "no samples"
+    p99 = ms[max(0, int(len(ms) * 0.99) - 1)]
+    return f"p50 {statistics.median(ms):.2f} ms, p99 {p99:.2f} ms, max {ms[-1]:.2f} ms"
+
+
+async def start_all(runtime: Runtime, spec: AgentSpec, labels: list[str], burst: bool) -> list[Execution]:
+    """Start one execution per session: back to back (``burst``), or yielding to the loop every few starts."""
+    running = []
+    for i, label in enumerate(labels):
+        running.append(runtime.start(spec, label, "list the files and tell me about them"))
+        if not burst and i % YIELD_EVERY == YIELD_EVERY - 1:
+            await asyncio.sleep(0)
+    return running
+
+
+async def main(executions: int, tps: float, tuned_gc: bool = True, burst: bool = False, repeat: int = 1) -> None:
     home = Path(tempfile.mkdtemp(prefix="nexus-bench-conc-"))
     os.environ["NEXUS_HOME"] = str(home)
     models: dict[str, ScriptedModel] = {}
@@ -75,41 +139,63 @@ async def main(executions: int, tps: float) -> None:
     spec = AgentSpec(id="bench", tools=("ls",))
     labels = [f"s{i:04d}" for i in range(executions)]
     for label in labels:
-        models[label] = ScriptedModel([tool_call("ls", {}, id="c1"), text(ANSWER)], tokens_per_second=tps, record=False)
+        answer = " ".join([ANSWER] * repeat)
+        models[label] = ScriptedModel([tool_call("ls", {}, id="c1"), text(answer)], tokens_per_second=tps, record=False)
         ledger.ensure_session(label)
     gc.collect()
+    if tuned_gc:
+        from nexus.engine.wiring.gc_tuning import tune_gc_for_many_runs
+
+        tune_gc_for_many_runs()
     before = rss_bytes()
     lags: list[float] = []
+    cpu_lags: list[float] = []
+    stamps: list[float] = []
     stop = asyncio.Event()
-    tick = asyncio.create_task(ticker(stop, lags))
+    tick = asyncio.create_task(ticker(stop, lags, cpu_lags, stamps))
     started = time.perf_counter()
-    running = [runtime.start(spec, label, "list the files and tell me about them") for label in labels]
+    running = await start_all(runtime, spec, labels, burst)
     start_ms = (time.perf_counter() - started) * 1000
+    loop = asyncio.get_running_loop()
+    all_started = loop.time()
+    finishes: list[float] = []
+    for execution in running:
+        execution.result.add_done_callback(lambda _: finishes.append(loop.time()))
     await asyncio.sleep(0.5)  # every execution is streaming by now
     active = rss_bytes()
+    live = len(runtime.live())
     steady_from = len(lags)
+    loop_cpu = time.thread_time()
+    streaming_from = time.perf_counter()
+    pauses = GcPauses()
+    gc.callbacks.append(pauses)
     results = await asyncio.gather(*(e.result for e in running))
+    gc.callbacks.remove(pauses)
+    loop_cpu = time.thread_time() - loop_cpu
+    streaming_s = time.perf_counter() - streaming_from
     elapsed = time.perf_counter() - started
     stop.set()
     await tick
     gc.collect()
     idle = rss_bytes()
     failed = [r for r in results if r.stop_reason != "end_turn"]
-    lags_ms = sorted(x * 1000 for x in lags)
-    steady_ms = sorted(x * 1000 for x in lags[steady_from:])
-    p99 = lags_ms[int(len(lags_ms) * 0.99) - 1] if lags_ms else 0.0
-    steady_p99 = steady_ms[int(len(steady_ms) * 0.99) - 1] if steady_ms else 0.0
+    together = [i for i, t in enumerate(stamps) if all_started < t <= min(finishes)]
+    together_s = min(finishes) - all_started
     print(_machine.header("1,000 concurrent executions (engine v2: Runtime.start)"))
-    print(f"executions {executions}, scripted model {tps:g} tokens/s, one tool call each; wall {elapsed:.1f} s")
-    print(f"failed runs: {len(failed)}; starting all {executions} (assembly, open_turn) took {start_ms:.0f} ms")
-    print(
-        f"event-loop lag while streaming: p50 {statistics.median(steady_ms):.2f} ms, p99 {steady_p99:.2f} ms, "
-        f"max {steady_ms[-1]:.2f} ms"
-    )
-    print(
-        f"event-loop lag, whole run: p50 {statistics.median(lags_ms):.2f} ms, p99 {p99:.2f} ms, "
-        f"max {lags_ms[-1]:.2f} ms ({len(lags_ms)} ticks)"
-    )
+    print(f"executions {executions}, scripted model {tps:g} tokens/s, one tool call each; wall {elapsed:.1f} s; "
+          f"gc {'tuned' if tuned_gc else 'default'}")  # fmt: skip
+    how = "back to back" if burst else "yielding between starts"
+    print(f"failed runs: {len(failed)}; starting all {executions} ({how}) took {start_ms:.0f} ms; "
+          f"{live} running together 0.5 s later")  # fmt: skip
+    print(f"event-loop lag while streaming: {percentiles(lags[steady_from:])}")
+    print(f"event-loop lag while all {executions} run ({together_s:.1f} s, last start to first end): "
+          f"{percentiles([lags[i] for i in together])}; "
+          f"loop CPU only: {percentiles([cpu_lags[i] for i in together])}")  # fmt: skip
+    print(f"event-loop lag while streaming, loop CPU only: {percentiles(cpu_lags[steady_from:])}")
+    print(f"event-loop lag, whole run: {percentiles(lags)} ({len(lags)} ticks)")
+    print(f"loop thread CPU while streaming: {loop_cpu * 1000:.0f} ms over {streaming_s * 1000:.0f} ms "
+          f"({loop_cpu / streaming_s:.0%} busy)")  # fmt: skip
+    print(f"garbage collections while streaming: {pauses.summary()}")
     print(f"RSS per active execution: {(active - before) / executions / 1024:.1f} KB")
     print(
         f"RSS per idle loaded session: {(idle - before) / executions / 1024:.1f} KB "
@@ -122,5 +208,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--executions", type=int, default=1000)
     parser.add_argument("--tps", type=float, default=20.0)
+    parser.add_argument("--gc", choices=("tuned", "default"), default="tuned")
+    parser.add_argument("--start", choices=("burst", "yield"), default="burst")
+    parser.add_argument("--repeat-answer", type=int, default=1, help="answer text repeated N times (longer turns)")
     args = parser.parse_args()
-    asyncio.run(main(args.executions, args.tps))
+    asyncio.run(main(args.executions, args.tps, args.gc == "tuned", args.start == "burst", args.repeat_answer))

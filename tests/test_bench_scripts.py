@@ -57,3 +57,12 @@ def test_loop_bench_names_a_missing_peer_and_gives_it_no_ratio(tmp_path: Path) -
     assert "| fresh_loop |" in out
     assert "ratio = peer / nexus" not in out
     assert "no peer measured: no ratios" in out
+
+
+def test_concurrent_bench_reports_lag_memory_and_collections() -> None:
+    out = run_bench(str(BENCH / "bench_engine_concurrent.py"), *("--executions", "20", "--tps", "200"))
+    assert_machine_lines(out)
+    assert "failed runs: 0;" in out and " running together 0.5 s later" in out
+    for line in ("event-loop lag while streaming: p50 ", "loop CPU only: p50 ", "loop thread CPU while streaming: ",
+                 "garbage collections while streaming: gen0 ", "RSS per idle loaded session: "):  # fmt: skip
+        assert line in out

@@ -125,3 +125,21 @@ async def test_one_per_safe_point_mode_delivers_one_at_a_time(ledger: Ledger) ->
     assert two.position is not None and one.position is not None and two.position > one.position + 1  # a call between
     assert settled == ["a", "b"]
     assert [m.text for m in result.messages][-4:] == ["q1", "first", "q2", "second"]
+
+
+async def test_steered_messages_are_stored_with_their_source(ledger: Ledger) -> None:
+    """Regression: a steer joined the turn in the ledger with ``source`` NULL (the query had one)."""
+    started, release = asyncio.Event(), asyncio.Event()
+    scripted = ScriptedModel([tool_call("slow", {}, id="s1"), text("noted both")])
+    env = _env(ledger, scripted.stream, tools=[_slow_tool(started, release)])
+    execution = env.start(env.assemble("go", model=scripted.model), model=scripted.model)
+    await asyncio.wait_for(started.wait(), 5)
+    plain = execution.steer("first addition")
+    sent = execution.steer("second addition", source="telegram:alice")
+    release.set()
+    result = await execution.result
+    assert plain.status == sent.status == "delivered" and result.turn_id is not None
+    rows = ledger.messages(result.turn_id)
+    stored = {m.text: m.source for m in rows}
+    assert stored["first addition"] == "steer" and stored["second addition"] == "telegram:alice"
+    assert rows[0].source is not None and stored["noted both"] is None  # the query keeps its own; replies have none

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,11 +53,18 @@ class RecordingLedger(Ledger):
         super().journal_partial(turn_id, slot, message, complete=complete)
         self.partials.append((slot, message.text, complete, [c.id for c in message.tool_calls]))
 
+    def journal_partials(self, entries: Sequence[tuple[str, int, AssistantMessage]]) -> None:
+        super().journal_partials(entries)  # the writer thread's batch of snapshots (one transaction)
+        self.partials.extend((slot, m.text, False, [c.id for c in m.tool_calls]) for _, slot, m in entries)
+
 
 class FailingLedger(Ledger):
     """Every journal write fails as if another process held the database."""
 
     def journal_partial(self, turn_id: str, slot: int, message: AssistantMessage, *, complete: bool = False) -> None:
+        raise LedgerBusyError("agents.db stayed locked (test)")
+
+    def journal_partials(self, entries: Sequence[tuple[str, int, AssistantMessage]]) -> None:
         raise LedgerBusyError("agents.db stayed locked (test)")
 
     def journal_tool_call(self, *args: Any, **kwargs: Any) -> None:

@@ -36,7 +36,8 @@ class SteerReceipt:
     """The fate of one steering message; ``await receipt.wait()`` until it is settled.
 
     ``position`` is the message's index in the run's turn (0 = the query) once delivered;
-    ``reason`` says why a returned message could not be injected.
+    ``reason`` says why a returned message could not be injected; ``source`` is stored with the
+    delivered message in the ledger (like a query's source: who or what sent it).
     """
 
     id: str
@@ -45,6 +46,7 @@ class SteerReceipt:
     status: SteerStatus = "pending"
     position: int | None = None
     reason: str | None = None
+    source: str = "steer"
     _waiter: asyncio.Future[SteerReceipt] | None = field(default=None, repr=False)
 
     @property

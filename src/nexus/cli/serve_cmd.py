@@ -53,6 +53,9 @@ def serve_command(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
+        from nexus.engine.wiring.gc_tuning import tune_gc_for_many_runs
+
+        tune_gc_for_many_runs()  # a long-lived process of many runs: freeze the startup heap, collect less often
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
             return runner.run(serve(config, ledger, settings))
 

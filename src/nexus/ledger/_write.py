@@ -84,6 +84,8 @@ class TurnOutcome:
     turn_type: str | None = None
     completed_at: int | None = None
     message_metadata: Sequence[dict[str, object] | None] = field(default_factory=tuple)
+    response_sources: Sequence[str | None] = field(default_factory=tuple)
+    """``source`` of each response message (its index); only user messages (steers) carry one."""
 
 
 # --------------------------------------------------------------------------- placement
@@ -157,8 +159,12 @@ def insert_messages(
     metadata: Sequence[dict[str, object] | None] = (),
     source: str | None = None,
     context: dict[str, object] | None = None,
+    sources: Sequence[str | None] = (),
 ) -> list[int]:
-    """Store ``messages`` as ordinals ``start..`` of the turn at ``(seg, seq)``; returns their ids."""
+    """Store ``messages`` as ordinals ``start..`` of the turn at ``(seg, seq)``; returns their ids.
+
+    A user message gets ``sources[i]`` when given (a steer injected into the turn), else ``source``.
+    """
     if start + len(messages) - 1 > MAX_ORDINAL:
         raise LedgerError(f"a turn holds at most {MAX_ORDINAL + 1} messages; split the run into several turns")
     keys = [pack_key(seg, seq, start + i) for i in range(len(messages))]
@@ -174,7 +180,7 @@ def insert_messages(
             key,
             msg.role,
             encode_body(msg, origins[(msg.api, msg.provider, msg.model)] if isinstance(msg, AssistantMessage) else 0),
-            source if msg.role == "user" else None,
+            ((sources[i] if i < len(sources) else None) or source) if msg.role == "user" else None,
             ctx if msg.role == "user" else None,
             dumps_opt(metadata[i]) if i < len(metadata) else None,
         )

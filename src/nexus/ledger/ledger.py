@@ -268,6 +268,24 @@ class Ledger:
         body = _turns.partial_entry(message, complete)
         self._db.write(lambda c: _turns.journal_partial(c, turn_id, slot, body), wait_s=_journal_wait())
 
+    def journal_partials(self, entries: Sequence[tuple[str, int, AssistantMessage]]) -> None:
+        """Several :meth:`journal_partial` snapshots (``(turn_id, slot, message)``, unfinished) in one transaction.
+
+        The engine's writer thread batches the snapshots of many streaming runs this way: one
+        commit instead of one per snapshot. An entry that cannot be written (its turn is no
+        longer open) fails the whole batch, so the caller can retry them one by one.
+        """
+        bodies = []
+        for turn_id, slot, message in entries:
+            _crash.check_partial(message, slot)
+            bodies.append((turn_id, slot, _turns.partial_entry(message, False)))
+
+        def write(c: Any) -> None:
+            for turn_id, slot, body in bodies:
+                _turns.journal_partial(c, turn_id, slot, body)
+
+        self._db.write(write, wait_s=_journal_wait())
+
     def journal_tool_call(
         self,
         turn_id: str,
@@ -303,6 +321,7 @@ class Ledger:
         source: str | None = None,
         context: dict[str, object] | None = None,
         consumed_queue_items: Sequence[str] = (),
+        response_sources: Sequence[str | None] = (),
         **fields: Any,
     ) -> str:
         """Write a finished turn in one transaction and move the session pointer to it; returns its id.
@@ -314,7 +333,8 @@ class Ledger:
         ``turn_id`` is the id from :meth:`open_turn` (then only ``response_messages`` are
         given) or ``None`` for a turn written in one go. Usage defaults to the sum of the
         response's assistant messages; tool-call rows are derived from the response (pass
-        ``tool_calls`` to add timings or ``spawned_session_label``). If the session head is no
+        ``tool_calls`` to add timings or ``spawned_session_label``); ``response_sources[i]`` is the
+        ``source`` of response message ``i`` when it is a user message (a steer). If the session head is no
         longer the turn's parent, raises ``HeadMovedError`` - or with ``if_head_moved="branch"``
         keeps the turn as a side branch without moving the pointer.
         """
@@ -328,7 +348,16 @@ class Ledger:
             raise TurnStateError(f"turn_type must be 'normal' or 'compaction', not {turn_type!r}")
         tf = TurnFields(model=model, provider=provider, **fields)
         outcome = TurnOutcome(
-            status, response_messages, usage, stop_reason, error, compaction, tool_calls, turn_type, completed_at
+            status,
+            response_messages,
+            usage,
+            stop_reason,
+            error,
+            compaction,
+            tool_calls,
+            turn_type,
+            completed_at,
+            response_sources=response_sources,
         )
 
         def write(c: Any) -> str:

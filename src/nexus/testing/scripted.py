@@ -338,12 +338,28 @@ def _aborted(partial: AssistantMessage, model: Model, signal: AbortSignal | None
 
 
 async def _sleep_or_abort(seconds: float, signal: AbortSignal | None) -> bool:
-    """Sleep ``seconds``; True if ``signal`` aborted first."""
+    """Sleep ``seconds``; True if ``signal`` aborted first.
+
+    One future, one timer and one listener, not ``wait_for(signal.wait())``: that made a task
+    per paced chunk, and with a thousand scripted streams at once the test double cost more
+    event-loop time than the engine it drives (bench/bench_engine_concurrent.py).
+    """
     if signal is None:
         await asyncio.sleep(seconds)
         return False
+    if signal.aborted:
+        return True
+    waiter = asyncio.get_running_loop().create_future()
+    timer = waiter.get_loop().call_later(seconds, _wake, waiter)
+    remove = signal.add_listener(lambda: _wake(waiter))
     try:
-        await asyncio.wait_for(signal.wait(), timeout=seconds)
-    except TimeoutError:
-        return False
-    return True
+        await waiter
+    finally:
+        timer.cancel()
+        remove()
+    return signal.aborted
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)

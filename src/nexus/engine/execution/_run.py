@@ -36,6 +36,7 @@ from nexus.engine.assembly._sessions import SessionCache
 from nexus.engine.assembly._window import ContextWindow
 from nexus.engine.assembly.repair import truncate_result
 from nexus.engine.execution._journal import TurnJournal
+from nexus.engine.execution._writer import off_loop, run_ended, run_started
 from nexus.engine.execution.events import (
     EventChannel,
     ExecutionState,
@@ -136,6 +137,8 @@ class EngineRun:
         self.journal: TurnJournal | None = None
         self.delivered_steer_ids: list[str] = []
         """Ids of the steers injected into this turn: written with it as consumed queue items (broker)."""
+        self.steer_sources: dict[int, str] = {}
+        """``source`` of each steer injected into this turn, by its index in the turn (0 = the query)."""
         self.steering = steering if steering is not None else SteeringQueue()
         self.steering.on_settle(self._steer_settled)
         self.active = False
@@ -179,8 +182,21 @@ class EngineRun:
 
     async def main(self) -> AgentResult:
         """Open the turn, run the loop (with overflow recovery), build the result, write the turn."""
+        run_started()
         try:
-            self.turn_id = self.open_turn()
+            return await self.run_and_write()
+        finally:
+            run_ended()
+
+    async def run_and_write(self) -> AgentResult:
+        """:meth:`main` without the bookkeeping of active runs (see ``nexus.engine.execution._writer``)."""
+        try:
+            if self.ledger is not None:
+                await off_loop(self.open_turn_now)
+        except asyncio.CancelledError:
+            self.unlink()
+            self.close_cancelled_open()
+            raise
         except BaseException:  # e.g. HeadMovedError: the context is stale, nothing was stored
             self.unlink()
             raise
@@ -198,7 +214,9 @@ class EngineRun:
             self.close_steering()
             cancelled = self.build_result()
             try:
-                self.persist(cancelled)
+                if self.journal is not None:
+                    self.journal.stop()
+                self.persist(cancelled)  # cancelled: written here, on the loop
             finally:
                 self.finish(cancelled)
             raise
@@ -213,7 +231,7 @@ class EngineRun:
         self.close_steering()
         result = self.build_result()
         try:
-            self.persist(result)
+            await self.persist_off_loop(result)
         finally:
             self.finish(result)
         return result
@@ -223,6 +241,22 @@ class EngineRun:
         self.publish(RunEndEvent(result, result.error is not None and self.wrote_text))
         self.set_state("done")
         self.channel.close()
+
+    def open_turn_now(self) -> None:
+        """Open the turn and remember its id at once (a task cancelled meanwhile must still close it)."""
+        self.turn_id = self.open_turn()
+
+    def close_cancelled_open(self) -> None:
+        """The task was cancelled while its turn was being opened: write that turn ``aborted`` (if it opened)."""
+        if self.turn_id is None:
+            return
+        self.signal.abort("the run's task was cancelled")
+        self.close_steering()
+        result = self.build_result()
+        try:
+            self.persist(result)
+        finally:
+            self.finish(result)
 
     def open_turn(self) -> str | None:
         """Start the crash journal: the turn with its query, status ``streaming``, pointer not moved."""
@@ -293,6 +327,8 @@ class EngineRun:
             if not isinstance(event, MessageUpdateEvent):  # deltas are published as reply/reasoning deltas
                 self.publish(event)
             self.handle(event)
+            if self.journal is not None and self.journal.pending is not None:
+                await self.journal.drain()  # an ended tool call / message is on disk before the run goes on
             if isinstance(event, AgentEndEvent):
                 end = event
         self.end = end
@@ -318,12 +354,14 @@ class EngineRun:
         """Cap each new tool result at ``max_tool_result_chars`` (what the model and the ledger get)."""
         return truncate_result(hook.result, self.limits.max_tool_result_chars)
 
-    def steer(self, message: str | UserMessage, *, id: str | None = None, mode: SteerMode = "all") -> SteerReceipt:
+    def steer(
+        self, message: str | UserMessage, *, id: str | None = None, mode: SteerMode = "all", source: str = "steer"
+    ) -> SteerReceipt:
         """Offer ``message`` for the next safe point; the receipt ends ``delivered`` or ``returned``."""
         from nexus.engine.types import new_id
 
         user = message if isinstance(message, UserMessage) else UserMessage(message)
-        receipt = SteerReceipt(id or new_id(), user, mode)
+        receipt = SteerReceipt(id or new_id(), user, mode, source=source)
         if self.signal.aborted:
             self.steering.close(f"the run was aborted: {self.signal.reason or 'aborted'}")
         elif self.window.compacting:
@@ -334,6 +372,8 @@ class EngineRun:
         """A receipt settled: remember a delivered one for the turn write, and announce it on the channel."""
         if receipt.status == "delivered":
             self.delivered_steer_ids.append(receipt.id)
+            if receipt.position is not None:
+                self.steer_sources[receipt.position] = receipt.source
         self.publish(SteerEvent(receipt))
 
     def close_steering(self) -> None:
@@ -499,6 +539,14 @@ class EngineRun:
             return "max_tokens", None
         return ("tool_use" if last is not None and last.stop_reason == "tool_use" else "end_turn"), None
 
+    async def persist_off_loop(self, result: AgentResult) -> None:
+        """:meth:`persist` on the ledger writer thread (after every journal write the run queued)."""
+        if self.ledger is None or self.turn_id is None:
+            return
+        if self.journal is not None:
+            self.journal.stop()
+        await off_loop(lambda: self.persist(result))
+
     def persist(self, result: AgentResult) -> None:
         """Close the opened turn with the result (one transaction); then the result's messages are the ledger's."""
         if self.journal is not None:
@@ -506,7 +554,10 @@ class EngineRun:
         if self.ledger is None or self.turn_id is None:
             return
         response = _llm(self.agent_ctx.messages[self.history_len + 1 :])
-        write_result(self.ledger, self.ctx, self.turn_id, result, response, result.compaction, self.delivered_steer_ids)
+        sources = [self.steer_sources.get(i + 1) for i in range(len(response))] if self.steer_sources else []
+        write_result(
+            self.ledger, self.ctx, self.turn_id, result, response, result.compaction, self.delivered_steer_ids, sources
+        )
         result.messages = self.ledger.messages(self.turn_id)
 
 

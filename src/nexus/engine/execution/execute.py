@@ -97,14 +97,17 @@ class Execution:
         """Abort the run; its partial output is kept and the turn is written ``aborted``."""
         self._run.signal.abort(reason)
 
-    def steer(self, message: str | UserMessage, *, id: str | None = None, mode: SteerMode = "all") -> SteerReceipt:
+    def steer(
+        self, message: str | UserMessage, *, id: str | None = None, mode: SteerMode = "all", source: str = "steer"
+    ) -> SteerReceipt:
         """Offer ``message`` for the next safe point; the receipt ends ``delivered`` or ``returned``.
 
         A returned steer (the run ended, failed, was aborted or is compacting) is the caller's
         again: requeue it. Returned steers are also listed in ``AgentResult.returned_steers``.
         ``mode="one"`` injects it alone at its safe point, ``"all"`` with every pending ``all`` steer.
+        ``source`` is stored with the delivered message in the ledger (who sent it).
         """
-        return self._run.steer(message, id=id, mode=mode)
+        return self._run.steer(message, id=id, mode=mode, source=source)
 
     def on_event(self, listener: Callable[[ExecutionEvent], object]) -> Callable[[], None]:
         """Call ``listener`` with every event (in its envelope) from now on; returns an unsubscribe."""

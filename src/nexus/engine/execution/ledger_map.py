@@ -133,12 +133,14 @@ def write_result(
     response: Sequence[Message],
     compaction: CompactionRecord | None,
     steer_ids: Sequence[str] = (),
+    sources: Sequence[str | None] = (),
 ) -> str:
     """Close the opened turn with the run's outcome in one transaction; returns the turn id.
 
     The broker queue items the turn consumed — its batch (``ctx.queue_item_ids``) and the steers
     injected into it (``steer_ids``; ids that name no queue item are ignored) — are marked
-    delivered in that same transaction.
+    delivered in that same transaction. ``sources[i]`` is the ``source`` of response message ``i``
+    when it is a steer.
 
     If another writer moved the session head meanwhile (the one-run-per-session rule was
     broken by the caller), the turn is kept as a side branch instead of being lost.
@@ -158,6 +160,7 @@ def write_result(
         "compaction": compaction,
         "tool_calls": result.tool_calls,
         "consumed_queue_items": [*ctx.queue_item_ids, *steer_ids],
+        "response_sources": list(sources),
     }
     metadata = turn_metadata(result)
     if metadata is not None:

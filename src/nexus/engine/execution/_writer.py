@@ -1,0 +1,120 @@
+"""The engine's ledger writer thread: a run's ledger writes happen here, off the event loop, while runs share it.
+
+One thread per process, shared by all runs (made on first use), so writes keep the order the
+runs submitted them in (FIFO) and never contend for the ledger's connection lock with the
+event loop: a loop that called ``write_turn`` itself would wait for a journal snapshot another
+run's write was in the middle of, and with hundreds of runs the loop spent a third of its time
+in SQLite (docs/benchmarks.md, "1,000 concurrent executions"). SQLite releases the GIL while it
+works, so the loop keeps serving the other runs meanwhile.
+
+A run alone in the process (and nothing queued) writes inline instead: it would gain nothing
+from the thread, and each hop (two wake-ups) adds latency to its turn (bench/bench_engine.py).
+
+Not the loop's default executor: tools and the local llama.cpp provider run there, and a turn
+write must not queue behind a long ``grep`` or a whole local generation.
+
+:func:`settled` awaits a write through a cancellation of the awaiting task: a write already
+handed to the thread still completes, and the run reports done only after it did (a turn
+written is on disk before the execution's result is).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+T = TypeVar("T")
+
+_WRITER: ThreadPoolExecutor | None = None
+_WRITER_LOCK = threading.Lock()
+
+
+def writer() -> ThreadPoolExecutor:
+    """The process's ledger writer thread (see the module docstring)."""
+    global _WRITER
+    with _WRITER_LOCK:
+        if _WRITER is None:
+            _WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nexus-ledger-writer")
+        return _WRITER
+
+
+class _Load:
+    """How many runs are active and how many writes are queued (process-wide, like the thread)."""
+
+    __slots__ = ("lock", "queued", "runs")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.queued = 0
+        self.runs = 0
+
+
+_LOAD = _Load()
+
+
+def run_started() -> None:
+    """A run became active (its writes may go inline while it is the only one)."""
+    with _LOAD.lock:
+        _LOAD.runs += 1
+
+
+def run_ended() -> None:
+    """A run is no longer active."""
+    with _LOAD.lock:
+        _LOAD.runs -= 1
+
+
+def inline_ok() -> bool:
+    """A write may run on the caller's thread: this run is the only active one and nothing is queued.
+
+    One run alone costs the loop nothing it could have spent on another run, and the hop to the
+    thread and back (two wake-ups) would only add latency to its turn (bench_engine.py); nothing
+    queued means the write still comes after every write submitted before it.
+    """
+    return _LOAD.runs <= 1 and _LOAD.queued == 0
+
+
+def submit(fn: Callable[[], T]) -> asyncio.Future[T]:
+    """Queue ``fn`` on the writer thread; its result (or exception) arrives on the returned future."""
+    with _LOAD.lock:
+        _LOAD.queued += 1
+
+    def job() -> T:
+        try:
+            return fn()
+        finally:
+            with _LOAD.lock:
+                _LOAD.queued -= 1
+
+    return asyncio.get_running_loop().run_in_executor(writer(), job)
+
+
+async def settled(future: asyncio.Future[T]) -> T:
+    """The result of a submitted write, waited for even if this task is cancelled meanwhile.
+
+    The write cannot be stopped once queued; returning early would let the run report done
+    before its turn is on disk. A cancellation is re-raised once the write has finished.
+    """
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(future)
+        except asyncio.CancelledError:
+            if future.done():
+                raise
+            cancelled = True
+            continue
+        break
+    if cancelled:
+        raise asyncio.CancelledError
+    return result
+
+
+async def off_loop(fn: Callable[[], T]) -> T:
+    """Run ``fn`` on the writer thread (inline when :func:`inline_ok`) and return its result (see :func:`settled`)."""
+    if inline_ok():
+        return fn()
+    return await settled(submit(fn))

@@ -1,0 +1,181 @@
+"""The engine's ledger writes leave the event loop when runs share it, and never outrun the result.
+
+- While more than one run is active, no ledger write (open_turn, journal entries, write_turn)
+  runs on the event loop's thread: the loop keeps serving the other runs meanwhile.
+- A run reports done only once its turn is on disk — also when its task is cancelled while the
+  writer thread is writing the turn (the write cannot be stopped once queued).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nexus.agent.tool_types import AgentTool, AgentToolResult
+from nexus.config import load_config
+from nexus.engine.execution import _writer
+from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.wiring.runner import EngineEnv
+from nexus.ledger import Ledger
+from nexus.ledger._sqlite import Database
+from nexus.llm.abort import AbortSignal
+from nexus.testing import ScriptedModel
+from nexus.testing.steps import text, tool_call
+
+
+class WatchedLedger(Ledger):
+    """A real ledger that records, for every write, its thread and how many runs were active."""
+
+    def __init__(self, db: Database) -> None:
+        super().__init__(db)
+        self.calls: list[tuple[str, str, int]] = []
+        self.turn_gate: threading.Event | None = None  # when set, write_turn waits for it
+        self.in_write_turn = threading.Event()
+        self.open_gate: threading.Event | None = None  # when set, open_turn waits for it
+        self.in_open_turn = threading.Event()
+
+    def _seen(self, name: str) -> None:
+        self.calls.append((name, threading.current_thread().name, _writer._LOAD.runs))
+
+    def open_turn(self, *args: Any, **kwargs: Any) -> str:
+        self._seen("open_turn")
+        if self.open_gate is not None:
+            self.in_open_turn.set()
+            self.open_gate.wait(10)
+        return super().open_turn(*args, **kwargs)
+
+    def journal_partial(self, *args: Any, **kwargs: Any) -> None:
+        self._seen("journal_partial")
+        super().journal_partial(*args, **kwargs)
+
+    def journal_partials(self, *args: Any, **kwargs: Any) -> None:
+        self._seen("journal_partials")
+        super().journal_partials(*args, **kwargs)
+
+    def journal_message(self, *args: Any, **kwargs: Any) -> None:
+        self._seen("journal_message")
+        super().journal_message(*args, **kwargs)
+
+    def journal_tool_call(self, *args: Any, **kwargs: Any) -> None:
+        self._seen("journal_tool_call")
+        super().journal_tool_call(*args, **kwargs)
+
+    def write_turn(self, *args: Any, **kwargs: Any) -> str:
+        self._seen("write_turn")
+        if self.turn_gate is not None:
+            self.in_write_turn.set()
+            self.turn_gate.wait(10)
+        return super().write_turn(*args, **kwargs)
+
+
+@pytest.fixture
+def watched(tmp_path: Path) -> Iterator[WatchedLedger]:
+    led = WatchedLedger(Database(tmp_path / "agents.db"))
+    yield led
+    led.close()
+
+
+def _gated_tool(arrived: list[int], everyone: asyncio.Event, runs: int) -> AgentTool:
+    async def execute(call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: object) -> AgentToolResult:
+        arrived.append(1)
+        if len(arrived) == runs:
+            everyone.set()
+        await everyone.wait()  # all runs are inside their tool at once: all active together
+        return AgentToolResult.text("done")
+
+    return AgentTool("gate", "waits for the other runs", {"type": "object", "properties": {}}, execute)
+
+
+def _env(ledger: Ledger, model: ScriptedModel, tools: list[AgentTool]) -> EngineEnv:
+    return EngineEnv.from_config(
+        load_config(), ledger, stream_fn=model.stream, cooldowns=ProfileCooldowns(), tools=tools
+    )
+
+
+async def test_writes_leave_the_loop_thread_while_runs_share_it(watched: WatchedLedger) -> None:
+    runs = 4
+    arrived: list[int] = []
+    everyone = asyncio.Event()
+    executions = []
+    for i in range(runs):
+        model = ScriptedModel([tool_call("gate", {}, id=f"c{i}"), text(f"answer {i}")], record=False)
+        env = _env(watched, model, [_gated_tool(arrived, everyone, runs)])
+        executions.append(env.start(env.assemble("go", session=f"s{i}", model=model.model), model=model.model))
+    results = await asyncio.gather(*(e.result for e in executions))
+    assert [r.stop_reason for r in results] == ["end_turn"] * runs
+    loop_thread = threading.current_thread().name
+    shared = [(name, thread) for name, thread, active in watched.calls if active > 1]
+    assert {name for name, _ in shared} >= {"open_turn", "journal_tool_call", "write_turn"}
+    assert all(thread != loop_thread for _, thread in shared), shared
+    assert all(thread.startswith("nexus-ledger-writer") for _, thread in shared), shared
+    for i, result in enumerate(results):  # and every turn is on disk, in order
+        head = watched.head(f"s{i}")
+        assert head is not None and head.id == result.turn_id and head.status == "completed"
+
+
+async def test_a_run_cancelled_during_its_turn_write_ends_after_the_write(watched: WatchedLedger) -> None:
+    release_other = asyncio.Event()
+    other_model = ScriptedModel([tool_call("hold", {}, id="h1"), text("later")], record=False)
+
+    async def hold(call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: object) -> AgentToolResult:
+        await release_other.wait()
+        return AgentToolResult.text("released")
+
+    other_env = _env(watched, other_model, [AgentTool("hold", "holds", {"type": "object", "properties": {}}, hold)])
+    other = other_env.start(
+        other_env.assemble("wait", session="other", model=other_model.model), model=other_model.model
+    )
+    model = ScriptedModel([text("short answer")], record=False)
+    env = _env(watched, model, [])
+    watched.turn_gate = threading.Event()
+    execution = env.start(env.assemble("hi", session="main", model=model.model), model=model.model)
+    assert await asyncio.to_thread(watched.in_write_turn.wait, 10)  # the writer thread is inside write_turn
+    execution.result.cancel()
+    await asyncio.sleep(0.05)
+    assert not execution.result.done()  # still waiting for the write it handed to the thread
+    watched.turn_gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await execution.result
+    head = watched.head("main")
+    assert head is not None and head.id == execution.turn_id and head.status == "completed"
+    watched.turn_gate = None
+    release_other.set()
+    assert (await other.result).stop_reason == "end_turn"
+
+
+async def test_a_run_cancelled_while_its_turn_opens_closes_that_turn(watched: WatchedLedger) -> None:
+    """The open cannot be stopped once queued: the turn it opened is written ``aborted``, not left open."""
+    release_other = asyncio.Event()
+    other_model = ScriptedModel([tool_call("hold", {}, id="h1"), text("later")], record=False)
+
+    async def hold(call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: object) -> AgentToolResult:
+        await release_other.wait()
+        return AgentToolResult.text("released")
+
+    other_env = _env(watched, other_model, [AgentTool("hold", "holds", {"type": "object", "properties": {}}, hold)])
+    waiting = other_env.assemble("wait", session="other", model=other_model.model)
+    other = other_env.start(waiting, model=other_model.model)
+    while other.state != "tools":  # the other run is active: this run's writes go to the thread
+        await other.wait_state_change()
+    model = ScriptedModel([text("never streamed")], record=False)
+    env = _env(watched, model, [])
+    watched.open_gate = threading.Event()
+    execution = env.start(env.assemble("hi", session="main", model=model.model), model=model.model)
+    assert await asyncio.to_thread(watched.in_open_turn.wait, 10)
+    execution.result.cancel()
+    watched.open_gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await execution.result
+    watched.open_gate = None
+    turn_id = execution.turn_id
+    assert turn_id is not None
+    turn = watched.get_turn(turn_id)
+    assert turn is not None and turn.status == "aborted"  # closed, not left open for recover()
+    assert execution.state == "done"
+    release_other.set()
+    assert (await other.result).stop_reason == "end_turn"
