@@ -38,7 +38,8 @@ def test_the_thread_checkpoints_what_commits_leave_in_the_wal(tmp_path: Path) ->
             assert _autocheckpoint(ledger) == BACKSTOP_PAGES
             _write_pages(ledger, 200)  # ~200 pages: under every threshold, so no commit checkpoints them
             deadline = time.monotonic() + 10
-            while not _copied(tmp_path, size_before) and time.monotonic() < deadline:
+            # the file grows inside the checkpoint, before the thread counts it: wait for both
+            while not (_copied(tmp_path, size_before) and checkpointer.checkpoints) and time.monotonic() < deadline:
                 time.sleep(0.02)
             assert _copied(tmp_path, size_before) and checkpointer.checkpoints >= 1
         assert _autocheckpoint(ledger) == DEFAULT_PAGES

@@ -77,11 +77,11 @@ class WalCheckpointer:
 
     def _checkpoint(self, conn: sqlite3.Connection) -> None:
         try:
-            busy, wal_pages, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            _busy, wal_pages, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         except sqlite3.Error as exc:  # e.g. a full disk: the loop's backstop still checkpoints
             log.debug("background WAL checkpoint failed: %s", exc)
             return
-        if copied > 0 and not busy and (wal_pages, copied) != self._last:
+        if copied > 0 and (wal_pages, copied) != self._last:  # busy: it copied what it could
             self.checkpoints += 1
         self._last = (wal_pages, copied)
 

@@ -14,16 +14,35 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from nexus.engine.execution._writer import writer
 
 if TYPE_CHECKING:
-    from nexus.engine.execution._journal import TurnJournal
     from nexus.ledger import Ledger
     from nexus.llm.types import AssistantMessage
 
-Item = tuple["TurnJournal", int, "AssistantMessage"]
+
+class TurnJournal(Protocol):
+    """What the batcher needs of a run's journal (``_journal.TurnJournal``; named here so the two
+    modules do not import each other)."""
+
+    ledger: Ledger
+    loop: asyncio.AbstractEventLoop
+    lock: threading.Lock
+    closed: bool
+    ended: int
+    turn_id: str
+    written: set[int]
+
+    def write_one(self, slot: int, message: AssistantMessage) -> None: ...
+
+    def wrote(self, seconds: float) -> None: ...
+
+    def snapshot_written(self) -> None: ...
+
+
+Item = tuple[TurnJournal, int, "AssistantMessage"]
 
 
 class SnapshotQueue:
