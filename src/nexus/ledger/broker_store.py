@@ -74,6 +74,8 @@ class BrokerQueueItem:
         return {
             "id": self.id,
             "agent": self.agent_id,
+            "session": self.session_label,
+            "session_key": self.message.get("session") if isinstance(self.message, dict) else None,
             "message_id": self.message_id,
             "from": self.sender,
             "mode": self.mode,
@@ -128,6 +130,9 @@ class AcceptRequest:
     message: Any
     mode: str
     log_as_agent_message: bool = False
+    session_key: str | None = None
+    """Set for a message to one of the agent's per-sender sessions: the session row is created
+    (``routing_key`` = this key) in the same transaction when it does not exist yet."""
 
 
 def accept_in(conn: sqlite3.Connection, request: AcceptRequest) -> tuple[BrokerQueueItem, bool]:
@@ -136,6 +141,8 @@ def accept_in(conn: sqlite3.Connection, request: AcceptRequest) -> tuple[BrokerQ
 
 
 def _accept_one(conn: sqlite3.Connection, request: AcceptRequest, now: int) -> tuple[BrokerQueueItem, bool]:
+    if request.session_key is not None:
+        _ensure_keyed_session(conn, request.session_label, request.session_key, request.agent_id, now)
     row = conn.execute(
         "INSERT INTO queue_items (id, session_label, agent_id, message_id, sender, message_json, mode,"
         " status, enqueued_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?)"
@@ -165,6 +172,19 @@ def _accept_one(conn: sqlite3.Connection, request: AcceptRequest, now: int) -> t
              dumps_opt(metadata)),
         )  # fmt: skip
     return _item(row), True
+
+
+def _ensure_keyed_session(conn: sqlite3.Connection, label: str, key: str, agent_id: str, now: int) -> None:
+    """Create the session of a per-sender key once; refuse a label that another key (or a user) owns."""
+    created = conn.execute(
+        "INSERT INTO sessions (label, routing_key, origin, created_at, updated_at, metadata_json)"
+        " VALUES (?, ?, 'broker', ?, ?, ?) ON CONFLICT(label) DO NOTHING",
+        (label, key, now, now, dumps({"agent": agent_id})),
+    ).rowcount
+    if not created:
+        row = conn.execute("SELECT routing_key FROM sessions WHERE label = ?", (label,)).fetchone()
+        if row is not None and row[0] != key:
+            raise ValueError(f"session {label!r} exists and is not the session of key {key!r}; rename that session")
 
 
 def _is_op_error(exc: LedgerError) -> bool:
