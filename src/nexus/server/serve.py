@@ -58,11 +58,13 @@ async def serve(
 ) -> int:
     """Run until SIGTERM/SIGINT; the caller holds the broker lock. Returns the exit code."""
     from nexus.broker.host import build_broker_and_runner, start_broker
+    from nexus.broker.inbound import attach_inbound
     from nexus.server._event_hub import EventHub
     from nexus.server._state import ServerState
     from nexus.server.app import create_app
 
     broker, runner = build_broker_and_runner(config, ledger, stream_fn=stream_fn)
+    inbound = attach_inbound(config, broker, runner)  # chat messages in, replies out (docs/adapters.md)
     loop = asyncio.get_running_loop()
     server: NexusUvicorn | None = None
     stopping: list[asyncio.Task[None]] = []
@@ -82,6 +84,8 @@ async def serve(
         loop.add_signal_handler(sig, on_signal, sig)
     try:
         await start_broker(config, broker)
+        if inbound is not None:
+            inbound.start()
         state = ServerState(ledger, _store(ledger), broker=broker, runner=runner)
         app = create_app(state, settings)
         hub = state.events
@@ -101,6 +105,8 @@ async def serve(
         return await _listen(config, server, settings)
     finally:
         await _stop_runs(broker)
+        if inbound is not None:
+            await inbound.close()
         remove_server_file(config)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
