@@ -43,18 +43,19 @@ def _write_config(home: Path, tg: FakeTelegram, model: FakeProviderServer) -> No
 
 
 class Monitor:
-    """``nexus adapters monitor`` as a real process (stopped at the end of the test)."""
+    """``nexus adapters monitor`` (or ``nexus serve``) as a real process (stopped at the end of the test)."""
 
-    def __init__(self, home: Path, log: Path) -> None:
+    def __init__(self, home: Path, log: Path, command: tuple[str, ...] = ("adapters", "monitor")) -> None:
         self.home = home
         self.log = log
+        self.command = command
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         env = {**os.environ, "NEXUS_HOME": str(self.home), "PYTHONPATH": str(SRC), "TG_TOKEN": TOKEN}
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "nexus.cli", "adapters", "monitor"],
+                [sys.executable, "-m", "nexus.cli", *self.command],
                 env=env,
                 stdout=subprocess.DEVNULL,
                 stderr=log,
@@ -178,3 +179,17 @@ def test_a_broker_killed_mid_reply_loses_nothing_and_runs_nothing_twice(
     for chat, text in chats.items():
         texts = _completed_turns(isolated_env, f"assistant~dm~telegram~{chat}")
         assert sum(text in t for t in texts) == 1, (chat, texts)
+
+
+def test_nexus_serve_routes_inbound_messages_too(isolated_env: Path, tg: FakeTelegram, tmp_path: Path) -> None:
+    pytest.importorskip("uvicorn", reason="nexus serve needs the server extra")
+    serve = Monitor(isolated_env, tmp_path / "serve.log", ("serve", "--port", "0"))
+    with FakeProviderServer(default=echo) as model:
+        _write_config(isolated_env, tg, model)
+        serve.start()
+        try:
+            tg.push_message("hi over http", chat_id=3003, sender_id=7)
+            _until(lambda: _replied(tg, 3003, "hi over http"), serve, "the reply")
+        finally:
+            assert serve.stop() == 0
+    assert [label for _, label, _, _ in _items(isolated_env)] == ["assistant~dm~telegram~7"]

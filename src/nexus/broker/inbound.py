@@ -125,9 +125,6 @@ class InboundRouter:
         routes = inbound_routes(self.manager.adapters)
         loop = asyncio.get_running_loop()
         for route in routes:
-            if route.agent is None:
-                fix = f"nexus adapters enable {route.adapter}/{route.account_id} --monitor --agent ID"
-                self._warn_once(route, "no agent", f"has no agent: its messages are logged and skipped (`{fix}`)")
             task = loop.create_task(self._monitor(route), name=f"inbound:{route.adapter}/{route.account_id}")
             self._monitors.append(task)
         return routes
@@ -143,6 +140,10 @@ class InboundRouter:
     async def accept(self, route: InboundRoute, event: NexusEvent) -> bool:
         """Send ``event`` to the route's agent; ``True`` when it was queued now (not a duplicate)."""
         if route.agent is None:
+            fix = f"nexus adapters enable {route.adapter}/{route.account_id} --monitor --agent ID"
+            self._warn_once(
+                route, "no agent", f"has no agent: event {event.event_id} and later ones are skipped (`{fix}`)"
+            )
             return False
         try:
             receipt = await self.broker.send(event_message(route.adapter, event, route.agent))
