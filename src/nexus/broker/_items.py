@@ -49,6 +49,8 @@ def queued(row: BrokerQueueItem, *, debounce_ms: int = 0) -> QueuedMessage:
         conversation_id=message.conversation_id if message is not None else None,
         hop=_hop(message),
         reply_to=_reply_to(message),
+        reply_session=reply_session_of(message.metadata if message is not None else None),
+        reply_deliver_to=reply_deliver_to_of(message.metadata if message is not None else None),
         deliver_to=_deliver_to(message),
     )
 
@@ -56,6 +58,18 @@ def queued(row: BrokerQueueItem, *, debounce_ms: int = 0) -> QueuedMessage:
 def _reply_to(message: AgentMessage | None) -> str | None:
     value = message.metadata.get("reply_to") if message is not None else None
     return value if isinstance(value, str) and value else None
+
+
+def reply_session_of(metadata: object) -> str | None:
+    """The asker's session key stored with a message (``metadata.reply_session``), if any."""
+    value = metadata.get("reply_session") if isinstance(metadata, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def reply_deliver_to_of(metadata: object) -> dict[str, object] | None:
+    """The chat target the asker's turn answered (``metadata.reply_deliver_to``), if any."""
+    value = metadata.get("reply_deliver_to") if isinstance(metadata, dict) else None
+    return dict(value) if isinstance(value, dict) and value else None
 
 
 def _deliver_to(message: AgentMessage | None) -> dict[str, object] | None:

@@ -17,7 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nexus.broker._group_commit import GroupCommitter
-from nexus.broker._items import check_message, error_text, queued, session_key_of
+from nexus.broker._items import (
+    check_message,
+    error_text,
+    queued,
+    reply_deliver_to_of,
+    reply_session_of,
+    session_key_of,
+)
 from nexus.broker._slot import AgentSlot, SessionSlot, SteerInFlight
 from nexus.broker.modes import QueueMode, QueueOverrides, QueueSettings, parse_mode, resolve_settings
 from nexus.broker.runner import AgentRunner, RunOutcome, RunRequest
@@ -461,18 +468,32 @@ class AgentBroker:
                 continue
             text = outcome.reply if outcome.status == "completed" else f"(failed: {error_text(outcome)})"
             await self._send_reply(slot.agent_id, item.reply_to, item.message_id, item.conversation_id, item.hop,
-                                   text or "(no text reply)")  # fmt: skip
+                                   text or "(no text reply)", session=item.reply_session,
+                                   deliver_to=item.reply_deliver_to)  # fmt: skip
 
     async def _send_reply(
-        self, worker: str, asker: str, message_id: str, conversation_id: str | None, hop: int, text: str
+        self,
+        worker: str,
+        asker: str,
+        message_id: str,
+        conversation_id: str | None,
+        hop: int,
+        text: str,
+        *,
+        session: str | None = None,
+        deliver_to: dict[str, object] | None = None,
     ) -> None:
+        metadata: dict[str, object] = {"kind": "worker_result", "in_reply_to": message_id, "hop": hop}
+        if deliver_to:
+            metadata["deliver_to"] = deliver_to  # the chat the asker's turn answered: its next turn answers it too
         reply = AgentMessage(
             id=f"{message_id}:reply",
             from_=worker,
             to=asker,
             content=text,
             conversation_id=conversation_id,
-            metadata={"kind": "worker_result", "in_reply_to": message_id, "hop": hop},
+            metadata=metadata,
+            session=session,  # the asker's session it asked from (a chat's): its next turn answers there
         )
         try:
             await self.send(reply, "followup")
@@ -489,7 +510,9 @@ class AgentBroker:
                 message = item.message if isinstance(item.message, dict) else {}
                 hop = message.get("metadata", {}).get("hop", 0) if isinstance(message.get("metadata"), dict) else 0
                 await self._send_reply(item.agent_id, asker, item.message_id, message.get("conversation_id"),
-                                       hop if isinstance(hop, int) else 0, text or "(no text reply)")  # fmt: skip
+                                       hop if isinstance(hop, int) else 0, text or "(no text reply)",
+                                       session=reply_session_of(message.get("metadata")),
+                                       deliver_to=reply_deliver_to_of(message.get("metadata")))  # fmt: skip
 
     def _settle_unrun(self, slot: AgentSlot, session: SessionSlot, batch: Batch, outcome: RunOutcome) -> None:
         """No turn was written: aborted before it started → back in the queue; could not start → failed."""

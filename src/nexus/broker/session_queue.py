@@ -39,6 +39,10 @@ class QueuedMessage:
     hop: int = 0
     reply_to: str | None = None
     """The agent that asked without waiting: the turn's reply goes back to it as a ``worker_result``."""
+    reply_session: str | None = None
+    """The asker's session key when it asked from a per-sender session: the reply goes back to that session."""
+    reply_deliver_to: dict[str, object] | None = None
+    """The chat the asker's turn answered: the asker's turn that reads the reply answers it too."""
     deliver_to: dict[str, object] | None = None
     """The chat target the reply is delivered to (an inbound message's ``metadata.deliver_to``)."""
     in_flight: bool = False
