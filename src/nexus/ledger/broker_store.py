@@ -279,13 +279,17 @@ class BrokerStore:
         message: Any,
         mode: str,
         log_as_agent_message: bool = False,
+        session_key: str | None = None,
     ) -> tuple[BrokerQueueItem, bool]:
         """Queue a message durably; returns ``(item, created)`` — ``created`` is False for a known id.
 
         With ``log_as_agent_message`` the agent-to-agent log row is written in the same
-        transaction, so the log never names a message the queue does not have.
+        transaction, so the log never names a message the queue does not have; with ``session_key``
+        the per-sender session ``session_label`` is created (``routing_key`` = the key) if new.
         """
-        request = AcceptRequest(agent_id, session_label, message_id, sender, message, mode, log_as_agent_message)
+        request = AcceptRequest(
+            agent_id, session_label, message_id, sender, message, mode, log_as_agent_message, session_key
+        )
         return self.accept_many([request])[0]
 
     def accept_many(self, requests: Sequence[AcceptRequest]) -> list[tuple[BrokerQueueItem, bool]]:
