@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -153,4 +154,21 @@ async def test_a_label_owned_by_another_session_is_refused(ledger: Ledger) -> No
     with pytest.raises(BrokerError, match="is not the session of key"):
         await broker.send(message(1, "dm:x:a"))
     assert BrokerStore(ledger.database).items(agent_id="bot") == []
+    await broker.close()
+
+
+async def test_quiet_sessions_keep_no_task_or_queue(ledger: Ledger) -> None:
+    broker, runner = await open_broker(ledger, queue=QueueSettings(mode="followup"))
+    runner.auto_finish = True
+    baseline = len(asyncio.all_tasks())
+    for n in range(60):
+        await broker.send(message(n, f"dm:x:{n}"))
+    assert await broker.wait_for_idle("bot", timeout_ms=5000)
+    for _ in range(3):
+        await asyncio.sleep(0)  # the finished drains return
+    assert len(asyncio.all_tasks()) <= baseline  # nothing parked per chat that has gone quiet
+    assert len(runner.runs) == 60 and broker.get_queue_depth("bot") == 0
+    await broker.send(message(100, "dm:x:7"))  # a quiet chat that speaks again gets a drain again
+    assert await broker.wait_for_idle("bot", timeout_ms=2000)
+    assert runner.runs[-1].request.session_label == "bot~dm~x~7"
     await broker.close()

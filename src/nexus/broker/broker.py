@@ -404,13 +404,19 @@ class AgentBroker:
             )
 
     async def _drain(self, slot: AgentSlot, session: SessionSlot) -> None:
+        """Run the session's batches until its queue is empty; then the task ends (a send starts a new one).
+
+        An idle per-sender session is forgotten too (its rows are the truth): a bot that talked
+        to 10,000 people keeps no task and no queue for those who are quiet.
+        """
         while not self._closed:
             session.wake.clear()
             ready_at = session.queue.ready_at()
             if ready_at is None:
                 session.idle.set()
-                await session.wake.wait()
-                continue
+                if session.key is not None and slot.sessions.get(session.label) is session:
+                    del slot.sessions[session.label]
+                return
             if ready_at > _now_ms():
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(session.wake.wait(), (ready_at - _now_ms()) / 1000)
