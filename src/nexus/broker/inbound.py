@@ -150,6 +150,10 @@ class InboundRouter:
         except BrokerError as exc:  # unknown agent, empty content, a full queue with policy new...
             self._warn_once(route, type(exc).__name__, f"event {event.event_id} not queued: {exc}")
             return False
+        except Exception as exc:  # the ledger failing (disk full...): this event is lost, the monitor goes on
+            log.error("inbound %s/%s: event %s could not be stored: %s", route.adapter, route.account_id,
+                      event.event_id, exc)  # fmt: skip
+            return False
         if receipt.duplicate:
             self.duplicates += 1
             log.info("inbound %s: event %s was already accepted", route.adapter, event.event_id)
@@ -190,8 +194,18 @@ class InboundRouter:
                 queue.put_nowait(done)
 
         ender = asyncio.get_running_loop().create_task(end_when_the_run_ends())
+        first = await queue.get()
+        if first is done:  # the run never started (aborted while it waited): it runs again later, nothing to show
+            await ender
+            return None
+
+        async def all_events() -> AsyncIterator[object]:
+            yield getattr(first, "event", first)
+            async for event in engine_events():
+                yield event
+
         run_id, label = f"run-{new_ulid()}", handle.request.session_label
-        events = stream_events(engine_events(), run_id=run_id, session_label=label, target=target)
+        events = stream_events(all_events(), run_id=run_id, session_label=label, target=target)
         try:
             report = await self.router.deliver(target, events, run_id=run_id, session_label=label)
         finally:
@@ -222,12 +236,13 @@ class InboundRouter:
 
 
 def attach_inbound(config: NexusConfig, broker: AgentBroker, runner: EngineRunner) -> InboundRouter | None:
-    """An inbound router for the config's monitored accounts (``None``: there are none), hooked to ``runner``.
+    """An inbound router for the config's adapters (``None``: there are none), hooked to ``runner``.
 
     Call it before the broker starts, so the runs of inbound messages that were pending are
-    delivered too; then :meth:`InboundRouter.start` the monitors once the broker runs.
+    delivered too (also when their account is no longer monitored); then
+    :meth:`InboundRouter.start` the monitors once the broker runs.
     """
-    if not inbound_routes(config.adapters):
+    if not config.adapters:
         return None
     from nexus.adapters.manager import AdapterManager
     from nexus.streaming.router import StreamRouter
