@@ -179,6 +179,9 @@ def test_a_broker_killed_mid_reply_loses_nothing_and_runs_nothing_twice(
     for chat, text in chats.items():
         texts = _completed_turns(isolated_env, f"assistant~dm~telegram~{chat}")
         assert sum(text in t for t in texts) == 1, (chat, texts)
+    with Ledger.open(isolated_env / "agents.db") as ledger:  # the kill did cut a reply: its turn is kept, aborted
+        statuses = [t.status for chat in chats for t in ledger.turns(f"assistant~dm~telegram~{chat}")]
+    assert "aborted" in statuses, statuses
 
 
 def test_nexus_serve_routes_inbound_messages_too(isolated_env: Path, tg: FakeTelegram, tmp_path: Path) -> None:
