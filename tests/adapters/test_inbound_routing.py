@@ -161,3 +161,12 @@ async def test_inbound_messages_run_per_sender_and_replies_go_back_in_blocks(
     assert len(ghost) == 1 and "unknown agent 'ghost'" in ghost[0]  # logged once for two events
     assert len(nobody) == 1 and "has no agent: event e3 and later ones are skipped" in nobody[0]
     assert not any("quiet" in r.getMessage() for r in caplog.records)  # not monitored at all
+
+
+def test_monitor_without_a_monitored_account_is_a_config_error(
+    isolated_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from nexus.cli import main
+
+    assert main(["adapters", "monitor"]) == 2
+    assert "no enabled adapter account has monitor = true" in capsys.readouterr().err
