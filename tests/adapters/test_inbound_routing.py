@@ -7,6 +7,7 @@ without an agent, and read the replies the block path sends back (the adapter ha
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -17,8 +18,10 @@ import pytest
 from adapter_helpers import script_command
 
 from nexus.adapters.events import NexusEvent
+from nexus.adapters.types import DeliveryTarget
+from nexus.broker.engine_runner import EngineRunHandle
 from nexus.broker.host import build_broker_and_runner, start_broker
-from nexus.broker.inbound import InboundRouter, attach_inbound, event_message, inbound_routes
+from nexus.broker.inbound import InboundRouter, ReplyDelivery, attach_inbound, event_message, inbound_routes
 from nexus.config import load_config
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
@@ -83,16 +86,19 @@ async def _until(check: Any, what: str) -> None:
     raise AssertionError(f"{what} did not happen")
 
 
-@pytest.fixture
-async def hosted(isolated_env: Path, tmp_path: Path) -> AsyncIterator[tuple[InboundRouter, Path, Path, Ledger]]:
+@contextlib.asynccontextmanager
+async def _host(
+    home: Path, tmp_path: Path, deliver: ReplyDelivery | None = None
+) -> AsyncIterator[tuple[InboundRouter, Path, Path, Ledger]]:
+    """A broker with its inbound router, like ``nexus adapters monitor`` runs it."""
     inbox, outbox = tmp_path / "inbox.jsonl", tmp_path / "outbox.jsonl"
     for account in ("main", "nobody", "ghost", "quiet"):
         inbox.with_name(f"{inbox.name}.{account}").touch()
-    with FakeProviderServer(default=echo) as model, Ledger.open(isolated_env / "agents.db") as ledger:
-        _write_config(isolated_env, model, inbox, outbox)
+    with FakeProviderServer(default=echo) as model, Ledger.open(home / "agents.db") as ledger:
+        _write_config(home, model, inbox, outbox)
         config = load_config(None)
         broker, runner = build_broker_and_runner(config, ledger)
-        inbound = attach_inbound(config, broker, runner)
+        inbound = attach_inbound(config, broker, runner, deliver=deliver)
         assert inbound is not None
         await start_broker(config, broker)
         inbound.start()
@@ -101,6 +107,12 @@ async def hosted(isolated_env: Path, tmp_path: Path) -> AsyncIterator[tuple[Inbo
         finally:
             await broker.close()
             await inbound.close()
+
+
+@pytest.fixture
+async def hosted(isolated_env: Path, tmp_path: Path) -> AsyncIterator[tuple[InboundRouter, Path, Path, Ledger]]:
+    async with _host(isolated_env, tmp_path) as host:
+        yield host
 
 
 def test_routes_are_the_enabled_monitored_accounts(isolated_env: Path, tmp_path: Path) -> None:
@@ -170,3 +182,20 @@ def test_monitor_without_a_monitored_account_is_a_config_error(
 
     assert main(["adapters", "monitor"]) == 2
     assert "no enabled adapter account has monitor = true" in capsys.readouterr().err
+
+
+async def test_a_host_can_take_over_reply_delivery(isolated_env: Path, tmp_path: Path) -> None:
+    delivered: list[tuple[str, DeliveryTarget, str]] = []
+
+    async def deliver(run: EngineRunHandle, target: DeliveryTarget) -> None:
+        outcome = await run.result()
+        delivered.append((run.request.session_label, target, outcome.reply))
+
+    async with _host(isolated_env, tmp_path, deliver) as (inbound, inbox, outbox, _):
+        _plant(inbox, _event(1, "hello from ada"))
+        await _until(lambda: bool(delivered), "the delivery")
+        await inbound.wait_delivered()
+    [(label, target, reply)] = delivered
+    assert label == "helper~dm~inbox~ada" and "hello from ada" in reply
+    assert target == DeliveryTarget("inbox", "main", "dm-ada", reply_to_id="in-1")
+    assert _replies(outbox) == []  # the built-in delivery did not run

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -46,6 +46,9 @@ if TYPE_CHECKING:
     from nexus.streaming.router import DeliveryReport, StreamRouter
 
 log = logging.getLogger("nexus.inbound")
+
+ReplyDelivery = Callable[["EngineRunHandle", DeliveryTarget], Awaitable[object]]
+"""Delivers one run's reply to a chat target (see :class:`InboundRouter`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,14 +113,25 @@ def _content(event: NexusEvent) -> str:
 class InboundRouter:
     """Runs the monitors of a broker's host and delivers the replies (see the module docstring)."""
 
-    def __init__(self, broker: AgentBroker, manager: AdapterManager, router: StreamRouter) -> None:
+    def __init__(
+        self,
+        broker: AgentBroker,
+        manager: AdapterManager,
+        router: StreamRouter,
+        *,
+        deliver: ReplyDelivery | None = None,
+    ) -> None:
+        """``deliver(run, target)`` replaces the built-in reply delivery (e.g. one that also records
+        each delivery with its turn); it is called from the runner's hook, so it can subscribe to
+        the run before its first event."""
         self.broker = broker
         self.manager = manager
         self.router = router
+        self._deliver_reply: ReplyDelivery = deliver or self._deliver
         self.accepted = 0
         self.duplicates = 0
         self._monitors: list[asyncio.Task[None]] = []
-        self._deliveries: set[asyncio.Task[DeliveryReport | None]] = set()
+        self._deliveries: set[asyncio.Future[object]] = set()
         self._warned: set[tuple[str, str, str]] = set()
 
     def start(self) -> list[InboundRoute]:
@@ -171,7 +185,7 @@ class InboundRouter:
         except ProtocolError as exc:
             log.warning("run of %s: stored reply target unreadable (%s); not delivered", handle.request.agent_id, exc)
             return
-        task = asyncio.get_running_loop().create_task(self._deliver(handle, target), name=f"reply:{target.key}")
+        task: asyncio.Future[object] = asyncio.ensure_future(self._deliver_reply(handle, target))
         self._deliveries.add(task)
         task.add_done_callback(self._deliveries.discard)
 
@@ -235,7 +249,9 @@ class InboundRouter:
             log.warning("inbound %s/%s %s", route.adapter, route.account_id, text)
 
 
-def attach_inbound(config: NexusConfig, broker: AgentBroker, runner: EngineRunner) -> InboundRouter | None:
+def attach_inbound(
+    config: NexusConfig, broker: AgentBroker, runner: EngineRunner, *, deliver: ReplyDelivery | None = None
+) -> InboundRouter | None:
     """An inbound router for the config's adapters (``None``: there are none), hooked to ``runner``.
 
     Call it before the broker starts, so the runs of inbound messages that were pending are
@@ -248,6 +264,6 @@ def attach_inbound(config: NexusConfig, broker: AgentBroker, runner: EngineRunne
     from nexus.streaming.router import StreamRouter
 
     manager = AdapterManager(config.adapters, home=config.home)
-    inbound = InboundRouter(broker, manager, StreamRouter(manager))
+    inbound = InboundRouter(broker, manager, StreamRouter(manager), deliver=deliver)
     runner.on_run(inbound.on_run)
     return inbound
