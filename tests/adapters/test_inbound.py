@@ -100,6 +100,27 @@ def _until(check: Callable[[], bool], monitor: Monitor, what: str) -> None:
         time.sleep(0.05)
 
 
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """``pid`` runs (a zombie nobody reaped counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def _replied(tg: FakeTelegram, chat: int, text: str) -> bool:
     """A reply in ``chat`` whose final text carries ``text`` (the echo model repeats the prompt)."""
     return any(m.chat_id == str(chat) and text in m.text for m in list(tg.messages))
@@ -158,6 +179,7 @@ def test_two_chats_two_sessions_and_a_replayed_update_runs_once(
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the adapter processes through /proc")
 def test_a_broker_killed_mid_reply_loses_nothing_and_runs_nothing_twice(
     isolated_env: Path, tg: FakeTelegram, monitor: Monitor
 ) -> None:
@@ -169,7 +191,12 @@ def test_a_broker_killed_mid_reply_loses_nothing_and_runs_nothing_twice(
         for chat, text in chats.items():
             tg.push_message(text, chat_id=chat, sender_id=chat)
         _until(lambda: bool(tg.messages), monitor, "a reply starting")
+        assert monitor.process is not None
+        adapters = _children(monitor.process.pid)  # the Telegram monitor and stream processes
+        assert len(adapters) >= 2
         monitor.stop(signal.SIGKILL)
+        # the broker died without a word: its adapters see their stdin close and stop (no orphan keeps polling)
+        _until(lambda: not any(_alive(pid) for pid in adapters), monitor, "the orphaned adapters exiting")
         monitor.start()
         _until(lambda: all(_replied(tg, chat, text) for chat, text in chats.items()), monitor, "every reply")
         assert monitor.stop() == 0

@@ -2,8 +2,9 @@
 """An example monitor adapter: inbound events from a JSONL file, replies appended to another.
 
 ``monitor`` prints every line of ``config.inbox`` as it is (so a test can plant garbage), then
-follows the file for new lines, like ``tail -f``; a restarted monitor starts from the top again
-(a platform offering its backlog again), which the broker's dedupe must absorb. ``send`` appends
+follows the file for new lines, like ``tail -f``, until its stdin closes (Nexus went away); a
+restarted monitor starts from the top again (a platform offering its backlog again), which the
+broker's dedupe must absorb. ``send`` appends
 ``{to, thread, reply_to, text}`` to ``config.outbox``. It has no ``stream``: replies take the
 block path.
 """
@@ -12,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 
 ctx = json.load(open(os.environ["NEXUS_ADAPTER_CONTEXT_PATH"])) if os.environ.get("NEXUS_ADAPTER_CONTEXT_PATH") else {}
@@ -36,6 +38,7 @@ if command == "send":
     sys.exit(0)
 if command != "monitor":
     sys.exit(2)
+threading.Thread(target=lambda: (sys.stdin.buffer.read(), os._exit(0)), daemon=True).start()  # Nexus went away
 inbox = open(config["inbox"], "rb")
 pending = b""
 while True:
