@@ -131,7 +131,7 @@ async def timed(turn: Callable[[int], Awaitable[object]], turns: int, warmup: in
 def make_env(home: Path, stream_fn: StreamFn) -> Any:
     from nexus.config import load_config
     from nexus.engine import EngineLimits
-    from nexus.engine.runner import EngineEnv
+    from nexus.engine.wiring.runner import EngineEnv
     from nexus.ledger import Ledger
 
     os.environ["NEXUS_HOME"] = str(home)
@@ -142,7 +142,7 @@ def make_env(home: Path, stream_fn: StreamFn) -> Any:
 
 
 async def in_process_rows(turns: int, stream_fn: StreamFn) -> dict[str, float]:
-    from nexus.engine.execute import execute
+    from nexus.engine.execution.execute import execute
     from nexus.engine.types import new_id
 
     rows: dict[str, float] = {}
@@ -202,7 +202,7 @@ async def history_row(turns: int, stream_fn: StreamFn) -> tuple[float, float, fl
 FIRST_RUN = r"""
 import asyncio, json, os, sys, tempfile, time
 t0 = time.perf_counter()
-from nexus.engine.runner import EngineEnv
+from nexus.engine.wiring.runner import EngineEnv
 from nexus.config import load_config
 from nexus.ledger import Ledger
 sys.path.insert(0, os.path.dirname(sys.argv[1]))
@@ -222,7 +222,7 @@ first, second = asyncio.run(main())
 print(json.dumps({"import_s": t1 - t0, "first_ms": first, "second_ms": second}))
 """
 
-CLI_LIKE = "import asyncio; from nexus.engine.runner import run_agent; asyncio.run(run_agent('hello'))"
+CLI_LIKE = "import asyncio; from nexus.engine.wiring.runner import run_agent; asyncio.run(run_agent('hello'))"
 
 
 def first_run_row(python: str) -> dict[str, float]:

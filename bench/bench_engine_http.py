@@ -234,7 +234,7 @@ async def nexus_engine_setup(args: dict[str, Any]) -> tuple[Callable[[], Awaitab
     """The whole engine path of one process: config, shared EngineEnv, assemble + start + ledger per turn."""
     from nexus.agent import tool
     from nexus.config import load_config
-    from nexus.engine.runner import EngineEnv
+    from nexus.engine.wiring.runner import EngineEnv
     from nexus.ledger import Ledger
 
     home = Path(tempfile.mkdtemp(prefix="nexus-home-", dir=Path.cwd()))  # cwd = the run's temp dir

@@ -7,6 +7,10 @@ Run:  PYTHONPATH=src .venv/bin/python bench/bench_server.py [--requests 3000] [-
    own capacity), then in ``followup`` mode (the broker runs a scripted turn per message meanwhile).
    A request counts when its 202 came back, i.e. the queue item is committed.
    Targets (issue 12): >= 1,000 requests/s, p99 < 20 ms.
+   Each is measured twice per round, interleaved: the child set up as ``nexus serve`` sets up its
+   process (WAL checkpoints on their own thread, the startup heap frozen out of the collector's
+   sight), and plain (the baseline: every checkpoint and full collection on the event loop).
+   The child reports its stalls: full (gen 2) collections and commits slower than 5 ms.
 2. The OpenAI facade: ``POST /v1/chat/completions`` (not streamed) to a uvicorn in this process,
    against the same turn run by the broker's engine runner (no HTTP, no queue), one at a time,
    alternating in one session. Target: the facade adds < 2 ms per request.
@@ -19,8 +23,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import multiprocessing
+import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -44,15 +51,16 @@ async def _make_broker(directory: Path, steps: int, *, defer: bool = False) -> t
     from nexus.broker import AgentBroker, AgentIdentity, BrokerSettings, QueueSettings
     from nexus.broker.engine_runner import EngineRunner
     from nexus.config import load_config
-    from nexus.engine import ProfileCooldowns
-    from nexus.engine.runner import EngineEnv
+    from nexus.engine.execution.failover import ProfileCooldowns
+    from nexus.engine.wiring.runner import EngineEnv
     from nexus.ledger import Ledger
     from nexus.ledger.broker_store import BrokerStore
     from nexus.testing import ScriptedModel
     from nexus.testing.steps import text
 
     ledger = Ledger.open(directory / "agents.db")
-    scripted = ScriptedModel([text("ok, done.")] * steps)
+    # record=False: a recording model deep-copies each call's whole context (O(n) per turn, growing)
+    scripted = ScriptedModel([text("ok, done.")] * steps, record=False)
     env = EngineEnv.from_config(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
     runner = EngineRunner(env)
     broker = AgentBroker(
@@ -72,26 +80,63 @@ async def _make_broker(directory: Path, steps: int, *, defer: bool = False) -> t
     return ledger, broker, runner, scripted
 
 
-def _server_main(directory: str, steps: int, port_pipe: Any, defer: bool, use_uvloop: bool) -> None:
-    """The child: broker + API on uvicorn, 127.0.0.1, a free port sent back through the pipe."""
+def _server_main(directory: str, steps: int, port_pipe: Any, defer: bool, use_uvloop: bool, served: bool) -> None:
+    """The child: broker + API on uvicorn, 127.0.0.1, a free port sent back through the pipe; on SIGTERM it
+    sends back its stalls. ``served``: the process set up as ``nexus serve`` does it."""
+    from nexus.ledger._checkpoint import WalCheckpointer
     from nexus.ledger.broker_store import BrokerStore
     from nexus.server._state import ServerState
     from nexus.server.app import create_app
+    from nexus.server.serve import settle_heap
 
     async def main() -> None:
         ledger, broker, runner, _ = await _make_broker(Path(directory), steps, defer=defer)
+        checkpointer = WalCheckpointer(ledger.database)
         app = create_app(ServerState(ledger, BrokerStore(ledger.database), broker=broker, runner=runner))
+        if served:
+            checkpointer.start()
+            settle_heap()
+        stalls = _watch_stalls(ledger)
         server, task = await _uvicorn(app)
+        signal.signal(signal.SIGTERM, lambda *_: port_pipe.send(stalls) or os._exit(0))
         port_pipe.send(server.servers[0].sockets[0].getsockname()[1])
         await task
-        await broker.close()
 
-    if use_uvloop:  # what uvicorn's own runner would pick; nexus serve runs the standard loop today
+    if use_uvloop:  # what `nexus serve` runs on when uvloop is installed
         import uvloop
 
         uvloop.run(main())
     else:
         asyncio.run(main())
+
+
+def _watch_stalls(ledger: Any) -> dict[str, list[float]]:
+    """Record every full collection's pause and every commit over 5 ms (ms), as they happen."""
+    stalls: dict[str, list[float]] = {"gc2": [], "gc_all": [], "slow_commits": []}
+    started: list[float] = [0.0]
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+            return
+        pause = (time.perf_counter() - started[0]) * 1000
+        stalls["gc_all"].append(pause)
+        if info["generation"] == 2:
+            stalls["gc2"].append(pause)
+
+    gc.callbacks.append(on_gc)
+    write = ledger.database.write
+
+    def timed_write(fn: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return write(fn, **kwargs)
+        finally:
+            if (elapsed := (time.perf_counter() - t0) * 1000) > 5:
+                stalls["slow_commits"].append(elapsed)
+
+    ledger.database.write = timed_write
+    return stalls
 
 
 async def _uvicorn(app: Any) -> tuple[Any, asyncio.Task[None]]:
@@ -198,19 +243,61 @@ async def bench_facade(turns: int, directory: Path) -> tuple[list[float], list[f
     return facade, direct
 
 
+Accepts = tuple[float, list[float], dict[str, list[float]]]
+
+
 def _accepts_against_child(
-    directory: Path, requests: int, connections: int, defer: bool, use_uvloop: bool
-) -> tuple[float, list[float]]:
+    directory: Path, requests: int, connections: int, defer: bool, use_uvloop: bool, served: bool
+) -> Accepts:
+    """(requests/s, latencies ms, the child's stalls) for one child server."""
     receive, send = multiprocessing.Pipe(duplex=False)
-    args = (str(directory), requests + 100, send, defer, use_uvloop)
+    args = (str(directory), requests + 100, send, defer, use_uvloop, served)
     child = multiprocessing.get_context("spawn").Process(target=_server_main, args=args)
     child.start()
     port = int(receive.recv())
     try:
-        return asyncio.run(bench_accepts(port, requests, connections))
+        rate, latencies = asyncio.run(bench_accepts(port, requests, connections))
     finally:
         child.terminate()
+        stalls = receive.recv() if receive.poll(10) else {"gc2": [], "gc_all": [], "slow_commits": []}
         child.join()
+    return rate, latencies, stalls
+
+
+def _measure_accepts(args: argparse.Namespace, tmp: Path) -> dict[tuple[bool, bool], list[Accepts]]:
+    """Every (defer, served) pair once per round, interleaved so a busy neighbour hits them alike."""
+    results: dict[tuple[bool, bool], list[Accepts]] = {}
+    for round_number in range(args.rounds):
+        for defer in (True, False):
+            for served in (False, True):
+                directory = tmp / f"r{round_number}-{'deferred' if defer else 'draining'}-{served}"
+                directory.mkdir()
+                measured = _accepts_against_child(
+                    directory, args.requests, args.connections, defer, args.uvloop, served
+                )
+                results.setdefault((defer, served), []).append(measured)
+    return results
+
+
+def _accept_rows(results: dict[tuple[bool, bool], list[Accepts]]) -> None:
+    print("| POST /messages, accepted durably | process | req/s (median of rounds) | p50 / p99 ms (all requests) |"
+          " p99 ratio to plain | full GCs: n, max ms | all GCs: total ms | commits > 5 ms: n, max ms |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    for defer, label in ((True, "no turn runs meanwhile"), (False, "while the broker runs the turns")):
+        plain_p99 = _p([ms for _, latencies, _ in results[(defer, False)] for ms in latencies], 99)
+        for served in (False, True):
+            runs = results[(defer, served)]
+            latencies = [ms for _, run_latencies, _ in runs for ms in run_latencies]
+            gcs = [ms for *_, stalls in runs for ms in stalls["gc2"]]
+            slow = [ms for *_, stalls in runs for ms in stalls["slow_commits"]]
+            all_gc = sum(ms for *_, stalls in runs for ms in stalls["gc_all"]) / len(runs)
+            p99 = _p(latencies, 99)
+            print(
+                f"| {label} | {'as nexus serve' if served else 'plain (baseline)'} | "
+                f"{statistics.median(rate for rate, _, _ in runs):,.0f} | {_p(latencies, 50):.2f} / {p99:.2f} | "
+                f"{p99 / plain_p99:.2f} | {len(gcs)}, {max(gcs, default=0):.1f} | {all_gc:.0f} per round | "
+                f"{len(slow)}, {max(slow, default=0):.1f} |"
+            )
 
 
 def main() -> int:
@@ -218,28 +305,30 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--uvloop", action="store_true", help="run the server child on uvloop (part 1 only)")
+    parser.add_argument("--no-facade", action="store_true", help="part 1 only")
     args = parser.parse_args()
     print(header("bench_server: nexus serve HTTP API"))
-    accepts: dict[bool, tuple[float, list[float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for defer in (True, False):
-            directory = Path(tmp) / ("deferred" if defer else "draining")
-            directory.mkdir()
-            accepts[defer] = _accepts_against_child(directory, args.requests, args.connections, defer, args.uvloop)
-        (Path(tmp) / "facade").mkdir()
-        facade, direct = asyncio.run(bench_facade(args.turns, Path(tmp) / "facade"))
-    overhead = statistics.median(facade) - statistics.median(direct)
+        accepts = _measure_accepts(args, Path(tmp))
+        if not args.no_facade:
+            (Path(tmp) / "facade").mkdir()
+            facade, direct = asyncio.run(bench_facade(args.turns, Path(tmp) / "facade"))
     print()
-    print("| measure | value | target |")
-    print("|---|---|---|")
-    for defer, label in ((True, "no turn runs meanwhile"), (False, "while the broker runs the turns")):
-        rate, latencies = accepts[defer]
-        print(f"| POST /messages accepted durably, {label} | {rate:,.0f} req/s | >= 1,000 req/s |")
-        print(f"| … latency p50 / p99 | {_p(latencies, 50):.2f} / {_p(latencies, 99):.2f} ms | p99 < 20 ms |")
-    print(f"| chat completion via the facade (HTTP + queue + turn), median | {statistics.median(facade):.2f} ms | |")
-    print(f"| same turn by the engine runner in process, median | {statistics.median(direct):.2f} ms | |")
-    print(f"| facade overhead per request (median difference) | {overhead:.2f} ms | < 2 ms |")
+    print(f"targets: >= 1,000 req/s and p99 < 20 ms; {args.rounds} round(s) of {args.requests:,} requests over "
+          f"{args.connections} connections each{', server on uvloop' if args.uvloop else ''}")  # fmt: skip
+    _accept_rows(accepts)
+    if not args.no_facade:
+        overhead = statistics.median(facade) - statistics.median(direct)
+        print()
+        print("| measure | value | target |")
+        print("|---|---|---|")
+        print(
+            f"| chat completion via the facade (HTTP + queue + turn), median | {statistics.median(facade):.2f} ms | |"
+        )
+        print(f"| same turn by the engine runner in process, median | {statistics.median(direct):.2f} ms | |")
+        print(f"| facade overhead per request (median difference) | {overhead:.2f} ms | < 2 ms |")
     print()
     print(load_line())
     return 0

@@ -20,6 +20,7 @@ from nexus.broker import (
     UnknownAgentError,
 )
 from nexus.ledger import Ledger
+from nexus.ledger._sqlite import Database
 from nexus.ledger.broker_store import BrokerStore
 
 WORKER = AgentIdentity("worker", "agent:worker", "worker")
@@ -319,16 +320,19 @@ async def test_concurrent_sends_share_transactions_and_keep_their_order(
     broker, runner = await open_broker(ledger, queue=QueueSettings(mode="followup", cap=100))
     runner.auto_finish = True
     broker.register_agent(WORKER)
-    groups: list[int] = []
-    write_group = BrokerStore.write_group
+    rows_per_transaction: list[int] = []
+    begin = Database.write
 
-    def counting(self: BrokerStore, ops: list[object]) -> object:
-        groups.append(len(ops))
-        return write_group(self, ops)  # type: ignore[arg-type]
+    def counting(self: Database, fn: object, **kwargs: object) -> object:
+        before = self.connection.total_changes
+        try:
+            return begin(self, fn, **kwargs)  # type: ignore[arg-type]
+        finally:
+            rows_per_transaction.append(self.connection.total_changes - before)
 
-    monkeypatch.setattr(BrokerStore, "write_group", counting)
+    monkeypatch.setattr(Database, "write", counting)
     receipts = await asyncio.gather(*(broker.send(message(n)) for n in range(50)), broker.send(message(7)))
-    assert groups[0] == 51  # one transaction for the whole burst
+    assert rows_per_transaction[0] == 50  # one transaction for the whole burst (the duplicate wrote nothing)
     assert [r.duplicate for r in receipts] == [False] * 50 + [True]
     assert receipts[-1].queue_item_id == receipts[7].queue_item_id
     assert await broker.wait_for_idle("worker", timeout_ms=5000)

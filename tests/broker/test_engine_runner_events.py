@@ -7,9 +7,9 @@ from pathlib import Path
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings
 from nexus.broker.engine_runner import EngineRunHandle, EngineRunner
 from nexus.config import load_config
-from nexus.engine import ProfileCooldowns
-from nexus.engine.events import ExecutionEvent, ReplyDelta
-from nexus.engine.runner import EngineEnv
+from nexus.engine.execution.events import ExecutionEvent, ReplyDelta
+from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
 from nexus.testing import ScriptedModel

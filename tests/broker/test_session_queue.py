@@ -195,3 +195,22 @@ def test_clear_keeps_in_flight_items() -> None:
     removed = queue.clear()
     assert [item.item_id for item in removed] == ["item-2"]
     assert [item.item_id for item in queue.items] == ["item-1"]
+
+
+@pytest.mark.parametrize(
+    ("consumed", "left"),
+    [
+        (["item-0", "item-1"], ["item-2", "item-3"]),  # the oldest: cut off the front
+        (["item-1", "item-0"], ["item-2", "item-3"]),
+        (["item-0", "item-2"], ["item-1", "item-3"]),  # a returned steer ahead of a later item
+        (["item-3"], ["item-0", "item-1", "item-2"]),
+        (["item-0", "item-9"], ["item-1", "item-2", "item-3"]),  # an id no longer queued
+        (["item-0", "item-0"], ["item-1", "item-2", "item-3"]),
+    ],
+)
+def test_completed_items_leave_the_rest_in_order(consumed: list[str], left: list[str]) -> None:
+    queue = SessionQueue()
+    for n in range(4):
+        queue.add(msg(n), QueueSettings())
+    queue.complete(consumed)
+    assert [item.item_id for item in queue.items] == left

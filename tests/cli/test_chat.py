@@ -232,8 +232,8 @@ def test_fork_names_are_the_parent_label_and_a_counter(home: Path, server: FakeP
 
 def test_one_compacted_message_is_singular() -> None:
     from nexus.cli._render import describe_engine_event
-    from nexus.engine.compact_session import SessionCompaction
     from nexus.engine.types import CompactionResult, CompactionStartEvent
+    from nexus.engine.wiring.compact_session import SessionCompaction
 
     _, line, _ = describe_engine_event(CompactionStartEvent("manual", 1, 40))
     assert line == "⋯ compacting the conversation (1 message, ~40 tokens)"

@@ -86,8 +86,8 @@ def test_nexus_chat_with_the_local_model(isolated_env: Path) -> None:
 
 async def test_forced_tool_call_through_the_engine(isolated_env: Path) -> None:
     from nexus.engine import EngineLimits
-    from nexus.engine.execute import execute
-    from nexus.engine.runner import EngineEnv
+    from nexus.engine.execution.execute import execute
+    from nexus.engine.wiring.runner import EngineEnv
     from nexus.llm import StreamOptions
     from nexus.tools import coding_tools
 

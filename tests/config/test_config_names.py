@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from nexus.config import BUILTIN_TOOL_NAMES, TOOL_GROUPS, ToolPolicy, parse_config
-from nexus.engine.tool_policy import TOOL_GROUPS as ENGINE_GROUPS
-from nexus.engine.tool_policy import filter_tools, is_tool_allowed
+from nexus.engine.assembly.tool_policy import TOOL_GROUPS as ENGINE_GROUPS
+from nexus.engine.assembly.tool_policy import filter_tools, is_tool_allowed
 from nexus.errors import ConfigError
 
 
@@ -74,7 +74,7 @@ def test_config_and_engine_policies_match_the_same_way() -> None:
 
 
 def test_builtin_tool_names_cover_the_tools_the_engine_offers(tmp_path: Path) -> None:
-    from nexus.engine.spawn import spawn_agent_tool
+    from nexus.engine.wiring.spawn import spawn_agent_tool
     from nexus.tools import coding_tools
 
     offered = {t.name for t in coding_tools(tmp_path)} | {spawn_agent_tool().name}

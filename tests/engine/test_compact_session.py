@@ -7,12 +7,12 @@ import asyncio
 import pytest
 
 from nexus.config import load_config
-from nexus.engine import SessionCompaction, compact_session
-from nexus.engine.compaction import SUMMARY_PREFIX, SUMMARY_SYSTEM_PROMPT, CompactionError
-from nexus.engine.failover import ProfileCooldowns
-from nexus.engine.runner import EngineEnv
-from nexus.engine.session_lock import session_lock
+from nexus.engine.assembly.compaction import SUMMARY_PREFIX, SUMMARY_SYSTEM_PROMPT, CompactionError
+from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.execution.session_lock import session_lock
 from nexus.engine.types import CompactionEndEvent, CompactionStartEvent, EngineEvent
+from nexus.engine.wiring.compact_session import SessionCompaction, compact_session
+from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger, SessionNotFound
 from nexus.llm.abort import AbortSignal
 from nexus.llm.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, UserMessage

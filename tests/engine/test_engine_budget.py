@@ -5,8 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from nexus.agent.tool_types import AgentTool, AgentToolResult
-from nexus.engine import compute_budget, estimate_context_tokens, estimate_message_tokens, should_compact
-from nexus.engine.budget import estimate_tools_tokens
+from nexus.engine.assembly.budget import (
+    compute_budget,
+    estimate_context_tokens,
+    estimate_message_tokens,
+    estimate_tools_tokens,
+    should_compact,
+)
 from nexus.llm.abort import AbortSignal
 from nexus.llm.types import (
     AssistantMessage,

@@ -7,12 +7,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from nexus.engine import load_bootstrap_files, repair_transcript
-from nexus.engine._sessions import SessionCache, SessionStates
-from nexus.engine._window import ContextWindow, history_estimates
-from nexus.engine.budget import context_estimates, estimate_context_tokens
-from nexus.engine.compaction import truncate_tool_results
-from nexus.engine.repair import MISSING_RESULT_TEXT
+from nexus.engine.assembly._sessions import SessionCache, SessionStates
+from nexus.engine.assembly._window import ContextWindow, history_estimates
+from nexus.engine.assembly.bootstrap import load_bootstrap_files
+from nexus.engine.assembly.budget import context_estimates, estimate_context_tokens
+from nexus.engine.assembly.compaction import truncate_tool_results
+from nexus.engine.assembly.repair import MISSING_RESULT_TEXT, repair_transcript
 from nexus.engine.types import EngineLimits, TokenBudget
 from nexus.llm.types import AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
 from nexus.testing import ScriptedModel

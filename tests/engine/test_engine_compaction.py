@@ -7,24 +7,20 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from nexus.engine import (
-    SUMMARY_PREFIX,
-    AgentError,
-    CompactionEndEvent,
+from nexus.engine import AgentError, CompactionEndEvent, EngineLimits
+from nexus.engine.assembly._window import ContextWindow
+from nexus.engine.assembly.budget import estimate_tokens, should_compact
+from nexus.engine.assembly.compaction import (
     CompactionError,
-    EngineEvent,
-    EngineLimits,
-    TokenBudget,
     compact,
-    estimate_tokens,
     overflow_error,
     plan_compaction,
     serialize_transcript,
-    should_compact,
     summarize,
     truncate_tool_results,
 )
-from nexus.engine._window import ContextWindow
+from nexus.engine.types import EngineEvent, TokenBudget
+from nexus.ledger.records import SUMMARY_PREFIX
 from nexus.llm.events import AssistantMessageEvent, DoneEvent, ErrorEvent
 from nexus.llm.options import StreamOptions
 from nexus.llm.types import (

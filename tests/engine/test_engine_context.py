@@ -9,18 +9,10 @@ from typing import Any
 import pytest
 
 from nexus.agent.tool_types import AgentTool, AgentToolResult
-from nexus.engine import (
-    BOOTSTRAP_FILES,
-    EventContext,
-    PromptOptions,
-    RuntimeInfo,
-    SystemPromptSection,
-    assemble_context,
-    build_current_message,
-    build_system_prompt,
-    load_bootstrap_files,
-    scaffold_workspace,
-)
+from nexus.engine import EventContext
+from nexus.engine.assembly.bootstrap import BOOTSTRAP_FILES, load_bootstrap_files, scaffold_workspace
+from nexus.engine.assembly.context import PromptOptions, assemble_context, build_current_message
+from nexus.engine.assembly.system_prompt import RuntimeInfo, SystemPromptSection, build_system_prompt
 from nexus.errors import ConfigError
 from nexus.llm.abort import AbortSignal
 from nexus.llm.types import ImageContent, Model, TextContent, UserMessage
@@ -178,7 +170,7 @@ def test_assemble_context_without_bootstrap_and_with_bad_label(tmp_path: Path) -
 def test_local_timezone_follows_tz_and_falls_back_to_a_valid_zone(monkeypatch: pytest.MonkeyPatch) -> None:
     from zoneinfo import ZoneInfo
 
-    from nexus.engine import local_timezone
+    from nexus.engine.assembly.context import local_timezone
 
     monkeypatch.setenv("TZ", "America/New_York")
     assert local_timezone() == "America/New_York"

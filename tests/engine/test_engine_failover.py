@@ -9,16 +9,9 @@ from dataclasses import dataclass, field
 import pytest
 
 from nexus.config import ResolvedProfile
-from nexus.engine import (
-    EngineEvent,
-    EngineLimits,
-    FallbackEvent,
-    ProfileCooldowns,
-    RetryEvent,
-    TokenBudget,
-    WaitEvent,
-    failover_stream,
-)
+from nexus.engine import EngineLimits, FallbackEvent, RetryEvent, WaitEvent
+from nexus.engine.execution.failover import ProfileCooldowns, failover_stream
+from nexus.engine.types import EngineEvent, TokenBudget
 from nexus.errors import ConfigError
 from nexus.llm.abort import AbortSignal
 from nexus.llm.events import (

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from nexus.config import ResolvedProfile
-from nexus.engine import EngineEvent, ProfileCooldowns, RetryEvent, failover_stream
+from nexus.engine import RetryEvent
+from nexus.engine.execution.failover import ProfileCooldowns, failover_stream
+from nexus.engine.types import EngineEvent
 from nexus.llm.events import DoneEvent, ErrorEvent
 from nexus.llm.types import Context, Model, UserMessage
 from nexus.testing import FakeProviderServer, steps

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from nexus.config import parse_config
-from nexus.engine.failover import ProfileCooldowns, failover_stream
-from nexus.engine.runner import model_problem, preflight, resolve_model, run_agent
+from nexus.engine.execution.failover import ProfileCooldowns, failover_stream
 from nexus.engine.types import EngineEvent
+from nexus.engine.wiring.runner import model_problem, preflight, resolve_model, run_agent
 from nexus.errors import ConfigError
 from nexus.llm.types import Context, UserMessage
 

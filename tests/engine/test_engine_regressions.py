@@ -7,9 +7,9 @@ from dataclasses import replace
 
 from nexus.agent.steering import SteerReceipt
 from nexus.config import load_config
-from nexus.engine import ProfileCooldowns
-from nexus.engine.callbacks import EngineCallbacks
-from nexus.engine.runner import EngineEnv
+from nexus.engine.execution.callbacks import EngineCallbacks
+from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.llm.types import AssistantMessage
 from nexus.testing import ScriptedModel

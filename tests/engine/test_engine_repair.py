@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 from nexus.agent.tool_types import AgentToolResult
-from nexus.engine import MISSING_RESULT_TEXT, repair_transcript, repair_transform, truncate_result
+from nexus.engine.assembly.repair import MISSING_RESULT_TEXT, repair_transcript, repair_transform, truncate_result
 from nexus.llm.types import (
     AssistantMessage,
     ImageContent,

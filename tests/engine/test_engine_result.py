@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from nexus.config import load_config
-from nexus.engine import EngineLimits, ProfileCooldowns
-from nexus.engine.runner import EngineEnv
+from nexus.engine import EngineLimits
+from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.llm.types import Model
 from nexus.testing import ScriptedModel
@@ -57,7 +58,7 @@ async def test_every_compaction_of_a_run_is_in_the_result_with_turn_ids(ledger: 
 
 
 async def test_run_without_ledger_numbers_messages_by_ordinal(ledger: Ledger) -> None:
-    from nexus.engine.execute import execute
+    from nexus.engine.execution.execute import execute
 
     scripted = ScriptedModel([text("no ledger")])
     env = _env(ledger, scripted)

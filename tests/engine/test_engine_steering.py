@@ -13,9 +13,10 @@ from typing import Any
 from nexus.agent.steering import SteerReceipt
 from nexus.agent.tool_types import AgentTool, AgentToolResult
 from nexus.config import load_config
-from nexus.engine import AgentResult, EngineLimits, ProfileCooldowns
-from nexus.engine.execute import Execution
-from nexus.engine.runner import EngineEnv
+from nexus.engine import AgentResult, EngineLimits
+from nexus.engine.execution.execute import Execution
+from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.llm.abort import AbortSignal
 from nexus.llm.events import AssistantMessageEvent

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from nexus.agent.tool_types import AgentTool, AgentToolResult
-from nexus.engine import filter_tools, is_tool_allowed
+from nexus.engine.assembly.tool_policy import filter_tools, is_tool_allowed
 from nexus.errors import ConfigError
 from nexus.llm.abort import AbortSignal
 

@@ -4,16 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nexus.engine import (
-    AgentError,
-    AgentResult,
-    AssembledContext,
-    CompactionResult,
-    EngineLimits,
-    TokenBudget,
-    agent_error_from_message,
-    new_id,
-)
+from nexus.engine import AgentError, AgentResult, CompactionResult, EngineLimits
+from nexus.engine.types import AssembledContext, TokenBudget, agent_error_from_message, new_id
 from nexus.errors import ConfigError
 from nexus.ledger import StoredMessage
 from nexus.llm.types import (

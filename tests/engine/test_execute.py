@@ -11,10 +11,12 @@ import pytest
 
 from nexus.agent.tool_types import AgentTool, AgentToolResult
 from nexus.config import load_config
-from nexus.engine import AssembledContext, EngineLimits, ProfileCooldowns
-from nexus.engine.callbacks import EngineCallbacks
-from nexus.engine.execute import execute
-from nexus.engine.runner import EngineEnv, run_agent
+from nexus.engine import EngineLimits
+from nexus.engine.execution.callbacks import EngineCallbacks
+from nexus.engine.execution.execute import execute
+from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.types import AssembledContext
+from nexus.engine.wiring.runner import EngineEnv, run_agent
 from nexus.ledger import Ledger
 from nexus.llm.abort import AbortSignal
 from nexus.llm.types import AssistantMessage, ToolResultMessage, UserMessage
@@ -326,8 +328,8 @@ async def test_stale_context_is_refused_and_nothing_is_stored(ledger: Ledger) ->
 
 
 def test_window_token_estimate_matches_budget_rules_and_follows_changes() -> None:
-    from nexus.engine._window import ContextWindow
-    from nexus.engine.budget import estimate_context_tokens
+    from nexus.engine.assembly._window import ContextWindow
+    from nexus.engine.assembly.budget import estimate_context_tokens
     from nexus.engine.types import TokenBudget
     from nexus.llm.types import TextContent, Usage
 

@@ -8,16 +8,10 @@ from typing import Any
 
 from nexus.agent.tool_types import AgentTool
 from nexus.config import load_config
-from nexus.engine import (
-    CompactionEndEvent,
-    CompactionStartEvent,
-    EngineLimits,
-    FallbackEvent,
-    ProfileCooldowns,
-    RetryEvent,
-)
-from nexus.engine.callbacks import EngineCallbacks
-from nexus.engine.runner import EngineEnv
+from nexus.engine import CompactionEndEvent, CompactionStartEvent, EngineLimits, FallbackEvent, RetryEvent
+from nexus.engine.execution.callbacks import EngineCallbacks
+from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.llm.types import Model, ToolResultMessage, UserMessage
 from nexus.testing import FakeProviderServer, ScriptedModel

@@ -17,9 +17,10 @@ from typing import Any
 
 from nexus.cli._render import describe_engine_event
 from nexus.config import load_config
-from nexus.engine import EngineLimits, ProfileCooldowns
-from nexus.engine.callbacks import EngineCallbacks
-from nexus.engine.runner import EngineEnv
+from nexus.engine import EngineLimits
+from nexus.engine.execution.callbacks import EngineCallbacks
+from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import cut, http_error, overflow, stall, text

@@ -10,16 +10,9 @@ from __future__ import annotations
 from test_engine_failover import PRIMARY, FakeClock, FakeProvider, Step, collect
 
 from nexus.config import ResolvedProfile
-from nexus.engine import (
-    EngineEvent,
-    EngineLimits,
-    FallbackEvent,
-    ProfileCooldowns,
-    RetryEvent,
-    WaitEvent,
-    failover_stream,
-)
-from nexus.engine.failover import QUICK_RETRY_S
+from nexus.engine import EngineLimits, FallbackEvent, RetryEvent, WaitEvent
+from nexus.engine.execution.failover import QUICK_RETRY_S, ProfileCooldowns, failover_stream
+from nexus.engine.types import EngineEvent
 from nexus.llm.events import DoneEvent, ErrorEvent
 from nexus.llm.types import Context, Model, UserMessage
 

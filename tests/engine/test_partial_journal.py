@@ -19,9 +19,9 @@ import pytest
 
 from nexus.agent.tool_types import AgentTool, AgentToolResult
 from nexus.config import load_config
-from nexus.engine import ProfileCooldowns
-from nexus.engine._journal import TurnJournal, snapshot
-from nexus.engine.runner import EngineEnv
+from nexus.engine.execution._journal import TurnJournal, snapshot
+from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger, LedgerBusyError
 from nexus.ledger._sqlite import Database
 from nexus.ledger._turns import MID_REPLY_NOTE
@@ -134,7 +134,7 @@ async def _until(condition: Any, what: str) -> None:
 async def test_long_reply_is_journaled_in_few_growing_snapshots_then_replaced(
     recording: RecordingLedger, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("nexus.engine._journal.PARTIAL_INTERVAL_S", 60.0)  # only the 2 KB rule applies here
+    monkeypatch.setattr("nexus.engine.execution._journal.PARTIAL_INTERVAL_S", 60.0)  # only the 2 KB rule applies here
     pieces = [f"{i:04d}:" + "x" * 45 for i in range(200)]  # 10,000 characters in 200 deltas
     model = GatedModel((pieces, []), delay=0.002)
     env = _env(recording, model)

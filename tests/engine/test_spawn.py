@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from nexus.config import load_config
-from nexus.engine import EngineLimits, ProfileCooldowns
-from nexus.engine.execute import execute
-from nexus.engine.runner import EngineEnv
-from nexus.engine.spawn import CURRENT_RUN, RunScope, spawn_agent_tool, worker_label
+from nexus.engine import EngineLimits
+from nexus.engine.execution.execute import execute
+from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.execution.scope import CURRENT_RUN, RunScope
+from nexus.engine.wiring.runner import EngineEnv
+from nexus.engine.wiring.spawn import spawn_agent_tool, worker_label
 from nexus.ledger import Ledger
 from nexus.llm.abort import AbortSignal
 from nexus.llm.types import ToolResultMessage

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from nexus.config import bundled_smollm2_weights, parse_config
-from nexus.engine.runner import EngineEnv, resolve_model
-from nexus.engine.system_prompt import MINIMAL_IDENTITY
+from nexus.engine.assembly.system_prompt import MINIMAL_IDENTITY
+from nexus.engine.wiring.runner import EngineEnv, resolve_model
 from nexus.ledger import Ledger
 from nexus.llm.options import StreamOptions
 from nexus.llm.providers import llama_cpp

@@ -17,8 +17,8 @@ from nexus.broker import AgentBroker, AgentIdentity, BrokerSettings, QueueSettin
 from nexus.broker.engine_runner import EngineRunner
 from nexus.config import load_config
 from nexus.config._server_schema import ServerConfig
-from nexus.engine import ProfileCooldowns
-from nexus.engine.runner import EngineEnv
+from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
 from nexus.server._state import ServerState

@@ -195,3 +195,25 @@ def test_sigterm_while_a_chat_completion_streams_in_another_session(isolated_env
     with Ledger.open(isolated_env / "agents.db") as ledger:
         (turn,) = ledger.turns("side")
         assert turn.status == "aborted" and ledger.open_turns() == []
+
+
+def test_every_message_accepted_before_a_sigkill_is_in_the_ledger(isolated_env: Path) -> None:
+    """The 202 means committed: WAL checkpoints run on their own thread, and a SIGKILL still loses nothing."""
+    with FakeProviderServer(stall(after_chunks=1, seconds=60), default=echo) as provider:
+        _write_config(isolated_env, provider, 'tokens = ["${NEXUS_TOKEN}"]')
+        assert _nexus(isolated_env, "agents", "add", "coder").returncode == 0
+        with (
+            _serving(isolated_env) as (process, url),
+            httpx.Client(base_url=url, headers={"authorization": f"Bearer {TOKEN}"}) as client,
+        ):
+            accepted = []
+            for n in range(400):  # ~2,000 WAL pages: the checkpoint thread copies some while they arrive
+                reply = client.post("/v1/agents/coder/messages", json={"content": f"task {n} " + "x" * 3000})
+                assert reply.status_code == 202, reply.text
+                accepted.append(reply.json()["queue_item_id"])
+            process.kill()
+            process.wait()
+    with Ledger.open(isolated_env / "agents.db") as ledger:
+        assert ledger.database.connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        stored = {item.id for item in BrokerStore(ledger.database).items(agent_id="coder")}
+    assert set(accepted) <= stored

@@ -12,8 +12,9 @@ import pytest
 from nexus.adapters.manager import AdapterManager
 from nexus.adapters.types import DeliveryTarget
 from nexus.config import AdapterConfig, load_config
-from nexus.engine import AgentResult, ProfileCooldowns
-from nexus.engine.runner import EngineEnv
+from nexus.engine import AgentResult
+from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.streaming.from_engine import execution_events
 from nexus.streaming.router import DeliveryReport, StreamRouter

@@ -30,10 +30,12 @@ def session_key_of(row: BrokerQueueItem) -> str | None:
     return key if isinstance(key, str) and key else None
 
 
-def queued(row: BrokerQueueItem, *, debounce_ms: int = 0) -> QueuedMessage:
-    """The in-memory queue entry of a stored row (``ValueError`` etc. for a row this version cannot read)."""
-    message = None
-    if isinstance(row.message, dict):
+def queued(row: BrokerQueueItem, *, debounce_ms: int = 0, message: AgentMessage | None = None) -> QueuedMessage:
+    """The in-memory queue entry of a stored row (``ValueError`` etc. for a row this version cannot read).
+
+    ``message``: the row's message already parsed (``send`` has it), so it is not parsed again.
+    """
+    if message is None and isinstance(row.message, dict):
         message = AgentMessage.from_json({"id": row.message_id or row.id, "to": row.agent_id, **row.message})
     prompt = message.content if message is not None else str(row.message)
     if not prompt.strip():

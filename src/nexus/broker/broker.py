@@ -42,7 +42,7 @@ from nexus.broker.types import (
     UnknownAgentError,
 )
 from nexus.ledger import new_ulid
-from nexus.ledger.broker_store import AcceptRequest, BrokerQueueItem, BrokerStore, accept_in, claim_in
+from nexus.ledger.broker_store import AcceptRequest, BrokerQueueItem, BrokerStore
 
 log = logging.getLogger("nexus.broker")
 
@@ -240,8 +240,14 @@ class AgentBroker:
 
     # ------------------------------------------------------------------ sending
 
-    async def send(self, message: AgentMessage, queue_mode: str | None = None) -> SendReceipt:
-        """Accept ``message`` durably and queue it in its session; see DESIGN §4.6 for each mode."""
+    async def send(
+        self, message: AgentMessage, queue_mode: str | None = None, *, commit_now: bool = False
+    ) -> SendReceipt:
+        """Accept ``message`` durably and queue it in its session; see DESIGN §4.6 for each mode.
+
+        ``commit_now``: commit at once rather than with the sends of the next loop iteration
+        (:meth:`GroupCommitter.accept`): the HTTP API's choice, for latency while runs share the loop.
+        """
         slot = self._slot(message.to)
         check_message(message)
         label = session_label_for(slot.agent_id, slot.identity.session_label, message.session)
@@ -259,13 +265,13 @@ class AgentBroker:
             session_key=message.session if label != slot.identity.session_label else None,
         )
         try:
-            row, created = await self._writes.write(lambda conn: accept_in(conn, request))
+            row, created = await self._writes.accept(request, now=commit_now)
         except ValueError as exc:  # the per-sender session's label is taken by another session
             raise BrokerError(f"message {message.id!r} to {slot.agent_id!r} was not queued: {exc}") from None
         if not created:
             return SendReceipt(message.id, row.id, duplicate=True)
         session = slot.session(row.session_label, message.session)
-        queued_message = self._enqueue(slot, session, row, settings)
+        queued_message = self._enqueue(slot, session, row, settings, message)
         slot.last_activity_ms = _now_ms()
         if self._scope is not None and message.from_ in self._scope and slot.agent_id not in self._scope:
             self._scope.add(slot.agent_id)  # the conversation reached another agent: drain it too
@@ -277,10 +283,15 @@ class AgentBroker:
         return SendReceipt(message.id, row.id, steered=steered)
 
     def _enqueue(
-        self, slot: AgentSlot, session: SessionSlot, row: BrokerQueueItem, settings: QueueSettings
+        self,
+        slot: AgentSlot,
+        session: SessionSlot,
+        row: BrokerQueueItem,
+        settings: QueueSettings,
+        message: AgentMessage,
     ) -> QueuedMessage:
         """Add a freshly accepted row to its session's queue (cap and drop policy applied)."""
-        fresh = queued(row, debounce_ms=settings.debounce_ms)
+        fresh = queued(row, debounce_ms=settings.debounce_ms, message=message)
         adopted = session.queue.find(row.id)
         if adopted is not None:  # the store watcher saw the committed row first: same item, keep its place
             adopted.debounce_ms, adopted.mode = fresh.debounce_ms, fresh.mode
@@ -429,7 +440,7 @@ class AgentBroker:
                     await self._run_batch(slot, session, step)
 
     async def _run_batch(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> None:
-        await self._writes.write(lambda conn: claim_in(conn, batch.item_ids))
+        await self._writes.claim(batch.item_ids)
         request = RunRequest(
             agent_id=slot.agent_id,
             session_label=session.label,

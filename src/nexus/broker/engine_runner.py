@@ -28,10 +28,10 @@ from nexus.llm.abort import AbortSignal
 if TYPE_CHECKING:
     from nexus.agent.tool_types import AgentTool
     from nexus.broker.broker import AgentBroker
-    from nexus.engine.events import ExecutionEvent
-    from nexus.engine.execute import EngineExecution
-    from nexus.engine.runner import EngineEnv
+    from nexus.engine.execution.events import ExecutionEvent
+    from nexus.engine.execution.execute import EngineExecution
     from nexus.engine.types import AgentResult, AgentRole
+    from nexus.engine.wiring.runner import EngineEnv
 
 
 @dataclass(slots=True)
@@ -99,7 +99,7 @@ class EngineRunHandle:
         return await asyncio.shield(self._task)
 
     async def _main(self) -> RunOutcome:
-        from nexus.engine.session_lock import run_lock
+        from nexus.engine.execution.session_lock import run_lock
 
         request, env = self._request, self._runner.env
         try:
@@ -203,7 +203,7 @@ def _text(value: object) -> str:
 
 
 def _outcome(result: AgentResult, turn_id: str | None) -> RunOutcome:
-    from nexus.engine.ledger_map import turn_status
+    from nexus.engine.execution.ledger_map import turn_status
 
     status = turn_status(result)
     error = result.error.message if result.error is not None else None

@@ -80,7 +80,7 @@ def build_broker_and_runner(
     on_run: Callable[[EngineRunHandle], object] | None = None,
 ) -> tuple[AgentBroker, EngineRunner]:
     """:func:`build_broker`, also returning the runner (the server watches its runs)."""
-    from nexus.engine.runner import EngineEnv
+    from nexus.engine.wiring.runner import EngineEnv
     from nexus.ledger.broker_store import BrokerStore
 
     # turns a killed process left open are closed (aborted, with what they journaled) before the
@@ -144,10 +144,16 @@ async def running_broker(
     scope: set[str] | None = None,
     on_run: Callable[[EngineRunHandle], object] | None = None,
 ) -> AsyncIterator[AgentBroker]:
-    """A started broker for the block (see :func:`build_broker`); closed at its end, whatever happens."""
+    """A started broker for the block (see :func:`build_broker`); closed at its end, whatever happens.
+
+    WAL checkpoints run on their own thread meanwhile, off the loop (``nexus.ledger._checkpoint``).
+    """
+    from nexus.ledger._checkpoint import background_checkpoints
+
     broker = build_broker(config, ledger, stream_fn=stream_fn, scope=scope, on_run=on_run)
-    await start_broker(config, broker)
-    try:
-        yield broker
-    finally:
-        await broker.close()
+    with background_checkpoints(ledger.database):
+        await start_broker(config, broker)
+        try:
+            yield broker
+        finally:
+            await broker.close()

@@ -110,9 +110,9 @@ class SessionQueue:
         for item in self.items:
             if item.message_id == message.message_id and item.route == message.route:
                 return AddOutcome(accepted=False, duplicate_of=item.item_id)
-        waiting = self.waiting()
         dropped: list[QueuedMessage] = []
-        if len(waiting) >= settings.cap:
+        waiting = self.waiting() if len(self.items) >= settings.cap else []  # fewer items than the cap: room
+        if waiting and len(waiting) >= settings.cap:
             if settings.drop_policy == "new":
                 return AddOutcome(
                     accepted=False,
@@ -199,7 +199,14 @@ class SessionQueue:
     def complete(self, item_ids: list[str]) -> None:
         """A turn consumed these items: remove them, and the overflow summary it carried."""
         wanted = set(item_ids)
-        self.items = [item for item in self.items if item.item_id not in wanted]
+        items = self.items
+        head = 0
+        while head < len(items) and items[head].item_id in wanted:
+            head += 1
+        if head == len(wanted):  # the usual turn: the oldest items, cut off the front without a scan
+            del items[:head]
+            return
+        self.items = [item for item in items if item.item_id not in wanted]
 
     def clear(self) -> list[QueuedMessage]:
         """Remove every waiting item (in-flight ones belong to the run); returns what was removed."""

@@ -1,4 +1,4 @@
-"""The broker's :class:`~nexus.engine.runtime.Spawner`: a ``spawn_agent`` worker is a broker agent.
+"""The broker's :class:`~nexus.engine.wiring.runtime.Spawner`: a ``spawn_agent`` worker is a broker agent.
 
 The engine's own spawner runs a worker session inline; under the broker the worker is a
 registered agent of its own (role ``worker``, its own durable queue and session), and the task
@@ -18,7 +18,7 @@ from nexus.llm.abort import AbortSignal
 
 if TYPE_CHECKING:
     from nexus.broker.broker import AgentBroker
-    from nexus.engine.spawn import RunScope
+    from nexus.engine.execution.scope import RunScope
 
 
 @dataclass(slots=True)
@@ -38,7 +38,7 @@ class BrokerSpawner:
         on_update: ToolUpdateFn | None,
     ) -> AgentToolResult:
         """Register the worker (session linked to the spawning run), send it ``task``, return its reply."""
-        from nexus.engine.spawn import create_worker_session
+        from nexus.engine.wiring.spawn import create_worker_session
         from nexus.ledger import new_ulid
 
         if scope.env is None:

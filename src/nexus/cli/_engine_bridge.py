@@ -12,8 +12,9 @@ from nexus.errors import NexusError
 
 if TYPE_CHECKING:
     from nexus.cli.run_cmd import Runtime
-    from nexus.engine import AgentResult, AssembledContext, EngineEvent
-    from nexus.engine.events import ExecutionEvent
+    from nexus.engine import AgentResult
+    from nexus.engine.execution.events import ExecutionEvent
+    from nexus.engine.types import AssembledContext, EngineEvent
     from nexus.llm.abort import AbortSignal
 
 _COMPACTION_NOTICE_DELAY_S = 0.3
@@ -94,8 +95,8 @@ async def call_engine(
 
     env = runtime.engine_env()
     bridge = RenderBridge(renderer)
-    from nexus.engine.context import local_timezone
-    from nexus.engine.session_lock import run_lock
+    from nexus.engine.assembly.context import local_timezone
+    from nexus.engine.execution.session_lock import run_lock
     from nexus.ledger import TurnNotSavedError
 
     chosen = env.model(runtime.model)
@@ -149,7 +150,7 @@ def summarize_run(
     runtime: Runtime, result: AgentResult, ctx: AssembledContext, turn_id: str | None, created: bool, started: float
 ) -> RunSummary:
     """What the renderer and ``--json`` report of a finished run: reply text, status, usage, cost, timing."""
-    from nexus.engine.ledger_map import turn_status
+    from nexus.engine.execution.ledger_map import turn_status
 
     text = result.reply
     usage = result.usage

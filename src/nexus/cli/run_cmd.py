@@ -35,9 +35,9 @@ from nexus.ledger.records import DEFAULT_SESSION
 
 if TYPE_CHECKING:
     from nexus.config import NexusConfig
-    from nexus.engine.compact_session import SessionCompaction
-    from nexus.engine.runner import EngineEnv
     from nexus.engine.types import EngineEvent
+    from nexus.engine.wiring.compact_session import SessionCompaction
+    from nexus.engine.wiring.runner import EngineEnv
     from nexus.ledger import Ledger
     from nexus.llm.abort import AbortSignal
     from nexus.llm.types import Model
@@ -276,7 +276,7 @@ class Runtime:
     def engine_env(self) -> EngineEnv:
         """The engine environment shared by this process's turns (model cache, auth cooldowns)."""
         if self._env is None:
-            from nexus.engine.runner import EngineEnv
+            from nexus.engine.wiring.runner import EngineEnv
 
             self._env = EngineEnv.from_config(self.config, self.ledger)
         return self._env
@@ -348,7 +348,7 @@ def check_model(config: NexusConfig, ref: str) -> None:
 
     The fallbacks count: a run may start when one of them is usable.
     """
-    from nexus.engine.runner import preflight, resolve_model
+    from nexus.engine.wiring.runner import preflight, resolve_model
 
     primary = resolve_model(config, ref)
     fallbacks = [resolve_model(config, other) for other in config.fallbacks if other != ref]

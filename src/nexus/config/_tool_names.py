@@ -1,6 +1,6 @@
 """Tool allow/deny entries: the one implementation of how they match and how they are checked.
 
-Used by the config's :class:`~nexus.config.ToolPolicy` and by ``nexus.engine.tool_policy``,
+Used by the config's :class:`~nexus.config.ToolPolicy` and by ``nexus.engine.assembly.tool_policy``,
 so a list means the same thing wherever it is written. An entry is an exact tool name, a
 glob (``*``, ``?``, ``[..]``) or a group name (``group:fs``…); matching ignores case.
 Stdlib only: the config layer imports nothing above it.

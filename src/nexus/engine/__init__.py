@@ -1,174 +1,127 @@
-"""The agent engine's building blocks: context assembly, failover, compaction, transcript repair.
+"""The agent engine: ``Runtime`` + ``AgentSpec`` → ``runtime.start(...)`` → ``Execution`` → ``AgentResult``.
 
-``AssembledContext`` goes in, ``AgentResult`` comes out (seed 000). This package holds the
-pieces the run loop is made of; each works on plain ``nexus.llm`` data and can be used
-(and tested) on its own.
+The package is three folders, one per job (see docs/engine.md "Layout"):
+
+- ``nexus.engine.assembly`` — building what the model is told (system prompt, bootstrap files,
+  history window, token budget, compaction, transcript repair, tool policy);
+- ``nexus.engine.execution`` — running it (the run loop, failover, events and callbacks, the
+  turn journal and ledger mapping, the session lock);
+- ``nexus.engine.wiring`` — connecting it to the rest of the system (``Runtime``, ``EngineEnv``,
+  ``run_agent``, the ``spawn_agent`` tool, compaction of a stored session);
+
+with ``nexus.engine.types`` as their shared vocabulary. Imports run one way only:
+assembly → types, execution → assembly, wiring → execution (tests/engine/test_import_graph.py).
+
+This module re-exports only what a user of the engine needs; everything else is imported from
+its own module. Names load on first use, so ``import nexus.engine`` stays cheap.
 """
 
 from __future__ import annotations
 
-from nexus.engine.bootstrap import BOOTSTRAP_FILES, BootstrapFile, load_bootstrap_files, scaffold_workspace
-from nexus.engine.budget import (
-    compute_budget,
-    estimate_context_tokens,
-    estimate_message_tokens,
-    estimate_tokens,
-    should_compact,
-)
+from typing import TYPE_CHECKING
 
-# imported eagerly (it is light): the function must shadow its module's name on the package
-from nexus.engine.compact_session import CompactionStatus, SessionCompaction, compact_session
-from nexus.engine.compaction import (
-    CompactionError,
-    CompactionOutcome,
-    CompactionPlan,
-    compact,
-    overflow_error,
-    plan_compaction,
-    serialize_transcript,
-    summarize,
-    summary_message,
-    truncate_tool_results,
-)
-from nexus.engine.context import (
-    EventContext,
-    PromptOptions,
-    assemble_context,
-    build_current_message,
-    local_timezone,
-)
-from nexus.engine.failover import ROTATE_KINDS, SHARED_COOLDOWNS, ProfileCooldowns, failover_stream
-from nexus.engine.repair import MISSING_RESULT_TEXT, repair_transcript, repair_transform, truncate_result
-from nexus.engine.system_prompt import RuntimeInfo, SystemPromptSection, build_system_prompt
-from nexus.engine.tool_policy import TOOL_GROUPS, filter_tools, is_tool_allowed
-from nexus.engine.types import (
-    AgentError,
-    AgentErrorKind,
-    AgentResult,
-    AgentRole,
-    AssembledContext,
-    CompactionEndEvent,
-    CompactionResult,
-    CompactionStartEvent,
-    EngineEvent,
-    EngineLimits,
-    FallbackEvent,
-    RetryEvent,
-    RunStopReason,
-    ThinkingConfig,
-    TokenBudget,
-    WaitEvent,
-    agent_error_from_message,
-    new_id,
-)
-from nexus.ledger.records import SUMMARY_PREFIX
+if TYPE_CHECKING:
+    from nexus.agent.steering import SteerReceipt
+    from nexus.engine.assembly.context import EventContext
+    from nexus.engine.execution.callbacks import EngineCallbacks
+    from nexus.engine.execution.events import (
+        ExecutionEvent,
+        ExecutionState,
+        ReasoningDelta,
+        ReplyDelta,
+        RunEndEvent,
+        RunStartEvent,
+        StateEvent,
+        SteerEvent,
+    )
+    from nexus.engine.execution.execute import Execution
+    from nexus.engine.execution.scope import RunScope
+    from nexus.engine.types import (
+        AgentError,
+        AgentResult,
+        CompactionEndEvent,
+        CompactionResult,
+        CompactionStartEvent,
+        EngineLimits,
+        FallbackEvent,
+        RetryEvent,
+        RunStopReason,
+        WaitEvent,
+    )
+    from nexus.engine.wiring.runner import run_agent
+    from nexus.engine.wiring.runtime import AgentSpec, Runtime, SessionBusyError
+    from nexus.engine.wiring.spawn import Spawner
 
-__all__ = [
-    "BOOTSTRAP_FILES",
-    "MISSING_RESULT_TEXT",
-    "ROTATE_KINDS",
-    "SHARED_COOLDOWNS",
-    "SUMMARY_PREFIX",
-    "TOOL_GROUPS",
-    "AgentError",
-    "AgentErrorKind",
-    "AgentResult",
-    "AgentRole",
-    "AssembledContext",
-    "BootstrapFile",
-    "CompactionEndEvent",
-    "CompactionError",
-    "CompactionOutcome",
-    "CompactionPlan",
-    "CompactionResult",
-    "CompactionStartEvent",
-    "CompactionStatus",
-    "EngineEvent",
-    "EngineLimits",
-    "EventContext",
-    "FallbackEvent",
-    "ProfileCooldowns",
-    "PromptOptions",
-    "RetryEvent",
-    "RunStopReason",
-    "RuntimeInfo",
-    "SessionCompaction",
-    "SystemPromptSection",
-    "ThinkingConfig",
-    "TokenBudget",
-    "WaitEvent",
-    "agent_error_from_message",
-    "assemble_context",
-    "build_current_message",
-    "build_system_prompt",
-    "compact",
-    "compact_session",
-    "compute_budget",
-    "estimate_context_tokens",
-    "estimate_message_tokens",
-    "estimate_tokens",
-    "failover_stream",
-    "filter_tools",
-    "is_tool_allowed",
-    "load_bootstrap_files",
-    "local_timezone",
-    "new_id",
-    "overflow_error",
-    "plan_compaction",
-    "repair_transcript",
-    "repair_transform",
-    "scaffold_workspace",
-    "serialize_transcript",
-    "should_compact",
-    "summarize",
-    "summary_message",
-    "truncate_result",
-    "truncate_tool_results",
-]
-
-# --------------------------------------------------------------------------- execution core
-# execute / run_agent / spawn_agent pull in the agent loop, so they load on first use:
-# ``import nexus.engine`` stays cheap for code that only needs the building blocks.
-
-_EXECUTION_NAMES: dict[str, str] = {
-    "AgentPhase": "nexus.engine.callbacks",
-    "EngineCallbacks": "nexus.engine.callbacks",
-    "ToolStatus": "nexus.engine.callbacks",
-    "EngineExecution": "nexus.engine.execute",
-    "Execution": "nexus.engine.execute",
-    "Runtime": "nexus.engine.runtime",
-    "AgentSpec": "nexus.engine.runtime",
-    "Spawner": "nexus.engine.runtime",
-    "EngineSpawner": "nexus.engine.runtime",
-    "SessionBusyError": "nexus.engine.runtime",
-    "ExecutionEvent": "nexus.engine.events",
-    "ExecutionState": "nexus.engine.events",
-    "Subscription": "nexus.engine.events",
-    "RunStartEvent": "nexus.engine.events",
-    "RunEndEvent": "nexus.engine.events",
-    "StateEvent": "nexus.engine.events",
-    "ReplyDelta": "nexus.engine.events",
-    "ReasoningDelta": "nexus.engine.events",
-    "SteerEvent": "nexus.engine.events",
+_PUBLIC: dict[str, str] = {
+    # start and run agents
+    "Runtime": "nexus.engine.wiring.runtime",
+    "AgentSpec": "nexus.engine.wiring.runtime",
+    "run_agent": "nexus.engine.wiring.runner",
+    "EventContext": "nexus.engine.assembly.context",
+    "EngineLimits": "nexus.engine.types",
+    # the running execution and its outcome
+    "Execution": "nexus.engine.execution.execute",
+    "ExecutionState": "nexus.engine.execution.events",
     "SteerReceipt": "nexus.agent.steering",
-    "SteerMode": "nexus.agent.steering",
-    "EngineStreamEvent": "nexus.engine.execute",
-    "execute": "nexus.engine.execute",
-    "EngineEnv": "nexus.engine.runner",
-    "limits_from_config": "nexus.engine.runner",
-    "resolve_model": "nexus.engine.runner",
-    "run_agent": "nexus.engine.runner",
-    "session_lock": "nexus.engine.session_lock",
-    "SPAWN_TOOL_NAME": "nexus.engine.spawn",
-    "spawn_agent_tool": "nexus.engine.spawn",
+    "AgentResult": "nexus.engine.types",
+    "AgentError": "nexus.engine.types",
+    "RunStopReason": "nexus.engine.types",
+    "CompactionResult": "nexus.engine.types",
+    "SessionBusyError": "nexus.engine.wiring.runtime",
+    # the one event channel: the envelope and the engine's own event types
+    "ExecutionEvent": "nexus.engine.execution.events",
+    "RunStartEvent": "nexus.engine.execution.events",
+    "StateEvent": "nexus.engine.execution.events",
+    "ReplyDelta": "nexus.engine.execution.events",
+    "ReasoningDelta": "nexus.engine.execution.events",
+    "SteerEvent": "nexus.engine.execution.events",
+    "RunEndEvent": "nexus.engine.execution.events",
+    "RetryEvent": "nexus.engine.types",
+    "WaitEvent": "nexus.engine.types",
+    "FallbackEvent": "nexus.engine.types",
+    "CompactionStartEvent": "nexus.engine.types",
+    "CompactionEndEvent": "nexus.engine.types",
+    "EngineCallbacks": "nexus.engine.execution.callbacks",
+    # sub-agents: a Spawner runs a spawn_agent call of the run a RunScope describes
+    "Spawner": "nexus.engine.wiring.spawn",
+    "RunScope": "nexus.engine.execution.scope",
 }
 
-__all__ += list(_EXECUTION_NAMES)
+__all__ = [
+    "AgentError",
+    "AgentResult",
+    "AgentSpec",
+    "CompactionEndEvent",
+    "CompactionResult",
+    "CompactionStartEvent",
+    "EngineCallbacks",
+    "EngineLimits",
+    "EventContext",
+    "Execution",
+    "ExecutionEvent",
+    "ExecutionState",
+    "FallbackEvent",
+    "ReasoningDelta",
+    "ReplyDelta",
+    "RetryEvent",
+    "RunEndEvent",
+    "RunScope",
+    "RunStartEvent",
+    "RunStopReason",
+    "Runtime",
+    "SessionBusyError",
+    "Spawner",
+    "StateEvent",
+    "SteerEvent",
+    "SteerReceipt",
+    "WaitEvent",
+    "run_agent",
+]
 
 
 def __getattr__(name: str) -> object:
-    """Load the execution-core names on first use."""
-    module = _EXECUTION_NAMES.get(name)
+    """Load a public name on first use (``import nexus.engine`` imports nothing heavy)."""
+    module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module 'nexus.engine' has no attribute {name!r}")
     import importlib
@@ -176,3 +129,7 @@ def __getattr__(name: str) -> object:
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

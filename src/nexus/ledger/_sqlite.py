@@ -129,6 +129,15 @@ class Database:
         """The raw connection (for tests and the conformance suite; hold no transaction open on it)."""
         return self._conn
 
+    def set_wal_autocheckpoint(self, pages: int) -> None:
+        """How many WAL pages a commit may leave before it checkpoints them itself (SQLite's default: 1000).
+
+        A long-running process raises it while a :class:`~nexus.ledger._checkpoint.WalCheckpointer`
+        checkpoints on its own thread, so no commit on the event loop pays for a checkpoint.
+        """
+        with self._lock:
+            self._conn.execute(f"PRAGMA wal_autocheckpoint = {int(pages)}")
+
     def close(self) -> None:
         """Close the connection; further calls fail."""
         with self._lock:

@@ -11,17 +11,22 @@ import threading
 import time
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]
+"""Every two-digit string, indexed by its 10-bit value."""
+_SHIFTS = range(120, -1, -10)
 _lock = threading.Lock()
 _last_ms = -1
 _last_rand = 0
 
 
 def _encode(value: int) -> str:
-    chars = []
-    for _ in range(26):
-        chars.append(_ALPHABET[value & 31])
-        value >>= 5
-    return "".join(reversed(chars))
+    """26 Crockford base32 digits of a 128-bit value, two digits (10 bits) per step.
+
+    13 table lookups instead of 26 shifts and appends: the loop was ~5 us per id, a
+    measurable part of a broker send.
+    """
+    pairs = _PAIRS
+    return "".join([pairs[(value >> shift) & 1023] for shift in _SHIFTS])
 
 
 def new_ulid() -> str:

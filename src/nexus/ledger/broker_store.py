@@ -137,28 +137,33 @@ class AcceptRequest:
 
 def accept_in(conn: sqlite3.Connection, request: AcceptRequest) -> tuple[BrokerQueueItem, bool]:
     """Accept one message inside the caller's transaction; ``created`` is False for a known id."""
-    return _accept_one(conn, request, now_ms())
+    return accept_at(conn, request, now_ms())
 
 
-def _accept_one(conn: sqlite3.Connection, request: AcceptRequest, now: int) -> tuple[BrokerQueueItem, bool]:
-    if request.session_key is not None:
+_INSERT_ITEM = (
+    "INSERT INTO queue_items (id, session_label, agent_id, message_id, sender, message_json, mode, status,"
+    " enqueued_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?)"
+    " ON CONFLICT(message_id) WHERE message_id IS NOT NULL DO NOTHING"
+)
+
+
+def accept_at(conn: sqlite3.Connection, request: AcceptRequest, now: int) -> tuple[BrokerQueueItem, bool]:
+    """:func:`accept_in` with the time of acceptance given (a group shares one clock read).
+
+    One statement for a new message: the item is built from what was written, not read back.
+
+    The unique index on ``message_id`` decides idempotence (``rowcount`` 0: a known id); only
+    then is the first acceptance read. The item's ``message`` is the caller's object itself.
+    """
+    if request.session_key is not None:  # a per-sender session: created with its first message
         _ensure_keyed_session(conn, request.session_label, request.session_key, request.agent_id, now)
-    row = conn.execute(
-        "INSERT INTO queue_items (id, session_label, agent_id, message_id, sender, message_json, mode,"
-        " status, enqueued_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?)"
-        f" ON CONFLICT(message_id) WHERE message_id IS NOT NULL DO NOTHING RETURNING {_ITEM_COLUMNS}",
-        (
-            new_ulid(),
-            request.session_label,
-            request.agent_id,
-            request.message_id,
-            request.sender,
-            dumps(request.message),
-            request.mode,
-            now,
-        ),
-    ).fetchone()
-    if row is None:  # a known message id: the first acceptance stands
+    item_id = new_ulid()
+    cursor = conn.execute(
+        _INSERT_ITEM,
+        (item_id, request.session_label, request.agent_id, request.message_id, request.sender,
+         dumps(request.message), request.mode, now),
+    )  # fmt: skip
+    if cursor.rowcount == 0:  # a known message id: the first acceptance stands
         existing = conn.execute(f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE message_id = ?", (request.message_id,))
         return _item(existing.fetchone()), False
     if request.log_as_agent_message:
@@ -171,7 +176,11 @@ def _accept_one(conn: sqlite3.Connection, request: AcceptRequest, now: int) -> t
             (request.message_id, request.sender, request.agent_id, request.session_label, content, now,
              dumps_opt(metadata)),
         )  # fmt: skip
-    return _item(row), True
+    item = BrokerQueueItem(
+        item_id, request.session_label, request.agent_id, request.message_id, request.sender, request.message,
+        request.mode, "queued", 0, now, None, None, None, None,
+    )  # fmt: skip
+    return item, True
 
 
 def _ensure_keyed_session(conn: sqlite3.Connection, label: str, key: str, agent_id: str, now: int) -> None:
@@ -203,6 +212,11 @@ class BrokerStore:
 
     def __init__(self, db: Database) -> None:
         self._db = db
+
+    @property
+    def database(self) -> Database:
+        """The database these rows live in (the broker's group commit writes through it)."""
+        return self._db
 
     # ------------------------------------------------------------------ registry
 
@@ -297,7 +311,7 @@ class BrokerStore:
 
         def run(conn: sqlite3.Connection) -> list[tuple[BrokerQueueItem, bool]]:
             now = now_ms()
-            return [_accept_one(conn, request, now) for request in requests]
+            return [accept_at(conn, request, now) for request in requests]
 
         return self._db.write(run) if requests else []
 
@@ -466,7 +480,7 @@ def deliver_pending_in(conn: sqlite3.Connection, item_ids: Sequence[str], turn_i
         return 0
     cursor = conn.execute(
         f"UPDATE queue_items SET status = 'delivered', completed_at = ?, turn_id = ?"
-        f" WHERE id IN ({_placeholders(item_ids)}) AND status IN ('queued', 'processing')",
+        f" WHERE id IN ({_placeholders(item_ids)}) AND +status IN ('queued', 'processing')",
         (now_ms(), turn_id, *item_ids),
     )
     return cursor.rowcount
@@ -481,6 +495,12 @@ def move_items(
     turn_id: str | None = None,
     error: str | None = None,
 ) -> None:
+    """Move unfinished items to ``status``; raises :class:`LedgerError` naming any already finished or unknown.
+
+    ``+status`` keeps the status term off the indexes: with a few dozen ids SQLite's planner
+    otherwise prefers ``queue_items_status`` and walks every queued item instead of looking
+    each id up by its primary key.
+    """
     if not item_ids:
         return
     now = now_ms()
@@ -489,7 +509,7 @@ def move_items(
         f"UPDATE queue_items SET status = ?, attempts = MAX(attempts + ?, 0),"
         f" started_at = CASE WHEN ? THEN ? ELSE started_at END,"
         f" completed_at = ?, turn_id = COALESCE(?, turn_id), error = COALESCE(?, error)"
-        f" WHERE id IN ({_placeholders(item_ids)}) AND status IN ('queued', 'processing')",
+        f" WHERE id IN ({_placeholders(item_ids)}) AND +status IN ('queued', 'processing')",
         (status, bump, int(status == "processing"), now, now if final else None, turn_id, error, *item_ids),
     )
     if cursor.rowcount != len(set(item_ids)):

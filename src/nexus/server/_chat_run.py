@@ -38,7 +38,7 @@ class ChatTurn:
 
     def listen(self, event: object) -> None:
         """An event of the run's channel: a text delta of the streaming reply is passed on."""
-        from nexus.engine.events import ReplyDelta
+        from nexus.engine.execution.events import ReplyDelta
 
         inner = getattr(event, "event", event)  # the channel's envelope
         if isinstance(inner, ReplyDelta):

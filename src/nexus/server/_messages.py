@@ -110,7 +110,7 @@ async def accept_message(
     message = AgentMessage(id=message_id or new_message_id(), from_=sender, to=agent_id, content=content)
     if state.broker is not None:
         ensure_in_broker(state, agent_id)
-        receipt = await state.broker.send(message, mode)
+        receipt = await state.broker.send(message, mode, commit_now=True)  # the 202 waits behind no run
         return {
             "message_id": receipt.message_id, "queue_item_id": receipt.queue_item_id,
             "duplicate": receipt.duplicate, "steered": receipt.steered,

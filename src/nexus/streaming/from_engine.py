@@ -26,14 +26,14 @@ from nexus.agent.events import (
     ToolExecutionStartEvent,
     TurnEndEvent,
 )
-from nexus.engine.events import ExecutionEvent, ReasoningDelta, ReplyDelta
+from nexus.engine.execution.events import ExecutionEvent, ReasoningDelta, ReplyDelta
 from nexus.llm.events import TextDeltaEvent, ThinkingDeltaEvent
 from nexus.llm.types import ToolCall
 from nexus.streaming.events import Reasoning, StreamEnd, StreamError, StreamEvent, StreamStart, Token, ToolStatus
 from nexus.streaming.tool_status import summary
 
 if TYPE_CHECKING:
-    from nexus.engine.execute import EngineExecution
+    from nexus.engine.execution.execute import EngineExecution
 
 
 class EngineEventMapper:

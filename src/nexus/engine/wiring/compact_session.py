@@ -13,18 +13,69 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
 
-from nexus.engine.budget import estimate_tokens
-from nexus.engine.compaction import compact
+from nexus.engine.assembly.budget import estimate_tokens
+from nexus.engine.assembly.compaction import compact
 from nexus.engine.types import CompactionEndEvent, CompactionResult, CompactionStartEvent, EngineEvent
 
 if TYPE_CHECKING:
-    from nexus.engine.runner import EngineEnv
+    from collections.abc import Mapping, Sequence
+
+    from nexus.config._profile import ResolvedProfile
+    from nexus.engine.execution.failover import ProfileCooldowns
+    from nexus.engine.types import EngineLimits
+    from nexus.ledger import Ledger
     from nexus.llm.abort import AbortSignal
+    from nexus.llm.options import StreamFn
     from nexus.llm.types import Message, Model
 
-__all__ = ["CompactionStatus", "SessionCompaction", "compact_session"]
+__all__ = ["CompactHost", "CompactionStatus", "SessionCompaction", "compact_session"]
+
+
+class CompactHost(Protocol):
+    """What a manual compaction needs of the process (``EngineEnv`` is one).
+
+    A protocol rather than ``EngineEnv`` itself, so this module does not import the module that
+    calls it (``EngineEnv.compact``): the import graph stays a tree.
+    """
+
+    @property
+    def ledger(self) -> Ledger:
+        """The session's history, the lock and the compaction turn."""
+        ...
+
+    @property
+    def limits(self) -> EngineLimits:
+        """Reserve and keep-recent token counts, retries."""
+        ...
+
+    @property
+    def stream_fn(self) -> StreamFn | None:
+        """The provider call (None = ``nexus.llm.stream``)."""
+        ...
+
+    @property
+    def cooldowns(self) -> ProfileCooldowns | None:
+        """The auth-profile cooldown table (None = the process-wide one)."""
+        ...
+
+    def model(self, ref: str | Model | None = None) -> Model:
+        """The model for ``ref`` (None = the configured default)."""
+        ...
+
+    def preflight(self, primary: Model) -> None:
+        """Refuse a model nothing can reach."""
+        ...
+
+    def fallback_models(self, primary: Model) -> list[Model]:
+        """The fallback chain without ``primary``."""
+        ...
+
+    def auth_profiles(self, models: Sequence[Model]) -> Mapping[str, Sequence[ResolvedProfile]]:
+        """Each provider's usable keys, in rotation order."""
+        ...
+
 
 CompactionStatus: TypeAlias = Literal["compacted", "nothing_to_compact", "not_smaller", "aborted"]
 """What a manual compaction did; only ``compacted`` wrote anything."""
@@ -73,7 +124,7 @@ class SessionCompaction:
 async def compact_session(
     session_label: str,
     *,
-    env: EngineEnv,
+    env: CompactHost,
     focus: str | None = None,
     model: str | Model | None = None,
     keep_recent_tokens: int | None = None,
@@ -93,7 +144,7 @@ async def compact_session(
     for an unknown session, ``CompactionError`` when summarising fails, ``ConfigError`` when
     no model can be called.
     """
-    from nexus.engine.session_lock import run_lock
+    from nexus.engine.execution.session_lock import run_lock
 
     ledger = env.ledger
     label = ledger.resolve_session(session_label).label  # SessionNotFound before anything else
@@ -106,7 +157,7 @@ async def compact_session(
 
 
 async def _compact_locked(
-    env: EngineEnv,
+    env: CompactHost,
     label: str,
     model: Model,
     focus: str | None,
@@ -115,9 +166,9 @@ async def _compact_locked(
     signal: AbortSignal | None,
 ) -> SessionCompaction:
     """The compaction itself, with the session lock held: history → summary → compaction turn."""
-    from nexus.engine._window import stored_summary
-    from nexus.engine.compaction import CompactionError
-    from nexus.engine.failover import failover_stream
+    from nexus.engine.assembly._window import stored_summary
+    from nexus.engine.assembly.compaction import CompactionError
+    from nexus.engine.execution.failover import failover_stream
 
     def emit(event: EngineEvent) -> None:
         if on_event is not None:
@@ -166,18 +217,18 @@ async def _compact_locked(
     return SessionCompaction(label, "compacted", result, turn_id)
 
 
-def _default_keep(env: EngineEnv, messages: list[Message]) -> int:
+def _default_keep(env: CompactHost, messages: list[Message]) -> int:
     """The engine's ``keep_recent_tokens``, but at most a quarter of the conversation (at least 1)."""
     return min(env.limits.keep_recent_tokens, max(1, estimate_tokens(messages) // 4))
 
 
-def _write(env: EngineEnv, label: str, history: list[Message], offset: int, result: CompactionResult) -> str:
+def _write(env: CompactHost, label: str, history: list[Message], offset: int, result: CompactionResult) -> str:
     """Write the compaction turn and its ``compactions`` row, mapped like a run's own compaction.
 
     The turn holds no messages; the summariser's tokens are counted in the compaction row
     (``summarization_*_tokens``), not as turn usage, as for a compaction inside a run.
     """
-    from nexus.engine.ledger_map import compaction_record, history_turn_ids
+    from nexus.engine.execution.ledger_map import compaction_record, history_turn_ids
 
     owners = history_turn_ids(env.ledger, label, history)
     record = compaction_record(result, cut=offset + result.first_kept_index, turn_id="", owners=owners)

@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import TypeVar
 
 from nexus.agent.tool_types import AgentToolResult
-from nexus.engine._truncate import truncate_content
+from nexus.engine.assembly._truncate import truncate_content
 from nexus.llm.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage
 
 MISSING_RESULT_TEXT = (

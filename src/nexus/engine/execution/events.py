@@ -4,7 +4,7 @@ Everything a run reports goes through its :class:`EventChannel` — the agent lo
 (message and tool lifecycle), the engine's own (retries, fallback, compaction), and the
 run-level events defined here (start, state changes, reply/reasoning deltas, steer receipts,
 end). Each is wrapped in an :class:`ExecutionEvent` envelope ``{run_id, session_label,
-agent_id, seq, ts}``. The seed-000 callbacks (:mod:`nexus.engine.callbacks`), the CLI renderer
+agent_id, seq, ts}``. The seed-000 callbacks (:mod:`nexus.engine.execution.callbacks`), the CLI renderer
 and the streaming bridge are all mappings of this one stream.
 
 Subscribers never stall a run: each gets a :class:`Subscription` with a bounded buffer. When a

@@ -74,7 +74,7 @@ def history_turn_ids(ledger: Ledger, session_label: str, history: Sequence[Messa
 
 
 def _is_summary(message: Message) -> bool:
-    from nexus.engine._window import stored_summary
+    from nexus.engine.assembly._window import stored_summary
 
     return stored_summary([message]) is not None
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from nexus.engine.events import ExecutionEvent
+from nexus.engine.execution.events import ExecutionEvent
 from nexus.engine.types import EngineEvent
 
 log = logging.getLogger("nexus.engine")

@@ -32,10 +32,11 @@ from nexus.agent import (
 )
 from nexus.agent import AgentMessage as LoopMessage
 from nexus.agent.steering import SteeringQueue, SteerMode, SteerReceipt
-from nexus.engine._journal import TurnJournal
-from nexus.engine._sessions import SessionCache
-from nexus.engine._window import ContextWindow
-from nexus.engine.events import (
+from nexus.engine.assembly._sessions import SessionCache
+from nexus.engine.assembly._window import ContextWindow
+from nexus.engine.assembly.repair import truncate_result
+from nexus.engine.execution._journal import TurnJournal
+from nexus.engine.execution.events import (
     EventChannel,
     ExecutionState,
     ReasoningDelta,
@@ -45,9 +46,8 @@ from nexus.engine.events import (
     StateEvent,
     SteerEvent,
 )
-from nexus.engine.ledger_map import compaction_record, history_turn_ids, spawned_label, write_result
-from nexus.engine.repair import truncate_result
-from nexus.engine.spawn import CURRENT_RUN, RunScope
+from nexus.engine.execution.ledger_map import compaction_record, history_turn_ids, spawned_label, write_result
+from nexus.engine.execution.scope import CURRENT_RUN, RunHost, RunScope
 from nexus.engine.types import (
     AgentError,
     AgentResult,
@@ -76,7 +76,6 @@ from nexus.llm.types import (
 )
 
 if TYPE_CHECKING:
-    from nexus.engine.runner import EngineEnv
     from nexus.ledger import Ledger
 
 log = logging.getLogger("nexus.engine")
@@ -99,7 +98,7 @@ class EngineRun:
         limits: EngineLimits,
         options: StreamOptions,
         depth: int,
-        env: EngineEnv | None,
+        env: RunHost | None,
         cache: SessionCache | None = None,
         steering: SteeringQueue | None = None,
     ) -> None:

@@ -5,7 +5,7 @@ profile rotation and model fallback), transcript repair, tool-result truncation,
 compaction (proactive and on overflow), the streaming callbacks, and the Agents Ledger
 (turn opened up front as a crash journal; the streaming reply, each finished message and
 tool call journaled as they come; the final turn written in one transaction).
-``run_agent`` in :mod:`nexus.engine.runner` is the one-call form built on it.
+``run_agent`` in :mod:`nexus.engine.wiring.runner` is the one-call form built on it.
 """
 
 from __future__ import annotations
@@ -16,17 +16,17 @@ from typing import TYPE_CHECKING
 
 from nexus.agent.steering import SteeringQueue, SteerMode, SteerReceipt
 from nexus.config._profile import ResolvedProfile
-from nexus.engine._run import EngineRun, EngineStreamEvent, options_for
-from nexus.engine._sessions import SessionCache
-from nexus.engine.callbacks import EngineCallbacks, callbacks_listener
-from nexus.engine.events import EventChannel, ExecutionEvent, ExecutionState, Subscription
-from nexus.engine.failover import ProfileCooldowns, failover_stream
+from nexus.engine.assembly._sessions import SessionCache
+from nexus.engine.execution._run import EngineRun, EngineStreamEvent, options_for
+from nexus.engine.execution.callbacks import EngineCallbacks, callbacks_listener
+from nexus.engine.execution.events import EventChannel, ExecutionEvent, ExecutionState, Subscription
+from nexus.engine.execution.failover import ProfileCooldowns, failover_stream
 from nexus.engine.types import AgentResult, AssembledContext, EngineLimits, TokenBudget
 from nexus.llm.options import StreamFn, StreamOptions
 from nexus.llm.types import Model, UserMessage
 
 if TYPE_CHECKING:
-    from nexus.engine.runner import EngineEnv
+    from nexus.engine.execution.scope import RunHost
     from nexus.ledger import Ledger
 
 __all__ = ["EngineExecution", "EngineStreamEvent", "Execution", "execute"]
@@ -42,7 +42,7 @@ class Execution:
     - ``state``: ``starting | streaming | tools | compacting | finishing | done``; ``await
       wait_state_change()`` or watch ``state`` events.
     - ``subscribe()`` / ``on_event(listener)``: the run's one event channel (see
-      :mod:`nexus.engine.events`); ``events()`` is ``subscribe()`` for ``async for``.
+      :mod:`nexus.engine.execution.events`); ``events()`` is ``subscribe()`` for ``async for``.
     """
 
     __slots__ = ("_run", "_task")
@@ -140,7 +140,7 @@ def execute(
     cooldowns: ProfileCooldowns | None = None,
     options: StreamOptions | None = None,
     depth: int = 0,
-    env: EngineEnv | None = None,
+    env: RunHost | None = None,
     cache: SessionCache | None = None,
     agent_id: str = "",
     steering: SteeringQueue | None = None,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import TYPE_CHECKING
 
-from nexus.engine.bootstrap import BootstrapFile
+from nexus.engine.assembly.bootstrap import BootstrapFile
 
 if TYPE_CHECKING:
     from nexus.agent.tool_types import AgentTool

@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from dataclasses import dataclass, replace
 
 from nexus.config._profile import ResolvedProfile
-from nexus.engine._failover_errors import cooling_error, failure, refused_error, too_long_error, until
+from nexus.engine.execution._failover_errors import cooling_error, failure, refused_error, too_long_error, until
 from nexus.engine.types import EngineEvent, EngineLimits, FallbackEvent, RetryEvent, TokenBudget, WaitEvent
 from nexus.errors import ConfigError
 from nexus.llm.abort import AbortSignal

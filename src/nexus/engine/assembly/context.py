@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from nexus.engine._sessions import SessionCache
-from nexus.engine._window import history_estimates
-from nexus.engine.bootstrap import load_bootstrap_files, scaffold_workspace
-from nexus.engine.budget import compute_budget
-from nexus.engine.system_prompt import RuntimeInfo, build_minimal_system_prompt, build_system_prompt
-from nexus.engine.tool_policy import filter_tools
+from nexus.engine.assembly._sessions import SessionCache
+from nexus.engine.assembly._window import history_estimates
+from nexus.engine.assembly.bootstrap import load_bootstrap_files, scaffold_workspace
+from nexus.engine.assembly.budget import compute_budget
+from nexus.engine.assembly.system_prompt import RuntimeInfo, build_minimal_system_prompt, build_system_prompt
+from nexus.engine.assembly.tool_policy import filter_tools
 from nexus.engine.types import AgentRole, AssembledContext, EngineLimits, ThinkingConfig, new_id
 from nexus.errors import ConfigError
 from nexus.llm.types import ImageContent, Message, Model, TextContent, UserContent, UserMessage

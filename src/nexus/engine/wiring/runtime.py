@@ -13,22 +13,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-from nexus.engine._sessions import DEFAULT_MAX_BYTES, SessionStates
-from nexus.engine.failover import ProfileCooldowns
+from nexus.engine.assembly._sessions import DEFAULT_MAX_BYTES, SessionStates
+from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.engine.types import AgentResult, AgentRole, EngineLimits
+from nexus.engine.wiring.spawn import EngineSpawner, Spawner
 from nexus.errors import NexusError
 from nexus.llm.types import ImageContent, Model, UserMessage
 
 if TYPE_CHECKING:
-    from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
+    from nexus.agent.tool_types import AgentTool
     from nexus.config import NexusConfig
-    from nexus.engine.callbacks import EngineCallbacks
-    from nexus.engine.context import EventContext
-    from nexus.engine.execute import Execution
-    from nexus.engine.runner import EngineEnv
-    from nexus.engine.spawn import RunScope
+    from nexus.engine.assembly.context import EventContext
+    from nexus.engine.execution.callbacks import EngineCallbacks
+    from nexus.engine.execution.execute import Execution
+    from nexus.engine.wiring.runner import EngineEnv
     from nexus.ledger import Ledger
     from nexus.llm.abort import AbortSignal
     from nexus.llm.options import StreamFn
@@ -55,42 +55,6 @@ class AgentSpec:
     tools: tuple[str, ...] | None = None
     system_prompt: str = ""
     limits: EngineLimits | None = None
-
-
-class Spawner(Protocol):
-    """Runs a sub-agent task for a ``spawn_agent`` call; the broker installs one that makes it a broker agent."""
-
-    async def spawn(
-        self,
-        scope: RunScope,
-        call_id: str,
-        task: str,
-        label: str | None,
-        signal: AbortSignal,
-        on_update: ToolUpdateFn | None,
-    ) -> AgentToolResult:
-        """Run ``task`` as a worker of the run ``scope`` describes and return the tool result."""
-        ...
-
-
-@dataclass(slots=True)
-class EngineSpawner:
-    """The engine's own :class:`Spawner`: a worker session run through the same engine, one level deeper."""
-
-    async def spawn(
-        self,
-        scope: RunScope,
-        call_id: str,
-        task: str,
-        label: str | None,
-        signal: AbortSignal,
-        on_update: ToolUpdateFn | None,
-    ) -> AgentToolResult:
-        """See :func:`nexus.engine.spawn.run_worker`."""
-        from nexus.engine.spawn import run_worker
-
-        assert scope.env is not None
-        return await run_worker(scope.env, scope, call_id, task, label, signal, on_update)
 
 
 @dataclass(slots=True, eq=False)
@@ -134,7 +98,7 @@ class Runtime:
 
     def env(self, spec: AgentSpec | None = None) -> EngineEnv:
         """The engine wiring for one agent: these services plus ``spec``'s limits."""
-        from nexus.engine.runner import EngineEnv, limits_from_config
+        from nexus.engine.wiring.runner import EngineEnv, limits_from_config
 
         spec = spec or AgentSpec()
         env = EngineEnv(
@@ -178,7 +142,7 @@ class Runtime:
         ctx = env.assemble(message, session=label, model=model, images=images, event=event, signal=signal,
                            role=spec.role)  # fmt: skip
         if spec.tools is not None:
-            from nexus.engine.tool_policy import filter_tools
+            from nexus.engine.assembly.tool_policy import filter_tools
 
             ctx.tools = filter_tools(ctx.tools, list(spec.tools)) if spec.tools else []
         if spec.system_prompt:
@@ -203,8 +167,8 @@ class Runtime:
         **kwargs: object,
     ) -> AgentResult:
         """:meth:`start` under the cross-process session lock, and the result (the one-call form)."""
-        from nexus.engine.runner import aborted_before_start
-        from nexus.engine.session_lock import run_lock
+        from nexus.engine.execution.session_lock import run_lock
+        from nexus.engine.wiring.runner import aborted_before_start
 
         label = self.ledger.ensure_session(session).label
         async with run_lock(self.ledger, label, signal=signal) as held:

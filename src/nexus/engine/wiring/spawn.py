@@ -7,25 +7,41 @@ assembled context one level deeper, and returns the worker's final answer as the
 result. The result's ``details['spawned_session_label']`` names the worker session; the
 engine records it on the parent's tool call (journal and final write).
 
-Runs know who their parent is through :data:`CURRENT_RUN`, a context variable the engine
-sets in each run's task, so the tool itself stays a plain :class:`AgentTool`.
+Runs know who their parent is through :data:`~nexus.engine.execution.scope.CURRENT_RUN`, a
+context variable the engine sets in each run's task (a leaf module, so the run and this tool
+do not import each other), so the tool itself stays a plain :class:`AgentTool`. The
+:class:`Spawner` protocol lives here too: the broker installs its own.
 """
 
 from __future__ import annotations
 
 import re
-from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
+from nexus.engine.execution.scope import CURRENT_RUN, RunScope
 from nexus.llm.abort import AbortSignal
 
 if TYPE_CHECKING:
-    from nexus.engine.callbacks import EngineCallbacks
-    from nexus.engine.runner import EngineEnv
+    from nexus.engine.execution.callbacks import EngineCallbacks
+    from nexus.engine.execution.execute import Execution
+    from nexus.engine.types import AgentRole, AssembledContext, EngineLimits
     from nexus.ledger import Ledger
-    from nexus.llm.types import Model
+    from nexus.llm.types import Model, UserMessage
+
+__all__ = [
+    "CURRENT_RUN",
+    "SPAWN_TOOL_NAME",
+    "EngineSpawner",
+    "RunScope",
+    "Spawner",
+    "WorkerHost",
+    "create_worker_session",
+    "run_worker",
+    "spawn_agent_tool",
+    "worker_label",
+]
 
 SPAWN_TOOL_NAME = "spawn_agent"
 """The tool's model-facing name (also listed in the ``group:agents`` tool group)."""
@@ -33,20 +49,81 @@ SPAWN_TOOL_NAME = "spawn_agent"
 _LABEL_CHARS = re.compile(r"[^a-zA-Z0-9_.-]+")
 
 
-@dataclass(slots=True, frozen=True)
-class RunScope:
-    """What a tool running inside an engine run may know about that run."""
+class Spawner(Protocol):
+    """Runs a sub-agent task for a ``spawn_agent`` call; the broker installs one that makes it a broker agent."""
 
-    session_label: str
-    turn_id: str | None
-    depth: int
-    model: Model
-    env: EngineEnv | None
-    signal: AbortSignal
+    async def spawn(
+        self,
+        scope: RunScope,
+        call_id: str,
+        task: str,
+        label: str | None,
+        signal: AbortSignal,
+        on_update: ToolUpdateFn | None,
+    ) -> AgentToolResult:
+        """Run ``task`` as a worker of the run ``scope`` describes and return the tool result."""
+        ...
 
 
-CURRENT_RUN: ContextVar[RunScope | None] = ContextVar("nexus_engine_current_run", default=None)
-"""The engine run the current task belongs to (``None`` outside a run)."""
+class WorkerHost(Protocol):
+    """What spawning needs of the process a run was started in (``EngineEnv`` is one).
+
+    A protocol rather than ``EngineEnv`` itself, so this module does not import the module that
+    offers its tool (``wiring/runner.py``): the import graph stays a tree.
+    """
+
+    @property
+    def ledger(self) -> Ledger:
+        """Where the worker session is created."""
+        ...
+
+    @property
+    def limits(self) -> EngineLimits:
+        """The depth limit (``subagent_max_depth``)."""
+        ...
+
+    @property
+    def spawner(self) -> Spawner | None:
+        """Who runs workers (None = :func:`run_worker`)."""
+        ...
+
+    def assemble(
+        self,
+        message: str | UserMessage,
+        *,
+        session: str,
+        model: str | Model | None,
+        depth: int,
+        role: AgentRole,
+        signal: AbortSignal | None,
+    ) -> AssembledContext:
+        """The worker's context."""
+        ...
+
+    def start(
+        self, ctx: AssembledContext, callbacks: EngineCallbacks | None = None, *, model: Model | None, depth: int
+    ) -> Execution:
+        """Run the worker's context."""
+        ...
+
+
+@dataclass(slots=True)
+class EngineSpawner:
+    """The engine's own :class:`Spawner`: a worker session run through the same engine, one level deeper."""
+
+    async def spawn(
+        self,
+        scope: RunScope,
+        call_id: str,
+        task: str,
+        label: str | None,
+        signal: AbortSignal,
+        on_update: ToolUpdateFn | None,
+    ) -> AgentToolResult:
+        """See :func:`run_worker`; the run's host is the ``EngineEnv`` that started it."""
+        assert scope.env is not None
+        return await run_worker(cast("WorkerHost", scope.env), scope, call_id, task, label, signal, on_update)
+
 
 _PARAMETERS: dict[str, Any] = {
     "type": "object",
@@ -100,7 +177,7 @@ async def _execute(call_id: str, args: dict[str, Any], signal: AbortSignal, on_u
             "no engine environment is available here.",
             is_error=True,
         )
-    env = scope.env
+    env = cast("WorkerHost", scope.env)  # the engine's runs carry the EngineEnv that started them
     limit = env.limits.subagent_max_depth
     if scope.depth + 1 > limit:
         return AgentToolResult.text(
@@ -130,7 +207,7 @@ def create_worker_session(ledger: Ledger, scope: RunScope, call_id: str, task: s
 
 
 async def run_worker(
-    env: EngineEnv,
+    env: WorkerHost,
     scope: RunScope,
     call_id: str,
     task: str,
@@ -171,7 +248,7 @@ def _progress(session: str, on_update: ToolUpdateFn | None) -> EngineCallbacks |
     """Callbacks that turn the worker's tool starts and ends into progress lines of the spawn call."""
     if on_update is None:
         return None
-    from nexus.engine.callbacks import EngineCallbacks
+    from nexus.engine.execution.callbacks import EngineCallbacks
 
     def tool_status(call_id: str, name: str, status: str, summary: str | None) -> None:
         on_update(AgentToolResult.text(f"[{session}] {name}: {status}", details={"spawned_session_label": session}))
@@ -180,7 +257,7 @@ def _progress(session: str, on_update: ToolUpdateFn | None) -> EngineCallbacks |
 
 
 def spawn_agent_tool() -> AgentTool:
-    """The ``spawn_agent`` tool (offered by :func:`nexus.engine.runner.assemble` while depth < the limit)."""
+    """The ``spawn_agent`` tool (offered by :func:`nexus.engine.wiring.runner.assemble` while depth < the limit)."""
     return AgentTool(
         name=SPAWN_TOOL_NAME,
         description=_DESCRIPTION,

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from nexus.engine._sessions import EstimateEntry, PrefixKey, SessionCache
-from nexus.engine.budget import estimate_message_tokens, estimate_tokens, reported_usage, should_compact
-from nexus.engine.compaction import (
+from nexus.engine.assembly._sessions import EstimateEntry, PrefixKey, SessionCache
+from nexus.engine.assembly.budget import estimate_message_tokens, estimate_tokens, reported_usage, should_compact
+from nexus.engine.assembly.compaction import (
     CompactionError,
     compact,
     overflow_error,
@@ -21,7 +21,7 @@ from nexus.engine.compaction import (
     summary_message,
     truncate_tool_results,
 )
-from nexus.engine.repair import repair_transcript
+from nexus.engine.assembly.repair import repair_transcript
 from nexus.engine.types import (
     AgentError,
     CompactionEndEvent,
@@ -44,7 +44,7 @@ def _same(a: object, b: object) -> bool:
 
 
 def history_estimates(history: list[Message], cache: SessionCache | None = None) -> tuple[int, list[int | None]]:
-    """:func:`~nexus.engine.budget.context_estimates` of a history, O(new messages) for a known session.
+    """:func:`~nexus.engine.assembly.budget.context_estimates` of a history, O(new messages) for a known session.
 
     The ledger gives the next turn of a session the same message objects plus the newest turn, so
     the estimates the session's ``cache`` holds for a prefix of this history (``==``, identity

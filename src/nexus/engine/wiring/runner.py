@@ -5,7 +5,7 @@ stream function, auth-profile cooldowns, limits). ``env.assemble(...)`` builds a
 :class:`AssembledContext` for a session (system prompt with the workspace's bootstrap
 files, history from the ledger, the current message with its event context, the tools the
 policy allows plus ``spawn_agent`` while the depth allows, model, budget); ``env.start(ctx)``
-runs it through :func:`~nexus.engine.execute.execute` with the configured fallbacks and
+runs it through :func:`~nexus.engine.execution.execute.execute` with the configured fallbacks and
 profiles. :func:`run_agent` does all of that in one call.
 """
 
@@ -17,14 +17,14 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from nexus.config._profile import ResolvedProfile
-from nexus.engine._sessions import SessionStates
-from nexus.engine.bootstrap import scaffold_workspace
-from nexus.engine.callbacks import EngineCallbacks
-from nexus.engine.context import EventContext, PromptOptions, assemble_context, build_current_message
-from nexus.engine.failover import ProfileCooldowns
-from nexus.engine.session_lock import run_lock
-from nexus.engine.spawn import SPAWN_TOOL_NAME, spawn_agent_tool
+from nexus.engine.assembly._sessions import SessionStates
+from nexus.engine.assembly.bootstrap import scaffold_workspace
+from nexus.engine.assembly.context import EventContext, PromptOptions, assemble_context, build_current_message
+from nexus.engine.execution.callbacks import EngineCallbacks
+from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.execution.session_lock import run_lock
 from nexus.engine.types import AgentResult, AgentRole, AssembledContext, EngineLimits, ThinkingConfig
+from nexus.engine.wiring.spawn import SPAWN_TOOL_NAME, Spawner, spawn_agent_tool
 from nexus.ledger.records import DEFAULT_SESSION
 from nexus.llm.abort import AbortSignal
 from nexus.llm.options import StreamFn, StreamOptions
@@ -35,10 +35,9 @@ if TYPE_CHECKING:
 
     from nexus.agent.tool_types import AgentTool
     from nexus.config import NexusConfig
-    from nexus.engine.compact_session import SessionCompaction
-    from nexus.engine.execute import Execution
-    from nexus.engine.runtime import Spawner
+    from nexus.engine.execution.execute import Execution
     from nexus.engine.types import EngineEvent
+    from nexus.engine.wiring.compact_session import SessionCompaction
     from nexus.ledger import Ledger
 
 log = logging.getLogger("nexus.engine")
@@ -356,7 +355,7 @@ class EngineEnv:
         agent_id: str = "",
     ) -> Execution:
         """Run ``ctx`` with the configured fallback chain, auth profiles, cooldowns and limits."""
-        from nexus.engine.execute import execute
+        from nexus.engine.execution.execute import execute
 
         primary = model or self.model(f"{ctx.provider}/{ctx.model}")
         fallbacks = self.fallback_models(primary)
@@ -386,8 +385,8 @@ class EngineEnv:
         on_event: Callable[[EngineEvent], None] | None = None,
         signal: AbortSignal | None = None,
     ) -> SessionCompaction:
-        """Summarise the older part of ``session`` now (see :func:`~nexus.engine.compact_session.compact_session`)."""
-        from nexus.engine.compact_session import compact_session
+        """Summarise the older part of ``session`` now (see :func:`.compact_session.compact_session`)."""
+        from nexus.engine.wiring.compact_session import compact_session
 
         return await compact_session(session, env=self, focus=focus, model=model, on_event=on_event, signal=signal)
 

@@ -1,0 +1,43 @@
+"""What a tool running inside an engine run may know about that run: :class:`RunScope` and :data:`CURRENT_RUN`.
+
+A leaf module so that the run (which sets the scope) and the ``spawn_agent`` tool (which reads
+it, in ``nexus.engine.wiring``) share it without importing each other. The run hands its tools
+the process it runs in as an opaque :class:`RunHost`; the wiring that started the run knows its
+concrete type (``EngineEnv``), the run does not need to.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from nexus.ledger import Ledger
+    from nexus.llm.abort import AbortSignal
+    from nexus.llm.types import Model
+
+
+class RunHost(Protocol):
+    """The process services a run was started with (``EngineEnv`` in practice); tools reach the ledger through it."""
+
+    @property
+    def ledger(self) -> Ledger:
+        """The ledger the run writes to."""
+        ...
+
+
+@dataclass(slots=True, frozen=True)
+class RunScope:
+    """What a tool running inside an engine run may know about that run."""
+
+    session_label: str
+    turn_id: str | None
+    depth: int
+    model: Model
+    env: RunHost | None
+    signal: AbortSignal
+
+
+CURRENT_RUN: ContextVar[RunScope | None] = ContextVar("nexus_engine_current_run", default=None)
+"""The engine run the current task belongs to (``None`` outside a run)."""

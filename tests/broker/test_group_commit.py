@@ -1,0 +1,144 @@
+"""The broker's group commit: bulk accepts and claims in one transaction, a failing write fails alone."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from nexus.broker._group_commit import GroupCommitter
+from nexus.ledger import Ledger, LedgerError
+from nexus.ledger.broker_store import AcceptRequest, BrokerStore
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[BrokerStore]:
+    with Ledger.open(tmp_path / "agents.db") as ledger:
+        ledger.ensure_session("agent:worker")
+        yield BrokerStore(ledger.database)
+
+
+def request(n: int, *, message_id: str | None = None) -> AcceptRequest:
+    return AcceptRequest(
+        "worker", "agent:worker", message_id or f"m-{n}", "user", {"content": f"task {n}", "n": [n]}, "followup"
+    )
+
+
+def traced(store: BrokerStore) -> list[str]:
+    """Every statement the store's connection runs from now on."""
+    statements: list[str] = []
+    store.database.connection.set_trace_callback(statements.append)
+    return statements
+
+
+def test_an_accepted_item_is_the_stored_row(store: BrokerStore) -> None:
+    """The item is built from what was written, not read back: it must equal the row as stored."""
+
+    async def main() -> None:
+        item, created = await GroupCommitter(store).accept(request(1))
+        assert created and item == store.get_item(item.id)
+
+    asyncio.run(main())
+
+
+def test_concurrent_claims_are_one_statement_and_accepts_one_transaction(store: BrokerStore) -> None:
+    async def main() -> None:
+        writes = GroupCommitter(store)
+        items = [item for item, _ in await asyncio.gather(*(writes.accept(request(n)) for n in range(5)))]
+        statements = traced(store)
+        await asyncio.gather(*(writes.claim([item.id]) for item in items))
+        assert sum(s.startswith("UPDATE queue_items") for s in statements) == 1
+        assert statements.count("BEGIN IMMEDIATE") == 1
+        assert {row.status for row in store.items()} == {"processing"}
+
+    asyncio.run(main())
+
+
+def test_a_known_message_id_in_the_same_group_is_a_duplicate(store: BrokerStore) -> None:
+    async def main() -> None:
+        writes = GroupCommitter(store)
+        first, again = await asyncio.gather(writes.accept(request(1)), writes.accept(request(2, message_id="m-1")))
+        assert first[1] and not again[1] and again[0].id == first[0].id
+        assert [row.message for row in store.items()] == [{"content": "task 1", "n": [1]}]
+
+    asyncio.run(main())
+
+
+def test_a_claim_of_a_finished_item_fails_alone(store: BrokerStore) -> None:
+    async def main() -> None:
+        writes = GroupCommitter(store)
+        done, _ = await writes.accept(request(1))
+        waiting, _ = await writes.accept(request(2))
+        store.claim([done.id])
+        store.deliver([done.id], "turn-1")
+        outcomes = await asyncio.gather(
+            writes.claim([done.id]), writes.claim([waiting.id]), writes.accept(request(3)), return_exceptions=True
+        )
+        assert isinstance(outcomes[0], LedgerError) and "already finished" in str(outcomes[0])
+        assert outcomes[1] is None
+        assert isinstance(outcomes[2], tuple) and outcomes[2][1]
+        rows = {row.message_id: row.status for row in store.items()}
+        assert rows == {"m-1": "delivered", "m-2": "processing", "m-3": "queued"}
+
+    asyncio.run(main())
+
+
+def test_a_database_failure_reaches_every_caller(store: BrokerStore) -> None:
+    async def main() -> None:
+        writes = GroupCommitter(store)
+        store.database.connection.execute("PRAGMA query_only = ON")
+        try:
+            outcomes = await asyncio.gather(writes.accept(request(1)), writes.claim(["x"]), return_exceptions=True)
+        finally:
+            store.database.connection.execute("PRAGMA query_only = OFF")
+        assert all(isinstance(outcome, LedgerError | sqlite3.Error) for outcome in outcomes)
+        assert store.items() == []
+
+    asyncio.run(main())
+
+
+def test_moving_many_items_looks_each_up_by_its_primary_key(store: BrokerStore) -> None:
+    """With dozens of ids SQLite preferred the status index, walking every queued item per move."""
+    for n in range(300):
+        store.accept(
+            agent_id="worker", session_label="agent:worker", message_id=f"m-{n}", sender="user",
+            message={"content": "x"}, mode="followup",
+        )  # fmt: skip
+    ids = [item.id for item in store.items()][:100]
+    statements = traced(store)
+    store.claim(ids)
+    update = next(s for s in statements if s.startswith("UPDATE queue_items"))
+    conn = store.database.connection
+    conn.set_trace_callback(None)
+    template = update.split(" WHERE id IN (")[0] + " WHERE id IN (" + ", ".join("?" * 100) + ")"
+    template += " AND" + update.split(") AND", 1)[1]
+    plan = " ".join(str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + template, ids))
+    assert "sqlite_autoindex_queue_items_1" in plan and "queue_items_status" not in plan
+
+
+def test_an_accept_committed_now_waits_for_no_loop_iteration(store: BrokerStore) -> None:
+    async def main() -> None:
+        writes = GroupCommitter(store)
+        others: list[str] = []
+        asyncio.get_running_loop().call_soon(others.append, "a callback queued before it")
+        item, created = await writes.accept(request(1), now=True)
+        assert created and others == [] and store.get_item(item.id) is not None
+
+    asyncio.run(main())
+
+
+def test_an_accept_committed_now_never_overtakes_a_forming_group(store: BrokerStore) -> None:
+    async def main() -> None:
+        writes = GroupCommitter(store)
+        earlier = asyncio.get_running_loop().create_task(writes.accept(request(1)))
+        await asyncio.sleep(0)  # the earlier accept is submitted; its group flushes on the next iteration
+        statements = traced(store)
+        later, _ = await writes.accept(request(2), now=True)
+        assert earlier.done() and statements.count("BEGIN IMMEDIATE") == 1  # joined the group
+        assert [row.message_id for row in store.items()] == ["m-1", "m-2"]
+        assert later.id > (await earlier)[0].id
+
+    asyncio.run(main())
