@@ -1,4 +1,4 @@
-"""Agents Ledger benchmark: write_turn throughput, history() latency, bytes per message, and peers.
+"""Agents Ledger benchmark: write_turn throughput, history() latency, the engine's window, bytes per message, peers.
 
 Run:  .venv/bin/python bench/bench_ledger.py [--quick] [--peers] [--oai-python PYTHON]
 
@@ -31,7 +31,7 @@ from typing import Any
 
 import _machine
 
-from nexus.ledger import Ledger, _decode, _read
+from nexus.ledger import CompactionRecord, Ledger, _decode, _read
 from nexus.llm.types import AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
 
 WORDS = (
@@ -402,6 +402,7 @@ def main() -> None:
         oai = _peer_oai(tmp, args, counts)
         _report_writes(tmp, 1_000 if args.quick else 5_000, 3, oai)
         _report_history(tmp, depths, reps)
+        _report_window(tmp, depths, reps)
         _report_peers(tmp, oai, counts, reps=reps)
     print(_machine.load_line())
 
@@ -514,6 +515,73 @@ def _report_history(tmp: Path, depths: list[int], reps: int) -> None:
     t = time_history(forked, reps)
     cells = [f"{t.full:.2f}", "", f"{t.uncached:.2f}", f"{t.sql:.2f}", _stages(t), f"{t.open_ms:.2f}"]
     print(_row(f"{depth:,}, a fork every 100 turns on the path", f"{t.count:,}", *cells, "", "", "", ""))
+
+
+WINDOW_TOKENS = (128_000, 32_000)
+"""Context windows of the engine's load: ``history_window_chars`` = 2 windows x 4 chars per token."""
+
+COMPACT_EVERY, COMPACT_KEEP, COMPACT_AT = 500, 100, 250
+"""The compacted session: a compaction turn every 500 turns (~100k tokens of this content, a 128k window
+filling up), keeping the newest 100 turns (~20k tokens, the engine's ``keep_recent_tokens``); the first one
+at turn 250, so at 1,000 and 10,000 turns the last compaction is 250 turns back (mid-way, not just done)."""
+
+
+def build_compacted(db: Path, depth: int) -> None:
+    """A session of ``depth`` turns of peer content compacted the way the engine does it (see COMPACT_EVERY)."""
+    _fresh(db)
+    ledger = Ledger.open(db, message_cache=0)
+    ledger.create_session("s")
+    ids: list[str] = []
+    for i in range(depth):
+        q, r = peer_turn(i)
+        ids.append(ledger.write_turn(None, "s", query_messages=q, response_messages=r, model="gpt-4o"))
+        if i % COMPACT_EVERY == COMPACT_AT and i >= COMPACT_KEEP:
+            record = CompactionRecord(_text(4_000), ids[-1], ids[-COMPACT_KEEP], i, "gpt-4o-mini")
+            ids.append(ledger.write_turn(None, "s", compaction=record))
+    ledger.close()
+
+
+def _cold(db: Path, reps: int, max_chars: int | None) -> tuple[float, float, int]:
+    """Median wall and CPU ms of a fresh connection's first ``history()`` (bounded by ``max_chars``), messages."""
+    walls: list[float] = []
+    cpus: list[float] = []
+    count = 0
+    for _ in range(reps):
+        ledger = Ledger.open(db)
+        gc.collect()
+        start, cpu = time.perf_counter(), time.process_time()
+        result = ledger.history("s", max_chars=max_chars)
+        walls.append((time.perf_counter() - start) * 1000)
+        cpus.append((time.process_time() - cpu) * 1000)
+        count = len(result)
+        del result
+        ledger.close()
+    return _median(walls), _median(cpus), count
+
+
+def _report_window(tmp: Path, depths: list[int], reps: int) -> None:
+    """The engine's cold start: the whole history against the window the engine loads, and a compacted session."""
+    print("\n## The engine's cold start: history() on a fresh connection, whole vs the engine's window\n")
+    print("(window = `history(max_chars=)` with `history_window_chars`: 2 context windows x 4 chars/token;")
+    print(
+        f" compacted = a compaction every {COMPACT_EVERY} turns keeping {COMPACT_KEEP}, the last {COMPACT_AT} back)\n"
+    )
+    windows = [(f"window {w // 1000}k: messages, ms (CPU ms)", 2 * w * 4) for w in WINDOW_TOKENS]
+    print(_row("depth (turns)", "whole history: messages, ms (CPU ms)", *(w[0] for w in windows), "compacted session"))
+    print(_row(*["---"] * (3 + len(windows))))
+    for depth in depths:
+        db = tmp / f"w{depth}.db"
+        build(db, depth)  # its own copy: the history table's warm column added turns to h{depth}.db
+        cells = []
+        for max_chars in [None, *(w[1] for w in windows)]:
+            wall, cpu, count = _cold(db, reps, max_chars)
+            cells.append(f"{count:,}: {wall:.2f} ({cpu:.2f})")
+        compacted = tmp / f"c{depth}.db"
+        build_compacted(compacted, depth)
+        wall, cpu, count = _cold(compacted, reps, 2 * WINDOW_TOKENS[0] * 4)
+        target = TARGETS.get(depth)
+        mark = "" if target is None else f", target < {target:g}: {'met' if wall < target else 'missed'}"
+        print(_row(f"{depth:,}", *cells, f"{count:,}: {wall:.2f} ({cpu:.2f}){mark}"))
 
 
 def _stages(t: HistoryTimes) -> str:

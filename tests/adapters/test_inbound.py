@@ -21,6 +21,7 @@ import pytest
 
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
+from nexus.ledger.deliveries import DeliveryLog
 from nexus.testing import FakeProviderServer, FakeTelegram
 from nexus.testing.steps import echo
 
@@ -172,6 +173,12 @@ def test_two_chats_two_sessions_and_a_replayed_update_runs_once(
         assert "1 inbound message(s) queued, 1 already seen" in monitor.log.read_text()
 
     assert len(_items(isolated_env)) == 3  # the replayed update was recognised, not queued again
+    with Ledger.open(isolated_env / "agents.db") as ledger:  # each reply is recorded with its turn
+        records = DeliveryLog(ledger.database).recent(session_label="assistant~dm~telegram~42")
+    assert sorted((r.status, r.adapter, r.target["to"], r.path) for r in records) == [
+        ("delivered", "tg", "1001", "native"), ("delivered", "tg", "1001", "native"),
+    ]  # fmt: skip
+    assert all(r.turn_id for r in records)
     ada_turns = _completed_turns(isolated_env, "assistant~dm~telegram~42")
     assert sum("hello from ada" in text for text in ada_turns) == 1
     assert sum("second from ada" in text for text in ada_turns) == 1

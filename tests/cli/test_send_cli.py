@@ -10,6 +10,7 @@ from pathlib import Path
 from conftest import RunNexus
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
+from nexus.ledger.deliveries import DeliveryLog
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import text
 
@@ -127,14 +128,30 @@ def test_deliver_streams_the_reply_through_an_adapter(home: Path, server: FakePr
         config.write(f'[adapters.files.accounts.a]\nconfig = {{ path = "{out}" }}\n')
     server.script(text("Delivered words."))
     nexus("agents", "add", "coder")
-    result = nexus("send", "coder", "say it", "--wait", "--deliver", "files/a:me")
+    result = nexus("send", "coder", "say it", "--wait", "--deliver", "files/a:me", "--id", "d-1")
     assert result.returncode == 0, result.stderr
     assert result.stdout == "Delivered words.\n"
     assert "delivered to files/a:me" in result.stderr
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert "Delivered words." in json.dumps(lines)
+    with Ledger.open(home / "agents.db") as ledger:  # where the reply went is kept with the turn
+        (record,) = DeliveryLog(ledger.database).recent()
+        (item,) = BrokerStore(ledger.database).items()
+    assert (record.turn_id, record.status, record.path) == (item.turn_id, "delivered", "native")
+    assert record.message_ids == [lines[0]["message_id"]] and record.queue_item_id == item.id
+    history = nexus("sessions", "history", "agent:coder")
+    assert f"⇢ delivered to files/a:me (native); message ids: {lines[0]['message_id']}" in history.stdout
+    again = nexus("send", "coder", "say it", "--deliver", "files/a:me", "--id", "d-1")
+    assert again.returncode == 0 and "not delivered again" in again.stderr
+    assert len(out.read_text().splitlines()) == len(lines)  # nothing sent twice, nothing recorded twice
+    with Ledger.open(home / "agents.db") as ledger:
+        assert len(DeliveryLog(ledger.database).recent()) == 1
     bad = nexus("send", "coder", "x", "--deliver", "nowhere/a:me")
     assert bad.returncode == 2 and "no adapter named 'nowhere' (configured: files)" in bad.stderr
+    with (home / "nexus.toml").open("a", encoding="utf-8") as config:
+        config.write("[adapters.files.accounts.off]\nenabled = false\n")
+    disabled = nexus("send", "coder", "x", "--deliver", "files/off:me")
+    assert disabled.returncode == 2 and "files/off is disabled; enable it with nexus adapters enable" in disabled.stderr
     malformed = nexus("send", "coder", "x", "--deliver", "files-a-me")
     assert malformed.returncode == 2 and "expected NAME/ACCOUNT:TARGET" in malformed.stderr
 

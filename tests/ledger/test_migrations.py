@@ -158,3 +158,32 @@ def test_old_file_gains_the_system_prompts_table_and_engine_turns_are_auditable(
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT COUNT(*) FROM system_prompts").fetchone()[0] == 1  # stored once
     conn.close()
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_old_file_gains_the_deliveries_table_for_its_old_turns(tmp_path: Path, version: int) -> None:
+    # schema 8: where each reply went; an old file has none, and its old turns can get some
+    from nexus.ledger.deliveries import DeliveryLog, DeliveryRecord
+
+    path = tmp_path / "agents.db"
+    _restore(version, path)
+    with Ledger.open(path) as ledger:
+        old = ledger.turns("main")
+        log = DeliveryLog(ledger.database)
+        assert log.for_turns([t.id for t in old]) == {} and log.recent() == []
+        stored = log.record(
+            DeliveryRecord(
+                turn_id=old[-1].id, session_label="main", adapter="tg", account_id="bot",
+                target={"channel": "tg", "account_id": "bot", "to": "chat:1"}, path="native", status="partial",
+                started_at=1, completed_at=2, message_ids=["41", "42"], error="stream process exited", attempts=1,
+            )
+        )  # fmt: skip
+        assert log.for_turn(old[-1].id) == [stored] and stored.id
+        assert log.recent(session_label="main") == [stored] and log.recent(session_label="other") == []
+        with pytest.raises(sqlite3.IntegrityError):  # a delivery names a real turn (or none)
+            log.record(replace(stored, id="", turn_id="no-such-turn"))
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert conn.execute("SELECT message_ids_json, status FROM deliveries").fetchall() == [('["41","42"]', "partial")]
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()

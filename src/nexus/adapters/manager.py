@@ -270,6 +270,7 @@ class AdapterManager:
         result = DeliveryResult(False, error=DeliveryError("unknown", "not attempted"))
         for attempt in range(SEND_ATTEMPTS):
             result = await self._send_once(target, args)
+            result.attempts = attempt + 1
             error = result.error
             if result.success or error is None or not (error.retry or error.retry_after_ms is not None):
                 return result

@@ -133,6 +133,8 @@ class DeliveryResult:
     chunks_sent: int = 0
     total_chars: int | None = None
     error: DeliveryError | None = None
+    attempts: int = 1
+    """How many times ``send`` ran to get this result (retries included); not part of the wire form."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from nexus.broker._group_commit import GroupCommitter
 from nexus.broker._items import (
@@ -27,7 +28,7 @@ from nexus.broker._items import (
 )
 from nexus.broker._slot import AgentSlot, SessionSlot, SteerInFlight
 from nexus.broker.modes import QueueMode, QueueOverrides, QueueSettings, parse_mode, resolve_settings
-from nexus.broker.runner import AgentRunner, RunOutcome, RunRequest
+from nexus.broker.runner import AgentRunner, RunHandle, RunOutcome, RunRequest
 from nexus.broker.session_queue import AddOutcome, Batch, QueuedMessage
 from nexus.broker.sessions import session_label_for
 from nexus.broker.types import (
@@ -43,6 +44,10 @@ from nexus.broker.types import (
 )
 from nexus.ledger import new_ulid
 from nexus.ledger.broker_store import AcceptRequest, BrokerQueueItem, BrokerStore
+
+if TYPE_CHECKING:
+    from nexus.adapters.types import DeliveryTarget
+    from nexus.broker.execution import BrokerExecution
 
 log = logging.getLogger("nexus.broker")
 
@@ -325,6 +330,43 @@ class AgentBroker:
         receipt = run.steer(queued_message.prompt, item_id=queued_message.item_id, one_at_a_time=mode == "queue")
         session.steers.append(SteerInFlight(queued_message.item_id, receipt))
         return True
+
+    async def execute(
+        self,
+        message: AgentMessage,
+        queue_mode: str | None = None,
+        *,
+        target: DeliveryTarget | None = None,
+        commit_now: bool = False,
+    ) -> BrokerExecution:
+        """Send ``message`` and follow the run that consumes it: ``BrokerExecution{stream, result}`` (seed 004).
+
+        See :mod:`nexus.broker.execution`; ``target`` goes into the stream's ``stream_start``;
+        ``commit_now`` as for :meth:`send`.
+        """
+        from nexus.broker.execution import start_execution
+
+        slot = self._slot(message.to)
+        label = session_label_for(slot.agent_id, slot.identity.session_label, message.session)
+
+        def current_run() -> RunHandle | None:
+            session = slot.sessions.get(label)  # the message's session (created by send, maybe forgotten when idle)
+            return None if session is None else session.run
+
+        def waiter(item_id: str) -> asyncio.Future[SendAndWaitResult]:
+            future: asyncio.Future[SendAndWaitResult] = asyncio.get_running_loop().create_future()
+            slot.waiters[item_id] = future  # resolved when the item is finished, like send_and_wait's
+            return future
+
+        return await start_execution(
+            lambda: self.send(message, queue_mode, commit_now=commit_now),
+            self._runner,
+            label,
+            target=target,
+            current_run=current_run,
+            get_item=self._store.get_item,
+            waiter=waiter,
+        )
 
     async def send_and_wait(self, message: AgentMessage, timeout_ms: int | None = None) -> SendAndWaitResult:
         """Send, then wait until the turn that consumed the message ends (or ``timeout_ms`` passes)."""

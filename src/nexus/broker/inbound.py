@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
     from nexus.adapters.manager import AdapterManager
     from nexus.broker.broker import AgentBroker
+    from nexus.broker.delivery import Deliverer
     from nexus.broker.engine_runner import EngineRunHandle, EngineRunner
     from nexus.config import NexusConfig
     from nexus.config._adapters import AdapterConfig
@@ -267,3 +268,13 @@ def attach_inbound(
     inbound = InboundRouter(broker, manager, StreamRouter(manager), deliver=deliver)
     runner.on_run(inbound.on_run)
     return inbound
+
+
+def recorded_delivery(deliverer: Deliverer) -> ReplyDelivery:
+    """Reply delivery through ``deliverer``: each reply goes out like ``--deliver``'s and is recorded with its turn."""
+    from nexus.broker.execution import run_execution
+
+    def deliver(run: EngineRunHandle, target: DeliveryTarget) -> Awaitable[object]:
+        return deliverer.start(run_execution(run, target), target)  # subscribed now, from the runner's hook
+
+    return deliver

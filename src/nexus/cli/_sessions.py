@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from nexus.ledger import Ledger, Session, Turn
+    from nexus.ledger.deliveries import DeliveryRecord
     from nexus.llm.types import Message
 
 
@@ -151,10 +152,13 @@ def _show(ledger: Ledger, args: argparse.Namespace) -> int:
 
 
 def _history(ledger: Ledger, args: argparse.Namespace) -> int:
+    from nexus.ledger.deliveries import DeliveryLog
     from nexus.llm.serde import message_to_dict
 
     session = ledger.resolve_session(args.label)
-    for turn in ledger.turns(session.label):
+    turns = ledger.turns(session.label)
+    deliveries = DeliveryLog(ledger.database).for_turns([t.id for t in turns]) if not args.json else {}
+    for turn in turns:
         stored = ledger.messages(turn.id)
         if args.json:
             for item in stored:
@@ -163,8 +167,21 @@ def _history(ledger: Ledger, args: argparse.Namespace) -> int:
         print(_turn_header(turn))
         for item in stored:
             print(_render(item.message, raw=args.raw))
+        for record in deliveries.get(turn.id, []):
+            print(delivery_line(record))
         print()
     return 0
+
+
+def delivery_line(record: DeliveryRecord) -> str:
+    """One line per delivery under its turn: where the reply went, the outcome, the platform's message ids."""
+    to = record.target.get("to", "?")
+    thread = f"#{record.target['thread_id']}" if record.target.get("thread_id") else ""
+    where = f"{record.adapter}/{record.account_id}:{to}{thread} ({record.path})"
+    ids = f"; message ids: {', '.join(record.message_ids)}" if record.message_ids else ""
+    tries = f"; {record.attempts} send attempts" if record.attempts > 1 else ""
+    error = f": {record.error}" if record.error else ""
+    return f"  ⇢ {record.status} to {where}{ids}{tries}{error}"
 
 
 def _turn_header(turn: Turn) -> str:

@@ -45,11 +45,13 @@ def monitor_command(args: argparse.Namespace) -> int:
 
 
 async def _run(config: NexusConfig, ledger: Ledger) -> int:
+    from nexus.broker.delivery import Deliverer
     from nexus.broker.host import build_broker_and_runner, start_broker
-    from nexus.broker.inbound import attach_inbound
+    from nexus.broker.inbound import attach_inbound, recorded_delivery
 
     broker, runner = build_broker_and_runner(config, ledger)
-    inbound = attach_inbound(config, broker, runner)
+    deliverer = Deliverer.from_config(config, ledger)  # each reply is recorded with its turn
+    inbound = attach_inbound(config, broker, runner, deliver=recorded_delivery(deliverer))
     assert inbound is not None  # monitor_command checked that there are routes
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -72,6 +74,7 @@ async def _run(config: NexusConfig, ledger: Ledger) -> int:
         )
     finally:
         await broker.close()
+        await deliverer.close()
         await inbound.close()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)

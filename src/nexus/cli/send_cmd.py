@@ -20,8 +20,9 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from nexus.broker import AgentMessage
-    from nexus.broker.engine_runner import EngineRunHandle
+    from nexus.adapters.types import DeliveryTarget
+    from nexus.broker import AgentBroker, AgentMessage
+    from nexus.broker.execution import BrokerExecution
     from nexus.config import NexusConfig
     from nexus.ledger import Ledger
     from nexus.streaming.router import DeliveryReport
@@ -74,38 +75,63 @@ def drain_command(args: argparse.Namespace) -> int:
 
 async def _send(config: NexusConfig, ledger: Ledger, message: AgentMessage, mode: str | None, args: Any) -> int:
     from nexus.broker.host import broker_lock, running_broker
-    from nexus.cli._deliver import Delivery, LiveReply, parse_target
+    from nexus.cli._deliver import LiveReply, parse_target
 
-    delivery = Delivery(config, parse_target(args.deliver, config)) if getattr(args, "deliver", None) else None
+    target = parse_target(args.deliver, config) if getattr(args, "deliver", None) else None
     live = LiveReply(sys.stdout) if args.wait and not args.json else None  # the reply streams as it is written
-
-    def on_run(handle: EngineRunHandle) -> None:
-        for watcher in (delivery, live):
-            if watcher is not None:
-                watcher.runs.on_run(handle)
-
     with broker_lock(config) as held:
         if held:
-            async with running_broker(config, ledger, scope={message.to}, on_run=on_run) as broker:
-                receipt = await broker.send(message, mode)
+            report, delivering = None, target is not None
+            async with running_broker(config, ledger, scope={message.to}) as broker:
+                execution = await broker.execute(message, mode, target=target)
+                receipt = execution.receipt
                 _say_accepted(receipt.message_id, receipt.queue_item_id, receipt.duplicate, args)
-                for watcher in (delivery, live):
-                    if watcher is not None:
-                        watcher.runs.watch(receipt.queue_item_id)
-                await broker.wait_until_idle()
-                report = await delivery.finish() if delivery is not None else None
+                if live is not None:
+                    live.follow(execution.stream)
+                report = await _deliver_while_draining(config, ledger, broker, execution, target)
             if live is not None:
                 live.end()
             code = _report(ledger, receipt.queue_item_id, args, reply_shown=live is not None and live.printed)
-            return _delivery_outcome(report, code) if delivery is not None else code
-    if delivery is not None:
+            if delivering and receipt.duplicate:
+                print("nexus: already accepted earlier: its reply is not delivered again", file=sys.stderr)
+                return code
+            return _delivery_outcome(report, code) if delivering else code
+    if target is not None and not _server_runs(config):
         from nexus.errors import ConfigError
 
         raise ConfigError(
-            "--deliver needs the conversation to run in this process, but another process holds the broker lock "
-            "(a server or a drain); stop it, or deliver from that process"
+            "--deliver needs the conversation to run in this process or in a running nexus serve, but a drain holds "
+            "the broker lock; wait for it, or deliver from that process"
         )
     return await _send_to_running_broker(config, ledger, message, mode, args)
+
+
+async def _deliver_while_draining(
+    config: NexusConfig, ledger: Ledger, broker: AgentBroker, execution: BrokerExecution, target: DeliveryTarget | None
+) -> DeliveryReport | None:
+    """Drain until idle, delivering the execution to ``target`` (``None`` when no run here consumed the message)."""
+    from nexus.broker.delivery import Deliverer
+
+    delivering = target is not None and not execution.receipt.duplicate  # a duplicate's turn ran before
+    deliverer = Deliverer.from_config(config, ledger) if delivering else None
+    try:
+        task = deliverer.start(execution, target) if deliverer is not None and target is not None else None
+        await broker.wait_until_idle()
+        if task is None:
+            return None
+        if not execution.stream.started and not execution.result.done():  # no run here consumed it
+            task.cancel()
+            return None
+        return await task
+    finally:
+        if deliverer is not None:
+            await deliverer.close()
+
+
+def _server_runs(config: NexusConfig) -> bool:
+    from nexus.server.discovery import find_server
+
+    return find_server(config) is not None
 
 
 def _delivery_outcome(report: DeliveryReport | None, code: int) -> int:
@@ -140,10 +166,15 @@ async def _send_to_running_broker(
         from nexus.server.client import call_server
 
         body = {"content": message.content, "mode": mode, "id": message.id, "from": message.from_}
+        if getattr(args, "deliver", None):
+            body["deliver"] = args.deliver  # the server streams the reply to the adapter and records it
         sent = call_server(server, "POST", f"/v1/agents/{message.to}/messages", body)
         item_id, duplicate = str(sent["queue_item_id"]), bool(sent["duplicate"])
         _say_accepted(message.id, item_id, duplicate, args)
         print(f"nexus: sent to the running nexus serve (pid {server.pid})", file=sys.stderr)
+        if sent.get("deliver"):
+            print(f"nexus: the server delivers the reply to {args.deliver} (see nexus sessions history)",
+                  file=sys.stderr)  # fmt: skip
     else:
         item_id = _accept_for_other_process(config, store, message, mode, args)
     if not args.wait:

@@ -161,17 +161,21 @@ def ancestry(conn: sqlite3.Connection, turn_id: str) -> list[str]:
     return out
 
 
-def path_turns(conn: sqlite3.Connection, turn_id: str) -> list[Turn]:
-    """Full :class:`Turn` records from the root to ``turn_id``."""
+def path_turns(conn: sqlite3.Connection, turn_id: str, limit: int | None = None) -> list[Turn]:
+    """Full :class:`Turn` records from the root to ``turn_id``; with ``limit``, only the newest ``limit`` of them."""
     seg, seq, _ = turn_position(conn, turn_id)
+    left = -1 if limit is None else limit  # SQLite's LIMIT -1: no limit
     out: list[Turn] = []
-    for rseg, lo, hi in path_ranges(conn, seg, seq):
+    for rseg, lo, hi in reversed(path_ranges(conn, seg, seq)):
+        if left == 0:
+            break
         rows = conn.execute(
-            f"SELECT {TURN_COLUMNS} FROM turns WHERE segment_id = ? AND seq BETWEEN ? AND ? ORDER BY seq",
-            (rseg, lo, hi),
-        )
+            f"SELECT {TURN_COLUMNS} FROM turns WHERE segment_id = ? AND seq BETWEEN ? AND ? ORDER BY seq DESC LIMIT ?",
+            (rseg, lo, hi, left),
+        ).fetchall()
         out.extend(turn_from_row(r) for r in rows)
-    return out
+        left = -1 if limit is None else left - len(rows)
+    return out[::-1]
 
 
 def children(conn: sqlite3.Connection, turn_id: str) -> list[Turn]:

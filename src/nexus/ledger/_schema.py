@@ -318,7 +318,34 @@ its SHA-256 (``turns.system_prompt_hash`` points here); the assembly metadata go
 message's ``context_json`` and its origin into ``messages.source`` (both columns exist since version 1,
 and were left NULL by the engine until this version)."""
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _BROKER, _PROMPTS)
+_DELIVERIES = """
+CREATE TABLE deliveries (
+  id TEXT PRIMARY KEY,
+  turn_id TEXT REFERENCES turns(id),
+  queue_item_id TEXT,
+  session_label TEXT NOT NULL,
+  run_id TEXT,
+  adapter TEXT NOT NULL,
+  account_id TEXT NOT NULL,
+  target_json TEXT NOT NULL,
+  path TEXT NOT NULL,
+  status TEXT NOT NULL CHECK (status IN ('delivered', 'partial', 'failed')),
+  message_ids_json TEXT NOT NULL DEFAULT '[]',
+  error TEXT,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  blocks_sent INTEGER NOT NULL DEFAULT 0,
+  started_at INTEGER NOT NULL,
+  completed_at INTEGER NOT NULL
+);
+CREATE INDEX deliveries_turn ON deliveries(turn_id) WHERE turn_id IS NOT NULL;
+CREATE INDEX deliveries_session ON deliveries(session_label, completed_at);
+"""
+"""Where a reply went (seed 004): one row per delivery of a run to an adapter target, written when the
+delivery ends and after its turn (a turn never waits on an adapter): the adapter/account, the target,
+the path (``native | blocks | none``), ``delivered | partial | failed``, the platform's message ids, the
+error and how many ``send`` calls it took. ``turn_id`` is NULL when the run wrote no turn."""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _BROKER, _PROMPTS, _DELIVERIES)
 """Migration ``i`` takes a database from ``user_version`` i to i+1. Append only; never edit a shipped one."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

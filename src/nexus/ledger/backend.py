@@ -173,20 +173,23 @@ class LedgerBackend(Protocol):
         """The session's head turn, or ``None`` for an empty session."""
         ...
 
-    def history(self, session_label: str) -> list[Message]:
-        """The messages to send to the model next (compaction summary first, if any)."""
+    def history(self, session_label: str, *, max_chars: int | None = None) -> list[Message]:
+        """The messages to send to the model next (compaction summary first, if any).
+
+        ``max_chars``: only the newest whole turns whose stored bodies hold at least that many characters.
+        """
         ...
 
-    def history_at(self, turn_id: str) -> list[Message]:
-        """The history as it would be with ``turn_id`` as head (an open turn raises ``TurnStateError``)."""
+    def history_at(self, turn_id: str, *, max_chars: int | None = None) -> list[Message]:
+        """The history with ``turn_id`` as head (an open turn raises ``TurnStateError``); ``max_chars`` as above."""
         ...
 
     def ancestry(self, turn_id: str) -> list[str]:
         """Turn ids from the root to ``turn_id`` inclusive."""
         ...
 
-    def turns(self, session_label: str) -> list[Turn]:
-        """The turns of a session's history, root first."""
+    def turns(self, session_label: str, *, limit: int | None = None) -> list[Turn]:
+        """The turns of a session's history, root first; with ``limit``, only the newest ``limit`` of them."""
         ...
 
     def get_turn(self, turn_id: str) -> Turn:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nexus.ledger import _crash, _prompts, _queue, _read, _rescue, _sessions, _turns
+from nexus.ledger import _crash, _prompts, _queue, _read, _rescue, _sessions, _turns, _window
 from nexus.ledger._decode import gc_paused
 from nexus.ledger._rows import fetch_session, fetch_turn, turn_position
 from nexus.ledger._sessions import NewSession
@@ -69,6 +69,7 @@ class Ledger:
     def __init__(self, db: Database, *, message_cache: int = DEFAULT_MESSAGE_CACHE) -> None:
         self._db = db
         self._cache = _read.MessageCache(message_cache) if message_cache > 0 else None
+        self._windows = _window.WindowCache(message_cache) if message_cache > 0 else None
 
     @classmethod
     def open(
@@ -394,12 +395,19 @@ class Ledger:
 
         return self._db.read(run)
 
-    def history(self, session_label: str) -> list[Message]:
-        """The messages to send to the model next (compaction summary first, if any)."""
+    def history(self, session_label: str, *, max_chars: int | None = None) -> list[Message]:
+        """The messages to send to the model next (compaction summary first, if any).
+
+        ``max_chars`` bounds it to a window: only the newest whole turns whose stored message bodies
+        hold at least that many characters (or all of them, if fewer) follow the summary. The cost
+        is then that of the window, however long the ancestry (docs/ledger.md "The engine's window").
+        """
 
         def run(conn: Any) -> list[Message]:
             row = conn.execute("SELECT thread_id FROM sessions WHERE label = ?", (session_label,)).fetchone()
             head = row[0] if row is not None else _sessions.resolve(conn, session_label).thread_id
+            if max_chars is not None:
+                return _window.history_window(conn, head, max_chars, self._windows)
             if self._cache is not None:
                 return _read.history_cached(conn, head, self._cache)
             return _read.history(conn, head)
@@ -407,8 +415,8 @@ class Ledger:
         with gc_paused():  # the row tuples of a long history would trigger full collections
             return self._db.read(run)
 
-    def history_at(self, turn_id: str) -> list[Message]:
-        """The history as it would be with ``turn_id`` as head (any closed turn).
+    def history_at(self, turn_id: str, *, max_chars: int | None = None) -> list[Message]:
+        """The history as it would be with ``turn_id`` as head (any closed turn); ``max_chars`` as in :meth:`history`.
 
         An open turn raises ``TurnStateError``: it is in no history until it is closed (and
         its half-written rows must never reach the message cache).
@@ -416,6 +424,8 @@ class Ledger:
 
         def run(conn: Any) -> list[Message]:
             _check_closed(conn, turn_id)
+            if max_chars is not None:
+                return _window.history_window(conn, turn_id, max_chars, self._windows)
             if self._cache is not None:
                 return _read.history_cached(conn, turn_id, self._cache)
             return _read.history(conn, turn_id)
@@ -427,12 +437,14 @@ class Ledger:
         """Turn ids from the root to ``turn_id`` inclusive."""
         return self._db.read(lambda c: _read.ancestry(c, turn_id))
 
-    def turns(self, session_label: str) -> list[Turn]:
-        """The turns of a session's history, root first."""
+    def turns(self, session_label: str, *, limit: int | None = None) -> list[Turn]:
+        """The turns of a session's history, root first; with ``limit``, only the newest ``limit`` of them."""
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit must be zero or more, got {limit}")
 
         def run(conn: Any) -> list[Turn]:
             head = _sessions.resolve(conn, session_label).thread_id
-            return [] if head is None else _read.path_turns(conn, head)
+            return [] if head is None else _read.path_turns(conn, head, limit)
 
         return self._db.read(run)
 

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from nexus.broker.types import MAX_CONTENT_CHARS
+from nexus.server._deliver import DELIVER_DESCRIPTION, DeliverTo, delivery_target, send_and_deliver
 from nexus.server._errors import ApiError
 from nexus.server._state import ServerState
 
@@ -31,6 +32,7 @@ class MessageRequest(BaseModel):
     )
     id: str | None = Field(default=None, min_length=1, max_length=200, description="makes sending idempotent")
     from_: str | None = Field(default=None, alias="from", min_length=1, max_length=64)
+    deliver: DeliverTo | str | None = Field(default=None, description=DELIVER_DESCRIPTION)
 
     @field_validator("content")
     @classmethod
@@ -101,20 +103,35 @@ def ensure_in_broker(state: ServerState, agent_id: str) -> None:
 
 
 async def accept_message(
-    state: ServerState, agent_id: str, content: str, *, mode: str | None, message_id: str | None, sender: str
+    state: ServerState,
+    agent_id: str,
+    content: str,
+    *,
+    mode: str | None,
+    message_id: str | None,
+    sender: str,
+    deliver: DeliverTo | str | None = None,
 ) -> dict[str, Any]:
-    """Accept one message durably (the broker's ``send`` when it runs here) and say which queue item holds it."""
+    """Accept one message durably (the broker's ``send`` when it runs here) and say which queue item holds it.
+
+    With ``deliver``, the reply of the run that consumes it also goes to that adapter target."""
     from nexus.broker import AgentMessage, new_message_id
 
     _check_names(state, agent_id, sender)
+    target = None if deliver is None else delivery_target(state, deliver)
     message = AgentMessage(id=message_id or new_message_id(), from_=sender, to=agent_id, content=content)
     if state.broker is not None:
         ensure_in_broker(state, agent_id)
-        receipt = await state.broker.send(message, mode, commit_now=True)  # the 202 waits behind no run
-        return {
+        delivering = None
+        if target is not None:
+            receipt, delivering = await send_and_deliver(state, message, mode, target)
+        else:
+            receipt = await state.broker.send(message, mode, commit_now=True)  # the 202 waits behind no run
+        answer = {
             "message_id": receipt.message_id, "queue_item_id": receipt.queue_item_id,
             "duplicate": receipt.duplicate, "steered": receipt.steered,
         }  # fmt: skip
+        return answer if target is None else {**answer, "deliver": delivering}
     return _accept_for_other_process(state, message, mode)
 
 
@@ -139,8 +156,9 @@ def _accept_for_other_process(state: ServerState, message: Any, mode: str | None
 )
 async def send_message(request: Request, agent_id: str, body: MessageRequest) -> Any:
     return await accept_message(
-        _state(request), agent_id, body.content, mode=body.mode, message_id=body.id, sender=body.from_ or "user"
-    )
+        _state(request), agent_id, body.content, mode=body.mode, message_id=body.id, sender=body.from_ or "user",
+        deliver=body.deliver,
+    )  # fmt: skip
 
 
 @router.post("/agents/{agent_id}/interrupt", status_code=202, summary="Abort the agent's run, then run this message")

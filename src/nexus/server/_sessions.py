@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,6 +12,7 @@ from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from nexus.ledger import Ledger
 from nexus.server._errors import ApiError
 from nexus.server._state import ServerState
 from nexus.server._views import message_view, session_view, tool_call_view, turn_view
@@ -58,9 +60,13 @@ def session_history(request: Request, label: str) -> Any:
     ledger = _state(request).ledger
     session = ledger.resolve_session(label)
     turns = ledger.turns(session.label)
+    sent = _deliveries(ledger, [t.id for t in turns])
     return {
         "label": session.label,
-        "turns": [{**turn_view(t), "messages": [message_view(m) for m in ledger.messages(t.id)]} for t in turns],
+        "turns": [
+            {**turn_view(t), "messages": [message_view(m) for m in ledger.messages(t.id)], "deliveries": sent(t.id)}
+            for t in turns
+        ],
     }
 
 
@@ -74,15 +80,19 @@ def session_tree(request: Request, label: str) -> Any:
         if other.thread_id:
             heads.setdefault(other.thread_id, []).append(other.label)
     path = {t.id for t in ledger.turns(session.label)}
+    sent = _deliveries(ledger, [t.id for t in turns])
     return {
         "label": session.label,
         "head_turn_id": session.thread_id,
         "truncated": truncated,
-        "turns": [{**turn_view(t), "on_path": t.id in path, "heads_of": heads.get(t.id, [])} for t in turns],
+        "turns": [
+            {**turn_view(t), "on_path": t.id in path, "heads_of": heads.get(t.id, []), "deliveries": sent(t.id)}
+            for t in turns
+        ],
     }
 
 
-@router.get("/turns/{turn_id}", summary="One turn: its messages, tool calls, tokens and cost")
+@router.get("/turns/{turn_id}", summary="One turn: its messages, tool calls, tokens, cost and where its reply went")
 def show_turn(request: Request, turn_id: str) -> Any:
     ledger = _state(request).ledger
     turn = ledger.get_turn(turn_id)
@@ -90,6 +100,7 @@ def show_turn(request: Request, turn_id: str) -> Any:
         **turn_view(turn),
         "messages": [message_view(m) for m in ledger.messages(turn.id)],
         "tool_calls": [tool_call_view(c) for c in ledger.tool_calls(turn.id)],
+        "deliveries": _deliveries(ledger, [turn.id])(turn.id),
     }
 
 
@@ -139,6 +150,14 @@ def import_session(
         "messages": result.messages,
         "compactions": result.compactions,
     }
+
+
+def _deliveries(ledger: Ledger, turn_ids: list[str]) -> Callable[[str], list[dict[str, Any]]]:
+    """Where the replies of these turns went (one query): turn id → its ``deliveries`` rows as JSON."""
+    from nexus.ledger.deliveries import DeliveryLog
+
+    found = DeliveryLog(ledger.database).for_turns(turn_ids)
+    return lambda turn_id: [record.to_json() for record in found.get(turn_id, [])]
 
 
 def _safe_filename(label: str) -> str:

@@ -11,6 +11,7 @@ from nexus.server._event_hub import EventHub
 
 if TYPE_CHECKING:
     from nexus.broker import AgentBroker
+    from nexus.broker.delivery import Deliverer
     from nexus.broker.engine_runner import EngineRunner
 
 
@@ -23,6 +24,7 @@ class ServerState:
     ``broker`` and ``runner`` are set when the broker drains in this process (``nexus serve``):
     then messages go through it (steering, interrupts, live state) and the OpenAI facade can run
     turns. Without them the API still accepts messages durably for whichever process drains.
+    ``deliverer`` (with the broker) sends replies to adapter targets (``deliver`` on a message).
     """
 
     ledger: Ledger
@@ -31,3 +33,5 @@ class ServerState:
     events: EventHub | None = None
     broker: AgentBroker | None = None
     runner: EngineRunner | None = None
+    deliverer: Deliverer | None = None
+    """Delivers replies to chat adapters (``deliver`` on messages) and records them; set with the broker."""

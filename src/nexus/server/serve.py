@@ -83,14 +83,17 @@ def settle_heap() -> None:
 async def _serve(
     config: NexusConfig, ledger: Ledger, settings: ServerConfig, *, stream_fn: StreamFn | None = None
 ) -> int:
+    from nexus.broker.delivery import Deliverer
     from nexus.broker.host import build_broker_and_runner, start_broker
-    from nexus.broker.inbound import attach_inbound
+    from nexus.broker.inbound import attach_inbound, recorded_delivery
     from nexus.server._event_hub import EventHub
     from nexus.server._state import ServerState
     from nexus.server.app import create_app
 
     broker, runner = build_broker_and_runner(config, ledger, stream_fn=stream_fn)
-    inbound = attach_inbound(config, broker, runner)  # chat messages in, replies out (docs/adapters.md)
+    deliverer = Deliverer.from_config(config, ledger)  # replies with `deliver` go to adapters, recorded per turn
+    # chat messages in, replies out through the same deliverer (docs/adapters.md)
+    inbound = attach_inbound(config, broker, runner, deliver=recorded_delivery(deliverer))
     loop = asyncio.get_running_loop()
     server: NexusUvicorn | None = None
     stopping: list[asyncio.Task[None]] = []
@@ -112,7 +115,7 @@ async def _serve(
         await start_broker(config, broker)
         if inbound is not None:
             inbound.start()
-        state = ServerState(ledger, _store(ledger), broker=broker, runner=runner)
+        state = ServerState(ledger, _store(ledger), broker=broker, runner=runner, deliverer=deliverer)
         app = create_app(state, settings)
         hub = state.events
         if hub is not None:  # every run, live on its session's event stream
@@ -132,8 +135,9 @@ async def _serve(
         return await _listen(config, server, settings)
     finally:
         await _stop_runs(broker)
+        await deliverer.close()  # runs are aborted: deliveries end, are recorded, adapters stop
         if inbound is not None:
-            await inbound.close()
+            await inbound.close()  # the monitors stop
         remove_server_file(config)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)

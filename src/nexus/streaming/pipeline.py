@@ -46,6 +46,8 @@ class PipelineReport:
     error: str | None = None
     stream_error: str | None = None
     delays: list[float] = field(default_factory=list)
+    attempts: int = 0
+    """``send`` calls made, retries included (an adapter's ``retry_after_ms`` answer counts)."""
 
     @property
     def ok(self) -> bool:
@@ -175,6 +177,7 @@ class BlockPipeline:
                 result = DeliveryResult(False, error=None)
                 self.report.error = f"send failed: {exc}"
             index += 1
+            self.report.attempts += result.attempts
             if result.success:
                 self.report.blocks_sent += 1
                 self.report.message_ids.extend(result.message_ids)

@@ -47,6 +47,7 @@ from nexus.streaming.settings import block_settings
 log = logging.getLogger("nexus.streaming")
 
 DeliveryPath = Literal["native", "blocks", "none"]
+DeliveryStatus = Literal["delivered", "partial", "failed"]
 FINISH_TIMEOUT_S = 30.0
 _BATCH = 256
 
@@ -63,6 +64,15 @@ class DeliveryReport:
     events: int = 0
     error: str | None = None
     partial: bool = False
+    attempts: int = 0
+    """``send`` calls on the block path (retries included); 1 for a native delivery that reached its process."""
+
+    @property
+    def status(self) -> DeliveryStatus:
+        """``delivered``, ``partial`` (some text reached the user before it failed) or ``failed``."""
+        if self.ok:
+            return "delivered"
+        return "partial" if self.partial else "failed"
 
     def failed(self, error: str, partial: bool) -> DeliveryReport:
         if self.ok or self.error is None:
@@ -176,7 +186,13 @@ class StreamRouter:
         pipeline = BlockPipeline(settings, send, clock=self.clock, rng=self.rng)
         outcome = await pipeline.run(framed)
         await _drain(framed)
-        report = DeliveryReport(target, "blocks", message_ids=outcome.message_ids, blocks_sent=outcome.blocks_sent)
+        report = DeliveryReport(
+            target,
+            "blocks",
+            message_ids=outcome.message_ids,
+            blocks_sent=outcome.blocks_sent,
+            attempts=outcome.attempts,
+        )
         if outcome.error is not None:
             report.failed(outcome.error, partial=outcome.blocks_sent > 0)
         elif outcome.stream_error is not None:
@@ -191,7 +207,9 @@ class StreamRouter:
         try:
             process = await self.manager.stream_process(target.channel, target.account_id)
             async with process.delivery() as delivery:
+                report.attempts = 1
                 written_text = await _write_all(delivery, buffer, ready, report)
+                report.message_ids = delivery.message_ids  # also on failure: what the user already sees
                 if delivery.dead:
                     return report.failed(delivery.error or "the stream process went away", partial=written_text)
                 try:
@@ -203,7 +221,6 @@ class StreamRouter:
                         f"{self.finish_timeout_s:g} s; restarting it"
                     )
                     return report.failed(error, partial=written_text or delivery.shown)
-                report.message_ids = list(delivery.message_ids)
                 if delivery.error is not None:
                     return report.failed(delivery.error, partial=delivery.shown or written_text)
                 return report

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from nexus.engine.types import TokenBudget, budget_reserves
+from nexus.llm.tokens import CHARS_PER_TOKEN, estimate_tool_tokens
 from nexus.llm.tokens import estimate_message_tokens as estimate_message_tokens
 from nexus.llm.tokens import estimate_text_tokens as estimate_text_tokens
-from nexus.llm.tokens import estimate_tool_tokens
 from nexus.llm.types import AssistantMessage, Message, Model
 
 if TYPE_CHECKING:
@@ -99,3 +99,28 @@ def compute_budget(
 def should_compact(budget: TokenBudget) -> bool:
     """Proactive trigger: compact before calling when the prompt eats into the reserves."""
     return budget.remaining < 0
+
+
+HISTORY_WINDOWS = 2
+"""How many context windows of history the engine loads (see :func:`history_window_chars`)."""
+
+
+def history_window_chars(model: Model) -> int:
+    """Characters of stored history a run of ``model`` loads: two context windows' worth (chars/4).
+
+    Nothing older can matter to the run: the model is sent at most one window, and a compaction's
+    summariser reads at most one window of transcript before the kept messages (it drops the oldest
+    part of a longer one). Counting by stored body characters, which are at least the characters the
+    estimator counts for text (JSON adds keys and escapes), the two windows hold at least a window of
+    estimated tokens, so a history too long for the model is still too long loaded, and is compacted.
+    Sessions the engine writes are compacted whenever their context fills, so their history after the
+    latest compaction is about a window and this bound rarely cuts it; it bounds a never-compacted
+    session (an import, a bigger model before) to what the window holds instead of its whole ancestry.
+    """
+    if model.context_window <= 0:  # an unknown window bounds nothing: the whole history, as before
+        return UNBOUNDED_CHARS
+    return HISTORY_WINDOWS * model.context_window * CHARS_PER_TOKEN
+
+
+UNBOUNDED_CHARS = 1 << 62
+"""A ``max_chars`` no history reaches."""

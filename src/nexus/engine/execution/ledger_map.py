@@ -17,7 +17,7 @@ from nexus.engine.types import AgentError, AgentResult, AssembledContext, Compac
 from nexus.llm.types import Message, ToolResultMessage
 
 if TYPE_CHECKING:
-    from nexus.ledger import CompactionRecord, Ledger
+    from nexus.ledger import CompactionRecord, Ledger, Turn
 
 log = logging.getLogger("nexus.engine")
 
@@ -59,18 +59,29 @@ def history_turn_ids(ledger: Ledger, session_label: str, history: Sequence[Messa
     """The turn each message of ``history`` (as ``ledger.history`` returned it) belongs to.
 
     A leading compaction summary maps to ``""``. Computed from the turns' message counts,
-    walking back from the head, so it costs one query (only done when a run compacts).
+    walking back from the head over the newest turns only (a turn holds at least one message,
+    so as many turns as messages cover the history; only done when a run compacts). ``history``
+    may be a window: its messages are still the newest whole turns.
     """
     offset = 1 if history and _is_summary(history[0]) else 0
-    owners = [""] * len(history)
-    index = len(history)
-    for turn in reversed(ledger.turns(session_label)):
+    wanted = len(history) - offset
+    owners, covered = _owners(ledger.turns(session_label, limit=wanted), len(history), offset)
+    if not covered:  # turns without messages (bare compactions) were among the newest: walk them all
+        owners, _ = _owners(ledger.turns(session_label), len(history), offset)
+    return owners
+
+
+def _owners(turns: Sequence[Turn], size: int, offset: int) -> tuple[list[str], bool]:
+    """Owners of the ``size`` history messages from ``turns`` (root first), and whether they covered all."""
+    owners = [""] * size
+    index = size
+    for turn in reversed(turns):
         if index <= offset:
             break
         count = min(turn.message_count, index - offset)
         owners[index - count : index] = [turn.id] * count
         index -= count
-    return owners
+    return owners, index <= offset
 
 
 def _is_summary(message: Message) -> bool:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
 
-from nexus.engine.assembly.budget import estimate_tokens
+from nexus.engine.assembly.budget import estimate_tokens, history_window_chars
 from nexus.engine.assembly.compaction import compact
 from nexus.engine.types import CompactionEndEvent, CompactionResult, CompactionStartEvent, EngineEvent
 
@@ -174,7 +174,7 @@ async def _compact_locked(
         if on_event is not None:
             on_event(event)
 
-    history = env.ledger.history(label)
+    history = env.ledger.history(label, max_chars=history_window_chars(model))  # what a run would load
     previous = stored_summary(history)
     offset = 0 if previous is None else 1
     messages = history[offset:]

@@ -317,7 +317,10 @@ class EngineEnv:
         scaffold_workspace(self.config.workspace_path)  # the tools need the directory to exist
         label = self.ledger.ensure_session(session).label
         head = self.ledger.head(label)
-        history = self.ledger.history_at(head.id) if head is not None else []
+        from nexus.engine.assembly.budget import history_window_chars
+
+        window = history_window_chars(chosen)  # the window, not the whole ancestry (docs/ledger.md)
+        history = self.ledger.history_at(head.id, max_chars=window) if head is not None else []
         if event is None:
             event = EventContext(timezone=timezone or "UTC", channel=channel)
         from nexus.config import prompt_profile

@@ -1,0 +1,51 @@
+"""``nexus send --deliver`` to a running ``nexus serve`` (real processes): the server delivers and records it."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from nexus.ledger import Ledger
+from nexus.ledger.deliveries import DeliveryLog
+from nexus.testing import FakeProviderServer
+from nexus.testing.steps import echo
+
+from .test_serve_process import _nexus, _serving, _stop, _write_config
+
+pytestmark = pytest.mark.slow  # real processes: a few seconds
+
+
+def test_send_deliver_goes_through_the_running_server_and_history_shows_where_the_reply_went(
+    isolated_env: Path,
+) -> None:
+    out = isolated_env / "out.jsonl"
+    with FakeProviderServer(default=echo) as provider:
+        _write_config(isolated_env, provider)
+        with (isolated_env / "nexus.toml").open("a", encoding="utf-8") as config:
+            config.write(
+                f'\n[adapters.files]\nbuiltin = "jsonl"\n[adapters.files.accounts.a]\nconfig = {{ path = "{out}" }}\n'
+            )
+        assert _nexus(isolated_env, "agents", "add", "coder").returncode == 0
+        with _serving(isolated_env) as (process, _):
+            sent = _nexus(isolated_env, "send", "coder", "ping via adapter", "--deliver", "files/a:chat:5", "--wait")
+            assert sent.returncode == 0, sent.stderr
+            assert "the server delivers the reply to files/a:chat:5" in sent.stderr
+            deadline = time.monotonic() + 30
+            while not out.exists() or not out.read_text().strip():
+                assert time.monotonic() < deadline, "the adapter got nothing"
+                time.sleep(0.05)
+            bad = _nexus(isolated_env, "send", "coder", "x", "--deliver", "files/zzz:chat:5")
+            assert bad.returncode == 2 and "has no account 'zzz'" in bad.stderr
+            stderr = _stop(process)  # waits for the delivery to be recorded, stops the adapter
+        assert "Traceback" not in stderr
+        history = _nexus(isolated_env, "sessions", "history", "agent:coder")
+    (written,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert "ping via adapter" in written["text"] and written["target"]["to"] == "chat:5"
+    with Ledger.open(isolated_env / "agents.db") as ledger:
+        (record,) = DeliveryLog(ledger.database).recent()
+    assert record.status == "delivered" and record.message_ids == [written["message_id"]]
+    assert history.returncode == 0, history.stderr
+    assert f"⇢ delivered to files/a:chat:5 (native); message ids: {written['message_id']}" in history.stdout
