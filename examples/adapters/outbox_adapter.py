@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 import uuid
 
@@ -81,10 +82,22 @@ def cmd_send(args):
     return 0
 
 
+def exit_when_stdin_closes():
+    """Nexus keeps a monitor's stdin open; EOF means it stopped or died: stop watching (no orphan)."""
+
+    def watch():
+        while sys.stdin.buffer.read(65536):
+            pass
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def cmd_monitor(args):
     inbox = context()["config"].get("inbox")
     position = 0
-    while True:  # Nexus stops a monitor with SIGTERM
+    exit_when_stdin_closes()
+    while True:  # Nexus stops a monitor with SIGTERM (or by closing its stdin, if it died)
         if inbox and os.path.exists(inbox):
             with open(inbox, encoding="utf-8") as handle:
                 handle.seek(position)

@@ -93,3 +93,19 @@ async def test_status_and_list(ledger: Ledger) -> None:
     listed = json.loads(text(await call(tools["list_agents"], {})))
     assert [a["agentId"] for a in listed] == ["manager", "worker"]
     await broker.close()
+
+
+async def test_a_later_reply_returns_to_the_chat_session_the_manager_asked_from(ledger: Ledger) -> None:
+    broker, runner, _ = await setup(ledger)
+    runner.auto_finish = True
+    chat = {"channel": "tg", "account_id": "bot", "to": "1001", "reply_to_id": "77"}
+    caller = CallerContext("manager", "conv-2", session="dm:telegram:42", deliver_to=chat)
+    tools = {t.name: t for t in agent_tools(broker, caller)}
+    sent = await call(tools["send_message_to_agent"], {"to": "worker", "content": "look into it"})
+    assert not sent.is_error
+    assert await broker.wait_for_idle("worker", timeout_ms=2000)
+    assert await broker.wait_for_idle("manager", timeout_ms=2000)
+    [answer] = [run.request for run in runner.runs if run.request.agent_id == "manager"]
+    assert answer.session_key == "dm:telegram:42" and answer.session_label == "manager~dm~telegram~42"
+    assert answer.deliver_to == chat  # the manager's answer goes to the chat it was asked from
+    await broker.close()

@@ -1,6 +1,7 @@
 """The durability promise under real crashes: SIGKILL a draining broker at random moments, restart it.
 
-1,000 messages over 50 agents (followup, steer, collect and interrupt) are accepted; then
+1,000 messages over 50 agents (followup, steer, collect and interrupt) are accepted — a third of
+them in per-sender sessions of their agent (``dm:test:<n>``), each its own queue and run; then
 ``nexus queue drain`` is started and SIGKILLed at a random moment, 100 times, and finally
 run to the end. Afterwards every accepted message must be accounted for:
 
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from nexus.broker.sessions import session_label_for
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import AcceptRequest, BrokerStore
 from nexus.testing import FakeProviderServer
@@ -61,9 +63,19 @@ def _accept_all(home: Path) -> None:
         for n in range(MESSAGES):
             agent = f"a{n % AGENTS:02d}"
             content = f"msg-{n:05d}: please handle task {n}"
-            body = {"id": f"m{n}", "from": "user", "to": agent, "content": content}
-            requests.append(AcceptRequest(agent, f"agent:{agent}", f"m{n}", "user", body, rng.choice(MODES)))
+            body: dict[str, object] = {"id": f"m{n}", "from": "user", "to": agent, "content": content}
+            key = _session_key(n)
+            if key is not None:
+                body["session"] = key
+            label = session_label_for(agent, f"agent:{agent}", key)
+            mode = rng.choice(MODES)
+            requests.append(AcceptRequest(agent, label, f"m{n}", "user", body, mode, session_key=key))
         store.accept_many(requests)
+
+
+def _session_key(n: int) -> str | None:
+    """A third of the messages come from one of 3 chat senders of their agent."""
+    return f"dm:test:{n % 7 % 3}" if n % 3 == 0 else None
 
 
 def _drain(home: Path) -> subprocess.Popen[bytes]:
@@ -119,8 +131,10 @@ def _check_ledger(home: Path) -> None:
         assert ledger.open_turns() == []
         completed_seen: Counter[str] = Counter()
         turn_tokens: dict[str, set[str]] = {}
-        for n in range(AGENTS):
-            for turn in ledger.turns(f"agent:a{n:02d}"):
+        labels = {item.session_label for item in items}
+        assert any("~dm~test~" in label for label in labels)
+        for label in sorted(labels):
+            for turn in ledger.turns(label):
                 tokens = {
                     token
                     for stored in ledger.messages(turn.id)

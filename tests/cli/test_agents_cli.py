@@ -91,6 +91,25 @@ def test_queue_list_shows_failed_items_with_their_reason(
     assert code == 2 and "unknown agent 'ghost' (known: coder)" in err
 
 
+def test_queue_list_shows_the_session_of_each_item(isolated_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    nexus(capsys, "agents", "add", "helper")
+    with Ledger.open(isolated_env / "agents.db") as ledger:
+        store = BrokerStore(ledger.database)
+        store.accept(agent_id="helper", session_label="agent:helper", message_id="own", sender="user",
+                     message={"content": "in its own session"}, mode="followup")  # fmt: skip
+        store.accept(agent_id="helper", session_label="helper~dm~telegram~42", message_id="chat", sender="telegram:42",
+                     message={"content": "from a chat", "session": "dm:telegram:42"}, mode="followup",
+                     session_key="dm:telegram:42")  # fmt: skip
+        assert ledger.get_session("helper~dm~telegram~42").routing_key == "dm:telegram:42"
+    _, out, _ = nexus(capsys, "queue", "list")
+    header, own, chat = out.splitlines()
+    assert "SESSION" in header and "agent:helper" in own and "helper~dm~telegram~42" in chat
+    _, out, _ = nexus(capsys, "queue", "list", "--json")
+    assert [(i["session"], i["session_key"]) for i in json.loads(out)] == [
+        ("agent:helper", None), ("helper~dm~telegram~42", "dm:telegram:42"),
+    ]  # fmt: skip
+
+
 def test_agents_declared_in_the_config_are_listed_and_persisted(
     isolated_env: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1,14 +1,22 @@
-"""One registered agent's live state inside the broker: its queue, its run, its waiters."""
+"""One registered agent's live state inside the broker: its sessions (each a queue and a run), its waiters.
+
+An agent serves many sessions — its own and one per sender an adapter routes to it (see
+:mod:`nexus.broker.sessions`). Each :class:`SessionSlot` has its own queue, its own drain task
+and at most one run; the agent-level views (state, queue depth) aggregate over them.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from nexus.broker.modes import QueueOverrides
 from nexus.broker.runner import RunHandle, SteerReceipt
 from nexus.broker.session_queue import SessionQueue
 from nexus.broker.types import AgentIdentity, AgentState, SendAndWaitResult
+
+_STATE_RANK: dict[AgentState, int] = {"idle": 0, "running": 1, "compacting": 2, "streaming": 3}
 
 
 @dataclass(slots=True)
@@ -20,25 +28,18 @@ class SteerInFlight:
 
 
 @dataclass(slots=True)
-class AgentSlot:
-    """The broker's working copy of one agent (the registry row and queue rows are the truth)."""
+class SessionSlot:
+    """One session of an agent: its queue, its run (one at a time), its drain task."""
 
-    identity: AgentIdentity
-    spec: dict[str, object]
-    overrides: QueueOverrides = field(default_factory=QueueOverrides)
+    label: str
+    key: str | None = None
+    """The session key the session was opened for (``None``: the agent's own session)."""
     queue: SessionQueue = field(default_factory=SessionQueue)
     run: RunHandle | None = None
     steers: list[SteerInFlight] = field(default_factory=list)
-    waiters: dict[str, asyncio.Future[SendAndWaitResult]] = field(default_factory=dict)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     drain_task: asyncio.Task[None] | None = None
-    last_activity_ms: int = 0
-
-    @property
-    def agent_id(self) -> str:
-        """The agent's id."""
-        return self.identity.agent_id
 
     def state(self) -> AgentState:
         """The seed-003 state derived from the run's phase."""
@@ -50,6 +51,47 @@ class AgentSlot:
         if phase == "compacting":
             return "compacting"
         return "running"
+
+    def is_idle(self) -> bool:
+        """No run and nothing queued (an item taken for a run that is still being claimed counts as busy)."""
+        return self.run is None and not self.queue.items
+
+
+@dataclass(slots=True)
+class AgentSlot:
+    """The broker's working copy of one agent (the registry row and queue rows are the truth)."""
+
+    identity: AgentIdentity
+    spec: dict[str, object]
+    overrides: QueueOverrides = field(default_factory=QueueOverrides)
+    sessions: dict[str, SessionSlot] = field(default_factory=dict)
+    waiters: dict[str, asyncio.Future[SendAndWaitResult]] = field(default_factory=dict)
+    last_activity_ms: int = 0
+
+    @property
+    def agent_id(self) -> str:
+        """The agent's id."""
+        return self.identity.agent_id
+
+    def session(self, label: str, key: str | None = None) -> SessionSlot:
+        """The session slot for ``label`` (created on first use)."""
+        found = self.sessions.get(label)
+        if found is None:
+            found = self.sessions[label] = SessionSlot(label, None if label == self.identity.session_label else key)
+        return found
+
+    def all_sessions(self) -> Iterator[SessionSlot]:
+        """Every session slot of the agent (a copy of the list: safe while sessions are added)."""
+        return iter(list(self.sessions.values()))
+
+    def state(self) -> AgentState:
+        """The busiest state over the agent's sessions (``streaming`` > ``compacting`` > ``running``)."""
+        return max((session.state() for session in self.sessions.values()), key=_STATE_RANK.__getitem__,
+                   default="idle")  # fmt: skip
+
+    def queue_depth(self) -> int:
+        """Messages waiting over every session (not counting those runs hold)."""
+        return sum(len(session.queue.waiting()) for session in self.sessions.values())
 
     def resolve(self, item_ids: list[str], result: SendAndWaitResult) -> None:
         """Answer the ``send_and_wait`` callers waiting on these items."""

@@ -34,6 +34,10 @@ class CallerContext:
     hop: int = 0
     max_hops: int = DEFAULT_MAX_HOPS
     reply_timeout_ms: int = DEFAULT_REPLY_TIMEOUT_MS
+    session: str | None = None
+    """The session key of the calling turn (a chat sender's): a reply that comes later goes back there."""
+    deliver_to: dict[str, object] | None = None
+    """The chat the calling turn answers: the turn that reads a later reply answers that chat too."""
 
 
 def agent_tools(broker: AgentBroker, caller: CallerContext) -> list[AgentTool]:
@@ -63,13 +67,14 @@ def _send_tool(broker: AgentBroker, caller: CallerContext) -> AgentTool:
                 is_error=True,
                 details={"hop_limit": caller.max_hops, "conversation_id": caller.conversation_id},
             )
+        later = {"reply_to": caller.agent_id, "reply_session": caller.session, "reply_deliver_to": caller.deliver_to}
         message = AgentMessage(
             id=f"{caller.agent_id}:{call_id}:{new_ulid()}",
             from_=caller.agent_id,
             to=target,
             content=content,
             conversation_id=caller.conversation_id,
-            metadata={"hop": hop, "reply_to": None if wait else caller.agent_id},
+            metadata={"hop": hop, **({"reply_to": None} if wait else later)},
         )
         try:
             if not wait:

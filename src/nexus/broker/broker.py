@@ -1,9 +1,10 @@
 """``AgentBroker``: named agents, one durable queue per agent session, one run per session at a time.
 
 Write-through: every accepted message is a ``queue_items`` row before ``send`` returns; the
-in-memory :class:`SessionQueue` decides what runs next. A drain task per agent takes batches
-(DESIGN §4.6 mode table) and hands them to an :class:`AgentRunner`; a global semaphore caps
-how many runs are active at once. See docs/broker.md.
+in-memory :class:`SessionQueue` decides what runs next. An agent serves many sessions — its own
+and one per session key a message names (a chat sender, a group; see :mod:`nexus.broker.sessions`);
+a drain task per session takes batches (DESIGN §4.6 mode table) and hands them to an
+:class:`AgentRunner`; a global semaphore caps how many runs are active at once. See docs/broker.md.
 """
 
 from __future__ import annotations
@@ -17,12 +18,20 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from nexus.broker._group_commit import GroupCommitter
-from nexus.broker._slot import AgentSlot, SteerInFlight
+from nexus.broker._items import (
+    check_message,
+    error_text,
+    queued,
+    reply_deliver_to_of,
+    reply_session_of,
+    session_key_of,
+)
+from nexus.broker._slot import AgentSlot, SessionSlot, SteerInFlight
 from nexus.broker.modes import QueueMode, QueueOverrides, QueueSettings, parse_mode, resolve_settings
-from nexus.broker.runner import AgentRunner, RunOutcome, RunRequest
-from nexus.broker.session_queue import AddOutcome, Batch, QueuedMessage, Wait
+from nexus.broker.runner import AgentRunner, RunHandle, RunOutcome, RunRequest
+from nexus.broker.session_queue import AddOutcome, Batch, QueuedMessage
+from nexus.broker.sessions import session_label_for
 from nexus.broker.types import (
-    MAX_CONTENT_CHARS,
     AgentIdentity,
     AgentMessage,
     AgentRole,
@@ -111,16 +120,24 @@ class AgentBroker:
             if slot is None:
                 self._store.fail([item.id], f"agent {item.agent_id!r} is no longer registered")
                 continue
-            try:
-                slot.queue.items.append(_queued(item))
-            except (ValueError, TypeError, KeyError) as exc:  # a row this version cannot read: kept, not run
-                self._store.fail([item.id], f"the stored message cannot be read ({exc!r}); it was not run")
+            self._load(slot, item)
         self._started = True
         for slot in self._slots.values():
-            self._ensure_drain(slot)
+            for session in slot.all_sessions():
+                self._ensure_drain(slot, session)
         self._watcher = asyncio.get_running_loop().create_task(self._watch_store(), name="broker:watch")
         await self._answer_unanswered()
         return exhausted
+
+    def _load(self, slot: AgentSlot, item: BrokerQueueItem) -> SessionSlot | None:
+        """Put a stored item in its session's queue (``None``: unreadable, failed with the reason)."""
+        session = slot.session(item.session_label, session_key_of(item))
+        try:
+            session.queue.items.append(queued(item))
+        except (ValueError, TypeError, KeyError) as exc:  # a row this version cannot read: kept, not run
+            self._store.fail([item.id], f"the stored message cannot be read ({exc!r}); it was not run")
+            return None
+        return session
 
     async def _watch_store(self) -> None:
         while not self._closed:
@@ -134,16 +151,15 @@ class AgentBroker:
             slot = self._slot_for_external(item.agent_id or "")
             if slot is None:
                 continue
-            if slot.queue.find(item.id) is not None:
+            known = slot.sessions.get(item.session_label)
+            if known is not None and known.queue.find(item.id) is not None:
                 continue
-            try:
-                slot.queue.items.append(_queued(item))
-            except (ValueError, TypeError, KeyError) as exc:
-                self._store.fail([item.id], f"the stored message cannot be read ({exc!r}); it was not run")
+            session = self._load(slot, item)
+            if session is None:
                 continue
-            slot.idle.clear()
-            slot.wake.set()
-            self._ensure_drain(slot)
+            session.idle.clear()
+            session.wake.set()
+            self._ensure_drain(slot, session)
 
     def _slot_for_external(self, agent_id: str) -> AgentSlot | None:
         """The slot of an agent named by another process's message (registered there meanwhile, maybe)."""
@@ -162,12 +178,13 @@ class AgentBroker:
         self._closed = True
         if self._watcher is not None:
             self._watcher.cancel()
-        for slot in self._slots.values():
-            if slot.run is not None:
-                slot.run.abort("the broker is shutting down")
-        tasks = [slot.drain_task for slot in self._slots.values() if slot.drain_task is not None]
-        for slot in self._slots.values():
-            slot.wake.set()
+        sessions = [session for slot in self._slots.values() for session in slot.all_sessions()]
+        for session in sessions:
+            if session.run is not None:
+                session.run.abort("the broker is shutting down")
+        tasks = [session.drain_task for session in sessions if session.drain_task is not None]
+        for session in sessions:
+            session.wake.set()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
@@ -191,7 +208,8 @@ class AgentBroker:
         if queue is not None:
             slot.overrides = queue
         if self._started:
-            self._ensure_drain(slot)
+            for session in slot.all_sessions():
+                self._ensure_drain(slot, session)
         return self._registered(slot)
 
     def get_agent(self, agent_id: str) -> RegisteredAgent | None:
@@ -204,7 +222,7 @@ class AgentBroker:
         return [self._registered(self._slots[agent_id]) for agent_id in sorted(self._slots)]
 
     def _registered(self, slot: AgentSlot) -> RegisteredAgent:
-        return RegisteredAgent(slot.identity, slot.state(), slot.last_activity_ms, len(slot.queue.waiting()))
+        return RegisteredAgent(slot.identity, slot.state(), slot.last_activity_ms, slot.queue_depth())
 
     def _slot(self, agent_id: str) -> AgentSlot:
         slot = self._slots.get(agent_id)
@@ -213,74 +231,104 @@ class AgentBroker:
             raise UnknownAgentError(f"unknown agent {agent_id!r} (known: {known})")
         return slot
 
+    def session_label(self, agent_id: str, session: str | None = None) -> str:
+        """The ledger label of ``agent_id``'s session for key ``session`` (its own session for ``None``)."""
+        slot = self._slot(agent_id)
+        return session_label_for(slot.agent_id, slot.identity.session_label, session)
+
+    def _sessions(self, slot: AgentSlot, session: str | None) -> list[SessionSlot]:
+        """Every session of the agent (``None``), or the one of key ``session`` if it exists."""
+        if session is None:
+            return list(slot.all_sessions())
+        found = slot.sessions.get(session_label_for(slot.agent_id, slot.identity.session_label, session))
+        return [] if found is None else [found]
+
     # ------------------------------------------------------------------ sending
 
     async def send(
         self, message: AgentMessage, queue_mode: str | None = None, *, commit_now: bool = False
     ) -> SendReceipt:
-        """Accept ``message`` durably and queue it for its agent; see DESIGN §4.6 for each mode.
+        """Accept ``message`` durably and queue it in its session; see DESIGN §4.6 for each mode.
 
         ``commit_now``: commit at once rather than with the sends of the next loop iteration
         (:meth:`GroupCommitter.accept`): the HTTP API's choice, for latency while runs share the loop.
         """
         slot = self._slot(message.to)
-        _check_message(message)
+        check_message(message)
+        label = session_label_for(slot.agent_id, slot.identity.session_label, message.session)
         mode_override: QueueMode | None = parse_mode(queue_mode) if queue_mode is not None else None
         settings = resolve_settings(QueueOverrides(mode=mode_override), slot.overrides, default=self._settings.queue)
         message.timestamp = message.timestamp or _now_ms()
         request = AcceptRequest(
             agent_id=slot.agent_id,
-            session_label=slot.identity.session_label,
+            session_label=label,
             message_id=message.id,
             sender=message.from_,
             message=message.to_json(),
             mode=settings.mode,
             log_as_agent_message=message.from_ in self._slots,
+            session_key=message.session if label != slot.identity.session_label else None,
         )
-        row, created = await self._writes.accept(request, now=commit_now)
+        try:
+            row, created = await self._writes.accept(request, now=commit_now)
+        except ValueError as exc:  # the per-sender session's label is taken by another session
+            raise BrokerError(f"message {message.id!r} to {slot.agent_id!r} was not queued: {exc}") from None
         if not created:
             return SendReceipt(message.id, row.id, duplicate=True)
-        queued = _queued(row, debounce_ms=settings.debounce_ms, message=message)
-        adopted = slot.queue.find(row.id)
+        session = slot.session(row.session_label, message.session)
+        queued_message = self._enqueue(slot, session, row, settings, message)
+        slot.last_activity_ms = _now_ms()
+        if self._scope is not None and message.from_ in self._scope and slot.agent_id not in self._scope:
+            self._scope.add(slot.agent_id)  # the conversation reached another agent: drain it too
+        if self._started:
+            self._ensure_drain(slot, session)
+        steered = self._deliver_to_run(session, queued_message, settings.mode)
+        session.idle.clear()
+        session.wake.set()
+        return SendReceipt(message.id, row.id, steered=steered)
+
+    def _enqueue(
+        self,
+        slot: AgentSlot,
+        session: SessionSlot,
+        row: BrokerQueueItem,
+        settings: QueueSettings,
+        message: AgentMessage,
+    ) -> QueuedMessage:
+        """Add a freshly accepted row to its session's queue (cap and drop policy applied)."""
+        fresh = queued(row, debounce_ms=settings.debounce_ms, message=message)
+        adopted = session.queue.find(row.id)
         if adopted is not None:  # the store watcher saw the committed row first: same item, keep its place
-            adopted.debounce_ms, adopted.mode = queued.debounce_ms, queued.mode
-            queued = adopted
-        outcome = slot.queue.add(queued, settings) if adopted is None else AddOutcome(accepted=True)
+            adopted.debounce_ms, adopted.mode = fresh.debounce_ms, fresh.mode
+            return adopted
+        outcome: AddOutcome = session.queue.add(fresh, settings)
         if not outcome.accepted:
             reason = outcome.rejected_reason or "duplicate"
             self._store.drop([row.id], reason)
-            raise BrokerError(f"message {message.id!r} to {slot.agent_id!r} was not queued: {reason}")
+            raise BrokerError(f"message {fresh.message_id!r} to {slot.agent_id!r} was not queued: {reason}")
         if outcome.dropped:
             dropped_ids = [item.item_id for item in outcome.dropped]
             self._store.drop(dropped_ids, f"queue cap {settings.cap} reached (drop policy {settings.drop_policy})")
             slot.resolve(dropped_ids, SendAndWaitResult(False, error="dropped: the agent's queue was full"))
-        slot.last_activity_ms = _now_ms()
-        if self._scope is not None and message.from_ in self._scope and slot.agent_id not in self._scope:
-            self._scope.add(slot.agent_id)  # the conversation reached another agent: drain it too
-            if self._started:
-                self._ensure_drain(slot)
-        steered = self._deliver_to_run(slot, queued, settings.mode)
-        slot.idle.clear()
-        slot.wake.set()
-        return SendReceipt(message.id, row.id, steered=steered)
+        return fresh
 
-    def _deliver_to_run(self, slot: AgentSlot, queued: QueuedMessage, mode: QueueMode) -> bool:
-        """Act on the active run for the modes that do (steer, steer-backlog, queue, interrupt)."""
-        run = slot.run
+    def _deliver_to_run(self, session: SessionSlot, queued_message: QueuedMessage, mode: QueueMode) -> bool:
+        """Act on the session's active run for the modes that do (steer, steer-backlog, queue, interrupt)."""
+        run = session.run
         if run is None:
             return False
         if mode == "interrupt":
-            run.abort(f"interrupted by message {queued.message_id}")
+            run.abort(f"interrupted by message {queued_message.message_id}")
             return False
         if mode not in ("steer", "steer-backlog", "queue") or run.phase not in _STEERABLE_PHASES:
             return False  # not steerable now: it waits for its own turn (followup)
         if mode == "steer-backlog":
-            run.steer(queued.prompt, item_id=None, one_at_a_time=False)  # the item also keeps its own turn
+            run.steer(queued_message.prompt, item_id=None, one_at_a_time=False)  # the item also keeps its own turn
             return True
-        slot.queue.mark_in_flight([queued.item_id])
-        self._store.claim([queued.item_id])
-        receipt = run.steer(queued.prompt, item_id=queued.item_id, one_at_a_time=mode == "queue")
-        slot.steers.append(SteerInFlight(queued.item_id, receipt))
+        session.queue.mark_in_flight([queued_message.item_id])
+        self._store.claim([queued_message.item_id])
+        receipt = run.steer(queued_message.prompt, item_id=queued_message.item_id, one_at_a_time=mode == "queue")
+        session.steers.append(SteerInFlight(queued_message.item_id, receipt))
         return True
 
     async def execute(
@@ -299,6 +347,11 @@ class AgentBroker:
         from nexus.broker.execution import start_execution
 
         slot = self._slot(message.to)
+        label = session_label_for(slot.agent_id, slot.identity.session_label, message.session)
+
+        def current_run() -> RunHandle | None:
+            session = slot.sessions.get(label)  # the message's session (created by send, maybe forgotten when idle)
+            return None if session is None else session.run
 
         def waiter(item_id: str) -> asyncio.Future[SendAndWaitResult]:
             future: asyncio.Future[SendAndWaitResult] = asyncio.get_running_loop().create_future()
@@ -308,9 +361,9 @@ class AgentBroker:
         return await start_execution(
             lambda: self.send(message, queue_mode, commit_now=commit_now),
             self._runner,
-            slot.identity.session_label,
+            label,
             target=target,
-            current_run=lambda: slot.run,
+            current_run=current_run,
             get_item=self._store.get_item,
             waiter=waiter,
         )
@@ -330,24 +383,32 @@ class AgentBroker:
             return SendAndWaitResult(False, error=f"no reply within {timeout_ms} ms (the message stays queued)")
 
     async def interrupt(self, agent_id: str, message: AgentMessage) -> SendReceipt:
-        """Abort the agent's run (kept as ``aborted``) and run ``message`` with the backlog."""
+        """Abort the run of the message's session (kept as ``aborted``) and run ``message`` with the backlog."""
         if message.to != agent_id:
             raise BrokerError(f"interrupt({agent_id!r}) got a message addressed to {message.to!r}")
         return await self.send(message, "interrupt")
 
     # ------------------------------------------------------------------ state
 
-    def get_state(self, agent_id: str) -> AgentState:
-        """``idle | running | streaming | compacting`` for a registered agent."""
-        return self._slot(agent_id).state()
-
-    async def wait_for_idle(self, agent_id: str, timeout_ms: int | None = None) -> bool:
-        """Wait until the agent has no run and nothing runnable; ``False`` on timeout."""
+    def get_state(self, agent_id: str, session: str | None = None) -> AgentState:
+        """``idle | running | streaming | compacting``: of one session (key), or the busiest of the agent's."""
         slot = self._slot(agent_id)
-        if slot.run is None and not slot.queue.waiting():
-            return True
+        if session is None:
+            return slot.state()
+        found = self._sessions(slot, session)
+        return found[0].state() if found else "idle"
+
+    async def wait_for_idle(self, agent_id: str, timeout_ms: int | None = None, *, session: str | None = None) -> bool:
+        """Wait until the agent (or its session ``session``) has no run and nothing runnable; ``False`` on timeout."""
+        slot = self._slot(agent_id)
+
+        async def settle() -> None:
+            while busy := [s for s in self._sessions(slot, session) if not s.is_idle()]:
+                for one in busy:
+                    await one.idle.wait()
+
         try:
-            await asyncio.wait_for(slot.idle.wait(), None if timeout_ms is None else timeout_ms / 1000)
+            await asyncio.wait_for(settle(), None if timeout_ms is None else timeout_ms / 1000)
         except TimeoutError:
             return False
         return True
@@ -362,60 +423,69 @@ class AgentBroker:
             for agent_id in busy:
                 await self.wait_for_idle(agent_id)
 
-    def _is_idle(self, slot: AgentSlot) -> bool:
-        return slot.run is None and not slot.queue.waiting()
+    @staticmethod
+    def _is_idle(slot: AgentSlot) -> bool:
+        return all(session.is_idle() for session in slot.all_sessions())
 
-    def abort(self, agent_id: str) -> bool:
-        """Abort the agent's current run (its queue keeps draining); ``False`` when it had none."""
+    def abort(self, agent_id: str, session: str | None = None) -> bool:
+        """Abort the agent's current runs (or its session's); queues keep draining. ``False``: none ran."""
+        runs = [s.run for s in self._sessions(self._slot(agent_id), session) if s.run is not None]
+        for run in runs:
+            run.abort("aborted by abort()")
+        return bool(runs)
+
+    def get_queue_depth(self, agent_id: str, session: str | None = None) -> int:
+        """Messages waiting for the agent, or in one of its sessions (not counting those runs hold)."""
+        return sum(len(s.queue.waiting()) for s in self._sessions(self._slot(agent_id), session))
+
+    def clear_queue(self, agent_id: str, session: str | None = None) -> int:
+        """Drop every waiting message of the agent, or of one session (``dropped``, reason recorded)."""
         slot = self._slot(agent_id)
-        if slot.run is None:
-            return False
-        slot.run.abort("aborted by abort()")
-        return True
-
-    def get_queue_depth(self, agent_id: str) -> int:
-        """Messages waiting for the agent (not counting those its run holds)."""
-        return len(self._slot(agent_id).queue.waiting())
-
-    def clear_queue(self, agent_id: str) -> int:
-        """Drop every waiting message of the agent (``dropped``, reason recorded); returns how many."""
-        slot = self._slot(agent_id)
-        removed = [item.item_id for item in slot.queue.clear()]
+        removed = [item.item_id for s in self._sessions(slot, session) for item in s.queue.clear()]
         self._store.drop(removed, "cleared by clear_queue")
         slot.resolve(removed, SendAndWaitResult(False, error="dropped: the queue was cleared"))
         return len(removed)
 
     # ------------------------------------------------------------------ draining
 
-    def _ensure_drain(self, slot: AgentSlot) -> None:
+    def _ensure_drain(self, slot: AgentSlot, session: SessionSlot) -> None:
         if self._scope is not None and slot.agent_id not in self._scope:
             return
-        if slot.drain_task is None or slot.drain_task.done():
-            slot.drain_task = asyncio.get_running_loop().create_task(self._drain(slot), name=f"drain:{slot.agent_id}")
+        if session.drain_task is None or session.drain_task.done():
+            session.drain_task = asyncio.get_running_loop().create_task(
+                self._drain(slot, session), name=f"drain:{slot.agent_id}:{session.label}"
+            )
 
-    async def _drain(self, slot: AgentSlot) -> None:
+    async def _drain(self, slot: AgentSlot, session: SessionSlot) -> None:
+        """Run the session's batches until its queue is empty; then the task ends (a send starts a new one).
+
+        An idle per-sender session is forgotten too (its rows are the truth): a bot that talked
+        to 10,000 people keeps no task and no queue for those who are quiet.
+        """
         while not self._closed:
-            slot.wake.clear()
-            step = slot.queue.next_batch(_now_ms())
-            if step is None:
-                slot.idle.set()
-                await slot.wake.wait()
-                continue
-            if isinstance(step, Wait):
+            session.wake.clear()
+            ready_at = session.queue.ready_at()
+            if ready_at is None:
+                session.idle.set()
+                if session.key is not None and slot.sessions.get(session.label) is session:
+                    del slot.sessions[session.label]
+                return
+            if ready_at > _now_ms():
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(slot.wake.wait(), max(step.until_ms - _now_ms(), 0) / 1000)
+                    await asyncio.wait_for(session.wake.wait(), (ready_at - _now_ms()) / 1000)
                 continue
-            async with self._capacity:
+            async with self._capacity:  # the items stay waiting (steerable, clearable) until a slot is free
                 if self._closed:
-                    slot.queue.release(step.item_ids)
                     return
-                await self._run_batch(slot, step)
+                step = session.queue.next_batch(_now_ms())
+                if isinstance(step, Batch):
+                    await self._run_batch(slot, session, step)
 
-    async def _run_batch(self, slot: AgentSlot, batch: Batch) -> None:
+    async def _run_batch(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> None:
         await self._writes.claim(batch.item_ids)
         request = RunRequest(
             agent_id=slot.agent_id,
-            session_label=slot.identity.session_label,
+            session_label=session.label,
             prompt=batch.prompt,
             item_ids=tuple(batch.item_ids),
             sender=batch.items[0].sender if len({item.sender for item in batch.items}) == 1 else None,
@@ -423,26 +493,28 @@ class AgentBroker:
             role=slot.identity.role,
             conversation_id=next((item.conversation_id for item in batch.items if item.conversation_id), None),
             hop=max(item.hop for item in batch.items),
+            session_key=session.key,
+            deliver_to=next((item.deliver_to for item in reversed(batch.items) if item.deliver_to), None),
         )
         try:
-            slot.run = self._runner.start(request)
-            outcome = await slot.run.result()
+            session.run = self._runner.start(request)
+            outcome = await session.run.result()
         except Exception as exc:  # a runner that failed to start: the items go back, the error is kept
-            slot.run = None
-            self._return_items(slot, batch.item_ids)
+            session.run = None
+            self._return_items(session, batch.item_ids)
             slot.resolve(batch.item_ids, SendAndWaitResult(False, error=f"the run could not start: {exc}"))
             await asyncio.sleep(0.1)
             return
-        slot.run = None
+        session.run = None
         slot.last_activity_ms = _now_ms()
         if outcome.turn_id is None and outcome.status != "completed":
-            self._settle_unrun(slot, batch, outcome)
+            self._settle_unrun(slot, session, batch, outcome)
             return
-        delivered = self._settle_steers(slot)
+        delivered = self._settle_steers(session)
         consumed = [*batch.item_ids, *delivered]
-        slot.queue.complete(consumed)
+        session.queue.complete(consumed)
         result = SendAndWaitResult(
-            success=outcome.status == "completed", error=_error_text(outcome), reply=outcome.reply or None,
+            success=outcome.status == "completed", error=error_text(outcome), reply=outcome.reply or None,
             turn_id=outcome.turn_id,
         )  # fmt: skip
         slot.resolve(consumed, result)
@@ -453,20 +525,34 @@ class AgentBroker:
         for item in batch.items:
             if item.reply_to is None or item.reply_to == slot.agent_id or item.reply_to not in self._slots:
                 continue
-            text = outcome.reply if outcome.status == "completed" else f"(failed: {_error_text(outcome)})"
+            text = outcome.reply if outcome.status == "completed" else f"(failed: {error_text(outcome)})"
             await self._send_reply(slot.agent_id, item.reply_to, item.message_id, item.conversation_id, item.hop,
-                                   text or "(no text reply)")  # fmt: skip
+                                   text or "(no text reply)", session=item.reply_session,
+                                   deliver_to=item.reply_deliver_to)  # fmt: skip
 
     async def _send_reply(
-        self, worker: str, asker: str, message_id: str, conversation_id: str | None, hop: int, text: str
+        self,
+        worker: str,
+        asker: str,
+        message_id: str,
+        conversation_id: str | None,
+        hop: int,
+        text: str,
+        *,
+        session: str | None = None,
+        deliver_to: dict[str, object] | None = None,
     ) -> None:
+        metadata: dict[str, object] = {"kind": "worker_result", "in_reply_to": message_id, "hop": hop}
+        if deliver_to:
+            metadata["deliver_to"] = deliver_to  # the chat the asker's turn answered: its next turn answers it too
         reply = AgentMessage(
             id=f"{message_id}:reply",
             from_=worker,
             to=asker,
             content=text,
             conversation_id=conversation_id,
-            metadata={"kind": "worker_result", "in_reply_to": message_id, "hop": hop},
+            metadata=metadata,
+            session=session,  # the asker's session it asked from (a chat's): its next turn answers there
         )
         try:
             await self.send(reply, "followup")
@@ -483,84 +569,36 @@ class AgentBroker:
                 message = item.message if isinstance(item.message, dict) else {}
                 hop = message.get("metadata", {}).get("hop", 0) if isinstance(message.get("metadata"), dict) else 0
                 await self._send_reply(item.agent_id, asker, item.message_id, message.get("conversation_id"),
-                                       hop if isinstance(hop, int) else 0, text or "(no text reply)")  # fmt: skip
+                                       hop if isinstance(hop, int) else 0, text or "(no text reply)",
+                                       session=reply_session_of(message.get("metadata")),
+                                       deliver_to=reply_deliver_to_of(message.get("metadata")))  # fmt: skip
 
-    def _settle_unrun(self, slot: AgentSlot, batch: Batch, outcome: RunOutcome) -> None:
+    def _settle_unrun(self, slot: AgentSlot, session: SessionSlot, batch: Batch, outcome: RunOutcome) -> None:
         """No turn was written: aborted before it started → back in the queue; could not start → failed."""
-        self._return_items(slot, [steer.item_id for steer in slot.steers])
-        slot.steers.clear()
+        self._return_items(session, [steer.item_id for steer in session.steers])
+        session.steers.clear()
         if outcome.status == "aborted":
-            self._return_items(slot, batch.item_ids)
+            self._return_items(session, batch.item_ids)
             return
         reason = outcome.error or "the run could not start"
         self._store.fail(batch.item_ids, reason)
-        slot.queue.complete(batch.item_ids)
+        session.queue.complete(batch.item_ids)
         slot.resolve(batch.item_ids, SendAndWaitResult(False, error=reason))
 
-    def _settle_steers(self, slot: AgentSlot) -> list[str]:
+    def _settle_steers(self, session: SessionSlot) -> list[str]:
         """After a run: delivered steers are consumed; returned ones go back in place, never dropped."""
         delivered: list[str] = []
         returned: list[str] = []
-        for steer in slot.steers:
+        for steer in session.steers:
             (delivered if steer.receipt.status == "delivered" else returned).append(steer.item_id)
-        slot.steers.clear()
-        self._return_items(slot, returned)
+        session.steers.clear()
+        self._return_items(session, returned)
         return delivered
 
-    def _return_items(self, slot: AgentSlot, item_ids: list[str]) -> None:
+    def _return_items(self, session: SessionSlot, item_ids: list[str]) -> None:
         if item_ids:
             self._store.release(item_ids)
-            slot.queue.release(item_ids)
-
-
-def _check_message(message: AgentMessage) -> None:
-    if not message.id:
-        raise BrokerError("a message needs a non-empty id (it makes send idempotent)")
-    if not message.content.strip():
-        raise BrokerError(f"message {message.id!r} has no content")
-    if len(message.content) > MAX_CONTENT_CHARS:
-        raise BrokerError(
-            f"message {message.id!r} is {len(message.content):,} characters; the limit is {MAX_CONTENT_CHARS:,}"
-        )
-    if message.from_ == message.to:
-        raise BrokerError(f"agent {message.to!r} cannot send a message to itself")
-
-
-def _queued(row: BrokerQueueItem, *, debounce_ms: int = 0, message: AgentMessage | None = None) -> QueuedMessage:
-    """The queue entry of a row; ``message``: the row's message already parsed (``send`` has it)."""
-    if message is None and isinstance(row.message, dict):
-        message = AgentMessage.from_json({"id": row.message_id or row.id, "to": row.agent_id, **row.message})
-    prompt = message.content if message is not None else str(row.message)
-    if not prompt.strip():
-        raise ValueError("the message has no content")
-    return QueuedMessage(
-        item_id=row.id,
-        message_id=row.message_id or row.id,
-        prompt=prompt,
-        mode=parse_mode(row.mode),
-        enqueued_at_ms=row.enqueued_at,
-        debounce_ms=debounce_ms,
-        sender=row.sender if row.sender not in (None, "user") else None,
-        conversation_id=message.conversation_id if message is not None else None,
-        hop=_hop(message),
-        reply_to=_reply_to(message),
-    )
-
-
-def _reply_to(message: AgentMessage | None) -> str | None:
-    value = message.metadata.get("reply_to") if message is not None else None
-    return value if isinstance(value, str) and value else None
-
-
-def _hop(message: AgentMessage | None) -> int:
-    hop = message.metadata.get("hop") if message is not None else None
-    return hop if isinstance(hop, int) and hop >= 0 else 0
-
-
-def _error_text(outcome: RunOutcome) -> str | None:
-    if outcome.status == "completed":
-        return None
-    return outcome.error or f"the run ended {outcome.status}"
+            session.queue.release(item_ids)
 
 
 def new_message_id() -> str:

@@ -180,6 +180,8 @@ class EngineRunner:
                 hop=request.hop,
                 max_hops=self.max_hops,
                 reply_timeout_ms=self.reply_timeout_ms,
+                session=request.session_key,
+                deliver_to=request.deliver_to,
             )
             policy = self.env.config.tools
             tools += [t for t in agent_tools(broker, caller) if policy.is_allowed(t.name, request.session_label, role)]

@@ -77,6 +77,11 @@ class RunRequest:
     """The conversation the consumed messages belong to (the first one's): agent tools continue it."""
     hop: int = 0
     """How many agent-to-agent messages led here (the highest of the batch): bounds delegation loops."""
+    session_key: str | None = None
+    """The key of the per-sender session this turn runs in (``None``: the agent's own session)."""
+    deliver_to: dict[str, object] | None = None
+    """Where the reply goes (``metadata.deliver_to`` of the newest consumed message that has one):
+    an inbound chat message's reply returns to its chat (see ``nexus.adapters.inbound``)."""
 
 
 class AgentRunner(Protocol):

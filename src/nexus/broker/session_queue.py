@@ -39,6 +39,12 @@ class QueuedMessage:
     hop: int = 0
     reply_to: str | None = None
     """The agent that asked without waiting: the turn's reply goes back to it as a ``worker_result``."""
+    reply_session: str | None = None
+    """The asker's session key when it asked from a per-sender session: the reply goes back to that session."""
+    reply_deliver_to: dict[str, object] | None = None
+    """The chat the asker's turn answered: the asker's turn that reads the reply answers it too."""
+    deliver_to: dict[str, object] | None = None
+    """The chat target the reply is delivered to (an inbound message's ``metadata.deliver_to``)."""
     in_flight: bool = False
 
 
@@ -145,6 +151,22 @@ class SessionQueue:
         ready_at = self.last_enqueued_at_ms + head.debounce_ms
         if now_ms < ready_at:
             return Wait(until_ms=ready_at)
+        return self._collect(head, waiting)
+
+    def ready_at(self) -> int | None:
+        """When :meth:`next_batch` would return a batch (``0``: now), or ``None`` when nothing waits.
+
+        It changes nothing, so a session can wait for a run slot without taking its items out
+        of reach of later messages (a steer, an interrupt, a collect that grows meanwhile).
+        """
+        waiting = self.waiting()
+        if not waiting:
+            return None
+        if waiting[0].mode != "collect" or any(item.mode == "interrupt" for item in waiting):
+            return 0
+        return self.last_enqueued_at_ms + waiting[0].debounce_ms
+
+    def _collect(self, head: QueuedMessage, waiting: list[QueuedMessage]) -> Batch:
         taken = [head]
         for item in waiting[1:]:
             if item.mode != "collect" or item.route != head.route:

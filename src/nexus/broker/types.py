@@ -44,10 +44,15 @@ class AgentMessage:
     timestamp: int = 0
     conversation_id: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    session: str | None = None
+    """The session key this message belongs to (``dm:telegram:42``...); ``None``: the agent's own session.
+
+    An agent serves many sessions: each key gets its own queue and ledger session (see
+    :func:`nexus.broker.sessions.session_label_for`), one run at a time per session."""
 
     def to_json(self) -> dict[str, Any]:
-        """The wire form, with ``from`` as seed 003 names it."""
-        return {
+        """The wire form, with ``from`` as seed 003 names it (``session`` only when set)."""
+        data: dict[str, Any] = {
             "id": self.id,
             "from": self.from_,
             "to": self.to,
@@ -56,6 +61,9 @@ class AgentMessage:
             "conversation_id": self.conversation_id,
             "metadata": self.metadata,
         }
+        if self.session is not None:
+            data["session"] = self.session
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> AgentMessage:
@@ -68,6 +76,7 @@ class AgentMessage:
             timestamp=int(data.get("timestamp") or 0),
             conversation_id=data.get("conversation_id"),
             metadata=dict(data.get("metadata") or {}),
+            session=str(data["session"]) if data.get("session") else None,
         )
 
 

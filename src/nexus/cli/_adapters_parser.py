@@ -19,13 +19,14 @@ examples:
   nexus adapters register outbox --command "python3 examples/adapters/outbox_adapter.py"
   nexus adapters health
   nexus adapters test tg/main --to chat:123456 "hello from nexus"
+  nexus adapters monitor      # chat messages in, replies back (nexus serve does it too)
 """
 
 
 def add_adapters(
     commands: argparse._SubParsersAction[argparse.ArgumentParser], formatter: type[argparse.HelpFormatter]
 ) -> None:
-    """Add ``nexus adapters register|list|enable|disable|health|test``."""
+    """Add ``nexus adapters register|list|enable|disable|health|test|monitor``."""
     sub = commands.add_parser(
         "adapters",
         help="register, enable, check and try chat-platform adapters",
@@ -77,3 +78,15 @@ def add_adapters(
     test.add_argument("--reply-to", metavar="ID", help="message to reply to")
     test.add_argument("text", metavar="TEXT", help="the message")
     test.set_defaults(handler=_HANDLER)
+
+    monitor = actions.add_parser(
+        "monitor",
+        help="run the broker with every monitored account: chat messages in, replies back (no HTTP API)",
+        description=(
+            "Start the broker and the monitor of every enabled account with monitor = true. Each\n"
+            "inbound message goes to the account's agent in the sender's own session; the reply goes\n"
+            "back to the same chat. nexus serve does the same beside its HTTP API. Runs until Ctrl-C."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    monitor.set_defaults(handler="nexus.cli.monitor_cmd:monitor_command")

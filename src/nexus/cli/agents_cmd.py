@@ -207,13 +207,16 @@ def _print_items(items: list[BrokerQueueItem], as_json: bool) -> int:
     if not items:
         print("no queued messages")
         return 0
-    print(f"{'ITEM':<26} {'AGENT':<16} {'MODE':<13} {'STATUS':<10} {'TRIES':>5}  {'QUEUED (UTC)':<19}  TEXT")
+    print(
+        f"{'ITEM':<26} {'AGENT':<16} {'SESSION':<24} {'MODE':<13} {'STATUS':<10} {'TRIES':>5}  "
+        f"{'QUEUED (UTC)':<19}  TEXT"
+    )
     for item in items:
         text = item.content.replace("\n", " ")
         text = text if len(text) <= 50 else text[:49] + "…"
         print(
-            f"{item.id:<26} {item.agent_id or '-':<16} {item.mode:<13} {item.status:<10} {item.attempts:>5}  "
-            f"{_when(item.enqueued_at):<19}  {text}"
+            f"{item.id:<26} {item.agent_id or '-':<16} {item.session_label:<24} {item.mode:<13} {item.status:<10} "
+            f"{item.attempts:>5}  {_when(item.enqueued_at):<19}  {text}"
         )
         if item.error:
             print(f"{'':<26} reason: {item.error}")

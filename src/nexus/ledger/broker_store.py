@@ -74,6 +74,8 @@ class BrokerQueueItem:
         return {
             "id": self.id,
             "agent": self.agent_id,
+            "session": self.session_label,
+            "session_key": self.message.get("session") if isinstance(self.message, dict) else None,
             "message_id": self.message_id,
             "from": self.sender,
             "mode": self.mode,
@@ -128,6 +130,9 @@ class AcceptRequest:
     message: Any
     mode: str
     log_as_agent_message: bool = False
+    session_key: str | None = None
+    """Set for a message to one of the agent's per-sender sessions: the session row is created
+    (``routing_key`` = this key) in the same transaction when it does not exist yet."""
 
 
 def accept_in(conn: sqlite3.Connection, request: AcceptRequest) -> tuple[BrokerQueueItem, bool]:
@@ -150,6 +155,8 @@ def accept_at(conn: sqlite3.Connection, request: AcceptRequest, now: int) -> tup
     The unique index on ``message_id`` decides idempotence (``rowcount`` 0: a known id); only
     then is the first acceptance read. The item's ``message`` is the caller's object itself.
     """
+    if request.session_key is not None:  # a per-sender session: created with its first message
+        _ensure_keyed_session(conn, request.session_label, request.session_key, request.agent_id, now)
     item_id = new_ulid()
     cursor = conn.execute(
         _INSERT_ITEM,
@@ -174,6 +181,19 @@ def accept_at(conn: sqlite3.Connection, request: AcceptRequest, now: int) -> tup
         request.mode, "queued", 0, now, None, None, None, None,
     )  # fmt: skip
     return item, True
+
+
+def _ensure_keyed_session(conn: sqlite3.Connection, label: str, key: str, agent_id: str, now: int) -> None:
+    """Create the session of a per-sender key once; refuse a label that another key (or a user) owns."""
+    created = conn.execute(
+        "INSERT INTO sessions (label, routing_key, origin, created_at, updated_at, metadata_json)"
+        " VALUES (?, ?, 'broker', ?, ?, ?) ON CONFLICT(label) DO NOTHING",
+        (label, key, now, now, dumps({"agent": agent_id})),
+    ).rowcount
+    if not created:
+        row = conn.execute("SELECT routing_key FROM sessions WHERE label = ?", (label,)).fetchone()
+        if row is not None and row[0] != key:
+            raise ValueError(f"session {label!r} exists and is not the session of key {key!r}; rename that session")
 
 
 def _is_op_error(exc: LedgerError) -> bool:
@@ -273,13 +293,17 @@ class BrokerStore:
         message: Any,
         mode: str,
         log_as_agent_message: bool = False,
+        session_key: str | None = None,
     ) -> tuple[BrokerQueueItem, bool]:
         """Queue a message durably; returns ``(item, created)`` — ``created`` is False for a known id.
 
         With ``log_as_agent_message`` the agent-to-agent log row is written in the same
-        transaction, so the log never names a message the queue does not have.
+        transaction, so the log never names a message the queue does not have; with ``session_key``
+        the per-sender session ``session_label`` is created (``routing_key`` = the key) if new.
         """
-        request = AcceptRequest(agent_id, session_label, message_id, sender, message, mode, log_as_agent_message)
+        request = AcceptRequest(
+            agent_id, session_label, message_id, sender, message, mode, log_as_agent_message, session_key
+        )
         return self.accept_many([request])[0]
 
     def accept_many(self, requests: Sequence[AcceptRequest]) -> list[tuple[BrokerQueueItem, bool]]:

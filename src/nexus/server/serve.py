@@ -85,12 +85,15 @@ async def _serve(
 ) -> int:
     from nexus.broker.delivery import Deliverer
     from nexus.broker.host import build_broker_and_runner, start_broker
+    from nexus.broker.inbound import attach_inbound, recorded_delivery
     from nexus.server._event_hub import EventHub
     from nexus.server._state import ServerState
     from nexus.server.app import create_app
 
     broker, runner = build_broker_and_runner(config, ledger, stream_fn=stream_fn)
     deliverer = Deliverer.from_config(config, ledger)  # replies with `deliver` go to adapters, recorded per turn
+    # chat messages in, replies out through the same deliverer (docs/adapters.md)
+    inbound = attach_inbound(config, broker, runner, deliver=recorded_delivery(deliverer))
     loop = asyncio.get_running_loop()
     server: NexusUvicorn | None = None
     stopping: list[asyncio.Task[None]] = []
@@ -110,6 +113,8 @@ async def _serve(
         loop.add_signal_handler(sig, on_signal, sig)
     try:
         await start_broker(config, broker)
+        if inbound is not None:
+            inbound.start()
         state = ServerState(ledger, _store(ledger), broker=broker, runner=runner, deliverer=deliverer)
         app = create_app(state, settings)
         hub = state.events
@@ -131,6 +136,8 @@ async def _serve(
     finally:
         await _stop_runs(broker)
         await deliverer.close()  # runs are aborted: deliveries end, are recorded, adapters stop
+        if inbound is not None:
+            await inbound.close()  # the monitors stop
         remove_server_file(config)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)

@@ -124,6 +124,8 @@ class FakeTelegram:
         self.messages: list[FakeMessage] = []
         self.reject_markup = False
         self._updates: list[dict[str, Any]] = []
+        self._pushed: dict[int, dict[str, Any]] = {}
+        self._polls = 0
         self._failures: list[_Failure] = []
         self._lock = threading.Lock()
         self._next_update = 1
@@ -173,7 +175,18 @@ class FakeTelegram:
             if thread_id is not None:
                 message["message_thread_id"] = thread_id
             self._updates.append({"update_id": update_id, "message": message})
+            self._pushed[update_id] = self._updates[-1]
         return update_id
+
+    def replay(self, update_id: int) -> None:
+        """Offer an update again, as Telegram does when a bot restarts before confirming it.
+
+        Only a ``getUpdates`` without an ``offset`` past it (a freshly started monitor) sees it; a
+        poll still open with a later offset (a stopped bot's last call) confirms it away, as
+        Telegram would, so replay once :attr:`polling` is 0.
+        """
+        with self._lock:
+            self._updates.append(self._pushed[update_id])
 
     def fail_next(
         self,
@@ -232,16 +245,28 @@ class FakeTelegram:
                 return failure
         return None
 
+    @property
+    def polling(self) -> int:
+        """How many ``getUpdates`` calls are being answered now (a replay waits for 0: see :meth:`replay`)."""
+        with self._lock:
+            return self._polls
+
     async def _get_updates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         offset = int(params.get("offset") or 0)
         deadline = time.monotonic() + min(float(params.get("timeout") or 0), self.max_poll_s)
-        while True:
+        with self._lock:
+            self._polls += 1
+        try:
+            while True:
+                with self._lock:
+                    self._updates = [u for u in self._updates if u["update_id"] >= offset]
+                    ready = list(self._updates)
+                if ready or time.monotonic() >= deadline:
+                    return ready
+                await asyncio.sleep(0.02)
+        finally:
             with self._lock:
-                self._updates = [u for u in self._updates if u["update_id"] >= offset]
-                ready = list(self._updates)
-            if ready or time.monotonic() >= deadline:
-                return ready
-            await asyncio.sleep(0.02)
+                self._polls -= 1
 
     def _dispatch(self, method: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         if method == "getMe":

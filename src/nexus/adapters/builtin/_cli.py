@@ -78,3 +78,24 @@ def main(prog: str, handlers: Handlers, argv: list[str] | None = None) -> int:
         return 0
     except KeyboardInterrupt:
         return 130
+
+
+def exit_when_stdin_closes() -> None:
+    """End the process when stdin reaches EOF (for ``monitor``, which never reads it otherwise).
+
+    Nexus keeps a monitor's stdin open while it runs; EOF means it stopped or died (a SIGKILL
+    leaves no one to send SIGTERM). Without this an orphaned monitor would keep polling the
+    platform — taking updates the next broker's monitor should get.
+    """
+    import os
+    import threading
+
+    def watch() -> None:
+        try:
+            while sys.stdin.buffer.read(65536):
+                pass
+        except (OSError, ValueError):
+            pass
+        os._exit(0)
+
+    threading.Thread(target=watch, name="stdin-eof", daemon=True).start()

@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Any
 
-from nexus.adapters.builtin._cli import emit, fail, main
+from nexus.adapters.builtin._cli import emit, exit_when_stdin_closes, fail, main
 from nexus.adapters.builtin._telegram_api import DEFAULT_API_BASE, BotApi, TelegramError, as_int, chat_id
 from nexus.adapters.builtin._telegram_format import TELEGRAM_LIMIT, markdown_to_html, split_message
 from nexus.adapters.builtin._telegram_live import LiveMessage
@@ -166,6 +166,7 @@ def _read_stdin(lines: queue.Queue[dict[str, Any] | None]) -> None:
 
 def monitor(args: argparse.Namespace) -> int:
     api, config = _api()
+    exit_when_stdin_closes()  # the broker went away (even SIGKILLed): stop taking its updates
     timeout = int(config.get("poll_timeout_s", 30))
     offset: int | None = None
     failures = 0

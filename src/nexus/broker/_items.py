@@ -1,0 +1,91 @@
+"""Turning stored queue rows into queued messages, and checking messages before they are accepted."""
+
+from __future__ import annotations
+
+from nexus.broker.modes import parse_mode
+from nexus.broker.runner import RunOutcome
+from nexus.broker.session_queue import QueuedMessage
+from nexus.broker.types import MAX_CONTENT_CHARS, AgentMessage, BrokerError
+from nexus.ledger.broker_store import BrokerQueueItem
+
+
+def check_message(message: AgentMessage) -> None:
+    """Refuse a message the broker must not store (no id, no content, too long, to itself)."""
+    if not message.id:
+        raise BrokerError("a message needs a non-empty id (it makes send idempotent)")
+    if not message.content.strip():
+        raise BrokerError(f"message {message.id!r} has no content")
+    if len(message.content) > MAX_CONTENT_CHARS:
+        raise BrokerError(
+            f"message {message.id!r} is {len(message.content):,} characters; the limit is {MAX_CONTENT_CHARS:,}"
+        )
+    if message.from_ == message.to:
+        raise BrokerError(f"agent {message.to!r} cannot send a message to itself")
+
+
+def session_key_of(row: BrokerQueueItem) -> str | None:
+    """The session key a stored message named (``None``: the agent's own session)."""
+    message = row.message
+    key = message.get("session") if isinstance(message, dict) else None
+    return key if isinstance(key, str) and key else None
+
+
+def queued(row: BrokerQueueItem, *, debounce_ms: int = 0, message: AgentMessage | None = None) -> QueuedMessage:
+    """The in-memory queue entry of a stored row (``ValueError`` etc. for a row this version cannot read).
+
+    ``message``: the row's message already parsed (``send`` has it), so it is not parsed again.
+    """
+    if message is None and isinstance(row.message, dict):
+        message = AgentMessage.from_json({"id": row.message_id or row.id, "to": row.agent_id, **row.message})
+    prompt = message.content if message is not None else str(row.message)
+    if not prompt.strip():
+        raise ValueError("the message has no content")
+    return QueuedMessage(
+        item_id=row.id,
+        message_id=row.message_id or row.id,
+        prompt=prompt,
+        mode=parse_mode(row.mode),
+        enqueued_at_ms=row.enqueued_at,
+        debounce_ms=debounce_ms,
+        sender=row.sender if row.sender not in (None, "user") else None,
+        conversation_id=message.conversation_id if message is not None else None,
+        hop=_hop(message),
+        reply_to=_reply_to(message),
+        reply_session=reply_session_of(message.metadata if message is not None else None),
+        reply_deliver_to=reply_deliver_to_of(message.metadata if message is not None else None),
+        deliver_to=_deliver_to(message),
+    )
+
+
+def _reply_to(message: AgentMessage | None) -> str | None:
+    value = message.metadata.get("reply_to") if message is not None else None
+    return value if isinstance(value, str) and value else None
+
+
+def reply_session_of(metadata: object) -> str | None:
+    """The asker's session key stored with a message (``metadata.reply_session``), if any."""
+    value = metadata.get("reply_session") if isinstance(metadata, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def reply_deliver_to_of(metadata: object) -> dict[str, object] | None:
+    """The chat target the asker's turn answered (``metadata.reply_deliver_to``), if any."""
+    value = metadata.get("reply_deliver_to") if isinstance(metadata, dict) else None
+    return dict(value) if isinstance(value, dict) and value else None
+
+
+def _deliver_to(message: AgentMessage | None) -> dict[str, object] | None:
+    value = message.metadata.get("deliver_to") if message is not None else None
+    return dict(value) if isinstance(value, dict) and value else None
+
+
+def _hop(message: AgentMessage | None) -> int:
+    hop = message.metadata.get("hop") if message is not None else None
+    return hop if isinstance(hop, int) and hop >= 0 else 0
+
+
+def error_text(outcome: RunOutcome) -> str | None:
+    """Why a run did not complete (``None`` when it did)."""
+    if outcome.status == "completed":
+        return None
+    return outcome.error or f"the run ended {outcome.status}"

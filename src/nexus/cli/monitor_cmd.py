@@ -1,0 +1,81 @@
+"""``nexus adapters monitor``: the broker with its inbound chat routing, without the HTTP API.
+
+Like ``nexus serve`` (which does the same beside its API), it takes the broker lock, starts the
+broker (reloading and draining every pending queue), then runs the ``monitor`` of every enabled
+account with ``monitor = true``: each inbound message goes to the account's agent in the
+sender's own session, and the reply goes back to the same chat (docs/adapters.md). It runs until
+SIGTERM or SIGINT; active runs are then aborted and kept, queued messages stay for the next start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nexus.config import NexusConfig
+    from nexus.ledger import Ledger
+
+
+def monitor_command(args: argparse.Namespace) -> int:
+    """Run ``nexus adapters monitor`` until SIGTERM/SIGINT."""
+    from nexus.broker.host import broker_lock
+    from nexus.broker.inbound import inbound_routes
+    from nexus.cli.send_cmd import _config, _open_ledger
+    from nexus.errors import ConfigError
+
+    config = _config(args)
+    if not inbound_routes(config.adapters):
+        raise ConfigError(
+            "no enabled adapter account has monitor = true; enable one with "
+            "`nexus adapters enable NAME/ACCOUNT --monitor --agent ID`"
+        )
+    with _open_ledger(config) as ledger, broker_lock(config) as held:
+        if not held:
+            print(
+                "nexus: error: another process already drains this NEXUS_HOME (broker.lock is held: a running "
+                "nexus serve, which monitors too, or a nexus queue drain); stop it first",
+                file=sys.stderr,
+            )
+            return 1
+        return asyncio.run(_run(config, ledger))
+
+
+async def _run(config: NexusConfig, ledger: Ledger) -> int:
+    from nexus.broker.delivery import Deliverer
+    from nexus.broker.host import build_broker_and_runner, start_broker
+    from nexus.broker.inbound import attach_inbound, recorded_delivery
+
+    broker, runner = build_broker_and_runner(config, ledger)
+    deliverer = Deliverer.from_config(config, ledger)  # each reply is recorded with its turn
+    inbound = attach_inbound(config, broker, runner, deliver=recorded_delivery(deliverer))
+    assert inbound is not None  # monitor_command checked that there are routes
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await start_broker(config, broker)
+        for route in inbound.start():
+            agent = route.agent or "nobody (no agent configured: its messages are skipped)"
+            if route.agent is not None and broker.get_agent(route.agent) is None:
+                agent = f"{route.agent} (not a registered agent: its messages are skipped; `nexus agents add`)"
+            print(f"nexus adapters monitor: {route.adapter}/{route.account_id} -> {agent}", file=sys.stderr)
+        print("nexus adapters monitor: running (Ctrl-C or SIGTERM stops)", file=sys.stderr, flush=True)
+        await stop.wait()
+        print(
+            f"nexus adapters monitor: stopping (active runs are aborted and kept); {inbound.accepted} inbound "
+            f"message(s) queued, {inbound.duplicates} already seen (not run again)",
+            file=sys.stderr,
+            flush=True,
+        )
+    finally:
+        await broker.close()
+        await deliverer.close()
+        await inbound.close()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+    return 0
