@@ -127,8 +127,12 @@ def test_sessions_tree_turn_details_and_fork(live: Live, page: Any) -> None:
     server.ledger.write_turn(None, "alt", query_messages=[UserMessage("another way")], response_messages=[reply])
     click(page, '#sessions button[data-session="alt"]')
     until(page, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".branch")) == 2, "the two branches after turn #2")
-    branches = texts(page, ".branch")
-    assert any("another way" in b for b in branches) and any("question 2" in b for b in branches)
+
+    def both_branches_shown(driver: Any) -> bool:  # a branch's text can arrive after the branch itself
+        branches = texts(driver, ".branch")
+        return any("another way" in b for b in branches) and any("question 2" in b for b in branches)
+
+    until(page, both_branches_shown, "the fork's turn and the original's turn in their branches")
     screenshot(page, "ui-fork.png")
 
 
