@@ -21,6 +21,7 @@ from nexus.broker._group_commit import GroupCommitter
 from nexus.broker._items import (
     check_message,
     error_text,
+    message_source,
     queued,
     reply_deliver_to_of,
     reply_session_of,
@@ -322,12 +323,15 @@ class AgentBroker:
             return False
         if mode not in ("steer", "steer-backlog", "queue") or run.phase not in _STEERABLE_PHASES:
             return False  # not steerable now: it waits for its own turn (followup)
-        if mode == "steer-backlog":
-            run.steer(queued_message.prompt, item_id=None, one_at_a_time=False)  # the item also keeps its own turn
+        source = message_source(queued_message.sender, self._slots)
+        if mode == "steer-backlog":  # the item also keeps its own turn
+            run.steer(queued_message.prompt, item_id=None, one_at_a_time=False, source=source)
             return True
         session.queue.mark_in_flight([queued_message.item_id])
         self._store.claim([queued_message.item_id])
-        receipt = run.steer(queued_message.prompt, item_id=queued_message.item_id, one_at_a_time=mode == "queue")
+        receipt = run.steer(
+            queued_message.prompt, item_id=queued_message.item_id, one_at_a_time=mode == "queue", source=source
+        )
         session.steers.append(SteerInFlight(queued_message.item_id, receipt))
         return True
 
@@ -483,12 +487,14 @@ class AgentBroker:
 
     async def _run_batch(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> None:
         await self._writes.claim(batch.item_ids)
+        one_sender = len({item.sender for item in batch.items}) == 1
         request = RunRequest(
             agent_id=slot.agent_id,
             session_label=session.label,
             prompt=batch.prompt,
             item_ids=tuple(batch.item_ids),
-            sender=batch.items[0].sender if len({item.sender for item in batch.items}) == 1 else None,
+            sender=batch.items[0].sender if one_sender else None,
+            source=message_source(batch.items[0].sender, self._slots) if one_sender else "collect",
             spec=slot.spec,
             role=slot.identity.role,
             conversation_id=next((item.conversation_id for item in batch.items if item.conversation_id), None),
