@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 
 from nexus.broker.sessions import session_label_for
 from nexus.testing import ScriptedModel
@@ -41,3 +42,26 @@ async def test_a_bad_session_key_is_422_naming_the_field_and_stores_nothing(tmp_
                 error = response.json()["error"]
                 assert error["type"] == "invalid_request" and "session" in error["message"], error
         assert live.store.items() == []
+
+
+@pytest.mark.slow  # real processes: nexus serve and nexus send
+def test_nexus_send_session_reaches_a_running_server_in_that_session(isolated_env: Path) -> None:
+    from nexus.ledger import Ledger
+    from nexus.testing import FakeProviderServer
+    from nexus.testing.steps import echo
+
+    from .test_serve_process import _nexus, _serving, _stop, _write_config
+
+    with FakeProviderServer(default=echo) as provider:
+        _write_config(isolated_env, provider)
+        assert _nexus(isolated_env, "agents", "add", "support").returncode == 0
+        with _serving(isolated_env) as (process, _url):
+            sent = _nexus(isolated_env, "send", "support", "hi over http", "--session", "dm:telegram:7", "--wait",
+                          "--timeout", "30")  # fmt: skip
+            assert sent.returncode == 0, sent.stderr
+            assert "sent to the running nexus serve" in sent.stderr
+            _stop(process)
+    label = session_label_for("support", "agent:support", "dm:telegram:7")
+    with Ledger.open(isolated_env / "agents.db") as ledger:
+        (turn,) = ledger.turns(label)
+        assert turn.status == "completed" and ledger.turns("agent:support") == []
