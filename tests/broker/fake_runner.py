@@ -31,7 +31,7 @@ class FakeRun:
     aborted: str | None = None
     _done: asyncio.Future[RunOutcome] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
-    def steer(self, text: str, *, item_id: str | None, one_at_a_time: bool) -> FakeReceipt:
+    def steer(self, text: str, *, item_id: str | None, one_at_a_time: bool, source: str = "steer") -> FakeReceipt:
         receipt = FakeReceipt(text, item_id, one_at_a_time)
         if self._done.done():
             receipt.status = "returned"

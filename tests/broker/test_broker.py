@@ -375,9 +375,9 @@ async def test_messages_other_processes_queue_are_picked_up_while_running(ledger
 
 
 async def test_an_own_message_is_not_adopted_twice(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
-    import nexus.broker.broker as broker_module
+    import nexus.broker._watcher as watcher_module
 
-    monkeypatch.setattr(broker_module, "WATCH_INTERVAL_S", 0.0)  # the watcher looks at every loop turn
+    monkeypatch.setattr(watcher_module, "WATCH_INTERVAL_S", 0.0)  # the watcher looks at every loop turn
     broker, runner = await open_broker(ledger, queue=QueueSettings(mode="followup"))
     runner.auto_finish = True
     broker.register_agent(WORKER)

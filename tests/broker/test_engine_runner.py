@@ -116,6 +116,31 @@ async def test_a_steer_enters_the_running_turn_and_is_delivered_with_it(ledger: 
     await broker.close()
 
 
+async def test_each_message_is_stored_with_its_sender_as_source(ledger: Ledger) -> None:
+    """A steer from agent ``lead`` is stored as ``agent:lead``; a turn started from ``telegram:42`` as that."""
+    import asyncio
+
+    scripted = ScriptedModel([tool_call("bash", {"command": "sleep 1"}), text("noted"), text("hello 42")])
+    broker = await start_broker(ledger, scripted)
+    await broker.send(AgentMessage("m-1", "user", "coder", "format the file"), "followup")
+    for _ in range(400):
+        if scripted.calls:
+            break
+        await asyncio.sleep(0.01)
+    steered = await broker.send(AgentMessage("m-2", "lead", "coder", "use tabs"), "steer")
+    assert steered.steered
+    assert await broker.wait_for_idle("coder", timeout_ms=20_000)
+    (turn,) = ledger.turns("agent:coder")
+    users = [(m.text.rsplit("\n", 1)[-1], m.source) for m in ledger.messages(turn.id) if m.role == "user"]
+    assert users == [("format the file", "user"), ("use tabs", "agent:lead")]
+    chat = AgentMessage("tg-1", "telegram:42", "coder", "hi", session="dm:telegram:42")
+    result = await broker.send_and_wait(chat, timeout_ms=20_000)
+    assert result.success and result.turn_id is not None
+    (query,) = [m for m in ledger.messages(result.turn_id) if m.role == "user"]
+    assert query.source == "telegram:42"
+    await broker.close()
+
+
 async def test_a_spawned_sub_agent_is_a_broker_agent(ledger: Ledger) -> None:
     from nexus.engine import EngineLimits
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Container
+
 from nexus.broker.modes import parse_mode
 from nexus.broker.runner import RunOutcome
 from nexus.broker.session_queue import QueuedMessage
@@ -21,6 +23,17 @@ def check_message(message: AgentMessage) -> None:
         )
     if message.from_ == message.to:
         raise BrokerError(f"agent {message.to!r} cannot send a message to itself")
+
+
+def message_source(sender: str | None, agents: Container[str]) -> str:
+    """The ledger ``source`` of a message from ``sender`` (docs/broker.md, "Where a message came from").
+
+    ``user`` for a plain CLI/HTTP send (no sender, or ``user``); ``agent:<id>`` for a registered
+    agent; anything else as it came (an inbound chat sender such as ``telegram:42``, ``system``).
+    """
+    if sender is None or sender == "user":
+        return "user"
+    return f"agent:{sender}" if sender in agents else sender
 
 
 def session_key_of(row: BrokerQueueItem) -> str | None:

@@ -5,13 +5,15 @@ in-memory :class:`SessionQueue` decides what runs next. An agent serves many ses
 and one per session key a message names (a chat sender, a group; see :mod:`nexus.broker.sessions`);
 a drain task per session takes batches (DESIGN §4.6 mode table) and hands them to an
 :class:`AgentRunner`; a global semaphore caps how many runs are active at once. See docs/broker.md.
+
+Two jobs live beside it: :mod:`nexus.broker._watcher` adopts the messages other processes queue,
+:mod:`nexus.broker._replies` sends workers' replies back to agents that asked without waiting.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,12 +23,13 @@ from nexus.broker._group_commit import GroupCommitter
 from nexus.broker._items import (
     check_message,
     error_text,
+    message_source,
     queued,
-    reply_deliver_to_of,
-    reply_session_of,
     session_key_of,
 )
+from nexus.broker._replies import ReplySender
 from nexus.broker._slot import AgentSlot, SessionSlot, SteerInFlight
+from nexus.broker._watcher import StoreWatcher
 from nexus.broker.modes import QueueMode, QueueOverrides, QueueSettings, parse_mode, resolve_settings
 from nexus.broker.runner import AgentRunner, RunHandle, RunOutcome, RunRequest
 from nexus.broker.session_queue import AddOutcome, Batch, QueuedMessage
@@ -34,7 +37,6 @@ from nexus.broker.sessions import session_label_for
 from nexus.broker.types import (
     AgentIdentity,
     AgentMessage,
-    AgentRole,
     AgentState,
     BrokerError,
     RegisteredAgent,
@@ -49,11 +51,7 @@ if TYPE_CHECKING:
     from nexus.adapters.types import DeliveryTarget
     from nexus.broker.execution import BrokerExecution
 
-log = logging.getLogger("nexus.broker")
-
 DEFAULT_MAX_CONCURRENT = 8
-WATCH_INTERVAL_S = 0.25
-"""How often a running broker looks for messages that other processes queued."""
 DEFAULT_MAX_ATTEMPTS = 3
 _STEERABLE_PHASES = ("starting", "streaming", "tools")
 
@@ -87,7 +85,6 @@ class AgentBroker:
         ``None`` drains every agent. ``nexus send`` uses it to run one conversation, not every queue.
         ``reply_text(turn_id)`` reads a turn's reply from the ledger: with it, replies a crash kept
         from being sent back to an asking agent are sent on start."""
-        self._reply_text = reply_text
         self._scope = scope
         self._store = store
         self._runner = runner
@@ -97,8 +94,8 @@ class AgentBroker:
         self._writes = GroupCommitter(store)
         self._started = False
         self._closed = False
-        self._seen_rowid = 0
-        self._watcher: asyncio.Task[None] | None = None
+        self._watcher = StoreWatcher(store, self._slots, self._load, self._ensure_drain)
+        self._replies = ReplySender(self.send, self._slots, store, reply_text)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -108,7 +105,7 @@ class AgentBroker:
         While it runs, the broker also picks up messages other processes queue (``nexus send``
         while a server or a drain holds the broker lock).
         """
-        self._seen_rowid = self._store.last_rowid()
+        self._watcher.mark_seen()
         exhausted = self._store.fail_exhausted(self._settings.max_attempts)
         for row in self._store.list_agents():
             if row.agent_id in self._slots:  # registered before start (e.g. from nexus.toml): keep its settings
@@ -125,8 +122,8 @@ class AgentBroker:
         for slot in self._slots.values():
             for session in slot.all_sessions():
                 self._ensure_drain(slot, session)
-        self._watcher = asyncio.get_running_loop().create_task(self._watch_store(), name="broker:watch")
-        await self._answer_unanswered()
+        self._watcher.start()
+        await self._replies.answer_unanswered()
         return exhausted
 
     def _load(self, slot: AgentSlot, item: BrokerQueueItem) -> SessionSlot | None:
@@ -139,45 +136,10 @@ class AgentBroker:
             return None
         return session
 
-    async def _watch_store(self) -> None:
-        while not self._closed:
-            await asyncio.sleep(WATCH_INTERVAL_S)
-            self._adopt_external()
-
-    def _adopt_external(self) -> None:
-        """Queue in memory what other processes accepted since the last look (each item once)."""
-        items, self._seen_rowid = self._store.queued_after(self._seen_rowid)
-        for item in items:
-            slot = self._slot_for_external(item.agent_id or "")
-            if slot is None:
-                continue
-            known = slot.sessions.get(item.session_label)
-            if known is not None and known.queue.find(item.id) is not None:
-                continue
-            session = self._load(slot, item)
-            if session is None:
-                continue
-            session.idle.clear()
-            session.wake.set()
-            self._ensure_drain(slot, session)
-
-    def _slot_for_external(self, agent_id: str) -> AgentSlot | None:
-        """The slot of an agent named by another process's message (registered there meanwhile, maybe)."""
-        slot = self._slots.get(agent_id)
-        if slot is not None:
-            return slot
-        agent = self._store.get_agent(agent_id)
-        if agent is None:
-            return None
-        role: AgentRole = "manager" if agent.role == "manager" else "worker"
-        slot = self._slots[agent_id] = AgentSlot(AgentIdentity(agent_id, agent.session_label, role), spec=agent.spec)
-        return slot
-
     async def close(self) -> None:
         """Stop draining: active runs are aborted (kept as ``aborted`` turns), queues stay durable."""
         self._closed = True
-        if self._watcher is not None:
-            self._watcher.cancel()
+        self._watcher.stop()
         sessions = [session for slot in self._slots.values() for session in slot.all_sessions()]
         for session in sessions:
             if session.run is not None:
@@ -322,12 +284,15 @@ class AgentBroker:
             return False
         if mode not in ("steer", "steer-backlog", "queue") or run.phase not in _STEERABLE_PHASES:
             return False  # not steerable now: it waits for its own turn (followup)
-        if mode == "steer-backlog":
-            run.steer(queued_message.prompt, item_id=None, one_at_a_time=False)  # the item also keeps its own turn
+        source = message_source(queued_message.sender, self._slots)
+        if mode == "steer-backlog":  # the item also keeps its own turn
+            run.steer(queued_message.prompt, item_id=None, one_at_a_time=False, source=source)
             return True
         session.queue.mark_in_flight([queued_message.item_id])
         self._store.claim([queued_message.item_id])
-        receipt = run.steer(queued_message.prompt, item_id=queued_message.item_id, one_at_a_time=mode == "queue")
+        receipt = run.steer(
+            queued_message.prompt, item_id=queued_message.item_id, one_at_a_time=mode == "queue", source=source
+        )
         session.steers.append(SteerInFlight(queued_message.item_id, receipt))
         return True
 
@@ -483,12 +448,14 @@ class AgentBroker:
 
     async def _run_batch(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> None:
         await self._writes.claim(batch.item_ids)
+        one_sender = len({item.sender for item in batch.items}) == 1
         request = RunRequest(
             agent_id=slot.agent_id,
             session_label=session.label,
             prompt=batch.prompt,
             item_ids=tuple(batch.item_ids),
-            sender=batch.items[0].sender if len({item.sender for item in batch.items}) == 1 else None,
+            sender=batch.items[0].sender if one_sender else None,
+            source=message_source(batch.items[0].sender, self._slots) if one_sender else "collect",
             spec=slot.spec,
             role=slot.identity.role,
             conversation_id=next((item.conversation_id for item in batch.items if item.conversation_id), None),
@@ -518,60 +485,7 @@ class AgentBroker:
             turn_id=outcome.turn_id,
         )  # fmt: skip
         slot.resolve(consumed, result)
-        await self._answer_askers(slot, batch, outcome)
-
-    async def _answer_askers(self, slot: AgentSlot, batch: Batch, outcome: RunOutcome) -> None:
-        """Send the turn's reply back to agents that asked without waiting (a durable ``worker_result``)."""
-        for item in batch.items:
-            if item.reply_to is None or item.reply_to == slot.agent_id or item.reply_to not in self._slots:
-                continue
-            text = outcome.reply if outcome.status == "completed" else f"(failed: {error_text(outcome)})"
-            await self._send_reply(slot.agent_id, item.reply_to, item.message_id, item.conversation_id, item.hop,
-                                   text or "(no text reply)", session=item.reply_session,
-                                   deliver_to=item.reply_deliver_to)  # fmt: skip
-
-    async def _send_reply(
-        self,
-        worker: str,
-        asker: str,
-        message_id: str,
-        conversation_id: str | None,
-        hop: int,
-        text: str,
-        *,
-        session: str | None = None,
-        deliver_to: dict[str, object] | None = None,
-    ) -> None:
-        metadata: dict[str, object] = {"kind": "worker_result", "in_reply_to": message_id, "hop": hop}
-        if deliver_to:
-            metadata["deliver_to"] = deliver_to  # the chat the asker's turn answered: its next turn answers it too
-        reply = AgentMessage(
-            id=f"{message_id}:reply",
-            from_=worker,
-            to=asker,
-            content=text,
-            conversation_id=conversation_id,
-            metadata=metadata,
-            session=session,  # the asker's session it asked from (a chat's): its next turn answers there
-        )
-        try:
-            await self.send(reply, "followup")
-        except BrokerError as exc:  # e.g. the asker's queue refuses (cap, policy new): recorded, not raised
-            log.warning("the reply of %s to %s could not be queued: %s", worker, asker, exc)
-
-    async def _answer_unanswered(self) -> None:
-        """After a crash between a turn and its reply: send the replies the previous process did not."""
-        if self._reply_text is None:
-            return
-        for item, asker in self._store.unanswered_replies():
-            text = self._reply_text(item.turn_id) if item.turn_id else None
-            if item.agent_id and asker in self._slots and item.message_id:
-                message = item.message if isinstance(item.message, dict) else {}
-                hop = message.get("metadata", {}).get("hop", 0) if isinstance(message.get("metadata"), dict) else 0
-                await self._send_reply(item.agent_id, asker, item.message_id, message.get("conversation_id"),
-                                       hop if isinstance(hop, int) else 0, text or "(no text reply)",
-                                       session=reply_session_of(message.get("metadata")),
-                                       deliver_to=reply_deliver_to_of(message.get("metadata")))  # fmt: skip
+        await self._replies.answer_askers(slot.agent_id, batch, outcome)
 
     def _settle_unrun(self, slot: AgentSlot, session: SessionSlot, batch: Batch, outcome: RunOutcome) -> None:
         """No turn was written: aborted before it started → back in the queue; could not start → failed."""

@@ -79,14 +79,14 @@ class EngineRunHandle:
         if self._execution is not None:
             self._execution.on_event(listener)
 
-    def steer(self, text: str, *, item_id: str | None, one_at_a_time: bool) -> SteerReceipt:
+    def steer(self, text: str, *, item_id: str | None, one_at_a_time: bool, source: str = "steer") -> SteerReceipt:
         """Offer ``text`` to the running turn (see the module docstring)."""
         execution = self._execution
         if execution is None or self._task.done():
             return _Returned()
         from nexus.llm.types import UserMessage
 
-        return execution.steer(UserMessage(text), id=item_id, mode="one" if one_at_a_time else "all")
+        return execution.steer(UserMessage(text), id=item_id, mode="one" if one_at_a_time else "all", source=source)
 
     def abort(self, reason: str) -> None:
         """Stop the turn (before it starts, or while it runs: it is written ``aborted``)."""
@@ -117,6 +117,8 @@ class EngineRunHandle:
                 if extra:
                     ctx.system_prompt = f"{ctx.system_prompt}\n\n## Agent instructions\n\n{extra}"
                 ctx.queue_item_ids = request.item_ids
+                if request.source is not None:
+                    ctx.source = request.source
                 self._execution = env.start(ctx, model=model, depth=depth)
                 for listener in self._listeners:
                     self._execution.on_event(listener)

@@ -49,8 +49,11 @@ class RunHandle(Protocol):
         """Where the run is now (DESIGN §4.4 execution states)."""
         ...
 
-    def steer(self, text: str, *, item_id: str | None, one_at_a_time: bool) -> SteerReceipt:
-        """Inject ``text`` at the run's next safe point; ``item_id`` is marked delivered with the turn."""
+    def steer(self, text: str, *, item_id: str | None, one_at_a_time: bool, source: str = "steer") -> SteerReceipt:
+        """Inject ``text`` at the run's next safe point; ``item_id`` is marked delivered with the turn.
+
+        ``source``: who sent it (``user``, ``agent:<id>``, ``telegram:42`` …), stored with the message.
+        """
         ...
 
     def abort(self, reason: str) -> None:
@@ -71,6 +74,9 @@ class RunRequest:
     prompt: str
     item_ids: tuple[str, ...]
     sender: str | None = None
+    source: str | None = None
+    """Where the turn's message came from (``user``, ``agent:<id>``, ``telegram:42`` …; ``collect`` for a
+    batch from several senders): stored as the ``source`` of the turn's query message."""
     spec: dict[str, object] = field(default_factory=dict)
     role: str = "worker"
     conversation_id: str | None = None

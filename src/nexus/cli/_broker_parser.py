@@ -108,6 +108,11 @@ def add_send(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         type=utf8_name,
         help="message id (default: a new one); the same id is never queued twice",
     )
+    sub.add_argument(
+        "--session",
+        metavar="KEY",
+        help="a session key (e.g. dm:telegram:42): the agent's per-sender session of that key (default: its own)",
+    )
     sub.add_argument("--wait", action="store_true", help="print the agent's reply when its turn ends")
     sub.add_argument("--timeout", type=float, metavar="S", help="with --wait: give up after S seconds")
     sub.add_argument("--json", action="store_true", help="print the outcome as one JSON object")

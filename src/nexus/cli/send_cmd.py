@@ -47,10 +47,28 @@ def send_command(args: argparse.Namespace) -> int:
             mode = parse_mode(args.mode)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-    message = AgentMessage(id=args.id or new_message_id(), from_=args.sender or "user", to=args.agent, content=content)
+    session = _session_key(getattr(args, "session", None))
+    message = AgentMessage(
+        id=args.id or new_message_id(), from_=args.sender or "user", to=args.agent, content=content, session=session
+    )
     with _open_ledger(config) as ledger:
         _check_names(config, ledger, message)
         return asyncio.run(_send(config, ledger, message, mode, args))
+
+
+def _session_key(key: str | None) -> str | None:
+    """``--session KEY`` checked like an inbound key (a bad one is a usage error, nothing stored)."""
+    from nexus.broker.sessions import check_session_key
+    from nexus.broker.types import BrokerError
+    from nexus.errors import ConfigError
+
+    if key is None:
+        return None
+    try:
+        check_session_key(key)
+    except BrokerError as exc:
+        raise ConfigError(f"--session: {exc}") from None
+    return key
 
 
 def drain_command(args: argparse.Namespace) -> int:
@@ -166,6 +184,8 @@ async def _send_to_running_broker(
         from nexus.server.client import call_server
 
         body = {"content": message.content, "mode": mode, "id": message.id, "from": message.from_}
+        if message.session is not None:
+            body["session"] = message.session
         if getattr(args, "deliver", None):
             body["deliver"] = args.deliver  # the server streams the reply to the adapter and records it
         sent = call_server(server, "POST", f"/v1/agents/{message.to}/messages", body)
@@ -187,6 +207,7 @@ def _accept_for_other_process(
 ) -> str:
     """Queue ``message`` durably for the process that holds the broker lock; returns the item id."""
     from nexus.broker import parse_mode
+    from nexus.broker.sessions import session_label_for
     from nexus.errors import ConfigError
     from nexus.ledger.broker_store import AcceptRequest
 
@@ -195,11 +216,16 @@ def _accept_for_other_process(
         raise ConfigError(f"agent {message.to!r} was removed meanwhile")
     message.timestamp = message.timestamp or int(time.time() * 1000)
     sender_is_agent = store.get_agent(message.from_) is not None
+    label = session_label_for(message.to, agent.session_label, message.session)
     request = AcceptRequest(
-        message.to, agent.session_label, message.id, message.from_, message.to_json(),
+        message.to, label, message.id, message.from_, message.to_json(),
         parse_mode(mode) if mode else config.broker.mode, sender_is_agent,
+        session_key=message.session if label != agent.session_label else None,
     )  # fmt: skip
-    row, created = store.accept_many([request])[0]
+    try:
+        row, created = store.accept_many([request])[0]
+    except ValueError as exc:  # the per-sender session's label is taken by another session
+        raise ConfigError(f"--session: the message was not queued: {exc}") from None
     _say_accepted(message.id, row.id, not created, args)
     if not args.wait:
         print("nexus: another process holds the broker lock: the message runs when that broker reaches it "

@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from nexus.broker.sessions import MAX_KEY_CHARS
 from nexus.broker.types import MAX_CONTENT_CHARS
 from nexus.server._deliver import DELIVER_DESCRIPTION, DeliverTo, delivery_target, send_and_deliver
 from nexus.server._errors import ApiError
@@ -33,11 +34,31 @@ class MessageRequest(BaseModel):
     id: str | None = Field(default=None, min_length=1, max_length=200, description="makes sending idempotent")
     from_: str | None = Field(default=None, alias="from", min_length=1, max_length=64)
     deliver: DeliverTo | str | None = Field(default=None, description=DELIVER_DESCRIPTION)
+    session: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_KEY_CHARS,
+        description="a session key (e.g. dm:telegram:42): the message goes to the agent's per-sender session "
+        "of that key, mapped to a ledger label as for inbound chat messages; omitted: the agent's own session",
+    )
 
     @field_validator("content")
     @classmethod
     def _not_blank(cls, value: str) -> str:
         return _content(value)
+
+    @field_validator("session")
+    @classmethod
+    def _valid_key(cls, value: str | None) -> str | None:
+        from nexus.broker.sessions import check_session_key
+        from nexus.broker.types import BrokerError
+
+        if value is not None:
+            try:
+                check_session_key(value)
+            except BrokerError as exc:
+                raise ValueError(str(exc)) from None
+        return value
 
     @field_validator("mode")
     @classmethod
@@ -111,15 +132,19 @@ async def accept_message(
     message_id: str | None,
     sender: str,
     deliver: DeliverTo | str | None = None,
+    session: str | None = None,
 ) -> dict[str, Any]:
     """Accept one message durably (the broker's ``send`` when it runs here) and say which queue item holds it.
 
-    With ``deliver``, the reply of the run that consumes it also goes to that adapter target."""
+    With ``deliver``, the reply of the run that consumes it also goes to that adapter target;
+    ``session``: the key of the agent's per-sender session it goes to (``None``: its own)."""
     from nexus.broker import AgentMessage, new_message_id
 
     _check_names(state, agent_id, sender)
     target = None if deliver is None else delivery_target(state, deliver)
-    message = AgentMessage(id=message_id or new_message_id(), from_=sender, to=agent_id, content=content)
+    message = AgentMessage(
+        id=message_id or new_message_id(), from_=sender, to=agent_id, content=content, session=session
+    )
     if state.broker is not None:
         ensure_in_broker(state, agent_id)
         delivering = None
@@ -136,16 +161,22 @@ async def accept_message(
 
 
 def _accept_for_other_process(state: ServerState, message: Any, mode: str | None) -> dict[str, Any]:
+    from nexus.broker.sessions import session_label_for
     from nexus.ledger.broker_store import AcceptRequest
 
     row = state.store.get_agent(message.to)
     assert row is not None  # checked by _check_names
     message.timestamp = int(time.time() * 1000)
+    label = session_label_for(message.to, row.session_label, message.session)
     request = AcceptRequest(
-        message.to, row.session_label, message.id, message.from_, message.to_json(), mode or "followup",
+        message.to, label, message.id, message.from_, message.to_json(), mode or "followup",
         state.store.get_agent(message.from_) is not None,
+        session_key=message.session if label != row.session_label else None,
     )  # fmt: skip
-    item, created = state.store.accept_many([request])[0]
+    try:
+        item, created = state.store.accept_many([request])[0]
+    except ValueError as exc:  # the per-sender session's label is taken by another session
+        raise ApiError(409, "conflict", f"message {message.id!r} was not queued: {exc}") from None
     return {"message_id": message.id, "queue_item_id": item.id, "duplicate": not created, "steered": False}
 
 
@@ -157,7 +188,7 @@ def _accept_for_other_process(state: ServerState, message: Any, mode: str | None
 async def send_message(request: Request, agent_id: str, body: MessageRequest) -> Any:
     return await accept_message(
         _state(request), agent_id, body.content, mode=body.mode, message_id=body.id, sender=body.from_ or "user",
-        deliver=body.deliver,
+        deliver=body.deliver, session=body.session,
     )  # fmt: skip
 
 

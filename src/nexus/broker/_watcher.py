@@ -1,0 +1,86 @@
+"""The store watcher: a running broker adopts the messages other processes queued for it.
+
+``nexus send`` while a server or a drain holds the broker lock writes its message straight into
+``queue_items``; the process that drains looks every :data:`WATCH_INTERVAL_S` for rows committed
+after the last one it saw and puts them in their session's queue (each once — a row this process
+accepted itself and already holds is recognised by its item id).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from nexus.broker._slot import AgentSlot, SessionSlot
+from nexus.broker.types import AgentIdentity, AgentRole
+from nexus.ledger.broker_store import BrokerQueueItem, BrokerStore
+
+WATCH_INTERVAL_S = 0.25
+"""How often a running broker looks for messages that other processes queued."""
+
+
+class StoreWatcher:
+    """Adopts other processes' queued rows into the broker's in-memory queues."""
+
+    def __init__(
+        self,
+        store: BrokerStore,
+        slots: dict[str, AgentSlot],
+        load: Callable[[AgentSlot, BrokerQueueItem], SessionSlot | None],
+        ensure_drain: Callable[[AgentSlot, SessionSlot], None],
+    ) -> None:
+        """``slots`` is the broker's registry (shared: agents registered meanwhile are added to it);
+        ``load`` queues one stored row in its session; ``ensure_drain`` starts the session's drain."""
+        self._store = store
+        self._slots = slots
+        self._load = load
+        self._ensure_drain = ensure_drain
+        self._seen_rowid = 0
+        self._task: asyncio.Task[None] | None = None
+
+    def mark_seen(self) -> None:
+        """Everything stored so far is the broker's own to load (at start): adopt only later rows."""
+        self._seen_rowid = self._store.last_rowid()
+
+    def start(self) -> None:
+        """Begin looking (a task on the running loop) until :meth:`stop`."""
+        self._task = asyncio.get_running_loop().create_task(self._watch(), name="broker:watch")
+
+    def stop(self) -> None:
+        """Stop looking."""
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(WATCH_INTERVAL_S)
+            self.adopt()
+
+    def adopt(self) -> None:
+        """Queue in memory what other processes accepted since the last look (each item once)."""
+        items, self._seen_rowid = self._store.queued_after(self._seen_rowid)
+        for item in items:
+            slot = self._slot_for(item.agent_id or "")
+            if slot is None:
+                continue
+            known = slot.sessions.get(item.session_label)
+            if known is not None and known.queue.find(item.id) is not None:
+                continue
+            session = self._load(slot, item)
+            if session is None:
+                continue
+            session.idle.clear()
+            session.wake.set()
+            self._ensure_drain(slot, session)
+
+    def _slot_for(self, agent_id: str) -> AgentSlot | None:
+        """The slot of an agent named by another process's message (registered there meanwhile, maybe)."""
+        slot = self._slots.get(agent_id)
+        if slot is not None:
+            return slot
+        agent = self._store.get_agent(agent_id)
+        if agent is None:
+            return None
+        role: AgentRole = "manager" if agent.role == "manager" else "worker"
+        slot = self._slots[agent_id] = AgentSlot(AgentIdentity(agent_id, agent.session_label, role), spec=agent.spec)
+        return slot
