@@ -32,6 +32,8 @@ def agents_command(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     if args.action == "add":
         spec = _spec_from_args(args)
+        if "model" in spec:
+            _check_model(config, spec["model"])
     elif not config.database_path.exists() and not config.agents:
         return _empty(args)
     if args.action == "add" and (server := _running_server(config)) is not None:
@@ -102,6 +104,20 @@ def _running_server(config: NexusConfig) -> RunningServer | None:
     from nexus.server.discovery import find_server
 
     return find_server(config)
+
+
+def _check_model(config: NexusConfig, ref: str) -> None:
+    """A model no run could reach (an unknown provider, an unconfigured local id) is refused now.
+
+    Registered anyway, every message to the agent would be accepted and then fail. A missing key
+    is not checked: it can be exported before the agent runs.
+    """
+    from nexus.engine.wiring.runner import resolve_model, unknown_provider_problem
+    from nexus.errors import ConfigError
+
+    problem = unknown_provider_problem(resolve_model(config, ref))  # raises ConfigError for a local id
+    if problem is not None:
+        raise ConfigError(f"--model: {problem}")
 
 
 def _spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
