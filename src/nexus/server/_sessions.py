@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from nexus.ledger import Ledger
 from nexus.server._errors import ApiError
@@ -28,6 +28,30 @@ class ForkRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     turn_id: str = Field(min_length=1, max_length=64)
     label: str | None = Field(default=None, min_length=1, max_length=200)
+
+    @field_validator("label")
+    @classmethod
+    def _addressable(cls, value: str | None) -> str | None:
+        problem = None if value is None else label_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+
+def label_problem(label: str) -> str | None:
+    """Why the API could not address a new session named ``label`` again, or None.
+
+    ``/v1/sessions/{label}`` takes one path segment: a label with ``/`` (or ``\\``) would be
+    created and then unreachable; control characters and edge spaces are names nobody can type
+    back (the broker's own session labels obey the same rule).
+    """
+    if "/" in label or "\\" in label:
+        return f"a session label cannot hold '/' or '\\' (got {label!r})"
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in label):
+        return f"a session label cannot hold control characters (got {label!r})"
+    if label != label.strip():
+        return f"a session label cannot start or end with spaces (got {label!r})"
+    return None
 
 
 def _state(request: Request) -> ServerState:
@@ -134,6 +158,9 @@ def import_session(
     label: str | None = Query(None, min_length=1, max_length=200),
 ) -> Any:
     ledger = _state(request).ledger
+    problem = None if label is None else label_problem(label)
+    if problem is not None:
+        raise ApiError(422, "invalid_request", f"label: {problem}")
     if not body.strip():
         raise ApiError(400, "invalid_request", "the body is empty: send the JSONL session file as the request body")
     fd, name = tempfile.mkstemp(prefix="nexus-import-", suffix=".jsonl")
