@@ -189,3 +189,13 @@ async def test_a_label_the_api_could_not_address_again_is_refused(
     imported = await client.post("/v1/sessions/import", params={"label": label}, content=b'{"type":"session"}\n')
     assert imported.status_code == 422, imported.text
     assert {s.label for s in ledger.list_sessions()} == before
+
+
+async def test_an_agent_cannot_be_registered_with_an_unaddressable_session(
+    client: httpx.AsyncClient, ledger: Ledger
+) -> None:
+    for label in ("../../x", "a\nb"):
+        response = await client.post("/v1/agents", json={"id": "w", "session_label": label})
+        assert response.status_code == 422, response.text
+        assert "session_label" in response.json()["error"]["message"]
+    assert BrokerStore(ledger.database).get_agent("w") is None

@@ -16,6 +16,7 @@ from nexus.ledger import Ledger
 from nexus.server._errors import ApiError
 from nexus.server._state import ServerState
 from nexus.server._views import message_view, session_view, tool_call_view, turn_view
+from nexus.server.labels import label_problem
 
 router = APIRouter(prefix="/v1", tags=["sessions"])
 
@@ -36,22 +37,6 @@ class ForkRequest(BaseModel):
         if problem is not None:
             raise ValueError(problem)
         return value
-
-
-def label_problem(label: str) -> str | None:
-    """Why the API could not address a new session named ``label`` again, or None.
-
-    ``/v1/sessions/{label}`` takes one path segment: a label with ``/`` (or ``\\``) would be
-    created and then unreachable; control characters and edge spaces are names nobody can type
-    back (the broker's own session labels obey the same rule).
-    """
-    if "/" in label or "\\" in label:
-        return f"a session label cannot hold '/' or '\\' (got {label!r})"
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in label):
-        return f"a session label cannot hold control characters (got {label!r})"
-    if label != label.strip():
-        return f"a session label cannot start or end with spaces (got {label!r})"
-    return None
 
 
 def _state(request: Request) -> ServerState:
