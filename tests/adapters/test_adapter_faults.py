@@ -237,3 +237,20 @@ async def test_an_adapter_that_never_completes_is_timed_out_and_restarted(
     assert not second.ok
     process = await manager.stream_process("rec", "x")
     assert process.supervisor.starts == 2 and clock.sleeps == [1.0], "the hung process was replaced after its backoff"
+
+
+async def test_a_long_flood_of_bad_lines_logs_a_handful_of_warnings(
+    tmp_path: Path, make_manager: MakeManager, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A flood is logged on a power-of-ten schedule: 200,000 bad lines must not mean 200 warnings on stderr."""
+    config = {"record": str(tmp_path / "lines.jsonl"), "garbage": "x" * 20, "garbage_repeat": 100_000}
+    manager = make_manager({"rec": adapter(command=script_command("recorder.py"), accounts={"x": {"config": config}})})
+    with caplog.at_level(logging.WARNING, logger="nexus.adapters"):
+        report = await StreamRouter(manager, clock=ManualClock()).deliver(
+            DeliveryTarget("rec", "x", "u"), events_of([Token("a"), StreamEnd("r")])
+        )
+    assert report.ok
+    process = await manager.stream_process("rec", "x")
+    assert process.bad_lines == 200_000
+    warnings = [r for r in caplog.records if "skipped a malformed line" in r.getMessage()]
+    assert 5 < len(warnings) <= 12, len(warnings)

@@ -52,6 +52,10 @@ def test_add_list_show_remove(isolated_env: Path, capsys: pytest.CaptureFixture[
         (["agents", "add", "user"], "is not usable"),
         (["agents", "add", "w", "--tools", "reed"], "did you mean 'read'"),
         (["agents", "add", "w", "--model", "gpt-4o"], "must be PROVIDER/MODEL"),
+        (["agents", "add", "w", "--model", "nope/zzz"], "unknown provider 'nope'"),
+        (["agents", "add", "w", "--session", "../etc"], "cannot hold '/'"),
+        (["agents", "add", "w", "--session", "a\nb"], "control characters"),
+        (["agents", "add", "w", "--model", "local/not-configured"], "unknown local model"),
         (["agents", "add", "w", "--session", " "], "--session is empty"),
     ],
 )

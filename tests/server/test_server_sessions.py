@@ -174,3 +174,28 @@ async def test_oversized_bodies_are_refused_before_reading(ledger: Ledger) -> No
         streamed = await client.post("/v1/sessions/import", content=chunks())
         assert streamed.status_code == 413
     assert [s.label for s in ledger.list_sessions()] == ["main"]
+
+
+@pytest.mark.parametrize("label", ["../../x", "a/b", "back\\slash", "line\nbreak", "tab\there", " padded"])
+async def test_a_label_the_api_could_not_address_again_is_refused(
+    client: httpx.AsyncClient, ledger: Ledger, label: str
+) -> None:
+    """A fork or import named ``a/b`` was created, then no ``/v1/sessions/{label}`` route could reach it."""
+    before = {s.label for s in ledger.list_sessions()}
+    turn = ledger.turns("main")[0].id
+    forked = await client.post("/v1/sessions/main/fork", json={"turn_id": turn, "label": label})
+    assert forked.status_code == 422, forked.text
+    assert forked.json()["error"]["type"] == "invalid_request" and "label" in forked.json()["error"]["message"]
+    imported = await client.post("/v1/sessions/import", params={"label": label}, content=b'{"type":"session"}\n')
+    assert imported.status_code == 422, imported.text
+    assert {s.label for s in ledger.list_sessions()} == before
+
+
+async def test_an_agent_cannot_be_registered_with_an_unaddressable_session(
+    client: httpx.AsyncClient, ledger: Ledger
+) -> None:
+    for label in ("../../x", "a\nb"):
+        response = await client.post("/v1/agents", json={"id": "w", "session_label": label})
+        assert response.status_code == 422, response.text
+        assert "session_label" in response.json()["error"]["message"]
+    assert BrokerStore(ledger.database).get_agent("w") is None

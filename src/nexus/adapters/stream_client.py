@@ -27,6 +27,19 @@ _DRAIN_ABOVE = 256 * 1024
 _LOG_FIRST_BAD = 5
 
 
+def _worth_logging(count: int) -> bool:
+    """The first few bad lines, then the 10th, 100th, 1000th…: a flood of millions logs a dozen lines.
+
+    (Every thousandth was still thousands of warnings on the user's terminal in the 30 s before
+    a flooding adapter is timed out.)
+    """
+    if count <= _LOG_FIRST_BAD:
+        return True
+    while count % 10 == 0:
+        count //= 10
+    return count == 1
+
+
 @dataclass(slots=True)
 class StreamDelivery:
     """One delivery on a stream process: write lines, then wait for ``delivery_complete``."""
@@ -154,7 +167,7 @@ class StreamProcess:
 
     def _bad(self, what: str) -> None:
         self.bad_lines += 1
-        if self.bad_lines <= _LOG_FIRST_BAD or self.bad_lines % 1000 == 0:
+        if _worth_logging(self.bad_lines):
             log.warning(
                 "%s: skipped a malformed line from the adapter (%d so far): %s",
                 self.supervisor.name,

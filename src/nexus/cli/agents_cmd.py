@@ -32,6 +32,8 @@ def agents_command(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     if args.action == "add":
         spec = _spec_from_args(args)
+        if "model" in spec:
+            _check_model(config, spec["model"])
     elif not config.database_path.exists() and not config.agents:
         return _empty(args)
     if args.action == "add" and (server := _running_server(config)) is not None:
@@ -104,6 +106,20 @@ def _running_server(config: NexusConfig) -> RunningServer | None:
     return find_server(config)
 
 
+def _check_model(config: NexusConfig, ref: str) -> None:
+    """A model no run could reach (an unknown provider, an unconfigured local id) is refused now.
+
+    Registered anyway, every message to the agent would be accepted and then fail. A missing key
+    is not checked: it can be exported before the agent runs.
+    """
+    from nexus.engine.wiring.runner import resolve_model, unknown_provider_problem
+    from nexus.errors import ConfigError
+
+    problem = unknown_provider_problem(resolve_model(config, ref))  # raises ConfigError for a local id
+    if problem is not None:
+        raise ConfigError(f"--model: {problem}")
+
+
 def _spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
     from nexus.config._broker_schema import check_agent_ids
     from nexus.config._tool_names import BUILTIN_TOOL_NAMES, unknown_tool_entries
@@ -127,6 +143,12 @@ def _spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
         spec["tools"] = tools
     if args.session is not None and not args.session.strip():
         raise ConfigError("--session is empty: give a session label")
+    if args.session is not None:
+        from nexus.server.labels import label_problem
+
+        problem = label_problem(args.session)
+        if problem is not None:
+            raise ConfigError(f"--session: {problem}")
     return spec
 
 

@@ -73,10 +73,16 @@ def _session_key(key: str | None) -> str | None:
 
 def drain_command(args: argparse.Namespace) -> int:
     """Run ``nexus queue drain``: every queue until all are empty."""
+    config = _config(args)
+    with _open_ledger(config) as ledger:
+        return _drain_locked(config, ledger)
+
+
+def _drain_locked(config: NexusConfig, ledger: Ledger) -> int:
+    """Drain every queue while holding the broker lock; then what others queued as it let go."""
     from nexus.broker.host import broker_lock, running_broker
 
-    config = _config(args)
-    with _open_ledger(config) as ledger, broker_lock(config) as held:
+    with broker_lock(config) as held:
         if not held:
             print("nexus: error: another process is draining these queues (broker.lock is held)", file=sys.stderr)
             return 1
@@ -88,7 +94,9 @@ def drain_command(args: argparse.Namespace) -> int:
                 await broker.wait_until_idle()
             return 0
 
-        return asyncio.run(drain())
+        code = asyncio.run(drain())
+    asyncio.run(_run_leftovers(config, ledger))
+    return code
 
 
 async def _send(config: NexusConfig, ledger: Ledger, message: AgentMessage, mode: str | None, args: Any) -> int:
@@ -112,8 +120,11 @@ async def _send(config: NexusConfig, ledger: Ledger, message: AgentMessage, mode
             code = _report(ledger, receipt.queue_item_id, args, reply_shown=live is not None and live.printed)
             if delivering and receipt.duplicate:
                 print("nexus: already accepted earlier: its reply is not delivered again", file=sys.stderr)
-                return code
-            return _delivery_outcome(report, code) if delivering else code
+            elif delivering:
+                code = _delivery_outcome(report, code)
+    if held:  # after the lock is released: what others queued for us meanwhile
+        await _run_leftovers(config, ledger)
+        return code
     if target is not None and not _server_runs(config):
         from nexus.errors import ConfigError
 
@@ -198,6 +209,8 @@ async def _send_to_running_broker(
     else:
         item_id = _accept_for_other_process(config, store, message, mode, args)
     if not args.wait:
+        if server is None:  # the holder may have let go since: then nobody else will run it
+            await _run_leftovers(config, ledger)
         return _report(ledger, item_id, args)
     return await _watch(config, ledger, store, message, item_id, args)
 
@@ -231,6 +244,34 @@ def _accept_for_other_process(
         print("nexus: another process holds the broker lock: the message runs when that broker reaches it "
               "(a server or `nexus queue drain` runs every queue)", file=sys.stderr)  # fmt: skip
     return str(row.id)
+
+
+async def _run_leftovers(config: NexusConfig, ledger: Ledger) -> None:
+    """Run the messages that wait with nobody left to drain them, if the broker lock is free.
+
+    A ``nexus send`` that finds the lock held only queues its message for the holder; but the
+    holder may be another ``nexus send``, which drains only its own conversation and exits. So
+    whoever lets go of the lock, and whoever queued for a holder, looks once more: each message
+    is committed before its sender tries the lock, and the holder looks after releasing it, so
+    at least one of them sees the message with the lock free. Bounded: a round that changes
+    nothing (a message no run can take) ends it.
+    """
+    from nexus.broker.host import broker_lock, running_broker
+    from nexus.ledger.broker_store import BrokerStore
+
+    store = BrokerStore(ledger.database)
+    seen: frozenset[str] = frozenset()
+    while True:
+        pending = store.pending()
+        ids = frozenset(item.id for item in pending)
+        if not ids or ids == seen:
+            return
+        seen = ids
+        with broker_lock(config) as held:
+            if not held:  # another broker drains now; it looks again when it lets go
+                return
+            async with running_broker(config, ledger, scope={str(item.agent_id) for item in pending}) as broker:
+                await broker.wait_until_idle()
 
 
 async def _watch(

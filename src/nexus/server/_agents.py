@@ -42,6 +42,16 @@ class AgentRequest(BaseModel):
                 raise ValueError(f"expected 'provider/model' (e.g. 'openai/gpt-4o-mini'), got {value!r}")
         return value
 
+    @field_validator("session_label")
+    @classmethod
+    def _addressable_label(cls, value: str | None) -> str | None:
+        from nexus.server.labels import label_problem
+
+        problem = None if value is None else label_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
     @field_validator("tools")
     @classmethod
     def _known_tools(cls, value: list[str] | None) -> list[str] | None:

@@ -18,6 +18,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 log = logging.getLogger("nexus.server")
 
 
+RETRY_AFTER_S = 30
+"""What a 503 for a full disk or a database held elsewhere tells a client to wait before retrying."""
+
+
 class ApiError(Exception):
     """An error the API reports as is: status code, a short type and a message for people."""
 
@@ -44,6 +48,7 @@ def install_error_handlers(app: FastAPI) -> None:
     from nexus.broker.types import BrokerError, UnknownAgentError
     from nexus.errors import ConfigError, NexusError
     from nexus.ledger import LedgerError, SessionExistsError, SessionNotFound, TurnNotFound, TurnStateError
+    from nexus.ledger.errors import LedgerBusyError, LedgerFullError
 
     async def api_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)
@@ -64,6 +69,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def nexus_error(_: Request, exc: Exception) -> JSONResponse:
         status, kind = 400, "invalid_request"
+        if isinstance(exc, LedgerFullError | LedgerBusyError):  # the server's trouble: the client may retry
+            headers = {"Retry-After": str(RETRY_AFTER_S)}
+            return JSONResponse(error_body("unavailable", str(exc)), status_code=503, headers=headers)
         if isinstance(exc, SessionNotFound | TurnNotFound | UnknownAgentError):
             status, kind = 404, "not_found"
         elif isinstance(exc, SessionExistsError):

@@ -10,12 +10,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from nexus.ledger import Ledger
 from nexus.server._errors import ApiError
 from nexus.server._state import ServerState
 from nexus.server._views import message_view, session_view, tool_call_view, turn_view
+from nexus.server.labels import label_problem
 
 router = APIRouter(prefix="/v1", tags=["sessions"])
 
@@ -28,6 +29,14 @@ class ForkRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     turn_id: str = Field(min_length=1, max_length=64)
     label: str | None = Field(default=None, min_length=1, max_length=200)
+
+    @field_validator("label")
+    @classmethod
+    def _addressable(cls, value: str | None) -> str | None:
+        problem = None if value is None else label_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
 
 def _state(request: Request) -> ServerState:
@@ -134,6 +143,9 @@ def import_session(
     label: str | None = Query(None, min_length=1, max_length=200),
 ) -> Any:
     ledger = _state(request).ledger
+    problem = None if label is None else label_problem(label)
+    if problem is not None:
+        raise ApiError(422, "invalid_request", f"label: {problem}")
     if not body.strip():
         raise ApiError(400, "invalid_request", "the body is empty: send the JSONL session file as the request body")
     fd, name = tempfile.mkstemp(prefix="nexus-import-", suffix=".jsonl")

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from nexus.config._server_schema import ServerConfig
     from nexus.ledger import Ledger
     from nexus.llm.options import StreamFn
+    from nexus.server._event_hub import EventHub
 
 GRACEFUL_S = 5
 """How long open connections (streams) get to finish after the runs were aborted."""
@@ -86,7 +87,6 @@ async def _serve(
     from nexus.broker.delivery import Deliverer
     from nexus.broker.host import build_broker_and_runner, start_broker
     from nexus.broker.inbound import attach_inbound, recorded_delivery
-    from nexus.server._event_hub import EventHub
     from nexus.server._state import ServerState
     from nexus.server.app import create_app
 
@@ -105,9 +105,7 @@ async def _serve(
             server.should_exit = True
         if not stopping:
             print("nexus serve: stopping (active runs are aborted and kept)", file=sys.stderr, flush=True)
-            stopping.append(loop.create_task(_stop_runs(broker)))
-            for hub in hubs:  # open SSE streams end now, or uvicorn's graceful stop would wait for them
-                hub.close()
+            stopping.append(loop.create_task(_stop_runs_then_streams(broker, hubs)))
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
@@ -166,6 +164,19 @@ async def _stop_runs(broker: AgentBroker) -> None:
     from nexus.server._chat_run import stop_direct_runs
 
     await asyncio.gather(broker.close(), stop_direct_runs())
+
+
+async def _stop_runs_then_streams(broker: AgentBroker, hubs: list[EventHub]) -> None:
+    """Abort the runs, then end the open SSE streams (else uvicorn's graceful stop would wait for them).
+
+    In this order, so a client watching a run gets its final event (``stream_error``) before
+    its stream ends, instead of a reply left "still streaming" by a server that is gone.
+    """
+    try:
+        await _stop_runs(broker)
+    finally:
+        for hub in hubs:
+            hub.close()
 
 
 def _bound_port(server: NexusUvicorn, default: int) -> int:

@@ -1,0 +1,19 @@
+"""Which session labels the HTTP API can address again (light: the CLI checks them without FastAPI)."""
+
+from __future__ import annotations
+
+
+def label_problem(label: str) -> str | None:
+    """Why the API could not address a new session named ``label`` again, or None.
+
+    ``/v1/sessions/{label}`` takes one path segment: a label with ``/`` (or ``\\``) would be
+    created and then unreachable; control characters and edge spaces are names nobody can type
+    back (the broker's own session labels obey the same rule).
+    """
+    if "/" in label or "\\" in label:
+        return f"a session label cannot hold '/' or '\\' (got {label!r})"
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in label):
+        return f"a session label cannot hold control characters (got {label!r})"
+    if label != label.strip():
+        return f"a session label cannot start or end with spaces (got {label!r})"
+    return None

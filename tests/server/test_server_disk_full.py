@@ -1,0 +1,59 @@
+"""A full disk under ``nexus serve``: a message that cannot be written is the server's trouble, not the client's.
+
+It was answered ``400 invalid_request``, which tells a client "your request is wrong, do not
+retry". The request was fine; the server could not store it: 503 ``unavailable``, retry later.
+Real full filesystem (a small tmpfs), skipped where mounting is not permitted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from nexus.config._server_schema import ServerConfig
+from nexus.testing import ScriptedModel
+
+from .broker_app import live_app
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MB tmpfs mounted for the test (skipped where mounting is not permitted)."""
+    if shutil.which("mount") is None or os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root and mount(8)")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True, check=False)
+
+
+async def test_a_message_the_full_disk_cannot_hold_is_503_and_the_server_keeps_serving(small_disk: Path) -> None:
+    big = "x" * 150_000
+    async with live_app(small_disk, ScriptedModel([]), ServerConfig()) as live, live.client() as client:
+        statuses: list[int] = []
+        for i in range(12):  # 1.8 MB of messages into a 1 MB disk
+            sent = await client.post(
+                "/v1/agents/lead/messages", json={"content": big, "id": f"m-{i}", "mode": "collect"}
+            )
+            statuses.append(sent.status_code)
+            if sent.status_code != 202:
+                assert sent.status_code == 503, sent.text
+                error = sent.json()["error"]
+                assert error["type"] == "unavailable" and "disk is full" in error["message"]
+                assert sent.headers.get("retry-after")
+        assert 503 in statuses, statuses
+        assert (await client.get("/v1/health")).status_code == 200
+        accepted = {f"m-{i}" for i, status in enumerate(statuses) if status == 202}
+        assert {item.message_id for item in live.store.items()} == accepted  # nothing half-stored
