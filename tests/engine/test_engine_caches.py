@@ -154,7 +154,8 @@ def test_a_later_run_reuses_the_prefix_only_for_the_same_messages() -> None:
     turn = [*history, UserMessage("q2"), asst(call("b"))]
     assert later.payload(turn) == reference(turn)
     other: list[Message] = [UserMessage("q1"), asst(call("a")), UserMessage("no result"), asst(text="a done")]
-    assert window(cache=cache).payload([*other, UserMessage("q2")]) == reference([*other, UserMessage("q2")])
+    q2 = UserMessage("q2")  # one object: two would differ in their timestamps when a millisecond passes
+    assert window(cache=cache).payload([*other, q2]) == reference([*other, q2])
 
 
 # --------------------------------------------------------------------------- token estimates
