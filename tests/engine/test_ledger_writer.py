@@ -1,7 +1,10 @@
-"""The engine's ledger writes leave the event loop when runs share it, and never outrun the result.
+"""The engine's ledger writes leave the event loop when many runs share it, and never outrun the result.
 
-- While more than one run is active, no ledger write (open_turn, journal entries, write_turn)
-  runs on the event loop's thread: the loop keeps serving the other runs meanwhile.
+- While more than ``INLINE_MAX_RUNS`` runs are active, no ledger write (open_turn, journal
+  entries, write_turn) runs on the event loop's thread: the loop keeps serving the other runs.
+  The tests of the thread path lower the threshold to 1, so a few runs exercise it.
+- While few runs are active, writes run inline: a hop per write cost the broker's 8 concurrent
+  turns a third of their rate.
 - A run reports done only once its turn is on disk — also when its task is cancelled while the
   writer thread is writing the turn (the write cannot be stopped once queued).
 """
@@ -97,7 +100,13 @@ def _env(ledger: Ledger, model: ScriptedModel, tools: list[AgentTool]) -> Engine
     )
 
 
-async def test_writes_leave_the_loop_thread_while_runs_share_it(watched: WatchedLedger) -> None:
+@pytest.fixture
+def many_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two active runs count as many: the thread path with a handful of runs."""
+    monkeypatch.setattr(_writer, "INLINE_MAX_RUNS", 1)
+
+
+async def _four_gated_runs(watched: WatchedLedger) -> None:
     runs = 4
     arrived: list[int] = []
     everyone = asyncio.Event()
@@ -108,17 +117,33 @@ async def test_writes_leave_the_loop_thread_while_runs_share_it(watched: Watched
         executions.append(env.start(env.assemble("go", session=f"s{i}", model=model.model), model=model.model))
     results = await asyncio.gather(*(e.result for e in executions))
     assert [r.stop_reason for r in results] == ["end_turn"] * runs
-    loop_thread = threading.current_thread().name
-    shared = [(name, thread) for name, thread, active in watched.calls if active > 1]
-    assert {name for name, _ in shared} >= {"open_turn", "journal_tool_call", "write_turn"}
-    assert all(thread != loop_thread for _, thread in shared), shared
-    assert all(thread.startswith("nexus-ledger-writer") for _, thread in shared), shared
     for i, result in enumerate(results):  # and every turn is on disk, in order
         head = watched.head(f"s{i}")
         assert head is not None and head.id == result.turn_id and head.status == "completed"
 
 
-async def test_a_run_cancelled_during_its_turn_write_ends_after_the_write(watched: WatchedLedger) -> None:
+async def test_writes_leave_the_loop_thread_while_many_runs_share_it(watched: WatchedLedger, many_runs: None) -> None:
+    await _four_gated_runs(watched)
+    loop_thread = threading.current_thread().name
+    shared = [(name, thread) for name, thread, active in watched.calls if active > 1]
+    assert {name for name, _ in shared} >= {"open_turn", "journal_tool_call", "write_turn"}
+    assert all(thread != loop_thread for _, thread in shared), shared
+    assert all(thread.startswith("nexus-ledger-writer") for _, thread in shared), shared
+
+
+async def test_a_few_runs_write_inline(watched: WatchedLedger) -> None:
+    """Four runs at once (the broker runs eight by default) write on the loop's thread: no hops."""
+    assert _writer.INLINE_MAX_RUNS >= 4
+    await _four_gated_runs(watched)
+    loop_thread = threading.current_thread().name
+    shared = [(name, thread) for name, thread, active in watched.calls if active > 1]
+    assert {name for name, _ in shared} >= {"open_turn", "journal_tool_call", "write_turn"}
+    assert all(thread == loop_thread for _, thread in shared), shared
+
+
+async def test_a_run_cancelled_during_its_turn_write_ends_after_the_write(
+    watched: WatchedLedger, many_runs: None
+) -> None:
     release_other = asyncio.Event()
     other_model = ScriptedModel([tool_call("hold", {}, id="h1"), text("later")], record=False)
 
@@ -148,7 +173,7 @@ async def test_a_run_cancelled_during_its_turn_write_ends_after_the_write(watche
     assert (await other.result).stop_reason == "end_turn"
 
 
-async def test_a_run_cancelled_while_its_turn_opens_closes_that_turn(watched: WatchedLedger) -> None:
+async def test_a_run_cancelled_while_its_turn_opens_closes_that_turn(watched: WatchedLedger, many_runs: None) -> None:
     """The open cannot be stopped once queued: the turn it opened is written ``aborted``, not left open."""
     release_other = asyncio.Event()
     other_model = ScriptedModel([tool_call("hold", {}, id="h1"), text("later")], record=False)

@@ -171,7 +171,7 @@ class AdapterManager:
                     self._info[name] = AdapterInfo.from_json(raw)
                 except ProtocolError as exc:
                     raise AdapterError(
-                        f"adapter {name}: `info` answered something else than the protocol: {exc}"
+                        f"adapter {name}: `info` answered something other than the protocol: {exc}"
                     ) from None
             return self._info[name]
 

@@ -396,7 +396,7 @@ class AgentBroker:
         """Abort the agent's current runs (or its session's); queues keep draining. ``False``: none ran."""
         runs = [s.run for s in self._sessions(self._slot(agent_id), session) if s.run is not None]
         for run in runs:
-            run.abort("aborted by abort()")
+            run.abort("aborted on request")
         return bool(runs)
 
     def get_queue_depth(self, agent_id: str, session: str | None = None) -> int:

@@ -35,12 +35,47 @@ def error_body(error_type: str, message: str) -> dict[str, Any]:
     return {"error": {"type": error_type, "message": message}}
 
 
+_KINDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false", "list": "a list"}
+
+
+def _form(part: object) -> str | None:
+    """The accepted form a union member tag of pydantic's error location names (``DeliverTo``, ``str``), else None."""
+    if not isinstance(part, str):
+        return None
+    if part in _KINDS:
+        return _KINDS[part]
+    return "an object" if part[:1].isupper() else None
+
+
 def _validation_message(exc: RequestValidationError) -> str:
-    problems = []
-    for error in exc.errors()[:5]:
-        where = ".".join(str(part) for part in error.get("loc", ()) if part != "body") or "body"
-        problems.append(f"{where}: {error.get('msg', 'invalid')}")
-    return "; ".join(problems) or "the request is not valid"
+    """One line naming each wrong field in the API's terms, never pydantic's internal names.
+
+    A body that is not JSON says where it breaks; a field that accepts several forms (``deliver``:
+    an object or ``NAME/ACCOUNT:TARGET``) names the forms when none fits, or the wrong field inside
+    the form the client evidently meant.
+    """
+    problems: dict[str, str] = {}
+    forms: dict[str, list[str]] = {}
+    for error in exc.errors():
+        loc = [part for part in error.get("loc", ()) if part != "body"]
+        if error.get("type") == "json_invalid":
+            at = f" at character {loc[0]}" if loc and isinstance(loc[0], int) else ""
+            detail = (error.get("ctx") or {}).get("error")
+            return f"the request body is not valid JSON{at}" + (f" ({detail})" if detail else "")
+        tag = next((i for i, part in enumerate(loc) if _form(part)), None)
+        if tag is not None and tag == len(loc) - 1:  # the value is none of the field's forms
+            field = ".".join(str(part) for part in loc[:tag]) or "body"
+            forms.setdefault(field, []).append(_form(loc[tag]) or "another form")
+            continue
+        if tag is not None:
+            loc = loc[:tag] + loc[tag + 1 :]  # inside one form: name the field, not the form
+        where = ".".join(str(part) for part in loc) or "body"
+        problems.setdefault(where, str(error.get("msg", "invalid")))
+    for field, kinds in forms.items():
+        if not any(where.startswith(f"{field}.") for where in problems):
+            problems.setdefault(field, "must be " + " or ".join(dict.fromkeys(kinds)))
+    listed = [f"{where}: {message}" for where, message in list(problems.items())[:5]]
+    return "; ".join(listed) or "the request is not valid"
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -72,6 +107,9 @@ def install_error_handlers(app: FastAPI) -> None:
         if isinstance(exc, LedgerFullError | LedgerBusyError):  # the server's trouble: the client may retry
             headers = {"Retry-After": str(RETRY_AFTER_S)}
             return JSONResponse(error_body("unavailable", str(exc)), status_code=503, headers=headers)
+        if isinstance(exc, SessionNotFound):  # the library's hint names Python calls; say it in HTTP terms
+            message = f"no session or alias named {exc.label!r}; GET /v1/sessions lists them"
+            return JSONResponse(error_body("not_found", message), status_code=404)
         if isinstance(exc, SessionNotFound | TurnNotFound | UnknownAgentError):
             status, kind = 404, "not_found"
         elif isinstance(exc, SessionExistsError):

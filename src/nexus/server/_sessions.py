@@ -13,6 +13,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from nexus.ledger import Ledger
+from nexus.ledger.errors import PiFormatError
 from nexus.server._errors import ApiError
 from nexus.server._state import ServerState
 from nexus.server._views import message_view, session_view, tool_call_view, turn_view
@@ -153,6 +154,8 @@ def import_session(
         with os.fdopen(fd, "wb") as handle:
             handle.write(body)
         result = ledger.import_pi(name, label)
+    except PiFormatError as exc:  # its message names the server's temporary file: name the request body instead
+        raise ApiError(400, "invalid_request", str(exc).replace(name, "the request body")) from None
     finally:
         os.unlink(name)
     return {

@@ -7,8 +7,8 @@ run's write was in the middle of, and with hundreds of runs the loop spent a thi
 in SQLite (docs/benchmarks.md, "1,000 concurrent executions"). SQLite releases the GIL while it
 works, so the loop keeps serving the other runs meanwhile.
 
-A run alone in the process (and nothing queued) writes inline instead: it would gain nothing
-from the thread, and each hop (two wake-ups) adds latency to its turn (bench/bench_engine.py).
+While few runs are active (and nothing is queued) a run writes inline instead: the loop has
+time to spare, and each hop adds a round of the loop to its turn (see :func:`inline_ok`).
 
 Not the loop's default executor: tools and the local llama.cpp provider run there, and a turn
 write must not queue behind a long ``grep`` or a whole local generation.
@@ -56,7 +56,7 @@ _LOAD = _Load()
 
 
 def run_started() -> None:
-    """A run became active (its writes may go inline while it is the only one)."""
+    """A run became active (its writes may go inline while few are)."""
     with _LOAD.lock:
         _LOAD.runs += 1
 
@@ -67,14 +67,20 @@ def run_ended() -> None:
         _LOAD.runs -= 1
 
 
-def inline_ok() -> bool:
-    """A write may run on the caller's thread: this run is the only active one and nothing is queued.
+INLINE_MAX_RUNS = 16
+"""Up to this many active runs, a write with nothing queued before it runs inline (see :func:`inline_ok`)."""
 
-    One run alone costs the loop nothing it could have spent on another run, and the hop to the
-    thread and back (two wake-ups) would only add latency to its turn (bench_engine.py); nothing
-    queued means the write still comes after every write submitted before it.
+
+def inline_ok() -> bool:
+    """A write may run on the caller's thread: few runs are active and nothing is queued.
+
+    With few runs the loop has time to spare, and each hop to the thread and back costs the run a
+    round of the loop per write: the broker, which runs 8 turns at a time by default, fell from
+    530 to 380 turns/s when every write hopped (bench/bench_broker_e2e.py). With many runs the
+    loop is what they share, and the thread keeps SQLite off it (bench_engine_concurrent.py).
+    Nothing queued means the write still comes after every write submitted before it.
     """
-    return _LOAD.runs <= 1 and _LOAD.queued == 0
+    return _LOAD.runs <= INLINE_MAX_RUNS and _LOAD.queued == 0
 
 
 def submit(fn: Callable[[], T]) -> asyncio.Future[T]:
