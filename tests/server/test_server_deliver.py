@@ -118,13 +118,16 @@ async def test_a_bad_deliver_target_is_a_422_naming_the_field_and_stores_nothing
             ({"adapter": "files", "account": "off", "to": "x"}, "deliver.account: files/off is disabled"),
             ("files-a-x", "expected NAME/ACCOUNT:TARGET"),
             ({"adapter": "files", "account": "a"}, "deliver"),
-            ({"adapter": "files", "account": "a", "to": "x", "extra": 1}, "deliver"),
+            ({"adapter": "files", "account": "a", "to": "x", "extra": 1}, "deliver.extra"),
+            (5, "deliver: must be an object or a string"),  # not pydantic's "deliver.DeliverTo: …; deliver.str: …"
+            ({"adapter": "files", "account": "a"}, "deliver.to: Field required"),
         ]
         for deliver, expected in cases:
             answer = await client.post("/v1/agents/coder/messages", json={"content": "hi", "deliver": deliver})
             assert answer.status_code == 422, (deliver, answer.text)
             error = answer.json()["error"]
             assert error["type"] == "invalid_request" and expected in error["message"], (deliver, error)
+            assert "DeliverTo" not in error["message"] and "deliver.str" not in error["message"], error
         schema = (await client.get("/openapi.json")).json()
         assert BrokerStore(ledger.database).items() == []
     deliver_schema = schema["components"]["schemas"]["MessageRequest"]["properties"]["deliver"]

@@ -138,6 +138,25 @@ async def test_malformed_json_is_a_422_and_nothing_changes(client: httpx.AsyncCl
         "/v1/sessions/main/fork", content=b"{not json", headers={"content-type": "application/json"}
     )
     assert response.status_code == 422 and response.json()["error"]["type"] == "invalid_request"
+    message = response.json()["error"]["message"]
+    assert message.startswith("the request body is not valid JSON at character 1"), (
+        message
+    )  # was "1: JSON decode error"
+    assert [s.label for s in ledger.list_sessions()] == ["main"]
+
+
+async def test_an_unknown_session_is_a_404_in_http_terms(client: httpx.AsyncClient) -> None:
+    response = await client.get("/v1/sessions/nowhere/history")
+    assert response.status_code == 404
+    message = response.json()["error"]["message"]
+    assert "'nowhere'" in message and "GET /v1/sessions" in message and "Ledger." not in message, message
+
+
+async def test_a_bad_import_names_the_body_not_a_server_path(client: httpx.AsyncClient, ledger: Ledger) -> None:
+    response = await client.post("/v1/sessions/import", content=b'{"type": "message"}\n')
+    assert response.status_code == 400, response.text
+    message = response.json()["error"]["message"]
+    assert "nexus-import-" not in message and "/tmp" not in message, message
     assert [s.label for s in ledger.list_sessions()] == ["main"]
 
 
