@@ -155,3 +155,23 @@ def test_a_failing_write_in_a_group_fails_alone(store: BrokerStore) -> None:
     assert outcomes[0] is None and isinstance(outcomes[1], LedgerError) and outcomes[2] == "third ran"
     rows = {row.id: row for row in store.items()}
     assert rows[first].status == "processing" and rows[second].turn_id == "turn-0"
+
+
+def test_queued_after_skips_the_rows_the_caller_holds_but_still_moves_past_them(store: BrokerStore) -> None:
+    """The store watcher names the rows its broker already holds: only the others are parsed and returned."""
+    start = store.last_rowid()
+    own, _ = accept(store, "m-own")
+    other, _ = accept(store, "m-other")
+    asked: list[tuple[str, str, str]] = []
+
+    def held(agent_id: str, session_label: str, item_id: str) -> bool:
+        asked.append((agent_id, session_label, item_id))
+        return item_id == own
+
+    items, newest = store.queued_after(start, held)
+    assert [item.id for item in items] == [other] and items[0].content == "text of m-other"
+    assert newest == store.last_rowid() and asked == [
+        ("worker", "agent:worker", own),
+        ("worker", "agent:worker", other),
+    ]
+    assert [item.id for item in store.queued_after(start)[0]] == [own, other]  # no predicate: every queued row

@@ -59,6 +59,15 @@ def test_settings_resolve_per_field_most_specific_first() -> None:
     assert resolve_settings() == QueueSettings()
 
 
+def test_settings_that_override_nothing_resolve_to_the_default_itself() -> None:
+    """The common send overrides nothing: its settings are the default object, none built per message."""
+    default = QueueSettings(mode="collect", cap=7)
+    assert resolve_settings(QueueOverrides(), None, QueueOverrides(), default=default) is default
+    assert resolve_settings(QueueOverrides(cap=3), QueueOverrides(), default=default) == QueueSettings(
+        mode="collect", cap=3
+    )
+
+
 def test_followups_run_one_per_turn_in_arrival_order() -> None:
     queue = SessionQueue()
     for n in range(3):

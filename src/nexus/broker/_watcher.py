@@ -58,13 +58,10 @@ class StoreWatcher:
 
     def adopt(self) -> None:
         """Queue in memory what other processes accepted since the last look (each item once)."""
-        items, self._seen_rowid = self._store.queued_after(self._seen_rowid)
+        items, self._seen_rowid = self._store.queued_after(self._seen_rowid, self._held)
         for item in items:
             slot = self._slot_for(item.agent_id or "")
             if slot is None:
-                continue
-            known = slot.sessions.get(item.session_label)
-            if known is not None and known.queue.find(item.id) is not None:
                 continue
             session = self._load(slot, item)
             if session is None:
@@ -72,6 +69,12 @@ class StoreWatcher:
             session.idle.clear()
             session.wake.set()
             self._ensure_drain(slot, session)
+
+    def _held(self, agent_id: str, session_label: str, item_id: str) -> bool:
+        """Whether this broker already holds the item in memory (accepted by itself, or adopted before)."""
+        slot = self._slots.get(agent_id)
+        known = slot.sessions.get(session_label) if slot is not None else None
+        return known is not None and known.queue.find(item_id) is not None
 
     def _slot_for(self, agent_id: str) -> AgentSlot | None:
         """The slot of an agent named by another process's message (registered there meanwhile, maybe)."""

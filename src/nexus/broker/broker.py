@@ -447,29 +447,15 @@ class AgentBroker:
                     await self._run_batch(slot, session, step)
 
     async def _run_batch(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> None:
-        await self._writes.claim(batch.item_ids)
-        one_sender = len({item.sender for item in batch.items}) == 1
-        request = RunRequest(
-            agent_id=slot.agent_id,
-            session_label=session.label,
-            prompt=batch.prompt,
-            item_ids=tuple(batch.item_ids),
-            sender=batch.items[0].sender if one_sender else None,
-            source=message_source(batch.items[0].sender, self._slots) if one_sender else "collect",
-            spec=slot.spec,
-            role=slot.identity.role,
-            conversation_id=next((item.conversation_id for item in batch.items if item.conversation_id), None),
-            hop=max(item.hop for item in batch.items),
-            session_key=session.key,
-            deliver_to=next((item.deliver_to for item in reversed(batch.items) if item.deliver_to), None),
-        )
+        item_ids = batch.item_ids
+        await self._writes.claim(item_ids)
         try:
-            session.run = self._runner.start(request)
+            session.run = self._runner.start(self._run_request(slot, session, batch, item_ids))
             outcome = await session.run.result()
         except Exception as exc:  # a runner that failed to start: the items go back, the error is kept
             session.run = None
-            self._return_items(session, batch.item_ids)
-            slot.resolve(batch.item_ids, SendAndWaitResult(False, error=f"the run could not start: {exc}"))
+            self._return_items(session, item_ids)
+            slot.resolve(item_ids, SendAndWaitResult(False, error=f"the run could not start: {exc}"))
             await asyncio.sleep(0.1)
             return
         session.run = None
@@ -477,15 +463,41 @@ class AgentBroker:
         if outcome.turn_id is None and outcome.status != "completed":
             self._settle_unrun(slot, session, batch, outcome)
             return
-        delivered = self._settle_steers(session)
-        consumed = [*batch.item_ids, *delivered]
+        delivered = self._settle_steers(session) if session.steers else []
+        consumed = [*item_ids, *delivered] if delivered else item_ids
         session.queue.complete(consumed)
-        result = SendAndWaitResult(
-            success=outcome.status == "completed", error=error_text(outcome), reply=outcome.reply or None,
-            turn_id=outcome.turn_id,
-        )  # fmt: skip
-        slot.resolve(consumed, result)
-        await self._replies.answer_askers(slot.agent_id, batch, outcome)
+        if slot.waiters:  # only send_and_wait callers wait on a result
+            result = SendAndWaitResult(
+                success=outcome.status == "completed", error=error_text(outcome), reply=outcome.reply or None,
+                turn_id=outcome.turn_id,
+            )  # fmt: skip
+            slot.resolve(consumed, result)
+        if any(item.reply_to is not None for item in batch.items):
+            await self._replies.answer_askers(slot.agent_id, batch, outcome)
+
+    def _run_request(self, slot: AgentSlot, session: SessionSlot, batch: Batch, item_ids: list[str]) -> RunRequest:
+        """What the runner needs for one batch (a lone item, the usual batch, without the scans)."""
+        items = batch.items
+        head = items[0]
+        one_sender = len(items) == 1 or len({item.sender for item in items}) == 1
+        return RunRequest(
+            agent_id=slot.agent_id,
+            session_label=session.label,
+            prompt=batch.prompt,
+            item_ids=tuple(item_ids),
+            sender=head.sender if one_sender else None,
+            source=message_source(head.sender, self._slots) if one_sender else "collect",
+            spec=slot.spec,
+            role=slot.identity.role,
+            conversation_id=(head.conversation_id or None)
+            if len(items) == 1
+            else next((item.conversation_id for item in items if item.conversation_id), None),
+            hop=head.hop if len(items) == 1 else max(item.hop for item in items),
+            session_key=session.key,
+            deliver_to=(head.deliver_to or None)
+            if len(items) == 1
+            else next((item.deliver_to for item in reversed(items) if item.deliver_to), None),
+        )
 
     def _settle_unrun(self, slot: AgentSlot, session: SessionSlot, batch: Batch, outcome: RunOutcome) -> None:
         """No turn was written: aborted before it started → back in the queue; could not start → failed."""

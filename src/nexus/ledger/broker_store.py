@@ -350,15 +350,22 @@ class BrokerStore:
         except (sqlite3.IntegrityError, ValueError, TypeError, KeyError):
             return self._db.write(isolated)
 
-    def queued_after(self, rowid: int) -> tuple[list[BrokerQueueItem], int]:
+    def queued_after(
+        self, rowid: int, held: Callable[[str, str, str], bool] | None = None
+    ) -> tuple[list[BrokerQueueItem], int]:
         """Items still ``queued`` that were inserted after ``rowid`` (any process), and the newest rowid.
 
         A broker polls this to pick up messages other processes accepted while it runs.
+        ``held(agent_id, session_label, item_id)`` names the rows it already holds: those are
+        skipped before their message is parsed (a busy broker's own rows are nearly all of them).
         """
         sql = f"SELECT rowid, {_ITEM_COLUMNS} FROM queue_items WHERE rowid > ? AND agent_id IS NOT NULL ORDER BY rowid"
         rows = self._db.read(lambda c: c.execute(sql, (rowid,)).fetchall())
         newest = rows[-1][0] if rows else rowid
-        return [_item(row[1:]) for row in rows if row[8] == "queued"], newest
+        items = [
+            _item(row[1:]) for row in rows if row[8] == "queued" and (held is None or not held(row[3], row[2], row[1]))
+        ]
+        return items, newest
 
     def last_rowid(self) -> int:
         """The newest queue row's rowid (0 for none): where :meth:`queued_after` starts."""
