@@ -425,3 +425,27 @@ async def test_a_reply_a_crash_kept_from_being_sent_is_sent_on_start(ledger: Led
     assert run.request.agent_id == "manager" and run.request.prompt.endswith("answer from turn-of-worker")
     await broker.close()
     assert store.unanswered_replies() == []
+
+
+async def test_an_item_finished_elsewhere_is_skipped_and_the_drain_goes_on(ledger: Ledger) -> None:
+    """The in-memory queue holds an item whose row is already finished (e.g. adopted by the store
+    watcher and run before its own ``send`` resumed): its claim fails, the drain drops it from the
+    queue and goes on, it never runs again. The drain task used to die on the claim's error."""
+    from nexus.ledger.broker_store import move_items
+
+    broker, runner = await open_broker(ledger, queue=QueueSettings(mode="followup"))
+    broker.register_agent(WORKER)
+    await broker.send(message(0))
+    first = await runner.next_run(1)
+    waiting = await broker.send(message(1))
+    ledger.database.write(lambda c: move_items(c, [waiting.queue_item_id], "dropped", error="finished elsewhere"))
+    first.finish()
+    await broker.send(message(2))
+    second = await runner.next_run(2)
+    assert second.request.prompt == "task 2"  # task 1 was finished elsewhere: not run again
+    second.finish()
+    assert await broker.wait_for_idle("worker", timeout_ms=2000)
+    assert broker.get_queue_depth("worker") == 0
+    item = BrokerStore(ledger.database).get_item(waiting.queue_item_id)
+    assert item is not None and item.status == "dropped"
+    await broker.close()

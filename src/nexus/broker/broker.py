@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,7 +45,7 @@ from nexus.broker.types import (
     SendReceipt,
     UnknownAgentError,
 )
-from nexus.ledger import new_ulid
+from nexus.ledger import LedgerError, new_ulid
 from nexus.ledger.broker_store import AcceptRequest, BrokerQueueItem, BrokerStore
 
 if TYPE_CHECKING:
@@ -54,6 +55,12 @@ if TYPE_CHECKING:
 DEFAULT_MAX_CONCURRENT = 8
 DEFAULT_MAX_ATTEMPTS = 3
 _STEERABLE_PHASES = ("starting", "streaming", "tools")
+
+
+log = logging.getLogger("nexus.broker")
+
+_OPEN = frozenset({"queued", "processing"})
+"""Statuses of a queue item that is not finished yet."""
 
 
 def _now_ms() -> int:
@@ -448,7 +455,11 @@ class AgentBroker:
 
     async def _run_batch(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> None:
         item_ids = batch.item_ids
-        await self._writes.claim(item_ids)
+        try:
+            await self._writes.claim(item_ids)
+        except LedgerError as exc:  # an item finished elsewhere: never run it again, and keep draining
+            self._skip_finished(slot, session, item_ids, exc)
+            return
         try:
             session.run = self._runner.start(self._run_request(slot, session, batch, item_ids))
             outcome = await session.run.result()
@@ -520,6 +531,19 @@ class AgentBroker:
         session.steers.clear()
         self._return_items(session, returned)
         return delivered
+
+    def _skip_finished(self, slot: AgentSlot, session: SessionSlot, item_ids: list[str], error: LedgerError) -> None:
+        """A batch whose claim failed: drop its finished items from memory, put the others back.
+
+        The in-memory queue can hold an item whose row is already finished (the store watcher
+        adopted a committed row and it ran before its own ``send`` resumed, or another process
+        finished it); its claim refuses, and it must neither run again nor stop the drain.
+        """
+        finished = [i for i in item_ids if (row := self._store.get_item(i)) is None or row.status not in _OPEN]
+        log.warning("agent %s: skipped queue items already finished elsewhere: %s", slot.agent_id, error)
+        session.queue.complete(finished)
+        slot.resolve(finished, SendAndWaitResult(False, error="the message was finished elsewhere"))
+        session.queue.release([i for i in item_ids if i not in finished])
 
     def _return_items(self, session: SessionSlot, item_ids: list[str]) -> None:
         if item_ids:
