@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -170,4 +171,25 @@ async def test_a_spawned_sub_agent_is_a_broker_agent(ledger: Ledger) -> None:
     (worker_item,) = BrokerStore(ledger.database).items(agent_id=workers[0].identity.agent_id)
     assert worker_item.status == "delivered" and worker_item.sender == "lead"
     assert "spawn_agent" not in {t.name for t in scripted.calls[1].tools}  # the worker is at the depth limit
+    await broker.close()
+
+
+async def test_the_bundled_local_model_is_not_offered_the_agent_tools(ledger: Ledger) -> None:
+    """SmolLM2-135M is a chat-only model (``EngineEnv.chat_only``): given ``list_agents`` and friends
+    it called them over and over until its 4k context overflowed, and each call's status line went to
+    the chat. A broker turn on it gets no tools at all, like ``nexus run`` on it."""
+    scripted = ScriptedModel([text("4")])
+    models: list[str] = []
+    stream = scripted.stream
+
+    def recording(model: Any, *args: Any, **kwargs: Any) -> Any:
+        models.append(model.api)
+        return stream(model, *args, **kwargs)
+
+    scripted.stream = recording  # type: ignore[method-assign]
+    broker = await start_broker(ledger, scripted)
+    broker.register_agent(AgentIdentity("tiny", "agent:tiny", "manager"), spec={"model": "local/smollm2-135m-instruct"})
+    result = await broker.send_and_wait(AgentMessage("m-1", "user", "tiny", "what is 2+2?"), timeout_ms=20_000)
+    assert result.success and result.reply == "4"
+    assert models == ["llama-cpp"] and scripted.calls[0].tools == []
     await broker.close()

@@ -112,7 +112,8 @@ class EngineRunHandle:
                 depth = _depth(request.spec.get("depth"))  # > 0 for a worker spawned by spawn_agent
                 ctx = env.assemble(request.prompt, session=request.session_label, model=model, role=role,
                                    signal=self._signal, depth=depth)  # fmt: skip
-                ctx.tools = self._runner.tools_for(request, ctx.tools, role)
+                # a chat-only model (the bundled SmolLM2) loops on tools: it gets none, agent tools included
+                ctx.tools = [] if env.chat_only(model) else self._runner.tools_for(request, ctx.tools, role)
                 extra = _text(request.spec.get("system_prompt"))
                 if extra:
                     ctx.system_prompt = f"{ctx.system_prompt}\n\n## Agent instructions\n\n{extra}"
