@@ -39,18 +39,17 @@ def agents_command(args: argparse.Namespace) -> int:
     if args.action == "add" and (server := _running_server(config)) is not None:
         from nexus.server.client import call_server
 
-        body = {"id": args.agent_id, "role": args.role, "session_label": args.session, **spec}
+        given = {"role": args.role, "session_label": args.session}
+        body = {"id": args.agent_id, **{key: value for key, value in given.items() if value is not None}, **spec}
         made = call_server(server, "POST", "/v1/agents", body)
         print(f"agent {made['id']} ({made['role']}) talks in session {made['session_label']} (via nexus serve)")
         return 0
-    with _open_store(config.database_path) as (ledger, store):
+    with _open_store(config.database_path) as (_, store):
         from nexus.broker.host import sync_configured_agents
 
         sync_configured_agents(config, store)
         if args.action == "add":
-            label = args.session or f"agent:{args.agent_id}"
-            ledger.ensure_session(label)
-            row = store.save_agent(args.agent_id, role=args.role, session_label=label, spec=spec)
+            row = store.add_agent(args.agent_id, role=args.role, session_label=args.session, spec=spec)
             print(f"agent {row.agent_id} ({row.role}) talks in session {row.session_label}")
             return 0
         if args.action == "list":

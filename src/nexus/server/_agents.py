@@ -15,7 +15,7 @@ router = APIRouter(prefix="/v1", tags=["agents"])
 
 
 class AgentRequest(BaseModel):
-    """``POST /v1/agents``: register (or update) a named agent."""
+    """``POST /v1/agents``: register a named agent, or update one (fields left out keep their values)."""
 
     model_config = ConfigDict(extra="forbid")
     id: str = Field(min_length=1, max_length=64)
@@ -91,14 +91,15 @@ def list_agents(request: Request) -> Any:
 @router.post("/agents", status_code=201, summary="Register (or update) an agent")
 async def register_agent(request: Request, body: AgentRequest) -> Any:
     state = _state(request)
-    label = body.session_label or f"agent:{body.id}"
-    spec = body.model_dump(include={"model", "tools", "system_prompt"}, exclude_none=True)
-    state.ledger.ensure_session(label)
-    row = state.store.save_agent(body.id, role=body.role, session_label=label, spec=spec)
+    given = body.model_fields_set  # an update keeps what the request leaves out
+    spec = body.model_dump(include={"model", "tools", "system_prompt"} & given, exclude_none=True)
+    role = body.role if "role" in given else None
+    row = state.store.add_agent(body.id, role=role, session_label=body.session_label, spec=spec)
     if state.broker is not None:  # drains here: it runs the new (or updated) agent from now on
         from nexus.broker import AgentIdentity
 
-        state.broker.register_agent(AgentIdentity(body.id, label, body.role), spec=spec)
+        stored_role: Literal["manager", "worker"] = "manager" if row.role == "manager" else "worker"
+        state.broker.register_agent(AgentIdentity(body.id, row.session_label, stored_role), spec=row.spec)
     return agent_view(row)
 
 

@@ -1,0 +1,47 @@
+"""``nexus agents add`` on an existing agent updates it: what the command leaves out keeps its value."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nexus.cli import main
+
+
+def nexus(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _agent(capsys: pytest.CaptureFixture[str], agent_id: str) -> dict[str, object]:
+    code, out, _ = nexus(capsys, "agents", "show", agent_id, "--json")
+    assert code == 0
+    shown: dict[str, object] = json.loads(out)
+    return shown
+
+
+def test_re_adding_keeps_the_fields_not_given(isolated_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ("agents", "add", "x", "--role", "manager", "--model", "openai/gpt-4o-mini", "--session", "S")
+    assert nexus(capsys, *argv, "--tools", "read")[0] == 0
+    code, out, _ = nexus(capsys, "agents", "add", "x", "--session", "S")
+    assert code == 0 and out == "agent x (manager) talks in session S\n"
+    assert _agent(capsys, "x") == {
+        "id": "x",
+        "role": "manager",
+        "session": "S",
+        "spec": {"model": "openai/gpt-4o-mini", "tools": ["read"]},
+        "queue_depth": 0,
+        "created_at": _agent(capsys, "x")["created_at"],
+    }
+    assert nexus(capsys, "agents", "add", "x", "--tools", "bash")[0] == 0  # changes the tools only
+    shown = _agent(capsys, "x")
+    assert (shown["role"], shown["session"]) == ("manager", "S")
+    assert shown["spec"] == {"model": "openai/gpt-4o-mini", "tools": ["bash"]}
+
+
+def test_a_new_agent_gets_the_defaults(isolated_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert nexus(capsys, "agents", "add", "w") == (0, "agent w (worker) talks in session agent:w\n", "")
+    assert _agent(capsys, "w")["spec"] == {}
