@@ -7,17 +7,20 @@ from pathlib import Path
 
 import pytest
 
+from conftest import RunNexus
 from nexus.cli import main
+from nexus.ledger import Ledger
+from nexus.ledger.broker_store import BrokerStore
 
 
-def nexus(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
 
 
 def _agent(capsys: pytest.CaptureFixture[str], agent_id: str) -> dict[str, object]:
-    code, out, _ = nexus(capsys, "agents", "show", agent_id, "--json")
+    code, out, _ = run_cli(capsys, "agents", "show", agent_id, "--json")
     assert code == 0
     shown: dict[str, object] = json.loads(out)
     return shown
@@ -25,8 +28,8 @@ def _agent(capsys: pytest.CaptureFixture[str], agent_id: str) -> dict[str, objec
 
 def test_re_adding_keeps_the_fields_not_given(isolated_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ("agents", "add", "x", "--role", "manager", "--model", "openai/gpt-4o-mini", "--session", "S")
-    assert nexus(capsys, *argv, "--tools", "read")[0] == 0
-    code, out, _ = nexus(capsys, "agents", "add", "x", "--session", "S")
+    assert run_cli(capsys, *argv, "--tools", "read")[0] == 0
+    code, out, _ = run_cli(capsys, "agents", "add", "x", "--session", "S")
     assert code == 0 and out == "agent x (manager) talks in session S\n"
     assert _agent(capsys, "x") == {
         "id": "x",
@@ -36,12 +39,31 @@ def test_re_adding_keeps_the_fields_not_given(isolated_env: Path, capsys: pytest
         "queue_depth": 0,
         "created_at": _agent(capsys, "x")["created_at"],
     }
-    assert nexus(capsys, "agents", "add", "x", "--tools", "bash")[0] == 0  # changes the tools only
+    assert run_cli(capsys, "agents", "add", "x", "--tools", "bash")[0] == 0  # changes the tools only
     shown = _agent(capsys, "x")
     assert (shown["role"], shown["session"]) == ("manager", "S")
     assert shown["spec"] == {"model": "openai/gpt-4o-mini", "tools": ["bash"]}
 
 
 def test_a_new_agent_gets_the_defaults(isolated_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert nexus(capsys, "agents", "add", "w") == (0, "agent w (worker) talks in session agent:w\n", "")
+    assert run_cli(capsys, "agents", "add", "w") == (0, "agent w (worker) talks in session agent:w\n", "")
     assert _agent(capsys, "w")["spec"] == {}
+
+
+def test_a_configured_agent_with_an_unreachable_model_is_a_config_error_with_its_line(
+    isolated_env: Path, nexus: RunNexus
+) -> None:
+    isolated_env.mkdir()
+    config = isolated_env / "nexus.toml"
+    config.write_text('[agents.lead]\nrole = "manager"\nmodel = "nope/zzz"\n\n[agents.ok]\nmodel = "openai/gpt-4o"\n')
+    for argv in (["agents", "list"], ["queue", "drain"], ["send", "ok", "hi"], ["serve", "--port", "0"]):
+        done = nexus(*argv)
+        assert done.returncode == 2, (argv, done.stderr)
+        assert f"{config}:3: agents.lead.model: unknown provider 'nope'" in done.stderr
+        assert "Traceback" not in done.stderr
+    assert not (isolated_env / "agents.db").exists() or _agents(isolated_env) == []
+
+
+def _agents(home: Path) -> list[str]:
+    with Ledger.open(home / "agents.db") as ledger:
+        return [row.agent_id for row in BrokerStore(ledger.database).list_agents()]

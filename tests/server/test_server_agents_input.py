@@ -36,3 +36,27 @@ async def test_an_update_keeps_the_fields_it_leaves_out(client: httpx.AsyncClien
     shown = (await client.get("/v1/agents/x")).json()
     assert (shown["role"], shown["session_label"]) == ("manager", "S")
     assert shown["spec"] == {"model": "openai/gpt-4o-mini", "tools": ["bash"]}
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [("nope/zzz", "unknown provider 'nope'"), ("local/not-configured", "unknown local model")],
+)
+async def test_a_model_no_run_could_reach_is_422_and_nothing_is_stored(
+    client: httpx.AsyncClient, ledger: Ledger, model: str, expected: str
+) -> None:
+    refused = await client.post("/v1/agents", json={"id": "w", "model": model})
+    assert refused.status_code == 422
+    error = refused.json()["error"]
+    assert (
+        error["type"] == "invalid_request" and error["message"].startswith("model: ") and expected in error["message"]
+    )
+    assert BrokerStore(ledger.database).list_agents() == [] and ledger.list_sessions() == []
+
+
+async def test_a_missing_key_is_not_an_error_at_registration(
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    made = await client.post("/v1/agents", json={"id": "w", "model": "anthropic/claude-sonnet-4-5"})
+    assert made.status_code == 201 and made.json()["spec"] == {"model": "anthropic/claude-sonnet-4-5"}

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from nexus.broker.broker import AgentBroker
 from nexus.broker.engine_runner import EngineRunner
-from nexus.broker.from_config import broker_settings, configured_agents
+from nexus.broker.from_config import ConfiguredAgent, broker_settings, configured_agents
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -101,13 +101,37 @@ def build_broker_and_runner(
     return broker, runner
 
 
+def checked_agents(config: NexusConfig) -> list[ConfiguredAgent]:
+    """The ``[agents.<id>]`` tables, or a ConfigError naming ``file:line`` of each model no run could reach.
+
+    The same check as ``nexus agents add --model`` and ``POST /v1/agents``: an agent declared with
+    ``model = "nope/zzz"`` would accept every message and fail each run, so nothing starts with it.
+    """
+    from nexus.engine.wiring.runner import unreachable_model_problem
+    from nexus.errors import ConfigError
+
+    agents = configured_agents(config.agents)
+    problems = []
+    for agent in agents:
+        model = agent.spec.get("model")
+        problem = None if model is None else unreachable_model_problem(config, str(model))
+        if problem is not None:
+            agent_id = agent.identity.agent_id
+            where = config.where("agents", agent_id, "model")
+            problems.append(f"{where}: agents.{agent_id}.model: " + problem.replace("\n", "\n    "))
+    if problems:
+        count = len(problems)
+        raise ConfigError("\n".join([f"invalid config ({count} problem{'s' if count != 1 else ''}):", *problems]))
+    return agents
+
+
 def sync_configured_agents(config: NexusConfig, store: BrokerStore) -> None:
     """Persist the agents ``nexus.toml`` declares (``[agents.<id>]``), so every command sees them.
 
     A declared agent is registered (or updated to match the file) whenever a command opens the
     registry; its queue settings live in the file and apply when a broker runs it.
     """
-    for agent in configured_agents(config.agents):
+    for agent in checked_agents(config):
         stored = store.get_agent(agent.identity.agent_id)
         if stored is None or stored.role != agent.identity.role or stored.spec != agent.spec:
             store.save_agent(
@@ -130,7 +154,7 @@ def turn_reply(ledger: Ledger, turn_id: str) -> str | None:
 
 async def start_broker(config: NexusConfig, broker: AgentBroker) -> None:
     """Register the agents ``nexus.toml`` declares, then start ``broker`` (reload and drain)."""
-    for agent in configured_agents(config.agents):
+    for agent in checked_agents(config):
         broker.register_agent(agent.identity, spec=agent.spec, queue=agent.queue)
     await broker.start()
 

@@ -106,15 +106,11 @@ def _running_server(config: NexusConfig) -> RunningServer | None:
 
 
 def _check_model(config: NexusConfig, ref: str) -> None:
-    """A model no run could reach (an unknown provider, an unconfigured local id) is refused now.
-
-    Registered anyway, every message to the agent would be accepted and then fail. A missing key
-    is not checked: it can be exported before the agent runs.
-    """
-    from nexus.engine.wiring.runner import resolve_model, unknown_provider_problem
+    """A model no run could reach is refused now (the check ``POST /v1/agents`` and ``[agents]`` share)."""
+    from nexus.engine.wiring.runner import unreachable_model_problem
     from nexus.errors import ConfigError
 
-    problem = unknown_provider_problem(resolve_model(config, ref))  # raises ConfigError for a local id
+    problem = unreachable_model_problem(config, ref)
     if problem is not None:
         raise ConfigError(f"--model: {problem}")
 

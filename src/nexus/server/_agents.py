@@ -94,6 +94,8 @@ async def register_agent(request: Request, body: AgentRequest) -> Any:
     given = body.model_fields_set  # an update keeps what the request leaves out
     spec = body.model_dump(include={"model", "tools", "system_prompt"} & given, exclude_none=True)
     role = body.role if "role" in given else None
+    if "model" in spec:
+        _check_model(state, spec["model"])
     row = state.store.add_agent(body.id, role=role, session_label=body.session_label, spec=spec)
     if state.broker is not None:  # drains here: it runs the new (or updated) agent from now on
         from nexus.broker import AgentIdentity
@@ -101,6 +103,22 @@ async def register_agent(request: Request, body: AgentRequest) -> Any:
         stored_role: Literal["manager", "worker"] = "manager" if row.role == "manager" else "worker"
         state.broker.register_agent(AgentIdentity(body.id, row.session_label, stored_role), spec=row.spec)
     return agent_view(row)
+
+
+def _check_model(state: ServerState, ref: str) -> None:
+    """422 for a model no run could reach: the check ``nexus agents add --model`` makes (a missing key is fine).
+
+    A runner with its own ``stream_fn`` (tests, embedding) takes any provider, as the engine's pre-flight does.
+    """
+    from nexus.config import NexusConfig
+    from nexus.engine.wiring.runner import unreachable_model_problem
+
+    if state.runner is not None and state.runner.env.stream_fn is not None:
+        return
+    config = state.runner.env.config if state.runner is not None else NexusConfig()
+    problem = unreachable_model_problem(config, ref)
+    if problem is not None:
+        raise ApiError(422, "invalid_request", f"model: {problem}")
 
 
 @router.get("/agents/{agent_id}", summary="One agent")
