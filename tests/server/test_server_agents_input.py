@@ -60,3 +60,16 @@ async def test_a_missing_key_is_not_an_error_at_registration(
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     made = await client.post("/v1/agents", json={"id": "w", "model": "anthropic/claude-sonnet-4-5"})
     assert made.status_code == 201 and made.json()["spec"] == {"model": "anthropic/claude-sonnet-4-5"}
+
+
+async def test_a_session_another_agent_talks_in_is_409_naming_it(client: httpx.AsyncClient, ledger: Ledger) -> None:
+    assert (await client.post("/v1/agents", json={"id": "a", "session_label": "s"})).status_code == 201
+    refused = await client.post("/v1/agents", json={"id": "b", "session_label": "s", "model": "openai/gpt-4o"})
+    assert refused.status_code == 409
+    error = refused.json()["error"]
+    assert error["type"] == "conflict" and error["message"].startswith(
+        "session_label: session 's' belongs to agent 'a'"
+    )
+    assert [row.agent_id for row in BrokerStore(ledger.database).list_agents()] == ["a"]
+    taken_by_default = await client.post("/v1/agents", json={"id": "c", "session_label": "agent:a"})
+    assert taken_by_default.status_code == 201  # 'agent:a' is nobody's: a talks in 's'

@@ -102,7 +102,8 @@ def build_broker_and_runner(
 
 
 def checked_agents(config: NexusConfig) -> list[ConfiguredAgent]:
-    """The ``[agents.<id>]`` tables, or a ConfigError naming ``file:line`` of each model no run could reach.
+    """The ``[agents.<id>]`` tables, or a ConfigError naming ``file:line`` of each model no run could reach
+    and each session two tables share.
 
     The same check as ``nexus agents add --model`` and ``POST /v1/agents``: an agent declared with
     ``model = "nope/zzz"`` would accept every message and fail each run, so nothing starts with it.
@@ -112,11 +113,18 @@ def checked_agents(config: NexusConfig) -> list[ConfiguredAgent]:
 
     agents = configured_agents(config.agents)
     problems = []
+    owners: dict[str, str] = {}
     for agent in agents:
+        agent_id, label = agent.identity.agent_id, agent.identity.session_label
+        owner = owners.setdefault(label, agent_id)
+        if owner != agent_id:  # two agents in one session would run into one history
+            where = config.where("agents", agent_id, "session")
+            problems.append(
+                f"{where}: agents.{agent_id}.session: {label!r} is agent {owner!r}'s session; give each its own"
+            )
         model = agent.spec.get("model")
         problem = None if model is None else unreachable_model_problem(config, str(model))
         if problem is not None:
-            agent_id = agent.identity.agent_id
             where = config.where("agents", agent_id, "model")
             problems.append(f"{where}: agents.{agent_id}.model: " + problem.replace("\n", "\n    "))
     if problems:

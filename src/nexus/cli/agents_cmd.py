@@ -27,9 +27,7 @@ if TYPE_CHECKING:
 
 def agents_command(args: argparse.Namespace) -> int:
     """Run one ``nexus agents`` action."""
-    from nexus.config import load_config
-
-    config = load_config(args.config)
+    config = _checked_config(args.config)
     if args.action == "add":
         spec = _spec_from_args(args)
         if "model" in spec:
@@ -49,7 +47,13 @@ def agents_command(args: argparse.Namespace) -> int:
 
         sync_configured_agents(config, store)
         if args.action == "add":
-            row = store.add_agent(args.agent_id, role=args.role, session_label=args.session, spec=spec)
+            from nexus.ledger.errors import AgentSessionTakenError
+
+            try:
+                row = store.add_agent(args.agent_id, role=args.role, session_label=args.session, spec=spec)
+            except AgentSessionTakenError as exc:
+                print(f"nexus: error: --session: {exc}", file=sys.stderr)
+                return 2
             print(f"agent {row.agent_id} ({row.role}) talks in session {row.session_label}")
             return 0
         if args.action == "list":
@@ -66,9 +70,7 @@ def agents_command(args: argparse.Namespace) -> int:
 
 def queue_command(args: argparse.Namespace) -> int:
     """Run one ``nexus queue`` action."""
-    from nexus.config import load_config
-
-    config = load_config(args.config)
+    config = _checked_config(args.config)
     if not config.database_path.exists() and not config.agents:
         return _empty(args)
     with _open_store(config.database_path) as (_, store):
@@ -96,6 +98,18 @@ def queue_command(args: argparse.Namespace) -> int:
 
 
 _OPEN = ("queued", "processing")
+
+
+def _checked_config(path: str | None) -> NexusConfig:
+    """The config, its ``[agents]`` tables checked before the ledger is opened (a bad one creates nothing)."""
+    from nexus.config import load_config
+
+    config = load_config(path)
+    if config.agents:
+        from nexus.broker.host import checked_agents
+
+        checked_agents(config)
+    return config
 
 
 def _running_server(config: NexusConfig) -> RunningServer | None:

@@ -22,13 +22,29 @@ from typing import Any
 from nexus.ledger._rows import dumps, dumps_opt, loads_opt
 from nexus.ledger._sqlite import Database
 from nexus.ledger._ulid import new_ulid
-from nexus.ledger.errors import LedgerError
+from nexus.ledger.errors import AgentSessionTakenError, LedgerError
 from nexus.llm.types import now_ms
 
 _ITEM_COLUMNS = (
     "id, session_label, agent_id, message_id, sender, message_json, mode, status, attempts, enqueued_at, "
     "started_at, completed_at, error, turn_id"
 )
+
+
+def _refuse_shared_session(conn: sqlite3.Connection, agent_id: str, label: str) -> None:
+    """AgentSessionTakenError when another active agent talks in ``label`` (or the session it aliases)."""
+    from nexus.ledger import _sessions
+
+    try:
+        label = _sessions.resolve(conn, label).label
+    except LookupError:
+        return  # a new session: nobody's yet
+    owner = conn.execute(
+        "SELECT id FROM agents WHERE session_label = ? AND status = 'active' AND id != ? ORDER BY id LIMIT 1",
+        (label, agent_id),
+    ).fetchone()
+    if owner is not None:
+        raise AgentSessionTakenError(label, str(owner[0]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,15 +252,21 @@ class BrokerStore:
 
         ``nexus agents add ID --tools …`` on an existing agent changes its tools only: a ``None``
         role or session and every spec key not in ``spec`` keep their stored values (a new agent
-        gets ``worker`` and ``agent:<id>``). Read and write share one transaction.
+        gets ``worker`` and ``agent:<id>``). A session another active agent talks in is refused
+        (:class:`AgentSessionTakenError`, nothing written): two agents in one session would run
+        into one history. Read, check and write share one transaction.
         """
 
         def run(conn: sqlite3.Connection) -> AgentRow:
             stored = self._get_agent(conn, agent_id)
+            if session_label is not None:
+                _refuse_shared_session(conn, agent_id, session_label)
             if stored is not None:
                 role_now, label_now = role or stored.role, session_label or stored.session_label
                 return self._upsert_agent(conn, agent_id, role_now, label_now, {**stored.spec, **spec})
-            return self._upsert_agent(conn, agent_id, role or "worker", session_label or f"agent:{agent_id}", spec)
+            label = session_label or f"agent:{agent_id}"
+            _refuse_shared_session(conn, agent_id, label)
+            return self._upsert_agent(conn, agent_id, role or "worker", label, spec)
 
         return self._db.write(run)
 

@@ -96,7 +96,12 @@ async def register_agent(request: Request, body: AgentRequest) -> Any:
     role = body.role if "role" in given else None
     if "model" in spec:
         _check_model(state, spec["model"])
-    row = state.store.add_agent(body.id, role=role, session_label=body.session_label, spec=spec)
+    from nexus.ledger.errors import AgentSessionTakenError
+
+    try:
+        row = state.store.add_agent(body.id, role=role, session_label=body.session_label, spec=spec)
+    except AgentSessionTakenError as exc:
+        raise ApiError(409, "conflict", f"session_label: {exc}") from None
     if state.broker is not None:  # drains here: it runs the new (or updated) agent from now on
         from nexus.broker import AgentIdentity
 
