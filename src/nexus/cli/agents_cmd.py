@@ -153,7 +153,7 @@ def _spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
     if args.session is not None and not args.session.strip():
         raise ConfigError("--session is empty: give a session label")
     if args.session is not None:
-        from nexus.server.labels import label_problem
+        from nexus.ledger.labels import label_problem
 
         problem = label_problem(args.session)
         if problem is not None:

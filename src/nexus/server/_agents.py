@@ -45,7 +45,7 @@ class AgentRequest(BaseModel):
     @field_validator("session_label")
     @classmethod
     def _addressable_label(cls, value: str | None) -> str | None:
-        from nexus.server.labels import label_problem
+        from nexus.ledger.labels import label_problem
 
         problem = None if value is None else label_problem(value)
         if problem is not None:
