@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from nexus.broker.broker import AgentBroker
 from nexus.broker.engine_runner import EngineRunner
-from nexus.broker.from_config import broker_settings, configured_agents
+from nexus.broker.from_config import ConfiguredAgent, broker_settings, configured_agents
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -101,13 +101,45 @@ def build_broker_and_runner(
     return broker, runner
 
 
+def checked_agents(config: NexusConfig) -> list[ConfiguredAgent]:
+    """The ``[agents.<id>]`` tables, or a ConfigError naming ``file:line`` of each model no run could reach
+    and each session two tables share.
+
+    The same check as ``nexus agents add --model`` and ``POST /v1/agents``: an agent declared with
+    ``model = "nope/zzz"`` would accept every message and fail each run, so nothing starts with it.
+    """
+    from nexus.engine.wiring.runner import unreachable_model_problem
+    from nexus.errors import ConfigError
+
+    agents = configured_agents(config.agents)
+    problems = []
+    owners: dict[str, str] = {}
+    for agent in agents:
+        agent_id, label = agent.identity.agent_id, agent.identity.session_label
+        owner = owners.setdefault(label, agent_id)
+        if owner != agent_id:  # two agents in one session would run into one history
+            where = config.where("agents", agent_id, "session")
+            problems.append(
+                f"{where}: agents.{agent_id}.session: {label!r} is agent {owner!r}'s session; give each its own"
+            )
+        model = agent.spec.get("model")
+        problem = None if model is None else unreachable_model_problem(config, str(model))
+        if problem is not None:
+            where = config.where("agents", agent_id, "model")
+            problems.append(f"{where}: agents.{agent_id}.model: " + problem.replace("\n", "\n    "))
+    if problems:
+        count = len(problems)
+        raise ConfigError("\n".join([f"invalid config ({count} problem{'s' if count != 1 else ''}):", *problems]))
+    return agents
+
+
 def sync_configured_agents(config: NexusConfig, store: BrokerStore) -> None:
     """Persist the agents ``nexus.toml`` declares (``[agents.<id>]``), so every command sees them.
 
     A declared agent is registered (or updated to match the file) whenever a command opens the
     registry; its queue settings live in the file and apply when a broker runs it.
     """
-    for agent in configured_agents(config.agents):
+    for agent in checked_agents(config):
         stored = store.get_agent(agent.identity.agent_id)
         if stored is None or stored.role != agent.identity.role or stored.spec != agent.spec:
             store.save_agent(
@@ -130,7 +162,7 @@ def turn_reply(ledger: Ledger, turn_id: str) -> str | None:
 
 async def start_broker(config: NexusConfig, broker: AgentBroker) -> None:
     """Register the agents ``nexus.toml`` declares, then start ``broker`` (reload and drain)."""
-    for agent in configured_agents(config.agents):
+    for agent in checked_agents(config):
         broker.register_agent(agent.identity, spec=agent.spec, queue=agent.queue)
     await broker.start()
 

@@ -31,7 +31,9 @@ def add_agents(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     add = actions.add_parser("add", help="register an agent (or update one with the same id)")
     add.add_argument("agent_id", metavar="ID", type=utf8_name, help="letters, digits, '.', '_' or '-' (at most 64)")
-    add.add_argument("--role", choices=("manager", "worker"), default="worker", help="default: worker")
+    add.add_argument(
+        "--role", choices=("manager", "worker"), help="default: worker (re-adding an agent keeps what is not given)"
+    )
     add.add_argument("--model", metavar="PROVIDER/MODEL", help="the agent's model (default: the run default)")
     add.add_argument("--session", metavar="LABEL", type=utf8_name, help="the agent's session (default: agent:ID)")
     add.add_argument(

@@ -41,10 +41,22 @@ def sessions_command(args: argparse.Namespace) -> int:
         raise SessionNotFound(args.label)
     if args.action == "compact":
         return _compact(args)
+    if args.action in ("fork", "import") and args.label:
+        _check_new_label(args.label)  # before the ledger is opened: a refused label creates nothing
     path.parent.mkdir(parents=True, exist_ok=True)
     with Ledger.open(path) as ledger:
         _recover(ledger)
         return actions[args.action](ledger, args)
+
+
+def _check_new_label(label: str) -> None:
+    """``--label`` names a new session: one the HTTP API could never address is exit 2."""
+    from nexus.errors import ConfigError
+    from nexus.ledger.labels import label_problem
+
+    problem = label_problem(label)
+    if problem is not None:
+        raise ConfigError(f"--label: {problem}")
 
 
 def _compact(args: argparse.Namespace) -> int:

@@ -27,9 +27,7 @@ if TYPE_CHECKING:
 
 def agents_command(args: argparse.Namespace) -> int:
     """Run one ``nexus agents`` action."""
-    from nexus.config import load_config
-
-    config = load_config(args.config)
+    config = _checked_config(args.config)
     if args.action == "add":
         spec = _spec_from_args(args)
         if "model" in spec:
@@ -39,18 +37,23 @@ def agents_command(args: argparse.Namespace) -> int:
     if args.action == "add" and (server := _running_server(config)) is not None:
         from nexus.server.client import call_server
 
-        body = {"id": args.agent_id, "role": args.role, "session_label": args.session, **spec}
+        given = {"role": args.role, "session_label": args.session}
+        body = {"id": args.agent_id, **{key: value for key, value in given.items() if value is not None}, **spec}
         made = call_server(server, "POST", "/v1/agents", body)
         print(f"agent {made['id']} ({made['role']}) talks in session {made['session_label']} (via nexus serve)")
         return 0
-    with _open_store(config.database_path) as (ledger, store):
+    with _open_store(config.database_path) as (_, store):
         from nexus.broker.host import sync_configured_agents
 
         sync_configured_agents(config, store)
         if args.action == "add":
-            label = args.session or f"agent:{args.agent_id}"
-            ledger.ensure_session(label)
-            row = store.save_agent(args.agent_id, role=args.role, session_label=label, spec=spec)
+            from nexus.ledger.errors import AgentSessionTakenError
+
+            try:
+                row = store.add_agent(args.agent_id, role=args.role, session_label=args.session, spec=spec)
+            except AgentSessionTakenError as exc:
+                print(f"nexus: error: --session: {exc}", file=sys.stderr)
+                return 2
             print(f"agent {row.agent_id} ({row.role}) talks in session {row.session_label}")
             return 0
         if args.action == "list":
@@ -67,9 +70,7 @@ def agents_command(args: argparse.Namespace) -> int:
 
 def queue_command(args: argparse.Namespace) -> int:
     """Run one ``nexus queue`` action."""
-    from nexus.config import load_config
-
-    config = load_config(args.config)
+    config = _checked_config(args.config)
     if not config.database_path.exists() and not config.agents:
         return _empty(args)
     with _open_store(config.database_path) as (_, store):
@@ -99,6 +100,18 @@ def queue_command(args: argparse.Namespace) -> int:
 _OPEN = ("queued", "processing")
 
 
+def _checked_config(path: str | None) -> NexusConfig:
+    """The config, its ``[agents]`` tables checked before the ledger is opened (a bad one creates nothing)."""
+    from nexus.config import load_config
+
+    config = load_config(path)
+    if config.agents:
+        from nexus.broker.host import checked_agents
+
+        checked_agents(config)
+    return config
+
+
 def _running_server(config: NexusConfig) -> RunningServer | None:
     """A ``nexus serve`` for this ledger: changes go through it so its live broker sees them."""
     from nexus.server.discovery import find_server
@@ -107,15 +120,11 @@ def _running_server(config: NexusConfig) -> RunningServer | None:
 
 
 def _check_model(config: NexusConfig, ref: str) -> None:
-    """A model no run could reach (an unknown provider, an unconfigured local id) is refused now.
-
-    Registered anyway, every message to the agent would be accepted and then fail. A missing key
-    is not checked: it can be exported before the agent runs.
-    """
-    from nexus.engine.wiring.runner import resolve_model, unknown_provider_problem
+    """A model no run could reach is refused now (the check ``POST /v1/agents`` and ``[agents]`` share)."""
+    from nexus.engine.wiring.runner import unreachable_model_problem
     from nexus.errors import ConfigError
 
-    problem = unknown_provider_problem(resolve_model(config, ref))  # raises ConfigError for a local id
+    problem = unreachable_model_problem(config, ref)
     if problem is not None:
         raise ConfigError(f"--model: {problem}")
 
@@ -144,7 +153,7 @@ def _spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
     if args.session is not None and not args.session.strip():
         raise ConfigError("--session is empty: give a session label")
     if args.session is not None:
-        from nexus.server.labels import label_problem
+        from nexus.ledger.labels import label_problem
 
         problem = label_problem(args.session)
         if problem is not None:

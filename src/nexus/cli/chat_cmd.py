@@ -207,6 +207,11 @@ class ChatSession:
     def _session(self, arg: str) -> None:
         if arg:
             label = shlex.split(arg)[0] if arg[0] in "'\"" else arg.split()[0]
+            from nexus.ledger.labels import label_problem
+
+            problem = label_problem(label)  # a new session the API could never address
+            if problem is not None and not self.runtime.session_exists(label):
+                raise ConfigError(f"/session: {problem}")
             self.runtime.session = label
         label = self.runtime.session
         if self.runtime.session_exists(label):

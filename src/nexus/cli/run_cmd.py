@@ -298,6 +298,11 @@ def open_runtime(args: argparse.Namespace) -> Runtime:
     if not label:
         raise ConfigError("the session label is empty: give one with -s LABEL, or leave -s out for 'main'")
     check_model(config, choice.ref)  # before the ledger exists: a run that cannot start writes nothing
+    from nexus.ledger.labels import label_problem
+
+    problem = label_problem(label)  # refused for a new session only: an older one stays usable
+    if problem is not None and not config.database_path.exists():  # no ledger: the session is new
+        raise ConfigError(f"--session: {problem}")
     # paths of the right kind, directories created (the tools need the workspace), database writable
     prepare_state(config)
     from nexus.llm.providers._llama_progress import TerminalProgress, set_progress_reporter
@@ -314,7 +319,11 @@ def open_runtime(args: argparse.Namespace) -> Runtime:
         from nexus.cli._errors import recovered_notice
 
         print(recovered_notice(ledger, recovered), file=sys.stderr)
-    return Runtime(config, ledger, label, choice.ref, getattr(args, "thinking", None))
+    runtime = Runtime(config, ledger, label, choice.ref, getattr(args, "thinking", None))
+    if problem is not None and not runtime.session_exists():
+        ledger.close()
+        raise ConfigError(f"--session: {problem}")
+    return runtime
 
 
 class BusyNotice:

@@ -22,13 +22,29 @@ from typing import Any
 from nexus.ledger._rows import dumps, dumps_opt, loads_opt
 from nexus.ledger._sqlite import Database
 from nexus.ledger._ulid import new_ulid
-from nexus.ledger.errors import LedgerError
+from nexus.ledger.errors import AgentSessionTakenError, LedgerError
 from nexus.llm.types import now_ms
 
 _ITEM_COLUMNS = (
     "id, session_label, agent_id, message_id, sender, message_json, mode, status, attempts, enqueued_at, "
     "started_at, completed_at, error, turn_id"
 )
+
+
+def _refuse_shared_session(conn: sqlite3.Connection, agent_id: str, label: str) -> None:
+    """AgentSessionTakenError when another active agent talks in ``label`` (or the session it aliases)."""
+    from nexus.ledger import _sessions
+
+    try:
+        label = _sessions.resolve(conn, label).label
+    except LookupError:
+        return  # a new session: nobody's yet
+    owner = conn.execute(
+        "SELECT id FROM agents WHERE session_label = ? AND status = 'active' AND id != ? ORDER BY id LIMIT 1",
+        (label, agent_id),
+    ).fetchone()
+    if owner is not None:
+        raise AgentSessionTakenError(label, str(owner[0]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,24 +243,51 @@ class BrokerStore:
         resolves to its session), so an agent never points at a missing session.
         """
 
-        def run(conn: sqlite3.Connection) -> AgentRow:
-            from nexus.ledger import _sessions
+        return self._db.write(lambda conn: self._upsert_agent(conn, agent_id, role, session_label, spec))
 
-            try:
-                label = _sessions.resolve(conn, session_label).label
-            except LookupError:
-                label = _sessions.create(conn, _sessions.NewSession(session_label)).label
-            now = now_ms()
-            conn.execute(
-                "INSERT INTO agents (id, name, role, session_label, config_json, status, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, 'active', ?, ?)"
-                " ON CONFLICT(id) DO UPDATE SET role = excluded.role, session_label = excluded.session_label,"
-                " config_json = excluded.config_json, status = 'active', updated_at = excluded.updated_at",
-                (agent_id, agent_id, role, label, dumps(spec), now, now),
-            )
-            return self._get_agent(conn, agent_id)  # type: ignore[return-value]  # just written
+    def add_agent(
+        self, agent_id: str, *, role: str | None = None, session_label: str | None = None, spec: dict[str, Any]
+    ) -> AgentRow:
+        """Register an agent, or update the active one with this id keeping what the caller left out.
+
+        ``nexus agents add ID --tools …`` on an existing agent changes its tools only: a ``None``
+        role or session and every spec key not in ``spec`` keep their stored values (a new agent
+        gets ``worker`` and ``agent:<id>``). A session another active agent talks in is refused
+        (:class:`AgentSessionTakenError`, nothing written): two agents in one session would run
+        into one history. Read, check and write share one transaction.
+        """
+
+        def run(conn: sqlite3.Connection) -> AgentRow:
+            stored = self._get_agent(conn, agent_id)
+            if session_label is not None:
+                _refuse_shared_session(conn, agent_id, session_label)
+            if stored is not None:
+                role_now, label_now = role or stored.role, session_label or stored.session_label
+                return self._upsert_agent(conn, agent_id, role_now, label_now, {**stored.spec, **spec})
+            label = session_label or f"agent:{agent_id}"
+            _refuse_shared_session(conn, agent_id, label)
+            return self._upsert_agent(conn, agent_id, role or "worker", label, spec)
 
         return self._db.write(run)
+
+    def _upsert_agent(
+        self, conn: sqlite3.Connection, agent_id: str, role: str, session_label: str, spec: dict[str, Any]
+    ) -> AgentRow:
+        from nexus.ledger import _sessions
+
+        try:
+            label = _sessions.resolve(conn, session_label).label
+        except LookupError:
+            label = _sessions.create(conn, _sessions.NewSession(session_label)).label
+        now = now_ms()
+        conn.execute(
+            "INSERT INTO agents (id, name, role, session_label, config_json, status, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, 'active', ?, ?)"
+            " ON CONFLICT(id) DO UPDATE SET role = excluded.role, session_label = excluded.session_label,"
+            " config_json = excluded.config_json, status = 'active', updated_at = excluded.updated_at",
+            (agent_id, agent_id, role, label, dumps(spec), now, now),
+        )
+        return self._get_agent(conn, agent_id)  # type: ignore[return-value]  # just written
 
     def get_agent(self, agent_id: str) -> AgentRow | None:
         """The active agent with this id, or ``None``."""

@@ -28,6 +28,17 @@ class SessionExistsError(LedgerError, ValueError):
         self.label = label
 
 
+class AgentSessionTakenError(LedgerError, ValueError):
+    """Another agent already talks in that session: each agent has its own (two would share one history)."""
+
+    def __init__(self, label: str, owner: str) -> None:
+        super().__init__(
+            f"session {label!r} belongs to agent {owner!r}: each agent talks in its own session; "
+            f"pick another label, or remove {owner!r} first"
+        )
+        self.label, self.owner = label, owner
+
+
 class TurnNotFound(LedgerError, LookupError):
     """No turn (or message, or tool call) has the given id."""
 

@@ -15,7 +15,7 @@ router = APIRouter(prefix="/v1", tags=["agents"])
 
 
 class AgentRequest(BaseModel):
-    """``POST /v1/agents``: register (or update) a named agent."""
+    """``POST /v1/agents``: register a named agent, or update one (fields left out keep their values)."""
 
     model_config = ConfigDict(extra="forbid")
     id: str = Field(min_length=1, max_length=64)
@@ -45,7 +45,7 @@ class AgentRequest(BaseModel):
     @field_validator("session_label")
     @classmethod
     def _addressable_label(cls, value: str | None) -> str | None:
-        from nexus.server.labels import label_problem
+        from nexus.ledger.labels import label_problem
 
         problem = None if value is None else label_problem(value)
         if problem is not None:
@@ -91,15 +91,39 @@ def list_agents(request: Request) -> Any:
 @router.post("/agents", status_code=201, summary="Register (or update) an agent")
 async def register_agent(request: Request, body: AgentRequest) -> Any:
     state = _state(request)
-    label = body.session_label or f"agent:{body.id}"
-    spec = body.model_dump(include={"model", "tools", "system_prompt"}, exclude_none=True)
-    state.ledger.ensure_session(label)
-    row = state.store.save_agent(body.id, role=body.role, session_label=label, spec=spec)
+    given = body.model_fields_set  # an update keeps what the request leaves out
+    spec = body.model_dump(include={"model", "tools", "system_prompt"} & given, exclude_none=True)
+    role = body.role if "role" in given else None
+    if "model" in spec:
+        _check_model(state, spec["model"])
+    from nexus.ledger.errors import AgentSessionTakenError
+
+    try:
+        row = state.store.add_agent(body.id, role=role, session_label=body.session_label, spec=spec)
+    except AgentSessionTakenError as exc:
+        raise ApiError(409, "conflict", f"session_label: {exc}") from None
     if state.broker is not None:  # drains here: it runs the new (or updated) agent from now on
         from nexus.broker import AgentIdentity
 
-        state.broker.register_agent(AgentIdentity(body.id, label, body.role), spec=spec)
+        stored_role: Literal["manager", "worker"] = "manager" if row.role == "manager" else "worker"
+        state.broker.register_agent(AgentIdentity(body.id, row.session_label, stored_role), spec=row.spec)
     return agent_view(row)
+
+
+def _check_model(state: ServerState, ref: str) -> None:
+    """422 for a model no run could reach: the check ``nexus agents add --model`` makes (a missing key is fine).
+
+    A runner with its own ``stream_fn`` (tests, embedding) takes any provider, as the engine's pre-flight does.
+    """
+    from nexus.config import NexusConfig
+    from nexus.engine.wiring.runner import unreachable_model_problem
+
+    if state.runner is not None and state.runner.env.stream_fn is not None:
+        return
+    config = state.runner.env.config if state.runner is not None else NexusConfig()
+    problem = unreachable_model_problem(config, ref)
+    if problem is not None:
+        raise ApiError(422, "invalid_request", f"model: {problem}")
 
 
 @router.get("/agents/{agent_id}", summary="One agent")

@@ -14,10 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from nexus.ledger import Ledger
 from nexus.ledger.errors import PiFormatError
+from nexus.ledger.labels import label_problem
 from nexus.server._errors import ApiError
 from nexus.server._state import ServerState
 from nexus.server._views import message_view, session_view, tool_call_view, turn_view
-from nexus.server.labels import label_problem
 
 router = APIRouter(prefix="/v1", tags=["sessions"])
 

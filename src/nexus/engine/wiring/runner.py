@@ -137,6 +137,34 @@ def unknown_provider_problem(model: Model) -> str | None:
     )
 
 
+def unreachable_model_problem(config: NexusConfig, ref: str) -> str | None:
+    """Why no run could ever reach model ``ref`` (an unknown provider, an unconfigured local id), or None.
+
+    Asked where a model is registered for later — ``nexus agents add --model``, ``POST /v1/agents``,
+    ``[agents.<id>] model`` — since an agent registered with it would accept every message and
+    fail each run. Keys are not looked at (nor ``${VAR}``s resolved): a missing key can still
+    be exported before the agent runs.
+    """
+    from nexus.config import parse_model_ref
+    from nexus.errors import ConfigError
+    from nexus.llm.catalog import get_model
+
+    try:
+        provider, model_id = parse_model_ref(ref)
+        if provider == "local":
+            _check_local_id(config, model_id)
+            return None
+    except ConfigError as exc:
+        return str(exc)
+    declared = config.providers.get(provider)
+    if declared is not None and declared.base_url:
+        return None
+    model = get_model(provider, model_id)
+    if declared is not None and declared.api:
+        model = replace(model, api=declared.api)
+    return unknown_provider_problem(model)
+
+
 def model_problem(config: NexusConfig, model: Model) -> str | None:
     """Why a call to ``model`` cannot even be attempted (no key for a provider that needs one), or None.
 

@@ -1,4 +1,8 @@
-"""Which session labels the HTTP API can address again (light: the CLI checks them without FastAPI)."""
+"""Which new session labels can be addressed again: by the HTTP API (one path segment) and by people.
+
+Light (no imports): the CLI (`nexus run/chat -s`, `sessions fork/import --label`, `agents add
+--session`) and the server (`POST /v1/agents`, fork, import) ask here before they create a session.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,8 @@ def label_problem(label: str) -> str | None:
 
     ``/v1/sessions/{label}`` takes one path segment: a label with ``/`` (or ``\\``) would be
     created and then unreachable; control characters and edge spaces are names nobody can type
-    back (the broker's own session labels obey the same rule).
+    back (the broker's own session labels obey the same rule). Only new labels are checked: a
+    session an older version created with such a label stays usable where it can be named.
     """
     if "/" in label or "\\" in label:
         return f"a session label cannot hold '/' or '\\' (got {label!r})"
