@@ -45,8 +45,9 @@ from nexus.broker.types import (
     SendReceipt,
     UnknownAgentError,
 )
-from nexus.ledger import LedgerError, new_ulid
+from nexus.ledger import new_ulid
 from nexus.ledger.broker_store import AcceptRequest, BrokerQueueItem, BrokerStore
+from nexus.ledger.errors import QueueItemsFinishedError
 
 if TYPE_CHECKING:
     from nexus.adapters.types import DeliveryTarget
@@ -58,9 +59,6 @@ _STEERABLE_PHASES = ("starting", "streaming", "tools")
 
 
 log = logging.getLogger("nexus.broker")
-
-_OPEN = frozenset({"queued", "processing"})
-"""Statuses of a queue item that is not finished yet."""
 
 
 def _now_ms() -> int:
@@ -457,7 +455,7 @@ class AgentBroker:
         item_ids = batch.item_ids
         try:
             await self._writes.claim(item_ids)
-        except LedgerError as exc:  # an item finished elsewhere: never run it again, and keep draining
+        except QueueItemsFinishedError as exc:  # an item finished elsewhere: never run it again, keep draining
             self._skip_finished(slot, session, item_ids, exc)
             return
         try:
@@ -532,14 +530,16 @@ class AgentBroker:
         self._return_items(session, returned)
         return delivered
 
-    def _skip_finished(self, slot: AgentSlot, session: SessionSlot, item_ids: list[str], error: LedgerError) -> None:
+    def _skip_finished(
+        self, slot: AgentSlot, session: SessionSlot, item_ids: list[str], error: QueueItemsFinishedError
+    ) -> None:
         """A batch whose claim failed: drop its finished items from memory, put the others back.
 
         The in-memory queue can hold an item whose row is already finished (the store watcher
         adopted a committed row and it ran before its own ``send`` resumed, or another process
         finished it); its claim refuses, and it must neither run again nor stop the drain.
         """
-        finished = [i for i in item_ids if (row := self._store.get_item(i)) is None or row.status not in _OPEN]
+        finished = [i for i in item_ids if i in error.finished]
         log.warning("agent %s: skipped queue items already finished elsewhere: %s", slot.agent_id, error)
         session.queue.complete(finished)
         slot.resolve(finished, SendAndWaitResult(False, error="the message was finished elsewhere"))

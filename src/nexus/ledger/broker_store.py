@@ -13,7 +13,6 @@ Three promises rest on this module:
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from typing import Any
 from nexus.ledger._rows import dumps, dumps_opt, loads_opt
 from nexus.ledger._sqlite import Database
 from nexus.ledger._ulid import new_ulid
-from nexus.ledger.errors import AgentSessionTakenError, LedgerError
+from nexus.ledger.errors import AgentSessionTakenError, LedgerError, QueueItemsFinishedError
 from nexus.llm.types import now_ms
 
 _ITEM_COLUMNS = (
@@ -545,7 +544,7 @@ def move_items(
     turn_id: str | None = None,
     error: str | None = None,
 ) -> None:
-    """Move unfinished items to ``status``; raises :class:`LedgerError` naming any already finished or unknown.
+    """Move unfinished items to ``status``; :class:`QueueItemsFinishedError` names any already finished or unknown.
 
     ``+status`` keeps the status term off the indexes: with a few dozen ids SQLite's planner
     otherwise prefers ``queue_items_status`` and walks every queued item instead of looking
@@ -568,4 +567,4 @@ def move_items(
         ).fetchall()
         states = {row[0]: row[1] for row in found}
         bad = {i: states.get(i, "missing") for i in item_ids if states.get(i) not in ("queued", "processing")}
-        raise LedgerError(f"queue items already finished or unknown, not moved to {status}: {json.dumps(bad)}")
+        raise QueueItemsFinishedError(status, bad)

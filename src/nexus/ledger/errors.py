@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from nexus.errors import NexusError
 
 
@@ -26,6 +28,14 @@ class SessionExistsError(LedgerError, ValueError):
     def __init__(self, label: str) -> None:
         super().__init__(f"a session or alias named {label!r} already exists; pick another label")
         self.label = label
+
+
+class QueueItemsFinishedError(LedgerError):
+    """A move of queue items found some already finished (or unknown): ``finished`` maps their ids to that status."""
+
+    def __init__(self, status: str, finished: dict[str, str]) -> None:
+        super().__init__(f"queue items already finished or unknown, not moved to {status}: {json.dumps(finished)}")
+        self.finished = finished
 
 
 class AgentSessionTakenError(LedgerError, ValueError):
