@@ -50,8 +50,9 @@ def fail(message: str, kind: str = "unknown", *, retry: bool = False, retry_afte
     return 1
 
 
-def stdin_events() -> Iterator[dict[str, Any]]:
-    """StreamEvents from stdin, one JSON object per line; bad lines are reported on stderr and skipped."""
+def stdin_events(who: str = "") -> Iterator[dict[str, Any]]:
+    """StreamEvents from stdin, one JSON object per line; bad lines are reported on stderr (after
+    ``who``, e.g. ``"telegram: "``) and skipped."""
     for raw in sys.stdin:
         line = raw.strip()
         if not line:
@@ -59,7 +60,7 @@ def stdin_events() -> Iterator[dict[str, Any]]:
         try:
             event = json.loads(line)
         except ValueError:
-            print(f"skipped a line that is not JSON: {line[:80]!r}", file=sys.stderr)
+            print(f"{who}skipped a line that is not JSON: {line[:80]!r}", file=sys.stderr)
             continue
         if isinstance(event, dict):
             yield event

@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Any
 
-from nexus.adapters.builtin._cli import emit, exit_when_stdin_closes, fail, main
+from nexus.adapters.builtin._cli import emit, exit_when_stdin_closes, fail, main, stdin_events
 from nexus.adapters.builtin._telegram_api import DEFAULT_API_BASE, BotApi, TelegramError, as_int, chat_id
 from nexus.adapters.builtin._telegram_format import TELEGRAM_LIMIT, markdown_to_html, split_message
 from nexus.adapters.builtin._telegram_live import LiveMessage
@@ -148,19 +148,8 @@ def _on_event(api: BotApi, event: dict[str, Any], live: LiveMessage | None, inte
 
 
 def _read_stdin(lines: queue.Queue[dict[str, Any] | None]) -> None:
-    import json
-
-    for raw in sys.stdin:
-        raw = raw.strip()
-        if not raw:
-            continue
-        try:
-            event = json.loads(raw)
-        except ValueError:
-            print(f"telegram: skipped a line that is not JSON: {raw[:80]!r}", file=sys.stderr)
-            continue
-        if isinstance(event, dict):
-            lines.put(event)
+    for event in stdin_events("telegram: "):
+        lines.put(event)
     lines.put(None)
 
 
