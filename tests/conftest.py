@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,3 +21,29 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     for name in _PROVIDER_ENV:
         monkeypatch.delenv(name, raising=False)
     yield home
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
+    """``tmpfs("1m")`` mounts a tmpfs of that size for a real full-disk test and returns its directory.
+
+    Skipped where mounting is not permitted (not root, no mount(8)); unmounted after the test.
+    """
+    mounted: list[Path] = []
+
+    def mount(size: str) -> Path:
+        if shutil.which("mount") is None or not hasattr(os, "geteuid") or os.geteuid() != 0:
+            pytest.skip("mounting a tmpfs needs root and mount(8)")
+        disk = tmp_path / f"tmpfs-{len(mounted)}"
+        disk.mkdir()
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(disk)], capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+        mounted.append(disk)
+        return disk
+
+    yield mount
+    for disk in reversed(mounted):
+        subprocess.run(["umount", str(disk)], capture_output=True, check=False)

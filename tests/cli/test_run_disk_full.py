@@ -10,11 +10,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,21 +28,9 @@ REPLY = " ".join(f"word{i:05d}" for i in range(4000))  # 40 KB
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
+def small_disk(tmpfs: Callable[[str], Path]) -> Path:
     """A 4 MB tmpfs mounted for the test (skipped where mounting is not permitted)."""
-    if shutil.which("mount") is None or not hasattr(os, "geteuid") or os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root and mount(8)")
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
-        yield disk
-    finally:
-        subprocess.run(["umount", str(disk)], capture_output=True, check=False)
+    return tmpfs("4m")
 
 
 def fill(path: Path) -> None:

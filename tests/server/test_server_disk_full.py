@@ -7,10 +7,7 @@ Real full filesystem (a small tmpfs), skipped where mounting is not permitted.
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,21 +19,9 @@ from .broker_app import live_app
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
+def small_disk(tmpfs: Callable[[str], Path]) -> Path:
     """A 1 MB tmpfs mounted for the test (skipped where mounting is not permitted)."""
-    if shutil.which("mount") is None or os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root and mount(8)")
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
-        yield disk
-    finally:
-        subprocess.run(["umount", str(disk)], capture_output=True, check=False)
+    return tmpfs("1m")
 
 
 async def test_a_message_the_full_disk_cannot_hold_is_503_and_the_server_keeps_serving(small_disk: Path) -> None:

@@ -15,7 +15,7 @@ import stat
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -32,27 +32,16 @@ def _leftovers(directory: Path) -> list[str]:
 
 
 @pytest.fixture
-def full_disk(tmp_path: Path) -> Iterator[Path]:
+def full_disk(tmpfs: Callable[[str], Path]) -> Path:
     """A 1 MB tmpfs mounted at a fresh directory, filled up to ~100 KB free; unmounted afterwards."""
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    if shutil.which("mount") is None:
-        pytest.skip("no mount command: the real full-disk test needs to mount a small tmpfs")
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if res.returncode != 0:
-        pytest.skip(f"mounting a tmpfs is not permitted here ({res.stderr.strip()}); the RLIMIT_FSIZE tests cover it")
-    try:
-        ws = mnt / "ws"
-        ws.mkdir()
-        (ws / "f.txt").write_bytes(ORIGINAL)
-        with open(mnt / "filler", "wb") as fh:  # leave ~100 KB free
-            free = os.statvfs(mnt).f_bavail * os.statvfs(mnt).f_frsize
-            fh.write(b"\0" * max(0, free - 100 * 1024))
-        yield ws
-    finally:
-        subprocess.run(["umount", str(mnt)], check=False, capture_output=True)
-        if os.path.ismount(mnt):
-            subprocess.run(["umount", "-l", str(mnt)], check=False, capture_output=True)
+    mnt = tmpfs("1m")
+    ws = mnt / "ws"
+    ws.mkdir()
+    (ws / "f.txt").write_bytes(ORIGINAL)
+    with open(mnt / "filler", "wb") as fh:  # leave ~100 KB free
+        free = os.statvfs(mnt).f_bavail * os.statvfs(mnt).f_frsize
+        fh.write(b"\0" * max(0, free - 100 * 1024))
+    return ws
 
 
 async def test_write_on_a_full_disk_keeps_the_original(full_disk: Path) -> None:
