@@ -12,9 +12,9 @@ Layer 6 with ``nexus.streaming``, but below it: nothing here imports from stream
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
+from nexus._lazy import lazy_attribute
 from nexus.adapters.types import (
     CAPABILITIES,
     AdapterInfo,
@@ -33,14 +33,14 @@ if TYPE_CHECKING:
     from nexus.adapters.supervisor import RestartPolicy
 
 _LAZY = {
-    "NexusEvent": "events",
-    "parse_event": "events",
-    "session_key": "events",
-    "reply_target": "events",
-    "AdapterManager": "manager",
-    "HealthStatus": "manager",
-    "AdapterError": "process",
-    "RestartPolicy": "supervisor",
+    "NexusEvent": ".events",
+    "parse_event": ".events",
+    "session_key": ".events",
+    "reply_target": ".events",
+    "AdapterManager": ".manager",
+    "HealthStatus": ".manager",
+    "AdapterError": ".process",
+    "RestartPolicy": ".supervisor",
 }
 
 __all__ = [
@@ -64,9 +64,4 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'nexus.adapters' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"nexus.adapters.{module}"), name)
-    globals()[name] = value
-    return value
+    return lazy_attribute(__name__, _LAZY, globals(), name)

@@ -13,9 +13,9 @@ Typical use::
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
+from nexus._lazy import lazy_attribute
 from nexus.config._env import env_references, missing_env, resolve_env
 from nexus.config._paths import CONFIG_FILE_NAME, config_path, nexus_home
 
@@ -51,35 +51,35 @@ if TYPE_CHECKING:
     from nexus.config._tool_names import BUILTIN_TOOL_NAMES, TOOL_GROUPS
 
 _LAZY: dict[str, str] = {
-    "load_config": "_load",
-    "parse_config": "_load",
-    "DEFAULT_MODELS": "_resolve",
-    "LOCAL_INSTALL_HINT": "_resolve",
-    "LocalModelStatus": "_resolve",
-    "ModelChoice": "_resolve",
-    "ProviderSettings": "_resolve",
-    "ResolvedProfile": "_profile",
-    "bundled_smollm2_weights": "_resolve",
-    "key_env_vars": "_resolve",
-    "local_model_status": "_resolve",
-    "parse_model_ref": "_resolve",
-    "prompt_profile": "_resolve",
-    "provider_settings": "_resolve",
-    "resolve_default_model": "_resolve",
-    "TOOL_GROUPS": "_tool_names",
-    "BUILTIN_TOOL_NAMES": "_tool_names",
-    "AdapterAccount": "_adapters",
-    "AdapterBlocks": "_adapters",
-    "AdapterConfig": "_adapters",
-    "AgentLimits": "_schema",
-    "AuthProfile": "_schema",
-    "LocalModelConfig": "_schema",
-    "ModelOverride": "_schema",
-    "NexusConfig": "_schema",
-    "PromptProfile": "_schema",
-    "ProviderConfig": "_schema",
-    "ToolPolicy": "_schema",
-    "ToolRule": "_schema",
+    "load_config": "._load",
+    "parse_config": "._load",
+    "DEFAULT_MODELS": "._resolve",
+    "LOCAL_INSTALL_HINT": "._resolve",
+    "LocalModelStatus": "._resolve",
+    "ModelChoice": "._resolve",
+    "ProviderSettings": "._resolve",
+    "ResolvedProfile": "._profile",
+    "bundled_smollm2_weights": "._resolve",
+    "key_env_vars": "._resolve",
+    "local_model_status": "._resolve",
+    "parse_model_ref": "._resolve",
+    "prompt_profile": "._resolve",
+    "provider_settings": "._resolve",
+    "resolve_default_model": "._resolve",
+    "TOOL_GROUPS": "._tool_names",
+    "BUILTIN_TOOL_NAMES": "._tool_names",
+    "AdapterAccount": "._adapters",
+    "AdapterBlocks": "._adapters",
+    "AdapterConfig": "._adapters",
+    "AgentLimits": "._schema",
+    "AuthProfile": "._schema",
+    "LocalModelConfig": "._schema",
+    "ModelOverride": "._schema",
+    "NexusConfig": "._schema",
+    "PromptProfile": "._schema",
+    "ProviderConfig": "._schema",
+    "ToolPolicy": "._schema",
+    "ToolRule": "._schema",
 }
 
 __all__ = [
@@ -123,9 +123,4 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     """Import the pydantic-backed parts on first use (keeps ``import nexus.config`` cheap)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'nexus.config' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"nexus.config.{module}"), name)
-    globals()[name] = value
-    return value
+    return lazy_attribute(__name__, _LAZY, globals(), name)

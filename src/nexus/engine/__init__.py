@@ -18,7 +18,9 @@ its own module. Names load on first use, so ``import nexus.engine`` stays cheap.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from nexus._lazy import lazy_attribute
 
 if TYPE_CHECKING:
     from nexus.agent.steering import SteerReceipt
@@ -54,37 +56,37 @@ if TYPE_CHECKING:
 
 _PUBLIC: dict[str, str] = {
     # start and run agents
-    "Runtime": "nexus.engine.wiring.runtime",
-    "AgentSpec": "nexus.engine.wiring.runtime",
-    "run_agent": "nexus.engine.wiring.runner",
-    "EventContext": "nexus.engine.assembly.context",
-    "EngineLimits": "nexus.engine.types",
+    "Runtime": ".wiring.runtime",
+    "AgentSpec": ".wiring.runtime",
+    "run_agent": ".wiring.runner",
+    "EventContext": ".assembly.context",
+    "EngineLimits": ".types",
     # the running execution and its outcome
-    "Execution": "nexus.engine.execution.execute",
-    "ExecutionState": "nexus.engine.execution.events",
+    "Execution": ".execution.execute",
+    "ExecutionState": ".execution.events",
     "SteerReceipt": "nexus.agent.steering",
-    "AgentResult": "nexus.engine.types",
-    "AgentError": "nexus.engine.types",
-    "RunStopReason": "nexus.engine.types",
-    "CompactionResult": "nexus.engine.types",
-    "SessionBusyError": "nexus.engine.wiring.runtime",
+    "AgentResult": ".types",
+    "AgentError": ".types",
+    "RunStopReason": ".types",
+    "CompactionResult": ".types",
+    "SessionBusyError": ".wiring.runtime",
     # the one event channel: the envelope and the engine's own event types
-    "ExecutionEvent": "nexus.engine.execution.events",
-    "RunStartEvent": "nexus.engine.execution.events",
-    "StateEvent": "nexus.engine.execution.events",
-    "ReplyDelta": "nexus.engine.execution.events",
-    "ReasoningDelta": "nexus.engine.execution.events",
-    "SteerEvent": "nexus.engine.execution.events",
-    "RunEndEvent": "nexus.engine.execution.events",
-    "RetryEvent": "nexus.engine.types",
-    "WaitEvent": "nexus.engine.types",
-    "FallbackEvent": "nexus.engine.types",
-    "CompactionStartEvent": "nexus.engine.types",
-    "CompactionEndEvent": "nexus.engine.types",
-    "EngineCallbacks": "nexus.engine.execution.callbacks",
+    "ExecutionEvent": ".execution.events",
+    "RunStartEvent": ".execution.events",
+    "StateEvent": ".execution.events",
+    "ReplyDelta": ".execution.events",
+    "ReasoningDelta": ".execution.events",
+    "SteerEvent": ".execution.events",
+    "RunEndEvent": ".execution.events",
+    "RetryEvent": ".types",
+    "WaitEvent": ".types",
+    "FallbackEvent": ".types",
+    "CompactionStartEvent": ".types",
+    "CompactionEndEvent": ".types",
+    "EngineCallbacks": ".execution.callbacks",
     # sub-agents: a Spawner runs a spawn_agent call of the run a RunScope describes
-    "Spawner": "nexus.engine.wiring.spawn",
-    "RunScope": "nexus.engine.execution.scope",
+    "Spawner": ".wiring.spawn",
+    "RunScope": ".execution.scope",
 }
 
 __all__ = [
@@ -119,16 +121,9 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
+def __getattr__(name: str) -> Any:
     """Load a public name on first use (``import nexus.engine`` imports nothing heavy)."""
-    module = _PUBLIC.get(name)
-    if module is None:
-        raise AttributeError(f"module 'nexus.engine' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return lazy_attribute(__name__, _PUBLIC, globals(), name)
 
 
 def __dir__() -> list[str]:

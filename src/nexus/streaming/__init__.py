@@ -12,9 +12,9 @@ The router and pipeline are imported on first use so ``import nexus.streaming`` 
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
+from nexus._lazy import lazy_attribute
 from nexus.streaming.events import (
     Reasoning,
     StreamEnd,
@@ -37,17 +37,17 @@ if TYPE_CHECKING:
     from nexus.streaming.tool_status import summary
 
 _LAZY = {
-    "Block": "chunker",
-    "BlockChunker": "chunker",
-    "stream_events": "from_engine",
-    "BlockPipeline": "pipeline",
-    "PipelineReport": "pipeline",
-    "DeliveryReport": "router",
-    "StreamRouter": "router",
-    "CHANNEL_DEFAULTS": "settings",
-    "BlockSettings": "settings",
-    "block_settings": "settings",
-    "summary": "tool_status",
+    "Block": ".chunker",
+    "BlockChunker": ".chunker",
+    "stream_events": ".from_engine",
+    "BlockPipeline": ".pipeline",
+    "PipelineReport": ".pipeline",
+    "DeliveryReport": ".router",
+    "StreamRouter": ".router",
+    "CHANNEL_DEFAULTS": ".settings",
+    "BlockSettings": ".settings",
+    "block_settings": ".settings",
+    "summary": ".tool_status",
 }
 
 __all__ = [
@@ -76,9 +76,4 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'nexus.streaming' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"nexus.streaming.{module}"), name)
-    globals()[name] = value
-    return value
+    return lazy_attribute(__name__, _LAZY, globals(), name)
