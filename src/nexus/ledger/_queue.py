@@ -11,6 +11,7 @@ import sqlite3
 from typing import Any
 
 from nexus.ledger._rows import dumps, dumps_opt, loads_opt
+from nexus.ledger._schema import PENDING
 from nexus.ledger._sessions import resolve_label
 from nexus.ledger._ulid import new_ulid
 from nexus.ledger.errors import LedgerError, TurnNotFound
@@ -63,7 +64,7 @@ def get(conn: sqlite3.Connection, item_id: str) -> QueueItem:
 
 def pending(conn: sqlite3.Connection, label: str | None) -> list[QueueItem]:
     """Items still ``queued`` or ``processing`` (of one session, or all), oldest first."""
-    sql = f"SELECT {_COLUMNS} FROM queue_items WHERE status IN ('queued', 'processing')"
+    sql = f"SELECT {_COLUMNS} FROM queue_items WHERE {PENDING}"
     args: tuple[object, ...] = ()
     if label is not None:
         sql += " AND session_label = ?"

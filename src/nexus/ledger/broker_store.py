@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nexus.ledger._rows import dumps, dumps_opt, loads_opt
+from nexus.ledger._schema import PENDING
 from nexus.ledger._sqlite import Database
 from nexus.ledger._ulid import new_ulid
 from nexus.ledger.errors import AgentSessionTakenError, LedgerError, QueueItemsFinishedError
@@ -434,25 +435,32 @@ class BrokerStore:
         return None if row is None else _item(row)
 
     def pending(self, agent_id: str | None = None) -> list[BrokerQueueItem]:
-        """Items still ``queued`` or ``processing`` (of one agent, or all), in arrival order."""
-        sql = f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE status IN ('queued', 'processing')"
+        """Items still ``queued`` or ``processing`` (of one agent, or all), in arrival order.
+
+        ``+agent_id`` keeps the planner on the index of unfinished items: the per-agent index
+        would walk every item the agent ever had.
+        """
+        sql = f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE {PENDING}"
         args: tuple[object, ...] = ()
         if agent_id is not None:
-            sql += " AND agent_id = ?"
+            sql += " AND +agent_id = ?"
             args = (agent_id,)
         rows = self._db.read(lambda c: c.execute(sql + " ORDER BY enqueued_at, id", args).fetchall())
         return [_item(row) for row in rows]
 
     def items(self, *, agent_id: str | None = None, statuses: Sequence[str] = ()) -> list[BrokerQueueItem]:
         """Queue rows filtered by agent and status (all statuses when ``statuses`` is empty), oldest first."""
+        unfinished = bool(statuses) and set(statuses) <= {"queued", "processing"}
         where: list[str] = ["agent_id IS NOT NULL"]
         args: list[object] = []
-        if agent_id is not None:
-            where.append("agent_id = ?")
+        if agent_id is not None:  # unfinished only: the small pending index, not the agent's whole history
+            where.append("+agent_id = ?" if unfinished else "agent_id = ?")
             args.append(agent_id)
         if statuses:
             where.append(f"status IN ({_placeholders(statuses)})")
             args.extend(statuses)
+        if unfinished:
+            where.append(PENDING)  # SQLite uses a partial index only when its condition is spelled out
         sql = f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE {' AND '.join(where)} ORDER BY enqueued_at, id"
         return [_item(row) for row in self._db.read(lambda c: c.execute(sql, args).fetchall())]
 
@@ -494,7 +502,7 @@ class BrokerStore:
 
         def run(conn: sqlite3.Connection) -> list[BrokerQueueItem]:
             rows = conn.execute(
-                f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE status = 'processing' AND attempts >= ?",
+                f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE {PENDING} AND status = 'processing' AND attempts >= ?",
                 (max_attempts,),
             ).fetchall()
             items = [_item(row) for row in rows]
@@ -547,7 +555,7 @@ def move_items(
     """Move unfinished items to ``status``; :class:`QueueItemsFinishedError` names any already finished or unknown.
 
     ``+status`` keeps the status term off the indexes: with a few dozen ids SQLite's planner
-    otherwise prefers ``queue_items_status`` and walks every queued item instead of looking
+    otherwise prefers ``queue_items_pending`` and walks every unfinished item instead of looking
     each id up by its primary key.
     """
     if not item_ids:

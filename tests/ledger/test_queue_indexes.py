@@ -1,0 +1,108 @@
+"""Schema 9: ``queue_items`` indexes its unfinished items only, and old files migrate to it.
+
+Finished items (delivered, failed, dropped) pile up for ever; the start-up reload, the crash
+retry and ``queue list --status queued`` must cost what is waiting, not what was ever sent.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from nexus.ledger import Ledger
+from nexus.ledger._schema import PENDING, SCHEMA_VERSION, migrate
+from nexus.ledger.broker_store import BrokerStore
+
+
+def _accept(store: BrokerStore, n: int) -> str:
+    item, _ = store.accept(
+        agent_id="worker", session_label="agent:worker", message_id=f"m-{n}", sender="user",
+        message={"content": f"task {n}"}, mode="followup",
+    )  # fmt: skip
+    return item.id
+
+
+def _indexed_pending(conn: sqlite3.Connection) -> list[str]:
+    rows = conn.execute(f"SELECT id FROM queue_items INDEXED BY queue_items_pending WHERE {PENDING} ORDER BY id")
+    return [str(row[0]) for row in rows]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> BrokerStore:
+    ledger = Ledger.open(tmp_path / "agents.db")
+    ledger.ensure_session("agent:worker")
+    return BrokerStore(ledger.database)
+
+
+def test_a_finished_item_leaves_the_pending_index(store: BrokerStore) -> None:
+    queued, claimed, delivered, dropped, failed = (_accept(store, n) for n in range(5))
+    store.claim([claimed, delivered, failed])
+    store.deliver([delivered], "turn-1")
+    store.drop([dropped], "cleared")
+    store.fail([failed], "boom")
+    assert _indexed_pending(store.database.connection) == sorted([queued, claimed])
+    assert [item.id for item in store.pending("worker")] == [queued, claimed]
+
+
+def test_waiting_items_are_read_through_the_pending_index(store: BrokerStore) -> None:
+    """Each read of unfinished items walks the small index, never the agent's whole history."""
+    for n in range(20):
+        store.deliver([_accept(store, n)], f"turn-{n}")
+    conn = store.database.connection
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    store.pending()
+    store.pending("worker")
+    store.items(agent_id="worker", statuses=("queued",))
+    store.items(statuses=("queued", "processing"))
+    store.fail_exhausted(3)
+    conn.set_trace_callback(None)
+    reads = [s for s in statements if s.startswith("SELECT") and "FROM queue_items" in s]
+    assert len(reads) == 5
+    for sql in reads:
+        plan = " ".join(str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + sql))
+        assert "USING INDEX queue_items_pending" in plan, (sql, plan)
+
+
+def test_history_listing_uses_the_agent_index(store: BrokerStore) -> None:
+    item = _accept(store, 1)
+    store.deliver([item], "turn-1")
+    conn = store.database.connection
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    listed = store.items(agent_id="worker", statuses=("delivered",))
+    conn.set_trace_callback(None)
+    assert [i.id for i in listed] == [item]
+    sql = next(s for s in statements if s.startswith("SELECT"))
+    plan = " ".join(str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + sql))
+    assert "USING INDEX queue_items_agent" in plan
+
+
+def test_a_version_8_file_keeps_its_queue_and_loses_the_status_indexes(tmp_path: Path) -> None:
+    path = tmp_path / "agents.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    migrate(conn, target=8)
+    conn.execute("INSERT INTO sessions (label, origin, created_at, updated_at) VALUES ('agent:w', 'user', 1, 1)")
+    for n, status in enumerate(("delivered", "queued", "processing", "dropped", "queued")):
+        conn.execute(
+            "INSERT INTO queue_items (id, session_label, agent_id, message_id, sender, message_json, mode, status,"
+            " attempts, enqueued_at) VALUES (?, 'agent:w', 'w', ?, 'user', ?, 'followup', ?, ?, ?)",
+            (f"item-{n}", f"m-{n}", '{"content": "x"}', status, int(status != "queued"), 100 + n),
+        )
+    conn.close()
+    with Ledger.open(path) as ledger:
+        conn = ledger.database.connection
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'queue_items'")}
+        assert {"queue_items_pending", "queue_items_agent", "queue_items_message"} <= names
+        assert not names & {"queue_items_status", "queue_items_session"}
+        store = BrokerStore(ledger.database)
+        assert [item.id for item in store.pending()] == ["item-1", "item-2", "item-4"]
+        assert [item.id for item in store.items(agent_id="w", statuses=("delivered", "dropped"))] == [
+            "item-0",
+            "item-3",
+        ]
+        assert _indexed_pending(conn) == ["item-1", "item-2", "item-4"]
+        assert [item.id for item in ledger.pending_queue_items("agent:w")] == ["item-1", "item-2", "item-4"]
