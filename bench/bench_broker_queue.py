@@ -17,19 +17,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
+import gc
 import os
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 import _machine
 
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings, new_message_id
 from nexus.broker._group_commit import GroupCommitter
 from nexus.broker.runner import RunOutcome, RunPhase, RunRequest, SteerReceipt
+from nexus.engine.wiring.gc_tuning import tune_gc_for_many_runs
 from nexus.ledger import Ledger
 from nexus.ledger._checkpoint import background_checkpoints
 from nexus.ledger.broker_store import BrokerStore, deliver_in
@@ -84,11 +88,23 @@ class _NoOpRun:
         return RunOutcome(status="completed", turn_id=turn_id)
 
 
-def run_broker(directory: Path, messages: int, agents: int = 100, *, served: bool = True) -> tuple[float, float]:
+def run_broker(
+    directory: Path,
+    messages: int,
+    agents: int = 100,
+    *,
+    served: bool = True,
+    max_concurrent: int | None = None,
+    paced_rate: float | None = None,
+) -> tuple[float, float]:
     """(messages per second, p99 send latency ms) through ``AgentBroker`` with concurrent senders.
 
     ``served``: WAL checkpoints on their own thread, as ``nexus serve`` and the drains run the
     broker (``nexus.ledger._checkpoint``); otherwise every checkpoint runs in a commit on the loop.
+    ``max_concurrent``: the global cap on runs at once (default: the broker's, 8).
+    ``paced_rate``: send at this many messages a second (open loop: each send is due at its
+    time whether or not earlier ones returned, and its latency counts from when it was due);
+    otherwise in waves of ``agents`` messages, each wave sent at once.
     """
 
     async def main() -> tuple[float, float]:
@@ -102,21 +118,27 @@ def run_broker(directory: Path, messages: int, agents: int = 100, *, served: boo
                 def start(self, request: RunRequest) -> _NoOpRun:
                     return _NoOpRun(turn_writes, request.item_ids)
 
-            broker = AgentBroker(store, Runner(), BrokerSettings(queue=QueueSettings(mode="followup", cap=10_000)))
+            settings = BrokerSettings(queue=QueueSettings(mode="followup", cap=10_000))
+            if max_concurrent is not None:
+                settings = dataclasses.replace(settings, max_concurrent=max_concurrent)
+            broker = AgentBroker(store, Runner(), settings)
             await broker.start()
             for n in range(agents):
                 ledger.ensure_session(f"agent:a{n}")
                 broker.register_agent(AgentIdentity(f"a{n}", f"agent:a{n}"))
             latencies: list[float] = []
 
-            async def send(n: int) -> None:
-                t0 = time.perf_counter()
+            async def send(n: int, due: float | None = None) -> None:
+                t0 = time.perf_counter() if due is None else due
                 await broker.send(AgentMessage(id=f"m{n}", from_="user", to=f"a{n % agents}", content=f"task {n}"))
                 latencies.append((time.perf_counter() - t0) * 1000)
 
             start = time.perf_counter()
-            for wave in range(0, messages, agents):
-                await asyncio.gather(*(send(n) for n in range(wave, min(wave + agents, messages))))
+            if paced_rate is None:
+                for wave in range(0, messages, agents):
+                    await asyncio.gather(*(send(n) for n in range(wave, min(wave + agents, messages))))
+            else:
+                await _paced(send, messages, paced_rate, start)
             for n in range(agents):
                 await broker.wait_for_idle(f"a{n}")
             elapsed = time.perf_counter() - start
@@ -124,6 +146,21 @@ def run_broker(directory: Path, messages: int, agents: int = 100, *, served: boo
             return messages / elapsed, _p99(latencies)
 
     return asyncio.run(main())
+
+
+async def _paced(
+    send: Callable[[int, float], Coroutine[Any, Any, None]], messages: int, rate: float, start: float
+) -> None:
+    """Start ``send(n, due)`` for message ``n`` at ``start + n / rate`` (checking every 0.5 ms)."""
+    tasks: list[asyncio.Task[None]] = []
+    sent = 0
+    while sent < messages:
+        due_now = min(messages, int((time.perf_counter() - start) * rate) + 1)
+        while sent < due_now:
+            tasks.append(asyncio.ensure_future(send(sent, start + sent / rate)))
+            sent += 1
+        await asyncio.sleep(0.0005)
+    await asyncio.gather(*tasks)
 
 
 def run_persist_queue(directory: Path, messages: int) -> tuple[float, float] | None:
@@ -150,13 +187,35 @@ def _measure(fn: Callable[[Path, int], tuple[float, float] | None], messages: in
         return fn(Path(tmp), messages)
 
 
+def _variants(paced_rate: float) -> dict[str, dict[str, Any]]:
+    """The broker rows: how it is run (checkpoints, run cap) and how messages arrive (burst, paced)."""
+    paced = f"paced {paced_rate:,.0f}/s"
+    return {
+        "burst, checkpoints on loop": {"served": False},
+        "burst, checkpoint thread": {"served": True},
+        "burst, checkpoint thread, cap 100": {"served": True, "max_concurrent": 100},
+        f"{paced}, checkpoint thread": {"served": True, "paced_rate": paced_rate},
+        f"{paced}, checkpoint thread, cap 100": {"served": True, "paced_rate": paced_rate, "max_concurrent": 100},
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--messages", type=int, default=5000)
     parser.add_argument("--peers", action="store_true", help="also measure persist-queue when importable")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--paced-rate", type=float, default=10_000, help="offered msg/s of the paced rows")
+    parser.add_argument(
+        "--gc",
+        choices=("tuned", "default"),
+        default="tuned",
+        help="tuned: the collector settings nexus serve runs with (every row, the peer's too); default: CPython's",
+    )
     args = parser.parse_args()
     print(_machine.header("bench_broker_queue.py: durable accept -> claim -> delivered"))
+    if args.gc == "tuned":
+        tune_gc_for_many_runs()
+    print(f"# gc: {args.gc} (thresholds {gc.get_threshold()})")
     load = os.getloadavg()
     print(f"# broker queue path, {args.messages} messages, one at a time; load {load[0]:.2f}")
     _measure(run_nexus, min(500, args.messages))  # warm-up: imports, page cache
@@ -164,18 +223,21 @@ def main() -> int:
     assert nexus is not None
     print(f"{'store':<52} {'msg/s':>10} {'p99 accept ms':>14} {'ratio':>8}")
     print(f"{'nexus BrokerStore (one at a time)':<52} {nexus[0]:>10,.0f} {nexus[1]:>14.3f} {'1.00':>8}")
-    rounds: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
-    for _ in range(args.rounds):  # interleaved, so a busy neighbour hits both alike
-        for served in (False, True):
-            measured = _measure(lambda d, n, served=served: run_broker(d, n, served=served), args.messages)
+    variants = _variants(args.paced_rate)
+    rounds: dict[str, list[tuple[float, float]]] = {label: [] for label in variants}
+    for _ in range(args.rounds):  # interleaved, so a busy neighbour hits every variant alike
+        for label, options in variants.items():
+            measured = _measure(lambda d, n, options=options: run_broker(d, n, **options), args.messages)
             assert measured is not None
-            rounds[served].append(measured)
-    for served, label in ((False, "checkpoints on loop"), (True, "checkpoint thread")):
-        rate = statistics.median(r for r, _ in rounds[served])
-        p99 = statistics.median(p for _, p in rounds[served])
+            rounds[label].append(measured)
+    for label in variants:
+        rate = statistics.median(r for r, _ in rounds[label])
+        p99 = statistics.median(p for _, p in rounds[label])
         print(f"{'nexus AgentBroker, 100 agents, ' + label:<52} {rate:>10,.0f} {p99:>14.3f} {rate / nexus[0]:>8.2f}")
-    print(f"(AgentBroker: median of {args.rounds} interleaved rounds, all sent at once: p99 is a burst queueing")
-    print(" behind itself; 'checkpoint thread' is how nexus serve and the drains run it)")
+    print(f"(AgentBroker: median of {args.rounds} interleaved rounds. 'burst': each wave of 100 sent at once, so its")
+    print(" p99 is a wave queueing behind itself; 'paced': one message every 1/rate s, open loop, latency from")
+    print(" when it was due, msg/s until the last one was delivered. 'checkpoint thread' is how nexus serve and")
+    print(" the drains run it; 'cap' is max_concurrent, the runs allowed at once (default 8))")
     if not args.peers:
         print("(peers not requested: run with --peers to measure persist-queue in the same run)")
         print(_machine.load_line())
