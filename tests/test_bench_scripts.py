@@ -66,3 +66,19 @@ def test_concurrent_bench_reports_lag_memory_and_collections() -> None:
     for line in ("event-loop lag while streaming: p50 ", "loop CPU only: p50 ", "loop thread CPU while streaming: ",
                  "garbage collections while streaming: gen0 ", "RSS per idle loaded session: "):  # fmt: skip
         assert line in out
+
+
+def test_broker_queue_bench_prints_every_row_and_no_peer_ratio_without_the_peer() -> None:
+    out = run_bench(str(BENCH / "bench_broker_queue.py"), *("--messages", "300", "--rounds", "1"))
+    assert_machine_lines(out)
+    assert "# gc: tuned" in out
+    rows = [line for line in out.splitlines() if line.startswith("nexus AgentBroker, 100 agents, ")]
+    assert [row.split(", ", 1)[1].rsplit("  ", 1)[0].split("  ")[0] for row in rows] == [
+        "100 agents, burst, checkpoints on loop",
+        "100 agents, burst, checkpoint thread",
+        "100 agents, burst, checkpoint thread, cap 100",
+        "100 agents, paced 10,000/s, checkpoint thread",
+        "100 agents, paced 10,000/s, checkpoint thread, cap 100",
+    ]
+    assert "persist-queue" not in out.split("(peers not requested")[0].split("store ")[-1]
+    assert "(peers not requested: run with --peers" in out

@@ -1,8 +1,8 @@
 """One registered agent's live state inside the broker: its sessions (each a queue and a run), its waiters.
 
 An agent serves many sessions — its own and one per sender an adapter routes to it (see
-:mod:`nexus.broker.sessions`). Each :class:`SessionSlot` has its own queue, its own drain task
-and at most one run; the agent-level views (state, queue depth) aggregate over them.
+:mod:`nexus.broker.sessions`). Each :class:`SessionSlot` has its own queue and at most one
+run (the broker's scheduler decides when); the agent-level views (state, queue depth) aggregate over them.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ class SteerInFlight:
 
 @dataclass(slots=True)
 class SessionSlot:
-    """One session of an agent: its queue, its run (one at a time), its drain task."""
+    """One session of an agent: its queue, its run (one at a time), where it is in the run line."""
 
     label: str
     key: str | None = None
@@ -37,9 +37,13 @@ class SessionSlot:
     queue: SessionQueue = field(default_factory=SessionQueue)
     run: RunHandle | None = None
     steers: list[SteerInFlight] = field(default_factory=list)
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
     idle: asyncio.Event = field(default_factory=asyncio.Event)
-    drain_task: asyncio.Task[None] | None = None
+    scheduled: bool = False
+    """In the line of sessions waiting for a worker (:mod:`nexus.broker._scheduler`)."""
+    active: bool = False
+    """A worker is running this session's batch."""
+    timer: asyncio.TimerHandle | None = None
+    """Set while a ``collect`` batch waits for its quiet window to end."""
 
     def state(self) -> AgentState:
         """The seed-003 state derived from the run's phase."""

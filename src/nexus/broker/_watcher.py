@@ -67,7 +67,6 @@ class StoreWatcher:
             if session is None:
                 continue
             session.idle.clear()
-            session.wake.set()
             self._ensure_drain(slot, session)
 
     def _held(self, agent_id: str, session_label: str, item_id: str) -> bool:

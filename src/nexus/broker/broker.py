@@ -3,8 +3,8 @@
 Write-through: every accepted message is a ``queue_items`` row before ``send`` returns; the
 in-memory :class:`SessionQueue` decides what runs next. An agent serves many sessions — its own
 and one per session key a message names (a chat sender, a group; see :mod:`nexus.broker.sessions`);
-a drain task per session takes batches (DESIGN §4.6 mode table) and hands them to an
-:class:`AgentRunner`; a global semaphore caps how many runs are active at once. See docs/broker.md.
+:mod:`nexus.broker._scheduler` takes each ready session's next batch (DESIGN §4.6 mode table) and hands
+it to an :class:`AgentRunner`, on at most ``max_concurrent`` runs at once. See docs/broker.md.
 
 Two jobs live beside it: :mod:`nexus.broker._watcher` adopts the messages other processes queue,
 :mod:`nexus.broker._replies` sends workers' replies back to agents that asked without waiting.
@@ -13,7 +13,6 @@ Two jobs live beside it: :mod:`nexus.broker._watcher` adopts the messages other 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from nexus.broker._items import (
     session_key_of,
 )
 from nexus.broker._replies import ReplySender
+from nexus.broker._scheduler import DrainScheduler
 from nexus.broker._slot import AgentSlot, SessionSlot, SteerInFlight
 from nexus.broker._watcher import StoreWatcher
 from nexus.broker.modes import QueueMode, QueueOverrides, QueueSettings, parse_mode, resolve_settings
@@ -95,10 +95,9 @@ class AgentBroker:
         self._runner = runner
         self._settings = settings or BrokerSettings()
         self._slots: dict[str, AgentSlot] = {}
-        self._capacity = asyncio.Semaphore(self._settings.max_concurrent)
+        self._scheduler = DrainScheduler(self._settings.max_concurrent, self._step, _now_ms, self._forget_if_idle)
         self._writes = GroupCommitter(store)
         self._started = False
-        self._closed = False
         self._watcher = StoreWatcher(store, self._slots, self._load, self._ensure_drain)
         self._replies = ReplySender(self.send, self._slots, store, reply_text)
 
@@ -143,17 +142,12 @@ class AgentBroker:
 
     async def close(self) -> None:
         """Stop draining: active runs are aborted (kept as ``aborted`` turns), queues stay durable."""
-        self._closed = True
         self._watcher.stop()
         sessions = [session for slot in self._slots.values() for session in slot.all_sessions()]
         for session in sessions:
             if session.run is not None:
                 session.run.abort("the broker is shutting down")
-        tasks = [session.drain_task for session in sessions if session.drain_task is not None]
-        for session in sessions:
-            session.wake.set()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await self._scheduler.close()
 
     # ------------------------------------------------------------------ registry
 
@@ -251,7 +245,6 @@ class AgentBroker:
             self._ensure_drain(slot, session)
         steered = self._deliver_to_run(session, queued_message, settings.mode)
         session.idle.clear()
-        session.wake.set()
         return SendReceipt(message.id, row.id, steered=steered)
 
     def _enqueue(
@@ -419,37 +412,23 @@ class AgentBroker:
     # ------------------------------------------------------------------ draining
 
     def _ensure_drain(self, slot: AgentSlot, session: SessionSlot) -> None:
+        """Have the scheduler look at the session (it queues, times or idles it; see :mod:`._scheduler`)."""
         if self._scope is not None and slot.agent_id not in self._scope:
             return
-        if session.drain_task is None or session.drain_task.done():
-            session.drain_task = asyncio.get_running_loop().create_task(
-                self._drain(slot, session), name=f"drain:{slot.agent_id}:{session.label}"
-            )
+        self._scheduler.schedule(slot, session)
 
-    async def _drain(self, slot: AgentSlot, session: SessionSlot) -> None:
-        """Run the session's batches until its queue is empty; then the task ends (a send starts a new one).
+    async def _step(self, slot: AgentSlot, session: SessionSlot) -> None:
+        """One batch of the session, on a worker: what its queue says is next (nothing if it changed)."""
+        step = session.queue.next_batch(_now_ms())
+        if isinstance(step, Batch):
+            await self._run_batch(slot, session, step)
 
-        An idle per-sender session is forgotten too (its rows are the truth): a bot that talked
-        to 10,000 people keeps no task and no queue for those who are quiet.
-        """
-        while not self._closed:
-            session.wake.clear()
-            ready_at = session.queue.ready_at()
-            if ready_at is None:
-                session.idle.set()
-                if session.key is not None and slot.sessions.get(session.label) is session:
-                    del slot.sessions[session.label]
-                return
-            if ready_at > _now_ms():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(session.wake.wait(), (ready_at - _now_ms()) / 1000)
-                continue
-            async with self._capacity:  # the items stay waiting (steerable, clearable) until a slot is free
-                if self._closed:
-                    return
-                step = session.queue.next_batch(_now_ms())
-                if isinstance(step, Batch):
-                    await self._run_batch(slot, session, step)
+    @staticmethod
+    def _forget_if_idle(slot: AgentSlot, session: SessionSlot) -> None:
+        """An idle per-sender session is forgotten (its rows are the truth): a bot that talked to
+        10,000 people keeps no queue for those who are quiet."""
+        if session.key is not None and slot.sessions.get(session.label) is session:
+            del slot.sessions[session.label]
 
     async def _run_batch(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> None:
         item_ids = batch.item_ids

@@ -1,0 +1,127 @@
+"""Which session runs next: a line of ready sessions served by at most ``max_concurrent`` workers.
+
+Each session runs one batch at a time; the broker-wide cap bounds how many run at once. The
+first design gave every session its own drain task and made them take turns on a semaphore:
+with more ready sessions than slots, every batch paid a semaphore wait (a future and a
+loop iteration to hand the slot over) and a task per session that went idle and busy again.
+Here a worker that finishes a batch takes the next session in line itself, in the same
+iteration, and its own session goes to the back of the line when it has more: the same
+round-robin fairness (no session keeps a slot while others wait), fewer hand-overs
+(docs/benchmarks.md, the broker queue path).
+
+A session is in at most one place: in line (``scheduled``), held by a worker (``active``), or
+waiting for its ``collect`` quiet window on a timer. Items stay in the session's queue until a
+worker takes the batch, so they can be steered or cleared while the session waits its turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+
+from nexus.broker._slot import AgentSlot, SessionSlot
+
+log = logging.getLogger("nexus.broker")
+
+Step = Callable[[AgentSlot, SessionSlot], Awaitable[None]]
+"""Run one batch of the session (what its queue says is next), holding a worker."""
+
+
+class DrainScheduler:
+    """Runs ready sessions' batches on up to ``limit`` worker tasks, first come first served."""
+
+    def __init__(
+        self,
+        limit: int,
+        step: Step,
+        now_ms: Callable[[], int],
+        on_idle: Callable[[AgentSlot, SessionSlot], None],
+    ) -> None:
+        """``on_idle`` is told when a session has no run and nothing queued (its ``idle`` event is set)."""
+        self._limit = max(1, limit)
+        self._step = step
+        self._now_ms = now_ms
+        self._on_idle = on_idle
+        self._line: deque[tuple[AgentSlot, SessionSlot]] = deque()
+        self._workers: set[asyncio.Task[None]] = set()
+        self._timed: dict[int, SessionSlot] = {}
+        """Sessions with a timer armed, by ``id`` (a slot is not hashable): cancelled on close."""
+        self._closed = False
+
+    def schedule(self, slot: AgentSlot, session: SessionSlot) -> None:
+        """Look at the session again: in line if a batch is ready, a timer if one will be, else idle.
+
+        Harmless to call any number of times: a session already in line or running is left
+        alone (its worker looks again after the batch).
+        """
+        if self._closed or session.scheduled or session.active:
+            return
+        ready_at = session.queue.ready_at()
+        if ready_at is None:
+            self._cancel_timer(session)
+            session.idle.set()
+            self._on_idle(slot, session)
+            return
+        now = self._now_ms()
+        if ready_at > now:  # a collect batch inside its quiet window: look again when it ends
+            self._cancel_timer(session)
+            loop = asyncio.get_running_loop()
+            session.timer = loop.call_later((ready_at - now) / 1000, self._timer_fired, slot, session)
+            self._timed[id(session)] = session
+            return
+        self._cancel_timer(session)
+        session.scheduled = True
+        self._line.append((slot, session))
+        if len(self._workers) < self._limit:
+            worker = asyncio.get_running_loop().create_task(self._work(), name="broker:worker")
+            self._workers.add(worker)  # removed by the worker itself as it ends, not by a done callback:
+            # that would run an iteration later, and a session put in line meanwhile would find every
+            # worker slot taken by workers that have already stopped looking at the line
+
+    async def close(self) -> None:
+        """Take no more batches; wait for the workers' current ones to end (the caller aborts the runs)."""
+        self._closed = True
+        for session in list(self._timed.values()):
+            self._cancel_timer(session)
+        for _, session in self._line:
+            session.scheduled = False
+        self._line.clear()
+        if self._workers:
+            await asyncio.gather(*list(self._workers), return_exceptions=True)
+
+    def _timer_fired(self, slot: AgentSlot, session: SessionSlot) -> None:
+        session.timer = None
+        self._timed.pop(id(session), None)
+        self.schedule(slot, session)
+
+    def _cancel_timer(self, session: SessionSlot) -> None:
+        if session.timer is not None:
+            session.timer.cancel()
+            session.timer = None
+            self._timed.pop(id(session), None)
+
+    async def _work(self) -> None:
+        """Serve the line until it is empty; each session's batch, then the session looked at again."""
+        try:
+            await self._serve_line()
+        finally:
+            worker = asyncio.current_task()
+            if worker is not None:
+                self._workers.discard(worker)
+
+    async def _serve_line(self) -> None:
+        while self._line and not self._closed:
+            slot, session = self._line.popleft()
+            session.scheduled = False
+            session.active = True
+            try:
+                await self._step(slot, session)
+            except Exception:  # a bug in one batch must not stop the other sessions, nor spin on this one
+                log.exception("the batch of %s (session %s) failed; the session waits for its next message",
+                              slot.agent_id, session.label)  # fmt: skip
+                session.active = False
+                continue
+            session.active = False
+            self.schedule(slot, session)

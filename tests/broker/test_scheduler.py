@@ -1,0 +1,183 @@
+"""The run line (``nexus.broker._scheduler``): fair turns under the cap, timers, a failing batch, close."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from fake_runner import FakeRun, FakeRunner
+
+from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings
+from nexus.broker.runner import RunRequest
+from nexus.ledger import Ledger
+from nexus.ledger.broker_store import BrokerStore
+
+AGENTS = ("a", "b", "c")
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> AsyncIterator[Ledger]:
+    with Ledger.open(tmp_path / "agents.db") as opened:
+        for agent in AGENTS:
+            opened.ensure_session(f"agent:{agent}")
+        yield opened  # type: ignore[misc]
+
+
+async def _broker(ledger: Ledger, runner: FakeRunner, **settings: object) -> AgentBroker:
+    broker = AgentBroker(runner.store, runner, BrokerSettings(**settings))  # type: ignore[arg-type]
+    await broker.start()
+    for agent in AGENTS:
+        broker.register_agent(AgentIdentity(agent, f"agent:{agent}"))
+    return broker
+
+
+def _send(agent: str, n: int) -> AgentMessage:
+    return AgentMessage(id=f"{agent}-{n}", from_="user", to=agent, content=f"{agent}{n}")
+
+
+async def test_sessions_take_turns_under_the_cap(ledger: Ledger) -> None:
+    """Cap 1, three agents with three messages each: round robin, never one agent's whole queue first."""
+    runner = FakeRunner(BrokerStore(ledger.database))
+    broker = await _broker(ledger, runner, max_concurrent=1, queue=QueueSettings(mode="followup"))
+    for n in range(3):
+        for agent in AGENTS:
+            await broker.send(_send(agent, n))
+    for count in range(1, 10):
+        run = await runner.next_run(count)
+        assert sum(r.phase != "done" for r in runner.runs) == 1  # the cap: one run at a time
+        run.finish()
+    assert [r.request.prompt for r in runner.runs] == ["a0", "b0", "c0", "a1", "b1", "c1", "a2", "b2", "c2"]
+    await broker.wait_until_idle()
+    await broker.close()
+
+
+async def test_the_cap_bounds_runs_at_once_and_every_slot_is_used(ledger: Ledger) -> None:
+    runner = FakeRunner(BrokerStore(ledger.database))
+    broker = await _broker(ledger, runner, max_concurrent=2, queue=QueueSettings(mode="followup"))
+    for agent in AGENTS:
+        await broker.send(_send(agent, 0))
+    await runner.next_run(2)
+    await asyncio.sleep(0.02)
+    assert len(runner.runs) == 2  # the third waits for a slot, its message still queued
+    assert broker.get_queue_depth("c") == 1
+    runner.runs[0].finish()
+    third = await runner.next_run(3)
+    assert third.request.prompt == "c0"
+    for run in runner.runs[1:]:
+        run.finish()
+    await broker.wait_until_idle()
+    await broker.close()
+
+
+async def test_a_collect_batch_waits_for_its_quiet_window_then_runs_once(ledger: Ledger) -> None:
+    runner = FakeRunner(BrokerStore(ledger.database), auto_finish=True)
+    broker = await _broker(ledger, runner, queue=QueueSettings(mode="collect", debounce_ms=60))
+    for n in range(3):
+        await broker.send(_send("a", n))
+        await asyncio.sleep(0.02)  # each message moves the window on
+    assert runner.runs == [] and broker.get_state("a") == "idle" and broker.get_queue_depth("a") == 3
+    assert await broker.wait_for_idle("a", timeout_ms=2000)
+    assert len(runner.runs) == 1 and runner.runs[0].request.item_ids and len(runner.runs[0].request.item_ids) == 3
+    await broker.close()
+
+
+class _FailingOnce(FakeRunner):
+    """A runner whose ``start`` raises a bug (not a run failure) the first time it is called for agent ``a``."""
+
+    failed = False
+
+    def start(self, request: RunRequest) -> FakeRun:
+        if request.agent_id == "a" and not self.failed:
+            self.failed = True
+            raise RuntimeError("bug in the runner")
+        return super().start(request)
+
+
+async def test_a_batch_whose_run_fails_to_start_does_not_stop_the_other_sessions(
+    ledger: Ledger, caplog: pytest.LogCaptureFixture
+) -> None:
+    runner = _FailingOnce(BrokerStore(ledger.database), auto_finish=True)
+    broker = await _broker(ledger, runner, max_concurrent=1, queue=QueueSettings(mode="followup"))
+    with caplog.at_level(logging.ERROR, logger="nexus.broker"):
+        await broker.send(_send("a", 0))
+        await broker.send(_send("b", 0))
+        assert await broker.wait_for_idle("b", timeout_ms=3000)
+        assert await broker.wait_for_idle("a", timeout_ms=3000)  # its items went back and ran again
+    assert sorted(r.request.prompt for r in runner.runs) == ["a0", "b0"]
+    await broker.close()
+
+
+async def test_close_leaves_waiting_sessions_queued_and_stops_their_timers(ledger: Ledger) -> None:
+    runner = FakeRunner(BrokerStore(ledger.database))
+    broker = await _broker(ledger, runner, max_concurrent=1, queue=QueueSettings(mode="followup", debounce_ms=100))
+    await broker.send(_send("a", 0))
+    await broker.send(_send("b", 0))
+    await broker.send(AgentMessage(id="c-0", from_="user", to="c", content="c0"), "collect")
+    await runner.next_run(1)
+    await broker.close()  # aborts a's run; b waits in line, c on its timer: neither may start now
+    await asyncio.sleep(0.3)  # past c's quiet window
+    assert [r.request.prompt for r in runner.runs] == ["a0"] and runner.runs[0].aborted
+    store = BrokerStore(ledger.database)  # a-0 is in its aborted turn; the others wait for the next start
+    assert sorted(item.message_id for item in store.pending()) == ["b-0", "c-0"]
+
+
+async def test_a_step_that_raises_is_logged_and_not_retried_in_a_loop(caplog: pytest.LogCaptureFixture) -> None:
+    """A bug in one batch: the other sessions go on, and the failing session is not spun on."""
+    from nexus.broker._scheduler import DrainScheduler
+    from nexus.broker._slot import AgentSlot, SessionSlot
+    from nexus.broker.session_queue import QueuedMessage
+
+    steps: list[str] = []
+
+    async def step(slot: AgentSlot, session: SessionSlot) -> None:
+        steps.append(slot.agent_id)
+        if slot.agent_id == "bad":
+            raise RuntimeError("bug")
+        session.queue.items.clear()
+
+    scheduler = DrainScheduler(1, step, lambda: 0, lambda slot, session: None)
+    slots = [AgentSlot(AgentIdentity(name, f"agent:{name}"), {}) for name in ("bad", "good")]
+    for slot in slots:
+        session = slot.session(slot.identity.session_label)
+        session.queue.items.append(QueuedMessage("i-" + slot.agent_id, "m-" + slot.agent_id, "x", "followup", 0))
+        scheduler.schedule(slot, session)
+    with caplog.at_level(logging.ERROR, logger="nexus.broker"):
+        for _ in range(20):
+            await asyncio.sleep(0)
+    assert steps == ["bad", "good"]
+    assert "the batch of bad" in caplog.text
+    bad = slots[0].sessions["agent:bad"]
+    assert not bad.active and not bad.scheduled and not bad.idle.is_set()
+    assert slots[1].sessions["agent:good"].idle.is_set()
+    await scheduler.close()
+
+
+async def test_a_session_put_in_line_as_the_last_worker_ends_still_runs() -> None:
+    """The worker leaves the worker set as it ends: a done callback would run an iteration later,
+    and a session put in line in between found every slot taken and never ran (the broker hung)."""
+    from nexus.broker._scheduler import DrainScheduler
+    from nexus.broker._slot import AgentSlot, SessionSlot
+    from nexus.broker.session_queue import QueuedMessage
+
+    loop = asyncio.get_running_loop()
+    ran: list[str] = []
+    slots = [AgentSlot(AgentIdentity(name, f"agent:{name}"), {}) for name in ("a", "b")]
+    sessions = [slot.session(slot.identity.session_label) for slot in slots]
+    for slot, session in zip(slots, sessions, strict=True):
+        session.queue.items.append(QueuedMessage("i-" + slot.agent_id, "m-" + slot.agent_id, "x", "followup", 0))
+
+    async def step(slot: AgentSlot, session: SessionSlot) -> None:
+        ran.append(slot.agent_id)
+        session.queue.items.clear()
+        if slot.agent_id == "a":  # b arrives on the next iteration, as a's worker has just finished
+            loop.call_soon(scheduler.schedule, slots[1], sessions[1])
+
+    scheduler = DrainScheduler(1, step, lambda: 0, lambda slot, session: None)
+    scheduler.schedule(slots[0], sessions[0])
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert ran == ["a", "b"] and sessions[1].idle.is_set()
+    await scheduler.close()
