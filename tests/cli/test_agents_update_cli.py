@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RunNexus
 from nexus.cli import main
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
+
+from .cli_process import RunNexus
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

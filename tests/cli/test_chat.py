@@ -9,12 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipe_reader import PipeReader
-
 from nexus.ledger import Ledger
 from nexus.llm.types import AssistantMessage, UserMessage
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import reply, stall, text
+
+from .pipe_reader import PipeReader
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 

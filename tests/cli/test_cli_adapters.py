@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import RunNexus
 from nexus.testing import FakeTelegram
+
+from .cli_process import RunNexus
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "adapters"
 

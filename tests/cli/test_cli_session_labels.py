@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import RunNexus
 from nexus.ledger import Ledger
 from nexus.llm.types import AssistantMessage, TextContent, UserMessage
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import text
+
+from .cli_process import RunNexus
 
 
 def _labels(home: Path) -> list[str]:

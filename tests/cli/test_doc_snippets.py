@@ -12,11 +12,11 @@ import sys
 import textwrap
 from pathlib import Path
 
-from fake_config import write_fake_config
-
-from conftest import SRC
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import text
+
+from .cli_process import SRC
+from .fake_config import write_fake_config
 
 ROOT = Path(__file__).resolve().parents[2]
 

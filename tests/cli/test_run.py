@@ -11,14 +11,15 @@ import time
 from pathlib import Path
 
 import pytest
-from fake_config import write_fake_config
-from pipe_reader import PipeReader
 
 from nexus.cli._render import JSON_EVENT_TYPES
 from nexus.ledger import Ledger
 from nexus.llm.types import AssistantMessage, UserMessage
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import http_error, reply, stall, text, thinking, tool_call
+
+from .fake_config import write_fake_config
+from .pipe_reader import PipeReader
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 

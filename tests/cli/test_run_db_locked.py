@@ -16,11 +16,11 @@ import sys
 import time
 from pathlib import Path
 
-from fake_config import write_fake_config
-
 from nexus.ledger import Ledger
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import stall, text
+
+from .fake_config import write_fake_config
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 REPLY = "the answer, all of it"

@@ -17,11 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fake_config import write_fake_config
 
 from nexus.ledger import Ledger
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import stall, text
+
+from .fake_config import write_fake_config
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 REPLY = " ".join(f"word{i:05d}" for i in range(4000))  # 40 KB

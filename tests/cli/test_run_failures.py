@@ -14,11 +14,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from fake_config import write_fake_config
-
 from nexus.ledger import Ledger
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import http_error, text
+
+from .fake_config import write_fake_config
 
 RunNexus = Callable[..., subprocess.CompletedProcess[str]]
 

@@ -7,12 +7,13 @@ import json
 import os
 from pathlib import Path
 
-from conftest import RunNexus
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
 from nexus.ledger.deliveries import DeliveryLog
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import text
+
+from .cli_process import RunNexus
 
 
 def _items(home: Path) -> list[tuple[str | None, str]]:

@@ -12,12 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fake_config import write_fake_config
-
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import echo
+
+from .fake_config import write_fake_config
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 AGENTS = ("a1", "a2", "a3", "a4")

@@ -7,12 +7,13 @@ import json
 import os
 from pathlib import Path
 
-from conftest import RunNexus
 from nexus.broker.sessions import session_label_for
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import text
+
+from .cli_process import RunNexus
 
 
 def test_send_with_a_session_key_runs_in_the_agents_session_of_that_key(

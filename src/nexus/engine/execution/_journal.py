@@ -28,7 +28,7 @@ Journal writes are best effort: a failure (database busy, disk full) is reported
 as one warning line (no traceback: it is not a bug) and the run goes on; the final
 ``write_turn`` still records everything (or, if it fails too, saves the outcome to a rescue
 file, see ``nexus.ledger._rescue``). A journal write waits for a busy database at most
-``JOURNAL_WAIT_S`` (``nexus.ledger.ledger``), so a database held by another process does not
+``JOURNAL_WAIT_S`` (``nexus.ledger._lifecycle``), so a database held by another process does not
 stall the stream.
 """
 

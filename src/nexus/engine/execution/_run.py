@@ -2,9 +2,12 @@
 
 The agent loop does the model/tool cycle; this class wraps it with what the broker needs:
 the crash journal (turn opened up front; the streaming reply, each finished message and tool
-call journaled as they come, see ``_journal``), the streaming
-callbacks, overflow recovery (the loop ends on an overflow error; the run compacts and
-continues it), abort and timeout, and the one-transaction ledger write at the end.
+call journaled as they come, see ``_journal``), the streaming callbacks, overflow recovery (the
+loop ends on an overflow error; the run compacts and continues it), abort and timeout, and the
+one-transaction ledger write at the end.
+
+Jobs with a module of their own: opening the turn (``_turn_open``), the steering receipts
+(``_steering``), the tool-call records (``_tool_calls``) and the stop reason (``_outcome``).
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from nexus.agent import (
@@ -36,6 +38,10 @@ from nexus.engine.assembly._sessions import SessionCache
 from nexus.engine.assembly._window import ContextWindow
 from nexus.engine.assembly.repair import truncate_result
 from nexus.engine.execution._journal import TurnJournal
+from nexus.engine.execution._outcome import is_overflow, run_outcome
+from nexus.engine.execution._steering import RunSteering
+from nexus.engine.execution._tool_calls import ToolCallLog
+from nexus.engine.execution._turn_open import open_turn
 from nexus.engine.execution._writer import off_loop, run_ended, run_started
 from nexus.engine.execution.events import (
     EventChannel,
@@ -45,9 +51,8 @@ from nexus.engine.execution.events import (
     RunEndEvent,
     RunStartEvent,
     StateEvent,
-    SteerEvent,
 )
-from nexus.engine.execution.ledger_map import compaction_record, history_turn_ids, spawned_label, write_result
+from nexus.engine.execution.ledger_map import compaction_record, history_turn_ids, write_result
 from nexus.engine.execution.scope import CURRENT_RUN, RunHost, RunScope
 from nexus.engine.types import (
     AgentError,
@@ -58,9 +63,8 @@ from nexus.engine.types import (
     EngineEvent,
     EngineLimits,
     RunStopReason,
-    agent_error_from_message,
 )
-from nexus.ledger.records import CompactionRecord, StoredMessage, ToolCallRecord
+from nexus.ledger.records import CompactionRecord, StoredMessage
 from nexus.llm.abort import AbortSignal
 from nexus.llm.events import TextDeltaEvent, ThinkingDeltaEvent, ToolCallEndEvent
 from nexus.llm.options import StreamFn, StreamOptions
@@ -73,7 +77,6 @@ from nexus.llm.types import (
     Usage,
     UserMessage,
     add_call_usage,
-    now_ms,
 )
 
 if TYPE_CHECKING:
@@ -112,11 +115,7 @@ class EngineRun:
         self.options = options
         self.depth = depth
         self.env = env
-        self.signal = AbortSignal()
-        self.unlink: Callable[[], None] = lambda: None
-        if ctx.abort_signal is not None:
-            outer = ctx.abort_signal
-            self.unlink = outer.add_listener(lambda: self.signal.abort(outer.reason or "aborted"))
+        self.signal, self.unlink = _linked_signal(ctx.abort_signal)
         self.state: ExecutionState = "starting"
         self.resume_state: ExecutionState = "starting"
         self.state_changed = asyncio.Event()
@@ -135,21 +134,15 @@ class EngineRun:
         )
         self.turn_id: str | None = None
         self.journal: TurnJournal | None = None
-        self.delivered_steer_ids: list[str] = []
-        """Ids of the steers injected into this turn: written with it as consumed queue items (broker)."""
-        self.steer_sources: dict[int, str] = {}
-        """``source`` of each steer injected into this turn, by its index in the turn (0 = the query)."""
-        self.steering = steering if steering is not None else SteeringQueue()
-        self.steering.on_settle(self._steer_settled)
+        self.steering = RunSteering(steering, self.publish)
         self.active = False
         self.timed_out = False
         self.final_error: AgentError | None = None
         self.end: AgentEndEvent | None = None
         self.usage = Usage()
         self.last_call_usage: Usage | None = None
-        self.returned: list[SteerReceipt] = []
         self.llm_calls = 0
-        self.calls: dict[str, ToolCallRecord] = {}
+        self.calls = ToolCallLog()
         self.last_assistant: AssistantMessage | None = None
         self.started = time.monotonic()
 
@@ -260,26 +253,7 @@ class EngineRun:
 
     def open_turn(self) -> str | None:
         """Start the crash journal: the turn with its query, status ``streaming``, pointer not moved."""
-        if self.ledger is None:
-            return None
-        ctx = self.ctx
-        return self.ledger.open_turn(
-            ctx.session_label,
-            query_messages=[ctx.current_message],
-            model=ctx.model,
-            provider=ctx.provider,
-            role=ctx.role,
-            run_id=ctx.run_id,
-            parent_turn_id=ctx.parent_turn_id,
-            toolset_name=ctx.toolset_name,
-            tools_available=[t.name for t in ctx.tools],
-            permissions_granted=list(ctx.permissions_granted),
-            source_event_id=ctx.source_event_id,
-            workspace_path=ctx.workspace_path or None,
-            system_prompt=ctx.system_prompt,
-            source=ctx.source,
-            context=assembly_metadata(ctx),
-        )
+        return None if self.ledger is None else open_turn(self.ledger, self.ctx)
 
     def on_timeout(self) -> None:
         """``timeout_ms`` passed: abort, and remember why so the result says ``timeout``."""
@@ -308,7 +282,7 @@ class EngineRun:
             end = await self.consume(events)
             messages = self.agent_ctx.messages
             failed = messages[-1] if messages else None
-            if not _is_overflow(end, failed) or self.signal.aborted:
+            if not is_overflow(end, failed) or self.signal.aborted:
                 break
             assert isinstance(failed, AssistantMessage)
             messages.pop()  # the failed call is retried on a smaller context, not kept
@@ -358,31 +332,17 @@ class EngineRun:
         self, message: str | UserMessage, *, id: str | None = None, mode: SteerMode = "all", source: str = "steer"
     ) -> SteerReceipt:
         """Offer ``message`` for the next safe point; the receipt ends ``delivered`` or ``returned``."""
-        from nexus.engine.types import new_id
-
-        user = message if isinstance(message, UserMessage) else UserMessage(message)
-        receipt = SteerReceipt(id or new_id(), user, mode, source=source)
-        if self.signal.aborted:
-            self.steering.close(f"the run was aborted: {self.signal.reason or 'aborted'}")
-        elif self.window.compacting:
-            return self.steering.offer(receipt, refuse="the run is compacting its history")
-        return self.steering.offer(receipt)
-
-    def _steer_settled(self, receipt: SteerReceipt) -> None:
-        """A receipt settled: remember a delivered one for the turn write, and announce it on the channel."""
-        if receipt.status == "delivered":
-            self.delivered_steer_ids.append(receipt.id)
-            if receipt.position is not None:
-                self.steer_sources[receipt.position] = receipt.source
-        self.publish(SteerEvent(receipt))
+        return self.steering.offer(
+            message, id=id, mode=mode, source=source, aborted=self.abort_reason(), compacting=self.window.compacting
+        )
 
     def close_steering(self) -> None:
         """The run is over: every steer not yet injected is returned (listed in the result)."""
-        if self.signal.aborted:
-            reason = f"the run was aborted before it could inject the message: {self.signal.reason or 'aborted'}"
-        else:
-            reason = "the run ended before it reached a point where it could inject the message"
-        self.returned.extend(self.steering.close(reason))
+        self.steering.close(self.abort_reason())
+
+    def abort_reason(self) -> str | None:
+        """Why the run was aborted (``None`` while it was not)."""
+        return (self.signal.reason or "aborted") if self.signal.aborted else None
 
     # ------------------------------------------------------------------ event handling
 
@@ -420,14 +380,7 @@ class EngineRun:
             self.message_done(event.message)
         elif isinstance(event, ToolExecutionStartEvent):
             self.set_state("tools")
-            self.calls[event.tool_call_id] = ToolCallRecord(
-                call_id=event.tool_call_id,
-                tool_name=event.tool_name,
-                arguments=dict(event.args),
-                status="running",
-                started_at=now_ms(),
-                sequence=len(self.calls),
-            )
+            self.calls.started(event.tool_call_id, event.tool_name, event.args)
 
     def message_done(self, message: object) -> None:
         """A message joined the conversation: account for it and journal it."""
@@ -453,17 +406,7 @@ class EngineRun:
 
     def tool_result_done(self, result: ToolResultMessage) -> None:
         """Finish the tool call's record and journal the call with its result."""
-        record = self.calls.get(result.tool_call_id)
-        if record is None:  # a result the loop made without a start event (should not happen)
-            record = ToolCallRecord(
-                call_id=result.tool_call_id, tool_name=result.tool_name, started_at=now_ms(), sequence=len(self.calls)
-            )
-            self.calls[result.tool_call_id] = record
-        record.status = "failed" if result.is_error else "completed"
-        record.completed_at = result.timestamp
-        record.result = result
-        record.error = result.text if result.is_error else None
-        record.spawned_session_label = spawned_label(result)
+        record = self.calls.finished(result)
         if self.journal is None:
             return
         call = next(
@@ -487,14 +430,14 @@ class EngineRun:
         turn_id = self.turn_id or ""
         return AgentResult(
             messages=[StoredMessage(i, turn_id, i, m.role, m) for i, m in enumerate(turn)],
-            tool_calls=sorted(self.calls.values(), key=lambda c: c.sequence),
+            tool_calls=self.calls.records(),
             usage=self.usage,
             stop_reason=stop_reason,
             duration_ms=int((time.monotonic() - self.started) * 1000),
             error=error,
             compactions=self.compaction_records(),
             last_call_usage=self.last_call_usage,
-            returned_steers=list(self.returned),
+            returned_steers=list(self.steering.returned),
             turn_id=self.turn_id,
         )
 
@@ -515,29 +458,15 @@ class EngineRun:
         return records
 
     def outcome(self, response: list[Message]) -> tuple[RunStopReason, AgentError | None]:
-        """Seed 000's stop reason (and error) from how the loop ended."""
-        last = next((m for m in reversed(response) if isinstance(m, AssistantMessage)), None)
-        if self.timed_out:
-            text = (
-                f"The run exceeded its timeout of {self.ctx.timeout_ms} ms and was stopped; the partial output was "
-                "kept. Raise timeout_ms or split the task."
-            )
-            return "timeout", AgentError("timeout", text, retryable=True)
-        if self.final_error is not None:
-            return "error", self.final_error
-        end = self.end
-        if self.signal.aborted or (end is not None and end.reason == "aborted"):
-            return "aborted", None
-        if end is None or end.reason == "error":
-            if last is not None and last.stop_reason == "error" and last.error_kind is not None:
-                return "error", agent_error_from_message(last)
-            text = (end.error if end is not None else None) or "the run failed"
-            return "error", AgentError("unknown" if last is None or last.error_kind is None else "model_error", text)
-        if end.reason == "max_iterations":
-            return "tool_use", None
-        if last is not None and last.stop_reason == "length":
-            return "max_tokens", None
-        return ("tool_use" if last is not None and last.stop_reason == "tool_use" else "end_turn"), None
+        """Seed 000's stop reason (and error) from how the loop ended (see ``_outcome``)."""
+        return run_outcome(
+            response,
+            end=self.end,
+            timed_out=self.timed_out,
+            timeout_ms=self.ctx.timeout_ms,
+            final_error=self.final_error,
+            aborted=self.signal.aborted,
+        )
 
     async def persist_off_loop(self, result: AgentResult) -> None:
         """:meth:`persist` on the ledger writer thread (after every journal write the run queued)."""
@@ -554,33 +483,18 @@ class EngineRun:
         if self.ledger is None or self.turn_id is None:
             return
         response = _llm(self.agent_ctx.messages[self.history_len + 1 :])
-        sources = [self.steer_sources.get(i + 1) for i in range(len(response))] if self.steer_sources else []
+        steering = self.steering
         write_result(
-            self.ledger, self.ctx, self.turn_id, result, response, result.compaction, self.delivered_steer_ids, sources
+            self.ledger,
+            self.ctx,
+            self.turn_id,
+            result,
+            response,
+            result.compaction,
+            steering.delivered_ids,
+            steering.response_sources(len(response)),
         )
         result.messages = self.ledger.messages(self.turn_id)
-
-
-def assembly_metadata(ctx: AssembledContext) -> dict[str, object]:
-    """What the model was told besides the prompt text, for the query message's ``context_json`` (audit)."""
-    budget = ctx.token_budget
-    return {
-        "model": f"{ctx.provider}/{ctx.model}",
-        "history_messages": len(ctx.history),
-        "tools": [t.name for t in ctx.tools],
-        "budget": {
-            "context_window": budget.context_window,
-            "system": budget.system,
-            "history": budget.history,
-            "current": budget.current,
-            "tools": budget.tools,
-            "reserve_output": budget.reserve_output,
-            "reserve_compaction": budget.reserve_compaction,
-        },
-        "thinking": ctx.thinking_config.level if ctx.thinking_config is not None else "off",
-        "max_response_tokens": ctx.max_response_tokens,
-        "timeout_ms": ctx.timeout_ms,
-    }
 
 
 def _llm(messages: list[Any]) -> list[Message]:
@@ -588,24 +502,9 @@ def _llm(messages: list[Any]) -> list[Message]:
     return [m for m in messages if isinstance(m, (UserMessage, AssistantMessage, ToolResultMessage))]
 
 
-def _is_overflow(end: AgentEndEvent, last: object) -> bool:
-    """The loop ended because the prompt did not fit, before any output: recoverable by compaction."""
-    return (
-        end.reason == "error"
-        and isinstance(last, AssistantMessage)
-        and last.error_kind == "context_overflow"
-        and not any(getattr(b, "text", "") or getattr(b, "name", "") for b in last.content)
-    )
-
-
-def options_for(ctx: AssembledContext, base: StreamOptions | None) -> StreamOptions:
-    """The per-call options of a run: the caller's template plus the context's sampling settings."""
-    options = base or StreamOptions()
-    thinking = ctx.thinking_config.level if ctx.thinking_config is not None else options.thinking
-    return replace(
-        options,
-        temperature=ctx.temperature if ctx.temperature is not None else options.temperature,
-        max_tokens=ctx.max_response_tokens or options.max_tokens,
-        thinking=thinking,
-        session_id=options.session_id or ctx.session_label,
-    )
+def _linked_signal(outer: AbortSignal | None) -> tuple[AbortSignal, Callable[[], None]]:
+    """The run's own abort signal, aborted with ``outer`` (the caller's); and how to unlink them."""
+    signal = AbortSignal()
+    if outer is None:
+        return signal, lambda: None
+    return signal, outer.add_listener(lambda: signal.abort(outer.reason or "aborted"))

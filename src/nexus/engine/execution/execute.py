@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from nexus.agent.steering import SteeringQueue, SteerMode, SteerReceipt
 from nexus.config._profile import ResolvedProfile
 from nexus.engine.assembly._sessions import SessionCache
-from nexus.engine.execution._run import EngineRun, EngineStreamEvent, options_for
+from nexus.engine.execution._run import EngineRun, EngineStreamEvent
 from nexus.engine.execution.callbacks import EngineCallbacks, callbacks_listener
 from nexus.engine.execution.events import EventChannel, ExecutionEvent, ExecutionState, Subscription
 from nexus.engine.execution.failover import ProfileCooldowns, failover_stream
@@ -200,3 +201,16 @@ def execute(
     holder.append(run)
     task = asyncio.get_running_loop().create_task(run.main(), name=f"nexus-run-{ctx.run_id}")
     return Execution(run, task)
+
+
+def options_for(ctx: AssembledContext, base: StreamOptions | None) -> StreamOptions:
+    """The per-call options of a run: the caller's template plus the context's sampling settings."""
+    options = base or StreamOptions()
+    thinking = ctx.thinking_config.level if ctx.thinking_config is not None else options.thinking
+    return replace(
+        options,
+        temperature=ctx.temperature if ctx.temperature is not None else options.temperature,
+        max_tokens=ctx.max_response_tokens or options.max_tokens,
+        thinking=thinking,
+        session_id=options.session_id or ctx.session_label,
+    )

@@ -1,0 +1,87 @@
+"""A run's side of steering: the receipts it accepted, and what the turn write needs of them.
+
+Whoever accepts a message owns it until it is delivered or handed back (``nexus.agent.steering``
+settles each receipt). The run keeps three things from those settlements: the ids of the
+delivered steers (written with the turn as consumed queue items, for the broker), the ``source``
+of each delivered one by its position in the turn (stored on its message), and the receipts
+handed back when the run ended (listed in the result, so the caller can requeue them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from nexus.agent.steering import SteeringQueue, SteerMode, SteerReceipt
+from nexus.engine.execution.events import SteerEvent
+from nexus.engine.types import new_id
+from nexus.llm.types import UserMessage
+
+
+class RunSteering:
+    """The steering queue of one run and the record of its settled receipts."""
+
+    __slots__ = ("_publish", "delivered_ids", "queue", "returned", "sources")
+
+    def __init__(self, queue: SteeringQueue | None, publish: Callable[[object], None]) -> None:
+        self.queue = queue if queue is not None else SteeringQueue()
+        self.delivered_ids: list[str] = []
+        """Ids of the steers injected into this turn: written with it as consumed queue items (broker)."""
+        self.sources: dict[int, str] = {}
+        """``source`` of each steer injected into this turn, by its index in the turn (0 = the query)."""
+        self.returned: list[SteerReceipt] = []
+        """The receipts the run handed back when it ended (the result's ``returned_steers``)."""
+        self._publish = publish
+        self.queue.on_settle(self._settled)
+
+    def offer(
+        self,
+        message: str | UserMessage,
+        *,
+        id: str | None,
+        mode: SteerMode,
+        source: str,
+        aborted: str | None,
+        compacting: bool,
+    ) -> SteerReceipt:
+        """Accept ``message`` for the next safe point, or hand it back at once.
+
+        ``aborted`` is the abort reason once the run was aborted (the queue closes then);
+        ``compacting``: the run is rewriting its history and refuses steers meanwhile.
+        """
+        user = message if isinstance(message, UserMessage) else UserMessage(message)
+        receipt = SteerReceipt(id or new_id(), user, mode, source=source)
+        if aborted is not None:
+            self.queue.close(f"the run was aborted: {aborted}")
+        elif compacting:
+            return self.queue.offer(receipt, refuse="the run is compacting its history")
+        return self.queue.offer(receipt)
+
+    def take(self) -> list[UserMessage]:
+        """The messages for this safe point (one, or every pending ``all`` steer)."""
+        return self.queue.take()
+
+    def joined(self, message: object, position: int) -> None:
+        """``message`` joined the conversation at turn index ``position``: its receipt is delivered."""
+        self.queue.joined(message, position)
+
+    def close(self, aborted: str | None) -> None:
+        """The run is over: every steer not yet injected is returned (``aborted``: the abort reason, if any)."""
+        if aborted is not None:
+            reason = f"the run was aborted before it could inject the message: {aborted}"
+        else:
+            reason = "the run ended before it reached a point where it could inject the message"
+        self.returned.extend(self.queue.close(reason))
+
+    def response_sources(self, count: int) -> list[str | None]:
+        """The ``source`` of each of the turn's ``count`` response messages (``None``: not a steer)."""
+        if not self.sources:
+            return []
+        return [self.sources.get(i + 1) for i in range(count)]
+
+    def _settled(self, receipt: SteerReceipt) -> None:
+        """A receipt settled: remember a delivered one for the turn write, and announce it on the channel."""
+        if receipt.status == "delivered":
+            self.delivered_ids.append(receipt.id)
+            if receipt.position is not None:
+                self.sources[receipt.position] = receipt.source
+        self._publish(SteerEvent(receipt))
