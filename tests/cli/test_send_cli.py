@@ -71,7 +71,7 @@ def test_with_another_drainer_the_message_waits_for_it(home: Path, server: FakeP
         assert result.returncode == 0 and "another process holds the broker lock" in result.stderr
         assert _items(home) == [("m-9", "queued")] and server.requests == []
         busy = nexus("queue", "drain")
-        assert busy.returncode == 1 and "another process is draining" in busy.stderr
+        assert busy.returncode == 1 and "another process already drains this NEXUS_HOME" in busy.stderr
     finally:
         os.close(lock)
     server.script(text("ran at last"))

@@ -80,12 +80,10 @@ def drain_command(args: argparse.Namespace) -> int:
 
 def _drain_locked(config: NexusConfig, ledger: Ledger) -> int:
     """Drain every queue while holding the broker lock; then what others queued as it let go."""
-    from nexus.broker.host import broker_lock, running_broker
+    from nexus.broker.host import running_broker
+    from nexus.cli._lock import exclusive_broker
 
-    with broker_lock(config) as held:
-        if not held:
-            print("nexus: error: another process is draining these queues (broker.lock is held)", file=sys.stderr)
-            return 1
+    with exclusive_broker(config):
 
         async def drain() -> int:
             async with running_broker(config, ledger) as broker:
