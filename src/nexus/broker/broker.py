@@ -353,7 +353,11 @@ class AgentBroker:
             return SendAndWaitResult(False, error=f"no reply within {timeout_ms} ms (the message stays queued)")
 
     async def interrupt(self, agent_id: str, message: AgentMessage) -> SendReceipt:
-        """Abort the run of the message's session (kept as ``aborted``) and run ``message`` with the backlog."""
+        """Abort the run of the message's session (kept as ``aborted``) and run ``message`` with the backlog.
+
+        The session is ``message.session`` (a per-sender session key; ``None``: the agent's own), as
+        for :meth:`send`; the agent's other sessions keep running.
+        """
         if message.to != agent_id:
             raise BrokerError(f"interrupt({agent_id!r}) got a message addressed to {message.to!r}")
         return await self.send(message, "interrupt")

@@ -23,24 +23,20 @@ from nexus.server._state import ServerState
 router = APIRouter(prefix="/v1", tags=["messages"])
 
 
-class MessageRequest(BaseModel):
-    """A message to an agent (``from`` defaults to ``user``; ``mode`` to the agent's queue mode)."""
+SESSION_DESCRIPTION = (
+    "a session key (e.g. dm:telegram:42): the message goes to the agent's per-sender session "
+    "of that key, mapped to a ledger label as for inbound chat messages; omitted: the agent's own session"
+)
+
+
+class _AgentMessageBody(BaseModel):
+    """What every message to an agent carries (``from`` defaults to ``user``), checked alike on each route."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
-    mode: str | None = Field(
-        default=None, max_length=40, description="steer, followup, collect, steer-backlog, queue, interrupt"
-    )
     id: str | None = Field(default=None, min_length=1, max_length=200, description="makes sending idempotent")
     from_: str | None = Field(default=None, alias="from", min_length=1, max_length=64)
-    deliver: DeliverTo | str | None = Field(default=None, description=DELIVER_DESCRIPTION)
-    session: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=MAX_KEY_CHARS,
-        description="a session key (e.g. dm:telegram:42): the message goes to the agent's per-sender session "
-        "of that key, mapped to a ledger label as for inbound chat messages; omitted: the agent's own session",
-    )
+    session: str | None = Field(default=None, min_length=1, max_length=MAX_KEY_CHARS, description=SESSION_DESCRIPTION)
 
     @field_validator("content")
     @classmethod
@@ -60,6 +56,15 @@ class MessageRequest(BaseModel):
                 raise ValueError(str(exc)) from None
         return value
 
+
+class MessageRequest(_AgentMessageBody):
+    """A message to an agent (``mode`` defaults to the agent's queue mode)."""
+
+    mode: str | None = Field(
+        default=None, max_length=40, description="steer, followup, collect, steer-backlog, queue, interrupt"
+    )
+    deliver: DeliverTo | str | None = Field(default=None, description=DELIVER_DESCRIPTION)
+
     @field_validator("mode")
     @classmethod
     def _known_mode(cls, value: str | None) -> str | None:
@@ -68,18 +73,9 @@ class MessageRequest(BaseModel):
         return None if value is None else parse_mode(value)  # QueueSettingsError is a ValueError: 422
 
 
-class InterruptRequest(BaseModel):
-    """A message that aborts the agent's run, then runs with the backlog."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
-    id: str | None = Field(default=None, min_length=1, max_length=200)
-    from_: str | None = Field(default=None, alias="from", min_length=1, max_length=64)
-
-    @field_validator("content")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        return _content(value)
+class InterruptRequest(_AgentMessageBody):
+    """A message that aborts the run of its session (``session``: that key's; else the agent's own), then runs
+    with that session's backlog."""
 
 
 def _content(value: str) -> str:
@@ -192,11 +188,16 @@ async def send_message(request: Request, agent_id: str, body: MessageRequest) ->
     )  # fmt: skip
 
 
-@router.post("/agents/{agent_id}/interrupt", status_code=202, summary="Abort the agent's run, then run this message")
+@router.post(
+    "/agents/{agent_id}/interrupt",
+    status_code=202,
+    summary="Abort the run of the message's session (the agent's own unless `session` names one), then run it",
+)
 async def interrupt_agent(request: Request, agent_id: str, body: InterruptRequest) -> Any:
     return await accept_message(
-        _state(request), agent_id, body.content, mode="interrupt", message_id=body.id, sender=body.from_ or "user"
-    )
+        _state(request), agent_id, body.content, mode="interrupt", message_id=body.id, sender=body.from_ or "user",
+        session=body.session,
+    )  # fmt: skip
 
 
 @router.post("/agents/{agent_id}/abort", summary="Abort the agent's current run (kept as an aborted turn)")
