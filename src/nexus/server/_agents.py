@@ -113,15 +113,16 @@ async def register_agent(request: Request, body: AgentRequest) -> Any:
 def _check_model(state: ServerState, ref: str) -> None:
     """422 for a model no run could reach: the check ``nexus agents add --model`` makes (a missing key is fine).
 
-    A runner with its own ``stream_fn`` (tests, embedding) takes any provider, as the engine's pre-flight does.
+    The runner's check (:meth:`EngineRunner.model_problem`, the one ``AgentBroker.register_agent`` makes);
+    without a runner, against the default configuration.
     """
-    from nexus.config import NexusConfig
-    from nexus.engine.wiring.runner import unreachable_model_problem
+    if state.runner is not None:
+        problem = state.runner.model_problem(ref)
+    else:
+        from nexus.config import NexusConfig
+        from nexus.engine.wiring.runner import unreachable_model_problem
 
-    if state.runner is not None and state.runner.env.stream_fn is not None:
-        return
-    config = state.runner.env.config if state.runner is not None else NexusConfig()
-    problem = unreachable_model_problem(config, ref)
+        problem = unreachable_model_problem(NexusConfig(), ref)
     if problem is not None:
         raise ApiError(422, "invalid_request", f"model: {problem}")
 

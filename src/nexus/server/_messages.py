@@ -116,7 +116,10 @@ def ensure_in_broker(state: ServerState, agent_id: str) -> None:
     row = state.store.get_agent(agent_id)
     if row is not None:
         role: AgentRole = "manager" if row.role == "manager" else "worker"
-        broker.register_agent(AgentIdentity(row.agent_id, row.session_label, role), spec=row.spec)
+        try:
+            broker.register_agent(AgentIdentity(row.agent_id, row.session_label, role), spec=row.spec)
+        except ValueError as exc:  # stored by another process, unusable here (its model, its session): say why
+            raise ApiError(409, "conflict", f"agent {agent_id!r} cannot run in this server: {exc}") from None
 
 
 async def accept_message(
