@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from nexus.server._errors import ApiError
 from nexus.server._state import ServerState
-from nexus.server._views import agent_view, queue_item_view
+from nexus.server._views import agent_view, queue_item_views
 
 router = APIRouter(prefix="/v1", tags=["agents"])
 
@@ -149,4 +149,4 @@ def agent_queue(request: Request, agent_id: str, include_finished: bool = False)
     if state.store.get_agent(agent_id) is None:
         raise ApiError(404, "not_found", f"unknown agent {agent_id!r}")
     statuses = () if include_finished else ("queued", "processing", "failed")
-    return {"items": [queue_item_view(item) for item in state.store.items(agent_id=agent_id, statuses=statuses)]}
+    return {"items": queue_item_views(state.ledger, state.store.items(agent_id=agent_id, statuses=statuses))}
