@@ -94,4 +94,10 @@ async def test_interrupt_with_a_session_key_aborts_only_that_sessions_run(tmp_pa
         assert [t.session_label for t in live.ledger.open_turns()] == ["agent:coder"]
         item = live.store.get_item(sent.json()["queue_item_id"])
         assert item is not None and item.session_label == label and item.status == "delivered"
-        live.broker.abort("coder")
+        bad = await client.post("/v1/agents/coder/abort", params={"session": "a\x01b"})
+        assert bad.status_code == 422 and "session" in bad.json()["error"]["message"]
+        idle = await client.post("/v1/agents/coder/abort", params={"session": "dm:telegram:42"})
+        assert idle.json() == {"agent_id": "coder", "aborted": False}  # that session runs nothing now
+        assert live.broker.get_state("coder", None) != "idle"
+        everything = await client.post("/v1/agents/coder/abort")
+        assert everything.json()["aborted"] is True and await live.broker.wait_for_idle("coder", 20_000)

@@ -46,15 +46,7 @@ class _AgentMessageBody(BaseModel):
     @field_validator("session")
     @classmethod
     def _valid_key(cls, value: str | None) -> str | None:
-        from nexus.broker.sessions import check_session_key
-        from nexus.broker.types import BrokerError
-
-        if value is not None:
-            try:
-                check_session_key(value)
-            except BrokerError as exc:
-                raise ValueError(str(exc)) from None
-        return value
+        return None if value is None else _session_key(value)
 
 
 class MessageRequest(_AgentMessageBody):
@@ -76,6 +68,18 @@ class MessageRequest(_AgentMessageBody):
 class InterruptRequest(_AgentMessageBody):
     """A message that aborts the run of its session (``session``: that key's; else the agent's own), then runs
     with that session's backlog."""
+
+
+def _session_key(value: str) -> str:
+    """``value`` if it is a usable session key, else ValueError saying why (a 422 naming ``session``)."""
+    from nexus.broker.sessions import check_session_key
+    from nexus.broker.types import BrokerError
+
+    try:
+        check_session_key(value)
+    except BrokerError as exc:
+        raise ValueError(str(exc)) from None
+    return value
 
 
 def _content(value: str) -> str:
@@ -203,15 +207,23 @@ async def interrupt_agent(request: Request, agent_id: str, body: InterruptReques
     )  # fmt: skip
 
 
-@router.post("/agents/{agent_id}/abort", summary="Abort the agent's current run (kept as an aborted turn)")
-async def abort_agent(request: Request, agent_id: str) -> Any:
+@router.post(
+    "/agents/{agent_id}/abort",
+    summary="Abort the agent's current runs, or with ?session=KEY that session's (kept as aborted turns)",
+)
+async def abort_agent(request: Request, agent_id: str, session: str | None = None) -> Any:
     state = _state(request)
+    if session is not None:
+        try:
+            _session_key(session)
+        except ValueError as exc:
+            raise ApiError(422, "invalid_request", f"session: {exc}") from None
     if state.store.get_agent(agent_id) is None:
         raise ApiError(404, "not_found", f"unknown agent {agent_id!r}")
     if state.broker is None:
         raise ApiError(409, "no_broker", "no broker runs in this server process: nothing to abort here")
     ensure_in_broker(state, agent_id)
-    return {"agent_id": agent_id, "aborted": state.broker.abort(agent_id)}
+    return {"agent_id": agent_id, "aborted": state.broker.abort(agent_id, session)}
 
 
 @router.delete("/agents/{agent_id}/queue", summary="Drop every waiting message of the agent (recorded as dropped)")
