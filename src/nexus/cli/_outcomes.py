@@ -53,7 +53,8 @@ class RunLog:
         self.item_ids: list[str] = []
 
     def on_run(self, handle: EngineRunHandle) -> None:
-        """Runner hook: remember the items this run consumes (a steer into it joins its turn, judged alike)."""
+        """Runner hook: remember the items this run starts with (messages steered into it later share its
+        turn and are not counted apart)."""
         self.item_ids.extend(handle.request.item_ids)
 
     def failures(self, ledger: Ledger, store: BrokerStore) -> list[Failure]:
