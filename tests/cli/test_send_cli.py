@@ -72,7 +72,7 @@ def test_with_another_drainer_the_message_waits_for_it(home: Path, server: FakeP
         assert result.returncode == 0 and "another process holds the broker lock" in result.stderr
         assert _items(home) == [("m-9", "queued")] and server.requests == []
         busy = nexus("queue", "drain")
-        assert busy.returncode == 1 and "another process is draining" in busy.stderr
+        assert busy.returncode == 1 and "another process already drains this NEXUS_HOME" in busy.stderr
     finally:
         os.close(lock)
     server.script(text("ran at last"))
@@ -198,3 +198,45 @@ def test_drain_closes_the_turn_of_a_message_cut_three_times(
     with Ledger.open(home / "agents.db") as ledger:
         assert ledger.open_turns() == []
         assert [turn.status for turn in ledger.turns("agent:coder")][-1] == "aborted"
+
+
+def test_a_failed_turn_fails_the_drain_and_shows_in_the_queue_list(
+    home: Path, server: FakeProviderServer, nexus: RunNexus
+) -> None:
+    """The message counts as handled (``delivered``: never run again), but its turn failed: exit 1, the reason shown."""
+    from nexus.testing.steps import http_error
+
+    nexus("agents", "add", "coder")
+    server.script(http_error(400, "bad request: nope"), text("fine"), http_error(400, "still nope"))
+    lock = os.open(home / "broker.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(lock, fcntl.LOCK_EX)  # queued for "another broker": the drain below runs them
+    try:
+        for n in (1, 2):
+            assert nexus("send", "coder", f"job {n}", "--id", f"m-{n}", "--mode", "followup").returncode == 0
+    finally:
+        os.close(lock)
+    drained = nexus("queue", "drain")
+    assert drained.returncode == 1
+    failed_line = [line for line in drained.stderr.splitlines() if line.startswith("nexus: error:")]
+    assert len(failed_line) == 1 and "Traceback" not in drained.stderr
+    assert failed_line[0].startswith("nexus: error: 1 of 2 drained messages failed: coder (message m-1, turn ")
+    assert failed_line[0].endswith("): its turn failed: 400 invalid_request_error: bad request: nope")
+    assert _items(home) == [("m-1", "delivered"), ("m-2", "delivered")]  # consumed: neither runs again
+    listed = nexus("queue", "list", "--all")
+    header, first, reason, second = listed.stdout.splitlines()
+    assert "STATUS     TURN" in header
+    assert " delivered  failed " in first and " delivered  completed " in second
+    assert reason.strip() == "reason: its turn failed: 400 invalid_request_error: bad request: nope"
+    items = json.loads(nexus("queue", "list", "--all", "--json").stdout)
+    assert [(i["status"], i["turn_status"], i["turn_error"]) for i in items] == [
+        ("delivered", "failed", "400 invalid_request_error: bad request: nope"),
+        ("delivered", "completed", None),
+    ]
+    assert set(items[0]) >= {"id", "agent", "session", "message_id", "status", "error", "turn_id", "content"}
+    again = nexus("queue", "drain")
+    assert again.returncode == 0 and len(server.requests) == 2  # the failed turn is not judged (nor run) twice
+    sent = nexus("send", "coder", "job 3", "--id", "m-3", "--wait")
+    assert sent.returncode == 1 and "Traceback" not in sent.stderr
+    assert "nexus: error: the message's turn failed: 400 invalid_request_error: still nope" in sent.stderr
+    as_json = json.loads(nexus("send", "coder", "job 3", "--id", "m-3", "--json").stdout)
+    assert (as_json["status"], as_json["turn_status"]) == ("delivered", "failed")

@@ -65,3 +65,39 @@ def test_nexus_send_session_reaches_a_running_server_in_that_session(isolated_en
     with Ledger.open(isolated_env / "agents.db") as ledger:
         (turn,) = ledger.turns(label)
         assert turn.status == "completed" and ledger.turns("agent:support") == []
+
+
+async def test_interrupt_with_a_session_key_aborts_only_that_sessions_run(tmp_path: Path) -> None:
+    from nexus.testing.steps import stall
+
+    from .broker_app import wait_until
+
+    scripted = ScriptedModel([stall(after_chunks=1, seconds=30), stall(after_chunks=1, seconds=30), text("switched")])
+    label = session_label_for("coder", "agent:coder", "dm:telegram:42")
+    async with live_app(tmp_path, scripted) as live, live.client() as client:
+        schema = (await client.get("/openapi.json")).json()["components"]["schemas"]
+        assert "session" in schema["InterruptRequest"]["properties"]
+        await client.post("/v1/agents/coder/messages", json={"content": "own long job"})
+        await client.post("/v1/agents/coder/messages", json={"content": "chat long job", "session": "dm:telegram:42"})
+        await wait_until(lambda: live.broker.get_state("coder", "dm:telegram:42") != "idle")
+        await wait_until(lambda: live.broker.get_state("coder", None) != "idle" and len(scripted.calls) == 2)
+        for key in ("", "a\x01b"):
+            bad = await client.post("/v1/agents/coder/interrupt", json={"content": "x", "session": key})
+            assert bad.status_code == 422 and "session" in bad.json()["error"]["message"]
+        sent = await client.post(
+            "/v1/agents/coder/interrupt", json={"content": "do this instead", "id": "i-1", "session": "dm:telegram:42"}
+        )
+        assert sent.status_code == 202, sent.text
+        assert await live.broker.wait_for_idle("coder", 20_000, session="dm:telegram:42")
+        assert [t.status for t in live.ledger.turns(label)] == ["aborted", "completed"]
+        assert live.broker.get_state("coder", None) != "idle"  # the agent's own session still runs its job
+        assert [t.session_label for t in live.ledger.open_turns()] == ["agent:coder"]
+        item = live.store.get_item(sent.json()["queue_item_id"])
+        assert item is not None and item.session_label == label and item.status == "delivered"
+        bad = await client.post("/v1/agents/coder/abort", params={"session": "a\x01b"})
+        assert bad.status_code == 422 and "session" in bad.json()["error"]["message"]
+        idle = await client.post("/v1/agents/coder/abort", params={"session": "dm:telegram:42"})
+        assert idle.json() == {"agent_id": "coder", "aborted": False}  # that session runs nothing now
+        assert live.broker.get_state("coder", None) != "idle"
+        everything = await client.post("/v1/agents/coder/abort")
+        assert everything.json()["aborted"] is True and await live.broker.wait_for_idle("coder", 20_000)

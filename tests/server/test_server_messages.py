@@ -29,6 +29,10 @@ async def test_a_message_is_accepted_202_runs_and_a_retry_is_recognised(tmp_path
         assert again.json()["duplicate"]
         (item,) = live.store.items(agent_id="coder")
         assert item.status == "delivered" and live.ledger.get_turn(item.turn_id or "").status == "completed"
+        (shown,) = (await client.get("/v1/agents/coder/queue?include_finished=true")).json()["items"]
+        assert (shown["status"], shown["turn_id"], shown["turn_status"], shown["turn_error"]) == (
+            "delivered", item.turn_id, "completed", None,
+        )  # fmt: skip
 
 
 async def test_bad_messages_get_the_right_4xx_and_store_nothing(tmp_path: Path) -> None:

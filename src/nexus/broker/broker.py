@@ -32,12 +32,13 @@ from nexus.broker._scheduler import DrainScheduler
 from nexus.broker._slot import AgentSlot, SessionSlot, SteerInFlight
 from nexus.broker._watcher import StoreWatcher
 from nexus.broker.modes import QueueMode, QueueOverrides, QueueSettings, parse_mode, resolve_settings
-from nexus.broker.runner import AgentRunner, RunHandle, RunOutcome, RunRequest
+from nexus.broker.runner import AgentRunner, ModelCheckingRunner, RunHandle, RunOutcome, RunRequest
 from nexus.broker.session_queue import AddOutcome, Batch, QueuedMessage
 from nexus.broker.sessions import session_label_for
 from nexus.broker.types import (
     AgentIdentity,
     AgentMessage,
+    AgentSpecError,
     AgentState,
     BrokerError,
     RegisteredAgent,
@@ -154,9 +155,20 @@ class AgentBroker:
     def register_agent(
         self, identity: AgentIdentity, *, spec: dict[str, object] | None = None, queue: QueueOverrides | None = None
     ) -> RegisteredAgent:
-        """Register (or update) an agent; it persists across restarts."""
+        """Register (or update) an agent; it persists across restarts.
+
+        Refused, nothing stored, as ``nexus agents add`` and ``POST /v1/agents`` refuse it: a model no
+        run could reach (:class:`AgentSpecError`; asked of the runner, which knows the providers), a
+        session another agent talks in (:class:`~nexus.ledger.errors.AgentSessionTakenError`, checked by
+        the store in the transaction that saves). Both are ``ValueError``\\ s.
+        """
         if not identity.agent_id or identity.agent_id in ("user", "system"):
             raise BrokerError(f"{identity.agent_id!r} cannot be an agent id (reserved or empty)")
+        model = (spec or {}).get("model")
+        if model is not None and isinstance(self._runner, ModelCheckingRunner):
+            problem = self._runner.model_problem(str(model))
+            if problem is not None:
+                raise AgentSpecError(f"agent {identity.agent_id!r}: model: {problem}")
         self._store.save_agent(
             identity.agent_id, role=identity.role, session_label=identity.session_label, spec=spec or {}
         )
@@ -346,7 +358,11 @@ class AgentBroker:
             return SendAndWaitResult(False, error=f"no reply within {timeout_ms} ms (the message stays queued)")
 
     async def interrupt(self, agent_id: str, message: AgentMessage) -> SendReceipt:
-        """Abort the run of the message's session (kept as ``aborted``) and run ``message`` with the backlog."""
+        """Abort the run of the message's session (kept as ``aborted``) and run ``message`` with the backlog.
+
+        The session is ``message.session`` (a per-sender session key; ``None``: the agent's own), as
+        for :meth:`send`; the agent's other sessions keep running.
+        """
         if message.to != agent_id:
             raise BrokerError(f"interrupt({agent_id!r}) got a message addressed to {message.to!r}")
         return await self.send(message, "interrupt")

@@ -149,6 +149,17 @@ class EngineRunner:
         self._broker = lambda: broker
         self.env.spawner = BrokerSpawner(broker, reply_timeout_ms=self.reply_timeout_ms)
 
+    def model_problem(self, ref: str) -> str | None:
+        """Why no run could reach model ``ref`` (the check of ``nexus agents add --model``), or ``None``.
+
+        An env with its own ``stream_fn`` (tests, embedding) takes any model, as the engine's pre-flight does.
+        """
+        if self.env.stream_fn is not None:
+            return None
+        from nexus.engine.wiring.runner import unreachable_model_problem
+
+        return unreachable_model_problem(self.env.config, ref)
+
     def start(self, request: RunRequest) -> EngineRunHandle:
         """Begin one turn in the background (announced to :meth:`on_run` listeners before it runs)."""
         handle = EngineRunHandle(self, request)

@@ -15,7 +15,7 @@ their own. The contract that keeps messages safe:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 RunPhase = Literal["starting", "streaming", "tools", "compacting", "finishing", "done"]
 SteerStatus = Literal["pending", "delivered", "returned"]
@@ -95,4 +95,13 @@ class AgentRunner(Protocol):
 
     def start(self, request: RunRequest) -> RunHandle:
         """Begin the turn (it runs in the background until ``result()`` resolves)."""
+        ...
+
+
+@runtime_checkable
+class ModelCheckingRunner(Protocol):
+    """A runner that knows which models its runs can reach: the broker refuses an agent with any other."""
+
+    def model_problem(self, ref: str) -> str | None:
+        """Why no run could ever reach model ``ref`` (an unknown provider...), or ``None``."""
         ...

@@ -24,6 +24,10 @@ class UnknownAgentError(BrokerError, LookupError):
     """No agent is registered under this id."""
 
 
+class AgentSpecError(BrokerError, ValueError):
+    """An agent registration no run could use (a model no run could reach); nothing is stored."""
+
+
 @dataclass(frozen=True, slots=True)
 class AgentIdentity:
     """Who an agent is: its id, the session it talks in, and its role."""

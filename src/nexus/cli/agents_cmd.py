@@ -73,7 +73,7 @@ def queue_command(args: argparse.Namespace) -> int:
     config = _checked_config(args.config)
     if not config.database_path.exists() and not config.agents:
         return _empty(args)
-    with _open_store(config.database_path) as (_, store):
+    with _open_store(config.database_path) as (ledger, store):
         from nexus.broker.host import sync_configured_agents
 
         sync_configured_agents(config, store)
@@ -94,7 +94,7 @@ def queue_command(args: argparse.Namespace) -> int:
             print(f"dropped {len(waiting)} waiting {noun} of {args.agent_id}")
             return 0
         statuses = () if args.all else (*_OPEN, "failed")
-        return _print_items(store.items(agent_id=args.agent_id, statuses=statuses), args.json)
+        return _print_items(ledger, store.items(agent_id=args.agent_id, statuses=statuses), args.json)
 
 
 _OPEN = ("queued", "processing")
@@ -231,24 +231,30 @@ def _when(ms: int | None) -> str:
     return "-" if ms is None else datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _print_items(items: list[BrokerQueueItem], as_json: bool) -> int:
+def _print_items(ledger: Ledger, items: list[BrokerQueueItem], as_json: bool) -> int:
+    """The items as a table (or JSON); ``TURN`` is how the turn that consumed each one ended (``-``: none yet)."""
+    from nexus.server._views import queue_item_views
+
+    views = queue_item_views(ledger, items)
     if as_json:
-        print(json.dumps([item.to_json() for item in items], indent=2))
+        print(json.dumps(views, indent=2))
         return 0
     if not items:
         print("no queued messages")
         return 0
     print(
-        f"{'ITEM':<26} {'AGENT':<16} {'SESSION':<24} {'MODE':<13} {'STATUS':<10} {'TRIES':>5}  "
+        f"{'ITEM':<26} {'AGENT':<16} {'SESSION':<24} {'MODE':<13} {'STATUS':<10} {'TURN':<9} {'TRIES':>5}  "
         f"{'QUEUED (UTC)':<19}  TEXT"
     )
-    for item in items:
+    for item, view in zip(items, views, strict=True):
         text = item.content.replace("\n", " ")
         text = text if len(text) <= 50 else text[:49] + "…"
         print(
             f"{item.id:<26} {item.agent_id or '-':<16} {item.session_label:<24} {item.mode:<13} {item.status:<10} "
-            f"{item.attempts:>5}  {_when(item.enqueued_at):<19}  {text}"
+            f"{view['turn_status'] or '-':<9} {item.attempts:>5}  {_when(item.enqueued_at):<19}  {text}"
         )
         if item.error:
             print(f"{'':<26} reason: {item.error}")
+        elif view["turn_status"] == "failed":
+            print(f"{'':<26} reason: its turn failed: {view['turn_error'] or 'no reason recorded'}")
     return 0

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 
 def monitor_command(args: argparse.Namespace) -> int:
     """Run ``nexus adapters monitor`` until SIGTERM/SIGINT."""
-    from nexus.broker.host import broker_lock
     from nexus.broker.inbound import inbound_routes
+    from nexus.cli._lock import exclusive_broker
     from nexus.cli.send_cmd import _config, _open_ledger
     from nexus.errors import ConfigError
 
@@ -33,14 +33,7 @@ def monitor_command(args: argparse.Namespace) -> int:
             "no enabled adapter account has monitor = true; enable one with "
             "`nexus adapters enable NAME/ACCOUNT --monitor --agent ID`"
         )
-    with _open_ledger(config) as ledger, broker_lock(config) as held:
-        if not held:
-            print(
-                "nexus: error: another process already drains this NEXUS_HOME (broker.lock is held: a running "
-                "nexus serve, which monitors too, or a nexus queue drain); stop it first",
-                file=sys.stderr,
-            )
-            return 1
+    with _open_ledger(config) as ledger, exclusive_broker(config):
         return asyncio.run(_run(config, ledger))
 
 

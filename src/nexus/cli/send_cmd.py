@@ -80,23 +80,27 @@ def drain_command(args: argparse.Namespace) -> int:
 
 def _drain_locked(config: NexusConfig, ledger: Ledger) -> int:
     """Drain every queue while holding the broker lock; then what others queued as it let go."""
-    from nexus.broker.host import broker_lock, running_broker
+    from nexus.broker.host import running_broker
+    from nexus.cli._lock import exclusive_broker
+    from nexus.cli._outcomes import RunLog, failures_line
+    from nexus.ledger.broker_store import BrokerStore
 
-    with broker_lock(config) as held:
-        if not held:
-            print("nexus: error: another process is draining these queues (broker.lock is held)", file=sys.stderr)
-            return 1
+    runs = RunLog()
+    with exclusive_broker(config):
 
-        async def drain() -> int:
-            async with running_broker(config, ledger) as broker:
+        async def drain() -> None:
+            async with running_broker(config, ledger, on_run=runs.on_run) as broker:
                 pending = sum(a.queue_depth for a in broker.list_agents())
                 print(f"draining {pending} queued message{'s' if pending != 1 else ''}", file=sys.stderr)
                 await broker.wait_until_idle()
-            return 0
 
-        code = asyncio.run(drain())
+        asyncio.run(drain())
     asyncio.run(_run_leftovers(config, ledger))
-    return code
+    failures = runs.failures(ledger, BrokerStore(ledger.database))
+    if failures:  # a turn that failed is a failed run, though its message counts as handled (not run again)
+        print(failures_line(failures, len(set(runs.item_ids))), file=sys.stderr)
+        return 1
+    return 0
 
 
 async def _send(config: NexusConfig, ledger: Ledger, message: AgentMessage, mode: str | None, args: Any) -> int:
@@ -303,17 +307,20 @@ def _say_accepted(message_id: str, item_id: str, duplicate: bool, args: Any) -> 
 
 def _report(ledger: Ledger, item_id: str, args: Any, *, reply_shown: bool = False) -> int:
     """Print the outcome (the reply with ``--wait`` unless it streamed, JSON with ``--json``); exit 1 on failure."""
+    from nexus.broker.host import turn_reply
     from nexus.ledger.broker_store import BrokerStore
+    from nexus.server._views import item_turns, turn_error_text
 
     item = BrokerStore(ledger.database).get_item(item_id)
     status = item.status if item is not None else "missing"
-    from nexus.broker.host import turn_reply
-
     reply = turn_reply(ledger, item.turn_id) if item is not None and item.turn_id else None
+    turn = item_turns(ledger, [item]).get(item.turn_id or "") if item is not None else None
+    turn_failed = status == "delivered" and turn is not None and turn.status == "failed"
     if args.json:
         print(json.dumps({
             "message_id": item.message_id if item else None, "queue_item_id": item_id, "status": status,
             "turn_id": item.turn_id if item else None, "reply": reply, "error": item.error if item else None,
+            "turn_status": turn.status if turn else None, "turn_error": turn_error_text(turn),
         }))  # fmt: skip
     else:
         if args.wait and reply and not reply_shown:
@@ -321,7 +328,10 @@ def _report(ledger: Ledger, item_id: str, args: Any, *, reply_shown: bool = Fals
         if status not in ("delivered", "queued", "processing"):  # with or without --wait: say why
             outcome = "failed" if status == "failed" else f"was {status}"
             print(f"nexus: error: the message {outcome}: {item.error if item else ''}", file=sys.stderr)
-    return 1 if status in ("failed", "dropped") else 0
+        elif turn_failed:  # consumed (never run again), but its turn failed: say why
+            print(f"nexus: error: the message's turn failed: {turn_error_text(turn) or 'no reason recorded'}",
+                  file=sys.stderr)  # fmt: skip
+    return 1 if status in ("failed", "dropped") or turn_failed else 0
 
 
 def _config(args: argparse.Namespace) -> NexusConfig:

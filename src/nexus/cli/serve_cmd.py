@@ -11,13 +11,12 @@ import argparse
 import asyncio
 import ipaddress
 import os
-import sys
 from collections.abc import Callable
 
 
 def serve_command(args: argparse.Namespace) -> int:
     """Run ``nexus serve`` until SIGTERM/SIGINT."""
-    from nexus.broker.host import broker_lock
+    from nexus.cli._lock import exclusive_broker
     from nexus.cli.send_cmd import _config, _open_ledger
     from nexus.config._env import resolve_env
     from nexus.errors import ConfigError
@@ -45,14 +44,7 @@ def serve_command(args: argparse.Namespace) -> int:
         )
     from nexus.server.serve import serve
 
-    with _open_ledger(config) as ledger, broker_lock(config) as held:
-        if not held:
-            print(
-                "nexus: error: another process already drains this NEXUS_HOME (broker.lock is held: a running "
-                "nexus serve or nexus queue drain); stop it first",
-                file=sys.stderr,
-            )
-            return 1
+    with _open_ledger(config) as ledger, exclusive_broker(config):
         from nexus.engine.wiring.gc_tuning import tune_gc_for_many_runs
 
         tune_gc_for_many_runs()  # a long-lived process of many runs: freeze the startup heap, collect less often

@@ -240,10 +240,15 @@ class BrokerStore:
         """Create or update an agent (a removed agent with the same id comes back).
 
         Its session is created in the same transaction when it does not exist yet (an alias
-        resolves to its session), so an agent never points at a missing session.
+        resolves to its session), so an agent never points at a missing session. A session another
+        active agent talks in is refused as by :meth:`add_agent` (nothing written).
         """
 
-        return self._db.write(lambda conn: self._upsert_agent(conn, agent_id, role, session_label, spec))
+        def run(conn: sqlite3.Connection) -> AgentRow:
+            _refuse_shared_session(conn, agent_id, session_label)
+            return self._upsert_agent(conn, agent_id, role, session_label, spec)
+
+        return self._db.write(run)
 
     def add_agent(
         self, agent_id: str, *, role: str | None = None, session_label: str | None = None, spec: dict[str, Any]

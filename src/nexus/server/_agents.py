@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from nexus.server._errors import ApiError
 from nexus.server._state import ServerState
-from nexus.server._views import agent_view, queue_item_view
+from nexus.server._views import agent_view, queue_item_views
 
 router = APIRouter(prefix="/v1", tags=["agents"])
 
@@ -113,15 +113,16 @@ async def register_agent(request: Request, body: AgentRequest) -> Any:
 def _check_model(state: ServerState, ref: str) -> None:
     """422 for a model no run could reach: the check ``nexus agents add --model`` makes (a missing key is fine).
 
-    A runner with its own ``stream_fn`` (tests, embedding) takes any provider, as the engine's pre-flight does.
+    The runner's check (:meth:`EngineRunner.model_problem`, the one ``AgentBroker.register_agent`` makes);
+    without a runner, against the default configuration.
     """
-    from nexus.config import NexusConfig
-    from nexus.engine.wiring.runner import unreachable_model_problem
+    if state.runner is not None:
+        problem = state.runner.model_problem(ref)
+    else:
+        from nexus.config import NexusConfig
+        from nexus.engine.wiring.runner import unreachable_model_problem
 
-    if state.runner is not None and state.runner.env.stream_fn is not None:
-        return
-    config = state.runner.env.config if state.runner is not None else NexusConfig()
-    problem = unreachable_model_problem(config, ref)
+        problem = unreachable_model_problem(NexusConfig(), ref)
     if problem is not None:
         raise ApiError(422, "invalid_request", f"model: {problem}")
 
@@ -148,4 +149,4 @@ def agent_queue(request: Request, agent_id: str, include_finished: bool = False)
     if state.store.get_agent(agent_id) is None:
         raise ApiError(404, "not_found", f"unknown agent {agent_id!r}")
     statuses = () if include_finished else ("queued", "processing", "failed")
-    return {"items": [queue_item_view(item) for item in state.store.items(agent_id=agent_id, statuses=statuses)]}
+    return {"items": queue_item_views(state.ledger, state.store.items(agent_id=agent_id, statuses=statuses))}

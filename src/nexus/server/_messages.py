@@ -23,24 +23,20 @@ from nexus.server._state import ServerState
 router = APIRouter(prefix="/v1", tags=["messages"])
 
 
-class MessageRequest(BaseModel):
-    """A message to an agent (``from`` defaults to ``user``; ``mode`` to the agent's queue mode)."""
+SESSION_DESCRIPTION = (
+    "a session key (e.g. dm:telegram:42): the message goes to the agent's per-sender session "
+    "of that key, mapped to a ledger label as for inbound chat messages; omitted: the agent's own session"
+)
+
+
+class _AgentMessageBody(BaseModel):
+    """What every message to an agent carries (``from`` defaults to ``user``), checked alike on each route."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
-    mode: str | None = Field(
-        default=None, max_length=40, description="steer, followup, collect, steer-backlog, queue, interrupt"
-    )
     id: str | None = Field(default=None, min_length=1, max_length=200, description="makes sending idempotent")
     from_: str | None = Field(default=None, alias="from", min_length=1, max_length=64)
-    deliver: DeliverTo | str | None = Field(default=None, description=DELIVER_DESCRIPTION)
-    session: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=MAX_KEY_CHARS,
-        description="a session key (e.g. dm:telegram:42): the message goes to the agent's per-sender session "
-        "of that key, mapped to a ledger label as for inbound chat messages; omitted: the agent's own session",
-    )
+    session: str | None = Field(default=None, min_length=1, max_length=MAX_KEY_CHARS, description=SESSION_DESCRIPTION)
 
     @field_validator("content")
     @classmethod
@@ -50,15 +46,16 @@ class MessageRequest(BaseModel):
     @field_validator("session")
     @classmethod
     def _valid_key(cls, value: str | None) -> str | None:
-        from nexus.broker.sessions import check_session_key
-        from nexus.broker.types import BrokerError
+        return None if value is None else _session_key(value)
 
-        if value is not None:
-            try:
-                check_session_key(value)
-            except BrokerError as exc:
-                raise ValueError(str(exc)) from None
-        return value
+
+class MessageRequest(_AgentMessageBody):
+    """A message to an agent (``mode`` defaults to the agent's queue mode)."""
+
+    mode: str | None = Field(
+        default=None, max_length=40, description="steer, followup, collect, steer-backlog, queue, interrupt"
+    )
+    deliver: DeliverTo | str | None = Field(default=None, description=DELIVER_DESCRIPTION)
 
     @field_validator("mode")
     @classmethod
@@ -68,18 +65,21 @@ class MessageRequest(BaseModel):
         return None if value is None else parse_mode(value)  # QueueSettingsError is a ValueError: 422
 
 
-class InterruptRequest(BaseModel):
-    """A message that aborts the agent's run, then runs with the backlog."""
+class InterruptRequest(_AgentMessageBody):
+    """A message that aborts the run of its session (``session``: that key's; else the agent's own), then runs
+    with that session's backlog."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
-    id: str | None = Field(default=None, min_length=1, max_length=200)
-    from_: str | None = Field(default=None, alias="from", min_length=1, max_length=64)
 
-    @field_validator("content")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        return _content(value)
+def _session_key(value: str) -> str:
+    """``value`` if it is a usable session key, else ValueError saying why (a 422 naming ``session``)."""
+    from nexus.broker.sessions import check_session_key
+    from nexus.broker.types import BrokerError
+
+    try:
+        check_session_key(value)
+    except BrokerError as exc:
+        raise ValueError(str(exc)) from None
+    return value
 
 
 def _content(value: str) -> str:
@@ -120,7 +120,10 @@ def ensure_in_broker(state: ServerState, agent_id: str) -> None:
     row = state.store.get_agent(agent_id)
     if row is not None:
         role: AgentRole = "manager" if row.role == "manager" else "worker"
-        broker.register_agent(AgentIdentity(row.agent_id, row.session_label, role), spec=row.spec)
+        try:
+            broker.register_agent(AgentIdentity(row.agent_id, row.session_label, role), spec=row.spec)
+        except ValueError as exc:  # stored by another process, unusable here (its model, its session): say why
+            raise ApiError(409, "conflict", f"agent {agent_id!r} cannot run in this server: {exc}") from None
 
 
 async def accept_message(
@@ -192,22 +195,35 @@ async def send_message(request: Request, agent_id: str, body: MessageRequest) ->
     )  # fmt: skip
 
 
-@router.post("/agents/{agent_id}/interrupt", status_code=202, summary="Abort the agent's run, then run this message")
+@router.post(
+    "/agents/{agent_id}/interrupt",
+    status_code=202,
+    summary="Abort the run of the message's session (the agent's own unless `session` names one), then run it",
+)
 async def interrupt_agent(request: Request, agent_id: str, body: InterruptRequest) -> Any:
     return await accept_message(
-        _state(request), agent_id, body.content, mode="interrupt", message_id=body.id, sender=body.from_ or "user"
-    )
+        _state(request), agent_id, body.content, mode="interrupt", message_id=body.id, sender=body.from_ or "user",
+        session=body.session,
+    )  # fmt: skip
 
 
-@router.post("/agents/{agent_id}/abort", summary="Abort the agent's current run (kept as an aborted turn)")
-async def abort_agent(request: Request, agent_id: str) -> Any:
+@router.post(
+    "/agents/{agent_id}/abort",
+    summary="Abort the agent's current runs, or with ?session=KEY that session's (kept as aborted turns)",
+)
+async def abort_agent(request: Request, agent_id: str, session: str | None = None) -> Any:
     state = _state(request)
+    if session is not None:
+        try:
+            _session_key(session)
+        except ValueError as exc:
+            raise ApiError(422, "invalid_request", f"session: {exc}") from None
     if state.store.get_agent(agent_id) is None:
         raise ApiError(404, "not_found", f"unknown agent {agent_id!r}")
     if state.broker is None:
         raise ApiError(409, "no_broker", "no broker runs in this server process: nothing to abort here")
     ensure_in_broker(state, agent_id)
-    return {"agent_id": agent_id, "aborted": state.broker.abort(agent_id)}
+    return {"agent_id": agent_id, "aborted": state.broker.abort(agent_id, session)}
 
 
 @router.delete("/agents/{agent_id}/queue", summary="Drop every waiting message of the agent (recorded as dropped)")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING
 
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, new_ulid
 from nexus.ledger.broker_store import BrokerStore
 from nexus.server._event_hub import EventHub
 
@@ -35,3 +35,5 @@ class ServerState:
     runner: EngineRunner | None = None
     deliverer: Deliverer | None = None
     """Delivers replies to chat adapters (``deliver`` on messages) and records them; set with the broker."""
+    delivery_owner: str = field(default_factory=new_ulid)
+    """Names this process in the stored reply targets it delivers live (see ``nexus.server._deliver``)."""

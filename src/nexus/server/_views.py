@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nexus.ledger import Session, StoredMessage, ToolCallRecord, Turn
+from nexus.ledger import Ledger, Session, StoredMessage, ToolCallRecord, Turn, TurnNotFound
 from nexus.ledger.broker_store import AgentRow, BrokerQueueItem
 from nexus.llm.serde import message_to_dict
 
@@ -79,6 +79,37 @@ def agent_view(row: AgentRow, *, state: str = "idle", queue_depth: int = 0) -> d
     }
 
 
-def queue_item_view(item: BrokerQueueItem) -> dict[str, Any]:
-    """A durable queue item (the same form as ``nexus queue list --json``)."""
-    return item.to_json()
+def queue_item_view(item: BrokerQueueItem, turn: Turn | None = None) -> dict[str, Any]:
+    """A durable queue item (the same form as ``nexus queue list --json``) and the outcome of its turn.
+
+    ``delivered`` means a turn consumed the message (it is never run again); ``turn_status`` says how
+    that turn ended (``completed``, ``failed``, ``aborted``, ``running``) and ``turn_error`` why it
+    failed — ``null`` both while no turn holds the item.
+    """
+    return {**item.to_json(), "turn_status": turn.status if turn else None, "turn_error": turn_error_text(turn)}
+
+
+def queue_item_views(ledger: Ledger, items: list[BrokerQueueItem]) -> list[dict[str, Any]]:
+    """:func:`queue_item_view` of each item, with its turn read from the ledger."""
+    turns = item_turns(ledger, items)
+    return [queue_item_view(item, turns.get(item.turn_id or "")) for item in items]
+
+
+def item_turns(ledger: Ledger, items: list[BrokerQueueItem]) -> dict[str, Turn]:
+    """The turns that consumed ``items``, by id (one read per turn; a turn missing from the ledger is left out)."""
+    turns: dict[str, Turn] = {}
+    for turn_id in dict.fromkeys(item.turn_id for item in items if item.turn_id):
+        try:
+            turns[turn_id] = ledger.get_turn(turn_id)
+        except TurnNotFound:
+            continue
+    return turns
+
+
+def turn_error_text(turn: Turn | None) -> str | None:
+    """Why ``turn`` failed or was aborted, in one line (its recorded error's message), or ``None``."""
+    error = turn.error if turn is not None else None
+    if not error:
+        return None
+    message = error.get("message")
+    return " ".join(str(message if message else error).split())

@@ -87,13 +87,17 @@ async def _serve(
     from nexus.broker.delivery import Deliverer
     from nexus.broker.host import build_broker_and_runner, start_broker
     from nexus.broker.inbound import attach_inbound, recorded_delivery
+    from nexus.ledger import new_ulid
+    from nexus.server._deliver import skip_live_deliveries
     from nexus.server._state import ServerState
     from nexus.server.app import create_app
 
     broker, runner = build_broker_and_runner(config, ledger, stream_fn=stream_fn)
     deliverer = Deliverer.from_config(config, ledger)  # replies with `deliver` go to adapters, recorded per turn
-    # chat messages in, replies out through the same deliverer (docs/adapters.md)
-    inbound = attach_inbound(config, broker, runner, deliver=recorded_delivery(deliverer))
+    # chat messages in, replies out through the same deliverer (docs/adapters.md); also the stored targets of
+    # `deliver` messages queued before a restart — those this process delivers live are left to it
+    owner = new_ulid()
+    inbound = attach_inbound(config, broker, runner, deliver=skip_live_deliveries(recorded_delivery(deliverer), owner))
     loop = asyncio.get_running_loop()
     server: NexusUvicorn | None = None
     stopping: list[asyncio.Task[None]] = []
@@ -113,7 +117,9 @@ async def _serve(
         await start_broker(config, broker)
         if inbound is not None:
             inbound.start()
-        state = ServerState(ledger, _store(ledger), broker=broker, runner=runner, deliverer=deliverer)
+        state = ServerState(
+            ledger, _store(ledger), broker=broker, runner=runner, deliverer=deliverer, delivery_owner=owner
+        )
         app = create_app(state, settings)
         hub = state.events
         if hub is not None:  # every run, live on its session's event stream
