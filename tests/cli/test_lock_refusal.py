@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RunNexus
 from nexus.cli._lock import LOCK_HELD
+
+from .cli_process import RunNexus
 
 
 @pytest.mark.parametrize(
