@@ -175,3 +175,25 @@ def test_queued_after_skips_the_rows_the_caller_holds_but_still_moves_past_them(
         ("worker", "agent:worker", other),
     ]
     assert [item.id for item in store.queued_after(start)[0]] == [own, other]  # no predicate: every queued row
+
+
+def test_queued_after_hands_no_finished_row_to_python_but_moves_past_it(store: BrokerStore) -> None:
+    """A busy broker's poll: finished rows are filtered by SQLite, never fetched (they were, 2,500 a poll)."""
+    start = store.last_rowid()
+    done, _ = accept(store, "m-done")
+    store.claim([done])
+    store.deliver([done], "turn-1")
+    waiting, _ = accept(store, "m-waiting")
+    dropped, _ = accept(store, "m-dropped")
+    store.drop([dropped], "cleared")
+    fetched: list[str] = []
+    conn = store.database.connection
+    conn.set_trace_callback(fetched.append)
+    asked: list[str] = []
+    items, newest = store.queued_after(start, lambda agent, label, item_id: bool(asked.append(item_id)))
+    conn.set_trace_callback(None)
+    assert [item.id for item in items] == [waiting] and asked == [waiting]
+    assert newest == store.last_rowid()
+    assert store.queued_after(newest) == ([], newest)
+    poll = next(sql for sql in fetched if sql.startswith("SELECT rowid,"))  # as run, parameters bound
+    assert [row[1] for row in conn.execute(poll).fetchall()] == [waiting]  # the rows Python received

@@ -406,13 +406,21 @@ class BrokerStore:
         A broker polls this to pick up messages other processes accepted while it runs.
         ``held(agent_id, session_label, item_id)`` names the rows it already holds: those are
         skipped before their message is parsed (a busy broker's own rows are nearly all of them).
+        Finished rows are skipped by SQLite itself: at 10,000 messages a second a poll used to hand
+        all 2,500 new rows of its 0.25 s to Python, a 4 ms stall of the event loop four times a second.
         """
-        sql = f"SELECT rowid, {_ITEM_COLUMNS} FROM queue_items WHERE rowid > ? AND agent_id IS NOT NULL ORDER BY rowid"
-        rows = self._db.read(lambda c: c.execute(sql, (rowid,)).fetchall())
-        newest = rows[-1][0] if rows else rowid
-        items = [
-            _item(row[1:]) for row in rows if row[8] == "queued" and (held is None or not held(row[3], row[2], row[1]))
-        ]
+        sql = (
+            f"SELECT rowid, {_ITEM_COLUMNS} FROM queue_items"
+            " WHERE rowid > ? AND agent_id IS NOT NULL AND +status = 'queued' ORDER BY rowid"
+        )
+
+        def read(conn: sqlite3.Connection) -> tuple[list[tuple[Any, ...]], int]:
+            rows = conn.execute(sql, (rowid,)).fetchall()  # one read transaction: the newest is of this snapshot
+            newest = conn.execute("SELECT MAX(rowid) FROM queue_items").fetchone()[0]
+            return rows, max(rowid, int(newest or 0))
+
+        rows, newest = self._db.read(read)
+        items = [_item(row[1:]) for row in rows if held is None or not held(row[3], row[2], row[1])]
         return items, newest
 
     def last_rowid(self) -> int:
