@@ -25,8 +25,10 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
         yield opened
 
 
-async def start_broker(ledger: Ledger, scripted: ScriptedModel) -> AgentBroker:
-    env = EngineEnv.from_config(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
+async def start_broker(ledger: Ledger, scripted: ScriptedModel, *, stream_fn: Any = None) -> AgentBroker:
+    env = EngineEnv.from_config(
+        load_config(), ledger, stream_fn=stream_fn or scripted.stream, cooldowns=ProfileCooldowns()
+    )
     runner = EngineRunner(env)
     broker = AgentBroker(BrokerStore(ledger.database), runner, BrokerSettings(queue=QueueSettings(mode="followup")))
     runner.attach(broker)
@@ -193,3 +195,35 @@ async def test_the_bundled_local_model_is_not_offered_the_agent_tools(ledger: Le
     assert result.success and result.reply == "4"
     assert models == ["llama-cpp"] and scripted.calls[0].tools == []
     await broker.close()
+
+
+def test_a_drain_that_closes_right_after_idle_ends_without_shutdown_errors(
+    ledger: Ledger, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``nexus queue drain`` closes the broker as the last turn ends, then asyncio.run shuts down.
+
+    The model streams of the last turns must close before that shutdown: asyncio.run cancels what
+    is still pending, and a stream cancelled while it closes prints "async generator ignored
+    GeneratorExit" (it did at the end of every drain once the broker stopped yielding in close).
+    """
+    import asyncio
+    import logging
+
+    scripted = ScriptedModel([text(f"done {n}") for n in range(20)], record=False)
+
+    async def logged_stream(*args: Any, **kwargs: Any) -> Any:  # a caller's own stream_fn wrapper
+        async for event in scripted.stream(*args, **kwargs):
+            yield event
+
+    async def main() -> None:
+        broker = await start_broker(ledger, scripted, stream_fn=logged_stream)
+        for n in range(20):
+            await broker.send(AgentMessage(f"m-{n}", "user", "coder" if n % 2 else "lead", f"task {n}"))
+        await broker.wait_until_idle()
+        await broker.close()
+
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        asyncio.run(main())
+    assert "ignored GeneratorExit" not in caplog.text
+    assert "unhandled exception during asyncio.run() shutdown" not in caplog.text
+    assert len(BrokerStore(ledger.database).items(statuses=("delivered",))) == 20
