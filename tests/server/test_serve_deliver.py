@@ -18,16 +18,20 @@ from .test_serve_process import _nexus, _serving, _stop, _write_config
 pytestmark = pytest.mark.slow  # real processes: a few seconds
 
 
+def _write_config_with_jsonl_adapter(home: Path, provider: FakeProviderServer, out: Path) -> None:
+    """The fake provider's config plus a ``files`` adapter (account ``a``) writing to ``out``."""
+    _write_config(home, provider)
+    with (home / "nexus.toml").open("a", encoding="utf-8") as config:
+        config.write('\n[adapters.files]\nbuiltin = "jsonl"\n')
+        config.write(f'[adapters.files.accounts.a]\nconfig = {{ path = "{out}" }}\n')
+
+
 def test_send_deliver_goes_through_the_running_server_and_history_shows_where_the_reply_went(
     isolated_env: Path,
 ) -> None:
     out = isolated_env / "out.jsonl"
     with FakeProviderServer(default=echo) as provider:
-        _write_config(isolated_env, provider)
-        with (isolated_env / "nexus.toml").open("a", encoding="utf-8") as config:
-            config.write(
-                f'\n[adapters.files]\nbuiltin = "jsonl"\n[adapters.files.accounts.a]\nconfig = {{ path = "{out}" }}\n'
-            )
+        _write_config_with_jsonl_adapter(isolated_env, provider, out)
         assert _nexus(isolated_env, "agents", "add", "coder").returncode == 0
         with _serving(isolated_env) as (process, _):
             sent = _nexus(isolated_env, "send", "coder", "ping via adapter", "--deliver", "files/a:chat:5", "--wait")
@@ -60,11 +64,7 @@ def test_a_deliver_target_given_over_http_survives_a_restart_of_the_server(isola
 
     out = isolated_env / "out.jsonl"
     with FakeProviderServer(default=echo) as provider:
-        _write_config(isolated_env, provider)
-        with (isolated_env / "nexus.toml").open("a", encoding="utf-8") as config:
-            config.write(
-                f'\n[adapters.files]\nbuiltin = "jsonl"\n[adapters.files.accounts.a]\nconfig = {{ path = "{out}" }}\n'
-            )
+        _write_config_with_jsonl_adapter(isolated_env, provider, out)
         assert _nexus(isolated_env, "agents", "add", "coder").returncode == 0
         provider.script(stall(after_chunks=1, seconds=60))  # the first run holds the agent until the server stops
         with _serving(isolated_env) as (process, url):
