@@ -99,6 +99,7 @@ class AgentBroker:
         self._scheduler = DrainScheduler(self._settings.max_concurrent, self._step, _now_ms, self._forget_if_idle)
         self._writes = GroupCommitter(store)
         self._started = False
+        self._closing = False
         self._watcher = StoreWatcher(store, self._slots, self._load, self._ensure_drain)
         self._replies = ReplySender(self.send, self._slots, store, reply_text)
 
@@ -143,6 +144,7 @@ class AgentBroker:
 
     async def close(self) -> None:
         """Stop draining: active runs are aborted (kept as ``aborted`` turns), queues stay durable."""
+        self._closing = True
         self._watcher.stop()
         sessions = [session for slot in self._slots.values() for session in slot.all_sessions()]
         for session in sessions:
@@ -455,6 +457,9 @@ class AgentBroker:
             await self._writes.claim(item_ids)
         except QueueItemsFinishedError as exc:  # an item finished elsewhere: never run it again, keep draining
             self._skip_finished(slot, session, item_ids, exc)
+            return
+        if self._closing:  # close() came while the claim committed: its aborts missed this run, so
+            self._return_items(session, item_ids)  # none starts (close would wait for a whole turn)
             return
         try:
             session.run = self._runner.start(self._run_request(slot, session, batch, item_ids))
