@@ -228,3 +228,19 @@ async def test_a_claim_refused_by_a_locked_database_is_retried_not_stranded(
     assert [r.request.prompt for r in runner.runs] == ["a0"]
     assert BrokerStore(ledger.database).pending() == []
     await broker.close()
+
+
+async def test_an_interrupt_sent_as_a_batch_is_claimed_is_not_run_after_it(ledger: Ledger) -> None:
+    """An interrupt that arrives while the batch before it commits its claim finds no run to abort:
+    that batch ran a whole turn, uninterrupted, and the interrupt waited for it. Now the batch goes
+    back and runs with the interrupt, as its backlog, in one turn."""
+    runner = FakeRunner(BrokerStore(ledger.database))
+    broker = await _broker(ledger, runner, queue=QueueSettings(mode="followup"))
+    await broker.send(_send("a", 0))  # its worker claims on the next iteration, with the next send's accept
+    await broker.send(_send("a", 1), "interrupt")
+    run = await runner.next_run(1)
+    assert run.request.prompt == "[Queued messages while agent was busy]\n\n---\nQueued #1\na0\n\n---\nQueued #2\na1"
+    run.finish()
+    assert await broker.wait_for_idle("a", timeout_ms=3000)
+    assert len(runner.runs) == 1
+    await broker.close()

@@ -118,7 +118,12 @@ class AgentBroker:
                 continue
             identity = AgentIdentity(row.agent_id, row.session_label, "manager" if row.role == "manager" else "worker")
             self._slots[row.agent_id] = AgentSlot(identity=identity, spec=row.spec)
+        held = {
+            entry.item_id for slot in self._slots.values() for s in slot.sessions.values() for entry in s.queue.items
+        }
         for item in self._store.pending():
+            if item.id in held:  # sent before start: already queued in memory (twice, it ran twice in a collect batch)
+                continue
             slot = self._slots.get(item.agent_id or "")
             if slot is None:
                 self._store.fail([item.id], f"agent {item.agent_id!r} is no longer registered")
@@ -293,6 +298,7 @@ class AgentBroker:
         """Act on the session's active run for the modes that do (steer, steer-backlog, queue, interrupt)."""
         run = session.run
         if run is None:
+            session.interrupted = session.interrupted or mode == "interrupt"  # a batch being claimed: it yields
             return False
         if mode == "interrupt":
             run.abort(f"interrupted by message {queued_message.message_id}")
@@ -453,14 +459,15 @@ class AgentBroker:
 
     async def _run_batch(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> None:
         item_ids = batch.item_ids
+        session.interrupted = False
         try:
             await self._writes.claim(item_ids)
         except QueueItemsFinishedError as exc:  # an item finished elsewhere: never run it again, keep draining
             self._skip_finished(slot, session, item_ids, exc)
             return
-        if self._closing:  # close() came while the claim committed: its aborts missed this run, so
-            self._return_items(session, item_ids)  # none starts (close would wait for a whole turn)
-            return
+        if self._closing or session.interrupted:  # close() or an interrupt came as the claim committed: they
+            self._return_items(session, item_ids)  # found no run to abort, so none starts (close waited for a
+            return  # whole turn; the interrupt ran after it). The interrupt's batch takes these as its backlog
         try:
             session.run = self._runner.start(self._run_request(slot, session, batch, item_ids))
             outcome = await session.run.result()
