@@ -100,7 +100,7 @@ class AgentBroker:
         self._writes = GroupCommitter(store)
         self._started = False
         self._closing = False
-        self._watcher = StoreWatcher(store, self._slots, self._load, self._ensure_drain)
+        self._watcher = StoreWatcher(store, self._slots, self._load, self._adopted)
         self._replies = ReplySender(self.send, self._slots, store, reply_text)
 
     # ------------------------------------------------------------------ lifecycle
@@ -259,13 +259,16 @@ class AgentBroker:
         if not created:
             return SendReceipt(message.id, row.id, duplicate=True)
         session = slot.session(row.session_label, message.session)
-        queued_message = self._enqueue(slot, session, row, settings, message)
+        queued_message, adopted = self._enqueue(slot, session, row, settings, message)
         slot.last_activity_ms = _now_ms()
         if self._scope is not None and message.from_ in self._scope and slot.agent_id not in self._scope:
             self._scope.add(slot.agent_id)  # the conversation reached another agent: drain it too
         if self._started:
             self._ensure_drain(slot, session)
-        steered = self._deliver_to_run(session, queued_message, settings.mode)
+        if adopted:  # the store watcher already acted on the run with it (a second steer would inject it twice)
+            steered = any(steer.item_id == row.id for steer in session.steers)
+        else:
+            steered = self._deliver_to_run(session, queued_message, settings.mode)
         session.idle.clear()
         return SendReceipt(message.id, row.id, steered=steered)
 
@@ -276,13 +279,14 @@ class AgentBroker:
         row: BrokerQueueItem,
         settings: QueueSettings,
         message: AgentMessage,
-    ) -> QueuedMessage:
-        """Add a freshly accepted row to its session's queue (cap and drop policy applied)."""
+    ) -> tuple[QueuedMessage, bool]:
+        """Add a freshly accepted row to its session's queue (cap and drop policy applied); ``True``:
+        the store watcher had adopted it already."""
         fresh = queued(row, debounce_ms=settings.debounce_ms, message=message)
         adopted = session.queue.find(row.id)
         if adopted is not None:  # the store watcher saw the committed row first: same item, keep its place
             adopted.debounce_ms, adopted.mode = fresh.debounce_ms, fresh.mode
-            return adopted
+            return adopted, True
         outcome: AddOutcome = session.queue.add(fresh, settings)
         if not outcome.accepted:
             reason = outcome.rejected_reason or "duplicate"
@@ -292,7 +296,7 @@ class AgentBroker:
             dropped_ids = [item.item_id for item in outcome.dropped]
             self._store.drop(dropped_ids, f"queue cap {settings.cap} reached (drop policy {settings.drop_policy})")
             slot.resolve(dropped_ids, SendAndWaitResult(False, error="dropped: the agent's queue was full"))
-        return fresh
+        return fresh, False
 
     def _deliver_to_run(self, session: SessionSlot, queued_message: QueuedMessage, mode: QueueMode) -> bool:
         """Act on the session's active run for the modes that do (steer, steer-backlog, queue, interrupt)."""
@@ -449,6 +453,14 @@ class AgentBroker:
         step = session.queue.next_batch(_now_ms())
         if isinstance(step, Batch):
             await self._run_batch(slot, session, step)
+
+    def _adopted(self, slot: AgentSlot, session: SessionSlot) -> None:
+        """A message another process queued was loaded into the session (its last item): drained, and
+        an ``interrupt`` or steer acts on the session's run as one sent here does (it used to only wait
+        for its turn: ``nexus send --mode interrupt`` beside a server never cut the running turn)."""
+        self._ensure_drain(slot, session)
+        item = session.queue.items[-1]
+        self._deliver_to_run(session, item, item.mode)
 
     @staticmethod
     def _forget_if_idle(slot: AgentSlot, session: SessionSlot) -> None:
