@@ -181,3 +181,66 @@ async def test_a_session_put_in_line_as_the_last_worker_ends_still_runs() -> Non
         await asyncio.sleep(0)
     assert ran == ["a", "b"] and sessions[1].idle.is_set()
     await scheduler.close()
+
+
+async def test_close_as_a_claim_commits_starts_no_run(ledger: Ledger) -> None:
+    """close() while the worker's claim was committing: its aborts missed the run that claim would
+    start, so close waited for a whole turn (forever with a run that never ends). Nothing starts;
+    the item stays queued for the next broker, its attempt not counted."""
+    runner = FakeRunner(BrokerStore(ledger.database))  # runs end only when told: close must not wait for one
+    broker = await _broker(ledger, runner, queue=QueueSettings(mode="followup"))
+    await broker.send(_send("a", 0))
+    closing = asyncio.get_running_loop().create_task(broker.close())  # the worker runs first: it takes the batch
+    await asyncio.wait_for(closing, 5)
+    assert runner.runs == []
+    [item] = BrokerStore(ledger.database).pending()
+    assert (item.message_id, item.status, item.attempts) == ("a-0", "queued", 0)
+
+
+async def test_a_claim_refused_by_a_locked_database_is_retried_not_stranded(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another process holds the database past the write wait as a batch is claimed: the claim fails.
+    The batch's items used to stay marked in flight: the message never ran (until the session's next
+    one) and the session never counted as idle again. Now they wait again and the session is retried."""
+    import subprocess
+    import sys
+
+    from nexus.broker import _scheduler
+
+    monkeypatch.setenv("NEXUS_DB_WAIT_S", "0.1")
+    monkeypatch.setattr(_scheduler, "RETRY_AFTER_S", 0.05, raising=False)
+    runner = FakeRunner(BrokerStore(ledger.database), auto_finish=True)
+    broker = await _broker(ledger, runner, queue=QueueSettings(mode="followup"))
+    holder = (
+        "import sqlite3, sys, time\n"
+        "conn = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "conn.execute('BEGIN IMMEDIATE'); print('locked', flush=True); time.sleep(0.4); conn.execute('ROLLBACK')\n"
+    )
+    with caplog.at_level(logging.ERROR, logger="nexus.broker"):
+        await broker.send(_send("a", 0))  # in line; its worker claims on the next iterations
+        with subprocess.Popen(  # noqa: ASYNC220 - blocking on purpose: locked before the worker's claim runs
+            [sys.executable, "-c", holder, str(ledger.database.path)], stdout=subprocess.PIPE, text=True
+        ) as proc:
+            assert proc.stdout is not None and proc.stdout.readline() == "locked\n"  # held before the claim
+            assert await broker.wait_for_idle("a", timeout_ms=5000)
+    assert "stayed locked" in caplog.text  # the claim did hit the lock
+    assert [r.request.prompt for r in runner.runs] == ["a0"]
+    assert BrokerStore(ledger.database).pending() == []
+    await broker.close()
+
+
+async def test_an_interrupt_sent_as_a_batch_is_claimed_is_not_run_after_it(ledger: Ledger) -> None:
+    """An interrupt that arrives while the batch before it commits its claim finds no run to abort:
+    that batch ran a whole turn, uninterrupted, and the interrupt waited for it. Now the batch goes
+    back and runs with the interrupt, as its backlog, in one turn."""
+    runner = FakeRunner(BrokerStore(ledger.database))
+    broker = await _broker(ledger, runner, queue=QueueSettings(mode="followup"))
+    await broker.send(_send("a", 0))  # its worker claims on the next iteration, with the next send's accept
+    await broker.send(_send("a", 1), "interrupt")
+    run = await runner.next_run(1)
+    assert run.request.prompt == "[Queued messages while agent was busy]\n\n---\nQueued #1\na0\n\n---\nQueued #2\na1"
+    run.finish()
+    assert await broker.wait_for_idle("a", timeout_ms=3000)
+    assert len(runner.runs) == 1
+    await broker.close()

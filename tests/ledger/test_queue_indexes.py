@@ -106,3 +106,62 @@ def test_a_version_8_file_keeps_its_queue_and_loses_the_status_indexes(tmp_path:
         ]
         assert _indexed_pending(conn) == ["item-1", "item-2", "item-4"]
         assert [item.id for item in ledger.pending_queue_items("agent:w")] == ["item-1", "item-2", "item-4"]
+
+
+_MIGRATE_AND_DIE = """
+import os, signal, sqlite3, sys
+from nexus.ledger._schema import migrate
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA journal_mode = WAL")
+steps = [0]
+def tick():
+    steps[0] += 1
+    if steps[0] == int(sys.argv[2]):
+        os.kill(os.getpid(), signal.SIGKILL)  # mid-statement: the migration's transaction is open
+    return 0
+conn.set_progress_handler(tick, 100)
+migrate(conn)
+print("finished", flush=True)
+"""
+
+
+@pytest.mark.parametrize("ticks", [1, 5, 40])
+def test_a_migration_killed_midway_leaves_version_8_whole_and_migrates_on_the_next_open(
+    tmp_path: Path, ticks: int
+) -> None:
+    """SIGKILL while schema 9's indexes are being dropped and built: the file stays a whole version 8
+    (its indexes, its queue); the next open migrates it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    path = tmp_path / "agents.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    migrate(conn, target=8)
+    conn.execute("INSERT INTO sessions (label, origin, created_at, updated_at) VALUES ('agent:w', 'user', 1, 1)")
+    conn.executemany(
+        "INSERT INTO queue_items (id, session_label, agent_id, message_id, sender, message_json, mode, status,"
+        " attempts, enqueued_at) VALUES (?, 'agent:w', 'w', ?, 'user', '{\"content\": \"x\"}', 'followup', ?, 0, ?)",
+        ((f"item-{n:05d}", f"m-{n}", "queued" if n % 10 == 0 else "delivered", n) for n in range(3000)),
+    )
+    old_indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'queue_items'")}
+    conn.close()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, "-c", _MIGRATE_AND_DIE, str(path), str(ticks)], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr  # killed inside the migration, not after it
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 8
+    assert {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'queue_items'")} == (
+        old_indexes
+    )
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()
+    with Ledger.open(path) as ledger:
+        assert ledger.database.connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert [item.id for item in BrokerStore(ledger.database).pending()] == [
+            f"item-{n:05d}" for n in range(0, 3000, 10)
+        ]

@@ -10,8 +10,9 @@ round-robin fairness (no session keeps a slot while others wait), fewer hand-ove
 (docs/benchmarks.md, the broker queue path).
 
 A session is in at most one place: in line (``scheduled``), held by a worker (``active``), or
-waiting for its ``collect`` quiet window on a timer. Items stay in the session's queue until a
-worker takes the batch, so they can be steered or cleared while the session waits its turn.
+waiting on a timer (its ``collect`` quiet window, or the pause after a failed batch). Items stay
+in the session's queue until a worker takes the batch, so they can be steered or cleared while
+the session waits its turn.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ log = logging.getLogger("nexus.broker")
 
 Step = Callable[[AgentSlot, SessionSlot], Awaitable[None]]
 """Run one batch of the session (what its queue says is next), holding a worker."""
+
+RETRY_AFTER_S = 1.0
+"""How long a session whose batch failed (a locked or full database, a bug) waits before it is tried again."""
 
 
 class DrainScheduler:
@@ -119,9 +123,26 @@ class DrainScheduler:
             try:
                 await self._step(slot, session)
             except Exception:  # a bug in one batch must not stop the other sessions, nor spin on this one
-                log.exception("the batch of %s (session %s) failed; the session waits for its next message",
-                              slot.agent_id, session.label)  # fmt: skip
+                log.exception("the batch of %s (session %s) failed; it is tried again in %g s",
+                              slot.agent_id, session.label, RETRY_AFTER_S)  # fmt: skip
                 session.active = False
+                self._retry_later(slot, session)
                 continue
             session.active = False
             self.schedule(slot, session)
+
+    def _retry_later(self, slot: AgentSlot, session: SessionSlot) -> None:
+        """After a failed batch: its items wait again, and the session is looked at after a pause.
+
+        The batch's items were marked in flight when it was taken; left so, they stayed in memory
+        unrun (a claim refused by a database another process held a moment too long stranded the
+        message until the session's next one) and the session never counted as idle again.
+        """
+        if session.run is None:
+            session.queue.release([item.item_id for item in session.queue.items if item.in_flight])
+            session.steers.clear()
+        if self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        session.timer = loop.call_later(RETRY_AFTER_S, self._timer_fired, slot, session)
+        self._timed[id(session)] = session

@@ -44,6 +44,8 @@ class SessionSlot:
     """A worker is running this session's batch."""
     timer: asyncio.TimerHandle | None = None
     """Set while a ``collect`` batch waits for its quiet window to end."""
+    interrupted: bool = False
+    """An ``interrupt`` came while no run could be aborted: the batch being claimed goes back instead."""
 
     def state(self) -> AgentState:
         """The seed-003 state derived from the run's phase."""

@@ -99,7 +99,8 @@ class AgentBroker:
         self._scheduler = DrainScheduler(self._settings.max_concurrent, self._step, _now_ms, self._forget_if_idle)
         self._writes = GroupCommitter(store)
         self._started = False
-        self._watcher = StoreWatcher(store, self._slots, self._load, self._ensure_drain)
+        self._closing = False
+        self._watcher = StoreWatcher(store, self._slots, self._load, self._adopted)
         self._replies = ReplySender(self.send, self._slots, store, reply_text)
 
     # ------------------------------------------------------------------ lifecycle
@@ -117,7 +118,12 @@ class AgentBroker:
                 continue
             identity = AgentIdentity(row.agent_id, row.session_label, "manager" if row.role == "manager" else "worker")
             self._slots[row.agent_id] = AgentSlot(identity=identity, spec=row.spec)
+        held = {
+            entry.item_id for slot in self._slots.values() for s in slot.sessions.values() for entry in s.queue.items
+        }
         for item in self._store.pending():
+            if item.id in held:  # sent before start: already queued in memory (twice, it ran twice in a collect batch)
+                continue
             slot = self._slots.get(item.agent_id or "")
             if slot is None:
                 self._store.fail([item.id], f"agent {item.agent_id!r} is no longer registered")
@@ -143,6 +149,7 @@ class AgentBroker:
 
     async def close(self) -> None:
         """Stop draining: active runs are aborted (kept as ``aborted`` turns), queues stay durable."""
+        self._closing = True
         self._watcher.stop()
         sessions = [session for slot in self._slots.values() for session in slot.all_sessions()]
         for session in sessions:
@@ -252,13 +259,16 @@ class AgentBroker:
         if not created:
             return SendReceipt(message.id, row.id, duplicate=True)
         session = slot.session(row.session_label, message.session)
-        queued_message = self._enqueue(slot, session, row, settings, message)
+        queued_message, adopted = self._enqueue(slot, session, row, settings, message)
         slot.last_activity_ms = _now_ms()
         if self._scope is not None and message.from_ in self._scope and slot.agent_id not in self._scope:
             self._scope.add(slot.agent_id)  # the conversation reached another agent: drain it too
         if self._started:
             self._ensure_drain(slot, session)
-        steered = self._deliver_to_run(session, queued_message, settings.mode)
+        if adopted:  # the store watcher already acted on the run with it (a second steer would inject it twice)
+            steered = any(steer.item_id == row.id for steer in session.steers)
+        else:
+            steered = self._deliver_to_run(session, queued_message, settings.mode)
         session.idle.clear()
         return SendReceipt(message.id, row.id, steered=steered)
 
@@ -269,13 +279,14 @@ class AgentBroker:
         row: BrokerQueueItem,
         settings: QueueSettings,
         message: AgentMessage,
-    ) -> QueuedMessage:
-        """Add a freshly accepted row to its session's queue (cap and drop policy applied)."""
+    ) -> tuple[QueuedMessage, bool]:
+        """Add a freshly accepted row to its session's queue (cap and drop policy applied); ``True``:
+        the store watcher had adopted it already."""
         fresh = queued(row, debounce_ms=settings.debounce_ms, message=message)
         adopted = session.queue.find(row.id)
         if adopted is not None:  # the store watcher saw the committed row first: same item, keep its place
             adopted.debounce_ms, adopted.mode = fresh.debounce_ms, fresh.mode
-            return adopted
+            return adopted, True
         outcome: AddOutcome = session.queue.add(fresh, settings)
         if not outcome.accepted:
             reason = outcome.rejected_reason or "duplicate"
@@ -285,12 +296,13 @@ class AgentBroker:
             dropped_ids = [item.item_id for item in outcome.dropped]
             self._store.drop(dropped_ids, f"queue cap {settings.cap} reached (drop policy {settings.drop_policy})")
             slot.resolve(dropped_ids, SendAndWaitResult(False, error="dropped: the agent's queue was full"))
-        return fresh
+        return fresh, False
 
     def _deliver_to_run(self, session: SessionSlot, queued_message: QueuedMessage, mode: QueueMode) -> bool:
         """Act on the session's active run for the modes that do (steer, steer-backlog, queue, interrupt)."""
         run = session.run
         if run is None:
+            session.interrupted = session.interrupted or mode == "interrupt"  # a batch being claimed: it yields
             return False
         if mode == "interrupt":
             run.abort(f"interrupted by message {queued_message.message_id}")
@@ -442,6 +454,14 @@ class AgentBroker:
         if isinstance(step, Batch):
             await self._run_batch(slot, session, step)
 
+    def _adopted(self, slot: AgentSlot, session: SessionSlot) -> None:
+        """A message another process queued was loaded into the session (its last item): drained, and
+        an ``interrupt`` or steer acts on the session's run as one sent here does (it used to only wait
+        for its turn: ``nexus send --mode interrupt`` beside a server never cut the running turn)."""
+        self._ensure_drain(slot, session)
+        item = session.queue.items[-1]
+        self._deliver_to_run(session, item, item.mode)
+
     @staticmethod
     def _forget_if_idle(slot: AgentSlot, session: SessionSlot) -> None:
         """An idle per-sender session is forgotten (its rows are the truth): a bot that talked to
@@ -451,11 +471,15 @@ class AgentBroker:
 
     async def _run_batch(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> None:
         item_ids = batch.item_ids
+        session.interrupted = False
         try:
             await self._writes.claim(item_ids)
         except QueueItemsFinishedError as exc:  # an item finished elsewhere: never run it again, keep draining
             self._skip_finished(slot, session, item_ids, exc)
             return
+        if self._closing or session.interrupted:  # close() or an interrupt came as the claim committed: they
+            self._return_items(session, item_ids)  # found no run to abort, so none starts (close waited for a
+            return  # whole turn; the interrupt ran after it). The interrupt's batch takes these as its backlog
         try:
             session.run = self._runner.start(self._run_request(slot, session, batch, item_ids))
             outcome = await session.run.result()

@@ -1,0 +1,83 @@
+"""The broker and messages that reach it from outside a running send: before start, from another process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fake_runner import FakeRunner
+
+from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings
+from nexus.ledger import Ledger
+from nexus.ledger.broker_store import BrokerStore
+
+
+async def test_a_message_sent_before_start_is_queued_once(tmp_path: Path) -> None:
+    """``send`` before ``start`` queues the item in memory and stores its row; the reload at start
+    read the row back and queued it a second time: a collect batch carried the message twice."""
+    with Ledger.open(tmp_path / "agents.db") as ledger:
+        ledger.ensure_session("agent:a")
+        runner = FakeRunner(BrokerStore(ledger.database), auto_finish=True)
+        settings = BrokerSettings(queue=QueueSettings(mode="collect", debounce_ms=10))
+        broker = AgentBroker(runner.store, runner, settings)
+        broker.register_agent(AgentIdentity("a", "agent:a"))
+        await broker.send(AgentMessage(id="m1", from_="user", to="a", content="hello"))
+        assert broker.get_queue_depth("a") == 1
+        await broker.start()
+        assert broker.get_queue_depth("a") == 1
+        assert await broker.wait_for_idle("a", timeout_ms=3000)
+        assert [run.request.prompt for run in runner.runs] == ["hello"]
+        await broker.close()
+
+
+async def test_an_interrupt_another_process_queues_cuts_the_running_turn(tmp_path: Path) -> None:
+    """``nexus send --mode interrupt`` while a server drains only writes the row; the server adopts it.
+    It used to wait behind the running turn like a followup; now it aborts it, as a local send does."""
+    with Ledger.open(tmp_path / "agents.db") as ledger:
+        ledger.ensure_session("agent:a")
+        runner = FakeRunner(BrokerStore(ledger.database))
+        broker = AgentBroker(runner.store, runner, BrokerSettings(queue=QueueSettings(mode="followup")))
+        broker.register_agent(AgentIdentity("a", "agent:a"))
+        await broker.start()
+        await broker.send(AgentMessage(id="m1", from_="user", to="a", content="long task"))
+        run = await runner.next_run(1)
+        with Ledger.open(tmp_path / "agents.db") as other:  # the other process's own connection
+            message = AgentMessage(id="m2", from_="user", to="a", content="stop")
+            BrokerStore(other.database).accept(
+                agent_id="a", session_label="agent:a", message_id="m2", sender="user",
+                message=message.to_json(), mode="interrupt",
+            )  # fmt: skip
+        second = await runner.next_run(2)  # adopted by the watcher (it polls every 0.25 s)
+        assert run.aborted == "interrupted by message m2"
+        assert second.request.prompt == "stop"
+        second.finish()
+        assert await broker.wait_for_idle("a", timeout_ms=3000)
+        await broker.close()
+
+
+async def test_an_own_steer_the_watcher_adopts_first_is_steered_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watcher may adopt a committed row before its own ``send`` resumes; it steers the run with
+    it, and the ``send`` must not steer it again (the model would read the message twice)."""
+    import nexus.broker._watcher as watcher_module
+
+    monkeypatch.setattr(watcher_module, "WATCH_INTERVAL_S", 0.0)  # the watcher looks at every loop turn
+    with Ledger.open(tmp_path / "agents.db") as ledger:
+        ledger.ensure_session("agent:a")
+        runner = FakeRunner(BrokerStore(ledger.database))
+        broker = AgentBroker(runner.store, runner, BrokerSettings(queue=QueueSettings(mode="followup")))
+        broker.register_agent(AgentIdentity("a", "agent:a"))
+        await broker.start()
+        await broker.send(AgentMessage(id="m0", from_="user", to="a", content="long task"))
+        run = await runner.next_run(1)
+        receipts = [
+            await broker.send(AgentMessage(id=f"s{n}", from_="user", to="a", content=f"steer {n}"), "steer")
+            for n in range(20)
+        ]
+        assert all(receipt.steered for receipt in receipts)
+        assert sorted(steer.text for steer in run.steers) == sorted(f"steer {n}" for n in range(20))
+        run.finish()
+        assert await broker.wait_for_idle("a", timeout_ms=3000)
+        assert len(runner.runs) == 1
+        await broker.close()
