@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from nexus.ledger import Ledger
-from nexus.ledger._schema import PENDING, SCHEMA_VERSION, migrate
+from nexus.ledger._schema import OPEN, SCHEMA_VERSION, migrate
 from nexus.ledger.broker_store import BrokerStore
 
 
@@ -24,8 +24,9 @@ def _accept(store: BrokerStore, n: int) -> str:
     return item.id
 
 
-def _indexed_pending(conn: sqlite3.Connection) -> list[str]:
-    rows = conn.execute(f"SELECT id FROM queue_items INDEXED BY queue_items_pending WHERE {PENDING} ORDER BY id")
+def _indexed(conn: sqlite3.Connection) -> list[str]:
+    """The item ids in the open index (waiting, running, failed)."""
+    rows = conn.execute(f"SELECT id FROM queue_items INDEXED BY queue_items_open WHERE {OPEN} ORDER BY id")
     return [str(row[0]) for row in rows]
 
 
@@ -36,18 +37,18 @@ def store(tmp_path: Path) -> BrokerStore:
     return BrokerStore(ledger.database)
 
 
-def test_a_finished_item_leaves_the_pending_index(store: BrokerStore) -> None:
+def test_a_delivered_or_dropped_item_leaves_the_open_index(store: BrokerStore) -> None:
     queued, claimed, delivered, dropped, failed = (_accept(store, n) for n in range(5))
     store.claim([claimed, delivered, failed])
     store.deliver([delivered], "turn-1")
     store.drop([dropped], "cleared")
     store.fail([failed], "boom")
-    assert _indexed_pending(store.database.connection) == sorted([queued, claimed])
+    assert _indexed(store.database.connection) == sorted([queued, claimed, failed])
     assert [item.id for item in store.pending("worker")] == [queued, claimed]
 
 
-def test_waiting_items_are_read_through_the_pending_index(store: BrokerStore) -> None:
-    """Each read of unfinished items walks the small index, never the agent's whole history."""
+def test_open_items_are_read_through_the_open_index(store: BrokerStore) -> None:
+    """Each read of open items walks the small index, never the agent's whole history."""
     for n in range(20):
         store.deliver([_accept(store, n)], f"turn-{n}")
     conn = store.database.connection
@@ -57,13 +58,14 @@ def test_waiting_items_are_read_through_the_pending_index(store: BrokerStore) ->
     store.pending("worker")
     store.items(agent_id="worker", statuses=("queued",))
     store.items(statuses=("queued", "processing"))
+    store.items(agent_id="worker", statuses=("queued", "processing", "failed"))  # nexus queue list's default
     store.fail_exhausted(3)
     conn.set_trace_callback(None)
     reads = [s for s in statements if s.startswith("SELECT") and "FROM queue_items" in s]
-    assert len(reads) == 5
+    assert len(reads) == 6
     for sql in reads:
         plan = " ".join(str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + sql))
-        assert "USING INDEX queue_items_pending" in plan, (sql, plan)
+        assert "USING INDEX queue_items_open" in plan, (sql, plan)
 
 
 def test_history_listing_uses_the_agent_index(store: BrokerStore) -> None:
@@ -96,7 +98,7 @@ def test_a_version_8_file_keeps_its_queue_and_loses_the_status_indexes(tmp_path:
         conn = ledger.database.connection
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'queue_items'")}
-        assert {"queue_items_pending", "queue_items_agent", "queue_items_message"} <= names
+        assert {"queue_items_open", "queue_items_agent", "queue_items_message"} <= names
         assert not names & {"queue_items_status", "queue_items_session"}
         store = BrokerStore(ledger.database)
         assert [item.id for item in store.pending()] == ["item-1", "item-2", "item-4"]
@@ -104,7 +106,7 @@ def test_a_version_8_file_keeps_its_queue_and_loses_the_status_indexes(tmp_path:
             "item-0",
             "item-3",
         ]
-        assert _indexed_pending(conn) == ["item-1", "item-2", "item-4"]
+        assert _indexed(conn) == ["item-1", "item-2", "item-4"]
         assert [item.id for item in ledger.pending_queue_items("agent:w")] == ["item-1", "item-2", "item-4"]
 
 
