@@ -116,7 +116,7 @@ def test_moving_many_items_looks_each_up_by_its_primary_key(store: BrokerStore) 
     template = update.split(" WHERE id IN (")[0] + " WHERE id IN (" + ", ".join("?" * 100) + ")"
     template += " AND" + update.split(") AND", 1)[1]
     plan = " ".join(str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + template, ids))
-    assert "sqlite_autoindex_queue_items_1" in plan and "queue_items_open" not in plan
+    assert "sqlite_autoindex_queue_items_1" in plan and "queue_items_pending" not in plan
 
 
 def test_an_accept_committed_now_waits_for_no_loop_iteration(store: BrokerStore) -> None:

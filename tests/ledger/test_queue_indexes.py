@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from nexus.ledger import Ledger
-from nexus.ledger._schema import OPEN, SCHEMA_VERSION, migrate
+from nexus.ledger._schema import PENDING, SCHEMA_VERSION, migrate
 from nexus.ledger.broker_store import BrokerStore
 
 
@@ -24,9 +24,9 @@ def _accept(store: BrokerStore, n: int) -> str:
     return item.id
 
 
-def _indexed(conn: sqlite3.Connection) -> list[str]:
-    """The item ids in the open index (waiting, running, failed)."""
-    rows = conn.execute(f"SELECT id FROM queue_items INDEXED BY queue_items_open WHERE {OPEN} ORDER BY id")
+def _indexed(conn: sqlite3.Connection, index: str = "queue_items_pending", condition: str = PENDING) -> list[str]:
+    """The item ids in a partial index (by default the unfinished ones)."""
+    rows = conn.execute(f"SELECT id FROM queue_items INDEXED BY {index} WHERE {condition} ORDER BY id")
     return [str(row[0]) for row in rows]
 
 
@@ -37,18 +37,19 @@ def store(tmp_path: Path) -> BrokerStore:
     return BrokerStore(ledger.database)
 
 
-def test_a_delivered_or_dropped_item_leaves_the_open_index(store: BrokerStore) -> None:
+def test_a_finished_item_leaves_the_pending_index_and_a_failed_one_joins_its_own(store: BrokerStore) -> None:
     queued, claimed, delivered, dropped, failed = (_accept(store, n) for n in range(5))
     store.claim([claimed, delivered, failed])
     store.deliver([delivered], "turn-1")
     store.drop([dropped], "cleared")
     store.fail([failed], "boom")
-    assert _indexed(store.database.connection) == sorted([queued, claimed, failed])
+    assert _indexed(store.database.connection) == sorted([queued, claimed])
+    assert _indexed(store.database.connection, "queue_items_failed", "status = 'failed'") == [failed]
     assert [item.id for item in store.pending("worker")] == [queued, claimed]
 
 
-def test_open_items_are_read_through_the_open_index(store: BrokerStore) -> None:
-    """Each read of open items walks the small index, never the agent's whole history."""
+def test_waiting_and_failed_items_are_read_through_their_indexes(store: BrokerStore) -> None:
+    """Each read of unfinished or failed items walks a small index, never the agent's whole history."""
     for n in range(20):
         store.deliver([_accept(store, n)], f"turn-{n}")
     conn = store.database.connection
@@ -62,10 +63,10 @@ def test_open_items_are_read_through_the_open_index(store: BrokerStore) -> None:
     store.fail_exhausted(3)
     conn.set_trace_callback(None)
     reads = [s for s in statements if s.startswith("SELECT") and "FROM queue_items" in s]
-    assert len(reads) == 6
+    assert len(reads) == 7  # the default list reads its unfinished and its failed items apart
     for sql in reads:
         plan = " ".join(str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + sql))
-        assert "USING INDEX queue_items_open" in plan, (sql, plan)
+        assert "USING INDEX queue_items_pending" in plan or "USING INDEX queue_items_failed" in plan, (sql, plan)
 
 
 def test_history_listing_uses_the_agent_index(store: BrokerStore) -> None:
@@ -98,7 +99,7 @@ def test_a_version_8_file_keeps_its_queue_and_loses_the_status_indexes(tmp_path:
         conn = ledger.database.connection
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'queue_items'")}
-        assert {"queue_items_open", "queue_items_agent", "queue_items_message"} <= names
+        assert {"queue_items_pending", "queue_items_failed", "queue_items_agent", "queue_items_message"} <= names
         assert not names & {"queue_items_status", "queue_items_session"}
         store = BrokerStore(ledger.database)
         assert [item.id for item in store.pending()] == ["item-1", "item-2", "item-4"]
@@ -167,3 +168,16 @@ def test_a_migration_killed_midway_leaves_version_8_whole_and_migrates_on_the_ne
         assert [item.id for item in BrokerStore(ledger.database).pending()] == [
             f"item-{n:05d}" for n in range(0, 3000, 10)
         ]
+
+
+def test_the_default_list_merges_waiting_and_failed_items_oldest_first(store: BrokerStore) -> None:
+    first, second, third = (_accept(store, n) for n in range(3))
+    store.fail([second], "boom")
+    store.claim([third])
+    listed = store.items(agent_id="worker", statuses=("queued", "processing", "failed"))
+    assert [(item.id, item.status) for item in listed] == [
+        (first, "queued"),
+        (second, "failed"),
+        (third, "processing"),
+    ]
+    assert [item.id for item in store.items(statuses=("failed",))] == [second]

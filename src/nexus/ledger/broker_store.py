@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nexus.ledger._rows import dumps, dumps_opt, loads_opt
-from nexus.ledger._schema import OPEN, PENDING
+from nexus.ledger._schema import PENDING
 from nexus.ledger._sqlite import Database
 from nexus.ledger._ulid import new_ulid
 from nexus.ledger.errors import AgentSessionTakenError, LedgerError, QueueItemsFinishedError
@@ -450,8 +450,8 @@ class BrokerStore:
     def pending(self, agent_id: str | None = None) -> list[BrokerQueueItem]:
         """Items still ``queued`` or ``processing`` (of one agent, or all), in arrival order.
 
-        ``+agent_id`` keeps the planner on the index of open items: the per-agent index would
-        walk every item the agent ever had.
+        ``+agent_id`` keeps the planner on the index of unfinished items: the per-agent index
+        would walk every item the agent ever had.
         """
         sql = f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE {PENDING}"
         args: tuple[object, ...] = ()
@@ -462,19 +462,35 @@ class BrokerStore:
         return [_item(row) for row in rows]
 
     def items(self, *, agent_id: str | None = None, statuses: Sequence[str] = ()) -> list[BrokerQueueItem]:
-        """Queue rows filtered by agent and status (all statuses when ``statuses`` is empty), oldest first."""
-        open_only = bool(statuses) and set(statuses) <= {"queued", "processing", "failed"}
-        where: list[str] = ["agent_id IS NOT NULL"]
+        """Queue rows filtered by agent and status (all statuses when ``statuses`` is empty), oldest first.
+
+        Unfinished and failed items are read through their own small indexes (``nexus queue list``'s
+        default: queued, processing, failed); any other status walks the agent's whole history.
+        """
+        wanted = set(statuses)
+        if not wanted or not wanted <= {"queued", "processing", "failed"}:
+            return self._select_items(agent_id, statuses, "agent_id = ?")
+        found: list[BrokerQueueItem] = []
+        unfinished = [status for status in statuses if status != "failed"]
+        if unfinished:  # +agent_id: the pending index, not the agent's history
+            found += self._select_items(agent_id, unfinished, "+agent_id = ?", PENDING)
+        if "failed" in wanted:  # without statistics SQLite would take the agent index, the whole history
+            found += self._select_items(agent_id, (), "agent_id = ?", "status = 'failed'", index="queue_items_failed")
+        return sorted(found, key=lambda item: (item.enqueued_at, item.id)) if len(found) > 1 else found
+
+    def _select_items(
+        self, agent_id: str | None, statuses: Sequence[str], agent_term: str, *extra: str, index: str | None = None
+    ) -> list[BrokerQueueItem]:
+        where: list[str] = ["agent_id IS NOT NULL", *extra]
+        source = f"queue_items INDEXED BY {index}" if index else "queue_items"
         args: list[object] = []
-        if agent_id is not None:  # open items only: the small open index, not the agent's whole history
-            where.append("+agent_id = ?" if open_only else "agent_id = ?")
+        if agent_id is not None:
+            where.append(agent_term)
             args.append(agent_id)
         if statuses:
-            where.append(f"status IN ({_placeholders(statuses)})")
+            where.append(f"status IN ({_placeholders(statuses)})" if len(statuses) > 1 else "status = ?")
             args.extend(statuses)
-        if open_only:
-            where.append(OPEN)  # SQLite uses a partial index only when its condition is spelled out
-        sql = f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE {' AND '.join(where)} ORDER BY enqueued_at, id"
+        sql = f"SELECT {_ITEM_COLUMNS} FROM {source} WHERE {' AND '.join(where)} ORDER BY enqueued_at, id"
         return [_item(row) for row in self._db.read(lambda c: c.execute(sql, args).fetchall())]
 
     def claim(self, item_ids: Sequence[str]) -> None:
@@ -568,7 +584,7 @@ def move_items(
     """Move unfinished items to ``status``; :class:`QueueItemsFinishedError` names any already finished or unknown.
 
     ``+status`` keeps the status term off the indexes: with a few dozen ids SQLite's planner
-    otherwise prefers ``queue_items_open`` and walks every open item instead of looking
+    otherwise prefers ``queue_items_pending`` and walks every unfinished item instead of looking
     each id up by its primary key.
     """
     if not item_ids:
