@@ -18,46 +18,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nexus.ledger._agent_registry import AgentRegistry, AgentRow
 from nexus.ledger._rows import dumps, dumps_opt, loads_opt
 from nexus.ledger._schema import PENDING
 from nexus.ledger._sqlite import Database
 from nexus.ledger._ulid import new_ulid
-from nexus.ledger.errors import AgentSessionTakenError, LedgerError, QueueItemsFinishedError
+from nexus.ledger.errors import LedgerError, QueueItemsFinishedError
 from nexus.llm.types import now_ms
 
 _ITEM_COLUMNS = (
     "id, session_label, agent_id, message_id, sender, message_json, mode, status, attempts, enqueued_at, "
     "started_at, completed_at, error, turn_id"
 )
-
-
-def _refuse_shared_session(conn: sqlite3.Connection, agent_id: str, label: str) -> None:
-    """AgentSessionTakenError when another active agent talks in ``label`` (or the session it aliases)."""
-    from nexus.ledger import _sessions
-
-    try:
-        label = _sessions.resolve(conn, label).label
-    except LookupError:
-        return  # a new session: nobody's yet
-    owner = conn.execute(
-        "SELECT id FROM agents WHERE session_label = ? AND status = 'active' AND id != ? ORDER BY id LIMIT 1",
-        (label, agent_id),
-    ).fetchone()
-    if owner is not None:
-        raise AgentSessionTakenError(label, str(owner[0]))
-
-
-@dataclass(frozen=True, slots=True)
-class AgentRow:
-    """A registered agent as stored: its id, role, session and spec (JSON)."""
-
-    agent_id: str
-    role: str
-    session_label: str
-    spec: dict[str, Any]
-    status: str
-    created_at: int
-    updated_at: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,18 +92,6 @@ def _item(row: tuple[Any, ...]) -> BrokerQueueItem:
         completed_at=row[11],
         error=row[12],
         turn_id=row[13],
-    )
-
-
-def _agent(row: tuple[Any, ...]) -> AgentRow:
-    return AgentRow(
-        agent_id=row[0],
-        role=row[1],
-        session_label=row[2] or "",
-        spec=loads_opt(row[3]) or {},
-        status=row[4],
-        created_at=row[5],
-        updated_at=row[6],
     )
 
 
@@ -223,8 +183,9 @@ def _placeholders(ids: Sequence[str]) -> str:
     return ", ".join("?" * len(ids))
 
 
-class BrokerStore:
-    """Durable broker rows on one ledger database (share the :class:`Database` of a ``Ledger``)."""
+class BrokerStore(AgentRegistry):
+    """Durable broker rows on one ledger database (share the :class:`Database` of a ``Ledger``):
+    the agent registry (:class:`~nexus.ledger._agent_registry.AgentRegistry`) and the queue items."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -233,101 +194,6 @@ class BrokerStore:
     def database(self) -> Database:
         """The database these rows live in (the broker's group commit writes through it)."""
         return self._db
-
-    # ------------------------------------------------------------------ registry
-
-    def save_agent(self, agent_id: str, *, role: str, session_label: str, spec: dict[str, Any]) -> AgentRow:
-        """Create or update an agent (a removed agent with the same id comes back).
-
-        Its session is created in the same transaction when it does not exist yet (an alias
-        resolves to its session), so an agent never points at a missing session. A session another
-        active agent talks in is refused as by :meth:`add_agent` (nothing written).
-        """
-
-        def run(conn: sqlite3.Connection) -> AgentRow:
-            _refuse_shared_session(conn, agent_id, session_label)
-            return self._upsert_agent(conn, agent_id, role, session_label, spec)
-
-        return self._db.write(run)
-
-    def add_agent(
-        self, agent_id: str, *, role: str | None = None, session_label: str | None = None, spec: dict[str, Any]
-    ) -> AgentRow:
-        """Register an agent, or update the active one with this id keeping what the caller left out.
-
-        ``nexus agents add ID --tools …`` on an existing agent changes its tools only: a ``None``
-        role or session and every spec key not in ``spec`` keep their stored values (a new agent
-        gets ``worker`` and ``agent:<id>``). A session another active agent talks in is refused
-        (:class:`AgentSessionTakenError`, nothing written): two agents in one session would run
-        into one history. Read, check and write share one transaction.
-        """
-
-        def run(conn: sqlite3.Connection) -> AgentRow:
-            stored = self._get_agent(conn, agent_id)
-            if session_label is not None:
-                _refuse_shared_session(conn, agent_id, session_label)
-            if stored is not None:
-                role_now, label_now = role or stored.role, session_label or stored.session_label
-                return self._upsert_agent(conn, agent_id, role_now, label_now, {**stored.spec, **spec})
-            label = session_label or f"agent:{agent_id}"
-            _refuse_shared_session(conn, agent_id, label)
-            return self._upsert_agent(conn, agent_id, role or "worker", label, spec)
-
-        return self._db.write(run)
-
-    def _upsert_agent(
-        self, conn: sqlite3.Connection, agent_id: str, role: str, session_label: str, spec: dict[str, Any]
-    ) -> AgentRow:
-        from nexus.ledger import _sessions
-
-        try:
-            label = _sessions.resolve(conn, session_label).label
-        except LookupError:
-            label = _sessions.create(conn, _sessions.NewSession(session_label)).label
-        now = now_ms()
-        conn.execute(
-            "INSERT INTO agents (id, name, role, session_label, config_json, status, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, 'active', ?, ?)"
-            " ON CONFLICT(id) DO UPDATE SET role = excluded.role, session_label = excluded.session_label,"
-            " config_json = excluded.config_json, status = 'active', updated_at = excluded.updated_at",
-            (agent_id, agent_id, role, label, dumps(spec), now, now),
-        )
-        return self._get_agent(conn, agent_id)  # type: ignore[return-value]  # just written
-
-    def get_agent(self, agent_id: str) -> AgentRow | None:
-        """The active agent with this id, or ``None``."""
-        return self._db.read(lambda c: self._get_agent(c, agent_id))
-
-    def list_agents(self) -> list[AgentRow]:
-        """Every active agent, by id."""
-        rows = self._db.read(
-            lambda c: c.execute(
-                "SELECT id, role, session_label, config_json, status, created_at, updated_at FROM agents"
-                " WHERE status = 'active' ORDER BY id"
-            ).fetchall()
-        )
-        return [_agent(row) for row in rows]
-
-    def remove_agent(self, agent_id: str) -> bool:
-        """Mark an agent removed (its session and history stay); ``False`` if it was not registered."""
-
-        def run(conn: sqlite3.Connection) -> bool:
-            cursor = conn.execute(
-                "UPDATE agents SET status = 'removed', updated_at = ? WHERE id = ? AND status = 'active'",
-                (now_ms(), agent_id),
-            )
-            return cursor.rowcount > 0
-
-        return self._db.write(run)
-
-    @staticmethod
-    def _get_agent(conn: sqlite3.Connection, agent_id: str) -> AgentRow | None:
-        row = conn.execute(
-            "SELECT id, role, session_label, config_json, status, created_at, updated_at FROM agents"
-            " WHERE id = ? AND status = 'active'",
-            (agent_id,),
-        ).fetchone()
-        return None if row is None else _agent(row)
 
     # ------------------------------------------------------------------ queue
 
@@ -605,3 +471,18 @@ def move_items(
         states = {row[0]: row[1] for row in found}
         bad = {i: states.get(i, "missing") for i in item_ids if states.get(i) not in ("queued", "processing")}
         raise QueueItemsFinishedError(status, bad)
+
+
+__all__ = [
+    "AcceptRequest",
+    "AgentRow",
+    "BrokerQueueItem",
+    "BrokerStore",
+    "accept_at",
+    "accept_in",
+    "claim_in",
+    "deliver_in",
+    "deliver_pending_in",
+    "move_items",
+    "release_in",
+]
