@@ -30,15 +30,21 @@ async def test_a_message_sent_before_start_is_queued_once(tmp_path: Path) -> Non
         await broker.close()
 
 
+async def _started_with_agent_a(ledger: Ledger) -> tuple[AgentBroker, FakeRunner]:
+    """A started broker with one agent ``a`` (followup) on a test-driven runner."""
+    ledger.ensure_session("agent:a")
+    runner = FakeRunner(BrokerStore(ledger.database))
+    broker = AgentBroker(runner.store, runner, BrokerSettings(queue=QueueSettings(mode="followup")))
+    broker.register_agent(AgentIdentity("a", "agent:a"))
+    await broker.start()
+    return broker, runner
+
+
 async def test_an_interrupt_another_process_queues_cuts_the_running_turn(tmp_path: Path) -> None:
     """``nexus send --mode interrupt`` while a server drains only writes the row; the server adopts it.
     It used to wait behind the running turn like a followup; now it aborts it, as a local send does."""
     with Ledger.open(tmp_path / "agents.db") as ledger:
-        ledger.ensure_session("agent:a")
-        runner = FakeRunner(BrokerStore(ledger.database))
-        broker = AgentBroker(runner.store, runner, BrokerSettings(queue=QueueSettings(mode="followup")))
-        broker.register_agent(AgentIdentity("a", "agent:a"))
-        await broker.start()
+        broker, runner = await _started_with_agent_a(ledger)
         await broker.send(AgentMessage(id="m1", from_="user", to="a", content="long task"))
         run = await runner.next_run(1)
         with Ledger.open(tmp_path / "agents.db") as other:  # the other process's own connection
@@ -64,11 +70,7 @@ async def test_an_own_steer_the_watcher_adopts_first_is_steered_once(
 
     monkeypatch.setattr(watcher_module, "WATCH_INTERVAL_S", 0.0)  # the watcher looks at every loop turn
     with Ledger.open(tmp_path / "agents.db") as ledger:
-        ledger.ensure_session("agent:a")
-        runner = FakeRunner(BrokerStore(ledger.database))
-        broker = AgentBroker(runner.store, runner, BrokerSettings(queue=QueueSettings(mode="followup")))
-        broker.register_agent(AgentIdentity("a", "agent:a"))
-        await broker.start()
+        broker, runner = await _started_with_agent_a(ledger)
         await broker.send(AgentMessage(id="m0", from_="user", to="a", content="long task"))
         run = await runner.next_run(1)
         receipts = [
