@@ -62,20 +62,16 @@ class DrainScheduler:
         """
         if self._closed or session.scheduled or session.active:
             return
+        self._cancel_timer(session)  # whatever it waited for, this look decides again
         ready_at = session.queue.ready_at()
         if ready_at is None:
-            self._cancel_timer(session)
             session.idle.set()
             self._on_idle(slot, session)
             return
         now = self._now_ms()
         if ready_at > now:  # a collect batch inside its quiet window: look again when it ends
-            self._cancel_timer(session)
-            loop = asyncio.get_running_loop()
-            session.timer = loop.call_later((ready_at - now) / 1000, self._timer_fired, slot, session)
-            self._timed[id(session)] = session
+            self._arm_timer(slot, session, (ready_at - now) / 1000)
             return
-        self._cancel_timer(session)
         session.scheduled = True
         self._line.append((slot, session))
         if len(self._workers) < self._limit:
@@ -94,6 +90,10 @@ class DrainScheduler:
         self._line.clear()
         if self._workers:
             await asyncio.gather(*list(self._workers), return_exceptions=True)
+
+    def _arm_timer(self, slot: AgentSlot, session: SessionSlot, delay_s: float) -> None:
+        session.timer = asyncio.get_running_loop().call_later(delay_s, self._timer_fired, slot, session)
+        self._timed[id(session)] = session
 
     def _timer_fired(self, slot: AgentSlot, session: SessionSlot) -> None:
         session.timer = None
@@ -141,8 +141,5 @@ class DrainScheduler:
         if session.run is None:
             session.queue.release([item.item_id for item in session.queue.items if item.in_flight])
             session.steers.clear()
-        if self._closed:
-            return
-        loop = asyncio.get_running_loop()
-        session.timer = loop.call_later(RETRY_AFTER_S, self._timer_fired, slot, session)
-        self._timed[id(session)] = session
+        if not self._closed:
+            self._arm_timer(slot, session, RETRY_AFTER_S)
