@@ -331,33 +331,23 @@ class BrokerStore(AgentRegistry):
         """Queue rows filtered by agent and status (all statuses when ``statuses`` is empty), oldest first.
 
         Unfinished and failed items are read through their own small indexes (``nexus queue list``'s
-        default: queued, processing, failed); any other status walks the agent's whole history.
+        default: queued, processing, failed), in one read transaction; any other status walks the
+        agent's whole history.
         """
         wanted = set(statuses)
+        queries: list[tuple[str, list[object]]] = []
         if not wanted or not wanted <= {"queued", "processing", "failed"}:
-            return self._select_items(agent_id, statuses, "agent_id = ?")
-        found: list[BrokerQueueItem] = []
-        unfinished = [status for status in statuses if status != "failed"]
-        if unfinished:  # +agent_id: the pending index, not the agent's history
-            found += self._select_items(agent_id, unfinished, "+agent_id = ?", PENDING)
-        if "failed" in wanted:  # without statistics SQLite would take the agent index, the whole history
-            found += self._select_items(agent_id, (), "agent_id = ?", "status = 'failed'", index="queue_items_failed")
-        return sorted(found, key=lambda item: (item.enqueued_at, item.id)) if len(found) > 1 else found
-
-    def _select_items(
-        self, agent_id: str | None, statuses: Sequence[str], agent_term: str, *extra: str, index: str | None = None
-    ) -> list[BrokerQueueItem]:
-        where: list[str] = ["agent_id IS NOT NULL", *extra]
-        source = f"queue_items INDEXED BY {index}" if index else "queue_items"
-        args: list[object] = []
-        if agent_id is not None:
-            where.append(agent_term)
-            args.append(agent_id)
-        if statuses:
-            where.append(f"status IN ({_placeholders(statuses)})" if len(statuses) > 1 else "status = ?")
-            args.extend(statuses)
-        sql = f"SELECT {_ITEM_COLUMNS} FROM {source} WHERE {' AND '.join(where)} ORDER BY enqueued_at, id"
-        return [_item(row) for row in self._db.read(lambda c: c.execute(sql, args).fetchall())]
+            queries.append(_items_query(agent_id, statuses, "agent_id = ?"))
+        else:
+            unfinished = [status for status in statuses if status != "failed"]
+            if unfinished:  # +agent_id: the pending index, not the agent's history
+                queries.append(_items_query(agent_id, unfinished, "+agent_id = ?", PENDING))
+            if "failed" in wanted:  # without statistics SQLite would take the agent index, the whole history
+                failed = _items_query(agent_id, (), "agent_id = ?", "status = 'failed'", index="queue_items_failed")
+                queries.append(failed)
+        rows = self._db.read(lambda c: [row for sql, args in queries for row in c.execute(sql, args).fetchall()])
+        found = [_item(row) for row in rows]
+        return sorted(found, key=lambda item: (item.enqueued_at, item.id)) if len(queries) > 1 else found
 
     def claim(self, item_ids: Sequence[str]) -> None:
         """A run takes these items: ``processing``, one more attempt counted."""
@@ -406,6 +396,22 @@ class BrokerStore(AgentRegistry):
             return items
 
         return self._db.write(run)
+
+
+def _items_query(
+    agent_id: str | None, statuses: Sequence[str], agent_term: str, *extra: str, index: str | None = None
+) -> tuple[str, list[object]]:
+    """The SQL and arguments of one :meth:`BrokerStore.items` read (``agent_term`` names the agent)."""
+    where: list[str] = ["agent_id IS NOT NULL", *extra]
+    args: list[object] = []
+    if agent_id is not None:
+        where.append(agent_term)
+        args.append(agent_id)
+    if statuses:
+        where.append(f"status IN ({_placeholders(statuses)})" if len(statuses) > 1 else "status = ?")
+        args.extend(statuses)
+    source = f"queue_items INDEXED BY {index}" if index else "queue_items"
+    return f"SELECT {_ITEM_COLUMNS} FROM {source} WHERE {' AND '.join(where)} ORDER BY enqueued_at, id", args
 
 
 def claim_in(conn: sqlite3.Connection, item_ids: Sequence[str]) -> None:
