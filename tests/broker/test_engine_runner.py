@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -97,16 +98,19 @@ async def test_the_agents_tool_list_narrows_what_it_is_offered(ledger: Ledger) -
     await broker.close()
 
 
-async def test_a_steer_enters_the_running_turn_and_is_delivered_with_it(ledger: Ledger) -> None:
-    import asyncio
+async def _until_the_model_is_called(scripted: ScriptedModel) -> None:
+    """Wait (up to 4 s) until the first turn reached the model, so a steer has a running turn to enter."""
+    for _ in range(400):
+        if scripted.calls:
+            return
+        await asyncio.sleep(0.01)
 
+
+async def test_a_steer_enters_the_running_turn_and_is_delivered_with_it(ledger: Ledger) -> None:
     scripted = ScriptedModel([tool_call("bash", {"command": "sleep 1"}), text("done, with tabs")])
     broker = await start_broker(ledger, scripted)
     first = await broker.send(AgentMessage("m-1", "user", "coder", "format the file"), "followup")
-    for _ in range(400):
-        if scripted.calls:
-            break
-        await asyncio.sleep(0.01)
+    await _until_the_model_is_called(scripted)
     steered = await broker.send(AgentMessage("m-2", "user", "coder", "use tabs"), "steer")
     assert steered.steered
     assert await broker.wait_for_idle("coder", timeout_ms=20_000)
@@ -121,15 +125,10 @@ async def test_a_steer_enters_the_running_turn_and_is_delivered_with_it(ledger: 
 
 async def test_each_message_is_stored_with_its_sender_as_source(ledger: Ledger) -> None:
     """A steer from agent ``lead`` is stored as ``agent:lead``; a turn started from ``telegram:42`` as that."""
-    import asyncio
-
     scripted = ScriptedModel([tool_call("bash", {"command": "sleep 1"}), text("noted"), text("hello 42")])
     broker = await start_broker(ledger, scripted)
     await broker.send(AgentMessage("m-1", "user", "coder", "format the file"), "followup")
-    for _ in range(400):
-        if scripted.calls:
-            break
-        await asyncio.sleep(0.01)
+    await _until_the_model_is_called(scripted)
     steered = await broker.send(AgentMessage("m-2", "lead", "coder", "use tabs"), "steer")
     assert steered.steered
     assert await broker.wait_for_idle("coder", timeout_ms=20_000)
@@ -206,7 +205,6 @@ def test_a_drain_that_closes_right_after_idle_ends_without_shutdown_errors(
     is still pending, and a stream cancelled while it closes prints "async generator ignored
     GeneratorExit" (it did at the end of every drain once the broker stopped yielding in close).
     """
-    import asyncio
     import logging
 
     scripted = ScriptedModel([text(f"done {n}") for n in range(20)], record=False)
