@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from pathlib import Path
@@ -52,3 +53,68 @@ def test_an_in_memory_ledger_needs_no_thread() -> None:
         checkpointer.start()
         checkpointer.stop()
         assert checkpointer.checkpoints == 0
+
+
+FRAME_BYTES = 4096 + 24
+"""One WAL frame: a page and its header."""
+
+
+def _small_pages(ledger: Ledger, n: int) -> None:
+    ledger.database.write(
+        lambda c: c.execute(
+            "INSERT INTO queue_items (id, session_label, message_json, mode, status, enqueued_at)"
+            " VALUES (?, 'agent:w', '\"x\"', 'followup', 'queued', ?)",
+            (f"item-{n}", n),
+        )
+    )
+
+
+async def _commit_without_pause(ledger: Ledger, checkpointer: WalCheckpointer, transactions: int) -> None:
+    """Commits from the loop back to back (yielding between them, as a busy broker does), far more
+    frames than the WAL may hold; then waits for the thread to have asked the loop at least once."""
+    for n in range(transactions):
+        _small_pages(ledger, n)
+        await asyncio.sleep(0)
+    deadline, n = time.monotonic() + 10, transactions
+    while checkpointer.restarts_asked == 0 and time.monotonic() < deadline:
+        _small_pages(ledger, n)
+        n += 1
+        await asyncio.sleep(0.005)
+
+
+def test_under_commits_without_pause_the_wal_starts_over_instead_of_growing(tmp_path: Path) -> None:
+    """A checkpoint on the thread copies what the WAL held when it began; the loop commits more meanwhile,
+    so the WAL never starts over by itself and grew until the backstop made a commit checkpoint it all."""
+    transactions = 6000
+
+    async def commit_from_the_loop(ledger: Ledger) -> WalCheckpointer:
+        checkpointer = WalCheckpointer(ledger.database, interval_s=0.005, restart_pages=300, backstop_pages=100_000)
+        checkpointer.start()  # on the loop: the loop is the one asked to finish
+        try:
+            await _commit_without_pause(ledger, checkpointer, transactions)
+        finally:
+            checkpointer.stop()
+        return checkpointer
+
+    with Ledger.open(tmp_path / "agents.db") as ledger:
+        ledger.ensure_session("agent:w")
+        checkpointer = asyncio.run(commit_from_the_loop(ledger))
+        wal_bytes = os.path.getsize(tmp_path / "agents.db-wal")  # its high-water mark: SQLite never shrinks it
+        assert ledger.database.connection.execute("SELECT COUNT(*) FROM queue_items").fetchone()[0] >= transactions
+    assert checkpointer.restarts_asked >= 1
+    # every commit writes at least one frame (3.3 here): without a restart the WAL holds all 6,000+ of
+    # them (20,037 frames when measured); starting over at 300 it peaked at 1,700-2,100 frames
+    assert wal_bytes < transactions * FRAME_BYTES
+
+
+def test_the_loop_is_not_asked_after_the_thread_stopped(tmp_path: Path) -> None:
+    async def main() -> None:
+        with Ledger.open(tmp_path / "agents.db") as ledger:
+            checkpointer = WalCheckpointer(ledger.database, interval_s=60, restart_pages=1)
+            checkpointer.start()
+            checkpointer.stop()
+            checkpointer._finish_on_loop()  # a request that arrived after stop(): nothing runs
+            assert checkpointer.restarts_asked == 0
+            assert _autocheckpoint(ledger) == DEFAULT_PAGES
+
+    asyncio.run(main())

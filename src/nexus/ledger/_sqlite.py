@@ -138,6 +138,23 @@ class Database:
         with self._lock:
             self._conn.execute(f"PRAGMA wal_autocheckpoint = {int(pages)}")
 
+    def checkpoint(self) -> tuple[int, int]:
+        """Copy what the WAL holds back into the database file from this connection (PASSIVE: it
+        never waits for, nor blocks, another connection). Returns ``(frames in the WAL, frames
+        copied)``; ``(-1, -1)`` when it could not run (another process checkpoints, a full disk).
+
+        Run by the writer between its transactions it catches the WAL up completely, so the
+        writer's next commit starts the WAL over from its beginning (see
+        :mod:`nexus.ledger._checkpoint`).
+        """
+        with self._lock:
+            try:
+                _busy, frames, copied = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            except sqlite3.Error as exc:
+                log.debug("checkpoint failed: %s", exc)
+                return -1, -1
+        return int(frames), int(copied)
+
     def close(self) -> None:
         """Close the connection; further calls fail."""
         with self._lock:
