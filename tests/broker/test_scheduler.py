@@ -136,13 +136,13 @@ async def test_a_step_that_raises_is_logged_and_not_retried_in_a_loop(caplog: py
         steps.append(slot.agent_id)
         if slot.agent_id == "bad":
             raise RuntimeError("bug")
-        session.queue.items.clear()
+        session.queue.clear()
 
     scheduler = DrainScheduler(1, step, lambda: 0, lambda slot, session: None)
     slots = [AgentSlot(AgentIdentity(name, f"agent:{name}"), {}) for name in ("bad", "good")]
     for slot in slots:
         session = slot.session(slot.identity.session_label)
-        session.queue.items.append(QueuedMessage("i-" + slot.agent_id, "m-" + slot.agent_id, "x", "followup", 0))
+        session.queue.restore(QueuedMessage("i-" + slot.agent_id, "m-" + slot.agent_id, "x", "followup", 0))
         scheduler.schedule(slot, session)
     with caplog.at_level(logging.ERROR, logger="nexus.broker"):
         for _ in range(20):
@@ -167,11 +167,11 @@ async def test_a_session_put_in_line_as_the_last_worker_ends_still_runs() -> Non
     slots = [AgentSlot(AgentIdentity(name, f"agent:{name}"), {}) for name in ("a", "b")]
     sessions = [slot.session(slot.identity.session_label) for slot in slots]
     for slot, session in zip(slots, sessions, strict=True):
-        session.queue.items.append(QueuedMessage("i-" + slot.agent_id, "m-" + slot.agent_id, "x", "followup", 0))
+        session.queue.restore(QueuedMessage("i-" + slot.agent_id, "m-" + slot.agent_id, "x", "followup", 0))
 
     async def step(slot: AgentSlot, session: SessionSlot) -> None:
         ran.append(slot.agent_id)
-        session.queue.items.clear()
+        session.queue.clear()
         if slot.agent_id == "a":  # b arrives on the next iteration, as a's worker has just finished
             loop.call_soon(scheduler.schedule, slots[1], sessions[1])
 

@@ -223,3 +223,37 @@ def test_completed_items_leave_the_rest_in_order(consumed: list[str], left: list
         queue.add(msg(n), QueueSettings())
     queue.complete(consumed)
     assert [item.item_id for item in queue.items] == left
+
+
+def test_an_item_retuned_to_interrupt_takes_the_backlog_before_it() -> None:
+    """The store watcher loads another process's row before its own send resolves the mode: the mode
+    it is given afterwards (``retune``) decides the next turn as if the item had arrived with it."""
+    queue = SessionQueue()
+    settings = QueueSettings()
+    queue.add(msg(1), settings)
+    queue.add(msg(2), settings)
+    late = queue.find("item-2")
+    assert late is not None
+    queue.retune(late, "interrupt", 0)
+    batch = queue.next_batch(1000)
+    assert not isinstance(batch, Wait) and batch is not None
+    assert batch.item_ids == ["item-1", "item-2"]
+    queue.complete(batch.item_ids)
+    queue.add(msg(3, "interrupt"), settings)
+    queue.add(msg(4), settings)
+    first = queue.find("item-3")
+    assert first is not None
+    queue.retune(first, "followup", 0)  # no interrupt left: the head alone
+    batch = queue.next_batch(1000)
+    assert batch is not None and not isinstance(batch, Wait) and batch.item_ids == ["item-3"]
+
+
+def test_a_message_id_is_accepted_again_once_its_item_left_the_queue() -> None:
+    queue = SessionQueue()
+    settings = QueueSettings(cap=1, drop_policy="old")
+    assert queue.add(msg(1), settings).accepted
+    assert queue.add(msg(1), settings).duplicate_of == "item-1"
+    assert queue.add(msg(2), settings).dropped[0].item_id == "item-1"  # the cap pushed it out
+    assert queue.find("item-1") is None
+    again = QueuedMessage("item-9", "msg-1", "prompt again", "followup", 90)
+    assert queue.add(again, settings).accepted and queue.find("item-9") is again

@@ -141,7 +141,7 @@ class AgentBroker:
         """Put a stored item in its session's queue (``None``: unreadable, failed with the reason)."""
         session = slot.session(item.session_label, session_key_of(item))
         try:
-            session.queue.items.append(queued(item))
+            session.queue.restore(queued(item))
         except (ValueError, TypeError, KeyError) as exc:  # a row this version cannot read: kept, not run
             self._store.fail([item.id], f"the stored message cannot be read ({exc!r}); it was not run")
             return None
@@ -285,7 +285,7 @@ class AgentBroker:
         fresh = queued(row, debounce_ms=settings.debounce_ms, message=message)
         adopted = session.queue.find(row.id)
         if adopted is not None:  # the store watcher saw the committed row first: same item, keep its place
-            adopted.debounce_ms, adopted.mode = fresh.debounce_ms, fresh.mode
+            session.queue.retune(adopted, fresh.mode, fresh.debounce_ms)
             return adopted, True
         outcome: AddOutcome = session.queue.add(fresh, settings)
         if not outcome.accepted:

@@ -14,6 +14,7 @@ the ``[Queue overflow]`` summary.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from nexus.broker.modes import QueueMode, QueueSettings
@@ -84,34 +85,56 @@ class Wait:
 
 @dataclass(slots=True)
 class SessionQueue:
-    """The queue of one session, in arrival order."""
+    """The queue of one session, in arrival order.
 
-    items: list[QueuedMessage] = field(default_factory=list)
+    Looking an item up (by item id, or by message id for dedupe) goes through dicts kept beside
+    the list, and the next turn's head is found without copying the queue: every accept looks
+    items up, so with list scans a session that fell behind paid more per message the longer
+    its queue got, and caught up the slower for it.
+    """
+
     summary_lines: list[str] = field(default_factory=list)
     dropped_count: int = 0
     last_enqueued_at_ms: int = 0
+    _items: list[QueuedMessage] = field(default_factory=list, init=False, repr=False)
+    _by_id: dict[str, QueuedMessage] = field(default_factory=dict, init=False, repr=False)
+    _by_message: dict[tuple[str, str], QueuedMessage] = field(default_factory=dict, init=False, repr=False)
+    _interrupts: int = field(default=0, init=False, repr=False)
+    """Items (waiting or in flight) in ``interrupt`` mode: none, and the head alone decides the next turn."""
 
     def __len__(self) -> int:
-        return len(self.items)
+        return len(self._items)
+
+    @property
+    def items(self) -> Sequence[QueuedMessage]:
+        """Every item, waiting or in flight, oldest first (change them through the methods only)."""
+        return self._items
 
     def waiting(self) -> list[QueuedMessage]:
         """Items not handed to a run, oldest first (what ``cap`` counts)."""
-        return [item for item in self.items if not item.in_flight]
+        return [item for item in self._items if not item.in_flight]
 
     def find(self, item_id: str) -> QueuedMessage | None:
         """The item with this queue item id, if it is still queued."""
-        for item in self.items:
-            if item.item_id == item_id:
-                return item
-        return None
+        return self._by_id.get(item_id)
+
+    def restore(self, message: QueuedMessage) -> None:
+        """Put back an item the ledger holds (a restart, another process's accept): no cap, no dedupe."""
+        self._items.append(message)
+        self._index(message)
+
+    def retune(self, item: QueuedMessage, mode: QueueMode, debounce_ms: int) -> None:
+        """Give a queued item the mode and debounce its sender's settings resolved to."""
+        self._interrupts += (mode == "interrupt") - (item.mode == "interrupt")
+        item.mode, item.debounce_ms = mode, debounce_ms
 
     def add(self, message: QueuedMessage, settings: QueueSettings) -> AddOutcome:
         """Queue ``message`` under ``settings`` (its cap and drop policy); see :class:`AddOutcome`."""
-        for item in self.items:
-            if item.message_id == message.message_id and item.route == message.route:
-                return AddOutcome(accepted=False, duplicate_of=item.item_id)
+        same = self._by_message.get((message.message_id, message.route))
+        if same is not None:
+            return AddOutcome(accepted=False, duplicate_of=same.item_id)
         dropped: list[QueuedMessage] = []
-        waiting = self.waiting() if len(self.items) >= settings.cap else []  # fewer items than the cap: room
+        waiting = self.waiting() if len(self._items) >= settings.cap else []  # fewer items than the cap: room
         if waiting and len(waiting) >= settings.cap:
             if settings.drop_policy == "new":
                 return AddOutcome(
@@ -120,13 +143,12 @@ class SessionQueue:
                 )
             excess = len(waiting) - settings.cap + 1
             dropped = waiting[:excess]
-            gone = {id(item) for item in dropped}
-            self.items = [item for item in self.items if id(item) not in gone]
+            self._remove({id(item) for item in dropped})
             if settings.drop_policy == "summarize":
                 self.dropped_count += len(dropped)
                 self.summary_lines.extend(summary_line(item.prompt) for item in dropped)
                 del self.summary_lines[: max(0, len(self.summary_lines) - settings.cap)]
-        self.items.append(message)
+        self.restore(message)
         self.last_enqueued_at_ms = max(self.last_enqueued_at_ms, message.enqueued_at_ms)
         return AddOutcome(accepted=True, dropped=tuple(dropped))
 
@@ -139,19 +161,21 @@ class SessionQueue:
           ``debounce_ms`` has passed since the last message arrived;
         - otherwise the head alone.
         """
-        waiting = self.waiting()
-        if not waiting:
+        if self._interrupts:
+            waiting = self.waiting()
+            last_interrupt = max((i for i, item in enumerate(waiting) if item.mode == "interrupt"), default=-1)
+            if last_interrupt >= 0:
+                return self._batch(waiting[: last_interrupt + 1])
+        start = self._head()
+        if start is None:
             return None
-        last_interrupt = max((i for i, item in enumerate(waiting) if item.mode == "interrupt"), default=-1)
-        if last_interrupt >= 0:
-            return self._batch(waiting[: last_interrupt + 1])
-        head = waiting[0]
+        head = self._items[start]
         if head.mode != "collect":
             return self._batch([head])
         ready_at = self.last_enqueued_at_ms + head.debounce_ms
         if now_ms < ready_at:
             return Wait(until_ms=ready_at)
-        return self._collect(head, waiting)
+        return self._collect(start)
 
     def ready_at(self) -> int | None:
         """When :meth:`next_batch` would return a batch (``0``: now), or ``None`` when nothing waits.
@@ -159,16 +183,29 @@ class SessionQueue:
         It changes nothing, so a session can wait for a run slot without taking its items out
         of reach of later messages (a steer, an interrupt, a collect that grows meanwhile).
         """
-        waiting = self.waiting()
-        if not waiting:
+        start = self._head()
+        if start is None:
             return None
-        if waiting[0].mode != "collect" or any(item.mode == "interrupt" for item in waiting):
+        head = self._items[start]
+        if head.mode != "collect":
             return 0
-        return self.last_enqueued_at_ms + waiting[0].debounce_ms
+        if self._interrupts and any(item.mode == "interrupt" for item in self.waiting()):
+            return 0
+        return self.last_enqueued_at_ms + head.debounce_ms
 
-    def _collect(self, head: QueuedMessage, waiting: list[QueuedMessage]) -> Batch:
+    def _head(self) -> int | None:
+        """The index of the oldest waiting item (in-flight items, a run's batch, sit at the front)."""
+        for index, item in enumerate(self._items):
+            if not item.in_flight:
+                return index
+        return None
+
+    def _collect(self, start: int) -> Batch:
+        head = self._items[start]
         taken = [head]
-        for item in waiting[1:]:
+        for item in self._items[start + 1 :]:
+            if item.in_flight:
+                continue
             if item.mode != "collect" or item.route != head.route:
                 break
             taken.append(item)
@@ -176,45 +213,71 @@ class SessionQueue:
 
     def take_one(self) -> QueuedMessage | None:
         """The oldest waiting item, marked in flight (to steer it into a running turn)."""
-        for item in self.items:
-            if not item.in_flight:
-                item.in_flight = True
-                return item
-        return None
+        start = self._head()
+        if start is None:
+            return None
+        item = self._items[start]
+        item.in_flight = True
+        return item
 
     def mark_in_flight(self, item_ids: list[str]) -> None:
         """Hand these items to a run (they stay in place until completed or released)."""
-        wanted = set(item_ids)
-        for item in self.items:
-            if item.item_id in wanted:
+        for item_id in item_ids:
+            item = self._by_id.get(item_id)
+            if item is not None:
                 item.in_flight = True
 
     def release(self, item_ids: list[str]) -> None:
         """A run handed these items back (a returned steer, a failed start): waiting again, in place."""
-        wanted = set(item_ids)
-        for item in self.items:
-            if item.item_id in wanted:
+        for item_id in item_ids:
+            item = self._by_id.get(item_id)
+            if item is not None:
                 item.in_flight = False
 
     def complete(self, item_ids: list[str]) -> None:
         """A turn consumed these items: remove them, and the overflow summary it carried."""
         wanted = set(item_ids)
-        items = self.items
+        items = self._items
         head = 0
         while head < len(items) and items[head].item_id in wanted:
             head += 1
         if head == len(wanted):  # the usual turn: the oldest items, cut off the front without a scan
+            for item in items[:head]:
+                self._unindex(item)
             del items[:head]
             return
-        self.items = [item for item in items if item.item_id not in wanted]
+        self._remove({id(item) for item in items if item.item_id in wanted})
 
     def clear(self) -> list[QueuedMessage]:
         """Remove every waiting item (in-flight ones belong to the run); returns what was removed."""
         removed = self.waiting()
-        self.items = [item for item in self.items if item.in_flight]
+        self._remove({id(item) for item in removed})
         self.summary_lines.clear()
         self.dropped_count = 0
         return removed
+
+    def _index(self, item: QueuedMessage) -> None:
+        self._by_id[item.item_id] = item
+        self._by_message.setdefault((item.message_id, item.route), item)
+        self._interrupts += item.mode == "interrupt"
+
+    def _unindex(self, item: QueuedMessage) -> None:
+        if self._by_id.get(item.item_id) is item:
+            del self._by_id[item.item_id]
+        key = (item.message_id, item.route)
+        if self._by_message.get(key) is item:
+            del self._by_message[key]
+        self._interrupts -= item.mode == "interrupt"
+
+    def _remove(self, gone: set[int]) -> None:
+        """Take out the items whose ``id()`` is in ``gone``, in one pass."""
+        kept: list[QueuedMessage] = []
+        for item in self._items:
+            if id(item) in gone:
+                self._unindex(item)
+            else:
+                kept.append(item)
+        self._items = kept
 
     def _batch(self, items: list[QueuedMessage]) -> Batch:
         summary = self._take_overflow_summary()
