@@ -15,7 +15,7 @@ from nexus.broker._items import error_text, reply_deliver_to_of, reply_session_o
 from nexus.broker.runner import RunOutcome
 from nexus.broker.session_queue import Batch
 from nexus.broker.types import AgentMessage, BrokerError, SendReceipt
-from nexus.ledger.broker_store import BrokerStore
+from nexus.ledger.broker_store import REPLY_SUFFIX, BrokerStore
 
 log = logging.getLogger("nexus.broker")
 
@@ -78,7 +78,7 @@ class ReplySender:
         if deliver_to:
             metadata["deliver_to"] = deliver_to  # the chat the asker's turn answered: its next turn answers it too
         reply = AgentMessage(
-            id=f"{message_id}:reply",
+            id=message_id + REPLY_SUFFIX,
             from_=worker,
             to=asker,
             content=text,

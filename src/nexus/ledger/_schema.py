@@ -369,7 +369,24 @@ longer holds the status, so it is written once, at accept. The per-session index
 the ledger's per-session pending list goes through the pending index. The queue path got ~17 % cheaper
 in CPU per message (docs/benchmarks.md)."""
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _BROKER, _PROMPTS, _DELIVERIES, _QUEUE_INDEXES)
+_REPLY_OF = "CASE WHEN json_valid(message_json) THEN json_extract(message_json, '$.metadata.reply_to') END"
+"""The agent a stored message asked to answer later (``NULL`` also for a row whose JSON is damaged)."""
+
+_AWAITED_REPLIES = f"""
+ALTER TABLE queue_items ADD COLUMN awaits_reply INTEGER;
+UPDATE queue_items SET awaits_reply = 1 WHERE {_REPLY_OF} IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM queue_items r WHERE r.message_id = queue_items.message_id || ':reply');
+CREATE INDEX queue_items_awaiting_reply ON queue_items(enqueued_at) WHERE awaits_reply = 1;
+"""
+"""Version 10: the messages still waiting for the reply their sender asked for later (``metadata.reply_to``)
+are flagged and indexed. A broker's start looks for delivered ones whose reply was never queued (a
+crash between the turn and the reply); it walked every queue item ever accepted to find them, ~0.3 s
+per million. The flag is set at accept and cleared in the transaction that accepts the reply, so the
+start-up walk reads only the unanswered few."""
+
+MIGRATIONS: tuple[str, ...] = (
+    _V1, _V2, _V3, _V4, _V5, _BROKER, _PROMPTS, _DELIVERIES, _QUEUE_INDEXES, _AWAITED_REPLIES,
+)  # fmt: skip
 """Migration ``i`` takes a database from ``user_version`` i to i+1. Append only; never edit a shipped one."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -118,9 +118,18 @@ def accept_in(conn: sqlite3.Connection, request: AcceptRequest) -> tuple[BrokerQ
 
 _INSERT_ITEM = (
     "INSERT INTO queue_items (id, session_label, agent_id, message_id, sender, message_json, mode, status,"
-    " enqueued_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?)"
+    " enqueued_at, awaits_reply) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)"
     " ON CONFLICT(message_id) WHERE message_id IS NOT NULL DO NOTHING"
 )
+
+REPLY_SUFFIX = ":reply"
+"""A reply's message id is the asking message's id and this (``nexus.broker._replies``)."""
+
+
+def _awaits_reply(message: Any) -> int | None:
+    """1 when the sender asked for the reply later (``metadata.reply_to``): the row is flagged until it comes."""
+    metadata = message.get("metadata") if isinstance(message, dict) else None
+    return 1 if isinstance(metadata, dict) and metadata.get("reply_to") else None
 
 
 def accept_at(conn: sqlite3.Connection, request: AcceptRequest, now: int) -> tuple[BrokerQueueItem, bool]:
@@ -137,11 +146,16 @@ def accept_at(conn: sqlite3.Connection, request: AcceptRequest, now: int) -> tup
     cursor = conn.execute(
         _INSERT_ITEM,
         (item_id, request.session_label, request.agent_id, request.message_id, request.sender,
-         dumps(request.message), request.mode, now),
+         dumps(request.message), request.mode, now, _awaits_reply(request.message)),
     )  # fmt: skip
     if cursor.rowcount == 0:  # a known message id: the first acceptance stands
         existing = conn.execute(f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE message_id = ?", (request.message_id,))
         return _item(existing.fetchone()), False
+    if request.message_id.endswith(REPLY_SUFFIX):  # the reply is queued: its ask waits no more
+        conn.execute(
+            "UPDATE queue_items SET awaits_reply = NULL WHERE message_id = ? AND awaits_reply = 1",
+            (request.message_id[: -len(REPLY_SUFFIX)],),
+        )
     if request.log_as_agent_message:
         message = request.message
         content = message.get("content", "") if isinstance(message, dict) else str(message)
@@ -299,9 +313,10 @@ class BrokerStore(AgentRegistry):
         columns = ", ".join("q." + column.strip() for column in _ITEM_COLUMNS.split(","))
         sql = (
             f"SELECT json_extract(q.message_json, '$.metadata.reply_to'), {columns}"
-            " FROM queue_items q WHERE q.status = 'delivered' AND q.agent_id IS NOT NULL"
+            " FROM queue_items q INDEXED BY queue_items_awaiting_reply"
+            " WHERE q.awaits_reply = 1 AND q.status = 'delivered' AND q.agent_id IS NOT NULL"
             " AND json_extract(q.message_json, '$.metadata.reply_to') IS NOT NULL"
-            " AND NOT EXISTS (SELECT 1 FROM queue_items r WHERE r.message_id = q.message_id || ':reply')"
+            f" AND NOT EXISTS (SELECT 1 FROM queue_items r WHERE r.message_id = q.message_id || '{REPLY_SUFFIX}')"
         )
         rows = self._db.read(lambda c: c.execute(sql).fetchall())
         return [(_item(row[1:]), str(row[0])) for row in rows]
