@@ -9,13 +9,17 @@ from typing import Any
 
 import pytest
 
+from nexus.agent.tool_types import AgentTool, AgentToolResult
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings
 from nexus.broker.engine_runner import EngineRunner
 from nexus.config import load_config
+from nexus.engine import AgentResult
+from nexus.engine.execution.events import ExecutionEvent, RunEndEvent
 from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
+from nexus.llm.abort import AbortSignal
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text, tool_call
 
@@ -26,11 +30,14 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
         yield opened
 
 
-async def start_broker(ledger: Ledger, scripted: ScriptedModel, *, stream_fn: Any = None) -> AgentBroker:
-    env = EngineEnv.from_config(
-        load_config(), ledger, stream_fn=stream_fn or scripted.stream, cooldowns=ProfileCooldowns()
-    )
-    runner = EngineRunner(env)
+async def start_broker(
+    ledger: Ledger, scripted: ScriptedModel, *, stream_fn: Any = None, runner: EngineRunner | None = None
+) -> AgentBroker:
+    if runner is None:
+        env = EngineEnv.from_config(
+            load_config(), ledger, stream_fn=stream_fn or scripted.stream, cooldowns=ProfileCooldowns()
+        )
+        runner = EngineRunner(env)
     broker = AgentBroker(BrokerStore(ledger.database), runner, BrokerSettings(queue=QueueSettings(mode="followup")))
     runner.attach(broker)
     await broker.start()
@@ -120,6 +127,50 @@ async def test_a_steer_enters_the_running_turn_and_is_delivered_with_it(ledger: 
     items = {item.id: item for item in BrokerStore(ledger.database).items(agent_id="coder")}
     assert items[first.queue_item_id].turn_id == items[steered.queue_item_id].turn_id == turn.id
     assert {item.status for item in items.values()} == {"delivered"}
+    await broker.close()
+
+
+async def test_a_steer_sent_after_abort_is_returned_and_runs_next_in_its_place(ledger: Ledger) -> None:
+    """The run was aborted but has not ended (its tool is still finishing): a steer sent now is handed
+    back, listed in the run's ``returned_steers``, and its item runs next — before a later followup."""
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: object) -> AgentToolResult:
+        started.set()
+        await release.wait()  # ignores the abort: the run stays active while the steer arrives
+        return AgentToolResult.text("slow done")
+
+    scripted = ScriptedModel([tool_call("slow", {}), text("ran 2"), text("ran 3")])  # aborted: no call after the tool
+    tool = AgentTool("slow", "a slow tool", {"type": "object", "properties": {}}, slow)
+    env = EngineEnv.from_config(
+        load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns(), tools=[tool]
+    )
+    runner = EngineRunner(env)
+    ends: list[AgentResult] = []
+
+    def keep_result(event: ExecutionEvent) -> None:
+        if isinstance(event.event, RunEndEvent):
+            ends.append(event.event.result)
+
+    runner.on_run(lambda run: run.on_event(keep_result))
+    broker = await start_broker(ledger, scripted, runner=runner)
+    first = await broker.send(AgentMessage("m-1", "user", "coder", "go"), "followup")
+    await asyncio.wait_for(started.wait(), 10)
+    assert broker.abort("coder")
+    steered = await broker.send(AgentMessage("m-2", "user", "coder", "task 2"), "steer")
+    later = await broker.send(AgentMessage("m-3", "user", "coder", "task 3"), "followup")
+    assert steered.steered  # handed to the aborted run, which hands it back
+    release.set()
+    assert await broker.wait_for_idle("coder", timeout_ms=20_000)
+    assert [r.id for r in ends[0].returned_steers] == [steered.queue_item_id]
+    turns = ledger.turns("agent:coder")
+    assert [t.status for t in turns] == ["aborted", "completed", "completed"]
+    texts = [[m.text.rsplit("\n", 1)[-1] for m in ledger.messages(t.id)] for t in turns]
+    assert [t[0] for t in texts] == ["go", "task 2", "task 3"] and texts[1][-1] == "ran 2"
+    items = {item.id: item for item in BrokerStore(ledger.database).items(agent_id="coder")}
+    ids = (first.queue_item_id, steered.queue_item_id, later.queue_item_id)
+    assert [items[i].turn_id for i in ids] == [t.id for t in turns]  # never dropped, never reordered
+    assert {items[i].status for i in ids} == {"delivered"}
     await broker.close()
 
 

@@ -76,6 +76,27 @@ async def test_abort_returns_pending_steers_in_the_result(ledger: Ledger) -> Non
     assert_not_lost(receipt, result, ledger)
 
 
+async def test_a_steer_after_abort_is_returned_in_the_result(ledger: Ledger) -> None:
+    """A steer offered once the run was aborted (it has not ended yet) is handed back and listed in
+    ``returned_steers``, after those pending at the abort: the caller requeues them from the result too."""
+    started, release = asyncio.Event(), asyncio.Event()
+    scripted = ScriptedModel([tool_call("slow", {}, id="s1"), text("never")])
+    env = _env(ledger, scripted.stream, tools=[_slow_tool(started, release)])
+    execution = env.start(env.assemble("go", model=scripted.model), model=scripted.model)
+    await asyncio.wait_for(started.wait(), 5)
+    before = execution.steer("before the abort")
+    execution.abort("user stop")
+    after = execution.steer("after the abort")
+    again = execution.steer("and once more")
+    assert after.status == "returned" and "aborted" in (after.reason or "")
+    release.set()
+    result = await execution.result
+    assert result.stop_reason == "aborted"
+    assert result.returned_steers == [before, after, again]
+    for receipt in (before, after, again):
+        assert_not_lost(receipt, result, ledger)
+
+
 async def test_max_iterations_delivers_a_taken_steer_into_the_turn(ledger: Ledger) -> None:
     started, release = asyncio.Event(), asyncio.Event()
     scripted = ScriptedModel([tool_call("slow", {}, id="s1"), text("unused")])

@@ -3,8 +3,9 @@
 Write-through: every accepted message is a ``queue_items`` row before ``send`` returns; the
 in-memory :class:`SessionQueue` decides what runs next. An agent serves many sessions — its own
 and one per session key a message names (a chat sender, a group; see :mod:`nexus.broker.sessions`);
-:mod:`nexus.broker._scheduler` takes each ready session's next batch (DESIGN §4.6 mode table) and hands
-it to an :class:`AgentRunner`, on at most ``max_concurrent`` runs at once. See docs/broker.md.
+:mod:`nexus.broker._scheduler` takes each ready session's next batch (DESIGN §4.6 mode table) and
+:mod:`nexus.broker._batch_runner` runs it on an :class:`AgentRunner` and settles its items, on at
+most ``max_concurrent`` runs at once. See docs/broker.md.
 
 Two jobs live beside it: :mod:`nexus.broker._watcher` adopts the messages other processes queue,
 :mod:`nexus.broker._replies` sends workers' replies back to agents that asked without waiting.
@@ -19,10 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from nexus.broker._batch_runner import BatchRunner
 from nexus.broker._group_commit import GroupCommitter
 from nexus.broker._items import (
     check_message,
-    error_text,
     message_source,
     queued,
     session_key_of,
@@ -32,7 +33,7 @@ from nexus.broker._scheduler import DrainScheduler
 from nexus.broker._slot import AgentSlot, SessionSlot, SteerInFlight
 from nexus.broker._watcher import StoreWatcher
 from nexus.broker.modes import QueueMode, QueueOverrides, QueueSettings, parse_mode, resolve_settings
-from nexus.broker.runner import AgentRunner, ModelCheckingRunner, RunHandle, RunOutcome, RunRequest
+from nexus.broker.runner import AgentRunner, ModelCheckingRunner, RunHandle
 from nexus.broker.session_queue import AddOutcome, Batch, QueuedMessage
 from nexus.broker.sessions import session_label_for
 from nexus.broker.types import (
@@ -48,7 +49,6 @@ from nexus.broker.types import (
 )
 from nexus.ledger import new_ulid
 from nexus.ledger.broker_store import AcceptRequest, BrokerQueueItem, BrokerStore
-from nexus.ledger.errors import QueueItemsFinishedError
 
 if TYPE_CHECKING:
     from nexus.adapters.types import DeliveryTarget
@@ -102,6 +102,9 @@ class AgentBroker:
         self._closing = False
         self._watcher = StoreWatcher(store, self._slots, self._load, self._adopted)
         self._replies = ReplySender(self.send, self._slots, store, reply_text)
+        self._batches = BatchRunner(
+            store, self._writes, runner, self._slots, self._replies.answer_askers, lambda: self._closing, _now_ms
+        )
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -452,7 +455,7 @@ class AgentBroker:
         """One batch of the session, on a worker: what its queue says is next (nothing if it changed)."""
         step = session.queue.next_batch(_now_ms())
         if isinstance(step, Batch):
-            await self._run_batch(slot, session, step)
+            await self._batches.run(slot, session, step)
 
     def _adopted(self, slot: AgentSlot, session: SessionSlot) -> None:
         """A message another process queued was loaded into the session (its last item): drained, and
@@ -468,109 +471,6 @@ class AgentBroker:
         10,000 people keeps no queue for those who are quiet."""
         if session.key is not None and slot.sessions.get(session.label) is session:
             del slot.sessions[session.label]
-
-    async def _run_batch(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> None:
-        item_ids = batch.item_ids
-        session.interrupted = False
-        try:
-            await self._writes.claim(item_ids)
-        except QueueItemsFinishedError as exc:  # an item finished elsewhere: never run it again, keep draining
-            self._skip_finished(slot, session, item_ids, exc)
-            return
-        if self._closing or session.interrupted:  # close() or an interrupt came as the claim committed: they
-            self._return_items(session, item_ids)  # found no run to abort, so none starts (close waited for a
-            return  # whole turn; the interrupt ran after it). The interrupt's batch takes these as its backlog
-        try:
-            session.run = self._runner.start(self._run_request(slot, session, batch, item_ids))
-            outcome = await session.run.result()
-        except Exception as exc:  # a runner that failed to start: the items go back, the error is kept
-            session.run = None
-            self._return_items(session, item_ids)
-            slot.resolve(item_ids, SendAndWaitResult(False, error=f"the run could not start: {exc}"))
-            await asyncio.sleep(0.1)
-            return
-        session.run = None
-        slot.last_activity_ms = _now_ms()
-        if outcome.turn_id is None and outcome.status != "completed":
-            self._settle_unrun(slot, session, batch, outcome)
-            return
-        delivered = self._settle_steers(session) if session.steers else []
-        consumed = [*item_ids, *delivered] if delivered else item_ids
-        session.queue.complete(consumed)
-        if slot.waiters:  # only send_and_wait callers wait on a result
-            result = SendAndWaitResult(
-                success=outcome.status == "completed", error=error_text(outcome), reply=outcome.reply or None,
-                turn_id=outcome.turn_id,
-            )  # fmt: skip
-            slot.resolve(consumed, result)
-        if any(item.reply_to is not None for item in batch.items):
-            await self._replies.answer_askers(slot.agent_id, batch, outcome)
-
-    def _run_request(self, slot: AgentSlot, session: SessionSlot, batch: Batch, item_ids: list[str]) -> RunRequest:
-        """What the runner needs for one batch (a lone item, the usual batch, without the scans)."""
-        items = batch.items
-        head = items[0]
-        one_sender = len(items) == 1 or len({item.sender for item in items}) == 1
-        return RunRequest(
-            agent_id=slot.agent_id,
-            session_label=session.label,
-            prompt=batch.prompt,
-            item_ids=tuple(item_ids),
-            sender=head.sender if one_sender else None,
-            source=message_source(head.sender, self._slots) if one_sender else "collect",
-            spec=slot.spec,
-            role=slot.identity.role,
-            conversation_id=(head.conversation_id or None)
-            if len(items) == 1
-            else next((item.conversation_id for item in items if item.conversation_id), None),
-            hop=head.hop if len(items) == 1 else max(item.hop for item in items),
-            session_key=session.key,
-            deliver_to=(head.deliver_to or None)
-            if len(items) == 1
-            else next((item.deliver_to for item in reversed(items) if item.deliver_to), None),
-        )
-
-    def _settle_unrun(self, slot: AgentSlot, session: SessionSlot, batch: Batch, outcome: RunOutcome) -> None:
-        """No turn was written: aborted before it started → back in the queue; could not start → failed."""
-        self._return_items(session, [steer.item_id for steer in session.steers])
-        session.steers.clear()
-        if outcome.status == "aborted":
-            self._return_items(session, batch.item_ids)
-            return
-        reason = outcome.error or "the run could not start"
-        self._store.fail(batch.item_ids, reason)
-        session.queue.complete(batch.item_ids)
-        slot.resolve(batch.item_ids, SendAndWaitResult(False, error=reason))
-
-    def _settle_steers(self, session: SessionSlot) -> list[str]:
-        """After a run: delivered steers are consumed; returned ones go back in place, never dropped."""
-        delivered: list[str] = []
-        returned: list[str] = []
-        for steer in session.steers:
-            (delivered if steer.receipt.status == "delivered" else returned).append(steer.item_id)
-        session.steers.clear()
-        self._return_items(session, returned)
-        return delivered
-
-    def _skip_finished(
-        self, slot: AgentSlot, session: SessionSlot, item_ids: list[str], error: QueueItemsFinishedError
-    ) -> None:
-        """A batch whose claim failed: drop its finished items from memory, put the others back.
-
-        The in-memory queue can hold an item whose row is already finished (the store watcher
-        adopted a committed row and it ran before its own ``send`` resumed, or another process
-        finished it); its claim refuses, and it must neither run again nor stop the drain.
-        """
-        finished = [i for i in item_ids if i in error.finished]
-        log.warning("agent %s: skipped queue items already finished elsewhere: %s", slot.agent_id, error)
-        session.queue.complete(finished)
-        slot.resolve(finished, SendAndWaitResult(False, error="the message was finished elsewhere"))
-        session.queue.release([i for i in item_ids if i not in finished])
-
-    def _return_items(self, session: SessionSlot, item_ids: list[str]) -> None:
-        if item_ids:
-            self._store.release(item_ids)
-            session.queue.release(item_ids)
 
 
 def new_message_id() -> str:

@@ -7,13 +7,19 @@ then writes a ``deliveries`` row: used by ``nexus send --deliver`` and by ``POST
 *and* the run's turn is in the ledger — the turn never waits on an adapter, and is kept
 whatever the adapter did; the row says what it did (``delivered | partial | failed``, the
 platform's message ids, the error, the ``send`` attempts).
+
+A message's reply target is also kept with the message (:func:`keep_reply_target`, the
+``metadata.deliver_to`` an inbound chat message has too), so it survives its sender: a message
+still queued when that process stops is run by the next broker, whose runner hook
+(:func:`stored_target_delivery`, or the inbound router's) delivers the reply there. The stored
+target names the process that delivers it live (``owner``), whose own hook leaves it alone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING
 
 from nexus.llm.types import now_ms
@@ -21,7 +27,9 @@ from nexus.llm.types import now_ms
 if TYPE_CHECKING:
     from nexus.adapters.manager import AdapterManager
     from nexus.adapters.types import DeliveryTarget
+    from nexus.broker.engine_runner import EngineRunHandle
     from nexus.broker.execution import BrokerExecution
+    from nexus.broker.types import AgentMessage
     from nexus.config import AdapterConfig, NexusConfig
     from nexus.ledger import Ledger
     from nexus.ledger.deliveries import DeliveryLog, DeliveryRecord
@@ -32,6 +40,36 @@ log = logging.getLogger("nexus.broker")
 
 CLOSE_GRACE_S = 10.0
 """How long ``close`` waits for deliveries in flight before cancelling those whose run never came."""
+
+OWNER_KEY = "owner"
+"""The key, in a stored ``deliver_to``, of the process that delivers it live (ignored by ``DeliveryTarget``)."""
+
+
+def keep_reply_target(message: AgentMessage, target: DeliveryTarget, owner: str) -> None:
+    """Store ``target`` with ``message`` (``metadata.deliver_to``), naming ``owner``, the process that
+    delivers it live: ``nexus send --deliver`` and ``POST …/messages`` with ``deliver`` alike."""
+    message.metadata["deliver_to"] = {**target.to_json(), OWNER_KEY: owner}
+
+
+def stored_target_delivery(deliverer: Deliverer, *, live_owner: str | None = None) -> Callable[[EngineRunHandle], None]:
+    """A runner hook (``EngineRunner.on_run``): a run whose messages carry a stored reply target streams
+    its reply there through ``deliverer`` (recorded with the turn), except a target ``live_owner``
+    delivers live. For hosts without an inbound router: ``nexus queue drain``, ``nexus send``."""
+    from nexus.adapters.types import DeliveryTarget, ProtocolError
+    from nexus.broker.execution import run_execution
+
+    def on_run(run: EngineRunHandle) -> None:
+        raw = run.request.deliver_to
+        if raw is None or (live_owner is not None and raw.get(OWNER_KEY) == live_owner):
+            return
+        try:
+            target = DeliveryTarget.from_json(raw)
+        except ProtocolError as exc:
+            log.warning("run of %s: stored reply target unreadable (%s); not delivered", run.request.agent_id, exc)
+            return
+        deliverer.start(run_execution(run, target), target)  # subscribed now, from the hook: no event is missed
+
+    return on_run
 
 
 class Deliverer:

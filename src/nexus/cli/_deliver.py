@@ -5,17 +5,28 @@ as a ``BrokerExecution``; ``--deliver`` hands it to the shared
 :class:`~nexus.broker.delivery.Deliverer` (router + ``deliveries`` row), and :class:`LiveReply`
 prints its tokens as they arrive. A failed delivery never touches the turn: the reply is in the
 ledger whatever the adapter did.
+
+The target is kept with the message (``metadata.deliver_to``, as over HTTP), and every broker the
+CLI runs (:func:`delivering_broker`) delivers the stored targets of the runs it makes: a
+``--deliver`` message whose ``nexus send`` was killed before its run ended is delivered by the
+next drain, and so is the reply to an inbound chat message a CLI drain runs.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
     from nexus.adapters.types import DeliveryTarget
+    from nexus.broker import AgentBroker
+    from nexus.broker.delivery import Deliverer
+    from nexus.broker.engine_runner import EngineRunHandle
     from nexus.broker.execution import BrokerStreamHandle
     from nexus.config import NexusConfig
+    from nexus.ledger import Ledger
     from nexus.streaming.events import StreamEvent
 
 
@@ -55,3 +66,35 @@ class LiveReply:
         if self.printed:
             self.out.write("\n")
             self.out.flush()
+
+
+@contextlib.asynccontextmanager
+async def delivering_broker(
+    config: NexusConfig,
+    ledger: Ledger,
+    *,
+    scope: set[str] | None = None,
+    on_run: Callable[[EngineRunHandle], object] | None = None,
+    live_owner: str | None = None,
+) -> AsyncIterator[tuple[AgentBroker, Deliverer | None]]:
+    """``running_broker`` whose runs deliver their stored reply targets (``None``: no adapters configured).
+
+    Except the targets ``live_owner`` (this process) delivers live. The deliverer is closed after
+    the broker, so deliveries of runs that ended as it closed are finished and recorded.
+    """
+    from nexus.broker.delivery import Deliverer, stored_target_delivery
+    from nexus.broker.host import running_broker
+
+    deliverer = Deliverer.from_config(config, ledger) if config.adapters else None
+    hooks = [hook for hook in (on_run, deliverer and stored_target_delivery(deliverer, live_owner=live_owner)) if hook]
+
+    def announce(run: EngineRunHandle) -> None:
+        for hook in hooks:
+            hook(run)
+
+    try:
+        async with running_broker(config, ledger, scope=scope, on_run=announce if hooks else None) as broker:
+            yield broker, deliverer
+    finally:
+        if deliverer is not None:
+            await deliverer.close()

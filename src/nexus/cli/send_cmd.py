@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from nexus.adapters.types import DeliveryTarget
     from nexus.broker import AgentBroker, AgentMessage
+    from nexus.broker.delivery import Deliverer
     from nexus.broker.execution import BrokerExecution
     from nexus.config import NexusConfig
     from nexus.ledger import Ledger
@@ -80,7 +81,7 @@ def drain_command(args: argparse.Namespace) -> int:
 
 def _drain_locked(config: NexusConfig, ledger: Ledger) -> int:
     """Drain every queue while holding the broker lock; then what others queued as it let go."""
-    from nexus.broker.host import running_broker
+    from nexus.cli._deliver import delivering_broker
     from nexus.cli._lock import exclusive_broker
     from nexus.cli._outcomes import RunLog, failures_line
     from nexus.ledger.broker_store import BrokerStore
@@ -89,7 +90,7 @@ def _drain_locked(config: NexusConfig, ledger: Ledger) -> int:
     with exclusive_broker(config):
 
         async def drain() -> None:
-            async with running_broker(config, ledger, on_run=runs.on_run) as broker:
+            async with delivering_broker(config, ledger, on_run=runs.on_run) as (broker, _):
                 pending = sum(a.queue_depth for a in broker.list_agents())
                 print(f"draining {pending} queued message{'s' if pending != 1 else ''}", file=sys.stderr)
                 await broker.wait_until_idle()
@@ -104,21 +105,25 @@ def _drain_locked(config: NexusConfig, ledger: Ledger) -> int:
 
 
 async def _send(config: NexusConfig, ledger: Ledger, message: AgentMessage, mode: str | None, args: Any) -> int:
-    from nexus.broker.host import broker_lock, running_broker
-    from nexus.cli._deliver import LiveReply, parse_target
+    from nexus.broker.delivery import keep_reply_target
+    from nexus.broker.host import broker_lock
+    from nexus.cli._deliver import LiveReply, delivering_broker, parse_target
+    from nexus.ledger import new_ulid
 
     target = parse_target(args.deliver, config) if getattr(args, "deliver", None) else None
     live = LiveReply(sys.stdout) if args.wait and not args.json else None  # the reply streams as it is written
     with broker_lock(config) as held:
         if held:
-            report, delivering = None, target is not None
-            async with running_broker(config, ledger, scope={message.to}) as broker:
+            report, delivering, owner = None, target is not None, new_ulid()
+            if target is not None:  # kept with the message, as over HTTP: if this process dies, a later drain delivers
+                keep_reply_target(message, target, owner)
+            async with delivering_broker(config, ledger, scope={message.to}, live_owner=owner) as (broker, deliverer):
                 execution = await broker.execute(message, mode, target=target)
                 receipt = execution.receipt
                 _say_accepted(receipt.message_id, receipt.queue_item_id, receipt.duplicate, args)
                 if live is not None:
                     live.follow(execution.stream)
-                report = await _deliver_while_draining(config, ledger, broker, execution, target)
+                report = await _deliver_while_draining(broker, execution, target, deliverer)
             if live is not None:
                 live.end()
             code = _report(ledger, receipt.queue_item_id, args, reply_shown=live is not None and live.printed)
@@ -140,25 +145,18 @@ async def _send(config: NexusConfig, ledger: Ledger, message: AgentMessage, mode
 
 
 async def _deliver_while_draining(
-    config: NexusConfig, ledger: Ledger, broker: AgentBroker, execution: BrokerExecution, target: DeliveryTarget | None
+    broker: AgentBroker, execution: BrokerExecution, target: DeliveryTarget | None, deliverer: Deliverer | None
 ) -> DeliveryReport | None:
     """Drain until idle, delivering the execution to ``target`` (``None`` when no run here consumed the message)."""
-    from nexus.broker.delivery import Deliverer
-
     delivering = target is not None and not execution.receipt.duplicate  # a duplicate's turn ran before
-    deliverer = Deliverer.from_config(config, ledger) if delivering else None
-    try:
-        task = deliverer.start(execution, target) if deliverer is not None and target is not None else None
-        await broker.wait_until_idle()
-        if task is None:
-            return None
-        if not execution.stream.started and not execution.result.done():  # no run here consumed it
-            task.cancel()
-            return None
-        return await task
-    finally:
-        if deliverer is not None:
-            await deliverer.close()
+    task = deliverer.start(execution, target) if delivering and deliverer is not None and target is not None else None
+    await broker.wait_until_idle()
+    if task is None:
+        return None
+    if not execution.stream.started and not execution.result.done():  # no run here consumed it
+        task.cancel()
+        return None
+    return await task
 
 
 def _server_runs(config: NexusConfig) -> bool:
@@ -260,7 +258,8 @@ async def _run_leftovers(config: NexusConfig, ledger: Ledger) -> None:
     at least one of them sees the message with the lock free. Bounded: a round that changes
     nothing (a message no run can take) ends it.
     """
-    from nexus.broker.host import broker_lock, running_broker
+    from nexus.broker.host import broker_lock
+    from nexus.cli._deliver import delivering_broker
     from nexus.ledger.broker_store import BrokerStore
 
     store = BrokerStore(ledger.database)
@@ -274,7 +273,7 @@ async def _run_leftovers(config: NexusConfig, ledger: Ledger) -> None:
         with broker_lock(config) as held:
             if not held:  # another broker drains now; it looks again when it lets go
                 return
-            async with running_broker(config, ledger, scope={str(item.agent_id) for item in pending}) as broker:
+            async with delivering_broker(config, ledger, scope={str(item.agent_id) for item in pending}) as (broker, _):
                 await broker.wait_until_idle()
 
 
@@ -282,13 +281,14 @@ async def _watch(
     config: NexusConfig, ledger: Ledger, store: Any, message: AgentMessage, item_id: str, args: Any
 ) -> int:
     """Wait for a turn to consume the item; take over the conversation if the other broker goes away."""
-    from nexus.broker.host import broker_lock, running_broker
+    from nexus.broker.host import broker_lock
+    from nexus.cli._deliver import delivering_broker
 
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     while (item := store.get_item(item_id)) is not None and item.status in ("queued", "processing"):
         with broker_lock(config) as held:
             if held:  # the other broker is gone: run the conversation in this process
-                async with running_broker(config, ledger, scope={message.to}) as broker:
+                async with delivering_broker(config, ledger, scope={message.to}) as (broker, _):
                     await broker.wait_until_idle()
                 continue
         if deadline is not None and time.monotonic() > deadline:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from nexus.broker.delivery import OWNER_KEY, keep_reply_target
 from nexus.server._errors import ApiError
 
 if TYPE_CHECKING:
@@ -29,9 +30,6 @@ if TYPE_CHECKING:
     from nexus.broker.engine_runner import EngineRunHandle
     from nexus.broker.inbound import ReplyDelivery
     from nexus.server._state import ServerState
-
-OWNER_KEY = "owner"
-"""The key, in a stored ``deliver_to``, of the process that delivers it live (ignored by ``DeliveryTarget``)."""
 
 
 class DeliverTo(BaseModel):
@@ -78,7 +76,7 @@ async def send_and_deliver(
 ) -> tuple[SendReceipt, dict[str, Any] | None]:
     """Accept ``message`` through the broker and deliver its run's reply to ``target`` in the background."""
     assert state.broker is not None and state.deliverer is not None  # checked by delivery_target
-    message.metadata["deliver_to"] = {**target.to_json(), OWNER_KEY: state.delivery_owner}  # durable, like inbound's
+    keep_reply_target(message, target, state.delivery_owner)  # durable, like inbound's
     execution = await state.broker.execute(message, mode, target=target, commit_now=True)
     if execution.receipt.duplicate:  # the first acceptance stands, and so does its delivery
         return execution.receipt, None

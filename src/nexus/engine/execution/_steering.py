@@ -4,7 +4,7 @@ Whoever accepts a message owns it until it is delivered or handed back (``nexus.
 settles each receipt). The run keeps three things from those settlements: the ids of the
 delivered steers (written with the turn as consumed queue items, for the broker), the ``source``
 of each delivered one by its position in the turn (stored on its message), and the receipts
-handed back when the run ended (listed in the result, so the caller can requeue them).
+handed back once the run was aborted or ended (listed in the result, so the caller can requeue them).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from nexus.llm.types import UserMessage
 class RunSteering:
     """The steering queue of one run and the record of its settled receipts."""
 
-    __slots__ = ("_publish", "delivered_ids", "queue", "returned", "sources")
+    __slots__ = ("_ended", "_publish", "delivered_ids", "queue", "returned", "sources")
 
     def __init__(self, queue: SteeringQueue | None, publish: Callable[[object], None]) -> None:
         self.queue = queue if queue is not None else SteeringQueue()
@@ -29,7 +29,8 @@ class RunSteering:
         self.sources: dict[int, str] = {}
         """``source`` of each steer injected into this turn, by its index in the turn (0 = the query)."""
         self.returned: list[SteerReceipt] = []
-        """The receipts the run handed back when it ended (the result's ``returned_steers``)."""
+        """The receipts the run handed back after an abort or at its end (the result's ``returned_steers``)."""
+        self._ended = False
         self._publish = publish
         self.queue.on_settle(self._settled)
 
@@ -45,14 +46,19 @@ class RunSteering:
     ) -> SteerReceipt:
         """Accept ``message`` for the next safe point, or hand it back at once.
 
-        ``aborted`` is the abort reason once the run was aborted (the queue closes then);
+        ``aborted`` is the abort reason once the run was aborted: the queue closes, and this steer and
+        those still pending are returned and listed in the result (until the run has ended);
         ``compacting``: the run is rewriting its history and refuses steers meanwhile.
         """
         user = message if isinstance(message, UserMessage) else UserMessage(message)
         receipt = SteerReceipt(id or new_id(), user, mode, source=source)
-        if aborted is not None:
-            self.queue.close(f"the run was aborted: {aborted}")
-        elif compacting:
+        if aborted is not None and not self._ended:
+            # aborted, not yet ended: this steer and those pending are handed back and listed in the
+            # result (closing the queue here once returned the pending ones to nobody's list)
+            self.returned.extend(self.queue.close(f"the run was aborted: {aborted}"))
+            self.returned.append(self.queue.offer(receipt))
+            return receipt
+        if compacting:
             return self.queue.offer(receipt, refuse="the run is compacting its history")
         return self.queue.offer(receipt)
 
@@ -71,6 +77,7 @@ class RunSteering:
         else:
             reason = "the run ended before it reached a point where it could inject the message"
         self.returned.extend(self.queue.close(reason))
+        self._ended = True  # a steer offered from now on is returned at once, after the result was built
 
     def response_sources(self, count: int) -> list[str | None]:
         """The ``source`` of each of the turn's ``count`` response messages (``None``: not a steer)."""
