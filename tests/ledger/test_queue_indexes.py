@@ -69,18 +69,21 @@ def test_waiting_and_failed_items_are_read_through_their_indexes(store: BrokerSt
         assert "USING INDEX queue_items_pending" in plan or "USING INDEX queue_items_failed" in plan, (sql, plan)
 
 
-def test_history_listing_uses_the_agent_index(store: BrokerStore) -> None:
-    item = _accept(store, 1)
-    store.deliver([item], "turn-1")
+def test_an_agents_history_is_listed_without_an_index_of_it(store: BrokerStore) -> None:
+    """Schema 11 dropped the per-agent history index (a page write per accept); the listing scans."""
+    delivered = [_accept(store, n) for n in range(3)]
+    store.deliver(delivered, "turn-1")
+    other, _ = store.accept(
+        agent_id="other", session_label="agent:worker", message_id="m-other", sender="user",
+        message={"content": "x"}, mode="followup",
+    )  # fmt: skip
+    store.deliver([other.id], "turn-2")
+    waiting = _accept(store, 9)
     conn = store.database.connection
-    statements: list[str] = []
-    conn.set_trace_callback(statements.append)
-    listed = store.items(agent_id="worker", statuses=("delivered",))
-    conn.set_trace_callback(None)
-    assert [i.id for i in listed] == [item]
-    sql = next(s for s in statements if s.startswith("SELECT"))
-    plan = " ".join(str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + sql))
-    assert "USING INDEX queue_items_agent" in plan
+    names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'queue_items'")}
+    assert "queue_items_agent" not in names
+    assert [i.id for i in store.items(agent_id="worker", statuses=("delivered",))] == delivered
+    assert [i.id for i in store.items(agent_id="worker")] == [*delivered, waiting]
 
 
 def test_a_version_8_file_keeps_its_queue_and_loses_the_status_indexes(tmp_path: Path) -> None:
@@ -99,8 +102,8 @@ def test_a_version_8_file_keeps_its_queue_and_loses_the_status_indexes(tmp_path:
         conn = ledger.database.connection
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'queue_items'")}
-        assert {"queue_items_pending", "queue_items_failed", "queue_items_agent", "queue_items_message"} <= names
-        assert not names & {"queue_items_status", "queue_items_session"}
+        assert {"queue_items_pending", "queue_items_failed", "queue_items_message"} <= names
+        assert not names & {"queue_items_status", "queue_items_session", "queue_items_agent"}
         store = BrokerStore(ledger.database)
         assert [item.id for item in store.pending()] == ["item-1", "item-2", "item-4"]
         assert [item.id for item in store.items(agent_id="w", statuses=("delivered", "dropped"))] == [

@@ -331,8 +331,8 @@ class BrokerStore(AgentRegistry):
     def pending(self, agent_id: str | None = None) -> list[BrokerQueueItem]:
         """Items still ``queued`` or ``processing`` (of one agent, or all), in arrival order.
 
-        ``+agent_id`` keeps the planner on the index of unfinished items: the per-agent index
-        would walk every item the agent ever had.
+        ``+agent_id`` keeps the planner on the index of unfinished items whatever indexes on the
+        agent exist (one on an agent's whole history walked every item the agent ever had).
         """
         sql = f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE {PENDING}"
         args: tuple[object, ...] = ()
@@ -346,8 +346,9 @@ class BrokerStore(AgentRegistry):
         """Queue rows filtered by agent and status (all statuses when ``statuses`` is empty), oldest first.
 
         Unfinished and failed items are read through their own small indexes (``nexus queue list``'s
-        default: queued, processing, failed), in one read transaction; any other status walks the
-        agent's whole history.
+        default: queued, processing, failed), in one read transaction; any other status scans the
+        table (schema 11 dropped the index of every agent's whole history: it cost each accept a page
+        write of its own, and a full history is an occasional question).
         """
         wanted = set(statuses)
         queries: list[tuple[str, list[object]]] = []
@@ -355,9 +356,9 @@ class BrokerStore(AgentRegistry):
             queries.append(_items_query(agent_id, statuses, "agent_id = ?"))
         else:
             unfinished = [status for status in statuses if status != "failed"]
-            if unfinished:  # +agent_id: the pending index, not the agent's history
+            if unfinished:  # +agent_id: the pending index whatever else indexes the agent
                 queries.append(_items_query(agent_id, unfinished, "+agent_id = ?", PENDING))
-            if "failed" in wanted:  # without statistics SQLite would take the agent index, the whole history
+            if "failed" in wanted:  # named: without statistics SQLite may prefer another index
                 failed = _items_query(agent_id, (), "agent_id = ?", "status = 'failed'", index="queue_items_failed")
                 queries.append(failed)
         rows = self._db.read(lambda c: [row for sql, args in queries for row in c.execute(sql, args).fetchall()])
