@@ -1,6 +1,6 @@
 """Broker queue path alone: durable accept -> claim -> mark delivered, the engine replaced by a no-op.
 
-Run:  .venv/bin/python bench/bench_broker_queue.py [--messages 5000] [--peers]
+Run:  .venv/bin/python bench/bench_broker_queue.py [--messages 5000] [--paced-messages 50000] [--peers]
 
 Target (issue "The Agent Broker"): >= 10,000 messages/s and p99 accept latency < 2 ms, ahead of
 persist-queue's ``SQLiteAckQueue`` (put -> get -> ack) measured in the same run. persist-queue is
@@ -226,6 +226,12 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--paced-rate", type=float, default=10_000, help="offered msg/s of the paced rows")
     parser.add_argument(
+        "--paced-messages",
+        type=int,
+        default=50_000,
+        help="messages of each paced row (50,000 at 10,000/s: 5 s sustained, many WAL cycles)",
+    )
+    parser.add_argument(
         "--gc",
         choices=("tuned", "default"),
         default="tuned",
@@ -247,7 +253,8 @@ def main() -> int:
     rounds: dict[str, list[tuple[float, float]]] = {label: [] for label in variants}
     for _ in range(args.rounds):  # interleaved, so a busy neighbour hits every variant alike
         for label, options in variants.items():
-            measured = _measure(lambda d, n, options=options: run_broker(d, n, **options), args.messages)
+            count = args.paced_messages if "paced_rate" in options else args.messages
+            measured = _measure(lambda d, n, options=options: run_broker(d, n, **options), count)
             assert measured is not None
             rounds[label].append(measured)
     for label in variants:
@@ -256,8 +263,9 @@ def main() -> int:
         print(f"{'nexus AgentBroker, 100 agents, ' + label:<52} {rate:>10,.0f} {p99:>14.3f} {rate / nexus[0]:>8.2f}")
     print(f"(AgentBroker: median of {args.rounds} interleaved rounds. 'burst': each wave of 100 sent at once, so its")
     print(" p99 is a wave queueing behind itself; 'paced': one message every 1/rate s, open loop, latency from")
-    print(" when it was due, msg/s until the last one was delivered. 'checkpoint thread' is how nexus serve and")
-    print(" the drains run it; 'cap' is max_concurrent, the runs allowed at once (default 8))")
+    print(f" the sender's call of send to its return, {args.paced_messages:,} messages, msg/s until the last one")
+    print(" was delivered. 'checkpoint thread' is how nexus serve and the drains run it; 'cap' is")
+    print(" max_concurrent, the runs allowed at once (default 8))")
     if not args.peers:
         print("(peers not requested: run with --peers to measure persist-queue in the same run)")
         print(_machine.load_line())

@@ -69,7 +69,9 @@ def test_concurrent_bench_reports_lag_memory_and_collections() -> None:
 
 
 def test_broker_queue_bench_prints_every_row_and_no_peer_ratio_without_the_peer() -> None:
-    out = run_bench(str(BENCH / "bench_broker_queue.py"), *("--messages", "300", "--rounds", "1"))
+    out = run_bench(
+        str(BENCH / "bench_broker_queue.py"), *("--messages", "300", "--paced-messages", "300", "--rounds", "1")
+    )
     assert_machine_lines(out)
     assert "# gc: tuned" in out
     rows = [line for line in out.splitlines() if line.startswith("nexus AgentBroker, 100 agents, ")]
