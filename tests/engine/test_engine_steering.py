@@ -61,12 +61,18 @@ async def test_done_run_returns_a_late_steer_at_once(ledger: Ledger) -> None:
     assert late.status == "returned" and "ended" in (late.reason or "") and result.returned_steers == []
 
 
-async def test_abort_returns_pending_steers_in_the_result(ledger: Ledger) -> None:
+async def _run_inside_a_slow_tool(ledger: Ledger) -> tuple[Execution, asyncio.Event]:
+    """A run that is inside a tool call until the returned event is set (steers wait meanwhile)."""
     started, release = asyncio.Event(), asyncio.Event()
     scripted = ScriptedModel([tool_call("slow", {}, id="s1"), text("never")])
     env = _env(ledger, scripted.stream, tools=[_slow_tool(started, release)])
     execution = env.start(env.assemble("go", model=scripted.model), model=scripted.model)
     await asyncio.wait_for(started.wait(), 5)
+    return execution, release
+
+
+async def test_abort_returns_pending_steers_in_the_result(ledger: Ledger) -> None:
+    execution, release = await _run_inside_a_slow_tool(ledger)
     receipt = execution.steer("change of plan")
     execution.abort("user stop")
     release.set()
@@ -79,11 +85,7 @@ async def test_abort_returns_pending_steers_in_the_result(ledger: Ledger) -> Non
 async def test_a_steer_after_abort_is_returned_in_the_result(ledger: Ledger) -> None:
     """A steer offered once the run was aborted (it has not ended yet) is handed back and listed in
     ``returned_steers``, after those pending at the abort: the caller requeues them from the result too."""
-    started, release = asyncio.Event(), asyncio.Event()
-    scripted = ScriptedModel([tool_call("slow", {}, id="s1"), text("never")])
-    env = _env(ledger, scripted.stream, tools=[_slow_tool(started, release)])
-    execution = env.start(env.assemble("go", model=scripted.model), model=scripted.model)
-    await asyncio.wait_for(started.wait(), 5)
+    execution, release = await _run_inside_a_slow_tool(ledger)
     before = execution.steer("before the abort")
     execution.abort("user stop")
     after = execution.steer("after the abort")

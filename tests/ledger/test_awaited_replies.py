@@ -10,8 +10,6 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-import pytest
-
 from nexus.ledger import Ledger
 from nexus.ledger._schema import SCHEMA_VERSION, migrate
 from nexus.ledger.broker_store import REPLY_SUFFIX, BrokerStore
@@ -31,13 +29,6 @@ def _awaiting(conn: sqlite3.Connection) -> list[str]:
         "SELECT message_id FROM queue_items INDEXED BY queue_items_awaiting_reply WHERE awaits_reply = 1 ORDER BY 1"
     )
     return [str(row[0]) for row in rows]
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> BrokerStore:
-    ledger = Ledger.open(tmp_path / "agents.db")
-    ledger.ensure_session("agent:worker")
-    return BrokerStore(ledger.database)
 
 
 def test_an_ask_waits_in_the_index_until_its_reply_is_accepted(store: BrokerStore) -> None:

@@ -30,13 +30,6 @@ def _indexed(conn: sqlite3.Connection, index: str = "queue_items_pending", condi
     return [str(row[0]) for row in rows]
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> BrokerStore:
-    ledger = Ledger.open(tmp_path / "agents.db")
-    ledger.ensure_session("agent:worker")
-    return BrokerStore(ledger.database)
-
-
 def test_a_finished_item_leaves_the_pending_index_and_a_failed_one_joins_its_own(store: BrokerStore) -> None:
     queued, claimed, delivered, dropped, failed = (_accept(store, n) for n in range(5))
     store.claim([claimed, delivered, failed])

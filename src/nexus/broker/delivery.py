@@ -51,21 +51,33 @@ def keep_reply_target(message: AgentMessage, target: DeliveryTarget, owner: str)
     message.metadata["deliver_to"] = {**target.to_json(), OWNER_KEY: owner}
 
 
+def stored_reply_target(run: EngineRunHandle) -> DeliveryTarget | None:
+    """The reply target stored with a run's messages, or ``None``: none stored, or unreadable (logged:
+    the run goes on, its reply is only not delivered)."""
+    from nexus.adapters.types import DeliveryTarget, ProtocolError
+
+    raw = run.request.deliver_to
+    if raw is None:
+        return None
+    try:
+        return DeliveryTarget.from_json(raw)
+    except ProtocolError as exc:
+        log.warning("run of %s: stored reply target unreadable (%s); not delivered", run.request.agent_id, exc)
+        return None
+
+
 def stored_target_delivery(deliverer: Deliverer, *, live_owner: str | None = None) -> Callable[[EngineRunHandle], None]:
     """A runner hook (``EngineRunner.on_run``): a run whose messages carry a stored reply target streams
     its reply there through ``deliverer`` (recorded with the turn), except a target ``live_owner``
     delivers live. For hosts without an inbound router: ``nexus queue drain``, ``nexus send``."""
-    from nexus.adapters.types import DeliveryTarget, ProtocolError
     from nexus.broker.execution import run_execution
 
     def on_run(run: EngineRunHandle) -> None:
         raw = run.request.deliver_to
-        if raw is None or (live_owner is not None and raw.get(OWNER_KEY) == live_owner):
+        if raw is not None and live_owner is not None and raw.get(OWNER_KEY) == live_owner:
             return
-        try:
-            target = DeliveryTarget.from_json(raw)
-        except ProtocolError as exc:
-            log.warning("run of %s: stored reply target unreadable (%s); not delivered", run.request.agent_id, exc)
+        target = stored_reply_target(run)
+        if target is None:
             return
         deliverer.start(run_execution(run, target), target)  # subscribed now, from the hook: no event is missed
 

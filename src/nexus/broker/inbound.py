@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from nexus.adapters.events import NexusEvent, reply_target, session_key
-from nexus.adapters.types import DeliveryTarget, ProtocolError
+from nexus.adapters.types import DeliveryTarget
+from nexus.broker.delivery import stored_reply_target
 from nexus.broker.types import AgentMessage, BrokerError
 
 if TYPE_CHECKING:
@@ -178,13 +179,8 @@ class InboundRouter:
 
     def on_run(self, handle: EngineRunHandle) -> None:
         """Runner hook: a run whose messages came from a chat streams its reply back to that chat."""
-        raw = handle.request.deliver_to
-        if raw is None:
-            return
-        try:
-            target = DeliveryTarget.from_json(raw)
-        except ProtocolError as exc:
-            log.warning("run of %s: stored reply target unreadable (%s); not delivered", handle.request.agent_id, exc)
+        target = stored_reply_target(handle)
+        if target is None:
             return
         task: asyncio.Future[object] = asyncio.ensure_future(self._deliver_reply(handle, target))
         self._deliveries.add(task)
