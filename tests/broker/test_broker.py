@@ -405,6 +405,28 @@ async def test_a_reply_goes_back_to_an_agent_that_did_not_wait(ledger: Ledger) -
     await broker.close()
 
 
+async def test_an_ask_steered_into_a_running_turn_is_answered_by_that_turn(ledger: Ledger) -> None:
+    """A message asking for a later reply (``metadata.reply_to``) that was steered into the running
+    turn: that turn's reply goes back to the asker. Only the batch's messages were answered, so the
+    steered ask waited, delivered and unanswered, until the broker's next start."""
+    broker, runner = await open_broker(ledger, queue=QueueSettings(mode="steer"))
+    broker.register_agent(WORKER)
+    broker.register_agent(MANAGER)
+    await broker.send(message(1))
+    run = await runner.next_run(1)
+    ask = message(2, "also check auth.py", sender="manager")
+    ask.metadata = {"reply_to": "manager"}
+    assert (await broker.send(ask)).steered
+    run.finish(reply="auth.py is fine")
+    answer = await runner.next_run(2)
+    assert answer.request.agent_id == "manager" and answer.request.prompt == "[Message from worker]\nauth.py is fine"
+    rows = {row.message_id: row for row in BrokerStore(ledger.database).items()}
+    assert rows["m-2"].status == "delivered" and rows["m-2:reply"].sender == "worker"
+    assert BrokerStore(ledger.database).unanswered_replies() == []
+    answer.finish()
+    await broker.close()
+
+
 async def test_a_reply_a_crash_kept_from_being_sent_is_sent_on_start(ledger: Ledger) -> None:
     store = BrokerStore(ledger.database)
     for agent in ("worker", "manager"):
