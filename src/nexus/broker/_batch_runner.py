@@ -77,7 +77,9 @@ class BatchRunner:
         session.run = None
         slot.last_activity_ms = self._now_ms()
         if outcome.turn_id is None and outcome.status != "completed":
-            self._settle_unrun(slot, session, batch, outcome)
+            failed = self._settle_unrun(slot, session, batch, outcome)
+            if failed and any(item.reply_to is not None for item in batch.items):  # told "(failed: …)"
+                await self._answer_askers(slot.agent_id, batch.items, outcome)
             return
         delivered = self._settle_steers(session) if session.steers else []
         consumed = [*item_ids, *delivered] if delivered else item_ids
@@ -121,17 +123,19 @@ class BatchRunner:
             else next((item.deliver_to for item in reversed(items) if item.deliver_to), None),
         )
 
-    def _settle_unrun(self, slot: AgentSlot, session: SessionSlot, batch: Batch, outcome: RunOutcome) -> None:
-        """No turn was written: aborted before it started → back in the queue; could not start → failed."""
+    def _settle_unrun(self, slot: AgentSlot, session: SessionSlot, batch: Batch, outcome: RunOutcome) -> bool:
+        """No turn was written: aborted before it started → back in the queue; could not start → failed
+        (``True``: the batch's askers are owed a ``(failed: …)`` reply)."""
         self._return_items(session, [steer.item_id for steer in session.steers])
         session.steers.clear()
         if outcome.status == "aborted":
             self._return_items(session, batch.item_ids)
-            return
+            return False
         reason = outcome.error or "the run could not start"
         self._store.fail(batch.item_ids, reason)
         session.queue.complete(batch.item_ids)
         slot.resolve(batch.item_ids, SendAndWaitResult(False, error=reason))
+        return True
 
     def _settle_steers(self, session: SessionSlot) -> list[str]:
         """After a run: delivered steers are consumed; returned ones go back in place, never dropped."""

@@ -49,11 +49,18 @@ class ReplySender:
                                   deliver_to=item.reply_deliver_to)  # fmt: skip
 
     async def answer_unanswered(self) -> None:
-        """After a crash between a turn and its reply: send the replies the previous process did not."""
+        """After a crash between a turn and its reply: send the replies the previous process did not.
+
+        An ask that failed (its run cut by crashes ``max_attempts`` times, failed by this start) is
+        answered ``(failed: <reason>)``: its asker waited for a reply that no turn will write.
+        """
         if self._reply_text is None:
             return
         for item, asker in self._store.unanswered_replies():
-            text = self._reply_text(item.turn_id) if item.turn_id else None
+            if item.status == "failed":
+                text: str | None = f"(failed: {item.error or 'the message was not run'})"
+            else:
+                text = self._reply_text(item.turn_id) if item.turn_id else None
             if item.agent_id and asker in self._agents and item.message_id:
                 message = item.message if isinstance(item.message, dict) else {}
                 hop = message.get("metadata", {}).get("hop", 0) if isinstance(message.get("metadata"), dict) else 0
