@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from nexus.broker import QueuedMessage, QueueMode, QueueSettings, SessionQueue, Wait
@@ -78,6 +78,8 @@ operation = st.one_of(
     st.tuples(st.just("take_one")),
     st.tuples(st.just("clear")),
     st.tuples(st.just("retune"), st.integers(0, 8), st.sampled_from(MODES)),
+    st.tuples(st.just("restore"), st.integers(0, 8), st.sampled_from(MODES), st.integers(0, 40)),
+    st.tuples(st.just("mark_in_flight"), st.integers(0, 60)),
 )
 
 
@@ -89,6 +91,11 @@ def _pair(n: int, mode: QueueMode, route: str, debounce: int, clock: int) -> tup
     return _message(n, mode, route, debounce, clock), _message(n, mode, route, debounce, clock)
 
 
+@example(  # twins of one message id (restored), the oldest taken: the other still makes it a duplicate
+    [("restore", 1, "followup", 0), ("restore", 1, "followup", 0), ("batch", 100), ("complete", True),
+     ("add", 1, "followup", "", 0)],
+    5,
+)  # fmt: skip
 @settings(max_examples=500, deadline=None)
 @given(st.lists(operation, max_size=60), st.integers(1, 6))
 def test_the_queue_answers_as_a_list_scan_would(operations: list[tuple[object, ...]], cap: int) -> None:
@@ -132,6 +139,17 @@ def test_the_queue_answers_as_a_list_scan_would(operations: list[tuple[object, .
             removed = [item.item_id for item in queue.clear()]
             assert removed == [item.item_id for item in model.waiting()]
             model.items = [item for item in model.items if item.in_flight]
+        elif kind == "restore":  # what the ledger holds (a restart, another process's row): no cap, no dedupe
+            _, n, mode, debounce = op
+            mine, theirs = _pair(int(str(n)), mode, "", int(str(debounce)), clock)  # type: ignore[arg-type]
+            queue.restore(mine)
+            model.items.append(theirs)
+        elif kind == "mark_in_flight":  # a steer handed to the run
+            wanted = f"item-{op[1]}"
+            queue.mark_in_flight([wanted])
+            for item in model.items:
+                if item.item_id == wanted:
+                    item.in_flight = True
         else:
             _, n, mode = op
             for theirs in model.items:

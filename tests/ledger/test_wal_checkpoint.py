@@ -118,3 +118,25 @@ def test_the_loop_is_not_asked_after_the_thread_stopped(tmp_path: Path) -> None:
             assert _autocheckpoint(ledger) == DEFAULT_PAGES
 
     asyncio.run(main())
+
+
+def test_a_checkpointer_started_again_after_stop_checkpoints_again(tmp_path: Path) -> None:
+    """start() after stop(): the thread runs again. Its stop signal stayed set, so the new thread ended
+    at once while the writer's own checkpoints stayed raised to the backstop: nobody copied the WAL back."""
+    with Ledger.open(tmp_path / "agents.db") as ledger:
+        ledger.ensure_session("agent:w")
+        size_before = os.path.getsize(tmp_path / "agents.db")
+        checkpointer = WalCheckpointer(ledger.database, interval_s=0.01)
+        checkpointer.start()
+        checkpointer.stop()
+        checkpointer.start()
+        try:
+            assert _autocheckpoint(ledger) == BACKSTOP_PAGES
+            _write_pages(ledger, 200)
+            deadline = time.monotonic() + 10
+            while not (_copied(tmp_path, size_before) and checkpointer.checkpoints) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert _copied(tmp_path, size_before) and checkpointer.checkpoints >= 1
+        finally:
+            checkpointer.stop()
+        assert _autocheckpoint(ledger) == DEFAULT_PAGES

@@ -12,21 +12,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Container
+from collections.abc import Awaitable, Callable, Container, Sequence
 
 from nexus.broker._group_commit import GroupCommitter
 from nexus.broker._items import error_text, message_source
 from nexus.broker._slot import AgentSlot, SessionSlot
 from nexus.broker.runner import AgentRunner, RunOutcome, RunRequest
-from nexus.broker.session_queue import Batch
+from nexus.broker.session_queue import Batch, QueuedMessage
 from nexus.broker.types import SendAndWaitResult
 from nexus.ledger.broker_store import BrokerStore
 from nexus.ledger.errors import QueueItemsFinishedError
 
 log = logging.getLogger("nexus.broker")
 
-AnswerAskers = Callable[[str, Batch, RunOutcome], Awaitable[None]]
-"""Send a turn's reply back to the agents that asked without waiting (:meth:`ReplySender.answer_askers`)."""
+AnswerAskers = Callable[[str, Sequence[QueuedMessage], RunOutcome], Awaitable[None]]
+"""Send a turn's reply back to the agents that asked without waiting (:meth:`ReplySender.answer_askers`):
+for every message the turn consumed, its batch and the steers it read."""
 
 
 class BatchRunner:
@@ -76,10 +77,13 @@ class BatchRunner:
         session.run = None
         slot.last_activity_ms = self._now_ms()
         if outcome.turn_id is None and outcome.status != "completed":
-            self._settle_unrun(slot, session, batch, outcome)
+            failed = self._settle_unrun(slot, session, batch, outcome)
+            if failed and any(item.reply_to is not None for item in batch.items):  # told "(failed: …)"
+                await self._answer_askers(slot.agent_id, batch.items, outcome)
             return
         delivered = self._settle_steers(session) if session.steers else []
         consumed = [*item_ids, *delivered] if delivered else item_ids
+        read = [*batch.items, *self._steered(session, delivered)] if delivered else batch.items
         session.queue.complete(consumed)
         if slot.waiters:  # only send_and_wait callers wait on a result
             result = SendAndWaitResult(
@@ -87,8 +91,13 @@ class BatchRunner:
                 turn_id=outcome.turn_id,
             )  # fmt: skip
             slot.resolve(consumed, result)
-        if any(item.reply_to is not None for item in batch.items):
-            await self._answer_askers(slot.agent_id, batch, outcome)
+        if any(item.reply_to is not None for item in read):  # a steered ask is answered too (it was left
+            await self._answer_askers(slot.agent_id, read, outcome)  # unanswered until the broker's next start)
+
+    @staticmethod
+    def _steered(session: SessionSlot, delivered: list[str]) -> list[QueuedMessage]:
+        """The queued messages of the steers the turn read (still in the queue until it is completed)."""
+        return [item for item in map(session.queue.find, delivered) if item is not None]
 
     def _request(self, slot: AgentSlot, session: SessionSlot, batch: Batch, item_ids: list[str]) -> RunRequest:
         """What the runner needs for one batch (a lone item, the usual batch, without the scans)."""
@@ -114,17 +123,19 @@ class BatchRunner:
             else next((item.deliver_to for item in reversed(items) if item.deliver_to), None),
         )
 
-    def _settle_unrun(self, slot: AgentSlot, session: SessionSlot, batch: Batch, outcome: RunOutcome) -> None:
-        """No turn was written: aborted before it started → back in the queue; could not start → failed."""
+    def _settle_unrun(self, slot: AgentSlot, session: SessionSlot, batch: Batch, outcome: RunOutcome) -> bool:
+        """No turn was written: aborted before it started → back in the queue; could not start → failed
+        (``True``: the batch's askers are owed a ``(failed: …)`` reply)."""
         self._return_items(session, [steer.item_id for steer in session.steers])
         session.steers.clear()
         if outcome.status == "aborted":
             self._return_items(session, batch.item_ids)
-            return
+            return False
         reason = outcome.error or "the run could not start"
         self._store.fail(batch.item_ids, reason)
         session.queue.complete(batch.item_ids)
         slot.resolve(batch.item_ids, SendAndWaitResult(False, error=reason))
+        return True
 
     def _settle_steers(self, session: SessionSlot) -> list[str]:
         """After a run: delivered steers are consumed; returned ones go back in place, never dropped."""

@@ -9,11 +9,11 @@ On start, replies a crash kept from being sent (the turn is written, the reply i
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Container
+from collections.abc import Awaitable, Callable, Container, Sequence
 
 from nexus.broker._items import error_text, reply_deliver_to_of, reply_session_of
 from nexus.broker.runner import RunOutcome
-from nexus.broker.session_queue import Batch
+from nexus.broker.session_queue import QueuedMessage
 from nexus.broker.types import AgentMessage, BrokerError, SendReceipt
 from nexus.ledger.broker_store import REPLY_SUFFIX, BrokerStore
 
@@ -37,9 +37,10 @@ class ReplySender:
         self._store = store
         self._reply_text = reply_text
 
-    async def answer_askers(self, agent_id: str, batch: Batch, outcome: RunOutcome) -> None:
-        """Send the turn's reply back to agents that asked without waiting (a durable ``worker_result``)."""
-        for item in batch.items:
+    async def answer_askers(self, agent_id: str, items: Sequence[QueuedMessage], outcome: RunOutcome) -> None:
+        """Send the turn's reply back to agents that asked without waiting (a durable ``worker_result``):
+        ``items`` are the messages the turn consumed (its batch and the steers it read)."""
+        for item in items:
             if item.reply_to is None or item.reply_to == agent_id or item.reply_to not in self._agents:
                 continue
             text = outcome.reply if outcome.status == "completed" else f"(failed: {error_text(outcome)})"
@@ -48,11 +49,18 @@ class ReplySender:
                                   deliver_to=item.reply_deliver_to)  # fmt: skip
 
     async def answer_unanswered(self) -> None:
-        """After a crash between a turn and its reply: send the replies the previous process did not."""
+        """After a crash between a turn and its reply: send the replies the previous process did not.
+
+        An ask that failed (its run cut by crashes ``max_attempts`` times, failed by this start) is
+        answered ``(failed: <reason>)``: its asker waited for a reply that no turn will write.
+        """
         if self._reply_text is None:
             return
         for item, asker in self._store.unanswered_replies():
-            text = self._reply_text(item.turn_id) if item.turn_id else None
+            if item.status == "failed":
+                text: str | None = f"(failed: {item.error or 'the message was not run'})"
+            else:
+                text = self._reply_text(item.turn_id) if item.turn_id else None
             if item.agent_id and asker in self._agents and item.message_id:
                 message = item.message if isinstance(item.message, dict) else {}
                 hop = message.get("metadata", {}).get("hop", 0) if isinstance(message.get("metadata"), dict) else 0

@@ -9,11 +9,14 @@ accepted itself and already holds is recognised by its item id).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 
 from nexus.broker._slot import AgentSlot, SessionSlot
 from nexus.broker.types import AgentIdentity, AgentRole
 from nexus.ledger.broker_store import BrokerQueueItem, BrokerStore
+
+log = logging.getLogger("nexus.broker")
 
 WATCH_INTERVAL_S = 0.25
 """How often a running broker looks for messages that other processes queued."""
@@ -54,11 +57,18 @@ class StoreWatcher:
     async def _watch(self) -> None:
         while True:
             await asyncio.sleep(WATCH_INTERVAL_S)
-            self.adopt()
+            try:
+                self.adopt()
+            except Exception:  # e.g. a full or locked disk: look again next time (an error ended the watch
+                log.exception("looking for messages other processes queued failed; trying again")  # for good)
 
     def adopt(self) -> None:
-        """Queue in memory what other processes accepted since the last look (each item once)."""
-        items, self._seen_rowid = self._store.queued_after(self._seen_rowid, self._held)
+        """Queue in memory what other processes accepted since the last look (each item once).
+
+        The last look moves on only once every row is queued: after a failure the rows are read
+        again, and those already queued are recognised as held.
+        """
+        items, newest = self._store.queued_after(self._seen_rowid, self._held)
         for item in items:
             slot = self._slot_for(item.agent_id or "")
             if slot is None:
@@ -68,6 +78,7 @@ class StoreWatcher:
                 continue
             session.idle.clear()
             self._ensure_drain(slot, session)
+        self._seen_rowid = newest
 
     def _held(self, agent_id: str, session_label: str, item_id: str) -> bool:
         """Whether this broker already holds the item in memory (accepted by itself, or adopted before)."""

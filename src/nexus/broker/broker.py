@@ -49,6 +49,7 @@ from nexus.broker.types import (
 )
 from nexus.ledger import new_ulid
 from nexus.ledger.broker_store import AcceptRequest, BrokerQueueItem, BrokerStore
+from nexus.ledger.errors import LedgerError
 
 if TYPE_CHECKING:
     from nexus.adapters.types import DeliveryTarget
@@ -316,8 +317,12 @@ class AgentBroker:
         if mode == "steer-backlog":  # the item also keeps its own turn
             run.steer(queued_message.prompt, item_id=None, one_at_a_time=False, source=source)
             return True
+        try:  # claimed first: a claim that fails leaves the item waiting for its own turn, not held by nobody
+            self._store.claim([queued_message.item_id])
+        except LedgerError as exc:  # a full or locked disk, or finished meanwhile (its batch's claim skips it)
+            log.warning("message %s was not steered (it waits for its turn): %s", queued_message.message_id, exc)
+            return False
         session.queue.mark_in_flight([queued_message.item_id])
-        self._store.claim([queued_message.item_id])
         receipt = run.steer(
             queued_message.prompt, item_id=queued_message.item_id, one_at_a_time=mode == "queue", source=source
         )

@@ -101,6 +101,11 @@ class SessionQueue:
     _by_message: dict[tuple[str, str], QueuedMessage] = field(default_factory=dict, init=False, repr=False)
     _interrupts: int = field(default=0, init=False, repr=False)
     """Items (waiting or in flight) in ``interrupt`` mode: none, and the head alone decides the next turn."""
+    _shared_ids: set[str] = field(default_factory=set, init=False, repr=False)
+    _shared_keys: set[tuple[str, str]] = field(default_factory=set, init=False, repr=False)
+    """Item ids and message keys more than one queued item carries (only :meth:`restore` queues such
+    twins): the dicts name the oldest, and when it leaves they are pointed at the next (:meth:`_repoint`)."""
+    _stale: bool = field(default=False, init=False, repr=False)
 
     def __len__(self) -> int:
         return len(self._items)
@@ -245,6 +250,7 @@ class SessionQueue:
             for item in items[:head]:
                 self._unindex(item)
             del items[:head]
+            self._repoint()
             return
         self._remove({id(item) for item in items if item.item_id in wanted})
 
@@ -257,17 +263,40 @@ class SessionQueue:
         return removed
 
     def _index(self, item: QueuedMessage) -> None:
-        self._by_id[item.item_id] = item
-        self._by_message.setdefault((item.message_id, item.route), item)
+        if self._by_id.setdefault(item.item_id, item) is not item:  # the oldest answers, as a scan would
+            self._shared_ids.add(item.item_id)
+        key = (item.message_id, item.route)
+        if self._by_message.setdefault(key, item) is not item:
+            self._shared_keys.add(key)
         self._interrupts += item.mode == "interrupt"
 
     def _unindex(self, item: QueuedMessage) -> None:
+        """Forget ``item`` (the caller takes it out of the list, then calls :meth:`_repoint`)."""
         if self._by_id.get(item.item_id) is item:
             del self._by_id[item.item_id]
+            self._stale = self._stale or item.item_id in self._shared_ids
         key = (item.message_id, item.route)
         if self._by_message.get(key) is item:
             del self._by_message[key]
+            self._stale = self._stale or key in self._shared_keys
         self._interrupts -= item.mode == "interrupt"
+
+    def _repoint(self) -> None:
+        """After a removal that took the oldest of twins: the dicts name the oldest twin left.
+
+        Without it a twin still queued was no longer found, and ``add`` accepted a message whose
+        id it holds (a list scan refused it as a duplicate)."""
+        if not self._stale:
+            return
+        self._stale = False
+        ids, keys = self._shared_ids, self._shared_keys
+        self._shared_ids, self._shared_keys = set(), set()
+        for item in self._items:
+            if item.item_id in ids and self._by_id.setdefault(item.item_id, item) is not item:
+                self._shared_ids.add(item.item_id)
+            key = (item.message_id, item.route)
+            if key in keys and self._by_message.setdefault(key, item) is not item:
+                self._shared_keys.add(key)
 
     def _remove(self, gone: set[int]) -> None:
         """Take out the items whose ``id()`` is in ``gone``, in one pass."""
@@ -278,6 +307,7 @@ class SessionQueue:
             else:
                 kept.append(item)
         self._items = kept
+        self._repoint()
 
     def _batch(self, items: list[QueuedMessage]) -> Batch:
         summary = self._take_overflow_summary()

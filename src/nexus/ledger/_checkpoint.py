@@ -96,6 +96,8 @@ class WalCheckpointer:
             self._loop = None
         conn = sqlite3.connect(self._db.path, isolation_level=None, check_same_thread=False, timeout=0)
         self._db.set_wal_autocheckpoint(self._backstop_pages)
+        self._stop.clear()  # started again after stop(): the new thread ran into the old stop and ended at
+        self._asked.clear()  # once, leaving the writer's checkpoints at the backstop with nobody doing them
         self._thread = threading.Thread(target=self._run, args=(conn,), name="nexus-wal-checkpoint", daemon=True)
         self._thread.start()
 

@@ -309,12 +309,14 @@ class BrokerStore(AgentRegistry):
         return int(row[0])
 
     def unanswered_replies(self) -> list[tuple[BrokerQueueItem, str]]:
-        """Delivered items whose sender asked for the reply later (``metadata.reply_to``) but got none yet."""
+        """Finished items whose sender asked for the reply later (``metadata.reply_to``) but got none yet:
+        delivered ones (a crash between the turn and its reply) and failed ones (cut by crashes
+        ``max_attempts`` times, or their run could not start): their asker is told ``(failed: …)``."""
         columns = ", ".join("q." + column.strip() for column in _ITEM_COLUMNS.split(","))
         sql = (
             f"SELECT json_extract(q.message_json, '$.metadata.reply_to'), {columns}"
             " FROM queue_items q INDEXED BY queue_items_awaiting_reply"
-            " WHERE q.awaits_reply = 1 AND q.status = 'delivered' AND q.agent_id IS NOT NULL"
+            " WHERE q.awaits_reply = 1 AND q.status IN ('delivered', 'failed') AND q.agent_id IS NOT NULL"
             " AND json_extract(q.message_json, '$.metadata.reply_to') IS NOT NULL"
             f" AND NOT EXISTS (SELECT 1 FROM queue_items r WHERE r.message_id = q.message_id || '{REPLY_SUFFIX}')"
         )
