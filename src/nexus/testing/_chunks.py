@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nexus.llm.serde import message_to_dict
+from nexus.llm.tokens import schema_chars
 from nexus.llm.types import Context, Cost, Model, Usage, apply_cost
 from nexus.testing.steps import Cut, Malformed, Reply, ScriptError, Stall, Step, StreamError, TextPart, ThinkingPart
 
@@ -49,7 +50,7 @@ def context_chars(context: Context) -> int:
     for message in context.messages:
         total += len(json.dumps(message_to_dict(message), ensure_ascii=False))
     for tool in context.tools:
-        total += len(tool.name) + len(tool.description) + len(json.dumps(tool.parameters))
+        total += len(tool.name) + len(tool.description) + schema_chars(tool.parameters, ensure_ascii=True)
     return total
 
 
