@@ -21,7 +21,7 @@ from nexus.broker import (
 )
 from nexus.ledger import Ledger
 from nexus.ledger._sqlite import Database
-from nexus.ledger.broker_store import BrokerStore
+from nexus.ledger.broker_store import BrokerQueueItem, BrokerStore
 
 WORKER = AgentIdentity("worker", "agent:worker", "worker")
 MANAGER = AgentIdentity("manager", "agent:manager", "manager")
@@ -427,7 +427,8 @@ async def test_an_ask_steered_into_a_running_turn_is_answered_by_that_turn(ledge
     await broker.close()
 
 
-async def test_a_reply_a_crash_kept_from_being_sent_is_sent_on_start(ledger: Ledger) -> None:
+def _claimed_ask(ledger: Ledger) -> tuple[BrokerStore, BrokerQueueItem]:
+    """A worker and its manager registered, and the manager's ask (reply later) taken by a worker's run."""
     store = BrokerStore(ledger.database)
     for agent in ("worker", "manager"):
         store.save_agent(agent, role=agent, session_label=f"agent:{agent}", spec={})
@@ -438,6 +439,11 @@ async def test_a_reply_a_crash_kept_from_being_sent_is_sent_on_start(ledger: Led
         message=asked.to_json(), mode="followup",
     )  # fmt: skip
     store.claim([item.id])
+    return store, item
+
+
+async def test_a_reply_a_crash_kept_from_being_sent_is_sent_on_start(ledger: Ledger) -> None:
+    store, item = _claimed_ask(ledger)
     store.deliver([item.id], "turn-of-worker")  # the turn was written; then the process died
     runner = FakeRunner(store)
     runner.auto_finish = True
@@ -453,16 +459,7 @@ async def test_an_ask_cut_by_crashes_until_it_failed_is_answered_failed_on_start
     """An ask whose runs a crash cut ``max_attempts`` times fails at the next start: its asker hears
     ``(failed: …)`` (docs/broker.md: never dropped). It used to wait for a reply no turn would write,
     its row flagged as waiting forever."""
-    store = BrokerStore(ledger.database)
-    for agent in ("worker", "manager"):
-        store.save_agent(agent, role=agent, session_label=f"agent:{agent}", spec={})
-    asked = message(1, "review auth.py", sender="manager")
-    asked.metadata = {"reply_to": "manager"}
-    item, _ = store.accept(
-        agent_id="worker", session_label="agent:worker", message_id="m-1", sender="manager",
-        message=asked.to_json(), mode="followup",
-    )  # fmt: skip
-    store.claim([item.id])
+    store, item = _claimed_ask(ledger)
     ledger.database.write(lambda c: c.execute("UPDATE queue_items SET attempts = 3 WHERE id = ?", (item.id,)))
     runner = FakeRunner(store)
     runner.auto_finish = True
