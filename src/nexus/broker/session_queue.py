@@ -16,12 +16,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from nexus.broker.modes import QueueMode, QueueSettings
 
 COLLECT_TITLE = "[Queued messages while agent was busy]"
 SUMMARY_LINE_CHARS = 160
 _WHITESPACE = re.compile(r"\s+")
+K = TypeVar("K")
 
 
 @dataclass(slots=True)
@@ -97,15 +99,12 @@ class SessionQueue:
     dropped_count: int = 0
     last_enqueued_at_ms: int = 0
     _items: list[QueuedMessage] = field(default_factory=list, init=False, repr=False)
-    _by_id: dict[str, QueuedMessage] = field(default_factory=dict, init=False, repr=False)
-    _by_message: dict[tuple[str, str], QueuedMessage] = field(default_factory=dict, init=False, repr=False)
+    _by_id: dict[str, list[QueuedMessage]] = field(default_factory=dict, init=False, repr=False)
+    _by_message: dict[tuple[str, str], list[QueuedMessage]] = field(default_factory=dict, init=False, repr=False)
+    """The items under each item id and each (message id, route), oldest first: nearly always one, but
+    :meth:`restore` queues twins without dedupe, and when the oldest leaves the next one answers."""
     _interrupts: int = field(default=0, init=False, repr=False)
     """Items (waiting or in flight) in ``interrupt`` mode: none, and the head alone decides the next turn."""
-    _shared_ids: set[str] = field(default_factory=set, init=False, repr=False)
-    _shared_keys: set[tuple[str, str]] = field(default_factory=set, init=False, repr=False)
-    """Item ids and message keys more than one queued item carries (only :meth:`restore` queues such
-    twins): the dicts name the oldest, and when it leaves they are pointed at the next (:meth:`_repoint`)."""
-    _stale: bool = field(default=False, init=False, repr=False)
 
     def __len__(self) -> int:
         return len(self._items)
@@ -121,7 +120,8 @@ class SessionQueue:
 
     def find(self, item_id: str) -> QueuedMessage | None:
         """The item with this queue item id, if it is still queued."""
-        return self._by_id.get(item_id)
+        found = self._by_id.get(item_id)
+        return found[0] if found else None
 
     def restore(self, message: QueuedMessage) -> None:
         """Put back an item the ledger holds (a restart, another process's accept): no cap, no dedupe."""
@@ -136,8 +136,8 @@ class SessionQueue:
     def add(self, message: QueuedMessage, settings: QueueSettings) -> AddOutcome:
         """Queue ``message`` under ``settings`` (its cap and drop policy); see :class:`AddOutcome`."""
         same = self._by_message.get((message.message_id, message.route))
-        if same is not None:
-            return AddOutcome(accepted=False, duplicate_of=same.item_id)
+        if same:
+            return AddOutcome(accepted=False, duplicate_of=same[0].item_id)
         dropped: list[QueuedMessage] = []
         waiting = self.waiting() if len(self._items) >= settings.cap else []  # fewer items than the cap: room
         if waiting and len(waiting) >= settings.cap:
@@ -228,14 +228,14 @@ class SessionQueue:
     def mark_in_flight(self, item_ids: list[str]) -> None:
         """Hand these items to a run (they stay in place until completed or released)."""
         for item_id in item_ids:
-            item = self._by_id.get(item_id)
+            item = self.find(item_id)
             if item is not None:
                 item.in_flight = True
 
     def release(self, item_ids: list[str]) -> None:
         """A run handed these items back (a returned steer, a failed start): waiting again, in place."""
         for item_id in item_ids:
-            item = self._by_id.get(item_id)
+            item = self.find(item_id)
             if item is not None:
                 item.in_flight = False
 
@@ -250,7 +250,6 @@ class SessionQueue:
             for item in items[:head]:
                 self._unindex(item)
             del items[:head]
-            self._repoint()
             return
         self._remove({id(item) for item in items if item.item_id in wanted})
 
@@ -263,40 +262,15 @@ class SessionQueue:
         return removed
 
     def _index(self, item: QueuedMessage) -> None:
-        if self._by_id.setdefault(item.item_id, item) is not item:  # the oldest answers, as a scan would
-            self._shared_ids.add(item.item_id)
-        key = (item.message_id, item.route)
-        if self._by_message.setdefault(key, item) is not item:
-            self._shared_keys.add(key)
+        self._by_id.setdefault(item.item_id, []).append(item)
+        self._by_message.setdefault((item.message_id, item.route), []).append(item)
         self._interrupts += item.mode == "interrupt"
 
     def _unindex(self, item: QueuedMessage) -> None:
-        """Forget ``item`` (the caller takes it out of the list, then calls :meth:`_repoint`)."""
-        if self._by_id.get(item.item_id) is item:
-            del self._by_id[item.item_id]
-            self._stale = self._stale or item.item_id in self._shared_ids
-        key = (item.message_id, item.route)
-        if self._by_message.get(key) is item:
-            del self._by_message[key]
-            self._stale = self._stale or key in self._shared_keys
+        """Forget ``item`` (the caller takes it out of the list)."""
+        _forget(self._by_id, item.item_id, item)
+        _forget(self._by_message, (item.message_id, item.route), item)
         self._interrupts -= item.mode == "interrupt"
-
-    def _repoint(self) -> None:
-        """After a removal that took the oldest of twins: the dicts name the oldest twin left.
-
-        Without it a twin still queued was no longer found, and ``add`` accepted a message whose
-        id it holds (a list scan refused it as a duplicate)."""
-        if not self._stale:
-            return
-        self._stale = False
-        ids, keys = self._shared_ids, self._shared_keys
-        self._shared_ids, self._shared_keys = set(), set()
-        for item in self._items:
-            if item.item_id in ids and self._by_id.setdefault(item.item_id, item) is not item:
-                self._shared_ids.add(item.item_id)
-            key = (item.message_id, item.route)
-            if key in keys and self._by_message.setdefault(key, item) is not item:
-                self._shared_keys.add(key)
 
     def _remove(self, gone: set[int]) -> None:
         """Take out the items whose ``id()`` is in ``gone``, in one pass."""
@@ -307,7 +281,6 @@ class SessionQueue:
             else:
                 kept.append(item)
         self._items = kept
-        self._repoint()
 
     def _batch(self, items: list[QueuedMessage]) -> Batch:
         summary = self._take_overflow_summary()
@@ -322,6 +295,19 @@ class SessionQueue:
         self.dropped_count = 0
         self.summary_lines = []
         return summary
+
+
+def _forget(index: dict[K, list[QueuedMessage]], key: K, item: QueuedMessage) -> None:
+    """Take ``item`` out of ``key``'s entries, by identity (twins compare equal), and the key with the last."""
+    entries = index.get(key)
+    if entries is None:
+        return
+    for position, entry in enumerate(entries):
+        if entry is item:
+            del entries[position]
+            break
+    if not entries:
+        del index[key]
 
 
 def summary_line(text: str) -> str:
