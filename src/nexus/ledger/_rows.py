@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, TypeVar
 
 from nexus.ledger._schema import MAX_ORDINAL, pack_key
 from nexus.ledger.errors import SessionNotFound, TurnNotFound
@@ -12,6 +13,19 @@ from nexus.ledger.records import CompactionRecord, Session, Turn
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 dumps = _ENCODER.encode
+
+
+T = TypeVar("T")
+
+IDS_PER_STATEMENT = 500
+"""Values bound in one ``IN (...)`` list: well under SQLite's variable limit, and cheap to prepare."""
+
+
+def in_lists(values: Sequence[T]) -> Iterator[tuple[list[T], str]]:
+    """``values`` in slices of at most :data:`IDS_PER_STATEMENT`, each with its ``?, ?, …`` placeholders."""
+    for start in range(0, len(values), IDS_PER_STATEMENT):
+        chunk = list(values[start : start + IDS_PER_STATEMENT])
+        yield chunk, ", ".join("?" * len(chunk))
 
 
 def dumps_opt(value: object | None) -> str | None:

@@ -19,15 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from nexus.ledger._agent_registry import AgentRegistry, AgentRow
-from nexus.ledger._rows import dumps, dumps_opt, loads_opt
+from nexus.ledger._rows import dumps, dumps_opt, in_lists, loads_opt
 from nexus.ledger._schema import PENDING
 from nexus.ledger._sqlite import Database
 from nexus.ledger._ulid import new_ulid
 from nexus.ledger.errors import LedgerError, QueueItemsFinishedError
 from nexus.llm.types import now_ms
-
-_IDS_PER_STATEMENT = 500
-"""Ids bound in one ``IN (...)`` list (SQLite allows 32,766 variables; a short list stays cheap to prepare)."""
 
 _ITEM_COLUMNS = (
     "id, session_label, agent_id, message_id, sender, message_json, mode, status, attempts, enqueued_at, "
@@ -196,7 +193,7 @@ def _is_op_error(exc: LedgerError) -> bool:
     return not isinstance(exc, LedgerBusyError) and "queue items already finished or unknown" in str(exc)
 
 
-def _placeholders(ids: Sequence[object]) -> str:
+def _placeholders(ids: Sequence[str]) -> str:
     return ", ".join("?" * len(ids))
 
 
@@ -303,9 +300,8 @@ class BrokerStore(AgentRegistry):
             found = conn.execute(keys, (rowid,)).fetchall()
             wanted: list[int] = [key[0] for key in found if held is None or not held(key[2], key[3], key[1])]
             rows: list[tuple[Any, ...]] = []
-            for start in range(0, len(wanted), _IDS_PER_STATEMENT):
-                chunk = wanted[start : start + _IDS_PER_STATEMENT]
-                sql = f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE rowid IN ({_placeholders(chunk)}) ORDER BY rowid"
+            for chunk, marks in in_lists(wanted):
+                sql = f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE rowid IN ({marks}) ORDER BY rowid"
                 rows.extend(conn.execute(sql, chunk).fetchall())
             newest = conn.execute("SELECT MAX(rowid) FROM queue_items").fetchone()[0]
             return rows, max(rowid, int(newest or 0))

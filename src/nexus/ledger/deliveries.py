@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from nexus.ledger._rows import dumps, loads_opt
+from nexus.ledger._rows import dumps, in_lists, loads_opt
 from nexus.ledger._sqlite import Database
 from nexus.ledger._ulid import new_ulid
 
@@ -112,12 +112,10 @@ class DeliveryLog:
         """The deliveries of each of ``turn_ids`` (oldest first); turns without any are left out."""
         out: dict[str, list[DeliveryRecord]] = {}
         ids = list(dict.fromkeys(turn_ids))
-        for start in range(0, len(ids), 500):  # stay under SQLite's parameter limit
-            chunk = ids[start : start + 500]
+        for chunk, marks in in_lists(ids):  # stay under SQLite's parameter limit
             rows = self._db.read(
-                lambda c, chunk=chunk: c.execute(  # type: ignore[misc]
-                    f"SELECT {_COLUMNS} FROM deliveries WHERE turn_id IN ({', '.join('?' * len(chunk))})"
-                    " ORDER BY completed_at, id",
+                lambda c, chunk=chunk, marks=marks: c.execute(  # type: ignore[misc]
+                    f"SELECT {_COLUMNS} FROM deliveries WHERE turn_id IN ({marks}) ORDER BY completed_at, id",
                     chunk,
                 ).fetchall()
             )
