@@ -31,14 +31,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import sqlite3
 import threading
 from collections.abc import Iterator
 
-from nexus.ledger._sqlite import Database
-
-log = logging.getLogger("nexus.ledger")
+from nexus.ledger._sqlite import Database, passive_checkpoint
 
 INTERVAL_S = 0.1
 """How often the thread checkpoints what the WAL gained (a no-op when nothing was written)."""
@@ -119,10 +116,8 @@ class WalCheckpointer:
             conn.close()
 
     def _checkpoint(self, conn: sqlite3.Connection) -> None:
-        try:
-            _busy, wal_pages, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        except sqlite3.Error as exc:  # e.g. a full disk: the loop's backstop still checkpoints
-            log.debug("background WAL checkpoint failed: %s", exc)
+        wal_pages, copied = passive_checkpoint(conn)
+        if wal_pages < 0:  # e.g. a full disk: the writer's backstop still checkpoints
             return
         if copied > 0 and (wal_pages, copied) != self._last:  # busy: it copied what it could
             self.checkpoints += 1
@@ -132,8 +127,7 @@ class WalCheckpointer:
 
     def _ask_loop_to_finish(self, conn: sqlite3.Connection) -> None:
         """Copy what came in during the checkpoint, then have the loop copy the rest and start the WAL over."""
-        with contextlib.suppress(sqlite3.Error):  # the loop's own checkpoint copies whatever this one did not
-            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        passive_checkpoint(conn)  # if it fails, the loop's own checkpoint copies what this one did not
         assert self._loop is not None
         self._asked.set()
         try:

@@ -73,6 +73,17 @@ def _is_full(exc: sqlite3.Error) -> bool:
     return "disk is full" in text or "disk i/o error" in text
 
 
+def passive_checkpoint(conn: sqlite3.Connection) -> tuple[int, int]:
+    """``PRAGMA wal_checkpoint(PASSIVE)`` on ``conn``: ``(frames in the WAL, frames copied)``, or
+    ``(-1, -1)`` when it could not run (a full disk, a closed connection): a later one catches up."""
+    try:
+        _busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    except sqlite3.Error as exc:
+        log.debug("WAL checkpoint failed: %s", exc)
+        return -1, -1
+    return int(frames), int(copied)
+
+
 class Database:
     """One connection to ``agents.db`` guarded by a lock (safe to share between threads).
 
@@ -148,12 +159,7 @@ class Database:
         :mod:`nexus.ledger._checkpoint`).
         """
         with self._lock:
-            try:
-                _busy, frames, copied = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-            except sqlite3.Error as exc:
-                log.debug("checkpoint failed: %s", exc)
-                return -1, -1
-        return int(frames), int(copied)
+            return passive_checkpoint(self._conn)
 
     def close(self) -> None:
         """Close the connection; further calls fail."""
