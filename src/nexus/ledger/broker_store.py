@@ -15,186 +15,30 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from nexus.ledger._agent_registry import AgentRegistry, AgentRow
-from nexus.ledger._rows import dumps, dumps_opt, in_lists, loads_opt
+from nexus.ledger._queue_rows import (
+    _ITEM_COLUMNS,
+    REPLY_SUFFIX,
+    AcceptRequest,
+    BrokerQueueItem,
+    _is_op_error,
+    _item,
+    _placeholders,
+    accept_at,
+    accept_in,
+    claim_in,
+    deliver_in,
+    deliver_pending_in,
+    move_items,
+    release_in,
+)
+from nexus.ledger._rows import in_lists
 from nexus.ledger._schema import PENDING
 from nexus.ledger._sqlite import Database
-from nexus.ledger._ulid import new_ulid
-from nexus.ledger.errors import LedgerError, QueueItemsFinishedError
+from nexus.ledger.errors import LedgerError
 from nexus.llm.types import now_ms
-
-_ITEM_COLUMNS = (
-    "id, session_label, agent_id, message_id, sender, message_json, mode, status, attempts, enqueued_at, "
-    "started_at, completed_at, error, turn_id"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerQueueItem:
-    """One queue row as the broker sees it."""
-
-    id: str
-    session_label: str
-    agent_id: str | None
-    message_id: str | None
-    sender: str | None
-    message: Any
-    mode: str
-    status: str
-    attempts: int
-    enqueued_at: int
-    started_at: int | None
-    completed_at: int | None
-    error: str | None
-    turn_id: str | None
-
-    @property
-    def content(self) -> str:
-        """The message's text (the ``content`` of a stored ``AgentMessage``)."""
-        message = self.message
-        return str(message.get("content", "")) if isinstance(message, dict) else str(message)
-
-    def to_json(self) -> dict[str, Any]:
-        """The item as the CLI (``--json``) and the HTTP API show it."""
-        return {
-            "id": self.id,
-            "agent": self.agent_id,
-            "session": self.session_label,
-            "session_key": self.message.get("session") if isinstance(self.message, dict) else None,
-            "message_id": self.message_id,
-            "from": self.sender,
-            "mode": self.mode,
-            "status": self.status,
-            "attempts": self.attempts,
-            "enqueued_at": self.enqueued_at,
-            "error": self.error,
-            "turn_id": self.turn_id,
-            "content": self.content,
-        }
-
-
-def _item(row: tuple[Any, ...]) -> BrokerQueueItem:
-    return BrokerQueueItem(
-        id=row[0],
-        session_label=row[1],
-        agent_id=row[2],
-        message_id=row[3],
-        sender=row[4],
-        message=loads_opt(row[5]),
-        mode=row[6],
-        status=row[7],
-        attempts=row[8],
-        enqueued_at=row[9],
-        started_at=row[10],
-        completed_at=row[11],
-        error=row[12],
-        turn_id=row[13],
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class AcceptRequest:
-    """One message to accept (see :meth:`BrokerStore.accept`)."""
-
-    agent_id: str
-    session_label: str
-    message_id: str
-    sender: str | None
-    message: Any
-    mode: str
-    log_as_agent_message: bool = False
-    session_key: str | None = None
-    """Set for a message to one of the agent's per-sender sessions: the session row is created
-    (``routing_key`` = this key) in the same transaction when it does not exist yet."""
-
-
-def accept_in(conn: sqlite3.Connection, request: AcceptRequest) -> tuple[BrokerQueueItem, bool]:
-    """Accept one message inside the caller's transaction; ``created`` is False for a known id."""
-    return accept_at(conn, request, now_ms())
-
-
-_INSERT_ITEM = (
-    "INSERT INTO queue_items (id, session_label, agent_id, message_id, sender, message_json, mode, status,"
-    " enqueued_at, awaits_reply) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)"
-    " ON CONFLICT(message_id) WHERE message_id IS NOT NULL DO NOTHING"
-)
-
-REPLY_SUFFIX = ":reply"
-"""A reply's message id is the asking message's id and this (``nexus.broker._replies``)."""
-
-
-def _awaits_reply(message: Any) -> int | None:
-    """1 when the sender asked for the reply later (``metadata.reply_to``): the row is flagged until it comes."""
-    metadata = message.get("metadata") if isinstance(message, dict) else None
-    return 1 if isinstance(metadata, dict) and metadata.get("reply_to") else None
-
-
-def accept_at(conn: sqlite3.Connection, request: AcceptRequest, now: int) -> tuple[BrokerQueueItem, bool]:
-    """:func:`accept_in` with the time of acceptance given (a group shares one clock read).
-
-    One statement for a new message: the item is built from what was written, not read back.
-
-    The unique index on ``message_id`` decides idempotence (``rowcount`` 0: a known id); only
-    then is the first acceptance read. The item's ``message`` is the caller's object itself.
-    """
-    if request.session_key is not None:  # a per-sender session: created with its first message
-        _ensure_keyed_session(conn, request.session_label, request.session_key, request.agent_id, now)
-    item_id = new_ulid()
-    cursor = conn.execute(
-        _INSERT_ITEM,
-        (item_id, request.session_label, request.agent_id, request.message_id, request.sender,
-         dumps(request.message), request.mode, now, _awaits_reply(request.message)),
-    )  # fmt: skip
-    if cursor.rowcount == 0:  # a known message id: the first acceptance stands
-        existing = conn.execute(f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE message_id = ?", (request.message_id,))
-        return _item(existing.fetchone()), False
-    if request.message_id.endswith(REPLY_SUFFIX):  # the reply is queued: its ask waits no more
-        conn.execute(
-            "UPDATE queue_items SET awaits_reply = NULL WHERE message_id = ? AND awaits_reply = 1",
-            (request.message_id[: -len(REPLY_SUFFIX)],),
-        )
-    if request.log_as_agent_message:
-        message = request.message
-        content = message.get("content", "") if isinstance(message, dict) else str(message)
-        metadata = {"conversation_id": message.get("conversation_id")} if isinstance(message, dict) else None
-        conn.execute(
-            "INSERT INTO broker_messages (id, from_agent, to_agent, session_label, content, status,"
-            " created_at, metadata_json) VALUES (?, ?, ?, ?, ?, 'sent', ?, ?)",
-            (request.message_id, request.sender, request.agent_id, request.session_label, content, now,
-             dumps_opt(metadata)),
-        )  # fmt: skip
-    item = BrokerQueueItem(
-        item_id, request.session_label, request.agent_id, request.message_id, request.sender, request.message,
-        request.mode, "queued", 0, now, None, None, None, None,
-    )  # fmt: skip
-    return item, True
-
-
-def _ensure_keyed_session(conn: sqlite3.Connection, label: str, key: str, agent_id: str, now: int) -> None:
-    """Create the session of a per-sender key once; refuse a label that another key (or a user) owns."""
-    created = conn.execute(
-        "INSERT INTO sessions (label, routing_key, origin, created_at, updated_at, metadata_json)"
-        " VALUES (?, ?, 'broker', ?, ?, ?) ON CONFLICT(label) DO NOTHING",
-        (label, key, now, now, dumps({"agent": agent_id})),
-    ).rowcount
-    if not created:
-        row = conn.execute("SELECT routing_key FROM sessions WHERE label = ?", (label,)).fetchone()
-        if row is not None and row[0] != key:
-            raise ValueError(f"session {label!r} exists and is not the session of key {key!r}; rename that session")
-
-
-def _is_op_error(exc: LedgerError) -> bool:
-    """An error one op raised on purpose (a finished item), not the database failing as a whole."""
-    from nexus.ledger.errors import LedgerBusyError
-
-    return not isinstance(exc, LedgerBusyError) and "queue items already finished or unknown" in str(exc)
-
-
-def _placeholders(ids: Sequence[str]) -> str:
-    return ", ".join("?" * len(ids))
 
 
 class BrokerStore(AgentRegistry):
@@ -438,72 +282,8 @@ def _items_query(
     return f"SELECT {_ITEM_COLUMNS} FROM {source} WHERE {' AND '.join(where)} ORDER BY enqueued_at, id", args
 
 
-def claim_in(conn: sqlite3.Connection, item_ids: Sequence[str]) -> None:
-    """A run takes these items (inside the caller's transaction): ``processing``, one more attempt."""
-    move_items(conn, item_ids, "processing", bump=1)
-
-
-def release_in(conn: sqlite3.Connection, item_ids: Sequence[str]) -> None:
-    """Items handed back unconsumed (inside the caller's transaction): ``queued``, the attempt taken back."""
-    move_items(conn, item_ids, "queued", bump=-1)
-
-
-def deliver_in(conn: sqlite3.Connection, item_ids: Sequence[str], turn_id: str) -> None:
-    """Items consumed by ``turn_id``, inside the transaction that writes the turn."""
-    move_items(conn, item_ids, "delivered", turn_id=turn_id)
-
-
-def deliver_pending_in(conn: sqlite3.Connection, item_ids: Sequence[str], turn_id: str) -> int:
-    """Like :func:`deliver_in` but lenient: items already finished are skipped; returns how many moved.
-
-    Used inside ``write_turn``, where refusing would lose the turn over its bookkeeping.
-    """
-    if not item_ids:
-        return 0
-    cursor = conn.execute(
-        f"UPDATE queue_items SET status = 'delivered', completed_at = ?, turn_id = ?"
-        f" WHERE id IN ({_placeholders(item_ids)}) AND +status IN ('queued', 'processing')",
-        (now_ms(), turn_id, *item_ids),
-    )
-    return cursor.rowcount
-
-
-def move_items(
-    conn: sqlite3.Connection,
-    item_ids: Sequence[str],
-    status: str,
-    *,
-    bump: int = 0,
-    turn_id: str | None = None,
-    error: str | None = None,
-) -> None:
-    """Move unfinished items to ``status``; :class:`QueueItemsFinishedError` names any already finished or unknown.
-
-    ``+status`` keeps the status term off the indexes: with a few dozen ids SQLite's planner
-    otherwise prefers ``queue_items_pending`` and walks every unfinished item instead of looking
-    each id up by its primary key.
-    """
-    if not item_ids:
-        return
-    now = now_ms()
-    final = status in ("delivered", "failed", "dropped")
-    cursor = conn.execute(
-        f"UPDATE queue_items SET status = ?, attempts = MAX(attempts + ?, 0),"
-        f" started_at = CASE WHEN ? THEN ? ELSE started_at END,"
-        f" completed_at = ?, turn_id = COALESCE(?, turn_id), error = COALESCE(?, error)"
-        f" WHERE id IN ({_placeholders(item_ids)}) AND +status IN ('queued', 'processing')",
-        (status, bump, int(status == "processing"), now, now if final else None, turn_id, error, *item_ids),
-    )
-    if cursor.rowcount != len(set(item_ids)):
-        found = conn.execute(
-            f"SELECT id, status FROM queue_items WHERE id IN ({_placeholders(item_ids)})", tuple(item_ids)
-        ).fetchall()
-        states = {row[0]: row[1] for row in found}
-        bad = {i: states.get(i, "missing") for i in item_ids if states.get(i) not in ("queued", "processing")}
-        raise QueueItemsFinishedError(status, bad)
-
-
 __all__ = [
+    "REPLY_SUFFIX",
     "AcceptRequest",
     "AgentRow",
     "BrokerQueueItem",
