@@ -26,8 +26,8 @@ import _machine
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings
 from nexus.broker.engine_runner import EngineRunner
 from nexus.config import load_config
+from nexus.engine import Runtime
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
 from nexus.testing import ScriptedModel
@@ -53,7 +53,7 @@ async def run(agents: int, messages: int, directory: Path, rate: float | None = 
             yield event
 
     with Ledger.open(directory / "agents.db") as ledger:
-        env = EngineEnv.from_config(load_config(), ledger, stream_fn=timed_stream, cooldowns=ProfileCooldowns())
+        env = Runtime(load_config(), ledger, stream_fn=timed_stream, cooldowns=ProfileCooldowns())
         runner = EngineRunner(env)
         settings = BrokerSettings(queue=QueueSettings(mode="followup", cap=10_000), max_concurrent=16)
         broker = AgentBroker(BrokerStore(ledger.database), runner, settings)

@@ -51,8 +51,8 @@ async def _make_broker(directory: Path, steps: int, *, defer: bool = False) -> t
     from nexus.broker import AgentBroker, AgentIdentity, BrokerSettings, QueueSettings
     from nexus.broker.engine_runner import EngineRunner
     from nexus.config import load_config
+    from nexus.engine import Runtime
     from nexus.engine.execution.failover import ProfileCooldowns
-    from nexus.engine.wiring.runner import EngineEnv
     from nexus.ledger import Ledger
     from nexus.ledger.broker_store import BrokerStore
     from nexus.testing import ScriptedModel
@@ -61,7 +61,7 @@ async def _make_broker(directory: Path, steps: int, *, defer: bool = False) -> t
     ledger = Ledger.open(directory / "agents.db")
     # record=False: a recording model deep-copies each call's whole context (O(n) per turn, growing)
     scripted = ScriptedModel([text("ok, done.")] * steps, record=False)
-    env = EngineEnv.from_config(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
+    env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
     runner = EngineRunner(env)
     broker = AgentBroker(
         BrokerStore(ledger.database),

@@ -25,8 +25,8 @@ from nexus.broker.delivery import Deliverer
 from nexus.broker.engine_runner import EngineRunner
 from nexus.broker.execution import run_execution
 from nexus.config import AdapterConfig, load_config
+from nexus.engine import Runtime
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
 from nexus.ledger.deliveries import DeliveryLog
@@ -50,7 +50,7 @@ async def rig(
 ) -> AsyncIterator[Rig]:
     """A broker draining agent ``coder`` on ``scripted``, and a deliverer for ``adapters``."""
     with Ledger.open(tmp_path / "agents.db") as ledger:
-        env = EngineEnv.from_config(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
+        env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
         runner = EngineRunner(env)
         broker = AgentBroker(BrokerStore(ledger.database), runner, BrokerSettings(queue=QueueSettings(mode="followup")))
         runner.attach(broker)

@@ -13,10 +13,9 @@ from nexus.agent.tool_types import AgentTool, AgentToolResult
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings
 from nexus.broker.engine_runner import EngineRunner
 from nexus.config import load_config
-from nexus.engine import AgentResult
+from nexus.engine import AgentResult, Runtime
 from nexus.engine.execution.events import ExecutionEvent, RunEndEvent
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
 from nexus.llm.abort import AbortSignal
@@ -34,9 +33,7 @@ async def start_broker(
     ledger: Ledger, scripted: ScriptedModel, *, stream_fn: Any = None, runner: EngineRunner | None = None
 ) -> AgentBroker:
     if runner is None:
-        env = EngineEnv.from_config(
-            load_config(), ledger, stream_fn=stream_fn or scripted.stream, cooldowns=ProfileCooldowns()
-        )
+        env = Runtime(load_config(), ledger, stream_fn=stream_fn or scripted.stream, cooldowns=ProfileCooldowns())
         runner = EngineRunner(env)
     broker = AgentBroker(BrokerStore(ledger.database), runner, BrokerSettings(queue=QueueSettings(mode="followup")))
     runner.attach(broker)
@@ -142,9 +139,7 @@ async def test_a_steer_sent_after_abort_is_returned_and_runs_next_in_its_place(l
 
     scripted = ScriptedModel([tool_call("slow", {}), text("ran 2"), text("ran 3")])  # aborted: no call after the tool
     tool = AgentTool("slow", "a slow tool", {"type": "object", "properties": {}}, slow)
-    env = EngineEnv.from_config(
-        load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns(), tools=[tool]
-    )
+    env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns(), tools=[tool])
     runner = EngineRunner(env)
     ends: list[AgentResult] = []
 
@@ -204,7 +199,7 @@ async def test_a_spawned_sub_agent_is_a_broker_agent(ledger: Ledger) -> None:
             text("The worker counted 3 files."),
         ]
     )
-    env = EngineEnv.from_config(
+    env = Runtime(
         load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns(),
         limits=EngineLimits(subagent_max_depth=1),
     )  # fmt: skip
@@ -227,7 +222,7 @@ async def test_a_spawned_sub_agent_is_a_broker_agent(ledger: Ledger) -> None:
 
 
 async def test_the_bundled_local_model_is_not_offered_the_agent_tools(ledger: Ledger) -> None:
-    """SmolLM2-135M is a chat-only model (``EngineEnv.chat_only``): given ``list_agents`` and friends
+    """SmolLM2-135M is a chat-only model (``Runtime.chat_only``): given ``list_agents`` and friends
     it called them over and over until its 4k context overflowed, and each call's status line went to
     the chat. A broker turn on it gets no tools at all, like ``nexus run`` on it."""
     scripted = ScriptedModel([text("4")])

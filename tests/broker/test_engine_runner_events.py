@@ -7,9 +7,9 @@ from pathlib import Path
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings
 from nexus.broker.engine_runner import EngineRunHandle, EngineRunner
 from nexus.config import load_config
+from nexus.engine import Runtime
 from nexus.engine.execution.events import ExecutionEvent, ReplyDelta
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
 from nexus.testing import ScriptedModel
@@ -19,7 +19,7 @@ from nexus.testing.steps import text
 async def test_a_watcher_sees_the_run_that_consumes_an_item_and_every_text_delta(tmp_path: Path) -> None:
     scripted = ScriptedModel([text("one two three four"), text("unwatched")], chunk_chars=3)
     with Ledger.open(tmp_path / "agents.db") as ledger:
-        env = EngineEnv.from_config(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
+        env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
         runner = EngineRunner(env)
         broker = AgentBroker(BrokerStore(ledger.database), runner, BrokerSettings(queue=QueueSettings(mode="followup")))
         runner.attach(broker)

@@ -15,9 +15,9 @@ from fake_runner import FakeRunner
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerError, BrokerSettings, QueueSettings
 from nexus.broker.engine_runner import EngineRunHandle, EngineRunner
 from nexus.config import load_config
+from nexus.engine import Runtime
 from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.engine.execution.session_lock import session_lock_path
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
 from nexus.streaming.events import StreamEnd, StreamError, StreamEvent, StreamStart, Token, ToolStatus
@@ -30,7 +30,7 @@ async def broker_on(
     tmp_path: Path, scripted: ScriptedModel, runs: list[EngineRunHandle] | None = None
 ) -> AsyncIterator[tuple[AgentBroker, Ledger]]:
     with Ledger.open(tmp_path / "agents.db") as ledger:
-        env = EngineEnv.from_config(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
+        env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
         runner = EngineRunner(env)
         if runs is not None:
             runner.on_run(runs.append)

@@ -10,8 +10,8 @@ from fake_runner import FakeRunner
 from nexus.broker import AgentBroker, AgentIdentity, AgentSpecError
 from nexus.broker.engine_runner import EngineRunner
 from nexus.config import load_config
+from nexus.engine import Runtime
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
 from nexus.ledger.errors import AgentSessionTakenError
@@ -22,7 +22,7 @@ def _engine_broker(ledger: Ledger, home: Path) -> AgentBroker:
     (home / "nexus.toml").write_text(
         '[providers.fake]\napi = "openai-completions"\nbase_url = "http://127.0.0.1:9/v1"\n', encoding="utf-8"
     )
-    env = EngineEnv.from_config(load_config(str(home / "nexus.toml")), ledger, cooldowns=ProfileCooldowns())
+    env = Runtime(load_config(str(home / "nexus.toml")), ledger, cooldowns=ProfileCooldowns())
     return AgentBroker(BrokerStore(ledger.database), EngineRunner(env))
 
 

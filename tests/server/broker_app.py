@@ -17,8 +17,8 @@ from nexus.broker import AgentBroker, AgentIdentity, BrokerSettings, QueueSettin
 from nexus.broker.engine_runner import EngineRunner
 from nexus.config import load_config
 from nexus.config._server_schema import ServerConfig
+from nexus.engine import Runtime
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
 from nexus.server._state import ServerState
@@ -45,7 +45,7 @@ async def live_app(
 ) -> AsyncIterator[LiveApp]:
     """A broker draining agent ``coder`` (worker) and ``lead`` (manager) on ``scripted``."""
     with Ledger.open(tmp_path / "agents.db") as ledger:
-        env = EngineEnv.from_config(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
+        env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
         runner = EngineRunner(env)
         store = BrokerStore(ledger.database)
         broker = AgentBroker(store, runner, BrokerSettings(queue=QueueSettings(mode=mode)))  # type: ignore[arg-type]

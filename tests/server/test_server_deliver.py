@@ -19,8 +19,8 @@ from nexus.broker import AgentBroker, AgentIdentity, BrokerSettings, QueueSettin
 from nexus.broker.delivery import Deliverer
 from nexus.broker.engine_runner import EngineRunner
 from nexus.config import AdapterConfig, load_config
+from nexus.engine import Runtime
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
 from nexus.ledger.deliveries import DeliveryLog
@@ -42,7 +42,7 @@ async def served(tmp_path: Path, scripted: ScriptedModel, out: Path) -> AsyncIte
         )
     }
     with Ledger.open(tmp_path / "agents.db") as ledger:
-        env = EngineEnv.from_config(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
+        env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
         runner = EngineRunner(env)
         store = BrokerStore(ledger.database)
         broker = AgentBroker(store, runner, BrokerSettings(queue=QueueSettings(mode="followup")))

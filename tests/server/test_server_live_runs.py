@@ -11,8 +11,8 @@ import pytest
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings
 from nexus.broker.engine_runner import EngineRunner
 from nexus.config import load_config
+from nexus.engine import Runtime
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
 from nexus.server._event_hub import EventHub
@@ -36,7 +36,7 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
 
 async def test_a_runs_tokens_and_tool_status_reach_the_sessions_stream(ledger: Ledger) -> None:
     scripted = ScriptedModel([tool_call("ls", {"path": "."}), text("Two files.")])
-    env = EngineEnv.from_config(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
+    env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
     runner = EngineRunner(env)
     broker = AgentBroker(BrokerStore(ledger.database), runner, BrokerSettings(queue=QueueSettings(mode="followup")))
     runner.attach(broker)

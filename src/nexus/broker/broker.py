@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_CONCURRENT = 8
 DEFAULT_MAX_ATTEMPTS = 3
-_STEERABLE_PHASES = ("starting", "streaming", "tools")
+_STEERABLE_PHASES = ("streaming", "tools")
 
 
 log = logging.getLogger("nexus.broker")

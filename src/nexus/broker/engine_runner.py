@@ -28,10 +28,9 @@ from nexus.llm.abort import AbortSignal
 if TYPE_CHECKING:
     from nexus.agent.tool_types import AgentTool
     from nexus.broker.broker import AgentBroker
+    from nexus.engine import AgentResult, Execution, Runtime
     from nexus.engine.execution.events import ExecutionEvent
-    from nexus.engine.execution.execute import EngineExecution
-    from nexus.engine.types import AgentResult, AgentRole
-    from nexus.engine.wiring.runner import EngineEnv
+    from nexus.engine.types import AgentRole
 
 
 @dataclass(slots=True)
@@ -48,7 +47,7 @@ class EngineRunHandle:
         self._runner = runner
         self._request = request
         self._signal = AbortSignal()
-        self._execution: EngineExecution | None = None
+        self._execution: Execution | None = None
         self._listeners: list[Callable[[ExecutionEvent], object]] = []
         self._task = asyncio.get_running_loop().create_task(self._main(), name=f"agent-run:{request.agent_id}")
 
@@ -58,7 +57,7 @@ class EngineRunHandle:
         if self._task.done():
             return "done"
         execution = self._execution
-        if execution is None:
+        if execution is None or execution.state == "starting":
             return "starting"
         if execution.is_compacting:
             return "compacting"
@@ -99,41 +98,30 @@ class EngineRunHandle:
         return await asyncio.shield(self._task)
 
     async def _main(self) -> RunOutcome:
-        from nexus.engine.execution.session_lock import run_lock
+        from nexus.engine import AgentSpec
 
-        request, env = self._request, self._runner.env
+        request, runtime = self._request, self._runner.runtime
         try:
             role: AgentRole = "manager" if request.role == "manager" else "worker"
-            model = env.model(_text(request.spec.get("model")) or None)
-            env.preflight(model)
-            async with run_lock(env.ledger, request.session_label, signal=self._signal) as held:
-                if not held:
-                    return RunOutcome(status="aborted", error="aborted before the turn started")
-                depth = _depth(request.spec.get("depth"))  # > 0 for a worker spawned by spawn_agent
-                ctx = env.assemble(request.prompt, session=request.session_label, model=model, role=role,
-                                   signal=self._signal, depth=depth)  # fmt: skip
-                # a chat-only model (the bundled SmolLM2) loops on tools: it gets none, agent tools included
-                ctx.tools = [] if env.chat_only(model) else self._runner.tools_for(request, ctx.tools, role)
-                extra = _text(request.spec.get("system_prompt"))
-                if extra:
-                    ctx.system_prompt = f"{ctx.system_prompt}\n\n## Agent instructions\n\n{extra}"
-                ctx.queue_item_ids = request.item_ids
-                if request.source is not None:
-                    ctx.source = request.source
-                self._execution = env.start(ctx, model=model, depth=depth)
-                for listener in self._listeners:
-                    self._execution.on_event(listener)
-                result = await self._execution.result
-                return _outcome(result, self._execution.turn_id)
+            spec = AgentSpec.from_json(request.spec, agent_id=request.agent_id, role=role)
+            execution = runtime.start(
+                spec, request.session_label, request.prompt, consumes=request.item_ids, source=request.source,
+                tools=self._runner.agent_tools(request, role), signal=self._signal,
+            )  # fmt: skip
+            self._execution = execution
+            for listener in self._listeners:
+                execution.on_event(listener)
+            result = await execution.result
+            return _outcome(result, execution.turn_id)
         except NexusError as exc:  # a run that cannot start (no key, bad model): the items fail with the reason
             return RunOutcome(status="failed", error=str(exc))
 
 
 class EngineRunner:
-    """Starts broker turns on an :class:`~nexus.engine.EngineEnv` (see :mod:`nexus.broker.runner`)."""
+    """Starts broker turns on the engine's :class:`~nexus.engine.Runtime` (see :mod:`nexus.broker.runner`)."""
 
-    def __init__(self, env: EngineEnv, *, max_hops: int = 8, reply_timeout_ms: int = 600_000) -> None:
-        self.env = env
+    def __init__(self, runtime: Runtime, *, max_hops: int = 8, reply_timeout_ms: int = 600_000) -> None:
+        self.runtime = runtime
         self.max_hops = max_hops
         self.reply_timeout_ms = reply_timeout_ms
         self._broker: Callable[[], AgentBroker | None] = lambda: None
@@ -147,18 +135,14 @@ class EngineRunner:
         from nexus.broker.spawner import BrokerSpawner
 
         self._broker = lambda: broker
-        self.env.spawner = BrokerSpawner(broker, reply_timeout_ms=self.reply_timeout_ms)
+        self.runtime.spawner = BrokerSpawner(broker, reply_timeout_ms=self.reply_timeout_ms)
 
     def model_problem(self, ref: str) -> str | None:
         """Why no run could reach model ``ref`` (the check of ``nexus agents add --model``), or ``None``.
 
-        An env with its own ``stream_fn`` (tests, embedding) takes any model, as the engine's pre-flight does.
+        A runtime with its own ``stream_fn`` (tests, embedding) takes any model, as the engine's pre-flight does.
         """
-        if self.env.stream_fn is not None:
-            return None
-        from nexus.engine.wiring.runner import unreachable_model_problem
-
-        return unreachable_model_problem(self.env.config, ref)
+        return self.runtime.model_problem(ref)
 
     def start(self, request: RunRequest) -> EngineRunHandle:
         """Begin one turn in the background (announced to :meth:`on_run` listeners before it runs)."""
@@ -181,44 +165,25 @@ class EngineRunner:
 
         return remove
 
-    def tools_for(self, request: RunRequest, base: list[AgentTool], role: AgentRole) -> list[AgentTool]:
-        """The turn's tools: the engine's by policy plus the agent tools, narrowed to the spec's list if any."""
-        tools = list(base)
+    def agent_tools(self, request: RunRequest, role: AgentRole) -> list[AgentTool]:
+        """The agent tools of the turn (the runtime applies the tool policy and the spec's list to them)."""
         broker = self._broker()
-        if broker is not None:
-            from nexus.ledger import new_ulid
+        if broker is None:
+            return []
+        from nexus.ledger import new_ulid
 
-            caller = CallerContext(
-                request.agent_id,
-                request.conversation_id or new_ulid(),
-                hop=request.hop,
-                max_hops=self.max_hops,
-                reply_timeout_ms=self.reply_timeout_ms,
-                session=request.session_key,
-                deliver_to=request.deliver_to,
-            )
-            policy = self.env.config.tools
-            tools += [t for t in agent_tools(broker, caller) if policy.is_allowed(t.name, request.session_label, role)]
-        wanted = request.spec.get("tools")
-        if isinstance(wanted, list):
-            from nexus.config._tool_names import expand_tool_patterns, tool_matches
-
-            expanded = expand_tool_patterns([str(name) for name in wanted])
-            tools = [t for t in tools if tool_matches(t.name, expanded)]
-        return tools
-
-
-def _depth(value: object) -> int:
-    return value if isinstance(value, int) and value >= 0 else 0
-
-
-def _text(value: object) -> str:
-    return value if isinstance(value, str) else ""
+        caller = CallerContext(
+            request.agent_id,
+            request.conversation_id or new_ulid(),
+            hop=request.hop,
+            max_hops=self.max_hops,
+            reply_timeout_ms=self.reply_timeout_ms,
+            session=request.session_key,
+            deliver_to=request.deliver_to,
+        )
+        return agent_tools(broker, caller)
 
 
 def _outcome(result: AgentResult, turn_id: str | None) -> RunOutcome:
-    from nexus.engine.execution.ledger_map import turn_status
-
-    status = turn_status(result)
     error = result.error.message if result.error is not None else None
-    return RunOutcome(status=status, turn_id=turn_id, reply=result.reply, error=error)  # type: ignore[arg-type]
+    return RunOutcome(status=result.status, turn_id=turn_id, reply=result.reply, error=error)  # type: ignore[arg-type]

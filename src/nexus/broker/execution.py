@@ -144,8 +144,8 @@ class BrokerStreamHandle:
     def engine_event(self, event: object) -> None:
         """One engine event of the attached run → its StreamEvents."""
         mapper = self._mapper
-        if mapper is None:
-            return
+        if mapper is None or getattr(getattr(event, "event", event), "type", "") in ("lock_wait", "recovered"):
+            return  # not the turn: the run still waits for its session
         self._began = True
         if self._abort_reason is not None and not self._abort_sent:
             self._send_abort()  # asked before the turn started: it has now

@@ -80,14 +80,13 @@ def build_broker_and_runner(
     on_run: Callable[[EngineRunHandle], object] | None = None,
 ) -> tuple[AgentBroker, EngineRunner]:
     """:func:`build_broker`, also returning the runner (the server watches its runs)."""
-    from nexus.engine.wiring.runner import EngineEnv
+    from nexus.engine import Runtime
     from nexus.ledger.broker_store import BrokerStore
 
     # turns a killed process left open are closed (aborted, with what they journaled) before the
     # broker starts: a session whose queue is empty now would otherwise never run again to close them
     ledger.recover()
-    env = EngineEnv.from_config(config, ledger, stream_fn=stream_fn)
-    runner = EngineRunner(env, max_hops=config.broker.max_hops)
+    runner = EngineRunner(Runtime(config, ledger, stream_fn), max_hops=config.broker.max_hops)
     if on_run is not None:
         runner.on_run(on_run)
     broker = AgentBroker(
@@ -108,7 +107,7 @@ def checked_agents(config: NexusConfig) -> list[ConfiguredAgent]:
     The same check as ``nexus agents add --model`` and ``POST /v1/agents``: an agent declared with
     ``model = "nope/zzz"`` would accept every message and fail each run, so nothing starts with it.
     """
-    from nexus.engine.wiring.runner import unreachable_model_problem
+    from nexus.engine import unreachable_model_problem
     from nexus.errors import ConfigError
 
     agents = configured_agents(config.agents)

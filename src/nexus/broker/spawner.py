@@ -41,9 +41,9 @@ class BrokerSpawner:
         from nexus.engine.wiring.spawn import create_worker_session
         from nexus.ledger import new_ulid
 
-        if scope.env is None:
-            return AgentToolResult.text("spawn_agent needs an engine environment", is_error=True)
-        ledger = scope.env.ledger
+        if scope.runtime is None:
+            return AgentToolResult.text("spawn_agent needs an engine runtime", is_error=True)
+        ledger = scope.runtime.ledger
         session = create_worker_session(ledger, scope, call_id, task, label)
         worker_id = f"worker-{new_ulid().lower()}"
         parent = self._agent_of(scope.session_label)

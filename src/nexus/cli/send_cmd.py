@@ -345,7 +345,7 @@ def _config(args: argparse.Namespace) -> NexusConfig:
 
 @contextmanager
 def _open_ledger(config: NexusConfig) -> Iterator[Ledger]:
-    from nexus.cli.run_cmd import BusyNotice
+    from nexus.cli._conversation import BusyNotice
     from nexus.ledger import Ledger
 
     with Ledger.open(config.database_path) as ledger:

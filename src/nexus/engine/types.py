@@ -7,11 +7,13 @@ the broker, the ledger and tests can build and inspect these objects without the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
-from nexus.ledger.records import CompactionRecord, StoredMessage, ToolCallRecord
+from nexus.ledger.records import CompactionRecord, StoredMessage, ToolCallRecord, TurnStatus
 from nexus.llm.types import (
+    THINKING_LEVELS,
     AssistantMessage,
     ErrorKind,
     Message,
@@ -35,6 +37,16 @@ RunStopReason: TypeAlias = Literal["end_turn", "max_tokens", "tool_use", "timeou
 Not a second :data:`nexus.llm.StopReason`: that one says why one *message* ended
 (``stop|length|tool_use|error|aborted``); this one says why the whole run did, and adds
 ``timeout`` and ``end_turn`` (the run's last message stopped normally)."""
+
+RUN_STATUS: dict[RunStopReason, TurnStatus] = {
+    "end_turn": "completed",
+    "max_tokens": "completed",
+    "tool_use": "completed",
+    "timeout": "aborted",
+    "aborted": "aborted",
+    "error": "failed",
+}
+"""The one mapping from the engine's stop vocabulary to the ledger's turn status (``AgentResult.status``)."""
 
 AgentErrorKind: TypeAlias = Literal[
     "context_overflow",
@@ -249,6 +261,11 @@ class AgentResult:
         return self.compactions[-1] if self.compactions else None
 
     @property
+    def status(self) -> TurnStatus:
+        """``completed | failed | aborted``: the status its turn is written with (from ``stop_reason``)."""
+        return RUN_STATUS[self.stop_reason]
+
+    @property
     def reply(self) -> str:
         """The reply: the text of the run's last assistant message that has text ("" when none has)."""
         for stored in reversed(self.messages):
@@ -286,6 +303,70 @@ class EngineLimits:
             raise ConfigError("engine cooldowns need 0 < cooldown_initial_s <= cooldown_max_s")
         if not self.max_wait_s >= 0:  # also rejects NaN
             raise ConfigError(f"engine limit max_wait_s must be zero or more, got {self.max_wait_s}")
+
+
+@dataclass(slots=True, frozen=True)
+class AgentSpec:
+    """One agent: who it is and how it runs (what a process has once is the ``Runtime``'s).
+
+    ``model`` is ``provider/model`` or a :class:`Model` used as is (None = the config's default);
+    ``fallbacks`` replaces the config's chain when given; ``tools`` narrows the tools the policy
+    allows to these names, globs or groups (None = all the policy allows, ``()`` = none);
+    ``system_prompt`` is appended to the assembled prompt as the agent's instructions; ``limits``
+    replaces the config's; ``thinking`` the config's thinking level; ``depth`` is how deep the agent
+    sits in a tree of ``spawn_agent`` workers (0 for a top-level agent).
+    """
+
+    id: str = "main"
+    role: AgentRole = "unified"
+    model: str | Model | None = None
+    fallbacks: tuple[str, ...] | None = None
+    tools: tuple[str, ...] | None = None
+    system_prompt: str = ""
+    limits: EngineLimits | None = None
+    thinking: ThinkingLevel | None = None
+    depth: int = 0
+
+    def to_json(self) -> dict[str, object]:
+        """What a registry stores of the spec (``id`` and ``role`` are its own columns): only what is set."""
+        out: dict[str, object] = {}
+        if self.model is not None:
+            out["model"] = self.model if isinstance(self.model, str) else self.model.ref
+        if self.fallbacks is not None:
+            out["fallbacks"] = list(self.fallbacks)
+        if self.tools is not None:
+            out["tools"] = list(self.tools)
+        if self.system_prompt:
+            out["system_prompt"] = self.system_prompt
+        if self.limits is not None:
+            out["limits"] = asdict(self.limits)
+        if self.thinking is not None:
+            out["thinking"] = self.thinking
+        if self.depth:
+            out["depth"] = self.depth
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object], *, agent_id: str, role: AgentRole) -> AgentSpec:
+        """The spec :meth:`to_json` stored (a field of the wrong type is left at its default, never raised:
+        a stored registry row must stay loadable)."""
+        model, prompt, thinking = data.get("model"), data.get("system_prompt"), data.get("thinking")
+        limits, depth = data.get("limits"), data.get("depth")
+        return cls(
+            id=agent_id,
+            role=role,
+            model=model if isinstance(model, str) and model else None,
+            fallbacks=_names(data.get("fallbacks")),
+            tools=_names(data.get("tools")),
+            system_prompt=prompt if isinstance(prompt, str) else "",
+            limits=EngineLimits(**limits) if isinstance(limits, dict) else None,
+            thinking=thinking if thinking in THINKING_LEVELS else None,
+            depth=depth if isinstance(depth, int) and depth >= 0 else 0,
+        )
+
+
+def _names(value: object) -> tuple[str, ...] | None:
+    return tuple(str(item) for item in value) if isinstance(value, list) else None
 
 
 # --------------------------------------------------------------------------- engine events

@@ -120,7 +120,7 @@ def _check_model(state: ServerState, ref: str) -> None:
         problem = state.runner.model_problem(ref)
     else:
         from nexus.config import NexusConfig
-        from nexus.engine.wiring.runner import unreachable_model_problem
+        from nexus.engine import unreachable_model_problem
 
         problem = unreachable_model_problem(NexusConfig(), ref)
     if problem is not None:

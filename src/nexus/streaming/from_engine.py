@@ -33,7 +33,7 @@ from nexus.streaming.events import Reasoning, StreamEnd, StreamError, StreamEven
 from nexus.streaming.tool_status import summary
 
 if TYPE_CHECKING:
-    from nexus.engine.execution.execute import EngineExecution
+    from nexus.engine.execution.execute import Execution
 
 
 class EngineEventMapper:
@@ -119,7 +119,7 @@ async def stream_events(
         yield StreamError("the run ended without an end event", mapper.text_seen)
 
 
-def execution_events(execution: EngineExecution, target: DeliveryTarget) -> AsyncIterator[StreamEvent]:
+def execution_events(execution: Execution, target: DeliveryTarget) -> AsyncIterator[StreamEvent]:
     """StreamEvents of a running execution, subscribed *now* (so no early event is missed).
 
     ``EngineExecution.events()`` subscribes only when iteration starts; a router that first
