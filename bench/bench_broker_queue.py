@@ -32,7 +32,7 @@ import _machine
 
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings, new_message_id
 from nexus.broker._group_commit import GroupCommitter
-from nexus.broker.runner import RunOutcome, RunPhase, RunRequest, SteerReceipt
+from nexus.engine import AgentResult
 from nexus.engine.wiring.gc_tuning import tune_gc_for_many_runs
 from nexus.ledger import Ledger
 from nexus.ledger._checkpoint import background_checkpoints
@@ -72,20 +72,25 @@ class _NoOpRun:
     """A turn that ends at once, marking its items delivered (the engine does it in its turn's write;
     turns that end in the same loop iteration share a transaction, as concurrent turn writes would)."""
 
+    state = "finishing"
+
     def __init__(self, writes: GroupCommitter, item_ids: tuple[str, ...]) -> None:
-        self.phase: RunPhase = "finishing"
         self._writes, self._item_ids = writes, item_ids
 
-    def steer(self, text: str, *, item_id: str | None, one_at_a_time: bool) -> SteerReceipt:
+    def steer(self, *args: object, **kwargs: object) -> object:
         raise AssertionError("no steering in this benchmark")
 
     def abort(self, reason: str) -> None:
         return None
 
-    async def result(self) -> RunOutcome:
+    @property
+    def result(self) -> Coroutine[Any, Any, AgentResult]:
+        return self._result()
+
+    async def _result(self) -> AgentResult:
         turn_id = new_message_id()
         await self._writes.write(lambda conn: deliver_in(conn, self._item_ids, turn_id))
-        return RunOutcome(status="completed", turn_id=turn_id)
+        return AgentResult(turn_id=turn_id)
 
 
 def run_broker(
@@ -119,13 +124,16 @@ def run_broker(
             turn_writes = GroupCommitter(store)
 
             class Runner:
-                def start(self, request: RunRequest) -> _NoOpRun:
-                    return _NoOpRun(turn_writes, request.item_ids)
+                def start(self, spec: object, session: str, message: str, **kwargs: Any) -> _NoOpRun:
+                    return _NoOpRun(turn_writes, tuple(kwargs["consumes"]))
+
+                def model_problem(self, ref: str) -> None:
+                    return None
 
             settings = BrokerSettings(queue=QueueSettings(mode="followup", cap=10_000))
             if max_concurrent is not None:
                 settings = dataclasses.replace(settings, max_concurrent=max_concurrent)
-            broker = AgentBroker(store, Runner(), settings)
+            broker = AgentBroker(store, Runner(), settings)  # type: ignore[arg-type]
             await broker.start()
             for n in range(agents):
                 ledger.ensure_session(f"agent:a{n}")

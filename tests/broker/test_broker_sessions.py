@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from fake_runner import FakeRunner
+from fake_runtime import FakeRuntime
 
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerError, BrokerSettings, QueueSettings
 from nexus.broker.sessions import session_label_for
@@ -28,9 +28,9 @@ def ledger(tmp_path: Path) -> AsyncIterator[Ledger]:
         yield opened  # type: ignore[misc]
 
 
-async def open_broker(ledger: Ledger, **settings: object) -> tuple[AgentBroker, FakeRunner]:
+async def open_broker(ledger: Ledger, **settings: object) -> tuple[AgentBroker, FakeRuntime]:
     store = BrokerStore(ledger.database)
-    runner = FakeRunner(store)
+    runner = FakeRuntime(store)
     broker = AgentBroker(store, runner, BrokerSettings(**settings))  # type: ignore[arg-type]
     broker.register_agent(BOT)
     await broker.start()

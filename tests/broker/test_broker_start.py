@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fake_runner import FakeRunner
+from fake_runtime import FakeRuntime
 
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings
 from nexus.ledger import Ledger
@@ -17,7 +17,7 @@ async def test_a_message_sent_before_start_is_queued_once(tmp_path: Path) -> Non
     read the row back and queued it a second time: a collect batch carried the message twice."""
     with Ledger.open(tmp_path / "agents.db") as ledger:
         ledger.ensure_session("agent:a")
-        runner = FakeRunner(BrokerStore(ledger.database), auto_finish=True)
+        runner = FakeRuntime(BrokerStore(ledger.database), auto_finish=True)
         settings = BrokerSettings(queue=QueueSettings(mode="collect", debounce_ms=10))
         broker = AgentBroker(runner.store, runner, settings)
         broker.register_agent(AgentIdentity("a", "agent:a"))
@@ -30,10 +30,10 @@ async def test_a_message_sent_before_start_is_queued_once(tmp_path: Path) -> Non
         await broker.close()
 
 
-async def _started_with_agent_a(ledger: Ledger) -> tuple[AgentBroker, FakeRunner]:
+async def _started_with_agent_a(ledger: Ledger) -> tuple[AgentBroker, FakeRuntime]:
     """A started broker with one agent ``a`` (followup) on a test-driven runner."""
     ledger.ensure_session("agent:a")
-    runner = FakeRunner(BrokerStore(ledger.database))
+    runner = FakeRuntime(BrokerStore(ledger.database))
     broker = AgentBroker(runner.store, runner, BrokerSettings(queue=QueueSettings(mode="followup")))
     broker.register_agent(AgentIdentity("a", "agent:a"))
     await broker.start()

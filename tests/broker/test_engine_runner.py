@@ -11,10 +11,9 @@ import pytest
 
 from nexus.agent.tool_types import AgentTool, AgentToolResult
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings
-from nexus.broker.engine_runner import EngineRunner
+from nexus.broker.spawner import BrokerSpawner
 from nexus.config import load_config
-from nexus.engine import AgentResult, Runtime
-from nexus.engine.execution.events import ExecutionEvent, RunEndEvent
+from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
@@ -30,19 +29,18 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
 
 
 async def start_broker(
-    ledger: Ledger, scripted: ScriptedModel, *, stream_fn: Any = None, runner: EngineRunner | None = None
+    ledger: Ledger, scripted: ScriptedModel, *, stream_fn: Any = None, runtime: Runtime | None = None
 ) -> AgentBroker:
-    if runner is None:
-        env = Runtime(load_config(), ledger, stream_fn=stream_fn or scripted.stream, cooldowns=ProfileCooldowns())
-        runner = EngineRunner(env)
-    broker = AgentBroker(BrokerStore(ledger.database), runner, BrokerSettings(queue=QueueSettings(mode="followup")))
-    runner.attach(broker)
+    stream = stream_fn or scripted.stream
+    env = runtime or Runtime(load_config(), ledger, stream_fn=stream, cooldowns=ProfileCooldowns())
+    broker = AgentBroker(BrokerStore(ledger.database), env, BrokerSettings(queue=QueueSettings(mode="followup")))
+    env.spawner = BrokerSpawner(broker)
     await broker.start()
     for agent_id, role in (("lead", "manager"), ("coder", "worker")):
         ledger.ensure_session(f"agent:{agent_id}")
         broker.register_agent(
             AgentIdentity(agent_id, f"agent:{agent_id}", role),  # type: ignore[arg-type]
-            spec={"model": scripted.model.ref},
+            spec=AgentSpec(model=scripted.model.ref),
         )
     return broker
 
@@ -83,7 +81,7 @@ async def test_a_manager_delegates_and_waits_for_the_workers_reply(ledger: Ledge
 async def test_a_run_that_cannot_start_fails_its_items_with_the_reason(ledger: Ledger) -> None:
     scripted = ScriptedModel([])
     broker = await start_broker(ledger, scripted)
-    broker.register_agent(AgentIdentity("ghost", "agent:ghost"), spec={"model": "local/no-such-model"})
+    broker.register_agent(AgentIdentity("ghost", "agent:ghost"), spec=AgentSpec(model="local/no-such-model"))
     result = await broker.send_and_wait(AgentMessage("m-1", "user", "ghost", "hi"), timeout_ms=20_000)
     assert not result.success and "unknown local model" in (result.error or "")
     (item,) = BrokerStore(ledger.database).items(agent_id="ghost")
@@ -94,8 +92,8 @@ async def test_a_run_that_cannot_start_fails_its_items_with_the_reason(ledger: L
 async def test_the_agents_tool_list_narrows_what_it_is_offered(ledger: Ledger) -> None:
     scripted = ScriptedModel([text("done")])
     broker = await start_broker(ledger, scripted)
-    broker.register_agent(AgentIdentity("reader", "agent:reader"), spec={"model": scripted.model.ref,
-                                                                          "tools": ["read", "ls"]})  # fmt: skip
+    spec = AgentSpec(model=scripted.model.ref, tools=("read", "ls"))
+    broker.register_agent(AgentIdentity("reader", "agent:reader"), spec=spec)
     result = await broker.send_and_wait(AgentMessage("m-1", "user", "reader", "look around"), timeout_ms=20_000)
     assert result.success
     assert {t.name for t in scripted.calls[0].tools} == {"read", "ls"}
@@ -140,16 +138,10 @@ async def test_a_steer_sent_after_abort_is_returned_and_runs_next_in_its_place(l
     scripted = ScriptedModel([tool_call("slow", {}), text("ran 2"), text("ran 3")])  # aborted: no call after the tool
     tool = AgentTool("slow", "a slow tool", {"type": "object", "properties": {}}, slow)
     env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns(), tools=[tool])
-    runner = EngineRunner(env)
-    ends: list[AgentResult] = []
-
-    def keep_result(event: ExecutionEvent) -> None:
-        if isinstance(event.event, RunEndEvent):
-            ends.append(event.event.result)
-
-    runner.on_run(lambda run: run.on_event(keep_result))
-    broker = await start_broker(ledger, scripted, runner=runner)
+    broker = await start_broker(ledger, scripted, runtime=env)
     first = await broker.send(AgentMessage("m-1", "user", "coder", "go"), "followup")
+    run = await first.execution()
+    assert run is not None
     await asyncio.wait_for(started.wait(), 10)
     assert broker.abort("coder")
     steered = await broker.send(AgentMessage("m-2", "user", "coder", "task 2"), "steer")
@@ -157,7 +149,7 @@ async def test_a_steer_sent_after_abort_is_returned_and_runs_next_in_its_place(l
     assert steered.steered  # handed to the aborted run, which hands it back
     release.set()
     assert await broker.wait_for_idle("coder", timeout_ms=20_000)
-    assert [r.id for r in ends[0].returned_steers] == [steered.queue_item_id]
+    assert [r.id for r in (await run.result).returned_steers] == [steered.queue_item_id]
     turns = ledger.turns("agent:coder")
     assert [t.status for t in turns] == ["aborted", "completed", "completed"]
     texts = [[m.text.rsplit("\n", 1)[-1] for m in ledger.messages(t.id)] for t in turns]
@@ -203,11 +195,10 @@ async def test_a_spawned_sub_agent_is_a_broker_agent(ledger: Ledger) -> None:
         load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns(),
         limits=EngineLimits(subagent_max_depth=1),
     )  # fmt: skip
-    runner = EngineRunner(env)
-    broker = AgentBroker(BrokerStore(ledger.database), runner, BrokerSettings(queue=QueueSettings(mode="followup")))
-    runner.attach(broker)
+    broker = AgentBroker(BrokerStore(ledger.database), env, BrokerSettings(queue=QueueSettings(mode="followup")))
+    env.spawner = BrokerSpawner(broker)
     await broker.start()
-    broker.register_agent(AgentIdentity("lead", "agent:lead", "manager"), spec={"model": scripted.model.ref})
+    broker.register_agent(AgentIdentity("lead", "agent:lead", "manager"), spec=AgentSpec(model=scripted.model.ref))
     result = await broker.send_and_wait(AgentMessage("m-1", "user", "lead", "delegate it"), timeout_ms=20_000)
     assert result.success and result.reply == "The worker counted 3 files."
     workers = [a for a in broker.list_agents() if a.identity.agent_id.startswith("worker-")]
@@ -235,7 +226,8 @@ async def test_the_bundled_local_model_is_not_offered_the_agent_tools(ledger: Le
 
     scripted.stream = recording  # type: ignore[method-assign]
     broker = await start_broker(ledger, scripted)
-    broker.register_agent(AgentIdentity("tiny", "agent:tiny", "manager"), spec={"model": "local/smollm2-135m-instruct"})
+    tiny = AgentSpec(model="local/smollm2-135m-instruct")
+    broker.register_agent(AgentIdentity("tiny", "agent:tiny", "manager"), spec=tiny)
     result = await broker.send_and_wait(AgentMessage("m-1", "user", "tiny", "what is 2+2?"), timeout_ms=20_000)
     assert result.success and result.reply == "4"
     assert models == ["llama-cpp"] and scripted.calls[0].tools == []

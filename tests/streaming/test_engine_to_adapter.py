@@ -15,7 +15,7 @@ from nexus.config import AdapterConfig, load_config
 from nexus.engine import AgentResult, AgentSpec, Runtime
 from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.ledger import Ledger
-from nexus.streaming.from_engine import execution_events
+from nexus.streaming import stream_events
 from nexus.streaming.router import DeliveryReport, StreamRouter
 from nexus.testing import ManualClock, ScriptedModel
 from nexus.testing.steps import http_error, reply, text, thinking, tool_call
@@ -37,7 +37,7 @@ async def deliver_run(
     assert isinstance(owner, ScriptedModel)
     model = owner.model
     execution = env.start(AgentSpec(model=model), "main", message)
-    events = execution_events(execution, target)
+    events = stream_events(execution, target)
     report = await router.deliver(target, events, run_id=execution.run_id, session_label=execution.session_label)
     result = await execution.result
     assert execution.context is not None and execution.run_id == execution.context.run_id

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Container, Sequence
+from typing import TYPE_CHECKING
 
 from nexus.broker._items import error_text, reply_deliver_to_of, reply_session_of
-from nexus.broker.runner import RunOutcome
 from nexus.broker.session_queue import QueuedMessage
 from nexus.broker.types import AgentMessage, BrokerError, SendReceipt
 from nexus.ledger.broker_store import REPLY_SUFFIX, BrokerStore
+
+if TYPE_CHECKING:
+    from nexus.engine import AgentResult
 
 log = logging.getLogger("nexus.broker")
 
@@ -37,7 +40,7 @@ class ReplySender:
         self._store = store
         self._reply_text = reply_text
 
-    async def answer_askers(self, agent_id: str, items: Sequence[QueuedMessage], outcome: RunOutcome) -> None:
+    async def answer_askers(self, agent_id: str, items: Sequence[QueuedMessage], outcome: AgentResult) -> None:
         """Send the turn's reply back to agents that asked without waiting (a durable ``worker_result``):
         ``items`` are the messages the turn consumed (its batch and the steers it read)."""
         for item in items:

@@ -13,7 +13,6 @@ import logging
 from collections.abc import Callable
 
 from nexus.broker._slot import AgentSlot, SessionSlot
-from nexus.broker.types import AgentIdentity, AgentRole
 from nexus.ledger.broker_store import BrokerQueueItem, BrokerStore
 
 log = logging.getLogger("nexus.broker")
@@ -94,6 +93,8 @@ class StoreWatcher:
         agent = self._store.get_agent(agent_id)
         if agent is None:
             return None
-        role: AgentRole = "manager" if agent.role == "manager" else "worker"
-        slot = self._slots[agent_id] = AgentSlot(AgentIdentity(agent_id, agent.session_label, role), spec=agent.spec)
+        from nexus.broker.types import stored_agent
+
+        identity, spec = stored_agent(agent)
+        slot = self._slots[agent_id] = AgentSlot(identity, spec=spec)
         return slot

@@ -16,9 +16,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from nexus.broker.modes import QueueMode, QueueSettings
+
+if TYPE_CHECKING:
+    from nexus.broker.types import Ticket
 
 COLLECT_TITLE = "[Queued messages while agent was busy]"
 SUMMARY_LINE_CHARS = 160
@@ -49,6 +52,8 @@ class QueuedMessage:
     deliver_to: dict[str, object] | None = None
     """The chat target the reply is delivered to (an inbound message's ``metadata.deliver_to``)."""
     in_flight: bool = False
+    ticket: Ticket | None = field(default=None, repr=False, compare=False)
+    """The sender's side of the message (its receipt's), when this broker accepted it."""
 
 
 @dataclass(frozen=True, slots=True)

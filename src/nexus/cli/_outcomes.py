@@ -9,12 +9,10 @@ ledger. ``nexus queue drain`` and ``nexus send`` read it here so a failed turn i
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from nexus.broker.engine_runner import EngineRunHandle
     from nexus.ledger import Ledger
     from nexus.ledger.broker_store import BrokerQueueItem, BrokerStore
 
@@ -47,24 +45,28 @@ def failure_of(ledger: Ledger, item: BrokerQueueItem) -> Failure | None:
 
 
 class RunLog:
-    """Collects the queue items of every run a broker starts (its ``on_run`` hook), to judge them after."""
+    """The messages a drain handled: every queue item settled since the log opened — consumed by a turn
+    (whatever the turn did) or failed without one (crashes cut it ``max_attempts`` times, its agent is
+    gone, its row unreadable) — in the order they were settled. The drain holds the broker lock, so no
+    other process settles items meanwhile."""
 
     def __init__(self) -> None:
-        self.item_ids: list[str] = []
+        from nexus.llm.types import now_ms
 
-    def on_run(self, handle: EngineRunHandle) -> None:
-        """Runner hook: remember the items this run starts with (messages steered into it later share its
-        turn and are not counted apart)."""
-        self.item_ids.extend(handle.request.item_ids)
+        self.since_ms = now_ms()
+        self.handled_ids: list[str] = []
 
     def failures(self, ledger: Ledger, store: BrokerStore) -> list[Failure]:
-        """The failed ones among the items of the runs seen, in the order they ran."""
-        found = (failure_of(ledger, item) for item in _items(store, dict.fromkeys(self.item_ids)))
+        """The failed ones among the items handled since the log opened; :meth:`handled` then counts them all."""
+        settled = [i for i in store.items(statuses=("delivered", "failed")) if (i.completed_at or 0) >= self.since_ms]
+        settled.sort(key=lambda item: item.completed_at or 0)
+        self.handled_ids = [item.id for item in settled]
+        found = (failure_of(ledger, item) for item in settled)
         return [failure for failure in found if failure is not None]
 
-
-def _items(store: BrokerStore, item_ids: Iterable[str]) -> list[BrokerQueueItem]:
-    return [item for item_id in item_ids if (item := store.get_item(item_id)) is not None]
+    def handled(self) -> int:
+        """How many messages the drain handled (known after :meth:`failures`)."""
+        return len(self.handled_ids)
 
 
 def failures_line(failures: list[Failure], ran: int) -> str:

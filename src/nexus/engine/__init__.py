@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         RunStartEvent,
         StateEvent,
         SteerEvent,
+        Subscription,
     )
     from nexus.engine.execution.execute import Execution
     from nexus.engine.execution.scope import RunScope
@@ -85,6 +86,7 @@ _PUBLIC: dict[str, str] = {
     "ReplyDelta": ".execution.events",
     "ReasoningDelta": ".execution.events",
     "SteerEvent": ".execution.events",
+    "Subscription": ".execution.events",
     "RunEndEvent": ".execution.events",
     "RetryEvent": ".types",
     "WaitEvent": ".types",
@@ -125,6 +127,7 @@ __all__ = [
     "StateEvent",
     "SteerEvent",
     "SteerReceipt",
+    "Subscription",
     "WaitEvent",
     "preflight",
     "resolve_model",

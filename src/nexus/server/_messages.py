@@ -112,16 +112,16 @@ def _check_names(state: ServerState, agent_id: str, sender: str) -> None:
 
 def ensure_in_broker(state: ServerState, agent_id: str) -> None:
     """Register with the live broker an agent it does not know yet (added by another process or route)."""
-    from nexus.broker import AgentIdentity, AgentRole
+    from nexus.broker.types import stored_agent
 
     broker = state.broker
     if broker is None or broker.get_agent(agent_id) is not None:
         return
     row = state.store.get_agent(agent_id)
     if row is not None:
-        role: AgentRole = "manager" if row.role == "manager" else "worker"
+        identity, spec = stored_agent(row)
         try:
-            broker.register_agent(AgentIdentity(row.agent_id, row.session_label, role), spec=row.spec)
+            broker.register_agent(identity, spec=spec)
         except ValueError as exc:  # stored by another process, unusable here (its model, its session): say why
             raise ApiError(409, "conflict", f"agent {agent_id!r} cannot run in this server: {exc}") from None
 

@@ -186,6 +186,19 @@ class Subscription:
                 self._waiter = None
         return self._items.popleft()
 
+    async def next(self, timeout_s: float) -> ExecutionEvent | None:
+        """The next item, or ``None`` when none came within ``timeout_s`` (a caller's heartbeat);
+        ``StopAsyncIteration`` once the run has ended and every item was taken."""
+        if not self._items and not self._closed:
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await asyncio.wait_for(self._waiter, timeout_s)
+            except TimeoutError:
+                return None
+            finally:
+                self._waiter = None
+        return await self.__anext__()
+
     def __len__(self) -> int:
         return len(self._items)
 

@@ -20,7 +20,7 @@ from nexus.config._profile import ResolvedProfile
 from nexus.engine.assembly._sessions import SessionCache
 from nexus.engine.execution._run import EngineRun, EngineStreamEvent
 from nexus.engine.execution.callbacks import EngineCallbacks, callbacks_listener
-from nexus.engine.execution.events import EventChannel, ExecutionEvent, ExecutionState, Subscription
+from nexus.engine.execution.events import EventChannel, ExecutionEvent, ExecutionState, RunEndEvent, Subscription
 from nexus.engine.execution.failover import ProfileCooldowns, failover_stream
 from nexus.engine.types import AgentResult, AssembledContext, EngineLimits, TokenBudget, new_id
 from nexus.llm.abort import AbortSignal
@@ -80,10 +80,13 @@ class Execution:
         self._task = task = asyncio.get_running_loop().create_task(main, name=f"nexus-run-{self.run_id}")
         task.add_done_callback(self._ended)
 
-    def _ended(self, _: object) -> None:
+    def _ended(self, task: asyncio.Task[AgentResult]) -> None:
         self._unlink()  # a long-lived outer signal must not keep every finished run alive
-        if self._run is None:  # it never started: steers offered meanwhile are handed back
+        if self._run is None:  # it never started: steers offered meanwhile are handed back, the channel ends
             self._steering.close("the run ended before it started")
+            if not task.cancelled() and task.exception() is None:
+                self._channel.publish(RunEndEvent(task.result()))
+            self._channel.close()
         if not self._begun.done():
             self._begun.set_result(None)
 

@@ -66,6 +66,9 @@ class Runtime:
     """Who runs ``spawn_agent`` workers (the engine's own by default; the broker installs its own)."""
     limits: EngineLimits = field(default=_FROM_CONFIG)
     sessions: SessionStates = field(default_factory=lambda: SessionStates(DEFAULT_MAX_BYTES))
+    on_start: Callable[[Execution], object] | None = None
+    """Told of every run this runtime starts, before it runs (a process's live view of its runs: the
+    server's event log). Nothing else watches all runs: a run's starter holds its execution."""
     unsaved: list[str] = field(default_factory=list)
     """Turns of this process whose final write failed (kept in rescue files): the next run of their
     session puts them in the ledger before it reads the head, so a conversation that goes on does not fork."""
@@ -265,6 +268,8 @@ class Runtime:
             execution.on_event(callbacks_listener(callbacks))
         request = StartRequest(message, tuple(consumes), source, tuple(tools), tuple(images), event)
         execution._drive(_begin(self, execution, spec, model, request))
+        if self.on_start is not None:
+            self.on_start(execution)
         self._live[execution.run_id] = execution
         execution.result.add_done_callback(lambda _: self._live.pop(execution.run_id, None))
         return execution
