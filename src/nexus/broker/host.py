@@ -2,7 +2,8 @@
 
 Two processes draining the same queues would run the same message twice, so whoever drains
 (``nexus queue drain``, ``nexus send`` when nothing else drains, later ``nexus serve``) first
-takes an exclusive ``flock`` on ``broker.lock`` beside the ledger. The lock dies with its
+takes an exclusive ``flock`` on ``broker.lock`` beside the ledger (beside the file a symlink
+names: one database, one lock). The lock dies with its
 process (even a SIGKILLed one), so a crashed broker never blocks the next.
 """
 
@@ -32,8 +33,11 @@ LOCK_FILE_NAME = "broker.lock"
 
 
 def lock_path(config: NexusConfig) -> Path:
-    """Where the broker lock of this configuration's ledger lives."""
-    return config.database_path.with_name(LOCK_FILE_NAME)
+    """Where the broker lock of this configuration's ledger lives: beside the real database file, so a
+    ``NEXUS_HOME`` whose ``agents.db`` is a symlink to another's shares that one's lock."""
+    from nexus.config import database_dir
+
+    return database_dir(config.database_path) / LOCK_FILE_NAME
 
 
 @contextlib.contextmanager
