@@ -98,8 +98,9 @@ def _drain_locked(config: NexusConfig, ledger: Ledger) -> int:
         asyncio.run(drain())
     asyncio.run(_run_leftovers(config, ledger))
     failures = runs.failures(ledger, BrokerStore(ledger.database))
-    if failures:  # a turn that failed is a failed run, though its message counts as handled (not run again)
-        print(failures_line(failures, len(set(runs.item_ids))), file=sys.stderr)
+    if failures:  # a turn that failed is a failed run, though its message counts as handled (not run again);
+        # so is a message failed without a run (crashes cut it max_attempts times)
+        print(failures_line(failures, runs.handled()), file=sys.stderr)
         return 1
     return 0
 
