@@ -80,7 +80,6 @@ class RunLog:
         found = (failure_of(ledger, item) for item in [*unrun, *_items(store, ran)])
         return [failure for failure in found if failure is not None]
 
-
     def handled(self) -> int:
         """How many messages the runs took, and :meth:`failures` found failed without a run."""
         return len({*self.item_ids, *self.unrun_ids})
