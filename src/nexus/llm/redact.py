@@ -102,6 +102,11 @@ def redact(text: str, extra: Iterable[str | None] = ()) -> str:
     return text
 
 
+def key_shaped(text: str) -> bool:
+    """Does ``text`` hold something shaped like a key (whatever its name)?"""
+    return any(pattern.search(text) for pattern, _ in _patterns())
+
+
 def _patterns() -> list[tuple[re.Pattern[str], str]]:
     """The key shapes, compiled on first use (importing this module costs nothing)."""
     if not _compiled:
@@ -111,4 +116,13 @@ def _patterns() -> list[tuple[re.Pattern[str], str]]:
     return _compiled
 
 
-__all__ = ["REDACTED", "add_secrets", "environment_secrets", "known_secrets", "redact", "scrub", "secret_name"]
+__all__ = [
+    "REDACTED",
+    "add_secrets",
+    "environment_secrets",
+    "key_shaped",
+    "known_secrets",
+    "redact",
+    "scrub",
+    "secret_name",
+]
