@@ -168,3 +168,26 @@ async def test_an_adapters_stderr_reaches_ours_within_a_budget(
     assert "noise noise" in err, "the adapter's stderr is passed on"
     assert len(err) < 1 << 20, f"{len(err)} bytes of a 20 MB stderr flood reached ours"
     assert "adapter m/a stream wrote more to stderr than is passed on" in err
+
+
+async def test_without_memfd_the_context_is_a_0600_file_in_a_directory_of_its_own_removed_after(
+    tmp_path: Path, make_manager: MakeManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fallback where ``os.memfd_create`` does not exist (macOS, the BSDs)."""
+    monkeypatch.delattr(os, "memfd_create")
+    dump = tmp_path / "dump.json"
+    config = {"fault": "record_env", "dump": str(dump)}
+    state = tmp_path / "state"
+    manager = make_manager(
+        {"f": adapter(command=script_command("faulty.py"), accounts={"a": {"credential": "${T}", "config": config}})},
+        env={**os.environ, "T": "fallback-credential-0001"},
+        state_dir=state,
+    )
+    result = await manager.send(DeliveryTarget("f", "a", "x"), "hello")
+    assert result.success, result.error
+    seen = json.loads(dump.read_text())
+    context = Path(seen["ctx_path"])
+    assert context.name == "context.json" and context.parent.parent == state and seen["mode"] == 0o600
+    assert seen["credential"] == {"kind": "token", "value": "fallback-credential-0001"}
+    assert not context.parent.exists(), "the process's directory is removed when it is done"
+    assert oct(state.stat().st_mode & 0o777) == oct(0o700)
