@@ -12,7 +12,7 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -29,6 +29,13 @@ def _reply(chars: int) -> list[StreamEvent]:
     """A reply of ``chars`` characters in 4 KB tokens (the router adds ``stream_start``)."""
     piece = "y" * 4096
     return [*(Token(piece) for _ in range(chars // len(piece))), StreamEnd("r1")]
+
+
+async def _until(check: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, "timed out waiting"
+        await asyncio.sleep(0.01)
 
 
 def _alive(pid: int) -> bool:
@@ -58,8 +65,7 @@ async def test_an_adapter_that_stops_reading_stdin_is_killed_and_its_account_ser
             yield event
 
     first = asyncio.create_task(router.deliver(target, long_run()))
-    while not flag.exists():  # the first delivery holds the account, on the process that will not read
-        await asyncio.sleep(0.01)
+    await _until(flag.exists)  # the first delivery holds the account, on the process that will not read
     # the next delivery to the account is served while the first run still goes on
     second = await asyncio.wait_for(router.deliver(target, events_of(_reply(8192))), 60)
     assert second.ok, second.error
