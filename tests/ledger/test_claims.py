@@ -5,6 +5,7 @@ The holders are real processes: one still running, one that exited (its pid reap
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -69,6 +70,25 @@ def test_an_item_of_a_broker_that_died_is_taken_over(store: BrokerStore) -> None
     store.claim(ids)
     assert [item.attempts for item in store.pending()] == [2, 2, 2]  # the cut run counts as an attempt
     store.claim(ids)  # held by this process now: claimable again (a steer, then its batch)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="process start times come from /proc")
+def test_a_dead_brokers_pid_reused_by_a_later_process_does_not_hold_its_items(
+    store: BrokerStore, live_pid: int
+) -> None:
+    """The stamp carries the holder's start time: the same pid started at another time is someone else."""
+    from nexus.ledger._claims import claimant
+
+    host = socket.gethostname()
+    ids = _held_by(store, f"{host}:{live_pid} 1")  # the pid runs, but it is not the process that claimed
+    store.claim(ids)
+    me = claimant()
+    assert me.startswith(f"{host}:{os.getpid()} ") and me.split(" ")[1].isdigit()
+    assert {item.attempts for item in store.pending()} == {2}
+    started = Path(f"/proc/{live_pid}/stat").read_text().rpartition(")")[2].split()[19]
+    ids = _held_by(store, f"{host}:{live_pid} {started}")  # that very process: alive, held
+    with pytest.raises(QueueItemsHeldError, match=f"running broker \\({host}:{live_pid}\\)"):
+        store.claim(ids[:1])
 
 
 def test_another_hosts_broker_counts_as_alive(store: BrokerStore) -> None:

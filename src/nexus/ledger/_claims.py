@@ -4,16 +4,20 @@ One broker per database is the broker lock's job (``nexus.broker.host``), but a 
 good as every process finding the same one: a lock file removed while held, or a second name of the
 database the lock cannot know, and two brokers drain one queue. Each broker then reloads the items
 the other is running (``processing``, as a crashed broker leaves them) and runs them again. So a
-claim stamps the item with its broker (``claimed_by``, ``host:pid`` as turns are stamped) and takes a
-``processing`` item only from a broker that is gone: this process, nobody (a row older than the
-column), or a process of this host that no longer runs. Another host's process cannot be checked
-and counts as alive, as it does for open turns (``nexus.ledger._crash``).
+claim stamps the item with its broker (``claimed_by``: ``host:pid`` as turns are stamped, and the
+process's start time) and takes a ``processing`` item only from a broker that is gone: this process,
+nobody (a row older than the column), or a process of this host that no longer runs - or whose pid
+now belongs to a process started later (a reused pid must not keep a dead broker's items held).
+Another host's process cannot be checked and counts as alive, as it does for open turns
+(``nexus.ledger._crash``).
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Sequence
+from pathlib import Path
 
 from nexus.ledger._crash import owner, owner_dead
 from nexus.ledger.errors import QueueItemsFinishedError, QueueItemsHeldError
@@ -42,7 +46,7 @@ def claim_in(conn: sqlite3.Connection, item_ids: Sequence[str]) -> None:
     """
     if not item_ids:
         return
-    me, now = owner(), now_ms()
+    me, now = claimant(), now_ms()
     placeholders = ", ".join("?" * len(item_ids))
     cursor = conn.execute(_CLAIM.format(ids=placeholders), (now, me, *item_ids, me))
     if cursor.rowcount != len(set(item_ids)):
@@ -63,10 +67,10 @@ def _claim_the_rest(conn: sqlite3.Connection, item_ids: Sequence[str], me: str, 
         if status not in ("queued", "processing"):
             finished[item_id] = status
         elif status == "processing" and holder not in (None, me):
-            if owner_dead(str(holder)):
+            if holder_gone(str(holder)):
                 conn.execute(_TAKE_OVER, (now, me, item_id, holder))
             else:
-                held[item_id] = str(holder)
+                held[item_id] = str(holder).partition(" ")[0]
     if held:
         raise QueueItemsHeldError(held, finished)
     if finished:
@@ -77,10 +81,44 @@ def held_by_others(conn: sqlite3.Connection, item_ids: Sequence[str]) -> set[str
     """Which of these ``processing`` items another live broker holds (a start must not fail or rerun them)."""
     if not item_ids:
         return set()
-    me = owner()
+    me = claimant()
     placeholders = ", ".join("?" * len(item_ids))
     rows = conn.execute(
         f"SELECT id, claimed_by FROM queue_items WHERE id IN ({placeholders}) AND status = 'processing'",
         tuple(item_ids),
     ).fetchall()
-    return {str(row[0]) for row in rows if row[1] not in (None, me) and not owner_dead(str(row[1]))}
+    return {str(row[0]) for row in rows if row[1] not in (None, me) and not holder_gone(str(row[1]))}
+
+
+_STARTS: dict[int, str] = {}
+
+
+def claimant() -> str:
+    """This process as a claim names it: ``host:pid start`` (the start time in clock ticks since boot, on Linux)."""
+    pid = os.getpid()
+    start = _STARTS.get(pid)
+    if start is None:  # per pid: a forked child is another claimant
+        start = _STARTS[pid] = _start_ticks(pid) or ""
+    return f"{owner()} {start}" if start else owner()
+
+
+def holder_gone(holder: str) -> bool:
+    """Whether the broker a claim names no longer runs: its pid is dead, or taken by a process started since."""
+    process, _, start = holder.partition(" ")
+    if owner_dead(process):
+        return True
+    host, _, pid = process.rpartition(":")
+    if not start or not pid.isdigit() or host != owner().rpartition(":")[0]:
+        return False
+    now = _start_ticks(int(pid))
+    return now is not None and now != start
+
+
+def _start_ticks(pid: int) -> str | None:
+    """Field 22 of ``/proc/PID/stat`` (when the process started); ``None`` where there is no ``/proc``."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()
+    return fields[19] if len(fields) > 19 else None

@@ -398,7 +398,7 @@ failed items keep their own small indexes."""
 _CLAIM_OWNER = """
 ALTER TABLE queue_items ADD COLUMN claimed_by TEXT;
 """
-"""Version 12: a claimed item names the broker running it (``host:pid``). A second broker on the same
+"""Version 12: a claimed item names the broker running it (``host:pid`` and its start time). A second broker on the same
 database (a lock file removed while held, a name of the database its lock does not see) reloaded the
 first one's ``processing`` items as a crash leaves them and ran them again; now a claim takes such
 an item only when its broker is gone (``nexus.ledger._claims``). No index: the claim reads it by id."""
