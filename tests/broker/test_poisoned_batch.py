@@ -9,17 +9,15 @@ message at its last attempt runs alone: only the poisoned message uses up its at
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
+
+from broker_homes import start_drain, write_home
 
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import AcceptRequest, BrokerStore
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import from_context, last_user_text, text, tool_call
 
-SRC = Path(__file__).resolve().parents[2] / "src"
 MESSAGES = [f"task {n}" for n in range(5)]
 MESSAGES[3] = "task 3 POISON"
 
@@ -31,27 +29,9 @@ def _reply(context: object) -> object:
     return text("handled")
 
 
-def _drain(home: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NEXUS_HOME": str(home), "PYTHONPATH": str(SRC)}
-    return subprocess.run(
-        [sys.executable, "-m", "nexus.cli", "queue", "drain"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 def test_the_innocent_mates_of_a_batch_that_kills_its_process_still_run(isolated_env: Path) -> None:
     with FakeProviderServer(default=from_context(_reply)) as server:  # type: ignore[arg-type]
-        isolated_env.mkdir()
-        (isolated_env / "nexus.toml").write_text(
-            'default_model = "fake/fake-model"\n\n[broker]\nmode = "collect"\ndebounce_ms = 0\n\n'
-            f'[providers.fake]\napi = "openai-completions"\nbase_url = "{server.openai_base_url}"\n'
-            'api_key = "test"\n',
-            encoding="utf-8",
-        )
+        write_home(isolated_env, server, 'mode = "collect"\ndebounce_ms = 0')
         with Ledger.open(isolated_env / "agents.db") as ledger:
             store = BrokerStore(ledger.database)
             store.save_agent("coder", role="worker", session_label="agent:coder", spec={})
@@ -63,12 +43,13 @@ def test_the_innocent_mates_of_a_batch_that_kills_its_process_still_run(isolated
             )
         codes = []
         for _ in range(8):  # each drain is killed by the poisoned run, until the message fails
-            drained = _drain(isolated_env)
-            codes.append(drained.returncode)
-            if drained.returncode != -9:
+            drain = start_drain(isolated_env)
+            _, stderr = drain.communicate(timeout=120)
+            codes.append(drain.returncode)
+            if drain.returncode != -9:
                 break
-    assert codes[-1] == 1 and codes[:-1] == [-9] * (len(codes) - 1), (codes, drained.stderr)
-    assert "failed: coder (message m3): its run was cut 3 times" in drained.stderr
+    assert codes[-1] == 1 and codes[:-1] == [-9] * (len(codes) - 1), (codes, stderr)
+    assert "failed: coder (message m3): its run was cut 3 times" in stderr
     with Ledger.open(isolated_env / "agents.db") as ledger:
         items = {item.message_id: item for item in BrokerStore(ledger.database).items()}
         assert items["m3"].status == "failed" and items["m3"].attempts == 3

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from broker_homes import start_drain, write_home
 
 from nexus.cli._lock import LOCK_HELD
 from nexus.ledger import Ledger
@@ -23,19 +23,8 @@ from nexus.ledger.broker_store import AcceptRequest, BrokerStore
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import echo
 
-SRC = Path(__file__).resolve().parents[2] / "src"
 AGENTS = 4
 MESSAGES = 24
-
-
-def _home(home: Path, server: FakeProviderServer) -> Path:
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "nexus.toml").write_text(
-        'default_model = "fake/fake-model"\n\n[broker]\nmax_concurrent = 8\n\n'
-        f'[providers.fake]\napi = "openai-completions"\nbase_url = "{server.openai_base_url}"\napi_key = "test"\n',
-        encoding="utf-8",
-    )
-    return home
 
 
 def _accept(home: Path) -> None:
@@ -49,17 +38,6 @@ def _accept(home: Path) -> None:
             body = {"id": f"m{n}", "from": "user", "to": agent, "content": f"msg-{n:03d}"}
             requests.append(AcceptRequest(agent, f"agent:{agent}", f"m{n}", "user", body, "followup"))
         store.accept_many(requests)
-
-
-def _drain(home: Path) -> subprocess.Popen[str]:
-    env = {**os.environ, "NEXUS_HOME": str(home), "PYTHONPATH": str(SRC)}
-    return subprocess.Popen(
-        [sys.executable, "-m", "nexus.cli", "queue", "drain"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 def _wait_until_running(home: Path, drain: subprocess.Popen[str]) -> None:
@@ -99,12 +77,12 @@ def slow_server() -> FakeProviderServer:
 def test_a_drain_through_a_symlinked_database_is_refused_while_one_runs(
     tmp_path: Path, slow_server: FakeProviderServer
 ) -> None:
-    h1, h2 = _home(tmp_path / "h1", slow_server), _home(tmp_path / "h2", slow_server)
+    h1, h2 = write_home(tmp_path / "h1", slow_server), write_home(tmp_path / "h2", slow_server)
     _accept(h1)
     (h2 / "agents.db").symlink_to(h1 / "agents.db")
-    first = _drain(h1)
+    first = start_drain(h1)
     _wait_until_running(h1, first)
-    second = _drain(h2)
+    second = start_drain(h2)
     _, refused = second.communicate(timeout=120)
     _, stderr = first.communicate(timeout=300)
     assert first.returncode == 0, stderr
@@ -114,12 +92,12 @@ def test_a_drain_through_a_symlinked_database_is_refused_while_one_runs(
 
 
 def test_a_symlinked_home_directory_shares_the_lock(tmp_path: Path, slow_server: FakeProviderServer) -> None:
-    h1 = _home(tmp_path / "h1", slow_server)
+    h1 = write_home(tmp_path / "h1", slow_server)
     _accept(h1)
     (tmp_path / "h2").symlink_to(h1, target_is_directory=True)
-    first = _drain(h1)
+    first = start_drain(h1)
     _wait_until_running(h1, first)
-    second = _drain(tmp_path / "h2")
+    second = start_drain(tmp_path / "h2")
     _, refused = second.communicate(timeout=120)
     first.communicate(timeout=300)
     assert second.returncode == 1 and LOCK_HELD in refused
@@ -130,12 +108,12 @@ def test_a_hard_linked_database_is_refused_before_anything_runs(
     tmp_path: Path, slow_server: FakeProviderServer
 ) -> None:
     """SQLite keeps the log beside the name: through a hard link a committed row is not even visible."""
-    h1, h2 = _home(tmp_path / "h1", slow_server), _home(tmp_path / "h2", slow_server)
+    h1, h2 = write_home(tmp_path / "h1", slow_server), write_home(tmp_path / "h2", slow_server)
     _accept(h1)
     before = (h1 / "agents.db").read_bytes()
     os.link(h1 / "agents.db", h2 / "agents.db")
     for home in (h1, h2):
-        refused = _drain(home)
+        refused = start_drain(home)
         _, stderr = refused.communicate(timeout=120)
         assert refused.returncode == 1
         assert "2 names (hard links)" in stderr and "Traceback" not in stderr
@@ -147,12 +125,12 @@ def test_when_the_lock_cannot_see_the_other_broker_the_claim_refuses_its_items(
 ) -> None:
     """The lock file removed while held (a cleaner, a user): the second drain takes a lock of its own and
     reloads the first one's running items as a crash leaves them; the claim refuses them."""
-    home = _home(tmp_path / "h1", slow_server)
+    home = write_home(tmp_path / "h1", slow_server)
     _accept(home)
-    first = _drain(home)
+    first = start_drain(home)
     _wait_until_running(home, first)
     (home / "broker.lock").unlink()
-    second = _drain(home)
+    second = start_drain(home)
     _, second_err = second.communicate(timeout=300)
     _, first_err = first.communicate(timeout=300)
     assert (first.returncode, second.returncode) == (0, 0), (first_err, second_err)
