@@ -64,6 +64,8 @@ def queued(
         message_id=row.message_id or row.id,
         prompt=prompt,
         mode=parse_mode(row.mode),
+        cut_runs=cut,
+        last_attempt=cut > 0 and cut + 1 >= max_attempts,
         enqueued_at_ms=row.enqueued_at,
         debounce_ms=debounce_ms,
         sender=row.sender if row.sender not in (None, "user") else None,
@@ -73,8 +75,6 @@ def queued(
         reply_session=reply_session_of(message.metadata if message is not None else None),
         reply_deliver_to=reply_deliver_to_of(message.metadata if message is not None else None),
         deliver_to=_deliver_to(message),
-        cut_runs=cut,
-        last_attempt=cut > 0 and cut + 1 >= max_attempts,
     )
 
 

@@ -48,11 +48,11 @@ class QueuedMessage:
     """The chat the asker's turn answered: the asker's turn that reads the reply answers it too."""
     deliver_to: dict[str, object] | None = None
     """The chat target the reply is delivered to (an inbound message's ``metadata.deliver_to``)."""
+    in_flight: bool = False
     cut_runs: int = 0
     """How many runs of it a crash cut (reloaded ``processing``): a suspect of killing its process."""
     last_attempt: bool = False
     """Its next run is the last the crash-retry limit allows: it runs alone."""
-    in_flight: bool = False
 
 
 @dataclass(frozen=True, slots=True)
