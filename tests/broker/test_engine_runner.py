@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from nexus.adapters.types import DeliveryTarget
 from nexus.agent.tool_types import AgentTool, AgentToolResult
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings
 from nexus.broker.spawner import BrokerSpawner
@@ -18,6 +19,7 @@ from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
 from nexus.llm.abort import AbortSignal
+from nexus.streaming import stream_events
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text, tool_call
 
@@ -122,6 +124,55 @@ async def test_a_steer_enters_the_running_turn_and_is_delivered_with_it(ledger: 
     items = {item.id: item for item in BrokerStore(ledger.database).items(agent_id="coder")}
     assert items[first.queue_item_id].turn_id == items[steered.queue_item_id].turn_id == turn.id
     assert {item.status for item in items.values()} == {"delivered"}
+    await broker.close()
+
+
+async def test_a_steer_during_the_final_reply_is_answered_in_the_same_turn(ledger: Ledger) -> None:
+    """docs/broker.md said a steer arriving while the last reply streams is returned and becomes the next
+    turn; the run reads it at the safe point after that reply and calls the model again (pi does the same).
+    That is what a steer asks for - the running agent reads it now - so the docs now say so."""
+    scripted = ScriptedModel([text("Here is the summary of the whole file."), text("Now in French: voici.")])
+    streaming, resume = asyncio.Event(), asyncio.Event()
+
+    async def paused_final_reply(model: Any, context: Any, options: Any = None) -> Any:
+        paused = not streaming.is_set()
+        async for event in scripted.stream(model, context, options):
+            yield event
+            if paused and event.type == "text_delta" and not streaming.is_set():
+                streaming.set()  # the first reply is streaming its text: no tool call comes, it is the last one
+                await resume.wait()
+
+    broker = await start_broker(ledger, scripted, stream_fn=paused_final_reply)
+    first = await broker.send(AgentMessage("m-1", "user", "coder", "summarise the file"), "followup")
+    run = await first.follow()
+    assert run is not None
+    await asyncio.wait_for(streaming.wait(), 10)
+    steered = await broker.send(AgentMessage("m-2", "user", "coder", "and in French"), "steer")
+    resume.set()
+    assert steered.steered
+    target = DeliveryTarget("broker", "local", "agent:coder")
+    events = [event async for event in stream_events(run[0], target, run[1])]
+    assert await broker.wait_for_idle("coder", timeout_ms=20_000)
+    shown = [e.type if e.type != "stream_end" else f"end final={e.final}" for e in events if e.type != "token"]
+    assert shown == ["stream_start", "end final=False", "end final=True"]  # the answer is not glued to the reply
+    cut = next(n for n, e in enumerate(events) if e.type == "stream_end")
+    assert "".join(e.text for e in events[:cut] if e.type == "token") == "Here is the summary of the whole file."
+    assert "".join(e.text for e in events[cut:] if e.type == "token") == "Now in French: voici."
+    (turn,) = ledger.turns("agent:coder")  # one turn: the reply, the steer, the answer to it
+    assert turn.status == "completed" and len(scripted.calls) == 2
+    assert str(scripted.calls[1].messages[-1].content).endswith("and in French")
+    roles = [(m.role, m.text.rsplit("\n", 1)[-1]) for m in ledger.messages(turn.id)]
+    assert roles == [
+        ("user", "summarise the file"),
+        ("assistant", "Here is the summary of the whole file."),
+        ("user", "and in French"),
+        ("assistant", "Now in French: voici."),
+    ]
+    items = BrokerStore(ledger.database).items(agent_id="coder")
+    assert [(i.id, i.status, i.turn_id) for i in items] == [
+        (first.queue_item_id, "delivered", turn.id),
+        (steered.queue_item_id, "delivered", turn.id),
+    ]
     await broker.close()
 
 

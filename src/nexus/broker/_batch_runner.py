@@ -190,7 +190,7 @@ class BatchRunner:
         finished it); its claim refuses, and it must neither run again nor stop the drain.
         """
         finished = [item for item in batch.items if item.item_id in error.finished]
-        log.warning("agent %s: skipped queue items already finished elsewhere: %s", slot.agent_id, error)
+        log.warning("agent %s: skipped queue items finished or running elsewhere: %s", slot.agent_id, error)
         session.queue.complete([item.item_id for item in finished])
         settle(finished, SendAndWaitResult(False, error="the message was finished elsewhere"))
         session.queue.release([i for i in batch.item_ids if i not in error.finished])

@@ -58,7 +58,8 @@ class RunLog:
 
     def failures(self, ledger: Ledger, store: BrokerStore) -> list[Failure]:
         """The failed ones among the items handled since the log opened; :meth:`handled` then counts them all."""
-        settled = [i for i in store.items(statuses=("delivered", "failed")) if (i.completed_at or 0) >= self.since_ms]
+        since = self.since_ms
+        settled = [item for item in store.items(statuses=("delivered", "failed")) if (item.completed_at or 0) >= since]
         settled.sort(key=lambda item: item.completed_at or 0)
         self.handled_ids = [item.id for item in settled]
         found = (failure_of(ledger, item) for item in settled)

@@ -142,8 +142,12 @@ class Runtime:
         return None if self.stream_fn is not None else unreachable_model_problem(self.config, ref)
 
     def auth_profiles(self, models: Sequence[Model]) -> dict[str, list[ResolvedProfile]]:
-        """Each provider's usable keys from config/environment, in rotation order."""
+        """Each provider's usable keys from config/environment, in rotation order.
+
+        The keys are registered with :func:`nexus.llm.redact.add_secrets`: no error text repeats one.
+        """
         from nexus.config import provider_settings
+        from nexus.llm.redact import add_secrets
 
         out: dict[str, list[ResolvedProfile]] = {}
         for provider in dict.fromkeys(m.provider for m in models):
@@ -154,6 +158,7 @@ class Runtime:
                     log.warning("auth profile %s of %s skipped: %s is not set", p.name, provider, ", ".join(p.missing))
             if usable:
                 out[provider] = usable
+                add_secrets(p.api_key for p in usable)
         return out
 
     def chat_only(self, model: Model) -> bool:
