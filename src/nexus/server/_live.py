@@ -37,9 +37,13 @@ class LiveRuns:
         events = stream_events(execution, DeliveryTarget(WEB_CHANNEL, "server", label))
         task = asyncio.get_running_loop().create_task(self._publish(label, events), name=f"live:{label}")
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     async def _publish(self, label: str, events: AsyncIterator[StreamEvent]) -> None:
         publish = self.hub.publish
-        async for event in events:
-            publish(label, event.type, event.to_json())
+        try:
+            async for event in events:
+                publish(label, event.type, event.to_json())
+        finally:
+            task = asyncio.current_task()
+            if task is not None:
+                self._tasks.discard(task)

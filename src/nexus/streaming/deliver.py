@@ -76,7 +76,6 @@ class Deliverer:
             self._deliver(execution, target, events, queue_item_id), name=f"delivery:{target.key}"
         )
         self._tasks[task] = execution
-        task.add_done_callback(lambda done: self._tasks.pop(done, None))
         return task
 
     def deliver_stored(self, execution: Execution, stored: dict[str, object], queue_item_id: str) -> None:
@@ -108,11 +107,25 @@ class Deliverer:
         events: AsyncIterator[StreamEvent],
         queue_item_id: str | None,
     ) -> DeliveryReport:
+        try:
+            return await self._deliver_when_begun(execution, target, events, queue_item_id)
+        finally:
+            task = asyncio.current_task()
+            if task is not None:
+                self._tasks.pop(task, None)
+
+    async def _deliver_when_begun(
+        self,
+        execution: Execution,
+        target: DeliveryTarget,
+        events: AsyncIterator[StreamEvent],
+        queue_item_id: str | None,
+    ) -> DeliveryReport:
         from nexus.streaming.router import DeliveryReport
 
-        first = await anext(events, None)  # the run's turn has begun (or the run ended without one)
+        begun = await execution.wait_started()  # the run's turn has begun (or the run ended without one)
         started = now_ms()
-        if not execution.started:  # nothing to send: no turn began
+        if not begun:  # nothing to send: no turn began
             result = await _result(execution)
             error = (result.error.message if result and result.error else None) or "the message was not run"
             report = DeliveryReport(target, "none").failed(error, partial=False)
@@ -120,7 +133,7 @@ class Deliverer:
                 return report  # the run gave the message back (it runs again later): nothing to record
         else:
             report = await self.router.deliver(
-                target, _chain(first, events), run_id=execution.run_id, session_label=execution.session_label
+                target, events, run_id=execution.run_id, session_label=execution.session_label, framed=True
             )
         result = await _result(execution)  # the turn is written: the row can point at it
         self._record(execution, report, result.turn_id if result else None, started, queue_item_id)
@@ -158,13 +171,6 @@ async def _result(execution: Execution) -> AgentResult | None:
         return await asyncio.shield(execution.result)
     except Exception:
         return None
-
-
-async def _chain(first: StreamEvent | None, rest: AsyncIterator[StreamEvent]) -> AsyncIterator[StreamEvent]:
-    if first is not None:
-        yield first
-    async for event in rest:
-        yield event
 
 
 def delivery_record(

@@ -29,7 +29,7 @@ from nexus.streaming.tool_status import summary
 
 if TYPE_CHECKING:
     from nexus.adapters.types import DeliveryTarget
-    from nexus.engine import AgentResult, Execution, ExecutionEvent, Subscription
+    from nexus.engine import AgentResult, Execution, Subscription
 
 __all__ = ["stream_events"]
 
@@ -49,19 +49,19 @@ async def _stream(
     text_seen = reply_open = False
     tools = _ToolCalls()
     async for item in subscription:
-        kind = item.type
+        event = item.event
+        kind = event.type
         if kind == "reply_delta":
-            if item.event.delta:
+            if event.delta:
                 text_seen = True
-                yield Token(item.event.delta)
+                yield Token(event.delta)
         elif kind == "reasoning_delta":
-            if item.event.delta:
-                yield Reasoning(item.event.delta)
+            if event.delta:
+                yield Reasoning(event.delta)
         elif kind in ("tool_execution_start", "tool_execution_end"):
-            yield tools.status(item)
+            yield tools.status(event)
         elif kind == "turn_end":
-            turn = item.event
-            reply_open = not (turn.tool_results or any(type(block) is ToolCall for block in turn.message.content))
+            reply_open = not (event.tool_results or any(type(block) is ToolCall for block in event.message.content))
             if not reply_open:
                 yield StreamEnd(run_id, final=False)
         elif kind == "turn_start" and reply_open:  # the run goes on after a reply (a steer came)
@@ -70,7 +70,7 @@ async def _stream(
         elif kind == "run_start":
             yield StreamStart(run_id, session_label, target)
         elif kind == "run_end":
-            yield _end(item.event.result, run_id, text_seen)
+            yield _end(event.result, run_id, text_seen)
             return
     yield StreamError("the run ended without an end event", text_seen)
 
@@ -83,9 +83,9 @@ class _ToolCalls:
     def __init__(self) -> None:
         self.args: dict[str, dict[str, Any]] = {}
 
-    def status(self, item: ExecutionEvent) -> ToolStatus:
-        event = item.event
-        if item.type == "tool_execution_start":
+    def status(self, event: Any) -> ToolStatus:
+        """A tool call's start or end (an agent-loop event) as its ``tool_status``."""
+        if event.type == "tool_execution_start":
             self.args[event.tool_call_id] = dict(event.args)
             line = summary(event.tool_name, event.args, done=False)
             return ToolStatus(event.tool_name, event.tool_call_id, "started", line)

@@ -77,18 +77,22 @@ class Execution:
 
     def _drive(self, main: Coroutine[Any, Any, AgentResult]) -> None:
         """Run ``main`` as the execution's task (it starts at the caller's next ``await``: no event is missed)."""
-        self._task = task = asyncio.get_running_loop().create_task(main, name=f"nexus-run-{self.run_id}")
-        task.add_done_callback(self._ended)
+        self._task = asyncio.get_running_loop().create_task(self._to_the_end(main), name=f"nexus-run-{self.run_id}")
 
-    def _ended(self, task: asyncio.Task[AgentResult]) -> None:
-        self._unlink()  # a long-lived outer signal must not keep every finished run alive
-        if self._run is None:  # it never started: steers offered meanwhile are handed back, the channel ends
-            self._steering.close("the run ended before it started")
-            if not task.cancelled() and task.exception() is None:
-                self._channel.publish(RunEndEvent(task.result()))
-            self._channel.close()
-        if not self._begun.done():
-            self._begun.set_result(None)
+    async def _to_the_end(self, main: Coroutine[Any, Any, AgentResult]) -> AgentResult:
+        result: AgentResult | None = None
+        try:
+            result = await main
+            return result
+        finally:
+            self._unlink()  # a long-lived outer signal must not keep every finished run alive
+            if self._run is None:  # it never started: steers offered meanwhile are handed back, the channel ends
+                self._steering.close("the run ended before it started")
+                if result is not None:
+                    self._channel.publish(RunEndEvent(result))
+                self._channel.close()
+            if not self._begun.done():
+                self._begun.set_result(None)
 
     def _attach(self, run: EngineRun) -> None:
         """The run is assembled and about to start: from now on the handle controls it."""
@@ -133,6 +137,11 @@ class Execution:
         if run is None:
             return "done" if self._task is not None and self._task.done() else "starting"
         return run.state
+
+    async def wait_started(self) -> bool:
+        """Wait until the run is past its starting phase (``True``) or ended without starting (``False``)."""
+        await asyncio.shield(self._begun)
+        return self._run is not None
 
     async def wait_state_change(self) -> ExecutionState:
         """Wait until ``state`` changes and return the new state (at once if the run is done)."""

@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("nexus.engine")
 
+_LIVE_PRUNE = 64
+"""Finished executions are dropped from :meth:`Runtime.live`'s table when it reaches this size."""
+
 _FROM_CONFIG = EngineLimits()
 """The default of ``Runtime.limits``: replaced by the config's ``[agent]`` limits (compared by identity)."""
 
@@ -275,8 +278,9 @@ class Runtime:
         execution._drive(_begin(self, execution, spec, model, request))
         if self.on_start is not None:
             self.on_start(execution)
+        if len(self._live) >= _LIVE_PRUNE:
+            self._live = {run_id: e for run_id, e in self._live.items() if not e.result.done()}
         self._live[execution.run_id] = execution
-        execution.result.add_done_callback(lambda _: self._live.pop(execution.run_id, None))
         return execution
 
     def context_for(
