@@ -255,7 +255,7 @@ def test_a_client_that_leaves_mid_stream_frees_its_slot_and_others_go_on(live: L
         stream = frames(r.iter_lines())
         wait_until(subscribers(server.hub), "the staying subscription")
         sock = socket.create_connection(("127.0.0.1", int(server.url.rsplit(":", 1)[1])))
-        sock.sendall(b"GET /v1/sessions/main/events HTTP/1.1\r\nhost: x\r\n\r\n")
+        sock.sendall(b"GET /v1/sessions/main/events HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
         assert sock.recv(4096).startswith(b"HTTP/1.1 200")
         wait_until(subscribers(server.hub, 2), "the leaving subscription")
         sock.close()  # gone mid-stream, while waiting for the next event, without a word
@@ -271,7 +271,7 @@ def test_a_stalled_reader_never_blocks_publishing_or_other_readers(live: Live) -
     stalled = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: a small window
     stalled.connect(("127.0.0.1", int(server.url.rsplit(":", 1)[1])))
-    stalled.sendall(b"GET /v1/sessions/main/events HTTP/1.1\r\nhost: x\r\n\r\n")
+    stalled.sendall(b"GET /v1/sessions/main/events HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
     got_fast: list[Frame] = []
     total, blob = 300, "z" * 32_768  # 9.8 MB: more than the stalled socket's buffers can hold
     with httpx.Client(base_url=server.url, timeout=30) as client, client.stream("GET", "/v1/sessions/main/events") as r:

@@ -16,6 +16,7 @@ from nexus.server._state import ServerState
 from nexus.server.app import create_app
 
 FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "pi-sessions"
+NDJSON = {"content-type": "application/x-ndjson"}
 if not FIXTURES.exists():
     FIXTURES = Path("/work/shared/fixtures/pi-sessions")
 
@@ -103,7 +104,7 @@ async def test_export_then_import_round_trip(client: httpx.AsyncClient) -> None:
 @pytest.mark.skipif(not FIXTURES.is_dir(), reason="the shared pi session fixtures are not beside this checkout")
 async def test_import_a_file_pi_wrote(client: httpx.AsyncClient) -> None:
     sample = sorted(FIXTURES.glob("*.jsonl"))[0]
-    response = await client.post("/v1/sessions/import", content=sample.read_bytes())
+    response = await client.post("/v1/sessions/import", content=sample.read_bytes(), headers=NDJSON)
     assert response.status_code == 201 and response.json()["turns"] > 0
 
 
@@ -153,7 +154,7 @@ async def test_an_unknown_session_is_a_404_in_http_terms(client: httpx.AsyncClie
 
 
 async def test_a_bad_import_names_the_body_not_a_server_path(client: httpx.AsyncClient, ledger: Ledger) -> None:
-    response = await client.post("/v1/sessions/import", content=b'{"type": "message"}\n')
+    response = await client.post("/v1/sessions/import", content=b'{"type": "message"}\n', headers=NDJSON)
     assert response.status_code == 400, response.text
     message = response.json()["error"]["message"]
     assert "nexus-import-" not in message and "/tmp" not in message, message
@@ -183,14 +184,14 @@ async def test_tokens_are_required_when_configured(ledger: Ledger) -> None:
 
 async def test_oversized_bodies_are_refused_before_reading(ledger: Ledger) -> None:
     async with await client_for(ledger, ServerConfig(max_body_bytes=100)) as client:
-        big = await client.post("/v1/sessions/import", content=b"x" * 101)
+        big = await client.post("/v1/sessions/import", content=b"x" * 101, headers=NDJSON)
         assert big.status_code == 413 and big.json()["error"]["type"] == "too_large"
 
         async def chunks() -> AsyncIterator[bytes]:
             for _ in range(10):
                 yield b"y" * 20
 
-        streamed = await client.post("/v1/sessions/import", content=chunks())
+        streamed = await client.post("/v1/sessions/import", content=chunks(), headers=NDJSON)
         assert streamed.status_code == 413
     assert [s.label for s in ledger.list_sessions()] == ["main"]
 
@@ -205,7 +206,9 @@ async def test_a_label_the_api_could_not_address_again_is_refused(
     forked = await client.post("/v1/sessions/main/fork", json={"turn_id": turn, "label": label})
     assert forked.status_code == 422, forked.text
     assert forked.json()["error"]["type"] == "invalid_request" and "label" in forked.json()["error"]["message"]
-    imported = await client.post("/v1/sessions/import", params={"label": label}, content=b'{"type":"session"}\n')
+    imported = await client.post(
+        "/v1/sessions/import", params={"label": label}, content=b'{"type":"session"}\n', headers=NDJSON
+    )
     assert imported.status_code == 422, imported.text
     assert {s.label for s in ledger.list_sessions()} == before
 

@@ -237,3 +237,13 @@ def test_the_page_is_served_without_a_token_and_with_a_strict_csp(live: Live) ->
         assert client.get("/ui/app.js").status_code == 200 and client.get("/ui/app.css").status_code == 200
         assert client.get("/ui/../v1/sessions").status_code in (401, 404)
         assert client.get("/v1/sessions").status_code == 401
+        for path in ("/ui/index.html", "/ui/app.js"):  # the same page under another path: the same policy
+            also = client.get(path)
+            assert (
+                also.status_code == 200
+                and also.headers["content-security-policy"] == index.headers["content-security-policy"]
+            ), path
+            assert "frame-ancestors 'none'" in also.headers["content-security-policy"]
+            assert also.headers["x-content-type-options"] == "nosniff"
+        head = client.head("/")
+        assert head.status_code == 200 and head.content == b"" and "content-security-policy" in head.headers

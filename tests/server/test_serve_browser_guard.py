@@ -1,0 +1,89 @@
+"""A token-less ``nexus serve`` on loopback is safe from web pages: DNS rebinding and cross-site requests.
+
+A real server process, attacked as a browser would: a page on ``attacker.example`` whose name was
+rebound to 127.0.0.1 (its requests carry ``Host: attacker.example:PORT``), and a page on another
+origin posting ``text/plain`` (a "simple" request a browser sends without asking). The CLI and
+same-origin calls (the web UI's) keep working; ``[server] allowed_hosts`` admits a proxy's name.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from nexus.testing import FakeProviderServer
+from nexus.testing.steps import echo
+
+from .test_serve_process import _nexus, _serving, _stop, _write_config
+
+pytestmark = pytest.mark.slow  # real processes
+
+EVIL = "http://evil.example"
+
+
+def _sessions(url: str) -> list[str]:
+    return [s["label"] for s in httpx.get(f"{url}/v1/sessions").json()["sessions"]]
+
+
+def test_rebinding_and_cross_site_requests_are_refused_and_change_nothing(isolated_env: Path) -> None:
+    with FakeProviderServer(default=echo) as provider:
+        _write_config(isolated_env, provider)
+        assert _nexus(isolated_env, "agents", "add", "coder").returncode == 0
+        with _serving(isolated_env) as (process, url):
+            port = url.rsplit(":", 1)[1]
+            before = _sessions(url)
+            rebound = httpx.get(f"{url}/v1/sessions", headers={"host": f"attacker.example:{port}"})
+            assert rebound.status_code == 403, rebound.text
+            error = rebound.json()["error"]
+            assert error["type"] == "forbidden" and "allowed_hosts" in error["message"]
+            page = httpx.get(f"{url}/", headers={"host": f"attacker.example:{port}"})
+            assert page.status_code == 403  # not even the page: a rebound name gets nothing from this server
+            planted = httpx.post(
+                f"{url}/v1/sessions/import", params={"label": "planted"}, content=b'{"type":"session"}\n',
+                headers={"origin": EVIL, "content-type": "text/plain"},
+            )  # fmt: skip
+            assert planted.status_code == 403, planted.text
+            plain = httpx.post(
+                f"{url}/v1/sessions/import", params={"label": "planted"}, content=b'{"type":"session"}\n',
+                headers={"content-type": "text/plain"},
+            )  # fmt: skip
+            assert plain.status_code == 415 and "application/x-ndjson" in plain.json()["error"]["message"]
+            aborted = httpx.post(f"{url}/v1/agents/coder/abort", headers={"origin": EVIL})
+            assert aborted.status_code == 403, aborted.text
+            message = httpx.post(
+                f"{url}/v1/agents/coder/messages", content=json.dumps({"content": "rm -rf ~"}),
+                headers={"origin": "null", "content-type": "text/plain"},
+            )  # fmt: skip
+            assert message.status_code == 403
+            assert _sessions(url) == before  # nothing planted
+            queue = httpx.get(f"{url}/v1/agents/coder/queue").json()["items"]
+            assert queue == []  # nothing queued
+            # the web UI's own calls (same origin) and the CLI's (no Origin) still work
+            same = httpx.post(
+                f"{url}/v1/agents/coder/messages", json={"content": "hi from the page"}, headers={"origin": url}
+            )
+            assert same.status_code == 202, same.text
+            by_name = httpx.get(f"http://localhost:{port}/v1/sessions")
+            assert by_name.status_code == 200
+            sent = _nexus(isolated_env, "send", "coder", "hi from the cli", "--wait", "--timeout", "30")
+            assert sent.returncode == 0, sent.stderr
+            _stop(process)
+
+
+def test_allowed_hosts_admits_a_reverse_proxys_name(isolated_env: Path) -> None:
+    with FakeProviderServer(default=echo) as provider:
+        _write_config(isolated_env, provider, 'allowed_hosts = ["nexus.example.com"]')
+        with _serving(isolated_env) as (process, url):
+            proxied = httpx.get(f"{url}/v1/sessions", headers={"host": "nexus.example.com"})
+            assert proxied.status_code == 200, proxied.text
+            other = httpx.get(f"{url}/v1/sessions", headers={"host": "other.example.com"})
+            assert other.status_code == 403
+            form = httpx.post(
+                f"{url}/v1/agents", json={"id": "helper"},
+                headers={"host": "nexus.example.com", "origin": "https://nexus.example.com"},
+            )  # fmt: skip
+            assert form.status_code == 201, form.text  # a page served through the proxy is this server's own
+            _stop(process)
