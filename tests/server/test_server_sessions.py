@@ -146,6 +146,38 @@ async def test_malformed_json_is_a_422_and_nothing_changes(client: httpx.AsyncCl
     assert [s.label for s in ledger.list_sessions()] == ["main"]
 
 
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (b'{"turn_id": "\xff\xfe"}', "not UTF-8"),
+        (b"[" * 100_000, "nested"),
+        (b'{"turn_id": ' + b"9" * 5000 + b"}", "digits"),
+        (b'{"turn_id": "x"', "at character"),
+    ],
+)
+async def test_every_body_that_is_not_json_gets_the_one_documented_422(
+    client: httpx.AsyncClient, ledger: Ledger, body: bytes, why: str
+) -> None:
+    """Invalid UTF-8, nesting past the parser's depth and a 5000-digit number were 400 ``http_error``."""
+    response = await client.post("/v1/sessions/main/fork", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request" and error["message"].startswith("the request body is not valid JSON")
+    assert why in error["message"], error["message"]
+    assert [s.label for s in ledger.list_sessions()] == ["main"]
+
+
+@pytest.mark.parametrize("line", [b"[" * 100_000, b'{"type": "session", "id": ' + b"9" * 5000 + b"}"])
+async def test_an_import_nested_too_deeply_or_with_a_huge_number_is_a_400_not_a_500(
+    client: httpx.AsyncClient, ledger: Ledger, line: bytes
+) -> None:
+    """``json.loads`` raised RecursionError / ValueError, which the import did not catch: a 500."""
+    response = await client.post("/v1/sessions/import", content=line + b"\n", headers=NDJSON)
+    assert response.status_code == 400, response.text
+    assert "not valid JSON" in response.json()["error"]["message"]
+    assert [s.label for s in ledger.list_sessions()] == ["main"]
+
+
 async def test_an_unknown_session_is_a_404_in_http_terms(client: httpx.AsyncClient) -> None:
     response = await client.get("/v1/sessions/nowhere/history")
     assert response.status_code == 404

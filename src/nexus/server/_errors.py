@@ -78,6 +78,27 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "; ".join(listed) or "the request is not valid"
 
 
+def _unparsable_body(exc: StarletteHTTPException) -> str | None:
+    """The 422 message for a JSON body the parser gave up on (FastAPI answers those 400), else None.
+
+    ``json.loads`` raises ``JSONDecodeError`` (FastAPI's own 422) for most broken bodies, but other
+    errors for three: bytes that are not UTF-8, nesting past the recursion limit, and an integer
+    longer than Python converts (4300 digits). FastAPI wraps each in a 400 with the error as cause.
+    """
+    cause = exc.__cause__
+    if exc.status_code != 400 or cause is None:
+        return None
+    if isinstance(cause, UnicodeDecodeError):
+        why = f"not UTF-8 text: byte {cause.start} is 0x{cause.object[cause.start]:02x}"
+    elif isinstance(cause, RecursionError):
+        why = "arrays or objects nested too deeply"
+    elif isinstance(cause, ValueError) and "digits" in str(cause):
+        why = "a number has more digits than the 4300 a JSON number may have here"
+    else:
+        return None
+    return f"the request body is not valid JSON ({why})"
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers that give every error the one shape."""
     from nexus.broker.types import BrokerError, UnknownAgentError
@@ -91,6 +112,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def http_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
+        unparsable = _unparsable_body(exc)
+        if unparsable is not None:  # the same answer as any other body that is not JSON
+            return JSONResponse(error_body("invalid_request", unparsable), status_code=422)
         kind = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized", 413: "too_large"}
         return JSONResponse(
             error_body(kind.get(exc.status_code, "http_error"), str(exc.detail)),
