@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
+from nexus.server._http_timeouts import TimedHttpProtocol
 from nexus.server.discovery import remove_server_file, write_server_file
 
 if TYPE_CHECKING:
@@ -127,10 +128,11 @@ async def _serve(
 
             publish_runs(runner, hub)
             hubs.append(hub)
+        protocol = TimedHttpProtocol.with_timeouts(settings.header_timeout_seconds, settings.body_timeout_seconds)
         server = NexusUvicorn(
             uvicorn.Config(
                 app, host=settings.host, port=settings.port, lifespan="off", log_level="warning",
-                access_log=False, timeout_graceful_shutdown=GRACEFUL_S,
+                access_log=False, timeout_graceful_shutdown=GRACEFUL_S, http=protocol,
             )
         )  # fmt: skip
         if stopping:  # a signal came while the broker started
