@@ -36,6 +36,7 @@ def create_app(state: ServerState, config: ServerConfig | None = None) -> Any:
         state.events = EventHub(
             retention_events=settings.events_retention_count,
             retention_seconds=settings.events_retention_seconds,
+            retention_total_bytes=settings.events_retention_total_bytes,
             heartbeat_seconds=settings.events_heartbeat_seconds,
         )
     app = FastAPI(
