@@ -23,16 +23,26 @@ RETRY_AFTER_S = 30
 
 
 class ApiError(Exception):
-    """An error the API reports as is: status code, a short type and a message for people."""
+    """An error the API reports as is: status code, a short type and a message for people.
 
-    def __init__(self, status: int, error_type: str, message: str) -> None:
+    ``param`` and ``code`` (the OpenAI facade's refusals) name the request field at fault and why,
+    as OpenAI's own errors do.
+    """
+
+    def __init__(
+        self, status: int, error_type: str, message: str, *, param: str | None = None, code: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status, self.error_type, self.message = status, error_type, message
+        self.param, self.code = param, code
 
 
-def error_body(error_type: str, message: str) -> dict[str, Any]:
-    """The JSON body of every error response."""
-    return {"error": {"type": error_type, "message": message}}
+def error_body(error_type: str, message: str, *, param: str | None = None, code: str | None = None) -> dict[str, Any]:
+    """The JSON body of every error response (``param``/``code`` only when given)."""
+    error: dict[str, Any] = {"type": error_type, "message": message}
+    if param is not None:
+        error.update(param=param, code=code)
+    return {"error": error}
 
 
 _KINDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false", "list": "a list"}
@@ -108,7 +118,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def api_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)
-        return JSONResponse(error_body(exc.error_type, exc.message), status_code=exc.status)
+        body = error_body(exc.error_type, exc.message, param=exc.param, code=exc.code)
+        return JSONResponse(body, status_code=exc.status)
 
     async def http_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)

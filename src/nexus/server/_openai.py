@@ -24,7 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from nexus.broker.runner import RunOutcome
 from nexus.broker.types import MAX_CONTENT_CHARS
 from nexus.server._chat_run import ChatTurn, start_chat_turn
+from nexus.server._chat_sessions import claim_chat_session
 from nexus.server._errors import ApiError
+from nexus.server._openai_params import refuse_unsupported
 from nexus.server._state import ServerState
 
 router = APIRouter(prefix="/v1", tags=["openai"])
@@ -59,9 +61,10 @@ class StreamOptions(BaseModel):
 
 
 class ChatRequest(BaseModel):
-    """``POST /v1/chat/completions``; sampling fields (temperature, …) are accepted and ignored.
+    """``POST /v1/chat/completions``: what the facade acts on; other options per ``_openai_params``.
 
-    The agent's spec decides the model, tools and instructions: the client only talks.
+    The agent's spec decides the model, tools and instructions: the client only talks. Options it
+    cannot honour are refused (400 with ``param``); sampling hints are accepted and ignored.
     """
 
     model_config = ConfigDict(extra="allow")
@@ -70,6 +73,8 @@ class ChatRequest(BaseModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = Field(default=None, max_length=64)
+    max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
+    max_completion_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
 
 
 def _state(request: Request) -> ServerState:
@@ -133,6 +138,7 @@ async def chat_completions(
 ) -> Any:
     from nexus.ledger import new_ulid
 
+    refuse_unsupported(body.model_extra or {})
     state = _state(request)
     agent = state.store.get_agent(body.model)
     if agent is None:
@@ -140,7 +146,7 @@ async def chat_completions(
             404, "model_not_found", f"the model {body.model!r} does not exist: use an agent id (GET /v1/models)"
         )
     prompt = new_prompt(body.messages)
-    session = choose_session(agent.session_label, x_nexus_session, body.user)
+    session = claim_chat_session(state, agent, choose_session(agent.session_label, x_nexus_session, body.user))
     completion_id = f"chatcmpl-{new_ulid().lower()}"
     turn = await start_chat_turn(state, agent, session, prompt, completion_id)
     headers = {"x-nexus-session": turn.session_label}
