@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from nexus.config._server_schema import ServerConfig
+from nexus.server._schemas import ChatCompletion, ModelList
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text
 
@@ -43,6 +44,9 @@ async def test_models_and_a_plain_completion_with_usage(tmp_path: Path) -> None:
                 model="coder", messages=[{"role": "user", "content": "who are you?"}]
             )
             await client.close()
+            async with httpx.AsyncClient(base_url=url) as http:  # the bodies are the ones /openapi.json documents
+                ModelList.model_validate((await http.get("/v1/models")).json())
+        ChatCompletion.model_validate(completion.model_dump())
         assert completion.choices[0].message.content == "Hello, I am the coder."
         assert completion.choices[0].finish_reason == "stop" and completion.model == "coder"
         (turn,) = live.ledger.turns("agent:coder")

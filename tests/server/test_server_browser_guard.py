@@ -6,6 +6,7 @@ pin the rules at the edges (over the ASGI app: no socket needed to read a header
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -148,3 +149,23 @@ def test_a_bad_allowed_hosts_entry_is_a_config_error_naming_it(tmp_path: Path, e
     with pytest.raises(ConfigError) as caught:
         load_config(str(path))
     assert "allowed_hosts" in str(caught.value) and fragment in str(caught.value)
+
+
+async def test_every_path_answers_options_and_an_undocumented_method_with_the_documented_allow(ledger: Ledger) -> None:
+    """OPTIONS was 405; a 405's Allow named only the first route the router tried (``GET`` for /v1/agents)."""
+    async with _client(ledger, ServerConfig()) as client:
+        paths = (await client.get("/openapi.json")).json()["paths"]
+        for path in paths:
+            concrete = path.replace("{label}", "main").replace("{turn_id}", "t1").replace("{agent_id}", "coder")
+            methods = {  # every documented operation whose template matches (/sessions/import is also a {label})
+                method.upper()
+                for template, operations in paths.items()
+                if re.fullmatch(re.sub(r"\{[^}]+\}", "[^/]+", template), concrete)
+                for method in operations
+            }
+            allow = ", ".join([*sorted(methods), "OPTIONS"])
+            options = await client.options(concrete)
+            assert (options.status_code, options.headers["allow"]) == (204, allow), path
+            refused = await client.request("PATCH", concrete)
+            assert (refused.status_code, refused.headers["allow"]) == (405, allow), path
+            assert refused.json()["error"]["type"] == "method_not_allowed"

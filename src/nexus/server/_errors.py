@@ -121,16 +121,20 @@ def install_error_handlers(app: FastAPI) -> None:
         body = error_body(exc.error_type, exc.message, param=exc.param, code=exc.code)
         return JSONResponse(body, status_code=exc.status)
 
-    async def http_error(_: Request, exc: Exception) -> JSONResponse:
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
         unparsable = _unparsable_body(exc)
         if unparsable is not None:  # the same answer as any other body that is not JSON
             return JSONResponse(error_body("invalid_request", unparsable), status_code=422)
         kind = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized", 413: "too_large"}
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code == 405:  # the router names the first route it tried; list every method of the path
+            methods = sorted(request.app.state.route_methods(request.url.path))
+            headers["Allow"] = ", ".join([*methods, "OPTIONS"])
         return JSONResponse(
             error_body(kind.get(exc.status_code, "http_error"), str(exc.detail)),
             status_code=exc.status_code,
-            headers=getattr(exc, "headers", None),
+            headers=headers or None,
         )
 
     async def invalid(_: Request, exc: Exception) -> JSONResponse:

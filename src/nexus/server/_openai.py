@@ -27,6 +27,8 @@ from nexus.server._chat_run import ChatTurn, start_chat_turn
 from nexus.server._chat_sessions import claim_chat_session
 from nexus.server._errors import ApiError
 from nexus.server._openai_params import refuse_unsupported
+from nexus.server._openapi import answers
+from nexus.server._schemas import ChatCompletion, ModelList
 from nexus.server._state import ServerState
 
 router = APIRouter(prefix="/v1", tags=["openai"])
@@ -120,7 +122,11 @@ def choose_session(agent_session: str, header: str | None, user: str | None) -> 
     return agent_session
 
 
-@router.get("/models", summary="OpenAI-compatible: one model per registered agent (the model id is the agent id)")
+@router.get(
+    "/models",
+    summary="OpenAI-compatible: one model per registered agent (the model id is the agent id)",
+    responses=answers(ModelList),
+)
 def list_models(request: Request) -> Any:
     rows = _state(request).store.list_agents()
     return {
@@ -132,7 +138,14 @@ def list_models(request: Request) -> Any:
     }
 
 
-@router.post("/chat/completions", summary="OpenAI-compatible chat completion: model = agent id; streamed or not")
+@router.post(
+    "/chat/completions",
+    summary="OpenAI-compatible chat completion: model = agent id; streamed or not",
+    responses={
+        **answers(ChatCompletion, 400, 404, 409, 413, 502),
+        200: {"model": ChatCompletion, "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+    },
+)
 async def chat_completions(
     request: Request, body: ChatRequest, x_nexus_session: str | None = Header(default=None, max_length=200)
 ) -> Any:

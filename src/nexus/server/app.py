@@ -18,6 +18,8 @@ from nexus.server._errors import install_error_handlers
 from nexus.server._event_hub import EventHub
 from nexus.server._guard import Guard
 from nexus.server._hosts import HostRules
+from nexus.server._openapi import answers, install_openapi
+from nexus.server._schemas import Health
 from nexus.server._state import ServerState
 
 PROBED_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
@@ -46,8 +48,14 @@ def create_app(state: ServerState, config: ServerConfig | None = None) -> Any:
     )
     app.state.nexus = state
     install_error_handlers(app)
+    install_openapi(app)
 
-    @app.get("/v1/health", tags=["health"], summary="Liveness: the server is up and its ledger answers")
+    @app.get(
+        "/v1/health",
+        tags=["health"],
+        summary="Liveness: the server is up and its ledger answers",
+        responses=answers(Health),
+    )
     def health() -> dict[str, Any]:
         sessions = len(state.ledger.list_sessions(limit=1))
         return {"status": "ok", "version": __version__, "ledger": "ok" if sessions >= 0 else "error"}
@@ -57,6 +65,7 @@ def create_app(state: ServerState, config: ServerConfig | None = None) -> Any:
     app.include_router(_events.router)
     _ui.mount(app)
     _include_serve_routes(app)
+    app.state.route_methods = route_methods(app)  # OPTIONS' and 405's Allow
     return _middleware(app, settings)
 
 
@@ -80,7 +89,7 @@ def _middleware(app: FastAPI, settings: ServerConfig) -> Any:
     rules = HostRules(
         bound_host=settings.host, allowed_hosts=list(settings.allowed_hosts), cors_origins=list(settings.cors_origins)
     )
-    return BrowserGuard(inner, rules, route_methods(app), cors=bool(settings.cors_origins))
+    return BrowserGuard(inner, rules, app.state.route_methods, cors=bool(settings.cors_origins))
 
 
 def route_methods(app: FastAPI) -> Callable[[str], set[str]]:
