@@ -87,3 +87,28 @@ def test_allowed_hosts_admits_a_reverse_proxys_name(isolated_env: Path) -> None:
             )  # fmt: skip
             assert form.status_code == 201, form.text  # a page served through the proxy is this server's own
             _stop(process)
+
+
+def test_require_token_guards_a_loopback_server_with_a_per_start_token(isolated_env: Path) -> None:
+    """Other users of the machine can reach 127.0.0.1 too: ``require_token`` closes it, Jupyter's way."""
+    with FakeProviderServer(default=echo) as provider:
+        _write_config(isolated_env, provider, "require_token = true")
+        assert _nexus(isolated_env, "agents", "add", "coder").returncode == 0
+        tokens = []
+        for _ in range(2):
+            with _serving(isolated_env) as (process, url):
+                token = json.loads((isolated_env / "server.json").read_text())["token"]
+                assert len(token) >= 32 and token not in tokens  # a new one each start
+                tokens.append(token)
+                assert httpx.get(f"{url}/v1/sessions").status_code == 401
+                bearer = {"authorization": f"Bearer {token}"}
+                assert httpx.get(f"{url}/v1/sessions", headers=bearer).status_code == 200
+                assert httpx.get(f"{url}/").status_code == 200  # the page itself holds no data
+                sent = _nexus(isolated_env, "send", "coder", "hi", "--wait", "--timeout", "30")  # reads server.json
+                assert sent.returncode == 0, sent.stderr
+                stderr = _stop(process)
+            assert f"{url}/#token={token}" in stderr  # the web UI's address, token included, for its user only
+        old = {"authorization": f"Bearer {tokens[0]}"}
+        with _serving(isolated_env) as (process, url):
+            assert httpx.get(f"{url}/v1/sessions", headers=old).status_code == 401  # an earlier start's token
+            _stop(process)

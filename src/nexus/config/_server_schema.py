@@ -15,6 +15,9 @@ class ServerConfig(BaseModel):
     tokens: list[str] = Field(default_factory=list)
     """Bearer tokens accepted by the API (``${NEXUS_TOKEN}`` style references allowed). Empty: no auth,
     which ``nexus serve`` allows only on a loopback address."""
+    require_token: bool = False
+    """Even on loopback without ``tokens``, every API call needs a token: the one ``nexus serve`` makes at each
+    start, written to ``server.json`` (0600) for the CLI and printed in the web UI's address."""
     allowed_hosts: list[str] = Field(default_factory=list)
     """``Host`` names the server answers to besides ``localhost``, loopback addresses and the bound address
     (a reverse proxy's public name; ``name:port`` admits one port only; ``"*"`` turns the check off)."""
