@@ -6,6 +6,7 @@ agree on what a name is.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -23,8 +24,13 @@ class HostName:
     port: int | None = None
 
 
+@functools.lru_cache(maxsize=256)
 def parse_host(value: str) -> HostName | None:
-    """``Host``'s value (``name``, ``name:port``, ``[v6]:port``) as a :class:`HostName`; None when malformed."""
+    """``Host``'s value (``name``, ``name:port``, ``[v6]:port``) as a :class:`HostName`; None when malformed.
+
+    Cached: a server sees a handful of Host values, and this runs on every request (a bounded
+    cache, so a client sending endless new names only churns it).
+    """
     value = value.strip().lower()
     if not value or any(ch in value for ch in "/@?# \t\\"):
         return None

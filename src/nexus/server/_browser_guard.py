@@ -12,6 +12,7 @@ In front of CORS and the token check (``Guard``), in this order:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 
 from nexus.config._host_names import parse_host
@@ -25,6 +26,7 @@ MethodsFor = Callable[[str], Iterable[str]]
 """The methods a path answers to (none: no such path)."""
 
 
+@functools.lru_cache(maxsize=64)
 def is_json_type(content_type: bytes) -> bool:
     """True for a JSON media type (parameters such as ``charset`` ignored)."""
     media = content_type.split(b";", 1)[0].strip().lower().decode("latin-1")

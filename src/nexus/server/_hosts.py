@@ -16,6 +16,7 @@ A web page can make a browser send requests to ``127.0.0.1``, two ways:
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from urllib.parse import urlsplit
 
@@ -61,19 +62,25 @@ class HostRules:
         origin = origin.strip().lower().rstrip("/")
         if origin in self._cors:
             return True
-        parts = urlsplit(origin)
-        if parts.scheme not in _DEFAULT_PORTS or host is None:
+        from_page = _origin_host(origin)
+        if from_page is None or host is None:
             return False  # "null" (a sandboxed frame, a file), or no Host to compare with
-        from_page = parse_host(parts.netloc)
-        if from_page is None:
-            return False
         # The scheme is not compared: behind a TLS proxy the page is https and the request plain http.
-        return (from_page.name, _port(from_page, parts.scheme)) == (host.name, _port(host, scheme))
+        return from_page == HostName(host.name, _port(host.port, scheme))
 
 
-def _port(host: HostName, scheme: str) -> int | None:
-    default = _DEFAULT_PORTS.get(scheme)
-    return None if host.port in (None, default) else host.port
+@functools.lru_cache(maxsize=256)
+def _origin_host(origin: str) -> HostName | None:
+    """The host an ``Origin`` names, its port None when it is the scheme's default; None: not http(s)."""
+    parts = urlsplit(origin)
+    if parts.scheme not in _DEFAULT_PORTS:
+        return None
+    page = parse_host(parts.netloc)
+    return None if page is None else HostName(page.name, _port(page.port, parts.scheme))
+
+
+def _port(port: int | None, scheme: str) -> int | None:
+    return None if port in (None, _DEFAULT_PORTS.get(scheme)) else port
 
 
 def _is_loopback_ip(name: str) -> bool:
