@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from nexus.testing import FakeProviderServer
-from nexus.testing.steps import echo
+from nexus.testing.steps import echo, http_error
 
 from .test_serve_process import _nexus, _serving, _stop, _write_config
 
@@ -112,3 +112,21 @@ def test_require_token_guards_a_loopback_server_with_a_per_start_token(isolated_
         with _serving(isolated_env) as (process, url):
             assert httpx.get(f"{url}/v1/sessions", headers=old).status_code == 401  # an earlier start's token
             _stop(process)
+
+
+def test_the_per_start_token_is_never_repeated_in_an_error_text(isolated_env: Path) -> None:
+    """Redaction knows the configured tokens; the token of the start is registered the same way."""
+    with FakeProviderServer() as provider:
+        _write_config(isolated_env, provider, "require_token = true")
+        assert _nexus(isolated_env, "agents", "add", "coder").returncode == 0
+        with _serving(isolated_env) as (process, url):
+            token = json.loads((isolated_env / "server.json").read_text())["token"]
+            provider.script(*[http_error(401, f"invalid key; you sent {token}")] * 4)
+            ask = {"model": "coder", "messages": [{"role": "user", "content": "hi"}]}
+            failed = httpx.post(
+                f"{url}/v1/chat/completions", json=ask, headers={"authorization": f"Bearer {token}"}, timeout=60
+            )
+            assert failed.status_code == 502 and "invalid key" in failed.text, failed.text
+            assert token not in failed.text
+            stderr = _stop(process)
+        assert stderr.count(token) == 1  # only the web UI's address, which is for its user

@@ -128,7 +128,7 @@ async def _serve(
         state = ServerState(
             ledger, _store(ledger), broker=broker, runner=runner, deliverer=deliverer, delivery_owner=owner
         )
-        start_token = secrets.token_urlsafe(32) if settings.tokens or settings.require_token else None
+        start_token = _start_token(settings)
         tokens = [*settings.tokens, start_token] if start_token else []
         app = create_app(state, settings.model_copy(update={"tokens": tokens}))
         hub = state.events
@@ -156,6 +156,17 @@ async def _serve(
         remove_server_file(config)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
+
+
+def _start_token(settings: ServerConfig) -> str | None:
+    """The token of this start (in ``server.json``), when tokens are in use; registered with the redactor."""
+    if not (settings.tokens or settings.require_token):
+        return None
+    from nexus.llm.redact import add_secrets
+
+    token = secrets.token_urlsafe(32)
+    add_secrets([token])  # like the configured tokens: no error text ever repeats it
+    return token
 
 
 async def _listen(config: NexusConfig, server: NexusUvicorn, settings: ServerConfig, token: str | None) -> int:
