@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Container, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from nexus.broker._group_commit import GroupCommitter
@@ -142,8 +143,9 @@ class BatchRunner:
             session=session.key,
             deliver_to=_newest_target(items),
         )
+        spec = replace(slot.spec, max_tokens=head.max_tokens) if one and head.max_tokens else slot.spec
         return self._runtime.start(
-            slot.spec,
+            spec,
             session.label,
             batch.prompt,
             consumes=batch.item_ids,

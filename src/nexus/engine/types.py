@@ -314,7 +314,8 @@ class AgentSpec:
     allows to these names, globs or groups (None = all the policy allows, ``()`` = none);
     ``system_prompt`` is appended to the assembled prompt as the agent's instructions; ``limits``
     replaces the config's; ``thinking`` the config's thinking level; ``depth`` is how deep the agent
-    sits in a tree of ``spawn_agent`` workers (0 for a top-level agent).
+    sits in a tree of ``spawn_agent`` workers (0 for a top-level agent); ``max_tokens`` caps each model
+    call's reply (at most the model's own limit).
     """
 
     id: str = "main"
@@ -326,6 +327,7 @@ class AgentSpec:
     limits: EngineLimits | None = None
     thinking: ThinkingLevel | None = None
     depth: int = 0
+    max_tokens: int | None = None
 
     def to_json(self) -> dict[str, object]:
         """What a registry stores of the spec (``id`` and ``role`` are its own columns): only what is set."""
@@ -344,6 +346,8 @@ class AgentSpec:
             out["thinking"] = self.thinking
         if self.depth:
             out["depth"] = self.depth
+        if self.max_tokens is not None:
+            out["max_tokens"] = self.max_tokens
         return out
 
     @classmethod
@@ -351,7 +355,7 @@ class AgentSpec:
         """The spec :meth:`to_json` stored (a field of the wrong type is left at its default, never raised:
         a stored registry row must stay loadable)."""
         model, prompt, thinking = data.get("model"), data.get("system_prompt"), data.get("thinking")
-        limits, depth = data.get("limits"), data.get("depth")
+        limits, depth, max_tokens = data.get("limits"), data.get("depth"), data.get("max_tokens")
         return cls(
             id=agent_id,
             role=role,
@@ -362,6 +366,9 @@ class AgentSpec:
             limits=EngineLimits(**limits) if isinstance(limits, dict) else None,
             thinking=thinking if thinking in THINKING_LEVELS else None,
             depth=depth if isinstance(depth, int) and depth >= 0 else 0,
+            max_tokens=max_tokens
+            if isinstance(max_tokens, int) and not isinstance(max_tokens, bool) and max_tokens > 0
+            else None,
         )
 
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from nexus.server._errors import ApiError
 
@@ -57,9 +57,19 @@ async def stop_direct_runs(reason: str = "the server is shutting down") -> None:
 
 
 async def start_chat_turn(
-    state: ServerState, agent: AgentRow, session_label: str, prompt: str, completion_id: str
+    state: ServerState,
+    agent: AgentRow,
+    session_label: str,
+    prompt: str,
+    completion_id: str,
+    *,
+    max_tokens: int | None = None,
 ) -> ChatTurn:
-    """Start the turn (errors a client can fix are raised here, before any byte is streamed)."""
+    """Start the turn (errors a client can fix are raised here, before any byte is streamed).
+
+    ``max_tokens`` bounds each model call of the turn (the run's spec; through the broker, the
+    message's ``metadata``, which the broker passes to the run that consumes it alone).
+    """
     runtime = state.runtime
     if state.broker is None or runtime is None:
         raise ApiError(409, "no_broker", "no broker runs in this server process: start it with nexus serve")
@@ -67,12 +77,13 @@ async def start_chat_turn(
         session_label = state.ledger.ensure_session(session_label).label
     loop = asyncio.get_running_loop()
     if session_label == agent.session_label:
-        receipt = await _through_broker(state, agent, prompt, completion_id)
+        limit = {"max_tokens": max_tokens} if max_tokens else {}
+        receipt = await _through_broker(state, agent, prompt, completion_id, limit)
         return ChatTurn(session_label, receipt.follow(), receipt)
     from nexus.broker.types import stored_agent
 
     _, spec = stored_agent(agent)
-    execution = runtime.start(spec, session_label, prompt)
+    execution = runtime.start(replace(spec, max_tokens=max_tokens) if max_tokens else spec, session_label, prompt)
     _DIRECT.add(execution)
     execution.result.add_done_callback(lambda _: _DIRECT.discard(execution))
     run: asyncio.Future[tuple[Execution, Subscription] | None] = loop.create_future()
@@ -80,13 +91,16 @@ async def start_chat_turn(
     return ChatTurn(session_label, run)
 
 
-async def _through_broker(state: ServerState, agent: AgentRow, prompt: str, completion_id: str) -> SendReceipt:
+async def _through_broker(
+    state: ServerState, agent: AgentRow, prompt: str, completion_id: str, metadata: dict[str, Any]
+) -> SendReceipt:
     from nexus.broker import AgentMessage
     from nexus.server._messages import ensure_in_broker
 
     assert state.broker is not None
     ensure_in_broker(state, agent.agent_id)
-    return await state.broker.send(AgentMessage(completion_id, "user", agent.agent_id, prompt), "followup")
+    message = AgentMessage(completion_id, "user", agent.agent_id, prompt, metadata=metadata)
+    return await state.broker.send(message, "followup")
 
 
 async def finished(turn: ChatTurn) -> tuple[AgentResult | None, str | None]:

@@ -301,6 +301,8 @@ class Runtime:
             ctx.system_prompt = f"{ctx.system_prompt}\n\n## Agent instructions\n\n{spec.system_prompt}"
         if spec.thinking is not None:
             ctx.thinking_config = ThinkingConfig(spec.thinking) if spec.thinking != "off" else None
+        if spec.max_tokens is not None:  # e.g. a chat completion's max_tokens
+            ctx.max_response_tokens = min(spec.max_tokens, model.max_tokens)
         ctx.queue_item_ids = request.consumes
         if request.source is not None:
             ctx.source = request.source
