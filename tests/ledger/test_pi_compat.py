@@ -12,8 +12,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conformance import FIXTURES
 from helpers import reply, tool_round, user
+from test_pi_files import FIXTURES
 
 from nexus.ledger import CompactionRecord, Ledger
 from nexus.ledger.pi_jsonl import TURN_STATUS_TYPE

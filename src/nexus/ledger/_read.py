@@ -164,17 +164,18 @@ def ancestry(conn: sqlite3.Connection, turn_id: str) -> list[str]:
 def path_turns(conn: sqlite3.Connection, turn_id: str, limit: int | None = None) -> list[Turn]:
     """Full :class:`Turn` records from the root to ``turn_id``; with ``limit``, only the newest ``limit`` of them."""
     seg, seq, _ = turn_position(conn, turn_id)
-    left = -1 if limit is None else limit  # SQLite's LIMIT -1: no limit
+    left = limit
     out: list[Turn] = []
+    sql = f"SELECT {TURN_COLUMNS} FROM turns WHERE segment_id = ? AND seq BETWEEN ? AND ? ORDER BY seq DESC"
     for rseg, lo, hi in reversed(path_ranges(conn, seg, seq)):
         if left == 0:
             break
-        rows = conn.execute(
-            f"SELECT {TURN_COLUMNS} FROM turns WHERE segment_id = ? AND seq BETWEEN ? AND ? ORDER BY seq DESC LIMIT ?",
-            (rseg, lo, hi, left),
-        ).fetchall()
+        if left is None:
+            rows = conn.execute(sql, (rseg, lo, hi)).fetchall()
+        else:
+            rows = conn.execute(sql + " LIMIT ?", (rseg, lo, hi, left)).fetchall()
+            left -= len(rows)
         out.extend(turn_from_row(r) for r in rows)
-        left = -1 if limit is None else left - len(rows)
     return out[::-1]
 
 
