@@ -7,10 +7,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers import reply, texts, tool_round, user
 
-from nexus.ledger import CompactionRecord, Ledger, LedgerError, PiFormatError, SessionExistsError
+from nexus.ledger import Ledger, LedgerError, PiFormatError, SessionExistsError
 from nexus.llm.types import TextContent, UserMessage
+from nexus.testing.conformance.support import compaction, reply, texts, tool_round, user
 
 FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "pi-sessions"
 if not FIXTURES.exists():
@@ -32,17 +32,7 @@ def qa_turn(ledger: Ledger, session: str, q: str, a: str, **kw: object) -> str:
 
 def compact_turn(ledger: Ledger, session: str, through: str, first_kept: str | None, **kw: object) -> str:
     """Write a compaction turn summarising up to ``through`` and keeping turns from ``first_kept``."""
-    record = CompactionRecord(
-        summary="they talked about 1 and 2",
-        summarized_through_turn_id=through,
-        first_kept_turn_id=first_kept,
-        turns_summarized=2,
-        model="cheap-model",
-        tokens_before=1000,
-        tokens_after=200,
-        trigger="context_limit",
-    )
-    return ledger.write_turn(None, session, compaction=record, **kw)  # type: ignore[arg-type]
+    return ledger.write_turn(None, session, compaction=compaction(through, first_kept), **kw)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- pi session files

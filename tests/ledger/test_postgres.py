@@ -14,7 +14,6 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
-from helpers import reply, tool_round, user
 
 from nexus.ledger import AcceptRequest, CompactionRecord, Ledger, NewSession, TurnWrite
 from nexus.ledger._copy import TABLES
@@ -22,6 +21,7 @@ from nexus.ledger.deliveries import DeliveryRecord
 from nexus.ledger.errors import SchemaVersionError
 from nexus.ledger.postgres._migrate import SCHEMA_VERSION, shipped
 from nexus.llm.types import ToolCall, ToolResultMessage
+from nexus.testing.conformance.support import reply, tool_round, user
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 

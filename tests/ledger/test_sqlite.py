@@ -7,7 +7,6 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from helpers import reply, tool_round, user
 
 from nexus.ledger import Ledger, LedgerBusyError, LedgerError, SchemaVersionError, default_db_path
 from nexus.ledger._decode import decode_bodies, decode_body, encode_body
@@ -28,6 +27,7 @@ from nexus.llm.types import (
     UserMessage,
     now_ms,
 )
+from nexus.testing.conformance.support import reply, tool_round, user
 
 
 def test_default_db_path_follows_nexus_home(isolated_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:

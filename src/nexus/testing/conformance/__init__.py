@@ -21,12 +21,12 @@ needs a missing one is skipped, naming it. See docs/testing.md.
 
 from __future__ import annotations
 
-from nexus.testing.conformance._support import OPTIONAL, REQUIRED, has
 from nexus.testing.conformance.compaction import *  # noqa: F403
 from nexus.testing.conformance.journal import *  # noqa: F403
 from nexus.testing.conformance.queue import *  # noqa: F403
 from nexus.testing.conformance.registry import *  # noqa: F403
 from nexus.testing.conformance.sessions import *  # noqa: F403
+from nexus.testing.conformance.support import OPTIONAL, REQUIRED, has
 from nexus.testing.conformance.turns import *  # noqa: F403
 
 __all__ = ["OPTIONAL", "REQUIRED", "has"]

@@ -8,7 +8,7 @@ from nexus.ledger import (
     Ledger,
     NewSession,
 )
-from nexus.testing.conformance._support import (
+from nexus.testing.conformance.support import (
     compact_turn,
     qa_turn,
     reply,

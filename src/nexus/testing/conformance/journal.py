@@ -19,7 +19,7 @@ from nexus.ledger import (
     TurnStateError,
 )
 from nexus.llm.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, UserMessage
-from nexus.testing.conformance._support import (
+from nexus.testing.conformance.support import (
     fork,
     has,
     open_turn,

@@ -8,7 +8,7 @@ import pytest
 
 from nexus.ledger import AcceptRequest, Ledger, NewSession, QueueItem
 from nexus.ledger.errors import QueueItemsFinishedError
-from nexus.testing.conformance._support import need, qa_turn, reply, user, write_turn
+from nexus.testing.conformance.support import need, qa_turn, reply, user, write_turn
 
 
 def _ask(

@@ -7,7 +7,7 @@ import pytest
 from nexus.ledger import Ledger, NewSession
 from nexus.ledger.deliveries import DeliveryRecord
 from nexus.ledger.errors import AgentSessionTakenError
-from nexus.testing.conformance._support import need, qa_turn
+from nexus.testing.conformance.support import need, qa_turn
 
 
 async def test_agents_register_with_their_session_and_never_share_one(ledger: Ledger) -> None:

@@ -11,7 +11,7 @@ from nexus.ledger import (
     SessionNotFound,
     SessionQuery,
 )
-from nexus.testing.conformance._support import (
+from nexus.testing.conformance.support import (
     has,
     open_turn,
     qa_turn,

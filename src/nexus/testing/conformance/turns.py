@@ -17,7 +17,7 @@ from nexus.ledger import (
     TurnNotFound,
     TurnStateError,
 )
-from nexus.testing.conformance._support import (
+from nexus.testing.conformance.support import (
     fork,
     has,
     need,

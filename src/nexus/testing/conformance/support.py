@@ -1,4 +1,5 @@
-"""What the conformance modules share: the capability marks, message builders and small turn writers."""
+"""What the conformance modules share, and a ledger test of yours can use: the capability marks, message
+builders (``user``, ``reply``, ``tool_round``, ``texts``) and small turn writers."""
 
 from __future__ import annotations
 
@@ -129,9 +130,9 @@ async def qa_turn(ledger: Ledger, session: str, q: str, a: str, **fields: Any) -
     return await write_turn(ledger, None, session, query_messages=[user(q)], response_messages=[reply(a)], **fields)
 
 
-async def compact_turn(ledger: Ledger, session: str, through: str, first_kept: str | None, **fields: Any) -> str:
-    """Write a compaction turn summarising up to ``through`` and keeping turns from ``first_kept``."""
-    record = CompactionRecord(
+def compaction(through: str, first_kept: str | None) -> CompactionRecord:
+    """A compaction summarising up to ``through`` and keeping turns from ``first_kept``."""
+    return CompactionRecord(
         summary="they talked about 1 and 2",
         summarized_through_turn_id=through,
         first_kept_turn_id=first_kept,
@@ -141,4 +142,8 @@ async def compact_turn(ledger: Ledger, session: str, through: str, first_kept: s
         tokens_after=200,
         trigger="context_limit",
     )
-    return await write_turn(ledger, None, session, compaction=record, **fields)
+
+
+async def compact_turn(ledger: Ledger, session: str, through: str, first_kept: str | None, **fields: Any) -> str:
+    """Write a compaction turn summarising up to ``through`` and keeping turns from ``first_kept``."""
+    return await write_turn(ledger, None, session, compaction=compaction(through, first_kept), **fields)
