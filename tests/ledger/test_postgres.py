@@ -215,3 +215,19 @@ def test_a_file_of_a_newer_schema_is_one_line_and_exit_2(isolated_env: Path) -> 
         result = nexus(*args)
         assert result.returncode == 2, (args, result.stderr)
         assert "schema version 999" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+async def test_connections_the_server_kills_are_replaced_and_nothing_is_lost(postgres_url: str) -> None:
+    database = urlsplit(postgres_url).path.lstrip("/")
+    async with await Ledger.connect(postgres_url) as ledger:
+        await ledger.sessions.create(NewSession("s"))
+        for n in range(3):
+            with psycopg.connect(postgres_url, autocommit=True) as admin:  # pg_terminate_backend on every other one
+                killed = admin.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                    " WHERE datname = %s AND pid <> pg_backend_pid()",
+                    (database,),
+                ).fetchone()
+            assert killed is not None and killed[0] >= 1
+            await ledger.turns.write(TurnWrite("s", query_messages=[user(f"q{n}")], response_messages=[reply("a")]))
+        assert len(await ledger.turns.path("s")) == 3
