@@ -197,7 +197,7 @@ async def test_a_copy_into_a_database_that_holds_a_ledger_is_refused(postgres_ur
 
 def test_commands_that_need_a_file_refuse_a_server_ledger_and_write_nothing(isolated_env: Path) -> None:
     url = "postgresql://nexus:secret@db.invalid/nexus"
-    for args in (("sessions", "list"), ("run", "hi")):
+    for args in (("sessions", "list"), ("run", "hi"), ("serve", "--port", "0")):
         result = nexus(*args, env={"NEXUS_DATABASE_URL": url})
         assert result.returncode == 2, (args, result.stderr)
         assert (
@@ -211,7 +211,7 @@ def test_a_file_of_a_newer_schema_is_one_line_and_exit_2(isolated_env: Path) -> 
     isolated_env.mkdir(parents=True, exist_ok=True)
     with sqlite3.connect(isolated_env / "agents.db") as conn:
         conn.execute("PRAGMA user_version = 999")
-    for args in (("sessions", "list"), ("db", "migrate")):
+    for args in (("sessions", "list"), ("db", "migrate"), ("serve", "--port", "0")):
         result = nexus(*args)
         assert result.returncode == 2, (args, result.stderr)
         assert "schema version 999" in result.stderr and len(result.stderr.strip().splitlines()) == 1
