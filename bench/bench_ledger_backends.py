@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import statistics
 import subprocess
 import sys
@@ -81,8 +82,8 @@ def main() -> None:
     parser.add_argument("--postgres", metavar="URL", help="an empty-or-ledger PostgreSQL database to measure")
     args = parser.parse_args()
     print(_machine.header("ledger backends: the queue path (accept -> claim -> settle) through QueueStore"))
-    folder = tempfile.mkdtemp(prefix="nexus-bench-pg-")
-    url = args.postgres or start_postgres(folder)
+    folder = None if args.postgres else tempfile.mkdtemp(prefix="nexus-bench-pg-")
+    url = args.postgres or start_postgres(str(folder))
     rows: list[tuple[str, float, float, float]] = []
     try:
         for _ in range(args.rounds):  # interleaved: each round measures both backends
@@ -91,8 +92,9 @@ def main() -> None:
             if url is not None:
                 rows.append(("postgresql", *asyncio.run(measure(url, args.messages, args.senders))))
     finally:
-        if args.postgres is None:
+        if folder is not None:
             subprocess.run(["bash", str(ROOT / "scripts" / "postgres.sh"), "stop", folder], capture_output=True)
+            shutil.rmtree(folder, ignore_errors=True)
     print(f"{'backend':<12} {'msg/s':>9} {'p50 accept ms':>14} {'p99 accept ms':>14}")
     for name, rate, p50, p99 in rows:
         print(f"{name:<12} {rate:>9,.0f} {p50:>14.2f} {p99:>14.2f}")
