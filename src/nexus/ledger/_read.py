@@ -63,7 +63,9 @@ def history_bodies(conn: sqlite3.Connection, head_id: str) -> tuple[str | None, 
     summary, ranges = history_plan(conn, head_id)
     bodies: list[str] = []
     for lo, hi in ranges:
-        bodies.extend(row[0] for row in conn.execute("SELECT body FROM messages WHERE key BETWEEN ? AND ?", (lo, hi)))
+        bodies.extend(
+            row[0] for row in conn.execute("SELECT body FROM messages WHERE key BETWEEN ? AND ? ORDER BY key", (lo, hi))
+        )
     return summary, bodies
 
 
@@ -132,7 +134,7 @@ class MessageCache:
         known = self.ranges.pop(lo, None)
         messages: list[Message] = [] if known is None else known[1]
         start = lo if known is None else known[0] + 1
-        rows = conn.execute("SELECT body FROM messages WHERE key BETWEEN ? AND ?", (start, hi))
+        rows = conn.execute("SELECT body FROM messages WHERE key BETWEEN ? AND ? ORDER BY key", (start, hi))
         new = decode_bodies([r[0] for r in rows], origins)
         messages.extend(new)
         self.size += len(new)
@@ -194,7 +196,8 @@ def turn_messages(conn: sqlite3.Connection, turn_id: str) -> list[StoredMessage]
     """Every stored message of one turn, in order."""
     seg, seq, _ = turn_position(conn, turn_id)
     rows = conn.execute(
-        "SELECT key, role, body, source, context_json, metadata_json FROM messages WHERE key BETWEEN ? AND ?",
+        "SELECT key, role, body, source, context_json, metadata_json FROM messages WHERE key BETWEEN ? AND ?"
+        " ORDER BY key",
         key_range(seg, seq, seq),
     )
     origins = load_origins(conn)

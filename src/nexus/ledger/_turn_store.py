@@ -84,7 +84,8 @@ class SqlTurnStore(LegacyTurns):
         """
         rows = await self._db.run_read(
             lambda c: c.execute(
-                f"SELECT id, owner FROM turns WHERE {_OPEN} AND (CAST(? AS TEXT) IS NULL OR session_label = ?)",
+                f"SELECT id, owner FROM turns WHERE {_OPEN} AND (CAST(? AS TEXT) IS NULL OR session_label = ?)"
+                " ORDER BY id",
                 (session, session),
             ).fetchall()
         )
