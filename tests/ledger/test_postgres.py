@@ -231,3 +231,20 @@ async def test_connections_the_server_kills_are_replaced_and_nothing_is_lost(pos
             assert killed is not None and killed[0] >= 1
             await ledger.turns.write(TurnWrite("s", query_messages=[user(f"q{n}")], response_messages=[reply("a")]))
         assert len(await ledger.turns.path("s")) == 3
+
+
+async def test_pi_files_go_in_and_out_of_a_postgresql_ledger(postgres_url: str, tmp_path: Path) -> None:
+    async with await Ledger.connect(tmp_path / "agents.db") as source:
+        await _fill(source)
+        text = await source.pi.export_pi("main")
+        expected = await source.turns.history("main")
+    path = tmp_path / "main.jsonl"
+    path.write_text(text)
+    async with await Ledger.connect(postgres_url) as ledger:
+        result = await ledger.pi.import_pi(path, "imported")
+        assert result.session_label == "imported" and result.turns >= 3
+        assert await ledger.turns.history("imported") == expected
+        again = await ledger.pi.export_pi("imported")
+    assert [line for line in again.splitlines() if '"message"' in line] == [
+        line for line in text.splitlines() if '"message"' in line
+    ]
