@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -126,3 +127,49 @@ def _with_database(url: str, name: str) -> str:
 
     parts = urlsplit(url)
     return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
+
+
+@pytest.fixture(scope="session")
+def pgbouncer_server(postgres_server: str) -> Iterator[str]:
+    """The test server behind a pgbouncer in transaction pooling mode (Debian's, 1.18: no prepared statements
+    across transactions), as a URL with the same user; its database part is replaced per test."""
+    from urllib.parse import urlsplit
+
+    binary = shutil.which("pgbouncer") or ("/usr/sbin/pgbouncer" if Path("/usr/sbin/pgbouncer").exists() else None)
+    if binary is None:
+        _postgres_missing("pgbouncer is not installed (apt-get install pgbouncer)")
+    import socket
+    import tempfile
+
+    server = urlsplit(postgres_server)
+    folder = Path(tempfile.mkdtemp(prefix="nexus-test-pgbouncer-"))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (folder / "users.txt").write_text(f'"{server.username}" ""\n')
+    (folder / "pgbouncer.ini").write_text(
+        f"[databases]\n* = host={server.hostname} port={server.port}\n[pgbouncer]\nlisten_addr = 127.0.0.1\n"
+        f"listen_port = {port}\nauth_type = trust\nauth_file = {folder}/users.txt\npool_mode = transaction\n"
+        "unix_socket_dir =\nmax_client_conn = 200\ndefault_pool_size = 10\n"
+    )
+    as_owner = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    if as_owner:
+        shutil.chown(folder, "postgres")
+        for name in ("users.txt", "pgbouncer.ini"):
+            shutil.chown(folder / name, "postgres")
+    bouncer = subprocess.Popen([*as_owner, binary, str(folder / "pgbouncer.ini")], stderr=subprocess.PIPE)
+    try:
+        import psycopg
+
+        url = f"postgresql://{server.username}@127.0.0.1:{port}{server.path}"
+        for _ in range(100):
+            try:
+                psycopg.connect(url, connect_timeout=2, prepare_threshold=None).close()
+                break
+            except psycopg.OperationalError:
+                time.sleep(0.05)
+        yield url
+    finally:
+        bouncer.terminate()
+        bouncer.wait(timeout=10)
+        shutil.rmtree(folder, ignore_errors=True)
