@@ -1,7 +1,7 @@
 """``nexus db copy``: a whole ledger from one database into another (SQLite <-> PostgreSQL), row for row.
 
-Both backends hold the same tables with the same columns (PostgreSQL's first migration is SQLite's schema
-at version 11), so a copy is every row of every table, read in one snapshot of the source and written in
+Both backends hold the same tables with the same columns (PostgreSQL's migrations follow SQLite's
+versions), so a copy is every row of every table, read in one snapshot of the source and written in
 one transaction into an empty target, foreign keys checked at its end. Ids are kept (turn and message ids,
 the integer keys of segments, origins and the pointer log, the queue's row numbers), so the copy is the
 same ledger: a copy back compares equal, table for table.
@@ -52,7 +52,7 @@ TABLES: tuple[tuple[str, str], ...] = (
     (
         "queue_items",
         "rowid, id, session_label, message_json, mode, status, enqueued_at, started_at, completed_at, error, turn_id, "
-        "metadata_json, agent_id, message_id, sender, attempts, awaits_reply",
+        "metadata_json, agent_id, message_id, sender, attempts, awaits_reply, claimed_by",
     ),
     ("agents", "id, name, role, persona_id, session_label, config_json, status, created_at, updated_at"),
     (

@@ -10,6 +10,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from nexus.ledger._claims import held_by_others
 from nexus.ledger._queue_rows import _ITEM_COLUMNS, REPLY_SUFFIX, _item, _placeholders, move_items
 from nexus.ledger._rows import in_lists
 from nexus.ledger._schema import PENDING
@@ -123,12 +124,17 @@ def _items_query(
 
 
 def fail_exhausted(conn: Any, max_attempts: int) -> list[QueueItem]:
-    """Fail every ``processing`` item (a crash cut its run) already tried ``max_attempts`` times."""
+    """Fail every ``processing`` item (a crash cut its run) already tried ``max_attempts`` times.
+
+    An item another live broker is running is not a crash's leftover: it is left to that broker.
+    """
     rows = conn.execute(
         f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE {PENDING} AND status = 'processing' AND attempts >= ?",
         (max_attempts,),
     ).fetchall()
     found = [_item(row) for row in rows]
+    running = held_by_others(conn, [item.id for item in found])
+    found = [item for item in found if item.id not in running]
     reason = f"its run was cut {max_attempts} times (the process died); not retried again"
     move_items(conn, [item.id for item in found], "failed", error=reason)
     return found

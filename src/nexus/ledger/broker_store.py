@@ -199,8 +199,8 @@ class BrokerStore(AgentRegistry):
             self._db.write(lambda c: move_items(c, item_ids, "failed", error=reason))
 
     def fail_exhausted(self, max_attempts: int) -> list[QueueItem]:
-        """Fail every ``processing`` item (a crash cut its run) already tried ``max_attempts`` times."""
-
+        """Fail every ``processing`` item (a crash cut its run) already tried ``max_attempts`` times;
+        an item another live broker is running is left to that broker."""
         return self._db.write(lambda c: _queue_reads.fail_exhausted(c, max_attempts))
 
 
