@@ -29,7 +29,6 @@ from nexus.config import load_config
 from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.ledger import Ledger
-from nexus.ledger.broker_store import BrokerStore
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text
 
@@ -55,7 +54,7 @@ async def run(agents: int, messages: int, directory: Path, rate: float | None = 
     with Ledger.open(directory / "agents.db") as ledger:
         env = Runtime(load_config(), ledger, stream_fn=timed_stream, cooldowns=ProfileCooldowns())
         settings = BrokerSettings(queue=QueueSettings(mode="followup", cap=10_000), max_concurrent=16)
-        broker = AgentBroker(BrokerStore(ledger.database), env, settings)
+        broker = AgentBroker(ledger, env, settings)
         env.spawner = BrokerSpawner(broker)
         await broker.start()
         for n in range(agents):

@@ -100,7 +100,7 @@ async def _restart(path: Path, *, trace: bool) -> tuple[float, int, float, float
         if trace:
             tracemalloc.start()
         t0 = time.perf_counter()
-        broker = AgentBroker(BrokerStore(ledger.database), runner, settings)  # type: ignore[arg-type]
+        broker = AgentBroker(ledger, runner, settings)  # type: ignore[arg-type]
         await broker.start()
         while runner.first_start is None:  # noqa: ASYNC110 - polls the loop itself; an Event would add a wake-up
             await asyncio.sleep(0)
@@ -118,7 +118,7 @@ async def _idle_agents(path: Path, agents: int) -> tuple[float, float]:
     with Ledger.open(path) as ledger:
         for n in range(agents):
             ledger.ensure_session(f"agent:idle{n}")
-        broker = AgentBroker(BrokerStore(ledger.database), _Runner(), BrokerSettings())
+        broker = AgentBroker(ledger, _Runner(), BrokerSettings())
         await broker.start()
         gc.collect()
         rss_before = _rss_kb()

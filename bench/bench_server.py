@@ -54,7 +54,6 @@ async def _make_broker(directory: Path, steps: int, *, defer: bool = False) -> t
     from nexus.engine import AgentSpec, Runtime
     from nexus.engine.execution.failover import ProfileCooldowns
     from nexus.ledger import Ledger
-    from nexus.ledger.broker_store import BrokerStore
     from nexus.testing import ScriptedModel
     from nexus.testing.steps import text
 
@@ -63,7 +62,7 @@ async def _make_broker(directory: Path, steps: int, *, defer: bool = False) -> t
     scripted = ScriptedModel([text("ok, done.")] * steps, record=False)
     env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
     broker = AgentBroker(
-        BrokerStore(ledger.database),
+        ledger,
         env,
         BrokerSettings(
             queue=QueueSettings(mode="collect" if defer else "followup", debounce_ms=600_000 if defer else 1000)

@@ -66,7 +66,7 @@ async def rig(
         deliverer = Deliverer(router, DeliveryLog(ledger.database), adapters)
         env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
         settings = BrokerSettings(queue=QueueSettings(mode="followup"))
-        broker = AgentBroker(BrokerStore(ledger.database), env, settings, deliver=deliverer.deliver_stored)
+        broker = AgentBroker(ledger, env, settings, deliver=deliverer.deliver_stored)
         await broker.start()
         ledger.ensure_session("agent:coder")
         broker.register_agent(AgentIdentity("coder", "agent:coder"), spec=AgentSpec(model=scripted.model.ref))
@@ -222,7 +222,7 @@ async def test_a_message_dropped_before_it_ran_sends_nothing_and_its_item_says_w
         running = await busy.execution()
         assert running is not None
         await _until(lambda: running.is_streaming)
-        r.broker.clear_queue("coder")
+        await r.broker.clear_queue("coder")
         outcome = await asyncio.wait_for(queued.outcome(), 30)
         running.abort()
         item = BrokerStore(r.ledger.database).get_item(queued.queue_item_id)

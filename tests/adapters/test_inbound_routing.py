@@ -102,7 +102,7 @@ async def _host(
         host = build_host(config, ledger, monitors=True)
         if deliver is not None:  # the same runtime and monitors, the host's own delivery
             runtime = Runtime(config, ledger)
-            host.broker = AgentBroker(host.broker._store, runtime, BrokerSettings(), deliver=deliver)
+            host.broker = AgentBroker(ledger, runtime, BrokerSettings(), deliver=deliver)
             assert host.deliverer is not None
             host.inbound = InboundRouter(host.broker, host.deliverer.router.manager)
         await start_host(config, host)

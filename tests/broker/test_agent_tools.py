@@ -28,7 +28,7 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
 async def setup(ledger: Ledger, *, hop: int = 0) -> tuple[AgentBroker, FakeRuntime, dict[str, object]]:
     store = BrokerStore(ledger.database)
     runner = FakeRuntime(store)
-    broker = AgentBroker(store, runner, BrokerSettings())
+    broker = AgentBroker(ledger, runner, BrokerSettings())
     await broker.start()
     broker.register_agent(AgentIdentity("manager", "agent:manager", "manager"))
     broker.register_agent(AgentIdentity("worker", "agent:worker", "worker"))

@@ -42,7 +42,7 @@ def ledger(tmp_path: Path) -> AsyncIterator[Ledger]:
 async def open_broker(ledger: Ledger, **settings: object) -> tuple[AgentBroker, FakeRuntime]:
     store = BrokerStore(ledger.database)
     runner = FakeRuntime(store)
-    broker = AgentBroker(store, runner, BrokerSettings(**settings))  # type: ignore[arg-type]
+    broker = AgentBroker(ledger, runner, BrokerSettings(**settings))  # type: ignore[arg-type]
     await broker.start()
     return broker, runner
 
@@ -268,7 +268,7 @@ async def test_clear_queue_drops_waiting_messages_only(ledger: Ledger) -> None:
     await runner.next_run(1)
     await broker.send(message(2))
     await broker.send(message(3))
-    assert broker.clear_queue("worker") == 2 and broker.get_queue_depth("worker") == 0
+    assert await broker.clear_queue("worker") == 2 and broker.get_queue_depth("worker") == 0
     statuses = {row.message_id: row.status for row in BrokerStore(ledger.database).items()}
     assert statuses == {"m-1": "processing", "m-2": "dropped", "m-3": "dropped"}
     await broker.close()
@@ -447,7 +447,7 @@ async def test_a_reply_a_crash_kept_from_being_sent_is_sent_on_start(ledger: Led
     store.deliver([item.id], "turn-of-worker")  # the turn was written; then the process died
     runner = FakeRuntime(store)
     runner.auto_finish = True
-    broker = AgentBroker(store, runner, BrokerSettings(), reply_text=lambda turn: f"answer from {turn}")
+    broker = AgentBroker(ledger, runner, BrokerSettings(), reply_text=lambda turn: f"answer from {turn}")
     await broker.start()
     run = await runner.next_run(1)
     assert run.request.agent_id == "manager" and run.request.prompt.endswith("answer from turn-of-worker")
@@ -463,7 +463,7 @@ async def test_an_ask_cut_by_crashes_until_it_failed_is_answered_failed_on_start
     ledger.database.write(lambda c: c.execute("UPDATE queue_items SET attempts = 3 WHERE id = ?", (item.id,)))
     runner = FakeRuntime(store)
     runner.auto_finish = True
-    broker = AgentBroker(store, runner, BrokerSettings(), reply_text=lambda turn: f"answer from {turn}")
+    broker = AgentBroker(ledger, runner, BrokerSettings(), reply_text=lambda turn: f"answer from {turn}")
     assert [failed.id for failed in await broker.start()] == [item.id]
     run = await runner.next_run(1)
     assert run.request.agent_id == "manager"

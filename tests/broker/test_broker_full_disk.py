@@ -47,7 +47,7 @@ async def test_a_steer_adopted_while_the_disk_is_full_runs_later_and_the_watcher
         ledger.ensure_session("agent:worker")
         store = BrokerStore(ledger.database)
         runner = FakeRuntime(store)
-        broker = AgentBroker(store, runner, BrokerSettings(queue=QueueSettings(mode="followup")))
+        broker = AgentBroker(ledger, runner, BrokerSettings(queue=QueueSettings(mode="followup")))
         await broker.start()
         broker.register_agent(AgentIdentity("worker", "agent:worker", "worker"))
         await broker.send(AgentMessage(id="m-1", from_="user", to="worker", content="task 1"))

@@ -19,7 +19,7 @@ async def test_a_message_sent_before_start_is_queued_once(tmp_path: Path) -> Non
         ledger.ensure_session("agent:a")
         runner = FakeRuntime(BrokerStore(ledger.database), auto_finish=True)
         settings = BrokerSettings(queue=QueueSettings(mode="collect", debounce_ms=10))
-        broker = AgentBroker(runner.store, runner, settings)
+        broker = AgentBroker(ledger, runner, settings)
         broker.register_agent(AgentIdentity("a", "agent:a"))
         await broker.send(AgentMessage(id="m1", from_="user", to="a", content="hello"))
         assert broker.get_queue_depth("a") == 1
@@ -34,7 +34,7 @@ async def _started_with_agent_a(ledger: Ledger) -> tuple[AgentBroker, FakeRuntim
     """A started broker with one agent ``a`` (followup) on a test-driven runner."""
     ledger.ensure_session("agent:a")
     runner = FakeRuntime(BrokerStore(ledger.database))
-    broker = AgentBroker(runner.store, runner, BrokerSettings(queue=QueueSettings(mode="followup")))
+    broker = AgentBroker(ledger, runner, BrokerSettings(queue=QueueSettings(mode="followup")))
     broker.register_agent(AgentIdentity("a", "agent:a"))
     await broker.start()
     return broker, runner

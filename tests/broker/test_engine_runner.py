@@ -35,7 +35,7 @@ async def start_broker(
 ) -> AgentBroker:
     stream = stream_fn or scripted.stream
     env = runtime or Runtime(load_config(), ledger, stream_fn=stream, cooldowns=ProfileCooldowns())
-    broker = AgentBroker(BrokerStore(ledger.database), env, BrokerSettings(queue=QueueSettings(mode="followup")))
+    broker = AgentBroker(ledger, env, BrokerSettings(queue=QueueSettings(mode="followup")))
     env.spawner = BrokerSpawner(broker)
     await broker.start()
     for agent_id, role in (("lead", "manager"), ("coder", "worker")):
@@ -246,7 +246,7 @@ async def test_a_spawned_sub_agent_is_a_broker_agent(ledger: Ledger) -> None:
         load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns(),
         limits=EngineLimits(subagent_max_depth=1),
     )  # fmt: skip
-    broker = AgentBroker(BrokerStore(ledger.database), env, BrokerSettings(queue=QueueSettings(mode="followup")))
+    broker = AgentBroker(ledger, env, BrokerSettings(queue=QueueSettings(mode="followup")))
     env.spawner = BrokerSpawner(broker)
     await broker.start()
     broker.register_agent(AgentIdentity("lead", "agent:lead", "manager"), spec=AgentSpec(model=scripted.model.ref))

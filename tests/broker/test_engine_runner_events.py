@@ -10,7 +10,6 @@ from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution.events import ReplyDelta
 from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.ledger import Ledger
-from nexus.ledger.broker_store import BrokerStore
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text
 
@@ -19,7 +18,7 @@ async def test_a_sender_sees_the_run_that_consumes_its_message_and_every_text_de
     scripted = ScriptedModel([text("one two three four"), text("unwatched")], chunk_chars=3)
     with Ledger.open(tmp_path / "agents.db") as ledger:
         env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
-        broker = AgentBroker(BrokerStore(ledger.database), env, BrokerSettings(queue=QueueSettings(mode="followup")))
+        broker = AgentBroker(ledger, env, BrokerSettings(queue=QueueSettings(mode="followup")))
         await broker.start()
         ledger.ensure_session("agent:coder")
         broker.register_agent(AgentIdentity("coder", "agent:coder"), spec=AgentSpec(model=scripted.model.ref))

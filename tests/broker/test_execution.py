@@ -29,7 +29,7 @@ TARGET = DeliveryTarget("broker", "local", "agent:coder")
 async def broker_on(tmp_path: Path, scripted: ScriptedModel) -> AsyncIterator[tuple[AgentBroker, Ledger]]:
     with Ledger.open(tmp_path / "agents.db") as ledger:
         env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
-        broker = AgentBroker(BrokerStore(ledger.database), env, BrokerSettings(queue=QueueSettings(mode="followup")))
+        broker = AgentBroker(ledger, env, BrokerSettings(queue=QueueSettings(mode="followup")))
         await broker.start()
         ledger.ensure_session("agent:coder")
         broker.register_agent(AgentIdentity("coder", "agent:coder"), spec=AgentSpec(model=scripted.model.ref))
@@ -127,7 +127,7 @@ async def test_a_message_dropped_from_its_queue_has_no_run_and_fails_its_outcome
         running = await first.execution()
         assert running is not None
         await _until(lambda: running.is_streaming)
-        assert broker.clear_queue("coder") == 1
+        assert await broker.clear_queue("coder") == 1
         outcome = await asyncio.wait_for(second.outcome(), 5)
         run = await asyncio.wait_for(second.execution(), 5)
         running.abort()

@@ -22,7 +22,7 @@ def _engine_broker(ledger: Ledger, home: Path) -> AgentBroker:
         '[providers.fake]\napi = "openai-completions"\nbase_url = "http://127.0.0.1:9/v1"\n', encoding="utf-8"
     )
     env = Runtime(load_config(str(home / "nexus.toml")), ledger, cooldowns=ProfileCooldowns())
-    return AgentBroker(BrokerStore(ledger.database), env)
+    return AgentBroker(ledger, env)
 
 
 def test_a_model_no_run_could_reach_is_refused_and_nothing_is_stored(tmp_path: Path) -> None:
@@ -42,7 +42,7 @@ def test_a_model_no_run_could_reach_is_refused_and_nothing_is_stored(tmp_path: P
 async def test_a_session_another_agent_talks_in_is_refused_and_nothing_is_stored(tmp_path: Path) -> None:
     with Ledger.open(tmp_path / "agents.db") as ledger:
         store = BrokerStore(ledger.database)
-        broker = AgentBroker(store, FakeRuntime(store))
+        broker = AgentBroker(ledger, FakeRuntime(store))
         broker.register_agent(AgentIdentity("a", "shared"))
         with pytest.raises(AgentSessionTakenError, match="session 'shared' belongs to agent 'a'") as refused:
             broker.register_agent(AgentIdentity("b", "shared"), spec=AgentSpec(tools=("read",)))

@@ -27,7 +27,7 @@ def ledger(tmp_path: Path) -> AsyncIterator[Ledger]:
 
 
 async def _broker(ledger: Ledger, runner: FakeRuntime, **settings: object) -> AgentBroker:
-    broker = AgentBroker(runner.store, runner, BrokerSettings(**settings))  # type: ignore[arg-type]
+    broker = AgentBroker(ledger, runner, BrokerSettings(**settings))  # type: ignore[arg-type]
     await broker.start()
     for agent in AGENTS:
         broker.register_agent(AgentIdentity(agent, f"agent:{agent}"))

@@ -47,7 +47,7 @@ async def live_app(
     with Ledger.open(tmp_path / "agents.db") as ledger:
         env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
         store = BrokerStore(ledger.database)
-        broker = AgentBroker(store, env, BrokerSettings(queue=QueueSettings(mode=mode)))  # type: ignore[arg-type]
+        broker = AgentBroker(ledger, env, BrokerSettings(queue=QueueSettings(mode=mode)))  # type: ignore[arg-type]
         env.spawner = BrokerSpawner(broker)
         await broker.start()
         for agent_id, role in (("coder", "worker"), ("lead", "manager")):

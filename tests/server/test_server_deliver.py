@@ -46,7 +46,7 @@ async def served(tmp_path: Path, scripted: ScriptedModel, out: Path) -> AsyncIte
         manager = AdapterManager(adapters, state_dir=tmp_path / "adapter-state")
         deliverer = Deliverer(StreamRouter(manager), DeliveryLog(ledger.database), adapters)
         settings = BrokerSettings(queue=QueueSettings(mode="followup"))
-        broker = AgentBroker(store, env, settings, deliver=deliverer.deliver_stored)
+        broker = AgentBroker(ledger, env, settings, deliver=deliverer.deliver_stored)
         await broker.start()
         ledger.ensure_session("agent:coder")
         broker.register_agent(AgentIdentity("coder", "agent:coder"), spec=AgentSpec(model=scripted.model.ref))

@@ -14,7 +14,6 @@ from nexus.config import load_config
 from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.ledger import Ledger
-from nexus.ledger.broker_store import BrokerStore
 from nexus.server._event_hub import EventHub
 from nexus.server._live import LiveRuns
 from nexus.testing import ScriptedModel
@@ -37,7 +36,7 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
 async def test_a_runs_tokens_and_tool_status_reach_the_sessions_stream(ledger: Ledger) -> None:
     scripted = ScriptedModel([tool_call("ls", {"path": "."}), text("Two files.")])
     env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
-    broker = AgentBroker(BrokerStore(ledger.database), env, BrokerSettings(queue=QueueSettings(mode="followup")))
+    broker = AgentBroker(ledger, env, BrokerSettings(queue=QueueSettings(mode="followup")))
     env.spawner = BrokerSpawner(broker)
     hub = EventHub()
     env.on_start = LiveRuns(hub).follow

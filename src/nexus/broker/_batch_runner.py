@@ -18,19 +18,18 @@ from collections.abc import Awaitable, Callable, Container, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from nexus.broker._group_commit import GroupCommitter
 from nexus.broker._items import error_text, message_source
 from nexus.broker._slot import AgentSlot, SessionSlot, settle
 from nexus.broker.agent_tools import CallerContext
 from nexus.broker.session_queue import Batch, QueuedMessage
 from nexus.broker.types import SendAndWaitResult
 from nexus.errors import NexusError
-from nexus.ledger.broker_store import BrokerStore
 from nexus.ledger.errors import QueueItemsFinishedError
 
 if TYPE_CHECKING:
     from nexus.agent.tool_types import AgentTool
     from nexus.engine import AgentResult, Execution, Runtime
+    from nexus.ledger.protocols import QueueStore
 
 log = logging.getLogger("nexus.broker")
 
@@ -48,8 +47,7 @@ class BatchRunner:
 
     def __init__(
         self,
-        store: BrokerStore,
-        writes: GroupCommitter,
+        queue: QueueStore,
         runtime: Runtime,
         agents: Container[str],
         tools: Callable[[CallerContext], list[AgentTool]],
@@ -60,8 +58,7 @@ class BatchRunner:
         """``agents`` is the broker's registry (a sender that is an agent is stored as ``agent:<id>``);
         ``tools(caller)`` the agent tools of a turn; ``closing()`` says the broker is shutting down (a
         batch claimed meanwhile does not start)."""
-        self._store = store
-        self._writes = writes
+        self._queue = queue
         self._runtime = runtime
         self._agents = agents
         self._tools = tools
@@ -76,30 +73,30 @@ class BatchRunner:
         item_ids = batch.item_ids
         session.interrupted = False
         try:
-            await self._writes.claim(item_ids)
+            await self._queue.claim(item_ids)
         except QueueItemsFinishedError as exc:  # an item finished elsewhere: never run it again, keep draining
             self._skip_finished(slot, session, batch, exc)
             return
         if self._closing() or session.interrupted:  # close() or an interrupt came as the claim committed: they
-            self._return_items(session, item_ids)  # found no run to abort, so none starts (close waited for a
+            await self._return_items(session, item_ids)  # found no run to abort, so none starts (close waited for a
             return  # whole turn; the interrupt ran after it). The interrupt's batch takes these as its backlog
         try:
             result = await self._run(slot, session, batch)
         except Exception as exc:  # a bug (not a run that failed): the items go back, the error is kept
             log.exception("the run of %s (session %s) could not run", slot.agent_id, session.label)
             session.run = None
-            self._return_items(session, item_ids)
+            await self._return_items(session, item_ids)
             settle(batch.items, SendAndWaitResult(False, error=f"the run could not start: {exc}"))
             await asyncio.sleep(0.1)
             return
         session.run = None
         slot.last_activity_ms = self._now_ms()
         if result.turn_id is None and result.status != "completed":
-            failed = self._settle_unrun(session, batch, result)
+            failed = await self._settle_unrun(session, batch, result)
             if failed and any(item.reply_to is not None for item in batch.items):  # told "(failed: …)"
                 await self._answer_askers(slot.agent_id, batch.items, result)
             return
-        delivered = self._settle_steers(session) if session.steers else []
+        delivered = await self._settle_steers(session) if session.steers else []
         read = [*batch.items, *self._steered(session, delivered)] if delivered else batch.items
         session.queue.complete([*item_ids, *delivered] if delivered else item_ids)
         settle(read, _sent_result(result))
@@ -158,28 +155,28 @@ class BatchRunner:
         """The queued messages of the steers the turn read (still in the queue until it is completed)."""
         return [item for item in map(session.queue.find, delivered) if item is not None]
 
-    def _settle_unrun(self, session: SessionSlot, batch: Batch, result: AgentResult) -> bool:
+    async def _settle_unrun(self, session: SessionSlot, batch: Batch, result: AgentResult) -> bool:
         """No turn was written: aborted before it started → back in the queue; could not start → failed
         (``True``: the batch's askers are owed a ``(failed: …)`` reply)."""
-        self._return_items(session, [steer.item_id for steer in session.steers])
+        await self._return_items(session, [steer.item_id for steer in session.steers])
         session.steers.clear()
         if result.status == "aborted":
-            self._return_items(session, batch.item_ids)
+            await self._return_items(session, batch.item_ids)
             return False
         reason = error_text(result) or "the run could not start"
-        self._store.fail(batch.item_ids, reason)
+        await self._queue.settle(batch.item_ids, "failed", reason=reason)
         session.queue.complete(batch.item_ids)
         settle(batch.items, SendAndWaitResult(False, error=reason))
         return True
 
-    def _settle_steers(self, session: SessionSlot) -> list[str]:
+    async def _settle_steers(self, session: SessionSlot) -> list[str]:
         """After a run: delivered steers are consumed; returned ones go back in place, never dropped."""
         delivered: list[str] = []
         returned: list[str] = []
         for steer in session.steers:
             (delivered if steer.receipt.status == "delivered" else returned).append(steer.item_id)
         session.steers.clear()
-        self._return_items(session, returned)
+        await self._return_items(session, returned)
         return delivered
 
     def _skip_finished(
@@ -197,10 +194,10 @@ class BatchRunner:
         settle(finished, SendAndWaitResult(False, error="the message was finished elsewhere"))
         session.queue.release([i for i in batch.item_ids if i not in error.finished])
 
-    def _return_items(self, session: SessionSlot, item_ids: list[str]) -> None:
+    async def _return_items(self, session: SessionSlot, item_ids: list[str]) -> None:
         """Hand items back: waiting again in the store and in their place in the session's queue."""
         if item_ids:
-            self._store.release(item_ids)
+            await self._queue.release(item_ids)
             session.queue.release(item_ids)
 
 

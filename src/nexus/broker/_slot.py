@@ -41,6 +41,8 @@ class SessionSlot:
     run: Execution | None = None
     """The session's run (one at a time), from the moment it is started."""
     steers: list[SteerInFlight] = field(default_factory=list)
+    claiming: dict[str, asyncio.Future[bool]] = field(default_factory=dict)
+    """Messages being claimed to steer into the run, each with whether it was steered (once committed)."""
     delivering: set[str] = field(default_factory=set)
     """The reply targets the current run is delivered to (a steered message's own target joins it)."""
     idle: asyncio.Event = field(default_factory=asyncio.Event)

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from nexus.broker._batch_runner import BatchRunner
-from nexus.broker._group_commit import GroupCommitter
 from nexus.broker._items import (
     check_message,
     message_source,
@@ -52,13 +51,15 @@ from nexus.broker.types import (
     stored_agent,
 )
 from nexus.ledger import new_ulid
-from nexus.ledger.broker_store import AcceptRequest, BrokerQueueItem, BrokerStore
+from nexus.ledger.broker_store import BrokerStore
 from nexus.ledger.errors import LedgerError
+from nexus.ledger.records import AcceptRequest, QueueItem
 
 if TYPE_CHECKING:
     from nexus.agent.tool_types import AgentTool
     from nexus.broker._batch_runner import Deliver
     from nexus.engine import AgentSpec, Execution, Runtime
+    from nexus.ledger import Ledger
 
 DEFAULT_MAX_CONCURRENT = 8
 DEFAULT_MAX_ATTEMPTS = 3
@@ -89,7 +90,7 @@ class AgentBroker:
 
     def __init__(
         self,
-        store: BrokerStore,
+        ledger: Ledger,
         runtime: Runtime,
         settings: BrokerSettings | None = None,
         *,
@@ -97,26 +98,28 @@ class AgentBroker:
         reply_text: Callable[[str], str | None] | None = None,
         deliver: Deliver | None = None,
     ) -> None:
-        """``runtime`` starts the runs (``Runtime.start``). ``scope``: drain only these agents (and any
+        """The queue is ``ledger.queue`` (its accepts and claims commit in shared transactions), the registry
+        ``ledger.agents``; ``runtime`` starts the runs (``Runtime.start``). ``scope``: drain only these agents (and any
         agent they message, added as it happens); ``None`` drains every agent. ``nexus send`` uses it to
         run one conversation, not every queue. ``reply_text(turn_id)`` reads a turn's reply from the
         ledger: with it, replies a crash kept from being sent back to an asking agent are sent on start.
         ``deliver(execution, target, queue_item_id)`` streams the reply of a run whose messages carry a
         reply target (``metadata.deliver_to``) there: an inbound chat's, ``--deliver``'s."""
         self._scope = scope
-        self._store = store
+        self._queue = ledger.queue
+        self._agents = ledger.agents
+        self._registry = BrokerStore(ledger.database)  # register_agent is synchronous (see its docstring)
         self._runtime = runtime
         self._deliver = deliver
         self._settings = settings or BrokerSettings()
         self._slots: dict[str, AgentSlot] = {}
         self._scheduler = DrainScheduler(self._settings.max_concurrent, self._step, _now_ms, self._forget_if_idle)
-        self._writes = GroupCommitter(store)
         self._started = False
         self._closing = False
-        self._watcher = StoreWatcher(store, self._slots, self._load, self._adopted)
-        self._replies = ReplySender(self.send, self._slots, store, reply_text)
+        self._watcher = StoreWatcher(ledger, self._slots, self._load, self._adopted)
+        self._replies = ReplySender(self.send, self._slots, ledger.queue, reply_text)
         self._batches = BatchRunner(
-            store, self._writes, runtime, self._slots, self._agent_tools, self._replies.answer_askers,
+            ledger.queue, runtime, self._slots, self._agent_tools, self._replies.answer_askers,
             lambda: self._closing, _now_ms,
         )  # fmt: skip
         self._batches.deliver = deliver
@@ -124,15 +127,15 @@ class AgentBroker:
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def start(self) -> list[BrokerQueueItem]:
+    async def start(self) -> list[QueueItem]:
         """Reload the registry and every pending item, then drain; returns the items failed as exhausted.
 
         While it runs, the broker also picks up messages other processes queue (``nexus send``
         while a server or a drain holds the broker lock).
         """
-        self._watcher.mark_seen()
-        exhausted = self._store.fail_exhausted(self._settings.max_attempts)
-        for row in self._store.list_agents():
+        await self._watcher.mark_seen()
+        exhausted = await self._queue.fail_exhausted(self._settings.max_attempts)
+        for row in await self._agents.list():
             if row.agent_id in self._slots:  # registered before start (e.g. from nexus.toml): keep its settings
                 continue
             identity, spec = stored_agent(row)
@@ -140,14 +143,14 @@ class AgentBroker:
         held = {
             entry.item_id for slot in self._slots.values() for s in slot.sessions.values() for entry in s.queue.items
         }
-        for item in self._store.pending():
+        for item in await self._queue.pending():
             if item.id in held:  # sent before start: already queued in memory (twice, it ran twice in a collect batch)
                 continue
             slot = self._slots.get(item.agent_id or "")
             if slot is None:
-                self._store.fail([item.id], f"agent {item.agent_id!r} is no longer registered")
+                await self._queue.settle([item.id], "failed", reason=f"agent {item.agent_id!r} is no longer registered")
                 continue
-            self._load(slot, item)
+            await self._load(slot, item)
         self._started = True
         for slot in self._slots.values():
             for session in slot.all_sessions():
@@ -156,13 +159,14 @@ class AgentBroker:
         await self._replies.answer_unanswered()
         return exhausted
 
-    def _load(self, slot: AgentSlot, item: BrokerQueueItem) -> SessionSlot | None:
+    async def _load(self, slot: AgentSlot, item: QueueItem) -> SessionSlot | None:
         """Put a stored item in its session's queue (``None``: unreadable, failed with the reason)."""
         session = slot.session(item.session_label, session_key_of(item))
         try:
             session.queue.restore(queued(item, max_attempts=self._settings.max_attempts))
         except (ValueError, TypeError, KeyError) as exc:  # a row this version cannot read: kept, not run
-            self._store.fail([item.id], f"the stored message cannot be read ({exc!r}); it was not run")
+            reason = f"the stored message cannot be read ({exc!r}); it was not run"
+            await self._queue.settle([item.id], "failed", reason=reason)
             return None
         return session
 
@@ -190,7 +194,8 @@ class AgentBroker:
         as ``nexus agents add`` and ``POST /v1/agents`` refuse it: a model no run could reach
         (:class:`AgentSpecError`; asked of the runtime, which knows the providers), a
         session another agent talks in (:class:`~nexus.ledger.errors.AgentSessionTakenError`, checked by
-        the store in the transaction that saves). Both are ``ValueError``\\ s.
+        the store in the transaction that saves). Both are ``ValueError``\\ s. Synchronous, for callers outside
+        a loop (``nexus.toml``'s agents, the CLI): it writes through the registry's synchronous rows.
         """
         if not identity.agent_id or identity.agent_id in ("user", "system"):
             raise BrokerError(f"{identity.agent_id!r} cannot be an agent id (reserved or empty)")
@@ -200,7 +205,7 @@ class AgentBroker:
             if problem is not None:
                 raise AgentSpecError(f"agent {identity.agent_id!r}: model: {problem}")
         stored = replace(spec or _default_spec(), id=identity.agent_id, role=identity.role)
-        self._store.save_agent(
+        self._registry.save_agent(
             identity.agent_id, role=identity.role, session_label=identity.session_label, spec=stored.to_json()
         )
         slot = self._slots.get(identity.agent_id)
@@ -249,13 +254,10 @@ class AgentBroker:
 
     # ------------------------------------------------------------------ sending
 
-    async def send(
-        self, message: AgentMessage, queue_mode: str | None = None, *, commit_now: bool = False
-    ) -> SendReceipt:
+    async def send(self, message: AgentMessage, queue_mode: str | None = None) -> SendReceipt:
         """Accept ``message`` durably and queue it in its session; see DESIGN §4.6 for each mode.
 
-        ``commit_now``: commit at once rather than with the sends of the next loop iteration
-        (:meth:`GroupCommitter.accept`): the HTTP API's choice, for latency while runs share the loop.
+        The accept commits with the other accepts and claims of the loop iteration (``ledger.queue``).
         """
         slot = self._slot(message.to)
         check_message(message)
@@ -274,13 +276,13 @@ class AgentBroker:
             session_key=message.session if label != slot.identity.session_label else None,
         )
         try:
-            row, created = await self._writes.accept(request, now=commit_now)
+            row, created = await self._queue.accept(request)
         except ValueError as exc:  # the per-sender session's label is taken by another session
             raise BrokerError(f"message {message.id!r} to {slot.agent_id!r} was not queued: {exc}") from None
         if not created:
             return self._duplicate(slot, message, row)
         session = slot.session(row.session_label, message.session)
-        queued_message, adopted = self._enqueue(slot, session, row, settings, message)
+        queued_message, adopted = await self._enqueue(slot, session, row, settings, message)
         ticket = queued_message.ticket = queued_message.ticket or Ticket()
         slot.last_activity_ms = _now_ms()
         if self._scope is not None and message.from_ in self._scope and slot.agent_id not in self._scope:
@@ -288,13 +290,14 @@ class AgentBroker:
         if self._started:
             self._ensure_drain(slot, session)
         if adopted:  # the store watcher already acted on the run with it (a second steer would inject it twice)
-            steered = any(steer.item_id == row.id for steer in session.steers)
+            claiming = session.claiming.get(row.id)
+            steered = await asyncio.shield(claiming) if claiming is not None else _steered(session, row.id)
         else:
-            steered = self._deliver_to_run(session, queued_message, settings.mode)
+            steered = await self._deliver_to_run(session, queued_message, settings.mode)
         session.idle.clear()
         return SendReceipt(message.id, row.id, steered=steered, ticket=ticket)
 
-    def _duplicate(self, slot: AgentSlot, message: AgentMessage, row: BrokerQueueItem) -> SendReceipt:
+    def _duplicate(self, slot: AgentSlot, message: AgentMessage, row: QueueItem) -> SendReceipt:
         """A message accepted earlier: its receipt follows the first one's run (or tells how it ended)."""
         if row.status in ("queued", "processing"):
             found = slot.sessions.get(row.session_label)
@@ -306,11 +309,11 @@ class AgentBroker:
             ticket = Ticket(SendAndWaitResult(False, error=row.error or f"the message was {row.status}"))
         return SendReceipt(message.id, row.id, duplicate=True, ticket=ticket)
 
-    def _enqueue(
+    async def _enqueue(
         self,
         slot: AgentSlot,
         session: SessionSlot,
-        row: BrokerQueueItem,
+        row: QueueItem,
         settings: QueueSettings,
         message: AgentMessage,
     ) -> tuple[QueuedMessage, bool]:
@@ -324,15 +327,16 @@ class AgentBroker:
         outcome: AddOutcome = session.queue.add(fresh, settings)
         if not outcome.accepted:
             reason = outcome.rejected_reason or "duplicate"
-            self._store.drop([row.id], reason)
+            await self._queue.settle([row.id], "dropped", reason=reason)
             raise BrokerError(f"message {fresh.message_id!r} to {slot.agent_id!r} was not queued: {reason}")
         if outcome.dropped:
             dropped_ids = [item.item_id for item in outcome.dropped]
-            self._store.drop(dropped_ids, f"queue cap {settings.cap} reached (drop policy {settings.drop_policy})")
+            reason = f"queue cap {settings.cap} reached (drop policy {settings.drop_policy})"
+            await self._queue.settle(dropped_ids, "dropped", reason=reason)
             settle(outcome.dropped, SendAndWaitResult(False, error="dropped: the agent's queue was full"))
         return fresh, False
 
-    def _deliver_to_run(self, session: SessionSlot, queued_message: QueuedMessage, mode: QueueMode) -> bool:
+    async def _deliver_to_run(self, session: SessionSlot, queued_message: QueuedMessage, mode: QueueMode) -> bool:
         """Act on the session's active run for the modes that do (steer, steer-backlog, queue, interrupt)."""
         run = session.run
         if run is None:
@@ -347,17 +351,39 @@ class AgentBroker:
         if mode == "steer-backlog":  # the item also keeps its own turn
             run.steer(queued_message.prompt, source=source)
             return True
-        try:  # claimed first: a claim that fails leaves the item waiting for its own turn, not held by nobody
-            self._store.claim([queued_message.item_id])
-        except LedgerError as exc:  # a full or locked disk, or finished meanwhile (its batch's claim skips it)
-            log.warning("message %s was not steered (it waits for its turn): %s", queued_message.message_id, exc)
+        if not await self._claim_steer(session, queued_message, run):
             return False
-        session.queue.mark_in_flight([queued_message.item_id])
         receipt = run.steer(
             queued_message.prompt, id=queued_message.item_id, mode="one" if mode == "queue" else "all", source=source
         )
         session.steers.append(SteerInFlight(queued_message.item_id, receipt))
         self._hand_steered(session, queued_message, run)
+        return True
+
+    async def _claim_steer(self, session: SessionSlot, item: QueuedMessage, run: Execution) -> bool:
+        """Claim a message to steer into ``run`` (held in flight meanwhile, so no batch takes it); ``False``:
+        it waits for its own turn (a claim that failed, or a run that stopped taking steers meanwhile)."""
+        claimed = session.claiming[item.item_id] = asyncio.get_running_loop().create_future()
+        ok = False
+        try:
+            ok = await self._claimed(session, item, run)
+        finally:
+            del session.claiming[item.item_id]
+            claimed.set_result(ok)
+        return ok
+
+    async def _claimed(self, session: SessionSlot, item: QueuedMessage, run: Execution) -> bool:
+        session.queue.mark_in_flight([item.item_id])
+        try:
+            await self._queue.claim([item.item_id])
+        except LedgerError as exc:  # a full or locked disk, or finished meanwhile (its batch's claim skips it)
+            session.queue.release([item.item_id])
+            log.warning("message %s was not steered (it waits for its turn): %s", item.message_id, exc)
+            return False
+        if session.run is not run or run.state not in _STEERABLE:  # the claim's commit took a loop iteration
+            await self._queue.release([item.item_id])
+            session.queue.release([item.item_id])
+            return False
         return True
 
     def _hand_steered(self, session: SessionSlot, item: QueuedMessage, run: Execution) -> None:
@@ -440,11 +466,11 @@ class AgentBroker:
         """Messages waiting for the agent, or in one of its sessions (not counting those runs hold)."""
         return sum(len(s.queue.waiting()) for s in self._sessions(self._slot(agent_id), session))
 
-    def clear_queue(self, agent_id: str, session: str | None = None) -> int:
+    async def clear_queue(self, agent_id: str, session: str | None = None) -> int:
         """Drop every waiting message of the agent, or of one session (``dropped``, reason recorded)."""
         slot = self._slot(agent_id)
         removed = [item for s in self._sessions(slot, session) for item in s.queue.clear()]
-        self._store.drop([item.item_id for item in removed], "cleared by clear_queue")
+        await self._queue.settle([item.item_id for item in removed], "dropped", reason="cleared by clear_queue")
         settle(removed, SendAndWaitResult(False, error="dropped: the queue was cleared"))
         return len(removed)
 
@@ -462,13 +488,13 @@ class AgentBroker:
         if isinstance(step, Batch):
             await self._batches.run(slot, session, step)
 
-    def _adopted(self, slot: AgentSlot, session: SessionSlot) -> None:
+    async def _adopted(self, slot: AgentSlot, session: SessionSlot) -> None:
         """A message another process queued was loaded into the session (its last item): drained, and
         an ``interrupt`` or steer acts on the session's run as one sent here does (it used to only wait
         for its turn: ``nexus send --mode interrupt`` beside a server never cut the running turn)."""
         self._ensure_drain(slot, session)
         item = session.queue.items[-1]
-        self._deliver_to_run(session, item, item.mode)
+        await self._deliver_to_run(session, item, item.mode)
 
     def _agent_tools(self, caller: CallerContext) -> list[AgentTool]:
         """The tools a turn of ``caller`` uses to reach other agents (the runtime applies the tool policy)."""
@@ -480,6 +506,10 @@ class AgentBroker:
         10,000 people keeps no queue for those who are quiet."""
         if session.key is not None and slot.sessions.get(session.label) is session:
             del slot.sessions[session.label]
+
+
+def _steered(session: SessionSlot, item_id: str) -> bool:
+    return any(steer.item_id == item_id for steer in session.steers)
 
 
 def new_message_id() -> str:

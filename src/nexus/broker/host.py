@@ -94,7 +94,6 @@ def build_host(
     with ``monitors``, the inbound chat monitors too (started by :func:`start_host`)."""
     from nexus.broker.spawner import BrokerSpawner
     from nexus.engine import Runtime
-    from nexus.ledger.broker_store import BrokerStore
 
     # turns a killed process left open are closed (aborted, with what they journaled) before the
     # broker starts: a session whose queue is empty now would otherwise never run again to close them
@@ -106,7 +105,7 @@ def build_host(
 
         deliverer = Deliverer.from_config(config, ledger)
     broker = AgentBroker(
-        BrokerStore(ledger.database),
+        ledger,
         runtime,
         broker_settings(config.broker),
         scope=scope,

@@ -69,7 +69,7 @@ async def send_and_deliver(
     """Accept ``message`` through the broker with ``target`` as its reply target (delivered in the background)."""
     assert state.broker is not None and state.deliverer is not None  # checked by delivery_target
     message.deliver_reply(target)  # durable, like inbound's: the broker delivers the run that takes it
-    receipt = await state.broker.send(message, mode, commit_now=True)
+    receipt = await state.broker.send(message, mode)
     if receipt.duplicate:  # the first acceptance stands, and so does its delivery
         return receipt, None
     return receipt, target.to_json()

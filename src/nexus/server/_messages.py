@@ -156,7 +156,7 @@ async def accept_message(
         if target is not None:
             receipt, delivering = await send_and_deliver(state, message, mode, target)
         else:
-            receipt = await state.broker.send(message, mode, commit_now=True)  # the 202 waits behind no run
+            receipt = await state.broker.send(message, mode)
         answer = {
             "message_id": receipt.message_id, "queue_item_id": receipt.queue_item_id,
             "duplicate": receipt.duplicate, "steered": receipt.steered,
@@ -242,7 +242,7 @@ async def clear_queue(request: Request, agent_id: str) -> Any:
         raise ApiError(404, "not_found", f"unknown agent {agent_id!r}")
     if state.broker is not None:
         ensure_in_broker(state, agent_id)
-        return {"agent_id": agent_id, "dropped": state.broker.clear_queue(agent_id)}
+        return {"agent_id": agent_id, "dropped": await state.broker.clear_queue(agent_id)}
     waiting = [item.id for item in state.store.items(agent_id=agent_id, statuses=("queued",))]
     state.store.drop(waiting, "cleared over HTTP (DELETE /v1/agents/{id}/queue)")
     return {"agent_id": agent_id, "dropped": len(waiting)}
