@@ -54,7 +54,7 @@ async def test_summary_is_written_as_a_manual_compaction_turn_and_heads_the_hist
     assert isinstance(outcome, SessionCompaction) and outcome.compacted and outcome.status == "compacted"
     assert outcome.result is not None and outcome.result.trigger == "manual"
     assert outcome.result.tokens_after < outcome.result.tokens_before
-    assert outcome.message.startswith(f"compacted {outcome.result.messages_summarized} messages")
+    assert outcome.message.startswith(f"compacted {outcome.messages_summarized} messages")
     turns = ledger.turns("main")
     assert [t.turn_type for t in turns] == ["normal", "normal", "normal", "compaction"]
     assert turns[-1].id == outcome.turn_id and turns[-1].message_count == 0
@@ -132,7 +132,7 @@ async def test_a_tool_call_and_its_result_are_never_split(ledger: Ledger) -> Non
     )
     assert outcome.result is not None
     history = ledger.history_at(ledger.turns("main")[0].id)
-    kept = history[outcome.result.first_kept_index]
+    kept = history[outcome.messages_summarized]  # the kept part starts right after the summarised messages
     assert isinstance(kept, AssistantMessage) and kept.tool_calls == [call]
     assert "[Tool result]" not in str(scripted.calls[0].messages[0].content)
 

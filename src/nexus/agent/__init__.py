@@ -1,15 +1,15 @@
-"""The agent layer: the loop that runs model calls and tools, the stateful ``Agent``, and tools from functions.
+"""The agent layer: the loop that runs model calls and tools, and tools from functions.
 
-Public names::
+The engine's run (``nexus.engine``) stands on it: it hands the loop its context, config and steering
+queues, and maps its events. Public names::
 
     agent_loop, agent_loop_continue        the loop as an async iterator of AgentEvents
     AgentLoopConfig, AgentContext          what a run needs
-    Agent, AgentState, QueueMode           a stateful conversation with steering / follow-ups
     AgentTool, AgentToolResult, tool       tools (tool() builds one from a typed function)
-    AgentMessage, CustomMessage            conversation messages (custom ones never reach the model by default)
+    LoopMessage, CustomMessage             conversation messages (custom ones never reach the model by default)
     *Event, AgentEvent                     the events (tagged union on ``type``)
     BeforeToolCallContext/Result, AfterToolCallContext   tool hooks
-    AgentStateError, AgentBusyError, ToolDefinitionError, ToolArgumentsError
+    AgentStateError, ToolDefinitionError, ToolArgumentsError
 
 Importing this package does not import pydantic or any provider: ``tool()`` loads pydantic
 when first used and the default stream function is resolved on the first run.
@@ -17,10 +17,8 @@ when first used and the default stream function is resolved on the first run.
 
 from __future__ import annotations
 
-from nexus.agent.agent import Agent, AgentListener, AgentState, QueueMode
 from nexus.agent.config import (
     AfterToolCallContext,
-    AgentBusyError,
     AgentContext,
     AgentLoopConfig,
     AgentStateError,
@@ -42,23 +40,18 @@ from nexus.agent.events import (
     TurnStartEvent,
 )
 from nexus.agent.loop import agent_loop, agent_loop_continue
-from nexus.agent.messages import AgentMessage, CustomMessage, LlmView, default_convert_to_llm
+from nexus.agent.messages import CustomMessage, LlmView, LoopMessage, default_convert_to_llm
 from nexus.agent.tool_fn import ToolArgumentsError, ToolDefinitionError, tool
 from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolExecuteFn, ToolUpdateFn
 
 __all__ = [
     "AfterToolCallContext",
-    "Agent",
-    "AgentBusyError",
     "AgentContext",
     "AgentEndEvent",
     "AgentEndReason",
     "AgentEvent",
-    "AgentListener",
     "AgentLoopConfig",
-    "AgentMessage",
     "AgentStartEvent",
-    "AgentState",
     "AgentStateError",
     "AgentTool",
     "AgentToolResult",
@@ -66,10 +59,10 @@ __all__ = [
     "BeforeToolCallResult",
     "CustomMessage",
     "LlmView",
+    "LoopMessage",
     "MessageEndEvent",
     "MessageStartEvent",
     "MessageUpdateEvent",
-    "QueueMode",
     "ToolArgumentsError",
     "ToolDefinitionError",
     "ToolExecuteFn",

@@ -227,15 +227,6 @@ class SessionQueue:
             taken.append(item)
         return self._batch(taken)
 
-    def take_one(self) -> QueuedMessage | None:
-        """The oldest waiting item, marked in flight (to steer it into a running turn)."""
-        start = self._head()
-        if start is None:
-            return None
-        item = self._items[start]
-        item.in_flight = True
-        return item
-
     def mark_in_flight(self, item_ids: list[str]) -> None:
         """Hand these items to a run (they stay in place until completed or released)."""
         for item_id in item_ids:

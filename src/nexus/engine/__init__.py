@@ -25,7 +25,7 @@ from nexus._lazy import lazy_attribute
 if TYPE_CHECKING:
     from nexus.agent.steering import SteerReceipt
     from nexus.engine.assembly.context import EventContext
-    from nexus.engine.execution.callbacks import EngineCallbacks
+    from nexus.engine.execution.callbacks import EngineCallbacks, ToolState
     from nexus.engine.execution.events import (
         ExecutionEvent,
         ExecutionState,
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
         AgentResult,
         AgentSpec,
         CompactionEndEvent,
-        CompactionResult,
         CompactionStartEvent,
         EngineEvent,
         EngineLimits,
@@ -78,7 +77,6 @@ _PUBLIC: dict[str, str] = {
     "AgentResult": ".types",
     "AgentError": ".types",
     "RunStopReason": ".types",
-    "CompactionResult": ".types",
     # the one event channel: the envelope and the engine's own event types
     "ExecutionEvent": ".execution.events",
     "RunStartEvent": ".execution.events",
@@ -94,6 +92,7 @@ _PUBLIC: dict[str, str] = {
     "CompactionStartEvent": ".types",
     "CompactionEndEvent": ".types",
     "EngineCallbacks": ".execution.callbacks",
+    "ToolState": ".execution.callbacks",
     # sub-agents: a Spawner runs a spawn_agent call of the run a RunScope describes
     "Spawner": ".wiring.spawn",
     "RunScope": ".execution.scope",
@@ -104,7 +103,6 @@ __all__ = [
     "AgentResult",
     "AgentSpec",
     "CompactionEndEvent",
-    "CompactionResult",
     "CompactionStartEvent",
     "EngineCallbacks",
     "EngineEvent",
@@ -128,6 +126,7 @@ __all__ = [
     "SteerEvent",
     "SteerReceipt",
     "Subscription",
+    "ToolState",
     "WaitEvent",
     "preflight",
     "resolve_model",

@@ -204,31 +204,6 @@ def agent_error_from_message(message: AssistantMessage) -> AgentError:
 
 
 @dataclass(slots=True, kw_only=True)
-class CompactionResult:
-    """What a compaction did (seed 000), for the ledger's ``compactions`` table.
-
-    The turn ids are filled in by the ledger layer (the engine works on messages);
-    ``first_kept_index`` and ``messages_summarized`` (additions) say the same in messages.
-    """
-
-    summary: str
-    summarized_through_turn_id: str | None = None
-    first_kept_turn_id: str | None = None
-    turns_summarized: int = 0
-    model: str = ""
-    provider: str = ""
-    tokens_before: int = 0
-    tokens_after: int = 0
-    summary_tokens: int = 0
-    summarization_input_tokens: int = 0
-    summarization_output_tokens: int = 0
-    duration_ms: int = 0
-    trigger: CompactionTrigger = "context_limit"
-    first_kept_index: int = 0
-    messages_summarized: int = 0
-
-
-@dataclass(slots=True, kw_only=True)
 class AgentResult:
     """What one run produced: messages, tool calls, usage, why it stopped, error and compactions.
 
@@ -442,9 +417,12 @@ class CompactionStartEvent:
 
 @dataclass(slots=True, frozen=True)
 class CompactionEndEvent:
-    """Compaction ended: ``result`` on success, ``error`` otherwise; ``will_retry`` if the call is retried."""
+    """Compaction ended: ``result`` on success, ``error`` otherwise; ``will_retry`` if the call is retried.
 
-    result: CompactionResult | None
+    ``result`` is the ``compactions`` record as it will be stored, but for the turn ids (set when its turn is written).
+    """
+
+    result: CompactionRecord | None
     error: str | None = None
     will_retry: bool = False
     type: Literal["compaction_end"] = "compaction_end"

@@ -26,7 +26,7 @@ import logging
 import random
 from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from nexus.adapters.clock import Clock
 from nexus.adapters.manager import AdapterManager
@@ -46,10 +46,12 @@ from nexus.streaming.events import (
 from nexus.streaming.pipeline import BlockPipeline
 from nexus.streaming.settings import block_settings
 
+if TYPE_CHECKING:
+    from nexus.ledger.deliveries import DeliveryStatus
+
 log = logging.getLogger("nexus.streaming")
 
 DeliveryPath = Literal["native", "blocks", "none"]
-DeliveryStatus = Literal["delivered", "partial", "failed"]
 FINISH_TIMEOUT_S = 30.0
 WRITE_TIMEOUT_S = 30.0
 _BATCH = 256

@@ -24,6 +24,7 @@ from nexus.agent import (
     AgentEvent,
     AgentLoopConfig,
     AgentToolResult,
+    LoopMessage,
     MessageEndEvent,
     MessageStartEvent,
     MessageUpdateEvent,
@@ -31,7 +32,6 @@ from nexus.agent import (
     agent_loop,
     agent_loop_continue,
 )
-from nexus.agent import AgentMessage as LoopMessage
 from nexus.agent.steering import SteeringQueue, SteerMode, SteerReceipt
 from nexus.engine.assembly._sessions import SessionCache
 from nexus.engine.assembly._window import ContextWindow

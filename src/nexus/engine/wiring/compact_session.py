@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
 
 from nexus.engine.assembly.budget import estimate_tokens, history_window_chars
 from nexus.engine.assembly.compaction import compact
-from nexus.engine.types import CompactionEndEvent, CompactionResult, CompactionStartEvent, EngineEvent
+from nexus.engine.types import CompactionEndEvent, CompactionStartEvent, EngineEvent
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from nexus.config._profile import ResolvedProfile
     from nexus.engine.execution.failover import ProfileCooldowns
     from nexus.engine.types import EngineLimits
-    from nexus.ledger import Ledger
+    from nexus.ledger import CompactionRecord, Ledger
     from nexus.llm.abort import AbortSignal
     from nexus.llm.options import StreamFn
     from nexus.llm.types import Message, Model
@@ -85,15 +85,16 @@ CompactionStatus: TypeAlias = Literal["compacted", "nothing_to_compact", "not_sm
 class SessionCompaction:
     """The outcome of :func:`compact_session`: whether a compaction turn was written, and why not.
 
-    ``result`` is the engine's :class:`CompactionResult` whenever a summary was made (also for
-    ``not_smaller``, so a caller can show the numbers); ``turn_id`` is the compaction turn
-    written (only for ``compacted``).
+    ``result`` is the compaction's record whenever a summary was made (also for ``not_smaller``, so a
+    caller can show the numbers); ``turn_id`` is the compaction turn written (only for ``compacted``);
+    ``messages_summarized`` how many messages the summary replaced.
     """
 
     session_label: str
     status: CompactionStatus
-    result: CompactionResult | None = None
+    result: CompactionRecord | None = None
     turn_id: str | None = None
+    messages_summarized: int = 0
 
     @property
     def compacted(self) -> bool:
@@ -104,7 +105,7 @@ class SessionCompaction:
     def message(self) -> str:
         """One line for a user: what happened, with the token estimate before and after."""
         result = self.result
-        count = result.messages_summarized if result is not None else 0
+        count = self.messages_summarized
         messages = f"{count} message{'s' if count != 1 else ''}"
         if self.status == "compacted" and result is not None:
             return (
@@ -207,14 +208,15 @@ async def _compact_locked(
     if outcome is None:
         emit(CompactionEndEvent(None, "nothing old enough to summarise"))
         return SessionCompaction(label, "nothing_to_compact")
-    result = outcome.result
+    result = outcome.record
     result.tokens_before = before  # the whole context the next run would send, previous summary included
+    summarized = outcome.messages_summarized
     if result.tokens_after >= result.tokens_before:  # a summary that does not shrink the context is no gain
         emit(CompactionEndEvent(None, "the summary would not make the context smaller"))
-        return SessionCompaction(label, "not_smaller", result)
-    turn_id = _write(runtime, label, history, offset, result)
+        return SessionCompaction(label, "not_smaller", result, messages_summarized=summarized)
+    turn_id = _write(runtime, label, history, offset + outcome.first_kept_index, result)
     emit(CompactionEndEvent(result, None))
-    return SessionCompaction(label, "compacted", result, turn_id)
+    return SessionCompaction(label, "compacted", result, turn_id, summarized)
 
 
 def _default_keep(runtime: CompactHost, messages: list[Message]) -> int:
@@ -222,7 +224,7 @@ def _default_keep(runtime: CompactHost, messages: list[Message]) -> int:
     return min(runtime.limits.keep_recent_tokens, max(1, estimate_tokens(messages) // 4))
 
 
-def _write(runtime: CompactHost, label: str, history: list[Message], offset: int, result: CompactionResult) -> str:
+def _write(runtime: CompactHost, label: str, history: list[Message], cut: int, result: CompactionRecord) -> str:
     """Write the compaction turn and its ``compactions`` row, mapped like a run's own compaction.
 
     The turn holds no messages; the summariser's tokens are counted in the compaction row
@@ -231,7 +233,7 @@ def _write(runtime: CompactHost, label: str, history: list[Message], offset: int
     from nexus.engine.execution.ledger_map import compaction_record, history_turn_ids
 
     owners = history_turn_ids(runtime.ledger, label, history)
-    record = compaction_record(result, cut=offset + result.first_kept_index, turn_id="", owners=owners)
+    record = compaction_record(result, cut=cut, turn_id="", owners=owners)
     return runtime.ledger.write_turn(
         None,
         label,
