@@ -96,6 +96,7 @@ def test_help_imports_nothing_heavy(nexus: RunNexus) -> None:
         "from nexus.cli import main\n"
         "assert main(['--help']) == 0\n"
         "heavy = ['httpx', 'pydantic', 'sqlite3', 'llama_cpp', 'nexus.config._schema', 'nexus.llm']\n"
+        "heavy += ['mcp', 'nexus.mcp']\n"
         "print('LOADED', [name for name in heavy if name in sys.modules])\n"
     )
     result = subprocess.run(

@@ -142,22 +142,23 @@ def rule_allows(
 
 
 def unknown_tool_entries(
-    entries: Iterable[str], known: Iterable[str] = BUILTIN_TOOL_NAMES, mcp_servers: Iterable[str] = ()
+    entries: Iterable[str], known: Iterable[str] = BUILTIN_TOOL_NAMES, mcp_servers: Iterable[str] | None = ()
 ) -> list[str]:
     """One problem per plain name in ``entries`` that is no known tool (globs and groups are not names).
 
     Each problem names the entry and, when one is close, the tool it was probably meant to be.
     ``<server>__<tool>`` names and ``mcp:<server>…`` entries are checked against ``mcp_servers``
-    (the tool part cannot be checked without starting the server).
+    (the tool part cannot be checked without starting the server); ``None`` accepts any server
+    (where the configuration is not at hand).
     """
     names = sorted({k.lower() for k in known})
-    servers = sorted({s.lower() for s in mcp_servers})
+    servers = None if mcp_servers is None else sorted({s.lower() for s in mcp_servers})
     problems = []
     for entry in entries:
         lowered = entry.strip().lower()
         server = _mcp_server_of(lowered)
         if server is not None:
-            if server != "*" and server not in servers:
+            if servers is not None and server != "*" and server not in servers:
                 problems.append(_unknown_server(entry, server, servers))
             continue
         if not lowered or lowered.startswith("group:") or _GLOB_CHARS & set(lowered) or lowered in names:
