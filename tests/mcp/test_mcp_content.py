@@ -118,3 +118,18 @@ def test_images_too_big_or_of_other_types_are_named_not_sent() -> None:
     )
     assert not any(isinstance(b, ImageContent) for b in mapped.content)
     assert "over the 5.0MB limit" in _texts(mapped)[0] and "not PNG, JPEG, GIF or WebP" in _texts(mapped)[1]
+
+
+def test_tool_names_that_clash_once_cleaned_are_kept_apart() -> None:
+    from nexus.mcp._connection import ServerConnection
+    from nexus.mcp._tools import server_tools
+
+    connection = ServerConnection("srv", lambda: None, timeout_s=1, start_timeout_s=1)  # type: ignore[arg-type,return-value]
+    schema = {"type": "object"}
+    connection.tools = [types.Tool(name=name, input_schema=schema) for name in ("a.b", "a_b", "x y", "A_B")]
+    names = [tool.name for tool in server_tools(connection)]
+    assert names[0] == "srv__a_b" and names[2] == "srv__x_y"
+    assert len({name.lower() for name in names}) == 4 and all(name.startswith("srv__") for name in names)
+    assert [tool.metadata["mcp_tool"] for tool in server_tools(connection)] == ["a.b", "a_b", "x y", "A_B"]
+    assert names[1].startswith("srv__a_b_") and names[3].startswith("srv__A_B_")  # the same name at every listing
+    assert [t.name for t in server_tools(connection, ["a?b"])] == [*names[:2], names[3]]  # globs: the server's names

@@ -184,3 +184,23 @@ async def test_mcp_endpoint_of_nexus_serve_takes_the_same_bearer_token(isolated_
                 assert sent["reply"].endswith("over streamable http") and "".join(progress) == sent["reply"]
                 agents = _data(await client.call_tool("list_agents", {}))["agents"]
                 assert agents[0]["state"] == "idle"
+
+
+async def test_mcp_endpoint_is_behind_the_host_and_origin_guard(isolated_env: Path) -> None:
+    import httpx
+
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
+    accept = {"accept": "application/json, text/event-stream", "authorization": f"Bearer {TOKEN}"}
+    with FakeProviderServer(default=echo) as provider:
+        _setup(isolated_env, provider, 'tokens = ["${NEXUS_TOKEN}"]')
+        with _serving(isolated_env) as url:
+            async with httpx.AsyncClient() as http:
+                rebound = await http.post(f"{url}/mcp", json=initialize, headers={**accept, "host": "evil.example"})
+                foreign = await http.post(
+                    f"{url}/mcp", json=initialize, headers={**accept, "origin": "https://evil.example"}
+                )
+                fine = await http.post(f"{url}/mcp", json=initialize, headers=accept)
+    assert rebound.status_code == 403 and "is not a name of this server" in rebound.text
+    assert foreign.status_code == 403
+    assert fine.status_code == 200 and "mcp-session-id" in fine.headers

@@ -69,6 +69,17 @@ async def test_a_server_that_exits_at_start_is_quoted_and_one_that_is_missing_is
     assert f"No such file or directory: {tmp_path / 'nope'}" in missing
 
 
+async def test_a_secret_the_server_prints_on_stderr_is_cut_from_the_error(
+    tmp_path: Path, open_servers: Callable[..., McpServers], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MCP_TEST_DB_PASSWORD", "correct-horse-battery-staple-42")
+    table = python_server(RAW, "exit", env={"RAW_PASSWORD": "${MCP_TEST_DB_PASSWORD}"})
+    servers = open_servers(config_with(tmp_path, {"db": table}))
+    (problem,) = await servers.prepare(["db"])
+    assert "login with password [redacted] refused" in problem
+    assert "correct-horse-battery-staple-42" not in problem
+
+
 async def test_a_server_that_answers_garbage_at_start_says_what_it_wrote(
     tmp_path: Path, open_servers: Callable[..., McpServers]
 ) -> None:

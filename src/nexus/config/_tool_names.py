@@ -72,14 +72,15 @@ _NOT_NAME = r"[^A-Za-z0-9_-]"
 _NOT_NAME_OR_GLOB = r"[^a-z0-9_*?\[\]!-]"
 
 
-def mcp_tool_name(server: str, tool: str) -> str:
+def mcp_tool_name(server: str, tool: str, *, distinct: bool = False) -> str:
     """The name the model sees for ``tool`` of MCP server ``server``: ``<server>__<tool>``.
 
     Characters providers refuse in tool names (``.``, ``/``, spaces…) become ``_``; a name over
-    :data:`MAX_TOOL_NAME` is cut and ends in 8 hex digits of a hash of the tool's own name.
+    :data:`MAX_TOOL_NAME` is cut and ends in 8 hex digits of a hash of the tool's own name, as does
+    every name with ``distinct`` (for a tool whose cleaned name another tool of the server has).
     """
     name = f"{server}{MCP_SEPARATOR}{re.sub(_NOT_NAME, '_', tool)}"
-    if len(name) <= MAX_TOOL_NAME:
+    if len(name) <= MAX_TOOL_NAME and not distinct:
         return name
     digest = hashlib.sha256(tool.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     return f"{name[: MAX_TOOL_NAME - 9]}_{digest}"

@@ -28,14 +28,13 @@ def server_tools(connection: ServerConnection, offered: Sequence[str] = ()) -> l
     wanted = expand_tool_patterns(offered) if offered else []
     taken: set[str] = set()
     tools = []
-    for tool in connection.tools:
-        if wanted and not tool_matches(tool.name, wanted):
-            continue
+    for tool in connection.tools:  # names are decided over the whole listing: a filter never renames a tool
         name = mcp_tool_name(connection.name, tool.name)
-        if name.lower() in taken:  # two tools that differ only in characters providers refuse
-            name = mcp_tool_name(connection.name, f"{tool.name}\x00{len(taken)}")
+        if name.lower() in taken:  # two tools that differ only in characters providers refuse (or in case)
+            name = mcp_tool_name(connection.name, tool.name, distinct=True)
         taken.add(name.lower())
-        tools.append(_agent_tool(connection, tool, name))
+        if not wanted or tool_matches(tool.name, wanted):
+            tools.append(_agent_tool(connection, tool, name))
     return tools
 
 

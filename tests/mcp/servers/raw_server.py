@@ -9,7 +9,8 @@
 - ``once``: like ``ok`` the first time it is started, like ``hang`` every time after that;
 - ``hang``: reads everything and never answers;
 - ``junk``: answers every request with a line that is not JSON;
-- ``exit``: writes a line to stderr and exits with status 7 at once.
+- ``exit``: writes a line to stderr (first one quoting ``$RAW_PASSWORD`` when it is set) and exits
+  with status 7 at once.
 
 Each start appends a line to ``$NEXUS_TEST_MARKS/starts`` when that variable is set.
 """
@@ -88,6 +89,9 @@ def main() -> None:
     else:
         _count_start()
     if mode == "exit":
+        secret = os.environ.get("RAW_PASSWORD")
+        if secret:
+            sys.stderr.write(f"raw-server: login with password {secret} refused\n")
         sys.stderr.write("raw-server: cannot open the database\n")
         sys.exit(7)
     for line in sys.stdin:
