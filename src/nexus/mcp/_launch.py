@@ -65,9 +65,12 @@ def resolve_launch(name: str, server: McpServerConfig, home: Path, workspace: Pa
     assert server.command is not None
     env = {key: sub(value, f"env.{key}") for key, value in server.env.items()}
     add_secrets(env.values())
-    cwd = Path(sub(server.cwd, "cwd")).expanduser() if server.cwd is not None else workspace
-    if not cwd.is_absolute():
-        cwd = home / cwd
+    if server.cwd is None:
+        cwd = workspace
+        cwd.mkdir(parents=True, exist_ok=True)  # the agents' workspace (a run would create it too)
+    else:
+        cwd = Path(sub(server.cwd, "cwd")).expanduser()
+        cwd = cwd if cwd.is_absolute() else home / cwd
     return ServerLaunch(
         name,
         "stdio",
@@ -110,8 +113,6 @@ async def _stdio(launch: ServerLaunch, on_stderr: Callable[[bytes], None]) -> As
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     params = StdioServerParameters(command=launch.command, args=list(launch.args), env=launch.env, cwd=launch.cwd)
-    if launch.cwd is not None:
-        os.makedirs(launch.cwd, exist_ok=True)  # the workspace, created with the first run otherwise
     read_fd, write_fd = os.pipe()
     reader = _StderrReader(read_fd, on_stderr)
     errlog = os.fdopen(write_fd, "wb", buffering=0)
