@@ -93,3 +93,13 @@ def test_mcp_bench_prints_the_sdk_baseline_beside_nexus_in_one_run() -> None:
         assert row in out
     assert "| per connected server, in the Nexus process (2 servers) |" in out
     assert out.count("| 100 / 1 |") == 1 and "| Nexus MCP tool | " in out.split("100 / 1")[1]
+
+
+def test_ledger_backends_bench_measures_both_backends_in_one_run(postgres_url: str) -> None:
+    out = run_bench(
+        str(BENCH / "bench_ledger_backends.py"),
+        *("--messages", "200", "--senders", "4", "--rounds", "1", "--postgres", postgres_url),
+    )
+    assert_machine_lines(out)
+    rows = [line.split()[0] for line in out.splitlines() if line.startswith(("sqlite ", "postgresql "))]
+    assert rows == ["sqlite", "postgresql"]

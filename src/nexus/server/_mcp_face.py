@@ -66,10 +66,10 @@ def _agent_tools(server: MCPServer, state: ServerState) -> None:
     @server.tool(description="The registered agents: id, role, model, tools, state and waiting messages.")
     async def list_agents() -> dict[str, Any]:
         depths: dict[str, int] = {}
-        for item in state.store.items(statuses=("queued", "processing")):
+        for item in await state.ledger.queue.items(statuses=("queued", "processing")):
             depths[item.agent_id or ""] = depths.get(item.agent_id or "", 0) + 1
         agents = []
-        for row in state.store.list_agents():
+        for row in await state.ledger.agents.list():
             live = state.broker.get_agent(row.agent_id) if state.broker is not None else None
             agents.append(
                 agent_view(row, state=live.state if live else "idle", queue_depth=depths.get(row.agent_id, 0))
@@ -171,21 +171,24 @@ class _Progress:
 
 
 def _session_tools(server: MCPServer, state: ServerState) -> None:
+    from nexus.ledger.records import NewSession, SessionQuery
     from nexus.server._views import session_view
+
+    ledger = state.ledger
 
     @server.tool(description="Sessions, most recently updated first (label, head turn, origin).")
     async def list_sessions(limit: int = 50) -> dict[str, Any]:
-        sessions = state.ledger.list_sessions(status="active", limit=max(1, min(limit, 1000)))
+        sessions = await ledger.sessions.list(SessionQuery(status="active", limit=max(1, min(limit, 1000))))
         return {"sessions": [session_view(s) for s in sessions]}
 
     @server.tool(description="The last turns of a session as a transcript: who said what, which tools ran.")
     async def get_history(session: str, limit: int = 20) -> dict[str, Any]:
         try:
-            label = state.ledger.resolve_session(session).label
-            turns = state.ledger.turns(label, limit=max(1, min(limit, 500)))
+            label = (await ledger.sessions.resolve(session)).label
+            turns = await ledger.turns.path(label, limit=max(1, min(limit, 500)))
         except Exception as exc:
             raise _fail(exc) from None
-        return {"session": label, "turns": [_transcript_turn(state, turn) for turn in turns]}
+        return {"session": label, "turns": [await _transcript_turn(state, turn) for turn in turns]}
 
     @server.tool(
         description=(
@@ -195,23 +198,23 @@ def _session_tools(server: MCPServer, state: ServerState) -> None:
     )
     async def fork_session(session: str, turn_id: str | None = None, label: str | None = None) -> dict[str, Any]:
         try:
-            found = state.ledger.resolve_session(session)
+            found = await ledger.sessions.resolve(session)
             at = turn_id or found.thread_id
             if at is None:
                 raise ValueError(f"session {found.label!r} has no turns yet: there is nothing to fork")
-            if at not in {t.id for t in state.ledger.turns(found.label)}:
+            if at not in {t.id for t in await ledger.turns.path(found.label)}:
                 raise ValueError(f"turn {at!r} is not in the history of session {found.label!r}")
-            return session_view(state.ledger.fork(at, label))
+            return session_view(await ledger.sessions.create(NewSession(label or None, origin="fork", head_turn_id=at)))
         except Exception as exc:
             raise _fail(exc) from None
 
 
-def _transcript_turn(state: ServerState, turn: Any) -> dict[str, Any]:
+async def _transcript_turn(state: ServerState, turn: Any) -> dict[str, Any]:
     """One turn as an LLM client reads it best: its messages as role + text, tool calls by name."""
     from nexus.llm.types import AssistantMessage, TextContent
 
     lines = []
-    for stored in state.ledger.messages(turn.id):
+    for stored in await state.ledger.turns.messages(turn.id):
         message = stored.message
         content = message.content
         text = content if isinstance(content, str) else "".join(b.text for b in content if isinstance(b, TextContent))
@@ -224,37 +227,42 @@ def _transcript_turn(state: ServerState, turn: Any) -> dict[str, Any]:
 
 
 def _resources(server: MCPServer, state: ServerState) -> None:
+    from nexus.ledger.records import SessionQuery
     from nexus.server._views import message_view, session_view, tool_call_view, turn_view
+
+    ledger = state.ledger
 
     @server.resource("nexus://sessions", name="sessions", mime_type="application/json",
                      description="Every active session, most recently updated first.")  # fmt: skip
     async def sessions() -> str:
-        return json.dumps({"sessions": [session_view(s) for s in state.ledger.list_sessions(status="active")]})
+        return json.dumps({"sessions": [session_view(s) for s in await ledger.sessions.list(SessionQuery("active"))]})
 
     @server.resource("nexus://sessions/{label}", name="session", mime_type="application/json",
                      description="A session's history: its turns, root first, with every message.")  # fmt: skip
     async def session_history(label: str) -> str:
-        session = _resource_call(lambda: state.ledger.resolve_session(label))
-        turns = state.ledger.turns(session.label)
-        history = [{**turn_view(t), "messages": [message_view(m) for m in state.ledger.messages(t.id)]} for t in turns]
+        session = await _resource_call(ledger.sessions.resolve(label))
+        history = [
+            {**turn_view(t), "messages": [message_view(m) for m in await ledger.turns.messages(t.id)]}
+            for t in await ledger.turns.path(session.label)
+        ]
         return json.dumps({"label": session.label, "turns": history})
 
     @server.resource("nexus://turns/{turn_id}", name="turn", mime_type="application/json",
                      description="One turn: its messages, tool calls, tokens and cost.")  # fmt: skip
     async def turn(turn_id: str) -> str:
-        found = _resource_call(lambda: state.ledger.get_turn(turn_id))
+        found = await _resource_call(ledger.turns.get(turn_id))
         return json.dumps({
             **turn_view(found),
-            "messages": [message_view(m) for m in state.ledger.messages(found.id)],
-            "tool_calls": [tool_call_view(c) for c in state.ledger.tool_calls(found.id)],
+            "messages": [message_view(m) for m in await ledger.turns.messages(found.id)],
+            "tool_calls": [tool_call_view(c) for c in await ledger.turns.tool_calls(found.id)],
         })  # fmt: skip
 
 
-def _resource_call(read: Any) -> Any:
-    """``read()``; a ledger lookup that finds nothing is the SDK's "resource not found" with our message."""
+async def _resource_call(read: Any) -> Any:
+    """``await read``; a ledger lookup that finds nothing is the SDK's "resource not found" with our message."""
     from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
     try:
-        return read()
+        return await read
     except LookupError as exc:
         raise ResourceNotFoundError(str(exc)) from None

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from nexus.broker.engine_runner import EngineRunHandle
     from nexus.broker.runner import RunOutcome
+    from nexus.ledger.records import QueueItem, StoredMessage
     from nexus.server._state import ServerState
 
 POLL_S = 0.25
@@ -118,11 +119,11 @@ async def send_and_wait(
 async def _settle(state: ServerState, item_id: str, finder: _RunFinder, timeout_s: float) -> Reply:
     deadline = time.monotonic() + timeout_s
     while True:
-        item = state.store.get_item(item_id)
+        item = await state.ledger.queue.get(item_id)
         if item is None:
             return Reply("failed", "", item_id, "", error=f"queue item {item_id} is gone (cleared?)")
         if item.status in _FINISHED:
-            return _finished(state, item)
+            return await _finished(state, item)
         left = deadline - time.monotonic()
         if left <= 0:
             return Reply("waiting", "", item_id, item.session_label,
@@ -149,12 +150,21 @@ def _from_outcome(outcome: RunOutcome, item_id: str, session: str) -> Reply:
     return Reply(status, "", item_id, session, turn_id=outcome.turn_id, reply=outcome.reply, error=outcome.error)
 
 
-def _finished(state: ServerState, item: Any) -> Reply:
-    from nexus.broker.host import turn_reply
-
+async def _finished(state: ServerState, item: QueueItem) -> Reply:
     if item.status != "delivered" or item.turn_id is None:
         return Reply(item.status if item.status == "dropped" else "failed", "", item.id, item.session_label,
                      error=item.error or f"the message was {item.status}")  # fmt: skip
-    turn = state.ledger.get_turn(item.turn_id)
+    turn = await state.ledger.turns.get(item.turn_id)
     status = turn.status if turn.status in ("completed", "failed", "aborted") else "completed"
-    return Reply(status, "", item.id, item.session_label, turn_id=turn.id, reply=turn_reply(state.ledger, turn.id))
+    reply = _reply_text(await state.ledger.turns.messages(turn.id))
+    return Reply(status, "", item.id, item.session_label, turn_id=turn.id, reply=reply)
+
+
+def _reply_text(messages: list[StoredMessage]) -> str | None:
+    """The text of a turn's last assistant message that has any (the reply), or ``None``."""
+    for stored in reversed(messages):
+        if stored.role == "assistant":
+            text = "".join(getattr(block, "text", "") for block in stored.message.content)
+            if text:
+                return text
+    return None
