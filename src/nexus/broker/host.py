@@ -73,12 +73,14 @@ class BrokerHost:
     inbound: InboundRouter | None = None
 
     async def close(self) -> None:
-        """Stop draining (active runs are aborted and kept), then the monitors, then deliveries and adapters."""
+        """Stop draining (active runs are aborted and kept), then the monitors, then deliveries and adapters,
+        then what the runs shared (the runtime's MCP servers)."""
         await self.broker.close()
         if self.inbound is not None:
             await self.inbound.close()
         if self.deliverer is not None:
             await self.deliverer.close()  # runs are aborted: deliveries end, are recorded, adapters stop
+        await self.runtime.aclose()
 
 
 def build_host(

@@ -70,11 +70,13 @@ class Conversation:
         self.close()
 
     def close(self) -> None:
-        """Close the HTTP client, the event loop and the ledger."""
+        """Close the MCP servers, the HTTP client, the event loop and the ledger."""
         if self._loop is not None and not self._loop.is_closed():
             from nexus.llm._http import aclose_client
 
             try:
+                if self.engine.mcp is not None:
+                    self._loop.run_until_complete(self.engine.mcp.close())  # the MCP servers this process started
                 self._loop.run_until_complete(aclose_client())
                 self._loop.run_until_complete(self._loop.shutdown_asyncgens())
                 # join worker threads (the local model's generation) while the loop can still take their results

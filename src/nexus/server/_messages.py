@@ -9,7 +9,7 @@ message ``id``: a retry answers with the first queue item and ``duplicate: true`
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -21,6 +21,9 @@ from nexus.server._errors import ApiError
 from nexus.server._openapi import answers
 from nexus.server._schemas import Aborted, Dropped, Receipt
 from nexus.server._state import ServerState
+
+if TYPE_CHECKING:
+    from nexus.broker import SendReceipt
 
 router = APIRouter(prefix="/v1", tags=["messages"])
 
@@ -143,6 +146,24 @@ async def accept_message(
 
     With ``deliver``, the reply of the run that consumes it also goes to that adapter target;
     ``session``: the key of the agent's per-sender session it goes to (``None``: its own)."""
+    answer, _ = await accept_with_receipt(
+        state, agent_id, content, mode=mode, message_id=message_id, sender=sender, deliver=deliver, session=session
+    )
+    return answer
+
+
+async def accept_with_receipt(
+    state: ServerState,
+    agent_id: str,
+    content: str,
+    *,
+    mode: str | None,
+    message_id: str | None,
+    sender: str,
+    deliver: DeliverTo | str | None = None,
+    session: str | None = None,
+) -> tuple[dict[str, Any], SendReceipt | None]:
+    """:func:`accept_message`, with the broker's receipt (``None``: queued for the process that drains)."""
     from nexus.broker import AgentMessage, new_message_id
 
     _check_names(state, agent_id, sender)
@@ -161,8 +182,8 @@ async def accept_message(
             "message_id": receipt.message_id, "queue_item_id": receipt.queue_item_id,
             "duplicate": receipt.duplicate, "steered": receipt.steered,
         }  # fmt: skip
-        return answer if target is None else {**answer, "deliver": delivering}
-    return _accept_for_other_process(state, message, mode)
+        return (answer if target is None else {**answer, "deliver": delivering}), receipt
+    return _accept_for_other_process(state, message, mode), None
 
 
 def _accept_for_other_process(state: ServerState, message: Any, mode: str | None) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from nexus.server._event_hub import EventHub
 if TYPE_CHECKING:
     from nexus.broker import AgentBroker
     from nexus.engine import Runtime
+    from nexus.server.mcp_http import McpEndpoint
     from nexus.streaming import Deliverer
 
 
@@ -35,3 +36,5 @@ class ServerState:
     runtime: Runtime | None = None
     deliverer: Deliverer | None = None
     """Delivers replies to chat adapters (``deliver`` on messages) and records them; set with the broker."""
+    mcp: McpEndpoint | None = None
+    """``/mcp`` (the MCP face over streamable HTTP), set by ``create_app``; closed at shutdown."""

@@ -101,6 +101,7 @@ async def _serve(
     host = build_host(config, ledger, stream_fn=stream_fn, monitors=True)
     loop = asyncio.get_running_loop()
     server: NexusUvicorn | None = None
+    state: ServerState | None = None
     stopping: list[asyncio.Task[None]] = []
     hubs: list[EventHub] = []
 
@@ -139,6 +140,8 @@ async def _serve(
         return await _listen(config, server, settings, start_token)
     finally:
         await _stop_runs(host.broker)
+        if state is not None and state.mcp is not None:
+            await state.mcp.close()  # the MCP clients' sessions end
         await host.close()  # runs are aborted: monitors stop, deliveries end and are recorded, adapters stop
         remove_server_file(config)
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from nexus.engine.wiring.compact_session import SessionCompaction
     from nexus.ledger import Ledger
     from nexus.llm.abort import AbortSignal
+    from nexus.mcp import McpServers
 
 log = logging.getLogger("nexus.engine")
 
@@ -76,6 +77,8 @@ class Runtime:
     """Turns of this process whose final write failed (kept in rescue files): the next run of their
     session puts them in the ledger before it reads the head, so a conversation that goes on does not fork."""
     _models: dict[str, Model] = field(default_factory=dict, repr=False)
+    mcp: McpServers | None = None
+    """The MCP servers of ``[mcp.servers]`` (one connection each, shared by every run); made from the config."""
     _coding_tools: list[AgentTool] | None = field(default=None, repr=False)
     _live: dict[str, Execution] = field(default_factory=dict, repr=False)
     _owns_ledger: bool = field(default=False, repr=False)
@@ -83,6 +86,10 @@ class Runtime:
     def __post_init__(self) -> None:
         if self.limits is _FROM_CONFIG or self.limits is None:
             self.limits = limits_from_config(self.config)
+        if self.mcp is None:
+            from nexus.engine.wiring.mcp_tools import mcp_servers_for
+
+            self.mcp = mcp_servers_for(self.config)
 
     @classmethod
     def open(cls, config: NexusConfig | None = None, **kwargs: object) -> Runtime:
@@ -103,6 +110,12 @@ class Runtime:
         """Close the ledger if :meth:`open` opened it."""
         if self._owns_ledger:
             self.ledger.close()
+
+    async def aclose(self) -> None:
+        """Stop the MCP servers this runtime started, then :meth:`close`."""
+        if self.mcp is not None:
+            await self.mcp.close()
+        self.close()
 
     # ------------------------------------------------------------------ models
 
@@ -178,7 +191,8 @@ class Runtime:
         self, session_label: str, role: AgentRole, depth: int, extra: Sequence[AgentTool] = ()
     ) -> list[AgentTool]:
         """The tools this session/role may use: coding tools (or ``tools``), ``spawn_agent`` while the
-        depth allows, and ``extra`` (e.g. the broker's agent tools), all by the config's policy."""
+        depth allows, the MCP servers' listed tools (started by :meth:`prepare_tools`), and ``extra``
+        (e.g. the broker's agent tools), all by the config's policy."""
         if self.tools is not None:
             candidates = list(self.tools)
         else:
@@ -191,9 +205,19 @@ class Runtime:
             candidates = list(self._coding_tools)
         if depth < self.limits.subagent_max_depth and all(t.name != SPAWN_TOOL_NAME for t in candidates):
             candidates.append(spawn_agent_tool())
+        if self.mcp is not None:
+            candidates += self.mcp.tools()
         candidates += extra
         policy = self.config.tools
         return [t for t in candidates if policy.is_allowed(t.name, session_label, role)]
+
+    async def prepare_tools(
+        self, session_label: str, role: AgentRole, agent_tools: Sequence[str] | None, signal: AbortSignal | None
+    ) -> None:
+        """Start the MCP servers a run could use (see :mod:`.mcp_tools`); a run's start does it before assembly."""
+        from nexus.engine.wiring.mcp_tools import prepare_mcp_tools
+
+        await prepare_mcp_tools(self.mcp, session_label, role, agent_tools, signal)
 
     def assemble(
         self,
@@ -377,6 +401,7 @@ async def _begin(
     ) as held:  # fmt: skip
         if not held:
             return aborted_before_start(request.message)
+        await runtime.prepare_tools(execution.session_label, spec.role, spec.tools, execution.signal)
         runtime.run_of(execution, runtime.context_for(execution, spec, model, request), spec, model)
         run = execution._run
         assert run is not None
