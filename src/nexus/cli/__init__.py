@@ -1,7 +1,8 @@
 """The ``nexus`` command: run agents, chat, inspect sessions, check the setup.
 
 Start-up cost matters here (``nexus --help`` must feel instant), so this module imports
-only ``argparse``; every command imports what it needs when it runs.
+only ``argparse``; every command imports what it needs when it runs, and the parser is
+built only as far as the command line needs it (``nexus.cli._parser``).
 
 Exit codes: 0 success, 1 a Nexus error (clean message, no traceback), 2 bad
 arguments or an invalid configuration, 130 interrupted, 141 stdout closed by its reader
@@ -21,8 +22,15 @@ __all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` (default ``sys.argv[1:]``), run the command, return the exit code."""
-    parser = build_parser()
+    """Parse ``argv`` (default ``sys.argv[1:]``), run the command, return the exit code.
+
+    Without ``argv`` this is the ``nexus`` process itself, which first declares the optional
+    modules it never uses (:func:`skip_unused_optional_modules`).
+    """
+    if argv is None:
+        argv = sys.argv[1:]
+        skip_unused_optional_modules()
+    parser = build_parser(argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # argparse: --help/--version (0) or bad arguments (2)
@@ -46,6 +54,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         silence_stdout()
         return 141
+
+
+UNUSED_OPTIONAL_MODULES = ("trio", "httpx._main")
+"""Modules that libraries nexus uses import when they happen to be installed, and that the ``nexus``
+process never needs: httpcore probes for ``trio`` at import (nexus runs on asyncio; trio and its
+dependencies cost 40-80 ms), and ``import httpx`` loads httpx's own command-line tool (click, rich,
+pygments: 50-70 ms) whenever those are installed."""
+
+
+def skip_unused_optional_modules() -> None:
+    """Mark :data:`UNUSED_OPTIONAL_MODULES` as absent for this process, unless already imported.
+
+    Each library imports them in a ``try``/``except ImportError``, so it carries on without them;
+    only the CLI process does this (an application embedding nexus keeps its modules).
+    """
+    for name in UNUSED_OPTIONAL_MODULES:
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]  # None: "not importable", by the import system
 
 
 def _load_handler(spec: str) -> Callable[[argparse.Namespace], int | None]:

@@ -14,7 +14,10 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from typing import Any, TextIO
+
+TYPE_CHECKING = False  # not typing's: `nexus --help` does not import typing (mypy reads the name the same way)
+if TYPE_CHECKING:
+    from typing import Any, TextIO
 
 __all__ = ["accept_text", "clean_text", "lenient_stdin", "read_all", "utf8_name"]
 

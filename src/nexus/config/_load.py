@@ -12,10 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
-from pydantic_core import ErrorDetails
-
 from nexus.config._paths import config_path, nexus_home
+from nexus.config._record import Record, RecordError
 from nexus.config._schema import LocalModelConfig, NexusConfig
 from nexus.config._toml_lines import Loc, key_lines, line_of, nesting_overflow_line
 from nexus.errors import ConfigError
@@ -69,7 +67,7 @@ def parse_config(text: str, file: Path | str = "nexus.toml") -> NexusConfig:
         raise ConfigError(_nesting_message(str(file), None)) from None
     try:
         config = NexusConfig.model_validate(data)
-    except ValidationError as exc:
+    except RecordError as exc:
         raise ConfigError(format_validation_errors(exc, text, file)) from None
     except RecursionError:
         raise ConfigError(_nesting_message(str(file), None)) from None
@@ -174,7 +172,7 @@ def _syntax_message(message: str, file: Path | str) -> str:
 # --------------------------------------------------------------------------- validation errors
 
 
-def format_validation_errors(exc: ValidationError, text: str, file: Path | str) -> str:
+def format_validation_errors(exc: RecordError, text: str, file: Path | str) -> str:
     """One block per error: ``file:line: dotted.key: problem`` and a ``fix:`` line."""
     lines = key_lines(text)
     blocks = []
@@ -201,7 +199,7 @@ def dotted(loc: Loc) -> str:
     return out
 
 
-def _explain(error: ErrorDetails, loc: Loc) -> tuple[str, str]:
+def _explain(error: Mapping[str, Any], loc: Loc) -> tuple[str, str]:
     kind = error["type"]
     message = str(error["msg"])
     if kind == "extra_forbidden":
@@ -265,10 +263,10 @@ def _allowed_keys(loc: Loc) -> list[str] | None:
             parts.pop(0)
             annotation = typing.get_args(annotation)[-1]
             continue
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        if isinstance(annotation, type) and issubclass(annotation, Record):
             if not parts:
-                return list(annotation.model_fields)
-            field = annotation.model_fields.get(str(parts.pop(0)))
+                return list(annotation.record_fields())
+            field = annotation.record_fields().get(str(parts.pop(0)))
             if field is None:
                 return None
             annotation = field.annotation
