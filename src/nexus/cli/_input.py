@@ -12,8 +12,9 @@ the user knows it was changed.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
+
+from nexus._lazy import LazyPattern
 
 TYPE_CHECKING = False  # not typing's: `nexus --help` does not import typing (mypy reads the name the same way)
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ["accept_text", "clean_text", "lenient_stdin", "read_all", "utf8_name"]
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE = LazyPattern("[\ud800-\udfff]")
 REPLACEMENT = "\ufffd"
 
 

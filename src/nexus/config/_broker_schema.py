@@ -6,9 +6,9 @@ The queue-mode and drop-policy names are defined here, in the lowest layer that 
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
+from nexus._lazy import LazyPattern
 from nexus.config._record import Record, field_check, setting
 
 QueueMode = Literal["steer", "followup", "collect", "steer-backlog", "queue", "interrupt"]
@@ -17,7 +17,7 @@ QueueMode = Literal["steer", "followup", "collect", "steer-backlog", "queue", "i
 DropPolicy = Literal["old", "new", "summarize"]
 """What happens when a queue already holds ``cap`` waiting messages."""
 
-AGENT_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+AGENT_ID_PATTERN = LazyPattern(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 RESERVED_AGENT_IDS = ("user", "system")
 
 

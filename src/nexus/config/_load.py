@@ -71,12 +71,12 @@ def parse_config(text: str, file: Path | str = "nexus.toml") -> NexusConfig:
         raise ConfigError(format_validation_errors(exc, text, file)) from None
     except RecursionError:
         raise ConfigError(_nesting_message(str(file), None)) from None
-    problems = _tool_name_problems(config, text, file) + _local_model_problems(config, text, file)
+    config._text = text
+    config._label = str(file)
+    problems = _tool_name_problems(config) + _local_model_problems(config)
     if problems:
         count = len(problems)
         raise ConfigError("\n".join([f"invalid config ({count} problem{'s' if count != 1 else ''}):", *problems]))
-    config._lines = key_lines(text)
-    config._label = str(file)
     return config
 
 
@@ -95,24 +95,21 @@ def _nesting_message(file: str, line: int | None) -> str:
     )
 
 
-def _tool_name_problems(config: NexusConfig, text: str, file: Path | str) -> list[str]:
+def _tool_name_problems(config: NexusConfig) -> list[str]:
     """Plain tool names in ``[tools]`` lists that are no tool Nexus knows (a typo would silently not apply)."""
     from nexus.config._tool_names import unknown_tool_entries
 
     if not config.tools.strict_names:
         return []
-    lines = key_lines(text)
     blocks = []
     for path, entries in config.tools.lists():
         loc: Loc = ("tools", *path)
-        line = line_of(lines, loc)
-        where = f"{file}:{line}" if line is not None else str(file)
         for problem in unknown_tool_entries(entries):
             fix = (
                 "correct the name; for tools your application registers from Python, "
                 "set strict_names = false in [tools]"
             )
-            blocks.append(f"{where}: {dotted(loc)}: {problem}\n    fix: {fix}")
+            blocks.append(f"{config.where(*loc)}: {dotted(loc)}: {problem}\n    fix: {fix}")
     return blocks
 
 
@@ -120,12 +117,11 @@ _LOCAL_MODEL_KEYS = frozenset({"max_tokens", "prompt_profile"})
 """The ``[providers.local.models.<id>]`` keys the in-process model uses (its window is ``[local] n_ctx``)."""
 
 
-def _local_model_problems(config: NexusConfig, text: str, file: Path | str) -> list[str]:
+def _local_model_problems(config: NexusConfig) -> list[str]:
     """``[providers.local.models.<id>]`` settings that would be accepted but have no effect."""
     declared = config.providers.get("local")
     if declared is None:
         return []
-    lines = key_lines(text)
     known = [config.local.model_id]
     if config.local.model_path is None and LocalModelConfig().model_id not in known:
         known.append(LocalModelConfig().model_id)
@@ -143,9 +139,7 @@ def _local_model_problems(config: NexusConfig, text: str, file: Path | str) -> l
             problem = f"must be smaller than the context window ([local] n_ctx = {config.local.n_ctx})"
             found.append(((*loc, "max_tokens"), problem, "lower it, or raise n_ctx in [local]"))
         for where_loc, problem, fix in found:
-            line = line_of(lines, where_loc)
-            where = f"{file}:{line}" if line is not None else str(file)
-            blocks.append(f"{where}: {dotted(where_loc)}: {problem}\n    fix: {fix}")
+            blocks.append(f"{config.where(*where_loc)}: {dotted(where_loc)}: {problem}\n    fix: {fix}")
     return blocks
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from types import MappingProxyType
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -260,7 +259,8 @@ class NexusConfig(Record):
 
     _home: Path | None = None
     _source: Path | None = None
-    _lines: Mapping[tuple[str | int, ...], int] = MappingProxyType({})
+    _text: str = ""
+    _lines: Mapping[tuple[str | int, ...], int] | None = None
     _label: str = "nexus.toml"
 
     @field_check("default_model")
@@ -290,8 +290,10 @@ class NexusConfig(Record):
 
     def where(self, *loc: str | int) -> str:
         """``file:line`` of the key at ``loc`` (or of its nearest enclosing table), for error messages."""
-        from nexus.config._toml_lines import line_of
+        from nexus.config._toml_lines import key_lines, line_of
 
+        if self._lines is None:  # scanned on the first question, not on every load
+            self._lines = key_lines(self._text)
         line = line_of(self._lines, loc)
         return f"{self._label}:{line}" if line is not None else self._label
 

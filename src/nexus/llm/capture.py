@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nexus._lazy import LazyPattern
+
 ENV_VAR = "NEXUS_CAPTURE_DIR"
 """The environment variable that switches capture on (it wins over :func:`set_capture_dir`)."""
 
@@ -33,9 +35,9 @@ FORMAT = "nexus-capture/1"
 
 REDACTED = "[redacted]"
 
-_SECRET_NAME = re.compile(r"auth|key|token|secret|passw|cookie|credential|signature|session", re.IGNORECASE)
-_SECRET_RESPONSE = re.compile(r"cookie|authori[sz]ation|(?:^|-)(?:api-?key|token|secret)$", re.IGNORECASE)
-_SECRET_ENV = re.compile(r"(?:API_?KEY|TOKEN|SECRET|PASSWORD)$", re.IGNORECASE)
+_SECRET_NAME = LazyPattern(r"auth|key|token|secret|passw|cookie|credential|signature|session", re.IGNORECASE)
+_SECRET_RESPONSE = LazyPattern(r"cookie|authori[sz]ation|(?:^|-)(?:api-?key|token|secret)$", re.IGNORECASE)
+_SECRET_ENV = LazyPattern(r"(?:API_?KEY|TOKEN|SECRET|PASSWORD)$", re.IGNORECASE)
 _MIN_SECRET = 8  # shorter values are not searched for: they would match ordinary text
 
 _configured: Path | None = None
