@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-MAX_LINES = 2000
-MAX_BYTES = 50 * 1024
-MAX_LINE_CHARS = 500
+from nexus.tools._specs import MAX_BYTES, MAX_LINE_CHARS, MAX_LINES
+
+__all__ = ["MAX_BYTES", "MAX_LINES", "MAX_LINE_CHARS", "Truncation", "format_size", "truncate_head", "truncate_tail"]
 
 
 @dataclass(slots=True, frozen=True)
