@@ -18,9 +18,10 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal, TypeAlias
 
+from nexus._dataclass import dataclass
 from nexus.llm.types import UserMessage
 
 SteerMode: TypeAlias = Literal["one", "all"]

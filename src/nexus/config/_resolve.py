@@ -10,9 +10,9 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+from nexus._dataclass import dataclass
 from nexus.config._env import resolve_env
 from nexus.config._paths import config_path, resolve_path
 from nexus.config._profile import ResolvedProfile

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from nexus._dataclass import dataclass
 from nexus.ledger._rows import dumps, dumps_opt, loads_opt
 from nexus.ledger._ulid import new_ulid
 from nexus.ledger.errors import LedgerError, QueueItemsFinishedError

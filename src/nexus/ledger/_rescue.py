@@ -23,10 +23,10 @@ import json
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nexus._dataclass import dataclass
 from nexus.ledger.errors import LedgerError, LedgerFullError, TurnNotSavedError
 from nexus.llm.serde import message_from_dict, message_to_dict
 from nexus.llm.types import AssistantMessage, Message

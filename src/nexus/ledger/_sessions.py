@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
 
+from nexus._dataclass import dataclass
 from nexus.ledger._rows import SESSION_COLUMNS, dumps_opt, fetch_session, session_from_row, turn_position
 from nexus.ledger._write import move_pointer
 from nexus.ledger.errors import SessionExistsError, SessionNotFound, TurnStateError

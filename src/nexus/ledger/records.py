@@ -7,9 +7,10 @@ rows UIs show. Times are Unix milliseconds everywhere.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal, TypeAlias
 
+from nexus._dataclass import dataclass
 from nexus.llm.types import Message, TextContent, ToolResultMessage
 
 DEFAULT_SESSION = "main"

@@ -21,10 +21,11 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from nexus._dataclass import dataclass
 from nexus._lazy import LazyPattern
 
 ENV_VAR = "NEXUS_CAPTURE_DIR"

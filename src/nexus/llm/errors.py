@@ -12,8 +12,8 @@ import json
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from nexus._dataclass import dataclass
 from nexus._lazy import LazyPattern
 from nexus.llm.types import AssistantMessage, ErrorKind
 

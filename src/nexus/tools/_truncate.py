@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
+from nexus._dataclass import dataclass
 from nexus.tools._specs import MAX_BYTES, MAX_LINE_CHARS, MAX_LINES
 
 __all__ = ["MAX_BYTES", "MAX_LINES", "MAX_LINE_CHARS", "Truncation", "format_size", "truncate_head", "truncate_tail"]

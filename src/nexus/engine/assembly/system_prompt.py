@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import date, datetime
 from typing import TYPE_CHECKING
 
+from nexus._dataclass import dataclass
 from nexus.engine.assembly.bootstrap import BootstrapFile
 
 if TYPE_CHECKING:

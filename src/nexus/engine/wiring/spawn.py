@@ -15,9 +15,9 @@ do not import each other), so the tool itself stays a plain :class:`AgentTool`. 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from nexus._dataclass import dataclass
 from nexus._lazy import LazyPattern
 from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.engine.execution.scope import CURRENT_RUN, RunScope
