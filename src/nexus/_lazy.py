@@ -12,7 +12,10 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+
+TYPE_CHECKING = False  # not typing's: `nexus --help` imports this module and not typing (mypy reads the name alike)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def lazy_attribute(package: str, table: Mapping[str, str], namespace: dict[str, Any], name: str) -> Any:

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+from nexus.cli._help import terminal_width, top_help
 from nexus.cli._parser import COMMANDS, build_parser
+
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def _help(parser: argparse.ArgumentParser, *path: str) -> str:
@@ -59,3 +67,27 @@ def test_an_unknown_command_is_refused_with_the_list(capsys: pytest.CaptureFixtu
         build_parser(["bogus"]).parse_args(["bogus"])
     assert exit_.value.code == 2
     assert "invalid choice: 'bogus' (choose from 'run', 'chat'," in capsys.readouterr().err
+
+
+def test_the_help_printed_without_argparse_is_argparse_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    fitted = []
+    for columns in range(20, 251):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        fast = top_help(terminal_width())
+        if fast is not None:
+            assert fast == build_parser(["--help"]).format_help(), f"at {columns} columns"
+            fitted.append(columns)
+    assert fitted[0] <= 80 and fitted[-1] == 250  # every width from a standard terminal up is printed without argparse
+
+
+@pytest.mark.parametrize("columns", ["", "0", "abc", "1", "100"])
+def test_the_help_width_is_shutil_s(monkeypatch: pytest.MonkeyPatch, columns: str) -> None:
+    monkeypatch.setenv("COLUMNS", columns)
+    assert terminal_width() == shutil.get_terminal_size().columns - 2
+
+
+def test_nexus_help_imports_no_argparse() -> None:
+    code = "import sys\nfrom nexus.cli import main\nassert main(['--help']) == 0\nprint('argparse' in sys.modules)\n"
+    env = {**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "80"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert done.stdout.startswith("usage: nexus [-h]") and done.stdout.rstrip().endswith("False")

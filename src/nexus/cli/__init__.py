@@ -11,12 +11,12 @@ arguments or an invalid configuration, 130 interrupted, 141 stdout closed by its
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import sys
-from collections.abc import Callable, Sequence
 
-from nexus.cli._parser import build_parser
+TYPE_CHECKING = False  # not typing's: `nexus --help` does not import typing (mypy reads the name the same way)
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable, Sequence
 
 __all__ = ["main"]
 
@@ -30,6 +30,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
         skip_unused_optional_modules()
+    if list(argv) in (["--help"], ["-h"]) and _print_top_help():
+        return 0
+    from nexus.cli._parser import build_parser
+
     parser = build_parser(argv)
     try:
         args = parser.parse_args(argv)
@@ -73,7 +77,23 @@ def skip_unused_optional_modules() -> None:
         sys.modules.setdefault(name, None)  # type: ignore[arg-type]  # None: "not importable", by the import system
 
 
+def _print_top_help() -> bool:
+    """Print ``nexus --help`` without argparse (False when it needs argparse's wrapping: a narrow terminal)."""
+    from nexus.cli._help import terminal_width, top_help
+
+    text = top_help(terminal_width())
+    if text is None:
+        return False
+    try:
+        sys.stdout.write(text)
+    except OSError:  # as argparse: a closed stdout is no error of --help
+        pass
+    return True
+
+
 def _load_handler(spec: str) -> Callable[[argparse.Namespace], int | None]:
+    import importlib
+
     from nexus.errors import NexusError
 
     module_name, _, function = spec.partition(":")

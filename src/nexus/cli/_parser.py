@@ -1,8 +1,8 @@
 """The argument parser of ``nexus``: every command, option and help text, and nothing else.
 
 Handlers are named as ``"module:function"`` strings and imported only when their command
-runs. Only the commands named on the command line get their options (see :func:`build_parser`):
-``nexus --help`` lists every command from :data:`COMMANDS` without building eleven sub-parsers.
+runs. Only the commands named on the command line get their options (see :func:`build_parser`).
+The top-level texts live in ``nexus.cli._help``, which prints ``nexus --help`` without argparse.
 """
 
 from __future__ import annotations
@@ -11,21 +11,8 @@ import argparse
 from collections.abc import Callable, Sequence
 
 from nexus import __version__
+from nexus.cli._help import COMMANDS, CONFIG_HELP, DESCRIPTION, EPILOG, MAX_HELP_POSITION, terminal_width
 from nexus.cli._input import utf8_name as _label
-
-COMMANDS: dict[str, str] = {
-    "run": "send one message to an agent and print its reply",
-    "chat": "interactive conversation in the terminal",
-    "sessions": "list, inspect, fork, compact, export and import sessions",
-    "doctor": "check the configuration, keys, database, workspace and local model",
-    "models": "list the models nexus knows (context window, prices)",
-    "send": "send a message to a named agent through its durable queue",
-    "agents": "register, list, show and remove named agents (managers and workers)",
-    "queue": "inspect and clear the agents' durable message queues",
-    "adapters": "register, enable, check and try chat-platform adapters",
-    "serve": "run the broker and the HTTP API (agents, sessions, OpenAI-compatible endpoint)",
-}
-"""Every command, in the order ``nexus --help`` lists them, with its one-line help."""
 
 TYPE_CHECKING = False  # not typing's: `nexus --help` does not import typing (mypy reads the name the same way)
 if TYPE_CHECKING:
@@ -33,26 +20,12 @@ if TYPE_CHECKING:
 
 _THINKING = ("off", "minimal", "low", "medium", "high")
 
-_MAIN_EPILOG = """\
-examples:
-  nexus run "list the files in my workspace"
-  nexus run -s project-x -m openai/gpt-4o-mini "summarise README.md"
-  echo "what changed?" | nexus run -
-  nexus chat -s scratch
-  nexus sessions list
-  nexus doctor
-
-Configuration lives in $NEXUS_HOME/nexus.toml (default ~/.nexus/nexus.toml); with no file,
-ANTHROPIC_API_KEY / OPENAI_API_KEY in the environment are enough. See docs/configuration.md.
-exit codes: 0 ok, 1 error, 2 bad arguments or invalid configuration, 130 interrupted.
-"""
-
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
-    """Keeps the hand-wrapped descriptions and examples as written."""
+    """Keeps the hand-wrapped descriptions and examples as written (width found without importing shutil)."""
 
     def __init__(self, prog: str) -> None:
-        super().__init__(prog, max_help_position=32)
+        super().__init__(prog, max_help_position=MAX_HELP_POSITION, width=terminal_width())
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -64,15 +37,15 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """
     parser = argparse.ArgumentParser(
         prog="nexus",
-        description="Nexus broker: run LLM agents with a persistent ledger of every turn.",
-        epilog=_MAIN_EPILOG,
+        description=DESCRIPTION,
+        epilog=EPILOG,
         formatter_class=_Formatter,
     )
     parser.add_argument("--version", action="version", version=f"nexus {__version__}")
     parser.add_argument(
         "--config",
         metavar="FILE",
-        help="read this config file instead of $NEXUS_CONFIG or $NEXUS_HOME/nexus.toml",
+        help=CONFIG_HELP,
     )
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", dest="command")
     commands.required = True
