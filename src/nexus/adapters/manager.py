@@ -1,7 +1,8 @@
 """``AdapterManager``: the configured adapters, their processes, and the calls the router and CLI make.
 
 One manager per process (the broker's, or a CLI command's). It resolves each adapter's
-executable, writes a fresh 0600 credentials file for every process it starts, caches
+executable, hands every process it starts a fresh context of its own (account config and
+credential, see :mod:`nexus.adapters.context`), caches
 ``info``, runs ``send`` with retries (3 attempts; an adapter's ``retry_after_ms`` is
 honoured, otherwise 0.4 s x 2^n), keeps one supervised ``stream`` process per account, runs
 ``health``, and turns ``monitor`` lines into validated :class:`~nexus.adapters.events.NexusEvent`s.
@@ -19,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nexus.adapters._lines import read_line, worth_logging
 from nexus.adapters.clock import Clock, MonotonicClock
-from nexus.adapters.context import CONTEXT_ENV, adapter_env, private_dir, write_context
+from nexus.adapters.context import AdapterLaunch, context_payload, launch_with_context
 from nexus.adapters.events import EventDeduper, NexusEvent, parse_event
 from nexus.adapters.process import AdapterError, parse_json_output, run_command
 from nexus.adapters.stream_client import StreamProcess
@@ -80,8 +82,7 @@ class AdapterManager:
         self.clock = clock or MonotonicClock()
         self.policy = policy or RestartPolicy()
         self._env = dict(os.environ if env is None else env)
-        self._own_dir = state_dir is None  # a temporary directory of ours: removed by close()
-        self._dir = private_dir(state_dir)
+        self._state_dir = state_dir  # where a context file goes where there is no memfd (not Linux)
         self._info: dict[str, AdapterInfo] = {}
         self._streams: dict[tuple[str, str], StreamProcess] = {}
         self._info_lock = asyncio.Lock()
@@ -106,35 +107,28 @@ class AdapterManager:
 
     # -- processes ---------------------------------------------------------------------------
 
-    def _spawn_env(self, name: str, account_id: str | None) -> dict[str, str]:
-        path: Path | None = None
-        if account_id is not None:
-            config = self.config(name)
-            account = self.account(name, account_id)
-            credential = None
-            if account.credential is not None:
-                from nexus.config import resolve_env
+    def _prepare(self, name: str, account_id: str | None) -> AdapterLaunch:
+        """What one process of ``name`` starts with: the account's context (none for ``info``), a clean environment."""
+        if account_id is None:
+            return launch_with_context(None, self._env)
+        config = self.config(name)
+        account = self.account(name, account_id)
+        credential = None
+        if account.credential is not None:
+            from nexus.config import resolve_env
+            from nexus.llm.redact import add_secrets
 
-                where = f"adapters.{name}.accounts.{account_id}.credential"
-                credential = resolve_env(account.credential, self._env, where)
-            path = write_context(
-                self._dir,
-                platform=config.platform or self._platform_guess(name),
-                account_id=account_id,
-                config=account.config,
-                credential=credential,
-                credential_kind=account.credential_kind,
-            )
-        return adapter_env(path, self._env)
-
-    @staticmethod
-    def _drop_context(env: dict[str, str]) -> None:
-        path = env.get(CONTEXT_ENV)
-        if path:
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
+            where = f"adapters.{name}.accounts.{account_id}.credential"
+            credential = resolve_env(account.credential, self._env, where)
+            add_secrets([credential])  # no error text, here or in a run, ever repeats it
+        payload = context_payload(
+            platform=config.platform or self._platform_guess(name),
+            account_id=account_id,
+            config=account.config,
+            credential=credential,
+            credential_kind=account.credential_kind,
+        )
+        return launch_with_context(payload, self._env, fallback_dir=self._state_dir)
 
     def _platform_guess(self, name: str) -> str:
         info = self._info.get(name)
@@ -150,16 +144,17 @@ class AdapterManager:
     ) -> object:
         """Run one command of adapter ``name`` and return the JSON it printed."""
         config = self.config(name)
-        env = self._spawn_env(name, account_id)
+        launch = self._prepare(name, account_id)
         try:
             output = await run_command(
                 [*adapter_argv(config, self.home), *args],
-                env=env,
+                env=launch.env,
                 timeout_s=timeout_s or config.timeout_s,
                 name=f"adapter {name}",
+                pass_fds=launch.pass_fds,
             )
         finally:
-            self._drop_context(env)
+            launch.release()
         return parse_json_output(output, name=f"adapter {name}", command=args[0])
 
     async def info(self, name: str, *, refresh: bool = False) -> AdapterInfo:
@@ -185,10 +180,9 @@ class AdapterManager:
             supervisor = Supervisor(
                 f"adapter {name}/{account_id} stream",
                 argv,
-                lambda: self._spawn_env(name, account_id),
+                lambda: self._prepare(name, account_id),
                 policy=self.policy,
                 clock=self.clock,
-                cleanup=self._drop_context,
             )
             process = self._streams[key] = StreamProcess(supervisor)
         return process
@@ -205,10 +199,9 @@ class AdapterManager:
         supervisor = Supervisor(
             f"adapter {name}/{account_id} monitor",
             argv,
-            lambda: self._spawn_env(name, account_id),
+            lambda: self._prepare(name, account_id),
             policy=self.policy,
             clock=self.clock,
-            cleanup=self._drop_context,
         )
         self._monitors.append(supervisor)
         deduper = EventDeduper()
@@ -227,10 +220,9 @@ class AdapterManager:
 
     async def _events(self, name: str, account_id: str, stdout: asyncio.StreamReader) -> AsyncIterator[NexusEvent]:
         while True:
-            try:
-                line = await stdout.readline()
-            except ValueError:
-                self._refuse(name, account_id, "a line longer than 1 MiB")
+            line = await read_line(stdout)
+            if line is None:
+                self._refuse(name, account_id, "a line longer than 1 MiB (skipped whole)")
                 continue
             if not line:
                 return
@@ -249,8 +241,10 @@ class AdapterManager:
             yield event
 
     def _refuse(self, name: str, account_id: str, reason: str) -> None:
+        """Count a refused line; log the first five, then the 10th, 100th… (a flood logs a dozen lines)."""
         self.refused += 1
-        log.warning("adapter %s/%s: monitor line refused: %s", name, account_id, reason)
+        if worth_logging(self.refused):
+            log.warning("adapter %s/%s: monitor line refused (%d so far): %s", name, account_id, self.refused, reason)
 
     # -- send ----------------------------------------------------------------------------------
 
@@ -333,10 +327,6 @@ class AdapterManager:
             *(monitor.stop() for monitor in monitors),
             return_exceptions=True,
         )
-        if self._own_dir:
-            import shutil
-
-            shutil.rmtree(self._dir, ignore_errors=True)
 
     def options(self, name: str) -> dict[str, Any]:
         """The block overrides of ``[adapters.<name>.blocks]`` (unset keys left out)."""

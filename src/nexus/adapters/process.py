@@ -55,8 +55,12 @@ async def run_command(
     timeout_s: float,
     name: str,
     max_output: int = MAX_OUTPUT_BYTES,
+    pass_fds: Sequence[int] = (),
 ) -> CommandOutput:
-    """Run ``argv`` to completion with a deadline and an output cap; raises :class:`AdapterError`."""
+    """Run ``argv`` to completion with a deadline and an output cap; raises :class:`AdapterError`.
+
+    ``pass_fds`` are inherited by this process only (its context, see :mod:`nexus.adapters.context`).
+    """
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -64,6 +68,7 @@ async def run_command(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             env=dict(env),
+            pass_fds=tuple(pass_fds),
             start_new_session=True,
         )
     except OSError as exc:

@@ -6,7 +6,9 @@ waiting delivery's events meanwhile, so no run ever waits on an adapter. A reade
 process parses the ``AdapterStreamStatus`` lines and hands them to the current delivery;
 a malformed or unexpected line is logged and skipped. When the process dies, the current
 delivery ends with the exit as its error and the supervisor restarts the process (with its
-backoff) for the next one.
+backoff) for the next one. A process that stops reading its stdin is killed once a write has
+waited ``timeout_s`` (the pipe and our buffer full), so it can never hold its account's
+deliveries behind it.
 """
 
 from __future__ import annotations
@@ -18,26 +20,13 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+from nexus.adapters._lines import read_line, worth_logging
 from nexus.adapters.supervisor import Supervisor
 from nexus.adapters.types import AdapterStreamStatus, ProtocolError
 
 log = logging.getLogger("nexus.adapters")
 
 _DRAIN_ABOVE = 256 * 1024
-_LOG_FIRST_BAD = 5
-
-
-def _worth_logging(count: int) -> bool:
-    """The first few bad lines, then the 10th, 100th, 1000th…: a flood of millions logs a dozen lines.
-
-    (Every thousandth was still thousands of warnings on the user's terminal in the 30 s before
-    a flooding adapter is timed out.)
-    """
-    if count <= _LOG_FIRST_BAD:
-        return True
-    while count % 10 == 0:
-        count //= 10
-    return count == 1
 
 
 @dataclass(slots=True)
@@ -45,6 +34,7 @@ class StreamDelivery:
     """One delivery on a stream process: write lines, then wait for ``delivery_complete``."""
 
     proc: asyncio.subprocess.Process
+    supervisor: Supervisor
     message_ids: list[str] = field(default_factory=list)
     statuses: int = 0
     shown: bool = False
@@ -61,14 +51,26 @@ class StreamDelivery:
         stdin.write(data)
         return True
 
-    async def drain(self) -> bool:
-        """Wait while the pipe is full (backpressure); False if the process went away."""
+    async def drain(self, timeout_s: float) -> bool:
+        """Wait while the pipe is full (backpressure), at most ``timeout_s``; False if the process is gone.
+
+        A process that has not read for ``timeout_s`` is stuck: it is killed (the supervisor
+        restarts it for the next delivery) and this delivery fails.
+        """
         stdin = self.proc.stdin
         if stdin is None or self.dead:
             return False
-        if stdin.transport.get_write_buffer_size() > _DRAIN_ABOVE:
+        waiting = stdin.transport.get_write_buffer_size()
+        if waiting > _DRAIN_ABOVE:
             try:
-                await stdin.drain()
+                await asyncio.wait_for(stdin.drain(), timeout_s)
+            except TimeoutError:
+                self.fail(
+                    f"{self.supervisor.name}: the adapter stopped reading its stdin ({waiting} bytes waited "
+                    f"{timeout_s:g} s); it was killed and restarts for the next delivery"
+                )
+                await self.supervisor.kill_for_restart()
+                return False
             except (ConnectionError, BrokenPipeError):
                 self.dead = True
                 return False
@@ -116,7 +118,7 @@ class StreamProcess:
             if self._reader_proc is not proc:
                 self._reader_proc = proc
                 self._reader = asyncio.create_task(self._read(proc), name=f"nexus-adapter-{self.supervisor.name}")
-            current = StreamDelivery(proc)
+            current = StreamDelivery(proc, self.supervisor)
             if proc.returncode is not None:
                 current.fail(f"stream process exited with code {proc.returncode}")
             self._current = current
@@ -131,12 +133,12 @@ class StreamProcess:
         stdout = proc.stdout
         while True:
             try:
-                line = await stdout.readline()
-            except ValueError:  # a line over the limit: the reader dropped it
-                self._bad("a line longer than 1 MiB")
-                continue
+                line = await read_line(stdout)
             except (ConnectionError, OSError):
                 line = b""
+            if line is None:
+                self._bad("a line longer than 1 MiB (skipped whole)")
+                continue
             if not line:
                 break
             self._line(line)
@@ -167,7 +169,7 @@ class StreamProcess:
 
     def _bad(self, what: str) -> None:
         self.bad_lines += 1
-        if _worth_logging(self.bad_lines):
+        if worth_logging(self.bad_lines):
             log.warning(
                 "%s: skipped a malformed line from the adapter (%d so far): %s",
                 self.supervisor.name,

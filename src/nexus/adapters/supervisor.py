@@ -4,7 +4,8 @@ A process that exits is restarted on next use, after a backoff of ``1 s x 2^n`` 
 300 s) where ``n`` counts restarts; after 5 restarts the adapter account is ``failed`` and
 every use answers with an :class:`AdapterError` naming the last exit, until
 ``nexus adapters enable`` (or :meth:`Supervisor.reset`) clears it. A process that has run for
-``stable_after_s`` without dying clears the count. Waits are on an injectable clock.
+``stable_after_s`` without dying clears the count. Waits are on an injectable clock. The
+process's stderr is passed on to ours within a budget (:mod:`nexus.adapters._stderr`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from nexus.adapters._stderr import forward_stderr
 from nexus.adapters.clock import Clock, MonotonicClock
+from nexus.adapters.context import AdapterLaunch
 from nexus.adapters.process import STOP_GRACE_S, AdapterError, describe_spawn_error, stop_process
 
 log = logging.getLogger("nexus.adapters")
@@ -44,26 +47,25 @@ class RestartPolicy:
 class Supervisor:
     """Owns one adapter process at a time; ``ensure()`` starts or restarts it and returns it.
 
-    ``spawn_env`` is called at every start (a fresh credentials file per process).
+    ``prepare`` is called at every start (a fresh context, handed to that process only).
     """
 
     def __init__(
         self,
         name: str,
         argv: Sequence[str],
-        spawn_env: Callable[[], dict[str, str]],
+        prepare: Callable[[], AdapterLaunch],
         *,
         policy: RestartPolicy | None = None,
         clock: Clock | None = None,
-        cleanup: Callable[[dict[str, str]], None] | None = None,
     ) -> None:
         self.name = name
         self.argv = list(argv)
         self.policy = policy or RestartPolicy()
         self.clock = clock or MonotonicClock()
-        self._spawn_env = spawn_env
-        self._cleanup = cleanup
-        self._env: dict[str, str] | None = None
+        self._prepare = prepare
+        self._launch: AdapterLaunch | None = None
+        self._forwarders: set[asyncio.Task[None]] = set()  # one per process until its stderr ends
         self.proc: asyncio.subprocess.Process | None = None
         self.restarts = 0
         self.starts = 0
@@ -114,13 +116,15 @@ class Supervisor:
 
     async def _start(self) -> asyncio.subprocess.Process:
         self.starts += 1
-        self._env = self._spawn_env()
+        launch = self._launch = self._prepare()
         try:
             proc = await asyncio.create_subprocess_exec(
                 *self.argv,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
-                env=self._env,
+                stderr=asyncio.subprocess.PIPE,
+                env=launch.env,
+                pass_fds=launch.pass_fds,
                 limit=STREAM_LINE_LIMIT,
                 start_new_session=True,
             )
@@ -129,6 +133,11 @@ class Supervisor:
             self.last_error = describe_spawn_error(self.argv, exc)
             self.state = "failed" if self.restarts >= self.policy.max_restarts else "backoff"
             raise AdapterError(f"{self.name}: {self.last_error}") from None
+        launch.started()
+        assert proc.stderr is not None
+        forwarder = asyncio.create_task(forward_stderr(proc.stderr, self.name, self.clock), name=f"{self.name} stderr")
+        self._forwarders.add(forwarder)
+        forwarder.add_done_callback(self._forwarders.discard)
         self.proc = proc
         self.state = "running"
         self.last_error = None
@@ -156,6 +165,14 @@ class Supervisor:
                 proc.stdin.close()
             await stop_process(proc, self.policy.stop_grace_s)
         self._release_env()
+        forwarders = list(self._forwarders)
+        if (
+            forwarders
+        ):  # what the process wrote before it ended is still passed on; a grandchild's pipe is not waited for
+            _, pending = await asyncio.wait(forwarders, timeout=1.0)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
 
     async def kill_for_restart(self) -> None:
         """Stop a misbehaving process so the next use restarts it (counted as a restart)."""
@@ -164,6 +181,6 @@ class Supervisor:
             await stop_process(proc, self.policy.stop_grace_s)
 
     def _release_env(self) -> None:
-        if self._env is not None and self._cleanup is not None:
-            self._cleanup(self._env)
-        self._env = None
+        if self._launch is not None:
+            self._launch.release()
+        self._launch = None

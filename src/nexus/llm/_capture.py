@@ -21,16 +21,8 @@ from urllib.parse import urlencode
 
 import httpx
 
-from nexus.llm.capture import (
-    REDACTED,
-    CaptureRecord,
-    capture_dir,
-    environment_secrets,
-    redact_headers,
-    scrub,
-    scrub_json,
-    secret_name,
-)
+from nexus.llm.capture import CaptureRecord, capture_dir, redact_headers, scrub_json
+from nexus.llm.redact import REDACTED, known_secrets, scrub, secret_name
 
 _log = logging.getLogger("nexus.llm")
 _sequence = itertools.count(1)
@@ -119,7 +111,7 @@ class _Recorder:
 def _record(recorder: _Recorder) -> CaptureRecord:
     """The redacted record; the secrets found in headers are cut out of everything else."""
     request = recorder.request
-    secrets = environment_secrets()
+    secrets = known_secrets()
     request_headers = redact_headers(request.headers.multi_items(), secrets)
     url = _redacted_url(request.url, secrets)
     response = recorder.response

@@ -8,9 +8,10 @@ it. ``nexus.testing.steps.replay(path)`` serves such a file back from
 ``FakeProviderServer`` byte for byte.
 
 Secrets never reach the file: headers and query parameters that carry credentials are
-replaced by ``[redacted]``, and every credential value seen in them, or set in an
-environment variable named like a key (``*_API_KEY``, ``*_TOKEN`` …), is cut out of the
-whole file, the response body included.
+replaced by ``[redacted]``, and every credential value seen in them, or known to the
+process (set in an environment variable named like a key — ``*_API_KEY``, ``*_TOKEN`` … —
+or registered as configured; see :mod:`nexus.llm.redact`, the one redactor), is cut out of
+the whole file, the response body included.
 
 This module is light (no httpx); the client that records lives in ``nexus.llm._capture``.
 """
@@ -20,13 +21,14 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from nexus._dataclass import dataclass
 from nexus._lazy import LazyPattern
+from nexus.llm.redact import REDACTED, scrub, secret_name
 
 ENV_VAR = "NEXUS_CAPTURE_DIR"
 """The environment variable that switches capture on (it wins over :func:`set_capture_dir`)."""
@@ -34,12 +36,7 @@ ENV_VAR = "NEXUS_CAPTURE_DIR"
 FORMAT = "nexus-capture/1"
 """The ``format`` field of every capture's metadata line."""
 
-REDACTED = "[redacted]"
-
-_SECRET_NAME = LazyPattern(r"auth|key|token|secret|passw|cookie|credential|signature|session", re.IGNORECASE)
 _SECRET_RESPONSE = LazyPattern(r"cookie|authori[sz]ation|(?:^|-)(?:api-?key|token|secret)$", re.IGNORECASE)
-_SECRET_ENV = LazyPattern(r"(?:API_?KEY|TOKEN|SECRET|PASSWORD)$", re.IGNORECASE)
-_MIN_SECRET = 8  # shorter values are not searched for: they would match ordinary text
 
 _configured: Path | None = None
 
@@ -137,11 +134,6 @@ def load_capture(path: str | os.PathLike[str]) -> CaptureRecord:
 # --------------------------------------------------------------------------- redaction
 
 
-def secret_name(name: str) -> bool:
-    """Does a header or parameter of this name carry a credential?"""
-    return bool(_SECRET_NAME.search(name))
-
-
 def redact_headers(headers: Iterable[tuple[str, str]], secrets: set[str], response: bool = False) -> dict[str, str]:
     """Headers with credential values replaced; the values found are added to ``secrets``.
 
@@ -159,19 +151,6 @@ def redact_headers(headers: Iterable[tuple[str, str]], secrets: set[str], respon
         else:
             out[name] = value
     return out
-
-
-def environment_secrets(env: Mapping[str, str] | None = None) -> set[str]:
-    """Values of environment variables named like credentials (``OPENAI_API_KEY``, ``GH_TOKEN`` …)."""
-    source = os.environ if env is None else env
-    return {value for name, value in source.items() if _SECRET_ENV.search(name) and len(value) >= _MIN_SECRET}
-
-
-def scrub(data: bytes, secrets: Iterable[str]) -> bytes:
-    """``data`` with every occurrence of a secret (long enough to be one) replaced by ``[redacted]``."""
-    for secret in sorted({s for s in secrets if len(s) >= _MIN_SECRET}, key=len, reverse=True):
-        data = data.replace(secret.encode("utf-8"), REDACTED.encode())
-    return data
 
 
 def scrub_json(value: Any, secrets: set[str]) -> Any:

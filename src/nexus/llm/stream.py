@@ -61,18 +61,26 @@ async def complete(model: Model, context: Context, options: StreamOptions | None
 async def _guarded(
     fn: StreamFn, model: Model, context: Context, options: StreamOptions | None
 ) -> AsyncIterator[AssistantMessageEvent]:
-    """Hold a user-registered stream function to the contract: never raise, one terminal event."""
+    """Hold a user-registered stream function to the contract: never raise, one terminal event.
+
+    Its error text is redacted like the built-in providers' (:mod:`nexus.llm.redact`).
+    """
     last: AssistantMessage | None = None
     inner = fn(model, context, options)
+    from nexus.llm.redact import redact  # kept out of ``import nexus.llm``
+
+    secrets = [options.api_key if options is not None else None]
     try:
         async for event in inner:
+            if event.type == "error":
+                event.error.error_message = redact(event.error.error_message or "", secrets) or None
             if event.type == "done" or event.type == "error":
                 yield event
                 return
             last = event.partial
             yield event
     except Exception as exc:  # the contract: a stream never raises
-        yield ErrorEvent("error", _broken(model, f"{type(exc).__name__}: {exc}", last))
+        yield ErrorEvent("error", _broken(model, redact(f"{type(exc).__name__}: {exc}", secrets), last))
         return
     except BaseException as exc:
         import asyncio  # already loaded whenever a stream runs; kept out of ``import nexus.llm``

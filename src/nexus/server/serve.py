@@ -61,8 +61,12 @@ async def serve(
     """Run until SIGTERM/SIGINT; the caller holds the broker lock. Returns the exit code.
 
     WAL checkpoints run on a thread of their own meanwhile (see ``nexus.ledger._checkpoint``).
+    The tokens are registered with the redactor: no error text of a run ever repeats one.
     """
     from nexus.ledger._checkpoint import background_checkpoints
+    from nexus.llm.redact import add_secrets
+
+    add_secrets(settings.tokens)
 
     with background_checkpoints(ledger.database):
         return await _serve(config, ledger, settings, stream_fn=stream_fn)

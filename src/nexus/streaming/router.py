@@ -4,7 +4,9 @@
 
 - **native**: the adapter lists ``stream`` (and config does not force ``mode = "blocks"``):
   each event becomes a JSONL line on the stdin of the account's long-running ``stream``
-  process; the router then waits for ``delivery_complete`` / ``delivery_error``.
+  process; the router then waits for ``delivery_complete`` / ``delivery_error``. Every wait
+  is bounded: a write that cannot go out for ``write_timeout_s`` (the adapter stopped
+  reading) and a finish that does not come in ``finish_timeout_s`` both kill the process.
 - **blocks**: anything else; the :class:`~nexus.streaming.pipeline.BlockPipeline` coalesces
   tokens into blocks and calls ``send`` once per block (``reply_to_id`` on the first only).
 
@@ -49,6 +51,7 @@ log = logging.getLogger("nexus.streaming")
 DeliveryPath = Literal["native", "blocks", "none"]
 DeliveryStatus = Literal["delivered", "partial", "failed"]
 FINISH_TIMEOUT_S = 30.0
+WRITE_TIMEOUT_S = 30.0
 _BATCH = 256
 
 
@@ -136,11 +139,13 @@ class StreamRouter:
         clock: Clock | None = None,
         rng: random.Random | None = None,
         finish_timeout_s: float = FINISH_TIMEOUT_S,
+        write_timeout_s: float = WRITE_TIMEOUT_S,
     ) -> None:
         self.manager = manager
         self.clock = clock or manager.clock
         self.rng = rng or random.Random()
         self.finish_timeout_s = finish_timeout_s
+        self.write_timeout_s = write_timeout_s
 
     async def deliver(
         self,
@@ -201,17 +206,19 @@ class StreamRouter:
 
     async def _native(self, target: DeliveryTarget, framed: AsyncIterator[StreamEvent]) -> DeliveryReport:
         report = DeliveryReport(target, "native")
-        buffer: collections.deque[StreamEvent | None] = collections.deque()
-        ready = asyncio.Event()
-        pump = asyncio.create_task(_pump(framed, buffer, ready), name=f"nexus-stream-pump-{target.key}")
+        relay = _Relay()
+        pump = asyncio.create_task(_pump(framed, relay), name=f"nexus-stream-pump-{target.key}")
         try:
             process = await self.manager.stream_process(target.channel, target.account_id)
             async with process.delivery() as delivery:
                 report.attempts = 1
-                written_text = await _write_all(delivery, buffer, ready, report)
+                await _write_all(delivery, relay, report, self.write_timeout_s)
                 report.message_ids = delivery.message_ids  # also on failure: what the user already sees
-                if delivery.dead:
-                    return report.failed(delivery.error or "the stream process went away", partial=written_text)
+                # ``partial`` only when the adapter said something reached the user: text written to
+                # a process that died at once is not text the user saw
+                if delivery.dead:  # the account is free for its next delivery; the rest of this run is dropped
+                    relay.drop()
+                    return report.failed(delivery.error or "the stream process went away", partial=delivery.shown)
                 try:
                     await asyncio.wait_for(delivery.done.wait(), self.finish_timeout_s)
                 except TimeoutError:
@@ -220,11 +227,12 @@ class StreamRouter:
                         f"adapter {target.channel}/{target.account_id}: no delivery_complete within "
                         f"{self.finish_timeout_s:g} s; restarting it"
                     )
-                    return report.failed(error, partial=written_text or delivery.shown)
+                    return report.failed(error, partial=delivery.shown)
                 if delivery.error is not None:
-                    return report.failed(delivery.error, partial=delivery.shown or written_text)
+                    return report.failed(delivery.error, partial=delivery.shown)
                 return report
         except AdapterError as exc:
+            relay.drop()
             return report.failed(str(exc), partial=False)
         except asyncio.CancelledError:
             pump.cancel()
@@ -237,35 +245,51 @@ class StreamRouter:
         await self.manager.close()
 
 
-async def _pump(
-    source: AsyncIterator[StreamEvent], buffer: collections.deque[StreamEvent | None], ready: asyncio.Event
-) -> None:
-    """Move events from the run into ``buffer`` as they come, so a waiting delivery never holds the run up."""
+class _Relay:
+    """Events on their way from the run to the adapter: buffered, or dropped once the delivery is over."""
+
+    __slots__ = ("dropping", "events", "ready")
+
+    def __init__(self) -> None:
+        self.events: collections.deque[StreamEvent | None] = collections.deque()
+        self.ready = asyncio.Event()
+        self.dropping = False
+
+    def put(self, event: StreamEvent | None) -> None:
+        if not self.dropping or event is None:
+            self.events.append(event)
+        self.ready.set()
+
+    def drop(self) -> None:
+        """The delivery ended early: what the run still sends is read and thrown away, never kept."""
+        self.dropping = True
+        self.events.clear()
+
+
+async def _pump(source: AsyncIterator[StreamEvent], relay: _Relay) -> None:
+    """Move events from the run into the relay as they come, so a waiting delivery never holds the run up."""
     count = 0
     try:
         async for event in source:
-            buffer.append(event)
-            ready.set()
+            relay.put(event)
             count += 1
             if count % _BATCH == 0:
                 await asyncio.sleep(0)  # let the writer take a batch
     finally:
-        buffer.append(None)
-        ready.set()
+        relay.put(None)
 
 
-async def _write_all(
-    delivery: StreamDelivery,
-    buffer: collections.deque[StreamEvent | None],
-    ready: asyncio.Event,
-    report: DeliveryReport,
-) -> bool:
-    """Write buffered events to the process until the end marker (one write per batch); True if text went out."""
-    wrote_text = False
+async def _write_all(delivery: StreamDelivery, relay: _Relay, report: DeliveryReport, write_timeout_s: float) -> None:
+    """Write the relay's events to the process (one write per batch) until the end marker or its death.
+
+    A process that is gone (or was killed for not reading) ends this at once: the account's next
+    delivery need not wait for this run to finish, and the run never waits on an adapter.
+    """
+    buffer = relay.events
     while True:
         if not buffer:
-            ready.clear()
-            await ready.wait()
+            relay.ready.clear()
+            await relay.ready.wait()
             continue
         lines: list[bytes] = []
         end = False
@@ -274,14 +298,12 @@ async def _write_all(
             if event is None:
                 end = True
                 break
-            if type(event) is Token:
-                wrote_text = True
             lines.append(to_line(event))
         report.events += len(lines)
-        if lines and not delivery.dead and (not delivery.write(b"".join(lines)) or not await delivery.drain()):
+        if lines and (not delivery.write(b"".join(lines)) or not await delivery.drain(write_timeout_s)):
             delivery.fail(delivery.error or "the stream process closed its stdin")
-        if end:
-            return wrote_text
+        if end or delivery.dead:
+            return
 
 
 async def _drain(events: AsyncIterable[StreamEvent]) -> None:

@@ -282,8 +282,12 @@ class EngineEnv:
             preflight(self.config, primary, self.fallback_models(primary))
 
     def auth_profiles(self, models: Sequence[Model]) -> dict[str, list[ResolvedProfile]]:
-        """Each provider's usable keys from config/environment, in rotation order."""
+        """Each provider's usable keys from config/environment, in rotation order.
+
+        The keys are registered with :func:`nexus.llm.redact.add_secrets`: no error text repeats one.
+        """
         from nexus.config import provider_settings
+        from nexus.llm.redact import add_secrets
 
         out: dict[str, list[ResolvedProfile]] = {}
         for provider in dict.fromkeys(m.provider for m in models):
@@ -294,6 +298,7 @@ class EngineEnv:
                     log.warning("auth profile %s of %s skipped: %s is not set", p.name, provider, ", ".join(p.missing))
             if usable:
                 out[provider] = usable
+                add_secrets(p.api_key for p in usable)
         return out
 
     def tools_for(self, session_label: str, role: AgentRole, depth: int) -> list[AgentTool]:

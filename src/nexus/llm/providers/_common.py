@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from nexus._dataclass import dataclass
@@ -30,6 +30,7 @@ from nexus.llm.keys import (
     resolve_api_key,
 )
 from nexus.llm.options import StreamOptions
+from nexus.llm.redact import redact, secret_name
 from nexus.llm.tokens import estimate_message_tokens, estimate_prompt_tokens
 from nexus.llm.types import (
     AssistantMessage,
@@ -179,10 +180,11 @@ class _IOGate:
             self.task.cancel()
 
 
-def _error_event(output: AssistantMessage, failure: StreamFailure) -> ErrorEvent:
+def _error_event(output: AssistantMessage, failure: StreamFailure, secrets: Iterable[str | None]) -> ErrorEvent:
+    """The error event; its text never repeats a credential (the provider may quote the key it refused)."""
     output.stop_reason = "error"
     output.error_kind = failure.kind
-    output.error_message = failure.message
+    output.error_message = redact(failure.message, secrets)
     output.retry_after = failure.retry_after
     return ErrorEvent("error", output)
 
@@ -223,6 +225,7 @@ async def run_stream(
     response: httpx.Response | None = None
     chunks: AsyncIterator[bytes] | None = None
     started = False
+    request: Request | None = None
     try:
         if signal is not None and signal.aborted:
             raise _Aborted
@@ -265,7 +268,7 @@ async def run_stream(
         stop = output.stop_reason
         yield DoneEvent(stop if stop == "length" or stop == "tool_use" else "stop", output)
     except (_Aborted, asyncio.CancelledError, Exception) as exc:  # the contract: a stream never raises
-        final = _final_error(exc, output, decoder, gate, signal)
+        final = _final_error(exc, output, decoder, gate, signal, _request_secrets(opts, request))
         if started:  # the server took the request: it cost tokens even if it did not say how many
             estimate_missing_usage(model, context, output)
         yield final
@@ -327,7 +330,12 @@ async def _close(chunks: AsyncIterator[bytes] | None, response: httpx.Response |
 
 
 def _final_error(
-    exc: BaseException, output: AssistantMessage, decoder: Decoder | None, gate: _IOGate, signal: AbortSignal | None
+    exc: BaseException,
+    output: AssistantMessage,
+    decoder: Decoder | None,
+    gate: _IOGate,
+    signal: AbortSignal | None,
+    secrets: Iterable[str | None],
 ) -> ErrorEvent:
     """The terminal event for an exception that ended the stream (abort, cancel, failure, bug)."""
     if decoder is not None:
@@ -337,7 +345,18 @@ def _final_error(
             gate.task.uncancel()  # the cancel was ours, turned into the aborted event
         return _aborted_event(output, signal.reason if signal is not None and signal.aborted else "cancelled")
     failure = exc if isinstance(exc, StreamFailure) else _failure_from_exception(exc)
-    return _error_event(output, failure)
+    return _error_event(output, failure, secrets)
+
+
+def _request_secrets(opts: StreamOptions, request: Request | None) -> list[str | None]:
+    """The credentials this call sent: its key and the values of credential headers (config ``headers`` too)."""
+    headers = {**(request.headers if request is not None else {}), **dict(opts.headers)}
+    found: list[str | None] = [opts.api_key]
+    for name, value in headers.items():
+        if secret_name(name):
+            scheme, _, token = value.partition(" ")
+            found.append(token if token and scheme.lower() in ("bearer", "basic", "token") else value)
+    return found
 
 
 def _prepare(spec: ProviderSpec, model: Model, context: Context, opts: StreamOptions) -> Request:

@@ -294,9 +294,11 @@ class _Aborted(Exception):
 
 
 def _end_with_error(output: AssistantMessage, failure: LocalFailure) -> ErrorEvent:
+    from nexus.llm.redact import redact  # every provider's error text leaves through the one redactor
+
     output.stop_reason = "error"
     output.error_kind = failure.kind
-    output.error_message = failure.message
+    output.error_message = redact(failure.message)
     return ErrorEvent("error", output)
 
 
