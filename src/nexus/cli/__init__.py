@@ -11,6 +11,7 @@ arguments or an invalid configuration, 130 interrupted, 141 stdout closed by its
 
 from __future__ import annotations
 
+import gc
 import sys
 
 TYPE_CHECKING = False  # not typing's: `nexus --help` does not import typing (mypy reads the name the same way)
@@ -21,15 +22,34 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 
+ONE_SHOT_COMMANDS = frozenset({"run", "doctor", "models", "sessions"})
+"""Commands that do one bounded piece of work and exit; their process runs without the cyclic collector."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` (default ``sys.argv[1:]``), run the command, return the exit code.
 
-    Without ``argv`` this is the ``nexus`` process itself, which first declares the optional
-    modules it never uses (:func:`skip_unused_optional_modules`).
+    Without ``argv`` this is the ``nexus`` process itself. It declares the optional modules it
+    never uses (:func:`skip_unused_optional_modules`) and pauses the cyclic garbage collector:
+    starting a command makes tens of thousands of objects (modules, classes, functions, the config)
+    that live until the process ends, and the collector walked them over and over as they were
+    made, then once more at exit: 10% of a ``nexus run``. A command that runs for long (chat,
+    serve, send, the monitors) gets the collector back once it is loaded; a one-shot command
+    (:data:`ONE_SHOT_COMMANDS`: one turn, one listing) leaves its few thousand cyclic objects to the
+    exit. What is left when the command returns is frozen, so the exit does not walk it either:
+    everything that needs closing (ledger, event loop, HTTP client) was closed by the command.
     """
-    if argv is None:
-        argv = sys.argv[1:]
-        skip_unused_optional_modules()
+    if argv is not None:
+        return _main(argv, process=False)
+    skip_unused_optional_modules()
+    gc.disable()
+    try:
+        return _main(sys.argv[1:], process=True)
+    finally:
+        gc.freeze()
+
+
+def _main(argv: Sequence[str], *, process: bool) -> int:
     if list(argv) in (["--help"], ["-h"]) and _print_top_help():
         return 0
     from nexus.cli._parser import build_parser
@@ -43,6 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         handler = _load_handler(str(args.handler))
+        if process and args.command not in ONE_SHOT_COMMANDS:
+            gc.enable()
         return int(handler(args) or 0)
     except ConfigError as exc:
         print(f"nexus: config error: {_cli_message(exc)}", file=sys.stderr)

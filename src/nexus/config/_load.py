@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import tomllib
@@ -239,6 +238,8 @@ def _unknown_key(loc: Loc) -> tuple[str, str]:
     allowed = _allowed_keys(loc[:-1])
     if allowed is None:
         return f"unknown key {key!r}", "remove it (see docs/configuration.md for the keys)"
+    import difflib  # for a suggestion in an error message only
+
     close = difflib.get_close_matches(key, allowed, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
     table = dotted(loc[:-1]) or "the top level"

@@ -8,7 +8,6 @@ Stdlib only: the config layer imports nothing above it.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping, Sequence
 from fnmatch import fnmatchcase
 
@@ -102,6 +101,8 @@ def unknown_tool_entries(entries: Iterable[str], known: Iterable[str] = BUILTIN_
         lowered = entry.strip().lower()
         if not lowered or lowered.startswith("group:") or _GLOB_CHARS & set(lowered) or lowered in names:
             continue
+        import difflib  # for a suggestion in an error message only
+
         close = difflib.get_close_matches(lowered, [*names, *TOOL_GROUPS], n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         problems.append(f"unknown tool {entry!r}: {hint}known tools: {', '.join(names)} (and groups, globs)")
