@@ -140,7 +140,7 @@ def test_what_the_standard_decorator_refuses_is_refused() -> None:
 
         @dataclass(slots=True)
         class Shared:
-            items: list[int] = []  # noqa: RUF008
+            items: list[int] = []
 
     with pytest.raises(TypeError, match="defines __eq__"):
 

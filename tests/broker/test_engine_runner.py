@@ -130,6 +130,53 @@ async def test_a_steer_enters_the_running_turn_and_is_delivered_with_it(ledger: 
     await broker.close()
 
 
+async def test_a_steer_during_the_final_reply_is_answered_in_the_same_turn(ledger: Ledger) -> None:
+    """docs/broker.md said a steer arriving while the last reply streams is returned and becomes the next
+    turn; the run reads it at the safe point after that reply and calls the model again (pi does the same).
+    That is what a steer asks for - the running agent reads it now - so the docs now say so."""
+    scripted = ScriptedModel([text("Here is the summary of the whole file."), text("Now in French: voici.")])
+    streaming, resume = asyncio.Event(), asyncio.Event()
+
+    async def paused_final_reply(model: Any, context: Any, options: Any = None) -> Any:
+        paused = not streaming.is_set()
+        async for event in scripted.stream(model, context, options):
+            yield event
+            if paused and event.type == "text_delta" and not streaming.is_set():
+                streaming.set()  # the first reply is streaming its text: no tool call comes, it is the last one
+                await resume.wait()
+
+    broker = await start_broker(ledger, scripted, stream_fn=paused_final_reply)
+    execution = await broker.execute(AgentMessage("m-1", "user", "coder", "summarise the file"), "followup")
+    first = execution.receipt
+    await asyncio.wait_for(streaming.wait(), 10)
+    steered = await broker.send(AgentMessage("m-2", "user", "coder", "and in French"), "steer")
+    resume.set()
+    assert steered.steered
+    events = [event async for event in execution.stream]
+    assert await broker.wait_for_idle("coder", timeout_ms=20_000)
+    shown = [e.type if e.type != "stream_end" else f"end final={e.final}" for e in events if e.type != "token"]
+    assert shown == ["stream_start", "end final=False", "end final=True"]  # the answer is not glued to the reply
+    cut = next(n for n, e in enumerate(events) if e.type == "stream_end")
+    assert "".join(e.text for e in events[:cut] if e.type == "token") == "Here is the summary of the whole file."
+    assert "".join(e.text for e in events[cut:] if e.type == "token") == "Now in French: voici."
+    (turn,) = ledger.turns("agent:coder")  # one turn: the reply, the steer, the answer to it
+    assert turn.status == "completed" and len(scripted.calls) == 2
+    assert str(scripted.calls[1].messages[-1].content).endswith("and in French")
+    roles = [(m.role, m.text.rsplit("\n", 1)[-1]) for m in ledger.messages(turn.id)]
+    assert roles == [
+        ("user", "summarise the file"),
+        ("assistant", "Here is the summary of the whole file."),
+        ("user", "and in French"),
+        ("assistant", "Now in French: voici."),
+    ]
+    items = BrokerStore(ledger.database).items(agent_id="coder")
+    assert [(i.id, i.status, i.turn_id) for i in items] == [
+        (first.queue_item_id, "delivered", turn.id),
+        (steered.queue_item_id, "delivered", turn.id),
+    ]
+    await broker.close()
+
+
 async def test_a_steer_sent_after_abort_is_returned_and_runs_next_in_its_place(ledger: Ledger) -> None:
     """The run was aborted but has not ended (its tool is still finishing): a steer sent now is handed
     back, listed in the run's ``returned_steers``, and its item runs next — before a later followup."""

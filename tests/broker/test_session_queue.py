@@ -257,3 +257,34 @@ def test_a_message_id_is_accepted_again_once_its_item_left_the_queue() -> None:
     assert queue.find("item-1") is None
     again = QueuedMessage("item-9", "msg-1", "prompt again", "followup", 90)
     assert queue.add(again, settings).accepted and queue.find("item-9") is again
+
+
+def _drain_batches(queue: SessionQueue) -> list[list[str]]:
+    """The batches the queue hands out one after the other, each consumed before the next."""
+    batches = []
+    while (batch := queue.next_batch(now_ms=10**9)) is not None:
+        assert not isinstance(batch, Wait)
+        batches.append(batch.item_ids)
+        queue.complete(batch.item_ids)
+    return batches
+
+
+def test_a_collect_batch_a_crash_cut_is_bisected_and_runs_alone_at_its_last_attempt() -> None:
+    """The mates of a message that kills its process must not spend their attempts beside it."""
+    queue = SessionQueue()
+    for n in range(5):
+        queue.restore(msg(n, "collect", cut_runs=1))  # one crash cut their batch
+    queue.restore(msg(5, "collect"))  # arrived since: no suspect
+    assert _drain_batches(queue) == [["item-0", "item-1", "item-2"], ["item-3", "item-4"], ["item-5"]]
+    queue = SessionQueue()
+    for n in range(3):
+        queue.restore(msg(n, "collect", cut_runs=2, last_attempt=True))
+    assert _drain_batches(queue) == [["item-0"], ["item-1"], ["item-2"]]
+    queue = SessionQueue()
+    for n in range(3):
+        queue.restore(msg(n, "collect"))  # no crash: one batch as before
+    assert _drain_batches(queue) == [["item-0", "item-1", "item-2"]]
+    queue = SessionQueue()
+    for n, mode in enumerate(("followup", "followup", "interrupt")):
+        queue.restore(msg(n, mode, cut_runs=1))  # type: ignore[arg-type]
+    assert _drain_batches(queue) == [["item-0", "item-1"], ["item-2"]]  # an interrupt's backlog too

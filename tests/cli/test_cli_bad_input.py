@@ -100,8 +100,22 @@ def test_invalid_utf8_session_label_is_refused_and_nothing_created(home: Path) -
         ["queue", "clear", b"w\xe9"],
         ["send", "w1", "hi", "--id", b"m\xe9"],
         ["sessions", "fork", b"t\xe9"],
+        ["send", "w1", "hi", "--session", b"\xff\xfe"],
+        ["agents", "add", "w1", "--model", b"openai/\xff"],
+        ["agents", "add", "w1", "--tools", b"re\xe9d"],
     ],
-    ids=["agents-add-session", "agents-show", "agents-rm", "queue-list", "queue-clear", "send-id", "fork-turn"],
+    ids=[
+        "agents-add-session",
+        "agents-show",
+        "agents-rm",
+        "queue-list",
+        "queue-clear",
+        "send-id",
+        "fork-turn",
+        "send-session",
+        "agents-add-model",
+        "agents-add-tools",
+    ],
 )
 def test_invalid_utf8_in_any_name_is_refused_not_a_traceback(home: Path, args: list[str | bytes]) -> None:
     result = _nexus(home, *args)

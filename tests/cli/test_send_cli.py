@@ -170,7 +170,8 @@ def test_a_failed_send_says_why_without_wait(home: Path, nexus: RunNexus) -> Non
 def test_drain_closes_the_turn_of_a_message_cut_three_times(
     home: Path, server: FakeProviderServer, nexus: RunNexus
 ) -> None:
-    """The third SIGKILLed run fails its message, so nothing runs that session again: drain closes its turn."""
+    """The third SIGKILLed run fails its message, so nothing runs that session again: drain closes its turn,
+    and says which message it failed (exit 1; it printed "draining 0 queued messages" and exited 0)."""
     import signal
     import subprocess
     import sys
@@ -192,9 +193,15 @@ def test_drain_closes_the_turn_of_a_message_cut_three_times(
         process.send_signal(signal.SIGKILL)
         process.wait()
     drained = nexus("queue", "drain")
-    assert drained.returncode == 0, drained.stderr
+    assert drained.returncode == 1, drained.stderr
     assert _items(home) == [("m-1", "failed")]
     assert "closed 1 turn left open by a stopped process" in drained.stderr
+    assert drained.stderr.splitlines()[-1] == (
+        "nexus: error: 1 of 1 drained message failed: coder (message m-1): "
+        "its run was cut 3 times (the process died); not retried again"
+    )
+    again = nexus("queue", "drain")
+    assert again.returncode == 0, again.stderr  # failed by the drain before: not reported twice
     with Ledger.open(home / "agents.db") as ledger:
         assert ledger.open_turns() == []
         assert [turn.status for turn in ledger.turns("agent:coder")][-1] == "aborted"

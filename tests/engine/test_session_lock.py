@@ -37,6 +37,19 @@ def test_lock_path_is_per_session_and_safe_for_any_label(tmp_path: Path) -> None
     assert "/" not in a.name and session_lock_path(db, "main") == a
 
 
+def test_every_name_of_one_database_has_the_same_session_locks(tmp_path: Path) -> None:
+    """A symlinked ``agents.db`` (or home) is the same database: its runs must wait on the same lock."""
+    (tmp_path / "h1").mkdir()
+    (tmp_path / "h2").mkdir()
+    (tmp_path / "h1" / "agents.db").touch()
+    (tmp_path / "h2" / "agents.db").symlink_to(tmp_path / "h1" / "agents.db")
+    (tmp_path / "h3").symlink_to(tmp_path / "h1", target_is_directory=True)
+    first = session_lock_path(tmp_path / "h1" / "agents.db", "main")
+    assert first.parent == (tmp_path / "h1" / "locks").resolve()
+    for other in ("h2", "h3"):
+        assert session_lock_path(tmp_path / other / "agents.db", "main") == first
+
+
 async def test_second_holder_waits_for_another_process(tmp_path: Path) -> None:
     db = tmp_path / "agents.db"
     path = session_lock_path(db, "main")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -282,6 +283,22 @@ def test_a_file_that_is_not_a_ledger_is_refused_untouched(tmp_path: Path) -> Non
     assert path.read_bytes() == junk
     with pytest.raises(LedgerError, match="cannot open the ledger"):
         Ledger.open(tmp_path)
+
+
+def test_a_database_with_a_second_hard_link_is_refused_and_a_symlink_is_one_database(tmp_path: Path) -> None:
+    """SQLite keeps its log beside the name it opens: through a hard link a row committed through the
+    other name is not there. A symlink is resolved (one log), so it opens."""
+    (tmp_path / "h1").mkdir()
+    (tmp_path / "h2").mkdir()
+    with Ledger.open(tmp_path / "h1" / "agents.db") as ledger:
+        ledger.ensure_session("main")
+    (tmp_path / "h2" / "agents.db").symlink_to(tmp_path / "h1" / "agents.db")
+    with Ledger.open(tmp_path / "h2" / "agents.db") as ledger:
+        assert ledger.get_session("main") is not None
+    os.link(tmp_path / "h1" / "agents.db", tmp_path / "linked.db")
+    for name in ("h1/agents.db", "h2/agents.db", "linked.db"):
+        with pytest.raises(LedgerError, match=r"has 2 names \(hard links\).*or use a symlink"):
+            Ledger.open(tmp_path / name)
 
 
 SPEC_COLUMNS: dict[str, str] = {  # reference/nexus-specs.md §1.1 (spec_* views carry the renamed/derived ones)

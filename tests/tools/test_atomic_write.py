@@ -202,10 +202,14 @@ async def test_edit_and_write_refuse_a_hard_linked_file(ws: Workspace, linked: P
     assert (ws.root / "inside.txt").stat().st_nlink == 2
 
 
-async def test_read_follows_the_path_rule_for_hard_links(ws: Workspace, linked: Path) -> None:
-    # documented in docs/tools.md: confinement is by path; a hard link is the same file under a name inside
-    result = await call(read_tool(ws), path="inside.txt")
-    assert text_of(result) == "secret = 1"
+async def test_read_refuses_a_hard_linked_file_as_edit_does(ws: Workspace, linked: Path) -> None:
+    """``read`` showed a file outside the workspace through a hard link planted inside it (issue 20, item 20)."""
+    with pytest.raises(ToolError, match=r"inside\.txt has 2 hard links.*read refuses to read it.*cp -p inside\.txt"):
+        await call(read_tool(ws), path="inside.txt")
+    (ws.root / "own.txt").write_text("mine\n")
+    assert text_of(await call(read_tool(ws), path="own.txt")) == "mine"
+    os.unlink(linked)  # the other name gone: one name again, readable
+    assert text_of(await call(read_tool(ws), path="inside.txt")) == "secret = 1"
 
 
 async def test_write_never_replaces_a_pipe(ws: Workspace) -> None:

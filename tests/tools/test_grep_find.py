@@ -162,6 +162,23 @@ async def test_grep_does_not_read_through_symlinks_out_of_the_workspace(ws: Work
         await call(pick_grep(ws, engine), pattern="token", path="link.txt")
 
 
+async def test_grep_leaves_out_a_hard_linked_file_as_read_refuses_it(ws: Workspace, engine: str) -> None:
+    """A hard link inside the workspace may be a file outside it: its lines are not shown, the file is named."""
+    outside = ws.root.parent / "secret.txt"
+    outside.write_text("SECRET token\n")
+    (ws.root / "a.txt").write_text("token here\n")
+    os.link(outside, ws.root / "linked.txt")
+    assert text_of(await call(pick_grep(ws, engine), pattern="token")) == (
+        "a.txt:1: token here\n\n"
+        "[Skipped 1 file with several hard links (maybe a file outside the workspace): linked.txt]"
+    )
+    assert text_of(await call(pick_grep(ws, engine), pattern="SECRET")) == (
+        "No matches found\n\n[Skipped 1 file with several hard links (maybe a file outside the workspace): linked.txt]"
+    )
+    with pytest.raises(ToolError, match=r"linked\.txt has 2 hard links.*grep refuses to search it"):
+        await call(pick_grep(ws, engine), pattern="token", path="linked.txt")
+
+
 @pytest.mark.skipif(not HAVE_RG and not REQUIRED, reason="ripgrep not installed (apt-get install ripgrep)")
 async def test_env_switch_forces_the_pure_python_search(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
     (ws.root / "a.txt").write_text("foobar\nfoobaz\n")

@@ -157,7 +157,7 @@ class BatchRunner:
         finished it); its claim refuses, and it must neither run again nor stop the drain.
         """
         finished = [i for i in item_ids if i in error.finished]
-        log.warning("agent %s: skipped queue items already finished elsewhere: %s", slot.agent_id, error)
+        log.warning("agent %s: skipped queue items finished or running elsewhere: %s", slot.agent_id, error)
         session.queue.complete(finished)
         slot.resolve(finished, SendAndWaitResult(False, error="the message was finished elsewhere"))
         session.queue.release([i for i in item_ids if i not in finished])

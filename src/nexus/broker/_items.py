@@ -43,11 +43,17 @@ def session_key_of(row: BrokerQueueItem) -> str | None:
     return key if isinstance(key, str) and key else None
 
 
-def queued(row: BrokerQueueItem, *, debounce_ms: int = 0, message: AgentMessage | None = None) -> QueuedMessage:
+def queued(
+    row: BrokerQueueItem, *, debounce_ms: int = 0, message: AgentMessage | None = None, max_attempts: int = 0
+) -> QueuedMessage:
     """The in-memory queue entry of a stored row (``ValueError`` etc. for a row this version cannot read).
 
     ``message``: the row's message already parsed (``send`` has it), so it is not parsed again.
+    ``max_attempts``: the crash-retry limit (0: unknown, a cut row runs alone). For a row reloaded
+    ``processing`` (a crash cut its runs) its cut runs, and whether its next run is the last one,
+    are kept: its batch is bisected (:func:`nexus.broker.session_queue.bisect_suspects`).
     """
+    cut = row.attempts if row.status == "processing" else 0
     if message is None and isinstance(row.message, dict):
         message = AgentMessage.from_json({"id": row.message_id or row.id, "to": row.agent_id, **row.message})
     prompt = message.content if message is not None else str(row.message)
@@ -58,6 +64,8 @@ def queued(row: BrokerQueueItem, *, debounce_ms: int = 0, message: AgentMessage 
         message_id=row.message_id or row.id,
         prompt=prompt,
         mode=parse_mode(row.mode),
+        cut_runs=cut,
+        last_attempt=cut > 0 and cut + 1 >= max_attempts,
         enqueued_at_ms=row.enqueued_at,
         debounce_ms=debounce_ms,
         sender=row.sender if row.sender not in (None, "user") else None,

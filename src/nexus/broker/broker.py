@@ -145,7 +145,7 @@ class AgentBroker:
         """Put a stored item in its session's queue (``None``: unreadable, failed with the reason)."""
         session = slot.session(item.session_label, session_key_of(item))
         try:
-            session.queue.restore(queued(item))
+            session.queue.restore(queued(item, max_attempts=self._settings.max_attempts))
         except (ValueError, TypeError, KeyError) as exc:  # a row this version cannot read: kept, not run
             self._store.fail([item.id], f"the stored message cannot be read ({exc!r}); it was not run")
             return None

@@ -2,7 +2,8 @@
 
 Two processes draining the same queues would run the same message twice, so whoever drains
 (``nexus queue drain``, ``nexus send`` when nothing else drains, later ``nexus serve``) first
-takes an exclusive ``flock`` on ``broker.lock`` beside the ledger. The lock dies with its
+takes an exclusive ``flock`` on ``broker.lock`` beside the ledger (beside the file a symlink
+names: one database, one lock). The lock dies with its
 process (even a SIGKILLed one), so a crashed broker never blocks the next.
 """
 
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from nexus.broker.broker import AgentBroker
 from nexus.broker.engine_runner import EngineRunner
-from nexus.broker.from_config import ConfiguredAgent, broker_settings, configured_agents
+from nexus.broker.from_config import ConfiguredAgent, broker_settings
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -32,8 +33,11 @@ LOCK_FILE_NAME = "broker.lock"
 
 
 def lock_path(config: NexusConfig) -> Path:
-    """Where the broker lock of this configuration's ledger lives."""
-    return config.database_path.with_name(LOCK_FILE_NAME)
+    """Where the broker lock of this configuration's ledger lives: beside the real database file, so a
+    ``NEXUS_HOME`` whose ``agents.db`` is a symlink to another's shares that one's lock."""
+    from nexus.config import database_dir
+
+    return database_dir(config.database_path) / LOCK_FILE_NAME
 
 
 @contextlib.contextmanager
@@ -102,31 +106,17 @@ def build_broker_and_runner(
 
 
 def checked_agents(config: NexusConfig) -> list[ConfiguredAgent]:
-    """The ``[agents.<id>]`` tables, or a ConfigError naming ``file:line`` of each model no run could reach
-    and each session two tables share.
+    """The ``[agents.<id>]`` tables, or a ConfigError naming ``file:line`` of each problem
+    (:func:`~nexus.broker._config_check.agent_problems`): a model no run could reach, a session two
+    tables share or the API could not address, an unknown tool.
 
-    The same check as ``nexus agents add --model`` and ``POST /v1/agents``: an agent declared with
+    The same checks as ``nexus agents add`` and ``POST /v1/agents``: an agent declared with
     ``model = "nope/zzz"`` would accept every message and fail each run, so nothing starts with it.
     """
-    from nexus.engine.wiring.runner import unreachable_model_problem
+    from nexus.broker._config_check import agent_problems
     from nexus.errors import ConfigError
 
-    agents = configured_agents(config.agents)
-    problems = []
-    owners: dict[str, str] = {}
-    for agent in agents:
-        agent_id, label = agent.identity.agent_id, agent.identity.session_label
-        owner = owners.setdefault(label, agent_id)
-        if owner != agent_id:  # two agents in one session would run into one history
-            where = config.where("agents", agent_id, "session")
-            problems.append(
-                f"{where}: agents.{agent_id}.session: {label!r} is agent {owner!r}'s session; give each its own"
-            )
-        model = agent.spec.get("model")
-        problem = None if model is None else unreachable_model_problem(config, str(model))
-        if problem is not None:
-            where = config.where("agents", agent_id, "model")
-            problems.append(f"{where}: agents.{agent_id}.model: " + problem.replace("\n", "\n    "))
+    agents, problems = agent_problems(config)
     if problems:
         count = len(problems)
         raise ConfigError("\n".join([f"invalid config ({count} problem{'s' if count != 1 else ''}):", *problems]))

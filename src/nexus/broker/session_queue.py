@@ -49,6 +49,10 @@ class QueuedMessage:
     deliver_to: dict[str, object] | None = None
     """The chat target the reply is delivered to (an inbound message's ``metadata.deliver_to``)."""
     in_flight: bool = False
+    cut_runs: int = 0
+    """How many runs of it a crash cut (reloaded ``processing``): a suspect of killing its process."""
+    last_attempt: bool = False
+    """Its next run is the last the crash-retry limit allows: it runs alone."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +287,7 @@ class SessionQueue:
         self._items = kept
 
     def _batch(self, items: list[QueuedMessage]) -> Batch:
+        items = bisect_suspects(items)
         summary = self._take_overflow_summary()
         for item in items:
             item.in_flight = True
@@ -295,6 +300,23 @@ class SessionQueue:
         self.dropped_count = 0
         self.summary_lines = []
         return summary
+
+
+def bisect_suspects(items: list[QueuedMessage]) -> list[QueuedMessage]:
+    """The part of a batch to run now when a crash cut its run: the first half, or the head alone at the last attempt.
+
+    A message whose run kills its process (a tool that kills it, memory it exhausts) takes every
+    batch mate with it, each crash counting an attempt for all of them: after ``max_attempts`` the
+    innocent mates failed with it, never run. So a batch holding suspects (``cut_runs``) is halved
+    at each retry; the halves without the culprit complete, and the culprit's half is halved again.
+    A message at its last allowed attempt runs alone, so no mate ever spends its last attempt
+    beside the culprit: the culprit alone uses up its attempts and fails; the rest come through.
+    """
+    if len(items) < 2 or not any(item.cut_runs for item in items):
+        return items
+    if any(item.last_attempt for item in items):
+        return items[:1]
+    return items[: (len(items) + 1) // 2]
 
 
 def _forget(index: dict[K, list[QueuedMessage]], key: K, item: QueuedMessage) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from nexus.cli._input import utf8_name
+from nexus.cli._input import message_id, nonempty_name, seconds, utf8_name
 
 _HANDLER = "nexus.cli.agents_cmd:agents_command"
 _QUEUE_HANDLER = "nexus.cli.agents_cmd:queue_command"
@@ -34,10 +34,15 @@ def add_agents(commands: argparse._SubParsersAction[argparse.ArgumentParser], su
     add.add_argument(
         "--role", choices=("manager", "worker"), help="default: worker (re-adding an agent keeps what is not given)"
     )
-    add.add_argument("--model", metavar="PROVIDER/MODEL", help="the agent's model (default: the run default)")
+    add.add_argument(
+        "--model", metavar="PROVIDER/MODEL", type=nonempty_name, help="the agent's model (default: the run default)"
+    )
     add.add_argument("--session", metavar="LABEL", type=utf8_name, help="the agent's session (default: agent:ID)")
     add.add_argument(
-        "--tools", metavar="NAMES", help="comma-separated tools the agent may use (default: the config's policy)"
+        "--tools",
+        metavar="NAMES",
+        type=utf8_name,
+        help="comma-separated tools the agent may use (default: the config's policy)",
     )
     add.set_defaults(handler=_HANDLER)
 
@@ -107,16 +112,17 @@ def add_send(commands: argparse._SubParsersAction[argparse.ArgumentParser], summ
     sub.add_argument(
         "--id",
         metavar="MSG_ID",
-        type=utf8_name,
+        type=message_id,
         help="message id (default: a new one); the same id is never queued twice",
     )
     sub.add_argument(
         "--session",
         metavar="KEY",
+        type=utf8_name,
         help="a session key (e.g. dm:telegram:42): the agent's per-sender session of that key (default: its own)",
     )
     sub.add_argument("--wait", action="store_true", help="print the agent's reply when its turn ends")
-    sub.add_argument("--timeout", type=float, metavar="S", help="with --wait: give up after S seconds")
+    sub.add_argument("--timeout", type=seconds, metavar="S", help="with --wait: give up after S seconds")
     sub.add_argument("--json", action="store_true", help="print the outcome as one JSON object")
     sub.add_argument(
         "--deliver",

@@ -50,6 +50,7 @@ def doctor_command(args: argparse.Namespace) -> int:
         checks.append(Check("ok", "config", f"{config.source} (valid)"))
     checks += _key_checks(config, env)
     checks.append(_model_check(config, env))
+    checks += _broker_checks(config)
     checks.append(_database_check(config.database_path))
     checks.append(_workspace_check(config.workspace_path))
     checks.append(_local_check(config))
@@ -116,6 +117,27 @@ def _model_check(config: NexusConfig, env: Mapping[str, str]) -> Check:
         hint = f"but no key for {choice.provider!r}: set {key_env_vars(choice.provider)[0]} or its auth profiles"
         return Check("fail", "model", f"{detail}\n{_indent(hint)}")
     return Check("ok", "model", detail)
+
+
+def _broker_checks(config: NexusConfig) -> list[Check]:
+    """What every broker command (and every run, for the models) refuses: the doctor fails on it too.
+
+    ``default_model``/``fallbacks`` no run could reach (an unknown provider), and the ``[agents]``
+    tables' problems (an unknown model or tool, a shared or unaddressable session).
+    """
+    try:
+        from nexus.broker._config_check import agent_problems, model_ref_problems
+    except ImportError:  # a build without the broker
+        return []
+    checks = [Check("fail", "model", f"not reachable:\n{_indent(problem)}") for problem in model_ref_problems(config)]
+    agents, problems = agent_problems(config)
+    if problems:
+        noun = "problem" if len(problems) == 1 else "problems"
+        detail = f"{len(problems)} {noun} (every broker command refuses to start):\n" + _indent("\n".join(problems))
+        checks.append(Check("fail", "agents", detail))
+    elif agents:
+        checks.append(Check("ok", "agents", ", ".join(agent.identity.agent_id for agent in agents)))
+    return checks
 
 
 def _not_created_yet(name: str, path: Path, when: str) -> Check:

@@ -12,6 +12,7 @@ the user knows it was changed.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from nexus._lazy import LazyPattern
@@ -20,9 +21,22 @@ TYPE_CHECKING = False  # not typing's: `nexus --help` does not import typing (my
 if TYPE_CHECKING:
     from typing import Any, TextIO
 
-__all__ = ["accept_text", "clean_text", "lenient_stdin", "read_all", "utf8_name"]
+__all__ = [
+    "accept_text",
+    "clean_text",
+    "lenient_stdin",
+    "message_id",
+    "nonempty_name",
+    "printable",
+    "read_all",
+    "seconds",
+    "utf8_name",
+]
 
 _SURROGATE = LazyPattern("[\ud800-\udfff]")
+_CONTROL = LazyPattern("[\x00-\x1f\x7f]")
+MAX_MESSAGE_ID_CHARS = 200
+"""As ``POST /v1/agents/{id}/messages`` takes an ``id``."""
 REPLACEMENT = "\ufffd"
 
 
@@ -37,6 +51,44 @@ def utf8_name(text: str) -> str:
     if _SURROGATE.search(text):
         raise argparse.ArgumentTypeError(f"{text.encode('utf-8', 'surrogateescape')!r} is not valid UTF-8")
     return text
+
+
+def nonempty_name(text: str) -> str:
+    """:func:`utf8_name` that may not be empty or blank (``--model ""`` was stored as "the default")."""
+    utf8_name(text)
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty; leave the option out to use the default")
+    return text
+
+
+def message_id(text: str) -> str:
+    """``--id``: a name of at most 200 characters, no control characters (``--id ""`` made a new id silently)."""
+    utf8_name(text)
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty; leave --id out to get a new id")
+    if len(text) > MAX_MESSAGE_ID_CHARS:
+        limit = MAX_MESSAGE_ID_CHARS
+        raise argparse.ArgumentTypeError(f"is {len(text):,} characters; a message id has at most {limit}")
+    if _CONTROL.search(text):
+        raise argparse.ArgumentTypeError(f"{text!r} holds control characters (a newline, a tab …)")
+    return text
+
+
+def seconds(text: str) -> float:
+    """A positive, finite number of seconds (``--timeout -5`` and ``nan`` were taken)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of seconds")
+    return value
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters shown as escapes (``\\x1b``): a name from the ledger printed
+    in a table must not move the cursor or recolour the terminal."""
+    return _CONTROL.sub(lambda found: repr(found.group())[1:-1], text) if _CONTROL.search(text) else text
 
 
 def clean_text(text: str) -> tuple[str, int]:
@@ -71,7 +123,17 @@ def lenient_stdin(stream: Any) -> None:
             pass
 
 
-def read_all(stream: Any) -> str:
-    """All of ``stream`` as text, undecodable bytes replaced (and reported) by :func:`accept_text`."""
+def read_all(stream: Any, limit: int | None = None) -> str:
+    """All of ``stream`` as text, undecodable bytes replaced (and reported) by :func:`accept_text`.
+
+    With ``limit`` (characters) no more than one character past it is read: a message over it is
+    refused at once (50 MB piped into ``nexus send`` took 44 s to be refused), before anything is
+    said about its bytes.
+    """
+    from nexus.errors import ConfigError
+
     lenient_stdin(stream)
-    return accept_text(stream.read(), "on stdin")
+    text = stream.read() if limit is None else stream.read(limit + 1)
+    if limit is not None and len(text) > limit:
+        raise ConfigError(f"the message on stdin is over the limit of {limit:,} characters; send a shorter one")
+    return accept_text(text, "on stdin")

@@ -48,10 +48,20 @@ def failure_of(ledger: Ledger, item: BrokerQueueItem) -> Failure | None:
 
 
 class RunLog:
-    """Collects the queue items of every run a broker starts (its ``on_run`` hook), to judge them after."""
+    """Collects the queue items of every run a broker starts (its ``on_run`` hook), to judge them after.
+
+    Also the items the broker failed without a run while the log was open: at its start, an item
+    crashes cut ``max_attempts`` times, one of an agent no longer registered, an unreadable row. A
+    drain that only failed such an item must say so, not report "draining 0 queued messages" and
+    exit 0. The caller holds the broker lock, so no other process fails items meanwhile.
+    """
 
     def __init__(self) -> None:
+        from nexus.llm.types import now_ms
+
         self.item_ids: list[str] = []
+        self.unrun_ids: list[str] = []
+        self.since_ms = now_ms()
 
     def on_run(self, handle: EngineRunHandle) -> None:
         """Runner hook: remember the items this run starts with (messages steered into it later share its
@@ -59,9 +69,21 @@ class RunLog:
         self.item_ids.extend(handle.request.item_ids)
 
     def failures(self, ledger: Ledger, store: BrokerStore) -> list[Failure]:
-        """The failed ones among the items of the runs seen, in the order they ran."""
-        found = (failure_of(ledger, item) for item in _items(store, dict.fromkeys(self.item_ids)))
+        """The items failed without a run, then the failed ones among the items of the runs seen, in the
+        order they ran; :meth:`handled` then counts both."""
+        ran = dict.fromkeys(self.item_ids)
+        unrun = [
+            item
+            for item in store.items(statuses=("failed",))
+            if item.id not in ran and (item.completed_at or 0) >= self.since_ms
+        ]
+        self.unrun_ids = [item.id for item in unrun]
+        found = (failure_of(ledger, item) for item in [*unrun, *_items(store, ran)])
         return [failure for failure in found if failure is not None]
+
+    def handled(self) -> int:
+        """How many messages the runs took, and :meth:`failures` found failed without a run."""
+        return len({*self.item_ids, *self.unrun_ids})
 
 
 def _items(store: BrokerStore, item_ids: Iterable[str]) -> list[BrokerQueueItem]:

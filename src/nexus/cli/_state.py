@@ -19,7 +19,20 @@ from nexus.errors import ConfigError, NexusError
 if TYPE_CHECKING:
     from nexus.config import NexusConfig
 
-__all__ = ["database_write_problem", "path_problem", "prepare_state"]
+__all__ = ["checked_config", "database_write_problem", "path_problem", "prepare_state"]
+
+
+def checked_config(path: str | None) -> NexusConfig:
+    """The config, its ``[agents]`` tables checked before a broker command opens the ledger: a bad
+    one is a ConfigError naming each problem, and creates nothing (no empty ``agents.db``)."""
+    from nexus.config import load_config
+
+    config = load_config(path)
+    if config.agents:
+        from nexus.broker.host import checked_agents
+
+        checked_agents(config)
+    return config
 
 
 def path_problem(path: Path, *, directory: bool) -> str | None:

@@ -27,7 +27,9 @@ if TYPE_CHECKING:
 
 def agents_command(args: argparse.Namespace) -> int:
     """Run one ``nexus agents`` action."""
-    config = _checked_config(args.config)
+    from nexus.cli._state import checked_config
+
+    config = checked_config(args.config)
     if args.action == "add":
         spec = _spec_from_args(args)
         if "model" in spec:
@@ -70,7 +72,9 @@ def agents_command(args: argparse.Namespace) -> int:
 
 def queue_command(args: argparse.Namespace) -> int:
     """Run one ``nexus queue`` action."""
-    config = _checked_config(args.config)
+    from nexus.cli._state import checked_config
+
+    config = checked_config(args.config)
     if not config.database_path.exists() and not config.agents:
         return _empty(args)
     with _open_store(config.database_path) as (ledger, store):
@@ -98,18 +102,6 @@ def queue_command(args: argparse.Namespace) -> int:
 
 
 _OPEN = ("queued", "processing")
-
-
-def _checked_config(path: str | None) -> NexusConfig:
-    """The config, its ``[agents]`` tables checked before the ledger is opened (a bad one creates nothing)."""
-    from nexus.config import load_config
-
-    config = load_config(path)
-    if config.agents:
-        from nexus.broker.host import checked_agents
-
-        checked_agents(config)
-    return config
 
 
 def _running_server(config: NexusConfig) -> RunningServer | None:
@@ -209,10 +201,12 @@ def _list(store: BrokerStore, as_json: bool) -> int:
     if not rows:
         print("no agents yet (add one: nexus agents add ID)")
         return 0
+    from nexus.cli._input import printable
+
     print(f"{'ID':<20} {'ROLE':<8} {'QUEUE':>5}  {'MODEL':<28} SESSION")
-    for row in rows:
-        model = str(row.spec.get("model", "(default)"))
-        print(f"{row.agent_id:<20} {row.role:<8} {depths.get(row.agent_id, 0):>5}  {model:<28} {row.session_label}")
+    for row in rows:  # names a config or an older version stored may hold control characters: escaped
+        model, session = printable(str(row.spec.get("model", "(default)"))), printable(row.session_label)
+        print(f"{printable(row.agent_id):<20} {row.role:<8} {depths.get(row.agent_id, 0):>5}  {model:<28} {session}")
     return 0
 
 
@@ -220,9 +214,11 @@ def _show(row: AgentRow, items: list[BrokerQueueItem], as_json: bool) -> int:
     if as_json:
         print(json.dumps(_agent_json(row, len(items)), indent=2))
         return 0
-    print(f"agent    {row.agent_id}\nrole     {row.role}\nsession  {row.session_label}")
-    print(f"model    {row.spec.get('model', '(default)')}")
-    print(f"tools    {', '.join(row.spec.get('tools', [])) or '(the config policy)'}")
+    from nexus.cli._input import printable
+
+    print(f"agent    {printable(row.agent_id)}\nrole     {row.role}\nsession  {printable(row.session_label)}")
+    print(f"model    {printable(str(row.spec.get('model', '(default)')))}")
+    print(f"tools    {printable(', '.join(map(str, row.spec.get('tools', [])))) or '(the config policy)'}")
     print(f"queue    {len(items)} waiting or running")
     return 0
 
@@ -246,15 +242,18 @@ def _print_items(ledger: Ledger, items: list[BrokerQueueItem], as_json: bool) ->
         f"{'ITEM':<26} {'AGENT':<16} {'SESSION':<24} {'MODE':<13} {'STATUS':<10} {'TURN':<9} {'TRIES':>5}  "
         f"{'QUEUED (UTC)':<19}  TEXT"
     )
+    from nexus.cli._input import printable
+
     for item, view in zip(items, views, strict=True):
-        text = item.content.replace("\n", " ")
+        text = printable(item.content.replace("\n", " ")[:200])
         text = text if len(text) <= 50 else text[:49] + "…"
         print(
-            f"{item.id:<26} {item.agent_id or '-':<16} {item.session_label:<24} {item.mode:<13} {item.status:<10} "
+            f"{item.id:<26} {printable(item.agent_id or '-'):<16} {printable(item.session_label):<24} {item.mode:<13} "
+            f"{item.status:<10} "
             f"{view['turn_status'] or '-':<9} {item.attempts:>5}  {_when(item.enqueued_at):<19}  {text}"
         )
         if item.error:
-            print(f"{'':<26} reason: {item.error}")
+            print(f"{'':<26} reason: {printable(item.error)}")
         elif view["turn_status"] == "failed":
-            print(f"{'':<26} reason: its turn failed: {view['turn_error'] or 'no reason recorded'}")
+            print(f"{'':<26} reason: its turn failed: {printable(str(view['turn_error'] or 'no reason recorded'))}")
     return 0

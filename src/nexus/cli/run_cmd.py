@@ -126,10 +126,11 @@ def _wants_reasoning(args: argparse.Namespace) -> bool:
     return getattr(args, "thinking", None) not in (None, "off")
 
 
-def read_message(raw: str, stdin: Any = None) -> str:
+def read_message(raw: str, stdin: Any = None, limit: int | None = None) -> str:
     """The message argument, or all of stdin for ``-``; an empty message is a usage error (exit 2).
 
     Bytes that are not UTF-8 are replaced by U+FFFD, with a note on stderr (see ``nexus.cli._input``).
+    ``limit``: the most characters a message may have (checked before anything else is said about it).
     """
     from nexus.cli._input import accept_text, read_all
 
@@ -137,7 +138,9 @@ def read_message(raw: str, stdin: Any = None) -> str:
         source = sys.stdin if stdin is None else stdin
         if source is None or (hasattr(source, "isatty") and source.isatty()):
             raise ConfigError("MESSAGE is '-' but stdin is a terminal: pipe the message in, e.g. echo hi | nexus run -")
-        raw = read_all(source)
+        raw = read_all(source, limit)
+    elif limit is not None and len(raw) > limit:
+        raise ConfigError(f"the message is {len(raw):,} characters; the limit is {limit:,}")
     else:
         raw = accept_text(raw, "given on the command line")
     text = raw.strip()

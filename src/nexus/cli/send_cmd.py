@@ -39,9 +39,7 @@ def send_command(args: argparse.Namespace) -> int:
     from nexus.errors import ConfigError
 
     config = _config(args)
-    content = read_message(args.message)
-    if len(content) > MAX_CONTENT_CHARS:
-        raise ConfigError(f"the message is {len(content):,} characters; the limit is {MAX_CONTENT_CHARS:,}")
+    content = read_message(args.message, limit=MAX_CONTENT_CHARS)
     mode = None
     if args.mode is not None:
         try:
@@ -98,8 +96,9 @@ def _drain_locked(config: NexusConfig, ledger: Ledger) -> int:
         asyncio.run(drain())
     asyncio.run(_run_leftovers(config, ledger))
     failures = runs.failures(ledger, BrokerStore(ledger.database))
-    if failures:  # a turn that failed is a failed run, though its message counts as handled (not run again)
-        print(failures_line(failures, len(set(runs.item_ids))), file=sys.stderr)
+    if failures:  # a turn that failed is a failed run, though its message counts as handled (not run again);
+        # so is a message failed without a run (crashes cut it max_attempts times)
+        print(failures_line(failures, runs.handled()), file=sys.stderr)
         return 1
     return 0
 
@@ -335,10 +334,9 @@ def _report(ledger: Ledger, item_id: str, args: Any, *, reply_shown: bool = Fals
 
 
 def _config(args: argparse.Namespace) -> NexusConfig:
-    from nexus.cli._state import prepare_state
-    from nexus.config import load_config
+    from nexus.cli._state import checked_config, prepare_state
 
-    config = load_config(args.config)
+    config = checked_config(args.config)  # a bad [agents] table creates nothing (it left an empty agents.db)
     prepare_state(config)
     return config
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from nexus._lazy import lazy_attribute
 from nexus.config._env import env_references, missing_env, resolve_env
-from nexus.config._paths import CONFIG_FILE_NAME, config_path, nexus_home
+from nexus.config._paths import CONFIG_FILE_NAME, config_path, database_dir, nexus_home
 
 if TYPE_CHECKING:
     from nexus.config._adapters import AdapterAccount, AdapterBlocks, AdapterConfig
@@ -106,6 +106,7 @@ __all__ = [
     "ToolRule",
     "bundled_smollm2_weights",
     "config_path",
+    "database_dir",
     "env_references",
     "key_env_vars",
     "load_config",

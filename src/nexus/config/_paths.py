@@ -29,6 +29,17 @@ def config_path(env: Mapping[str, str] | None = None) -> Path:
     return Path(raw).expanduser() if raw else nexus_home(source) / CONFIG_FILE_NAME
 
 
+def database_dir(database: str | Path) -> Path:
+    """The real directory of the ledger file ``database``: where the locks that guard it live.
+
+    Symlinks are resolved (of the file and of every directory on the way), so every name of one
+    database - ``h2/agents.db`` a symlink to ``h1/agents.db``, a symlinked or bind-mounted home -
+    finds the same ``broker.lock`` and session locks; SQLite resolves symlinks the same way for its
+    write-ahead log. A lock beside the name given would let two brokers drain one database.
+    """
+    return Path(os.path.realpath(database)).parent
+
+
 def resolve_path(raw: str, home: Path) -> Path:
     """A path from the config: ``~`` expanded, relative paths taken relative to ``home``."""
     path = Path(raw).expanduser()

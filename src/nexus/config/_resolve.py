@@ -244,7 +244,15 @@ class ModelChoice:
 
 
 def parse_model_ref(ref: str, where: str = "model") -> tuple[str, str]:
-    """Split ``provider/model`` (the model id may itself contain ``/``); ConfigError when malformed."""
+    """Split ``provider/model`` (the model id may itself contain ``/``); ConfigError when malformed.
+
+    Control characters and bytes that are not UTF-8 (lone surrogates from argv) are refused: a model
+    stored with them could not be written to the ledger or printed back (``nexus agents list``).
+    """
+    if any(0xD800 <= ord(char) <= 0xDFFF for char in ref):
+        raise ConfigError(f"{where} {ref.encode('utf-8', 'surrogateescape')!r} is not valid UTF-8; give a plain name")
+    if any(ord(char) < 32 or ord(char) == 127 for char in ref):
+        raise ConfigError(f"{where} {ref!r} holds control characters; give a plain name")
     provider, sep, model_id = ref.strip().partition("/")
     if not sep or not provider or not model_id:
         raise ConfigError(f"{where} {ref!r} is not 'provider/model': write it like 'openai/gpt-4o-mini'")

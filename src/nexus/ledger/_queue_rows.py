@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nexus._dataclass import dataclass
+from nexus.ledger._claims import claim_in as claim_items
 from nexus.ledger._rows import dumps, dumps_opt, loads_opt
 from nexus.ledger._ulid import new_ulid
 from nexus.ledger.errors import LedgerError, QueueItemsFinishedError
@@ -183,6 +184,8 @@ def _is_op_error(exc: LedgerError) -> bool:
     """An error one op raised on purpose (a finished item), not the database failing as a whole."""
     from nexus.ledger.errors import LedgerBusyError
 
+    if isinstance(exc, QueueItemsFinishedError):  # finished, or held by another broker
+        return True
     return not isinstance(exc, LedgerBusyError) and "queue items already finished or unknown" in str(exc)
 
 
@@ -191,8 +194,9 @@ def _placeholders(ids: Sequence[str]) -> str:
 
 
 def claim_in(conn: sqlite3.Connection, item_ids: Sequence[str]) -> None:
-    """A run takes these items (inside the caller's transaction): ``processing``, one more attempt."""
-    move_items(conn, item_ids, "processing", bump=1)
+    """A run takes these items (inside the caller's transaction): ``processing``, one more attempt, stamped
+    with this broker; an item another live broker holds is refused (:mod:`nexus.ledger._claims`)."""
+    claim_items(conn, item_ids)
 
 
 def release_in(conn: sqlite3.Connection, item_ids: Sequence[str]) -> None:

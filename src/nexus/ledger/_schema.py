@@ -395,9 +395,17 @@ msg/s delivered, p99 accept 4.4 -> 1.6 ms; docs/benchmarks.md). Its one reader, 
 (``nexus queue list AGENT --all``), scans the table instead (~0.2 s per million items); waiting and
 failed items keep their own small indexes."""
 
+_CLAIM_OWNER = """
+ALTER TABLE queue_items ADD COLUMN claimed_by TEXT;
+"""
+"""Version 12: a claimed item names the broker running it (``host:pid`` and its start time). A second broker on the same
+database (a lock file removed while held, a name of the database its lock does not see) reloaded the
+first one's ``processing`` items as a crash leaves them and ran them again; now a claim takes such
+an item only when its broker is gone (``nexus.ledger._claims``). No index: the claim reads it by id."""
+
 MIGRATIONS: tuple[str, ...] = (
     _V1, _V2, _V3, _V4, _V5, _BROKER, _PROMPTS, _DELIVERIES, _QUEUE_INDEXES, _AWAITED_REPLIES,
-    _NO_AGENT_HISTORY_INDEX,
+    _NO_AGENT_HISTORY_INDEX, _CLAIM_OWNER,
 )  # fmt: skip
 """Migration ``i`` takes a database from ``user_version`` i to i+1. Append only; never edit a shipped one."""
 

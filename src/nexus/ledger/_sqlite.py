@@ -16,6 +16,7 @@ import logging
 import os
 import random
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -84,6 +85,27 @@ def passive_checkpoint(conn: sqlite3.Connection) -> tuple[int, int]:
     return int(frames), int(copied)
 
 
+def refuse_second_name(path: str) -> None:
+    """Refuse a database file with more than one hard link: through each name it is another database.
+
+    SQLite keeps the write-ahead log beside the name it opens (``h2/agents.db-wal``), so a row committed
+    through one name is invisible through the other until a checkpoint writes one name's pages over
+    the other's: two brokers on ``h1/agents.db`` and a hard link ``h2/agents.db`` each ran every message,
+    and no lock of ours can make two logs one. A symlink is resolved by SQLite and is one database.
+    """
+    try:
+        found = os.stat(path)
+    except OSError:  # not there yet (created by the connect), or unreadable: the connect says why
+        return
+    links = found.st_nlink
+    if stat.S_ISREG(found.st_mode) and links > 1:  # a directory's links are its subdirectories
+        raise LedgerError(
+            f"the ledger {path} has {links} names (hard links); SQLite keeps its write-ahead log beside the "
+            "name it opens, so each name would be a different database that overwrites the other. Remove the "
+            f"other names (find / -xdev -samefile {path}), or use a symlink, which SQLite resolves"
+        )
+
+
 class Database:
     """One connection to ``agents.db`` guarded by a lock (safe to share between threads).
 
@@ -100,6 +122,7 @@ class Database:
         self.on_busy = None
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            refuse_second_name(self.path)
         self._lock = threading.RLock()
         try:
             conn = sqlite3.connect(

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from nexus.ledger._agent_registry import AgentRegistry, AgentRow
+from nexus.ledger._claims import held_by_others
 from nexus.ledger._queue_rows import (
     _ITEM_COLUMNS,
     REPLY_SUFFIX,
@@ -251,7 +252,10 @@ class BrokerStore(AgentRegistry):
             self._db.write(lambda c: move_items(c, item_ids, "failed", error=reason))
 
     def fail_exhausted(self, max_attempts: int) -> list[BrokerQueueItem]:
-        """Fail every ``processing`` item (a crash cut its run) already tried ``max_attempts`` times."""
+        """Fail every ``processing`` item (a crash cut its run) already tried ``max_attempts`` times.
+
+        An item another live broker is running is not a crash's leftover: it is left to that broker.
+        """
 
         def run(conn: sqlite3.Connection) -> list[BrokerQueueItem]:
             rows = conn.execute(
@@ -259,6 +263,8 @@ class BrokerStore(AgentRegistry):
                 (max_attempts,),
             ).fetchall()
             items = [_item(row) for row in rows]
+            running = held_by_others(conn, [item.id for item in items])
+            items = [item for item in items if item.id not in running]
             reason = f"its run was cut {max_attempts} times (the process died); not retried again"
             move_items(conn, [item.id for item in items], "failed", error=reason)
             return items

@@ -38,6 +38,24 @@ class QueueItemsFinishedError(LedgerError):
         self.finished = finished
 
 
+class QueueItemsHeldError(QueueItemsFinishedError):
+    """A claim found items another live broker is running: ``held`` maps their ids to its ``host:pid``.
+
+    ``finished`` holds them too (with the finished ones of the same claim): this broker drops them
+    all from its queue, as it does items finished elsewhere; the holder settles them.
+    """
+
+    def __init__(self, held: dict[str, str], finished: dict[str, str]) -> None:
+        owners = ", ".join(sorted(set(held.values())))
+        LedgerError.__init__(
+            self,
+            f"queue items held by another running broker ({owners}), not claimed: {json.dumps(held)}; two brokers "
+            "drain this database (stop one: each NEXUS_HOME needs its own agents.db)",
+        )
+        self.held = held
+        self.finished = {**finished, **{item: f"processing by {holder}" for item, holder in held.items()}}
+
+
 class AgentSessionTakenError(LedgerError, ValueError):
     """Another agent already talks in that session: each agent has its own (two would share one history)."""
 

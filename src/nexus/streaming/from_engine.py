@@ -7,7 +7,10 @@ re-pointing it at the new channel touches this module alone.
 
 Mapping: ``agent_start`` → ``stream_start``; text / thinking deltas → ``token`` /
 ``reasoning``; tool execution start / end → ``tool_status`` with a human summary; a turn
-whose assistant message ends in tool calls → ``stream_end{final:false}``; ``agent_end`` →
+whose assistant message ends in tool calls → ``stream_end{final:false}``, and so does a reply
+that ended without them when another model call follows (a steer that came while it streamed
+is answered in the same run: the adapter closes that reply's message, the answer gets its
+own instead of being glued to it); ``agent_end`` →
 ``stream_end{final:true}``, or ``stream_error`` when the run failed or was aborted
 (``partial`` when reply text had already been emitted).
 """
@@ -25,6 +28,7 @@ from nexus.agent.events import (
     ToolExecutionEndEvent,
     ToolExecutionStartEvent,
     TurnEndEvent,
+    TurnStartEvent,
 )
 from nexus.engine.execution.events import ExecutionEvent, ReasoningDelta, ReplyDelta
 from nexus.llm.events import TextDeltaEvent, ThinkingDeltaEvent
@@ -46,6 +50,8 @@ class EngineEventMapper:
         self.text_seen = False
         self.ended = False
         self._args: dict[str, dict[str, Any]] = {}
+        self._reply_open = False
+        """A model call ended in text alone: closed by ``stream_end{final:false}`` if another call follows."""
 
     def map(self, event: object) -> list[StreamEvent]:
         """The StreamEvents for one engine event (often none); an envelope is unwrapped first."""
@@ -74,7 +80,11 @@ class EngineEventMapper:
         if kind is TurnEndEvent:
             turn: TurnEndEvent = event  # type: ignore[assignment]
             calls = any(type(block) is ToolCall for block in turn.message.content)
-            return [StreamEnd(self.run_id, final=False)] if calls or turn.tool_results else []
+            self._reply_open = not (calls or turn.tool_results)
+            return [] if self._reply_open else [StreamEnd(self.run_id, final=False)]
+        if kind is TurnStartEvent and self._reply_open:  # the run goes on after a reply (a steer came)
+            self._reply_open = False
+            return [StreamEnd(self.run_id, final=False)]
         if kind is AgentStartEvent:
             return [StreamStart(self.run_id, self.session_label, self.target)]
         if kind is AgentEndEvent:

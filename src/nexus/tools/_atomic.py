@@ -22,7 +22,7 @@ from dataclasses import field
 from pathlib import Path
 
 from nexus._dataclass import dataclass
-from nexus.tools._workspace import ToolError
+from nexus.tools._workspace import ToolError, refuse_hard_link
 
 _TMP_SUFFIX = ".nexus-tmp"
 _BAK_SUFFIX = ".nexus-bak"
@@ -53,12 +53,7 @@ def check_target(path: Path, shown: str, tool: str) -> None:
         return
     if not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
         raise ToolError(f"{shown} is not a regular file (a pipe, socket or device); {tool} only changes files.")
-    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
-        raise ToolError(
-            f"{shown} has {st.st_nlink} hard links (the same file also exists under another name, maybe outside "
-            f"the workspace); {tool} refuses to change it. To change only this name, make it a separate copy first "
-            f"with bash: cp -p {shown} {shown}.copy && mv {shown}.copy {shown}"
-        )
+    refuse_hard_link(st, shown, tool, "change")
 
 
 def describe(exc: OSError) -> str:

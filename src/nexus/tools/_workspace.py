@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 from pathlib import Path
 
 from nexus._lazy import LazyPattern
@@ -78,3 +79,19 @@ class Workspace:
             return path.relative_to(self.root).as_posix() or "."
         except ValueError:
             return str(path)
+
+
+def refuse_hard_link(found: os.stat_result, shown: str, tool: str, action: str) -> None:
+    """Raise :class:`ToolError` when ``found`` (a ``stat`` of the file) is a regular file with several hard links.
+
+    A hard link is the same file under another name, which may be outside the workspace (a link to
+    ``~/.ssh/id_ed25519`` planted in it): reading it would show that file, changing it would change
+    that file too, and replacing it would silently split the two names. Confinement is by path, so
+    no tool reads or changes such a file; ``bash`` can make this name a file of its own.
+    """
+    if stat.S_ISREG(found.st_mode) and found.st_nlink > 1:
+        raise ToolError(
+            f"{shown} has {found.st_nlink} hard links (the same file also exists under another name, maybe outside "
+            f"the workspace); {tool} refuses to {action} it. To {action} only this name, make it a separate copy "
+            f"first with bash: cp -p {shown} {shown}.copy && mv {shown}.copy {shown}"
+        )

@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import re
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +22,7 @@ from nexus.tools._specs import GREP_DEFAULT_LIMIT as DEFAULT_LIMIT
 from nexus.tools._specs import declare
 from nexus.tools._truncate import MAX_BYTES, MAX_LINE_CHARS, cap_line, truncate_head
 from nexus.tools._walk import find_binary, pure_python_forced
-from nexus.tools._workspace import ToolError, Workspace
+from nexus.tools._workspace import ToolError, Workspace, refuse_hard_link
 
 DEFAULT_TIMEOUT = 60.0
 """Seconds a search may take before it is stopped."""
@@ -99,16 +100,24 @@ async def _stream(
 
 
 class _Collector:
-    """Output lines of one search, up to ``limit`` matches (plus the context lines after the last one)."""
+    """Output lines of one search, up to ``limit`` matches (plus the context lines after the last one).
+
+    Lines of a file with several hard links are left out (``skipped``), as ``read`` refuses such a
+    file: its other name may be outside the workspace.
+    """
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.lines: list[GrepLine] = []
         self.matches = 0
         self.stopped = False
+        self.skipped: list[Path] = []
+        self._one_name: dict[Path, bool] = {}
 
     def add(self, line: GrepLine) -> bool:
         """Keep ``line``; False once the next match would pass the limit (stop reading)."""
+        if not self._has_one_name(line.path):
+            return True
         if line.is_match and self.matches >= self.limit:
             self.stopped = True
             return False
@@ -120,8 +129,22 @@ class _Collector:
     def hit_limit(self) -> bool:
         return self.matches >= self.limit
 
+    def _has_one_name(self, path: Path) -> bool:
+        """False for a regular file with several hard links (one ``stat`` per file that has output)."""
+        known = self._one_name.get(path)
+        if known is None:
+            try:
+                found = os.stat(path)
+            except OSError:
+                found = None
+            known = found is None or not (stat.S_ISREG(found.st_mode) and found.st_nlink > 1)
+            self._one_name[path] = known
+            if not known:
+                self.skipped.append(path)
+        return known
 
-async def _rg(rg: str, q: GrepQuery, signal: AbortSignal) -> tuple[list[GrepLine], bool]:
+
+async def _rg(rg: str, q: GrepQuery, signal: AbortSignal) -> _Collector:
     cmd = [rg, "--json", "--line-number", "--color=never", "--hidden", "--no-require-git", "--sort=path"]
     cmd += ["--glob=!.git"] + (["--ignore-case"] if q.ignore_case else []) + (["--fixed-strings"] if q.literal else [])
     cmd += (["--context", str(q.context)] if q.context else []) + (["--glob", q.glob] if q.glob else [])
@@ -144,10 +167,10 @@ async def _rg(rg: str, q: GrepQuery, signal: AbortSignal) -> tuple[list[GrepLine
         raise ToolError("Operation aborted.")
     if code not in (0, 1) and not found.stopped and not found.hit_limit and err:
         raise ToolError(f"grep failed: {err}")
-    return found.lines, found.hit_limit
+    return found
 
 
-async def _python_grep(q: GrepQuery, root: Path, signal: AbortSignal) -> tuple[list[GrepLine], bool]:
+async def _python_grep(q: GrepQuery, root: Path, signal: AbortSignal) -> _Collector:
     """The search without ripgrep, in a killable child process (see :mod:`nexus.tools._pysearch`)."""
     try:
         re.compile(re.escape(q.pattern) if q.literal else q.pattern, re.IGNORECASE if q.ignore_case else 0)
@@ -176,12 +199,15 @@ async def _python_grep(q: GrepQuery, root: Path, signal: AbortSignal) -> tuple[l
         raise ToolError("Operation aborted.")
     if code != 0 and not found.stopped:
         raise ToolError(f"grep failed: {err.splitlines()[-1] if err else f'exit code {code}'}")
-    return found.lines, found.hit_limit
+    return found
 
 
-def _format(ws: Workspace, lines: list[GrepLine], q: GrepQuery, hit_limit: bool) -> AgentToolResult:
+def _format(ws: Workspace, found: _Collector, q: GrepQuery) -> AgentToolResult:
+    lines, hit_limit = found.lines, found.hit_limit
+    skipped = _skipped_notice(ws, found.skipped)
     if not lines:
-        return AgentToolResult.text("No matches found", details={"matches": 0})
+        text = "No matches found" + (f"\n\n[{skipped}]" if skipped else "")
+        return AgentToolResult.text(text, details={"matches": 0})
     cut_any = False
     rendered: list[str] = []
     for gl in lines:
@@ -196,9 +222,22 @@ def _format(ws: Workspace, lines: list[GrepLine], q: GrepQuery, hit_limit: bool)
         notices.append(f"{MAX_BYTES // 1024}KB output limit reached")
     if cut_any:
         notices.append(f"Some lines truncated to {MAX_LINE_CHARS} chars. Use read tool to see full lines")
+    if skipped:
+        notices.append(skipped)
     text = trunc.content + ("\n\n[" + ". ".join(notices) + "]" if notices else "")
     count = sum(gl.is_match for gl in lines)
     return AgentToolResult.text(text, details={"matches": count, "limit_reached": hit_limit})
+
+
+def _skipped_notice(ws: Workspace, skipped: list[Path]) -> str:
+    """The notice naming the files left out for their several hard links ("" when none)."""
+    if not skipped:
+        return ""
+    shown = ", ".join(ws.rel(path) for path in skipped[:5])
+    if len(skipped) > 5:
+        shown += f" and {len(skipped) - 5} more"
+    noun = "file" if len(skipped) == 1 else "files"
+    return f"Skipped {len(skipped)} {noun} with several hard links (maybe a file outside the workspace): {shown}"
 
 
 def _query(ws: Workspace, args: dict[str, Any]) -> GrepQuery:
@@ -206,6 +245,7 @@ def _query(ws: Workspace, args: dict[str, Any]) -> GrepQuery:
     target = ws.resolve(raw)
     if not target.exists():
         raise ToolError(f"Path not found: {raw}.")
+    refuse_hard_link(target.stat(), raw, "grep", "search")
     return GrepQuery(
         pattern=req_str(args, "pattern", allow_empty=False),
         target=target,
@@ -232,15 +272,12 @@ def grep_tool(ws: Workspace, *, use_ripgrep: bool = True, timeout: float | None 
         rg = find_binary("rg") if use_ripgrep and not pure_python_forced() else None
         try:
             async with asyncio.timeout(timeout):
-                if rg is not None:
-                    lines, hit_limit = await _rg(rg, q, signal)
-                else:
-                    lines, hit_limit = await _python_grep(q, ws.root, signal)
+                found = await _rg(rg, q, signal) if rg is not None else await _python_grep(q, ws.root, signal)
         except TimeoutError:
             raise ToolError(
                 f"grep stopped after {timeout:g} seconds (its time limit): search a smaller path or glob, "
                 "or simplify the pattern."
             ) from None
-        return _format(ws, lines, q, hit_limit)
+        return _format(ws, found, q)
 
     return declare("grep", execute)

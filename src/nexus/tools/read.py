@@ -14,7 +14,7 @@ from nexus.llm.types import ImageContent, TextContent, UserContent
 from nexus.tools._args import opt_int, req_str
 from nexus.tools._specs import declare
 from nexus.tools._truncate import MAX_BYTES, MAX_LINES, Truncation, format_size
-from nexus.tools._workspace import ToolError, Workspace
+from nexus.tools._workspace import ToolError, Workspace, refuse_hard_link
 
 _BINARY_SNIFF = 8192
 _CHUNK = 1024 * 1024
@@ -143,8 +143,10 @@ def _read_text(fh: BinaryIO, shown: str, offset: int | None, limit: int | None) 
 def _load(path: Path, raw: str, offset: int | None, limit: int | None) -> AgentToolResult:
     """Read what the call asks for: an image whole (≤ 5 MB), a text file's window line by line."""
     with open(path, "rb") as fh:
+        found = os.fstat(fh.fileno())  # of what was opened: a name swapped for a link meanwhile is seen too
+        refuse_hard_link(found, raw, "read", "read")
         head = fh.read(_BINARY_SNIFF)
-        size = os.fstat(fh.fileno()).st_size
+        size = found.st_size
         mime = image_mime(head[:16])
         if mime is not None and size > MAX_IMAGE_BYTES:
             raise ToolError(

@@ -44,9 +44,14 @@ lock while exiting: its open turn is an orphan a moment later)."""
 
 
 def session_lock_path(database: Path, session_label: str) -> Path:
-    """The lock file of ``session_label`` for the ledger at ``database`` (labels may hold ``/``, so hashed)."""
+    """The lock file of ``session_label`` for the ledger at ``database`` (labels may hold ``/``, so hashed).
+
+    Under the real directory of the database file: every name of one database (a symlink to it) shares them.
+    """
+    from nexus.config import database_dir
+
     digest = hashlib.sha256(session_label.encode("utf-8")).hexdigest()[:32]
-    return database.parent / "locks" / f"session-{digest}.lock"
+    return database_dir(database) / "locks" / f"session-{digest}.lock"
 
 
 @asynccontextmanager

@@ -1,0 +1,124 @@
+"""Claiming queue items for a run: an item another live broker holds is refused, whatever its lock said.
+
+One broker per database is the broker lock's job (``nexus.broker.host``), but a lock file is only as
+good as every process finding the same one: a lock file removed while held, or a second name of the
+database the lock cannot know, and two brokers drain one queue. Each broker then reloads the items
+the other is running (``processing``, as a crashed broker leaves them) and runs them again. So a
+claim stamps the item with its broker (``claimed_by``: ``host:pid`` as turns are stamped, and the
+process's start time) and takes a ``processing`` item only from a broker that is gone: this process,
+nobody (a row older than the column), or a process of this host that no longer runs - or whose pid
+now belongs to a process started later (a reused pid must not keep a dead broker's items held).
+Another host's process cannot be checked and counts as alive, as it does for open turns
+(``nexus.ledger._crash``).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+from nexus.ledger._crash import owner, owner_dead
+from nexus.ledger.errors import QueueItemsFinishedError, QueueItemsHeldError
+from nexus.llm.types import now_ms
+
+_CLAIM = (
+    "UPDATE queue_items SET status = 'processing', attempts = attempts + 1, started_at = ?, completed_at = NULL,"
+    " claimed_by = ? WHERE id IN ({ids}) AND (+status = 'queued'"
+    " OR (+status = 'processing' AND (claimed_by IS NULL OR claimed_by = ?)))"
+)
+"""``+status`` keeps the status terms off the indexes (see ``move_items``: with a few dozen ids SQLite
+would otherwise walk the index of every unfinished item instead of each id's primary key)."""
+
+_TAKE_OVER = (
+    "UPDATE queue_items SET attempts = attempts + 1, started_at = ?, claimed_by = ?"
+    " WHERE id = ? AND status = 'processing' AND claimed_by = ?"
+)
+
+
+def claim_in(conn: sqlite3.Connection, item_ids: Sequence[str]) -> None:
+    """A run takes these items (inside the caller's transaction): ``processing``, one more attempt, this broker's.
+
+    Raises :class:`QueueItemsHeldError` when another live broker holds one of them (nothing of the
+    call is then meant to commit: the caller's transaction or savepoint rolls back), and
+    :class:`QueueItemsFinishedError` for items already finished or unknown.
+    """
+    if not item_ids:
+        return
+    me, now = claimant(), now_ms()
+    placeholders = ", ".join("?" * len(item_ids))
+    cursor = conn.execute(_CLAIM.format(ids=placeholders), (now, me, *item_ids, me))
+    if cursor.rowcount != len(set(item_ids)):
+        _claim_the_rest(conn, item_ids, me, now)
+
+
+def _claim_the_rest(conn: sqlite3.Connection, item_ids: Sequence[str], me: str, now: int) -> None:
+    """The items the one ``UPDATE`` did not take: a dead broker's are taken over, any other is refused."""
+    placeholders = ", ".join("?" * len(item_ids))
+    rows = conn.execute(
+        f"SELECT id, status, claimed_by FROM queue_items WHERE id IN ({placeholders})", tuple(item_ids)
+    ).fetchall()
+    found = {str(row[0]): (str(row[1]), row[2]) for row in rows}
+    finished: dict[str, str] = {}
+    held: dict[str, str] = {}
+    for item_id in dict.fromkeys(item_ids):
+        status, holder = found.get(item_id, ("missing", None))
+        if status not in ("queued", "processing"):
+            finished[item_id] = status
+        elif status == "processing" and holder not in (None, me):
+            if holder_gone(str(holder)):
+                conn.execute(_TAKE_OVER, (now, me, item_id, holder))
+            else:
+                held[item_id] = str(holder).partition(" ")[0]
+    if held:
+        raise QueueItemsHeldError(held, finished)
+    if finished:
+        raise QueueItemsFinishedError("processing", finished)
+
+
+def held_by_others(conn: sqlite3.Connection, item_ids: Sequence[str]) -> set[str]:
+    """Which of these ``processing`` items another live broker holds (a start must not fail or rerun them)."""
+    if not item_ids:
+        return set()
+    me = claimant()
+    placeholders = ", ".join("?" * len(item_ids))
+    rows = conn.execute(
+        f"SELECT id, claimed_by FROM queue_items WHERE id IN ({placeholders}) AND status = 'processing'",
+        tuple(item_ids),
+    ).fetchall()
+    return {str(row[0]) for row in rows if row[1] not in (None, me) and not holder_gone(str(row[1]))}
+
+
+_STARTS: dict[int, str] = {}
+
+
+def claimant() -> str:
+    """This process as a claim names it: ``host:pid start`` (the start time in clock ticks since boot, on Linux)."""
+    pid = os.getpid()
+    start = _STARTS.get(pid)
+    if start is None:  # per pid: a forked child is another claimant
+        start = _STARTS[pid] = _start_ticks(pid) or ""
+    return f"{owner()} {start}" if start else owner()
+
+
+def holder_gone(holder: str) -> bool:
+    """Whether the broker a claim names no longer runs: its pid is dead, or taken by a process started since."""
+    process, _, start = holder.partition(" ")
+    if owner_dead(process):
+        return True
+    host, _, pid = process.rpartition(":")
+    if not start or not pid.isdigit() or host != owner().rpartition(":")[0]:
+        return False
+    now = _start_ticks(int(pid))
+    return now is not None and now != start
+
+
+def _start_ticks(pid: int) -> str | None:
+    """Field 22 of ``/proc/PID/stat`` (when the process started); ``None`` where there is no ``/proc``."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()
+    return fields[19] if len(fields) > 19 else None
