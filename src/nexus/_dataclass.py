@@ -72,10 +72,12 @@ def _process(cls: type[T], *, slots: bool, frozen: bool, kw_only: bool, eq: bool
         "__nexus_frozen__": frozen,
     }
     if eq:
-        methods["__eq__"] = _make_eq(_key([f.name for f in fields if f.compare]))
+        compared = [f.name for f in fields if f.compare]
+        key = _key(compared)
+        methods["__eq__"] = _make_eq(key)
         if "__hash__" not in own:
             hashed = [f.name for f in fields if (f.compare if f.hash is None else f.hash)]
-            methods["__hash__"] = _make_hash(_key(hashed)) if frozen else None
+            methods["__hash__"] = (_make_hash(key if hashed == compared else _key(hashed))) if frozen else None
     if frozen:
         names = frozenset(f.name for f in fields)
         methods["__setattr__"] = _make_frozen_setattr(cls, names)
