@@ -92,6 +92,8 @@ def test_a_record_check_runs_only_when_its_fields_are_valid() -> None:
 def test_records_are_frozen_values() -> None:
     limits = AgentLimits(max_iterations=3, llm_timeout_s=5)
     assert limits.llm_timeout_s == 5.0 and type(limits.llm_timeout_s) is float  # an integer is a number
+    assert repr(limits).startswith("AgentLimits(max_iterations=3, max_retries=3, ")  # as pydantic's
+    assert str(limits).startswith("max_iterations=3 max_retries=3 ")
     same = AgentLimits(max_iterations=3, llm_timeout_s=5.0)
     assert limits == same and hash(limits) == hash(same)
     assert limits.model_fields_set == {"max_iterations", "llm_timeout_s"}

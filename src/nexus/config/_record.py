@@ -226,7 +226,7 @@ class Record:
         return hash((type(self), self._values()))
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self})"
+        return f"{type(self).__name__}({', '.join(f'{name}={getattr(self, name)!r}' for name in self.record_fields())})"
 
     def __str__(self) -> str:
         return " ".join(f"{name}={getattr(self, name)!r}" for name in self.record_fields())
