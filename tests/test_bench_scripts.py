@@ -104,3 +104,13 @@ def test_cli_bench_prints_the_targets_the_floors_and_another_tree(tmp_path: Path
             cells = rows[f"{name}{tree}"].split(" | ")
             assert cells[4] == target and "x (" in cells[5] and cells[6] == "-"  # no pi column without pi
     assert "`import nexus.llm`, over the floor" in rows
+
+
+def test_ledger_backends_bench_measures_both_backends_in_one_run(postgres_url: str) -> None:
+    out = run_bench(
+        str(BENCH / "bench_ledger_backends.py"),
+        *("--messages", "200", "--senders", "4", "--rounds", "1", "--postgres", postgres_url),
+    )
+    assert_machine_lines(out)
+    rows = [line.split()[0] for line in out.splitlines() if line.startswith(("sqlite ", "postgresql "))]
+    assert rows == ["sqlite", "postgresql"]

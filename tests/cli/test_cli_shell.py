@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -86,6 +88,28 @@ def test_bad_arguments_exit_2(nexus: RunNexus, argv: list[str], complaint: str) 
     assert result.returncode == 2
     assert "usage: nexus" in result.stderr
     assert complaint in result.stderr
+
+
+def test_help_imports_nothing_heavy(nexus: RunNexus) -> None:
+    code = (
+        "import sys\n"
+        "from nexus.cli import main\n"
+        "assert main(['--help']) == 0\n"
+        "assert main(['db', '--help']) == 0\n"
+        "heavy = ['httpx', 'pydantic', 'sqlite3', 'llama_cpp', 'nexus.config._schema', 'nexus.llm', 'psycopg']\n"
+        "print('LOADED', [name for name in heavy if name in sys.modules])\n"
+        "import nexus.ledger, nexus.ledger.postgres\n"
+        "print('PSYCOPG', 'psycopg' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+        check=True,
+    )
+    assert "LOADED []" in result.stdout
+    assert "PSYCOPG False" in result.stdout  # the PostgreSQL backend loads its driver when it connects
 
 
 def test_invalid_config_exits_2_naming_key_and_line(nexus: RunNexus, isolated_env: Path) -> None:

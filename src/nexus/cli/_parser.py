@@ -67,6 +67,10 @@ def _builder(name: str) -> Callable[[Commands, str], None]:
         from nexus.cli._adapters_parser import add_adapters
 
         return lambda commands, summary: add_adapters(commands, summary, _Formatter)
+    if name == "db":
+        from nexus.cli._db_parser import add_db
+
+        return add_db
     from nexus.cli import _broker_parser
 
     builder: Callable[[Commands, str], None] = getattr(_broker_parser, f"add_{name}")
