@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "queue": "inspect and clear the agents' durable message queues",
     "adapters": "register, enable, check and try chat-platform adapters",
     "serve": "run the broker and the HTTP API (agents, sessions, OpenAI)",
+    "mcp": "add, list, remove, try MCP servers; serve agents over MCP",
     "db": "update the ledger schema; copy between SQLite and PostgreSQL",
 }
 """Every command, in the order ``nexus --help`` lists them, with its one-line help."""

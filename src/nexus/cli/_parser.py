@@ -71,6 +71,10 @@ def _builder(name: str) -> Callable[[Commands, str], None]:
         from nexus.cli._db_parser import add_db
 
         return add_db
+    if name == "mcp":
+        from nexus.cli._mcp_parser import add_mcp
+
+        return lambda commands, summary: add_mcp(commands, summary, _Formatter)
     from nexus.cli import _broker_parser
 
     builder: Callable[[Commands, str], None] = getattr(_broker_parser, f"add_{name}")

@@ -103,7 +103,7 @@ def _tool_name_problems(config: NexusConfig) -> list[str]:
     blocks = []
     for path, entries in config.tools.lists():
         loc: Loc = ("tools", *path)
-        for problem in unknown_tool_entries(entries):
+        for problem in unknown_tool_entries(entries, mcp_servers=config.mcp.servers):
             fix = (
                 "correct the name; for tools your application registers from Python, "
                 "set strict_names = false in [tools]"

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from nexus.config._adapters import AdapterConfig
 from nexus.config._broker_schema import AgentConfig, BrokerConfig, check_agent_ids
+from nexus.config._mcp_schema import McpConfig
 from nexus.config._paths import DATABASE_FILE_NAME, WORKSPACE_DIR_NAME, nexus_home, resolve_path
 from nexus.config._record import Record, field_check, record_check, setting
 from nexus.config._server_schema import ServerConfig
@@ -258,6 +259,7 @@ class NexusConfig(Record):
     agents: dict[str, AgentConfig] = setting(default_factory=dict)
     adapters: dict[str, AdapterConfig] = setting(default_factory=dict)
     server: ServerConfig = setting(default_factory=ServerConfig)
+    mcp: McpConfig = setting(default_factory=McpConfig)
 
     _home: Path | None = None
     _source: Path | None = None

@@ -10,13 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from nexus.agent.output_limits import MAX_BYTES, MAX_LINE_CHARS, MAX_LINES
 from nexus.agent.tool_types import AgentTool, ToolExecuteFn
-
-MAX_LINES = 2000
-MAX_BYTES = 50 * 1024
-MAX_LINE_CHARS = 500
-"""Output limits shared by the tools: 2,000 lines or 50 KiB, whichever comes first (pi's numbers);
-lines longer than 500 characters are cut in search results."""
 
 # --------------------------------------------------------------------------- read
 

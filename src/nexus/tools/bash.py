@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from nexus.agent.output_limits import MAX_BYTES, MAX_LINES, format_size, truncate_tail
 from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.llm.abort import AbortSignal
 from nexus.tools._args import opt_number, req_str
@@ -20,7 +21,6 @@ from nexus.tools._janitor import janitor
 from nexus.tools._reaper import find, marked_env, terminate
 from nexus.tools._specs import BASH_DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
 from nexus.tools._specs import bash_description, declare
-from nexus.tools._truncate import MAX_BYTES, MAX_LINES, format_size, truncate_tail
 from nexus.tools._workspace import Workspace
 
 KILL_GRACE = 2.0

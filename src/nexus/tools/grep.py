@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from nexus._dataclass import dataclass
+from nexus.agent.output_limits import MAX_BYTES, MAX_LINE_CHARS, cap_line, truncate_head
 from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.llm.abort import AbortSignal
 from nexus.tools._args import opt_bool, opt_int, opt_str, req_str
 from nexus.tools._specs import GREP_DEFAULT_LIMIT as DEFAULT_LIMIT
 from nexus.tools._specs import declare
-from nexus.tools._truncate import MAX_BYTES, MAX_LINE_CHARS, cap_line, truncate_head
 from nexus.tools._walk import find_binary, pure_python_forced
 from nexus.tools._workspace import ToolError, Workspace, refuse_hard_link
 

@@ -1,13 +1,17 @@
-"""Output limits shared by the tools: 2,000 lines or 50 KiB, whichever comes first (pi's numbers)."""
+"""Output limits shared by tools: 2,000 lines or 50 KiB, whichever comes first (pi's numbers).
+
+The coding tools (`nexus.tools`) and MCP tools (`nexus.mcp`) cut what they send the model here.
+"""
 
 from __future__ import annotations
 
 from typing import Literal
 
 from nexus._dataclass import dataclass
-from nexus.tools._specs import MAX_BYTES, MAX_LINE_CHARS, MAX_LINES
 
-__all__ = ["MAX_BYTES", "MAX_LINES", "MAX_LINE_CHARS", "Truncation", "format_size", "truncate_head", "truncate_tail"]
+MAX_LINES = 2000
+MAX_BYTES = 50 * 1024
+MAX_LINE_CHARS = 500
 
 
 @dataclass(slots=True, frozen=True)
