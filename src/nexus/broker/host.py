@@ -13,10 +13,10 @@ import contextlib
 import fcntl
 import os
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nexus._dataclass import dataclass
 from nexus.broker.broker import AgentBroker
 from nexus.broker.from_config import ConfiguredAgent, broker_settings
 from nexus.broker.inbound import InboundRouter, inbound_routes

@@ -14,9 +14,10 @@ import signal as signal_module
 import sys
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from nexus._dataclass import dataclass
 from nexus.cli._engine_bridge import RenderBridge, summarize_run
 from nexus.cli._render import ClosedOutputGuard, Renderer, RunSummary, TextRenderer
 from nexus.errors import ConfigError, NexusError

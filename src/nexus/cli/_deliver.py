@@ -12,8 +12,9 @@ whatever the adapter did.
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
+
+from nexus._dataclass import dataclass
 
 if TYPE_CHECKING:
     from nexus.adapters.types import DeliveryTarget

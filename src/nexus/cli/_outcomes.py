@@ -9,8 +9,9 @@ ledger. ``nexus queue drain`` and ``nexus send`` read it here so a failed turn i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from nexus._dataclass import dataclass
 
 if TYPE_CHECKING:
     from nexus.ledger import Ledger

@@ -8,9 +8,10 @@ the broker, the ledger and tests can build and inspect these objects without the
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, field, replace
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
+from nexus._dataclass import dataclass
 from nexus.ledger.records import CompactionRecord, StoredMessage, ToolCallRecord, TurnStatus
 from nexus.llm.types import (
     THINKING_LEVELS,

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
+from nexus._dataclass import dataclass
 from nexus.engine.assembly._sessions import DEFAULT_MAX_BYTES, SessionStates
 from nexus.engine.assembly.bootstrap import scaffold_workspace
 from nexus.engine.assembly.context import EventContext, PromptOptions, assemble_context, build_current_message
