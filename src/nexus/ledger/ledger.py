@@ -2,7 +2,8 @@
 
 ``ledger.turns`` (open, journal, write, recover; histories and windows), ``ledger.sessions`` (pointers,
 forks, aliases, the pointer log), ``ledger.queue`` (the broker's durable queue), ``ledger.agents`` (the
-registry), ``ledger.deliveries`` (where replies went) and ``ledger.pi`` (pi session files): each an
+registry), ``ledger.deliveries`` (where replies went), ``ledger.leases`` (one run per session across
+processes) and ``ledger.pi`` (pi session files): each an
 async store of :mod:`nexus.ledger.protocols`, all on one database. SQLite (a file, the embedded default)
 is opened with :meth:`Ledger.open`; :meth:`Ledger.connect` opens a file or a database URL.
 """
@@ -13,6 +14,7 @@ import asyncio
 import os
 from pathlib import Path
 
+from nexus.ledger._lease_store import SqlLeaseStore
 from nexus.ledger._legacy import LegacyLedger
 from nexus.ledger._queue_store import SqlQueueStore
 from nexus.ledger._session_store import SqlSessionStore
@@ -49,6 +51,7 @@ class Ledger(LegacyLedger):
         self.queue = SqlQueueStore(db)
         self.agents = SqlAgentStore(db)
         self.deliveries = SqlDeliveryStore(db)
+        self.leases = SqlLeaseStore(db)
         self.pi = SqlPiFiles(self)
 
     @classmethod

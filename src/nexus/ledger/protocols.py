@@ -25,6 +25,7 @@ from nexus.ledger.records import (
     CompactionRecord,
     ImportResult,
     JournalEntry,
+    Lease,
     NewSession,
     QueueItem,
     Session,
@@ -195,18 +196,31 @@ class QueueStore(Protocol):
         """Queue a message durably; ``(item, created)``, ``created`` False for a message id already accepted."""
         ...
 
-    async def claim(self, item_ids: Sequence[str]) -> None:
-        """A run takes these items: ``processing``, one more attempt; ``QueueItemsFinishedError`` for finished ones."""
+    async def claim(self, item_ids: Sequence[str], *, lease: Lease | None = None) -> None:
+        """A run takes these items: ``processing``, one more attempt; ``QueueItemsFinishedError`` for finished ones.
+
+        With the session's ``lease`` (a backend with a ``LeaseStore``): refused with ``LeaseLostError`` unless the
+        lease is valid; the items are stamped with its epoch, and an item a run of an older epoch held is taken over.
+        """
         ...
 
-    async def release(self, item_ids: Sequence[str]) -> None:
-        """Items handed back unconsumed: ``queued`` again, the claim's attempt taken back."""
+    async def release(self, item_ids: Sequence[str], *, lease: Lease | None = None) -> None:
+        """Items handed back unconsumed: ``queued`` again, the claim's attempt taken back (fenced by ``lease``)."""
         ...
 
     async def settle(
-        self, item_ids: Sequence[str], outcome: Settlement, *, turn_id: str | None = None, reason: str | None = None
+        self,
+        item_ids: Sequence[str],
+        outcome: Settlement,
+        *,
+        turn_id: str | None = None,
+        reason: str | None = None,
+        lease: Lease | None = None,
     ) -> None:
-        """Finish unfinished items: ``delivered`` (by ``turn_id``), ``failed`` or ``dropped`` (with ``reason``)."""
+        """Finish unfinished items: ``delivered`` (by ``turn_id``), ``failed`` or ``dropped`` (with ``reason``).
+
+        With ``lease``: refused with ``LeaseLostError``, nothing moved, unless the lease is still valid.
+        """
         ...
 
     async def fail_exhausted(self, max_attempts: int) -> list[QueueItem]:
@@ -240,6 +254,37 @@ class QueueFeed(Protocol):
 
     async def queued_after(self, cursor: int, held: Held | None = None) -> tuple[list[QueueItem], int]:
         """Items still ``queued`` accepted after ``cursor`` (whole rows only of those not ``held``); the new cursor."""
+        ...
+
+
+@runtime_checkable
+class LeaseStore(Protocol):
+    """Optional. One run per session across processes: a lease row per session, its epoch a fencing token.
+
+    A lease is valid until ``expires_at`` (the database's clock); every new tenure bumps the epoch, and a
+    queue write made under a lease (``QueueStore.claim``/``release``/``settle`` with ``lease=``) or the turn
+    consuming its items is refused with ``LeaseLostError`` once the lease expired or was taken over.
+    Backends without it run one broker per database (docs/scaling.md).
+    """
+
+    async def acquire(self, session_label: str, holder: str, ttl_ms: int) -> Lease | None:
+        """Take the session's lease (epoch + 1) or renew the caller's valid one; ``None`` while another holds it."""
+        ...
+
+    async def renew(self, lease: Lease, ttl_ms: int) -> Lease:
+        """Extend a valid lease by ``ttl_ms`` from now; ``LeaseLostError`` once it expired or was taken over."""
+        ...
+
+    async def release(self, lease: Lease) -> bool:
+        """Give the lease up (its epoch stays); ``False`` when it was no longer the caller's."""
+        ...
+
+    async def get(self, session_label: str) -> Lease | None:
+        """The session's lease as stored (``holder`` ``None``: released), ``None`` if it never had one."""
+        ...
+
+    async def expired(self, limit: int = 100) -> list[Lease]:
+        """Leases that expired while held (their holder died or stopped renewing), oldest first."""
         ...
 
 
@@ -307,6 +352,7 @@ class PiFiles(Protocol):
 __all__ = [
     "AgentStore",
     "DeliveryStore",
+    "LeaseStore",
     "PiFiles",
     "PointerLog",
     "QueueFeed",

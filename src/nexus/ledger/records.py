@@ -389,6 +389,24 @@ class SessionQuery:
 
 
 @dataclass(frozen=True, slots=True)
+class Lease:
+    """A session's lease: who may run it until when, and its epoch, the fencing token its writes carry.
+
+    ``epoch`` grows by one at every new tenure (never reused), so a write stamped with an older epoch is
+    refused once someone else took the session over (docs/scaling.md). ``holder`` is ``None`` for a
+    released lease. Times are the database's clock, Unix ms. ``prior_holder`` names the holder whose
+    lease had expired when this one was acquired (a takeover: that run may have left an open turn).
+    """
+
+    session_label: str
+    holder: str | None
+    epoch: int
+    expires_at: int
+    acquired_at: int
+    prior_holder: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class QueueItem:
     """One durable queue row: a message waiting for (or consumed by) a run of its agent's session."""
 
