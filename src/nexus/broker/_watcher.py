@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -22,7 +23,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("nexus.broker")
 
 WATCH_INTERVAL_S = 0.25
-"""How often a running broker looks for messages that other processes queued."""
+"""How often a running broker looks for messages that other processes queued (jittered by ±50 %, so
+brokers started together do not look in step)."""
 
 
 class StoreWatcher:
@@ -44,6 +46,9 @@ class StoreWatcher:
         self._adopted = adopted
         self._seen_rowid = 0
         self._task: asyncio.Task[None] | None = None
+        self.sweep: Callable[[], Awaitable[object]] | None = None
+        """Run every :attr:`sweep_every_s` (jittered) besides the looks: the takeover of dead brokers' sessions."""
+        self.sweep_every_s = 5.0
 
     async def mark_seen(self) -> None:
         """Everything stored so far is the broker's own to load (at start): adopt only later rows."""
@@ -59,10 +64,15 @@ class StoreWatcher:
             self._task.cancel()
 
     async def _watch(self) -> None:
+        loop = asyncio.get_running_loop()
+        sweep_at = loop.time() + self.sweep_every_s * random.uniform(0.5, 1.0)
         while True:
-            await asyncio.sleep(WATCH_INTERVAL_S)
+            await asyncio.sleep(WATCH_INTERVAL_S * random.uniform(0.5, 1.5))
             try:
                 await self.adopt()
+                if self.sweep is not None and loop.time() >= sweep_at:
+                    sweep_at = loop.time() + self.sweep_every_s * random.uniform(0.5, 1.5)
+                    await self.sweep()
             except Exception:  # e.g. a full or locked disk: look again next time (an error ended the watch
                 log.exception("looking for messages other processes queued failed; trying again")  # for good)
 
@@ -72,9 +82,9 @@ class StoreWatcher:
         The last look moves on only once every row is queued: after a failure the rows are read
         again, and those already queued are recognised as held.
         """
-        items, newest = await self._queue.queued_after(self._seen_rowid, self._held)
+        items, newest = await self._queue.queued_after(self._seen_rowid, self.held)
         for item in items:
-            slot = await self._slot_for(item.agent_id or "")
+            slot = await self.slot_for(item.agent_id or "")
             if slot is None:
                 continue
             session = await self._load(slot, item)
@@ -84,13 +94,13 @@ class StoreWatcher:
             await self._adopted(slot, session)
         self._seen_rowid = newest
 
-    def _held(self, agent_id: str, session_label: str, item_id: str) -> bool:
+    def held(self, agent_id: str, session_label: str, item_id: str) -> bool:
         """Whether this broker already holds the item in memory (accepted by itself, or adopted before)."""
         slot = self._slots.get(agent_id)
         known = slot.sessions.get(session_label) if slot is not None else None
         return known is not None and known.queue.find(item_id) is not None
 
-    async def _slot_for(self, agent_id: str) -> AgentSlot | None:
+    async def slot_for(self, agent_id: str) -> AgentSlot | None:
         """The slot of an agent named by another process's message (registered there meanwhile, maybe)."""
         slot = self._slots.get(agent_id)
         if slot is not None:

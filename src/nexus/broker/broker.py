@@ -29,9 +29,11 @@ from nexus.broker._items import (
     queued,
     session_key_of,
 )
+from nexus.broker._leases import DEFAULT_TTL_MS, session_leases
 from nexus.broker._replies import ReplySender
 from nexus.broker._scheduler import DrainScheduler
 from nexus.broker._slot import AgentSlot, SessionSlot, SteerInFlight, settle
+from nexus.broker._takeover import Takeover
 from nexus.broker._watcher import StoreWatcher
 from nexus.broker.agent_tools import DEFAULT_MAX_HOPS, CallerContext, agent_tools
 from nexus.broker.modes import QueueMode, QueueOverrides, QueueSettings, parse_mode, resolve_settings
@@ -83,6 +85,11 @@ class BrokerSettings:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     max_hops: int = DEFAULT_MAX_HOPS
     """Messages between agents one conversation may pass (the agent tools refuse more)."""
+    leases: bool | None = None
+    """Run each batch under its session's lease (brokers sharing a database; docs/scaling.md). ``None``: on
+    for a database other processes reach (PostgreSQL), off for SQLite (one broker per file)."""
+    lease_ttl_ms: int = DEFAULT_TTL_MS
+    """How long a lease holds unrenewed: a dead broker's sessions are taken over this long after it died."""
 
 
 class AgentBroker:
@@ -124,6 +131,13 @@ class AgentBroker:
         )  # fmt: skip
         self._batches.deliver = deliver
         self._batches.max_hops = self._settings.max_hops
+        self._leases = self._batches.leases = session_leases(ledger, self._settings.leases, self._settings.lease_ttl_ms)
+        if self._leases is not None:
+            self._watcher.sweep = Takeover(
+                self._leases, ledger.leases, ledger.queue, self._settings.max_attempts, self._watcher.slot_for,
+                self._load, self._watcher.held, self._scheduler.wake,
+            ).sweep  # fmt: skip
+            self._watcher.sweep_every_s = self._settings.lease_ttl_ms / 2000
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -179,6 +193,9 @@ class AgentBroker:
             if session.run is not None:
                 session.run.abort("the broker is shutting down")
         await self._scheduler.close()
+        if self._leases is not None:  # held between batches: another broker may take them at once
+            for session in sessions:
+                await self._leases.let_go(session)
         await asyncio.sleep(0)  # one loop iteration for the tails of runs that just ended: their model
         # streams then close here, not in asyncio.run's shutdown, which cancels the close half-way
         # ("async generator ignored GeneratorExit" on stderr at the end of every drain)
@@ -374,14 +391,17 @@ class AgentBroker:
 
     async def _claimed(self, session: SessionSlot, item: QueuedMessage, run: Execution) -> bool:
         session.queue.mark_in_flight([item.item_id])
+        lease = session.lease  # under leases, a steer is claimed under the run's (none held: it waits its turn)
         try:
-            await self._queue.claim([item.item_id])
+            if self._leases is not None and lease is None:
+                raise LedgerError("the session's lease is not held here")
+            await self._queue.claim([item.item_id], lease=lease)
         except LedgerError as exc:  # a full or locked disk, or finished meanwhile (its batch's claim skips it)
             session.queue.release([item.item_id])
             log.warning("message %s was not steered (it waits for its turn): %s", item.message_id, exc)
             return False
         if session.run is not run or run.state not in _STEERABLE:  # the claim's commit took a loop iteration
-            await self._queue.release([item.item_id])
+            await self._queue.release([item.item_id], lease=lease)
             session.queue.release([item.item_id])
             return False
         return True

@@ -142,9 +142,9 @@ class SqlQueueStore:
         """One queue item by id, or ``None``."""
         return await self._db.run_read(lambda c: _queue_reads.get(c, item_id))
 
-    async def pending(self, agent_id: str | None = None) -> list[QueueItem]:
-        """Items still ``queued`` or ``processing`` (of one agent, or all), in arrival order."""
-        return await self._db.run_read(lambda c: _queue_reads.pending(c, agent_id))
+    async def pending(self, agent_id: str | None = None, *, session_label: str | None = None) -> list[QueueItem]:
+        """Items still ``queued`` or ``processing`` (of one agent or session, or all), in arrival order."""
+        return await self._db.run_read(lambda c: _queue_reads.pending(c, agent_id, session_label))
 
     async def items(self, *, agent_id: str | None = None, statuses: Sequence[str] = ()) -> list[QueueItem]:
         """Queue rows filtered by agent and status (all statuses when ``statuses`` is empty), oldest first."""

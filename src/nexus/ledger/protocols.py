@@ -231,8 +231,9 @@ class QueueStore(Protocol):
         """One item by id, or ``None``."""
         ...
 
-    async def pending(self, agent_id: str | None = None) -> list[QueueItem]:
-        """Items ``queued`` or ``processing`` (of one agent, or all), in arrival order: what a start reloads."""
+    async def pending(self, agent_id: str | None = None, *, session_label: str | None = None) -> list[QueueItem]:
+        """Items ``queued`` or ``processing`` (of one agent or session, or all), in arrival order: what a start
+        reloads, and a broker taking over a dead one's session."""
         ...
 
     async def items(self, *, agent_id: str | None = None, statuses: Sequence[str] = ()) -> list[QueueItem]:
