@@ -135,9 +135,11 @@ def check_in(conn: Any, lease: Lease) -> int:
 def check_consumed_in(conn: Any, item_ids: Sequence[str], claimant: str) -> None:
     """The fence of a turn's write: its consumed items that a lease claimed must still be this run's.
 
-    An unfinished item stamped with a ``claim_epoch`` must be claimed by ``claimant`` (this process) at its
-    session's current, unexpired epoch; otherwise the run lost its lease and :class:`LeaseLostError` stops
-    the whole write (no turn, no head move). Items claimed without a lease are not checked here.
+    An item stamped with a ``claim_epoch`` must be claimed by ``claimant`` (this process) at its session's
+    current, unexpired epoch; otherwise the run lost its lease and :class:`LeaseLostError` stops the whole
+    write (no turn, no head move). Finished items count too: the new holder may have run and delivered
+    them already, and a stale turn appended after its turn would still move the head. Items claimed
+    without a lease are not checked here.
     """
     if not item_ids:
         return
@@ -145,7 +147,7 @@ def check_consumed_in(conn: Any, item_ids: Sequence[str], claimant: str) -> None
     rows = conn.execute(
         "SELECT q.session_label, q.claim_epoch, q.claimed_by, l.epoch, l.holder, l.expires_at FROM queue_items q"
         " LEFT JOIN session_leases l ON l.session_label = q.session_label"
-        f" WHERE q.id IN ({marks}) AND q.status = 'processing' AND q.claim_epoch IS NOT NULL",
+        f" WHERE q.id IN ({marks}) AND q.claim_epoch IS NOT NULL",
         tuple(item_ids),
     ).fetchall()
     if not rows:

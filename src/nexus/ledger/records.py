@@ -293,6 +293,9 @@ class TurnWrite:
     marked ``delivered`` in the same transaction (items already finished are left alone: a turn is never
     refused over its queue bookkeeping). When the head is no longer the parent, ``if_head_moved="raise"``
     raises ``HeadMovedError`` and ``"branch"`` keeps the turn as a side branch without moving the pointer.
+    ``lease``: the session lease the run holds; the write is refused (``LeaseLostError``) unless it is still
+    valid. Without one, consumed items that a lease claimed fence the write all the same, per process
+    (docs/scaling.md).
     """
 
     session_label: str
@@ -314,6 +317,7 @@ class TurnWrite:
     response_sources: Sequence[str | None] = ()
     consumed_queue_items: Sequence[str] = ()
     details: TurnDetails = field(default_factory=TurnDetails)
+    lease: Lease | None = None
 
 
 @dataclass(slots=True, frozen=True)

@@ -122,6 +122,11 @@ async def test_a_stale_epoch_writes_nothing_and_the_new_holder_takes_its_items(l
         assert item is not None and (item.status, item.attempts, item.turn_id) == ("delivered", 2, turn)
     head = await ledger.sessions.head("agent:w")
     assert head is not None and head.id == turn
+    with pytest.raises(LeaseLostError):  # the stale run wakes after its items were delivered: still nothing
+        await write_turn(ledger, None, "agent:w", query_messages=[user("m1")], response_messages=[reply("late")],
+                         consumed_queue_items=[a_id], status="aborted", lease=old)  # fmt: skip
+    head = await ledger.sessions.head("agent:w")
+    assert head is not None and head.id == turn
 
 
 async def test_a_claim_refuses_items_a_valid_lease_holds(ledger: Ledger) -> None:
