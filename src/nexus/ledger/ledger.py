@@ -195,6 +195,20 @@ class Ledger(TurnLifecycle):
         """Mark a session archived (hidden from default lists; nothing is ever deleted)."""
         self._db.write(lambda c: _sessions.set_fields(c, session_label, status="archived"))
 
+    def restore(self, session_label: str) -> None:
+        """Make an archived session active again (listed by default once more)."""
+        self._db.write(lambda c: _sessions.set_fields(c, session_label, status="active"))
+
+    def update_session_metadata(self, session_label: str, **values: object) -> Session:
+        """Merge ``values`` into the session's ``metadata`` (``None`` removes a key), e.g. its display ``title``;
+        returns the session as stored. The label, the pointer and every turn stay as they are."""
+
+        def run(conn: Any) -> Session:
+            _sessions.update_metadata(conn, session_label, values)
+            return _sessions.resolve(conn, session_label)
+
+        return self._db.write(run)
+
     def set_task_status(self, session_label: str, task_status: str) -> None:
         """Update a sub-agent session's ``task_status`` (pending, running, completed, failed)."""
         self._db.write(lambda c: _sessions.set_fields(c, session_label, task_status=task_status))

@@ -31,7 +31,7 @@ def create_app(state: ServerState, config: ServerConfig | None = None) -> Any:
     Builds ``state.events`` from ``config`` when the caller gave no hub. SSE streams never end on
     their own: at shutdown call ``state.events.close()`` before stopping uvicorn.
     """
-    from nexus.server import _agents, _events, _sessions, _ui
+    from nexus.server import _agent_messages, _agents, _events, _session_edit, _sessions, _ui
 
     settings = config or ServerConfig()
     if state.events is None:
@@ -61,7 +61,9 @@ def create_app(state: ServerState, config: ServerConfig | None = None) -> Any:
         return {"status": "ok", "version": __version__, "ledger": "ok" if sessions >= 0 else "error"}
 
     app.include_router(_sessions.router)
+    app.include_router(_session_edit.router)
     app.include_router(_agents.router)
+    app.include_router(_agent_messages.router)
     app.include_router(_events.router)
     _ui.mount(app)
     _include_serve_routes(app)
@@ -82,7 +84,7 @@ def _middleware(app: FastAPI, settings: ServerConfig) -> Any:
         inner = CORSMiddleware(
             inner,
             allow_origins=list(settings.cors_origins),
-            allow_methods=["GET", "HEAD", "POST", "DELETE"],
+            allow_methods=["GET", "HEAD", "POST", "PATCH", "DELETE"],
             allow_headers=["authorization", "content-type", "last-event-id", "x-nexus-session"],
             expose_headers=["x-nexus-session", "x-nexus-turn-id"],
         )
