@@ -84,3 +84,13 @@ def test_broker_queue_bench_prints_every_row_and_no_peer_ratio_without_the_peer(
     ]
     assert "persist-queue" not in out.split("(peers not requested")[0].split("store ")[-1]
     assert "(peers not requested: run with --peers" in out
+
+
+def test_ledger_backends_bench_measures_both_backends_in_one_run(postgres_url: str) -> None:
+    out = run_bench(
+        str(BENCH / "bench_ledger_backends.py"),
+        *("--messages", "200", "--senders", "4", "--rounds", "1", "--postgres", postgres_url),
+    )
+    assert_machine_lines(out)
+    rows = [line.split()[0] for line in out.splitlines() if line.startswith(("sqlite ", "postgresql "))]
+    assert rows == ["sqlite", "postgresql"]

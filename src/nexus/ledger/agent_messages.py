@@ -9,16 +9,15 @@ asking message's id plus ``:reply`` and whose ``metadata.in_reply_to`` names the
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
+from typing import Any
 
-from nexus.ledger._sqlite import Database
+from nexus.ledger._rows import loads_opt
+from nexus.ledger._sql_db import SqlDatabase
 
-_QUERY = (
-    "SELECT m.id, m.from_agent, m.to_agent, m.session_label, m.content, m.created_at,"
-    " json_extract(m.metadata_json, '$.conversation_id'),"
-    " json_extract(q.message_json, '$.metadata.in_reply_to'), q.status, q.turn_id"
-    " FROM broker_messages m LEFT JOIN queue_items q ON q.message_id = m.id"
+_QUERY = (  # plain SQL both backends run; the JSON columns are read in Python
+    "SELECT m.id, m.from_agent, m.to_agent, m.session_label, m.content, m.created_at, m.metadata_json,"
+    " q.message_json, q.status, q.turn_id FROM broker_messages m LEFT JOIN queue_items q ON q.message_id = m.id"
 )
 
 
@@ -39,27 +38,27 @@ class AgentMessageRecord:
 
 
 class AgentMessageLog:
-    """Reads of the ``broker_messages`` log of one ledger database."""
+    """Reads of the ``broker_messages`` log of one ledger database (SQLite or PostgreSQL)."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: SqlDatabase) -> None:
         self._db = db
 
-    def recent(self, *, agent: str | None = None, limit: int = 100) -> list[AgentMessageRecord]:
+    async def recent(self, *, agent: str | None = None, limit: int = 100) -> list[AgentMessageRecord]:
         """The latest messages, newest first; with ``agent``, only those it sent or received."""
         where, params = ("", []) if agent is None else (" WHERE m.from_agent = ? OR m.to_agent = ?", [agent, agent])
         sql = f"{_QUERY}{where} ORDER BY m.created_at DESC, m.id DESC LIMIT ?"
-
-        def run(conn: sqlite3.Connection) -> list[AgentMessageRecord]:
-            return [_record(row) for row in conn.execute(sql, [*params, limit]).fetchall()]
-
-        return self._db.read(run)
+        rows = await self._db.run_read(lambda conn: conn.execute(sql, [*params, limit]).fetchall())
+        return [_record(row) for row in rows]
 
 
-def _record(row: tuple[object, ...]) -> AgentMessageRecord:
-    ident, sender, to, label, content, created, conversation, in_reply_to, status, turn_id = row
+def _record(row: Any) -> AgentMessageRecord:
+    ident, sender, to, label, content, created, metadata, message, status, turn_id = row
+    meta, queued = loads_opt(metadata), loads_opt(message)
+    asked = queued.get("metadata") if isinstance(queued, dict) else None
     return AgentMessageRecord(
-        str(ident), _opt(sender), str(to), _opt(label), str(content), int(str(created)), _opt(conversation),
-        _opt(in_reply_to), str(status or "sent"), _opt(turn_id),
+        str(ident), _opt(sender), str(to), _opt(label), str(content), int(created),
+        _opt(meta.get("conversation_id") if isinstance(meta, dict) else None),
+        _opt(asked.get("in_reply_to") if isinstance(asked, dict) else None), str(status or "sent"), _opt(turn_id),
     )  # fmt: skip
 
 

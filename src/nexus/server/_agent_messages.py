@@ -26,17 +26,18 @@ def _state(request: Request) -> ServerState:
     summary="Agent-to-agent messages, newest first, each with the reply its turn gave",
     responses=answers(AgentMessageList),
 )
-def agent_messages(
+async def agent_messages(
     request: Request,
     agent: str | None = Query(None, min_length=1, max_length=64, description="only those it sent or received"),
     limit: int = Query(100, ge=1, le=1000),
 ) -> Any:
     ledger = _state(request).ledger
-    records = AgentMessageLog(ledger.database).recent(agent=agent, limit=limit)
+    records = await AgentMessageLog(ledger.database).recent(agent=agent, limit=limit)
     outcomes: dict[str, tuple[str | None, str | None]] = {}
     for turn_id in dict.fromkeys(r.turn_id for r in records if r.turn_id):
         try:
-            outcomes[turn_id] = (ledger.get_turn(turn_id).status, reply_text(ledger.messages(turn_id)))
+            turn = await ledger.turns.get(turn_id)
+            outcomes[turn_id] = (turn.status, reply_text(await ledger.turns.messages(turn_id)))
         except TurnNotFound:
             outcomes[turn_id] = (None, None)
     return {"messages": [_view(record, *outcomes.get(record.turn_id or "", (None, None))) for record in records]}

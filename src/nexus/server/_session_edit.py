@@ -18,7 +18,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from nexus.ledger import Session
+from nexus.ledger import NewSession
 from nexus.ledger.broker_store import AgentRow
 from nexus.ledger.labels import label_problem
 from nexus.server._errors import ApiError
@@ -131,11 +131,11 @@ def _keyed(agent: AgentRow, title: str | None) -> dict[str, Any]:
     summary="A new, empty chat with an agent (a session its key reaches)",
     responses=answers(SessionOut, status=201),
 )
-def create_session(request: Request, body: NewSessionRequest) -> Any:
+async def create_session(request: Request, body: NewSessionRequest) -> Any:
     state = _state(request)
     owners = Owners(state.store.list_agents())
     keyed = _keyed(_agent(owners, body.agent), body.title)
-    return session_view(state.ledger.create_session(keyed.pop("label"), **keyed), owners)
+    return session_view(await state.ledger.sessions.create(NewSession(**keyed)), owners)
 
 
 @router.post(
@@ -144,11 +144,11 @@ def create_session(request: Request, body: NewSessionRequest) -> Any:
     summary="A new session at a turn of this one (for its agent, another agent, or under a label)",
     responses=answers(SessionOut, 404, 409, status=201),
 )
-def fork_session(request: Request, label: str, body: ForkRequest) -> Any:
+async def fork_session(request: Request, label: str, body: ForkRequest) -> Any:
     state = _state(request)
     ledger = state.ledger
-    session = ledger.resolve_session(label)
-    if body.turn_id not in {t.id for t in ledger.turns(session.label)}:
+    session = await ledger.sessions.resolve(label)
+    if body.turn_id not in {t.id for t in await ledger.turns.path(session.label)}:
         raise ApiError(404, "not_found", f"turn {body.turn_id!r} is not in the history of session {session.label!r}")
     owners = Owners(state.store.list_agents())
     if body.label is not None:
@@ -158,10 +158,11 @@ def fork_session(request: Request, label: str, body: ForkRequest) -> Any:
     else:  # the source's agent, when it still is one
         agent = owners.agent(owners.owner_id(session.label, session.metadata))
     if agent is not None:
-        keyed = _keyed(agent, body.title)
-        return session_view(ledger.fork(body.turn_id, keyed.pop("label"), **keyed), owners)
-    metadata = {TITLE_KEY: body.title} if body.title else None
-    return session_view(ledger.fork(body.turn_id, body.label, metadata=metadata), owners)
+        fork = NewSession(origin="fork", head_turn_id=body.turn_id, **_keyed(agent, body.title))
+    else:
+        metadata: dict[str, object] | None = {TITLE_KEY: body.title} if body.title else None
+        fork = NewSession(body.label, origin="fork", head_turn_id=body.turn_id, metadata=metadata)
+    return session_view(await ledger.sessions.create(fork), owners)
 
 
 @router.patch(
@@ -169,16 +170,14 @@ def fork_session(request: Request, label: str, body: ForkRequest) -> Any:
     summary="Retitle, archive or restore a session (its label and turns never change)",
     responses=answers(SessionOut, 404),
 )
-def update_session(request: Request, label: str, body: SessionUpdate) -> Any:
+async def update_session(request: Request, label: str, body: SessionUpdate) -> Any:
     state = _state(request)
-    ledger = state.ledger
-    session = ledger.resolve_session(label)
-    if "title" in body.model_fields_set:
-        session = ledger.update_session_metadata(session.label, **{TITLE_KEY: body.title})
-    if body.archived is not None:
-        (ledger.archive if body.archived else ledger.restore)(session.label)
-        session = ledger.get_session(session.label)
-    return session_view(session, Owners(state.store.list_agents()))
+    sessions = state.ledger.sessions
+    session = await sessions.resolve(label)
+    status = None if body.archived is None else ("archived" if body.archived else "active")
+    title: dict[str, object] | None = {TITLE_KEY: body.title} if "title" in body.model_fields_set else None
+    await sessions.update(session.label, status=status, metadata=title)
+    return session_view(await sessions.get(session.label), Owners(state.store.list_agents()))
 
 
 @router.delete(
@@ -187,8 +186,8 @@ def update_session(request: Request, label: str, body: SessionUpdate) -> Any:
     summary="Archive a session: hidden from lists, every turn kept (restore: PATCH archived=false)",
     responses=answers(None, 404, status=204),
 )
-def archive_session(request: Request, label: str) -> Response:
-    ledger = _state(request).ledger
-    session: Session = ledger.resolve_session(label)
-    ledger.archive(session.label)
+async def archive_session(request: Request, label: str) -> Response:
+    sessions = _state(request).ledger.sessions
+    session = await sessions.resolve(label)
+    await sessions.update(session.label, status="archived")
     return Response(status_code=204)
