@@ -3,7 +3,7 @@
 
 import { api } from "./api.js";
 import { forkAt, sendMessage } from "./branch.js";
-import { $, copyButton, el, enc, money, replace, stamp, tokens } from "./dom.js";
+import { $, copyButton, el, enc, money, replace, short, stamp, tokens } from "./dom.js";
 import { grew, keepPlace, toBottom } from "./follow.js";
 import { askedToStop, forgetLive, handlers, isRunning, liveNode, runStartsAfter, settled } from "./live.js";
 import { replyText, turnBubbles } from "./render.js";
@@ -101,6 +101,13 @@ export async function submit(text, mode) {
   if (!target) throw new Error("no agent works on this session");
   const receipt = await sendMessage(target, text, mode);
   pending.push({ itemId: receipt.queue_item_id, text, status: "queued", label: state.session });
+  const info = state.sessionInfo;
+  if (info && !info.title && target.session && info.channel === "web") { // a new chat is named by its first message
+    info.title = short(text, 60);
+    api(`/v1/sessions/${enc(info.label)}`, { method: "PATCH", json: { title: info.title } })
+      .then(() => actions.loadSessions()).catch(() => {});
+    $("chat-title").textContent = info.title;
+  }
   toBottom();
   renderChat();
   await refreshPending();
