@@ -126,6 +126,27 @@ async def test_streamed_reply_edits_one_message_and_ends_in_html(tg: FakeTelegra
     assert tg.methods().count("sendMessage") == 1
 
 
+async def test_a_tool_status_before_any_text_has_no_leading_blank_lines(
+    tg: FakeTelegram, make_manager: MakeManager
+) -> None:
+    """The status message of a run that starts with a tool call began with two blank lines."""
+    manager = manager_with(make_manager, tg)
+    events: list[StreamEvent] = [
+        ToolStatus("read", "t1", "started", "Reading package.json"),
+        ToolStatus("read", "t1", "completed", "Read package.json"),
+        StreamEnd("r", final=False),
+        StreamError("provider down", False),
+    ]
+    report = await StreamRouter(manager, clock=ManualClock()).deliver(
+        DeliveryTarget("tg", "bot", "chat:1"), events_of(events)
+    )
+    assert report.ok
+    [message] = tg.messages
+    assert message.edits[0] == "\u23f3 Reading package.json\u2026", message.edits
+    assert not any(text.startswith(("\n", " ")) for text in message.edits), message.edits
+    assert message.text.startswith("\u26a0\ufe0f Response interrupted: provider down"), message.text
+
+
 async def test_a_streamed_reply_past_4096_chars_continues_in_a_new_message(
     tg: FakeTelegram, make_manager: MakeManager
 ) -> None:

@@ -13,6 +13,7 @@ from fastapi import FastAPI
 
 from nexus import __version__
 from nexus.config._server_schema import ServerConfig
+from nexus.server._access_log import AccessLog
 from nexus.server._browser_guard import BrowserGuard
 from nexus.server._errors import install_error_handlers
 from nexus.server._event_hub import EventHub
@@ -72,7 +73,7 @@ def create_app(state: ServerState, config: ServerConfig | None = None) -> Any:
 
 
 def _middleware(app: FastAPI, settings: ServerConfig) -> Any:
-    """Host/Origin/media-type checks, then CORS, then tokens and the body limit, then the routes.
+    """The access log, then Host/Origin/media-type checks, then CORS, then tokens and the body limit, then the routes.
 
     CORS sits before the token check: a browser's preflight never carries ``Authorization``,
     and a 401 must carry ``Access-Control-Allow-Origin`` for the page to read it.
@@ -91,7 +92,7 @@ def _middleware(app: FastAPI, settings: ServerConfig) -> Any:
     rules = HostRules(
         bound_host=settings.host, allowed_hosts=list(settings.allowed_hosts), cors_origins=list(settings.cors_origins)
     )
-    return BrowserGuard(inner, rules, app.state.route_methods, cors=bool(settings.cors_origins))
+    return AccessLog(BrowserGuard(inner, rules, app.state.route_methods, cors=bool(settings.cors_origins)))
 
 
 def route_methods(app: FastAPI) -> Callable[[str], set[str]]:
