@@ -68,6 +68,8 @@ class AdapterConfig(_Strict):
     mode: Literal["auto", "native", "blocks"] = "auto"
     reasoning: bool = False
     timeout_s: float = Field(default=30.0, gt=0)
+    stream_processes: int | None = Field(default=None, ge=1, le=32)
+    """``stream`` processes per account at once (one delivery each): default 4 (the ``console`` builtin: 1)."""
     blocks: AdapterBlocks = Field(default_factory=AdapterBlocks)
     accounts: dict[str, AdapterAccount] = Field(default_factory=dict)
 
