@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +148,14 @@ async def test_a_tool_status_before_any_text_has_no_leading_blank_lines(
     assert message.text.startswith("\u26a0\ufe0f Response interrupted: provider down"), message.text
 
 
+async def _until(check: Callable[[], bool]) -> None:
+    for _ in range(6000):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached in 60 s")
+
+
 async def test_one_chats_long_reply_does_not_hold_up_another_chats_delivery(
     tg: FakeTelegram, make_manager: MakeManager
 ) -> None:
@@ -157,14 +165,12 @@ async def test_one_chats_long_reply_does_not_hold_up_another_chats_delivery(
 
     async def long_reply() -> AsyncIterator[StreamEvent]:
         yield Token("A long answer for chat 42, ")
-        while not any(m.chat_id == "77" for m in tg.messages):  # it goes on until chat 77 has been answered
-            await asyncio.sleep(0.01)
+        await _until(lambda: any(m.chat_id == "77" for m in tg.messages))  # it goes on until chat 77 is answered
         yield Token("finished after chat 77 saw its reply.")
         yield StreamEnd("r42")
 
     slow = asyncio.ensure_future(router.deliver(DeliveryTarget("tg", "bot", "chat:42"), long_reply()))
-    while not tg.messages:
-        await asyncio.sleep(0.01)
+    await _until(lambda: bool(tg.messages))
     quick = router.deliver(DeliveryTarget("tg", "bot", "chat:77"), events_of([Token("Short."), StreamEnd("r77")]))
     reports = await asyncio.wait_for(asyncio.gather(quick, slow), timeout=60)
     assert all(report.ok for report in reports), reports
@@ -185,8 +191,7 @@ async def test_one_chats_deliveries_stay_in_order_on_the_pool(tg: FakeTelegram, 
 
     one = asyncio.ensure_future(router.deliver(target, first()))
     two = asyncio.ensure_future(router.deliver(target, events_of([Token("second reply"), StreamEnd("b")])))
-    while not tg.messages:
-        await asyncio.sleep(0.01)
+    await _until(lambda: bool(tg.messages))
     for _ in range(20):  # the second waits for the first, however many idle processes the pool could start
         await asyncio.sleep(0.01)
     assert [m.text for m in tg.messages] == ["first reply"] and not two.done()
