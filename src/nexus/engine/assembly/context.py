@@ -134,7 +134,7 @@ class PromptOptions:
     load_bootstrap: bool = True
     scaffold: bool = True
     profile: PromptProfile = "full"
-    """``minimal``: identity and the date only (:func:`build_minimal_system_prompt`), for tiny models."""
+    """``minimal``: the identity only (:func:`build_minimal_system_prompt`), for tiny models."""
 
 
 def _system_prompt_for(
