@@ -172,6 +172,7 @@ export function updateComposer() {
     $("continue-why").textContent = owner
       ? `This session is ${owner.id}'s ${info.channel} conversation; continue it in a fork with`
       : info.agent ? `Agent ${info.agent} is not registered any more; continue with` : "No agent works on this session; continue with";
+    $("continue-go").disabled = !state.agents.length;
     replace($("continue-agent"), state.agents.length
       ? state.agents.map((a) => el("option", { value: a.id, text: a.id }))
       : el("option", { value: "", text: "no agent: + New agent" }));
