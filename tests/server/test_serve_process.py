@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import stat
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -22,52 +18,17 @@ from nexus.ledger.broker_store import BrokerStore
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import echo, stall
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+from .serve_proc import nexus, serving, write_config
+
 TOKEN = "t0ken-for-tests"
 
 pytestmark = pytest.mark.slow  # real processes: a few seconds each
 
 
-def _env(home: Path) -> dict[str, str]:
-    return {**os.environ, "NEXUS_HOME": str(home), "PYTHONPATH": str(SRC), "NEXUS_TOKEN": TOKEN}
-
-
-def _write_config(home: Path, provider: FakeProviderServer, server: str = "") -> None:
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "nexus.toml").write_text(
-        'default_model = "fake/fake-model"\n\n'
-        f"[server]\n{server}\n\n"
-        '[providers.fake]\napi = "openai-completions"\n'
-        f'base_url = "{provider.openai_base_url}"\napi_key = "test"\n',
-        encoding="utf-8",
-    )
-
-
-def _nexus(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "nexus.cli", *args], env=_env(home), capture_output=True, text=True, timeout=timeout
-    )
-
-
-@contextmanager
-def _serving(home: Path, *args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """``nexus serve --port 0``; yields the process and its URL once server.json announces it."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "nexus.cli", "serve", "--port", "0", *args],
-        env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        announced = home / "server.json"
-        deadline = time.monotonic() + 30
-        while not announced.exists():
-            assert process.poll() is None, process.communicate()[1]
-            assert time.monotonic() < deadline, "nexus serve did not announce itself"
-            time.sleep(0.05)
-        yield process, f"http://127.0.0.1:{json.loads(announced.read_text())['port']}"
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+@pytest.fixture(autouse=True)
+def _token(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``[server] tokens = ["${NEXUS_TOKEN}"]`` in these tests reads it from the environment the processes inherit."""
+    monkeypatch.setenv("NEXUS_TOKEN", TOKEN)
 
 
 def _stop(process: subprocess.Popen[str]) -> str:
@@ -87,19 +48,19 @@ def _lock_is_free(home: Path) -> bool:
 
 def test_serve_announces_itself_nexus_send_talks_to_it_and_sigterm_stops_cleanly(isolated_env: Path) -> None:
     with FakeProviderServer(default=echo) as provider:
-        _write_config(isolated_env, provider, 'tokens = ["${NEXUS_TOKEN}"]')
-        assert _nexus(isolated_env, "agents", "add", "coder").returncode == 0
-        with _serving(isolated_env) as (process, url):
+        write_config(isolated_env, provider, 'tokens = ["${NEXUS_TOKEN}"]')
+        assert nexus(isolated_env, "agents", "add", "coder").returncode == 0
+        with serving(isolated_env) as (process, url):
             announced = isolated_env / "server.json"
             assert stat.S_IMODE(announced.stat().st_mode) == 0o600
             assert json.loads(announced.read_text())["pid"] == process.pid
             assert httpx.get(f"{url}/v1/agents").status_code == 401  # the token is required
-            sent = _nexus(isolated_env, "send", "coder", "hello over http", "--wait", "--timeout", "30")
+            sent = nexus(isolated_env, "send", "coder", "hello over http", "--wait", "--timeout", "30")
             assert sent.returncode == 0, sent.stderr
             assert "sent to the running nexus serve" in sent.stderr and sent.stdout.strip().endswith("hello over http")
-            cleared = _nexus(isolated_env, "queue", "clear", "coder")
+            cleared = nexus(isolated_env, "queue", "clear", "coder")
             assert cleared.returncode == 0 and "via nexus serve" in cleared.stdout, cleared.stderr
-            added = _nexus(isolated_env, "agents", "add", "helper")
+            added = nexus(isolated_env, "agents", "add", "helper")
             assert added.returncode == 0 and "via nexus serve" in added.stdout, added.stderr
             agents = httpx.get(f"{url}/v1/agents", headers={"authorization": f"Bearer {TOKEN}"}).json()["agents"]
             assert [a["id"] for a in agents] == ["coder", "helper"]
@@ -110,9 +71,9 @@ def test_serve_announces_itself_nexus_send_talks_to_it_and_sigterm_stops_cleanly
 
 def test_sigterm_mid_run_writes_the_turn_aborted_and_the_backlog_runs_on_the_next_start(isolated_env: Path) -> None:
     with FakeProviderServer(stall(after_chunks=3, seconds=60), default=echo, chunk_chars=2) as provider:
-        _write_config(isolated_env, provider)
-        assert _nexus(isolated_env, "agents", "add", "coder").returncode == 0
-        with _serving(isolated_env) as (process, url):
+        write_config(isolated_env, provider)
+        assert nexus(isolated_env, "agents", "add", "coder").returncode == 0
+        with serving(isolated_env) as (process, url):
             first = httpx.post(f"{url}/v1/agents/coder/messages", json={"content": "long job", "id": "m-1"})
             second = httpx.post(f"{url}/v1/agents/coder/messages", json={"content": "next job", "id": "m-2"})
             assert first.status_code == second.status_code == 202
@@ -129,7 +90,7 @@ def test_sigterm_mid_run_writes_the_turn_aborted_and_the_backlog_runs_on_the_nex
             item_2 = store.get_item(second.json()["queue_item_id"])
             assert item_1 is not None and (item_1.status, item_1.turn_id) == ("delivered", turn.id)
             assert item_2 is not None and item_2.status == "queued"  # durable: waits for the next start
-        with _serving(isolated_env) as (process, url):
+        with serving(isolated_env) as (process, url):
             deadline = time.monotonic() + 30
             while (item := httpx.get(f"{url}/v1/agents/coder/queue").json()["items"]) and item[0]["status"] != "failed":
                 assert time.monotonic() < deadline, item
@@ -144,26 +105,26 @@ def test_sigterm_mid_run_writes_the_turn_aborted_and_the_backlog_runs_on_the_nex
 
 def test_refusals_non_loopback_without_token_unset_token_a_second_server_and_a_taken_port(isolated_env: Path) -> None:
     with FakeProviderServer(default=echo) as provider:
-        _write_config(isolated_env, provider)
-        open_bind = _nexus(isolated_env, "serve", "--host", "0.0.0.0", "--port", "0")
+        write_config(isolated_env, provider)
+        open_bind = nexus(isolated_env, "serve", "--host", "0.0.0.0", "--port", "0")
         assert open_bind.returncode == 2 and "without a token" in open_bind.stderr
         assert "Traceback" not in open_bind.stderr and not (isolated_env / "server.json").exists()
-        with _serving(isolated_env) as (process, _):
-            second = _nexus(isolated_env, "serve", "--port", "0")
+        with serving(isolated_env) as (process, _):
+            second = nexus(isolated_env, "serve", "--port", "0")
             assert second.returncode == 1 and "another process already drains" in second.stderr
-            drain = _nexus(isolated_env, "queue", "drain")
+            drain = nexus(isolated_env, "queue", "drain")
             assert drain.returncode == 1
             _stop(process)
         with socket.socket() as taken:
             taken.bind(("127.0.0.1", 0))
             taken.listen()
-            busy = _nexus(isolated_env, "serve", "--port", str(taken.getsockname()[1]))
+            busy = nexus(isolated_env, "serve", "--port", str(taken.getsockname()[1]))
         assert busy.returncode == 1 and "cannot listen" in busy.stderr and "Traceback" not in busy.stderr
         assert _lock_is_free(isolated_env) and not (isolated_env / "server.json").exists()
-        out_of_range = _nexus(isolated_env, "serve", "--port", "70000")
+        out_of_range = nexus(isolated_env, "serve", "--port", "70000")
         assert out_of_range.returncode == 2 and "0-65535" in out_of_range.stderr
-        _write_config(isolated_env, provider, 'tokens = ["${NEXUS_UNSET_TOKEN}"]')
-        unset = _nexus(isolated_env, "serve", "--port", "0")
+        write_config(isolated_env, provider, 'tokens = ["${NEXUS_UNSET_TOKEN}"]')
+        unset = nexus(isolated_env, "serve", "--port", "0")
         assert unset.returncode == 2 and "NEXUS_UNSET_TOKEN" in unset.stderr
 
 
@@ -176,9 +137,9 @@ def test_loopback_addresses_need_no_token(host: str) -> None:
 
 def test_sigterm_while_a_chat_completion_streams_in_another_session(isolated_env: Path) -> None:
     with FakeProviderServer(stall(after_chunks=4, seconds=60), default=echo, chunk_chars=2) as provider:
-        _write_config(isolated_env, provider)
-        assert _nexus(isolated_env, "agents", "add", "coder").returncode == 0
-        with _serving(isolated_env) as (process, url):
+        write_config(isolated_env, provider)
+        assert nexus(isolated_env, "agents", "add", "coder").returncode == 0
+        with serving(isolated_env) as (process, url):
             body = {"model": "coder", "stream": True, "messages": [{"role": "user", "content": "a long story"}]}
             headers = {"x-nexus-session": "side"}
             with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, headers=headers, timeout=30) as reply:
@@ -200,10 +161,10 @@ def test_sigterm_while_a_chat_completion_streams_in_another_session(isolated_env
 def test_every_message_accepted_before_a_sigkill_is_in_the_ledger(isolated_env: Path) -> None:
     """The 202 means committed: WAL checkpoints run on their own thread, and a SIGKILL still loses nothing."""
     with FakeProviderServer(stall(after_chunks=1, seconds=60), default=echo) as provider:
-        _write_config(isolated_env, provider, 'tokens = ["${NEXUS_TOKEN}"]')
-        assert _nexus(isolated_env, "agents", "add", "coder").returncode == 0
+        write_config(isolated_env, provider, 'tokens = ["${NEXUS_TOKEN}"]')
+        assert nexus(isolated_env, "agents", "add", "coder").returncode == 0
         with (
-            _serving(isolated_env) as (process, url),
+            serving(isolated_env) as (process, url),
             httpx.Client(base_url=url, headers={"authorization": f"Bearer {TOKEN}"}) as client,
         ):
             accepted = []

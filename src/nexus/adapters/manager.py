@@ -189,21 +189,23 @@ class AdapterManager:
         pool = self._streams.get(key)
         if pool is None:
             self.account(name, account_id)  # refuses a disabled account before anything starts
-            config = self.config(name)
-            argv = [*adapter_argv(config, self.home), "stream", "--account", account_id, "--format", "jsonl"]
 
             def make() -> StreamProcess:
-                supervisor = Supervisor(
-                    f"adapter {name}/{account_id} stream",
-                    argv,
-                    lambda: self._prepare(name, account_id),
-                    policy=self.policy,
-                    clock=self.clock,
-                )
-                return StreamProcess(supervisor)
+                return StreamProcess(self._supervisor(name, account_id, "stream"))
 
-            pool = self._streams[key] = StreamPool(make, stream_processes(config))
+            pool = self._streams[key] = StreamPool(make, stream_processes(self.config(name)))
         return pool
+
+    def _supervisor(self, name: str, account_id: str, command: str) -> Supervisor:
+        """A supervisor for one long-running ``stream`` or ``monitor`` process of the account (not started yet)."""
+        argv = [*adapter_argv(self.config(name), self.home), command, "--account", account_id, "--format", "jsonl"]
+        return Supervisor(
+            f"adapter {name}/{account_id} {command}",
+            argv,
+            lambda: self._prepare(name, account_id),
+            policy=self.policy,
+            clock=self.clock,
+        )
 
     async def monitor(self, name: str, account_id: str) -> AsyncIterator[NexusEvent]:
         """The account's inbound events from its supervised ``monitor`` process, validated and deduplicated.
@@ -213,14 +215,7 @@ class AdapterManager:
         it exits; the iterator ends when the restarts are exhausted or :meth:`close` is called.
         """
         self.account(name, account_id)
-        argv = [*adapter_argv(self.config(name), self.home), "monitor", "--account", account_id, "--format", "jsonl"]
-        supervisor = Supervisor(
-            f"adapter {name}/{account_id} monitor",
-            argv,
-            lambda: self._prepare(name, account_id),
-            policy=self.policy,
-            clock=self.clock,
-        )
+        supervisor = self._supervisor(name, account_id, "monitor")
         self._monitors.append(supervisor)
         deduper = EventDeduper()
         while supervisor.state != "stopped":
