@@ -39,8 +39,10 @@ class Owners:
     """The registry read once, to tell many sessions' owners (a sessions list is one read, not one per row)."""
 
     def __init__(self, agents: list[AgentRow]) -> None:
-        self._agents = agents
         self._by_id = {row.agent_id: row for row in agents}
+        self._by_own = {row.session_label: row.agent_id for row in agents}
+        self._by_prefix = {row.agent_id[:32]: row.agent_id for row in agents}  # per-sender labels cut long ids
+        self._by_prefix.update({row.agent_id: row.agent_id for row in agents})
 
     def agent(self, agent_id: str | None) -> AgentRow | None:
         """The registered agent ``agent_id`` (``None`` when unknown)."""
@@ -51,11 +53,12 @@ class Owners:
         stamped = metadata.get(OWNER_KEY) if metadata else None
         if isinstance(stamped, str):
             return stamped
-        for row in self._agents:
-            own = row.session_label
-            if label == own or label.startswith(f"{own}:user:") or _per_sender_of(row.agent_id, label):
-                return row.agent_id
-        return None
+        own = self._by_own.get(label)  # a dict lookup each: a list of 10,000 sessions is not sessions x agents
+        if own is None and ":user:" in label:  # the facade's <own session>:user:<user>
+            own = self._by_own.get(label.partition(":user:")[0])
+        if own is None and "~" in label:  # a per-sender session: <agent id>~<key>
+            own = self._by_prefix.get(label.partition("~")[0])
+        return own
 
     def of(self, session: Session) -> Ownership:
         """Who ``session`` belongs to, the ``session`` key a message to that agent must carry to land in it
@@ -67,12 +70,6 @@ class Owners:
         key = session.routing_key
         reaches = row is not None and key is not None and session_label_for(row.agent_id, row.session_label, key)
         return Ownership(agent_id, key if reaches == session.label else None, _channel(session, row))
-
-
-def _per_sender_of(agent_id: str, label: str) -> bool:
-    """True for a label ``session_label_for`` gives one of the agent's per-sender sessions."""
-    prefix, tilde, _ = label.partition("~")
-    return bool(tilde) and prefix in (agent_id, agent_id[:32])
 
 
 def _channel(session: Session, agent: AgentRow | None) -> str:
