@@ -32,19 +32,22 @@ def write_config(home: Path, provider: FakeProviderServer, server: str = "") -> 
     )
 
 
-def nexus(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def nexus(
+    home: Path, *args: str, timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The CLI as a subprocess on this checkout's sources, ``env`` on top of ours."""
     return subprocess.run(
-        [sys.executable, "-m", "nexus.cli", *args], env=serve_env(home), capture_output=True, text=True,
-        timeout=timeout,
+        [sys.executable, "-m", "nexus.cli", *args], env=serve_env(home, **(env or {})), capture_output=True,
+        text=True, timeout=timeout,
     )  # fmt: skip
 
 
 @contextmanager
-def serving(home: Path, *args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+def serving(home: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """``nexus serve --port 0``; yields the process and its URL once ``server.json`` announces it; killed after."""
     process = subprocess.Popen(
         [sys.executable, "-m", "nexus.cli", "serve", "--port", "0", *args],
-        env=serve_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=serve_env(home, **(env or {})), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
         announced = home / "server.json"

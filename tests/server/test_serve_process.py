@@ -8,6 +8,7 @@ import socket
 import stat
 import subprocess
 import time
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import httpx
@@ -25,10 +26,16 @@ TOKEN = "t0ken-for-tests"
 pytestmark = pytest.mark.slow  # real processes: a few seconds each
 
 
-@pytest.fixture(autouse=True)
-def _token(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``[server] tokens = ["${NEXUS_TOKEN}"]`` in these tests reads it from the environment the processes inherit."""
-    monkeypatch.setenv("NEXUS_TOKEN", TOKEN)
+def _nexus(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return nexus(home, *args, timeout=timeout, env={"NEXUS_TOKEN": TOKEN})
+
+
+def _serving(home: Path, *args: str) -> AbstractContextManager[tuple[subprocess.Popen[str], str]]:
+    """``nexus serve --port 0`` with ``NEXUS_TOKEN`` set (``tokens = ["${NEXUS_TOKEN}"]`` reads it)."""
+    return serving(home, *args, env={"NEXUS_TOKEN": TOKEN})
+
+
+_write_config = write_config
 
 
 def _stop(process: subprocess.Popen[str]) -> str:
@@ -48,19 +55,19 @@ def _lock_is_free(home: Path) -> bool:
 
 def test_serve_announces_itself_nexus_send_talks_to_it_and_sigterm_stops_cleanly(isolated_env: Path) -> None:
     with FakeProviderServer(default=echo) as provider:
-        write_config(isolated_env, provider, 'tokens = ["${NEXUS_TOKEN}"]')
-        assert nexus(isolated_env, "agents", "add", "coder").returncode == 0
-        with serving(isolated_env) as (process, url):
+        _write_config(isolated_env, provider, 'tokens = ["${NEXUS_TOKEN}"]')
+        assert _nexus(isolated_env, "agents", "add", "coder").returncode == 0
+        with _serving(isolated_env) as (process, url):
             announced = isolated_env / "server.json"
             assert stat.S_IMODE(announced.stat().st_mode) == 0o600
             assert json.loads(announced.read_text())["pid"] == process.pid
             assert httpx.get(f"{url}/v1/agents").status_code == 401  # the token is required
-            sent = nexus(isolated_env, "send", "coder", "hello over http", "--wait", "--timeout", "30")
+            sent = _nexus(isolated_env, "send", "coder", "hello over http", "--wait", "--timeout", "30")
             assert sent.returncode == 0, sent.stderr
             assert "sent to the running nexus serve" in sent.stderr and sent.stdout.strip().endswith("hello over http")
-            cleared = nexus(isolated_env, "queue", "clear", "coder")
+            cleared = _nexus(isolated_env, "queue", "clear", "coder")
             assert cleared.returncode == 0 and "via nexus serve" in cleared.stdout, cleared.stderr
-            added = nexus(isolated_env, "agents", "add", "helper")
+            added = _nexus(isolated_env, "agents", "add", "helper")
             assert added.returncode == 0 and "via nexus serve" in added.stdout, added.stderr
             agents = httpx.get(f"{url}/v1/agents", headers={"authorization": f"Bearer {TOKEN}"}).json()["agents"]
             assert [a["id"] for a in agents] == ["coder", "helper"]
@@ -71,9 +78,9 @@ def test_serve_announces_itself_nexus_send_talks_to_it_and_sigterm_stops_cleanly
 
 def test_sigterm_mid_run_writes_the_turn_aborted_and_the_backlog_runs_on_the_next_start(isolated_env: Path) -> None:
     with FakeProviderServer(stall(after_chunks=3, seconds=60), default=echo, chunk_chars=2) as provider:
-        write_config(isolated_env, provider)
-        assert nexus(isolated_env, "agents", "add", "coder").returncode == 0
-        with serving(isolated_env) as (process, url):
+        _write_config(isolated_env, provider)
+        assert _nexus(isolated_env, "agents", "add", "coder").returncode == 0
+        with _serving(isolated_env) as (process, url):
             first = httpx.post(f"{url}/v1/agents/coder/messages", json={"content": "long job", "id": "m-1"})
             second = httpx.post(f"{url}/v1/agents/coder/messages", json={"content": "next job", "id": "m-2"})
             assert first.status_code == second.status_code == 202
@@ -90,7 +97,7 @@ def test_sigterm_mid_run_writes_the_turn_aborted_and_the_backlog_runs_on_the_nex
             item_2 = store.get_item(second.json()["queue_item_id"])
             assert item_1 is not None and (item_1.status, item_1.turn_id) == ("delivered", turn.id)
             assert item_2 is not None and item_2.status == "queued"  # durable: waits for the next start
-        with serving(isolated_env) as (process, url):
+        with _serving(isolated_env) as (process, url):
             deadline = time.monotonic() + 30
             while (item := httpx.get(f"{url}/v1/agents/coder/queue").json()["items"]) and item[0]["status"] != "failed":
                 assert time.monotonic() < deadline, item
@@ -105,26 +112,26 @@ def test_sigterm_mid_run_writes_the_turn_aborted_and_the_backlog_runs_on_the_nex
 
 def test_refusals_non_loopback_without_token_unset_token_a_second_server_and_a_taken_port(isolated_env: Path) -> None:
     with FakeProviderServer(default=echo) as provider:
-        write_config(isolated_env, provider)
-        open_bind = nexus(isolated_env, "serve", "--host", "0.0.0.0", "--port", "0")
+        _write_config(isolated_env, provider)
+        open_bind = _nexus(isolated_env, "serve", "--host", "0.0.0.0", "--port", "0")
         assert open_bind.returncode == 2 and "without a token" in open_bind.stderr
         assert "Traceback" not in open_bind.stderr and not (isolated_env / "server.json").exists()
-        with serving(isolated_env) as (process, _):
-            second = nexus(isolated_env, "serve", "--port", "0")
+        with _serving(isolated_env) as (process, _):
+            second = _nexus(isolated_env, "serve", "--port", "0")
             assert second.returncode == 1 and "another process already drains" in second.stderr
-            drain = nexus(isolated_env, "queue", "drain")
+            drain = _nexus(isolated_env, "queue", "drain")
             assert drain.returncode == 1
             _stop(process)
         with socket.socket() as taken:
             taken.bind(("127.0.0.1", 0))
             taken.listen()
-            busy = nexus(isolated_env, "serve", "--port", str(taken.getsockname()[1]))
+            busy = _nexus(isolated_env, "serve", "--port", str(taken.getsockname()[1]))
         assert busy.returncode == 1 and "cannot listen" in busy.stderr and "Traceback" not in busy.stderr
         assert _lock_is_free(isolated_env) and not (isolated_env / "server.json").exists()
-        out_of_range = nexus(isolated_env, "serve", "--port", "70000")
+        out_of_range = _nexus(isolated_env, "serve", "--port", "70000")
         assert out_of_range.returncode == 2 and "0-65535" in out_of_range.stderr
-        write_config(isolated_env, provider, 'tokens = ["${NEXUS_UNSET_TOKEN}"]')
-        unset = nexus(isolated_env, "serve", "--port", "0")
+        _write_config(isolated_env, provider, 'tokens = ["${NEXUS_UNSET_TOKEN}"]')
+        unset = _nexus(isolated_env, "serve", "--port", "0")
         assert unset.returncode == 2 and "NEXUS_UNSET_TOKEN" in unset.stderr
 
 
@@ -137,9 +144,9 @@ def test_loopback_addresses_need_no_token(host: str) -> None:
 
 def test_sigterm_while_a_chat_completion_streams_in_another_session(isolated_env: Path) -> None:
     with FakeProviderServer(stall(after_chunks=4, seconds=60), default=echo, chunk_chars=2) as provider:
-        write_config(isolated_env, provider)
-        assert nexus(isolated_env, "agents", "add", "coder").returncode == 0
-        with serving(isolated_env) as (process, url):
+        _write_config(isolated_env, provider)
+        assert _nexus(isolated_env, "agents", "add", "coder").returncode == 0
+        with _serving(isolated_env) as (process, url):
             body = {"model": "coder", "stream": True, "messages": [{"role": "user", "content": "a long story"}]}
             headers = {"x-nexus-session": "side"}
             with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, headers=headers, timeout=30) as reply:
@@ -161,10 +168,10 @@ def test_sigterm_while_a_chat_completion_streams_in_another_session(isolated_env
 def test_every_message_accepted_before_a_sigkill_is_in_the_ledger(isolated_env: Path) -> None:
     """The 202 means committed: WAL checkpoints run on their own thread, and a SIGKILL still loses nothing."""
     with FakeProviderServer(stall(after_chunks=1, seconds=60), default=echo) as provider:
-        write_config(isolated_env, provider, 'tokens = ["${NEXUS_TOKEN}"]')
-        assert nexus(isolated_env, "agents", "add", "coder").returncode == 0
+        _write_config(isolated_env, provider, 'tokens = ["${NEXUS_TOKEN}"]')
+        assert _nexus(isolated_env, "agents", "add", "coder").returncode == 0
         with (
-            serving(isolated_env) as (process, url),
+            _serving(isolated_env) as (process, url),
             httpx.Client(base_url=url, headers={"authorization": f"Bearer {TOKEN}"}) as client,
         ):
             accepted = []

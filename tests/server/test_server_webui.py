@@ -173,6 +173,8 @@ def test_a_stop_shows_as_stopped_and_a_failure_as_a_failure(live: Live, page: An
     _publish(server, "main", _start("r2"), ("token", {"text": "Another"}),
              ("stream_error", {"error": "rate limited (429)", "partial": True}))  # fmt: skip
     expect(page.locator(".msg .error")).to_have_text("Run failed: rate limited (429)")
+    _publish(server, "main", _start("r3"), ("stream_error", {"error": "interrupted by message m-9", "partial": False}))
+    expect(page.locator(".msg .stopped").last).to_have_text("Stopped: interrupted by message m-9")
     page.click("#stop")  # this server has no broker: it says so, and nothing is lost
     expect(page.locator("#notice")).to_contain_text("no broker runs in this server process")
 

@@ -7,13 +7,18 @@ import { renderNewChatPicker } from "./sessions.js";
 import { actions, notice, state } from "./state.js";
 
 export async function loadAgents() {
-  const list = $("agents");
   try {
     state.agents = (await api("/v1/agents")).agents;
   } catch (error) {
-    replace(list, el("li", { class: "empty", text: "Agents: " + error.message }));
+    replace($("agents"), el("li", { class: "empty", text: "Agents: " + error.message }));
     return;
   }
+  renderAgents();
+}
+
+// The agents as last loaded; the selected session's agent highlighted.
+export function renderAgents() {
+  const list = $("agents");
   renderNewChatPicker();
   if (!state.agents.length) {
     replace(list, el("li", { class: "empty", text: "No agent registered yet." }));

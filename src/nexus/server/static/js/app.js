@@ -2,12 +2,12 @@
 // Plain ES modules, no build step. Server text is inserted as text; replies as sanitized Markdown (markdown.js).
 
 import { loadAgentMessages, renderTalkFilter, wireAgentMessages } from "./agentmsgs.js";
-import { loadAgents, wireAgents } from "./agents.js";
+import { loadAgents, renderAgents, wireAgents } from "./agents.js";
 import { api, setConn, takeTokenFromAddress } from "./api.js";
 import { loadHistory, onEvent, resetChat, submit, updateComposer, wireChat } from "./chat.js";
 import { $, enc } from "./dom.js";
 import { toBottom, wireFollow } from "./follow.js";
-import { loadSessions, wireSessions } from "./sessions.js";
+import { loadSessions, renderNewChatPicker, wireSessions } from "./sessions.js";
 import { actions, displayName, notice, state } from "./state.js";
 import { closeStream, openStream } from "./stream.js";
 import { loadTree, wireTree } from "./tree.js";
@@ -44,6 +44,8 @@ async function selectSession(label) {
   if (changed) {
     state.turn = null;
     state.history = null;
+    state.sessionInfo = null; // nothing is sent to the previous session while this one loads
+    updateComposer();
     $("turn").hidden = true;
     $("queue").hidden = true;
     notice("");
@@ -57,12 +59,14 @@ async function selectSession(label) {
 async function reloadSession() {
   const label = state.session;
   if (!label) return;
+  const before = state.sessionInfo && state.sessionInfo.label;
   await Promise.all([loadSessions(), loadAgents()]);
   if (label !== state.session) return;
   state.sessionInfo = state.sessions.find((s) => s.label === label) || await fetchSession(label);
   headerFor(state.sessionInfo, label);
   updateComposer();
-  await loadAgents(); // the highlight follows the session's agent
+  renderAgents(); // the highlight follows the session's agent
+  if (before !== label) renderNewChatPicker(true);
   await Promise.all([loadTree(), loadHistory()]);
 }
 

@@ -97,7 +97,7 @@ export const handlers = {
   },
   stream_error(data) {
     const current = bubble();
-    const stopped = stopAsked || /\babort/i.test(data.error || "");
+    const stopped = stopAsked || /\b(abort|interrupt)/i.test(data.error || ""); // a stop or an interrupt: not a failure
     finish(current, stopped
       ? el("div", { class: "stopped", text: stopAsked ? "Stopped — you stopped this reply." : `Stopped: ${data.error}` })
       : el("div", { class: "error", text: `Run failed: ${data.error}` }));

@@ -102,9 +102,12 @@ export async function newChat() {
   }
 }
 
-export function renderNewChatPicker() {
+// The agent a new chat goes to: the one picked, while it exists; else the open session's agent.
+export function renderNewChatPicker(sessionChanged) {
   const select = $("new-chat-agent");
-  const wanted = (state.sessionInfo && state.sessionInfo.agent) || select.value;
+  const picked = state.agents.some((a) => a.id === select.value) ? select.value : null;
+  const own = state.sessionInfo && state.sessionInfo.agent;
+  const wanted = sessionChanged ? own || picked : picked || own;
   replace(select, state.agents.length
     ? state.agents.map((a) => el("option", { value: a.id, text: a.id, selected: a.id === wanted }))
     : el("option", { value: "", text: "no agent" }));
