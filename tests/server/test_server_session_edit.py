@@ -108,7 +108,7 @@ async def test_rename_archive_restore_and_search_never_change_a_label_or_a_turn(
     assert restored.json()["status"] == "active"
     cleared = await client.patch("/v1/sessions/agent:coder", json={"title": None})
     assert cleared.json()["title"] is None and [t.id for t in ledger.turns("agent:coder")] == before
-    for body in ({"title": "  "}, {"title": "a\x07b"}, {"title": "x" * 201}, {"label": "new"}):
+    for body in ({"title": "  "}, {"title": "a\x07b"}, {"title": "x" * 201}, {"label": "new"}, {"archived": "yes"}):
         refused = await client.patch("/v1/sessions/agent:coder", json=body)
         assert refused.status_code == 422, body
     assert (await client.patch("/v1/sessions/nope", json={"title": "x"})).status_code == 404

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from nexus.ledger import NewSession
 from nexus.ledger.broker_store import AgentRow
@@ -91,7 +91,7 @@ class SessionUpdate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     title: str | None = TITLE_FIELD
-    archived: bool | None = None
+    archived: StrictBool | None = None  # "yes" is not a yes: 422
 
     @field_validator("title")
     @classmethod
