@@ -11,8 +11,9 @@ then the answer is the last turn that answered the agent the user wrote to.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from nexus._dataclass import dataclass
 
 if TYPE_CHECKING:
     from nexus.ledger import Ledger

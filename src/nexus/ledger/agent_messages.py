@@ -9,9 +9,9 @@ asking message's id plus ``:reply`` and whose ``metadata.in_reply_to`` names the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from nexus._dataclass import dataclass
 from nexus.ledger._rows import loads_opt
 from nexus.ledger._sql_db import SqlDatabase
 

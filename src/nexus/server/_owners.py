@@ -13,8 +13,7 @@ that session, through the agent's queue, like any other.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from nexus._dataclass import dataclass
 from nexus.ledger import Session
 from nexus.ledger.broker_store import AgentRow
 
