@@ -39,3 +39,18 @@ def test_with_the_token_set_nothing_is_said(nexus: RunNexus) -> None:
     doctor = nexus("doctor", env={"TELEGRAM_BOT_TOKEN": "1:abc"})
     assert "[ok  ] adapters   tg/main (credentials set" in doctor.stdout, doctor.stdout
     assert "1:abc" not in doctor.stdout
+
+
+def test_a_credential_variable_that_is_no_variable_name_is_refused_and_nothing_is_written(
+    nexus: RunNexus, isolated_env: Path
+) -> None:
+    """``--credential-env "BAD NAME"`` stored ``${BAD NAME}``, which no shell sets and nexus never expands: the
+    doctor said "credentials set" and the adapter got that text as its token; ``--credential-env ""`` enabled the
+    account with no credential and no word."""
+    assert nexus("adapters", "register", "tg", "--builtin", "telegram").returncode == 0
+    before = (isolated_env / "nexus.toml").read_text()
+    for bad in ("BAD NAME", "", "1TOKEN", "TOKEN}", "${TOKEN}"):
+        refused = nexus("adapters", "enable", "tg/main", "--credential-env", bad)
+        assert refused.returncode == 2, (bad, refused.stderr)
+        assert "--credential-env" in refused.stderr and "letters, digits and _" in refused.stderr, refused.stderr
+    assert (isolated_env / "nexus.toml").read_text() == before, "nothing written"
