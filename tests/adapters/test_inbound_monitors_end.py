@@ -9,8 +9,7 @@ from pathlib import Path
 from adapter_helpers import script_command
 
 from nexus.adapters.supervisor import RestartPolicy
-from nexus.broker.host import build_broker_and_runner, start_broker
-from nexus.broker.inbound import attach_inbound
+from nexus.broker.host import build_host, start_host
 from nexus.config import load_config
 from nexus.ledger import Ledger
 from nexus.testing import FakeProviderServer
@@ -36,14 +35,12 @@ async def test_wait_monitors_returns_once_a_failing_monitor_has_used_up_its_rest
     with FakeProviderServer(default=echo) as model, Ledger.open(isolated_env / "agents.db") as ledger:
         _write_config(isolated_env, model, tmp_path)
         config = load_config(None)
-        broker, runner = build_broker_and_runner(config, ledger)
-        inbound = attach_inbound(config, broker, runner)
+        host = build_host(config, ledger, monitors=True)
+        inbound = host.inbound
         assert inbound is not None
         inbound.manager.policy = RestartPolicy(max_restarts=2, base_s=0.01, stop_grace_s=0.5)
-        await start_broker(config, broker)
         try:
-            inbound.start()
+            await start_host(config, host)
             await asyncio.wait_for(inbound.wait_monitors(), timeout=60)
         finally:
-            await broker.close()
-            await inbound.close()
+            await host.close()
