@@ -1,6 +1,6 @@
 """A broker process for the lease tests: an ``AgentBroker`` under session leases on a shared ledger.
 
-    python lease_worker.py TARGET TTL_MS RUN_S
+    python lease_worker.py TARGET TTL_MS RUN_S [POLL_MS [WAKEUPS]]
 
 ``TARGET`` is an SQLite file or a ``postgresql://`` URL whose agents are registered already. Runs are
 scripted: each takes ``RUN_S`` seconds (the model call), then writes its turn through the ledger's async
@@ -87,9 +87,12 @@ class ScriptedRuntime:
         return ScriptedRun(self.ledger, session, str(message), consumes, self.run_s)
 
 
-async def main(target: str, ttl_ms: int, run_s: float) -> None:
+async def main(target: str, ttl_ms: int, run_s: float, poll_ms: int, wakeups: str) -> None:
     ledger = await Ledger.connect(target)
-    settings = BrokerSettings(queue=QueueSettings(mode="followup"), leases=True, lease_ttl_ms=ttl_ms)
+    settings = BrokerSettings(
+        queue=QueueSettings(mode="followup"), leases=True, lease_ttl_ms=ttl_ms, poll_ms=poll_ms,
+        wakeups=cast(Any, wakeups),
+    )  # fmt: skip
     broker = AgentBroker(ledger, cast(Any, ScriptedRuntime(ledger, run_s)), settings)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
@@ -101,4 +104,8 @@ async def main(target: str, ttl_ms: int, run_s: float) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3])))
+    extra = sys.argv[4:]
+    poll_ms = int(extra[0]) if extra else 250
+    asyncio.run(
+        main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), poll_ms, extra[1] if len(extra) > 1 else "notify")
+    )

@@ -20,7 +20,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from nexus.broker._batch_runner import BatchRunner
 from nexus.broker._items import (
@@ -90,6 +90,11 @@ class BrokerSettings:
     for a database other processes reach (PostgreSQL), off for SQLite (one broker per file)."""
     lease_ttl_ms: int = DEFAULT_TTL_MS
     """How long a lease holds unrenewed: a dead broker's sessions are taken over this long after it died."""
+    wakeups: Literal["notify", "poll"] = "notify"
+    """How a broker learns of messages other processes accepted: ``notify`` (PostgreSQL's LISTEN, backed by
+    the poll) or ``poll`` only (behind a transaction-pooling pgbouncer)."""
+    poll_ms: int = 250
+    """Time between two looks at the queue for other processes' messages (jittered ±50 %)."""
 
 
 class AgentBroker:
@@ -124,6 +129,8 @@ class AgentBroker:
         self._started = False
         self._closing = False
         self._watcher = StoreWatcher(ledger, self._slots, self._load, self._adopted)
+        self._watcher.interval_s = self._settings.poll_ms / 1000
+        self._ledger_wakeups = ledger.wakeups
         self._replies = ReplySender(self.send, self._slots, ledger.queue, reply_text)
         self._batches = BatchRunner(
             ledger.queue, runtime, self._slots, self._agent_tools, self._replies.answer_askers,
@@ -169,7 +176,8 @@ class AgentBroker:
         for slot in self._slots.values():
             for session in slot.all_sessions():
                 self._ensure_drain(slot, session)
-        self._watcher.start()
+        listener = self._ledger_wakeups if self._settings.wakeups == "notify" else None
+        self._watcher.start(listener, self._wake_session)
         await self._replies.answer_unanswered()
         return exhausted
 
@@ -519,6 +527,13 @@ class AgentBroker:
     def _agent_tools(self, caller: CallerContext) -> list[AgentTool]:
         """The tools a turn of ``caller`` uses to reach other agents (the runtime applies the tool policy)."""
         return agent_tools(self, caller)
+
+    def _wake_session(self, session_label: str) -> None:
+        """A wake-up named a session (its lease was released over waiting work): look at it now."""
+        for slot in self._slots.values():
+            session = slot.sessions.get(session_label)
+            if session is not None:
+                self._scheduler.wake(slot, session)
 
     @staticmethod
     def _forget_if_idle(slot: AgentSlot, session: SessionSlot) -> None:

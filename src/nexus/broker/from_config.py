@@ -36,6 +36,8 @@ def broker_settings(config: BrokerConfig) -> BrokerSettings:
         max_hops=config.max_hops,
         leases=config.leases,
         lease_ttl_ms=config.lease_ttl_ms,
+        wakeups=config.wakeups,
+        poll_ms=config.poll_ms,
     )
 
 

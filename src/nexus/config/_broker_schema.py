@@ -43,6 +43,8 @@ class BrokerConfig(Record):
     leases: bool | None = None
     """Each batch under its session's lease (docs/scaling.md); unset: on for PostgreSQL, off for SQLite."""
     lease_ttl_ms: int = setting(default=15_000, ge=500)
+    wakeups: Literal["notify", "poll"] = "notify"
+    poll_ms: int = setting(default=250, ge=10)
 
 
 class AgentConfig(Record):

@@ -100,6 +100,8 @@ def release_in(conn: Any, lease: Lease) -> bool:
         "UPDATE session_leases SET holder = NULL, expires_at = ? WHERE session_label = ? AND epoch = ? AND holder = ?",
         (db_now(conn), lease.session_label, lease.epoch, lease.holder),
     ).rowcount
+    if released:
+        notify_released_in(conn, lease.session_label)
     return bool(released)
 
 
@@ -163,3 +165,39 @@ def check_consumed_in(conn: Any, item_ids: Sequence[str], claimant: str) -> None
 def _check_ttl(ttl_ms: int) -> None:
     if not isinstance(ttl_ms, int) or ttl_ms <= 0:
         raise ValueError(f"a lease's time to live is a positive number of milliseconds, not {ttl_ms!r}")
+
+
+WAKE_CHANNEL = "nexus_queue"
+"""PostgreSQL's notification channel for queue wake-ups (``nexus.ledger.postgres._listen``)."""
+
+
+def notify_ready_in(conn: Any, session_labels: Sequence[str]) -> None:
+    """PostgreSQL: one notification when an accept made one of these sessions ready that no broker holds.
+
+    A session whose lease is held is run by its holder, which sees the new item itself (its look at the
+    queue, or its release notifies); only idle -> ready transitions wake the others. NOTIFY serialises
+    commits on a global lock, so a group commit sends one at most. SQLite: nothing (no listeners).
+    """
+    if not session_labels or not is_postgres(conn):
+        return
+    wanted = sorted(set(session_labels))
+    marks = ", ".join("?" * len(wanted))
+    held = conn.execute(
+        f"SELECT count(*) FROM session_leases WHERE session_label IN ({marks}) AND holder IS NOT NULL"
+        " AND expires_at > ?",
+        (*wanted, db_now(conn)),
+    ).fetchone()[0]
+    if int(held) < len(wanted):
+        conn.execute(f"SELECT pg_notify('{WAKE_CHANNEL}', ?)", (wanted[0] if len(wanted) == 1 else "",))
+
+
+def notify_released_in(conn: Any, session_label: str) -> None:
+    """PostgreSQL: a released lease over work still waiting wakes the other brokers for that session."""
+    if not is_postgres(conn):
+        return
+    waiting = conn.execute(
+        "SELECT 1 FROM queue_items WHERE status IN ('queued', 'processing') AND session_label = ? LIMIT 1",
+        (session_label,),
+    ).fetchone()
+    if waiting is not None:
+        conn.execute(f"SELECT pg_notify('{WAKE_CHANNEL}', ?)", (session_label,))

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from nexus._dataclass import dataclass
 from nexus.ledger import _queue_reads
+from nexus.ledger._leases import notify_ready_in
 from nexus.ledger._queue_reads import Held
 from nexus.ledger._queue_rows import accept_at, claim_in, deliver_in, move_items, release_in
 from nexus.ledger._sql_db import SqlDatabase, run_inline
@@ -179,7 +180,15 @@ def _in_bulk(conn: Any, group: list[_Write]) -> list[object]:
             claimed.extend(write.claim)
     if claimed:
         claim_in(conn, claimed)
+    _wake(conn, outcomes)
     return outcomes
+
+
+def _wake(conn: Any, outcomes: list[object]) -> None:
+    """Notify other brokers (PostgreSQL) when the group's new items made an idle session ready."""
+    fresh = [o[0].session_label for o in outcomes if isinstance(o, tuple) and o[1] and isinstance(o[0], QueueItem)]
+    if fresh:
+        notify_ready_in(conn, fresh)
 
 
 def _one_by_one(conn: Any, group: list[_Write]) -> list[object]:
@@ -198,6 +207,7 @@ def _one_by_one(conn: Any, group: list[_Write]) -> list[object]:
             conn.execute("ROLLBACK TO SAVEPOINT group_op")
             outcomes.append(exc)
         conn.execute("RELEASE SAVEPOINT group_op")
+    _wake(conn, outcomes)
     return outcomes
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nexus.ledger._lease_store import SqlLeaseStore
 from nexus.ledger._legacy import LegacyLedger
@@ -22,6 +23,9 @@ from nexus.ledger._small_stores import SqlAgentStore, SqlDeliveryStore, SqlPiFil
 from nexus.ledger._sql_db import SqlDatabase
 from nexus.ledger._sqlite import Database
 from nexus.ledger._turn_store import SqlTurnStore
+
+if TYPE_CHECKING:
+    from nexus.ledger.protocols import QueueListener
 
 
 def default_db_path() -> Path:
@@ -104,6 +108,18 @@ class Ledger(LegacyLedger):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+    @property
+    def wakeups(self) -> QueueListener | None:
+        """Queue wake-ups from other processes: PostgreSQL's LISTEN on a connection of its own (``None`` on
+        SQLite, or with ``NEXUS_PG_LISTEN=0``: brokers then poll only; see docs/scaling.md)."""
+        if self._db.inline:
+            return None
+        from nexus.ledger.postgres._listen import QueueListener as PgListener
+        from nexus.ledger.postgres._listen import listening_enabled
+
+        url = getattr(self._db, "url", None)
+        return PgListener(url) if isinstance(url, str) and listening_enabled() else None
 
     @property
     def path(self) -> str:

@@ -13,7 +13,7 @@ are short, and never suspend).
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -298,6 +298,19 @@ class LeaseStore(Protocol):
 
 
 @runtime_checkable
+class QueueListener(Protocol):
+    """Optional. Wake-ups: a call per notification that a session became ready (PostgreSQL's LISTEN/NOTIFY).
+
+    Never the only way a broker finds work (it polls too): a notification may be lost while listening
+    reconnects, so each (re)connection calls ``on_wake("")`` once.
+    """
+
+    async def listen(self, on_wake: Callable[[str], None]) -> None:
+        """Call ``on_wake(session_label)`` (``""``: look at the whole queue) per notification, until cancelled."""
+        ...
+
+
+@runtime_checkable
 class AgentStore(Protocol):
     """Optional. The broker's agent registry: who is registered, with which role, session and spec.
 
@@ -365,6 +378,7 @@ __all__ = [
     "PiFiles",
     "PointerLog",
     "QueueFeed",
+    "QueueListener",
     "QueueStore",
     "SessionStore",
     "TurnStore",
