@@ -1,0 +1,60 @@
+"""The routing contract (seed 003 §7, DESIGN §4.6): a checkpoint of past work and a routing decision."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+RouteMode = Literal["existing", "new"]
+RoutingMode = Literal["explicit", "smart", "hybrid"]
+ROUTING_MODES: tuple[str, ...] = ("explicit", "smart", "hybrid")
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A place in past work a task can continue from: one finished turn of the ledger.
+
+    ``segment_id`` and ``position`` are the seed's names: the ledger's segment (a run of turns that a
+    fork starts anew) and the turn's depth in the tree, which together name one turn. ``session_key``
+    is the session the turn was written in, ``context`` the short text the index derived from the turn
+    (what was being worked on there), ``turn_id`` the turn itself and ``agent_id`` the agent that
+    owned the session (``None`` when the ledger does not say).
+    """
+
+    segment_id: int
+    session_key: str
+    position: int
+    context: str
+    turn_id: str
+    agent_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredCheckpoint:
+    """A candidate with the probability the scorer gave it and the signals behind it (for ``--json``)."""
+
+    checkpoint: Checkpoint
+    probability: float
+    signals: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class SmartRouteResult:
+    """A routing decision: continue ``checkpoint`` (``existing``) or start afresh (``new``).
+
+    ``confidence`` is the calibrated probability that ``checkpoint`` — the best candidate, also given
+    for ``new`` when there was one — is where the task belongs; ``existing`` means it cleared the
+    threshold. ``alternatives`` are the next candidates, best first. ``notes`` say what went differently
+    (a task cut to the limit, the embedder failing and lexical search alone deciding), ``decision_id``
+    names the ledger row that records the decision.
+    """
+
+    mode: RouteMode
+    checkpoint: Checkpoint | None
+    confidence: float
+    alternatives: list[Checkpoint] = field(default_factory=list)
+    scored: list[ScoredCheckpoint] = field(default_factory=list)
+    threshold: float = 0.5
+    notes: list[str] = field(default_factory=list)
+    decision_id: str | None = None
+    took_ms: float = 0.0
