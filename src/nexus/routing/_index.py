@@ -71,6 +71,11 @@ class CheckpointIndex:
     def __len__(self) -> int:
         return self._n
 
+    @property
+    def with_vectors(self) -> int:
+        """How many of the checkpoints have a vector."""
+        return self._with_vectors
+
     def agent_code(self, agent: str | None) -> int:
         """The code of an agent id in :attr:`Snapshot.agents` (-2 for one the index has never seen)."""
         if agent is None:
@@ -195,7 +200,9 @@ def semantic(snap: Snapshot, query: npt.NDArray[np.float32], k: int, agent: int 
 
     if snap.n == 0 or snap.with_vectors == 0:
         return []
-    sims = snap.vectors[: snap.n] @ query
+    # einsum, not ``@``: BLAS hands a matrix-vector product to its threads, and on a busy machine waking them
+    # cost 5-15 ms at 10,000 rows (measured) where one core takes 0.5 ms
+    sims = np.einsum("ij,j->i", snap.vectors[: snap.n], query)
     if agent is not None:
         sims = np.where(snap.agents[: snap.n] == agent, sims, -2.0)
     k = min(k, snap.n)

@@ -130,8 +130,8 @@ class Indexer:
 
     def _backfill_vectors(self) -> None:
         """Embed checkpoints stored without a vector by the current embedder (it failed, or it changed)."""
-        if self.embedder.embedder is None:
-            return
+        if self.embedder.embedder is None or self.index.dim == 0 or self.index.with_vectors >= len(self.index):
+            return  # the common case costs no query: every checkpoint the index holds has its vector
         while True:
             missing = self.store.without_vector(self.embedder.name, BATCH)
             if not missing:

@@ -37,7 +37,7 @@ FEATURES: tuple[str, ...] = (
     "fresh",
     "recency",
 )
-CONFIDENCE_FEATURES: tuple[str, ...] = ("score", "lead", "share", "unknown", "cos", "coverage")
+CONFIDENCE_FEATURES: tuple[str, ...] = ("score", "lead", "share", "unknown", "cos", "coverage", "lex_abs")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +91,7 @@ def confidence_values(signals: Any, scores: Any, shares: Any, order: list[int]) 
         "unknown": float(row[FEATURES.index("unknown")]),
         "cos": float(row[FEATURES.index("cos")]),
         "coverage": float(row[FEATURES.index("coverage")]),
+        "lex_abs": float(row[FEATURES.index("lex_abs")]),
     }
 
 

@@ -20,7 +20,7 @@ vectors; reciprocal-rank fusion of the two lists is one signal among the others:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from nexus.routing._files import freshness
@@ -30,12 +30,19 @@ from nexus.routing._words import stem, words
 from nexus.routing.store import CheckpointRow
 
 RRF_K = 10
-LEXICAL_LIMIT = 40
-SEMANTIC_LIMIT = 40
+LEXICAL_LIMIT = 30
+SEMANTIC_LIMIT = 30
+POSTINGS_BUDGET = 6000
+"""How many (term, checkpoint) postings a lexical search may read: the task's terms are taken rarest first
+until the next would pass it. A word many checkpoints hold adds next to nothing to BM25 but costs a long
+posting list; without the budget a decision at 100,000 checkpoints spent most of its time there."""
+SCORED = 24
+"""Candidates that get every signal (file freshness, facets, the stored row): the best by match or by the
+match their thread carries; the rest cannot win."""
 RECENCY_DAYS = 30.0
 THREAD_DECAY = 0.85
 THREAD_DEPTH = 3
-EXPAND_TOP = 15
+EXPAND_TOP = 10
 DAY_MS = 86_400_000
 ASK_SATURATION = 1.7
 """BM25 of one query term matched once in a request of average length (FTS5: k1 = 1.2, b = 0.75, the
@@ -59,6 +66,7 @@ class TaskTerms:
     terms: list[str]
     ideal: float  # BM25 of a checkpoint holding every known term once
     unknown: float  # the idf-weighted share of the terms no checkpoint holds
+    searched: list[str]  # the terms the lexical search uses: the rarest known ones
 
 
 def task_terms(terms: list[str], frequencies: dict[str, int], total: int) -> TaskTerms:
@@ -67,7 +75,15 @@ def task_terms(terms: list[str], frequencies: dict[str, int], total: int) -> Tas
     top = math.log((n + 0.5) / 0.5)
     known = sum(max(1e-6, math.log((n - df + 0.5) / (df + 0.5))) for t, df in frequencies.items() if t in terms)
     missing = sum(top for t in terms if t not in frequencies)
-    return TaskTerms(terms, known * ASK_SATURATION, missing / (known + missing) if known + missing else 1.0)
+    rare = sorted((t for t in terms if t in frequencies), key=lambda t: frequencies[t])
+    searched, budget = [], POSTINGS_BUDGET
+    for term in rare:
+        if frequencies[term] > budget and searched:
+            break
+        searched.append(term)
+        budget -= frequencies[term]
+    unknown = missing / (known + missing) if known + missing else 1.0
+    return TaskTerms(terms, known * ASK_SATURATION, unknown, searched)
 
 
 @dataclass(slots=True)
@@ -90,11 +106,15 @@ class Relevance:
     vector: Any  # unit task vector, or None
     lex_by_row: dict[int, float]
     best_lex: float
+    _known: dict[int, float] = field(default_factory=dict)
 
     def own(self, row: int) -> float:
-        cos = float(self.snap.vectors[row] @ self.vector) if self.vector is not None else 0.0
-        lex = self.lex_by_row.get(row, 0.0) / self.best_lex if self.best_lex > 0 else 0.0
-        return 0.5 * cos + 0.5 * lex
+        found = self._known.get(row)
+        if found is None:
+            cos = float(self.snap.vectors[row] @ self.vector) if self.vector is not None else 0.0
+            lex = self.lex_by_row.get(row, 0.0) / self.best_lex if self.best_lex > 0 else 0.0
+            found = self._known[row] = 0.5 * cos + 0.5 * lex
+        return found
 
 
 def expand(candidates: dict[int, Candidate], relevance: Relevance, top: int) -> None:
@@ -105,6 +125,11 @@ def expand(candidates: dict[int, Candidate], relevance: Relevance, top: int) -> 
         around = [r for r, _ in descendants(relevance.snap, row, THREAD_DEPTH)] + ancestors(relevance.snap, row, 2)
         for other in around:
             candidates.setdefault(other, Candidate(other, candidates[row].stored))
+
+
+def shortlist(rows: list[int], relevance: Relevance, keep: int) -> list[int]:
+    """The ``keep`` rows with the best match of their own or carried down their thread."""
+    return sorted(rows, key=lambda r: -max(relevance.own(r), _carried(relevance.snap, relevance, r)))[:keep]
 
 
 def _carried(snap: Snapshot, relevance: Relevance, row: int) -> float:

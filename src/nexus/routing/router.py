@@ -22,11 +22,13 @@ from nexus.routing._model import ScoringModel, confidence_values, load_model
 from nexus.routing._scoring import (
     EXPAND_TOP,
     LEXICAL_LIMIT,
+    SCORED,
     SEMANTIC_LIMIT,
     Candidate,
     Relevance,
     TaskTerms,
     expand,
+    shortlist,
     signals,
     task_terms,
 )
@@ -247,8 +249,8 @@ class Router:
         if snap.n == 0 or code == -2:
             return [], relevance
         found: dict[int, Candidate] = {}
-        if terms.terms:
-            hits = self.store.lexical(match_expression(terms.terms), LEXICAL_LIMIT * (4 if code is not None else 1))
+        if terms.searched:
+            hits = self.store.lexical(match_expression(terms.searched), LEXICAL_LIMIT * (4 if code is not None else 1))
             for checkpoint_id, score in hits:
                 row = self.index.row_of(checkpoint_id)
                 if row is None or row >= snap.n or (code is not None and int(snap.agents[row]) != code):
@@ -262,12 +264,12 @@ class Router:
             for rank, (row, _cos) in enumerate(semantic(snap, vector, SEMANTIC_LIMIT, code), start=1):
                 found.setdefault(row, Candidate(row, _EMPTY)).sem_rank = rank
         expand(found, relevance, EXPAND_TOP)
+        rows = [r for r in found if code is None or int(snap.agents[r]) == code]
+        found = {r: found[r] for r in shortlist(rows, relevance, SCORED)}
         for candidate in found.values():
             candidate.lex = relevance.lex_by_row.get(candidate.row, 0.0)
             if vector is not None:
                 candidate.cos = float(snap.vectors[candidate.row] @ vector)
-        if code is not None:
-            found = {r: c for r, c in found.items() if int(snap.agents[r]) == code}
         stored = {r.id: r for r in self.store.rows([int(snap.ids[row]) for row in found])}
         out = []
         for candidate in found.values():
