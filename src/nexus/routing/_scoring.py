@@ -76,7 +76,8 @@ def task_terms(terms: list[str], frequencies: dict[str, int], total: int) -> Tas
     known = sum(max(1e-6, math.log((n - df + 0.5) / (df + 0.5))) for t, df in frequencies.items() if t in terms)
     missing = sum(top for t in terms if t not in frequencies)
     rare = sorted((t for t in terms if t in frequencies), key=lambda t: frequencies[t])
-    searched, budget = [], POSTINGS_BUDGET
+    searched: list[str] = []
+    budget = POSTINGS_BUDGET
     for term in rare:
         if frequencies[term] > budget and searched:
             break
