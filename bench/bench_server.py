@@ -167,7 +167,7 @@ class Connection:
     async def post(self, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
         data = json.dumps(body).encode()
         head = (
-            f"POST {path} HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\n"
+            f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
             f"content-length: {len(data)}\r\n\r\n"
         )
         self.writer.write(head.encode() + data)

@@ -124,7 +124,7 @@ async def _serve(args: argparse.Namespace) -> None:
 async def _subscriber(port: int, gate: asyncio.Semaphore, delays: list[float]) -> int:
     async with gate:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(f"GET /v1/sessions/{LABEL}/events HTTP/1.1\r\nhost: bench\r\n\r\n".encode())
+        writer.write(f"GET /v1/sessions/{LABEL}/events HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n".encode())
         await writer.drain()
     received, buffer = 0, b""
     try:

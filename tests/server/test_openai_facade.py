@@ -9,12 +9,19 @@ import httpx
 import pytest
 
 from nexus.config._server_schema import ServerConfig
+from nexus.server._schemas import ChatCompletion, ModelList
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text
 
 from .broker_app import listening, live_app, wait_until
 
 openai = pytest.importorskip("openai", reason="the facade is tested with the official openai SDK (dev extra)")
+
+SLOW_HEAD = (
+    b"POST /v1/agents/coder/messages HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+    b"content-length: 100\r\n\r\n{"
+)
+"""A request whose body never arrives (slow-loris): it passes every header check and waits for its body."""
 
 
 def _user_texts(live: object, session: str) -> list[str]:
@@ -37,6 +44,9 @@ async def test_models_and_a_plain_completion_with_usage(tmp_path: Path) -> None:
                 model="coder", messages=[{"role": "user", "content": "who are you?"}]
             )
             await client.close()
+            async with httpx.AsyncClient(base_url=url) as http:  # the bodies are the ones /openapi.json documents
+                ModelList.model_validate((await http.get("/v1/models")).json())
+        ChatCompletion.model_validate(completion.model_dump())
         assert completion.choices[0].message.content == "Hello, I am the coder."
         assert completion.choices[0].finish_reason == "stop" and completion.model == "coder"
         (turn,) = live.ledger.turns("agent:coder")
@@ -148,7 +158,7 @@ async def test_many_slow_clients_do_not_block_the_server(tmp_path: Path) -> None
             slow = []
             for _ in range(200):  # half-sent requests that never finish (slowloris)
                 _, writer = await asyncio.open_connection("127.0.0.1", port)
-                writer.write(b"POST /v1/agents/coder/messages HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n{")
+                writer.write(SLOW_HEAD)
                 slow.append(writer)
             await asyncio.gather(*(w.drain() for w in slow))
             async with httpx.AsyncClient(base_url=url, timeout=10) as http:
@@ -197,3 +207,78 @@ async def test_a_turn_that_cannot_run_is_a_502_and_its_message_is_failed(tmp_pat
         assert failed.value.status_code == 502 and "no-such-model" in failed.value.message
         (item,) = live.store.items(agent_id="ghost")
         assert item.status == "failed" and "no-such-model" in (item.error or "")
+
+
+async def test_another_agents_session_is_refused_and_nothing_is_written_there(tmp_path: Path) -> None:
+    """``X-Nexus-Session: agent:lead`` with ``model=coder`` wrote a coder turn into lead's session, past its queue."""
+    async with live_app(tmp_path, ScriptedModel([text("coder here")])) as live:
+        live.ledger.add_alias("lead-alias", "agent:lead")
+        live.ledger.create_session("lead~dm~telegram~42")  # lead's per-sender session of a chat
+        live.ledger.add_alias("lead-chat", "lead~dm~telegram~42")
+        async with listening(live.app) as url:
+            client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+            hi = [{"role": "user", "content": "hi"}]
+            for session in ("agent:lead", "agent:lead:user:bob", "lead-alias", "lead-chat"):
+                with pytest.raises(openai.ConflictError) as refused:
+                    await client.chat.completions.create(
+                        model="coder", messages=hi, extra_headers={"X-Nexus-Session": session}
+                    )
+                assert "belongs to agent 'lead'" in refused.value.message, refused.value.message
+            mine = await client.chat.completions.create(
+                model="coder", messages=hi, extra_headers={"X-Nexus-Session": "project-x"}
+            )
+            assert mine.choices[0].message.content == "coder here"
+            with pytest.raises(openai.ConflictError) as taken:  # a session the facade opened for coder is coder's
+                await client.chat.completions.create(
+                    model="lead", messages=hi, extra_headers={"X-Nexus-Session": "project-x"}
+                )
+            assert "belongs to agent 'coder'" in taken.value.message
+            await client.close()
+        assert live.ledger.turns("agent:lead") == [] and live.ledger.turns("lead~dm~telegram~42") == []
+        assert [s.label for s in live.ledger.list_sessions()].count("agent:lead:user:bob") == 0
+        assert len(live.ledger.turns("project-x")) == 1 and live.store.items() == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [
+        ({"n": 2}, "n"),
+        ({"response_format": {"type": "json_object"}}, "response_format"),
+        ({"logprobs": True}, "logprobs"),
+        ({"top_logprobs": 3}, "top_logprobs"),
+        ({"tool_choice": "required"}, "tool_choice"),
+        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "tools"),
+        ({"stop": ["\n"]}, "stop"),
+        ({"logit_bias": {"50256": -100}}, "logit_bias"),
+        ({"modalities": ["text", "audio"]}, "modalities"),
+        ({"no_such_option": 1}, "no_such_option"),
+    ],
+)
+async def test_an_option_the_facade_cannot_honour_is_refused_naming_it(
+    tmp_path: Path, extra: dict[str, object], param: str
+) -> None:
+    """These were accepted and silently ignored: n=2 answered one choice, json_object answered prose."""
+    async with live_app(tmp_path, ScriptedModel([])) as live:
+        async with listening(live.app) as url:
+            client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+            with pytest.raises(openai.BadRequestError) as refused:
+                await client.chat.completions.create(
+                    model="coder", messages=[{"role": "user", "content": "hi"}], extra_body=extra
+                )
+            await client.close()
+        assert refused.value.param == param and refused.value.code in ("unsupported_value", "unknown_parameter")
+        assert param in refused.value.message
+        assert live.store.items() == [] and live.ledger.turns("agent:coder") == []
+
+
+async def test_options_the_facade_can_honour_or_that_change_nothing_are_accepted(tmp_path: Path) -> None:
+    async with live_app(tmp_path, ScriptedModel([text("fine")])) as live:
+        async with listening(live.app) as url:
+            client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+            completion = await client.chat.completions.create(
+                model="coder", messages=[{"role": "user", "content": "hi"}], n=1, temperature=0.2, top_p=0.9,
+                seed=7, response_format={"type": "text"}, logprobs=False, tool_choice="auto", stop=None,
+                presence_penalty=0, frequency_penalty=0, parallel_tool_calls=True, metadata={"k": "v"},
+            )  # fmt: skip
+            await client.close()
+        assert completion.choices[0].message.content == "fine" and len(live.ledger.turns("agent:coder")) == 1

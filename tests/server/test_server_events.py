@@ -111,6 +111,27 @@ def test_retention_by_count_bytes_and_age() -> None:
     assert [e.id for e in hub.retained("s")] == []  # one event larger than the byte budget is not kept
 
 
+async def test_all_sessions_together_hold_at_most_the_total_byte_budget_oldest_first() -> None:
+    """Each session was bounded (4 MiB), the process was not: 2,000 busy sessions held gigabytes."""
+    hub = EventHub(retention_bytes=1_000_000, retention_total_bytes=200_000)
+    watcher = hub.subscribe("session-0", None)
+    first = hub.publish("session-0", "token", {"text": "x" * 900})
+    for n in range(2_000):
+        hub.publish(f"session-{n}", "token", {"text": "x" * 900})
+    kept = {label: hub.retained(label) for label in (f"session-{n}" for n in range(2_000))}
+    total = sum(len(event.frame) for events in kept.values() for event in events)
+    assert 190_000 < total <= 200_000 and hub.retained_bytes == total  # full up to the budget, never past it
+    survivors = sorted(event.id for events in kept.values() for event in events)
+    assert survivors[0] > first and not kept["session-0"]  # the oldest went first, across sessions
+    assert survivors == list(range(survivors[0], survivors[-1] + 1))  # exactly the newest ones are kept
+    reset = (await watcher.next()).decode()  # type: ignore[union-attr]
+    assert "event: reset" in reset and '"reason":"expired"' in reset  # told, never silently skipped
+    watcher.close()
+    for _ in range(20_000):  # events a session's own limit drops leave no bookkeeping behind
+        hub.publish("chatty", "token", {"text": "y"})
+    assert len(hub._order) <= 2 * (len(hub.retained("chatty")) + len(survivors)) + 1024
+
+
 async def test_resume_replays_exactly_the_events_after_the_id() -> None:
     hub = EventHub()
     ids = [hub.publish("s", "token", {"text": str(n)}) for n in range(5)]
@@ -255,7 +276,7 @@ def test_a_client_that_leaves_mid_stream_frees_its_slot_and_others_go_on(live: L
         stream = frames(r.iter_lines())
         wait_until(subscribers(server.hub), "the staying subscription")
         sock = socket.create_connection(("127.0.0.1", int(server.url.rsplit(":", 1)[1])))
-        sock.sendall(b"GET /v1/sessions/main/events HTTP/1.1\r\nhost: x\r\n\r\n")
+        sock.sendall(b"GET /v1/sessions/main/events HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
         assert sock.recv(4096).startswith(b"HTTP/1.1 200")
         wait_until(subscribers(server.hub, 2), "the leaving subscription")
         sock.close()  # gone mid-stream, while waiting for the next event, without a word
@@ -271,7 +292,7 @@ def test_a_stalled_reader_never_blocks_publishing_or_other_readers(live: Live) -
     stalled = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: a small window
     stalled.connect(("127.0.0.1", int(server.url.rsplit(":", 1)[1])))
-    stalled.sendall(b"GET /v1/sessions/main/events HTTP/1.1\r\nhost: x\r\n\r\n")
+    stalled.sendall(b"GET /v1/sessions/main/events HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
     got_fast: list[Frame] = []
     total, blob = 300, "z" * 32_768  # 9.8 MB: more than the stalled socket's buffers can hold
     with httpx.Client(base_url=server.url, timeout=30) as client, client.stream("GET", "/v1/sessions/main/events") as r:

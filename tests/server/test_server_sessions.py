@@ -16,6 +16,7 @@ from nexus.server._state import ServerState
 from nexus.server.app import create_app
 
 FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "pi-sessions"
+NDJSON = {"content-type": "application/x-ndjson"}
 if not FIXTURES.exists():
     FIXTURES = Path("/work/shared/fixtures/pi-sessions")
 
@@ -103,7 +104,7 @@ async def test_export_then_import_round_trip(client: httpx.AsyncClient) -> None:
 @pytest.mark.skipif(not FIXTURES.is_dir(), reason="the shared pi session fixtures are not beside this checkout")
 async def test_import_a_file_pi_wrote(client: httpx.AsyncClient) -> None:
     sample = sorted(FIXTURES.glob("*.jsonl"))[0]
-    response = await client.post("/v1/sessions/import", content=sample.read_bytes())
+    response = await client.post("/v1/sessions/import", content=sample.read_bytes(), headers=NDJSON)
     assert response.status_code == 201 and response.json()["turns"] > 0
 
 
@@ -145,6 +146,38 @@ async def test_malformed_json_is_a_422_and_nothing_changes(client: httpx.AsyncCl
     assert [s.label for s in ledger.list_sessions()] == ["main"]
 
 
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (b'{"turn_id": "\xff\xfe"}', "not UTF-8"),
+        (b"[" * 100_000, "nested"),
+        (b'{"turn_id": ' + b"9" * 5000 + b"}", "digits"),
+        (b'{"turn_id": "x"', "at character"),
+    ],
+)
+async def test_every_body_that_is_not_json_gets_the_one_documented_422(
+    client: httpx.AsyncClient, ledger: Ledger, body: bytes, why: str
+) -> None:
+    """Invalid UTF-8, nesting past the parser's depth and a 5000-digit number were 400 ``http_error``."""
+    response = await client.post("/v1/sessions/main/fork", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request" and error["message"].startswith("the request body is not valid JSON")
+    assert why in error["message"], error["message"]
+    assert [s.label for s in ledger.list_sessions()] == ["main"]
+
+
+@pytest.mark.parametrize("line", [b"[" * 100_000, b'{"type": "session", "id": ' + b"9" * 5000 + b"}"])
+async def test_an_import_nested_too_deeply_or_with_a_huge_number_is_a_400_not_a_500(
+    client: httpx.AsyncClient, ledger: Ledger, line: bytes
+) -> None:
+    """``json.loads`` raised RecursionError / ValueError, which the import did not catch: a 500."""
+    response = await client.post("/v1/sessions/import", content=line + b"\n", headers=NDJSON)
+    assert response.status_code == 400, response.text
+    assert "not valid JSON" in response.json()["error"]["message"]
+    assert [s.label for s in ledger.list_sessions()] == ["main"]
+
+
 async def test_an_unknown_session_is_a_404_in_http_terms(client: httpx.AsyncClient) -> None:
     response = await client.get("/v1/sessions/nowhere/history")
     assert response.status_code == 404
@@ -153,7 +186,7 @@ async def test_an_unknown_session_is_a_404_in_http_terms(client: httpx.AsyncClie
 
 
 async def test_a_bad_import_names_the_body_not_a_server_path(client: httpx.AsyncClient, ledger: Ledger) -> None:
-    response = await client.post("/v1/sessions/import", content=b'{"type": "message"}\n')
+    response = await client.post("/v1/sessions/import", content=b'{"type": "message"}\n', headers=NDJSON)
     assert response.status_code == 400, response.text
     message = response.json()["error"]["message"]
     assert "nexus-import-" not in message and "/tmp" not in message, message
@@ -183,14 +216,14 @@ async def test_tokens_are_required_when_configured(ledger: Ledger) -> None:
 
 async def test_oversized_bodies_are_refused_before_reading(ledger: Ledger) -> None:
     async with await client_for(ledger, ServerConfig(max_body_bytes=100)) as client:
-        big = await client.post("/v1/sessions/import", content=b"x" * 101)
+        big = await client.post("/v1/sessions/import", content=b"x" * 101, headers=NDJSON)
         assert big.status_code == 413 and big.json()["error"]["type"] == "too_large"
 
         async def chunks() -> AsyncIterator[bytes]:
             for _ in range(10):
                 yield b"y" * 20
 
-        streamed = await client.post("/v1/sessions/import", content=chunks())
+        streamed = await client.post("/v1/sessions/import", content=chunks(), headers=NDJSON)
         assert streamed.status_code == 413
     assert [s.label for s in ledger.list_sessions()] == ["main"]
 
@@ -205,7 +238,9 @@ async def test_a_label_the_api_could_not_address_again_is_refused(
     forked = await client.post("/v1/sessions/main/fork", json={"turn_id": turn, "label": label})
     assert forked.status_code == 422, forked.text
     assert forked.json()["error"]["type"] == "invalid_request" and "label" in forked.json()["error"]["message"]
-    imported = await client.post("/v1/sessions/import", params={"label": label}, content=b'{"type":"session"}\n')
+    imported = await client.post(
+        "/v1/sessions/import", params={"label": label}, content=b'{"type":"session"}\n', headers=NDJSON
+    )
     assert imported.status_code == 422, imported.text
     assert {s.label for s in ledger.list_sessions()} == before
 

@@ -209,6 +209,16 @@ def test_the_page_asks_for_the_token_once_and_keeps_it_for_the_tab(live: Live, p
     assert not page.find_element(By.ID, "token-dialog").is_displayed()
 
 
+def test_a_token_in_the_address_is_taken_and_removed_from_it(live: Live, page: Any) -> None:
+    """``nexus serve`` prints ``http://…/#token=…`` when it made the token itself (``require_token``)."""
+    server = live(ServerConfig(tokens=["s3cret"]))
+    page.get(server.url + "/#token=s3cret")
+    until(page, lambda d: "main" in texts(d, "#sessions .label"), "the sessions, no prompt")
+    assert not page.find_element(By.ID, "token-dialog").is_displayed()
+    assert page.execute_script("return sessionStorage.getItem('nexus-token')") == "s3cret"
+    assert "token" not in page.current_url  # not left in the address bar, the history or a bookmark
+
+
 def test_phone_width_shows_one_pane_at_a_time(live: Live, page: Any) -> None:
     server = live()
     page.set_window_size(390, 844)
@@ -237,3 +247,13 @@ def test_the_page_is_served_without_a_token_and_with_a_strict_csp(live: Live) ->
         assert client.get("/ui/app.js").status_code == 200 and client.get("/ui/app.css").status_code == 200
         assert client.get("/ui/../v1/sessions").status_code in (401, 404)
         assert client.get("/v1/sessions").status_code == 401
+        for path in ("/ui/index.html", "/ui/app.js"):  # the same page under another path: the same policy
+            also = client.get(path)
+            assert (
+                also.status_code == 200
+                and also.headers["content-security-policy"] == index.headers["content-security-policy"]
+            ), path
+            assert "frame-ancestors 'none'" in also.headers["content-security-policy"]
+            assert also.headers["x-content-type-options"] == "nosniff"
+        head = client.head("/")
+        assert head.status_code == 200 and head.content == b"" and "content-security-policy" in head.headers

@@ -111,7 +111,7 @@ class BatchRunner:
             item_ids=tuple(item_ids),
             sender=head.sender if one_sender else None,
             source=message_source(head.sender, self._agents) if one_sender else "collect",
-            spec=slot.spec,
+            spec={**slot.spec, "max_tokens": head.max_tokens} if len(items) == 1 and head.max_tokens else slot.spec,
             role=slot.identity.role,
             conversation_id=(head.conversation_id or None)
             if len(items) == 1

@@ -75,6 +75,7 @@ def queued(
         reply_session=reply_session_of(message.metadata if message is not None else None),
         reply_deliver_to=reply_deliver_to_of(message.metadata if message is not None else None),
         deliver_to=_deliver_to(message),
+        max_tokens=_max_tokens(message),
     )
 
 
@@ -98,6 +99,15 @@ def reply_deliver_to_of(metadata: object) -> dict[str, object] | None:
 def _deliver_to(message: AgentMessage | None) -> dict[str, object] | None:
     value = message.metadata.get("deliver_to") if message is not None else None
     return dict(value) if isinstance(value, dict) and value else None
+
+
+def _max_tokens(message: AgentMessage | None) -> int | None:
+    return positive_int(message.metadata.get("max_tokens") if message is not None else None)
+
+
+def positive_int(value: object) -> int | None:
+    """``value`` when it is an int above 0 (not a bool), else None: a limit read from stored JSON."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _hop(message: AgentMessage | None) -> int:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from nexus.broker._items import positive_int
 from nexus.broker.agent_tools import CallerContext, agent_tools
 from nexus.broker.runner import RunOutcome, RunPhase, RunRequest, SteerReceipt, SteerStatus
 from nexus.errors import NexusError
@@ -114,6 +115,9 @@ class EngineRunHandle:
                                    signal=self._signal, depth=depth)  # fmt: skip
                 # a chat-only model (the bundled SmolLM2) loops on tools: it gets none, agent tools included
                 ctx.tools = [] if env.chat_only(model) else self._runner.tools_for(request, ctx.tools, role)
+                limit = positive_int(request.spec.get("max_tokens"))  # a chat completion's max_tokens
+                if limit is not None:
+                    ctx.max_response_tokens = min(limit, model.max_tokens)
                 extra = _text(request.spec.get("system_prompt"))
                 if extra:
                     ctx.system_prompt = f"{ctx.system_prompt}\n\n## Agent instructions\n\n{extra}"

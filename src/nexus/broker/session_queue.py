@@ -48,6 +48,8 @@ class QueuedMessage:
     """The chat the asker's turn answered: the asker's turn that reads the reply answers it too."""
     deliver_to: dict[str, object] | None = None
     """The chat target the reply is delivered to (an inbound message's ``metadata.deliver_to``)."""
+    max_tokens: int | None = None
+    """The most tokens the model may answer this message with (``metadata.max_tokens``, a chat completion's)."""
     in_flight: bool = False
     cut_runs: int = 0
     """How many runs of it a crash cut (reloaded ``processing``): a suspect of killing its process."""

@@ -90,6 +90,8 @@ def _parse(path: Path) -> tuple[dict[str, Any], list[_Entry]]:
             raw = json.loads(text)
         except json.JSONDecodeError as exc:
             raise PiFormatError(where, number, f"not valid JSON ({exc.msg}); the file may be truncated") from exc
+        except (RecursionError, ValueError) as exc:  # nested past the parser's depth, a number of 4300+ digits
+            raise PiFormatError(where, number, "not valid JSON (nested too deeply, or a number too long)") from exc
         if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
             raise PiFormatError(where, number, "an entry must be a JSON object with a string 'type'")
         if header is None:

@@ -8,6 +8,8 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from nexus.server._errors import ApiError
+from nexus.server._openapi import answers
+from nexus.server._schemas import AgentList, AgentOut, QueueList
 from nexus.server._state import ServerState
 from nexus.server._views import agent_view, queue_item_views
 
@@ -81,14 +83,18 @@ def _live(state: ServerState, agent_id: str, depths: dict[str, int]) -> dict[str
     return {"state": live.state if live is not None else "idle", "queue_depth": depths.get(agent_id, 0)}
 
 
-@router.get("/agents", summary="Every registered agent with its live state and queue depth")
+@router.get(
+    "/agents", summary="Every registered agent with its live state and queue depth", responses=answers(AgentList)
+)
 def list_agents(request: Request) -> Any:
     state = _state(request)
     depths = _depths(state)
     return {"agents": [agent_view(row, **_live(state, row.agent_id, depths)) for row in state.store.list_agents()]}
 
 
-@router.post("/agents", status_code=201, summary="Register (or update) an agent")
+@router.post(
+    "/agents", status_code=201, summary="Register (or update) an agent", responses=answers(AgentOut, 409, status=201)
+)
 async def register_agent(request: Request, body: AgentRequest) -> Any:
     state = _state(request)
     given = body.model_fields_set  # an update keeps what the request leaves out
@@ -127,7 +133,7 @@ def _check_model(state: ServerState, ref: str) -> None:
         raise ApiError(422, "invalid_request", f"model: {problem}")
 
 
-@router.get("/agents/{agent_id}", summary="One agent")
+@router.get("/agents/{agent_id}", summary="One agent", responses=answers(AgentOut, 404))
 def show_agent(request: Request, agent_id: str) -> Any:
     state = _state(request)
     row = state.store.get_agent(agent_id)
@@ -136,14 +142,23 @@ def show_agent(request: Request, agent_id: str) -> Any:
     return agent_view(row, **_live(state, agent_id, _depths(state)))
 
 
-@router.delete("/agents/{agent_id}", status_code=204, summary="Remove an agent (its session stays)")
+@router.delete(
+    "/agents/{agent_id}",
+    status_code=204,
+    summary="Remove an agent (its session stays)",
+    responses=answers(None, 404, status=204),
+)
 def remove_agent(request: Request, agent_id: str) -> Response:
     if not _state(request).store.remove_agent(agent_id):
         raise ApiError(404, "not_found", f"unknown agent {agent_id!r}")
     return Response(status_code=204)
 
 
-@router.get("/agents/{agent_id}/queue", summary="The agent's waiting, running and failed messages")
+@router.get(
+    "/agents/{agent_id}/queue",
+    summary="The agent's waiting, running and failed messages",
+    responses=answers(QueueList, 404),
+)
 def agent_queue(request: Request, agent_id: str, include_finished: bool = False) -> Any:
     state = _state(request)
     if state.store.get_agent(agent_id) is None:

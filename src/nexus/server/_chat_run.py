@@ -68,9 +68,19 @@ def _spawn(turn: ChatTurn, coro: Any) -> None:
 
 
 async def start_chat_turn(
-    state: ServerState, agent: AgentRow, session_label: str, prompt: str, completion_id: str
+    state: ServerState,
+    agent: AgentRow,
+    session_label: str,
+    prompt: str,
+    completion_id: str,
+    *,
+    max_tokens: int | None = None,
 ) -> ChatTurn:
-    """Start the turn (errors a client can fix are raised here, before any byte is streamed)."""
+    """Start the turn (errors a client can fix are raised here, before any byte is streamed).
+
+    ``max_tokens`` bounds each model call of the turn (the run's ``spec``; through the broker, the
+    message's ``metadata``, which the broker passes to the run that consumes it alone).
+    """
     runner = state.runner
     if state.broker is None or runner is None:
         raise ApiError(409, "no_broker", "no broker runs in this server process: start it with nexus serve")
@@ -78,10 +88,12 @@ async def start_chat_turn(
         session_label = state.ledger.ensure_session(session_label).label
     turn = ChatTurn(session_label)
     if session_label == agent.session_label:
-        await _through_broker(state, runner, agent, prompt, completion_id, turn)
+        limit = {"max_tokens": max_tokens} if max_tokens else {}
+        await _through_broker(state, runner, agent, prompt, completion_id, turn, limit)
     else:
         role = "manager" if agent.role == "manager" else "worker"
-        request = RunRequest(agent.agent_id, session_label, prompt, (), sender=None, spec=agent.spec, role=role)
+        spec = {**agent.spec, "max_tokens": max_tokens} if max_tokens else agent.spec
+        request = RunRequest(agent.agent_id, session_label, prompt, (), sender=None, spec=spec, role=role)
         handle = runner.start(request)
         handle.on_event(turn.listen)
         _DIRECT.add(handle)
@@ -97,7 +109,13 @@ async def _direct(handle: EngineRunHandle) -> RunOutcome:
 
 
 async def _through_broker(
-    state: ServerState, runner: EngineRunner, agent: AgentRow, prompt: str, completion_id: str, turn: ChatTurn
+    state: ServerState,
+    runner: EngineRunner,
+    agent: AgentRow,
+    prompt: str,
+    completion_id: str,
+    turn: ChatTurn,
+    metadata: dict[str, Any],
 ) -> None:
     from nexus.broker import AgentMessage
     from nexus.server._messages import ensure_in_broker
@@ -114,7 +132,8 @@ async def _through_broker(
 
     remove = runner.on_run(on_run)
     try:
-        receipt = await state.broker.send(AgentMessage(completion_id, "user", agent.agent_id, prompt), "followup")
+        message = AgentMessage(completion_id, "user", agent.agent_id, prompt, metadata=metadata)
+        receipt = await state.broker.send(message, "followup")
     except BaseException:
         remove()
         raise

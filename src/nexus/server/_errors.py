@@ -23,16 +23,26 @@ RETRY_AFTER_S = 30
 
 
 class ApiError(Exception):
-    """An error the API reports as is: status code, a short type and a message for people."""
+    """An error the API reports as is: status code, a short type and a message for people.
 
-    def __init__(self, status: int, error_type: str, message: str) -> None:
+    ``param`` and ``code`` (the OpenAI facade's refusals) name the request field at fault and why,
+    as OpenAI's own errors do.
+    """
+
+    def __init__(
+        self, status: int, error_type: str, message: str, *, param: str | None = None, code: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status, self.error_type, self.message = status, error_type, message
+        self.param, self.code = param, code
 
 
-def error_body(error_type: str, message: str) -> dict[str, Any]:
-    """The JSON body of every error response."""
-    return {"error": {"type": error_type, "message": message}}
+def error_body(error_type: str, message: str, *, param: str | None = None, code: str | None = None) -> dict[str, Any]:
+    """The JSON body of every error response (``param``/``code`` only when given)."""
+    error: dict[str, Any] = {"type": error_type, "message": message}
+    if param is not None:
+        error.update(param=param, code=code)
+    return {"error": error}
 
 
 _KINDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false", "list": "a list"}
@@ -78,6 +88,27 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "; ".join(listed) or "the request is not valid"
 
 
+def _unparsable_body(exc: StarletteHTTPException) -> str | None:
+    """The 422 message for a JSON body the parser gave up on (FastAPI answers those 400), else None.
+
+    ``json.loads`` raises ``JSONDecodeError`` (FastAPI's own 422) for most broken bodies, but other
+    errors for three: bytes that are not UTF-8, nesting past the recursion limit, and an integer
+    longer than Python converts (4300 digits). FastAPI wraps each in a 400 with the error as cause.
+    """
+    cause = exc.__cause__
+    if exc.status_code != 400 or cause is None:
+        return None
+    if isinstance(cause, UnicodeDecodeError):
+        why = f"not UTF-8 text: byte {cause.start} is 0x{cause.object[cause.start]:02x}"
+    elif isinstance(cause, RecursionError):
+        why = "arrays or objects nested too deeply"
+    elif isinstance(cause, ValueError) and "digits" in str(cause):
+        why = "a number has more digits than the 4300 a JSON number may have here"
+    else:
+        return None
+    return f"the request body is not valid JSON ({why})"
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers that give every error the one shape."""
     from nexus.broker.types import BrokerError, UnknownAgentError
@@ -87,15 +118,23 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def api_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)
-        return JSONResponse(error_body(exc.error_type, exc.message), status_code=exc.status)
+        body = error_body(exc.error_type, exc.message, param=exc.param, code=exc.code)
+        return JSONResponse(body, status_code=exc.status)
 
-    async def http_error(_: Request, exc: Exception) -> JSONResponse:
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
+        unparsable = _unparsable_body(exc)
+        if unparsable is not None:  # the same answer as any other body that is not JSON
+            return JSONResponse(error_body("invalid_request", unparsable), status_code=422)
         kind = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized", 413: "too_large"}
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code == 405:  # the router names the first route it tried; list every method of the path
+            methods = sorted(request.app.state.route_methods(request.url.path))
+            headers["Allow"] = ", ".join([*methods, "OPTIONS"])
         return JSONResponse(
             error_body(kind.get(exc.status_code, "http_error"), str(exc.detail)),
             status_code=exc.status_code,
-            headers=getattr(exc, "headers", None),
+            headers=headers or None,
         )
 
     async def invalid(_: Request, exc: Exception) -> JSONResponse:

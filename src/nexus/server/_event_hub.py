@@ -21,8 +21,10 @@ contiguous (the counter is shared by all sessions).
 
 Retention (``[server]`` config): an event stays at least until it is ``retention_seconds`` old
 (default 600 s) or the session holds more than ``retention_events`` (default 10,000) or
-``retention_bytes`` (default 4 MiB) of newer events; a ``Last-Event-ID`` resume inside that window
-replays exactly the events after it, with no loss and no duplicates.
+``retention_bytes`` (default 4 MiB) of newer events, or all sessions together hold more than
+``retention_total_bytes`` (default 64 MiB; the oldest events of the process go first, whatever
+their session): a busy server's memory is bounded, not only each session's. A ``Last-Event-ID``
+resume inside that window replays exactly the events after it, with no loss and no duplicates.
 
 ``publish`` may be called from the event loop's thread or from any other thread (the wake-up then
 hops onto the loop); it is cheap and synchronous.
@@ -99,20 +101,30 @@ class EventHub:
         retention_events: int = 10_000,
         retention_seconds: float = 600.0,
         retention_bytes: int = 4 * 1024 * 1024,
+        retention_total_bytes: int = 64 * 1024 * 1024,
         heartbeat_seconds: float = 15.0,
         max_subscribers: int = 10_000,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if retention_events < 1 or retention_seconds <= 0 or retention_bytes < 1 or heartbeat_seconds <= 0:
+        if (
+            min(retention_events, retention_bytes, retention_total_bytes) < 1
+            or min(retention_seconds, heartbeat_seconds) <= 0
+        ):
             raise ValueError("event hub limits must be positive")
         self.retention_events = retention_events
         self.retention_seconds = retention_seconds
         self.retention_bytes = retention_bytes
+        self.retention_total_bytes = retention_total_bytes
         self.heartbeat_seconds = heartbeat_seconds
         self.max_subscribers = max_subscribers
         self._clock = clock
         self._lock = threading.Lock()
         self._channels: dict[str, _Channel] = {}
+        self._order: deque[tuple[_Channel, HubEvent]] = deque()
+        """Every event in publish order (the oldest of the process first); entries of events a
+        session's own limits already dropped are skipped, and compacted away when they pile up."""
+        self._bytes = 0
+        self._count = 0
         self._last_id = time.time_ns() // 1000
         self._subscribers = 0
         self._closed = False
@@ -123,6 +135,11 @@ class EventHub:
     def subscriber_count(self) -> int:
         """How many streams are open right now (all sessions)."""
         return self._subscribers
+
+    @property
+    def retained_bytes(self) -> int:
+        """The encoded size of every retained event, all sessions together (at most ``retention_total_bytes``)."""
+        return self._bytes
 
     @property
     def closed(self) -> bool:
@@ -150,7 +167,11 @@ class EventHub:
                 channel = self._channels[session_label] = _Channel(floor=self._last_id - 1)
             channel.events.append(event)
             channel.size += len(event.frame)
+            self._order.append((channel, event))
+            self._bytes += len(event.frame)
+            self._count += 1
             self._trim(channel, now)
+            self._trim_process()
             wakeup, channel.wakeup = channel.wakeup, None
             if now - self._last_sweep >= _SWEEP_EVERY:
                 self._sweep(now)
@@ -266,9 +287,28 @@ class EventHub:
         while events and (
             len(events) > self.retention_events or channel.size > self.retention_bytes or events[0].at < oldest_kept
         ):
-            dropped = events.popleft()
-            channel.size -= len(dropped.frame)
-            channel.floor = dropped.id
+            self._drop_oldest(channel)
+
+    def _drop_oldest(self, channel: _Channel) -> None:
+        dropped = channel.events.popleft()
+        channel.size -= len(dropped.frame)
+        channel.floor = dropped.id
+        self._bytes -= len(dropped.frame)
+        self._count -= 1
+
+    def _trim_process(self) -> None:
+        """Drop the process's oldest events until all sessions together fit ``retention_total_bytes``.
+
+        A session's events are those with ids above its ``floor``, oldest first, and ``_order`` is
+        in id order: so the first entry still above its channel's floor is that channel's oldest.
+        """
+        order = self._order
+        while self._bytes > self.retention_total_bytes and order:
+            channel, event = order.popleft()
+            if event.id > channel.floor:
+                self._drop_oldest(channel)
+        if len(order) > 2 * self._count + 1024:  # entries of events the sessions' own limits dropped
+            self._order = deque(entry for entry in order if entry[1].id > entry[0].floor)
 
     def _sweep(self, now: float) -> None:
         self._last_sweep = now

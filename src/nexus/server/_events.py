@@ -16,6 +16,7 @@ from starlette.types import Receive, Scope, Send
 
 from nexus.server._errors import ApiError
 from nexus.server._event_hub import EventHub, HubError, Subscription
+from nexus.server._openapi import answers
 from nexus.server._state import ServerState
 
 router = APIRouter(prefix="/v1", tags=["events"])
@@ -94,7 +95,10 @@ def _parse_last_event_id(value: str | None) -> int | None:
     summary="The session's StreamEvents as Server-Sent Events (resume with Last-Event-ID)",
     response_class=EventStream,
     status_code=200,
-    responses={200: {"content": {"text/event-stream": {}}, "description": "an endless SSE stream"}},
+    responses={
+        **answers(None, 400, 404, media="text/event-stream"),
+        200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}, "description": "an endless SSE stream"},
+    },
 )
 def session_events(
     request: Request, label: str, last_event_id: str | None = Header(default=None, alias="Last-Event-ID")

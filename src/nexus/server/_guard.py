@@ -26,9 +26,10 @@ OPEN_PREFIXES = ("/ui/",)
 """The web UI's static scripts and styles (no data either)."""
 
 
-async def _reply(
+async def reply_error(
     send: Send, status: int, error_type: str, message: str, headers: Sequence[tuple[bytes, bytes]] = ()
 ) -> None:
+    """Answer with the API's error shape, before (or instead of) the app."""
     body = json.dumps(error_body(error_type, message)).encode()
     await send(
         {
@@ -54,14 +55,14 @@ class Guard:
             return
         headers = dict(scope.get("headers") or [])
         if self._tokens and not self._authorized(scope, headers):
-            await _reply(
+            await reply_error(
                 send, 401, "unauthorized", "missing or wrong bearer token (Authorization: Bearer <token>)",
                 [(b"www-authenticate", b"Bearer")],
             )  # fmt: skip
             return
         length = headers.get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self._max):
-            await _reply(send, 413, "too_large", f"the request body is larger than {self._max} bytes")
+            await reply_error(send, 413, "too_large", f"the request body is larger than {self._max} bytes")
             return
         seen = 0
         started = refused = False
@@ -79,7 +80,7 @@ class Guard:
                     refused = True
                     if not started:
                         started = True
-                        await _reply(send, 413, "too_large", f"the request body is larger than {self._max} bytes")
+                        await reply_error(send, 413, "too_large", f"the request body is larger than {self._max} bytes")
                     return {"type": "http.disconnect"}
             return message
 

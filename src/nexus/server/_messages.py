@@ -18,6 +18,8 @@ from nexus.broker.sessions import MAX_KEY_CHARS
 from nexus.broker.types import MAX_CONTENT_CHARS
 from nexus.server._deliver import DELIVER_DESCRIPTION, DeliverTo, delivery_target, send_and_deliver
 from nexus.server._errors import ApiError
+from nexus.server._openapi import answers
+from nexus.server._schemas import Aborted, Dropped, Receipt
 from nexus.server._state import ServerState
 
 router = APIRouter(prefix="/v1", tags=["messages"])
@@ -187,6 +189,7 @@ def _accept_for_other_process(state: ServerState, message: Any, mode: str | None
     "/agents/{agent_id}/messages",
     status_code=202,
     summary="Send a message to an agent: accepted durably, run by the broker (idempotent on id)",
+    responses=answers(Receipt, 400, 404, 409, status=202),
 )
 async def send_message(request: Request, agent_id: str, body: MessageRequest) -> Any:
     return await accept_message(
@@ -199,6 +202,7 @@ async def send_message(request: Request, agent_id: str, body: MessageRequest) ->
     "/agents/{agent_id}/interrupt",
     status_code=202,
     summary="Abort the run of the message's session (the agent's own unless `session` names one), then run it",
+    responses=answers(Receipt, 400, 404, 409, status=202),
 )
 async def interrupt_agent(request: Request, agent_id: str, body: InterruptRequest) -> Any:
     return await accept_message(
@@ -210,6 +214,7 @@ async def interrupt_agent(request: Request, agent_id: str, body: InterruptReques
 @router.post(
     "/agents/{agent_id}/abort",
     summary="Abort the agent's current runs, or with ?session=KEY that session's (kept as aborted turns)",
+    responses=answers(Aborted, 404, 409),
 )
 async def abort_agent(request: Request, agent_id: str, session: str | None = None) -> Any:
     state = _state(request)
@@ -226,7 +231,11 @@ async def abort_agent(request: Request, agent_id: str, session: str | None = Non
     return {"agent_id": agent_id, "aborted": state.broker.abort(agent_id, session)}
 
 
-@router.delete("/agents/{agent_id}/queue", summary="Drop every waiting message of the agent (recorded as dropped)")
+@router.delete(
+    "/agents/{agent_id}/queue",
+    summary="Drop every waiting message of the agent (recorded as dropped)",
+    responses=answers(Dropped, 404, 409),
+)
 async def clear_queue(request: Request, agent_id: str) -> Any:
     state = _state(request)
     if state.store.get_agent(agent_id) is None:

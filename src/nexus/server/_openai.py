@@ -24,7 +24,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from nexus.broker.runner import RunOutcome
 from nexus.broker.types import MAX_CONTENT_CHARS
 from nexus.server._chat_run import ChatTurn, start_chat_turn
+from nexus.server._chat_sessions import claim_chat_session
 from nexus.server._errors import ApiError
+from nexus.server._openai_params import refuse_unsupported
+from nexus.server._openapi import answers
+from nexus.server._schemas import ChatCompletion, ModelList
 from nexus.server._state import ServerState
 
 router = APIRouter(prefix="/v1", tags=["openai"])
@@ -33,6 +37,8 @@ HEARTBEAT_S = 15.0
 """A silent stream sends an SSE comment this often, so proxies keep it open."""
 _SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$")
 _USER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
+LENGTH_STOPS = ("length", "max_tokens")
+"""A turn's ``stop_reason`` when the model stopped at its token limit (OpenAI's ``finish_reason: length``)."""
 
 
 class ContentPart(BaseModel):
@@ -59,9 +65,10 @@ class StreamOptions(BaseModel):
 
 
 class ChatRequest(BaseModel):
-    """``POST /v1/chat/completions``; sampling fields (temperature, …) are accepted and ignored.
+    """``POST /v1/chat/completions``: what the facade acts on; other options per ``_openai_params``.
 
-    The agent's spec decides the model, tools and instructions: the client only talks.
+    The agent's spec decides the model, tools and instructions: the client only talks. Options it
+    cannot honour are refused (400 with ``param``); sampling hints are accepted and ignored.
     """
 
     model_config = ConfigDict(extra="allow")
@@ -70,6 +77,8 @@ class ChatRequest(BaseModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = Field(default=None, max_length=64)
+    max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
+    max_completion_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
 
 
 def _state(request: Request) -> ServerState:
@@ -115,7 +124,11 @@ def choose_session(agent_session: str, header: str | None, user: str | None) -> 
     return agent_session
 
 
-@router.get("/models", summary="OpenAI-compatible: one model per registered agent (the model id is the agent id)")
+@router.get(
+    "/models",
+    summary="OpenAI-compatible: one model per registered agent (the model id is the agent id)",
+    responses=answers(ModelList),
+)
 def list_models(request: Request) -> Any:
     rows = _state(request).store.list_agents()
     return {
@@ -127,12 +140,20 @@ def list_models(request: Request) -> Any:
     }
 
 
-@router.post("/chat/completions", summary="OpenAI-compatible chat completion: model = agent id; streamed or not")
+@router.post(
+    "/chat/completions",
+    summary="OpenAI-compatible chat completion: model = agent id; streamed or not",
+    responses={
+        **answers(ChatCompletion, 400, 404, 409, 413, 502),
+        200: {"model": ChatCompletion, "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+    },
+)
 async def chat_completions(
     request: Request, body: ChatRequest, x_nexus_session: str | None = Header(default=None, max_length=200)
 ) -> Any:
     from nexus.ledger import new_ulid
 
+    refuse_unsupported(body.model_extra or {})
     state = _state(request)
     agent = state.store.get_agent(body.model)
     if agent is None:
@@ -140,9 +161,9 @@ async def chat_completions(
             404, "model_not_found", f"the model {body.model!r} does not exist: use an agent id (GET /v1/models)"
         )
     prompt = new_prompt(body.messages)
-    session = choose_session(agent.session_label, x_nexus_session, body.user)
+    session = claim_chat_session(state, agent, choose_session(agent.session_label, x_nexus_session, body.user))
     completion_id = f"chatcmpl-{new_ulid().lower()}"
-    turn = await start_chat_turn(state, agent, session, prompt, completion_id)
+    turn = await start_chat_turn(state, agent, session, prompt, completion_id, max_tokens=_max_tokens(body))
     headers = {"x-nexus-session": turn.session_label}
     if body.stream:
         include_usage = body.stream_options is not None and body.stream_options.include_usage
@@ -153,13 +174,24 @@ async def chat_completions(
     assert turn.outcome is not None
     outcome = await turn.outcome
     _raise_failed(outcome)
+    counts, finish = turn_facts(state, outcome)
     body_out = {
         "id": completion_id, "object": "chat.completion", "created": int(time.time()), "model": body.model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": outcome.reply},
-                     "finish_reason": "stop", "logprobs": None}],
-        "usage": usage(state, outcome), "system_fingerprint": None,
+                     "finish_reason": finish, "logprobs": None}],
+        "usage": counts, "system_fingerprint": None,
     }  # fmt: skip
     return JSONResponse(body_out, headers={**headers, "x-nexus-turn-id": outcome.turn_id or ""})
+
+
+def _max_tokens(body: ChatRequest) -> int | None:
+    """The client's output limit (``max_completion_tokens``, or the older ``max_tokens``; not both)."""
+    if body.max_tokens is not None and body.max_completion_tokens is not None:
+        raise ApiError(
+            400, "invalid_request", "give max_completion_tokens or max_tokens, not both", param="max_tokens",
+            code="unsupported_value",
+        )  # fmt: skip
+    return body.max_completion_tokens or body.max_tokens
 
 
 def _raise_failed(outcome: RunOutcome) -> None:
@@ -167,14 +199,18 @@ def _raise_failed(outcome: RunOutcome) -> None:
         raise ApiError(502, "upstream_error", f"the agent's turn failed: {outcome.error or 'no reason given'}")
 
 
-def usage(state: ServerState, outcome: RunOutcome) -> dict[str, int]:
-    """Token counts of the turn the ledger wrote (zeros when no turn was written)."""
+def turn_facts(state: ServerState, outcome: RunOutcome) -> tuple[dict[str, int], str]:
+    """The turn's token counts as the ledger wrote them (zeros when no turn was written) and its
+    ``finish_reason``: ``length`` when the model stopped at its token limit, else ``stop``."""
     prompt_tokens = completion_tokens = 0
+    finish = "stop"
     if outcome.turn_id is not None:
         turn = state.ledger.get_turn(outcome.turn_id)
         prompt_tokens, completion_tokens = turn.input_tokens or 0, turn.output_tokens or 0
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens}  # fmt: skip
+        finish = "length" if turn.stop_reason in LENGTH_STOPS else "stop"
+    counts = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+              "total_tokens": prompt_tokens + completion_tokens}  # fmt: skip
+    return counts, finish
 
 
 def _chunk(completion_id: str, model: str, delta: dict[str, Any], finish: str | None, **extra: Any) -> bytes:
@@ -205,12 +241,12 @@ async def _chunks(
         error = {"message": f"the agent's turn failed: {outcome.error or 'no reason given'}", "type": "upstream_error"}
         yield f"data: {json.dumps({'error': error})}\n\n".encode()
         return
-    counts = usage(state, outcome)
+    counts, finish = turn_facts(state, outcome)
     if include_usage:
-        yield _chunk(completion_id, model, {}, "stop")
+        yield _chunk(completion_id, model, {}, finish)
         done = {"id": completion_id, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
                 "choices": [], "usage": counts}  # fmt: skip
         yield f"data: {json.dumps(done, separators=(',', ':'))}\n\n".encode()
     else:
-        yield _chunk(completion_id, model, {}, "stop", usage=counts)
+        yield _chunk(completion_id, model, {}, finish, usage=counts)
     yield b"data: [DONE]\n\n"

@@ -16,10 +16,19 @@ from nexus.ledger import Ledger
 from nexus.ledger.errors import PiFormatError
 from nexus.ledger.labels import label_problem
 from nexus.server._errors import ApiError
+from nexus.server._openapi import answers
+from nexus.server._schemas import History, ImportResult, SessionDetail, SessionList, SessionOut, Tree, TurnDetail
 from nexus.server._state import ServerState
 from nexus.server._views import message_view, session_view, tool_call_view, turn_view
 
 router = APIRouter(prefix="/v1", tags=["sessions"])
+
+
+class JsonLinesResponse(Response):
+    """A pi session file: one JSON document per line."""
+
+    media_type = "application/x-ndjson"
+
 
 MAX_TREE_TURNS = 5000
 
@@ -45,14 +54,16 @@ def _state(request: Request) -> ServerState:
     return state
 
 
-@router.get("/sessions", summary="Sessions, most recently updated first")
+@router.get("/sessions", summary="Sessions, most recently updated first", responses=answers(SessionList))
 def list_sessions(request: Request, include_archived: bool = False, limit: int = Query(200, ge=1, le=10_000)) -> Any:
     ledger = _state(request).ledger
     sessions = ledger.list_sessions(status=None if include_archived else "active", limit=limit)
     return {"sessions": [session_view(s) for s in sessions]}
 
 
-@router.get("/sessions/{label}", summary="One session with its head turn and aliases")
+@router.get(
+    "/sessions/{label}", summary="One session with its head turn and aliases", responses=answers(SessionDetail, 404)
+)
 def show_session(request: Request, label: str) -> Any:
     ledger = _state(request).ledger
     session = ledger.resolve_session(label)
@@ -65,7 +76,11 @@ def show_session(request: Request, label: str) -> Any:
     }
 
 
-@router.get("/sessions/{label}/history", summary="The session's turns, root first, with their messages")
+@router.get(
+    "/sessions/{label}/history",
+    summary="The session's turns, root first, with their messages",
+    responses=answers(History, 404),
+)
 def session_history(request: Request, label: str) -> Any:
     ledger = _state(request).ledger
     session = ledger.resolve_session(label)
@@ -80,7 +95,11 @@ def session_history(request: Request, label: str) -> Any:
     }
 
 
-@router.get("/sessions/{label}/tree", summary="Every turn of the tree the session is in, forks included")
+@router.get(
+    "/sessions/{label}/tree",
+    summary="Every turn of the tree the session is in, forks included",
+    responses=answers(Tree, 404),
+)
 def session_tree(request: Request, label: str) -> Any:
     ledger = _state(request).ledger
     session = ledger.resolve_session(label)
@@ -102,7 +121,11 @@ def session_tree(request: Request, label: str) -> Any:
     }
 
 
-@router.get("/turns/{turn_id}", summary="One turn: its messages, tool calls, tokens, cost and where its reply went")
+@router.get(
+    "/turns/{turn_id}",
+    summary="One turn: its messages, tool calls, tokens, cost and where its reply went",
+    responses=answers(TurnDetail, 404),
+)
 def show_turn(request: Request, turn_id: str) -> Any:
     ledger = _state(request).ledger
     turn = ledger.get_turn(turn_id)
@@ -114,7 +137,12 @@ def show_turn(request: Request, turn_id: str) -> Any:
     }
 
 
-@router.post("/sessions/{label}/fork", status_code=201, summary="A new session at a turn of this one")
+@router.post(
+    "/sessions/{label}/fork",
+    status_code=201,
+    summary="A new session at a turn of this one",
+    responses=answers(SessionOut, 404, 409, status=201),
+)
 def fork_session(request: Request, label: str, body: ForkRequest) -> Any:
     ledger = _state(request).ledger
     session = ledger.resolve_session(label)
@@ -123,21 +151,30 @@ def fork_session(request: Request, label: str, body: ForkRequest) -> Any:
     return session_view(ledger.fork(body.turn_id, body.label))
 
 
-@router.get("/sessions/{label}/export", summary="The session as a pi-coding-agent session file (JSONL)")
-def export_session(request: Request, label: str) -> Response:
+@router.get(
+    "/sessions/{label}/export",
+    summary="The session as a pi-coding-agent session file (JSONL)",
+    response_class=JsonLinesResponse,
+    responses=answers(None, 404, media=JsonLinesResponse.media_type),
+)
+def export_session(request: Request, label: str) -> JsonLinesResponse:
     ledger = _state(request).ledger
     session = ledger.resolve_session(label)
     with tempfile.TemporaryDirectory(prefix="nexus-export-") as tmp:
         path = ledger.export_pi(session.label, Path(tmp) / "session.jsonl")
         data = path.read_bytes()
-    return Response(
+    return JsonLinesResponse(
         data,
-        media_type="application/x-ndjson",
         headers={"content-disposition": f'attachment; filename="{_safe_filename(session.label)}.jsonl"'},
     )
 
 
-@router.post("/sessions/import", status_code=201, summary="Import a pi-coding-agent session file (JSONL body)")
+@router.post(
+    "/sessions/import",
+    status_code=201,
+    summary="Import a pi-coding-agent session file (JSONL body)",
+    responses=answers(ImportResult, 400, 409, status=201),
+)
 def import_session(
     request: Request,
     body: Annotated[bytes, Body(media_type="application/x-ndjson")] = b"",

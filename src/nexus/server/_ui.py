@@ -9,10 +9,12 @@ scripts, styles and API.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.responses import Response
 
 STATIC = Path(__file__).resolve().parent / "static"
 
@@ -28,11 +30,20 @@ UI_HEADERS = {
 }
 
 
-def mount(app: FastAPI) -> None:
-    """Serve ``/`` (the page) and ``/ui/*`` (its scripts and styles)."""
+class UiFiles(StaticFiles):
+    """The page's files with the page's headers: ``/ui/index.html`` is the same page as ``/``."""
 
-    @app.get("/", include_in_schema=False)
+    def file_response(self, *args: Any, **kwargs: Any) -> Response:
+        response = super().file_response(*args, **kwargs)
+        response.headers.update(UI_HEADERS)
+        return response
+
+
+def mount(app: FastAPI) -> None:
+    """Serve ``/`` (the page; ``GET`` and ``HEAD``) and ``/ui/*`` (its scripts and styles), all with ``UI_HEADERS``."""
+
+    @app.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
     def index() -> FileResponse:
         return FileResponse(STATIC / "index.html", media_type="text/html", headers=UI_HEADERS)
 
-    app.mount("/ui", StaticFiles(directory=STATIC), name="ui")
+    app.mount("/ui", UiFiles(directory=STATIC), name="ui")

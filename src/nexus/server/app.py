@@ -6,16 +6,23 @@ commands never pay for it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI
 
 from nexus import __version__
 from nexus.config._server_schema import ServerConfig
+from nexus.server._browser_guard import BrowserGuard
 from nexus.server._errors import install_error_handlers
 from nexus.server._event_hub import EventHub
 from nexus.server._guard import Guard
+from nexus.server._hosts import HostRules
+from nexus.server._openapi import answers, install_openapi
+from nexus.server._schemas import Health
 from nexus.server._state import ServerState
+
+PROBED_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 
 def create_app(state: ServerState, config: ServerConfig | None = None) -> Any:
@@ -31,6 +38,7 @@ def create_app(state: ServerState, config: ServerConfig | None = None) -> Any:
         state.events = EventHub(
             retention_events=settings.events_retention_count,
             retention_seconds=settings.events_retention_seconds,
+            retention_total_bytes=settings.events_retention_total_bytes,
             heartbeat_seconds=settings.events_heartbeat_seconds,
         )
     app = FastAPI(
@@ -40,8 +48,14 @@ def create_app(state: ServerState, config: ServerConfig | None = None) -> Any:
     )
     app.state.nexus = state
     install_error_handlers(app)
+    install_openapi(app)
 
-    @app.get("/v1/health", tags=["health"], summary="Liveness: the server is up and its ledger answers")
+    @app.get(
+        "/v1/health",
+        tags=["health"],
+        summary="Liveness: the server is up and its ledger answers",
+        responses=answers(Health),
+    )
     def health() -> dict[str, Any]:
         sessions = len(state.ledger.list_sessions(limit=1))
         return {"status": "ok", "version": __version__, "ledger": "ok" if sessions >= 0 else "error"}
@@ -51,16 +65,52 @@ def create_app(state: ServerState, config: ServerConfig | None = None) -> Any:
     app.include_router(_events.router)
     _ui.mount(app)
     _include_serve_routes(app)
-    if settings.cors_origins:
-        from fastapi.middleware.cors import CORSMiddleware
+    app.state.route_methods = route_methods(app)  # OPTIONS' and 405's Allow
+    return _middleware(app, settings)
 
-        app.add_middleware(
-            CORSMiddleware,
+
+def _middleware(app: FastAPI, settings: ServerConfig) -> Any:
+    """Host/Origin/media-type checks, then CORS, then tokens and the body limit, then the routes.
+
+    CORS sits before the token check: a browser's preflight never carries ``Authorization``,
+    and a 401 must carry ``Access-Control-Allow-Origin`` for the page to read it.
+    """
+    inner: Any = Guard(app, tokens=settings.tokens, max_body_bytes=settings.max_body_bytes)
+    if settings.cors_origins:
+        from starlette.middleware.cors import CORSMiddleware
+
+        inner = CORSMiddleware(
+            inner,
             allow_origins=list(settings.cors_origins),
-            allow_methods=["GET", "POST", "DELETE"],
-            allow_headers=["authorization", "content-type", "last-event-id"],
+            allow_methods=["GET", "HEAD", "POST", "DELETE"],
+            allow_headers=["authorization", "content-type", "last-event-id", "x-nexus-session"],
+            expose_headers=["x-nexus-session", "x-nexus-turn-id"],
         )
-    return Guard(app, tokens=settings.tokens, max_body_bytes=settings.max_body_bytes)
+    rules = HostRules(
+        bound_host=settings.host, allowed_hosts=list(settings.allowed_hosts), cors_origins=list(settings.cors_origins)
+    )
+    return BrowserGuard(inner, rules, app.state.route_methods, cors=bool(settings.cors_origins))
+
+
+def route_methods(app: FastAPI) -> Callable[[str], set[str]]:
+    """The HTTP methods ``app`` answers at a path (for ``OPTIONS``' ``Allow``); empty when no route matches.
+
+    Asks each route whether it fully matches the path with each method (``BaseRoute.matches``, the
+    router's own test), so included routers and mounts answer for themselves.
+    """
+    from starlette.routing import Match
+
+    def methods_for(path: str) -> set[str]:
+        return {
+            method
+            for method in PROBED_METHODS
+            if any(
+                route.matches({"type": "http", "path": path, "method": method, "root_path": ""})[0] is Match.FULL
+                for route in app.router.routes
+            )
+        }
+
+    return methods_for
 
 
 def _include_serve_routes(app: FastAPI) -> None:

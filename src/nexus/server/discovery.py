@@ -1,9 +1,9 @@
 """``$NEXUS_HOME/server.json``: how the CLI finds a ``nexus serve`` running for the same ledger.
 
-``nexus serve`` writes the file (mode 0600: it names a local port that may need a token) once it
-listens, and removes it on a clean shutdown. A reader trusts it only while its process is alive
-and holds the broker lock, so a file left by a killed server is ignored. Light on purpose: the
-CLI imports it on every ``nexus send``; no FastAPI here.
+``nexus serve`` writes the file (mode 0600: it holds the token this start of the server made, which
+the API accepts as long as the process runs) once it listens, and removes it on a clean shutdown.
+A reader trusts it only while its process is alive and holds the broker lock, so a file left by a
+killed server is ignored. Light on purpose: the CLI imports it on every ``nexus send``; no FastAPI.
 """
 
 from __future__ import annotations
@@ -34,13 +34,13 @@ def server_file(config: NexusConfig) -> Path:
     return config.database_path.with_name(FILE_NAME)
 
 
-def write_server_file(config: NexusConfig, host: str, port: int) -> Path:
-    """Announce this process as the server (atomically, 0600)."""
+def write_server_file(config: NexusConfig, host: str, port: int, token: str | None = None) -> Path:
+    """Announce this process as the server (atomically, 0600), with its per-start token if it has one."""
     path = server_file(config)
     tmp = path.with_name(f".{FILE_NAME}.{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
-        json.dump({"pid": os.getpid(), "host": host, "port": port}, out)
+        json.dump({"pid": os.getpid(), "host": host, "port": port, **({"token": token} if token else {})}, out)
     os.replace(tmp, path)
     return path
 
@@ -68,7 +68,8 @@ def find_server(config: NexusConfig) -> RunningServer | None:
         host = "127.0.0.1"
     if ":" in host:
         host = f"[{host}]"
-    return RunningServer(pid, f"http://{host}:{port}", _token(config))
+    token = data.get("token")  # this start's own token; else one from [server] tokens
+    return RunningServer(pid, f"http://{host}:{port}", token if isinstance(token, str) and token else _token(config))
 
 
 def _alive(pid: int) -> bool:

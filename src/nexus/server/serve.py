@@ -2,7 +2,9 @@
 
 Start: take the broker lock (one draining process per ``$NEXUS_HOME``), start the broker (it
 reloads the registry and the pending queue items and drains them), listen, then announce the
-address in ``server.json``. Stop (SIGTERM or SIGINT): the broker is closed first — active runs
+address in ``server.json`` with a token made for this start (accepted beside ``[server] tokens``
+whenever tokens are in use, so the CLI needs no ``NEXUS_TOKEN`` of its own; with ``require_token``
+it is the one token of a loopback server). Stop (SIGTERM or SIGINT): the broker is closed first — active runs
 are aborted and written ``aborted``, queued messages stay durable for the next start — so that
 requests waiting on a run finish; then uvicorn closes its connections, ``server.json`` is
 removed and the lock released. A second SIGINT forces uvicorn to stop at once.
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import secrets
 import signal
 import sys
 from collections.abc import Iterator
@@ -20,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
+from nexus.server._http_timeouts import TimedHttpProtocol
 from nexus.server.discovery import remove_server_file, write_server_file
 
 if TYPE_CHECKING:
@@ -124,23 +128,26 @@ async def _serve(
         state = ServerState(
             ledger, _store(ledger), broker=broker, runner=runner, deliverer=deliverer, delivery_owner=owner
         )
-        app = create_app(state, settings)
+        start_token = _start_token(settings)
+        tokens = [*settings.tokens, start_token] if start_token else []
+        app = create_app(state, settings.model_copy(update={"tokens": tokens}))
         hub = state.events
         if hub is not None:  # every run, live on its session's event stream
             from nexus.server._live import publish_runs
 
             publish_runs(runner, hub)
             hubs.append(hub)
+        protocol = TimedHttpProtocol.with_timeouts(settings.header_timeout_seconds, settings.body_timeout_seconds)
         server = NexusUvicorn(
             uvicorn.Config(
                 app, host=settings.host, port=settings.port, lifespan="off", log_level="warning",
-                access_log=False, timeout_graceful_shutdown=GRACEFUL_S,
+                access_log=False, timeout_graceful_shutdown=GRACEFUL_S, http=protocol,
             )
         )  # fmt: skip
         if stopping:  # a signal came while the broker started
             return 0
         settle_heap()
-        return await _listen(config, server, settings)
+        return await _listen(config, server, settings, start_token)
     finally:
         await _stop_runs(broker)
         await deliverer.close()  # runs are aborted: deliveries end, are recorded, adapters stop
@@ -151,7 +158,18 @@ async def _serve(
             loop.remove_signal_handler(sig)
 
 
-async def _listen(config: NexusConfig, server: NexusUvicorn, settings: ServerConfig) -> int:
+def _start_token(settings: ServerConfig) -> str | None:
+    """The token of this start (in ``server.json``), when tokens are in use; registered with the redactor."""
+    if not (settings.tokens or settings.require_token):
+        return None
+    from nexus.llm.redact import add_secrets
+
+    token = secrets.token_urlsafe(32)
+    add_secrets([token])  # like the configured tokens: no error text ever repeats it
+    return token
+
+
+async def _listen(config: NexusConfig, server: NexusUvicorn, settings: ServerConfig, token: str | None) -> int:
     task = asyncio.get_running_loop().create_task(server.serve())
     ready = asyncio.get_running_loop().create_task(server.ready.wait())
     await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
@@ -163,8 +181,10 @@ async def _listen(config: NexusConfig, server: NexusUvicorn, settings: ServerCon
         )
         return 1
     port = _bound_port(server, settings.port)
-    write_server_file(config, settings.host, port)
+    write_server_file(config, settings.host, port, token)
     print(f"nexus serve: listening on http://{settings.host}:{port} (docs at /docs)", file=sys.stderr, flush=True)
+    if token is not None and not settings.tokens:  # require_token: the page needs the token this start made
+        print(f"nexus serve: web UI at http://{settings.host}:{port}/#token={token}", file=sys.stderr, flush=True)
     await task
     return 0
 

@@ -582,7 +582,21 @@ async function abortRun() {
 
 // -- start -------------------------------------------------------------------------------------
 
+// `nexus serve` prints the page's address with #token=… when it made the token itself
+// (require_token): keep it for this tab, and take it out of the address (history, bookmarks).
+function takeTokenFromAddress() {
+  const params = new URLSearchParams(location.hash.slice(1));
+  const token = params.get("token");
+  if (!token) return;
+  state.token = token;
+  sessionStorage.setItem(TOKEN_KEY, token);
+  params.delete("token");
+  const rest = params.toString();
+  history.replaceState(null, "", location.pathname + location.search + (rest ? "#" + rest : ""));
+}
+
 async function start() {
+  takeTokenFromAddress();
   for (const button of document.querySelectorAll(".views button")) {
     button.addEventListener("click", () => show(button.dataset.show));
   }

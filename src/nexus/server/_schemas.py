@@ -1,0 +1,264 @@
+"""The API's response bodies as JSON schemas, for ``/openapi.json`` (documentation, not validation).
+
+Routes build their answers with ``nexus.server._views``; these models describe those answers so
+the OpenAPI document is true, and ``tests/server/test_server_fuzz.py`` checks every response
+against them (schemathesis' response conformance). They are not ``response_model``s: answers are
+not re-validated on the hot path.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong: a short ``type`` for programs and a ``message`` for people."""
+
+    type: str
+    message: str
+    param: str | None = Field(default=None, description="the request field at fault (OpenAI facade refusals)")
+    code: str | None = Field(default=None, description="unsupported_value / unknown_parameter (with param)")
+
+
+class ErrorBody(BaseModel):
+    """Every error the API answers has this shape."""
+
+    error: ErrorDetail
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    version: str
+    ledger: str
+
+
+class SessionOut(BaseModel):
+    """A session: a movable pointer (``head_turn_id``) into the turn tree."""
+
+    label: str
+    head_turn_id: str | None
+    origin: str
+    status: str
+    created_at: int
+    updated_at: int
+    is_subagent: bool
+    parent_session_label: str | None
+
+
+class SessionList(BaseModel):
+    sessions: list[SessionOut]
+
+
+class TurnOut(BaseModel):
+    """A turn's summary: its place in the tree, status, model, tokens and cost."""
+
+    id: str
+    parent_turn_id: str | None
+    session_label: str
+    turn_type: str
+    status: str
+    depth: int
+    model: str | None
+    provider: str | None
+    started_at: int
+    completed_at: int | None
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    cost: float | None
+    stop_reason: str | None
+    tool_call_count: int
+    has_children: bool
+
+
+class SessionDetail(SessionOut):
+    aliases: list[str]
+    head: TurnOut | None
+    turns: int
+
+
+class MessageOut(BaseModel):
+    """A stored message: its ledger id and place, then the message in ``nexus.llm``'s JSON form."""
+
+    model_config = ConfigDict(extra="allow")
+    id: int
+    turn_id: str
+    ordinal: int
+    role: str
+
+
+class DeliveryOut(BaseModel):
+    """Where a turn's reply went (a chat adapter) and how that ended."""
+
+    id: str
+    turn_id: str | None
+    queue_item_id: str | None
+    session_label: str
+    run_id: str | None
+    adapter: str
+    account_id: str
+    target: dict[str, Any]
+    path: str
+    status: str
+    message_ids: list[str]
+    error: str | None
+    attempts: int
+    blocks_sent: int
+    started_at: int
+    completed_at: int
+
+
+class HistoryTurn(TurnOut):
+    messages: list[MessageOut]
+    deliveries: list[DeliveryOut]
+
+
+class History(BaseModel):
+    label: str
+    turns: list[HistoryTurn]
+
+
+class TreeTurn(TurnOut):
+    on_path: bool
+    heads_of: list[str]
+    deliveries: list[DeliveryOut]
+
+
+class Tree(BaseModel):
+    label: str
+    head_turn_id: str | None
+    truncated: bool
+    turns: list[TreeTurn]
+
+
+class ToolCallOut(BaseModel):
+    call_id: str
+    tool_name: str
+    arguments: dict[str, Any]
+    status: str
+    error: str | None
+    started_at: int | None
+    completed_at: int | None
+    spawned_session_label: str | None
+
+
+class TurnDetail(TurnOut):
+    messages: list[MessageOut]
+    tool_calls: list[ToolCallOut]
+    deliveries: list[DeliveryOut]
+
+
+class ImportResult(BaseModel):
+    label: str
+    fork_labels: list[str]
+    turns: int
+    messages: int
+    compactions: int
+
+
+class AgentOut(BaseModel):
+    """A registered agent with its live state (``idle`` when no broker runs it here)."""
+
+    id: str
+    role: str
+    session_label: str
+    spec: dict[str, Any]
+    state: str
+    queue_depth: int
+    created_at: int
+    updated_at: int
+
+
+class AgentList(BaseModel):
+    agents: list[AgentOut]
+
+
+class QueueItemOut(BaseModel):
+    """A durable queue item (as ``nexus queue list --json``) and how the turn that consumed it ended."""
+
+    model_config = ConfigDict(populate_by_name=True)
+    id: str
+    agent: str | None
+    session: str
+    session_key: str | None
+    message_id: str | None
+    from_: str | None = Field(alias="from")
+    mode: str
+    status: str
+    attempts: int
+    enqueued_at: int
+    error: str | None
+    turn_id: str | None
+    content: str
+    turn_status: str | None
+    turn_error: str | None
+
+
+class QueueList(BaseModel):
+    items: list[QueueItemOut]
+
+
+class Receipt(BaseModel):
+    """A message accepted durably: its id and the queue item holding it."""
+
+    message_id: str
+    queue_item_id: str
+    duplicate: bool
+    steered: bool
+    deliver: dict[str, Any] | None = Field(
+        default=None, description="the resolved reply target, when the message asked for one (null: a duplicate)"
+    )
+
+
+class Aborted(BaseModel):
+    agent_id: str
+    aborted: bool
+
+
+class Dropped(BaseModel):
+    agent_id: str
+    dropped: int
+
+
+class ModelOut(BaseModel):
+    id: str
+    object: Literal["model"]
+    created: int
+    owned_by: str
+
+
+class ModelList(BaseModel):
+    object: Literal["list"]
+    data: list[ModelOut]
+
+
+class ChatReply(BaseModel):
+    role: Literal["assistant"]
+    content: str
+
+
+class ChatChoice(BaseModel):
+    index: int
+    message: ChatReply
+    finish_reason: str
+    logprobs: None
+
+
+class ChatUsage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class ChatCompletion(BaseModel):
+    """OpenAI's ``chat.completion`` (non-streamed); streamed, ``chat.completion.chunk`` events then ``[DONE]``."""
+
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: ChatUsage
+    system_fingerprint: None
