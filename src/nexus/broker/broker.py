@@ -36,6 +36,7 @@ from nexus.broker.modes import QueueMode, QueueOverrides, QueueSettings, parse_m
 from nexus.broker.runner import AgentRunner, ModelCheckingRunner, RunHandle
 from nexus.broker.session_queue import AddOutcome, Batch, QueuedMessage
 from nexus.broker.sessions import session_label_for
+from nexus.broker.smart import SmartRoutingFace
 from nexus.broker.types import (
     AgentIdentity,
     AgentMessage,
@@ -76,8 +77,9 @@ class BrokerSettings:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
 
 
-class AgentBroker:
-    """Routes messages to named agents through durable per-session queues (seed 003)."""
+class AgentBroker(SmartRoutingFace):
+    """Routes messages to named agents through durable per-session queues (seed 003); smart routing's
+    ``route_smart``, ``fork_from``, ``set_routing_mode`` and ``send_routed`` come from :mod:`nexus.broker.smart`."""
 
     def __init__(
         self,

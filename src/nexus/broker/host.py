@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from nexus.broker.broker import AgentBroker
 from nexus.broker.engine_runner import EngineRunner
 from nexus.broker.from_config import ConfiguredAgent, broker_settings
+from nexus.broker.smart import SmartRouting
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -102,6 +103,7 @@ def build_broker_and_runner(
         reply_text=lambda turn_id: turn_reply(ledger, turn_id),
     )
     runner.attach(broker)
+    broker.use_router(SmartRouting.from_config(config, ledger))  # built on first use only
     return broker, runner
 
 
@@ -179,3 +181,4 @@ async def running_broker(
             yield broker
         finally:
             await broker.close()
+            await broker.close_routing()

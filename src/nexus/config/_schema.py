@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 from nexus.config._adapters import AdapterConfig
 from nexus.config._broker_schema import AgentConfig, BrokerConfig, check_agent_ids
 from nexus.config._paths import DATABASE_FILE_NAME, WORKSPACE_DIR_NAME, nexus_home, resolve_path
+from nexus.config._routing_schema import RoutingConfig
 from nexus.config._server_schema import ServerConfig
 from nexus.config._tool_names import expand_tool_patterns, rule_allows
 
@@ -263,6 +264,7 @@ class NexusConfig(_Strict):
     capture_dir: str | None = Field(default=None, min_length=1)
     """Save every provider response here, for bug reports (``$NEXUS_CAPTURE_DIR`` wins; docs/testing.md)."""
     broker: BrokerConfig = Field(default_factory=BrokerConfig)
+    routing: RoutingConfig = Field(default_factory=RoutingConfig)
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     adapters: dict[str, AdapterConfig] = Field(default_factory=dict)
     server: ServerConfig = Field(default_factory=ServerConfig)

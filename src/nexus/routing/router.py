@@ -142,7 +142,14 @@ class Router:
             self.indexer.index = self.index
         return self.catch_up()
 
+    def __enter__(self) -> Router:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
+        """Stop the worker and close the store's connection (the ledger stays open)."""
         if self._worker is not None:
             self._worker.stop()
             self._worker = None

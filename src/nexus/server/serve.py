@@ -123,6 +123,8 @@ async def _serve(
         loop.add_signal_handler(sig, on_signal, sig)
     try:
         await start_broker(config, broker)
+        if config.routing.index:  # every written turn indexed for smart routing, on a worker thread
+            await asyncio.to_thread(lambda: broker.routing.router.start())
         if inbound is not None:
             inbound.start()
         state = ServerState(
@@ -194,6 +196,7 @@ async def _stop_runs(broker: AgentBroker) -> None:
     from nexus.server._chat_run import stop_direct_runs
 
     await asyncio.gather(broker.close(), stop_direct_runs())
+    await broker.close_routing()
 
 
 async def _stop_runs_then_streams(broker: AgentBroker, hubs: list[EventHub]) -> None:
