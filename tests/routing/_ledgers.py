@@ -62,6 +62,6 @@ def corpus(ledger: Ledger, workspace: Path) -> dict[str, str]:
                          "Multi-stage Dockerfile, 1.9 GB down to 240 MB", writes=("Dockerfile",), workspace=workspace,
                          at_ms=NOW_MS - 2 * DAY_MS)  # fmt: skip
     ids["invoice"] = turn(ledger, "billing", "Generate a PDF invoice when an order is paid",
-                          "billing/invoice_pdf.py renders the invoice with WeasyPrint", writes=("billing/invoice_pdf.py",),
-                          workspace=workspace, at_ms=NOW_MS - DAY_MS)  # fmt: skip
+                          "billing/invoice_pdf.py renders the invoice with WeasyPrint",
+                          writes=("billing/invoice_pdf.py",), workspace=workspace, at_ms=NOW_MS - DAY_MS)  # fmt: skip
     return ids

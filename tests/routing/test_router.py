@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from nexus.ledger import Ledger
-from nexus.routing import RouteSettings, Router, RoutingError
+from nexus.routing import Router, RouteSettings, RoutingError
 
 from ._ledgers import NOW_MS, corpus, turn
 

@@ -453,22 +453,24 @@ CREATE TABLE route_decisions (
   feedback_note TEXT
 );
 CREATE INDEX route_decisions_created ON route_decisions(created_at);
-CREATE INDEX route_decisions_unsettled ON route_decisions(created_at) WHERE outcome_at IS NULL AND message_id IS NOT NULL;
+CREATE INDEX route_decisions_unsettled ON route_decisions(created_at)
+  WHERE outcome_at IS NULL AND message_id IS NOT NULL;
 CREATE TABLE route_state (
   key TEXT PRIMARY KEY,
   value TEXT NOT NULL
 ) WITHOUT ROWID;
 """
 """Version 13: smart routing (``nexus.routing``). ``route_checkpoints`` holds one row per closed turn the
-index has seen: where it is (session, segment and position, parent), its agent, its quality, how
-closely it continues its parent's work (``link``: similar text, same files), the short
-``context`` text derived from it and the files its tools touched with their size, mtime and hash as the
-index first saw them (freshness compares the disk against these). ``route_fts`` is a contentless FTS5
-table (BM25 over the request, the reply's gist and the file paths, as stemmed words; rowid = the
-checkpoint's id) and ``route_vocab`` its vocabulary (document frequencies), ``route_vectors`` the embeddings (float32, one row per checkpoint, with the embedder
-that made them). ``route_decisions`` records every routing decision and, later, its run's outcome and
-feedback (A/B). ``route_state`` keeps the indexing watermark. Nothing here is read by the ledger itself:
-dropping these tables loses only what ``nexus route reindex`` rebuilds (and the decisions)."""
+index has seen: where it is (session, segment and position, parent), its agent, its quality, how closely
+it continues its parent's work (``link``: similar text, same files), the short ``context`` text derived
+from it and the files its tools touched with their size, mtime and hash as the index first saw them
+(freshness compares the disk against these). ``route_fts`` is a contentless FTS5 table (BM25 over the
+request, the reply's gist and the file paths, as stemmed words; rowid = the checkpoint's id) and
+``route_vocab`` its vocabulary (document frequencies); ``route_vectors`` holds the embeddings (float32,
+one row per checkpoint, with the embedder that made them). ``route_decisions`` records every routing
+decision and, later, its run's outcome and feedback (A/B). ``route_state`` keeps the indexing
+watermark. The ledger itself reads none of these: dropping them loses only what ``nexus route reindex``
+rebuilds (and the decisions)."""
 
 MIGRATIONS: tuple[str, ...] = (
     _V1, _V2, _V3, _V4, _V5, _BROKER, _PROMPTS, _DELIVERIES, _QUEUE_INDEXES, _AWAITED_REPLIES,
