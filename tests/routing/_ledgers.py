@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from nexus.ledger import Ledger
-from nexus.llm.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, UserMessage
+from nexus.llm.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
 
 DAY_MS = 86_400_000
 NOW_MS = 1_790_000_000_000
@@ -40,7 +40,8 @@ def turn(
                 target.write_text(f"{ask}\n", encoding="utf-8")
             response.append(ToolResultMessage(call.id, "write", [TextContent("ok")], timestamp=at_ms))
     stop = "stop" if status == "completed" else "error"
-    response.append(AssistantMessage([TextContent(reply)], stop_reason=stop, timestamp=at_ms))
+    usage = Usage(input=100, output=20, total=120)
+    response.append(AssistantMessage([TextContent(reply)], stop_reason=stop, usage=usage, timestamp=at_ms))
     extra = {} if parent is None else {"parent_turn_id": parent}
     return ledger.write_turn(
         None, label, query_messages=[UserMessage(ask, timestamp=at_ms)], response_messages=response,  # type: ignore[arg-type]
