@@ -91,38 +91,8 @@ def _route(router: Router, task: str, args: argparse.Namespace) -> int:
         result = router.route(task, agent=args.agent, limit=args.limit)
     except RoutingError as exc:
         raise ConfigError(str(exc)) from None
-    print(json.dumps(result_json(result), indent=1) if args.json else render(result))
+    print(json.dumps(result.to_json(), indent=1) if args.json else render(result))
     return 0
-
-
-def result_json(result: SmartRouteResult) -> dict[str, Any]:
-    """A decision as JSON (the CLI's ``--json`` and the HTTP API's ``POST /v1/route``)."""
-
-    def checkpoint(c: Any) -> dict[str, Any] | None:
-        if c is None:
-            return None
-        return {
-            "segment_id": c.segment_id,
-            "session_key": c.session_key,
-            "position": c.position,
-            "context": c.context,
-            "turn_id": c.turn_id,
-            "agent_id": c.agent_id,
-        }
-
-    return {
-        "mode": result.mode,
-        "checkpoint": checkpoint(result.checkpoint),
-        "confidence": round(result.confidence, 4),
-        "threshold": round(result.threshold, 4),
-        "alternatives": [checkpoint(c) for c in result.alternatives],
-        "scores": [
-            {"turn_id": s.checkpoint.turn_id, "probability": s.probability, "signals": s.signals} for s in result.scored
-        ],
-        "notes": result.notes,
-        "decision_id": result.decision_id,
-        "took_ms": round(result.took_ms, 2),
-    }
 
 
 def render(result: SmartRouteResult) -> str:

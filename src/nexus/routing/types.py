@@ -58,3 +58,29 @@ class SmartRouteResult:
     notes: list[str] = field(default_factory=list)
     decision_id: str | None = None
     took_ms: float = 0.0
+
+    def to_json(self) -> dict[str, object]:
+        """The decision as JSON (``nexus route --json``, ``POST /v1/route``): the checkpoints, each candidate's
+        probability and signals, the notes and the id of the ledger row that records it."""
+        return {
+            "mode": self.mode,
+            "checkpoint": _checkpoint_json(self.checkpoint),
+            "confidence": round(self.confidence, 4),
+            "threshold": round(self.threshold, 4),
+            "alternatives": [_checkpoint_json(c) for c in self.alternatives],
+            "scores": [
+                {"turn_id": s.checkpoint.turn_id, "probability": s.probability, "signals": s.signals}
+                for s in self.scored
+            ],
+            "notes": list(self.notes),
+            "decision_id": self.decision_id,
+            "took_ms": round(self.took_ms, 2),
+        }
+
+
+def _checkpoint_json(checkpoint: Checkpoint | None) -> dict[str, object] | None:
+    if checkpoint is None:
+        return None
+    c = checkpoint
+    return {"segment_id": c.segment_id, "session_key": c.session_key, "position": c.position, "context": c.context,
+            "turn_id": c.turn_id, "agent_id": c.agent_id}  # fmt: skip
