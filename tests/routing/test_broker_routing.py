@@ -16,7 +16,10 @@ from nexus.testing.steps import text
 
 
 PAST = [
-    ("Add rate limiting to the login endpoint", "Added a sliding window rate limiter to POST /login in auth/ratelimit.py"),
+    (
+        "Add rate limiting to the login endpoint",
+        "Added a sliding window rate limiter to POST /login in auth/ratelimit.py",
+    ),
     ("Shrink the API docker image", "Docker image is now a multi-stage build, 240 MB"),
     ("Generate a PDF invoice when an order is paid", "billing/invoice_pdf.py renders invoices with WeasyPrint"),
     ("Alert when the API error rate is above 2 percent", "A Prometheus rule pages on-call at 2 % of 5xx"),
@@ -70,7 +73,9 @@ async def test_send_routed_follows_the_mode(isolated_env: Path, route: str, task
     with Ledger.open(isolated_env / "agents.db") as ledger:
         async with running_broker(load_config(), ledger, stream_fn=scripted.stream) as broker:
             await _coder(broker, scripted)
-            routed = await broker.send_routed(AgentMessage(id="r1", from_="user", to="coder", content=task), route=route)
+            routed = await broker.send_routed(
+                AgentMessage(id="r1", from_="user", to="coder", content=task), route=route
+            )
             await broker.wait_until_idle()
             (decision,) = [d for d in broker.routing.router.decisions.decisions() if d.message_id == "r1"]
         session = {"fork": "fork:r1", "new": "new:r1", "explicit": None}[expect]

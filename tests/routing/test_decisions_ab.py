@@ -40,7 +40,10 @@ def test_a_decision_is_recorded_settled_from_its_run_and_rated(tmp_path: Path) -
             assert result.decision_id is not None
             (recorded,) = router.decisions.decisions()
             assert (recorded.task, recorded.decision, recorded.turn_id) == (
-                "shrink the docker image more", result.mode, ids["docker"])
+                "shrink the docker image more",
+                result.mode,
+                ids["docker"],
+            )
             assert recorded.alternatives[0] == ids["docker"] and recorded.conversation_id == "c-1"
             # the routed message is run: queued, a turn written that consumes it, delivered with it
             ledger.fork(ids["docker"], "ops~fork", routing_key="fork:m-1")
@@ -56,11 +59,20 @@ def test_a_decision_is_recorded_settled_from_its_run_and_rated(tmp_path: Path) -
             with pytest.raises(RoutingError, match="no routing decision 'nope'"):
                 router.decisions.feedback("nope", 1)
     assert (settled.outcome_status, settled.outcome_turns, settled.feedback, settled.feedback_note) == (
-        "completed", 1, 1, "spot on")
+        "completed",
+        1,
+        1,
+        "spot on",
+    )
     assert settled.outcome_tokens == 120  # the turn that consumed the routed message
     (arm,) = compare([settled])
     assert (arm.arm, arm.decisions, arm.settled, arm.completion.value, arm.good_feedback.value) == (
-        "smart", 1, 1, 1.0, 1.0)
+        "smart",
+        1,
+        1,
+        1.0,
+        1.0,
+    )
 
 
 def test_decisions_since_a_time(tmp_path: Path) -> None:

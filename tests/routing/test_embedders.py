@@ -35,7 +35,9 @@ class _FakeEmbeddings:
                     self.end_headers()
                     self.wfile.write(b'{"error": {"message": "model not loaded"}}')
                     return
-                data = [{"object": "embedding", "index": i, "embedding": _vector(t)} for i, t in enumerate(body["input"])]
+                data = [
+                    {"object": "embedding", "index": i, "embedding": _vector(t)} for i, t in enumerate(body["input"])
+                ]
                 payload = json.dumps({"object": "list", "data": data[::-1], "model": body["model"]}).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
