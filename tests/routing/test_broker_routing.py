@@ -14,7 +14,6 @@ from nexus.routing import RoutingError
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text
 
-
 PAST = [
     (
         "Add rate limiting to the login endpoint",

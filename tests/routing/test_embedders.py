@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from nexus.ledger import Ledger
-from nexus.routing import EmbedderError, OpenAIEmbedder, RouteSettings, Router, WordLlamaEmbedder
+from nexus.routing import EmbedderError, OpenAIEmbedder, Router, RouteSettings, WordLlamaEmbedder
 
 from ._ledgers import NOW_MS, corpus
 
