@@ -44,8 +44,8 @@ async def test_route_and_a_routed_message(tmp_path: Path) -> None:
         turns = live.ledger.turns("coder~fork~r-1")
         assert turns[-1].status == "completed" and turns[-2].id == body["checkpoint"]["turn_id"]
 
-        new = await client.post("/v1/agents/coder/messages",
-                                json={"content": "compose a haiku about autumn leaves", "id": "r-2", "route": "smart"})  # fmt: skip
+        haiku = {"content": "compose a haiku about autumn leaves", "id": "r-2", "route": "smart"}
+        new = await client.post("/v1/agents/coder/messages", json=haiku)
         assert new.json()["route"]["session"] == "new:r-2" and new.json()["route"]["decision"]["mode"] == "new"
         await live.broker.wait_for_idle("coder", 20_000)
 
