@@ -177,7 +177,8 @@ class CheckpointIndex:
             )
 
     def memory_bytes(self) -> int:
-        """Bytes this index holds (arrays at their capacity, and an estimate of its maps)."""
+        """Bytes this index's checkpoints take (their rows of the arrays, and an estimate of the maps; the arrays
+        grow by doubling, so up to twice the rows' bytes may be allocated)."""
         arrays = (
             self._ids,
             self._vectors,
@@ -191,7 +192,8 @@ class CheckpointIndex:
         )
         # dict entries, boxed ints and turn id strings of the two maps; a child list per parent
         maps = 2 * 104 * self._n + 75 * len(self._row_of_turn) + 88 * len(self._children)
-        return int(sum(a.nbytes for a in arrays)) + maps
+        per_row = sum(a.itemsize * (a.shape[1] if a.ndim > 1 else 1) for a in arrays)
+        return int(per_row * self._n) + maps
 
 
 def semantic(snap: Snapshot, query: npt.NDArray[np.float32], k: int, agent: int | None) -> list[tuple[int, float]]:
