@@ -192,7 +192,7 @@ class CheckpointIndex:
         )
         # dict entries, boxed ints and turn id strings of the two maps; a child list per parent
         maps = 2 * 104 * self._n + 75 * len(self._row_of_turn) + 88 * len(self._children)
-        per_row = sum(a.itemsize * (a.shape[1] if a.ndim > 1 else 1) for a in arrays)
+        per_row = sum(int(a.itemsize) * int(self._np.prod(a.shape[1:])) for a in arrays)
         return int(per_row * self._n) + maps
 
 
