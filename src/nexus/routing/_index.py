@@ -158,28 +158,9 @@ class CheckpointIndex:
                         self._with_vectors += 1
                     self._vectors[row] = np.frombuffer(blob, np.float32)
 
-    def snapshot(self) -> Snapshot:
-        with self._lock:
-            n = self._n
-            return Snapshot(
-                n,
-                self._ids,
-                self._vectors,
-                self._agents,
-                self._segments,
-                self._positions,
-                self._completed,
-                self._quality,
-                self._links,
-                self._parents,
-                self._children,
-                self._with_vectors,
-            )
-
-    def memory_bytes(self) -> int:
-        """Bytes this index's checkpoints take (their rows of the arrays, and an estimate of the maps; the arrays
-        grow by doubling, so up to twice the rows' bytes may be allocated)."""
-        arrays = (
+    def _arrays(self) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any, Any]:
+        """The per-checkpoint arrays, in :class:`Snapshot`'s order."""
+        return (
             self._ids,
             self._vectors,
             self._agents,
@@ -190,6 +171,15 @@ class CheckpointIndex:
             self._links,
             self._parents,
         )
+
+    def snapshot(self) -> Snapshot:
+        with self._lock:
+            return Snapshot(self._n, *self._arrays(), self._children, self._with_vectors)
+
+    def memory_bytes(self) -> int:
+        """Bytes this index's checkpoints take (their rows of the arrays, and an estimate of the maps; the arrays
+        grow by doubling, so up to twice the rows' bytes may be allocated)."""
+        arrays = self._arrays()
         # dict entries, boxed ints and turn id strings of the two maps; a child list per parent
         maps = 2 * 104 * self._n + 75 * len(self._row_of_turn) + 88 * len(self._children)
         per_row = sum(int(a.itemsize) * int(self._np.prod(a.shape[1:])) for a in arrays)

@@ -12,6 +12,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Sequence
+from dataclasses import fields
 from typing import Any
 
 from nexus.ledger import Ledger
@@ -42,6 +43,8 @@ _PENDING = (
 _ROW_COLUMNS = (
     "id, turn_id, session_label, agent_id, segment_id, position, status, quality, completed_at, context, files_json"
 )
+_ALTERNATIVES = 10
+"""Where ``alternatives`` (JSON in its column) is among :class:`DecisionRecord`'s fields, in column order."""
 _DECISION_COLUMNS = (
     "id, created_at, task, agent_id, conversation_id, routing_mode, arm, decision, turn_id, confidence,"
     " alternatives_json, embedder, took_ms, session_label, message_id, outcome_status, outcome_turns,"
@@ -255,35 +258,11 @@ class SqliteRouteStore:
     # ------------------------------------------------------------------ decisions
 
     def record(self, decision: DecisionRecord) -> None:
-        d = decision
+        values = [getattr(decision, f.name) for f in fields(DecisionRecord)]
+        values[_ALTERNATIVES] = json.dumps(decision.alternatives)
+        marks = ", ".join("?" * len(values))
         self._db.write(
-            lambda c: c.execute(
-                f"INSERT INTO route_decisions ({_DECISION_COLUMNS}) VALUES ({', '.join('?' * 22)})",
-                (
-                    d.id,
-                    d.created_at,
-                    d.task,
-                    d.agent_id,
-                    d.conversation_id,
-                    d.routing_mode,
-                    d.arm,
-                    d.decision,
-                    d.turn_id,
-                    d.confidence,
-                    json.dumps(d.alternatives),
-                    d.embedder,
-                    d.took_ms,
-                    d.session_label,
-                    d.message_id,
-                    d.outcome_status,
-                    d.outcome_turns,
-                    d.outcome_tokens,
-                    d.outcome_cost,
-                    d.outcome_at,
-                    d.feedback,
-                    d.feedback_note,
-                ),
-            )
+            lambda c: c.execute(f"INSERT INTO route_decisions ({_DECISION_COLUMNS}) VALUES ({marks})", values)
         )
 
     def attach(self, decision_id: str, session_label: str, message_id: str) -> None:
@@ -343,25 +322,12 @@ def _refresh_path(conn: sqlite3.Connection, turn_id: str | None, stamps: dict[st
 
 
 def _decision(r: Sequence[Any]) -> DecisionRecord:
+    values = list(r)
     try:
-        alternatives = [str(a) for a in json.loads(r[10])]
+        values[_ALTERNATIVES] = [str(a) for a in json.loads(r[_ALTERNATIVES])]
     except (ValueError, TypeError):
-        alternatives = []
-    d = DecisionRecord(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], alternatives)
-    (
-        d.embedder,
-        d.took_ms,
-        d.session_label,
-        d.message_id,
-        d.outcome_status,
-        d.outcome_turns,
-        d.outcome_tokens,
-        d.outcome_cost,
-        d.outcome_at,
-        d.feedback,
-        d.feedback_note,
-    ) = r[11:22]
-    return d
+        values[_ALTERNATIVES] = []
+    return DecisionRecord(**{f.name: v for f, v in zip(fields(DecisionRecord), values, strict=True)})
 
 
 _UNSETTLED = (
