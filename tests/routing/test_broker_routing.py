@@ -46,6 +46,7 @@ async def test_route_then_fork_runs_the_task_in_a_fork_of_the_checkpoint(isolate
             decision = await broker.route_smart("the login rate limiter should answer 429 with a JSON body")
             assert decision.mode == "existing" and decision.checkpoint is not None
             assert decision.checkpoint.agent_id == "coder" and decision.checkpoint.session_key == "coder~task~0"
+            assert decision.checkpoint.context.startswith("Add rate limiting to the login endpoint — Added")
             message = AgentMessage(id="m-fork", from_="user", to="someone-else", content="the 429 body, please")
             receipt = await broker.fork_from(decision.checkpoint, message)
             again = await broker.fork_from(decision.checkpoint, message)  # a retry: same fork, not queued twice

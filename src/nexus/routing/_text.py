@@ -59,7 +59,7 @@ def turn_text(messages: Sequence[Message]) -> TurnText:
     errors = 0
     for message in messages:
         if isinstance(message, UserMessage):
-            asks.append(_plain(message.content))
+            asks.append(_without_event_context(_plain(message.content)))
         elif isinstance(message, AssistantMessage):
             text = "".join(b.text for b in message.content if isinstance(b, TextContent)).strip()
             if text:
@@ -73,6 +73,13 @@ def turn_text(messages: Sequence[Message]) -> TurnText:
     return TurnText(
         ask, _clip(_SPACES.sub(" ", reply), REPLY_CHARS), tuple(files)[:MAX_FILES], tuple(wrote)[:MAX_FILES], errors
     )
+
+
+def _without_event_context(text: str) -> str:
+    """The user's own words: the engine puts an ``[Event context]`` block (time, channel, sender) before them
+    for the model; its timestamp would make every checkpoint text unique noise."""
+    head, marker, rest = text.partition("[/Event context]")
+    return rest.strip() if marker and head.lstrip().startswith("[Event context]") else text
 
 
 def _plain(content: object) -> str:
