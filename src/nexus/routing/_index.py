@@ -30,6 +30,7 @@ class Snapshot:
     n: int
     ids: Any  # int64 checkpoint ids
     vectors: Any  # float32 (n, dim), zero rows where no vector
+    coarse: Any  # float32 (n, COARSE_DIM): the vectors' first dimensions, normalized, contiguous
     agents: Any  # int32 agent codes (-1: none)
     segments: Any  # int64
     positions: Any  # int64
@@ -54,6 +55,8 @@ class CheckpointIndex:
         self._np = np
         self._ids = np.zeros(0, np.int64)
         self._vectors = np.zeros((0, dim), np.float32)
+        self._coarse_dim = min(dim, COARSE_DIM)
+        self._coarse = np.zeros((0, self._coarse_dim), np.float32)
         self._agents = np.zeros(0, np.int32)
         self._segments = np.zeros(0, np.int64)
         self._positions = np.zeros(0, np.int64)
@@ -100,6 +103,7 @@ class CheckpointIndex:
 
         self._ids = grown(self._ids, (cap,), np.int64)
         self._vectors = grown(self._vectors, (cap, self.dim), np.float32)
+        self._coarse = grown(self._coarse, (cap, self._coarse_dim), np.float32)
         self._agents = grown(self._agents, (cap,), np.int32)
         self._segments = grown(self._segments, (cap,), np.int64)
         self._positions = grown(self._positions, (cap,), np.int64)
@@ -118,11 +122,10 @@ class CheckpointIndex:
                     self._add_one(meta)
 
     def _add_one(self, meta: CheckpointMeta) -> None:
-        np = self._np
         row = self._n
         self._ids[row] = meta.id
         if meta.vector is not None and len(meta.vector) == self.dim * 4:
-            self._vectors[row] = np.frombuffer(meta.vector, np.float32)
+            self._put_vector(row, meta.vector)
             self._with_vectors += 1
         code = -1 if meta.agent_id is None else self._agent_codes.setdefault(meta.agent_id, len(self._agent_codes))
         self._agents[row] = code
@@ -140,6 +143,13 @@ class CheckpointIndex:
         self.last_id = max(self.last_id, meta.id)
         self._n = row + 1
 
+    def _put_vector(self, row: int, blob: bytes) -> None:
+        vector = self._np.frombuffer(blob, self._np.float32)
+        self._vectors[row] = vector
+        prefix = vector[: self._coarse_dim]
+        norm = float(self._np.linalg.norm(prefix))
+        self._coarse[row] = prefix / norm if norm else prefix
+
     def vector_of(self, turn_id: str) -> bytes | None:
         """The stored vector of an indexed turn (``None`` when not indexed or without one)."""
         row = self._row_of_turn.get(turn_id)
@@ -149,20 +159,20 @@ class CheckpointIndex:
 
     def set_vectors(self, rows: list[tuple[int, bytes]]) -> None:
         """Fill vectors of checkpoints added without one (an embedder that failed, then recovered)."""
-        np = self._np
         with self._lock:
             for checkpoint_id, blob in rows:
                 row = self._row_of_id.get(checkpoint_id)
                 if row is not None and len(blob) == self.dim * 4:
                     if not self._vectors[row].any():
                         self._with_vectors += 1
-                    self._vectors[row] = np.frombuffer(blob, np.float32)
+                    self._put_vector(row, blob)
 
-    def _arrays(self) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any, Any]:
+    def _arrays(self) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any, Any, Any]:
         """The per-checkpoint arrays, in :class:`Snapshot`'s order."""
         return (
             self._ids,
             self._vectors,
+            self._coarse,
             self._agents,
             self._segments,
             self._positions,
@@ -194,13 +204,40 @@ def semantic(snap: Snapshot, query: npt.NDArray[np.float32], k: int, agent: int 
         return []
     # einsum, not ``@``: BLAS hands a matrix-vector product to its threads, and on a busy machine waking them
     # cost 5-15 ms at 10,000 rows (measured) where one core takes 0.5 ms
-    sims = np.einsum("ij,j->i", snap.vectors[: snap.n], query)
+    rows = _coarse_rows(snap, query, k, agent) if snap.n > COARSE_FROM and snap.vectors.shape[1] > COARSE_DIM else None
+    vectors = snap.vectors[: snap.n] if rows is None else snap.vectors[rows]
+    sims = np.einsum("ij,j->i", vectors, query)
     if agent is not None:
-        sims = np.where(snap.agents[: snap.n] == agent, sims, -2.0)
-    k = min(k, snap.n)
+        agents = snap.agents[: snap.n] if rows is None else snap.agents[rows]
+        sims = np.where(agents == agent, sims, -2.0)
+    k = min(k, len(sims))
     top = np.argpartition(-sims, k - 1)[:k]
     top = top[np.argsort(-sims[top])]
-    return [(int(r), float(sims[r])) for r in top if sims[r] > -2.0]
+    found = top if rows is None else rows[top]
+    return [(int(r), float(s)) for r, s in zip(found, sims[top], strict=True) if s > -2.0]
+
+
+COARSE_FROM = 20_000
+COARSE_DIM = 128
+COARSE_POOL = 1_000
+"""Above 20,000 checkpoints the nearest vectors are found in two steps: the first 128 dimensions of every
+vector, normalized and kept contiguous (wordllama's embeddings are trained to be truncated), pick 1,000
+rows and the full vectors rank those. At 100,000 rows the first step read 3.8 ms where the whole matrix
+took 9.5 ms (a strided view of the prefixes took 17.7: einsum leaves its fast path); on the
+10,000-checkpoint bench ledger it kept 99 % of the exact top 30 (600 rows picked). The prefixes cost
+512 bytes per checkpoint."""
+
+
+def _coarse_rows(snap: Snapshot, query: npt.NDArray[np.float32], k: int, agent: int | None) -> Any:
+    import numpy as np
+
+    prefix = query[:COARSE_DIM]
+    norm = float(np.linalg.norm(prefix)) or 1.0
+    sims = np.einsum("ij,j->i", snap.coarse[: snap.n], prefix / norm)
+    if agent is not None:
+        sims = np.where(snap.agents[: snap.n] == agent, sims, -2.0)
+    pool = min(snap.n, max(COARSE_POOL, 20 * k))
+    return np.argpartition(-sims, pool - 1)[:pool]
 
 
 def ancestors(snap: Snapshot, row: int, depth: int) -> list[int]:
