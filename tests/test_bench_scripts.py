@@ -97,3 +97,13 @@ def test_routing_bench_prints_the_router_beside_its_baselines_and_the_speed() ->
     assert "| confidence | tasks | mean confidence | best checkpoint right |" in out
     assert "expected calibration error: " in out
     assert "### 300 checkpoints" in out and "CPU time of the deciding thread p50" in out
+
+
+def test_ledger_backends_bench_measures_both_backends_in_one_run(postgres_url: str) -> None:
+    out = run_bench(
+        str(BENCH / "bench_ledger_backends.py"),
+        *("--messages", "200", "--senders", "4", "--rounds", "1", "--postgres", postgres_url),
+    )
+    assert_machine_lines(out)
+    rows = [line.split()[0] for line in out.splitlines() if line.startswith(("sqlite ", "postgresql "))]
+    assert rows == ["sqlite", "postgresql"]

@@ -95,8 +95,11 @@ def test_help_imports_nothing_heavy(nexus: RunNexus) -> None:
         "import sys\n"
         "from nexus.cli import main\n"
         "assert main(['--help']) == 0\n"
-        "heavy = ['httpx', 'pydantic', 'sqlite3', 'llama_cpp', 'nexus.config._schema', 'nexus.llm']\n"
+        "assert main(['db', '--help']) == 0\n"
+        "heavy = ['httpx', 'pydantic', 'sqlite3', 'llama_cpp', 'nexus.config._schema', 'nexus.llm', 'psycopg']\n"
         "print('LOADED', [name for name in heavy if name in sys.modules])\n"
+        "import nexus.ledger, nexus.ledger.postgres\n"
+        "print('PSYCOPG', 'psycopg' in sys.modules)\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code],
@@ -106,6 +109,7 @@ def test_help_imports_nothing_heavy(nexus: RunNexus) -> None:
         check=True,
     )
     assert "LOADED []" in result.stdout
+    assert "PSYCOPG False" in result.stdout  # the PostgreSQL backend loads its driver when it connects
 
 
 def test_invalid_config_exits_2_naming_key_and_line(nexus: RunNexus, isolated_env: Path) -> None:

@@ -12,7 +12,7 @@ from nexus.engine.assembly.budget import history_window_chars
 from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.engine.execution.ledger_map import history_turn_ids
 from nexus.engine.wiring.runner import EngineEnv
-from nexus.ledger import CompactionRecord, Ledger
+from nexus.ledger import CompactionRecord, Ledger, Turn
 from nexus.llm.types import AssistantMessage, Model, TextContent, Usage, UserMessage
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text
@@ -103,10 +103,13 @@ def test_turn_owners_of_a_window_read_only_its_turns(ledger: Ledger, monkeypatch
     assert all(by_id[o].message_count >= 1 for o in owners[1:])
     assert owners[-1] == turns[-1].id and len(set(owners[1:])) * 2 == len(window) - 1
     calls: list[int | None] = []
-    real = Ledger.turns
-    monkeypatch.setattr(
-        Ledger, "turns", lambda self, label, limit=None: calls.append(limit) or real(self, label, limit=limit)
-    )
+    real = ledger.turns.path
+
+    async def counted(label: str, *, limit: int | None = None) -> list[Turn]:
+        calls.append(limit)
+        return await real(label, limit=limit)
+
+    monkeypatch.setattr(ledger.turns, "path", counted)
     history_turn_ids(ledger, "main", window)
     assert calls == [len(window) - 1]  # the newest turns only, not the whole path
 

@@ -1,5 +1,19 @@
-"""Run the LedgerBackend conformance suite against the SQLite ledger (in memory and on disk)."""
+"""The ledger conformance suite (``nexus.testing.conformance``) on the SQLite backend, in memory and on disk."""
 
 from __future__ import annotations
 
-from conformance import *  # noqa: F403
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from nexus.ledger import Ledger
+from nexus.testing.conformance import *  # noqa: F403
+
+
+@pytest.fixture(params=["sqlite-memory", "sqlite-file"])
+async def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Ledger]:
+    """A fresh, empty SQLite ledger."""
+    opened = Ledger.open(":memory:" if request.param == "sqlite-memory" else tmp_path / "agents.db")
+    yield opened
+    opened.close()

@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import reply, user
 
 from nexus.ledger import HeadMovedError, Ledger
 from nexus.ledger._schema import MAX_ORDINAL, pack_key
+from nexus.testing.conformance.support import reply, user
 
 WORKER = str(Path(__file__).with_name("ledger_worker.py"))
 

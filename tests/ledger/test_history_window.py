@@ -14,13 +14,13 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from helpers import reply, tool_round, user
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nexus.ledger import CompactionRecord, Ledger
 from nexus.ledger.records import SUMMARY_PREFIX
 from nexus.llm.types import Message, UserMessage
+from nexus.testing.conformance.support import reply, tool_round, user
 
 
 def _summary_len(history: list[Message]) -> int:

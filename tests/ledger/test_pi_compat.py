@@ -12,11 +12,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conformance import FIXTURES
-from helpers import reply, tool_round, user
+from test_pi_files import FIXTURES
 
 from nexus.ledger import CompactionRecord, Ledger
 from nexus.ledger.pi_jsonl import TURN_STATUS_TYPE
+from nexus.testing.conformance.support import reply, tool_round, user
 
 PI_DIR = Path(os.environ.get("NEXUS_PI_DIR", "/tmp/pi-check"))
 SESSION_MANAGER = PI_DIR / "node_modules/@mariozechner/pi-coding-agent/dist/core/session-manager.js"

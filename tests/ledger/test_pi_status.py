@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from helpers import reply, user
-
 from nexus.ledger import Ledger
 from nexus.ledger.pi_jsonl import TURN_STATUS_TYPE
+from nexus.testing.conformance.support import reply, user
 
 
 def _statuses(ledger: Ledger, label: str) -> list[tuple[str, str | None, object]]:

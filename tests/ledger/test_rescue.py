@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import reply, user
 
 from nexus.ledger import Ledger, _rescue
+from nexus.testing.conformance.support import reply, user
 
 
 def _opened(ledger: Ledger) -> str:

@@ -8,7 +8,6 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from helpers import reply, tool_round, user
 
 from nexus.ledger import Ledger, LedgerBusyError, LedgerError, SchemaVersionError, default_db_path
 from nexus.ledger._decode import decode_bodies, decode_body, encode_body
@@ -29,6 +28,7 @@ from nexus.llm.types import (
     UserMessage,
     now_ms,
 )
+from nexus.testing.conformance.support import reply, tool_round, user
 
 
 def test_default_db_path_follows_nexus_home(isolated_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -241,14 +241,19 @@ def test_message_cache_gives_the_same_history(tmp_path: Path) -> None:
         assert cached.history("s") == plain.history("s")
         plain.write_turn(None, "s", query_messages=[user("branch")], response_messages=[reply("b")])
         assert cached.history("s") == plain.history("s")
-        assert cached._cache is not None and cached._cache.size <= 50
+        assert cached.turns.cache is not None and cached.turns.cache.size <= 50
 
 
-def test_ledger_satisfies_backend_protocol() -> None:
-    from nexus.ledger import LedgerBackend
+def test_the_sqlite_stores_implement_every_protocol() -> None:
+    from nexus.ledger import protocols
 
     with Ledger.open(":memory:") as ledger:
-        assert isinstance(ledger, LedgerBackend)
+        stores = {"turns": ("TurnStore", "TurnTree"), "sessions": ("SessionStore", "PointerLog")}
+        stores |= {"queue": ("QueueStore", "QueueFeed"), "agents": ("AgentStore",), "deliveries": ("DeliveryStore",)}
+        stores |= {"pi": ("PiFiles",)}
+        for attribute, names in stores.items():
+            for name in names:
+                assert isinstance(getattr(ledger, attribute), getattr(protocols, name)), (attribute, name)
 
 
 def test_default_cache_returns_a_fresh_list_of_shared_messages(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except NexusError as exc:
         print(f"nexus: error: {_cli_message(exc)}", file=sys.stderr)
-        return 1
+        return 2 if _is_setup_error(exc) else 1
     except KeyboardInterrupt:
         print("nexus: interrupted", file=sys.stderr)
         return 130
@@ -61,6 +61,13 @@ def _load_handler(spec: str) -> Callable[[argparse.Namespace], int | None]:
         raise NexusError(f"the '{command}' command is not available in this build of nexus") from None
     handler: Callable[[argparse.Namespace], int | None] = getattr(module, function)
     return handler
+
+
+def _is_setup_error(exc: BaseException) -> bool:
+    """A ledger this Nexus cannot use at all (a schema it does not know, a server it cannot reach): exit 2."""
+    from nexus.ledger.errors import LedgerUnavailableError, SchemaVersionError
+
+    return isinstance(exc, SchemaVersionError | LedgerUnavailableError)
 
 
 def _cli_message(exc: BaseException) -> str:

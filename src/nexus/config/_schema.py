@@ -7,6 +7,7 @@ believes in but does not have. Every table forbids extra keys and no value is co
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -19,6 +20,7 @@ from nexus.config._paths import DATABASE_FILE_NAME, WORKSPACE_DIR_NAME, nexus_ho
 from nexus.config._routing_schema import RoutingConfig
 from nexus.config._server_schema import ServerConfig
 from nexus.config._tool_names import expand_tool_patterns, rule_allows
+from nexus.errors import ConfigError
 
 BUILTIN_APIS: tuple[str, ...] = ("anthropic-messages", "openai-completions", "openai-responses", "llama-cpp")
 """The wire APIs Nexus speaks out of the box (``[providers.<name>] api``)."""
@@ -316,8 +318,38 @@ class NexusConfig(_Strict):
 
     @property
     def database_path(self) -> Path:
-        """The ledger database (default ``$NEXUS_HOME/agents.db``)."""
-        return resolve_path(self.database or DATABASE_FILE_NAME, self.home)
+        """The ledger's SQLite file (default ``$NEXUS_HOME/agents.db``); a ConfigError when it is a server.
+
+        Only ``nexus db`` works with a PostgreSQL ledger in this version; every other command needs a file,
+        and must not make one named after a URL.
+        """
+        target = self.database_target
+        if isinstance(target, str):
+            parts = urlsplit(target)
+            shown = f"{parts.scheme}://{parts.hostname or ''}{parts.path}"  # no user, no password
+            where = "NEXUS_DATABASE_URL" if os.environ.get("NEXUS_DATABASE_URL", "").strip() else self.where("database")
+            raise ConfigError(
+                f"{where}: the ledger is the PostgreSQL database {shown}; `nexus db migrate` and "
+                "`nexus db copy` work with it, the other commands still need an SQLite file in this version "
+                "(unset it, or see docs/ledger.md)"
+            )
+        return target
+
+    @property
+    def database_target(self) -> str | Path:
+        """Where the ledger is: ``$NEXUS_DATABASE_URL``, else ``database`` (a ``postgresql://`` URL, ``${VAR}``
+        resolved, or a file), else ``$NEXUS_HOME/agents.db``. An unset ``${VAR}`` is a ConfigError naming it."""
+        from nexus.config._env import resolve_env
+
+        url = os.environ.get("NEXUS_DATABASE_URL", "").strip()
+        if url:
+            return resolve_env(url, os.environ, "NEXUS_DATABASE_URL")
+        raw = self.database or ""
+        if "${" in raw:
+            raw = resolve_env(raw, os.environ, "database", self.where("database"))
+        if raw.split("://", 1)[0].lower() in ("postgresql", "postgres") and "://" in raw:
+            return raw
+        return resolve_path(raw or DATABASE_FILE_NAME, self.home)
 
     @property
     def capture_path(self) -> Path | None:

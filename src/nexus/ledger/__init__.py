@@ -17,6 +17,7 @@ from nexus.ledger.errors import (
     LedgerBusyError,
     LedgerError,
     LedgerFullError,
+    LedgerUnavailableError,
     PiFormatError,
     SchemaVersionError,
     SessionExistsError,
@@ -27,45 +28,100 @@ from nexus.ledger.errors import (
 )
 from nexus.ledger.records import (
     DEFAULT_SESSION,
+    HEAD,
     SUMMARY_PREFIX,
+    AcceptRequest,
     CompactionRecord,
     ImportResult,
+    JournalEntry,
+    JournalMessage,
+    JournalReply,
+    JournalToolCall,
+    NewSession,
     QueueItem,
     Session,
+    SessionQuery,
+    Settlement,
     StoredMessage,
     TimelineEntry,
     ToolCallRecord,
     Turn,
+    TurnDetails,
+    TurnOpen,
+    TurnWrite,
 )
 
 if TYPE_CHECKING:
-    from nexus.ledger.backend import LedgerBackend
     from nexus.ledger.ledger import Ledger, default_db_path
+    from nexus.ledger.protocols import (
+        AgentStore,
+        DeliveryStore,
+        PiFiles,
+        PointerLog,
+        QueueFeed,
+        QueueStore,
+        SessionStore,
+        TurnStore,
+        TurnTree,
+    )
+
+_PROTOCOLS = (
+    "AgentStore",
+    "DeliveryStore",
+    "PiFiles",
+    "PointerLog",
+    "QueueFeed",
+    "QueueStore",
+    "SessionStore",
+    "TurnStore",
+    "TurnTree",
+)
 
 __all__ = [
     "DEFAULT_SESSION",
+    "HEAD",
     "SUMMARY_PREFIX",
+    "AcceptRequest",
+    "AgentStore",
     "CompactionRecord",
+    "DeliveryStore",
     "HeadMovedError",
     "ImportResult",
+    "JournalEntry",
+    "JournalMessage",
+    "JournalReply",
+    "JournalToolCall",
     "Ledger",
-    "LedgerBackend",
     "LedgerBusyError",
     "LedgerError",
     "LedgerFullError",
+    "LedgerUnavailableError",
+    "NewSession",
+    "PiFiles",
     "PiFormatError",
+    "PointerLog",
+    "QueueFeed",
     "QueueItem",
+    "QueueStore",
     "SchemaVersionError",
     "Session",
     "SessionExistsError",
     "SessionNotFound",
+    "SessionQuery",
+    "SessionStore",
+    "Settlement",
     "StoredMessage",
     "TimelineEntry",
     "ToolCallRecord",
     "Turn",
+    "TurnDetails",
     "TurnNotFound",
     "TurnNotSavedError",
+    "TurnOpen",
     "TurnStateError",
+    "TurnStore",
+    "TurnTree",
+    "TurnWrite",
     "default_db_path",
     "new_ulid",
     "ulid_time_ms",
@@ -77,8 +133,8 @@ def __getattr__(name: str) -> Any:
         from nexus.ledger import ledger
 
         return getattr(ledger, name)
-    if name == "LedgerBackend":
-        from nexus.ledger.backend import LedgerBackend
+    if name in _PROTOCOLS:
+        from nexus.ledger import protocols
 
-        return LedgerBackend
+        return getattr(protocols, name)
     raise AttributeError(f"module 'nexus.ledger' has no attribute {name!r}")

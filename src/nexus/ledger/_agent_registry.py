@@ -14,6 +14,7 @@ from typing import Any
 from nexus.ledger._rows import dumps, loads_opt
 from nexus.ledger._sqlite import Database
 from nexus.ledger.errors import AgentSessionTakenError
+from nexus.ledger.records import NewSession
 from nexus.llm.types import now_ms
 
 
@@ -110,7 +111,7 @@ class AgentRegistry:
         try:
             label = _sessions.resolve(conn, session_label).label
         except LookupError:
-            label = _sessions.create(conn, _sessions.NewSession(session_label)).label
+            label = _sessions.create(conn, NewSession(session_label)).label
         now = now_ms()
         conn.execute(
             "INSERT INTO agents (id, name, role, session_label, config_json, status, created_at, updated_at)"

@@ -8,22 +8,16 @@ with the outcome saved there.
 
 from __future__ import annotations
 
-import functools
 import os
 import socket
 import sqlite3
-from collections.abc import Sequence
 from pathlib import Path
 
 from nexus.ledger import _rescue, _turns
-from nexus.ledger._rows import TURN_COLUMNS, turn_from_row
-from nexus.ledger._sqlite import Database
-from nexus.ledger._write import HEAD, TurnFields, TurnOutcome, session_head
+from nexus.ledger._write import TurnOutcome, session_head
 from nexus.ledger.errors import LedgerError
-from nexus.ledger.records import CLOSED_STATUSES, OPEN_STATUSES, Turn
+from nexus.ledger.records import CLOSED_STATUSES, HEAD, OPEN_STATUSES, TurnDetails
 from nexus.llm.types import AssistantMessage
-
-_OPEN = "status IN ('pending', 'streaming')"
 
 
 def owner() -> str:
@@ -70,43 +64,12 @@ def owner_dead(turn_owner: str | None) -> bool:
     return pid != os.getpid() and not pid_alive(pid)
 
 
-def recover(
-    db: Database, *, force: bool, session: str | None = None, turn_ids: Sequence[str] | None = None
-) -> list[str]:
-    """Close the open turns of dead owners (every open turn if ``force``, exactly ``turn_ids`` if given)."""
-    rows = db.read(
-        lambda c: c.execute(
-            f"SELECT id, owner FROM turns WHERE {_OPEN} AND (? IS NULL OR session_label = ?)", (session, session)
-        ).fetchall()
-    )
-    recovered: list[str] = []
-    for turn_id, turn_owner in rows:
-        if turn_ids is not None:
-            if turn_id not in turn_ids:
-                continue
-        elif not force and not owner_dead(turn_owner):
-            continue
-        rescue = _rescue.find(db.path, str(turn_id)) if db.path != ":memory:" else None
-        if rescue is not None and (saved := _rescue.load(rescue)) is not None:
-            label, _ = db.write(functools.partial(_finish_rescued, turn_id=str(turn_id), saved=saved))
-            if label:
-                _rescue.discard(rescue)
-        else:
-            note = (
-                f"the process running this turn ({turn_owner or 'unknown'}) stopped before finishing it; "
-                "closed by recover()"
-            )
-            label, _ = db.write(functools.partial(_recover_one, turn_id=str(turn_id), note=note))
-        if label:
-            recovered.append(str(turn_id))
-    return recovered
-
-
-def _recover_one(conn: sqlite3.Connection, *, turn_id: str, note: str) -> tuple[str, bool]:
+def recover_turn(conn: sqlite3.Connection, turn_id: str, note: str) -> tuple[str, bool]:
+    """Close one open turn as ``aborted`` with what it journaled; returns (session, pointer moved)."""
     return _turns.recover_turn(conn, turn_id, note)
 
 
-def _finish_rescued(conn: sqlite3.Connection, *, turn_id: str, saved: _rescue.RescuedTurn) -> tuple[str, bool]:
+def finish_rescued(conn: sqlite3.Connection, turn_id: str, saved: _rescue.RescuedTurn) -> tuple[str, bool]:
     """Close an open turn with the outcome its owner saved to a rescue file; returns (session, pointer moved)."""
     row = conn.execute("SELECT session_label, parent_turn_id, status FROM turns WHERE id = ?", (turn_id,)).fetchone()
     if row is None or row[2] not in OPEN_STATUSES:
@@ -117,33 +80,12 @@ def _finish_rescued(conn: sqlite3.Connection, *, turn_id: str, saved: _rescue.Re
         status=status, response_messages=saved.response_messages, stop_reason=saved.stop_reason, error=saved.error
     )
     head = session_head(conn, label)
-    _turns.write_turn(conn, label, turn_id, HEAD, (), TurnFields(), outcome, if_head_moved="branch", reason="recover")
+    _turns.write_turn(conn, label, turn_id, HEAD, (), TurnDetails(), outcome, if_head_moved="branch", reason="recover")
     if saved.queue_items:
-        from nexus.ledger.broker_store import deliver_pending_in
+        from nexus.ledger._queue_rows import deliver_pending_in
 
         deliver_pending_in(conn, saved.queue_items, turn_id)
     return str(label), head == parent_id
-
-
-def open_turns(db: Database, session: str | None = None) -> list[Turn]:
-    """Turns still open (being run, or left by a dead process until recovered), oldest first."""
-    return db.read(
-        lambda c: [
-            turn_from_row(r)
-            for r in c.execute(
-                f"SELECT {TURN_COLUMNS} FROM turns WHERE {_OPEN} AND (? IS NULL OR session_label = ?) ORDER BY id",
-                (session, session),
-            )
-        ]
-    )
-
-
-def open_owners(db: Database, session: str) -> list[str]:
-    """The owners (``host:pid``, ``""`` if unknown) of the session's open turns."""
-    rows = db.read(
-        lambda c: c.execute(f"SELECT owner FROM turns WHERE {_OPEN} AND session_label = ?", (session,)).fetchall()
-    )
-    return [str(r[0] or "") for r in rows]
 
 
 def check_partial(message: object, slot: object) -> None:

@@ -79,8 +79,8 @@ def origin_id(conn: sqlite3.Connection, api: str, provider: str, model: str) -> 
     ).fetchone()
     if row is not None:
         return int(row[0])
-    cur = conn.execute("INSERT INTO origins (api, provider, model) VALUES (?, ?, ?)", (api, provider, model))
-    return int(cur.lastrowid or 0)
+    sql = "INSERT INTO origins (api, provider, model) VALUES (?, ?, ?) RETURNING id"
+    return int(conn.execute(sql, (api, provider, model)).fetchone()[0])
 
 
 def encode_body(message: Message, origin: int) -> str:

@@ -21,7 +21,8 @@ def store_prompt(conn: sqlite3.Connection, text: str) -> str:
     """Store ``text`` unless it is there already (inside the caller's transaction); returns its hash."""
     key = prompt_hash(text)
     conn.execute(
-        "INSERT OR IGNORE INTO system_prompts (hash, text, created_at) VALUES (?, ?, ?)", (key, text, now_ms())
+        "INSERT INTO system_prompts (hash, text, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+        (key, text, now_ms()),
     )
     return key
 

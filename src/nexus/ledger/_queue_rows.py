@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from nexus.ledger._claims import claim_in as claim_items
 from nexus.ledger._rows import dumps, dumps_opt, loads_opt
 from nexus.ledger._ulid import new_ulid
 from nexus.ledger.errors import LedgerError, QueueItemsFinishedError
+from nexus.ledger.records import AcceptRequest, QueueItem
 from nexus.llm.types import now_ms
 
 _ITEM_COLUMNS = (
@@ -26,52 +26,8 @@ _ITEM_COLUMNS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class BrokerQueueItem:
-    """One queue row as the broker sees it."""
-
-    id: str
-    session_label: str
-    agent_id: str | None
-    message_id: str | None
-    sender: str | None
-    message: Any
-    mode: str
-    status: str
-    attempts: int
-    enqueued_at: int
-    started_at: int | None
-    completed_at: int | None
-    error: str | None
-    turn_id: str | None
-
-    @property
-    def content(self) -> str:
-        """The message's text (the ``content`` of a stored ``AgentMessage``)."""
-        message = self.message
-        return str(message.get("content", "")) if isinstance(message, dict) else str(message)
-
-    def to_json(self) -> dict[str, Any]:
-        """The item as the CLI (``--json``) and the HTTP API show it."""
-        return {
-            "id": self.id,
-            "agent": self.agent_id,
-            "session": self.session_label,
-            "session_key": self.message.get("session") if isinstance(self.message, dict) else None,
-            "message_id": self.message_id,
-            "from": self.sender,
-            "mode": self.mode,
-            "status": self.status,
-            "attempts": self.attempts,
-            "enqueued_at": self.enqueued_at,
-            "error": self.error,
-            "turn_id": self.turn_id,
-            "content": self.content,
-        }
-
-
-def _item(row: tuple[Any, ...]) -> BrokerQueueItem:
-    return BrokerQueueItem(
+def _item(row: tuple[Any, ...]) -> QueueItem:
+    return QueueItem(
         id=row[0],
         session_label=row[1],
         agent_id=row[2],
@@ -89,23 +45,7 @@ def _item(row: tuple[Any, ...]) -> BrokerQueueItem:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class AcceptRequest:
-    """One message to accept (see :meth:`BrokerStore.accept`)."""
-
-    agent_id: str
-    session_label: str
-    message_id: str
-    sender: str | None
-    message: Any
-    mode: str
-    log_as_agent_message: bool = False
-    session_key: str | None = None
-    """Set for a message to one of the agent's per-sender sessions: the session row is created
-    (``routing_key`` = this key) in the same transaction when it does not exist yet."""
-
-
-def accept_in(conn: sqlite3.Connection, request: AcceptRequest) -> tuple[BrokerQueueItem, bool]:
+def accept_in(conn: sqlite3.Connection, request: AcceptRequest) -> tuple[QueueItem, bool]:
     """Accept one message inside the caller's transaction; ``created`` is False for a known id."""
     return accept_at(conn, request, now_ms())
 
@@ -126,7 +66,7 @@ def _awaits_reply(message: Any) -> int | None:
     return 1 if isinstance(metadata, dict) and metadata.get("reply_to") else None
 
 
-def accept_at(conn: sqlite3.Connection, request: AcceptRequest, now: int) -> tuple[BrokerQueueItem, bool]:
+def accept_at(conn: sqlite3.Connection, request: AcceptRequest, now: int) -> tuple[QueueItem, bool]:
     """:func:`accept_in` with the time of acceptance given (a group shares one clock read).
 
     One statement for a new message: the item is built from what was written, not read back.
@@ -160,7 +100,7 @@ def accept_at(conn: sqlite3.Connection, request: AcceptRequest, now: int) -> tup
             (request.message_id, request.sender, request.agent_id, request.session_label, content, now,
              dumps_opt(metadata)),
         )  # fmt: skip
-    item = BrokerQueueItem(
+    item = QueueItem(
         item_id, request.session_label, request.agent_id, request.message_id, request.sender, request.message,
         request.mode, "queued", 0, now, None, None, None, None,
     )  # fmt: skip
@@ -244,11 +184,11 @@ def move_items(
     now = now_ms()
     final = status in ("delivered", "failed", "dropped")
     cursor = conn.execute(
-        f"UPDATE queue_items SET status = ?, attempts = MAX(attempts + ?, 0),"
-        f" started_at = CASE WHEN ? THEN ? ELSE started_at END,"
+        f"UPDATE queue_items SET status = ?, attempts = CASE WHEN attempts + ? < 0 THEN 0 ELSE attempts + ? END,"
+        f" started_at = CASE WHEN ? = 1 THEN ? ELSE started_at END,"
         f" completed_at = ?, turn_id = COALESCE(?, turn_id), error = COALESCE(?, error)"
         f" WHERE id IN ({_placeholders(item_ids)}) AND +status IN ('queued', 'processing')",
-        (status, bump, int(status == "processing"), now, now if final else None, turn_id, error, *item_ids),
+        (status, bump, bump, int(status == "processing"), now, now if final else None, turn_id, error, *item_ids),
     )
     if cursor.rowcount != len(set(item_ids)):
         found = conn.execute(

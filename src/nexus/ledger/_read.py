@@ -63,7 +63,9 @@ def history_bodies(conn: sqlite3.Connection, head_id: str) -> tuple[str | None, 
     summary, ranges = history_plan(conn, head_id)
     bodies: list[str] = []
     for lo, hi in ranges:
-        bodies.extend(row[0] for row in conn.execute("SELECT body FROM messages WHERE key BETWEEN ? AND ?", (lo, hi)))
+        bodies.extend(
+            row[0] for row in conn.execute("SELECT body FROM messages WHERE key BETWEEN ? AND ? ORDER BY key", (lo, hi))
+        )
     return summary, bodies
 
 
@@ -132,7 +134,7 @@ class MessageCache:
         known = self.ranges.pop(lo, None)
         messages: list[Message] = [] if known is None else known[1]
         start = lo if known is None else known[0] + 1
-        rows = conn.execute("SELECT body FROM messages WHERE key BETWEEN ? AND ?", (start, hi))
+        rows = conn.execute("SELECT body FROM messages WHERE key BETWEEN ? AND ? ORDER BY key", (start, hi))
         new = decode_bodies([r[0] for r in rows], origins)
         messages.extend(new)
         self.size += len(new)
@@ -164,17 +166,18 @@ def ancestry(conn: sqlite3.Connection, turn_id: str) -> list[str]:
 def path_turns(conn: sqlite3.Connection, turn_id: str, limit: int | None = None) -> list[Turn]:
     """Full :class:`Turn` records from the root to ``turn_id``; with ``limit``, only the newest ``limit`` of them."""
     seg, seq, _ = turn_position(conn, turn_id)
-    left = -1 if limit is None else limit  # SQLite's LIMIT -1: no limit
+    left = limit
     out: list[Turn] = []
+    sql = f"SELECT {TURN_COLUMNS} FROM turns WHERE segment_id = ? AND seq BETWEEN ? AND ? ORDER BY seq DESC"
     for rseg, lo, hi in reversed(path_ranges(conn, seg, seq)):
         if left == 0:
             break
-        rows = conn.execute(
-            f"SELECT {TURN_COLUMNS} FROM turns WHERE segment_id = ? AND seq BETWEEN ? AND ? ORDER BY seq DESC LIMIT ?",
-            (rseg, lo, hi, left),
-        ).fetchall()
+        if left is None:
+            rows = conn.execute(sql, (rseg, lo, hi)).fetchall()
+        else:
+            rows = conn.execute(sql + " LIMIT ?", (rseg, lo, hi, left)).fetchall()
+            left -= len(rows)
         out.extend(turn_from_row(r) for r in rows)
-        left = -1 if limit is None else left - len(rows)
     return out[::-1]
 
 
@@ -193,7 +196,8 @@ def turn_messages(conn: sqlite3.Connection, turn_id: str) -> list[StoredMessage]
     """Every stored message of one turn, in order."""
     seg, seq, _ = turn_position(conn, turn_id)
     rows = conn.execute(
-        "SELECT key, role, body, source, context_json, metadata_json FROM messages WHERE key BETWEEN ? AND ?",
+        "SELECT key, role, body, source, context_json, metadata_json FROM messages WHERE key BETWEEN ? AND ?"
+        " ORDER BY key",
         key_range(seg, seq, seq),
     )
     origins = load_origins(conn)

@@ -47,8 +47,8 @@ TURN_COLUMNS = (
 )
 
 
-def turn_from_row(row: tuple[Any, ...]) -> Turn:
-    """Build a :class:`Turn` from a ``SELECT {TURN_COLUMNS}`` row."""
+def turn_from_row(row: tuple[Any, ...], owner: str | None = None) -> Turn:
+    """Build a :class:`Turn` from a ``SELECT {TURN_COLUMNS}`` row (``owner``: of an open turn, if read)."""
     (tid, parent, seg, seq, label, ttype, status, started, completed, model, provider, role, inp, out, cached,
      cwrite, reasoning, total, thread_total, cost, qcount, mcount, resp, has_children, tcount, stop, error,
      run_id, event, workspace, toolset, tools, granted, used, persona, prompt_hash, meta) = row  # fmt: skip
@@ -89,6 +89,7 @@ def turn_from_row(row: tuple[Any, ...]) -> Turn:
         persona_id=persona,
         system_prompt_hash=prompt_hash,
         metadata=loads_opt(meta),
+        owner=owner,
     )
 
 

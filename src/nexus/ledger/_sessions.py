@@ -3,32 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
 
 from nexus.ledger._rows import SESSION_COLUMNS, dumps_opt, fetch_session, session_from_row, turn_position
+from nexus.ledger._ulid import new_ulid
 from nexus.ledger._write import move_pointer
 from nexus.ledger.errors import SessionExistsError, SessionNotFound, TurnStateError
-from nexus.ledger.records import OPEN_STATUSES, Session, TimelineEntry
+from nexus.ledger.records import OPEN_STATUSES, NewSession, Session, SessionQuery, TimelineEntry
 from nexus.llm.types import now_ms
-
-
-@dataclass(slots=True)
-class NewSession:
-    """Everything ``create_session`` stores about a new session."""
-
-    label: str
-    origin: str = "user"
-    persona_id: str | None = None
-    is_subagent: bool = False
-    parent_session_label: str | None = None
-    parent_turn_id: str | None = None
-    spawn_tool_call_id: str | None = None
-    task_description: str | None = None
-    task_status: str | None = None
-    routing_key: str | None = None
-    origin_session_id: str | None = None
-    head_turn_id: str | None = None
-    metadata: dict[str, object] | None = None
 
 
 def _taken(conn: sqlite3.Connection, name: str) -> bool:
@@ -41,10 +22,17 @@ def _taken(conn: sqlite3.Connection, name: str) -> bool:
     )
 
 
-def create(conn: sqlite3.Connection, new: NewSession, reason: str = "create") -> Session:
-    """Insert a session; its initial pointer (if any) is logged in ``session_history``."""
-    if _taken(conn, new.label):
-        raise SessionExistsError(new.label)
+def create(conn: sqlite3.Connection, new: NewSession, reason: str | None = None) -> Session:
+    """Insert a session; its initial pointer (if any) is logged in ``session_history``.
+
+    Without a label one is made up (``fork-<ulid>`` for a fork, ``session-<ulid>`` otherwise); the
+    pointer's log reason defaults to ``fork`` for a fork and ``create`` for the rest.
+    """
+    fork = new.origin == "fork"
+    label = new.label if new.label is not None else f"{'fork' if fork else 'session'}-{new_ulid().lower()}"
+    reason = reason or ("fork" if fork else "create")
+    if _taken(conn, label):
+        raise SessionExistsError(label)
     if new.head_turn_id is not None:
         status = turn_position(conn, new.head_turn_id)[2]  # TurnNotFound for an unknown turn
         if status in OPEN_STATUSES:
@@ -65,7 +53,7 @@ def create(conn: sqlite3.Connection, new: NewSession, reason: str = "create") ->
         " spawn_tool_call_id, task_description, task_status, routing_key, origin, origin_session_id, created_at,"
         " updated_at, metadata_json) VALUES (?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
-            new.label,
+            label,
             persona or "default",
             int(new.is_subagent),
             new.parent_session_label,
@@ -82,8 +70,8 @@ def create(conn: sqlite3.Connection, new: NewSession, reason: str = "create") ->
         ),
     )
     if new.head_turn_id is not None:
-        move_pointer(conn, new.label, new.head_turn_id, reason, now)
-    return fetch_session(conn, new.label)
+        move_pointer(conn, label, new.head_turn_id, reason, now)
+    return fetch_session(conn, label)
 
 
 def resolve(conn: sqlite3.Connection, name: str) -> Session:
@@ -128,20 +116,12 @@ def aliases(conn: sqlite3.Connection, label: str) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
-def list_sessions(
-    conn: sqlite3.Connection,
-    *,
-    status: str | None,
-    origin: str | None,
-    is_subagent: bool | None,
-    updated_since: int | None,
-    persona_id: str | None,
-    limit: int | None,
-) -> list[Session]:
+def list_sessions(conn: sqlite3.Connection, query: SessionQuery) -> list[Session]:
     """Sessions matching every given filter, most recently updated first."""
     where: list[str] = []
     args: list[object] = []
-    for column, value in (("status", status), ("origin", origin), ("persona_id", persona_id)):
+    is_subagent, updated_since, limit = query.is_subagent, query.updated_since, query.limit
+    for column, value in (("status", query.status), ("origin", query.origin), ("persona_id", query.persona_id)):
         if value is not None:
             where.append(f"{column} = ?")
             args.append(value)
@@ -188,3 +168,13 @@ def set_fields(conn: sqlite3.Connection, label: str, **values: object) -> None:
     label = resolve_label(conn, label)
     sets = ", ".join(f"{k} = ?" for k in values)
     conn.execute(f"UPDATE sessions SET {sets}, updated_at = ? WHERE label = ?", (*values.values(), now_ms(), label))
+
+
+def ensure(conn: sqlite3.Connection, new: NewSession) -> Session:
+    """Label -> alias -> create (the spec's lookup order for an incoming message)."""
+    if new.label is not None:
+        try:
+            return resolve(conn, new.label)
+        except LookupError:
+            pass
+    return create(conn, new)

@@ -113,6 +113,9 @@ class Database:
     the big ones (history of a very long session, imports) in ``asyncio.to_thread``.
     """
 
+    inline = True
+    """Every call runs here and now, without suspending (see ``nexus.ledger._sql_db``)."""
+
     on_busy: Callable[[], object] | None
     """Called (from the writing thread) once per call that finds the database locked by another
     process, before waiting: a CLI sets it to print "waiting for the database"."""
@@ -267,6 +270,23 @@ class Database:
 
         with self._lock:
             return self._retry(attempt, wait_s)
+
+    @property
+    def location(self) -> str:
+        """Where the ledger is, for messages and rescue files: the file's path (or ``:memory:``)."""
+        return self.path
+
+    async def run(self, call: Callable[[], T]) -> T:
+        """Run ``call()`` (which reads and writes through this database) inline."""
+        return call()
+
+    async def run_read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """:meth:`read` for the async stores: inline (a read here is short and never waits on a network)."""
+        return self.read(fn)
+
+    async def run_write(self, fn: Callable[[sqlite3.Connection], T], *, wait_s: float | None = None) -> T:
+        """:meth:`write` for the async stores: inline, like :meth:`run_read`."""
+        return self.write(fn, wait_s=wait_s)
 
     def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` in one read transaction, so multi-statement reads see one snapshot."""

@@ -25,7 +25,7 @@ def tree_turns(conn: sqlite3.Connection, head_id: str, limit: int) -> tuple[list
     ).fetchone()[0]
     rows = conn.execute(
         "WITH RECURSIVE down(id) AS ("
-        " SELECT ? UNION ALL SELECT s.id FROM segments s JOIN down ON s.parent_segment_id = down.id)"
+        " SELECT CAST(? AS BIGINT) UNION ALL SELECT s.id FROM segments s JOIN down ON s.parent_segment_id = down.id)"
         f" SELECT {TURN_COLUMNS} FROM turns WHERE segment_id IN (SELECT id FROM down)"
         " AND status IN ('completed', 'failed', 'aborted') ORDER BY started_at, id LIMIT ?",
         (root_segment, limit + 1),

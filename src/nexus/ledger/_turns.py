@@ -14,11 +14,10 @@ from nexus.ledger._schema import pack_key
 from nexus.ledger._sessions import resolve_label
 from nexus.ledger._ulid import new_ulid
 from nexus.ledger._write import (
-    HEAD,
-    TurnFields,
     TurnOutcome,
     _final_columns,
     _tool_call_rows,
+    detail_columns,
     insert_compaction,
     insert_messages,
     insert_tool_calls,
@@ -29,7 +28,7 @@ from nexus.ledger._write import (
     update_turn_row,
 )
 from nexus.ledger.errors import HeadMovedError, LedgerError, TurnNotFound, TurnStateError
-from nexus.ledger.records import OPEN_STATUSES, CompactionRecord, ToolCallRecord
+from nexus.ledger.records import HEAD, OPEN_STATUSES, CompactionRecord, ToolCallRecord, TurnDetails
 from nexus.llm.serde import block_from_dict, block_to_dict, message_from_dict, message_to_dict
 from nexus.llm.types import (
     AssistantContent,
@@ -47,7 +46,7 @@ def open_turn(
     session_label: str,
     parent: Any,
     query_messages: Sequence[Message],
-    fields: TurnFields,
+    fields: TurnDetails,
     owner: str,
     *,
     source: str | None = None,
@@ -74,7 +73,7 @@ def open_turn(
         "message_count": len(query_messages),
         "owner": owner,
     }
-    cols.update(fields.columns())
+    cols.update(detail_columns(fields))
     insert_turn_row(conn, cols)
     insert_messages(conn, seg, seq, 0, query_messages, source=source, context=context)
     return turn_id
@@ -211,7 +210,7 @@ def write_turn(
     turn_id: str | None,
     parent: Any,
     query_messages: Sequence[Message],
-    fields: TurnFields,
+    fields: TurnDetails,
     outcome: TurnOutcome,
     *,
     if_head_moved: str = "raise",
@@ -247,7 +246,7 @@ def _store(
     slot: _Slot,
     session_label: str,
     query_messages: Sequence[Message],
-    fields: TurnFields,
+    fields: TurnDetails,
     outcome: TurnOutcome,
     now: int,
     source: str | None,
@@ -256,7 +255,7 @@ def _store(
     """Steps 1-5: the turn row, its messages, tool calls and compaction (journal replaced)."""
     seg, seq, qcount, response = slot.seg, slot.seq, slot.qcount, outcome.response_messages
     cols = _final_columns(outcome, qcount, slot.parent_total, now)
-    cols.update(fields.columns())
+    cols.update(detail_columns(fields))
     keyed = [(pack_key(seg, seq, qcount + i), m) for i, m in enumerate(response)]
     call_rows = _tool_call_rows(seg, seq, keyed, outcome.tool_calls, slot.journal_calls)
     cols["tool_call_count"] = len(call_rows)
@@ -377,5 +376,5 @@ def recover_turn(conn: sqlite3.Connection, turn_id: str, note: str) -> tuple[str
         error={"kind": "unknown", "message": note, "retryable": True},
     )
     head = session_head(conn, label)
-    write_turn(conn, label, turn_id, HEAD, (), TurnFields(), outcome, if_head_moved="branch", reason="recover")
+    write_turn(conn, label, turn_id, HEAD, (), TurnDetails(), outcome, if_head_moved="branch", reason="recover")
     return str(label), head == parent_id

@@ -117,7 +117,9 @@ class WindowCache:
             return list(entry.messages)
         self.entries[lo] = entry  # most recently used last
         if entry.hi < hi:  # new turns since: read and decode only them
-            new = conn.execute("SELECT key, body FROM messages WHERE key > ? AND key <= ?", (entry.hi, hi)).fetchall()
+            new = conn.execute(
+                "SELECT key, body FROM messages WHERE key > ? AND key <= ? ORDER BY key", (entry.hi, hi)
+            ).fetchall()
             origins = load_origins(conn)
             self.size += entry.extend(new, origins)
             entry.hi = hi

@@ -9,65 +9,34 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from nexus.ledger._decode import encode_body, origin_id
 from nexus.ledger._rows import dumps, dumps_opt
 from nexus.ledger._schema import MAX_ORDINAL, MAX_SEGMENT, MAX_SEQ, pack_key
 from nexus.ledger.errors import LedgerError, SessionNotFound, TurnNotFound, TurnStateError
-from nexus.ledger.records import OPEN_STATUSES, CompactionRecord, ToolCallRecord
+from nexus.ledger.records import OPEN_STATUSES, CompactionRecord, ToolCallRecord, TurnDetails
 from nexus.llm.types import AssistantMessage, Message, ToolResultMessage, Usage
 
 
-class _Head:
-    """Sentinel: "build on the session's current head"."""
-
-    def __repr__(self) -> str:
-        return "HEAD"
-
-
-HEAD: Any = _Head()
-"""Default ``parent_turn_id``: the session head, read inside the write transaction."""
-
-
-@dataclass(slots=True)
-class TurnFields:
-    """Descriptive fields of a turn (set when it is opened or written; ``None`` = leave as is)."""
-
-    model: str | None = None
-    provider: str | None = None
-    role: str | None = None
-    run_id: str | None = None
-    toolset_name: str | None = None
-    tools_available: list[object] | None = None
-    permissions_granted: list[object] | None = None
-    permissions_used: list[object] | None = None
-    source_event_id: str | None = None
-    workspace_path: str | None = None
-    persona_id: str | None = None
-    system_prompt_hash: str | None = None
-    metadata: dict[str, object] | None = None
-    started_at: int | None = None
-
-    def columns(self) -> dict[str, object]:
-        """The non-``None`` fields as turn columns."""
-        raw: dict[str, object | None] = {
-            "model": self.model,
-            "provider": self.provider,
-            "role": self.role,
-            "run_id": self.run_id,
-            "toolset_name": self.toolset_name,
-            "tools_available": dumps_opt(self.tools_available),
-            "permissions_granted": dumps_opt(self.permissions_granted),
-            "permissions_used": dumps_opt(self.permissions_used),
-            "source_event_id": self.source_event_id,
-            "workspace_path": self.workspace_path,
-            "persona_id": self.persona_id,
-            "system_prompt_hash": self.system_prompt_hash,
-            "metadata_json": dumps_opt(self.metadata),
-            "started_at": self.started_at,
-        }
-        return {k: v for k, v in raw.items() if v is not None}
+def detail_columns(details: TurnDetails) -> dict[str, object]:
+    """The non-``None`` fields of ``details`` as turn columns."""
+    raw: dict[str, object | None] = {
+        "model": details.model,
+        "provider": details.provider,
+        "role": details.role,
+        "run_id": details.run_id,
+        "toolset_name": details.toolset_name,
+        "tools_available": dumps_opt(details.tools_available),
+        "permissions_granted": dumps_opt(details.permissions_granted),
+        "permissions_used": dumps_opt(details.permissions_used),
+        "source_event_id": details.source_event_id,
+        "workspace_path": details.workspace_path,
+        "persona_id": details.persona_id,
+        "system_prompt_hash": details.system_prompt_hash,
+        "metadata_json": dumps_opt(details.metadata),
+        "started_at": details.started_at,
+    }
+    return {k: v for k, v in raw.items() if v is not None}
 
 
 @dataclass(slots=True)
@@ -120,11 +89,12 @@ def place(conn: sqlite3.Connection, parent_id: str | None, turn_id: str) -> tupl
 
 
 def _new_segment(conn: sqlite3.Connection, parent_seg: int | None, parent_seq: int | None, root: str) -> int:
-    cur = conn.execute(
-        "INSERT INTO segments (parent_segment_id, parent_seq, root_turn_id) VALUES (?, ?, ?)",
-        (parent_seg, parent_seq, root),
+    seg = int(
+        conn.execute(
+            "INSERT INTO segments (parent_segment_id, parent_seq, root_turn_id) VALUES (?, ?, ?) RETURNING id",
+            (parent_seg, parent_seq, root),
+        ).fetchone()[0]
     )
-    seg = int(cur.lastrowid or 0)
     if seg > MAX_SEGMENT:
         raise LedgerError("this ledger has run out of segment ids (2^27 branches); start a new database file")
     return seg

@@ -17,16 +17,12 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from nexus.ledger import _queue_reads
 from nexus.ledger._agent_registry import AgentRegistry, AgentRow
-from nexus.ledger._claims import held_by_others
+from nexus.ledger._queue_reads import Held
 from nexus.ledger._queue_rows import (
-    _ITEM_COLUMNS,
     REPLY_SUFFIX,
-    AcceptRequest,
-    BrokerQueueItem,
     _is_op_error,
-    _item,
-    _placeholders,
     accept_at,
     accept_in,
     claim_in,
@@ -35,11 +31,13 @@ from nexus.ledger._queue_rows import (
     move_items,
     release_in,
 )
-from nexus.ledger._rows import in_lists
-from nexus.ledger._schema import PENDING
 from nexus.ledger._sqlite import Database
 from nexus.ledger.errors import LedgerError
+from nexus.ledger.records import AcceptRequest, QueueItem
 from nexus.llm.types import now_ms
+
+BrokerQueueItem = QueueItem
+"""The queue item's old name, until the broker's callers move to ``nexus.ledger.QueueItem``."""
 
 
 class BrokerStore(AgentRegistry):
@@ -67,7 +65,7 @@ class BrokerStore(AgentRegistry):
         mode: str,
         log_as_agent_message: bool = False,
         session_key: str | None = None,
-    ) -> tuple[BrokerQueueItem, bool]:
+    ) -> tuple[QueueItem, bool]:
         """Queue a message durably; returns ``(item, created)`` — ``created`` is False for a known id.
 
         With ``log_as_agent_message`` the agent-to-agent log row is written in the same
@@ -79,10 +77,10 @@ class BrokerStore(AgentRegistry):
         )
         return self.accept_many([request])[0]
 
-    def accept_many(self, requests: Sequence[AcceptRequest]) -> list[tuple[BrokerQueueItem, bool]]:
+    def accept_many(self, requests: Sequence[AcceptRequest]) -> list[tuple[QueueItem, bool]]:
         """Accept several messages in ONE transaction (group commit for concurrent senders)."""
 
-        def run(conn: sqlite3.Connection) -> list[tuple[BrokerQueueItem, bool]]:
+        def run(conn: sqlite3.Connection) -> list[tuple[QueueItem, bool]]:
             now = now_ms()
             return [accept_at(conn, request, now) for request in requests]
 
@@ -123,9 +121,7 @@ class BrokerStore(AgentRegistry):
         except (sqlite3.IntegrityError, ValueError, TypeError, KeyError):
             return self._db.write(isolated)
 
-    def queued_after(
-        self, rowid: int, held: Callable[[str, str, str], bool] | None = None
-    ) -> tuple[list[BrokerQueueItem], int]:
+    def queued_after(self, rowid: int, held: Held | None = None) -> tuple[list[QueueItem], int]:
         """Items still ``queued`` that were inserted after ``rowid`` (any process), and the newest rowid.
 
         A broker polls this to pick up messages other processes accepted while it runs.
@@ -135,67 +131,31 @@ class BrokerStore(AgentRegistry):
         ~2,500 whole rows a poll, 3-5 ms of the event loop four times a second). Finished rows are
         skipped by SQLite itself.
         """
-        keys = (
-            "SELECT rowid, id, agent_id, session_label FROM queue_items"
-            " WHERE rowid > ? AND agent_id IS NOT NULL AND +status = 'queued' ORDER BY rowid"
-        )
-
-        def read(conn: sqlite3.Connection) -> tuple[list[tuple[Any, ...]], int]:
-            # one read transaction: the rows and the newest rowid are of the same snapshot
-            found = conn.execute(keys, (rowid,)).fetchall()
-            wanted: list[int] = [key[0] for key in found if held is None or not held(key[2], key[3], key[1])]
-            rows: list[tuple[Any, ...]] = []
-            for chunk, marks in in_lists(wanted):
-                sql = f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE rowid IN ({marks}) ORDER BY rowid"
-                rows.extend(conn.execute(sql, chunk).fetchall())
-            newest = conn.execute("SELECT MAX(rowid) FROM queue_items").fetchone()[0]
-            return rows, max(rowid, int(newest or 0))
-
-        rows, newest = self._db.read(read)
-        return [_item(row) for row in rows], newest
+        return self._db.read(lambda c: _queue_reads.queued_after(c, rowid, held))
 
     def last_rowid(self) -> int:
         """The newest queue row's rowid (0 for none): where :meth:`queued_after` starts."""
-        row = self._db.read(lambda c: c.execute("SELECT COALESCE(MAX(rowid), 0) FROM queue_items").fetchone())
-        return int(row[0])
+        return self._db.read(_queue_reads.last_rowid)
 
-    def unanswered_replies(self) -> list[tuple[BrokerQueueItem, str]]:
+    def unanswered_replies(self) -> list[tuple[QueueItem, str]]:
         """Finished items whose sender asked for the reply later (``metadata.reply_to``) but got none yet:
         delivered ones (a crash between the turn and its reply) and failed ones (cut by crashes
         ``max_attempts`` times, or their run could not start): their asker is told ``(failed: …)``."""
-        columns = ", ".join("q." + column.strip() for column in _ITEM_COLUMNS.split(","))
-        sql = (
-            f"SELECT json_extract(q.message_json, '$.metadata.reply_to'), {columns}"
-            " FROM queue_items q INDEXED BY queue_items_awaiting_reply"
-            " WHERE q.awaits_reply = 1 AND q.status IN ('delivered', 'failed') AND q.agent_id IS NOT NULL"
-            " AND json_extract(q.message_json, '$.metadata.reply_to') IS NOT NULL"
-            f" AND NOT EXISTS (SELECT 1 FROM queue_items r WHERE r.message_id = q.message_id || '{REPLY_SUFFIX}')"
-        )
-        rows = self._db.read(lambda c: c.execute(sql).fetchall())
-        return [(_item(row[1:]), str(row[0])) for row in rows]
+        return self._db.read(_queue_reads.unanswered_replies)
 
-    def get_item(self, item_id: str) -> BrokerQueueItem | None:
+    def get_item(self, item_id: str) -> QueueItem | None:
         """One queue item by id, or ``None``."""
-        row = self._db.read(
-            lambda c: c.execute(f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE id = ?", (item_id,)).fetchone()
-        )
-        return None if row is None else _item(row)
+        return self._db.read(lambda c: _queue_reads.get(c, item_id))
 
-    def pending(self, agent_id: str | None = None) -> list[BrokerQueueItem]:
+    def pending(self, agent_id: str | None = None) -> list[QueueItem]:
         """Items still ``queued`` or ``processing`` (of one agent, or all), in arrival order.
 
         ``+agent_id`` keeps the planner on the index of unfinished items whatever indexes on the
         agent exist (one on an agent's whole history walked every item the agent ever had).
         """
-        sql = f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE {PENDING}"
-        args: tuple[object, ...] = ()
-        if agent_id is not None:
-            sql += " AND +agent_id = ?"
-            args = (agent_id,)
-        rows = self._db.read(lambda c: c.execute(sql + " ORDER BY enqueued_at, id", args).fetchall())
-        return [_item(row) for row in rows]
+        return self._db.read(lambda c: _queue_reads.pending(c, agent_id))
 
-    def items(self, *, agent_id: str | None = None, statuses: Sequence[str] = ()) -> list[BrokerQueueItem]:
+    def items(self, *, agent_id: str | None = None, statuses: Sequence[str] = ()) -> list[QueueItem]:
         """Queue rows filtered by agent and status (all statuses when ``statuses`` is empty), oldest first.
 
         Unfinished and failed items are read through their own small indexes (``nexus queue list``'s
@@ -203,20 +163,7 @@ class BrokerStore(AgentRegistry):
         table (schema 11 dropped the index of every agent's whole history: it cost each accept a page
         write of its own, and a full history is an occasional question).
         """
-        wanted = set(statuses)
-        queries: list[tuple[str, list[object]]] = []
-        if not wanted or not wanted <= {"queued", "processing", "failed"}:
-            queries.append(_items_query(agent_id, statuses, "agent_id = ?"))
-        else:
-            unfinished = [status for status in statuses if status != "failed"]
-            if unfinished:  # +agent_id: the pending index whatever else indexes the agent
-                queries.append(_items_query(agent_id, unfinished, "+agent_id = ?", PENDING))
-            if "failed" in wanted:  # named: without statistics SQLite may prefer another index
-                failed = _items_query(agent_id, (), "agent_id = ?", "status = 'failed'", index="queue_items_failed")
-                queries.append(failed)
-        rows = self._db.read(lambda c: [row for sql, args in queries for row in c.execute(sql, args).fetchall()])
-        found = [_item(row) for row in rows]
-        return sorted(found, key=lambda item: (item.enqueued_at, item.id)) if len(queries) > 1 else found
+        return self._db.read(lambda c: _queue_reads.items(c, agent_id, statuses))
 
     def claim(self, item_ids: Sequence[str]) -> None:
         """A run takes these items: ``processing``, one more attempt counted."""
@@ -251,41 +198,10 @@ class BrokerStore(AgentRegistry):
         if item_ids:
             self._db.write(lambda c: move_items(c, item_ids, "failed", error=reason))
 
-    def fail_exhausted(self, max_attempts: int) -> list[BrokerQueueItem]:
-        """Fail every ``processing`` item (a crash cut its run) already tried ``max_attempts`` times.
-
-        An item another live broker is running is not a crash's leftover: it is left to that broker.
-        """
-
-        def run(conn: sqlite3.Connection) -> list[BrokerQueueItem]:
-            rows = conn.execute(
-                f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE {PENDING} AND status = 'processing' AND attempts >= ?",
-                (max_attempts,),
-            ).fetchall()
-            items = [_item(row) for row in rows]
-            running = held_by_others(conn, [item.id for item in items])
-            items = [item for item in items if item.id not in running]
-            reason = f"its run was cut {max_attempts} times (the process died); not retried again"
-            move_items(conn, [item.id for item in items], "failed", error=reason)
-            return items
-
-        return self._db.write(run)
-
-
-def _items_query(
-    agent_id: str | None, statuses: Sequence[str], agent_term: str, *extra: str, index: str | None = None
-) -> tuple[str, list[object]]:
-    """The SQL and arguments of one :meth:`BrokerStore.items` read (``agent_term`` names the agent)."""
-    where: list[str] = ["agent_id IS NOT NULL", *extra]
-    args: list[object] = []
-    if agent_id is not None:
-        where.append(agent_term)
-        args.append(agent_id)
-    if statuses:
-        where.append(f"status IN ({_placeholders(statuses)})" if len(statuses) > 1 else "status = ?")
-        args.extend(statuses)
-    source = f"queue_items INDEXED BY {index}" if index else "queue_items"
-    return f"SELECT {_ITEM_COLUMNS} FROM {source} WHERE {' AND '.join(where)} ORDER BY enqueued_at, id", args
+    def fail_exhausted(self, max_attempts: int) -> list[QueueItem]:
+        """Fail every ``processing`` item (a crash cut its run) already tried ``max_attempts`` times;
+        an item another live broker is running is left to that broker."""
+        return self._db.write(lambda c: _queue_reads.fail_exhausted(c, max_attempts))
 
 
 __all__ = [

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from nexus.ledger._rows import dumps, in_lists, loads_opt
-from nexus.ledger._sqlite import Database
+from nexus.ledger._sql_db import SqlDatabase
 from nexus.ledger._ulid import new_ulid
 
 DeliveryStatus = Literal["delivered", "partial", "failed"]
@@ -86,9 +86,9 @@ def _record(row: tuple[Any, ...]) -> DeliveryRecord:
 
 
 class DeliveryLog:
-    """The ``deliveries`` table of one ledger database (share the :class:`Database` of a ``Ledger``)."""
+    """The ``deliveries`` table of one ledger database (share the database of a ``Ledger``)."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: SqlDatabase) -> None:
         self._db = db
 
     def record(self, record: DeliveryRecord) -> DeliveryRecord:

@@ -99,11 +99,20 @@ class HeadMovedError(LedgerError):
 
 
 class SchemaVersionError(LedgerError):
-    """The database was written by a newer Nexus (its schema version is higher than this code knows)."""
+    """The database was written by a newer Nexus (its schema version is higher than this code knows), or its
+    applied migrations are not the ones this code ships (PostgreSQL: another name or checksum)."""
 
 
 class LedgerBusyError(LedgerError):
     """The database stayed locked by another process longer than the wait bound (``NEXUS_DB_WAIT_S``)."""
+
+
+class LedgerUnavailableError(LedgerBusyError):
+    """A database server (PostgreSQL) could not be reached, or stayed unreachable longer than the wait bound.
+
+    A kind of :class:`LedgerBusyError`: whatever a caller does for a database held too long (a 503, a
+    rescue file for a turn's final write) it does for a server that is away.
+    """
 
 
 class LedgerFullError(LedgerError):

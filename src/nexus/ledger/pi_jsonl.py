@@ -27,10 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from nexus.ledger import _read, _sessions, _turns
 from nexus.ledger._pi_messages import PI_ROLES, PiShapeError, from_pi, to_pi
-from nexus.ledger._sessions import NewSession
-from nexus.ledger._write import TurnFields, TurnOutcome, move_pointer
+from nexus.ledger._write import TurnOutcome, move_pointer
 from nexus.ledger.errors import LedgerError, PiFormatError
-from nexus.ledger.records import CLOSED_STATUSES, CompactionRecord, ImportResult
+from nexus.ledger.records import CLOSED_STATUSES, CompactionRecord, ImportResult, NewSession, TurnDetails
 from nexus.llm.types import AssistantMessage, Message, UserMessage, now_ms
 
 if TYPE_CHECKING:
@@ -224,7 +223,7 @@ def _write_group(conn: Any, label: str, group: _Group, state: dict[str, Any], re
         compaction = _compaction_of(compaction_entry, parent_id, state)
         result.compactions += 1
     first_ts = _ms(group.entries[0].raw.get("timestamp"))
-    fields = TurnFields(
+    fields = TurnDetails(
         model=state.get("model"), provider=state.get("provider"), metadata=metadata or None, started_at=first_ts
     )
     outcome = TurnOutcome(
@@ -362,13 +361,13 @@ def pi_session_text(ledger: Ledger, session_label: str) -> str:
     For callers that put the file somewhere themselves (stdout, their own atomic write).
     """
 
-    def run(conn: Any) -> tuple[Any, list[Any], dict[str, list[Any]]]:
+    def run(conn: Any) -> tuple[Any, list[Any], dict[str, list[Any]], dict[str, Any]]:
         session = _sessions.resolve(conn, session_label)
         turns = [] if session.thread_id is None else _read.path_turns(conn, session.thread_id)
-        return session, turns, {t.id: _read.turn_messages(conn, t.id) for t in turns}
+        compactions = {t.id: _read.compaction(conn, t.id) for t in turns if t.turn_type == "compaction"}
+        return session, turns, {t.id: _read.turn_messages(conn, t.id) for t in turns}, compactions
 
-    session, turns, messages = ledger.database.read(run)
-    compactions = {t.id: ledger.compaction(t.id) for t in turns if t.turn_type == "compaction"}
+    session, turns, messages, compactions = ledger.database.read(run)
     lines = _export_lines(session, turns, messages, compactions)
     return "".join(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n" for line in lines)
 

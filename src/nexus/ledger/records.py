@@ -7,10 +7,11 @@ rows UIs show. Times are Unix milliseconds everywhere.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
-from nexus.llm.types import Message, TextContent, ToolResultMessage
+from nexus.llm.types import AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, Usage
 
 DEFAULT_SESSION = "main"
 """The session a run uses when none is named (``nexus run``, ``run_agent``)."""
@@ -111,6 +112,8 @@ class Turn:
     persona_id: str | None = None
     system_prompt_hash: str | None = None
     metadata: dict[str, object] | None = None
+    owner: str | None = None
+    """``host:pid`` of the process running an open turn (set by ``open_turns``; ``None`` once it is closed)."""
 
     @property
     def is_open(self) -> bool:
@@ -221,19 +224,223 @@ class ImportResult:
 QUEUE_STATUSES: tuple[str, ...] = ("queued", "processing", "delivered", "failed", "dropped")
 """``queued`` -> ``processing`` -> ``delivered`` | ``failed``; ``dropped`` by a queue's drop policy."""
 
+Settlement: TypeAlias = Literal["delivered", "failed", "dropped"]
+"""How a queue item ends (:meth:`~nexus.ledger.protocols.QueueStore.settle`); a finished item is never run again."""
+
+
+class _Head:
+    """Sentinel: "build on the session's current head"."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "HEAD"
+
+
+HEAD: Any = _Head()
+"""Default ``parent_turn_id`` of :class:`TurnOpen` / :class:`TurnWrite`: the session head, read inside the write."""
+
+
+@dataclass(slots=True)
+class TurnDetails:
+    """Descriptive fields of a turn, set when it is opened or written (``None`` = leave as it is)."""
+
+    model: str | None = None
+    provider: str | None = None
+    role: str | None = None
+    run_id: str | None = None
+    toolset_name: str | None = None
+    tools_available: list[object] | None = None
+    permissions_granted: list[object] | None = None
+    permissions_used: list[object] | None = None
+    source_event_id: str | None = None
+    workspace_path: str | None = None
+    persona_id: str | None = None
+    system_prompt_hash: str | None = None
+    metadata: dict[str, object] | None = None
+    started_at: int | None = None
+
+
+@dataclass(slots=True)
+class TurnOpen:
+    """What :meth:`~nexus.ledger.protocols.TurnStore.open` stores: a ``streaming`` turn and its query.
+
+    ``parent_turn_id`` defaults to the session head; an explicit one that is no longer the head
+    raises ``HeadMovedError``. ``system_prompt`` is stored once by its hash; ``source`` and
+    ``context`` (assembly metadata) go on the query messages.
+    """
+
+    session_label: str
+    query_messages: Sequence[Message]
+    details: TurnDetails = field(default_factory=TurnDetails)
+    parent_turn_id: Any = HEAD
+    source: str | None = None
+    context: dict[str, object] | None = None
+    system_prompt: str | None = None
+
+
+@dataclass(slots=True)
+class TurnWrite:
+    """Everything one turn write carries (:meth:`~nexus.ledger.protocols.TurnStore.write`, one transaction).
+
+    ``turn_id`` is the id :meth:`TurnStore.open` returned (then only the response is given) or ``None``
+    for a turn written in one go with its ``query_messages``. ``usage`` defaults to the sum over the
+    response's assistant messages; tool-call rows are derived from the response (``tool_calls`` adds
+    timings or ``spawned_session_label``). ``response_sources[i]`` is the ``source`` of response message
+    ``i`` when it is a user message (a steer). ``consumed_queue_items`` are queue items the turn consumed:
+    marked ``delivered`` in the same transaction (items already finished are left alone: a turn is never
+    refused over its queue bookkeeping). When the head is no longer the parent, ``if_head_moved="raise"``
+    raises ``HeadMovedError`` and ``"branch"`` keeps the turn as a side branch without moving the pointer.
+    """
+
+    session_label: str
+    turn_id: str | None = None
+    query_messages: Sequence[Message] = ()
+    response_messages: Sequence[Message] = ()
+    status: str = "completed"
+    usage: Usage | None = None
+    stop_reason: str | None = None
+    error: dict[str, object] | str | None = None
+    compaction: CompactionRecord | None = None
+    tool_calls: Sequence[ToolCallRecord] | None = None
+    turn_type: str | None = None
+    parent_turn_id: Any = HEAD
+    if_head_moved: IfHeadMoved = "raise"
+    completed_at: int | None = None
+    source: str | None = None
+    context: dict[str, object] | None = None
+    response_sources: Sequence[str | None] = ()
+    consumed_queue_items: Sequence[str] = ()
+    details: TurnDetails = field(default_factory=TurnDetails)
+
 
 @dataclass(slots=True, frozen=True)
+class JournalMessage:
+    """A finished message of an open turn (a steer that joined the run), for crash recovery."""
+
+    turn_id: str
+    message: Message
+
+
+@dataclass(slots=True, frozen=True)
+class JournalReply:
+    """Assistant message ``slot`` (0, 1, ... within the turn) of an open turn as it is now.
+
+    Replaces the slot's earlier entry, which keeps its place; ``complete=False`` while it streams
+    (recovered as ``stop_reason="aborted"``), ``True`` once it ended.
+    """
+
+    turn_id: str
+    slot: int
+    message: AssistantMessage
+    complete: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class JournalToolCall:
+    """One finished tool call of an open turn, with its result."""
+
+    turn_id: str
+    call: ToolCall
+    result: ToolResultMessage
+    started_at: int
+    completed_at: int
+    spawned_session_label: str | None = None
+
+
+JournalEntry: TypeAlias = JournalMessage | JournalReply | JournalToolCall
+
+
+@dataclass(slots=True)
+class NewSession:
+    """Everything :meth:`~nexus.ledger.protocols.SessionStore.create` stores about a new session.
+
+    ``label=None`` makes one up (``session-<ulid>``, or ``fork-<ulid>`` for ``origin="fork"``). A fork is a
+    new session whose ``head_turn_id`` is any finished turn: nothing is copied; it inherits the persona.
+    """
+
+    label: str | None = None
+    origin: str = "user"
+    persona_id: str | None = None
+    is_subagent: bool = False
+    parent_session_label: str | None = None
+    parent_turn_id: str | None = None
+    spawn_tool_call_id: str | None = None
+    task_description: str | None = None
+    task_status: str | None = None
+    routing_key: str | None = None
+    origin_session_id: str | None = None
+    head_turn_id: str | None = None
+    metadata: dict[str, object] | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class SessionQuery:
+    """Filters of :meth:`~nexus.ledger.protocols.SessionStore.list` (every one given must match)."""
+
+    status: str | None = None
+    origin: str | None = None
+    is_subagent: bool | None = None
+    updated_since: int | None = None
+    persona_id: str | None = None
+    limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class QueueItem:
-    """One durable queue row: a message waiting for (or consumed by) a run of its session."""
+    """One durable queue row: a message waiting for (or consumed by) a run of its agent's session."""
 
     id: str
     session_label: str
-    message: object
+    agent_id: str | None
+    message_id: str | None
+    sender: str | None
+    message: Any
     mode: str
     status: str
+    attempts: int
     enqueued_at: int
-    started_at: int | None = None
-    completed_at: int | None = None
-    error: str | None = None
-    turn_id: str | None = None
-    metadata: dict[str, object] | None = None
+    started_at: int | None
+    completed_at: int | None
+    error: str | None
+    turn_id: str | None
+
+    @property
+    def content(self) -> str:
+        """The message's text (the ``content`` of a stored ``AgentMessage``)."""
+        message = self.message
+        return str(message.get("content", "")) if isinstance(message, dict) else str(message)
+
+    def to_json(self) -> dict[str, Any]:
+        """The item as the CLI (``--json``) and the HTTP API show it."""
+        return {
+            "id": self.id,
+            "agent": self.agent_id,
+            "session": self.session_label,
+            "session_key": self.message.get("session") if isinstance(self.message, dict) else None,
+            "message_id": self.message_id,
+            "from": self.sender,
+            "mode": self.mode,
+            "status": self.status,
+            "attempts": self.attempts,
+            "enqueued_at": self.enqueued_at,
+            "error": self.error,
+            "turn_id": self.turn_id,
+            "content": self.content,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptRequest:
+    """One message to accept (:meth:`~nexus.ledger.protocols.QueueStore.accept`)."""
+
+    agent_id: str
+    session_label: str
+    message_id: str
+    sender: str | None
+    message: Any
+    mode: str
+    log_as_agent_message: bool = False
+    session_key: str | None = None
+    """Set for a message to one of the agent's per-sender sessions: the session row is created
+    (``routing_key`` = this key) in the same transaction when it does not exist yet."""

@@ -1,17 +1,39 @@
-"""pi session files: round trips, branches, bad files, and exporting native sessions."""
+"""pi session files on the SQLite ledger: round trips of real pi files, branches, bad files, native sessions."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers import reply, texts, tool_round
 
-from conformance.common import FIXTURES, compact_turn, qa_turn
-from nexus.ledger import LedgerBackend, LedgerError, PiFormatError, SessionExistsError
+from nexus.ledger import Ledger, LedgerError, PiFormatError, SessionExistsError
 from nexus.llm.types import TextContent, UserMessage
+from nexus.testing.conformance.support import compaction, reply, texts, tool_round, user
+
+FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "pi-sessions"
+if not FIXTURES.exists():
+    FIXTURES = Path("/work/shared/fixtures/pi-sessions")
+
+
+@pytest.fixture(params=["sqlite-memory", "sqlite-file"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ledger]:
+    """A fresh, empty SQLite ledger (pi files go through its synchronous methods until they move to ``ledger.pi``)."""
+    ledger = Ledger.open(":memory:" if request.param == "sqlite-memory" else tmp_path / "agents.db")
+    yield ledger
+    ledger.close()
+
+
+def qa_turn(ledger: Ledger, session: str, q: str, a: str, **kw: object) -> str:
+    """Write a finished turn: one user question, one assistant answer."""
+    return ledger.write_turn(None, session, query_messages=[user(q)], response_messages=[reply(a)], **kw)  # type: ignore[arg-type]
+
+
+def compact_turn(ledger: Ledger, session: str, through: str, first_kept: str | None, **kw: object) -> str:
+    """Write a compaction turn summarising up to ``through`` and keeping turns from ``first_kept``."""
+    return ledger.write_turn(None, session, compaction=compaction(through, first_kept), **kw)  # type: ignore[arg-type]
+
 
 # --------------------------------------------------------------------------- pi session files
 
@@ -22,7 +44,7 @@ def _pi_messages(path: Path) -> list[dict[str, object]]:
 
 
 @pytest.mark.parametrize("name", ["openai-tools-3-turns", "anthropic-thinking-2-turns"])
-def test_conformance_pi_round_trip_preserves_every_message(backend: LedgerBackend, tmp_path: Path, name: str) -> None:
+def test_pi_round_trip_preserves_every_message(backend: Ledger, tmp_path: Path, name: str) -> None:
     source = FIXTURES / f"{name}.jsonl"
     result = backend.import_pi(source, "imported")
     original = _pi_messages(source)
@@ -42,7 +64,7 @@ def test_conformance_pi_round_trip_preserves_every_message(backend: LedgerBacken
     assert backend.history("again") == first
 
 
-def test_conformance_pi_branches_become_forks_and_compaction_turns(backend: LedgerBackend, tmp_path: Path) -> None:
+def test_pi_branches_become_forks_and_compaction_turns(backend: Ledger, tmp_path: Path) -> None:
     entries = [
         {"type": "session", "version": 3, "id": "sess-1", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/w"},
         _pi_msg("a1", None, "user", "first"),
@@ -135,8 +157,8 @@ def _pi_msg(entry_id: str, parent: str | None, role: str, text: str) -> dict[str
         ),
     ],
 )
-def test_conformance_pi_bad_files_name_the_line_and_import_nothing(
-    backend: LedgerBackend, tmp_path: Path, mutate: Callable[[list[str]], list[str]], line: int, problem: str
+def test_pi_bad_files_name_the_line_and_import_nothing(
+    backend: Ledger, tmp_path: Path, mutate: Callable[[list[str]], list[str]], line: int, problem: str
 ) -> None:
     lines = (FIXTURES / "openai-tools-3-turns.jsonl").read_text().splitlines()
     path = tmp_path / "bad.jsonl"
@@ -147,14 +169,14 @@ def test_conformance_pi_bad_files_name_the_line_and_import_nothing(
     assert backend.list_sessions() == []
 
 
-def test_conformance_pi_unreadable_file_is_a_ledger_error(backend: LedgerBackend, tmp_path: Path) -> None:
+def test_pi_unreadable_file_is_a_ledger_error(backend: Ledger, tmp_path: Path) -> None:
     for path in (tmp_path / "missing.jsonl", tmp_path):
         with pytest.raises(LedgerError, match="cannot read the pi session file"):
             backend.import_pi(path, "x")
     assert backend.list_sessions() == []
 
 
-def test_conformance_pi_import_is_one_transaction(backend: LedgerBackend) -> None:
+def test_pi_import_is_one_transaction(backend: Ledger) -> None:
     backend.create_session("taken")
     with pytest.raises(SessionExistsError):
         backend.import_pi(FIXTURES / "openai-tools-3-turns.jsonl", "taken")
@@ -162,7 +184,7 @@ def test_conformance_pi_import_is_one_transaction(backend: LedgerBackend) -> Non
     assert backend.history("taken") == []
 
 
-def test_conformance_exported_native_session_imports_back(backend: LedgerBackend, tmp_path: Path) -> None:
+def test_conformance_exported_native_session_imports_back(backend: Ledger, tmp_path: Path) -> None:
     backend.create_session("native")
     t1 = backend.write_turn(
         None,

@@ -1,0 +1,101 @@
+"""``nexus db migrate`` and ``nexus db copy SRC DST``: the ledger's schema, and moving a ledger between databases.
+
+A database is a file (SQLite) or a ``postgresql://`` URL. Bad input (a URL that does not parse, a server
+that refuses, a schema this Nexus does not know, a target that is not empty) is one line and exit 2;
+nothing is written then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+
+def db_command(args: argparse.Namespace) -> int:
+    """Run ``nexus db ACTION``."""
+    from nexus.ledger.errors import LedgerError
+
+    try:
+        if args.action == "migrate":
+            return _migrate(args)
+        return _copy(args)
+    except LedgerError as exc:
+        print(f"nexus: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+
+
+def _target(args: argparse.Namespace) -> str | Path:
+    """The database a command works on: ``--database``, else the configured one (see docs/configuration.md)."""
+    if args.database:
+        return str(args.database)
+    from nexus.config import load_config
+
+    return load_config(args.config).database_target
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from nexus.ledger.postgres import is_postgres_url, redacted
+
+    target = _target(args)
+    if not is_postgres_url(target):
+        from nexus.ledger._schema import SCHEMA_VERSION
+        from nexus.ledger._sqlite import Database
+
+        sqlite = Database(target)  # opening an SQLite file migrates it
+        sqlite.close()
+        found = sqlite.found_version
+        done = "up to date" if found == SCHEMA_VERSION else f"migrated from version {found}"
+        print(f"{target}: SQLite schema version {SCHEMA_VERSION} ({done})")
+        return 0
+    from nexus.ledger.postgres import _migrate as migrations
+    from nexus.ledger.postgres._database import PgDatabase
+
+    db = PgDatabase.connect(str(target))
+    try:
+        applied = db.write(migrations.migrate, serializable=False)
+    finally:
+        db.close()
+    names = ", ".join(f"{m.version:04d}_{m.name}" for m in applied) or "nothing to apply"
+    print(f"{redacted(str(target))}: schema version {migrations.SCHEMA_VERSION} ({names})")
+    return 0
+
+
+def _copy(args: argparse.Namespace) -> int:
+    from nexus.ledger._copy import copy_ledger
+    from nexus.ledger.postgres import is_postgres_url
+
+    async def run() -> int:
+        from nexus.ledger import Ledger
+
+        source = await Ledger.connect(_existing(args.source))
+        try:
+            target = await Ledger.connect(args.target)
+            try:
+                pg = is_postgres_url(args.target)
+                copied = await asyncio.to_thread(copy_ledger, source.database, target.database, postgres_target=pg)
+            finally:
+                await target.aclose()
+        finally:
+            await source.aclose()
+        print(f"copied {copied.total} rows ({copied.rows['turns']} turns, {copied.rows['sessions']} sessions) "
+              f"from {source.path} to {target.path}")  # fmt: skip
+        return 0
+
+    return asyncio.run(run())
+
+
+def _existing(source: str) -> str:
+    """A source that is a file must exist: copying from a path that has no ledger would create an empty one."""
+    from nexus.ledger.errors import LedgerError
+    from nexus.ledger.postgres import is_postgres_url
+
+    if not is_postgres_url(source) and source != ":memory:" and not Path(source).is_file():
+        raise LedgerError(f"{source}: no such ledger file; give an existing agents.db or a postgresql:// URL")
+    return source
+
+
+def _one_line(exc: BaseException) -> str:
+    """An error's message on one line (a libpq message can hold several)."""
+    return " ".join(str(exc).split())

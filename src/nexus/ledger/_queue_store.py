@@ -1,0 +1,188 @@
+"""The SQL backends' :class:`~nexus.ledger.protocols.QueueStore` (and ``QueueFeed``): the broker's durable
+queue, accepts and claims grouped into shared transactions.
+
+Every accept must be durable before it returns, and a run's claim before it starts; one committed
+transaction per write caps a single writer at a few thousand a second. Accepts and claims that arrive
+in the same event-loop iteration are committed together: the first schedules a flush with
+``call_soon``, the rest join it, and each caller resumes once the shared transaction committed. On
+SQLite the flush commits inline in that callback; on a database reached over the network it runs as
+a task, and writes arriving meanwhile form the next group. If one write of a group fails (a claim of a
+finished item), the group is run again with a savepoint per write, so that write fails alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from nexus.ledger import _queue_reads
+from nexus.ledger._queue_reads import Held
+from nexus.ledger._queue_rows import accept_at, claim_in, deliver_in, move_items, release_in
+from nexus.ledger._sql_db import SqlDatabase, run_inline
+from nexus.ledger.errors import LedgerBusyError, LedgerFullError
+from nexus.ledger.records import AcceptRequest, QueueItem, Settlement
+from nexus.llm.types import now_ms
+
+MAX_GROUP = 512
+"""Writes per transaction at most, so one flush never holds the event loop for long."""
+
+
+@dataclass(slots=True)
+class _Write:
+    """One submitted accept (``request``) or claim (``claim``), and the future its caller awaits."""
+
+    future: asyncio.Future[Any]
+    request: AcceptRequest | None = None
+    claim: Sequence[str] = field(default_factory=tuple)
+
+
+class SqlQueueStore:
+    """The queue of one SQL ledger database (see the module docstring)."""
+
+    def __init__(self, db: SqlDatabase) -> None:
+        self._db = db
+        self._pending: list[_Write] = []
+        self._scheduled = False
+
+    # ------------------------------------------------------------------ accept and claim (grouped)
+
+    async def accept(self, request: AcceptRequest) -> tuple[QueueItem, bool]:
+        """Queue a message durably; ``(item, created)``, ``created`` False for a message id already accepted."""
+        outcome: tuple[QueueItem, bool] = await self._submit(_Write(self._future(), request=request))
+        return outcome
+
+    async def claim(self, item_ids: Sequence[str]) -> None:
+        """A run takes these items: ``processing``, one more attempt counted."""
+        if item_ids:
+            await self._submit(_Write(self._future(), claim=tuple(item_ids)))
+
+    @staticmethod
+    def _future() -> asyncio.Future[Any]:
+        return asyncio.get_running_loop().create_future()
+
+    def _submit(self, write: _Write) -> asyncio.Future[Any]:
+        self._pending.append(write)
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+        return write.future
+
+    def _flush(self) -> None:
+        group, self._pending = self._pending[:MAX_GROUP], self._pending[MAX_GROUP:]
+        if self._pending:
+            asyncio.get_running_loop().call_soon(self._flush)
+        else:
+            self._scheduled = False
+        if self._db.inline:
+            run_inline(self._commit(group))
+        else:
+            asyncio.get_running_loop().create_task(self._commit(group))
+
+    async def _commit(self, group: list[_Write]) -> None:
+        """Commit the group in bulk (each write alone if one fails) and hand every caller its outcome."""
+        try:
+            try:
+                outcomes = await self._db.run_write(lambda c: _in_bulk(c, group))
+            except (LedgerBusyError, LedgerFullError):
+                raise  # the database failed, not one write: every caller hears it
+            except Exception:
+                outcomes = await self._db.run_write(lambda c: _one_by_one(c, group))
+        except Exception as exc:  # nothing of the group was written: every caller hears why
+            outcomes = [exc] * len(group)
+        for write, outcome in zip(group, outcomes, strict=True):
+            if write.future.done():
+                continue
+            if isinstance(outcome, Exception):
+                write.future.set_exception(outcome)
+            else:
+                write.future.set_result(outcome)
+
+    # ------------------------------------------------------------------ settling
+
+    async def release(self, item_ids: Sequence[str]) -> None:
+        """Items handed back unconsumed (a returned steer): ``queued`` again, the claim's attempt taken back."""
+        if item_ids:
+            await self._db.run_write(lambda c: release_in(c, item_ids))
+
+    async def settle(
+        self, item_ids: Sequence[str], outcome: Settlement, *, turn_id: str | None = None, reason: str | None = None
+    ) -> None:
+        """Finish unfinished items: ``delivered`` by ``turn_id``, or ``failed``/``dropped`` with ``reason``."""
+        if not item_ids:
+            return
+        if outcome == "delivered":
+            if turn_id is None:
+                raise ValueError("a delivered item needs the turn_id that consumed it")
+            await self._db.run_write(lambda c: deliver_in(c, item_ids, turn_id))
+        elif outcome in ("failed", "dropped"):
+            await self._db.run_write(lambda c: move_items(c, item_ids, outcome, error=reason))
+        else:
+            raise ValueError(f"a queue item settles as delivered, failed or dropped, not {outcome!r}")
+
+    async def fail_exhausted(self, max_attempts: int) -> list[QueueItem]:
+        """Fail every ``processing`` item (a crash cut its run) already tried ``max_attempts`` times."""
+        return await self._db.run_write(lambda c: _queue_reads.fail_exhausted(c, max_attempts))
+
+    # ------------------------------------------------------------------ reads
+
+    async def get(self, item_id: str) -> QueueItem | None:
+        """One queue item by id, or ``None``."""
+        return await self._db.run_read(lambda c: _queue_reads.get(c, item_id))
+
+    async def pending(self, agent_id: str | None = None) -> list[QueueItem]:
+        """Items still ``queued`` or ``processing`` (of one agent, or all), in arrival order."""
+        return await self._db.run_read(lambda c: _queue_reads.pending(c, agent_id))
+
+    async def items(self, *, agent_id: str | None = None, statuses: Sequence[str] = ()) -> list[QueueItem]:
+        """Queue rows filtered by agent and status (all statuses when ``statuses`` is empty), oldest first."""
+        return await self._db.run_read(lambda c: _queue_reads.items(c, agent_id, statuses))
+
+    async def unanswered_replies(self) -> list[tuple[QueueItem, str]]:
+        """Finished asks whose reply was never queued, each with the agent to answer."""
+        return await self._db.run_read(_queue_reads.unanswered_replies)
+
+    # ------------------------------------------------------------------ the feed (optional capability)
+
+    async def cursor(self) -> int:
+        """The newest queue row's position (0 for none): where :meth:`queued_after` starts."""
+        return await self._db.run_read(_queue_reads.last_rowid)
+
+    async def queued_after(self, cursor: int, held: Held | None = None) -> tuple[list[QueueItem], int]:
+        """Items still ``queued`` accepted after ``cursor`` (any process), and the new cursor."""
+        return await self._db.run_read(lambda c: _queue_reads.queued_after(c, cursor, held))
+
+
+def _in_bulk(conn: Any, group: list[_Write]) -> list[object]:
+    """Accepts, then every claim as one statement (one clock read for the group)."""
+    now = now_ms()
+    outcomes: list[object] = [None] * len(group)
+    claimed: list[str] = []
+    for index, write in enumerate(group):
+        if write.request is not None:
+            outcomes[index] = accept_at(conn, write.request, now)
+        else:
+            claimed.extend(write.claim)
+    if claimed:
+        claim_in(conn, claimed)
+    return outcomes
+
+
+def _one_by_one(conn: Any, group: list[_Write]) -> list[object]:
+    """Each write of the group under its own savepoint: one that fails is rolled back alone."""
+    now = now_ms()
+    outcomes: list[object] = []
+    for write in group:
+        conn.execute("SAVEPOINT group_op")
+        try:
+            if write.request is not None:
+                outcomes.append(accept_at(conn, write.request, now))
+            else:
+                claim_in(conn, write.claim)
+                outcomes.append(None)
+        except Exception as exc:
+            conn.execute("ROLLBACK TO SAVEPOINT group_op")
+            outcomes.append(exc)
+        conn.execute("RELEASE SAVEPOINT group_op")
+    return outcomes

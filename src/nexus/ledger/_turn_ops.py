@@ -1,0 +1,124 @@
+"""A turn's writes as records, inside the caller's transaction: open, journal, write (close).
+
+Both the SQL stores (``_stores``) and the rescue path use these; each runs in one transaction
+handed in by the caller, so a turn is written whole or not at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from nexus.ledger import _crash, _prompts, _rescue, _turns
+from nexus.ledger._write import TurnOutcome
+from nexus.ledger.errors import LedgerBusyError, LedgerFullError, TurnNotSavedError, TurnStateError
+from nexus.ledger.records import (
+    CLOSED_STATUSES,
+    JournalEntry,
+    JournalMessage,
+    JournalReply,
+    TurnOpen,
+    TurnWrite,
+)
+from nexus.llm.serde import message_to_dict
+
+
+def open_in(conn: Any, opening: TurnOpen, owner: str) -> str:
+    """Store a ``streaming`` turn and its query (and its system prompt, once by hash); returns its id."""
+    details = opening.details
+    if opening.system_prompt is not None:
+        details.system_prompt_hash = _prompts.store_prompt(conn, opening.system_prompt)
+    return _turns.open_turn(
+        conn,
+        opening.session_label,
+        opening.parent_turn_id,
+        opening.query_messages,
+        details,
+        owner,
+        source=opening.source,
+        context=opening.context,
+    )
+
+
+JournalRow = tuple[str, str, int | None, dict[str, Any]]
+"""``(turn_id, kind, slot, body)``: a journal entry encoded before the transaction (``slot`` for replies)."""
+
+
+def journal_rows(entries: Sequence[JournalEntry]) -> list[JournalRow]:
+    """Check and encode journal entries (outside the transaction: a bad entry writes nothing)."""
+    rows: list[JournalRow] = []
+    for entry in entries:
+        if isinstance(entry, JournalReply):
+            _crash.check_partial(entry.message, entry.slot)
+            rows.append(
+                (entry.turn_id, _turns.PARTIAL, entry.slot, _turns.partial_entry(entry.message, entry.complete))
+            )
+        elif isinstance(entry, JournalMessage):
+            rows.append((entry.turn_id, "message", None, message_to_dict(entry.message)))
+        else:
+            body = _turns.tool_call_entry(
+                entry.call, entry.result, entry.started_at, entry.completed_at, entry.spawned_session_label
+            )
+            rows.append((entry.turn_id, "tool_call", None, body))
+    return rows
+
+
+def journal_in(conn: Any, rows: Sequence[JournalRow]) -> None:
+    """Append (or, for a reply's slot, replace) journal entries of open turns."""
+    for turn_id, kind, slot, body in rows:
+        if slot is not None:
+            _turns.journal_partial(conn, turn_id, slot, body)
+        else:
+            _turns.journal(conn, turn_id, kind, body)
+
+
+def check_write(w: TurnWrite) -> None:
+    """Refuse a write whose status, head policy or turn type is not one the ledger knows."""
+    if w.status not in CLOSED_STATUSES:
+        raise TurnStateError(
+            f"status must be one of {', '.join(CLOSED_STATUSES)} for a finished turn, not {w.status!r}"
+        )
+    if w.if_head_moved not in ("raise", "branch"):
+        raise TurnStateError(f"if_head_moved must be 'raise' or 'branch', not {w.if_head_moved!r}")
+    if w.turn_type not in (None, "normal", "compaction"):
+        raise TurnStateError(f"turn_type must be 'normal' or 'compaction', not {w.turn_type!r}")
+
+
+def write_in(conn: Any, w: TurnWrite) -> str:
+    """The whole turn write (the spec's nine steps) and the delivery of the queue items it consumed."""
+    outcome = TurnOutcome(
+        w.status, w.response_messages, w.usage, w.stop_reason, w.error, w.compaction, w.tool_calls, w.turn_type
+    )
+    outcome.completed_at, outcome.response_sources = w.completed_at, w.response_sources
+    written = _turns.write_turn(
+        conn,
+        w.session_label,
+        w.turn_id,
+        w.parent_turn_id,
+        w.query_messages,
+        w.details,
+        outcome,
+        if_head_moved=w.if_head_moved,
+        source=w.source,
+        context=w.context,
+    )
+    if w.consumed_queue_items:
+        from nexus.ledger._queue_rows import deliver_pending_in
+
+        deliver_pending_in(conn, w.consumed_queue_items, written)
+    return written
+
+
+def rescued(location: str, w: TurnWrite, exc: LedgerFullError | LedgerBusyError) -> TurnNotSavedError:
+    """The error for a failed final write of an opened turn, whose outcome goes to a rescue file first."""
+    assert w.turn_id is not None
+    saved = _rescue.RescuedTurn(
+        w.turn_id,
+        w.session_label,
+        w.status,
+        list(w.response_messages),
+        w.stop_reason,
+        w.error,
+        tuple(w.consumed_queue_items),
+    )
+    return _rescue.not_saved(location, saved, exc)

@@ -1,0 +1,220 @@
+"""The SQL backends' :class:`~nexus.ledger.protocols.TurnStore` (and ``TurnTree``): the turn tree's
+writes and reads, each one transaction on a :class:`~nexus.ledger._sql_db.SqlDatabase`.
+
+The SQL of each step is in ``_turns``/``_write`` (writes) and ``_read``/``_window``/``_tree`` (reads);
+``_crash`` decides which open turns are orphans. Decoded messages are kept in two caches (whole
+histories, windows): rows of finished turns never change, so a long-lived process decodes only new turns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from nexus.ledger import _crash, _prompts, _read, _rescue, _sessions, _turn_ops, _window
+from nexus.ledger._decode import gc_paused
+from nexus.ledger._legacy import LegacyTurns
+from nexus.ledger._rows import TURN_COLUMNS, fetch_turn, turn_from_row, turn_position
+from nexus.ledger._sql_db import SqlDatabase
+from nexus.ledger._sqlite import wait_bound
+from nexus.ledger.errors import LedgerBusyError, LedgerFullError, TurnStateError
+from nexus.ledger.records import (
+    CLOSED_STATUSES,
+    CompactionRecord,
+    JournalEntry,
+    StoredMessage,
+    ToolCallRecord,
+    Turn,
+    TurnOpen,
+    TurnWrite,
+)
+from nexus.llm.types import Message
+
+JOURNAL_WAIT_S = 1.0
+"""The longest a crash-journal write waits for a database held by another process: the journal is
+best effort (the run goes on without it), the final write waits the full ``NEXUS_DB_WAIT_S``."""
+
+_OPEN = "status IN ('pending', 'streaming')"
+
+
+def journal_wait() -> float:
+    """:data:`JOURNAL_WAIT_S`, or less if ``NEXUS_DB_WAIT_S`` asks for a shorter wait."""
+    return min(JOURNAL_WAIT_S, wait_bound())
+
+
+class SqlTurnStore(LegacyTurns):
+    """Turns of one SQL ledger database (see the module docstring)."""
+
+    def __init__(self, db: SqlDatabase, *, message_cache: int) -> None:
+        self._db = db
+        self.cache = _read.MessageCache(message_cache) if message_cache > 0 else None
+        self.windows = _window.WindowCache(message_cache) if message_cache > 0 else None
+
+    # ------------------------------------------------------------------ the lifecycle
+
+    async def open(self, turn: TurnOpen) -> str:
+        """Store a ``streaming`` turn and its query; the session pointer does not move."""
+        owner = _crash.owner()
+        return await self._db.run_write(lambda c: _turn_ops.open_in(c, turn, owner))
+
+    async def journal(self, entries: Sequence[JournalEntry]) -> None:
+        """Journal entries of open turns in one transaction (an entry of a closed turn fails them all)."""
+        rows = _turn_ops.journal_rows(entries)
+        if rows:
+            await self._db.run_write(lambda c: _turn_ops.journal_in(c, rows), wait_s=journal_wait())
+
+    async def write(self, turn: TurnWrite) -> str:
+        """Write a finished turn in one transaction and move the pointer; a failed final write of an
+        opened turn saves its outcome to a rescue file (``TurnNotSavedError`` names it)."""
+        _turn_ops.check_write(turn)
+        try:
+            return await self._db.run_write(lambda c: _turn_ops.write_in(c, turn))
+        except (LedgerFullError, LedgerBusyError) as exc:
+            if turn.turn_id is None:
+                raise
+            raise _turn_ops.rescued(self._db.location, turn, exc) from exc
+
+    async def recover(
+        self, *, force: bool = False, session: str | None = None, turn_ids: Sequence[str] | None = None
+    ) -> list[str]:
+        """Close turns left open by dead processes (every open turn if ``force``, exactly ``turn_ids`` if given).
+
+        A turn whose final write failed and was saved to a rescue file is closed from that file, with
+        the status it really ended with; the others as ``aborted`` with what they journaled.
+        """
+        rows = await self._db.run_read(
+            lambda c: c.execute(
+                f"SELECT id, owner FROM turns WHERE {_OPEN} AND (CAST(? AS TEXT) IS NULL OR session_label = ?)"
+                " ORDER BY id",
+                (session, session),
+            ).fetchall()
+        )
+        recovered: list[str] = []
+        for turn_id, turn_owner in rows:
+            if turn_ids is not None:
+                if turn_id not in turn_ids:
+                    continue
+            elif not force and not _crash.owner_dead(turn_owner):
+                continue
+            if await self._recover_one(str(turn_id), turn_owner):
+                recovered.append(str(turn_id))
+        return recovered
+
+    async def _recover_one(self, turn_id: str, turn_owner: str | None) -> bool:
+        """Close one orphaned turn, from its rescue file if it left one; False if it was closed meanwhile."""
+        location = self._db.location
+        rescue = _rescue.find(location, turn_id) if location != ":memory:" else None
+        if rescue is not None and (saved := _rescue.load(rescue)) is not None:
+            label, _ = await self._db.run_write(lambda c: _crash.finish_rescued(c, turn_id, saved))
+            if label:
+                _rescue.discard(rescue)
+            return bool(label)
+        note = (
+            f"the process running this turn ({turn_owner or 'unknown'}) stopped before finishing it; "
+            "closed by recover()"
+        )
+        label, _ = await self._db.run_write(lambda c: _crash.recover_turn(c, turn_id, note))
+        return bool(label)
+
+    async def open_turns(self, session: str | None = None) -> list[Turn]:
+        """Turns still open (being run, or left by a dead process until recovered), oldest first."""
+        rows = await self._db.run_read(
+            lambda c: c.execute(
+                f"SELECT {TURN_COLUMNS}, owner FROM turns WHERE {_OPEN}"
+                " AND (CAST(? AS TEXT) IS NULL OR session_label = ?) ORDER BY id",
+                (session, session),
+            ).fetchall()
+        )
+        return [turn_from_row(row[:-1], owner=row[-1]) for row in rows]
+
+    # ------------------------------------------------------------------ reads
+
+    async def get(self, turn_id: str) -> Turn:
+        """One turn; raises ``TurnNotFound``."""
+        return await self._db.run_read(lambda c: fetch_turn(c, turn_id))
+
+    async def history(self, session_label: str, *, max_chars: int | None = None) -> list[Message]:
+        """The messages to send to the model next (summary first); ``max_chars`` bounds it to a window."""
+
+        def run(conn: Any) -> list[Message]:
+            row = conn.execute("SELECT thread_id FROM sessions WHERE label = ?", (session_label,)).fetchone()
+            head = row[0] if row is not None else _sessions.resolve(conn, session_label).thread_id
+            return self._history(conn, head, max_chars)
+
+        with gc_paused():  # the row tuples of a long history would trigger full collections
+            return await self._db.run_read(run)
+
+    async def history_at(self, turn_id: str, *, max_chars: int | None = None) -> list[Message]:
+        """The history with ``turn_id`` as head (an open turn raises ``TurnStateError``)."""
+
+        def run(conn: Any) -> list[Message]:
+            check_closed(conn, turn_id)
+            return self._history(conn, turn_id, max_chars)
+
+        with gc_paused():
+            return await self._db.run_read(run)
+
+    def _history(self, conn: Any, head: str | None, max_chars: int | None) -> list[Message]:
+        if max_chars is not None:
+            return _window.history_window(conn, head, max_chars, self.windows)
+        if self.cache is not None:
+            return _read.history_cached(conn, head, self.cache)
+        return _read.history(conn, head)
+
+    async def path(self, session_label: str, *, limit: int | None = None) -> list[Turn]:
+        """The turns of a session's history, root first; with ``limit``, only the newest ``limit``."""
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit must be zero or more, got {limit}")
+
+        def run(conn: Any) -> list[Turn]:
+            head = _sessions.resolve(conn, session_label).thread_id
+            return [] if head is None else _read.path_turns(conn, head, limit)
+
+        return await self._db.run_read(run)
+
+    async def messages(self, turn_id: str) -> list[StoredMessage]:
+        """The stored messages of one turn (query first), with ids for UIs."""
+        return await self._db.run_read(lambda c: _read.turn_messages(c, turn_id))
+
+    async def tool_calls(self, turn_id: str) -> list[ToolCallRecord]:
+        """The tool calls of one turn, with arguments and results."""
+        return await self._db.run_read(lambda c: _read.tool_calls(c, turn_id))
+
+    async def compaction(self, turn_id: str) -> CompactionRecord | None:
+        """The compaction details of a compaction turn (``None`` for a normal turn)."""
+        return await self._db.run_read(lambda c: _read.compaction(c, turn_id))
+
+    # ------------------------------------------------------------------ the tree (optional capability)
+
+    async def ancestry(self, turn_id: str) -> list[str]:
+        """Turn ids from the root to ``turn_id`` inclusive."""
+        return await self._db.run_read(lambda c: _read.ancestry(c, turn_id))
+
+    async def children(self, turn_id: str) -> list[Turn]:
+        """The direct children of a turn (continuations and forks)."""
+        return await self._db.run_read(lambda c: _read.children(c, turn_id))
+
+    async def tree(self, session_label: str, *, limit: int = 5000) -> tuple[list[Turn], bool]:
+        """Every closed turn of the tree the session is in (forks too), oldest first, and whether ``limit`` cut it."""
+        from nexus.ledger._tree import tree_turns
+
+        def run(conn: Any) -> tuple[list[Turn], bool]:
+            head = _sessions.resolve(conn, session_label).thread_id
+            return ([], False) if head is None else tree_turns(conn, head, limit)
+
+        return await self._db.run_read(run)
+
+    async def message(self, message_id: int) -> StoredMessage:
+        """One message by id; raises ``TurnNotFound``."""
+        return await self._db.run_read(lambda c: _read.get_message(c, message_id))
+
+    async def system_prompt(self, prompt_hash: str) -> str | None:
+        """The system prompt a turn was sent, by its ``system_prompt_hash`` (None if unknown)."""
+        return await self._db.run_read(lambda c: _prompts.read_prompt(c, prompt_hash))
+
+
+def check_closed(conn: Any, turn_id: str) -> None:
+    """``TurnStateError`` unless the turn is finished: only a finished turn can be a head or a history's end."""
+    status = turn_position(conn, turn_id)[2]
+    if status not in CLOSED_STATUSES:
+        raise TurnStateError(f"turn {turn_id!r} is still open ({status}); only finished turns can be session heads")

@@ -1,0 +1,196 @@
+"""The ledger's database on PostgreSQL: a pool of connections, each transaction run on a worker thread.
+
+The stores' logic is one synchronous function per transaction (``fn(conn)``, shared with SQLite). Here
+each runs on a thread of :attr:`PgDatabase.executor` with a pooled psycopg connection, so a slow query, a
+lost connection or a server restart holds a worker, never the event loop. Writes run ``SERIALIZABLE``:
+the logic was written for SQLite's one writer at a time, and PostgreSQL then guarantees the same outcome
+as some serial order or refuses the transaction (serialization failure, deadlock), which is retried whole.
+A connection lost before the commit is retried the same way until ``NEXUS_DB_WAIT_S`` has passed.
+
+No session state is used (no session advisory locks, no ``SET``): each transaction names its own
+isolation, so a transaction-pooling pgbouncer works; ``NEXUS_PG_PREPARE=0`` turns psycopg's prepared
+statements off for a pgbouncer older than 1.21.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from nexus.ledger._sqlite import wait_bound
+from nexus.ledger.errors import LedgerBusyError, LedgerError, LedgerUnavailableError
+from nexus.ledger.postgres._sql import PgConnection
+from nexus.ledger.postgres._url import redacted
+
+T = TypeVar("T")
+
+log = logging.getLogger("nexus.ledger")
+
+POOL_SIZE = 8
+"""Connections (and worker threads) at most, unless ``NEXUS_PG_POOL`` says otherwise."""
+
+CONNECT_TIMEOUT_S = 10.0
+"""How long opening waits for a first connection before it says the server cannot be reached."""
+
+
+def _pool_size() -> int:
+    raw = os.environ.get("NEXUS_PG_POOL", "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else POOL_SIZE
+
+
+def _prepare_threshold() -> int | None:
+    """psycopg's prepared statements after 5 uses of a statement, or never with ``NEXUS_PG_PREPARE=0``."""
+    return None if os.environ.get("NEXUS_PG_PREPARE", "").strip().lower() in ("0", "off", "no", "false") else 5
+
+
+class PgDatabase:
+    """One ledger database on a PostgreSQL server (see the module docstring)."""
+
+    inline = False
+
+    def __init__(self, pool: Any, url: str, size: int) -> None:
+        self._pool = pool
+        self.url = url
+        self.executor = ThreadPoolExecutor(max_workers=size, thread_name_prefix="nexus-pg")
+
+    @classmethod
+    def connect(cls, url: str) -> PgDatabase:
+        """Open a pool on ``url`` (blocking: call it off the loop).
+
+        One direct connection is tried first, so a wrong URL, a refused connection or a rejected user is
+        said at once in libpq's words (``LedgerUnavailableError``, the password left out).
+        """
+        from psycopg_pool import ConnectionPool
+
+        _probe(url)
+        logging.getLogger("psycopg.pool").setLevel(logging.ERROR)  # our retries say what matters, once
+        size = _pool_size()
+        kwargs = {"autocommit": True, "prepare_threshold": _prepare_threshold()}
+        # No check on checkout (a round trip per transaction): a connection the server closed fails the
+        # transaction's first statement, before anything is written, and the transaction is run again.
+        pool = ConnectionPool(url, min_size=1, max_size=size, kwargs=kwargs, open=False, name="nexus-ledger")
+        pool.open(wait=False)
+        return cls(pool, url, size)
+
+    @property
+    def location(self) -> str:
+        """The database's URL without its password."""
+        return redacted(self.url)
+
+    def close(self) -> None:
+        """Close every connection and the worker threads."""
+        self._pool.close()
+        self.executor.shutdown(wait=True)
+
+    # ------------------------------------------------------------------ transactions (on a worker thread)
+
+    def read(self, fn: Callable[[Any], T]) -> T:
+        """Run ``fn(conn)`` in one read-only snapshot (``REPEATABLE READ``)."""
+        return self._transaction(fn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", None)
+
+    def write(self, fn: Callable[[Any], T], *, wait_s: float | None = None, serializable: bool = True) -> T:
+        """Run ``fn(conn)`` in one ``SERIALIZABLE`` transaction, retried whole on a conflict or a lost connection.
+
+        ``serializable=False``: ``READ COMMITTED``, each statement seeing what committed before it (a
+        migration, which must see the tables another process made while it waited for the lock).
+        """
+        level = "SERIALIZABLE" if serializable else "READ COMMITTED"
+        return self._transaction(fn, f"BEGIN ISOLATION LEVEL {level}", wait_s)
+
+    def _transaction(self, fn: Callable[[Any], T], begin: str, wait_s: float | None) -> T:
+        import psycopg
+
+        deadline = time.monotonic() + (wait_bound() if wait_s is None else wait_s)
+        delay = 0.002
+        while True:
+            try:
+                return self._attempt(fn, begin)
+            except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected) as exc:
+                if time.monotonic() >= deadline:  # another transaction won each time: run this one again
+                    raise LedgerBusyError(
+                        f"the ledger database {self.location} kept refusing a write for conflicts ({exc}); "
+                        "wait longer with NEXUS_DB_WAIT_S=SECONDS"
+                    ) from exc
+            except psycopg.OperationalError as exc:
+                if not _connection_lost(exc):
+                    raise LedgerError(f"the ledger database {self.location} refused a statement: {exc}") from exc
+                if time.monotonic() >= deadline:
+                    raise LedgerUnavailableError(
+                        f"the ledger database {self.location} stayed unreachable ({exc}); check that PostgreSQL "
+                        "runs, or wait longer with NEXUS_DB_WAIT_S=SECONDS"
+                    ) from exc
+                log.warning("ledger database connection lost (%s); retrying", exc)
+            except psycopg.Error as exc:  # a statement the server refused: the database is not what we expect
+                raise LedgerError(f"the ledger database {self.location} refused a statement: {exc}") from exc
+            time.sleep(min(delay * (1 + random.random()), max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 2, 0.5)
+
+    def _attempt(self, fn: Callable[[Any], T], begin: str) -> T:
+        from psycopg_pool import PoolTimeout
+
+        try:
+            with self._pool.connection() as raw:
+                raw.execute(begin)
+                try:
+                    result = fn(PgConnection(raw))
+                except BaseException:
+                    _roll_back(raw)
+                    raise
+                raw.execute("COMMIT")
+                return result
+        except PoolTimeout as exc:
+            import psycopg
+
+            raise psycopg.OperationalError(f"no connection available ({exc})") from exc
+
+    # ------------------------------------------------------------------ for the event loop
+
+    async def run(self, call: Callable[[], T]) -> T:
+        """Run ``call()`` on a worker thread; the event loop goes on meanwhile."""
+        return await asyncio.get_running_loop().run_in_executor(self.executor, call)
+
+    async def run_read(self, fn: Callable[[Any], T]) -> T:
+        """:meth:`read` on a worker thread."""
+        return await self.run(lambda: self.read(fn))
+
+    async def run_write(self, fn: Callable[[Any], T], *, wait_s: float | None = None) -> T:
+        """:meth:`write` on a worker thread."""
+        return await self.run(lambda: self.write(fn, wait_s=wait_s))
+
+
+def _roll_back(raw: Any) -> None:
+    """End a failed transaction; a connection that broke meanwhile is left to the pool to replace."""
+    import psycopg
+
+    if raw.closed or raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+        return
+    try:
+        raw.execute("ROLLBACK")
+    except psycopg.Error:
+        log.debug("rollback failed", exc_info=True)
+
+
+def _connection_lost(exc: Exception) -> bool:
+    """A broken or closed connection, a server shutting down or not reachable (class 08, 57P0x): worth a retry."""
+    state = getattr(exc, "sqlstate", None) or ""
+    return not state or state.startswith("08") or state in ("57P01", "57P02", "57P03")
+
+
+def _probe(url: str) -> None:
+    """Connect once; ``LedgerUnavailableError`` naming why not (the first line of libpq's reason)."""
+    import psycopg
+
+    try:
+        psycopg.connect(url, connect_timeout=int(CONNECT_TIMEOUT_S)).close()
+    except (psycopg.Error, ValueError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise LedgerUnavailableError(
+            f"cannot connect to the ledger database {redacted(url)} ({reason}); check the URL, that PostgreSQL "
+            "runs there and accepts this user"
+        ) from None
