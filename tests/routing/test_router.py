@@ -111,3 +111,12 @@ def test_reindex_rebuilds_the_same_checkpoints(ledger: Ledger, tmp_path: Path) -
         assert router.store.count() == len(ids)
         result = router.route("pdf invoices for paid orders", now_ms=NOW_MS)
     assert result.checkpoint is not None and result.checkpoint.turn_id == ids["invoice"]
+
+
+async def test_a_postgresql_ledger_is_refused_clearly(postgres_url: str) -> None:
+    opened = await Ledger.connect(postgres_url)
+    try:
+        with pytest.raises(RoutingError, match="this ledger is on PostgreSQL, for which no route store exists yet"):
+            Router(opened)
+    finally:
+        await opened.aclose()
