@@ -76,7 +76,12 @@ def _with_router(config: NexusConfig, job: Any, *, embedder: bool = True) -> int
         r.max_task_chars,
     )
     with Ledger.open(config.database_path) as ledger:
-        router = Router(ledger, settings)
+        try:
+            router = Router(ledger, settings)
+        except ImportError as exc:
+            from nexus.errors import NexusError
+
+            raise NexusError(f"smart routing needs numpy ({exc}); pip install 'nexus-broker[routing]'") from None
         try:
             return int(job(router))
         finally:
