@@ -61,3 +61,18 @@ async def test_bad_routing_requests_are_4xx_and_store_nothing(tmp_path: Path) ->
         assert bad_mode.status_code == 422
         assert live.broker.routing.router.decisions.decisions() == []
         assert live.store.items(agent_id="coder") == []
+
+
+async def test_without_a_broker_routing_is_409_no_broker(tmp_path: Path) -> None:
+    import httpx
+
+    from nexus.ledger import Ledger
+    from nexus.ledger.broker_store import BrokerStore
+    from nexus.server._state import ServerState
+    from nexus.server.app import create_app
+
+    with Ledger.open(tmp_path / "agents.db") as ledger:
+        app = create_app(ServerState(ledger, BrokerStore(ledger.database)))
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+            answer = await client.post("/v1/route", json={"task": "fix it"})
+    assert answer.status_code == 409 and answer.json()["error"]["type"] == "no_broker"

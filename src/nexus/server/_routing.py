@@ -37,14 +37,14 @@ class RouteRequest(BaseModel):
 
 def _routing(state: ServerState) -> Any:
     if state.broker is None:
-        raise ApiError(503, "unavailable", "smart routing needs the broker of nexus serve")
+        raise ApiError(409, "no_broker", "smart routing needs the broker to run in this server process (nexus serve)")
     return state.broker.routing
 
 
 @router.post(
     "/route",
     summary="Where a task belongs in past work: the checkpoint to fork from, or new (recorded as a decision)",
-    responses=answers(RouteDecision, 400, 503),
+    responses=answers(RouteDecision, 400, 409),
 )
 async def route_task(request: Request, body: RouteRequest) -> Any:
     from nexus.routing import RoutingError
