@@ -9,11 +9,11 @@ from nexus.cli._input import utf8_name
 ACTIONS = ("reindex", "stats", "feedback")
 
 
-def add_route(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_route(commands: argparse._SubParsersAction[argparse.ArgumentParser], summary: str) -> None:
     """``nexus route TASK | reindex | stats | feedback``."""
     sub = commands.add_parser(
         "route",
-        help="find the checkpoint of past work a task continues (smart routing), and its A/B stats",
+        help=summary,
         description=(
             "nexus route TASK: where TASK belongs in past work: the checkpoint (a turn) to fork from,\n"
             "with its calibrated confidence and the alternatives, or 'new' when nothing fits\n"
