@@ -21,9 +21,10 @@ import asyncio
 import dataclasses
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
+from nexus._dataclass import dataclass
 from nexus.broker.types import AgentMessage, BrokerError, SendReceipt
 from nexus.routing import ROUTING_MODES, Checkpoint, RoutingError, SmartRouteResult
 

@@ -13,9 +13,9 @@ count) and never sees a half-added row.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from nexus._dataclass import dataclass
 from nexus.routing.store import CheckpointMeta
 
 if TYPE_CHECKING:

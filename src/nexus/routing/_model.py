@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from importlib import resources
 from typing import Any
+
+from nexus._dataclass import dataclass
 
 FEATURES: tuple[str, ...] = (
     "cos",

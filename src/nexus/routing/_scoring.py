@@ -20,9 +20,10 @@ vectors; reciprocal-rank fusion of the two lists is one signal among the others:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from nexus._dataclass import dataclass
 from nexus.routing._files import freshness
 from nexus.routing._index import Snapshot, ancestors, descendants
 from nexus.routing._model import FEATURES

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from nexus._dataclass import dataclass
 from nexus.llm.types import AssistantMessage, Message, TextContent, ToolCall, UserMessage
 
 ASK_CHARS = 1200

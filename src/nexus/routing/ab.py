@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from nexus._dataclass import dataclass
 from nexus.routing.store import DecisionRecord
 
 Z95 = 1.959964

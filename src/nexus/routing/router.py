@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from nexus._dataclass import dataclass
 from nexus.ledger import Ledger, new_ulid
 from nexus.routing._index import CheckpointIndex, Snapshot, semantic
 from nexus.routing._indexer import EmbedderGuard, Indexer

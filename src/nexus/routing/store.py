@@ -10,8 +10,10 @@ method is synchronous and short: the router calls them from worker threads, neve
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Protocol, runtime_checkable
+
+from nexus._dataclass import dataclass
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
+
+from nexus._dataclass import dataclass
 
 RouteMode = Literal["existing", "new"]
 RoutingMode = Literal["explicit", "smart", "hybrid"]
