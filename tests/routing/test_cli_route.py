@@ -61,6 +61,8 @@ def test_route_prints_the_decision_and_records_it(home: tuple[Path, dict[str, st
     (("route",), "give the task"),
     (("route", "   "), "give the task"),
     (("route", "fix it", "--agent", "nobody"), "unknown agent 'nobody'"),
+    (("route", "login \udcff limiter"), "the task is not valid Unicode"),  # the byte 0xff in argv
+    (("route", "fix it", "--limit", "0"), "limit is 0; give 1 to 50"),
     (("route", "stats", "--since", "yesterday"), "--since 'yesterday': give 7d, 12h, 30m or a date"),
     (("route", "feedback", "01NOPE", "good"), "no routing decision '01NOPE'"),
     (("route", "feedback", "x"), "nexus route feedback DECISION_ID good|bad"),

@@ -56,6 +56,21 @@ def test_an_empty_task_is_refused_and_nothing_is_recorded(ledger: Ledger, task: 
         assert router.decisions.decisions() == []
 
 
+def test_a_task_that_is_not_valid_unicode_is_refused_and_the_embedder_stays_up(ledger: Ledger, tmp_path: Path) -> None:
+    """A lone surrogate (an undecodable byte) made the embedder fail, which turned embeddings off for every
+    task for a minute, and then SQLite raised UnicodeEncodeError recording the decision."""
+    ids = corpus(ledger, tmp_path / "ws")
+    with Router(ledger) as router:
+        with pytest.raises(RoutingError, match=r"the task is not valid Unicode \(a lone surrogate at character 6:"):
+            router.route("login \udcff rate limiter", now_ms=NOW_MS)
+        assert router.decisions.decisions() == []
+        result = router.route(
+            "carry on with the login rate limiter: count the attempts per username as well", now_ms=NOW_MS
+        )
+    assert result.notes == [] and result.checkpoint is not None
+    assert result.checkpoint.turn_id == ids["limiter-user"]
+
+
 def test_an_unknown_agent_is_refused_naming_the_known_ones(ledger: Ledger, tmp_path: Path) -> None:
     from nexus.ledger.broker_store import BrokerStore
 

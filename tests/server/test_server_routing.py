@@ -59,6 +59,13 @@ async def test_bad_routing_requests_are_4xx_and_store_nothing(tmp_path: Path) ->
         assert unknown.status_code == 400 and "unknown agent 'nobody'" in unknown.text
         bad_mode = await client.post("/v1/agents/coder/messages", json={"content": "x", "route": "clever"})
         assert bad_mode.status_code == 422
+        lone_surrogate = {
+            "/v1/route": '{"task": "login \\udcff limiter"}',
+            "/v1/agents/coder/messages": '{"content": "login \\udcff limiter", "route": "smart"}',
+        }  # JSON's escape of a byte that is not UTF-8
+        for path, body in lone_surrogate.items():
+            answer = await client.post(path, content=body, headers={"content-type": "application/json"})
+            assert answer.status_code == 422 and "unicode string" in answer.text, answer.text
         assert live.broker.routing.router.decisions.decisions() == []
         assert live.store.items(agent_id="coder") == []
 

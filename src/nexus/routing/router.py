@@ -189,6 +189,12 @@ class Router:
     def _check(self, task: str, agent: str | None, limit: int) -> _Task:
         if not isinstance(task, str) or not task.strip():
             raise RoutingError('the task is empty; say what should be done (e.g. nexus route "fix the login test")')
+        bad = next((i for i, ch in enumerate(task) if "\ud800" <= ch <= "\udfff"), None)
+        if bad is not None:  # it would fail the embedder (off for a minute for everyone) and SQLite's encoding
+            raise RoutingError(
+                f"the task is not valid Unicode (a lone surrogate at character {bad}: bytes that were not UTF-8); "
+                "send it as UTF-8 text"
+            )
         if not 1 <= limit <= MAX_LIMIT:
             raise RoutingError(f"limit is {limit}; give 1 to {MAX_LIMIT} alternatives")
         if agent is not None and agent not in self.store.known_agents():
