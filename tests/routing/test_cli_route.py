@@ -100,3 +100,16 @@ def test_send_route_smart_runs_the_task_in_a_fork_of_the_owners_session(home: tu
     with Ledger.open(root / "agents.db") as ledger:
         turns = ledger.turns("ops-agent~fork~m-9")
         assert [t.id for t in turns[:-1]] == [ids["docker"]] and turns[-1].status == "completed"
+
+
+def test_route_with_agent_looks_at_that_agents_past_work_only(home: tuple[Path, dict[str, str]]) -> None:
+    root, ids = home
+    task = "make the docker image of the API even smaller"
+    done = nexus(root, "route", task, "--agent", "auth-agent", "--json")
+    assert done.returncode == 0, done.stderr
+    decision = json.loads(done.stdout)
+    shown = [decision["checkpoint"], *decision["alternatives"]]
+    assert {c["agent_id"] for c in shown} == {"auth-agent"} and ids["docker"] not in {c["turn_id"] for c in shown}
+    assert decision["mode"] == "new"  # the Docker work is ops-agent's: nothing of auth-agent's continues it
+    ops = json.loads(nexus(root, "route", task, "--agent", "ops-agent", "--json").stdout)
+    assert ops["mode"] == "existing" and ops["checkpoint"]["turn_id"] == ids["docker"]
