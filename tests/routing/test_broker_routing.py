@@ -9,6 +9,7 @@ import pytest
 from nexus.broker import AgentIdentity, AgentMessage
 from nexus.broker.host import running_broker
 from nexus.config import load_config
+from nexus.engine import AgentSpec
 from nexus.ledger import Ledger
 from nexus.routing import RoutingError
 from nexus.testing import ScriptedModel
@@ -28,7 +29,7 @@ PAST = [
 
 async def _coder(broker: object, scripted: ScriptedModel) -> None:
     """Agent ``coder`` with the past work above, one conversation (``task:N``) each."""
-    broker.register_agent(AgentIdentity("coder", "agent:coder", "worker"), spec={"model": scripted.model.ref})  # type: ignore[attr-defined]
+    broker.register_agent(AgentIdentity("coder", "agent:coder", "worker"), spec=AgentSpec(model=scripted.model.ref))  # type: ignore[attr-defined]
     for i, (content, _) in enumerate(PAST):
         message = AgentMessage(id=f"m{i}", from_="user", to="coder", content=content, session=f"task:{i}")
         assert (await broker.send_and_wait(message)).success  # type: ignore[attr-defined]
@@ -41,7 +42,8 @@ def _model(*more: str) -> ScriptedModel:
 async def test_route_then_fork_runs_the_task_in_a_fork_of_the_checkpoint(isolated_env: Path) -> None:
     scripted = _model("The limiter now answers 429 with a JSON body", "again")
     with Ledger.open(isolated_env / "agents.db") as ledger:
-        async with running_broker(load_config(), ledger, stream_fn=scripted.stream) as broker:
+        async with running_broker(load_config(), ledger, stream_fn=scripted.stream) as host:
+            broker = host.broker
             await _coder(broker, scripted)
             decision = await broker.route_smart("the login rate limiter should answer 429 with a JSON body")
             assert decision.mode == "existing" and decision.checkpoint is not None
@@ -71,7 +73,8 @@ async def test_route_then_fork_runs_the_task_in_a_fork_of_the_checkpoint(isolate
 async def test_send_routed_follows_the_mode(isolated_env: Path, route: str, task: str, expect: str) -> None:
     scripted = _model("ok")
     with Ledger.open(isolated_env / "agents.db") as ledger:
-        async with running_broker(load_config(), ledger, stream_fn=scripted.stream) as broker:
+        async with running_broker(load_config(), ledger, stream_fn=scripted.stream) as host:
+            broker = host.broker
             await _coder(broker, scripted)
             routed = await broker.send_routed(
                 AgentMessage(id="r1", from_="user", to="coder", content=task), route=route
@@ -90,7 +93,8 @@ async def test_send_routed_follows_the_mode(isolated_env: Path, route: str, task
 async def test_routing_modes_are_checked(isolated_env: Path) -> None:
     scripted = ScriptedModel([])
     with Ledger.open(isolated_env / "agents.db") as ledger:
-        async with running_broker(load_config(), ledger, stream_fn=scripted.stream) as broker:
+        async with running_broker(load_config(), ledger, stream_fn=scripted.stream) as host:
+            broker = host.broker
             with pytest.raises(RoutingError, match="routing mode 'clever' is not one of explicit, smart, hybrid"):
                 broker.set_routing_mode("clever")
             broker.set_routing_mode("hybrid", agent="coder")

@@ -121,9 +121,7 @@ class SmartRoutingFace:
 
     if TYPE_CHECKING:  # AgentBroker's
 
-        async def send(
-            self, message: AgentMessage, queue_mode: str | None = None, *, commit_now: bool = False
-        ) -> SendReceipt: ...
+        async def send(self, message: AgentMessage, queue_mode: str | None = None) -> SendReceipt: ...
 
         def session_label(self, agent_id: str, session: str | None = None) -> str: ...
 
