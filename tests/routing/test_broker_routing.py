@@ -101,3 +101,26 @@ async def test_routing_modes_are_checked(isolated_env: Path) -> None:
             assert broker.routing.mode_for("coder") == "hybrid" and broker.routing.mode_for("other") == "explicit"
             broker.set_routing_mode("smart")
             assert broker.routing.mode_for("other") == "smart"
+
+
+async def test_the_index_worker_is_woken_by_each_run_of_the_broker(isolated_env: Path) -> None:
+    """``[routing] index = true`` in ``nexus serve``: a run's end wakes the worker (its poll here: an hour)."""
+    import asyncio
+    import time
+
+    from nexus.broker.smart import SmartRouting, index_after_runs
+    from nexus.routing import Router, RouteSettings
+
+    scripted = _model()
+    with Ledger.open(isolated_env / "agents.db") as ledger:
+        async with running_broker(load_config(), ledger, stream_fn=scripted.stream) as host:
+            broker = host.broker
+            broker.use_router(SmartRouting(lambda: Router(ledger, RouteSettings(poll_s=3600.0))))
+            router = await index_after_runs(host.runtime, broker.routing)
+            assert router.index.snapshot().n == 0
+            await _coder(broker, scripted)  # five runs
+            deadline = time.monotonic() + 60
+            while router.index.snapshot().n < len(PAST):
+                assert time.monotonic() < deadline, "no run woke the index worker"
+                await asyncio.sleep(0.05)
+            assert router.indexer.catch_up(None) == 0  # nothing was left for a decision to catch up with

@@ -30,6 +30,7 @@ from nexus.routing import ROUTING_MODES, Checkpoint, RoutingError, SmartRouteRes
 
 if TYPE_CHECKING:
     from nexus.config import NexusConfig
+    from nexus.engine import Execution, Runtime
     from nexus.ledger import Ledger
     from nexus.routing import Router
 
@@ -169,6 +170,24 @@ class SmartRoutingFace:
         """Stop the index worker and close the router's connection (when it was built)."""
         if self._smart is not None:
             await asyncio.to_thread(self._smart.close)
+
+
+async def index_after_runs(runtime: Runtime, routing: SmartRouting) -> Router:
+    """Index every turn soon after it is written: start the router's worker thread (building the router off the
+    loop) and wake it as each run of ``runtime`` ends (``Runtime.on_start``, chained to the listener already
+    there). Waking is a ``threading.Event.set()``; the indexing runs on the worker, never on the event loop.
+    ``nexus serve`` does this under ``[routing] index = true``."""
+    router = await asyncio.to_thread(lambda: routing.router)
+    router.start()
+    before = runtime.on_start
+
+    def on_start(execution: Execution) -> None:
+        if before is not None:
+            before(execution)
+        execution.result.add_done_callback(lambda _: router.notify())
+
+    runtime.on_start = on_start
+    return router
 
 
 LabelOf = Callable[[str, "str | None"], str]
