@@ -44,9 +44,12 @@ async def test_route_and_a_routed_message(tmp_path: Path) -> None:
         turns = live.ledger.turns("coder~fork~r-1")
         assert turns[-1].status == "completed" and turns[-2].id == body["checkpoint"]["turn_id"]
 
-        haiku = {"content": "compose a haiku about autumn leaves", "id": "r-2", "route": "smart"}
+        haiku = {"content": "compose a haiku about autumn leaves", "id": "r-2", "route": "smart",
+                 "conversation_id": "poems"}  # fmt: skip
         new = await client.post("/v1/agents/coder/messages", json=haiku)
         assert new.json()["route"]["session"] == "new:r-2" and new.json()["route"]["decision"]["mode"] == "new"
+        (recorded,) = [d for d in live.broker.routing.router.decisions.decisions() if d.message_id == "r-2"]
+        assert recorded.conversation_id == "poems"  # the A/B arm is the conversation's
         await live.broker.wait_for_idle("coder", 20_000)
 
 
