@@ -16,6 +16,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from nexus.adapters.types import said
 from nexus.errors import NexusError
 
 MAX_OUTPUT_BYTES = 1 << 20
@@ -127,7 +128,7 @@ async def _tail(stream: asyncio.StreamReader, keep: int = 4096) -> str:
 def parse_json_output(output: CommandOutput, *, name: str, command: str) -> object:
     """The JSON value a one-shot command printed (its last non-empty line); :class:`AdapterError` otherwise."""
     if output.returncode != 0:
-        detail = f": {output.stderr_tail}" if output.stderr_tail else ""
+        detail = f": {said(output.stderr_tail)}" if output.stderr_tail else ""
         parsed = _last_json(output.stdout)
         if isinstance(parsed, dict):
             return parsed  # a DeliveryResult describing the failure is still an answer
@@ -135,7 +136,7 @@ def parse_json_output(output: CommandOutput, *, name: str, command: str) -> obje
     parsed = _last_json(output.stdout)
     if parsed is _NOTHING:
         raw = output.stdout.decode("utf-8", "replace").strip().splitlines()
-        sample = raw[-1][:80] if raw else "nothing"
+        sample = said(raw[-1])[:80] if raw else "nothing"
         raise AdapterError(f"{name}: `{command}` did not print JSON (got {sample!r}); see docs/adapters.md")
     return parsed
 
