@@ -13,7 +13,7 @@ through :func:`redact`, and captures (:mod:`nexus.llm.capture`) go through the s
   also as raw JSON or a URL spell them (``a\\/b``, ``a%2Fb``, ``a+b``);
 - **shapes**: strings that look like a key even when nobody told us about them
   (``sk-…``, ``sk-ant-…``, ``AIza…``, ``gh*_…``, ``xox*-…``, ``Bearer …``, a Telegram bot
-  token, ``?key=…`` in a URL, ``api_key: …``).
+  token, ``?key=…`` or ``user:password@`` in a URL, ``api_key: …``).
 
 Values shorter than 8 characters are not searched for: they would cut ordinary words.
 Redact a text whole, before it is cut to a length: a cut through a key leaves a part of it
@@ -54,6 +54,7 @@ _LABELLED = (
     rf"((?i:\b(?:bearer|basic)\s+)){_GENERIC}",
     rf"((?i:[?&](?:key|api[_-]?key|access[_-]?token|token|secret|password)=))[^&\s\"'<>]{{{MIN_SECRET},}}",
     rf"((?i:\b(?:x-api-key|api[_-]?key|authorization|access[_-]?token|secret|password)[\"']?\s*[:=]\s*[\"']?)){_GENERIC}",
+    r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:)[^/\s@]+(?=@)",  # a URL's password: scheme://user:[redacted]@host
 )
 
 _registered: frozenset[str] = frozenset()  # replaced whole, never mutated: readers need no lock
