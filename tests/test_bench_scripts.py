@@ -86,6 +86,15 @@ def test_broker_queue_bench_prints_every_row_and_no_peer_ratio_without_the_peer(
     assert "(peers not requested: run with --peers" in out
 
 
+def test_mcp_bench_prints_the_sdk_baseline_beside_nexus_in_one_run() -> None:
+    out = run_bench(str(BENCH / "bench_mcp.py"), *("--calls", "20", "--rounds", "1", "--servers", "2"))
+    assert_machine_lines(out)
+    for row in ("| in process |", "| SDK Client |", "| Nexus MCP tool |", "| added by Nexus (p50 Nexus - p50 SDK) |"):
+        assert row in out
+    assert "| per connected server, in the Nexus process (2 servers) |" in out
+    assert out.count("| 100 / 1 |") == 1 and "| Nexus MCP tool | " in out.split("100 / 1")[1]
+
+
 def test_ledger_backends_bench_measures_both_backends_in_one_run(postgres_url: str) -> None:
     out = run_bench(
         str(BENCH / "bench_ledger_backends.py"),

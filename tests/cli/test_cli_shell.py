@@ -97,6 +97,7 @@ def test_help_imports_nothing_heavy(nexus: RunNexus) -> None:
         "assert main(['--help']) == 0\n"
         "assert main(['db', '--help']) == 0\n"
         "heavy = ['httpx', 'pydantic', 'sqlite3', 'llama_cpp', 'nexus.config._schema', 'nexus.llm', 'psycopg']\n"
+        "heavy += ['mcp', 'nexus.mcp']\n"
         "print('LOADED', [name for name in heavy if name in sys.modules])\n"
         "import nexus.ledger, nexus.ledger.postgres\n"
         "print('PSYCOPG', 'psycopg' in sys.modules)\n"

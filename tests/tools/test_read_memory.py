@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from nexus.agent.output_limits import MAX_BYTES, MAX_LINES, format_size, truncate_head
 from nexus.tools import Workspace, read_tool
-from nexus.tools._truncate import MAX_BYTES, MAX_LINES, format_size, truncate_head
 
 from ._helpers import call, text_of
 

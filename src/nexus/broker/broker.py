@@ -160,6 +160,9 @@ class AgentBroker:
             if session.run is not None:
                 session.run.abort("the broker is shutting down")
         await self._scheduler.close()
+        closing = getattr(self._runner, "close", None)  # the engine runner's MCP servers
+        if closing is not None:
+            await closing()
         await asyncio.sleep(0)  # one loop iteration for the tails of runs that just ended: their model
         # streams then close here, not in asyncio.run's shutdown, which cancels the close half-way
         # ("async generator ignored GeneratorExit" on stderr at the end of every drain)

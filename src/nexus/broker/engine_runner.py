@@ -111,6 +111,9 @@ class EngineRunHandle:
                 if not held:
                     return RunOutcome(status="aborted", error="aborted before the turn started")
                 depth = _depth(request.spec.get("depth"))  # > 0 for a worker spawned by spawn_agent
+                wanted = request.spec.get("tools")
+                await env.prepare_tools(request.session_label, role, wanted if isinstance(wanted, list) else None,
+                                        self._signal)  # fmt: skip
                 ctx = env.assemble(request.prompt, session=request.session_label, model=model, role=role,
                                    signal=self._signal, depth=depth)  # fmt: skip
                 # a chat-only model (the bundled SmolLM2) loops on tools: it gets none, agent tools included
@@ -152,6 +155,11 @@ class EngineRunner:
 
         self._broker = lambda: broker
         self.env.spawner = BrokerSpawner(broker, reply_timeout_ms=self.reply_timeout_ms)
+
+    async def close(self) -> None:
+        """Stop what the runs shared and the broker outlives: the MCP servers started for them."""
+        if self.env.mcp is not None:
+            await self.env.mcp.close()
 
     def model_problem(self, ref: str) -> str | None:
         """Why no run could reach model ``ref`` (the check of ``nexus agents add --model``), or ``None``.

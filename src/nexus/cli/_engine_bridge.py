@@ -128,6 +128,7 @@ async def call_engine(
         if not held:
             raise NexusError(f"interrupted while waiting for another run of session {label}; nothing was sent")
         created = not existed and runtime.ledger.head(label) is None  # (a run we waited for may have started it)
+        await env.prepare_tools(label, "unified", None, abort)  # the MCP servers this run could use
         ctx = env.assemble(message, session=label, model=chosen, signal=abort, channel="cli", timezone=local_timezone())
         if runtime.thinking is not None:
             level = runtime.thinking

@@ -64,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_queue(commands)
     add_adapters(commands, _Formatter)
     add_serve(commands)
+    from nexus.cli._mcp_parser import SUMMARY, add_mcp
+
+    add_mcp(commands, SUMMARY, _Formatter)
     from nexus.cli._db_parser import add_db
 
     add_db(commands)

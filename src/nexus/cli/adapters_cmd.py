@@ -12,11 +12,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from nexus.cli._config_edit import edit, load
+from nexus.cli._config_edit import table as toml_table
 from nexus.errors import ConfigError, NexusError
 
 
@@ -34,45 +35,6 @@ def adapters_command(args: argparse.Namespace) -> int:
 
 
 # -- config file ---------------------------------------------------------------------------------
-
-
-def _config_file(args: argparse.Namespace) -> Path:
-    from nexus.config import config_path
-
-    return Path(args.config).expanduser() if getattr(args, "config", None) else config_path()
-
-
-def _load(args: argparse.Namespace) -> Any:
-    from nexus.config import load_config
-
-    return load_config(getattr(args, "config", None))
-
-
-def _edit(args: argparse.Namespace, change: Any) -> Path:
-    """Apply ``change(document)`` to nexus.toml, validate, and write it atomically."""
-    import tomlkit
-
-    from nexus.config import parse_config
-
-    path = _config_file(args)
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
-    document = tomlkit.parse(text)
-    change(document)
-    new_text = tomlkit.dumps(document)
-    parse_config(new_text, path)  # raises ConfigError naming the problem; nothing written
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temp.write_text(new_text, encoding="utf-8")
-    os.replace(temp, path)
-    return path
-
-
-def _table(parent: Any, key: str) -> Any:
-    import tomlkit
-
-    if key not in parent:
-        parent[key] = tomlkit.table()
-    return parent[key]
 
 
 def _ref(ref: str) -> tuple[str, str]:
@@ -98,20 +60,20 @@ def _register(args: argparse.Namespace) -> int:
     if args.mode:
         fields["mode"] = args.mode
     candidate = AdapterConfig.model_validate(fields)
-    config = _load(args)
+    config = load(args)
     info = asyncio.run(_info_of(config.home, args.name, candidate))
 
     def change(document: Any) -> None:
-        adapters = _table(document, "adapters")
+        adapters = toml_table(document, "adapters")
         existing = adapters.get(args.name)
-        table = existing if existing is not None else _table(adapters, args.name)
+        table = existing if existing is not None else toml_table(adapters, args.name)
         for key in ("command", "builtin"):
             if key in table:
                 del table[key]
         for key, value in fields.items():
             table[key] = value
 
-    path = _edit(args, change)
+    path = edit(args, change)
     print(f"registered {args.name}: {info.platform} {info.version}, supports {', '.join(info.supports)} ({path})")
     print(f"next: nexus adapters enable {args.name}/<account>")
     return 0
@@ -129,13 +91,13 @@ async def _info_of(home: Path, name: str, candidate: Any) -> Any:
 
 def _enable(args: argparse.Namespace) -> int:
     name, account = _ref(args.ref)
-    config = _load(args)
+    config = load(args)
     if name not in config.adapters:
         raise ConfigError(f"no adapter named {name!r}: `nexus adapters register {name} --command ...` first")
     values = dict(_parse_set(item) for item in args.set)
 
     def change(document: Any) -> None:
-        table = _table(_table(document["adapters"][name], "accounts"), account)
+        table = toml_table(toml_table(document["adapters"][name], "accounts"), account)
         table["enabled"] = True
         if args.monitor:
             table["monitor"] = True
@@ -144,11 +106,11 @@ def _enable(args: argparse.Namespace) -> int:
         if args.credential_env:
             table["credential"] = "${" + args.credential_env + "}"
         if values:
-            settings = _table(table, "config")
+            settings = toml_table(table, "config")
             for key, value in values.items():
                 settings[key] = value
 
-    _edit(args, change)
+    edit(args, change)
     extra = " with its monitor" if args.monitor else ""
     print(f"enabled {name}/{account}{extra}")
     return 0
@@ -173,7 +135,7 @@ def _parse_set(item: str) -> tuple[str, str | int | float | bool]:
 
 def _disable(args: argparse.Namespace) -> int:
     name, account = _ref(args.ref)
-    config = _load(args)
+    config = load(args)
     adapter = config.adapters.get(name)
     if adapter is None or account not in adapter.accounts:
         raise ConfigError(f"no account {name}/{account} in nexus.toml; see `nexus adapters list`")
@@ -181,13 +143,13 @@ def _disable(args: argparse.Namespace) -> int:
     def change(document: Any) -> None:
         document["adapters"][name]["accounts"][account]["enabled"] = False
 
-    _edit(args, change)
+    edit(args, change)
     print(f"disabled {name}/{account}")
     return 0
 
 
 def _list(args: argparse.Namespace) -> int:
-    config = _load(args)
+    config = load(args)
     infos = asyncio.run(_all_info(config))
     rows = []
     for name, adapter in sorted(config.adapters.items()):
@@ -239,7 +201,7 @@ async def _all_info(config: Any) -> dict[str, Any]:
 
 
 def _health(args: argparse.Namespace) -> int:
-    config = _load(args)
+    config = load(args)
     statuses = asyncio.run(_all_health(config))
     if args.json:
         print(
@@ -262,7 +224,7 @@ async def _all_health(config: Any) -> list[Any]:
 
 def _test(args: argparse.Namespace) -> int:
     name, account = _ref(args.ref)
-    config = _load(args)
+    config = load(args)
     if name not in config.adapters:
         raise ConfigError(f"no adapter named {name!r}; see `nexus adapters list`")
     import logging

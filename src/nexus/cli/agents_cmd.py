@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,7 +31,7 @@ def agents_command(args: argparse.Namespace) -> int:
 
     config = checked_config(args.config)
     if args.action == "add":
-        spec = _spec_from_args(args)
+        spec = _spec_from_args(args, config.mcp.servers)
         if "model" in spec:
             _check_model(config, spec["model"])
     elif not config.database_path.exists() and not config.agents:
@@ -121,7 +121,7 @@ def _check_model(config: NexusConfig, ref: str) -> None:
         raise ConfigError(f"--model: {problem}")
 
 
-def _spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
+def _spec_from_args(args: argparse.Namespace, mcp_servers: Iterable[str] = ()) -> dict[str, Any]:
     from nexus.config._broker_schema import check_agent_ids
     from nexus.config._tool_names import BUILTIN_TOOL_NAMES, unknown_tool_entries
     from nexus.errors import ConfigError
@@ -138,7 +138,7 @@ def _spec_from_args(args: argparse.Namespace) -> dict[str, Any]:
         spec["model"] = args.model
     if args.tools is not None:
         tools = [name.strip() for name in args.tools.split(",") if name.strip()]
-        problems = unknown_tool_entries(tools, BUILTIN_TOOL_NAMES)
+        problems = unknown_tool_entries(tools, BUILTIN_TOOL_NAMES, mcp_servers)
         if problems:
             raise ConfigError(f"--tools: {'; '.join(problems)}")
         spec["tools"] = tools

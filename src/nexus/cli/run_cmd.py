@@ -212,6 +212,8 @@ class Runtime:
             from nexus.llm._http import aclose_client
 
             try:
+                if self._env is not None and self._env.mcp is not None:
+                    self._loop.run_until_complete(self._env.mcp.close())  # the MCP servers this process started
                 self._loop.run_until_complete(aclose_client())
                 self._loop.run_until_complete(self._loop.shutdown_asyncgens())
                 # join worker threads (the local model's generation) while the loop can still take their results

@@ -22,6 +22,7 @@ from nexus.config._paths import CONFIG_FILE_NAME, config_path, database_dir, nex
 if TYPE_CHECKING:
     from nexus.config._adapters import AdapterAccount, AdapterBlocks, AdapterConfig
     from nexus.config._load import load_config, parse_config
+    from nexus.config._mcp_schema import McpConfig, McpServerConfig
     from nexus.config._profile import ResolvedProfile
     from nexus.config._resolve import (
         DEFAULT_MODELS,
@@ -71,6 +72,8 @@ _LAZY: dict[str, str] = {
     "AdapterAccount": "._adapters",
     "AdapterBlocks": "._adapters",
     "AdapterConfig": "._adapters",
+    "McpConfig": "._mcp_schema",
+    "McpServerConfig": "._mcp_schema",
     "AgentLimits": "._schema",
     "AuthProfile": "._schema",
     "LocalModelConfig": "._schema",
@@ -95,6 +98,8 @@ __all__ = [
     "AuthProfile",
     "LocalModelConfig",
     "LocalModelStatus",
+    "McpConfig",
+    "McpServerConfig",
     "ModelChoice",
     "ModelOverride",
     "NexusConfig",

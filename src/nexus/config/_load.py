@@ -109,7 +109,7 @@ def _tool_name_problems(config: NexusConfig, text: str, file: Path | str) -> lis
         loc: Loc = ("tools", *path)
         line = line_of(lines, loc)
         where = f"{file}:{line}" if line is not None else str(file)
-        for problem in unknown_tool_entries(entries):
+        for problem in unknown_tool_entries(entries, mcp_servers=config.mcp.servers):
             fix = (
                 "correct the name; for tools your application registers from Python, "
                 "set strict_names = false in [tools]"

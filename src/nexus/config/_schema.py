@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 
 from nexus.config._adapters import AdapterConfig
 from nexus.config._broker_schema import AgentConfig, BrokerConfig, check_agent_ids
+from nexus.config._mcp_schema import McpConfig
 from nexus.config._paths import DATABASE_FILE_NAME, WORKSPACE_DIR_NAME, nexus_home, resolve_path
 from nexus.config._server_schema import ServerConfig
 from nexus.config._tool_names import expand_tool_patterns, rule_allows
@@ -268,6 +269,7 @@ class NexusConfig(_Strict):
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     adapters: dict[str, AdapterConfig] = Field(default_factory=dict)
     server: ServerConfig = Field(default_factory=ServerConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
 
     _home: Path | None = PrivateAttr(default=None)
     _source: Path | None = PrivateAttr(default=None)

@@ -59,7 +59,7 @@ class AgentRequest(BaseModel):
     def _known_tools(cls, value: list[str] | None) -> list[str] | None:
         from nexus.config._tool_names import BUILTIN_TOOL_NAMES, unknown_tool_entries
 
-        problems = unknown_tool_entries(value or [], BUILTIN_TOOL_NAMES)
+        problems = unknown_tool_entries(value or [], BUILTIN_TOOL_NAMES, mcp_servers=None)  # MCP: any server
         if problems:
             raise ValueError("; ".join(problems))
         return value

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from nexus.broker import AgentBroker
     from nexus.broker.delivery import Deliverer
     from nexus.broker.engine_runner import EngineRunner
+    from nexus.server.mcp_http import McpEndpoint
 
 
 @dataclass(slots=True)
@@ -37,3 +38,5 @@ class ServerState:
     """Delivers replies to chat adapters (``deliver`` on messages) and records them; set with the broker."""
     delivery_owner: str = field(default_factory=new_ulid)
     """Names this process in the stored reply targets it delivers live (see ``nexus.server._deliver``)."""
+    mcp: McpEndpoint | None = None
+    """``/mcp`` (the MCP face over streamable HTTP), set by ``create_app``; closed at shutdown."""

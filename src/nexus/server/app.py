@@ -63,6 +63,9 @@ def create_app(state: ServerState, config: ServerConfig | None = None) -> Any:
     app.include_router(_sessions.router)
     app.include_router(_agents.router)
     app.include_router(_events.router)
+    from nexus.server import mcp_http
+
+    mcp_http.mount(app, state)  # /mcp: the MCP face, behind the same guards as every route
     _ui.mount(app)
     _include_serve_routes(app)
     app.state.route_methods = route_methods(app)  # OPTIONS' and 405's Allow

@@ -108,6 +108,7 @@ async def _serve(
     inbound = attach_inbound(config, broker, runner, deliver=skip_live_deliveries(recorded_delivery(deliverer), owner))
     loop = asyncio.get_running_loop()
     server: NexusUvicorn | None = None
+    state: ServerState | None = None
     stopping: list[asyncio.Task[None]] = []
     hubs: list[EventHub] = []
 
@@ -150,6 +151,8 @@ async def _serve(
         return await _listen(config, server, settings, start_token)
     finally:
         await _stop_runs(broker)
+        if state is not None and state.mcp is not None:
+            await state.mcp.close()  # the MCP clients' sessions end
         await deliverer.close()  # runs are aborted: deliveries end, are recorded, adapters stop
         if inbound is not None:
             await inbound.close()  # the monitors stop

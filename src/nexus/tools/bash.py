@@ -12,13 +12,13 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from nexus.agent.output_limits import MAX_BYTES, MAX_LINES, format_size, truncate_tail
 from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.llm.abort import AbortSignal
 from nexus.tools._args import opt_number, req_str
 from nexus.tools._atomic import describe
 from nexus.tools._janitor import janitor
 from nexus.tools._reaper import find, marked_env, terminate
-from nexus.tools._truncate import MAX_BYTES, MAX_LINES, format_size, truncate_tail
 from nexus.tools._workspace import Workspace
 
 DEFAULT_TIMEOUT = 120.0

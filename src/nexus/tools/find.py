@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from nexus.agent.output_limits import MAX_BYTES, truncate_head
 from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.llm.abort import AbortSignal
 from nexus.tools._args import opt_int, opt_str, req_str
-from nexus.tools._truncate import MAX_BYTES, truncate_head
 from nexus.tools._walk import IgnoreChecker, find_binary, pure_python_forced
 from nexus.tools._workspace import ToolError, Workspace
 from nexus.tools.grep import _WORKER

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nexus.agent.output_limits import MAX_BYTES, MAX_LINE_CHARS, cap_line, truncate_head
 from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.llm.abort import AbortSignal
 from nexus.tools._args import opt_bool, opt_int, opt_str, req_str
-from nexus.tools._truncate import MAX_BYTES, MAX_LINE_CHARS, cap_line, truncate_head
 from nexus.tools._walk import find_binary, pure_python_forced
 from nexus.tools._workspace import ToolError, Workspace, refuse_hard_link
 

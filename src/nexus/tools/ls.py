@@ -7,10 +7,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from nexus.agent.output_limits import MAX_BYTES, truncate_head
 from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.llm.abort import AbortSignal
 from nexus.tools._args import opt_int, opt_str
-from nexus.tools._truncate import MAX_BYTES, truncate_head
 from nexus.tools._workspace import ToolError, Workspace
 
 DEFAULT_LIMIT = 500

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from nexus.engine.types import EngineEvent
     from nexus.engine.wiring.compact_session import SessionCompaction
     from nexus.ledger import Ledger
+    from nexus.mcp import McpServers
 
 log = logging.getLogger("nexus.engine")
 
@@ -234,6 +235,8 @@ class EngineEnv:
     """The fallback chain (``provider/model`` refs); None = the config's ``fallbacks``."""
     _coding_tools: list[AgentTool] | None = None
     """The coding tools of this env's workspace, built once (they hold no per-run state)."""
+    mcp: McpServers | None = None
+    """The process's MCP servers (``[mcp.servers]``), whose tools runs get by policy; None = none enabled."""
 
     @classmethod
     def from_config(
@@ -247,7 +250,11 @@ class EngineEnv:
         tools: Sequence[AgentTool] | None = None,
     ) -> EngineEnv:
         """An environment whose limits come from ``config`` unless ``limits`` is given."""
-        return cls(config, ledger, stream_fn, limits or limits_from_config(config), cooldowns, tools)
+        from nexus.engine.wiring.mcp_tools import mcp_servers_for
+
+        env = cls(config, ledger, stream_fn, limits or limits_from_config(config), cooldowns, tools)
+        env.mcp = mcp_servers_for(config)
+        return env
 
     def model(self, ref: str | Model | None = None) -> Model:
         """The model for ``ref`` (a ``Model`` is used as is; ``None`` = the configured default).
@@ -315,8 +322,18 @@ class EngineEnv:
             candidates = list(self._coding_tools)
         if depth < self.limits.subagent_max_depth and all(t.name != SPAWN_TOOL_NAME for t in candidates):
             candidates.append(spawn_agent_tool())
+        if self.mcp is not None:
+            candidates += self.mcp.tools()  # the listed servers' tools (prepare_tools started them)
         policy = self.config.tools
         return [t for t in candidates if policy.is_allowed(t.name, session_label, role)]
+
+    async def prepare_tools(
+        self, session_label: str, role: AgentRole, agent_tools: Sequence[str] | None, signal: AbortSignal | None
+    ) -> None:
+        """Start the MCP servers a run could use (see :mod:`.mcp_tools`); call it before :meth:`assemble`."""
+        from nexus.engine.wiring.mcp_tools import prepare_mcp_tools
+
+        await prepare_mcp_tools(self.mcp, session_label, role, agent_tools, signal)
 
     def chat_only(self, model: Model) -> bool:
         """True for the bundled SmolLM2-135M: it cannot use tools (it picks wrong ones and loops).
@@ -466,6 +483,7 @@ async def run_agent(
         async with run_lock(ledger, label, signal=signal) as held:
             if not held:
                 return aborted_before_start(message)
+            await env.prepare_tools(label, "unified", None, signal)
             ctx = env.assemble(message, session=label, model=chosen, images=images, event=event, signal=signal)
             return await env.start(ctx, callbacks, model=chosen).result
     finally:

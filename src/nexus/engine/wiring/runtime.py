@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from nexus.ledger import Ledger
     from nexus.llm.abort import AbortSignal
     from nexus.llm.options import StreamFn
+    from nexus.mcp import McpServers
 
 
 class SessionBusyError(NexusError):
@@ -72,9 +73,17 @@ class Runtime:
     tools: Sequence[AgentTool] | None = None
     spawner: Spawner = field(default_factory=EngineSpawner)
     sessions: SessionStates = field(default_factory=lambda: SessionStates(DEFAULT_MAX_BYTES))
+    mcp: McpServers | None = None
+    """The MCP servers of ``[mcp.servers]`` (one connection each, shared by every run); made from the config."""
     _models: dict[str, Model] = field(default_factory=dict, repr=False)
     _live: dict[str, Execution] = field(default_factory=dict, repr=False)
     _owns_ledger: bool = field(default=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.mcp is None:
+            from nexus.engine.wiring.mcp_tools import mcp_servers_for
+
+            self.mcp = mcp_servers_for(self.config)
 
     @classmethod
     def open(cls, config: NexusConfig | None = None, **kwargs: object) -> Runtime:
@@ -96,6 +105,12 @@ class Runtime:
         if self._owns_ledger:
             self.ledger.close()
 
+    async def aclose(self) -> None:
+        """Stop the MCP servers this runtime started, then :meth:`close`."""
+        if self.mcp is not None:
+            await self.mcp.close()
+        self.close()
+
     def env(self, spec: AgentSpec | None = None) -> EngineEnv:
         """The engine wiring for one agent: these services plus ``spec``'s limits."""
         from nexus.engine.wiring.runner import EngineEnv, limits_from_config
@@ -112,6 +127,7 @@ class Runtime:
             self.sessions,
         )
         env.spawner = self.spawner
+        env.mcp = self.mcp
         if spec.fallbacks is not None:
             env.fallback_refs = spec.fallbacks
         return env
@@ -174,6 +190,7 @@ class Runtime:
         async with run_lock(self.ledger, label, signal=signal) as held:
             if not held:
                 return aborted_before_start(message)
+            await self.env(spec).prepare_tools(label, spec.role, spec.tools, signal)  # MCP servers it may use
             execution = self.start(spec, label, message, signal=signal, callbacks=callbacks, **kwargs)  # type: ignore[arg-type]
             return await execution.result
 

@@ -1,4 +1,7 @@
-"""Output limits shared by the tools: 2,000 lines or 50 KiB, whichever comes first (pi's numbers)."""
+"""Output limits shared by tools: 2,000 lines or 50 KiB, whichever comes first (pi's numbers).
+
+The coding tools (`nexus.tools`) and MCP tools (`nexus.mcp`) cut what they send the model here.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,56 @@
+"""Editing ``nexus.toml`` from a command (``nexus adapters``, ``nexus mcp``): in place, checked, atomic.
+
+The file is changed with tomlkit (the user's comments and layout kept), the result is validated
+by the same strict loader every command uses, and written through a temporary file and a rename:
+a change that would make the file invalid is refused, naming the problem, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def config_file(args: argparse.Namespace) -> Path:
+    """The file the command edits: ``--config``, else ``$NEXUS_CONFIG`` / ``$NEXUS_HOME/nexus.toml``."""
+    from nexus.config import config_path
+
+    return Path(args.config).expanduser() if getattr(args, "config", None) else config_path()
+
+
+def load(args: argparse.Namespace) -> Any:
+    """The validated config the command reads (``--config`` honoured)."""
+    from nexus.config import load_config
+
+    return load_config(getattr(args, "config", None))
+
+
+def edit(args: argparse.Namespace, change: Callable[[Any], None]) -> Path:
+    """Apply ``change(document)`` to nexus.toml, validate, and write it atomically; returns the path."""
+    import tomlkit
+
+    from nexus.config import parse_config
+
+    path = config_file(args)
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    document = tomlkit.parse(text)
+    change(document)
+    new_text = tomlkit.dumps(document)
+    parse_config(new_text, path)  # raises ConfigError naming the problem; nothing written
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temp.write_text(new_text, encoding="utf-8")
+    os.replace(temp, path)
+    return path
+
+
+def table(parent: Any, key: str) -> Any:
+    """``parent[key]``, created as a TOML table when missing."""
+    import tomlkit
+
+    if key not in parent:
+        parent[key] = tomlkit.table()
+    return parent[key]
