@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
-import re
 import stat
 from pathlib import Path
 from typing import BinaryIO
 
+from nexus._lazy import LazyPattern
 from nexus.errors import NexusError
 
-_UNICODE_SPACES = re.compile("[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
+_UNICODE_SPACES = LazyPattern("[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
 
 
 class ToolError(NexusError, ValueError):
