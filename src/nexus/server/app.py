@@ -124,7 +124,8 @@ def route_methods(app: FastAPI) -> Callable[[str], set[str]]:
 
 def _include_serve_routes(app: FastAPI) -> None:
     """Messages, abort/interrupt and the OpenAI-compatible facade (they use the broker when it runs here)."""
-    from nexus.server import _messages, _openai
+    from nexus.server import _messages, _openai, _routing
 
     app.include_router(_messages.router)
+    app.include_router(_routing.router)
     app.include_router(_openai.router)
