@@ -1,4 +1,4 @@
--- SQLite's version 13: one run per session across processes. A session's lease names the broker that may
+-- SQLite's version 14: one run per session across processes. A session's lease names the broker that may
 -- run it until expires_at, with an epoch that grows at every new tenure (the fencing token); a claim made
 -- under a lease stamps its items with that epoch (nexus/ledger/_leases.py, docs/scaling.md).
 CREATE TABLE session_leases (
