@@ -18,7 +18,6 @@ import json
 import os
 import queue
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -40,22 +39,14 @@ SESSIONS = 20
 
 async def serve(url: str, wakeups: str) -> None:
     """Process B: a broker that prints the time each run starts."""
-    from nexus.broker import AgentBroker, BrokerSettings, QueueSettings
-    from nexus.testing.broker_runtime import ScriptedRuntime
+    from nexus.broker import BrokerSettings, QueueSettings
+    from nexus.testing.broker_runtime import serve_broker
 
     def said(event: str, fields: dict[str, object]) -> None:
         print(json.dumps({"event": event, "ns": time.time_ns(), **fields}), flush=True)
 
-    ledger = await Ledger.connect(url)
     settings = BrokerSettings(queue=QueueSettings(mode="followup"), leases=True, wakeups=cast(Any, wakeups))
-    broker = AgentBroker(ledger, cast(Any, ScriptedRuntime(ledger, 0.01, said)), settings)
-    stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    await broker.start()
-    print("ready", flush=True)
-    await stop.wait()
-    await broker.close()
-    await ledger.aclose()
+    await serve_broker(url, settings, 0.01, said)
 
 
 class Broker:

@@ -13,14 +13,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import sys
 import time
 from typing import Any, cast
 
-from nexus.broker import AgentBroker, BrokerSettings, QueueSettings
-from nexus.ledger import Ledger
-from nexus.testing.broker_runtime import ScriptedRuntime
+from nexus.broker import BrokerSettings, QueueSettings
+from nexus.testing.broker_runtime import serve_broker
 
 
 def _say(event: str, fields: dict[str, object]) -> None:
@@ -28,19 +26,11 @@ def _say(event: str, fields: dict[str, object]) -> None:
 
 
 async def main(target: str, ttl_ms: int, run_s: float, poll_ms: int, wakeups: str) -> None:
-    ledger = await Ledger.connect(target)
     settings = BrokerSettings(
         queue=QueueSettings(mode="followup"), leases=True, lease_ttl_ms=ttl_ms, poll_ms=poll_ms,
         wakeups=cast(Any, wakeups),
     )  # fmt: skip
-    broker = AgentBroker(ledger, cast(Any, ScriptedRuntime(ledger, run_s, _say)), settings)
-    stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    await broker.start()
-    print("ready", flush=True)
-    await stop.wait()
-    await broker.close()
-    await ledger.aclose()
+    await serve_broker(target, settings, run_s, _say)
 
 
 if __name__ == "__main__":

@@ -111,24 +111,9 @@ def _leased_live(conn: sqlite3.Connection, item_ids: Sequence[str]) -> dict[str,
     A lease is the truth for its items wherever their claimant runs (another machine's process cannot
     be checked by its pid): valid while its epoch is the session's current one and unexpired.
     """
-    if not item_ids:
-        return {}
-    from nexus.ledger._leases import db_now
+    from nexus.ledger._leases import leased_claims
 
-    placeholders = ", ".join("?" * len(item_ids))
-    rows = conn.execute(
-        "SELECT q.id, q.claim_epoch, l.epoch, l.holder, l.expires_at FROM queue_items q"
-        " LEFT JOIN session_leases l ON l.session_label = q.session_label"
-        f" WHERE q.id IN ({placeholders}) AND q.claim_epoch IS NOT NULL",
-        tuple(item_ids),
-    ).fetchall()
-    if not rows:
-        return {}
-    now = db_now(conn)
-    return {
-        str(item): epoch is not None and int(epoch) == int(claimed) and holder is not None and int(expires) > now
-        for item, claimed, epoch, holder, expires in rows
-    }
+    return {claim.item_id: claim.valid for claim in leased_claims(conn, item_ids)}
 
 
 _STARTS: dict[int, str] = {}

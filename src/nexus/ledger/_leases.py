@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from nexus._dataclass import dataclass
 from nexus.ledger.errors import LeaseLostError
 from nexus.ledger.records import Lease
 from nexus.llm.types import now_ms
@@ -143,23 +144,60 @@ def check_consumed_in(conn: Any, item_ids: Sequence[str], claimant: str) -> None
     them already, and a stale turn appended after its turn would still move the head. Items claimed
     without a lease are not checked here.
     """
+    for claim in leased_claims(conn, item_ids):
+        if claim.claimed_by != claimant or claim.epoch != claim.claimed_at:
+            raise LeaseLostError(claim.session_label, claim.claimed_at, "taken over by a newer epoch")
+        if not claim.live:
+            raise LeaseLostError(claim.session_label, claim.claimed_at, "expired" if claim.held else "released")
+
+
+@dataclass(frozen=True, slots=True)
+class LeasedClaim:
+    """An item claimed under a lease, beside its session's lease as it is now (:func:`leased_claims`)."""
+
+    item_id: str
+    session_label: str
+    claimed_at: int
+    """The epoch the item was claimed at."""
+    claimed_by: str | None
+    epoch: int | None
+    """The session lease's current epoch (``None``: no lease row)."""
+    held: bool
+    live: bool
+    """The session's lease is held and unexpired by the database's clock."""
+
+    @property
+    def valid(self) -> bool:
+        """The claim's lease is still the session's current, live one: its run may go on writing."""
+        return self.live and self.epoch == self.claimed_at
+
+
+def leased_claims(conn: Any, item_ids: Sequence[str]) -> list[LeasedClaim]:
+    """The items among ``item_ids`` that were claimed under a lease, each with its session's lease now."""
     if not item_ids:
-        return
+        return []
     marks = ", ".join("?" * len(item_ids))
     rows = conn.execute(
-        "SELECT q.session_label, q.claim_epoch, q.claimed_by, l.epoch, l.holder, l.expires_at FROM queue_items q"
+        "SELECT q.id, q.session_label, q.claim_epoch, q.claimed_by, l.epoch, l.holder, l.expires_at FROM queue_items q"
         " LEFT JOIN session_leases l ON l.session_label = q.session_label"
         f" WHERE q.id IN ({marks}) AND q.claim_epoch IS NOT NULL",
         tuple(item_ids),
     ).fetchall()
     if not rows:
-        return
+        return []
     now = db_now(conn)
-    for label, claimed_at, claimed_by, epoch, holder, expires_at in rows:
-        if claimed_by != claimant or epoch is None or int(epoch) != int(claimed_at):
-            raise LeaseLostError(str(label), int(claimed_at), "taken over by a newer epoch")
-        if holder is None or int(expires_at) <= now:
-            raise LeaseLostError(str(label), int(claimed_at), "expired" if holder is not None else "released")
+    return [
+        LeasedClaim(
+            str(item),
+            str(label),
+            int(claimed),
+            by,
+            None if epoch is None else int(epoch),
+            holder is not None,
+            holder is not None and int(expires) > now,
+        )
+        for item, label, claimed, by, epoch, holder, expires in rows
+    ]
 
 
 def _check_ttl(ttl_ms: int) -> None:

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from nexus.ledger import TurnWrite, new_ulid
 from nexus.llm.types import AssistantMessage, TextContent, Usage, UserMessage
 
 if TYPE_CHECKING:
+    from nexus.broker import BrokerSettings
     from nexus.engine import AgentResult
     from nexus.ledger import Ledger
 
@@ -91,3 +92,22 @@ class ScriptedRuntime:
     def start(self, spec: Any, session: str, message: Any, *, consumes: Sequence[str] = (), **_: Any) -> ScriptedRun:
         """Start a run of ``message`` in ``session`` consuming ``consumes``."""
         return ScriptedRun(self, session, str(message), consumes)
+
+
+async def serve_broker(target: str, settings: BrokerSettings, run_s: float, on_run: OnRun) -> None:
+    """A broker process's life: an :class:`~nexus.broker.AgentBroker` on a :class:`ScriptedRuntime` over the
+    ledger at ``target`` (agents registered there already); prints ``ready`` once started, runs until SIGTERM."""
+    import signal
+
+    from nexus.broker import AgentBroker
+    from nexus.ledger import Ledger
+
+    ledger = await Ledger.connect(target)
+    broker = AgentBroker(ledger, cast(Any, ScriptedRuntime(ledger, run_s, on_run)), settings)
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await broker.start()
+    print("ready", flush=True)
+    await stop.wait()
+    await broker.close()
+    await ledger.aclose()
