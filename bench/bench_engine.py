@@ -152,7 +152,7 @@ async def in_process_rows(turns: int, stream_fn: StreamFn) -> dict[str, float]:
     rows["loop"] = await timed(loop_turn, turns)
     with tempfile.TemporaryDirectory() as tmp:
         env = make_env(Path(tmp), stream_fn)
-        base = env.assemble("go", session="template", model=MODEL)
+        base = await env.assemble("go", session="template", model=MODEL)
 
         async def execute_turn(i: int) -> object:
             ctx = replace(base, run_id=new_id(), history=[])
@@ -185,7 +185,7 @@ async def history_row(turns: int, stream_fn: StreamFn) -> tuple[float, float, fl
         times: list[float] = []
         for _ in range(turns):
             start = time.perf_counter()
-            ctx = env.assemble("go", session="long", model=MODEL)
+            ctx = await env.assemble("go", session="long", model=MODEL)
             await env.start(ctx, model=MODEL).result
             times.append((time.perf_counter() - start) * 1e6)
         env.ledger.close()

@@ -96,7 +96,7 @@ async def one_run(env: Runtime, stream: Any, ticker: bool) -> tuple[float, list[
 
     task = asyncio.create_task(tick()) if ticker else None
     start = time.perf_counter()
-    ctx = env.assemble("write", session=f"s{time.perf_counter_ns()}", model=MODEL)
+    ctx = await env.assemble("write", session=f"s{time.perf_counter_ns()}", model=MODEL)
     await env.start(ctx, model=MODEL).result
     took = (time.perf_counter() - start) * 1e6
     stop.set()

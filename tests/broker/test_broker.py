@@ -442,12 +442,16 @@ def _claimed_ask(ledger: Ledger) -> tuple[BrokerStore, BrokerQueueItem]:
     return store, item
 
 
+async def _answer_from(turn_id: str) -> str:
+    return f"answer from {turn_id}"
+
+
 async def test_a_reply_a_crash_kept_from_being_sent_is_sent_on_start(ledger: Ledger) -> None:
     store, item = _claimed_ask(ledger)
     store.deliver([item.id], "turn-of-worker")  # the turn was written; then the process died
     runner = FakeRuntime(store)
     runner.auto_finish = True
-    broker = AgentBroker(ledger, runner, BrokerSettings(), reply_text=lambda turn: f"answer from {turn}")
+    broker = AgentBroker(ledger, runner, BrokerSettings(), reply_text=_answer_from)
     await broker.start()
     run = await runner.next_run(1)
     assert run.request.agent_id == "manager" and run.request.prompt.endswith("answer from turn-of-worker")
@@ -463,7 +467,7 @@ async def test_an_ask_cut_by_crashes_until_it_failed_is_answered_failed_on_start
     ledger.database.write(lambda c: c.execute("UPDATE queue_items SET attempts = 3 WHERE id = ?", (item.id,)))
     runner = FakeRuntime(store)
     runner.auto_finish = True
-    broker = AgentBroker(ledger, runner, BrokerSettings(), reply_text=lambda turn: f"answer from {turn}")
+    broker = AgentBroker(ledger, runner, BrokerSettings(), reply_text=_answer_from)
     assert [failed.id for failed in await broker.start()] == [item.id]
     run = await runner.next_run(1)
     assert run.request.agent_id == "manager"

@@ -96,7 +96,7 @@ async def test_forced_tool_call_through_the_engine(isolated_env: Path) -> None:
     with Ledger.open(config.database_path) as ledger:
         env = Runtime(config, ledger, tools=coding_tools(config.workspace_path, enabled=["ls"]))
         model = env.model("local/smollm2-135m-instruct")
-        ctx = env.assemble("list the files", model=model)
+        ctx = await env.assemble("list the files", model=model)
         # the bundled model runs as a chat model (no tools offered); a forced call is the exception
         assert ctx.tools == []
         ctx.tools = [tool for tool in env.tools_for(ctx.session_label, "unified", 0) if tool.name == "ls"]

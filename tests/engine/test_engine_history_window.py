@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -90,11 +91,11 @@ def test_turn_owners_of_a_window_read_only_its_turns(ledger: Ledger, monkeypatch
     history = ledger.history("main")
     assert [m.content for m in history[1:]] == ["k0", "k1", "n0", "n1", "n2"]  # type: ignore[union-attr]
     # the newest 5 turns hold only 4 messages (the bare compaction holds none): the walk goes on past them
-    assert history_turn_ids(ledger, "main", history) == ["", *kept, *after]
+    assert asyncio.run(history_turn_ids(ledger, "main", history)) == ["", *kept, *after]
 
     _long_session_more(ledger, 20)
     window = ledger.history("main", max_chars=2_000)
-    owners = history_turn_ids(ledger, "main", window)
+    owners = asyncio.run(history_turn_ids(ledger, "main", window))
     turns = ledger.turns("main")
     by_id = {t.id: t for t in turns}
     assert owners[0] == "" and bare not in owners[1:]
@@ -108,7 +109,7 @@ def test_turn_owners_of_a_window_read_only_its_turns(ledger: Ledger, monkeypatch
         return await real(label, limit=limit)
 
     monkeypatch.setattr(ledger.turns, "path", counted)
-    history_turn_ids(ledger, "main", window)
+    asyncio.run(history_turn_ids(ledger, "main", window))
     assert calls == [len(window) - 1]  # the newest turns only, not the whole path
 
 

@@ -61,7 +61,7 @@ async def test_run_without_ledger_numbers_messages_by_ordinal(ledger: Ledger) ->
 
     scripted = ScriptedModel([text("no ledger")])
     env = _env(ledger, scripted)
-    ctx = env.assemble("hi", model=scripted.model)
+    ctx = await env.assemble("hi", model=scripted.model)
     result = await execute(ctx, stream_fn=scripted.stream, model=scripted.model)
     assert result.turn_id is None and [m.id for m in result.messages] == [0, 1] and result.reply == "no ledger"
 

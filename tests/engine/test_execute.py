@@ -198,7 +198,7 @@ async def test_max_iterations_stops_the_tool_loop(ledger: Ledger) -> None:
 async def test_timeout_aborts_with_partial_text(ledger: Ledger) -> None:
     scripted = ScriptedModel([stall(after_chunks=3, seconds=30, then=text("partial answer that never ends"))])
     env = make_env(ledger, scripted)
-    ctx = env.assemble("hi", model=scripted.model)
+    ctx = await env.assemble("hi", model=scripted.model)
     ctx.timeout_ms = 300
     result = await start_context(env, ctx, scripted.model).result
     assert result.stop_reason == "timeout"
@@ -288,7 +288,7 @@ async def test_events_iterator_and_on_event(ledger: Ledger) -> None:
 async def test_execute_without_ledger_stores_nothing(ledger: Ledger) -> None:
     scripted = ScriptedModel([text("no ledger")])
     env = make_env(ledger, scripted)
-    ctx: AssembledContext = env.assemble("hi", session="scratch", model=scripted.model)
+    ctx: AssembledContext = await env.assemble("hi", session="scratch", model=scripted.model)
     execution = execute(ctx, stream_fn=scripted.stream, model=scripted.model)
     result = await execution.result
     assert result.messages[-1].text == "no ledger" and execution.turn_id is None
@@ -309,7 +309,7 @@ async def test_empty_session_label_is_refused(ledger: Ledger) -> None:
     scripted = ScriptedModel([text("never")])
     env = make_env(ledger, scripted)
     with pytest.raises(ConfigError, match="session"):
-        env.assemble("hi", session="", model=scripted.model)
+        await env.assemble("hi", session="", model=scripted.model)
 
 
 async def test_stale_context_is_refused_and_nothing_is_stored(ledger: Ledger) -> None:
@@ -317,7 +317,7 @@ async def test_stale_context_is_refused_and_nothing_is_stored(ledger: Ledger) ->
 
     scripted = ScriptedModel([text("first"), text("never sent")])
     env = make_env(ledger, scripted)
-    stale = env.assemble("built before the other run", model=scripted.model)
+    stale = await env.assemble("built before the other run", model=scripted.model)
     await run(env, "another run moved the head")
     before = ledger.head("main")
     with pytest.raises(HeadMovedError):

@@ -22,8 +22,9 @@ from nexus.config import load_config
 from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution._journal import TurnJournal, snapshot
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.ledger import Ledger, LedgerBusyError
+from nexus.ledger import JournalEntry, JournalReply, Ledger, LedgerBusyError
 from nexus.ledger._sqlite import Database
+from nexus.ledger._turn_store import SqlTurnStore
 from nexus.ledger._turns import MID_REPLY_NOTE
 from nexus.llm.abort import AbortSignal
 from nexus.llm.events import (
@@ -42,33 +43,46 @@ from nexus.llm.types import AssistantMessage, Context, Model, TextContent, ToolC
 MODEL = Model(id="gated", provider="test", api="test-gated")
 
 
+class RecordingTurns(SqlTurnStore):
+    """A real turn store that remembers every reply journaled as (slot, text, complete, tool call ids)."""
+
+    def __init__(self, db: Database) -> None:
+        super().__init__(db, message_cache=0)
+        self.partials: list[tuple[int, str, bool, list[str]]] = []  # appended from the journal's worker thread
+
+    async def journal(self, entries: Sequence[JournalEntry]) -> None:
+        await super().journal(entries)  # one entry, or the writer thread's batch of snapshots (one transaction)
+        replies = [e for e in entries if isinstance(e, JournalReply)]
+        self.partials.extend(
+            (e.slot, e.message.text, e.complete, [c.id for c in e.message.tool_calls]) for e in replies
+        )
+
+
 class RecordingLedger(Ledger):
-    """A real ledger that remembers every ``journal_partial`` call as (slot, text, complete, tool call ids)."""
+    """A real ledger whose turn store is a :class:`RecordingTurns`."""
 
     def __init__(self, db: Database) -> None:
         super().__init__(db)
-        self.partials: list[tuple[int, str, bool, list[str]]] = []  # appended from the journal's worker thread
+        self.turns = self.recorded = RecordingTurns(db)
 
-    def journal_partial(self, turn_id: str, slot: int, message: AssistantMessage, *, complete: bool = False) -> None:
-        super().journal_partial(turn_id, slot, message, complete=complete)
-        self.partials.append((slot, message.text, complete, [c.id for c in message.tool_calls]))
+    @property
+    def partials(self) -> list[tuple[int, str, bool, list[str]]]:
+        return self.recorded.partials
 
-    def journal_partials(self, entries: Sequence[tuple[str, int, AssistantMessage]]) -> None:
-        super().journal_partials(entries)  # the writer thread's batch of snapshots (one transaction)
-        self.partials.extend((slot, m.text, False, [c.id for c in m.tool_calls]) for _, slot, m in entries)
+
+class FailingTurns(SqlTurnStore):
+    """Every journal write fails as if another process held the database."""
+
+    async def journal(self, entries: Sequence[JournalEntry]) -> None:
+        raise LedgerBusyError("agents.db stayed locked (test)")
 
 
 class FailingLedger(Ledger):
-    """Every journal write fails as if another process held the database."""
+    """A real ledger whose crash journal cannot be written (:class:`FailingTurns`)."""
 
-    def journal_partial(self, turn_id: str, slot: int, message: AssistantMessage, *, complete: bool = False) -> None:
-        raise LedgerBusyError("agents.db stayed locked (test)")
-
-    def journal_partials(self, entries: Sequence[tuple[str, int, AssistantMessage]]) -> None:
-        raise LedgerBusyError("agents.db stayed locked (test)")
-
-    def journal_tool_call(self, *args: Any, **kwargs: Any) -> None:
-        raise LedgerBusyError("agents.db stayed locked (test)")
+    def __init__(self, db: Database) -> None:
+        super().__init__(db)
+        self.turns = FailingTurns(db, message_cache=0)
 
 
 @pytest.fixture

@@ -116,7 +116,7 @@ async def test_spawn_with_bad_arguments_is_an_error_result(ledger: Ledger) -> No
 async def test_spawn_without_engine_env_explains(ledger: Ledger) -> None:
     scripted = ScriptedModel([tool_call("spawn_agent", {"task": "t"}), text("ok")])
     env = make_env(ledger, scripted)
-    ctx = env.assemble("go", model=scripted.model)
+    ctx = await env.assemble("go", model=scripted.model)
     result = await execute(ctx, stream_fn=scripted.stream, model=scripted.model).result  # no env
     [call] = result.tool_calls
     assert call.status == "failed" and call.error is not None and "engine runtime" in call.error

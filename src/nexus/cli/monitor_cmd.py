@@ -24,7 +24,7 @@ def monitor_command(args: argparse.Namespace) -> int:
     """Run ``nexus adapters monitor`` until SIGTERM/SIGINT."""
     from nexus.broker.inbound import inbound_routes
     from nexus.cli._lock import exclusive_broker
-    from nexus.cli.send_cmd import _config, _open_ledger
+    from nexus.cli.send_cmd import _config
     from nexus.errors import ConfigError
 
     config = _config(args)
@@ -33,11 +33,18 @@ def monitor_command(args: argparse.Namespace) -> int:
             "no enabled adapter account has monitor = true; enable one with "
             "`nexus adapters enable NAME/ACCOUNT --monitor --agent ID`"
         )
-    with _open_ledger(config) as ledger, exclusive_broker(config):
-        return asyncio.run(_run(config, ledger))
+    with exclusive_broker(config):
+        return asyncio.run(_run(config))
 
 
-async def _run(config: NexusConfig, ledger: Ledger) -> int:
+async def _run(config: NexusConfig) -> int:
+    from nexus.cli.send_cmd import open_recovered
+
+    async with open_recovered(config) as ledger:
+        return await _monitor(config, ledger)
+
+
+async def _monitor(config: NexusConfig, ledger: Ledger) -> int:
     from nexus.broker.host import build_host, start_host
     from nexus.broker.inbound import inbound_routes
 

@@ -15,8 +15,8 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -47,9 +47,13 @@ def send_command(args: argparse.Namespace) -> int:
     message = AgentMessage(
         id=args.id or new_message_id(), from_=args.sender or "user", to=args.agent, content=content, session=session
     )
-    with _open_ledger(config) as ledger:
+    return asyncio.run(_send_command(config, message, mode, args))
+
+
+async def _send_command(config: NexusConfig, message: AgentMessage, mode: str | None, args: Any) -> int:
+    async with open_recovered(config) as ledger:
         _check_names(config, ledger, message)
-        return asyncio.run(_send(config, ledger, message, mode, args))
+        return await _send(config, ledger, message, mode, args)
 
 
 def _session_key(key: str | None) -> str | None:
@@ -70,11 +74,15 @@ def _session_key(key: str | None) -> str | None:
 def drain_command(args: argparse.Namespace) -> int:
     """Run ``nexus queue drain``: every queue until all are empty."""
     config = _config(args)
-    with _open_ledger(config) as ledger:
-        return _drain_locked(config, ledger)
+    return asyncio.run(_drain_command(config))
 
 
-def _drain_locked(config: NexusConfig, ledger: Ledger) -> int:
+async def _drain_command(config: NexusConfig) -> int:
+    async with open_recovered(config) as ledger:
+        return await _drain_locked(config, ledger)
+
+
+async def _drain_locked(config: NexusConfig, ledger: Ledger) -> int:
     """Drain every queue while holding the broker lock; then what others queued as it let go."""
     from nexus.broker.host import running_broker
     from nexus.cli._lock import exclusive_broker
@@ -83,16 +91,12 @@ def _drain_locked(config: NexusConfig, ledger: Ledger) -> int:
 
     runs = RunLog()
     with exclusive_broker(config):
-
-        async def drain() -> None:
-            async with running_broker(config, ledger) as host:
-                pending = sum(a.queue_depth for a in host.broker.list_agents())
-                print(f"draining {pending} queued message{'s' if pending != 1 else ''}", file=sys.stderr)
-                await host.broker.wait_until_idle()
-
-        asyncio.run(drain())
-    asyncio.run(_run_leftovers(config, ledger))
-    failures = runs.failures(ledger, BrokerStore(ledger.database))
+        async with running_broker(config, ledger) as host:
+            pending = sum(a.queue_depth for a in host.broker.list_agents())
+            print(f"draining {pending} queued message{'s' if pending != 1 else ''}", file=sys.stderr)
+            await host.broker.wait_until_idle()
+    await _run_leftovers(config, ledger)
+    failures = await runs.failures(ledger, BrokerStore(ledger.database))
     if failures:  # a turn that failed is a failed run, though its message counts as handled (not run again);
         # so is a message failed without a run (crashes cut it max_attempts times)
         print(failures_line(failures, runs.handled()), file=sys.stderr)
@@ -140,7 +144,7 @@ async def _send_and_drain(
             await printing
     if live is not None:
         live.end()
-    code = _report(ledger, receipt.queue_item_id, args, reply_shown=live is not None and live.printed)
+    code = await _report(ledger, receipt.queue_item_id, args, reply_shown=live is not None and live.printed)
     if "deliver_to" not in message.metadata:
         return code
     if receipt.duplicate:
@@ -215,7 +219,7 @@ async def _send_to_running_broker(
     if not args.wait:
         if server is None:  # the holder may have let go since: then nobody else will run it
             await _run_leftovers(config, ledger)
-        return _report(ledger, item_id, args)
+        return await _report(ledger, item_id, args)
     return await _watch(config, ledger, store, message, item_id, args)
 
 
@@ -295,7 +299,7 @@ async def _watch(
             print(f"nexus: error: no reply within {args.timeout} s (the message stays queued)", file=sys.stderr)
             return 1
         await asyncio.sleep(POLL_S)
-    return _report(ledger, item_id, args)
+    return await _report(ledger, item_id, args)
 
 
 def _say_accepted(message_id: str, item_id: str, duplicate: bool, args: Any) -> None:
@@ -305,7 +309,7 @@ def _say_accepted(message_id: str, item_id: str, duplicate: bool, args: Any) -> 
     print(f"accepted {message_id} (queue item {item_id}){note}", file=sys.stderr if args.wait else sys.stdout)
 
 
-def _report(ledger: Ledger, item_id: str, args: Any, *, reply_shown: bool = False) -> int:
+async def _report(ledger: Ledger, item_id: str, args: Any, *, reply_shown: bool = False) -> int:
     """Print the outcome (the reply with ``--wait`` unless it streamed, JSON with ``--json``); exit 1 on failure."""
     from nexus.broker.host import turn_reply
     from nexus.ledger.broker_store import BrokerStore
@@ -313,8 +317,8 @@ def _report(ledger: Ledger, item_id: str, args: Any, *, reply_shown: bool = Fals
 
     item = BrokerStore(ledger.database).get_item(item_id)
     status = item.status if item is not None else "missing"
-    reply = turn_reply(ledger, item.turn_id) if item is not None and item.turn_id else None
-    turn = item_turns(ledger, [item]).get(item.turn_id or "") if item is not None else None
+    reply = await turn_reply(ledger, item.turn_id) if item is not None and item.turn_id else None
+    turn = (await item_turns(ledger, [item])).get(item.turn_id or "") if item is not None else None
     turn_failed = status == "delivered" and turn is not None and turn.status == "failed"
     if args.json:
         print(json.dumps({
@@ -342,20 +346,15 @@ def _config(args: argparse.Namespace) -> NexusConfig:
     return config
 
 
-@contextmanager
-def _open_ledger(config: NexusConfig) -> Iterator[Ledger]:
-    from nexus.cli._conversation import BusyNotice
-    from nexus.ledger import Ledger
+@asynccontextmanager
+async def open_recovered(config: NexusConfig) -> AsyncIterator[Ledger]:
+    """The config's ledger for a command that hosts the broker (send, drain, serve), crashed turns closed."""
+    from nexus.cli._ledger import open_ledger, recover_open_turns
 
-    with Ledger.open(config.database_path) as ledger:
-        ledger.database.on_busy = BusyNotice()
+    async with open_ledger(config) as ledger:
         # like every entry point: close the turns of killed processes (a SIGKILLed drain's turn in a
         # session whose queue is now empty was otherwise left open for ever)
-        recovered = ledger.recover()
-        if recovered:
-            from nexus.cli._errors import recovered_notice
-
-            print(recovered_notice(ledger, recovered), file=sys.stderr)
+        await recover_open_turns(ledger)
         yield ledger
 
 

@@ -326,6 +326,12 @@ class NexusConfig(Record):
         return target
 
     @property
+    def database_url(self) -> str | None:
+        """The ``postgresql://`` URL when the ledger is a PostgreSQL database, else ``None`` (an SQLite file)."""
+        target = self.database_target
+        return target if isinstance(target, str) else None
+
+    @property
     def database_target(self) -> str | Path:
         """Where the ledger is: ``$NEXUS_DATABASE_URL``, else ``database`` (a ``postgresql://`` URL, ``${VAR}``
         resolved, or a file), else ``$NEXUS_HOME/agents.db``. An unset ``${VAR}`` is a ConfigError naming it."""
