@@ -85,10 +85,8 @@ class Conversation:
             # join worker threads (the local model's generation) while the loop can still take their results
             loop.run_until_complete(loop.shutdown_default_executor())
         finally:
-            try:
-                loop.run_until_complete(self.ledger.aclose())
-            finally:
-                loop.close()
+            loop.close()
+            self.ledger.close()  # the loop is not running: waiting here holds nobody
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:

@@ -25,14 +25,15 @@ EXIT_INTERRUPTED = 130
 
 def agent_chat(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
     """Run the chat loop with agent ``args.agent`` until /exit, end of input or Ctrl-C at the prompt."""
-    from nexus.broker.host import broker_lock, running_broker
+    from nexus.broker.host import running_broker
+    from nexus.cli._lock import drain_lock
     from nexus.cli.send_cmd import _check_names, _config, open_recovered
     from nexus.errors import NexusError
 
     source, sink = stdin or sys.stdin, stdout or sys.stdout
     lenient_stdin(source)
     config = _config(args)
-    with broker_lock(config) as held:
+    with drain_lock(config) as held:
         if not held:
             raise NexusError(
                 "another process holds the broker lock (a server or a drain): use `nexus send AGENT … --wait` "

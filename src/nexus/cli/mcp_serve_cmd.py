@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 def mcp_serve_command(args: argparse.Namespace) -> int:
     """Run ``nexus mcp serve`` until the client closes stdin."""
-    from nexus.broker.host import broker_lock
+    from nexus.cli._lock import drain_lock
     from nexus.cli.send_cmd import _config
     from nexus.errors import ConfigError
 
@@ -32,7 +32,7 @@ def mcp_serve_command(args: argparse.Namespace) -> int:
     except ModuleNotFoundError:
         raise ConfigError("nexus mcp serve needs the mcp extra: pip install 'nexus-broker[mcp]'") from None
     config = _config(args)
-    with broker_lock(config) as drains:
+    with drain_lock(config) as drains:
         return asyncio.run(_serve_opened(config, drains))
 
 

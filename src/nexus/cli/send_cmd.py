@@ -105,13 +105,13 @@ async def _drain_locked(config: NexusConfig, ledger: Ledger) -> int:
 
 
 async def _send(config: NexusConfig, ledger: Ledger, message: AgentMessage, mode: str | None, args: Any) -> int:
-    from nexus.broker.host import broker_lock
     from nexus.cli._deliver import parse_target
+    from nexus.cli._lock import drain_lock
 
     target = parse_target(args.deliver, config) if getattr(args, "deliver", None) else None
     if target is not None:  # kept with the message, as over HTTP: whichever broker runs it delivers the reply
         message.deliver_reply(target)
-    with broker_lock(config) as held:
+    with drain_lock(config) as held:
         if held:
             code = await _send_and_drain(config, ledger, message, mode, args)
     if held:  # after the lock is released: what others queued for us meanwhile
@@ -264,7 +264,8 @@ async def _run_leftovers(config: NexusConfig, ledger: Ledger) -> None:
     at least one of them sees the message with the lock free. Bounded: a round that changes
     nothing (a message no run can take) ends it.
     """
-    from nexus.broker.host import broker_lock, running_broker
+    from nexus.broker.host import running_broker
+    from nexus.cli._lock import drain_lock
     from nexus.ledger.broker_store import BrokerStore
 
     store = BrokerStore(ledger.database)
@@ -275,7 +276,7 @@ async def _run_leftovers(config: NexusConfig, ledger: Ledger) -> None:
         if not ids or ids == seen:
             return
         seen = ids
-        with broker_lock(config) as held:
+        with drain_lock(config) as held:
             if not held:  # another broker drains now; it looks again when it lets go
                 return
             async with running_broker(config, ledger, scope={str(item.agent_id) for item in pending}) as host:
@@ -286,11 +287,12 @@ async def _watch(
     config: NexusConfig, ledger: Ledger, store: Any, message: AgentMessage, item_id: str, args: Any
 ) -> int:
     """Wait for a turn to consume the item; take over the conversation if the other broker goes away."""
-    from nexus.broker.host import broker_lock, running_broker
+    from nexus.broker.host import running_broker
+    from nexus.cli._lock import drain_lock
 
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     while (item := store.get_item(item_id)) is not None and item.status in ("queued", "processing"):
-        with broker_lock(config) as held:
+        with drain_lock(config) as held:
             if held:  # the other broker is gone: run the conversation in this process
                 async with running_broker(config, ledger, scope={message.to}) as host:
                     await host.broker.wait_until_idle()

@@ -49,7 +49,11 @@ def serve_command(args: argparse.Namespace) -> int:
             'agents. Set [server] tokens = ["${NEXUS_TOKEN}"] in nexus.toml (and export NEXUS_TOKEN), '
             "or listen on 127.0.0.1"
         )
-    # one draining process per SQLite ledger; on PostgreSQL there is no file to lock (docs/ledger.md)
+    # one draining process per SQLite ledger; on PostgreSQL there is no file to lock, so the server holds
+    # none, but it does not start beside a drain or a server of this machine (docs/ledger.md)
+    if config.database_url is not None:
+        with exclusive_broker(config):
+            pass
     with exclusive_broker(config) if config.database_url is None else contextlib.nullcontext():
         from nexus.engine.wiring.gc_tuning import tune_gc_for_many_runs
 

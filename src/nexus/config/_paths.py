@@ -44,8 +44,11 @@ def database_dir(database: str | Path) -> Path:
         import hashlib
         from urllib.parse import urlsplit
 
-        parts = urlsplit(str(database))
-        where = f"{parts.scheme}://{parts.username or ''}@{parts.hostname or ''}:{parts.port or ''}{parts.path}"
+        try:
+            parts = urlsplit(str(database))
+            where = f"{parts.scheme}://{parts.username or ''}@{parts.hostname or ''}:{parts.port or ''}{parts.path}"
+        except ValueError:  # a URL that does not parse: connecting says what is wrong with it
+            where = str(database)
         return nexus_home() / "servers" / hashlib.sha256(where.encode("utf-8")).hexdigest()[:16]
     return Path(os.path.realpath(database)).parent
 

@@ -43,10 +43,12 @@ HANDOFF_S = 2.0
 lock while exiting: its open turn is an orphan a moment later)."""
 
 
-def session_lock_path(database: Path, session_label: str) -> Path:
+def session_lock_path(database: str | Path, session_label: str) -> Path:
     """The lock file of ``session_label`` for the ledger at ``database`` (labels may hold ``/``, so hashed).
 
     Under the real directory of the database file: every name of one database (a symlink to it) shares them.
+    For a PostgreSQL ledger (its URL) under a directory of ``$NEXUS_HOME``: the runs of this machine wait
+    for each other; a run on another machine is not seen (its turn would become a side branch).
     """
     from nexus.config import database_dir
 
@@ -77,7 +79,7 @@ async def session_lock(
     if str(database) == ":memory:":
         yield True
         return
-    path = session_lock_path(Path(database), session_label)
+    path = session_lock_path(database, session_label)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     held = False
