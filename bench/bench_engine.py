@@ -41,6 +41,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from nexus.ledger import NewSession
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
 import _machine
@@ -162,7 +164,7 @@ async def in_process_rows(turns: int, stream_fn: StreamFn) -> dict[str, float]:
 
         async def ledger_turn(i: int) -> object:
             label = f"s{i}"
-            env.ledger.create_session(label)
+            await env.ledger.sessions.create(NewSession(label))
             ctx = replace(base, run_id=new_id(), history=[], session_label=label, parent_turn_id=None)
             return await execute(ctx, stream_fn=stream_fn, model=MODEL, ledger=env.ledger).result
 

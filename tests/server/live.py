@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import uvicorn
 
 from nexus.config._server_schema import ServerConfig
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession, TurnDetails, TurnWrite
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import BrokerStore
 from nexus.llm.types import AssistantMessage, Cost, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
 from nexus.server._event_hub import EventHub
@@ -32,7 +33,7 @@ class LiveServer:
 
 def seed_ledger(ledger: Ledger) -> None:
     """Session ``main`` with three turns (the second calls a tool), and agent ``coder`` on it."""
-    ledger.create_session("main")
+    run_inline(ledger.sessions.create(NewSession("main")))
     for n in range(3):
         response: list[AssistantMessage | ToolResultMessage] = []
         if n == 1:
@@ -41,10 +42,18 @@ def seed_ledger(ledger: Ledger) -> None:
             response.append(ToolResultMessage(tool_call_id="call_1", tool_name="read", content=[TextContent("# hi")]))
         response.append(AssistantMessage(content=[TextContent(f"answer {n}")], provider="openai", model="gpt-4o-mini"))
         usage = Usage(input=100 + n, output=20 + n, total=120 + 2 * n, cost=Cost(total=0.0012 + n / 10_000))
-        ledger.write_turn(
-            None, "main", query_messages=[UserMessage(f"question {n}")], response_messages=response,
-            usage=usage, model="gpt-4o-mini", provider="openai",
-        )  # fmt: skip
+        run_inline(
+            ledger.turns.write(
+                TurnWrite(
+                    "main",
+                    None,
+                    query_messages=[UserMessage(f"question {n}")],
+                    response_messages=response,
+                    usage=usage,
+                    details=TurnDetails(model="gpt-4o-mini", provider="openai"),
+                )
+            )
+        )
 
 
 @contextmanager

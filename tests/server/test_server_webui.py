@@ -20,6 +20,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from nexus.config._server_schema import ServerConfig
+from nexus.ledger import TurnWrite
+from nexus.ledger._sql_db import run_inline
 from nexus.llm.types import AssistantMessage, TextContent, UserMessage
 
 from .live import LiveServer, wait_until
@@ -109,7 +111,7 @@ def test_sessions_tree_turn_details_and_fork(live: Live, page: Any) -> None:
     click(page, '#sessions button[data-session="main"]')
     until(page, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".turn-node")) == 3, "the turn tree")
     assert [t.split("\n")[1] for t in texts(page, ".turn-node")] == ["question 0", "question 1", "question 2"]
-    second = server.ledger.turns("main")[1]
+    second = run_inline(server.ledger.turns.path("main"))[1]
     click(page, f'.turn-node[data-turn="{second.id}"]')
     until(page, lambda d: "Turn #2" in d.find_element(By.ID, "turn").text, "the turn's details")
     detail = page.find_element(By.ID, "turn").text
@@ -120,11 +122,15 @@ def test_sessions_tree_turn_details_and_fork(live: Live, page: Any) -> None:
     click(page, "#fork-here")
     until(page, lambda d: "alt" in texts(d, "#sessions .label"), "the forked session in the list")
     until(page, lambda d: d.find_element(By.ID, "tree-title").text == "alt", "the forked session selected")
-    assert server.ledger.get_session("alt").thread_id == second.id
+    assert run_inline(server.ledger.sessions.get("alt")).thread_id == second.id
     assert "Forked into session" in page.find_element(By.ID, "notice").text
     until(page, lambda d: any("alt" in t for t in texts(d, ".turn-node .tag")), "the fork's label in the tree")
     reply = AssistantMessage(content=[TextContent("another answer")], provider="openai", model="gpt-4o-mini")
-    server.ledger.write_turn(None, "alt", query_messages=[UserMessage("another way")], response_messages=[reply])
+    run_inline(
+        server.ledger.turns.write(
+            TurnWrite("alt", None, query_messages=[UserMessage("another way")], response_messages=[reply])
+        )
+    )
     click(page, '#sessions button[data-session="alt"]')
     until(page, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".branch")) == 2, "the two branches after turn #2")
 

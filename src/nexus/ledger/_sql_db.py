@@ -93,7 +93,7 @@ def run_inline(coro: Coroutine[Any, Any, T]) -> T:
 
     The SQLite backend's calls are short and never wait on anything but SQLite itself, so they finish
     without giving the event loop back; this drives one from code that is not a coroutine (the
-    broker's group commit callback, the synchronous ``Ledger`` methods). A coroutine that does suspend
+    broker's group commit callback, ``Ledger.run_here``). A coroutine that does suspend
     is a bug: it is closed and reported.
     """
     try:

@@ -15,7 +15,6 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from nexus.ledger._legacy import LegacyLedger
 from nexus.ledger._queue_store import SqlQueueStore
 from nexus.ledger._session_store import SqlSessionStore
 from nexus.ledger._small_stores import SqlAgentStore, SqlDeliveryStore, SqlPiFiles
@@ -37,7 +36,7 @@ DEFAULT_MESSAGE_CACHE = 50_000
 (broker, chat) then pays only for the new turn on each ``history()`` call."""
 
 
-class Ledger(LegacyLedger):
+class Ledger:
     """The Agents Ledger: its stores, on one database.
 
     Invariants (docs/ledger.md lists the test proving each): a turn is written whole or not
