@@ -12,9 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -23,6 +20,8 @@ import pytest
 
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import echo
+
+from .serve_process import serving
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -53,27 +52,6 @@ def _nexus(home: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]
     return subprocess.run(
         [sys.executable, "-m", "nexus.cli", *args], env=_env(home, url), capture_output=True, text=True, timeout=120
     )
-
-
-@contextmanager
-def _serving(home: Path, url: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """``nexus serve --port 0`` on the PostgreSQL ledger; yields the process and its URL once it announced itself."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "nexus.cli", "serve", "--port", "0"],
-        env=_env(home, url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        announced = _announcement()
-        deadline = time.monotonic() + 60
-        while not announced.exists():
-            assert process.poll() is None, process.communicate()[1]
-            assert time.monotonic() < deadline, "nexus serve did not announce itself"
-            time.sleep(0.05)
-        yield process, f"http://127.0.0.1:{json.loads(announced.read_text())['port']}"
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
 
 
 def _announcement() -> Path:
@@ -115,7 +93,7 @@ def test_serve_on_postgresql_answers_a_chat_and_a_broker_message_without_the_fil
     with FakeProviderServer(default=echo) as provider:
         _write_config(isolated_env, provider)
         assert _nexus(isolated_env, postgres_url, "agents", "add", "coder").returncode == 0
-        with _serving(isolated_env, postgres_url) as (process, url):
+        with serving(_env(isolated_env, postgres_url), _announcement()) as (process, url):
             chat = {"model": "coder", "messages": [{"role": "user", "content": "chat over postgres"}]}
             answer = httpx.post(f"{url}/v1/chat/completions", json=chat, timeout=60)
             assert answer.status_code == 200, answer.text

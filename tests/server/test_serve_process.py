@@ -10,8 +10,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import httpx
@@ -22,6 +21,8 @@ from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import BrokerStore
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import echo, stall
+
+from .serve_process import serving
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 TOKEN = "t0ken-for-tests"
@@ -50,25 +51,9 @@ def _nexus(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedP
     )
 
 
-@contextmanager
-def _serving(home: Path, *args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+def _serving(home: Path, *args: str) -> AbstractContextManager[tuple[subprocess.Popen[str], str]]:
     """``nexus serve --port 0``; yields the process and its URL once server.json announces it."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "nexus.cli", "serve", "--port", "0", *args],
-        env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        announced = home / "server.json"
-        deadline = time.monotonic() + 30
-        while not announced.exists():
-            assert process.poll() is None, process.communicate()[1]
-            assert time.monotonic() < deadline, "nexus serve did not announce itself"
-            time.sleep(0.05)
-        yield process, f"http://127.0.0.1:{json.loads(announced.read_text())['port']}"
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    return serving(_env(home), home / "server.json", *args)
 
 
 def _stop(process: subprocess.Popen[str]) -> str:

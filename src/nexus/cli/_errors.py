@@ -1,6 +1,6 @@
 """Library error messages → CLI wording, at the boundary where they are printed.
 
-Library errors give library advice ("list sessions with ``Ledger.list_sessions()``", "pass
+Library errors give library advice ("list sessions with ``ledger.sessions.list()``", "pass
 ``api_key`` in ``StreamOptions``"); a user of the ``nexus`` command needs the command or
 the ``nexus.toml`` setting instead. The library keeps its messages; this module rephrases
 them only where the CLI prints them.

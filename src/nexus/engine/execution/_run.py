@@ -51,7 +51,7 @@ from nexus.engine.execution.events import (
     RunStartEvent,
     StateEvent,
 )
-from nexus.engine.execution.ledger_map import compaction_record, history_turn_ids, write_result
+from nexus.engine.execution.ledger_map import compaction_records, history_turn_ids, write_result
 from nexus.engine.execution.scope import CURRENT_RUN, RunHost, RunScope
 from nexus.engine.types import (
     AgentError,
@@ -451,17 +451,11 @@ class EngineRun:
         done = self.window.compactions
         if not done:
             return []
-        turn_id = self.turn_id or ""
         owners = self.owners
         if owners is None and self.ledger is not None and self.turn_id is not None:  # a cancelled run: no await
             label, history = self.ctx.session_label, self.ctx.history
             owners = self.ledger.run_here(lambda here: history_turn_ids(here, label, history))
-        records = []
-        for compaction, cut in done:
-            record = compaction_record(compaction, cut=cut, turn_id=turn_id, owners=owners or [])
-            record.turn_id = turn_id
-            records.append(record)
-        return records
+        return compaction_records(done, self.turn_id or "", owners or [])
 
     def outcome(self, response: list[Message]) -> tuple[RunStopReason, AgentError | None]:
         """Seed 000's stop reason (and error) from how the loop ended (see ``_outcome``)."""
@@ -490,17 +484,8 @@ class EngineRun:
             return
         response = _llm(self.agent_ctx.messages[self.history_len + 1 :])
         steering = self.steering
-        write_result(
-            self.ledger,
-            self.ctx,
-            self.turn_id,
-            result,
-            response,
-            result.compaction,
-            steering.delivered_ids,
-            steering.response_sources(len(response)),
-        )
-        turn_id = self.turn_id
+        turn_id = write_result(self.ledger, self.ctx, self.turn_id, result, response, result.compaction,
+                               steering.delivered_ids, steering.response_sources(len(response)))  # fmt: skip
         result.messages = self.ledger.run_here(lambda here: here.turns.messages(turn_id))
 
 

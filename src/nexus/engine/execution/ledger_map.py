@@ -96,6 +96,18 @@ def compaction_record(record: CompactionRecord, *, cut: int, turn_id: str, owner
     return replace(record, summarized_through_turn_id=through, first_kept_turn_id=first_kept)
 
 
+def compaction_records(
+    done: Sequence[tuple[CompactionRecord, int]], turn_id: str, owners: Sequence[str]
+) -> list[CompactionRecord]:
+    """The ``compactions`` rows of a run's compactions (each with the index its kept part starts at)."""
+    records = []
+    for compaction, cut in done:
+        record = compaction_record(compaction, cut=cut, turn_id=turn_id, owners=owners)
+        record.turn_id = turn_id
+        records.append(record)
+    return records
+
+
 def write_result(
     ledger: Ledger,
     ctx: AssembledContext,

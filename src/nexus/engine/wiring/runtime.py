@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import field
-from typing import TYPE_CHECKING, TypedDict, Unpack
+from typing import TYPE_CHECKING, Unpack
 
 from nexus._dataclass import dataclass
 from nexus.engine.assembly._sessions import DEFAULT_MAX_BYTES, SessionStates
@@ -25,6 +25,7 @@ from nexus.engine.assembly.context import EventContext, PromptOptions, assemble_
 from nexus.engine.execution.execute import Execution, build_run
 from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.engine.types import AgentResult, AgentRole, AgentSpec, AssembledContext, EngineLimits, ThinkingConfig
+from nexus.engine.wiring._start import StartOptions, StartRequest, aborted_before_start
 from nexus.engine.wiring.models import limits_from_config, preflight, resolve_model, unreachable_model_problem
 from nexus.engine.wiring.spawn import SPAWN_TOOL_NAME, EngineSpawner, Spawner, spawn_agent_tool
 from nexus.ledger.records import DEFAULT_SESSION, NewSession
@@ -51,18 +52,6 @@ _LIVE_PRUNE = 64
 
 _FROM_CONFIG = EngineLimits()
 """The default of ``Runtime.limits``: replaced by the config's ``[agent]`` limits (compared by identity)."""
-
-
-class StartOptions(TypedDict, total=False):
-    """The options of :meth:`Runtime.start` (and ``begin``, ``run``); see there."""
-
-    consumes: Sequence[str]
-    source: str | None
-    tools: Sequence[AgentTool]
-    images: Sequence[ImageContent]
-    event: EventContext | None
-    signal: AbortSignal | None
-    callbacks: EngineCallbacks | None
 
 
 @dataclass(slots=True, eq=False)
@@ -405,18 +394,6 @@ class Runtime:
         return await compact_session(session, runtime=self, focus=focus, model=model, on_event=on_event, signal=signal)
 
 
-@dataclass(slots=True, frozen=True)
-class StartRequest:
-    """What :meth:`Runtime.start` hands its task: the message and what the run consumes and may use."""
-
-    message: str | UserMessage
-    consumes: tuple[str, ...]
-    source: str | None
-    tools: tuple[AgentTool, ...]
-    images: tuple[ImageContent, ...]
-    event: EventContext | None
-
-
 async def _begin(
     runtime: Runtime, execution: Execution, spec: AgentSpec, model: Model, request: StartRequest
 ) -> AgentResult:
@@ -449,20 +426,6 @@ async def _begin(
             if run.turn_id is not None:
                 runtime.unsaved.append(run.turn_id)
             raise
-
-
-def aborted_before_start(message: str | UserMessage) -> AgentResult:
-    """The result of a run aborted while it waited for another run of its session: nothing ran or was stored."""
-    from nexus.engine.types import AgentError
-    from nexus.ledger.records import StoredMessage
-
-    query = message if isinstance(message, UserMessage) else UserMessage(message)
-    text = "aborted while waiting for another run of the session to finish; nothing was sent or stored"
-    return AgentResult(
-        messages=[StoredMessage(0, "", 0, query.role, query)],
-        stop_reason="aborted",
-        error=AgentError("unknown", text, retryable=True),
-    )
 
 
 async def run_agent(
