@@ -8,10 +8,8 @@ named by ``NEXUS_DATABASE_URL``, so nothing of it may land in ``NEXUS_HOME`` but
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -21,9 +19,7 @@ import pytest
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import echo
 
-from .serve_process import serving
-
-SRC = Path(__file__).resolve().parents[2] / "src"
+from .serve_proc import nexus, serving, write_config
 
 pytestmark = pytest.mark.slow  # real processes and a real PostgreSQL
 
@@ -35,23 +31,8 @@ def pg_home(postgres_url: str, isolated_env: Path, monkeypatch: pytest.MonkeyPat
     return isolated_env
 
 
-def _env(home: Path, url: str) -> dict[str, str]:
-    return {**os.environ, "NEXUS_HOME": str(home), "PYTHONPATH": str(SRC), "NEXUS_DATABASE_URL": url}
-
-
-def _write_config(home: Path, provider: FakeProviderServer) -> None:
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "nexus.toml").write_text(
-        'default_model = "fake/fake-model"\n\n[providers.fake]\napi = "openai-completions"\n'
-        f'base_url = "{provider.openai_base_url}"\napi_key = "test"\n',
-        encoding="utf-8",
-    )
-
-
 def _nexus(home: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "nexus.cli", *args], env=_env(home, url), capture_output=True, text=True, timeout=120
-    )
+    return nexus(home, *args, timeout=120, env={"NEXUS_DATABASE_URL": url})
 
 
 def _announcement() -> Path:
@@ -70,7 +51,7 @@ def _rows(url: str, sql: str) -> list[tuple[object, ...]]:
 def test_nexus_run_on_postgresql_writes_a_turn_another_process_reads(postgres_url: str, pg_home: Path) -> None:
     isolated_env = pg_home
     with FakeProviderServer(default=echo) as provider:
-        _write_config(isolated_env, provider)
+        write_config(isolated_env, provider)
         ran = _nexus(isolated_env, postgres_url, "run", "hello over postgres")
         assert ran.returncode == 0 and ran.stdout.strip().endswith("hello over postgres"), ran.stderr
     listed = _nexus(isolated_env, postgres_url, "sessions", "list", "--json")
@@ -91,9 +72,9 @@ def test_serve_on_postgresql_answers_a_chat_and_a_broker_message_without_the_fil
 
     isolated_env = pg_home
     with FakeProviderServer(default=echo) as provider:
-        _write_config(isolated_env, provider)
+        write_config(isolated_env, provider)
         assert _nexus(isolated_env, postgres_url, "agents", "add", "coder").returncode == 0
-        with serving(_env(isolated_env, postgres_url), _announcement()) as (process, url):
+        with serving(isolated_env, announced=_announcement()) as (process, url):
             chat = {"model": "coder", "messages": [{"role": "user", "content": "chat over postgres"}]}
             answer = httpx.post(f"{url}/v1/chat/completions", json=chat, timeout=60)
             assert answer.status_code == 200, answer.text
@@ -142,7 +123,7 @@ def test_a_ledger_the_commands_cannot_use_is_one_line_and_exit_2(postgres_url: s
         (unknown_schema, "9999_from_the_future"),
     ]
     with FakeProviderServer(default=echo) as provider:
-        _write_config(isolated_env, provider)
+        write_config(isolated_env, provider)
         for url, said in cases:
             for command in COMMANDS:
                 done = _nexus(isolated_env, url, *command)

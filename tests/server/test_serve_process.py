@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import stat
 import subprocess
-import sys
 import time
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -22,38 +20,23 @@ from nexus.ledger.broker_store import BrokerStore
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import echo, stall
 
-from .serve_process import serving
+from .serve_proc import nexus, serving, write_config
 
-SRC = Path(__file__).resolve().parents[2] / "src"
 TOKEN = "t0ken-for-tests"
 
 pytestmark = pytest.mark.slow  # real processes: a few seconds each
 
 
-def _env(home: Path) -> dict[str, str]:
-    return {**os.environ, "NEXUS_HOME": str(home), "PYTHONPATH": str(SRC), "NEXUS_TOKEN": TOKEN}
-
-
-def _write_config(home: Path, provider: FakeProviderServer, server: str = "") -> None:
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "nexus.toml").write_text(
-        'default_model = "fake/fake-model"\n\n'
-        f"[server]\n{server}\n\n"
-        '[providers.fake]\napi = "openai-completions"\n'
-        f'base_url = "{provider.openai_base_url}"\napi_key = "test"\n',
-        encoding="utf-8",
-    )
-
-
 def _nexus(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "nexus.cli", *args], env=_env(home), capture_output=True, text=True, timeout=timeout
-    )
+    return nexus(home, *args, timeout=timeout, env={"NEXUS_TOKEN": TOKEN})
 
 
 def _serving(home: Path, *args: str) -> AbstractContextManager[tuple[subprocess.Popen[str], str]]:
-    """``nexus serve --port 0``; yields the process and its URL once server.json announces it."""
-    return serving(_env(home), home / "server.json", *args)
+    """``nexus serve --port 0`` with ``NEXUS_TOKEN`` set (``tokens = ["${NEXUS_TOKEN}"]`` reads it)."""
+    return serving(home, *args, env={"NEXUS_TOKEN": TOKEN})
+
+
+_write_config = write_config
 
 
 def _stop(process: subprocess.Popen[str]) -> str:

@@ -59,16 +59,16 @@ def serve_command(args: argparse.Namespace) -> int:
 
         tune_gc_for_many_runs()  # a long-lived process of many runs: freeze the startup heap, collect less often
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-            return runner.run(_serve(config, settings))
+            return runner.run(_serve(config, settings, log_requests=not getattr(args, "quiet", False)))
 
 
-async def _serve(config: NexusConfig, settings: ServerConfig) -> int:
+async def _serve(config: NexusConfig, settings: ServerConfig, *, log_requests: bool) -> int:
     """Open the ledger (crashed turns closed) and serve until stopped."""
     from nexus.cli.send_cmd import open_recovered
     from nexus.server.serve import serve
 
     async with open_recovered(config) as ledger:
-        return await serve(config, ledger, settings)
+        return await serve(config, ledger, settings, log_requests=log_requests)
 
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import tempfile
 from collections.abc import Callable
@@ -9,16 +10,16 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from nexus.ledger import Ledger, NewSession, SessionQuery
+from nexus.ledger import Ledger, SessionQuery
 from nexus.ledger.errors import PiFormatError
 from nexus.ledger.labels import label_problem
 from nexus.server._errors import ApiError
 from nexus.server._openapi import answers
-from nexus.server._schemas import History, ImportResult, SessionDetail, SessionList, SessionOut, Tree, TurnDetail
+from nexus.server._owners import Owners
+from nexus.server._schemas import History, ImportResult, SessionDetail, SessionList, Tree, TurnDetail
 from nexus.server._state import ServerState
-from nexus.server._views import message_view, session_view, tool_call_view, turn_view
+from nexus.server._views import message_view, session_view, tool_call_view, turn_preview, turn_view
 
 router = APIRouter(prefix="/v1", tags=["sessions"])
 
@@ -32,22 +33,6 @@ class JsonLinesResponse(Response):
 MAX_TREE_TURNS = 5000
 
 
-class ForkRequest(BaseModel):
-    """``POST /v1/sessions/{label}/fork``: the turn to continue from and the new session's label."""
-
-    model_config = ConfigDict(extra="forbid")
-    turn_id: str = Field(min_length=1, max_length=64)
-    label: str | None = Field(default=None, min_length=1, max_length=200)
-
-    @field_validator("label")
-    @classmethod
-    def _addressable(cls, value: str | None) -> str | None:
-        problem = None if value is None else label_problem(value)
-        if problem is not None:
-            raise ValueError(problem)
-        return value
-
-
 def _state(request: Request) -> ServerState:
     state: ServerState = request.app.state.nexus
     return state
@@ -55,11 +40,24 @@ def _state(request: Request) -> ServerState:
 
 @router.get("/sessions", summary="Sessions, most recently updated first", responses=answers(SessionList))
 async def list_sessions(
-    request: Request, include_archived: bool = False, limit: int = Query(200, ge=1, le=10_000)
+    request: Request,
+    include_archived: bool = False,
+    limit: int = Query(200, ge=1, le=10_000),
+    q: str | None = Query(None, max_length=200, description="sessions whose label, title, agent or channel has it"),
 ) -> Any:
-    query = SessionQuery(status=None if include_archived else "active", limit=limit)
-    sessions = await _state(request).ledger.sessions.list(query)
-    return {"sessions": [session_view(s) for s in sessions]}
+    state = _state(request)
+    query = SessionQuery(status=None if include_archived else "active", limit=None if q else limit)
+    sessions = await state.ledger.sessions.list(query)
+    owners = Owners(await state.ledger.agents.list())
+    views = (session_view(s, owners) for s in sessions)
+    if q:
+        needle = q.casefold()
+        views = (v for v in views if any(needle in str(v[k] or "").casefold() for k in SEARCHED))
+    return {"sessions": list(itertools.islice(views, limit))}
+
+
+SEARCHED = ("label", "title", "agent", "channel", "session_key")
+"""The fields ``GET /v1/sessions?q=`` looks in."""
 
 
 @router.get(
@@ -70,7 +68,7 @@ async def show_session(request: Request, label: str) -> Any:
     session = await ledger.sessions.resolve(label)
     head = await ledger.turns.get(session.thread_id) if session.thread_id else None
     return {
-        **session_view(session),
+        **session_view(session, Owners(await ledger.agents.list())),
         "aliases": await ledger.sessions.aliases(session.label),
         "head": None if head is None else turn_view(head),
         "turns": 0 if head is None else head.depth + 1,
@@ -122,7 +120,13 @@ async def session_tree(request: Request, label: str) -> Any:
             "head_turn_id": session.thread_id,
             "truncated": truncated,
             "turns": [
-                {**turn_view(t), "on_path": t.id in path, "heads_of": heads.get(t.id, []), "deliveries": sent(t.id)}
+                {
+                    **turn_view(t),
+                    "on_path": t.id in path,
+                    "heads_of": heads.get(t.id, []),
+                    "deliveries": sent(t.id),
+                    "preview": turn_preview(await ledger.turns.messages(t.id)),
+                }
                 for t in turns
             ],
         }
@@ -144,20 +148,6 @@ async def show_turn(request: Request, turn_id: str) -> Any:
         "tool_calls": [tool_call_view(c) for c in await ledger.turns.tool_calls(turn.id)],
         "deliveries": (await _deliveries(ledger, [turn.id]))(turn.id),
     }
-
-
-@router.post(
-    "/sessions/{label}/fork",
-    status_code=201,
-    summary="A new session at a turn of this one",
-    responses=answers(SessionOut, 404, 409, status=201),
-)
-async def fork_session(request: Request, label: str, body: ForkRequest) -> Any:
-    ledger = _state(request).ledger
-    session = await ledger.sessions.resolve(label)
-    if body.turn_id not in {t.id for t in await ledger.turns.path(session.label)}:
-        raise ApiError(404, "not_found", f"turn {body.turn_id!r} is not in the history of session {session.label!r}")
-    return session_view(await ledger.sessions.create(NewSession(body.label, origin="fork", head_turn_id=body.turn_id)))
 
 
 @router.get(
