@@ -14,8 +14,10 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Container, Sequence
 
+from nexus import telemetry
 from nexus.broker._group_commit import GroupCommitter
 from nexus.broker._items import error_text, message_source
+from nexus.broker._queue_trace import claimed
 from nexus.broker._slot import AgentSlot, SessionSlot
 from nexus.broker.runner import AgentRunner, RunOutcome, RunRequest
 from nexus.broker.session_queue import Batch, QueuedMessage
@@ -66,7 +68,8 @@ class BatchRunner:
             self._return_items(session, item_ids)  # found no run to abort, so none starts (close waited for a
             return  # whole turn; the interrupt ran after it). The interrupt's batch takes these as its backlog
         try:
-            session.run = self._runner.start(self._request(slot, session, batch, item_ids))
+            with claimed(slot.agent_id, session.label, batch.items, self._now_ms()) as trace:
+                session.run = self._runner.start(self._request(slot, session, batch, item_ids))
             outcome = await session.run.result()
         except Exception as exc:  # a runner that failed to start: the items go back, the error is kept
             session.run = None
@@ -79,7 +82,8 @@ class BatchRunner:
         if outcome.turn_id is None and outcome.status != "completed":
             failed = self._settle_unrun(slot, session, batch, outcome)
             if failed and any(item.reply_to is not None for item in batch.items):  # told "(failed: …)"
-                await self._answer_askers(slot.agent_id, batch.items, outcome)
+                with telemetry.continue_trace(trace):
+                    await self._answer_askers(slot.agent_id, batch.items, outcome)
             return
         delivered = self._settle_steers(session) if session.steers else []
         consumed = [*item_ids, *delivered] if delivered else item_ids
@@ -92,7 +96,8 @@ class BatchRunner:
             )  # fmt: skip
             slot.resolve(consumed, result)
         if any(item.reply_to is not None for item in read):  # a steered ask is answered too (it was left
-            await self._answer_askers(slot.agent_id, read, outcome)  # unanswered until the broker's next start)
+            with telemetry.continue_trace(trace):  # unanswered until the broker's next start), in the ask's trace
+                await self._answer_askers(slot.agent_id, read, outcome)
 
     @staticmethod
     def _steered(session: SessionSlot, delivered: list[str]) -> list[QueuedMessage]:

@@ -127,7 +127,7 @@ class EngineRunHandle:
                 ctx.queue_item_ids = request.item_ids
                 if request.source is not None:
                     ctx.source = request.source
-                self._execution = env.start(ctx, model=model, depth=depth)
+                self._execution = env.start(ctx, model=model, depth=depth, agent_id=request.agent_id)
                 for listener in self._listeners:
                     self._execution.on_event(listener)
                 result = await self._execution.result

@@ -19,6 +19,7 @@ from nexus.config._broker_schema import AgentConfig, BrokerConfig, check_agent_i
 from nexus.config._mcp_schema import McpConfig
 from nexus.config._paths import DATABASE_FILE_NAME, WORKSPACE_DIR_NAME, nexus_home, resolve_path
 from nexus.config._server_schema import ServerConfig
+from nexus.config._telemetry_schema import TelemetryConfig
 from nexus.config._tool_names import expand_tool_patterns, rule_allows
 from nexus.errors import ConfigError
 
@@ -270,6 +271,7 @@ class NexusConfig(_Strict):
     adapters: dict[str, AdapterConfig] = Field(default_factory=dict)
     server: ServerConfig = Field(default_factory=ServerConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
 
     _home: Path | None = PrivateAttr(default=None)
     _source: Path | None = PrivateAttr(default=None)

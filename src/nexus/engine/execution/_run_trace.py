@@ -1,0 +1,155 @@
+"""A run as a span, as metrics and as a log line; failover's retries and fallbacks as span events.
+
+The hook is small on purpose, so it follows the run's one handle wherever the run starts:
+:func:`observed_run` wraps the coroutine that drives the run (the run's own task), and only
+while someone listens — tracing or metrics on, or ``INFO`` logs enabled — otherwise it hands
+the coroutine back untouched.
+
+The span ``invoke_agent {agent}`` (GenAI conventions) is current for the whole run, so the
+model-call and tool-call spans hang under it. Its parent is whatever was current when the run
+was started: the broker makes that the queue item's span (``queue {agent}``), an HTTP request
+its ``traceparent``, a tool its own span for a sub-agent. Links and attributes the starter
+handed over with :func:`nexus.telemetry.run_origin` (the messages a batch consumed, the queue
+mode) are taken here.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Coroutine
+from typing import Any
+
+from nexus import telemetry
+from nexus.engine.types import AgentResult, AssembledContext, EngineEvent, FallbackEvent, RetryEvent
+from nexus.llm.types import Model
+
+log = logging.getLogger("nexus.run")
+
+_FAILED = frozenset({"error", "timeout"})
+
+
+def observed_run(
+    main: Coroutine[Any, Any, AgentResult], ctx: AssembledContext, agent_id: str, model: Model
+) -> Coroutine[Any, Any, AgentResult]:
+    """``main`` traced, measured and logged when anyone listens; ``main`` itself otherwise."""
+    if not telemetry.observing() and not log.isEnabledFor(logging.INFO):
+        return main
+    return _observed(main, ctx, agent_id, model)
+
+
+async def _observed(
+    main: Coroutine[Any, Any, AgentResult], ctx: AssembledContext, agent_id: str, model: Model
+) -> AgentResult:
+    links, handed = telemetry.take_run_origin()
+    agent = agent_id or ctx.session_label
+    span = telemetry.start_span(
+        f"invoke_agent {agent}",
+        links=links,
+        attributes={
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": agent,
+            "gen_ai.conversation.id": ctx.session_label,
+            "gen_ai.provider.name": model.provider,
+            "gen_ai.request.model": model.id,
+            "nexus.agent": agent_id or None,
+            "nexus.session": ctx.session_label,
+            "nexus.run_id": ctx.run_id,
+            "nexus.message_source": ctx.source,
+            **handed,
+        },
+    )
+    metrics = telemetry.metrics()
+    metrics.run_started(agent)
+    started = time.perf_counter()
+    try:
+        with telemetry.use_span(span):
+            result = await main
+    except BaseException as exc:  # a bug, or the task cancelled from outside: the run wrote no result
+        metrics.run_ended(agent, "crashed", time.perf_counter() - started)
+        span.fail(type(exc).__name__)
+        span.end()
+        raise
+    duration = time.perf_counter() - started
+    metrics.run_ended(agent, result.stop_reason, duration)
+    if span.recording:
+        _set_result(span, result)
+    with telemetry.use_span(span):  # the log line carries the run's trace id
+        _log_end(ctx, agent, result, duration)
+    span.end()
+    return result
+
+
+def _set_result(span: telemetry.Span, result: AgentResult) -> None:
+    """The turn, its usage and cost, and how it ended."""
+    usage = result.usage
+    span.set_attributes(
+        {
+            "nexus.turn_id": result.turn_id,
+            "nexus.stop_reason": result.stop_reason,
+            "gen_ai.usage.input_tokens": usage.input + usage.cache_read + usage.cache_write,
+            "gen_ai.usage.output_tokens": usage.output,
+            "nexus.cost_usd": usage.cost.total,
+            "nexus.tool_calls": len(result.tool_calls),
+            "nexus.compactions": len(result.compactions) or None,
+        }
+    )
+    if result.stop_reason in _FAILED:
+        error = result.error
+        span.fail(error.kind if error is not None else result.stop_reason, error.message if error else None)
+
+
+def _log_end(ctx: AssembledContext, agent: str, result: AgentResult, duration_s: float) -> None:
+    usage = result.usage
+    # a failed run is a warning where logging was set up; without a handler Python would print a
+    # warning raw on stderr, beside what the CLI already says about the failure
+    level = logging.WARNING if result.stop_reason in _FAILED and log.hasHandlers() else logging.INFO
+    fields = {
+        "event": "run_end",
+        "agent": agent,
+        "session": ctx.session_label,
+        "run_id": ctx.run_id,
+        "turn_id": result.turn_id,
+        "stop_reason": result.stop_reason,
+        "duration_s": round(duration_s, 3),
+        "input_tokens": usage.input + usage.cache_read + usage.cache_write,
+        "output_tokens": usage.output,
+        "cost_usd": usage.cost.total,
+    }
+    if result.error is not None:
+        fields["error_kind"] = result.error.kind
+        fields["error"] = result.error.message
+    log.log(level, "run ended: %s", result.stop_reason, extra={"fields": fields})
+
+
+def record_failover(event: EngineEvent) -> None:
+    """A retry or fallback: a metric, and an event on the current span (the run's)."""
+    if isinstance(event, RetryEvent):
+        telemetry.metrics().failover("retry", event.error_kind)
+        telemetry.current_span().add_event(
+            "nexus.failover.retry",
+            {
+                "nexus.attempt": event.attempt,
+                "nexus.auth_profile": event.profile,
+                "nexus.next_auth_profile": event.next_profile,
+                "gen_ai.request.model": event.model,
+                "error.type": event.error_kind,
+                "nexus.delay_s": event.delay_s,
+            },
+        )
+        log.info(
+            "model call failed (%s); retrying", event.error_kind,
+            extra={"fields": {"event": "retry", "model": event.model, "profile": event.profile,
+                              "next_profile": event.next_profile, "delay_s": event.delay_s, "error": event.message}},
+        )  # fmt: skip
+    elif isinstance(event, FallbackEvent):
+        telemetry.metrics().failover("fallback", event.reason)
+        telemetry.current_span().add_event(
+            "nexus.failover.fallback",
+            {"nexus.from_model": event.from_model, "nexus.to_model": event.to_model,
+             "error.type": event.reason, "nexus.skipped": event.skipped},
+        )  # fmt: skip
+        log.info(
+            "falling back from %s to %s (%s)", event.from_model, event.to_model, event.reason,
+            extra={"fields": {"event": "fallback", "skipped": event.skipped}},
+        )  # fmt: skip
