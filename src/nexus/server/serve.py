@@ -18,7 +18,7 @@ import gc
 import secrets
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
@@ -60,20 +60,49 @@ class NexusUvicorn(uvicorn.Server):
 
 
 async def serve(
-    config: NexusConfig, ledger: Ledger, settings: ServerConfig, *, stream_fn: StreamFn | None = None
+    config: NexusConfig,
+    ledger: Ledger,
+    settings: ServerConfig,
+    *,
+    stream_fn: StreamFn | None = None,
+    metrics_tokens: Sequence[str] = (),
 ) -> int:
     """Run until SIGTERM/SIGINT; the caller holds the broker lock. Returns the exit code.
 
     WAL checkpoints run on a thread of their own meanwhile (see ``nexus.ledger._checkpoint``).
     The tokens are registered with the redactor: no error text of a run ever repeats one.
+    With ``[telemetry] metrics`` (the default) ``/metrics`` answers, ``metrics_tokens`` (resolved)
+    are accepted there, and the event loop's lag is measured meanwhile.
     """
     from nexus.ledger._checkpoint import background_checkpoints
     from nexus.llm.redact import add_secrets
 
     add_secrets(settings.tokens)
 
-    with background_checkpoints(ledger.database):
-        return await _serve(config, ledger, settings, stream_fn=stream_fn)
+    with background_checkpoints(ledger.database), _measured_loop(config):
+        return await _serve(config, ledger, settings, stream_fn=stream_fn, metrics_tokens=metrics_tokens)
+
+
+@contextlib.contextmanager
+def _measured_loop(config: NexusConfig) -> Iterator[None]:
+    """Metrics on (as ``[telemetry] metrics`` says) and the loop-lag watcher running, for the block."""
+    if not config.telemetry.metrics:
+        yield
+        return
+    from nexus import telemetry
+    from nexus.telemetry.loop_lag import watch_loop_lag
+
+    try:
+        recorder = telemetry.enable_metrics()
+    except ImportError as exc:  # a server extra installed before metrics were part of it
+        print(f"nexus serve: /metrics is off: {exc}; pip install prometheus-client", file=sys.stderr, flush=True)
+        yield
+        return
+    watcher = asyncio.get_running_loop().create_task(watch_loop_lag(recorder), name="nexus:loop-lag")
+    try:
+        yield
+    finally:
+        watcher.cancel()
 
 
 def settle_heap() -> None:
@@ -90,7 +119,12 @@ def settle_heap() -> None:
 
 
 async def _serve(
-    config: NexusConfig, ledger: Ledger, settings: ServerConfig, *, stream_fn: StreamFn | None = None
+    config: NexusConfig,
+    ledger: Ledger,
+    settings: ServerConfig,
+    *,
+    stream_fn: StreamFn | None = None,
+    metrics_tokens: Sequence[str] = (),
 ) -> int:
     from nexus.broker.delivery import Deliverer
     from nexus.broker.host import build_broker_and_runner, start_broker
@@ -131,7 +165,7 @@ async def _serve(
         )
         start_token = _start_token(settings)
         tokens = [*settings.tokens, start_token] if start_token else []
-        app = create_app(state, settings.model_copy(update={"tokens": tokens}))
+        app = create_app(state, settings.model_copy(update={"tokens": tokens}), metrics_tokens=metrics_tokens)
         hub = state.events
         if hub is not None:  # every run, live on its session's event stream
             from nexus.server._live import publish_runs
@@ -142,7 +176,7 @@ async def _serve(
         server = NexusUvicorn(
             uvicorn.Config(
                 app, host=settings.host, port=settings.port, lifespan="off", log_level="warning",
-                access_log=False, timeout_graceful_shutdown=GRACEFUL_S, http=protocol,
+                access_log=False, timeout_graceful_shutdown=GRACEFUL_S, http=protocol, **_uvicorn_logs(),
             )
         )  # fmt: skip
         if stopping:  # a signal came while the broker started
@@ -159,6 +193,13 @@ async def _serve(
         remove_server_file(config)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
+
+
+def _uvicorn_logs() -> dict[str, Any]:
+    """uvicorn logs through our handler when ``nexus serve`` installed one (else its own, as before)."""
+    from nexus.telemetry.logs import logs_configured
+
+    return {"log_config": None} if logs_configured() else {}
 
 
 def _start_token(settings: ServerConfig) -> str | None:

@@ -67,6 +67,9 @@ class OtelSpan(Span):
     def recording(self) -> bool:
         return bool(self.otel.is_recording())
 
+    def set_name(self, name: str) -> None:
+        self.otel.update_name(name)
+
     def set_attribute(self, key: str, value: AttributeValue | None) -> None:
         if value is not None:
             self.otel.set_attribute(key, value)

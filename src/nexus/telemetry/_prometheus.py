@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
 
 from nexus.telemetry._metrics_api import Metrics
+from nexus.telemetry.labels import agent_label
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """The Prometheus text format's media type."""
@@ -82,17 +83,18 @@ class PrometheusMetrics(Metrics):
         self.loop_lag_seconds = histogram("nexus_event_loop_lag_seconds", "How late a timer ran", _LAG_BUCKETS)
 
     def queue_accepted(self, agent: str, mode: str) -> None:
-        self.accepted.labels(agent, mode).inc()
+        self.accepted.labels(agent_label(agent), mode).inc()
 
     def queue_claimed(self, agent: str, wait_s: float) -> None:
-        self.claim_latency.labels(agent).observe(max(0.0, wait_s))
+        self.claim_latency.labels(agent_label(agent)).observe(max(0.0, wait_s))
 
     def run_started(self, agent: str) -> None:
-        self.runs_in_flight.labels(agent).inc()
+        self.runs_in_flight.labels(agent_label(agent)).inc()
 
     def run_ended(self, agent: str, status: str, duration_s: float) -> None:
-        self.runs_in_flight.labels(agent).dec()
-        self.run_duration.labels(agent, status).observe(duration_s)
+        label = agent_label(agent)
+        self.runs_in_flight.labels(label).dec()
+        self.run_duration.labels(label, status).observe(duration_s)
 
     def model_call(
         self,

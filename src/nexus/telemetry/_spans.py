@@ -35,6 +35,9 @@ class Span:
         """True when attributes set on this span go anywhere (skip building costly ones otherwise)."""
         return False
 
+    def set_name(self, name: str) -> None:
+        """Rename the span (when its best name is known only once its work is done)."""
+
     def set_attribute(self, key: str, value: AttributeValue | None) -> None:
         """Set one attribute (``None`` is ignored)."""
 

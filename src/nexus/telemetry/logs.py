@@ -25,6 +25,7 @@ LOG_FORMATS: tuple[LogFormat, ...] = ("text", "json")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 _installed: list[logging.Handler] = []
+_UVICORN = ("uvicorn", "uvicorn.error", "uvicorn.access")
 
 
 def _identity(text: str) -> str:
@@ -97,12 +98,13 @@ def configure_logging(
     *,
     redact: Callable[[str], str] | None = None,
     stream: TextIO | None = None,
-    loggers: tuple[str, ...] = ("", "uvicorn", "uvicorn.error"),
 ) -> logging.Handler:
-    """Send log records of ``level`` and above to ``stream`` (stderr) as ``log_format`` lines.
+    """Send ``nexus.*`` records of ``level`` and above, and every other library's warnings, to ``stream``.
 
-    Replaces the handler a previous call installed. ``loggers``: the root (everything that
-    propagates) and uvicorn's, which keep their records to themselves otherwise.
+    One handler on the root logger, as ``log_format`` lines (it replaces the one a previous call
+    installed). Other libraries stay at ``warning`` (httpx would log every request at ``info``);
+    uvicorn's loggers lose their own handlers and propagate here, so its errors are lines too
+    (run uvicorn with ``log_config=None`` so it does not install them again).
     """
     if log_format not in LOG_FORMATS:
         raise ValueError(f"unknown log format {log_format!r}: use one of {', '.join(LOG_FORMATS)}")
@@ -111,15 +113,30 @@ def configure_logging(
     formatter_type = JsonFormatter if log_format == "json" else TextFormatter
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(formatter_type(redact or _identity))
-    for name in loggers:
+    root = logging.getLogger()
+    for old in _installed:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    logging.getLogger("nexus").setLevel(level.upper())
+    for name in _UVICORN:
         logger = logging.getLogger(name)
-        for old in _installed:
-            logger.removeHandler(old)
-        if name:  # uvicorn's own handlers would print the same record a second time, unformatted
-            for other in list(logger.handlers):
-                logger.removeHandler(other)
-            logger.propagate = False
-        logger.addHandler(handler)
-    logging.getLogger().setLevel(level.upper())
+        for other in list(logger.handlers):
+            logger.removeHandler(other)
+        logger.propagate = True
     _installed[:] = [handler]
     return handler
+
+
+def failure_level(logger: logging.Logger) -> int:
+    """The level of an event line that reports a failure the caller also reports in its own way.
+
+    ``WARNING`` where logging was set up; ``INFO`` where no handler is: Python would print a
+    warning raw on stderr, beside what the CLI already says about the failure.
+    """
+    return logging.WARNING if logger.hasHandlers() else logging.INFO
+
+
+def logs_configured() -> bool:
+    """Did this process install the log handler (so libraries must not install their own)?"""
+    return bool(_installed)

@@ -23,6 +23,7 @@ from typing import Any
 from nexus import telemetry
 from nexus.engine.types import AgentResult, AssembledContext, EngineEvent, FallbackEvent, RetryEvent
 from nexus.llm.types import Model
+from nexus.telemetry.logs import failure_level
 
 log = logging.getLogger("nexus.run")
 
@@ -60,18 +61,19 @@ async def _observed(
         },
     )
     metrics = telemetry.metrics()
-    metrics.run_started(agent)
+    label = agent_id or "(none)"  # a run outside any agent (nexus run): not one series per session
+    metrics.run_started(label)
     started = time.perf_counter()
     try:
         with telemetry.use_span(span):
             result = await main
     except BaseException as exc:  # a bug, or the task cancelled from outside: the run wrote no result
-        metrics.run_ended(agent, "crashed", time.perf_counter() - started)
+        metrics.run_ended(label, "crashed", time.perf_counter() - started)
         span.fail(type(exc).__name__)
         span.end()
         raise
     duration = time.perf_counter() - started
-    metrics.run_ended(agent, result.stop_reason, duration)
+    metrics.run_ended(label, result.stop_reason, duration)
     if span.recording:
         _set_result(span, result)
     with telemetry.use_span(span):  # the log line carries the run's trace id
@@ -101,9 +103,7 @@ def _set_result(span: telemetry.Span, result: AgentResult) -> None:
 
 def _log_end(ctx: AssembledContext, agent: str, result: AgentResult, duration_s: float) -> None:
     usage = result.usage
-    # a failed run is a warning where logging was set up; without a handler Python would print a
-    # warning raw on stderr, beside what the CLI already says about the failure
-    level = logging.WARNING if result.stop_reason in _FAILED and log.hasHandlers() else logging.INFO
+    level = failure_level(log) if result.stop_reason in _FAILED else logging.INFO
     fields = {
         "event": "run_end",
         "agent": agent,
