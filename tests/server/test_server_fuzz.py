@@ -31,6 +31,7 @@ from schemathesis.checks import (  # noqa: E402
 )
 from schemathesis.generation import GenerationMode  # noqa: E402
 
+from nexus import telemetry  # noqa: E402
 from nexus.config._server_schema import ServerConfig  # noqa: E402
 from nexus.ledger import Ledger  # noqa: E402
 from nexus.ledger.broker_store import AcceptRequest, BrokerStore  # noqa: E402
@@ -69,7 +70,11 @@ def seeded(tmp_path: Path) -> Iterator[tuple[Any, Ledger]]:
         ledger.ensure_session("agent:coder")
         store.save_agent("coder", role="worker", session_label="agent:coder", spec={"model": "openai/gpt-4o-mini"})
         store.accept_many([AcceptRequest("coder", "agent:coder", "m-1", "user", {"content": "hi"}, "followup", False)])
-        yield create_app(ServerState(ledger, store), ServerConfig(max_body_bytes=200_000)), ledger
+        telemetry.enable_metrics()  # GET /metrics answers, as in nexus serve
+        try:
+            yield create_app(ServerState(ledger, store), ServerConfig(max_body_bytes=200_000)), ledger
+        finally:
+            telemetry.disable()
 
 
 def _check(case: Any) -> None:
@@ -115,4 +120,4 @@ def test_every_success_body_matches_its_schema(seeded: tuple[Any, Ledger]) -> No
         assert response.status_code == 200, (operation.path, response.text)
         case.validate_response(response, checks=CHECKS)
         checked.append(operation.path)
-    assert len(checked) == 11, checked
+    assert len(checked) == 12, checked

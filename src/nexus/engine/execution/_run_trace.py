@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 from nexus import telemetry
 from nexus.engine.types import AgentResult, AssembledContext, EngineEvent, FallbackEvent, RetryEvent
-from nexus.llm.types import Model
 from nexus.telemetry.logs import failure_level
 
 log = logging.getLogger("nexus.run")
@@ -30,38 +30,42 @@ log = logging.getLogger("nexus.run")
 _FAILED = frozenset({"error", "timeout"})
 
 
-def observed_run(
-    main: Coroutine[Any, Any, AgentResult], ctx: AssembledContext, agent_id: str, model: Model
-) -> Coroutine[Any, Any, AgentResult]:
+@dataclass(slots=True, frozen=True)
+class RunIdentity:
+    """What a run is known by from its start, before its context is assembled (the handle's fields)."""
+
+    run_id: str
+    session_label: str
+    agent_id: str
+    context: Callable[[], AssembledContext | None]
+    """The assembled context once there is one (its model, provider and message source)."""
+
+
+def observed_run(main: Coroutine[Any, Any, AgentResult], run: RunIdentity) -> Coroutine[Any, Any, AgentResult]:
     """``main`` traced, measured and logged when anyone listens; ``main`` itself otherwise."""
     if not telemetry.observing() and not log.isEnabledFor(logging.INFO):
         return main
-    return _observed(main, ctx, agent_id, model)
+    return _observed(main, run)
 
 
-async def _observed(
-    main: Coroutine[Any, Any, AgentResult], ctx: AssembledContext, agent_id: str, model: Model
-) -> AgentResult:
+async def _observed(main: Coroutine[Any, Any, AgentResult], run: RunIdentity) -> AgentResult:
     links, handed = telemetry.take_run_origin()
-    agent = agent_id or ctx.session_label
+    agent = run.agent_id or run.session_label
     span = telemetry.start_span(
         f"invoke_agent {agent}",
         links=links,
         attributes={
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.name": agent,
-            "gen_ai.conversation.id": ctx.session_label,
-            "gen_ai.provider.name": model.provider,
-            "gen_ai.request.model": model.id,
-            "nexus.agent": agent_id or None,
-            "nexus.session": ctx.session_label,
-            "nexus.run_id": ctx.run_id,
-            "nexus.message_source": ctx.source,
+            "gen_ai.conversation.id": run.session_label,
+            "nexus.agent": run.agent_id or None,
+            "nexus.session": run.session_label,
+            "nexus.run_id": run.run_id,
             **handed,
         },
     )
     metrics = telemetry.metrics()
-    label = agent_id or "(none)"  # a run outside any agent (nexus run): not one series per session
+    label = run.agent_id or "(none)"  # a run outside any agent (nexus run): not one series per session
     metrics.run_started(label)
     started = time.perf_counter()
     try:
@@ -74,19 +78,23 @@ async def _observed(
         raise
     duration = time.perf_counter() - started
     metrics.run_ended(label, result.stop_reason, duration)
+    ctx = run.context()
     if span.recording:
-        _set_result(span, result)
+        _set_result(span, result, ctx)
     with telemetry.use_span(span):  # the log line carries the run's trace id
-        _log_end(ctx, agent, result, duration)
+        _log_end(run, agent, result, duration)
     span.end()
     return result
 
 
-def _set_result(span: telemetry.Span, result: AgentResult) -> None:
-    """The turn, its usage and cost, and how it ended."""
+def _set_result(span: telemetry.Span, result: AgentResult, ctx: AssembledContext | None) -> None:
+    """The model asked, the turn, its usage and cost, and how it ended."""
     usage = result.usage
     span.set_attributes(
         {
+            "gen_ai.provider.name": ctx.provider if ctx is not None else None,
+            "gen_ai.request.model": ctx.model if ctx is not None else None,
+            "nexus.message_source": ctx.source if ctx is not None else None,
             "nexus.turn_id": result.turn_id,
             "nexus.stop_reason": result.stop_reason,
             "gen_ai.usage.input_tokens": usage.input + usage.cache_read + usage.cache_write,
@@ -101,14 +109,14 @@ def _set_result(span: telemetry.Span, result: AgentResult) -> None:
         span.fail(error.kind if error is not None else result.stop_reason, error.message if error else None)
 
 
-def _log_end(ctx: AssembledContext, agent: str, result: AgentResult, duration_s: float) -> None:
+def _log_end(run: RunIdentity, agent: str, result: AgentResult, duration_s: float) -> None:
     usage = result.usage
     level = failure_level(log) if result.stop_reason in _FAILED else logging.INFO
     fields = {
         "event": "run_end",
         "agent": agent,
-        "session": ctx.session_label,
-        "run_id": ctx.run_id,
+        "session": run.session_label,
+        "run_id": run.run_id,
         "turn_id": result.turn_id,
         "stop_reason": result.stop_reason,
         "duration_s": round(duration_s, 3),

@@ -19,7 +19,7 @@ from nexus.agent.steering import SteeringQueue, SteerMode, SteerReceipt
 from nexus.config._profile import ResolvedProfile
 from nexus.engine.assembly._sessions import SessionCache
 from nexus.engine.execution._run import EngineRun, EngineStreamEvent
-from nexus.engine.execution._run_trace import observed_run
+from nexus.engine.execution._run_trace import RunIdentity, observed_run
 from nexus.engine.execution.callbacks import EngineCallbacks, callbacks_listener
 from nexus.engine.execution.events import EventChannel, ExecutionEvent, ExecutionState, Subscription
 from nexus.engine.execution.failover import ProfileCooldowns, failover_stream
@@ -200,7 +200,8 @@ def execute(
         steering=steering,
     )
     holder.append(run)
-    main = observed_run(run.main(), ctx, agent_id, primary)  # the run's span, metrics and log line, when wanted
+    # the run's span, metrics and log line, when anyone listens
+    main = observed_run(run.main(), RunIdentity(ctx.run_id, ctx.session_label, agent_id, lambda: ctx))
     task = asyncio.get_running_loop().create_task(main, name=f"nexus-run-{ctx.run_id}")
     return Execution(run, task)
 
