@@ -47,9 +47,11 @@ def _value(value: AnyValue) -> Any:
 class OtlpReceiver:
     """Serves on 127.0.0.1 (an ephemeral port) until closed; ``spans`` grows as exports arrive."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, unavailable: bool = False) -> None:
         self.spans: list[Received] = []
         self.requests = 0
+        self.refused = 0
+        """Exports answered 503 (every one, when ``unavailable``: a collector that is overloaded)."""
         self._lock = threading.Lock()
         receiver = self
 
@@ -58,8 +60,12 @@ class OtlpReceiver:
                 body = self.rfile.read(int(self.headers.get("content-length", "0")))
                 if self.headers.get("content-encoding") == "gzip":
                     body = gzip.decompress(body)
-                if self.path != "/v1/traces":
-                    self.send_response(404)
+                if self.path != "/v1/traces" or unavailable:
+                    if unavailable:
+                        with receiver._lock:
+                            receiver.refused += 1
+                    self.send_response(503 if unavailable else 404)
+                    self.send_header("content-length", "0")
                     self.end_headers()
                     return
                 receiver.receive(ExportTraceServiceRequest.FromString(body))

@@ -127,3 +127,21 @@ def test_a_message_accepted_before_a_crash_is_claimed_in_the_same_trace(isolated
     assert second_wait.attributes["nexus.attempts"] == 2 and run.parent_span_id == second_wait.span_id
     ms = 1_000_000  # the queue span starts when the item was accepted (stored in ms), not when it was claimed
     assert accept.start_ns // ms <= second_wait.start_ns // ms <= accept.end_ns // ms < first_wait.end_ns // ms
+
+
+def test_a_one_shot_command_gives_a_collector_that_refuses_a_short_retry_budget(isolated_env: Path) -> None:
+    """`nexus run` exports at exit; against a collector answering 503 the exporter retries with backoff
+    (1 s, 2 s, 4 s ...) until its budget runs out: the SDK's 10 s allow four attempts, a one-shot
+    command's 2 s two, so the exit is not held up by a collector that is down."""
+    with OtlpReceiver(unavailable=True) as receiver, FakeProviderServer(text("hello")) as provider:
+        write_home(isolated_env, provider, receiver)
+        env = {**env_for(isolated_env), "OTEL_BSP_SCHEDULE_DELAY": "600000"}  # one batch, sent at exit
+        env.pop("OTEL_EXPORTER_OTLP_TIMEOUT", None)
+        env.pop("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", None)
+        done = subprocess.run(
+            [sys.executable, "-m", "nexus.cli", "run", "hi"], env=env, capture_output=True, text=True, timeout=120
+        )
+    assert done.returncode == 0, done.stderr
+    assert "hello" in done.stdout
+    assert 1 <= receiver.refused <= 2, receiver.refused
+    assert "collector-secret-0123" not in done.stderr

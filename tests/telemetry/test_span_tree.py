@@ -124,3 +124,19 @@ async def test_contents_go_on_the_spans_only_when_switched_on_and_redacted(isola
     (read,) = [span for span in spans if span.name == "execute_tool read"]
     assert json.loads(str(read.attributes["gen_ai.tool.call.arguments"])) == {"path": "notes.txt"}  # type: ignore[index]
     assert "the notes" in str(read.attributes["gen_ai.tool.call.result"])  # type: ignore[index]
+
+
+async def test_a_run_outside_any_agent_is_named_by_its_operation_not_its_session(isolated_env: Path) -> None:
+    from nexus.engine.wiring.runner import run_agent
+
+    async with FakeProviderServer(text("hello")) as server:
+        write_home(isolated_env, server.openai_base_url)
+        with recorded_spans() as exporter:
+            result = await run_agent("hi", session="notes-2026-11-27")  # as `nexus run` does: no agent
+            spans = exporter.get_finished_spans()
+    assert result.stop_reason == "end_turn"
+    (run,) = span_tree(spans)
+    assert run.name == "invoke_agent"  # one span name for every session, not one per session label
+    assert "gen_ai.agent.name" not in run.attributes and "nexus.agent" not in run.attributes
+    assert run.attributes["nexus.session"] == "notes-2026-11-27"
+    assert run.child_names() == ["chat fake-model"]

@@ -27,8 +27,17 @@ def add_log_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+ONE_SHOT_EXPORT_TIMEOUT_S = 2.0
+"""How long a one-shot command (``run``, ``chat``, ``send``) gives an export at exit: a collector that
+is down delays the exit by this much (the SDK's default would be 10 s)."""
+
+
 def start_telemetry(config: NexusConfig, args: argparse.Namespace | None = None, *, logs: bool = False) -> None:
-    """Tracing as ``[telemetry]`` says, and with ``logs`` the log handler (flags win over the file)."""
+    """Tracing as ``[telemetry]`` says, and with ``logs`` the log handler (flags win over the file).
+
+    ``logs`` marks a long-running command (``serve``, ``queue drain``): its exports get the SDK's
+    full timeout; the others a short one (:data:`ONE_SHOT_EXPORT_TIMEOUT_S`).
+    """
     settings = config.telemetry
     if logs:
         from nexus.llm.redact import redact
@@ -49,7 +58,8 @@ def start_telemetry(config: NexusConfig, args: argparse.Namespace | None = None,
     }
     add_secrets(headers.values())  # an exporter's key never shows in an error text or a log line
     try:
-        telemetry.configure(settings.model_copy(update={"otlp_headers": headers}))
+        timeout = None if logs else ONE_SHOT_EXPORT_TIMEOUT_S
+        telemetry.configure(settings.model_copy(update={"otlp_headers": headers}), export_timeout_s=timeout)
     except ImportError as exc:
         raise ConfigError(str(exc)) from None
 

@@ -37,20 +37,24 @@ async def observed(
     started = time.perf_counter()
     first: float | None = None
     final: AssistantMessage | None = None
+    ended = False
     try:
         async for event in events:
             if first is None and event.type in _CONTENT_EVENTS:
                 first = time.perf_counter() - started
-            elif isinstance(event, DoneEvent):
-                final = event.message
-            elif isinstance(event, ErrorEvent):
-                final = event.error
+            elif isinstance(event, (DoneEvent, ErrorEvent)):
+                final = event.message if isinstance(event, DoneEvent) else event.error
+                # ended before the last event is handed on: a consumer stops iterating there, and
+                # this generator would be closed only when collected (after the run's span ended)
+                _finish(span, model, final, time.perf_counter() - started, first)
+                ended = True
             yield event
     finally:
         close = getattr(events, "aclose", None)
         if close is not None:
             await close()
-        _finish(span, model, final, time.perf_counter() - started, first)
+        if not ended:  # cancelled or broken off mid-stream
+            _finish(span, model, final, time.perf_counter() - started, first)
 
 
 def _request_attributes(model: Model, options: StreamOptions | None) -> dict[str, Any]:

@@ -196,16 +196,18 @@ def enable_metrics() -> Metrics:
     return _on.metrics
 
 
-def configure(settings: TelemetrySettings) -> None:
+def configure(settings: TelemetrySettings, *, export_timeout_s: float | None = None) -> None:
     """Turn tracing on as ``[telemetry]`` says (a no-op when ``tracing = false``: nothing is imported).
 
-    Raises ``RuntimeError`` naming the extra to install when the OpenTelemetry SDK is missing.
+    ``export_timeout_s`` bounds one export with its retries (a one-shot command's exit waits at
+    most that long for a collector that is down). Raises ``ImportError`` naming the extra to
+    install when the OpenTelemetry SDK is missing.
     """
     if not settings.tracing:
         return
     from nexus.telemetry._sdk import tracer_provider
 
-    enable_tracing(tracer_provider(settings), capture_content=settings.capture_content)
+    enable_tracing(tracer_provider(settings, export_timeout_s), capture_content=settings.capture_content)
 
 
 def shutdown() -> None:

@@ -5,12 +5,12 @@ The hook is small on purpose, so it follows the run's one handle wherever the ru
 while someone listens — tracing or metrics on, or ``INFO`` logs enabled — otherwise it hands
 the coroutine back untouched.
 
-The span ``invoke_agent {agent}`` (GenAI conventions) is current for the whole run, so the
-model-call and tool-call spans hang under it. Its parent is whatever was current when the run
-was started: the broker makes that the queue item's span (``queue {agent}``), an HTTP request
-its ``traceparent``, a tool its own span for a sub-agent. Links and attributes the starter
-handed over with :func:`nexus.telemetry.run_origin` (the messages a batch consumed, the queue
-mode) are taken here.
+The span ``invoke_agent {agent}`` (GenAI conventions; plain ``invoke_agent`` for a run outside
+any agent) is current for the whole run, so the model-call and tool-call spans hang under it.
+Its parent is whatever was current when the run was started: the broker makes that the queue
+item's span (``queue {agent}``), an HTTP request its ``traceparent``, a tool its own span for a
+sub-agent. Links and attributes the starter handed over with
+:func:`nexus.telemetry.run_origin` (the messages a batch consumed, the queue mode) are taken here.
 """
 
 from __future__ import annotations
@@ -50,13 +50,13 @@ def observed_run(main: Coroutine[Any, Any, AgentResult], run: RunIdentity) -> Co
 
 async def _observed(main: Coroutine[Any, Any, AgentResult], run: RunIdentity) -> AgentResult:
     links, handed = telemetry.take_run_origin()
-    agent = run.agent_id or run.session_label
+    agent = run.agent_id
     span = telemetry.start_span(
-        f"invoke_agent {agent}",
+        f"invoke_agent {agent}" if agent else "invoke_agent",  # a run outside any agent: `nexus run`
         links=links,
         attributes={
             "gen_ai.operation.name": "invoke_agent",
-            "gen_ai.agent.name": agent,
+            "gen_ai.agent.name": agent or None,
             "gen_ai.conversation.id": run.session_label,
             "nexus.agent": run.agent_id or None,
             "nexus.session": run.session_label,
@@ -82,7 +82,7 @@ async def _observed(main: Coroutine[Any, Any, AgentResult], run: RunIdentity) ->
     if span.recording:
         _set_result(span, result, ctx)
     with telemetry.use_span(span):  # the log line carries the run's trace id
-        _log_end(run, agent, result, duration)
+        _log_end(run, result, duration)
     span.end()
     return result
 
@@ -109,12 +109,12 @@ def _set_result(span: telemetry.Span, result: AgentResult, ctx: AssembledContext
         span.fail(error.kind if error is not None else result.stop_reason, error.message if error else None)
 
 
-def _log_end(run: RunIdentity, agent: str, result: AgentResult, duration_s: float) -> None:
+def _log_end(run: RunIdentity, result: AgentResult, duration_s: float) -> None:
     usage = result.usage
     level = failure_level(log) if result.stop_reason in _FAILED else logging.INFO
     fields = {
         "event": "run_end",
-        "agent": agent,
+        "agent": run.agent_id or None,
         "session": run.session_label,
         "run_id": run.run_id,
         "turn_id": result.turn_id,
