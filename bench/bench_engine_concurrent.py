@@ -15,7 +15,13 @@ Measured:
   loop CPU          CPU time of the event-loop thread over the streaming phase (the ledger writer
                     thread is not in it)
   RSS / active      (RSS with all executions streaming - RSS before) / executions
-  RSS / idle        (RSS after every run ended, sessions loaded - RSS before) / sessions; target < 100 KB
+  RSS / idle        (RSS after every run ended, sessions loaded - RSS before) / sessions, once the benchmark
+                    has dropped its own handles on the executions and their results. RSS keeps the run phase's
+                    high-water mark (CPython returns freed memory to the OS in whole arenas only), so this is
+                    mostly the peak per run; ``--retained`` counts what stays allocated instead
+  retained          (``--retained``: tracemalloc on for the whole run, so lags and RSS are not comparable)
+                    Python memory still allocated per active execution and per idle session, the runtime's
+                    caches included
 
 ``--gc tuned`` calls ``nexus.engine.wiring.gc_tuning.tune_gc_for_many_runs()`` before the starts (what a
 long-lived host such as ``nexus serve`` does); ``--gc default`` keeps CPython's thresholds.
@@ -25,7 +31,7 @@ the others. ``--start yield`` lets the loop run after every 10 starts, as a serv
 for arriving messages does (the starts then spread over a second or more).
 
   .venv/bin/python bench/bench_engine_concurrent.py [--executions 1000] [--tps 20] [--gc tuned|default]
-                                                    [--start yield|burst] [--repeat-answer N]
+                                                    [--start yield|burst] [--repeat-answer N] [--retained]
 
 ``--repeat-answer N`` makes each answer N times as long, so that starts spread over a second
 (``--start yield``) still leave a window where all executions stream together; that window is
@@ -42,6 +48,7 @@ import statistics
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -123,7 +130,25 @@ async def start_all(runtime: Runtime, spec: AgentSpec, labels: list[str], burst:
     return running
 
 
-async def main(executions: int, tps: float, tuned_gc: bool = True, burst: bool = False, repeat: int = 1) -> None:
+class Retained:
+    """Python memory allocated now minus at the first reading (tracemalloc), or nothing when not asked for."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+        if on:
+            tracemalloc.start()
+        self.start = self.now()
+
+    def now(self) -> int:
+        return tracemalloc.get_traced_memory()[0] if self.on else 0
+
+    def per(self, count: int) -> str:
+        return f"{(self.now() - self.start) / count / 1024:.1f} KB" if self.on else "not counted (--retained)"
+
+
+async def main(
+    executions: int, tps: float, tuned_gc: bool = True, burst: bool = False, repeat: int = 1, retained: bool = False
+) -> None:
     home = Path(tempfile.mkdtemp(prefix="nexus-bench-conc-"))
     os.environ["NEXUS_HOME"] = str(home)
     models: dict[str, ScriptedModel] = {}
@@ -147,6 +172,7 @@ async def main(executions: int, tps: float, tuned_gc: bool = True, burst: bool =
         from nexus.engine.wiring.gc_tuning import tune_gc_for_many_runs
 
         tune_gc_for_many_runs()
+    traced = Retained(retained)
     before = rss_bytes()
     lags: list[float] = []
     cpu_lags: list[float] = []
@@ -163,6 +189,7 @@ async def main(executions: int, tps: float, tuned_gc: bool = True, burst: bool =
         execution.result.add_done_callback(lambda _: finishes.append(loop.time()))
     await asyncio.sleep(0.5)  # every execution is streaming by now
     active = rss_bytes()
+    retained_active = traced.per(executions)
     live = len(runtime.live())
     steady_from = len(lags)
     loop_cpu = time.thread_time()
@@ -176,9 +203,11 @@ async def main(executions: int, tps: float, tuned_gc: bool = True, burst: bool =
     elapsed = time.perf_counter() - started
     stop.set()
     await tick
+    failed = [r for r in results if r.stop_reason != "end_turn"]
+    del running, results  # what stays is the runtime's, not this script's handles on 1,000 finished runs
     gc.collect()
     idle = rss_bytes()
-    failed = [r for r in results if r.stop_reason != "end_turn"]
+    retained_idle = traced.per(executions)
     together = [i for i, t in enumerate(stamps) if all_started < t <= min(finishes)]
     together_s = min(finishes) - all_started
     print(_machine.header("1,000 concurrent executions (engine v2: Runtime.start)"))
@@ -196,10 +225,12 @@ async def main(executions: int, tps: float, tuned_gc: bool = True, burst: bool =
     print(f"loop thread CPU while streaming: {loop_cpu * 1000:.0f} ms over {streaming_s * 1000:.0f} ms "
           f"({loop_cpu / streaming_s:.0%} busy)")  # fmt: skip
     print(f"garbage collections while streaming: {pauses.summary()}")
-    print(f"RSS per active execution: {(active - before) / executions / 1024:.1f} KB")
+    print(f"RSS per active execution: {(active - before) / executions / 1024:.1f} KB; retained: {retained_active}")
     print(
-        f"RSS per idle loaded session: {(idle - before) / executions / 1024:.1f} KB "
-          f"(session caches {runtime.sessions.nbytes / executions / 1024:.1f} KB each by their own count)")  # fmt: skip
+        f"RSS per idle loaded session: {(idle - before) / executions / 1024:.1f} KB (the run phase's high-water mark); "
+        f"retained: {retained_idle}, of which the session caches {runtime.sessions.nbytes / executions / 1024:.1f} KB "
+        f"by their own count (bounded at {runtime.sessions.max_bytes / 2**20:.0f} MB)"
+    )
     print(_machine.load_line())
     ledger.close()
 
@@ -211,5 +242,8 @@ if __name__ == "__main__":
     parser.add_argument("--gc", choices=("tuned", "default"), default="tuned")
     parser.add_argument("--start", choices=("burst", "yield"), default="burst")
     parser.add_argument("--repeat-answer", type=int, default=1, help="answer text repeated N times (longer turns)")
+    parser.add_argument("--retained", action="store_true", help="count retained Python memory (tracemalloc; slower)")
     args = parser.parse_args()
-    asyncio.run(main(args.executions, args.tps, args.gc == "tuned", args.start == "burst", args.repeat_answer))
+    asyncio.run(
+        main(args.executions, args.tps, args.gc == "tuned", args.start == "burst", args.repeat_answer, args.retained)
+    )

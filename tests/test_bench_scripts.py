@@ -86,6 +86,26 @@ def test_broker_queue_bench_prints_every_row_and_no_peer_ratio_without_the_peer(
     assert "(peers not requested: run with --peers" in out
 
 
+def test_cli_bench_prints_the_targets_the_floors_and_another_tree(tmp_path: Path) -> None:
+    out = run_bench(
+        str(BENCH / "bench_cli.py"),
+        *("--runs", "1", "--peers", "--pi-dir", str(tmp_path / "no-pi")),
+        *("--also-src", f"again={ROOT / 'src'}"),
+    )
+    assert_machine_lines(out)
+    assert f"pi not measured, no ratio: {tmp_path / 'no-pi'}/node_modules/.bin/pi not found" in out
+    assert "turns written to the ledger by the run case (this tree): 2 (expected 2)" in out
+    assert "turns written to the ledger by the run case (again): 2 (expected 2)" in out
+    rows = {line.split(" | ")[0][2:]: line for line in out.splitlines() if line.startswith("| ")}
+    assert "libraries' floor (asyncio, httpx, sqlite3; same reply)" in rows
+    run = '`nexus run "hello"` (loopback provider, ledger write)'
+    for name, target in (("`nexus --help`", "< 30"), (run, "< 250")):
+        for tree in ("", " (again)"):
+            cells = rows[f"{name}{tree}"].split(" | ")
+            assert cells[4] == target and "x (" in cells[5] and cells[6] == "-"  # no pi column without pi
+    assert "`import nexus.llm`, over the floor" in rows
+
+
 def test_mcp_bench_prints_the_sdk_baseline_beside_nexus_in_one_run() -> None:
     out = run_bench(str(BENCH / "bench_mcp.py"), *("--calls", "20", "--rounds", "1", "--servers", "2"))
     assert_machine_lines(out)

@@ -185,3 +185,9 @@ def test_default_prompt_mentions_tools_only_when_tools_are_offered() -> None:
     with_tools = build_system_prompt(tools=[tool("read")])
     assert "access to tools" in with_tools and "Never fabricate tool results" in with_tools
     assert "<tools>" in with_tools and "- read: Does things." in with_tools
+
+
+def test_the_platform_line_names_what_the_platform_module_would() -> None:
+    import platform
+
+    assert RuntimeInfo().platform == f"{platform.system().lower()} {platform.machine()}"

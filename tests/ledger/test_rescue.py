@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,7 @@ def test_falls_back_to_the_temp_dir_when_the_ledger_dir_cannot_take_it(
 ) -> None:
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
-    monkeypatch.setattr(_rescue.tempfile, "tempdir", None)  # re-read TMPDIR
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
     (tmp_path / "rescued").write_text("a file where the folder would go")
     with Ledger.open(tmp_path / "agents.db") as ledger:
         turn_id = _opened(ledger)

@@ -12,9 +12,10 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Literal, TypeAlias
 
+from nexus._dataclass import dataclass
 from nexus.agent.config import (
     DEFAULT_MAX_ITERATIONS,
     AfterToolCallFn,

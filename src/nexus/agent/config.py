@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal, TypeAlias
 
+from nexus._dataclass import dataclass
 from nexus.agent.messages import AgentMessage, LlmView
 from nexus.agent.tool_types import AgentTool, AgentToolResult
 from nexus.errors import NexusError

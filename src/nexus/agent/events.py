@@ -13,9 +13,10 @@ A turn is one assistant response plus the results of its tool calls.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal, TypeAlias
 
+from nexus._dataclass import dataclass
 from nexus.agent.messages import AgentMessage
 from nexus.agent.tool_types import AgentToolResult
 from nexus.llm.events import AssistantMessageEvent

@@ -7,9 +7,10 @@ list; only ``user``, ``assistant`` and ``tool_result`` messages reach the model 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal, TypeAlias
 
+from nexus._dataclass import dataclass
 from nexus.llm.types import AssistantMessage, Message, ToolResultMessage, UserContent, UserMessage, now_ms
 
 

@@ -5,8 +5,9 @@ The coding tools (`nexus.tools`) and MCP tools (`nexus.mcp`) cut what they send 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+from nexus._dataclass import dataclass
 
 MAX_LINES = 2000
 MAX_BYTES = 50 * 1024

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from nexus._dataclass import dataclass
 from nexus.llm.abort import AbortSignal
 from nexus.llm.types import TextContent, Tool, UserContent
 

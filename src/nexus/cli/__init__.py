@@ -1,7 +1,8 @@
 """The ``nexus`` command: run agents, chat, inspect sessions, check the setup.
 
 Start-up cost matters here (``nexus --help`` must feel instant), so this module imports
-only ``argparse``; every command imports what it needs when it runs.
+only ``argparse``; every command imports what it needs when it runs, and the parser is
+built only as far as the command line needs it (``nexus.cli._parser``).
 
 Exit codes: 0 success, 1 a Nexus error (clean message, no traceback), 2 bad
 arguments or an invalid configuration, 130 interrupted, 141 stdout closed by its reader
@@ -10,19 +11,50 @@ arguments or an invalid configuration, 130 interrupted, 141 stdout closed by its
 
 from __future__ import annotations
 
-import argparse
-import importlib
+import gc
 import sys
-from collections.abc import Callable, Sequence
 
-from nexus.cli._parser import build_parser
+TYPE_CHECKING = False  # not typing's: `nexus --help` does not import typing (mypy reads the name the same way)
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable, Sequence
 
 __all__ = ["main"]
 
 
+ONE_SHOT_COMMANDS = frozenset({"run", "doctor", "models", "sessions"})
+"""Commands that do one bounded piece of work and exit; their process runs without the cyclic collector."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` (default ``sys.argv[1:]``), run the command, return the exit code."""
-    parser = build_parser()
+    """Parse ``argv`` (default ``sys.argv[1:]``), run the command, return the exit code.
+
+    Without ``argv`` this is the ``nexus`` process itself. It declares the optional modules it
+    never uses (:func:`skip_unused_optional_modules`) and pauses the cyclic garbage collector:
+    starting a command makes tens of thousands of objects (modules, classes, functions, the config)
+    that live until the process ends, and the collector walked them over and over as they were
+    made, then once more at exit: 10% of a ``nexus run``. A command that runs for long (chat,
+    serve, send, the monitors) gets the collector back once it is loaded; a one-shot command
+    (:data:`ONE_SHOT_COMMANDS`: one turn, one listing) leaves its few thousand cyclic objects to the
+    exit. What is left when the command returns is frozen, so the exit does not walk it either:
+    everything that needs closing (ledger, event loop, HTTP client) was closed by the command.
+    """
+    if argv is not None:
+        return _main(argv, process=False)
+    skip_unused_optional_modules()
+    gc.disable()
+    try:
+        return _main(sys.argv[1:], process=True)
+    finally:
+        gc.freeze()
+
+
+def _main(argv: Sequence[str], *, process: bool) -> int:
+    if list(argv) in (["--help"], ["-h"]) and _print_top_help():
+        return 0
+    from nexus.cli._parser import build_parser
+
+    parser = build_parser(argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # argparse: --help/--version (0) or bad arguments (2)
@@ -31,6 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         handler = _load_handler(str(args.handler))
+        if process and args.command not in ONE_SHOT_COMMANDS:
+            gc.enable()
         return int(handler(args) or 0)
     except ConfigError as exc:
         print(f"nexus: config error: {_cli_message(exc)}", file=sys.stderr)
@@ -48,7 +82,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 141
 
 
+UNUSED_OPTIONAL_MODULES = ("trio", "httpx._main")
+"""Modules that libraries nexus uses import when they happen to be installed, and that the ``nexus``
+process never needs: httpcore probes for ``trio`` at import (nexus runs on asyncio; trio and its
+dependencies cost 40-80 ms), and ``import httpx`` loads httpx's own command-line tool (click, rich,
+pygments: 50-70 ms) whenever those are installed."""
+
+
+def skip_unused_optional_modules() -> None:
+    """Mark :data:`UNUSED_OPTIONAL_MODULES` as absent for this process, unless already imported.
+
+    Each library imports them in a ``try``/``except ImportError``, so it carries on without them;
+    only the CLI process does this (an application embedding nexus keeps its modules).
+    """
+    for name in UNUSED_OPTIONAL_MODULES:
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]  # None: "not importable", by the import system
+
+
+def _print_top_help() -> bool:
+    """Print ``nexus --help`` without argparse (False when it needs argparse's wrapping: a narrow terminal)."""
+    from nexus.cli._help import terminal_width, top_help
+
+    text = top_help(terminal_width())
+    if text is None:
+        return False
+    try:
+        sys.stdout.write(text)
+    except OSError:  # as argparse: a closed stdout is no error of --help
+        pass
+    return True
+
+
 def _load_handler(spec: str) -> Callable[[argparse.Namespace], int | None]:
+    import importlib
+
     from nexus.errors import NexusError
 
     module_name, _, function = spec.partition(":")

@@ -24,12 +24,14 @@ examples:
 
 
 def add_adapters(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], formatter: type[argparse.HelpFormatter]
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    summary: str,
+    formatter: type[argparse.HelpFormatter],
 ) -> None:
     """Add ``nexus adapters register|list|enable|disable|health|test|monitor``."""
     sub = commands.add_parser(
         "adapters",
-        help="register, enable, check and try chat-platform adapters",
+        help=summary,
         description=_DESCRIPTION,
         epilog=_EPILOG,
         formatter_class=formatter,

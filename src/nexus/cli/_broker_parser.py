@@ -11,11 +11,11 @@ _HANDLER = "nexus.cli.agents_cmd:agents_command"
 _QUEUE_HANDLER = "nexus.cli.agents_cmd:queue_command"
 
 
-def add_agents(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_agents(commands: argparse._SubParsersAction[argparse.ArgumentParser], summary: str) -> None:
     """``nexus agents add|list|show|rm``: the broker's registry of named agents."""
     sub = commands.add_parser(
         "agents",
-        help="register, list, show and remove named agents (managers and workers)",
+        help=summary,
         description=(
             "Named agents receive messages through durable queues (see docs/broker.md). Each agent\n"
             "talks in its own session (agent:ID unless --session says otherwise); the registry is\n"
@@ -61,11 +61,11 @@ def add_agents(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     remove.set_defaults(handler=_HANDLER)
 
 
-def add_queue(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_queue(commands: argparse._SubParsersAction[argparse.ArgumentParser], summary: str) -> None:
     """``nexus queue list|clear``: the agents' durable queues."""
     sub = commands.add_parser(
         "queue",
-        help="inspect and clear the agents' durable message queues",
+        help=summary,
         description=(
             "Every message sent to an agent is a durable queue item until a turn consumes it.\n"
             "`list` shows what waits, what runs and what failed (with the reason)."
@@ -90,11 +90,11 @@ def add_queue(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     drain.set_defaults(handler="nexus.cli.send_cmd:drain_command")
 
 
-def add_send(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_send(commands: argparse._SubParsersAction[argparse.ArgumentParser], summary: str) -> None:
     """``nexus send AGENT MESSAGE``: a durable message to a named agent."""
     sub = commands.add_parser(
         "send",
-        help="send a message to a named agent through its durable queue",
+        help=summary,
         description=(
             "Accept MESSAGE durably for AGENT and print its id. Unless another process drains\n"
             "these queues, the agent (and any agent it messages) runs in this process until idle.\n"
@@ -134,11 +134,11 @@ def add_send(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     sub.set_defaults(handler="nexus.cli.send_cmd:send_command")
 
 
-def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser], summary: str) -> None:
     """``nexus serve``: the broker and the HTTP API (docs/server.md)."""
     sub = commands.add_parser(
         "serve",
-        help="run the broker and the HTTP API (agents, sessions, OpenAI-compatible endpoint)",
+        help=summary,
         description=(
             "One long-running process: the broker drains every agent's queue, and the HTTP API\n"
             "(OpenAPI at /docs) serves agents, sessions, messages and an OpenAI-compatible\n"

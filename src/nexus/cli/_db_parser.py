@@ -7,11 +7,11 @@ import argparse
 _HANDLER = "nexus.cli.db_cmd:db_command"
 
 
-def add_db(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_db(commands: argparse._SubParsersAction[argparse.ArgumentParser], summary: str) -> None:
     """``nexus db migrate|copy``."""
     sub = commands.add_parser(
         "db",
-        help="bring the ledger's schema up to date, or copy a ledger between SQLite and PostgreSQL",
+        help=summary,
         description=(
             "The ledger is an SQLite file ($NEXUS_HOME/agents.db) or a PostgreSQL database\n"
             '(database = "postgresql://..." in nexus.toml, or NEXUS_DATABASE_URL). See docs/ledger.md.'

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
+
+from nexus._dataclass import dataclass
 
 if TYPE_CHECKING:
     from nexus.adapters.types import DeliveryTarget

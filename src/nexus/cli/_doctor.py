@@ -9,11 +9,11 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from nexus import __version__
+from nexus._dataclass import dataclass
 
 if TYPE_CHECKING:
     from nexus.config import NexusConfig

@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 import sys
-from typing import Any, TextIO
+
+from nexus._lazy import LazyPattern
+
+TYPE_CHECKING = False  # not typing's: `nexus --help` does not import typing (mypy reads the name the same way)
+if TYPE_CHECKING:
+    from typing import Any, TextIO
 
 __all__ = [
     "accept_text",
@@ -29,8 +33,8 @@ __all__ = [
     "utf8_name",
 ]
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_CONTROL = re.compile("[\x00-\x1f\x7f]")
+_SURROGATE = LazyPattern("[\ud800-\udfff]")
+_CONTROL = LazyPattern("[\x00-\x1f\x7f]")
 MAX_MESSAGE_ID_CHARS = 200
 """As ``POST /v1/agents/{id}/messages`` takes an ``id``."""
 REPLACEMENT = "\ufffd"

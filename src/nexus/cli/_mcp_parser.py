@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-SUMMARY = "add, list, remove and try MCP servers; serve agents to MCP clients"
-
 _HANDLER = "nexus.cli.mcp_cmd:mcp_command"
 
 _DESCRIPTION = """\

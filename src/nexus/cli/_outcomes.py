@@ -10,8 +10,9 @@ ledger. ``nexus queue drain`` and ``nexus send`` read it here so a failed turn i
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from nexus._dataclass import dataclass
 
 if TYPE_CHECKING:
     from nexus.broker.engine_runner import EngineRunHandle

@@ -1,76 +1,84 @@
 """The argument parser of ``nexus``: every command, option and help text, and nothing else.
 
 Handlers are named as ``"module:function"`` strings and imported only when their command
-runs, so building the parser (and ``nexus --help``) costs no more than argparse itself.
+runs. Only the commands named on the command line get their options (see :func:`build_parser`).
+The top-level texts live in ``nexus.cli._help``, which prints ``nexus --help`` without argparse.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Sequence
 
 from nexus import __version__
-from nexus.cli._adapters_parser import add_adapters
+from nexus.cli._help import COMMANDS, CONFIG_HELP, DESCRIPTION, EPILOG, MAX_HELP_POSITION, terminal_width
 from nexus.cli._input import utf8_name as _label
+
+TYPE_CHECKING = False  # not typing's: `nexus --help` does not import typing (mypy reads the name the same way)
+if TYPE_CHECKING:
+    Commands = argparse._SubParsersAction[argparse.ArgumentParser]
 
 _THINKING = ("off", "minimal", "low", "medium", "high")
 
-_MAIN_EPILOG = """\
-examples:
-  nexus run "list the files in my workspace"
-  nexus run -s project-x -m openai/gpt-4o-mini "summarise README.md"
-  echo "what changed?" | nexus run -
-  nexus chat -s scratch
-  nexus sessions list
-  nexus doctor
-
-Configuration lives in $NEXUS_HOME/nexus.toml (default ~/.nexus/nexus.toml); with no file,
-ANTHROPIC_API_KEY / OPENAI_API_KEY in the environment are enough. See docs/configuration.md.
-exit codes: 0 ok, 1 error, 2 bad arguments or invalid configuration, 130 interrupted.
-"""
-
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
-    """Keeps the hand-wrapped descriptions and examples as written."""
+    """Keeps the hand-wrapped descriptions and examples as written (width found without importing shutil)."""
 
     def __init__(self, prog: str) -> None:
-        super().__init__(prog, max_help_position=32)
+        super().__init__(prog, max_help_position=MAX_HELP_POSITION, width=terminal_width())
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full ``nexus`` parser (subcommands set ``handler`` to a lazily imported function)."""
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``nexus`` parser (subcommands set ``handler`` to a lazily imported function).
+
+    With ``argv``, only the commands whose names appear in it get their options and actions;
+    the others are listed with their help line only, which is all ``nexus --help`` and an
+    unknown command's error need. Without ``argv`` every command is complete.
+    """
     parser = argparse.ArgumentParser(
         prog="nexus",
-        description="Nexus broker: run LLM agents with a persistent ledger of every turn.",
-        epilog=_MAIN_EPILOG,
+        description=DESCRIPTION,
+        epilog=EPILOG,
         formatter_class=_Formatter,
     )
     parser.add_argument("--version", action="version", version=f"nexus {__version__}")
     parser.add_argument(
         "--config",
         metavar="FILE",
-        help="read this config file instead of $NEXUS_CONFIG or $NEXUS_HOME/nexus.toml",
+        help=CONFIG_HELP,
     )
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", dest="command")
     commands.required = True
-    _add_run(commands)
-    _add_chat(commands)
-    _add_sessions(commands)
-    _add_doctor(commands)
-    _add_models(commands)
-    from nexus.cli._broker_parser import add_agents, add_queue, add_send, add_serve
-
-    add_send(commands)
-    add_agents(commands)
-    add_queue(commands)
-    add_adapters(commands, _Formatter)
-    add_serve(commands)
-    from nexus.cli._mcp_parser import SUMMARY, add_mcp
-
-    add_mcp(commands, SUMMARY, _Formatter)
-    from nexus.cli._db_parser import add_db
-
-    add_db(commands)
+    named = set(COMMANDS) if argv is None else set(COMMANDS).intersection(argv)
+    for name, summary in COMMANDS.items():
+        if name in named:
+            _builder(name)(commands, summary)
+        else:
+            commands.add_parser(name, help=summary)
     return parser
+
+
+def _builder(name: str) -> Callable[[Commands, str], None]:
+    """The function that adds command ``name`` with all its options."""
+    here = {"run": _add_run, "chat": _add_chat, "sessions": _add_sessions, "doctor": _add_doctor, "models": _add_models}
+    if name in here:
+        return here[name]
+    if name == "adapters":
+        from nexus.cli._adapters_parser import add_adapters
+
+        return lambda commands, summary: add_adapters(commands, summary, _Formatter)
+    if name == "db":
+        from nexus.cli._db_parser import add_db
+
+        return add_db
+    if name == "mcp":
+        from nexus.cli._mcp_parser import add_mcp
+
+        return lambda commands, summary: add_mcp(commands, summary, _Formatter)
+    from nexus.cli import _broker_parser
+
+    builder: Callable[[Commands, str], None] = getattr(_broker_parser, f"add_{name}")
+    return builder
 
 
 def _model_options(sub: argparse.ArgumentParser) -> None:
@@ -98,10 +106,10 @@ def _model_options(sub: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_run(commands: Commands, summary: str) -> None:
     sub = commands.add_parser(
         "run",
-        help="send one message to an agent and print its reply",
+        help=summary,
         description=(
             "Send MESSAGE to the agent of a session, stream the reply to stdout and record the\n"
             "turn in the ledger. Tool activity is reported on stderr. Use - to read the message\n"
@@ -120,10 +128,10 @@ def _add_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     sub.set_defaults(handler="nexus.cli.run_cmd:run_command")
 
 
-def _add_chat(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_chat(commands: Commands, summary: str) -> None:
     sub = commands.add_parser(
         "chat",
-        help="interactive conversation in the terminal",
+        help=summary,
         description=(
             "Talk to an agent turn by turn. Every turn is written to the ledger under the session\n"
             "label, so `nexus chat -s LABEL` later continues where you left off.\n"
@@ -140,10 +148,10 @@ def _add_chat(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     sub.set_defaults(handler="nexus.cli.chat_cmd:chat_command")
 
 
-def _add_sessions(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_sessions(commands: Commands, summary: str) -> None:
     sub = commands.add_parser(
         "sessions",
-        help="list, inspect, fork, compact, export and import sessions",
+        help=summary,
         description=(
             "Sessions are named pointers into the ledger's tree of turns. Forking creates a new\n"
             "session at any earlier turn (nothing is copied); export/import use the pi-coding-agent\n"
@@ -213,10 +221,10 @@ def _add_sessions(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     compact.set_defaults(handler=handler)
 
 
-def _add_doctor(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_doctor(commands: Commands, summary: str) -> None:
     sub = commands.add_parser(
         "doctor",
-        help="check the configuration, keys, database, workspace and local model",
+        help=summary,
         description=(
             "Check everything nexus needs and say what to fix: the config file, which API keys\n"
             "are set (never their values), the model that would be used and why, the database,\n"
@@ -228,10 +236,10 @@ def _add_doctor(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     sub.set_defaults(handler="nexus.cli._doctor:doctor_command")
 
 
-def _add_models(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_models(commands: Commands, summary: str) -> None:
     sub = commands.add_parser(
         "models",
-        help="list the models nexus knows (context window, prices)",
+        help=summary,
         description=(
             "List the model catalog: context window, output limit and $ per million tokens.\n"
             "Models not listed still work by name (provider/model) with default limits."

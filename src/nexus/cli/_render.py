@@ -20,8 +20,10 @@ import json
 import os
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, TextIO
+
+from nexus._dataclass import dataclass
 
 if TYPE_CHECKING:
     from nexus.engine.types import EngineEvent

@@ -21,34 +21,29 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from nexus.config._record import Record, field_check, record_check, setting
 
 BUILTIN_ADAPTERS: tuple[str, ...] = ("console", "jsonl", "telegram")
 """The adapters shipped with Nexus (``builtin = "<name>"``)."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class AdapterBlocks(_Strict):
+class AdapterBlocks(Record):
     """Block pipeline overrides for one adapter; unset keys keep the channel defaults."""
 
-    min_chars: int | None = Field(default=None, gt=0)
-    max_chars: int | None = Field(default=None, ge=16)
-    idle_ms: int | None = Field(default=None, ge=0)
+    min_chars: int | None = setting(default=None, gt=0)
+    max_chars: int | None = setting(default=None, ge=16)
+    idle_ms: int | None = setting(default=None, ge=0)
     human_delay_ms: list[int] | None = None
     tool_status: Literal["inline", "off"] | None = None
 
-    @field_validator("human_delay_ms")
-    @classmethod
-    def _range(cls, value: list[int] | None) -> list[int] | None:
+    @field_check("human_delay_ms")
+    def _range(value: list[int] | None) -> list[int] | None:
         if value is not None and (len(value) != 2 or min(value) < 0 or value[0] > value[1]):
             raise ValueError("expected [min_ms, max_ms] with 0 <= min_ms <= max_ms (e.g. [800, 2500]; [0, 0] = off)")
         return value
 
 
-class AdapterAccount(_Strict):
+class AdapterAccount(Record):
     """One account of an adapter (a bot token, a phone number...)."""
 
     enabled: bool = True
@@ -56,10 +51,10 @@ class AdapterAccount(_Strict):
     agent: str | None = None
     credential: str | None = None
     credential_kind: str = "token"
-    config: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    config: dict[str, str | int | float | bool] = setting(default_factory=dict)
 
 
-class AdapterConfig(_Strict):
+class AdapterConfig(Record):
     """One adapter: the executable (``command``, or ``builtin``), routing mode, block settings, accounts."""
 
     command: str | None = None
@@ -67,14 +62,13 @@ class AdapterConfig(_Strict):
     platform: str | None = None
     mode: Literal["auto", "native", "blocks"] = "auto"
     reasoning: bool = False
-    timeout_s: float = Field(default=30.0, gt=0)
-    blocks: AdapterBlocks = Field(default_factory=AdapterBlocks)
-    accounts: dict[str, AdapterAccount] = Field(default_factory=dict)
+    timeout_s: float = setting(default=30.0, gt=0)
+    blocks: AdapterBlocks = setting(default_factory=AdapterBlocks)
+    accounts: dict[str, AdapterAccount] = setting(default_factory=dict)
 
-    @model_validator(mode="after")
-    def _one_executable(self) -> AdapterConfig:
+    @record_check
+    def _one_executable(self) -> None:
         if (self.command is None) == (self.builtin is None):
             raise ValueError(f'give exactly one of command = "..." or builtin = one of {", ".join(BUILTIN_ADAPTERS)}')
         if self.command is not None and not self.command.strip():
             raise ValueError("command is empty")
-        return self

@@ -6,10 +6,10 @@ The queue-mode and drop-policy names are defined here, in the lowest layer that 
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from nexus._lazy import LazyPattern
+from nexus.config._record import Record, field_check, setting
 
 QueueMode = Literal["steer", "followup", "collect", "steer-backlog", "queue", "interrupt"]
 """How a message is delivered while its agent is busy (DESIGN §4.6; docs/broker.md)."""
@@ -17,48 +17,43 @@ QueueMode = Literal["steer", "followup", "collect", "steer-backlog", "queue", "i
 DropPolicy = Literal["old", "new", "summarize"]
 """What happens when a queue already holds ``cap`` waiting messages."""
 
-AGENT_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+AGENT_ID_PATTERN = LazyPattern(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 RESERVED_AGENT_IDS = ("user", "system")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class QueueConfig(_Strict):
+class QueueConfig(Record):
     """Queue settings at one level (``None`` = inherit from the next level up)."""
 
     mode: QueueMode | None = None
-    debounce_ms: int | None = Field(default=None, ge=0)
-    cap: int | None = Field(default=None, ge=1)
+    debounce_ms: int | None = setting(default=None, ge=0)
+    cap: int | None = setting(default=None, ge=1)
     drop_policy: DropPolicy | None = None
 
 
-class BrokerConfig(_Strict):
+class BrokerConfig(Record):
     """``[broker]``: process-wide broker settings and the global queue defaults."""
 
     mode: QueueMode = "steer"
-    debounce_ms: int = Field(default=1000, ge=0)
-    cap: int = Field(default=20, ge=1)
+    debounce_ms: int = setting(default=1000, ge=0)
+    cap: int = setting(default=20, ge=1)
     drop_policy: DropPolicy = "summarize"
-    max_concurrent: int = Field(default=8, ge=1)
-    max_attempts: int = Field(default=3, ge=1)
-    max_hops: int = Field(default=8, ge=1)
+    max_concurrent: int = setting(default=8, ge=1)
+    max_attempts: int = setting(default=3, ge=1)
+    max_hops: int = setting(default=8, ge=1)
 
 
-class AgentConfig(_Strict):
+class AgentConfig(Record):
     """``[agents.<id>]``: a named agent registered when the broker starts."""
 
     role: Literal["manager", "worker"] = "worker"
     model: str | None = None
-    session: str | None = Field(default=None, min_length=1)
+    session: str | None = setting(default=None, min_length=1)
     tools: list[str] | None = None
     system_prompt: str | None = None
-    queue: QueueConfig = Field(default_factory=QueueConfig)
+    queue: QueueConfig = setting(default_factory=QueueConfig)
 
-    @field_validator("model")
-    @classmethod
-    def _model_ref(cls, value: str | None) -> str | None:
+    @field_check("model")
+    def _model_ref(value: str | None) -> str | None:
         if value is None:
             return value
         provider, sep, model_id = value.partition("/")

@@ -13,9 +13,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from nexus._lazy import LazyPattern
 from nexus.errors import ConfigError
 
-_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_REFERENCE = LazyPattern(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 def env_references(value: str) -> list[str]:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+
+from nexus._dataclass import dataclass
 
 ANY_HOST = "*"
 """``allowed_hosts = ["*"]``: no Host check (the operator vouches for every name that reaches the port)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import tomllib
@@ -12,10 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
-from pydantic_core import ErrorDetails
-
 from nexus.config._paths import config_path, nexus_home
+from nexus.config._record import Record, RecordError
 from nexus.config._schema import LocalModelConfig, NexusConfig
 from nexus.config._toml_lines import Loc, key_lines, line_of, nesting_overflow_line
 from nexus.errors import ConfigError
@@ -69,16 +66,16 @@ def parse_config(text: str, file: Path | str = "nexus.toml") -> NexusConfig:
         raise ConfigError(_nesting_message(str(file), None)) from None
     try:
         config = NexusConfig.model_validate(data)
-    except ValidationError as exc:
+    except RecordError as exc:
         raise ConfigError(format_validation_errors(exc, text, file)) from None
     except RecursionError:
         raise ConfigError(_nesting_message(str(file), None)) from None
-    problems = _tool_name_problems(config, text, file) + _local_model_problems(config, text, file)
+    config._text = text
+    config._label = str(file)
+    problems = _tool_name_problems(config) + _local_model_problems(config)
     if problems:
         count = len(problems)
         raise ConfigError("\n".join([f"invalid config ({count} problem{'s' if count != 1 else ''}):", *problems]))
-    config._lines = key_lines(text)
-    config._label = str(file)
     return config
 
 
@@ -97,24 +94,21 @@ def _nesting_message(file: str, line: int | None) -> str:
     )
 
 
-def _tool_name_problems(config: NexusConfig, text: str, file: Path | str) -> list[str]:
+def _tool_name_problems(config: NexusConfig) -> list[str]:
     """Plain tool names in ``[tools]`` lists that are no tool Nexus knows (a typo would silently not apply)."""
     from nexus.config._tool_names import unknown_tool_entries
 
     if not config.tools.strict_names:
         return []
-    lines = key_lines(text)
     blocks = []
     for path, entries in config.tools.lists():
         loc: Loc = ("tools", *path)
-        line = line_of(lines, loc)
-        where = f"{file}:{line}" if line is not None else str(file)
         for problem in unknown_tool_entries(entries, mcp_servers=config.mcp.servers):
             fix = (
                 "correct the name; for tools your application registers from Python, "
                 "set strict_names = false in [tools]"
             )
-            blocks.append(f"{where}: {dotted(loc)}: {problem}\n    fix: {fix}")
+            blocks.append(f"{config.where(*loc)}: {dotted(loc)}: {problem}\n    fix: {fix}")
     return blocks
 
 
@@ -122,12 +116,11 @@ _LOCAL_MODEL_KEYS = frozenset({"max_tokens", "prompt_profile"})
 """The ``[providers.local.models.<id>]`` keys the in-process model uses (its window is ``[local] n_ctx``)."""
 
 
-def _local_model_problems(config: NexusConfig, text: str, file: Path | str) -> list[str]:
+def _local_model_problems(config: NexusConfig) -> list[str]:
     """``[providers.local.models.<id>]`` settings that would be accepted but have no effect."""
     declared = config.providers.get("local")
     if declared is None:
         return []
-    lines = key_lines(text)
     known = [config.local.model_id]
     if config.local.model_path is None and LocalModelConfig().model_id not in known:
         known.append(LocalModelConfig().model_id)
@@ -145,9 +138,7 @@ def _local_model_problems(config: NexusConfig, text: str, file: Path | str) -> l
             problem = f"must be smaller than the context window ([local] n_ctx = {config.local.n_ctx})"
             found.append(((*loc, "max_tokens"), problem, "lower it, or raise n_ctx in [local]"))
         for where_loc, problem, fix in found:
-            line = line_of(lines, where_loc)
-            where = f"{file}:{line}" if line is not None else str(file)
-            blocks.append(f"{where}: {dotted(where_loc)}: {problem}\n    fix: {fix}")
+            blocks.append(f"{config.where(*where_loc)}: {dotted(where_loc)}: {problem}\n    fix: {fix}")
     return blocks
 
 
@@ -174,7 +165,7 @@ def _syntax_message(message: str, file: Path | str) -> str:
 # --------------------------------------------------------------------------- validation errors
 
 
-def format_validation_errors(exc: ValidationError, text: str, file: Path | str) -> str:
+def format_validation_errors(exc: RecordError, text: str, file: Path | str) -> str:
     """One block per error: ``file:line: dotted.key: problem`` and a ``fix:`` line."""
     lines = key_lines(text)
     blocks = []
@@ -201,7 +192,7 @@ def dotted(loc: Loc) -> str:
     return out
 
 
-def _explain(error: ErrorDetails, loc: Loc) -> tuple[str, str]:
+def _explain(error: Mapping[str, Any], loc: Loc) -> tuple[str, str]:
     kind = error["type"]
     message = str(error["msg"])
     if kind == "extra_forbidden":
@@ -247,6 +238,8 @@ def _unknown_key(loc: Loc) -> tuple[str, str]:
     allowed = _allowed_keys(loc[:-1])
     if allowed is None:
         return f"unknown key {key!r}", "remove it (see docs/configuration.md for the keys)"
+    import difflib  # for a suggestion in an error message only
+
     close = difflib.get_close_matches(key, allowed, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
     table = dotted(loc[:-1]) or "the top level"
@@ -265,10 +258,10 @@ def _allowed_keys(loc: Loc) -> list[str] | None:
             parts.pop(0)
             annotation = typing.get_args(annotation)[-1]
             continue
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        if isinstance(annotation, type) and issubclass(annotation, Record):
             if not parts:
-                return list(annotation.model_fields)
-            field = annotation.model_fields.get(str(parts.pop(0)))
+                return list(annotation.record_fields())
+            field = annotation.record_fields().get(str(parts.pop(0)))
             if field is None:
                 return None
             annotation = field.annotation

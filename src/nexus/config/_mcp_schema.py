@@ -27,54 +27,48 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
+from nexus._lazy import LazyPattern
 from nexus.config._env import env_references
+from nexus.config._record import Record, field_check, record_check, setting
 from nexus.config._tool_names import MCP_SERVER_NAME, expand_tool_patterns
 
 McpTransport = Literal["stdio", "http", "sse"]
 """How Nexus talks to a server: a child process's stdin/stdout, streamable HTTP, or the older SSE."""
 
-_CREDENTIAL_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
+_CREDENTIAL_NAME = LazyPattern(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class McpServerConfig(_Strict):
+class McpServerConfig(Record):
     """One MCP server: how to reach it, how long to wait for it, and which of its tools to offer."""
 
     command: str | None = None
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
+    args: list[str] = setting(default_factory=list)
+    env: dict[str, str] = setting(default_factory=dict)
     cwd: str | None = None
     url: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, str] = setting(default_factory=dict)
     transport: McpTransport | None = None
     enabled: bool = True
-    timeout_s: float = Field(default=60.0, gt=0)
+    timeout_s: float = setting(default=60.0, gt=0)
     """How long one tool call may take before it is cancelled and the model told so."""
-    start_timeout_s: float = Field(default=30.0, gt=0)
+    start_timeout_s: float = setting(default=30.0, gt=0)
     """How long starting the server (process, handshake, tool list) may take."""
-    tools: list[str] = Field(default_factory=list)
+    tools: list[str] = setting(default_factory=list)
     """Globs over the server's own tool names; only matching tools are offered (empty: all)."""
 
-    @field_validator("tools")
-    @classmethod
-    def _globs(cls, values: list[str]) -> list[str]:
+    @field_check("tools")
+    def _globs(values: list[str]) -> list[str]:
         expand_tool_patterns(values)  # an empty entry is a mistake
         return values
 
-    @model_validator(mode="after")
-    def _one_way_to_reach_it(self) -> McpServerConfig:
+    @record_check
+    def _one_way_to_reach_it(self) -> None:
         if (self.command is None) == (self.url is None):
             raise ValueError('give exactly one of command = "..." (a program to start) or url = "https://..."')
         if self.command is not None:
             self._check_stdio()
         else:
             self._check_remote()
-        return self
 
     def _check_stdio(self) -> None:
         assert self.command is not None
@@ -112,14 +106,13 @@ class McpServerConfig(_Strict):
         return "stdio" if self.command is not None else "http"
 
 
-class McpConfig(_Strict):
+class McpConfig(Record):
     """``[mcp]``: the servers (``[mcp.servers.<name>]``)."""
 
-    servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+    servers: dict[str, McpServerConfig] = setting(default_factory=dict)
 
-    @field_validator("servers")
-    @classmethod
-    def _names(cls, servers: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
+    @field_check("servers")
+    def _names(servers: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
         for name in servers:
             check_server_name(name)
         return servers

@@ -7,8 +7,9 @@ from config to the wire, so no field (a per-profile ``base_url``) is lost betwee
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from nexus._dataclass import dataclass
 from nexus.errors import ConfigError
 
 

@@ -7,13 +7,12 @@ convention matches ``nexus.llm.keys`` (repeated here because config sits below l
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+from nexus._dataclass import dataclass
 from nexus.config._env import resolve_env
 from nexus.config._paths import config_path, resolve_path
 from nexus.config._profile import ResolvedProfile
@@ -179,9 +178,11 @@ def bundled_smollm2_weights() -> Path | None:
         found = sorted(Path(location).glob("*.gguf"))
         if found:
             return found[0]
+    from importlib import metadata  # 10-40 ms (email, zipfile, csv): only when the package directory did not say
+
     try:
-        files = importlib.metadata.files(SMOLLM2_DIST) or []
-    except importlib.metadata.PackageNotFoundError:
+        files = metadata.files(SMOLLM2_DIST) or []
+    except metadata.PackageNotFoundError:
         return None
     for file in files:
         if str(file).endswith(".gguf"):

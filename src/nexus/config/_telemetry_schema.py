@@ -9,13 +9,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from nexus.config._record import Record, field_check, setting
 
 
-class TelemetryConfig(BaseModel):
+class TelemetryConfig(Record):
     """``[telemetry]``: OpenTelemetry tracing and its exporter, Prometheus metrics, the log format."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     tracing: bool = False
     """Record spans (queue item → run → model call / tool call) and export them; needs the ``otel`` extra."""
@@ -24,11 +22,11 @@ class TelemetryConfig(BaseModel):
     otlp_endpoint: str = ""
     """The collector's base URL (``http://127.0.0.1:4318``; ``/v1/traces`` is added). Empty: the standard
     ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, else ``http://localhost:4318``."""
-    otlp_headers: dict[str, str] = Field(default_factory=dict)
+    otlp_headers: dict[str, str] = setting(default_factory=dict)
     """Headers sent with every export (``{ "x-api-key" = "${COLLECTOR_KEY}" }``)."""
-    service_name: str = Field(default="nexus", min_length=1)
+    service_name: str = setting(default="nexus", min_length=1)
     """``service.name`` of the spans."""
-    sample_ratio: float = Field(default=1.0, ge=0.0, le=1.0)
+    sample_ratio: float = setting(default=1.0, ge=0.0, le=1.0)
     """The share of new traces recorded (a trace continued from a caller follows the caller's decision)."""
     capture_content: bool = False
     """Spans carry message contents, system instructions, tool arguments and results (redacted). Off: never."""
@@ -41,9 +39,8 @@ class TelemetryConfig(BaseModel):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     """The least severe level logged; ``--log-level`` wins."""
 
-    @field_validator("otlp_endpoint")
-    @classmethod
-    def _endpoint(cls, value: str) -> str:
+    @field_check("otlp_endpoint")
+    def _endpoint(value: str) -> str:
         from nexus.config._schema import base_url_problem
 
         problem = base_url_problem(value) if value else None

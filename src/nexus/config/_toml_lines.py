@@ -9,6 +9,7 @@ and multi-line arrays it answers with the line of the enclosing key.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 _KEY_PART = r"""(?:[A-Za-z0-9_-]+|"(?:[^"\\]|\\.)*"|'[^']*')"""
 _DOTTED = rf"{_KEY_PART}(?:\s*\.\s*{_KEY_PART})*"
@@ -95,7 +96,7 @@ def _bracket_balance(fragment: str) -> int:
     return code.count("[") + code.count("{") - code.count("]") - code.count("}")
 
 
-def line_of(lines: dict[Loc, int], loc: Loc) -> int | None:
+def line_of(lines: Mapping[Loc, int], loc: Loc) -> int | None:
     """The line of ``loc``, or of its nearest enclosing key/table that is in ``lines``."""
     for cut in range(len(loc), 0, -1):
         found = lines.get(loc[:cut])

@@ -11,7 +11,6 @@ MCP servers' tools are named ``<server>__<tool>`` (``MCP_SEPARATOR``), and ``mcp
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -164,6 +163,8 @@ def unknown_tool_entries(
             continue
         if not lowered or lowered.startswith("group:") or _GLOB_CHARS & set(lowered) or lowered in names:
             continue
+        import difflib  # for a suggestion in an error message only
+
         close = difflib.get_close_matches(lowered, [*names, *TOOL_GROUPS], n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         problems.append(f"unknown tool {entry!r}: {hint}known tools: {', '.join(names)} (and groups, globs)")
@@ -181,6 +182,8 @@ def _mcp_server_of(entry: str) -> str | None:
 
 
 def _unknown_server(entry: str, server: str, servers: Sequence[str]) -> str:
+    import difflib  # for a suggestion in an error message only
+
     close = difflib.get_close_matches(server, servers, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
     known = ", ".join(servers) if servers else "none configured"

@@ -7,9 +7,10 @@ the broker, the ledger and tests can build and inspect these objects without the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
+from nexus._dataclass import dataclass
 from nexus.ledger.records import CompactionRecord, StoredMessage, ToolCallRecord
 from nexus.llm.types import (
     AssistantMessage,

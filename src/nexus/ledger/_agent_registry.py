@@ -8,9 +8,9 @@ and the queue items over the same database. A registered agent always points at 
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
 from typing import Any
 
+from nexus._dataclass import dataclass
 from nexus.ledger._rows import dumps, loads_opt
 from nexus.ledger._sqlite import Database
 from nexus.ledger.errors import AgentSessionTakenError

@@ -10,9 +10,9 @@ same ledger: a copy back compares equal, table for table.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
+from nexus._dataclass import dataclass
 from nexus.ledger._sql_db import SqlDatabase
 from nexus.ledger.errors import LedgerError
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from nexus._dataclass import dataclass
 from nexus.ledger import _queue_reads
 from nexus.ledger._queue_reads import Held
 from nexus.ledger._queue_rows import accept_at, claim_in, deliver_in, move_items, release_in

@@ -18,15 +18,13 @@ then deletes the file.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nexus._dataclass import dataclass
 from nexus.ledger.errors import LedgerError, LedgerFullError, TurnNotSavedError
 from nexus.llm.serde import message_from_dict, message_to_dict
 from nexus.llm.types import AssistantMessage, Message
@@ -50,6 +48,9 @@ class RescuedTurn:
 
 def rescue_dirs(database: str) -> list[Path]:
     """Where rescue files of the ledger at ``database`` go, first choice first (see the module docstring)."""
+    import hashlib  # only when a write failed or recover() looks for a rescue file: not on every start
+    import tempfile
+
     real = os.path.realpath(database)
     digest = hashlib.sha256(real.encode("utf-8")).hexdigest()[:16]
     uid = os.getuid() if hasattr(os, "getuid") else 0

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
+from nexus._dataclass import dataclass
 from nexus.ledger._paths import on_path, path_ranges
 from nexus.ledger._rows import dumps, turn_position
 from nexus.ledger._schema import pack_key

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import bisect
 import sqlite3
-from dataclasses import dataclass
 from itertools import accumulate
 
+from nexus._dataclass import dataclass
 from nexus.ledger._decode import Origins, decode_bodies, load_origins
 from nexus.ledger._read import history_plan
 from nexus.ledger._schema import SEQ_SHIFT

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from nexus._dataclass import dataclass
 from nexus.ledger._decode import encode_body, origin_id
 from nexus.ledger._rows import dumps, dumps_opt
 from nexus.ledger._schema import MAX_ORDINAL, MAX_SEGMENT, MAX_SEQ, pack_key

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
+from nexus._dataclass import dataclass
 from nexus.ledger._rows import dumps, in_lists, loads_opt
 from nexus.ledger._sql_db import SqlDatabase
 from nexus.ledger._ulid import new_ulid

@@ -20,11 +20,12 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nexus._dataclass import dataclass
 from nexus.ledger import _read, _sessions, _turns
 from nexus.ledger._pi_messages import PI_ROLES, PiShapeError, from_pi, to_pi
 from nexus.ledger._write import TurnOutcome, move_pointer

@@ -8,9 +8,10 @@ rows UIs show. Times are Unix milliseconds everywhere.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal, TypeAlias
 
+from nexus._dataclass import dataclass
 from nexus.llm.types import AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, Usage
 
 DEFAULT_SESSION = "main"

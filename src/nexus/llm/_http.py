@@ -4,6 +4,10 @@ One ``httpx.AsyncClient`` per event loop (created on first use) keeps connection
 TLS sessions warm across calls; httpx itself is imported here lazily so that
 ``import nexus.llm`` stays cheap. Tests inject a transport (``httpx.MockTransport`` or
 any other) with :func:`use_transport`.
+
+The client's own transport is :class:`nexus.llm._transport.SchemeTransport`: a TLS context
+(loading the certificate store costs 20-40 ms) is made on the first ``https://`` request,
+so a provider on a plain-http loopback URL (a local server, the tests' fake) never pays for it.
 """
 
 from __future__ import annotations
@@ -37,9 +41,11 @@ def get_client() -> httpx.AsyncClient:
         import httpx
 
         from nexus.llm._capture import CapturingClient  # an AsyncClient that records when NEXUS_CAPTURE_DIR is set
+        from nexus.llm._transport import SchemeTransport
 
         limits = httpx.Limits(max_connections=200, max_keepalive_connections=50, keepalive_expiry=30.0)
-        client = CapturingClient(transport=_transport, limits=limits, follow_redirects=True)
+        transport = _transport if _transport is not None else SchemeTransport(limits)
+        client = CapturingClient(transport=transport, limits=limits, follow_redirects=True)
         _clients[loop] = client
     return client
 

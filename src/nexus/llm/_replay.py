@@ -18,10 +18,10 @@ Rules:
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Callable
 from dataclasses import replace
 
+from nexus._lazy import LazyPattern
 from nexus.llm.types import (
     AssistantContent,
     AssistantMessage,
@@ -35,7 +35,7 @@ from nexus.llm.types import (
 
 NO_RESULT_TEXT = "No result provided"
 
-_ANTHROPIC_BAD = re.compile(r"[^A-Za-z0-9_-]")
+_ANTHROPIC_BAD = LazyPattern(r"[^A-Za-z0-9_-]")
 
 
 def anthropic_tool_id(raw: str) -> str:

@@ -22,10 +22,12 @@ import json
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from nexus._dataclass import dataclass
+from nexus._lazy import LazyPattern
 from nexus.llm.redact import REDACTED, scrub, secret_name
 
 ENV_VAR = "NEXUS_CAPTURE_DIR"
@@ -34,7 +36,7 @@ ENV_VAR = "NEXUS_CAPTURE_DIR"
 FORMAT = "nexus-capture/1"
 """The ``format`` field of every capture's metadata line."""
 
-_SECRET_RESPONSE = re.compile(r"cookie|authori[sz]ation|(?:^|-)(?:api-?key|token|secret)$", re.IGNORECASE)
+_SECRET_RESPONSE = LazyPattern(r"cookie|authori[sz]ation|(?:^|-)(?:api-?key|token|secret)$", re.IGNORECASE)
 
 _configured: Path | None = None
 

@@ -12,36 +12,14 @@ import json
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from nexus._dataclass import dataclass
+from nexus._lazy import LazyPattern
 from nexus.llm.types import AssistantMessage, ErrorKind
-
-
-class _LazyRe:
-    """A regex compiled on first use, so importing this module costs nothing."""
-
-    __slots__ = ("_compiled", "_flags", "_pattern")
-
-    def __init__(self, pattern: str, flags: int = 0) -> None:
-        self._pattern = pattern
-        self._flags = flags
-        self._compiled: re.Pattern[str] | None = None
-
-    def _get(self) -> re.Pattern[str]:
-        if self._compiled is None:
-            self._compiled = re.compile(self._pattern, self._flags)
-        return self._compiled
-
-    def search(self, text: str) -> re.Match[str] | None:
-        return self._get().search(text)
-
-    def sub(self, repl: str, text: str) -> str:
-        return self._get().sub(repl, text)
-
 
 # --------------------------------------------------------------------------- overflow
 
-_OVERFLOW_PATTERNS = _LazyRe(
+_OVERFLOW_PATTERNS = LazyPattern(
     "|".join(
         [
             r"prompt is too long",  # Anthropic
@@ -73,7 +51,7 @@ _OVERFLOW_PATTERNS = _LazyRe(
 )
 # Groq (and others) say "Request too large ... tokens per minute (TPM)" for rate limits; Bedrock throttles
 # with "Too many tokens, please wait before trying again".
-_NOT_OVERFLOW = _LazyRe(
+_NOT_OVERFLOW = LazyPattern(
     r"tokens per min|\btpm\b|per minute|rate limit|billing|insufficient|please wait|wait before", re.IGNORECASE
 )
 
@@ -117,40 +95,40 @@ class ClassifiedError:
     status: int | None = None
 
 
-_RATE = _LazyRe(
+_RATE = LazyPattern(
     r"rate.?limit|too many requests|resource.?exhausted|quota exceeded|usage limit|\btpm\b|\brpm\b|"
     r"tokens per min|requests per min|(daily|weekly|monthly) limit",
     re.IGNORECASE,
 )
-_OVERLOADED = _LazyRe(r"overloaded|high demand|at capacity|capacity constraints|temporarily unavailable", re.I)
-_TIMEOUT = _LazyRe(r"timed? ?out|timeout|deadline exceeded|etimedout", re.IGNORECASE)
+_OVERLOADED = LazyPattern(r"overloaded|high demand|at capacity|capacity constraints|temporarily unavailable", re.I)
+_TIMEOUT = LazyPattern(r"timed? ?out|timeout|deadline exceeded|etimedout", re.IGNORECASE)
 # the connection itself failed (refused, reset, cut mid-reply, name not resolved): not a slow server
-_NETWORK = _LazyRe(
+_NETWORK = LazyPattern(
     r"socket hang up|econnreset|econnrefused|econnaborted|eai_again|enotfound|connection (?:reset|closed|refused|"
     r"error|aborted|lost)|server disconnected|fetch failed|network (?:error|is unreachable)|peer closed connection|"
     r"name or service not known|name resolution|broken pipe",
     re.IGNORECASE,
 )
-_BILLING = _LazyRe(
+_BILLING = LazyPattern(
     r"payment required|insufficient.?(?:credit|balance|funds|quota)|credit balance|billing|exceeded your current quota",
     re.IGNORECASE,
 )
-_AUTH_PERMANENT = _LazyRe(
+_AUTH_PERMANENT = LazyPattern(
     r"invalid.?api.?key|invalid x-api-key|incorrect api key|api key not valid|revoked|key (?:is )?disabled|"
     r"no such (?:user|key)|deactivated",
     re.IGNORECASE,
 )
-_AUTH = _LazyRe(
+_AUTH = LazyPattern(
     r"unauthori[sz]ed|forbidden|authentication|permission denied|expired|invalid token|access denied|\b40[13]\b",
     re.IGNORECASE,
 )
-_API_KEY = _LazyRe(r"api.?key", re.IGNORECASE)
-_FORMAT = _LazyRe(
+_API_KEY = LazyPattern(r"api.?key", re.IGNORECASE)
+_FORMAT = LazyPattern(
     r"tool_use_id|string should match pattern|invalid_request|invalid request|malformed|unexpected|validation",
     re.IGNORECASE,
 )
-_STATUS_IN_TEXT = _LazyRe(r"\b(?:HTTP|status(?: code)?)[ :]+([45]\d\d)\b", re.IGNORECASE)
-_PERIODIC = _LazyRe(r"try again|per (?:minute|hour|day)|spend limit|periodic", re.IGNORECASE)
+_STATUS_IN_TEXT = LazyPattern(r"\b(?:HTTP|status(?: code)?)[ :]+([45]\d\d)\b", re.IGNORECASE)
+_PERIODIC = LazyPattern(r"try again|per (?:minute|hour|day)|spend limit|periodic", re.IGNORECASE)
 
 
 def classify_error(
@@ -224,11 +202,11 @@ def _kind_from_status(status: int, text: str) -> ErrorKind | None:
 
 # --------------------------------------------------------------------------- retry-after
 
-_RETRY_IN_TEXT = _LazyRe(
+_RETRY_IN_TEXT = LazyPattern(
     r"(?:retry|try again)(?: after| in)?\s+(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|sec|seconds?|m|min|minutes?)\b",
     re.IGNORECASE,
 )
-_RETRY_DELAY_JSON = _LazyRe(r'"retryDelay"\s*:\s*"(\d+(?:\.\d+)?)s"')
+_RETRY_DELAY_JSON = LazyPattern(r'"retryDelay"\s*:\s*"(\d+(?:\.\d+)?)s"')
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, text: str = "") -> float | None:
@@ -278,8 +256,8 @@ def _parse_retry_header(raw: str) -> float | None:
 
 # --------------------------------------------------------------------------- bodies
 
-_TITLE = _LazyRe(r"<title>(.*?)</title>", re.IGNORECASE | re.DOTALL)
-_TAGS = _LazyRe(r"<[^>]+>")
+_TITLE = LazyPattern(r"<title>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+_TAGS = LazyPattern(r"<[^>]+>")
 
 
 def error_text_from_body(status: int | None, body: str) -> str:

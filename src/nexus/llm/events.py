@@ -8,9 +8,9 @@ A tool call is announced complete (``toolcall_end``) only once its arguments are
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from nexus._dataclass import dataclass
 from nexus.llm.types import AssistantMessage, ThinkingContent, ToolCall
 
 

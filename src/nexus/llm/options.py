@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal, TypeAlias
 
+from nexus._dataclass import dataclass
 from nexus.llm.abort import AbortSignal
 from nexus.llm.events import AssistantMessageEvent
 from nexus.llm.types import Context, Model, ThinkingLevel

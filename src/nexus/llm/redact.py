@@ -23,14 +23,16 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 
+from nexus._lazy import LazyPattern
+
 REDACTED = "[redacted]"
 """What a cut-out secret reads as."""
 
 MIN_SECRET = 8
 """Shorter values are not treated as secrets (they would match ordinary text)."""
 
-_SECRET_NAME = re.compile(r"auth|key|token|secret|passw|cookie|credential|signature|session", re.IGNORECASE)
-_SECRET_ENV = re.compile(r"(?:API_?KEY|TOKEN|SECRET|PASSWORD)$", re.IGNORECASE)
+_SECRET_NAME = LazyPattern(r"auth|key|token|secret|passw|cookie|credential|signature|session", re.IGNORECASE)
+_SECRET_ENV = LazyPattern(r"(?:API_?KEY|TOKEN|SECRET|PASSWORD)$", re.IGNORECASE)
 _TOKEN = r"[A-Za-z0-9._~+/=\-]"
 # a generic token must hold a digit, so "Bearer authentication" or "api key: missing" stay readable
 _GENERIC = rf"(?={_TOKEN}*\d){_TOKEN}{{{MIN_SECRET},}}"

@@ -9,8 +9,10 @@ conversation produced by one provider can be replayed against any other.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal, TypeAlias
+
+from nexus._dataclass import dataclass
 
 StopReason: TypeAlias = Literal["stop", "length", "tool_use", "error", "aborted"]
 """Why an assistant message ended. ``error``/``aborted`` messages carry ``error_message``."""

@@ -18,9 +18,10 @@ import errno
 import os
 import stat
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
+from nexus._dataclass import dataclass
 from nexus.tools._workspace import ToolError, refuse_hard_link
 
 _TMP_SUFFIX = ".nexus-tmp"

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import stat
 from pathlib import Path
 
+from nexus._lazy import LazyPattern
 from nexus.errors import NexusError
 
-_UNICODE_SPACES = re.compile("[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
+_UNICODE_SPACES = LazyPattern("[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
 
 
 class ToolError(NexusError, ValueError):

@@ -4,28 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nexus._dataclass import dataclass
 from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.llm.abort import AbortSignal
 from nexus.tools._args import req_str
 from nexus.tools._atomic import Staging, check_target, describe
 from nexus.tools._patch_parse import FilePatch, Hunk, parse_patch
+from nexus.tools._specs import declare
 from nexus.tools._workspace import ToolError, Workspace
-
-DESCRIPTION = (
-    "Apply a unified diff (as produced by `git diff` or `diff -u`) to one or more files. Supports "
-    "modifying, creating (--- /dev/null) and deleting (+++ /dev/null) files and git renames. Hunks need "
-    "correct context lines; line numbers may be off. If any hunk fails, no file is changed."
-)
-
-PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {"patch": {"type": "string", "description": "The unified diff text to apply"}},
-    "required": ["patch"],
-}
 
 
 @dataclass(slots=True)
@@ -256,4 +245,4 @@ def apply_patch_tool(ws: Workspace) -> AgentTool:
             await asyncio.to_thread(_commit, changes)
         return AgentToolResult.text("Applied patch:\n" + "\n".join(summary), details={"files": summary})
 
-    return AgentTool("apply_patch", DESCRIPTION, PARAMETERS, execute, label="Apply patch", sequential=True)
+    return declare("apply_patch", execute)

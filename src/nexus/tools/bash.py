@@ -19,23 +19,15 @@ from nexus.tools._args import opt_number, req_str
 from nexus.tools._atomic import describe
 from nexus.tools._janitor import janitor
 from nexus.tools._reaper import find, marked_env, terminate
+from nexus.tools._specs import BASH_DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
+from nexus.tools._specs import bash_description, declare
 from nexus.tools._workspace import Workspace
 
-DEFAULT_TIMEOUT = 120.0
 KILL_GRACE = 2.0
 """Seconds between SIGTERM and SIGKILL for the process group."""
 DRAIN_AFTER_EXIT = 0.5
 """Seconds to keep reading after bash exits while a background child still holds the output pipe."""
 UPDATE_INTERVAL = 0.1
-
-PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "command": {"type": "string", "description": "Bash command to execute"},
-        "timeout": {"type": "number", "description": "Timeout in seconds (optional)"},
-    },
-    "required": ["command"],
-}
 
 
 class _Output:
@@ -278,12 +270,6 @@ def bash_tool(ws: Workspace, *, timeout: float | None = DEFAULT_TIMEOUT) -> Agen
     ``timeout`` (seconds; ``None`` = none) applies when the call gives none: agents left a hung
     command running for hours with pi, which has no default.
     """
-    default = f"default {timeout:g}s" if timeout else "no default"
-    description = (
-        "Execute a bash command in the workspace directory. Returns stdout and stderr merged. Output is "
-        f"truncated to the last {MAX_LINES} lines or {MAX_BYTES // 1024}KB (the full output is saved to a temp "
-        f"file). Optionally give a timeout in seconds ({default}). stdin is closed; do not start interactive programs."
-    )
 
     async def execute(
         call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: ToolUpdateFn
@@ -311,4 +297,4 @@ def bash_tool(ws: Workspace, *, timeout: float | None = DEFAULT_TIMEOUT) -> Agen
             return AgentToolResult.text(f"{text}\n\nCommand {why}", details=details, is_error=True)
         return AgentToolResult.text(text, details=details)
 
-    return AgentTool("bash", description, PARAMETERS, execute, label="Bash")
+    return declare("bash", execute, description=bash_description(timeout))

@@ -5,47 +5,18 @@ from __future__ import annotations
 import asyncio
 import difflib
 import itertools
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nexus._dataclass import dataclass
 from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.llm.abort import AbortSignal
 from nexus.tools._args import req_str
 from nexus.tools._atomic import check_target, replace_file
 from nexus.tools._diff import unified_diff
 from nexus.tools._fuzzy import ExactIndex, FuzzyIndex, normalize_fuzzy
+from nexus.tools._specs import declare
 from nexus.tools._workspace import ToolError, Workspace
-
-DESCRIPTION = (
-    "Edit a file by replacing exact text. oldText must match exactly one place in the file (including "
-    "whitespace); add surrounding lines to make it unique. For several changes in one file, pass "
-    "edits: [{oldText, newText}, ...] instead; they are all applied or none is."
-)
-
-_EDIT_ITEM: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "oldText": {"type": "string", "description": "Exact text to find and replace (must match exactly)"},
-        "newText": {"type": "string", "description": "New text to replace the old text with"},
-    },
-    "required": ["oldText", "newText"],
-}
-
-PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string", "description": "Path to the file to edit (relative or absolute)"},
-        "oldText": _EDIT_ITEM["properties"]["oldText"],
-        "newText": _EDIT_ITEM["properties"]["newText"],
-        "edits": {
-            "type": "array",
-            "items": _EDIT_ITEM,
-            "description": "Several replacements in the same file, each matched against the original content",
-        },
-    },
-    "required": ["path"],
-}
 
 
 @dataclass(slots=True, frozen=True)
@@ -199,4 +170,4 @@ def edit_tool(ws: Workspace) -> AgentTool:
             details={"diff": diff, "first_changed_line": first, "edits": len(spans), "fuzzy_matches": fuzzy},
         )
 
-    return AgentTool("edit", DESCRIPTION, PARAMETERS, execute, label="Edit")
+    return declare("edit", execute)

@@ -14,30 +14,15 @@ from nexus.agent.output_limits import MAX_BYTES, truncate_head
 from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.llm.abort import AbortSignal
 from nexus.tools._args import opt_int, opt_str, req_str
+from nexus.tools._specs import FIND_DEFAULT_LIMIT as DEFAULT_LIMIT
+from nexus.tools._specs import declare
 from nexus.tools._walk import IgnoreChecker, find_binary, pure_python_forced
 from nexus.tools._workspace import ToolError, Workspace
 from nexus.tools.grep import _WORKER
 from nexus.tools.grep import _stream as stream_lines
 
-DEFAULT_LIMIT = 1000
 DEFAULT_TIMEOUT = 60.0
 """Seconds a search may take before it is stopped."""
-DESCRIPTION = (
-    "Search for files by glob pattern, e.g. '*.ts', '**/*.json' or 'src/**/*.spec.ts'. A pattern without '/' "
-    "matches file names at any depth; with '/' it matches paths relative to the search directory. Returns "
-    "paths relative to the workspace (directories end with '/'). Respects .gitignore. "
-    f"Limited to {DEFAULT_LIMIT} results (change with limit) or {MAX_BYTES // 1024}KB."
-)
-
-PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "pattern": {"type": "string", "description": "Glob pattern to match files, e.g. '*.ts', '**/*.json'"},
-        "path": {"type": "string", "description": "Directory to search in (default: current directory)"},
-        "limit": {"type": "number", "description": f"Maximum number of results (default: {DEFAULT_LIMIT})"},
-    },
-    "required": ["pattern"],
-}
 
 
 def _glob_escape(text: str) -> str:
@@ -149,4 +134,4 @@ def find_tool(ws: Workspace, *, use_fd: bool = True, timeout: float | None = DEF
         text = trunc.content + ("\n\n[" + ". ".join(notices) + "]" if notices else "")
         return AgentToolResult.text(text, details={"count": len(names), "limit_reached": hit_limit})
 
-    return AgentTool("find", DESCRIPTION, PARAMETERS, execute, label="Find")
+    return declare("find", execute)

@@ -11,40 +11,21 @@ import re
 import stat
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nexus._dataclass import dataclass
 from nexus.agent.output_limits import MAX_BYTES, MAX_LINE_CHARS, cap_line, truncate_head
 from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.llm.abort import AbortSignal
 from nexus.tools._args import opt_bool, opt_int, opt_str, req_str
+from nexus.tools._specs import GREP_DEFAULT_LIMIT as DEFAULT_LIMIT
+from nexus.tools._specs import declare
 from nexus.tools._walk import find_binary, pure_python_forced
 from nexus.tools._workspace import ToolError, Workspace, refuse_hard_link
 
-DEFAULT_LIMIT = 100
 DEFAULT_TIMEOUT = 60.0
 """Seconds a search may take before it is stopped."""
-DESCRIPTION = (
-    "Search file contents for a pattern (regex, or literal with literal=true). Returns matching lines as "
-    "path:line: text (context lines as path-line- text), paths relative to the workspace. Respects .gitignore. "
-    f"Output is limited to {DEFAULT_LIMIT} matches (change with limit) or {MAX_BYTES // 1024}KB; "
-    f"long lines are cut to {MAX_LINE_CHARS} chars."
-)
-
-PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "pattern": {"type": "string", "description": "Search pattern (regex or literal string)"},
-        "path": {"type": "string", "description": "Directory or file to search (default: current directory)"},
-        "glob": {"type": "string", "description": "Filter files by glob pattern, e.g. '*.ts' or '**/*.spec.ts'"},
-        "ignoreCase": {"type": "boolean", "description": "Case-insensitive search (default: false)"},
-        "literal": {"type": "boolean", "description": "Treat pattern as literal string instead of regex"},
-        "context": {"type": "number", "description": "Number of lines to show before and after each match"},
-        "limit": {"type": "number", "description": f"Maximum number of matches to return (default: {DEFAULT_LIMIT})"},
-    },
-    "required": ["pattern"],
-}
 
 
 @dataclass(slots=True, frozen=True)
@@ -299,4 +280,4 @@ def grep_tool(ws: Workspace, *, use_ripgrep: bool = True, timeout: float | None 
             ) from None
         return _format(ws, found, q)
 
-    return AgentTool("grep", DESCRIPTION, PARAMETERS, execute, label="Grep")
+    return declare("grep", execute)

@@ -11,21 +11,9 @@ from nexus.agent.output_limits import MAX_BYTES, truncate_head
 from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.llm.abort import AbortSignal
 from nexus.tools._args import opt_int, opt_str
+from nexus.tools._specs import LS_DEFAULT_LIMIT as DEFAULT_LIMIT
+from nexus.tools._specs import declare
 from nexus.tools._workspace import ToolError, Workspace
-
-DEFAULT_LIMIT = 500
-DESCRIPTION = (
-    "List directory contents. Entries are sorted alphabetically, directories end with '/', dotfiles are "
-    f"included. Output is limited to {DEFAULT_LIMIT} entries (change with limit) or {MAX_BYTES // 1024}KB."
-)
-
-PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string", "description": "Directory to list (default: current directory)"},
-        "limit": {"type": "number", "description": f"Maximum number of entries to return (default: {DEFAULT_LIMIT})"},
-    },
-}
 
 
 def _entries(path: Path) -> list[str]:
@@ -69,4 +57,4 @@ def ls_tool(ws: Workspace) -> AgentTool:
             text += "\n\n[" + ". ".join(notices) + "]"
         return AgentToolResult.text(text, details={"entries": len(entries), "limit_reached": len(entries) > limit})
 
-    return AgentTool("ls", DESCRIPTION, PARAMETERS, execute, label="List")
+    return declare("ls", execute)

@@ -13,23 +13,8 @@ from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.llm.abort import AbortSignal
 from nexus.llm.types import ImageContent, TextContent, UserContent
 from nexus.tools._args import opt_int, req_str
+from nexus.tools._specs import declare
 from nexus.tools._workspace import ToolError, Workspace, refuse_hard_link
-
-DESCRIPTION = (
-    f"Read the contents of a file. Supports text files and images (png, jpeg, gif, webp). Text output is "
-    f"truncated to {MAX_LINES} lines or {MAX_BYTES // 1024}KB (whichever comes first); use offset/limit for "
-    "large files and keep reading with offset until you have what you need."
-)
-
-PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string", "description": "Path to the file to read (relative or absolute)"},
-        "offset": {"type": "number", "description": "Line number to start reading from (1-indexed)"},
-        "limit": {"type": "number", "description": "Maximum number of lines to read"},
-    },
-    "required": ["path"],
-}
 
 _BINARY_SNIFF = 8192
 _CHUNK = 1024 * 1024
@@ -200,4 +185,4 @@ def read_tool(ws: Workspace) -> AgentTool:
             raise ToolError(f"{raw} is not a regular file (a pipe, socket or device); it cannot be read.")
         return await asyncio.to_thread(_load, path, raw, offset, limit)
 
-    return AgentTool("read", DESCRIPTION, PARAMETERS, execute, label="Read")
+    return declare("read", execute)

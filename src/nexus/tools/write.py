@@ -13,21 +13,8 @@ from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.llm.abort import AbortSignal
 from nexus.tools._args import req_str
 from nexus.tools._atomic import check_target, replace_file
+from nexus.tools._specs import declare
 from nexus.tools._workspace import ToolError, Workspace
-
-DESCRIPTION = (
-    "Write content to a file. Creates the file if it doesn't exist, overwrites it if it does. "
-    "Automatically creates parent directories."
-)
-
-PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string", "description": "Path to the file to write (relative or absolute)"},
-        "content": {"type": "string", "description": "Content to write to the file"},
-    },
-    "required": ["path", "content"],
-}
 
 
 def write_tool(ws: Workspace) -> AgentTool:
@@ -51,4 +38,4 @@ def write_tool(ws: Workspace) -> AgentTool:
             f"Successfully wrote {len(data)} bytes to {raw}", details={"path": ws.rel(path), "bytes": len(data)}
         )
 
-    return AgentTool("write", DESCRIPTION, PARAMETERS, execute, label="Write", sequential=False)
+    return declare("write", execute)

@@ -11,8 +11,9 @@ most recently used ones within a byte budget (least recently used evicted first)
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from nexus._dataclass import dataclass
 from nexus.llm.types import Message
 
 PrefixKey = tuple[int, str | None, int | None, int]

@@ -9,9 +9,10 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from nexus._lazy import LazyPattern
 from nexus.llm.types import TextContent, ToolResultMessage, UserContent
 
-_IMPORTANT_TAIL = re.compile(r"error|exception|traceback|exit code|exit status|total|summary|failed", re.IGNORECASE)
+_IMPORTANT_TAIL = LazyPattern(r"error|exception|traceback|exit code|exit status|total|summary|failed", re.IGNORECASE)
 _TAIL_MAX = 4_000
 _SNAP = 0.2
 

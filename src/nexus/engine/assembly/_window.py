@@ -9,8 +9,9 @@ unit) and tool results are capped, right before each model call, on a copy.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
+from nexus._dataclass import dataclass
 from nexus.engine.assembly._sessions import EstimateEntry, PrefixKey, SessionCache
 from nexus.engine.assembly.budget import estimate_message_tokens, estimate_tokens, reported_usage, should_compact
 from nexus.engine.assembly.compaction import (

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
+from nexus._dataclass import dataclass
 from nexus.errors import ConfigError
 
 BOOTSTRAP_FILES: tuple[str, ...] = (

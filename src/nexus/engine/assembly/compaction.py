@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from nexus._dataclass import dataclass
 from nexus.engine.assembly._truncate import truncate_text, truncate_tool_message
 from nexus.engine.assembly.budget import estimate_message_tokens, estimate_text_tokens, estimate_tokens
 from nexus.engine.assembly.budget import should_compact as should_compact  # the proactive trigger, re-exported

@@ -9,12 +9,13 @@ and where it is being spoken to without that changing the cached system prompt.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from nexus._dataclass import dataclass
 from nexus.engine.assembly._sessions import SessionCache
 from nexus.engine.assembly._window import history_estimates
 from nexus.engine.assembly.bootstrap import load_bootstrap_files, scaffold_workspace

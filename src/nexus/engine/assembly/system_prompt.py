@@ -9,12 +9,13 @@ it stays byte-identical and provider prompt caches keep hitting.
 
 from __future__ import annotations
 
-import platform
+import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import date, datetime
 from typing import TYPE_CHECKING
 
+from nexus._dataclass import dataclass
 from nexus.engine.assembly.bootstrap import BootstrapFile
 
 if TYPE_CHECKING:
@@ -54,6 +55,20 @@ class SystemPromptSection:
         return f"<{self.name}>\n{self.body.strip()}\n</{self.name}>"
 
 
+def host_platform() -> str:
+    """``linux x86_64``: the OS and machine, as ``platform.system()``/``platform.machine()`` name them.
+
+    On POSIX both read ``os.uname()``; reading it directly spares every run the ``platform``
+    module (its import compiles a dozen regular expressions).
+    """
+    if hasattr(os, "uname"):
+        info = os.uname()
+        return f"{info.sysname.lower()} {info.machine}"
+    import platform
+
+    return f"{platform.system().lower()} {platform.machine()}"
+
+
 @dataclass(slots=True, frozen=True)
 class RuntimeInfo:
     """Facts about this run the model should know: time, timezone, channel, model, workspace.
@@ -67,7 +82,7 @@ class RuntimeInfo:
     channel: str | None = None
     model: str = ""
     workspace: str = ""
-    platform: str = field(default_factory=lambda: f"{platform.system().lower()} {platform.machine()}")
+    platform: str = field(default_factory=host_platform)
     precise_time: bool = False
 
     def lines(self) -> list[str]:

@@ -18,10 +18,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
 from typing import Any
 
 from nexus import telemetry
+from nexus._dataclass import dataclass
 from nexus.engine.types import AgentResult, AssembledContext, EngineEvent, FallbackEvent, RetryEvent
 from nexus.telemetry.logs import failure_level
 

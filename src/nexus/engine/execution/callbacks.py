@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from nexus._dataclass import dataclass
 from nexus.engine.execution.events import ExecutionEvent
 from nexus.engine.types import EngineEvent
 

@@ -20,8 +20,10 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+from nexus._dataclass import dataclass
 
 if TYPE_CHECKING:
     from nexus.agent.steering import SteerReceipt

@@ -25,8 +25,9 @@ import asyncio
 import importlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from nexus._dataclass import dataclass
 from nexus.config._profile import ResolvedProfile
 from nexus.engine.execution._failover_errors import cooling_error, failure, refused_error, too_long_error, until
 from nexus.engine.execution._run_trace import record_failover

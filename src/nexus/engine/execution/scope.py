@@ -9,8 +9,9 @@ concrete type (``EngineEnv``), the run does not need to.
 from __future__ import annotations
 
 from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
+
+from nexus._dataclass import dataclass
 
 if TYPE_CHECKING:
     from nexus.ledger import Ledger

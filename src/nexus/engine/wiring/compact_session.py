@@ -12,9 +12,9 @@ call and its results are never split), the same summary prompt, the same failove
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
 
+from nexus._dataclass import dataclass
 from nexus.engine.assembly.budget import estimate_tokens, history_window_chars
 from nexus.engine.assembly.compaction import compact
 from nexus.engine.types import CompactionEndEvent, CompactionResult, CompactionStartEvent, EngineEvent

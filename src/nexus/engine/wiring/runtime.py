@@ -12,9 +12,10 @@ See docs/engine.md.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
+from nexus._dataclass import dataclass
 from nexus.engine.assembly._sessions import DEFAULT_MAX_BYTES, SessionStates
 from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.engine.types import AgentResult, AgentRole, EngineLimits

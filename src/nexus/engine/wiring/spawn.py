@@ -15,10 +15,10 @@ do not import each other), so the tool itself stays a plain :class:`AgentTool`. 
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from nexus._dataclass import dataclass
+from nexus._lazy import LazyPattern
 from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.engine.execution.scope import CURRENT_RUN, RunScope
 from nexus.llm.abort import AbortSignal
@@ -46,7 +46,7 @@ __all__ = [
 SPAWN_TOOL_NAME = "spawn_agent"
 """The tool's model-facing name (also listed in the ``group:agents`` tool group)."""
 
-_LABEL_CHARS = re.compile(r"[^a-zA-Z0-9_.-]+")
+_LABEL_CHARS = LazyPattern(r"[^a-zA-Z0-9_.-]+")
 
 
 class Spawner(Protocol):

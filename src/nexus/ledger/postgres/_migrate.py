@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from nexus._dataclass import dataclass
 from nexus.ledger.errors import SchemaVersionError
 from nexus.llm.types import now_ms
 

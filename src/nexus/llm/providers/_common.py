@@ -13,9 +13,9 @@ import asyncio
 import json
 import os
 from collections.abc import AsyncIterator, Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from nexus._dataclass import dataclass
 from nexus.llm._http import get_client, make_timeout
 from nexus.llm._sse import SSEParser
 from nexus.llm.abort import AbortSignal

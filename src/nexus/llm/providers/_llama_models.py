@@ -7,10 +7,11 @@ import importlib
 import importlib.metadata
 import importlib.util
 import threading
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from nexus._dataclass import dataclass
 from nexus.llm.errors import is_overflow_text
 from nexus.llm.types import ErrorKind, Model
 

@@ -31,9 +31,10 @@ import asyncio
 import importlib
 import threading
 from collections.abc import AsyncIterator, Callable, Generator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from nexus._dataclass import dataclass
 from nexus.llm.events import (
     AssistantMessageEvent,
     DoneEvent,

@@ -1,0 +1,240 @@
+"""``dataclass``: the standard decorator, without generating code for every class at import.
+
+The standard ``@dataclass`` writes the source of ``__init__``, ``__repr__``, ``__eq__`` (and, when
+frozen, ``__setattr__``, ``__delattr__``, ``__hash__``) for each class and compiles each with
+``exec``: 3-5 million instructions per class on Python 3.11, and a ``nexus run`` imports more than
+a hundred such classes, most of which it never instantiates. That was the largest part of its
+start-up after the libraries it cannot do without.
+
+This decorator hands the class to the standard one with ``init=False, repr=False, eq=False`` and
+``frozen=False`` (so the class is a real dataclass: ``fields``, ``replace``, ``asdict`` and
+``__match_args__`` work as before) and adds the methods itself: ``__repr__``, ``__eq__``,
+``__hash__`` and the frozen guards are shared functions bound to a few per-class values, and
+``__init__`` is compiled the first time the class is instantiated, to the same code the standard
+decorator would have written, so a class in use pays for one small compile and then runs at full
+speed, and a class never instantiated pays nothing. The behaviour is the standard one for what
+nexus uses (``slots``, ``frozen``, ``kw_only``, ``eq``; ``field`` with ``default``,
+``default_factory``, ``init``, ``repr``, ``compare``, ``hash``, ``kw_only``; ``__post_init__``);
+anything else is refused when the class is defined. ``tests/test_dataclass.py`` holds the two side
+by side.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import operator
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar, dataclass_transform, overload
+
+__all__ = ["dataclass"]
+
+T = TypeVar("T")
+
+_FACTORY = object()
+"""Default of a parameter whose field has a ``default_factory``: "not given, call the factory"."""
+
+
+@overload
+def dataclass(cls: type[T], /) -> type[T]: ...
+
+
+@overload
+def dataclass(
+    *, slots: bool = False, frozen: bool = False, kw_only: bool = False, eq: bool = True
+) -> Callable[[type[T]], type[T]]: ...
+
+
+@dataclass_transform(field_specifiers=(dataclasses.field, dataclasses.Field))
+def dataclass(
+    cls: type[T] | None = None, /, *, slots: bool = False, frozen: bool = False, kw_only: bool = False, eq: bool = True
+) -> type[T] | Callable[[type[T]], type[T]]:
+    """``@dataclasses.dataclass`` with these options, its methods made without per-class code at import."""
+
+    def wrap(cls: type[T]) -> type[T]:
+        return _process(cls, slots=slots, frozen=frozen, kw_only=kw_only, eq=eq)
+
+    return wrap if cls is None else wrap(cls)
+
+
+def _process(cls: type[T], *, slots: bool, frozen: bool, kw_only: bool, eq: bool) -> type[T]:
+    own = cls.__dict__
+    for name in ("__init__", "__repr__", "__eq__") + (("__setattr__", "__delattr__") if frozen else ()):
+        if name in own:
+            raise TypeError(f"{cls.__qualname__} defines {name}: use dataclasses.dataclass for it")
+    cls = dataclasses.dataclass(cls, init=False, repr=False, eq=False, slots=slots, kw_only=kw_only)
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    _check_init_order(cls, fields)
+    methods: dict[str, Any] = {
+        "__init__": _first_init(cls),
+        "__repr__": _make_repr([f.name for f in fields if f.repr]),
+        "__nexus_frozen__": frozen,
+    }
+    if eq:
+        compared = [f.name for f in fields if f.compare]
+        key = _key(compared)
+        methods["__eq__"] = _make_eq(key)
+        if "__hash__" not in own:
+            hashed = [f.name for f in fields if (f.compare if f.hash is None else f.hash)]
+            methods["__hash__"] = (_make_hash(key if hashed == compared else _key(hashed))) if frozen else None
+    if frozen:
+        names = frozenset(f.name for f in fields)
+        methods["__setattr__"] = _make_frozen_setattr(cls, names)
+        methods["__delattr__"] = _make_frozen_delattr(cls, names)
+        if slots:
+            methods["__getstate__"], methods["__setstate__"] = _getstate, _setstate
+    for name, value in methods.items():
+        setattr(cls, name, value)
+    return cls
+
+
+def _check_init_order(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> None:
+    """TypeError for what the standard decorator refuses when it writes ``__init__``."""
+    if any("InitVar" in str(annotation) for annotation in inspect.get_annotations(cls).values()):
+        raise TypeError(f"{cls.__qualname__}: InitVar is not supported here; use dataclasses.dataclass")
+    seen_default = False
+    for f in fields:
+        if not f.init or f.kw_only:
+            continue
+        has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        if seen_default and not has_default:
+            raise TypeError(f"non-default argument {f.name!r} follows default argument")
+        seen_default = seen_default or has_default
+
+
+# --------------------------------------------------------------------------- __init__, compiled on first use
+
+
+def _first_init(cls: type) -> Callable[..., None]:
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        init = _compile_init(cls)
+        setattr(cls, "__init__", init)  # noqa: B010  (mypy: no assigning a method)
+        init(self, *args, **kwargs)
+
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    return __init__
+
+
+def _compile_init(cls: type) -> Callable[..., None]:
+    """The ``__init__`` the standard decorator would have written for ``cls``."""
+    fields = dataclasses.fields(cls)
+    frozen = cls.__nexus_frozen__  # type: ignore[attr-defined]
+    defaults: dict[str, Any] = {}
+    factories: dict[str, Callable[[], Any]] = {}
+    positional: list[str] = []
+    keywords: list[str] = []
+    body: list[str] = []
+    for f in fields:
+        factory = f.default_factory is not dataclasses.MISSING
+        if factory:
+            factories[f.name] = f.default_factory  # type: ignore[assignment]
+        elif f.default is not dataclasses.MISSING:
+            defaults[f.name] = f.default
+        if f.init:
+            if factory:
+                param, value = f"{f.name}=_FACTORY", f"_factories[{f.name!r}]() if {f.name} is _FACTORY else {f.name}"
+            elif f.default is not dataclasses.MISSING:
+                param, value = f"{f.name}=_defaults[{f.name!r}]", f.name
+            else:
+                param, value = f.name, f.name
+            (keywords if f.kw_only else positional).append(param)
+        elif factory:
+            value = f"_factories[{f.name!r}]()"
+        elif f.default is not dataclasses.MISSING:
+            value = f"_defaults[{f.name!r}]"
+        else:
+            continue
+        body.append(f"_setattr(self, {f.name!r}, {value})" if frozen else f"self.{f.name} = {value}")
+    if hasattr(cls, "__post_init__"):
+        body.append("self.__post_init__()")
+    params = ", ".join(["self", *positional, *(["*", *keywords] if keywords else [])])
+    source = f"def __init__({params}):\n" + "".join(f"    {line}\n" for line in body or ["pass"])
+    namespace: dict[str, Any] = {
+        "_FACTORY": _FACTORY,
+        "_defaults": defaults,
+        "_factories": factories,
+        "_setattr": object.__setattr__,
+    }
+    exec(compile(source, f"<{cls.__module__}.{cls.__qualname__}.__init__>", "exec"), namespace)
+    init: Callable[..., None] = namespace["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    init.__module__ = cls.__module__
+    return init
+
+
+# --------------------------------------------------------------------------- shared methods
+
+
+def _key(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:
+    """The tuple of these attributes (always a tuple, as the standard ``__eq__``/``__hash__`` compare)."""
+    if len(names) == 1:
+        (name,) = names
+        return lambda obj: (getattr(obj, name),)
+    if not names:
+        return lambda obj: ()
+    getter = operator.attrgetter(*names)
+    return getter
+
+
+def _make_eq(key: Callable[[Any], tuple[Any, ...]]) -> Callable[[Any, object], Any]:
+    def __eq__(self: Any, other: object) -> Any:
+        if other.__class__ is self.__class__:
+            return key(self) == key(other)
+        return NotImplemented
+
+    return __eq__
+
+
+def _make_hash(key: Callable[[Any], tuple[Any, ...]]) -> Callable[[Any], int]:
+    def __hash__(self: Any) -> int:
+        return hash(key(self))
+
+    return __hash__
+
+
+_repr_running = threading.local()
+
+
+def _make_repr(names: list[str]) -> Callable[[Any], str]:
+    def __repr__(self: Any) -> str:
+        running: set[int] | None = getattr(_repr_running, "ids", None)
+        if running is None:
+            running = _repr_running.ids = set()
+        if id(self) in running:
+            return "..."
+        running.add(id(self))
+        try:
+            fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)
+        finally:
+            running.discard(id(self))
+        return f"{self.__class__.__qualname__}({fields})"
+
+    return __repr__
+
+
+def _make_frozen_setattr(cls: type, names: frozenset[str]) -> Callable[[Any, str, Any], None]:
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        if type(self) is cls or name in names:
+            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+        object.__setattr__(self, name, value)  # nexus's dataclasses have no base but object
+
+    return __setattr__
+
+
+def _make_frozen_delattr(cls: type, names: frozenset[str]) -> Callable[[Any, str], None]:
+    def __delattr__(self: Any, name: str) -> None:
+        if type(self) is cls or name in names:
+            raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+        object.__delattr__(self, name)
+
+    return __delattr__
+
+
+def _getstate(self: Any) -> list[Any]:
+    return [getattr(self, f.name) for f in dataclasses.fields(self)]
+
+
+def _setstate(self: Any, state: list[Any]) -> None:
+    for f, value in zip(dataclasses.fields(self), state, strict=False):
+        object.__setattr__(self, f.name, value)

@@ -1,0 +1,169 @@
+"""``nexus._dataclass.dataclass`` behaves as the standard decorator for every option nexus uses.
+
+Each case defines the same class twice, with each decorator, and compares what callers can see.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from nexus._dataclass import dataclass
+
+Decorator = Callable[..., Any]
+BOTH = pytest.mark.parametrize("deco", [dataclasses.dataclass, dataclass], ids=["stdlib", "nexus"])
+
+
+def _point(deco: Decorator, **options: Any) -> Any:
+    @deco(slots=True, **options)
+    class Point:
+        """A point."""
+
+        x: int
+        y: int = 0
+        tags: list[str] = dataclasses.field(default_factory=list, compare=False)
+        note: str = dataclasses.field(default="", repr=False, compare=False)
+        seen: int = dataclasses.field(default=0, init=False)
+
+    return Point
+
+
+@BOTH
+def test_construction_defaults_and_factories(deco: Decorator) -> None:
+    point = _point(deco)
+    a, b = point(1), point(1, 2, ["t"], note="n")
+    assert (a.x, a.y, a.tags, a.note, a.seen) == (1, 0, [], "", 0)
+    assert (b.x, b.y, b.tags, b.note) == (1, 2, ["t"], "n")
+    assert point(1).tags is not point(1).tags  # a fresh list each time
+    with pytest.raises(TypeError, match=r"__init__\(\) missing 1 required positional argument: 'x'"):
+        point()
+    with pytest.raises(TypeError, match="unexpected keyword argument 'seen'"):
+        point(1, seen=3)
+    assert point.__match_args__ == ("x", "y", "tags", "note")
+
+
+def test_the_same_repr_eq_hash_and_introspection() -> None:
+    std, ours = _point(dataclasses.dataclass, frozen=True), _point(dataclass, frozen=True)
+    for args in [(1,), (1, 2, ["a"])]:
+        s, o = std(*args, note="x"), ours(*args, note="x")
+        assert repr(s) == repr(o) and "note" not in repr(o)
+        assert hash(s) == hash(o)
+        assert (s == std(*args, note="other")) is (o == ours(*args, note="other")) is True  # note: compare=False
+    assert [f.name for f in dataclasses.fields(ours)] == [f.name for f in dataclasses.fields(std)]
+    assert dataclasses.asdict(ours(1, 2)) == dataclasses.asdict(std(1, 2))
+    changed = dataclasses.replace(ours(1, 2, note="n"), y=5)
+    assert (changed.x, changed.y, changed.note) == (1, 5, "n")
+    assert ours(1).__eq__(std(1)) is NotImplemented and ours(1) != std(1)
+
+
+@BOTH
+def test_mutable_classes_are_unhashable_and_frozen_ones_refuse_changes(deco: Decorator) -> None:
+    mutable, frozen = _point(deco), _point(deco, frozen=True)
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(mutable(1))
+    item = mutable(1)
+    item.y = 3
+    assert item.y == 3
+    fixed = frozen(1)
+    assert hash(fixed) == hash(frozen(1))
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'y'"):
+        fixed.y = 2
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot delete field 'y'"):
+        del fixed.y
+
+
+@BOTH
+def test_kw_only_eq_false_and_post_init(deco: Decorator) -> None:
+    @deco(slots=True, kw_only=True, eq=False)
+    class Options:
+        name: str
+        size: int = 1
+        doubled: int = dataclasses.field(default=0, init=False)
+
+        def __post_init__(self) -> None:
+            self.doubled = self.size * 2
+
+    with pytest.raises(TypeError):
+        Options("positional")  # type: ignore[misc]
+    a = Options(name="a", size=4)
+    assert a.doubled == 8 and a != Options(name="a", size=4) and a == a
+    assert hash(a) == object.__hash__(a)
+
+
+@BOTH
+def test_a_recursive_repr_stops(deco: Decorator) -> None:
+    @deco(slots=True)
+    class Node:
+        children: list[Any] = dataclasses.field(default_factory=list)
+
+    node = Node()
+    node.children.append(node)
+    assert repr(node).endswith(".Node(children=[...])")
+
+
+@dataclass(slots=True, frozen=True)
+class Frozen:
+    """Module level, so pickle can find it."""
+
+    a: int
+    b: tuple[int, ...] = ()
+
+
+@dataclass(slots=True)
+class Mutable:
+    """Module level, so pickle can find it."""
+
+    a: int
+    b: list[int] = dataclasses.field(default_factory=list)
+
+
+@pytest.mark.parametrize("value", [Frozen(1, (2,)), Mutable(1, [2])])
+def test_copy_and_pickle(value: Any) -> None:
+    for twin in (copy.copy(value), copy.deepcopy(value), pickle.loads(pickle.dumps(value))):
+        assert twin == value and twin is not value
+
+
+def test_what_the_standard_decorator_refuses_is_refused() -> None:
+    with pytest.raises(TypeError, match="non-default argument 'b' follows default argument"):
+
+        @dataclass(slots=True)
+        class Bad:
+            a: int = 0
+            b: int  # type: ignore[misc]
+
+    with pytest.raises(ValueError, match="mutable default"):
+
+        @dataclass(slots=True)
+        class Shared:
+            items: list[int] = []
+
+    with pytest.raises(TypeError, match="defines __eq__"):
+
+        @dataclass(slots=True)
+        class OwnEq:
+            a: int
+
+            def __eq__(self, other: object) -> bool:
+                return True
+
+    with pytest.raises(TypeError, match="InitVar"):
+
+        @dataclass(slots=True)
+        class WithInitVar:
+            a: dataclasses.InitVar[int]
+
+
+def test_init_is_compiled_on_first_use_only() -> None:
+    @dataclass(slots=True)
+    class Lazy:
+        a: int
+
+    first = Lazy.__init__
+    Lazy(1)
+    assert Lazy.__init__ is not first and Lazy(2).a == 2
+    assert Lazy.__init__.__qualname__.endswith("Lazy.__init__")
