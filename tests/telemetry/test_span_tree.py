@@ -2,7 +2,8 @@
 
 Real parts throughout: the broker and its durable queue on SQLite, the engine, and the provider
 over loopback HTTP (the fake server answers 429 to the first auth profile, so failover rotates to
-the second). The spans are kept by the OpenTelemetry SDK's in-memory exporter.
+the second). The spans are kept by the OpenTelemetry SDK's in-memory exporter. Also: a run
+outside any agent, a batch run's links to the messages it consumed, a failed tool call.
 """
 
 from __future__ import annotations
@@ -10,11 +11,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from serve_helpers import samples, value
 from span_helpers import recorded_spans, span_tree
 
+from nexus import telemetry
 from nexus.broker import AgentMessage
 from nexus.broker.host import running_broker
 from nexus.config import load_config
+from nexus.engine.wiring.runner import run_agent
 from nexus.ledger import Ledger
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import http_error, text, tool_call
@@ -127,8 +131,6 @@ async def test_contents_go_on_the_spans_only_when_switched_on_and_redacted(isola
 
 
 async def test_a_run_outside_any_agent_is_named_by_its_operation_not_its_session(isolated_env: Path) -> None:
-    from nexus.engine.wiring.runner import run_agent
-
     async with FakeProviderServer(text("hello")) as server:
         write_home(isolated_env, server.openai_base_url)
         with recorded_spans() as exporter:
@@ -140,3 +142,39 @@ async def test_a_run_outside_any_agent_is_named_by_its_operation_not_its_session
     assert "gen_ai.agent.name" not in run.attributes and "nexus.agent" not in run.attributes
     assert run.attributes["nexus.session"] == "notes-2026-11-27"
     assert run.child_names() == ["chat fake-model"]
+
+
+async def test_a_batch_run_is_the_child_of_its_first_message_and_links_the_others(isolated_env: Path) -> None:
+    async with FakeProviderServer(text("both read")) as server:
+        write_home(isolated_env, server.openai_base_url)
+        config = load_config()
+        with recorded_spans() as exporter, Ledger.open(config.database_path) as ledger:
+            async with running_broker(config, ledger) as broker:
+                await broker.send(AgentMessage("m-1", "user", "lead", "first"), queue_mode="collect")
+                await broker.send(AgentMessage("m-2", "ops", "lead", "second"), queue_mode="collect")
+                assert await broker.wait_for_idle("lead", timeout_ms=60_000)
+            spans = exporter.get_finished_spans()
+    first, second = span_tree(spans)  # two messages, two traces, one run
+    run = first.only("queue lead").only("invoke_agent lead")
+    assert run.attributes["nexus.queue_items"] == 2 and run.attributes["nexus.queue_mode"] == "collect"
+    (other_wait,) = second.children
+    assert other_wait.name == "queue lead" and other_wait.children == []
+    assert [(link.context.trace_id, link.context.span_id) for link in run.span.links] == [
+        (other_wait.span.context.trace_id, other_wait.span.context.span_id)
+    ]
+
+
+async def test_a_failed_tool_call_is_an_error_span_and_counted_by_tool(isolated_env: Path) -> None:
+    script = (tool_call("read", {"path": "missing.txt"}, id="call-missing"), text("no such file"))
+    async with FakeProviderServer(*script) as server:
+        write_home(isolated_env, server.openai_base_url)
+        recorder = telemetry.enable_metrics()
+        with recorded_spans() as exporter:
+            result = await run_agent("read missing.txt", session="errors")
+            spans = exporter.get_finished_spans()
+    assert result.reply == "no such file"
+    (tool,) = [span for span in spans if span.name == "execute_tool read"]
+    assert tool.status.status_code.name == "ERROR" and (tool.attributes or {})["error.type"] == "tool_error"
+    found = samples(recorder.exposition().decode())  # type: ignore[attr-defined]
+    assert value(found, "nexus_tool_call_errors_total", tool="read") == 1
+    assert value(found, "nexus_tool_call_duration_seconds_count", tool="read") == 1
