@@ -24,12 +24,11 @@ from typing import Any
 import _machine
 
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings
-from nexus.broker.engine_runner import EngineRunner
+from nexus.broker.spawner import BrokerSpawner
 from nexus.config import load_config
+from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
-from nexus.ledger.broker_store import BrokerStore
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text
 
@@ -53,14 +52,13 @@ async def run(agents: int, messages: int, directory: Path, rate: float | None = 
             yield event
 
     with Ledger.open(directory / "agents.db") as ledger:
-        env = EngineEnv.from_config(load_config(), ledger, stream_fn=timed_stream, cooldowns=ProfileCooldowns())
-        runner = EngineRunner(env)
+        env = Runtime(load_config(), ledger, stream_fn=timed_stream, cooldowns=ProfileCooldowns())
         settings = BrokerSettings(queue=QueueSettings(mode="followup", cap=10_000), max_concurrent=16)
-        broker = AgentBroker(BrokerStore(ledger.database), runner, settings)
-        runner.attach(broker)
+        broker = AgentBroker(ledger, env, settings)
+        env.spawner = BrokerSpawner(broker)
         await broker.start()
         for n in range(agents):
-            broker.register_agent(AgentIdentity(f"a{n}", f"agent:a{n}"), spec={"model": scripted.model.ref})
+            broker.register_agent(AgentIdentity(f"a{n}", f"agent:a{n}"), spec=AgentSpec(model=scripted.model.ref))
         start = time.perf_counter()
         for n in range(messages):
             if rate is not None:

@@ -31,8 +31,7 @@ from typing import Any, cast
 import _machine
 
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings, new_message_id
-from nexus.broker._group_commit import GroupCommitter
-from nexus.broker.runner import RunOutcome, RunPhase, RunRequest, SteerReceipt
+from nexus.engine import AgentResult
 from nexus.engine.wiring.gc_tuning import tune_gc_for_many_runs
 from nexus.ledger import Ledger
 from nexus.ledger._checkpoint import background_checkpoints
@@ -68,24 +67,51 @@ def run_nexus(directory: Path, messages: int) -> tuple[float, float]:
     return messages / elapsed, _p99(accept_ms)
 
 
+class _TurnWrites:
+    """The turn writes of the no-op runs: those ending in the same loop iteration share a transaction."""
+
+    def __init__(self, database: Any) -> None:
+        self._database = database
+        self._pending: list[tuple[tuple[str, ...], str, asyncio.Future[None]]] = []
+
+    def deliver(self, item_ids: tuple[str, ...], turn_id: str) -> asyncio.Future[None]:
+        loop = asyncio.get_running_loop()
+        if not self._pending:
+            loop.call_soon(self._flush)
+        future: asyncio.Future[None] = loop.create_future()
+        self._pending.append((item_ids, turn_id, future))
+        return future
+
+    def _flush(self) -> None:
+        group, self._pending = self._pending, []
+        self._database.write(lambda conn: [deliver_in(conn, ids, turn_id) for ids, turn_id, _ in group])
+        for _, _, future in group:
+            future.set_result(None)
+
+
 class _NoOpRun:
     """A turn that ends at once, marking its items delivered (the engine does it in its turn's write;
     turns that end in the same loop iteration share a transaction, as concurrent turn writes would)."""
 
-    def __init__(self, writes: GroupCommitter, item_ids: tuple[str, ...]) -> None:
-        self.phase: RunPhase = "finishing"
+    state = "finishing"
+
+    def __init__(self, writes: _TurnWrites, item_ids: tuple[str, ...]) -> None:
         self._writes, self._item_ids = writes, item_ids
 
-    def steer(self, text: str, *, item_id: str | None, one_at_a_time: bool) -> SteerReceipt:
+    def steer(self, *args: object, **kwargs: object) -> object:
         raise AssertionError("no steering in this benchmark")
 
     def abort(self, reason: str) -> None:
         return None
 
-    async def result(self) -> RunOutcome:
+    @property
+    def result(self) -> Coroutine[Any, Any, AgentResult]:
+        return self._result()
+
+    async def _result(self) -> AgentResult:
         turn_id = new_message_id()
-        await self._writes.write(lambda conn: deliver_in(conn, self._item_ids, turn_id))
-        return RunOutcome(status="completed", turn_id=turn_id)
+        await self._writes.deliver(self._item_ids, turn_id)
+        return AgentResult(turn_id=turn_id)
 
 
 def run_broker(
@@ -115,17 +141,19 @@ def run_broker(
         with Ledger.open(directory / "agents.db") as ledger, contextlib.ExitStack() as stack:
             if served:
                 stack.enter_context(background_checkpoints(ledger.database))
-            store = BrokerStore(ledger.database)
-            turn_writes = GroupCommitter(store)
+            turn_writes = _TurnWrites(ledger.database)
 
             class Runner:
-                def start(self, request: RunRequest) -> _NoOpRun:
-                    return _NoOpRun(turn_writes, request.item_ids)
+                def start(self, spec: object, session: str, message: str, **kwargs: Any) -> _NoOpRun:
+                    return _NoOpRun(turn_writes, tuple(kwargs["consumes"]))
+
+                def model_problem(self, ref: str) -> None:
+                    return None
 
             settings = BrokerSettings(queue=QueueSettings(mode="followup", cap=10_000))
             if max_concurrent is not None:
                 settings = dataclasses.replace(settings, max_concurrent=max_concurrent)
-            broker = AgentBroker(store, Runner(), settings)
+            broker = AgentBroker(ledger, Runner(), settings)  # type: ignore[arg-type]
             await broker.start()
             for n in range(agents):
                 ledger.ensure_session(f"agent:a{n}")

@@ -23,7 +23,7 @@ from pathlib import Path
 import _machine
 
 from nexus.broker import AgentBroker, AgentIdentity, BrokerSettings, QueueSettings
-from nexus.broker.runner import RunOutcome, RunPhase, RunRequest, SteerReceipt
+from nexus.engine import AgentResult, AgentSpec
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import AcceptRequest, BrokerStore
 
@@ -31,19 +31,17 @@ from nexus.ledger.broker_store import AcceptRequest, BrokerStore
 class _HeldRun:
     """A run that never ends by itself (the benchmark only needs to see runs start)."""
 
-    def __init__(self) -> None:
-        self.phase: RunPhase = "streaming"
-        self._done: asyncio.Future[RunOutcome] = asyncio.get_running_loop().create_future()
+    state = "streaming"
 
-    def steer(self, text: str, *, item_id: str | None, one_at_a_time: bool) -> SteerReceipt:
+    def __init__(self) -> None:
+        self.result: asyncio.Future[AgentResult] = asyncio.get_running_loop().create_future()
+
+    def steer(self, *args: object, **kwargs: object) -> object:
         raise AssertionError("no steering in this benchmark")
 
     def abort(self, reason: str) -> None:
-        if not self._done.done():
-            self._done.set_result(RunOutcome(status="aborted"))
-
-    async def result(self) -> RunOutcome:
-        return await self._done
+        if not self.result.done():
+            self.result.set_result(AgentResult(stop_reason="aborted"))
 
 
 class _Runner:
@@ -51,11 +49,14 @@ class _Runner:
         self.first_start: float | None = None
         self.started = 0
 
-    def start(self, request: RunRequest) -> _HeldRun:
+    def start(self, spec: object, session: str, message: str, **kwargs: object) -> _HeldRun:
         if self.first_start is None:
             self.first_start = time.perf_counter()
         self.started += 1
         return _HeldRun()
+
+    def model_problem(self, ref: str) -> None:
+        return None
 
 
 def _fill(path: Path, agents: int, items: int) -> None:
@@ -99,7 +100,7 @@ async def _restart(path: Path, *, trace: bool) -> tuple[float, int, float, float
         if trace:
             tracemalloc.start()
         t0 = time.perf_counter()
-        broker = AgentBroker(BrokerStore(ledger.database), runner, settings)
+        broker = AgentBroker(ledger, runner, settings)  # type: ignore[arg-type]
         await broker.start()
         while runner.first_start is None:  # noqa: ASYNC110 - polls the loop itself; an Event would add a wake-up
             await asyncio.sleep(0)
@@ -117,13 +118,14 @@ async def _idle_agents(path: Path, agents: int) -> tuple[float, float]:
     with Ledger.open(path) as ledger:
         for n in range(agents):
             ledger.ensure_session(f"agent:idle{n}")
-        broker = AgentBroker(BrokerStore(ledger.database), _Runner(), BrokerSettings())
+        broker = AgentBroker(ledger, _Runner(), BrokerSettings())
         await broker.start()
         gc.collect()
         rss_before = _rss_kb()
         tracemalloc.start()
         for n in range(agents):
-            broker.register_agent(AgentIdentity(f"idle{n}", f"agent:idle{n}"), spec={"model": "openai/gpt-4o-mini"})
+            spec = AgentSpec(model="openai/gpt-4o-mini")
+            broker.register_agent(AgentIdentity(f"idle{n}", f"agent:idle{n}"), spec=spec)
         await asyncio.sleep(0)  # let every drain task start and park on its wake event
         current, _ = tracemalloc.get_traced_memory()
         tracemalloc.stop()

@@ -130,15 +130,12 @@ async def timed(turn: Callable[[int], Awaitable[object]], turns: int, warmup: in
 
 def make_env(home: Path, stream_fn: StreamFn) -> Any:
     from nexus.config import load_config
-    from nexus.engine import EngineLimits
-    from nexus.engine.wiring.runner import EngineEnv
+    from nexus.engine import EngineLimits, Runtime
     from nexus.ledger import Ledger
 
     os.environ["NEXUS_HOME"] = str(home)
     ledger = Ledger.open(home / "agents.db")
-    return EngineEnv.from_config(
-        load_config(), ledger, stream_fn=stream_fn, limits=EngineLimits(subagent_max_depth=0), tools=[ECHO]
-    )
+    return Runtime(load_config(), ledger, stream_fn=stream_fn, limits=EngineLimits(subagent_max_depth=0), tools=[ECHO])
 
 
 async def in_process_rows(turns: int, stream_fn: StreamFn) -> dict[str, float]:
@@ -172,8 +169,9 @@ async def in_process_rows(turns: int, stream_fn: StreamFn) -> dict[str, float]:
         rows["execute + ledger"] = await timed(ledger_turn, turns)
 
         async def full_turn(i: int) -> object:
-            ctx = env.assemble("go", session=f"full{i}", model=MODEL)
-            return await env.start(ctx, model=MODEL).result
+            from nexus.engine import AgentSpec
+
+            return await env.start(AgentSpec(model=MODEL), f"full{i}", "go").result
 
         rows["assemble + execute"] = await timed(full_turn, turns)
         env.ledger.close()
@@ -202,7 +200,7 @@ async def history_row(turns: int, stream_fn: StreamFn) -> tuple[float, float, fl
 FIRST_RUN = r"""
 import asyncio, json, os, sys, tempfile, time
 t0 = time.perf_counter()
-from nexus.engine.wiring.runner import EngineEnv
+from nexus.engine import AgentSpec, Runtime
 from nexus.config import load_config
 from nexus.ledger import Ledger
 sys.path.insert(0, os.path.dirname(sys.argv[1]))
@@ -215,14 +213,14 @@ async def main():
     out = []
     for _ in range(2):
         s = time.perf_counter()
-        await env.start(env.assemble("go", model=b.MODEL), model=b.MODEL).result
+        await env.start(AgentSpec(model=b.MODEL), "main", "go").result
         out.append((time.perf_counter() - s) * 1000)
     return out
 first, second = asyncio.run(main())
 print(json.dumps({"import_s": t1 - t0, "first_ms": first, "second_ms": second}))
 """
 
-CLI_LIKE = "import asyncio; from nexus.engine.wiring.runner import run_agent; asyncio.run(run_agent('hello'))"
+CLI_LIKE = "import asyncio; from nexus.engine import run_agent; asyncio.run(run_agent('hello'))"
 
 
 def first_run_row(python: str) -> dict[str, float]:

@@ -15,7 +15,7 @@ processes, the variants interleaved round-robin so machine noise spreads over al
                          tool run inline, response read to the end (keeps the connection alive)
   floor httpx2, SSE/JSON the same with httpx2 (the library the openai SDK and so both peers use),
                          streamed and non-streamed (``stream: false``, one JSON body per call)
-  nexus engine           ``EngineEnv.assemble`` + ``start`` on a new session per turn: config from a
+  nexus engine           ``Runtime.assemble`` + ``start`` on a new session per turn: config from a
                          nexus.toml (provider ``fake``, ``openai-completions``, api_key "test"), one custom
                          ``@tool`` instead of the coding tools, ledger (SQLite) in a temp NEXUS_HOME
   nexus agent_loop       ``nexus.agent.agent_loop`` over ``nexus.llm.stream``: the loop alone
@@ -231,10 +231,10 @@ CONSTANTS = f"SYSTEM = {SYSTEM!r}\nPROMPT = {PROMPT!r}\nANSWER = {ANSWER!r}\n"
 
 
 async def nexus_engine_setup(args: dict[str, Any]) -> tuple[Callable[[], Awaitable[None]], dict[str, str]]:
-    """The whole engine path of one process: config, shared EngineEnv, assemble + start + ledger per turn."""
+    """The whole engine path of one process: config, shared Runtime, assemble + start + ledger per turn."""
     from nexus.agent import tool
     from nexus.config import load_config
-    from nexus.engine.wiring.runner import EngineEnv
+    from nexus.engine import Runtime
     from nexus.ledger import Ledger
 
     home = Path(tempfile.mkdtemp(prefix="nexus-home-", dir=Path.cwd()))  # cwd = the run's temp dir
@@ -250,7 +250,7 @@ async def nexus_engine_setup(args: dict[str, Any]) -> tuple[Callable[[], Awaitab
         """Add two integers."""
         return a + b
 
-    env = EngineEnv.from_config(load_config(), Ledger.open(home / "agents.db"), tools=[add])
+    env = Runtime(load_config(), Ledger.open(home / "agents.db"), tools=[add])
     counter = [0]
 
     async def turn() -> None:

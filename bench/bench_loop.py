@@ -11,8 +11,9 @@ every call's context and chunks the text, so it is test-double cost on top of th
 
 Modes:
   fresh    every turn is a new ``agent_loop`` run on an empty context (pure loop overhead);
-           also ``Agent.prompt`` on a reset agent, and a sync (threaded) tool.
-  history  one ``Agent`` conversation of N turns; turn k re-sends the whole history (4 messages per turn).
+           also with a sync (threaded) tool.
+  history  one conversation of N turns (``agent_loop`` runs on one growing context, as the engine's are);
+           turn k re-sends the whole history (4 messages per turn).
            Reports the mean of turns 1-100 and of the last 100 turns and the slope in us per history item.
 
   .venv/bin/python bench/bench_loop.py [--turns 1000] [--reps 3] [--peers] [--peers-history]
@@ -44,7 +45,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import _machine
 
-from nexus.agent import Agent, AgentContext, AgentLoopConfig, agent_loop, tool
+from nexus.agent import AgentContext, AgentLoopConfig, agent_loop, tool
 from nexus.llm.events import (
     AssistantMessageEvent,
     DoneEvent,
@@ -168,16 +169,16 @@ def make_fresh_turn(stream: Any, tool_obj: Any) -> Callable[[], Awaitable[None]]
     return turn
 
 
-def make_agent_turn(stream: Any, reset: bool) -> tuple[Agent, Callable[[], Awaitable[None]]]:
-    agent = Agent(model=MODEL, stream_fn=stream, tools=[echo])
-    agent.subscribe(lambda ev: None)  # a listener, as an app would have
+def make_history_turn(stream: Any) -> tuple[AgentContext, Callable[[], Awaitable[None]]]:
+    """Turns of one conversation: each run appends to the same context (its LLM view cached across runs)."""
+    config = AgentLoopConfig(MODEL, stream_fn=stream)
+    ctx = AgentContext("", [], [echo])
 
     async def turn() -> None:
-        if reset:
-            agent.reset()
-        await agent.prompt("go")
+        async for _ in agent_loop(UserMessage("go"), ctx, config):
+            pass
 
-    return agent, turn
+    return ctx, turn
 
 
 async def time_turns(turn: Callable[[], Awaitable[None]], turns: int, warmup: int = 20) -> list[float]:
@@ -208,12 +209,10 @@ def child(variant: str, turns: int) -> dict[str, Any]:
             per = await time_turns(make_fresh_turn(stream, echo), turns)
         elif variant == "fresh_loop_sync_tool":
             per = await time_turns(make_fresh_turn(stream, echo_sync), turns)
-        elif variant == "fresh_agent":
-            per = await time_turns(make_agent_turn(stream, reset=True)[1], turns)
         elif variant == "history":
-            agent, turn = make_agent_turn(stream, reset=False)
+            ctx, turn = make_history_turn(stream)
             per = await time_turns(turn, turns, warmup=0)
-            assert len(agent.state.messages) == 4 * turns
+            assert len(ctx.messages) == 4 * turns
         else:
             raise SystemExit(f"unknown variant {variant}")
         return {
@@ -310,7 +309,7 @@ def run_jobs(jobs: list[Job], reps: int, cpu_diff: frozenset[str] = frozenset())
 
 def _report_fresh(a: argparse.Namespace) -> None:
     """The fresh-run table; with --peers, the peers measured in the same rounds and their ratios."""
-    variants = ["fresh_loop", "fresh_agent", "fresh_loop_sync_tool", "scripted_fresh"]
+    variants = ["fresh_loop", "fresh_loop_sync_tool", "scripted_fresh"]
     jobs = [nexus_job(v, a.turns) for v in variants]
     peers = peer_jobs(PEERS_FRESH, a, "fresh") if a.peers else []
     diff = frozenset(label for label, _ in peers)  # nexus measures its turns' CPU in process, exactly
@@ -361,7 +360,7 @@ def _report_history(a: argparse.Namespace) -> None:
         h = res[label]
         slope = (h["last100_us"] - h["first100_us"]) / (4 * (a.turns - 100))
         turn10 = f"{h['turn10_us']:.0f}" if h["turn10_us"] else ""
-        name = "nexus Agent.prompt" if label == "history" else label
+        name = "nexus agent_loop" if label == "history" else label
         print(
             f"| {name} | {turn10} | {h['first100_us']:.0f} | {h['last100_us']:.0f} | {slope:.3f} | "
             f"{h['peak_rss_mb']:.0f} |"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What journaling the streamed reply costs (crash journal, docs/engine.md), against the same run without it.
 
-A canned stream function streams one long text reply through ``EngineEnv.start`` with a real
+A canned stream function streams one long text reply through ``Runtime.start`` with a real
 SQLite ledger (WAL, synchronous=NORMAL). Baseline = the same code with the streamed-reply
 snapshots switched off (the journal thresholds set to infinity), i.e. the engine before the
 feature: only the finished messages are journaled.
@@ -32,9 +32,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import _machine
 
 from nexus.config import load_config
+from nexus.engine import Runtime
 from nexus.engine.execution import _journal as journal_module
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.llm.events import AssistantMessageEvent, DoneEvent, StartEvent, TextDeltaEvent, TextStartEvent
 from nexus.llm.options import StreamOptions
@@ -81,7 +81,7 @@ def set_journal(on: bool) -> None:
     journal_module.PARTIAL_CHUNK_CHARS = 2048 if on else 1 << 62
 
 
-async def one_run(env: EngineEnv, stream: Any, ticker: bool) -> tuple[float, list[float]]:
+async def one_run(env: Runtime, stream: Any, ticker: bool) -> tuple[float, list[float]]:
     """(µs for the run, lateness of each 1 ms tick in ms)."""
     env.stream_fn = stream
     late: list[float] = []
@@ -112,7 +112,7 @@ async def measure(deltas: int, runs: int, paced: bool) -> dict[bool, dict[str, f
     snapshots = {False: 0, True: 0}
     with tempfile.TemporaryDirectory() as tmp:
         ledger = Counting.open(Path(tmp) / "agents.db")
-        env = EngineEnv.from_config(load_config(), ledger, stream_fn=None, cooldowns=ProfileCooldowns())
+        env = Runtime(load_config(), ledger, stream_fn=None, cooldowns=ProfileCooldowns())
         stream = make_stream(deltas, 8, 1.5 / (deltas / 8)) if paced else make_stream(deltas, 1, 0.0)
         for on in (False, True):  # warm-up
             set_journal(on)

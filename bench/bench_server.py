@@ -12,7 +12,7 @@ Run:  PYTHONPATH=src .venv/bin/python bench/bench_server.py [--requests 3000] [-
    sight), and plain (the baseline: every checkpoint and full collection on the event loop).
    The child reports its stalls: full (gen 2) collections and commits slower than 5 ms.
 2. The OpenAI facade: ``POST /v1/chat/completions`` (not streamed) to a uvicorn in this process,
-   against the same turn run by the broker's engine runner (no HTTP, no queue), one at a time,
+   against the same turn started with ``Runtime.start`` (no HTTP, no queue), one at a time,
    alternating in one session. Target: the facade adds < 2 ms per request.
 
 The client is a minimal keep-alive HTTP/1.1 writer/reader on raw sockets, so the numbers are the
@@ -49,35 +49,33 @@ async def _make_broker(directory: Path, steps: int, *, defer: bool = False) -> t
     """A broker on the scripted model; ``defer``: collect mode with a long debounce, so no turn runs
     while the requests arrive (the API's own accept capacity), else followup (turns run meanwhile)."""
     from nexus.broker import AgentBroker, AgentIdentity, BrokerSettings, QueueSettings
-    from nexus.broker.engine_runner import EngineRunner
+    from nexus.broker.spawner import BrokerSpawner
     from nexus.config import load_config
+    from nexus.engine import AgentSpec, Runtime
     from nexus.engine.execution.failover import ProfileCooldowns
-    from nexus.engine.wiring.runner import EngineEnv
     from nexus.ledger import Ledger
-    from nexus.ledger.broker_store import BrokerStore
     from nexus.testing import ScriptedModel
     from nexus.testing.steps import text
 
     ledger = Ledger.open(directory / "agents.db")
     # record=False: a recording model deep-copies each call's whole context (O(n) per turn, growing)
     scripted = ScriptedModel([text("ok, done.")] * steps, record=False)
-    env = EngineEnv.from_config(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
-    runner = EngineRunner(env)
+    env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
     broker = AgentBroker(
-        BrokerStore(ledger.database),
-        runner,
+        ledger,
+        env,
         BrokerSettings(
             queue=QueueSettings(mode="collect" if defer else "followup", debounce_ms=600_000 if defer else 1000)
         ),
     )
-    runner.attach(broker)
+    env.spawner = BrokerSpawner(broker)
     await broker.start()
     for agent_id in [*(f"a{n}" for n in range(AGENTS)), "chat"]:
         ledger.ensure_session(f"agent:{agent_id}")
         broker.register_agent(
-            AgentIdentity(agent_id, f"agent:{agent_id}", "worker"), spec={"model": scripted.model.ref}
+            AgentIdentity(agent_id, f"agent:{agent_id}", "worker"), spec=AgentSpec(model=scripted.model.ref)
         )
-    return ledger, broker, runner, scripted
+    return ledger, broker, env, scripted
 
 
 def _server_main(directory: str, steps: int, port_pipe: Any, defer: bool, use_uvloop: bool, served: bool) -> None:
@@ -90,9 +88,9 @@ def _server_main(directory: str, steps: int, port_pipe: Any, defer: bool, use_uv
     from nexus.server.serve import settle_heap
 
     async def main() -> None:
-        ledger, broker, runner, _ = await _make_broker(Path(directory), steps, defer=defer)
+        ledger, broker, env, _ = await _make_broker(Path(directory), steps, defer=defer)
         checkpointer = WalCheckpointer(ledger.database)
-        app = create_app(ServerState(ledger, BrokerStore(ledger.database), broker=broker, runner=runner))
+        app = create_app(ServerState(ledger, BrokerStore(ledger.database), broker=broker, runtime=env))
         if served:
             checkpointer.start()
             settle_heap()
@@ -204,20 +202,20 @@ async def bench_accepts(port: int, requests: int, connections: int) -> tuple[flo
 
 
 async def bench_facade(turns: int, directory: Path) -> tuple[list[float], list[float]]:
-    """Per-request ms: the facade over HTTP, and the same turn run by the engine runner (alternating).
+    """Per-request ms: the facade over HTTP, and the same turn started with ``Runtime.start`` (alternating).
 
     Server and client share this process and its loop, so the difference is the facade's own work
     (HTTP parsing, validation, the durable queue accept and claim, the usage lookup), not the OS
     waking another process on a busy machine.
     """
 
-    from nexus.broker.runner import RunRequest
+    from nexus.engine import AgentSpec
     from nexus.ledger.broker_store import BrokerStore
     from nexus.server._state import ServerState
     from nexus.server.app import create_app
 
-    ledger, broker, runner, scripted = await _make_broker(directory, 2 * turns + 40)
-    app = create_app(ServerState(ledger, BrokerStore(ledger.database), broker=broker, runner=runner))
+    ledger, broker, env, scripted = await _make_broker(directory, 2 * turns + 40)
+    app = create_app(ServerState(ledger, BrokerStore(ledger.database), broker=broker, runtime=env))
     server, task = await _uvicorn(app)
     conn = await Connection.open(server.servers[0].sockets[0].getsockname()[1])
     facade: list[float] = []
@@ -228,8 +226,7 @@ async def bench_facade(turns: int, directory: Path) -> tuple[list[float], list[f
         status, _ = await conn.post("/v1/chat/completions", body)
         assert status == 200, status
         t1 = time.perf_counter()
-        handle = runner.start(RunRequest("chat", "agent:chat", "hello", (), spec={"model": scripted.model.ref}))
-        outcome = await handle.result()
+        outcome = await env.run(AgentSpec(id="chat", role="worker", model=scripted.model.ref), "agent:chat", "hello")
         assert outcome.status == "completed", outcome
         t2 = time.perf_counter()
         if n >= 10:  # warm-up
@@ -327,7 +324,7 @@ def main() -> int:
         print(
             f"| chat completion via the facade (HTTP + queue + turn), median | {statistics.median(facade):.2f} ms | |"
         )
-        print(f"| same turn by the engine runner in process, median | {statistics.median(direct):.2f} ms | |")
+        print(f"| same turn by Runtime.start in process, median | {statistics.median(direct):.2f} ms | |")
         print(f"| facade overhead per request (median difference) | {overhead:.2f} ms | < 2 ms |")
     print()
     print(load_line())

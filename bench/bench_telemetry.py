@@ -83,22 +83,23 @@ def _home(url: str) -> Path:
 
 
 class _Turns:
-    """An engine over the ledger of a fresh home; :meth:`timed` runs turns and returns (wall, CPU) µs per turn.
+    """A ``Runtime`` over the ledger of a fresh home; :meth:`timed` runs turns and returns (wall, CPU) µs per turn.
 
     ``scripted``: the model is a ``ScriptedModel`` registered with ``nexus.llm`` (no HTTP, the
     model calls still pass through ``nexus.llm.stream``); else the fake server.
     """
 
-    def __init__(self, env: Any, scripted: bool) -> None:
-        self.env = env
+    def __init__(self, runtime: Any, scripted: bool) -> None:
+        from nexus.engine import AgentSpec
+
+        self.runtime = runtime
         self.scripted: Any = None
         if scripted:
             from nexus.testing import ScriptedModel
 
             self.scripted = ScriptedModel().register()
-            self.model = self.scripted.model
-        else:
-            self.model = env.model(None)
+            os.environ.setdefault("SCRIPTED_API_KEY", "unused")  # the pre-flight asks every provider for a key
+        self.spec = AgentSpec(model=self.scripted.model if scripted else None)
         self.n = 0
 
     async def timed(self, turns: int) -> tuple[float, float]:
@@ -110,8 +111,7 @@ class _Turns:
             if self.scripted is not None:
                 self.scripted.append(tool_call("ls", {}), text("done"))
                 self.scripted.calls.clear()
-            ctx = self.env.assemble("list the files", session=f"s{self.n}", model=self.model)
-            result = await self.env.start(ctx, model=self.model).result
+            result = await self.runtime.start(self.spec, f"s{self.n}", "list the files").result
             assert result.error is None, result.error
         return (time.perf_counter() - wall) / turns * 1e6, (time.process_time() - cpu) / turns * 1e6
 
@@ -120,14 +120,14 @@ async def _modes(url: str, turns: int, blocks: int, scripted: bool) -> dict[str,
     """Per mode, [wall, CPU] µs per turn of each block (the modes interleaved, see the module docstring)."""
     from nexus import telemetry
     from nexus.config import load_config
-    from nexus.engine.wiring.runner import EngineEnv
+    from nexus.engine import Runtime
     from nexus.ledger import Ledger
 
     home = _home(url)
     provider = _provider()
     found: dict[str, list[list[float]]] = {mode: [] for mode in MODES}
     with Ledger.open(home / "agents.db") as ledger:
-        runner = _Turns(EngineEnv.from_config(load_config(), ledger), scripted)
+        runner = _Turns(Runtime(load_config(), ledger), scripted)
         for block in range(-1, blocks):  # block -1: every mode once, untimed (warm-up)
             for mode in MODES[block % len(MODES) :] + MODES[: block % len(MODES)]:
                 telemetry.disable()
@@ -145,12 +145,12 @@ async def _modes(url: str, turns: int, blocks: int, scripted: bool) -> dict[str,
 async def _off(url: str, turns: int, scripted: bool) -> list[float]:
     """[wall, CPU] µs per turn with telemetry untouched (runs with any tree's nexus, before or after)."""
     from nexus.config import load_config
-    from nexus.engine.wiring.runner import EngineEnv
+    from nexus.engine import Runtime
     from nexus.ledger import Ledger
 
     home = _home(url)
     with Ledger.open(home / "agents.db") as ledger:
-        runner = _Turns(EngineEnv.from_config(load_config(), ledger), scripted)
+        runner = _Turns(Runtime(load_config(), ledger), scripted)
         await runner.timed(WARMUP)
         return list(await runner.timed(turns))
 

@@ -20,6 +20,7 @@ import sys
 from nexus.broker import AgentIdentity, AgentMessage, new_message_id
 from nexus.broker.host import running_broker
 from nexus.config import NexusConfig, load_config
+from nexus.engine import AgentSpec
 from nexus.ledger import Ledger
 from nexus.llm.options import StreamFn
 
@@ -39,16 +40,16 @@ async def ask(question: str, *, config: NexusConfig | None = None, stream_fn: St
     """Register the three agents (idempotent), send ``question`` to the lead, return its answer."""
     config = config or load_config()
     with Ledger.open(config.database_path) as ledger:
-        async with running_broker(config, ledger, stream_fn=stream_fn) as broker:
-            model_spec: dict[str, object] = {"model": model} if model else {}
+        async with running_broker(config, ledger, stream_fn=stream_fn) as host:
+            broker = host.broker
             broker.register_agent(
                 AgentIdentity("lead", "agent:lead", "manager"),
-                spec={**model_spec, "system_prompt": LEAD_PROMPT, "tools": ["send_message_to_agent", "list_agents"]},
+                spec=AgentSpec(model=model, system_prompt=LEAD_PROMPT, tools=("send_message_to_agent", "list_agents")),
             )
             for agent_id, prompt in WORKERS.items():
                 broker.register_agent(
                     AgentIdentity(agent_id, f"agent:{agent_id}", "worker"),
-                    spec={**model_spec, "system_prompt": prompt, "tools": []},
+                    spec=AgentSpec(model=model, system_prompt=prompt, tools=()),
                 )
             result = await broker.send_and_wait(AgentMessage(new_message_id(), "user", "lead", question))
     if not result.success:

@@ -1,4 +1,5 @@
-"""Where a reply went is recorded with its turn: broker run → ``Deliverer`` → real adapter process → ``deliveries``.
+"""Where a reply went is recorded with its turn: message with a reply target → the broker's run → ``Deliverer``
+→ real adapter process → ``deliveries``.
 
 Real adapter processes throughout: the shipped ``jsonl`` adapter streaming natively, a ``stream``
 adapter killed with SIGKILL in the middle of a delivery, and a send-only adapter that answers
@@ -20,16 +21,14 @@ from adapter_helpers import MakeManager, adapter, script_command
 
 from nexus.adapters.manager import AdapterManager
 from nexus.adapters.types import DeliveryTarget
-from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings
-from nexus.broker.delivery import Deliverer
-from nexus.broker.engine_runner import EngineRunner
-from nexus.broker.execution import run_execution
+from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings, SendReceipt
 from nexus.config import AdapterConfig, load_config
+from nexus.engine import AgentSpec, Execution, Runtime
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
 from nexus.ledger.deliveries import DeliveryLog
+from nexus.streaming import Deliverer
 from nexus.streaming.router import DeliveryReport, StreamRouter
 from nexus.testing import InstantClock, ScriptedModel
 from nexus.testing.steps import reply, stall, text, tool_call
@@ -41,7 +40,18 @@ class Rig:
     broker: AgentBroker
     deliverer: Deliverer
     manager: AdapterManager
-    runner: EngineRunner
+
+    async def send(self, message: AgentMessage, target: DeliveryTarget | None = None) -> SendReceipt:
+        """Send ``message`` with ``target`` as its reply target (as inbound chat and ``--deliver`` do)."""
+        if target is not None:
+            message.deliver_reply(target)
+        return await self.broker.send(message)
+
+    async def run(self, receipt: SendReceipt) -> tuple[Execution, DeliveryReport | None]:
+        """The run that took the message, and the report of its delivery once that ended."""
+        execution = await receipt.execution()
+        assert execution is not None
+        return execution, await self.deliverer.report(execution)
 
 
 @asynccontextmanager
@@ -50,19 +60,18 @@ async def rig(
 ) -> AsyncIterator[Rig]:
     """A broker draining agent ``coder`` on ``scripted``, and a deliverer for ``adapters``."""
     with Ledger.open(tmp_path / "agents.db") as ledger:
-        env = EngineEnv.from_config(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
-        runner = EngineRunner(env)
-        broker = AgentBroker(BrokerStore(ledger.database), runner, BrokerSettings(queue=QueueSettings(mode="followup")))
-        runner.attach(broker)
-        await broker.start()
-        ledger.ensure_session("agent:coder")
-        broker.register_agent(AgentIdentity("coder", "agent:coder"), spec={"model": scripted.model.ref})
         finish_timeout_s = float(kw.pop("finish_timeout_s", 30.0))  # type: ignore[arg-type]
         manager = make_manager(adapters, **kw)
         router = StreamRouter(manager, finish_timeout_s=finish_timeout_s)
         deliverer = Deliverer(router, DeliveryLog(ledger.database), adapters)
+        env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
+        settings = BrokerSettings(queue=QueueSettings(mode="followup"))
+        broker = AgentBroker(ledger, env, settings, deliver=deliverer.deliver_stored)
+        await broker.start()
+        ledger.ensure_session("agent:coder")
+        broker.register_agent(AgentIdentity("coder", "agent:coder"), spec=AgentSpec(model=scripted.model.ref))
         try:
-            yield Rig(ledger, broker, deliverer, manager, runner)
+            yield Rig(ledger, broker, deliverer, manager)
         finally:
             await broker.close()
             await deliverer.close()
@@ -82,11 +91,11 @@ async def test_a_native_delivery_records_the_adapters_message_ids_with_the_turn(
     scripted = ScriptedModel([text("Hello over the wire.")], chunk_chars=4)
     async with rig(tmp_path, scripted, adapters, make_manager) as r:
         target = DeliveryTarget("files", "a", "chat:1")
-        execution = await r.broker.execute(AgentMessage("m-1", "user", "coder", "hi"), target=target)
-        report = await r.deliverer.deliver(execution, target)
+        receipt = await r.send(AgentMessage("m-1", "user", "coder", "hi"), target)
+        execution, report = await r.run(receipt)
         outcome = await execution
-        assert report.ok and report.path == "native" and report.message_ids
-        turn_id = _turn_of(r, execution.receipt.queue_item_id)
+        assert report is not None and report.ok and report.path == "native" and report.message_ids
+        turn_id = _turn_of(r, receipt.queue_item_id)
         assert outcome.turn_id == turn_id and outcome.reply == "Hello over the wire."
         (record,) = DeliveryLog(r.ledger.database).for_turn(turn_id)
     written = [json.loads(line) for line in out.read_text().splitlines()]
@@ -94,7 +103,8 @@ async def test_a_native_delivery_records_the_adapters_message_ids_with_the_turn(
     assert record.status == "delivered" and record.path == "native" and record.attempts == 1
     assert record.message_ids == report.message_ids == [written[0]["message_id"]]
     assert (record.adapter, record.account_id, record.target["to"]) == ("files", "a", "chat:1")
-    assert record.queue_item_id == execution.receipt.queue_item_id and record.session_label == "agent:coder"
+    assert record.queue_item_id == receipt.queue_item_id and record.session_label == "agent:coder"
+    assert record.run_id == execution.run_id
     assert record.completed_at >= record.started_at and record.error is None
 
 
@@ -108,14 +118,18 @@ async def test_an_adapter_killed_mid_delivery_records_partial_and_the_turn_is_in
     scripted = ScriptedModel(
         [reply(text("Looking into it. "), tool_call("bash", {"command": wait}, id="c1")), text("All done.")],
         chunk_chars=4,
+        tokens_per_second=50,  # the text comes over time, as from a provider: several token lines
     )
     adapters = {
         "rec": adapter(command=script_command("recorder.py"), accounts={"x": {"config": {"record": str(lines)}}})
     }
     async with rig(tmp_path, scripted, adapters, make_manager) as r:
+        await r.manager.stream_process("rec", "x")  # up before the run, as a long-running adapter is
         target = DeliveryTarget("rec", "x", "u")
-        execution = await r.broker.execute(AgentMessage("m-1", "user", "coder", "look"), target=target)
-        delivery = r.deliverer.start(execution, target)
+        receipt = await r.send(AgentMessage("m-1", "user", "coder", "look"), target)
+        execution = await receipt.execution()
+        assert execution is not None
+        delivery = asyncio.ensure_future(r.deliverer.report(execution))
         # two token lines recorded: the adapter has answered message_created for the first one
         await _until(lambda: _read(lines).count('"type":"token"') >= 2)
         process = await r.manager.stream_process("rec", "x")
@@ -124,9 +138,10 @@ async def test_an_adapter_killed_mid_delivery_records_partial_and_the_turn_is_in
         gate.touch()  # the run goes on without its adapter
         outcome = await asyncio.wait_for(execution.result, 30)
         report = await asyncio.wait_for(delivery, 30)  # ends as stream_error{partial}
-        assert not report.ok and report.partial and "exited with code -9" in (report.error or "")
+        assert report is not None and not report.ok and report.partial
+        assert "exited with code -9" in (report.error or "")
         assert outcome.status == "completed" and outcome.reply == "All done."
-        turn_id = _turn_of(r, execution.receipt.queue_item_id)
+        turn_id = _turn_of(r, receipt.queue_item_id)
         (record,) = DeliveryLog(r.ledger.database).for_turn(turn_id)
         texts = [m.message for m in r.ledger.messages(turn_id)]
     assert record.status == "partial" and record.path == "native"
@@ -151,11 +166,11 @@ async def test_block_delivery_records_the_send_attempts_after_a_retry_after(
     scripted = ScriptedModel([text("One short block.")], chunk_chars=100)
     async with rig(tmp_path, scripted, adapters, make_manager, clock=clock) as r:
         target = DeliveryTarget("f", "a", "x")
-        execution = await r.broker.execute(AgentMessage("m-1", "user", "coder", "hi"), target=target)
-        report = await r.deliverer.deliver(execution, target)
-        turn_id = _turn_of(r, execution.receipt.queue_item_id)
+        receipt = await r.send(AgentMessage("m-1", "user", "coder", "hi"), target)
+        _, report = await r.run(receipt)
+        turn_id = _turn_of(r, receipt.queue_item_id)
         (record,) = DeliveryLog(r.ledger.database).for_turn(turn_id)
-    assert report.ok and report.path == "blocks"
+    assert report is not None and report.ok and report.path == "blocks"
     assert (record.status, record.path, record.blocks_sent, record.attempts) == ("delivered", "blocks", 1, 2)
     assert record.message_ids == ["ok1"] and 1.5 in clock.sleeps  # the adapter's retry_after_ms was honoured
     assert counter.read_text() == "2"
@@ -168,12 +183,18 @@ async def test_an_undeliverable_target_is_recorded_failed_and_the_turn_is_kept(
     scripted = ScriptedModel([text("Nobody will see this.")])
     async with rig(tmp_path, scripted, adapters, make_manager) as r:
         target = DeliveryTarget("gone", "a", "u")
-        execution = await r.broker.execute(AgentMessage("m-1", "user", "coder", "hi"), target=target)
-        report = await r.deliverer.deliver(execution, target)
-        turn_id = _turn_of(r, execution.receipt.queue_item_id)
+        receipt = await r.send(AgentMessage("m-1", "user", "coder", "hi"), target)
+        _, report = await r.run(receipt)
+        turn_id = _turn_of(r, receipt.queue_item_id)
         (record,) = DeliveryLog(r.ledger.database).for_turn(turn_id)
         assert r.ledger.get_turn(turn_id).status == "completed"
-    assert not report.ok and record.status == "failed" and record.path == "none" and record.message_ids == []
+    assert (
+        report is not None
+        and not report.ok
+        and record.status == "failed"
+        and record.path == "none"
+        and record.message_ids == []
+    )
     assert record.error is not None and "not found" in record.error
 
 
@@ -188,25 +209,26 @@ async def _until(check: object, timeout_s: float = 30.0) -> None:
         await asyncio.sleep(0.02)
 
 
-async def test_a_message_dropped_before_it_ran_sends_nothing_and_is_recorded_failed(
+async def test_a_message_dropped_before_it_ran_sends_nothing_and_its_item_says_why(
     tmp_path: Path, make_manager: MakeManager
 ) -> None:
     out = tmp_path / "out.jsonl"
     adapters = {"files": adapter(builtin="jsonl", accounts={"a": {"config": {"path": str(out)}}})}
     scripted = ScriptedModel([stall(after_chunks=2, seconds=30)])
     async with rig(tmp_path, scripted, adapters, make_manager) as r:
-        busy = await r.broker.execute(AgentMessage("m-1", "user", "coder", "one"))
+        busy = await r.send(AgentMessage("m-1", "user", "coder", "one"))
         target = DeliveryTarget("files", "a", "chat:1")
-        queued = await r.broker.execute(AgentMessage("m-2", "user", "coder", "two"), target=target)
-        delivery = r.deliverer.start(queued, target)
-        await _until(lambda: busy.stream.is_streaming)
-        r.broker.clear_queue("coder")
-        report = await asyncio.wait_for(delivery, 30)
-        busy.stream.abort()
-        (record,) = DeliveryLog(r.ledger.database).recent()
-    assert not report.ok and report.path == "none" and not out.exists()
-    assert (record.status, record.path, record.turn_id) == ("failed", "none", None)
-    assert record.queue_item_id == queued.receipt.queue_item_id and "cleared" in (record.error or "")
+        queued = await r.send(AgentMessage("m-2", "user", "coder", "two"), target)
+        running = await busy.execution()
+        assert running is not None
+        await _until(lambda: running.is_streaming)
+        await r.broker.clear_queue("coder")
+        outcome = await asyncio.wait_for(queued.outcome(), 30)
+        running.abort()
+        item = BrokerStore(r.ledger.database).get_item(queued.queue_item_id)
+        records = DeliveryLog(r.ledger.database).recent()
+    assert not outcome.success and not out.exists() and records == []  # no run took it: nothing to deliver
+    assert item is not None and item.status == "dropped" and "cleared" in (item.error or "")
 
 
 async def test_the_turn_never_waits_for_an_adapter_that_does_not_answer(
@@ -218,52 +240,50 @@ async def test_the_turn_never_waits_for_an_adapter_that_does_not_answer(
     scripted = ScriptedModel([text("Into the void.")])
     async with rig(tmp_path, scripted, adapters, make_manager, finish_timeout_s=2.0) as r:
         target = DeliveryTarget("rec", "x", "u")
-        execution = await r.broker.execute(AgentMessage("m-1", "user", "coder", "hi"), target=target)
-        delivery = r.deliverer.start(execution, target)
+        receipt = await r.send(AgentMessage("m-1", "user", "coder", "hi"), target)
+        execution = await receipt.execution()
+        assert execution is not None
+        delivery = asyncio.ensure_future(r.deliverer.report(execution))
         outcome = await asyncio.wait_for(execution.result, 30)
         assert outcome.status == "completed" and r.ledger.get_turn(outcome.turn_id or "").status == "completed"
         assert not delivery.done(), "the turn is written while the adapter still owes its answer"
         report = await asyncio.wait_for(delivery, 30)
         (record,) = DeliveryLog(r.ledger.database).for_turn(outcome.turn_id or "")
-    assert not report.ok and "no delivery_complete within 2 s" in (report.error or "")
+    assert report is not None and not report.ok and "no delivery_complete within 2 s" in (report.error or "")
     # the adapter never said it showed anything: nothing is known to have reached the user
     assert record.status == "failed" and record.turn_id == outcome.turn_id
 
 
-async def test_closing_does_not_wait_for_a_delivery_whose_message_stays_queued(
-    tmp_path: Path, make_manager: MakeManager
-) -> None:
+async def test_closing_does_not_wait_for_a_message_that_stays_queued(tmp_path: Path, make_manager: MakeManager) -> None:
     out = tmp_path / "out.jsonl"
     adapters = {"files": adapter(builtin="jsonl", accounts={"a": {"config": {"path": str(out)}}})}
     async with rig(tmp_path, ScriptedModel([stall(after_chunks=2, seconds=30)]), adapters, make_manager) as r:
-        busy = await r.broker.execute(AgentMessage("m-1", "user", "coder", "one"))
+        busy = await r.send(AgentMessage("m-1", "user", "coder", "one"))
         target = DeliveryTarget("files", "a", "chat:1")
-        queued = await r.broker.execute(AgentMessage("m-2", "user", "coder", "two"), target=target)
-        delivery = r.deliverer.start(queued, target)
-        await _until(lambda: busy.stream.is_streaming)
+        queued = await r.send(AgentMessage("m-2", "user", "coder", "two"), target)
+        running = await busy.execution()
+        assert running is not None
+        await _until(lambda: running.is_streaming)
         await r.broker.close()  # as nexus serve stops: the run is aborted, m-2 stays queued
         await asyncio.wait_for(r.deliverer.close(grace_s=600), 20)  # not the grace period: m-2 has no run
-        item = BrokerStore(r.ledger.database).get_item(queued.receipt.queue_item_id)
+        item = BrokerStore(r.ledger.database).get_item(queued.queue_item_id)
         records = DeliveryLog(r.ledger.database).recent()
-    assert delivery.cancelled() and item is not None and item.status == "queued"
+    assert item is not None and item.status == "queued"
     assert records == [] and not out.exists()
 
 
-async def test_a_run_announced_by_the_runner_is_delivered_and_recorded(
+async def test_a_message_with_a_stored_target_is_delivered_and_recorded(
     tmp_path: Path, make_manager: MakeManager
 ) -> None:
-    # how a host delivers runs it did not send itself (the replies to inbound chat messages)
+    # how the broker delivers what nobody follows live (the replies to inbound chat messages, a queued --deliver)
     out = tmp_path / "out.jsonl"
     adapters = {"files": adapter(builtin="jsonl", accounts={"a": {"config": {"path": str(out)}}})}
     async with rig(tmp_path, ScriptedModel([text("From the hook.")]), adapters, make_manager) as r:
-        target = DeliveryTarget("files", "a", "chat:9")
-        started: list[asyncio.Task[DeliveryReport]] = []
-        r.runner.on_run(lambda run: started.append(r.deliverer.start(run_execution(run, target), target)))
-        receipt = await r.broker.send(AgentMessage("m-1", "user", "coder", "hi"))
-        await _until(lambda: bool(started))
-        report = await asyncio.wait_for(started[0], 30)
+        receipt = await r.send(AgentMessage("m-1", "user", "coder", "hi"), DeliveryTarget("files", "a", "chat:9"))
+        assert (await receipt.outcome()).success
+        await asyncio.wait_for(r.deliverer.close(), 30)  # the delivery ends and is recorded
         turn_id = _turn_of(r, receipt.queue_item_id)
         (record,) = DeliveryLog(r.ledger.database).for_turn(turn_id)
     (written,) = [json.loads(line) for line in out.read_text().splitlines()]
-    assert report.ok and written["text"] == "From the hook." and record.message_ids == [written["message_id"]]
+    assert written["text"] == "From the hook." and record.message_ids == [written["message_id"]]
     assert record.queue_item_id == receipt.queue_item_id and record.status == "delivered"

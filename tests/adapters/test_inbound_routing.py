@@ -19,10 +19,11 @@ from adapter_helpers import script_command
 
 from nexus.adapters.events import NexusEvent
 from nexus.adapters.types import DeliveryTarget
-from nexus.broker.engine_runner import EngineRunHandle
-from nexus.broker.host import build_broker_and_runner, start_broker
-from nexus.broker.inbound import InboundRouter, ReplyDelivery, attach_inbound, event_message, inbound_routes
+from nexus.broker import AgentBroker, BrokerSettings
+from nexus.broker.host import BrokerHost, build_host, start_host
+from nexus.broker.inbound import InboundRouter, event_message, inbound_routes
 from nexus.config import load_config
+from nexus.engine import Execution, Runtime
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
 from nexus.testing import FakeProviderServer
@@ -88,29 +89,31 @@ async def _until(check: Any, what: str) -> None:
 
 @contextlib.asynccontextmanager
 async def _host(
-    home: Path, tmp_path: Path, deliver: ReplyDelivery | None = None
-) -> AsyncIterator[tuple[InboundRouter, Path, Path, Ledger]]:
-    """A broker with its inbound router, like ``nexus adapters monitor`` runs it."""
+    home: Path, tmp_path: Path, deliver: Any = None
+) -> AsyncIterator[tuple[BrokerHost, Path, Path, Ledger]]:
+    """A broker with its inbound router, like ``nexus adapters monitor`` runs it (``deliver``: the host's own
+    reply delivery instead of the built-in deliverer)."""
     inbox, outbox = tmp_path / "inbox.jsonl", tmp_path / "outbox.jsonl"
     for account in ("main", "nobody", "ghost", "quiet"):
         inbox.with_name(f"{inbox.name}.{account}").touch()
     with FakeProviderServer(default=echo) as model, Ledger.open(home / "agents.db") as ledger:
         _write_config(home, model, inbox, outbox)
         config = load_config(None)
-        broker, runner = build_broker_and_runner(config, ledger)
-        inbound = attach_inbound(config, broker, runner, deliver=deliver)
-        assert inbound is not None
-        await start_broker(config, broker)
-        inbound.start()
+        host = build_host(config, ledger, monitors=True)
+        if deliver is not None:  # the same runtime and monitors, the host's own delivery
+            runtime = Runtime(config, ledger)
+            host.broker = AgentBroker(ledger, runtime, BrokerSettings(), deliver=deliver)
+            assert host.deliverer is not None
+            host.inbound = InboundRouter(host.broker, host.deliverer.router.manager)
+        await start_host(config, host)
         try:
-            yield inbound, inbox, outbox, ledger
+            yield host, inbox, outbox, ledger
         finally:
-            await broker.close()
-            await inbound.close()
+            await host.close()
 
 
 @pytest.fixture
-async def hosted(isolated_env: Path, tmp_path: Path) -> AsyncIterator[tuple[InboundRouter, Path, Path, Ledger]]:
+async def hosted(isolated_env: Path, tmp_path: Path) -> AsyncIterator[tuple[BrokerHost, Path, Path, Ledger]]:
     async with _host(isolated_env, tmp_path) as host:
         yield host
 
@@ -137,9 +140,11 @@ def test_an_event_becomes_a_message_in_the_senders_session() -> None:
 
 
 async def test_inbound_messages_run_per_sender_and_replies_go_back_in_blocks(
-    hosted: tuple[InboundRouter, Path, Path, Ledger], caplog: pytest.LogCaptureFixture
+    hosted: tuple[BrokerHost, Path, Path, Ledger], caplog: pytest.LogCaptureFixture
 ) -> None:
-    inbound, inbox, outbox, ledger = hosted
+    host, inbox, outbox, ledger = hosted
+    inbound, deliverer = host.inbound, host.deliverer
+    assert inbound is not None and deliverer is not None
     caplog.set_level(logging.WARNING)
     _plant(
         inbox,
@@ -153,7 +158,7 @@ async def test_inbound_messages_run_per_sender_and_replies_go_back_in_blocks(
     _plant(inbox, _event(4, "for a ghost", account="ghost"), _event(5, "again", account="ghost"), account="ghost")
     await _until(lambda: {r["to"] for r in _replies(outbox)} == {"dm-ada", "team"}, "a reply in each chat")
     await _until(lambda: len(caplog.records) >= 4, "the unrouted events")
-    await inbound.wait_delivered()
+    await deliverer.wait()
     chats: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
     for reply in _replies(outbox):
         chats.setdefault((reply["to"], reply["thread"]), []).append(reply)
@@ -186,15 +191,19 @@ def test_monitor_without_a_monitored_account_is_a_config_error(
 
 async def test_a_host_can_take_over_reply_delivery(isolated_env: Path, tmp_path: Path) -> None:
     delivered: list[tuple[str, DeliveryTarget, str]] = []
+    done: list[asyncio.Task[None]] = []
 
-    async def deliver(run: EngineRunHandle, target: DeliveryTarget) -> None:
-        outcome = await run.result()
-        delivered.append((run.request.session_label, target, outcome.reply))
+    async def collect(run: Execution, target: DeliveryTarget) -> None:
+        result = await run.result
+        delivered.append((run.session_label, target, result.reply))
 
-    async with _host(isolated_env, tmp_path, deliver) as (inbound, inbox, outbox, _):
+    def deliver(run: Execution, stored: dict[str, object], item_id: str) -> None:  # handed before the run starts
+        done.append(asyncio.ensure_future(collect(run, DeliveryTarget.from_json(stored))))
+
+    async with _host(isolated_env, tmp_path, deliver) as (_, inbox, outbox, _):
         _plant(inbox, _event(1, "hello from ada"))
         await _until(lambda: bool(delivered), "the delivery")
-        await inbound.wait_delivered()
+        await asyncio.gather(*done)
     [(label, target, reply)] = delivered
     assert label == "helper~dm~inbox~ada" and "hello from ada" in reply
     assert target == DeliveryTarget("inbox", "main", "dm-ada", reply_to_id="in-1")

@@ -12,11 +12,11 @@ from nexus.agent import (
     AgentEndEvent,
     AgentEvent,
     AgentLoopConfig,
-    AgentMessage,
     AgentStateError,
     AgentTool,
     AgentToolResult,
     CustomMessage,
+    LoopMessage,
     MessageUpdateEvent,
     TurnEndEvent,
     agent_loop,
@@ -119,12 +119,12 @@ async def test_transform_context_and_convert_to_llm_run_per_call_on_copies() -> 
     canned = Canned([[call("echo", {"x": 2})], text("done")])
     seen_transform: list[int] = []
 
-    async def transform(messages: list[AgentMessage], signal: AbortSignal) -> list[AgentMessage]:
+    async def transform(messages: list[LoopMessage], signal: AbortSignal) -> list[LoopMessage]:
         seen_transform.append(len(messages))
         messages.append(UserMessage("injected by transform"))  # must not leak into the stored context
         return messages
 
-    def convert(messages: list[AgentMessage]) -> list[Message]:
+    def convert(messages: list[LoopMessage]) -> list[Message]:
         out: list[Message] = []
         for m in messages:
             if isinstance(m, CustomMessage):
@@ -221,7 +221,7 @@ async def test_exception_in_stream_fn_becomes_a_visible_error_reply() -> None:
 
 
 async def test_exception_in_a_hook_before_streaming_is_reported() -> None:
-    def convert(messages: list[AgentMessage]) -> list[Message]:
+    def convert(messages: list[LoopMessage]) -> list[Message]:
         raise KeyError("missing")
 
     ctx = AgentContext()
@@ -305,10 +305,10 @@ async def test_steering_and_follow_up_sources_in_the_loop() -> None:
     steering = [[], [UserMessage("steer!")]]  # polled at start, then after turn 1
     follow = [[UserMessage("one more")]]
 
-    def get_steering() -> list[AgentMessage]:
+    def get_steering() -> list[LoopMessage]:
         return list(steering.pop(0)) if steering else []
 
-    async def get_follow() -> list[AgentMessage]:
+    async def get_follow() -> list[LoopMessage]:
         return list(follow.pop(0)) if follow else []
 
     ctx = AgentContext(tools=[echo])

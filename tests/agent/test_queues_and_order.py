@@ -6,13 +6,12 @@ import asyncio
 from collections.abc import AsyncIterator
 
 from nexus.agent import (
-    Agent,
     AgentContext,
     AgentEndEvent,
     AgentEvent,
     AgentLoopConfig,
-    AgentMessage,
     CustomMessage,
+    LoopMessage,
     MessageStartEvent,
     agent_loop,
     tool,
@@ -21,10 +20,7 @@ from nexus.llm.abort import AbortSignal
 from nexus.llm.types import AssistantMessage, UserMessage
 
 from .canned import MODEL, Canned, call, text, types
-
-
-def user_texts(agent: Agent) -> list[str]:
-    return [m.content for m in agent.state.messages if isinstance(m, UserMessage) and isinstance(m.content, str)]
+from .queued import Queued
 
 
 def compact(labels: list[str]) -> list[str]:
@@ -33,7 +29,7 @@ def compact(labels: list[str]) -> list[str]:
 
 
 async def test_steering_event_order_matches_pi_agent_core() -> None:
-    agent: Agent
+    agent: Queued
 
     @tool
     async def work(n: int) -> str:
@@ -44,10 +40,9 @@ async def test_steering_event_order_matches_pi_agent_core() -> None:
         return f"done {n}"
 
     canned = Canned([[call("work", {"n": 1}, id="a"), call("work", {"n": 2}, id="b")], text("steered")])
-    agent = Agent(model=MODEL, stream_fn=canned.stream, tools=[work])
-    events: list[AgentEvent] = []
-    agent.subscribe(events.append)
+    agent = Queued(MODEL, canned.stream, tools=[work])
     await agent.prompt("go")
+    events = agent.events
     assert compact(types(events)) == [
         "agent_start",
         "turn_start",
@@ -72,13 +67,13 @@ async def test_steering_event_order_matches_pi_agent_core() -> None:
         "turn_end",
         "agent_end",
     ]
-    results = [m for m in agent.state.messages if m.role == "tool_result"]
+    results = [m for m in agent.messages if m.role == "tool_result"]
     assert [r.is_error for r in results] == [False, False]  # no call skipped
 
 
 async def test_steering_queued_during_a_final_answer_gets_another_turn_before_follow_ups() -> None:
     canned = Canned([text("first answer"), text("to the steer"), text("to the follow-up")])
-    agent = Agent(model=MODEL, stream_fn=canned.stream)
+    agent = Queued(MODEL, canned.stream)
 
     def on_event(ev: AgentEvent) -> None:
         first_reply = isinstance(ev, MessageStartEvent) and ev.message.role == "assistant" and len(canned.contexts) == 1
@@ -86,34 +81,34 @@ async def test_steering_queued_during_a_final_answer_gets_another_turn_before_fo
             agent.follow_up("later")
             agent.steer("now")
 
-    agent.subscribe(on_event)
+    agent.listeners.append(on_event)
     await agent.prompt("q")
-    assert user_texts(agent) == ["q", "now", "later"]
-    assert [m.role for m in agent.state.messages] == ["user", "assistant", "user", "assistant", "user", "assistant"]
+    assert agent.user_texts() == ["q", "now", "later"]
+    assert [m.role for m in agent.messages] == ["user", "assistant", "user", "assistant", "user", "assistant"]
 
 
 async def test_follow_up_queue_modes() -> None:
     canned = Canned([text("a"), text("b"), text("c"), text("d")])
-    agent = Agent(model=MODEL, stream_fn=canned.stream)
+    agent = Queued(MODEL, canned.stream)
     agent.follow_up("f1")
     agent.follow_up("f2")
     await agent.prompt("p")  # one-at-a-time (default): a model call per follow-up
-    assert [m.role for m in agent.state.messages] == ["user", "assistant", "user", "assistant", "user", "assistant"]
-    assert user_texts(agent) == ["p", "f1", "f2"]
+    assert [m.role for m in agent.messages] == ["user", "assistant", "user", "assistant", "user", "assistant"]
+    assert agent.user_texts() == ["p", "f1", "f2"]
 
     canned = Canned([text("a"), text("b")])
-    agent = Agent(model=MODEL, stream_fn=canned.stream, follow_up_mode="all")
+    agent = Queued(MODEL, canned.stream, follow_up_mode="all")
     agent.follow_up("g1")
     agent.follow_up("g2")
     await agent.prompt("p")  # all: both follow-ups injected together before one model call
-    assert [m.role for m in agent.state.messages] == ["user", "assistant", "user", "user", "assistant"]
+    assert [m.role for m in agent.messages] == ["user", "assistant", "user", "user", "assistant"]
     assert len(canned.contexts) == 2
 
 
 async def test_custom_messages_are_dropped_when_only_transform_context_is_given() -> None:
     canned = Canned([text("ok")])
 
-    def transform(messages: list[AgentMessage], signal: AbortSignal) -> list[AgentMessage]:
+    def transform(messages: list[LoopMessage], signal: AbortSignal) -> list[LoopMessage]:
         return [*messages, CustomMessage("note", "added by transform, UI only")]
 
     ctx = AgentContext(messages=[CustomMessage("note", "stored, UI only")])
@@ -138,18 +133,17 @@ async def test_messages_queued_when_the_iteration_guard_stops_are_kept_and_answe
         return "stepped"
 
     canned = Canned([[call("step")], text("answer to the steer"), text("answer to the follow-up")])
-    agent = Agent(model=MODEL, stream_fn=canned.stream, tools=[step], max_iterations=1)
-    events: list[AgentEvent] = []
-    agent.subscribe(events.append)
+    agent = Queued(MODEL, canned.stream, tools=[step], max_iterations=1)
     await agent.prompt("go")
+    events = agent.events
     end = events[-1]
     assert isinstance(end, AgentEndEvent) and end.reason == "max_iterations"
     assert compact(types(events))[-4:] == ["turn_end", "message_start:user", "message_end:user", "agent_end"]
-    assert user_texts(agent) == ["go", "steered at the limit"]  # taken from the queue, so kept in the conversation
-    assert agent.state.error is not None and "max_iterations=1" in agent.state.error
+    assert agent.user_texts() == ["go", "steered at the limit"]  # taken from the queue, so kept in the conversation
+    assert agent.error is not None and "max_iterations=1" in agent.error
     agent.max_iterations = 10
     await agent.continue_()
-    assert user_texts(agent) == ["go", "steered at the limit", "follow-up at the limit"]
-    replies = [m.text for m in agent.state.messages if isinstance(m, AssistantMessage)]
+    assert agent.user_texts() == ["go", "steered at the limit", "follow-up at the limit"]
+    replies = [m.text for m in agent.messages if isinstance(m, AssistantMessage)]
     assert replies[-2:] == ["answer to the steer", "answer to the follow-up"]
     assert not agent.has_queued_messages()

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_runner import FakeRunner
+from fake_runtime import FakeRuntime
 
 from nexus.agent.tool_types import AgentToolResult
 from nexus.broker import AgentBroker, AgentIdentity, BrokerSettings
@@ -25,10 +25,10 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
         yield opened
 
 
-async def setup(ledger: Ledger, *, hop: int = 0) -> tuple[AgentBroker, FakeRunner, dict[str, object]]:
+async def setup(ledger: Ledger, *, hop: int = 0) -> tuple[AgentBroker, FakeRuntime, dict[str, object]]:
     store = BrokerStore(ledger.database)
-    runner = FakeRunner(store)
-    broker = AgentBroker(store, runner, BrokerSettings())
+    runner = FakeRuntime(store)
+    broker = AgentBroker(ledger, runner, BrokerSettings())
     await broker.start()
     broker.register_agent(AgentIdentity("manager", "agent:manager", "manager"))
     broker.register_agent(AgentIdentity("worker", "agent:worker", "worker"))

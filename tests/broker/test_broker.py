@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from fake_runner import FakeRunner
+from fake_runtime import FakeRuntime
 
 from nexus.broker import (
     AgentBroker,
@@ -39,10 +39,10 @@ def ledger(tmp_path: Path) -> AsyncIterator[Ledger]:
         yield opened  # type: ignore[misc]
 
 
-async def open_broker(ledger: Ledger, **settings: object) -> tuple[AgentBroker, FakeRunner]:
+async def open_broker(ledger: Ledger, **settings: object) -> tuple[AgentBroker, FakeRuntime]:
     store = BrokerStore(ledger.database)
-    runner = FakeRunner(store)
-    broker = AgentBroker(store, runner, BrokerSettings(**settings))  # type: ignore[arg-type]
+    runner = FakeRuntime(store)
+    broker = AgentBroker(ledger, runner, BrokerSettings(**settings))  # type: ignore[arg-type]
     await broker.start()
     return broker, runner
 
@@ -85,7 +85,7 @@ async def test_a_returned_steer_goes_back_to_the_front_of_the_queue(ledger: Ledg
     await broker.send(message(1))
     run = await runner.next_run(1)
     await broker.send(message(2))  # steered
-    run.phase = "compacting"
+    run.state = "compacting"
     await broker.send(message(3))  # not steerable now: waits as a followup
     run.finish(deliver_steers=False)  # the run ended before the safe point: message 2 returned
     second = await runner.next_run(2)
@@ -268,7 +268,7 @@ async def test_clear_queue_drops_waiting_messages_only(ledger: Ledger) -> None:
     await runner.next_run(1)
     await broker.send(message(2))
     await broker.send(message(3))
-    assert broker.clear_queue("worker") == 2 and broker.get_queue_depth("worker") == 0
+    assert await broker.clear_queue("worker") == 2 and broker.get_queue_depth("worker") == 0
     statuses = {row.message_id: row.status for row in BrokerStore(ledger.database).items()}
     assert statuses == {"m-1": "processing", "m-2": "dropped", "m-3": "dropped"}
     await broker.close()
@@ -309,7 +309,7 @@ async def test_the_run_continues_the_messages_conversation(ledger: Ledger) -> No
     sent.conversation_id, sent.metadata = "conv-9", {"hop": 3}
     await broker.send(sent)
     run = await runner.next_run(1)
-    assert (run.request.conversation_id, run.request.hop, run.request.sender) == ("conv-9", 3, "manager")
+    assert (run.request.conversation_id, run.request.hop, run.request.source) == ("conv-9", 3, "agent:manager")
     run.finish()
     await broker.close()
 
@@ -445,9 +445,9 @@ def _claimed_ask(ledger: Ledger) -> tuple[BrokerStore, BrokerQueueItem]:
 async def test_a_reply_a_crash_kept_from_being_sent_is_sent_on_start(ledger: Ledger) -> None:
     store, item = _claimed_ask(ledger)
     store.deliver([item.id], "turn-of-worker")  # the turn was written; then the process died
-    runner = FakeRunner(store)
+    runner = FakeRuntime(store)
     runner.auto_finish = True
-    broker = AgentBroker(store, runner, BrokerSettings(), reply_text=lambda turn: f"answer from {turn}")
+    broker = AgentBroker(ledger, runner, BrokerSettings(), reply_text=lambda turn: f"answer from {turn}")
     await broker.start()
     run = await runner.next_run(1)
     assert run.request.agent_id == "manager" and run.request.prompt.endswith("answer from turn-of-worker")
@@ -461,9 +461,9 @@ async def test_an_ask_cut_by_crashes_until_it_failed_is_answered_failed_on_start
     its row flagged as waiting forever."""
     store, item = _claimed_ask(ledger)
     ledger.database.write(lambda c: c.execute("UPDATE queue_items SET attempts = 3 WHERE id = ?", (item.id,)))
-    runner = FakeRunner(store)
+    runner = FakeRuntime(store)
     runner.auto_finish = True
-    broker = AgentBroker(store, runner, BrokerSettings(), reply_text=lambda turn: f"answer from {turn}")
+    broker = AgentBroker(ledger, runner, BrokerSettings(), reply_text=lambda turn: f"answer from {turn}")
     assert [failed.id for failed in await broker.start()] == [item.id]
     run = await runner.next_run(1)
     assert run.request.agent_id == "manager"
@@ -477,7 +477,9 @@ async def test_an_ask_cut_by_crashes_until_it_failed_is_answered_failed_on_start
 
 async def test_an_ask_whose_run_could_not_start_is_answered_failed(ledger: Ledger) -> None:
     """The worker's run could not start (no turn written): the ask fails and its asker is told so, live."""
-    from nexus.broker.runner import RunOutcome
+    from fake_runtime import FakeResult
+
+    from nexus.engine import AgentError
 
     broker, runner = await open_broker(ledger, queue=QueueSettings(mode="followup"))
     broker.register_agent(WORKER)
@@ -486,7 +488,7 @@ async def test_an_ask_whose_run_could_not_start_is_answered_failed(ledger: Ledge
     ask.metadata = {"reply_to": "manager"}
     await broker.send(ask)
     run = await runner.next_run(1)
-    run._done.set_result(RunOutcome(status="failed", error="model fake/gone is not configured"))
+    run.result.set_result(FakeResult("failed", None, error=AgentError("unknown", "model fake/gone is not configured")))
     answer = await runner.next_run(2)
     assert answer.request.agent_id == "manager"
     assert answer.request.prompt == "[Message from worker]\n(failed: model fake/gone is not configured)"

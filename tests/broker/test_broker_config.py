@@ -49,8 +49,8 @@ queue = { mode = "followup", drop_policy = "new" }
         "agent:lead",
         "manager",
     )
-    assert lead.spec == {"model": "openai/gpt-4o-mini", "system_prompt": "You coordinate the workers."}
-    assert coder.identity.session_label == "coding" and coder.spec == {"tools": ["read", "edit"]}
+    assert lead.spec.to_json() == {"model": "openai/gpt-4o-mini", "system_prompt": "You coordinate the workers."}
+    assert coder.identity.session_label == "coding" and coder.spec.to_json() == {"tools": ["read", "edit"]}
     assert coder.queue == QueueOverrides(mode="followup", drop_policy="new")
 
 

@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
-from fake_runner import FakeRunner
+from fake_runtime import FakeRuntime
 
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings
 from nexus.broker._watcher import WATCH_INTERVAL_S
@@ -46,8 +46,8 @@ async def test_a_steer_adopted_while_the_disk_is_full_runs_later_and_the_watcher
     with Ledger.open(disk / "agents.db") as ledger:
         ledger.ensure_session("agent:worker")
         store = BrokerStore(ledger.database)
-        runner = FakeRunner(store)
-        broker = AgentBroker(store, runner, BrokerSettings(queue=QueueSettings(mode="followup")))
+        runner = FakeRuntime(store)
+        broker = AgentBroker(ledger, runner, BrokerSettings(queue=QueueSettings(mode="followup")))
         await broker.start()
         broker.register_agent(AgentIdentity("worker", "agent:worker", "worker"))
         await broker.send(AgentMessage(id="m-1", from_="user", to="worker", content="task 1"))

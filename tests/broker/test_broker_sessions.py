@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from fake_runner import FakeRunner
+from fake_runtime import FakeRuntime
 
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerError, BrokerSettings, QueueSettings
 from nexus.broker.sessions import session_label_for
@@ -28,10 +28,10 @@ def ledger(tmp_path: Path) -> AsyncIterator[Ledger]:
         yield opened  # type: ignore[misc]
 
 
-async def open_broker(ledger: Ledger, **settings: object) -> tuple[AgentBroker, FakeRunner]:
+async def open_broker(ledger: Ledger, **settings: object) -> tuple[AgentBroker, FakeRuntime]:
     store = BrokerStore(ledger.database)
-    runner = FakeRunner(store)
-    broker = AgentBroker(store, runner, BrokerSettings(**settings))  # type: ignore[arg-type]
+    runner = FakeRuntime(store)
+    broker = AgentBroker(ledger, runner, BrokerSettings(**settings))  # type: ignore[arg-type]
     broker.register_agent(BOT)
     await broker.start()
     return broker, runner
@@ -117,8 +117,8 @@ async def test_clear_queue_per_session_and_for_the_agent(ledger: Ledger) -> None
     for n, key in enumerate(["dm:x:a", "dm:x:a", "dm:x:a", "dm:x:b", "dm:x:b", None]):
         await broker.send(message(n, key))
     await runner.next_run(3)  # one run per session (a, b and the agent's own)
-    assert broker.clear_queue("bot", session="dm:x:a") == 2
-    assert broker.clear_queue("bot") == 1
+    assert await broker.clear_queue("bot", session="dm:x:a") == 2
+    assert await broker.clear_queue("bot") == 1
     assert broker.get_queue_depth("bot") == 0
     runner.auto_finish = True
     for run in list(runner.runs):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fake_runner import FakeRunner
+from fake_runtime import FakeRuntime
 
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings
 from nexus.ledger import Ledger
@@ -17,9 +17,9 @@ async def test_a_message_sent_before_start_is_queued_once(tmp_path: Path) -> Non
     read the row back and queued it a second time: a collect batch carried the message twice."""
     with Ledger.open(tmp_path / "agents.db") as ledger:
         ledger.ensure_session("agent:a")
-        runner = FakeRunner(BrokerStore(ledger.database), auto_finish=True)
+        runner = FakeRuntime(BrokerStore(ledger.database), auto_finish=True)
         settings = BrokerSettings(queue=QueueSettings(mode="collect", debounce_ms=10))
-        broker = AgentBroker(runner.store, runner, settings)
+        broker = AgentBroker(ledger, runner, settings)
         broker.register_agent(AgentIdentity("a", "agent:a"))
         await broker.send(AgentMessage(id="m1", from_="user", to="a", content="hello"))
         assert broker.get_queue_depth("a") == 1
@@ -30,11 +30,11 @@ async def test_a_message_sent_before_start_is_queued_once(tmp_path: Path) -> Non
         await broker.close()
 
 
-async def _started_with_agent_a(ledger: Ledger) -> tuple[AgentBroker, FakeRunner]:
+async def _started_with_agent_a(ledger: Ledger) -> tuple[AgentBroker, FakeRuntime]:
     """A started broker with one agent ``a`` (followup) on a test-driven runner."""
     ledger.ensure_session("agent:a")
-    runner = FakeRunner(BrokerStore(ledger.database))
-    broker = AgentBroker(runner.store, runner, BrokerSettings(queue=QueueSettings(mode="followup")))
+    runner = FakeRuntime(BrokerStore(ledger.database))
+    broker = AgentBroker(ledger, runner, BrokerSettings(queue=QueueSettings(mode="followup")))
     broker.register_agent(AgentIdentity("a", "agent:a"))
     await broker.start()
     return broker, runner

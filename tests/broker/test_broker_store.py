@@ -142,21 +142,6 @@ def test_write_turn_marks_consumed_items_in_its_own_transaction(ledger: Ledger, 
     assert ledger.get_turn(turn_id).status == "completed"
 
 
-def test_a_failing_write_in_a_group_fails_alone(store: BrokerStore) -> None:
-    from nexus.ledger.broker_store import claim_in, deliver_in
-
-    first, _ = accept(store, "m-1")
-    second, _ = accept(store, "m-2")
-    store.claim([second])
-    store.deliver([second], "turn-0")
-    outcomes = store.write_group(
-        [lambda c: claim_in(c, [first]), lambda c: deliver_in(c, [second], "turn-1"), lambda c: "third ran"]
-    )
-    assert outcomes[0] is None and isinstance(outcomes[1], LedgerError) and outcomes[2] == "third ran"
-    rows = {row.id: row for row in store.items()}
-    assert rows[first].status == "processing" and rows[second].turn_id == "turn-0"
-
-
 def test_queued_after_skips_the_rows_the_caller_holds_but_still_moves_past_them(store: BrokerStore) -> None:
     """The store watcher names the rows its broker already holds: only the others are parsed and returned."""
     start = store.last_rowid()

@@ -9,17 +9,17 @@ from typing import Any
 
 import pytest
 
+from nexus.adapters.types import DeliveryTarget
 from nexus.agent.tool_types import AgentTool, AgentToolResult
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings
-from nexus.broker.engine_runner import EngineRunner
+from nexus.broker.spawner import BrokerSpawner
 from nexus.config import load_config
-from nexus.engine import AgentResult
-from nexus.engine.execution.events import ExecutionEvent, RunEndEvent
+from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
 from nexus.llm.abort import AbortSignal
+from nexus.streaming import stream_events
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text, tool_call
 
@@ -31,21 +31,18 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
 
 
 async def start_broker(
-    ledger: Ledger, scripted: ScriptedModel, *, stream_fn: Any = None, runner: EngineRunner | None = None
+    ledger: Ledger, scripted: ScriptedModel, *, stream_fn: Any = None, runtime: Runtime | None = None
 ) -> AgentBroker:
-    if runner is None:
-        env = EngineEnv.from_config(
-            load_config(), ledger, stream_fn=stream_fn or scripted.stream, cooldowns=ProfileCooldowns()
-        )
-        runner = EngineRunner(env)
-    broker = AgentBroker(BrokerStore(ledger.database), runner, BrokerSettings(queue=QueueSettings(mode="followup")))
-    runner.attach(broker)
+    stream = stream_fn or scripted.stream
+    env = runtime or Runtime(load_config(), ledger, stream_fn=stream, cooldowns=ProfileCooldowns())
+    broker = AgentBroker(ledger, env, BrokerSettings(queue=QueueSettings(mode="followup")))
+    env.spawner = BrokerSpawner(broker)
     await broker.start()
     for agent_id, role in (("lead", "manager"), ("coder", "worker")):
         ledger.ensure_session(f"agent:{agent_id}")
         broker.register_agent(
             AgentIdentity(agent_id, f"agent:{agent_id}", role),  # type: ignore[arg-type]
-            spec={"model": scripted.model.ref},
+            spec=AgentSpec(model=scripted.model.ref),
         )
     return broker
 
@@ -86,7 +83,7 @@ async def test_a_manager_delegates_and_waits_for_the_workers_reply(ledger: Ledge
 async def test_a_run_that_cannot_start_fails_its_items_with_the_reason(ledger: Ledger) -> None:
     scripted = ScriptedModel([])
     broker = await start_broker(ledger, scripted)
-    broker.register_agent(AgentIdentity("ghost", "agent:ghost"), spec={"model": "local/no-such-model"})
+    broker.register_agent(AgentIdentity("ghost", "agent:ghost"), spec=AgentSpec(model="local/no-such-model"))
     result = await broker.send_and_wait(AgentMessage("m-1", "user", "ghost", "hi"), timeout_ms=20_000)
     assert not result.success and "unknown local model" in (result.error or "")
     (item,) = BrokerStore(ledger.database).items(agent_id="ghost")
@@ -97,8 +94,8 @@ async def test_a_run_that_cannot_start_fails_its_items_with_the_reason(ledger: L
 async def test_the_agents_tool_list_narrows_what_it_is_offered(ledger: Ledger) -> None:
     scripted = ScriptedModel([text("done")])
     broker = await start_broker(ledger, scripted)
-    broker.register_agent(AgentIdentity("reader", "agent:reader"), spec={"model": scripted.model.ref,
-                                                                          "tools": ["read", "ls"]})  # fmt: skip
+    spec = AgentSpec(model=scripted.model.ref, tools=("read", "ls"))
+    broker.register_agent(AgentIdentity("reader", "agent:reader"), spec=spec)
     result = await broker.send_and_wait(AgentMessage("m-1", "user", "reader", "look around"), timeout_ms=20_000)
     assert result.success
     assert {t.name for t in scripted.calls[0].tools} == {"read", "ls"}
@@ -146,13 +143,15 @@ async def test_a_steer_during_the_final_reply_is_answered_in_the_same_turn(ledge
                 await resume.wait()
 
     broker = await start_broker(ledger, scripted, stream_fn=paused_final_reply)
-    execution = await broker.execute(AgentMessage("m-1", "user", "coder", "summarise the file"), "followup")
-    first = execution.receipt
+    first = await broker.send(AgentMessage("m-1", "user", "coder", "summarise the file"), "followup")
+    run = await first.follow()
+    assert run is not None
     await asyncio.wait_for(streaming.wait(), 10)
     steered = await broker.send(AgentMessage("m-2", "user", "coder", "and in French"), "steer")
     resume.set()
     assert steered.steered
-    events = [event async for event in execution.stream]
+    target = DeliveryTarget("broker", "local", "agent:coder")
+    events = [event async for event in stream_events(run[0], target, run[1])]
     assert await broker.wait_for_idle("coder", timeout_ms=20_000)
     shown = [e.type if e.type != "stream_end" else f"end final={e.final}" for e in events if e.type != "token"]
     assert shown == ["stream_start", "end final=False", "end final=True"]  # the answer is not glued to the reply
@@ -189,19 +188,11 @@ async def test_a_steer_sent_after_abort_is_returned_and_runs_next_in_its_place(l
 
     scripted = ScriptedModel([tool_call("slow", {}), text("ran 2"), text("ran 3")])  # aborted: no call after the tool
     tool = AgentTool("slow", "a slow tool", {"type": "object", "properties": {}}, slow)
-    env = EngineEnv.from_config(
-        load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns(), tools=[tool]
-    )
-    runner = EngineRunner(env)
-    ends: list[AgentResult] = []
-
-    def keep_result(event: ExecutionEvent) -> None:
-        if isinstance(event.event, RunEndEvent):
-            ends.append(event.event.result)
-
-    runner.on_run(lambda run: run.on_event(keep_result))
-    broker = await start_broker(ledger, scripted, runner=runner)
+    env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns(), tools=[tool])
+    broker = await start_broker(ledger, scripted, runtime=env)
     first = await broker.send(AgentMessage("m-1", "user", "coder", "go"), "followup")
+    run = await first.execution()
+    assert run is not None
     await asyncio.wait_for(started.wait(), 10)
     assert broker.abort("coder")
     steered = await broker.send(AgentMessage("m-2", "user", "coder", "task 2"), "steer")
@@ -209,7 +200,7 @@ async def test_a_steer_sent_after_abort_is_returned_and_runs_next_in_its_place(l
     assert steered.steered  # handed to the aborted run, which hands it back
     release.set()
     assert await broker.wait_for_idle("coder", timeout_ms=20_000)
-    assert [r.id for r in ends[0].returned_steers] == [steered.queue_item_id]
+    assert [r.id for r in (await run.result).returned_steers] == [steered.queue_item_id]
     turns = ledger.turns("agent:coder")
     assert [t.status for t in turns] == ["aborted", "completed", "completed"]
     texts = [[m.text.rsplit("\n", 1)[-1] for m in ledger.messages(t.id)] for t in turns]
@@ -251,15 +242,14 @@ async def test_a_spawned_sub_agent_is_a_broker_agent(ledger: Ledger) -> None:
             text("The worker counted 3 files."),
         ]
     )
-    env = EngineEnv.from_config(
+    env = Runtime(
         load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns(),
         limits=EngineLimits(subagent_max_depth=1),
     )  # fmt: skip
-    runner = EngineRunner(env)
-    broker = AgentBroker(BrokerStore(ledger.database), runner, BrokerSettings(queue=QueueSettings(mode="followup")))
-    runner.attach(broker)
+    broker = AgentBroker(ledger, env, BrokerSettings(queue=QueueSettings(mode="followup")))
+    env.spawner = BrokerSpawner(broker)
     await broker.start()
-    broker.register_agent(AgentIdentity("lead", "agent:lead", "manager"), spec={"model": scripted.model.ref})
+    broker.register_agent(AgentIdentity("lead", "agent:lead", "manager"), spec=AgentSpec(model=scripted.model.ref))
     result = await broker.send_and_wait(AgentMessage("m-1", "user", "lead", "delegate it"), timeout_ms=20_000)
     assert result.success and result.reply == "The worker counted 3 files."
     workers = [a for a in broker.list_agents() if a.identity.agent_id.startswith("worker-")]
@@ -274,7 +264,7 @@ async def test_a_spawned_sub_agent_is_a_broker_agent(ledger: Ledger) -> None:
 
 
 async def test_the_bundled_local_model_is_not_offered_the_agent_tools(ledger: Ledger) -> None:
-    """SmolLM2-135M is a chat-only model (``EngineEnv.chat_only``): given ``list_agents`` and friends
+    """SmolLM2-135M is a chat-only model (``Runtime.chat_only``): given ``list_agents`` and friends
     it called them over and over until its 4k context overflowed, and each call's status line went to
     the chat. A broker turn on it gets no tools at all, like ``nexus run`` on it."""
     scripted = ScriptedModel([text("4")])
@@ -287,7 +277,8 @@ async def test_the_bundled_local_model_is_not_offered_the_agent_tools(ledger: Le
 
     scripted.stream = recording  # type: ignore[method-assign]
     broker = await start_broker(ledger, scripted)
-    broker.register_agent(AgentIdentity("tiny", "agent:tiny", "manager"), spec={"model": "local/smollm2-135m-instruct"})
+    tiny = AgentSpec(model="local/smollm2-135m-instruct")
+    broker.register_agent(AgentIdentity("tiny", "agent:tiny", "manager"), spec=tiny)
     result = await broker.send_and_wait(AgentMessage("m-1", "user", "tiny", "what is 2+2?"), timeout_ms=20_000)
     assert result.success and result.reply == "4"
     assert models == ["llama-cpp"] and scripted.calls[0].tools == []

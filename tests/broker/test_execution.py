@@ -1,4 +1,4 @@
-"""``AgentBroker.execute`` → ``BrokerExecution{stream, result}`` (seed 004) on the real engine runner."""
+"""A message's run, live and awaited (seed 004's stream and result) through its ``SendReceipt`` on the real engine."""
 
 from __future__ import annotations
 
@@ -9,40 +9,42 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import pytest
-from fake_runner import FakeRunner
-
-from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerError, BrokerSettings, QueueSettings
-from nexus.broker.engine_runner import EngineRunHandle, EngineRunner
+from nexus.adapters.types import DeliveryTarget
+from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings, SendReceipt
 from nexus.config import load_config
+from nexus.engine import AgentSpec, Execution, Runtime
 from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.engine.execution.session_lock import session_lock_path
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
+from nexus.streaming import stream_events
 from nexus.streaming.events import StreamEnd, StreamError, StreamEvent, StreamStart, Token, ToolStatus
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import reply, stall, text, tool_call
 
+TARGET = DeliveryTarget("broker", "local", "agent:coder")
+
 
 @asynccontextmanager
-async def broker_on(
-    tmp_path: Path, scripted: ScriptedModel, runs: list[EngineRunHandle] | None = None
-) -> AsyncIterator[tuple[AgentBroker, Ledger]]:
+async def broker_on(tmp_path: Path, scripted: ScriptedModel) -> AsyncIterator[tuple[AgentBroker, Ledger]]:
     with Ledger.open(tmp_path / "agents.db") as ledger:
-        env = EngineEnv.from_config(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
-        runner = EngineRunner(env)
-        if runs is not None:
-            runner.on_run(runs.append)
-        broker = AgentBroker(BrokerStore(ledger.database), runner, BrokerSettings(queue=QueueSettings(mode="followup")))
-        runner.attach(broker)
+        env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
+        broker = AgentBroker(ledger, env, BrokerSettings(queue=QueueSettings(mode="followup")))
         await broker.start()
         ledger.ensure_session("agent:coder")
-        broker.register_agent(AgentIdentity("coder", "agent:coder"), spec={"model": scripted.model.ref})
+        broker.register_agent(AgentIdentity("coder", "agent:coder"), spec=AgentSpec(model=scripted.model.ref))
         try:
             yield broker, ledger
         finally:
             await broker.close()
+
+
+async def followed(receipt: SendReceipt) -> tuple[Execution, list[StreamEvent]]:
+    """The run that takes the message and all of its StreamEvents (subscribed as it was handed over)."""
+    run = await receipt.follow()
+    assert run is not None
+    execution, subscription = run
+    return execution, [event async for event in stream_events(execution, TARGET, subscription)]
 
 
 async def test_the_stream_yields_the_seed_events_and_the_result_the_written_turn(tmp_path: Path) -> None:
@@ -53,97 +55,95 @@ async def test_the_stream_yields_the_seed_events_and_the_result_the_written_turn
     (tmp_path / "nexus-home" / "workspace").mkdir(parents=True, exist_ok=True)
     (tmp_path / "nexus-home" / "workspace" / "notes.txt").write_text("hi\n")
     async with broker_on(tmp_path, scripted) as (broker, ledger):
-        execution = await broker.execute(AgentMessage("m-1", "user", "coder", "what does it say?"))
-        streaming_seen: list[bool] = []
-        execution.stream.on_event(
-            lambda e: streaming_seen.append(execution.stream.is_streaming) if type(e) is Token else None
-        )
-        events: list[StreamEvent] = [event async for event in execution.stream]
-        outcome = await execution.result
-        turn = ledger.get_turn(outcome.turn_id or "")
+        receipt = await broker.send(AgentMessage("m-1", "user", "coder", "what does it say?"))
+        execution, events = await followed(receipt)
+        result = await execution.result
+        turn = ledger.get_turn(result.turn_id or "")
+        outcome = await receipt.outcome()
     kinds = [e.type for e in events]
     assert kinds[0] == "stream_start" and isinstance(events[0], StreamStart)
-    assert events[0].session_label == "agent:coder" and events[0].run_id == execution.stream.run_id
+    assert events[0].session_label == "agent:coder" and events[0].run_id == execution.run_id
     ends = [e for e in events if isinstance(e, StreamEnd)]
     assert [e.final for e in ends] == [False, True] and events[-1] is ends[-1]
     tools = [e for e in events if isinstance(e, ToolStatus)]
     assert [(t.status, t.summary) for t in tools] == [("started", "Reading notes.txt"), ("completed", "Read notes.txt")]
     assert "".join(e.text for e in events if isinstance(e, Token)) == "Reading.It says hi."
-    assert outcome.status == "completed" and outcome.reply == "It says hi." and turn.status == "completed"
-    assert execution.receipt.message_id == "m-1" and not execution.receipt.duplicate
-    assert streaming_seen and all(streaming_seen)
-    assert not execution.stream.is_streaming and not execution.stream.is_compacting
+    assert result.status == "completed" and result.reply == "It says hi." and turn.status == "completed"
+    assert outcome.success and outcome.turn_id == result.turn_id and outcome.reply == "It says hi."
+    assert receipt.message_id == "m-1" and not receipt.duplicate
+    assert not execution.is_streaming and not execution.is_compacting
 
 
-async def test_a_queued_message_streams_when_its_run_starts_and_early_events_are_replayed(tmp_path: Path) -> None:
+async def test_a_queued_message_streams_when_its_run_starts_and_nothing_is_missed(tmp_path: Path) -> None:
     scripted = ScriptedModel([stall(after_chunks=2, seconds=30, then=text("first")), text("second reply")])
     async with broker_on(tmp_path, scripted) as (broker, _):
-        first = await broker.execute(AgentMessage("m-1", "user", "coder", "one"))
-        second = await broker.execute(AgentMessage("m-2", "user", "coder", "two"))
-        await _until(lambda: first.stream.is_streaming)
-        assert not second.stream.started  # the agent is busy with the first
-        first.stream.abort("enough")
-        aborted = await first.result
+        first = await broker.send(AgentMessage("m-1", "user", "coder", "one"))
+        second = await broker.send(AgentMessage("m-2", "user", "coder", "two"))
+        later = second.follow()  # asked now; the run that takes it starts after the first
+        running = await first.execution()
+        assert running is not None
+        await _until(lambda: running.is_streaming)
+        assert not later.done()  # the agent is busy with the first
+        running.abort("enough")
+        aborted = await running.result
         assert aborted.status == "aborted" and aborted.turn_id
-        outcome = await second.result  # nobody subscribed while it ran: the first subscriber gets it all
-        events = [event async for event in second.stream]
-    assert outcome.status == "completed" and outcome.reply == "second reply"
-    assert events[0].type == "stream_start" and events[-1] == StreamEnd(second.stream.run_id, final=True)
+        run = await later
+        assert run is not None
+        events = [event async for event in stream_events(run[0], TARGET, run[1])]
+        outcome = await second.outcome()
+    assert outcome.success and outcome.reply == "second reply"
+    assert events[0].type == "stream_start" and events[-1] == StreamEnd(run[0].run_id, final=True)
     assert "".join(e.text for e in events if isinstance(e, Token)) == "second reply"
 
 
 async def test_abort_before_the_run_starts_writes_the_turn_aborted_and_does_not_run_it_again(tmp_path: Path) -> None:
     scripted = ScriptedModel([stall(after_chunks=2, seconds=30, then=text("first")), text("never"), text("later")])
     async with broker_on(tmp_path, scripted) as (broker, ledger):
-        first = await broker.execute(AgentMessage("m-1", "user", "coder", "one"))
-        second = await broker.execute(AgentMessage("m-2", "user", "coder", "two"))
-        await _until(lambda: first.stream.is_streaming)
-        second.stream.abort("changed my mind")  # still queued behind the first
-        first.stream.abort("stop")
-        outcome = await second.result
-        events = [event async for event in second.stream]
-        item = BrokerStore(ledger.database).get_item(second.receipt.queue_item_id)
+        first = await broker.send(AgentMessage("m-1", "user", "coder", "one"))
+        second = await broker.send(AgentMessage("m-2", "user", "coder", "two"))
+        later = second.follow()
+        running = await first.execution()
+        assert running is not None
+        await _until(lambda: running.is_streaming)
+        second.abort("changed my mind")  # still queued behind the first
+        running.abort("stop")
+        run = await later
+        assert run is not None
+        events = [event async for event in stream_events(run[0], TARGET, run[1])]
+        result = await run[0].result
+        outcome = await second.outcome()
+        item = BrokerStore(ledger.database).get_item(second.queue_item_id)
         third = await broker.send_and_wait(AgentMessage("m-3", "user", "coder", "three"), timeout_ms=20_000)
-    assert outcome.status == "aborted" and outcome.turn_id is not None
-    assert item is not None and (item.status, item.turn_id) == ("delivered", outcome.turn_id)
+    assert result.status == "aborted" and result.turn_id is not None and not outcome.success
+    assert item is not None and (item.status, item.turn_id) == ("delivered", result.turn_id)
     assert isinstance(events[-1], StreamError) and not events[-1].partial
     assert third.success and third.reply == "never"  # the aborted message did not run again
 
 
-async def test_a_message_dropped_from_its_queue_ends_its_stream_and_fails_its_result(tmp_path: Path) -> None:
+async def test_a_message_dropped_from_its_queue_has_no_run_and_fails_its_outcome(tmp_path: Path) -> None:
     async with broker_on(tmp_path, ScriptedModel([stall(after_chunks=2, seconds=30)])) as (broker, _):
-        first = await broker.execute(AgentMessage("m-1", "user", "coder", "one"))
-        second = await broker.execute(AgentMessage("m-2", "user", "coder", "two"))
-        await _until(lambda: first.stream.is_streaming)
-        assert broker.clear_queue("coder") == 1
-        outcome = await asyncio.wait_for(second.result, 5)
-        events = [event async for event in second.stream]
-        first.stream.abort()
-    assert outcome.status == "failed" and "cleared" in (outcome.error or "") and outcome.turn_id is None
-    assert len(events) == 1 and isinstance(events[0], StreamError) and not events[0].partial
+        first = await broker.send(AgentMessage("m-1", "user", "coder", "one"))
+        second = await broker.send(AgentMessage("m-2", "user", "coder", "two"))
+        running = await first.execution()
+        assert running is not None
+        await _until(lambda: running.is_streaming)
+        assert await broker.clear_queue("coder") == 1
+        outcome = await asyncio.wait_for(second.outcome(), 5)
+        run = await asyncio.wait_for(second.execution(), 5)
+        running.abort()
+    assert not outcome.success and "cleared" in (outcome.error or "") and outcome.turn_id is None
+    assert run is None
 
 
 async def test_a_duplicate_of_a_finished_message_resolves_at_once(tmp_path: Path) -> None:
     async with broker_on(tmp_path, ScriptedModel([text("done")])) as (broker, _):
-        first = await broker.execute(AgentMessage("m-1", "user", "coder", "go"))
-        done = await first
-        again = await broker.execute(AgentMessage("m-1", "user", "coder", "go"))
-        outcome = await asyncio.wait_for(again.result, 5)
-        events = [event async for event in again.stream]
-    assert again.receipt.duplicate and outcome.turn_id == done.turn_id and outcome.status == "completed"
-    assert [e.type for e in events] == ["stream_end"]
-
-
-async def test_execute_needs_a_runner_that_announces_its_runs(tmp_path: Path) -> None:
-    with Ledger.open(tmp_path / "agents.db") as ledger:
-        store = BrokerStore(ledger.database)
-        broker = AgentBroker(store, FakeRunner(store))
-        await broker.start()
-        broker.register_agent(AgentIdentity("coder", "agent:coder"))
-        with pytest.raises(BrokerError, match="announce its runs"):
-            await broker.execute(AgentMessage("m-1", "user", "coder", "go"))
-        assert BrokerStore(ledger.database).items() == []  # refused before anything was queued
-        await broker.close()
+        first = await broker.send(AgentMessage("m-1", "user", "coder", "go"))
+        done = await first.outcome()
+        again = await broker.send(AgentMessage("m-1", "user", "coder", "go"))
+        outcome = await asyncio.wait_for(again.outcome(), 5)
+        run = await asyncio.wait_for(again.execution(), 5)
+    assert again.duplicate and outcome.turn_id == done.turn_id and outcome.success
+    assert run is None
 
 
 async def _until(check: Callable[[], bool], timeout_s: float = 20.0) -> None:
@@ -160,41 +160,47 @@ async def test_a_steered_message_follows_the_running_turn_it_went_into(tmp_path:
         [reply(text("Working."), tool_call("bash", {"command": wait}, id="c1")), text("Saw your note.")]
     )
     async with broker_on(tmp_path, scripted) as (broker, ledger):
-        first = await broker.execute(AgentMessage("m-1", "user", "coder", "start"))
-        tools: list[StreamEvent] = []
-        first.stream.on_event(lambda e: tools.append(e) if isinstance(e, ToolStatus) else None)
-        await _until(lambda: bool(tools))  # the tool waits for the gate: a safe point comes after it
-        steer = await broker.execute(AgentMessage("m-2", "user", "coder", "also check the logs"), "steer")
-        assert steer.receipt.steered
-        events: list[StreamEvent] = []
-        steer.stream.on_event(events.append)
+        first = await broker.send(AgentMessage("m-1", "user", "coder", "start"))
+        run = await first.follow()
+        assert run is not None
+        events = stream_events(run[0], TARGET, run[1])
+        async for event in events:  # the tool waits for the gate: a safe point comes after it
+            if isinstance(event, ToolStatus):
+                break
+        steer = await broker.send(AgentMessage("m-2", "user", "coder", "also check the logs"), "steer")
+        assert steer.steered
+        steered = await steer.follow()  # the running turn: its events from now on
+        assert steered is not None and steered[0] is run[0]
         gate.touch()
-        done, steered = await first.result, await asyncio.wait_for(steer.result, 20)
-        item = BrokerStore(ledger.database).get_item(steer.receipt.queue_item_id)
-    assert done.status == "completed" and steered.turn_id == done.turn_id and steered.reply == "Saw your note."
+        seen = [event async for event in stream_events(steered[0], TARGET, steered[1])]
+        done, outcome = await run[0].result, await asyncio.wait_for(steer.outcome(), 20)
+        item = BrokerStore(ledger.database).get_item(steer.queue_item_id)
+    assert done.status == "completed" and outcome.turn_id == done.turn_id and outcome.reply == "Saw your note."
     assert item is not None and (item.status, item.turn_id) == ("delivered", done.turn_id)
-    assert "".join(e.text for e in events if isinstance(e, Token)) == "Saw your note."
-    assert events[-1] == StreamEnd(steer.stream.run_id, final=True)
+    assert "".join(e.text for e in seen if isinstance(e, Token)) == "Saw your note."
+    assert seen[-1] == StreamEnd(run[0].run_id, final=True)
 
 
-async def test_a_run_that_gives_the_message_back_before_its_turn_is_not_followed_the_next_one_is(
+async def test_a_run_that_gives_the_message_back_before_its_turn_is_not_the_last_the_next_one_is(
     tmp_path: Path,
 ) -> None:
-    runs: list[EngineRunHandle] = []
-    async with broker_on(tmp_path, ScriptedModel([text("the real reply")]), runs) as (broker, ledger):
+    async with broker_on(tmp_path, ScriptedModel([text("the real reply")])) as (broker, ledger):
         lock = session_lock_path(Path(ledger.path), "agent:coder")
         lock.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(lock, os.O_RDWR | os.O_CREAT)
         fcntl.flock(fd, fcntl.LOCK_EX)  # "another process" runs the session: the run waits to start
         try:
-            execution = await broker.execute(AgentMessage("m-1", "user", "coder", "hi"))
-            await _until(lambda: len(runs) == 1)
+            receipt = await broker.send(AgentMessage("m-1", "user", "coder", "hi"))
+            first = await receipt.execution()
+            assert first is not None
             assert broker.abort("coder")  # aborted before its turn began: the message goes back to the queue
-            await _until(lambda: len(runs) == 2)  # and a new run takes it
-            assert (await runs[0].result()).turn_id is None
+            assert (await first.result).turn_id is None
+            await _until(lambda: receipt.ticket is not None and receipt.ticket.current is not first)
         finally:
             os.close(fd)
-        outcome = await asyncio.wait_for(execution.result, 20)
-        events = [event async for event in execution.stream]
-    assert outcome.status == "completed" and outcome.reply == "the real reply" and outcome.turn_id
-    assert events[0].type == "stream_start" and events[-1] == StreamEnd(execution.stream.run_id, final=True)
+        second = await receipt.execution()
+        assert second is not None
+        outcome = await asyncio.wait_for(receipt.outcome(), 20)
+        result = await second.result
+    assert outcome.success and outcome.reply == "the real reply" and outcome.turn_id == result.turn_id
+    assert second is not first and result.status == "completed"

@@ -6,12 +6,12 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from fake_runner import FakeRun, FakeRunner
+from fake_runtime import FakeRun, FakeRuntime
 
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings
-from nexus.broker.runner import RunRequest
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
 
@@ -26,8 +26,8 @@ def ledger(tmp_path: Path) -> AsyncIterator[Ledger]:
         yield opened  # type: ignore[misc]
 
 
-async def _broker(ledger: Ledger, runner: FakeRunner, **settings: object) -> AgentBroker:
-    broker = AgentBroker(runner.store, runner, BrokerSettings(**settings))  # type: ignore[arg-type]
+async def _broker(ledger: Ledger, runner: FakeRuntime, **settings: object) -> AgentBroker:
+    broker = AgentBroker(ledger, runner, BrokerSettings(**settings))  # type: ignore[arg-type]
     await broker.start()
     for agent in AGENTS:
         broker.register_agent(AgentIdentity(agent, f"agent:{agent}"))
@@ -40,14 +40,14 @@ def _send(agent: str, n: int) -> AgentMessage:
 
 async def test_sessions_take_turns_under_the_cap(ledger: Ledger) -> None:
     """Cap 1, three agents with three messages each: round robin, never one agent's whole queue first."""
-    runner = FakeRunner(BrokerStore(ledger.database))
+    runner = FakeRuntime(BrokerStore(ledger.database))
     broker = await _broker(ledger, runner, max_concurrent=1, queue=QueueSettings(mode="followup"))
     for n in range(3):
         for agent in AGENTS:
             await broker.send(_send(agent, n))
     for count in range(1, 10):
         run = await runner.next_run(count)
-        assert sum(r.phase != "done" for r in runner.runs) == 1  # the cap: one run at a time
+        assert sum(r.state != "done" for r in runner.runs) == 1  # the cap: one run at a time
         run.finish()
     assert [r.request.prompt for r in runner.runs] == ["a0", "b0", "c0", "a1", "b1", "c1", "a2", "b2", "c2"]
     await broker.wait_until_idle()
@@ -55,7 +55,7 @@ async def test_sessions_take_turns_under_the_cap(ledger: Ledger) -> None:
 
 
 async def test_the_cap_bounds_runs_at_once_and_every_slot_is_used(ledger: Ledger) -> None:
-    runner = FakeRunner(BrokerStore(ledger.database))
+    runner = FakeRuntime(BrokerStore(ledger.database))
     broker = await _broker(ledger, runner, max_concurrent=2, queue=QueueSettings(mode="followup"))
     for agent in AGENTS:
         await broker.send(_send(agent, 0))
@@ -73,7 +73,7 @@ async def test_the_cap_bounds_runs_at_once_and_every_slot_is_used(ledger: Ledger
 
 
 async def test_a_collect_batch_waits_for_its_quiet_window_then_runs_once(ledger: Ledger) -> None:
-    runner = FakeRunner(BrokerStore(ledger.database), auto_finish=True)
+    runner = FakeRuntime(BrokerStore(ledger.database), auto_finish=True)
     broker = await _broker(ledger, runner, queue=QueueSettings(mode="collect", debounce_ms=60))
     for n in range(3):
         await broker.send(_send("a", n))
@@ -84,16 +84,16 @@ async def test_a_collect_batch_waits_for_its_quiet_window_then_runs_once(ledger:
     await broker.close()
 
 
-class _FailingOnce(FakeRunner):
+class _FailingOnce(FakeRuntime):
     """A runner whose ``start`` raises a bug (not a run failure) the first time it is called for agent ``a``."""
 
     failed = False
 
-    def start(self, request: RunRequest) -> FakeRun:
-        if request.agent_id == "a" and not self.failed:
+    def start(self, spec: Any, session: str, message: Any, **kwargs: Any) -> FakeRun:
+        if spec.id == "a" and not self.failed:
             self.failed = True
             raise RuntimeError("bug in the runner")
-        return super().start(request)
+        return super().start(spec, session, message, **kwargs)
 
 
 async def test_a_batch_whose_run_fails_to_start_does_not_stop_the_other_sessions(
@@ -111,7 +111,7 @@ async def test_a_batch_whose_run_fails_to_start_does_not_stop_the_other_sessions
 
 
 async def test_close_leaves_waiting_sessions_queued_and_stops_their_timers(ledger: Ledger) -> None:
-    runner = FakeRunner(BrokerStore(ledger.database))
+    runner = FakeRuntime(BrokerStore(ledger.database))
     broker = await _broker(ledger, runner, max_concurrent=1, queue=QueueSettings(mode="followup", debounce_ms=100))
     await broker.send(_send("a", 0))
     await broker.send(_send("b", 0))
@@ -187,7 +187,7 @@ async def test_close_as_a_claim_commits_starts_no_run(ledger: Ledger) -> None:
     """close() while the worker's claim was committing: its aborts missed the run that claim would
     start, so close waited for a whole turn (forever with a run that never ends). Nothing starts;
     the item stays queued for the next broker, its attempt not counted."""
-    runner = FakeRunner(BrokerStore(ledger.database))  # runs end only when told: close must not wait for one
+    runner = FakeRuntime(BrokerStore(ledger.database))  # runs end only when told: close must not wait for one
     broker = await _broker(ledger, runner, queue=QueueSettings(mode="followup"))
     await broker.send(_send("a", 0))
     closing = asyncio.get_running_loop().create_task(broker.close())  # the worker runs first: it takes the batch
@@ -210,7 +210,7 @@ async def test_a_claim_refused_by_a_locked_database_is_retried_not_stranded(
 
     monkeypatch.setenv("NEXUS_DB_WAIT_S", "0.1")
     monkeypatch.setattr(_scheduler, "RETRY_AFTER_S", 0.05, raising=False)
-    runner = FakeRunner(BrokerStore(ledger.database), auto_finish=True)
+    runner = FakeRuntime(BrokerStore(ledger.database), auto_finish=True)
     broker = await _broker(ledger, runner, queue=QueueSettings(mode="followup"))
     holder = (
         "import sqlite3, sys, time\n"
@@ -234,7 +234,7 @@ async def test_an_interrupt_sent_as_a_batch_is_claimed_is_not_run_after_it(ledge
     """An interrupt that arrives while the batch before it commits its claim finds no run to abort:
     that batch ran a whole turn, uninterrupted, and the interrupt waited for it. Now the batch goes
     back and runs with the interrupt, as its backlog, in one turn."""
-    runner = FakeRunner(BrokerStore(ledger.database))
+    runner = FakeRuntime(BrokerStore(ledger.database))
     broker = await _broker(ledger, runner, queue=QueueSettings(mode="followup"))
     await broker.send(_send("a", 0))  # its worker claims on the next iteration, with the next send's accept
     await broker.send(_send("a", 1), "interrupt")

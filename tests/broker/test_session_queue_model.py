@@ -75,7 +75,6 @@ operation = st.one_of(
     st.tuples(st.just("batch"), st.integers(0, 2000)),
     st.tuples(st.just("complete"), st.booleans()),
     st.tuples(st.just("release")),
-    st.tuples(st.just("take_one")),
     st.tuples(st.just("clear")),
     st.tuples(st.just("retune"), st.integers(0, 8), st.sampled_from(MODES)),
     st.tuples(st.just("restore"), st.integers(0, 8), st.sampled_from(MODES), st.integers(0, 40)),
@@ -129,12 +128,6 @@ def test_the_queue_answers_as_a_list_scan_would(operations: list[tuple[object, .
             queue.release(ids)
             for item in model.items:
                 item.in_flight = False
-        elif kind == "take_one":
-            mine_taken = queue.take_one()
-            waiting = model.waiting()
-            if waiting:
-                waiting[0].in_flight = True
-            assert (mine_taken.item_id if mine_taken else None) == (waiting[0].item_id if waiting else None)
         elif kind == "clear":
             removed = [item.item_id for item in queue.clear()]
             assert removed == [item.item_id for item in model.waiting()]

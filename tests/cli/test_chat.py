@@ -232,11 +232,14 @@ def test_fork_names_are_the_parent_label_and_a_counter(home: Path, server: FakeP
 
 def test_one_compacted_message_is_singular() -> None:
     from nexus.cli._render import describe_engine_event
-    from nexus.engine.types import CompactionResult, CompactionStartEvent
+    from nexus.engine.types import CompactionStartEvent
     from nexus.engine.wiring.compact_session import SessionCompaction
 
     _, line, _ = describe_engine_event(CompactionStartEvent("manual", 1, 40))
     assert line == "⋯ compacting the conversation (1 message, ~40 tokens)"
-    result = CompactionResult(summary="summary", messages_summarized=1, tokens_before=40, tokens_after=10)
-    assert SessionCompaction("main", "compacted", result, "t1").message.startswith("compacted 1 message into a summary")
-    assert "of 1 message would not" in SessionCompaction("main", "not_smaller", result).message
+    from nexus.ledger import CompactionRecord
+
+    result = CompactionRecord(summary="summary", summarized_through_turn_id="", tokens_before=40, tokens_after=10)
+    compacted = SessionCompaction("main", "compacted", result, "t1", messages_summarized=1)
+    assert compacted.message.startswith("compacted 1 message into a summary")
+    assert "of 1 message would not" in SessionCompaction("main", "not_smaller", result, messages_summarized=1).message

@@ -85,9 +85,8 @@ def test_nexus_chat_with_the_local_model(isolated_env: Path) -> None:
 
 
 async def test_forced_tool_call_through_the_engine(isolated_env: Path) -> None:
-    from nexus.engine import EngineLimits
+    from nexus.engine import EngineLimits, Runtime
     from nexus.engine.execution.execute import execute
-    from nexus.engine.wiring.runner import EngineEnv
     from nexus.llm import StreamOptions
     from nexus.tools import coding_tools
 
@@ -95,7 +94,7 @@ async def test_forced_tool_call_through_the_engine(isolated_env: Path) -> None:
     config.workspace_path.mkdir(parents=True, exist_ok=True)
     (config.workspace_path / "hello.txt").write_text("hello\n")
     with Ledger.open(config.database_path) as ledger:
-        env = EngineEnv.from_config(config, ledger, tools=coding_tools(config.workspace_path, enabled=["ls"]))
+        env = Runtime(config, ledger, tools=coding_tools(config.workspace_path, enabled=["ls"]))
         model = env.model("local/smollm2-135m-instruct")
         ctx = env.assemble("list the files", model=model)
         # the bundled model runs as a chat model (no tools offered); a forced call is the exception

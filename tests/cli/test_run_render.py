@@ -18,12 +18,12 @@ from nexus.cli._render import (
 )
 from nexus.engine.types import (
     CompactionEndEvent,
-    CompactionResult,
     CompactionStartEvent,
     FallbackEvent,
     RetryEvent,
     WaitEvent,
 )
+from nexus.ledger import CompactionRecord
 
 
 def test_format_args_keeps_short_values_and_sizes_long_ones() -> None:
@@ -96,7 +96,8 @@ def test_engine_events_become_one_line_notices() -> None:
     assert kind == "fallback" and text == "⇢ a/x: falling back to b/y (rate_limit)" and data["skipped"] is False
     kind, text, _ = describe_engine_event(CompactionStartEvent("overflow_recovery", 40, 150_000))
     assert kind == "compaction_start" and "40 messages" in text
-    done = CompactionEndEvent(CompactionResult(summary="s", tokens_before=150_000, tokens_after=20_000))
+    record = CompactionRecord(summary="s", summarized_through_turn_id="", tokens_before=150_000, tokens_after=20_000)
+    done = CompactionEndEvent(record)
     assert describe_engine_event(done)[1] == "⋯ compacted: ~150000 → ~20000 tokens"
     failed = CompactionEndEvent(None, "the summariser failed", will_retry=True)
     kind, text, data = describe_engine_event(failed)

@@ -1,4 +1,4 @@
-"""Manual compaction of a stored session (``compact_session`` / ``EngineEnv.compact``)."""
+"""Manual compaction of a stored session (``compact_session`` / ``Runtime.compact``)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import asyncio
 import pytest
 
 from nexus.config import load_config
+from nexus.engine import Runtime
 from nexus.engine.assembly.compaction import SUMMARY_PREFIX, SUMMARY_SYSTEM_PROMPT, CompactionError
 from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.engine.execution.session_lock import session_lock
 from nexus.engine.types import CompactionEndEvent, CompactionStartEvent, EngineEvent
 from nexus.engine.wiring.compact_session import SessionCompaction, compact_session
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger, SessionNotFound
 from nexus.llm.abort import AbortSignal
 from nexus.llm.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, UserMessage
@@ -22,8 +22,8 @@ from nexus.testing.steps import http_error, text
 LONG = "word " * 300
 
 
-def make_env(ledger: Ledger, scripted: ScriptedModel) -> EngineEnv:
-    return EngineEnv.from_config(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
+def make_env(ledger: Ledger, scripted: ScriptedModel) -> Runtime:
+    return Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
 
 
 def answer(content: str) -> AssistantMessage:
@@ -54,7 +54,7 @@ async def test_summary_is_written_as_a_manual_compaction_turn_and_heads_the_hist
     assert isinstance(outcome, SessionCompaction) and outcome.compacted and outcome.status == "compacted"
     assert outcome.result is not None and outcome.result.trigger == "manual"
     assert outcome.result.tokens_after < outcome.result.tokens_before
-    assert outcome.message.startswith(f"compacted {outcome.result.messages_summarized} messages")
+    assert outcome.message.startswith(f"compacted {outcome.messages_summarized} messages")
     turns = ledger.turns("main")
     assert [t.turn_type for t in turns] == ["normal", "normal", "normal", "compaction"]
     assert turns[-1].id == outcome.turn_id and turns[-1].message_count == 0
@@ -82,7 +82,7 @@ async def test_a_second_compaction_updates_the_previous_summary(ledger: Ledger) 
     env = make_env(ledger, scripted)
     assert (await env.compact("main", model=scripted.model)).compacted
     seed(ledger, turns=3)
-    second = await compact_session("main", env=env, model=scripted.model)
+    second = await compact_session("main", runtime=env, model=scripted.model)
     assert second.compacted
     assert "<previous-summary>\nfirst summary" in str(scripted.calls[1].messages[0].content)
     first = ledger.history("main")[0]
@@ -128,11 +128,11 @@ async def test_a_tool_call_and_its_result_are_never_split(ledger: Ledger) -> Non
     scripted = ScriptedModel([text("short summary")])
     # keep just the last ~310 tokens: the walk back lands on the tool result, so the cut moves to its call
     outcome = await compact_session(
-        "main", env=make_env(ledger, scripted), model=scripted.model, keep_recent_tokens=310
+        "main", runtime=make_env(ledger, scripted), model=scripted.model, keep_recent_tokens=310
     )
     assert outcome.result is not None
     history = ledger.history_at(ledger.turns("main")[0].id)
-    kept = history[outcome.result.first_kept_index]
+    kept = history[outcome.messages_summarized]  # the kept part starts right after the summarised messages
     assert isinstance(kept, AssistantMessage) and kept.tool_calls == [call]
     assert "[Tool result]" not in str(scripted.calls[0].messages[0].content)
 
@@ -145,7 +145,7 @@ async def test_waits_for_the_session_lock_and_aborts_cleanly_while_waiting(ledge
     async with session_lock(ledger.path, "main") as held:
         assert held
         task = asyncio.create_task(
-            compact_session("main", env=env, model=scripted.model, on_wait=lambda: waited.append(True))
+            compact_session("main", runtime=env, model=scripted.model, on_wait=lambda: waited.append(True))
         )
         await asyncio.sleep(0.3)
         assert not task.done() and waited == [True] and scripted.calls == [], "nothing happens while a run holds it"

@@ -7,10 +7,10 @@ import asyncio
 from nexus.agent.events import AgentStartEvent, ToolExecutionUpdateEvent
 from nexus.agent.tool_types import AgentToolResult
 from nexus.config import load_config
+from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution.callbacks import EngineCallbacks, callbacks_listener
 from nexus.engine.execution.events import EventChannel, ReplyDelta, RunStartEvent
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text, tool_call
@@ -42,8 +42,8 @@ async def test_a_slow_subscriber_coalesces_deltas_drops_progress_and_keeps_lifec
 
 async def test_a_never_reading_subscriber_does_not_stall_the_run(ledger: Ledger) -> None:
     scripted = ScriptedModel([tool_call("ls", {}, id="c1"), text("a reply " * 200)], chunk_chars=2)
-    env = EngineEnv.from_config(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
-    execution = env.start(env.assemble("hi", model=scripted.model), model=scripted.model)
+    env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
+    execution = env.start(AgentSpec(model=scripted.model), "main", "hi")
     stuck = execution.subscribe(maxsize=2)  # never read while the run goes on
     states: list[str] = []
     execution.on_event(lambda e: states.append(e.event.state) if e.type == "state" else None)

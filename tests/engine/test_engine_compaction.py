@@ -148,13 +148,13 @@ async def test_compact_replaces_old_messages_with_summary() -> None:
     assert messages == before  # input untouched
     first = outcome.messages[0]
     assert isinstance(first, UserMessage) and first.content == SUMMARY_PREFIX + "## Goal\nShip it"
-    result = outcome.result
-    assert outcome.messages[1:] == messages[result.first_kept_index :]
+    result, cut = outcome.record, outcome.first_kept_index
+    assert outcome.messages[1:] == messages[cut:]
     assert result.trigger == "overflow_recovery" and result.model == "m" and result.provider == "prov"
     assert result.tokens_before == estimate_tokens(messages) > result.tokens_after == estimate_tokens(outcome.messages)
     assert result.summarization_input_tokens == 900 and result.summarization_output_tokens == 40
-    assert result.messages_summarized == result.first_kept_index > 0
-    assert result.turns_summarized == sum(1 for m in messages[: result.first_kept_index] if isinstance(m, UserMessage))
+    assert outcome.messages_summarized == cut > 0 and result.metadata == {"messages_summarized": cut}
+    assert result.turns_summarized == sum(1 for m in messages[:cut] if isinstance(m, UserMessage))
     opts = fake.options[0]
     assert opts is not None and opts.max_tokens == 4_000  # 0.8 x 16384 capped by the model's max output
 

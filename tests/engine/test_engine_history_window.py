@@ -7,11 +7,10 @@ from pathlib import Path
 import pytest
 
 from nexus.config import load_config
-from nexus.engine import AgentResult, EngineLimits
+from nexus.engine import AgentResult, AgentSpec, EngineLimits, Runtime
 from nexus.engine.assembly.budget import history_window_chars
 from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.engine.execution.ledger_map import history_turn_ids
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import CompactionRecord, Ledger, Turn
 from nexus.llm.types import AssistantMessage, Model, TextContent, Usage, UserMessage
 from nexus.testing import ScriptedModel
@@ -44,12 +43,11 @@ def _sent(scripted: ScriptedModel) -> list[list[str]]:
 async def _run_next(ledger: Ledger) -> tuple[ScriptedModel, list[object], AgentResult]:
     scripted = ScriptedModel([text("## Goal\nthe summary"), text("done")], model=SMALL)
     limits = EngineLimits(keep_recent_tokens=300, reserve_tokens=200)
-    env = EngineEnv.from_config(
-        load_config(), ledger, stream_fn=scripted.stream, limits=limits, cooldowns=ProfileCooldowns()
-    )
-    ctx = env.assemble(UserMessage("next"), session="main", model=SMALL)  # no event header: no clock in the text
-    result = await env.start(ctx, model=SMALL).result
-    return scripted, list(ctx.history), result
+    env = Runtime(load_config(), ledger, stream_fn=scripted.stream, limits=limits, cooldowns=ProfileCooldowns())
+    execution = env.start(AgentSpec(model=SMALL), "main", UserMessage("next"))  # no event header: no clock
+    result = await execution.result
+    assert execution.context is not None
+    return scripted, list(execution.context.history), result
 
 
 async def test_a_long_session_loads_its_window_and_sends_what_a_full_load_sends(
@@ -129,8 +127,8 @@ async def test_a_manual_compaction_reads_the_window_a_run_would_load(ledger: Led
     _long_session(ledger, 300)
     window = ledger.history("main", max_chars=history_window_chars(SMALL))
     scripted = ScriptedModel([text("## Goal\nshort")], model=SMALL)
-    env = EngineEnv.from_config(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
-    outcome = await compact_session("main", env=env, model=SMALL)
+    env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
+    outcome = await compact_session("main", runtime=env, model=SMALL)
     assert outcome.status == "compacted" and outcome.result is not None
     assert (
         outcome.result.tokens_before

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from nexus.config import parse_config
+from nexus.engine import preflight, resolve_model, run_agent
 from nexus.engine.execution.failover import ProfileCooldowns, failover_stream
 from nexus.engine.types import EngineEvent
-from nexus.engine.wiring.runner import model_problem, preflight, resolve_model, run_agent
+from nexus.engine.wiring.models import model_problem
 from nexus.errors import ConfigError
 from nexus.llm.types import Context, UserMessage
 

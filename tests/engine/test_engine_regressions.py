@@ -7,9 +7,9 @@ from dataclasses import replace
 
 from nexus.agent.steering import SteerReceipt
 from nexus.config import load_config
+from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution.callbacks import EngineCallbacks
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.llm.types import AssistantMessage
 from nexus.testing import ScriptedModel
@@ -19,9 +19,8 @@ from nexus.testing.steps import stream_error, text, tool_call
 async def test_engine_written_turn_keeps_its_cost(ledger: Ledger) -> None:
     scripted = ScriptedModel([tool_call("ls", {}, id="c1"), text("done")])
     scripted.model = replace(scripted.model, input_price=3.0, output_price=15.0)
-    env = EngineEnv.from_config(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
-    ctx = env.assemble("list the files", model=scripted.model)
-    result = await env.start(ctx, model=scripted.model).result
+    env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
+    result = await env.start(AgentSpec(model=scripted.model), "main", "list the files").result
     head = ledger.head("main")
     assert head is not None
     stored = [m.message for m in ledger.messages(head.id) if isinstance(m.message, AssistantMessage)]
@@ -34,15 +33,15 @@ async def test_engine_written_turn_keeps_its_cost(ledger: Ledger) -> None:
 async def test_steer_accepted_before_a_stream_failure_is_not_lost(ledger: Ledger) -> None:
     # the steer arrives while the model streams; the stream then fails after some text
     scripted = ScriptedModel([stream_error(after_chunks=3, status=400, of=text("some words and then it breaks"))])
-    env = EngineEnv.from_config(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
-    ctx = env.assemble("hi", model=scripted.model)
+    env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
     holder: list[object] = []
 
     def on_text(delta: str) -> None:
         if not holder:
             holder.append(execution.steer("also mention the weather"))
 
-    execution = env.start(ctx, EngineCallbacks(on_partial_reply=on_text), model=scripted.model)
+    callbacks = EngineCallbacks(on_partial_reply=on_text)
+    execution = env.start(AgentSpec(model=scripted.model), "main", "hi", callbacks=callbacks)
     result = await asyncio.wait_for(execution.result, 10)
     assert result.stop_reason == "error"
     receipt = holder[0]

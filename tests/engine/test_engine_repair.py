@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 from nexus.agent.tool_types import AgentToolResult
-from nexus.engine.assembly.repair import MISSING_RESULT_TEXT, repair_transcript, repair_transform, truncate_result
+from nexus.engine.assembly.repair import MISSING_RESULT_TEXT, repair_transcript, truncate_result
 from nexus.llm.types import (
     AssistantMessage,
     ImageContent,
@@ -121,11 +121,6 @@ def test_custom_messages_pass_through() -> None:
     marker = object()
     repaired = repair_transcript([UserMessage("x"), marker, asst(call("a"))])
     assert repaired[1] is marker and len(repaired) == 4
-
-
-def test_repair_transform_matches_hook_signature() -> None:
-    messages: list[Message] = [asst(call("a"))]
-    assert shape(repair_transform(messages, None)) == ["assistant:a", "result:a!"]
 
 
 def test_truncate_result_keeps_head_marks_cut_and_does_not_mutate() -> None:

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 from nexus.config import load_config
-from nexus.engine import EngineLimits
+from nexus.engine import AgentSpec, EngineLimits, EventContext, Runtime
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.llm.types import Model
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text, tool_call
 
 
-def _env(ledger: Ledger, scripted: ScriptedModel, **kw: object) -> EngineEnv:
-    return EngineEnv.from_config(
+def _env(ledger: Ledger, scripted: ScriptedModel, **kw: object) -> Runtime:
+    return Runtime(
         load_config(),
         ledger,
         stream_fn=scripted.stream,
@@ -25,7 +24,7 @@ def _env(ledger: Ledger, scripted: ScriptedModel, **kw: object) -> EngineEnv:
 async def test_result_ids_are_the_ledgers(ledger: Ledger) -> None:
     scripted = ScriptedModel([tool_call("ls", {}, id="c1"), text("two files")])
     env = _env(ledger, scripted)
-    execution = env.start(env.assemble("what is here?", model=scripted.model), model=scripted.model)
+    execution = env.start(AgentSpec(model=scripted.model), "main", "what is here?")
     result = await execution.result
     head = ledger.head("main")
     assert head is not None and result.turn_id == head.id == execution.turn_id
@@ -44,9 +43,9 @@ async def test_every_compaction_of_a_run_is_in_the_result_with_turn_ids(ledger: 
     scripted = ScriptedModel([*bulky, text("SUMMARY"), text("answer")], model=tiny)
     env = _env(ledger, scripted, limits=EngineLimits(keep_recent_tokens=50), tools=[])
     for message in ("one", "two", "three"):
-        await env.start(env.assemble(message, model=tiny), model=tiny).result
+        await env.start(AgentSpec(model=tiny), "main", message).result
     turns = ledger.turns("main")
-    result = await env.start(env.assemble("four", model=tiny), model=tiny).result
+    result = await env.start(AgentSpec(model=tiny), "main", "four").result
     assert len(result.compactions) == 1 and result.compaction is result.compactions[0]
     record = result.compactions[0]
     head = ledger.head("main")
@@ -62,16 +61,19 @@ async def test_run_without_ledger_numbers_messages_by_ordinal(ledger: Ledger) ->
 
     scripted = ScriptedModel([text("no ledger")])
     env = _env(ledger, scripted)
-    result = await execute(env.assemble("hi", model=scripted.model), stream_fn=scripted.stream, model=scripted.model)
+    ctx = env.assemble("hi", model=scripted.model)
+    result = await execute(ctx, stream_fn=scripted.stream, model=scripted.model)
     assert result.turn_id is None and [m.id for m in result.messages] == [0, 1] and result.reply == "no ledger"
 
 
 async def test_a_turn_records_what_the_model_was_told(ledger: Ledger) -> None:
     scripted = ScriptedModel([text("one"), text("two")])
     env = _env(ledger, scripted)
-    ctx = env.assemble("hello", model=scripted.model, channel="telegram")
-    first = await env.start(ctx, model=scripted.model).result
-    second = await env.start(env.assemble("again", model=scripted.model), model=scripted.model).result
+    execution = env.start(AgentSpec(model=scripted.model), "main", "hello", event=EventContext(channel="telegram"))
+    first = await execution.result
+    ctx = execution.context
+    assert ctx is not None
+    second = await env.start(AgentSpec(model=scripted.model), "main", "again").result
     turns = {t.id: t for t in ledger.turns("main")}
     key = turns[first.turn_id or ""].system_prompt_hash
     assert key is not None and ledger.system_prompt(key) == ctx.system_prompt

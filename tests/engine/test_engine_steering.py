@@ -13,10 +13,9 @@ from typing import Any
 from nexus.agent.steering import SteerReceipt
 from nexus.agent.tool_types import AgentTool, AgentToolResult
 from nexus.config import load_config
-from nexus.engine import AgentResult, EngineLimits
+from nexus.engine import AgentResult, AgentSpec, EngineLimits, Runtime
 from nexus.engine.execution.execute import Execution
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.llm.abort import AbortSignal
 from nexus.llm.events import AssistantMessageEvent
@@ -26,8 +25,8 @@ from nexus.testing import ScriptedModel
 from nexus.testing.steps import overflow, text, tool_call
 
 
-def _env(ledger: Ledger, stream: Any, **kw: Any) -> EngineEnv:
-    return EngineEnv.from_config(load_config(), ledger, stream_fn=stream, cooldowns=ProfileCooldowns(), **kw)
+def _env(ledger: Ledger, stream: Any, **kw: Any) -> Runtime:
+    return Runtime(load_config(), ledger, stream_fn=stream, cooldowns=ProfileCooldowns(), **kw)
 
 
 def _slow_tool(started: asyncio.Event, release: asyncio.Event) -> AgentTool:
@@ -55,7 +54,7 @@ def assert_not_lost(receipt: SteerReceipt, result: AgentResult, ledger: Ledger) 
 async def test_done_run_returns_a_late_steer_at_once(ledger: Ledger) -> None:
     scripted = ScriptedModel([text("done")])
     env = _env(ledger, scripted.stream)
-    execution = env.start(env.assemble("hi", model=scripted.model), model=scripted.model)
+    execution = env.start(AgentSpec(model=scripted.model), "main", "hi")
     result = await execution.result
     late = execution.steer("after the end")
     assert late.status == "returned" and "ended" in (late.reason or "") and result.returned_steers == []
@@ -66,7 +65,7 @@ async def _run_inside_a_slow_tool(ledger: Ledger) -> tuple[Execution, asyncio.Ev
     started, release = asyncio.Event(), asyncio.Event()
     scripted = ScriptedModel([tool_call("slow", {}, id="s1"), text("never")])
     env = _env(ledger, scripted.stream, tools=[_slow_tool(started, release)])
-    execution = env.start(env.assemble("go", model=scripted.model), model=scripted.model)
+    execution = env.start(AgentSpec(model=scripted.model), "main", "go")
     await asyncio.wait_for(started.wait(), 5)
     return execution, release
 
@@ -103,7 +102,7 @@ async def test_max_iterations_delivers_a_taken_steer_into_the_turn(ledger: Ledge
     started, release = asyncio.Event(), asyncio.Event()
     scripted = ScriptedModel([tool_call("slow", {}, id="s1"), text("unused")])
     env = _env(ledger, scripted.stream, tools=[_slow_tool(started, release)], limits=EngineLimits(max_iterations=1))
-    execution = env.start(env.assemble("go", model=scripted.model), model=scripted.model)
+    execution = env.start(AgentSpec(model=scripted.model), "main", "go")
     await asyncio.wait_for(started.wait(), 5)
     receipt = execution.steer("one more thing")
     release.set()
@@ -127,7 +126,7 @@ async def test_overflow_recovery_keeps_the_steer(ledger: Ledger) -> None:
             yield event
 
     env = _env(ledger, stream)
-    box.append(env.start(env.assemble("hi", model=scripted.model), model=scripted.model))
+    box.append(env.start(AgentSpec(model=scripted.model), "main", "hi"))
     result = await box[0].result
     assert_not_lost(holder[0], result, ledger)
 
@@ -136,7 +135,7 @@ async def test_one_per_safe_point_mode_delivers_one_at_a_time(ledger: Ledger) ->
     started, release = asyncio.Event(), asyncio.Event()
     scripted = ScriptedModel([tool_call("slow", {}, id="s1"), text("first"), text("second")])
     env = _env(ledger, scripted.stream, tools=[_slow_tool(started, release)])
-    execution = env.start(env.assemble("go", model=scripted.model), model=scripted.model)
+    execution = env.start(AgentSpec(model=scripted.model), "main", "go")
     settled: list[str] = []
     execution.on_event(lambda e: settled.append(e.event.receipt.id) if e.type == "steer" else None)
     await asyncio.wait_for(started.wait(), 5)
@@ -155,7 +154,7 @@ async def test_steered_messages_are_stored_with_their_source(ledger: Ledger) -> 
     started, release = asyncio.Event(), asyncio.Event()
     scripted = ScriptedModel([tool_call("slow", {}, id="s1"), text("noted both")])
     env = _env(ledger, scripted.stream, tools=[_slow_tool(started, release)])
-    execution = env.start(env.assemble("go", model=scripted.model), model=scripted.model)
+    execution = env.start(AgentSpec(model=scripted.model), "main", "go")
     await asyncio.wait_for(started.wait(), 5)
     plain = execution.steer("first addition")
     sent = execution.steer("second addition", source="telegram:alice")

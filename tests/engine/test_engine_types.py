@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from nexus.engine import AgentError, AgentResult, CompactionResult, EngineLimits
+from nexus.engine import AgentError, AgentResult, EngineLimits
 from nexus.engine.types import AssembledContext, TokenBudget, agent_error_from_message, new_id
 from nexus.errors import ConfigError
-from nexus.ledger import StoredMessage
+from nexus.ledger import CompactionRecord, StoredMessage
 from nexus.llm.types import (
     AssistantMessage,
     Cost,
@@ -131,4 +131,4 @@ def test_result_and_context_defaults() -> None:
     )
     assert ctx.role == "unified" and ctx.tools == [] and ctx.timeout_ms == 600_000 and ctx.parent_turn_id is None
     assert result.compactions == [] and result.returned_steers == [] and result.turn_id is None
-    assert CompactionResult(summary="s").trigger == "context_limit"
+    assert CompactionRecord(summary="s", summarized_through_turn_id="").trigger == "context_limit"

@@ -8,15 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from engine_helpers import start_context
 
 from nexus.agent.tool_types import AgentTool, AgentToolResult
 from nexus.config import load_config
-from nexus.engine import EngineLimits
+from nexus.engine import AgentSpec, EngineLimits, Runtime, run_agent
 from nexus.engine.execution.callbacks import EngineCallbacks
 from nexus.engine.execution.execute import execute
 from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.engine.types import AssembledContext
-from nexus.engine.wiring.runner import EngineEnv, run_agent
 from nexus.ledger import Ledger
 from nexus.llm.abort import AbortSignal
 from nexus.llm.types import AssistantMessage, ToolResultMessage, UserMessage
@@ -30,8 +30,8 @@ def make_env(
     *,
     limits: EngineLimits | None = None,
     tools: Sequence[AgentTool] | None = None,
-) -> EngineEnv:
-    return EngineEnv.from_config(
+) -> Runtime:
+    return Runtime(
         load_config(), ledger, stream_fn=scripted.stream, limits=limits, cooldowns=ProfileCooldowns(), tools=tools
     )
 
@@ -56,13 +56,12 @@ class Recorder:
         )
 
 
-async def run(env: EngineEnv, message: str, session: str = "main", callbacks: EngineCallbacks | None = None) -> Any:
+async def run(env: Runtime, message: str, session: str = "main", callbacks: EngineCallbacks | None = None) -> Any:
     model = scripted_model_of(env)
-    ctx = env.assemble(message, session=session, model=model)
-    return await env.start(ctx, callbacks, model=model).result
+    return await env.start(AgentSpec(model=model), session, message, callbacks=callbacks).result
 
 
-def scripted_model_of(env: EngineEnv) -> Any:
+def scripted_model_of(env: Runtime) -> Any:
     owner = getattr(env.stream_fn, "__self__", None)
     assert isinstance(owner, ScriptedModel)
     return owner.model
@@ -201,7 +200,7 @@ async def test_timeout_aborts_with_partial_text(ledger: Ledger) -> None:
     env = make_env(ledger, scripted)
     ctx = env.assemble("hi", model=scripted.model)
     ctx.timeout_ms = 300
-    result = await env.start(ctx, model=scripted.model).result
+    result = await start_context(env, ctx, scripted.model).result
     assert result.stop_reason == "timeout"
     assert result.error is not None and result.error.kind == "timeout" and result.error.retryable
     assert result.messages[-1].role == "assistant" and result.messages[-1].text  # partial text kept
@@ -216,7 +215,7 @@ async def test_abort_records_aborted_turn_with_partial_text(ledger: Ledger) -> N
     env = make_env(ledger, scripted)
     got_text = asyncio.Event()
     callbacks = EngineCallbacks(on_partial_reply=lambda t: got_text.set())
-    execution = env.start(env.assemble("hi", model=scripted.model), callbacks, model=scripted.model)
+    execution = env.start(AgentSpec(model=scripted.model), "main", "hi", callbacks=callbacks)
     await asyncio.wait_for(got_text.wait(), 5)
     assert execution.is_streaming
     execution.abort()
@@ -255,7 +254,7 @@ async def test_steer_injects_message_after_tool_batch(ledger: Ledger) -> None:
     started = asyncio.Event()
     scripted = ScriptedModel([tool_call("slow", {}, id="s1"), text("adjusted answer")])
     env = make_env(ledger, scripted, tools=[_slow_tool(started)])
-    execution = env.start(env.assemble("do it", model=scripted.model), model=scripted.model)
+    execution = env.start(AgentSpec(model=scripted.model), "main", "do it")
     await asyncio.wait_for(started.wait(), 5)
     receipt = execution.steer("actually, use French")
     assert receipt.status == "pending"
@@ -272,7 +271,7 @@ async def test_steer_injects_message_after_tool_batch(ledger: Ledger) -> None:
 async def test_events_iterator_and_on_event(ledger: Ledger) -> None:
     scripted = ScriptedModel([tool_call("ls", {}), text("ok")])
     env = make_env(ledger, scripted)
-    execution = env.start(env.assemble("hi", model=scripted.model), model=scripted.model)
+    execution = env.start(AgentSpec(model=scripted.model), "main", "hi")
     seen: list[str] = []
     execution.on_event(lambda e: seen.append(e.type))
     items = [event async for event in execution.events()]
@@ -322,7 +321,7 @@ async def test_stale_context_is_refused_and_nothing_is_stored(ledger: Ledger) ->
     await run(env, "another run moved the head")
     before = ledger.head("main")
     with pytest.raises(HeadMovedError):
-        await env.start(stale, model=scripted.model).result
+        await start_context(env, stale, scripted.model).result
     assert ledger.head("main") == before and ledger.open_turns() == []
     assert scripted.pending == 1  # the model was never called
 

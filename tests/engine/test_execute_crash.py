@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from nexus.config import load_config
+from nexus.engine import run_agent
 from nexus.engine.assembly.repair import MISSING_RESULT_TEXT
-from nexus.engine.wiring.runner import run_agent
 from nexus.ledger import Ledger
 from nexus.ledger._turns import MID_REPLY_NOTE
 from nexus.llm.serde import message_from_dict
@@ -33,7 +33,7 @@ from nexus.testing.steps import stall, text, tool_call
 
 CHILD = """
 import asyncio
-from nexus.engine.wiring.runner import run_agent
+from nexus.engine import run_agent
 asyncio.run(run_agent("please do the task"))
 """
 

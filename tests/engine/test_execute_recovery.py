@@ -8,10 +8,17 @@ from typing import Any
 
 from nexus.agent.tool_types import AgentTool
 from nexus.config import load_config
-from nexus.engine import CompactionEndEvent, CompactionStartEvent, EngineLimits, FallbackEvent, RetryEvent
+from nexus.engine import (
+    AgentSpec,
+    CompactionEndEvent,
+    CompactionStartEvent,
+    EngineLimits,
+    FallbackEvent,
+    RetryEvent,
+    Runtime,
+)
 from nexus.engine.execution.callbacks import EngineCallbacks
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.llm.types import Model, ToolResultMessage, UserMessage
 from nexus.testing import FakeProviderServer, ScriptedModel
@@ -25,8 +32,8 @@ def make_env(
     limits: EngineLimits | None = None,
     tools: Sequence[AgentTool] | None = None,
     cooldowns: ProfileCooldowns | None = None,
-) -> EngineEnv:
-    return EngineEnv.from_config(
+) -> Runtime:
+    return Runtime(
         load_config(),
         ledger,
         stream_fn=scripted.stream if scripted is not None else None,
@@ -36,9 +43,9 @@ def make_env(
     )
 
 
-async def run(env: EngineEnv, model: Model, message: str, events: list[Any] | None = None) -> Any:
+async def run(env: Runtime, model: Model, message: str, events: list[Any] | None = None) -> Any:
     callbacks = EngineCallbacks(on_engine_event=events.append if events is not None else None)
-    return await env.start(env.assemble(message, model=model), callbacks, model=model).result
+    return await env.start(AgentSpec(model=model), "main", message, callbacks=callbacks).result
 
 
 def summary_text(message: object) -> str | None:
@@ -261,11 +268,11 @@ async def test_steering_is_refused_while_compacting(ledger: Ledger) -> None:
         async for event in scripted.stream(model, context, options):
             yield event
 
-    env = EngineEnv.from_config(
+    env = Runtime(
         load_config(), ledger, stream_fn=gated, limits=EngineLimits(keep_recent_tokens=1), cooldowns=ProfileCooldowns()
     )
     await run(env, scripted.model, "one")
-    execution = env.start(env.assemble("two", model=scripted.model), model=scripted.model)
+    execution = env.start(AgentSpec(model=scripted.model), "main", "two")
     await asyncio.wait_for(entered.wait(), 5)
     assert execution.is_compacting and execution.is_streaming
     receipt = execution.steer("wait for me")

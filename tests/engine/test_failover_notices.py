@@ -17,10 +17,9 @@ from typing import Any
 
 from nexus.cli._render import describe_engine_event
 from nexus.config import load_config
-from nexus.engine import EngineLimits
+from nexus.engine import AgentSpec, EngineLimits, Runtime
 from nexus.engine.execution.callbacks import EngineCallbacks
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import cut, http_error, overflow, stall, text
@@ -54,11 +53,11 @@ async def run_turn(
     ledger: Ledger, message: str = "hi", *, cooldowns: ProfileCooldowns | None = None
 ) -> tuple[Any, list[str]]:
     """One engine run of the configured default model; returns (result, the notice lines the CLI prints)."""
-    env = EngineEnv.from_config(load_config(), ledger, limits=EngineLimits(), cooldowns=cooldowns or ProfileCooldowns())
+    env = Runtime(load_config(), ledger, limits=EngineLimits(), cooldowns=cooldowns or ProfileCooldowns())
     notices: list[str] = []
     callbacks = EngineCallbacks(on_engine_event=lambda event: notices.append(describe_engine_event(event)[1]))
     model = env.model(None)
-    result = await env.start(env.assemble(message, model=model), callbacks, model=model).result
+    result = await env.start(AgentSpec(model=model), "main", message, callbacks=callbacks).result
     return result, notices
 
 

@@ -21,9 +21,9 @@ import pytest
 
 from nexus.agent.tool_types import AgentTool, AgentToolResult
 from nexus.config import load_config
+from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution import _writer
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.ledger._sqlite import Database
 from nexus.llm.abort import AbortSignal
@@ -94,10 +94,8 @@ def _gated_tool(arrived: list[int], everyone: asyncio.Event, runs: int) -> Agent
     return AgentTool("gate", "waits for the other runs", {"type": "object", "properties": {}}, execute)
 
 
-def _env(ledger: Ledger, model: ScriptedModel, tools: list[AgentTool]) -> EngineEnv:
-    return EngineEnv.from_config(
-        load_config(), ledger, stream_fn=model.stream, cooldowns=ProfileCooldowns(), tools=tools
-    )
+def _env(ledger: Ledger, model: ScriptedModel, tools: list[AgentTool]) -> Runtime:
+    return Runtime(load_config(), ledger, stream_fn=model.stream, cooldowns=ProfileCooldowns(), tools=tools)
 
 
 @pytest.fixture
@@ -114,7 +112,7 @@ async def _four_gated_runs(watched: WatchedLedger) -> None:
     for i in range(runs):
         model = ScriptedModel([tool_call("gate", {}, id=f"c{i}"), text(f"answer {i}")], record=False)
         env = _env(watched, model, [_gated_tool(arrived, everyone, runs)])
-        executions.append(env.start(env.assemble("go", session=f"s{i}", model=model.model), model=model.model))
+        executions.append(env.start(AgentSpec(model=model.model), f"s{i}", "go"))
     results = await asyncio.gather(*(e.result for e in executions))
     assert [r.stop_reason for r in results] == ["end_turn"] * runs
     for i, result in enumerate(results):  # and every turn is on disk, in order
@@ -152,13 +150,11 @@ async def test_a_run_cancelled_during_its_turn_write_ends_after_the_write(
         return AgentToolResult.text("released")
 
     other_env = _env(watched, other_model, [AgentTool("hold", "holds", {"type": "object", "properties": {}}, hold)])
-    other = other_env.start(
-        other_env.assemble("wait", session="other", model=other_model.model), model=other_model.model
-    )
+    other = other_env.start(AgentSpec(model=other_model.model), "other", "wait")
     model = ScriptedModel([text("short answer")], record=False)
     env = _env(watched, model, [])
     watched.turn_gate = threading.Event()
-    execution = env.start(env.assemble("hi", session="main", model=model.model), model=model.model)
+    execution = env.start(AgentSpec(model=model.model), "main", "hi")
     assert await asyncio.to_thread(watched.in_write_turn.wait, 10)  # the writer thread is inside write_turn
     execution.result.cancel()
     await asyncio.sleep(0.05)
@@ -183,14 +179,13 @@ async def test_a_run_cancelled_while_its_turn_opens_closes_that_turn(watched: Wa
         return AgentToolResult.text("released")
 
     other_env = _env(watched, other_model, [AgentTool("hold", "holds", {"type": "object", "properties": {}}, hold)])
-    waiting = other_env.assemble("wait", session="other", model=other_model.model)
-    other = other_env.start(waiting, model=other_model.model)
+    other = other_env.start(AgentSpec(model=other_model.model), "other", "wait")
     while other.state != "tools":  # the other run is active: this run's writes go to the thread
         await other.wait_state_change()
     model = ScriptedModel([text("never streamed")], record=False)
     env = _env(watched, model, [])
     watched.open_gate = threading.Event()
-    execution = env.start(env.assemble("hi", session="main", model=model.model), model=model.model)
+    execution = env.start(AgentSpec(model=model.model), "main", "hi")
     assert await asyncio.to_thread(watched.in_open_turn.wait, 10)
     execution.result.cancel()
     watched.open_gate.set()

@@ -19,9 +19,9 @@ import pytest
 
 from nexus.agent.tool_types import AgentTool, AgentToolResult
 from nexus.config import load_config
+from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution._journal import TurnJournal, snapshot
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger, LedgerBusyError
 from nexus.ledger._sqlite import Database
 from nexus.ledger._turns import MID_REPLY_NOTE
@@ -120,10 +120,8 @@ class GatedModel:
         yield DoneEvent("stop", message)
 
 
-def _env(ledger: Ledger, model: GatedModel, tools: list[AgentTool] | None = None) -> EngineEnv:
-    return EngineEnv.from_config(
-        load_config(), ledger, stream_fn=model.stream, cooldowns=ProfileCooldowns(), tools=tools
-    )
+def _env(ledger: Ledger, model: GatedModel, tools: list[AgentTool] | None = None) -> Runtime:
+    return Runtime(load_config(), ledger, stream_fn=model.stream, cooldowns=ProfileCooldowns(), tools=tools)
 
 
 def _journal_rows(ledger: Ledger) -> int:
@@ -145,7 +143,7 @@ async def test_long_reply_is_journaled_in_few_growing_snapshots_then_replaced(
     pieces = [f"{i:04d}:" + "x" * 45 for i in range(200)]  # 10,000 characters in 200 deltas
     model = GatedModel((pieces, []), delay=0.002)
     env = _env(recording, model)
-    result = await env.start(env.assemble("write a lot", model=MODEL), model=MODEL).result
+    result = await env.start(AgentSpec(model=MODEL), "main", "write a lot").result
     full = "".join(pieces)
     assert result.stop_reason == "end_turn" and result.messages[-1].text == full
     streaming = [p for p in recording.partials if not p[2]]
@@ -161,7 +159,7 @@ async def test_long_reply_is_journaled_in_few_growing_snapshots_then_replaced(
 async def test_text_that_stops_streaming_is_journaled_after_the_interval(recording: RecordingLedger) -> None:
     model = GatedModel((["Hello, ", "wor"], ["ld!"]))
     env = _env(recording, model)
-    execution = env.start(env.assemble("greet", model=MODEL), model=MODEL)
+    execution = env.start(AgentSpec(model=MODEL), "main", "greet")
     await asyncio.wait_for(model.waiting.wait(), 10)
     await _until(lambda: recording.partials, "the snapshot")  # no new delta came: the timer wrote it
     assert recording.partials == [(0, "Hello, wor", False, [])]
@@ -196,7 +194,7 @@ async def test_snapshot_of_a_reply_carries_only_its_complete_tool_calls(recordin
     model = GatedModel()
     env = _env(recording, model)
     env.stream_fn = stream
-    execution = env.start(env.assemble("read a and b", model=MODEL), model=MODEL)
+    execution = env.start(AgentSpec(model=MODEL), "main", "read a and b")
     await _until(lambda: recording.partials, "the snapshot")
     assert recording.partials == [(0, "I will read both.", False, ["c1"])]  # c2 is not complete: left out
     execution.abort("test over")
@@ -208,7 +206,7 @@ async def test_snapshot_of_a_reply_carries_only_its_complete_tool_calls(recordin
 async def test_short_reply_costs_no_journal_write(recording: RecordingLedger) -> None:
     model = GatedModel((["quick answer"], []))
     env = _env(recording, model)
-    result = await env.start(env.assemble("hi", model=MODEL), model=MODEL).result
+    result = await env.start(AgentSpec(model=MODEL), "main", "hi").result
     assert result.messages[-1].text == "quick answer"
     assert recording.partials == []  # write_turn came right after: nothing journaled for it
     assert [m.role for m in recording.history("main")] == ["user", "assistant"]
@@ -224,7 +222,7 @@ async def test_journal_failures_are_logged_and_the_run_completes(
     model = GatedModel(([f"{i:03d} " + "y" * 60 for i in range(100)], []), tool_first="noop")
     with FailingLedger(Database(tmp_path / "agents.db")) as ledger, caplog.at_level(logging.DEBUG, "nexus.engine"):
         env = _env(ledger, model, tools=[tool])
-        result = await env.start(env.assemble("go", model=MODEL), model=MODEL).result
+        result = await env.start(AgentSpec(model=MODEL), "main", "go").result
         assert result.stop_reason == "end_turn" and result.error is None
         head = ledger.head("main")
         assert head is not None and head.status == "completed" and head.tool_call_count == 1

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from nexus.config import load_config
+from nexus.engine import run_agent
 from nexus.engine.execution.session_lock import session_lock, session_lock_path
-from nexus.engine.wiring.runner import run_agent
 from nexus.ledger import Ledger
 from nexus.llm.abort import AbortSignal
 from nexus.llm.types import UserMessage

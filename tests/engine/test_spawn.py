@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from nexus.config import load_config
-from nexus.engine import EngineLimits
+from nexus.engine import AgentSpec, EngineLimits, Runtime
 from nexus.engine.execution.execute import execute
 from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.engine.execution.scope import CURRENT_RUN, RunScope
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.engine.wiring.spawn import spawn_agent_tool, worker_label
 from nexus.ledger import Ledger
 from nexus.llm.abort import AbortSignal
@@ -16,10 +15,8 @@ from nexus.testing import ScriptedModel
 from nexus.testing.steps import http_error, text, tool_call
 
 
-def make_env(ledger: Ledger, scripted: ScriptedModel, limits: EngineLimits | None = None) -> EngineEnv:
-    return EngineEnv.from_config(
-        load_config(), ledger, stream_fn=scripted.stream, limits=limits, cooldowns=ProfileCooldowns()
-    )
+def make_env(ledger: Ledger, scripted: ScriptedModel, limits: EngineLimits | None = None) -> Runtime:
+    return Runtime(load_config(), ledger, stream_fn=scripted.stream, limits=limits, cooldowns=ProfileCooldowns())
 
 
 def tool_results(scripted: ScriptedModel, call: int) -> list[ToolResultMessage]:
@@ -35,7 +32,7 @@ async def test_spawned_worker_runs_in_linked_session(ledger: Ledger) -> None:
         ]
     )
     env = make_env(ledger, scripted, EngineLimits(subagent_max_depth=1))
-    execution = env.start(env.assemble("delegate it", model=scripted.model), model=scripted.model)
+    execution = env.start(AgentSpec(model=scripted.model), "main", "delegate it")
     result = await execution.result
 
     assert result.stop_reason == "end_turn" and result.messages[-1].text == "The worker found 3 files."
@@ -74,7 +71,7 @@ async def test_worker_beyond_depth_limit_cannot_spawn(ledger: Ledger) -> None:
         ]
     )
     env = make_env(ledger, scripted, EngineLimits(subagent_max_depth=1))
-    result = await env.start(env.assemble("go", model=scripted.model), model=scripted.model).result
+    result = await env.start(AgentSpec(model=scripted.model), "main", "go").result
     assert result.stop_reason == "end_turn"
     refused = tool_results(scripted, 2)[0]
     assert refused.is_error and 'Tool "spawn_agent" not found' in refused.text
@@ -83,8 +80,9 @@ async def test_worker_beyond_depth_limit_cannot_spawn(ledger: Ledger) -> None:
 
 async def test_spawn_tool_refuses_past_the_depth_limit_with_clear_error(ledger: Ledger) -> None:
     scripted = ScriptedModel([])
-    env = make_env(ledger, scripted, EngineLimits(subagent_max_depth=2))
-    scope = RunScope("main", None, 2, scripted.model, env, AbortSignal())
+    limits = EngineLimits(subagent_max_depth=2)
+    env = make_env(ledger, scripted, limits)
+    scope = RunScope("main", None, 2, scripted.model, env, AbortSignal(), limits)
     token = CURRENT_RUN.set(scope)
     try:
         result = await spawn_agent_tool().execute("c1", {"task": "x"}, AbortSignal(), lambda r: None)
@@ -97,7 +95,7 @@ async def test_spawn_tool_refuses_past_the_depth_limit_with_clear_error(ledger: 
 async def test_failed_worker_marks_task_failed_and_returns_error(ledger: Ledger) -> None:
     scripted = ScriptedModel([tool_call("spawn_agent", {"task": "t"}, id="sp1"), http_error(401), text("ok")])
     env = make_env(ledger, scripted)
-    result = await env.start(env.assemble("go", model=scripted.model), model=scripted.model).result
+    result = await env.start(AgentSpec(model=scripted.model), "main", "go").result
     [call] = result.tool_calls
     assert call.status == "failed" and call.spawned_session_label is not None
     assert call.error is not None and "did not finish" in call.error
@@ -109,7 +107,7 @@ async def test_failed_worker_marks_task_failed_and_returns_error(ledger: Ledger)
 async def test_spawn_with_bad_arguments_is_an_error_result(ledger: Ledger) -> None:
     scripted = ScriptedModel([tool_call("spawn_agent", {"label": "no task"}), text("ok")])
     env = make_env(ledger, scripted)
-    result = await env.start(env.assemble("go", model=scripted.model), model=scripted.model).result
+    result = await env.start(AgentSpec(model=scripted.model), "main", "go").result
     [call] = result.tool_calls
     assert call.status == "failed" and call.error is not None and "needs 'task'" in call.error
     assert ledger.list_sessions(is_subagent=True) == []
@@ -121,7 +119,7 @@ async def test_spawn_without_engine_env_explains(ledger: Ledger) -> None:
     ctx = env.assemble("go", model=scripted.model)
     result = await execute(ctx, stream_fn=scripted.stream, model=scripted.model).result  # no env
     [call] = result.tool_calls
-    assert call.status == "failed" and call.error is not None and "engine environment" in call.error
+    assert call.status == "failed" and call.error is not None and "engine runtime" in call.error
 
 
 def test_worker_label_is_unique_and_safe() -> None:
@@ -142,7 +140,7 @@ async def test_worker_tool_activity_is_reported_as_spawn_progress(ledger: Ledger
         ]
     )
     env = make_env(ledger, scripted)
-    execution = env.start(env.assemble("go", model=scripted.model), model=scripted.model)
+    execution = env.start(AgentSpec(model=scripted.model), "main", "go")
     updates: list[str] = []
     execution.on_event(
         lambda e: (

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from nexus.config import bundled_smollm2_weights, parse_config
+from nexus.engine import EventContext, Runtime, resolve_model
 from nexus.engine.assembly.system_prompt import MINIMAL_IDENTITY
-from nexus.engine.wiring.runner import EngineEnv, resolve_model
 from nexus.ledger import Ledger
 from nexus.llm.options import StreamOptions
 from nexus.llm.providers import llama_cpp
@@ -59,11 +59,11 @@ def test_without_a_setting_the_limit_is_a_quarter_of_the_window(tmp_path: Path) 
 
 @pytest.fixture
 def env(isolated_env: Path) -> Iterator[Any]:
-    def make(text: str) -> EngineEnv:
+    def make(text: str) -> Runtime:
         isolated_env.mkdir(parents=True, exist_ok=True)
         ledger = Ledger.open(isolated_env / "agents.db")
         opened.append(ledger)
-        return EngineEnv.from_config(parse_config(text), ledger)
+        return Runtime(parse_config(text), ledger)
 
     opened: list[Ledger] = []
     yield make
@@ -72,7 +72,7 @@ def env(isolated_env: Path) -> Iterator[Any]:
 
 
 def test_bundled_model_gets_the_minimal_prompt(env: Any) -> None:
-    ctx = env("").assemble("hello", model="local/smollm2-135m-instruct", channel="cli")
+    ctx = env("").assemble("hello", model="local/smollm2-135m-instruct", event=EventContext(channel="cli"))
     assert ctx.system_prompt.startswith(MINIMAL_IDENTITY) and "Today is " in ctx.system_prompt
     assert "AGENTS.md" not in ctx.system_prompt and "<" not in ctx.system_prompt
     assert ctx.current_message.content == "hello"  # no [Event context] header either
@@ -80,7 +80,7 @@ def test_bundled_model_gets_the_minimal_prompt(env: Any) -> None:
 
 def test_full_profile_can_be_chosen_for_the_bundled_model(env: Any) -> None:
     text = '[providers.local.models.smollm2-135m-instruct]\nprompt_profile = "full"\n'
-    ctx = env(text).assemble("hello", model="local/smollm2-135m-instruct", channel="cli")
+    ctx = env(text).assemble("hello", model="local/smollm2-135m-instruct", event=EventContext(channel="cli"))
     assert "<identity>" in ctx.system_prompt and "<runtime>" in ctx.system_prompt
     assert ctx.current_message.content.startswith("[Event context]")
 

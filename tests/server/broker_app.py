@@ -14,11 +14,11 @@ import httpx
 import uvicorn
 
 from nexus.broker import AgentBroker, AgentIdentity, BrokerSettings, QueueSettings
-from nexus.broker.engine_runner import EngineRunner
+from nexus.broker.spawner import BrokerSpawner
 from nexus.config import load_config
 from nexus.config._server_schema import ServerConfig
+from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
 from nexus.server._state import ServerState
@@ -45,19 +45,18 @@ async def live_app(
 ) -> AsyncIterator[LiveApp]:
     """A broker draining agent ``coder`` (worker) and ``lead`` (manager) on ``scripted``."""
     with Ledger.open(tmp_path / "agents.db") as ledger:
-        env = EngineEnv.from_config(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
-        runner = EngineRunner(env)
+        env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
         store = BrokerStore(ledger.database)
-        broker = AgentBroker(store, runner, BrokerSettings(queue=QueueSettings(mode=mode)))  # type: ignore[arg-type]
-        runner.attach(broker)
+        broker = AgentBroker(ledger, env, BrokerSettings(queue=QueueSettings(mode=mode)))  # type: ignore[arg-type]
+        env.spawner = BrokerSpawner(broker)
         await broker.start()
         for agent_id, role in (("coder", "worker"), ("lead", "manager")):
             ledger.ensure_session(f"agent:{agent_id}")
             broker.register_agent(
                 AgentIdentity(agent_id, f"agent:{agent_id}", role),  # type: ignore[arg-type]
-                spec={"model": scripted.model.ref},
+                spec=AgentSpec(model=scripted.model.ref),
             )
-        app = create_app(ServerState(ledger, store, broker=broker, runner=runner), config)
+        app = create_app(ServerState(ledger, store, broker=broker, runtime=env), config)
         try:
             yield LiveApp(ledger, store, broker, app)
         finally:

@@ -16,16 +16,15 @@ import httpx
 
 from nexus.adapters.manager import AdapterManager
 from nexus.broker import AgentBroker, AgentIdentity, BrokerSettings, QueueSettings
-from nexus.broker.delivery import Deliverer
-from nexus.broker.engine_runner import EngineRunner
 from nexus.config import AdapterConfig, load_config
+from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
 from nexus.ledger.deliveries import DeliveryLog
 from nexus.server._state import ServerState
 from nexus.server.app import create_app
+from nexus.streaming import Deliverer
 from nexus.streaming.router import StreamRouter
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text
@@ -42,17 +41,16 @@ async def served(tmp_path: Path, scripted: ScriptedModel, out: Path) -> AsyncIte
         )
     }
     with Ledger.open(tmp_path / "agents.db") as ledger:
-        env = EngineEnv.from_config(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
-        runner = EngineRunner(env)
+        env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
         store = BrokerStore(ledger.database)
-        broker = AgentBroker(store, runner, BrokerSettings(queue=QueueSettings(mode="followup")))
-        runner.attach(broker)
-        await broker.start()
-        ledger.ensure_session("agent:coder")
-        broker.register_agent(AgentIdentity("coder", "agent:coder"), spec={"model": scripted.model.ref})
         manager = AdapterManager(adapters, state_dir=tmp_path / "adapter-state")
         deliverer = Deliverer(StreamRouter(manager), DeliveryLog(ledger.database), adapters)
-        state = ServerState(ledger, store, broker=broker, runner=runner, deliverer=deliverer)
+        settings = BrokerSettings(queue=QueueSettings(mode="followup"))
+        broker = AgentBroker(ledger, env, settings, deliver=deliverer.deliver_stored)
+        await broker.start()
+        ledger.ensure_session("agent:coder")
+        broker.register_agent(AgentIdentity("coder", "agent:coder"), spec=AgentSpec(model=scripted.model.ref))
+        state = ServerState(ledger, store, broker=broker, runtime=env, deliverer=deliverer)
         try:
             async with listening(create_app(state)) as url:
                 yield url, ledger

@@ -9,14 +9,13 @@ from pathlib import Path
 import pytest
 
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings
-from nexus.broker.engine_runner import EngineRunner
+from nexus.broker.spawner import BrokerSpawner
 from nexus.config import load_config
+from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
-from nexus.ledger.broker_store import BrokerStore
 from nexus.server._event_hub import EventHub
-from nexus.server._live import publish_runs
+from nexus.server._live import LiveRuns
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text, tool_call
 
@@ -36,14 +35,13 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
 
 async def test_a_runs_tokens_and_tool_status_reach_the_sessions_stream(ledger: Ledger) -> None:
     scripted = ScriptedModel([tool_call("ls", {"path": "."}), text("Two files.")])
-    env = EngineEnv.from_config(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
-    runner = EngineRunner(env)
-    broker = AgentBroker(BrokerStore(ledger.database), runner, BrokerSettings(queue=QueueSettings(mode="followup")))
-    runner.attach(broker)
+    env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
+    broker = AgentBroker(ledger, env, BrokerSettings(queue=QueueSettings(mode="followup")))
+    env.spawner = BrokerSpawner(broker)
     hub = EventHub()
-    stop = publish_runs(runner, hub)
+    env.on_start = LiveRuns(hub).follow
     await broker.start()
-    broker.register_agent(AgentIdentity("coder", "agent:coder"), spec={"model": scripted.model.ref})
+    broker.register_agent(AgentIdentity("coder", "agent:coder"), spec=AgentSpec(model=scripted.model.ref))
     result = await broker.send_and_wait(AgentMessage("m-1", "user", "coder", "what is here?"), timeout_ms=20_000)
     assert result.success
     events = [_data(e.frame) for e in hub.retained("agent:coder")]
@@ -53,6 +51,5 @@ async def test_a_runs_tokens_and_tool_status_reach_the_sessions_stream(ledger: L
     assert [e["status"] for e in events if e["type"] == "tool_status"] == ["started", "completed"]
     assert {"type": "stream_end", "runId": events[0]["runId"], "final": False} in events
     assert "".join(e["text"] for e in events if e["type"] == "token") == "Two files."
-    stop()
     hub.close()
     await broker.close()

@@ -12,11 +12,10 @@ import pytest
 from nexus.adapters.manager import AdapterManager
 from nexus.adapters.types import DeliveryTarget
 from nexus.config import AdapterConfig, load_config
-from nexus.engine import AgentResult
+from nexus.engine import AgentResult, AgentSpec, Runtime
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.engine.wiring.runner import EngineEnv
 from nexus.ledger import Ledger
-from nexus.streaming.from_engine import execution_events
+from nexus.streaming import stream_events
 from nexus.streaming.router import DeliveryReport, StreamRouter
 from nexus.testing import ManualClock, ScriptedModel
 from nexus.testing.steps import http_error, reply, text, thinking, tool_call
@@ -32,22 +31,21 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
 
 
 async def deliver_run(
-    env: EngineEnv, router: StreamRouter, target: DeliveryTarget, message: str
+    env: Runtime, router: StreamRouter, target: DeliveryTarget, message: str
 ) -> tuple[DeliveryReport, AgentResult]:
     owner = getattr(env.stream_fn, "__self__", None)
     assert isinstance(owner, ScriptedModel)
     model = owner.model
-    ctx = env.assemble(message, session="main", model=model)
-    execution = env.start(ctx, None, model=model)
-    events = execution_events(execution, target)
-    report = await router.deliver(target, events, run_id=ctx.run_id, session_label=ctx.session_label)
+    execution = env.start(AgentSpec(model=model), "main", message)
+    events = stream_events(execution, target)
+    report = await router.deliver(target, events, run_id=execution.run_id, session_label=execution.session_label)
     result = await execution.result
-    assert execution.run_id == ctx.run_id
+    assert execution.context is not None and execution.run_id == execution.context.run_id
     return report, result
 
 
-def env_for(ledger: Ledger, scripted: ScriptedModel) -> EngineEnv:
-    return EngineEnv.from_config(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
+def env_for(ledger: Ledger, scripted: ScriptedModel) -> Runtime:
+    return Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
 
 
 async def test_a_tool_run_streams_natively_with_summaries_and_one_final_end(ledger: Ledger, tmp_path: Path) -> None:

@@ -2,8 +2,8 @@
 
 Real parts throughout: the broker and its durable queue on SQLite, the engine, and the provider
 over loopback HTTP (the fake server answers 429 to the first auth profile, so failover rotates to
-the second). The spans are kept by the OpenTelemetry SDK's in-memory exporter. Also: a run
-outside any agent, a batch run's links to the messages it consumed, a failed tool call.
+the second). The spans are kept by the OpenTelemetry SDK's in-memory exporter. Also: a run of
+`nexus run`, a batch run's links to the messages it consumed, a failed tool call.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from nexus import telemetry
 from nexus.broker import AgentMessage
 from nexus.broker.host import running_broker
 from nexus.config import load_config
-from nexus.engine.wiring.runner import run_agent
+from nexus.engine import run_agent
 from nexus.ledger import Ledger
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import http_error, text, tool_call
@@ -60,7 +60,8 @@ async def run_lead(home: Path, content: str) -> FakeProviderServer:
         write_home(home, server.openai_base_url)
         config = load_config()
         with Ledger.open(config.database_path) as ledger:
-            async with running_broker(config, ledger) as broker:
+            async with running_broker(config, ledger) as host:
+                broker = host.broker
                 result = await broker.send_and_wait(AgentMessage("m-1", "user", "lead", content), timeout_ms=60_000)
         assert result.success, result.error
         assert result.reply == "all done"
@@ -130,16 +131,16 @@ async def test_contents_go_on_the_spans_only_when_switched_on_and_redacted(isola
     assert "the notes" in str(read.attributes["gen_ai.tool.call.result"])  # type: ignore[index]
 
 
-async def test_a_run_outside_any_agent_is_named_by_its_operation_not_its_session(isolated_env: Path) -> None:
+async def test_a_run_of_nexus_run_is_named_by_its_agent_spec_not_its_session(isolated_env: Path) -> None:
     async with FakeProviderServer(text("hello")) as server:
         write_home(isolated_env, server.openai_base_url)
         with recorded_spans() as exporter:
-            result = await run_agent("hi", session="notes-2026-11-27")  # as `nexus run` does: no agent
+            result = await run_agent("hi", session="notes-2026-11-27")  # as `nexus run` does: the default spec
             spans = exporter.get_finished_spans()
     assert result.stop_reason == "end_turn"
     (run,) = span_tree(spans)
-    assert run.name == "invoke_agent"  # one span name for every session, not one per session label
-    assert "gen_ai.agent.name" not in run.attributes and "nexus.agent" not in run.attributes
+    assert run.name == "invoke_agent main"  # one span name for every session, not one per session label
+    assert run.attributes["gen_ai.agent.name"] == "main"
     assert run.attributes["nexus.session"] == "notes-2026-11-27"
     assert run.child_names() == ["chat fake-model"]
 
@@ -149,7 +150,8 @@ async def test_a_batch_run_is_the_child_of_its_first_message_and_links_the_other
         write_home(isolated_env, server.openai_base_url)
         config = load_config()
         with recorded_spans() as exporter, Ledger.open(config.database_path) as ledger:
-            async with running_broker(config, ledger) as broker:
+            async with running_broker(config, ledger) as host:
+                broker = host.broker
                 await broker.send(AgentMessage("m-1", "user", "lead", "first"), queue_mode="collect")
                 await broker.send(AgentMessage("m-2", "ops", "lead", "second"), queue_mode="collect")
                 assert await broker.wait_for_idle("lead", timeout_ms=60_000)

@@ -288,11 +288,6 @@ class AdapterStreamStatus:
     message_ids: tuple[str, ...] = ()
     error: str | None = None
 
-    @property
-    def ends_delivery(self) -> bool:
-        """``delivery_complete`` and ``delivery_error`` close the current delivery."""
-        return self.type in ("delivery_complete", "delivery_error")
-
     @classmethod
     def from_json(cls, data: object) -> AdapterStreamStatus:
         obj = _obj(data, "status line")

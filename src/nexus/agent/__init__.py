@@ -1,18 +1,18 @@
-"""The agent layer: the loop that runs model calls and tools, the stateful ``Agent``, and tools from functions.
+"""The agent layer: the loop that runs model calls and tools, and tools from functions.
 
-Public names::
+The engine's run (``nexus.engine``) stands on it: it hands the loop its context, config and steering
+queues, and maps its events. Public names::
 
     agent_loop, agent_loop_continue        the loop as an async iterator of AgentEvents
     AgentLoopConfig, AgentContext          what a run needs
-    Agent, AgentState, QueueMode           a stateful conversation with steering / follow-ups
     AgentTool, AgentToolResult, tool       tools (tool() builds one from a typed function)
-    AgentMessage, CustomMessage            conversation messages (custom ones never reach the model by default)
+    LoopMessage, CustomMessage             conversation messages (custom ones never reach the model by default)
     *Event, AgentEvent                     the events (tagged union on ``type``)
     BeforeToolCallContext/Result, AfterToolCallContext   tool hooks
-    AgentStateError, AgentBusyError, ToolDefinitionError, ToolArgumentsError
+    AgentStateError, ToolDefinitionError, ToolArgumentsError
 
 Importing this package imports none of these modules: each name is imported on first use
-(``nexus.engine`` imports the loop and its events, not the stateful ``Agent`` or ``tool()``);
+(``nexus.engine`` imports the loop and its events, not ``tool()``);
 ``tool()`` loads pydantic when first used and the default stream function is resolved on the
 first run.
 """
@@ -24,10 +24,8 @@ from typing import TYPE_CHECKING, Any
 from nexus._lazy import lazy_attribute
 
 if TYPE_CHECKING:
-    from nexus.agent.agent import Agent, AgentListener, AgentState, QueueMode
     from nexus.agent.config import (
         AfterToolCallContext,
-        AgentBusyError,
         AgentContext,
         AgentLoopConfig,
         AgentStateError,
@@ -49,17 +47,12 @@ if TYPE_CHECKING:
         TurnStartEvent,
     )
     from nexus.agent.loop import agent_loop, agent_loop_continue
-    from nexus.agent.messages import AgentMessage, CustomMessage, LlmView, default_convert_to_llm
+    from nexus.agent.messages import CustomMessage, LlmView, LoopMessage, default_convert_to_llm
     from nexus.agent.tool_fn import ToolArgumentsError, ToolDefinitionError, tool
     from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolExecuteFn, ToolUpdateFn
 
 _LAZY: dict[str, str] = {
-    "Agent": ".agent",
-    "AgentListener": ".agent",
-    "AgentState": ".agent",
-    "QueueMode": ".agent",
     "AfterToolCallContext": ".config",
-    "AgentBusyError": ".config",
     "AgentContext": ".config",
     "AgentLoopConfig": ".config",
     "AgentStateError": ".config",
@@ -79,8 +72,8 @@ _LAZY: dict[str, str] = {
     "TurnStartEvent": ".events",
     "agent_loop": ".loop",
     "agent_loop_continue": ".loop",
-    "AgentMessage": ".messages",
     "CustomMessage": ".messages",
+    "LoopMessage": ".messages",
     "LlmView": ".messages",
     "default_convert_to_llm": ".messages",
     "ToolArgumentsError": ".tool_fn",
@@ -94,17 +87,12 @@ _LAZY: dict[str, str] = {
 
 __all__ = [
     "AfterToolCallContext",
-    "Agent",
-    "AgentBusyError",
     "AgentContext",
     "AgentEndEvent",
     "AgentEndReason",
     "AgentEvent",
-    "AgentListener",
     "AgentLoopConfig",
-    "AgentMessage",
     "AgentStartEvent",
-    "AgentState",
     "AgentStateError",
     "AgentTool",
     "AgentToolResult",
@@ -112,10 +100,10 @@ __all__ = [
     "BeforeToolCallResult",
     "CustomMessage",
     "LlmView",
+    "LoopMessage",
     "MessageEndEvent",
     "MessageStartEvent",
     "MessageUpdateEvent",
-    "QueueMode",
     "ToolArgumentsError",
     "ToolDefinitionError",
     "ToolExecuteFn",

@@ -31,7 +31,7 @@ from nexus.agent.events import (
     ToolExecutionStartEvent,
     ToolExecutionUpdateEvent,
 )
-from nexus.agent.messages import AgentMessage
+from nexus.agent.messages import LoopMessage
 from nexus.agent.tool_types import AgentTool, AgentToolResult
 from nexus.llm.abort import AbortSignal
 from nexus.llm.types import AssistantMessage, ToolCall, ToolResultMessage
@@ -130,7 +130,7 @@ class ToolBatch:
         config: AgentLoopConfig,
         signal: AbortSignal,
         tools: dict[str, AgentTool],
-        append: Callable[[AgentMessage], None],
+        append: Callable[[LoopMessage], None],
     ) -> None:
         self._assistant = assistant
         self._calls = [_Call(c) for c in calls]

@@ -7,7 +7,7 @@ from dataclasses import field
 from typing import Any, Literal, TypeAlias
 
 from nexus._dataclass import dataclass
-from nexus.agent.messages import AgentMessage, LlmView
+from nexus.agent.messages import LlmView, LoopMessage
 from nexus.agent.tool_types import AgentTool, AgentToolResult
 from nexus.errors import NexusError
 from nexus.llm.abort import AbortSignal
@@ -16,11 +16,7 @@ from nexus.llm.types import AssistantMessage, Message, Model, ToolCall
 
 
 class AgentStateError(NexusError):
-    """The agent cannot do what was asked in its current state; the message says what to do instead."""
-
-
-class AgentBusyError(AgentStateError):
-    """``prompt()``/``continue_()`` (or a state change) was called while the agent is running."""
+    """The loop cannot do what was asked with this conversation (continue an empty one, or after its reply)."""
 
 
 @dataclass(slots=True)
@@ -35,7 +31,7 @@ class AgentContext:
     """
 
     system_prompt: str = ""
-    messages: list[AgentMessage] = field(default_factory=list)
+    messages: list[LoopMessage] = field(default_factory=list)
     tools: list[AgentTool] = field(default_factory=list)
     llm_view: LlmView = field(default_factory=LlmView, repr=False)
 
@@ -69,11 +65,11 @@ class AfterToolCallContext:
     context: AgentContext
 
 
-ConvertToLlmFn: TypeAlias = Callable[[list[AgentMessage]], "list[Message] | Awaitable[list[Message]]"]
+ConvertToLlmFn: TypeAlias = Callable[[list[LoopMessage]], "list[Message] | Awaitable[list[Message]]"]
 TransformContextFn: TypeAlias = Callable[
-    [list[AgentMessage], AbortSignal], "list[AgentMessage] | Awaitable[list[AgentMessage]]"
+    [list[LoopMessage], AbortSignal], "list[LoopMessage] | Awaitable[list[LoopMessage]]"
 ]
-MessageSourceFn: TypeAlias = Callable[[], "list[AgentMessage] | Awaitable[list[AgentMessage]]"]
+MessageSourceFn: TypeAlias = Callable[[], "list[LoopMessage] | Awaitable[list[LoopMessage]]"]
 BeforeToolCallFn: TypeAlias = Callable[
     [BeforeToolCallContext, AbortSignal], "BeforeToolCallResult | Awaitable[BeforeToolCallResult | None] | None"
 ]

@@ -17,7 +17,7 @@ from dataclasses import field
 from typing import Any, Literal, TypeAlias
 
 from nexus._dataclass import dataclass
-from nexus.agent.messages import AgentMessage
+from nexus.agent.messages import LoopMessage
 from nexus.agent.tool_types import AgentToolResult
 from nexus.llm.events import AssistantMessageEvent
 from nexus.llm.types import AssistantMessage, ToolResultMessage
@@ -37,7 +37,7 @@ class AgentStartEvent:
 class AgentEndEvent:
     """The run is over; ``messages`` are the messages it added, ``error`` says why it failed, if it did."""
 
-    messages: list[AgentMessage] = field(default_factory=list)
+    messages: list[LoopMessage] = field(default_factory=list)
     reason: AgentEndReason = "stop"
     error: str | None = None
     type: Literal["agent_end"] = "agent_end"
@@ -63,7 +63,7 @@ class TurnEndEvent:
 class MessageStartEvent:
     """A message begins: a prompt or injected message, a streaming assistant response, or a tool result."""
 
-    message: AgentMessage
+    message: LoopMessage
     type: Literal["message_start"] = "message_start"
 
 
@@ -84,7 +84,7 @@ class MessageUpdateEvent:
 class MessageEndEvent:
     """The message is final and has been appended to the conversation."""
 
-    message: AgentMessage
+    message: LoopMessage
     type: Literal["message_end"] = "message_end"
 
 

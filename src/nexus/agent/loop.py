@@ -34,7 +34,7 @@ from nexus.agent.events import (
     TurnEndEvent,
     TurnStartEvent,
 )
-from nexus.agent.messages import AgentMessage, default_convert_to_llm
+from nexus.agent.messages import LoopMessage, default_convert_to_llm
 from nexus.agent.tool_types import AgentTool
 from nexus.errors import ConfigError
 from nexus.llm.abort import AbortSignal
@@ -90,17 +90,17 @@ class _Run:
         self.tools: dict[str, AgentTool] = {t.name: t for t in context.tools}
         self.llm_tools: list[Tool] = [t.as_llm_tool() for t in context.tools]
         self.options: StreamOptions = replace(config.options, signal=self.signal)
-        self.new_messages: list[AgentMessage] = []
+        self.new_messages: list[LoopMessage] = []
         self.partial: AssistantMessage | None = None
         self.batch: ToolBatch | None = None
         self.in_turn = False
         self.iterations = 0
 
-    def append(self, message: AgentMessage) -> None:
+    def append(self, message: LoopMessage) -> None:
         self.context.messages.append(message)
         self.new_messages.append(message)
 
-    def add(self, message: AgentMessage) -> Iterator[AgentEvent]:
+    def add(self, message: LoopMessage) -> Iterator[AgentEvent]:
         """message_start, append, message_end (for prompts, injected messages and loop-made messages)."""
         yield MessageStartEvent(message)
         self.append(message)
@@ -108,7 +108,7 @@ class _Run:
 
 
 def agent_loop(
-    prompts: AgentMessage | Sequence[AgentMessage],
+    prompts: LoopMessage | Sequence[LoopMessage],
     context: AgentContext,
     config: AgentLoopConfig,
     signal: AbortSignal | None = None,
@@ -133,14 +133,14 @@ def agent_loop_continue(
     return _loop(_Run(context, config, signal), [])
 
 
-async def _poll(source: MessageSourceFn | None) -> list[AgentMessage]:
+async def _poll(source: MessageSourceFn | None) -> list[LoopMessage]:
     if source is None:
         return []
     got = await _resolve(source())
     return list(got) if got else []
 
 
-async def _loop(run: _Run, prompts: list[AgentMessage]) -> AsyncIterator[AgentEvent]:
+async def _loop(run: _Run, prompts: list[LoopMessage]) -> AsyncIterator[AgentEvent]:
     yield AgentStartEvent()
     yield TurnStartEvent()
     run.in_turn = True

@@ -31,13 +31,13 @@ class CustomMessage:
     role: Literal["custom"] = "custom"
 
 
-AgentMessage: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage | CustomMessage
+LoopMessage: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage | CustomMessage
 """Anything that can sit in an agent's conversation."""
 
 _LLM_ROLES = frozenset(("user", "assistant", "tool_result"))
 
 
-def default_convert_to_llm(messages: list[AgentMessage]) -> list[Message]:
+def default_convert_to_llm(messages: list[LoopMessage]) -> list[Message]:
     """Keep the messages the model understands (user, assistant, tool_result); drop custom ones."""
     return [m for m in messages if m.role in _LLM_ROLES]  # type: ignore[misc]
 
@@ -55,12 +55,12 @@ class LlmView:
     __slots__ = ("_last", "_out", "_seen", "_source")
 
     def __init__(self) -> None:
-        self._source: list[AgentMessage] | None = None
+        self._source: list[LoopMessage] | None = None
         self._seen = 0
-        self._last: AgentMessage | None = None
+        self._last: LoopMessage | None = None
         self._out: list[Message] = []
 
-    def view(self, messages: list[AgentMessage]) -> list[Message]:
+    def view(self, messages: list[LoopMessage]) -> list[Message]:
         """The LLM messages of ``messages`` (the cache's own list: copy it before handing it out)."""
         seen = self._seen
         if messages is not self._source or len(messages) < seen or (seen and messages[seen - 1] is not self._last):

@@ -1,8 +1,9 @@
 """The Agent Broker (seed 003): named agents, durable per-session queues and their modes.
 
-This package grows in steps; today it holds the queue-mode contract of DESIGN §4.6 — the
-modes and their settings (:mod:`nexus.broker.modes`) and one session's queue with its cap,
-drop policies, dedupe and collect format (:mod:`nexus.broker.session_queue`). See docs/broker.md.
+:class:`AgentBroker` takes messages (:meth:`~AgentBroker.send` → a :class:`SendReceipt` that
+follows the message to the run that takes it) and runs each session's batches through the
+engine's ``Runtime.start``; :mod:`nexus.broker.host` wires it to a process (the broker lock, the
+deliverer of reply targets, the inbound chat monitors). See docs/broker.md.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from nexus.broker.modes import (
     parse_mode,
     resolve_settings,
 )
-from nexus.broker.runner import AgentRunner, RunHandle, RunOutcome, RunRequest, SteerReceipt
 from nexus.broker.session_queue import AddOutcome, Batch, QueuedMessage, SessionQueue, Wait
 from nexus.broker.types import (
     AgentIdentity,
@@ -43,7 +43,6 @@ __all__ = [
     "AgentIdentity",
     "AgentMessage",
     "AgentRole",
-    "AgentRunner",
     "AgentSpecError",
     "AgentState",
     "Batch",
@@ -56,13 +55,9 @@ __all__ = [
     "QueueSettingsError",
     "QueuedMessage",
     "RegisteredAgent",
-    "RunHandle",
-    "RunOutcome",
-    "RunRequest",
     "SendAndWaitResult",
     "SendReceipt",
     "SessionQueue",
-    "SteerReceipt",
     "UnknownAgentError",
     "Wait",
     "new_message_id",

@@ -1,11 +1,13 @@
 """One batch of a session, from its claim to its settlement: run it, then account for every item.
 
 The scheduler hands a session's next batch to :meth:`BatchRunner.run` on a worker. The batch's
-items are claimed (an item finished elsewhere is skipped, never run again), handed to the
-:class:`AgentRunner` as one :class:`RunRequest`, and settled by how the run ended: consumed by
-the turn, back in the queue in their place (a run aborted before it wrote a turn, a steer the run
-handed back), or failed with the reason (a run that could not start). Whoever accepted a message
-owns it until it is delivered or handed back; this is where the broker keeps that promise.
+items are claimed (an item finished elsewhere is skipped, never run again), run as one turn through
+``Runtime.start`` — the :class:`~nexus.engine.Execution` is handed to each item's sender (its
+receipt) and to the deliverer of the batch's reply target before the run does anything — and
+settled by how the run ended: consumed by the turn, back in the queue in their place (a run aborted
+before it wrote a turn, a steer the run handed back), or failed with the reason (a run that could
+not start). Whoever accepted a message owns it until it is delivered or handed back; this is where
+the broker keeps that promise.
 """
 
 from __future__ import annotations
@@ -13,23 +15,33 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Container, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from nexus import telemetry
-from nexus.broker._group_commit import GroupCommitter
 from nexus.broker._items import error_text, message_source
 from nexus.broker._queue_trace import claimed
-from nexus.broker._slot import AgentSlot, SessionSlot
-from nexus.broker.runner import AgentRunner, RunOutcome, RunRequest
+from nexus.broker._slot import AgentSlot, SessionSlot, settle
+from nexus.broker.agent_tools import CallerContext
 from nexus.broker.session_queue import Batch, QueuedMessage
 from nexus.broker.types import SendAndWaitResult
-from nexus.ledger.broker_store import BrokerStore
+from nexus.errors import NexusError
 from nexus.ledger.errors import QueueItemsFinishedError
+
+if TYPE_CHECKING:
+    from nexus.agent.tool_types import AgentTool
+    from nexus.engine import AgentResult, Execution, Runtime
+    from nexus.ledger.protocols import QueueStore
 
 log = logging.getLogger("nexus.broker")
 
-AnswerAskers = Callable[[str, Sequence[QueuedMessage], RunOutcome], Awaitable[None]]
+AnswerAskers = Callable[[str, Sequence[QueuedMessage], "AgentResult"], Awaitable[None]]
 """Send a turn's reply back to the agents that asked without waiting (:meth:`ReplySender.answer_askers`):
 for every message the turn consumed, its batch and the steers it read."""
+
+Deliver = Callable[["Execution", dict[str, object], str], object]
+"""Stream a run's reply to a stored reply target (``metadata.deliver_to``), recorded with the consumed
+queue item: the host's :class:`~nexus.streaming.Deliverer`."""
 
 
 class BatchRunner:
@@ -37,123 +49,146 @@ class BatchRunner:
 
     def __init__(
         self,
-        store: BrokerStore,
-        writes: GroupCommitter,
-        runner: AgentRunner,
+        queue: QueueStore,
+        runtime: Runtime,
         agents: Container[str],
+        tools: Callable[[CallerContext], list[AgentTool]],
         answer_askers: AnswerAskers,
         closing: Callable[[], bool],
         now_ms: Callable[[], int],
     ) -> None:
         """``agents`` is the broker's registry (a sender that is an agent is stored as ``agent:<id>``);
-        ``closing()`` says the broker is shutting down (a batch claimed meanwhile does not start)."""
-        self._store = store
-        self._writes = writes
-        self._runner = runner
+        ``tools(caller)`` the agent tools of a turn; ``closing()`` says the broker is shutting down (a
+        batch claimed meanwhile does not start)."""
+        self._queue = queue
+        self._runtime = runtime
         self._agents = agents
+        self._tools = tools
         self._answer_askers = answer_askers
         self._closing = closing
         self._now_ms = now_ms
+        self.deliver: Deliver | None = None
+        self.max_hops = 8
 
     async def run(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> None:
         """Claim, run and settle ``batch`` of ``session`` (the session's run is set while it runs)."""
         item_ids = batch.item_ids
         session.interrupted = False
         try:
-            await self._writes.claim(item_ids)
+            await self._queue.claim(item_ids)
         except QueueItemsFinishedError as exc:  # an item finished elsewhere: never run it again, keep draining
-            self._skip_finished(slot, session, item_ids, exc)
+            self._skip_finished(slot, session, batch, exc)
             return
         if self._closing() or session.interrupted:  # close() or an interrupt came as the claim committed: they
-            self._return_items(session, item_ids)  # found no run to abort, so none starts (close waited for a
+            await self._return_items(session, item_ids)  # found no run to abort, so none starts (close waited for a
             return  # whole turn; the interrupt ran after it). The interrupt's batch takes these as its backlog
         try:
-            with claimed(slot.agent_id, session.label, batch.items, self._now_ms()) as trace:
-                session.run = self._runner.start(self._request(slot, session, batch, item_ids))
-            outcome = await session.run.result()
-        except Exception as exc:  # a runner that failed to start: the items go back, the error is kept
+            result, trace = await self._run(slot, session, batch)
+        except Exception as exc:  # a bug (not a run that failed): the items go back, the error is kept
+            log.exception("the run of %s (session %s) could not run", slot.agent_id, session.label)
             session.run = None
-            self._return_items(session, item_ids)
-            slot.resolve(item_ids, SendAndWaitResult(False, error=f"the run could not start: {exc}"))
+            await self._return_items(session, item_ids)
+            settle(batch.items, SendAndWaitResult(False, error=f"the run could not start: {exc}"))
             await asyncio.sleep(0.1)
             return
         session.run = None
         slot.last_activity_ms = self._now_ms()
-        if outcome.turn_id is None and outcome.status != "completed":
-            failed = self._settle_unrun(slot, session, batch, outcome)
+        if result.turn_id is None and result.status != "completed":
+            failed = await self._settle_unrun(session, batch, result)
             if failed and any(item.reply_to is not None for item in batch.items):  # told "(failed: …)"
                 with telemetry.continue_trace(trace):
-                    await self._answer_askers(slot.agent_id, batch.items, outcome)
+                    await self._answer_askers(slot.agent_id, batch.items, result)
             return
-        delivered = self._settle_steers(session) if session.steers else []
-        consumed = [*item_ids, *delivered] if delivered else item_ids
+        delivered = await self._settle_steers(session) if session.steers else []
         read = [*batch.items, *self._steered(session, delivered)] if delivered else batch.items
-        session.queue.complete(consumed)
-        if slot.waiters:  # only send_and_wait callers wait on a result
-            result = SendAndWaitResult(
-                success=outcome.status == "completed", error=error_text(outcome), reply=outcome.reply or None,
-                turn_id=outcome.turn_id,
-            )  # fmt: skip
-            slot.resolve(consumed, result)
+        session.queue.complete([*item_ids, *delivered] if delivered else item_ids)
+        settle(read, _sent_result(result))
         if any(item.reply_to is not None for item in read):  # a steered ask is answered too (it was left
             with telemetry.continue_trace(trace):  # unanswered until the broker's next start), in the ask's trace
-                await self._answer_askers(slot.agent_id, read, outcome)
+                await self._answer_askers(slot.agent_id, read, result)
+
+    async def _run(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> tuple[AgentResult, str | None]:
+        """Start the batch's turn, hand it over, and wait for its result (one that cannot start fails).
+
+        Also the trace the turn continues (its first message's, when tracing is on): the replies go on in it.
+        """
+        try:
+            with claimed(slot.agent_id, session.label, batch.items, self._now_ms()) as trace:
+                execution = self._start(slot, session, batch)  # the run's span: a child of the first item's
+        except NexusError as exc:  # a run that cannot start (no key, bad model): the items fail with the reason
+            return _failed(str(exc)), None
+        session.run = execution
+        session.delivering.clear()
+        for item in batch.items:
+            if item.ticket is not None:
+                item.ticket.hand(execution)
+        target = _newest_target(batch.items)
+        if target is not None and self.deliver is not None:
+            session.delivering.add(str(target))
+            self.deliver(execution, target, batch.items[0].item_id)
+        try:
+            return await execution.result, trace
+        except NexusError as exc:  # e.g. the final write failed: the items fail with the reason
+            return _failed(str(exc)), trace
+
+    def _start(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> Execution:
+        """``Runtime.start`` for one batch: its prompt, the items it consumes, who sent them, the agent tools."""
+        items = batch.items
+        head = items[0]
+        one = len(items) == 1
+        one_sender = one or len({item.sender for item in items}) == 1
+        conversation = (
+            head.conversation_id if one else next((i.conversation_id for i in items if i.conversation_id), None)
+        )
+        caller = CallerContext(
+            slot.agent_id,
+            conversation or _new_id(),
+            hop=head.hop if one else max(item.hop for item in items),
+            max_hops=self.max_hops,
+            session=session.key,
+            deliver_to=_newest_target(items),
+        )
+        spec = replace(slot.spec, max_tokens=head.max_tokens) if one and head.max_tokens else slot.spec
+        return self._runtime.start(
+            spec,
+            session.label,
+            batch.prompt,
+            consumes=batch.item_ids,
+            source=message_source(head.sender, self._agents) if one_sender else "collect",
+            tools=self._tools(caller),
+        )
 
     @staticmethod
     def _steered(session: SessionSlot, delivered: list[str]) -> list[QueuedMessage]:
         """The queued messages of the steers the turn read (still in the queue until it is completed)."""
         return [item for item in map(session.queue.find, delivered) if item is not None]
 
-    def _request(self, slot: AgentSlot, session: SessionSlot, batch: Batch, item_ids: list[str]) -> RunRequest:
-        """What the runner needs for one batch (a lone item, the usual batch, without the scans)."""
-        items = batch.items
-        head = items[0]
-        one_sender = len(items) == 1 or len({item.sender for item in items}) == 1
-        return RunRequest(
-            agent_id=slot.agent_id,
-            session_label=session.label,
-            prompt=batch.prompt,
-            item_ids=tuple(item_ids),
-            sender=head.sender if one_sender else None,
-            source=message_source(head.sender, self._agents) if one_sender else "collect",
-            spec={**slot.spec, "max_tokens": head.max_tokens} if len(items) == 1 and head.max_tokens else slot.spec,
-            role=slot.identity.role,
-            conversation_id=(head.conversation_id or None)
-            if len(items) == 1
-            else next((item.conversation_id for item in items if item.conversation_id), None),
-            hop=head.hop if len(items) == 1 else max(item.hop for item in items),
-            session_key=session.key,
-            deliver_to=(head.deliver_to or None)
-            if len(items) == 1
-            else next((item.deliver_to for item in reversed(items) if item.deliver_to), None),
-        )
-
-    def _settle_unrun(self, slot: AgentSlot, session: SessionSlot, batch: Batch, outcome: RunOutcome) -> bool:
+    async def _settle_unrun(self, session: SessionSlot, batch: Batch, result: AgentResult) -> bool:
         """No turn was written: aborted before it started → back in the queue; could not start → failed
         (``True``: the batch's askers are owed a ``(failed: …)`` reply)."""
-        self._return_items(session, [steer.item_id for steer in session.steers])
+        await self._return_items(session, [steer.item_id for steer in session.steers])
         session.steers.clear()
-        if outcome.status == "aborted":
-            self._return_items(session, batch.item_ids)
+        if result.status == "aborted":
+            await self._return_items(session, batch.item_ids)
             return False
-        reason = outcome.error or "the run could not start"
-        self._store.fail(batch.item_ids, reason)
+        reason = error_text(result) or "the run could not start"
+        await self._queue.settle(batch.item_ids, "failed", reason=reason)
         session.queue.complete(batch.item_ids)
-        slot.resolve(batch.item_ids, SendAndWaitResult(False, error=reason))
+        settle(batch.items, SendAndWaitResult(False, error=reason))
         return True
 
-    def _settle_steers(self, session: SessionSlot) -> list[str]:
+    async def _settle_steers(self, session: SessionSlot) -> list[str]:
         """After a run: delivered steers are consumed; returned ones go back in place, never dropped."""
         delivered: list[str] = []
         returned: list[str] = []
         for steer in session.steers:
             (delivered if steer.receipt.status == "delivered" else returned).append(steer.item_id)
         session.steers.clear()
-        self._return_items(session, returned)
+        await self._return_items(session, returned)
         return delivered
 
     def _skip_finished(
-        self, slot: AgentSlot, session: SessionSlot, item_ids: list[str], error: QueueItemsFinishedError
+        self, slot: AgentSlot, session: SessionSlot, batch: Batch, error: QueueItemsFinishedError
     ) -> None:
         """A batch whose claim failed: drop its finished items from memory, put the others back.
 
@@ -161,14 +196,38 @@ class BatchRunner:
         adopted a committed row and it ran before its own ``send`` resumed, or another process
         finished it); its claim refuses, and it must neither run again nor stop the drain.
         """
-        finished = [i for i in item_ids if i in error.finished]
+        finished = [item for item in batch.items if item.item_id in error.finished]
         log.warning("agent %s: skipped queue items finished or running elsewhere: %s", slot.agent_id, error)
-        session.queue.complete(finished)
-        slot.resolve(finished, SendAndWaitResult(False, error="the message was finished elsewhere"))
-        session.queue.release([i for i in item_ids if i not in finished])
+        session.queue.complete([item.item_id for item in finished])
+        settle(finished, SendAndWaitResult(False, error="the message was finished elsewhere"))
+        session.queue.release([i for i in batch.item_ids if i not in error.finished])
 
-    def _return_items(self, session: SessionSlot, item_ids: list[str]) -> None:
+    async def _return_items(self, session: SessionSlot, item_ids: list[str]) -> None:
         """Hand items back: waiting again in the store and in their place in the session's queue."""
         if item_ids:
-            self._store.release(item_ids)
+            await self._queue.release(item_ids)
             session.queue.release(item_ids)
+
+
+def _newest_target(items: Sequence[QueuedMessage]) -> dict[str, object] | None:
+    """The reply target of the newest message of the batch that has one (an inbound chat's)."""
+    return next((item.deliver_to for item in reversed(items) if item.deliver_to), None)
+
+
+def _sent_result(result: AgentResult) -> SendAndWaitResult:
+    """What a sender is told of the turn that consumed its message (seed 003's ``{success, error}`` + reply)."""
+    success = result.status == "completed"
+    return SendAndWaitResult(success, error=error_text(result), reply=result.reply or None, turn_id=result.turn_id)
+
+
+def _failed(reason: str) -> AgentResult:
+    """The result of a run that could not start: no turn, the reason as its error."""
+    from nexus.engine import AgentError, AgentResult
+
+    return AgentResult(stop_reason="error", error=AgentError("unknown", reason))
+
+
+def _new_id() -> str:
+    from nexus.ledger import new_ulid
+
+    return new_ulid()

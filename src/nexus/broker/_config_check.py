@@ -29,14 +29,14 @@ def agent_problems(config: NexusConfig) -> tuple[list[ConfiguredAgent], list[str
             problems.append(_line(config, agent_id, "session", taken))
         elif agent_id in config.agents and config.agents[agent_id].session is not None:
             problems += _session_problems(config, agent_id, label)
-        problems += _model_problems(config, agent_id, agent.spec.get("model"))
-        problems += _tool_problems(config, agent_id, agent.spec.get("tools"))
+        problems += _model_problems(config, agent_id, agent.spec.model)
+        problems += _tool_problems(config, agent_id, agent.spec.tools)
     return agents, problems
 
 
 def model_ref_problems(config: NexusConfig) -> list[str]:
     """``default_model`` and ``fallbacks`` that no run could reach (every run refuses them at its start)."""
-    from nexus.engine.wiring.runner import unreachable_model_problem
+    from nexus.engine import unreachable_model_problem
 
     refs = [("default_model", config.default_model)] if config.default_model else []
     refs += [("fallbacks", ref) for ref in config.fallbacks]
@@ -60,7 +60,7 @@ def _session_problems(config: NexusConfig, agent_id: str, label: str) -> list[st
 
 
 def _model_problems(config: NexusConfig, agent_id: str, model: object) -> list[str]:
-    from nexus.engine.wiring.runner import unreachable_model_problem
+    from nexus.engine import unreachable_model_problem
 
     problem = None if model is None else unreachable_model_problem(config, str(model))
     return [] if problem is None else [_line(config, agent_id, "model", problem)]
@@ -70,6 +70,7 @@ def _tool_problems(config: NexusConfig, agent_id: str, tools: object) -> list[st
     """Tool names no tool has, as ``--tools`` refuses them (unless ``[tools] strict_names = false``)."""
     from nexus.config._tool_names import BUILTIN_TOOL_NAMES, unknown_tool_entries
 
-    if not isinstance(tools, list) or not config.tools.strict_names:
+    if not isinstance(tools, tuple) or not config.tools.strict_names:
         return []
-    return [_line(config, agent_id, "tools", problem) for problem in unknown_tool_entries(tools, BUILTIN_TOOL_NAMES)]
+    unknown = unknown_tool_entries(list(tools), BUILTIN_TOOL_NAMES)
+    return [_line(config, agent_id, "tools", problem) for problem in unknown]

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Container
+from typing import TYPE_CHECKING
 
 from nexus.broker.modes import parse_mode
-from nexus.broker.runner import RunOutcome
 from nexus.broker.session_queue import QueuedMessage
 from nexus.broker.types import MAX_CONTENT_CHARS, AgentMessage, BrokerError
 from nexus.ledger.broker_store import BrokerQueueItem
+
+if TYPE_CHECKING:
+    from nexus.engine import AgentResult
 
 
 def check_message(message: AgentMessage) -> None:
@@ -121,8 +124,8 @@ def _hop(message: AgentMessage | None) -> int:
     return hop if isinstance(hop, int) and hop >= 0 else 0
 
 
-def error_text(outcome: RunOutcome) -> str | None:
+def error_text(result: AgentResult) -> str | None:
     """Why a run did not complete (``None`` when it did)."""
-    if outcome.status == "completed":
+    if result.status == "completed":
         return None
-    return outcome.error or f"the run ended {outcome.status}"
+    return (result.error.message if result.error is not None else None) or f"the run ended {result.status}"

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Container, Sequence
+from typing import TYPE_CHECKING
 
 from nexus.broker._items import error_text, reply_deliver_to_of, reply_session_of
-from nexus.broker.runner import RunOutcome
 from nexus.broker.session_queue import QueuedMessage
 from nexus.broker.types import AgentMessage, BrokerError, SendReceipt
-from nexus.ledger.broker_store import REPLY_SUFFIX, BrokerStore
+from nexus.ledger.broker_store import REPLY_SUFFIX
+
+if TYPE_CHECKING:
+    from nexus.engine import AgentResult
+    from nexus.ledger.protocols import QueueStore
 
 log = logging.getLogger("nexus.broker")
 
@@ -27,17 +31,17 @@ class ReplySender:
         self,
         send: Callable[[AgentMessage, str], Awaitable[SendReceipt]],
         agents: Container[str],
-        store: BrokerStore,
+        queue: QueueStore,
         reply_text: Callable[[str], str | None] | None,
     ) -> None:
         """``send(message, mode)`` is the broker's; ``agents`` its registry (a reply goes to a registered
         asker only); ``reply_text(turn_id)`` reads a turn's reply from the ledger (``None``: no recovery)."""
         self._send = send
         self._agents = agents
-        self._store = store
+        self._queue = queue
         self._reply_text = reply_text
 
-    async def answer_askers(self, agent_id: str, items: Sequence[QueuedMessage], outcome: RunOutcome) -> None:
+    async def answer_askers(self, agent_id: str, items: Sequence[QueuedMessage], outcome: AgentResult) -> None:
         """Send the turn's reply back to agents that asked without waiting (a durable ``worker_result``):
         ``items`` are the messages the turn consumed (its batch and the steers it read)."""
         for item in items:
@@ -56,7 +60,7 @@ class ReplySender:
         """
         if self._reply_text is None:
             return
-        for item, asker in self._store.unanswered_replies():
+        for item, asker in await self._queue.unanswered_replies():
             if item.status == "failed":
                 text: str | None = f"(failed: {item.error or 'the message was not run'})"
             else:

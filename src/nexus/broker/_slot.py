@@ -8,13 +8,16 @@ run (the broker's scheduler decides when); the agent-level views (state, queue d
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from nexus.broker.modes import QueueOverrides
-from nexus.broker.runner import RunHandle, SteerReceipt
-from nexus.broker.session_queue import SessionQueue
+from nexus.broker.session_queue import QueuedMessage, SessionQueue
 from nexus.broker.types import AgentIdentity, AgentState, SendAndWaitResult
+
+if TYPE_CHECKING:
+    from nexus.engine import AgentSpec, Execution, SteerReceipt
 
 _STATE_RANK: dict[AgentState, int] = {"idle": 0, "running": 1, "compacting": 2, "streaming": 3}
 
@@ -35,8 +38,13 @@ class SessionSlot:
     key: str | None = None
     """The session key the session was opened for (``None``: the agent's own session)."""
     queue: SessionQueue = field(default_factory=SessionQueue)
-    run: RunHandle | None = None
+    run: Execution | None = None
+    """The session's run (one at a time), from the moment it is started."""
     steers: list[SteerInFlight] = field(default_factory=list)
+    claiming: dict[str, asyncio.Future[bool]] = field(default_factory=dict)
+    """Messages being claimed to steer into the run, each with whether it was steered (once committed)."""
+    delivering: set[str] = field(default_factory=set)
+    """The reply targets the current run is delivered to (a steered message's own target joins it)."""
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     scheduled: bool = False
     """In the line of sessions waiting for a worker (:mod:`nexus.broker._scheduler`)."""
@@ -48,15 +56,11 @@ class SessionSlot:
     """An ``interrupt`` came while no run could be aborted: the batch being claimed goes back instead."""
 
     def state(self) -> AgentState:
-        """The seed-003 state derived from the run's phase."""
+        """The seed-003 state of the session's run (``running`` while it starts, runs tools or finishes)."""
         if self.run is None:
             return "idle"
-        phase = self.run.phase
-        if phase == "streaming":
-            return "streaming"
-        if phase == "compacting":
-            return "compacting"
-        return "running"
+        state = self.run.state
+        return state if state in ("streaming", "compacting") else "running"
 
     def is_idle(self) -> bool:
         """No run and nothing queued (an item taken for a run that is still being claimed counts as busy)."""
@@ -68,10 +72,10 @@ class AgentSlot:
     """The broker's working copy of one agent (the registry row and queue rows are the truth)."""
 
     identity: AgentIdentity
-    spec: dict[str, object]
+    spec: AgentSpec
+    """How the agent runs (its ``id`` and ``role`` are the identity's)."""
     overrides: QueueOverrides = field(default_factory=QueueOverrides)
     sessions: dict[str, SessionSlot] = field(default_factory=dict)
-    waiters: dict[str, asyncio.Future[SendAndWaitResult]] = field(default_factory=dict)
     last_activity_ms: int = 0
 
     @property
@@ -99,9 +103,9 @@ class AgentSlot:
         """Messages waiting over every session (not counting those runs hold)."""
         return sum(len(session.queue.waiting()) for session in self.sessions.values())
 
-    def resolve(self, item_ids: list[str], result: SendAndWaitResult) -> None:
-        """Answer the ``send_and_wait`` callers waiting on these items."""
-        for item_id in item_ids:
-            future = self.waiters.pop(item_id, None)
-            if future is not None and not future.done():
-                future.set_result(result)
+
+def settle(items: Iterable[QueuedMessage], result: SendAndWaitResult) -> None:
+    """Tell the senders of these messages how they ended (their receipts' ``outcome``)."""
+    for item in items:
+        if item.ticket is not None:
+            item.ticket.settle(result)

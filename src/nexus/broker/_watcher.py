@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from nexus.broker._slot import AgentSlot, SessionSlot
-from nexus.broker.types import AgentIdentity, AgentRole
-from nexus.ledger.broker_store import BrokerQueueItem, BrokerStore
+from nexus.ledger.records import QueueItem
+
+if TYPE_CHECKING:
+    from nexus.ledger import Ledger
 
 log = logging.getLogger("nexus.broker")
 
@@ -27,23 +30,24 @@ class StoreWatcher:
 
     def __init__(
         self,
-        store: BrokerStore,
+        ledger: Ledger,
         slots: dict[str, AgentSlot],
-        load: Callable[[AgentSlot, BrokerQueueItem], SessionSlot | None],
-        ensure_drain: Callable[[AgentSlot, SessionSlot], None],
+        load: Callable[[AgentSlot, QueueItem], Awaitable[SessionSlot | None]],
+        adopted: Callable[[AgentSlot, SessionSlot], Awaitable[None]],
     ) -> None:
         """``slots`` is the broker's registry (shared: agents registered meanwhile are added to it);
-        ``load`` queues one stored row in its session; ``ensure_drain`` starts the session's drain."""
-        self._store = store
+        ``load`` queues one stored row in its session; ``adopted`` drains the session (and acts on its run)."""
+        self._queue = ledger.queue
+        self._agents = ledger.agents
         self._slots = slots
         self._load = load
-        self._ensure_drain = ensure_drain
+        self._adopted = adopted
         self._seen_rowid = 0
         self._task: asyncio.Task[None] | None = None
 
-    def mark_seen(self) -> None:
+    async def mark_seen(self) -> None:
         """Everything stored so far is the broker's own to load (at start): adopt only later rows."""
-        self._seen_rowid = self._store.last_rowid()
+        self._seen_rowid = await self._queue.cursor()
 
     def start(self) -> None:
         """Begin looking (a task on the running loop) until :meth:`stop`."""
@@ -58,26 +62,26 @@ class StoreWatcher:
         while True:
             await asyncio.sleep(WATCH_INTERVAL_S)
             try:
-                self.adopt()
+                await self.adopt()
             except Exception:  # e.g. a full or locked disk: look again next time (an error ended the watch
                 log.exception("looking for messages other processes queued failed; trying again")  # for good)
 
-    def adopt(self) -> None:
+    async def adopt(self) -> None:
         """Queue in memory what other processes accepted since the last look (each item once).
 
         The last look moves on only once every row is queued: after a failure the rows are read
         again, and those already queued are recognised as held.
         """
-        items, newest = self._store.queued_after(self._seen_rowid, self._held)
+        items, newest = await self._queue.queued_after(self._seen_rowid, self._held)
         for item in items:
-            slot = self._slot_for(item.agent_id or "")
+            slot = await self._slot_for(item.agent_id or "")
             if slot is None:
                 continue
-            session = self._load(slot, item)
+            session = await self._load(slot, item)
             if session is None:
                 continue
             session.idle.clear()
-            self._ensure_drain(slot, session)
+            await self._adopted(slot, session)
         self._seen_rowid = newest
 
     def _held(self, agent_id: str, session_label: str, item_id: str) -> bool:
@@ -86,14 +90,16 @@ class StoreWatcher:
         known = slot.sessions.get(session_label) if slot is not None else None
         return known is not None and known.queue.find(item_id) is not None
 
-    def _slot_for(self, agent_id: str) -> AgentSlot | None:
+    async def _slot_for(self, agent_id: str) -> AgentSlot | None:
         """The slot of an agent named by another process's message (registered there meanwhile, maybe)."""
         slot = self._slots.get(agent_id)
         if slot is not None:
             return slot
-        agent = self._store.get_agent(agent_id)
+        agent = await self._agents.get(agent_id)
         if agent is None:
             return None
-        role: AgentRole = "manager" if agent.role == "manager" else "worker"
-        slot = self._slots[agent_id] = AgentSlot(AgentIdentity(agent_id, agent.session_label, role), spec=agent.spec)
+        from nexus.broker.types import stored_agent
+
+        identity, spec = stored_agent(agent)
+        slot = self._slots[agent_id] = AgentSlot(identity, spec=spec)
         return slot

@@ -4,8 +4,10 @@ Write-through: every accepted message is a ``queue_items`` row before ``send`` r
 in-memory :class:`SessionQueue` decides what runs next. An agent serves many sessions — its own
 and one per session key a message names (a chat sender, a group; see :mod:`nexus.broker.sessions`);
 :mod:`nexus.broker._scheduler` takes each ready session's next batch (DESIGN §4.6 mode table) and
-:mod:`nexus.broker._batch_runner` runs it on an :class:`AgentRunner` and settles its items, on at
-most ``max_concurrent`` runs at once. See docs/broker.md.
+:mod:`nexus.broker._batch_runner` runs it through the engine's ``Runtime.start`` and settles its items, on
+at most ``max_concurrent`` runs at once. The :class:`~nexus.engine.Execution` of each run is handed to
+the senders of the messages it takes (their :class:`SendReceipt`) and to the deliverer of its reply
+target; nobody looks a run up. See docs/broker.md.
 
 Two jobs live beside it: :mod:`nexus.broker._watcher` adopts the messages other processes queue,
 :mod:`nexus.broker._replies` sends workers' replies back to agents that asked without waiting.
@@ -17,11 +19,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from nexus.broker._batch_runner import BatchRunner
-from nexus.broker._group_commit import GroupCommitter
 from nexus.broker._items import (
     check_message,
     message_source,
@@ -31,10 +32,10 @@ from nexus.broker._items import (
 from nexus.broker._queue_trace import accept_span, accepted
 from nexus.broker._replies import ReplySender
 from nexus.broker._scheduler import DrainScheduler
-from nexus.broker._slot import AgentSlot, SessionSlot, SteerInFlight
+from nexus.broker._slot import AgentSlot, SessionSlot, SteerInFlight, settle
 from nexus.broker._watcher import StoreWatcher
+from nexus.broker.agent_tools import DEFAULT_MAX_HOPS, CallerContext, agent_tools
 from nexus.broker.modes import QueueMode, QueueOverrides, QueueSettings, parse_mode, resolve_settings
-from nexus.broker.runner import AgentRunner, ModelCheckingRunner, RunHandle
 from nexus.broker.session_queue import AddOutcome, Batch, QueuedMessage
 from nexus.broker.sessions import session_label_for
 from nexus.broker.types import (
@@ -46,19 +47,25 @@ from nexus.broker.types import (
     RegisteredAgent,
     SendAndWaitResult,
     SendReceipt,
+    Ticket,
     UnknownAgentError,
+    stored_agent,
 )
 from nexus.ledger import new_ulid
-from nexus.ledger.broker_store import AcceptRequest, BrokerQueueItem, BrokerStore
+from nexus.ledger.broker_store import BrokerStore
 from nexus.ledger.errors import LedgerError
+from nexus.ledger.records import AcceptRequest, QueueItem
 
 if TYPE_CHECKING:
-    from nexus.adapters.types import DeliveryTarget
-    from nexus.broker.execution import BrokerExecution
+    from nexus.agent.tool_types import AgentTool
+    from nexus.broker._batch_runner import Deliver
+    from nexus.engine import AgentSpec, Execution, Runtime
+    from nexus.ledger import Ledger
 
 DEFAULT_MAX_CONCURRENT = 8
 DEFAULT_MAX_ATTEMPTS = 3
-_STEERABLE_PHASES = ("starting", "streaming", "tools")
+_STEERABLE = ("streaming", "tools")
+"""A run takes a steer while it streams or runs tools; starting, compacting or finishing, the message waits."""
 
 
 log = logging.getLogger("nexus.broker")
@@ -75,6 +82,8 @@ class BrokerSettings:
     queue: QueueSettings = field(default_factory=QueueSettings)
     max_concurrent: int = DEFAULT_MAX_CONCURRENT
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    max_hops: int = DEFAULT_MAX_HOPS
+    """Messages between agents one conversation may pass (the agent tools refuse more)."""
 
 
 class AgentBroker:
@@ -82,58 +91,67 @@ class AgentBroker:
 
     def __init__(
         self,
-        store: BrokerStore,
-        runner: AgentRunner,
+        ledger: Ledger,
+        runtime: Runtime,
         settings: BrokerSettings | None = None,
         *,
         scope: set[str] | None = None,
         reply_text: Callable[[str], str | None] | None = None,
+        deliver: Deliver | None = None,
     ) -> None:
-        """``scope``: drain only these agents (and any agent they message, added as it happens);
-        ``None`` drains every agent. ``nexus send`` uses it to run one conversation, not every queue.
-        ``reply_text(turn_id)`` reads a turn's reply from the ledger: with it, replies a crash kept
-        from being sent back to an asking agent are sent on start."""
+        """The queue is ``ledger.queue`` (its accepts and claims commit in shared transactions), the registry
+        ``ledger.agents``; ``runtime`` starts the runs (``Runtime.start``). ``scope``: drain only these agents (and any
+        agent they message, added as it happens); ``None`` drains every agent. ``nexus send`` uses it to
+        run one conversation, not every queue. ``reply_text(turn_id)`` reads a turn's reply from the
+        ledger: with it, replies a crash kept from being sent back to an asking agent are sent on start.
+        ``deliver(execution, target, queue_item_id)`` streams the reply of a run whose messages carry a
+        reply target (``metadata.deliver_to``) there: an inbound chat's, ``--deliver``'s."""
         self._scope = scope
-        self._store = store
-        self._runner = runner
+        self._queue = ledger.queue
+        self._agents = ledger.agents
+        self._registry = BrokerStore(ledger.database)  # register_agent is synchronous (see its docstring)
+        self._runtime = runtime
+        self._deliver = deliver
         self._settings = settings or BrokerSettings()
         self._slots: dict[str, AgentSlot] = {}
         self._scheduler = DrainScheduler(self._settings.max_concurrent, self._step, _now_ms, self._forget_if_idle)
-        self._writes = GroupCommitter(store)
         self._started = False
         self._closing = False
-        self._watcher = StoreWatcher(store, self._slots, self._load, self._adopted)
-        self._replies = ReplySender(self.send, self._slots, store, reply_text)
+        self._watcher = StoreWatcher(ledger, self._slots, self._load, self._adopted)
+        self._replies = ReplySender(self.send, self._slots, ledger.queue, reply_text)
         self._batches = BatchRunner(
-            store, self._writes, runner, self._slots, self._replies.answer_askers, lambda: self._closing, _now_ms
-        )
+            ledger.queue, runtime, self._slots, self._agent_tools, self._replies.answer_askers,
+            lambda: self._closing, _now_ms,
+        )  # fmt: skip
+        self._batches.deliver = deliver
+        self._batches.max_hops = self._settings.max_hops
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def start(self) -> list[BrokerQueueItem]:
+    async def start(self) -> list[QueueItem]:
         """Reload the registry and every pending item, then drain; returns the items failed as exhausted.
 
         While it runs, the broker also picks up messages other processes queue (``nexus send``
         while a server or a drain holds the broker lock).
         """
-        self._watcher.mark_seen()
-        exhausted = self._store.fail_exhausted(self._settings.max_attempts)
-        for row in self._store.list_agents():
+        await self._watcher.mark_seen()
+        exhausted = await self._queue.fail_exhausted(self._settings.max_attempts)
+        for row in await self._agents.list():
             if row.agent_id in self._slots:  # registered before start (e.g. from nexus.toml): keep its settings
                 continue
-            identity = AgentIdentity(row.agent_id, row.session_label, "manager" if row.role == "manager" else "worker")
-            self._slots[row.agent_id] = AgentSlot(identity=identity, spec=row.spec)
+            identity, spec = stored_agent(row)
+            self._slots[row.agent_id] = AgentSlot(identity=identity, spec=spec)
         held = {
             entry.item_id for slot in self._slots.values() for s in slot.sessions.values() for entry in s.queue.items
         }
-        for item in self._store.pending():
+        for item in await self._queue.pending():
             if item.id in held:  # sent before start: already queued in memory (twice, it ran twice in a collect batch)
                 continue
             slot = self._slots.get(item.agent_id or "")
             if slot is None:
-                self._store.fail([item.id], f"agent {item.agent_id!r} is no longer registered")
+                await self._queue.settle([item.id], "failed", reason=f"agent {item.agent_id!r} is no longer registered")
                 continue
-            self._load(slot, item)
+            await self._load(slot, item)
         self._started = True
         for slot in self._slots.values():
             for session in slot.all_sessions():
@@ -142,13 +160,14 @@ class AgentBroker:
         await self._replies.answer_unanswered()
         return exhausted
 
-    def _load(self, slot: AgentSlot, item: BrokerQueueItem) -> SessionSlot | None:
+    async def _load(self, slot: AgentSlot, item: QueueItem) -> SessionSlot | None:
         """Put a stored item in its session's queue (``None``: unreadable, failed with the reason)."""
         session = slot.session(item.session_label, session_key_of(item))
         try:
             session.queue.restore(queued(item, max_attempts=self._settings.max_attempts))
         except (ValueError, TypeError, KeyError) as exc:  # a row this version cannot read: kept, not run
-            self._store.fail([item.id], f"the stored message cannot be read ({exc!r}); it was not run")
+            reason = f"the stored message cannot be read ({exc!r}); it was not run"
+            await self._queue.settle([item.id], "failed", reason=reason)
             return None
         return session
 
@@ -161,9 +180,6 @@ class AgentBroker:
             if session.run is not None:
                 session.run.abort("the broker is shutting down")
         await self._scheduler.close()
-        closing = getattr(self._runner, "close", None)  # the engine runner's MCP servers
-        if closing is not None:
-            await closing()
         await asyncio.sleep(0)  # one loop iteration for the tails of runs that just ended: their model
         # streams then close here, not in asyncio.run's shutdown, which cancels the close half-way
         # ("async generator ignored GeneratorExit" on stderr at the end of every drain)
@@ -171,31 +187,34 @@ class AgentBroker:
     # ------------------------------------------------------------------ registry
 
     def register_agent(
-        self, identity: AgentIdentity, *, spec: dict[str, object] | None = None, queue: QueueOverrides | None = None
+        self, identity: AgentIdentity, *, spec: AgentSpec | None = None, queue: QueueOverrides | None = None
     ) -> RegisteredAgent:
         """Register (or update) an agent; it persists across restarts.
 
-        Refused, nothing stored, as ``nexus agents add`` and ``POST /v1/agents`` refuse it: a model no
-        run could reach (:class:`AgentSpecError`; asked of the runner, which knows the providers), a
+        ``spec`` says how it runs (its ``id`` and ``role`` are the identity's). Refused, nothing stored,
+        as ``nexus agents add`` and ``POST /v1/agents`` refuse it: a model no run could reach
+        (:class:`AgentSpecError`; asked of the runtime, which knows the providers), a
         session another agent talks in (:class:`~nexus.ledger.errors.AgentSessionTakenError`, checked by
-        the store in the transaction that saves). Both are ``ValueError``\\ s.
+        the store in the transaction that saves). Both are ``ValueError``\\ s. Synchronous, for callers outside
+        a loop (``nexus.toml``'s agents, the CLI): it writes through the registry's synchronous rows.
         """
         if not identity.agent_id or identity.agent_id in ("user", "system"):
             raise BrokerError(f"{identity.agent_id!r} cannot be an agent id (reserved or empty)")
-        model = (spec or {}).get("model")
-        if model is not None and isinstance(self._runner, ModelCheckingRunner):
-            problem = self._runner.model_problem(str(model))
+        model = spec.model if spec is not None else None
+        if isinstance(model, str):
+            problem = self._runtime.model_problem(model)
             if problem is not None:
                 raise AgentSpecError(f"agent {identity.agent_id!r}: model: {problem}")
-        self._store.save_agent(
-            identity.agent_id, role=identity.role, session_label=identity.session_label, spec=spec or {}
+        stored = replace(spec or _default_spec(), id=identity.agent_id, role=identity.role)
+        self._registry.save_agent(
+            identity.agent_id, role=identity.role, session_label=identity.session_label, spec=stored.to_json()
         )
         slot = self._slots.get(identity.agent_id)
         if slot is None:
-            slot = AgentSlot(identity=identity, spec=spec or {})
+            slot = AgentSlot(identity=identity, spec=stored)
             self._slots[identity.agent_id] = slot
         else:
-            slot.identity, slot.spec = identity, spec or {}
+            slot.identity, slot.spec = identity, stored
         if queue is not None:
             slot.overrides = queue
         if self._started:
@@ -236,13 +255,10 @@ class AgentBroker:
 
     # ------------------------------------------------------------------ sending
 
-    async def send(
-        self, message: AgentMessage, queue_mode: str | None = None, *, commit_now: bool = False
-    ) -> SendReceipt:
+    async def send(self, message: AgentMessage, queue_mode: str | None = None) -> SendReceipt:
         """Accept ``message`` durably and queue it in its session; see DESIGN §4.6 for each mode.
 
-        ``commit_now``: commit at once rather than with the sends of the next loop iteration
-        (:meth:`GroupCommitter.accept`): the HTTP API's choice, for latency while runs share the loop.
+        The accept commits with the other accepts and claims of the loop iteration (``ledger.queue``).
         """
         slot = self._slot(message.to)
         check_message(message)
@@ -263,31 +279,45 @@ class AgentBroker:
         )
         try:
             with span:
-                row, created = await self._writes.accept(request, now=commit_now)
+                row, created = await self._queue.accept(request)
                 accepted(span, slot.agent_id, settings.mode, row.id, created)
         except ValueError as exc:  # the per-sender session's label is taken by another session
             raise BrokerError(f"message {message.id!r} to {slot.agent_id!r} was not queued: {exc}") from None
         if not created:
-            return SendReceipt(message.id, row.id, duplicate=True)
+            return self._duplicate(slot, message, row)
         session = slot.session(row.session_label, message.session)
-        queued_message, adopted = self._enqueue(slot, session, row, settings, message)
+        queued_message, adopted = await self._enqueue(slot, session, row, settings, message)
+        ticket = queued_message.ticket = queued_message.ticket or Ticket()
         slot.last_activity_ms = _now_ms()
         if self._scope is not None and message.from_ in self._scope and slot.agent_id not in self._scope:
             self._scope.add(slot.agent_id)  # the conversation reached another agent: drain it too
         if self._started:
             self._ensure_drain(slot, session)
         if adopted:  # the store watcher already acted on the run with it (a second steer would inject it twice)
-            steered = any(steer.item_id == row.id for steer in session.steers)
+            claiming = session.claiming.get(row.id)
+            steered = await asyncio.shield(claiming) if claiming is not None else _steered(session, row.id)
         else:
-            steered = self._deliver_to_run(session, queued_message, settings.mode)
+            steered = await self._deliver_to_run(session, queued_message, settings.mode)
         session.idle.clear()
-        return SendReceipt(message.id, row.id, steered=steered)
+        return SendReceipt(message.id, row.id, steered=steered, ticket=ticket)
 
-    def _enqueue(
+    def _duplicate(self, slot: AgentSlot, message: AgentMessage, row: QueueItem) -> SendReceipt:
+        """A message accepted earlier: its receipt follows the first one's run (or tells how it ended)."""
+        if row.status in ("queued", "processing"):
+            found = slot.sessions.get(row.session_label)
+            held = found.queue.find(row.id) if found is not None else None
+            ticket = held.ticket if held is not None else None
+        elif row.status == "delivered":
+            ticket = Ticket(SendAndWaitResult(True, turn_id=row.turn_id))
+        else:
+            ticket = Ticket(SendAndWaitResult(False, error=row.error or f"the message was {row.status}"))
+        return SendReceipt(message.id, row.id, duplicate=True, ticket=ticket)
+
+    async def _enqueue(
         self,
         slot: AgentSlot,
         session: SessionSlot,
-        row: BrokerQueueItem,
+        row: QueueItem,
         settings: QueueSettings,
         message: AgentMessage,
     ) -> tuple[QueuedMessage, bool]:
@@ -301,15 +331,16 @@ class AgentBroker:
         outcome: AddOutcome = session.queue.add(fresh, settings)
         if not outcome.accepted:
             reason = outcome.rejected_reason or "duplicate"
-            self._store.drop([row.id], reason)
+            await self._queue.settle([row.id], "dropped", reason=reason)
             raise BrokerError(f"message {fresh.message_id!r} to {slot.agent_id!r} was not queued: {reason}")
         if outcome.dropped:
             dropped_ids = [item.item_id for item in outcome.dropped]
-            self._store.drop(dropped_ids, f"queue cap {settings.cap} reached (drop policy {settings.drop_policy})")
-            slot.resolve(dropped_ids, SendAndWaitResult(False, error="dropped: the agent's queue was full"))
+            reason = f"queue cap {settings.cap} reached (drop policy {settings.drop_policy})"
+            await self._queue.settle(dropped_ids, "dropped", reason=reason)
+            settle(outcome.dropped, SendAndWaitResult(False, error="dropped: the agent's queue was full"))
         return fresh, False
 
-    def _deliver_to_run(self, session: SessionSlot, queued_message: QueuedMessage, mode: QueueMode) -> bool:
+    async def _deliver_to_run(self, session: SessionSlot, queued_message: QueuedMessage, mode: QueueMode) -> bool:
         """Act on the session's active run for the modes that do (steer, steer-backlog, queue, interrupt)."""
         run = session.run
         if run is None:
@@ -318,72 +349,64 @@ class AgentBroker:
         if mode == "interrupt":
             run.abort(f"interrupted by message {queued_message.message_id}")
             return False
-        if mode not in ("steer", "steer-backlog", "queue") or run.phase not in _STEERABLE_PHASES:
+        if mode not in ("steer", "steer-backlog", "queue") or run.state not in _STEERABLE:
             return False  # not steerable now: it waits for its own turn (followup)
         source = message_source(queued_message.sender, self._slots)
         if mode == "steer-backlog":  # the item also keeps its own turn
-            run.steer(queued_message.prompt, item_id=None, one_at_a_time=False, source=source)
+            run.steer(queued_message.prompt, source=source)
             return True
-        try:  # claimed first: a claim that fails leaves the item waiting for its own turn, not held by nobody
-            self._store.claim([queued_message.item_id])
-        except LedgerError as exc:  # a full or locked disk, or finished meanwhile (its batch's claim skips it)
-            log.warning("message %s was not steered (it waits for its turn): %s", queued_message.message_id, exc)
+        if not await self._claim_steer(session, queued_message, run):
             return False
-        session.queue.mark_in_flight([queued_message.item_id])
         receipt = run.steer(
-            queued_message.prompt, item_id=queued_message.item_id, one_at_a_time=mode == "queue", source=source
+            queued_message.prompt, id=queued_message.item_id, mode="one" if mode == "queue" else "all", source=source
         )
         session.steers.append(SteerInFlight(queued_message.item_id, receipt))
+        self._hand_steered(session, queued_message, run)
         return True
 
-    async def execute(
-        self,
-        message: AgentMessage,
-        queue_mode: str | None = None,
-        *,
-        target: DeliveryTarget | None = None,
-        commit_now: bool = False,
-    ) -> BrokerExecution:
-        """Send ``message`` and follow the run that consumes it: ``BrokerExecution{stream, result}`` (seed 004).
+    async def _claim_steer(self, session: SessionSlot, item: QueuedMessage, run: Execution) -> bool:
+        """Claim a message to steer into ``run`` (held in flight meanwhile, so no batch takes it); ``False``:
+        it waits for its own turn (a claim that failed, or a run that stopped taking steers meanwhile)."""
+        claimed = session.claiming[item.item_id] = asyncio.get_running_loop().create_future()
+        ok = False
+        try:
+            ok = await self._claimed(session, item, run)
+        finally:
+            del session.claiming[item.item_id]
+            claimed.set_result(ok)
+        return ok
 
-        See :mod:`nexus.broker.execution`; ``target`` goes into the stream's ``stream_start``;
-        ``commit_now`` as for :meth:`send`.
-        """
-        from nexus.broker.execution import start_execution
+    async def _claimed(self, session: SessionSlot, item: QueuedMessage, run: Execution) -> bool:
+        session.queue.mark_in_flight([item.item_id])
+        try:
+            await self._queue.claim([item.item_id])
+        except LedgerError as exc:  # a full or locked disk, or finished meanwhile (its batch's claim skips it)
+            session.queue.release([item.item_id])
+            log.warning("message %s was not steered (it waits for its turn): %s", item.message_id, exc)
+            return False
+        if session.run is not run or run.state not in _STEERABLE:  # the claim's commit took a loop iteration
+            await self._queue.release([item.item_id])
+            session.queue.release([item.item_id])
+            return False
+        return True
 
-        slot = self._slot(message.to)
-        label = session_label_for(slot.agent_id, slot.identity.session_label, message.session)
-
-        def current_run() -> RunHandle | None:
-            session = slot.sessions.get(label)  # the message's session (created by send, maybe forgotten when idle)
-            return None if session is None else session.run
-
-        def waiter(item_id: str) -> asyncio.Future[SendAndWaitResult]:
-            future: asyncio.Future[SendAndWaitResult] = asyncio.get_running_loop().create_future()
-            slot.waiters[item_id] = future  # resolved when the item is finished, like send_and_wait's
-            return future
-
-        return await start_execution(
-            lambda: self.send(message, queue_mode, commit_now=commit_now),
-            self._runner,
-            label,
-            target=target,
-            current_run=current_run,
-            get_item=self._store.get_item,
-            waiter=waiter,
-        )
+    def _hand_steered(self, session: SessionSlot, item: QueuedMessage, run: Execution) -> None:
+        """A message steered into ``run`` follows it: its sender gets the run, its reply target the rest of it."""
+        if item.ticket is not None:
+            item.ticket.hand(run)
+        target = item.deliver_to
+        if target is not None and self._deliver is not None and str(target) not in session.delivering:
+            session.delivering.add(str(target))
+            self._deliver(run, target, item.item_id)
 
     async def send_and_wait(self, message: AgentMessage, timeout_ms: int | None = None) -> SendAndWaitResult:
         """Send, then wait until the turn that consumed the message ends (or ``timeout_ms`` passes)."""
         receipt = await self.send(message)
         if receipt.duplicate:
             return SendAndWaitResult(False, error=f"message {message.id!r} was already accepted earlier")
-        slot = self._slot(message.to)
-        future: asyncio.Future[SendAndWaitResult] = asyncio.get_running_loop().create_future()
-        slot.waiters[receipt.queue_item_id] = future
         try:
             timeout = None if timeout_ms is None else timeout_ms / 1000
-            return await asyncio.wait_for(asyncio.shield(future), timeout)
+            return await asyncio.wait_for(receipt.outcome(), timeout)
         except TimeoutError:
             return SendAndWaitResult(False, error=f"no reply within {timeout_ms} ms (the message stays queued)")
 
@@ -447,12 +470,12 @@ class AgentBroker:
         """Messages waiting for the agent, or in one of its sessions (not counting those runs hold)."""
         return sum(len(s.queue.waiting()) for s in self._sessions(self._slot(agent_id), session))
 
-    def clear_queue(self, agent_id: str, session: str | None = None) -> int:
+    async def clear_queue(self, agent_id: str, session: str | None = None) -> int:
         """Drop every waiting message of the agent, or of one session (``dropped``, reason recorded)."""
         slot = self._slot(agent_id)
-        removed = [item.item_id for s in self._sessions(slot, session) for item in s.queue.clear()]
-        self._store.drop(removed, "cleared by clear_queue")
-        slot.resolve(removed, SendAndWaitResult(False, error="dropped: the queue was cleared"))
+        removed = [item for s in self._sessions(slot, session) for item in s.queue.clear()]
+        await self._queue.settle([item.item_id for item in removed], "dropped", reason="cleared by clear_queue")
+        settle(removed, SendAndWaitResult(False, error="dropped: the queue was cleared"))
         return len(removed)
 
     # ------------------------------------------------------------------ draining
@@ -469,13 +492,17 @@ class AgentBroker:
         if isinstance(step, Batch):
             await self._batches.run(slot, session, step)
 
-    def _adopted(self, slot: AgentSlot, session: SessionSlot) -> None:
+    async def _adopted(self, slot: AgentSlot, session: SessionSlot) -> None:
         """A message another process queued was loaded into the session (its last item): drained, and
         an ``interrupt`` or steer acts on the session's run as one sent here does (it used to only wait
         for its turn: ``nexus send --mode interrupt`` beside a server never cut the running turn)."""
         self._ensure_drain(slot, session)
         item = session.queue.items[-1]
-        self._deliver_to_run(session, item, item.mode)
+        await self._deliver_to_run(session, item, item.mode)
+
+    def _agent_tools(self, caller: CallerContext) -> list[AgentTool]:
+        """The tools a turn of ``caller`` uses to reach other agents (the runtime applies the tool policy)."""
+        return agent_tools(self, caller)
 
     @staticmethod
     def _forget_if_idle(slot: AgentSlot, session: SessionSlot) -> None:
@@ -485,6 +512,16 @@ class AgentBroker:
             del slot.sessions[session.label]
 
 
+def _steered(session: SessionSlot, item_id: str) -> bool:
+    return any(steer.item_id == item_id for steer in session.steers)
+
+
 def new_message_id() -> str:
     """A fresh message id (a ULID: sortable by time)."""
     return new_ulid()
+
+
+def _default_spec() -> AgentSpec:
+    from nexus.engine import AgentSpec
+
+    return AgentSpec()

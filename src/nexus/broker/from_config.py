@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from nexus.broker.broker import BrokerSettings
 from nexus.broker.modes import QueueOverrides, QueueSettings
 from nexus.broker.types import AgentIdentity
 from nexus.config._broker_schema import AgentConfig, BrokerConfig
+from nexus.engine.types import AgentSpec
+
+if TYPE_CHECKING:
+    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,7 +20,7 @@ class ConfiguredAgent:
     """One ``[agents.<id>]`` table, ready for :meth:`AgentBroker.register_agent`."""
 
     identity: AgentIdentity
-    spec: dict[str, Any]
+    spec: AgentSpec
     queue: QueueOverrides
 
 
@@ -25,7 +29,9 @@ def broker_settings(config: BrokerConfig) -> BrokerSettings:
     queue = QueueSettings(
         mode=config.mode, debounce_ms=config.debounce_ms, cap=config.cap, drop_policy=config.drop_policy
     )
-    return BrokerSettings(queue=queue, max_concurrent=config.max_concurrent, max_attempts=config.max_attempts)
+    return BrokerSettings(
+        queue=queue, max_concurrent=config.max_concurrent, max_attempts=config.max_attempts, max_hops=config.max_hops
+    )
 
 
 def configured_agents(agents: dict[str, AgentConfig]) -> list[ConfiguredAgent]:
@@ -33,13 +39,13 @@ def configured_agents(agents: dict[str, AgentConfig]) -> list[ConfiguredAgent]:
     out: list[ConfiguredAgent] = []
     for agent_id in sorted(agents):
         table = agents[agent_id]
-        spec: dict[str, Any] = {}
-        if table.model is not None:
-            spec["model"] = table.model
-        if table.tools is not None:
-            spec["tools"] = list(table.tools)
-        if table.system_prompt is not None:
-            spec["system_prompt"] = table.system_prompt
+        spec = AgentSpec(
+            id=agent_id,
+            role=table.role,
+            model=table.model,
+            tools=tuple(table.tools) if table.tools is not None else None,
+            system_prompt=table.system_prompt or "",
+        )
         queue = QueueOverrides(
             mode=table.queue.mode,
             debounce_ms=table.queue.debounce_ms,

@@ -16,18 +16,18 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nexus._dataclass import dataclass
 from nexus.broker.broker import AgentBroker
-from nexus.broker.engine_runner import EngineRunner
 from nexus.broker.from_config import ConfiguredAgent, broker_settings
+from nexus.broker.inbound import InboundRouter, inbound_routes
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from nexus.broker.engine_runner import EngineRunHandle
     from nexus.config import NexusConfig
+    from nexus.engine import Runtime
     from nexus.ledger import Ledger
     from nexus.ledger.broker_store import BrokerStore
     from nexus.llm.options import StreamFn
+    from nexus.streaming import Deliverer
 
 LOCK_FILE_NAME = "broker.lock"
 
@@ -62,47 +62,63 @@ def broker_lock(config: NexusConfig) -> Iterator[bool]:
         os.close(fd)
 
 
-def build_broker(
+@dataclass(slots=True)
+class BrokerHost:
+    """What a process that drains the queues runs: the engine's runtime, the broker on it, the deliverer of
+    reply targets (``None``: no adapters configured) and the monitors of inbound chat (``None``: none)."""
+
+    runtime: Runtime
+    broker: AgentBroker
+    deliverer: Deliverer | None = None
+    inbound: InboundRouter | None = None
+
+    async def close(self) -> None:
+        """Stop draining (active runs are aborted and kept), then the monitors, then deliveries and adapters,
+        then what the runs shared (the runtime's MCP servers)."""
+        await self.broker.close()
+        if self.inbound is not None:
+            await self.inbound.close()
+        if self.deliverer is not None:
+            await self.deliverer.close()  # runs are aborted: deliveries end, are recorded, adapters stop
+        await self.runtime.aclose()
+
+
+def build_host(
     config: NexusConfig,
     ledger: Ledger,
     *,
     stream_fn: StreamFn | None = None,
     scope: set[str] | None = None,
-    on_run: Callable[[EngineRunHandle], object] | None = None,
-) -> AgentBroker:
-    """A broker on the engine for this config (``[broker]`` settings); ``scope`` as in :class:`AgentBroker`;
-    ``on_run`` is told about every run as it starts (to watch or deliver its events)."""
-    return build_broker_and_runner(config, ledger, stream_fn=stream_fn, scope=scope, on_run=on_run)[0]
-
-
-def build_broker_and_runner(
-    config: NexusConfig,
-    ledger: Ledger,
-    *,
-    stream_fn: StreamFn | None = None,
-    scope: set[str] | None = None,
-    on_run: Callable[[EngineRunHandle], object] | None = None,
-) -> tuple[AgentBroker, EngineRunner]:
-    """:func:`build_broker`, also returning the runner (the server watches its runs)."""
-    from nexus.engine.wiring.runner import EngineEnv
-    from nexus.ledger.broker_store import BrokerStore
+    monitors: bool = False,
+) -> BrokerHost:
+    """The broker on the engine for this config (``[broker]`` settings; ``scope`` as in :class:`AgentBroker`),
+    delivering the reply targets stored with messages through one :class:`~nexus.streaming.Deliverer`;
+    with ``monitors``, the inbound chat monitors too (started by :func:`start_host`)."""
+    from nexus.broker.spawner import BrokerSpawner
+    from nexus.engine import Runtime
 
     # turns a killed process left open are closed (aborted, with what they journaled) before the
     # broker starts: a session whose queue is empty now would otherwise never run again to close them
     ledger.recover()
-    env = EngineEnv.from_config(config, ledger, stream_fn=stream_fn)
-    runner = EngineRunner(env, max_hops=config.broker.max_hops)
-    if on_run is not None:
-        runner.on_run(on_run)
+    runtime = Runtime(config, ledger, stream_fn)
+    deliverer = None
+    if config.adapters:
+        from nexus.streaming import Deliverer
+
+        deliverer = Deliverer.from_config(config, ledger)
     broker = AgentBroker(
-        BrokerStore(ledger.database),
-        runner,
+        ledger,
+        runtime,
         broker_settings(config.broker),
         scope=scope,
         reply_text=lambda turn_id: turn_reply(ledger, turn_id),
+        deliver=deliverer.deliver_stored if deliverer is not None else None,
     )
-    runner.attach(broker)
-    return broker, runner
+    runtime.spawner = BrokerSpawner(broker)  # a spawn_agent worker is a broker agent
+    inbound = None
+    if monitors and deliverer is not None and inbound_routes(config.adapters):
+        inbound = InboundRouter(broker, deliverer.router.manager)
+    return BrokerHost(runtime, broker, deliverer, inbound)
 
 
 def checked_agents(config: NexusConfig) -> list[ConfiguredAgent]:
@@ -131,12 +147,10 @@ def sync_configured_agents(config: NexusConfig, store: BrokerStore) -> None:
     """
     for agent in checked_agents(config):
         stored = store.get_agent(agent.identity.agent_id)
-        if stored is None or stored.role != agent.identity.role or stored.spec != agent.spec:
+        spec = agent.spec.to_json()
+        if stored is None or stored.role != agent.identity.role or stored.spec != spec:
             store.save_agent(
-                agent.identity.agent_id,
-                role=agent.identity.role,
-                session_label=agent.identity.session_label,
-                spec=agent.spec,
+                agent.identity.agent_id, role=agent.identity.role, session_label=agent.identity.session_label, spec=spec
             )
 
 
@@ -150,11 +164,13 @@ def turn_reply(ledger: Ledger, turn_id: str) -> str | None:
     return None
 
 
-async def start_broker(config: NexusConfig, broker: AgentBroker) -> None:
-    """Register the agents ``nexus.toml`` declares, then start ``broker`` (reload and drain)."""
+async def start_host(config: NexusConfig, host: BrokerHost) -> None:
+    """Register the agents ``nexus.toml`` declares, start the broker (reload and drain), then the monitors."""
     for agent in checked_agents(config):
-        broker.register_agent(agent.identity, spec=agent.spec, queue=agent.queue)
-    await broker.start()
+        host.broker.register_agent(agent.identity, spec=agent.spec, queue=agent.queue)
+    await host.broker.start()
+    if host.inbound is not None:
+        host.inbound.start()
 
 
 @contextlib.asynccontextmanager
@@ -164,18 +180,17 @@ async def running_broker(
     *,
     stream_fn: StreamFn | None = None,
     scope: set[str] | None = None,
-    on_run: Callable[[EngineRunHandle], object] | None = None,
-) -> AsyncIterator[AgentBroker]:
-    """A started broker for the block (see :func:`build_broker`); closed at its end, whatever happens.
+) -> AsyncIterator[BrokerHost]:
+    """A started broker host for the block (see :func:`build_host`); closed at its end, whatever happens.
 
     WAL checkpoints run on their own thread meanwhile, off the loop (``nexus.ledger._checkpoint``).
     """
     from nexus.ledger._checkpoint import background_checkpoints
 
-    broker = build_broker(config, ledger, stream_fn=stream_fn, scope=scope, on_run=on_run)
+    host = build_host(config, ledger, stream_fn=stream_fn, scope=scope)
     with background_checkpoints(ledger.database):
-        await start_broker(config, broker)
         try:
-            yield broker
+            await start_host(config, host)
+            yield host
         finally:
-            await broker.close()
+            await host.close()

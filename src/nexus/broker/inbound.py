@@ -12,11 +12,10 @@ account's supervised ``monitor`` process running and, for each validated
   event (a monitor restarted, a platform retrying) is recognised by ``send``'s durable dedupe and
   never runs twice, also across restarts of the broker;
 - stores the reply target (the same chat and thread, replying to the inbound message) in the
-  message's ``metadata.deliver_to``. The broker hands it to the run that consumes the message
-  (``RunRequest.deliver_to``), and :meth:`InboundRouter.on_run` streams that run's events to the
-  target through the :class:`~nexus.streaming.router.StreamRouter` — natively to a ``stream``
-  adapter, in blocks otherwise. A message that was pending when the broker stopped keeps its
-  target: its run after the restart is delivered the same way.
+  message's ``metadata.deliver_to``. The broker hands the run that consumes the message to its
+  :class:`~nexus.streaming.Deliverer`, which streams the reply there — natively to a ``stream``
+  adapter, in blocks otherwise — and records it with the turn. A message that was pending when
+  the broker stopped keeps its target: its run after the restart is delivered the same way.
 
 An event for an account without ``agent`` (or with an agent that is not registered) is logged
 once per account and skipped. A malformed monitor line never reaches this module: the manager
@@ -27,13 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from nexus.adapters.events import NexusEvent, reply_target, session_key
-from nexus.adapters.types import DeliveryTarget
-from nexus.broker.delivery import stored_reply_target
 from nexus.broker.types import AgentMessage, BrokerError
 
 if TYPE_CHECKING:
@@ -41,16 +38,9 @@ if TYPE_CHECKING:
 
     from nexus.adapters.manager import AdapterManager
     from nexus.broker.broker import AgentBroker
-    from nexus.broker.delivery import Deliverer
-    from nexus.broker.engine_runner import EngineRunHandle, EngineRunner
-    from nexus.config import NexusConfig
     from nexus.config._adapters import AdapterConfig
-    from nexus.streaming.router import DeliveryReport, StreamRouter
 
 log = logging.getLogger("nexus.inbound")
-
-ReplyDelivery = Callable[["EngineRunHandle", DeliveryTarget], Awaitable[object]]
-"""Delivers one run's reply to a chat target (see :class:`InboundRouter`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,27 +103,15 @@ def _content(event: NexusEvent) -> str:
 
 
 class InboundRouter:
-    """Runs the monitors of a broker's host and delivers the replies (see the module docstring)."""
+    """Runs the monitors of a broker's host (see the module docstring); the broker delivers the replies."""
 
-    def __init__(
-        self,
-        broker: AgentBroker,
-        manager: AdapterManager,
-        router: StreamRouter,
-        *,
-        deliver: ReplyDelivery | None = None,
-    ) -> None:
-        """``deliver(run, target)`` replaces the built-in reply delivery (e.g. one that also records
-        each delivery with its turn); it is called from the runner's hook, so it can subscribe to
-        the run before its first event."""
+    def __init__(self, broker: AgentBroker, manager: AdapterManager) -> None:
+        """``manager`` runs the monitor processes (the host's, shared with its deliverer)."""
         self.broker = broker
         self.manager = manager
-        self.router = router
-        self._deliver_reply: ReplyDelivery = deliver or self._deliver
         self.accepted = 0
         self.duplicates = 0
         self._monitors: list[asyncio.Task[None]] = []
-        self._deliveries: set[asyncio.Future[object]] = set()
         self._warned: set[tuple[str, str, str]] = set()
 
     def start(self) -> list[InboundRoute]:
@@ -177,100 +155,14 @@ class InboundRouter:
         self.accepted += 1
         return True
 
-    def on_run(self, handle: EngineRunHandle) -> None:
-        """Runner hook: a run whose messages came from a chat streams its reply back to that chat."""
-        target = stored_reply_target(handle)
-        if target is None:
-            return
-        task: asyncio.Future[object] = asyncio.ensure_future(self._deliver_reply(handle, target))
-        self._deliveries.add(task)
-        task.add_done_callback(self._deliveries.discard)
-
-    async def _deliver(self, handle: EngineRunHandle, target: DeliveryTarget) -> DeliveryReport | None:
-        from nexus.ledger import new_ulid
-        from nexus.streaming.from_engine import stream_events
-
-        queue: asyncio.Queue[object] = asyncio.Queue()
-        done = object()
-        handle.on_event(queue.put_nowait)  # subscribed as the run is announced: no early event is missed
-
-        async def engine_events() -> AsyncIterator[object]:
-            while (event := await queue.get()) is not done:
-                yield getattr(event, "event", event)
-
-        async def end_when_the_run_ends() -> None:
-            try:
-                await handle.result()
-            finally:
-                queue.put_nowait(done)
-
-        ender = asyncio.get_running_loop().create_task(end_when_the_run_ends())
-        first = await queue.get()
-        if first is done:  # the run never started (aborted while it waited): it runs again later, nothing to show
-            await ender
-            return None
-
-        async def all_events() -> AsyncIterator[object]:
-            yield getattr(first, "event", first)
-            async for event in engine_events():
-                yield event
-
-        run_id, label = f"run-{new_ulid()}", handle.request.session_label
-        events = stream_events(all_events(), run_id=run_id, session_label=label, target=target)
-        try:
-            report = await self.router.deliver(target, events, run_id=run_id, session_label=label)
-        finally:
-            await ender
-        if not report.ok:
-            log.warning("reply of %s to %s not delivered: %s (the turn is in the ledger)", handle.request.agent_id,
-                        target.key, report.error)  # fmt: skip
-        return report
-
-    async def wait_delivered(self) -> None:
-        """Wait until every reply delivery started so far has ended."""
-        while self._deliveries:
-            await asyncio.gather(*list(self._deliveries), return_exceptions=True)
-
     async def close(self) -> None:
-        """Stop the monitors, let started deliveries end, stop the adapter processes."""
+        """Stop the monitors (their processes stop with the host's adapter manager)."""
         for task in self._monitors:
             task.cancel()
         await asyncio.gather(*self._monitors, return_exceptions=True)
-        await self.wait_delivered()
-        await self.router.close()
 
     def _warn_once(self, route: InboundRoute, kind: str, text: str) -> None:
         key = (route.adapter, route.account_id, kind)
         if key not in self._warned:
             self._warned.add(key)
             log.warning("inbound %s/%s %s", route.adapter, route.account_id, text)
-
-
-def attach_inbound(
-    config: NexusConfig, broker: AgentBroker, runner: EngineRunner, *, deliver: ReplyDelivery | None = None
-) -> InboundRouter | None:
-    """An inbound router for the config's adapters (``None``: there are none), hooked to ``runner``.
-
-    Call it before the broker starts, so the runs of inbound messages that were pending are
-    delivered too (also when their account is no longer monitored); then
-    :meth:`InboundRouter.start` the monitors once the broker runs.
-    """
-    if not config.adapters:
-        return None
-    from nexus.adapters.manager import AdapterManager
-    from nexus.streaming.router import StreamRouter
-
-    manager = AdapterManager(config.adapters, home=config.home)
-    inbound = InboundRouter(broker, manager, StreamRouter(manager), deliver=deliver)
-    runner.on_run(inbound.on_run)
-    return inbound
-
-
-def recorded_delivery(deliverer: Deliverer) -> ReplyDelivery:
-    """Reply delivery through ``deliverer``: each reply goes out like ``--deliver``'s and is recorded with its turn."""
-    from nexus.broker.execution import run_execution
-
-    def deliver(run: EngineRunHandle, target: DeliveryTarget) -> Awaitable[object]:
-        return deliverer.start(run_execution(run, target), target)  # subscribed now, from the runner's hook
-
-    return deliver

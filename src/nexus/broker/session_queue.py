@@ -16,9 +16,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from nexus.broker.modes import QueueMode, QueueSettings
+
+if TYPE_CHECKING:
+    from nexus.broker.types import Ticket
 
 COLLECT_TITLE = "[Queued messages while agent was busy]"
 SUMMARY_LINE_CHARS = 160
@@ -57,6 +60,8 @@ class QueuedMessage:
     """How many runs of it a crash cut (reloaded ``processing``): a suspect of killing its process."""
     last_attempt: bool = False
     """Its next run is the last the crash-retry limit allows: it runs alone."""
+    ticket: Ticket | None = field(default=None, repr=False, compare=False)
+    """The sender's side of the message (its receipt's), when this broker accepted it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,15 +228,6 @@ class SessionQueue:
                 break
             taken.append(item)
         return self._batch(taken)
-
-    def take_one(self) -> QueuedMessage | None:
-        """The oldest waiting item, marked in flight (to steer it into a running turn)."""
-        start = self._head()
-        if start is None:
-            return None
-        item = self._items[start]
-        item.in_flight = True
-        return item
 
     def mark_in_flight(self, item_ids: list[str]) -> None:
         """Hand these items to a run (they stay in place until completed or released)."""

@@ -38,17 +38,19 @@ class BrokerSpawner:
         on_update: ToolUpdateFn | None,
     ) -> AgentToolResult:
         """Register the worker (session linked to the spawning run), send it ``task``, return its reply."""
+        from nexus.engine import AgentSpec
         from nexus.engine.wiring.spawn import create_worker_session
         from nexus.ledger import new_ulid
 
-        if scope.env is None:
-            return AgentToolResult.text("spawn_agent needs an engine environment", is_error=True)
-        ledger = scope.env.ledger
+        if scope.runtime is None:
+            return AgentToolResult.text("spawn_agent needs an engine runtime", is_error=True)
+        ledger = scope.runtime.ledger
         session = create_worker_session(ledger, scope, call_id, task, label)
         worker_id = f"worker-{new_ulid().lower()}"
         parent = self._agent_of(scope.session_label)
         self.broker.register_agent(
-            AgentIdentity(worker_id, session, "worker"), spec={"model": scope.model.ref, "depth": scope.depth + 1}
+            AgentIdentity(worker_id, session, "worker"),
+            spec=AgentSpec(role="worker", model=scope.model.ref, limits=scope.limits, depth=scope.depth + 1),
         )
         details: dict[str, object] = {"spawned_session_label": session, "agent_id": worker_id, "depth": scope.depth + 1}
         message = AgentMessage(f"spawn:{call_id}:{worker_id}", parent or "system", worker_id, task)

@@ -1,11 +1,20 @@
-"""The broker's public types (seed 003 in snake_case): identities, messages, states, results."""
+"""The broker's public types (seed 003 in snake_case): identities, messages, states, receipts, results."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from nexus.errors import NexusError
+
+if TYPE_CHECKING:
+    from nexus.adapters.types import DeliveryTarget
+    from nexus.engine import AgentSpec, Execution, Subscription
+    from nexus.ledger.broker_store import AgentRow
+
+Followed = tuple["Execution", "Subscription"]
+"""A run and a subscription to its events from its start (see :meth:`SendReceipt.follow`)."""
 
 AgentRole = Literal["manager", "worker"]
 AgentState = Literal["idle", "running", "streaming", "compacting"]
@@ -37,6 +46,14 @@ class AgentIdentity:
     role: AgentRole = "worker"
 
 
+def stored_agent(row: AgentRow) -> tuple[AgentIdentity, AgentSpec]:
+    """An agent as the registry stores it: its identity, and its spec decoded from the stored JSON."""
+    from nexus.engine import AgentSpec
+
+    identity = AgentIdentity(row.agent_id, row.session_label, "manager" if row.role == "manager" else "worker")
+    return identity, AgentSpec.from_json(row.spec, agent_id=row.agent_id, role=identity.role)
+
+
 @dataclass(slots=True)
 class AgentMessage:
     """A message to an agent, from a user, another agent or the system (``from`` on the wire)."""
@@ -53,6 +70,11 @@ class AgentMessage:
 
     An agent serves many sessions: each key gets its own queue and ledger session (see
     :func:`nexus.broker.sessions.session_label_for`), one run at a time per session."""
+
+    def deliver_reply(self, target: DeliveryTarget) -> None:
+        """Keep where the reply goes with the message (``metadata.deliver_to``, as an inbound chat message's):
+        whichever broker runs it streams the reply there and records the delivery, also after a restart."""
+        self.metadata["deliver_to"] = target.to_json()
 
     def to_json(self) -> dict[str, Any]:
         """The wire form, with ``from`` as seed 003 names it (``session`` only when set)."""
@@ -96,7 +118,13 @@ class RegisteredAgent:
 
 @dataclass(frozen=True, slots=True)
 class SendReceipt:
-    """What ``send`` did: the queue item that holds the message (durable before this returns)."""
+    """What ``send`` did: the queue item that holds the message (durable before this returns).
+
+    The receipt also follows the message: ``await receipt.execution()`` is the run it is handed to
+    (started for it, or the running turn it was steered into), ``await receipt.follow()`` the same with
+    its events from the start, ``await receipt.outcome()`` how the turn that consumed it ended,
+    ``receipt.abort()`` withdraws it.
+    """
 
     message_id: str
     queue_item_id: str
@@ -104,6 +132,130 @@ class SendReceipt:
     """True when a message with this id was already accepted: nothing new was queued."""
     steered: bool = False
     """True when the message was also handed to the agent's running turn."""
+    ticket: Ticket | None = field(default=None, repr=False, compare=False)
+    """The broker's side of the message (``None``: a duplicate of a message that already finished)."""
+
+    async def execution(self) -> Execution | None:
+        """The run that holds the message, or last held it; waits until one takes it.
+
+        ``None`` when no run of this broker will take it: it was dropped, failed before a run, or (a
+        duplicate) finished earlier.
+        """
+        return None if self.ticket is None else await self.ticket.execution()
+
+    def follow(self) -> asyncio.Future[Followed | None]:
+        """:meth:`execution` with a subscription to its events, made as the run is handed over: every
+        event of a run that takes the message after this call (from now on, for one that holds it already)."""
+        if self.ticket is None:
+            done: asyncio.Future[Followed | None] = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
+        return self.ticket.follow()
+
+    async def outcome(self) -> SendAndWaitResult:
+        """How the message ended: the reply of the turn that consumed it, or why it was not run."""
+        if self.ticket is None:
+            return SendAndWaitResult(False, error=f"message {self.message_id!r} was already accepted earlier")
+        return await self.ticket.outcome()
+
+    def abort(self, reason: str = "aborted by its sender") -> None:
+        """Withdraw the message: its run is aborted once its turn has begun (the turn is written ``aborted``,
+        with the message: it is consumed, never run again), also when it is still queued now."""
+        if self.ticket is not None:
+            self.ticket.abort(reason)
+
+
+class Ticket:
+    """One accepted message, from its sender's side: the runs it is handed to, and how it is settled.
+
+    The broker holds it with the queued message and tells it (:meth:`hand`) each run that takes the
+    message, and (:meth:`settle`) how the message ended, once. Nothing is looked up: whoever holds
+    the receipt holds the ticket.
+    """
+
+    __slots__ = ("_abort", "_followers", "_waiters", "current", "result")
+
+    def __init__(self, result: SendAndWaitResult | None = None) -> None:
+        self.current: Execution | None = None
+        self.result = result
+        self._abort: str | None = None
+        self._waiters: list[asyncio.Future[None]] = []
+        self._followers: list[asyncio.Future[Followed | None]] = []
+
+    def hand(self, execution: Execution) -> None:
+        """A run took the message (it has not begun): followers subscribe now, a withdrawal applies to it."""
+        self.current = execution
+        if self._abort is not None:
+            _abort_once_begun(execution, self._abort)
+        followers, self._followers = self._followers, []
+        for follower in followers:
+            if not follower.done():
+                follower.set_result((execution, execution.subscribe()))
+        self._wake()
+
+    def settle(self, result: SendAndWaitResult) -> None:
+        """The message ended (consumed by a turn, dropped, failed): its outcome; the first settlement stays."""
+        if self.result is not None:
+            return
+        self.result = result
+        followers, self._followers = self._followers, []
+        for follower in followers:
+            if not follower.done():
+                follower.set_result(None)
+        self._wake()
+
+    def abort(self, reason: str) -> None:
+        """See :meth:`SendReceipt.abort`."""
+        self._abort = reason
+        if self.current is not None:
+            _abort_once_begun(self.current, reason)
+
+    async def execution(self) -> Execution | None:
+        """See :meth:`SendReceipt.execution`."""
+        while self.current is None and self.result is None:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            await waiter
+        return self.current
+
+    def follow(self) -> asyncio.Future[Followed | None]:
+        """See :meth:`SendReceipt.follow` (registered at the call)."""
+        follower: asyncio.Future[Followed | None] = asyncio.get_running_loop().create_future()
+        if self.current is not None:
+            follower.set_result((self.current, self.current.subscribe()))
+        elif self.result is not None:
+            follower.set_result(None)
+        else:
+            self._followers.append(follower)
+        return follower
+
+    async def outcome(self) -> SendAndWaitResult:
+        """See :meth:`SendReceipt.outcome`."""
+        while self.result is None:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            await waiter
+        return self.result
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+
+def _abort_once_begun(execution: Execution, reason: str) -> None:
+    """Abort ``execution`` once its turn has begun (aborted while it still starts, it would hand the
+    message back to its queue and it would run again)."""
+    if execution.turn_id is not None or execution.state == "done":
+        execution.abort(reason)
+        return
+
+    def on_event(item: Any) -> None:
+        if item.type == "run_start":
+            execution.abort(reason)
+
+    execution.on_event(on_event)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""The CLI's side of one engine run: assemble, start, stream engine events into a renderer, summarise."""
+"""The CLI's side of one engine run: its event channel into a renderer, and the summary of its result."""
 
 from __future__ import annotations
 
@@ -8,25 +8,48 @@ import time
 from typing import TYPE_CHECKING
 
 from nexus.cli._render import Renderer, RunStart, RunSummary, describe_engine_event
-from nexus.errors import NexusError
 
 if TYPE_CHECKING:
-    from nexus.cli.run_cmd import Runtime
-    from nexus.engine import AgentResult
-    from nexus.engine.execution.events import ExecutionEvent
-    from nexus.engine.types import AssembledContext, EngineEvent
-    from nexus.llm.abort import AbortSignal
+    from nexus.engine import AgentResult, EngineEvent, Execution, ExecutionEvent
+    from nexus.ledger import Ledger
 
 _COMPACTION_NOTICE_DELAY_S = 0.3
 
 
 class RenderBridge:
-    """The execution's one event channel → renderer calls (:meth:`on_event` is the only listener)."""
+    """The execution's one event channel → renderer calls (:meth:`on_event` is the only listener).
 
-    def __init__(self, renderer: Renderer) -> None:
+    ``existed`` says whether the session was there before the run (``session_created`` is then
+    false); ``model`` is the ref the user chose, as the renderer shows it.
+    """
+
+    def __init__(self, renderer: Renderer, ledger: Ledger, model: str, existed: bool) -> None:
         self.renderer = renderer
+        self.ledger = ledger
+        self.model = model
+        self.existed = existed
+        self.created = False
+        self.started = False
         self._held: EngineEvent | None = None
         self._held_timer: asyncio.TimerHandle | None = None
+
+    def start(self, run_id: str, session_label: str, parent_turn_id: str | None) -> None:
+        """The run began (after the session's lock and the assembly): ``stream_start``."""
+        if not self.started:
+            self.started = True
+            self.created = not self.existed and parent_turn_id is None
+            self.renderer.start(RunStart(run_id, session_label, self.model, self.created))
+
+    def recovered(self, turn_ids: tuple[str, ...], rescued: tuple[str, ...]) -> None:
+        """Open turns were closed before the run read its head: this process's own (kept in rescue files
+        when their final write failed) and those of killed processes."""
+        for turn_id in rescued:
+            print(f"nexus: turn {turn_id}, not saved earlier, is in the ledger now", file=sys.stderr, flush=True)
+        others = [turn_id for turn_id in turn_ids if turn_id not in rescued]
+        if others:
+            from nexus.cli._errors import recovered_notice
+
+            print(recovered_notice(self.ledger, others), file=sys.stderr, flush=True)
 
     def on_engine_event(self, event: EngineEvent) -> None:
         """Notices for retries, waits, fallbacks and compactions.
@@ -46,9 +69,12 @@ class RenderBridge:
         self._flush_held()
         self.renderer.notice(*describe_engine_event(event))
 
-    def close(self) -> None:
-        """The run is over: a compaction notice still held back is no longer news."""
+    def close(self, execution: Execution) -> None:
+        """The run is over: a compaction notice still held back is no longer news; a run that got past its
+        start but failed before its turn opened still gets its ``stream_start``."""
         self._drop_held()
+        if execution.started and not self.started:
+            self.start(execution.run_id, execution.session_label, None)
 
     def _flush_held(self) -> None:
         held = self._held
@@ -64,7 +90,14 @@ class RenderBridge:
     def on_event(self, item: ExecutionEvent) -> None:
         """One event of the run: reply/reasoning text, model calls, tool starts/ends, engine notices."""
         event, kind = item.event, item.type
-        if kind == "reply_delta":
+        if kind == "run_start":
+            self.start(item.run_id, item.session_label, event.parent_turn_id)
+        elif kind == "lock_wait":
+            print(f"nexus: waiting for another run of session {item.session_label} to finish…", file=sys.stderr,
+                  flush=True)  # fmt: skip
+        elif kind == "recovered":
+            self.recovered(event.turn_ids, event.rescued)
+        elif kind == "reply_delta":
             self.renderer.text(event.delta)
         elif kind == "reasoning_delta":
             self.renderer.reasoning(event.delta)
@@ -84,84 +117,17 @@ class RenderBridge:
             )
 
 
-async def call_engine(
-    runtime: Runtime, message: str, renderer: Renderer, abort: AbortSignal
-) -> tuple[AgentResult, AssembledContext, str | None, bool]:
-    """Assemble the context, start the execution, stream it into ``renderer``.
-
-    Returns (result, context, turn id, whether this run started the session's conversation).
-    """
-    from nexus.engine.types import ThinkingConfig
-
-    env = runtime.engine_env()
-    bridge = RenderBridge(renderer)
-    from nexus.engine.assembly.context import local_timezone
-    from nexus.engine.execution.session_lock import run_lock
-    from nexus.ledger import TurnNotSavedError
-
-    chosen = env.model(runtime.model)
-    env.preflight(chosen)
-    runtime.note_thinking(chosen)
-    existed = runtime.session_exists()
-    label = runtime.ledger.ensure_session(runtime.session).label
-
-    def waiting() -> None:
-        print(f"nexus: waiting for another run of session {label} to finish…", file=sys.stderr, flush=True)
-
-    def recovered(ids: list[str]) -> None:
-        from nexus.cli._errors import recovered_notice
-
-        mine = [i for i in ids if i in runtime.unsaved]
-        for turn_id in mine:
-            runtime.unsaved.remove(turn_id)
-            print(f"nexus: turn {turn_id}, not saved earlier, is in the ledger now", file=sys.stderr, flush=True)
-        others = [i for i in ids if i not in mine]
-        if others:
-            print(recovered_notice(runtime.ledger, others), file=sys.stderr, flush=True)
-
-    # one run per session at a time, also across processes: a second `nexus run` waits, never forks
-    # (and continues after the turn of a run it waited for, even a killed one: run_lock recovers it first;
-    # a turn of this process whose final write failed is put in the ledger first too, from its rescue file)
-    async with run_lock(
-        runtime.ledger, label, signal=abort, on_wait=waiting, on_recovered=recovered, orphans=tuple(runtime.unsaved)
-    ) as held:
-        if not held:
-            raise NexusError(f"interrupted while waiting for another run of session {label}; nothing was sent")
-        created = not existed and runtime.ledger.head(label) is None  # (a run we waited for may have started it)
-        await env.prepare_tools(label, "unified", None, abort)  # the MCP servers this run could use
-        ctx = env.assemble(message, session=label, model=chosen, signal=abort, channel="cli", timezone=local_timezone())
-        if runtime.thinking is not None:
-            level = runtime.thinking
-            ctx.thinking_config = ThinkingConfig(level) if level != "off" else None  # type: ignore[arg-type]
-        renderer.start(RunStart(ctx.run_id, ctx.session_label, runtime.model, created))
-        execution = env.start(ctx, model=chosen)  # the task starts at the next await: no event is missed
-        execution.on_event(bridge.on_event)
-        try:
-            result = await execution.result
-        except TurnNotSavedError:  # chat goes on: the next turn of the session puts this one in first
-            if execution.turn_id is not None:
-                runtime.unsaved.append(execution.turn_id)
-            raise
-        finally:
-            bridge.close()
-    return result, ctx, execution.turn_id, created
-
-
-def summarize_run(
-    runtime: Runtime, result: AgentResult, ctx: AssembledContext, turn_id: str | None, created: bool, started: float
-) -> RunSummary:
+def summarize_run(result: AgentResult, execution: Execution, model: str, created: bool, started: float) -> RunSummary:
     """What the renderer and ``--json`` report of a finished run: reply text, status, usage, cost, timing."""
-    from nexus.engine.execution.ledger_map import turn_status
-
     text = result.reply
     usage = result.usage
     return RunSummary(
-        run_id=ctx.run_id,
-        session_label=ctx.session_label,
-        status=turn_status(result),
+        run_id=execution.run_id,
+        session_label=execution.session_label,
+        status=result.status,
         stop_reason=result.stop_reason,
-        turn_id=turn_id,
-        model=runtime.model,
+        turn_id=result.turn_id,
+        model=model,
         text=text,
         error=result.error.message if result.error else None,
         error_kind=result.error.kind if result.error else None,

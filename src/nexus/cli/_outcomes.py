@@ -9,13 +9,11 @@ ledger. ``nexus queue drain`` and ``nexus send`` read it here so a failed turn i
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from nexus._dataclass import dataclass
 
 if TYPE_CHECKING:
-    from nexus.broker.engine_runner import EngineRunHandle
     from nexus.ledger import Ledger
     from nexus.ledger.broker_store import BrokerQueueItem, BrokerStore
 
@@ -48,46 +46,29 @@ def failure_of(ledger: Ledger, item: BrokerQueueItem) -> Failure | None:
 
 
 class RunLog:
-    """Collects the queue items of every run a broker starts (its ``on_run`` hook), to judge them after.
-
-    Also the items the broker failed without a run while the log was open: at its start, an item
-    crashes cut ``max_attempts`` times, one of an agent no longer registered, an unreadable row. A
-    drain that only failed such an item must say so, not report "draining 0 queued messages" and
-    exit 0. The caller holds the broker lock, so no other process fails items meanwhile.
-    """
+    """The messages a drain handled: every queue item settled since the log opened — consumed by a turn
+    (whatever the turn did) or failed without one (crashes cut it ``max_attempts`` times, its agent is
+    gone, its row unreadable) — in the order they were settled. The drain holds the broker lock, so no
+    other process settles items meanwhile."""
 
     def __init__(self) -> None:
         from nexus.llm.types import now_ms
 
-        self.item_ids: list[str] = []
-        self.unrun_ids: list[str] = []
         self.since_ms = now_ms()
-
-    def on_run(self, handle: EngineRunHandle) -> None:
-        """Runner hook: remember the items this run starts with (messages steered into it later share its
-        turn and are not counted apart)."""
-        self.item_ids.extend(handle.request.item_ids)
+        self.handled_ids: list[str] = []
 
     def failures(self, ledger: Ledger, store: BrokerStore) -> list[Failure]:
-        """The items failed without a run, then the failed ones among the items of the runs seen, in the
-        order they ran; :meth:`handled` then counts both."""
-        ran = dict.fromkeys(self.item_ids)
-        unrun = [
-            item
-            for item in store.items(statuses=("failed",))
-            if item.id not in ran and (item.completed_at or 0) >= self.since_ms
-        ]
-        self.unrun_ids = [item.id for item in unrun]
-        found = (failure_of(ledger, item) for item in [*unrun, *_items(store, ran)])
+        """The failed ones among the items handled since the log opened; :meth:`handled` then counts them all."""
+        since = self.since_ms
+        settled = [item for item in store.items(statuses=("delivered", "failed")) if (item.completed_at or 0) >= since]
+        settled.sort(key=lambda item: item.completed_at or 0)
+        self.handled_ids = [item.id for item in settled]
+        found = (failure_of(ledger, item) for item in settled)
         return [failure for failure in found if failure is not None]
 
     def handled(self) -> int:
-        """How many messages the runs took, and :meth:`failures` found failed without a run."""
-        return len({*self.item_ids, *self.unrun_ids})
-
-
-def _items(store: BrokerStore, item_ids: Iterable[str]) -> list[BrokerQueueItem]:
-    return [item for item_id in item_ids if (item := store.get_item(item_id)) is not None]
+        """How many messages the drain handled (known after :meth:`failures`)."""
+        return len(self.handled_ids)
 
 
 def failures_line(failures: list[Failure], ran: int) -> str:

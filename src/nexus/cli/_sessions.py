@@ -65,15 +65,16 @@ def _compact(args: argparse.Namespace) -> int:
     Exit 0 when the session was compacted or there was nothing worth compacting (the line says
     which), 1 when summarising failed or the label is unknown, 130 when interrupted.
     """
-    from nexus.cli.run_cmd import EXIT_INTERRUPTED, compact_now, open_runtime
+    from nexus.cli._conversation import compact_now, open_conversation
+    from nexus.cli.run_cmd import EXIT_INTERRUPTED
     from nexus.errors import ConfigError
 
     if not args.label.strip():
         raise ConfigError("the session label is empty: give the LABEL of the session to compact")
     options = argparse.Namespace(config=args.config, model=args.model, session=args.label, thinking=None)
-    with open_runtime(options) as runtime:
-        runtime.session = runtime.ledger.resolve_session(args.label).label  # SessionNotFound → exit 1
-        line = compact_now(runtime, args.focus or None)
+    with open_conversation(options) as conversation:
+        conversation.session = conversation.ledger.resolve_session(args.label).label  # SessionNotFound → exit 1
+        line = compact_now(conversation, args.focus or None)
     print(line)
     return EXIT_INTERRUPTED if line.startswith("compaction interrupted") else 0
 

@@ -42,7 +42,7 @@ def agent_chat(args: argparse.Namespace, stdin: TextIO | None = None, stdout: Te
         async def loop() -> int:
             from nexus.broker import AgentMessage, new_message_id
 
-            async with running_broker(config, ledger, scope={args.agent}) as broker:
+            async with running_broker(config, ledger, scope={args.agent}) as host:
                 _check_names(config, ledger, AgentMessage("check", "user", args.agent, "x"))
                 print(f"talking to agent {args.agent} (Ctrl-C stops a reply, Ctrl-D leaves)", file=sys.stderr)
                 while True:
@@ -53,7 +53,7 @@ def agent_chat(args: argparse.Namespace, stdin: TextIO | None = None, stdout: Te
                     if not text.strip():
                         continue
                     message = AgentMessage(new_message_id(), "user", args.agent, text)
-                    await _one_turn(broker, message, sink)
+                    await _one_turn(host.broker, message, sink)
 
         try:
             return asyncio.run(loop())

@@ -113,7 +113,7 @@ def _running_server(config: NexusConfig) -> RunningServer | None:
 
 def _check_model(config: NexusConfig, ref: str) -> None:
     """A model no run could reach is refused now (the check ``POST /v1/agents`` and ``[agents]`` share)."""
-    from nexus.engine.wiring.runner import unreachable_model_problem
+    from nexus.engine import unreachable_model_problem
     from nexus.errors import ConfigError
 
     problem = unreachable_model_problem(config, ref)

@@ -14,11 +14,12 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
+from nexus.cli._conversation import Conversation, check_model, compact_now, open_conversation
 from nexus.cli._errors import cli_message, cli_text
 from nexus.cli._input import accept_text, lenient_stdin
 from nexus.cli._render import TextRenderer, use_color
 from nexus.cli._sessions import typed_text
-from nexus.cli.run_cmd import EXIT_INTERRUPTED, EXIT_OK, Runtime, open_runtime, stop_notice
+from nexus.cli.run_cmd import EXIT_INTERRUPTED, EXIT_OK, stop_notice
 from nexus.errors import ConfigError, NexusError
 from nexus.llm.types import Message, UserMessage
 
@@ -49,9 +50,8 @@ def chat_command(args: argparse.Namespace) -> int:
         from nexus.cli.agent_chat import agent_chat
 
         return agent_chat(args)
-    runtime = open_runtime(args)
-    with runtime:
-        return ChatSession(runtime).run()
+    with open_conversation(args) as conversation:
+        return ChatSession(conversation).run()
 
 
 class ChatSession:
@@ -59,12 +59,12 @@ class ChatSession:
 
     def __init__(
         self,
-        runtime: Runtime,
+        conversation: Conversation,
         stdin: TextIO | None = None,
         stdout: TextIO | None = None,
         stderr: TextIO | None = None,
     ) -> None:
-        self.runtime = runtime
+        self.conversation = conversation
         self.stdin = stdin if stdin is not None else sys.stdin
         self.out = stdout if stdout is not None else sys.stdout
         self.err = stderr if stderr is not None else sys.stderr
@@ -97,7 +97,7 @@ class ChatSession:
             except ImportError:
                 pass
             self._note(
-                f"nexus chat · session {self.runtime.session} · model {self.runtime.model} · "
+                f"nexus chat · session {self.conversation.session} · model {self.conversation.model} · "
                 "/help for commands, Ctrl-D to leave"
             )
         while True:
@@ -127,7 +127,7 @@ class ChatSession:
         return line if line else None
 
     def _prompt(self) -> str:
-        text = f"{self.runtime.session}> "
+        text = f"{self.conversation.session}> "
         if not self._color:
             return text
         # readline needs the escape codes bracketed (\x01…\x02) to compute the prompt's width
@@ -143,10 +143,10 @@ class ChatSession:
         self.out.flush()
 
     def _turn(self, message: str) -> int | None:
-        show = self.runtime.thinking not in (None, "off")
+        show = self.conversation.thinking not in (None, "off")
         renderer = TextRenderer(self.out, self.err, show_reasoning=show)
         try:
-            outcome = self.runtime.run_turn_sync(message, renderer)
+            outcome = self.conversation.run_turn_sync(message, renderer)
         except NexusError as exc:
             self.err.write(f"nexus: error: {cli_message(exc)}\n")
             return None
@@ -188,21 +188,20 @@ class ChatSession:
 
     def _model(self, arg: str) -> None:
         if arg:
-            from nexus.cli.run_cmd import check_model
             from nexus.config import parse_model_ref
 
             provider, model_id = parse_model_ref(arg, "/model")
-            check_model(self.runtime.config, f"{provider}/{model_id}")  # refuse it now, not at the next message
-            self.runtime.model = f"{provider}/{model_id}"
-        self._say(f"model: {self.runtime.model}")
+            check_model(self.conversation.config, f"{provider}/{model_id}")  # refuse it now, not at the next message
+            self.conversation.model = f"{provider}/{model_id}"
+        self._say(f"model: {self.conversation.model}")
 
     def _thinking(self, arg: str) -> None:
         if arg:
             level = arg.lower()
             if level not in THINKING_LEVELS:
                 raise ConfigError(f"unknown thinking level {arg!r}: use one of {', '.join(THINKING_LEVELS)}")
-            self.runtime.thinking = level
-        self._say(f"thinking: {self.runtime.thinking or self.runtime.config.thinking}")
+            self.conversation.thinking = level
+        self._say(f"thinking: {self.conversation.thinking or self.conversation.config.thinking}")
 
     def _session(self, arg: str) -> None:
         if arg:
@@ -210,26 +209,26 @@ class ChatSession:
             from nexus.ledger.labels import label_problem
 
             problem = label_problem(label)  # a new session the API could never address
-            if problem is not None and not self.runtime.session_exists(label):
+            if problem is not None and not self.conversation.session_exists(label):
                 raise ConfigError(f"/session: {problem}")
-            self.runtime.session = label
-        label = self.runtime.session
-        if self.runtime.session_exists(label):
-            turns = self.runtime.ledger.turns(label)
+            self.conversation.session = label
+        label = self.conversation.session
+        if self.conversation.session_exists(label):
+            turns = self.conversation.ledger.turns(label)
             self._say(f"session: {label} ({len(turns)} turn{'s' if len(turns) != 1 else ''})")
         else:
             self._say(f"session: {label} (new: created with its first message)")
 
     def _fork(self, arg: str) -> None:
-        ledger = self.runtime.ledger
+        ledger = self.conversation.ledger
         turn_id = arg.split()[0] if arg else None
         if turn_id is None:
-            head = ledger.head(self.runtime.session) if self.runtime.session_exists() else None
+            head = ledger.head(self.conversation.session) if self.conversation.session_exists() else None
             if head is None:
                 raise ConfigError("nothing to fork yet: this session has no turns (send a message first)")
             turn_id = head.id
         session = self._fork_at(turn_id)
-        self.runtime.session = session.label
+        self.conversation.session = session.label
         self._say(f"forked at {turn_id}: now in session {session.label}")
 
     def _fork_at(self, turn_id: str) -> Session:
@@ -239,13 +238,15 @@ class ChatSession:
         """
         from nexus.ledger import SessionExistsError
 
-        ledger = self.runtime.ledger
-        parent = ledger.resolve_session(self.runtime.session).label if self.runtime.session_exists() else "session"
+        ledger = self.conversation.ledger
+        parent = (
+            ledger.resolve_session(self.conversation.session).label if self.conversation.session_exists() else "session"
+        )
         number = 1
         while True:
             label = f"{parent}-fork-{number}"
             number += 1
-            if self.runtime.session_exists(label):
+            if self.conversation.session_exists(label):
                 continue
             try:
                 return ledger.fork(turn_id, label)
@@ -253,12 +254,11 @@ class ChatSession:
                 continue
 
     def _compact(self, focus: str) -> None:
-        from nexus.cli.run_cmd import compact_now
-
-        if not self.runtime.session_exists() or self.runtime.ledger.head(self.runtime.session) is None:
+        conversation = self.conversation
+        if not conversation.session_exists() or conversation.ledger.head(conversation.session) is None:
             raise ConfigError("nothing to compact yet: this session has no turns")
         self._note("compacting…")
-        line = compact_now(self.runtime, focus or None)
+        line = compact_now(self.conversation, focus or None)
         self._say(line)
 
     def _history(self, arg: str) -> None:
@@ -270,8 +270,8 @@ class ChatSession:
                 raise ConfigError(f"/history takes a number of turns, not {arg!r}") from None
             if count <= 0:
                 raise ConfigError("/history takes a positive number of turns")
-        label = self.runtime.session
-        turns = self.runtime.ledger.turns(label) if self.runtime.session_exists() else []
+        label = self.conversation.session
+        turns = self.conversation.ledger.turns(label) if self.conversation.session_exists() else []
         if not turns:
             self._say(f"session {label} has no turns yet")
             return
@@ -279,7 +279,7 @@ class ChatSession:
             self._print_turn(turn)
 
     def _print_turn(self, turn: Turn) -> None:
-        messages = self.runtime.ledger.messages(turn.id)
+        messages = self.conversation.ledger.messages(turn.id)
         user = next((_text(m.message) for m in messages if m.role == "user"), "")
         reply = next((_text(m.message) for m in reversed(messages) if m.role == "assistant" and _text(m.message)), "")
         tools = f", {turn.tool_call_count} tool call{'s' if turn.tool_call_count != 1 else ''}"
@@ -291,12 +291,12 @@ class ChatSession:
             self._say(f"  agent: {_clip(reply)}")
 
     def _sessions(self, _: str) -> None:
-        sessions = self.runtime.ledger.list_sessions(status="active")
+        sessions = self.conversation.ledger.list_sessions(status="active")
         if not sessions:
             self._say("no sessions yet")
             return
         for session in sessions:
-            mark = "*" if session.label == self.runtime.session else " "
+            mark = "*" if session.label == self.conversation.session else " "
             self._say(f"{mark} {session.label}  ({session.origin}, head {session.head_turn_id or '-'})")
 
 

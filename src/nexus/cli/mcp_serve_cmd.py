@@ -44,11 +44,13 @@ async def _serve(config: NexusConfig, ledger: Ledger, drains: bool) -> int:
     from nexus.server._state import ServerState
 
     state = ServerState(ledger, BrokerStore(ledger.database))
+    host = None
     if drains:
-        from nexus.broker.host import build_broker_and_runner, start_broker
+        from nexus.broker.host import build_host, start_host
 
-        state.broker, state.runner = build_broker_and_runner(config, ledger)
-        await start_broker(config, state.broker)
+        host = build_host(config, ledger)
+        state.broker, state.runtime, state.deliverer = host.broker, host.runtime, host.deliverer
+        await start_host(config, host)
     else:
         print("nexus mcp serve: another process drains this NEXUS_HOME; messages are queued for it", file=sys.stderr)
     face = build_face(state)
@@ -59,6 +61,6 @@ async def _serve(config: NexusConfig, ledger: Ledger, drains: bool) -> int:
     except asyncio.CancelledError:
         pass
     finally:
-        if state.broker is not None:
-            await state.broker.close()
+        if host is not None:
+            await host.close()
     return 0

@@ -38,23 +38,21 @@ def monitor_command(args: argparse.Namespace) -> int:
 
 
 async def _run(config: NexusConfig, ledger: Ledger) -> int:
-    from nexus.broker.delivery import Deliverer
-    from nexus.broker.host import build_broker_and_runner, start_broker
-    from nexus.broker.inbound import attach_inbound, recorded_delivery
+    from nexus.broker.host import build_host, start_host
+    from nexus.broker.inbound import inbound_routes
 
-    broker, runner = build_broker_and_runner(config, ledger)
-    deliverer = Deliverer.from_config(config, ledger)  # each reply is recorded with its turn
-    inbound = attach_inbound(config, broker, runner, deliver=recorded_delivery(deliverer))
+    host = build_host(config, ledger, monitors=True)  # each reply is recorded with its turn
+    inbound = host.inbound
     assert inbound is not None  # monitor_command checked that there are routes
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        await start_broker(config, broker)
-        for route in inbound.start():
+        await start_host(config, host)
+        for route in inbound_routes(config.adapters):
             agent = route.agent or "nobody (no agent configured: its messages are skipped)"
-            if route.agent is not None and broker.get_agent(route.agent) is None:
+            if route.agent is not None and host.broker.get_agent(route.agent) is None:
                 agent = f"{route.agent} (not a registered agent: its messages are skipped; `nexus agents add`)"
             print(f"nexus adapters monitor: {route.adapter}/{route.account_id} -> {agent}", file=sys.stderr)
         print("nexus adapters monitor: running (Ctrl-C or SIGTERM stops)", file=sys.stderr, flush=True)
@@ -66,9 +64,7 @@ async def _run(config: NexusConfig, ledger: Ledger) -> int:
             flush=True,
         )
     finally:
-        await broker.close()
-        await deliverer.close()
-        await inbound.close()
+        await host.close()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
     return 0

@@ -20,13 +20,10 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from nexus.adapters.types import DeliveryTarget
-    from nexus.broker import AgentBroker, AgentMessage
-    from nexus.broker.delivery import Deliverer
-    from nexus.broker.execution import BrokerExecution
+    from nexus.broker import AgentMessage
     from nexus.config import NexusConfig
     from nexus.ledger import Ledger
-    from nexus.streaming.router import DeliveryReport
+    from nexus.ledger.deliveries import DeliveryRecord
 
 POLL_S = 0.2
 
@@ -86,7 +83,7 @@ def drain_command(args: argparse.Namespace) -> int:
 
 def _drain_locked(config: NexusConfig, ledger: Ledger) -> int:
     """Drain every queue while holding the broker lock; then what others queued as it let go."""
-    from nexus.cli._deliver import delivering_broker
+    from nexus.broker.host import running_broker
     from nexus.cli._lock import exclusive_broker
     from nexus.cli._outcomes import RunLog, failures_line
     from nexus.ledger.broker_store import BrokerStore
@@ -95,10 +92,10 @@ def _drain_locked(config: NexusConfig, ledger: Ledger) -> int:
     with exclusive_broker(config):
 
         async def drain() -> None:
-            async with delivering_broker(config, ledger, on_run=runs.on_run) as (broker, _):
-                pending = sum(a.queue_depth for a in broker.list_agents())
+            async with running_broker(config, ledger) as host:
+                pending = sum(a.queue_depth for a in host.broker.list_agents())
                 print(f"draining {pending} queued message{'s' if pending != 1 else ''}", file=sys.stderr)
-                await broker.wait_until_idle()
+                await host.broker.wait_until_idle()
 
         asyncio.run(drain())
     asyncio.run(_run_leftovers(config, ledger))
@@ -111,32 +108,15 @@ def _drain_locked(config: NexusConfig, ledger: Ledger) -> int:
 
 
 async def _send(config: NexusConfig, ledger: Ledger, message: AgentMessage, mode: str | None, args: Any) -> int:
-    from nexus.broker.delivery import keep_reply_target
     from nexus.broker.host import broker_lock
-    from nexus.cli._deliver import LiveReply, delivering_broker, parse_target
-    from nexus.ledger import new_ulid
+    from nexus.cli._deliver import parse_target
 
     target = parse_target(args.deliver, config) if getattr(args, "deliver", None) else None
-    live = LiveReply(sys.stdout) if args.wait and not args.json else None  # the reply streams as it is written
+    if target is not None:  # kept with the message, as over HTTP: whichever broker runs it delivers the reply
+        message.deliver_reply(target)
     with broker_lock(config) as held:
         if held:
-            report, delivering, owner = None, target is not None, new_ulid()
-            if target is not None:  # kept with the message, as over HTTP: if this process dies, a later drain delivers
-                keep_reply_target(message, target, owner)
-            async with delivering_broker(config, ledger, scope={message.to}, live_owner=owner) as (broker, deliverer):
-                execution = await broker.execute(message, mode, target=target)
-                receipt = execution.receipt
-                _say_accepted(receipt.message_id, receipt.queue_item_id, receipt.duplicate, args)
-                if live is not None:
-                    live.follow(execution.stream)
-                report = await _deliver_while_draining(broker, execution, target, deliverer)
-            if live is not None:
-                live.end()
-            code = _report(ledger, receipt.queue_item_id, args, reply_shown=live is not None and live.printed)
-            if delivering and receipt.duplicate:
-                print("nexus: already accepted earlier: its reply is not delivered again", file=sys.stderr)
-            elif delivering:
-                code = _delivery_outcome(report, code)
+            code = await _send_and_drain(config, ledger, message, mode, args)
     if held:  # after the lock is released: what others queued for us meanwhile
         await _run_leftovers(config, ledger)
         return code
@@ -150,19 +130,42 @@ async def _send(config: NexusConfig, ledger: Ledger, message: AgentMessage, mode
     return await _send_to_running_broker(config, ledger, message, mode, args)
 
 
-async def _deliver_while_draining(
-    broker: AgentBroker, execution: BrokerExecution, target: DeliveryTarget | None, deliverer: Deliverer | None
-) -> DeliveryReport | None:
-    """Drain until idle, delivering the execution to ``target`` (``None`` when no run here consumed the message)."""
-    delivering = target is not None and not execution.receipt.duplicate  # a duplicate's turn ran before
-    task = deliverer.start(execution, target) if delivering and deliverer is not None and target is not None else None
-    await broker.wait_until_idle()
-    if task is None:
+async def _send_and_drain(
+    config: NexusConfig, ledger: Ledger, message: AgentMessage, mode: str | None, args: Any
+) -> int:
+    """Send ``message`` and drain its conversation in this process (the broker lock is ours)."""
+    from nexus.broker.host import running_broker
+    from nexus.cli._deliver import LiveReply
+
+    live = LiveReply(sys.stdout) if args.wait and not args.json else None  # the reply streams as it is written
+    async with running_broker(config, ledger, scope={message.to}) as host:
+        receipt = await host.broker.send(message, mode)
+        _say_accepted(receipt.message_id, receipt.queue_item_id, receipt.duplicate, args)
+        printing = asyncio.get_running_loop().create_task(live.follow(receipt.follow())) if live else None
+        await host.broker.wait_until_idle()
+        if printing is not None:
+            await printing
+    if live is not None:
+        live.end()
+    code = _report(ledger, receipt.queue_item_id, args, reply_shown=live is not None and live.printed)
+    if "deliver_to" not in message.metadata:
+        return code
+    if receipt.duplicate:
+        print("nexus: already accepted earlier: its reply is not delivered again", file=sys.stderr)
+        return code
+    return _delivery_outcome(_delivery_of(ledger, receipt.queue_item_id), code)
+
+
+def _delivery_of(ledger: Ledger, item_id: str) -> DeliveryRecord | None:
+    """The ``deliveries`` row of the reply to queue item ``item_id`` (``None``: no run here delivered it)."""
+    from nexus.ledger.broker_store import BrokerStore
+    from nexus.ledger.deliveries import DeliveryLog
+
+    item = BrokerStore(ledger.database).get_item(item_id)
+    if item is None or item.turn_id is None:
         return None
-    if not execution.stream.started and not execution.result.done():  # no run here consumed it
-        task.cancel()
-        return None
-    return await task
+    found = [r for r in DeliveryLog(ledger.database).for_turn(item.turn_id) if r.queue_item_id == item_id]
+    return found[-1] if found else None
 
 
 def _server_runs(config: NexusConfig) -> bool:
@@ -171,17 +174,17 @@ def _server_runs(config: NexusConfig) -> bool:
     return find_server(config) is not None
 
 
-def _delivery_outcome(report: DeliveryReport | None, code: int) -> int:
+def _delivery_outcome(record: DeliveryRecord | None, code: int) -> int:
     """Say where the reply went; a failed delivery is exit 1 (the turn itself is in the ledger)."""
-    if report is None:
+    if record is None:
         print("nexus: the message was not run in this process: nothing delivered", file=sys.stderr)
         return code or 1
-    where = f"{report.target.channel}/{report.target.account_id}:{report.target.to}"
-    if report.ok:
-        ids = ", ".join(report.message_ids) or "none reported"
-        print(f"nexus: delivered to {where} ({report.path}); message ids: {ids}", file=sys.stderr)
+    where = f"{record.adapter}/{record.account_id}:{record.target.get('to', '')}"
+    if record.status == "delivered":
+        ids = ", ".join(record.message_ids) or "none reported"
+        print(f"nexus: delivered to {where} ({record.path}); message ids: {ids}", file=sys.stderr)
         return code
-    print(f"nexus: error: delivery to {where} failed: {report.error} (the reply is in the ledger)", file=sys.stderr)
+    print(f"nexus: error: delivery to {where} failed: {record.error} (the reply is in the ledger)", file=sys.stderr)
     return 1
 
 
@@ -264,8 +267,7 @@ async def _run_leftovers(config: NexusConfig, ledger: Ledger) -> None:
     at least one of them sees the message with the lock free. Bounded: a round that changes
     nothing (a message no run can take) ends it.
     """
-    from nexus.broker.host import broker_lock
-    from nexus.cli._deliver import delivering_broker
+    from nexus.broker.host import broker_lock, running_broker
     from nexus.ledger.broker_store import BrokerStore
 
     store = BrokerStore(ledger.database)
@@ -279,23 +281,22 @@ async def _run_leftovers(config: NexusConfig, ledger: Ledger) -> None:
         with broker_lock(config) as held:
             if not held:  # another broker drains now; it looks again when it lets go
                 return
-            async with delivering_broker(config, ledger, scope={str(item.agent_id) for item in pending}) as (broker, _):
-                await broker.wait_until_idle()
+            async with running_broker(config, ledger, scope={str(item.agent_id) for item in pending}) as host:
+                await host.broker.wait_until_idle()
 
 
 async def _watch(
     config: NexusConfig, ledger: Ledger, store: Any, message: AgentMessage, item_id: str, args: Any
 ) -> int:
     """Wait for a turn to consume the item; take over the conversation if the other broker goes away."""
-    from nexus.broker.host import broker_lock
-    from nexus.cli._deliver import delivering_broker
+    from nexus.broker.host import broker_lock, running_broker
 
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     while (item := store.get_item(item_id)) is not None and item.status in ("queued", "processing"):
         with broker_lock(config) as held:
             if held:  # the other broker is gone: run the conversation in this process
-                async with delivering_broker(config, ledger, scope={message.to}) as (broker, _):
-                    await broker.wait_until_idle()
+                async with running_broker(config, ledger, scope={message.to}) as host:
+                    await host.broker.wait_until_idle()
                 continue
         if deadline is not None and time.monotonic() > deadline:
             print(f"nexus: error: no reply within {args.timeout} s (the message stays queued)", file=sys.stderr)
@@ -350,7 +351,7 @@ def _config(args: argparse.Namespace) -> NexusConfig:
 
 @contextmanager
 def _open_ledger(config: NexusConfig) -> Iterator[Ledger]:
-    from nexus.cli.run_cmd import BusyNotice
+    from nexus.cli._conversation import BusyNotice
     from nexus.ledger import Ledger
 
     with Ledger.open(config.database_path) as ledger:

@@ -6,8 +6,8 @@ The package is three folders, one per job (see docs/engine.md "Layout"):
   history window, token budget, compaction, transcript repair, tool policy);
 - ``nexus.engine.execution`` — running it (the run loop, failover, events and callbacks, the
   turn journal and ledger mapping, the session lock);
-- ``nexus.engine.wiring`` — connecting it to the rest of the system (``Runtime``, ``EngineEnv``,
-  ``run_agent``, the ``spawn_agent`` tool, compaction of a stored session);
+- ``nexus.engine.wiring`` — connecting it to the rest of the system (``Runtime``, ``run_agent``,
+  model resolution, the ``spawn_agent`` tool, compaction of a stored session);
 
 with ``nexus.engine.types`` as their shared vocabulary. Imports run one way only:
 assembly → types, execution → assembly, wiring → execution (tests/engine/test_import_graph.py).
@@ -25,7 +25,7 @@ from nexus._lazy import lazy_attribute
 if TYPE_CHECKING:
     from nexus.agent.steering import SteerReceipt
     from nexus.engine.assembly.context import EventContext
-    from nexus.engine.execution.callbacks import EngineCallbacks
+    from nexus.engine.execution.callbacks import EngineCallbacks, ToolState
     from nexus.engine.execution.events import (
         ExecutionEvent,
         ExecutionState,
@@ -35,32 +35,41 @@ if TYPE_CHECKING:
         RunStartEvent,
         StateEvent,
         SteerEvent,
+        Subscription,
     )
     from nexus.engine.execution.execute import Execution
     from nexus.engine.execution.scope import RunScope
     from nexus.engine.types import (
         AgentError,
         AgentResult,
+        AgentSpec,
         CompactionEndEvent,
-        CompactionResult,
         CompactionStartEvent,
+        EngineEvent,
         EngineLimits,
         FallbackEvent,
         RetryEvent,
         RunStopReason,
         WaitEvent,
     )
-    from nexus.engine.wiring.runner import run_agent
-    from nexus.engine.wiring.runtime import AgentSpec, Runtime, SessionBusyError
+    from nexus.engine.wiring.compact_session import SessionCompaction
+    from nexus.engine.wiring.models import preflight, resolve_model, unreachable_model_problem
+    from nexus.engine.wiring.runtime import Runtime, run_agent
     from nexus.engine.wiring.spawn import Spawner
 
 _PUBLIC: dict[str, str] = {
     # start and run agents
     "Runtime": ".wiring.runtime",
-    "AgentSpec": ".wiring.runtime",
-    "run_agent": ".wiring.runner",
+    "AgentSpec": ".types",
+    "run_agent": ".wiring.runtime",
     "EventContext": ".assembly.context",
     "EngineLimits": ".types",
+    "EngineEvent": ".types",
+    "SessionCompaction": ".wiring.compact_session",
+    # what a run needs of its model, asked before an agent is registered or a command starts
+    "resolve_model": ".wiring.models",
+    "preflight": ".wiring.models",
+    "unreachable_model_problem": ".wiring.models",
     # the running execution and its outcome
     "Execution": ".execution.execute",
     "ExecutionState": ".execution.events",
@@ -68,8 +77,6 @@ _PUBLIC: dict[str, str] = {
     "AgentResult": ".types",
     "AgentError": ".types",
     "RunStopReason": ".types",
-    "CompactionResult": ".types",
-    "SessionBusyError": ".wiring.runtime",
     # the one event channel: the envelope and the engine's own event types
     "ExecutionEvent": ".execution.events",
     "RunStartEvent": ".execution.events",
@@ -77,6 +84,7 @@ _PUBLIC: dict[str, str] = {
     "ReplyDelta": ".execution.events",
     "ReasoningDelta": ".execution.events",
     "SteerEvent": ".execution.events",
+    "Subscription": ".execution.events",
     "RunEndEvent": ".execution.events",
     "RetryEvent": ".types",
     "WaitEvent": ".types",
@@ -84,6 +92,7 @@ _PUBLIC: dict[str, str] = {
     "CompactionStartEvent": ".types",
     "CompactionEndEvent": ".types",
     "EngineCallbacks": ".execution.callbacks",
+    "ToolState": ".execution.callbacks",
     # sub-agents: a Spawner runs a spawn_agent call of the run a RunScope describes
     "Spawner": ".wiring.spawn",
     "RunScope": ".execution.scope",
@@ -94,9 +103,9 @@ __all__ = [
     "AgentResult",
     "AgentSpec",
     "CompactionEndEvent",
-    "CompactionResult",
     "CompactionStartEvent",
     "EngineCallbacks",
+    "EngineEvent",
     "EngineLimits",
     "EventContext",
     "Execution",
@@ -111,13 +120,18 @@ __all__ = [
     "RunStartEvent",
     "RunStopReason",
     "Runtime",
-    "SessionBusyError",
+    "SessionCompaction",
     "Spawner",
     "StateEvent",
     "SteerEvent",
     "SteerReceipt",
+    "Subscription",
+    "ToolState",
     "WaitEvent",
+    "preflight",
+    "resolve_model",
     "run_agent",
+    "unreachable_model_problem",
 ]
 
 

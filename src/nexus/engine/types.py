@@ -7,12 +7,14 @@ the broker, the ledger and tests can build and inspect these objects without the
 
 from __future__ import annotations
 
-from dataclasses import field, replace
+from collections.abc import Mapping
+from dataclasses import asdict, field, replace
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from nexus._dataclass import dataclass
-from nexus.ledger.records import CompactionRecord, StoredMessage, ToolCallRecord
+from nexus.ledger.records import CompactionRecord, StoredMessage, ToolCallRecord, TurnStatus
 from nexus.llm.types import (
+    THINKING_LEVELS,
     AssistantMessage,
     ErrorKind,
     Message,
@@ -36,6 +38,16 @@ RunStopReason: TypeAlias = Literal["end_turn", "max_tokens", "tool_use", "timeou
 Not a second :data:`nexus.llm.StopReason`: that one says why one *message* ended
 (``stop|length|tool_use|error|aborted``); this one says why the whole run did, and adds
 ``timeout`` and ``end_turn`` (the run's last message stopped normally)."""
+
+RUN_STATUS: dict[RunStopReason, TurnStatus] = {
+    "end_turn": "completed",
+    "max_tokens": "completed",
+    "tool_use": "completed",
+    "timeout": "aborted",
+    "aborted": "aborted",
+    "error": "failed",
+}
+"""The one mapping from the engine's stop vocabulary to the ledger's turn status (``AgentResult.status``)."""
 
 AgentErrorKind: TypeAlias = Literal[
     "context_overflow",
@@ -193,31 +205,6 @@ def agent_error_from_message(message: AssistantMessage) -> AgentError:
 
 
 @dataclass(slots=True, kw_only=True)
-class CompactionResult:
-    """What a compaction did (seed 000), for the ledger's ``compactions`` table.
-
-    The turn ids are filled in by the ledger layer (the engine works on messages);
-    ``first_kept_index`` and ``messages_summarized`` (additions) say the same in messages.
-    """
-
-    summary: str
-    summarized_through_turn_id: str | None = None
-    first_kept_turn_id: str | None = None
-    turns_summarized: int = 0
-    model: str = ""
-    provider: str = ""
-    tokens_before: int = 0
-    tokens_after: int = 0
-    summary_tokens: int = 0
-    summarization_input_tokens: int = 0
-    summarization_output_tokens: int = 0
-    duration_ms: int = 0
-    trigger: CompactionTrigger = "context_limit"
-    first_kept_index: int = 0
-    messages_summarized: int = 0
-
-
-@dataclass(slots=True, kw_only=True)
 class AgentResult:
     """What one run produced: messages, tool calls, usage, why it stopped, error and compactions.
 
@@ -248,6 +235,11 @@ class AgentResult:
     def compaction(self) -> CompactionRecord | None:
         """The run's last compaction (seed 000's single field), or None."""
         return self.compactions[-1] if self.compactions else None
+
+    @property
+    def status(self) -> TurnStatus:
+        """``completed | failed | aborted``: the status its turn is written with (from ``stop_reason``)."""
+        return RUN_STATUS[self.stop_reason]
 
     @property
     def reply(self) -> str:
@@ -287,6 +279,77 @@ class EngineLimits:
             raise ConfigError("engine cooldowns need 0 < cooldown_initial_s <= cooldown_max_s")
         if not self.max_wait_s >= 0:  # also rejects NaN
             raise ConfigError(f"engine limit max_wait_s must be zero or more, got {self.max_wait_s}")
+
+
+@dataclass(slots=True, frozen=True)
+class AgentSpec:
+    """One agent: who it is and how it runs (what a process has once is the ``Runtime``'s).
+
+    ``model`` is ``provider/model`` or a :class:`Model` used as is (None = the config's default);
+    ``fallbacks`` replaces the config's chain when given; ``tools`` narrows the tools the policy
+    allows to these names, globs or groups (None = all the policy allows, ``()`` = none);
+    ``system_prompt`` is appended to the assembled prompt as the agent's instructions; ``limits``
+    replaces the config's; ``thinking`` the config's thinking level; ``depth`` is how deep the agent
+    sits in a tree of ``spawn_agent`` workers (0 for a top-level agent); ``max_tokens`` caps each model
+    call's reply (at most the model's own limit).
+    """
+
+    id: str = "main"
+    role: AgentRole = "unified"
+    model: str | Model | None = None
+    fallbacks: tuple[str, ...] | None = None
+    tools: tuple[str, ...] | None = None
+    system_prompt: str = ""
+    limits: EngineLimits | None = None
+    thinking: ThinkingLevel | None = None
+    depth: int = 0
+    max_tokens: int | None = None
+
+    def to_json(self) -> dict[str, object]:
+        """What a registry stores of the spec (``id`` and ``role`` are its own columns): only what is set."""
+        out: dict[str, object] = {}
+        if self.model is not None:
+            out["model"] = self.model if isinstance(self.model, str) else self.model.ref
+        if self.fallbacks is not None:
+            out["fallbacks"] = list(self.fallbacks)
+        if self.tools is not None:
+            out["tools"] = list(self.tools)
+        if self.system_prompt:
+            out["system_prompt"] = self.system_prompt
+        if self.limits is not None:
+            out["limits"] = asdict(self.limits)
+        if self.thinking is not None:
+            out["thinking"] = self.thinking
+        if self.depth:
+            out["depth"] = self.depth
+        if self.max_tokens is not None:
+            out["max_tokens"] = self.max_tokens
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object], *, agent_id: str, role: AgentRole) -> AgentSpec:
+        """The spec :meth:`to_json` stored (a field of the wrong type is left at its default, never raised:
+        a stored registry row must stay loadable)."""
+        model, prompt, thinking = data.get("model"), data.get("system_prompt"), data.get("thinking")
+        limits, depth, max_tokens = data.get("limits"), data.get("depth"), data.get("max_tokens")
+        return cls(
+            id=agent_id,
+            role=role,
+            model=model if isinstance(model, str) and model else None,
+            fallbacks=_names(data.get("fallbacks")),
+            tools=_names(data.get("tools")),
+            system_prompt=prompt if isinstance(prompt, str) else "",
+            limits=EngineLimits(**limits) if isinstance(limits, dict) else None,
+            thinking=thinking if thinking in THINKING_LEVELS else None,
+            depth=depth if isinstance(depth, int) and depth >= 0 else 0,
+            max_tokens=max_tokens
+            if isinstance(max_tokens, int) and not isinstance(max_tokens, bool) and max_tokens > 0
+            else None,
+        )
+
+
+def _names(value: object) -> tuple[str, ...] | None:
+    return tuple(str(item) for item in value) if isinstance(value, list) else None
 
 
 # --------------------------------------------------------------------------- engine events
@@ -355,9 +418,12 @@ class CompactionStartEvent:
 
 @dataclass(slots=True, frozen=True)
 class CompactionEndEvent:
-    """Compaction ended: ``result`` on success, ``error`` otherwise; ``will_retry`` if the call is retried."""
+    """Compaction ended: ``result`` on success, ``error`` otherwise; ``will_retry`` if the call is retried.
 
-    result: CompactionResult | None
+    ``result`` is the ``compactions`` record as it will be stored, but for the turn ids (set when its turn is written).
+    """
+
+    result: CompactionRecord | None
     error: str | None = None
     will_retry: bool = False
     type: Literal["compaction_end"] = "compaction_end"

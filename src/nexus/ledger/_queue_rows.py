@@ -1,8 +1,8 @@
 """One broker queue item in ``agents.db``: its row as the broker sees it, and the writes that accept and
 move it inside a caller's transaction.
 
-They take a connection rather than a store so a group commit (``nexus.broker._group_commit``) can do
-many in one transaction, and the engine can mark items delivered in the transaction that writes
+They take a connection rather than a store so the queue store's group commit (``_queue_store``) can
+do many in one transaction, and the engine can mark items delivered in the transaction that writes
 their turn (:func:`deliver_pending_in`). :class:`~nexus.ledger.broker_store.BrokerStore` builds its
 one-call methods on them.
 """

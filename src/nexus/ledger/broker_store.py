@@ -14,7 +14,7 @@ Three promises rest on this module:
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from nexus.ledger import _queue_reads
@@ -22,7 +22,6 @@ from nexus.ledger._agent_registry import AgentRegistry, AgentRow
 from nexus.ledger._queue_reads import Held
 from nexus.ledger._queue_rows import (
     REPLY_SUFFIX,
-    _is_op_error,
     accept_at,
     accept_in,
     claim_in,
@@ -32,7 +31,6 @@ from nexus.ledger._queue_rows import (
     release_in,
 )
 from nexus.ledger._sqlite import Database
-from nexus.ledger.errors import LedgerError
 from nexus.ledger.records import AcceptRequest, QueueItem
 from nexus.llm.types import now_ms
 
@@ -85,41 +83,6 @@ class BrokerStore(AgentRegistry):
             return [accept_at(conn, request, now) for request in requests]
 
         return self._db.write(run) if requests else []
-
-    def write_group(self, ops: Sequence[Callable[[sqlite3.Connection], object]]) -> list[object | Exception]:
-        """Run several writes in ONE transaction (group commit); an op that raises fails alone.
-
-        The group first runs plainly; only if an op raises is it run again with a savepoint per
-        op, so the failing op is rolled back alone and its exception returned in its place while
-        the others commit together. Ops may run more than once, so they must only touch the
-        database.
-        """
-
-        def plain(conn: sqlite3.Connection) -> list[object | Exception]:
-            return [op(conn) for op in ops]
-
-        def isolated(conn: sqlite3.Connection) -> list[object | Exception]:
-            outcomes: list[object | Exception] = []
-            for op in ops:
-                conn.execute("SAVEPOINT group_op")
-                try:
-                    outcomes.append(op(conn))
-                except Exception as exc:
-                    conn.execute("ROLLBACK TO group_op")
-                    outcomes.append(exc)
-                conn.execute("RELEASE group_op")
-            return outcomes
-
-        if not ops:
-            return []
-        try:
-            return self._db.write(plain)
-        except LedgerError as exc:
-            if not _is_op_error(exc):
-                raise
-            return self._db.write(isolated)
-        except (sqlite3.IntegrityError, ValueError, TypeError, KeyError):
-            return self._db.write(isolated)
 
     def queued_after(self, rowid: int, held: Held | None = None) -> tuple[list[QueueItem], int]:
         """Items still ``queued`` that were inserted after ``rowid`` (any process), and the newest rowid.

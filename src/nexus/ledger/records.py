@@ -152,7 +152,8 @@ class ToolCallRecord:
 
 @dataclass(slots=True)
 class CompactionRecord:
-    """The details of a compaction (seed 000 ``CompactionResult``); ``turn_id`` is set when read back.
+    """The details of a compaction (seed 000's ``CompactionResult``: the engine makes it, without turn ids,
+    and its run fills them in); ``turn_id`` is set when read back.
 
     History after a compaction is: the summary as a user message, then the messages of the
     turns from ``first_kept_turn_id`` (``None`` = none kept) through the compaction turn,

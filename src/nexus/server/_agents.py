@@ -109,24 +109,24 @@ async def register_agent(request: Request, body: AgentRequest) -> Any:
     except AgentSessionTakenError as exc:
         raise ApiError(409, "conflict", f"session_label: {exc}") from None
     if state.broker is not None:  # drains here: it runs the new (or updated) agent from now on
-        from nexus.broker import AgentIdentity
+        from nexus.broker.types import stored_agent
 
-        stored_role: Literal["manager", "worker"] = "manager" if row.role == "manager" else "worker"
-        state.broker.register_agent(AgentIdentity(body.id, row.session_label, stored_role), spec=row.spec)
+        identity, stored = stored_agent(row)
+        state.broker.register_agent(identity, spec=stored)
     return agent_view(row)
 
 
 def _check_model(state: ServerState, ref: str) -> None:
     """422 for a model no run could reach: the check ``nexus agents add --model`` makes (a missing key is fine).
 
-    The runner's check (:meth:`EngineRunner.model_problem`, the one ``AgentBroker.register_agent`` makes);
-    without a runner, against the default configuration.
+    The runtime's check (:meth:`Runtime.model_problem`, the one ``AgentBroker.register_agent`` makes);
+    without one, against the default configuration.
     """
-    if state.runner is not None:
-        problem = state.runner.model_problem(ref)
+    if state.runtime is not None:
+        problem = state.runtime.model_problem(ref)
     else:
         from nexus.config import NexusConfig
-        from nexus.engine.wiring.runner import unreachable_model_problem
+        from nexus.engine import unreachable_model_problem
 
         problem = unreachable_model_problem(NexusConfig(), ref)
     if problem is not None:

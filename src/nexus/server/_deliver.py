@@ -1,34 +1,26 @@
 """``deliver`` on ``POST /v1/agents/{id}/messages``: the reply of the run that consumes the message goes to an adapter.
 
 The target is checked before anything is stored (unknown adapter or account, a disabled
-account: 422 naming the field). The message is then accepted through the broker's
-``execute`` and its execution handed to the server's :class:`~nexus.broker.delivery.Deliverer`,
-which streams the reply to the adapter and records the delivery with the turn
-(``deliveries`` in the turn views). The 202 does not wait for the run or the adapter.
-
-The target is also stored with the message, as an inbound chat message's is
-(``metadata.deliver_to``), so it survives a restart: a message still queued when the server
-stops is run by the next broker, whose runner hook (the inbound router's) delivers its reply
-there. The stored target names the process that delivers it live (``owner``): in that process
-the hook leaves the run to the live delivery (:func:`skip_live_deliveries`), so nothing is
-delivered twice; any later process delivers it.
+account: 422 naming the field). It is then stored with the message, as an inbound chat
+message's is (``metadata.deliver_to``), and the message accepted through the broker, which hands
+the run that consumes it (also the running turn it is steered into) to the server's
+:class:`~nexus.streaming.Deliverer`: the reply streams to the adapter and the delivery is
+recorded with the turn (``deliveries`` in the turn views). The 202 does not wait for the run or
+the adapter. The stored target survives a restart: a message still queued when the server
+stops is run, and its reply delivered, by the next broker.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nexus.broker.delivery import OWNER_KEY, keep_reply_target
 from nexus.server._errors import ApiError
 
 if TYPE_CHECKING:
     from nexus.adapters.types import DeliveryTarget
     from nexus.broker import AgentMessage, SendReceipt
-    from nexus.broker.engine_runner import EngineRunHandle
-    from nexus.broker.inbound import ReplyDelivery
     from nexus.server._state import ServerState
 
 
@@ -74,28 +66,10 @@ def delivery_target(state: ServerState, deliver: DeliverTo | str) -> DeliveryTar
 async def send_and_deliver(
     state: ServerState, message: AgentMessage, mode: str | None, target: DeliveryTarget
 ) -> tuple[SendReceipt, dict[str, Any] | None]:
-    """Accept ``message`` through the broker and deliver its run's reply to ``target`` in the background."""
+    """Accept ``message`` through the broker with ``target`` as its reply target (delivered in the background)."""
     assert state.broker is not None and state.deliverer is not None  # checked by delivery_target
-    keep_reply_target(message, target, state.delivery_owner)  # durable, like inbound's
-    execution = await state.broker.execute(message, mode, target=target, commit_now=True)
-    if execution.receipt.duplicate:  # the first acceptance stands, and so does its delivery
-        return execution.receipt, None
-    state.deliverer.start(execution, target)
-    return execution.receipt, target.to_json()
-
-
-def skip_live_deliveries(deliver: ReplyDelivery, owner: str) -> ReplyDelivery:
-    """``deliver`` for the runs of stored reply targets, except those process ``owner`` delivers live.
-
-    The live delivery follows the message's own execution (also into a run it was steered into);
-    the stored target is for the process that finds the message queued after a restart.
-    """
-
-    async def nothing() -> None:
-        return None
-
-    def filtered(run: EngineRunHandle, target: DeliveryTarget) -> Awaitable[object]:
-        stored = run.request.deliver_to or {}
-        return nothing() if stored.get(OWNER_KEY) == owner else deliver(run, target)
-
-    return filtered
+    message.deliver_reply(target)  # durable, like inbound's: the broker delivers the run that takes it
+    receipt = await state.broker.send(message, mode)
+    if receipt.duplicate:  # the first acceptance stands, and so does its delivery
+        return receipt, None
+    return receipt, target.to_json()

@@ -1,41 +1,49 @@
-"""Every broker run of ``nexus serve``, live on its session's event stream (``/v1/sessions/{label}/events``).
+"""Every run of ``nexus serve``, live on its session's event stream (``/v1/sessions/{label}/events``).
 
-The runner announces each run (:meth:`EngineRunner.on_run`); its engine events are mapped to
-seed-004 ``StreamEvent``s by the streaming bridge's one mapper and published into the
-:class:`EventHub` under the session's own label, where the web UI and any SSE client read them.
-Publishing never waits for a reader (the hub keeps a bounded log per session).
+The runtime tells :class:`LiveRuns` of each run it starts, before it runs (``Runtime.on_start``): its
+``StreamEvent``\\ s (:func:`~nexus.streaming.stream_events`, the streaming bridge's one mapping) are
+published into the :class:`EventHub` under the session's own label, where the web UI and any SSE client
+read them. Publishing never waits for a reader (the hub keeps a bounded log per session).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from nexus.adapters.types import DeliveryTarget
-from nexus.streaming.from_engine import EngineEventMapper
+from nexus.streaming import stream_events
 
 if TYPE_CHECKING:
-    from nexus.broker.engine_runner import EngineRunHandle, EngineRunner
+    from nexus.engine import Execution
     from nexus.server._event_hub import EventHub
+    from nexus.streaming import StreamEvent
 
 WEB_CHANNEL = "web"
 """The ``target.channel`` of a run watched over the server's event stream."""
 
 
-def publish_runs(runner: EngineRunner, hub: EventHub) -> Callable[[], None]:
-    """Publish the StreamEvents of every run ``runner`` starts; returns a function that stops it."""
+class LiveRuns:
+    """Publishes the StreamEvents of every run into the hub (one small task per run)."""
 
-    def watch(handle: EngineRunHandle) -> None:
-        from nexus.ledger import new_ulid
+    def __init__(self, hub: EventHub) -> None:
+        self.hub = hub
+        self._tasks: set[asyncio.Task[None]] = set()
 
-        label = handle.request.session_label
-        target = DeliveryTarget(WEB_CHANNEL, "server", label)
-        mapper = EngineEventMapper(f"run-{new_ulid()}", label, target)
+    def follow(self, execution: Execution) -> None:
+        """``Runtime.on_start``: publish ``execution``'s events from its start."""
+        label = execution.session_label
+        events = stream_events(execution, DeliveryTarget(WEB_CHANNEL, "server", label))
+        task = asyncio.get_running_loop().create_task(self._publish(label, events), name=f"live:{label}")
+        self._tasks.add(task)
 
-        def on_event(event: object) -> None:
-            for mapped in mapper.map(getattr(event, "event", event)):
-                hub.publish(label, mapped.type, mapped.to_json())
-
-        handle.on_event(on_event)
-
-    return runner.on_run(watch)
+    async def _publish(self, label: str, events: AsyncIterator[StreamEvent]) -> None:
+        publish = self.hub.publish
+        try:
+            async for event in events:
+                publish(label, event.type, event.to_json())
+        finally:
+            task = asyncio.current_task()
+            if task is not None:
+                self._tasks.discard(task)

@@ -4,9 +4,8 @@ What the MCP face (:mod:`nexus.server._mcp_face`) needs from the broker, in one 
 
 - the message is accepted durably and idempotently on its id, through the broker when it drains in
   this process, else into the durable queue for the process that drains (``nexus serve``);
-- the run that consumes its queue item is found to stream its text: today through
-  :meth:`EngineRunner.on_run` (as the OpenAI facade does); when the broker's ``send()`` returns a
-  receipt whose ``execution()`` resolves to that run, only :class:`_RunFinder` changes;
+- the send's receipt follows the run the message is handed to: its text streams from that
+  :class:`~nexus.engine.Execution`'s events, and the receipt's outcome says when it ended;
 - the end is read from the queue item (delivered with its turn, failed, dropped), so a message
   steered into a run already going, one drained by another process and a retry of one already
   answered all end the same way: with the reply of the turn that consumed it.
@@ -21,8 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from nexus.broker.engine_runner import EngineRunHandle
-    from nexus.broker.runner import RunOutcome
+    from nexus.broker import SendReceipt
     from nexus.ledger.records import QueueItem, StoredMessage
     from nexus.server._state import ServerState
 
@@ -59,33 +57,6 @@ class Reply:
         }
 
 
-class _RunFinder:
-    """Finds the run that consumes one of ``item_ids`` and hands its text deltas to ``on_text``."""
-
-    def __init__(self, state: ServerState, on_text: Callable[[str], None]) -> None:
-        self.item_ids: set[str] = set()
-        self.found: asyncio.Future[EngineRunHandle] = asyncio.get_running_loop().create_future()
-        self._on_text = on_text
-        runner = state.runner
-        self._remove = runner.on_run(self._on_run) if runner is not None else (lambda: None)
-
-    def _on_run(self, handle: EngineRunHandle) -> None:
-        if self.found.done() or not self.item_ids.intersection(handle.request.item_ids):
-            return
-        handle.on_event(self._listen)
-        self.found.set_result(handle)
-
-    def _listen(self, event: object) -> None:
-        from nexus.engine.execution.events import ReplyDelta
-
-        inner = getattr(event, "event", event)  # the channel's envelope
-        if isinstance(inner, ReplyDelta):
-            self._on_text(inner.delta)
-
-    def close(self) -> None:
-        self._remove()
-
-
 async def send_and_wait(
     state: ServerState,
     agent_id: str,
@@ -98,56 +69,59 @@ async def send_and_wait(
     on_text: Callable[[str], None],
 ) -> Reply:
     """Accept the message (idempotent on ``message_id``), then wait up to ``timeout_s`` for its turn's end."""
-    from nexus.server._messages import accept_message
+    from nexus.server._messages import accept_with_receipt
 
-    finder = _RunFinder(state, on_text)
+    answer, receipt = await accept_with_receipt(
+        state, agent_id, content, mode=mode, message_id=message_id, sender="user", session=session
+    )
+    streaming = None
+    if receipt is not None and not receipt.duplicate:
+        streaming = asyncio.get_running_loop().create_task(_stream_text(receipt, on_text))
     try:
-        # no run can take the item before accept returns to us: the drain starts after the send
-        answer = await accept_message(
-            state, agent_id, content, mode=mode, message_id=message_id, sender="user", session=session
-        )
-        item_id = str(answer["queue_item_id"])
-        finder.item_ids.add(item_id)
-        reply = await _settle(state, item_id, finder, timeout_s)
+        reply = await _settle(state, str(answer["queue_item_id"]), receipt, timeout_s)
     finally:
-        finder.close()
+        if streaming is not None:
+            streaming.cancel()
     reply.message_id = str(answer["message_id"])
     reply.duplicate = bool(answer["duplicate"])
     return reply
 
 
-async def _settle(state: ServerState, item_id: str, finder: _RunFinder, timeout_s: float) -> Reply:
+async def _stream_text(receipt: SendReceipt, on_text: Callable[[str], None]) -> None:
+    """The reply text of the run the message is handed to, as it streams."""
+    from nexus.engine import ReplyDelta
+
+    followed = await receipt.follow()
+    if followed is None:
+        return
+    _, subscription = followed
+    async for item in subscription:
+        if isinstance(item.event, ReplyDelta):
+            on_text(item.event.delta)
+
+
+async def _settle(state: ServerState, item_id: str, receipt: SendReceipt | None, timeout_s: float) -> Reply:
+    """Read the queue item until it is finished (woken by the receipt's outcome when the run is here)."""
     deadline = time.monotonic() + timeout_s
-    while True:
-        item = await state.ledger.queue.get(item_id)
-        if item is None:
-            return Reply("failed", "", item_id, "", error=f"queue item {item_id} is gone (cleared?)")
-        if item.status in _FINISHED:
-            return await _finished(state, item)
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return Reply("waiting", "", item_id, item.session_label,
-                         error=f"no reply within the wait; the message is {item.status} and stays queued")  # fmt: skip
-        try:
-            handle = await asyncio.wait_for(asyncio.shield(finder.found), min(POLL_S, left))
-        except TimeoutError:
-            continue
-        outcome = await _wait_run(handle, deadline)
-        if outcome is not None and outcome.turn_id is not None:
-            return _from_outcome(outcome, item_id, item.session_label)
-        # the run ended without a turn (aborted before it started): the item is queued again or failed
-
-
-async def _wait_run(handle: EngineRunHandle, deadline: float) -> RunOutcome | None:
+    ended = None if receipt is None else asyncio.ensure_future(receipt.outcome())
     try:
-        return await asyncio.wait_for(handle.result(), max(0.0, deadline - time.monotonic()))
-    except TimeoutError:
-        return None
-
-
-def _from_outcome(outcome: RunOutcome, item_id: str, session: str) -> Reply:
-    status = outcome.status if outcome.status in ("completed", "failed", "aborted") else "failed"
-    return Reply(status, "", item_id, session, turn_id=outcome.turn_id, reply=outcome.reply, error=outcome.error)
+        while True:
+            item = await state.ledger.queue.get(item_id)
+            if item is None:
+                return Reply("failed", "", item_id, "", error=f"queue item {item_id} is gone (cleared?)")
+            if item.status in _FINISHED:
+                return await _finished(state, item)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                error = f"no reply within the wait; the message is {item.status} and stays queued"
+                return Reply("waiting", "", item_id, item.session_label, error=error)
+            if ended is None or ended.done():
+                await asyncio.sleep(min(POLL_S, left))
+            else:
+                await asyncio.wait([ended], timeout=min(POLL_S, left))
+    finally:
+        if ended is not None:
+            ended.cancel()
 
 
 async def _finished(state: ServerState, item: QueueItem) -> Reply:

@@ -9,7 +9,7 @@ message ``id``: a retry answers with the first queue item and ``duplicate: true`
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -21,6 +21,9 @@ from nexus.server._errors import ApiError
 from nexus.server._openapi import answers
 from nexus.server._schemas import Aborted, Dropped, Receipt
 from nexus.server._state import ServerState
+
+if TYPE_CHECKING:
+    from nexus.broker import SendReceipt
 
 router = APIRouter(prefix="/v1", tags=["messages"])
 
@@ -114,16 +117,16 @@ def _check_names(state: ServerState, agent_id: str, sender: str) -> None:
 
 def ensure_in_broker(state: ServerState, agent_id: str) -> None:
     """Register with the live broker an agent it does not know yet (added by another process or route)."""
-    from nexus.broker import AgentIdentity, AgentRole
+    from nexus.broker.types import stored_agent
 
     broker = state.broker
     if broker is None or broker.get_agent(agent_id) is not None:
         return
     row = state.store.get_agent(agent_id)
     if row is not None:
-        role: AgentRole = "manager" if row.role == "manager" else "worker"
+        identity, spec = stored_agent(row)
         try:
-            broker.register_agent(AgentIdentity(row.agent_id, row.session_label, role), spec=row.spec)
+            broker.register_agent(identity, spec=spec)
         except ValueError as exc:  # stored by another process, unusable here (its model, its session): say why
             raise ApiError(409, "conflict", f"agent {agent_id!r} cannot run in this server: {exc}") from None
 
@@ -143,6 +146,24 @@ async def accept_message(
 
     With ``deliver``, the reply of the run that consumes it also goes to that adapter target;
     ``session``: the key of the agent's per-sender session it goes to (``None``: its own)."""
+    answer, _ = await accept_with_receipt(
+        state, agent_id, content, mode=mode, message_id=message_id, sender=sender, deliver=deliver, session=session
+    )
+    return answer
+
+
+async def accept_with_receipt(
+    state: ServerState,
+    agent_id: str,
+    content: str,
+    *,
+    mode: str | None,
+    message_id: str | None,
+    sender: str,
+    deliver: DeliverTo | str | None = None,
+    session: str | None = None,
+) -> tuple[dict[str, Any], SendReceipt | None]:
+    """:func:`accept_message`, with the broker's receipt (``None``: queued for the process that drains)."""
     from nexus.broker import AgentMessage, new_message_id
 
     _check_names(state, agent_id, sender)
@@ -156,13 +177,13 @@ async def accept_message(
         if target is not None:
             receipt, delivering = await send_and_deliver(state, message, mode, target)
         else:
-            receipt = await state.broker.send(message, mode, commit_now=True)  # the 202 waits behind no run
+            receipt = await state.broker.send(message, mode)
         answer = {
             "message_id": receipt.message_id, "queue_item_id": receipt.queue_item_id,
             "duplicate": receipt.duplicate, "steered": receipt.steered,
         }  # fmt: skip
-        return answer if target is None else {**answer, "deliver": delivering}
-    return _accept_for_other_process(state, message, mode)
+        return (answer if target is None else {**answer, "deliver": delivering}), receipt
+    return _accept_for_other_process(state, message, mode), None
 
 
 def _accept_for_other_process(state: ServerState, message: Any, mode: str | None) -> dict[str, Any]:
@@ -242,7 +263,7 @@ async def clear_queue(request: Request, agent_id: str) -> Any:
         raise ApiError(404, "not_found", f"unknown agent {agent_id!r}")
     if state.broker is not None:
         ensure_in_broker(state, agent_id)
-        return {"agent_id": agent_id, "dropped": state.broker.clear_queue(agent_id)}
+        return {"agent_id": agent_id, "dropped": await state.broker.clear_queue(agent_id)}
     waiting = [item.id for item in state.store.items(agent_id=agent_id, statuses=("queued",))]
     state.store.drop(waiting, "cleared over HTTP (DELETE /v1/agents/{id}/queue)")
     return {"agent_id": agent_id, "dropped": len(waiting)}

@@ -10,26 +10,27 @@ the turn the ledger wrote.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import time
 from collections.abc import AsyncIterator
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from nexus.broker.runner import RunOutcome
 from nexus.broker.types import MAX_CONTENT_CHARS
-from nexus.server._chat_run import ChatTurn, start_chat_turn
+from nexus.server._chat_run import ChatTurn, finished, start_chat_turn, texts
 from nexus.server._chat_sessions import claim_chat_session
 from nexus.server._errors import ApiError
 from nexus.server._openai_params import refuse_unsupported
 from nexus.server._openapi import answers
 from nexus.server._schemas import ChatCompletion, ModelList
 from nexus.server._state import ServerState
+
+if TYPE_CHECKING:
+    from nexus.engine import AgentResult
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 
@@ -171,17 +172,15 @@ async def chat_completions(
         return StreamingResponse(
             chunks, media_type="text/event-stream", headers={**headers, "cache-control": "no-cache"}
         )
-    assert turn.outcome is not None
-    outcome = await turn.outcome
-    _raise_failed(outcome)
-    counts, finish = turn_facts(state, outcome)
+    result = _succeeded(*await finished(turn))
+    counts, finish = turn_facts(state, result.turn_id)
     body_out = {
         "id": completion_id, "object": "chat.completion", "created": int(time.time()), "model": body.model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": outcome.reply},
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": result.reply},
                      "finish_reason": finish, "logprobs": None}],
         "usage": counts, "system_fingerprint": None,
     }  # fmt: skip
-    return JSONResponse(body_out, headers={**headers, "x-nexus-turn-id": outcome.turn_id or ""})
+    return JSONResponse(body_out, headers={**headers, "x-nexus-turn-id": result.turn_id or ""})
 
 
 def _max_tokens(body: ChatRequest) -> int | None:
@@ -194,18 +193,29 @@ def _max_tokens(body: ChatRequest) -> int | None:
     return body.max_completion_tokens or body.max_tokens
 
 
-def _raise_failed(outcome: RunOutcome) -> None:
-    if outcome.status == "failed":
-        raise ApiError(502, "upstream_error", f"the agent's turn failed: {outcome.error or 'no reason given'}")
+def failure(result: AgentResult | None, why: str | None) -> str | None:
+    """Why the completion failed (its turn failed, or it never ran), or ``None``."""
+    if result is None:
+        return why or "no reason given"
+    if result.status == "failed":
+        return (result.error.message if result.error is not None else None) or "no reason given"
+    return None
 
 
-def turn_facts(state: ServerState, outcome: RunOutcome) -> tuple[dict[str, int], str]:
+def _succeeded(result: AgentResult | None, why: str | None) -> AgentResult:
+    error = failure(result, why)
+    if error is not None or result is None:
+        raise ApiError(502, "upstream_error", f"the agent's turn failed: {error}")
+    return result
+
+
+def turn_facts(state: ServerState, turn_id: str | None) -> tuple[dict[str, int], str]:
     """The turn's token counts as the ledger wrote them (zeros when no turn was written) and its
     ``finish_reason``: ``length`` when the model stopped at its token limit, else ``stop``."""
     prompt_tokens = completion_tokens = 0
     finish = "stop"
-    if outcome.turn_id is not None:
-        turn = state.ledger.get_turn(outcome.turn_id)
+    if turn_id is not None:
+        turn = state.ledger.get_turn(turn_id)
         prompt_tokens, completion_tokens = turn.input_tokens or 0, turn.output_tokens or 0
         finish = "length" if turn.stop_reason in LENGTH_STOPS else "stop"
     counts = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
@@ -226,22 +236,18 @@ async def _chunks(
 ) -> AsyncIterator[bytes]:
     """The SSE body: role, text deltas (heartbeat comments while silent), the finish, usage, ``[DONE]``."""
     yield _chunk(completion_id, model, {"role": "assistant", "content": ""}, None)
-    while True:
-        try:
-            delta = await asyncio.wait_for(turn.deltas.get(), HEARTBEAT_S)
-        except TimeoutError:
-            yield b": keep-alive\n\n"
-            continue
+    async for delta in texts(turn, HEARTBEAT_S):
         if delta is None:
-            break
-        yield _chunk(completion_id, model, {"content": delta}, None)
-    assert turn.outcome is not None
-    outcome = await turn.outcome
-    if outcome.status == "failed":
-        error = {"message": f"the agent's turn failed: {outcome.error or 'no reason given'}", "type": "upstream_error"}
-        yield f"data: {json.dumps({'error': error})}\n\n".encode()
+            yield b": keep-alive\n\n"
+        elif delta:
+            yield _chunk(completion_id, model, {"content": delta}, None)
+    result, why = await finished(turn)
+    error = failure(result, why)
+    if error is not None or result is None:
+        body = {"message": f"the agent's turn failed: {error}", "type": "upstream_error"}
+        yield f"data: {json.dumps({'error': body})}\n\n".encode()
         return
-    counts, finish = turn_facts(state, outcome)
+    counts, finish = turn_facts(state, result.turn_id)
     if include_usage:
         yield _chunk(completion_id, model, {}, finish)
         done = {"id": completion_id, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING
 
-from nexus.ledger import Ledger, new_ulid
+from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
 from nexus.server._event_hub import EventHub
 
 if TYPE_CHECKING:
     from nexus.broker import AgentBroker
-    from nexus.broker.delivery import Deliverer
-    from nexus.broker.engine_runner import EngineRunner
+    from nexus.engine import Runtime
     from nexus.server.mcp_http import McpEndpoint
+    from nexus.streaming import Deliverer
 
 
 @dataclass(slots=True)
@@ -22,7 +22,7 @@ class ServerState:
 
     ``events`` is the hub the broker publishes ``StreamEvent``s into; when the caller passes none,
     ``create_app`` builds one from ``[server]`` config (the caller then reads it back from here).
-    ``broker`` and ``runner`` are set when the broker drains in this process (``nexus serve``):
+    ``broker`` and ``runtime`` are set when the broker drains in this process (``nexus serve``):
     then messages go through it (steering, interrupts, live state) and the OpenAI facade can run
     turns. Without them the API still accepts messages durably for whichever process drains.
     ``deliverer`` (with the broker) sends replies to adapter targets (``deliver`` on a message).
@@ -33,10 +33,8 @@ class ServerState:
     _: KW_ONLY
     events: EventHub | None = None
     broker: AgentBroker | None = None
-    runner: EngineRunner | None = None
+    runtime: Runtime | None = None
     deliverer: Deliverer | None = None
     """Delivers replies to chat adapters (``deliver`` on messages) and records them; set with the broker."""
-    delivery_owner: str = field(default_factory=new_ulid)
-    """Names this process in the stored reply targets it delivers live (see ``nexus.server._deliver``)."""
     mcp: McpEndpoint | None = None
     """``/mcp`` (the MCP face over streamable HTTP), set by ``create_app``; closed at shutdown."""

@@ -126,20 +126,13 @@ async def _serve(
     stream_fn: StreamFn | None = None,
     metrics_tokens: Sequence[str] = (),
 ) -> int:
-    from nexus.broker.delivery import Deliverer
-    from nexus.broker.host import build_broker_and_runner, start_broker
-    from nexus.broker.inbound import attach_inbound, recorded_delivery
-    from nexus.ledger import new_ulid
-    from nexus.server._deliver import skip_live_deliveries
+    from nexus.broker.host import build_host, start_host
     from nexus.server._state import ServerState
     from nexus.server.app import create_app
 
-    broker, runner = build_broker_and_runner(config, ledger, stream_fn=stream_fn)
-    deliverer = Deliverer.from_config(config, ledger)  # replies with `deliver` go to adapters, recorded per turn
-    # chat messages in, replies out through the same deliverer (docs/adapters.md); also the stored targets of
-    # `deliver` messages queued before a restart — those this process delivers live are left to it
-    owner = new_ulid()
-    inbound = attach_inbound(config, broker, runner, deliver=skip_live_deliveries(recorded_delivery(deliverer), owner))
+    # the broker, the deliverer of reply targets (inbound chats', `deliver` messages', recorded per turn) and
+    # the inbound chat monitors (docs/adapters.md)
+    host = build_host(config, ledger, stream_fn=stream_fn, monitors=True)
     loop = asyncio.get_running_loop()
     server: NexusUvicorn | None = None
     state: ServerState | None = None
@@ -152,26 +145,22 @@ async def _serve(
             server.should_exit = True
         if not stopping:
             print("nexus serve: stopping (active runs are aborted and kept)", file=sys.stderr, flush=True)
-            stopping.append(loop.create_task(_stop_runs_then_streams(broker, hubs)))
+            stopping.append(loop.create_task(_stop_runs_then_streams(host.broker, hubs)))
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
     try:
-        await start_broker(config, broker)
-        if inbound is not None:
-            inbound.start()
-        state = ServerState(
-            ledger, _store(ledger), broker=broker, runner=runner, deliverer=deliverer, delivery_owner=owner
-        )
+        state = ServerState(ledger, _store(ledger), broker=host.broker, runtime=host.runtime, deliverer=host.deliverer)
         start_token = _start_token(settings)
         tokens = [*settings.tokens, start_token] if start_token else []
         app = create_app(state, settings.model_copy(update={"tokens": tokens}), metrics_tokens=metrics_tokens)
         hub = state.events
         if hub is not None:  # every run, live on its session's event stream
-            from nexus.server._live import publish_runs
+            from nexus.server._live import LiveRuns
 
-            publish_runs(runner, hub)
+            host.runtime.on_start = LiveRuns(hub).follow
             hubs.append(hub)
+        await start_host(config, host)
         protocol = TimedHttpProtocol.with_timeouts(settings.header_timeout_seconds, settings.body_timeout_seconds)
         server = NexusUvicorn(
             uvicorn.Config(
@@ -184,12 +173,10 @@ async def _serve(
         settle_heap()
         return await _listen(config, server, settings, start_token)
     finally:
-        await _stop_runs(broker)
+        await _stop_runs(host.broker)
         if state is not None and state.mcp is not None:
             await state.mcp.close()  # the MCP clients' sessions end
-        await deliverer.close()  # runs are aborted: deliveries end, are recorded, adapters stop
-        if inbound is not None:
-            await inbound.close()  # the monitors stop
+        await host.close()  # runs are aborted: monitors stop, deliveries end and are recorded, adapters stop
         remove_server_file(config)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)

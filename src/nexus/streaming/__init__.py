@@ -5,7 +5,8 @@
 - :class:`StreamRouter`: one delivery to an adapter, natively (its ``stream`` process) or
   through the :class:`BlockPipeline` (chunker, idle flush, human delay) and ``send``.
 - :func:`~nexus.streaming.tool_status.summary`: the human line per tool call.
-- :func:`~nexus.streaming.from_engine.stream_events`: engine events → StreamEvents.
+- :func:`~nexus.streaming.from_engine.stream_events`: a run's StreamEvents, over its event channel.
+- :class:`~nexus.streaming.deliver.Deliverer`: a run's reply to an adapter target, recorded with its turn.
 
 The router and pipeline are imported on first use so ``import nexus.streaming`` stays cheap.
 """
@@ -30,6 +31,7 @@ from nexus.streaming.events import (
 
 if TYPE_CHECKING:
     from nexus.streaming.chunker import Block, BlockChunker
+    from nexus.streaming.deliver import Deliverer
     from nexus.streaming.from_engine import stream_events
     from nexus.streaming.pipeline import BlockPipeline, PipelineReport
     from nexus.streaming.router import DeliveryReport, StreamRouter
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "Block": ".chunker",
     "BlockChunker": ".chunker",
+    "Deliverer": ".deliver",
     "stream_events": ".from_engine",
     "BlockPipeline": ".pipeline",
     "PipelineReport": ".pipeline",
@@ -56,6 +59,7 @@ __all__ = [
     "BlockChunker",
     "BlockPipeline",
     "BlockSettings",
+    "Deliverer",
     "DeliveryReport",
     "PipelineReport",
     "Reasoning",

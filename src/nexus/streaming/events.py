@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from nexus.adapters.types import DeliveryTarget, ProtocolError
 
-ToolState: TypeAlias = Literal["started", "completed", "failed"]
+if TYPE_CHECKING:
+    from nexus.engine import ToolState
 _TOOL_STATES = ("started", "completed", "failed")
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 

@@ -27,7 +27,7 @@ import logging
 import random
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from nexus import telemetry
 from nexus.adapters.clock import Clock
@@ -49,10 +49,12 @@ from nexus.streaming.pipeline import BlockPipeline
 from nexus.streaming.settings import block_settings
 from nexus.telemetry.logs import failure_level
 
+if TYPE_CHECKING:
+    from nexus.ledger.deliveries import DeliveryStatus
+
 log = logging.getLogger("nexus.streaming")
 
 DeliveryPath = Literal["native", "blocks", "none"]
-DeliveryStatus = Literal["delivered", "partial", "failed"]
 FINISH_TIMEOUT_S = 30.0
 WRITE_TIMEOUT_S = 30.0
 _BATCH = 256
@@ -185,8 +187,13 @@ class StreamRouter:
         *,
         run_id: str = "",
         session_label: str = "",
+        framed: bool = False,
     ) -> DeliveryReport:
-        """Deliver one run's events to ``target``; returns the report (adapter faults never raise)."""
+        """Deliver one run's events to ``target``; returns the report (adapter faults never raise).
+
+        ``framed``: the source is one well-formed delivery already (``stream_events`` of a run), so it
+        is not framed again.
+        """
         try:
             config = self.manager.config(target.channel)
             self.manager.account(target.channel, target.account_id)
@@ -195,14 +202,13 @@ class StreamRouter:
             await _drain(events)
             log.warning("delivery to %s not possible: %s", target.key, exc)
             return DeliveryReport(target, "none").failed(str(exc), partial=False)
-        framer = _Framer(target, run_id, session_label, config.reasoning)
-        framed = framer.frame(events)
+        source = events if framed else _Framer(target, run_id, session_label, config.reasoning).frame(events)
         native = info.can("stream") and config.mode != "blocks"
         if config.mode == "native" and not info.can("stream"):
             log.warning("adapter %s: mode = native but its info does not list stream; using blocks", target.channel)
         if native:
-            return await self._native(target, framed)
-        return await self._blocks(target, framed, info.platform, info.text_limit)
+            return await self._native(target, aiter(source), config.reasoning)
+        return await self._blocks(target, aiter(source), info.platform, info.text_limit)
 
     async def _blocks(
         self,
@@ -235,9 +241,11 @@ class StreamRouter:
             report.failed(outcome.stream_error, partial=outcome.blocks_sent > 0)
         return report
 
-    async def _native(self, target: DeliveryTarget, framed: AsyncIterator[StreamEvent]) -> DeliveryReport:
+    async def _native(
+        self, target: DeliveryTarget, framed: AsyncIterator[StreamEvent], reasoning: bool
+    ) -> DeliveryReport:
         report = DeliveryReport(target, "native")
-        relay = _Relay()
+        relay = _Relay(reasoning)
         pump = asyncio.create_task(_pump(framed, relay), name=f"nexus-stream-pump-{target.key}")
         try:
             process = await self.manager.stream_process(target.channel, target.account_id)
@@ -277,19 +285,16 @@ class StreamRouter:
 
 
 class _Relay:
-    """Events on their way from the run to the adapter: buffered, or dropped once the delivery is over."""
+    """Events on their way from the run to the adapter: buffered, or dropped once the delivery is over.
+    ``reasoning``: the adapter takes ``reasoning`` events (config ``reasoning``)."""
 
-    __slots__ = ("dropping", "events", "ready")
+    __slots__ = ("dropping", "events", "ready", "reasoning")
 
-    def __init__(self) -> None:
+    def __init__(self, reasoning: bool = True) -> None:
         self.events: collections.deque[StreamEvent | None] = collections.deque()
         self.ready = asyncio.Event()
         self.dropping = False
-
-    def put(self, event: StreamEvent | None) -> None:
-        if not self.dropping or event is None:
-            self.events.append(event)
-        self.ready.set()
+        self.reasoning = reasoning
 
     def drop(self) -> None:
         """The delivery ended early: what the run still sends is read and thrown away, never kept."""
@@ -300,14 +305,19 @@ class _Relay:
 async def _pump(source: AsyncIterator[StreamEvent], relay: _Relay) -> None:
     """Move events from the run into the relay as they come, so a waiting delivery never holds the run up."""
     count = 0
+    events, reasoning = relay.events, relay.reasoning
     try:
         async for event in source:
-            relay.put(event)
+            if relay.dropping or (not reasoning and type(event) is Reasoning):
+                continue
+            events.append(event)
+            relay.ready.set()
             count += 1
             if count % _BATCH == 0:
                 await asyncio.sleep(0)  # let the writer take a batch
     finally:
-        relay.put(None)
+        events.append(None)
+        relay.ready.set()
 
 
 async def _write_all(delivery: StreamDelivery, relay: _Relay, report: DeliveryReport, write_timeout_s: float) -> None:

@@ -26,14 +26,13 @@ from nexus.engine.assembly.repair import repair_transcript
 from nexus.engine.types import (
     AgentError,
     CompactionEndEvent,
-    CompactionResult,
     CompactionStartEvent,
     CompactionTrigger,
     EngineEvent,
     EngineLimits,
     TokenBudget,
 )
-from nexus.ledger.records import SUMMARY_PREFIX
+from nexus.ledger.records import SUMMARY_PREFIX, CompactionRecord
 from nexus.llm.abort import AbortSignal
 from nexus.llm.options import StreamFn
 from nexus.llm.types import AssistantMessage, Message, Model, ToolResultMessage, UserMessage
@@ -103,8 +102,8 @@ class ContextWindow:
     cut: int = 0
     truncate_chars: int | None = None
     level: int = 0
-    compaction: CompactionResult | None = None
-    compactions: list[tuple[CompactionResult, int]] = field(default_factory=list)
+    compaction: CompactionRecord | None = None
+    compactions: list[tuple[CompactionRecord, int]] = field(default_factory=list)
     """Every compaction of the run with the cut it made (the conversation index kept from)."""
     cache: SessionCache | None = field(default=None, repr=False)
     """The session's cache (owned by the runtime): the repaired prefix is kept there for the next run."""
@@ -315,8 +314,8 @@ class ContextWindow:
         if outcome is None:  # planned above, so only if the plan changed meanwhile
             self.emit(CompactionEndEvent(None, "nothing old enough to summarise", retry_if_failed))
             return False
-        result = outcome.result
-        self.cut += result.first_kept_index
+        result = outcome.record
+        self.cut += outcome.first_kept_index
         self.summary = result.summary
         self.compacted_len = len(messages)
         self.compaction = result

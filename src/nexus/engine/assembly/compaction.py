@@ -19,11 +19,10 @@ from nexus.engine.assembly.budget import estimate_message_tokens, estimate_text_
 from nexus.engine.assembly.budget import should_compact as should_compact  # the proactive trigger, re-exported
 from nexus.engine.types import (
     AgentError,
-    CompactionResult,
     CompactionTrigger,
 )
 from nexus.errors import NexusError
-from nexus.ledger.records import SUMMARY_PREFIX
+from nexus.ledger.records import SUMMARY_PREFIX, CompactionRecord
 from nexus.llm.abort import AbortSignal
 from nexus.llm.events import DoneEvent, ErrorEvent
 from nexus.llm.options import StreamFn, StreamOptions
@@ -228,10 +227,16 @@ def summary_message(summary: str) -> UserMessage:
 
 @dataclass(slots=True, frozen=True)
 class CompactionOutcome:
-    """The compacted history (summary message + kept messages) and the record of what happened."""
+    """The compacted history (summary message + kept messages) and the record of what happened.
+
+    The record's turn ids are the ledger's to fill in (``summarized_through_turn_id`` is empty here): the
+    engine works on messages, and ``first_kept_index`` says in messages where the kept part starts.
+    """
 
     messages: list[Message]
-    result: CompactionResult
+    record: CompactionRecord
+    first_kept_index: int
+    messages_summarized: int
 
 
 async def compact(
@@ -260,8 +265,9 @@ async def compact(
     summary = final.text.strip()
     compacted: list[Message] = [summary_message(summary), *plan.to_keep]
     usage: Usage = final.usage
-    result = CompactionResult(
+    record = CompactionRecord(
         summary=summary,
+        summarized_through_turn_id="",
         turns_summarized=sum(1 for m in plan.to_summarize if isinstance(m, UserMessage)),
         model=model.id,
         provider=model.provider,
@@ -272,10 +278,9 @@ async def compact(
         summarization_output_tokens=usage.output,
         duration_ms=int((time.monotonic() - started) * 1000),
         trigger=trigger,
-        first_kept_index=plan.first_kept_index,
-        messages_summarized=len(plan.to_summarize),
+        metadata={"messages_summarized": len(plan.to_summarize)},
     )
-    return CompactionOutcome(compacted, result)
+    return CompactionOutcome(compacted, record, plan.first_kept_index, len(plan.to_summarize))
 
 
 def truncate_tool_results(messages: Sequence[Message], max_chars: int) -> list[Message]:

@@ -109,11 +109,6 @@ def repair_transcript(messages: Sequence[_M]) -> list[_M]:
     return out  # type: ignore[return-value]
 
 
-def repair_transform(messages: list[_M], signal: object | None = None) -> list[_M]:
-    """:func:`repair_transcript` with the agent's ``transform_context(messages, signal)`` hook signature."""
-    return repair_transcript(messages)
-
-
 def truncate_result(result: AgentToolResult, max_chars: int) -> AgentToolResult:
     """``result`` with its text cut to ``max_chars`` (plus a marker); the same object when short enough.
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from nexus.agent import (
@@ -25,6 +24,7 @@ from nexus.agent import (
     AgentEvent,
     AgentLoopConfig,
     AgentToolResult,
+    LoopMessage,
     MessageEndEvent,
     MessageStartEvent,
     MessageUpdateEvent,
@@ -32,7 +32,6 @@ from nexus.agent import (
     agent_loop,
     agent_loop_continue,
 )
-from nexus.agent import AgentMessage as LoopMessage
 from nexus.agent.steering import SteeringQueue, SteerMode, SteerReceipt
 from nexus.engine.assembly._sessions import SessionCache
 from nexus.engine.assembly._window import ContextWindow
@@ -102,7 +101,7 @@ class EngineRun:
         limits: EngineLimits,
         options: StreamOptions,
         depth: int,
-        env: RunHost | None,
+        runtime: RunHost | None,
         cache: SessionCache | None = None,
         steering: SteeringQueue | None = None,
     ) -> None:
@@ -114,8 +113,8 @@ class EngineRun:
         self.limits = limits
         self.options = options
         self.depth = depth
-        self.env = env
-        self.signal, self.unlink = _linked_signal(ctx.abort_signal)
+        self.runtime = runtime
+        self.signal = ctx.abort_signal or AbortSignal()  # the execution's own (linked to its caller's)
         self.state: ExecutionState = "starting"
         self.resume_state: ExecutionState = "starting"
         self.state_changed = asyncio.Event()
@@ -187,19 +186,19 @@ class EngineRun:
             if self.ledger is not None:
                 await off_loop(self.open_turn_now)
         except asyncio.CancelledError:
-            self.unlink()
             self.close_cancelled_open()
-            raise
-        except BaseException:  # e.g. HeadMovedError: the context is stale, nothing was stored
-            self.unlink()
             raise
         if self.ledger is not None and self.turn_id is not None:
             self.journal = TurnJournal(self.ledger, self.turn_id)
-        CURRENT_RUN.set(RunScope(self.ctx.session_label, self.turn_id, self.depth, self.model, self.env, self.signal))
+        CURRENT_RUN.set(
+            RunScope(
+                self.ctx.session_label, self.turn_id, self.depth, self.model, self.runtime, self.signal, self.limits
+            )
+        )
         loop = asyncio.get_running_loop()
         timer = loop.call_later(self.ctx.timeout_ms / 1000, self.on_timeout)
         self.active = True
-        self.publish(RunStartEvent(self.turn_id))
+        self.publish(RunStartEvent(self.turn_id, self.ctx.parent_turn_id))
         try:
             await self.run_loops()
         except asyncio.CancelledError:
@@ -218,7 +217,6 @@ class EngineRun:
             self.final_error = AgentError("unknown", f"the engine failed: {type(exc).__name__}: {exc}")
         finally:
             timer.cancel()
-            self.unlink()  # a long-lived outer signal must not keep every finished run alive
             self.active = False
         self.set_state("finishing")
         self.close_steering()
@@ -500,11 +498,3 @@ class EngineRun:
 def _llm(messages: list[Any]) -> list[Message]:
     """The conversation as ``nexus.llm`` messages (the engine adds no custom message kinds)."""
     return [m for m in messages if isinstance(m, (UserMessage, AssistantMessage, ToolResultMessage))]
-
-
-def _linked_signal(outer: AbortSignal | None) -> tuple[AbortSignal, Callable[[], None]]:
-    """The run's own abort signal, aborted with ``outer`` (the caller's); and how to unlink them."""
-    signal = AbortSignal()
-    if outer is None:
-        return signal, lambda: None
-    return signal, outer.add_listener(lambda: signal.abort(outer.reason or "aborted"))

@@ -1,12 +1,14 @@
 """A run as a span, as metrics and as a log line; failover's retries and fallbacks as span events.
 
 The hook is small on purpose, so it follows the run's one handle wherever the run starts:
-:func:`observed_run` wraps the coroutine that drives the run (the run's own task), and only
+:func:`observed_run` wraps the coroutine that drives an :class:`~nexus.engine.Execution` (its own
+task, started by ``Execution._drive``: ``Runtime.start`` and ``execute`` alike), and only
 while someone listens — tracing or metrics on, or ``INFO`` logs enabled — otherwise it hands
 the coroutine back untouched.
 
-The span ``invoke_agent {agent}`` (GenAI conventions; plain ``invoke_agent`` for a run outside
-any agent) is current for the whole run, so the model-call and tool-call spans hang under it.
+The span ``invoke_agent {agent}`` (GenAI conventions; ``nexus run`` and ``nexus chat`` run the
+agent ``main``; plain ``invoke_agent`` for a context executed by hand, with no agent) is current
+for the whole run, so the model-call and tool-call spans hang under it.
 Its parent is whatever was current when the run was started: the broker makes that the queue
 item's span (``queue {agent}``), an HTTP request its ``traceparent``, a tool its own span for a
 sub-agent. Links and attributes the starter handed over with
@@ -52,7 +54,7 @@ async def _observed(main: Coroutine[Any, Any, AgentResult], run: RunIdentity) ->
     links, handed = telemetry.take_run_origin()
     agent = run.agent_id
     span = telemetry.start_span(
-        f"invoke_agent {agent}" if agent else "invoke_agent",  # a run outside any agent: `nexus run`
+        f"invoke_agent {agent}" if agent else "invoke_agent",  # `execute()` of a context built by hand: no agent
         links=links,
         attributes={
             "gen_ai.operation.name": "invoke_agent",
@@ -65,7 +67,7 @@ async def _observed(main: Coroutine[Any, Any, AgentResult], run: RunIdentity) ->
         },
     )
     metrics = telemetry.metrics()
-    label = run.agent_id or "(none)"  # a run outside any agent (nexus run): not one series per session
+    label = run.agent_id or "(none)"  # no agent (`execute()` by hand): not one series per session
     metrics.run_started(label)
     started = time.perf_counter()
     try:

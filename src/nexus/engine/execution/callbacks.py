@@ -21,7 +21,7 @@ log = logging.getLogger("nexus.engine")
 AgentPhase: TypeAlias = Literal["start", "streaming", "tool_use", "compaction_start", "compaction_end", "end"]
 """Lifecycle phases reported through ``on_agent_event`` (seed 000)."""
 
-ToolStatus: TypeAlias = Literal["started", "completed", "failed"]
+ToolState: TypeAlias = Literal["started", "completed", "failed"]
 """Tool states reported through ``on_tool_result``."""
 
 
@@ -48,7 +48,7 @@ class EngineCallbacks:
 
     on_partial_reply: Callable[[str], object] | None = None
     on_reasoning_stream: Callable[[str], object] | None = None
-    on_tool_result: Callable[[str, str, ToolStatus, str | None], object] | None = None
+    on_tool_result: Callable[[str, str, ToolState, str | None], object] | None = None
     on_agent_event: Callable[[AgentPhase, int], object] | None = None
     on_engine_event: Callable[[EngineEvent], object] | None = None
 
@@ -93,7 +93,7 @@ def callbacks_listener(callbacks: EngineCallbacks) -> Callable[[ExecutionEvent],
             safe_call("on_tool_result", callbacks.on_tool_result, event.tool_call_id, event.tool_name, "started", None)
         elif isinstance(event, ToolExecutionEndEvent):
             text = "".join(getattr(b, "text", "") for b in event.result.content)
-            status: ToolStatus = "failed" if event.is_error else "completed"
+            status: ToolState = "failed" if event.is_error else "completed"
             summary = text[:_SUMMARY_CHARS] or None
             safe_call("on_tool_result", callbacks.on_tool_result, event.tool_call_id, event.tool_name, status, summary)
         elif kind in ("retry", "wait", "fallback", "compaction_start", "compaction_end"):

@@ -36,10 +36,29 @@ ExecutionState: TypeAlias = Literal["starting", "streaming", "tools", "compactin
 
 
 @dataclass(slots=True, frozen=True)
+class LockWaitEvent:
+    """Another run of the session holds its lock (in this process or another): this one waits for it."""
+
+    type: Literal["lock_wait"] = "lock_wait"
+
+
+@dataclass(slots=True, frozen=True)
+class RecoveredEvent:
+    """Open turns of the session were closed before this run read its head (a killed run's, or this
+    process's own whose final write failed earlier: ``rescued``)."""
+
+    turn_ids: tuple[str, ...]
+    rescued: tuple[str, ...] = ()
+    type: Literal["recovered"] = "recovered"
+
+
+@dataclass(slots=True, frozen=True)
 class RunStartEvent:
-    """The run began (its turn is open in the ledger as ``turn_id`` when it has one)."""
+    """The run began: its turn is open in the ledger as ``turn_id`` (when it has one), on ``parent_turn_id``
+    (``None``: the run starts the session's conversation)."""
 
     turn_id: str | None
+    parent_turn_id: str | None = None
     type: Literal["run_start"] = "run_start"
 
 
@@ -87,7 +106,9 @@ class RunEndEvent:
     type: Literal["run_end"] = "run_end"
 
 
-RunEvent: TypeAlias = RunStartEvent | StateEvent | ReplyDelta | ReasoningDelta | SteerEvent | RunEndEvent
+RunEvent: TypeAlias = (
+    LockWaitEvent | RecoveredEvent | RunStartEvent | StateEvent | ReplyDelta | ReasoningDelta | SteerEvent | RunEndEvent
+)
 """The run-level events; the channel also carries agent-loop events and engine events."""
 
 _COALESCE = frozenset(("reply_delta", "reasoning_delta"))
@@ -166,6 +187,19 @@ class Subscription:
             finally:
                 self._waiter = None
         return self._items.popleft()
+
+    async def next(self, timeout_s: float) -> ExecutionEvent | None:
+        """The next item, or ``None`` when none came within ``timeout_s`` (a caller's heartbeat);
+        ``StopAsyncIteration`` once the run has ended and every item was taken."""
+        if not self._items and not self._closed:
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await asyncio.wait_for(self._waiter, timeout_s)
+            except TimeoutError:
+                return None
+            finally:
+                self._waiter = None
+        return await self.__anext__()
 
     def __len__(self) -> int:
         return len(self._items)

@@ -5,15 +5,15 @@ profile rotation and model fallback), transcript repair, tool-result truncation,
 compaction (proactive and on overflow), the streaming callbacks, and the Agents Ledger
 (turn opened up front as a crash journal; the streaming reply, each finished message and
 tool call journaled as they come; the final turn written in one transaction).
-``run_agent`` in :mod:`nexus.engine.wiring.runner` is the one-call form built on it.
+``Runtime.start`` (:mod:`nexus.engine.wiring.runtime`) is the front door built on it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nexus.agent.steering import SteeringQueue, SteerMode, SteerReceipt
 from nexus.config._profile import ResolvedProfile
@@ -21,9 +21,10 @@ from nexus.engine.assembly._sessions import SessionCache
 from nexus.engine.execution._run import EngineRun, EngineStreamEvent
 from nexus.engine.execution._run_trace import RunIdentity, observed_run
 from nexus.engine.execution.callbacks import EngineCallbacks, callbacks_listener
-from nexus.engine.execution.events import EventChannel, ExecutionEvent, ExecutionState, Subscription
+from nexus.engine.execution.events import EventChannel, ExecutionEvent, ExecutionState, RunEndEvent, Subscription
 from nexus.engine.execution.failover import ProfileCooldowns, failover_stream
-from nexus.engine.types import AgentResult, AssembledContext, EngineLimits, TokenBudget
+from nexus.engine.types import AgentResult, AssembledContext, EngineLimits, TokenBudget, new_id
+from nexus.llm.abort import AbortSignal
 from nexus.llm.options import StreamFn, StreamOptions
 from nexus.llm.types import Model, UserMessage
 
@@ -31,93 +32,172 @@ if TYPE_CHECKING:
     from nexus.engine.execution.scope import RunHost
     from nexus.ledger import Ledger
 
-__all__ = ["EngineExecution", "EngineStreamEvent", "Execution", "execute"]
+__all__ = ["EngineStreamEvent", "Execution", "build_run", "execute", "linked_signal"]
 
 
 class Execution:
-    """A running execution: ``await execution.result`` for the :class:`AgentResult`, and control meanwhile.
+    """A run, from the moment it is started: ``await execution.result`` for the :class:`AgentResult`, and control.
 
-    - ``abort(reason)``: stop streaming and tools; the turn is written ``aborted`` with the partial output.
+    - ``abort(reason)``: stop it; once its turn is open, the turn is written ``aborted`` with the
+      partial output (aborted while it waits for its session, nothing is written).
     - ``steer(message, id=..., mode=...)``: offer a user message for the next safe point (after
       the current tool batch, before the next model call); the :class:`SteerReceipt` ends
-      ``delivered`` or ``returned`` (never lost; returned steers are also in the result).
+      ``delivered`` or ``returned`` (never lost; returned steers are also in the result). A run
+      still ``starting`` keeps it for its first safe point.
     - ``state``: ``starting | streaming | tools | compacting | finishing | done``; ``await
       wait_state_change()`` or watch ``state`` events.
     - ``subscribe()`` / ``on_event(listener)``: the run's one event channel (see
-      :mod:`nexus.engine.execution.events`); ``events()`` is ``subscribe()`` for ``async for``.
+      :mod:`nexus.engine.execution.events`), from the start (subscribe before the first ``await``
+      to see every event); ``events()`` is ``subscribe()``.
+
+    ``starting`` covers what happens before the model is called: waiting for the session's lock
+    and assembling the context (``Runtime.start``); :func:`execute` starts from an assembled one.
     """
 
-    __slots__ = ("_run", "_task")
+    __slots__ = ("_begun", "_channel", "_run", "_signal", "_steering", "_task", "_unlink", "agent_id", "run_id",
+                 "session_label")  # fmt: skip
 
-    def __init__(self, run: EngineRun, task: asyncio.Task[AgentResult]) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        session_label: str,
+        agent_id: str = "",
+        *,
+        signal: AbortSignal | None = None,
+        steering: SteeringQueue | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.session_label = session_label
+        self.agent_id = agent_id
+        self._channel = EventChannel(run_id, session_label, agent_id)
+        self._steering = steering if steering is not None else SteeringQueue()
+        self._signal, self._unlink = linked_signal(signal)
+        self._run: EngineRun | None = None
+        self._task: asyncio.Task[AgentResult] | None = None
+        self._begun: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def _drive(self, main: Coroutine[Any, Any, AgentResult]) -> None:
+        """Run ``main`` as the execution's task (it starts at the caller's next ``await``: no event is missed).
+
+        Every run starts here, so here it gets its span, metrics and log line (when anyone listens):
+        from its start, the session's lock and the assembly included, to its result.
+        """
+        main = observed_run(main, RunIdentity(self.run_id, self.session_label, self.agent_id, lambda: self.context))
+        self._task = asyncio.get_running_loop().create_task(self._to_the_end(main), name=f"nexus-run-{self.run_id}")
+
+    async def _to_the_end(self, main: Coroutine[Any, Any, AgentResult]) -> AgentResult:
+        result: AgentResult | None = None
+        try:
+            result = await main
+            return result
+        finally:
+            self._unlink()  # a long-lived outer signal must not keep every finished run alive
+            if self._run is None:  # it never started: steers offered meanwhile are handed back, the channel ends
+                self._steering.close("the run ended before it started")
+                if result is not None:
+                    self._channel.publish(RunEndEvent(result))
+                self._channel.close()
+            if not self._begun.done():
+                self._begun.set_result(None)
+
+    def _attach(self, run: EngineRun) -> None:
+        """The run is assembled and about to start: from now on the handle controls it."""
         self._run = run
-        self._task = task
+        if not self._begun.done():
+            self._begun.set_result(None)
+
+    def _publish(self, event: object) -> None:
+        """Put an event of the starting phase (the session lock, recovered turns) on the channel."""
+        self._channel.publish(event)
+
+    @property
+    def signal(self) -> AbortSignal:
+        """The run's abort signal (aborted by :meth:`abort`, by the caller's signal, or by its timeout)."""
+        return self._signal
 
     @property
     def result(self) -> asyncio.Task[AgentResult]:
         """The run's task; await it for the :class:`AgentResult` (ledger errors surface here)."""
+        assert self._task is not None
         return self._task
 
     @property
-    def run_id(self) -> str:
-        """The run's id (``AssembledContext.run_id``)."""
-        return self._run.ctx.run_id
+    def started(self) -> bool:
+        """True once the run got past its starting phase (the session's lock, the context assembled)."""
+        return self._run is not None
 
     @property
-    def session_label(self) -> str:
-        """The session this run writes to."""
-        return self._run.ctx.session_label
+    def context(self) -> AssembledContext | None:
+        """What the model is told (``None`` while the run is starting): for auditing and tests."""
+        return None if self._run is None else self._run.ctx
 
     @property
     def turn_id(self) -> str | None:
         """The ledger turn opened for this run (``None`` before it is opened or without a ledger)."""
-        return self._run.turn_id
+        return None if self._run is None else self._run.turn_id
 
     @property
     def state(self) -> ExecutionState:
         """Where the run is (see the class docstring)."""
-        return self._run.state
+        run = self._run
+        if run is None:
+            return "done" if self._task is not None and self._task.done() else "starting"
+        return run.state
+
+    async def wait_started(self) -> bool:
+        """Wait until the run is past its starting phase (``True``) or ended without starting (``False``)."""
+        await asyncio.shield(self._begun)
+        return self._run is not None
 
     async def wait_state_change(self) -> ExecutionState:
         """Wait until ``state`` changes and return the new state (at once if the run is done)."""
-        if self._run.state == "done":
+        if self._run is None:
+            await asyncio.shield(self._begun)
+            if self._run is None:
+                return self.state
+        run = self._run
+        if run.state == "done":
             return "done"
-        await self._run.state_changed.wait()
-        return self._run.state
+        await run.state_changed.wait()
+        return run.state
 
     @property
     def is_streaming(self) -> bool:
         """True while the run is active (between start and its final ledger write)."""
-        return self._run.active
+        return self._run is not None and self._run.active
 
     @property
     def is_compacting(self) -> bool:
         """True while the run summarises its history (steering is refused meanwhile)."""
-        return self._run.window.compacting
+        return self._run is not None and self._run.window.compacting
 
     def abort(self, reason: str = "aborted by the caller") -> None:
         """Abort the run; its partial output is kept and the turn is written ``aborted``."""
-        self._run.signal.abort(reason)
+        self._signal.abort(reason)
 
     def steer(
         self, message: str | UserMessage, *, id: str | None = None, mode: SteerMode = "all", source: str = "steer"
     ) -> SteerReceipt:
         """Offer ``message`` for the next safe point; the receipt ends ``delivered`` or ``returned``.
 
-        A returned steer (the run ended, failed, was aborted or is compacting) is the caller's
-        again: requeue it. Returned steers are also listed in ``AgentResult.returned_steers``.
+        A returned steer (the run ended, failed, was aborted or is compacting) is the caller's again:
+        requeue it. Returned steers are also listed in ``AgentResult.returned_steers``.
         ``mode="one"`` injects it alone at its safe point, ``"all"`` with every pending ``all`` steer.
         ``source`` is stored with the delivered message in the ledger (who sent it).
         """
-        return self._run.steer(message, id=id, mode=mode, source=source)
+        run = self._run
+        if run is None:  # still starting: the run takes it at its first safe point (or hands it back)
+            user = message if isinstance(message, UserMessage) else UserMessage(message)
+            return self._steering.offer(SteerReceipt(id or new_id(), user, mode, source=source))
+        return run.steer(message, id=id, mode=mode, source=source)
 
     def on_event(self, listener: Callable[[ExecutionEvent], object]) -> Callable[[], None]:
         """Call ``listener`` with every event (in its envelope) from now on; returns an unsubscribe."""
-        return self._run.channel.listen(listener)
+        return self._channel.listen(listener)
 
     def subscribe(self, maxsize: int = 256) -> Subscription:
         """A bounded, non-blocking subscription to the events from now on (``async for`` it)."""
-        return self._run.channel.subscribe(maxsize)
+        return self._channel.subscribe(maxsize)
 
     def events(self, maxsize: int = 256) -> Subscription:
         """Same as :meth:`subscribe` (subscribe before awaiting the result to see every event)."""
@@ -125,16 +205,44 @@ class Execution:
 
     def __await__(self):  # type: ignore[no-untyped-def]
         """``await execution`` is ``await execution.result``."""
-        return self._task.__await__()
+        return self.result.__await__()
 
 
-EngineExecution = Execution
-"""The former name of :class:`Execution` (the same class)."""
+def linked_signal(outer: AbortSignal | None) -> tuple[AbortSignal, Callable[[], None]]:
+    """A run's own abort signal, aborted with ``outer`` (the caller's); and how to unlink them."""
+    signal = AbortSignal()
+    if outer is None:
+        return signal, lambda: None
+    return signal, outer.add_listener(lambda: signal.abort(outer.reason or "aborted"))
 
 
 def execute(
     ctx: AssembledContext,
     callbacks: EngineCallbacks | None = None,
+    *,
+    agent_id: str = "",
+    steering: SteeringQueue | None = None,
+    **services: Any,
+) -> Execution:
+    """Start running an assembled ``ctx`` as a task on the current event loop and return its handle.
+
+    The engine core under ``Runtime.start`` (which also takes the session lock and assembles the
+    context), for a context built by hand: ``services`` are :func:`build_run`'s (the ledger,
+    ``stream_fn``, model and fallbacks, auth profiles, limits, cooldowns, options, depth, the
+    runtime the run's tools may reach, the session cache). ``ctx.abort_signal`` aborts it.
+    """
+    execution = Execution(ctx.run_id, ctx.session_label, agent_id, signal=ctx.abort_signal, steering=steering)
+    if callbacks is not None:
+        execution.on_event(callbacks_listener(callbacks))
+    run = build_run(ctx, execution, **services)
+    execution._attach(run)
+    execution._drive(run.main())
+    return execution
+
+
+def build_run(
+    ctx: AssembledContext,
+    execution: Execution,
     *,
     ledger: Ledger | None = None,
     stream_fn: StreamFn | None = None,
@@ -145,19 +253,17 @@ def execute(
     cooldowns: ProfileCooldowns | None = None,
     options: StreamOptions | None = None,
     depth: int = 0,
-    env: RunHost | None = None,
+    runtime: RunHost | None = None,
     cache: SessionCache | None = None,
-    agent_id: str = "",
-    steering: SteeringQueue | None = None,
-) -> Execution:
-    """Start running ``ctx`` as a task on the current event loop and return its handle.
+) -> EngineRun:
+    """The run of ``ctx`` for ``execution``: the provider call wrapped in failover, its channel and steering.
 
     ``stream_fn`` is the provider call (default ``nexus.llm.stream``; tests pass a
     ``ScriptedModel``'s); it is wrapped in :func:`failover_stream` with ``fallbacks`` and
     ``auth_profiles`` (per provider). ``model`` defaults to the catalog entry for
     ``ctx.provider``/``ctx.model``. With a ``ledger`` the run is journaled and written as a
     turn of ``ctx.session_label``; without one nothing is stored. ``depth`` is the sub-agent
-    depth (0 for a top-level run); ``env`` lets the ``spawn_agent`` tool start workers;
+    depth (0 for a top-level run); ``runtime`` lets the ``spawn_agent`` tool start workers;
     ``cache`` is the session's cache (a runtime's per-session state) the run may reuse and fill.
     """
     from nexus.llm.catalog import get_model
@@ -175,35 +281,16 @@ def execute(
         holder[0].engine_event(event)  # type: ignore[arg-type]
 
     wrapped = failover_stream(
-        [primary, *fallbacks],
-        auth_profiles,
-        lim,
-        on_engine_event,
-        inner=stream_fn,
-        cooldowns=cooldowns,
+        [primary, *fallbacks], auth_profiles, lim, on_engine_event, inner=stream_fn, cooldowns=cooldowns,
         budget_for=budget_for,
-    )
-    channel = EventChannel(ctx.run_id, ctx.session_label, agent_id)
-    if callbacks is not None:
-        channel.listen(callbacks_listener(callbacks))
+    )  # fmt: skip
+    ctx.abort_signal = execution.signal
     run = EngineRun(
-        ctx,
-        channel,
-        ledger=ledger,
-        model=primary,
-        stream_fn=wrapped,
-        limits=lim,
-        options=options_for(ctx, options),
-        depth=depth,
-        env=env,
-        cache=cache,
-        steering=steering,
-    )
+        ctx, execution._channel, ledger=ledger, model=primary, stream_fn=wrapped, limits=lim,
+        options=options_for(ctx, options), depth=depth, runtime=runtime, cache=cache, steering=execution._steering,
+    )  # fmt: skip
     holder.append(run)
-    # the run's span, metrics and log line, when anyone listens
-    main = observed_run(run.main(), RunIdentity(ctx.run_id, ctx.session_label, agent_id, lambda: ctx))
-    task = asyncio.get_running_loop().create_task(main, name=f"nexus-run-{ctx.run_id}")
-    return Execution(run, task)
+    return run
 
 
 def options_for(ctx: AssembledContext, base: StreamOptions | None) -> StreamOptions:

@@ -10,30 +10,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING
 
-from nexus.engine.types import AgentError, AgentResult, AssembledContext, CompactionResult, RunStopReason
+from nexus.engine.types import AgentError, AgentResult, AssembledContext
 from nexus.llm.types import Message, ToolResultMessage
 
 if TYPE_CHECKING:
     from nexus.ledger import CompactionRecord, Ledger, Turn
 
 log = logging.getLogger("nexus.engine")
-
-_STATUS: dict[RunStopReason, str] = {
-    "end_turn": "completed",
-    "max_tokens": "completed",
-    "tool_use": "completed",
-    "timeout": "aborted",
-    "aborted": "aborted",
-    "error": "failed",
-}
-
-
-def turn_status(result: AgentResult) -> str:
-    """``completed | failed | aborted`` for the turn row, from the run's stop reason."""
-    return _STATUS[result.stop_reason]
 
 
 def error_json(error: AgentError | None) -> dict[str, object] | None:
@@ -90,15 +76,15 @@ def _is_summary(message: Message) -> bool:
     return stored_summary([message]) is not None
 
 
-def compaction_record(result: CompactionResult, *, cut: int, turn_id: str, owners: Sequence[str]) -> CompactionRecord:
-    """The ``compactions`` row for a compaction that kept the conversation from index ``cut`` on.
+def compaction_record(record: CompactionRecord, *, cut: int, turn_id: str, owners: Sequence[str]) -> CompactionRecord:
+    """The ``compactions`` row of a compaction that kept the conversation from index ``cut`` on: ``record``
+    with the turn ids it summarised and kept.
 
     ``owners`` maps history indices to turn ids (:func:`history_turn_ids`); indices past the
     history belong to this run's turn ``turn_id``. The ledger keeps whole turns, so the first
     kept turn is the one holding message ``cut`` (its earlier messages are kept too: more
     context, never less). ``None`` means only this turn is kept.
     """
-    from nexus.ledger import CompactionRecord
 
     def owner(index: int) -> str:
         return owners[index] if 0 <= index < len(owners) and owners[index] else turn_id
@@ -107,22 +93,7 @@ def compaction_record(result: CompactionResult, *, cut: int, turn_id: str, owner
     through = owner(cut - 1) if cut - 1 < len(owners) else turn_id
     if first_kept == turn_id:
         first_kept = None
-    return CompactionRecord(
-        summary=result.summary,
-        summarized_through_turn_id=through,
-        first_kept_turn_id=first_kept,
-        turns_summarized=result.turns_summarized,
-        model=result.model,
-        provider=result.provider,
-        tokens_before=result.tokens_before,
-        tokens_after=result.tokens_after,
-        summary_tokens=result.summary_tokens,
-        summarization_input_tokens=result.summarization_input_tokens,
-        summarization_output_tokens=result.summarization_output_tokens,
-        duration_ms=result.duration_ms,
-        trigger=result.trigger,
-        metadata={"messages_summarized": result.messages_summarized},
-    )
+    return replace(record, summarized_through_turn_id=through, first_kept_turn_id=first_kept)
 
 
 def write_result(
@@ -151,7 +122,7 @@ def write_result(
         compaction.summarized_through_turn_id = compaction.summarized_through_turn_id or turn_id
     kwargs: dict[str, object] = {
         "response_messages": list(response),
-        "status": turn_status(result),
+        "status": result.status,
         "usage": result.usage,
         "model": ctx.model,
         "provider": ctx.provider,

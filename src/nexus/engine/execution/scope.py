@@ -3,7 +3,7 @@
 A leaf module so that the run (which sets the scope) and the ``spawn_agent`` tool (which reads
 it, in ``nexus.engine.wiring``) share it without importing each other. The run hands its tools
 the process it runs in as an opaque :class:`RunHost`; the wiring that started the run knows its
-concrete type (``EngineEnv``), the run does not need to.
+concrete type (the ``Runtime``), the run does not need to.
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Protocol
 from nexus._dataclass import dataclass
 
 if TYPE_CHECKING:
+    from nexus.engine.types import EngineLimits
     from nexus.ledger import Ledger
     from nexus.llm.abort import AbortSignal
     from nexus.llm.types import Model
 
 
 class RunHost(Protocol):
-    """The process services a run was started with (``EngineEnv`` in practice); tools reach the ledger through it."""
+    """The process services a run was started with (the ``Runtime``); tools reach the ledger through it."""
 
     @property
     def ledger(self) -> Ledger:
@@ -36,8 +37,9 @@ class RunScope:
     turn_id: str | None
     depth: int
     model: Model
-    env: RunHost | None
+    runtime: RunHost | None
     signal: AbortSignal
+    limits: EngineLimits
 
 
 CURRENT_RUN: ContextVar[RunScope | None] = ContextVar("nexus_engine_current_run", default=None)

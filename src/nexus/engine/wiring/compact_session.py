@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
 from nexus._dataclass import dataclass
 from nexus.engine.assembly.budget import estimate_tokens, history_window_chars
 from nexus.engine.assembly.compaction import compact
-from nexus.engine.types import CompactionEndEvent, CompactionResult, CompactionStartEvent, EngineEvent
+from nexus.engine.types import CompactionEndEvent, CompactionStartEvent, EngineEvent
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from nexus.config._profile import ResolvedProfile
     from nexus.engine.execution.failover import ProfileCooldowns
     from nexus.engine.types import EngineLimits
-    from nexus.ledger import Ledger
+    from nexus.ledger import CompactionRecord, Ledger
     from nexus.llm.abort import AbortSignal
     from nexus.llm.options import StreamFn
     from nexus.llm.types import Message, Model
@@ -34,10 +34,10 @@ __all__ = ["CompactHost", "CompactionStatus", "SessionCompaction", "compact_sess
 
 
 class CompactHost(Protocol):
-    """What a manual compaction needs of the process (``EngineEnv`` is one).
+    """What a manual compaction needs of the process (the ``Runtime``).
 
-    A protocol rather than ``EngineEnv`` itself, so this module does not import the module that
-    calls it (``EngineEnv.compact``): the import graph stays a tree.
+    A protocol rather than ``Runtime`` itself, so this module does not import the module that
+    calls it (``Runtime.compact``): the import graph stays a tree.
     """
 
     @property
@@ -85,15 +85,16 @@ CompactionStatus: TypeAlias = Literal["compacted", "nothing_to_compact", "not_sm
 class SessionCompaction:
     """The outcome of :func:`compact_session`: whether a compaction turn was written, and why not.
 
-    ``result`` is the engine's :class:`CompactionResult` whenever a summary was made (also for
-    ``not_smaller``, so a caller can show the numbers); ``turn_id`` is the compaction turn
-    written (only for ``compacted``).
+    ``result`` is the compaction's record whenever a summary was made (also for ``not_smaller``, so a
+    caller can show the numbers); ``turn_id`` is the compaction turn written (only for ``compacted``);
+    ``messages_summarized`` how many messages the summary replaced.
     """
 
     session_label: str
     status: CompactionStatus
-    result: CompactionResult | None = None
+    result: CompactionRecord | None = None
     turn_id: str | None = None
+    messages_summarized: int = 0
 
     @property
     def compacted(self) -> bool:
@@ -104,7 +105,7 @@ class SessionCompaction:
     def message(self) -> str:
         """One line for a user: what happened, with the token estimate before and after."""
         result = self.result
-        count = result.messages_summarized if result is not None else 0
+        count = self.messages_summarized
         messages = f"{count} message{'s' if count != 1 else ''}"
         if self.status == "compacted" and result is not None:
             return (
@@ -124,7 +125,7 @@ class SessionCompaction:
 async def compact_session(
     session_label: str,
     *,
-    env: CompactHost,
+    runtime: CompactHost,
     focus: str | None = None,
     model: str | Model | None = None,
     keep_recent_tokens: int | None = None,
@@ -146,18 +147,18 @@ async def compact_session(
     """
     from nexus.engine.execution.session_lock import run_lock
 
-    ledger = env.ledger
+    ledger = runtime.ledger
     label = ledger.resolve_session(session_label).label  # SessionNotFound before anything else
-    chosen = env.model(model)
-    env.preflight(chosen)
+    chosen = runtime.model(model)
+    runtime.preflight(chosen)
     async with run_lock(ledger, label, signal=signal, on_wait=on_wait) as held:
         if not held:
             return SessionCompaction(label, "aborted")
-        return await _compact_locked(env, label, chosen, focus, keep_recent_tokens, on_event, signal)
+        return await _compact_locked(runtime, label, chosen, focus, keep_recent_tokens, on_event, signal)
 
 
 async def _compact_locked(
-    env: CompactHost,
+    runtime: CompactHost,
     label: str,
     model: Model,
     focus: str | None,
@@ -174,17 +175,17 @@ async def _compact_locked(
         if on_event is not None:
             on_event(event)
 
-    history = env.ledger.history(label, max_chars=history_window_chars(model))  # what a run would load
+    history = runtime.ledger.history(label, max_chars=history_window_chars(model))  # what a run would load
     previous = stored_summary(history)
     offset = 0 if previous is None else 1
     messages = history[offset:]
     if not messages:
         return SessionCompaction(label, "nothing_to_compact")
     before = estimate_tokens(history)
-    keep = keep_recent_tokens if keep_recent_tokens is not None else _default_keep(env, messages)
-    chain = [model, *env.fallback_models(model)]
+    keep = keep_recent_tokens if keep_recent_tokens is not None else _default_keep(runtime, messages)
+    chain = [model, *runtime.fallback_models(model)]
     stream_fn = failover_stream(
-        chain, env.auth_profiles(chain), env.limits, emit, inner=env.stream_fn, cooldowns=env.cooldowns
+        chain, runtime.auth_profiles(chain), runtime.limits, emit, inner=runtime.stream_fn, cooldowns=runtime.cooldowns
     )
     emit(CompactionStartEvent("manual", len(messages), before))
     try:
@@ -193,7 +194,7 @@ async def _compact_locked(
             stream_fn,
             model,
             keep_recent_tokens=keep,
-            reserve_tokens=env.limits.reserve_tokens,
+            reserve_tokens=runtime.limits.reserve_tokens,
             trigger="manual",
             previous_summary=previous,
             focus=focus,
@@ -207,22 +208,23 @@ async def _compact_locked(
     if outcome is None:
         emit(CompactionEndEvent(None, "nothing old enough to summarise"))
         return SessionCompaction(label, "nothing_to_compact")
-    result = outcome.result
+    result = outcome.record
     result.tokens_before = before  # the whole context the next run would send, previous summary included
+    summarized = outcome.messages_summarized
     if result.tokens_after >= result.tokens_before:  # a summary that does not shrink the context is no gain
         emit(CompactionEndEvent(None, "the summary would not make the context smaller"))
-        return SessionCompaction(label, "not_smaller", result)
-    turn_id = _write(env, label, history, offset, result)
+        return SessionCompaction(label, "not_smaller", result, messages_summarized=summarized)
+    turn_id = _write(runtime, label, history, offset + outcome.first_kept_index, result)
     emit(CompactionEndEvent(result, None))
-    return SessionCompaction(label, "compacted", result, turn_id)
+    return SessionCompaction(label, "compacted", result, turn_id, summarized)
 
 
-def _default_keep(env: CompactHost, messages: list[Message]) -> int:
+def _default_keep(runtime: CompactHost, messages: list[Message]) -> int:
     """The engine's ``keep_recent_tokens``, but at most a quarter of the conversation (at least 1)."""
-    return min(env.limits.keep_recent_tokens, max(1, estimate_tokens(messages) // 4))
+    return min(runtime.limits.keep_recent_tokens, max(1, estimate_tokens(messages) // 4))
 
 
-def _write(env: CompactHost, label: str, history: list[Message], offset: int, result: CompactionResult) -> str:
+def _write(runtime: CompactHost, label: str, history: list[Message], cut: int, result: CompactionRecord) -> str:
     """Write the compaction turn and its ``compactions`` row, mapped like a run's own compaction.
 
     The turn holds no messages; the summariser's tokens are counted in the compaction row
@@ -230,9 +232,9 @@ def _write(env: CompactHost, label: str, history: list[Message], offset: int, re
     """
     from nexus.engine.execution.ledger_map import compaction_record, history_turn_ids
 
-    owners = history_turn_ids(env.ledger, label, history)
-    record = compaction_record(result, cut=offset + result.first_kept_index, turn_id="", owners=owners)
-    return env.ledger.write_turn(
+    owners = history_turn_ids(runtime.ledger, label, history)
+    record = compaction_record(result, cut=cut, turn_id="", owners=owners)
+    return runtime.ledger.write_turn(
         None,
         label,
         turn_type="compaction",

@@ -1,70 +1,65 @@
-"""``Runtime`` (process services) + ``AgentSpec`` (one agent) → ``runtime.start(...)`` → ``Execution``.
+"""``Runtime`` (what a process has once) + ``AgentSpec`` (one agent) → ``runtime.start(...)`` → ``Execution``.
 
-What a process has once — the config, the ledger, auth-profile cooldowns, the resolved model
-catalog, the per-session state (bounded by bytes) and the :class:`Spawner` — lives on one
-:class:`Runtime`. What an agent *is* — id, role, model and fallbacks, tool allow list, extra
-system-prompt text, limits — is an :class:`AgentSpec`. ``runtime.start(spec, session, message)``
-assembles the context from the ledger and returns the running :class:`Execution` at once;
-``await runtime.run(...)`` is the same plus the cross-process session lock and the result.
-See docs/engine.md.
+What a process has once — the config, the ledger, the provider call, auth-profile cooldowns, the
+resolved model catalog, the coding tools, the per-session state (bounded by bytes) and the
+:class:`Spawner` — lives on one :class:`Runtime`. What an agent *is* is an
+:class:`~nexus.engine.types.AgentSpec`. ``runtime.start(spec, session, message)`` is the one way a
+run starts, for the CLI, the broker, spawned workers and the server alike: it checks the model
+(a :class:`~nexus.errors.ConfigError` before anything is written) and returns the
+:class:`Execution` at once, whose task then takes the session's lock (one run per session, also
+across processes), assembles the context from the ledger and runs it. :func:`run_agent` is the
+one-call form. See docs/engine.md.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import field
 from typing import TYPE_CHECKING
 
 from nexus._dataclass import dataclass
 from nexus.engine.assembly._sessions import DEFAULT_MAX_BYTES, SessionStates
+from nexus.engine.assembly.bootstrap import scaffold_workspace
+from nexus.engine.assembly.context import EventContext, PromptOptions, assemble_context, build_current_message
+from nexus.engine.execution.execute import Execution, build_run
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.engine.types import AgentResult, AgentRole, EngineLimits
-from nexus.engine.wiring.spawn import EngineSpawner, Spawner
-from nexus.errors import NexusError
+from nexus.engine.types import AgentResult, AgentRole, AgentSpec, AssembledContext, EngineLimits, ThinkingConfig
+from nexus.engine.wiring.models import limits_from_config, preflight, resolve_model, unreachable_model_problem
+from nexus.engine.wiring.spawn import SPAWN_TOOL_NAME, EngineSpawner, Spawner, spawn_agent_tool
+from nexus.ledger.records import DEFAULT_SESSION
+from nexus.llm.options import StreamFn, StreamOptions
 from nexus.llm.types import ImageContent, Model, UserMessage
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from nexus.agent.tool_types import AgentTool
     from nexus.config import NexusConfig
-    from nexus.engine.assembly.context import EventContext
+    from nexus.config._profile import ResolvedProfile
     from nexus.engine.execution.callbacks import EngineCallbacks
-    from nexus.engine.execution.execute import Execution
-    from nexus.engine.wiring.runner import EngineEnv
+    from nexus.engine.types import EngineEvent
+    from nexus.engine.wiring.compact_session import SessionCompaction
     from nexus.ledger import Ledger
     from nexus.llm.abort import AbortSignal
-    from nexus.llm.options import StreamFn
     from nexus.mcp import McpServers
 
+log = logging.getLogger("nexus.engine")
 
-class SessionBusyError(NexusError):
-    """A run of this session is already executing in this runtime: steer it, or wait for its result."""
+_LIVE_PRUNE = 64
+"""Finished executions are dropped from :meth:`Runtime.live`'s table when it reaches this size."""
 
-
-@dataclass(slots=True, frozen=True)
-class AgentSpec:
-    """One agent: who it is and how it runs (the process services are the :class:`Runtime`'s).
-
-    ``model`` is ``provider/model`` (None = the config's default); ``fallbacks`` replaces the
-    config's chain when given; ``tools`` narrows the tools the policy allows to these names,
-    globs or groups (None = all the policy allows); ``system_prompt`` is appended to the
-    assembled prompt as the agent's instructions; ``limits`` replaces the config's.
-    """
-
-    id: str = "main"
-    role: AgentRole = "unified"
-    model: str | None = None
-    fallbacks: tuple[str, ...] | None = None
-    tools: tuple[str, ...] | None = None
-    system_prompt: str = ""
-    limits: EngineLimits | None = None
+_FROM_CONFIG = EngineLimits()
+"""The default of ``Runtime.limits``: replaced by the config's ``[agent]`` limits (compared by identity)."""
 
 
 @dataclass(slots=True, eq=False)
 class Runtime:
     """The process-wide services every execution shares (one per process); see the module docstring.
 
-    ``stream_fn`` replaces the provider call (tests: a ``ScriptedModel``'s); ``tools`` replaces
-    the coding tools (the policy still applies); ``session_bytes`` bounds the per-session state.
+    ``stream_fn`` replaces the provider call (tests: a ``ScriptedModel``'s; model checks are then
+    skipped); ``tools`` replaces the coding tools (the policy still applies); ``limits`` defaults
+    to the config's ``[agent]`` table; ``session_bytes`` bounds the per-session state.
     """
 
     config: NexusConfig
@@ -73,14 +68,25 @@ class Runtime:
     cooldowns: ProfileCooldowns = field(default_factory=ProfileCooldowns)
     tools: Sequence[AgentTool] | None = None
     spawner: Spawner = field(default_factory=EngineSpawner)
+    """Who runs ``spawn_agent`` workers (the engine's own by default; the broker installs its own)."""
+    limits: EngineLimits = field(default=_FROM_CONFIG)
     sessions: SessionStates = field(default_factory=lambda: SessionStates(DEFAULT_MAX_BYTES))
+    on_start: Callable[[Execution], object] | None = None
+    """Told of every run this runtime starts, before it runs (a process's live view of its runs: the
+    server's event log). Nothing else watches all runs: a run's starter holds its execution."""
+    unsaved: list[str] = field(default_factory=list)
+    """Turns of this process whose final write failed (kept in rescue files): the next run of their
+    session puts them in the ledger before it reads the head, so a conversation that goes on does not fork."""
+    _models: dict[str, Model] = field(default_factory=dict, repr=False)
     mcp: McpServers | None = None
     """The MCP servers of ``[mcp.servers]`` (one connection each, shared by every run); made from the config."""
-    _models: dict[str, Model] = field(default_factory=dict, repr=False)
+    _coding_tools: list[AgentTool] | None = field(default=None, repr=False)
     _live: dict[str, Execution] = field(default_factory=dict, repr=False)
     _owns_ledger: bool = field(default=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.limits is _FROM_CONFIG or self.limits is None:
+            self.limits = limits_from_config(self.config)
         if self.mcp is None:
             from nexus.engine.wiring.mcp_tools import mcp_servers_for
 
@@ -112,26 +118,153 @@ class Runtime:
             await self.mcp.close()
         self.close()
 
-    def env(self, spec: AgentSpec | None = None) -> EngineEnv:
-        """The engine wiring for one agent: these services plus ``spec``'s limits."""
-        from nexus.engine.wiring.runner import EngineEnv, limits_from_config
+    # ------------------------------------------------------------------ models
 
-        spec = spec or AgentSpec()
-        env = EngineEnv(
-            self.config,
-            self.ledger,
-            self.stream_fn,
-            spec.limits or limits_from_config(self.config),
-            self.cooldowns,
-            self.tools,
-            self._models,
-            self.sessions,
-        )
-        env.spawner = self.spawner
-        env.mcp = self.mcp
-        if spec.fallbacks is not None:
-            env.fallback_refs = spec.fallbacks
-        return env
+    def model(self, ref: str | Model | None = None) -> Model:
+        """The model for ``ref`` (a ``Model`` is used as is; ``None`` = the configured default).
+
+        Resolved models are kept for the life of the runtime (its catalog): the default is decided
+        once (it looks at keys and the local model's files), not on every run.
+        """
+        if isinstance(ref, Model):
+            return ref
+        key = ref or ""
+        found = self._models.get(key)
+        if found is None:
+            if ref is None:
+                from nexus.config import resolve_default_model
+
+                found = self.model(resolve_default_model(self.config).ref)
+            else:
+                found = resolve_model(self.config, ref)
+            self._models[key] = found
+        return found
+
+    def fallback_models(self, primary: Model, refs: Sequence[str] | None = None) -> list[Model]:
+        """The fallback chain (``refs``, else the config's ``fallbacks``) as models, without ``primary``."""
+        chain = self.config.fallbacks if refs is None else refs
+        return [self.model(ref) for ref in chain if ref != primary.ref]
+
+    def preflight(self, primary: Model, fallbacks: Sequence[str] | None = None) -> None:
+        """:func:`~nexus.engine.wiring.models.preflight` for ``primary`` and its fallbacks (skipped with a
+        custom ``stream_fn``)."""
+        if self.stream_fn is None:
+            preflight(self.config, primary, self.fallback_models(primary, fallbacks))
+
+    def model_problem(self, ref: str) -> str | None:
+        """Why no run could reach model ``ref`` (the check before an agent is registered with it), or ``None``.
+
+        With a custom ``stream_fn`` (tests, embedding) any model is fine, as for the pre-flight.
+        """
+        return None if self.stream_fn is not None else unreachable_model_problem(self.config, ref)
+
+    def auth_profiles(self, models: Sequence[Model]) -> dict[str, list[ResolvedProfile]]:
+        """Each provider's usable keys from config/environment, in rotation order.
+
+        The keys are registered with :func:`nexus.llm.redact.add_secrets`: no error text repeats one.
+        """
+        from nexus.config import provider_settings
+        from nexus.llm.redact import add_secrets
+
+        out: dict[str, list[ResolvedProfile]] = {}
+        for provider in dict.fromkeys(m.provider for m in models):
+            settings = provider_settings(self.config, provider)
+            usable = [p for p in settings.profiles if p.api_key is not None]
+            for p in settings.profiles:
+                if p.api_key is None:
+                    log.warning("auth profile %s of %s skipped: %s is not set", p.name, provider, ", ".join(p.missing))
+            if usable:
+                out[provider] = usable
+                add_secrets(p.api_key for p in usable)
+        return out
+
+    def chat_only(self, model: Model) -> bool:
+        """True for the bundled SmolLM2-135M: it cannot use tools (it picks wrong ones and loops).
+
+        Offering them would also cost ~1.4k of its 4k context and force non-streamed generation,
+        so it runs as a plain chat model. A GGUF configured with ``local.model_path`` gets tools.
+        """
+        return model.api == "llama-cpp" and self.config.local.model_path is None
+
+    # ------------------------------------------------------------------ tools and context
+
+    def tools_for(
+        self, session_label: str, role: AgentRole, depth: int, extra: Sequence[AgentTool] = ()
+    ) -> list[AgentTool]:
+        """The tools this session/role may use: coding tools (or ``tools``), ``spawn_agent`` while the
+        depth allows, the MCP servers' listed tools (started by :meth:`prepare_tools`), and ``extra``
+        (e.g. the broker's agent tools), all by the config's policy."""
+        if self.tools is not None:
+            candidates = list(self.tools)
+        else:
+            if self._coding_tools is None:
+                from nexus.tools import coding_tools
+
+                self._coding_tools = coding_tools(
+                    self.config.workspace_path, bash_timeout=self.config.agent.bash_timeout_s
+                )
+            candidates = list(self._coding_tools)
+        if depth < self.limits.subagent_max_depth and all(t.name != SPAWN_TOOL_NAME for t in candidates):
+            candidates.append(spawn_agent_tool())
+        if self.mcp is not None:
+            candidates += self.mcp.tools()
+        candidates += extra
+        policy = self.config.tools
+        return [t for t in candidates if policy.is_allowed(t.name, session_label, role)]
+
+    async def prepare_tools(
+        self, session_label: str, role: AgentRole, agent_tools: Sequence[str] | None, signal: AbortSignal | None
+    ) -> None:
+        """Start the MCP servers a run could use (see :mod:`.mcp_tools`); a run's start does it before assembly."""
+        from nexus.engine.wiring.mcp_tools import prepare_mcp_tools
+
+        await prepare_mcp_tools(self.mcp, session_label, role, agent_tools, signal)
+
+    def assemble(
+        self,
+        message: str | UserMessage,
+        *,
+        session: str = DEFAULT_SESSION,
+        model: str | Model | None = None,
+        images: Sequence[ImageContent] = (),
+        event: EventContext | None = None,
+        depth: int = 0,
+        role: AgentRole = "unified",
+        signal: AbortSignal | None = None,
+        limits: EngineLimits | None = None,
+        extra_tools: Sequence[AgentTool] = (),
+    ) -> AssembledContext:
+        """Context assembly for one message to ``session`` (created if new; aliases resolve).
+
+        The history is the ledger's (compaction summary first); it is repaired in the
+        payload before every model call, never rewritten in the ledger.
+        """
+        chosen = self.model(model)
+        scaffold_workspace(self.config.workspace_path)  # the tools need the directory to exist
+        label = self.ledger.ensure_session(session).label
+        head = self.ledger.head(label)
+        from nexus.config import prompt_profile
+        from nexus.engine.assembly.budget import history_window_chars
+
+        window = history_window_chars(chosen)  # the window, not the whole ancestry (docs/ledger.md)
+        history = self.ledger.history_at(head.id, max_chars=window) if head is not None else []
+        event = event or EventContext(timezone="UTC")
+        profile = prompt_profile(self.config, chosen.provider, chosen.id)  # minimal: no event header either
+        header = event if profile == "full" else None
+        current = message if isinstance(message, UserMessage) else build_current_message(message, header, images)
+        tools = [] if self.chat_only(chosen) else self.tools_for(label, role, depth, extra_tools)
+        ctx = assemble_context(
+            model=chosen, workspace=self.config.workspace_path, session_label=label, history=history,
+            message=current, event=event, tools=tools, limits=limits or self.limits,
+            parent_turn_id=head.id if head is not None else None, role=role,
+            thinking=ThinkingConfig(self.config.thinking) if self.config.thinking != "off" else None,
+            abort_signal=signal, prompt=PromptOptions(scaffold=False, profile=profile),  # scaffolded above
+            cache=self.sessions.get(label),
+        )  # fmt: skip
+        ctx.source = event.channel or "user"
+        return ctx
+
+    # ------------------------------------------------------------------ runs
 
     def start(
         self,
@@ -139,62 +272,195 @@ class Runtime:
         session: str,
         message: str | UserMessage,
         *,
+        consumes: Sequence[str] = (),
+        source: str | None = None,
+        tools: Sequence[AgentTool] = (),
         images: Sequence[ImageContent] = (),
         event: EventContext | None = None,
         signal: AbortSignal | None = None,
         callbacks: EngineCallbacks | None = None,
     ) -> Execution:
-        """Assemble ``message`` for ``session`` and start running it; returns the :class:`Execution` at once.
+        """Start a run of ``spec`` on ``message`` in ``session``; returns its :class:`Execution` at once.
 
-        One run per session: a second start while one executes raises :class:`SessionBusyError`
-        (steer the running one). Across processes, :meth:`run` also takes the session lock.
+        ``consumes`` are the broker queue items the run's turn consumes (marked delivered in the
+        transaction that writes it); ``source`` who sent the message (stored with it); ``tools`` are
+        offered besides the agent's own (the broker's agent tools). A model no call can reach is a
+        :class:`~nexus.errors.ConfigError` here, before anything is written; everything else happens
+        in the execution's task: it waits while another run of the session holds its lock (a
+        ``lock_wait`` event), then assembles the context and runs it.
         """
-        env = self.env(spec)
+        model = self.model(spec.model)
+        self.preflight(model, spec.fallbacks)
         label = self.ledger.ensure_session(session).label
-        live = self._live.get(label)
-        if live is not None and not live.result.done():
-            raise SessionBusyError(f"session {label!r} is running ({live.run_id}); steer it or await its result")
-        model = env.model(spec.model)
-        env.preflight(model)
-        ctx = env.assemble(message, session=label, model=model, images=images, event=event, signal=signal,
-                           role=spec.role)  # fmt: skip
+        from nexus.engine.types import new_id
+
+        execution = Execution(new_id(), label, spec.id, signal=signal)
+        if callbacks is not None:
+            from nexus.engine.execution.callbacks import callbacks_listener
+
+            execution.on_event(callbacks_listener(callbacks))
+        request = StartRequest(message, tuple(consumes), source, tuple(tools), tuple(images), event)
+        execution._drive(_begin(self, execution, spec, model, request))
+        if self.on_start is not None:
+            self.on_start(execution)
+        if len(self._live) >= _LIVE_PRUNE:
+            self._live = {run_id: e for run_id, e in self._live.items() if not e.result.done()}
+        self._live[execution.run_id] = execution
+        return execution
+
+    def context_for(
+        self, execution: Execution, spec: AgentSpec, model: Model, request: StartRequest
+    ) -> AssembledContext:
+        """The assembled context of a run :meth:`start` began (called holding the session's lock)."""
+        ctx = self.assemble(
+            request.message, session=execution.session_label, model=model, images=request.images,
+            event=request.event, depth=spec.depth, role=spec.role, signal=execution.signal, limits=spec.limits,
+            extra_tools=request.tools,
+        )  # fmt: skip
+        ctx.run_id = execution.run_id
         if spec.tools is not None:
             from nexus.engine.assembly.tool_policy import filter_tools
 
             ctx.tools = filter_tools(ctx.tools, list(spec.tools)) if spec.tools else []
         if spec.system_prompt:
             ctx.system_prompt = f"{ctx.system_prompt}\n\n## Agent instructions\n\n{spec.system_prompt}"
-        execution = env.start(ctx, callbacks, model=model, agent_id=spec.id)
-        self._live[label] = execution
-        execution.result.add_done_callback(lambda _: self._forget(label, execution))
-        return execution
+        if spec.thinking is not None:
+            ctx.thinking_config = ThinkingConfig(spec.thinking) if spec.thinking != "off" else None
+        if spec.max_tokens is not None:  # e.g. a chat completion's max_tokens
+            ctx.max_response_tokens = min(spec.max_tokens, model.max_tokens)
+        ctx.queue_item_ids = request.consumes
+        if request.source is not None:
+            ctx.source = request.source
+        return ctx
 
-    def _forget(self, label: str, execution: Execution) -> None:
-        if self._live.get(label) is execution:
-            del self._live[label]
+    def run_of(self, execution: Execution, ctx: AssembledContext, spec: AgentSpec, model: Model) -> None:
+        """Attach the run of an assembled ``ctx`` to ``execution``: failover over ``spec``'s fallback chain."""
+        fallbacks = self.fallback_models(model, spec.fallbacks)
+        limits = spec.limits or self.limits
+        run = build_run(
+            ctx, execution, ledger=self.ledger, stream_fn=self.stream_fn, model=model, fallbacks=fallbacks,
+            auth_profiles=self.auth_profiles([model, *fallbacks]), limits=limits, cooldowns=self.cooldowns,
+            options=StreamOptions(timeout=self.config.agent.llm_timeout_s), depth=spec.depth, runtime=self,
+            cache=self.sessions.get(ctx.session_label),
+        )  # fmt: skip
+        execution._attach(run)
 
-    async def run(
-        self,
-        spec: AgentSpec,
-        session: str,
-        message: str | UserMessage,
-        *,
-        signal: AbortSignal | None = None,
-        callbacks: EngineCallbacks | None = None,
-        **kwargs: object,
-    ) -> AgentResult:
-        """:meth:`start` under the cross-process session lock, and the result (the one-call form)."""
-        from nexus.engine.execution.session_lock import run_lock
-        from nexus.engine.wiring.runner import aborted_before_start
-
-        label = self.ledger.ensure_session(session).label
-        async with run_lock(self.ledger, label, signal=signal) as held:
-            if not held:
-                return aborted_before_start(message)
-            await self.env(spec).prepare_tools(label, spec.role, spec.tools, signal)  # MCP servers it may use
-            execution = self.start(spec, label, message, signal=signal, callbacks=callbacks, **kwargs)  # type: ignore[arg-type]
-            return await execution.result
+    async def run(self, spec: AgentSpec, session: str, message: str | UserMessage, **kwargs: object) -> AgentResult:
+        """:meth:`start` and await the result (the one-call form; ``kwargs`` as for :meth:`start`)."""
+        return await self.start(spec, session, message, **kwargs).result  # type: ignore[arg-type]
 
     def live(self) -> list[Execution]:
         """The executions running now."""
         return [e for e in self._live.values() if not e.result.done()]
+
+    async def compact(
+        self,
+        session: str,
+        *,
+        focus: str | None = None,
+        model: str | Model | None = None,
+        on_event: Callable[[EngineEvent], None] | None = None,
+        signal: AbortSignal | None = None,
+    ) -> SessionCompaction:
+        """Summarise the older part of ``session`` now (see :func:`.compact_session.compact_session`)."""
+        from nexus.engine.wiring.compact_session import compact_session
+
+        return await compact_session(session, runtime=self, focus=focus, model=model, on_event=on_event, signal=signal)
+
+
+@dataclass(slots=True, frozen=True)
+class StartRequest:
+    """What :meth:`Runtime.start` hands its task: the message and what the run consumes and may use."""
+
+    message: str | UserMessage
+    consumes: tuple[str, ...]
+    source: str | None
+    tools: tuple[AgentTool, ...]
+    images: tuple[ImageContent, ...]
+    event: EventContext | None
+
+
+async def _begin(
+    runtime: Runtime, execution: Execution, spec: AgentSpec, model: Model, request: StartRequest
+) -> AgentResult:
+    """The execution's task: the session's lock, the context, the run (see :meth:`Runtime.start`)."""
+    from nexus.engine.execution.events import LockWaitEvent, RecoveredEvent
+    from nexus.engine.execution.session_lock import run_lock
+    from nexus.ledger import TurnNotSavedError
+
+    rescued = tuple(runtime.unsaved)
+
+    def recovered(turn_ids: list[str]) -> None:
+        mine = tuple(turn_id for turn_id in turn_ids if turn_id in rescued)
+        for turn_id in mine:
+            runtime.unsaved.remove(turn_id)
+        execution._publish(RecoveredEvent(tuple(turn_ids), mine))
+
+    async with run_lock(
+        runtime.ledger, execution.session_label, signal=execution.signal,
+        on_wait=lambda: execution._publish(LockWaitEvent()), on_recovered=recovered, orphans=rescued,
+    ) as held:  # fmt: skip
+        if not held:
+            return aborted_before_start(request.message)
+        await runtime.prepare_tools(execution.session_label, spec.role, spec.tools, execution.signal)
+        runtime.run_of(execution, runtime.context_for(execution, spec, model, request), spec, model)
+        run = execution._run
+        assert run is not None
+        try:
+            return await run.main()
+        except TurnNotSavedError:  # the next run of the session puts it in the ledger first (from its rescue file)
+            if run.turn_id is not None:
+                runtime.unsaved.append(run.turn_id)
+            raise
+
+
+def aborted_before_start(message: str | UserMessage) -> AgentResult:
+    """The result of a run aborted while it waited for another run of its session: nothing ran or was stored."""
+    from nexus.engine.types import AgentError
+    from nexus.ledger.records import StoredMessage
+
+    query = message if isinstance(message, UserMessage) else UserMessage(message)
+    text = "aborted while waiting for another run of the session to finish; nothing was sent or stored"
+    return AgentResult(
+        messages=[StoredMessage(0, "", 0, query.role, query)],
+        stop_reason="aborted",
+        error=AgentError("unknown", text, retryable=True),
+    )
+
+
+async def run_agent(
+    message: str | UserMessage,
+    *,
+    session: str | None = None,
+    model: str | Model | None = None,
+    config: NexusConfig | None = None,
+    ledger: Ledger | None = None,
+    callbacks: EngineCallbacks | None = None,
+    signal: AbortSignal | None = None,
+    stream_fn: StreamFn | None = None,
+    images: Sequence[ImageContent] = (),
+    event: EventContext | None = None,
+) -> AgentResult:
+    """Send ``message`` to ``session`` (default ``main``) and return the run's :class:`AgentResult`.
+
+    Opens ``$NEXUS_HOME/nexus.toml`` and the ledger when not given (closing the ledger it
+    opened), closes turns a crashed process left open (``ledger.recover()``), and runs the
+    message through :meth:`Runtime.start`. ``signal`` aborts the run (its partial output is kept).
+    """
+    if ledger is None:
+        runtime = Runtime.open(config, stream_fn=stream_fn)
+    else:
+        ledger.recover()
+        runtime = Runtime(config or _load_config(), ledger, stream_fn)
+    try:
+        spec = AgentSpec(model=model)
+        return await runtime.run(spec, session or DEFAULT_SESSION, message, signal=signal, callbacks=callbacks,
+                                 images=images, event=event)  # fmt: skip
+    finally:
+        runtime.close()
+
+
+def _load_config() -> NexusConfig:
+    from nexus.config import load_config
+
+    return load_config()

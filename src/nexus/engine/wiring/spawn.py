@@ -26,9 +26,9 @@ from nexus.llm.abort import AbortSignal
 if TYPE_CHECKING:
     from nexus.engine.execution.callbacks import EngineCallbacks
     from nexus.engine.execution.execute import Execution
-    from nexus.engine.types import AgentRole, AssembledContext, EngineLimits
+    from nexus.engine.types import AgentSpec
     from nexus.ledger import Ledger
-    from nexus.llm.types import Model, UserMessage
+    from nexus.llm.types import UserMessage
 
 __all__ = [
     "CURRENT_RUN",
@@ -66,10 +66,10 @@ class Spawner(Protocol):
 
 
 class WorkerHost(Protocol):
-    """What spawning needs of the process a run was started in (``EngineEnv`` is one).
+    """What spawning needs of the process a run was started in (the ``Runtime``).
 
-    A protocol rather than ``EngineEnv`` itself, so this module does not import the module that
-    offers its tool (``wiring/runner.py``): the import graph stays a tree.
+    A protocol rather than ``Runtime`` itself, so this module does not import the module that
+    offers its tool (``wiring/runtime.py``): the import graph stays a tree.
     """
 
     @property
@@ -78,32 +78,20 @@ class WorkerHost(Protocol):
         ...
 
     @property
-    def limits(self) -> EngineLimits:
-        """The depth limit (``subagent_max_depth``)."""
-        ...
-
-    @property
-    def spawner(self) -> Spawner | None:
-        """Who runs workers (None = :func:`run_worker`)."""
-        ...
-
-    def assemble(
-        self,
-        message: str | UserMessage,
-        *,
-        session: str,
-        model: str | Model | None,
-        depth: int,
-        role: AgentRole,
-        signal: AbortSignal | None,
-    ) -> AssembledContext:
-        """The worker's context."""
+    def spawner(self) -> Spawner:
+        """Who runs workers (the engine's own :class:`EngineSpawner` unless the broker installed its own)."""
         ...
 
     def start(
-        self, ctx: AssembledContext, callbacks: EngineCallbacks | None = None, *, model: Model | None, depth: int
+        self,
+        spec: AgentSpec,
+        session: str,
+        message: str | UserMessage,
+        *,
+        signal: AbortSignal | None = None,
+        callbacks: EngineCallbacks | None = None,
     ) -> Execution:
-        """Run the worker's context."""
+        """Start the worker's run (``Runtime.start``)."""
         ...
 
 
@@ -120,9 +108,9 @@ class EngineSpawner:
         signal: AbortSignal,
         on_update: ToolUpdateFn | None,
     ) -> AgentToolResult:
-        """See :func:`run_worker`; the run's host is the ``EngineEnv`` that started it."""
-        assert scope.env is not None
-        return await run_worker(cast("WorkerHost", scope.env), scope, call_id, task, label, signal, on_update)
+        """See :func:`run_worker`; the run's host is the ``Runtime`` that started it."""
+        assert scope.runtime is not None
+        return await run_worker(cast("WorkerHost", scope.runtime), scope, call_id, task, label, signal, on_update)
 
 
 _PARAMETERS: dict[str, Any] = {
@@ -171,23 +159,22 @@ def worker_label(parent_label: str, label: str | None) -> str:
 
 async def _execute(call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: ToolUpdateFn) -> AgentToolResult:
     scope = CURRENT_RUN.get()
-    if scope is None or scope.env is None:
+    if scope is None or scope.runtime is None:
         return AgentToolResult.text(
-            "spawn_agent can only run inside an engine run started by run_agent() or EngineEnv.start(); "
-            "no engine environment is available here.",
+            "spawn_agent can only run inside an engine run started by Runtime.start() or run_agent(); "
+            "no engine runtime is available here.",
             is_error=True,
         )
-    env = cast("WorkerHost", scope.env)  # the engine's runs carry the EngineEnv that started them
-    limit = env.limits.subagent_max_depth
+    runtime = cast("WorkerHost", scope.runtime)  # the engine's runs carry the Runtime that started them
+    limit = scope.limits.subagent_max_depth
     if scope.depth + 1 > limit:
         return AgentToolResult.text(
             f"Cannot spawn a sub-agent: this agent is already at depth {scope.depth} and the limit is "
             f"subagent_max_depth={limit}. Do the task yourself instead.",
             is_error=True,
         )
-    if env.spawner is not None:  # e.g. the broker's: the worker becomes a broker agent
-        return await env.spawner.spawn(scope, call_id, args["task"], args.get("label"), signal, on_update)
-    return await run_worker(env, scope, call_id, args["task"], args.get("label"), signal, on_update)
+    # the engine's own spawner runs the worker inline; the broker's makes it a broker agent
+    return await runtime.spawner.spawn(scope, call_id, args["task"], args.get("label"), signal, on_update)
 
 
 def create_worker_session(ledger: Ledger, scope: RunScope, call_id: str, task: str, label: str | None) -> str:
@@ -207,7 +194,7 @@ def create_worker_session(ledger: Ledger, scope: RunScope, call_id: str, task: s
 
 
 async def run_worker(
-    env: WorkerHost,
+    runtime: WorkerHost,
     scope: RunScope,
     call_id: str,
     task: str,
@@ -220,20 +207,20 @@ async def run_worker(
     The worker's tool activity is reported as progress of the spawn call (``on_update``), so a
     UI watching the parent sees what the worker is doing.
     """
-    session = create_worker_session(env.ledger, scope, call_id, task, label)
+    from nexus.engine.types import AgentSpec
+
+    ledger = runtime.ledger
+    session = create_worker_session(ledger, scope, call_id, task, label)
     details: dict[str, Any] = {"spawned_session_label": session, "depth": scope.depth + 1}
+    spec = AgentSpec(id="worker", role="worker", model=scope.model, limits=scope.limits, depth=scope.depth + 1)
     try:
-        ctx = env.assemble(
-            task, session=session, model=scope.model, depth=scope.depth + 1, role="worker", signal=signal
-        )
-        callbacks = _progress(session, on_update)
-        result = await env.start(ctx, callbacks, model=scope.model, depth=scope.depth + 1).result
+        result = await runtime.start(spec, session, task, signal=signal, callbacks=_progress(session, on_update)).result
     except Exception as exc:
-        env.ledger.set_task_status(session, "failed")
+        ledger.set_task_status(session, "failed")
         details["error"] = str(exc)
         return AgentToolResult.text(f"The sub-agent could not run: {exc}", details=details, is_error=True)
     ok = result.error is None and result.stop_reason in ("end_turn", "max_tokens", "tool_use")
-    env.ledger.set_task_status(session, "completed" if ok else "failed")
+    ledger.set_task_status(session, "completed" if ok else "failed")
     answer = result.reply
     details.update(stop_reason=result.stop_reason, input_tokens=result.usage.input)
     details["output_tokens"] = result.usage.output
@@ -257,7 +244,7 @@ def _progress(session: str, on_update: ToolUpdateFn | None) -> EngineCallbacks |
 
 
 def spawn_agent_tool() -> AgentTool:
-    """The ``spawn_agent`` tool (offered by :func:`nexus.engine.wiring.runner.assemble` while depth < the limit)."""
+    """The ``spawn_agent`` tool (offered by ``Runtime.tools_for`` while the depth is under the limit)."""
     return AgentTool(
         name=SPAWN_TOOL_NAME,
         description=_DESCRIPTION,

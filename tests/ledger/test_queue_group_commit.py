@@ -1,4 +1,4 @@
-"""The broker's group commit: bulk accepts and claims in one transaction, a failing write fails alone."""
+"""The queue store's group commit: bulk accepts and claims in one transaction, a failing write fails alone."""
 
 from __future__ import annotations
 
@@ -9,16 +9,21 @@ from pathlib import Path
 
 import pytest
 
-from nexus.broker._group_commit import GroupCommitter
 from nexus.ledger import Ledger, LedgerError
-from nexus.ledger.broker_store import AcceptRequest, BrokerStore
+from nexus.ledger.broker_store import BrokerStore
+from nexus.ledger.records import AcceptRequest
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[BrokerStore]:
+def ledger(tmp_path: Path) -> Iterator[Ledger]:
     with Ledger.open(tmp_path / "agents.db") as ledger:
         ledger.ensure_session("agent:worker")
-        yield BrokerStore(ledger.database)
+        yield ledger
+
+
+@pytest.fixture
+def store(ledger: Ledger) -> BrokerStore:
+    return BrokerStore(ledger.database)
 
 
 def request(n: int, *, message_id: str | None = None) -> AcceptRequest:
@@ -34,19 +39,19 @@ def traced(store: BrokerStore) -> list[str]:
     return statements
 
 
-def test_an_accepted_item_is_the_stored_row(store: BrokerStore) -> None:
+def test_an_accepted_item_is_the_stored_row(store: BrokerStore, ledger: Ledger) -> None:
     """The item is built from what was written, not read back: it must equal the row as stored."""
 
     async def main() -> None:
-        item, created = await GroupCommitter(store).accept(request(1))
+        item, created = await ledger.queue.accept(request(1))
         assert created and item == store.get_item(item.id)
 
     asyncio.run(main())
 
 
-def test_concurrent_claims_are_one_statement_and_accepts_one_transaction(store: BrokerStore) -> None:
+def test_concurrent_claims_are_one_statement_and_accepts_one_transaction(store: BrokerStore, ledger: Ledger) -> None:
     async def main() -> None:
-        writes = GroupCommitter(store)
+        writes = ledger.queue
         items = [item for item, _ in await asyncio.gather(*(writes.accept(request(n)) for n in range(5)))]
         statements = traced(store)
         await asyncio.gather(*(writes.claim([item.id]) for item in items))
@@ -57,9 +62,9 @@ def test_concurrent_claims_are_one_statement_and_accepts_one_transaction(store: 
     asyncio.run(main())
 
 
-def test_a_known_message_id_in_the_same_group_is_a_duplicate(store: BrokerStore) -> None:
+def test_a_known_message_id_in_the_same_group_is_a_duplicate(store: BrokerStore, ledger: Ledger) -> None:
     async def main() -> None:
-        writes = GroupCommitter(store)
+        writes = ledger.queue
         first, again = await asyncio.gather(writes.accept(request(1)), writes.accept(request(2, message_id="m-1")))
         assert first[1] and not again[1] and again[0].id == first[0].id
         assert [row.message for row in store.items()] == [{"content": "task 1", "n": [1]}]
@@ -67,9 +72,9 @@ def test_a_known_message_id_in_the_same_group_is_a_duplicate(store: BrokerStore)
     asyncio.run(main())
 
 
-def test_a_claim_of_a_finished_item_fails_alone(store: BrokerStore) -> None:
+def test_a_claim_of_a_finished_item_fails_alone(store: BrokerStore, ledger: Ledger) -> None:
     async def main() -> None:
-        writes = GroupCommitter(store)
+        writes = ledger.queue
         done, _ = await writes.accept(request(1))
         waiting, _ = await writes.accept(request(2))
         store.claim([done.id])
@@ -86,9 +91,9 @@ def test_a_claim_of_a_finished_item_fails_alone(store: BrokerStore) -> None:
     asyncio.run(main())
 
 
-def test_a_database_failure_reaches_every_caller(store: BrokerStore) -> None:
+def test_a_database_failure_reaches_every_caller(store: BrokerStore, ledger: Ledger) -> None:
     async def main() -> None:
-        writes = GroupCommitter(store)
+        writes = ledger.queue
         store.database.connection.execute("PRAGMA query_only = ON")
         try:
             outcomes = await asyncio.gather(writes.accept(request(1)), writes.claim(["x"]), return_exceptions=True)
@@ -117,28 +122,3 @@ def test_moving_many_items_looks_each_up_by_its_primary_key(store: BrokerStore) 
     template += " AND" + update.split(") AND", 1)[1]
     plan = " ".join(str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + template, ids))
     assert "sqlite_autoindex_queue_items_1" in plan and "queue_items_pending" not in plan
-
-
-def test_an_accept_committed_now_waits_for_no_loop_iteration(store: BrokerStore) -> None:
-    async def main() -> None:
-        writes = GroupCommitter(store)
-        others: list[str] = []
-        asyncio.get_running_loop().call_soon(others.append, "a callback queued before it")
-        item, created = await writes.accept(request(1), now=True)
-        assert created and others == [] and store.get_item(item.id) is not None
-
-    asyncio.run(main())
-
-
-def test_an_accept_committed_now_never_overtakes_a_forming_group(store: BrokerStore) -> None:
-    async def main() -> None:
-        writes = GroupCommitter(store)
-        earlier = asyncio.get_running_loop().create_task(writes.accept(request(1)))
-        await asyncio.sleep(0)  # the earlier accept is submitted; its group flushes on the next iteration
-        statements = traced(store)
-        later, _ = await writes.accept(request(2), now=True)
-        assert earlier.done() and statements.count("BEGIN IMMEDIATE") == 1  # joined the group
-        assert [row.message_id for row in store.items()] == ["m-1", "m-2"]
-        assert later.id > (await earlier)[0].id
-
-    asyncio.run(main())

@@ -1,0 +1,164 @@
+"""A runtime whose runs the test drives: it records what each run was started with, its steers, and ends runs on demand.
+
+It keeps the contract the engine's ``Runtime.start`` keeps for the broker: consumed items (the batch and
+delivered steers) are marked delivered in one transaction with the "turn", and every steer receipt is
+final before the run's ``result`` resolves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from nexus.broker.agent_tools import CallerContext
+from nexus.engine import AgentError, AgentSpec
+from nexus.ledger.broker_store import BrokerStore
+
+
+@dataclass(slots=True)
+class FakeReceipt:
+    text: str
+    item_id: str | None
+    one_at_a_time: bool
+    status: str = "pending"
+
+
+@dataclass(slots=True)
+class FakeResult:
+    """What the broker reads of a run's ``AgentResult``."""
+
+    status: str
+    turn_id: str | None
+    reply: str = ""
+    error: AgentError | None = None
+
+
+@dataclass(slots=True)
+class Started:
+    """What a run was started with (the caller context is the one its agent tools carry)."""
+
+    spec: AgentSpec
+    session_label: str
+    prompt: str
+    item_ids: tuple[str, ...]
+    source: str | None
+    caller: CallerContext | None
+
+    @property
+    def agent_id(self) -> str:
+        return self.spec.id
+
+    @property
+    def session_key(self) -> str | None:
+        return self.caller.session if self.caller is not None else None
+
+    @property
+    def conversation_id(self) -> str | None:
+        return self.caller.conversation_id if self.caller is not None else None
+
+    @property
+    def deliver_to(self) -> dict[str, object] | None:
+        return self.caller.deliver_to if self.caller is not None else None
+
+    @property
+    def hop(self) -> int:
+        return self.caller.hop if self.caller is not None else 0
+
+
+@dataclass(slots=True, eq=False)
+class FakeRun:
+    request: Started
+    store: BrokerStore
+    state: str = "streaming"
+    steers: list[FakeReceipt] = field(default_factory=list)
+    aborted: str | None = None
+    result: asyncio.Future[FakeResult] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+    @property
+    def run_id(self) -> str:
+        return f"run-{id(self)}"
+
+    @property
+    def turn_id(self) -> str | None:
+        return f"turn-{id(self)}" if self.result.done() else None
+
+    @property
+    def started(self) -> bool:
+        return True
+
+    def steer(self, message: Any, *, id: str | None = None, mode: str = "all", source: str = "steer") -> FakeReceipt:
+        receipt = FakeReceipt(str(getattr(message, "content", message)), id, mode == "one")
+        if self.result.done():
+            receipt.status = "returned"
+        self.steers.append(receipt)
+        return receipt
+
+    def abort(self, reason: str = "aborted") -> None:
+        self.aborted = reason
+        self.finish(status="aborted", deliver_steers=False)
+
+    def on_event(self, listener: Any) -> Any:
+        return lambda: None
+
+    def finish(self, *, status: str = "completed", reply: str = "ok", deliver_steers: bool = True) -> None:
+        """End the run: steers become delivered (injected) or returned, items marked with the turn."""
+        if self.result.done():
+            return
+        turn_id = f"turn-{id(self)}"
+        delivered: list[str] = []
+        for receipt in self.steers:
+            if receipt.status == "pending":
+                receipt.status = "delivered" if deliver_steers else "returned"
+            if receipt.status == "delivered" and receipt.item_id is not None:
+                delivered.append(receipt.item_id)
+        self.store.deliver([*self.request.item_ids, *delivered], turn_id)
+        self.state = "done"
+        error = None if status == "completed" else AgentError("unknown", f"the run ended {status}")
+        self.result.set_result(FakeResult(status, turn_id, reply, error))
+
+
+@dataclass(slots=True)
+class FakeRuntime:
+    store: BrokerStore
+    runs: list[FakeRun] = field(default_factory=list)
+    auto_finish: bool = False
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def model_problem(self, ref: str) -> str | None:
+        return None
+
+    def start(
+        self,
+        spec: AgentSpec,
+        session: str,
+        message: Any,
+        *,
+        consumes: tuple[str, ...] = (),
+        source: str | None = None,
+        tools: Any = (),
+        **_: Any,
+    ) -> FakeRun:
+        run = FakeRun(Started(spec, session, str(message), tuple(consumes), source, _caller(tools)), self.store)
+        self.runs.append(run)
+        self.started.set()
+        if self.auto_finish:
+            asyncio.get_running_loop().call_soon(run.finish)
+        return run
+
+    async def next_run(self, count: int) -> FakeRun:
+        """Wait until at least ``count`` runs have started; the ``count``-th."""
+        for _ in range(200):
+            if len(self.runs) >= count:
+                return self.runs[count - 1]
+            await asyncio.sleep(0.005)
+        raise AssertionError(f"run #{count} never started (runs: {[r.request.prompt for r in self.runs]})")
+
+
+def _caller(tools: Any) -> CallerContext | None:
+    """The caller context the agent tools of a run close over (what its messages to agents continue)."""
+    for tool in tools:
+        for cell in getattr(tool.execute, "__closure__", None) or ():
+            if isinstance(cell.cell_contents, CallerContext):
+                return cell.cell_contents
+    return None
