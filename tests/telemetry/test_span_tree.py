@@ -3,7 +3,7 @@
 Real parts throughout: the broker and its durable queue on SQLite, the engine, and the provider
 over loopback HTTP (the fake server answers 429 to the first auth profile, so failover rotates to
 the second). The spans are kept by the OpenTelemetry SDK's in-memory exporter. Also: a run of
-`nexus run`, a batch run's links to the messages it consumed, a failed tool call.
+`nexus run`, a batch run's links to the messages it consumed, a failed tool call, a priced model's cost.
 """
 
 from __future__ import annotations
@@ -83,8 +83,8 @@ async def test_a_run_with_a_tool_call_a_failover_and_a_sub_agent_is_one_trace(is
     run = wait.only("invoke_agent lead")
     assert root.child_names() == ["queue lead"] and wait.child_names() == ["invoke_agent lead"]
     assert run.attributes["gen_ai.operation.name"] == "invoke_agent"
-    assert run.attributes["nexus.session"] == "agent:lead"
-    assert run.attributes["nexus.turn_id"]
+    assert run.attributes["nexus.session"] == "agent:lead" and run.attributes["nexus.agent"] == "lead"
+    assert run.attributes["nexus.turn_id"] and run.attributes["nexus.cost_usd"] == 0  # the fake model has no prices
     assert run.attributes["nexus.stop_reason"] == "end_turn"
     assert run.child_names() == [
         "chat fake-model",  # 429 on span-one
@@ -180,3 +180,29 @@ async def test_a_failed_tool_call_is_an_error_span_and_counted_by_tool(isolated_
     found = samples(recorder.exposition().decode())  # type: ignore[attr-defined]
     assert value(found, "nexus_tool_call_errors_total", tool="read") == 1
     assert value(found, "nexus_tool_call_duration_seconds_count", tool="read") == 1
+
+
+def write_priced_home(home: Path, base_url: str) -> None:
+    """A catalog model with prices (gpt-4o-mini), its provider pointed at the fake server."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "nexus.toml").write_text(
+        f'default_model = "openai/gpt-4o-mini"\n[providers.openai]\nbase_url = "{base_url}"\n'
+        'api_key = "test-key-0123456789"\n',
+        encoding="utf-8",
+    )
+
+
+async def test_a_priced_model_s_cost_is_on_its_spans_and_counted_per_model(isolated_env: Path) -> None:
+    async with FakeProviderServer(text("a priced answer")) as server:
+        write_priced_home(isolated_env, server.openai_base_url)
+        recorder = telemetry.enable_metrics()
+        with recorded_spans() as exporter:
+            result = await run_agent("hi", session="priced")
+            spans = exporter.get_finished_spans()
+    assert result.usage.cost.total > 0
+    (run,) = span_tree(spans)
+    (chat,) = run.children
+    assert run.attributes["nexus.cost_usd"] == chat.attributes["nexus.cost_usd"] == result.usage.cost.total
+    found = samples(recorder.exposition().decode())  # type: ignore[attr-defined]
+    assert value(found, "nexus_model_cost_usd_total", provider="openai", model="gpt-4o-mini") == result.usage.cost.total
+    assert value(found, "nexus_model_tokens_total", provider="openai", model="gpt-4o-mini", type="output") > 0
