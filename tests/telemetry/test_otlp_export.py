@@ -92,6 +92,9 @@ def test_an_http_traceparent_is_continued_to_the_model_call_and_the_log_line(iso
     }
 
     lines = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+    requests = [line for line in lines if line.get("event") == "request"]  # the request lines are JSON too
+    assert {(r["method"], r["path"], r["status"]) for r in requests} == {("POST", "/v1/agents/coder/messages", 202)}
+    assert not any(line.startswith("nexus serve: POST") for line in stderr.splitlines())
     ends = {line["trace_id"]: line for line in lines if line.get("event") == "run_end"}
     assert set(ends) == {first, second}
     assert ends[first]["level"] == "warning" and ends[first]["stop_reason"] == "error"

@@ -13,6 +13,7 @@ from fastapi import FastAPI
 
 from nexus import __version__, telemetry
 from nexus.config._server_schema import ServerConfig
+from nexus.server._access_log import AccessLog
 from nexus.server._browser_guard import BrowserGuard
 from nexus.server._errors import install_error_handlers
 from nexus.server._event_hub import EventHub
@@ -33,7 +34,7 @@ def create_app(state: ServerState, config: ServerConfig | None = None, *, metric
     are accepted for ``/metrics`` only (``[telemetry] metrics_token``); ``/metrics`` answers while
     ``nexus.telemetry`` metrics are on, and every request is a span while tracing is on.
     """
-    from nexus.server import _agents, _events, _metrics, _sessions, _ui
+    from nexus.server import _agent_messages, _agents, _events, _metrics, _session_edit, _sessions, _ui
 
     settings = config or ServerConfig()
     if state.events is None:
@@ -63,7 +64,9 @@ def create_app(state: ServerState, config: ServerConfig | None = None, *, metric
         return {"status": "ok", "version": __version__, "ledger": "ok" if sessions >= 0 else "error"}
 
     app.include_router(_sessions.router)
+    app.include_router(_session_edit.router)
     app.include_router(_agents.router)
+    app.include_router(_agent_messages.router)
     app.include_router(_events.router)
     app.include_router(_metrics.router)
     from nexus.server import mcp_http
@@ -76,7 +79,8 @@ def create_app(state: ServerState, config: ServerConfig | None = None, *, metric
 
 
 def _middleware(app: FastAPI, settings: ServerConfig, metrics_tokens: Sequence[str]) -> Any:
-    """Host/Origin/media-type checks, then CORS, then tokens and the body limit, then a span, then the routes.
+    """The access log, then Host/Origin/media-type checks, then CORS, then tokens and the body limit, then a span,
+    then the routes.
 
     CORS sits before the token check: a browser's preflight never carries ``Authorization``,
     and a 401 must carry ``Access-Control-Allow-Origin`` for the page to read it.
@@ -95,14 +99,14 @@ def _middleware(app: FastAPI, settings: ServerConfig, metrics_tokens: Sequence[s
         inner = CORSMiddleware(
             inner,
             allow_origins=list(settings.cors_origins),
-            allow_methods=["GET", "HEAD", "POST", "DELETE"],
+            allow_methods=["GET", "HEAD", "POST", "PATCH", "DELETE"],
             allow_headers=["authorization", "content-type", "last-event-id", "x-nexus-session"],
             expose_headers=["x-nexus-session", "x-nexus-turn-id"],
         )
     rules = HostRules(
         bound_host=settings.host, allowed_hosts=list(settings.allowed_hosts), cors_origins=list(settings.cors_origins)
     )
-    return BrowserGuard(inner, rules, app.state.route_methods, cors=bool(settings.cors_origins))
+    return AccessLog(BrowserGuard(inner, rules, app.state.route_methods, cors=bool(settings.cors_origins)))
 
 
 def route_methods(app: FastAPI) -> Callable[[str], set[str]]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import logging
 import secrets
 import signal
 import sys
@@ -65,22 +66,49 @@ async def serve(
     settings: ServerConfig,
     *,
     stream_fn: StreamFn | None = None,
+    log_requests: bool = True,
     metrics_tokens: Sequence[str] = (),
 ) -> int:
     """Run until SIGTERM/SIGINT; the caller holds the broker lock. Returns the exit code.
 
     WAL checkpoints run on a thread of their own meanwhile (see ``nexus.ledger._checkpoint``).
     The tokens are registered with the redactor: no error text of a run ever repeats one.
+    ``log_requests``: one line per request on stderr (``nexus.server._access_log``); a JSON object
+    through the process's log handler with ``--log-format json``.
     With ``[telemetry] metrics`` (the default) ``/metrics`` answers, ``metrics_tokens`` (resolved)
     are accepted there, and the event loop's lag is measured meanwhile.
     """
     from nexus.ledger._checkpoint import background_checkpoints
     from nexus.llm.redact import add_secrets
+    from nexus.server._access_log import log
 
     add_secrets(settings.tokens)
+    handler = _access_lines(log_requests)
+    try:
+        with background_checkpoints(ledger.database), _measured_loop(config):
+            return await _serve(config, ledger, settings, stream_fn=stream_fn, metrics_tokens=metrics_tokens)
+    finally:
+        if handler is not None:
+            log.removeHandler(handler)
+        log.setLevel(logging.NOTSET)
 
-    with background_checkpoints(ledger.database), _measured_loop(config):
-        return await _serve(config, ledger, settings, stream_fn=stream_fn, metrics_tokens=metrics_tokens)
+
+def _access_lines(wanted: bool) -> logging.Handler | None:
+    """Where the request lines go: with ``--log-format json`` the process's log handler (JSON objects
+    like every other line), else a handler of their own on stderr (``nexus serve: GET / 200 1.2 ms``;
+    returned, to remove at the end)."""
+    from nexus.server._access_log import log, log_requests_to_stderr
+    from nexus.telemetry.logs import json_logs
+
+    if not wanted:
+        log.setLevel(logging.WARNING)  # --quiet: the middleware formats nothing
+        return None
+    if json_logs():
+        log.setLevel(logging.INFO)
+        log.propagate = True
+        return None
+    handler: logging.Handler = log_requests_to_stderr()
+    return handler
 
 
 @contextlib.contextmanager
@@ -213,11 +241,26 @@ async def _listen(config: NexusConfig, server: NexusUvicorn, settings: ServerCon
         return 1
     port = _bound_port(server, settings.port)
     write_server_file(config, settings.host, port, token)
-    print(f"nexus serve: listening on http://{settings.host}:{port} (docs at /docs)", file=sys.stderr, flush=True)
-    if token is not None and not settings.tokens:  # require_token: the page needs the token this start made
-        print(f"nexus serve: web UI at http://{settings.host}:{port}/#token={token}", file=sys.stderr, flush=True)
+    for line in start_lines(f"http://{settings.host}:{port}", token, configured_tokens=bool(settings.tokens)):
+        print(f"nexus serve: {line}", file=sys.stderr, flush=True)
     await task
     return 0
+
+
+def start_lines(url: str, token: str | None, *, configured_tokens: bool) -> list[str]:
+    """What ``nexus serve`` prints once it listens: where the web UI and the API docs are, and how to get in.
+
+    With only ``require_token`` the token is this start's (in ``server.json``, 0600): the UI's address
+    carries it after ``#`` (never sent to the server, removed by the page); with ``[server] tokens`` the
+    page asks for one of them. ``/docs`` needs no token to open; its Authorize button takes one.
+    """
+    if token is None:
+        return [f"listening on {url}", f"web UI at {url}/  ·  API docs at {url}/docs"]
+    if configured_tokens:
+        ui = f"web UI at {url}/ (it asks for one of [server] tokens)"
+    else:
+        ui = f"web UI at {url}/#token={token}"
+    return [f"listening on {url}", ui, f"API docs at {url}/docs (click Authorize and paste the token to try calls)"]
 
 
 async def _stop_runs(broker: AgentBroker) -> None:

@@ -140,3 +140,8 @@ def failure_level(logger: logging.Logger) -> int:
 def logs_configured() -> bool:
     """Did this process install the log handler (so libraries must not install their own)?"""
     return bool(_installed)
+
+
+def json_logs() -> bool:
+    """Does the installed log handler write JSON lines (``--log-format json``)?"""
+    return bool(_installed) and isinstance(_installed[0].formatter, JsonFormatter)
