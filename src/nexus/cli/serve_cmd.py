@@ -42,14 +42,18 @@ def serve_command(args: argparse.Namespace) -> int:
             'agents. Set [server] tokens = ["${NEXUS_TOKEN}"] in nexus.toml (and export NEXUS_TOKEN), '
             "or listen on 127.0.0.1"
         )
+    from nexus.cli._telemetry import metrics_tokens, start_telemetry
     from nexus.server.serve import serve
 
+    scraper_tokens = metrics_tokens(config)  # an unset ${VAR} stops the start here, like [server] tokens
+    start_telemetry(config, args, logs=True)
     with _open_ledger(config) as ledger, exclusive_broker(config):
         from nexus.engine.wiring.gc_tuning import tune_gc_for_many_runs
 
         tune_gc_for_many_runs()  # a long-lived process of many runs: freeze the startup heap, collect less often
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-            return runner.run(serve(config, ledger, settings, log_requests=not getattr(args, "quiet", False)))
+            quiet = getattr(args, "quiet", False)
+            return runner.run(serve(config, ledger, settings, log_requests=not quiet, metrics_tokens=scraper_tokens))
 
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
