@@ -36,6 +36,7 @@ from schemathesis.checks import (  # noqa: E402
 )
 from schemathesis.generation import GenerationMode  # noqa: E402
 
+from nexus import telemetry  # noqa: E402
 from nexus.config._server_schema import ServerConfig  # noqa: E402
 from nexus.ledger import Ledger  # noqa: E402
 from nexus.ledger.broker_store import AcceptRequest, BrokerStore  # noqa: E402
@@ -80,7 +81,11 @@ def seeded(tmp_path: Path) -> Iterator[tuple[Any, Ledger]]:
             AcceptRequest("coder", "agent:coder", "m-1", "user", {"content": "hi"}, "followup", False),
             AcceptRequest("reviewer", "agent:reviewer", "m-2", "coder", {"content": "review it"}, "followup", True),
         ])  # fmt: skip
-        yield create_app(ServerState(ledger, store), ServerConfig(max_body_bytes=200_000)), ledger
+        telemetry.enable_metrics()  # GET /metrics answers, as in nexus serve
+        try:
+            yield create_app(ServerState(ledger, store), ServerConfig(max_body_bytes=200_000)), ledger
+        finally:
+            telemetry.disable()
 
 
 def _check(case: Any) -> None:
@@ -128,4 +133,4 @@ def test_every_success_body_matches_its_schema(seeded: tuple[Any, Ledger]) -> No
             assert response.json()["messages"][0]["from"] == "coder", "the agent-to-agent message is listed"
         case.validate_response(response, checks=CHECKS)
         checked.append(operation.path)
-    assert len(checked) == 13, checked
+    assert len(checked) == 14, checked

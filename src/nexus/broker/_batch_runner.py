@@ -18,7 +18,9 @@ from collections.abc import Awaitable, Callable, Container, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from nexus import telemetry
 from nexus.broker._items import error_text, message_source
+from nexus.broker._queue_trace import claimed
 from nexus.broker._slot import AgentSlot, SessionSlot, settle
 from nexus.broker.agent_tools import CallerContext
 from nexus.broker.session_queue import Batch, QueuedMessage
@@ -81,7 +83,7 @@ class BatchRunner:
             await self._return_items(session, item_ids)  # found no run to abort, so none starts (close waited for a
             return  # whole turn; the interrupt ran after it). The interrupt's batch takes these as its backlog
         try:
-            result = await self._run(slot, session, batch)
+            result, trace = await self._run(slot, session, batch)
         except Exception as exc:  # a bug (not a run that failed): the items go back, the error is kept
             log.exception("the run of %s (session %s) could not run", slot.agent_id, session.label)
             session.run = None
@@ -94,21 +96,27 @@ class BatchRunner:
         if result.turn_id is None and result.status != "completed":
             failed = await self._settle_unrun(session, batch, result)
             if failed and any(item.reply_to is not None for item in batch.items):  # told "(failed: …)"
-                await self._answer_askers(slot.agent_id, batch.items, result)
+                with telemetry.continue_trace(trace):
+                    await self._answer_askers(slot.agent_id, batch.items, result)
             return
         delivered = await self._settle_steers(session) if session.steers else []
         read = [*batch.items, *self._steered(session, delivered)] if delivered else batch.items
         session.queue.complete([*item_ids, *delivered] if delivered else item_ids)
         settle(read, _sent_result(result))
         if any(item.reply_to is not None for item in read):  # a steered ask is answered too (it was left
-            await self._answer_askers(slot.agent_id, read, result)  # unanswered until the broker's next start)
+            with telemetry.continue_trace(trace):  # unanswered until the broker's next start), in the ask's trace
+                await self._answer_askers(slot.agent_id, read, result)
 
-    async def _run(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> AgentResult:
-        """Start the batch's turn, hand it over, and wait for its result (one that cannot start fails)."""
+    async def _run(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> tuple[AgentResult, str | None]:
+        """Start the batch's turn, hand it over, and wait for its result (one that cannot start fails).
+
+        Also the trace the turn continues (its first message's, when tracing is on): the replies go on in it.
+        """
         try:
-            execution = self._start(slot, session, batch)
+            with claimed(slot.agent_id, session.label, batch.items, self._now_ms()) as trace:
+                execution = self._start(slot, session, batch)  # the run's span: a child of the first item's
         except NexusError as exc:  # a run that cannot start (no key, bad model): the items fail with the reason
-            return _failed(str(exc))
+            return _failed(str(exc)), None
         session.run = execution
         session.delivering.clear()
         for item in batch.items:
@@ -119,9 +127,9 @@ class BatchRunner:
             session.delivering.add(str(target))
             self.deliver(execution, target, batch.items[0].item_id)
         try:
-            return await execution.result
+            return await execution.result, trace
         except NexusError as exc:  # e.g. the final write failed: the items fail with the reason
-            return _failed(str(exc))
+            return _failed(str(exc)), trace
 
     def _start(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> Execution:
         """``Runtime.start`` for one batch: its prompt, the items it consumes, who sent them, the agent tools."""

@@ -29,6 +29,7 @@ from nexus.broker._items import (
     queued,
     session_key_of,
 )
+from nexus.broker._queue_trace import accept_span, accepted
 from nexus.broker._replies import ReplySender
 from nexus.broker._scheduler import DrainScheduler
 from nexus.broker._slot import AgentSlot, SessionSlot, SteerInFlight, settle
@@ -267,6 +268,7 @@ class AgentBroker(SmartRoutingFace):
         mode_override: QueueMode | None = parse_mode(queue_mode) if queue_mode is not None else None
         settings = resolve_settings(QueueOverrides(mode=mode_override), slot.overrides, default=self._settings.queue)
         message.timestamp = message.timestamp or _now_ms()
+        span = accept_span(slot.agent_id, label, message, settings.mode)
         request = AcceptRequest(
             agent_id=slot.agent_id,
             session_label=label,
@@ -278,7 +280,9 @@ class AgentBroker(SmartRoutingFace):
             session_key=message.session if label != slot.identity.session_label else None,
         )
         try:
-            row, created = await self._queue.accept(request)
+            with span:
+                row, created = await self._queue.accept(request)
+                accepted(span, slot.agent_id, settings.mode, row.id, created)
         except ValueError as exc:  # the per-sender session's label is taken by another session
             raise BrokerError(f"message {message.id!r} to {slot.agent_id!r} was not queued: {exc}") from None
         if not created:

@@ -188,6 +188,10 @@ def open_conversation(args: argparse.Namespace) -> Conversation:
     from nexus.engine import Runtime
 
     config = load_config(getattr(args, "config", None))
+    if config.telemetry.tracing:  # off (the default): nothing more is imported
+        from nexus.cli._telemetry import start_telemetry
+
+        start_telemetry(config, args)
     if config.capture_path is not None:  # $NEXUS_CAPTURE_DIR, when set, still wins
         from nexus.llm.capture import set_capture_dir
 

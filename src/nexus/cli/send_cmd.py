@@ -36,6 +36,10 @@ def send_command(args: argparse.Namespace) -> int:
     from nexus.errors import ConfigError
 
     config = _config(args)
+    if config.telemetry.tracing:  # the message's trace starts here (and its run's, when it runs here)
+        from nexus.cli._telemetry import start_telemetry
+
+        start_telemetry(config, args)
     content = read_message(args.message, limit=MAX_CONTENT_CHARS)
     mode = None
     if args.mode is not None:
@@ -88,7 +92,10 @@ def _session_key(key: str | None) -> str | None:
 
 def drain_command(args: argparse.Namespace) -> int:
     """Run ``nexus queue drain``: every queue until all are empty."""
+    from nexus.cli._telemetry import start_telemetry
+
     config = _config(args)
+    start_telemetry(config, args, logs=True)
     return asyncio.run(_drain_command(config))
 
 

@@ -49,6 +49,10 @@ def serve_command(args: argparse.Namespace) -> int:
             'agents. Set [server] tokens = ["${NEXUS_TOKEN}"] in nexus.toml (and export NEXUS_TOKEN), '
             "or listen on 127.0.0.1"
         )
+    from nexus.cli._telemetry import metrics_tokens, start_telemetry
+
+    scraper_tokens = metrics_tokens(config)  # an unset ${VAR} stops the start here, like [server] tokens
+    start_telemetry(config, args, logs=True)
     # one draining process per SQLite ledger; on PostgreSQL there is no file to lock, so the server holds
     # none, but it does not start beside a drain or a server of this machine (docs/ledger.md)
     if config.database_url is not None:
@@ -59,16 +63,17 @@ def serve_command(args: argparse.Namespace) -> int:
 
         tune_gc_for_many_runs()  # a long-lived process of many runs: freeze the startup heap, collect less often
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-            return runner.run(_serve(config, settings, log_requests=not getattr(args, "quiet", False)))
+            quiet = getattr(args, "quiet", False)
+            return runner.run(_serve(config, settings, log_requests=not quiet, metrics_tokens=scraper_tokens))
 
 
-async def _serve(config: NexusConfig, settings: ServerConfig, *, log_requests: bool) -> int:
+async def _serve(config: NexusConfig, settings: ServerConfig, *, log_requests: bool, metrics_tokens: list[str]) -> int:
     """Open the ledger (crashed turns closed) and serve until stopped."""
     from nexus.cli.send_cmd import open_recovered
     from nexus.server.serve import serve
 
     async with open_recovered(config) as ledger:
-        return await serve(config, ledger, settings, log_requests=log_requests)
+        return await serve(config, ledger, settings, log_requests=log_requests, metrics_tokens=metrics_tokens)
 
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

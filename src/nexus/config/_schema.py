@@ -20,6 +20,7 @@ from nexus.config._paths import DATABASE_FILE_NAME, WORKSPACE_DIR_NAME, nexus_ho
 from nexus.config._record import Record, field_check, record_check, setting
 from nexus.config._routing_schema import RoutingConfig
 from nexus.config._server_schema import ServerConfig
+from nexus.config._telemetry_schema import TelemetryConfig
 from nexus.config._tool_names import expand_tool_patterns, rule_allows
 from nexus.errors import ConfigError
 
@@ -262,6 +263,7 @@ class NexusConfig(Record):
     adapters: dict[str, AdapterConfig] = setting(default_factory=dict)
     server: ServerConfig = setting(default_factory=ServerConfig)
     mcp: McpConfig = setting(default_factory=McpConfig)
+    telemetry: TelemetryConfig = setting(default_factory=TelemetryConfig)
 
     _home: Path | None = None
     _source: Path | None = None
