@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from nexus.ledger import Ledger
+from nexus.ledger._sql_db import run_inline
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import http_error, text
 
@@ -90,9 +91,9 @@ def test_missing_usage_is_estimated_and_marked_everywhere(nexus: RunNexus, isola
     assert usage["total"] == usage["input"] + usage["output"]
 
     with Ledger.open(isolated_env / "agents.db") as ledger:
-        head = ledger.head("main")
+        head = run_inline(ledger.sessions.head("main"))
         assert head is not None and head.usage_estimated and head.total_tokens == usage["total"]
-        reply = ledger.messages(head.id)[-1].message
+        reply = run_inline(ledger.turns.messages(head.id))[-1].message
         assert reply.usage.estimated and reply.usage.output == 10  # type: ignore[union-attr]
 
     history = nexus("sessions", "history", "main")
@@ -119,7 +120,7 @@ def test_missing_usage_on_anthropics_endpoint_is_estimated_and_marked(nexus: Run
     end = json.loads(result.stdout.splitlines()[-1])
     assert end["usageEstimated"] is True and end["usage"]["input"] > 0 and end["usage"]["output"] == 10
     with Ledger.open(isolated_env / "agents.db") as ledger:
-        head = ledger.head("main")
+        head = run_inline(ledger.sessions.head("main"))
         assert head is not None and head.usage_estimated and head.total_tokens == end["usage"]["total"]
 
 

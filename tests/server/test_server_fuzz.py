@@ -20,6 +20,9 @@ from typing import Any
 
 import pytest
 
+from nexus.ledger import NewSession
+from nexus.ledger._sql_db import run_inline
+
 schemathesis = pytest.importorskip("schemathesis", reason="schemathesis is in the dev extra")
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -71,7 +74,7 @@ def seeded(tmp_path: Path) -> Iterator[tuple[Any, Ledger]]:
     with Ledger.open(tmp_path / "agents.db") as ledger:
         seed_ledger(ledger)
         store = BrokerStore(ledger.database)
-        ledger.ensure_session("agent:coder")
+        run_inline(ledger.sessions.ensure(NewSession("agent:coder")))
         store.save_agent("coder", role="worker", session_label="agent:coder", spec={"model": "openai/gpt-4o-mini"})
         store.save_agent("reviewer", role="worker", session_label="agent:reviewer", spec={})
         store.accept_many([
@@ -115,7 +118,7 @@ def test_every_success_body_matches_its_schema(seeded: tuple[Any, Ledger]) -> No
     """Each GET on real resources: a session with a tool call, a turn, an agent and its queue."""
     app, ledger = seeded
     schema = schemathesis.openapi.from_asgi("/openapi.json", app)
-    turn = ledger.turns("main")[1].id  # the turn that called a tool
+    turn = run_inline(ledger.turns.path("main"))[1].id  # the turn that called a tool
     values = {"label": "main", "turn_id": turn, "agent_id": "coder"}
     checked = []
     for result in schema.get_all_operations():

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -98,7 +98,7 @@ class AgentBroker(SmartRoutingFace):
         settings: BrokerSettings | None = None,
         *,
         scope: set[str] | None = None,
-        reply_text: Callable[[str], str | None] | None = None,
+        reply_text: Callable[[str], Awaitable[str | None]] | None = None,
         deliver: Deliver | None = None,
     ) -> None:
         """The queue is ``ledger.queue`` (its accepts and claims commit in shared transactions), the registry

@@ -314,8 +314,8 @@ class NexusConfig(Record):
     def database_path(self) -> Path:
         """The ledger's SQLite file (default ``$NEXUS_HOME/agents.db``); a ConfigError when it is a server.
 
-        Only ``nexus db`` works with a PostgreSQL ledger in this version; every other command needs a file,
-        and must not make one named after a URL.
+        For the commands that need a file (``nexus doctor``, ``nexus adapters``...): they must not make one
+        named after a URL. The others take :attr:`database_target` (a file or a URL).
         """
         target = self.database_target
         if isinstance(target, str):
@@ -323,11 +323,17 @@ class NexusConfig(Record):
             shown = f"{parts.scheme}://{parts.hostname or ''}{parts.path}"  # no user, no password
             where = "NEXUS_DATABASE_URL" if os.environ.get("NEXUS_DATABASE_URL", "").strip() else self.where("database")
             raise ConfigError(
-                f"{where}: the ledger is the PostgreSQL database {shown}; `nexus db migrate` and "
-                "`nexus db copy` work with it, the other commands still need an SQLite file in this version "
-                "(unset it, or see docs/ledger.md)"
+                f"{where}: the ledger is the PostgreSQL database {shown}; this command still needs an SQLite "
+                "file in this version (run, chat, serve, send, queue, sessions, agents and db work with "
+                "PostgreSQL; see docs/ledger.md)"
             )
         return target
+
+    @property
+    def database_url(self) -> str | None:
+        """The ``postgresql://`` URL when the ledger is a PostgreSQL database, else ``None`` (an SQLite file)."""
+        target = self.database_target
+        return target if isinstance(target, str) else None
 
     @property
     def database_target(self) -> str | Path:

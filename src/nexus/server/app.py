@@ -13,6 +13,7 @@ from fastapi import FastAPI
 
 from nexus import __version__, telemetry
 from nexus.config._server_schema import ServerConfig
+from nexus.ledger.records import SessionQuery
 from nexus.server._access_log import AccessLog
 from nexus.server._browser_guard import BrowserGuard
 from nexus.server._errors import install_error_handlers
@@ -61,8 +62,8 @@ def create_app(state: ServerState, config: ServerConfig | None = None, *, metric
         summary="Liveness: the server is up and its ledger answers",
         responses=answers(Health),
     )
-    def health() -> dict[str, Any]:
-        sessions = len(state.ledger.list_sessions(limit=1))
+    async def health() -> dict[str, Any]:
+        sessions = len(await state.ledger.sessions.list(SessionQuery(limit=1)))
         return {"status": "ok", "version": __version__, "ledger": "ok" if sessions >= 0 else "error"}
 
     app.include_router(_sessions.router)
