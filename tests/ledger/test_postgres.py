@@ -196,16 +196,21 @@ async def test_a_copy_into_a_database_that_holds_a_ledger_is_refused(postgres_ur
     assert not (tmp_path / "out.db").exists()
 
 
-def test_commands_that_need_a_file_refuse_a_server_ledger_and_write_nothing(isolated_env: Path) -> None:
-    url = "postgresql://nexus:secret@db.invalid/nexus"
-    for args in (("sessions", "list"), ("run", "hi"), ("serve", "--port", "0")):
+def test_a_server_ledger_out_of_reach_is_one_line_and_a_command_that_needs_a_file_refuses_it(
+    isolated_env: Path,
+) -> None:
+    url = "postgresql://nexus:secret@127.0.0.1:1/nexus"
+    for args in (("sessions", "list"), ("queue", "list"), ("serve", "--port", "0")):
         result = nexus(*args, env={"NEXUS_DATABASE_URL": url})
         assert result.returncode == 2, (args, result.stderr)
-        assert (
-            "NEXUS_DATABASE_URL: the ledger is the PostgreSQL database postgresql://db.invalid/nexus" in result.stderr
-        )
+        assert "cannot connect to the ledger database postgresql://nexus@127.0.0.1:1/nexus" in result.stderr
         assert "secret" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
-    assert not any(isolated_env.rglob("*postgres*"))
+    doctor = nexus("doctor", env={"NEXUS_DATABASE_URL": url})  # doctor still checks a file
+    assert (
+        doctor.returncode == 2 and "the ledger is the PostgreSQL database postgresql://127.0.0.1/nexus" in doctor.stderr
+    )
+    assert "secret" not in doctor.stderr and len(doctor.stderr.strip().splitlines()) == 1
+    assert not any(isolated_env.rglob("*postgres*")) and not any(isolated_env.rglob("*.db"))
 
 
 def test_a_file_of_a_newer_schema_is_one_line_and_exit_2(isolated_env: Path) -> None:

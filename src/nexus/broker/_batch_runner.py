@@ -18,8 +18,10 @@ from collections.abc import Awaitable, Callable, Container, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from nexus import telemetry
 from nexus.broker._items import error_text, message_source
 from nexus.broker._leases import SessionLeases, parked_delay_s
+from nexus.broker._queue_trace import claimed
 from nexus.broker._scheduler import SessionHeldElsewhere
 from nexus.broker._slot import AgentSlot, SessionSlot, settle
 from nexus.broker.agent_tools import CallerContext
@@ -124,7 +126,7 @@ class BatchRunner:
             await self._return_items(session, item_ids, lease)  # found no run to abort, so none starts (close
             return  # waited for a whole turn; the interrupt ran after it). The interrupt's batch takes these
         try:
-            result = await self._run(slot, session, batch, lease)
+            result, trace = await self._run(slot, session, batch, lease)
         except LeaseLostError:
             raise
         except Exception as exc:  # a bug (not a run that failed): the items go back, the error is kept
@@ -139,25 +141,31 @@ class BatchRunner:
         if result.turn_id is None and result.status != "completed":
             failed = await self._settle_unrun(session, batch, result, lease)
             if failed and any(item.reply_to is not None for item in batch.items):  # told "(failed: …)"
-                await self._answer_askers(slot.agent_id, batch.items, result)
+                with telemetry.continue_trace(trace):
+                    await self._answer_askers(slot.agent_id, batch.items, result)
             return
         delivered = await self._settle_steers(session, lease) if session.steers else []
         read = [*batch.items, *self._steered(session, delivered)] if delivered else batch.items
         session.queue.complete([*item_ids, *delivered] if delivered else item_ids)
         settle(read, _sent_result(result))
         if any(item.reply_to is not None for item in read):  # a steered ask is answered too (it was left
-            await self._answer_askers(slot.agent_id, read, result)  # unanswered until the broker's next start)
+            with telemetry.continue_trace(trace):  # unanswered until the broker's next start), in the ask's trace
+                await self._answer_askers(slot.agent_id, read, result)
 
-    async def _run(self, slot: AgentSlot, session: SessionSlot, batch: Batch, lease: Lease | None) -> AgentResult:
+    async def _run(
+        self, slot: AgentSlot, session: SessionSlot, batch: Batch, lease: Lease | None
+    ) -> tuple[AgentResult, str | None]:
         """Start the batch's turn, hand it over, and wait for its result (one that cannot start fails).
 
+        Also the trace the turn continues (its first message's, when tracing is on): the replies go on in it.
         Under a lease the run is aborted when the lease is lost, and :class:`LeaseLostError` is raised
         after it ended (whatever it wrote was refused).
         """
         try:
-            execution = self._start(slot, session, batch)
+            with claimed(slot.agent_id, session.label, batch.items, self._now_ms()) as trace:
+                execution = self._start(slot, session, batch)  # the run's span: a child of the first item's
         except NexusError as exc:  # a run that cannot start (no key, bad model): the items fail with the reason
-            return _failed(str(exc))
+            return _failed(str(exc)), None
         lost: list[str] = []
         renewal = None
         if lease is not None and self.leases is not None:
@@ -174,7 +182,7 @@ class BatchRunner:
                 renewal.cancel()
         if lost and lease is not None and result.turn_id is None:  # a turn written before the loss stands:
             raise LeaseLostError(lease.session_label, lease.epoch, lost[0])  # its write passed the epoch check
-        return result
+        return result, trace
 
     async def _await(self, slot: AgentSlot, session: SessionSlot, batch: Batch, execution: Execution) -> AgentResult:
         """Hand the started run to its senders and its reply target, then wait for its result."""

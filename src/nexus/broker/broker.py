@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
@@ -30,6 +30,7 @@ from nexus.broker._items import (
     session_key_of,
 )
 from nexus.broker._leases import DEFAULT_TTL_MS, session_leases
+from nexus.broker._queue_trace import accept_span, accepted
 from nexus.broker._replies import ReplySender
 from nexus.broker._scheduler import DrainScheduler
 from nexus.broker._slot import AgentSlot, SessionSlot, SteerInFlight, settle
@@ -109,7 +110,7 @@ class AgentBroker(SmartRoutingFace):
         settings: BrokerSettings | None = None,
         *,
         scope: set[str] | None = None,
-        reply_text: Callable[[str], str | None] | None = None,
+        reply_text: Callable[[str], Awaitable[str | None]] | None = None,
         deliver: Deliver | None = None,
     ) -> None:
         """The queue is ``ledger.queue`` (its accepts and claims commit in shared transactions), the registry
@@ -292,6 +293,7 @@ class AgentBroker(SmartRoutingFace):
         mode_override: QueueMode | None = parse_mode(queue_mode) if queue_mode is not None else None
         settings = resolve_settings(QueueOverrides(mode=mode_override), slot.overrides, default=self._settings.queue)
         message.timestamp = message.timestamp or _now_ms()
+        span = accept_span(slot.agent_id, label, message, settings.mode)
         request = AcceptRequest(
             agent_id=slot.agent_id,
             session_label=label,
@@ -303,7 +305,9 @@ class AgentBroker(SmartRoutingFace):
             session_key=message.session if label != slot.identity.session_label else None,
         )
         try:
-            row, created = await self._queue.accept(request)
+            with span:
+                row, created = await self._queue.accept(request)
+                accepted(span, slot.agent_id, settings.mode, row.id, created)
         except ValueError as exc:  # the per-sender session's label is taken by another session
             raise BrokerError(f"message {message.id!r} to {slot.agent_id!r} was not queued: {exc}") from None
         if not created:

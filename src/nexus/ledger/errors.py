@@ -16,8 +16,8 @@ class SessionNotFound(LedgerError, LookupError):
 
     def __init__(self, label: str) -> None:
         super().__init__(
-            f"no session or alias named {label!r}; list sessions with Ledger.list_sessions() "
-            "or create it with Ledger.create_session()"
+            f"no session or alias named {label!r}; list sessions with ledger.sessions.list() "
+            "or create it with ledger.sessions.create(NewSession(...))"
         )
         self.label = label
 

@@ -51,7 +51,7 @@ from nexus.engine.execution.events import (
     RunStartEvent,
     StateEvent,
 )
-from nexus.engine.execution.ledger_map import compaction_record, history_turn_ids, write_result
+from nexus.engine.execution.ledger_map import compaction_records, history_turn_ids, write_result
 from nexus.engine.execution.scope import CURRENT_RUN, RunHost, RunScope
 from nexus.engine.types import (
     AgentError,
@@ -132,6 +132,7 @@ class EngineRun:
             cache=cache,
         )
         self.turn_id: str | None = None
+        self.owners: list[str] | None = None  # the turn of each history message, once a compaction needs them
         self.journal: TurnJournal | None = None
         self.steering = RunSteering(steering, self.publish)
         self.active = False
@@ -184,7 +185,7 @@ class EngineRun:
         """:meth:`main` without the bookkeeping of active runs (see ``nexus.engine.execution._writer``)."""
         try:
             if self.ledger is not None:
-                await off_loop(self.open_turn_now)
+                await off_loop(self.open_turn_now, inline=self.ledger.inline)
         except asyncio.CancelledError:
             self.close_cancelled_open()
             raise
@@ -208,7 +209,7 @@ class EngineRun:
             try:
                 if self.journal is not None:
                     self.journal.stop()
-                self.persist(cancelled)  # cancelled: written here, on the loop
+                self.persist(cancelled)  # cancelled: written here, on the loop (on PostgreSQL it waits there)
             finally:
                 self.finish(cancelled)
             raise
@@ -220,6 +221,7 @@ class EngineRun:
             self.active = False
         self.set_state("finishing")
         self.close_steering()
+        await self.load_owners()
         result = self.build_result()
         try:
             await self.persist_off_loop(result)
@@ -439,21 +441,21 @@ class EngineRun:
             turn_id=self.turn_id,
         )
 
+    async def load_owners(self) -> None:
+        """Which turn each history message belongs to, read once a run compacted (see ``history_turn_ids``)."""
+        if self.window.compactions and self.ledger is not None and self.turn_id is not None:
+            self.owners = await history_turn_ids(self.ledger, self.ctx.session_label, self.ctx.history)
+
     def compaction_records(self) -> list[CompactionRecord]:
         """Every compaction of the run as a ledger record, with the turn ids it summarised and kept."""
         done = self.window.compactions
         if not done:
             return []
-        turn_id = self.turn_id or ""
-        owners: list[str] = []
-        if self.ledger is not None and self.turn_id is not None:
-            owners = history_turn_ids(self.ledger, self.ctx.session_label, self.ctx.history)
-        records = []
-        for compaction, cut in done:
-            record = compaction_record(compaction, cut=cut, turn_id=turn_id, owners=owners)
-            record.turn_id = turn_id
-            records.append(record)
-        return records
+        owners = self.owners
+        if owners is None and self.ledger is not None and self.turn_id is not None:  # a cancelled run: no await
+            label, history = self.ctx.session_label, self.ctx.history
+            owners = self.ledger.run_here(lambda here: history_turn_ids(here, label, history))
+        return compaction_records(done, self.turn_id or "", owners or [])
 
     def outcome(self, response: list[Message]) -> tuple[RunStopReason, AgentError | None]:
         """Seed 000's stop reason (and error) from how the loop ended (see ``_outcome``)."""
@@ -472,7 +474,7 @@ class EngineRun:
             return
         if self.journal is not None:
             self.journal.stop()
-        await off_loop(lambda: self.persist(result))
+        await off_loop(lambda: self.persist(result), inline=self.ledger.inline)
 
     def persist(self, result: AgentResult) -> None:
         """Close the opened turn with the result (one transaction); then the result's messages are the ledger's."""
@@ -482,17 +484,9 @@ class EngineRun:
             return
         response = _llm(self.agent_ctx.messages[self.history_len + 1 :])
         steering = self.steering
-        write_result(
-            self.ledger,
-            self.ctx,
-            self.turn_id,
-            result,
-            response,
-            result.compaction,
-            steering.delivered_ids,
-            steering.response_sources(len(response)),
-        )
-        result.messages = self.ledger.messages(self.turn_id)
+        turn_id = write_result(self.ledger, self.ctx, self.turn_id, result, response, result.compaction,
+                               steering.delivered_ids, steering.response_sources(len(response)))  # fmt: skip
+        result.messages = self.ledger.run_here(lambda here: here.turns.messages(turn_id))
 
 
 def _llm(messages: list[Any]) -> list[Message]:
