@@ -127,7 +127,7 @@ def test_the_database_url_comes_from_the_environment_or_the_config(postgres_url:
 
 
 async def _fill(ledger: Ledger) -> None:
-    """A ledger with something in every table: forks, a compaction, an open turn, queue items, agents."""
+    """A ledger with something in every table: forks, a compaction, an open turn, queue items under a lease, agents."""
     await ledger.agents.save("w", role="worker", session_label="agent:w", spec={"model": "m"})
     await ledger.sessions.create(NewSession("main", persona_id="atlas", metadata={"k": [1, "ü"]}))
     await ledger.sessions.add_alias("phone:+1", "main")
@@ -141,7 +141,8 @@ async def _fill(ledger: Ledger) -> None:
     await ledger.turns.write(TurnWrite("main", compaction=record))
     item, _ = await ledger.queue.accept(AcceptRequest("w", "agent:w", "m1", "cli", {"content": "hi"}, "followup"))
     await ledger.queue.accept(AcceptRequest("w", "agent:w", "m2", "boss", {"content": "?"}, "collect", True))
-    await ledger.queue.claim([item.id])
+    lease = await ledger.leases.acquire("agent:w", "host:1 2", 60_000)
+    await ledger.queue.claim([item.id], lease=lease)
     from nexus.ledger import JournalToolCall, TurnOpen
 
     opened = await ledger.turns.open(TurnOpen("agent:w", [user("hi")], system_prompt="You are w."))

@@ -2,7 +2,8 @@
 
 ``ledger.turns`` (open, journal, write, recover; histories and windows), ``ledger.sessions`` (pointers,
 forks, aliases, the pointer log), ``ledger.queue`` (the broker's durable queue), ``ledger.agents`` (the
-registry), ``ledger.deliveries`` (where replies went) and ``ledger.pi`` (pi session files): each an
+registry), ``ledger.deliveries`` (where replies went), ``ledger.leases`` (one run per session across
+processes) and ``ledger.pi`` (pi session files): each an
 async store of :mod:`nexus.ledger.protocols`, all on one database. SQLite (a file, the embedded default)
 is opened with :meth:`Ledger.open`; :meth:`Ledger.connect` opens a file or a database URL.
 """
@@ -13,14 +14,18 @@ import asyncio
 import os
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from nexus.ledger._lease_store import SqlLeaseStore
 from nexus.ledger._queue_store import SqlQueueStore
 from nexus.ledger._session_store import SqlSessionStore
 from nexus.ledger._small_stores import SqlAgentStore, SqlDeliveryStore, SqlPiFiles
 from nexus.ledger._sql_db import OnCallingThread, SqlDatabase, run_inline
 from nexus.ledger._sqlite import Database
 from nexus.ledger._turn_store import SqlTurnStore
+
+if TYPE_CHECKING:
+    from nexus.ledger.protocols import QueueListener
 
 T = TypeVar("T")
 
@@ -52,6 +57,7 @@ class Ledger:
         self.queue = SqlQueueStore(db)
         self.agents = SqlAgentStore(db)
         self.deliveries = SqlDeliveryStore(db)
+        self.leases = SqlLeaseStore(db)
         self.pi = SqlPiFiles(self)
         self._here: Ledger | None = None
 
@@ -105,6 +111,18 @@ class Ledger:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+    @property
+    def wakeups(self) -> QueueListener | None:
+        """Queue wake-ups from other processes: PostgreSQL's LISTEN on a connection of its own (``None`` on
+        SQLite, or with ``NEXUS_PG_LISTEN=0``: brokers then poll only; see docs/scaling.md)."""
+        if self._db.inline:
+            return None
+        from nexus.ledger.postgres._listen import QueueListener as PgListener
+        from nexus.ledger.postgres._listen import listening_enabled
+
+        url = getattr(self._db, "url", None)
+        return PgListener(url) if isinstance(url, str) and listening_enabled() else None
 
     @property
     def path(self) -> str:
