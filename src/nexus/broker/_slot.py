@@ -70,8 +70,10 @@ class SessionSlot:
         return state if state in ("streaming", "compacting") else "running"
 
     def is_idle(self) -> bool:
-        """No run and nothing queued (an item taken for a run that is still being claimed counts as busy)."""
-        return self.run is None and not self.queue.items
+        """No run, nothing queued and no worker on it (an item taken for a run that is still being claimed
+        counts as busy, and so does a batch whose run ended while it still answers the agents that asked:
+        their replies are being queued, and the conversation goes on with them)."""
+        return self.run is None and not self.queue.items and not self.active
 
 
 @dataclass(slots=True)
