@@ -55,6 +55,7 @@ from nexus.ledger.records import (
 
 if TYPE_CHECKING:
     from nexus.ledger.ledger import Ledger, default_db_path
+    from nexus.ledger.postgres._run_events import RunEventLog, StoredEvent
     from nexus.ledger.protocols import (
         AgentStore,
         DeliveryStore,
@@ -110,6 +111,7 @@ __all__ = [
     "QueueFeed",
     "QueueItem",
     "QueueStore",
+    "RunEventLog",
     "SchemaVersionError",
     "Session",
     "SessionExistsError",
@@ -117,6 +119,7 @@ __all__ = [
     "SessionQuery",
     "SessionStore",
     "Settlement",
+    "StoredEvent",
     "StoredMessage",
     "TimelineEntry",
     "ToolCallRecord",
@@ -140,6 +143,10 @@ def __getattr__(name: str) -> Any:
         from nexus.ledger import ledger
 
         return getattr(ledger, name)
+    if name in ("RunEventLog", "StoredEvent"):
+        from nexus.ledger.postgres import _run_events
+
+        return getattr(_run_events, name)
     if name in _PROTOCOLS:
         from nexus.ledger import protocols
 

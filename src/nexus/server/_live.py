@@ -10,24 +10,31 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nexus.adapters.types import DeliveryTarget
 from nexus.streaming import stream_events
 
 if TYPE_CHECKING:
     from nexus.engine import Execution
-    from nexus.server._event_hub import EventHub
     from nexus.streaming import StreamEvent
 
 WEB_CHANNEL = "web"
 """The ``target.channel`` of a run watched over the server's event stream."""
 
 
+class Publisher(Protocol):
+    """Where events go: the :class:`EventHub` itself, or (PostgreSQL) the :class:`EventRelay` in front of it."""
+
+    def publish(self, session_label: str, event_type: str, data: dict[str, Any], /) -> object:
+        """Take one event; never waits."""
+        ...
+
+
 class LiveRuns:
     """Publishes the StreamEvents of every run into the hub (one small task per run)."""
 
-    def __init__(self, hub: EventHub) -> None:
+    def __init__(self, hub: Publisher) -> None:
         self.hub = hub
         self._tasks: set[asyncio.Task[None]] = set()
 

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from nexus.ledger import Ledger
     from nexus.llm.options import StreamFn
     from nexus.server._event_hub import EventHub
+    from nexus.server._event_relay import EventRelay
+    from nexus.server._state import ServerState
 
 GRACEFUL_S = 5
 """How long open connections (streams) get to finish after the runs were aborted."""
@@ -173,7 +175,7 @@ async def _serve(
             server.should_exit = True
         if not stopping:
             print("nexus serve: stopping (active runs are aborted and kept)", file=sys.stderr, flush=True)
-            stopping.append(loop.create_task(_stop_runs_then_streams(host.broker, hubs)))
+            stopping.append(loop.create_task(_stop_runs_then_streams(host.broker, hubs, state)))
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
@@ -186,7 +188,8 @@ async def _serve(
         if hub is not None:  # every run, live on its session's event stream
             from nexus.server._live import LiveRuns
 
-            host.runtime.on_start = LiveRuns(hub).follow
+            state.relay = await _start_relay(ledger, hub)  # PostgreSQL: every process's runs, on every process
+            host.runtime.on_start = LiveRuns(state.relay or hub).follow
             hubs.append(hub)
         await start_host(config, host)
         if config.routing.index:  # every written turn indexed for smart routing, on a worker thread
@@ -206,6 +209,8 @@ async def _serve(
         return await _listen(config, server, settings, start_token)
     finally:
         await _stop_runs(host.broker)
+        if state is not None and state.relay is not None:
+            await state.relay.close()  # what the runs' last events left in its buffer goes to the log
         if state is not None and state.mcp is not None:
             await state.mcp.close()  # the MCP clients' sessions end
         await host.close()  # runs are aborted: monitors stop, deliveries end and are recorded, adapters stop
@@ -274,7 +279,19 @@ async def _stop_runs(broker: AgentBroker) -> None:
     await asyncio.gather(broker.close(), stop_direct_runs())
 
 
-async def _stop_runs_then_streams(broker: AgentBroker, hubs: list[EventHub]) -> None:
+async def _start_relay(ledger: Ledger, hub: EventHub) -> EventRelay | None:
+    """The relay of run events through the ledger's shared log (PostgreSQL), started; ``None`` on SQLite."""
+    events = ledger.run_events
+    if events is None:
+        return None
+    from nexus.server._event_relay import EventRelay
+
+    relay = EventRelay(hub, events)
+    await relay.start()
+    return relay
+
+
+async def _stop_runs_then_streams(broker: AgentBroker, hubs: list[EventHub], state: ServerState | None) -> None:
     """Abort the runs, then end the open SSE streams (else uvicorn's graceful stop would wait for them).
 
     In this order, so a client watching a run gets its final event (``stream_error``) before
@@ -282,6 +299,8 @@ async def _stop_runs_then_streams(broker: AgentBroker, hubs: list[EventHub]) -> 
     """
     try:
         await _stop_runs(broker)
+        if state is not None and state.relay is not None:
+            await state.relay.close()  # the runs' last events reach the log, and this hub's readers
     finally:
         for hub in hubs:
             hub.close()
