@@ -214,7 +214,12 @@ class AgentBroker(SmartRoutingFace):
     # ------------------------------------------------------------------ registry
 
     def register_agent(
-        self, identity: AgentIdentity, *, spec: AgentSpec | None = None, queue: QueueOverrides | None = None
+        self,
+        identity: AgentIdentity,
+        *,
+        spec: AgentSpec | None = None,
+        queue: QueueOverrides | None = None,
+        stored: bool = False,
     ) -> RegisteredAgent:
         """Register (or update) an agent; it persists across restarts.
 
@@ -224,6 +229,8 @@ class AgentBroker(SmartRoutingFace):
         session another agent talks in (:class:`~nexus.ledger.errors.AgentSessionTakenError`, checked by
         the store in the transaction that saves). Both are ``ValueError``\\ s. Synchronous, for callers outside
         a loop (``nexus.toml``'s agents, the CLI): it writes through the registry's synchronous rows.
+        ``stored``: the registry already holds exactly this agent (the caller read or saved its row off
+        the event loop); nothing is written, so nothing waits for the database here.
         """
         if not identity.agent_id or identity.agent_id in ("user", "system"):
             raise BrokerError(f"{identity.agent_id!r} cannot be an agent id (reserved or empty)")
@@ -232,16 +239,17 @@ class AgentBroker(SmartRoutingFace):
             problem = self._runtime.model_problem(model)
             if problem is not None:
                 raise AgentSpecError(f"agent {identity.agent_id!r}: model: {problem}")
-        stored = replace(spec or _default_spec(), id=identity.agent_id, role=identity.role)
-        self._registry.save_agent(
-            identity.agent_id, role=identity.role, session_label=identity.session_label, spec=stored.to_json()
-        )
+        full = replace(spec or _default_spec(), id=identity.agent_id, role=identity.role)
+        if not stored:
+            self._registry.save_agent(
+                identity.agent_id, role=identity.role, session_label=identity.session_label, spec=full.to_json()
+            )
         slot = self._slots.get(identity.agent_id)
         if slot is None:
-            slot = AgentSlot(identity=identity, spec=stored)
+            slot = AgentSlot(identity=identity, spec=full)
             self._slots[identity.agent_id] = slot
         else:
-            slot.identity, slot.spec = identity, stored
+            slot.identity, slot.spec = identity, full
         if queue is not None:
             slot.overrides = queue
         if self._started:
