@@ -256,7 +256,9 @@ async def test_pi_files_go_in_and_out_of_a_postgresql_ledger(postgres_url: str, 
     ]
 
 
-def test_doctor_on_a_postgresql_ledger_says_what_it_holds_and_what_to_run(postgres_url: str, isolated_env: Path) -> None:
+def test_doctor_on_a_postgresql_ledger_says_what_it_holds_and_what_to_run(
+    postgres_url: str, isolated_env: Path
+) -> None:
     def database_line() -> str:
         done = nexus("doctor", env={"NEXUS_DATABASE_URL": postgres_url})
         (line,) = [line for line in done.stdout.splitlines() if " database " in line]
