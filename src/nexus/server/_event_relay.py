@@ -62,7 +62,8 @@ class EventRelay:
         self._cursor = 0
         self._tasks: list[asyncio.Task[None]] = []
         self.written = 0
-        """Events this process wrote (for the bench and /metrics-minded tests)."""
+        """Events this process wrote, and in how many transactions (``batches``): for tests and bench/."""
+        self.batches = 0
 
     async def start(self) -> None:
         """Take ids from the log's newest on, and start writing, tailing and trimming."""
@@ -145,6 +146,7 @@ class EventRelay:
             self._pending.set()
             raise
         self.written += len(rows)
+        self.batches += 1
         self._look.set()  # our own events: read them now, the notification is for the others
 
     async def _tail_loop(self) -> None:
