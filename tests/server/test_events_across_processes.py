@@ -8,7 +8,10 @@ Real processes, real PostgreSQL (a fresh database per test), the loopback fake p
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -39,12 +42,12 @@ def _announcement(home: Path, url: str, monkeypatch: pytest.MonkeyPatch) -> Path
 
 @contextmanager
 def _servers(
-    homes: list[Path], url: str, provider: FakeProviderServer, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[list[tuple[object, str]]]:
+    homes: list[Path], url: str, provider: FakeProviderServer, monkeypatch: pytest.MonkeyPatch, config: str = ""
+) -> Iterator[list[tuple[subprocess.Popen[str], str]]]:
     with ExitStack() as stack:
         started = []
         for home in homes:
-            write_config(home, provider)
+            write_config(home, provider, config)
             env = {"NEXUS_DATABASE_URL": url}
             started.append(stack.enter_context(serving(home, env=env, announced=_announcement(home, url, monkeypatch))))
         yield started
@@ -53,7 +56,10 @@ def _servers(
 class SseReader:
     """Reads one SSE stream on a thread until ``stream_end``/``stream_error``; ``events`` = (id, type, data)."""
 
-    def __init__(self, url: str, last_event_id: int | None = None) -> None:
+    def __init__(
+        self, url: str, last_event_id: int | None = None, ends: tuple[str, ...] = ("stream_end", "stream_error")
+    ) -> None:
+        self.ends = ends
         self.events: list[tuple[int, str, dict[str, object]]] = []
         self.connected = threading.Event()
         self.done = threading.Event()
@@ -74,7 +80,7 @@ class SseReader:
                     continue
                 if "id" in frame:
                     self.events.append((int(frame["id"]), frame["event"], json.loads(frame["data"])))
-                    if frame["event"] in ("stream_end", "stream_error"):
+                    if frame["event"] in self.ends:
                         break
                 frame = {}
         self.done.set()
@@ -126,8 +132,6 @@ def test_a_run_streams_to_every_process_and_resumes_on_a_third(
 
 
 def _settled(url: str) -> None:
-    import time
-
     deadline = time.monotonic() + 60
     while _rows(url, "SELECT count(*) FROM queue_items WHERE status IN ('queued', 'processing')") != [(0,)]:
         assert time.monotonic() < deadline, "the queue did not settle"
@@ -137,8 +141,6 @@ def _settled(url: str) -> None:
 def test_send_wait_to_one_process_returns_the_reply_of_the_run_on_another(
     postgres_url: str, isolated_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import time
-
     homes = [tmp_path / "a", tmp_path / "b"]
     env = {"NEXUS_DATABASE_URL": postgres_url}
     with FakeProviderServer(default=echo, chunk_delay=0.1) as provider:
@@ -152,7 +154,7 @@ def test_send_wait_to_one_process_returns_the_reply_of_the_run_on_another(
             while not (claimed := _rows(postgres_url, running)):
                 assert time.monotonic() < deadline, "the first message did not start"
                 time.sleep(0.02)
-            pids = [process.pid for process, _ in servers]  # type: ignore[attr-defined]
+            pids = [process.pid for process, _ in servers]
             runner = next(i for i, pid in enumerate(pids) if f":{pid} " in f"{claimed[0][0]} ")
             other = homes[1 - runner]  # `nexus send` there finds the process that is NOT running the session
             sent = nexus(other, "send", "coder", "the second one", "--mode", "followup", "--wait", "--json",
@@ -165,3 +167,43 @@ def test_send_wait_to_one_process_returns_the_reply_of_the_run_on_another(
             item = answer["queue_item_id"]
             (ran_by,) = _rows(postgres_url, f"SELECT claimed_by FROM queue_items WHERE id = '{item}'")
             assert f":{pids[runner]} " in f"{ran_by[0]} "  # the run was the other process's
+
+
+def _runner(url: str, pids: list[int]) -> int:
+    """The index of the process whose claim holds the message being run."""
+    deadline = time.monotonic() + 30
+    running = "SELECT claimed_by FROM queue_items WHERE status = 'processing'"
+    while not (claimed := _rows(url, running)):
+        assert time.monotonic() < deadline, "the message did not start"
+        time.sleep(0.02)
+    return next(i for i, pid in enumerate(pids) if f":{pid} " in f"{claimed[0][0]} ")
+
+
+def test_a_process_killed_mid_stream_is_told_to_the_readers_of_another_and_the_run_starts_again(
+    postgres_url: str, isolated_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    homes = [tmp_path / "a", tmp_path / "b"]
+    fast_leases = "\n[broker]\nlease_ttl_ms = 2000"  # a dead holder's sessions are taken over after 2 s
+    with FakeProviderServer(default=echo, chunk_delay=0.1) as provider:
+        write_config(homes[0], provider)
+        assert nexus(homes[0], "agents", "add", "coder", env={"NEXUS_DATABASE_URL": postgres_url}).returncode == 0
+        with _servers(homes, postgres_url, provider, monkeypatch, fast_leases) as servers:
+            warm = httpx.post(f"{servers[0][1]}/v1/agents/coder/messages", json={"content": "warm up"}, timeout=30)
+            assert warm.status_code == 202, warm.text
+            _settled(postgres_url)
+            sent = httpx.post(f"{servers[0][1]}/v1/agents/coder/messages", json={"content": LONG * 3}, timeout=30)
+            assert sent.status_code == 202, sent.text
+            runner = _runner(postgres_url, [process.pid for process, _ in servers])
+            reader = SseReader(servers[1 - runner][1] + "/v1/sessions/agent:coder/events", ends=("stream_end",))
+            deadline = time.monotonic() + 30
+            while sum(kind == "token" for _, kind, _ in reader.events) < 3:  # the reply is streaming
+                assert time.monotonic() < deadline, reader.events
+                time.sleep(0.02)
+            servers[runner][0].send_signal(signal.SIGKILL)
+            events = reader.wait()
+    kinds = [kind for _, kind, _ in events]
+    cut = kinds.index("stream_error")  # the dead run's stream ends with an error that says why
+    assert "stopped mid-run" in str(events[cut][2]["error"]) and events[cut][2]["partial"] is True
+    assert "stream_start" in kinds[cut:] and kinds[-1] == "stream_end"  # then the run again, to its end
+    text = "".join(str(data.get("text", "")) for _, kind, data in events[cut:] if kind == "token")
+    assert text.endswith(LONG * 3)

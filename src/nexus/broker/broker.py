@@ -149,6 +149,13 @@ class AgentBroker(SmartRoutingFace):
             ).sweep  # fmt: skip
             self._watcher.sweep_every_s = self._settings.lease_ttl_ms / 2000
 
+    def on_takeover(self, callback: Callable[[str, str], object]) -> None:
+        """Call ``callback(session_label, prior_holder)`` when this broker takes a session over from a process
+        whose lease expired (it died or stalled mid-run): ``nexus serve`` tells the session's event streams.
+        Never called without leases (one broker per SQLite file)."""
+        if self._leases is not None:
+            self._leases.on_takeover = callback
+
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> list[QueueItem]:

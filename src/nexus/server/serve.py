@@ -189,7 +189,9 @@ async def _serve(
             from nexus.server._live import LiveRuns
 
             state.relay = await _start_relay(ledger, hub)  # PostgreSQL: every process's runs, on every process
-            host.runtime.on_start = LiveRuns(state.relay or hub).follow
+            live = LiveRuns(state.relay or hub)
+            host.runtime.on_start = live.follow
+            host.broker.on_takeover(live.taken_over)
             hubs.append(hub)
         await start_host(config, host)
         if config.routing.index:  # every written turn indexed for smart routing, on a worker thread
