@@ -84,3 +84,12 @@ async def test_a_resume_below_what_the_hub_holds_comes_from_the_log_then_reset_o
         frame = await unknown.next()
         unknown.close()
         assert frame is not None and b'"reason":"unknown"' in frame
+
+
+async def test_an_event_utf8_cannot_carry_still_goes_out_and_blocks_nothing_after_it(postgres_url: str) -> None:
+    async with _relay(postgres_url) as relay:
+        relay.publish("s", "token", {"text": "broken \ud800 escape"})  # a lone surrogate from a model's stream
+        relay.publish("s", "token", {"text": "next"})
+        await _until(lambda: len(relay.hub.retained("s")) == 2, "both events")
+        texts = [json.loads(e.frame.split(b"data: ", 1)[1])["text"] for e in relay.hub.retained("s")]
+        assert texts == ["broken \ud800 escape", "next"]

@@ -83,7 +83,18 @@ class _Channel:
 
 def encode_frame(event_id: int, event_type: str, payload: dict[str, Any]) -> bytes:
     """An SSE frame: ``id``, ``event`` (the type) and one ``data`` line of compact JSON."""
-    return stored_frame(event_id, event_type, json.dumps(payload, separators=(",", ":"), ensure_ascii=False))
+    return stored_frame(event_id, event_type, event_json(payload))
+
+
+def event_json(payload: dict[str, Any]) -> str:
+    """Compact JSON of an event; escaped to ASCII when it holds a lone surrogate (a model's broken escape),
+    which UTF-8 cannot carry: the event still goes out instead of ending the run's stream."""
+    data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    try:
+        data.encode()
+    except UnicodeEncodeError:
+        return json.dumps(payload, separators=(",", ":"))
+    return data
 
 
 def stored_frame(event_id: int, event_type: str, data_json: str) -> bytes:

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import random
 import time
 from typing import TYPE_CHECKING, Any
 
-from nexus.server._event_hub import EventHub, Subscription, event_payload, stored_frame
+from nexus.server._event_hub import EventHub, Subscription, event_json, event_payload, stored_frame
 
 if TYPE_CHECKING:
     from nexus.ledger import RunEventLog
@@ -79,7 +78,7 @@ class EventRelay:
 
     def publish(self, session_label: str, event_type: str, data: dict[str, Any]) -> None:
         """Queue one event for the next batch (on the event loop's thread; never waits)."""
-        payload = json.dumps(event_payload(event_type, data), separators=(",", ":"), ensure_ascii=False)
+        payload = event_json(event_payload(event_type, data))
         self._buffer.append((session_label, event_type, payload))
         if len(self._buffer) > MAX_BUFFER:
             del self._buffer[: len(self._buffer) - MAX_BUFFER]
@@ -139,12 +138,17 @@ class EventRelay:
         self._pending.clear()
         if not rows:
             return
+        from nexus.ledger import LedgerBusyError
+
         try:
             await self.events.append(rows)
-        except BaseException:
+        except (LedgerBusyError, asyncio.CancelledError):  # unreachable or busy past its retries: kept, tried again
             self._buffer[:0] = rows  # in order, before what came meanwhile
             self._pending.set()
             raise
+        except Exception as exc:  # refused (a bug, not the weather): dropped, or it would block every later event
+            log.error("run events dropped: the database refused %d of them (%s)", len(rows), exc)
+            return
         self.written += len(rows)
         self.batches += 1
         self._look.set()  # our own events: read them now, the notification is for the others
