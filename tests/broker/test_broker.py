@@ -19,9 +19,9 @@ from nexus.broker import (
     QueueSettings,
     UnknownAgentError,
 )
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, QueueItem
 from nexus.ledger._sqlite import Database
-from nexus.ledger.broker_store import BrokerQueueItem, BrokerStore
+from nexus.ledger.broker_store import BrokerStore
 
 WORKER = AgentIdentity("worker", "agent:worker", "worker")
 MANAGER = AgentIdentity("manager", "agent:manager", "manager")
@@ -427,7 +427,7 @@ async def test_an_ask_steered_into_a_running_turn_is_answered_by_that_turn(ledge
     await broker.close()
 
 
-def _claimed_ask(ledger: Ledger) -> tuple[BrokerStore, BrokerQueueItem]:
+def _claimed_ask(ledger: Ledger) -> tuple[BrokerStore, QueueItem]:
     """A worker and its manager registered, and the manager's ask (reply later) taken by a worker's run."""
     store = BrokerStore(ledger.database)
     for agent in ("worker", "manager"):

@@ -32,8 +32,7 @@ from nexus.agent.events import (
 )
 from nexus.agent.messages import LoopMessage
 from nexus.agent.tool_types import AgentTool, AgentToolResult
-from nexus.llm.abort import AbortSignal
-from nexus.llm.types import AssistantMessage, ToolCall, ToolResultMessage
+from nexus.llm import AbortSignal, AssistantMessage, ToolCall, ToolResultMessage
 
 _RAW_PREVIEW = 2000
 

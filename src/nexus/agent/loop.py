@@ -37,10 +37,19 @@ from nexus.agent.events import (
 from nexus.agent.messages import LoopMessage, default_convert_to_llm
 from nexus.agent.tool_types import AgentTool
 from nexus.errors import ConfigError
-from nexus.llm.abort import AbortSignal
-from nexus.llm.events import DoneEvent, ErrorEvent, StartEvent
-from nexus.llm.options import StreamFn, StreamOptions
-from nexus.llm.types import AssistantMessage, Context, Message, Tool, ToolResultMessage
+from nexus.llm import (
+    AbortSignal,
+    AssistantMessage,
+    Context,
+    DoneEvent,
+    ErrorEvent,
+    Message,
+    StartEvent,
+    StreamFn,
+    StreamOptions,
+    Tool,
+    ToolResultMessage,
+)
 
 
 def resolve_default_stream_fn() -> StreamFn:

@@ -24,12 +24,12 @@ from nexus.broker.agent_tools import CallerContext
 from nexus.broker.session_queue import Batch, QueuedMessage
 from nexus.broker.types import SendAndWaitResult
 from nexus.errors import NexusError
-from nexus.ledger.errors import QueueItemsFinishedError
+from nexus.ledger import QueueItemsFinishedError
 
 if TYPE_CHECKING:
-    from nexus.agent.tool_types import AgentTool
+    from nexus.agent import AgentTool
     from nexus.engine import AgentResult, Execution, Runtime
-    from nexus.ledger.protocols import QueueStore
+    from nexus.ledger import QueueStore
 
 log = logging.getLogger("nexus.broker")
 

@@ -11,18 +11,28 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
-from nexus.broker.types import AgentMessage, BrokerError
+from nexus.agent import AgentTool, AgentToolResult, ToolUpdateFn
+from nexus.broker.types import AgentMessage, BrokerError, RegisteredAgent, SendAndWaitResult, SendReceipt
 from nexus.ledger import new_ulid
-from nexus.llm.abort import AbortSignal
-
-if TYPE_CHECKING:
-    from nexus.broker.broker import AgentBroker
+from nexus.llm import AbortSignal
 
 DEFAULT_MAX_HOPS = 8
 DEFAULT_REPLY_TIMEOUT_MS = 600_000
+
+
+class Messenger(Protocol):
+    """What the tools need of the broker (``AgentBroker`` is one); a Protocol, so the broker that
+    builds the tools for each run and the tools do not import each other."""
+
+    def get_agent(self, agent_id: str) -> RegisteredAgent | None: ...
+
+    def list_agents(self) -> list[RegisteredAgent]: ...
+
+    async def send(self, message: AgentMessage, queue_mode: str | None = None) -> SendReceipt: ...
+
+    async def send_and_wait(self, message: AgentMessage, timeout_ms: int | None = None) -> SendAndWaitResult: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,12 +50,12 @@ class CallerContext:
     """The chat the calling turn answers: the turn that reads a later reply answers that chat too."""
 
 
-def agent_tools(broker: AgentBroker, caller: CallerContext) -> list[AgentTool]:
+def agent_tools(broker: Messenger, caller: CallerContext) -> list[AgentTool]:
     """The broker tools bound to one calling agent's turn."""
     return [_send_tool(broker, caller), _status_tool(broker), _list_tool(broker)]
 
 
-def _send_tool(broker: AgentBroker, caller: CallerContext) -> AgentTool:
+def _send_tool(broker: Messenger, caller: CallerContext) -> AgentTool:
     async def execute(
         call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: ToolUpdateFn
     ) -> AgentToolResult:
@@ -111,7 +121,7 @@ def _send_tool(broker: AgentBroker, caller: CallerContext) -> AgentTool:
     )
 
 
-def _status_tool(broker: AgentBroker) -> AgentTool:
+def _status_tool(broker: Messenger) -> AgentTool:
     async def execute(
         call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: ToolUpdateFn
     ) -> AgentToolResult:
@@ -135,7 +145,7 @@ def _status_tool(broker: AgentBroker) -> AgentTool:
     )
 
 
-def _list_tool(broker: AgentBroker) -> AgentTool:
+def _list_tool(broker: Messenger) -> AgentTool:
     async def execute(
         call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: ToolUpdateFn
     ) -> AgentToolResult:

@@ -50,13 +50,10 @@ from nexus.broker.types import (
     UnknownAgentError,
     stored_agent,
 )
-from nexus.ledger import new_ulid
-from nexus.ledger.broker_store import BrokerStore
-from nexus.ledger.errors import LedgerError
-from nexus.ledger.records import AcceptRequest, QueueItem
+from nexus.ledger import AcceptRequest, BrokerStore, LedgerError, QueueItem, new_ulid
 
 if TYPE_CHECKING:
-    from nexus.agent.tool_types import AgentTool
+    from nexus.agent import AgentTool
     from nexus.broker._batch_runner import Deliver
     from nexus.engine import AgentSpec, Execution, Runtime
     from nexus.ledger import Ledger

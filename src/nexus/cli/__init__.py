@@ -132,7 +132,7 @@ def _load_handler(spec: str) -> Callable[[argparse.Namespace], int | None]:
 
 def _is_setup_error(exc: BaseException) -> bool:
     """A ledger this Nexus cannot use at all (a schema it does not know, a server it cannot reach): exit 2."""
-    from nexus.ledger.errors import LedgerUnavailableError, SchemaVersionError
+    from nexus.ledger import LedgerUnavailableError, SchemaVersionError
 
     return isinstance(exc, SchemaVersionError | LedgerUnavailableError)
 

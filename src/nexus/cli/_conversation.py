@@ -21,14 +21,13 @@ from nexus._dataclass import dataclass
 from nexus.cli._engine_bridge import RenderBridge, summarize_run
 from nexus.cli._render import ClosedOutputGuard, Renderer, RunSummary, TextRenderer
 from nexus.errors import ConfigError, NexusError
-from nexus.ledger.records import DEFAULT_SESSION
+from nexus.ledger import DEFAULT_SESSION
 
 if TYPE_CHECKING:
     from nexus.config import NexusConfig
     from nexus.engine import EngineEvent, Runtime, SessionCompaction
     from nexus.ledger import Ledger
-    from nexus.llm.abort import AbortSignal
-    from nexus.llm.types import Model
+    from nexus.llm import AbortSignal, Model
 
 T = TypeVar("T")
 
@@ -73,7 +72,7 @@ class Conversation:
     def close(self) -> None:
         """Close the MCP servers, the HTTP client, the event loop and the ledger."""
         if self._loop is not None and not self._loop.is_closed():
-            from nexus.llm._http import aclose_client
+            from nexus.llm import aclose_client
 
             try:
                 if self.engine.mcp is not None:
@@ -120,8 +119,7 @@ class Conversation:
 
     async def run_turn(self, message: str, renderer: Renderer, abort: AbortSignal) -> RunSummary:
         """Run one turn through ``Runtime.start``, streaming into ``renderer``; the engine writes the ledger."""
-        from nexus.engine import AgentSpec, EventContext
-        from nexus.engine.assembly.context import local_timezone
+        from nexus.engine import AgentSpec, EventContext, local_timezone
 
         began = time.monotonic()
         model = self.engine.model(self.model)
@@ -169,7 +167,7 @@ def open_conversation(args: argparse.Namespace) -> Conversation:
 
     config = load_config(getattr(args, "config", None))
     if config.capture_path is not None:  # $NEXUS_CAPTURE_DIR, when set, still wins
-        from nexus.llm.capture import set_capture_dir
+        from nexus.llm import set_capture_dir
 
         set_capture_dir(config.capture_path)
     choice = resolve_default_model(config, explicit=getattr(args, "model", None))
@@ -177,14 +175,14 @@ def open_conversation(args: argparse.Namespace) -> Conversation:
     if not label:
         raise ConfigError("the session label is empty: give one with -s LABEL, or leave -s out for 'main'")
     check_model(config, choice.ref)  # before the ledger exists: a run that cannot start writes nothing
-    from nexus.ledger.labels import label_problem
+    from nexus.ledger import label_problem
 
     problem = label_problem(label)  # refused for a new session only: an older one stays usable
     if problem is not None and not config.database_path.exists():  # no ledger: the session is new
         raise ConfigError(f"--session: {problem}")
     # paths of the right kind, directories created (the tools need the workspace), database writable
     prepare_state(config)
-    from nexus.llm.providers._llama_progress import TerminalProgress, set_progress_reporter
+    from nexus.llm import TerminalProgress, set_progress_reporter
 
     set_progress_reporter(TerminalProgress(sys.stderr))  # a local model's loading/prefill, on a terminal only
     ledger = Ledger.open(config.database_path)
@@ -220,7 +218,7 @@ class BusyNotice:
     def __call__(self) -> None:
         now = time.monotonic()
         if now - self.last >= self.REPEAT_S:
-            from nexus.ledger._sqlite import WAIT_ENV, wait_bound
+            from nexus.ledger import WAIT_ENV, wait_bound
 
             print(
                 f"nexus: waiting for the database (held by another process); giving up after {wait_bound():g} s "
@@ -252,7 +250,7 @@ def run_with_signals(
     partial output); a second signal stops waiting (value ``None``; the open turn is closed
     as aborted by the next start-up's ``recover()``).
     """
-    from nexus.llm.abort import AbortSignal
+    from nexus.llm import AbortSignal
 
     abort = AbortSignal()
     state = {"interrupted": False, "terminated": False, "count": 0}

@@ -126,7 +126,7 @@ def _broker_checks(config: NexusConfig) -> list[Check]:
     tables' problems (an unknown model or tool, a shared or unaddressable session).
     """
     try:
-        from nexus.broker._config_check import agent_problems, model_ref_problems
+        from nexus.broker import agent_problems, model_ref_problems
     except ImportError:  # a build without the broker
         return []
     checks = [Check("fail", "model", f"not reachable:\n{_indent(problem)}") for problem in model_ref_problems(config)]

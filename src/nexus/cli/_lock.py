@@ -23,7 +23,7 @@ LOCK_HELD = (
 @contextmanager
 def exclusive_broker(config: NexusConfig) -> Iterator[None]:
     """Hold the broker lock for the block; a :class:`~nexus.errors.NexusError` (exit 1) when another process has it."""
-    from nexus.broker.host import broker_lock
+    from nexus.broker import broker_lock
     from nexus.errors import NexusError
 
     with broker_lock(config) as held:

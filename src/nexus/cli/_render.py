@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from nexus._dataclass import dataclass
 
 if TYPE_CHECKING:
-    from nexus.engine.types import EngineEvent
+    from nexus.engine import EngineEvent
 
 __all__ = [
     "JSON_EVENT_TYPES",
@@ -171,7 +171,7 @@ def _seconds(delay: float) -> str:
 
 def describe_engine_event(event: EngineEvent) -> tuple[str, str, dict[str, Any]]:
     """``(json type, one-line notice, json fields)`` for a retry, wait, fallback or compaction event."""
-    from nexus.engine.types import CompactionStartEvent, FallbackEvent, RetryEvent, WaitEvent
+    from nexus.engine import CompactionStartEvent, FallbackEvent, RetryEvent, WaitEvent
 
     if isinstance(event, RetryEvent):
         # the event is only sent when a retry follows; name another key only when it is another

@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from nexus.ledger import Ledger, Session, Turn
-    from nexus.ledger.deliveries import DeliveryRecord
-    from nexus.llm.types import Message
+    from nexus.ledger import DeliveryRecord, Ledger, Session, Turn
+    from nexus.llm import Message
 
 
 def sessions_command(args: argparse.Namespace) -> int:
@@ -52,7 +51,7 @@ def sessions_command(args: argparse.Namespace) -> int:
 def _check_new_label(label: str) -> None:
     """``--label`` names a new session: one the HTTP API could never address is exit 2."""
     from nexus.errors import ConfigError
-    from nexus.ledger.labels import label_problem
+    from nexus.ledger import label_problem
 
     problem = label_problem(label)
     if problem is not None:
@@ -165,8 +164,8 @@ def _show(ledger: Ledger, args: argparse.Namespace) -> int:
 
 
 def _history(ledger: Ledger, args: argparse.Namespace) -> int:
-    from nexus.ledger.deliveries import DeliveryLog
-    from nexus.llm.serde import message_to_dict
+    from nexus.ledger import DeliveryLog
+    from nexus.llm import message_to_dict
 
     session = ledger.resolve_session(args.label)
     turns = ledger.turns(session.label)
@@ -217,7 +216,7 @@ def typed_text(text: str) -> str:
 
 
 def _render(message: Message, *, raw: bool = False) -> str:
-    from nexus.llm.types import AssistantMessage, ToolResultMessage
+    from nexus.llm import AssistantMessage, ToolResultMessage
 
     if isinstance(message, ToolResultMessage):
         mark = "error" if message.is_error else "result"
@@ -271,7 +270,7 @@ def _fork_short(ledger: Ledger, turn_id: str) -> Session:
 
 def _export(ledger: Ledger, args: argparse.Namespace) -> int:
     session = ledger.resolve_session(args.label)
-    from nexus.ledger.pi_jsonl import pi_session_text
+    from nexus.ledger import pi_session_text
 
     data = pi_session_text(ledger, session.label)
     if args.output in (None, "-"):  # stdout unless -o FILE: `nexus sessions export main > main.jsonl`

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 def mcp_serve_command(args: argparse.Namespace) -> int:
     """Run ``nexus mcp serve`` until the client closes stdin."""
-    from nexus.broker.host import broker_lock
+    from nexus.broker import broker_lock
     from nexus.cli.send_cmd import _config, _open_ledger
     from nexus.errors import ConfigError
 
@@ -39,14 +39,13 @@ def mcp_serve_command(args: argparse.Namespace) -> int:
 async def _serve(config: NexusConfig, ledger: Ledger, drains: bool) -> int:
     import signal
 
-    from nexus.ledger.broker_store import BrokerStore
-    from nexus.server._mcp_face import build_face
-    from nexus.server._state import ServerState
+    from nexus.ledger import BrokerStore
+    from nexus.server import ServerState, build_face
 
     state = ServerState(ledger, BrokerStore(ledger.database))
     host = None
     if drains:
-        from nexus.broker.host import build_host, start_host
+        from nexus.broker import build_host, start_host
 
         host = build_host(config, ledger)
         state.broker, state.runtime, state.deliverer = host.broker, host.runtime, host.deliverer

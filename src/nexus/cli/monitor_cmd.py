@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 def monitor_command(args: argparse.Namespace) -> int:
     """Run ``nexus adapters monitor`` until SIGTERM/SIGINT."""
-    from nexus.broker.inbound import inbound_routes
+    from nexus.broker import inbound_routes
     from nexus.cli._lock import exclusive_broker
     from nexus.cli.send_cmd import _config, _open_ledger
     from nexus.errors import ConfigError
@@ -38,8 +38,7 @@ def monitor_command(args: argparse.Namespace) -> int:
 
 
 async def _run(config: NexusConfig, ledger: Ledger) -> int:
-    from nexus.broker.host import build_host, start_host
-    from nexus.broker.inbound import inbound_routes
+    from nexus.broker import build_host, inbound_routes, start_host
 
     host = build_host(config, ledger, monitors=True)  # each reply is recorded with its turn
     inbound = host.inbound

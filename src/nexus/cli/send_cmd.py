@@ -22,16 +22,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from nexus.broker import AgentMessage
     from nexus.config import NexusConfig
-    from nexus.ledger import Ledger
-    from nexus.ledger.deliveries import DeliveryRecord
+    from nexus.ledger import DeliveryRecord, Ledger
 
 POLL_S = 0.2
 
 
 def send_command(args: argparse.Namespace) -> int:
     """Run ``nexus send``."""
-    from nexus.broker import AgentMessage, new_message_id, parse_mode
-    from nexus.broker.types import MAX_CONTENT_CHARS
+    from nexus.broker import MAX_CONTENT_CHARS, AgentMessage, new_message_id, parse_mode
     from nexus.cli.run_cmd import read_message
     from nexus.errors import ConfigError
 
@@ -54,8 +52,7 @@ def send_command(args: argparse.Namespace) -> int:
 
 def _session_key(key: str | None) -> str | None:
     """``--session KEY`` checked like an inbound key (a bad one is a usage error, nothing stored)."""
-    from nexus.broker.sessions import check_session_key
-    from nexus.broker.types import BrokerError
+    from nexus.broker import BrokerError, check_session_key
     from nexus.errors import ConfigError
 
     if key is None:
@@ -76,10 +73,10 @@ def drain_command(args: argparse.Namespace) -> int:
 
 def _drain_locked(config: NexusConfig, ledger: Ledger) -> int:
     """Drain every queue while holding the broker lock; then what others queued as it let go."""
-    from nexus.broker.host import running_broker
+    from nexus.broker import running_broker
     from nexus.cli._lock import exclusive_broker
     from nexus.cli._outcomes import RunLog, failures_line
-    from nexus.ledger.broker_store import BrokerStore
+    from nexus.ledger import BrokerStore
 
     runs = RunLog()
     with exclusive_broker(config):
@@ -101,7 +98,7 @@ def _drain_locked(config: NexusConfig, ledger: Ledger) -> int:
 
 
 async def _send(config: NexusConfig, ledger: Ledger, message: AgentMessage, mode: str | None, args: Any) -> int:
-    from nexus.broker.host import broker_lock
+    from nexus.broker import broker_lock
     from nexus.cli._deliver import parse_target
 
     target = parse_target(args.deliver, config) if getattr(args, "deliver", None) else None
@@ -127,7 +124,7 @@ async def _send_and_drain(
     config: NexusConfig, ledger: Ledger, message: AgentMessage, mode: str | None, args: Any
 ) -> int:
     """Send ``message`` and drain its conversation in this process (the broker lock is ours)."""
-    from nexus.broker.host import running_broker
+    from nexus.broker import running_broker
     from nexus.cli._deliver import LiveReply
 
     live = LiveReply(sys.stdout) if args.wait and not args.json else None  # the reply streams as it is written
@@ -151,8 +148,7 @@ async def _send_and_drain(
 
 def _delivery_of(ledger: Ledger, item_id: str) -> DeliveryRecord | None:
     """The ``deliveries`` row of the reply to queue item ``item_id`` (``None``: no run here delivered it)."""
-    from nexus.ledger.broker_store import BrokerStore
-    from nexus.ledger.deliveries import DeliveryLog
+    from nexus.ledger import BrokerStore, DeliveryLog
 
     item = BrokerStore(ledger.database).get_item(item_id)
     if item is None or item.turn_id is None:
@@ -162,7 +158,7 @@ def _delivery_of(ledger: Ledger, item_id: str) -> DeliveryRecord | None:
 
 
 def _server_runs(config: NexusConfig) -> bool:
-    from nexus.server.discovery import find_server
+    from nexus.server import find_server
 
     return find_server(config) is not None
 
@@ -190,13 +186,13 @@ async def _send_to_running_broker(
     picks it up). With ``--wait``, watch the item until a turn has consumed it; if the other
     broker goes away meanwhile (the lock comes free), run the conversation here instead.
     """
-    from nexus.ledger.broker_store import BrokerStore
-    from nexus.server.discovery import find_server
+    from nexus.ledger import BrokerStore
+    from nexus.server import find_server
 
     store = BrokerStore(ledger.database)
     server = find_server(config)
     if server is not None:
-        from nexus.server.client import call_server
+        from nexus.server import call_server
 
         body = {"content": message.content, "mode": mode, "id": message.id, "from": message.from_}
         if message.session is not None:
@@ -223,10 +219,9 @@ def _accept_for_other_process(
     config: NexusConfig, store: Any, message: AgentMessage, mode: str | None, args: Any
 ) -> str:
     """Queue ``message`` durably for the process that holds the broker lock; returns the item id."""
-    from nexus.broker import parse_mode
-    from nexus.broker.sessions import session_label_for
+    from nexus.broker import parse_mode, session_label_for
     from nexus.errors import ConfigError
-    from nexus.ledger.broker_store import AcceptRequest
+    from nexus.ledger import AcceptRequest
 
     agent = store.get_agent(message.to)
     if agent is None:  # _check_names registered it; only a concurrent `nexus agents rm` gets here
@@ -260,8 +255,8 @@ async def _run_leftovers(config: NexusConfig, ledger: Ledger) -> None:
     at least one of them sees the message with the lock free. Bounded: a round that changes
     nothing (a message no run can take) ends it.
     """
-    from nexus.broker.host import broker_lock, running_broker
-    from nexus.ledger.broker_store import BrokerStore
+    from nexus.broker import broker_lock, running_broker
+    from nexus.ledger import BrokerStore
 
     store = BrokerStore(ledger.database)
     seen: frozenset[str] = frozenset()
@@ -282,7 +277,7 @@ async def _watch(
     config: NexusConfig, ledger: Ledger, store: Any, message: AgentMessage, item_id: str, args: Any
 ) -> int:
     """Wait for a turn to consume the item; take over the conversation if the other broker goes away."""
-    from nexus.broker.host import broker_lock, running_broker
+    from nexus.broker import broker_lock, running_broker
 
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     while (item := store.get_item(item_id)) is not None and item.status in ("queued", "processing"):
@@ -307,9 +302,9 @@ def _say_accepted(message_id: str, item_id: str, duplicate: bool, args: Any) -> 
 
 def _report(ledger: Ledger, item_id: str, args: Any, *, reply_shown: bool = False) -> int:
     """Print the outcome (the reply with ``--wait`` unless it streamed, JSON with ``--json``); exit 1 on failure."""
-    from nexus.broker.host import turn_reply
-    from nexus.ledger.broker_store import BrokerStore
-    from nexus.server._views import item_turns, turn_error_text
+    from nexus.broker import turn_reply
+    from nexus.ledger import BrokerStore
+    from nexus.server import item_turns, turn_error_text
 
     item = BrokerStore(ledger.database).get_item(item_id)
     status = item.status if item is not None else "missing"
@@ -361,9 +356,9 @@ def _open_ledger(config: NexusConfig) -> Iterator[Ledger]:
 
 def _check_names(config: NexusConfig, ledger: Ledger, message: AgentMessage) -> None:
     """An unknown target or sender (neither registered nor in nexus.toml) is a usage error."""
-    from nexus.broker.host import sync_configured_agents
+    from nexus.broker import sync_configured_agents
     from nexus.errors import ConfigError
-    from nexus.ledger.broker_store import BrokerStore
+    from nexus.ledger import BrokerStore
 
     store = BrokerStore(ledger.database)
     sync_configured_agents(config, store)

@@ -18,7 +18,7 @@ def serve_command(args: argparse.Namespace) -> int:
     """Run ``nexus serve`` until SIGTERM/SIGINT."""
     from nexus.cli._lock import exclusive_broker
     from nexus.cli.send_cmd import _config, _open_ledger
-    from nexus.config._env import resolve_env
+    from nexus.config import resolve_env
     from nexus.errors import ConfigError
 
     try:
@@ -42,14 +42,14 @@ def serve_command(args: argparse.Namespace) -> int:
             'agents. Set [server] tokens = ["${NEXUS_TOKEN}"] in nexus.toml (and export NEXUS_TOKEN), '
             "or listen on 127.0.0.1"
         )
-    from nexus.server.serve import serve
+    from nexus.server import serve_http
 
     with _open_ledger(config) as ledger, exclusive_broker(config):
-        from nexus.engine.wiring.gc_tuning import tune_gc_for_many_runs
+        from nexus.engine import tune_gc_for_many_runs
 
         tune_gc_for_many_runs()  # a long-lived process of many runs: freeze the startup heap, collect less often
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-            return runner.run(serve(config, ledger, settings))
+            return runner.run(serve_http(config, ledger, settings))
 
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

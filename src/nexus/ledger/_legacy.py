@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nexus.ledger._sql_db import run_inline
 from nexus.ledger.records import (
@@ -32,12 +32,16 @@ from nexus.ledger.records import (
     TurnOpen,
     TurnWrite,
 )
-from nexus.llm.types import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage
+from nexus.llm import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage
 
 if TYPE_CHECKING:
-    from nexus.ledger._session_store import SqlSessionStore
-    from nexus.ledger._small_stores import SqlPiFiles
-    from nexus.ledger._turn_store import SqlTurnStore
+    from nexus.ledger.protocols import PiFiles, PointerLog, SessionStore, TurnStore, TurnTree
+
+    class _Turns(TurnStore, TurnTree, Protocol):
+        """The SQL turn store: the turns and their tree."""
+
+    class _Sessions(SessionStore, PointerLog, Protocol):
+        """The SQL session store: the sessions and their pointer log."""
 
 
 class LegacyTurns:
@@ -51,9 +55,9 @@ class LegacyTurns:
 class LegacyLedger:
     """The synchronous face of :class:`~nexus.ledger.Ledger` (see the module docstring)."""
 
-    turns: SqlTurnStore
-    sessions: SqlSessionStore
-    pi: SqlPiFiles
+    turns: _Turns
+    sessions: _Sessions
+    pi: PiFiles
 
     # ------------------------------------------------------------------ sessions
 

@@ -24,7 +24,7 @@ from nexus.ledger._queue_rows import accept_at, claim_in, deliver_in, move_items
 from nexus.ledger._sql_db import SqlDatabase, run_inline
 from nexus.ledger.errors import LedgerBusyError, LedgerFullError
 from nexus.ledger.records import AcceptRequest, QueueItem, Settlement
-from nexus.llm.types import now_ms
+from nexus.llm import now_ms
 
 MAX_GROUP = 512
 """Writes per transaction at most, so one flush never holds the event loop for long."""

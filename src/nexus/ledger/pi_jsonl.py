@@ -23,7 +23,7 @@ import uuid
 from dataclasses import field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nexus._dataclass import dataclass
 from nexus.ledger import _read, _sessions, _turns
@@ -31,10 +31,18 @@ from nexus.ledger._pi_messages import PI_ROLES, PiShapeError, from_pi, to_pi
 from nexus.ledger._write import TurnOutcome, move_pointer
 from nexus.ledger.errors import LedgerError, PiFormatError
 from nexus.ledger.records import CLOSED_STATUSES, CompactionRecord, ImportResult, NewSession, TurnDetails
-from nexus.llm.types import AssistantMessage, Message, UserMessage, now_ms
+from nexus.llm import AssistantMessage, Message, UserMessage, now_ms
 
 if TYPE_CHECKING:
-    from nexus.ledger.ledger import Ledger
+    from nexus.ledger._sqlite import Database
+
+
+class OnDatabase(Protocol):
+    """What the import and export need of a ledger: its database (a ``Ledger`` is one)."""
+
+    @property
+    def database(self) -> Database: ...
+
 
 SUPPORTED_VERSIONS = (2, 3)
 _MODELLED = ("message", "compaction")
@@ -295,7 +303,7 @@ def _compaction_of(e: _Entry, parent_id: str | None, state: dict[str, Any]) -> C
     )
 
 
-def import_pi_session(ledger: Ledger, path: str | Path, label: str | None = None) -> ImportResult:
+def import_pi_session(ledger: OnDatabase, path: str | Path, label: str | None = None) -> ImportResult:
     """Import a pi session file as turns and sessions, in one transaction.
 
     Raises :class:`PiFormatError` naming the line for a truncated, invalid or wrong-version
@@ -346,7 +354,7 @@ def _entry_id(taken: set[str], wanted: Any = None) -> str:
             return candidate
 
 
-def export_pi_session(ledger: Ledger, session_label: str, path: str | Path) -> Path:
+def export_pi_session(ledger: OnDatabase, session_label: str, path: str | Path) -> Path:
     """Write a session's history (root to head) as a pi session file pi can open."""
     text = pi_session_text(ledger, session_label)
     path = Path(path)
@@ -356,7 +364,7 @@ def export_pi_session(ledger: Ledger, session_label: str, path: str | Path) -> P
     return path
 
 
-def pi_session_text(ledger: Ledger, session_label: str) -> str:
+def pi_session_text(ledger: OnDatabase, session_label: str) -> str:
     """A session's history as the text of a pi session file (what :func:`export_pi_session` writes).
 
     For callers that put the file somewhere themselves (stdout, their own atomic write).

@@ -102,7 +102,7 @@ class StderrTail:
         """``; its stderr ended: …`` with the last lines (credentials cut out), or ``""``."""
         if not self._lines:
             return ""
-        from nexus.llm.redact import redact
+        from nexus.llm import redact
 
         last = [" ".join(line.split()) for line in list(self._lines)[-_QUOTED_LINES:]]
         return "; its stderr ended: " + redact(" | ".join(last))

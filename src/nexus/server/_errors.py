@@ -111,10 +111,17 @@ def _unparsable_body(exc: StarletteHTTPException) -> str | None:
 
 def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers that give every error the one shape."""
-    from nexus.broker.types import BrokerError, UnknownAgentError
+    from nexus.broker import BrokerError, UnknownAgentError
     from nexus.errors import ConfigError, NexusError
-    from nexus.ledger import LedgerError, SessionExistsError, SessionNotFound, TurnNotFound, TurnStateError
-    from nexus.ledger.errors import LedgerBusyError, LedgerFullError
+    from nexus.ledger import (
+        LedgerBusyError,
+        LedgerError,
+        LedgerFullError,
+        SessionExistsError,
+        SessionNotFound,
+        TurnNotFound,
+        TurnStateError,
+    )
 
     async def api_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)

@@ -12,9 +12,7 @@ from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from nexus.ledger import Ledger
-from nexus.ledger.errors import PiFormatError
-from nexus.ledger.labels import label_problem
+from nexus.ledger import Ledger, PiFormatError, label_problem
 from nexus.server._errors import ApiError
 from nexus.server._openapi import answers
 from nexus.server._schemas import History, ImportResult, SessionDetail, SessionList, SessionOut, Tree, TurnDetail
@@ -206,7 +204,7 @@ def import_session(
 
 def _deliveries(ledger: Ledger, turn_ids: list[str]) -> Callable[[str], list[dict[str, Any]]]:
     """Where the replies of these turns went (one query): turn id → its ``deliveries`` rows as JSON."""
-    from nexus.ledger.deliveries import DeliveryLog
+    from nexus.ledger import DeliveryLog
 
     found = DeliveryLog(ledger.database).for_turns(turn_ids)
     return lambda turn_id: [record.to_json() for record in found.get(turn_id, [])]

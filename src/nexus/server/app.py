@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from nexus import __version__
-from nexus.config._server_schema import ServerConfig
+from nexus.config import ServerConfig
 from nexus.server._browser_guard import BrowserGuard
 from nexus.server._errors import install_error_handlers
 from nexus.server._event_hub import EventHub

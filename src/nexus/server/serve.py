@@ -28,10 +28,9 @@ from nexus.server.discovery import remove_server_file, write_server_file
 
 if TYPE_CHECKING:
     from nexus.broker import AgentBroker
-    from nexus.config import NexusConfig
-    from nexus.config._server_schema import ServerConfig
+    from nexus.config import NexusConfig, ServerConfig
     from nexus.ledger import Ledger
-    from nexus.llm.options import StreamFn
+    from nexus.llm import StreamFn
     from nexus.server._event_hub import EventHub
 
 GRACEFUL_S = 5
@@ -59,7 +58,7 @@ class NexusUvicorn(uvicorn.Server):
             self.ready.set()
 
 
-async def serve(
+async def serve_http(
     config: NexusConfig, ledger: Ledger, settings: ServerConfig, *, stream_fn: StreamFn | None = None
 ) -> int:
     """Run until SIGTERM/SIGINT; the caller holds the broker lock. Returns the exit code.
@@ -67,8 +66,8 @@ async def serve(
     WAL checkpoints run on a thread of their own meanwhile (see ``nexus.ledger._checkpoint``).
     The tokens are registered with the redactor: no error text of a run ever repeats one.
     """
-    from nexus.ledger._checkpoint import background_checkpoints
-    from nexus.llm.redact import add_secrets
+    from nexus.ledger import background_checkpoints
+    from nexus.llm import add_secrets
 
     add_secrets(settings.tokens)
 
@@ -92,7 +91,7 @@ def settle_heap() -> None:
 async def _serve(
     config: NexusConfig, ledger: Ledger, settings: ServerConfig, *, stream_fn: StreamFn | None = None
 ) -> int:
-    from nexus.broker.host import build_host, start_host
+    from nexus.broker import build_host, start_host
     from nexus.server._state import ServerState
     from nexus.server.app import create_app
 
@@ -152,7 +151,7 @@ def _start_token(settings: ServerConfig) -> str | None:
     """The token of this start (in ``server.json``), when tokens are in use; registered with the redactor."""
     if not (settings.tokens or settings.require_token):
         return None
-    from nexus.llm.redact import add_secrets
+    from nexus.llm import add_secrets
 
     token = secrets.token_urlsafe(32)
     add_secrets([token])  # like the configured tokens: no error text ever repeats it
@@ -207,6 +206,6 @@ def _bound_port(server: NexusUvicorn, default: int) -> int:
 
 
 def _store(ledger: Ledger) -> Any:
-    from nexus.ledger.broker_store import BrokerStore
+    from nexus.ledger import BrokerStore
 
     return BrokerStore(ledger.database)

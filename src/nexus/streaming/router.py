@@ -28,11 +28,7 @@ from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from nexus.adapters.clock import Clock
-from nexus.adapters.manager import AdapterManager
-from nexus.adapters.process import AdapterError
-from nexus.adapters.stream_client import StreamDelivery
-from nexus.adapters.types import DeliveryResult, DeliveryTarget
+from nexus.adapters import AdapterError, AdapterManager, Clock, DeliveryResult, DeliveryTarget, StreamDelivery
 from nexus.streaming.events import (
     Reasoning,
     StreamEnd,
@@ -47,7 +43,7 @@ from nexus.streaming.pipeline import BlockPipeline
 from nexus.streaming.settings import block_settings
 
 if TYPE_CHECKING:
-    from nexus.ledger.deliveries import DeliveryStatus
+    from nexus.ledger import DeliveryStatus
 
 log = logging.getLogger("nexus.streaming")
 

@@ -24,12 +24,12 @@ from nexus.engine.assembly.system_prompt import RuntimeInfo, build_minimal_syste
 from nexus.engine.assembly.tool_policy import filter_tools
 from nexus.engine.types import AgentRole, AssembledContext, EngineLimits, ThinkingConfig, new_id
 from nexus.errors import ConfigError
-from nexus.llm.types import ImageContent, Message, Model, TextContent, UserContent, UserMessage
+from nexus.llm import ImageContent, Message, Model, TextContent, UserContent, UserMessage
 
 if TYPE_CHECKING:
-    from nexus.agent.tool_types import AgentTool
+    from nexus.agent import AgentTool
     from nexus.config import PromptProfile
-    from nexus.llm.abort import AbortSignal
+    from nexus.llm import AbortSignal
 
 
 def resolve_timezone(name: str) -> tzinfo:

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from nexus.engine.execution._snapshots import SNAPSHOTS
 from nexus.engine.execution._writer import inline_ok, settled, submit
-from nexus.llm.types import (
+from nexus.llm import (
     AssistantContent,
     AssistantMessage,
     Cost,

@@ -20,7 +20,7 @@ from nexus.engine.execution._writer import writer
 
 if TYPE_CHECKING:
     from nexus.ledger import Ledger
-    from nexus.llm.types import AssistantMessage
+    from nexus.llm import AssistantMessage
 
 
 class TurnJournal(Protocol):

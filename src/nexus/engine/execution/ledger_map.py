@@ -14,7 +14,7 @@ from dataclasses import asdict, replace
 from typing import TYPE_CHECKING
 
 from nexus.engine.types import AgentError, AgentResult, AssembledContext
-from nexus.llm.types import Message, ToolResultMessage
+from nexus.llm import Message, ToolResultMessage
 
 if TYPE_CHECKING:
     from nexus.ledger import CompactionRecord, Ledger, Turn
@@ -29,7 +29,7 @@ def error_json(error: AgentError | None) -> dict[str, object] | None:
 
 def turn_metadata(result: AgentResult) -> dict[str, object] | None:
     """The turn's ``metadata`` column: marks estimated usage (no schema column holds that), else None."""
-    from nexus.ledger.records import USAGE_ESTIMATED_KEY
+    from nexus.ledger import USAGE_ESTIMATED_KEY
 
     return {USAGE_ESTIMATED_KEY: True} if result.usage.estimated else None
 

@@ -22,13 +22,11 @@ from nexus.engine.types import CompactionEndEvent, CompactionStartEvent, EngineE
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from nexus.config._profile import ResolvedProfile
+    from nexus.config import ResolvedProfile
     from nexus.engine.execution.failover import ProfileCooldowns
     from nexus.engine.types import EngineLimits
     from nexus.ledger import CompactionRecord, Ledger
-    from nexus.llm.abort import AbortSignal
-    from nexus.llm.options import StreamFn
-    from nexus.llm.types import Message, Model
+    from nexus.llm import AbortSignal, Message, Model, StreamFn
 
 __all__ = ["CompactHost", "CompactionStatus", "SessionCompaction", "compact_session"]
 

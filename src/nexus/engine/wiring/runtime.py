@@ -27,21 +27,19 @@ from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.engine.types import AgentResult, AgentRole, AgentSpec, AssembledContext, EngineLimits, ThinkingConfig
 from nexus.engine.wiring.models import limits_from_config, preflight, resolve_model, unreachable_model_problem
 from nexus.engine.wiring.spawn import SPAWN_TOOL_NAME, EngineSpawner, Spawner, spawn_agent_tool
-from nexus.ledger.records import DEFAULT_SESSION
-from nexus.llm.options import StreamFn, StreamOptions
-from nexus.llm.types import ImageContent, Model, UserMessage
+from nexus.ledger import DEFAULT_SESSION
+from nexus.llm import ImageContent, Model, StreamFn, StreamOptions, UserMessage
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from nexus.agent.tool_types import AgentTool
-    from nexus.config import NexusConfig
-    from nexus.config._profile import ResolvedProfile
+    from nexus.agent import AgentTool
+    from nexus.config import NexusConfig, ResolvedProfile
     from nexus.engine.execution.callbacks import EngineCallbacks
     from nexus.engine.types import EngineEvent
     from nexus.engine.wiring.compact_session import SessionCompaction
     from nexus.ledger import Ledger
-    from nexus.llm.abort import AbortSignal
+    from nexus.llm import AbortSignal
     from nexus.mcp import McpServers
 
 log = logging.getLogger("nexus.engine")
@@ -164,7 +162,7 @@ class Runtime:
         The keys are registered with :func:`nexus.llm.redact.add_secrets`: no error text repeats one.
         """
         from nexus.config import provider_settings
-        from nexus.llm.redact import add_secrets
+        from nexus.llm import add_secrets
 
         out: dict[str, list[ResolvedProfile]] = {}
         for provider in dict.fromkeys(m.provider for m in models):
@@ -417,7 +415,7 @@ async def _begin(
 def aborted_before_start(message: str | UserMessage) -> AgentResult:
     """The result of a run aborted while it waited for another run of its session: nothing ran or was stored."""
     from nexus.engine.types import AgentError
-    from nexus.ledger.records import StoredMessage
+    from nexus.ledger import StoredMessage
 
     query = message if isinstance(message, UserMessage) else UserMessage(message)
     text = "aborted while waiting for another run of the session to finish; nothing was sent or stored"

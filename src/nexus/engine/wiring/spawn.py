@@ -19,16 +19,16 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from nexus._dataclass import dataclass
 from nexus._lazy import LazyPattern
-from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
+from nexus.agent import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.engine.execution.scope import CURRENT_RUN, RunScope
-from nexus.llm.abort import AbortSignal
+from nexus.llm import AbortSignal
 
 if TYPE_CHECKING:
     from nexus.engine.execution.callbacks import EngineCallbacks
     from nexus.engine.execution.execute import Execution
     from nexus.engine.types import AgentSpec
     from nexus.ledger import Ledger
-    from nexus.llm.types import UserMessage
+    from nexus.llm import UserMessage
 
 __all__ = [
     "CURRENT_RUN",
