@@ -4,15 +4,19 @@ Imports are read from the source with ``ast``: module-level, function-level (a l
 a dependency) and ``if TYPE_CHECKING:`` ones alike. A type named across a loop is the same tangle in
 the design as an import that runs (the engine's old runner <-> execute <-> spawn <-> compact_session
 cycle ran entirely through such imports), so a module that needs another's capability without
-importing it names a small ``Protocol`` instead (``RunHost``, ``WorkerHost``, ``CompactHost``). The
-runtime-only graph is checked on its own as well, so a failure says which kind of import closed a loop.
+importing it names a small ``Protocol`` instead (``RunHost``, ``WorkerHost``, ``CompactHost``,
+``Messenger``, ``Closable``). The runtime-only graph is checked on its own as well, so a failure says
+which kind of import closed a loop. docs/architecture.md draws the ladder.
 
 - **Ladder**: a package imports only the packages DESIGN §2 lets it (``MAY_IMPORT``, closed
-  downwards: a package may import what the packages it may import may import). The engine's own
-  folders are a ladder too: ``types`` < ``assembly`` < ``execution`` < ``wiring``.
+  downwards: a package may import what the packages it may import may import), and that table
+  itself points down ``LAYER`` (two same-layer pairs, each with its reason). The root modules
+  (``nexus``, ``nexus.errors``, ``nexus._lazy``, ``nexus._dataclass``) import no package. The engine's
+  own folders are a ladder too: ``types`` < ``assembly`` < ``execution`` < ``wiring``.
 - **Faces**: another package is imported through its face (``nexus.<package>``, its ``__init__``),
-  never through a submodule, private or not; ``FACE_EXCEPTIONS`` lists the few that must stay.
-- **No cycles** between modules anywhere.
+  never through a submodule, private or not; ``FACE_EXCEPTIONS`` lists the few that must stay
+  (none today). tests/test_package_faces.py checks the faces give what they list.
+- **No cycles**, between packages and between modules anywhere.
 """
 
 from __future__ import annotations
@@ -26,8 +30,13 @@ import nexus
 
 ROOT = Path(nexus.__file__).parent
 
+LAYER: dict[str, int] = {
+    # DESIGN §2's layer numbers. nexus.testing is shipped for tests (ours and users'): nothing imports it.
+    **{"cli": 8, "server": 8, "broker": 7, "streaming": 6, "adapters": 6, "engine": 5, "testing": 5},
+    **{"ledger": 4, "tools": 3, "mcp": 3, "agent": 2, "llm": 1, "config": 0},
+}
 MAY_IMPORT: dict[str, frozenset[str]] = {
-    # DESIGN §2, top to bottom. The root modules (nexus, nexus.errors, nexus._lazy) are open to all.
+    # DESIGN §2's "may import" column, top to bottom (config and mcp below where the column leaves them out).
     "cli": frozenset({"server", "broker", "mcp"}),
     "server": frozenset({"broker", "mcp"}),
     "broker": frozenset({"engine", "streaming", "adapters", "ledger"}),
@@ -42,14 +51,18 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "llm": frozenset(),
     "config": frozenset(),
 }
-ROOT_MODULES = frozenset({"nexus", "nexus.errors", "nexus._lazy"})
+SAME_LAYER: dict[tuple[str, str], str] = {
+    ("cli", "server"): "`nexus serve` starts the server; other commands find a running one and call it",
+    (
+        "streaming",
+        "adapters",
+    ): "the bridge writes StreamEvents to an adapter's pipe; adapters imports nothing above llm",
+}
+ROOT_MODULES = frozenset({"nexus", "nexus.errors", "nexus._lazy", "nexus._dataclass"})
 ENGINE_FOLDERS = {"types": 0, "assembly": 1, "execution": 2, "wiring": 3}
 
 FACE_EXCEPTIONS: dict[tuple[str, str], str] = {
-    # (importing module, imported submodule): why it cannot go through the face.
-    ("nexus.testing.conformance.support", "nexus.ledger.protocols"): (
-        "checks a store against each protocol class by name; the face re-exports them lazily"
-    ),
+    # (importing module, imported submodule): why it cannot go through the face. Empty: keep it short.
 }
 
 
@@ -218,6 +231,37 @@ def test_each_package_imports_only_what_the_ladder_allows() -> None:
         if source is not None and target is not None and target not in allowed(source):
             upward.append(_say(edge))
     assert upward == []
+
+
+def test_the_ladder_table_points_down() -> None:
+    """``MAY_IMPORT`` against DESIGN §2's layer numbers: down only, but for the listed same-layer pairs."""
+    assert set(MAY_IMPORT) == set(LAYER)
+    wrong = [
+        f"{package} -> {lower}"
+        for package, lowers in MAY_IMPORT.items()
+        for lower in lowers
+        if LAYER[lower] > LAYER[package] or (LAYER[lower] == LAYER[package] and (package, lower) not in SAME_LAYER)
+    ]
+    assert wrong == []
+    assert all(lower in MAY_IMPORT[package] for package, lower in SAME_LAYER)
+    assert not any("testing" in lowers for lowers in MAY_IMPORT.values())
+
+
+def test_the_root_modules_import_no_package() -> None:
+    reaching = [_say(e) for e in graph() if e.source in ROOT_MODULES and e.target not in ROOT_MODULES]
+    assert {package_of(m) for m in ROOT_MODULES} == {None}
+    assert reaching == []
+
+
+def test_no_import_cycles_between_packages() -> None:
+    """The package graph (an edge per package pair that any import joins) has no loop."""
+    between = [
+        Edge(source, target, e.typing_only, e.line)
+        for e in graph()
+        if (source := package_of(e.source)) and (target := package_of(e.target)) and source != target
+    ]
+    assert len({(e.source, e.target) for e in between}) >= 20
+    assert cycles(between) == []
 
 
 def test_the_engine_folders_import_one_way() -> None:

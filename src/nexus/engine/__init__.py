@@ -10,7 +10,7 @@ The package is three folders, one per job (see docs/engine.md "Layout"):
   model resolution, the ``spawn_agent`` tool, compaction of a stored session);
 
 with ``nexus.engine.types`` as their shared vocabulary. Imports run one way only:
-assembly → types, execution → assembly, wiring → execution (tests/engine/test_import_graph.py).
+assembly → types, execution → assembly, wiring → execution (tests/test_import_rules.py).
 
 This module re-exports only what a user of the engine needs; everything else is imported from
 its own module. Names load on first use, so ``import nexus.engine`` stays cheap.

@@ -35,11 +35,11 @@ OPTIONAL = {
 
 def has(ledger: Ledger, capability: str) -> bool:
     """Whether ``ledger`` has an optional capability (its store exists and implements the protocol)."""
-    from nexus.ledger import protocols
+    import nexus.ledger
 
     attribute, protocol = OPTIONAL[capability]
     store = getattr(ledger, attribute, None)
-    return store is not None and isinstance(store, getattr(protocols, protocol))
+    return store is not None and isinstance(store, getattr(nexus.ledger, protocol))
 
 
 def need(ledger: Ledger, *capabilities: str) -> None:
