@@ -76,7 +76,7 @@ def _main(argv: Sequence[str], *, process: bool) -> int:
         print("nexus: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # output piped into `head` and closed early: stop quietly, like a Unix filter
-        from nexus.cli._render import silence_stdout
+        from nexus.cli._closed_output import silence_stdout
 
         silence_stdout()
         return 141

@@ -18,8 +18,9 @@ from dataclasses import field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from nexus._dataclass import dataclass
+from nexus.cli._closed_output import ClosedOutputGuard
 from nexus.cli._engine_bridge import RenderBridge, summarize_run
-from nexus.cli._render import ClosedOutputGuard, Renderer, RunSummary, TextRenderer
+from nexus.cli._render import Renderer, RunSummary, TextRenderer
 from nexus.errors import ConfigError, NexusError
 from nexus.ledger import DEFAULT_SESSION
 

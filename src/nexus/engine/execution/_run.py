@@ -53,7 +53,7 @@ from nexus.engine.execution.events import (
     RunStartEvent,
     StateEvent,
 )
-from nexus.engine.execution.ledger_map import compaction_record, history_turn_ids, write_result
+from nexus.engine.execution.ledger_map import run_compactions, write_result
 from nexus.engine.execution.scope import CURRENT_RUN, RunHost, RunScope
 from nexus.engine.types import (
     AgentError,
@@ -65,7 +65,7 @@ from nexus.engine.types import (
     EngineLimits,
     RunStopReason,
 )
-from nexus.ledger import CompactionRecord, StoredMessage
+from nexus.ledger import StoredMessage
 from nexus.llm import (
     AbortSignal,
     AssistantMessage,
@@ -438,27 +438,11 @@ class EngineRun:
             stop_reason=stop_reason,
             duration_ms=int((time.monotonic() - self.started) * 1000),
             error=error,
-            compactions=self.compaction_records(),
+            compactions=run_compactions(self.ledger, self.ctx, self.window.compactions, turn_id, self.turn_id),
             last_call_usage=self.last_call_usage,
             returned_steers=list(self.steering.returned),
             turn_id=self.turn_id,
         )
-
-    def compaction_records(self) -> list[CompactionRecord]:
-        """Every compaction of the run as a ledger record, with the turn ids it summarised and kept."""
-        done = self.window.compactions
-        if not done:
-            return []
-        turn_id = self.turn_id or ""
-        owners: list[str] = []
-        if self.ledger is not None and self.turn_id is not None:
-            owners = history_turn_ids(self.ledger, self.ctx.session_label, self.ctx.history)
-        records = []
-        for compaction, cut in done:
-            record = compaction_record(compaction, cut=cut, turn_id=turn_id, owners=owners)
-            record.turn_id = turn_id
-            records.append(record)
-        return records
 
     def outcome(self, response: list[Message]) -> tuple[RunStopReason, AgentError | None]:
         """Seed 000's stop reason (and error) from how the loop ended (see ``_outcome``)."""

@@ -20,8 +20,9 @@ from nexus.config import ResolvedProfile
 from nexus.engine.assembly._sessions import SessionCache
 from nexus.engine.execution._run import EngineRun, EngineStreamEvent
 from nexus.engine.execution.callbacks import EngineCallbacks, callbacks_listener
+from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.engine.execution.events import EventChannel, ExecutionEvent, ExecutionState, RunEndEvent, Subscription
-from nexus.engine.execution.failover import ProfileCooldowns, failover_stream
+from nexus.engine.execution.failover import failover_stream
 from nexus.engine.types import AgentResult, AssembledContext, EngineLimits, TokenBudget, new_id
 from nexus.llm import AbortSignal, Model, StreamFn, StreamOptions, UserMessage
 

@@ -96,6 +96,29 @@ def compaction_record(record: CompactionRecord, *, cut: int, turn_id: str, owner
     return replace(record, summarized_through_turn_id=through, first_kept_turn_id=first_kept)
 
 
+def run_compactions(
+    ledger: Ledger | None,
+    ctx: AssembledContext,
+    done: Sequence[tuple[CompactionRecord, int]],
+    turn_id: str,
+    opened: str | None,
+) -> list[CompactionRecord]:
+    """Every compaction of a run (``done``: each with the index its kept part starts at) as ``compactions``
+    rows of turn ``turn_id``, with the turn ids it summarised and kept (``opened``: the run's turn in the
+    ledger, ``None`` when it wrote none: then no history is looked up)."""
+    if not done:
+        return []
+    owners = (
+        history_turn_ids(ledger, ctx.session_label, ctx.history) if ledger is not None and opened is not None else []
+    )
+    records = []
+    for compaction, cut in done:
+        record = compaction_record(compaction, cut=cut, turn_id=turn_id, owners=owners)
+        record.turn_id = turn_id
+        records.append(record)
+    return records
+
+
 def write_result(
     ledger: Ledger,
     ctx: AssembledContext,

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from nexus.config import ResolvedProfile
-    from nexus.engine.execution.failover import ProfileCooldowns
+    from nexus.engine.execution.cooldowns import ProfileCooldowns
     from nexus.engine.types import EngineLimits
     from nexus.ledger import CompactionRecord, Ledger
     from nexus.llm import AbortSignal, Message, Model, StreamFn

@@ -22,8 +22,8 @@ from nexus._dataclass import dataclass
 from nexus.engine.assembly._sessions import DEFAULT_MAX_BYTES, SessionStates
 from nexus.engine.assembly.bootstrap import scaffold_workspace
 from nexus.engine.assembly.context import EventContext, PromptOptions, assemble_context, build_current_message
+from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.engine.execution.execute import Execution, build_run
-from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.engine.types import AgentResult, AgentRole, AgentSpec, AssembledContext, EngineLimits, ThinkingConfig
 from nexus.engine.wiring.models import limits_from_config, preflight, resolve_model, unreachable_model_problem
 from nexus.engine.wiring.spawn import SPAWN_TOOL_NAME, EngineSpawner, Spawner, spawn_agent_tool
