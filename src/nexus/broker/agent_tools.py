@@ -62,30 +62,10 @@ def _send_tool(broker: Messenger, caller: CallerContext) -> AgentTool:
         target = str(args.get("to", "")).strip()
         content = str(args.get("content", ""))
         wait = bool(args.get("waitForReply", False))
-        if target == caller.agent_id:
-            return AgentToolResult.text("You cannot send a message to yourself.", is_error=True)
-        if broker.get_agent(target) is None:
-            known = ", ".join(
-                a.identity.agent_id for a in broker.list_agents() if a.identity.agent_id != caller.agent_id
-            )
-            return AgentToolResult.text(f"No agent named {target!r}. Known agents: {known or 'none'}.", is_error=True)
-        hop = caller.hop + 1
-        if hop > caller.max_hops:
-            return AgentToolResult.text(
-                f"Hop limit reached: conversation {caller.conversation_id} has already passed {caller.max_hops} "
-                "messages between agents. Answer with what you have instead of delegating again.",
-                is_error=True,
-                details={"hop_limit": caller.max_hops, "conversation_id": caller.conversation_id},
-            )
-        later = {"reply_to": caller.agent_id, "reply_session": caller.session, "reply_deliver_to": caller.deliver_to}
-        message = AgentMessage(
-            id=f"{caller.agent_id}:{call_id}:{new_ulid()}",
-            from_=caller.agent_id,
-            to=target,
-            content=content,
-            conversation_id=caller.conversation_id,
-            metadata={"hop": hop, **({"reply_to": None} if wait else later)},
-        )
+        refused = _refused(broker, caller, target)
+        if refused is not None:
+            return refused
+        message = _message(caller, call_id, target, content, wait)
         try:
             if not wait:
                 receipt = await broker.send(message, "followup")
@@ -118,6 +98,36 @@ def _send_tool(broker: Messenger, caller: CallerContext) -> AgentTool:
         },
         execute=execute,
         label="Message agent",
+    )
+
+
+def _refused(broker: Messenger, caller: CallerContext, target: str) -> AgentToolResult | None:
+    """Why ``caller`` may not send to ``target`` (itself, an unknown agent, past the hop limit), or ``None``."""
+    if target == caller.agent_id:
+        return AgentToolResult.text("You cannot send a message to yourself.", is_error=True)
+    if broker.get_agent(target) is None:
+        known = ", ".join(a.identity.agent_id for a in broker.list_agents() if a.identity.agent_id != caller.agent_id)
+        return AgentToolResult.text(f"No agent named {target!r}. Known agents: {known or 'none'}.", is_error=True)
+    if caller.hop + 1 > caller.max_hops:
+        return AgentToolResult.text(
+            f"Hop limit reached: conversation {caller.conversation_id} has already passed {caller.max_hops} "
+            "messages between agents. Answer with what you have instead of delegating again.",
+            is_error=True,
+            details={"hop_limit": caller.max_hops, "conversation_id": caller.conversation_id},
+        )
+    return None
+
+
+def _message(caller: CallerContext, call_id: str, target: str, content: str, wait: bool) -> AgentMessage:
+    """The message a tool call sends: one hop further; without ``wait`` it says where the reply goes."""
+    later = {"reply_to": caller.agent_id, "reply_session": caller.session, "reply_deliver_to": caller.deliver_to}
+    return AgentMessage(
+        id=f"{caller.agent_id}:{call_id}:{new_ulid()}",
+        from_=caller.agent_id,
+        to=target,
+        content=content,
+        conversation_id=caller.conversation_id,
+        metadata={"hop": caller.hop + 1, **({"reply_to": None} if wait else later)},
     )
 
 
