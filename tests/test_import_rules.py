@@ -129,6 +129,19 @@ def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -
     return found
 
 
+def _import_module_call(node: ast.AST) -> tuple[str, int] | None:
+    """The module an ``importlib.import_module("nexus.x.y")`` call names with a literal, or None: an
+    import by name is an import too (a package face's own lazy table is not one: it is the face)."""
+    if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)):
+        return None
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    value = node.args[0].value
+    if name == "import_module" and isinstance(value, str) and value.startswith("nexus"):
+        return value, node.lineno
+    return None
+
+
 def _edges(module: str, path: Path) -> list[Edge]:
     edges: list[Edge] = []
     is_package = path.name == "__init__.py"
@@ -148,6 +161,9 @@ def _edges(module: str, path: Path) -> list[Edge]:
             for target in dict.fromkeys(_targets(node, module, is_package)):
                 if target in modules() and target != module:
                     edges.append(Edge(module, target, typing_only, node.lineno))
+        named = _import_module_call(node)
+        if named is not None and named[0] in modules() and named[0] != module:
+            edges.append(Edge(module, named[0], typing_only, named[1]))
         visit(node, typing_only)
 
     visit(ast.parse(path.read_text(encoding="utf-8")), False)
@@ -220,6 +236,7 @@ def test_the_reader_sees_the_imports() -> None:
         e.source == "nexus.engine.wiring.runtime" and e.target == "nexus.engine.execution.execute" for e in edges
     )
     assert any(e.typing_only for e in edges)
+    assert any(e.source == "nexus.tools._pysearch" and e.target == "nexus.tools._walk" for e in edges)  # by name
     assert any(e.source.startswith("nexus.broker.") and e.target == "nexus.engine" for e in edges)
     assert set(MAY_IMPORT) >= {package_of(m) for m in modules()} - {None}
 
