@@ -11,8 +11,10 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+from nexus.broker import AgentBroker, BrokerSettings
 from nexus.broker.agent_tools import CallerContext
 from nexus.engine import AgentError, AgentSpec
+from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
 
 
@@ -162,3 +164,12 @@ def _caller(tools: Any) -> CallerContext | None:
             if isinstance(cell.cell_contents, CallerContext):
                 return cell.cell_contents
     return None
+
+
+async def open_broker(ledger: Ledger, **settings: object) -> tuple[AgentBroker, FakeRuntime]:
+    """A started broker on ``ledger`` whose runs the test drives (no agent registered yet)."""
+    store = BrokerStore(ledger.database)
+    runner = FakeRuntime(store)
+    broker = AgentBroker(ledger, runner, BrokerSettings(**settings))  # type: ignore[arg-type]
+    await broker.start()
+    return broker, runner

@@ -62,13 +62,18 @@ schemathesis.serializer("application/x-ndjson")(_ndjson)
 
 @pytest.fixture
 def seeded(tmp_path: Path) -> Iterator[tuple[Any, Ledger]]:
-    """The API over a temp ledger: session ``main`` with three turns, agent ``coder`` with a queued message."""
+    """The API over a temp ledger: session ``main`` with three turns, agent ``coder`` with a queued message
+    and a message from ``coder`` to agent ``reviewer`` (an agent-to-agent message)."""
     with Ledger.open(tmp_path / "agents.db") as ledger:
         seed_ledger(ledger)
         store = BrokerStore(ledger.database)
         ledger.ensure_session("agent:coder")
         store.save_agent("coder", role="worker", session_label="agent:coder", spec={"model": "openai/gpt-4o-mini"})
-        store.accept_many([AcceptRequest("coder", "agent:coder", "m-1", "user", {"content": "hi"}, "followup", False)])
+        store.save_agent("reviewer", role="worker", session_label="agent:reviewer", spec={})
+        store.accept_many([
+            AcceptRequest("coder", "agent:coder", "m-1", "user", {"content": "hi"}, "followup", False),
+            AcceptRequest("reviewer", "agent:reviewer", "m-2", "coder", {"content": "review it"}, "followup", True),
+        ])  # fmt: skip
         yield create_app(ServerState(ledger, store), ServerConfig(max_body_bytes=200_000)), ledger
 
 
@@ -113,6 +118,8 @@ def test_every_success_body_matches_its_schema(seeded: tuple[Any, Ledger]) -> No
         case = operation.Case(path_parameters={name: values[name] for name in names}, query={})
         response = case.call()
         assert response.status_code == 200, (operation.path, response.text)
+        if operation.path == "/v1/agent-messages":
+            assert response.json()["messages"][0]["from"] == "coder", "the agent-to-agent message is listed"
         case.validate_response(response, checks=CHECKS)
         checked.append(operation.path)
-    assert len(checked) == 11, checked
+    assert len(checked) == 13, checked

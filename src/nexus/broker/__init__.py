@@ -55,6 +55,7 @@ __all__ = [
     "BrokerSettings",
     "DropPolicy",
     "Followed",
+    "InboundRouter",
     "QueueMode",
     "QueueOverrides",
     "QueueSettings",
@@ -96,11 +97,12 @@ if TYPE_CHECKING:
         sync_configured_agents,
         turn_reply,
     )
-    from nexus.broker.inbound import inbound_routes
+    from nexus.broker.inbound import InboundRouter, inbound_routes
     from nexus.broker.sessions import MAX_KEY_CHARS, check_session_key, session_label_for
     from nexus.broker.types import MAX_CONTENT_CHARS, Followed, stored_agent
 
 _LAZY: dict[str, str] = {
+    "InboundRouter": "nexus.broker.inbound",
     "Followed": "nexus.broker.types",
     "MAX_CONTENT_CHARS": "nexus.broker.types",
     "MAX_KEY_CHARS": "nexus.broker.sessions",

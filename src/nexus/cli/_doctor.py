@@ -51,6 +51,7 @@ def doctor_command(args: argparse.Namespace) -> int:
     checks += _key_checks(config, env)
     checks.append(_model_check(config, env))
     checks += _broker_checks(config)
+    checks += _adapter_checks(config, env)
     checks.append(_database_check(config.database_path))
     checks.append(_workspace_check(config.workspace_path))
     checks.append(_local_check(config))
@@ -138,6 +139,20 @@ def _broker_checks(config: NexusConfig) -> list[Check]:
     elif agents:
         checks.append(Check("ok", "agents", ", ".join(agent.identity.agent_id for agent in agents)))
     return checks
+
+
+def _adapter_checks(config: NexusConfig, env: Mapping[str, str]) -> list[Check]:
+    """The enabled adapter accounts: ``fail`` for each whose credential variable is not set."""
+    from nexus.config import credential_problems
+
+    enabled = [f"{name}/{account_id}" for name, adapter in sorted(config.adapters.items())
+               for account_id, account in sorted(adapter.accounts.items()) if account.enabled]  # fmt: skip
+    if not enabled:
+        return []
+    problems = credential_problems(config.adapters, env)
+    if problems:
+        return [Check("fail", "adapters", problem) for problem in problems]
+    return [Check("ok", "adapters", ", ".join(enabled) + " (credentials set; `nexus adapters health` asks them)")]
 
 
 def _not_created_yet(name: str, path: Path, when: str) -> Check:

@@ -20,7 +20,7 @@ from nexus.config._env import env_references, missing_env, resolve_env
 from nexus.config._paths import CONFIG_FILE_NAME, config_path, database_dir, nexus_home
 
 if TYPE_CHECKING:
-    from nexus.config._adapters import AdapterAccount, AdapterBlocks, AdapterConfig
+    from nexus.config._adapters import AdapterAccount, AdapterBlocks, AdapterConfig, credential_problems
     from nexus.config._broker_schema import AgentConfig, BrokerConfig, DropPolicy, QueueMode, check_agent_ids
     from nexus.config._host_names import ANY_HOST, HostName, parse_host
     from nexus.config._load import dotted, load_config, parse_config
@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     )
 
 _LAZY: dict[str, str] = {
+    "credential_problems": "nexus.config._adapters",
     "load_config": "._load",
     "parse_config": "._load",
     "DEFAULT_MODELS": "._resolve",
@@ -152,6 +153,7 @@ __all__ = [
     "check_agent_ids",
     "check_server_name",
     "config_path",
+    "credential_problems",
     "database_dir",
     "dotted",
     "env_references",

@@ -49,7 +49,7 @@ def _check_api(value: str | None) -> str | None:
 
 PromptProfile = Literal["minimal", "full"]
 """How much system prompt a model gets: ``full`` (identity, workspace files, tools, safety, runtime
-facts, the event header on each message) or ``minimal`` (identity and the date only), for tiny
+facts, the event header on each message) or ``minimal`` (its identity only), for tiny
 models that the full prompt derails."""
 
 ThinkingLevel = Literal["off", "minimal", "low", "medium", "high"]

@@ -24,7 +24,7 @@ from nexus._lazy import lazy_attribute
 
 if TYPE_CHECKING:
     from nexus.agent import SteerReceipt
-    from nexus.engine.assembly.context import EventContext, local_timezone
+    from nexus.engine.assembly.context import EventContext, local_timezone, split_event_context
     from nexus.engine.execution.callbacks import EngineCallbacks, ToolState
     from nexus.engine.execution.events import (
         ExecutionEvent,
@@ -64,6 +64,7 @@ _PUBLIC: dict[str, str] = {
     "AgentSpec": ".types",
     "run_agent": ".wiring.runtime",
     "EventContext": ".assembly.context",
+    "split_event_context": ".assembly.context",
     "EngineLimits": ".types",
     "EngineEvent": ".types",
     "SessionCompaction": ".wiring.compact_session",
@@ -137,6 +138,7 @@ __all__ = [
     "preflight",
     "resolve_model",
     "run_agent",
+    "split_event_context",
     "tune_gc_for_many_runs",
     "unreachable_model_problem",
 ]

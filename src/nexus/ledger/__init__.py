@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from nexus.ledger._owners import pid_alive
     from nexus.ledger._queue_rows import REPLY_SUFFIX
     from nexus.ledger._sqlite import WAIT_ENV, wait_bound
+    from nexus.ledger.agent_messages import AgentMessageLog, AgentMessageRecord
     from nexus.ledger.broker_store import BrokerStore
     from nexus.ledger.deliveries import DeliveryLog, DeliveryRecord, DeliveryStatus
     from nexus.ledger.errors import AgentSessionTakenError, QueueItemsFinishedError
@@ -89,6 +90,8 @@ __all__ = [
     "USAGE_ESTIMATED_KEY",
     "WAIT_ENV",
     "AcceptRequest",
+    "AgentMessageLog",
+    "AgentMessageRecord",
     "AgentRow",
     "AgentSessionTakenError",
     "AgentStore",
@@ -152,6 +155,8 @@ __all__ = [
 
 
 _LAZY: dict[str, str] = {
+    "AgentMessageRecord": "nexus.ledger.agent_messages",
+    "AgentMessageLog": "nexus.ledger.agent_messages",
     "Ledger": "nexus.ledger.ledger",
     "default_db_path": "nexus.ledger.ledger",
     "AgentStore": "nexus.ledger.protocols",
