@@ -100,11 +100,20 @@ def add_send(commands: argparse._SubParsersAction[argparse.ArgumentParser], summ
         ),
         epilog=(
             'examples:\n  nexus send coder "fix the failing test" --wait\n  nexus send lead "status?" --mode collect\n'
+            '  nexus send --route smart "carry on with the flaky checkout test" --wait\n'
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub.add_argument("agent", metavar="AGENT", type=utf8_name, help="the agent's id")
+    sub.add_argument(
+        "agent", metavar="AGENT", nargs="?", type=utf8_name, help="the agent's id (with --route: may be left out)"
+    )
     sub.add_argument("message", metavar="MESSAGE", help="the message, or - to read it from stdin")
+    sub.add_argument(
+        "--route",
+        choices=("explicit", "smart", "hybrid"),
+        help="smart: continue the past work the message fits (a fork of it) or start a new conversation; "
+        "hybrid: the fork when confident, else AGENT as given (docs/routing.md)",
+    )
     sub.add_argument(
         "--mode", metavar="MODE", help="queue mode: steer, followup, collect, steer-backlog, queue, interrupt"
     )

@@ -72,6 +72,7 @@ def _indent(text: str) -> str:
 def _key_checks(config: NexusConfig, env: Mapping[str, str]) -> list[Check]:
     from nexus.config import DEFAULT_MODELS, key_env_vars, provider_settings
     from nexus.errors import ConfigError
+    from nexus.llm.redact import redact
 
     found = []
     for provider in DEFAULT_MODELS:
@@ -94,7 +95,7 @@ def _key_checks(config: NexusConfig, env: Mapping[str, str]) -> list[Check]:
             detail, status = f"no key: add api_key to [providers.{name}] or set {key_env_vars(name)[0]}", "warn"
         else:
             detail, status = "; ".join(profiles), "ok" if settings.has_key else "warn"
-        where = f" at {settings.base_url}" if settings.base_url else ""
+        where = f" at {redact(settings.base_url)}" if settings.base_url else ""  # a gateway may take a key in it
         checks.append(Check(status, "provider", f"{name} ({settings.api}{where}): {detail}"))
     return checks
 

@@ -42,12 +42,23 @@ def send_command(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
     session = _session_key(getattr(args, "session", None))
+    route = getattr(args, "route", None)
+    if args.agent is None and route in (None, "explicit"):
+        raise ConfigError("give the agent: nexus send AGENT MESSAGE (or --route smart|hybrid to let past work decide)")
     message = AgentMessage(
-        id=args.id or new_message_id(), from_=args.sender or "user", to=args.agent, content=content, session=session
+        id=args.id or new_message_id(),
+        from_=args.sender or "user",
+        to=args.agent or "",
+        content=content,
+        session=session,
     )
     if args.wait:  # every message the conversation causes carries it: --wait waits for all of them (cli/_settle.py)
         message.conversation_id = message.id
     with _open_ledger(config) as ledger:
+        if route is not None:
+            from nexus.cli._routed_send import route_message
+
+            message = route_message(config, ledger, message, route)
         _check_names(config, ledger, message)
         return asyncio.run(_send(config, ledger, message, mode, args))
 

@@ -18,6 +18,7 @@ from nexus.broker import MAX_CONTENT_CHARS, MAX_KEY_CHARS
 from nexus.server._deliver import DELIVER_DESCRIPTION, DeliverTo, delivery_target, send_and_deliver
 from nexus.server._errors import ApiError
 from nexus.server._openapi import answers
+from nexus.server._routing import ROUTE_DESCRIPTION, RouteName, routed
 from nexus.server._schemas import Aborted, Dropped, Receipt
 from nexus.server._state import ServerState
 
@@ -65,6 +66,7 @@ class MessageRequest(_AgentMessageBody):
         description="carried by every message this one causes (delegations, replies): `nexus send --wait` "
         "waits for all of them",
     )  # fmt: skip
+    route: RouteName | None = Field(default=None, description=ROUTE_DESCRIPTION)
 
     @field_validator("mode")
     @classmethod
@@ -220,10 +222,24 @@ def _accept_for_other_process(state: ServerState, message: Any, mode: str | None
     responses=answers(Receipt, 400, 404, 409, status=202),
 )
 async def send_message(request: Request, agent_id: str, body: MessageRequest) -> Any:
-    return await accept_message(
-        _state(request), agent_id, body.content, mode=body.mode, message_id=body.id, sender=body.from_ or "user",
-        deliver=body.deliver, session=body.session, conversation_id=body.conversation_id,
+    state = _state(request)
+    if body.route is None:
+        return await accept_message(
+            state, agent_id, body.content, mode=body.mode, message_id=body.id, sender=body.from_ or "user",
+            deliver=body.deliver, session=body.session, conversation_id=body.conversation_id,
+        )  # fmt: skip
+    from nexus.broker import AgentMessage, new_message_id
+
+    _check_names(state, agent_id, body.from_ or "user")
+    message = AgentMessage(id=body.id or new_message_id(), from_=body.from_ or "user", to=agent_id,
+                           content=body.content, session=body.session,
+                           conversation_id=body.conversation_id)  # fmt: skip
+    message, about = await routed(state, message, body.route)
+    answer = await accept_message(
+        state, message.to, message.content, mode=body.mode, message_id=message.id, sender=message.from_,
+        deliver=body.deliver, session=message.session, conversation_id=message.conversation_id,
     )  # fmt: skip
+    return {**answer, "route": about}
 
 
 @router.post(

@@ -226,6 +226,24 @@ class Receipt(BaseModel):
     deliver: dict[str, Any] | None = Field(
         default=None, description="the resolved reply target, when the message asked for one (null: a duplicate)"
     )
+    route: dict[str, Any] | None = Field(
+        default=None,
+        description="with route: the mode, the A/B arm, the agent and session the message went to, and the decision",
+    )
+
+
+class RouteDecision(BaseModel):
+    """A routing decision (docs/routing.md): continue ``checkpoint`` (``existing``) or start ``new``."""
+
+    mode: str
+    checkpoint: dict[str, Any] | None
+    confidence: float
+    threshold: float
+    alternatives: list[dict[str, Any] | None]
+    scores: list[dict[str, Any]]
+    notes: list[str]
+    decision_id: str | None
+    took_ms: float
 
 
 class Aborted(BaseModel):

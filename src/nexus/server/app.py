@@ -32,7 +32,7 @@ def create_app(state: ServerState, config: ServerConfig | None = None) -> Any:
     Builds ``state.events`` from ``config`` when the caller gave no hub. SSE streams never end on
     their own: at shutdown call ``state.events.close()`` before stopping uvicorn.
     """
-    from nexus.server import _agent_messages, _agents, _events, _session_edit, _sessions, _ui
+    from nexus.server import _agent_messages, _agents, _docs, _events, _session_edit, _sessions, _ui
 
     settings = config or ServerConfig()
     if state.events is None:
@@ -46,6 +46,8 @@ def create_app(state: ServerState, config: ServerConfig | None = None) -> Any:
         title="Nexus broker",
         version=__version__,
         description="Agents, sessions and their turn trees over HTTP. Errors are `{error: {type, message}}`.",
+        docs_url=None,  # our own /docs: a pinned Swagger UI under a strict CSP (nexus.server._docs)
+        redoc_url=None,
     )
     app.state.nexus = state
     install_error_handlers(app)
@@ -70,6 +72,7 @@ def create_app(state: ServerState, config: ServerConfig | None = None) -> Any:
 
     mcp_http.mount(app, state)  # /mcp: the MCP face, behind the same guards as every route
     _ui.mount(app)
+    _docs.mount(app)
     _include_serve_routes(app)
     app.state.route_methods = route_methods(app)  # OPTIONS' and 405's Allow
     return _middleware(app, settings)
@@ -121,7 +124,8 @@ def route_methods(app: FastAPI) -> Callable[[str], set[str]]:
 
 def _include_serve_routes(app: FastAPI) -> None:
     """Messages, abort/interrupt and the OpenAI-compatible facade (they use the broker when it runs here)."""
-    from nexus.server import _messages, _openai
+    from nexus.server import _messages, _openai, _routing
 
     app.include_router(_messages.router)
+    app.include_router(_routing.router)
     app.include_router(_openai.router)

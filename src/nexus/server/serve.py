@@ -140,6 +140,10 @@ async def _serve(
             host.runtime.on_start = LiveRuns(hub).follow
             hubs.append(hub)
         await start_host(config, host)
+        if config.routing.index:  # every written turn indexed for smart routing, on a worker thread
+            from nexus.broker.smart import index_after_runs
+
+            await index_after_runs(host.runtime, host.broker.routing)
         protocol = TimedHttpProtocol.with_timeouts(settings.header_timeout_seconds, settings.body_timeout_seconds)
         server = NexusUvicorn(
             uvicorn.Config(
