@@ -32,16 +32,17 @@ ROOT = Path(nexus.__file__).parent
 
 LAYER: dict[str, int] = {
     # DESIGN §2's layer numbers. nexus.testing is shipped for tests (ours and users'): nothing imports it.
-    **{"cli": 8, "server": 8, "broker": 7, "streaming": 6, "adapters": 6, "engine": 5, "testing": 5},
+    **{"cli": 8, "server": 8, "broker": 7, "streaming": 6, "adapters": 6, "routing": 6, "engine": 5, "testing": 5},
     **{"ledger": 4, "tools": 3, "mcp": 3, "agent": 2, "llm": 1, "config": 0},
 }
 MAY_IMPORT: dict[str, frozenset[str]] = {
     # DESIGN §2's "may import" column, top to bottom (config and mcp below where the column leaves them out).
     "cli": frozenset({"server", "broker", "mcp"}),
     "server": frozenset({"broker", "mcp"}),
-    "broker": frozenset({"engine", "streaming", "adapters", "ledger"}),
+    "broker": frozenset({"engine", "streaming", "adapters", "routing", "ledger"}),
     "streaming": frozenset({"engine", "adapters", "llm"}),
     "adapters": frozenset({"llm", "config"}),
+    "routing": frozenset({"ledger", "llm"}),
     "engine": frozenset({"agent", "tools", "mcp", "ledger", "llm", "config"}),
     "testing": frozenset({"ledger", "llm"}),
     "ledger": frozenset({"llm"}),

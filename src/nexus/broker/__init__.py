@@ -65,6 +65,7 @@ __all__ = [
     "SendAndWaitResult",
     "SendReceipt",
     "SessionQueue",
+    "SmartRouting",
     "UnknownAgentError",
     "Wait",
     "agent_problems",
@@ -73,10 +74,12 @@ __all__ = [
     "check_session_key",
     "checked_agents",
     "inbound_routes",
+    "index_after_runs",
     "model_ref_problems",
     "new_message_id",
     "parse_drop_policy",
     "parse_mode",
+    "plan_route",
     "resolve_settings",
     "running_broker",
     "session_label_for",
@@ -99,9 +102,13 @@ if TYPE_CHECKING:
     )
     from nexus.broker.inbound import InboundRouter, inbound_routes
     from nexus.broker.sessions import MAX_KEY_CHARS, check_session_key, session_label_for
+    from nexus.broker.smart import SmartRouting, index_after_runs, plan_route
     from nexus.broker.types import MAX_CONTENT_CHARS, Followed, stored_agent
 
 _LAZY: dict[str, str] = {
+    "index_after_runs": "nexus.broker.smart",
+    "plan_route": "nexus.broker.smart",
+    "SmartRouting": "nexus.broker.smart",
     "InboundRouter": "nexus.broker.inbound",
     "Followed": "nexus.broker.types",
     "MAX_CONTENT_CHARS": "nexus.broker.types",

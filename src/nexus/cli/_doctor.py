@@ -72,7 +72,7 @@ def _indent(text: str) -> str:
 def _key_checks(config: NexusConfig, env: Mapping[str, str]) -> list[Check]:
     from nexus.config import DEFAULT_MODELS, key_env_vars, provider_settings
     from nexus.errors import ConfigError
-    from nexus.llm.redact import redact
+    from nexus.llm import redact
 
     found = []
     for provider in DEFAULT_MODELS:

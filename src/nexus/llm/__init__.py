@@ -183,6 +183,7 @@ __all__ = [
     "resolve_api_key",
     "resolve_base_url",
     "schema_chars",
+    "scrub",
     "secret_name",
     "set_capture_dir",
     "set_progress_reporter",
@@ -197,7 +198,7 @@ if TYPE_CHECKING:
     from nexus.llm.keys import base_url_missing, is_local_url, key_required
     from nexus.llm.providers._llama_progress import TerminalProgress, set_progress_reporter
     from nexus.llm.providers.llama_cpp import DEFAULT_MODEL_ID, local_model, register_local_model
-    from nexus.llm.redact import add_secrets, key_shaped, known_secrets, secret_name
+    from nexus.llm.redact import add_secrets, key_shaped, known_secrets, scrub, secret_name
     from nexus.llm.serde import block_from_dict, block_to_dict
     from nexus.llm.tokens import (
         CHARS_PER_TOKEN,
@@ -209,6 +210,7 @@ if TYPE_CHECKING:
     from nexus.llm.types import add_call_usage, apply_cost
 
 _LAZY: dict[str, str] = {
+    "scrub": "nexus.llm.redact",
     "CHARS_PER_TOKEN": "nexus.llm.tokens",
     "CaptureFormatError": "nexus.llm.capture",
     "CaptureRecord": "nexus.llm.capture",

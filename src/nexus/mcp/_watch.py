@@ -89,7 +89,7 @@ class StderrTail:
         self._lines: deque[str] = deque(maxlen=_TAIL_LINES)
 
     def __call__(self, line: bytes) -> None:
-        from nexus.llm.redact import redact
+        from nexus.llm import redact
 
         text = redact(line.decode("utf-8", "replace"))  # whole: a cut through a credential leaves a part unseen
         log.debug("mcp server %s: %s", self._name, text)

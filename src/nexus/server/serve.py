@@ -141,16 +141,10 @@ async def _serve(
             hubs.append(hub)
         await start_host(config, host)
         if config.routing.index:  # every written turn indexed for smart routing, on a worker thread
-            from nexus.broker.smart import index_after_runs
+            from nexus.broker import index_after_runs
 
             await index_after_runs(host.runtime, host.broker.routing)
-        protocol = TimedHttpProtocol.with_timeouts(settings.header_timeout_seconds, settings.body_timeout_seconds)
-        server = NexusUvicorn(
-            uvicorn.Config(
-                app, host=settings.host, port=settings.port, lifespan="off", log_level="warning",
-                access_log=False, timeout_graceful_shutdown=GRACEFUL_S, http=protocol,
-            )
-        )  # fmt: skip
+        server = _uvicorn(app, settings)
         if stopping:  # a signal came while the broker started
             return 0
         settle_heap()
@@ -163,6 +157,17 @@ async def _serve(
         remove_server_file(config)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
+
+
+def _uvicorn(app: Any, settings: ServerConfig) -> NexusUvicorn:
+    """The HTTP server: our lifespan and logs (uvicorn's access log is off), bounded header and body times."""
+    protocol = TimedHttpProtocol.with_timeouts(settings.header_timeout_seconds, settings.body_timeout_seconds)
+    return NexusUvicorn(
+        uvicorn.Config(
+            app, host=settings.host, port=settings.port, lifespan="off", log_level="warning",
+            access_log=False, timeout_graceful_shutdown=GRACEFUL_S, http=protocol,
+        )
+    )  # fmt: skip
 
 
 def _start_token(settings: ServerConfig) -> str | None:
