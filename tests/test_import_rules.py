@@ -31,9 +31,10 @@ import nexus
 ROOT = Path(nexus.__file__).parent
 
 LAYER: dict[str, int] = {
-    # DESIGN §2's layer numbers. nexus.testing is shipped for tests (ours and users'): nothing imports it.
-    **{"cli": 8, "server": 8, "broker": 7, "streaming": 6, "adapters": 6, "routing": 6, "engine": 5, "testing": 5},
-    **{"ledger": 4, "tools": 3, "mcp": 3, "agent": 2, "llm": 1, "config": 0},
+    # DESIGN §2's layer numbers. nexus.testing is shipped for tests (ours and users'): nothing imports it, so it
+    # sits on top, beside the CLI (its scripted broker runtime stands an AgentBroker on a ledger).
+    **{"testing": 8, "cli": 8, "server": 8, "broker": 7, "streaming": 6, "adapters": 6, "routing": 6, "engine": 5},
+    **{"ledger": 4, "tools": 3, "mcp": 3, "agent": 2, "llm": 1, "config": 0, "telemetry": 0},
 }
 MAY_IMPORT: dict[str, frozenset[str]] = {
     # DESIGN §2's "may import" column, top to bottom (config and mcp below where the column leaves them out).
@@ -44,13 +45,16 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "adapters": frozenset({"llm", "config"}),
     "routing": frozenset({"ledger", "llm"}),
     "engine": frozenset({"agent", "tools", "mcp", "ledger", "llm", "config"}),
-    "testing": frozenset({"ledger", "llm"}),
+    "testing": frozenset({"broker"}),  # the fakes (model, provider server, ledger conformance) and a broker's runtime
     "ledger": frozenset({"llm"}),
     "tools": frozenset({"agent"}),
     "mcp": frozenset({"agent", "config"}),
     "agent": frozenset({"llm"}),
-    "llm": frozenset(),
+    # telemetry is below llm, the lowest layer that records (a model call's span and metrics), so every layer
+    # above may import it (closed downwards); it imports nothing of ours but the root's __version__.
+    "llm": frozenset({"telemetry"}),
     "config": frozenset(),
+    "telemetry": frozenset(),
 }
 SAME_LAYER: dict[tuple[str, str], str] = {
     ("cli", "server"): "`nexus serve` starts the server; other commands find a running one and call it",

@@ -17,7 +17,8 @@ from nexus.broker import (
     QueueSettings,
     UnknownAgentError,
 )
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger._sqlite import Database
 from nexus.ledger.broker_store import BrokerStore
 
@@ -33,7 +34,7 @@ def message(n: int | str, content: str | None = None, *, to: str = "worker", sen
 def ledger(tmp_path: Path) -> AsyncIterator[Ledger]:
     with Ledger.open(tmp_path / "agents.db") as opened:
         for label in ("agent:worker", "agent:manager"):
-            opened.ensure_session(label)
+            run_inline(opened.sessions.ensure(NewSession(label)))
         yield opened  # type: ignore[misc]
 
 
@@ -210,7 +211,7 @@ async def test_cap_with_new_policy_refuses_and_records_the_drop(ledger: Ledger) 
 async def test_restart_reloads_registry_and_pending_items(tmp_path: Path) -> None:
     path = tmp_path / "agents.db"
     with Ledger.open(path) as ledger:
-        ledger.ensure_session("agent:worker")
+        await ledger.sessions.ensure(NewSession("agent:worker"))
         broker, runner = await open_broker(ledger, queue=QueueSettings(mode="followup"))
         broker.register_agent(WORKER)
         for n in range(3):
@@ -266,7 +267,7 @@ async def test_clear_queue_drops_waiting_messages_only(ledger: Ledger) -> None:
 
 async def test_concurrency_cap_limits_active_runs(ledger: Ledger) -> None:
     for n in range(4):
-        ledger.ensure_session(f"agent:w{n}")
+        await ledger.sessions.ensure(NewSession(f"agent:w{n}"))
     broker, runner = await open_broker(ledger, max_concurrent=2, queue=QueueSettings(mode="followup"))
     for n in range(4):
         broker.register_agent(AgentIdentity(f"w{n}", f"agent:w{n}"))

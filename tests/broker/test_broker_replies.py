@@ -13,7 +13,8 @@ import pytest
 from fake_runtime import FakeRuntime, open_broker
 
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings
-from nexus.ledger import Ledger, QueueItem
+from nexus.ledger import Ledger, NewSession, QueueItem
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import BrokerStore
 
 WORKER = AgentIdentity("worker", "agent:worker", "worker")
@@ -28,7 +29,7 @@ def message(n: int | str, content: str | None = None, *, to: str = "worker", sen
 def ledger(tmp_path: Path) -> AsyncIterator[Ledger]:
     with Ledger.open(tmp_path / "agents.db") as opened:
         for label in ("agent:worker", "agent:manager"):
-            opened.ensure_session(label)
+            run_inline(opened.sessions.ensure(NewSession(label)))
         yield opened  # type: ignore[misc]
 
 
@@ -86,12 +87,16 @@ def _claimed_ask(ledger: Ledger) -> tuple[BrokerStore, QueueItem]:
     return store, item
 
 
+async def _answer_from(turn_id: str) -> str:
+    return f"answer from {turn_id}"
+
+
 async def test_a_reply_a_crash_kept_from_being_sent_is_sent_on_start(ledger: Ledger) -> None:
     store, item = _claimed_ask(ledger)
     store.deliver([item.id], "turn-of-worker")  # the turn was written; then the process died
     runner = FakeRuntime(store)
     runner.auto_finish = True
-    broker = AgentBroker(ledger, runner, BrokerSettings(), reply_text=lambda turn: f"answer from {turn}")
+    broker = AgentBroker(ledger, runner, BrokerSettings(), reply_text=_answer_from)
     await broker.start()
     run = await runner.next_run(1)
     assert run.request.agent_id == "manager" and run.request.prompt.endswith("answer from turn-of-worker")
@@ -107,7 +112,7 @@ async def test_an_ask_cut_by_crashes_until_it_failed_is_answered_failed_on_start
     ledger.database.write(lambda c: c.execute("UPDATE queue_items SET attempts = 3 WHERE id = ?", (item.id,)))
     runner = FakeRuntime(store)
     runner.auto_finish = True
-    broker = AgentBroker(ledger, runner, BrokerSettings(), reply_text=lambda turn: f"answer from {turn}")
+    broker = AgentBroker(ledger, runner, BrokerSettings(), reply_text=_answer_from)
     assert [failed.id for failed in await broker.start()] == [item.id]
     run = await runner.next_run(1)
     assert run.request.agent_id == "manager"

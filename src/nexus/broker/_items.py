@@ -79,6 +79,7 @@ def queued(
         reply_deliver_to=reply_deliver_to_of(message.metadata if message is not None else None),
         deliver_to=_deliver_to(message),
         max_tokens=_max_tokens(message),
+        traceparent=_traceparent(message),
     )
 
 
@@ -102,6 +103,11 @@ def reply_deliver_to_of(metadata: object) -> dict[str, object] | None:
 def _deliver_to(message: AgentMessage | None) -> dict[str, object] | None:
     value = message.metadata.get("deliver_to") if message is not None else None
     return dict(value) if isinstance(value, dict) and value else None
+
+
+def _traceparent(message: AgentMessage | None) -> str | None:
+    value = message.metadata.get("traceparent") if message is not None else None
+    return value if isinstance(value, str) and value else None
 
 
 def _max_tokens(message: AgentMessage | None) -> int | None:

@@ -34,12 +34,13 @@ _STEERABLE = ("streaming", "tools")
 class RunSteerer:
     """Acts on a session's running turn for the modes that do (see the module docstring)."""
 
-    def __init__(self, queue: QueueStore, agents: Container[str], deliver: Deliver | None) -> None:
+    def __init__(self, queue: QueueStore, agents: Container[str], deliver: Deliver | None, *, leased: bool) -> None:
         """``agents``: the broker's registry (a sender that is an agent is stored as ``agent:<id>``);
-        ``deliver`` the broker's deliverer of reply targets."""
+        ``deliver`` the broker's deliverer of reply targets; ``leased``: batches run under session leases."""
         self._queue = queue
         self._agents = agents
         self._deliver = deliver
+        self._leased = leased
 
     async def deliver_to_run(self, session: SessionSlot, queued_message: QueuedMessage, mode: QueueMode) -> bool:
         """Act on the session's active run for the modes that do (steer, steer-backlog, queue, interrupt)."""
@@ -79,14 +80,17 @@ class RunSteerer:
 
     async def _claimed(self, session: SessionSlot, item: QueuedMessage, run: Execution) -> bool:
         session.queue.mark_in_flight([item.item_id])
+        lease = session.lease  # under leases, a steer is claimed under the run's (none held: it waits its turn)
         try:
-            await self._queue.claim([item.item_id])
+            if self._leased and lease is None:
+                raise LedgerError("the session's lease is not held here")
+            await self._queue.claim([item.item_id], lease=lease)
         except LedgerError as exc:  # a full or locked disk, or finished meanwhile (its batch's claim skips it)
             session.queue.release([item.item_id])
             log.warning("message %s was not steered (it waits for its turn): %s", item.message_id, exc)
             return False
         if session.run is not run or run.state not in _STEERABLE:  # the claim's commit took a loop iteration
-            await self._queue.release([item.item_id])
+            await self._queue.release([item.item_id], lease=lease)
             session.queue.release([item.item_id])
             return False
         return True

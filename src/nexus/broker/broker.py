@@ -18,9 +18,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from nexus.broker._batch_runner import BatchRunner
 from nexus.broker._items import (
@@ -28,11 +28,14 @@ from nexus.broker._items import (
     queued,
     session_key_of,
 )
+from nexus.broker._leases import DEFAULT_TTL_MS, session_leases
+from nexus.broker._queue_trace import accept_span, accepted
 from nexus.broker._replies import ReplySender
 from nexus.broker._scheduler import DrainScheduler
 from nexus.broker._slot import AgentSlot, SessionSlot, settle
 from nexus.broker._steer_in import RunSteerer
 from nexus.broker._steer_in import steered as steered_in
+from nexus.broker._takeover import Takeover
 from nexus.broker._watcher import StoreWatcher
 from nexus.broker.agent_tools import DEFAULT_MAX_HOPS, CallerContext, agent_tools
 from nexus.broker.modes import QueueMode, QueueOverrides, QueueSettings, parse_mode, resolve_settings
@@ -80,6 +83,16 @@ class BrokerSettings:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     max_hops: int = DEFAULT_MAX_HOPS
     """Messages between agents one conversation may pass (the agent tools refuse more)."""
+    leases: bool | None = None
+    """Run each batch under its session's lease (brokers sharing a database; docs/scaling.md). ``None``: on
+    for a database other processes reach (PostgreSQL), off for SQLite (one broker per file)."""
+    lease_ttl_ms: int = DEFAULT_TTL_MS
+    """How long a lease holds unrenewed: a dead broker's sessions are taken over this long after it died."""
+    wakeups: Literal["notify", "poll"] = "notify"
+    """How a broker learns of messages other processes accepted: ``notify`` (PostgreSQL's LISTEN, backed by
+    the poll) or ``poll`` only (behind a transaction-pooling pgbouncer)."""
+    poll_ms: int = 250
+    """Time between two looks at the queue for other processes' messages (jittered ±50 %)."""
 
 
 class AgentBroker(SmartRoutingFace):
@@ -93,7 +106,7 @@ class AgentBroker(SmartRoutingFace):
         settings: BrokerSettings | None = None,
         *,
         scope: set[str] | None = None,
-        reply_text: Callable[[str], str | None] | None = None,
+        reply_text: Callable[[str], Awaitable[str | None]] | None = None,
         deliver: Deliver | None = None,
     ) -> None:
         """The queue is ``ledger.queue`` (its accepts and claims commit in shared transactions), the registry
@@ -114,14 +127,23 @@ class AgentBroker(SmartRoutingFace):
         self._started = False
         self._closing = False
         self._watcher = StoreWatcher(ledger, self._slots, self._load, self._adopted)
+        self._watcher.interval_s = self._settings.poll_ms / 1000
+        self._ledger_wakeups = ledger.wakeups
         self._replies = ReplySender(self.send, self._slots, ledger.queue, reply_text)
         self._batches = BatchRunner(
             ledger.queue, runtime, self._slots, self._agent_tools, self._replies.answer_askers,
             lambda: self._closing, _now_ms,
         )  # fmt: skip
         self._batches.deliver = deliver
-        self._steerer = RunSteerer(ledger.queue, self._slots, deliver)
         self._batches.max_hops = self._settings.max_hops
+        self._leases = self._batches.leases = session_leases(ledger, self._settings.leases, self._settings.lease_ttl_ms)
+        self._steerer = RunSteerer(ledger.queue, self._slots, deliver, leased=self._leases is not None)
+        if self._leases is not None:
+            self._watcher.sweep = Takeover(
+                self._leases, ledger.leases, ledger.queue, self._settings.max_attempts, self._watcher.slot_for,
+                self._load, self._watcher.held, self._scheduler.wake,
+            ).sweep  # fmt: skip
+            self._watcher.sweep_every_s = self._settings.lease_ttl_ms / 2000
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -153,7 +175,8 @@ class AgentBroker(SmartRoutingFace):
         for slot in self._slots.values():
             for session in slot.all_sessions():
                 self._ensure_drain(slot, session)
-        self._watcher.start()
+        listener = self._ledger_wakeups if self._settings.wakeups == "notify" else None
+        self._watcher.start(listener, self._wake_session)
         await self._replies.answer_unanswered()
         return exhausted
 
@@ -177,6 +200,9 @@ class AgentBroker(SmartRoutingFace):
             if session.run is not None:
                 session.run.abort("the broker is shutting down")
         await self._scheduler.close()
+        if self._leases is not None:  # held between batches: another broker may take them at once
+            for session in sessions:
+                await self._leases.let_go(session)
         await asyncio.sleep(0)  # one loop iteration for the tails of runs that just ended: their model
         # streams then close here, not in asyncio.run's shutdown, which cancels the close half-way
         # ("async generator ignored GeneratorExit" on stderr at the end of every drain)
@@ -263,6 +289,7 @@ class AgentBroker(SmartRoutingFace):
         mode_override: QueueMode | None = parse_mode(queue_mode) if queue_mode is not None else None
         settings = resolve_settings(QueueOverrides(mode=mode_override), slot.overrides, default=self._settings.queue)
         message.timestamp = message.timestamp or _now_ms()
+        span = accept_span(slot.agent_id, label, message, settings.mode)
         request = AcceptRequest(
             agent_id=slot.agent_id,
             session_label=label,
@@ -274,7 +301,9 @@ class AgentBroker(SmartRoutingFace):
             session_key=message.session if label != slot.identity.session_label else None,
         )
         try:
-            row, created = await self._queue.accept(request)
+            with span:
+                row, created = await self._queue.accept(request)
+                accepted(span, slot.agent_id, settings.mode, row.id, created)
         except ValueError as exc:  # the per-sender session's label is taken by another session
             raise BrokerError(f"message {message.id!r} to {slot.agent_id!r} was not queued: {exc}") from None
         if not created:
@@ -438,6 +467,13 @@ class AgentBroker(SmartRoutingFace):
     def _agent_tools(self, caller: CallerContext) -> list[AgentTool]:
         """The tools a turn of ``caller`` uses to reach other agents (the runtime applies the tool policy)."""
         return agent_tools(self, caller)
+
+    def _wake_session(self, session_label: str) -> None:
+        """A wake-up named a session (its lease was released over waiting work): look at it now."""
+        for slot in self._slots.values():
+            session = slot.sessions.get(session_label)
+            if session is not None:
+                self._scheduler.wake(slot, session)
 
     @staticmethod
     def _forget_if_idle(slot: AgentSlot, session: SessionSlot) -> None:

@@ -51,7 +51,7 @@ def pending(store: BrokerStore, conversation: str) -> Pending:
     return Pending(running, awaited)
 
 
-def later_answers(ledger: Ledger, store: BrokerStore, first: QueueItem) -> list[tuple[str, str]]:
+async def later_answers(ledger: Ledger, store: BrokerStore, first: QueueItem) -> list[tuple[str, str]]:
     """``(turn id, reply)`` of each turn after ``first``'s that answered the same agent in its conversation."""
     from nexus.broker import turn_reply
 
@@ -66,7 +66,7 @@ def later_answers(ledger: Ledger, store: BrokerStore, first: QueueItem) -> list[
     seen: dict[str, str] = {}
     for item in later:
         assert item.turn_id is not None
-        reply = turn_reply(ledger, item.turn_id)
+        reply = await turn_reply(ledger, item.turn_id)
         if item.turn_id not in seen and reply:
             seen[item.turn_id] = reply
     return list(seen.items())

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
         ToolRule,
     )
     from nexus.config._server_schema import ServerConfig
+    from nexus.config._telemetry_schema import TelemetryConfig
     from nexus.config._tool_names import (
         BUILTIN_TOOL_NAMES,
         MCP_SEPARATOR,
@@ -86,6 +87,7 @@ _LAZY: dict[str, str] = {
     "AdapterBlocks": "._adapters",
     "AdapterConfig": "._adapters",
     "McpConfig": "._mcp_schema",
+    "TelemetryConfig": "._telemetry_schema",
     "McpServerConfig": "._mcp_schema",
     "AgentLimits": "._schema",
     "AuthProfile": "._schema",
@@ -147,6 +149,7 @@ __all__ = [
     "QueueMode",
     "ResolvedProfile",
     "ServerConfig",
+    "TelemetryConfig",
     "ToolPolicy",
     "ToolRule",
     "bundled_smollm2_weights",

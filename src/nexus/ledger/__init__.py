@@ -15,6 +15,7 @@ from nexus._lazy import lazy_attribute
 from nexus.ledger._ulid import new_ulid, ulid_time_ms
 from nexus.ledger.errors import (
     HeadMovedError,
+    LeaseLostError,
     LedgerBusyError,
     LedgerError,
     LedgerFullError,
@@ -38,6 +39,7 @@ from nexus.ledger.records import (
     JournalMessage,
     JournalReply,
     JournalToolCall,
+    Lease,
     NewSession,
     QueueItem,
     Session,
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
     from nexus.ledger._admin import migrate_database
     from nexus.ledger._agent_registry import AgentRow
     from nexus.ledger._checkpoint import background_checkpoints
+    from nexus.ledger._claims import claimant
     from nexus.ledger._copy import copy_ledger
     from nexus.ledger._owners import pid_alive
     from nexus.ledger._queue_rows import REPLY_SUFFIX
@@ -71,9 +74,11 @@ if TYPE_CHECKING:
     from nexus.ledger.protocols import (
         AgentStore,
         DeliveryStore,
+        LeaseStore,
         PiFiles,
         PointerLog,
         QueueFeed,
+        QueueListener,
         QueueStore,
         SessionStore,
         TurnStore,
@@ -107,6 +112,9 @@ __all__ = [
     "JournalMessage",
     "JournalReply",
     "JournalToolCall",
+    "Lease",
+    "LeaseLostError",
+    "LeaseStore",
     "Ledger",
     "LedgerBusyError",
     "LedgerError",
@@ -119,6 +127,7 @@ __all__ = [
     "QueueFeed",
     "QueueItem",
     "QueueItemsFinishedError",
+    "QueueListener",
     "QueueStore",
     "SchemaVersionError",
     "Session",
@@ -141,6 +150,7 @@ __all__ = [
     "TurnTree",
     "TurnWrite",
     "background_checkpoints",
+    "claimant",
     "copy_ledger",
     "default_db_path",
     "is_postgres_url",
@@ -164,6 +174,8 @@ _LAZY: dict[str, str] = {
     "PiFiles": "nexus.ledger.protocols",
     "PointerLog": "nexus.ledger.protocols",
     "QueueFeed": "nexus.ledger.protocols",
+    "QueueListener": "nexus.ledger.protocols",
+    "LeaseStore": "nexus.ledger.protocols",
     "QueueStore": "nexus.ledger.protocols",
     "SessionStore": "nexus.ledger.protocols",
     "TurnStore": "nexus.ledger.protocols",
@@ -180,6 +192,7 @@ _LAZY: dict[str, str] = {
     "USAGE_ESTIMATED_KEY": "nexus.ledger.records",
     "WAIT_ENV": "nexus.ledger._sqlite",
     "background_checkpoints": "nexus.ledger._checkpoint",
+    "claimant": "nexus.ledger._claims",
     "copy_ledger": "nexus.ledger._copy",
     "is_postgres_url": "nexus.ledger.postgres",
     "label_problem": "nexus.ledger.labels",

@@ -53,7 +53,7 @@ from nexus.engine.execution.events import (
     RunStartEvent,
     StateEvent,
 )
-from nexus.engine.execution.ledger_map import run_compactions, write_result
+from nexus.engine.execution.ledger_map import history_turn_ids, run_compactions, write_result
 from nexus.engine.execution.scope import CURRENT_RUN, RunHost, RunScope
 from nexus.engine.types import (
     AgentError,
@@ -137,6 +137,7 @@ class EngineRun:
             cache=cache,
         )
         self.turn_id: str | None = None
+        self.owners: list[str] | None = None  # the turn of each history message, once a compaction needs them
         self.journal: TurnJournal | None = None
         self.steering = RunSteering(steering, self.publish)
         self.active = False
@@ -189,7 +190,7 @@ class EngineRun:
         """:meth:`main` without the bookkeeping of active runs (see ``nexus.engine.execution._writer``)."""
         try:
             if self.ledger is not None:
-                await off_loop(self.open_turn_now)
+                await off_loop(self.open_turn_now, inline=self.ledger.inline)
         except asyncio.CancelledError:
             self.close_cancelled_open()
             raise
@@ -213,7 +214,7 @@ class EngineRun:
             try:
                 if self.journal is not None:
                     self.journal.stop()
-                self.persist(cancelled)  # cancelled: written here, on the loop
+                self.persist(cancelled)  # cancelled: written here, on the loop (on PostgreSQL it waits there)
             finally:
                 self.finish(cancelled)
             raise
@@ -225,6 +226,7 @@ class EngineRun:
             self.active = False
         self.set_state("finishing")
         self.close_steering()
+        await self.load_owners()
         result = self.build_result()
         try:
             await self.persist_off_loop(result)
@@ -438,11 +440,16 @@ class EngineRun:
             stop_reason=stop_reason,
             duration_ms=int((time.monotonic() - self.started) * 1000),
             error=error,
-            compactions=run_compactions(self.ledger, self.ctx, self.window.compactions, turn_id, self.turn_id),
+            compactions=run_compactions(self.ledger, self.ctx, self.window.compactions, self.turn_id, self.owners),
             last_call_usage=self.last_call_usage,
             returned_steers=list(self.steering.returned),
             turn_id=self.turn_id,
         )
+
+    async def load_owners(self) -> None:
+        """Which turn each history message belongs to, read once a run compacted (see ``history_turn_ids``)."""
+        if self.window.compactions and self.ledger is not None and self.turn_id is not None:
+            self.owners = await history_turn_ids(self.ledger, self.ctx.session_label, self.ctx.history)
 
     def outcome(self, response: list[Message]) -> tuple[RunStopReason, AgentError | None]:
         """Seed 000's stop reason (and error) from how the loop ended (see ``_outcome``)."""
@@ -461,7 +468,7 @@ class EngineRun:
             return
         if self.journal is not None:
             self.journal.stop()
-        await off_loop(lambda: self.persist(result))
+        await off_loop(lambda: self.persist(result), inline=self.ledger.inline)
 
     def persist(self, result: AgentResult) -> None:
         """Close the opened turn with the result (one transaction); then the result's messages are the ledger's."""
@@ -471,17 +478,9 @@ class EngineRun:
             return
         response = _llm(self.agent_ctx.messages[self.history_len + 1 :])
         steering = self.steering
-        write_result(
-            self.ledger,
-            self.ctx,
-            self.turn_id,
-            result,
-            response,
-            result.compaction,
-            steering.delivered_ids,
-            steering.response_sources(len(response)),
-        )
-        result.messages = self.ledger.messages(self.turn_id)
+        turn_id = write_result(self.ledger, self.ctx, self.turn_id, result, response, result.compaction,
+                               steering.delivered_ids, steering.response_sources(len(response)))  # fmt: skip
+        result.messages = self.ledger.run_here(lambda here: here.turns.messages(turn_id))
 
 
 def _llm(messages: list[Any]) -> list[Message]:

@@ -30,6 +30,7 @@ from dataclasses import replace
 from nexus._dataclass import dataclass
 from nexus.config import ResolvedProfile
 from nexus.engine.execution._failover_errors import cooling_error, failure, refused_error, too_long_error, until
+from nexus.engine.execution._run_trace import record_failover
 from nexus.engine.execution.cooldowns import SHARED_COOLDOWNS, ProfileCooldowns
 from nexus.engine.types import EngineEvent, EngineLimits, FallbackEvent, RetryEvent, TokenBudget, WaitEvent
 from nexus.errors import ConfigError
@@ -120,6 +121,7 @@ class _Failover:
         self.pinned: dict[str, str] = {}
 
     def emit(self, event: EngineEvent) -> None:
+        record_failover(event)  # a metric, an event on the run's span, a log line
         if self.on_event is not None:
             self.on_event(event)
 

@@ -43,10 +43,12 @@ HANDOFF_S = 2.0
 lock while exiting: its open turn is an orphan a moment later)."""
 
 
-def session_lock_path(database: Path, session_label: str) -> Path:
+def session_lock_path(database: str | Path, session_label: str) -> Path:
     """The lock file of ``session_label`` for the ledger at ``database`` (labels may hold ``/``, so hashed).
 
     Under the real directory of the database file: every name of one database (a symlink to it) shares them.
+    For a PostgreSQL ledger (its URL) under a directory of ``$NEXUS_HOME``: the runs of this machine wait
+    for each other; a run on another machine is not seen (its turn would become a side branch).
     """
     from nexus.config import database_dir
 
@@ -77,7 +79,7 @@ async def session_lock(
     if str(database) == ":memory:":
         yield True
         return
-    path = session_lock_path(Path(database), session_label)
+    path = session_lock_path(database, session_label)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     held = False
@@ -122,7 +124,7 @@ async def run_lock(
     """
     async with session_lock(ledger.path, session_label, signal=signal, on_wait=on_wait) as held:
         if held:
-            recovered = ledger.recover(session=session_label, turn_ids=orphans) if orphans else []
+            recovered = await ledger.turns.recover(session=session_label, turn_ids=orphans) if orphans else []
             recovered += await recover_orphans(ledger, session_label)
             if recovered and on_recovered is not None:
                 on_recovered(recovered)
@@ -140,16 +142,17 @@ async def recover_orphans(ledger: Ledger, session_label: str) -> list[str]:
     """
     if ledger.path == ":memory:":
         return []
-    recovered = ledger.recover(session=session_label)
+    recovered = await ledger.turns.recover(session=session_label)
     deadline = time.monotonic() + HANDOFF_S
-    while _others_open(ledger, session_label) and time.monotonic() < deadline:
+    while await _others_open(ledger, session_label) and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
-        recovered += ledger.recover(session=session_label)
+        recovered += await ledger.turns.recover(session=session_label)
     return recovered
 
 
-def _others_open(ledger: Ledger, session_label: str) -> bool:
+async def _others_open(ledger: Ledger, session_label: str) -> bool:
     """Whether the session has an open turn of another process of this host."""
     me = f"{socket.gethostname()}:{os.getpid()}"
     host = socket.gethostname()
-    return any(owner != me and owner.rpartition(":")[0] == host for owner in ledger.open_turn_owners(session_label))
+    owners = [turn.owner or "" for turn in await ledger.turns.open_turns(session_label)]
+    return any(owner != me and owner.rpartition(":")[0] == host for owner in owners)
