@@ -6,31 +6,21 @@ turn that consumed the ask ends; a crash between the two leaves it unsent, so th
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_runtime import FakeRuntime, open_broker
+from fake_runtime import MANAGER, WORKER, FakeRuntime, message, open_broker, worker_and_manager
 
-from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings
-from nexus.ledger import Ledger, NewSession, QueueItem
-from nexus.ledger._sql_db import run_inline
+from nexus.broker import AgentBroker, BrokerSettings, QueueSettings
+from nexus.ledger import Ledger, QueueItem
 from nexus.ledger.broker_store import BrokerStore
-
-WORKER = AgentIdentity("worker", "agent:worker", "worker")
-MANAGER = AgentIdentity("manager", "agent:manager", "manager")
-
-
-def message(n: int | str, content: str | None = None, *, to: str = "worker", sender: str = "user") -> AgentMessage:
-    return AgentMessage(id=f"m-{n}", from_=sender, to=to, content=content or f"task {n}")
 
 
 @pytest.fixture
-def ledger(tmp_path: Path) -> AsyncIterator[Ledger]:
-    with Ledger.open(tmp_path / "agents.db") as opened:
-        for label in ("agent:worker", "agent:manager"):
-            run_inline(opened.sessions.ensure(NewSession(label)))
-        yield opened  # type: ignore[misc]
+def ledger(tmp_path: Path) -> Iterator[Ledger]:
+    with worker_and_manager(tmp_path / "agents.db") as opened:
+        yield opened
 
 
 async def test_a_reply_goes_back_to_an_agent_that_did_not_wait(ledger: Ledger) -> None:
