@@ -29,10 +29,9 @@ from nexus.server.discovery import remove_server_file, write_server_file
 
 if TYPE_CHECKING:
     from nexus.broker import AgentBroker
-    from nexus.config import NexusConfig
-    from nexus.config._server_schema import ServerConfig
+    from nexus.config import NexusConfig, ServerConfig
     from nexus.ledger import Ledger
-    from nexus.llm.options import StreamFn
+    from nexus.llm import StreamFn
     from nexus.server._event_hub import EventHub
     from nexus.server._event_relay import EventRelay
     from nexus.server._state import ServerState
@@ -62,7 +61,7 @@ class NexusUvicorn(uvicorn.Server):
             self.ready.set()
 
 
-async def serve(
+async def serve_http(
     config: NexusConfig,
     ledger: Ledger,
     settings: ServerConfig,
@@ -80,8 +79,8 @@ async def serve(
     With ``[telemetry] metrics`` (the default) ``/metrics`` answers, ``metrics_tokens`` (resolved)
     are accepted there, and the event loop's lag is measured meanwhile.
     """
-    from nexus.ledger._checkpoint import background_checkpoints
-    from nexus.llm.redact import add_secrets
+    from nexus.ledger import background_checkpoints
+    from nexus.llm import add_secrets
     from nexus.server._access_log import log
 
     add_secrets(settings.tokens)
@@ -100,7 +99,7 @@ def _access_lines(wanted: bool) -> logging.Handler | None:
     like every other line), else a handler of their own on stderr (``nexus serve: GET / 200 1.2 ms``;
     returned, to remove at the end)."""
     from nexus.server._access_log import log, log_requests_to_stderr
-    from nexus.telemetry.logs import json_logs
+    from nexus.telemetry import json_logs
 
     if not wanted:
         log.setLevel(logging.WARNING)  # --quiet: the middleware formats nothing
@@ -120,7 +119,7 @@ def _measured_loop(config: NexusConfig) -> Iterator[None]:
         yield
         return
     from nexus import telemetry
-    from nexus.telemetry.loop_lag import watch_loop_lag
+    from nexus.telemetry import watch_loop_lag
 
     try:
         recorder = telemetry.enable_metrics()
@@ -156,7 +155,7 @@ async def _serve(
     stream_fn: StreamFn | None = None,
     metrics_tokens: Sequence[str] = (),
 ) -> int:
-    from nexus.broker.host import build_host, start_host
+    from nexus.broker import build_host, start_host
     from nexus.server._state import ServerState
     from nexus.server.app import create_app
 
@@ -184,27 +183,13 @@ async def _serve(
         start_token = _start_token(settings)
         tokens = [*settings.tokens, start_token] if start_token else []
         app = create_app(state, settings.model_copy(update={"tokens": tokens}), metrics_tokens=metrics_tokens)
-        hub = state.events
-        if hub is not None:  # every run, live on its session's event stream
-            from nexus.server._live import LiveRuns
-
-            state.relay = await _start_relay(ledger, hub)  # PostgreSQL: every process's runs, on every process
-            live = LiveRuns(state.relay or hub)
-            host.runtime.on_start = live.follow
-            host.broker.on_takeover(live.taken_over)
-            hubs.append(hub)
+        hubs += await _live_runs(state, host, ledger)
         await start_host(config, host)
         if config.routing.index:  # every written turn indexed for smart routing, on a worker thread
-            from nexus.broker.smart import index_after_runs
+            from nexus.broker import index_after_runs
 
             await index_after_runs(host.runtime, host.broker.routing)
-        protocol = TimedHttpProtocol.with_timeouts(settings.header_timeout_seconds, settings.body_timeout_seconds)
-        server = NexusUvicorn(
-            uvicorn.Config(
-                app, host=settings.host, port=settings.port, lifespan="off", log_level="warning",
-                access_log=False, timeout_graceful_shutdown=GRACEFUL_S, http=protocol, **_uvicorn_logs(),
-            )
-        )  # fmt: skip
+        server = _uvicorn(app, settings)
         if stopping:  # a signal came while the broker started
             return 0
         settle_heap()
@@ -221,9 +206,20 @@ async def _serve(
             loop.remove_signal_handler(sig)
 
 
+def _uvicorn(app: Any, settings: ServerConfig) -> NexusUvicorn:
+    """The HTTP server: our lifespan and logs (uvicorn's access log is off), bounded header and body times."""
+    protocol = TimedHttpProtocol.with_timeouts(settings.header_timeout_seconds, settings.body_timeout_seconds)
+    return NexusUvicorn(
+        uvicorn.Config(
+            app, host=settings.host, port=settings.port, lifespan="off", log_level="warning",
+            access_log=False, timeout_graceful_shutdown=GRACEFUL_S, http=protocol, **_uvicorn_logs(),
+        )
+    )  # fmt: skip
+
+
 def _uvicorn_logs() -> dict[str, Any]:
     """uvicorn logs through our handler when ``nexus serve`` installed one (else its own, as before)."""
-    from nexus.telemetry.logs import logs_configured
+    from nexus.telemetry import logs_configured
 
     return {"log_config": None} if logs_configured() else {}
 
@@ -232,7 +228,7 @@ def _start_token(settings: ServerConfig) -> str | None:
     """The token of this start (in ``server.json``), when tokens are in use; registered with the redactor."""
     if not (settings.tokens or settings.require_token):
         return None
-    from nexus.llm.redact import add_secrets
+    from nexus.llm import add_secrets
 
     token = secrets.token_urlsafe(32)
     add_secrets([token])  # like the configured tokens: no error text ever repeats it
@@ -281,6 +277,20 @@ async def _stop_runs(broker: AgentBroker) -> None:
     await asyncio.gather(broker.close(), stop_direct_runs())
 
 
+async def _live_runs(state: ServerState, host: Any, ledger: Ledger) -> list[EventHub]:
+    """Every run, live on its session's event stream (on PostgreSQL every process's runs, on every process)."""
+    hub = state.events
+    if hub is None:
+        return []
+    from nexus.server._live import LiveRuns
+
+    state.relay = await _start_relay(ledger, hub)
+    live = LiveRuns(state.relay or hub)
+    host.runtime.on_start = live.follow
+    host.broker.on_takeover(live.taken_over)  # a run whose process died ends its streams with a stream_error
+    return [hub]
+
+
 async def _start_relay(ledger: Ledger, hub: EventHub) -> EventRelay | None:
     """The relay of run events through the ledger's shared log (PostgreSQL), started; ``None`` on SQLite."""
     events = ledger.run_events
@@ -316,6 +326,6 @@ def _bound_port(server: NexusUvicorn, default: int) -> int:
 
 
 def _store(ledger: Ledger) -> Any:
-    from nexus.ledger.broker_store import BrokerStore
+    from nexus.ledger import BrokerStore
 
     return BrokerStore(ledger.database)

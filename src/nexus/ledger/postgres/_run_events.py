@@ -106,7 +106,7 @@ class RunEventLog:
 
     async def append(self, rows: Sequence[tuple[str, str, str]]) -> int:
         """Store ``(session_label, event_type, payload_json)`` rows in order; returns the newest id."""
-        from nexus.llm.types import now_ms
+        from nexus.llm import now_ms
 
         stamp = now_ms()
         return await self._db.run_write(lambda conn: append(conn, rows, stamp))
