@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from nexus.ledger import Ledger, StoredMessage
 from nexus.routing._files import stamp_all
 from nexus.routing._index import CheckpointIndex
+from nexus.routing._lexical import columns_of
 from nexus.routing._text import TurnText, turn_text
 from nexus.routing.embedder import Embedder
 from nexus.routing.errors import EmbedderError
@@ -201,4 +202,5 @@ def _meta(cp: NewCheckpoint, checkpoint_id: int) -> CheckpointMeta:
         cp.quality,
         cp.link,
         cp.vector,
+        columns_of(cp.ask, cp.reply, cp.files_text),
     )
