@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -135,10 +136,37 @@ def test_reindex_rebuilds_the_same_checkpoints(ledger: Ledger, tmp_path: Path) -
     assert result.checkpoint is not None and result.checkpoint.turn_id == ids["invoice"]
 
 
-async def test_a_postgresql_ledger_is_refused_clearly(postgres_url: str) -> None:
+async def test_on_postgresql_a_turn_closed_late_or_out_of_order_is_indexed(postgres_url: str) -> None:
+    """Turns have no row number there: the watermark is a completion time, and turns completed a little before
+    it (a close that committed late) or opened long ago and closed now are still found."""
+    from nexus.llm.types import AssistantMessage, TextContent, UserMessage
+
     opened = await Ledger.connect(postgres_url)
+    router = await asyncio.to_thread(Router, opened, embedder=None)
     try:
-        with pytest.raises(RoutingError, match="this ledger is on PostgreSQL, for which no route store exists yet"):
-            Router(opened)
+        await opened.sessions.create(NewSession("search", metadata={"agent": "finder"}))
+        long_open = await opened.turns.open(TurnOpen("search", [UserMessage("add fuzzy matching")], TurnDetails()))
+        first = await _pg_turn(opened, "ops", "Alert when the API error rate passes 2 percent", NOW_MS)
+        assert await asyncio.to_thread(router.catch_up) == 1
+        late = await _pg_turn(opened, "cache", "Cache the exchange rates for an hour", NOW_MS - 60_000)
+        reply = [AssistantMessage([TextContent("fuzziness AUTO on product names")])]
+        await opened.turns.write(TurnWrite("search", long_open, response_messages=reply, completed_at=NOW_MS + 5))
+        assert await asyncio.to_thread(router.catch_up) == 2
+        rows = {r.turn_id: r for r in await asyncio.to_thread(router.store.rows, list(range(1, 10)))}
+        assert set(rows) == {first, late, long_open}
+        assert rows[long_open].agent_id == "finder"
+        assert await asyncio.to_thread(router.catch_up) == 0
     finally:
+        await asyncio.to_thread(router.close)
         await opened.aclose()
+
+
+async def _pg_turn(ledger: Ledger, label: str, ask: str, completed_at: int) -> str:
+    from nexus.llm.types import AssistantMessage, TextContent, UserMessage
+
+    await ledger.sessions.ensure(NewSession(label))
+    answer = [AssistantMessage([TextContent("done")])]
+    details = TurnDetails(started_at=completed_at - 1000)
+    write = TurnWrite(label, None, query_messages=[UserMessage(ask)], response_messages=answer,  # type: ignore[arg-type]
+                      completed_at=completed_at, details=details)  # fmt: skip
+    return await ledger.turns.write(write)

@@ -165,13 +165,12 @@ def _arm_json(arm: Any) -> dict[str, Any]:
 def _feedback(config: NexusConfig, words: list[str], note: str | None) -> int:
     from nexus.errors import ConfigError
     from nexus.ledger import Ledger
-    from nexus.routing import RoutingError
-    from nexus.routing._sqlite_store import SqliteRouteStore
+    from nexus.routing import RoutingError, open_route_store
 
     if len(words) != 2 or words[1] not in ("good", "bad"):
         raise ConfigError("nexus route feedback DECISION_ID good|bad [--note TEXT]")
     with Ledger.open(config.database_path) as ledger:
-        store = SqliteRouteStore(ledger)
+        store = open_route_store(ledger)
         try:
             store.feedback(words[0], 1 if words[1] == "good" else -1, note)
         except RoutingError as exc:

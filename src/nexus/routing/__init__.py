@@ -2,8 +2,9 @@
 
 ``Router(ledger).route("fix the login test")`` answers a :class:`SmartRouteResult`: ``existing`` with the
 :class:`Checkpoint` (a finished turn) to fork from, or ``new``, with a calibrated ``confidence``. The index
-(FTS5 BM25 + embeddings + facets over checkpoint texts derived from turns) lives in the ledger and grows
-as turns are written. The broker's ``route_smart`` / ``fork_from`` build on it. See docs/routing.md.
+(BM25 + embeddings + facets over checkpoint texts derived from turns) lives in the ledger, SQLite or
+PostgreSQL (:func:`open_route_store`), and grows as turns are written. The broker's ``route_smart`` /
+``fork_from`` build on it. See docs/routing.md.
 
 Importing this package is cheap; numpy and the embedder load with the first :class:`Router`.
 """
@@ -19,6 +20,7 @@ from nexus.routing.types import ROUTING_MODES, Checkpoint, RouteMode, RoutingMod
 if TYPE_CHECKING:
     from nexus.routing.embedder import Embedder, OpenAIEmbedder, WordLlamaEmbedder
     from nexus.routing.router import Router, RouteSettings
+    from nexus.routing.store import open_route_store
 
 _LAZY = {
     "Embedder": ".embedder",
@@ -26,6 +28,7 @@ _LAZY = {
     "WordLlamaEmbedder": ".embedder",
     "RouteSettings": ".router",
     "Router": ".router",
+    "open_route_store": ".store",
 }
 
 __all__ = [
@@ -42,6 +45,7 @@ __all__ = [
     "ScoredCheckpoint",
     "SmartRouteResult",
     "WordLlamaEmbedder",
+    "open_route_store",
 ]
 
 

@@ -69,11 +69,8 @@ class SqliteRouteStore:
 
     def __init__(self, ledger: Ledger) -> None:
         path = ledger.path
-        if path.startswith(("postgresql:", "postgres:")):
-            raise RoutingError(
-                "smart routing keeps its index in an SQLite ledger; this ledger is on PostgreSQL, for which no "
-                "route store exists yet (see docs/routing.md)"
-            )
+        if ledger.path.startswith(("postgresql:", "postgres:")):
+            raise RoutingError("this ledger is on PostgreSQL: open its route store with open_route_store()")
         # a file: our own connection (its own lock); ":memory:" is private to its connection
         self._own = None if path == ":memory:" else Ledger.open(path, message_cache=0)
         self._db = (self._own or ledger).database

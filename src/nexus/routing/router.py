@@ -88,14 +88,14 @@ class Router:
         embedder: Embedder | str | None = "settings",
         model: ScoringModel | None = None,
     ) -> None:
-        from nexus.routing._sqlite_store import SqliteRouteStore
+        from nexus.routing.store import open_route_store
 
         self.ledger = ledger
         self.settings = settings or RouteSettings()
         chosen = make_embedder(self.settings) if isinstance(embedder, str) else embedder
         self.guard = EmbedderGuard(chosen)
         self.model = model or load_model()
-        self.store = SqliteRouteStore(ledger)
+        self.store = open_route_store(ledger)
         self.decisions = self.store
         self.index = CheckpointIndex(self._dimension())
         self.indexer = Indexer(ledger, self.store, self.index, self.guard)
