@@ -23,7 +23,7 @@ from typing import Any
 
 from nexus.ledger import Ledger
 from nexus.routing._lexical import columns_of
-from nexus.routing._sqlite_store import SqliteRouteStore, _now_ms
+from nexus.routing._sqlite_store import CHECKPOINT_COLUMNS, SqliteRouteStore, add_vector, checkpoint_values
 from nexus.routing.store import CheckpointMeta, NewCheckpoint, TurnRow
 
 LATE_MS = 300_000
@@ -63,41 +63,15 @@ class PgRouteStore(SqliteRouteStore):
         return scanned_up_to
 
     def _insert(self, conn: Any, cp: NewCheckpoint, embedder: str) -> int:
-        t = cp.turn
-        files = json.dumps([[f.path, f.size, f.mtime_ns, f.digest, f.name] for f in cp.files])
-        ask, reply, file_words = columns_of(cp.ask, cp.reply, cp.files_text)
+        words = columns_of(cp.ask, cp.reply, cp.files_text)
         checkpoint_id = int(
             conn.execute(
-                "INSERT INTO route_checkpoints (turn_id, turn_rowid, session_label, agent_id, parent_turn_id,"
-                " segment_id, position, status, quality, link, completed_at, context, files_json, indexed_at,"
-                " ask_words, reply_words, file_words) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                " RETURNING id",
-                (
-                    t.turn_id,
-                    t.rowid,
-                    t.session_label,
-                    t.agent_id,
-                    t.parent_turn_id,
-                    t.segment_id,
-                    t.position,
-                    t.status,
-                    cp.quality,
-                    cp.link,
-                    t.completed_at,
-                    cp.context,
-                    files,
-                    _now_ms(),
-                    ask,
-                    reply,
-                    file_words,
-                ),
+                f"INSERT INTO route_checkpoints ({CHECKPOINT_COLUMNS}, ask_words, reply_words, file_words)"
+                f" VALUES ({', '.join('?' * 17)}) RETURNING id",
+                (*checkpoint_values(cp), *words),
             ).fetchone()[0]
         )
-        if cp.vector is not None:
-            conn.execute(
-                "INSERT INTO route_vectors (checkpoint_id, embedder, vector) VALUES (?, ?, ?)",
-                (checkpoint_id, embedder, cp.vector),
-            )
+        add_vector(conn, checkpoint_id, embedder, cp.vector)
         return checkpoint_id
 
     def load(self, embedder: str, after_id: int = 0) -> list[CheckpointMeta]:

@@ -53,6 +53,30 @@ _DECISION_COLUMNS = (
 )
 
 
+CHECKPOINT_COLUMNS = (
+    "turn_id, turn_rowid, session_label, agent_id, parent_turn_id, segment_id, position, status, quality, link,"
+    " completed_at, context, files_json, indexed_at"
+)
+
+
+def checkpoint_values(cp: NewCheckpoint) -> tuple[Any, ...]:
+    """The values of :data:`CHECKPOINT_COLUMNS` for a new checkpoint (both backends insert them)."""
+    t = cp.turn
+    files = json.dumps([[f.path, f.size, f.mtime_ns, f.digest, f.name] for f in cp.files])
+    return (
+        t.turn_id, t.rowid, t.session_label, t.agent_id, t.parent_turn_id, t.segment_id, t.position, t.status,
+        cp.quality, cp.link, t.completed_at, cp.context, files, _now_ms(),
+    )  # fmt: skip
+
+
+def add_vector(conn: Any, checkpoint_id: int, embedder: str, vector: bytes | None) -> None:
+    if vector is not None:
+        conn.execute(
+            "INSERT INTO route_vectors (checkpoint_id, embedder, vector) VALUES (?, ?, ?)",
+            (checkpoint_id, embedder, vector),
+        )
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -128,39 +152,16 @@ class SqliteRouteStore:
         return self._db.write(write)
 
     def _insert(self, conn: sqlite3.Connection, cp: NewCheckpoint, embedder: str) -> int:
-        t = cp.turn
-        files = json.dumps([[f.path, f.size, f.mtime_ns, f.digest, f.name] for f in cp.files])
         cursor = conn.execute(
-            "INSERT INTO route_checkpoints (turn_id, turn_rowid, session_label, agent_id, parent_turn_id, segment_id,"
-            " position, status, quality, link, completed_at, context, files_json, indexed_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                t.turn_id,
-                t.rowid,
-                t.session_label,
-                t.agent_id,
-                t.parent_turn_id,
-                t.segment_id,
-                t.position,
-                t.status,
-                cp.quality,
-                cp.link,
-                t.completed_at,
-                cp.context,
-                files,
-                _now_ms(),
-            ),
+            f"INSERT INTO route_checkpoints ({CHECKPOINT_COLUMNS}) VALUES ({', '.join('?' * 14)})",
+            checkpoint_values(cp),
         )
         checkpoint_id = int(cursor.lastrowid or 0)
         conn.execute(
             "INSERT INTO route_fts (rowid, ask, reply, files) VALUES (?, ?, ?, ?)",
             (checkpoint_id, index_text(cp.ask), index_text(cp.reply), index_text(cp.files_text)),
         )
-        if cp.vector is not None:
-            conn.execute(
-                "INSERT INTO route_vectors (checkpoint_id, embedder, vector) VALUES (?, ?, ?)",
-                (checkpoint_id, embedder, cp.vector),
-            )
+        add_vector(conn, checkpoint_id, embedder, cp.vector)
         return checkpoint_id
 
     def refresh_ancestors(self, changes: Sequence[tuple[str, tuple[FileStamp, ...]]], max_steps: int) -> None:
