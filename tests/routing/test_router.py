@@ -170,3 +170,38 @@ async def _pg_turn(ledger: Ledger, label: str, ask: str, completed_at: int) -> s
     write = TurnWrite(label, None, query_messages=[UserMessage(ask)], response_messages=answer,  # type: ignore[arg-type]
                       completed_at=completed_at, details=details)  # fmt: skip
     return await ledger.turns.write(write)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+async def test_two_routers_on_one_database_share_the_index(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Two processes (two brokers on one PostgreSQL database, or `nexus serve` and `nexus route` on one file):
+    what one indexed, the other's next decision knows; both indexing the same turns at once is no error."""
+    if backend == "sqlite":
+        one, two = Ledger.open(tmp_path / "agents.db"), Ledger.open(tmp_path / "agents.db")
+    else:
+        url = request.getfixturevalue("postgres_url")
+        one, two = await Ledger.connect(url), await Ledger.connect(url)
+    first = await asyncio.to_thread(Router, one, embedder=None)
+    second = await asyncio.to_thread(Router, two, embedder=None)
+    try:
+        limiter = await _pg_turn(one, "auth", "Add rate limiting to the login endpoint", NOW_MS - 2000)
+        both = await asyncio.to_thread(second.store.pending_turns, 64)  # the second sees it pending, too
+        assert await asyncio.to_thread(first.catch_up) == 1
+        await asyncio.to_thread(second.indexer._add, both)  # and stores it after the first did
+        invoice = await _pg_turn(one, "billing", "Generate a PDF invoice when an order is paid", NOW_MS - 1000)
+        assert await asyncio.to_thread(first.catch_up) == 1
+        found = await asyncio.to_thread(lambda: second.route("pdf invoice for paid orders", record=False))
+        assert found.checkpoint is not None and found.checkpoint.turn_id == invoice
+        assert await asyncio.to_thread(second.store.count) == 2 and len(second.index) == 2
+        stored = await asyncio.to_thread(second.store.rows, list(range(1, 10)))
+        assert {r.turn_id for r in stored} == {limiter, invoice}
+        assert sorted(second.index.row_of(r.id) for r in stored) == [0, 1]  # type: ignore[type-var]
+    finally:
+        for router, ledger in ((first, one), (second, two)):
+            await asyncio.to_thread(router.close)
+            if backend == "sqlite":
+                ledger.close()
+            else:
+                await ledger.aclose()

@@ -86,6 +86,8 @@ class Indexer:
         """Index every closed turn not indexed yet (at most ``limit``); returns how many were added."""
         added = 0
         with self._lock:
+            # what another process (a second broker, `nexus route`) indexed since: one indexed range read
+            self.index.add(self.store.load(self.embedder.name, self.index.last_id))
             while limit is None or added < limit:
                 turns = self.store.pending_turns(BATCH if limit is None else min(BATCH, limit - added))
                 if not turns:

@@ -23,7 +23,13 @@ from typing import Any
 
 from nexus.ledger import Ledger
 from nexus.routing._lexical import columns_of
-from nexus.routing._sqlite_store import CHECKPOINT_COLUMNS, SqliteRouteStore, add_vector, checkpoint_values
+from nexus.routing._sqlite_store import (
+    CHECKPOINT_COLUMNS,
+    SqliteRouteStore,
+    add_vector,
+    checkpoint_values,
+    existing_id,
+)
 from nexus.routing.store import CheckpointMeta, NewCheckpoint, TurnRow
 
 LATE_MS = 300_000
@@ -64,13 +70,14 @@ class PgRouteStore(SqliteRouteStore):
 
     def _insert(self, conn: Any, cp: NewCheckpoint, embedder: str) -> int:
         words = columns_of(cp.ask, cp.reply, cp.files_text)
-        checkpoint_id = int(
-            conn.execute(
-                f"INSERT INTO route_checkpoints ({CHECKPOINT_COLUMNS}, ask_words, reply_words, file_words)"
-                f" VALUES ({', '.join('?' * 17)}) RETURNING id",
-                (*checkpoint_values(cp), *words),
-            ).fetchone()[0]
-        )
+        row = conn.execute(
+            f"INSERT INTO route_checkpoints ({CHECKPOINT_COLUMNS}, ask_words, reply_words, file_words)"
+            f" VALUES ({', '.join('?' * 17)}) ON CONFLICT (turn_id) DO NOTHING RETURNING id",
+            (*checkpoint_values(cp), *words),
+        ).fetchone()
+        if row is None:
+            return existing_id(conn, cp.turn.turn_id)
+        checkpoint_id = int(row[0])
         add_vector(conn, checkpoint_id, embedder, cp.vector)
         return checkpoint_id
 

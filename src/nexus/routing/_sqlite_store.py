@@ -69,6 +69,11 @@ def checkpoint_values(cp: NewCheckpoint) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
+def existing_id(conn: Any, turn_id: str) -> int:
+    """The id of a checkpoint another process stored first (two indexers saw the same turn pending)."""
+    return int(conn.execute("SELECT id FROM route_checkpoints WHERE turn_id = ?", (turn_id,)).fetchone()[0])
+
+
 def add_vector(conn: Any, checkpoint_id: int, embedder: str, vector: bytes | None) -> None:
     if vector is not None:
         conn.execute(
@@ -153,9 +158,12 @@ class SqliteRouteStore:
 
     def _insert(self, conn: sqlite3.Connection, cp: NewCheckpoint, embedder: str) -> int:
         cursor = conn.execute(
-            f"INSERT INTO route_checkpoints ({CHECKPOINT_COLUMNS}) VALUES ({', '.join('?' * 14)})",
+            f"INSERT INTO route_checkpoints ({CHECKPOINT_COLUMNS}) VALUES ({', '.join('?' * 14)})"
+            " ON CONFLICT (turn_id) DO NOTHING",
             checkpoint_values(cp),
         )
+        if cursor.rowcount == 0:
+            return existing_id(conn, cp.turn.turn_id)
         checkpoint_id = int(cursor.lastrowid or 0)
         conn.execute(
             "INSERT INTO route_fts (rowid, ask, reply, files) VALUES (?, ?, ?, ?)",
