@@ -18,9 +18,10 @@ from nexus.routing.errors import EmbedderError, RoutingError
 from nexus.routing.types import ROUTING_MODES, Checkpoint, RouteMode, RoutingMode, ScoredCheckpoint, SmartRouteResult
 
 if TYPE_CHECKING:
+    from nexus.routing._backend import open_route_store
     from nexus.routing.embedder import Embedder, OpenAIEmbedder, WordLlamaEmbedder
     from nexus.routing.router import Router, RouteSettings
-    from nexus.routing.store import open_route_store
+    from nexus.routing.store import RouteStore
 
 _LAZY = {
     "Embedder": ".embedder",
@@ -28,7 +29,8 @@ _LAZY = {
     "WordLlamaEmbedder": ".embedder",
     "RouteSettings": ".router",
     "Router": ".router",
-    "open_route_store": ".store",
+    "open_route_store": "._backend",
+    "RouteStore": ".store",
 }
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "OpenAIEmbedder",
     "RouteMode",
     "RouteSettings",
+    "RouteStore",
     "Router",
     "RoutingError",
     "RoutingMode",

@@ -16,6 +16,7 @@ from dataclasses import fields
 from typing import Any
 
 from nexus.ledger import Ledger
+from nexus.ledger.postgres import is_postgres_url
 from nexus.routing._lexical import rows_from_instances
 from nexus.routing._words import index_text
 from nexus.routing.errors import RoutingError
@@ -98,7 +99,7 @@ class SqliteRouteStore:
 
     def __init__(self, ledger: Ledger) -> None:
         path = ledger.path
-        if ledger.path.startswith(("postgresql:", "postgres:")):
+        if is_postgres_url(path):
             raise RoutingError("this ledger is on PostgreSQL: open its route store with open_route_store()")
         # a file: our own connection (its own lock); ":memory:" is private to its connection
         self._own = None if path == ":memory:" else Ledger.open(path, message_cache=0)

@@ -88,7 +88,7 @@ class Router:
         embedder: Embedder | str | None = "settings",
         model: ScoringModel | None = None,
     ) -> None:
-        from nexus.routing.store import open_route_store
+        from nexus.routing._backend import open_route_store
 
         self.ledger = ledger
         self.settings = settings or RouteSettings()

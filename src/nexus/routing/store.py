@@ -12,12 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import field
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from nexus._dataclass import dataclass
-
-if TYPE_CHECKING:
-    from nexus.ledger import Ledger
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,19 +213,3 @@ class RouteStore(CheckpointStore, DecisionLog, Protocol):
     def close(self) -> None:
         """Release the store's own connection (the ledger stays open)."""
         ...
-
-
-def is_postgres(ledger: Ledger) -> bool:
-    """Whether the ledger is on a PostgreSQL server (its path is the server's URL)."""
-    return ledger.path.startswith(("postgresql:", "postgres:"))
-
-
-def open_route_store(ledger: Ledger) -> RouteStore:
-    """The route store of the ledger's backend: in the SQLite file, or in the PostgreSQL database."""
-    if is_postgres(ledger):
-        from nexus.routing._pg_store import PgRouteStore
-
-        return PgRouteStore(ledger)
-    from nexus.routing._sqlite_store import SqliteRouteStore
-
-    return SqliteRouteStore(ledger)

@@ -50,8 +50,7 @@ def has(ledger: Ledger, capability: str) -> bool:
 
 
 def _has_route_store(ledger: Ledger) -> bool:
-    from nexus.routing import open_route_store
-    from nexus.routing.store import RouteStore
+    from nexus.routing import RouteStore, open_route_store
 
     try:
         store = open_route_store(ledger)
