@@ -205,3 +205,28 @@ async def test_two_routers_on_one_database_share_the_index(
                 ledger.close()
             else:
                 await ledger.aclose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+async def test_a_task_with_a_nul_character_is_refused_on_both_backends(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """PostgreSQL's text cannot hold NUL: the decision's record failed there with a database error."""
+    if backend == "sqlite":
+        ledger = Ledger.open(tmp_path / "agents.db")
+    else:
+        ledger = await Ledger.connect(request.getfixturevalue("postgres_url"))
+    router = await asyncio.to_thread(Router, ledger, embedder=None)
+    try:
+        await _pg_turn(ledger, "auth", "Add rate limiting to the login endpoint", NOW_MS - 2000)
+        with pytest.raises(RoutingError, match="a NUL character at 8"):
+            await asyncio.to_thread(router.route, "rate lim\x00it the login")
+        assert await asyncio.to_thread(router.decisions.decisions) == []
+        fine = await asyncio.to_thread(router.route, "rate limit the login")
+        assert fine.decision_id is not None
+    finally:
+        await asyncio.to_thread(router.close)
+        if backend == "sqlite":
+            ledger.close()
+        else:
+            await ledger.aclose()

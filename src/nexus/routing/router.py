@@ -195,6 +195,9 @@ class Router:
                 f"the task is not valid Unicode (a lone surrogate at character {bad}: bytes that were not UTF-8); "
                 "send it as UTF-8 text"
             )
+        nul = task.find("\x00")
+        if nul >= 0:  # PostgreSQL's text cannot hold it (the decision's record would fail there): refused on both
+            raise RoutingError(f"the task holds a NUL character at {nul}; send text without control characters")
         if not 1 <= limit <= MAX_LIMIT:
             raise RoutingError(f"limit is {limit}; give 1 to {MAX_LIMIT} alternatives")
         if agent is not None and agent not in self.store.known_agents():
