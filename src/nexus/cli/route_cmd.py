@@ -136,7 +136,7 @@ def _reindex(router: Router) -> int:
 
 
 def _stats(router: Router, since: int, as_json: bool) -> int:
-    from nexus.routing.ab import compare
+    from nexus.routing import compare
 
     router.decisions.settle()
     arms = compare(router.decisions.decisions(since))

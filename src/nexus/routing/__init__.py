@@ -19,11 +19,17 @@ from nexus.routing.types import ROUTING_MODES, Checkpoint, RouteMode, RoutingMod
 
 if TYPE_CHECKING:
     from nexus.routing._backend import open_route_store
+    from nexus.routing._sqlite_store import SqliteRouteStore
+    from nexus.routing.ab import arm_for, compare
     from nexus.routing.embedder import Embedder, OpenAIEmbedder, WordLlamaEmbedder
     from nexus.routing.router import Router, RouteSettings
-    from nexus.routing.store import RouteStore
+    from nexus.routing.store import DecisionRecord, RouteStore
 
-_LAZY = {
+_LAZY: dict[str, str] = {
+    "SqliteRouteStore": "nexus.routing._sqlite_store",
+    "DecisionRecord": "nexus.routing.store",
+    "compare": "nexus.routing.ab",
+    "arm_for": "nexus.routing.ab",
     "Embedder": ".embedder",
     "OpenAIEmbedder": ".embedder",
     "WordLlamaEmbedder": ".embedder",
@@ -36,6 +42,7 @@ _LAZY = {
 __all__ = [
     "ROUTING_MODES",
     "Checkpoint",
+    "DecisionRecord",
     "Embedder",
     "EmbedderError",
     "OpenAIEmbedder",
@@ -47,7 +54,10 @@ __all__ = [
     "RoutingMode",
     "ScoredCheckpoint",
     "SmartRouteResult",
+    "SqliteRouteStore",
     "WordLlamaEmbedder",
+    "arm_for",
+    "compare",
     "open_route_store",
 ]
 

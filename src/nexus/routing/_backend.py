@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from nexus.ledger import Ledger
-from nexus.ledger.postgres import is_postgres_url
+from nexus.ledger import Ledger, is_postgres_url
 from nexus.routing.store import RouteStore
 
 

@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
-from nexus.ledger import Ledger
-from nexus.ledger.postgres import is_postgres_url
+from nexus.ledger import Ledger, is_postgres_url
 from nexus.routing._lexical import rows_from_instances
 from nexus.routing._words import index_text
 from nexus.routing.errors import RoutingError
