@@ -148,6 +148,9 @@ def run_broker(
                 def start(self, spec: object, session: str, message: str, **kwargs: Any) -> _NoOpRun:
                     return _NoOpRun(turn_writes, tuple(kwargs["consumes"]))
 
+                async def begin(self, spec: object, session: str, message: str, **kwargs: Any) -> _NoOpRun:
+                    return self.start(spec, session, message, **kwargs)  # what the broker calls since it awaits
+
                 def model_problem(self, ref: str) -> None:
                     return None
 

@@ -56,6 +56,9 @@ class _Runner:
         self.started += 1
         return _HeldRun()
 
+    async def begin(self, spec: object, session: str, message: str, **kwargs: object) -> _HeldRun:
+        return self.start(spec, session, message, **kwargs)  # what the broker calls since it awaits
+
     def model_problem(self, ref: str) -> None:
         return None
 

@@ -169,6 +169,10 @@ class FakeRuntime:
             asyncio.get_running_loop().call_soon(run.finish)
         return run
 
+    async def begin(self, spec: AgentSpec, session: str, message: Any, **options: Any) -> FakeRun:
+        """``Runtime.begin``: the broker awaits the start of a batch's run."""
+        return self.start(spec, session, message, **options)
+
     async def next_run(self, count: int) -> FakeRun:
         """Wait until at least ``count`` runs have started; the ``count``-th."""
         for _ in range(200):

@@ -205,11 +205,11 @@ def test_a_server_ledger_out_of_reach_is_one_line_and_a_command_that_needs_a_fil
         assert result.returncode == 2, (args, result.stderr)
         assert "cannot connect to the ledger database postgresql://nexus@127.0.0.1:1/nexus" in result.stderr
         assert "secret" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
-    doctor = nexus("doctor", env={"NEXUS_DATABASE_URL": url})  # doctor still checks a file
-    assert (
-        doctor.returncode == 2 and "the ledger is the PostgreSQL database postgresql://127.0.0.1/nexus" in doctor.stderr
-    )
-    assert "secret" not in doctor.stderr and len(doctor.stderr.strip().splitlines()) == 1
+    doctor = nexus("doctor", env={"NEXUS_DATABASE_URL": url})  # the database line says why, the others go on
+    (line,) = [line for line in doctor.stdout.splitlines() if "database" in line]
+    assert doctor.returncode == 1 and line.startswith("[fail] database")
+    assert "cannot connect to the ledger database postgresql://nexus@127.0.0.1:1/nexus" in line
+    assert "secret" not in doctor.stdout + doctor.stderr
     assert not any(isolated_env.rglob("*postgres*")) and not any(isolated_env.rglob("*.db"))
 
 
@@ -254,3 +254,28 @@ async def test_pi_files_go_in_and_out_of_a_postgresql_ledger(postgres_url: str, 
     assert [line for line in again.splitlines() if '"message"' in line] == [
         line for line in text.splitlines() if '"message"' in line
     ]
+
+
+def test_doctor_on_a_postgresql_ledger_says_what_it_holds_and_what_to_run(
+    postgres_url: str, isolated_env: Path
+) -> None:
+    def database_line() -> str:
+        done = nexus("doctor", env={"NEXUS_DATABASE_URL": postgres_url})
+        (line,) = [line for line in done.stdout.splitlines() if " database " in line]
+        return line
+
+    shown = postgres_url.split("@")[-1]
+    line = database_line()
+    assert line.startswith("[ok  ] database") and shown in line, line
+    assert "schema current; 0 sessions; LISTEN/NOTIFY wake-ups" in line and "PostgreSQL 15" in line, line
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        newest = conn.execute("SELECT max(version), min(version) FROM schema_migrations").fetchone()
+        assert newest is not None
+        conn.execute("DELETE FROM schema_migrations WHERE version = %s", (newest[0],))
+    behind = database_line()
+    assert behind.startswith("[fail] database") and "run `nexus db migrate`" in behind, behind
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO schema_migrations VALUES (9999, 'from_the_future', 'abc', 0)")
+    unknown = database_line()
+    assert unknown.startswith("[fail] database") and "9999_from_the_future" in unknown, unknown
+    assert not any(isolated_env.rglob("*.db"))  # no SQLite file named after the URL

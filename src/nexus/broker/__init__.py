@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from nexus._lazy import lazy_attribute
-from nexus.broker.broker import AgentBroker, BrokerSettings, new_message_id
+from nexus.broker.broker import AgentBroker, BrokerSettings
 from nexus.broker.modes import (
     DROP_POLICIES,
     QUEUE_MODES,
@@ -36,6 +36,7 @@ from nexus.broker.types import (
     SendAndWaitResult,
     SendReceipt,
     UnknownAgentError,
+    new_message_id,
 )
 
 __all__ = [

@@ -162,7 +162,7 @@ class BatchRunner:
         """
         try:
             with claimed(slot.agent_id, session.label, batch.items, self._now_ms()) as trace:
-                execution = self._start(slot, session, batch)  # the run's span: a child of the first item's
+                execution = await self._start(slot, session, batch)  # the run's span: a child of the first item's
         except NexusError as exc:  # a run that cannot start (no key, bad model): the items fail with the reason
             return _failed(str(exc)), None
         lost: list[str] = []
@@ -201,8 +201,10 @@ class BatchRunner:
         except NexusError as exc:  # e.g. the final write failed: the items fail with the reason
             return _failed(str(exc))
 
-    def _start(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> Execution:
-        """``Runtime.start`` for one batch: its prompt, the items it consumes, who sent them, the agent tools."""
+    async def _start(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> Execution:
+        """``Runtime.begin`` for one batch: its prompt, the items it consumes, who sent them, the agent tools.
+
+        ``begin``, not ``start``: the session lookup is awaited, so on PostgreSQL it waits off the event loop."""
         items = batch.items
         head = items[0]
         one = len(items) == 1
@@ -219,7 +221,7 @@ class BatchRunner:
             deliver_to=_newest_target(items),
         )
         spec = replace(slot.spec, max_tokens=head.max_tokens) if one and head.max_tokens else slot.spec
-        return self._runtime.start(
+        return await self._runtime.begin(
             spec,
             session.label,
             batch.prompt,

@@ -52,6 +52,8 @@ class SessionLeases:
         self._turns = turns
         self.ttl_ms = ttl_ms
         self.holder = holder_name()
+        self.on_takeover: Callable[[str, str], object] | None = None
+        """``(session_label, prior_holder)`` once per takeover: the server tells the session's event streams."""
 
     async def take(self, session: SessionSlot) -> Lease | None:
         """The session's lease for a batch (the one held since the last batch if still fresh); ``None``: held elsewhere.
@@ -66,6 +68,8 @@ class SessionLeases:
         if lease is not None and lease.prior_holder is not None:
             log.warning("session %s: taking over from %s (its lease expired)", session.label, lease.prior_holder)
             await self._turns.recover(force=True, session=session.label)
+            if self.on_takeover is not None:
+                self.on_takeover(session.label, lease.prior_holder)
         return lease
 
     def _hold(self, session: SessionSlot, lease: Lease | None) -> None:

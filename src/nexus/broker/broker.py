@@ -55,7 +55,7 @@ from nexus.broker.types import (
     UnknownAgentError,
     stored_agent,
 )
-from nexus.ledger import AcceptRequest, BrokerStore, QueueItem, new_ulid
+from nexus.ledger import AcceptRequest, BrokerStore, QueueItem
 
 if TYPE_CHECKING:
     from nexus.agent import AgentTool
@@ -145,6 +145,11 @@ class AgentBroker(SmartRoutingFace):
             ).sweep  # fmt: skip
             self._watcher.sweep_every_s = self._settings.lease_ttl_ms / 2000
 
+    def on_takeover(self, callback: Callable[[str, str], object]) -> None:
+        """``callback(session_label, prior_holder)`` at each takeover of a dead holder's session (under leases)."""
+        if self._leases is not None:
+            self._leases.on_takeover = callback
+
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> list[QueueItem]:
@@ -210,8 +215,9 @@ class AgentBroker(SmartRoutingFace):
     # ------------------------------------------------------------------ registry
 
     def register_agent(
-        self, identity: AgentIdentity, *, spec: AgentSpec | None = None, queue: QueueOverrides | None = None
-    ) -> RegisteredAgent:
+        self, identity: AgentIdentity, *, spec: AgentSpec | None = None, queue: QueueOverrides | None = None,
+        stored: bool = False,
+    ) -> RegisteredAgent:  # fmt: skip
         """Register (or update) an agent; it persists across restarts.
 
         ``spec`` says how it runs (its ``id`` and ``role`` are the identity's). Refused, nothing stored,
@@ -220,6 +226,8 @@ class AgentBroker(SmartRoutingFace):
         session another agent talks in (:class:`~nexus.ledger.errors.AgentSessionTakenError`, checked by
         the store in the transaction that saves). Both are ``ValueError``\\ s. Synchronous, for callers outside
         a loop (``nexus.toml``'s agents, the CLI): it writes through the registry's synchronous rows.
+        ``stored``: the registry already holds exactly this agent (the caller read or saved its row off
+        the event loop); nothing is written, so nothing waits for the database here.
         """
         if not identity.agent_id or identity.agent_id in ("user", "system"):
             raise BrokerError(f"{identity.agent_id!r} cannot be an agent id (reserved or empty)")
@@ -228,16 +236,17 @@ class AgentBroker(SmartRoutingFace):
             problem = self._runtime.model_problem(model)
             if problem is not None:
                 raise AgentSpecError(f"agent {identity.agent_id!r}: model: {problem}")
-        stored = replace(spec or _default_spec(), id=identity.agent_id, role=identity.role)
-        self._registry.save_agent(
-            identity.agent_id, role=identity.role, session_label=identity.session_label, spec=stored.to_json()
-        )
+        full = replace(spec or _default_spec(), id=identity.agent_id, role=identity.role)
+        if not stored:
+            self._registry.save_agent(
+                identity.agent_id, role=identity.role, session_label=identity.session_label, spec=full.to_json()
+            )
         slot = self._slots.get(identity.agent_id)
         if slot is None:
-            slot = AgentSlot(identity=identity, spec=stored)
+            slot = AgentSlot(identity=identity, spec=full)
             self._slots[identity.agent_id] = slot
         else:
-            slot.identity, slot.spec = identity, stored
+            slot.identity, slot.spec = identity, full
         if queue is not None:
             slot.overrides = queue
         if self._started:
@@ -481,11 +490,6 @@ class AgentBroker(SmartRoutingFace):
         10,000 people keeps no queue for those who are quiet."""
         if session.key is not None and slot.sessions.get(session.label) is session:
             del slot.sessions[session.label]
-
-
-def new_message_id() -> str:
-    """A fresh message id (a ULID: sortable by time)."""
-    return new_ulid()
 
 
 def _default_spec() -> AgentSpec:

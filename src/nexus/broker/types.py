@@ -266,3 +266,10 @@ class SendAndWaitResult:
     error: str | None = None
     reply: str | None = None
     turn_id: str | None = None
+
+
+def new_message_id() -> str:
+    """A fresh message id (a ULID: sortable by time)."""
+    from nexus.ledger import new_ulid
+
+    return new_ulid()

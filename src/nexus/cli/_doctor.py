@@ -52,7 +52,10 @@ def doctor_command(args: argparse.Namespace) -> int:
     checks.append(_model_check(config, env))
     checks += _broker_checks(config)
     checks += _adapter_checks(config, env)
-    checks.append(_database_check(config.database_path))
+    if config.database_url is not None:
+        checks.append(_postgres_check(config.database_url))
+    else:
+        checks.append(_database_check(config.database_path))
     checks.append(_workspace_check(config.workspace_path))
     checks.append(_local_check(config))
     _print(checks)
@@ -183,6 +186,30 @@ def _database_check(path: Path) -> Check:
     if recovered:
         detail += f"; closed {recovered} turn{'s' if recovered != 1 else ''} left open by a stopped process"
     return Check("ok", "database", detail)
+
+
+def _postgres_check(url: str) -> Check:
+    """On a PostgreSQL ledger: reachable, its schema current (nothing migrated, no turn closed: on a shared
+    database the turns left open are the leases' business). ``ok`` with what the database holds, or ``fail``
+    naming what to do; the URL's password is left out."""
+    import asyncio
+
+    from nexus.ledger import Ledger, LedgerError
+
+    async def probe() -> str:
+        async with await Ledger.connect(url, migrate=False) as ledger:
+            sessions = len(await ledger.sessions.list())
+            version = await ledger.database.run_read(
+                lambda conn: conn.execute("SELECT current_setting('server_version')").fetchone()[0]
+            )
+            wakeups = "LISTEN/NOTIFY wake-ups" if ledger.wakeups is not None else "poll-only wake-ups"
+            plural = "s" if sessions != 1 else ""
+            return f"{ledger.path} (PostgreSQL {version}; schema current; {sessions} session{plural}; {wakeups})"
+
+    try:
+        return Check("ok", "database", asyncio.run(probe()))
+    except LedgerError as exc:  # unreachable, refused, a schema behind (`nexus db migrate`) or unknown
+        return Check("fail", "database", str(exc))
 
 
 def _count_sessions(path: Path) -> tuple[int, int]:

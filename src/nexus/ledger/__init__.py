@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from nexus.ledger.ledger import Ledger, default_db_path
     from nexus.ledger.pi_jsonl import pi_session_text
     from nexus.ledger.postgres import is_postgres_url
+    from nexus.ledger.postgres._run_events import RunEventLog, StoredEvent
     from nexus.ledger.protocols import (
         AgentStore,
         DeliveryStore,
@@ -129,6 +130,7 @@ __all__ = [
     "QueueItemsFinishedError",
     "QueueListener",
     "QueueStore",
+    "RunEventLog",
     "SchemaVersionError",
     "Session",
     "SessionExistsError",
@@ -136,6 +138,7 @@ __all__ = [
     "SessionQuery",
     "SessionStore",
     "Settlement",
+    "StoredEvent",
     "StoredMessage",
     "TimelineEntry",
     "ToolCallRecord",
@@ -195,6 +198,8 @@ _LAZY: dict[str, str] = {
     "claimant": "nexus.ledger._claims",
     "copy_ledger": "nexus.ledger._copy",
     "is_postgres_url": "nexus.ledger.postgres",
+    "RunEventLog": "nexus.ledger.postgres._run_events",
+    "StoredEvent": "nexus.ledger.postgres._run_events",
     "label_problem": "nexus.ledger.labels",
     "migrate_database": "nexus.ledger._admin",
     "pi_session_text": "nexus.ledger.pi_jsonl",

@@ -25,6 +25,7 @@ from nexus.ledger._sqlite import Database
 from nexus.ledger._turn_store import SqlTurnStore
 
 if TYPE_CHECKING:
+    from nexus.ledger.postgres._run_events import RunEventLog
     from nexus.ledger.protocols import QueueListener
 
 T = TypeVar("T")
@@ -127,6 +128,16 @@ class Ledger:
 
         url = getattr(self._db, "url", None)
         return PgListener(url) if isinstance(url, str) and listening_enabled() else None
+
+    @property
+    def run_events(self) -> RunEventLog | None:
+        """The ``run_events`` log every process's runs publish their StreamEvents into (PostgreSQL; ``None`` on
+        SQLite, where one server holds the file and its in-memory event hub is the whole story)."""
+        if self._db.inline:
+            return None
+        from nexus.ledger.postgres._run_events import RunEventLog as PgRunEventLog
+
+        return PgRunEventLog(self._db)  # type: ignore[arg-type]
 
     @property
     def path(self) -> str:

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from nexus.server._errors import ApiError
+from nexus.server._off_loop import store_call
 from nexus.server._openapi import answers
 from nexus.server._schemas import AgentList, AgentOut, QueueList
 from nexus.server._state import ServerState
@@ -106,14 +107,16 @@ async def register_agent(request: Request, body: AgentRequest) -> Any:
     from nexus.ledger import AgentSessionTakenError
 
     try:
-        row = state.store.add_agent(body.id, role=role, session_label=body.session_label, spec=spec)
+        row = await store_call(
+            state, lambda: state.store.add_agent(body.id, role=role, session_label=body.session_label, spec=spec)
+        )
     except AgentSessionTakenError as exc:
         raise ApiError(409, "conflict", f"session_label: {exc}") from None
     if state.broker is not None:  # drains here: it runs the new (or updated) agent from now on
         from nexus.broker import stored_agent
 
         identity, stored = stored_agent(row)
-        state.broker.register_agent(identity, spec=stored)
+        state.broker.register_agent(identity, spec=stored, stored=True)  # the row above is the agent as saved
     return agent_view(row)
 
 
@@ -162,7 +165,8 @@ def remove_agent(request: Request, agent_id: str) -> Response:
 )
 async def agent_queue(request: Request, agent_id: str, include_finished: bool = False) -> Any:
     state = _state(request)
-    if state.store.get_agent(agent_id) is None:
+    if await store_call(state, lambda: state.store.get_agent(agent_id)) is None:
         raise ApiError(404, "not_found", f"unknown agent {agent_id!r}")
     statuses = () if include_finished else ("queued", "processing", "failed")
-    return {"items": await queue_item_views(state.ledger, state.store.items(agent_id=agent_id, statuses=statuses))}
+    items = await store_call(state, lambda: state.store.items(agent_id=agent_id, statuses=statuses))
+    return {"items": await queue_item_views(state.ledger, items)}

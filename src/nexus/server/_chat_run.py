@@ -99,7 +99,7 @@ async def _through_broker(
     from nexus.server._messages import ensure_in_broker
 
     assert state.broker is not None
-    ensure_in_broker(state, agent.agent_id)
+    await ensure_in_broker(state, agent.agent_id)
     message = AgentMessage(completion_id, "user", agent.agent_id, prompt, metadata=metadata)
     return await state.broker.send(message, "followup")
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from nexus.ledger import AgentRow, NewSession, SessionNotFound
 from nexus.server._errors import ApiError
+from nexus.server._off_loop import store_call
 from nexus.server._owners import OWNER_KEY, Owners
 from nexus.server._state import ServerState
 
@@ -26,10 +27,10 @@ async def claim_chat_session(state: ServerState, agent: AgentRow, label: str) ->
         resolved = await state.ledger.sessions.resolve(label)
     except SessionNotFound:
         resolved = None
-    owner = _owner(state, resolved.label if resolved else label, resolved.metadata if resolved else None)
+    owner = await _owner(state, resolved.label if resolved else label, resolved.metadata if resolved else None)
     if resolved is None and owner in (None, agent.agent_id):  # new: stamped as this agent's
         resolved = await state.ledger.sessions.ensure(NewSession(label, metadata={OWNER_KEY: agent.agent_id}))
-        owner = _owner(state, resolved.label, resolved.metadata)  # a racing creator's stamp wins
+        owner = await _owner(state, resolved.label, resolved.metadata)  # a racing creator's stamp wins
     if resolved is None or (owner is not None and owner != agent.agent_id):
         raise ApiError(
             409, "conflict",
@@ -38,6 +39,6 @@ async def claim_chat_session(state: ServerState, agent: AgentRow, label: str) ->
     return resolved.label
 
 
-def _owner(state: ServerState, label: str, metadata: dict[str, object] | None) -> str | None:
+async def _owner(state: ServerState, label: str, metadata: dict[str, object] | None) -> str | None:
     """The agent ``label`` belongs to, or None (a session of no agent: anyone's)."""
-    return Owners(state.store.list_agents()).owner_id(label, metadata)
+    return Owners(await store_call(state, state.store.list_agents)).owner_id(label, metadata)

@@ -83,8 +83,32 @@ class _Channel:
 
 def encode_frame(event_id: int, event_type: str, payload: dict[str, Any]) -> bytes:
     """An SSE frame: ``id``, ``event`` (the type) and one ``data`` line of compact JSON."""
+    return stored_frame(event_id, event_type, event_json(payload))
+
+
+def event_json(payload: dict[str, Any]) -> str:
+    """Compact JSON of an event; escaped to ASCII when it holds a lone surrogate (a model's broken escape),
+    which UTF-8 cannot carry: the event still goes out instead of ending the run's stream."""
     data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
-    return f"id: {event_id}\nevent: {event_type}\ndata: {data}\n\n".encode()
+    try:
+        data.encode()
+    except UnicodeEncodeError:
+        return json.dumps(payload, separators=(",", ":"))
+    return data
+
+
+def stored_frame(event_id: int, event_type: str, data_json: str) -> bytes:
+    """:func:`encode_frame` of an event whose JSON is already made (one line: ``json.dumps`` escapes newlines)."""
+    return f"id: {event_id}\nevent: {event_type}\ndata: {data_json}\n\n".encode()
+
+
+def event_payload(event_type: str, data: dict[str, Any]) -> dict[str, Any]:
+    """The SSE ``data`` of an event, ``{"type": event_type, **data}``; :class:`HubError` for a bad type."""
+    if not _EVENT_TYPE.fullmatch(event_type):
+        raise HubError(f"event type {event_type!r} is not a name (letters, digits, '_', '.', '-')")
+    if data.get("type", event_type) != event_type:
+        raise HubError(f"data.type {data['type']!r} differs from the event type {event_type!r}")
+    return {"type": event_type, **data}
 
 
 def _resolve(future: asyncio.Future[bool], tick: bool = False) -> None:
@@ -156,31 +180,71 @@ class EventHub:
         ``session_label`` is the session's own label (``Session.label``, not an alias): the events
         endpoint resolves aliases before it subscribes.
         """
-        if not _EVENT_TYPE.fullmatch(event_type):
-            raise HubError(f"event type {event_type!r} is not a name (letters, digits, '_', '.', '-')")
-        if data.get("type", event_type) != event_type:
-            raise HubError(f"data.type {data['type']!r} differs from the event type {event_type!r}")
-        payload = {"type": event_type, **data}
-        now = self._clock()
+        payload = event_payload(event_type, data)
         with self._lock:
             self._last_id += 1
-            event = HubEvent(self._last_id, event_type, now, encode_frame(self._last_id, event_type, payload))
-            channel = self._channels.get(session_label)
-            if channel is None:
-                channel = self._channels[session_label] = _Channel(floor=self._last_id - 1)
-            channel.events.append(event)
-            channel.size += len(event.frame)
-            self._order.append((channel, event))
-            self._bytes += len(event.frame)
-            self._count += 1
-            self._trim(channel, now)
-            self._trim_process()
-            wakeup, channel.wakeup = channel.wakeup, None
-            if now - self._last_sweep >= _SWEEP_EVERY:
-                self._sweep(now)
+            event = HubEvent(self._last_id, event_type, self._clock(), encode_frame(self._last_id, event_type, payload))
+            wakeup = self._append(session_label, event)
         if wakeup is not None:
             self._wake(wakeup)
         return event.id
+
+    def publish_stored(self, event_id: int, session_label: str, event_type: str, data_json: str) -> bool:
+        """Append an event that already has its id and JSON (read from a shared log: ``_event_relay``).
+
+        Ids must grow: an id at or below the newest one seen is ignored (False), so a log read twice
+        publishes each event once.
+        """
+        with self._lock:
+            if event_id <= self._last_id:
+                return False
+            self._last_id = event_id
+            frame = stored_frame(event_id, event_type, data_json)
+            wakeup = self._append(session_label, HubEvent(event_id, event_type, self._clock(), frame))
+        if wakeup is not None:
+            self._wake(wakeup)
+        return True
+
+    def start_ids_at(self, event_id: int, *, shared: bool = False) -> None:
+        """Continue ids after ``event_id`` (before anything is published here).
+
+        ``shared``: the ids come from a log every process reads (``_event_relay``), so every id up to
+        ``event_id`` was issued: an old one that is gone is ``expired``, not ``unknown``.
+        """
+        with self._lock:
+            if self._count or self._order:
+                raise HubError("start_ids_at must come before the first event")
+            self._last_id = event_id
+            self._first_id = 0 if shared else event_id
+
+    @property
+    def last_id(self) -> int:
+        """The newest id handed out or seen (all sessions)."""
+        return self._last_id
+
+    def floor(self, session_label: str) -> int:
+        """Every event of the session with an id at or below this is not (or no longer) held here."""
+        with self._lock:
+            channel = self._channels.get(session_label)
+            return self._last_id if channel is None else channel.floor
+
+    def _append(self, session_label: str, event: HubEvent) -> asyncio.Future[bool] | None:
+        """Append ``event`` to its session's log (the lock is held); returns the readers' future to wake."""
+        now = event.at
+        channel = self._channels.get(session_label)
+        if channel is None:
+            channel = self._channels[session_label] = _Channel(floor=event.id - 1)
+        channel.events.append(event)
+        channel.size += len(event.frame)
+        self._order.append((channel, event))
+        self._bytes += len(event.frame)
+        self._count += 1
+        self._trim(channel, now)
+        self._trim_process()
+        wakeup, channel.wakeup = channel.wakeup, None
+        if now - self._last_sweep >= _SWEEP_EVERY:
+            self._sweep(now)
+        return wakeup
 
     def subscribe(self, session_label: str, last_event_id: int | None = None) -> Subscription:
         """A reader of the session's events after ``last_event_id`` (or from now, when it is None)."""
@@ -357,17 +421,25 @@ class Subscription:
     Readers wait on their session's one shared future: a publish resolves it once for all of them.
     """
 
-    __slots__ = ("_done", "cursor", "hub", "session_label")
+    __slots__ = ("_done", "_first", "cursor", "hub", "session_label")
 
     def __init__(self, hub: EventHub, session_label: str, cursor: int) -> None:
         self.hub, self.session_label, self.cursor = hub, session_label, cursor
         self._done = False
+        self._first = b""
+
+    def prepend(self, frames: bytes, cursor: int) -> None:
+        """Send ``frames`` (events read elsewhere, up to id ``cursor``) first, then this log after ``cursor``."""
+        self._first, self.cursor = frames, cursor
 
     async def next(self) -> bytes | None:
         """The next frames, a heartbeat when the stream was idle for a heartbeat tick, or None at the end.
 
         The stream ends when the hub closes; a client's disconnect cancels the awaiting task.
         """
+        if self._first and not self._done:
+            first, self._first = self._first, b""
+            return first
         while not self._done and not self.hub.closed:
             frames = self.hub._read(self)
             if frames:

@@ -83,11 +83,14 @@ def _parse_last_event_id(value: str | None) -> int | None:
     if value is None or not value.strip():
         return None
     try:
-        return int(value.strip())
+        parsed = int(value.strip())
     except ValueError:
+        parsed = -1
+    if parsed < 0 or parsed >= 2**63:
         raise ApiError(
             400, "invalid_request", f"Last-Event-ID must be an event id this stream sent (an integer), got {value!r}"
-        ) from None
+        )
+    return parsed
 
 
 @router.get(
@@ -114,7 +117,10 @@ async def session_events(
     session = await state.ledger.sessions.resolve(label)
     resume = _parse_last_event_id(last_event_id)
     try:
-        subscription = _hub(request).subscribe(session.label, resume)
+        if state.relay is not None:  # PostgreSQL: ids are the shared log's, older events come from it
+            subscription = await state.relay.subscribe(session.label, resume)
+        else:
+            subscription = _hub(request).subscribe(session.label, resume)
     except HubError as exc:  # all slots taken (HubFull), or the server is shutting down
         raise ApiError(503, "unavailable", str(exc)) from None
     return EventStream(subscription)

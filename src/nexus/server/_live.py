@@ -10,24 +10,31 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nexus.adapters import DeliveryTarget
 from nexus.streaming import stream_events
 
 if TYPE_CHECKING:
     from nexus.engine import Execution
-    from nexus.server._event_hub import EventHub
     from nexus.streaming import StreamEvent
 
 WEB_CHANNEL = "web"
 """The ``target.channel`` of a run watched over the server's event stream."""
 
 
+class Publisher(Protocol):
+    """Where events go: the :class:`EventHub` itself, or (PostgreSQL) the :class:`EventRelay` in front of it."""
+
+    def publish(self, session_label: str, event_type: str, data: dict[str, Any], /) -> object:
+        """Take one event; never waits."""
+        ...
+
+
 class LiveRuns:
     """Publishes the StreamEvents of every run into the hub (one small task per run)."""
 
-    def __init__(self, hub: EventHub) -> None:
+    def __init__(self, hub: Publisher) -> None:
         self.hub = hub
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -37,6 +44,13 @@ class LiveRuns:
         events = stream_events(execution, DeliveryTarget(WEB_CHANNEL, "server", label))
         task = asyncio.get_running_loop().create_task(self._publish(label, events), name=f"live:{label}")
         self._tasks.add(task)
+
+    def taken_over(self, label: str, prior_holder: str) -> None:
+        """A run of ``label`` died with its process (its lease expired): its streams end with a ``stream_error``
+        saying so (else a reader would wait for a ``stream_end`` that never comes); the run starts again here."""
+        error = (f"the process running this session stopped mid-run ({prior_holder}); its reply so far is lost and "
+                 "the message runs again on another process")  # fmt: skip
+        self.hub.publish(label, "stream_error", {"error": error, "partial": True})
 
     async def _publish(self, label: str, events: AsyncIterator[StreamEvent]) -> None:
         publish = self.hub.publish

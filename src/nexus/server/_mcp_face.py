@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from mcp.server.mcpserver import Context, MCPServer  # the SDK reads the tools' annotations from this module
 
 from nexus import __version__
+from nexus.server._off_loop import store_call
 
 if TYPE_CHECKING:
     from nexus.server._state import ServerState
@@ -180,7 +181,7 @@ def _session_tools(server: MCPServer, state: ServerState) -> None:
     @server.tool(description="Sessions, most recently updated first (label, head turn, origin).")
     async def list_sessions(limit: int = 50) -> dict[str, Any]:
         sessions = await ledger.sessions.list(SessionQuery(status="active", limit=max(1, min(limit, 1000))))
-        owners = Owners(state.store.list_agents())
+        owners = Owners(await store_call(state, state.store.list_agents))
         return {"sessions": [session_view(s, owners) for s in sessions]}
 
     @server.tool(description="The last turns of a session as a transcript: who said what, which tools ran.")
@@ -207,7 +208,7 @@ def _session_tools(server: MCPServer, state: ServerState) -> None:
             if at not in {t.id for t in await ledger.turns.path(found.label)}:
                 raise ValueError(f"turn {at!r} is not in the history of session {found.label!r}")
             fork = await ledger.sessions.create(NewSession(label or None, origin="fork", head_turn_id=at))
-            return session_view(fork, Owners(state.store.list_agents()))
+            return session_view(fork, Owners(await store_call(state, state.store.list_agents)))
         except Exception as exc:
             raise _fail(exc) from None
 
@@ -239,7 +240,7 @@ def _resources(server: MCPServer, state: ServerState) -> None:
     @server.resource("nexus://sessions", name="sessions", mime_type="application/json",
                      description="Every active session, most recently updated first.")  # fmt: skip
     async def sessions() -> str:
-        owners = Owners(state.store.list_agents())
+        owners = Owners(await store_call(state, state.store.list_agents))
         listed = await ledger.sessions.list(SessionQuery("active"))
         return json.dumps({"sessions": [session_view(s, owners) for s in listed]})
 

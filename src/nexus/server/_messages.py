@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from nexus.broker import MAX_CONTENT_CHARS, MAX_KEY_CHARS
 from nexus.server._deliver import DELIVER_DESCRIPTION, DeliverTo, delivery_target, send_and_deliver
 from nexus.server._errors import ApiError
+from nexus.server._off_loop import store_call
 from nexus.server._openapi import answers
 from nexus.server._routing import ROUTE_DESCRIPTION, RouteName, routed
 from nexus.server._schemas import Aborted, Dropped, Receipt
@@ -24,6 +25,7 @@ from nexus.server._state import ServerState
 
 if TYPE_CHECKING:
     from nexus.broker import SendReceipt
+    from nexus.ledger import AgentRow
 
 router = APIRouter(prefix="/v1", tags=["messages"])
 
@@ -103,35 +105,42 @@ def _state(request: Request) -> ServerState:
     return state
 
 
-def _known(state: ServerState, agent_id: str) -> bool:
+async def _known(state: ServerState, agent_id: str) -> bool:
     """Registered? The live broker's memory answers first (no query on the hot path), then the store."""
     if state.broker is not None and state.broker.get_agent(agent_id) is not None:
         return True
-    return state.store.get_agent(agent_id) is not None
+    return await _stored(state, agent_id) is not None
 
 
-def _check_names(state: ServerState, agent_id: str, sender: str) -> None:
+async def _stored(state: ServerState, agent_id: str) -> AgentRow | None:
+    """The registry's row of ``agent_id`` (off the event loop on PostgreSQL)."""
+    return await store_call(state, lambda: state.store.get_agent(agent_id))
+
+
+async def _check_names(state: ServerState, agent_id: str, sender: str) -> AgentRow:
     """Unknown target → 404; an unknown sender or a message to oneself → 400, before anything is stored."""
-    if state.store.get_agent(agent_id) is None:  # the store decides: DELETE /v1/agents/{id} removes it there
+    row = await _stored(state, agent_id)
+    if row is None:  # the store decides: DELETE /v1/agents/{id} removes it there
         raise ApiError(404, "not_found", f"unknown agent {agent_id!r}")
-    if sender not in ("user", "system") and not _known(state, sender):
+    if sender not in ("user", "system") and not await _known(state, sender):
         raise ApiError(400, "invalid_request", f"'from' {sender!r} is not a registered agent (or 'user'/'system')")
     if sender == agent_id:
         raise ApiError(400, "invalid_request", f"agent {agent_id!r} cannot send a message to itself")
+    return row
 
 
-def ensure_in_broker(state: ServerState, agent_id: str) -> None:
+async def ensure_in_broker(state: ServerState, agent_id: str) -> None:
     """Register with the live broker an agent it does not know yet (added by another process or route)."""
     from nexus.broker import stored_agent
 
     broker = state.broker
     if broker is None or broker.get_agent(agent_id) is not None:
         return
-    row = state.store.get_agent(agent_id)
-    if row is not None:
+    row = await _stored(state, agent_id)
+    if row is not None and broker.get_agent(agent_id) is None:
         identity, spec = stored_agent(row)
         try:
-            broker.register_agent(identity, spec=spec)
+            broker.register_agent(identity, spec=spec, stored=True)
         except ValueError as exc:  # stored by another process, unusable here (its model, its session): say why
             raise ApiError(409, "conflict", f"agent {agent_id!r} cannot run in this server: {exc}") from None
 
@@ -174,14 +183,14 @@ async def accept_with_receipt(
     """:func:`accept_message`, with the broker's receipt (``None``: queued for the process that drains)."""
     from nexus.broker import AgentMessage, new_message_id
 
-    _check_names(state, agent_id, sender)
+    row = await _check_names(state, agent_id, sender)
     target = None if deliver is None else delivery_target(state, deliver)
     message = AgentMessage(
         id=message_id or new_message_id(), from_=sender, to=agent_id, content=content, session=session,
         conversation_id=conversation_id,
     )  # fmt: skip
     if state.broker is not None:
-        ensure_in_broker(state, agent_id)
+        await ensure_in_broker(state, agent_id)
         delivering = None
         if target is not None:
             receipt, delivering = await send_and_deliver(state, message, mode, target)
@@ -192,15 +201,13 @@ async def accept_with_receipt(
             "duplicate": receipt.duplicate, "steered": receipt.steered,
         }  # fmt: skip
         return (answer if target is None else {**answer, "deliver": delivering}), receipt
-    return _accept_for_other_process(state, message, mode), None
+    return await store_call(state, lambda: _accept_for_other_process(state, row, message, mode)), None
 
 
-def _accept_for_other_process(state: ServerState, message: Any, mode: str | None) -> dict[str, Any]:
+def _accept_for_other_process(state: ServerState, row: AgentRow, message: Any, mode: str | None) -> dict[str, Any]:
     from nexus.broker import session_label_for
     from nexus.ledger import AcceptRequest
 
-    row = state.store.get_agent(message.to)
-    assert row is not None  # checked by _check_names
     message.timestamp = int(time.time() * 1000)
     label = session_label_for(message.to, row.session_label, message.session)
     request = AcceptRequest(
@@ -230,7 +237,7 @@ async def send_message(request: Request, agent_id: str, body: MessageRequest) ->
         )  # fmt: skip
     from nexus.broker import AgentMessage, new_message_id
 
-    _check_names(state, agent_id, body.from_ or "user")
+    await _check_names(state, agent_id, body.from_ or "user")
     message = AgentMessage(id=body.id or new_message_id(), from_=body.from_ or "user", to=agent_id,
                            content=body.content, session=body.session,
                            conversation_id=body.conversation_id)  # fmt: skip
@@ -267,11 +274,11 @@ async def abort_agent(request: Request, agent_id: str, session: str | None = Non
             _session_key(session)
         except ValueError as exc:
             raise ApiError(422, "invalid_request", f"session: {exc}") from None
-    if state.store.get_agent(agent_id) is None:
+    if await _stored(state, agent_id) is None:
         raise ApiError(404, "not_found", f"unknown agent {agent_id!r}")
     if state.broker is None:
         raise ApiError(409, "no_broker", "no broker runs in this server process: nothing to abort here")
-    ensure_in_broker(state, agent_id)
+    await ensure_in_broker(state, agent_id)
     return {"agent_id": agent_id, "aborted": state.broker.abort(agent_id, session)}
 
 
@@ -282,11 +289,15 @@ async def abort_agent(request: Request, agent_id: str, session: str | None = Non
 )
 async def clear_queue(request: Request, agent_id: str) -> Any:
     state = _state(request)
-    if state.store.get_agent(agent_id) is None:
+    if await _stored(state, agent_id) is None:
         raise ApiError(404, "not_found", f"unknown agent {agent_id!r}")
     if state.broker is not None:
-        ensure_in_broker(state, agent_id)
+        await ensure_in_broker(state, agent_id)
         return {"agent_id": agent_id, "dropped": await state.broker.clear_queue(agent_id)}
+    return {"agent_id": agent_id, "dropped": await store_call(state, lambda: _drop_waiting(state, agent_id))}
+
+
+def _drop_waiting(state: ServerState, agent_id: str) -> int:
     waiting = [item.id for item in state.store.items(agent_id=agent_id, statuses=("queued",))]
     state.store.drop(waiting, "cleared over HTTP (DELETE /v1/agents/{id}/queue)")
-    return {"agent_id": agent_id, "dropped": len(waiting)}
+    return len(waiting)

@@ -24,6 +24,7 @@ from nexus.broker import MAX_CONTENT_CHARS
 from nexus.server._chat_run import ChatTurn, finished, start_chat_turn, texts
 from nexus.server._chat_sessions import claim_chat_session
 from nexus.server._errors import ApiError
+from nexus.server._off_loop import store_call
 from nexus.server._openai_params import refuse_unsupported
 from nexus.server._openapi import answers
 from nexus.server._schemas import ChatCompletion, ModelList
@@ -156,7 +157,7 @@ async def chat_completions(
 
     refuse_unsupported(body.model_extra or {})
     state = _state(request)
-    agent = state.store.get_agent(body.model)
+    agent = await store_call(state, lambda: state.store.get_agent(body.model))
     if agent is None:
         raise ApiError(
             404, "model_not_found", f"the model {body.model!r} does not exist: use an agent id (GET /v1/models)"

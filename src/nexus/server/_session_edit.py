@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, 
 
 from nexus.ledger import AgentRow, NewSession, label_problem
 from nexus.server._errors import ApiError
+from nexus.server._off_loop import store_call
 from nexus.server._openapi import answers
 from nexus.server._owners import OWNER_KEY, TITLE_KEY, WEB_KEY_PREFIX, Owners
 from nexus.server._schemas import SessionOut
@@ -131,7 +132,7 @@ def _keyed(agent: AgentRow, title: str | None) -> dict[str, Any]:
 )
 async def create_session(request: Request, body: NewSessionRequest) -> Any:
     state = _state(request)
-    owners = Owners(state.store.list_agents())
+    owners = Owners(await store_call(state, state.store.list_agents))
     keyed = _keyed(_agent(owners, body.agent), body.title)
     return session_view(await state.ledger.sessions.create(NewSession(**keyed)), owners)
 
@@ -148,7 +149,7 @@ async def fork_session(request: Request, label: str, body: ForkRequest) -> Any:
     session = await ledger.sessions.resolve(label)
     if body.turn_id not in {t.id for t in await ledger.turns.path(session.label)}:
         raise ApiError(404, "not_found", f"turn {body.turn_id!r} is not in the history of session {session.label!r}")
-    owners = Owners(state.store.list_agents())
+    owners = Owners(await store_call(state, state.store.list_agents))
     if body.label is not None:
         agent = None
     elif body.agent is not None:
@@ -175,7 +176,7 @@ async def update_session(request: Request, label: str, body: SessionUpdate) -> A
     status = None if body.archived is None else ("archived" if body.archived else "active")
     title: dict[str, object] | None = {TITLE_KEY: body.title} if "title" in body.model_fields_set else None
     await sessions.update(session.label, status=status, metadata=title)
-    return session_view(await sessions.get(session.label), Owners(state.store.list_agents()))
+    return session_view(await sessions.get(session.label), Owners(await store_call(state, state.store.list_agents)))
 
 
 @router.delete(

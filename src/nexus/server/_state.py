@@ -11,6 +11,7 @@ from nexus.server._event_hub import EventHub
 if TYPE_CHECKING:
     from nexus.broker import AgentBroker
     from nexus.engine import Runtime
+    from nexus.server._event_relay import EventRelay
     from nexus.streaming import Deliverer
 
 
@@ -40,5 +41,7 @@ class ServerState:
     runtime: Runtime | None = None
     deliverer: Deliverer | None = None
     """Delivers replies to chat adapters (``deliver`` on messages) and records them; set with the broker."""
+    relay: EventRelay | None = None
+    """On a PostgreSQL ledger: runs publish through the shared ``run_events`` log, streams resume from it."""
     mcp: Closable | None = None
     """``/mcp`` (the MCP face over streamable HTTP), set by ``create_app``; closed at shutdown."""

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from nexus.ledger import Ledger
     from nexus.llm import StreamFn
     from nexus.server._event_hub import EventHub
+    from nexus.server._event_relay import EventRelay
+    from nexus.server._state import ServerState
 
 GRACEFUL_S = 5
 """How long open connections (streams) get to finish after the runs were aborted."""
@@ -172,7 +174,7 @@ async def _serve(
             server.should_exit = True
         if not stopping:
             print("nexus serve: stopping (active runs are aborted and kept)", file=sys.stderr, flush=True)
-            stopping.append(loop.create_task(_stop_runs_then_streams(host.broker, hubs)))
+            stopping.append(loop.create_task(_stop_runs_then_streams(host.broker, hubs, state)))
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
@@ -181,12 +183,7 @@ async def _serve(
         start_token = _start_token(settings)
         tokens = [*settings.tokens, start_token] if start_token else []
         app = create_app(state, settings.model_copy(update={"tokens": tokens}), metrics_tokens=metrics_tokens)
-        hub = state.events
-        if hub is not None:  # every run, live on its session's event stream
-            from nexus.server._live import LiveRuns
-
-            host.runtime.on_start = LiveRuns(hub).follow
-            hubs.append(hub)
+        hubs += await _live_runs(state, host, ledger)
         await start_host(config, host)
         if config.routing.index:  # every written turn indexed for smart routing, on a worker thread
             from nexus.broker import index_after_runs
@@ -199,6 +196,8 @@ async def _serve(
         return await _listen(config, server, settings, start_token)
     finally:
         await _stop_runs(host.broker)
+        if state is not None and state.relay is not None:
+            await state.relay.close()  # what the runs' last events left in its buffer goes to the log
         if state is not None and state.mcp is not None:
             await state.mcp.close()  # the MCP clients' sessions end
         await host.close()  # runs are aborted: monitors stop, deliveries end and are recorded, adapters stop
@@ -278,7 +277,33 @@ async def _stop_runs(broker: AgentBroker) -> None:
     await asyncio.gather(broker.close(), stop_direct_runs())
 
 
-async def _stop_runs_then_streams(broker: AgentBroker, hubs: list[EventHub]) -> None:
+async def _live_runs(state: ServerState, host: Any, ledger: Ledger) -> list[EventHub]:
+    """Every run, live on its session's event stream (on PostgreSQL every process's runs, on every process)."""
+    hub = state.events
+    if hub is None:
+        return []
+    from nexus.server._live import LiveRuns
+
+    state.relay = await _start_relay(ledger, hub)
+    live = LiveRuns(state.relay or hub)
+    host.runtime.on_start = live.follow
+    host.broker.on_takeover(live.taken_over)  # a run whose process died ends its streams with a stream_error
+    return [hub]
+
+
+async def _start_relay(ledger: Ledger, hub: EventHub) -> EventRelay | None:
+    """The relay of run events through the ledger's shared log (PostgreSQL), started; ``None`` on SQLite."""
+    events = ledger.run_events
+    if events is None:
+        return None
+    from nexus.server._event_relay import EventRelay
+
+    relay = EventRelay(hub, events)
+    await relay.start()
+    return relay
+
+
+async def _stop_runs_then_streams(broker: AgentBroker, hubs: list[EventHub], state: ServerState | None) -> None:
     """Abort the runs, then end the open SSE streams (else uvicorn's graceful stop would wait for them).
 
     In this order, so a client watching a run gets its final event (``stream_error``) before
@@ -286,6 +311,8 @@ async def _stop_runs_then_streams(broker: AgentBroker, hubs: list[EventHub]) -> 
     """
     try:
         await _stop_runs(broker)
+        if state is not None and state.relay is not None:
+            await state.relay.close()  # the runs' last events reach the log, and this hub's readers
     finally:
         for hub in hubs:
             hub.close()

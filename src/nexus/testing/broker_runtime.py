@@ -80,7 +80,7 @@ class ScriptedRun:
 
 
 class ScriptedRuntime:
-    """What :class:`~nexus.broker.AgentBroker` needs of a ``Runtime``: ``start`` returning a :class:`ScriptedRun`."""
+    """What :class:`~nexus.broker.AgentBroker` needs of a ``Runtime``: ``begin`` returning a :class:`ScriptedRun`."""
 
     def __init__(self, ledger: Ledger, run_s: float, on_run: OnRun | None = None) -> None:
         self.ledger, self.run_s, self.on_run = ledger, run_s, on_run
@@ -92,6 +92,10 @@ class ScriptedRuntime:
     def start(self, spec: Any, session: str, message: Any, *, consumes: Sequence[str] = (), **_: Any) -> ScriptedRun:
         """Start a run of ``message`` in ``session`` consuming ``consumes``."""
         return ScriptedRun(self, session, str(message), consumes)
+
+    async def begin(self, spec: Any, session: str, message: Any, **options: Any) -> ScriptedRun:
+        """:meth:`start` for a coroutine (the broker awaits the start of a batch's run)."""
+        return self.start(spec, session, message, **options)
 
 
 async def serve_broker(target: str, settings: BrokerSettings, run_s: float, on_run: OnRun) -> None:

@@ -36,10 +36,14 @@ def listening_enabled() -> bool:
 
 
 class QueueListener:
-    """Calls ``on_wake(session_label)`` for each notification (``""``: look at the queue) until cancelled."""
+    """Calls ``on_wake(payload)`` for each notification on ``channel`` until cancelled.
 
-    def __init__(self, url: str) -> None:
+    On the queue's channel the payload is a session label (``""``: look at the queue); the event relay
+    listens on ``nexus_events`` with the same class."""
+
+    def __init__(self, url: str, channel: str = CHANNEL) -> None:
         self._url = url
+        self.channel = channel
 
     async def listen(self, on_wake: Callable[[str], None]) -> None:
         """Listen until the task is cancelled; reconnects with a growing pause, waking once after each connect."""
@@ -49,13 +53,13 @@ class QueueListener:
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(self._url, autocommit=True) as conn:
-                    await conn.execute(f"LISTEN {CHANNEL}")
+                    await conn.execute(f"LISTEN {self.channel}")
                     delay = 0.1
                     on_wake("")  # anything sent while it was not listening: one look catches up
                     async for notice in conn.notifies():
                         on_wake(notice.payload)
             except psycopg.Error as exc:
-                log.warning("listening for queue wake-ups on %s failed (%s); polling meanwhile, reconnecting in "
-                            "%.1f s", redacted(self._url), exc, delay)  # fmt: skip
+                log.warning("listening on %s for %s failed (%s); polling meanwhile, reconnecting in "
+                            "%.1f s", redacted(self._url), self.channel, exc, delay)  # fmt: skip
             await asyncio.sleep(delay)
             delay = min(delay * 2, RECONNECT_MAX_S)
