@@ -4,6 +4,7 @@
     python bench/bench_routing.py --quick         # accuracy + speed at 2,000 (a smoke run)
     python bench/bench_routing.py --fit           # fit the model on the dev split, write model.json, then report
     python bench/bench_routing.py --vec           # also sqlite-vec's vec0 against numpy brute force
+    python bench/bench_routing.py --cv 4 --no-speed  # dev only, 5-fold cross-validated (4 fold assignments)
 
 The evaluation set (bench/routing_eval/, README there) is built afresh in a temporary directory and
 indexed turn by turn as a live system would; the router and the baselines (recency only, BM25 only,
@@ -38,7 +39,7 @@ from evaluate import (  # noqa: E402
     run_baseline,
     run_router,
 )
-from fit import fit_model  # noqa: E402
+from fit import FOLDS, cross_validated, fit_model  # noqa: E402
 from scale import build_scale  # noqa: E402
 
 
@@ -78,6 +79,9 @@ def accuracy(args: argparse.Namespace) -> None:
             (HERE.parent / "src/nexus/routing/model.json").write_text(json.dumps(model.to_json(), indent=1) + "\n")
             router.model = model
             print(f"fitted on dev and written to src/nexus/routing/model.json: threshold {model.threshold:.3f}")
+        if args.cv:
+            _cross_validation(router, [t for t in tasks if t.split == "dev"], args.cv)
+            return
         answers, _ = run_router(router, tasks)
         methods = {"router": answers} | {name: run_baseline(rank, tasks) for name, rank in baselines(router).items()}
         for split in ("test", "dev"):
@@ -93,6 +97,17 @@ def accuracy(args: argparse.Namespace) -> None:
         print(f"\nexpected calibration error: {expected_calibration_error(rows):.3f}")
         router.close()
         ledger.close()
+
+
+def _cross_validation(router: object, dev: list, seeds: int) -> None:
+    """Dev decided fold by fold (``fit.cross_validated``): how a change is judged before the test split is seen."""
+    runs = [metrics(dev, answers) for answers in cross_validated(router, dev, seeds)]
+    print(f"\n### dev split, {FOLDS}-fold cross-validated, mean of {seeds} fold assignments (test not decided)\n")
+    print("| top-1 | top-3 | decisions right | new precision | new recall | new F1 |")
+    print("|---|---|---|---|---|---|")
+    keys = ("top1", "top3", "accuracy", "new_p", "new_r", "new_f1")
+    means = [statistics.mean(getattr(m, k) for m in runs) for k in keys]
+    print("| " + " | ".join(f"{v:.3f}" for v in means) + " |")
 
 
 def _table(split: str, results: dict[str, Metrics]) -> None:
@@ -216,10 +231,17 @@ def main() -> None:
     )
     parser.add_argument("--sizes", default="", help="checkpoint counts for the speed part, e.g. 10000,100000")
     parser.add_argument("--no-speed", action="store_true", help="accuracy only")
+    parser.add_argument(
+        "--cv",
+        type=int,
+        default=0,
+        metavar="SEEDS",
+        help="only dev, cross-validated over SEEDS fold assignments (judge a change without the test split)",
+    )
     args = parser.parse_args()
     print(header("bench_routing: smart routing accuracy and speed"))
     accuracy(args)
-    if not args.no_speed:
+    if not args.no_speed and not args.cv:
         sizes = [int(s) for s in args.sizes.split(",") if s] or ([2000] if args.quick else [10_000, 100_000])
         print("\n## Speed")
         for n in sizes:
