@@ -134,7 +134,7 @@ class BatchRunner:
         )
         caller = CallerContext(
             slot.agent_id,
-            conversation or _new_id(),
+            conversation,
             hop=head.hop if one else max(item.hop for item in items),
             max_hops=self.max_hops,
             session=session.key,
@@ -217,9 +217,3 @@ def _failed(reason: str) -> AgentResult:
     from nexus.engine import AgentError, AgentResult
 
     return AgentResult(stop_reason="error", error=AgentError("unknown", reason))
-
-
-def _new_id() -> str:
-    from nexus.ledger import new_ulid
-
-    return new_ulid()

@@ -30,7 +30,8 @@ class CallerContext:
     """Who is calling the tools, and which conversation the current turn belongs to."""
 
     agent_id: str
-    conversation_id: str
+    conversation_id: str | None
+    """``None``: the turn starts no conversation until its first send (then one id for all its sends)."""
     hop: int = 0
     max_hops: int = DEFAULT_MAX_HOPS
     reply_timeout_ms: int = DEFAULT_REPLY_TIMEOUT_MS
@@ -42,10 +43,35 @@ class CallerContext:
 
 def agent_tools(broker: AgentBroker, caller: CallerContext) -> list[AgentTool]:
     """The broker tools bound to one calling agent's turn."""
-    return [_send_tool(broker, caller), _status_tool(broker), _list_tool(broker)]
+    return [caller_tool(broker, caller), *broker_tools(broker)]
 
 
-def _send_tool(broker: AgentBroker, caller: CallerContext) -> AgentTool:
+def broker_tools(broker: AgentBroker) -> list[AgentTool]:
+    """The tools that are the same for every caller (status, list): a broker builds them once, not per run."""
+    return [_status_tool(broker), _list_tool(broker)]
+
+
+_SEND_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "to": {"type": "string", "description": "Target agent ID"},
+        "content": {"type": "string", "description": "Message content"},
+        "waitForReply": {"type": "boolean", "default": False, "description": "Wait for the reply"},
+    },
+    "required": ["to", "content"],
+}
+
+
+def caller_tool(broker: AgentBroker, caller: CallerContext) -> AgentTool:
+    """``send_message_to_agent`` bound to ``caller``'s turn (built for each run: it carries the caller)."""
+    conversation = caller.conversation_id
+
+    def conversation_id() -> str:
+        nonlocal conversation
+        if conversation is None:  # made at the first send, so a turn that sends nothing costs no id
+            conversation = new_ulid()
+        return conversation
+
     async def execute(
         call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: ToolUpdateFn
     ) -> AgentToolResult:
@@ -62,10 +88,10 @@ def _send_tool(broker: AgentBroker, caller: CallerContext) -> AgentTool:
         hop = caller.hop + 1
         if hop > caller.max_hops:
             return AgentToolResult.text(
-                f"Hop limit reached: conversation {caller.conversation_id} has already passed {caller.max_hops} "
+                f"Hop limit reached: conversation {conversation_id()} has already passed {caller.max_hops} "
                 "messages between agents. Answer with what you have instead of delegating again.",
                 is_error=True,
-                details={"hop_limit": caller.max_hops, "conversation_id": caller.conversation_id},
+                details={"hop_limit": caller.max_hops, "conversation_id": conversation_id()},
             )
         later = {"reply_to": caller.agent_id, "reply_session": caller.session, "reply_deliver_to": caller.deliver_to}
         message = AgentMessage(
@@ -73,7 +99,7 @@ def _send_tool(broker: AgentBroker, caller: CallerContext) -> AgentTool:
             from_=caller.agent_id,
             to=target,
             content=content,
-            conversation_id=caller.conversation_id,
+            conversation_id=conversation_id(),
             metadata={"hop": hop, **({"reply_to": None} if wait else later)},
         )
         try:
@@ -97,15 +123,7 @@ def _send_tool(broker: AgentBroker, caller: CallerContext) -> AgentTool:
             "Send a message to another agent. With waitForReply the call returns the agent's reply; "
             "without it the reply arrives later as a message from that agent."
         ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "to": {"type": "string", "description": "Target agent ID"},
-                "content": {"type": "string", "description": "Message content"},
-                "waitForReply": {"type": "boolean", "default": False, "description": "Wait for the reply"},
-            },
-            "required": ["to", "content"],
-        },
+        parameters=_SEND_PARAMETERS,
         execute=execute,
         label="Message agent",
     )

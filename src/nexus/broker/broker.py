@@ -33,7 +33,7 @@ from nexus.broker._replies import ReplySender
 from nexus.broker._scheduler import DrainScheduler
 from nexus.broker._slot import AgentSlot, SessionSlot, SteerInFlight, settle
 from nexus.broker._watcher import StoreWatcher
-from nexus.broker.agent_tools import DEFAULT_MAX_HOPS, CallerContext, agent_tools
+from nexus.broker.agent_tools import DEFAULT_MAX_HOPS, CallerContext, broker_tools, caller_tool
 from nexus.broker.modes import QueueMode, QueueOverrides, QueueSettings, parse_mode, resolve_settings
 from nexus.broker.session_queue import AddOutcome, Batch, QueuedMessage
 from nexus.broker.sessions import session_label_for
@@ -113,6 +113,7 @@ class AgentBroker:
         self._deliver = deliver
         self._settings = settings or BrokerSettings()
         self._slots: dict[str, AgentSlot] = {}
+        self._shared_tools: list[AgentTool] | None = None
         self._scheduler = DrainScheduler(self._settings.max_concurrent, self._step, _now_ms, self._forget_if_idle)
         self._started = False
         self._closing = False
@@ -262,8 +263,8 @@ class AgentBroker:
         slot = self._slot(message.to)
         check_message(message)
         label = session_label_for(slot.agent_id, slot.identity.session_label, message.session)
-        mode_override: QueueMode | None = parse_mode(queue_mode) if queue_mode is not None else None
-        settings = resolve_settings(QueueOverrides(mode=mode_override), slot.overrides, default=self._settings.queue)
+        message_level = QueueOverrides(mode=parse_mode(queue_mode)) if queue_mode is not None else None
+        settings = resolve_settings(message_level, slot.overrides, default=self._settings.queue)
         message.timestamp = message.timestamp or _now_ms()
         request = AcceptRequest(
             agent_id=slot.agent_id,
@@ -497,8 +498,11 @@ class AgentBroker:
         await self._deliver_to_run(session, item, item.mode)
 
     def _agent_tools(self, caller: CallerContext) -> list[AgentTool]:
-        """The tools a turn of ``caller`` uses to reach other agents (the runtime applies the tool policy)."""
-        return agent_tools(self, caller)
+        """The tools a turn of ``caller`` uses to reach other agents (the runtime applies the tool policy);
+        those that do not depend on the caller are built once (a run's tools were ~10 us of every message)."""
+        if self._shared_tools is None:
+            self._shared_tools = broker_tools(self)
+        return [caller_tool(self, caller), *self._shared_tools]
 
     @staticmethod
     def _forget_if_idle(slot: AgentSlot, session: SessionSlot) -> None:
