@@ -346,7 +346,7 @@ def _title(row: str) -> str:
         return "nexus BrokerStore (one at a time)"
     if row in ("one per step", f"batches of {floor_mod.BATCH}", "persist-queue"):
         return f"floor: stdlib sqlite3, {row}" if row != "persist-queue" else "persist-queue SQLiteAckQueue"
-    return f"AgentBroker, 100 agents, {row}"
+    return f"nexus AgentBroker, 100 agents, {row}"
 
 
 _LEGEND = """(median of {rounds} rounds. msg/s: wall clock; CPU us: process CPU time per message; 1/CPU: the
@@ -371,7 +371,7 @@ def main() -> int:
     _print_table(args, trees, results)
     print(_LEGEND.format(rounds=args.rounds, paced=args.paced_messages))
     if not args.peers:
-        print("(peers not measured: run with --peers to measure persist-queue in the same run)")
+        print("(peers not requested: run with --peers to measure persist-queue in the same run)")
     elif "persist-queue" in results and "store@" in results:
         ratio = _median(results["store@"], "rate") / _median(results["persist-queue"], "rate")
         print(f"one at a time, nexus BrokerStore is {ratio:.2f}x the messages/s of persist-queue in this run")
