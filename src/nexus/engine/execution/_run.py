@@ -51,7 +51,7 @@ from nexus.engine.execution.events import (
     RunStartEvent,
     StateEvent,
 )
-from nexus.engine.execution.ledger_map import compaction_record, history_turn_ids, write_result
+from nexus.engine.execution.ledger_map import run_compactions, write_result
 from nexus.engine.execution.scope import CURRENT_RUN, RunHost, RunScope
 from nexus.engine.types import (
     AgentError,
@@ -63,7 +63,7 @@ from nexus.engine.types import (
     EngineLimits,
     RunStopReason,
 )
-from nexus.ledger.records import CompactionRecord, StoredMessage
+from nexus.ledger.records import StoredMessage
 from nexus.llm.abort import AbortSignal
 from nexus.llm.events import TextDeltaEvent, ThinkingDeltaEvent, ToolCallEndEvent
 from nexus.llm.options import StreamFn, StreamOptions
@@ -88,7 +88,13 @@ EngineStreamEvent: TypeAlias = AgentEvent | EngineEvent
 
 
 class EngineRun:
-    """The state of one execution (see the module docstring); driven by :meth:`main`."""
+    """The state of one execution (see the module docstring); driven by :meth:`main`. Slotted: a
+    thousand runs in flight each kept a 1.6 KB attribute dict."""
+
+    __slots__ = ("_state_changed", "active", "agent_ctx", "calls", "channel", "ctx", "depth", "end", "final_error",
+                 "history_len", "journal", "last_assistant", "last_call_usage", "ledger", "limits", "llm_calls",
+                 "model", "options", "resume_state", "runtime", "signal", "started", "state", "steering",
+                 "stream_fn", "timed_out", "turn_id", "usage", "window", "wrote_text")  # fmt: skip
 
     def __init__(
         self,
@@ -117,7 +123,7 @@ class EngineRun:
         self.signal = ctx.abort_signal or AbortSignal()  # the execution's own (linked to its caller's)
         self.state: ExecutionState = "starting"
         self.resume_state: ExecutionState = "starting"
-        self.state_changed = asyncio.Event()
+        self._state_changed: asyncio.Event | None = None
         self.wrote_text = False
         self.agent_ctx = AgentContext(ctx.system_prompt, [*ctx.history], list(ctx.tools))
         self.history_len = len(ctx.history)
@@ -158,8 +164,15 @@ class EngineRun:
             return
         self.state = state
         self.publish(StateEvent(state, previous))
-        self.state_changed.set()
-        self.state_changed = asyncio.Event()
+        if self._state_changed is not None:
+            self._state_changed.set()
+            self._state_changed = None
+
+    async def state_change(self) -> None:
+        """Wait for the next :meth:`set_state` (the event is made only for a waiter: most runs have none)."""
+        if self._state_changed is None:
+            self._state_changed = asyncio.Event()
+        await self._state_changed.wait()
 
     def engine_event(self, event: EngineEvent) -> None:
         """Retry/wait/fallback events from failover and compaction events from the window."""
@@ -433,27 +446,11 @@ class EngineRun:
             stop_reason=stop_reason,
             duration_ms=int((time.monotonic() - self.started) * 1000),
             error=error,
-            compactions=self.compaction_records(),
+            compactions=run_compactions(self.ledger, self.ctx, self.turn_id, self.window.compactions),
             last_call_usage=self.last_call_usage,
             returned_steers=list(self.steering.returned),
             turn_id=self.turn_id,
         )
-
-    def compaction_records(self) -> list[CompactionRecord]:
-        """Every compaction of the run as a ledger record, with the turn ids it summarised and kept."""
-        done = self.window.compactions
-        if not done:
-            return []
-        turn_id = self.turn_id or ""
-        owners: list[str] = []
-        if self.ledger is not None and self.turn_id is not None:
-            owners = history_turn_ids(self.ledger, self.ctx.session_label, self.ctx.history)
-        records = []
-        for compaction, cut in done:
-            record = compaction_record(compaction, cut=cut, turn_id=turn_id, owners=owners)
-            record.turn_id = turn_id
-            records.append(record)
-        return records
 
     def outcome(self, response: list[Message]) -> tuple[RunStopReason, AgentError | None]:
         """Seed 000's stop reason (and error) from how the loop ended (see ``_outcome``)."""

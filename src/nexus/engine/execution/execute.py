@@ -152,7 +152,7 @@ class Execution:
         run = self._run
         if run.state == "done":
             return "done"
-        await run.state_changed.wait()
+        await run.state_change()
         return run.state
 
     @property

@@ -76,6 +76,23 @@ def _is_summary(message: Message) -> bool:
     return stored_summary([message]) is not None
 
 
+def run_compactions(
+    ledger: Ledger | None, ctx: AssembledContext, turn_id: str | None, done: Sequence[tuple[CompactionRecord, int]]
+) -> list[CompactionRecord]:
+    """Every compaction of a run as a ledger record, with the turn ids it summarised and kept."""
+    if not done:
+        return []
+    owners: list[str] = []
+    if ledger is not None and turn_id is not None:
+        owners = history_turn_ids(ledger, ctx.session_label, ctx.history)
+    records = []
+    for compaction, cut in done:
+        record = compaction_record(compaction, cut=cut, turn_id=turn_id or "", owners=owners)
+        record.turn_id = turn_id or ""
+        records.append(record)
+    return records
+
+
 def compaction_record(record: CompactionRecord, *, cut: int, turn_id: str, owners: Sequence[str]) -> CompactionRecord:
     """The ``compactions`` row of a compaction that kept the conversation from index ``cut`` on: ``record``
     with the turn ids it summarised and kept.
