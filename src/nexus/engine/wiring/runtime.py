@@ -380,25 +380,40 @@ class StartRequest:
     event: EventContext | None
 
 
+class _LockHooks:
+    """What a starting run's session lock tells its execution: a wait for another run, turns it recovered
+    (one slotted object for the run's life, not two closures and their cells)."""
+
+    __slots__ = ("execution", "rescued", "runtime")
+
+    def __init__(self, runtime: Runtime, execution: Execution, rescued: tuple[str, ...]) -> None:
+        self.runtime, self.execution, self.rescued = runtime, execution, rescued
+
+    def waiting(self) -> None:
+        from nexus.engine.execution.events import LockWaitEvent
+
+        self.execution._publish(LockWaitEvent())
+
+    def recovered(self, turn_ids: list[str]) -> None:
+        from nexus.engine.execution.events import RecoveredEvent
+
+        mine = tuple(turn_id for turn_id in turn_ids if turn_id in self.rescued)
+        for turn_id in mine:
+            self.runtime.unsaved.remove(turn_id)
+        self.execution._publish(RecoveredEvent(tuple(turn_ids), mine))
+
+
 async def _begin(
     runtime: Runtime, execution: Execution, spec: AgentSpec, model: Model, request: StartRequest
 ) -> AgentResult:
     """The execution's task: the session's lock, the context, the run (see :meth:`Runtime.start`)."""
-    from nexus.engine.execution.events import LockWaitEvent, RecoveredEvent
     from nexus.engine.execution.session_lock import run_lock
     from nexus.ledger import TurnNotSavedError
 
-    rescued = tuple(runtime.unsaved)
-
-    def recovered(turn_ids: list[str]) -> None:
-        mine = tuple(turn_id for turn_id in turn_ids if turn_id in rescued)
-        for turn_id in mine:
-            runtime.unsaved.remove(turn_id)
-        execution._publish(RecoveredEvent(tuple(turn_ids), mine))
-
+    hooks = _LockHooks(runtime, execution, tuple(runtime.unsaved))
     async with run_lock(
         runtime.ledger, execution.session_label, signal=execution.signal,
-        on_wait=lambda: execution._publish(LockWaitEvent()), on_recovered=recovered, orphans=rescued,
+        on_wait=hooks.waiting, on_recovered=hooks.recovered, orphans=hooks.rescued,
     ) as held:  # fmt: skip
         if not held:
             return aborted_before_start(request.message)
