@@ -202,11 +202,15 @@ class Execution:
         return self.result.__await__()
 
 
+def _nothing() -> None:
+    """The unlink of a run with no outer signal (one shared function, not a lambda per run)."""
+
+
 def linked_signal(outer: AbortSignal | None) -> tuple[AbortSignal, Callable[[], None]]:
     """A run's own abort signal, aborted with ``outer`` (the caller's); and how to unlink them."""
     signal = AbortSignal()
     if outer is None:
-        return signal, lambda: None
+        return signal, _nothing
     return signal, outer.add_listener(lambda: signal.abort(outer.reason or "aborted"))
 
 
