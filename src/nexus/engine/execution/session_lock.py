@@ -205,8 +205,8 @@ async def recover_orphans(ledger: Ledger, session_label: str) -> list[str]:
     waited for, at most :data:`HANDOFF_S`; a process still running after that does not take the
     lock (not a run of ours) and its turn is left alone.
     """
-    if ledger.path == ":memory:":
-        return []
+    if ledger.path == ":memory:" or not ledger.open_turn_owners(session_label):
+        return []  # nothing open (every run of a broker): one read, not a recovery pass and then this one
     recovered = ledger.recover(session=session_label)
     deadline = time.monotonic() + HANDOFF_S
     while _others_open(ledger, session_label) and time.monotonic() < deadline:

@@ -240,7 +240,8 @@ class Runtime:
         payload before every model call, never rewritten in the ledger.
         """
         chosen = self.model(model)
-        scaffold_workspace(self.config.workspace_path)  # the tools need the directory to exist
+        workspace = self.config.workspace_path
+        scaffold_workspace(workspace)  # the tools need the directory to exist
         label = self.ledger.ensure_session(session).label
         head = self.ledger.head(label)
         from nexus.config import prompt_profile
@@ -254,7 +255,7 @@ class Runtime:
         current = message if isinstance(message, UserMessage) else build_current_message(message, header, images)
         tools = [] if self.chat_only(chosen) else self.tools_for(label, role, depth, extra_tools)
         ctx = assemble_context(
-            model=chosen, workspace=self.config.workspace_path, session_label=label, history=history,
+            model=chosen, workspace=workspace, session_label=label, history=history,
             message=current, event=event, tools=tools, limits=limits or self.limits,
             parent_turn_id=head.id if head is not None else None, role=role,
             thinking=ThinkingConfig(self.config.thinking) if self.config.thinking != "off" else None,
