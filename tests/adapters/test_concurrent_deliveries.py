@@ -32,7 +32,9 @@ async def run_events(run_id: str) -> AsyncIterator[StreamEvent]:
 
 async def test_concurrent_deliveries_are_never_interleaved(tmp_path: Path, make_manager: MakeManager) -> None:
     accounts = {f"acc{n}": {"config": {"record": str(tmp_path / f"acc{n}.jsonl")}} for n in range(ACCOUNTS)}
-    manager = make_manager({"rec": adapter(command=script_command("recorder.py"), accounts=accounts)})
+    # one process per account: the recorder appends every delivery of an account to one file
+    recorder = adapter(command=script_command("recorder.py"), accounts=accounts, stream_processes=1)
+    manager = make_manager({"rec": recorder})
     router = StreamRouter(manager, clock=ManualClock())
 
     async def one(n: int) -> None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +125,79 @@ async def test_streamed_reply_edits_one_message_and_ends_in_html(tg: FakeTelegra
     assert message.text == "Let me check.\n\nThe version is <b>2.1.0</b>." and message.parse_mode == "HTML"
     assert any("\u23f3 Reading package.json" in edit for edit in message.edits), message.edits
     assert tg.methods().count("sendMessage") == 1
+
+
+async def test_a_tool_status_before_any_text_has_no_leading_blank_lines(
+    tg: FakeTelegram, make_manager: MakeManager
+) -> None:
+    """The status message of a run that starts with a tool call began with two blank lines."""
+    manager = manager_with(make_manager, tg)
+    events: list[StreamEvent] = [
+        ToolStatus("read", "t1", "started", "Reading package.json"),
+        ToolStatus("read", "t1", "completed", "Read package.json"),
+        StreamEnd("r", final=False),
+        StreamError("provider down", False),
+    ]
+    report = await StreamRouter(manager, clock=ManualClock()).deliver(
+        DeliveryTarget("tg", "bot", "chat:1"), events_of(events)
+    )
+    assert report.ok
+    [message] = tg.messages
+    assert message.edits[0] == "\u23f3 Reading package.json\u2026", message.edits
+    assert not any(text.startswith(("\n", " ")) for text in message.edits), message.edits
+    assert message.text.startswith("\u26a0\ufe0f Response interrupted: provider down"), message.text
+
+
+async def _until(check: Callable[[], bool]) -> None:
+    for _ in range(6000):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached in 60 s")
+
+
+async def test_one_chats_long_reply_does_not_hold_up_another_chats_delivery(
+    tg: FakeTelegram, make_manager: MakeManager
+) -> None:
+    """Chat 77's reply was first sent after chat 42's stream had ended: one stream process per account."""
+    manager = manager_with(make_manager, tg)
+    router = StreamRouter(manager, clock=ManualClock())
+
+    async def long_reply() -> AsyncIterator[StreamEvent]:
+        yield Token("A long answer for chat 42, ")
+        await _until(lambda: any(m.chat_id == "77" for m in tg.messages))  # it goes on until chat 77 is answered
+        yield Token("finished after chat 77 saw its reply.")
+        yield StreamEnd("r42")
+
+    slow = asyncio.ensure_future(router.deliver(DeliveryTarget("tg", "bot", "chat:42"), long_reply()))
+    await _until(lambda: bool(tg.messages))
+    quick = router.deliver(DeliveryTarget("tg", "bot", "chat:77"), events_of([Token("Short."), StreamEnd("r77")]))
+    reports = await asyncio.wait_for(asyncio.gather(quick, slow), timeout=60)
+    assert all(report.ok for report in reports), reports
+    assert [m.chat_id for m in tg.messages] == ["42", "77"]
+    assert tg.messages[0].text.endswith("finished after chat 77 saw its reply.")
+
+
+async def test_one_chats_deliveries_stay_in_order_on_the_pool(tg: FakeTelegram, make_manager: MakeManager) -> None:
+    manager = manager_with(make_manager, tg)
+    router = StreamRouter(manager, clock=ManualClock())
+    target = DeliveryTarget("tg", "bot", "chat:5")
+    gate = asyncio.Event()
+
+    async def first() -> AsyncIterator[StreamEvent]:
+        yield Token("first reply")
+        await gate.wait()
+        yield StreamEnd("a")
+
+    one = asyncio.ensure_future(router.deliver(target, first()))
+    two = asyncio.ensure_future(router.deliver(target, events_of([Token("second reply"), StreamEnd("b")])))
+    await _until(lambda: bool(tg.messages))
+    for _ in range(20):  # the second waits for the first, however many idle processes the pool could start
+        await asyncio.sleep(0.01)
+    assert [m.text for m in tg.messages] == ["first reply"] and not two.done()
+    gate.set()
+    assert all(report.ok for report in await asyncio.gather(one, two))
+    assert [m.text for m in tg.messages] == ["first reply", "second reply"]
 
 
 async def test_a_streamed_reply_past_4096_chars_continues_in_a_new_message(

@@ -9,6 +9,7 @@ cannot see the other broker (its file removed while held), the claim refuses the
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 from collections import Counter
@@ -118,6 +119,35 @@ def test_a_hard_linked_database_is_refused_before_anything_runs(
         assert refused.returncode == 1
         assert "2 names (hard links)" in stderr and "Traceback" not in stderr
     assert (h1 / "agents.db").read_bytes() == before
+
+
+def test_a_database_file_bind_mounted_on_its_own_is_refused_before_anything_runs(
+    tmp_path: Path, slow_server: FakeProviderServer
+) -> None:
+    """A bind mount of the file alone is a second name with a log of its own: two drains corrupted the file."""
+    if shutil.which("mount") is None or os.geteuid() != 0:
+        pytest.skip("bind-mounting a file needs root and mount(8)")
+    h1, h2 = write_home(tmp_path / "h1", slow_server), write_home(tmp_path / "h2", slow_server)
+    _accept(h1)
+    (h2 / "agents.db").touch()
+    subprocess.run(["mount", "--bind", str(h1 / "agents.db"), str(h2 / "agents.db")], check=True)
+    drains: list[subprocess.Popen[str]] = []
+    try:
+        drains.append(first := start_drain(h1))
+        _wait_until_running(h1, first)
+        drains.append(refused := start_drain(h2))
+        _, stderr = refused.communicate(timeout=60)
+        _, first_stderr = first.communicate(timeout=300)
+    finally:
+        for drain in drains:  # (without the refusal the second one runs on: it must not hold the mount)
+            if drain.poll() is None:
+                drain.kill()
+                drain.wait()
+        subprocess.run(["umount", str(h2 / "agents.db")], check=True)
+    assert refused.returncode == 1, stderr
+    assert "mounted on its own" in stderr and "mount its directory" in stderr and "Traceback" not in stderr
+    assert first.returncode == 0, first_stderr
+    assert _completed_per_message(h1) == Counter({f"msg-{n:03d}": 1 for n in range(MESSAGES)})
 
 
 def test_when_the_lock_cannot_see_the_other_broker_the_claim_refuses_its_items(

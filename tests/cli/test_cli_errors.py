@@ -167,3 +167,16 @@ def test_fallback_without_a_key_is_reported_in_cli_terms(nexus: RunNexus, isolat
     assert result.returncode == 1
     assert "OPENAI_API_KEY" in result.stderr and '[providers.openai] api_key = "…"' in result.stderr, result.stderr
     _clean(result)
+
+
+def test_doctor_shows_a_base_url_without_the_credential_it_carries(nexus: RunNexus, isolated_env: Path) -> None:
+    """Some gateways take the key in the URL (``?key=``, ``user:password@``): the doctor names the URL, not the key."""
+    _write(
+        isolated_env,
+        '[providers.gw]\napi = "openai-completions"\napi_key = "k"\n'
+        'base_url = "https://ada:pw-0123456789@gw.example/v1?key=urlkey0123456789abc&region=eu"\n',
+    )
+    result = nexus("doctor")
+    assert "gw.example/v1" in result.stdout and "region=eu" in result.stdout, result.stdout
+    for secret in ("urlkey0123456789abc", "pw-0123456789"):
+        assert secret not in result.stdout + result.stderr

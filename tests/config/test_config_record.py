@@ -38,6 +38,18 @@ def _problems(data: Any) -> list[tuple[str, tuple[str | int, ...], str, Any]]:
         ({"fallbacks": [1]}, [("string_type", ("fallbacks", 0), "valid string", 1)]),
         ({"providers": []}, [("dict_type", ("providers",), "valid dictionary", [])]),
         ({"server": {"port": 70000}}, [("less_than_equal", ("server", "port"), "less than or equal to 65535", 70000)]),
+        (
+            {"adapters": {"a": {"builtin": "jsonl", "stream_processes": 0}}},
+            [("greater_than_equal", ("adapters", "a", "stream_processes"), "greater than or equal to 1", 0)],
+        ),
+        (
+            {"adapters": {"a": {"builtin": "jsonl", "stream_processes": 33}}},
+            [("less_than_equal", ("adapters", "a", "stream_processes"), "less than or equal to 32", 33)],
+        ),
+        (
+            {"adapters": {"a": {"builtin": "jsonl", "stream_processes": "4"}}},
+            [("int_type", ("adapters", "a", "stream_processes"), "valid integer", "4")],
+        ),
         ({"providers": {"x": {"models": {"m": {"input_price": -1}}}}}, [("greater_than_equal", None, "to 0", -1)]),
         (
             {"default_model": "abc"},

@@ -84,3 +84,41 @@ def test_key_shapes_go_and_ordinary_words_stay() -> None:
         "This model's maximum context length is 128000 tokens; max_tokens=4096",
     ):
         assert redact(kept) == kept
+
+
+PLAIN_KEY = "gateway/credential+with=signs/0123456789abcdef"
+"""A configured key of no vendor shape, with the characters JSON and URLs escape."""
+
+
+async def test_a_key_cut_by_the_length_limit_of_an_error_text_leaves_no_part_of_it(server: FakeProviderServer) -> None:
+    """The body's excerpt ends inside a key: the redactor must see the body whole, before it is cut."""
+    for model in _models(server):
+        for key, options in ((PLAIN_KEY, StreamOptions(api_key=PLAIN_KEY, timeout=5)), (OTHER, None)):
+            pad = "x" * (490 - len(" refused: "))  # the excerpt keeps 500 characters: the key straddles the cut
+            server.script(steps.http_error(401, body=f"{pad} refused: {key}"))
+            message = await complete(model, CTX, options or StreamOptions(api_key="k", timeout=5))
+            error = message.error_message or ""
+            assert "refused" in error and key[:8] not in error, (model.api, error[-80:])
+        pad = "y" * 180  # a broken stream line is quoted by its first 200 characters
+        server.script(steps.malformed(after_chunks=1, data=f'{{"broken": "{pad} {OTHER}'))
+        message = await complete(model, CTX, StreamOptions(api_key="k", timeout=5))
+        error = message.error_message or ""
+        assert "malformed SSE data" in error and OTHER[:8] not in error, (model.api, error[-80:])
+
+
+async def test_a_key_escaped_for_json_or_encoded_for_a_url_is_cut(server: FakeProviderServer) -> None:
+    """A provider that echoes the key inside raw JSON (``\\/``) or a URL (``%2F``) still says nothing of it."""
+    from urllib.parse import quote, quote_plus
+
+    model = _models(server)[0]
+    escaped = PLAIN_KEY.replace("/", "\\/")
+    for body in (
+        f'{{"error": {{"message": {{"detail": "key {escaped} refused"}}}}}}',  # a shape the excerpt shows raw
+        f"refused https://gw.test/v1?auth={quote(PLAIN_KEY, safe='')}&x=1",
+        f"refused form auth={quote_plus(PLAIN_KEY)}",
+    ):
+        server.script(steps.http_error(401, body=body))
+        message = await complete(model, CTX, StreamOptions(api_key=PLAIN_KEY, timeout=5))
+        error = message.error_message or ""
+        assert "refused" in error and REDACTED in error, error
+        assert "credential" not in error and "0123456789abcdef" not in error, error

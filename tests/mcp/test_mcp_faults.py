@@ -80,6 +80,28 @@ async def test_a_secret_the_server_prints_on_stderr_is_cut_from_the_error(
     assert "correct-horse-battery-staple-42" not in problem
 
 
+async def test_a_secret_across_the_cut_of_a_quoted_line_leaves_no_part_of_it(
+    tmp_path: Path, open_servers: Callable[..., McpServers], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A quote keeps the first 300 characters of a stderr line, 120 of a garbage line: redacted before the cut."""
+    secret = "correct-horse-battery-staple-42"
+    monkeypatch.setenv("MCP_TEST_DB_PASSWORD", secret)
+    env = {"RAW_PASSWORD": "${MCP_TEST_DB_PASSWORD}"}
+    servers = open_servers(
+        config_with(
+            tmp_path,
+            {
+                "db": python_server(RAW, "exit", env={**env, "RAW_PAD": "258"}),
+                "junk": python_server(RAW, "junk", env={**env, "RAW_PAD": "110"}, start_timeout_s=1),
+            },
+        )
+    )
+    exited, junk = await servers.prepare(["db", "junk"])
+    assert "its stderr ended: raw-server: xxx" in exited and "line(s) that are not MCP" in junk
+    assert secret[:6] not in exited, exited[-200:]
+    assert secret[:6] not in junk, junk[-200:]
+
+
 async def test_a_server_that_answers_garbage_at_start_says_what_it_wrote(
     tmp_path: Path, open_servers: Callable[..., McpServers]
 ) -> None:

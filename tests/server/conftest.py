@@ -12,6 +12,7 @@ from nexus.config._server_schema import ServerConfig
 from nexus.ledger import Ledger
 
 from .live import LiveServer, run_server, seed_ledger
+from .ui_browser import chromium, page  # noqa: F401  (the browser tests' fixtures)
 
 
 @pytest.fixture

@@ -30,8 +30,11 @@ class LiveServer:
     hub: EventHub
 
 
+EVENT_CONTEXT = "[Event context]\nTime: 2026-01-05T10:00:00+00:00 (UTC)\nChannel: web\n[/Event context]"
+
+
 def seed_ledger(ledger: Ledger) -> None:
-    """Session ``main`` with three turns (the second calls a tool), and agent ``coder`` on it."""
+    """Session ``main`` with three turns (the second calls a tool and starts with an event context)."""
     ledger.create_session("main")
     for n in range(3):
         response: list[AssistantMessage | ToolResultMessage] = []
@@ -41,8 +44,9 @@ def seed_ledger(ledger: Ledger) -> None:
             response.append(ToolResultMessage(tool_call_id="call_1", tool_name="read", content=[TextContent("# hi")]))
         response.append(AssistantMessage(content=[TextContent(f"answer {n}")], provider="openai", model="gpt-4o-mini"))
         usage = Usage(input=100 + n, output=20 + n, total=120 + 2 * n, cost=Cost(total=0.0012 + n / 10_000))
+        asked = f"{EVENT_CONTEXT}\n\nquestion {n}" if n == 1 else f"question {n}"  # as the engine stores it
         ledger.write_turn(
-            None, "main", query_messages=[UserMessage(f"question {n}")], response_messages=response,
+            None, "main", query_messages=[UserMessage(asked)], response_messages=response,
             usage=usage, model="gpt-4o-mini", provider="openai",
         )  # fmt: skip
 

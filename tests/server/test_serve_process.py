@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import stat
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import httpx
@@ -22,52 +19,23 @@ from nexus.ledger.broker_store import BrokerStore
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import echo, stall
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+from .serve_proc import nexus, serving, write_config
+
 TOKEN = "t0ken-for-tests"
 
 pytestmark = pytest.mark.slow  # real processes: a few seconds each
 
 
-def _env(home: Path) -> dict[str, str]:
-    return {**os.environ, "NEXUS_HOME": str(home), "PYTHONPATH": str(SRC), "NEXUS_TOKEN": TOKEN}
-
-
-def _write_config(home: Path, provider: FakeProviderServer, server: str = "") -> None:
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "nexus.toml").write_text(
-        'default_model = "fake/fake-model"\n\n'
-        f"[server]\n{server}\n\n"
-        '[providers.fake]\napi = "openai-completions"\n'
-        f'base_url = "{provider.openai_base_url}"\napi_key = "test"\n',
-        encoding="utf-8",
-    )
-
-
 def _nexus(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "nexus.cli", *args], env=_env(home), capture_output=True, text=True, timeout=timeout
-    )
+    return nexus(home, *args, timeout=timeout, env={"NEXUS_TOKEN": TOKEN})
 
 
-@contextmanager
-def _serving(home: Path, *args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """``nexus serve --port 0``; yields the process and its URL once server.json announces it."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "nexus.cli", "serve", "--port", "0", *args],
-        env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        announced = home / "server.json"
-        deadline = time.monotonic() + 30
-        while not announced.exists():
-            assert process.poll() is None, process.communicate()[1]
-            assert time.monotonic() < deadline, "nexus serve did not announce itself"
-            time.sleep(0.05)
-        yield process, f"http://127.0.0.1:{json.loads(announced.read_text())['port']}"
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+def _serving(home: Path, *args: str) -> AbstractContextManager[tuple[subprocess.Popen[str], str]]:
+    """``nexus serve --port 0`` with ``NEXUS_TOKEN`` set (``tokens = ["${NEXUS_TOKEN}"]`` reads it)."""
+    return serving(home, *args, env={"NEXUS_TOKEN": TOKEN})
+
+
+_write_config = write_config
 
 
 def _stop(process: subprocess.Popen[str]) -> str:

@@ -166,6 +166,36 @@ async def test_every_path_answers_options_and_an_undocumented_method_with_the_do
             allow = ", ".join([*sorted(methods), "OPTIONS"])
             options = await client.options(concrete)
             assert (options.status_code, options.headers["allow"]) == (204, allow), path
-            refused = await client.request("PATCH", concrete)
+            refused = await client.request("PUT", concrete)  # no path has PUT
             assert (refused.status_code, refused.headers["allow"]) == (405, allow), path
             assert refused.json()["error"]["type"] == "method_not_allowed"
+
+
+async def test_the_api_docs_page_runs_only_pinned_integrity_checked_scripts_and_cannot_be_framed(
+    ledger: Ledger,
+) -> None:
+    """A script on ``/docs`` runs in the API's origin: it could read every session and post to agents.
+
+    FastAPI's page loaded ``swagger-ui-dist@5`` (whatever 5.x the CDN serves that day) with no
+    Content-Security-Policy, so the page could also be framed. (Swagger UI rendering under this
+    policy was checked in Chromium against a local copy of the pinned files.)
+    """
+    async with _client(ledger, ServerConfig()) as client:
+        page = await client.get("/docs")
+        assert page.status_code == 200
+        policy = page.headers.get("content-security-policy", "")
+        assert "frame-ancestors 'none'" in policy and "default-src 'none'" in policy, policy
+        script_sources = re.search(r"script-src ([^;]*)", policy)
+        assert script_sources is not None
+        for source in script_sources.group(1).split():  # this origin, or one exact file of a pinned release
+            assert source == "'self'" or re.fullmatch(r"https://\S+@\d+\.\d+\.\d+/\S+\.js", source), source
+        assert page.headers["x-content-type-options"] == "nosniff"
+        for tag in re.findall(r"<script[^>]*>", page.text) + re.findall(r"<link[^>]*>", page.text):
+            src = re.search(r'(?:src|href)="([^"]+)"', tag)
+            assert src is not None, tag
+            if not src.group(1).startswith("/"):
+                assert re.search(r'integrity="sha384-[A-Za-z0-9+/=]{64}"', tag), tag
+        assert "<script>" not in page.text  # no inline script
+        start = await client.get("/docs/start.js")
+        assert start.status_code == 200 and "SwaggerUIBundle" in start.text
+        assert (await client.get("/redoc")).status_code == 404  # its unpinned bundle and web fonts are not served

@@ -157,13 +157,16 @@ async def test_a_reader_that_fell_behind_gets_one_reset_then_continues_live() ->
     sub.close()
 
 
-async def test_an_id_from_an_earlier_process_or_the_future_is_a_reset() -> None:
-    hub = EventHub()
-    newest = hub.publish("s", "token", {"text": "a"})
-    for stale in (5, newest + 1000):
+async def test_an_id_from_an_earlier_process_or_the_future_is_a_reset_that_says_unknown() -> None:
+    """An id this process never issued said ``expired`` when it was older than the process; docs say ``unknown``."""
+    hub = EventHub(retention_events=2)
+    earlier_process = hub.publish("s", "token", {"text": "a"}) - 10  # ids start at the start time in µs
+    for _ in range(3):
+        newest = hub.publish("s", "token", {"text": "b"})
+    for stale in (5, earlier_process, newest + 1000):
         sub = hub.subscribe("s", stale)
         chunk = (await sub.next()) or b""
-        assert b"event: reset" in chunk and b'"reason"' in chunk and sub.cursor == newest
+        assert b"event: reset" in chunk and b'"reason":"unknown"' in chunk and sub.cursor == newest, stale
         sub.close()
 
 

@@ -7,11 +7,13 @@ thread and loop). Each operation gets valid inputs and, where its schema can be 
 ones. Generated requests mostly hit error paths (random labels are unknown), so each GET operation
 is also called once on the seeded resources and its success body checked against the schema.
 Hypothesis gets a small budget per operation; it is part of the suite, so CI runs it.
+``NEXUS_FUZZ_EXAMPLES=N`` raises the budget (and draws new inputs each run) for a long run by hand.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,7 +41,8 @@ from nexus.server.app import create_app  # noqa: E402
 
 from .live import seed_ledger  # noqa: E402
 
-EXAMPLES_PER_OPERATION = 20
+EXAMPLES_PER_OPERATION = int(os.environ.get("NEXUS_FUZZ_EXAMPLES", "20"))
+"""Per operation and mode; ``NEXUS_FUZZ_EXAMPLES=230`` makes ~10,000 requests, then with a random seed."""
 CHECKS = (
     not_a_server_error,
     status_code_conformance,
@@ -62,13 +65,18 @@ schemathesis.serializer("application/x-ndjson")(_ndjson)
 
 @pytest.fixture
 def seeded(tmp_path: Path) -> Iterator[tuple[Any, Ledger]]:
-    """The API over a temp ledger: session ``main`` with three turns, agent ``coder`` with a queued message."""
+    """The API over a temp ledger: session ``main`` with three turns, agent ``coder`` with a queued message
+    and a message from ``coder`` to agent ``reviewer`` (an agent-to-agent message)."""
     with Ledger.open(tmp_path / "agents.db") as ledger:
         seed_ledger(ledger)
         store = BrokerStore(ledger.database)
         ledger.ensure_session("agent:coder")
         store.save_agent("coder", role="worker", session_label="agent:coder", spec={"model": "openai/gpt-4o-mini"})
-        store.accept_many([AcceptRequest("coder", "agent:coder", "m-1", "user", {"content": "hi"}, "followup", False)])
+        store.save_agent("reviewer", role="worker", session_label="agent:reviewer", spec={})
+        store.accept_many([
+            AcceptRequest("coder", "agent:coder", "m-1", "user", {"content": "hi"}, "followup", False),
+            AcceptRequest("reviewer", "agent:reviewer", "m-2", "coder", {"content": "review it"}, "followup", True),
+        ])  # fmt: skip
         yield create_app(ServerState(ledger, store), ServerConfig(max_body_bytes=200_000)), ledger
 
 
@@ -92,7 +100,7 @@ def test_no_input_makes_the_server_fail_or_answer_off_the_schema(seeded: tuple[A
         try:
             settings(
                 max_examples=EXAMPLES_PER_OPERATION, deadline=None, suppress_health_check=list(HealthCheck),
-                derandomize=True, database=None,
+                derandomize="NEXUS_FUZZ_EXAMPLES" not in os.environ, database=None,
             )(fuzz)()  # fmt: skip
         except Unsatisfiable:  # no input can violate this operation's schema (free-text path parameters only)
             assert mode is GenerationMode.NEGATIVE, operation.path
@@ -113,6 +121,8 @@ def test_every_success_body_matches_its_schema(seeded: tuple[Any, Ledger]) -> No
         case = operation.Case(path_parameters={name: values[name] for name in names}, query={})
         response = case.call()
         assert response.status_code == 200, (operation.path, response.text)
+        if operation.path == "/v1/agent-messages":
+            assert response.json()["messages"][0]["from"] == "coder", "the agent-to-agent message is listed"
         case.validate_response(response, checks=CHECKS)
         checked.append(operation.path)
-    assert len(checked) == 11, checked
+    assert len(checked) == 13, checked

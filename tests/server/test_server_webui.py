@@ -1,259 +1,373 @@
-"""The web UI in a real headless Chromium (Debian's ``chromium`` + ``chromedriver``, driven by Selenium).
-
-Skipped, with the reason, when Chromium cannot start here; ``NEXUS_REQUIRE_BROWSER=1`` (CI) turns
-that into a failure. ``NEXUS_UI_SCREENSHOTS=DIR`` saves the screenshots docs/server.md shows.
+"""The web UI in a real Chromium (Playwright driving Debian's ``chromium``), against a real server over a
+real ledger. This server has no broker of its own (messages wait in the durable queue; live events are
+published into its event hub as the broker's runs would be); ``test_serve_webui.py`` drives a real
+``nexus serve``. Every page also fails its test on a script error or a CSP violation (``ui_browser``).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-import pytest
-from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
-from selenium.webdriver.chrome.service import Service
-from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import WebDriverWait
-
 from nexus.config._server_schema import ServerConfig
+from nexus.ledger.broker_store import AcceptRequest
 from nexus.llm.types import AssistantMessage, TextContent, UserMessage
 
 from .live import LiveServer, wait_until
+from .ui_browser import screenshot, scroll_state, texts
+
+try:
+    from playwright.sync_api import expect
+except ImportError:  # the chromium fixture says why (and fails when NEXUS_REQUIRE_BROWSER=1)
+    expect = None
 
 Live = Callable[..., LiveServer]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 
 
-def _start_chromium(profile: Path) -> Any:
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for argument in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-dev-shm-usage",
-        "--disable-gpu",
-        "--window-size=1280,800",
-        f"--user-data-dir={profile}",
-    ):
-        options.add_argument(argument)  # fmt: skip
-    # Both paths given: Selenium Manager (which would download a driver) is never asked.
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+def _reply(text: str) -> AssistantMessage:
+    return AssistantMessage(content=[TextContent(text)], provider="openai", model="gpt-4o-mini")
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    try:
-        driver = _start_chromium(tmp_path_factory.mktemp("chromium-profile"))
-    except (WebDriverException, OSError) as exc:
-        first_line = (str(exc).splitlines() or [""])[0]
-        reason = f"Chromium cannot start here ({type(exc).__name__}: {first_line}); needs apt chromium chromium-driver"
-        if os.environ.get("NEXUS_REQUIRE_BROWSER") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    try:
-        yield driver
-    finally:
-        driver.quit()
+def _open(page: Any, server: LiveServer, label: str = "main") -> None:
+    page.goto(f"{server.url}/#s={label}")
+    expect(page.locator("#live")).to_have_text("live")
 
 
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    """The browser at desktop size with a clean tab state (no token kept from an earlier test)."""
-    browser.set_window_size(1280, 800)
-    yield browser
-    if browser.current_url.startswith("http"):
-        browser.execute_script("sessionStorage.clear()")
-    browser.get("about:blank")
-
-
-def until(driver: Any, condition: Callable[[Any], Any], what: str) -> Any:
-    """Wait (up to 20 s, polling) for ``condition(driver)`` to be truthy; fail naming ``what``.
-
-    The page re-renders lists as data arrive, so an element found a moment ago may be gone:
-    that counts as "not yet", like an element not found.
-    """
-    wait = WebDriverWait(driver, 20, poll_frequency=0.05, ignored_exceptions=(StaleElementReferenceException,))
-    return wait.until(condition, message=f"waiting for {what}")
-
-
-def click(driver: Any, selector: str) -> None:
-    """Click the element once it exists (retrying while the page re-renders it)."""
-    until(driver, lambda d: d.find_element(By.CSS_SELECTOR, selector).click() or True, f"clicking {selector}")
-
-
-def texts(driver: Any, selector: str) -> list[str]:
-    """The visible text of every match, read in one step (no element can go stale in between)."""
-    script = "return [...document.querySelectorAll(arguments[0])].map(n => n.innerText)"
-    return list(driver.execute_script(script, selector))
-
-
-def screenshot(driver: Any, name: str) -> None:
-    """Save a screenshot where NEXUS_UI_SCREENSHOTS points (docs/img when refreshing the docs)."""
-    target = os.environ.get("NEXUS_UI_SCREENSHOTS")
-    png = driver.get_screenshot_as_png()
-    assert png.startswith(b"\x89PNG")
-    if target:
-        Path(target).mkdir(parents=True, exist_ok=True)
-        (Path(target) / name).write_bytes(png)
-
-
-def test_sessions_tree_turn_details_and_fork(live: Live, page: Any) -> None:
-    server = live()
-    page.get(server.url + "/")
-    until(page, lambda d: "main" in texts(d, "#sessions .label"), "the sessions list")
-    click(page, '#sessions button[data-session="main"]')
-    until(page, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".turn-node")) == 3, "the turn tree")
-    assert [t.split("\n")[1] for t in texts(page, ".turn-node")] == ["question 0", "question 1", "question 2"]
-    second = server.ledger.turns("main")[1]
-    click(page, f'.turn-node[data-turn="{second.id}"]')
-    until(page, lambda d: "Turn #2" in d.find_element(By.ID, "turn").text, "the turn's details")
-    detail = page.find_element(By.ID, "turn").text
-    assert "question 1" in detail and "answer 1" in detail and "read" in detail  # messages and the tool call
-    assert "122" in detail and "$0.0013" in detail  # total tokens and cost
-    screenshot(page, "ui-turn.png")
-    page.find_element(By.ID, "fork-label").send_keys("alt")
-    click(page, "#fork-here")
-    until(page, lambda d: "alt" in texts(d, "#sessions .label"), "the forked session in the list")
-    until(page, lambda d: d.find_element(By.ID, "tree-title").text == "alt", "the forked session selected")
-    assert server.ledger.get_session("alt").thread_id == second.id
-    assert "Forked into session" in page.find_element(By.ID, "notice").text
-    until(page, lambda d: any("alt" in t for t in texts(d, ".turn-node .tag")), "the fork's label in the tree")
-    reply = AssistantMessage(content=[TextContent("another answer")], provider="openai", model="gpt-4o-mini")
-    server.ledger.write_turn(None, "alt", query_messages=[UserMessage("another way")], response_messages=[reply])
-    click(page, '#sessions button[data-session="alt"]')
-    until(page, lambda d: len(d.find_elements(By.CSS_SELECTOR, ".branch")) == 2, "the two branches after turn #2")
-
-    def both_branches_shown(driver: Any) -> bool:  # a branch's text can arrive after the branch itself
-        branches = texts(driver, ".branch")
-        return any("another way" in b for b in branches) and any("question 2" in b for b in branches)
-
-    until(page, both_branches_shown, "the fork's turn and the original's turn in their branches")
-    screenshot(page, "ui-fork.png")
-
-
-def test_chat_pane_streams_tokens_and_tool_status_live(live: Live, page: Any) -> None:
-    server = live()
-    server.store.save_agent("coder", role="worker", session_label="main", spec={})
-    page.get(server.url + "/#s=main")
-    until(page, lambda d: d.find_element(By.ID, "live").text == "live", "the SSE stream")
+def _publish(server: LiveServer, label: str, *events: tuple[str, dict[str, Any]]) -> None:
     wait_until(lambda: server.hub.subscriber_count >= 1, "the browser's subscription")
-    publish = server.hub.publish
-    publish("main", "stream_start", {"runId": "r1", "sessionLabel": "main", "target": {"channel": "web"}})
-    publish("main", "reasoning", {"text": "The user wants the README."})
-    for token in ("Reading", " the", " README", "…"):
-        publish("main", "token", {"text": token})
-    publish(
-        "main",
-        "tool_status",
-        {"toolName": "read", "toolCallId": "c1", "status": "started", "summary": "Read README.md"},
-    )
-    until(page, lambda d: "Reading the README…" in d.find_element(By.CSS_SELECTOR, ".msg.live").text, "tokens")
-    until(page, lambda d: "… read — Read README.md" in texts(d, ".msg.live .tool"), "the tool starting")
-    assert texts(page, ".msg.live .reasoning") == ["The user wants the README."]
-    publish(
-        "main",
-        "tool_status",
-        {"toolName": "read", "toolCallId": "c1", "status": "completed", "summary": "Read README.md"},
-    )
-    publish("main", "stream_end", {"runId": "r1", "final": False})
-    publish("main", "token", {"text": " Done."})
-    until(page, lambda d: "✓ read — Read README.md" in texts(d, ".msg.live .tool"), "the tool finishing")
-    until(
-        page, lambda d: "Reading the README… Done." in d.find_element(By.CSS_SELECTOR, ".msg.live").text, "more tokens"
-    )
-    screenshot(page, "ui-chat-live.png")
-    publish("main", "token", {"text": " <b>not bold</b><img src=x onerror=alert(1)>"})
-    until(page, lambda d: "<b>not bold</b>" in d.find_element(By.CSS_SELECTOR, ".msg.live").text, "markup as text")
-    assert not page.find_elements(By.CSS_SELECTOR, ".msg.live b, .msg.live img")  # shown, never parsed
-    publish("main", "stream_end", {"runId": "r1", "final": True})
-    until(page, lambda d: not d.find_elements(By.CSS_SELECTOR, ".msg.live"), "the run to end")
-    publish("main", "stream_start", {"runId": "r2", "sessionLabel": "main", "target": {"channel": "web"}})
-    publish("main", "token", {"text": "Half an ans"})
-    publish("main", "stream_error", {"error": "rate limited (429)", "partial": True})
-    until(page, lambda d: "Run failed: rate limited (429)" in texts(d, ".msg .error"), "the failed run")
-    assert any("Half an ans" in t for t in texts(page, ".msg.assistant"))  # the partial text stays
+    for event_type, data in events:
+        server.hub.publish(label, event_type, data)
 
 
-def test_send_queues_durably_and_abort_says_why_it_cannot(live: Live, page: Any) -> None:
-    server = live()  # an API process with no broker of its own: messages are queued for the one that drains
+def _start(run: str = "r1", label: str = "main") -> tuple[str, dict[str, Any]]:
+    return "stream_start", {"runId": run, "sessionLabel": label, "target": {"channel": "web"}}
+
+
+def test_the_tree_the_turn_detail_and_what_the_user_wrote(live: Live, page: Any) -> None:
+    server = live()
+    page.goto(server.url + "/")
+    page.click('#sessions button[data-session="main"]')
+    expect(page.locator("#tree .turn-node")).to_have_count(3)
+    assert texts(page, "#tree .turn-node .preview") == ["question 0", "question 1", "question 2"]
+    expect(page.locator("#messages .msg.user")).to_have_count(3)
+    assert "Event context" not in page.inner_text("#messages"), "bubbles show what the user wrote"
+    assert page.locator("#messages time.stamp").count() >= 6, "every message has its time"
+    second = server.ledger.turns("main")[1]
+    page.click(f'.turn-node[data-turn="{second.id}"] .node')
+    detail = page.locator("#turn")
+    expect(detail).to_contain_text("Turn #2")
+    shown = detail.inner_text()
+    assert "122" in shown and "$0.0013" in shown and "gpt-4o-mini" in shown  # tokens, cost, model
+    assert "null" not in shown, "no stray null at the end of the detail"
+    page.click("#turn .event-context summary")
+    expect(page.locator("#turn .event-context pre")).to_contain_text("Channel: web")
+    call = page.locator('#turn details.tool[data-call="call_1"]')
+    expect(call.locator("pre.tool-args")).to_be_hidden()
+    call.locator("summary").click()
+    expect(call.locator("pre.tool-args")).to_contain_text('"path": "README.md"')
+    expect(call.locator("pre.tool-result")).to_contain_text("# hi")
+    screenshot(page, "ui-turn.png")
+
+
+def test_a_fork_keeps_its_agent_and_the_chat_goes_on_in_it(live: Live, page: Any) -> None:
+    """ "Fork here" led to a session with no agent ("register one with POST /v1/agents")."""
+    server = live()
     server.store.save_agent("coder", role="worker", session_label="main", spec={})
-    page.get(server.url + "/#s=main")
-    until(page, lambda d: d.find_element(By.ID, "send").is_enabled(), "the composer for agent coder")
-    page.find_element(By.ID, "text").send_keys("hello there")
-    click(page, "#send")
-    notice = until(page, lambda d: d.find_element(By.ID, "notice").text, "the send notice")
+    _open(page, server)
+    expect(page.locator("#agents button.agent.current")).to_have_attribute("data-agent", "coder")
+    second = server.ledger.turns("main")[1]
+    page.click(f'.turn-node[data-turn="{second.id}"] .node')
+    expect(page.locator("#fork-agent")).to_have_value("coder")
+    page.fill("#fork-title", "Try B")
+    page.click("#fork-here")
+    expect(page.locator("#chat-title")).to_have_text("Try B")
+    (forked,) = [s for s in server.ledger.list_sessions() if s.origin == "fork"]
+    assert forked.thread_id == second.id and forked.metadata and forked.metadata["agent"] == "coder"
+    expect(page.locator("#send")).to_be_enabled()
+    expect(page.locator("#agents button.agent.current")).to_have_attribute("data-agent", "coder")
+    page.fill("#text", "another way")
+    page.click("#send")
+    expect(page.locator("#messages .pending-msg")).to_contain_text("another way")
     (item,) = server.store.items(agent_id="coder")
-    assert notice == f"Queued as {item.id}." and item.status == "queued"
-    assert item.message["content"] == "hello there"
-    assert page.find_element(By.ID, "text").get_attribute("value") == ""
-    click(page, "#abort")
-    until(page, lambda d: "Could not abort runs: no broker runs in this server process" in d.find_element(
-        By.ID, "notice").text, "abort")  # fmt: skip
+    assert item.session_label == forked.label, "the message waits in the fork's own queue"
+    server.ledger.write_turn(None, forked.label, query_messages=[UserMessage("another way")],
+                             response_messages=[_reply("another answer")])  # fmt: skip
+    page.click(f'#sessions button[data-session="{forked.label}"]')
+    expect(page.locator("#tree .branch")).to_have_count(2)
+    expect(page.locator("#tree .turn-node.head")).to_contain_text("another way")
+    fork_point = page.locator(f'.turn-node[data-turn="{second.id}"]')
+    expect(fork_point.locator(".fork-count")).to_have_text("2 branches")
+    screenshot(page, "ui-fork.png")
+    page.click('#tree button.session-tag[data-open="main"]')  # the other branch's head opens its session
+    expect(page.locator("#chat-title")).to_have_text("main")
+
+
+def test_a_session_no_agent_runs_is_continued_in_a_fork_with_a_picked_agent(live: Live, page: Any) -> None:
+    server = live()
+    server.store.save_agent("helper", role="worker", session_label="agent:helper", spec={})
+    _open(page, server)
+    expect(page.locator("#continue")).to_be_visible()
+    expect(page.locator("#continue-why")).to_contain_text("No agent works on this session")
+    expect(page.locator("#send")).to_be_disabled()
+    page.click("#continue-go")
+    expect(page.locator("#send")).to_be_enabled()
+    (forked,) = [s for s in server.ledger.list_sessions() if s.origin == "fork"]
+    assert forked.thread_id == server.ledger.get_session("main").thread_id
+    assert forked.metadata and forked.metadata["agent"] == "helper"
+    expect(page.locator("#chat-agent")).to_have_text("helper · web")
+
+
+def test_a_streamed_reply_is_markdown_rendered_safely_and_the_chat_follows_it(live: Live, page: Any) -> None:
+    server = live()
+    server.store.save_agent("coder", role="worker", session_label="main", spec={})
+    _open(page, server)
+    markdown = "Here is **the fix**:\n\n```python\nprint('hi')\n```\n"
+    _publish(server, "main", _start(), ("reasoning", {"text": "The user wants a fix."}),
+             *[("token", {"text": markdown[i:i + 7]}) for i in range(0, len(markdown), 7)])  # fmt: skip
+    live_bubble = page.locator(".msg.live")
+    expect(live_bubble.locator("strong")).to_have_text("the fix")
+    expect(live_bubble.locator(".code pre code")).to_have_text("print('hi')\n")
+    expect(live_bubble.locator(".code .lang")).to_have_text("python")
+    live_bubble.locator(".code button.copy").click()
+    assert page.evaluate("navigator.clipboard.readText()") == "print('hi')\n"
+    _publish(server, "main", ("tool_status", {"toolName": "read", "toolCallId": "c1", "status": "started",
+                                              "summary": "Read README.md"}))  # fmt: skip
+    expect(live_bubble.locator(".live-tool")).to_have_text("… read — Read README.md")
+    done = {"toolName": "read", "toolCallId": "c1", "status": "completed", "summary": "Read README.md"}
+    _publish(server, "main", ("tool_status", done), ("stream_end", {"runId": "r1", "final": False}))
+    expect(live_bubble.locator(".live-tool")).to_have_text("✓ read — Read README.md")
+    screenshot(page, "ui-chat-live.png")
+    hostile = "<script>window.pwned=1</script><img src=x onerror=window.pwned=2> [click](javascript:window.pwned=3)"
+    _publish(server, "main", ("token", {"text": "\n\n" + hostile + "\n\n"}))
+    expect(live_bubble).to_contain_text("<script>window.pwned=1</script>")  # shown as text, never run
+    assert live_bubble.locator("script, img, a[href^='javascript']").count() == 0
+    assert page.evaluate("window.pwned") is None
+    for n in range(40):  # a long reply: the chat keeps its bottom in view
+        _publish(server, "main", ("token", {"text": f"line {n}\n\n"}))
+    expect(live_bubble).to_contain_text("line 39")
+    wait_until(lambda: scroll_state(page)["gap"] < 48, "the chat to follow the reply")
+    page.hover("#messages")
+    page.mouse.wheel(0, -600)  # the reader scrolls up: following stops
+    wait_until(lambda: scroll_state(page)["gap"] > 200, "the scroll up")
+    top = scroll_state(page)["top"]
+    _publish(server, "main", *[("token", {"text": f"more {n}\n\n"}) for n in range(10)])
+    expect(live_bubble).to_contain_text("more 9")
+    expect(page.locator("#jump")).to_be_visible()
+    assert scroll_state(page)["top"] == top, "what the reader looks at stays put"
+    page.click("#jump")
+    wait_until(lambda: scroll_state(page)["gap"] < 48, "the jump to the latest")
+    expect(page.locator("#jump")).to_be_hidden()
+    _publish(server, "main", ("stream_end", {"runId": "r1", "final": True}))
+    expect(page.locator(".msg.live")).to_have_count(0)
+
+
+def test_a_stop_shows_as_stopped_and_a_failure_as_a_failure(live: Live, page: Any) -> None:
+    """A user's abort was shown in red as "Run failed: aborted on request"."""
+    server = live()
+    server.store.save_agent("coder", role="worker", session_label="main", spec={})
+    _open(page, server)
+    _publish(server, "main", _start(), ("token", {"text": "Half an ans"}),
+             ("stream_error", {"error": "aborted on request", "partial": True}))  # fmt: skip
+    expect(page.locator(".msg .stopped")).to_have_text("Stopped: aborted on request")
+    assert page.locator(".msg .error").count() == 0
+    _publish(server, "main", _start("r2"), ("token", {"text": "Another"}),
+             ("stream_error", {"error": "rate limited (429)", "partial": True}))  # fmt: skip
+    expect(page.locator(".msg .error")).to_have_text("Run failed: rate limited (429)")
+    _publish(server, "main", _start("r3"), ("stream_error", {"error": "interrupted by message m-9", "partial": False}))
+    expect(page.locator(".msg .stopped").last).to_have_text("Stopped: interrupted by message m-9")
+    page.click("#stop")  # this server has no broker: it says so, and nothing is lost
+    expect(page.locator("#notice")).to_contain_text("no broker runs in this server process")
+
+
+def test_a_sent_message_shows_as_queued_then_started_with_no_raw_id(live: Live, page: Any) -> None:
+    """A started message still said "you · queued"; the notice "Queued as 01M8…" stayed on screen."""
+    server = live()
+    server.store.save_agent("coder", role="worker", session_label="main", spec={})
+    _open(page, server)
+    page.select_option("#mode", "collect")
+    page.fill("#text", "hello there")
+    page.click("#send")
+    pending = page.locator("#messages .pending-msg")
+    expect(pending).to_contain_text("you · queued")
+    (item,) = server.store.items(agent_id="coder")
+    assert (item.message["content"], item.mode, item.status) == ("hello there", "collect", "queued")
+    expect(page.locator("#text")).to_have_value("")
+    assert item.id not in page.inner_text("body") and page.locator("#notice").is_hidden()
+    server.store.claim([item.id])  # a run takes it
+    _publish(server, "main", _start())
+    expect(pending).not_to_contain_text("queued")
+    expect(pending).to_contain_text("hello there")
+
+
+def test_sessions_are_renamed_deleted_restored_and_searched(live: Live, page: Any) -> None:
+    server = live()
+    server.store.save_agent("coder", role="worker", session_label="main", spec={})
+    server.ledger.create_session("scratch-notes-from-a-very-long-session-label-that-must-stay-readable")
+    _open(page, server)
+    expect(page.locator('#sessions button[data-session="main"] .meta')).to_contain_text("coder · agent")
+    page.click("#rename-session")
+    page.fill("#rename-input", "Main work")
+    page.click("#rename-save")
+    expect(page.locator("#chat-title")).to_have_text("Main work")
+    expect(page.locator('#sessions button[data-session="main"] .label')).to_have_text("Main work")
+    assert server.ledger.get_session("main").metadata == {"title": "Main work"}
+    page.fill("#session-search", "scratch")
+    expect(page.locator("#sessions button.session")).to_have_count(1)
+    long_label = page.locator("#sessions button.session .label")
+    assert long_label.bounding_box()["height"] > 20, "a long label wraps instead of being cut"  # type: ignore[index]
+    page.fill("#session-search", "")
+    expect(page.locator("#sessions button.session")).to_have_count(2)
+    page.click('#sessions button[data-session^="scratch"]')
+    page.click("#archive-session")
+    expect(page.locator("#sessions button.session")).to_have_count(1)
+    assert server.ledger.list_sessions(status="archived")[0].label.startswith("scratch")
+    page.check("#show-archived")
+    page.click('#sessions button[data-session^="scratch"]')
+    page.click("#restore-session")
+    expect(page.locator("#notice")).to_contain_text("restored")
+    assert not server.ledger.list_sessions(status="archived")
+
+
+def test_an_agent_is_created_and_edited_in_a_form(live: Live, page: Any) -> None:
+    server = live()
+    page.goto(server.url + "/")
+    page.click("#new-agent")
+    page.fill("#agent-id", "reviewer")
+    page.select_option("#agent-role", "manager")
+    page.fill("#agent-model", "openai/gpt-4o-mini")
+    page.uncheck("#agent-tools-all")
+    page.check('#agent-tools input[value="read"]')
+    page.check('#agent-tools input[value="grep"]')
+    page.fill("#agent-instructions", "Review diffs; be brief.")
+    screenshot(page, "ui-agent.png")
+    page.click("#agent-save")
+    expect(page.locator('#agents button[data-agent="reviewer"]')).to_be_visible()
+    row = server.store.get_agent("reviewer")
+    assert row is not None and row.role == "manager"
+    assert row.spec == {
+        "model": "openai/gpt-4o-mini",
+        "tools": ["read", "grep"],
+        "system_prompt": "Review diffs; be brief.",
+    }
+    page.click('button.edit[data-edit="reviewer"]')
+    expect(page.locator("#agent-model")).to_have_value("openai/gpt-4o-mini")
+    expect(page.locator('#agent-tools input[value="grep"]')).to_be_checked()
+    page.fill("#agent-model", "nope")
+    page.click("#agent-save")
+    expect(page.locator("#agent-error")).to_contain_text("provider/model")
+    page.fill("#agent-model", "")
+    page.check("#agent-tools-all")
+    page.click("#agent-save")
+    expect(page.locator("#agent-dialog")).to_be_hidden()
+    edited = server.store.get_agent("reviewer")
+    assert edited is not None and edited.spec == {"system_prompt": "Review diffs; be brief."}
+
+
+def test_agent_to_agent_messages_are_a_view_with_their_replies(live: Live, page: Any) -> None:
+    server = live()
+    for agent in ("lead", "coder"):
+        server.store.save_agent(agent, role="worker", session_label=f"agent:{agent}", spec={})
+        server.ledger.ensure_session(f"agent:{agent}")
+    ask = AcceptRequest("coder", "agent:coder", "ask-1", "lead", {"content": "run the tests"}, "followup", True)
+    ((item, _),) = server.store.accept_many([ask])
+    server.store.claim([item.id])
+    server.ledger.write_turn(None, "agent:coder", query_messages=[UserMessage("run the tests")],
+                             response_messages=[_reply("12 passed")], consumed_queue_items=[item.id])  # fmt: skip
+    page.goto(server.url + "/")
+    page.click("#show-talk")
+    card = page.locator('.talk[data-message="ask-1"]')
+    expect(card.locator("header")).to_contain_text("lead → coder")
+    expect(card).to_contain_text("run the tests")
+    expect(card.locator(".reply summary")).to_have_text("reply: 12 passed")
+    screenshot(page, "ui-agent-messages.png")
+    card.locator("button.session-tag").click()
+    expect(page.locator("#chat-title")).to_have_text("agent:coder")
+
+
+def test_the_tree_search_dims_what_does_not_match(live: Live, page: Any) -> None:
+    server = live()
+    _open(page, server)
+    expect(page.locator("#tree .turn-node")).to_have_count(3)
+    page.fill("#tree-search", "question 1")
+    expect(page.locator("#tree-count")).to_have_text("1 match")
+    expect(page.locator("#tree .turn-node.dim")).to_have_count(2)
+    page.press("#tree-search", "Enter")
+    expect(page.locator("#turn")).to_contain_text("Turn #2")
+
+
+def test_regenerate_asks_again_on_a_branch_beside_the_turn(live: Live, page: Any) -> None:
+    server = live()
+    server.store.save_agent("coder", role="worker", session_label="main", spec={})
+    _open(page, server)
+    first, second, _ = server.ledger.turns("main")
+    page.locator(f'section.turn-group[data-turn="{second.id}"] button.regenerate').click()
+    expect(page.locator("#chat-title")).to_have_text("Regenerated: question 1")
+    expect(page.locator("#messages .pending-msg")).to_contain_text("question 1")
+    (forked,) = [s for s in server.ledger.list_sessions() if s.origin == "fork"]
+    assert forked.thread_id == first.id, "the branch starts before the regenerated turn"
+    (item,) = server.store.items(agent_id="coder")
+    assert (item.session_label, item.message["content"]) == (forked.label, "question 1")  # no event-context header
+    page.locator(f'section.turn-group[data-turn="{first.id}"] button.copy').click()
+    assert page.evaluate("navigator.clipboard.readText()") == "answer 0"
 
 
 def test_the_page_asks_for_the_token_once_and_keeps_it_for_the_tab(live: Live, page: Any) -> None:
     server = live(ServerConfig(tokens=["s3cret"]))
-    page.get(server.url + "/")
-    until(page, lambda d: d.find_element(By.ID, "token-dialog").is_displayed(), "the token prompt")
-    page.find_element(By.ID, "token-input").send_keys("s3cret")
-    click(page, "#token-save")
-    until(page, lambda d: "main" in texts(d, "#sessions .label"), "the sessions after the token")
-    assert page.execute_script("return sessionStorage.getItem('nexus-token')") == "s3cret"
-    page.refresh()
-    until(page, lambda d: "main" in texts(d, "#sessions .label"), "the sessions after a reload")
-    assert not page.find_element(By.ID, "token-dialog").is_displayed()
+    page.goto(server.url + "/")
+    expect(page.locator("#token-dialog")).to_be_visible()
+    page.fill("#token-input", "s3cret")
+    page.click("#token-save")
+    expect(page.locator('#sessions button[data-session="main"]')).to_be_visible()
+    assert page.evaluate("sessionStorage.getItem('nexus-token')") == "s3cret"
+    page.reload()
+    expect(page.locator('#sessions button[data-session="main"]')).to_be_visible()
+    expect(page.locator("#token-dialog")).to_be_hidden()
 
 
 def test_a_token_in_the_address_is_taken_and_removed_from_it(live: Live, page: Any) -> None:
     """``nexus serve`` prints ``http://…/#token=…`` when it made the token itself (``require_token``)."""
     server = live(ServerConfig(tokens=["s3cret"]))
-    page.get(server.url + "/#token=s3cret")
-    until(page, lambda d: "main" in texts(d, "#sessions .label"), "the sessions, no prompt")
-    assert not page.find_element(By.ID, "token-dialog").is_displayed()
-    assert page.execute_script("return sessionStorage.getItem('nexus-token')") == "s3cret"
-    assert "token" not in page.current_url  # not left in the address bar, the history or a bookmark
+    page.goto(server.url + "/#token=s3cret")
+    expect(page.locator('#sessions button[data-session="main"]')).to_be_visible()
+    expect(page.locator("#token-dialog")).to_be_hidden()
+    assert page.evaluate("sessionStorage.getItem('nexus-token')") == "s3cret"
+    assert "token" not in page.url  # not left in the address bar, the history or a bookmark
 
 
 def test_phone_width_shows_one_pane_at_a_time(live: Live, page: Any) -> None:
     server = live()
-    page.set_window_size(390, 844)
-    page.get(server.url + "/")
-    until(page, lambda d: "main" in texts(d, "#sessions .label"), "the sessions list")
-    assert page.find_element(By.ID, "pane-sessions").is_displayed()
-    assert not page.find_element(By.ID, "pane-chat").is_displayed()
+    server.store.save_agent("coder", role="worker", session_label="main", spec={})
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(server.url + "/")
+    expect(page.locator('#sessions button[data-session="main"]')).to_be_visible()
+    expect(page.locator("#pane-chat")).to_be_hidden()
     screenshot(page, "ui-phone-sessions.png")
-    click(page, '#sessions button[data-session="main"]')
-    until(page, lambda d: d.find_element(By.ID, "pane-tree").is_displayed(), "the tree pane")
-    click(page, '.views button[data-show="chat"]')
-    until(page, lambda d: d.find_element(By.ID, "pane-chat").is_displayed(), "the chat pane")
-    assert not page.find_element(By.ID, "pane-tree").is_displayed()
-    width = page.execute_script("return document.documentElement.scrollWidth")
-    assert width <= 390, "nothing overflows the phone's width"
+    page.click('#sessions button[data-session="main"]')
+    expect(page.locator("#pane-chat")).to_be_visible()
+    expect(page.locator("#pane-tree")).to_be_hidden()
+    expect(page.locator("#send")).to_be_in_viewport()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390, "nothing overflows the phone's width"
     screenshot(page, "ui-phone-chat.png")
+    page.click('.views button[data-show="tree"]')
+    expect(page.locator("#pane-tree")).to_be_visible()
 
 
-def test_the_page_is_served_without_a_token_and_with_a_strict_csp(live: Live) -> None:
+def test_the_page_and_its_libraries_are_served_without_a_token_and_with_a_strict_csp(live: Live) -> None:
     import httpx
 
     server = live(ServerConfig(tokens=["s3cret"]))
     with httpx.Client(base_url=server.url, timeout=10) as client:
         index = client.get("/")
         assert index.status_code == 200 and "script-src 'self'" in index.headers["content-security-policy"]
-        assert client.get("/ui/app.js").status_code == 200 and client.get("/ui/app.css").status_code == 200
         assert client.get("/ui/../v1/sessions").status_code in (401, 404)
         assert client.get("/v1/sessions").status_code == 401
-        for path in ("/ui/index.html", "/ui/app.js"):  # the same page under another path: the same policy
+        for path in ("/ui/index.html", "/ui/js/app.js", "/ui/app.css", "/ui/vendor/markdown-it.min.js",
+                     "/ui/vendor/purify.min.js"):  # fmt: skip
             also = client.get(path)
-            assert (
-                also.status_code == 200
-                and also.headers["content-security-policy"] == index.headers["content-security-policy"]
-            ), path
+            assert also.status_code == 200, path
+            assert also.headers["content-security-policy"] == index.headers["content-security-policy"], path
             assert "frame-ancestors 'none'" in also.headers["content-security-policy"]
             assert also.headers["x-content-type-options"] == "nosniff"
+        assert "javascript" in client.get("/ui/js/app.js").headers["content-type"], "a module needs a script type"
         head = client.head("/")
         assert head.status_code == 200 and head.content == b"" and "content-security-policy" in head.headers

@@ -104,3 +104,51 @@ def test_pi_parameter_names(ws: Workspace) -> None:
 def test_nul_in_path_is_a_clear_workspace_error(ws: Workspace) -> None:
     with pytest.raises(WorkspaceError, match="contains a NUL character"):
         ws.resolve("a\x00b.txt")
+
+
+_FLIPPER = """
+import os, sys
+name, outside = sys.argv[1], sys.argv[2]
+tmp = name + ".flip"
+while True:
+    os.symlink(outside, tmp)
+    os.replace(tmp, name)  # the name now points out of the workspace
+    with open(tmp, "w") as fh:
+        fh.write("harmless words inside\\n")
+    os.replace(tmp, name)  # and is a plain file again
+"""
+
+
+async def test_read_never_shows_a_file_outside_when_its_name_is_swapped_for_a_symlink_meanwhile(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    """Another process (another user of a shared workspace) flips ``a.txt`` between a file and a symlink out.
+
+    The name is resolved, then opened: whatever it is by the time of the open is what is read,
+    so the opened file itself must lie inside the workspace.
+    """
+    import subprocess
+    import sys
+
+    from nexus.tools import ToolError, read_tool
+
+    from ._helpers import text_of
+
+    outside = tmp_path / "secret.txt"
+    outside.write_text("TOP SECRET outside the workspace\n")
+    (ws.root / "a.txt").write_text("harmless words inside\n")
+    flipper = subprocess.Popen([sys.executable, "-c", _FLIPPER, str(ws.root / "a.txt"), str(outside)])  # noqa: ASYNC220
+    tool, shown, refused = read_tool(ws), 0, 0
+    try:
+        for _ in range(3000):
+            try:
+                text = text_of(await call(tool, path="a.txt"))
+            except ToolError:
+                refused += 1  # seen as a symlink out, or found changed while it was opened
+                continue
+            assert "TOP SECRET" not in text, "read showed a file outside the workspace"
+            shown += 1
+    finally:
+        flipper.kill()
+        flipper.wait()
+    assert shown and refused, (shown, refused)  # the race was run both ways

@@ -7,6 +7,12 @@ what it writes is passed on as it comes — unchanged, so the ``console`` adapte
 a reply token by token — paid for from a budget that refills at :data:`RATE_BYTES_S` up to
 :data:`BURST_BYTES`. Output over the budget is dropped and counted; the next piece passed on
 is preceded by a note saying how much went missing.
+
+Every secret Nexus knows (:func:`nexus.llm.redact.known_secrets`: the adapters' credentials,
+provider keys, server tokens) is cut out on the way, as from error texts: an adapter that logs
+its own token must not put it in the server's log. A piece that ends in what could be the
+start of a secret keeps that tail back until the next piece shows whether it is one (or
+:data:`HOLD_S` passes without one).
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ BURST_BYTES = 256 * 1024
 
 RATE_BYTES_S = 4 * 1024
 """Bytes per second the budget refills (about 350 MB a day at most)."""
+
+HOLD_S = 0.5
+"""How long a tail that may be the start of a secret is kept back, waiting for the rest."""
 
 _CHUNK = 64 * 1024
 
@@ -50,23 +59,70 @@ class StderrBudget:
 async def forward_stderr(stream: asyncio.StreamReader, name: str, clock: Clock, out: TextIO | None = None) -> None:
     """Pass what ``stream`` carries on to ``out`` (default ``sys.stderr``) within the budget, until it ends."""
     budget = StderrBudget(clock)
+    scrubber = _Scrubber()
     dropped = 0
     while True:
         try:
-            chunk = await stream.read(_CHUNK)
+            chunk = await _read(stream, hold=bool(scrubber.held))
         except (ConnectionError, OSError):
             break
-        if not chunk:
+        if chunk == b"":
             break
-        if not budget.spend(len(chunk)):
-            dropped += len(chunk)
+        data = scrubber.flush() if chunk is None else scrubber.feed(chunk)
+        if not budget.spend(len(data)):
+            dropped += len(data)
             continue
         if dropped:
             _write(out, _note(name, dropped))
             dropped = 0
-        _write(out, chunk)
+        _write(out, data)
+    rest = scrubber.flush()
+    if rest and budget.spend(len(rest)):
+        _write(out, rest)
     if dropped:
         _write(out, _note(name, dropped))
+
+
+async def _read(stream: asyncio.StreamReader, *, hold: bool) -> bytes | None:
+    """The next piece (``b""`` at the end); None when a held tail waited :data:`HOLD_S` for more in vain."""
+    if not hold:
+        return await stream.read(_CHUNK)
+    try:
+        return await asyncio.wait_for(stream.read(_CHUNK), HOLD_S)  # a cancelled read consumes nothing
+    except TimeoutError:
+        return None
+
+
+class _Scrubber:
+    """Cuts known secrets out of bytes that arrive in pieces, a secret split across two pieces too."""
+
+    __slots__ = ("held",)
+
+    def __init__(self) -> None:
+        self.held = b""
+
+    def feed(self, chunk: bytes) -> bytes:
+        """What of ``self.held + chunk`` can be passed on now (secrets cut); the rest is held."""
+        from nexus.llm.redact import known_secrets, scrub
+
+        secrets = known_secrets()
+        data = scrub(self.held + chunk, secrets)
+        keep = max((_prefix_at_end(data, secret.encode("utf-8")) for secret in secrets), default=0)
+        self.held = data[len(data) - keep :] if keep else b""
+        return data[: len(data) - keep]
+
+    def flush(self) -> bytes:
+        """The held tail, as it is: no secret followed it."""
+        held, self.held = self.held, b""
+        return held
+
+
+def _prefix_at_end(data: bytes, secret: bytes) -> int:
+    """The length of the longest proper start of ``secret`` that ``data`` ends with (0: none)."""
+    for size in range(min(len(secret) - 1, len(data)), 0, -1):
+        if data.endswith(secret[:size]):
+            return size
+    return 0
 
 
 def _note(name: str, dropped: int) -> bytes:

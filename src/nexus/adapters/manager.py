@@ -26,6 +26,7 @@ from nexus.adapters.context import AdapterLaunch, context_payload, launch_with_c
 from nexus.adapters.events import EventDeduper, NexusEvent, parse_event
 from nexus.adapters.process import AdapterError, parse_json_output, run_command
 from nexus.adapters.stream_client import StreamProcess
+from nexus.adapters.stream_pool import DEFAULT_STREAM_PROCESSES, StreamPool
 from nexus.adapters.supervisor import RestartPolicy, Supervisor
 from nexus.adapters.types import AdapterInfo, DeliveryError, DeliveryResult, DeliveryTarget, HealthReport, ProtocolError
 from nexus.config._adapters import AdapterAccount, AdapterConfig
@@ -64,6 +65,14 @@ def adapter_argv(config: AdapterConfig, home: Path | None = None) -> list[str]:
     return argv
 
 
+def stream_processes(config: AdapterConfig) -> int:
+    """How many ``stream`` processes an account may run at once: ``stream_processes``, else 4 (``console``: 1,
+    since its deliveries share one terminal and would interleave)."""
+    if config.stream_processes is not None:
+        return config.stream_processes
+    return 1 if config.builtin == "console" else DEFAULT_STREAM_PROCESSES
+
+
 class AdapterManager:
     """The adapters of one ``nexus.toml`` (``[adapters.<name>]``) and their running processes."""
 
@@ -84,7 +93,7 @@ class AdapterManager:
         self._env = dict(os.environ if env is None else env)
         self._state_dir = state_dir  # where a context file goes where there is no memfd (not Linux)
         self._info: dict[str, AdapterInfo] = {}
-        self._streams: dict[tuple[str, str], StreamProcess] = {}
+        self._streams: dict[tuple[str, str], StreamPool] = {}
         self._info_lock = asyncio.Lock()
         self._monitors: list[Supervisor] = []
         self.refused = 0
@@ -171,21 +180,32 @@ class AdapterManager:
             return self._info[name]
 
     async def stream_process(self, name: str, account_id: str) -> StreamProcess:
-        """The account's long-running ``stream`` process (spawned by its first delivery)."""
+        """The account's first long-running ``stream`` process (spawned by its first delivery)."""
+        return (await self.stream_pool(name, account_id)).primary()
+
+    async def stream_pool(self, name: str, account_id: str) -> StreamPool:
+        """The account's ``stream`` processes (:mod:`nexus.adapters.stream_pool`): one delivery each at a time."""
         key = (name, account_id)
-        process = self._streams.get(key)
-        if process is None:
+        pool = self._streams.get(key)
+        if pool is None:
             self.account(name, account_id)  # refuses a disabled account before anything starts
-            argv = [*adapter_argv(self.config(name), self.home), "stream", "--account", account_id, "--format", "jsonl"]
-            supervisor = Supervisor(
-                f"adapter {name}/{account_id} stream",
-                argv,
-                lambda: self._prepare(name, account_id),
-                policy=self.policy,
-                clock=self.clock,
-            )
-            process = self._streams[key] = StreamProcess(supervisor)
-        return process
+
+            def make() -> StreamProcess:
+                return StreamProcess(self._supervisor(name, account_id, "stream"))
+
+            pool = self._streams[key] = StreamPool(make, stream_processes(self.config(name)))
+        return pool
+
+    def _supervisor(self, name: str, account_id: str, command: str) -> Supervisor:
+        """A supervisor for one long-running ``stream`` or ``monitor`` process of the account (not started yet)."""
+        argv = [*adapter_argv(self.config(name), self.home), command, "--account", account_id, "--format", "jsonl"]
+        return Supervisor(
+            f"adapter {name}/{account_id} {command}",
+            argv,
+            lambda: self._prepare(name, account_id),
+            policy=self.policy,
+            clock=self.clock,
+        )
 
     async def monitor(self, name: str, account_id: str) -> AsyncIterator[NexusEvent]:
         """The account's inbound events from its supervised ``monitor`` process, validated and deduplicated.
@@ -195,14 +215,7 @@ class AdapterManager:
         it exits; the iterator ends when the restarts are exhausted or :meth:`close` is called.
         """
         self.account(name, account_id)
-        argv = [*adapter_argv(self.config(name), self.home), "monitor", "--account", account_id, "--format", "jsonl"]
-        supervisor = Supervisor(
-            f"adapter {name}/{account_id} monitor",
-            argv,
-            lambda: self._prepare(name, account_id),
-            policy=self.policy,
-            clock=self.clock,
-        )
+        supervisor = self._supervisor(name, account_id, "monitor")
         self._monitors.append(supervisor)
         deduper = EventDeduper()
         while supervisor.state != "stopped":
@@ -287,7 +300,8 @@ class AdapterManager:
 
     async def health(self, name: str, account_id: str) -> HealthStatus:
         """Run the account's ``health`` (or ``info`` when the adapter has no ``health``); never raises."""
-        stream = self._streams.get((name, account_id))
+        pool = self._streams.get((name, account_id))
+        stream = pool.primary() if pool is not None else None
         restarts = stream.supervisor.restarts if stream else 0
         state = stream.supervisor.state if stream else "idle"
         try:
@@ -318,12 +332,12 @@ class AdapterManager:
 
     async def close(self) -> None:
         """Stop every process this manager started (SIGTERM, then SIGKILL after the grace period)."""
-        processes = list(self._streams.values())
+        pools = list(self._streams.values())
         monitors = list(self._monitors)
         self._streams.clear()
         self._monitors.clear()
         await asyncio.gather(
-            *(process.close() for process in processes),
+            *(pool.close() for pool in pools),
             *(monitor.stop() for monitor in monitors),
             return_exceptions=True,
         )

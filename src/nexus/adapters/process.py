@@ -9,13 +9,13 @@ wrote on stderr), output that is not JSON. Nothing here raises anything else.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from nexus.adapters.types import said
 from nexus.errors import NexusError
 
 MAX_OUTPUT_BYTES = 1 << 20
@@ -23,6 +23,12 @@ MAX_OUTPUT_BYTES = 1 << 20
 
 STOP_GRACE_S = 5.0
 """Seconds between SIGTERM and SIGKILL when stopping an adapter process."""
+
+PIPE_GRACE_S = 1.0
+"""After an adapter exited, how long its output may take to reach its end before it is cut off
+(a child in a session of its own, out of reach of the group's signals, may hold the pipe)."""
+
+EXIT_POLL_S = 0.05
 
 
 class AdapterError(NexusError):
@@ -75,9 +81,10 @@ async def run_command(
         raise AdapterError(f"{name}: {describe_spawn_error(argv, exc)}") from None
     assert proc.stdout is not None and proc.stderr is not None
     stderr_task = asyncio.ensure_future(_tail(proc.stderr))
+    stdout = bytearray()
     try:
-        stdout = await asyncio.wait_for(_read_capped(proc.stdout, max_output), timeout_s)
-        await asyncio.wait_for(proc.wait(), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            await _output_until_exit(proc, proc.stdout, stdout, max_output)
     except TimeoutError:
         stderr_task.cancel()
         await stop_process(proc, grace=0.5)
@@ -90,27 +97,76 @@ async def run_command(
         if proc.returncode is None:
             await stop_process(proc, grace=0.5)
     try:  # a grandchild may still hold stderr open: do not wait for it long
-        stderr_tail = await asyncio.wait_for(stderr_task, 1.0)
+        stderr_tail = await asyncio.wait_for(stderr_task, PIPE_GRACE_S)
     except TimeoutError:
         stderr_tail = ""
-    return CommandOutput(stdout, stderr_tail, proc.returncode if proc.returncode is not None else -1)
+    return CommandOutput(bytes(stdout), stderr_tail, proc.returncode if proc.returncode is not None else -1)
+
+
+async def _output_until_exit(
+    proc: asyncio.subprocess.Process, stream: asyncio.StreamReader, into: bytearray, limit: int
+) -> None:
+    """Read ``stream`` into ``into`` until it ends and the process exits; the exit is what counts.
+
+    A child the adapter left running (``cmd &``) may hold its stdout open for as long as it
+    lives: once the adapter has exited, what is left of its process group is ended, and what
+    the pipe still brings within :data:`PIPE_GRACE_S` is its answer.
+    """
+    reading = asyncio.ensure_future(_read_capped(stream, limit, into))
+    exit_code = asyncio.ensure_future(exited(proc))
+    try:
+        await asyncio.wait({reading, exit_code}, return_when=asyncio.FIRST_COMPLETED)
+        if not reading.done():
+            await end_group(proc)
+            await asyncio.wait({reading}, timeout=PIPE_GRACE_S)
+        if reading.done():
+            reading.result()  # _Flood
+        await exit_code
+    finally:
+        reading.cancel()
+        exit_code.cancel()
+
+
+async def exited(proc: asyncio.subprocess.Process) -> int:
+    """The exit code, as soon as the process has exited.
+
+    Not ``proc.wait()``: it also waits until no process holds the pipes any more, and a child
+    the adapter left running would keep it waiting as long as the child lives.
+    """
+    while proc.returncode is None:  # noqa: ASYNC110 - set by the loop's child watcher, which offers nothing to await
+        await asyncio.sleep(EXIT_POLL_S)
+    return proc.returncode
+
+
+async def end_group(proc: asyncio.subprocess.Process, grace: float = PIPE_GRACE_S) -> None:
+    """End what is left of an exited adapter's process group: SIGTERM, then SIGKILL after ``grace``.
+
+    Its children hold its pipes and the descriptor of its context (with the credential); a
+    supervised adapter is started afresh, never continued by what it left behind.
+    """
+    if not _signal(proc, signal.SIGTERM):
+        return
+    deadline = asyncio.get_running_loop().time() + grace
+    while _signal(proc, 0):
+        if asyncio.get_running_loop().time() >= deadline:
+            _signal(proc, signal.SIGKILL)
+            return
+        await asyncio.sleep(EXIT_POLL_S)
 
 
 class _Flood(Exception):
     pass
 
 
-async def _read_capped(stream: asyncio.StreamReader, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
+async def _read_capped(stream: asyncio.StreamReader, limit: int, into: bytearray) -> None:
+    """Append ``stream`` to ``into`` until it ends (``into`` keeps what came if this is cancelled)."""
     while True:
         chunk = await stream.read(65536)
         if not chunk:
-            return b"".join(chunks)
-        size += len(chunk)
-        if size > limit:
+            return
+        if len(into) + len(chunk) > limit:
             raise _Flood
-        chunks.append(chunk)
+        into += chunk
 
 
 async def _tail(stream: asyncio.StreamReader, keep: int = 4096) -> str:
@@ -127,7 +183,7 @@ async def _tail(stream: asyncio.StreamReader, keep: int = 4096) -> str:
 def parse_json_output(output: CommandOutput, *, name: str, command: str) -> object:
     """The JSON value a one-shot command printed (its last non-empty line); :class:`AdapterError` otherwise."""
     if output.returncode != 0:
-        detail = f": {output.stderr_tail}" if output.stderr_tail else ""
+        detail = f": {said(output.stderr_tail)}" if output.stderr_tail else ""
         parsed = _last_json(output.stdout)
         if isinstance(parsed, dict):
             return parsed  # a DeliveryResult describing the failure is still an answer
@@ -135,7 +191,7 @@ def parse_json_output(output: CommandOutput, *, name: str, command: str) -> obje
     parsed = _last_json(output.stdout)
     if parsed is _NOTHING:
         raw = output.stdout.decode("utf-8", "replace").strip().splitlines()
-        sample = raw[-1][:80] if raw else "nothing"
+        sample = said(raw[-1])[:80] if raw else "nothing"
         raise AdapterError(f"{name}: `{command}` did not print JSON (got {sample!r}); see docs/adapters.md")
     return parsed
 
@@ -162,20 +218,21 @@ def _last_json(stdout: bytes) -> object:
 
 async def stop_process(proc: asyncio.subprocess.Process, grace: float = STOP_GRACE_S) -> int | None:
     """SIGTERM the process (its whole session), wait ``grace`` seconds, then SIGKILL; returns the exit code."""
-    if proc.returncode is not None:
-        _close_pipes(proc)
-        return proc.returncode
-    _signal(proc, signal.SIGTERM)
+    if proc.returncode is None:
+        _signal(proc, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(exited(proc), grace)
+        except TimeoutError:
+            _signal(proc, signal.SIGKILL)
+            await exited(proc)
     try:
-        return await asyncio.wait_for(proc.wait(), grace)
-    except TimeoutError:
-        _signal(proc, signal.SIGKILL)
-        return await proc.wait()
+        await end_group(proc, min(grace, PIPE_GRACE_S))  # its children, holding its pipes
     finally:
-        _close_pipes(proc)
+        close_pipes(proc)
+    return proc.returncode
 
 
-def _close_pipes(proc: asyncio.subprocess.Process) -> None:
+def close_pipes(proc: asyncio.subprocess.Process) -> None:
     """Close the process's pipes now: left to the garbage collector, an unread stdout pipe is closed
     on whatever event loop runs then (or a closed one, which raises "Event loop is closed")."""
     transport = getattr(proc, "_transport", None)
@@ -183,11 +240,15 @@ def _close_pipes(proc: asyncio.subprocess.Process) -> None:
         transport.close()
 
 
-def _signal(proc: asyncio.subprocess.Process, sig: signal.Signals) -> None:
+def _signal(proc: asyncio.subprocess.Process, sig: int) -> bool:
     """Signal the adapter's process group (it leads one: ``start_new_session``), children included.
 
     Not ``proc.send_signal``: Popen polls (reaps) the child first, stealing its exit status
-    from asyncio's child watcher ("Unknown child process pid ...").
+    from asyncio's child watcher ("Unknown child process pid ..."). False when no process of
+    the group is left (signal 0 only asks).
     """
-    with contextlib.suppress(ProcessLookupError, PermissionError):
+    try:
         os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True

@@ -110,6 +110,11 @@ class StreamProcess:
         self.bad_lines = 0
         self.deliveries = 0
 
+    @property
+    def current(self) -> StreamDelivery | None:
+        """The delivery this process is writing now, if any (what it has shown so far, for health and tests)."""
+        return self._current
+
     @contextlib.asynccontextmanager
     async def delivery(self) -> AsyncIterator[StreamDelivery]:
         """Wait for this process's turn, (re)start it if needed, and yield the delivery."""

@@ -19,7 +19,16 @@ from typing import Literal, TypeAlias
 from nexus.adapters._stderr import forward_stderr
 from nexus.adapters.clock import Clock, MonotonicClock
 from nexus.adapters.context import AdapterLaunch
-from nexus.adapters.process import STOP_GRACE_S, AdapterError, describe_spawn_error, stop_process
+from nexus.adapters.process import (
+    PIPE_GRACE_S,
+    STOP_GRACE_S,
+    AdapterError,
+    close_pipes,
+    describe_spawn_error,
+    end_group,
+    exited,
+    stop_process,
+)
 
 log = logging.getLogger("nexus.adapters")
 
@@ -66,6 +75,7 @@ class Supervisor:
         self._prepare = prepare
         self._launch: AdapterLaunch | None = None
         self._forwarders: set[asyncio.Task[None]] = set()  # one per process until its stderr ends
+        self._watchers: set[asyncio.Task[None]] = set()  # one per process until it exits
         self.proc: asyncio.subprocess.Process | None = None
         self.restarts = 0
         self.starts = 0
@@ -138,6 +148,9 @@ class Supervisor:
         forwarder = asyncio.create_task(forward_stderr(proc.stderr, self.name, self.clock), name=f"{self.name} stderr")
         self._forwarders.add(forwarder)
         forwarder.add_done_callback(self._forwarders.discard)
+        watcher = asyncio.create_task(_end_with(proc, self.policy.stop_grace_s), name=f"{self.name} exit")
+        self._watchers.add(watcher)
+        watcher.add_done_callback(self._watchers.discard)
         self.proc = proc
         self.state = "running"
         self.last_error = None
@@ -165,6 +178,8 @@ class Supervisor:
                 proc.stdin.close()
             await stop_process(proc, self.policy.stop_grace_s)
         self._release_env()
+        for watcher in list(self._watchers):
+            watcher.cancel()
         forwarders = list(self._forwarders)
         if (
             forwarders
@@ -184,3 +199,20 @@ class Supervisor:
         if self._launch is not None:
             self._launch.release()
         self._launch = None
+
+
+async def _end_with(proc: asyncio.subprocess.Process, grace: float) -> None:
+    """When the adapter exits, end what it left running, so that its readers reach the end of its output.
+
+    A child left in its process group (``cmd &``) holds its stdout: the reader would wait for
+    the end of a pipe the child keeps open, and the exit would go unnoticed (a delivery waiting
+    for its finish timeout, a monitor never restarted). One in a session of its own cannot be
+    signalled: the pipes are closed after :data:`~nexus.adapters.process.PIPE_GRACE_S`.
+    """
+    await exited(proc)
+    await end_group(proc, min(grace, PIPE_GRACE_S))
+    stdout = proc.stdout
+    deadline = asyncio.get_running_loop().time() + PIPE_GRACE_S
+    while stdout is not None and not stdout.at_eof() and asyncio.get_running_loop().time() < deadline:  # noqa: ASYNC110
+        await asyncio.sleep(0.05)  # the reader owns the stream: the end can be watched, not awaited
+    close_pipes(proc)

@@ -169,6 +169,16 @@ class DeliveryResult:
         return cls(success, [str(i) for i in ids], chunks, total, error)
 
 
+def said(text: object) -> str:
+    """Error text an adapter wrote, without any credential: an adapter may quote its own token.
+
+    Like a provider's error text (:func:`nexus.llm.redact.redact`), before it is stored, shown or sent.
+    """
+    from nexus.llm.redact import redact  # only when an adapter reports an error
+
+    return redact(str(text))
+
+
 def _delivery_error(raw: object) -> DeliveryError | None:
     if raw is None:
         return None
@@ -182,7 +192,7 @@ def _delivery_error(raw: object) -> DeliveryError | None:
         raise ProtocolError("'error.retry_after_ms' must be a number")
     return DeliveryError(
         type=str(kind),
-        message=str(message),
+        message=said(message),
         retry=bool(obj.get("retry", False)),
         retry_after_ms=None if retry_after is None else max(0, int(retry_after)),
     )
@@ -262,7 +272,7 @@ class HealthReport:
             connected=connected,
             account=str(obj.get("account", "")),
             last_event_at=None if last is None else str(last),
-            error=None if obj.get("error") is None else str(obj.get("error")),
+            error=None if obj.get("error") is None else said(obj.get("error")),
         )
 
 
@@ -309,7 +319,7 @@ class AdapterStreamStatus:
                 raise ProtocolError("delivery_complete needs a 'messageIds' list")
             return cls(kind, message_ids=tuple(str(i) for i in ids))
         if kind == "delivery_error":
-            return cls(kind, error=str(obj.get("error", "unknown error")))
+            return cls(kind, error=said(obj.get("error", "unknown error")))
         raise ProtocolError(f"unknown status type {kind!r}")
 
     def to_json(self) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from nexus.broker.agent_tools import DEFAULT_MAX_HOPS, CallerContext, broker_too
 from nexus.broker.modes import QueueMode, QueueOverrides, QueueSettings, parse_mode, resolve_settings
 from nexus.broker.session_queue import AddOutcome, Batch, QueuedMessage
 from nexus.broker.sessions import session_label_for
+from nexus.broker.smart import SmartRoutingFace
 from nexus.broker.types import (
     AgentIdentity,
     AgentMessage,
@@ -85,8 +86,9 @@ class BrokerSettings:
     """Messages between agents one conversation may pass (the agent tools refuse more)."""
 
 
-class AgentBroker:
-    """Routes messages to named agents through durable per-session queues (seed 003)."""
+class AgentBroker(SmartRoutingFace):
+    """Routes messages to named agents through durable per-session queues (seed 003); smart routing's
+    ``route_smart``, ``fork_from``, ``set_routing_mode`` and ``send_routed`` come from :mod:`nexus.broker.smart`."""
 
     def __init__(
         self,

@@ -20,6 +20,7 @@ from nexus._dataclass import dataclass
 from nexus.broker.broker import AgentBroker
 from nexus.broker.from_config import ConfiguredAgent, broker_settings
 from nexus.broker.inbound import InboundRouter, inbound_routes
+from nexus.broker.smart import SmartRouting
 
 if TYPE_CHECKING:
     from nexus.config import NexusConfig
@@ -76,6 +77,7 @@ class BrokerHost:
         """Stop draining (active runs are aborted and kept), then the monitors, then deliveries and adapters,
         then what the runs shared (the runtime's MCP servers)."""
         await self.broker.close()
+        await self.broker.close_routing()  # the index worker stops, the router's connection closes
         if self.inbound is not None:
             await self.inbound.close()
         if self.deliverer is not None:
@@ -115,6 +117,7 @@ def build_host(
         deliver=deliverer.deliver_stored if deliverer is not None else None,
     )
     runtime.spawner = BrokerSpawner(broker)  # a spawn_agent worker is a broker agent
+    broker.use_router(SmartRouting.from_config(config, ledger))  # the router is built on first use only
     inbound = None
     if monitors and deliverer is not None and inbound_routes(config.adapters):
         inbound = InboundRouter(broker, deliverer.router.manager)

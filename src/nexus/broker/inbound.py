@@ -131,6 +131,11 @@ class InboundRouter:
         except Exception as exc:  # a monitor that cannot run (missing credential...): logged, the broker goes on
             log.error("inbound %s/%s stopped: %s", route.adapter, route.account_id, exc)
 
+    async def wait_monitors(self) -> None:
+        """Return once every monitor started by :meth:`start` has ended (its restarts used up, or closed)."""
+        if self._monitors:
+            await asyncio.wait(self._monitors)  # cancelling this wait leaves the monitors running
+
     async def accept(self, route: InboundRoute, event: NexusEvent) -> bool:
         """Send ``event`` to the route's agent; ``True`` when it was queued now (not a duplicate)."""
         if route.agent is None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from nexus.cli._input import env_var_name
+
 _HANDLER = "nexus.cli.adapters_cmd:adapters_command"
 
 _DESCRIPTION = """\
@@ -60,6 +62,7 @@ def add_adapters(
     enable.add_argument(
         "--credential-env",
         metavar="VAR",
+        type=env_var_name,
         help="the environment variable holding the account's secret (stored as ${VAR}, never the value)",
     )
     enable.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="an account config value")

@@ -100,11 +100,20 @@ def add_send(commands: argparse._SubParsersAction[argparse.ArgumentParser], summ
         ),
         epilog=(
             'examples:\n  nexus send coder "fix the failing test" --wait\n  nexus send lead "status?" --mode collect\n'
+            '  nexus send --route smart "carry on with the flaky checkout test" --wait\n'
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub.add_argument("agent", metavar="AGENT", type=utf8_name, help="the agent's id")
+    sub.add_argument(
+        "agent", metavar="AGENT", nargs="?", type=utf8_name, help="the agent's id (with --route: may be left out)"
+    )
     sub.add_argument("message", metavar="MESSAGE", help="the message, or - to read it from stdin")
+    sub.add_argument(
+        "--route",
+        choices=("explicit", "smart", "hybrid"),
+        help="smart: continue the past work the message fits (a fork of it) or start a new conversation; "
+        "hybrid: the fork when confident, else AGENT as given (docs/routing.md)",
+    )
     sub.add_argument(
         "--mode", metavar="MODE", help="queue mode: steer, followup, collect, steer-backlog, queue, interrupt"
     )
@@ -138,10 +147,11 @@ def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser], sum
         "serve",
         help=summary,
         description=(
-            "One long-running process: the broker drains every agent's queue, and the HTTP API\n"
-            "(OpenAPI at /docs) serves agents, sessions, messages and an OpenAI-compatible\n"
+            "One long-running process: the broker drains every agent's queue, the web UI is at /,\n"
+            "and the HTTP API (OpenAPI at /docs) serves agents, sessions, messages and an OpenAI-compatible\n"
             "/v1/chat/completions. SIGTERM/SIGINT stop it cleanly: runs aborted and kept, queues durable.\n"
-            "A non-loopback --host needs [server] tokens in nexus.toml."
+            "A non-loopback --host needs [server] tokens in nexus.toml. Each request is logged on stderr\n"
+            "(method, path, status, time; never a header, body or query) unless --quiet."
         ),
         epilog="examples:\n  nexus serve\n  nexus serve --port 9000\n  NEXUS_TOKEN=s3cret nexus serve --host 0.0.0.0\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -150,4 +160,5 @@ def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser], sum
     sub.add_argument(
         "--port", type=int, metavar="PORT", help="port to listen on (default: [server] port, 8700; 0: any free port)"
     )
+    sub.add_argument("--quiet", action="store_true", help="no request lines on stderr (start, stop and errors only)")
     sub.set_defaults(handler="nexus.cli.serve_cmd:serve_command")

@@ -51,6 +51,7 @@ def doctor_command(args: argparse.Namespace) -> int:
     checks += _key_checks(config, env)
     checks.append(_model_check(config, env))
     checks += _broker_checks(config)
+    checks += _adapter_checks(config, env)
     checks.append(_database_check(config.database_path))
     checks.append(_workspace_check(config.workspace_path))
     checks.append(_local_check(config))
@@ -71,6 +72,7 @@ def _indent(text: str) -> str:
 def _key_checks(config: NexusConfig, env: Mapping[str, str]) -> list[Check]:
     from nexus.config import DEFAULT_MODELS, key_env_vars, provider_settings
     from nexus.errors import ConfigError
+    from nexus.llm.redact import redact
 
     found = []
     for provider in DEFAULT_MODELS:
@@ -93,7 +95,7 @@ def _key_checks(config: NexusConfig, env: Mapping[str, str]) -> list[Check]:
             detail, status = f"no key: add api_key to [providers.{name}] or set {key_env_vars(name)[0]}", "warn"
         else:
             detail, status = "; ".join(profiles), "ok" if settings.has_key else "warn"
-        where = f" at {settings.base_url}" if settings.base_url else ""
+        where = f" at {redact(settings.base_url)}" if settings.base_url else ""  # a gateway may take a key in it
         checks.append(Check(status, "provider", f"{name} ({settings.api}{where}): {detail}"))
     return checks
 
@@ -138,6 +140,20 @@ def _broker_checks(config: NexusConfig) -> list[Check]:
     elif agents:
         checks.append(Check("ok", "agents", ", ".join(agent.identity.agent_id for agent in agents)))
     return checks
+
+
+def _adapter_checks(config: NexusConfig, env: Mapping[str, str]) -> list[Check]:
+    """The enabled adapter accounts: ``fail`` for each whose credential variable is not set."""
+    from nexus.config._adapters import credential_problems
+
+    enabled = [f"{name}/{account_id}" for name, adapter in sorted(config.adapters.items())
+               for account_id, account in sorted(adapter.accounts.items()) if account.enabled]  # fmt: skip
+    if not enabled:
+        return []
+    problems = credential_problems(config.adapters, env)
+    if problems:
+        return [Check("fail", "adapters", problem) for problem in problems]
+    return [Check("ok", "adapters", ", ".join(enabled) + " (credentials set; `nexus adapters health` asks them)")]
 
 
 def _not_created_yet(name: str, path: Path, when: str) -> Check:

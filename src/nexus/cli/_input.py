@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "accept_text",
     "clean_text",
+    "env_var_name",
     "lenient_stdin",
     "message_id",
     "nonempty_name",
@@ -71,6 +72,20 @@ def message_id(text: str) -> str:
         raise argparse.ArgumentTypeError(f"is {len(text):,} characters; a message id has at most {limit}")
     if _CONTROL.search(text):
         raise argparse.ArgumentTypeError(f"{text!r} holds control characters (a newline, a tab …)")
+    return text
+
+
+_VARIABLE = LazyPattern(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def env_var_name(text: str) -> str:
+    """``--credential-env VAR``: a name a shell can export, as ``${VAR}`` in nexus.toml refers to one
+    (``"BAD NAME"`` was stored as ``${BAD NAME}``, never expanded: the adapter got that text as its token)."""
+    if not _VARIABLE.match(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an environment variable name: use letters, digits and _, not starting with a "
+            "digit (e.g. TELEGRAM_BOT_TOKEN)"
+        )
     return text
 
 

@@ -71,6 +71,10 @@ def _builder(name: str) -> Callable[[Commands, str], None]:
         from nexus.cli._db_parser import add_db
 
         return add_db
+    if name == "route":
+        from nexus.cli._route_parser import add_route
+
+        return add_route
     if name == "mcp":
         from nexus.cli._mcp_parser import add_mcp
 

@@ -209,11 +209,11 @@ def _turn_header(turn: Turn) -> str:
 def typed_text(text: str) -> str:
     """The text the user typed: a stored user message minus the ``[Event context]`` header the engine put first.
 
-    The header (time, channel…) is for the model; people reading history (``nexus sessions history``,
-    chat's ``/history``) want their own words. Text without the header comes back unchanged.
+    Text without the header comes back unchanged (see ``split_event_context``).
     """
-    head, marker, rest = text.partition("[/Event context]")
-    return rest.strip() if marker and head.startswith("[Event context]") else text
+    from nexus.engine.assembly.context import split_event_context
+
+    return split_event_context(text)[1]
 
 
 def _render(message: Message, *, raw: bool = False) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,13 @@ def _enable(args: argparse.Namespace) -> int:
     edit(args, change)
     extra = " with its monitor" if args.monitor else ""
     print(f"enabled {name}/{account}{extra}")
+    if args.credential_env and not os.environ.get(args.credential_env):
+        print(
+            f"nexus: warning: {args.credential_env} is not set in this shell: export it where `nexus serve` or "
+            f"`nexus adapters monitor` starts, or {name}/{account} runs without its credential "
+            "(`nexus doctor` checks it)",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from nexus.broker.inbound import InboundRouter
     from nexus.config import NexusConfig
     from nexus.ledger import Ledger
 
@@ -33,6 +35,11 @@ def monitor_command(args: argparse.Namespace) -> int:
             "no enabled adapter account has monitor = true; enable one with "
             "`nexus adapters enable NAME/ACCOUNT --monitor --agent ID`"
         )
+    from nexus.config._adapters import credential_problems
+
+    unset = credential_problems(config.adapters, os.environ, monitored_only=True)
+    if unset:  # its monitor would start without its token, fail, and leave nothing monitored
+        raise ConfigError("cannot monitor " + "; ".join(unset))
     with _open_ledger(config) as ledger, exclusive_broker(config):
         return asyncio.run(_run(config, ledger))
 
@@ -56,7 +63,8 @@ async def _run(config: NexusConfig, ledger: Ledger) -> int:
                 agent = f"{route.agent} (not a registered agent: its messages are skipped; `nexus agents add`)"
             print(f"nexus adapters monitor: {route.adapter}/{route.account_id} -> {agent}", file=sys.stderr)
         print("nexus adapters monitor: running (Ctrl-C or SIGTERM stops)", file=sys.stderr, flush=True)
-        await stop.wait()
+        if await _until_stopped(stop, inbound):
+            return 1
         print(
             f"nexus adapters monitor: stopping (active runs are aborted and kept); {inbound.accepted} inbound "
             f"message(s) queued, {inbound.duplicates} already seen (not run again)",
@@ -68,3 +76,22 @@ async def _run(config: NexusConfig, ledger: Ledger) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
     return 0
+
+
+async def _until_stopped(stop: asyncio.Event, inbound: InboundRouter) -> bool:
+    """Wait for SIGTERM/SIGINT; ``True`` (and say so) when every monitor ended first: nothing is monitored any more
+    (an adapter that kept failing: its restarts are used up), so running on would only look like working."""
+    stopped = asyncio.ensure_future(stop.wait())
+    monitors = asyncio.ensure_future(inbound.wait_monitors())
+    await asyncio.wait({stopped, monitors}, return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    monitors.cancel()
+    if stop.is_set():
+        return False
+    print(
+        "nexus adapters monitor: error: every monitor has stopped (see the lines above: "
+        "`nexus adapters health` says why); nothing is monitored, so it exits",
+        file=sys.stderr,
+        flush=True,
+    )
+    return True

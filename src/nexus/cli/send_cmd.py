@@ -44,10 +44,23 @@ def send_command(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
     session = _session_key(getattr(args, "session", None))
+    route = getattr(args, "route", None)
+    if args.agent is None and route in (None, "explicit"):
+        raise ConfigError("give the agent: nexus send AGENT MESSAGE (or --route smart|hybrid to let past work decide)")
     message = AgentMessage(
-        id=args.id or new_message_id(), from_=args.sender or "user", to=args.agent, content=content, session=session
+        id=args.id or new_message_id(),
+        from_=args.sender or "user",
+        to=args.agent or "",
+        content=content,
+        session=session,
     )
+    if args.wait:  # every message the conversation causes carries it: --wait waits for all of them (cli/_settle.py)
+        message.conversation_id = message.id
     with _open_ledger(config) as ledger:
+        if route is not None:
+            from nexus.cli._routed_send import route_message
+
+            message = route_message(config, ledger, message, route)
         _check_names(config, ledger, message)
         return asyncio.run(_send(config, ledger, message, mode, args))
 
@@ -199,6 +212,8 @@ async def _send_to_running_broker(
         from nexus.server.client import call_server
 
         body = {"content": message.content, "mode": mode, "id": message.id, "from": message.from_}
+        if message.conversation_id is not None:
+            body["conversation_id"] = message.conversation_id
         if message.session is not None:
             body["session"] = message.session
         if getattr(args, "deliver", None):
@@ -285,17 +300,48 @@ async def _watch(
     from nexus.broker.host import broker_lock, running_broker
 
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
-    while (item := store.get_item(item_id)) is not None and item.status in ("queued", "processing"):
+    waiting = _Unsettled(store, item_id, message.conversation_id)
+    while waiting.now():
         with broker_lock(config) as held:
             if held:  # the other broker is gone: run the conversation in this process
                 async with running_broker(config, ledger, scope={message.to}) as host:
                     await host.broker.wait_until_idle()
                 continue
         if deadline is not None and time.monotonic() > deadline:
-            print(f"nexus: error: no reply within {args.timeout} s (the message stays queued)", file=sys.stderr)
+            print(f"nexus: error: no reply within {args.timeout} s ({waiting.what()})", file=sys.stderr)
             return 1
         await asyncio.sleep(POLL_S)
     return _report(ledger, item_id, args)
+
+
+class _Unsettled:
+    """``--wait`` on another broker: the item not consumed yet, or (after its first reply) the conversation it
+    started still busy; says once what it waits for."""
+
+    def __init__(self, store: Any, item_id: str, conversation: str | None) -> None:
+        self.store, self.item_id, self.conversation = store, item_id, conversation
+        self.told = False
+        self.left: Any = None
+
+    def now(self) -> bool:
+        from nexus.cli._settle import pending
+
+        item = self.store.get_item(self.item_id)
+        if item is not None and item.status in ("queued", "processing"):
+            return True
+        if self.conversation is None:
+            return False
+        self.left = pending(self.store, self.conversation)
+        if self.left and not self.told:
+            self.told = True
+            print(f"nexus: the first reply is in; waiting for the conversation it started: {self.left.describe()}",
+                  file=sys.stderr)  # fmt: skip
+        return bool(self.left)
+
+    def what(self) -> str:
+        if self.left:
+            return f"still pending: {self.left.describe()}"
+        return "the message stays queued"
 
 
 def _say_accepted(message_id: str, item_id: str, duplicate: bool, args: Any) -> None:
@@ -308,6 +354,7 @@ def _say_accepted(message_id: str, item_id: str, duplicate: bool, args: Any) -> 
 def _report(ledger: Ledger, item_id: str, args: Any, *, reply_shown: bool = False) -> int:
     """Print the outcome (the reply with ``--wait`` unless it streamed, JSON with ``--json``); exit 1 on failure."""
     from nexus.broker.host import turn_reply
+    from nexus.cli._settle import later_answers
     from nexus.ledger.broker_store import BrokerStore
     from nexus.server._views import item_turns, turn_error_text
 
@@ -315,21 +362,30 @@ def _report(ledger: Ledger, item_id: str, args: Any, *, reply_shown: bool = Fals
     status = item.status if item is not None else "missing"
     reply = turn_reply(ledger, item.turn_id) if item is not None and item.turn_id else None
     turn = item_turns(ledger, [item]).get(item.turn_id or "") if item is not None else None
-    turn_failed = status == "delivered" and turn is not None and turn.status == "failed"
+    turn_failed = status == "delivered" and turn is not None and turn.status in ("failed", "aborted")
+    later = later_answers(ledger, BrokerStore(ledger.database), item) if item is not None and args.wait else []
     if args.json:
         print(json.dumps({
             "message_id": item.message_id if item else None, "queue_item_id": item_id, "status": status,
-            "turn_id": item.turn_id if item else None, "reply": reply, "error": item.error if item else None,
+            "turn_id": later[-1][0] if later else item.turn_id if item else None,
+            "reply": later[-1][1] if later else reply, "error": item.error if item else None,
             "turn_status": turn.status if turn else None, "turn_error": turn_error_text(turn),
+            "replies": [{"turn_id": t, "reply": r} for t, r in ([(item.turn_id, reply)] if item and reply else [])
+                        + later],
         }))  # fmt: skip
     else:
         if args.wait and reply and not reply_shown:
             print(reply)
+        for _, answer in later:  # the conversation went on (a worker's reply came back): its answers, in order
+            print(f"nexus: {item.agent_id if item else 'the agent'} answered again as the conversation went on:",
+                  file=sys.stderr)  # fmt: skip
+            print(answer)
         if status not in ("delivered", "queued", "processing"):  # with or without --wait: say why
             outcome = "failed" if status == "failed" else f"was {status}"
             print(f"nexus: error: the message {outcome}: {item.error if item else ''}", file=sys.stderr)
-        elif turn_failed:  # consumed (never run again), but its turn failed: say why
-            print(f"nexus: error: the message's turn failed: {turn_error_text(turn) or 'no reason recorded'}",
+        elif turn_failed and turn is not None:  # consumed (never run again), but its turn failed or was cut: say why
+            how = "was interrupted" if turn.status == "aborted" else "failed"
+            print(f"nexus: error: the message's turn {how}: {turn_error_text(turn) or 'no reason recorded'}",
                   file=sys.stderr)  # fmt: skip
     return 1 if status in ("failed", "dropped") or turn_failed else 0
 

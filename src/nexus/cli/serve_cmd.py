@@ -49,7 +49,7 @@ def serve_command(args: argparse.Namespace) -> int:
 
         tune_gc_for_many_runs()  # a long-lived process of many runs: freeze the startup heap, collect less often
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-            return runner.run(serve(config, ledger, settings))
+            return runner.run(serve(config, ledger, settings, log_requests=not getattr(args, "quiet", False)))
 
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

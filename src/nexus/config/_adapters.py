@@ -19,6 +19,7 @@ Strict like the rest of the file (unknown keys and wrong types are errors)::
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 from nexus.config._record import Record, field_check, record_check, setting
@@ -63,6 +64,8 @@ class AdapterConfig(Record):
     mode: Literal["auto", "native", "blocks"] = "auto"
     reasoning: bool = False
     timeout_s: float = setting(default=30.0, gt=0)
+    stream_processes: int | None = setting(default=None, ge=1, le=32)
+    """``stream`` processes per account at once (one delivery each): default 4 (the ``console`` builtin: 1)."""
     blocks: AdapterBlocks = setting(default_factory=AdapterBlocks)
     accounts: dict[str, AdapterAccount] = setting(default_factory=dict)
 
@@ -72,3 +75,25 @@ class AdapterConfig(Record):
             raise ValueError(f'give exactly one of command = "..." or builtin = one of {", ".join(BUILTIN_ADAPTERS)}')
         if self.command is not None and not self.command.strip():
             raise ValueError("command is empty")
+
+
+def credential_problems(
+    adapters: Mapping[str, AdapterConfig], env: Mapping[str, str], *, monitored_only: bool = False
+) -> list[str]:
+    """One line per enabled account (``monitored_only``: per monitored one) whose ``credential`` names a
+    variable that is not set: the adapter would start without its token and fail (only its ``health``
+    said so). Checked by ``nexus doctor``, ``nexus adapters enable --credential-env`` and ``monitor``."""
+    from nexus.config._env import missing_env
+
+    problems: list[str] = []
+    for name, adapter in sorted(adapters.items()):
+        for account_id, account in sorted(adapter.accounts.items()):
+            if not account.enabled or account.credential is None or (monitored_only and not account.monitor):
+                continue
+            missing = missing_env(account.credential, env)
+            if missing:
+                problems.append(
+                    f"{name}/{account_id}: its credential {account.credential} needs {', '.join(missing)}, which is "
+                    f"not set: export {missing[0]}=… in the shell that starts nexus"
+                )
+    return problems

@@ -18,6 +18,7 @@ from nexus.config._broker_schema import AgentConfig, BrokerConfig, check_agent_i
 from nexus.config._mcp_schema import McpConfig
 from nexus.config._paths import DATABASE_FILE_NAME, WORKSPACE_DIR_NAME, nexus_home, resolve_path
 from nexus.config._record import Record, field_check, record_check, setting
+from nexus.config._routing_schema import RoutingConfig
 from nexus.config._server_schema import ServerConfig
 from nexus.config._tool_names import expand_tool_patterns, rule_allows
 from nexus.errors import ConfigError
@@ -48,7 +49,7 @@ def _check_api(value: str | None) -> str | None:
 
 PromptProfile = Literal["minimal", "full"]
 """How much system prompt a model gets: ``full`` (identity, workspace files, tools, safety, runtime
-facts, the event header on each message) or ``minimal`` (identity and the date only), for tiny
+facts, the event header on each message) or ``minimal`` (its identity only), for tiny
 models that the full prompt derails."""
 
 ThinkingLevel = Literal["off", "minimal", "low", "medium", "high"]
@@ -257,6 +258,7 @@ class NexusConfig(Record):
     capture_dir: str | None = setting(default=None, min_length=1)
     """Save every provider response here, for bug reports (``$NEXUS_CAPTURE_DIR`` wins; docs/testing.md)."""
     broker: BrokerConfig = setting(default_factory=BrokerConfig)
+    routing: RoutingConfig = setting(default_factory=RoutingConfig)
     agents: dict[str, AgentConfig] = setting(default_factory=dict)
     adapters: dict[str, AdapterConfig] = setting(default_factory=dict)
     server: ServerConfig = setting(default_factory=ServerConfig)

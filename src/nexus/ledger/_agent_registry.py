@@ -85,7 +85,8 @@ class AgentRegistry:
 
         ``nexus agents add ID --tools …`` on an existing agent changes its tools only: a ``None``
         role or session and every spec key not in ``spec`` keep their stored values (a new agent
-        gets ``worker`` and ``agent:<id>``). A session another active agent talks in is refused
+        gets ``worker`` and ``agent:<id>``); a spec key given as ``None`` is removed (its default again).
+        A session another active agent talks in is refused
         (:class:`AgentSessionTakenError`, nothing written): two agents in one session would run
         into one history. Read, check and write share one transaction.
         """
@@ -96,10 +97,10 @@ class AgentRegistry:
                 _refuse_shared_session(conn, agent_id, session_label)
             if stored is not None:
                 role_now, label_now = role or stored.role, session_label or stored.session_label
-                return self._upsert_agent(conn, agent_id, role_now, label_now, {**stored.spec, **spec})
+                return self._upsert_agent(conn, agent_id, role_now, label_now, _set(stored.spec, spec))
             label = session_label or f"agent:{agent_id}"
             _refuse_shared_session(conn, agent_id, label)
-            return self._upsert_agent(conn, agent_id, role or "worker", label, spec)
+            return self._upsert_agent(conn, agent_id, role or "worker", label, _set({}, spec))
 
         return self._db.write(run)
 
@@ -156,3 +157,8 @@ class AgentRegistry:
             (agent_id,),
         ).fetchone()
         return None if row is None else _agent(row)
+
+
+def _set(stored: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """``stored`` updated with ``given``; a key given as ``None`` is removed."""
+    return {key: value for key, value in {**stored, **given}.items() if value is not None}

@@ -403,9 +403,78 @@ database (a lock file removed while held, a name of the database its lock does n
 first one's ``processing`` items as a crash leaves them and ran them again; now a claim takes such
 an item only when its broker is gone (``nexus.ledger._claims``). No index: the claim reads it by id."""
 
+_ROUTING = """
+CREATE TABLE route_checkpoints (
+  id INTEGER PRIMARY KEY,
+  turn_id TEXT NOT NULL UNIQUE,
+  turn_rowid INTEGER NOT NULL,
+  session_label TEXT NOT NULL,
+  agent_id TEXT,
+  parent_turn_id TEXT,
+  segment_id INTEGER NOT NULL,
+  position INTEGER NOT NULL,
+  status TEXT NOT NULL,
+  quality REAL NOT NULL,
+  link REAL NOT NULL DEFAULT 0,
+  completed_at INTEGER NOT NULL,
+  context TEXT NOT NULL,
+  files_json TEXT NOT NULL DEFAULT '[]',
+  indexed_at INTEGER NOT NULL
+);
+CREATE VIRTUAL TABLE route_fts USING fts5(ask, reply, files, content='', tokenize='unicode61');
+CREATE VIRTUAL TABLE route_vocab USING fts5vocab(route_fts, 'row');
+CREATE TABLE route_vectors (
+  checkpoint_id INTEGER PRIMARY KEY REFERENCES route_checkpoints(id),
+  embedder TEXT NOT NULL,
+  vector BLOB NOT NULL
+);
+CREATE TABLE route_decisions (
+  id TEXT PRIMARY KEY,
+  created_at INTEGER NOT NULL,
+  task TEXT NOT NULL,
+  agent_id TEXT,
+  conversation_id TEXT,
+  routing_mode TEXT NOT NULL,
+  arm TEXT NOT NULL,
+  decision TEXT NOT NULL CHECK (decision IN ('existing', 'new', 'explicit')),
+  turn_id TEXT,
+  confidence REAL NOT NULL,
+  alternatives_json TEXT NOT NULL DEFAULT '[]',
+  embedder TEXT,
+  took_ms REAL,
+  session_label TEXT,
+  message_id TEXT,
+  outcome_status TEXT,
+  outcome_turns INTEGER,
+  outcome_tokens INTEGER,
+  outcome_cost REAL,
+  outcome_at INTEGER,
+  feedback INTEGER,
+  feedback_note TEXT
+);
+CREATE INDEX route_decisions_created ON route_decisions(created_at);
+CREATE INDEX route_decisions_unsettled ON route_decisions(created_at)
+  WHERE outcome_at IS NULL AND message_id IS NOT NULL;
+CREATE TABLE route_state (
+  key TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+) WITHOUT ROWID;
+"""
+"""Version 13: smart routing (``nexus.routing``). ``route_checkpoints`` holds one row per closed turn the
+index has seen: where it is (session, segment and position, parent), its agent, its quality, how closely
+it continues its parent's work (``link``: similar text, same files), the short ``context`` text derived
+from it and the files its tools touched with their size, mtime and hash as the index first saw them
+(freshness compares the disk against these). ``route_fts`` is a contentless FTS5 table (BM25 over the
+request, the reply's gist and the file paths, as stemmed words; rowid = the checkpoint's id) and
+``route_vocab`` its vocabulary (document frequencies); ``route_vectors`` holds the embeddings (float32,
+one row per checkpoint, with the embedder that made them). ``route_decisions`` records every routing
+decision and, later, its run's outcome and feedback (A/B). ``route_state`` keeps the indexing
+watermark. The ledger itself reads none of these: dropping them loses only what ``nexus route reindex``
+rebuilds (and the decisions)."""
+
 MIGRATIONS: tuple[str, ...] = (
     _V1, _V2, _V3, _V4, _V5, _BROKER, _PROMPTS, _DELIVERIES, _QUEUE_INDEXES, _AWAITED_REPLIES,
-    _NO_AGENT_HISTORY_INDEX, _CLAIM_OWNER,
+    _NO_AGENT_HISTORY_INDEX, _CLAIM_OWNER, _ROUTING,
 )  # fmt: skip
 """Migration ``i`` takes a database from ``user_version`` i to i+1. Append only; never edit a shipped one."""
 

@@ -51,11 +51,26 @@ class SqlSessionStore:
         """Sessions matching every filter of ``query``, most recently updated first."""
         return await self._db.run_read(lambda c: _sessions.list_sessions(c, query))
 
-    async def update(self, label: str, *, status: str | None = None, task_status: str | None = None) -> None:
-        """Set a session's ``status`` (``archived`` hides it from default lists) and/or ``task_status``."""
+    async def update(
+        self,
+        label: str,
+        *,
+        status: str | None = None,
+        task_status: str | None = None,
+        metadata: dict[str, object] | None = None,
+    ) -> None:
+        """Set a session's ``status`` (``archived`` hides it from default lists) and/or ``task_status``, and
+        merge ``metadata`` into its metadata (a ``None`` value removes that key), in one transaction."""
         values = {key: value for key, value in (("status", status), ("task_status", task_status)) if value is not None}
-        if values:
-            await self._db.run_write(lambda c: _sessions.set_fields(c, label, **values))
+
+        def run(conn: Any) -> None:
+            if values:
+                _sessions.set_fields(conn, label, **values)
+            if metadata:
+                _sessions.merge_metadata(conn, label, metadata)
+
+        if values or metadata:
+            await self._db.run_write(run)
 
     async def add_alias(self, alias: str, session_label: str, *, reason: str = "manual") -> None:
         """Make ``alias`` another name of a session (identity_promotion, identity_merge, manual)."""

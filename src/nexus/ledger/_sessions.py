@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from nexus.ledger._rows import SESSION_COLUMNS, dumps_opt, fetch_session, session_from_row, turn_position
+from nexus.ledger._rows import SESSION_COLUMNS, dumps_opt, fetch_session, loads_opt, session_from_row, turn_position
 from nexus.ledger._ulid import new_ulid
 from nexus.ledger._write import move_pointer
 from nexus.ledger.errors import SessionExistsError, SessionNotFound, TurnStateError
@@ -168,6 +168,22 @@ def set_fields(conn: sqlite3.Connection, label: str, **values: object) -> None:
     label = resolve_label(conn, label)
     sets = ", ".join(f"{k} = ?" for k in values)
     conn.execute(f"UPDATE sessions SET {sets}, updated_at = ? WHERE label = ?", (*values.values(), now_ms(), label))
+
+
+def merge_metadata(conn: sqlite3.Connection, label: str, values: dict[str, object]) -> None:
+    """Merge ``values`` into a session's ``metadata`` (a ``None`` value removes its key); ``label`` may be an alias.
+
+    Read and written in the caller's write transaction, so two updates of different keys both stay.
+    """
+    label = resolve_label(conn, label)
+    row = conn.execute("SELECT metadata_json FROM sessions WHERE label = ?", (label,)).fetchone()
+    current = loads_opt(row[0]) if row is not None else None
+    merged = {**(current if isinstance(current, dict) else {}), **values}
+    kept = {key: value for key, value in merged.items() if value is not None}
+    conn.execute(
+        "UPDATE sessions SET metadata_json = ?, updated_at = ? WHERE label = ?",
+        (dumps_opt(kept or None), now_ms(), label),
+    )
 
 
 def ensure(conn: sqlite3.Connection, new: NewSession) -> Session:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import re
 import sqlite3
 import stat
 import threading
@@ -104,6 +105,27 @@ def refuse_second_name(path: str) -> None:
             "name it opens, so each name would be a different database that overwrites the other. Remove the "
             f"other names (find / -xdev -samefile {path}), or use a symlink, which SQLite resolves"
         )
+    if stat.S_ISREG(found.st_mode) and _mount_point(os.path.realpath(path)):
+        raise LedgerError(
+            f"the ledger {path} is a file mounted on its own (a bind mount of the file alone), another name for "
+            "a file elsewhere; SQLite keeps its write-ahead log beside the name it opens, so through each name "
+            "it would be a different database that overwrites the other. Bind-mount its directory instead"
+        )
+
+
+def _mount_point(path: str) -> bool:
+    """Is ``path`` a mount point (Linux: ``/proc/self/mountinfo``)? False where that cannot be told."""
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as info:
+            points = [line.split(" ", 5)[4] for line in info if line.count(" ") >= 5]
+    except OSError:
+        return False
+    return any(_unescape_mount(point) == path for point in points)
+
+
+def _unescape_mount(point: str) -> str:
+    """A mountinfo path with its octal escapes (``\\040`` for a space) decoded."""
+    return re.sub(r"\\([0-7]{3})", lambda found: chr(int(found.group(1), 8)), point)
 
 
 class Database:

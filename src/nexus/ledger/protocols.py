@@ -144,8 +144,16 @@ class SessionStore(Protocol):
         """Sessions matching every filter of ``query``, most recently updated first."""
         ...
 
-    async def update(self, label: str, *, status: str | None = None, task_status: str | None = None) -> None:
-        """Set a session's ``status`` (``archived``: nothing is deleted) or ``task_status``."""
+    async def update(
+        self,
+        label: str,
+        *,
+        status: str | None = None,
+        task_status: str | None = None,
+        metadata: dict[str, object] | None = None,
+    ) -> None:
+        """Set a session's ``status`` (``archived``: nothing is deleted) or ``task_status``; merge ``metadata``
+        into its metadata (a key given ``None`` is removed), e.g. a display ``title``. The label never changes."""
         ...
 
     async def add_alias(self, alias: str, session_label: str, *, reason: str = "manual") -> None:

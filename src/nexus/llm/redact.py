@@ -9,19 +9,24 @@ through :func:`redact`, and captures (:mod:`nexus.llm.capture`) go through the s
 - **values**: every secret this process knows — environment variables named like a
   credential (``*_API_KEY``, ``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD``), the values handed to
   :func:`add_secrets` by whoever resolves a credential (auth-profile keys, the server's
-  tokens, adapter credentials), and the request's own key — replaced wherever they appear;
+  tokens, adapter credentials), and the request's own key — replaced wherever they appear,
+  also as raw JSON or a URL spell them (``a\\/b``, ``a%2Fb``, ``a+b``);
 - **shapes**: strings that look like a key even when nobody told us about them
   (``sk-…``, ``sk-ant-…``, ``AIza…``, ``gh*_…``, ``xox*-…``, ``Bearer …``, a Telegram bot
-  token, ``?key=…`` in a URL, ``api_key: …``).
+  token, ``?key=…`` or ``user:password@`` in a URL, ``api_key: …``).
 
 Values shorter than 8 characters are not searched for: they would cut ordinary words.
+Redact a text whole, before it is cut to a length: a cut through a key leaves a part of it
+that neither net recognises.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterable, Mapping
+from urllib.parse import quote, quote_plus
 
 from nexus._lazy import LazyPattern
 
@@ -51,6 +56,7 @@ _LABELLED = (
     rf"((?i:\b(?:bearer|basic)\s+)){_GENERIC}",
     rf"((?i:[?&](?:key|api[_-]?key|access[_-]?token|token|secret|password)=))[^&\s\"'<>]{{{MIN_SECRET},}}",
     rf"((?i:\b(?:x-api-key|api[_-]?key|authorization|access[_-]?token|secret|password)[\"']?\s*[:=]\s*[\"']?)){_GENERIC}",
+    r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:)[^/\s@]+(?=@)",  # a URL's password: scheme://user:[redacted]@host
 )
 
 _registered: frozenset[str] = frozenset()  # replaced whole, never mutated: readers need no lock
@@ -97,11 +103,19 @@ def scrub(data: bytes, secrets: Iterable[str]) -> bytes:
 def redact(text: str, extra: Iterable[str | None] = ()) -> str:
     """``text`` without any known secret value (plus ``extra``) and without anything shaped like a key."""
     for secret in sorted(known_secrets(extra), key=len, reverse=True):
-        if secret in text:
-            text = text.replace(secret, REDACTED)
+        for spelling in _spellings(secret):
+            if spelling in text:
+                text = text.replace(spelling, REDACTED)
     for pattern, replacement in _patterns():
         text = pattern.sub(replacement, text)
     return text
+
+
+def _spellings(secret: str) -> list[str]:
+    """``secret`` as written, and as raw JSON and URLs write it (a provider may echo any of them)."""
+    escaped = json.dumps(secret)[1:-1]
+    found = [secret, escaped, escaped.replace("/", "\\/"), quote(secret, safe=""), quote(secret), quote_plus(secret)]
+    return list(dict.fromkeys(found))
 
 
 def key_shaped(text: str) -> bool:

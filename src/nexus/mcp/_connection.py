@@ -426,7 +426,7 @@ def _garbage_text(exc: Exception) -> str:
     if isinstance(line, str):
         from nexus.llm.redact import redact
 
-        return repr(redact(line[:120]))
+        return repr(redact(line)[:120])  # redacted whole: a cut key goes unseen
     return _one_line(exc)[:200]
 
 
@@ -436,7 +436,7 @@ def _one_line(exc: BaseException) -> str:
         text = "; ".join(_one_line(inner) for inner in exc.exceptions)
     from nexus.llm.redact import redact
 
-    return redact(text[:500])
+    return redact(text)[:500]
 
 
 def _quiet_sdk_log() -> None:

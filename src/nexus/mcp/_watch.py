@@ -89,7 +89,9 @@ class StderrTail:
         self._lines: deque[str] = deque(maxlen=_TAIL_LINES)
 
     def __call__(self, line: bytes) -> None:
-        text = line.decode("utf-8", "replace")
+        from nexus.llm.redact import redact
+
+        text = redact(line.decode("utf-8", "replace"))  # whole: a cut through a credential leaves a part unseen
         log.debug("mcp server %s: %s", self._name, text)
         if text.strip():
             self._lines.append(text[:_TAIL_LINE_CHARS])

@@ -17,7 +17,8 @@ router = APIRouter(prefix="/v1", tags=["agents"])
 
 
 class AgentRequest(BaseModel):
-    """``POST /v1/agents``: register a named agent, or update one (fields left out keep their values)."""
+    """``POST /v1/agents``: register a named agent, or update one (fields left out keep their values; ``model``,
+    ``tools`` or ``system_prompt`` given as null go back to the default: the run's model, every tool, none)."""
 
     model_config = ConfigDict(extra="forbid")
     id: str = Field(min_length=1, max_length=64)
@@ -98,9 +99,9 @@ def list_agents(request: Request) -> Any:
 async def register_agent(request: Request, body: AgentRequest) -> Any:
     state = _state(request)
     given = body.model_fields_set  # an update keeps what the request leaves out
-    spec = body.model_dump(include={"model", "tools", "system_prompt"} & given, exclude_none=True)
+    spec = body.model_dump(include={"model", "tools", "system_prompt"} & given)  # null: back to the default
     role = body.role if "role" in given else None
-    if "model" in spec:
+    if spec.get("model") is not None:
         _check_model(state, spec["model"])
     from nexus.ledger.errors import AgentSessionTakenError
 

@@ -15,10 +15,8 @@ from __future__ import annotations
 from nexus.ledger import SessionNotFound
 from nexus.ledger.broker_store import AgentRow
 from nexus.server._errors import ApiError
+from nexus.server._owners import OWNER_KEY, Owners
 from nexus.server._state import ServerState
-
-OWNER_KEY = "agent"
-"""The session ``metadata`` key naming the agent whose session the facade created."""
 
 
 def claim_chat_session(state: ServerState, agent: AgentRow, label: str) -> str:
@@ -43,17 +41,4 @@ def claim_chat_session(state: ServerState, agent: AgentRow, label: str) -> str:
 
 def _owner(state: ServerState, label: str, metadata: dict[str, object] | None) -> str | None:
     """The agent ``label`` belongs to, or None (a session of no agent: anyone's)."""
-    stamped = metadata.get(OWNER_KEY) if metadata else None
-    if isinstance(stamped, str):
-        return stamped
-    for row in state.store.list_agents():
-        own = row.session_label
-        if label == own or label.startswith(f"{own}:user:") or _per_sender_of(row.agent_id, label):
-            return row.agent_id
-    return None
-
-
-def _per_sender_of(agent_id: str, label: str) -> bool:
-    """True for a label ``session_label_for`` gives one of the agent's per-sender sessions."""
-    prefix, tilde, _ = label.partition("~")
-    return bool(tilde) and prefix in (agent_id, agent_id[:32])
+    return Owners(state.store.list_agents()).owner_id(label, metadata)

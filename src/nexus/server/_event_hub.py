@@ -126,6 +126,9 @@ class EventHub:
         self._bytes = 0
         self._count = 0
         self._last_id = time.time_ns() // 1000
+        self._first_id = self._last_id
+        """The cursor of a reader that came before any event; an older id (an earlier process's) was never
+        issued here (a ``reset`` says ``unknown``, not ``expired``)."""
         self._subscribers = 0
         self._closed = False
         self._last_sweep = clock()
@@ -319,7 +322,8 @@ class EventHub:
                 del self._channels[label]
 
     def _reset_frame(self, cursor: int, channel: _Channel, newest: int) -> bytes:
-        reason = "expired" if cursor < channel.floor else "unknown"
+        issued_here = self._first_id <= cursor <= newest
+        reason = "expired" if issued_here and cursor < channel.floor else "unknown"
         message = (
             "events after this id are no longer retained"
             if reason == "expired"

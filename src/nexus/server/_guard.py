@@ -20,8 +20,9 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-OPEN_PATHS = ("/v1/health", "/")
-"""Paths that need no token: the liveness probe and the web UI's page (it holds no data)."""
+OPEN_PATHS = ("/v1/health", "/", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json")
+"""Paths that need no token: the liveness probe, the web UI's page and the API's documentation (none holds
+data; a browser cannot send a token to open a page: /docs takes one with its Authorize button)."""
 OPEN_PREFIXES = ("/ui/",)
 """The web UI's static scripts and styles (no data either)."""
 

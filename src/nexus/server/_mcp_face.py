@@ -172,6 +172,7 @@ class _Progress:
 
 def _session_tools(server: MCPServer, state: ServerState) -> None:
     from nexus.ledger.records import NewSession, SessionQuery
+    from nexus.server._owners import Owners
     from nexus.server._views import session_view
 
     ledger = state.ledger
@@ -179,7 +180,8 @@ def _session_tools(server: MCPServer, state: ServerState) -> None:
     @server.tool(description="Sessions, most recently updated first (label, head turn, origin).")
     async def list_sessions(limit: int = 50) -> dict[str, Any]:
         sessions = await ledger.sessions.list(SessionQuery(status="active", limit=max(1, min(limit, 1000))))
-        return {"sessions": [session_view(s) for s in sessions]}
+        owners = Owners(state.store.list_agents())
+        return {"sessions": [session_view(s, owners) for s in sessions]}
 
     @server.tool(description="The last turns of a session as a transcript: who said what, which tools ran.")
     async def get_history(session: str, limit: int = 20) -> dict[str, Any]:
@@ -204,7 +206,8 @@ def _session_tools(server: MCPServer, state: ServerState) -> None:
                 raise ValueError(f"session {found.label!r} has no turns yet: there is nothing to fork")
             if at not in {t.id for t in await ledger.turns.path(found.label)}:
                 raise ValueError(f"turn {at!r} is not in the history of session {found.label!r}")
-            return session_view(await ledger.sessions.create(NewSession(label or None, origin="fork", head_turn_id=at)))
+            fork = await ledger.sessions.create(NewSession(label or None, origin="fork", head_turn_id=at))
+            return session_view(fork, Owners(state.store.list_agents()))
         except Exception as exc:
             raise _fail(exc) from None
 
@@ -228,6 +231,7 @@ async def _transcript_turn(state: ServerState, turn: Any) -> dict[str, Any]:
 
 def _resources(server: MCPServer, state: ServerState) -> None:
     from nexus.ledger.records import SessionQuery
+    from nexus.server._owners import Owners
     from nexus.server._views import message_view, session_view, tool_call_view, turn_view
 
     ledger = state.ledger
@@ -235,7 +239,9 @@ def _resources(server: MCPServer, state: ServerState) -> None:
     @server.resource("nexus://sessions", name="sessions", mime_type="application/json",
                      description="Every active session, most recently updated first.")  # fmt: skip
     async def sessions() -> str:
-        return json.dumps({"sessions": [session_view(s) for s in await ledger.sessions.list(SessionQuery("active"))]})
+        owners = Owners(state.store.list_agents())
+        listed = await ledger.sessions.list(SessionQuery("active"))
+        return json.dumps({"sessions": [session_view(s, owners) for s in listed]})
 
     @server.resource("nexus://sessions/{label}", name="session", mime_type="application/json",
                      description="A session's history: its turns, root first, with every message.")  # fmt: skip

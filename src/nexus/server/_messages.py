@@ -19,6 +19,7 @@ from nexus.broker.types import MAX_CONTENT_CHARS
 from nexus.server._deliver import DELIVER_DESCRIPTION, DeliverTo, delivery_target, send_and_deliver
 from nexus.server._errors import ApiError
 from nexus.server._openapi import answers
+from nexus.server._routing import ROUTE_DESCRIPTION, RouteName, routed
 from nexus.server._schemas import Aborted, Dropped, Receipt
 from nexus.server._state import ServerState
 
@@ -61,6 +62,12 @@ class MessageRequest(_AgentMessageBody):
         default=None, max_length=40, description="steer, followup, collect, steer-backlog, queue, interrupt"
     )
     deliver: DeliverTo | str | None = Field(default=None, description=DELIVER_DESCRIPTION)
+    conversation_id: str | None = Field(
+        default=None, min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$",
+        description="carried by every message this one causes (delegations, replies): `nexus send --wait` "
+        "waits for all of them",
+    )  # fmt: skip
+    route: RouteName | None = Field(default=None, description=ROUTE_DESCRIPTION)
 
     @field_validator("mode")
     @classmethod
@@ -141,14 +148,16 @@ async def accept_message(
     sender: str,
     deliver: DeliverTo | str | None = None,
     session: str | None = None,
+    conversation_id: str | None = None,
 ) -> dict[str, Any]:
     """Accept one message durably (the broker's ``send`` when it runs here) and say which queue item holds it.
 
     With ``deliver``, the reply of the run that consumes it also goes to that adapter target;
     ``session``: the key of the agent's per-sender session it goes to (``None``: its own)."""
     answer, _ = await accept_with_receipt(
-        state, agent_id, content, mode=mode, message_id=message_id, sender=sender, deliver=deliver, session=session
-    )
+        state, agent_id, content, mode=mode, message_id=message_id, sender=sender, deliver=deliver, session=session,
+        conversation_id=conversation_id,
+    )  # fmt: skip
     return answer
 
 
@@ -162,6 +171,7 @@ async def accept_with_receipt(
     sender: str,
     deliver: DeliverTo | str | None = None,
     session: str | None = None,
+    conversation_id: str | None = None,
 ) -> tuple[dict[str, Any], SendReceipt | None]:
     """:func:`accept_message`, with the broker's receipt (``None``: queued for the process that drains)."""
     from nexus.broker import AgentMessage, new_message_id
@@ -169,8 +179,9 @@ async def accept_with_receipt(
     _check_names(state, agent_id, sender)
     target = None if deliver is None else delivery_target(state, deliver)
     message = AgentMessage(
-        id=message_id or new_message_id(), from_=sender, to=agent_id, content=content, session=session
-    )
+        id=message_id or new_message_id(), from_=sender, to=agent_id, content=content, session=session,
+        conversation_id=conversation_id,
+    )  # fmt: skip
     if state.broker is not None:
         ensure_in_broker(state, agent_id)
         delivering = None
@@ -213,10 +224,24 @@ def _accept_for_other_process(state: ServerState, message: Any, mode: str | None
     responses=answers(Receipt, 400, 404, 409, status=202),
 )
 async def send_message(request: Request, agent_id: str, body: MessageRequest) -> Any:
-    return await accept_message(
-        _state(request), agent_id, body.content, mode=body.mode, message_id=body.id, sender=body.from_ or "user",
-        deliver=body.deliver, session=body.session,
+    state = _state(request)
+    if body.route is None:
+        return await accept_message(
+            state, agent_id, body.content, mode=body.mode, message_id=body.id, sender=body.from_ or "user",
+            deliver=body.deliver, session=body.session, conversation_id=body.conversation_id,
+        )  # fmt: skip
+    from nexus.broker import AgentMessage, new_message_id
+
+    _check_names(state, agent_id, body.from_ or "user")
+    message = AgentMessage(id=body.id or new_message_id(), from_=body.from_ or "user", to=agent_id,
+                           content=body.content, session=body.session,
+                           conversation_id=body.conversation_id)  # fmt: skip
+    message, about = await routed(state, message, body.route)
+    answer = await accept_message(
+        state, message.to, message.content, mode=body.mode, message_id=message.id, sender=message.from_,
+        deliver=body.deliver, session=message.session, conversation_id=message.conversation_id,
     )  # fmt: skip
+    return {**answer, "route": about}
 
 
 @router.post(

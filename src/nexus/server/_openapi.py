@@ -60,8 +60,19 @@ def install_openapi(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
+BEARER = {
+    "type": "http",
+    "scheme": "bearer",
+    "description": "one of [server] tokens, or the token of this start (server.json; the web UI's #token=)",
+}
+
+
 def _complete(schema: dict[str, Any]) -> dict[str, Any]:
-    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    # Tokens are optional (a loopback server without [server] tokens needs none): bearer, or nothing.
+    # Declared, /docs shows an Authorize button that sends the token with every call it tries.
+    schema.setdefault("components", {})["securitySchemes"] = {"bearer": BEARER}
+    schema["security"] = [{"bearer": []}, {}]
+    components = schema["components"].setdefault("schemas", {})
     body = ErrorBody.model_json_schema(ref_template="#/components/schemas/{model}")
     components.update(body.pop("$defs", {}))
     components["ErrorBody"] = body

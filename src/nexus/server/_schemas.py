@@ -35,16 +35,26 @@ class Health(BaseModel):
 
 
 class SessionOut(BaseModel):
-    """A session: a movable pointer (``head_turn_id``) into the turn tree."""
+    """A session: a movable pointer (``head_turn_id``) into the turn tree, and whose it is."""
 
     label: str
+    title: str | None = Field(description="its display title (PATCH sets it); the label never changes")
     head_turn_id: str | None
     origin: str
-    status: str
+    status: str = Field(description="active, or archived (hidden from lists; every turn kept)")
     created_at: int
     updated_at: int
     is_subagent: bool
     parent_session_label: str | None
+    agent: str | None = Field(description="the agent the session belongs to (null: no agent's)")
+    session_key: str | None = Field(
+        description="the `session` a message to that agent must carry to run here (null: its own session, "
+        "or no key reaches this one)"
+    )
+    channel: str = Field(
+        description="where its messages come from: a platform (telegram), web, agent, openai, subagent, fork, "
+        "import or cli"
+    )
 
 
 class SessionList(BaseModel):
@@ -71,6 +81,7 @@ class TurnOut(BaseModel):
     stop_reason: str | None
     tool_call_count: int
     has_children: bool
+    error: str | None = Field(description="why the turn failed or was aborted, in one line")
 
 
 class SessionDetail(SessionOut):
@@ -87,6 +98,10 @@ class MessageOut(BaseModel):
     turn_id: str
     ordinal: int
     role: str
+    text: str | None = Field(default=None, description="user messages: what the user wrote")
+    event_context: str | None = Field(
+        default=None, description="user messages: the [Event context] header the model was given before it"
+    )
 
 
 class DeliveryOut(BaseModel):
@@ -124,6 +139,7 @@ class TreeTurn(TurnOut):
     on_path: bool
     heads_of: list[str]
     deliveries: list[DeliveryOut]
+    preview: str = Field(description="what the user wrote (else the reply's start), at most 200 characters")
 
 
 class Tree(BaseModel):
@@ -210,6 +226,24 @@ class Receipt(BaseModel):
     deliver: dict[str, Any] | None = Field(
         default=None, description="the resolved reply target, when the message asked for one (null: a duplicate)"
     )
+    route: dict[str, Any] | None = Field(
+        default=None,
+        description="with route: the mode, the A/B arm, the agent and session the message went to, and the decision",
+    )
+
+
+class RouteDecision(BaseModel):
+    """A routing decision (docs/routing.md): continue ``checkpoint`` (``existing``) or start ``new``."""
+
+    mode: str
+    checkpoint: dict[str, Any] | None
+    confidence: float
+    threshold: float
+    alternatives: list[dict[str, Any] | None]
+    scores: list[dict[str, Any]]
+    notes: list[str]
+    decision_id: str | None
+    took_ms: float
 
 
 class Aborted(BaseModel):
@@ -262,3 +296,33 @@ class ChatCompletion(BaseModel):
     choices: list[ChatChoice]
     usage: ChatUsage
     system_fingerprint: None
+
+
+class AgentMessageOut(BaseModel):
+    """One agent-to-agent message (``broker_messages``) and the reply its turn gave."""
+
+    model_config = ConfigDict(populate_by_name=True)
+    id: str
+    from_: str | None = Field(alias="from")
+    to: str
+    session_label: str | None
+    content: str
+    created_at: int
+    conversation_id: str | None
+    in_reply_to: str | None = Field(description="the message this one answers (a worker's result), if any")
+    status: str = Field(description="the queue item's status: queued, processing, delivered, failed, dropped")
+    turn_id: str | None
+    turn_status: str | None
+    reply: str | None = Field(description="the reply text of the turn that consumed it (null until there is one)")
+
+
+class AgentMessageList(BaseModel):
+    messages: list[AgentMessageOut]
+
+
+class Catalog(BaseModel):
+    """What an agent form offers: tool names, queue modes and the model catalog."""
+
+    tools: list[str]
+    queue_modes: list[str]
+    models: list[str]

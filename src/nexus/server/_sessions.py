@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import tempfile
 from collections.abc import Callable
@@ -10,16 +11,16 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from nexus.ledger import Ledger
 from nexus.ledger.errors import PiFormatError
 from nexus.ledger.labels import label_problem
 from nexus.server._errors import ApiError
 from nexus.server._openapi import answers
-from nexus.server._schemas import History, ImportResult, SessionDetail, SessionList, SessionOut, Tree, TurnDetail
+from nexus.server._owners import Owners
+from nexus.server._schemas import History, ImportResult, SessionDetail, SessionList, Tree, TurnDetail
 from nexus.server._state import ServerState
-from nexus.server._views import message_view, session_view, tool_call_view, turn_view
+from nexus.server._views import message_view, session_view, tool_call_view, turn_preview, turn_view
 
 router = APIRouter(prefix="/v1", tags=["sessions"])
 
@@ -33,43 +34,43 @@ class JsonLinesResponse(Response):
 MAX_TREE_TURNS = 5000
 
 
-class ForkRequest(BaseModel):
-    """``POST /v1/sessions/{label}/fork``: the turn to continue from and the new session's label."""
-
-    model_config = ConfigDict(extra="forbid")
-    turn_id: str = Field(min_length=1, max_length=64)
-    label: str | None = Field(default=None, min_length=1, max_length=200)
-
-    @field_validator("label")
-    @classmethod
-    def _addressable(cls, value: str | None) -> str | None:
-        problem = None if value is None else label_problem(value)
-        if problem is not None:
-            raise ValueError(problem)
-        return value
-
-
 def _state(request: Request) -> ServerState:
     state: ServerState = request.app.state.nexus
     return state
 
 
 @router.get("/sessions", summary="Sessions, most recently updated first", responses=answers(SessionList))
-def list_sessions(request: Request, include_archived: bool = False, limit: int = Query(200, ge=1, le=10_000)) -> Any:
-    ledger = _state(request).ledger
-    sessions = ledger.list_sessions(status=None if include_archived else "active", limit=limit)
-    return {"sessions": [session_view(s) for s in sessions]}
+def list_sessions(
+    request: Request,
+    include_archived: bool = False,
+    limit: int = Query(200, ge=1, le=10_000),
+    q: str | None = Query(None, max_length=200, description="sessions whose label, title, agent or channel has it"),
+) -> Any:
+    state = _state(request)
+    status = None if include_archived else "active"
+    sessions = state.ledger.list_sessions(status=status, limit=None if q else limit)
+    owners = Owners(state.store.list_agents())
+    views = (session_view(s, owners) for s in sessions)
+    if q:
+        needle = q.casefold()
+        views = (v for v in views if any(needle in str(v[k] or "").casefold() for k in SEARCHED))
+    return {"sessions": list(itertools.islice(views, limit))}
+
+
+SEARCHED = ("label", "title", "agent", "channel", "session_key")
+"""The fields ``GET /v1/sessions?q=`` looks in."""
 
 
 @router.get(
     "/sessions/{label}", summary="One session with its head turn and aliases", responses=answers(SessionDetail, 404)
 )
 def show_session(request: Request, label: str) -> Any:
-    ledger = _state(request).ledger
+    state = _state(request)
+    ledger = state.ledger
     session = ledger.resolve_session(label)
     head = ledger.get_turn(session.thread_id) if session.thread_id else None
     return {
-        **session_view(session),
+        **session_view(session, Owners(state.store.list_agents())),
         "aliases": ledger.aliases(session.label),
         "head": None if head is None else turn_view(head),
         "turns": 0 if head is None else head.depth + 1,
@@ -115,7 +116,13 @@ def session_tree(request: Request, label: str) -> Any:
         "head_turn_id": session.thread_id,
         "truncated": truncated,
         "turns": [
-            {**turn_view(t), "on_path": t.id in path, "heads_of": heads.get(t.id, []), "deliveries": sent(t.id)}
+            {
+                **turn_view(t),
+                "on_path": t.id in path,
+                "heads_of": heads.get(t.id, []),
+                "deliveries": sent(t.id),
+                "preview": turn_preview(ledger.messages(t.id)),
+            }
             for t in turns
         ],
     }
@@ -135,20 +142,6 @@ def show_turn(request: Request, turn_id: str) -> Any:
         "tool_calls": [tool_call_view(c) for c in ledger.tool_calls(turn.id)],
         "deliveries": _deliveries(ledger, [turn.id])(turn.id),
     }
-
-
-@router.post(
-    "/sessions/{label}/fork",
-    status_code=201,
-    summary="A new session at a turn of this one",
-    responses=answers(SessionOut, 404, 409, status=201),
-)
-def fork_session(request: Request, label: str, body: ForkRequest) -> Any:
-    ledger = _state(request).ledger
-    session = ledger.resolve_session(label)
-    if body.turn_id not in {t.id for t in ledger.turns(session.label)}:
-        raise ApiError(404, "not_found", f"turn {body.turn_id!r} is not in the history of session {session.label!r}")
-    return session_view(ledger.fork(body.turn_id, body.label))
 
 
 @router.get(

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from nexus.engine.assembly.context import split_event_context
 from nexus.ledger import Ledger, Session, StoredMessage, ToolCallRecord, Turn, TurnNotFound
 from nexus.ledger.broker_store import AgentRow, BrokerQueueItem
 from nexus.llm.serde import message_to_dict
+from nexus.llm.types import Message, TextContent, UserMessage
+from nexus.server._owners import TITLE_KEY, Owners
 
 
-def session_view(session: Session) -> dict[str, Any]:
-    """A session: its label, head turn and where it came from."""
+def session_view(session: Session, owners: Owners) -> dict[str, Any]:
+    """A session: its label and title, head turn, where it came from, its agent and how to reach it."""
+    owned = owners.of(session)
+    title = session.metadata.get(TITLE_KEY) if session.metadata else None
     return {
         "label": session.label,
+        "title": title if isinstance(title, str) else None,
         "head_turn_id": session.thread_id,
         "origin": session.origin,
         "status": session.status,
@@ -20,6 +26,9 @@ def session_view(session: Session) -> dict[str, Any]:
         "updated_at": session.updated_at,
         "is_subagent": session.is_subagent,
         "parent_session_label": session.parent_session_label,
+        "agent": owned.agent_id,
+        "session_key": owned.session_key,
+        "channel": owned.channel,
     }
 
 
@@ -43,12 +52,45 @@ def turn_view(turn: Turn) -> dict[str, Any]:
         "stop_reason": turn.stop_reason,
         "tool_call_count": turn.tool_call_count,
         "has_children": turn.has_children,
+        "error": turn_error_text(turn),
     }
 
 
 def message_view(stored: StoredMessage) -> dict[str, Any]:
-    """A stored message with its ledger id and the message in nexus.llm's JSON form."""
-    return {"id": stored.id, "turn_id": stored.turn_id, "ordinal": stored.ordinal, **message_to_dict(stored.message)}
+    """A stored message with its ledger id and the message in nexus.llm's JSON form.
+
+    A user message also gets ``text`` (what the user wrote) and ``event_context`` (the header the
+    engine put before it for the model: time, channel, sender; ``null`` when there was none).
+    """
+    view = {"id": stored.id, "turn_id": stored.turn_id, "ordinal": stored.ordinal, **message_to_dict(stored.message)}
+    if isinstance(stored.message, UserMessage):
+        view["event_context"], view["text"] = split_event_context(_user_text(stored.message))
+    return view
+
+
+def _user_text(message: UserMessage) -> str:
+    content = message.content
+    return content if isinstance(content, str) else "".join(b.text for b in content if isinstance(b, TextContent))
+
+
+PREVIEW_CHARS = 200
+
+
+def turn_preview(messages: list[StoredMessage]) -> str:
+    """What a turn is about, in one line for a tree: what the user wrote (else the reply's start)."""
+    for role in ("user", "assistant"):
+        for stored in messages:
+            if stored.message.role == role:
+                text = " ".join(_plain_text(stored.message).split())
+                if text:
+                    return text[:PREVIEW_CHARS]
+    return ""
+
+
+def _plain_text(message: Message) -> str:
+    if isinstance(message, UserMessage):
+        return split_event_context(_user_text(message))[1]
+    return "".join(b.text for b in message.content if isinstance(b, TextContent))
 
 
 def tool_call_view(call: ToolCallRecord) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from fastapi import FastAPI
 
 from nexus import __version__
 from nexus.config._server_schema import ServerConfig
+from nexus.server._access_log import AccessLog
 from nexus.server._browser_guard import BrowserGuard
 from nexus.server._errors import install_error_handlers
 from nexus.server._event_hub import EventHub
@@ -31,7 +32,7 @@ def create_app(state: ServerState, config: ServerConfig | None = None) -> Any:
     Builds ``state.events`` from ``config`` when the caller gave no hub. SSE streams never end on
     their own: at shutdown call ``state.events.close()`` before stopping uvicorn.
     """
-    from nexus.server import _agents, _events, _sessions, _ui
+    from nexus.server import _agent_messages, _agents, _docs, _events, _session_edit, _sessions, _ui
 
     settings = config or ServerConfig()
     if state.events is None:
@@ -45,6 +46,8 @@ def create_app(state: ServerState, config: ServerConfig | None = None) -> Any:
         title="Nexus broker",
         version=__version__,
         description="Agents, sessions and their turn trees over HTTP. Errors are `{error: {type, message}}`.",
+        docs_url=None,  # our own /docs: a pinned Swagger UI under a strict CSP (nexus.server._docs)
+        redoc_url=None,
     )
     app.state.nexus = state
     install_error_handlers(app)
@@ -61,19 +64,22 @@ def create_app(state: ServerState, config: ServerConfig | None = None) -> Any:
         return {"status": "ok", "version": __version__, "ledger": "ok" if sessions >= 0 else "error"}
 
     app.include_router(_sessions.router)
+    app.include_router(_session_edit.router)
     app.include_router(_agents.router)
+    app.include_router(_agent_messages.router)
     app.include_router(_events.router)
     from nexus.server import mcp_http
 
     mcp_http.mount(app, state)  # /mcp: the MCP face, behind the same guards as every route
     _ui.mount(app)
+    _docs.mount(app)
     _include_serve_routes(app)
     app.state.route_methods = route_methods(app)  # OPTIONS' and 405's Allow
     return _middleware(app, settings)
 
 
 def _middleware(app: FastAPI, settings: ServerConfig) -> Any:
-    """Host/Origin/media-type checks, then CORS, then tokens and the body limit, then the routes.
+    """The access log, then Host/Origin/media-type checks, then CORS, then tokens and the body limit, then the routes.
 
     CORS sits before the token check: a browser's preflight never carries ``Authorization``,
     and a 401 must carry ``Access-Control-Allow-Origin`` for the page to read it.
@@ -85,14 +91,14 @@ def _middleware(app: FastAPI, settings: ServerConfig) -> Any:
         inner = CORSMiddleware(
             inner,
             allow_origins=list(settings.cors_origins),
-            allow_methods=["GET", "HEAD", "POST", "DELETE"],
+            allow_methods=["GET", "HEAD", "POST", "PATCH", "DELETE"],
             allow_headers=["authorization", "content-type", "last-event-id", "x-nexus-session"],
             expose_headers=["x-nexus-session", "x-nexus-turn-id"],
         )
     rules = HostRules(
         bound_host=settings.host, allowed_hosts=list(settings.allowed_hosts), cors_origins=list(settings.cors_origins)
     )
-    return BrowserGuard(inner, rules, app.state.route_methods, cors=bool(settings.cors_origins))
+    return AccessLog(BrowserGuard(inner, rules, app.state.route_methods, cors=bool(settings.cors_origins)))
 
 
 def route_methods(app: FastAPI) -> Callable[[str], set[str]]:
@@ -118,7 +124,8 @@ def route_methods(app: FastAPI) -> Callable[[str], set[str]]:
 
 def _include_serve_routes(app: FastAPI) -> None:
     """Messages, abort/interrupt and the OpenAI-compatible facade (they use the broker when it runs here)."""
-    from nexus.server import _messages, _openai
+    from nexus.server import _messages, _openai, _routing
 
     app.include_router(_messages.router)
+    app.include_router(_routing.router)
     app.include_router(_openai.router)

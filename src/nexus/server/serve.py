@@ -60,20 +60,34 @@ class NexusUvicorn(uvicorn.Server):
 
 
 async def serve(
-    config: NexusConfig, ledger: Ledger, settings: ServerConfig, *, stream_fn: StreamFn | None = None
+    config: NexusConfig,
+    ledger: Ledger,
+    settings: ServerConfig,
+    *,
+    stream_fn: StreamFn | None = None,
+    log_requests: bool = True,
 ) -> int:
     """Run until SIGTERM/SIGINT; the caller holds the broker lock. Returns the exit code.
 
     WAL checkpoints run on a thread of their own meanwhile (see ``nexus.ledger._checkpoint``).
     The tokens are registered with the redactor: no error text of a run ever repeats one.
+    ``log_requests``: one line per request on stderr (``nexus.server._access_log``).
     """
+    import logging
+
     from nexus.ledger._checkpoint import background_checkpoints
     from nexus.llm.redact import add_secrets
+    from nexus.server._access_log import log, log_requests_to_stderr
 
     add_secrets(settings.tokens)
-
-    with background_checkpoints(ledger.database):
-        return await _serve(config, ledger, settings, stream_fn=stream_fn)
+    handler = log_requests_to_stderr() if log_requests else None
+    try:
+        with background_checkpoints(ledger.database):
+            return await _serve(config, ledger, settings, stream_fn=stream_fn)
+    finally:
+        if handler is not None:
+            log.removeHandler(handler)
+            log.setLevel(logging.NOTSET)
 
 
 def settle_heap() -> None:
@@ -127,6 +141,10 @@ async def _serve(
             host.runtime.on_start = LiveRuns(hub).follow
             hubs.append(hub)
         await start_host(config, host)
+        if config.routing.index:  # every written turn indexed for smart routing, on a worker thread
+            from nexus.broker.smart import index_after_runs
+
+            await index_after_runs(host.runtime, host.broker.routing)
         protocol = TimedHttpProtocol.with_timeouts(settings.header_timeout_seconds, settings.body_timeout_seconds)
         server = NexusUvicorn(
             uvicorn.Config(
@@ -172,11 +190,26 @@ async def _listen(config: NexusConfig, server: NexusUvicorn, settings: ServerCon
         return 1
     port = _bound_port(server, settings.port)
     write_server_file(config, settings.host, port, token)
-    print(f"nexus serve: listening on http://{settings.host}:{port} (docs at /docs)", file=sys.stderr, flush=True)
-    if token is not None and not settings.tokens:  # require_token: the page needs the token this start made
-        print(f"nexus serve: web UI at http://{settings.host}:{port}/#token={token}", file=sys.stderr, flush=True)
+    for line in start_lines(f"http://{settings.host}:{port}", token, configured_tokens=bool(settings.tokens)):
+        print(f"nexus serve: {line}", file=sys.stderr, flush=True)
     await task
     return 0
+
+
+def start_lines(url: str, token: str | None, *, configured_tokens: bool) -> list[str]:
+    """What ``nexus serve`` prints once it listens: where the web UI and the API docs are, and how to get in.
+
+    With only ``require_token`` the token is this start's (in ``server.json``, 0600): the UI's address
+    carries it after ``#`` (never sent to the server, removed by the page); with ``[server] tokens`` the
+    page asks for one of them. ``/docs`` needs no token to open; its Authorize button takes one.
+    """
+    if token is None:
+        return [f"listening on {url}", f"web UI at {url}/  ·  API docs at {url}/docs"]
+    if configured_tokens:
+        ui = f"web UI at {url}/ (it asks for one of [server] tokens)"
+    else:
+        ui = f"web UI at {url}/#token={token}"
+    return [f"listening on {url}", ui, f"API docs at {url}/docs (click Authorize and paste the token to try calls)"]
 
 
 async def _stop_runs(broker: AgentBroker) -> None:

@@ -217,8 +217,8 @@ class StreamRouter:
         relay = _Relay(reasoning)
         pump = asyncio.create_task(_pump(framed, relay), name=f"nexus-stream-pump-{target.key}")
         try:
-            process = await self.manager.stream_process(target.channel, target.account_id)
-            async with process.delivery() as delivery:
+            pool = await self.manager.stream_pool(target.channel, target.account_id)
+            async with pool.delivery(target.key) as delivery:
                 report.attempts = 1
                 await _write_all(delivery, relay, report, self.write_timeout_s)
                 report.message_ids = delivery.message_ids  # also on failure: what the user already sees
@@ -230,7 +230,7 @@ class StreamRouter:
                 try:
                     await asyncio.wait_for(delivery.done.wait(), self.finish_timeout_s)
                 except TimeoutError:
-                    await process.supervisor.kill_for_restart()
+                    await delivery.supervisor.kill_for_restart()
                     error = (
                         f"adapter {target.channel}/{target.account_id}: no delivery_complete within "
                         f"{self.finish_timeout_s:g} s; restarting it"

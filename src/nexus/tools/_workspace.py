@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 from nexus._lazy import LazyPattern
 from nexus.errors import NexusError
@@ -54,13 +56,44 @@ class Workspace:
         if not text:
             text = "."
         candidate = Path(text) if os.path.isabs(text) else self.root / text
-        real = Path(os.path.realpath(candidate))
+        try:
+            real = Path(os.path.realpath(candidate))
+        except OSError as exc:  # a name on the path changed under it (a link swapped for a file meanwhile)
+            raise WorkspaceError(f"Path {path!r} could not be resolved ({exc.strerror or exc}); try again.") from None
         if real != self.root and not real.is_relative_to(self.root):
             raise WorkspaceError(
                 f"Path {path!r} resolves to {str(real)!r}, outside the workspace root {str(self.root)!r}; "
                 "use a path inside the workspace."
             )
         return real
+
+    def open_inside(self, path: Path, shown: str) -> BinaryIO:
+        """Open ``path`` (as :meth:`resolve` gave it) for reading, refusing a file that is no longer inside.
+
+        Between the resolve and the open another process may swap a name on the path for a
+        symlink out of the workspace (a shared workspace's other user): the last name is opened
+        without following a symlink, and the file actually opened is checked to lie inside the
+        root (its path from ``/proc/self/fd``, or ``F_GETPATH``, where the system tells it). A
+        pipe swapped in is opened without blocking, then refused by the caller's ``fstat``.
+        """
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            raise WorkspaceError(f"{shown} became a symlink while it was opened; it is not read. Try again.") from None
+        try:
+            real = _opened_path(fd)
+            if real is not None and real != self.root and not real.is_relative_to(self.root):
+                raise WorkspaceError(
+                    f"{shown} was swapped for a file outside the workspace root {str(self.root)!r} while it was "
+                    "opened; it is not read."
+                )
+            os.set_blocking(fd, True)
+            return os.fdopen(fd, "rb")
+        except BaseException:
+            os.close(fd)
+            raise
 
     def lock(self, path: Path) -> asyncio.Lock:
         """The lock serialising read-modify-write tools on one file.
@@ -79,6 +112,21 @@ class Workspace:
             return path.relative_to(self.root).as_posix() or "."
         except ValueError:
             return str(path)
+
+
+def _opened_path(fd: int) -> Path | None:
+    """The real path of the file open on ``fd``; None where the system cannot tell."""
+    try:
+        if os.path.isdir("/proc/self/fd"):
+            return Path(os.readlink(f"/proc/self/fd/{fd}").removesuffix(" (deleted)"))
+        import fcntl
+
+        get_path = getattr(fcntl, "F_GETPATH", None)  # macOS, the BSDs
+        if get_path is not None:
+            return Path(os.fsdecode(fcntl.fcntl(fd, get_path, bytes(1024)).rstrip(b"\0")))
+    except OSError:
+        pass
+    return None
 
 
 def refuse_hard_link(found: os.stat_result, shown: str, tool: str, action: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import stat
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
@@ -140,10 +141,12 @@ def _read_text(fh: BinaryIO, shown: str, offset: int | None, limit: int | None) 
     return out, details
 
 
-def _load(path: Path, raw: str, offset: int | None, limit: int | None) -> AgentToolResult:
+def _load(ws: Workspace, path: Path, raw: str, offset: int | None, limit: int | None) -> AgentToolResult:
     """Read what the call asks for: an image whole (≤ 5 MB), a text file's window line by line."""
-    with open(path, "rb") as fh:
+    with ws.open_inside(path, raw) as fh:
         found = os.fstat(fh.fileno())  # of what was opened: a name swapped for a link meanwhile is seen too
+        if not stat.S_ISREG(found.st_mode):
+            raise ToolError(f"{raw} is not a regular file (a pipe, socket or device); it cannot be read.")
         refuse_hard_link(found, raw, "read", "read")
         head = fh.read(_BINARY_SNIFF)
         size = found.st_size
@@ -183,6 +186,6 @@ def read_tool(ws: Workspace) -> AgentTool:
             raise ToolError(f"{raw} is a directory; use the ls tool to list it.")
         if not path.is_file():  # a FIFO or device would block the read forever
             raise ToolError(f"{raw} is not a regular file (a pipe, socket or device); it cannot be read.")
-        return await asyncio.to_thread(_load, path, raw, offset, limit)
+        return await asyncio.to_thread(_load, ws, path, raw, offset, limit)
 
     return declare("read", execute)

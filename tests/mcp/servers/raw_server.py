@@ -8,8 +8,10 @@
   ``notifications/tools/list_changed`` (the 2025 way), ``quit`` exits without answering;
 - ``once``: like ``ok`` the first time it is started, like ``hang`` every time after that;
 - ``hang``: reads everything and never answers;
-- ``junk``: answers every request with a line that is not JSON;
-- ``exit``: writes a line to stderr (first one quoting ``$RAW_PASSWORD`` when it is set) and exits
+- ``junk``: answers every request with a line that is not JSON (``$RAW_PAD`` x's and
+  ``$RAW_PASSWORD`` when ``RAW_PAD`` is set);
+- ``exit``: writes a line to stderr (first one quoting ``$RAW_PASSWORD`` when it is set, after
+  ``$RAW_PAD`` x's) and exits
   with status 7 at once.
 
 Each start appends a line to ``$NEXUS_TEST_MARKS/starts`` when that variable is set.
@@ -88,17 +90,18 @@ def main() -> None:
         mode = "ok" if _count_start() == 1 else "hang"
     else:
         _count_start()
+    pad = "x" * int(os.environ.get("RAW_PAD", "0"))  # puts $RAW_PASSWORD across the cut of a quote
     if mode == "exit":
         secret = os.environ.get("RAW_PASSWORD")
         if secret:
-            sys.stderr.write(f"raw-server: login with password {secret} refused\n")
+            sys.stderr.write(f"raw-server: {pad}login with password {secret} refused\n")
         sys.stderr.write("raw-server: cannot open the database\n")
         sys.exit(7)
     for line in sys.stdin:
         if mode == "hang":
             continue
         if mode == "junk":
-            sys.stdout.write("Welcome to raw-server 1.0!\n")
+            sys.stdout.write(f"{pad}{os.environ['RAW_PASSWORD']}\n" if pad else "Welcome to raw-server 1.0!\n")
             sys.stdout.flush()
             continue
         answer(json.loads(line))

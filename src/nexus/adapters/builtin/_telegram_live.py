@@ -81,7 +81,7 @@ class LiveMessage:
     def finish(self, note: str = "") -> None:
         """The final edit (HTML, plain-text fallback), then ``message_sent`` and ``delivery_complete``."""
         self.status = ""
-        text = self.text + note
+        text = _joined(self.text, note.strip())
         if text.strip():
             self._finish_message(text, final=True)
         if self.error is not None:
@@ -92,7 +92,7 @@ class LiveMessage:
     # -- API ------------------------------------------------------------------------------------
 
     def _preview(self) -> str:
-        return f"{self.text}\n\n{self.status}" if self.status else self.text
+        return _joined(self.text, self.status)
 
     def _create(self, text: str) -> None:
         try:
@@ -141,3 +141,11 @@ class LiveMessage:
         self._edit(message_id, text, html=len(markdown_to_html(text)) <= TELEGRAM_LIMIT)
         self.emit({"type": "message_sent", "messageId": message_id, "final": final})
         self.current, self.shown = None, ""
+
+
+def _joined(text: str, line: str) -> str:
+    """``text``, then a blank line and ``line`` (a status, a note); just ``line`` when there is no text yet:
+    a message that starts with a tool call does not open with blank lines."""
+    if not line:
+        return text
+    return f"{text.rstrip()}\n\n{line}" if text.strip() else line

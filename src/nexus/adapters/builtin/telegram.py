@@ -141,7 +141,7 @@ def _on_event(api: BotApi, event: dict[str, Any], live: LiveMessage | None, inte
     elif kind == "stream_end" and not event.get("final", True):
         live.tool(None)
     elif kind == "stream_end" or kind == "stream_error":
-        note = f"\n\n\u26a0\ufe0f Response interrupted: {event.get('error')}" if kind == "stream_error" else ""
+        note = f"\u26a0\ufe0f Response interrupted: {event.get('error')}" if kind == "stream_error" else ""
         live.finish(note)
         return None
     return live

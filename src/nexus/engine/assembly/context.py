@@ -88,14 +88,31 @@ class EventContext:
 
     def header(self) -> str:
         """The ``[Event context]`` block placed before the user's text."""
-        lines = ["[Event context]", f"Time: {self.local_time().isoformat(timespec='seconds')} ({self.timezone})"]
+        lines = [HEADER_OPEN, f"Time: {self.local_time().isoformat(timespec='seconds')} ({self.timezone})"]
         if self.channel:
             lines.append(f"Channel: {self.channel}")
         if self.sender:
             lines.append(f"Sender: {self.sender}")
         lines.extend(f"{key}: {value}" for key, value in self.extra.items())
-        lines.append("[/Event context]")
+        lines.append(HEADER_CLOSE)
         return "\n".join(lines)
+
+
+HEADER_OPEN = "[Event context]"
+HEADER_CLOSE = "[/Event context]"
+
+
+def split_event_context(text: str) -> tuple[str | None, str]:
+    """``(header, typed)``: a stored user message split into the event-context header
+    (:meth:`EventContext.header`, ``None`` when there is none) and the text the user typed.
+
+    The header is for the model; people reading a history (``nexus sessions history``, the web
+    UI's bubbles and turn tree) want their own words, and the header belongs in a turn's detail.
+    """
+    head, marker, rest = text.partition(HEADER_CLOSE)
+    if not marker or not head.startswith(HEADER_OPEN):
+        return None, text
+    return head + marker, rest.strip()
 
 
 def build_current_message(
@@ -118,7 +135,7 @@ class PromptOptions:
     load_bootstrap: bool = True
     scaffold: bool = True
     profile: PromptProfile = "full"
-    """``minimal``: identity and the date only (:func:`build_minimal_system_prompt`), for tiny models."""
+    """``minimal``: the identity only (:func:`build_minimal_system_prompt`), for tiny models."""
 
 
 def _system_prompt_for(

@@ -319,7 +319,12 @@ def _malformed(exc: Exception, data: str) -> StreamFailure:
     """A decoder tripped over well-formed JSON of an unexpected shape: report the data, not a Python error."""
     if isinstance(exc, StreamFailure):
         return exc
-    return StreamFailure("unknown", f"malformed SSE data from provider ({type(exc).__name__}: {exc}): {data[:200]!r}")
+    return StreamFailure("unknown", f"malformed SSE data from provider ({type(exc).__name__}: {exc}): {excerpt(data)}")
+
+
+def excerpt(data: str, limit: int = 200) -> str:
+    """The start of a provider's data for an error text, quoted; redacted before it is cut (a cut key goes unseen)."""
+    return repr(redact(data)[:limit])
 
 
 async def _close(chunks: AsyncIterator[bytes] | None, response: httpx.Response | None) -> None:
@@ -390,6 +395,7 @@ async def _open(request: Request, opts: StreamOptions, gate: _IOGate) -> httpx.R
             await response.aclose()
     finally:
         gate.active = False
+    body = redact(body, _request_secrets(opts, request))  # whole: the excerpt below may cut through a key
     if response.status_code < 400:
         # a proxy's login page, an error object sent with 200, or a server that ignored ``stream``
         text = error_text_from_body(None, body)

@@ -33,6 +33,7 @@ from nexus.llm.providers._common import (
     StreamFailure,
     append_text,
     append_thinking,
+    excerpt,
     failure_from_text,
     refusal_failure,
     run_stream,
@@ -225,9 +226,9 @@ class _Decoder:
         try:
             event = parse_data(data)
         except ValueError:
-            raise StreamFailure("unknown", f"malformed SSE data from provider: {data[:200]!r}") from None
+            raise StreamFailure("unknown", f"malformed SSE data from provider: {excerpt(data)}") from None
         if not isinstance(event, dict):
-            raise StreamFailure("unknown", f"unexpected SSE data from provider: {data[:200]!r}")
+            raise StreamFailure("unknown", f"unexpected SSE data from provider: {excerpt(data)}")
         kind = event.get("type") or name
         if kind == "content_block_delta":
             entry = self._blocks.get(event.get("index", -1))

@@ -31,6 +31,7 @@ from nexus.llm.providers._common import (
     StreamFailure,
     append_text,
     append_thinking,
+    excerpt,
     failure_from_text,
     output_with_reasoning,
     refusal_failure,
@@ -225,9 +226,9 @@ class _Decoder:
         try:
             chunk = parse_data(data)
         except ValueError:
-            raise StreamFailure("unknown", f"malformed SSE data from provider: {data[:200]!r}") from None
+            raise StreamFailure("unknown", f"malformed SSE data from provider: {excerpt(data)}") from None
         if not isinstance(chunk, dict):
-            raise StreamFailure("unknown", f"unexpected SSE data from provider: {data[:200]!r}")
+            raise StreamFailure("unknown", f"unexpected SSE data from provider: {excerpt(data)}")
         choices = chunk.get("choices")
         if choices:
             choice = choices[0]

@@ -30,6 +30,7 @@ from nexus.llm.providers._common import (
     StreamFailure,
     append_text,
     append_thinking,
+    excerpt,
     failure_from_text,
     output_with_reasoning,
     refusal_failure,
@@ -176,9 +177,9 @@ class _Decoder:
         try:
             event = json.loads(data)
         except ValueError:
-            raise StreamFailure("unknown", f"malformed SSE data from provider: {data[:200]!r}") from None
+            raise StreamFailure("unknown", f"malformed SSE data from provider: {excerpt(data)}") from None
         if not isinstance(event, dict):
-            raise StreamFailure("unknown", f"unexpected SSE data from provider: {data[:200]!r}")
+            raise StreamFailure("unknown", f"unexpected SSE data from provider: {excerpt(data)}")
         kind = event.get("type") or name or ""
         if kind == "response.output_text.delta":
             return self._text_delta(event)

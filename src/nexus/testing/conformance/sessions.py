@@ -42,6 +42,18 @@ async def test_sessions_create_get_list_filters(ledger: Ledger) -> None:
     assert generated.label.startswith("session-")
 
 
+async def test_session_metadata_merges_and_a_none_removes_a_key(ledger: Ledger) -> None:
+    """A display title (the web UI's rename) is metadata: merged, never a new label."""
+    await ledger.sessions.create(NewSession("chat", metadata={"agent": "coder"}))
+    await ledger.sessions.update("chat", metadata={"title": "Plans"})
+    assert (await ledger.sessions.get("chat")).metadata == {"agent": "coder", "title": "Plans"}
+    await ledger.sessions.update("chat", status="archived", metadata={"title": None})
+    archived = await ledger.sessions.get("chat")
+    assert archived.metadata == {"agent": "coder"} and archived.status == "archived" and archived.label == "chat"
+    with pytest.raises(SessionNotFound):
+        await ledger.sessions.update("nope", metadata={"title": "x"})
+
+
 async def test_session_errors(ledger: Ledger) -> None:
     await ledger.sessions.create(NewSession("a"))
     with pytest.raises(SessionExistsError, match="'a' already exists"):

@@ -1,0 +1,49 @@
+"""Smart routing (seed 003 §7, DESIGN §4.6): route a task to the checkpoint of past work it continues.
+
+``Router(ledger).route("fix the login test")`` answers a :class:`SmartRouteResult`: ``existing`` with the
+:class:`Checkpoint` (a finished turn) to fork from, or ``new``, with a calibrated ``confidence``. The index
+(FTS5 BM25 + embeddings + facets over checkpoint texts derived from turns) lives in the ledger and grows
+as turns are written. The broker's ``route_smart`` / ``fork_from`` build on it. See docs/routing.md.
+
+Importing this package is cheap; numpy and the embedder load with the first :class:`Router`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from nexus._lazy import lazy_attribute
+from nexus.routing.errors import EmbedderError, RoutingError
+from nexus.routing.types import ROUTING_MODES, Checkpoint, RouteMode, RoutingMode, ScoredCheckpoint, SmartRouteResult
+
+if TYPE_CHECKING:
+    from nexus.routing.embedder import Embedder, OpenAIEmbedder, WordLlamaEmbedder
+    from nexus.routing.router import Router, RouteSettings
+
+_LAZY = {
+    "Embedder": ".embedder",
+    "OpenAIEmbedder": ".embedder",
+    "WordLlamaEmbedder": ".embedder",
+    "RouteSettings": ".router",
+    "Router": ".router",
+}
+
+__all__ = [
+    "ROUTING_MODES",
+    "Checkpoint",
+    "Embedder",
+    "EmbedderError",
+    "OpenAIEmbedder",
+    "RouteMode",
+    "RouteSettings",
+    "Router",
+    "RoutingError",
+    "RoutingMode",
+    "ScoredCheckpoint",
+    "SmartRouteResult",
+    "WordLlamaEmbedder",
+]
+
+
+def __getattr__(name: str) -> Any:
+    return lazy_attribute(__name__, _LAZY, globals(), name)

@@ -1,0 +1,344 @@
+"""``Router``: route a task to the checkpoint of past work it continues, or to a new session (stage 3).
+
+The router owns the index of one ledger: it loads what earlier processes indexed, catches up with
+turns written since (before each decision, and on a worker thread when told a turn was written), and
+decides: candidates and signals (:mod:`nexus.routing._scoring`), the model's probabilities, the
+calibrated confidence of the best candidate, ``existing`` above the threshold. Every decision can be
+recorded in the ledger (:class:`~nexus.routing.store.DecisionLog`). All of it is synchronous and runs
+off the event loop: :meth:`Router.route_async` hands it to a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import field
+from typing import Any
+
+from nexus._dataclass import dataclass
+from nexus.ledger import Ledger, new_ulid
+from nexus.routing._index import CheckpointIndex, Snapshot, semantic
+from nexus.routing._indexer import EmbedderGuard, Indexer
+from nexus.routing._model import ScoringModel, confidence_values, load_model
+from nexus.routing._scoring import (
+    EXPAND_TOP,
+    LEXICAL_LIMIT,
+    SCORED,
+    SEMANTIC_LIMIT,
+    Candidate,
+    Relevance,
+    TaskTerms,
+    expand,
+    shortlist,
+    signals,
+    task_terms,
+)
+from nexus.routing._words import match_expression, query_terms
+from nexus.routing._worker import IndexWorker
+from nexus.routing.embedder import Embedder, OpenAIEmbedder, WordLlamaEmbedder
+from nexus.routing.errors import EmbedderError, RoutingError
+from nexus.routing.store import CheckpointRow, DecisionRecord
+from nexus.routing.types import Checkpoint, RouteMode, ScoredCheckpoint, SmartRouteResult
+
+MAX_TASK_CHARS = 4000
+MAX_LIMIT = 50
+
+
+@dataclass(frozen=True, slots=True)
+class RouteSettings:
+    """``[routing]`` in nexus.toml (see docs/routing.md)."""
+
+    embedder: str = "wordllama"  # wordllama | openai | none
+    embedding_base_url: str = ""
+    embedding_model: str = ""
+    embedding_api_key_env: str = "OPENAI_API_KEY"
+    threshold: float | None = None  # None: the fitted model's
+    max_task_chars: int = MAX_TASK_CHARS
+    poll_s: float = 2.0
+
+
+def make_embedder(settings: RouteSettings) -> Embedder | None:
+    """The embedder the settings name (``none``: lexical search alone)."""
+    import os
+
+    if settings.embedder == "wordllama":
+        return WordLlamaEmbedder()
+    if settings.embedder == "openai":
+        key = os.environ.get(settings.embedding_api_key_env) if settings.embedding_api_key_env else None
+        return OpenAIEmbedder(settings.embedding_base_url, settings.embedding_model, api_key=key or "")
+    if settings.embedder == "none":
+        return None
+    raise RoutingError(f"[routing] embedder = {settings.embedder!r} is not known; use wordllama, openai or none")
+
+
+@dataclass(slots=True)
+class _Task:
+    text: str
+    notes: list[str] = field(default_factory=list)
+
+
+class Router:
+    """Smart routing over one ledger: the checkpoint index, decisions, and their record."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        settings: RouteSettings | None = None,
+        *,
+        embedder: Embedder | str | None = "settings",
+        model: ScoringModel | None = None,
+    ) -> None:
+        from nexus.routing._sqlite_store import SqliteRouteStore
+
+        self.ledger = ledger
+        self.settings = settings or RouteSettings()
+        chosen = make_embedder(self.settings) if isinstance(embedder, str) else embedder
+        self.guard = EmbedderGuard(chosen)
+        self.model = model or load_model()
+        self.store = SqliteRouteStore(ledger)
+        self.decisions = self.store
+        self.index = CheckpointIndex(self._dimension())
+        self.indexer = Indexer(ledger, self.store, self.index, self.guard)
+        self.indexer.load()
+        self._worker: IndexWorker | None = None
+
+    def _dimension(self) -> int:
+        embedder = self.guard.embedder
+        if embedder is None:
+            return 0
+        if embedder.dim:
+            return embedder.dim
+        probe = self.guard.embed(["dimension probe"])  # an OpenAI-compatible server says it by answering
+        return len(probe[0]) // 4 if probe else 0
+
+    @property
+    def threshold(self) -> float:
+        return self.settings.threshold if self.settings.threshold is not None else self.model.threshold
+
+    # ------------------------------------------------------------------ indexing
+
+    def catch_up(self, limit: int | None = None) -> int:
+        """Index the turns written since the last catch-up (blocking: call it off the event loop)."""
+        return self.indexer.catch_up(limit)
+
+    def start(self) -> None:
+        """Start the worker thread that indexes new turns (woken by :meth:`notify`, else every ``poll_s``)."""
+        if self._worker is None:
+            self._worker = IndexWorker(self.indexer.catch_up, self.settings.poll_s)
+            self._worker.start()
+
+    def notify(self) -> None:
+        """A turn was written: the worker indexes it soon (cheap; safe to call from the event loop)."""
+        if self._worker is not None:
+            self._worker.wake()
+
+    def reindex(self) -> int:
+        """Forget the index and build it again from every closed turn; returns the checkpoints made.
+
+        Files are stamped as they are now: freshness counts changes from this moment on.
+        """
+        with self.indexer._lock:
+            self.store.clear()
+            self.index = CheckpointIndex(self.index.dim)
+            self.indexer.index = self.index
+        return self.catch_up()
+
+    def __enter__(self) -> Router:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the worker and close the store's connection (the ledger stays open)."""
+        if self._worker is not None:
+            self._worker.stop()
+            self._worker = None
+        self.store.close()
+
+    # ------------------------------------------------------------------ deciding
+
+    async def route_async(self, task: str, **kwargs: object) -> SmartRouteResult:
+        """:meth:`route` on a worker thread (the event loop never waits for a decision)."""
+        return await asyncio.to_thread(lambda: self.route(task, **kwargs))  # type: ignore[arg-type]
+
+    def route(
+        self,
+        task: str,
+        *,
+        agent: str | None = None,
+        limit: int = 5,
+        record: bool = True,
+        catch_up: bool = True,
+        routing_mode: str = "smart",
+        arm: str = "smart",
+        conversation_id: str | None = None,
+        now_ms: int | None = None,
+    ) -> SmartRouteResult:
+        """Where ``task`` belongs: the best checkpoint and whether to continue it (``existing``) or start ``new``."""
+        started = time.perf_counter()
+        checked = self._check(task, agent, limit)
+        if catch_up:
+            self.catch_up()
+        result = self._decide(checked, agent, limit, now_ms if now_ms is not None else int(time.time() * 1000))
+        result.took_ms = (time.perf_counter() - started) * 1000
+        if record:
+            result.decision_id = self._record(checked.text, agent, result, routing_mode, arm, conversation_id)
+        return result
+
+    def _check(self, task: str, agent: str | None, limit: int) -> _Task:
+        if not isinstance(task, str) or not task.strip():
+            raise RoutingError('the task is empty; say what should be done (e.g. nexus route "fix the login test")')
+        bad = next((i for i, ch in enumerate(task) if "\ud800" <= ch <= "\udfff"), None)
+        if bad is not None:  # it would fail the embedder (off for a minute for everyone) and SQLite's encoding
+            raise RoutingError(
+                f"the task is not valid Unicode (a lone surrogate at character {bad}: bytes that were not UTF-8); "
+                "send it as UTF-8 text"
+            )
+        if not 1 <= limit <= MAX_LIMIT:
+            raise RoutingError(f"limit is {limit}; give 1 to {MAX_LIMIT} alternatives")
+        if agent is not None and agent not in self.store.known_agents():
+            known = ", ".join(self.store.known_agents()) or "none registered"
+            raise RoutingError(f"unknown agent {agent!r}; known agents: {known}")
+        text = task.strip()
+        checked = _Task(text)
+        if len(text) > self.settings.max_task_chars:
+            checked.text = text[: self.settings.max_task_chars]
+            checked.notes.append(
+                f"the task is {len(text)} characters; routed on its first {self.settings.max_task_chars}"
+            )
+        return checked
+
+    def candidates(
+        self, task: str, *, agent: str | None = None, now_ms: int | None = None
+    ) -> tuple[list[Candidate], object]:
+        """The candidates of ``task`` and their signal matrix, unscored (for fitting the model and for tests)."""
+        checked = self._check(task, agent, 1)
+        snap = self.index.snapshot()
+        code = self.index.agent_code(agent) if agent is not None else None
+        terms = self._terms(checked.text)
+        found, relevance = self._candidates(checked, terms, snap, code)
+        now = now_ms if now_ms is not None else int(time.time() * 1000)
+        return found, signals(found, relevance, terms, now)
+
+    def _terms(self, text: str) -> TaskTerms:
+        terms = query_terms(text)
+        frequencies, total = self.store.frequencies(terms) if terms else ({}, 0)
+        return task_terms(terms, frequencies, total)
+
+    def _decide(self, task: _Task, agent: str | None, limit: int, now_ms: int) -> SmartRouteResult:
+        snap = self.index.snapshot()
+        code = self.index.agent_code(agent) if agent is not None else None
+        if snap.n == 0 or code == -2:
+            notes = [*task.notes, "no past work to route to" + (f" for agent {agent!r}" if agent else "")]
+            return SmartRouteResult("new", None, 0.0, threshold=self.threshold, notes=notes)
+        terms = self._terms(task.text)
+        candidates, relevance = self._candidates(task, terms, snap, code)
+        if not candidates:
+            notes = [*task.notes, "nothing in past work matches the task"]
+            return SmartRouteResult("new", None, 0.0, threshold=self.threshold, notes=notes)
+        matrix = signals(candidates, relevance, terms, now_ms)
+        scores = self.model.scores(matrix)
+        shares = self.model.shares(scores)
+        order = sorted(range(len(candidates)), key=lambda i: -float(scores[i]))
+        confidence = self.model.confidence(confidence_values(matrix, scores, shares, order))
+        scored = [_scored(candidates[i], float(shares[i]), matrix[i]) for i in order[: limit + 1]]
+        mode: RouteMode = "existing" if confidence >= self.threshold else "new"
+        return SmartRouteResult(
+            mode,
+            scored[0].checkpoint,
+            confidence,
+            [s.checkpoint for s in scored[1 : limit + 1]],
+            scored[: limit + 1],
+            self.threshold,
+            task.notes,
+        )
+
+    def _candidates(
+        self, task: _Task, terms: TaskTerms, snap: Snapshot, code: int | None
+    ) -> tuple[list[Candidate], Relevance]:
+        """Stage 1: lexical hits, nearest vectors, and the turns around the best of them (of ``code``'s agent)."""
+        vector = self._embed_task(task)
+        relevance = Relevance(snap, vector, {}, 0.0)
+        if snap.n == 0 or code == -2:
+            return [], relevance
+        found: dict[int, Candidate] = {}
+        if terms.searched:
+            hits = self.store.lexical(match_expression(terms.searched), LEXICAL_LIMIT * (4 if code is not None else 1))
+            for checkpoint_id, score in hits:
+                row = self.index.row_of(checkpoint_id)
+                if row is None or row >= snap.n or (code is not None and int(snap.agents[row]) != code):
+                    continue
+                found[row] = Candidate(row, _EMPTY, lex=score, lex_rank=len(found) + 1)
+                relevance.lex_by_row[row] = score
+                if len(found) >= LEXICAL_LIMIT:
+                    break
+            relevance.best_lex = max(relevance.lex_by_row.values(), default=0.0)
+        if vector is not None:
+            for rank, (row, _cos) in enumerate(semantic(snap, vector, SEMANTIC_LIMIT, code), start=1):
+                found.setdefault(row, Candidate(row, _EMPTY)).sem_rank = rank
+        expand(found, relevance, EXPAND_TOP)
+        rows = [r for r in found if code is None or int(snap.agents[r]) == code]
+        found = {r: found[r] for r in shortlist(rows, relevance, SCORED)}
+        for candidate in found.values():
+            candidate.lex = relevance.lex_by_row.get(candidate.row, 0.0)
+            if vector is not None:
+                candidate.cos = float(snap.vectors[candidate.row] @ vector)
+        stored = {r.id: r for r in self.store.rows([int(snap.ids[row]) for row in found])}
+        out = []
+        for candidate in found.values():
+            record = stored.get(int(snap.ids[candidate.row]))
+            if record is not None:
+                candidate.stored = record
+                out.append(candidate)
+        return out, relevance
+
+    def _embed_task(self, task: _Task) -> Any:
+        if self.guard.embedder is None or self.index.dim == 0:
+            return None
+        vectors = self.guard.embed([task.text])
+        if vectors is None:
+            task.notes.append(f"the embedder failed ({self.guard.failure}); ranked by lexical search alone")
+            return None
+        import numpy as np
+
+        return np.frombuffer(vectors[0], np.float32)
+
+    def _record(
+        self, task: str, agent: str | None, result: SmartRouteResult, mode: str, arm: str, conversation: str | None
+    ) -> str:
+        decision_id = new_ulid()
+        chosen = result.checkpoint.turn_id if result.checkpoint is not None and result.mode == "existing" else None
+        self.decisions.record(
+            DecisionRecord(
+                decision_id,
+                int(time.time() * 1000),
+                task,
+                agent,
+                conversation,
+                mode,
+                arm,
+                result.mode,
+                chosen,
+                result.confidence,
+                [c.turn_id for c in ([result.checkpoint] if result.checkpoint else []) + result.alternatives],
+                self.guard.name,
+                result.took_ms,
+            )
+        )
+        return decision_id
+
+
+_EMPTY = CheckpointRow(0, "", "", None, 0, 0, "", 0.0, 0, "", ())
+
+
+def _scored(candidate: Candidate, probability: float, row: object) -> ScoredCheckpoint:
+    from nexus.routing._model import FEATURES
+
+    s = candidate.stored
+    checkpoint = Checkpoint(s.segment_id, s.session_label, s.position, s.context, s.turn_id, s.agent_id)
+    values = [round(float(v), 4) for v in row]  # type: ignore[attr-defined]
+    return ScoredCheckpoint(checkpoint, round(probability, 4), dict(zip(FEATURES, values, strict=True)))
+
+
+__all__ = ["EmbedderError", "RouteSettings", "Router", "make_embedder"]

@@ -1,0 +1,126 @@
+"""The broker's smart routing on the real engine: route_smart, fork_from, routing modes, send_routed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nexus.broker import AgentIdentity, AgentMessage
+from nexus.broker.host import running_broker
+from nexus.config import load_config
+from nexus.engine import AgentSpec
+from nexus.ledger import Ledger
+from nexus.routing import RoutingError
+from nexus.testing import ScriptedModel
+from nexus.testing.steps import text
+
+PAST = [
+    (
+        "Add rate limiting to the login endpoint",
+        "Added a sliding window rate limiter to POST /login in auth/ratelimit.py",
+    ),
+    ("Shrink the API docker image", "Docker image is now a multi-stage build, 240 MB"),
+    ("Generate a PDF invoice when an order is paid", "billing/invoice_pdf.py renders invoices with WeasyPrint"),
+    ("Alert when the API error rate is above 2 percent", "A Prometheus rule pages on-call at 2 % of 5xx"),
+    ("Make product search tolerate typos", "Elasticsearch fuzziness AUTO on the product query"),
+]
+
+
+async def _coder(broker: object, scripted: ScriptedModel) -> None:
+    """Agent ``coder`` with the past work above, one conversation (``task:N``) each."""
+    broker.register_agent(AgentIdentity("coder", "agent:coder", "worker"), spec=AgentSpec(model=scripted.model.ref))  # type: ignore[attr-defined]
+    for i, (content, _) in enumerate(PAST):
+        message = AgentMessage(id=f"m{i}", from_="user", to="coder", content=content, session=f"task:{i}")
+        assert (await broker.send_and_wait(message)).success  # type: ignore[attr-defined]
+
+
+def _model(*more: str) -> ScriptedModel:
+    return ScriptedModel([*(text(reply) for _, reply in PAST), *(text(m) for m in more)])
+
+
+async def test_route_then_fork_runs_the_task_in_a_fork_of_the_checkpoint(isolated_env: Path) -> None:
+    scripted = _model("The limiter now answers 429 with a JSON body", "again")
+    with Ledger.open(isolated_env / "agents.db") as ledger:
+        async with running_broker(load_config(), ledger, stream_fn=scripted.stream) as host:
+            broker = host.broker
+            await _coder(broker, scripted)
+            decision = await broker.route_smart("the login rate limiter should answer 429 with a JSON body")
+            assert decision.mode == "existing" and decision.checkpoint is not None
+            assert decision.checkpoint.agent_id == "coder" and decision.checkpoint.session_key == "coder~task~0"
+            assert decision.checkpoint.context.startswith("Add rate limiting to the login endpoint — Added")
+            message = AgentMessage(id="m-fork", from_="user", to="someone-else", content="the 429 body, please")
+            receipt = await broker.fork_from(decision.checkpoint, message)
+            again = await broker.fork_from(decision.checkpoint, message)  # a retry: same fork, not queued twice
+            assert not receipt.duplicate and again.duplicate
+            await broker.wait_until_idle()
+        fork = ledger.get_session("coder~fork~m-fork")
+        assert fork.origin == "fork" and fork.routing_key == "fork:m-fork"
+        turns = ledger.turns("coder~fork~m-fork")
+        assert [t.id for t in turns[:-1]] == [decision.checkpoint.turn_id]  # the checkpoint's path, shared
+        assert turns[-1].session_label == "coder~fork~m-fork" and turns[-1].status == "completed"
+        assert ledger.turns("coder~task~0")[-1].id == decision.checkpoint.turn_id  # the original did not move
+        assert len(ledger.sessions_containing(decision.checkpoint.turn_id)) == 2  # nothing copied
+    assert scripted.pending == 1  # the retried fork_from ran nothing
+
+
+@pytest.mark.parametrize(("route", "task", "expect"), [
+    ("smart", "the login rate limiter should answer 429 with a JSON body", "fork"),
+    ("smart", "write a haiku about autumn leaves", "new"),
+    ("hybrid", "write a haiku about autumn leaves", "explicit"),
+    ("explicit", "the login rate limiter should answer 429 with a JSON body", "explicit"),
+])  # fmt: skip
+async def test_send_routed_follows_the_mode(isolated_env: Path, route: str, task: str, expect: str) -> None:
+    scripted = _model("ok")
+    with Ledger.open(isolated_env / "agents.db") as ledger:
+        async with running_broker(load_config(), ledger, stream_fn=scripted.stream) as host:
+            broker = host.broker
+            await _coder(broker, scripted)
+            routed = await broker.send_routed(
+                AgentMessage(id="r1", from_="user", to="coder", content=task), route=route
+            )
+            await broker.wait_until_idle()
+            (decision,) = [d for d in broker.routing.router.decisions.decisions() if d.message_id == "r1"]
+        session = {"fork": "fork:r1", "new": "new:r1", "explicit": None}[expect]
+        assert routed.message.session == session and routed.message.to == "coder"
+        assert decision.arm == ("explicit" if route == "explicit" else "smart")
+        assert decision.decision == {"fork": "existing", "new": "new", "explicit": "new" if route == "hybrid"
+                                     else "explicit"}[expect]  # fmt: skip
+        label = broker.session_label("coder", session)
+        assert decision.session_label == label and ledger.turns(label)[-1].status == "completed"
+
+
+async def test_routing_modes_are_checked(isolated_env: Path) -> None:
+    scripted = ScriptedModel([])
+    with Ledger.open(isolated_env / "agents.db") as ledger:
+        async with running_broker(load_config(), ledger, stream_fn=scripted.stream) as host:
+            broker = host.broker
+            with pytest.raises(RoutingError, match="routing mode 'clever' is not one of explicit, smart, hybrid"):
+                broker.set_routing_mode("clever")
+            broker.set_routing_mode("hybrid", agent="coder")
+            assert broker.routing.mode_for("coder") == "hybrid" and broker.routing.mode_for("other") == "explicit"
+            broker.set_routing_mode("smart")
+            assert broker.routing.mode_for("other") == "smart"
+
+
+async def test_the_index_worker_is_woken_by_each_run_of_the_broker(isolated_env: Path) -> None:
+    """``[routing] index = true`` in ``nexus serve``: a run's end wakes the worker (its poll here: an hour)."""
+    import asyncio
+    import time
+
+    from nexus.broker.smart import SmartRouting, index_after_runs
+    from nexus.routing import Router, RouteSettings
+
+    scripted = _model()
+    with Ledger.open(isolated_env / "agents.db") as ledger:
+        async with running_broker(load_config(), ledger, stream_fn=scripted.stream) as host:
+            broker = host.broker
+            broker.use_router(SmartRouting(lambda: Router(ledger, RouteSettings(poll_s=3600.0))))
+            router = await index_after_runs(host.runtime, broker.routing)
+            assert router.index.snapshot().n == 0
+            await _coder(broker, scripted)  # five runs
+            deadline = time.monotonic() + 60
+            while router.index.snapshot().n < len(PAST):
+                assert time.monotonic() < deadline, "no run woke the index worker"
+                await asyncio.sleep(0.05)
+            assert router.indexer.catch_up(None) == 0  # nothing was left for a decision to catch up with

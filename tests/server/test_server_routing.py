@@ -1,0 +1,88 @@
+"""Smart routing over HTTP: POST /v1/route and route on the messages endpoint, on a live broker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nexus.broker.smart import SmartRouting
+from nexus.routing import Router
+from nexus.testing import ScriptedModel
+from nexus.testing.steps import text
+
+from .broker_app import live_app
+
+PAST = ["Add rate limiting to the login endpoint", "Shrink the API docker image",
+        "Generate a PDF invoice when an order is paid", "Make product search tolerate typos"]  # fmt: skip
+
+
+async def test_route_and_a_routed_message(tmp_path: Path) -> None:
+    scripted = ScriptedModel([*(text(f"done: {p}") for p in PAST), text("429 body added"), text("started")])
+    async with live_app(tmp_path, scripted) as live, live.client() as client:
+        live.broker.use_router(SmartRouting(lambda: Router(live.ledger)))
+        for i, content in enumerate(PAST):
+            sent = await client.post("/v1/agents/coder/messages", json={"content": content, "session": f"task:{i}"})
+            assert sent.status_code == 202
+            await live.broker.wait_for_idle("coder", 20_000)
+        decided = await client.post("/v1/route", json={"task": "the login rate limiter should answer 429 with JSON"})
+        assert decided.status_code == 200, decided.text
+        body = decided.json()
+        assert body["mode"] == "existing" and body["checkpoint"]["session_key"] == "coder~task~0"
+        assert body["decision_id"] and body["scores"][0]["turn_id"] == body["checkpoint"]["turn_id"]
+
+        routed = await client.post("/v1/agents/coder/messages",
+                                   json={"content": "the login rate limiter should answer 429 with JSON", "id": "r-1",
+                                         "route": "smart"})  # fmt: skip
+        assert routed.status_code == 202, routed.text
+        route = routed.json()["route"]
+        assert (route["mode"], route["arm"], route["agent"], route["session"]) == (
+            "smart",
+            "smart",
+            "coder",
+            "fork:r-1",
+        )
+        await live.broker.wait_for_idle("coder", 20_000)
+        turns = live.ledger.turns("coder~fork~r-1")
+        assert turns[-1].status == "completed" and turns[-2].id == body["checkpoint"]["turn_id"]
+
+        haiku = {"content": "compose a haiku about autumn leaves", "id": "r-2", "route": "smart",
+                 "conversation_id": "poems"}  # fmt: skip
+        new = await client.post("/v1/agents/coder/messages", json=haiku)
+        assert new.json()["route"]["session"] == "new:r-2" and new.json()["route"]["decision"]["mode"] == "new"
+        (recorded,) = [d for d in live.broker.routing.router.decisions.decisions() if d.message_id == "r-2"]
+        assert recorded.conversation_id == "poems"  # the A/B arm is the conversation's
+        await live.broker.wait_for_idle("coder", 20_000)
+
+
+async def test_bad_routing_requests_are_4xx_and_store_nothing(tmp_path: Path) -> None:
+    async with live_app(tmp_path, ScriptedModel([])) as live, live.client() as client:
+        live.broker.use_router(SmartRouting(lambda: Router(live.ledger)))
+        empty = await client.post("/v1/route", json={"task": ""})
+        assert empty.status_code == 422
+        unknown = await client.post("/v1/route", json={"task": "fix it", "agent": "nobody"})
+        assert unknown.status_code == 400 and "unknown agent 'nobody'" in unknown.text
+        bad_mode = await client.post("/v1/agents/coder/messages", json={"content": "x", "route": "clever"})
+        assert bad_mode.status_code == 422
+        lone_surrogate = {
+            "/v1/route": '{"task": "login \\udcff limiter"}',
+            "/v1/agents/coder/messages": '{"content": "login \\udcff limiter", "route": "smart"}',
+        }  # JSON's escape of a byte that is not UTF-8
+        for path, body in lone_surrogate.items():
+            answer = await client.post(path, content=body, headers={"content-type": "application/json"})
+            assert answer.status_code == 422 and "unicode string" in answer.text, answer.text
+        assert live.broker.routing.router.decisions.decisions() == []
+        assert live.store.items(agent_id="coder") == []
+
+
+async def test_without_a_broker_routing_is_409_no_broker(tmp_path: Path) -> None:
+    import httpx
+
+    from nexus.ledger import Ledger
+    from nexus.ledger.broker_store import BrokerStore
+    from nexus.server._state import ServerState
+    from nexus.server.app import create_app
+
+    with Ledger.open(tmp_path / "agents.db") as ledger:
+        app = create_app(ServerState(ledger, BrokerStore(ledger.database)))
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+            answer = await client.post("/v1/route", json={"task": "fix it"})
+    assert answer.status_code == 409 and answer.json()["error"]["type"] == "no_broker"
