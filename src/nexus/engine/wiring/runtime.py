@@ -412,22 +412,25 @@ async def _begin(
     from nexus.ledger import TurnNotSavedError
 
     hooks = _LockHooks(runtime, execution, tuple(runtime.unsaved))
-    async with run_lock(
-        runtime.ledger, execution.session_label, signal=execution.signal,
-        on_wait=hooks.waiting, on_recovered=hooks.recovered, orphans=hooks.rescued,
-    ) as held:  # fmt: skip
-        if not held:
-            return aborted_before_start(request.message)
-        await runtime.prepare_tools(execution.session_label, spec.role, spec.tools, execution.signal)
-        runtime.run_of(execution, runtime.context_for(execution, spec, model, request), spec, model)
-        run = execution._run
-        assert run is not None
-        try:
-            return await run.main()
-        except TurnNotSavedError:  # the next run of the session puts it in the ledger first (from its rescue file)
-            if run.turn_id is not None:
-                runtime.unsaved.append(run.turn_id)
-            raise
+    try:
+        async with run_lock(
+            runtime.ledger, execution.session_label, signal=execution.signal,
+            on_wait=hooks.waiting, on_recovered=hooks.recovered, orphans=hooks.rescued,
+        ) as held:  # fmt: skip
+            if not held:
+                return aborted_before_start(request.message)
+            await runtime.prepare_tools(execution.session_label, spec.role, spec.tools, execution.signal)
+            runtime.run_of(execution, runtime.context_for(execution, spec, model, request), spec, model)
+            run = execution._run
+            assert run is not None
+            try:
+                return await run.main()
+            except TurnNotSavedError:  # the next run of the session puts it in the ledger first (from its rescue file)
+                if run.turn_id is not None:
+                    runtime.unsaved.append(run.turn_id)
+                raise
+    finally:  # a finished run leaves the live table now: 1,000 ended runs kept their results until the next start
+        runtime._live.pop(execution.run_id, None)
 
 
 def aborted_before_start(message: str | UserMessage) -> AgentResult:
