@@ -42,8 +42,9 @@ import _sqlite_floor as floor_mod
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings, new_message_id
 from nexus.engine import AgentResult
 from nexus.engine.wiring.gc_tuning import tune_gc_for_many_runs
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession
 from nexus.ledger._checkpoint import background_checkpoints
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import BrokerStore, deliver_in
 
 
@@ -54,7 +55,7 @@ def _p99(samples: list[float]) -> float:
 def run_nexus(directory: Path, messages: int) -> dict[str, float]:
     """``rate`` (msg/s), ``p99`` (accept ms), ``cpu_us`` (per message): accept -> claim -> deliver, one at a time."""
     with Ledger.open(directory / "agents.db") as ledger:
-        ledger.ensure_session("agent:worker")
+        run_inline(ledger.sessions.ensure(NewSession("agent:worker")))
         store = BrokerStore(ledger.database)
         accept_ms: list[float] = []
         cpu0, start = time.process_time(), time.perf_counter()
@@ -165,7 +166,7 @@ def run_broker(
             broker = AgentBroker(ledger, Runner(), settings)  # type: ignore[arg-type]
             await broker.start()
             for n in range(agents):
-                ledger.ensure_session(f"agent:a{n}")
+                await ledger.sessions.ensure(NewSession(f"agent:a{n}"))
                 broker.register_agent(AgentIdentity(f"a{n}", f"agent:a{n}"))
             latencies: list[float] = []
 

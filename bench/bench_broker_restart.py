@@ -24,7 +24,8 @@ import _machine
 
 from nexus.broker import AgentBroker, AgentIdentity, BrokerSettings, QueueSettings
 from nexus.engine import AgentResult, AgentSpec
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import AcceptRequest, BrokerStore
 
 
@@ -63,7 +64,7 @@ def _fill(path: Path, agents: int, items: int) -> None:
     with Ledger.open(path) as ledger:
         store = BrokerStore(ledger.database)
         for n in range(agents):
-            ledger.ensure_session(f"agent:a{n}")
+            run_inline(ledger.sessions.ensure(NewSession(f"agent:a{n}")))
             store.save_agent(f"a{n}", role="worker", session_label=f"agent:a{n}", spec={"model": "openai/gpt-4o-mini"})
         requests = [
             AcceptRequest(
@@ -117,7 +118,7 @@ async def _idle_agents(path: Path, agents: int) -> tuple[float, float]:
     """Bytes per registered idle agent (no pending items): tracemalloc and RSS."""
     with Ledger.open(path) as ledger:
         for n in range(agents):
-            ledger.ensure_session(f"agent:idle{n}")
+            await ledger.sessions.ensure(NewSession(f"agent:idle{n}"))
         broker = AgentBroker(ledger, _Runner(), BrokerSettings())
         await broker.start()
         gc.collect()

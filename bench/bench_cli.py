@@ -220,9 +220,10 @@ def _tree_env(env: dict[str, str], src: str, home: Path) -> dict[str, str]:
 def _written(home: Path, src: str) -> int:
     """Turns the run case wrote to ``home``'s ledger, read by the tree that wrote them."""
     code = (
-        "import sys\nfrom nexus.ledger import Ledger\n"
+        "import asyncio, sys\nfrom nexus.ledger import Ledger\n"
         "with Ledger.open(sys.argv[1]) as ledger:\n"
-        "    print(sum(1 for s in ledger.list_sessions() if s.label.startswith('bench-') and s.head_turn_id))\n"
+        "    sessions = asyncio.run(ledger.sessions.list())\n"
+        "    print(sum(1 for s in sessions if s.label.startswith('bench-') and s.head_turn_id))\n"
     )
     env = {**os.environ, "PYTHONPATH": src}
     argv = [sys.executable, "-c", code, str(home / "agents.db")]

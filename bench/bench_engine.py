@@ -41,6 +41,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from nexus.ledger import NewSession
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
 import _machine
@@ -152,7 +154,7 @@ async def in_process_rows(turns: int, stream_fn: StreamFn) -> dict[str, float]:
     rows["loop"] = await timed(loop_turn, turns)
     with tempfile.TemporaryDirectory() as tmp:
         env = make_env(Path(tmp), stream_fn)
-        base = env.assemble("go", session="template", model=MODEL)
+        base = await env.assemble("go", session="template", model=MODEL)
 
         async def execute_turn(i: int) -> object:
             ctx = replace(base, run_id=new_id(), history=[])
@@ -162,7 +164,7 @@ async def in_process_rows(turns: int, stream_fn: StreamFn) -> dict[str, float]:
 
         async def ledger_turn(i: int) -> object:
             label = f"s{i}"
-            env.ledger.create_session(label)
+            await env.ledger.sessions.create(NewSession(label))
             ctx = replace(base, run_id=new_id(), history=[], session_label=label, parent_turn_id=None)
             return await execute(ctx, stream_fn=stream_fn, model=MODEL, ledger=env.ledger).result
 
@@ -185,7 +187,7 @@ async def history_row(turns: int, stream_fn: StreamFn) -> tuple[float, float, fl
         times: list[float] = []
         for _ in range(turns):
             start = time.perf_counter()
-            ctx = env.assemble("go", session="long", model=MODEL)
+            ctx = await env.assemble("go", session="long", model=MODEL)
             await env.start(ctx, model=MODEL).result
             times.append((time.perf_counter() - start) * 1e6)
         env.ledger.close()

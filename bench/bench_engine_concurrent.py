@@ -52,6 +52,8 @@ import tracemalloc
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from nexus.ledger import NewSession
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
 import _machine
@@ -166,7 +168,7 @@ async def main(
     for label in labels:
         answer = " ".join([ANSWER] * repeat)
         models[label] = ScriptedModel([tool_call("ls", {}, id="c1"), text(answer)], tokens_per_second=tps, record=False)
-        ledger.ensure_session(label)
+        await ledger.sessions.ensure(NewSession(label))
     gc.collect()
     if tuned_gc:
         from nexus.engine.wiring.gc_tuning import tune_gc_for_many_runs

@@ -255,7 +255,7 @@ async def nexus_engine_setup(args: dict[str, Any]) -> tuple[Callable[[], Awaitab
 
     async def turn() -> None:
         counter[0] += 1
-        ctx = env.assemble(PROMPT, session=f"bench{counter[0]}")
+        ctx = await env.assemble(PROMPT, session=f"bench{counter[0]}")
         result = await env.start(ctx).result
         final = result.reply
         assert result.stop_reason == "end_turn" and len(result.tool_calls) == 1, (result.stop_reason, result.error)

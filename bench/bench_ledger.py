@@ -31,7 +31,9 @@ from typing import Any
 
 import _machine
 
-from nexus.ledger import CompactionRecord, Ledger, _decode, _read
+from nexus.ledger import CompactionRecord, Ledger, NewSession, TurnDetails, TurnWrite, _decode, _read
+from nexus.ledger._sql_db import run_inline
+from nexus.ledger.pi_jsonl import export_pi_session
 from nexus.llm.types import AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
 
 WORDS = (
@@ -110,10 +112,20 @@ def bench_write(tmp: Path, turns: int, runs: int, synchronous: str) -> tuple[flo
         db = tmp / f"write-{synchronous}.db"
         _fresh(db)
         ledger = Ledger.open(db, synchronous=synchronous)
-        ledger.create_session("s")
+        run_inline(ledger.sessions.create(NewSession("s")))
         start, cpu = time.perf_counter(), time.process_time()
         for q, r in data:
-            ledger.write_turn(None, "s", query_messages=q, response_messages=r, model="gpt-4o", provider="openai")
+            run_inline(
+                ledger.turns.write(
+                    TurnWrite(
+                        "s",
+                        None,
+                        query_messages=q,
+                        response_messages=r,
+                        details=TurnDetails(model="gpt-4o", provider="openai"),
+                    )
+                )
+            )
         rates.append(turns / (time.perf_counter() - start))
         cpu_rates.append(turns / max(time.process_time() - cpu, 1e-9))
         ledger.close()
@@ -127,21 +139,35 @@ def build(db: Path, depth: int, fork_every: int = 0) -> str:
     """A session of ``depth`` turns (peer content). With ``fork_every``, the path crosses a fork that often."""
     _fresh(db)
     ledger = Ledger.open(db)
-    ledger.create_session("s")
+    run_inline(ledger.sessions.create(NewSession("s")))
     head = None
     for i in range(depth):
         if fork_every and i and i % fork_every == 0 and head is not None:
             # leave a side turn behind, so the next turn on the path has to open a new segment
-            ledger.write_turn(
-                None,
-                "s",
-                query_messages=[UserMessage("side")],
-                response_messages=[],
-                parent_turn_id=ledger.get_turn(head).parent_turn_id,
-                if_head_moved="branch",
+            run_inline(
+                ledger.turns.write(
+                    TurnWrite(
+                        "s",
+                        None,
+                        query_messages=[UserMessage("side")],
+                        response_messages=[],
+                        parent_turn_id=run_inline(ledger.turns.get(head)).parent_turn_id,
+                        if_head_moved="branch",
+                    )
+                )
             )
         q, r = peer_turn(i)
-        head = ledger.write_turn(None, "s", query_messages=q, response_messages=r, model="gpt-4o", provider="openai")
+        head = run_inline(
+            ledger.turns.write(
+                TurnWrite(
+                    "s",
+                    None,
+                    query_messages=q,
+                    response_messages=r,
+                    details=TurnDetails(model="gpt-4o", provider="openai"),
+                )
+            )
+        )
     ledger.close()
     return head or ""
 
@@ -178,14 +204,14 @@ def time_history(db: Path, reps: int) -> HistoryTimes:
         start = time.perf_counter()
         ledger = Ledger.open(db)
         opens.append((time.perf_counter() - start) * 1000)
-        elapsed, result = _timed(lambda: ledger.history("s"))  # noqa: B023
+        elapsed, result = _timed(lambda: run_inline(ledger.turns.history("s")))  # noqa: B023
         full.append(elapsed)
         count = len(result)  # type: ignore[arg-type]
         del result
         ledger.close()
         ledger = Ledger.open(db, message_cache=0)
-        uncached.append(_timed(lambda: ledger.history("s"))[0])  # noqa: B023
-        head = ledger.head("s")
+        uncached.append(_timed(lambda: run_inline(ledger.turns.history("s")))[0])  # noqa: B023
+        head = run_inline(ledger.sessions.head("s"))
         assert head is not None
         sql.append(_timed(lambda: ledger.database.read(functools.partial(_read.history_bodies, head_id=head.id)))[0])  # noqa: B023
         ledger.close()
@@ -196,7 +222,7 @@ def time_history(db: Path, reps: int) -> HistoryTimes:
 def _decode_stages(db: Path, reps: int) -> tuple[float, float]:
     """Median ms of the two decode stages alone: one json.loads over all bodies; building the message objects."""
     ledger = Ledger.open(db, message_cache=0)
-    head = ledger.head("s")
+    head = run_inline(ledger.sessions.head("s"))
     assert head is not None
     _summary, bodies = ledger.database.read(functools.partial(_read.history_bodies, head_id=head.id))
     # (runs against the schema-2 code too, which had no origins and decoded one dict at a time)
@@ -223,12 +249,12 @@ def time_history_warm(db: Path, reps: int) -> float:
     """history() with ``message_cache`` on, right after one more turn was written: an engine's next turn."""
     ledger = Ledger.open(db, message_cache=50_000)  # the default since schema 3 (explicit: the old code had 0)
     writer = Ledger.open(db, message_cache=0)
-    ledger.history("s")
+    run_inline(ledger.turns.history("s"))
     times = []
     for i in range(reps):
         q, r = peer_turn(100_000 + i)
-        writer.write_turn(None, "s", query_messages=q, response_messages=r)
-        times.append(_timed(lambda: ledger.history("s"))[0])
+        run_inline(writer.turns.write(TurnWrite("s", None, query_messages=q, response_messages=r)))
+        times.append(_timed(lambda: run_inline(ledger.turns.history("s")))[0])
     ledger.close()
     writer.close()
     return _median(times)
@@ -530,14 +556,20 @@ def build_compacted(db: Path, depth: int) -> None:
     """A session of ``depth`` turns of peer content compacted the way the engine does it (see COMPACT_EVERY)."""
     _fresh(db)
     ledger = Ledger.open(db, message_cache=0)
-    ledger.create_session("s")
+    run_inline(ledger.sessions.create(NewSession("s")))
     ids: list[str] = []
     for i in range(depth):
         q, r = peer_turn(i)
-        ids.append(ledger.write_turn(None, "s", query_messages=q, response_messages=r, model="gpt-4o"))
+        ids.append(
+            run_inline(
+                ledger.turns.write(
+                    TurnWrite("s", None, query_messages=q, response_messages=r, details=TurnDetails(model="gpt-4o"))
+                )
+            )
+        )
         if i % COMPACT_EVERY == COMPACT_AT and i >= COMPACT_KEEP:
             record = CompactionRecord(_text(4_000), ids[-1], ids[-COMPACT_KEEP], i, "gpt-4o-mini")
-            ids.append(ledger.write_turn(None, "s", compaction=record))
+            ids.append(run_inline(ledger.turns.write(TurnWrite("s", None, compaction=record))))
     ledger.close()
 
 
@@ -550,7 +582,7 @@ def _cold(db: Path, reps: int, max_chars: int | None) -> tuple[float, float, int
         ledger = Ledger.open(db)
         gc.collect()
         start, cpu = time.perf_counter(), time.process_time()
-        result = ledger.history("s", max_chars=max_chars)
+        result = run_inline(ledger.turns.history("s", max_chars=max_chars))
         walls.append((time.perf_counter() - start) * 1000)
         cpus.append((time.process_time() - cpu) * 1000)
         count = len(result)
@@ -612,7 +644,7 @@ def _report_peers(tmp: Path, oai: dict[str, dict[str, float]] | None, counts: li
         th = time_history(db, reps)
         full, count = th.full, th.count
         ledger = Ledger.open(db)
-        pi_file = ledger.export_pi("s", tmp / f"p{n}.jsonl")
+        pi_file = export_pi_session(ledger, "s", tmp / f"p{n}.jsonl")
         ledger.close()
         pi_ms, pi_count = time_pi_jsonl(pi_file, reps)
         assert pi_count == count, (pi_count, count)

@@ -23,7 +23,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,8 @@ from nexus.config import load_config
 from nexus.engine import Runtime
 from nexus.engine.execution import _journal as journal_module
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.ledger import Ledger
+from nexus.ledger import JournalEntry, JournalReply, Ledger
+from nexus.ledger._turn_store import SqlTurnStore
 from nexus.llm.events import AssistantMessageEvent, DoneEvent, StartEvent, TextDeltaEvent, TextStartEvent
 from nexus.llm.options import StreamOptions
 from nexus.llm.types import AssistantMessage, Context, Model, TextContent
@@ -65,15 +66,22 @@ def make_stream(deltas: int, every: int, pause: float) -> Any:
     return stream
 
 
+class CountingTurns(SqlTurnStore):
+    """Counts snapshot writes (journaled replies with ``complete=False``)."""
+
+    async def journal(self, entries: Sequence[JournalEntry]) -> None:
+        Counting.snapshots += sum(1 for e in entries if isinstance(e, JournalReply) and not e.complete)
+        await super().journal(entries)
+
+
 class Counting(Ledger):
-    """Counts snapshot writes (``journal_partial`` with ``complete=False``)."""
+    """A ledger whose turn store counts snapshot writes (:class:`CountingTurns`)."""
 
     snapshots = 0
 
-    def journal_partial(self, turn_id: str, slot: int, message: AssistantMessage, *, complete: bool = False) -> None:
-        if not complete:
-            Counting.snapshots += 1
-        super().journal_partial(turn_id, slot, message, complete=complete)
+    def __init__(self, db: Any, **options: Any) -> None:
+        super().__init__(db, **options)
+        self.turns = CountingTurns(db, message_cache=0)
 
 
 def set_journal(on: bool) -> None:
@@ -96,7 +104,7 @@ async def one_run(env: Runtime, stream: Any, ticker: bool) -> tuple[float, list[
 
     task = asyncio.create_task(tick()) if ticker else None
     start = time.perf_counter()
-    ctx = env.assemble("write", session=f"s{time.perf_counter_ns()}", model=MODEL)
+    ctx = await env.assemble("write", session=f"s{time.perf_counter_ns()}", model=MODEL)
     await env.start(ctx, model=MODEL).result
     took = (time.perf_counter() - start) * 1e6
     stop.set()

@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nexus.ledger import NewSession
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import header, load_line
 
@@ -71,7 +73,7 @@ async def _make_broker(directory: Path, steps: int, *, defer: bool = False) -> t
     env.spawner = BrokerSpawner(broker)
     await broker.start()
     for agent_id in [*(f"a{n}" for n in range(AGENTS)), "chat"]:
-        ledger.ensure_session(f"agent:{agent_id}")
+        await ledger.sessions.ensure(NewSession(f"agent:{agent_id}"))
         broker.register_agent(
             AgentIdentity(agent_id, f"agent:{agent_id}", "worker"), spec=AgentSpec(model=scripted.model.ref)
         )

@@ -40,6 +40,8 @@ from typing import Any
 
 import _machine
 
+from nexus.ledger import NewSession
+
 LABEL = "bench"
 TARGET_P99_MS = 100.0
 
@@ -86,7 +88,7 @@ async def _serve(args: argparse.Namespace) -> None:
     from nexus.server.app import create_app
 
     with tempfile.TemporaryDirectory(prefix="nexus-bench-sse-") as tmp, Ledger.open(Path(tmp) / "agents.db") as ledger:
-        ledger.create_session(LABEL)
+        await ledger.sessions.create(NewSession(LABEL))
         state = ServerState(ledger, BrokerStore(ledger.database))
         app = create_app(state)
         hub = state.events

@@ -16,8 +16,10 @@ Two numbers:
   callback taking the message on) or from a lower layer of DESIGN §2's ladder (a callback up the
   ladder). A call down the ladder returns to its caller and is no re-entry. Each caller → callee pair
   of functions counts once (a loop over tokens is one step). The types, clocks and settings every
-  layer uses (``nexus.llm``, ``nexus.config``) and the dataclass and lazy-import helpers
-  (``nexus._dataclass`` compiles a class's ``__init__`` the first time it is built) are not steps.
+  layer uses (``nexus.llm``, ``nexus.config``), the dataclass and lazy-import helpers
+  (``nexus._dataclass`` compiles a class's ``__init__`` the first time it is built) and the
+  telemetry every layer reports to (``nexus.telemetry``, layer 0: a span or a metric is a call down
+  that returns, never the message handed on) are not steps.
 - **token wrappers**: the functions that hand the reply's first token on between the engine's event
   channel (``EventChannel.publish``) and the adapter's pipe (``StreamDelivery.write``), endpoints and
   generated dataclass constructors left out; a class's methods count as one wrapper (a
@@ -48,7 +50,7 @@ RANK = {"cli": 8, "server": 8, "broker": 7, "streaming": 6, "routing": 6, "adapt
         "ledger": 4, "tools": 3, "mcp": 3, "agent": 2}  # fmt: skip
 """DESIGN section 2's ladder (``adapters`` sits below ``streaming``, which uses it)."""
 VOCABULARY = (
-    "nexus.llm", "nexus.config", "nexus.testing", "nexus.errors", "nexus._lazy", "nexus._dataclass",
+    "nexus.llm", "nexus.config", "nexus.testing", "nexus.errors", "nexus._lazy", "nexus._dataclass", "nexus.telemetry",
 )  # fmt: skip
 ON_PATH = contextvars.ContextVar("walk_on_path", default=False)
 DOWNWARD = "--downward" in sys.argv

@@ -157,7 +157,10 @@ def pgbouncer_server(postgres_server: str) -> Iterator[str]:
         shutil.chown(folder, "postgres")
         for name in ("users.txt", "pgbouncer.ini"):
             shutil.chown(folder / name, "postgres")
-    bouncer = subprocess.Popen([*as_owner, binary, str(folder / "pgbouncer.ini")], stderr=subprocess.PIPE)
+    # its log goes to a file: a pipe nobody reads fills after some 40 test databases and pgbouncer, blocked
+    # writing a log line, stops answering (connection timeouts in whichever test comes next)
+    log = open(folder / "pgbouncer.log", "wb")  # noqa: SIM115  (closed after pgbouncer stops)
+    bouncer = subprocess.Popen([*as_owner, binary, str(folder / "pgbouncer.ini")], stderr=log)
     try:
         import psycopg
 
@@ -172,4 +175,5 @@ def pgbouncer_server(postgres_server: str) -> Iterator[str]:
     finally:
         bouncer.terminate()
         bouncer.wait(timeout=10)
+        log.close()
         shutil.rmtree(folder, ignore_errors=True)

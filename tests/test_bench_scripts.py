@@ -156,3 +156,15 @@ def test_ledger_backends_bench_measures_both_backends_in_one_run(postgres_url: s
     assert_machine_lines(out)
     rows = [line.split()[0] for line in out.splitlines() if line.startswith(("sqlite ", "postgresql "))]
     assert rows == ["sqlite", "postgresql"]
+
+
+def test_telemetry_bench_prints_the_modes_the_floor_and_another_tree() -> None:
+    out = run_bench(
+        str(BENCH / "bench_telemetry.py"),
+        *("--model", "scripted", "--turns", "2", "--blocks", "1", "--rounds", "1"),
+        *("--also-src", f"again={ROOT / 'src'}"),
+    )
+    assert_machine_lines(out)
+    rows = {line.split(" | ")[0][2:]: line for line in out.splitlines() if line.startswith("| ")}
+    assert {"off", "metrics", "tracing", "both", "this tree", "again"} <= set(rows)
+    assert {"4 spans, OpenTelemetry SDK", "a turn's observations, prometheus_client"} <= set(rows)

@@ -24,6 +24,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from nexus.ledger import NewSession, TurnDetails, TurnWrite
+from nexus.ledger._sql_db import run_inline
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
@@ -162,8 +165,16 @@ class _Writer:
         label = self.label(p.sess, p.branch)
         if p.fork_of is not None:
             parent_turn = self.ends[p.fork_of]
-            self.ledger.fork(  # type: ignore[attr-defined]
-                parent_turn, label, routing_key=f"task:{p.branch}", metadata={"agent": p.sess.agent}
+            run_inline(
+                self.ledger.sessions.create(
+                    NewSession(
+                        label,
+                        origin="fork",
+                        head_turn_id=parent_turn,
+                        routing_key=f"task:{p.branch}",
+                        metadata={"agent": p.sess.agent},
+                    )
+                )
             )
         message_id = f"eval-{p.branch}-{p.episode}-{p.index}"
         item, _ = self.store.accept(  # type: ignore[attr-defined]
@@ -177,17 +188,20 @@ class _Writer:
         )
         workspace = self.workspaces / p.sess.workspace
         response = list(_response(p, workspace, self.touched.setdefault(p.sess.key, set())))
-        turn_id = self.ledger.write_turn(  # type: ignore[attr-defined]
-            None,
-            label,
-            query_messages=[UserMessage(p.turn.ask, timestamp=p.at_ms)],
-            response_messages=response,
-            status=p.turn.status,
-            started_at=p.at_ms,
-            completed_at=p.at_ms + 90_000,
-            workspace_path=str(workspace),
-            model="eval-model",
-            provider="eval",
+        turn_id = run_inline(
+            self.ledger.turns.write(
+                TurnWrite(
+                    label,
+                    None,
+                    query_messages=[UserMessage(p.turn.ask, timestamp=p.at_ms)],
+                    response_messages=response,
+                    status=p.turn.status,
+                    completed_at=p.at_ms + 90_000,
+                    details=TurnDetails(
+                        started_at=p.at_ms, workspace_path=str(workspace), model="eval-model", provider="eval"
+                    ),
+                )
+            )
         )
         self.store.deliver([item.id], turn_id)  # type: ignore[attr-defined]
         if p.turn.status == "completed":

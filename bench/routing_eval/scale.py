@@ -14,6 +14,9 @@ from pathlib import Path
 
 from build import SESSIONS
 
+from nexus.ledger import NewSession, TurnDetails, TurnWrite
+from nexus.ledger._sql_db import run_inline
+
 _TURNS_PER_SESSION = 20
 
 
@@ -46,23 +49,29 @@ def build_scale(home: Path, n_turns: int, seed: int = 7) -> float:
     while written < n_turns:
         label = f"scale-{session}"
         if session % 10 == 9 and written:
-            parent = ledger.head(f"scale-{session - 1}")
-            ledger.fork(parent.id if parent else "", label) if parent else ledger.create_session(label)
+            parent = run_inline(ledger.sessions.head(f"scale-{session - 1}"))
+            run_inline(
+                ledger.sessions.create(NewSession(label, origin="fork", head_turn_id=parent.id if parent else ""))
+            ) if parent else run_inline(ledger.sessions.create(NewSession(label)))
         else:
-            ledger.create_session(label)
+            run_inline(ledger.sessions.create(NewSession(label)))
         for i in range(min(_TURNS_PER_SESSION, n_turns - written)):
             path = f"pkg{rng.randrange(300)}/mod{rng.randrange(5000)}.py"
             call = ToolCall(f"c{written}", "edit", {"path": path, "oldText": "a", "newText": "b"})
-            ledger.write_turn(
-                None,
-                label,
-                query_messages=[UserMessage(_mutate(rng.choice(asks), words, rng))],
-                response_messages=[
-                    AssistantMessage([call], stop_reason="tool_use"),
-                    ToolResultMessage(call.id, "edit", [TextContent("ok")]),
-                    AssistantMessage([TextContent(_mutate(rng.choice(replies), words, rng))]),
-                ],
-                workspace_path=str(home / "ws"),
+            run_inline(
+                ledger.turns.write(
+                    TurnWrite(
+                        label,
+                        None,
+                        query_messages=[UserMessage(_mutate(rng.choice(asks), words, rng))],
+                        response_messages=[
+                            AssistantMessage([call], stop_reason="tool_use"),
+                            ToolResultMessage(call.id, "edit", [TextContent("ok")]),
+                            AssistantMessage([TextContent(_mutate(rng.choice(replies), words, rng))]),
+                        ],
+                        details=TurnDetails(workspace_path=str(home / "ws")),
+                    )
+                )
             )
             written += 1
             del i

@@ -25,7 +25,7 @@ from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSetting
 from nexus.config import AdapterConfig, load_config
 from nexus.engine import AgentSpec, Execution, Runtime
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession
 from nexus.ledger.broker_store import BrokerStore
 from nexus.ledger.deliveries import DeliveryLog
 from nexus.streaming import Deliverer
@@ -68,7 +68,7 @@ async def rig(
         settings = BrokerSettings(queue=QueueSettings(mode="followup"))
         broker = AgentBroker(ledger, env, settings, deliver=deliverer.deliver_stored)
         await broker.start()
-        ledger.ensure_session("agent:coder")
+        await ledger.sessions.ensure(NewSession("agent:coder"))
         broker.register_agent(AgentIdentity("coder", "agent:coder"), spec=AgentSpec(model=scripted.model.ref))
         try:
             yield Rig(ledger, broker, deliverer, manager)
@@ -141,11 +141,12 @@ async def test_an_adapter_killed_mid_delivery_records_partial_and_the_turn_is_in
         outcome = await asyncio.wait_for(execution.result, 30)
         report = await asyncio.wait_for(delivery, 30)  # ends as stream_error{partial}
         assert report is not None and not report.ok and report.partial
-        assert "exited with code -9" in (report.error or "")
+        # whichever the bridge noticed first: the pipe closing under its next write, or the process's exit
+        assert any(why in (report.error or "") for why in ("exited with code -9", "closed its stdin")), report.error
         assert outcome.status == "completed" and outcome.reply == "All done."
         turn_id = _turn_of(r, receipt.queue_item_id)
         (record,) = DeliveryLog(r.ledger.database).for_turn(turn_id)
-        texts = [m.message for m in r.ledger.messages(turn_id)]
+        texts = [m.message for m in await r.ledger.turns.messages(turn_id)]
     assert record.status == "partial" and record.path == "native"
     assert record.error is not None and "in the middle of a delivery" in record.error
     assert record.message_ids == ["m2"], "the message the adapter created before it died"
@@ -189,7 +190,7 @@ async def test_an_undeliverable_target_is_recorded_failed_and_the_turn_is_kept(
         _, report = await r.run(receipt)
         turn_id = _turn_of(r, receipt.queue_item_id)
         (record,) = DeliveryLog(r.ledger.database).for_turn(turn_id)
-        assert r.ledger.get_turn(turn_id).status == "completed"
+        assert (await r.ledger.turns.get(turn_id)).status == "completed"
     assert (
         report is not None
         and not report.ok
@@ -247,7 +248,7 @@ async def test_the_turn_never_waits_for_an_adapter_that_does_not_answer(
         assert execution is not None
         delivery = asyncio.ensure_future(r.deliverer.report(execution))
         outcome = await asyncio.wait_for(execution.result, 30)
-        assert outcome.status == "completed" and r.ledger.get_turn(outcome.turn_id or "").status == "completed"
+        assert outcome.status == "completed" and (await r.ledger.turns.get(outcome.turn_id or "")).status == "completed"
         assert not delivery.done(), "the turn is written while the adapter still owes its answer"
         report = await asyncio.wait_for(delivery, 30)
         (record,) = DeliveryLog(r.ledger.database).for_turn(outcome.turn_id or "")

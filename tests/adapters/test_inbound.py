@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from nexus.ledger import Ledger
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import BrokerStore
 from nexus.ledger.deliveries import DeliveryLog
 from nexus.testing import FakeProviderServer, FakeTelegram
@@ -136,9 +137,11 @@ def _items(home: Path) -> list[tuple[str, str, str, str | None]]:
 def _completed_turns(home: Path, label: str) -> list[str]:
     with Ledger.open(home / "agents.db") as ledger:
         texts = []
-        for turn in ledger.turns(label):
+        for turn in run_inline(ledger.turns.path(label)):
             if turn.status == "completed":
-                texts += [str(m.message.content) for m in ledger.messages(turn.id) if m.role == "user"]
+                texts += [
+                    str(m.message.content) for m in run_inline(ledger.turns.messages(turn.id)) if m.role == "user"
+                ]
         return texts
 
 
@@ -214,7 +217,7 @@ def test_a_broker_killed_mid_reply_loses_nothing_and_runs_nothing_twice(
         texts = _completed_turns(isolated_env, f"assistant~dm~telegram~{chat}")
         assert sum(text in t for t in texts) == 1, (chat, texts)
     with Ledger.open(isolated_env / "agents.db") as ledger:  # the kill did cut a reply: its turn is kept, aborted
-        statuses = [t.status for chat in chats for t in ledger.turns(f"assistant~dm~telegram~{chat}")]
+        statuses = [t.status for chat in chats for t in run_inline(ledger.turns.path(f"assistant~dm~telegram~{chat}"))]
     assert "aborted" in statuses, statuses
 
 

@@ -12,7 +12,8 @@ from fake_runtime import FakeRuntime
 from nexus.agent.tool_types import AgentToolResult
 from nexus.broker import AgentBroker, AgentIdentity, BrokerSettings
 from nexus.broker.agent_tools import CallerContext, agent_tools
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import BrokerStore
 from nexus.llm.abort import AbortSignal
 
@@ -20,8 +21,8 @@ from nexus.llm.abort import AbortSignal
 @pytest.fixture
 def ledger(tmp_path: Path) -> Iterator[Ledger]:
     with Ledger.open(tmp_path / "agents.db") as opened:
-        opened.ensure_session("agent:manager")
-        opened.ensure_session("agent:worker")
+        run_inline(opened.sessions.ensure(NewSession("agent:manager")))
+        run_inline(opened.sessions.ensure(NewSession("agent:worker")))
         yield opened
 
 

@@ -19,7 +19,8 @@ from nexus.broker import (
     QueueSettings,
     UnknownAgentError,
 )
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger._sqlite import Database
 from nexus.ledger.broker_store import BrokerQueueItem, BrokerStore
 
@@ -35,7 +36,7 @@ def message(n: int | str, content: str | None = None, *, to: str = "worker", sen
 def ledger(tmp_path: Path) -> AsyncIterator[Ledger]:
     with Ledger.open(tmp_path / "agents.db") as opened:
         for label in ("agent:worker", "agent:manager"):
-            opened.ensure_session(label)
+            run_inline(opened.sessions.ensure(NewSession(label)))
         yield opened  # type: ignore[misc]
 
 
@@ -220,7 +221,7 @@ async def test_cap_with_new_policy_refuses_and_records_the_drop(ledger: Ledger) 
 async def test_restart_reloads_registry_and_pending_items(tmp_path: Path) -> None:
     path = tmp_path / "agents.db"
     with Ledger.open(path) as ledger:
-        ledger.ensure_session("agent:worker")
+        await ledger.sessions.ensure(NewSession("agent:worker"))
         broker, runner = await open_broker(ledger, queue=QueueSettings(mode="followup"))
         broker.register_agent(WORKER)
         for n in range(3):
@@ -276,7 +277,7 @@ async def test_clear_queue_drops_waiting_messages_only(ledger: Ledger) -> None:
 
 async def test_concurrency_cap_limits_active_runs(ledger: Ledger) -> None:
     for n in range(4):
-        ledger.ensure_session(f"agent:w{n}")
+        await ledger.sessions.ensure(NewSession(f"agent:w{n}"))
     broker, runner = await open_broker(ledger, max_concurrent=2, queue=QueueSettings(mode="followup"))
     for n in range(4):
         broker.register_agent(AgentIdentity(f"w{n}", f"agent:w{n}"))
@@ -442,12 +443,16 @@ def _claimed_ask(ledger: Ledger) -> tuple[BrokerStore, BrokerQueueItem]:
     return store, item
 
 
+async def _answer_from(turn_id: str) -> str:
+    return f"answer from {turn_id}"
+
+
 async def test_a_reply_a_crash_kept_from_being_sent_is_sent_on_start(ledger: Ledger) -> None:
     store, item = _claimed_ask(ledger)
     store.deliver([item.id], "turn-of-worker")  # the turn was written; then the process died
     runner = FakeRuntime(store)
     runner.auto_finish = True
-    broker = AgentBroker(ledger, runner, BrokerSettings(), reply_text=lambda turn: f"answer from {turn}")
+    broker = AgentBroker(ledger, runner, BrokerSettings(), reply_text=_answer_from)
     await broker.start()
     run = await runner.next_run(1)
     assert run.request.agent_id == "manager" and run.request.prompt.endswith("answer from turn-of-worker")
@@ -463,7 +468,7 @@ async def test_an_ask_cut_by_crashes_until_it_failed_is_answered_failed_on_start
     ledger.database.write(lambda c: c.execute("UPDATE queue_items SET attempts = 3 WHERE id = ?", (item.id,)))
     runner = FakeRuntime(store)
     runner.auto_finish = True
-    broker = AgentBroker(ledger, runner, BrokerSettings(), reply_text=lambda turn: f"answer from {turn}")
+    broker = AgentBroker(ledger, runner, BrokerSettings(), reply_text=_answer_from)
     assert [failed.id for failed in await broker.start()] == [item.id]
     run = await runner.next_run(1)
     assert run.request.agent_id == "manager"

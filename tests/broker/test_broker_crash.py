@@ -28,6 +28,7 @@ from broker_homes import start_drain, write_home
 
 from nexus.broker.sessions import session_label_for
 from nexus.ledger import Ledger
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import AcceptRequest, BrokerStore
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import echo
@@ -115,16 +116,16 @@ def _check_ledger(home: Path) -> None:
         for item in items:
             if item.status == "failed":
                 assert item.attempts >= 3 and "cut 3 times" in (item.error or ""), item
-        assert ledger.open_turns() == []
+        assert run_inline(ledger.turns.open_turns()) == []
         completed_seen: Counter[str] = Counter()
         turn_tokens: dict[str, set[str]] = {}
         labels = {item.session_label for item in items}
         assert any("~dm~test~" in label for label in labels)
         for label in sorted(labels):
-            for turn in ledger.turns(label):
+            for turn in run_inline(ledger.turns.path(label)):
                 tokens = {
                     token
-                    for stored in ledger.messages(turn.id)
+                    for stored in run_inline(ledger.turns.messages(turn.id))
                     if stored.role == "user"
                     for token in TOKEN.findall(str(stored.message.content))
                 }
@@ -139,5 +140,5 @@ def _check_ledger(home: Path) -> None:
             token = TOKEN.search(str(item.message.get("content")))
             assert token is not None and item.turn_id in turn_tokens, item
             assert token.group(0) in turn_tokens[item.turn_id], (item, turn_tokens[item.turn_id])
-            turn = ledger.get_turn(item.turn_id)
+            turn = run_inline(ledger.turns.get(item.turn_id))
             assert turn.status in ("completed", "aborted")

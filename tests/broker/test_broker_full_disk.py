@@ -18,7 +18,7 @@ from fake_runtime import FakeRuntime
 
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings
 from nexus.broker._watcher import WATCH_INTERVAL_S
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession
 from nexus.ledger._sqlite import Database
 from nexus.ledger.broker_store import BrokerStore
 
@@ -44,7 +44,7 @@ async def test_a_steer_adopted_while_the_disk_is_full_runs_later_and_the_watcher
 ) -> None:
     disk = tmpfs("2m")
     with Ledger.open(disk / "agents.db") as ledger:
-        ledger.ensure_session("agent:worker")
+        await ledger.sessions.ensure(NewSession("agent:worker"))
         store = BrokerStore(ledger.database)
         runner = FakeRuntime(store)
         broker = AgentBroker(ledger, runner, BrokerSettings(queue=QueueSettings(mode="followup")))

@@ -11,7 +11,8 @@ from fake_runtime import FakeRuntime
 
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerError, BrokerSettings, QueueSettings
 from nexus.broker.sessions import session_label_for
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import BrokerStore
 
 BOT = AgentIdentity("bot", "agent:bot", "worker")
@@ -24,7 +25,7 @@ def message(n: int, session: str | None, content: str | None = None) -> AgentMes
 @pytest.fixture
 def ledger(tmp_path: Path) -> AsyncIterator[Ledger]:
     with Ledger.open(tmp_path / "agents.db") as opened:
-        opened.ensure_session("agent:bot")
+        run_inline(opened.sessions.ensure(NewSession("agent:bot")))
         yield opened  # type: ignore[misc]
 
 
@@ -70,7 +71,7 @@ async def test_sessions_of_one_agent_run_at_once_one_run_each(ledger: Ledger) ->
     for run in runner.runs:
         run.finish()
     assert await broker.wait_for_idle("bot", timeout_ms=2000)
-    session = ledger.get_session("bot~dm~telegram~1")
+    session = await ledger.sessions.get("bot~dm~telegram~1")
     assert session.routing_key == "dm:telegram:1"
     rows = BrokerStore(ledger.database).items(agent_id="bot")
     assert {(row.session_label, row.status) for row in rows} == {
@@ -149,7 +150,7 @@ async def test_send_is_idempotent_across_sessions_and_restarts(ledger: Ledger) -
 
 
 async def test_a_label_owned_by_another_session_is_refused(ledger: Ledger) -> None:
-    ledger.ensure_session("bot~dm~x~a")  # a user's session that happens to have the label
+    await ledger.sessions.ensure(NewSession("bot~dm~x~a"))  # a user's session that happens to have the label
     broker, _ = await open_broker(ledger)
     with pytest.raises(BrokerError, match="is not the session of key"):
         await broker.send(message(1, "dm:x:a"))

@@ -8,7 +8,7 @@ import pytest
 from fake_runtime import FakeRuntime
 
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession
 from nexus.ledger.broker_store import BrokerStore
 
 
@@ -16,7 +16,7 @@ async def test_a_message_sent_before_start_is_queued_once(tmp_path: Path) -> Non
     """``send`` before ``start`` queues the item in memory and stores its row; the reload at start
     read the row back and queued it a second time: a collect batch carried the message twice."""
     with Ledger.open(tmp_path / "agents.db") as ledger:
-        ledger.ensure_session("agent:a")
+        await ledger.sessions.ensure(NewSession("agent:a"))
         runner = FakeRuntime(BrokerStore(ledger.database), auto_finish=True)
         settings = BrokerSettings(queue=QueueSettings(mode="collect", debounce_ms=10))
         broker = AgentBroker(ledger, runner, settings)
@@ -32,7 +32,7 @@ async def test_a_message_sent_before_start_is_queued_once(tmp_path: Path) -> Non
 
 async def _started_with_agent_a(ledger: Ledger) -> tuple[AgentBroker, FakeRuntime]:
     """A started broker with one agent ``a`` (followup) on a test-driven runner."""
-    ledger.ensure_session("agent:a")
+    await ledger.sessions.ensure(NewSession("agent:a"))
     runner = FakeRuntime(BrokerStore(ledger.database))
     broker = AgentBroker(ledger, runner, BrokerSettings(queue=QueueSettings(mode="followup")))
     broker.register_agent(AgentIdentity("a", "agent:a"))

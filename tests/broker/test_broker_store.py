@@ -7,14 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from nexus.ledger import Ledger, LedgerError
+from nexus.ledger import Ledger, LedgerError, NewSession, TurnWrite
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import BrokerStore
 
 
 @pytest.fixture
 def ledger(tmp_path: Path) -> Iterator[Ledger]:
     with Ledger.open(tmp_path / "agents.db") as opened:
-        opened.ensure_session("agent:worker")
+        run_inline(opened.sessions.ensure(NewSession("agent:worker")))
         yield opened
 
 
@@ -129,17 +130,21 @@ def test_write_turn_marks_consumed_items_in_its_own_transaction(ledger: Ledger, 
     done_id, _ = accept(store, "m-2")
     store.claim([item_id, done_id])
     store.deliver([done_id], "an-earlier-turn")
-    turn_id = ledger.write_turn(
-        None,
-        "agent:worker",
-        query_messages=[UserMessage("text of m-1")],
-        response_messages=[AssistantMessage(content=[TextContent("ok")])],
-        consumed_queue_items=[item_id, done_id],
+    turn_id = run_inline(
+        ledger.turns.write(
+            TurnWrite(
+                "agent:worker",
+                None,
+                query_messages=[UserMessage("text of m-1")],
+                response_messages=[AssistantMessage(content=[TextContent("ok")])],
+                consumed_queue_items=[item_id, done_id],
+            )
+        )
     )
     rows = {row.id: row for row in store.items()}
     assert (rows[item_id].status, rows[item_id].turn_id) == ("delivered", turn_id)
     assert rows[done_id].turn_id == "an-earlier-turn"  # a finished item is left alone, the turn still written
-    assert ledger.get_turn(turn_id).status == "completed"
+    assert run_inline(ledger.turns.get(turn_id)).status == "completed"
 
 
 def test_queued_after_skips_the_rows_the_caller_holds_but_still_moves_past_them(store: BrokerStore) -> None:

@@ -16,7 +16,7 @@ from nexus.broker.spawner import BrokerSpawner
 from nexus.config import load_config
 from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession
 from nexus.ledger.broker_store import BrokerStore
 from nexus.llm.abort import AbortSignal
 from nexus.streaming import stream_events
@@ -39,7 +39,7 @@ async def start_broker(
     env.spawner = BrokerSpawner(broker)
     await broker.start()
     for agent_id, role in (("lead", "manager"), ("coder", "worker")):
-        ledger.ensure_session(f"agent:{agent_id}")
+        await ledger.sessions.ensure(NewSession(f"agent:{agent_id}"))
         broker.register_agent(
             AgentIdentity(agent_id, f"agent:{agent_id}", role),  # type: ignore[arg-type]
             spec=AgentSpec(model=scripted.model.ref),
@@ -52,7 +52,7 @@ async def test_a_message_becomes_a_turn_that_consumes_its_queue_item(ledger: Led
     broker = await start_broker(ledger, scripted)
     result = await broker.send_and_wait(AgentMessage("m-1", "user", "coder", "say hello"), timeout_ms=20_000)
     assert result.success and result.reply == "Hello from coder."
-    head = ledger.head("agent:coder")
+    head = await ledger.sessions.head("agent:coder")
     assert head is not None and head.id == result.turn_id and head.status == "completed"
     (item,) = BrokerStore(ledger.database).items(agent_id="coder")
     assert (item.status, item.turn_id, item.attempts) == ("delivered", head.id, 1)
@@ -70,9 +70,9 @@ async def test_a_manager_delegates_and_waits_for_the_workers_reply(ledger: Ledge
     broker = await start_broker(ledger, scripted)
     result = await broker.send_and_wait(AgentMessage("m-1", "user", "lead", "ask the coder"), timeout_ms=20_000)
     assert result.success and result.reply == "The coder says the answer is 4."
-    worker_turns = ledger.turns("agent:coder")
+    worker_turns = await ledger.turns.path("agent:coder")
     assert len(worker_turns) == 1 and worker_turns[0].status == "completed"
-    worker_query = ledger.messages(worker_turns[0].id)[0].message
+    worker_query = (await ledger.turns.messages(worker_turns[0].id))[0].message
     assert "[Message from lead]" in str(worker_query.content) and "What is 2+2?" in str(worker_query.content)
     logged = ledger.database.connection.execute("SELECT from_agent, to_agent, content FROM broker_messages")
     assert logged.fetchall() == [("lead", "coder", "What is 2+2?")]
@@ -118,7 +118,7 @@ async def test_a_steer_enters_the_running_turn_and_is_delivered_with_it(ledger: 
     steered = await broker.send(AgentMessage("m-2", "user", "coder", "use tabs"), "steer")
     assert steered.steered
     assert await broker.wait_for_idle("coder", timeout_ms=20_000)
-    (turn,) = ledger.turns("agent:coder")  # one turn consumed both messages
+    (turn,) = await ledger.turns.path("agent:coder")  # one turn consumed both messages
     second_call = scripted.calls[1].messages
     assert any("use tabs" in str(m.content) for m in second_call if m.role == "user")
     items = {item.id: item for item in BrokerStore(ledger.database).items(agent_id="coder")}
@@ -158,10 +158,10 @@ async def test_a_steer_during_the_final_reply_is_answered_in_the_same_turn(ledge
     cut = next(n for n, e in enumerate(events) if e.type == "stream_end")
     assert "".join(e.text for e in events[:cut] if e.type == "token") == "Here is the summary of the whole file."
     assert "".join(e.text for e in events[cut:] if e.type == "token") == "Now in French: voici."
-    (turn,) = ledger.turns("agent:coder")  # one turn: the reply, the steer, the answer to it
+    (turn,) = await ledger.turns.path("agent:coder")  # one turn: the reply, the steer, the answer to it
     assert turn.status == "completed" and len(scripted.calls) == 2
     assert str(scripted.calls[1].messages[-1].content).endswith("and in French")
-    roles = [(m.role, m.text.rsplit("\n", 1)[-1]) for m in ledger.messages(turn.id)]
+    roles = [(m.role, m.text.rsplit("\n", 1)[-1]) for m in await ledger.turns.messages(turn.id)]
     assert roles == [
         ("user", "summarise the file"),
         ("assistant", "Here is the summary of the whole file."),
@@ -201,9 +201,9 @@ async def test_a_steer_sent_after_abort_is_returned_and_runs_next_in_its_place(l
     release.set()
     assert await broker.wait_for_idle("coder", timeout_ms=20_000)
     assert [r.id for r in (await run.result).returned_steers] == [steered.queue_item_id]
-    turns = ledger.turns("agent:coder")
+    turns = await ledger.turns.path("agent:coder")
     assert [t.status for t in turns] == ["aborted", "completed", "completed"]
-    texts = [[m.text.rsplit("\n", 1)[-1] for m in ledger.messages(t.id)] for t in turns]
+    texts = [[m.text.rsplit("\n", 1)[-1] for m in await ledger.turns.messages(t.id)] for t in turns]
     assert [t[0] for t in texts] == ["go", "task 2", "task 3"] and texts[1][-1] == "ran 2"
     items = {item.id: item for item in BrokerStore(ledger.database).items(agent_id="coder")}
     ids = (first.queue_item_id, steered.queue_item_id, later.queue_item_id)
@@ -221,13 +221,13 @@ async def test_each_message_is_stored_with_its_sender_as_source(ledger: Ledger) 
     steered = await broker.send(AgentMessage("m-2", "lead", "coder", "use tabs"), "steer")
     assert steered.steered
     assert await broker.wait_for_idle("coder", timeout_ms=20_000)
-    (turn,) = ledger.turns("agent:coder")
-    users = [(m.text.rsplit("\n", 1)[-1], m.source) for m in ledger.messages(turn.id) if m.role == "user"]
+    (turn,) = await ledger.turns.path("agent:coder")
+    users = [(m.text.rsplit("\n", 1)[-1], m.source) for m in await ledger.turns.messages(turn.id) if m.role == "user"]
     assert users == [("format the file", "user"), ("use tabs", "agent:lead")]
     chat = AgentMessage("tg-1", "telegram:42", "coder", "hi", session="dm:telegram:42")
     result = await broker.send_and_wait(chat, timeout_ms=20_000)
     assert result.success and result.turn_id is not None
-    (query,) = [m for m in ledger.messages(result.turn_id) if m.role == "user"]
+    (query,) = [m for m in await ledger.turns.messages(result.turn_id) if m.role == "user"]
     assert query.source == "telegram:42"
     await broker.close()
 
@@ -254,7 +254,7 @@ async def test_a_spawned_sub_agent_is_a_broker_agent(ledger: Ledger) -> None:
     assert result.success and result.reply == "The worker counted 3 files."
     workers = [a for a in broker.list_agents() if a.identity.agent_id.startswith("worker-")]
     assert len(workers) == 1 and workers[0].identity.role == "worker"
-    session = ledger.get_session(workers[0].identity.session_label)
+    session = await ledger.sessions.get(workers[0].identity.session_label)
     assert session.is_subagent and session.parent_session_label == "agent:lead" and session.task_status == "completed"
     assert session.spawn_tool_call_id == "sp1"
     (worker_item,) = BrokerStore(ledger.database).items(agent_id=workers[0].identity.agent_id)

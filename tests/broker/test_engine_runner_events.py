@@ -9,7 +9,7 @@ from nexus.config import load_config
 from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution.events import ReplyDelta
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text
 
@@ -20,7 +20,7 @@ async def test_a_sender_sees_the_run_that_consumes_its_message_and_every_text_de
         env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
         broker = AgentBroker(ledger, env, BrokerSettings(queue=QueueSettings(mode="followup")))
         await broker.start()
-        ledger.ensure_session("agent:coder")
+        await ledger.sessions.ensure(NewSession("agent:coder"))
         broker.register_agent(AgentIdentity("coder", "agent:coder"), spec=AgentSpec(model=scripted.model.ref))
         receipt = await broker.send(AgentMessage("m-1", "user", "coder", "count"))
         followed = await receipt.follow()  # handed over before the run does anything: nothing is missed

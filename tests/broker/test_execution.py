@@ -15,7 +15,7 @@ from nexus.config import load_config
 from nexus.engine import AgentSpec, Execution, Runtime
 from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.engine.execution.session_lock import session_lock_path
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession
 from nexus.ledger.broker_store import BrokerStore
 from nexus.streaming import stream_events
 from nexus.streaming.events import StreamEnd, StreamError, StreamEvent, StreamStart, Token, ToolStatus
@@ -31,7 +31,7 @@ async def broker_on(tmp_path: Path, scripted: ScriptedModel) -> AsyncIterator[tu
         env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
         broker = AgentBroker(ledger, env, BrokerSettings(queue=QueueSettings(mode="followup")))
         await broker.start()
-        ledger.ensure_session("agent:coder")
+        await ledger.sessions.ensure(NewSession("agent:coder"))
         broker.register_agent(AgentIdentity("coder", "agent:coder"), spec=AgentSpec(model=scripted.model.ref))
         try:
             yield broker, ledger
@@ -58,7 +58,7 @@ async def test_the_stream_yields_the_seed_events_and_the_result_the_written_turn
         receipt = await broker.send(AgentMessage("m-1", "user", "coder", "what does it say?"))
         execution, events = await followed(receipt)
         result = await execution.result
-        turn = ledger.get_turn(result.turn_id or "")
+        turn = await ledger.turns.get(result.turn_id or "")
         outcome = await receipt.outcome()
     kinds = [e.type for e in events]
     assert kinds[0] == "stream_start" and isinstance(events[0], StreamStart)

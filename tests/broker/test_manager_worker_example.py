@@ -43,11 +43,15 @@ async def test_the_manager_delegates_to_both_workers_and_answers(isolated_env: P
     scripted.assert_complete()
     with Ledger.open(isolated_env / "agents.db") as ledger:
         for agent_id in ("researcher", "critic"):
-            (turn,) = ledger.turns(f"agent:{agent_id}")
+            (turn,) = await ledger.turns.path(f"agent:{agent_id}")
             assert turn.status == "completed"
         log = ledger.database.connection.execute("SELECT from_agent, to_agent FROM broker_messages ORDER BY to_agent")
         assert log.fetchall() == [("lead", "critic"), ("lead", "researcher")]
-        results = [m.message for m in ledger.messages(ledger.turns("agent:lead")[0].id) if m.role == "tool_result"]
+        results = [
+            m.message
+            for m in await ledger.turns.messages((await ledger.turns.path("agent:lead"))[0].id)
+            if m.role == "tool_result"
+        ]
         assert sorted(str(r.content[0].text) for r in results) == [  # type: ignore[union-attr]
             "worker notes on: facts: Rust vs Go",
             "worker notes on: risks: Rust vs Go",

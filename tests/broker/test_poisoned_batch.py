@@ -14,6 +14,7 @@ from pathlib import Path
 from broker_homes import start_drain, write_home
 
 from nexus.ledger import Ledger
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import AcceptRequest, BrokerStore
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import from_context, last_user_text, text, tool_call
@@ -56,7 +57,7 @@ def test_the_innocent_mates_of_a_batch_that_kills_its_process_still_run(isolated
         for n in (0, 1, 2, 4):
             item = items[f"m{n}"]
             assert item.status == "delivered" and item.attempts <= 3, item
-            turn = ledger.get_turn(item.turn_id or "")
+            turn = run_inline(ledger.turns.get(item.turn_id or ""))
             assert turn.status == "completed"
-            prompt = str(ledger.messages(turn.id)[0].message.content)
+            prompt = str(run_inline(ledger.turns.messages(turn.id))[0].message.content)
             assert MESSAGES[n] in prompt and "POISON" not in prompt

@@ -50,6 +50,6 @@ async def test_a_session_another_agent_talks_in_is_refused_and_nothing_is_stored
         assert broker.get_agent("b") is None and [row.agent_id for row in store.list_agents()] == ["a"]
         broker.register_agent(AgentIdentity("a", "shared", "manager"))  # its own session: an update
         assert store.get_agent("a").role == "manager"  # type: ignore[union-attr]
-        ledger.add_alias("shared-alias", "shared")
+        await ledger.sessions.add_alias("shared-alias", "shared")
         with pytest.raises(AgentSessionTakenError):  # an alias of it is the same session
             broker.register_agent(AgentIdentity("c", "shared-alias"))

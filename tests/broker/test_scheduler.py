@@ -12,7 +12,8 @@ import pytest
 from fake_runtime import FakeRun, FakeRuntime
 
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import BrokerStore
 
 AGENTS = ("a", "b", "c")
@@ -22,7 +23,7 @@ AGENTS = ("a", "b", "c")
 def ledger(tmp_path: Path) -> AsyncIterator[Ledger]:
     with Ledger.open(tmp_path / "agents.db") as opened:
         for agent in AGENTS:
-            opened.ensure_session(f"agent:{agent}")
+            run_inline(opened.sessions.ensure(NewSession(f"agent:{agent}")))
         yield opened  # type: ignore[misc]
 
 

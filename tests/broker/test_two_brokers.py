@@ -20,6 +20,7 @@ from broker_homes import start_drain, write_home
 
 from nexus.cli._lock import LOCK_HELD
 from nexus.ledger import Ledger
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import AcceptRequest, BrokerStore
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import echo
@@ -58,10 +59,10 @@ def _completed_per_message(home: Path) -> Counter[str]:
     seen: Counter[str] = Counter()
     with Ledger.open(home / "agents.db") as ledger:
         for n in range(AGENTS):
-            for turn in ledger.turns(f"agent:a{n}"):
+            for turn in run_inline(ledger.turns.path(f"agent:a{n}")):
                 if turn.status != "completed":
                     continue
-                for stored in ledger.messages(turn.id):
+                for stored in run_inline(ledger.turns.messages(turn.id)):
                     if stored.role == "user":
                         seen.update(part for part in str(stored.message.content).split() if part.startswith("msg-"))
         assert {item.status for item in BrokerStore(ledger.database).items()} == {"delivered"}

@@ -9,6 +9,7 @@ import pytest
 
 from nexus.cli import main
 from nexus.ledger import Ledger
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import BrokerStore
 
 
@@ -42,7 +43,7 @@ def test_add_list_show_remove(isolated_env: Path, capsys: pytest.CaptureFixture[
     assert nexus(capsys, "agents", "rm", "coder")[0] == 0
     with Ledger.open(isolated_env / "agents.db") as ledger:
         assert [a.agent_id for a in BrokerStore(ledger.database).list_agents()] == ["lead"]
-        assert ledger.get_session("c").label == "c"  # the session stays
+        assert run_inline(ledger.sessions.get("c")).label == "c"  # the session stays
 
 
 @pytest.mark.parametrize(
@@ -104,7 +105,7 @@ def test_queue_list_shows_the_session_of_each_item(isolated_env: Path, capsys: p
         store.accept(agent_id="helper", session_label="helper~dm~telegram~42", message_id="chat", sender="telegram:42",
                      message={"content": "from a chat", "session": "dm:telegram:42"}, mode="followup",
                      session_key="dm:telegram:42")  # fmt: skip
-        assert ledger.get_session("helper~dm~telegram~42").routing_key == "dm:telegram:42"
+        assert run_inline(ledger.sessions.get("helper~dm~telegram~42")).routing_key == "dm:telegram:42"
     _, out, _ = nexus(capsys, "queue", "list")
     header, own, chat = out.splitlines()
     assert "SESSION" in header and "agent:helper" in own and "helper~dm~telegram~42" in chat

@@ -9,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession
+from nexus.ledger._sql_db import run_inline
 from nexus.llm.types import AssistantMessage, UserMessage
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import reply, stall, text
@@ -42,7 +43,7 @@ def test_two_turns_then_end_of_input(home: Path, server: FakeProviderServer) -> 
     assert result.returncode == 0, result.stderr
     assert result.stdout == "First answer.\nSecond answer.\n"
     with Ledger.open(home / "agents.db") as ledger:
-        turns = ledger.turns("main")
+        turns = run_inline(ledger.turns.path("main"))
     assert [t.status for t in turns] == ["completed", "completed"]
     second_request = server.requests[1].body or {}
     assert any("First answer." in str(m.get("content")) for m in second_request["messages"])
@@ -80,10 +81,10 @@ def test_slash_commands_session_fork_history(home: Path, server: FakeProviderSer
     assert result.returncode == 0, result.stderr
     out = result.stdout
     with Ledger.open(home / "agents.db") as ledger:
-        main_turns = ledger.turns("main")
-        fork_label = next(s.label for s in ledger.list_sessions() if s.origin == "fork")
-        fork_turns = ledger.turns(fork_label)
-        other_turns = ledger.turns("other")
+        main_turns = run_inline(ledger.turns.path("main"))
+        fork_label = next(s.label for s in run_inline(ledger.sessions.list()) if s.origin == "fork")
+        fork_turns = run_inline(ledger.turns.path(fork_label))
+        other_turns = run_inline(ledger.turns.path("other"))
     assert len(main_turns) == 1 and len(fork_turns) == 2 and len(other_turns) == 1
     assert fork_turns[0].id == main_turns[0].id, "the fork shares main's first turn"
     assert f"forked at {main_turns[0].id}: now in session {fork_label}" in out
@@ -141,9 +142,9 @@ def test_compact_writes_a_compaction_turn(home: Path, server: FakeProviderServer
     summary_request = server.requests[2].body or {}
     assert "keep the goal" in str(summary_request["messages"]), "the focus reaches the summariser"
     with Ledger.open(home / "agents.db") as ledger:
-        turns = ledger.turns("main")
+        turns = run_inline(ledger.turns.path("main"))
         assert [t.turn_type for t in turns] == ["normal", "normal", "compaction", "normal"]
-        record = ledger.compaction(turns[2].id)
+        record = run_inline(ledger.turns.compaction(turns[2].id))
     assert record is not None and "Goal: testing compaction" in record.summary
     last_request = server.requests[3].body or {}
     first_user = next(m for m in last_request["messages"] if m["role"] == "user")
@@ -181,9 +182,9 @@ def test_ctrl_c_aborts_the_reply_not_the_chat(home: Path, server: FakeProviderSe
     assert "Next answer." in out.data
     assert re.search(r"\S+  aborted", out.data), out.data
     with Ledger.open(home / "agents.db") as ledger:
-        turns = ledger.turns("main")
+        turns = run_inline(ledger.turns.path("main"))
         assert [t.status for t in turns] == ["aborted", "completed"]
-        history = ledger.history("main")
+        history = run_inline(ledger.turns.history("main"))
     assert isinstance(history[0], UserMessage)
     assert isinstance(history[1], AssistantMessage) and reply.startswith(history[1].text) and history[1].text
 
@@ -201,7 +202,7 @@ def test_compact_that_would_not_shrink_changes_nothing(home: Path, server: FakeP
     assert "not compacted" in result.stdout and "nothing was changed" in result.stdout
     assert "compacted 2" not in result.stdout and "compacted 3" not in result.stdout
     with Ledger.open(home / "agents.db") as ledger:
-        assert [t.turn_type for t in ledger.turns("main")] == ["normal", "normal", "normal"]
+        assert [t.turn_type for t in run_inline(ledger.turns.path("main"))] == ["normal", "normal", "normal"]
 
 
 def test_model_command_refuses_an_unusable_model_and_keeps_the_current_one(
@@ -214,20 +215,20 @@ def test_model_command_refuses_an_unusable_model_and_keeps_the_current_one(
     assert "StreamOptions" not in result.stderr and "Traceback" not in result.stderr
     assert "model: fake/fake-model" in result.stdout and "still the fake model" in result.stdout
     with Ledger.open(home / "agents.db") as ledger:
-        assert [(t.status, t.model) for t in ledger.turns("main")] == [("completed", "fake-model")]
+        assert [(t.status, t.model) for t in run_inline(ledger.turns.path("main"))] == [("completed", "fake-model")]
 
 
 def test_fork_names_are_the_parent_label_and_a_counter(home: Path, server: FakeProviderServer) -> None:
     server.script(text("Answer in main."))
     with Ledger.open(home / "agents.db") as ledger:  # a label taken by hand is skipped, not reused
-        ledger.create_session("main-fork-2")
+        run_inline(ledger.sessions.create(NewSession("main-fork-2")))
     result = _chat(home, ["question one", "/fork", "/session main", "/fork", "/fork", "/exit"])
     assert result.returncode == 0, result.stderr
     forks = re.findall(r"now in session (\S+)", result.stdout)
     assert forks == ["main-fork-1", "main-fork-3", "main-fork-3-fork-1"]
     with Ledger.open(home / "agents.db") as ledger:
-        head = ledger.head("main")
-        assert head is not None and all(ledger.head(label).id == head.id for label in forks)  # type: ignore[union-attr]
+        head = run_inline(ledger.sessions.head("main"))
+        assert head is not None and all(run_inline(ledger.sessions.head(label)).id == head.id for label in forks)  # type: ignore[union-attr]
 
 
 def test_one_compacted_message_is_singular() -> None:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession
+from nexus.ledger._sql_db import run_inline
 from nexus.llm.types import UserMessage
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import text
@@ -56,7 +57,7 @@ def _write(home: Path, text_: str) -> None:
 
 def _user_texts(home: Path, label: str = "main") -> list[str]:
     with Ledger.open(home / "agents.db") as ledger:
-        return [str(m.content) for m in ledger.history(label) if isinstance(m, UserMessage)]
+        return [str(m.content) for m in run_inline(ledger.turns.history(label)) if isinstance(m, UserMessage)]
 
 
 # --------------------------------------------------------------------------- item 7: bytes that are not UTF-8
@@ -200,7 +201,7 @@ def immutable_db(home: Path, request: pytest.FixtureRequest) -> Iterator[Path]:
     """
     database = home / "agents.db"
     with Ledger.open(database) as ledger:
-        ledger.create_session("main")
+        run_inline(ledger.sessions.create(NewSession("main")))
     target = database if request.param == "file" else home
     if shutil.which("chattr") is None:
         pytest.skip("chattr is not installed")

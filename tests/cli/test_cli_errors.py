@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession, TurnDetails, TurnWrite
+from nexus.ledger._sql_db import run_inline
 from nexus.llm.types import AssistantMessage, TextContent, UserMessage
 
 RunNexus = Callable[..., subprocess.CompletedProcess[str]]
@@ -77,7 +78,7 @@ def test_bad_wire_api_and_tool_names_fail_at_load(nexus: RunNexus, isolated_env:
 def test_unknown_session_speaks_cli_not_python(nexus: RunNexus, isolated_env: Path) -> None:
     isolated_env.mkdir(parents=True, exist_ok=True)
     with Ledger.open(isolated_env / "agents.db") as ledger:
-        ledger.create_session("demo")
+        run_inline(ledger.sessions.create(NewSession("demo")))
     result = nexus("sessions", "show", "nosuch")
     assert result.returncode == 1
     assert "no session or alias named 'nosuch'" in result.stderr and "nexus sessions list" in result.stderr
@@ -87,14 +88,17 @@ def test_unknown_session_speaks_cli_not_python(nexus: RunNexus, isolated_env: Pa
 def _seed(home: Path) -> None:
     home.mkdir(parents=True, exist_ok=True)
     with Ledger.open(home / "agents.db") as ledger:
-        ledger.create_session("main")
-        ledger.write_turn(
-            None,
-            "main",
-            query_messages=[UserMessage("hi")],
-            response_messages=[AssistantMessage(content=[TextContent("hello")], provider="openai", model="m")],
-            model="m",
-            provider="openai",
+        run_inline(ledger.sessions.create(NewSession("main")))
+        run_inline(
+            ledger.turns.write(
+                TurnWrite(
+                    "main",
+                    None,
+                    query_messages=[UserMessage("hi")],
+                    response_messages=[AssistantMessage(content=[TextContent("hello")], provider="openai", model="m")],
+                    details=TurnDetails(model="m", provider="openai"),
+                )
+            )
         )
 
 

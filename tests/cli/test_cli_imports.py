@@ -37,9 +37,12 @@ RUN_NEXUS_PACKAGES = {
     "nexus.errors",
     "nexus.ledger",
     "nexus.llm",
+    "nexus.telemetry",
     "nexus.tools",
 }
-"""The nexus packages one ``nexus run`` may import: no broker, server, adapters, streaming bridge or testing."""
+"""The nexus packages one ``nexus run`` may import: no broker, server, adapters, streaming bridge or testing.
+``nexus.telemetry`` is its switch and no-op span/recorder (stdlib only, ~1.5 ms): OpenTelemetry and
+prometheus_client come in only when ``[telemetry]`` turns them on (neither is in the sets below)."""
 
 RUN_THIRD_PARTY = {"anyio", "certifi", "h11", "httpcore", "httpx", "idna", "sniffio", "typing_extensions"}
 """httpx and what it needs on asyncio (certifi is imported, its certificates are not loaded for plain http)."""

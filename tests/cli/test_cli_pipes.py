@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from nexus.ledger import Ledger
+from nexus.ledger._sql_db import run_inline
 from nexus.llm.types import AssistantMessage
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import text
@@ -57,9 +58,9 @@ def test_closed_stdout_aborts_quietly_and_keeps_the_partial_reply(
     assert "Traceback" not in err and "BrokenPipeError" not in err and "raised" not in err, err
     assert "Exception ignored" not in err, err
     with Ledger.open(home / "agents.db") as ledger:
-        turns = ledger.turns("main")
+        turns = run_inline(ledger.turns.path("main"))
         assert [t.status for t in turns] == ["aborted"]
-        history = ledger.history("main")
+        history = run_inline(ledger.turns.history("main"))
     last = history[-1]
     assert isinstance(last, AssistantMessage)
     assert last.text and REPLY.startswith(last.text) and len(last.text) < len(REPLY)

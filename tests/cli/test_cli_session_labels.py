@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession, TurnWrite
+from nexus.ledger._sql_db import run_inline
 from nexus.llm.types import AssistantMessage, TextContent, UserMessage
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import text
@@ -19,15 +20,17 @@ from .cli_process import RunNexus
 
 def _labels(home: Path) -> list[str]:
     with Ledger.open(home / "agents.db") as ledger:
-        return sorted(session.label for session in ledger.list_sessions())
+        return sorted(session.label for session in run_inline(ledger.sessions.list()))
 
 
 def _old_session(home: Path, label: str) -> str:
     """A session an older version created with ``label``; returns its turn id."""
     with Ledger.open(home / "agents.db") as ledger:
-        ledger.create_session(label)
+        run_inline(ledger.sessions.create(NewSession(label)))
         reply = AssistantMessage(content=[TextContent("old reply")], provider="fake", model="fake-model")
-        turn = ledger.write_turn(None, label, query_messages=[UserMessage("old")], response_messages=[reply])
+        turn = run_inline(
+            ledger.turns.write(TurnWrite(label, None, query_messages=[UserMessage("old")], response_messages=[reply]))
+        )
         return str(turn)
 
 

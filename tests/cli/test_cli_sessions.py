@@ -8,7 +8,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession, TurnDetails, TurnWrite
+from nexus.ledger._sql_db import run_inline
 from nexus.llm.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
 
 RunNexus = Callable[..., subprocess.CompletedProcess[str]]
@@ -18,30 +19,40 @@ def _seed(home: Path) -> list[str]:
     """Session ``demo`` with two turns (the second with a tool call); returns the turn ids."""
     home.mkdir(parents=True, exist_ok=True)
     with Ledger.open(home / "agents.db") as ledger:
-        ledger.create_session("demo")
-        first = ledger.write_turn(
-            None,
-            "demo",
-            query_messages=[UserMessage("hello there")],
-            response_messages=[
-                AssistantMessage(content=[TextContent("General Kenobi")], provider="openai", model="gpt-4o-mini")
-            ],
-            usage=Usage(input=10, output=3, total=13),
-            model="gpt-4o-mini",
-            provider="openai",
+        run_inline(ledger.sessions.create(NewSession("demo")))
+        first = run_inline(
+            ledger.turns.write(
+                TurnWrite(
+                    "demo",
+                    None,
+                    query_messages=[UserMessage("hello there")],
+                    response_messages=[
+                        AssistantMessage(
+                            content=[TextContent("General Kenobi")], provider="openai", model="gpt-4o-mini"
+                        )
+                    ],
+                    usage=Usage(input=10, output=3, total=13),
+                    details=TurnDetails(model="gpt-4o-mini", provider="openai"),
+                )
+            )
         )
         call = ToolCall(id="c1", name="ls", arguments={"path": "."})
-        second = ledger.write_turn(
-            None,
-            "demo",
-            query_messages=[UserMessage("list files")],
-            response_messages=[
-                AssistantMessage(content=[call], stop_reason="tool_use", provider="openai", model="gpt-4o-mini"),
-                ToolResultMessage("c1", "ls", [TextContent("README.md\nsrc/")]),
-                AssistantMessage(content=[TextContent("Two entries.")], provider="openai", model="gpt-4o-mini"),
-            ],
-            model="gpt-4o-mini",
-            provider="openai",
+        second = run_inline(
+            ledger.turns.write(
+                TurnWrite(
+                    "demo",
+                    None,
+                    query_messages=[UserMessage("list files")],
+                    response_messages=[
+                        AssistantMessage(
+                            content=[call], stop_reason="tool_use", provider="openai", model="gpt-4o-mini"
+                        ),
+                        ToolResultMessage("c1", "ls", [TextContent("README.md\nsrc/")]),
+                        AssistantMessage(content=[TextContent("Two entries.")], provider="openai", model="gpt-4o-mini"),
+                    ],
+                    details=TurnDetails(model="gpt-4o-mini", provider="openai"),
+                )
+            )
         )
     return [first, second]
 
@@ -87,21 +98,30 @@ def test_history_shows_typed_text_and_raw_shows_the_event_context(nexus: RunNexu
     long_result = "line\n" * 200
     isolated_env.mkdir(parents=True, exist_ok=True)
     with Ledger.open(isolated_env / "agents.db") as ledger:
-        ledger.create_session("ctx")
+        run_inline(ledger.sessions.create(NewSession("ctx")))
         call = ToolCall(id="c1", name="ls", arguments={})
-        ledger.write_turn(
-            None,
-            "ctx",
-            query_messages=[UserMessage(header + "what is in here?")],
-            response_messages=[
-                AssistantMessage(content=[call], stop_reason="tool_use", provider="openai", model="gpt-4o-mini"),
-                ToolResultMessage("c1", "ls", [TextContent(long_result)]),
-                AssistantMessage(content=[TextContent("Many lines.")], provider="openai", model="gpt-4o-mini"),
-            ],
-            model="gpt-4o-mini",
-            provider="openai",
+        run_inline(
+            ledger.turns.write(
+                TurnWrite(
+                    "ctx",
+                    None,
+                    query_messages=[UserMessage(header + "what is in here?")],
+                    response_messages=[
+                        AssistantMessage(
+                            content=[call], stop_reason="tool_use", provider="openai", model="gpt-4o-mini"
+                        ),
+                        ToolResultMessage("c1", "ls", [TextContent(long_result)]),
+                        AssistantMessage(content=[TextContent("Many lines.")], provider="openai", model="gpt-4o-mini"),
+                    ],
+                    details=TurnDetails(model="gpt-4o-mini", provider="openai"),
+                )
+            )
         )
-        ledger.write_turn(None, "ctx", query_messages=[UserMessage("no header here")], response_messages=[])
+        run_inline(
+            ledger.turns.write(
+                TurnWrite("ctx", None, query_messages=[UserMessage("no header here")], response_messages=[])
+            )
+        )
 
     shown = nexus("sessions", "history", "ctx")
     assert shown.returncode == 0, shown.stderr
@@ -196,9 +216,10 @@ def test_unknown_session_and_turn_are_clean_errors(nexus: RunNexus, isolated_env
 def _leave_open_turn(home: Path, label: str, text: str) -> None:
     """A process that opens a turn of ``label`` and dies without closing it."""
     code = (
-        "import os; from nexus.ledger import Ledger; from nexus.llm.types import UserMessage\n"
-        f"l = Ledger.open({str(home / 'agents.db')!r}); l.ensure_session({label!r})\n"
-        f"l.open_turn({label!r}, query_messages=[UserMessage({text!r})]); os._exit(0)\n"
+        "import os; from nexus.ledger import Ledger, NewSession, TurnOpen; from nexus.llm.types import UserMessage\n"
+        "from nexus.ledger._sql_db import run_inline\n"
+        f"l = Ledger.open({str(home / 'agents.db')!r}); run_inline(l.sessions.ensure(NewSession({label!r})))\n"
+        f"run_inline(l.turns.open(TurnOpen({label!r}, [UserMessage({text!r})]))); os._exit(0)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
@@ -211,8 +232,8 @@ def test_sessions_commands_recover_turns_of_dead_processes(nexus: RunNexus, isol
     assert "closed 1 turn left open" in history.stderr
     assert "question the crash swallowed" in history.stdout and "[aborted]" in history.stdout
     with Ledger.open(isolated_env / "agents.db") as ledger:
-        assert ledger.open_turns() == []
-        head = ledger.head("demo")
+        assert run_inline(ledger.turns.open_turns()) == []
+        head = run_inline(ledger.sessions.head("demo"))
         assert head is not None and head.status == "aborted" and head.parent_turn_id == second
 
 
@@ -222,4 +243,4 @@ def test_doctor_recovers_turns_of_dead_processes(nexus: RunNexus, isolated_env: 
     result = nexus("doctor")
     assert "closed 1 turn left open by a stopped process" in result.stdout, result.stdout
     with Ledger.open(isolated_env / "agents.db") as ledger:
-        assert ledger.open_turns() == []
+        assert run_inline(ledger.turns.open_turns()) == []

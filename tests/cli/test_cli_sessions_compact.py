@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from nexus.ledger import Ledger
+from nexus.ledger._sql_db import run_inline
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import http_error, text
 
@@ -49,9 +50,9 @@ def test_compact_writes_a_manual_compaction_turn_that_the_next_run_starts_from(
     assert "keep the goal" in str(summary_request["messages"]), "the focus reaches the summariser"
     assert summary_request["model"] == "fake-model"
     with Ledger.open(home / "agents.db") as ledger:
-        turns = ledger.turns("work")
+        turns = run_inline(ledger.turns.path("work"))
         assert [t.turn_type for t in turns] == ["normal", "normal", "compaction"]
-        record = ledger.compaction(turns[2].id)
+        record = run_inline(ledger.turns.compaction(turns[2].id))
     assert record is not None and record.trigger == "manual" and "Goal: testing sessions compact" in record.summary
     assert _nexus(home, "run", "-s", "work", "third").returncode == 0
     first_user = next(m for m in (server.requests[3].body or {})["messages"] if m["role"] == "user")
@@ -65,7 +66,7 @@ def test_compact_that_would_not_shrink_changes_nothing(home: Path, server: FakeP
     assert result.returncode == 0, result.stderr
     assert "not compacted" in result.stdout and "nothing was changed" in result.stdout
     with Ledger.open(home / "agents.db") as ledger:
-        assert [t.turn_type for t in ledger.turns("work")] == ["normal", "normal"]
+        assert [t.turn_type for t in run_inline(ledger.turns.path("work"))] == ["normal", "normal"]
 
 
 def test_unknown_label_exits_1_with_cli_advice(home: Path, server: FakeProviderServer) -> None:
@@ -80,7 +81,7 @@ def test_unknown_label_exits_1_with_cli_advice(home: Path, server: FakeProviderS
     assert "Ledger." not in result.stderr and "Traceback" not in result.stderr
     assert len(server.requests) == 2, "no summariser call for an unknown session"
     with Ledger.open(home / "agents.db") as ledger:
-        assert [s.label for s in ledger.list_sessions()] == ["work"]
+        assert [s.label for s in run_inline(ledger.sessions.list())] == ["work"]
 
 
 def test_summariser_failure_exits_1_and_writes_nothing(home: Path, server: FakeProviderServer) -> None:
@@ -90,7 +91,7 @@ def test_summariser_failure_exits_1_and_writes_nothing(home: Path, server: FakeP
     assert result.returncode == 1
     assert "summarisation failed" in result.stderr and "Traceback" not in result.stderr
     with Ledger.open(home / "agents.db") as ledger:
-        assert [t.turn_type for t in ledger.turns("work")] == ["normal", "normal"]
+        assert [t.turn_type for t in run_inline(ledger.turns.path("work"))] == ["normal", "normal"]
 
 
 def test_help_lists_compact_and_its_options(home: Path) -> None:
@@ -107,5 +108,5 @@ def test_a_rate_limited_summary_is_retried_with_a_notice_on_stderr(home: Path, s
     assert result.returncode == 0, result.stderr
     assert "rate_limit" in result.stderr and result.stdout.startswith("compacted ")
     with Ledger.open(home / "agents.db") as ledger:
-        record = ledger.compaction(ledger.turns("work")[-1].id)
+        record = run_inline(ledger.turns.compaction(run_inline(ledger.turns.path("work"))[-1].id))
     assert record is not None and record.summary == "Goal: retried summary."

@@ -14,6 +14,8 @@ import pytest
 
 from nexus import __version__
 from nexus.config import bundled_smollm2_weights
+from nexus.ledger import NewSession
+from nexus.ledger._sql_db import run_inline
 
 RunNexus = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -183,7 +185,7 @@ def test_doctor_finds_a_bad_workspace_and_a_good_database(nexus: RunNexus, isola
     isolated_env.mkdir(parents=True)
     (isolated_env / "workspace").write_text("not a directory")
     with Ledger.open(isolated_env / "agents.db") as ledger:
-        ledger.create_session("demo")
+        run_inline(ledger.sessions.create(NewSession("demo")))
     result = nexus("doctor", env={"OPENAI_API_KEY": "k"})
     assert result.returncode == 1
     assert "[fail] workspace" in result.stdout and "is not a directory" in result.stdout

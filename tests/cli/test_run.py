@@ -14,6 +14,7 @@ import pytest
 
 from nexus.cli._render import JSON_EVENT_TYPES
 from nexus.ledger import Ledger
+from nexus.ledger._sql_db import run_inline
 from nexus.llm.types import AssistantMessage, UserMessage
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import http_error, reply, stall, text, thinking, tool_call
@@ -67,9 +68,9 @@ def test_reply_is_streamed_to_stdout_and_recorded(home: Path, server: FakeProvid
     assert "session: main (new)" in result.stderr
     assert any("hi there" in t for t in _user_texts(server.requests[0].body or {}))
     with _ledger(home) as ledger:
-        turns = ledger.turns("main")
+        turns = run_inline(ledger.turns.path("main"))
         assert [t.status for t in turns] == ["completed"]
-        history = ledger.history("main")
+        history = run_inline(ledger.turns.history("main"))
     assert isinstance(history[-1], AssistantMessage)
     assert history[-1].text == "Hello from the fake model, streamed in pieces."
 
@@ -103,7 +104,7 @@ def test_second_run_continues_the_session(home: Path, server: FakeProviderServer
         for m in (server.requests[1].body or {})["messages"]
     )
     with _ledger(home) as ledger:
-        turns = ledger.turns("main")
+        turns = run_inline(ledger.turns.path("main"))
     assert len(turns) == 2 and turns[1].parent_turn_id == turns[0].id
 
 
@@ -113,8 +114,8 @@ def test_session_flag_selects_another_session(home: Path, server: FakeProviderSe
     assert result.returncode == 0, result.stderr
     assert "session: project-x (new)" in result.stderr
     with _ledger(home) as ledger:
-        assert len(ledger.turns("project-x")) == 1
-        assert [s.label for s in ledger.list_sessions()] == ["project-x"]
+        assert len(run_inline(ledger.turns.path("project-x"))) == 1
+        assert [s.label for s in run_inline(ledger.sessions.list())] == ["project-x"]
 
 
 def test_stdin_dash_reads_the_message(home: Path, server: FakeProviderServer) -> None:
@@ -147,8 +148,8 @@ def test_tool_activity_on_stderr_and_file_in_workspace(home: Path, server: FakeP
     assert "✗ bash: exit 3" in err
     assert result.stdout.strip() == "All done.", "tool output never reaches stdout"
     with _ledger(home) as ledger:
-        turn = ledger.turns("main")[0]
-        calls = ledger.tool_calls(turn.id)
+        turn = run_inline(ledger.turns.path("main"))[0]
+        calls = run_inline(ledger.turns.tool_calls(turn.id))
     assert [c.tool_name for c in calls] == ["write", "read", "bash"]
 
 
@@ -163,7 +164,7 @@ def test_max_iterations_stops_with_a_notice(isolated_env: Path, server: FakeProv
     assert "reached agent.max_iterations" in result.stderr and "max_iterations" in result.stderr
     assert len(server.requests) == 2, "no model call beyond max_iterations"
     with _ledger(isolated_env) as ledger:
-        [turn] = ledger.turns("main")
+        [turn] = run_inline(ledger.turns.path("main"))
     assert turn.status == "completed" and turn.tool_call_count == 2
 
 
@@ -176,7 +177,7 @@ def test_output_limit_stops_with_a_notice(home: Path, server: FakeProviderServer
     assert len(notices) == 1 and notices[0].startswith("nexus: stopped:")
     assert "(max_tokens)" in notices[0] and "continue" in notices[0]
     with _ledger(home) as ledger:
-        [turn] = ledger.turns("main")
+        [turn] = run_inline(ledger.turns.path("main"))
     assert turn.status == "completed"
 
     server.script(reply(text("cut again"), stop_reason="length"))
@@ -218,7 +219,7 @@ def test_parallel_runs_of_one_session_queue_instead_of_forking(home: Path, serve
     assert second.stdout.strip() == "second answer"
     assert any("first question" in t for t in _user_texts(server.requests[1].body or {}))
     with _ledger(home) as ledger:
-        turns = ledger.turns("main")
+        turns = run_inline(ledger.turns.path("main"))
         assert [t.status for t in turns] == ["completed", "completed"]
         assert turns[1].parent_turn_id == turns[0].id, "the second turn follows the first: no side branch"
 
@@ -243,7 +244,7 @@ def test_json_events_have_documented_types(home: Path, server: FakeProviderServe
     statuses = [(e["toolName"], e["status"]) for e in events if e["type"] == "tool_status"]
     assert statuses == [("ls", "started"), ("ls", "completed")]
     with _ledger(home) as ledger:
-        head = ledger.head("main")
+        head = run_inline(ledger.sessions.head("main"))
     assert head is not None and end["turnId"] == head.id
 
 
@@ -318,7 +319,7 @@ def test_auth_failure_exits_1_with_a_clear_message(home: Path, server: FakeProvi
     assert "run failed (auth_failure)" in result.stderr
     assert "Traceback" not in result.stderr
     with _ledger(home) as ledger:
-        turns = ledger.turns("main")
+        turns = run_inline(ledger.turns.path("main"))
     assert [t.status for t in turns] == ["failed"]
     assert turns[0].error is not None and turns[0].error["kind"] == "auth_failure"
 
@@ -360,9 +361,10 @@ def test_no_model_available_exits_2_with_what_to_do(isolated_env: Path) -> None:
 
 def test_open_turn_of_a_dead_process_is_recovered_at_start(home: Path, server: FakeProviderServer) -> None:
     code = (
-        "import os; from nexus.ledger import Ledger; from nexus.llm.types import UserMessage\n"
-        f"l = Ledger.open({str(home / 'agents.db')!r}); l.ensure_session('main')\n"
-        "l.open_turn('main', query_messages=[UserMessage('lost question')]); os._exit(0)\n"
+        "import os; from nexus.ledger import Ledger, NewSession, TurnOpen; from nexus.llm.types import UserMessage\n"
+        "from nexus.ledger._sql_db import run_inline\n"
+        f"l = Ledger.open({str(home / 'agents.db')!r}); run_inline(l.sessions.ensure(NewSession('main')))\n"
+        "run_inline(l.turns.open(TurnOpen('main', [UserMessage('lost question')]))); os._exit(0)\n"
     )
     subprocess.run([sys.executable, "-c", code], env=_env(home), check=True, timeout=30)
     server.script(text("fresh answer"))
@@ -370,9 +372,9 @@ def test_open_turn_of_a_dead_process_is_recovered_at_start(home: Path, server: F
     assert result.returncode == 0, result.stderr
     assert "closed 1 turn left open" in result.stderr
     with _ledger(home) as ledger:
-        turns = ledger.turns("main")
+        turns = run_inline(ledger.turns.path("main"))
         assert [t.status for t in turns] == ["aborted", "completed"]
-        history = ledger.history("main")
+        history = run_inline(ledger.turns.history("main"))
     assert isinstance(history[0], UserMessage) and "lost question" in str(history[0].content)
 
 
@@ -403,9 +405,9 @@ def test_ctrl_c_aborts_and_records_the_partial_reply(home: Path, server: FakePro
     err.join(5)
     assert "aborted" in err.data
     with _ledger(home) as ledger:
-        turns = ledger.turns("main")
+        turns = run_inline(ledger.turns.path("main"))
         assert [t.status for t in turns] == ["aborted"]
-        history = ledger.history("main")
+        history = run_inline(ledger.turns.history("main"))
     assert isinstance(history[-1], AssistantMessage)
     partial = history[-1].text
     assert partial and reply.startswith(partial), partial

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from nexus.ledger import Ledger
+from nexus.ledger._sql_db import run_inline
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import stall, text
 
@@ -99,5 +100,5 @@ def test_a_database_held_by_another_process_is_waited_for_then_reported(isolated
     # the turn came back from its rescue file as completed: the notice says so, not "as aborted"
     assert "closed 1 turn left open by a stopped process (as completed)" in history.stderr, history.stderr
     with Ledger.open(home / "agents.db") as ledger:
-        turns = ledger.turns("main")
+        turns = run_inline(ledger.turns.path("main"))
     assert [(t.status, t.stop_reason) for t in turns][-1] == ("completed", "end_turn")

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from nexus.ledger import Ledger
+from nexus.ledger._sql_db import run_inline
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import stall, text
 
@@ -105,7 +106,7 @@ def test_disk_full_mid_run_keeps_the_reply_and_lists_sessions(small_disk: Path, 
     assert REPLY in history.stdout
     assert not rescue.exists(), "the rescue file is removed once its turn is in the ledger"
     with Ledger.open(home / "agents.db") as ledger:
-        turns = ledger.turns("main")
+        turns = run_inline(ledger.turns.path("main"))
     assert [t.status for t in turns] == ["completed", "completed"]
 
 
@@ -147,7 +148,7 @@ def test_chat_goes_on_after_a_turn_the_full_disk_refused(small_disk: Path, tmp_p
     assert "Traceback" not in err and "is in the ledger now" in err, err
     assert REPLY in out and "three" in out
     with Ledger.open(home / "agents.db") as ledger:
-        turns = ledger.turns("main")
-        assert ledger.open_turns() == []
+        turns = run_inline(ledger.turns.path("main"))
+        assert run_inline(ledger.turns.open_turns()) == []
     assert [t.status for t in turns] == ["completed", "completed", "completed"]
     assert turns[2].parent_turn_id == turns[1].id, "the chat's next turn follows the refused one"

@@ -18,6 +18,7 @@ import pytest
 
 from nexus.config import bundled_smollm2_weights, load_config
 from nexus.ledger import Ledger
+from nexus.ledger._sql_db import run_inline
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 HAS_LOCAL = importlib.util.find_spec("llama_cpp") is not None and bundled_smollm2_weights() is not None
@@ -61,9 +62,9 @@ def test_nexus_run_with_the_local_model_streams(isolated_env: Path) -> None:
     assert end["type"] == "stream_end" and end["status"] == "completed"
     assert "".join(tokens).strip() == end["text"].strip() != ""
     with Ledger.open(isolated_env / "agents.db") as ledger:
-        turns = ledger.turns("main")
+        turns = run_inline(ledger.turns.path("main"))
         assert [(t.status, t.provider) for t in turns] == [("completed", "local")]
-        history = ledger.history("main")
+        history = run_inline(ledger.turns.history("main"))
     assert history[-1].role == "assistant"
 
 
@@ -80,7 +81,7 @@ def test_nexus_chat_with_the_local_model(isolated_env: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip()
     with Ledger.open(isolated_env / "agents.db") as ledger:
-        [turn] = ledger.turns("main")
+        [turn] = run_inline(ledger.turns.path("main"))
     assert turn.status == "completed" and turn.id in result.stdout  # /history lists the turn just written
 
 
@@ -96,7 +97,7 @@ async def test_forced_tool_call_through_the_engine(isolated_env: Path) -> None:
     with Ledger.open(config.database_path) as ledger:
         env = Runtime(config, ledger, tools=coding_tools(config.workspace_path, enabled=["ls"]))
         model = env.model("local/smollm2-135m-instruct")
-        ctx = env.assemble("list the files", model=model)
+        ctx = await env.assemble("list the files", model=model)
         # the bundled model runs as a chat model (no tools offered); a forced call is the exception
         assert ctx.tools == []
         ctx.tools = [tool for tool in env.tools_for(ctx.session_label, "unified", 0) if tool.name == "ls"]
@@ -114,8 +115,8 @@ async def test_forced_tool_call_through_the_engine(isolated_env: Path) -> None:
         call = result.tool_calls[0]
         assert call.status in ("completed", "failed") and call.result
         assert set(call.arguments) <= {"path", "limit"}
-        turn = ledger.turns("main")[0]
-        recorded = ledger.tool_calls(turn.id)
+        turn = (await ledger.turns.path("main"))[0]
+        recorded = await ledger.turns.tool_calls(turn.id)
         assert [(c.tool_name, c.arguments) for c in recorded] == [("ls", call.arguments)]
 
 
@@ -156,7 +157,7 @@ def test_local_run_aborted_by_sigterm_leaves_no_pending_tasks(isolated_env: Path
     assert proc.returncode == 143, err
     assert "Task was destroyed" not in err and "Traceback" not in err, err
     with Ledger.open(isolated_env / "agents.db") as ledger:
-        assert [t.status for t in ledger.turns("main")] == ["aborted"]
+        assert [t.status for t in run_inline(ledger.turns.path("main"))] == ["aborted"]
 
 
 def test_unknown_local_model_id_is_a_config_error(isolated_env: Path) -> None:

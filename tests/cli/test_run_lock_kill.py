@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from nexus.ledger import Ledger
+from nexus.ledger._sql_db import run_inline
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import stall, text
 
@@ -77,8 +78,8 @@ def test_waiting_run_continues_after_the_killed_holders_turn(isolated_env: Path)
     assert run_b.returncode == 0, err_b
     assert out_b.strip() == "B's answer"
     with Ledger.open(home / "agents.db") as ledger:
-        turns = ledger.turns("x")
-        history = ledger.history("x")
+        turns = run_inline(ledger.turns.path("x"))
+        history = run_inline(ledger.turns.history("x"))
     assert [t.status for t in turns] == ["completed", "aborted", "completed"]
     assert turns[2].parent_turn_id == turns[1].id, "B's turn follows A's recovered turn"
     said = [str(m.content) for m in history if m.role == "user"]

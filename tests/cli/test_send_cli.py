@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from nexus.ledger import Ledger
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import BrokerStore
 from nexus.ledger.deliveries import DeliveryLog
 from nexus.testing import FakeProviderServer
@@ -31,7 +32,7 @@ def test_send_wait_prints_the_reply_and_records_the_turn(
     assert result.stdout == "Hello, I am the coder.\n"
     assert "accepted m-1" in result.stderr
     with Ledger.open(home / "agents.db") as ledger:
-        (turn,) = ledger.turns("agent:coder")
+        (turn,) = run_inline(ledger.turns.path("agent:coder"))
         (item,) = BrokerStore(ledger.database).items()
         assert (item.status, item.turn_id) == ("delivered", turn.id)
     again = nexus("send", "coder", "introduce yourself", "--id", "m-1", "--json")
@@ -116,7 +117,7 @@ def test_chat_with_an_agent_runs_each_line_as_its_turn(home: Path, server: FakeP
     assert result.returncode == 0, result.stderr
     assert result.stdout == "first reply\nsecond reply\n"
     with Ledger.open(home / "agents.db") as ledger:
-        assert [t.status for t in ledger.turns("agent:coder")] == ["completed", "completed"]
+        assert [t.status for t in run_inline(ledger.turns.path("agent:coder"))] == ["completed", "completed"]
         assert [s for _, s in _items(home)] == ["delivered", "delivered"]
     unknown = nexus("chat", "--agent", "ghost", stdin="hi\n")
     assert unknown.returncode == 2 and "unknown agent 'ghost'" in unknown.stderr
@@ -203,8 +204,8 @@ def test_drain_closes_the_turn_of_a_message_cut_three_times(
     again = nexus("queue", "drain")
     assert again.returncode == 0, again.stderr  # failed by the drain before: not reported twice
     with Ledger.open(home / "agents.db") as ledger:
-        assert ledger.open_turns() == []
-        assert [turn.status for turn in ledger.turns("agent:coder")][-1] == "aborted"
+        assert run_inline(ledger.turns.open_turns()) == []
+        assert [turn.status for turn in run_inline(ledger.turns.path("agent:coder"))][-1] == "aborted"
 
 
 def test_a_failed_turn_fails_the_drain_and_shows_in_the_queue_list(

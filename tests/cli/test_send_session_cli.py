@@ -9,6 +9,7 @@ from pathlib import Path
 
 from nexus.broker.sessions import session_label_for
 from nexus.ledger import Ledger
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import BrokerStore
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import text
@@ -27,10 +28,10 @@ def test_send_with_a_session_key_runs_in_the_agents_session_of_that_key(
     label = session_label_for("support", "agent:support", "dm:telegram:42")
     assert label == "support~dm~telegram~42"  # the same mapping as inbound chat messages
     with Ledger.open(home / "agents.db") as ledger:
-        (turn,) = ledger.turns(label)
+        (turn,) = run_inline(ledger.turns.path(label))
         (item,) = BrokerStore(ledger.database).items()
         assert (item.session_label, item.status, item.turn_id) == (label, "delivered", turn.id)
-        assert ledger.turns("agent:support") == []
+        assert run_inline(ledger.turns.path("agent:support")) == []
 
 
 def test_with_another_drainer_the_session_key_is_kept_in_the_queued_row(home: Path, nexus: RunNexus) -> None:

@@ -13,7 +13,8 @@ from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.engine.execution.session_lock import session_lock
 from nexus.engine.types import CompactionEndEvent, CompactionStartEvent, EngineEvent
 from nexus.engine.wiring.compact_session import SessionCompaction, compact_session
-from nexus.ledger import Ledger, SessionNotFound
+from nexus.ledger import Ledger, NewSession, SessionNotFound, TurnWrite
+from nexus.ledger._sql_db import run_inline
 from nexus.llm.abort import AbortSignal
 from nexus.llm.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, UserMessage
 from nexus.testing import ScriptedModel
@@ -32,13 +33,17 @@ def answer(content: str) -> AssistantMessage:
 
 def seed(ledger: Ledger, turns: int = 3, session: str = "main") -> list[str]:
     """``turns`` question/answer turns of about 600 tokens each; returns their ids."""
-    ledger.ensure_session(session)
+    run_inline(ledger.sessions.ensure(NewSession(session)))
     return [
-        ledger.write_turn(
-            None,
-            session,
-            query_messages=[UserMessage(f"question {i} {LONG}")],
-            response_messages=[answer(f"answer {i} {LONG}")],
+        run_inline(
+            ledger.turns.write(
+                TurnWrite(
+                    session,
+                    None,
+                    query_messages=[UserMessage(f"question {i} {LONG}")],
+                    response_messages=[answer(f"answer {i} {LONG}")],
+                )
+            )
         )
         for i in range(turns)
     ]
@@ -55,14 +60,14 @@ async def test_summary_is_written_as_a_manual_compaction_turn_and_heads_the_hist
     assert outcome.result is not None and outcome.result.trigger == "manual"
     assert outcome.result.tokens_after < outcome.result.tokens_before
     assert outcome.message.startswith(f"compacted {outcome.messages_summarized} messages")
-    turns = ledger.turns("main")
+    turns = await ledger.turns.path("main")
     assert [t.turn_type for t in turns] == ["normal", "normal", "normal", "compaction"]
     assert turns[-1].id == outcome.turn_id and turns[-1].message_count == 0
-    record = ledger.compaction(turns[-1].id)
+    record = await ledger.turns.compaction(turns[-1].id)
     assert record is not None and record.trigger == "manual" and "Testing manual compaction" in record.summary
     assert record.first_kept_turn_id == ids[2] and record.summarized_through_turn_id == ids[1]
     assert record.model == scripted.model.id and record.summarization_output_tokens > 0
-    history = ledger.history("main")
+    history = await ledger.turns.history("main")
     first = history[0]
     assert isinstance(first, UserMessage) and isinstance(first.content, str)
     assert first.content == SUMMARY_PREFIX + "## Goal\nTesting manual compaction."
@@ -85,9 +90,9 @@ async def test_a_second_compaction_updates_the_previous_summary(ledger: Ledger) 
     second = await compact_session("main", runtime=env, model=scripted.model)
     assert second.compacted
     assert "<previous-summary>\nfirst summary" in str(scripted.calls[1].messages[0].content)
-    first = ledger.history("main")[0]
+    first = (await ledger.turns.history("main"))[0]
     assert isinstance(first, UserMessage) and first.content == SUMMARY_PREFIX + "second summary"
-    assert sum(1 for t in ledger.turns("main") if t.turn_type == "compaction") == 2
+    assert sum(1 for t in run_inline(ledger.turns.path("main")) if t.turn_type == "compaction") == 2
 
 
 async def test_nothing_is_written_when_the_summary_would_not_shrink_the_context(ledger: Ledger) -> None:
@@ -98,32 +103,34 @@ async def test_nothing_is_written_when_the_summary_would_not_shrink_the_context(
     assert outcome.status == "not_smaller" and not outcome.compacted and outcome.turn_id is None
     assert outcome.result is not None and outcome.result.tokens_after >= outcome.result.tokens_before
     assert "not compacted" in outcome.message and "nothing was changed" in outcome.message
-    assert [t.turn_type for t in ledger.turns("main")] == ["normal", "normal"]
-    assert not str(ledger.history("main")[0].content).startswith(SUMMARY_PREFIX)
+    assert [t.turn_type for t in await ledger.turns.path("main")] == ["normal", "normal"]
+    assert not str((await ledger.turns.history("main"))[0].content).startswith(SUMMARY_PREFIX)
     end = events[-1]
     assert isinstance(end, CompactionEndEvent) and end.result is None and end.error is not None
 
 
 async def test_an_empty_session_has_nothing_to_compact_and_makes_no_call(ledger: Ledger) -> None:
-    ledger.ensure_session("empty")
+    await ledger.sessions.ensure(NewSession("empty"))
     scripted = ScriptedModel([text("never used")])
     outcome = await make_env(ledger, scripted).compact("empty", model=scripted.model)
     assert outcome.status == "nothing_to_compact" and "nothing to compact yet" in outcome.message
-    assert scripted.calls == [] and ledger.turns("empty") == []
+    assert scripted.calls == [] and await ledger.turns.path("empty") == []
 
 
 async def test_a_tool_call_and_its_result_are_never_split(ledger: Ledger) -> None:
-    ledger.ensure_session("main")
+    await ledger.sessions.ensure(NewSession("main"))
     call = ToolCall("c1", "read", {"path": "a.txt"})
-    ledger.write_turn(
-        None,
-        "main",
-        query_messages=[UserMessage("read a.txt " + LONG)],
-        response_messages=[
-            AssistantMessage([call], stop_reason="tool_use"),
-            ToolResultMessage("c1", "read", [TextContent("file body " + LONG)]),
-            answer("done"),
-        ],
+    await ledger.turns.write(
+        TurnWrite(
+            "main",
+            None,
+            query_messages=[UserMessage("read a.txt " + LONG)],
+            response_messages=[
+                AssistantMessage([call], stop_reason="tool_use"),
+                ToolResultMessage("c1", "read", [TextContent("file body " + LONG)]),
+                answer("done"),
+            ],
+        )
     )
     scripted = ScriptedModel([text("short summary")])
     # keep just the last ~310 tokens: the walk back lands on the tool result, so the cut moves to its call
@@ -131,7 +138,7 @@ async def test_a_tool_call_and_its_result_are_never_split(ledger: Ledger) -> Non
         "main", runtime=make_env(ledger, scripted), model=scripted.model, keep_recent_tokens=310
     )
     assert outcome.result is not None
-    history = ledger.history_at(ledger.turns("main")[0].id)
+    history = await ledger.turns.history_at((await ledger.turns.path("main"))[0].id)
     kept = history[outcome.messages_summarized]  # the kept part starts right after the summarised messages
     assert isinstance(kept, AssistantMessage) and kept.tool_calls == [call]
     assert "[Tool result]" not in str(scripted.calls[0].messages[0].content)
@@ -156,7 +163,7 @@ async def test_waits_for_the_session_lock_and_aborts_cleanly_while_waiting(ledge
         assert (await aborted).status == "aborted"
     outcome = await task
     assert outcome.compacted and len(scripted.calls) == 1
-    assert [t.turn_type for t in ledger.turns("main")][-1] == "compaction"
+    assert [t.turn_type for t in await ledger.turns.path("main")][-1] == "compaction"
 
 
 async def test_unknown_session_raises_session_not_found_and_creates_nothing(ledger: Ledger) -> None:
@@ -164,7 +171,7 @@ async def test_unknown_session_raises_session_not_found_and_creates_nothing(ledg
     with pytest.raises(SessionNotFound) as info:
         await make_env(ledger, scripted).compact("no-such-session", model=scripted.model)
     assert info.value.label == "no-such-session"
-    assert scripted.calls == [] and ledger.list_sessions() == []
+    assert scripted.calls == [] and await ledger.sessions.list() == []
 
 
 async def test_summariser_failure_raises_and_writes_nothing(ledger: Ledger) -> None:
@@ -174,6 +181,6 @@ async def test_summariser_failure_raises_and_writes_nothing(ledger: Ledger) -> N
     with pytest.raises(CompactionError, match="summarisation failed") as info:
         await make_env(ledger, scripted).compact("main", model=scripted.model, on_event=events.append)
     assert info.value.error.kind == "compaction_failure"
-    assert [t.turn_type for t in ledger.turns("main")] == ["normal", "normal", "normal"]
+    assert [t.turn_type for t in await ledger.turns.path("main")] == ["normal", "normal", "normal"]
     end = events[-1]
     assert isinstance(end, CompactionEndEvent) and end.result is None and "summarisation failed" in (end.error or "")

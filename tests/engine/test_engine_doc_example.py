@@ -57,7 +57,7 @@ async def test_three_sessions_with_steering_and_abort(ledger: Ledger) -> None:
     assert beta.stop_reason == "aborted" and beta.turn_id is not None
     assert gamma.reply == "hi" and gamma.stop_reason == "end_turn"
     for label, result in results.items():
-        head = ledger.head(label)
+        head = await ledger.sessions.head(label)
         assert head is not None and head.id == result.turn_id
     assert runtime.live() == []
     models["alpha"].assert_complete()

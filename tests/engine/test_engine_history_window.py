@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,8 @@ from nexus.engine import AgentResult, AgentSpec, EngineLimits, Runtime
 from nexus.engine.assembly.budget import history_window_chars
 from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.engine.execution.ledger_map import history_turn_ids
-from nexus.ledger import CompactionRecord, Ledger, Turn
+from nexus.ledger import CompactionRecord, Ledger, NewSession, Turn, TurnWrite
+from nexus.ledger._sql_db import run_inline
 from nexus.llm.types import AssistantMessage, Model, TextContent, Usage, UserMessage
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text
@@ -25,10 +27,14 @@ def _answer(i: int) -> AssistantMessage:
 
 def _long_session(ledger: Ledger, turns: int) -> None:
     """A never-compacted session (as an import or a bigger model leaves one): ~400 stored chars per turn."""
-    ledger.create_session("main")
+    run_inline(ledger.sessions.create(NewSession("main")))
     for i in range(turns):
-        ledger.write_turn(
-            None, "main", query_messages=[UserMessage(f"q{i} " + "y" * 150)], response_messages=[_answer(i)]
+        run_inline(
+            ledger.turns.write(
+                TurnWrite(
+                    "main", None, query_messages=[UserMessage(f"q{i} " + "y" * 150)], response_messages=[_answer(i)]
+                )
+            )
         )
 
 
@@ -56,9 +62,11 @@ async def test_a_long_session_loads_its_window_and_sends_what_a_full_load_sends(
     with Ledger.open(tmp_path / "window.db") as windowed, Ledger.open(tmp_path / "full.db") as unbounded:
         _long_session(windowed, 300)
         _long_session(unbounded, 300)
-        full = windowed.history("main")
+        full = await windowed.turns.history("main")
         scripted, loaded, result = await _run_next(windowed)
-        assert loaded == windowed.history_at(loaded_head(windowed, result), max_chars=history_window_chars(SMALL))
+        assert loaded == await windowed.turns.history_at(
+            loaded_head(windowed, result), max_chars=history_window_chars(SMALL)
+        )
         assert 0 < len(loaded) < len(full) // 5  # two windows of 2,000 tokens (16,000 chars): 44 of 300 turns
         assert loaded == full[-len(loaded) :] and isinstance(loaded[0], UserMessage)  # whole turns, newest
 
@@ -76,26 +84,32 @@ async def test_a_long_session_loads_its_window_and_sends_what_a_full_load_sends(
 
 def loaded_head(ledger: Ledger, result: AgentResult) -> str:
     """The head the run started from: the parent of the turn it wrote."""
-    turn = ledger.get_turn(result.turn_id or "")
+    turn = run_inline(ledger.turns.get(result.turn_id or ""))
     return turn.parent_turn_id or ""
 
 
 def test_turn_owners_of_a_window_read_only_its_turns(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
     """history_turn_ids maps a window's messages to their turns from the newest turns, bare compactions included."""
     _long_session(ledger, 50)
-    kept = [ledger.write_turn(None, "main", query_messages=[UserMessage(f"k{i}")]) for i in range(2)]
+    kept = [
+        run_inline(ledger.turns.write(TurnWrite("main", None, query_messages=[UserMessage(f"k{i}")]))) for i in range(2)
+    ]
     record = CompactionRecord("s", kept[-1], kept[0], 50, "m")
-    bare = ledger.write_turn(None, "main", compaction=record)  # a compaction turn without messages
-    after = [ledger.write_turn(None, "main", query_messages=[UserMessage(f"n{i}")]) for i in range(3)]
-    history = ledger.history("main")
+    bare = run_inline(
+        ledger.turns.write(TurnWrite("main", None, compaction=record))
+    )  # a compaction turn without messages
+    after = [
+        run_inline(ledger.turns.write(TurnWrite("main", None, query_messages=[UserMessage(f"n{i}")]))) for i in range(3)
+    ]
+    history = run_inline(ledger.turns.history("main"))
     assert [m.content for m in history[1:]] == ["k0", "k1", "n0", "n1", "n2"]  # type: ignore[union-attr]
     # the newest 5 turns hold only 4 messages (the bare compaction holds none): the walk goes on past them
-    assert history_turn_ids(ledger, "main", history) == ["", *kept, *after]
+    assert asyncio.run(history_turn_ids(ledger, "main", history)) == ["", *kept, *after]
 
     _long_session_more(ledger, 20)
-    window = ledger.history("main", max_chars=2_000)
-    owners = history_turn_ids(ledger, "main", window)
-    turns = ledger.turns("main")
+    window = run_inline(ledger.turns.history("main", max_chars=2_000))
+    owners = asyncio.run(history_turn_ids(ledger, "main", window))
+    turns = run_inline(ledger.turns.path("main"))
     by_id = {t.id: t for t in turns}
     assert owners[0] == "" and bare not in owners[1:]
     assert all(by_id[o].message_count >= 1 for o in owners[1:])
@@ -108,14 +122,18 @@ def test_turn_owners_of_a_window_read_only_its_turns(ledger: Ledger, monkeypatch
         return await real(label, limit=limit)
 
     monkeypatch.setattr(ledger.turns, "path", counted)
-    history_turn_ids(ledger, "main", window)
+    asyncio.run(history_turn_ids(ledger, "main", window))
     assert calls == [len(window) - 1]  # the newest turns only, not the whole path
 
 
 def _long_session_more(ledger: Ledger, turns: int) -> None:
     for i in range(turns):
-        ledger.write_turn(
-            None, "main", query_messages=[UserMessage(f"m{i} " + "y" * 150)], response_messages=[_answer(i)]
+        run_inline(
+            ledger.turns.write(
+                TurnWrite(
+                    "main", None, query_messages=[UserMessage(f"m{i} " + "y" * 150)], response_messages=[_answer(i)]
+                )
+            )
         )
 
 
@@ -125,7 +143,7 @@ async def test_a_manual_compaction_reads_the_window_a_run_would_load(ledger: Led
     from nexus.engine.wiring.compact_session import compact_session
 
     _long_session(ledger, 300)
-    window = ledger.history("main", max_chars=history_window_chars(SMALL))
+    window = await ledger.turns.history("main", max_chars=history_window_chars(SMALL))
     scripted = ScriptedModel([text("## Goal\nshort")], model=SMALL)
     env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
     outcome = await compact_session("main", runtime=env, model=SMALL)
@@ -133,15 +151,15 @@ async def test_a_manual_compaction_reads_the_window_a_run_would_load(ledger: Led
     assert (
         outcome.result.tokens_before
         == estimate_tokens(window)
-        < estimate_tokens(ledger.history_at(window_head(ledger)))
+        < estimate_tokens(await ledger.turns.history_at(window_head(ledger)))
     )
-    kept = ledger.history("main")[1:]
+    kept = (await ledger.turns.history("main"))[1:]
     assert kept == window[len(window) - len(kept) :]  # the kept turns are the newest of the window
 
 
 def window_head(ledger: Ledger) -> str:
     """The turn before the compaction turn (the head the manual compaction read)."""
-    return ledger.get_turn(ledger.head("main").id).parent_turn_id or ""  # type: ignore[union-attr]
+    return run_inline(ledger.turns.get(run_inline(ledger.sessions.head("main")).id)).parent_turn_id or ""  # type: ignore[union-attr]
 
 
 def test_the_window_is_two_context_windows_and_an_unknown_window_bounds_nothing() -> None:

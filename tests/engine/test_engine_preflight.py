@@ -70,7 +70,7 @@ async def test_run_agent_refuses_before_writing(isolated_env: Path) -> None:
     with Ledger.open(isolated_env / "agents.db") as ledger:
         with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
             await run_agent("hi", model="openai/gpt-4o-mini", config=config, ledger=ledger)
-        assert ledger.list_sessions() == []
+        assert await ledger.sessions.list() == []
 
 
 async def test_missing_key_is_not_retried_with_backoff() -> None:

@@ -21,9 +21,9 @@ async def test_engine_written_turn_keeps_its_cost(ledger: Ledger) -> None:
     scripted.model = replace(scripted.model, input_price=3.0, output_price=15.0)
     env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
     result = await env.start(AgentSpec(model=scripted.model), "main", "list the files").result
-    head = ledger.head("main")
+    head = await ledger.sessions.head("main")
     assert head is not None
-    stored = [m.message for m in ledger.messages(head.id) if isinstance(m.message, AssistantMessage)]
+    stored = [m.message for m in await ledger.turns.messages(head.id) if isinstance(m.message, AssistantMessage)]
     per_message = sum(m.usage.cost.total for m in stored)
     assert per_message > 0
     assert abs(head.cost - per_message) < 1e-12

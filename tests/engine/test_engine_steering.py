@@ -17,6 +17,7 @@ from nexus.engine import AgentResult, AgentSpec, EngineLimits, Runtime
 from nexus.engine.execution.execute import Execution
 from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.ledger import Ledger
+from nexus.ledger._sql_db import run_inline
 from nexus.llm.abort import AbortSignal
 from nexus.llm.events import AssistantMessageEvent
 from nexus.llm.options import StreamOptions
@@ -44,8 +45,10 @@ def assert_not_lost(receipt: SteerReceipt, result: AgentResult, ledger: Ledger) 
     if receipt.status == "delivered":
         assert receipt.position is not None and texts[receipt.position] == receipt.message.content
         assert receipt not in result.returned_steers
-        head = ledger.head("main")  # and it is stored with the turn
-        assert head is not None and receipt.message.content in [m.text for m in ledger.messages(head.id)]
+        head = run_inline(ledger.sessions.head("main"))  # and it is stored with the turn
+        assert head is not None and receipt.message.content in [
+            m.text for m in run_inline(ledger.turns.messages(head.id))
+        ]
     else:
         assert receipt in result.returned_steers and receipt.reason
         assert receipt.message.content not in texts
@@ -161,7 +164,7 @@ async def test_steered_messages_are_stored_with_their_source(ledger: Ledger) -> 
     release.set()
     result = await execution.result
     assert plain.status == sent.status == "delivered" and result.turn_id is not None
-    rows = ledger.messages(result.turn_id)
+    rows = await ledger.turns.messages(result.turn_id)
     stored = {m.text: m.source for m in rows}
     assert stored["first addition"] == "steer" and stored["second addition"] == "telegram:alice"
     assert rows[0].source is not None and stored["noted both"] is None  # the query keeps its own; replies have none

@@ -101,17 +101,17 @@ async def test_multi_step_tool_run_is_written_as_one_turn(ledger: Ledger) -> Non
     assert rec.phases[0] == "start" and rec.phases[-1] == "end" and "tool_use" in rec.phases
     assert rec.phases.count("streaming") == 3
     # the ledger has the turn: query + 5 response messages, 2 tool calls, pointer moved
-    head = ledger.head("main")
+    head = await ledger.sessions.head("main")
     assert head is not None and head.status == "completed" and head.stop_reason == "end_turn"
     assert head.message_count == 6 and head.tool_call_count == 2 and head.run_id is not None
-    stored = ledger.tool_calls(head.id)
+    stored = await ledger.turns.tool_calls(head.id)
     assert [(t.call_id, t.tool_name, t.status) for t in stored] == [
         ("c1", "write", "completed"),
         ("c2", "read", "completed"),
     ]
     assert stored[1].result is not None and "hello world" in stored[1].result.text
-    assert ledger.open_turns() == []
-    history = ledger.history("main")
+    assert await ledger.turns.open_turns() == []
+    history = await ledger.turns.history("main")
     assert len(history) == 6 and isinstance(history[-1], AssistantMessage)
     scripted.assert_complete()
 
@@ -120,13 +120,13 @@ async def test_second_run_sees_first_run_as_history(ledger: Ledger) -> None:
     scripted = ScriptedModel([text("first answer"), text("second answer")])
     env = make_env(ledger, scripted)
     await run(env, "one")
-    first = ledger.head("main")
+    first = await ledger.sessions.head("main")
     result = await run(env, "two")
     assert result.messages[-1].text == "second answer"
     sent = scripted.calls[1].messages
     assert [m.role for m in sent] == ["user", "assistant", "user"]
     assert isinstance(sent[1], AssistantMessage) and sent[1].text == "first answer"
-    head = ledger.head("main")
+    head = await ledger.sessions.head("main")
     assert head is not None and first is not None and head.parent_turn_id == first.id
     # the current message carries the event context header
     assert isinstance(sent[2], UserMessage) and isinstance(sent[2].content, str)
@@ -168,7 +168,7 @@ async def test_provider_error_fails_turn_with_agent_error(ledger: Ledger) -> Non
     result = await run(env, "hi")
     assert result.stop_reason == "error"
     assert result.error is not None and result.error.kind == "auth_failure" and not result.error.retryable
-    head = ledger.head("main")
+    head = await ledger.sessions.head("main")
     assert head is not None and head.status == "failed"
     assert head.error is not None and head.error["kind"] == "auth_failure"
 
@@ -191,22 +191,22 @@ async def test_max_iterations_stops_the_tool_loop(ledger: Ledger) -> None:
     result = await run(env, "loop forever")
     assert result.stop_reason == "tool_use" and len(result.tool_calls) == 3
     assert len(scripted.calls) == 3 and scripted.pending == 2
-    head = ledger.head("main")
+    head = await ledger.sessions.head("main")
     assert head is not None and head.status == "completed" and head.tool_call_count == 3
 
 
 async def test_timeout_aborts_with_partial_text(ledger: Ledger) -> None:
     scripted = ScriptedModel([stall(after_chunks=3, seconds=30, then=text("partial answer that never ends"))])
     env = make_env(ledger, scripted)
-    ctx = env.assemble("hi", model=scripted.model)
+    ctx = await env.assemble("hi", model=scripted.model)
     ctx.timeout_ms = 300
     result = await start_context(env, ctx, scripted.model).result
     assert result.stop_reason == "timeout"
     assert result.error is not None and result.error.kind == "timeout" and result.error.retryable
     assert result.messages[-1].role == "assistant" and result.messages[-1].text  # partial text kept
-    head = ledger.head("main")
+    head = await ledger.sessions.head("main")
     assert head is not None and head.status == "aborted" and head.stop_reason == "timeout"
-    stored = ledger.messages(head.id)[-1].message
+    stored = (await ledger.turns.messages(head.id))[-1].message
     assert isinstance(stored, AssistantMessage) and stored.text == result.messages[-1].text
 
 
@@ -223,7 +223,7 @@ async def test_abort_records_aborted_turn_with_partial_text(ledger: Ledger) -> N
     assert result.stop_reason == "aborted" and result.error is None
     partial = result.messages[-1].text
     assert partial and "a long answer being streamed".startswith(partial)
-    head = ledger.head("main")
+    head = await ledger.sessions.head("main")
     assert head is not None and head.status == "aborted"
     assert not execution.is_streaming and execution.steer("too late").status == "returned"
 
@@ -237,7 +237,7 @@ async def test_external_signal_aborts_run_agent(ledger: Ledger) -> None:
         "hi", model=scripted.model, config=load_config(), ledger=ledger, stream_fn=scripted.stream, signal=signal
     )
     assert result.stop_reason == "aborted"
-    head = ledger.head("main")
+    head = await ledger.sessions.head("main")
     assert head is not None and head.status == "aborted"
 
 
@@ -264,7 +264,7 @@ async def test_steer_injects_message_after_tool_batch(ledger: Ledger) -> None:
     assert isinstance(second[-2], ToolResultMessage) and second[-2].tool_call_id == "s1"
     assert isinstance(second[-1], UserMessage) and second[-1].content == "actually, use French"
     assert [m.role for m in result.messages] == ["user", "assistant", "tool_result", "user", "assistant"]
-    head = ledger.head("main")
+    head = await ledger.sessions.head("main")
     assert head is not None and head.message_count == 5
 
 
@@ -288,11 +288,11 @@ async def test_events_iterator_and_on_event(ledger: Ledger) -> None:
 async def test_execute_without_ledger_stores_nothing(ledger: Ledger) -> None:
     scripted = ScriptedModel([text("no ledger")])
     env = make_env(ledger, scripted)
-    ctx: AssembledContext = env.assemble("hi", session="scratch", model=scripted.model)
+    ctx: AssembledContext = await env.assemble("hi", session="scratch", model=scripted.model)
     execution = execute(ctx, stream_fn=scripted.stream, model=scripted.model)
     result = await execution.result
     assert result.messages[-1].text == "no ledger" and execution.turn_id is None
-    assert ledger.head("scratch") is None
+    assert await ledger.sessions.head("scratch") is None
 
 
 async def test_bad_model_reference_is_a_clear_config_error(ledger: Ledger) -> None:
@@ -300,7 +300,7 @@ async def test_bad_model_reference_is_a_clear_config_error(ledger: Ledger) -> No
 
     with pytest.raises(ConfigError, match="provider/model"):
         await run_agent("hi", model="gpt-without-provider", config=load_config(), ledger=ledger)
-    assert ledger.open_turns() == [] and ledger.list_sessions() == []
+    assert await ledger.turns.open_turns() == [] and await ledger.sessions.list() == []
 
 
 async def test_empty_session_label_is_refused(ledger: Ledger) -> None:
@@ -309,7 +309,7 @@ async def test_empty_session_label_is_refused(ledger: Ledger) -> None:
     scripted = ScriptedModel([text("never")])
     env = make_env(ledger, scripted)
     with pytest.raises(ConfigError, match="session"):
-        env.assemble("hi", session="", model=scripted.model)
+        await env.assemble("hi", session="", model=scripted.model)
 
 
 async def test_stale_context_is_refused_and_nothing_is_stored(ledger: Ledger) -> None:
@@ -317,12 +317,12 @@ async def test_stale_context_is_refused_and_nothing_is_stored(ledger: Ledger) ->
 
     scripted = ScriptedModel([text("first"), text("never sent")])
     env = make_env(ledger, scripted)
-    stale = env.assemble("built before the other run", model=scripted.model)
+    stale = await env.assemble("built before the other run", model=scripted.model)
     await run(env, "another run moved the head")
-    before = ledger.head("main")
+    before = await ledger.sessions.head("main")
     with pytest.raises(HeadMovedError):
         await start_context(env, stale, scripted.model).result
-    assert ledger.head("main") == before and ledger.open_turns() == []
+    assert await ledger.sessions.head("main") == before and await ledger.turns.open_turns() == []
     assert scripted.pending == 1  # the model was never called
 
 

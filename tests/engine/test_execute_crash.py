@@ -121,17 +121,17 @@ async def test_sigkill_after_tool_result_then_recover_and_continue(
     assert (home / "workspace" / "note.txt").read_text() == "saved before the crash"
 
     with Ledger.open(db) as ledger:
-        [open_turn] = ledger.open_turns()
-        assert open_turn.status == "streaming" and ledger.head("main") is None
-        assert ledger.recover() == [open_turn.id]
-        head = ledger.head("main")
+        [open_turn] = await ledger.turns.open_turns()
+        assert open_turn.status == "streaming" and await ledger.sessions.head("main") is None
+        assert await ledger.turns.recover() == [open_turn.id]
+        head = await ledger.sessions.head("main")
         assert head is not None and head.id == open_turn.id and head.status == "aborted"
-        [call] = ledger.tool_calls(head.id)
+        [call] = await ledger.turns.tool_calls(head.id)
         assert call.call_id == "call_w1" and call.status == "completed"
         assert call.result is not None and "note.txt" in call.result.text
-        roles = [m.role for m in ledger.messages(head.id)]
+        roles = [m.role for m in await ledger.turns.messages(head.id)]
         assert roles == ["user", "assistant", "tool_result", "assistant"]  # the reply cut mid-stream is kept
-        cut = ledger.history("main")[-1]
+        cut = (await ledger.turns.history("main"))[-1]
         assert isinstance(cut, AssistantMessage) and cut.text == "this answer neve"
         assert cut.stop_reason == "aborted" and cut.error_message == MID_REPLY_NOTE
 
@@ -143,7 +143,7 @@ async def test_sigkill_after_tool_result_then_recover_and_continue(
             body = server.requests[0].body
         assert result.stop_reason == "end_turn" and result.messages[-1].text == "continuing after the crash"
         assert _request_roles(body)[1:] == ["user", "assistant", "tool", "user"]  # an aborted reply is not replayed
-        new_head = ledger.head("main")
+        new_head = await ledger.sessions.head("main")
         assert new_head is not None and new_head.parent_turn_id == head.id and new_head.status == "completed"
 
 
@@ -169,9 +169,12 @@ async def test_sigkill_during_tool_leaves_orphan_that_next_run_repairs(
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
         with Ledger.open(db) as ledger:
             result = await run_agent("did the command finish?", config=load_config(), ledger=ledger)  # recovers first
-            crashed = ledger.turns("main")[0]
+            crashed = (await ledger.turns.path("main"))[0]
             assert crashed.status == "aborted"
-            assert [m.role for m in ledger.messages(crashed.id)] == ["user", "assistant"]  # the ledger is not rewritten
+            assert [m.role for m in await ledger.turns.messages(crashed.id)] == [
+                "user",
+                "assistant",
+            ]  # the ledger is not rewritten
         body = server.requests[0].body
     assert result.stop_reason == "end_turn"
     assert _request_roles(body)[1:] == ["user", "assistant", "tool", "user"]
@@ -196,17 +199,17 @@ async def test_sigkill_mid_reply_keeps_the_text_streamed_so_far(isolated_env: Pa
                 _kill(proc)
 
     with Ledger.open(db) as ledger:
-        [open_turn] = ledger.open_turns()
-        assert ledger.recover() == [open_turn.id]
-        turn = ledger.get_turn(open_turn.id)
+        [open_turn] = await ledger.turns.open_turns()
+        assert await ledger.turns.recover() == [open_turn.id]
+        turn = await ledger.turns.get(open_turn.id)
         assert turn.status == "aborted" and turn.stop_reason == "aborted"
-        assert ledger.head("main") == turn
-        history = ledger.history("main")
+        assert await ledger.sessions.head("main") == turn
+        history = await ledger.turns.history("main")
         assert [m.role for m in history] == ["user", "assistant"]
         cut = history[-1]
         assert isinstance(cut, AssistantMessage) and cut.text == streamed and len(streamed) == 1280
         assert cut.stop_reason == "aborted" and cut.error_message == MID_REPLY_NOTE
         assert cut.model == "fake-model" and cut.provider == "openai"
-        assert ledger.tool_calls(turn.id) == []
+        assert await ledger.turns.tool_calls(turn.id) == []
         with sqlite3.connect(db) as conn:  # write_turn replaced the journal: the entry is not kept twice
             assert conn.execute("SELECT COUNT(*) FROM turn_journal").fetchone()[0] == 0

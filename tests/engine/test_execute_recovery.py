@@ -69,7 +69,7 @@ async def test_overflow_compacts_retries_and_writes_compaction_turn(ledger: Ledg
     env = make_env(ledger, scripted, limits=EngineLimits(keep_recent_tokens=300))
     await run(env, scripted.model, "one")
     await run(env, scripted.model, "two")
-    second = ledger.head("main")
+    second = await ledger.sessions.head("main")
     events: list[Any] = []
     result = await run(env, scripted.model, "three", events)
 
@@ -82,15 +82,15 @@ async def test_overflow_compacts_retries_and_writes_compaction_turn(ledger: Ledg
     assert summary_text(retry[0]) == "SUMMARY: user asked two things"
     assert [m.role for m in retry] == ["user", "assistant", "user"]
     # ledger: the run's turn is the compaction turn, with its compactions row
-    head = ledger.head("main")
+    head = await ledger.sessions.head("main")
     assert head is not None and second is not None
     assert head.turn_type == "compaction" and head.status == "completed"
-    record = ledger.compaction(head.id)
+    record = await ledger.turns.compaction(head.id)
     assert record is not None and record.summary == "SUMMARY: user asked two things"
     assert record.first_kept_turn_id == second.id and record.trigger == "overflow_recovery"
     assert record.summarized_through_turn_id == second.id  # the cut fell inside turn two (its query was summarised)
     # history after compaction: summary, the whole kept turn (the ledger keeps whole turns), the compaction turn
-    history = ledger.history("main")
+    history = await ledger.turns.history("main")
     assert summary_text(history[0]) == "SUMMARY: user asked two things"
     assert len(history) == 5 and history[-1].role == "assistant"
     # the next run starts from that history
@@ -106,11 +106,11 @@ async def test_overflow_with_nothing_kept_from_history(ledger: Ledger) -> None:
     await run(env, scripted.model, "one")
     result = await run(env, scripted.model, "two")
     assert result.stop_reason == "end_turn" and result.compaction is not None
-    head = ledger.head("main")
+    head = await ledger.sessions.head("main")
     assert head is not None
-    record = ledger.compaction(head.id)
+    record = await ledger.turns.compaction(head.id)
     assert record is not None and record.first_kept_turn_id is None
-    history = ledger.history("main")
+    history = await ledger.turns.history("main")
     assert summary_text(history[0]) == "SUM"
     assert [m.role for m in history] == ["user", "user", "assistant"]  # summary + this turn
 
@@ -130,7 +130,7 @@ async def test_proactive_compaction_when_budget_exceeded(ledger: Ledger) -> None
     sent = scripted.calls[4].messages
     assert summary_text(sent[0]) == "SUMMARY"
     assert sum("x" * 1000 in str(m) for m in sent) == 1  # only the newest answer is kept verbatim
-    head = ledger.head("main")
+    head = await ledger.sessions.head("main")
     assert head is not None and head.turn_type == "compaction"
     assert any(isinstance(e, CompactionStartEvent) and e.reason == "context_limit" for e in events)
 
@@ -146,7 +146,7 @@ async def test_level_two_truncates_tool_results_then_succeeds(ledger: Ledger, is
     assert result.compaction is None  # nothing old enough to summarise: level 2 did it
     sent = [m for m in scripted.calls[2].messages if isinstance(m, ToolResultMessage)]
     assert len(sent) == 1 and len(sent[0].text) < 3_000
-    stored = ledger.tool_calls(ledger.head("main").id)  # type: ignore[union-attr]
+    stored = await ledger.turns.tool_calls((await ledger.sessions.head("main")).id)  # type: ignore[union-attr]
     assert stored[0].result is not None and len(stored[0].result.text) > 20_000  # the ledger keeps it whole
 
 
@@ -157,7 +157,7 @@ async def test_level_three_gives_up_with_context_overflow(ledger: Ledger) -> Non
     assert result.stop_reason == "error"
     assert result.error is not None and result.error.kind == "context_overflow"
     assert "context window" in result.error.message
-    head = ledger.head("main")
+    head = await ledger.sessions.head("main")
     assert head is not None and head.status == "failed" and head.error is not None
     assert head.error["kind"] == "context_overflow"
 
@@ -169,7 +169,7 @@ async def test_compaction_failure_is_reported(ledger: Ledger) -> None:
     result = await run(env, scripted.model, "two")
     assert result.stop_reason == "error"
     assert result.error is not None and result.error.kind == "compaction_failure"
-    head = ledger.head("main")
+    head = await ledger.sessions.head("main")
     assert head is not None and head.status == "failed" and head.turn_type == "normal"
 
 
@@ -195,7 +195,7 @@ async def test_429_rotates_to_next_auth_profile_over_http(ledger: Ledger, isolat
         retries = [e for e in events if isinstance(e, RetryEvent)]
         assert len(retries) == 1 and retries[0].profile == "first" and retries[0].next_profile == "second"
         assert retries[0].error_kind == "rate_limit"
-        head = ledger.head("main")
+        head = await ledger.sessions.head("main")
         assert head is not None and head.status == "completed" and head.model == "fake-model"
 
 
@@ -242,15 +242,15 @@ async def test_second_compaction_updates_the_previous_summary(ledger: Ledger) ->
     env = make_env(ledger, scripted, limits=EngineLimits(keep_recent_tokens=1))
     for message in ("one", "two", "three", "four"):
         await run(env, scripted.model, message)
-    first_compaction, second_compaction = [t for t in ledger.turns("main") if t.turn_type == "compaction"]
+    first_compaction, second_compaction = [t for t in await ledger.turns.path("main") if t.turn_type == "compaction"]
     summariser_prompt = scripted.calls[6].messages[0]
     assert isinstance(summariser_prompt, UserMessage) and "SUMMARY ONE" in str(summariser_prompt.content)
     assert "<previous-summary>" in str(summariser_prompt.content)
-    record = ledger.compaction(second_compaction.id)
+    record = await ledger.turns.compaction(second_compaction.id)
     assert record is not None and record.summary == "SUMMARY TWO" and record.first_kept_turn_id is None
-    history = ledger.history("main")
+    history = await ledger.turns.history("main")
     assert summary_text(history[0]) == "SUMMARY TWO" and len(history) == 3
-    assert first_compaction.id in ledger.ancestry(second_compaction.id)
+    assert first_compaction.id in await ledger.turns.ancestry(second_compaction.id)
 
 
 async def test_steering_is_refused_while_compacting(ledger: Ledger) -> None:

@@ -140,12 +140,18 @@ async def test_retry_after_beyond_the_wait_cap_fails_at_once_saying_until_when(
     assert result.error is not None and result.error.kind == "rate_limit"
     pattern = (
         r"429 requests: Rate limit reached\. Not retried: the server asks to wait 60 min "
-        r"\(until (?:\d{4}-\d\d-\d\d )?(\d\d:\d\d) UTC\), longer than a run waits \(60 s\)\. "
+        r"\(until ((?:\d{4}-\d\d-\d\d )?\d\d:\d\d) UTC\), longer than a run waits \(60 s\)\. "
         r"Try again after that, or add another key or a fallback model\."
     )
     match = re.fullmatch(pattern, result.error.message)
     assert match is not None, result.error.message
-    resets = {(t + timedelta(seconds=3600)).strftime("%H:%M") for t in (before, after)}
+    # the clock alone when the reset is today, with the date when it falls on the next day
+    resets = {
+        (t + timedelta(seconds=3600)).strftime(
+            "%H:%M" if (t + timedelta(seconds=3600)).date() == t.date() else "%Y-%m-%d %H:%M"
+        )
+        for t in (before, after)
+    }
     assert match.group(1) in resets
 
 

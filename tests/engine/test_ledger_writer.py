@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,56 +24,53 @@ from nexus.config import load_config
 from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution import _writer
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.ledger import Ledger
+from nexus.ledger import JournalEntry, Ledger, TurnOpen, TurnWrite
 from nexus.ledger._sqlite import Database
+from nexus.ledger._turn_store import SqlTurnStore
 from nexus.llm.abort import AbortSignal
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text, tool_call
 
 
-class WatchedLedger(Ledger):
-    """A real ledger that records, for every write, its thread and how many runs were active."""
+class WatchedTurns(SqlTurnStore):
+    """A real turn store that records, for every write, its thread and how many runs were active."""
 
     def __init__(self, db: Database) -> None:
-        super().__init__(db)
+        super().__init__(db, message_cache=0)
         self.calls: list[tuple[str, str, int]] = []
-        self.turn_gate: threading.Event | None = None  # when set, write_turn waits for it
+        self.turn_gate: threading.Event | None = None  # when set, write waits for it
         self.in_write_turn = threading.Event()
-        self.open_gate: threading.Event | None = None  # when set, open_turn waits for it
+        self.open_gate: threading.Event | None = None  # when set, open waits for it
         self.in_open_turn = threading.Event()
 
     def _seen(self, name: str) -> None:
         self.calls.append((name, threading.current_thread().name, _writer._LOAD.runs))
 
-    def open_turn(self, *args: Any, **kwargs: Any) -> str:
-        self._seen("open_turn")
+    async def open(self, turn: TurnOpen) -> str:
+        self._seen("open")
         if self.open_gate is not None:
             self.in_open_turn.set()
             self.open_gate.wait(10)
-        return super().open_turn(*args, **kwargs)
+        return await super().open(turn)
 
-    def journal_partial(self, *args: Any, **kwargs: Any) -> None:
-        self._seen("journal_partial")
-        super().journal_partial(*args, **kwargs)
+    async def journal(self, entries: Sequence[JournalEntry]) -> None:
+        self._seen("journal")
+        await super().journal(entries)
 
-    def journal_partials(self, *args: Any, **kwargs: Any) -> None:
-        self._seen("journal_partials")
-        super().journal_partials(*args, **kwargs)
-
-    def journal_message(self, *args: Any, **kwargs: Any) -> None:
-        self._seen("journal_message")
-        super().journal_message(*args, **kwargs)
-
-    def journal_tool_call(self, *args: Any, **kwargs: Any) -> None:
-        self._seen("journal_tool_call")
-        super().journal_tool_call(*args, **kwargs)
-
-    def write_turn(self, *args: Any, **kwargs: Any) -> str:
-        self._seen("write_turn")
+    async def write(self, turn: TurnWrite) -> str:
+        self._seen("write")
         if self.turn_gate is not None:
             self.in_write_turn.set()
             self.turn_gate.wait(10)
-        return super().write_turn(*args, **kwargs)
+        return await super().write(turn)
+
+
+class WatchedLedger(Ledger):
+    """A real ledger whose turn store records where each write ran (:class:`WatchedTurns`)."""
+
+    def __init__(self, db: Database) -> None:
+        super().__init__(db)
+        self.turns = self.watch = WatchedTurns(db)
 
 
 @pytest.fixture
@@ -116,15 +113,15 @@ async def _four_gated_runs(watched: WatchedLedger) -> None:
     results = await asyncio.gather(*(e.result for e in executions))
     assert [r.stop_reason for r in results] == ["end_turn"] * runs
     for i, result in enumerate(results):  # and every turn is on disk, in order
-        head = watched.head(f"s{i}")
+        head = await watched.sessions.head(f"s{i}")
         assert head is not None and head.id == result.turn_id and head.status == "completed"
 
 
 async def test_writes_leave_the_loop_thread_while_many_runs_share_it(watched: WatchedLedger, many_runs: None) -> None:
     await _four_gated_runs(watched)
     loop_thread = threading.current_thread().name
-    shared = [(name, thread) for name, thread, active in watched.calls if active > 1]
-    assert {name for name, _ in shared} >= {"open_turn", "journal_tool_call", "write_turn"}
+    shared = [(name, thread) for name, thread, active in watched.watch.calls if active > 1]
+    assert {name for name, _ in shared} >= {"open", "journal", "write"}
     assert all(thread != loop_thread for _, thread in shared), shared
     assert all(thread.startswith("nexus-ledger-writer") for _, thread in shared), shared
 
@@ -134,8 +131,8 @@ async def test_a_few_runs_write_inline(watched: WatchedLedger) -> None:
     assert _writer.INLINE_MAX_RUNS >= 4
     await _four_gated_runs(watched)
     loop_thread = threading.current_thread().name
-    shared = [(name, thread) for name, thread, active in watched.calls if active > 1]
-    assert {name for name, _ in shared} >= {"open_turn", "journal_tool_call", "write_turn"}
+    shared = [(name, thread) for name, thread, active in watched.watch.calls if active > 1]
+    assert {name for name, _ in shared} >= {"open", "journal", "write"}
     assert all(thread == loop_thread for _, thread in shared), shared
 
 
@@ -153,18 +150,18 @@ async def test_a_run_cancelled_during_its_turn_write_ends_after_the_write(
     other = other_env.start(AgentSpec(model=other_model.model), "other", "wait")
     model = ScriptedModel([text("short answer")], record=False)
     env = _env(watched, model, [])
-    watched.turn_gate = threading.Event()
+    watched.watch.turn_gate = threading.Event()
     execution = env.start(AgentSpec(model=model.model), "main", "hi")
-    assert await asyncio.to_thread(watched.in_write_turn.wait, 10)  # the writer thread is inside write_turn
+    assert await asyncio.to_thread(watched.watch.in_write_turn.wait, 10)  # the writer thread is inside write_turn
     execution.result.cancel()
     await asyncio.sleep(0.05)
     assert not execution.result.done()  # still waiting for the write it handed to the thread
-    watched.turn_gate.set()
+    watched.watch.turn_gate.set()
     with pytest.raises(asyncio.CancelledError):
         await execution.result
-    head = watched.head("main")
+    head = await watched.sessions.head("main")
     assert head is not None and head.id == execution.turn_id and head.status == "completed"
-    watched.turn_gate = None
+    watched.watch.turn_gate = None
     release_other.set()
     assert (await other.result).stop_reason == "end_turn"
 
@@ -184,17 +181,17 @@ async def test_a_run_cancelled_while_its_turn_opens_closes_that_turn(watched: Wa
         await other.wait_state_change()
     model = ScriptedModel([text("never streamed")], record=False)
     env = _env(watched, model, [])
-    watched.open_gate = threading.Event()
+    watched.watch.open_gate = threading.Event()
     execution = env.start(AgentSpec(model=model.model), "main", "hi")
-    assert await asyncio.to_thread(watched.in_open_turn.wait, 10)
+    assert await asyncio.to_thread(watched.watch.in_open_turn.wait, 10)
     execution.result.cancel()
-    watched.open_gate.set()
+    watched.watch.open_gate.set()
     with pytest.raises(asyncio.CancelledError):
         await execution.result
-    watched.open_gate = None
+    watched.watch.open_gate = None
     turn_id = execution.turn_id
     assert turn_id is not None
-    turn = watched.get_turn(turn_id)
+    turn = await watched.turns.get(turn_id)
     assert turn is not None and turn.status == "aborted"  # closed, not left open for recover()
     assert execution.state == "done"
     release_other.set()

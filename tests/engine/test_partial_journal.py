@@ -22,8 +22,10 @@ from nexus.config import load_config
 from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution._journal import TurnJournal, snapshot
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.ledger import Ledger, LedgerBusyError
+from nexus.ledger import JournalEntry, JournalReply, Ledger, LedgerBusyError, NewSession, TurnDetails, TurnOpen
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger._sqlite import Database
+from nexus.ledger._turn_store import SqlTurnStore
 from nexus.ledger._turns import MID_REPLY_NOTE
 from nexus.llm.abort import AbortSignal
 from nexus.llm.events import (
@@ -42,33 +44,46 @@ from nexus.llm.types import AssistantMessage, Context, Model, TextContent, ToolC
 MODEL = Model(id="gated", provider="test", api="test-gated")
 
 
+class RecordingTurns(SqlTurnStore):
+    """A real turn store that remembers every reply journaled as (slot, text, complete, tool call ids)."""
+
+    def __init__(self, db: Database) -> None:
+        super().__init__(db, message_cache=0)
+        self.partials: list[tuple[int, str, bool, list[str]]] = []  # appended from the journal's worker thread
+
+    async def journal(self, entries: Sequence[JournalEntry]) -> None:
+        await super().journal(entries)  # one entry, or the writer thread's batch of snapshots (one transaction)
+        replies = [e for e in entries if isinstance(e, JournalReply)]
+        self.partials.extend(
+            (e.slot, e.message.text, e.complete, [c.id for c in e.message.tool_calls]) for e in replies
+        )
+
+
 class RecordingLedger(Ledger):
-    """A real ledger that remembers every ``journal_partial`` call as (slot, text, complete, tool call ids)."""
+    """A real ledger whose turn store is a :class:`RecordingTurns`."""
 
     def __init__(self, db: Database) -> None:
         super().__init__(db)
-        self.partials: list[tuple[int, str, bool, list[str]]] = []  # appended from the journal's worker thread
+        self.turns = self.recorded = RecordingTurns(db)
 
-    def journal_partial(self, turn_id: str, slot: int, message: AssistantMessage, *, complete: bool = False) -> None:
-        super().journal_partial(turn_id, slot, message, complete=complete)
-        self.partials.append((slot, message.text, complete, [c.id for c in message.tool_calls]))
+    @property
+    def partials(self) -> list[tuple[int, str, bool, list[str]]]:
+        return self.recorded.partials
 
-    def journal_partials(self, entries: Sequence[tuple[str, int, AssistantMessage]]) -> None:
-        super().journal_partials(entries)  # the writer thread's batch of snapshots (one transaction)
-        self.partials.extend((slot, m.text, False, [c.id for c in m.tool_calls]) for _, slot, m in entries)
+
+class FailingTurns(SqlTurnStore):
+    """Every journal write fails as if another process held the database."""
+
+    async def journal(self, entries: Sequence[JournalEntry]) -> None:
+        raise LedgerBusyError("agents.db stayed locked (test)")
 
 
 class FailingLedger(Ledger):
-    """Every journal write fails as if another process held the database."""
+    """A real ledger whose crash journal cannot be written (:class:`FailingTurns`)."""
 
-    def journal_partial(self, turn_id: str, slot: int, message: AssistantMessage, *, complete: bool = False) -> None:
-        raise LedgerBusyError("agents.db stayed locked (test)")
-
-    def journal_partials(self, entries: Sequence[tuple[str, int, AssistantMessage]]) -> None:
-        raise LedgerBusyError("agents.db stayed locked (test)")
-
-    def journal_tool_call(self, *args: Any, **kwargs: Any) -> None:
-        raise LedgerBusyError("agents.db stayed locked (test)")
+    def __init__(self, db: Database) -> None:
+        super().__init__(db)
+        self.turns = FailingTurns(db, message_cache=0)
 
 
 @pytest.fixture
@@ -152,7 +167,7 @@ async def test_long_reply_is_journaled_in_few_growing_snapshots_then_replaced(
     assert [len(p[1]) for p in streaming] == sorted(len(p[1]) for p in streaming)
     assert len(streaming[0][1]) >= 2048  # the first one waited for 2 KB of new text
     assert not any(p[2] for p in recording.partials)  # the ended reply went straight into write_turn
-    assert [m.role for m in recording.history("main")] == ["user", "assistant"]  # not twice
+    assert [m.role for m in await recording.turns.history("main")] == ["user", "assistant"]  # not twice
     assert _journal_rows(recording) == 0
 
 
@@ -163,12 +178,12 @@ async def test_text_that_stops_streaming_is_journaled_after_the_interval(recordi
     await asyncio.wait_for(model.waiting.wait(), 10)
     await _until(lambda: recording.partials, "the snapshot")  # no new delta came: the timer wrote it
     assert recording.partials == [(0, "Hello, wor", False, [])]
-    assert recording.open_turns()[0].id == execution.turn_id
+    assert (await recording.turns.open_turns())[0].id == execution.turn_id
     model.gate.set()
     result = await execution.result
     assert result.messages[-1].text == "Hello, world!"
     assert recording.partials == [(0, "Hello, wor", False, [])]  # the turn was written right after
-    assert [getattr(m, "text", None) for m in recording.history("main")] == [None, "Hello, world!"]
+    assert [getattr(m, "text", None) for m in await recording.turns.history("main")] == [None, "Hello, world!"]
     assert _journal_rows(recording) == 0
 
 
@@ -209,7 +224,7 @@ async def test_short_reply_costs_no_journal_write(recording: RecordingLedger) ->
     result = await env.start(AgentSpec(model=MODEL), "main", "hi").result
     assert result.messages[-1].text == "quick answer"
     assert recording.partials == []  # write_turn came right after: nothing journaled for it
-    assert [m.role for m in recording.history("main")] == ["user", "assistant"]
+    assert [m.role for m in await recording.turns.history("main")] == ["user", "assistant"]
 
 
 async def test_journal_failures_are_logged_and_the_run_completes(
@@ -224,9 +239,9 @@ async def test_journal_failures_are_logged_and_the_run_completes(
         env = _env(ledger, model, tools=[tool])
         result = await env.start(AgentSpec(model=MODEL), "main", "go").result
         assert result.stop_reason == "end_turn" and result.error is None
-        head = ledger.head("main")
+        head = await ledger.sessions.head("main")
         assert head is not None and head.status == "completed" and head.tool_call_count == 1
-        assert [m.role for m in ledger.history("main")] == ["user", "assistant", "tool_result", "assistant"]
+        assert [m.role for m in await ledger.turns.history("main")] == ["user", "assistant", "tool_result", "assistant"]
     records = [r for r in caplog.records if r.name == "nexus.engine"]
     warnings = [r for r in records if r.levelno == logging.WARNING]
     # one line for the run (issue 8 item 3: a full disk printed a traceback per failed write), no traceback
@@ -244,8 +259,8 @@ async def test_journal_failures_are_logged_and_the_run_completes(
 @pytest.fixture
 def opened(tmp_path: Path) -> Iterator[tuple[Ledger, str]]:
     with Ledger.open(tmp_path / "agents.db") as led:
-        led.create_session("s")
-        yield led, led.open_turn("s", query_messages=[UserMessage("q")], model="m", provider="p")
+        run_inline(led.sessions.create(NewSession("s")))
+        yield led, run_inline(led.turns.open(TurnOpen("s", [UserMessage("q")], TurnDetails(model="m", provider="p"))))
 
 
 def _message(text: str = "") -> AssistantMessage:
@@ -263,8 +278,8 @@ async def test_snapshot_keeps_only_complete_tool_calls(opened: tuple[Ledger, str
     journal.call_done(1, "c1")  # c2's arguments are still streaming
     await _until(lambda: 0 in journal.written, "the snapshot")
     assert snapshot(live, journal.complete_calls).content == [TextContent("reading two files"), done]
-    ledger.recover(force=True)  # as after a kill -9 here
-    cut = ledger.history("s")[-1]
+    await ledger.turns.recover(force=True)  # as after a kill -9 here
+    cut = (await ledger.turns.history("s"))[-1]
     assert isinstance(cut, AssistantMessage) and cut.stop_reason == "aborted" and cut.error_message == MID_REPLY_NOTE
     assert cut.text == "reading two files" and [c.id for c in cut.tool_calls] == ["c1"]
 
@@ -300,8 +315,8 @@ async def test_held_back_reply_is_written_before_what_follows_it(opened: tuple[L
     journal.end(replace_text(third, "the file says hi"))  # held back: write_turn would come next
     journal.close()
     journal.write_final(3, _message("after close"))  # nothing is written once the run writes its turn
-    ledger.recover(force=True)  # as if the process died before write_turn
-    history = ledger.history("s")
+    await ledger.turns.recover(force=True)  # as if the process died before write_turn
+    history = await ledger.turns.history("s")
     assert [(m.role, getattr(m, "stop_reason", None)) for m in history] == [
         ("user", None),
         ("assistant", "stop"),
@@ -322,9 +337,9 @@ def replace_text(message: AssistantMessage, text: str) -> AssistantMessage:
 def test_recording_ledger_sees_the_file(tmp_path: Path) -> None:
     """The test doubles above are real ledgers on a real file (guards the helpers themselves)."""
     with RecordingLedger(Database(tmp_path / "agents.db")) as led:
-        led.create_session("s")
-        turn = led.open_turn("s", query_messages=[UserMessage("q")])
-        led.journal_partial(turn, 0, _message("x"))
+        run_inline(led.sessions.create(NewSession("s")))
+        turn = run_inline(led.turns.open(TurnOpen("s", [UserMessage("q")], TurnDetails())))
+        run_inline(led.turns.journal([JournalReply(turn, 0, _message("x"))]))
         assert led.partials == [(0, "x", False, [])]
     with sqlite3.connect(tmp_path / "agents.db") as conn:
         assert conn.execute("SELECT kind, slot FROM turn_journal").fetchall() == [("partial", 0)]

@@ -13,7 +13,7 @@ import pytest
 from nexus.config import load_config
 from nexus.engine import run_agent
 from nexus.engine.execution.session_lock import session_lock, session_lock_path
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession, TurnDetails, TurnWrite
 from nexus.llm.abort import AbortSignal
 from nexus.llm.types import UserMessage
 from nexus.testing import ScriptedModel
@@ -88,7 +88,7 @@ async def test_run_agent_waits_for_the_session_then_continues_it(isolated_env: P
     scripted = ScriptedModel([text("second")])
     config = load_config()
     with Ledger.open(config.database_path) as ledger:
-        ledger.ensure_session("main")
+        await ledger.sessions.ensure(NewSession("main"))
         async with session_lock(ledger.path, "main"):
             task = asyncio.create_task(
                 run_agent("two", config=config, ledger=ledger, model=scripted.model, stream_fn=scripted.stream)
@@ -96,12 +96,16 @@ async def test_run_agent_waits_for_the_session_then_continues_it(isolated_env: P
             await asyncio.sleep(0.2)
             assert not task.done() and scripted.calls == [], "the run waits while the session is busy"
             # meanwhile "another run" finishes a turn: the waiting run must build on it
-            first = ledger.write_turn(None, "main", query_messages=[UserMessage("one")], model="m", provider="p")
+            first = await ledger.turns.write(
+                TurnWrite(
+                    "main", None, query_messages=[UserMessage("one")], details=TurnDetails(model="m", provider="p")
+                )
+            )
         result = await task
         assert result.stop_reason == "end_turn"
         [call] = scripted.calls
         assert any(isinstance(m, UserMessage) and m.content == "one" for m in call.messages)
-        head = ledger.head("main")
+        head = await ledger.sessions.head("main")
         assert head is not None and head.parent_turn_id == first, "no fork: the second turn follows the first"
 
 
@@ -110,7 +114,7 @@ async def test_run_agent_aborted_while_waiting_stores_nothing(isolated_env: Path
     config = load_config()
     signal = AbortSignal()
     with Ledger.open(config.database_path) as ledger:
-        ledger.ensure_session("main")
+        await ledger.sessions.ensure(NewSession("main"))
         async with session_lock(ledger.path, "main"):
             asyncio.get_running_loop().call_later(0.1, signal.abort)
             result = await run_agent(
@@ -119,7 +123,7 @@ async def test_run_agent_aborted_while_waiting_stores_nothing(isolated_env: Path
         assert result.stop_reason == "aborted" and result.error is not None
         assert "waiting for another run" in result.error.message
         assert result.messages[0].text == "hello"
-        assert scripted.calls == [] and ledger.turns("main") == [] and ledger.open_turns() == []
+        assert scripted.calls == [] and await ledger.turns.path("main") == [] and await ledger.turns.open_turns() == []
 
 
 @pytest.mark.parametrize("label", ["main"])
@@ -136,7 +140,8 @@ SRC = str(Path(__file__).resolve().parents[2] / "src")
 RUN_HOLDER = """
 import fcntl, os, sys, time
 from nexus.engine.execution.session_lock import session_lock_path
-from nexus.ledger import Ledger
+from nexus.ledger import JournalReply, Ledger, TurnDetails, TurnOpen
+from nexus.ledger._sql_db import run_inline
 from nexus.llm.types import AssistantMessage, TextContent, UserMessage
 db = sys.argv[1]
 path = session_lock_path(__import__("pathlib").Path(db), "main")
@@ -144,8 +149,10 @@ path.parent.mkdir(parents=True, exist_ok=True)
 fd = os.open(path, os.O_RDWR | os.O_CREAT)
 fcntl.flock(fd, fcntl.LOCK_EX)
 ledger = Ledger.open(db)
-turn = ledger.open_turn("main", query_messages=[UserMessage("the killed run's message")], model="m", provider="p")
-ledger.journal_partial(turn, 0, AssistantMessage([TextContent("half a reply")], model="m", provider="p"))
+opening = TurnOpen("main", [UserMessage("the killed run's message")], TurnDetails(model="m", provider="p"))
+turn = run_inline(ledger.turns.open(opening))
+reply = AssistantMessage([TextContent("half a reply")], model="m", provider="p")
+run_inline(ledger.turns.journal([JournalReply(turn, 0, reply)]))
 print(turn, flush=True)
 time.sleep(60)
 """
@@ -156,8 +163,10 @@ async def test_run_agent_after_a_killed_holder_continues_from_its_recovered_turn
     scripted = ScriptedModel([text("after the kill")])
     config = load_config()
     with Ledger.open(config.database_path) as ledger:
-        ledger.ensure_session("main")
-        first = ledger.write_turn(None, "main", query_messages=[UserMessage("one")], model="m", provider="p")
+        await ledger.sessions.ensure(NewSession("main"))
+        first = await ledger.turns.write(
+            TurnWrite("main", None, query_messages=[UserMessage("one")], details=TurnDetails(model="m", provider="p"))
+        )
         holder = await asyncio.create_subprocess_exec(
             sys.executable,
             "-c",
@@ -182,7 +191,7 @@ async def test_run_agent_after_a_killed_holder_continues_from_its_recovered_turn
                 holder.kill()
             await holder.wait()
         assert result.stop_reason == "end_turn"
-        turns = ledger.turns("main")
+        turns = await ledger.turns.path("main")
         assert [t.id for t in turns[:2]] == [first, killed_turn]
         assert turns[1].status == "aborted" and turns[2].parent_turn_id == killed_turn
         [call] = scripted.calls

@@ -8,7 +8,7 @@ from nexus.engine.execution.execute import execute
 from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.engine.execution.scope import CURRENT_RUN, RunScope
 from nexus.engine.wiring.spawn import spawn_agent_tool, worker_label
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, SessionQuery
 from nexus.llm.abort import AbortSignal
 from nexus.llm.types import ToolResultMessage
 from nexus.testing import ScriptedModel
@@ -47,16 +47,16 @@ async def test_spawned_worker_runs_in_linked_session(ledger: Ledger) -> None:
     assert "spawn_agent" in {t.name for t in scripted.calls[0].tools}
     assert tool_results(scripted, 2)[0].text == "worker says: 3 files"
     # ledger: worker session linked to the parent session, turn and tool call
-    worker = ledger.get_session(label)
-    parent_head = ledger.head("main")
+    worker = await ledger.sessions.get(label)
+    parent_head = await ledger.sessions.head("main")
     assert parent_head is not None
     assert worker.is_subagent and worker.parent_session_label == "main"
     assert worker.parent_turn_id == parent_head.id == execution.turn_id
     assert worker.spawn_tool_call_id == "sp1" and worker.task_description == "count the files"
     assert worker.task_status == "completed"
-    worker_head = ledger.head(label)
+    worker_head = await ledger.sessions.head(label)
     assert worker_head is not None and worker_head.status == "completed" and worker_head.role == "worker"
-    [stored] = ledger.tool_calls(parent_head.id)
+    [stored] = await ledger.turns.tool_calls(parent_head.id)
     assert stored.spawned_session_label == label
     scripted.assert_complete()
 
@@ -75,7 +75,7 @@ async def test_worker_beyond_depth_limit_cannot_spawn(ledger: Ledger) -> None:
     assert result.stop_reason == "end_turn"
     refused = tool_results(scripted, 2)[0]
     assert refused.is_error and 'Tool "spawn_agent" not found' in refused.text
-    assert len(ledger.list_sessions(is_subagent=True)) == 1
+    assert len(await ledger.sessions.list(SessionQuery(is_subagent=True))) == 1
 
 
 async def test_spawn_tool_refuses_past_the_depth_limit_with_clear_error(ledger: Ledger) -> None:
@@ -89,7 +89,7 @@ async def test_spawn_tool_refuses_past_the_depth_limit_with_clear_error(ledger: 
     finally:
         CURRENT_RUN.reset(token)
     assert result.is_error and "subagent_max_depth=2" in result.content[0].text  # type: ignore[union-attr]
-    assert ledger.list_sessions(is_subagent=True) == []
+    assert await ledger.sessions.list(SessionQuery(is_subagent=True)) == []
 
 
 async def test_failed_worker_marks_task_failed_and_returns_error(ledger: Ledger) -> None:
@@ -99,9 +99,9 @@ async def test_failed_worker_marks_task_failed_and_returns_error(ledger: Ledger)
     [call] = result.tool_calls
     assert call.status == "failed" and call.spawned_session_label is not None
     assert call.error is not None and "did not finish" in call.error
-    assert ledger.get_session(call.spawned_session_label).task_status == "failed"
-    head = ledger.head("main")
-    assert head is not None and ledger.tool_calls(head.id)[0].status == "failed"
+    assert (await ledger.sessions.get(call.spawned_session_label)).task_status == "failed"
+    head = await ledger.sessions.head("main")
+    assert head is not None and (await ledger.turns.tool_calls(head.id))[0].status == "failed"
 
 
 async def test_spawn_with_bad_arguments_is_an_error_result(ledger: Ledger) -> None:
@@ -110,13 +110,13 @@ async def test_spawn_with_bad_arguments_is_an_error_result(ledger: Ledger) -> No
     result = await env.start(AgentSpec(model=scripted.model), "main", "go").result
     [call] = result.tool_calls
     assert call.status == "failed" and call.error is not None and "needs 'task'" in call.error
-    assert ledger.list_sessions(is_subagent=True) == []
+    assert await ledger.sessions.list(SessionQuery(is_subagent=True)) == []
 
 
 async def test_spawn_without_engine_env_explains(ledger: Ledger) -> None:
     scripted = ScriptedModel([tool_call("spawn_agent", {"task": "t"}), text("ok")])
     env = make_env(ledger, scripted)
-    ctx = env.assemble("go", model=scripted.model)
+    ctx = await env.assemble("go", model=scripted.model)
     result = await execute(ctx, stream_fn=scripted.stream, model=scripted.model).result  # no env
     [call] = result.tool_calls
     assert call.status == "failed" and call.error is not None and "engine runtime" in call.error

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import BrokerStore
 
 
@@ -15,5 +16,5 @@ from nexus.ledger.broker_store import BrokerStore
 def store(tmp_path: Path) -> Iterator[BrokerStore]:
     """A broker store on a fresh ledger that has the session ``agent:worker`` (closed after the test)."""
     with Ledger.open(tmp_path / "agents.db") as ledger:
-        ledger.ensure_session("agent:worker")
+        run_inline(ledger.sessions.ensure(NewSession("agent:worker")))
         yield BrokerStore(ledger.database)

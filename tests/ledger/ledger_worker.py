@@ -13,7 +13,8 @@ from __future__ import annotations
 import sys
 import time
 
-from nexus.ledger import HeadMovedError, Ledger
+from nexus.ledger import HeadMovedError, JournalToolCall, Ledger, TurnDetails, TurnOpen, TurnWrite
+from nexus.ledger._sql_db import run_inline
 from nexus.llm.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage, now_ms
 
 
@@ -27,10 +28,12 @@ def _reply(text: str) -> AssistantMessage:
 
 
 def open_and_hang(ledger: Ledger, session: str) -> None:
-    turn = ledger.open_turn(session, query_messages=[UserMessage("will be killed")], model="m", provider="p")
+    turn = run_inline(
+        ledger.turns.open(TurnOpen(session, [UserMessage("will be killed")], TurnDetails(model="m", provider="p")))
+    )
     for i in range(2):
         call, result = _call(i, 20)
-        ledger.journal_tool_call(turn, call, result, now_ms(), now_ms())
+        run_inline(ledger.turns.journal([JournalToolCall(turn, call, result, now_ms(), now_ms())]))
     print("ready", turn, flush=True)
     time.sleep(600)
 
@@ -39,19 +42,29 @@ def write_loop(ledger: Ledger, session: str, size: int) -> None:
     i = 0
     while True:
         i += 1
-        turn = ledger.open_turn(session, query_messages=[UserMessage(f"q{i}")], model="m", provider="p")
+        turn = run_inline(
+            ledger.turns.open(TurnOpen(session, [UserMessage(f"q{i}")], TurnDetails(model="m", provider="p")))
+        )
         call, result = _call(i, size)
-        ledger.journal_tool_call(turn, call, result, now_ms(), now_ms())
+        run_inline(ledger.turns.journal([JournalToolCall(turn, call, result, now_ms(), now_ms())]))
         assistant = AssistantMessage([call], provider="p", model="m", stop_reason="tool_use")
         print("writing", flush=True)
-        ledger.write_turn(turn, session, response_messages=[assistant, result, _reply(f"a{i}" * (size // 8))])
+        run_inline(
+            ledger.turns.write(
+                TurnWrite(session, turn, response_messages=[assistant, result, _reply(f"a{i}" * (size // 8))])
+            )
+        )
         print(turn, flush=True)
 
 
 def writer(ledger: Ledger, session: str, count: int) -> None:
     for i in range(count):
-        ledger.write_turn(
-            None, session, query_messages=[UserMessage(f"{session}-{i}")], response_messages=[_reply(f"r{i}")]
+        run_inline(
+            ledger.turns.write(
+                TurnWrite(
+                    session, None, query_messages=[UserMessage(f"{session}-{i}")], response_messages=[_reply(f"r{i}")]
+                )
+            )
         )
     print("done", count, flush=True)
 
@@ -59,14 +72,18 @@ def writer(ledger: Ledger, session: str, count: int) -> None:
 def racer(ledger: Ledger, session: str, count: int) -> None:
     written = conflicts = 0
     while written < count:
-        head = ledger.head(session)
+        head = run_inline(ledger.sessions.head(session))
         try:
-            ledger.write_turn(
-                None,
-                session,
-                parent_turn_id=None if head is None else head.id,
-                query_messages=[UserMessage(f"q{written}")],
-                response_messages=[_reply("r")],
+            run_inline(
+                ledger.turns.write(
+                    TurnWrite(
+                        session,
+                        None,
+                        query_messages=[UserMessage(f"q{written}")],
+                        response_messages=[_reply("r")],
+                        parent_turn_id=None if head is None else head.id,
+                    )
+                )
             )
             written += 1
         except HeadMovedError:

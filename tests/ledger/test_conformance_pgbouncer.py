@@ -7,7 +7,7 @@ statements between transactions, hence ``NEXUS_PG_PREPARE=0``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -20,8 +20,22 @@ from nexus.testing.conformance import *  # noqa: F403
 async def ledger(postgres_url: str, pgbouncer_server: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Ledger]:
     """A fresh PostgreSQL ledger reached through pgbouncer."""
     monkeypatch.setenv("NEXUS_PG_PREPARE", "0")
-    bouncer = urlsplit(pgbouncer_server)
-    url = urlunsplit((bouncer.scheme, bouncer.netloc, urlsplit(postgres_url).path, "", ""))
-    opened = await Ledger.connect(url)
+    opened = await Ledger.connect(_bounced(postgres_url, pgbouncer_server))
     yield opened
     await opened.aclose()
+
+
+def _bounced(postgres_url: str, pgbouncer_server: str) -> str:
+    """The test's database, reached through pgbouncer."""
+    bouncer = urlsplit(pgbouncer_server)
+    return urlunsplit((bouncer.scheme, bouncer.netloc, urlsplit(postgres_url).path, "", ""))
+
+
+@pytest.fixture
+def reopen(postgres_url: str, pgbouncer_server: str) -> Callable[[], Awaitable[Ledger]]:
+    """Another ledger on the same database through pgbouncer."""
+
+    async def another() -> Ledger:
+        return await Ledger.connect(_bounced(postgres_url, pgbouncer_server))
+
+    return another

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
@@ -16,3 +16,13 @@ async def ledger(postgres_url: str) -> AsyncIterator[Ledger]:
     opened = await Ledger.connect(postgres_url)
     yield opened
     await opened.aclose()
+
+
+@pytest.fixture
+def reopen(postgres_url: str) -> Callable[[], Awaitable[Ledger]]:
+    """Another ledger (its own pool of connections) on the same database."""
+
+    async def another() -> Ledger:
+        return await Ledger.connect(postgres_url)
+
+    return another

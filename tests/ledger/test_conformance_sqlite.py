@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -17,3 +17,15 @@ async def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
     opened = Ledger.open(":memory:" if request.param == "sqlite-memory" else tmp_path / "agents.db")
     yield opened
     opened.close()
+
+
+@pytest.fixture
+def reopen(ledger: Ledger) -> Callable[[], Awaitable[Ledger]]:
+    """Another connection to the ledger's database file (an in-memory ledger has none: skipped)."""
+    if ledger.path == ":memory:":
+        pytest.skip("an in-memory SQLite ledger is private to its connection")
+
+    async def another() -> Ledger:
+        return await Ledger.connect(ledger.path)
+
+    return another

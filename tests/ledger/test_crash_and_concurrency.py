@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from nexus.ledger import HeadMovedError, Ledger
+from nexus.ledger import HeadMovedError, Ledger, NewSession, TurnWrite
 from nexus.ledger._schema import MAX_ORDINAL, pack_key
+from nexus.ledger._sql_db import run_inline
 from nexus.testing.conformance.support import reply, user
 
 WORKER = str(Path(__file__).with_name("ledger_worker.py"))
@@ -62,8 +63,10 @@ def _assert_consistent(path: Path) -> tuple[int, int]:
 def test_sigkill_between_open_and_write_is_recovered_as_aborted(tmp_path: Path) -> None:
     db = tmp_path / "agents.db"
     with Ledger.open(db) as ledger:
-        ledger.create_session("s")
-        base = ledger.write_turn(None, "s", query_messages=[user("before")], response_messages=[reply("ok")])
+        run_inline(ledger.sessions.create(NewSession("s")))
+        base = run_inline(
+            ledger.turns.write(TurnWrite("s", None, query_messages=[user("before")], response_messages=[reply("ok")]))
+        )
     proc = _spawn("open-and-hang", str(db), "s")
     assert proc.stdout is not None
     line = proc.stdout.readline().split()
@@ -71,27 +74,29 @@ def test_sigkill_between_open_and_write_is_recovered_as_aborted(tmp_path: Path) 
     turn_id = line[1]
     _kill(proc)
     with Ledger.open(db) as ledger:
-        assert ledger.head("s").id == base  # type: ignore[union-attr]
-        assert [t.id for t in ledger.open_turns()] == [turn_id]
-        assert ledger.recover() == [turn_id]  # the owner pid is dead, so no force needed
-        turn = ledger.get_turn(turn_id)
+        assert run_inline(ledger.sessions.head("s")).id == base  # type: ignore[union-attr]
+        assert [t.id for t in run_inline(ledger.turns.open_turns())] == [turn_id]
+        assert run_inline(ledger.turns.recover()) == [turn_id]  # the owner pid is dead, so no force needed
+        turn = run_inline(ledger.turns.get(turn_id))
         assert turn.status == "aborted" and turn.tool_call_count == 2
-        assert ledger.head("s").id == turn_id  # type: ignore[union-attr]
-        assert [c.call_id for c in ledger.tool_calls(turn_id)] == ["c0", "c1"]
-        assert len(ledger.history("s")) == 2 + 1 + 1 + 2  # before/ok, query, synthetic call msg, 2 results
+        assert run_inline(ledger.sessions.head("s")).id == turn_id  # type: ignore[union-attr]
+        assert [c.call_id for c in run_inline(ledger.turns.tool_calls(turn_id))] == ["c0", "c1"]
+        assert (
+            len(run_inline(ledger.turns.history("s"))) == 2 + 1 + 1 + 2
+        )  # before/ok, query, synthetic call msg, 2 results
     _assert_consistent(db)
 
 
 def test_recover_leaves_turns_of_live_processes_alone(tmp_path: Path) -> None:
     db = tmp_path / "agents.db"
     with Ledger.open(db) as ledger:
-        ledger.create_session("s")
+        run_inline(ledger.sessions.create(NewSession("s")))
     proc = _spawn("open-and-hang", str(db), "s")
     try:
         assert proc.stdout is not None and proc.stdout.readline().startswith("ready")
         with Ledger.open(db) as ledger:
-            assert ledger.recover() == []
-            assert len(ledger.open_turns()) == 1
+            assert run_inline(ledger.turns.recover()) == []
+            assert len(run_inline(ledger.turns.open_turns())) == 1
     finally:
         _kill(proc)
 
@@ -100,7 +105,7 @@ def test_recover_leaves_turns_of_live_processes_alone(tmp_path: Path) -> None:
 def test_sigkill_inside_write_turn_never_leaves_a_half_turn(tmp_path: Path) -> None:
     db = tmp_path / "agents.db"
     with Ledger.open(db) as ledger:
-        ledger.create_session("s")
+        run_inline(ledger.sessions.create(NewSession("s")))
     rng = random.Random(3)
     written = 0
     killed_while_writing = 0
@@ -117,21 +122,21 @@ def test_sigkill_inside_write_turn_never_leaves_a_half_turn(tmp_path: Path) -> N
         closed, opened = _assert_consistent(db)
         assert opened <= 1
         with Ledger.open(db) as ledger:
-            ledger.recover()
+            run_inline(ledger.turns.recover())
         closed_after, opened_after = _assert_consistent(db)
         assert opened_after == 0 and closed_after == closed + opened
         assert closed_after > written
         written = closed_after
     assert killed_while_writing >= 1  # the kills did land inside write_turn
     with Ledger.open(db) as ledger:
-        assert len(ledger.turns("s")) == written  # one linear session: recovered turns became heads
+        assert len(run_inline(ledger.turns.path("s"))) == written  # one linear session: recovered turns became heads
 
 
 def test_two_processes_write_one_file_without_lock_errors(tmp_path: Path) -> None:
     db = tmp_path / "agents.db"
     with Ledger.open(db) as ledger:
-        ledger.create_session("a")
-        ledger.create_session("b")
+        run_inline(ledger.sessions.create(NewSession("a")))
+        run_inline(ledger.sessions.create(NewSession("b")))
     count = 300
     procs = [_spawn("writer", str(db), label, str(count)) for label in ("a", "b")]
     for proc in procs:
@@ -140,14 +145,14 @@ def test_two_processes_write_one_file_without_lock_errors(tmp_path: Path) -> Non
         assert out.strip() == f"done {count}"
         assert "locked" not in err
     with Ledger.open(db) as ledger:
-        assert len(ledger.turns("a")) == count and len(ledger.turns("b")) == count
+        assert len(run_inline(ledger.turns.path("a"))) == count and len(run_inline(ledger.turns.path("b"))) == count
     _assert_consistent(db)
 
 
 def test_racing_processes_on_one_session_never_fork_it(tmp_path: Path) -> None:
     db = tmp_path / "agents.db"
     with Ledger.open(db) as ledger:
-        ledger.create_session("s")
+        run_inline(ledger.sessions.create(NewSession("s")))
     count = 150
     procs = [_spawn("racer", str(db), "s", str(count)) for _ in range(2)]
     for proc in procs:
@@ -155,7 +160,7 @@ def test_racing_processes_on_one_session_never_fork_it(tmp_path: Path) -> None:
         assert proc.returncode == 0, err
         assert out.split()[:2] == ["done", str(count)]
     with Ledger.open(db) as ledger:
-        turns = ledger.turns("s")
+        turns = run_inline(ledger.turns.path("s"))
         assert len(turns) == 2 * count  # every write landed on the head it read: one straight line
         all_turns = ledger.database.connection.execute("SELECT COUNT(*) FROM turns").fetchone()[0]
         assert all_turns == 2 * count  # no stray branch was written
@@ -164,16 +169,26 @@ def test_racing_processes_on_one_session_never_fork_it(tmp_path: Path) -> None:
 
 def test_racing_threads_loser_gets_head_moved(tmp_path: Path) -> None:
     with Ledger.open(tmp_path / "agents.db") as ledger:
-        ledger.create_session("s")
-        base = ledger.write_turn(None, "s", query_messages=[user("q")], response_messages=[reply("a")])
+        run_inline(ledger.sessions.create(NewSession("s")))
+        base = run_inline(
+            ledger.turns.write(TurnWrite("s", None, query_messages=[user("q")], response_messages=[reply("a")]))
+        )
         barrier = threading.Barrier(8)
         outcomes: list[str] = []
 
         def run(i: int) -> None:
             barrier.wait()
             try:
-                ledger.write_turn(
-                    None, "s", parent_turn_id=base, query_messages=[user(f"t{i}")], response_messages=[reply("x")]
+                run_inline(
+                    ledger.turns.write(
+                        TurnWrite(
+                            "s",
+                            None,
+                            query_messages=[user(f"t{i}")],
+                            response_messages=[reply("x")],
+                            parent_turn_id=base,
+                        )
+                    )
                 )
                 outcomes.append("won")
             except HeadMovedError:
@@ -185,4 +200,4 @@ def test_racing_threads_loser_gets_head_moved(tmp_path: Path) -> None:
         for t in threads:
             t.join()
         assert sorted(outcomes) == ["lost"] * 7 + ["won"]
-        assert len(ledger.children(base)) == 1
+        assert len(run_inline(ledger.turns.children(base))) == 1

@@ -17,7 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nexus.ledger import CompactionRecord, Ledger
+from nexus.ledger import CompactionRecord, Ledger, NewSession, TurnWrite
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger.records import SUMMARY_PREFIX
 from nexus.llm.types import Message, UserMessage
 from nexus.testing.conformance.support import reply, tool_round, user
@@ -31,14 +32,14 @@ def _summary_len(history: list[Message]) -> int:
 
 def expected_window(reference: Ledger, db: sqlite3.Connection, head: str, max_chars: int) -> list[Message]:
     """The summary + the shortest whole-turn tail of the full history holding ``max_chars`` body characters."""
-    full = reference.history_at(head)
+    full = run_inline(reference.turns.history_at(head))
     lead = _summary_len(full)
     remaining = len(full) - lead  # messages of the full history not yet assigned to a turn, newest first
     total = 0
-    for turn_id in reversed(reference.ancestry(head)):
+    for turn_id in reversed(run_inline(reference.turns.ancestry(head))):
         if remaining == 0 or total >= max_chars:
             break
-        rows = reference.messages(turn_id)
+        rows = run_inline(reference.turns.messages(turn_id))
         assert len(rows) <= remaining  # a history starts at a turn boundary
         total += sum(db.execute("SELECT length(body) FROM messages WHERE key = ?", (r.id,)).fetchone()[0] for r in rows)
         remaining -= len(rows)
@@ -55,27 +56,41 @@ def trees(draw: st.DrawFn) -> list[tuple[str, int, int]]:
 
 def _build(ledger: Ledger, ops: list[tuple[str, int, int]]) -> list[str]:
     """Apply ``ops`` (sessions s0, s1, ...); returns every closed turn id, oldest first."""
-    ledger.create_session("s0")
+    run_inline(ledger.sessions.create(NewSession("s0")))
     sessions, turns = ["s0"], []
     for n, (kind, a, b) in enumerate(ops):
         label = sessions[a % len(sessions)]
         if kind == "fork" and turns:
-            sessions.append(ledger.fork(turns[b % len(turns)], f"s{len(sessions)}").label)
+            sessions.append(
+                run_inline(
+                    ledger.sessions.create(
+                        NewSession(f"s{len(sessions)}", origin="fork", head_turn_id=turns[b % len(turns)])
+                    )
+                ).label
+            )
         elif kind == "move" and turns:
-            ledger.move_pointer(label, turns[b % len(turns)])
-        elif kind == "compact" and ledger.head(label) is not None:
-            path = ledger.ancestry(ledger.head(label).id)  # type: ignore[union-attr]
+            run_inline(ledger.sessions.move_pointer(label, turns[b % len(turns)]))
+        elif kind == "compact" and run_inline(ledger.sessions.head(label)) is not None:
+            path = run_inline(ledger.turns.ancestry(run_inline(ledger.sessions.head(label)).id))  # type: ignore[union-attr]
             kept = None if b % 3 == 0 else path[b % len(path)]
             record = CompactionRecord(f"summary {n}", path[-1], kept, len(path), "cheap-model")
-            turns.append(ledger.write_turn(None, label, compaction=record, query_messages=[user(f"retry {n}")]))
+            turns.append(
+                run_inline(
+                    ledger.turns.write(TurnWrite(label, None, query_messages=[user(f"retry {n}")], compaction=record))
+                )
+            )
         else:
             response = [*tool_round(f"c{n}", result="x" * (b * 7))] if b % 2 else []
             turns.append(
-                ledger.write_turn(
-                    None,
-                    label,
-                    query_messages=[user(f"q{n} " + "y" * b)],
-                    response_messages=[*response, reply(f"a{n}")],
+                run_inline(
+                    ledger.turns.write(
+                        TurnWrite(
+                            label,
+                            None,
+                            query_messages=[user(f"q{n} " + "y" * b)],
+                            response_messages=[*response, reply(f"a{n}")],
+                        )
+                    )
                 )
             )
     return turns
@@ -94,19 +109,21 @@ def test_window_is_the_tail_of_the_full_history_that_fits(
     try:
         turns = _build(ledger, ops)
         for head in turns[-4:]:
-            full = reference.history_at(head)
+            full = run_inline(reference.turns.history_at(head))
             for budget in budgets:
-                assert ledger.history_at(head, max_chars=budget) == expected_window(reference, db, head, budget)
+                assert run_inline(ledger.turns.history_at(head, max_chars=budget)) == expected_window(
+                    reference, db, head, budget
+                )
             # a window larger than the whole history is the whole history; the cache stays right after windows
-            assert ledger.history_at(head, max_chars=10**9) == full
-            assert ledger.history_at(head) == full
-        for session in sorted(ledger.list_sessions(), key=lambda s: s.label):
+            assert run_inline(ledger.turns.history_at(head, max_chars=10**9)) == full
+            assert run_inline(ledger.turns.history_at(head)) == full
+        for session in sorted(run_inline(ledger.sessions.list()), key=lambda s: s.label):
             if session.thread_id is not None:
-                window = ledger.history(session.label, max_chars=budgets[0])
+                window = run_inline(ledger.turns.history(session.label, max_chars=budgets[0]))
                 assert window == expected_window(reference, db, session.thread_id, budgets[0])
-            path = reference.turns(session.label)
+            path = run_inline(reference.turns.path(session.label))
             for limit in {0, 1, 3, budgets[-1] % 50, len(path)}:
-                assert ledger.turns(session.label, limit=limit) == (path[-limit:] if limit else [])
+                assert run_inline(ledger.turns.path(session.label, limit=limit)) == (path[-limit:] if limit else [])
     finally:
         db.close()
         reference.close()
@@ -118,9 +135,11 @@ def test_window_is_the_tail_of_the_full_history_that_fits(
 def test_window_reads_only_the_rows_it_returns(tmp_path: Path) -> None:
     """A window of the newest turn of a 300-turn session does a small fraction of the full load's SQL work."""
     ledger = Ledger.open(tmp_path / "a.db", message_cache=0)
-    ledger.create_session("s")
+    run_inline(ledger.sessions.create(NewSession("s")))
     for i in range(300):
-        ledger.write_turn(None, "s", query_messages=[user(f"q{i}")], response_messages=[reply(f"a{i}")])
+        run_inline(
+            ledger.turns.write(TurnWrite("s", None, query_messages=[user(f"q{i}")], response_messages=[reply(f"a{i}")]))
+        )
     conn = ledger.database.connection
     steps: list[int] = []
 
@@ -129,10 +148,10 @@ def test_window_reads_only_the_rows_it_returns(tmp_path: Path) -> None:
         return 0
 
     conn.set_progress_handler(count, 1)  # one call per SQLite VM instruction
-    window = ledger.history("s", max_chars=1)
+    window = run_inline(ledger.turns.history("s", max_chars=1))
     window_steps = len(steps)
     steps.clear()
-    full = ledger.history("s")
+    full = run_inline(ledger.turns.history("s"))
     conn.set_progress_handler(None, 0)
     assert [m.content if isinstance(m, UserMessage) else m.text for m in window] == ["q299", "a299"]  # type: ignore[union-attr]
     assert len(full) == 600
@@ -142,11 +161,11 @@ def test_window_reads_only_the_rows_it_returns(tmp_path: Path) -> None:
 
 def test_negative_budget_is_refused() -> None:
     ledger = Ledger.open(":memory:")
-    ledger.create_session("s")
-    ledger.write_turn(None, "s", query_messages=[user("q")], response_messages=[reply("a")])
+    run_inline(ledger.sessions.create(NewSession("s")))
+    run_inline(ledger.turns.write(TurnWrite("s", None, query_messages=[user("q")], response_messages=[reply("a")])))
     with pytest.raises(ValueError, match="max_chars must be zero or more"):
-        ledger.history("s", max_chars=-1)
-    assert ledger.history("s", max_chars=0) == []
+        run_inline(ledger.turns.history("s", max_chars=-1))
+    assert run_inline(ledger.turns.history("s", max_chars=0)) == []
     ledger.close()
 
 
@@ -159,12 +178,19 @@ def test_window_of_a_file_written_by_the_old_code(tmp_path: Path, version: int) 
     _restore(version, path)
     with Ledger.open(path) as ledger, Ledger.open(path, message_cache=0) as reference:
         db = sqlite3.connect(path)
-        heads = [t for s in ledger.list_sessions() if s.thread_id for t in ledger.ancestry(s.thread_id)]
-        closed = [t for t in dict.fromkeys(heads) if ledger.get_turn(t).status != "streaming"]
+        heads = [
+            t
+            for s in run_inline(ledger.sessions.list())
+            if s.thread_id
+            for t in run_inline(ledger.turns.ancestry(s.thread_id))
+        ]
+        closed = [t for t in dict.fromkeys(heads) if run_inline(ledger.turns.get(t)).status != "streaming"]
         assert len(closed) >= 3
         for head in closed:
-            full = reference.history_at(head)
-            assert ledger.history_at(head, max_chars=10**9) == full
+            full = run_inline(reference.turns.history_at(head))
+            assert run_inline(ledger.turns.history_at(head, max_chars=10**9)) == full
             for budget in (0, 1, 200, 2_000):
-                assert ledger.history_at(head, max_chars=budget) == expected_window(reference, db, head, budget)
+                assert run_inline(ledger.turns.history_at(head, max_chars=budget)) == expected_window(
+                    reference, db, head, budget
+                )
         db.close()

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from nexus.ledger import Ledger, QueueItem
+from nexus.ledger import JournalReply, Ledger, NewSession, QueueItem, TurnDetails, TurnOpen, TurnWrite
 from nexus.ledger._schema import SCHEMA_VERSION
 from nexus.ledger._sql_db import run_inline
 from nexus.llm.serde import message_to_dict
@@ -43,24 +43,24 @@ def _plain(x: Any) -> Any:
 def snapshot(ledger: Ledger, *, with_queue: bool = True) -> dict[str, Any]:
     """Everything the public API reads back from a ledger, as plain JSON values."""
     out: dict[str, Any] = {}
-    sessions = ledger.list_sessions()
+    sessions = run_inline(ledger.sessions.list())
     out["sessions"] = _plain(sessions)
     turn_ids: set[str] = set()
     for s in sessions:
-        out["hist:" + s.label] = _plain(ledger.history(s.label))
-        turns = ledger.turns(s.label)
+        out["hist:" + s.label] = _plain(run_inline(ledger.turns.history(s.label)))
+        turns = run_inline(ledger.turns.path(s.label))
         out["turns:" + s.label] = _plain(turns)
-        out["aliases:" + s.label] = ledger.aliases(s.label)
-        out["timeline:" + s.label] = _plain(ledger.timeline(s.label))
+        out["aliases:" + s.label] = run_inline(ledger.sessions.aliases(s.label))
+        out["timeline:" + s.label] = _plain(run_inline(ledger.sessions.timeline(s.label)))
         turn_ids |= {t.id for t in turns}
-    out["open"] = _plain(ledger.open_turns())
-    turn_ids |= {t.id for t in ledger.open_turns()}
+    out["open"] = _plain(run_inline(ledger.turns.open_turns()))
+    turn_ids |= {t.id for t in run_inline(ledger.turns.open_turns())}
     for t in sorted(turn_ids):
-        out["msgs:" + t] = _plain(ledger.messages(t))
-        out["calls:" + t] = _plain(ledger.tool_calls(t))
-        out["comp:" + t] = _plain(ledger.compaction(t))
-        out["anc:" + t] = ledger.ancestry(t)
-        out["children:" + t] = _plain(ledger.children(t))
+        out["msgs:" + t] = _plain(run_inline(ledger.turns.messages(t)))
+        out["calls:" + t] = _plain(run_inline(ledger.turns.tool_calls(t)))
+        out["comp:" + t] = _plain(run_inline(ledger.turns.compaction(t)))
+        out["anc:" + t] = run_inline(ledger.turns.ancestry(t))
+        out["children:" + t] = _plain(run_inline(ledger.turns.children(t)))
     out["queue"] = [_old_queue_item(item) for item in run_inline(ledger.queue.pending())] if with_queue else "n/a"
     return out
 
@@ -109,22 +109,26 @@ def test_migrated_file_keeps_working(tmp_path: Path, version: int) -> None:
     path = tmp_path / "agents.db"
     _restore(version, path)
     with Ledger.open(path) as ledger:
-        (open_turn,) = ledger.open_turns()  # the sub-agent's run, left open by the old code
-        assert ledger.recover(force=True) == [open_turn.id]
-        assert [c.call_id for c in ledger.tool_calls(open_turn.id)] == ["j1"]
-        assert ledger.head("sub").id == open_turn.id  # type: ignore[union-attr]
-        before = ledger.history("main")
+        (open_turn,) = run_inline(ledger.turns.open_turns())  # the sub-agent's run, left open by the old code
+        assert run_inline(ledger.turns.recover(force=True)) == [open_turn.id]
+        assert [c.call_id for c in run_inline(ledger.turns.tool_calls(open_turn.id))] == ["j1"]
+        assert run_inline(ledger.sessions.head("sub")).id == open_turn.id  # type: ignore[union-attr]
+        before = run_inline(ledger.turns.history("main"))
         reply = AssistantMessage([TextContent("new a")], api="anthropic-messages", provider="anthropic", model="m")
-        ledger.write_turn(None, "main", query_messages=[UserMessage("new q")], response_messages=[reply])
-        after = ledger.history("main")
+        run_inline(
+            ledger.turns.write(
+                TurnWrite("main", None, query_messages=[UserMessage("new q")], response_messages=[reply])
+            )
+        )
+        after = run_inline(ledger.turns.history("main"))
         assert after[: len(before)] == before and after[len(before) :] == [
             UserMessage("new q", after[-2].timestamp),
             reply,
         ]
-        old_turn = ledger.turns("forked")[0]
-        fork = ledger.fork(old_turn.id)
-        assert ledger.history(fork.label) == ledger.history_at(old_turn.id)
-        assert ledger.resolve_session("al").label == "main"
+        old_turn = run_inline(ledger.turns.path("forked"))[0]
+        fork = run_inline(ledger.sessions.create(NewSession(None, origin="fork", head_turn_id=old_turn.id)))
+        assert run_inline(ledger.turns.history(fork.label)) == run_inline(ledger.turns.history_at(old_turn.id))
+        assert run_inline(ledger.sessions.resolve("al")).label == "main"
 
 
 @pytest.mark.parametrize("version", [1, 2])
@@ -132,16 +136,22 @@ def test_open_turn_of_an_old_file_takes_partial_replies_after_migration(tmp_path
     path = tmp_path / "agents.db"
     _restore(version, path)
     with Ledger.open(path) as ledger:
-        (open_turn,) = ledger.open_turns()  # journaled by the old code: one tool call, no slot column then
+        (open_turn,) = run_inline(
+            ledger.turns.open_turns()
+        )  # journaled by the old code: one tool call, no slot column then
         streamed = AssistantMessage([TextContent("the file sa")], api="anthropic-messages", provider="p", model="m")
-        ledger.journal_partial(open_turn.id, 1, streamed)
-        ledger.journal_partial(open_turn.id, 1, replace(streamed, content=[TextContent("the file says jr")]))
-        assert ledger.recover(force=True) == [open_turn.id]
-        history = ledger.history("sub")
+        run_inline(ledger.turns.journal([JournalReply(open_turn.id, 1, streamed)]))
+        run_inline(
+            ledger.turns.journal(
+                [JournalReply(open_turn.id, 1, replace(streamed, content=[TextContent("the file says jr")]))]
+            )
+        )
+        assert run_inline(ledger.turns.recover(force=True)) == [open_turn.id]
+        history = run_inline(ledger.turns.history("sub"))
         assert [m.role for m in history[-4:]] == ["user", "assistant", "tool_result", "assistant"]
         cut = history[-1]
         assert isinstance(cut, AssistantMessage) and cut.text == "the file says jr" and cut.stop_reason == "aborted"
-        assert [c.call_id for c in ledger.tool_calls(open_turn.id)] == ["j1"]
+        assert [c.call_id for c in run_inline(ledger.turns.tool_calls(open_turn.id))] == ["j1"]
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT COUNT(*) FROM turn_journal").fetchone()[0] == 0
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
@@ -154,18 +164,34 @@ def test_old_file_gains_the_system_prompts_table_and_engine_turns_are_auditable(
     path = tmp_path / "agents.db"
     _restore(version, path)
     with Ledger.open(path) as ledger:
-        old = ledger.turns("main")
+        old = run_inline(ledger.turns.path("main"))
         assert old and all(t.system_prompt_hash is None for t in old)
-        first = ledger.open_turn("main", query_messages=[UserMessage("q")], system_prompt="You are terse.",
-                                 source="cli", context={"history_messages": 3})  # fmt: skip
-        ledger.write_turn(first, "main", response_messages=[AssistantMessage([TextContent("a")])])
-        second = ledger.open_turn("main", query_messages=[UserMessage("q2")], system_prompt="You are terse.")
-        ledger.write_turn(second, "main", response_messages=[AssistantMessage([TextContent("b")])])
-        turns = {t.id: t for t in ledger.turns("main")}
+        first = run_inline(
+            ledger.turns.open(
+                TurnOpen(
+                    "main",
+                    [UserMessage("q")],
+                    TurnDetails(),
+                    source="cli",
+                    context={"history_messages": 3},
+                    system_prompt="You are terse.",
+                )
+            )
+        )
+        run_inline(
+            ledger.turns.write(TurnWrite("main", first, response_messages=[AssistantMessage([TextContent("a")])]))
+        )
+        second = run_inline(
+            ledger.turns.open(TurnOpen("main", [UserMessage("q2")], TurnDetails(), system_prompt="You are terse."))
+        )
+        run_inline(
+            ledger.turns.write(TurnWrite("main", second, response_messages=[AssistantMessage([TextContent("b")])]))
+        )
+        turns = {t.id: t for t in run_inline(ledger.turns.path("main"))}
         key = turns[first].system_prompt_hash
         assert key is not None and key == turns[second].system_prompt_hash
-        assert ledger.system_prompt(key) == "You are terse."
-        query = ledger.messages(first)[0]
+        assert run_inline(ledger.turns.system_prompt(key)) == "You are terse."
+        query = run_inline(ledger.turns.messages(first))[0]
         assert query.source == "cli" and query.context == {"history_messages": 3}
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT COUNT(*) FROM system_prompts").fetchone()[0] == 1  # stored once
@@ -180,7 +206,7 @@ def test_old_file_gains_the_deliveries_table_for_its_old_turns(tmp_path: Path, v
     path = tmp_path / "agents.db"
     _restore(version, path)
     with Ledger.open(path) as ledger:
-        old = ledger.turns("main")
+        old = run_inline(ledger.turns.path("main"))
         log = DeliveryLog(ledger.database)
         assert log.for_turns([t.id for t in old]) == {} and log.recent() == []
         stored = log.record(

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from test_pi_files import FIXTURES
 
-from nexus.ledger import CompactionRecord, Ledger
-from nexus.ledger.pi_jsonl import TURN_STATUS_TYPE
+from nexus.ledger import CompactionRecord, Ledger, NewSession, TurnWrite
+from nexus.ledger._sql_db import run_inline
+from nexus.ledger.pi_jsonl import TURN_STATUS_TYPE, export_pi_session
 from nexus.testing.conformance.support import reply, tool_round, user
 
 PI_DIR = Path(os.environ.get("NEXUS_PI_DIR", "/tmp/pi-check"))
@@ -51,23 +52,33 @@ def _pi_context(tmp_path: Path, file: Path) -> dict[str, object]:
 def test_pi_loads_our_export_of_its_own_files(tmp_path: Path, name: str) -> None:
     source = FIXTURES / f"{name}.jsonl"
     with Ledger.open(tmp_path / "a.db") as ledger:
-        ledger.import_pi(source, "s")
-        out = ledger.export_pi("s", tmp_path / "out.jsonl")
+        run_inline(ledger.pi.import_pi(source, "s"))
+        out = export_pi_session(ledger, "s", tmp_path / "out.jsonl")
     assert _pi_context(tmp_path, out) == _pi_context(tmp_path, source)
 
 
 def test_pi_loads_our_export_of_a_native_session(tmp_path: Path) -> None:
     with Ledger.open(tmp_path / "a.db") as ledger:
-        ledger.create_session("s")
-        t1 = ledger.write_turn(
-            None, "s", query_messages=[user("q1")], response_messages=[*tool_round("c1"), reply("a1")]
+        run_inline(ledger.sessions.create(NewSession("s")))
+        t1 = run_inline(
+            ledger.turns.write(
+                TurnWrite("s", None, query_messages=[user("q1")], response_messages=[*tool_round("c1"), reply("a1")])
+            )
         )
-        ledger.write_turn(None, "s", query_messages=[user("q2")], response_messages=[reply("a2")])
-        ledger.write_turn(
-            None, "s", compaction=CompactionRecord("summary text", t1, first_kept_turn_id=None, model="m")
+        run_inline(
+            ledger.turns.write(TurnWrite("s", None, query_messages=[user("q2")], response_messages=[reply("a2")]))
         )
-        ledger.write_turn(None, "s", query_messages=[user("q3")], response_messages=[reply("a3")])
-        out = ledger.export_pi("s", tmp_path / "out.jsonl")
+        run_inline(
+            ledger.turns.write(
+                TurnWrite(
+                    "s", None, compaction=CompactionRecord("summary text", t1, first_kept_turn_id=None, model="m")
+                )
+            )
+        )
+        run_inline(
+            ledger.turns.write(TurnWrite("s", None, query_messages=[user("q3")], response_messages=[reply("a3")]))
+        )
+        out = export_pi_session(ledger, "s", tmp_path / "out.jsonl")
     ctx = _pi_context(tmp_path, out)
     messages = ctx["messages"]
     assert isinstance(messages, list)
@@ -80,20 +91,30 @@ def test_pi_loads_our_export_of_a_native_session(tmp_path: Path) -> None:
 def test_pi_loads_an_export_with_aborted_and_failed_turns(tmp_path: Path) -> None:
     """The custom entries that keep non-completed statuses do not disturb pi: every message, in order."""
     with Ledger.open(tmp_path / "a.db") as ledger:
-        ledger.create_session("s")
-        ledger.write_turn(None, "s", query_messages=[user("q1")], response_messages=[reply("a1")])
-        ledger.write_turn(
-            None,
-            "s",
-            query_messages=[user("q2")],
-            response_messages=[reply("half")],
-            status="aborted",
-            stop_reason="aborted",
-            error={"kind": "unknown", "message": "stopped", "retryable": True},
+        run_inline(ledger.sessions.create(NewSession("s")))
+        run_inline(
+            ledger.turns.write(TurnWrite("s", None, query_messages=[user("q1")], response_messages=[reply("a1")]))
         )
-        ledger.write_turn(None, "s", query_messages=[user("q3")], status="failed", stop_reason="error")
-        ledger.write_turn(None, "s", query_messages=[user("q4")], response_messages=[reply("a4")])
-        out = ledger.export_pi("s", tmp_path / "out.jsonl")
+        run_inline(
+            ledger.turns.write(
+                TurnWrite(
+                    "s",
+                    None,
+                    query_messages=[user("q2")],
+                    response_messages=[reply("half")],
+                    status="aborted",
+                    stop_reason="aborted",
+                    error={"kind": "unknown", "message": "stopped", "retryable": True},
+                )
+            )
+        )
+        run_inline(
+            ledger.turns.write(TurnWrite("s", None, query_messages=[user("q3")], status="failed", stop_reason="error"))
+        )
+        run_inline(
+            ledger.turns.write(TurnWrite("s", None, query_messages=[user("q4")], response_messages=[reply("a4")]))
+        )
+        out = export_pi_session(ledger, "s", tmp_path / "out.jsonl")
     assert out.read_text().count(TURN_STATUS_TYPE) == 2
     ctx = _pi_context(tmp_path, out)
     messages = ctx["messages"]

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from nexus.ledger import Ledger, LedgerError, PiFormatError, SessionExistsError
+from nexus.ledger import Ledger, LedgerError, NewSession, PiFormatError, SessionExistsError, TurnDetails, TurnWrite
+from nexus.ledger._sql_db import run_inline
+from nexus.ledger.pi_jsonl import export_pi_session
 from nexus.llm.types import TextContent, UserMessage
 from nexus.testing.conformance.support import compaction, reply, texts, tool_round, user
 
@@ -27,12 +29,20 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ledger]:
 
 def qa_turn(ledger: Ledger, session: str, q: str, a: str, **kw: object) -> str:
     """Write a finished turn: one user question, one assistant answer."""
-    return ledger.write_turn(None, session, query_messages=[user(q)], response_messages=[reply(a)], **kw)  # type: ignore[arg-type]
+    return run_inline(
+        ledger.turns.write(
+            TurnWrite(session, None, query_messages=[user(q)], response_messages=[reply(a)], details=TurnDetails(**kw))
+        )
+    )  # type: ignore[arg-type]
 
 
 def compact_turn(ledger: Ledger, session: str, through: str, first_kept: str | None, **kw: object) -> str:
     """Write a compaction turn summarising up to ``through`` and keeping turns from ``first_kept``."""
-    return ledger.write_turn(None, session, compaction=compaction(through, first_kept), **kw)  # type: ignore[arg-type]
+    return run_inline(
+        ledger.turns.write(
+            TurnWrite(session, None, compaction=compaction(through, first_kept), details=TurnDetails(**kw))
+        )
+    )  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- pi session files
@@ -46,22 +56,22 @@ def _pi_messages(path: Path) -> list[dict[str, object]]:
 @pytest.mark.parametrize("name", ["openai-tools-3-turns", "anthropic-thinking-2-turns"])
 def test_pi_round_trip_preserves_every_message(backend: Ledger, tmp_path: Path, name: str) -> None:
     source = FIXTURES / f"{name}.jsonl"
-    result = backend.import_pi(source, "imported")
+    result = run_inline(backend.pi.import_pi(source, "imported"))
     original = _pi_messages(source)
     assert result.messages == len(original) and result.fork_labels == []
     assert result.kept_entries == {"model_change": 1, "thinking_level_change": 1}
-    first = backend.history("imported")
+    first = run_inline(backend.turns.history("imported"))
     assert len(first) == len(original)
-    head = backend.head("imported")
+    head = run_inline(backend.sessions.head("imported"))
     assert head is not None and head.provider in ("fakeprov", "fakeclaude")
-    out = backend.export_pi("imported", tmp_path / "out.jsonl")
+    out = export_pi_session(backend, "imported", tmp_path / "out.jsonl")
     assert _pi_messages(out) == original  # every message, field for field, in pi's shapes
     exported = [json.loads(x) for x in out.read_text().splitlines()]
     assert exported[0]["type"] == "session" and exported[0]["version"] == 3
     assert any(e["type"] == "model_change" for e in exported)
     assert all(len(e["id"]) == 8 and "T" in e["timestamp"] for e in exported[1:])
-    backend.import_pi(out, "again")
-    assert backend.history("again") == first
+    run_inline(backend.pi.import_pi(out, "again"))
+    assert run_inline(backend.turns.history("again")) == first
 
 
 def test_pi_branches_become_forks_and_compaction_turns(backend: Ledger, tmp_path: Path) -> None:
@@ -95,18 +105,23 @@ def test_pi_branches_become_forks_and_compaction_turns(backend: Ledger, tmp_path
     ]
     path = tmp_path / "branches.jsonl"
     path.write_text("".join(json.dumps(e) + "\n" for e in entries))
-    result = backend.import_pi(path, "pi")
+    result = run_inline(backend.pi.import_pi(path, "pi"))
     assert result.compactions == 1 and result.kept_entries == {"compaction": 1, "label": 1}
     assert len(result.fork_labels) == 1
-    assert texts(backend.history(result.fork_labels[0])) == ["U:first", "A:answer one", "U:branch B", "A:answer B"]
-    assert texts(backend.history("pi")) == [
+    assert texts(run_inline(backend.turns.history(result.fork_labels[0]))) == [
+        "U:first",
+        "A:answer one",
+        "U:branch B",
+        "A:answer B",
+    ]
+    assert texts(run_inline(backend.turns.history("pi"))) == [
         "U:[Previous conversation summary]\nS",
         "U:branch C",
         "A:answer C",
         "U:after compaction",
         "A:answer D",
     ]
-    out = backend.export_pi("pi", tmp_path / "out.jsonl")
+    out = export_pi_session(backend, "pi", tmp_path / "out.jsonl")
     exported = [json.loads(x) for x in out.read_text().splitlines()]
     kept = [e["id"] for e in exported[1:] if e["type"] != "model_change"]
     assert kept == ["a1", "a2", "c1", "c2", "k1", "l1", "d1", "d2"]  # pi ids survive the round trip
@@ -164,37 +179,41 @@ def test_pi_bad_files_name_the_line_and_import_nothing(
     path = tmp_path / "bad.jsonl"
     path.write_text("\n".join(mutate(lines)) + "\n")
     with pytest.raises(PiFormatError, match=problem) as info:
-        backend.import_pi(path, "bad")
+        run_inline(backend.pi.import_pi(path, "bad"))
     assert info.value.line == line and f"bad.jsonl:{line}:" in str(info.value)
-    assert backend.list_sessions() == []
+    assert run_inline(backend.sessions.list()) == []
 
 
 def test_pi_unreadable_file_is_a_ledger_error(backend: Ledger, tmp_path: Path) -> None:
     for path in (tmp_path / "missing.jsonl", tmp_path):
         with pytest.raises(LedgerError, match="cannot read the pi session file"):
-            backend.import_pi(path, "x")
-    assert backend.list_sessions() == []
+            run_inline(backend.pi.import_pi(path, "x"))
+    assert run_inline(backend.sessions.list()) == []
 
 
 def test_pi_import_is_one_transaction(backend: Ledger) -> None:
-    backend.create_session("taken")
+    run_inline(backend.sessions.create(NewSession("taken")))
     with pytest.raises(SessionExistsError):
-        backend.import_pi(FIXTURES / "openai-tools-3-turns.jsonl", "taken")
-    assert [s.label for s in backend.list_sessions()] == ["taken"]
-    assert backend.history("taken") == []
+        run_inline(backend.pi.import_pi(FIXTURES / "openai-tools-3-turns.jsonl", "taken"))
+    assert [s.label for s in run_inline(backend.sessions.list())] == ["taken"]
+    assert run_inline(backend.turns.history("taken")) == []
 
 
 def test_conformance_exported_native_session_imports_back(backend: Ledger, tmp_path: Path) -> None:
-    backend.create_session("native")
-    t1 = backend.write_turn(
-        None,
-        "native",
-        query_messages=[UserMessage([TextContent("look")])],
-        response_messages=[*tool_round("c1"), reply("seen")],
+    run_inline(backend.sessions.create(NewSession("native")))
+    t1 = run_inline(
+        backend.turns.write(
+            TurnWrite(
+                "native",
+                None,
+                query_messages=[UserMessage([TextContent("look")])],
+                response_messages=[*tool_round("c1"), reply("seen")],
+            )
+        )
     )
     compact_turn(backend, "native", through=t1, first_kept=t1)
     qa_turn(backend, "native", "next", "fine")
-    out = backend.export_pi("native", tmp_path / "native.jsonl")
+    out = export_pi_session(backend, "native", tmp_path / "native.jsonl")
     entries = [json.loads(x) for x in out.read_text().splitlines()]
     assert [e["type"] for e in entries] == [
         "session",
@@ -209,5 +228,5 @@ def test_conformance_exported_native_session_imports_back(backend: Ledger, tmp_p
     ]
     assert entries[3]["message"]["stopReason"] == "toolUse"
     assert entries[6]["firstKeptEntryId"] == entries[2]["id"]
-    backend.import_pi(out, "back")
-    assert texts(backend.history("back")) == texts(backend.history("native"))
+    run_inline(backend.pi.import_pi(out, "back"))
+    assert texts(run_inline(backend.turns.history("back"))) == texts(run_inline(backend.turns.history("native")))

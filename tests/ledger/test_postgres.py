@@ -127,7 +127,7 @@ def test_the_database_url_comes_from_the_environment_or_the_config(postgres_url:
 
 
 async def _fill(ledger: Ledger) -> None:
-    """A ledger with something in every table: forks, a compaction, an open turn, queue items, agents."""
+    """A ledger with something in every table: forks, a compaction, an open turn, queue items under a lease, agents."""
     await ledger.agents.save("w", role="worker", session_label="agent:w", spec={"model": "m"})
     await ledger.sessions.create(NewSession("main", persona_id="atlas", metadata={"k": [1, "ü"]}))
     await ledger.sessions.add_alias("phone:+1", "main")
@@ -141,7 +141,8 @@ async def _fill(ledger: Ledger) -> None:
     await ledger.turns.write(TurnWrite("main", compaction=record))
     item, _ = await ledger.queue.accept(AcceptRequest("w", "agent:w", "m1", "cli", {"content": "hi"}, "followup"))
     await ledger.queue.accept(AcceptRequest("w", "agent:w", "m2", "boss", {"content": "?"}, "collect", True))
-    await ledger.queue.claim([item.id])
+    lease = await ledger.leases.acquire("agent:w", "host:1 2", 60_000)
+    await ledger.queue.claim([item.id], lease=lease)
     from nexus.ledger import JournalToolCall, TurnOpen
 
     opened = await ledger.turns.open(TurnOpen("agent:w", [user("hi")], system_prompt="You are w."))
@@ -195,16 +196,21 @@ async def test_a_copy_into_a_database_that_holds_a_ledger_is_refused(postgres_ur
     assert not (tmp_path / "out.db").exists()
 
 
-def test_commands_that_need_a_file_refuse_a_server_ledger_and_write_nothing(isolated_env: Path) -> None:
-    url = "postgresql://nexus:secret@db.invalid/nexus"
-    for args in (("sessions", "list"), ("run", "hi"), ("serve", "--port", "0")):
+def test_a_server_ledger_out_of_reach_is_one_line_and_a_command_that_needs_a_file_refuses_it(
+    isolated_env: Path,
+) -> None:
+    url = "postgresql://nexus:secret@127.0.0.1:1/nexus"
+    for args in (("sessions", "list"), ("queue", "list"), ("serve", "--port", "0")):
         result = nexus(*args, env={"NEXUS_DATABASE_URL": url})
         assert result.returncode == 2, (args, result.stderr)
-        assert (
-            "NEXUS_DATABASE_URL: the ledger is the PostgreSQL database postgresql://db.invalid/nexus" in result.stderr
-        )
+        assert "cannot connect to the ledger database postgresql://nexus@127.0.0.1:1/nexus" in result.stderr
         assert "secret" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
-    assert not any(isolated_env.rglob("*postgres*"))
+    doctor = nexus("doctor", env={"NEXUS_DATABASE_URL": url})  # doctor still checks a file
+    assert (
+        doctor.returncode == 2 and "the ledger is the PostgreSQL database postgresql://127.0.0.1/nexus" in doctor.stderr
+    )
+    assert "secret" not in doctor.stderr and len(doctor.stderr.strip().splitlines()) == 1
+    assert not any(isolated_env.rglob("*postgres*")) and not any(isolated_env.rglob("*.db"))
 
 
 def test_a_file_of_a_newer_schema_is_one_line_and_exit_2(isolated_env: Path) -> None:

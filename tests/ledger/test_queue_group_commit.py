@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from nexus.ledger import Ledger, LedgerError
+from nexus.ledger import Ledger, LedgerError, NewSession
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import BrokerStore
 from nexus.ledger.records import AcceptRequest
 
@@ -17,7 +18,7 @@ from nexus.ledger.records import AcceptRequest
 @pytest.fixture
 def ledger(tmp_path: Path) -> Iterator[Ledger]:
     with Ledger.open(tmp_path / "agents.db") as ledger:
-        ledger.ensure_session("agent:worker")
+        run_inline(ledger.sessions.ensure(NewSession("agent:worker")))
         yield ledger
 
 

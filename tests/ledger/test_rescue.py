@@ -8,14 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from nexus.ledger import Ledger, _rescue
+from nexus.ledger import Ledger, NewSession, TurnDetails, TurnOpen, TurnWrite, _rescue
+from nexus.ledger._sql_db import run_inline
 from nexus.testing.conformance.support import reply, user
 
 
 def _opened(ledger: Ledger) -> str:
-    ledger.create_session("s")
-    ledger.write_turn(None, "s", query_messages=[user("q1")], response_messages=[reply("a1")])
-    return ledger.open_turn("s", query_messages=[user("q2")], model="fake-model", provider="fake")
+    run_inline(ledger.sessions.create(NewSession("s")))
+    run_inline(ledger.turns.write(TurnWrite("s", None, query_messages=[user("q1")], response_messages=[reply("a1")])))
+    return run_inline(ledger.turns.open(TurnOpen("s", [user("q2")], TurnDetails(model="fake-model", provider="fake"))))
 
 
 def test_saved_next_to_the_ledger_then_recovered_with_its_true_status(tmp_path: Path) -> None:
@@ -25,11 +26,11 @@ def test_saved_next_to_the_ledger_then_recovered_with_its_true_status(tmp_path: 
         path = _rescue.save(ledger.path, saved)
         assert path == tmp_path / "rescued" / f"turn-{turn_id}.json"
         assert json.loads(path.read_text())["text"] == "the answer"
-        assert ledger.recover(turn_ids=[turn_id]) == [turn_id]
-        head = ledger.head("s")
+        assert run_inline(ledger.turns.recover(turn_ids=[turn_id])) == [turn_id]
+        head = run_inline(ledger.sessions.head("s"))
         assert head is not None and head.id == turn_id
         assert (head.status, head.stop_reason) == ("completed", "end_turn")
-        assert [m.text for m in ledger.history("s") if m.role == "assistant"] == ["a1", "the answer"]
+        assert [m.text for m in run_inline(ledger.turns.history("s")) if m.role == "assistant"] == ["a1", "the answer"]
     assert not path.exists()
 
 
@@ -46,8 +47,8 @@ def test_falls_back_to_the_temp_dir_when_the_ledger_dir_cannot_take_it(
         path = _rescue.save(ledger.path, saved)
         assert path is not None and path.is_relative_to(tmp_path / "tmp")
         assert _rescue.find(ledger.path, turn_id) == path
-        ledger.recover(turn_ids=[turn_id])
-        assert ledger.get_turn(turn_id).status == "aborted"
+        run_inline(ledger.turns.recover(turn_ids=[turn_id]))
+        assert run_inline(ledger.turns.get(turn_id)).status == "aborted"
 
 
 def test_a_damaged_rescue_file_falls_back_to_the_journal(tmp_path: Path) -> None:
@@ -56,8 +57,8 @@ def test_a_damaged_rescue_file_falls_back_to_the_journal(tmp_path: Path) -> None
         folder = tmp_path / "rescued"
         folder.mkdir()
         (folder / f"turn-{turn_id}.json").write_text('{"format": "nexus-rescued-turn/1", "turn_')
-        assert ledger.recover(turn_ids=[turn_id]) == [turn_id]
-        turn = ledger.get_turn(turn_id)
+        assert run_inline(ledger.turns.recover(turn_ids=[turn_id])) == [turn_id]
+        turn = run_inline(ledger.turns.get(turn_id))
         assert turn.status == "aborted" and turn.error is not None
 
 
@@ -73,6 +74,6 @@ def test_a_rescued_turn_marks_the_queue_items_it_consumed(tmp_path: Path) -> Non
         store.claim([item.id])
         saved = _rescue.RescuedTurn(turn_id, "s", "completed", [reply("done")], "end_turn", None, (item.id,))
         assert _rescue.save(ledger.path, saved) is not None
-        assert ledger.recover(turn_ids=[turn_id]) == [turn_id]
+        assert run_inline(ledger.turns.recover(turn_ids=[turn_id])) == [turn_id]
         row = store.get_item(item.id)
         assert row is not None and (row.status, row.turn_id) == ("delivered", turn_id)

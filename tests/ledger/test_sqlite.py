@@ -9,9 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from nexus.ledger import Ledger, LedgerBusyError, LedgerError, SchemaVersionError, default_db_path
+from nexus.ledger import (
+    Ledger,
+    LedgerBusyError,
+    LedgerError,
+    NewSession,
+    SchemaVersionError,
+    TurnWrite,
+    default_db_path,
+)
 from nexus.ledger._decode import decode_bodies, decode_body, encode_body
 from nexus.ledger._schema import MIGRATIONS, SCHEMA_VERSION, _split, pack_key, unpack_key
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger._sqlite import BUSY_STEP_MS, DEFAULT_WAIT_S, wait_bound
 from nexus.ledger._ulid import new_ulid, ulid_time_ms
 from nexus.llm.serde import MessageFormatError, message_from_json, message_to_json
@@ -69,8 +78,8 @@ def test_empty_v0_file_is_migrated(tmp_path: Path) -> None:
     sqlite3.connect(path).close()  # a zero-byte / user_version 0 file
     with Ledger.open(path) as ledger:
         assert ledger.database.found_version == 0
-        ledger.create_session("s")
-        assert ledger.get_session("s").label == "s"
+        run_inline(ledger.sessions.create(NewSession("s")))
+        assert run_inline(ledger.sessions.get("s")).label == "s"
 
 
 def test_older_version_is_migrated_keeping_data(tmp_path: Path) -> None:
@@ -83,7 +92,7 @@ def test_older_version_is_migrated_keeping_data(tmp_path: Path) -> None:
     conn.close()
     with Ledger.open(path) as ledger:
         assert ledger.database.found_version == 1
-        assert ledger.get_session("old").created_at == 1
+        assert run_inline(ledger.sessions.get("old")).created_at == 1
         cols = {r[1] for r in ledger.database.connection.execute("PRAGMA table_info(queue_items)")}
         assert "turn_id" in cols
         assert ledger.database.connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
@@ -176,11 +185,16 @@ def test_bodies_of_a_version_2_file_stay_readable_after_migration(tmp_path: Path
         )
     conn.close()
     with Ledger.open(path) as ledger:
-        assert ledger.history("s") == old
-        ledger.write_turn(None, "s", query_messages=[user("new q")], response_messages=[reply("new a")])
-        assert ledger.history("s")[:4] == old and len(ledger.history("s")) == 6
-        assert [m.message for m in ledger.messages("T1")] == old
-        assert ledger.tool_calls("T1") == [] and ledger.get_message(pack_key(1, 0, 3)).message == old[3]
+        assert run_inline(ledger.turns.history("s")) == old
+        run_inline(
+            ledger.turns.write(TurnWrite("s", None, query_messages=[user("new q")], response_messages=[reply("new a")]))
+        )
+        assert run_inline(ledger.turns.history("s"))[:4] == old and len(run_inline(ledger.turns.history("s"))) == 6
+        assert [m.message for m in run_inline(ledger.turns.messages("T1"))] == old
+        assert (
+            run_inline(ledger.turns.tool_calls("T1")) == []
+            and run_inline(ledger.turns.message(pack_key(1, 0, 3))).message == old[3]
+        )
 
 
 def test_fast_decoder_falls_back_to_strict_errors() -> None:
@@ -203,8 +217,12 @@ def test_ulids_are_monotonic_and_carry_time() -> None:
 
 def test_messages_are_stored_as_compact_json(tmp_path: Path) -> None:
     with Ledger.open(tmp_path / "a.db") as ledger:
-        ledger.create_session("s")
-        ledger.write_turn(None, "s", query_messages=[user("hi")], response_messages=[*tool_round("c1"), reply("ok")])
+        run_inline(ledger.sessions.create(NewSession("s")))
+        run_inline(
+            ledger.turns.write(
+                TurnWrite("s", None, query_messages=[user("hi")], response_messages=[*tool_round("c1"), reply("ok")])
+            )
+        )
         bodies = [r[0] for r in ledger.database.connection.execute("SELECT body FROM messages")]
         assert all(", " not in b and '": ' not in b for b in bodies)
         started = ledger.database.connection.execute("SELECT started_at FROM turns").fetchone()[0]
@@ -214,33 +232,45 @@ def test_messages_are_stored_as_compact_json(tmp_path: Path) -> None:
 def test_sessions_as_file_reopen_sees_everything(tmp_path: Path) -> None:
     path = tmp_path / "a.db"
     with Ledger.open(path) as ledger:
-        ledger.create_session("s")
-        ledger.write_turn(None, "s", query_messages=[user("hi")], response_messages=[reply("ok")])
-        expected = ledger.history("s")
+        run_inline(ledger.sessions.create(NewSession("s")))
+        run_inline(
+            ledger.turns.write(TurnWrite("s", None, query_messages=[user("hi")], response_messages=[reply("ok")]))
+        )
+        expected = run_inline(ledger.turns.history("s"))
     with Ledger.open(path) as again:
-        assert again.history("s") == expected
+        assert run_inline(again.turns.history("s")) == expected
 
 
 def test_message_cache_gives_the_same_history(tmp_path: Path) -> None:
     path = tmp_path / "a.db"
     with Ledger.open(path, message_cache=0) as plain, Ledger.open(path, message_cache=50) as cached:
-        plain.create_session("s")
-        t1 = plain.write_turn(None, "s", query_messages=[user("q0")], response_messages=[reply("a0")])
+        run_inline(plain.sessions.create(NewSession("s")))
+        t1 = run_inline(
+            plain.turns.write(TurnWrite("s", None, query_messages=[user("q0")], response_messages=[reply("a0")]))
+        )
         for i in range(1, 40):
-            plain.write_turn(
-                None, "s", query_messages=[user(f"q{i}")], response_messages=[*tool_round(f"c{i}"), reply("a")]
+            run_inline(
+                plain.turns.write(
+                    TurnWrite(
+                        "s", None, query_messages=[user(f"q{i}")], response_messages=[*tool_round(f"c{i}"), reply("a")]
+                    )
+                )
             )
             if i % 7 == 0:
-                assert cached.history("s") == plain.history("s")
-        plain.fork(t1, "f")
-        plain.write_turn(None, "f", query_messages=[user("fork")], response_messages=[reply("x")])
-        assert cached.history("f") == plain.history("f")
-        assert cached.history("s") == plain.history("s")
-        middle = plain.turns("s")[20].id
-        plain.move_pointer("s", middle)  # a shorter path than the cached one
-        assert cached.history("s") == plain.history("s")
-        plain.write_turn(None, "s", query_messages=[user("branch")], response_messages=[reply("b")])
-        assert cached.history("s") == plain.history("s")
+                assert run_inline(cached.turns.history("s")) == run_inline(plain.turns.history("s"))
+        run_inline(plain.sessions.create(NewSession("f", origin="fork", head_turn_id=t1)))
+        run_inline(
+            plain.turns.write(TurnWrite("f", None, query_messages=[user("fork")], response_messages=[reply("x")]))
+        )
+        assert run_inline(cached.turns.history("f")) == run_inline(plain.turns.history("f"))
+        assert run_inline(cached.turns.history("s")) == run_inline(plain.turns.history("s"))
+        middle = run_inline(plain.turns.path("s"))[20].id
+        run_inline(plain.sessions.move_pointer("s", middle))  # a shorter path than the cached one
+        assert run_inline(cached.turns.history("s")) == run_inline(plain.turns.history("s"))
+        run_inline(
+            plain.turns.write(TurnWrite("s", None, query_messages=[user("branch")], response_messages=[reply("b")]))
+        )
+        assert run_inline(cached.turns.history("s")) == run_inline(plain.turns.history("s"))
         assert cached.turns.cache is not None and cached.turns.cache.size <= 50
 
 
@@ -258,15 +288,24 @@ def test_the_sqlite_stores_implement_every_protocol() -> None:
 
 def test_default_cache_returns_a_fresh_list_of_shared_messages(tmp_path: Path) -> None:
     with Ledger.open(tmp_path / "a.db") as ledger, Ledger.open(tmp_path / "a.db", message_cache=0) as plain:
-        ledger.create_session("s")
-        ledger.write_turn(None, "s", query_messages=[user("q")], response_messages=[*tool_round("c1"), reply("a")])
-        first = ledger.history("s")
+        run_inline(ledger.sessions.create(NewSession("s")))
+        run_inline(
+            ledger.turns.write(
+                TurnWrite("s", None, query_messages=[user("q")], response_messages=[*tool_round("c1"), reply("a")])
+            )
+        )
+        first = run_inline(ledger.turns.history("s"))
         first.append(user("not stored"))
-        second = ledger.history("s")
-        assert second is not first and second == plain.history("s") and len(second) == 4
+        second = run_inline(ledger.turns.history("s"))
+        assert second is not first and second == run_inline(plain.turns.history("s")) and len(second) == 4
         assert all(a is b for a, b in zip(first, second, strict=False))  # shared, read-only by contract
-        ledger.write_turn(None, "s", query_messages=[user("q2")], response_messages=[reply("b")])
-        assert ledger.history("s") == plain.history("s") and len(ledger.history("s")) == 6
+        run_inline(
+            ledger.turns.write(TurnWrite("s", None, query_messages=[user("q2")], response_messages=[reply("b")]))
+        )
+        assert (
+            run_inline(ledger.turns.history("s")) == run_inline(plain.turns.history("s"))
+            and len(run_inline(ledger.turns.history("s"))) == 6
+        )
 
 
 def test_corrupt_compact_body_is_a_clear_error_not_a_wrong_message() -> None:
@@ -296,10 +335,10 @@ def test_a_database_with_a_second_hard_link_is_refused_and_a_symlink_is_one_data
     (tmp_path / "h1").mkdir()
     (tmp_path / "h2").mkdir()
     with Ledger.open(tmp_path / "h1" / "agents.db") as ledger:
-        ledger.ensure_session("main")
+        run_inline(ledger.sessions.ensure(NewSession("main")))
     (tmp_path / "h2" / "agents.db").symlink_to(tmp_path / "h1" / "agents.db")
     with Ledger.open(tmp_path / "h2" / "agents.db") as ledger:
-        assert ledger.get_session("main") is not None
+        assert run_inline(ledger.sessions.get("main")) is not None
     os.link(tmp_path / "h1" / "agents.db", tmp_path / "linked.db")
     for name in ("h1/agents.db", "h2/agents.db", "linked.db"):
         with pytest.raises(LedgerError, match=r"has 2 names \(hard links\).*or use a symlink"):
@@ -335,7 +374,7 @@ def test_every_reference_column_is_there(tmp_path: Path) -> None:
 
 def test_spec_views_show_what_the_api_shows(tmp_path: Path) -> None:
     with Ledger.open(tmp_path / "a.db") as ledger:
-        ledger.create_session("s")
+        run_inline(ledger.sessions.create(NewSession("s")))
         asked = AssistantMessage(
             [ThinkingContent("plan", "sig"), TextContent("let me look"), ToolCall("c1", "read", {"path": "a"})],
             api="a",
@@ -345,14 +384,18 @@ def test_spec_views_show_what_the_api_shows(tmp_path: Path) -> None:
         )
         result = ToolResultMessage("c1", "read", [TextContent("body")], is_error=True)
         query = UserMessage([TextContent("look "), TextContent("here")])
-        turn = ledger.write_turn(
-            None, "s", query_messages=[query], response_messages=[asked, result, reply("done")], source="human"
+        turn = run_inline(
+            ledger.turns.write(
+                TurnWrite(
+                    "s", None, query_messages=[query], response_messages=[asked, result, reply("done")], source="human"
+                )
+            )
         )
         conn = ledger.database.connection
         rows = conn.execute(
             "SELECT id, turn_id, role, content, source, sequence, created_at, thinking FROM spec_messages ORDER BY id"
         ).fetchall()
-        stored = ledger.messages(turn)
+        stored = run_inline(ledger.turns.messages(turn))
         assert [r[0] for r in rows] == [m.id for m in stored] and {r[1] for r in rows} == {turn}
         assert [r[2:] for r in rows] == [
             ("user", "look here", "human", 0, query.timestamp, None),
@@ -364,7 +407,7 @@ def test_spec_views_show_what_the_api_shows(tmp_path: Path) -> None:
             "SELECT id, turn_id, message_id, tool_name, tool_number, params_json, result_json, status, sequence "
             "FROM spec_tool_calls"
         ).fetchall()
-        (record,) = ledger.tool_calls(turn)
+        (record,) = run_inline(ledger.turns.tool_calls(turn))
         assert call[:5] == ("c1", turn, record.message_id, "read", 1)
         assert json.loads(call[5]) == {"path": "a"} and call[7:] == ("failed", 0)
         assert decode_body(call[6], {}) == result
@@ -382,14 +425,14 @@ def test_a_held_database_is_announced_waited_for_and_given_up_on(
         other.execute("BEGIN EXCLUSIVE")
         try:
             with pytest.raises(LedgerBusyError) as caught:
-                ledger.create_session("s")
+                run_inline(ledger.sessions.create(NewSession("s")))
         finally:
             other.execute("ROLLBACK")
             other.close()
         assert told == [True]
         assert "locked by another process for 0.5 s" in str(caught.value) and "NEXUS_DB_WAIT_S" in str(caught.value)
-        ledger.create_session("s")  # let go: writes work again
-        assert ledger.list_sessions()[0].label == "s"
+        run_inline(ledger.sessions.create(NewSession("s")))  # let go: writes work again
+        assert run_inline(ledger.sessions.list())[0].label == "s"
 
 
 def test_wait_bound_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -413,14 +456,14 @@ def test_a_write_that_finds_the_database_free_never_reads_the_wait_bound(
         reads: list[int] = []
         real_bound = sqlite_module.wait_bound
         monkeypatch.setattr(sqlite_module, "wait_bound", lambda: reads.append(1) or real_bound())
-        ledger.ensure_session("free")
+        run_inline(ledger.sessions.ensure(NewSession("free")))
         assert reads == []
         holder = sqlite3.connect(tmp_path / "agents.db", isolation_level=None)
         holder.execute("BEGIN IMMEDIATE")
         monkeypatch.setenv("NEXUS_DB_WAIT_S", "0")
         try:
             with pytest.raises(LedgerBusyError, match="stayed locked"):
-                ledger.ensure_session("busy")
+                run_inline(ledger.sessions.ensure(NewSession("busy")))
         finally:
             holder.execute("ROLLBACK")
             holder.close()

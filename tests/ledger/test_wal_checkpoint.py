@@ -7,8 +7,9 @@ import os
 import time
 from pathlib import Path
 
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession
 from nexus.ledger._checkpoint import BACKSTOP_PAGES, DEFAULT_PAGES, WalCheckpointer, background_checkpoints
+from nexus.ledger._sql_db import run_inline
 
 
 def _write_pages(ledger: Ledger, transactions: int) -> None:
@@ -33,7 +34,7 @@ def _autocheckpoint(ledger: Ledger) -> int:
 
 def test_the_thread_checkpoints_what_commits_leave_in_the_wal(tmp_path: Path) -> None:
     with Ledger.open(tmp_path / "agents.db") as ledger:
-        ledger.ensure_session("agent:w")
+        run_inline(ledger.sessions.ensure(NewSession("agent:w")))
         size_before = os.path.getsize(tmp_path / "agents.db")
         with background_checkpoints(ledger.database) as checkpointer:
             assert _autocheckpoint(ledger) == BACKSTOP_PAGES
@@ -97,7 +98,7 @@ def test_under_commits_without_pause_the_wal_starts_over_instead_of_growing(tmp_
         return checkpointer
 
     with Ledger.open(tmp_path / "agents.db") as ledger:
-        ledger.ensure_session("agent:w")
+        run_inline(ledger.sessions.ensure(NewSession("agent:w")))
         checkpointer = asyncio.run(commit_from_the_loop(ledger))
         wal_bytes = os.path.getsize(tmp_path / "agents.db-wal")  # its high-water mark: SQLite never shrinks it
         assert ledger.database.connection.execute("SELECT COUNT(*) FROM queue_items").fetchone()[0] >= transactions
@@ -124,7 +125,7 @@ def test_a_checkpointer_started_again_after_stop_checkpoints_again(tmp_path: Pat
     """start() after stop(): the thread runs again. Its stop signal stayed set, so the new thread ended
     at once while the writer's own checkpoints stayed raised to the backstop: nobody copied the WAL back."""
     with Ledger.open(tmp_path / "agents.db") as ledger:
-        ledger.ensure_session("agent:w")
+        run_inline(ledger.sessions.ensure(NewSession("agent:w")))
         size_before = os.path.getsize(tmp_path / "agents.db")
         checkpointer = WalCheckpointer(ledger.database, interval_s=0.01)
         checkpointer.start()

@@ -8,6 +8,7 @@ marked ``local_model`` run the real model (skipped without it, failed with
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import io
 import json
@@ -72,7 +73,7 @@ def env(isolated_env: Path) -> Iterator[Any]:
 
 
 def test_bundled_model_gets_the_minimal_prompt(env: Any) -> None:
-    ctx = env("").assemble("hello", model="local/smollm2-135m-instruct", event=EventContext(channel="cli"))
+    ctx = asyncio.run(env("").assemble("hello", model="local/smollm2-135m-instruct", event=EventContext(channel="cli")))
     assert ctx.system_prompt == MINIMAL_IDENTITY  # no date: it provoked invented ones (test_local_minimal_prompt)
     assert "AGENTS.md" not in ctx.system_prompt and "<" not in ctx.system_prompt
     assert ctx.current_message.content == "hello"  # no [Event context] header either
@@ -80,16 +81,18 @@ def test_bundled_model_gets_the_minimal_prompt(env: Any) -> None:
 
 def test_full_profile_can_be_chosen_for_the_bundled_model(env: Any) -> None:
     text = '[providers.local.models.smollm2-135m-instruct]\nprompt_profile = "full"\n'
-    ctx = env(text).assemble("hello", model="local/smollm2-135m-instruct", event=EventContext(channel="cli"))
+    ctx = asyncio.run(
+        env(text).assemble("hello", model="local/smollm2-135m-instruct", event=EventContext(channel="cli"))
+    )
     assert "<identity>" in ctx.system_prompt and "<runtime>" in ctx.system_prompt
     assert ctx.current_message.content.startswith("[Event context]")
 
 
 def test_other_models_keep_the_full_prompt_unless_set_minimal(env: Any) -> None:
-    full = env('[providers.x]\nbase_url = "http://127.0.0.1:9/v1"\n').assemble("hi", model="x/m")
+    full = asyncio.run(env('[providers.x]\nbase_url = "http://127.0.0.1:9/v1"\n').assemble("hi", model="x/m"))
     assert "<identity>" in full.system_prompt
     text = '[providers.x]\nbase_url = "http://127.0.0.1:9/v1"\n[providers.x.models.m]\nprompt_profile = "minimal"\n'
-    minimal = env(text).assemble("hi", model="x/m")
+    minimal = asyncio.run(env(text).assemble("hi", model="x/m"))
     assert minimal.system_prompt.startswith(MINIMAL_IDENTITY) and minimal.current_message.content == "hi"
 
 

@@ -65,7 +65,7 @@ async def test_the_model_calls_an_mcp_tool_and_the_ledger_records_the_call(tmp_p
             assert "ev__echo" in _offered(server) and "read" in _offered(server)
             assert "ev__get-env" not in _offered(server)  # denied by [tools], like any tool
             assert _tool_result_sent(server) == "Echo: from the model"
-            (call,) = ledger.tool_calls(result.turn_id or "")
+            (call,) = await ledger.turns.tool_calls(result.turn_id or "")
             assert (call.tool_name, call.arguments) == ("ev__echo", {"message": "from the model"})
             assert call.status == "completed"
             assert call.result is not None and call.result.text == "Echo: from the model"
@@ -111,7 +111,7 @@ async def test_an_mcp_tool_error_reaches_the_model_as_a_tool_error(tmp_path: Pat
             result = await run_agent("go", config=config, ledger=ledger)
             sent = _tool_result_sent(server)
             assert "MCP server raw closed the connection during the call to quit" in sent
-            (call,) = ledger.tool_calls(result.turn_id or "")
+            (call,) = await ledger.turns.tool_calls(result.turn_id or "")
             assert call.status == "failed" and call.result is not None and call.result.is_error
 
 

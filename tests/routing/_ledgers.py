@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession, TurnDetails, TurnWrite
+from nexus.ledger._sql_db import run_inline
 from nexus.llm.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
 
 DAY_MS = 86_400_000
@@ -26,9 +28,9 @@ def turn(
     """Write one turn to ``label`` (created if new): the request, an ``edit``/``write`` per file (made on disk
     under ``workspace``), and the reply; returns its id."""
     try:
-        ledger.get_session(label)
+        run_inline(ledger.sessions.get(label))
     except LookupError:
-        ledger.create_session(label)
+        run_inline(ledger.sessions.create(NewSession(label)))
     response: list[object] = []
     if writes:
         calls = [ToolCall(f"c{i}-{at_ms}", "write", {"path": p, "content": ask}) for i, p in enumerate(writes)]
@@ -42,12 +44,14 @@ def turn(
     stop = "stop" if status == "completed" else "error"
     usage = Usage(input=100, output=20, total=120)
     response.append(AssistantMessage([TextContent(reply)], stop_reason=stop, usage=usage, timestamp=at_ms))
-    extra = {} if parent is None else {"parent_turn_id": parent}
-    return ledger.write_turn(
-        None, label, query_messages=[UserMessage(ask, timestamp=at_ms)], response_messages=response,  # type: ignore[arg-type]
-        status=status, started_at=at_ms, completed_at=at_ms + 1000,
-        workspace_path=str(workspace) if workspace else None, **extra,
+    details = TurnDetails(started_at=at_ms, workspace_path=str(workspace) if workspace else None)
+    turn = TurnWrite(
+        label, None, query_messages=[UserMessage(ask, timestamp=at_ms)], response_messages=response,  # type: ignore[arg-type]
+        status=status, completed_at=at_ms + 1000, details=details,
     )  # fmt: skip
+    if parent is not None:
+        turn = dataclasses.replace(turn, parent_turn_id=parent)
+    return run_inline(ledger.turns.write(turn))
 
 
 def corpus(ledger: Ledger, workspace: Path) -> dict[str, str]:

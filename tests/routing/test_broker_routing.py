@@ -54,13 +54,15 @@ async def test_route_then_fork_runs_the_task_in_a_fork_of_the_checkpoint(isolate
             again = await broker.fork_from(decision.checkpoint, message)  # a retry: same fork, not queued twice
             assert not receipt.duplicate and again.duplicate
             await broker.wait_until_idle()
-        fork = ledger.get_session("coder~fork~m-fork")
+        fork = await ledger.sessions.get("coder~fork~m-fork")
         assert fork.origin == "fork" and fork.routing_key == "fork:m-fork"
-        turns = ledger.turns("coder~fork~m-fork")
+        turns = await ledger.turns.path("coder~fork~m-fork")
         assert [t.id for t in turns[:-1]] == [decision.checkpoint.turn_id]  # the checkpoint's path, shared
         assert turns[-1].session_label == "coder~fork~m-fork" and turns[-1].status == "completed"
-        assert ledger.turns("coder~task~0")[-1].id == decision.checkpoint.turn_id  # the original did not move
-        assert len(ledger.sessions_containing(decision.checkpoint.turn_id)) == 2  # nothing copied
+        assert (await ledger.turns.path("coder~task~0"))[
+            -1
+        ].id == decision.checkpoint.turn_id  # the original did not move
+        assert len(await ledger.sessions.containing(decision.checkpoint.turn_id)) == 2  # nothing copied
     assert scripted.pending == 1  # the retried fork_from ran nothing
 
 
@@ -87,7 +89,7 @@ async def test_send_routed_follows_the_mode(isolated_env: Path, route: str, task
         assert decision.decision == {"fork": "existing", "new": "new", "explicit": "new" if route == "hybrid"
                                      else "explicit"}[expect]  # fmt: skip
         label = broker.session_label("coder", session)
-        assert decision.session_label == label and ledger.turns(label)[-1].status == "completed"
+        assert decision.session_label == label and (await ledger.turns.path(label))[-1].status == "completed"
 
 
 async def test_routing_modes_are_checked(isolated_env: Path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from nexus.ledger import Ledger
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import BrokerStore
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import text
@@ -98,7 +99,7 @@ def test_send_route_smart_runs_the_task_in_a_fork_of_the_owners_session(home: tu
     assert done.returncode == 0, done.stderr
     assert "routed to a fork of ops at turn 0" in done.stderr and "Dropped the pip cache layer" in done.stdout
     with Ledger.open(root / "agents.db") as ledger:
-        turns = ledger.turns("ops-agent~fork~m-9")
+        turns = run_inline(ledger.turns.path("ops-agent~fork~m-9"))
         assert [t.id for t in turns[:-1]] == [ids["docker"]] and turns[-1].status == "completed"
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import BrokerStore
 from nexus.routing import Router, RoutingError
 from nexus.routing.ab import arm_for, compare, mean_interval, wilson
@@ -46,7 +47,11 @@ def test_a_decision_is_recorded_settled_from_its_run_and_rated(tmp_path: Path) -
             )
             assert recorded.alternatives[0] == ids["docker"] and recorded.conversation_id == "c-1"
             # the routed message is run: queued, a turn written that consumes it, delivered with it
-            ledger.fork(ids["docker"], "ops~fork", routing_key="fork:m-1")
+            run_inline(
+                ledger.sessions.create(
+                    NewSession("ops~fork", origin="fork", head_turn_id=ids["docker"], routing_key="fork:m-1")
+                )
+            )
             item, _ = store.accept(agent_id="ops", session_label="ops~fork", message_id="m-1", sender="user",
                                    message={"id": "m-1", "content": "shrink"}, mode="followup")  # fmt: skip
             router.decisions.attach(result.decision_id, "ops~fork", "m-1")

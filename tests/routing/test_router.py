@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession, TurnDetails, TurnOpen, TurnWrite
+from nexus.ledger._sql_db import run_inline
 from nexus.routing import Router, RouteSettings, RoutingError
 
 from ._ledgers import NOW_MS, corpus, turn
@@ -105,14 +106,20 @@ def test_an_open_turn_waits_for_its_close_and_is_indexed_then(ledger: Ledger, tm
     from nexus.llm.types import AssistantMessage, TextContent, UserMessage
 
     corpus(ledger, tmp_path / "ws")
-    ledger.create_session("search")
-    opened = ledger.open_turn("search", query_messages=[UserMessage("add fuzzy matching to product search")])
+    run_inline(ledger.sessions.create(NewSession("search")))
+    opened = run_inline(
+        ledger.turns.open(TurnOpen("search", [UserMessage("add fuzzy matching to product search")], TurnDetails()))
+    )
     later = turn(ledger, "ops", "Alert when the API error rate passes 2 percent", "A Prometheus rule fires at 2 %")
     with Router(ledger) as router:
         router.catch_up()
         indexed = {row.turn_id for row in router.store.rows(list(range(1, 20)))}
         assert later in indexed and opened not in indexed
-        ledger.write_turn(opened, "search", response_messages=[AssistantMessage([TextContent("fuzziness AUTO")])])
+        run_inline(
+            ledger.turns.write(
+                TurnWrite("search", opened, response_messages=[AssistantMessage([TextContent("fuzziness AUTO")])])
+            )
+        )
         router.catch_up()
         indexed = {row.turn_id for row in router.store.rows(list(range(1, 20)))}
     assert opened in indexed

@@ -19,7 +19,7 @@ from nexus.config import load_config
 from nexus.config._server_schema import ServerConfig
 from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession
 from nexus.ledger.broker_store import BrokerStore
 from nexus.server._state import ServerState
 from nexus.server.app import create_app
@@ -51,7 +51,7 @@ async def live_app(
         env.spawner = BrokerSpawner(broker)
         await broker.start()
         for agent_id, role in (("coder", "worker"), ("lead", "manager")):
-            ledger.ensure_session(f"agent:{agent_id}")
+            await ledger.sessions.ensure(NewSession(f"agent:{agent_id}"))
             broker.register_agent(
                 AgentIdentity(agent_id, f"agent:{agent_id}", role),  # type: ignore[arg-type]
                 spec=AgentSpec(model=scripted.model.ref),

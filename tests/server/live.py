@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import uvicorn
 
 from nexus.config._server_schema import ServerConfig
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession, TurnDetails, TurnWrite
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import BrokerStore
 from nexus.llm.types import AssistantMessage, Cost, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
 from nexus.server._event_hub import EventHub
@@ -35,7 +36,7 @@ EVENT_CONTEXT = "[Event context]\nTime: 2026-01-05T10:00:00+00:00 (UTC)\nChannel
 
 def seed_ledger(ledger: Ledger) -> None:
     """Session ``main`` with three turns (the second calls a tool and starts with an event context)."""
-    ledger.create_session("main")
+    run_inline(ledger.sessions.create(NewSession("main")))
     for n in range(3):
         response: list[AssistantMessage | ToolResultMessage] = []
         if n == 1:
@@ -45,10 +46,18 @@ def seed_ledger(ledger: Ledger) -> None:
         response.append(AssistantMessage(content=[TextContent(f"answer {n}")], provider="openai", model="gpt-4o-mini"))
         usage = Usage(input=100 + n, output=20 + n, total=120 + 2 * n, cost=Cost(total=0.0012 + n / 10_000))
         asked = f"{EVENT_CONTEXT}\n\nquestion {n}" if n == 1 else f"question {n}"  # as the engine stores it
-        ledger.write_turn(
-            None, "main", query_messages=[UserMessage(asked)], response_messages=response,
-            usage=usage, model="gpt-4o-mini", provider="openai",
-        )  # fmt: skip
+        run_inline(
+            ledger.turns.write(
+                TurnWrite(
+                    "main",
+                    None,
+                    query_messages=[UserMessage(asked)],
+                    response_messages=response,
+                    usage=usage,
+                    details=TurnDetails(model="gpt-4o-mini", provider="openai"),
+                )
+            )
+        )
 
 
 @contextmanager

@@ -43,14 +43,17 @@ def nexus(
 
 
 @contextmanager
-def serving(home: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """``nexus serve --port 0``; yields the process and its URL once ``server.json`` announces it; killed after."""
+def serving(
+    home: Path, *args: str, env: dict[str, str] | None = None, announced: Path | None = None
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``nexus serve --port 0``; yields the process and its URL once ``server.json`` (``announced``: where a
+    server of a PostgreSQL ledger announces itself) names its port; killed after."""
     process = subprocess.Popen(
         [sys.executable, "-m", "nexus.cli", "serve", "--port", "0", *args],
         env=serve_env(home, **(env or {})), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        announced = home / "server.json"
+        announced = announced or home / "server.json"
         deadline = time.monotonic() + 30
         while not announced.exists():
             assert process.poll() is None, process.communicate()[1]

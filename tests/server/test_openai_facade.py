@@ -9,6 +9,8 @@ import httpx
 import pytest
 
 from nexus.config._server_schema import ServerConfig
+from nexus.ledger import NewSession
+from nexus.ledger._sql_db import run_inline
 from nexus.server._schemas import ChatCompletion, ModelList
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text
@@ -28,8 +30,8 @@ def _user_texts(live: object, session: str) -> list[str]:
     ledger = live.ledger  # type: ignore[attr-defined]
     return [
         str(stored.message.content).rsplit("[/Event context]\n\n", 1)[-1]  # the engine's time preamble
-        for turn in ledger.turns(session)
-        for stored in ledger.messages(turn.id)
+        for turn in run_inline(ledger.turns.path(session))
+        for stored in run_inline(ledger.turns.messages(turn.id))
         if stored.role == "user"
     ]
 
@@ -49,7 +51,7 @@ async def test_models_and_a_plain_completion_with_usage(tmp_path: Path) -> None:
         ChatCompletion.model_validate(completion.model_dump())
         assert completion.choices[0].message.content == "Hello, I am the coder."
         assert completion.choices[0].finish_reason == "stop" and completion.model == "coder"
-        (turn,) = live.ledger.turns("agent:coder")
+        (turn,) = await live.ledger.turns.path("agent:coder")
         assert completion.usage is not None and completion.usage.prompt_tokens == turn.input_tokens > 0
         assert completion.usage.completion_tokens == turn.output_tokens > 0
         assert completion.usage.total_tokens == completion.usage.prompt_tokens + completion.usage.completion_tokens
@@ -129,7 +131,7 @@ async def test_sdk_errors_unknown_model_bad_session_and_wrong_token(tmp_path: Pa
                 await bad.models.list()
             await good.close()
             await bad.close()
-        assert live.store.items() == [] and live.ledger.turns("agent:coder") == []
+        assert live.store.items() == [] and await live.ledger.turns.path("agent:coder") == []
 
 
 async def test_a_client_that_leaves_mid_stream_does_not_stop_the_turn_or_the_server(tmp_path: Path) -> None:
@@ -143,7 +145,9 @@ async def test_a_client_that_leaves_mid_stream_does_not_stop_the_turn_or_the_ser
                 async for line in response.aiter_lines():
                     if '"content":"' in line and '"content":""' not in line:
                         break  # the first token arrived: hang up
-            await wait_until(lambda: [t.status for t in live.ledger.turns("agent:coder")] == ["completed"])
+            await wait_until(
+                lambda: [t.status for t in run_inline(live.ledger.turns.path("agent:coder"))] == ["completed"]
+            )
             client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
             after = await client.chat.completions.create(model="coder", messages=[{"role": "user", "content": "ok?"}])
             await client.close()
@@ -212,9 +216,9 @@ async def test_a_turn_that_cannot_run_is_a_502_and_its_message_is_failed(tmp_pat
 async def test_another_agents_session_is_refused_and_nothing_is_written_there(tmp_path: Path) -> None:
     """``X-Nexus-Session: agent:lead`` with ``model=coder`` wrote a coder turn into lead's session, past its queue."""
     async with live_app(tmp_path, ScriptedModel([text("coder here")])) as live:
-        live.ledger.add_alias("lead-alias", "agent:lead")
-        live.ledger.create_session("lead~dm~telegram~42")  # lead's per-sender session of a chat
-        live.ledger.add_alias("lead-chat", "lead~dm~telegram~42")
+        await live.ledger.sessions.add_alias("lead-alias", "agent:lead")
+        await live.ledger.sessions.create(NewSession("lead~dm~telegram~42"))  # lead's per-sender session of a chat
+        await live.ledger.sessions.add_alias("lead-chat", "lead~dm~telegram~42")
         async with listening(live.app) as url:
             client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
             hi = [{"role": "user", "content": "hi"}]
@@ -234,9 +238,12 @@ async def test_another_agents_session_is_refused_and_nothing_is_written_there(tm
                 )
             assert "belongs to agent 'coder'" in taken.value.message
             await client.close()
-        assert live.ledger.turns("agent:lead") == [] and live.ledger.turns("lead~dm~telegram~42") == []
-        assert [s.label for s in live.ledger.list_sessions()].count("agent:lead:user:bob") == 0
-        assert len(live.ledger.turns("project-x")) == 1 and live.store.items() == []
+        assert (
+            await live.ledger.turns.path("agent:lead") == []
+            and await live.ledger.turns.path("lead~dm~telegram~42") == []
+        )
+        assert [s.label for s in await live.ledger.sessions.list()].count("agent:lead:user:bob") == 0
+        assert len(await live.ledger.turns.path("project-x")) == 1 and live.store.items() == []
 
 
 @pytest.mark.parametrize(
@@ -268,7 +275,7 @@ async def test_an_option_the_facade_cannot_honour_is_refused_naming_it(
             await client.close()
         assert refused.value.param == param and refused.value.code in ("unsupported_value", "unknown_parameter")
         assert param in refused.value.message
-        assert live.store.items() == [] and live.ledger.turns("agent:coder") == []
+        assert live.store.items() == [] and await live.ledger.turns.path("agent:coder") == []
 
 
 async def test_options_the_facade_can_honour_or_that_change_nothing_are_accepted(tmp_path: Path) -> None:
@@ -281,4 +288,4 @@ async def test_options_the_facade_can_honour_or_that_change_nothing_are_accepted
                 presence_penalty=0, frequency_penalty=0, parallel_tool_calls=True, metadata={"k": "v"},
             )  # fmt: skip
             await client.close()
-        assert completion.choices[0].message.content == "fine" and len(live.ledger.turns("agent:coder")) == 1
+        assert completion.choices[0].message.content == "fine" and len(await live.ledger.turns.path("agent:coder")) == 1

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from nexus.ledger import Ledger
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import BrokerStore
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import echo, stall
@@ -90,8 +91,8 @@ def test_sigterm_mid_run_writes_the_turn_aborted_and_the_backlog_runs_on_the_nex
                 time.sleep(0.05)
             _stop(process)
         with Ledger.open(isolated_env / "agents.db") as ledger:
-            (turn,) = ledger.turns("agent:coder")
-            assert turn.status == "aborted" and ledger.open_turns() == []
+            (turn,) = run_inline(ledger.turns.path("agent:coder"))
+            assert turn.status == "aborted" and run_inline(ledger.turns.open_turns()) == []
             store = BrokerStore(ledger.database)
             item_1 = store.get_item(first.json()["queue_item_id"])
             item_2 = store.get_item(second.json()["queue_item_id"])
@@ -104,7 +105,7 @@ def test_sigterm_mid_run_writes_the_turn_aborted_and_the_backlog_runs_on_the_nex
                 time.sleep(0.05)
             _stop(process)
         with Ledger.open(isolated_env / "agents.db") as ledger:
-            turns = ledger.turns("agent:coder")
+            turns = run_inline(ledger.turns.path("agent:coder"))
             assert [t.status for t in turns] == ["aborted", "completed"]
             done = BrokerStore(ledger.database).get_item(second.json()["queue_item_id"])
             assert done is not None and (done.status, done.turn_id) == ("delivered", turns[1].id)
@@ -161,8 +162,8 @@ def test_sigterm_while_a_chat_completion_streams_in_another_session(isolated_env
             assert process.returncode == 0, stderr
         assert [line for line in rest if line][-1] == "data: [DONE]", rest  # the stream was ended, not cut
     with Ledger.open(isolated_env / "agents.db") as ledger:
-        (turn,) = ledger.turns("side")
-        assert turn.status == "aborted" and ledger.open_turns() == []
+        (turn,) = run_inline(ledger.turns.path("side"))
+        assert turn.status == "aborted" and run_inline(ledger.turns.open_turns()) == []
 
 
 def test_every_message_accepted_before_a_sigkill_is_in_the_ledger(isolated_env: Path) -> None:

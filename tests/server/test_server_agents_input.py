@@ -51,7 +51,7 @@ async def test_a_model_no_run_could_reach_is_422_and_nothing_is_stored(
     assert (
         error["type"] == "invalid_request" and error["message"].startswith("model: ") and expected in error["message"]
     )
-    assert BrokerStore(ledger.database).list_agents() == [] and ledger.list_sessions() == []
+    assert BrokerStore(ledger.database).list_agents() == [] and await ledger.sessions.list() == []
 
 
 async def test_a_missing_key_is_not_an_error_at_registration(

@@ -16,7 +16,7 @@ import pytest
 from nexus.config._host_names import HostName, parse_host
 from nexus.config._server_schema import ServerConfig
 from nexus.errors import ConfigError
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession
 from nexus.ledger.broker_store import BrokerStore
 from nexus.server._hosts import HostRules
 from nexus.server._state import ServerState
@@ -28,7 +28,7 @@ PAGE = "https://app.example.com"
 @pytest.fixture
 async def ledger(tmp_path: Path) -> AsyncIterator[Ledger]:
     with Ledger.open(tmp_path / "agents.db") as opened:
-        opened.create_session("main")
+        await opened.sessions.create(NewSession("main"))
         yield opened
 
 
@@ -111,7 +111,7 @@ async def test_a_body_that_is_not_json_is_415_and_stores_nothing(ledger: Ledger,
             "/v1/agents", content=b'{"id": "coder"}', headers={"content-type": "application/json; charset=utf-8"}
         )
         assert typed.status_code == 201
-    assert [s.label for s in ledger.list_sessions()] == ["agent:coder", "main"]
+    assert [s.label for s in await ledger.sessions.list()] == ["agent:coder", "main"]
 
 
 @pytest.mark.parametrize(

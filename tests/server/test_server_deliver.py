@@ -19,7 +19,7 @@ from nexus.broker import AgentBroker, AgentIdentity, BrokerSettings, QueueSettin
 from nexus.config import AdapterConfig, load_config
 from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution.failover import ProfileCooldowns
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession
 from nexus.ledger.broker_store import BrokerStore
 from nexus.ledger.deliveries import DeliveryLog
 from nexus.server._state import ServerState
@@ -48,7 +48,7 @@ async def served(tmp_path: Path, scripted: ScriptedModel, out: Path) -> AsyncIte
         settings = BrokerSettings(queue=QueueSettings(mode="followup"))
         broker = AgentBroker(ledger, env, settings, deliver=deliverer.deliver_stored)
         await broker.start()
-        ledger.ensure_session("agent:coder")
+        await ledger.sessions.ensure(NewSession("agent:coder"))
         broker.register_agent(AgentIdentity("coder", "agent:coder"), spec=AgentSpec(model=scripted.model.ref))
         state = ServerState(ledger, store, broker=broker, runtime=env, deliverer=deliverer)
         try:

@@ -20,6 +20,9 @@ from typing import Any
 
 import pytest
 
+from nexus.ledger import NewSession
+from nexus.ledger._sql_db import run_inline
+
 schemathesis = pytest.importorskip("schemathesis", reason="schemathesis is in the dev extra")
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -33,6 +36,7 @@ from schemathesis.checks import (  # noqa: E402
 )
 from schemathesis.generation import GenerationMode  # noqa: E402
 
+from nexus import telemetry  # noqa: E402
 from nexus.config._server_schema import ServerConfig  # noqa: E402
 from nexus.ledger import Ledger  # noqa: E402
 from nexus.ledger.broker_store import AcceptRequest, BrokerStore  # noqa: E402
@@ -70,14 +74,18 @@ def seeded(tmp_path: Path) -> Iterator[tuple[Any, Ledger]]:
     with Ledger.open(tmp_path / "agents.db") as ledger:
         seed_ledger(ledger)
         store = BrokerStore(ledger.database)
-        ledger.ensure_session("agent:coder")
+        run_inline(ledger.sessions.ensure(NewSession("agent:coder")))
         store.save_agent("coder", role="worker", session_label="agent:coder", spec={"model": "openai/gpt-4o-mini"})
         store.save_agent("reviewer", role="worker", session_label="agent:reviewer", spec={})
         store.accept_many([
             AcceptRequest("coder", "agent:coder", "m-1", "user", {"content": "hi"}, "followup", False),
             AcceptRequest("reviewer", "agent:reviewer", "m-2", "coder", {"content": "review it"}, "followup", True),
         ])  # fmt: skip
-        yield create_app(ServerState(ledger, store), ServerConfig(max_body_bytes=200_000)), ledger
+        telemetry.enable_metrics()  # GET /metrics answers, as in nexus serve
+        try:
+            yield create_app(ServerState(ledger, store), ServerConfig(max_body_bytes=200_000)), ledger
+        finally:
+            telemetry.disable()
 
 
 def _check(case: Any) -> None:
@@ -110,7 +118,7 @@ def test_every_success_body_matches_its_schema(seeded: tuple[Any, Ledger]) -> No
     """Each GET on real resources: a session with a tool call, a turn, an agent and its queue."""
     app, ledger = seeded
     schema = schemathesis.openapi.from_asgi("/openapi.json", app)
-    turn = ledger.turns("main")[1].id  # the turn that called a tool
+    turn = run_inline(ledger.turns.path("main"))[1].id  # the turn that called a tool
     values = {"label": "main", "turn_id": turn, "agent_id": "coder"}
     checked = []
     for result in schema.get_all_operations():
@@ -125,4 +133,4 @@ def test_every_success_body_matches_its_schema(seeded: tuple[Any, Ledger]) -> No
             assert response.json()["messages"][0]["from"] == "coder", "the agent-to-agent message is listed"
         case.validate_response(response, checks=CHECKS)
         checked.append(operation.path)
-    assert len(checked) == 13, checked
+    assert len(checked) == 14, checked

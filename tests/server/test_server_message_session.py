@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from nexus.broker.sessions import session_label_for
+from nexus.ledger._sql_db import run_inline
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text
 
@@ -28,9 +29,9 @@ async def test_a_message_with_a_session_key_runs_in_that_per_sender_session(tmp_
         assert label == "coder~dm~telegram~42"  # the same mapping as inbound chat messages
         (item,) = live.store.items(agent_id="coder")
         assert (item.session_label, item.status) == (label, "delivered")
-        (turn,) = live.ledger.turns(label)
+        (turn,) = await live.ledger.turns.path(label)
         assert turn.id == item.turn_id and turn.status == "completed"
-        assert live.ledger.turns("agent:coder") == []  # the agent's own session was not touched
+        assert await live.ledger.turns.path("agent:coder") == []  # the agent's own session was not touched
 
 
 async def test_a_bad_session_key_is_422_naming_the_field_and_stores_nothing(tmp_path: Path) -> None:
@@ -63,8 +64,8 @@ def test_nexus_send_session_reaches_a_running_server_in_that_session(isolated_en
             _stop(process)
     label = session_label_for("support", "agent:support", "dm:telegram:7")
     with Ledger.open(isolated_env / "agents.db") as ledger:
-        (turn,) = ledger.turns(label)
-        assert turn.status == "completed" and ledger.turns("agent:support") == []
+        (turn,) = run_inline(ledger.turns.path(label))
+        assert turn.status == "completed" and run_inline(ledger.turns.path("agent:support")) == []
 
 
 async def test_interrupt_with_a_session_key_aborts_only_that_sessions_run(tmp_path: Path) -> None:
@@ -89,9 +90,9 @@ async def test_interrupt_with_a_session_key_aborts_only_that_sessions_run(tmp_pa
         )
         assert sent.status_code == 202, sent.text
         assert await live.broker.wait_for_idle("coder", 20_000, session="dm:telegram:42")
-        assert [t.status for t in live.ledger.turns(label)] == ["aborted", "completed"]
+        assert [t.status for t in await live.ledger.turns.path(label)] == ["aborted", "completed"]
         assert live.broker.get_state("coder", None) != "idle"  # the agent's own session still runs its job
-        assert [t.session_label for t in live.ledger.open_turns()] == ["agent:coder"]
+        assert [t.session_label for t in await live.ledger.turns.open_turns()] == ["agent:coder"]
         item = live.store.get_item(sent.json()["queue_item_id"])
         assert item is not None and item.session_label == label and item.status == "delivered"
         bad = await client.post("/v1/agents/coder/abort", params={"session": "a\x01b"})

@@ -8,6 +8,7 @@ import httpx
 
 from nexus.config._server_schema import ServerConfig
 from nexus.ledger import Ledger
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import BrokerStore
 from nexus.server._state import ServerState
 from nexus.server.app import create_app
@@ -28,7 +29,7 @@ async def test_a_message_is_accepted_202_runs_and_a_retry_is_recognised(tmp_path
         assert again.status_code == 202 and again.json()["queue_item_id"] == body["queue_item_id"]
         assert again.json()["duplicate"]
         (item,) = live.store.items(agent_id="coder")
-        assert item.status == "delivered" and live.ledger.get_turn(item.turn_id or "").status == "completed"
+        assert item.status == "delivered" and (await live.ledger.turns.get(item.turn_id or "")).status == "completed"
         (shown,) = (await client.get("/v1/agents/coder/queue?include_finished=true")).json()["items"]
         assert (shown["status"], shown["turn_id"], shown["turn_status"], shown["turn_error"]) == (
             "delivered", item.turn_id, "completed", None,
@@ -76,7 +77,7 @@ async def test_abort_stops_the_run_and_the_turn_is_kept_aborted(tmp_path: Path) 
         aborted = await client.post("/v1/agents/coder/abort")
         assert aborted.status_code == 200 and aborted.json()["aborted"] is True
         assert await live.broker.wait_for_idle("coder", 20_000)
-        (turn,) = live.ledger.turns("agent:coder")
+        (turn,) = await live.ledger.turns.path("agent:coder")
         assert turn.status == "aborted"
         again = await client.post("/v1/agents/coder/abort")
         assert again.json()["aborted"] is False  # nothing runs now
@@ -89,11 +90,11 @@ async def test_interrupt_aborts_the_run_then_runs_the_message(tmp_path: Path) ->
         await wait_until(lambda: live.broker.get_state("coder") != "idle")
         interrupted = await client.post("/v1/agents/coder/interrupt", json={"content": "do this instead", "id": "i-1"})
         assert interrupted.status_code == 202 and interrupted.json()["message_id"] == "i-1"
-        await wait_until(lambda: len(live.ledger.turns("agent:coder")) == 2)
+        await wait_until(lambda: len(run_inline(live.ledger.turns.path("agent:coder"))) == 2)
         assert await live.broker.wait_for_idle("coder", 20_000)
-        first, second = live.ledger.turns("agent:coder")
+        first, second = await live.ledger.turns.path("agent:coder")
         assert (first.status, second.status) == ("aborted", "completed")
-        assert "do this instead" in str(live.ledger.messages(second.id)[0].message.content)
+        assert "do this instead" in str((await live.ledger.turns.messages(second.id))[0].message.content)
 
 
 async def test_an_agent_registered_over_http_is_run_by_the_live_broker(tmp_path: Path) -> None:

@@ -41,7 +41,7 @@ async def test_route_and_a_routed_message(tmp_path: Path) -> None:
             "fork:r-1",
         )
         await live.broker.wait_for_idle("coder", 20_000)
-        turns = live.ledger.turns("coder~fork~r-1")
+        turns = await live.ledger.turns.path("coder~fork~r-1")
         assert turns[-1].status == "completed" and turns[-2].id == body["checkpoint"]["turn_id"]
 
         haiku = {"content": "compose a haiku about autumn leaves", "id": "r-2", "route": "smart",

@@ -10,7 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession, TurnWrite
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import AcceptRequest, BrokerStore
 from nexus.llm.types import AssistantMessage, TextContent, UserMessage
 from nexus.server._state import ServerState
@@ -30,10 +31,14 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
         store = BrokerStore(opened.database)
         store.save_agent("coder", role="worker", session_label="agent:coder", spec={})
         store.save_agent("lead", role="manager", session_label="agent:lead", spec={})
-        opened.ensure_session("agent:coder")
+        run_inline(opened.sessions.ensure(NewSession("agent:coder")))
         for text in (f"{HEADER}\n\nfix the tests", "and the docs"):
-            opened.write_turn(None, "agent:coder", query_messages=[UserMessage(text)], response_messages=[_reply("ok")])
-        opened.create_session("notes")  # a `nexus run` session: no agent's
+            run_inline(
+                opened.turns.write(
+                    TurnWrite("agent:coder", None, query_messages=[UserMessage(text)], response_messages=[_reply("ok")])
+                )
+            )
+        run_inline(opened.sessions.create(NewSession("notes")))  # a `nexus run` session: no agent's
         yield opened
 
 
@@ -74,7 +79,7 @@ async def test_a_fork_keeps_its_agent_or_takes_the_one_picked_and_is_continuable
     client: httpx.AsyncClient, ledger: Ledger
 ) -> None:
     """A fork of an agent's session had no agent: the UI could not send to it ("register one")."""
-    first = ledger.turns("agent:coder")[0].id
+    first = (await ledger.turns.path("agent:coder"))[0].id
     kept = (await client.post("/v1/sessions/agent:coder/fork", json={"turn_id": first, "title": "Try B"})).json()
     assert (kept["agent"], kept["title"], kept["head_turn_id"], kept["origin"]) == ("coder", "Try B", first, "fork")
     assert kept["session_key"] and kept["label"].startswith("coder~web~")
@@ -93,7 +98,7 @@ async def test_a_fork_keeps_its_agent_or_takes_the_one_picked_and_is_continuable
 async def test_rename_archive_restore_and_search_never_change_a_label_or_a_turn(
     client: httpx.AsyncClient, ledger: Ledger
 ) -> None:
-    before = [t.id for t in ledger.turns("agent:coder")]
+    before = [t.id for t in await ledger.turns.path("agent:coder")]
     renamed = await client.patch("/v1/sessions/agent:coder", json={"title": "Test fixing"})
     assert renamed.status_code == 200 and renamed.json()["title"] == "Test fixing"
     found = (await client.get("/v1/sessions", params={"q": "test FIX"})).json()["sessions"]
@@ -101,13 +106,13 @@ async def test_rename_archive_restore_and_search_never_change_a_label_or_a_turn(
     assert [s["label"] for s in (await client.get("/v1/sessions", params={"q": "cli"})).json()["sessions"]] == ["notes"]
     assert (await client.delete("/v1/sessions/notes")).status_code == 204
     listed = [s["label"] for s in (await client.get("/v1/sessions")).json()["sessions"]]
-    assert "notes" not in listed and ledger.get_session("notes").status == "archived"
+    assert "notes" not in listed and (await ledger.sessions.get("notes")).status == "archived"
     archived = (await client.get("/v1/sessions", params={"include_archived": "true"})).json()["sessions"]
     assert {s["label"]: s["status"] for s in archived}["notes"] == "archived"
     restored = await client.patch("/v1/sessions/notes", json={"archived": False})
     assert restored.json()["status"] == "active"
     cleared = await client.patch("/v1/sessions/agent:coder", json={"title": None})
-    assert cleared.json()["title"] is None and [t.id for t in ledger.turns("agent:coder")] == before
+    assert cleared.json()["title"] is None and [t.id for t in await ledger.turns.path("agent:coder")] == before
     for body in ({"title": "  "}, {"title": "a\x07b"}, {"title": "x" * 201}, {"label": "new"}, {"archived": "yes"}):
         refused = await client.patch("/v1/sessions/agent:coder", json=body)
         assert refused.status_code == 422, body
@@ -129,16 +134,21 @@ async def test_user_messages_carry_what_the_user_wrote_and_the_event_context_apa
 
 async def test_agent_messages_say_who_asked_whom_and_the_reply(client: httpx.AsyncClient, ledger: Ledger) -> None:
     store = BrokerStore(ledger.database)
-    ledger.ensure_session("agent:lead")
+    await ledger.sessions.ensure(NewSession("agent:lead"))
     ask = AcceptRequest("coder", "agent:coder", "ask-1", "lead", {"content": "run the tests"}, "followup", True)
     (item, _), (user_item, _) = store.accept_many([
         ask, AcceptRequest("coder", "agent:coder", "u-1", "user", {"content": "hi"}, "followup", False),
     ])  # fmt: skip
     store.claim([item.id])
-    turn = ledger.write_turn(
-        None, "agent:coder", query_messages=[UserMessage("run the tests")], response_messages=[_reply("12 passed")],
-        consumed_queue_items=[item.id],
-    )  # fmt: skip
+    turn = await ledger.turns.write(
+        TurnWrite(
+            "agent:coder",
+            None,
+            query_messages=[UserMessage("run the tests")],
+            response_messages=[_reply("12 passed")],
+            consumed_queue_items=[item.id],
+        )
+    )
     messages = (await client.get("/v1/agent-messages")).json()["messages"]
     assert [(m["from"], m["to"], m["content"]) for m in messages] == [("lead", "coder", "run the tests")]
     (message,) = messages

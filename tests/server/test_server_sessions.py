@@ -9,7 +9,8 @@ import httpx
 import pytest
 
 from nexus.config._server_schema import ServerConfig
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession, TurnDetails, TurnWrite
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import BrokerStore
 from nexus.llm.types import AssistantMessage, TextContent, Usage, UserMessage
 from nexus.server._state import ServerState
@@ -28,12 +29,20 @@ def _reply(text: str) -> AssistantMessage:
 @pytest.fixture
 def ledger(tmp_path: Path) -> Iterator[Ledger]:
     with Ledger.open(tmp_path / "agents.db") as opened:
-        opened.create_session("main")
+        run_inline(opened.sessions.create(NewSession("main")))
         for n in range(3):
-            opened.write_turn(
-                None, "main", query_messages=[UserMessage(f"question {n}")], response_messages=[_reply(f"answer {n}")],
-                usage=Usage(input=10, output=5, total=15), model="gpt-4o-mini", provider="openai",
-            )  # fmt: skip
+            run_inline(
+                opened.turns.write(
+                    TurnWrite(
+                        "main",
+                        None,
+                        query_messages=[UserMessage(f"question {n}")],
+                        response_messages=[_reply(f"answer {n}")],
+                        usage=Usage(input=10, output=5, total=15),
+                        details=TurnDetails(model="gpt-4o-mini", provider="openai"),
+                    )
+                )
+            )
         yield opened
 
 
@@ -66,14 +75,16 @@ async def test_list_show_history(client: httpx.AsyncClient) -> None:
 
 
 async def test_fork_then_tree_shows_both_branches(client: httpx.AsyncClient, ledger: Ledger) -> None:
-    first = ledger.turns("main")[0].id
+    first = (await ledger.turns.path("main"))[0].id
     forked = await client.post("/v1/sessions/main/fork", json={"turn_id": first, "label": "alt"})
     assert forked.status_code == 201 and forked.json()["head_turn_id"] == first
-    ledger.write_turn(None, "alt", query_messages=[UserMessage("other way")], response_messages=[_reply("ok")])
+    await ledger.turns.write(
+        TurnWrite("alt", None, query_messages=[UserMessage("other way")], response_messages=[_reply("ok")])
+    )
     tree = (await client.get("/v1/sessions/main/tree")).json()
     turns = {t["id"]: t for t in tree["turns"]}
     assert len(turns) == 4 and not tree["truncated"]
-    alt_head = ledger.get_session("alt").thread_id
+    alt_head = (await ledger.sessions.get("alt")).thread_id
     assert turns[alt_head]["parent_turn_id"] == first and not turns[alt_head]["on_path"]
     assert turns[alt_head]["heads_of"] == ["alt"]
     turn = (await client.get(f"/v1/turns/{first}")).json()
@@ -81,11 +92,15 @@ async def test_fork_then_tree_shows_both_branches(client: httpx.AsyncClient, led
 
 
 async def test_fork_refuses_a_turn_of_another_history(client: httpx.AsyncClient, ledger: Ledger) -> None:
-    ledger.create_session("other")
-    foreign = ledger.write_turn(None, "other", query_messages=[UserMessage("x")], response_messages=[_reply("y")])
+    await ledger.sessions.create(NewSession("other"))
+    foreign = await ledger.turns.write(
+        TurnWrite("other", None, query_messages=[UserMessage("x")], response_messages=[_reply("y")])
+    )
     response = await client.post("/v1/sessions/main/fork", json={"turn_id": foreign})
     assert response.status_code == 404 and "not in the history" in response.json()["error"]["message"]
-    taken = await client.post("/v1/sessions/main/fork", json={"turn_id": ledger.turns("main")[0].id, "label": "other"})
+    taken = await client.post(
+        "/v1/sessions/main/fork", json={"turn_id": (await ledger.turns.path("main"))[0].id, "label": "other"}
+    )
     assert taken.status_code == 409 and taken.json()["error"]["type"] == "conflict"
 
 
@@ -143,7 +158,7 @@ async def test_malformed_json_is_a_422_and_nothing_changes(client: httpx.AsyncCl
     assert message.startswith("the request body is not valid JSON at character 1"), (
         message
     )  # was "1: JSON decode error"
-    assert [s.label for s in ledger.list_sessions()] == ["main"]
+    assert [s.label for s in await ledger.sessions.list()] == ["main"]
 
 
 @pytest.mark.parametrize(
@@ -164,7 +179,7 @@ async def test_every_body_that_is_not_json_gets_the_one_documented_422(
     error = response.json()["error"]
     assert error["type"] == "invalid_request" and error["message"].startswith("the request body is not valid JSON")
     assert why in error["message"], error["message"]
-    assert [s.label for s in ledger.list_sessions()] == ["main"]
+    assert [s.label for s in await ledger.sessions.list()] == ["main"]
 
 
 @pytest.mark.parametrize("line", [b"[" * 100_000, b'{"type": "session", "id": ' + b"9" * 5000 + b"}"])
@@ -175,7 +190,7 @@ async def test_an_import_nested_too_deeply_or_with_a_huge_number_is_a_400_not_a_
     response = await client.post("/v1/sessions/import", content=line + b"\n", headers=NDJSON)
     assert response.status_code == 400, response.text
     assert "not valid JSON" in response.json()["error"]["message"]
-    assert [s.label for s in ledger.list_sessions()] == ["main"]
+    assert [s.label for s in await ledger.sessions.list()] == ["main"]
 
 
 async def test_an_unknown_session_is_a_404_in_http_terms(client: httpx.AsyncClient) -> None:
@@ -190,7 +205,7 @@ async def test_a_bad_import_names_the_body_not_a_server_path(client: httpx.Async
     assert response.status_code == 400, response.text
     message = response.json()["error"]["message"]
     assert "nexus-import-" not in message and "/tmp" not in message, message
-    assert [s.label for s in ledger.list_sessions()] == ["main"]
+    assert [s.label for s in await ledger.sessions.list()] == ["main"]
 
 
 async def test_agents_crud_and_queue(client: httpx.AsyncClient) -> None:
@@ -225,7 +240,7 @@ async def test_oversized_bodies_are_refused_before_reading(ledger: Ledger) -> No
 
         streamed = await client.post("/v1/sessions/import", content=chunks(), headers=NDJSON)
         assert streamed.status_code == 413
-    assert [s.label for s in ledger.list_sessions()] == ["main"]
+    assert [s.label for s in await ledger.sessions.list()] == ["main"]
 
 
 @pytest.mark.parametrize("label", ["../../x", "a/b", "back\\slash", "line\nbreak", "tab\there", " padded"])
@@ -233,8 +248,8 @@ async def test_a_label_the_api_could_not_address_again_is_refused(
     client: httpx.AsyncClient, ledger: Ledger, label: str
 ) -> None:
     """A fork or import named ``a/b`` was created, then no ``/v1/sessions/{label}`` route could reach it."""
-    before = {s.label for s in ledger.list_sessions()}
-    turn = ledger.turns("main")[0].id
+    before = {s.label for s in await ledger.sessions.list()}
+    turn = (await ledger.turns.path("main"))[0].id
     forked = await client.post("/v1/sessions/main/fork", json={"turn_id": turn, "label": label})
     assert forked.status_code == 422, forked.text
     assert forked.json()["error"]["type"] == "invalid_request" and "label" in forked.json()["error"]["message"]
@@ -242,7 +257,7 @@ async def test_a_label_the_api_could_not_address_again_is_refused(
         "/v1/sessions/import", params={"label": label}, content=b'{"type":"session"}\n', headers=NDJSON
     )
     assert imported.status_code == 422, imported.text
-    assert {s.label for s in ledger.list_sessions()} == before
+    assert {s.label for s in await ledger.sessions.list()} == before
 
 
 async def test_an_agent_cannot_be_registered_with_an_unaddressable_session(

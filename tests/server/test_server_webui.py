@@ -10,6 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from nexus.config._server_schema import ServerConfig
+from nexus.ledger import NewSession, SessionQuery, TurnWrite
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import AcceptRequest
 from nexus.llm.types import AssistantMessage, TextContent, UserMessage
 
@@ -52,7 +54,7 @@ def test_the_tree_the_turn_detail_and_what_the_user_wrote(live: Live, page: Any)
     expect(page.locator("#messages .msg.user")).to_have_count(3)
     assert "Event context" not in page.inner_text("#messages"), "bubbles show what the user wrote"
     assert page.locator("#messages time.stamp").count() >= 6, "every message has its time"
-    second = server.ledger.turns("main")[1]
+    second = run_inline(server.ledger.turns.path("main"))[1]
     page.click(f'.turn-node[data-turn="{second.id}"] .node')
     detail = page.locator("#turn")
     expect(detail).to_contain_text("Turn #2")
@@ -75,13 +77,13 @@ def test_a_fork_keeps_its_agent_and_the_chat_goes_on_in_it(live: Live, page: Any
     server.store.save_agent("coder", role="worker", session_label="main", spec={})
     _open(page, server)
     expect(page.locator("#agents button.agent.current")).to_have_attribute("data-agent", "coder")
-    second = server.ledger.turns("main")[1]
+    second = run_inline(server.ledger.turns.path("main"))[1]
     page.click(f'.turn-node[data-turn="{second.id}"] .node')
     expect(page.locator("#fork-agent")).to_have_value("coder")
     page.fill("#fork-title", "Try B")
     page.click("#fork-here")
     expect(page.locator("#chat-title")).to_have_text("Try B")
-    (forked,) = [s for s in server.ledger.list_sessions() if s.origin == "fork"]
+    (forked,) = [s for s in run_inline(server.ledger.sessions.list()) if s.origin == "fork"]
     assert forked.thread_id == second.id and forked.metadata and forked.metadata["agent"] == "coder"
     expect(page.locator("#send")).to_be_enabled()
     expect(page.locator("#agents button.agent.current")).to_have_attribute("data-agent", "coder")
@@ -90,8 +92,16 @@ def test_a_fork_keeps_its_agent_and_the_chat_goes_on_in_it(live: Live, page: Any
     expect(page.locator("#messages .pending-msg")).to_contain_text("another way")
     (item,) = server.store.items(agent_id="coder")
     assert item.session_label == forked.label, "the message waits in the fork's own queue"
-    server.ledger.write_turn(None, forked.label, query_messages=[UserMessage("another way")],
-                             response_messages=[_reply("another answer")])  # fmt: skip
+    run_inline(
+        server.ledger.turns.write(
+            TurnWrite(
+                forked.label,
+                None,
+                query_messages=[UserMessage("another way")],
+                response_messages=[_reply("another answer")],
+            )
+        )
+    )
     page.click(f'#sessions button[data-session="{forked.label}"]')
     expect(page.locator("#tree .branch")).to_have_count(2)
     expect(page.locator("#tree .turn-node.head")).to_contain_text("another way")
@@ -111,8 +121,8 @@ def test_a_session_no_agent_runs_is_continued_in_a_fork_with_a_picked_agent(live
     expect(page.locator("#send")).to_be_disabled()
     page.click("#continue-go")
     expect(page.locator("#send")).to_be_enabled()
-    (forked,) = [s for s in server.ledger.list_sessions() if s.origin == "fork"]
-    assert forked.thread_id == server.ledger.get_session("main").thread_id
+    (forked,) = [s for s in run_inline(server.ledger.sessions.list()) if s.origin == "fork"]
+    assert forked.thread_id == run_inline(server.ledger.sessions.get("main")).thread_id
     assert forked.metadata and forked.metadata["agent"] == "helper"
     expect(page.locator("#chat-agent")).to_have_text("helper · web")
 
@@ -202,7 +212,11 @@ def test_a_sent_message_shows_as_queued_then_started_with_no_raw_id(live: Live, 
 def test_sessions_are_renamed_deleted_restored_and_searched(live: Live, page: Any) -> None:
     server = live()
     server.store.save_agent("coder", role="worker", session_label="main", spec={})
-    server.ledger.create_session("scratch-notes-from-a-very-long-session-label-that-must-stay-readable")
+    run_inline(
+        server.ledger.sessions.create(
+            NewSession("scratch-notes-from-a-very-long-session-label-that-must-stay-readable")
+        )
+    )
     _open(page, server)
     expect(page.locator('#sessions button[data-session="main"] .meta')).to_contain_text("coder · agent")
     page.click("#rename-session")
@@ -210,7 +224,7 @@ def test_sessions_are_renamed_deleted_restored_and_searched(live: Live, page: An
     page.click("#rename-save")
     expect(page.locator("#chat-title")).to_have_text("Main work")
     expect(page.locator('#sessions button[data-session="main"] .label')).to_have_text("Main work")
-    assert server.ledger.get_session("main").metadata == {"title": "Main work"}
+    assert run_inline(server.ledger.sessions.get("main")).metadata == {"title": "Main work"}
     page.fill("#session-search", "scratch")
     expect(page.locator("#sessions button.session")).to_have_count(1)
     long_label = page.locator("#sessions button.session .label")
@@ -220,12 +234,12 @@ def test_sessions_are_renamed_deleted_restored_and_searched(live: Live, page: An
     page.click('#sessions button[data-session^="scratch"]')
     page.click("#archive-session")
     expect(page.locator("#sessions button.session")).to_have_count(1)
-    assert server.ledger.list_sessions(status="archived")[0].label.startswith("scratch")
+    assert run_inline(server.ledger.sessions.list(SessionQuery(status="archived")))[0].label.startswith("scratch")
     page.check("#show-archived")
     page.click('#sessions button[data-session^="scratch"]')
     page.click("#restore-session")
     expect(page.locator("#notice")).to_contain_text("restored")
-    assert not server.ledger.list_sessions(status="archived")
+    assert not run_inline(server.ledger.sessions.list(SessionQuery(status="archived")))
 
 
 def test_an_agent_is_created_and_edited_in_a_form(live: Live, page: Any) -> None:
@@ -267,12 +281,21 @@ def test_agent_to_agent_messages_are_a_view_with_their_replies(live: Live, page:
     server = live()
     for agent in ("lead", "coder"):
         server.store.save_agent(agent, role="worker", session_label=f"agent:{agent}", spec={})
-        server.ledger.ensure_session(f"agent:{agent}")
+        run_inline(server.ledger.sessions.ensure(NewSession(f"agent:{agent}")))
     ask = AcceptRequest("coder", "agent:coder", "ask-1", "lead", {"content": "run the tests"}, "followup", True)
     ((item, _),) = server.store.accept_many([ask])
     server.store.claim([item.id])
-    server.ledger.write_turn(None, "agent:coder", query_messages=[UserMessage("run the tests")],
-                             response_messages=[_reply("12 passed")], consumed_queue_items=[item.id])  # fmt: skip
+    run_inline(
+        server.ledger.turns.write(
+            TurnWrite(
+                "agent:coder",
+                None,
+                query_messages=[UserMessage("run the tests")],
+                response_messages=[_reply("12 passed")],
+                consumed_queue_items=[item.id],
+            )
+        )
+    )
     page.goto(server.url + "/")
     page.click("#show-talk")
     card = page.locator('.talk[data-message="ask-1"]')
@@ -299,11 +322,11 @@ def test_regenerate_asks_again_on_a_branch_beside_the_turn(live: Live, page: Any
     server = live()
     server.store.save_agent("coder", role="worker", session_label="main", spec={})
     _open(page, server)
-    first, second, _ = server.ledger.turns("main")
+    first, second, _ = run_inline(server.ledger.turns.path("main"))
     page.locator(f'section.turn-group[data-turn="{second.id}"] button.regenerate').click()
     expect(page.locator("#chat-title")).to_have_text("Regenerated: question 1")
     expect(page.locator("#messages .pending-msg")).to_contain_text("question 1")
-    (forked,) = [s for s in server.ledger.list_sessions() if s.origin == "fork"]
+    (forked,) = [s for s in run_inline(server.ledger.sessions.list()) if s.origin == "fork"]
     assert forked.thread_id == first.id, "the branch starts before the regenerated turn"
     (item,) = server.store.items(agent_id="coder")
     assert (item.session_label, item.message["content"]) == (forked.label, "question 1")  # no event-context header

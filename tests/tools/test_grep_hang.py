@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from nexus.ledger import Ledger
+from nexus.ledger._sql_db import run_inline
 from nexus.llm.abort import AbortSignal
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import text, tool_call
@@ -179,7 +180,7 @@ def test_nexus_run_ends_promptly_on_a_signal_during_a_hung_grep(
     if sig == signal.SIGKILL:
         return  # no turn is closed by a SIGKILLed process; the next start-up recovers it (tests/cli)
     with Ledger.open(home / "agents.db") as ledger:
-        turns = ledger.turns("main")
+        turns = run_inline(ledger.turns.path("main"))
         assert [t.status for t in turns] == ["aborted"]
-        texts = [str(m.message) for m in ledger.messages(turns[0].id)]
+        texts = [str(m.message) for m in run_inline(ledger.turns.messages(turns[0].id))]
     assert any("find the evil line" in t for t in texts), texts

@@ -14,6 +14,7 @@ import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+from nexus import telemetry
 from nexus.agent._schema import check_arguments
 from nexus.agent.config import (
     AfterToolCallContext,
@@ -94,6 +95,26 @@ async def _resolve(value: Any) -> Any:
     if inspect.isawaitable(value):
         return await value
     return value
+
+
+async def call_tool(
+    tool: AgentTool,
+    call_id: str,
+    args: dict[str, Any],
+    signal: AbortSignal,
+    on_update: Callable[[AgentToolResult], None],
+) -> AgentToolResult:
+    """Run one tool; whatever happens (it raises, returns the wrong type, is cancelled) an error result says so."""
+    try:
+        result = await tool.execute(call_id, args, signal, on_update)
+        if not isinstance(result, AgentToolResult):
+            result = _error(f'Tool "{tool.name}" returned {type(result).__name__}, not an AgentToolResult.')
+    except asyncio.CancelledError:
+        # Only the batch cancels these tasks (abort grace ran out, or the run was closed).
+        result = _error(f'Tool "{tool.name}" was aborted before it finished.')
+    except Exception as exc:
+        result = _error(exception_text(exc))
+    return result
 
 
 class ToolBatch:
@@ -238,15 +259,12 @@ class ToolBatch:
             if not c.done:
                 queue.put_nowait((c, partial))
 
-        try:
-            result = await tool.execute(c.call.id, c.args, self._signal, on_update)
-            if not isinstance(result, AgentToolResult):
-                result = _error(f'Tool "{tool.name}" returned {type(result).__name__}, not an AgentToolResult.')
-        except asyncio.CancelledError:
-            # Only this batch cancels these tasks (abort grace ran out, or the run was closed).
-            result = _error(f'Tool "{tool.name}" was aborted before it finished.')
-        except Exception as exc:
-            result = _error(exception_text(exc))
+        if telemetry.observing():
+            from nexus.agent._tool_span import observed_call
+
+            result = await observed_call(tool, c.call, c.args, self._signal, on_update)
+        else:
+            result = await call_tool(tool, c.call.id, c.args, self._signal, on_update)
         if self._config.after_tool_call is not None:
             result = await self._after(c, result)
         c.result = result

@@ -18,18 +18,23 @@ from collections.abc import Awaitable, Callable, Container, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from nexus import telemetry
 from nexus.broker._items import error_text, message_source
+from nexus.broker._leases import SessionLeases, parked_delay_s
+from nexus.broker._queue_trace import claimed
+from nexus.broker._scheduler import SessionHeldElsewhere
 from nexus.broker._slot import AgentSlot, SessionSlot, settle
 from nexus.broker.agent_tools import CallerContext
 from nexus.broker.session_queue import Batch, QueuedMessage
 from nexus.broker.types import SendAndWaitResult
 from nexus.errors import NexusError
-from nexus.ledger.errors import QueueItemsFinishedError
+from nexus.ledger.errors import LeaseLostError, QueueItemsFinishedError
 
 if TYPE_CHECKING:
     from nexus.agent.tool_types import AgentTool
     from nexus.engine import AgentResult, Execution, Runtime
     from nexus.ledger.protocols import QueueStore
+    from nexus.ledger.records import Lease
 
 log = logging.getLogger("nexus.broker")
 
@@ -67,48 +72,120 @@ class BatchRunner:
         self._now_ms = now_ms
         self.deliver: Deliver | None = None
         self.max_hops = 8
+        self.leases: SessionLeases | None = None
+        """Set when brokers share the database: each batch runs under its session's lease (docs/scaling.md)."""
 
     async def run(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> None:
-        """Claim, run and settle ``batch`` of ``session`` (the session's run is set while it runs)."""
+        """Claim, run and settle ``batch`` of ``session`` (the session's run is set while it runs).
+
+        Under leases, :class:`SessionHeldElsewhere` says another broker runs the session now (the batch
+        waits in memory), and a run whose lease is lost writes nothing more: its items stay queued here.
+        """
+        lease = await self._lease(session, batch)
+        try:
+            await self._settled_run(slot, session, batch, lease)
+        except LeaseLostError as exc:
+            log.warning("agent %s: %s; its messages are left to the session's new holder", slot.agent_id, exc)
+            self._drop_claim(session, batch)
+        if lease is not None and self.leases is not None:
+            ready_at = session.queue.ready_at()
+            if session.lease is not None and (ready_at is None or ready_at > self._now_ms() or self._closing()):
+                await self.leases.let_go(session)  # nothing more to run here now: another broker may
+
+    async def _lease(self, session: SessionSlot, batch: Batch) -> Lease | None:
+        """The session's lease for the batch (``None``: leases are off); held elsewhere: the batch waits."""
+        if self.leases is None:
+            return None
+        lease = await self.leases.take(session)
+        if lease is None:
+            session.queue.release(batch.item_ids)
+            raise SessionHeldElsewhere(parked_delay_s(self.leases.ttl_ms))
+        return lease
+
+    def _drop_claim(self, session: SessionSlot, batch: Batch) -> None:
+        """The lease was lost: forget the claim in memory only (the store belongs to the new holder now).
+
+        The items stay queued here (if the new holder dies too, they run again); a sender keeps waiting.
+        """
+        session.run = None
+        if self.leases is not None:
+            self.leases.forget(session)
+        steered = [steer.item_id for steer in session.steers]
+        session.steers.clear()
+        session.queue.release([*batch.item_ids, *steered])
+
+    async def _settled_run(self, slot: AgentSlot, session: SessionSlot, batch: Batch, lease: Lease | None) -> None:
         item_ids = batch.item_ids
         session.interrupted = False
         try:
-            await self._queue.claim(item_ids)
+            await self._queue.claim(item_ids, lease=lease)
         except QueueItemsFinishedError as exc:  # an item finished elsewhere: never run it again, keep draining
             self._skip_finished(slot, session, batch, exc)
             return
         if self._closing() or session.interrupted:  # close() or an interrupt came as the claim committed: they
-            await self._return_items(session, item_ids)  # found no run to abort, so none starts (close waited for a
-            return  # whole turn; the interrupt ran after it). The interrupt's batch takes these as its backlog
+            await self._return_items(session, item_ids, lease)  # found no run to abort, so none starts (close
+            return  # waited for a whole turn; the interrupt ran after it). The interrupt's batch takes these
         try:
-            result = await self._run(slot, session, batch)
+            result, trace = await self._run(slot, session, batch, lease)
+        except LeaseLostError:
+            raise
         except Exception as exc:  # a bug (not a run that failed): the items go back, the error is kept
             log.exception("the run of %s (session %s) could not run", slot.agent_id, session.label)
             session.run = None
-            await self._return_items(session, item_ids)
+            await self._return_items(session, item_ids, lease)
             settle(batch.items, SendAndWaitResult(False, error=f"the run could not start: {exc}"))
             await asyncio.sleep(0.1)
             return
         session.run = None
         slot.last_activity_ms = self._now_ms()
         if result.turn_id is None and result.status != "completed":
-            failed = await self._settle_unrun(session, batch, result)
+            failed = await self._settle_unrun(session, batch, result, lease)
             if failed and any(item.reply_to is not None for item in batch.items):  # told "(failed: …)"
-                await self._answer_askers(slot.agent_id, batch.items, result)
+                with telemetry.continue_trace(trace):
+                    await self._answer_askers(slot.agent_id, batch.items, result)
             return
-        delivered = await self._settle_steers(session) if session.steers else []
+        delivered = await self._settle_steers(session, lease) if session.steers else []
         read = [*batch.items, *self._steered(session, delivered)] if delivered else batch.items
         session.queue.complete([*item_ids, *delivered] if delivered else item_ids)
         settle(read, _sent_result(result))
         if any(item.reply_to is not None for item in read):  # a steered ask is answered too (it was left
-            await self._answer_askers(slot.agent_id, read, result)  # unanswered until the broker's next start)
+            with telemetry.continue_trace(trace):  # unanswered until the broker's next start), in the ask's trace
+                await self._answer_askers(slot.agent_id, read, result)
 
-    async def _run(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> AgentResult:
-        """Start the batch's turn, hand it over, and wait for its result (one that cannot start fails)."""
+    async def _run(
+        self, slot: AgentSlot, session: SessionSlot, batch: Batch, lease: Lease | None
+    ) -> tuple[AgentResult, str | None]:
+        """Start the batch's turn, hand it over, and wait for its result (one that cannot start fails).
+
+        Also the trace the turn continues (its first message's, when tracing is on): the replies go on in it.
+        Under a lease the run is aborted when the lease is lost, and :class:`LeaseLostError` is raised
+        after it ended (whatever it wrote was refused).
+        """
         try:
-            execution = self._start(slot, session, batch)
+            with claimed(slot.agent_id, session.label, batch.items, self._now_ms()) as trace:
+                execution = self._start(slot, session, batch)  # the run's span: a child of the first item's
         except NexusError as exc:  # a run that cannot start (no key, bad model): the items fail with the reason
-            return _failed(str(exc))
+            return _failed(str(exc)), None
+        lost: list[str] = []
+        renewal = None
+        if lease is not None and self.leases is not None:
+
+            def on_lost(why: str) -> None:
+                lost.append(why)
+                execution.abort(f"the session's lease was lost: {why}")
+
+            renewal = self.leases.keep(session, lease, on_lost)
+        try:
+            result = await self._await(slot, session, batch, execution)
+        finally:
+            if renewal is not None:
+                renewal.cancel()
+        if lost and lease is not None and result.turn_id is None:  # a turn written before the loss stands:
+            raise LeaseLostError(lease.session_label, lease.epoch, lost[0])  # its write passed the epoch check
+        return result, trace
+
+    async def _await(self, slot: AgentSlot, session: SessionSlot, batch: Batch, execution: Execution) -> AgentResult:
+        """Hand the started run to its senders and its reply target, then wait for its result."""
         session.run = execution
         session.delivering.clear()
         for item in batch.items:
@@ -120,6 +197,8 @@ class BatchRunner:
             self.deliver(execution, target, batch.items[0].item_id)
         try:
             return await execution.result
+        except LeaseLostError:
+            raise
         except NexusError as exc:  # e.g. the final write failed: the items fail with the reason
             return _failed(str(exc))
 
@@ -155,28 +234,28 @@ class BatchRunner:
         """The queued messages of the steers the turn read (still in the queue until it is completed)."""
         return [item for item in map(session.queue.find, delivered) if item is not None]
 
-    async def _settle_unrun(self, session: SessionSlot, batch: Batch, result: AgentResult) -> bool:
+    async def _settle_unrun(self, session: SessionSlot, batch: Batch, result: AgentResult, lease: Lease | None) -> bool:
         """No turn was written: aborted before it started → back in the queue; could not start → failed
         (``True``: the batch's askers are owed a ``(failed: …)`` reply)."""
-        await self._return_items(session, [steer.item_id for steer in session.steers])
+        await self._return_items(session, [steer.item_id for steer in session.steers], lease)
         session.steers.clear()
         if result.status == "aborted":
-            await self._return_items(session, batch.item_ids)
+            await self._return_items(session, batch.item_ids, lease)
             return False
         reason = error_text(result) or "the run could not start"
-        await self._queue.settle(batch.item_ids, "failed", reason=reason)
+        await self._queue.settle(batch.item_ids, "failed", reason=reason, lease=lease)
         session.queue.complete(batch.item_ids)
         settle(batch.items, SendAndWaitResult(False, error=reason))
         return True
 
-    async def _settle_steers(self, session: SessionSlot) -> list[str]:
+    async def _settle_steers(self, session: SessionSlot, lease: Lease | None) -> list[str]:
         """After a run: delivered steers are consumed; returned ones go back in place, never dropped."""
         delivered: list[str] = []
         returned: list[str] = []
         for steer in session.steers:
             (delivered if steer.receipt.status == "delivered" else returned).append(steer.item_id)
         session.steers.clear()
-        await self._return_items(session, returned)
+        await self._return_items(session, returned, lease)
         return delivered
 
     def _skip_finished(
@@ -194,10 +273,11 @@ class BatchRunner:
         settle(finished, SendAndWaitResult(False, error="the message was finished elsewhere"))
         session.queue.release([i for i in batch.item_ids if i not in error.finished])
 
-    async def _return_items(self, session: SessionSlot, item_ids: list[str]) -> None:
-        """Hand items back: waiting again in the store and in their place in the session's queue."""
+    async def _return_items(self, session: SessionSlot, item_ids: list[str], lease: Lease | None) -> None:
+        """Hand items back: waiting again in the store (fenced by the batch's ``lease``) and in their place in
+        the session's queue."""
         if item_ids:
-            await self._queue.release(item_ids)
+            await self._queue.release(item_ids, lease=lease)
             session.queue.release(item_ids)
 
 

@@ -82,6 +82,7 @@ def queued(
         queued_message.reply_deliver_to = reply_deliver_to_of(metadata)
         queued_message.deliver_to = _deliver_to(metadata)
         queued_message.max_tokens = positive_int(metadata.get("max_tokens"))
+        queued_message.traceparent = _text(metadata.get("traceparent"))
     return queued_message
 
 

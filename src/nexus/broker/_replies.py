@@ -32,7 +32,7 @@ class ReplySender:
         send: Callable[[AgentMessage, str], Awaitable[SendReceipt]],
         agents: Container[str],
         queue: QueueStore,
-        reply_text: Callable[[str], str | None] | None,
+        reply_text: Callable[[str], Awaitable[str | None]] | None,
     ) -> None:
         """``send(message, mode)`` is the broker's; ``agents`` its registry (a reply goes to a registered
         asker only); ``reply_text(turn_id)`` reads a turn's reply from the ledger (``None``: no recovery)."""
@@ -64,7 +64,7 @@ class ReplySender:
             if item.status == "failed":
                 text: str | None = f"(failed: {item.error or 'the message was not run'})"
             else:
-                text = self._reply_text(item.turn_id) if item.turn_id else None
+                text = await self._reply_text(item.turn_id) if item.turn_id else None
             if item.agent_id and asker in self._agents and item.message_id:
                 message = item.message if isinstance(item.message, dict) else {}
                 hop = message.get("metadata", {}).get("hop", 0) if isinstance(message.get("metadata"), dict) else 0

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 
@@ -31,6 +32,14 @@ Step = Callable[[AgentSlot, SessionSlot], Awaitable[None]]
 
 RETRY_AFTER_S = 1.0
 """How long a session whose batch failed (a locked or full database, a bug) waits before it is tried again."""
+
+
+class SessionHeldElsewhere(Exception):
+    """A step found its session run by another broker (its lease): look at it again after ``retry_after_s``."""
+
+    def __init__(self, retry_after_s: float) -> None:
+        super().__init__(f"the session is run by another broker; looked at again in {retry_after_s:.2f} s")
+        self.retry_after_s = retry_after_s
 
 
 class DrainScheduler:
@@ -62,6 +71,8 @@ class DrainScheduler:
         """
         if self._closed or session.scheduled or session.active:
             return
+        if session.timer is not None and session.parked_until > time.monotonic():
+            return  # another broker runs it: its timer (or a wake-up) looks again, not every message sent
         self._cancel_timer(session)  # whatever it waited for, this look decides again
         ready_at = session.queue.ready_at()
         if ready_at is None:
@@ -97,7 +108,13 @@ class DrainScheduler:
 
     def _timer_fired(self, slot: AgentSlot, session: SessionSlot) -> None:
         session.timer = None
+        session.parked_until = 0.0
         self._timed.pop(id(session), None)
+        self.schedule(slot, session)
+
+    def wake(self, slot: AgentSlot, session: SessionSlot) -> None:
+        """Look at a session now, even one parked because another broker ran it (a wake-up said it may be free)."""
+        session.parked_until = 0.0
         self.schedule(slot, session)
 
     def _cancel_timer(self, session: SessionSlot) -> None:
@@ -122,6 +139,12 @@ class DrainScheduler:
             session.active = True
             try:
                 await self._step(slot, session)
+            except SessionHeldElsewhere as held:  # parked until its timer (or a wake-up)
+                session.active = False
+                if not self._closed:
+                    session.parked_until = time.monotonic() + held.retry_after_s
+                    self._arm_timer(slot, session, held.retry_after_s)
+                continue
             except Exception:  # a bug in one batch must not stop the other sessions, nor spin on this one
                 log.exception("the batch of %s (session %s) failed; it is tried again in %g s",
                               slot.agent_id, session.label, RETRY_AFTER_S)  # fmt: skip

@@ -18,6 +18,7 @@ from nexus.broker.types import AgentIdentity, AgentState, SendAndWaitResult
 
 if TYPE_CHECKING:
     from nexus.engine import AgentSpec, Execution, SteerReceipt
+    from nexus.ledger.records import Lease
 
 _STATE_RANK: dict[AgentState, int] = {"idle": 0, "running": 1, "compacting": 2, "streaming": 3}
 
@@ -54,6 +55,12 @@ class SessionSlot:
     """Set while a ``collect`` batch waits for its quiet window to end."""
     interrupted: bool = False
     """An ``interrupt`` came while no run could be aborted: the batch being claimed goes back instead."""
+    lease: Lease | None = None
+    """The session's lease while this broker holds it (brokers sharing a database: docs/scaling.md)."""
+    lease_fresh_until: float = 0.0
+    """Until when (monotonic) the held lease is used for the next batch without asking the database."""
+    parked_until: float = 0.0
+    """Until when (monotonic) the session waits because another broker runs it (its timer is armed)."""
 
     def state(self) -> AgentState:
         """The seed-003 state of the session's run (``running`` while it starts, runs tools or finishes)."""
@@ -63,8 +70,10 @@ class SessionSlot:
         return state if state in ("streaming", "compacting") else "running"
 
     def is_idle(self) -> bool:
-        """No run and nothing queued (an item taken for a run that is still being claimed counts as busy)."""
-        return self.run is None and not self.queue.items
+        """No run, nothing queued and no worker on it (an item taken for a run that is still being claimed
+        counts as busy, and so does a batch whose run ended while it still answers the agents that asked:
+        their replies are being queued, and the conversation goes on with them)."""
+        return self.run is None and not self.queue.items and not self.active
 
 
 @dataclass(slots=True)

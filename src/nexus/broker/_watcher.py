@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -18,11 +19,13 @@ from nexus.ledger.records import QueueItem
 
 if TYPE_CHECKING:
     from nexus.ledger import Ledger
+    from nexus.ledger.protocols import QueueListener
 
 log = logging.getLogger("nexus.broker")
 
 WATCH_INTERVAL_S = 0.25
-"""How often a running broker looks for messages that other processes queued."""
+"""How often a running broker looks for messages that other processes queued (jittered by ±50 %, so
+brokers started together do not look in step)."""
 
 
 class StoreWatcher:
@@ -44,27 +47,70 @@ class StoreWatcher:
         self._adopted = adopted
         self._seen_rowid = 0
         self._task: asyncio.Task[None] | None = None
+        self.sweep: Callable[[], Awaitable[object]] | None = None
+        """Run every :attr:`sweep_every_s` (jittered) besides the looks: the takeover of dead brokers' sessions."""
+        self.sweep_every_s = 5.0
+        self.interval_s = WATCH_INTERVAL_S
+        """The time between two looks (jittered by ±50 %); a wake-up makes the next look happen at once."""
+        self._woken = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._listening: asyncio.Task[None] | None = None
 
     async def mark_seen(self) -> None:
         """Everything stored so far is the broker's own to load (at start): adopt only later rows."""
         self._seen_rowid = await self._queue.cursor()
 
-    def start(self) -> None:
-        """Begin looking (a task on the running loop) until :meth:`stop`."""
-        self._task = asyncio.get_running_loop().create_task(self._watch(), name="broker:watch")
+    def start(self, listener: QueueListener | None = None, wake_session: Callable[[str], None] | None = None) -> None:
+        """Begin looking (a task on the running loop) until :meth:`stop`; with a ``listener`` (PostgreSQL), each
+        notification makes the next look happen now and wakes the session it names (``wake_session``)."""
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._watch(), name="broker:watch")
+        if listener is not None:
+
+            def woken(session_label: str) -> None:
+                self._woken = True
+                if self._waiter is not None:
+                    _resolve(self._waiter)
+                if session_label and wake_session is not None:
+                    wake_session(session_label)
+
+            self._listening = loop.create_task(listener.listen(woken), name="broker:listen")
 
     def stop(self) -> None:
-        """Stop looking."""
-        if self._task is not None:
-            self._task.cancel()
+        """Stop looking (and listening)."""
+        for task in (self._task, self._listening):
+            if task is not None:
+                task.cancel()
 
     async def _watch(self) -> None:
+        loop = asyncio.get_running_loop()
+        sweep_at = loop.time() + self.sweep_every_s * random.uniform(0.5, 1.0)
         while True:
-            await asyncio.sleep(WATCH_INTERVAL_S)
+            await self._pause(self.interval_s * random.uniform(0.5, 1.5))
             try:
                 await self.adopt()
+                if self.sweep is not None and loop.time() >= sweep_at:
+                    sweep_at = loop.time() + self.sweep_every_s * random.uniform(0.5, 1.5)
+                    await self.sweep()
             except Exception:  # e.g. a full or locked disk: look again next time (an error ended the watch
                 log.exception("looking for messages other processes queued failed; trying again")  # for good)
+
+    async def _pause(self, seconds: float) -> None:
+        """Wait ``seconds``, or less if a wake-up comes (one that came during the last look ends it at once).
+
+        A future and a timer, not ``wait_for``: no task per pause (an idle broker keeps no extra task)."""
+        if self._woken:
+            self._woken = False
+            return
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        timer = loop.call_later(seconds, _resolve, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
+            self._woken = False
 
     async def adopt(self) -> None:
         """Queue in memory what other processes accepted since the last look (each item once).
@@ -72,9 +118,9 @@ class StoreWatcher:
         The last look moves on only once every row is queued: after a failure the rows are read
         again, and those already queued are recognised as held.
         """
-        items, newest = await self._queue.queued_after(self._seen_rowid, self._held)
+        items, newest = await self._queue.queued_after(self._seen_rowid, self.held)
         for item in items:
-            slot = await self._slot_for(item.agent_id or "")
+            slot = await self.slot_for(item.agent_id or "")
             if slot is None:
                 continue
             session = await self._load(slot, item)
@@ -84,13 +130,13 @@ class StoreWatcher:
             await self._adopted(slot, session)
         self._seen_rowid = newest
 
-    def _held(self, agent_id: str, session_label: str, item_id: str) -> bool:
+    def held(self, agent_id: str, session_label: str, item_id: str) -> bool:
         """Whether this broker already holds the item in memory (accepted by itself, or adopted before)."""
         slot = self._slots.get(agent_id)
         known = slot.sessions.get(session_label) if slot is not None else None
         return known is not None and known.queue.find(item_id) is not None
 
-    async def _slot_for(self, agent_id: str) -> AgentSlot | None:
+    async def slot_for(self, agent_id: str) -> AgentSlot | None:
         """The slot of an agent named by another process's message (registered there meanwhile, maybe)."""
         slot = self._slots.get(agent_id)
         if slot is not None:
@@ -103,3 +149,8 @@ class StoreWatcher:
         identity, spec = stored_agent(agent)
         slot = self._slots[agent_id] = AgentSlot(identity, spec=spec)
         return slot
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)

@@ -18,9 +18,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from nexus.broker._batch_runner import BatchRunner
 from nexus.broker._items import (
@@ -29,9 +29,12 @@ from nexus.broker._items import (
     queued,
     session_key_of,
 )
+from nexus.broker._leases import DEFAULT_TTL_MS, session_leases
+from nexus.broker._queue_trace import accept_span, accepted
 from nexus.broker._replies import ReplySender
 from nexus.broker._scheduler import DrainScheduler
 from nexus.broker._slot import AgentSlot, SessionSlot, SteerInFlight, settle
+from nexus.broker._takeover import Takeover
 from nexus.broker._watcher import StoreWatcher
 from nexus.broker.agent_tools import DEFAULT_MAX_HOPS, CallerContext, broker_tools, caller_tool
 from nexus.broker.modes import QueueMode, QueueOverrides, QueueSettings, parse_mode, resolve_settings
@@ -84,6 +87,16 @@ class BrokerSettings:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     max_hops: int = DEFAULT_MAX_HOPS
     """Messages between agents one conversation may pass (the agent tools refuse more)."""
+    leases: bool | None = None
+    """Run each batch under its session's lease (brokers sharing a database; docs/scaling.md). ``None``: on
+    for a database other processes reach (PostgreSQL), off for SQLite (one broker per file)."""
+    lease_ttl_ms: int = DEFAULT_TTL_MS
+    """How long a lease holds unrenewed: a dead broker's sessions are taken over this long after it died."""
+    wakeups: Literal["notify", "poll"] = "notify"
+    """How a broker learns of messages other processes accepted: ``notify`` (PostgreSQL's LISTEN, backed by
+    the poll) or ``poll`` only (behind a transaction-pooling pgbouncer)."""
+    poll_ms: int = 250
+    """Time between two looks at the queue for other processes' messages (jittered ±50 %)."""
 
 
 class AgentBroker(SmartRoutingFace):
@@ -97,7 +110,7 @@ class AgentBroker(SmartRoutingFace):
         settings: BrokerSettings | None = None,
         *,
         scope: set[str] | None = None,
-        reply_text: Callable[[str], str | None] | None = None,
+        reply_text: Callable[[str], Awaitable[str | None]] | None = None,
         deliver: Deliver | None = None,
     ) -> None:
         """The queue is ``ledger.queue`` (its accepts and claims commit in shared transactions), the registry
@@ -120,6 +133,8 @@ class AgentBroker(SmartRoutingFace):
         self._started = False
         self._closing = False
         self._watcher = StoreWatcher(ledger, self._slots, self._load, self._adopted)
+        self._watcher.interval_s = self._settings.poll_ms / 1000
+        self._ledger_wakeups = ledger.wakeups
         self._replies = ReplySender(self.send, self._slots, ledger.queue, reply_text)
         self._batches = BatchRunner(
             ledger.queue, runtime, self._slots, self._agent_tools, self._replies.answer_askers,
@@ -127,6 +142,13 @@ class AgentBroker(SmartRoutingFace):
         )  # fmt: skip
         self._batches.deliver = deliver
         self._batches.max_hops = self._settings.max_hops
+        self._leases = self._batches.leases = session_leases(ledger, self._settings.leases, self._settings.lease_ttl_ms)
+        if self._leases is not None:
+            self._watcher.sweep = Takeover(
+                self._leases, ledger.leases, ledger.queue, self._settings.max_attempts, self._watcher.slot_for,
+                self._load, self._watcher.held, self._scheduler.wake,
+            ).sweep  # fmt: skip
+            self._watcher.sweep_every_s = self._settings.lease_ttl_ms / 2000
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -158,7 +180,8 @@ class AgentBroker(SmartRoutingFace):
         for slot in self._slots.values():
             for session in slot.all_sessions():
                 self._ensure_drain(slot, session)
-        self._watcher.start()
+        listener = self._ledger_wakeups if self._settings.wakeups == "notify" else None
+        self._watcher.start(listener, self._wake_session)
         await self._replies.answer_unanswered()
         return exhausted
 
@@ -182,6 +205,9 @@ class AgentBroker(SmartRoutingFace):
             if session.run is not None:
                 session.run.abort("the broker is shutting down")
         await self._scheduler.close()
+        if self._leases is not None:  # held between batches: another broker may take them at once
+            for session in sessions:
+                await self._leases.let_go(session)
         await asyncio.sleep(0)  # one loop iteration for the tails of runs that just ended: their model
         # streams then close here, not in asyncio.run's shutdown, which cancels the close half-way
         # ("async generator ignored GeneratorExit" on stderr at the end of every drain)
@@ -268,6 +294,7 @@ class AgentBroker(SmartRoutingFace):
         message_level = QueueOverrides(mode=parse_mode(queue_mode)) if queue_mode is not None else None
         settings = resolve_settings(message_level, slot.overrides, default=self._settings.queue)
         message.timestamp = message.timestamp or _now_ms()
+        span = accept_span(slot.agent_id, label, message, settings.mode)
         request = AcceptRequest(
             agent_id=slot.agent_id,
             session_label=label,
@@ -279,7 +306,9 @@ class AgentBroker(SmartRoutingFace):
             session_key=message.session if label != slot.identity.session_label else None,
         )
         try:
-            row, created = await self._queue.accept(request)
+            with span:
+                row, created = await self._queue.accept(request)
+                accepted(span, slot.agent_id, settings.mode, row.id, created)
         except ValueError as exc:  # the per-sender session's label is taken by another session
             raise BrokerError(f"message {message.id!r} to {slot.agent_id!r} was not queued: {exc}") from None
         if not created:
@@ -377,14 +406,17 @@ class AgentBroker(SmartRoutingFace):
 
     async def _claimed(self, session: SessionSlot, item: QueuedMessage, run: Execution) -> bool:
         session.queue.mark_in_flight([item.item_id])
+        lease = session.lease  # under leases, a steer is claimed under the run's (none held: it waits its turn)
         try:
-            await self._queue.claim([item.item_id])
+            if self._leases is not None and lease is None:
+                raise LedgerError("the session's lease is not held here")
+            await self._queue.claim([item.item_id], lease=lease)
         except LedgerError as exc:  # a full or locked disk, or finished meanwhile (its batch's claim skips it)
             session.queue.release([item.item_id])
             log.warning("message %s was not steered (it waits for its turn): %s", item.message_id, exc)
             return False
         if session.run is not run or run.state not in _STEERABLE:  # the claim's commit took a loop iteration
-            await self._queue.release([item.item_id])
+            await self._queue.release([item.item_id], lease=lease)
             session.queue.release([item.item_id])
             return False
         return True
@@ -505,6 +537,13 @@ class AgentBroker(SmartRoutingFace):
         if self._shared_tools is None:
             self._shared_tools = broker_tools(self)
         return [caller_tool(self, caller), *self._shared_tools]
+
+    def _wake_session(self, session_label: str) -> None:
+        """A wake-up named a session (its lease was released over waiting work): look at it now."""
+        for slot in self._slots.values():
+            session = slot.sessions.get(session_label)
+            if session is not None:
+                self._scheduler.wake(slot, session)
 
     @staticmethod
     def _forget_if_idle(slot: AgentSlot, session: SessionSlot) -> None:

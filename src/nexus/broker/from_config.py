@@ -30,7 +30,14 @@ def broker_settings(config: BrokerConfig) -> BrokerSettings:
         mode=config.mode, debounce_ms=config.debounce_ms, cap=config.cap, drop_policy=config.drop_policy
     )
     return BrokerSettings(
-        queue=queue, max_concurrent=config.max_concurrent, max_attempts=config.max_attempts, max_hops=config.max_hops
+        queue=queue,
+        max_concurrent=config.max_concurrent,
+        max_attempts=config.max_attempts,
+        max_hops=config.max_hops,
+        leases=config.leases,
+        lease_ttl_ms=config.lease_ttl_ms,
+        wakeups=config.wakeups,
+        poll_ms=config.poll_ms,
     )
 
 

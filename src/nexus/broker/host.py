@@ -38,7 +38,7 @@ def lock_path(config: NexusConfig) -> Path:
     ``NEXUS_HOME`` whose ``agents.db`` is a symlink to another's shares that one's lock."""
     from nexus.config import database_dir
 
-    return database_dir(config.database_path) / LOCK_FILE_NAME
+    return database_dir(config.database_target) / LOCK_FILE_NAME
 
 
 @contextlib.contextmanager
@@ -99,9 +99,6 @@ def build_host(
     from nexus.broker.spawner import BrokerSpawner
     from nexus.engine import Runtime
 
-    # turns a killed process left open are closed (aborted, with what they journaled) before the
-    # broker starts: a session whose queue is empty now would otherwise never run again to close them
-    ledger.recover()
     runtime = Runtime(config, ledger, stream_fn)
     deliverer = None
     if config.adapters:
@@ -157,9 +154,9 @@ def sync_configured_agents(config: NexusConfig, store: BrokerStore) -> None:
             )
 
 
-def turn_reply(ledger: Ledger, turn_id: str) -> str | None:
+async def turn_reply(ledger: Ledger, turn_id: str) -> str | None:
     """The text of a turn's last assistant message, or ``None``."""
-    for stored in reversed(ledger.messages(turn_id)):
+    for stored in reversed(await ledger.turns.messages(turn_id)):
         if stored.role == "assistant":
             text = "".join(getattr(block, "text", "") for block in stored.message.content)
             if text:
@@ -168,7 +165,11 @@ def turn_reply(ledger: Ledger, turn_id: str) -> str | None:
 
 
 async def start_host(config: NexusConfig, host: BrokerHost) -> None:
-    """Register the agents ``nexus.toml`` declares, start the broker (reload and drain), then the monitors."""
+    """Close the turns a killed process left open, register the agents ``nexus.toml`` declares, start the
+    broker (reload and drain), then the monitors."""
+    # turns a killed process left open are closed (aborted, with what they journaled) before the
+    # broker starts: a session whose queue is empty now would otherwise never run again to close them
+    await host.runtime.ledger.turns.recover()
     for agent in checked_agents(config):
         host.broker.register_agent(agent.identity, spec=agent.spec, queue=agent.queue)
     await host.broker.start()

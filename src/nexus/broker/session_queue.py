@@ -53,6 +53,8 @@ class QueuedMessage:
     """The chat target the reply is delivered to (an inbound message's ``metadata.deliver_to``)."""
     max_tokens: int | None = None
     """The most tokens the model may answer this message with (``metadata.max_tokens``, a chat completion's)."""
+    traceparent: str | None = None
+    """Where its trace goes on (``metadata.traceparent``, its accept span's), across restarts too."""
     in_flight: bool = False
     cut_runs: int = 0
     """How many runs of it a crash cut (reloaded ``processing``): a suspect of killing its process."""

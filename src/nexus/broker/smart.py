@@ -206,12 +206,13 @@ def fork_message(ledger: Ledger, checkpoint: Checkpoint, message: AgentMessage, 
     key = FORK_KEY + message.id
     label = label_of(agent, key)
     metadata: dict[str, object] = {"agent": agent, "forked_from": checkpoint.turn_id}
-    from nexus.ledger import SessionExistsError
+    from nexus.ledger import NewSession, SessionExistsError
 
+    fork = NewSession(label, origin="fork", head_turn_id=checkpoint.turn_id, routing_key=key, metadata=metadata)
     try:
-        ledger.fork(checkpoint.turn_id, label, routing_key=key, metadata=metadata)
+        ledger.run_here(lambda here: here.sessions.create(fork))
     except SessionExistsError:
-        if ledger.get_session(label).routing_key != key:
+        if ledger.run_here(lambda here: here.sessions.get(label)).routing_key != key:
             raise BrokerError(f"session {label!r} exists and is not the fork of {key!r}; rename that session") from None
     return dataclasses.replace(message, to=agent, session=key)
 

@@ -45,7 +45,7 @@ class BrokerSpawner:
         if scope.runtime is None:
             return AgentToolResult.text("spawn_agent needs an engine runtime", is_error=True)
         ledger = scope.runtime.ledger
-        session = create_worker_session(ledger, scope, call_id, task, label)
+        session = await create_worker_session(ledger, scope, call_id, task, label)
         worker_id = f"worker-{new_ulid().lower()}"
         parent = self._agent_of(scope.session_label)
         self.broker.register_agent(
@@ -62,11 +62,11 @@ class BrokerSpawner:
         try:
             result = await self.broker.send_and_wait(message, timeout_ms=self.reply_timeout_ms)
         except BrokerError as exc:
-            ledger.set_task_status(session, "failed")
+            await ledger.sessions.update(session, task_status="failed")
             return AgentToolResult.text(f"The sub-agent could not run: {exc}", details=details, is_error=True)
         finally:
             remove()
-        ledger.set_task_status(session, "completed" if result.success else "failed")
+        await ledger.sessions.update(session, task_status="completed" if result.success else "failed")
         details["turn_id"] = result.turn_id
         if result.success:
             return AgentToolResult.text(

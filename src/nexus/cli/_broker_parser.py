@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from nexus.cli._input import message_id, nonempty_name, seconds, utf8_name
+from nexus.cli._telemetry import add_log_options
 
 _HANDLER = "nexus.cli.agents_cmd:agents_command"
 _QUEUE_HANDLER = "nexus.cli.agents_cmd:queue_command"
@@ -85,6 +86,7 @@ def add_queue(commands: argparse._SubParsersAction[argparse.ArgumentParser], sum
     clear.set_defaults(handler=_QUEUE_HANDLER)
 
     drain = actions.add_parser("drain", help="run every agent's queue until all are empty (resumes a crashed drain)")
+    add_log_options(drain)
     drain.set_defaults(handler="nexus.cli.send_cmd:drain_command")
 
 
@@ -161,4 +163,5 @@ def add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser], sum
         "--port", type=int, metavar="PORT", help="port to listen on (default: [server] port, 8700; 0: any free port)"
     )
     sub.add_argument("--quiet", action="store_true", help="no request lines on stderr (start, stop and errors only)")
+    add_log_options(sub)
     sub.set_defaults(handler="nexus.cli.serve_cmd:serve_command")

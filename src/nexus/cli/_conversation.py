@@ -71,20 +71,22 @@ class Conversation:
         self.close()
 
     def close(self) -> None:
-        """Close the MCP servers, the HTTP client, the event loop and the ledger."""
-        if self._loop is not None and not self._loop.is_closed():
-            from nexus.llm._http import aclose_client
+        """Close the MCP servers, the HTTP client, the ledger and the event loop."""
+        loop = self.loop
+        if loop.is_closed():
+            return
+        from nexus.llm._http import aclose_client
 
-            try:
-                if self.engine.mcp is not None:
-                    self._loop.run_until_complete(self.engine.mcp.close())  # the MCP servers this process started
-                self._loop.run_until_complete(aclose_client())
-                self._loop.run_until_complete(self._loop.shutdown_asyncgens())
-                # join worker threads (the local model's generation) while the loop can still take their results
-                self._loop.run_until_complete(self._loop.shutdown_default_executor())
-            finally:
-                self._loop.close()
-        self.ledger.close()
+        try:
+            if self.engine.mcp is not None:
+                loop.run_until_complete(self.engine.mcp.close())  # the MCP servers this process started
+            loop.run_until_complete(aclose_client())
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            # join worker threads (the local model's generation) while the loop can still take their results
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            loop.close()
+            self.ledger.close()  # the loop is not running: waiting here holds nobody
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -93,12 +95,20 @@ class Conversation:
             self._loop = asyncio.new_event_loop()
         return self._loop
 
+    def wait(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run ``work`` (ledger calls, between turns) to its end on the process's loop."""
+        return self.loop.run_until_complete(work)
+
+    def resolve(self, label: str) -> str:
+        """The label of the session ``label`` names (a label or an alias); ``SessionNotFound``."""
+        return self.wait(self.ledger.sessions.resolve(label)).label
+
     def session_exists(self, label: str | None = None) -> bool:
         """Whether the session (label or alias) already exists in the ledger."""
         from nexus.ledger import SessionNotFound
 
         try:
-            self.ledger.resolve_session(label or self.session)
+            self.resolve(label or self.session)
         except SessionNotFound:
             return False
         return True
@@ -126,10 +136,10 @@ class Conversation:
         began = time.monotonic()
         model = self.engine.model(self.model)
         self.note_thinking(model)
-        existed = self.session_exists()
+        existed = await self.exists(self.session)
         spec = AgentSpec(model=model, thinking=self.thinking)  # type: ignore[arg-type]
         event = EventContext(timezone=local_timezone(), channel="cli")
-        execution = self.engine.start(spec, self.session, message, signal=abort, event=event)
+        execution = await self.engine.begin(spec, self.session, message, signal=abort, event=event)
         bridge = RenderBridge(renderer, self.ledger, self.model, existed)
         execution.on_event(bridge.on_event)  # the task starts at the next await: no event is missed
         try:
@@ -147,6 +157,16 @@ class Conversation:
         renderer.finish(summary)
         return summary
 
+    async def exists(self, label: str) -> bool:
+        """:meth:`session_exists` for a coroutine on the loop."""
+        from nexus.ledger import SessionNotFound
+
+        try:
+            await self.ledger.sessions.resolve(label)
+        except SessionNotFound:
+            return False
+        return True
+
     def note_thinking(self, model: Model) -> None:
         """Say once per model (on stderr) that a thinking level it cannot use is ignored."""
         level = self.thinking if self.thinking is not None else self.config.thinking
@@ -162,12 +182,16 @@ class Conversation:
 
 def open_conversation(args: argparse.Namespace) -> Conversation:
     """Load config, resolve the model (ConfigError → exit 2), open the ledger and recover crashed turns."""
+    from nexus.cli._ledger import ledger_exists
     from nexus.cli._state import prepare_state
     from nexus.config import load_config, resolve_default_model
     from nexus.engine import Runtime
-    from nexus.ledger import Ledger
 
     config = load_config(getattr(args, "config", None))
+    if config.telemetry.tracing:  # off (the default): nothing more is imported
+        from nexus.cli._telemetry import start_telemetry
+
+        start_telemetry(config, args)
     if config.capture_path is not None:  # $NEXUS_CAPTURE_DIR, when set, still wins
         from nexus.llm.capture import set_capture_dir
 
@@ -180,55 +204,40 @@ def open_conversation(args: argparse.Namespace) -> Conversation:
     from nexus.ledger.labels import label_problem
 
     problem = label_problem(label)  # refused for a new session only: an older one stays usable
-    if problem is not None and not config.database_path.exists():  # no ledger: the session is new
+    if problem is not None and not ledger_exists(config):  # no ledger: the session is new
         raise ConfigError(f"--session: {problem}")
     # paths of the right kind, directories created (the tools need the workspace), database writable
     prepare_state(config)
     from nexus.llm.providers._llama_progress import TerminalProgress, set_progress_reporter
 
     set_progress_reporter(TerminalProgress(sys.stderr))  # a local model's loading/prefill, on a terminal only
-    ledger = Ledger.open(config.database_path)
-    ledger.database.on_busy = BusyNotice()
+    loop = asyncio.new_event_loop()  # the process's one loop: the ledger's connections (PostgreSQL) live on it
     try:
-        recovered = ledger.recover()
+        ledger = loop.run_until_complete(_open_ledger(config))
     except BaseException:
-        ledger.close()
+        loop.close()
         raise
-    if recovered:
-        from nexus.cli._errors import recovered_notice
-
-        print(recovered_notice(ledger, recovered), file=sys.stderr)
-    conversation = Conversation(Runtime(config, ledger), label, choice.ref, getattr(args, "thinking", None))
+    conversation = Conversation(Runtime(config, ledger), label, choice.ref, getattr(args, "thinking", None), loop)
     if problem is not None and not conversation.session_exists():
-        ledger.close()
+        conversation.close()
         raise ConfigError(f"--session: {problem}")
     return conversation
 
 
-class BusyNotice:
-    """``Database.on_busy`` for the CLI: say why nothing happens while another process holds agents.db.
+async def _open_ledger(config: NexusConfig) -> Ledger:
+    """The config's ledger, the turns killed processes left open closed (and said)."""
+    from nexus.cli._ledger import BusyNotice, recover_open_turns
+    from nexus.ledger import Ledger
 
-    Said again only after a quiet spell of :attr:`REPEAT_S` (every write of a run finds the
-    database locked while that process holds it).
-    """
-
-    REPEAT_S = 30.0
-
-    def __init__(self) -> None:
-        self.last = -self.REPEAT_S
-
-    def __call__(self) -> None:
-        now = time.monotonic()
-        if now - self.last >= self.REPEAT_S:
-            from nexus.ledger._sqlite import WAIT_ENV, wait_bound
-
-            print(
-                f"nexus: waiting for the database (held by another process); giving up after {wait_bound():g} s "
-                f"({WAIT_ENV})",
-                file=sys.stderr,
-                flush=True,
-            )
-        self.last = now
+    ledger = await Ledger.connect(config.database_target)
+    try:
+        if ledger.inline:
+            ledger.database.on_busy = BusyNotice()
+        await recover_open_turns(ledger)
+    except BaseException:
+        await ledger.aclose()
+        raise
+    return ledger
 
 
 def check_model(config: NexusConfig, ref: str) -> None:

@@ -191,9 +191,14 @@ def _count_sessions(path: Path) -> tuple[int, int]:
         from nexus.ledger import Ledger
     except ImportError:  # a build without the ledger: look at the file directly
         return _count_with_sqlite(path), 0
-    with Ledger.open(path) as ledger:
-        recovered = ledger.recover()
-        return len(ledger.list_sessions()), len(recovered)
+    import asyncio
+
+    async def count() -> tuple[int, int]:
+        async with await Ledger.connect(path) as ledger:
+            recovered = await ledger.turns.recover()
+            return len(await ledger.sessions.list()), len(recovered)
+
+    return asyncio.run(count())
 
 
 def _count_with_sqlite(path: Path) -> int:

@@ -49,7 +49,8 @@ class RenderBridge:
         if others:
             from nexus.cli._errors import recovered_notice
 
-            print(recovered_notice(self.ledger, others), file=sys.stderr, flush=True)
+            notice = self.ledger.run_here(lambda here: recovered_notice(here, others))  # a CLI: a short wait is fine
+            print(notice, file=sys.stderr, flush=True)
 
     def on_engine_event(self, event: EngineEvent) -> None:
         """Notices for retries, waits, fallbacks and compactions.

@@ -1,6 +1,6 @@
 """Library error messages → CLI wording, at the boundary where they are printed.
 
-Library errors give library advice ("list sessions with ``Ledger.list_sessions()``", "pass
+Library errors give library advice ("list sessions with ``ledger.sessions.list()``", "pass
 ``api_key`` in ``StreamOptions``"); a user of the ``nexus`` command needs the command or
 the ``nexus.toml`` setting instead. The library keeps its messages; this module rephrases
 them only where the CLI prints them.
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["cli_message", "cli_text", "recovered_notice"]
 
 
-def recovered_notice(ledger: Ledger, ids: list[str]) -> str:
+async def recovered_notice(ledger: Ledger, ids: list[str]) -> str:
     """``nexus: closed 2 turns left open by a stopped process (1 aborted, 1 completed)``: each with its true status.
 
     A turn whose owner saved its outcome to a rescue file (the database was full or held by
@@ -30,7 +30,7 @@ def recovered_notice(ledger: Ledger, ids: list[str]) -> str:
     statuses: Counter[str] = Counter()
     for turn_id in ids:
         try:
-            statuses[ledger.get_turn(turn_id).status] += 1
+            statuses[(await ledger.turns.get(turn_id)).status] += 1
         except LedgerError:
             statuses["closed"] += 1
     noun = "turn" if len(ids) == 1 else "turns"

@@ -21,12 +21,31 @@ LOCK_HELD = (
 
 
 @contextmanager
-def exclusive_broker(config: NexusConfig) -> Iterator[None]:
-    """Hold the broker lock for the block; a :class:`~nexus.errors.NexusError` (exit 1) when another process has it."""
+def drain_lock(config: NexusConfig) -> Iterator[bool]:
+    """Hold the broker lock for the block; yields False (holding nothing) when another process drains.
+
+    A ``nexus serve`` on a PostgreSQL ledger holds no lock (there is no file to guard, and several servers
+    may come to share a database): on this machine it is known by its ``server.json`` instead, and a
+    command that would drain leaves the work to it.
+    """
     from nexus.broker.host import broker_lock
-    from nexus.errors import NexusError
 
     with broker_lock(config) as held:
+        yield held and not (config.database_url is not None and _server_announced(config))
+
+
+def _server_announced(config: NexusConfig) -> bool:
+    from nexus.server.discovery import find_server
+
+    return find_server(config) is not None
+
+
+@contextmanager
+def exclusive_broker(config: NexusConfig) -> Iterator[None]:
+    """Hold the broker lock for the block; a :class:`~nexus.errors.NexusError` (exit 1) when another process drains."""
+    from nexus.errors import NexusError
+
+    with drain_lock(config) as held:
         if not held:
             raise NexusError(LOCK_HELD)
         yield

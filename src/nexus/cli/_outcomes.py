@@ -33,13 +33,13 @@ class Failure:
         return f"{self.item.agent_id} ({where}): {self.reason}"
 
 
-def failure_of(ledger: Ledger, item: BrokerQueueItem) -> Failure | None:
+async def failure_of(ledger: Ledger, item: BrokerQueueItem) -> Failure | None:
     """Why ``item``'s run failed — the item ``failed``, or ``delivered`` to a ``failed`` turn — or ``None``."""
     from nexus.server._views import item_turns, turn_error_text
 
     if item.status == "failed":
         return Failure(item, item.error or "failed")
-    turn = item_turns(ledger, [item]).get(item.turn_id or "") if item.status == "delivered" else None
+    turn = (await item_turns(ledger, [item])).get(item.turn_id or "") if item.status == "delivered" else None
     if turn is None or turn.status != "failed":
         return None
     return Failure(item, f"its turn failed: {turn_error_text(turn) or 'no reason recorded'}")
@@ -57,13 +57,13 @@ class RunLog:
         self.since_ms = now_ms()
         self.handled_ids: list[str] = []
 
-    def failures(self, ledger: Ledger, store: BrokerStore) -> list[Failure]:
+    async def failures(self, ledger: Ledger, store: BrokerStore) -> list[Failure]:
         """The failed ones among the items handled since the log opened; :meth:`handled` then counts them all."""
         since = self.since_ms
         settled = [item for item in store.items(statuses=("delivered", "failed")) if (item.completed_at or 0) >= since]
         settled.sort(key=lambda item: item.completed_at or 0)
         self.handled_ids = [item.id for item in settled]
-        found = (failure_of(ledger, item) for item in settled)
+        found = [await failure_of(ledger, item) for item in settled]
         return [failure for failure in found if failure is not None]
 
     def handled(self) -> int:

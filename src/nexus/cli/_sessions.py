@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import sys
@@ -12,6 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from nexus.config import NexusConfig
     from nexus.ledger import Ledger, Session, Turn
     from nexus.ledger.deliveries import DeliveryRecord
     from nexus.llm.types import Message
@@ -20,10 +24,22 @@ if TYPE_CHECKING:
 def sessions_command(args: argparse.Namespace) -> int:
     """Open the ledger named by the config and run one sessions action."""
     from nexus.config import load_config
-    from nexus.ledger import Ledger
 
     config = load_config(args.config)
-    actions = {
+    if args.action == "compact":
+        return _compact(args, config)
+    if args.action == "import" and not Path(args.file).is_file():
+        from nexus.errors import NexusError
+
+        raise NexusError(f"{args.file} is not a file: give the path of a pi session file (.jsonl)")
+    return asyncio.run(_sessions(config, args))
+
+
+async def _sessions(config: NexusConfig, args: argparse.Namespace) -> int:
+    """The sessions action on the open ledger (one coroutine: one event loop for the command)."""
+    from nexus.cli._ledger import ledger_exists, open_ledger
+
+    actions: dict[str, Callable[[Ledger, argparse.Namespace], Awaitable[int]]] = {
         "list": _list,
         "show": _show,
         "history": _history,
@@ -31,22 +47,21 @@ def sessions_command(args: argparse.Namespace) -> int:
         "export": _export,
         "import": _import,
     }
-    path = config.database_path
-    if args.action in ("list", "show", "history", "export", "compact") and not path.exists():
+    if args.action in ("list", "show", "history", "export") and not ledger_exists(config):
         if args.action == "list":
             print("no sessions yet" if not args.json else "[]")
             return 0
         from nexus.ledger import SessionNotFound
 
         raise SessionNotFound(args.label)
-    if args.action == "compact":
-        return _compact(args)
     if args.action in ("fork", "import") and args.label:
         _check_new_label(args.label)  # before the ledger is opened: a refused label creates nothing
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with Ledger.open(path) as ledger:
-        _recover(ledger)
-        return actions[args.action](ledger, args)
+    target = config.database_target
+    if not isinstance(target, str):
+        target.parent.mkdir(parents=True, exist_ok=True)
+    async with open_ledger(config) as ledger:
+        await _recover(ledger)
+        return await actions[args.action](ledger, args)
 
 
 def _check_new_label(label: str) -> None:
@@ -59,43 +74,44 @@ def _check_new_label(label: str) -> None:
         raise ConfigError(f"--label: {problem}")
 
 
-def _compact(args: argparse.Namespace) -> int:
+def _compact(args: argparse.Namespace, config: NexusConfig) -> int:
     """``nexus sessions compact LABEL``: the engine's manual compaction, reported in one line on stdout.
 
     Exit 0 when the session was compacted or there was nothing worth compacting (the line says
     which), 1 when summarising failed or the label is unknown, 130 when interrupted.
     """
     from nexus.cli._conversation import compact_now, open_conversation
+    from nexus.cli._ledger import ledger_exists
     from nexus.cli.run_cmd import EXIT_INTERRUPTED
     from nexus.errors import ConfigError
 
+    if not ledger_exists(config):
+        from nexus.ledger import SessionNotFound
+
+        raise SessionNotFound(args.label)
     if not args.label.strip():
         raise ConfigError("the session label is empty: give the LABEL of the session to compact")
     options = argparse.Namespace(config=args.config, model=args.model, session=args.label, thinking=None)
     with open_conversation(options) as conversation:
-        conversation.session = conversation.ledger.resolve_session(args.label).label  # SessionNotFound → exit 1
+        conversation.session = conversation.resolve(args.label)  # SessionNotFound → exit 1
         line = compact_now(conversation, args.focus or None)
     print(line)
     return EXIT_INTERRUPTED if line.startswith("compaction interrupted") else 0
 
 
-def _recover(ledger: Ledger) -> None:
+async def _recover(ledger: Ledger) -> None:
     """Close turns a killed process left open, so every listing shows them (as ``aborted``).
 
     Only a courtesy for reading commands: when the ledger cannot be written (disk full, database
     held by another process) the listing goes on read-only, open turns shown as open.
     """
+    from nexus.cli._ledger import recover_open_turns
     from nexus.ledger import LedgerError
 
     try:
-        recovered = ledger.recover()
+        await recover_open_turns(ledger)
     except LedgerError as exc:
         print(f"nexus: warning: turns left open by a stopped process stay open for now: {exc}", file=sys.stderr)
-        return
-    if recovered:
-        from nexus.cli._errors import recovered_notice
-
-        print(recovered_notice(ledger, recovered), file=sys.stderr)
 
 
 def _when(ms: int | None) -> str:
@@ -117,8 +133,10 @@ def _session_dict(session: Session) -> dict[str, Any]:
     }
 
 
-def _list(ledger: Ledger, args: argparse.Namespace) -> int:
-    sessions = ledger.list_sessions() if args.all else ledger.list_sessions(status="active")
+async def _list(ledger: Ledger, args: argparse.Namespace) -> int:
+    from nexus.ledger import SessionQuery
+
+    sessions = await ledger.sessions.list(SessionQuery() if args.all else SessionQuery(status="active"))
     if args.json:
         print(json.dumps([_session_dict(s) for s in sessions], indent=2))
         return 0
@@ -127,7 +145,7 @@ def _list(ledger: Ledger, args: argparse.Namespace) -> int:
         return 0
     rows = [("LABEL", "TURNS", "UPDATED (UTC)", "ORIGIN", "HEAD")]
     for session in sessions:
-        depth = ledger.get_turn(session.head_turn_id).depth + 1 if session.head_turn_id else 0
+        depth = (await ledger.turns.get(session.head_turn_id)).depth + 1 if session.head_turn_id else 0
         origin = session.origin + (" (archived)" if session.status != "active" else "")
         rows.append((session.label, str(depth), _when(session.updated_at), origin, session.head_turn_id or "-"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -136,12 +154,12 @@ def _list(ledger: Ledger, args: argparse.Namespace) -> int:
     return 0
 
 
-def _show(ledger: Ledger, args: argparse.Namespace) -> int:
-    session = ledger.resolve_session(args.label)
-    turns = ledger.turns(session.label)
+async def _show(ledger: Ledger, args: argparse.Namespace) -> int:
+    session = await ledger.sessions.resolve(args.label)
+    turns = await ledger.turns.path(session.label)
     head = turns[-1] if turns else None
     info = _session_dict(session) | {
-        "aliases": ledger.aliases(session.label),
+        "aliases": await ledger.sessions.aliases(session.label),
         "turns": len(turns),
         "total_tokens": head.thread_total_tokens if head else 0,
         "usage_estimated": any(turn.usage_estimated for turn in turns),
@@ -164,15 +182,14 @@ def _show(ledger: Ledger, args: argparse.Namespace) -> int:
     return 0
 
 
-def _history(ledger: Ledger, args: argparse.Namespace) -> int:
-    from nexus.ledger.deliveries import DeliveryLog
+async def _history(ledger: Ledger, args: argparse.Namespace) -> int:
     from nexus.llm.serde import message_to_dict
 
-    session = ledger.resolve_session(args.label)
-    turns = ledger.turns(session.label)
-    deliveries = DeliveryLog(ledger.database).for_turns([t.id for t in turns]) if not args.json else {}
+    session = await ledger.sessions.resolve(args.label)
+    turns = await ledger.turns.path(session.label)
+    deliveries = await ledger.deliveries.for_turns([t.id for t in turns]) if not args.json else {}
     for turn in turns:
-        stored = ledger.messages(turn.id)
+        stored = await ledger.turns.messages(turn.id)
         if args.json:
             for item in stored:
                 print(json.dumps({"turn_id": turn.id, "message": message_to_dict(item.message)}))
@@ -238,42 +255,45 @@ def _short(text: str, limit: int = 400) -> str:
     return flat if len(flat) <= limit else f"{flat[:limit]}… ({len(text)} chars)"
 
 
-def _fork(ledger: Ledger, args: argparse.Namespace) -> int:
-    session = ledger.fork(args.turn_id, args.label) if args.label else _fork_short(ledger, args.turn_id)
+async def _fork(ledger: Ledger, args: argparse.Namespace) -> int:
+    from nexus.ledger import NewSession
+
+    if args.label:
+        session = await ledger.sessions.create(NewSession(args.label, origin="fork", head_turn_id=args.turn_id))
+    else:
+        session = await _fork_short(ledger, args.turn_id)
     print(f"forked session {session.label} at turn {args.turn_id}")
     print(f"continue it with: nexus run -s {session.label} MESSAGE")
     return 0
 
 
-def _fork_short(ledger: Ledger, turn_id: str) -> Session:
+async def _fork_short(ledger: Ledger, turn_id: str) -> Session:
     """Fork with a label a person can type, as chat's ``/fork`` does: ``<turn's session>-fork-1``, ``-2``…
 
     (``fork-01m8b8…``, the ledger's default, is no name to type again.) Another process may take
     a label between the check and the fork; the next one is tried.
     """
-    from nexus.ledger import SessionExistsError, SessionNotFound
+    from nexus.ledger import NewSession, SessionExistsError, SessionNotFound
 
-    parent = ledger.get_turn(turn_id).session_label
+    parent = (await ledger.turns.get(turn_id)).session_label
     number = 1
     while True:
         label = f"{parent}-fork-{number}"
         number += 1
         try:
-            ledger.get_session(label)
+            await ledger.sessions.get(label)
             continue
         except SessionNotFound:
             pass
         try:
-            return ledger.fork(turn_id, label)
+            return await ledger.sessions.create(NewSession(label, origin="fork", head_turn_id=turn_id))
         except SessionExistsError:
             continue
 
 
-def _export(ledger: Ledger, args: argparse.Namespace) -> int:
-    session = ledger.resolve_session(args.label)
-    from nexus.ledger.pi_jsonl import pi_session_text
-
-    data = pi_session_text(ledger, session.label)
+async def _export(ledger: Ledger, args: argparse.Namespace) -> int:
+    session = await ledger.sessions.resolve(args.label)
+    data = await ledger.pi.export_pi(session.label)
     if args.output in (None, "-"):  # stdout unless -o FILE: `nexus sessions export main > main.jsonl`
         sys.stdout.write(data)
         return 0
@@ -309,13 +329,9 @@ def write_file_atomically(path: Path, data: str) -> Path:
     return target
 
 
-def _import(ledger: Ledger, args: argparse.Namespace) -> int:
-    from nexus.errors import NexusError
-
-    source = Path(args.file)
-    if not source.is_file():
-        raise NexusError(f"{source} is not a file: give the path of a pi session file (.jsonl)")
-    result = ledger.import_pi(source, args.label)
+async def _import(ledger: Ledger, args: argparse.Namespace) -> int:
+    source = Path(args.file)  # a file: checked before the ledger was opened
+    result = await ledger.pi.import_pi(source, args.label)
     label = getattr(result, "session_label", None) or str(result)
     turns = getattr(result, "turns", None)
     extra = f" ({turns} turns, {getattr(result, 'messages', 0)} messages)" if turns is not None else ""

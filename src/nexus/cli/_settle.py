@@ -52,7 +52,7 @@ def pending(store: BrokerStore, conversation: str) -> Pending:
     return Pending(running, awaited)
 
 
-def later_answers(ledger: Ledger, store: BrokerStore, first: BrokerQueueItem) -> list[tuple[str, str]]:
+async def later_answers(ledger: Ledger, store: BrokerStore, first: BrokerQueueItem) -> list[tuple[str, str]]:
     """``(turn id, reply)`` of each turn after ``first``'s that answered the same agent in its conversation."""
     from nexus.broker.host import turn_reply
 
@@ -67,7 +67,7 @@ def later_answers(ledger: Ledger, store: BrokerStore, first: BrokerQueueItem) ->
     seen: dict[str, str] = {}
     for item in later:
         assert item.turn_id is not None
-        reply = turn_reply(ledger, item.turn_id)
+        reply = await turn_reply(ledger, item.turn_id)
         if item.turn_id not in seen and reply:
             seen[item.turn_id] = reply
     return list(seen.items())

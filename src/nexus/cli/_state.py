@@ -95,21 +95,25 @@ def prepare_state(config: NexusConfig) -> None:
     ConfigError (exit 2) when a configured path is of the wrong kind, naming ``file:line``;
     NexusError (exit 1) when the database cannot be written. Nothing is created on error.
     """
-    workspace, database = config.workspace_path, config.database_path
-    for key, path, directory in (("workspace", workspace, True), ("database", database, False)):
+    target, workspace = config.database_target, config.workspace_path
+    paths = [("workspace", workspace, True)]
+    if not isinstance(target, str):  # a file: a PostgreSQL database (a URL) is checked when it is connected to
+        paths.append(("database", target, False))
+    for key, path, directory in paths:
         problem = path_problem(path, directory=directory)
         if problem is not None:
             where = f"{config.where(key)}: {key}" if getattr(config, key) else f"the default {key}"
             kind = "a directory" if directory else "a file path"
             raise ConfigError(f"{where}: {problem}; set {key} in nexus.toml to {kind} nexus can use")
-    problem = database_write_problem(database)
+    problem = None if isinstance(target, str) else database_write_problem(target)
     if problem is not None:
         raise NexusError(
             f"cannot write the ledger: {problem}. Make it writable (check `lsattr`, the mount and the "
             "permissions), or set database in nexus.toml to another file"
         )
     try:
-        database.parent.mkdir(parents=True, exist_ok=True)
+        if not isinstance(target, str):
+            target.parent.mkdir(parents=True, exist_ok=True)
         workspace.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise NexusError(f"cannot create {exc.filename or workspace}: {exc.strerror or exc}") from None

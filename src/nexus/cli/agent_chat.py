@@ -25,14 +25,15 @@ EXIT_INTERRUPTED = 130
 
 def agent_chat(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
     """Run the chat loop with agent ``args.agent`` until /exit, end of input or Ctrl-C at the prompt."""
-    from nexus.broker.host import broker_lock, running_broker
-    from nexus.cli.send_cmd import _check_names, _config, _open_ledger
+    from nexus.broker.host import running_broker
+    from nexus.cli._lock import drain_lock
+    from nexus.cli.send_cmd import _check_names, _config, open_recovered
     from nexus.errors import NexusError
 
     source, sink = stdin or sys.stdin, stdout or sys.stdout
     lenient_stdin(source)
     config = _config(args)
-    with _open_ledger(config) as ledger, broker_lock(config) as held:
+    with drain_lock(config) as held:
         if not held:
             raise NexusError(
                 "another process holds the broker lock (a server or a drain): use `nexus send AGENT … --wait` "
@@ -42,7 +43,7 @@ def agent_chat(args: argparse.Namespace, stdin: TextIO | None = None, stdout: Te
         async def loop() -> int:
             from nexus.broker import AgentMessage, new_message_id
 
-            async with running_broker(config, ledger, scope={args.agent}) as host:
+            async with open_recovered(config) as ledger, running_broker(config, ledger, scope={args.agent}) as host:
                 _check_names(config, ledger, AgentMessage("check", "user", args.agent, "x"))
                 print(f"talking to agent {args.agent} (Ctrl-C stops a reply, Ctrl-D leaves)", file=sys.stderr)
                 while True:

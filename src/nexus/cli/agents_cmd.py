@@ -10,12 +10,12 @@ that is not ``provider/model``) is a config error: exit 2, nothing written.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -29,12 +29,17 @@ def agents_command(args: argparse.Namespace) -> int:
     """Run one ``nexus agents`` action."""
     from nexus.cli._state import checked_config
 
-    config = checked_config(args.config)
+    return asyncio.run(_agents(checked_config(args.config), args))
+
+
+async def _agents(config: NexusConfig, args: argparse.Namespace) -> int:
+    from nexus.cli._ledger import ledger_exists
+
     if args.action == "add":
         spec = _spec_from_args(args, config.mcp.servers)
         if "model" in spec:
             _check_model(config, spec["model"])
-    elif not config.database_path.exists() and not config.agents:
+    elif not ledger_exists(config) and not config.agents:
         return _empty(args)
     if args.action == "add" and (server := _running_server(config)) is not None:
         from nexus.server.client import call_server
@@ -44,7 +49,7 @@ def agents_command(args: argparse.Namespace) -> int:
         made = call_server(server, "POST", "/v1/agents", body)
         print(f"agent {made['id']} ({made['role']}) talks in session {made['session_label']} (via nexus serve)")
         return 0
-    with _open_store(config.database_path) as (_, store):
+    async with _open_store(config) as (_, store):
         from nexus.broker.host import sync_configured_agents
 
         sync_configured_agents(config, store)
@@ -74,10 +79,15 @@ def queue_command(args: argparse.Namespace) -> int:
     """Run one ``nexus queue`` action."""
     from nexus.cli._state import checked_config
 
-    config = checked_config(args.config)
-    if not config.database_path.exists() and not config.agents:
+    return asyncio.run(_queue(checked_config(args.config), args))
+
+
+async def _queue(config: NexusConfig, args: argparse.Namespace) -> int:
+    from nexus.cli._ledger import ledger_exists
+
+    if not ledger_exists(config) and not config.agents:
         return _empty(args)
-    with _open_store(config.database_path) as (ledger, store):
+    async with _open_store(config) as (ledger, store):
         from nexus.broker.host import sync_configured_agents
 
         sync_configured_agents(config, store)
@@ -98,7 +108,7 @@ def queue_command(args: argparse.Namespace) -> int:
             print(f"dropped {len(waiting)} waiting {noun} of {args.agent_id}")
             return 0
         statuses = () if args.all else (*_OPEN, "failed")
-        return _print_items(ledger, store.items(agent_id=args.agent_id, statuses=statuses), args.json)
+        return await _print_items(ledger, store.items(agent_id=args.agent_id, statuses=statuses), args.json)
 
 
 _OPEN = ("queued", "processing")
@@ -153,12 +163,12 @@ def _spec_from_args(args: argparse.Namespace, mcp_servers: Iterable[str] = ()) -
     return spec
 
 
-@contextmanager
-def _open_store(path: Path) -> Iterator[tuple[Ledger, BrokerStore]]:
-    from nexus.ledger import Ledger
+@asynccontextmanager
+async def _open_store(config: NexusConfig) -> AsyncIterator[tuple[Ledger, BrokerStore]]:
+    from nexus.cli._ledger import open_ledger
     from nexus.ledger.broker_store import BrokerStore
 
-    with Ledger.open(path) as ledger:
+    async with open_ledger(config) as ledger:
         yield ledger, BrokerStore(ledger.database)
 
 
@@ -227,11 +237,11 @@ def _when(ms: int | None) -> str:
     return "-" if ms is None else datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _print_items(ledger: Ledger, items: list[BrokerQueueItem], as_json: bool) -> int:
+async def _print_items(ledger: Ledger, items: list[BrokerQueueItem], as_json: bool) -> int:
     """The items as a table (or JSON); ``TURN`` is how the turn that consumed each one ended (``-``: none yet)."""
     from nexus.server._views import queue_item_views
 
-    views = queue_item_views(ledger, items)
+    views = await queue_item_views(ledger, items)
     if as_json:
         print(json.dumps(views, indent=2))
         return 0

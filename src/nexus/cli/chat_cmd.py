@@ -214,7 +214,7 @@ class ChatSession:
             self.conversation.session = label
         label = self.conversation.session
         if self.conversation.session_exists(label):
-            turns = self.conversation.ledger.turns(label)
+            turns = self.conversation.wait(self.conversation.ledger.turns.path(label))
             self._say(f"session: {label} ({len(turns)} turn{'s' if len(turns) != 1 else ''})")
         else:
             self._say(f"session: {label} (new: created with its first message)")
@@ -223,7 +223,8 @@ class ChatSession:
         ledger = self.conversation.ledger
         turn_id = arg.split()[0] if arg else None
         if turn_id is None:
-            head = ledger.head(self.conversation.session) if self.conversation.session_exists() else None
+            exists = self.conversation.session_exists()
+            head = self.conversation.wait(ledger.sessions.head(self.conversation.session)) if exists else None
             if head is None:
                 raise ConfigError("nothing to fork yet: this session has no turns (send a message first)")
             turn_id = head.id
@@ -236,11 +237,11 @@ class ChatSession:
 
         Another process may take a label between the check and the fork; the next one is tried.
         """
-        from nexus.ledger import SessionExistsError
+        from nexus.ledger import NewSession, SessionExistsError
 
         ledger = self.conversation.ledger
         parent = (
-            ledger.resolve_session(self.conversation.session).label if self.conversation.session_exists() else "session"
+            self.conversation.resolve(self.conversation.session) if self.conversation.session_exists() else "session"
         )
         number = 1
         while True:
@@ -249,13 +250,18 @@ class ChatSession:
             if self.conversation.session_exists(label):
                 continue
             try:
-                return ledger.fork(turn_id, label)
+                return self.conversation.wait(
+                    ledger.sessions.create(NewSession(label, origin="fork", head_turn_id=turn_id))
+                )
             except SessionExistsError:
                 continue
 
     def _compact(self, focus: str) -> None:
         conversation = self.conversation
-        if not conversation.session_exists() or conversation.ledger.head(conversation.session) is None:
+        if (
+            not conversation.session_exists()
+            or conversation.wait(conversation.ledger.sessions.head(conversation.session)) is None
+        ):
             raise ConfigError("nothing to compact yet: this session has no turns")
         self._note("compacting…")
         line = compact_now(self.conversation, focus or None)
@@ -271,7 +277,8 @@ class ChatSession:
             if count <= 0:
                 raise ConfigError("/history takes a positive number of turns")
         label = self.conversation.session
-        turns = self.conversation.ledger.turns(label) if self.conversation.session_exists() else []
+        exists = self.conversation.session_exists()
+        turns = self.conversation.wait(self.conversation.ledger.turns.path(label)) if exists else []
         if not turns:
             self._say(f"session {label} has no turns yet")
             return
@@ -279,7 +286,7 @@ class ChatSession:
             self._print_turn(turn)
 
     def _print_turn(self, turn: Turn) -> None:
-        messages = self.conversation.ledger.messages(turn.id)
+        messages = self.conversation.wait(self.conversation.ledger.turns.messages(turn.id))
         user = next((_text(m.message) for m in messages if m.role == "user"), "")
         reply = next((_text(m.message) for m in reversed(messages) if m.role == "assistant" and _text(m.message)), "")
         tools = f", {turn.tool_call_count} tool call{'s' if turn.tool_call_count != 1 else ''}"
@@ -291,7 +298,9 @@ class ChatSession:
             self._say(f"  agent: {_clip(reply)}")
 
     def _sessions(self, _: str) -> None:
-        sessions = self.conversation.ledger.list_sessions(status="active")
+        from nexus.ledger import SessionQuery
+
+        sessions = self.conversation.wait(self.conversation.ledger.sessions.list(SessionQuery(status="active")))
         if not sessions:
             self._say("no sessions yet")
             return

@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 
 def mcp_serve_command(args: argparse.Namespace) -> int:
     """Run ``nexus mcp serve`` until the client closes stdin."""
-    from nexus.broker.host import broker_lock
-    from nexus.cli.send_cmd import _config, _open_ledger
+    from nexus.cli._lock import drain_lock
+    from nexus.cli.send_cmd import _config
     from nexus.errors import ConfigError
 
     try:
@@ -32,8 +32,15 @@ def mcp_serve_command(args: argparse.Namespace) -> int:
     except ModuleNotFoundError:
         raise ConfigError("nexus mcp serve needs the mcp extra: pip install 'nexus-broker[mcp]'") from None
     config = _config(args)
-    with _open_ledger(config) as ledger, broker_lock(config) as drains:
-        return asyncio.run(_serve(config, ledger, drains))
+    with drain_lock(config) as drains:
+        return asyncio.run(_serve_opened(config, drains))
+
+
+async def _serve_opened(config: NexusConfig, drains: bool) -> int:
+    from nexus.cli.send_cmd import open_recovered
+
+    async with open_recovered(config) as ledger:
+        return await _serve(config, ledger, drains)
 
 
 async def _serve(config: NexusConfig, ledger: Ledger, drains: bool) -> int:

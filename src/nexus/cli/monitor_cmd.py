@@ -26,7 +26,7 @@ def monitor_command(args: argparse.Namespace) -> int:
     """Run ``nexus adapters monitor`` until SIGTERM/SIGINT."""
     from nexus.broker.inbound import inbound_routes
     from nexus.cli._lock import exclusive_broker
-    from nexus.cli.send_cmd import _config, _open_ledger
+    from nexus.cli.send_cmd import _config
     from nexus.errors import ConfigError
 
     config = _config(args)
@@ -40,11 +40,18 @@ def monitor_command(args: argparse.Namespace) -> int:
     unset = credential_problems(config.adapters, os.environ, monitored_only=True)
     if unset:  # its monitor would start without its token, fail, and leave nothing monitored
         raise ConfigError("cannot monitor " + "; ".join(unset))
-    with _open_ledger(config) as ledger, exclusive_broker(config):
-        return asyncio.run(_run(config, ledger))
+    with exclusive_broker(config):
+        return asyncio.run(_run(config))
 
 
-async def _run(config: NexusConfig, ledger: Ledger) -> int:
+async def _run(config: NexusConfig) -> int:
+    from nexus.cli.send_cmd import open_recovered
+
+    async with open_recovered(config) as ledger:
+        return await _monitor(config, ledger)
+
+
+async def _monitor(config: NexusConfig, ledger: Ledger) -> int:
     from nexus.broker.host import build_host, start_host
     from nexus.broker.inbound import inbound_routes
 

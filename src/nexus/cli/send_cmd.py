@@ -15,8 +15,8 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -36,6 +36,10 @@ def send_command(args: argparse.Namespace) -> int:
     from nexus.errors import ConfigError
 
     config = _config(args)
+    if config.telemetry.tracing:  # the message's trace starts here (and its run's, when it runs here)
+        from nexus.cli._telemetry import start_telemetry
+
+        start_telemetry(config, args)
     content = read_message(args.message, limit=MAX_CONTENT_CHARS)
     mode = None
     if args.mode is not None:
@@ -56,13 +60,19 @@ def send_command(args: argparse.Namespace) -> int:
     )
     if args.wait:  # every message the conversation causes carries it: --wait waits for all of them (cli/_settle.py)
         message.conversation_id = message.id
-    with _open_ledger(config) as ledger:
+    return asyncio.run(_send_command(config, message, mode, args, route))
+
+
+async def _send_command(
+    config: NexusConfig, message: AgentMessage, mode: str | None, args: Any, route: str | None
+) -> int:
+    async with open_recovered(config) as ledger:
         if route is not None:
             from nexus.cli._routed_send import route_message
 
             message = route_message(config, ledger, message, route)
         _check_names(config, ledger, message)
-        return asyncio.run(_send(config, ledger, message, mode, args))
+        return await _send(config, ledger, message, mode, args)
 
 
 def _session_key(key: str | None) -> str | None:
@@ -82,12 +92,19 @@ def _session_key(key: str | None) -> str | None:
 
 def drain_command(args: argparse.Namespace) -> int:
     """Run ``nexus queue drain``: every queue until all are empty."""
+    from nexus.cli._telemetry import start_telemetry
+
     config = _config(args)
-    with _open_ledger(config) as ledger:
-        return _drain_locked(config, ledger)
+    start_telemetry(config, args, logs=True)
+    return asyncio.run(_drain_command(config))
 
 
-def _drain_locked(config: NexusConfig, ledger: Ledger) -> int:
+async def _drain_command(config: NexusConfig) -> int:
+    async with open_recovered(config) as ledger:
+        return await _drain_locked(config, ledger)
+
+
+async def _drain_locked(config: NexusConfig, ledger: Ledger) -> int:
     """Drain every queue while holding the broker lock; then what others queued as it let go."""
     from nexus.broker.host import running_broker
     from nexus.cli._lock import exclusive_broker
@@ -96,16 +113,12 @@ def _drain_locked(config: NexusConfig, ledger: Ledger) -> int:
 
     runs = RunLog()
     with exclusive_broker(config):
-
-        async def drain() -> None:
-            async with running_broker(config, ledger) as host:
-                pending = sum(a.queue_depth for a in host.broker.list_agents())
-                print(f"draining {pending} queued message{'s' if pending != 1 else ''}", file=sys.stderr)
-                await host.broker.wait_until_idle()
-
-        asyncio.run(drain())
-    asyncio.run(_run_leftovers(config, ledger))
-    failures = runs.failures(ledger, BrokerStore(ledger.database))
+        async with running_broker(config, ledger) as host:
+            pending = sum(a.queue_depth for a in host.broker.list_agents())
+            print(f"draining {pending} queued message{'s' if pending != 1 else ''}", file=sys.stderr)
+            await host.broker.wait_until_idle()
+    await _run_leftovers(config, ledger)
+    failures = await runs.failures(ledger, BrokerStore(ledger.database))
     if failures:  # a turn that failed is a failed run, though its message counts as handled (not run again);
         # so is a message failed without a run (crashes cut it max_attempts times)
         print(failures_line(failures, runs.handled()), file=sys.stderr)
@@ -114,13 +127,13 @@ def _drain_locked(config: NexusConfig, ledger: Ledger) -> int:
 
 
 async def _send(config: NexusConfig, ledger: Ledger, message: AgentMessage, mode: str | None, args: Any) -> int:
-    from nexus.broker.host import broker_lock
     from nexus.cli._deliver import parse_target
+    from nexus.cli._lock import drain_lock
 
     target = parse_target(args.deliver, config) if getattr(args, "deliver", None) else None
     if target is not None:  # kept with the message, as over HTTP: whichever broker runs it delivers the reply
         message.deliver_reply(target)
-    with broker_lock(config) as held:
+    with drain_lock(config) as held:
         if held:
             code = await _send_and_drain(config, ledger, message, mode, args)
     if held:  # after the lock is released: what others queued for us meanwhile
@@ -153,7 +166,7 @@ async def _send_and_drain(
             await printing
     if live is not None:
         live.end()
-    code = _report(ledger, receipt.queue_item_id, args, reply_shown=live is not None and live.printed)
+    code = await _report(ledger, receipt.queue_item_id, args, reply_shown=live is not None and live.printed)
     if "deliver_to" not in message.metadata:
         return code
     if receipt.duplicate:
@@ -230,7 +243,7 @@ async def _send_to_running_broker(
     if not args.wait:
         if server is None:  # the holder may have let go since: then nobody else will run it
             await _run_leftovers(config, ledger)
-        return _report(ledger, item_id, args)
+        return await _report(ledger, item_id, args)
     return await _watch(config, ledger, store, message, item_id, args)
 
 
@@ -275,7 +288,8 @@ async def _run_leftovers(config: NexusConfig, ledger: Ledger) -> None:
     at least one of them sees the message with the lock free. Bounded: a round that changes
     nothing (a message no run can take) ends it.
     """
-    from nexus.broker.host import broker_lock, running_broker
+    from nexus.broker.host import running_broker
+    from nexus.cli._lock import drain_lock
     from nexus.ledger.broker_store import BrokerStore
 
     store = BrokerStore(ledger.database)
@@ -286,7 +300,7 @@ async def _run_leftovers(config: NexusConfig, ledger: Ledger) -> None:
         if not ids or ids == seen:
             return
         seen = ids
-        with broker_lock(config) as held:
+        with drain_lock(config) as held:
             if not held:  # another broker drains now; it looks again when it lets go
                 return
             async with running_broker(config, ledger, scope={str(item.agent_id) for item in pending}) as host:
@@ -297,12 +311,13 @@ async def _watch(
     config: NexusConfig, ledger: Ledger, store: Any, message: AgentMessage, item_id: str, args: Any
 ) -> int:
     """Wait for a turn to consume the item; take over the conversation if the other broker goes away."""
-    from nexus.broker.host import broker_lock, running_broker
+    from nexus.broker.host import running_broker
+    from nexus.cli._lock import drain_lock
 
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     waiting = _Unsettled(store, item_id, message.conversation_id)
     while waiting.now():
-        with broker_lock(config) as held:
+        with drain_lock(config) as held:
             if held:  # the other broker is gone: run the conversation in this process
                 async with running_broker(config, ledger, scope={message.to}) as host:
                     await host.broker.wait_until_idle()
@@ -311,7 +326,7 @@ async def _watch(
             print(f"nexus: error: no reply within {args.timeout} s ({waiting.what()})", file=sys.stderr)
             return 1
         await asyncio.sleep(POLL_S)
-    return _report(ledger, item_id, args)
+    return await _report(ledger, item_id, args)
 
 
 class _Unsettled:
@@ -351,7 +366,7 @@ def _say_accepted(message_id: str, item_id: str, duplicate: bool, args: Any) -> 
     print(f"accepted {message_id} (queue item {item_id}){note}", file=sys.stderr if args.wait else sys.stdout)
 
 
-def _report(ledger: Ledger, item_id: str, args: Any, *, reply_shown: bool = False) -> int:
+async def _report(ledger: Ledger, item_id: str, args: Any, *, reply_shown: bool = False) -> int:
     """Print the outcome (the reply with ``--wait`` unless it streamed, JSON with ``--json``); exit 1 on failure."""
     from nexus.broker.host import turn_reply
     from nexus.cli._settle import later_answers
@@ -360,10 +375,10 @@ def _report(ledger: Ledger, item_id: str, args: Any, *, reply_shown: bool = Fals
 
     item = BrokerStore(ledger.database).get_item(item_id)
     status = item.status if item is not None else "missing"
-    reply = turn_reply(ledger, item.turn_id) if item is not None and item.turn_id else None
-    turn = item_turns(ledger, [item]).get(item.turn_id or "") if item is not None else None
+    reply = await turn_reply(ledger, item.turn_id) if item is not None and item.turn_id else None
+    turn = (await item_turns(ledger, [item])).get(item.turn_id or "") if item is not None else None
     turn_failed = status == "delivered" and turn is not None and turn.status in ("failed", "aborted")
-    later = later_answers(ledger, BrokerStore(ledger.database), item) if item is not None and args.wait else []
+    later = await later_answers(ledger, BrokerStore(ledger.database), item) if item is not None and args.wait else []
     if args.json:
         print(json.dumps({
             "message_id": item.message_id if item else None, "queue_item_id": item_id, "status": status,
@@ -398,20 +413,15 @@ def _config(args: argparse.Namespace) -> NexusConfig:
     return config
 
 
-@contextmanager
-def _open_ledger(config: NexusConfig) -> Iterator[Ledger]:
-    from nexus.cli._conversation import BusyNotice
-    from nexus.ledger import Ledger
+@asynccontextmanager
+async def open_recovered(config: NexusConfig) -> AsyncIterator[Ledger]:
+    """The config's ledger for a command that hosts the broker (send, drain, serve), crashed turns closed."""
+    from nexus.cli._ledger import open_ledger, recover_open_turns
 
-    with Ledger.open(config.database_path) as ledger:
-        ledger.database.on_busy = BusyNotice()
+    async with open_ledger(config) as ledger:
         # like every entry point: close the turns of killed processes (a SIGKILLed drain's turn in a
         # session whose queue is now empty was otherwise left open for ever)
-        recovered = ledger.recover()
-        if recovered:
-            from nexus.cli._errors import recovered_notice
-
-            print(recovered_notice(ledger, recovered), file=sys.stderr)
+        await recover_open_turns(ledger)
         yield ledger
 
 

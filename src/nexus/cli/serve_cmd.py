@@ -2,22 +2,29 @@
 
 Refused before anything starts: a non-loopback address without a token (exit 2: anyone on the
 network could drive the agents), a token that names an unset variable (exit 2), another process
-already draining this ``$NEXUS_HOME`` (exit 1: a second broker would run messages twice).
+already draining this ``$NEXUS_HOME``'s SQLite ledger (exit 1: a second broker would run messages twice).
+A PostgreSQL ledger has no file to lock: one ``nexus serve`` per database until leases come (docs/ledger.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import ipaddress
 import os
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nexus.config import NexusConfig
+    from nexus.config._server_schema import ServerConfig
 
 
 def serve_command(args: argparse.Namespace) -> int:
     """Run ``nexus serve`` until SIGTERM/SIGINT."""
     from nexus.cli._lock import exclusive_broker
-    from nexus.cli.send_cmd import _config, _open_ledger
+    from nexus.cli.send_cmd import _config
     from nexus.config._env import resolve_env
     from nexus.errors import ConfigError
 
@@ -42,14 +49,31 @@ def serve_command(args: argparse.Namespace) -> int:
             'agents. Set [server] tokens = ["${NEXUS_TOKEN}"] in nexus.toml (and export NEXUS_TOKEN), '
             "or listen on 127.0.0.1"
         )
-    from nexus.server.serve import serve
+    from nexus.cli._telemetry import metrics_tokens, start_telemetry
 
-    with _open_ledger(config) as ledger, exclusive_broker(config):
+    scraper_tokens = metrics_tokens(config)  # an unset ${VAR} stops the start here, like [server] tokens
+    start_telemetry(config, args, logs=True)
+    # one draining process per SQLite ledger; on PostgreSQL there is no file to lock, so the server holds
+    # none, but it does not start beside a drain or a server of this machine (docs/ledger.md)
+    if config.database_url is not None:
+        with exclusive_broker(config):
+            pass
+    with exclusive_broker(config) if config.database_url is None else contextlib.nullcontext():
         from nexus.engine.wiring.gc_tuning import tune_gc_for_many_runs
 
         tune_gc_for_many_runs()  # a long-lived process of many runs: freeze the startup heap, collect less often
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-            return runner.run(serve(config, ledger, settings, log_requests=not getattr(args, "quiet", False)))
+            quiet = getattr(args, "quiet", False)
+            return runner.run(_serve(config, settings, log_requests=not quiet, metrics_tokens=scraper_tokens))
+
+
+async def _serve(config: NexusConfig, settings: ServerConfig, *, log_requests: bool, metrics_tokens: list[str]) -> int:
+    """Open the ledger (crashed turns closed) and serve until stopped."""
+    from nexus.cli.send_cmd import open_recovered
+    from nexus.server.serve import serve
+
+    async with open_recovered(config) as ledger:
+        return await serve(config, ledger, settings, log_requests=log_requests, metrics_tokens=metrics_tokens)
 
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         ToolPolicy,
         ToolRule,
     )
+    from nexus.config._telemetry_schema import TelemetryConfig
     from nexus.config._tool_names import BUILTIN_TOOL_NAMES, TOOL_GROUPS
 
 _LAZY: dict[str, str] = {
@@ -73,6 +74,7 @@ _LAZY: dict[str, str] = {
     "AdapterBlocks": "._adapters",
     "AdapterConfig": "._adapters",
     "McpConfig": "._mcp_schema",
+    "TelemetryConfig": "._telemetry_schema",
     "McpServerConfig": "._mcp_schema",
     "AgentLimits": "._schema",
     "AuthProfile": "._schema",
@@ -107,6 +109,7 @@ __all__ = [
     "ProviderConfig",
     "ProviderSettings",
     "ResolvedProfile",
+    "TelemetryConfig",
     "ToolPolicy",
     "ToolRule",
     "bundled_smollm2_weights",

@@ -40,6 +40,11 @@ class BrokerConfig(Record):
     max_concurrent: int = setting(default=8, ge=1)
     max_attempts: int = setting(default=3, ge=1)
     max_hops: int = setting(default=8, ge=1)
+    leases: bool | None = None
+    """Each batch under its session's lease (docs/scaling.md); unset: on for PostgreSQL, off for SQLite."""
+    lease_ttl_ms: int = setting(default=15_000, ge=500)
+    wakeups: Literal["notify", "poll"] = "notify"
+    poll_ms: int = setting(default=250, ge=10)
 
 
 class AgentConfig(Record):

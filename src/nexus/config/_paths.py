@@ -36,7 +36,20 @@ def database_dir(database: str | Path) -> Path:
     database - ``h2/agents.db`` a symlink to ``h1/agents.db``, a symlinked or bind-mounted home -
     finds the same ``broker.lock`` and session locks; SQLite resolves symlinks the same way for its
     write-ahead log. A lock beside the name given would let two brokers drain one database.
+
+    For a database server's URL it is a directory of ``$NEXUS_HOME`` named after the URL (user, host, port
+    and database; not the password or options): its locks then guard the processes of this machine only.
     """
+    if "://" in str(database):  # a server's URL (PostgreSQL): no file to sit beside
+        import hashlib
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(str(database))
+            where = f"{parts.scheme}://{parts.username or ''}@{parts.hostname or ''}:{parts.port or ''}{parts.path}"
+        except ValueError:  # a URL that does not parse: connecting says what is wrong with it
+            where = str(database)
+        return nexus_home() / "servers" / hashlib.sha256(where.encode("utf-8")).hexdigest()[:16]
     return Path(os.path.realpath(database)).parent
 
 

@@ -20,6 +20,7 @@ from nexus.config._paths import DATABASE_FILE_NAME, WORKSPACE_DIR_NAME, nexus_ho
 from nexus.config._record import Record, field_check, record_check, setting
 from nexus.config._routing_schema import RoutingConfig
 from nexus.config._server_schema import ServerConfig
+from nexus.config._telemetry_schema import TelemetryConfig
 from nexus.config._tool_names import expand_tool_patterns, rule_allows
 from nexus.errors import ConfigError
 
@@ -263,6 +264,7 @@ class NexusConfig(Record):
     adapters: dict[str, AdapterConfig] = setting(default_factory=dict)
     server: ServerConfig = setting(default_factory=ServerConfig)
     mcp: McpConfig = setting(default_factory=McpConfig)
+    telemetry: TelemetryConfig = setting(default_factory=TelemetryConfig)
 
     _home: Path | None = None
     _source: Path | None = None
@@ -313,8 +315,8 @@ class NexusConfig(Record):
     def database_path(self) -> Path:
         """The ledger's SQLite file (default ``$NEXUS_HOME/agents.db``); a ConfigError when it is a server.
 
-        Only ``nexus db`` works with a PostgreSQL ledger in this version; every other command needs a file,
-        and must not make one named after a URL.
+        For the commands that need a file (``nexus doctor``, ``nexus adapters``...): they must not make one
+        named after a URL. The others take :attr:`database_target` (a file or a URL).
         """
         target = self.database_target
         if isinstance(target, str):
@@ -322,11 +324,17 @@ class NexusConfig(Record):
             shown = f"{parts.scheme}://{parts.hostname or ''}{parts.path}"  # no user, no password
             where = "NEXUS_DATABASE_URL" if os.environ.get("NEXUS_DATABASE_URL", "").strip() else self.where("database")
             raise ConfigError(
-                f"{where}: the ledger is the PostgreSQL database {shown}; `nexus db migrate` and "
-                "`nexus db copy` work with it, the other commands still need an SQLite file in this version "
-                "(unset it, or see docs/ledger.md)"
+                f"{where}: the ledger is the PostgreSQL database {shown}; this command still needs an SQLite "
+                "file in this version (run, chat, serve, send, queue, sessions, agents and db work with "
+                "PostgreSQL; see docs/ledger.md)"
             )
         return target
+
+    @property
+    def database_url(self) -> str | None:
+        """The ``postgresql://`` URL when the ledger is a PostgreSQL database, else ``None`` (an SQLite file)."""
+        target = self.database_target
+        return target if isinstance(target, str) else None
 
     @property
     def database_target(self) -> str | Path:

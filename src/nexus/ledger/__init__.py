@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from nexus.ledger._ulid import new_ulid, ulid_time_ms
 from nexus.ledger.errors import (
     HeadMovedError,
+    LeaseLostError,
     LedgerBusyError,
     LedgerError,
     LedgerFullError,
@@ -37,6 +38,7 @@ from nexus.ledger.records import (
     JournalMessage,
     JournalReply,
     JournalToolCall,
+    Lease,
     NewSession,
     QueueItem,
     Session,
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
     from nexus.ledger.protocols import (
         AgentStore,
         DeliveryStore,
+        LeaseStore,
         PiFiles,
         PointerLog,
         QueueFeed,
@@ -68,6 +71,7 @@ if TYPE_CHECKING:
 _PROTOCOLS = (
     "AgentStore",
     "DeliveryStore",
+    "LeaseStore",
     "PiFiles",
     "PointerLog",
     "QueueFeed",
@@ -91,6 +95,9 @@ __all__ = [
     "JournalMessage",
     "JournalReply",
     "JournalToolCall",
+    "Lease",
+    "LeaseLostError",
+    "LeaseStore",
     "Ledger",
     "LedgerBusyError",
     "LedgerError",

@@ -145,8 +145,12 @@ class WalCheckpointer:
 
 
 @contextlib.contextmanager
-def background_checkpoints(db: Database) -> Iterator[WalCheckpointer]:
-    """A :class:`WalCheckpointer` running for the block."""
+def background_checkpoints(db: Database) -> Iterator[WalCheckpointer | None]:
+    """A :class:`WalCheckpointer` running for the block; ``None`` for a database that is not an SQLite
+    file (PostgreSQL checkpoints its own log)."""
+    if not isinstance(db, Database):
+        yield None
+        return
     checkpointer = WalCheckpointer(db)
     checkpointer.start()
     try:

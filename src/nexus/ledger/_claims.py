@@ -25,36 +25,44 @@ from nexus.llm.types import now_ms
 
 _CLAIM = (
     "UPDATE queue_items SET status = 'processing', attempts = attempts + 1, started_at = ?, completed_at = NULL,"
-    " claimed_by = ? WHERE id IN ({ids}) AND (+status = 'queued'"
-    " OR (+status = 'processing' AND (claimed_by IS NULL OR claimed_by = ?)))"
+    " claimed_by = ?, claim_epoch = ? WHERE id IN ({ids}) AND (+status = 'queued'"
+    " OR (+status = 'processing' AND (claimed_by IS NULL OR claimed_by = ? OR claim_epoch < ?)))"
 )
 """``+status`` keeps the status terms off the indexes (see ``move_items``: with a few dozen ids SQLite
-would otherwise walk the index of every unfinished item instead of each id's primary key)."""
+would otherwise walk the index of every unfinished item instead of each id's primary key). An item
+claimed at an older lease epoch than the caller's is the lost run's: taken over (``claim_epoch < NULL``,
+a claim without a lease, is never true)."""
 
 _TAKE_OVER = (
-    "UPDATE queue_items SET attempts = attempts + 1, started_at = ?, claimed_by = ?"
+    "UPDATE queue_items SET attempts = attempts + 1, started_at = ?, claimed_by = ?, claim_epoch = ?"
     " WHERE id = ? AND status = 'processing' AND claimed_by = ?"
 )
 
 
-def claim_in(conn: sqlite3.Connection, item_ids: Sequence[str]) -> None:
+def claim_in(conn: sqlite3.Connection, item_ids: Sequence[str], epoch: int | None = None) -> None:
     """A run takes these items (inside the caller's transaction): ``processing``, one more attempt, this broker's.
 
-    Raises :class:`QueueItemsHeldError` when another live broker holds one of them (nothing of the
-    call is then meant to commit: the caller's transaction or savepoint rolls back), and
-    :class:`QueueItemsFinishedError` for items already finished or unknown.
+    ``epoch`` is the session lease's the claim is made under (checked by the caller in the same
+    transaction; ``None``: no lease), stamped on the items. Raises :class:`QueueItemsHeldError` when
+    another live broker holds one of them (nothing of the call is then meant to commit: the caller's
+    transaction or savepoint rolls back), and :class:`QueueItemsFinishedError` for items already finished
+    or unknown.
     """
     if not item_ids:
         return
     me, now = claimant(), now_ms()
     placeholders = ", ".join("?" * len(item_ids))
-    cursor = conn.execute(_CLAIM.format(ids=placeholders), (now, me, *item_ids, me))
+    cursor = conn.execute(_CLAIM.format(ids=placeholders), (now, me, epoch, *item_ids, me, epoch))
     if cursor.rowcount != len(set(item_ids)):
-        _claim_the_rest(conn, item_ids, me, now)
+        _claim_the_rest(conn, item_ids, me, now, epoch)
 
 
-def _claim_the_rest(conn: sqlite3.Connection, item_ids: Sequence[str], me: str, now: int) -> None:
-    """The items the one ``UPDATE`` did not take: a dead broker's are taken over, any other is refused."""
+def _claim_the_rest(conn: sqlite3.Connection, item_ids: Sequence[str], me: str, now: int, epoch: int | None) -> None:
+    """The items the one ``UPDATE`` did not take: a dead broker's are taken over, any other is refused.
+
+    An item claimed under a lease whose epoch is still the current, unexpired one is held by that
+    lease's run, wherever it runs; one claimed under a lease that expired is a dead run's.
+    """
     placeholders = ", ".join("?" * len(item_ids))
     rows = conn.execute(
         f"SELECT id, status, claimed_by FROM queue_items WHERE id IN ({placeholders})", tuple(item_ids)
@@ -62,13 +70,15 @@ def _claim_the_rest(conn: sqlite3.Connection, item_ids: Sequence[str], me: str, 
     found = {str(row[0]): (str(row[1]), row[2]) for row in rows}
     finished: dict[str, str] = {}
     held: dict[str, str] = {}
+    live = _leased_live(conn, [i for i, (status, _) in found.items() if status == "processing"])
     for item_id in dict.fromkeys(item_ids):
         status, holder = found.get(item_id, ("missing", None))
         if status not in ("queued", "processing"):
             finished[item_id] = status
         elif status == "processing" and holder not in (None, me):
-            if holder_gone(str(holder)):
-                conn.execute(_TAKE_OVER, (now, me, item_id, holder))
+            alive = live[item_id] if item_id in live else not holder_gone(str(holder))
+            if not alive:
+                conn.execute(_TAKE_OVER, (now, me, epoch, item_id, holder))
             else:
                 held[item_id] = str(holder).partition(" ")[0]
     if held:
@@ -87,7 +97,23 @@ def held_by_others(conn: sqlite3.Connection, item_ids: Sequence[str]) -> set[str
         f"SELECT id, claimed_by FROM queue_items WHERE id IN ({placeholders}) AND status = 'processing'",
         tuple(item_ids),
     ).fetchall()
-    return {str(row[0]) for row in rows if row[1] not in (None, me) and not holder_gone(str(row[1]))}
+    live = _leased_live(conn, [str(row[0]) for row in rows])
+    return {
+        str(row[0])
+        for row in rows
+        if row[1] not in (None, me) and (live[row[0]] if row[0] in live else not holder_gone(str(row[1])))
+    }
+
+
+def _leased_live(conn: sqlite3.Connection, item_ids: Sequence[str]) -> dict[str, bool]:
+    """For the items among these that were claimed under a lease: whether that lease is still valid.
+
+    A lease is the truth for its items wherever their claimant runs (another machine's process cannot
+    be checked by its pid): valid while its epoch is the session's current one and unexpired.
+    """
+    from nexus.ledger._leases import leased_claims
+
+    return {claim.item_id: claim.valid for claim in leased_claims(conn, item_ids)}
 
 
 _STARTS: dict[int, str] = {}

@@ -52,7 +52,7 @@ TABLES: tuple[tuple[str, str], ...] = (
     (
         "queue_items",
         "rowid, id, session_label, message_json, mode, status, enqueued_at, started_at, completed_at, error, turn_id, "
-        "metadata_json, agent_id, message_id, sender, attempts, awaits_reply, claimed_by",
+        "metadata_json, agent_id, message_id, sender, attempts, awaits_reply, claimed_by, claim_epoch",
     ),
     ("agents", "id, name, role, persona_id, session_label, config_json, status, created_at, updated_at"),
     (
@@ -64,6 +64,7 @@ TABLES: tuple[tuple[str, str], ...] = (
         "id, turn_id, queue_item_id, session_label, run_id, adapter, account_id, target_json, path, status, "
         "message_ids_json, error, attempts, blocks_sent, started_at, completed_at",
     ),
+    ("session_leases", "session_label, holder, epoch, expires_at, acquired_at"),
 )
 """Every table of the ledger and its columns, in an order that keeps references before their rows."""
 

@@ -73,8 +73,8 @@ def get(conn: Any, item_id: str) -> QueueItem | None:
     return None if row is None else _item(row)
 
 
-def pending(conn: Any, agent_id: str | None) -> list[QueueItem]:
-    """Items still ``queued`` or ``processing`` (of one agent, or all), in arrival order.
+def pending(conn: Any, agent_id: str | None, session_label: str | None = None) -> list[QueueItem]:
+    """Items still ``queued`` or ``processing`` (of one agent or session, or all), in arrival order.
 
     ``+agent_id`` keeps the planner on the index of unfinished items whatever indexes on the agent exist.
     """
@@ -83,6 +83,9 @@ def pending(conn: Any, agent_id: str | None) -> list[QueueItem]:
     if agent_id is not None:
         sql += " AND +agent_id = ?"
         args = (agent_id,)
+    if session_label is not None:
+        sql += " AND +session_label = ?"
+        args = (*args, session_label)
     return [_item(row) for row in conn.execute(sql + " ORDER BY enqueued_at, id", args).fetchall()]
 
 

@@ -17,7 +17,7 @@ from nexus.ledger._claims import claim_in as claim_items
 from nexus.ledger._rows import dumps, dumps_opt, loads_opt
 from nexus.ledger._ulid import new_ulid
 from nexus.ledger.errors import LedgerError, QueueItemsFinishedError
-from nexus.ledger.records import AcceptRequest, QueueItem
+from nexus.ledger.records import AcceptRequest, Lease, QueueItem
 from nexus.llm.types import now_ms
 
 _ITEM_COLUMNS = (
@@ -133,10 +133,17 @@ def _placeholders(ids: Sequence[str]) -> str:
     return ", ".join("?" * len(ids))
 
 
-def claim_in(conn: sqlite3.Connection, item_ids: Sequence[str]) -> None:
+def claim_in(conn: sqlite3.Connection, item_ids: Sequence[str], lease: Lease | None = None) -> None:
     """A run takes these items (inside the caller's transaction): ``processing``, one more attempt, stamped
-    with this broker; an item another live broker holds is refused (:mod:`nexus.ledger._claims`)."""
-    claim_items(conn, item_ids)
+    with this broker; an item another live broker holds is refused (:mod:`nexus.ledger._claims`). Under a
+    ``lease``, the lease is checked first (``LeaseLostError``) and its epoch stamped on the items."""
+    if lease is None:
+        claim_items(conn, item_ids)
+        return
+    from nexus.ledger._leases import check_in
+
+    check_in(conn, lease)
+    claim_items(conn, item_ids, lease.epoch)
 
 
 def release_in(conn: sqlite3.Connection, item_ids: Sequence[str]) -> None:

@@ -13,18 +13,21 @@ finished item), the group is run again with a savepoint per write, so that write
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import field
-from typing import Any
+from typing import Any, TypeVar
 
 from nexus._dataclass import dataclass
 from nexus.ledger import _queue_reads
+from nexus.ledger._leases import notify_ready_in
 from nexus.ledger._queue_reads import Held
 from nexus.ledger._queue_rows import accept_at, claim_in, deliver_in, move_items, release_in
 from nexus.ledger._sql_db import SqlDatabase, run_inline
 from nexus.ledger.errors import LedgerBusyError, LedgerFullError
-from nexus.ledger.records import AcceptRequest, QueueItem, Settlement
+from nexus.ledger.records import AcceptRequest, Lease, QueueItem, Settlement
 from nexus.llm.types import now_ms
+
+T = TypeVar("T")
 
 MAX_GROUP = 512
 """Writes per transaction at most, so one flush never holds the event loop for long."""
@@ -32,11 +35,13 @@ MAX_GROUP = 512
 
 @dataclass(slots=True)
 class _Write:
-    """One submitted accept (``request``) or claim (``claim``), and the future its caller awaits."""
+    """One submitted accept (``request``) or claim (``claim``, under ``lease`` if given), and the future its
+    caller awaits."""
 
     future: asyncio.Future[Any]
     request: AcceptRequest | None = None
     claim: Sequence[str] = field(default_factory=tuple)
+    lease: Lease | None = None
 
 
 class SqlQueueStore:
@@ -54,10 +59,10 @@ class SqlQueueStore:
         outcome: tuple[QueueItem, bool] = await self._submit(_Write(self._future(), request=request))
         return outcome
 
-    async def claim(self, item_ids: Sequence[str]) -> None:
-        """A run takes these items: ``processing``, one more attempt counted."""
+    async def claim(self, item_ids: Sequence[str], *, lease: Lease | None = None) -> None:
+        """A run takes these items: ``processing``, one more attempt counted (under ``lease``: fenced by its epoch)."""
         if item_ids:
-            await self._submit(_Write(self._future(), claim=tuple(item_ids)))
+            await self._submit(_Write(self._future(), claim=tuple(item_ids), lease=lease))
 
     @staticmethod
     def _future() -> asyncio.Future[Any]:
@@ -102,13 +107,19 @@ class SqlQueueStore:
 
     # ------------------------------------------------------------------ settling
 
-    async def release(self, item_ids: Sequence[str]) -> None:
+    async def release(self, item_ids: Sequence[str], *, lease: Lease | None = None) -> None:
         """Items handed back unconsumed (a returned steer): ``queued`` again, the claim's attempt taken back."""
         if item_ids:
-            await self._db.run_write(lambda c: release_in(c, item_ids))
+            await self._db.run_write(_fenced(lease, lambda c: release_in(c, item_ids)))
 
     async def settle(
-        self, item_ids: Sequence[str], outcome: Settlement, *, turn_id: str | None = None, reason: str | None = None
+        self,
+        item_ids: Sequence[str],
+        outcome: Settlement,
+        *,
+        turn_id: str | None = None,
+        reason: str | None = None,
+        lease: Lease | None = None,
     ) -> None:
         """Finish unfinished items: ``delivered`` by ``turn_id``, or ``failed``/``dropped`` with ``reason``."""
         if not item_ids:
@@ -116,9 +127,9 @@ class SqlQueueStore:
         if outcome == "delivered":
             if turn_id is None:
                 raise ValueError("a delivered item needs the turn_id that consumed it")
-            await self._db.run_write(lambda c: deliver_in(c, item_ids, turn_id))
+            await self._db.run_write(_fenced(lease, lambda c: deliver_in(c, item_ids, turn_id)))
         elif outcome in ("failed", "dropped"):
-            await self._db.run_write(lambda c: move_items(c, item_ids, outcome, error=reason))
+            await self._db.run_write(_fenced(lease, lambda c: move_items(c, item_ids, outcome, error=reason)))
         else:
             raise ValueError(f"a queue item settles as delivered, failed or dropped, not {outcome!r}")
 
@@ -132,9 +143,9 @@ class SqlQueueStore:
         """One queue item by id, or ``None``."""
         return await self._db.run_read(lambda c: _queue_reads.get(c, item_id))
 
-    async def pending(self, agent_id: str | None = None) -> list[QueueItem]:
-        """Items still ``queued`` or ``processing`` (of one agent, or all), in arrival order."""
-        return await self._db.run_read(lambda c: _queue_reads.pending(c, agent_id))
+    async def pending(self, agent_id: str | None = None, *, session_label: str | None = None) -> list[QueueItem]:
+        """Items still ``queued`` or ``processing`` (of one agent or session, or all), in arrival order."""
+        return await self._db.run_read(lambda c: _queue_reads.pending(c, agent_id, session_label))
 
     async def items(self, *, agent_id: str | None = None, statuses: Sequence[str] = ()) -> list[QueueItem]:
         """Queue rows filtered by agent and status (all statuses when ``statuses`` is empty), oldest first."""
@@ -163,11 +174,21 @@ def _in_bulk(conn: Any, group: list[_Write]) -> list[object]:
     for index, write in enumerate(group):
         if write.request is not None:
             outcomes[index] = accept_at(conn, write.request, now)
+        elif write.lease is not None:  # its own lease check and epoch
+            claim_in(conn, write.claim, write.lease)
         else:
             claimed.extend(write.claim)
     if claimed:
         claim_in(conn, claimed)
+    _wake(conn, outcomes)
     return outcomes
+
+
+def _wake(conn: Any, outcomes: list[object]) -> None:
+    """Notify other brokers (PostgreSQL) when the group's new items made an idle session ready."""
+    fresh = [o[0].session_label for o in outcomes if isinstance(o, tuple) and o[1] and isinstance(o[0], QueueItem)]
+    if fresh:
+        notify_ready_in(conn, fresh)
 
 
 def _one_by_one(conn: Any, group: list[_Write]) -> list[object]:
@@ -180,10 +201,25 @@ def _one_by_one(conn: Any, group: list[_Write]) -> list[object]:
             if write.request is not None:
                 outcomes.append(accept_at(conn, write.request, now))
             else:
-                claim_in(conn, write.claim)
+                claim_in(conn, write.claim, write.lease)
                 outcomes.append(None)
         except Exception as exc:
             conn.execute("ROLLBACK TO SAVEPOINT group_op")
             outcomes.append(exc)
         conn.execute("RELEASE SAVEPOINT group_op")
+    _wake(conn, outcomes)
     return outcomes
+
+
+def _fenced(lease: Lease | None, write: Callable[[Any], T]) -> Callable[[Any], T]:
+    """``write`` in a transaction that first refuses (``LeaseLostError``) unless ``lease`` (if any) is still valid."""
+    if lease is None:
+        return write
+
+    def under_lease(conn: Any) -> T:
+        from nexus.ledger._leases import check_in
+
+        check_in(conn, lease)
+        return write(conn)
+
+    return under_lease

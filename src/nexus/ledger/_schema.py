@@ -472,9 +472,27 @@ decision and, later, its run's outcome and feedback (A/B). ``route_state`` keeps
 watermark. The ledger itself reads none of these: dropping them loses only what ``nexus route reindex``
 rebuilds (and the decisions)."""
 
+_SESSION_LEASES = """
+CREATE TABLE session_leases (
+  session_label TEXT PRIMARY KEY,
+  holder TEXT,
+  epoch INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  acquired_at INTEGER NOT NULL
+);
+CREATE INDEX session_leases_held ON session_leases(expires_at) WHERE holder IS NOT NULL;
+ALTER TABLE queue_items ADD COLUMN claim_epoch INTEGER;
+"""
+"""Version 14: one run per session across processes. A session's lease names the broker that may run it
+until ``expires_at``, with an ``epoch`` that grows at every new tenure; a claim made under a lease stamps
+its items with that epoch (``claim_epoch``), and the writes of a run check it, so a process that lost
+its lease writes nothing (``nexus.ledger._leases``, docs/scaling.md). The index serves the sweep for
+leases that expired while held (their holder died). No foreign key to ``sessions``: a lease is taken
+before its session's first turn, and a per-sender session may be created by that batch's accept."""
+
 MIGRATIONS: tuple[str, ...] = (
     _V1, _V2, _V3, _V4, _V5, _BROKER, _PROMPTS, _DELIVERIES, _QUEUE_INDEXES, _AWAITED_REPLIES,
-    _NO_AGENT_HISTORY_INDEX, _CLAIM_OWNER, _ROUTING,
+    _NO_AGENT_HISTORY_INDEX, _CLAIM_OWNER, _ROUTING, _SESSION_LEASES,
 )  # fmt: skip
 """Migration ``i`` takes a database from ``user_version`` i to i+1. Append only; never edit a shipped one."""
 

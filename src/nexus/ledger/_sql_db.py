@@ -49,12 +49,51 @@ class SqlDatabase(Protocol):
         ...
 
 
+class OnCallingThread:
+    """A database whose transactions run on the thread that asks, each call finishing without suspending.
+
+    For code already off the event loop that cannot await (the engine's ledger writer thread): the stores
+    built on it are ``inline`` whatever the backend, and a PostgreSQL transaction then waits on that thread
+    (never use it on the event loop of a networked database).
+    """
+
+    inline = True
+
+    def __init__(self, db: SqlDatabase) -> None:
+        self._db = db
+
+    @property
+    def location(self) -> str:
+        """Where the ledger is (the wrapped database's location)."""
+        return self._db.location
+
+    def read(self, fn: Callable[[Any], T]) -> T:
+        """The wrapped database's read transaction, on this thread."""
+        return self._db.read(fn)
+
+    def write(self, fn: Callable[[Any], T], *, wait_s: float | None = None) -> T:
+        """The wrapped database's write transaction, on this thread."""
+        return self._db.write(fn, wait_s=wait_s)
+
+    async def run(self, call: Callable[[], T]) -> T:
+        """``call()`` here and now."""
+        return call()
+
+    async def run_read(self, fn: Callable[[Any], T]) -> T:
+        """:meth:`read` here and now."""
+        return self._db.read(fn)
+
+    async def run_write(self, fn: Callable[[Any], T], *, wait_s: float | None = None) -> T:
+        """:meth:`write` here and now."""
+        return self._db.write(fn, wait_s=wait_s)
+
+
 def run_inline(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine that never suspends (an SQLite store call) to its end, here and now.
 
     The SQLite backend's calls are short and never wait on anything but SQLite itself, so they finish
     without giving the event loop back; this drives one from code that is not a coroutine (the
-    broker's group commit callback, the synchronous ``Ledger`` methods). A coroutine that does suspend
+    broker's group commit callback, ``Ledger.run_here``). A coroutine that does suspend
     is a bug: it is closed and reported.
     """
     try:

@@ -13,7 +13,6 @@ from typing import Any
 
 from nexus.ledger import _crash, _prompts, _read, _rescue, _sessions, _turn_ops, _window
 from nexus.ledger._decode import gc_paused
-from nexus.ledger._legacy import LegacyTurns
 from nexus.ledger._rows import TURN_COLUMNS, fetch_turn, turn_from_row, turn_position
 from nexus.ledger._sql_db import SqlDatabase
 from nexus.ledger._sqlite import wait_bound
@@ -42,7 +41,7 @@ def journal_wait() -> float:
     return min(JOURNAL_WAIT_S, wait_bound())
 
 
-class SqlTurnStore(LegacyTurns):
+class SqlTurnStore:
     """Turns of one SQL ledger database (see the module docstring)."""
 
     def __init__(self, db: SqlDatabase, *, message_cache: int) -> None:

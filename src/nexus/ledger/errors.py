@@ -16,8 +16,8 @@ class SessionNotFound(LedgerError, LookupError):
 
     def __init__(self, label: str) -> None:
         super().__init__(
-            f"no session or alias named {label!r}; list sessions with Ledger.list_sessions() "
-            "or create it with Ledger.create_session()"
+            f"no session or alias named {label!r}; list sessions with ledger.sessions.list() "
+            "or create it with ledger.sessions.create(NewSession(...))"
         )
         self.label = label
 
@@ -54,6 +54,21 @@ class QueueItemsHeldError(QueueItemsFinishedError):
         )
         self.held = held
         self.finished = {**finished, **{item: f"processing by {holder}" for item, holder in held.items()}}
+
+
+class LeaseLostError(LedgerError):
+    """A write carried a session lease that is no longer valid (expired, or taken over with a newer epoch).
+
+    Nothing of the write was stored: the session belongs to another run now (docs/scaling.md). A broker
+    that gets it drops its claim on the batch and writes nothing more for it.
+    """
+
+    def __init__(self, session_label: str, epoch: int, why: str) -> None:
+        super().__init__(
+            f"the lease of session {session_label!r} at epoch {epoch} was lost ({why}); nothing was written"
+        )
+        self.session_label = session_label
+        self.epoch = epoch
 
 
 class AgentSessionTakenError(LedgerError, ValueError):

@@ -2,7 +2,8 @@
 
 ``ledger.turns`` (open, journal, write, recover; histories and windows), ``ledger.sessions`` (pointers,
 forks, aliases, the pointer log), ``ledger.queue`` (the broker's durable queue), ``ledger.agents`` (the
-registry), ``ledger.deliveries`` (where replies went) and ``ledger.pi`` (pi session files): each an
+registry), ``ledger.deliveries`` (where replies went), ``ledger.leases`` (one run per session across
+processes) and ``ledger.pi`` (pi session files): each an
 async store of :mod:`nexus.ledger.protocols`, all on one database. SQLite (a file, the embedded default)
 is opened with :meth:`Ledger.open`; :meth:`Ledger.connect` opens a file or a database URL.
 """
@@ -11,15 +12,22 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from nexus.ledger._legacy import LegacyLedger
+from nexus.ledger._lease_store import SqlLeaseStore
 from nexus.ledger._queue_store import SqlQueueStore
 from nexus.ledger._session_store import SqlSessionStore
 from nexus.ledger._small_stores import SqlAgentStore, SqlDeliveryStore, SqlPiFiles
-from nexus.ledger._sql_db import SqlDatabase
+from nexus.ledger._sql_db import OnCallingThread, SqlDatabase, run_inline
 from nexus.ledger._sqlite import Database
 from nexus.ledger._turn_store import SqlTurnStore
+
+if TYPE_CHECKING:
+    from nexus.ledger.protocols import QueueListener
+
+T = TypeVar("T")
 
 
 def default_db_path() -> Path:
@@ -33,7 +41,7 @@ DEFAULT_MESSAGE_CACHE = 50_000
 (broker, chat) then pays only for the new turn on each ``history()`` call."""
 
 
-class Ledger(LegacyLedger):
+class Ledger:
     """The Agents Ledger: its stores, on one database.
 
     Invariants (docs/ledger.md lists the test proving each): a turn is written whole or not
@@ -49,7 +57,9 @@ class Ledger(LegacyLedger):
         self.queue = SqlQueueStore(db)
         self.agents = SqlAgentStore(db)
         self.deliveries = SqlDeliveryStore(db)
+        self.leases = SqlLeaseStore(db)
         self.pi = SqlPiFiles(self)
+        self._here: Ledger | None = None
 
     @classmethod
     def open(
@@ -103,9 +113,51 @@ class Ledger(LegacyLedger):
         await self.aclose()
 
     @property
+    def wakeups(self) -> QueueListener | None:
+        """Queue wake-ups from other processes: PostgreSQL's LISTEN on a connection of its own (``None`` on
+        SQLite, or with ``NEXUS_PG_LISTEN=0``: brokers then poll only; see docs/scaling.md)."""
+        if self._db.inline:
+            return None
+        from nexus.ledger.postgres._listen import QueueListener as PgListener
+        from nexus.ledger.postgres._listen import listening_enabled
+
+        url = getattr(self._db, "url", None)
+        return PgListener(url) if isinstance(url, str) and listening_enabled() else None
+
+    @property
     def path(self) -> str:
         """Where the ledger is: the database file (or ``:memory:``), or a server's URL without its password."""
         return self._db.location
+
+    @property
+    def inline(self) -> bool:
+        """True when every store call answers without suspending (SQLite): it may then run on the event loop
+        inline; False for a database reached over the network (PostgreSQL), whose calls wait off the loop."""
+        return self._db.inline
+
+    def run_here(self, call: Callable[[Ledger], Coroutine[Any, Any, T]]) -> T:
+        """Run ``call(ledger)`` (store calls) to its end on this thread, for code that cannot await.
+
+        The engine's ledger writer thread uses it. On SQLite the stores answer inline anyway; on PostgreSQL
+        ``call`` gets this ledger with every transaction run on the calling thread, which then waits for
+        the server: call it only off the event loop there (or where a short wait on it is the lesser evil).
+        """
+        if self._db.inline:
+            return run_inline(call(self))
+        if self._here is None:
+            self._here = Ledger(OnCallingThread(self._db), message_cache=0)
+        return run_inline(call(self._here))
+
+    async def off_loop(self, call: Callable[[Ledger], Coroutine[Any, Any, T]]) -> T:
+        """Await ``call(ledger)`` (store calls) without holding the event loop while it reads much.
+
+        On SQLite the stores answer inline, so a long history or a whole tree would hold the loop: ``call``
+        runs on a worker thread instead (the file is safe to share between threads). On PostgreSQL the
+        stores already wait off the loop, and ``call`` is simply awaited. For a server's big reads and imports.
+        """
+        if self._db.inline:
+            return await asyncio.to_thread(run_inline, call(self))
+        return await call(self)
 
     @property
     def database(self) -> Database:

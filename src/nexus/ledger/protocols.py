@@ -13,7 +13,7 @@ are short, and never suspend).
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -25,6 +25,7 @@ from nexus.ledger.records import (
     CompactionRecord,
     ImportResult,
     JournalEntry,
+    Lease,
     NewSession,
     QueueItem,
     Session,
@@ -203,18 +204,31 @@ class QueueStore(Protocol):
         """Queue a message durably; ``(item, created)``, ``created`` False for a message id already accepted."""
         ...
 
-    async def claim(self, item_ids: Sequence[str]) -> None:
-        """A run takes these items: ``processing``, one more attempt; ``QueueItemsFinishedError`` for finished ones."""
+    async def claim(self, item_ids: Sequence[str], *, lease: Lease | None = None) -> None:
+        """A run takes these items: ``processing``, one more attempt; ``QueueItemsFinishedError`` for finished ones.
+
+        With the session's ``lease`` (a backend with a ``LeaseStore``): refused with ``LeaseLostError`` unless the
+        lease is valid; the items are stamped with its epoch, and an item a run of an older epoch held is taken over.
+        """
         ...
 
-    async def release(self, item_ids: Sequence[str]) -> None:
-        """Items handed back unconsumed: ``queued`` again, the claim's attempt taken back."""
+    async def release(self, item_ids: Sequence[str], *, lease: Lease | None = None) -> None:
+        """Items handed back unconsumed: ``queued`` again, the claim's attempt taken back (fenced by ``lease``)."""
         ...
 
     async def settle(
-        self, item_ids: Sequence[str], outcome: Settlement, *, turn_id: str | None = None, reason: str | None = None
+        self,
+        item_ids: Sequence[str],
+        outcome: Settlement,
+        *,
+        turn_id: str | None = None,
+        reason: str | None = None,
+        lease: Lease | None = None,
     ) -> None:
-        """Finish unfinished items: ``delivered`` (by ``turn_id``), ``failed`` or ``dropped`` (with ``reason``)."""
+        """Finish unfinished items: ``delivered`` (by ``turn_id``), ``failed`` or ``dropped`` (with ``reason``).
+
+        With ``lease``: refused with ``LeaseLostError``, nothing moved, unless the lease is still valid.
+        """
         ...
 
     async def fail_exhausted(self, max_attempts: int) -> list[QueueItem]:
@@ -225,8 +239,9 @@ class QueueStore(Protocol):
         """One item by id, or ``None``."""
         ...
 
-    async def pending(self, agent_id: str | None = None) -> list[QueueItem]:
-        """Items ``queued`` or ``processing`` (of one agent, or all), in arrival order: what a start reloads."""
+    async def pending(self, agent_id: str | None = None, *, session_label: str | None = None) -> list[QueueItem]:
+        """Items ``queued`` or ``processing`` (of one agent or session, or all), in arrival order: what a start
+        reloads, and a broker taking over a dead one's session."""
         ...
 
     async def items(self, *, agent_id: str | None = None, statuses: Sequence[str] = ()) -> list[QueueItem]:
@@ -248,6 +263,50 @@ class QueueFeed(Protocol):
 
     async def queued_after(self, cursor: int, held: Held | None = None) -> tuple[list[QueueItem], int]:
         """Items still ``queued`` accepted after ``cursor`` (whole rows only of those not ``held``); the new cursor."""
+        ...
+
+
+@runtime_checkable
+class LeaseStore(Protocol):
+    """Optional. One run per session across processes: a lease row per session, its epoch a fencing token.
+
+    A lease is valid until ``expires_at`` (the database's clock); every new tenure bumps the epoch, and a
+    queue write made under a lease (``QueueStore.claim``/``release``/``settle`` with ``lease=``) or the turn
+    consuming its items is refused with ``LeaseLostError`` once the lease expired or was taken over.
+    Backends without it run one broker per database (docs/scaling.md).
+    """
+
+    async def acquire(self, session_label: str, holder: str, ttl_ms: int) -> Lease | None:
+        """Take the session's lease (epoch + 1) or renew the caller's valid one; ``None`` while another holds it."""
+        ...
+
+    async def renew(self, lease: Lease, ttl_ms: int) -> Lease:
+        """Extend a valid lease by ``ttl_ms`` from now; ``LeaseLostError`` once it expired or was taken over."""
+        ...
+
+    async def release(self, lease: Lease) -> bool:
+        """Give the lease up (its epoch stays); ``False`` when it was no longer the caller's."""
+        ...
+
+    async def get(self, session_label: str) -> Lease | None:
+        """The session's lease as stored (``holder`` ``None``: released), ``None`` if it never had one."""
+        ...
+
+    async def expired(self, limit: int = 100) -> list[Lease]:
+        """Leases that expired while held (their holder died or stopped renewing), oldest first."""
+        ...
+
+
+@runtime_checkable
+class QueueListener(Protocol):
+    """Optional. Wake-ups: a call per notification that a session became ready (PostgreSQL's LISTEN/NOTIFY).
+
+    Never the only way a broker finds work (it polls too): a notification may be lost while listening
+    reconnects, so each (re)connection calls ``on_wake("")`` once.
+    """
+
+    async def listen(self, on_wake: Callable[[str], None]) -> None:
+        """Call ``on_wake(session_label)`` (``""``: look at the whole queue) per notification, until cancelled."""
         ...
 
 
@@ -315,9 +374,11 @@ class PiFiles(Protocol):
 __all__ = [
     "AgentStore",
     "DeliveryStore",
+    "LeaseStore",
     "PiFiles",
     "PointerLog",
     "QueueFeed",
+    "QueueListener",
     "QueueStore",
     "SessionStore",
     "TurnStore",

@@ -293,6 +293,9 @@ class TurnWrite:
     marked ``delivered`` in the same transaction (items already finished are left alone: a turn is never
     refused over its queue bookkeeping). When the head is no longer the parent, ``if_head_moved="raise"``
     raises ``HeadMovedError`` and ``"branch"`` keeps the turn as a side branch without moving the pointer.
+    ``lease``: the session lease the run holds; the write is refused (``LeaseLostError``) unless it is still
+    valid. Without one, consumed items that a lease claimed fence the write all the same, per process
+    (docs/scaling.md).
     """
 
     session_label: str
@@ -314,6 +317,7 @@ class TurnWrite:
     response_sources: Sequence[str | None] = ()
     consumed_queue_items: Sequence[str] = ()
     details: TurnDetails = field(default_factory=TurnDetails)
+    lease: Lease | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -386,6 +390,24 @@ class SessionQuery:
     updated_since: int | None = None
     persona_id: str | None = None
     limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A session's lease: who may run it until when, and its epoch, the fencing token its writes carry.
+
+    ``epoch`` grows by one at every new tenure (never reused), so a write stamped with an older epoch is
+    refused once someone else took the session over (docs/scaling.md). ``holder`` is ``None`` for a
+    released lease. Times are the database's clock, Unix ms. ``prior_holder`` names the holder whose
+    lease had expired when this one was acquired (a takeover: that run may have left an open turn).
+    """
+
+    session_label: str
+    holder: str | None
+    epoch: int
+    expires_at: int
+    acquired_at: int
+    prior_holder: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+from nexus import telemetry
 from nexus.errors import UnknownProviderError
 from nexus.llm.events import AssistantMessageEvent, ErrorEvent
 from nexus.llm.keys import base_url_missing, known_providers, missing_base_url_message
@@ -40,8 +41,14 @@ def stream(
             f"providers with a known base URL: {', '.join(known_providers())}"
         )
     if getattr(fn, "__module__", "").startswith(_TRUSTED_PREFIX):
-        return fn(model, context, options)
-    return _guarded(fn, model, context, options)
+        events = fn(model, context, options)
+    else:
+        events = _guarded(fn, model, context, options)
+    if telemetry.observing():  # off: the provider's iterator as it is, nothing added per event
+        from nexus.llm._observed import observed
+
+        return observed(events, model, context, options)
+    return events
 
 
 async def complete(model: Model, context: Context, options: StreamOptions | None = None) -> AssistantMessage:

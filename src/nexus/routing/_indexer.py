@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, StoredMessage
 from nexus.routing._files import stamp_all
 from nexus.routing._index import CheckpointIndex
 from nexus.routing._text import TurnText, turn_text
@@ -94,7 +94,7 @@ class Indexer:
         return added
 
     def _add(self, turns: Sequence[TurnRow]) -> int:
-        texts = [(turn, turn_text([m.message for m in self.ledger.messages(turn.turn_id)])) for turn in turns]
+        texts = [(turn, turn_text([m.message for m in self._messages(turn.turn_id)])) for turn in turns]
         vectors = self.embedder.embed([text.embedding_text() for _, text in texts])
         links = Links(self.store, self.index, [t.parent_turn_id for t in turns if t.parent_turn_id])
         checkpoints = []
@@ -128,6 +128,10 @@ class Indexer:
         self.index.add([_meta(cp, i) for cp, i in zip(checkpoints, ids, strict=True)])
         return len(ids)
 
+    def _messages(self, turn_id: str) -> list[StoredMessage]:
+        """A turn's stored messages, read on this thread (routing runs on SQLite, off the event loop)."""
+        return self.ledger.run_here(lambda here: here.turns.messages(turn_id))
+
     def _backfill_vectors(self) -> None:
         """Embed checkpoints stored without a vector by the current embedder (it failed, or it changed)."""
         if self.embedder.embedder is None or self.index.dim == 0 or self.index.with_vectors >= len(self.index):
@@ -136,7 +140,7 @@ class Indexer:
             missing = self.store.without_vector(self.embedder.name, BATCH)
             if not missing:
                 return
-            texts = [turn_text([m.message for m in self.ledger.messages(t)]).embedding_text() for _, t in missing]
+            texts = [turn_text([m.message for m in self._messages(t)]).embedding_text() for _, t in missing]
             vectors = self.embedder.embed(texts)
             if vectors is None:
                 return

@@ -42,7 +42,10 @@ class AccessLog:
             await self._app(scope, receive, timed_send)
         finally:
             took = (time.perf_counter() - started) * 1000
-            log.info("%s %s %s %.1f ms", scope["method"], _printable(scope.get("path", "")), status or "-", took)
+            path = _printable(scope.get("path", ""))
+            fields = {"event": "request", "method": scope["method"], "path": path, "status": status or None,
+                      "duration_ms": round(took, 1)}  # fmt: skip
+            log.info("%s %s %s %.1f ms", scope["method"], path, status or "-", took, extra={"fields": fields})
 
 
 def _printable(path: str) -> str:

@@ -160,9 +160,9 @@ def remove_agent(request: Request, agent_id: str) -> Response:
     summary="The agent's waiting, running and failed messages",
     responses=answers(QueueList, 404),
 )
-def agent_queue(request: Request, agent_id: str, include_finished: bool = False) -> Any:
+async def agent_queue(request: Request, agent_id: str, include_finished: bool = False) -> Any:
     state = _state(request)
     if state.store.get_agent(agent_id) is None:
         raise ApiError(404, "not_found", f"unknown agent {agent_id!r}")
     statuses = () if include_finished else ("queued", "processing", "failed")
-    return {"items": queue_item_views(state.ledger, state.store.items(agent_id=agent_id, statuses=statuses))}
+    return {"items": await queue_item_views(state.ledger, state.store.items(agent_id=agent_id, statuses=statuses))}

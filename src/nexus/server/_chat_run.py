@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from nexus.ledger.records import NewSession
 from nexus.server._errors import ApiError
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ async def start_chat_turn(
     if state.broker is None or runtime is None:
         raise ApiError(409, "no_broker", "no broker runs in this server process: start it with nexus serve")
     if session_label != agent.session_label:  # an alias names its session: run under the real label
-        session_label = state.ledger.ensure_session(session_label).label
+        session_label = (await state.ledger.sessions.ensure(NewSession(session_label))).label
     loop = asyncio.get_running_loop()
     if session_label == agent.session_label:
         limit = {"max_tokens": max_tokens} if max_tokens else {}
@@ -83,7 +84,7 @@ async def start_chat_turn(
     from nexus.broker.types import stored_agent
 
     _, spec = stored_agent(agent)
-    execution = runtime.start(replace(spec, max_tokens=max_tokens) if max_tokens else spec, session_label, prompt)
+    execution = await runtime.begin(replace(spec, max_tokens=max_tokens) if max_tokens else spec, session_label, prompt)
     _DIRECT.add(execution)
     execution.result.add_done_callback(lambda _: _DIRECT.discard(execution))
     run: asyncio.Future[tuple[Execution, Subscription] | None] = loop.create_future()

@@ -12,24 +12,24 @@ such as ``project-x`` stays the first agent's.
 
 from __future__ import annotations
 
-from nexus.ledger import SessionNotFound
+from nexus.ledger import NewSession, SessionNotFound
 from nexus.ledger.broker_store import AgentRow
 from nexus.server._errors import ApiError
 from nexus.server._owners import OWNER_KEY, Owners
 from nexus.server._state import ServerState
 
 
-def claim_chat_session(state: ServerState, agent: AgentRow, label: str) -> str:
+async def claim_chat_session(state: ServerState, agent: AgentRow, label: str) -> str:
     """The session's own label, created (stamped for ``agent``) when missing; 409 when another agent's."""
     if label == agent.session_label:
         return label
     try:
-        resolved = state.ledger.resolve_session(label)
+        resolved = await state.ledger.sessions.resolve(label)
     except SessionNotFound:
         resolved = None
     owner = _owner(state, resolved.label if resolved else label, resolved.metadata if resolved else None)
     if resolved is None and owner in (None, agent.agent_id):  # new: stamped as this agent's
-        resolved = state.ledger.ensure_session(label, metadata={OWNER_KEY: agent.agent_id})
+        resolved = await state.ledger.sessions.ensure(NewSession(label, metadata={OWNER_KEY: agent.agent_id}))
         owner = _owner(state, resolved.label, resolved.metadata)  # a racing creator's stamp wins
     if resolved is None or (owner is not None and owner != agent.agent_id):
         raise ApiError(

@@ -100,7 +100,7 @@ def _parse_last_event_id(value: str | None) -> int | None:
         200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}, "description": "an endless SSE stream"},
     },
 )
-def session_events(
+async def session_events(
     request: Request, label: str, last_event_id: str | None = Header(default=None, alias="Last-Event-ID")
 ) -> EventStream:
     """Event name = the StreamEvent type, ``id`` = a growing integer, data = the StreamEvent as JSON.
@@ -111,7 +111,7 @@ def session_events(
     ``: keepalive`` comment every ``[server] events_heartbeat_seconds``.
     """
     state: ServerState = request.app.state.nexus
-    session = state.ledger.resolve_session(label)
+    session = await state.ledger.sessions.resolve(label)
     resume = _parse_last_event_id(last_event_id)
     try:
         subscription = _hub(request).subscribe(session.label, resume)

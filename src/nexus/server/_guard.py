@@ -25,6 +25,8 @@ OPEN_PATHS = ("/v1/health", "/", "/docs", "/docs/oauth2-redirect", "/redoc", "/o
 data; a browser cannot send a token to open a page: /docs takes one with its Authorize button)."""
 OPEN_PREFIXES = ("/ui/",)
 """The web UI's static scripts and styles (no data either)."""
+METRICS_PATH = "/metrics"
+"""Prometheus metrics: the API's tokens, or a metrics token of its own (``[telemetry] metrics_token``)."""
 
 
 async def reply_error(
@@ -45,9 +47,13 @@ async def reply_error(
 class Guard:
     """Checks ``Authorization: Bearer <token>`` (when tokens are configured) and caps body size."""
 
-    def __init__(self, app: ASGIApp, *, tokens: Sequence[str], max_body_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, *, tokens: Sequence[str], max_body_bytes: int, metrics_tokens: Sequence[str] = ()
+    ) -> None:
+        """``metrics_tokens`` are accepted for ``/metrics`` only (besides ``tokens``), and then required there."""
         self._app = app
         self._tokens = [token.encode() for token in tokens if token]
+        self._metrics_tokens = [token.encode() for token in metrics_tokens if token]
         self._max = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -55,7 +61,7 @@ class Guard:
             await self._app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
-        if self._tokens and not self._authorized(scope, headers):
+        if (self._tokens or self._metrics_tokens) and not self._authorized(scope, headers):
             await reply_error(
                 send, 401, "unauthorized", "missing or wrong bearer token (Authorization: Bearer <token>)",
                 [(b"www-authenticate", b"Bearer")],
@@ -99,8 +105,11 @@ class Guard:
         path = scope.get("path", "")
         if path in OPEN_PATHS or path.startswith(OPEN_PREFIXES):
             return True
+        accepted = [*self._tokens, *self._metrics_tokens] if path == METRICS_PATH else self._tokens
+        if not accepted:  # no token guards this path (a metrics token alone guards /metrics only)
+            return True
         value = headers.get(b"authorization", b"")
         scheme, _, token = value.partition(b" ")
         if scheme.lower() != b"bearer" or not token:
             return False
-        return any(hmac.compare_digest(token.strip(), known) for known in self._tokens)
+        return any(hmac.compare_digest(token.strip(), known) for known in accepted)

@@ -162,7 +162,7 @@ async def chat_completions(
             404, "model_not_found", f"the model {body.model!r} does not exist: use an agent id (GET /v1/models)"
         )
     prompt = new_prompt(body.messages)
-    session = claim_chat_session(state, agent, choose_session(agent.session_label, x_nexus_session, body.user))
+    session = await claim_chat_session(state, agent, choose_session(agent.session_label, x_nexus_session, body.user))
     completion_id = f"chatcmpl-{new_ulid().lower()}"
     turn = await start_chat_turn(state, agent, session, prompt, completion_id, max_tokens=_max_tokens(body))
     headers = {"x-nexus-session": turn.session_label}
@@ -173,7 +173,7 @@ async def chat_completions(
             chunks, media_type="text/event-stream", headers={**headers, "cache-control": "no-cache"}
         )
     result = _succeeded(*await finished(turn))
-    counts, finish = turn_facts(state, result.turn_id)
+    counts, finish = await turn_facts(state, result.turn_id)
     body_out = {
         "id": completion_id, "object": "chat.completion", "created": int(time.time()), "model": body.model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": result.reply},
@@ -209,13 +209,13 @@ def _succeeded(result: AgentResult | None, why: str | None) -> AgentResult:
     return result
 
 
-def turn_facts(state: ServerState, turn_id: str | None) -> tuple[dict[str, int], str]:
+async def turn_facts(state: ServerState, turn_id: str | None) -> tuple[dict[str, int], str]:
     """The turn's token counts as the ledger wrote them (zeros when no turn was written) and its
     ``finish_reason``: ``length`` when the model stopped at its token limit, else ``stop``."""
     prompt_tokens = completion_tokens = 0
     finish = "stop"
     if turn_id is not None:
-        turn = state.ledger.get_turn(turn_id)
+        turn = await state.ledger.turns.get(turn_id)
         prompt_tokens, completion_tokens = turn.input_tokens or 0, turn.output_tokens or 0
         finish = "length" if turn.stop_reason in LENGTH_STOPS else "stop"
     counts = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
@@ -247,7 +247,7 @@ async def _chunks(
         body = {"message": f"the agent's turn failed: {error}", "type": "upstream_error"}
         yield f"data: {json.dumps({'error': body})}\n\n".encode()
         return
-    counts, finish = turn_facts(state, result.turn_id)
+    counts, finish = await turn_facts(state, result.turn_id)
     if include_usage:
         yield _chunk(completion_id, model, {}, finish)
         done = {"id": completion_id, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,

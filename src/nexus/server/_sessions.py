@@ -6,13 +6,12 @@ import itertools
 import os
 import tempfile
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import Response
 
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, SessionQuery
 from nexus.ledger.errors import PiFormatError
 from nexus.ledger.labels import label_problem
 from nexus.server._errors import ApiError
@@ -40,16 +39,16 @@ def _state(request: Request) -> ServerState:
 
 
 @router.get("/sessions", summary="Sessions, most recently updated first", responses=answers(SessionList))
-def list_sessions(
+async def list_sessions(
     request: Request,
     include_archived: bool = False,
     limit: int = Query(200, ge=1, le=10_000),
     q: str | None = Query(None, max_length=200, description="sessions whose label, title, agent or channel has it"),
 ) -> Any:
     state = _state(request)
-    status = None if include_archived else "active"
-    sessions = state.ledger.list_sessions(status=status, limit=None if q else limit)
-    owners = Owners(state.store.list_agents())
+    query = SessionQuery(status=None if include_archived else "active", limit=None if q else limit)
+    sessions = await state.ledger.sessions.list(query)
+    owners = Owners(await state.ledger.agents.list())
     views = (session_view(s, owners) for s in sessions)
     if q:
         needle = q.casefold()
@@ -64,14 +63,13 @@ SEARCHED = ("label", "title", "agent", "channel", "session_key")
 @router.get(
     "/sessions/{label}", summary="One session with its head turn and aliases", responses=answers(SessionDetail, 404)
 )
-def show_session(request: Request, label: str) -> Any:
-    state = _state(request)
-    ledger = state.ledger
-    session = ledger.resolve_session(label)
-    head = ledger.get_turn(session.thread_id) if session.thread_id else None
+async def show_session(request: Request, label: str) -> Any:
+    ledger = _state(request).ledger
+    session = await ledger.sessions.resolve(label)
+    head = await ledger.turns.get(session.thread_id) if session.thread_id else None
     return {
-        **session_view(session, Owners(state.store.list_agents())),
-        "aliases": ledger.aliases(session.label),
+        **session_view(session, Owners(await ledger.agents.list())),
+        "aliases": await ledger.sessions.aliases(session.label),
         "head": None if head is None else turn_view(head),
         "turns": 0 if head is None else head.depth + 1,
     }
@@ -82,18 +80,24 @@ def show_session(request: Request, label: str) -> Any:
     summary="The session's turns, root first, with their messages",
     responses=answers(History, 404),
 )
-def session_history(request: Request, label: str) -> Any:
-    ledger = _state(request).ledger
-    session = ledger.resolve_session(label)
-    turns = ledger.turns(session.label)
-    sent = _deliveries(ledger, [t.id for t in turns])
-    return {
-        "label": session.label,
-        "turns": [
-            {**turn_view(t), "messages": [message_view(m) for m in ledger.messages(t.id)], "deliveries": sent(t.id)}
-            for t in turns
-        ],
-    }
+async def session_history(request: Request, label: str) -> Any:
+    async def read(ledger: Ledger) -> Any:
+        session = await ledger.sessions.resolve(label)
+        turns = await ledger.turns.path(session.label)
+        sent = await _deliveries(ledger, [t.id for t in turns])
+        return {
+            "label": session.label,
+            "turns": [
+                {
+                    **turn_view(t),
+                    "messages": [message_view(m) for m in await ledger.turns.messages(t.id)],
+                    "deliveries": sent(t.id),
+                }
+                for t in turns
+            ],
+        }
+
+    return await _state(request).ledger.off_loop(read)
 
 
 @router.get(
@@ -101,31 +105,33 @@ def session_history(request: Request, label: str) -> Any:
     summary="Every turn of the tree the session is in, forks included",
     responses=answers(Tree, 404),
 )
-def session_tree(request: Request, label: str) -> Any:
-    ledger = _state(request).ledger
-    session = ledger.resolve_session(label)
-    turns, truncated = ledger.tree(session.label, limit=MAX_TREE_TURNS)
-    heads: dict[str, list[str]] = {}
-    for other in ledger.list_sessions(status="active"):
-        if other.thread_id:
-            heads.setdefault(other.thread_id, []).append(other.label)
-    path = {t.id for t in ledger.turns(session.label)}
-    sent = _deliveries(ledger, [t.id for t in turns])
-    return {
-        "label": session.label,
-        "head_turn_id": session.thread_id,
-        "truncated": truncated,
-        "turns": [
-            {
-                **turn_view(t),
-                "on_path": t.id in path,
-                "heads_of": heads.get(t.id, []),
-                "deliveries": sent(t.id),
-                "preview": turn_preview(ledger.messages(t.id)),
-            }
-            for t in turns
-        ],
-    }
+async def session_tree(request: Request, label: str) -> Any:
+    async def read(ledger: Ledger) -> Any:
+        session = await ledger.sessions.resolve(label)
+        turns, truncated = await ledger.turns.tree(session.label, limit=MAX_TREE_TURNS)
+        heads: dict[str, list[str]] = {}
+        for other in await ledger.sessions.list(SessionQuery(status="active")):
+            if other.thread_id:
+                heads.setdefault(other.thread_id, []).append(other.label)
+        path = {t.id for t in await ledger.turns.path(session.label)}
+        sent = await _deliveries(ledger, [t.id for t in turns])
+        return {
+            "label": session.label,
+            "head_turn_id": session.thread_id,
+            "truncated": truncated,
+            "turns": [
+                {
+                    **turn_view(t),
+                    "on_path": t.id in path,
+                    "heads_of": heads.get(t.id, []),
+                    "deliveries": sent(t.id),
+                    "preview": turn_preview(await ledger.turns.messages(t.id)),
+                }
+                for t in turns
+            ],
+        }
+
+    return await _state(request).ledger.off_loop(read)
 
 
 @router.get(
@@ -133,14 +139,14 @@ def session_tree(request: Request, label: str) -> Any:
     summary="One turn: its messages, tool calls, tokens, cost and where its reply went",
     responses=answers(TurnDetail, 404),
 )
-def show_turn(request: Request, turn_id: str) -> Any:
+async def show_turn(request: Request, turn_id: str) -> Any:
     ledger = _state(request).ledger
-    turn = ledger.get_turn(turn_id)
+    turn = await ledger.turns.get(turn_id)
     return {
         **turn_view(turn),
-        "messages": [message_view(m) for m in ledger.messages(turn.id)],
-        "tool_calls": [tool_call_view(c) for c in ledger.tool_calls(turn.id)],
-        "deliveries": _deliveries(ledger, [turn.id])(turn.id),
+        "messages": [message_view(m) for m in await ledger.turns.messages(turn.id)],
+        "tool_calls": [tool_call_view(c) for c in await ledger.turns.tool_calls(turn.id)],
+        "deliveries": (await _deliveries(ledger, [turn.id]))(turn.id),
     }
 
 
@@ -150,15 +156,15 @@ def show_turn(request: Request, turn_id: str) -> Any:
     response_class=JsonLinesResponse,
     responses=answers(None, 404, media=JsonLinesResponse.media_type),
 )
-def export_session(request: Request, label: str) -> JsonLinesResponse:
-    ledger = _state(request).ledger
-    session = ledger.resolve_session(label)
-    with tempfile.TemporaryDirectory(prefix="nexus-export-") as tmp:
-        path = ledger.export_pi(session.label, Path(tmp) / "session.jsonl")
-        data = path.read_bytes()
+async def export_session(request: Request, label: str) -> JsonLinesResponse:
+    async def read(ledger: Ledger) -> tuple[str, str]:
+        session = await ledger.sessions.resolve(label)
+        return session.label, await ledger.pi.export_pi(session.label)
+
+    found, text = await _state(request).ledger.off_loop(read)
     return JsonLinesResponse(
-        data,
-        headers={"content-disposition": f'attachment; filename="{_safe_filename(session.label)}.jsonl"'},
+        text.encode("utf-8"),
+        headers={"content-disposition": f'attachment; filename="{_safe_filename(found)}.jsonl"'},
     )
 
 
@@ -168,12 +174,11 @@ def export_session(request: Request, label: str) -> JsonLinesResponse:
     summary="Import a pi-coding-agent session file (JSONL body)",
     responses=answers(ImportResult, 400, 409, status=201),
 )
-def import_session(
+async def import_session(
     request: Request,
     body: Annotated[bytes, Body(media_type="application/x-ndjson")] = b"",
     label: str | None = Query(None, min_length=1, max_length=200),
 ) -> Any:
-    ledger = _state(request).ledger
     problem = None if label is None else label_problem(label)
     if problem is not None:
         raise ApiError(422, "invalid_request", f"label: {problem}")
@@ -183,7 +188,7 @@ def import_session(
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(body)
-        result = ledger.import_pi(name, label)
+        result = await _state(request).ledger.off_loop(lambda ledger: ledger.pi.import_pi(name, label))
     except PiFormatError as exc:  # its message names the server's temporary file: name the request body instead
         raise ApiError(400, "invalid_request", str(exc).replace(name, "the request body")) from None
     finally:
@@ -197,11 +202,9 @@ def import_session(
     }
 
 
-def _deliveries(ledger: Ledger, turn_ids: list[str]) -> Callable[[str], list[dict[str, Any]]]:
+async def _deliveries(ledger: Ledger, turn_ids: list[str]) -> Callable[[str], list[dict[str, Any]]]:
     """Where the replies of these turns went (one query): turn id → its ``deliveries`` rows as JSON."""
-    from nexus.ledger.deliveries import DeliveryLog
-
-    found = DeliveryLog(ledger.database).for_turns(turn_ids)
+    found = await ledger.deliveries.for_turns(turn_ids)
     return lambda turn_id: [record.to_json() for record in found.get(turn_id, [])]
 
 

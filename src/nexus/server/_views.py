@@ -131,18 +131,18 @@ def queue_item_view(item: BrokerQueueItem, turn: Turn | None = None) -> dict[str
     return {**item.to_json(), "turn_status": turn.status if turn else None, "turn_error": turn_error_text(turn)}
 
 
-def queue_item_views(ledger: Ledger, items: list[BrokerQueueItem]) -> list[dict[str, Any]]:
+async def queue_item_views(ledger: Ledger, items: list[BrokerQueueItem]) -> list[dict[str, Any]]:
     """:func:`queue_item_view` of each item, with its turn read from the ledger."""
-    turns = item_turns(ledger, items)
+    turns = await item_turns(ledger, items)
     return [queue_item_view(item, turns.get(item.turn_id or "")) for item in items]
 
 
-def item_turns(ledger: Ledger, items: list[BrokerQueueItem]) -> dict[str, Turn]:
+async def item_turns(ledger: Ledger, items: list[BrokerQueueItem]) -> dict[str, Turn]:
     """The turns that consumed ``items``, by id (one read per turn; a turn missing from the ledger is left out)."""
     turns: dict[str, Turn] = {}
     for turn_id in dict.fromkeys(item.turn_id for item in items if item.turn_id):
         try:
-            turns[turn_id] = ledger.get_turn(turn_id)
+            turns[turn_id] = await ledger.turns.get(turn_id)
         except TurnNotFound:
             continue
     return turns

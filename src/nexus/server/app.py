@@ -6,13 +6,14 @@ commands never pay for it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fastapi import FastAPI
 
-from nexus import __version__
+from nexus import __version__, telemetry
 from nexus.config._server_schema import ServerConfig
+from nexus.ledger.records import SessionQuery
 from nexus.server._access_log import AccessLog
 from nexus.server._browser_guard import BrowserGuard
 from nexus.server._errors import install_error_handlers
@@ -26,13 +27,15 @@ from nexus.server._state import ServerState
 PROBED_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 
-def create_app(state: ServerState, config: ServerConfig | None = None) -> Any:
+def create_app(state: ServerState, config: ServerConfig | None = None, *, metrics_tokens: Sequence[str] = ()) -> Any:
     """The ASGI application: routes, error shape, bearer tokens, body limit and CORS from ``config``.
 
     Builds ``state.events`` from ``config`` when the caller gave no hub. SSE streams never end on
-    their own: at shutdown call ``state.events.close()`` before stopping uvicorn.
+    their own: at shutdown call ``state.events.close()`` before stopping uvicorn. ``metrics_tokens``
+    are accepted for ``/metrics`` only (``[telemetry] metrics_token``); ``/metrics`` answers while
+    ``nexus.telemetry`` metrics are on, and every request is a span while tracing is on.
     """
-    from nexus.server import _agent_messages, _agents, _docs, _events, _session_edit, _sessions, _ui
+    from nexus.server import _agent_messages, _agents, _docs, _events, _metrics, _session_edit, _sessions, _ui
 
     settings = config or ServerConfig()
     if state.events is None:
@@ -59,8 +62,8 @@ def create_app(state: ServerState, config: ServerConfig | None = None) -> Any:
         summary="Liveness: the server is up and its ledger answers",
         responses=answers(Health),
     )
-    def health() -> dict[str, Any]:
-        sessions = len(state.ledger.list_sessions(limit=1))
+    async def health() -> dict[str, Any]:
+        sessions = len(await state.ledger.sessions.list(SessionQuery(limit=1)))
         return {"status": "ok", "version": __version__, "ledger": "ok" if sessions >= 0 else "error"}
 
     app.include_router(_sessions.router)
@@ -68,6 +71,7 @@ def create_app(state: ServerState, config: ServerConfig | None = None) -> Any:
     app.include_router(_agents.router)
     app.include_router(_agent_messages.router)
     app.include_router(_events.router)
+    app.include_router(_metrics.router)
     from nexus.server import mcp_http
 
     mcp_http.mount(app, state)  # /mcp: the MCP face, behind the same guards as every route
@@ -75,16 +79,24 @@ def create_app(state: ServerState, config: ServerConfig | None = None) -> Any:
     _docs.mount(app)
     _include_serve_routes(app)
     app.state.route_methods = route_methods(app)  # OPTIONS' and 405's Allow
-    return _middleware(app, settings)
+    return _middleware(app, settings, metrics_tokens)
 
 
-def _middleware(app: FastAPI, settings: ServerConfig) -> Any:
-    """The access log, then Host/Origin/media-type checks, then CORS, then tokens and the body limit, then the routes.
+def _middleware(app: FastAPI, settings: ServerConfig, metrics_tokens: Sequence[str]) -> Any:
+    """The access log, then Host/Origin/media-type checks, then CORS, then tokens and the body limit, then a span,
+    then the routes.
 
     CORS sits before the token check: a browser's preflight never carries ``Authorization``,
     and a 401 must carry ``Access-Control-Allow-Origin`` for the page to read it.
     """
-    inner: Any = Guard(app, tokens=settings.tokens, max_body_bytes=settings.max_body_bytes)
+    routes: Any = app
+    if telemetry.tracing():
+        from nexus.server._trace_http import TraceRequests
+
+        routes = TraceRequests(app)
+    inner: Any = Guard(
+        routes, tokens=settings.tokens, max_body_bytes=settings.max_body_bytes, metrics_tokens=metrics_tokens
+    )
     if settings.cors_origins:
         from starlette.middleware.cors import CORSMiddleware
 

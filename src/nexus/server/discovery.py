@@ -3,7 +3,8 @@
 ``nexus serve`` writes the file (mode 0600: it holds the token this start of the server made, which
 the API accepts as long as the process runs) once it listens, and removes it on a clean shutdown.
 A reader trusts it only while its process is alive and holds the broker lock, so a file left by a
-killed server is ignored. Light on purpose: the CLI imports it on every ``nexus send``; no FastAPI.
+killed server is ignored (on PostgreSQL, where a server takes no lock, only while its process lives).
+Light on purpose: the CLI imports it on every ``nexus send``; no FastAPI.
 """
 
 from __future__ import annotations
@@ -30,13 +31,20 @@ class RunningServer:
 
 
 def server_file(config: NexusConfig) -> Path:
-    """Where this configuration's server announces itself (beside the ledger and its broker lock)."""
+    """Where this configuration's server announces itself (beside the ledger and its broker lock; for a
+    PostgreSQL ledger, in the directory of ``$NEXUS_HOME`` its URL names)."""
+    url = config.database_url
+    if url is not None:
+        from nexus.config import database_dir
+
+        return database_dir(url) / FILE_NAME
     return config.database_path.with_name(FILE_NAME)
 
 
 def write_server_file(config: NexusConfig, host: str, port: int, token: str | None = None) -> Path:
     """Announce this process as the server (atomically, 0600), with its per-start token if it has one."""
     path = server_file(config)
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{FILE_NAME}.{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
@@ -62,8 +70,8 @@ def find_server(config: NexusConfig) -> RunningServer | None:
         pid, host, port = int(data["pid"]), str(data["host"]), int(data["port"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if not _alive(pid) or not _holds_lock(config):
-        return None
+    if not _alive(pid) or (config.database_url is None and not _holds_lock(config)):
+        return None  # a PostgreSQL server holds no lock (several may share the database): its pid must live
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
     if ":" in host:

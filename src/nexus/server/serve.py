@@ -15,10 +15,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import logging
 import secrets
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
@@ -66,28 +67,70 @@ async def serve(
     *,
     stream_fn: StreamFn | None = None,
     log_requests: bool = True,
+    metrics_tokens: Sequence[str] = (),
 ) -> int:
     """Run until SIGTERM/SIGINT; the caller holds the broker lock. Returns the exit code.
 
     WAL checkpoints run on a thread of their own meanwhile (see ``nexus.ledger._checkpoint``).
     The tokens are registered with the redactor: no error text of a run ever repeats one.
-    ``log_requests``: one line per request on stderr (``nexus.server._access_log``).
+    ``log_requests``: one line per request on stderr (``nexus.server._access_log``); a JSON object
+    through the process's log handler with ``--log-format json``.
+    With ``[telemetry] metrics`` (the default) ``/metrics`` answers, ``metrics_tokens`` (resolved)
+    are accepted there, and the event loop's lag is measured meanwhile.
     """
-    import logging
-
     from nexus.ledger._checkpoint import background_checkpoints
     from nexus.llm.redact import add_secrets
-    from nexus.server._access_log import log, log_requests_to_stderr
+    from nexus.server._access_log import log
 
     add_secrets(settings.tokens)
-    handler = log_requests_to_stderr() if log_requests else None
+    handler = _access_lines(log_requests)
     try:
-        with background_checkpoints(ledger.database):
-            return await _serve(config, ledger, settings, stream_fn=stream_fn)
+        with background_checkpoints(ledger.database), _measured_loop(config):
+            return await _serve(config, ledger, settings, stream_fn=stream_fn, metrics_tokens=metrics_tokens)
     finally:
         if handler is not None:
             log.removeHandler(handler)
-            log.setLevel(logging.NOTSET)
+        log.setLevel(logging.NOTSET)
+
+
+def _access_lines(wanted: bool) -> logging.Handler | None:
+    """Where the request lines go: with ``--log-format json`` the process's log handler (JSON objects
+    like every other line), else a handler of their own on stderr (``nexus serve: GET / 200 1.2 ms``;
+    returned, to remove at the end)."""
+    from nexus.server._access_log import log, log_requests_to_stderr
+    from nexus.telemetry.logs import json_logs
+
+    if not wanted:
+        log.setLevel(logging.WARNING)  # --quiet: the middleware formats nothing
+        return None
+    if json_logs():
+        log.setLevel(logging.INFO)
+        log.propagate = True
+        return None
+    handler: logging.Handler = log_requests_to_stderr()
+    return handler
+
+
+@contextlib.contextmanager
+def _measured_loop(config: NexusConfig) -> Iterator[None]:
+    """Metrics on (as ``[telemetry] metrics`` says) and the loop-lag watcher running, for the block."""
+    if not config.telemetry.metrics:
+        yield
+        return
+    from nexus import telemetry
+    from nexus.telemetry.loop_lag import watch_loop_lag
+
+    try:
+        recorder = telemetry.enable_metrics()
+    except ImportError as exc:  # a server extra installed before metrics were part of it
+        print(f"nexus serve: /metrics is off: {exc}; pip install prometheus-client", file=sys.stderr, flush=True)
+        yield
+        return
+    watcher = asyncio.get_running_loop().create_task(watch_loop_lag(recorder), name="nexus:loop-lag")
+    try:
+        yield
+    finally:
+        watcher.cancel()
 
 
 def settle_heap() -> None:
@@ -104,7 +147,12 @@ def settle_heap() -> None:
 
 
 async def _serve(
-    config: NexusConfig, ledger: Ledger, settings: ServerConfig, *, stream_fn: StreamFn | None = None
+    config: NexusConfig,
+    ledger: Ledger,
+    settings: ServerConfig,
+    *,
+    stream_fn: StreamFn | None = None,
+    metrics_tokens: Sequence[str] = (),
 ) -> int:
     from nexus.broker.host import build_host, start_host
     from nexus.server._state import ServerState
@@ -133,7 +181,7 @@ async def _serve(
         state = ServerState(ledger, _store(ledger), broker=host.broker, runtime=host.runtime, deliverer=host.deliverer)
         start_token = _start_token(settings)
         tokens = [*settings.tokens, start_token] if start_token else []
-        app = create_app(state, settings.model_copy(update={"tokens": tokens}))
+        app = create_app(state, settings.model_copy(update={"tokens": tokens}), metrics_tokens=metrics_tokens)
         hub = state.events
         if hub is not None:  # every run, live on its session's event stream
             from nexus.server._live import LiveRuns
@@ -149,7 +197,7 @@ async def _serve(
         server = NexusUvicorn(
             uvicorn.Config(
                 app, host=settings.host, port=settings.port, lifespan="off", log_level="warning",
-                access_log=False, timeout_graceful_shutdown=GRACEFUL_S, http=protocol,
+                access_log=False, timeout_graceful_shutdown=GRACEFUL_S, http=protocol, **_uvicorn_logs(),
             )
         )  # fmt: skip
         if stopping:  # a signal came while the broker started
@@ -164,6 +212,13 @@ async def _serve(
         remove_server_file(config)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
+
+
+def _uvicorn_logs() -> dict[str, Any]:
+    """uvicorn logs through our handler when ``nexus serve`` installed one (else its own, as before)."""
+    from nexus.telemetry.logs import logs_configured
+
+    return {"log_config": None} if logs_configured() else {}
 
 
 def _start_token(settings: ServerConfig) -> str | None:

@@ -22,12 +22,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import logging
 import random
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
+from nexus import telemetry
 from nexus.adapters.clock import Clock
 from nexus.adapters.manager import AdapterManager
 from nexus.adapters.process import AdapterError
@@ -45,6 +47,7 @@ from nexus.streaming.events import (
 )
 from nexus.streaming.pipeline import BlockPipeline
 from nexus.streaming.settings import block_settings
+from nexus.telemetry.logs import failure_level
 
 if TYPE_CHECKING:
     from nexus.ledger.deliveries import DeliveryStatus
@@ -131,6 +134,33 @@ class _Framer:
         yield StreamEnd(self.run_id, final=True)
 
 
+_Deliver = TypeVar("_Deliver", bound=Callable[..., Awaitable[DeliveryReport]])
+
+
+def _measured(deliver: _Deliver) -> _Deliver:
+    """Every delivery's outcome as a metric (``nexus_adapter_deliveries_total``) and one log line."""
+
+    @functools.wraps(deliver)
+    async def measured(*args: Any, **kwargs: Any) -> DeliveryReport:
+        report = await deliver(*args, **kwargs)
+        target = report.target
+        telemetry.metrics().delivery(target.channel, report.status)
+        fields = {
+            "event": "delivery",
+            "adapter": target.channel,
+            "account": target.account_id,
+            "path": report.path,
+            "status": report.status,
+            "attempts": report.attempts,
+            "error": report.error,
+        }
+        log.log(logging.INFO if report.status == "delivered" else failure_level(log),
+                "delivery to %s: %s", target.key, report.status, extra={"fields": fields})  # fmt: skip
+        return report
+
+    return cast(_Deliver, measured)
+
+
 class StreamRouter:
     """Routes deliveries to the adapters of an :class:`AdapterManager`."""
 
@@ -149,6 +179,7 @@ class StreamRouter:
         self.finish_timeout_s = finish_timeout_s
         self.write_timeout_s = write_timeout_s
 
+    @_measured
     async def deliver(
         self,
         target: DeliveryTarget,

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from nexus.engine.execution._snapshots import SNAPSHOTS
 from nexus.engine.execution._writer import inline_ok, settled, submit
+from nexus.ledger.records import JournalEntry, JournalMessage, JournalReply, JournalToolCall
 from nexus.llm.types import (
     AssistantContent,
     AssistantMessage,
@@ -260,11 +261,15 @@ class TurnJournal:
     def write_one(self, slot: int, message: AssistantMessage) -> None:
         """Writer thread, ``lock`` held: upsert the slot's entry (a failure is reported, never raised)."""
         try:
-            self.ledger.journal_partial(self.turn_id, slot, message)
+            self.journal_now(JournalReply(self.turn_id, slot, message))
         except Exception as exc:
             self.failed("journal_partial", exc)
         else:
             self.written.add(slot)
+
+    def journal_now(self, entry: JournalEntry) -> None:
+        """Write one journal entry here (the writer thread, or the loop on SQLite when few runs are active)."""
+        self.ledger.run_here(lambda here: here.turns.journal([entry]))
 
     def wrote(self, seconds: float) -> None:
         """A snapshot write took ``seconds``: a long reply costs more to copy each time, so keep the
@@ -284,7 +289,7 @@ class TurnJournal:
             if self.closed:
                 return
             try:
-                self.ledger.journal_partial(self.turn_id, slot, message, complete=True)
+                self.journal_now(JournalReply(self.turn_id, slot, message, complete=True))
             except Exception as exc:
                 self.failed("journal_partial", exc)
             else:
@@ -299,7 +304,7 @@ class TurnJournal:
 
     def queue(self, write: Callable[[], None]) -> None:
         """Queue one entry write on the writer thread (after every write queued before it); inline when alone."""
-        if inline_ok():
+        if inline_ok() and self.ledger.inline:
             write()
         else:
             self.pending = submit(write)
@@ -321,7 +326,9 @@ class TurnJournal:
     def message(self, message: Message) -> None:
         """Journal a whole message (an injected user message)."""
         self.release_held()
-        self.queue(lambda: self.guarded("journal_message", lambda: self.ledger.journal_message(self.turn_id, message)))
+        self.queue(
+            lambda: self.guarded("journal_message", lambda: self.journal_now(JournalMessage(self.turn_id, message)))
+        )
 
     def tool_call(
         self, call: ToolCall, result: ToolResultMessage, started_at: int, completed_at: int, spawned: str | None
@@ -331,7 +338,9 @@ class TurnJournal:
         self.queue(
             lambda: self.guarded(
                 "journal_tool_call",
-                lambda: self.ledger.journal_tool_call(self.turn_id, call, result, started_at, completed_at, spawned),
+                lambda: self.journal_now(
+                    JournalToolCall(self.turn_id, call, result, started_at, completed_at, spawned)
+                ),
             )
         )
 

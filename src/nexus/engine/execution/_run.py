@@ -51,7 +51,7 @@ from nexus.engine.execution.events import (
     RunStartEvent,
     StateEvent,
 )
-from nexus.engine.execution.ledger_map import run_compactions, write_result
+from nexus.engine.execution.ledger_map import history_turn_ids, run_compactions, write_result
 from nexus.engine.execution.scope import CURRENT_RUN, RunHost, RunScope
 from nexus.engine.types import (
     AgentError,
@@ -93,7 +93,7 @@ class EngineRun:
 
     __slots__ = ("_state_changed", "active", "agent_ctx", "calls", "channel", "ctx", "depth", "end", "final_error",
                  "history_len", "journal", "last_assistant", "last_call_usage", "ledger", "limits", "llm_calls",
-                 "model", "options", "resume_state", "runtime", "signal", "started", "state", "steering",
+                 "model", "options", "owners", "resume_state", "runtime", "signal", "started", "state", "steering",
                  "stream_fn", "timed_out", "turn_id", "usage", "window", "wrote_text")  # fmt: skip
 
     def __init__(
@@ -138,6 +138,7 @@ class EngineRun:
             cache=cache,
         )
         self.turn_id: str | None = None
+        self.owners: list[str] | None = None  # the turn of each history message, once a compaction needs them
         self.journal: TurnJournal | None = None
         self.steering = RunSteering(steering, self.publish)
         self.active = False
@@ -191,7 +192,7 @@ class EngineRun:
         with ACTIVE_RUN:
             try:
                 if self.ledger is not None:
-                    await off_loop(self.open_turn_now)
+                    await off_loop(self.open_turn_now, inline=self.ledger.inline)
             except asyncio.CancelledError:
                 self.close_cancelled_open()
                 raise
@@ -215,7 +216,7 @@ class EngineRun:
                 try:
                     if self.journal is not None:
                         self.journal.stop()
-                    self.persist(cancelled)  # cancelled: written here, on the loop
+                    self.persist(cancelled)  # cancelled: written here, on the loop (on PostgreSQL it waits there)
                 finally:
                     self.finish(cancelled)
                 raise
@@ -227,6 +228,7 @@ class EngineRun:
                 self.active = False
             self.set_state("finishing")
             self.close_steering()
+            await self.load_owners()
             result = self.build_result()
             try:
                 await self.persist_off_loop(result)
@@ -440,11 +442,16 @@ class EngineRun:
             stop_reason=stop_reason,
             duration_ms=int((time.monotonic() - self.started) * 1000),
             error=error,
-            compactions=run_compactions(self.ledger, self.ctx, self.turn_id, self.window.compactions),
+            compactions=run_compactions(self.ledger, self.ctx, self.turn_id, self.window.compactions, self.owners),
             last_call_usage=self.last_call_usage,
             returned_steers=list(self.steering.returned),
             turn_id=self.turn_id,
         )
+
+    async def load_owners(self) -> None:
+        """Which turn each history message belongs to, read once a run compacted (see ``history_turn_ids``)."""
+        if self.window.compactions and self.ledger is not None and self.turn_id is not None:
+            self.owners = await history_turn_ids(self.ledger, self.ctx.session_label, self.ctx.history)
 
     def outcome(self, response: list[Message]) -> tuple[RunStopReason, AgentError | None]:
         """Seed 000's stop reason (and error) from how the loop ended (see ``_outcome``)."""
@@ -463,7 +470,7 @@ class EngineRun:
             return
         if self.journal is not None:
             self.journal.stop()
-        await off_loop(lambda: self.persist(result))
+        await off_loop(lambda: self.persist(result), inline=self.ledger.inline)
 
     def persist(self, result: AgentResult) -> None:
         """Close the opened turn with the result (one transaction); then the result's messages are the ledger's."""
@@ -473,17 +480,9 @@ class EngineRun:
             return
         response = _llm(self.agent_ctx.messages[self.history_len + 1 :])
         steering = self.steering
-        write_result(
-            self.ledger,
-            self.ctx,
-            self.turn_id,
-            result,
-            response,
-            result.compaction,
-            steering.delivered_ids,
-            steering.response_sources(len(response)),
-        )
-        result.messages = self.ledger.messages(self.turn_id)
+        turn_id = write_result(self.ledger, self.ctx, self.turn_id, result, response, result.compaction,
+                               steering.delivered_ids, steering.response_sources(len(response)))  # fmt: skip
+        result.messages = self.ledger.run_here(lambda here: here.turns.messages(turn_id))
 
 
 def _llm(messages: list[Any]) -> list[Message]:

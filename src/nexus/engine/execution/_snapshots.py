@@ -4,7 +4,7 @@ Each streaming run journals a snapshot of its reply every ``PARTIAL_INTERVAL_S``
 1,000 runs that is 4,000 snapshots a second. Handing each one to the writer thread on its own
 cost the event loop an executor future, a thread-safe wake-up and a transaction per snapshot;
 here a snapshot is appended to one list, one writer job drains whatever has accumulated and
-writes it in ONE transaction per ledger (``Ledger.journal_partials``), and each event loop is
+writes it in ONE transaction per ledger (``ledger.turns.journal``), and each event loop is
 told once per batch. A batch that fails (a turn closed meanwhile, a full disk) is retried one
 snapshot at a time, so each run reports only its own failure.
 """
@@ -17,6 +17,7 @@ import time
 from typing import TYPE_CHECKING, Protocol
 
 from nexus.engine.execution._writer import writer
+from nexus.ledger.records import JournalReply
 
 if TYPE_CHECKING:
     from nexus.ledger import Ledger
@@ -93,7 +94,8 @@ def _write_group(ledger: Ledger, group: list[Item]) -> None:
             return
         began = time.perf_counter()
         try:
-            ledger.journal_partials([(j.turn_id, slot, message) for j, slot, message in live])
+            entries = [JournalReply(j.turn_id, slot, message) for j, slot, message in live]
+            ledger.run_here(lambda here: here.turns.journal(entries))
         except Exception:
             for journal, slot, message in live:
                 journal.write_one(slot, message)

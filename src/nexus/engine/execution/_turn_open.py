@@ -16,24 +16,33 @@ if TYPE_CHECKING:
 
 
 def open_turn(ledger: Ledger, ctx: AssembledContext) -> str:
-    """Open the turn of a run of ``ctx`` in ``ledger`` and return its id (``HeadMovedError``: the context is stale)."""
-    return ledger.open_turn(
-        ctx.session_label,
-        query_messages=[ctx.current_message],
+    """Open the turn of a run of ``ctx`` in ``ledger`` and return its id (``HeadMovedError``: the context is stale).
+
+    Synchronous: it runs on the engine's ledger writer thread (or inline on SQLite, see ``_writer``).
+    """
+    from nexus.ledger.records import TurnDetails, TurnOpen
+
+    details = TurnDetails(
         model=ctx.model,
         provider=ctx.provider,
         role=ctx.role,
         run_id=ctx.run_id,
-        parent_turn_id=ctx.parent_turn_id,
         toolset_name=ctx.toolset_name,
         tools_available=[t.name for t in ctx.tools],
         permissions_granted=list(ctx.permissions_granted),
         source_event_id=ctx.source_event_id,
         workspace_path=ctx.workspace_path or None,
-        system_prompt=ctx.system_prompt,
-        source=ctx.source,
-        context=assembly_metadata(ctx),
     )
+    opening = TurnOpen(
+        ctx.session_label,
+        [ctx.current_message],
+        details,
+        ctx.parent_turn_id,
+        ctx.source,
+        assembly_metadata(ctx),
+        ctx.system_prompt,
+    )
+    return ledger.run_here(lambda here: here.turns.open(opening))
 
 
 def assembly_metadata(ctx: AssembledContext) -> dict[str, object]:

@@ -8,7 +8,9 @@ in SQLite (docs/benchmarks.md, "1,000 concurrent executions"). SQLite releases t
 works, so the loop keeps serving the other runs meanwhile.
 
 While few runs are active (and nothing is queued) a run writes inline instead: the loop has
-time to spare, and each hop adds a round of the loop to its turn (see :func:`inline_ok`).
+time to spare, and each hop adds a round of the loop to its turn (see :func:`inline_ok`). That is
+for SQLite only: a write to a ledger reached over the network (PostgreSQL) always runs here, where
+its wait for the server holds this thread and never the loop.
 
 Not the loop's default executor: tools and the local llama.cpp provider run there, and a turn
 write must not queue behind a long ``grep`` or a whole local generation.
@@ -137,8 +139,11 @@ async def settled(future: asyncio.Future[T]) -> T:
     return result
 
 
-async def off_loop(fn: Callable[[], T]) -> T:
-    """Run ``fn`` on the writer thread (inline when :func:`inline_ok`) and return its result (see :func:`settled`)."""
-    if inline_ok():
+async def off_loop(fn: Callable[[], T], *, inline: bool = True) -> T:
+    """Run ``fn`` on the writer thread (inline when :func:`inline_ok`) and return its result (see :func:`settled`).
+
+    ``inline=False``: never on the caller's thread (``fn`` waits on a networked ledger, e.g. PostgreSQL).
+    """
+    if inline and inline_ok():
         return fn()
     return await settled(submit(fn))

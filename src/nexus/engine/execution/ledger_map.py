@@ -41,8 +41,8 @@ def spawned_label(result: ToolResultMessage) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def history_turn_ids(ledger: Ledger, session_label: str, history: Sequence[Message]) -> list[str]:
-    """The turn each message of ``history`` (as ``ledger.history`` returned it) belongs to.
+async def history_turn_ids(ledger: Ledger, session_label: str, history: Sequence[Message]) -> list[str]:
+    """The turn each message of ``history`` (as ``ledger.turns.history`` returned it) belongs to.
 
     A leading compaction summary maps to ``""``. Computed from the turns' message counts,
     walking back from the head over the newest turns only (a turn holds at least one message,
@@ -51,9 +51,9 @@ def history_turn_ids(ledger: Ledger, session_label: str, history: Sequence[Messa
     """
     offset = 1 if history and _is_summary(history[0]) else 0
     wanted = len(history) - offset
-    owners, covered = _owners(ledger.turns(session_label, limit=wanted), len(history), offset)
+    owners, covered = _owners(await ledger.turns.path(session_label, limit=wanted), len(history), offset)
     if not covered:  # turns without messages (bare compactions) were among the newest: walk them all
-        owners, _ = _owners(ledger.turns(session_label), len(history), offset)
+        owners, _ = _owners(await ledger.turns.path(session_label), len(history), offset)
     return owners
 
 
@@ -76,23 +76,6 @@ def _is_summary(message: Message) -> bool:
     return stored_summary([message]) is not None
 
 
-def run_compactions(
-    ledger: Ledger | None, ctx: AssembledContext, turn_id: str | None, done: Sequence[tuple[CompactionRecord, int]]
-) -> list[CompactionRecord]:
-    """Every compaction of a run as a ledger record, with the turn ids it summarised and kept."""
-    if not done:
-        return []
-    owners: list[str] = []
-    if ledger is not None and turn_id is not None:
-        owners = history_turn_ids(ledger, ctx.session_label, ctx.history)
-    records = []
-    for compaction, cut in done:
-        record = compaction_record(compaction, cut=cut, turn_id=turn_id or "", owners=owners)
-        record.turn_id = turn_id or ""
-        records.append(record)
-    return records
-
-
 def compaction_record(record: CompactionRecord, *, cut: int, turn_id: str, owners: Sequence[str]) -> CompactionRecord:
     """The ``compactions`` row of a compaction that kept the conversation from index ``cut`` on: ``record``
     with the turn ids it summarised and kept.
@@ -111,6 +94,35 @@ def compaction_record(record: CompactionRecord, *, cut: int, turn_id: str, owner
     if first_kept == turn_id:
         first_kept = None
     return replace(record, summarized_through_turn_id=through, first_kept_turn_id=first_kept)
+
+
+def compaction_records(
+    done: Sequence[tuple[CompactionRecord, int]], turn_id: str, owners: Sequence[str]
+) -> list[CompactionRecord]:
+    """The ``compactions`` rows of a run's compactions (each with the index its kept part starts at)."""
+    records = []
+    for compaction, cut in done:
+        record = compaction_record(compaction, cut=cut, turn_id=turn_id, owners=owners)
+        record.turn_id = turn_id
+        records.append(record)
+    return records
+
+
+def run_compactions(
+    ledger: Ledger | None,
+    ctx: AssembledContext,
+    turn_id: str | None,
+    done: Sequence[tuple[CompactionRecord, int]],
+    owners: Sequence[str] | None,
+) -> list[CompactionRecord]:
+    """A run's compactions as ledger records; ``owners`` as :func:`history_turn_ids` read them before the
+    end (``None``: read here, on the caller's thread: a cancelled run cannot await)."""
+    if not done:
+        return []
+    if owners is None and ledger is not None and turn_id is not None:
+        label, history = ctx.session_label, ctx.history
+        owners = ledger.run_here(lambda here: history_turn_ids(here, label, history))
+    return compaction_records(done, turn_id or "", owners or [])
 
 
 def write_result(
@@ -137,26 +149,27 @@ def write_result(
 
     if compaction is not None:
         compaction.summarized_through_turn_id = compaction.summarized_through_turn_id or turn_id
-    kwargs: dict[str, object] = {
-        "response_messages": list(response),
-        "status": result.status,
-        "usage": result.usage,
-        "model": ctx.model,
-        "provider": ctx.provider,
-        "stop_reason": result.stop_reason,
-        "error": error_json(result.error),
-        "compaction": compaction,
-        "tool_calls": result.tool_calls,
-        "consumed_queue_items": [*ctx.queue_item_ids, *steer_ids],
-        "response_sources": list(sources),
-    }
-    metadata = turn_metadata(result)
-    if metadata is not None:
-        kwargs["metadata"] = metadata
+    from nexus.ledger.records import TurnDetails, TurnWrite
+
+    record = TurnWrite(
+        ctx.session_label,
+        turn_id,
+        response_messages=list(response),
+        status=result.status,
+        usage=result.usage,
+        stop_reason=result.stop_reason,
+        error=error_json(result.error),
+        compaction=compaction,
+        tool_calls=result.tool_calls,
+        response_sources=list(sources),
+        consumed_queue_items=[*ctx.queue_item_ids, *steer_ids],
+        details=TurnDetails(model=ctx.model, provider=ctx.provider, metadata=turn_metadata(result)),
+    )
     try:
-        return ledger.write_turn(turn_id, ctx.session_label, **kwargs)  # type: ignore[arg-type]
+        return ledger.run_here(lambda here: here.turns.write(record))
     except HeadMovedError:
         log.warning(
             "session %s moved during run %s; turn %s kept as a side branch", ctx.session_label, ctx.run_id, turn_id
         )
-        return ledger.write_turn(turn_id, ctx.session_label, if_head_moved="branch", **kwargs)  # type: ignore[arg-type]
+        branch = replace(record, if_head_moved="branch")
+        return ledger.run_here(lambda here: here.turns.write(branch))

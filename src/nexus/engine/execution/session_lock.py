@@ -49,10 +49,12 @@ HANDOFF_S = 2.0
 lock while exiting: its open turn is an orphan a moment later)."""
 
 
-def session_lock_path(database: Path, session_label: str) -> Path:
+def session_lock_path(database: str | Path, session_label: str) -> Path:
     """The lock file of ``session_label`` for the ledger at ``database`` (labels may hold ``/``, so hashed).
 
     Under the real directory of the database file: every name of one database (a symlink to it) shares them.
+    For a PostgreSQL ledger (its URL) under a directory of ``$NEXUS_HOME``: the runs of this machine wait
+    for each other; a run on another machine is not seen (its turn would become a side branch).
     """
     from nexus.config import database_dir
 
@@ -90,7 +92,7 @@ class _SessionLock:
     async def __aenter__(self) -> bool:
         if self._path is None or fcntl is None:  # in memory (private to the process), or no flock here
             return True
-        self._fd = _open_lock_file(session_lock_path(Path(self._path), self._label))
+        self._fd = _open_lock_file(session_lock_path(self._path, self._label))
         try:
             told = False
             while True:
@@ -161,7 +163,7 @@ class _RunLock:
             return False
         try:
             ledger, session = self._ledger, self._session
-            recovered = ledger.recover(session=session, turn_ids=self._orphans) if self._orphans else []
+            recovered = await ledger.turns.recover(session=session, turn_ids=self._orphans) if self._orphans else []
             recovered += await recover_orphans(ledger, session)
             if recovered and self._on_recovered is not None:
                 self._on_recovered(recovered)
@@ -205,18 +207,19 @@ async def recover_orphans(ledger: Ledger, session_label: str) -> list[str]:
     waited for, at most :data:`HANDOFF_S`; a process still running after that does not take the
     lock (not a run of ours) and its turn is left alone.
     """
-    if ledger.path == ":memory:" or not ledger.open_turn_owners(session_label):
+    if ledger.path == ":memory:" or not await ledger.turns.open_turns(session_label):
         return []  # nothing open (every run of a broker): one read, not a recovery pass and then this one
-    recovered = ledger.recover(session=session_label)
+    recovered = await ledger.turns.recover(session=session_label)
     deadline = time.monotonic() + HANDOFF_S
-    while _others_open(ledger, session_label) and time.monotonic() < deadline:
+    while await _others_open(ledger, session_label) and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
-        recovered += ledger.recover(session=session_label)
+        recovered += await ledger.turns.recover(session=session_label)
     return recovered
 
 
-def _others_open(ledger: Ledger, session_label: str) -> bool:
+async def _others_open(ledger: Ledger, session_label: str) -> bool:
     """Whether the session has an open turn of another process of this host."""
     me = f"{socket.gethostname()}:{os.getpid()}"
     host = socket.gethostname()
-    return any(owner != me and owner.rpartition(":")[0] == host for owner in ledger.open_turn_owners(session_label))
+    owners = [turn.owner or "" for turn in await ledger.turns.open_turns(session_label)]
+    return any(owner != me and owner.rpartition(":")[0] == host for owner in owners)

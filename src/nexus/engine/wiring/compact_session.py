@@ -148,7 +148,7 @@ async def compact_session(
     from nexus.engine.execution.session_lock import run_lock
 
     ledger = runtime.ledger
-    label = ledger.resolve_session(session_label).label  # SessionNotFound before anything else
+    label = (await ledger.sessions.resolve(session_label)).label  # SessionNotFound before anything else
     chosen = runtime.model(model)
     runtime.preflight(chosen)
     async with run_lock(ledger, label, signal=signal, on_wait=on_wait) as held:
@@ -175,7 +175,7 @@ async def _compact_locked(
         if on_event is not None:
             on_event(event)
 
-    history = runtime.ledger.history(label, max_chars=history_window_chars(model))  # what a run would load
+    history = await runtime.ledger.turns.history(label, max_chars=history_window_chars(model))  # what a run loads
     previous = stored_summary(history)
     offset = 0 if previous is None else 1
     messages = history[offset:]
@@ -214,7 +214,7 @@ async def _compact_locked(
     if result.tokens_after >= result.tokens_before:  # a summary that does not shrink the context is no gain
         emit(CompactionEndEvent(None, "the summary would not make the context smaller"))
         return SessionCompaction(label, "not_smaller", result, messages_summarized=summarized)
-    turn_id = _write(runtime, label, history, offset + outcome.first_kept_index, result)
+    turn_id = await _write(runtime, label, history, offset + outcome.first_kept_index, result)
     emit(CompactionEndEvent(result, None))
     return SessionCompaction(label, "compacted", result, turn_id, summarized)
 
@@ -224,22 +224,23 @@ def _default_keep(runtime: CompactHost, messages: list[Message]) -> int:
     return min(runtime.limits.keep_recent_tokens, max(1, estimate_tokens(messages) // 4))
 
 
-def _write(runtime: CompactHost, label: str, history: list[Message], cut: int, result: CompactionRecord) -> str:
+async def _write(runtime: CompactHost, label: str, history: list[Message], cut: int, result: CompactionRecord) -> str:
     """Write the compaction turn and its ``compactions`` row, mapped like a run's own compaction.
 
     The turn holds no messages; the summariser's tokens are counted in the compaction row
     (``summarization_*_tokens``), not as turn usage, as for a compaction inside a run.
     """
     from nexus.engine.execution.ledger_map import compaction_record, history_turn_ids
+    from nexus.ledger.records import TurnDetails, TurnWrite
 
-    owners = history_turn_ids(runtime.ledger, label, history)
+    owners = await history_turn_ids(runtime.ledger, label, history)
     record = compaction_record(result, cut=cut, turn_id="", owners=owners)
-    return runtime.ledger.write_turn(
-        None,
+    turn = TurnWrite(
         label,
+        None,
         turn_type="compaction",
         compaction=record,
-        model=result.model,
-        provider=result.provider,
         stop_reason="end_turn",
+        details=TurnDetails(model=result.model, provider=result.provider),
     )
+    return await runtime.ledger.turns.write(turn)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 from nexus._dataclass import dataclass
 from nexus.engine.assembly._sessions import DEFAULT_MAX_BYTES, SessionStates
@@ -25,9 +25,10 @@ from nexus.engine.assembly.context import EventContext, PromptOptions, assemble_
 from nexus.engine.execution.execute import Execution, build_run
 from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.engine.types import AgentResult, AgentRole, AgentSpec, AssembledContext, EngineLimits, ThinkingConfig
+from nexus.engine.wiring._start import StartOptions, StartRequest, aborted_before_start
 from nexus.engine.wiring.models import limits_from_config, preflight, resolve_model, unreachable_model_problem
 from nexus.engine.wiring.spawn import SPAWN_TOOL_NAME, EngineSpawner, Spawner, spawn_agent_tool
-from nexus.ledger.records import DEFAULT_SESSION
+from nexus.ledger.records import DEFAULT_SESSION, NewSession
 from nexus.llm.options import StreamFn, StreamOptions
 from nexus.llm.types import ImageContent, Model, UserMessage
 
@@ -93,30 +94,29 @@ class Runtime:
             self.mcp = mcp_servers_for(self.config)
 
     @classmethod
-    def open(cls, config: NexusConfig | None = None, **kwargs: object) -> Runtime:
-        """A runtime on ``$NEXUS_HOME`` (nexus.toml, agents.db); closes turns a crashed process left open."""
+    async def open(cls, config: NexusConfig | None = None, **kwargs: object) -> Runtime:
+        """A runtime on ``$NEXUS_HOME``'s nexus.toml and its ledger (agents.db, or the ``database`` URL);
+        closes turns a crashed process left open."""
         from nexus.ledger import Ledger
 
         if config is None:
-            from nexus.config import load_config
-
-            config = load_config()
-        ledger = Ledger.open(config.database_path)
-        ledger.recover()
-        runtime = cls(config, ledger, **kwargs)  # type: ignore[arg-type]
+            config = _load_config()
+        ledger = await Ledger.connect(config.database_target)
+        try:
+            await ledger.turns.recover()
+            runtime = cls(config, ledger, **kwargs)  # type: ignore[arg-type]
+        except BaseException:
+            await ledger.aclose()
+            raise
         runtime._owns_ledger = True
         return runtime
 
-    def close(self) -> None:
-        """Close the ledger if :meth:`open` opened it."""
-        if self._owns_ledger:
-            self.ledger.close()
-
     async def aclose(self) -> None:
-        """Stop the MCP servers this runtime started, then :meth:`close`."""
+        """Stop the MCP servers this runtime started; close the ledger if :meth:`open` opened it."""
         if self.mcp is not None:
             await self.mcp.close()
-        self.close()
+        if self._owns_ledger:
+            await self.ledger.aclose()
 
     # ------------------------------------------------------------------ models
 
@@ -220,7 +220,7 @@ class Runtime:
 
         await prepare_mcp_tools(self.mcp, session_label, role, agent_tools, signal)
 
-    def assemble(
+    async def assemble(
         self,
         message: str | UserMessage,
         *,
@@ -242,13 +242,13 @@ class Runtime:
         chosen = self.model(model)
         workspace = self.config.workspace_path
         scaffold_workspace(workspace)  # the tools need the directory to exist
-        label = self.ledger.ensure_session(session).label
-        head = self.ledger.head(label)
+        label = (await self.ledger.sessions.ensure(NewSession(session))).label
+        head = await self.ledger.sessions.head(label)
         from nexus.config import prompt_profile
         from nexus.engine.assembly.budget import history_window_chars
 
         window = history_window_chars(chosen)  # the window, not the whole ancestry (docs/ledger.md)
-        history = self.ledger.history_at(head.id, max_chars=window) if head is not None else []
+        history = await self.ledger.turns.history_at(head.id, max_chars=window) if head is not None else []
         event = event or EventContext(timezone="UTC")
         profile = prompt_profile(self.config, chosen.provider, chosen.id)  # minimal: no event header either
         header = event if profile == "full" else None
@@ -268,9 +268,44 @@ class Runtime:
     # ------------------------------------------------------------------ runs
 
     def start(
+        self, spec: AgentSpec, session: str, message: str | UserMessage, **options: Unpack[StartOptions]
+    ) -> Execution:
+        """Start a run of ``spec`` on ``message`` in ``session``; returns its :class:`Execution` at once.
+
+        ``options`` (all optional): ``consumes``, the broker queue items the run's turn consumes (marked
+        delivered in the transaction that writes it); ``source``, who sent the message (stored with it);
+        ``tools``, offered besides the agent's own (the broker's agent tools); ``images``; ``event``;
+        ``signal``; ``callbacks``. A model no call can reach is a :class:`~nexus.errors.ConfigError` here,
+        before anything is written; the session is looked up (created if new); everything else happens
+        in the execution's task: it waits while another run of the session holds its lock (a
+        ``lock_wait`` event), then assembles the context and runs it.
+
+        The session lookup runs on the calling thread: on PostgreSQL it waits for the server there, so
+        a coroutine calls :meth:`begin` instead.
+        """
+        model = self.checked_model(spec)
+        label = self.ledger.run_here(lambda here: here.sessions.ensure(NewSession(session))).label
+        return self._launch(spec, model, label, message, **options)
+
+    async def begin(
+        self, spec: AgentSpec, session: str, message: str | UserMessage, **options: Unpack[StartOptions]
+    ) -> Execution:
+        """:meth:`start` for a coroutine: the session lookup is awaited (off the event loop on PostgreSQL)."""
+        model = self.checked_model(spec)
+        label = (await self.ledger.sessions.ensure(NewSession(session))).label
+        return self._launch(spec, model, label, message, **options)
+
+    def checked_model(self, spec: AgentSpec) -> Model:
+        """The model of ``spec``, checked reachable with its fallbacks (``ConfigError``), before anything is written."""
+        model = self.model(spec.model)
+        self.preflight(model, spec.fallbacks)
+        return model
+
+    def _launch(
         self,
         spec: AgentSpec,
-        session: str,
+        model: Model,
+        label: str,
         message: str | UserMessage,
         *,
         consumes: Sequence[str] = (),
@@ -281,18 +316,7 @@ class Runtime:
         signal: AbortSignal | None = None,
         callbacks: EngineCallbacks | None = None,
     ) -> Execution:
-        """Start a run of ``spec`` on ``message`` in ``session``; returns its :class:`Execution` at once.
-
-        ``consumes`` are the broker queue items the run's turn consumes (marked delivered in the
-        transaction that writes it); ``source`` who sent the message (stored with it); ``tools`` are
-        offered besides the agent's own (the broker's agent tools). A model no call can reach is a
-        :class:`~nexus.errors.ConfigError` here, before anything is written; everything else happens
-        in the execution's task: it waits while another run of the session holds its lock (a
-        ``lock_wait`` event), then assembles the context and runs it.
-        """
-        model = self.model(spec.model)
-        self.preflight(model, spec.fallbacks)
-        label = self.ledger.ensure_session(session).label
+        """The execution of a run in the existing session ``label`` (see :meth:`start`)."""
         from nexus.engine.types import new_id
 
         execution = Execution(new_id(), label, spec.id, signal=signal)
@@ -309,11 +333,11 @@ class Runtime:
         self._live[execution.run_id] = execution
         return execution
 
-    def context_for(
+    async def context_for(
         self, execution: Execution, spec: AgentSpec, model: Model, request: StartRequest
     ) -> AssembledContext:
         """The assembled context of a run :meth:`start` began (called holding the session's lock)."""
-        ctx = self.assemble(
+        ctx = await self.assemble(
             request.message, session=execution.session_label, model=model, images=request.images,
             event=request.event, depth=spec.depth, role=spec.role, signal=execution.signal, limits=spec.limits,
             extra_tools=request.tools,
@@ -346,9 +370,11 @@ class Runtime:
         )  # fmt: skip
         execution._attach(run)
 
-    async def run(self, spec: AgentSpec, session: str, message: str | UserMessage, **kwargs: object) -> AgentResult:
-        """:meth:`start` and await the result (the one-call form; ``kwargs`` as for :meth:`start`)."""
-        return await self.start(spec, session, message, **kwargs).result  # type: ignore[arg-type]
+    async def run(
+        self, spec: AgentSpec, session: str, message: str | UserMessage, **options: Unpack[StartOptions]
+    ) -> AgentResult:
+        """:meth:`begin` and await the result (the one-call form; ``options`` as for :meth:`start`)."""
+        return await (await self.begin(spec, session, message, **options)).result
 
     def live(self) -> list[Execution]:
         """The executions running now."""
@@ -367,18 +393,6 @@ class Runtime:
         from nexus.engine.wiring.compact_session import compact_session
 
         return await compact_session(session, runtime=self, focus=focus, model=model, on_event=on_event, signal=signal)
-
-
-@dataclass(slots=True, frozen=True)
-class StartRequest:
-    """What :meth:`Runtime.start` hands its task: the message and what the run consumes and may use."""
-
-    message: str | UserMessage
-    consumes: tuple[str, ...]
-    source: str | None
-    tools: tuple[AgentTool, ...]
-    images: tuple[ImageContent, ...]
-    event: EventContext | None
 
 
 class _LockHooks:
@@ -420,7 +434,7 @@ async def _begin(
             if not held:
                 return aborted_before_start(request.message)
             await runtime.prepare_tools(execution.session_label, spec.role, spec.tools, execution.signal)
-            runtime.run_of(execution, runtime.context_for(execution, spec, model, request), spec, model)
+            runtime.run_of(execution, await runtime.context_for(execution, spec, model, request), spec, model)
             run = execution._run
             assert run is not None
             try:
@@ -431,20 +445,6 @@ async def _begin(
                 raise
     finally:  # a finished run leaves the live table now: 1,000 ended runs kept their results until the next start
         runtime._live.pop(execution.run_id, None)
-
-
-def aborted_before_start(message: str | UserMessage) -> AgentResult:
-    """The result of a run aborted while it waited for another run of its session: nothing ran or was stored."""
-    from nexus.engine.types import AgentError
-    from nexus.ledger.records import StoredMessage
-
-    query = message if isinstance(message, UserMessage) else UserMessage(message)
-    text = "aborted while waiting for another run of the session to finish; nothing was sent or stored"
-    return AgentResult(
-        messages=[StoredMessage(0, "", 0, query.role, query)],
-        stop_reason="aborted",
-        error=AgentError("unknown", text, retryable=True),
-    )
 
 
 async def run_agent(
@@ -467,16 +467,16 @@ async def run_agent(
     message through :meth:`Runtime.start`. ``signal`` aborts the run (its partial output is kept).
     """
     if ledger is None:
-        runtime = Runtime.open(config, stream_fn=stream_fn)
+        runtime = await Runtime.open(config, stream_fn=stream_fn)
     else:
-        ledger.recover()
+        await ledger.turns.recover()
         runtime = Runtime(config or _load_config(), ledger, stream_fn)
     try:
         spec = AgentSpec(model=model)
         return await runtime.run(spec, session or DEFAULT_SESSION, message, signal=signal, callbacks=callbacks,
                                  images=images, event=event)  # fmt: skip
     finally:
-        runtime.close()
+        await runtime.aclose()
 
 
 def _load_config() -> NexusConfig:

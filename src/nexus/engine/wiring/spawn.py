@@ -82,7 +82,7 @@ class WorkerHost(Protocol):
         """Who runs workers (the engine's own :class:`EngineSpawner` unless the broker installed its own)."""
         ...
 
-    def start(
+    async def begin(
         self,
         spec: AgentSpec,
         session: str,
@@ -91,7 +91,7 @@ class WorkerHost(Protocol):
         signal: AbortSignal | None = None,
         callbacks: EngineCallbacks | None = None,
     ) -> Execution:
-        """Start the worker's run (``Runtime.start``)."""
+        """Start the worker's run (``Runtime.begin``)."""
         ...
 
 
@@ -177,10 +177,12 @@ async def _execute(call_id: str, args: dict[str, Any], signal: AbortSignal, on_u
     return await runtime.spawner.spawn(scope, call_id, args["task"], args.get("label"), signal, on_update)
 
 
-def create_worker_session(ledger: Ledger, scope: RunScope, call_id: str, task: str, label: str | None) -> str:
+async def create_worker_session(ledger: Ledger, scope: RunScope, call_id: str, task: str, label: str | None) -> str:
     """The worker's new session, linked to the spawning run (parent session and turn, tool call, task)."""
+    from nexus.ledger.records import NewSession
+
     session = worker_label(scope.session_label, label)
-    ledger.create_session(
+    new = NewSession(
         session,
         origin="subagent",
         is_subagent=True,
@@ -190,6 +192,7 @@ def create_worker_session(ledger: Ledger, scope: RunScope, call_id: str, task: s
         task_description=task,
         task_status="running",
     )
+    await ledger.sessions.create(new)
     return session
 
 
@@ -210,17 +213,18 @@ async def run_worker(
     from nexus.engine.types import AgentSpec
 
     ledger = runtime.ledger
-    session = create_worker_session(ledger, scope, call_id, task, label)
+    session = await create_worker_session(ledger, scope, call_id, task, label)
     details: dict[str, Any] = {"spawned_session_label": session, "depth": scope.depth + 1}
     spec = AgentSpec(id="worker", role="worker", model=scope.model, limits=scope.limits, depth=scope.depth + 1)
     try:
-        result = await runtime.start(spec, session, task, signal=signal, callbacks=_progress(session, on_update)).result
+        execution = await runtime.begin(spec, session, task, signal=signal, callbacks=_progress(session, on_update))
+        result = await execution.result
     except Exception as exc:
-        ledger.set_task_status(session, "failed")
+        await ledger.sessions.update(session, task_status="failed")
         details["error"] = str(exc)
         return AgentToolResult.text(f"The sub-agent could not run: {exc}", details=details, is_error=True)
     ok = result.error is None and result.stop_reason in ("end_turn", "max_tokens", "tool_use")
-    ledger.set_task_status(session, "completed" if ok else "failed")
+    await ledger.sessions.update(session, task_status="completed" if ok else "failed")
     answer = result.reply
     details.update(stop_reason=result.stop_reason, input_tokens=result.usage.input)
     details["output_tokens"] = result.usage.output

@@ -34,6 +34,9 @@ class PgConnection:
 
     __slots__ = ("raw",)
 
+    dialect = "postgresql"
+    """Which SQL the few backend-specific statements speak (an SQLite connection has no such attribute)."""
+
     def __init__(self, raw: Any) -> None:
         self.raw = raw
 

@@ -15,14 +15,16 @@ The tests are ``async`` (run them with pytest-asyncio in ``auto`` mode) and use 
 :mod:`nexus.ledger.protocols`. Required: ``TurnStore`` (``ledger.turns``), ``SessionStore``
 (``ledger.sessions``) and ``QueueStore`` (``ledger.queue``). Optional, each tested only where the
 backend has it (:data:`OPTIONAL`): ``TurnTree`` (tree questions), ``PointerLog`` (the pointer log),
-``QueueFeed``, ``AgentStore`` (``ledger.agents``), ``DeliveryStore`` (``ledger.deliveries``); a test that
-needs a missing one is skipped, naming it. See docs/testing.md.
+``QueueFeed``, ``AgentStore`` (``ledger.agents``), ``DeliveryStore`` (``ledger.deliveries``), ``LeaseStore``
+(``ledger.leases``); a test that needs a missing one is skipped, naming it. The lease race needs other
+connections to the same database: a ``reopen`` fixture (see :mod:`.leases`). See docs/testing.md.
 """
 
 from __future__ import annotations
 
 from nexus.testing.conformance.compaction import *  # noqa: F403
 from nexus.testing.conformance.journal import *  # noqa: F403
+from nexus.testing.conformance.leases import *  # noqa: F403
 from nexus.testing.conformance.queue import *  # noqa: F403
 from nexus.testing.conformance.registry import *  # noqa: F403
 from nexus.testing.conformance.sessions import *  # noqa: F403

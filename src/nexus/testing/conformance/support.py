@@ -29,6 +29,7 @@ OPTIONAL = {
     "queue_feed": ("queue", "QueueFeed"),
     "agents": ("agents", "AgentStore"),
     "deliveries": ("deliveries", "DeliveryStore"),
+    "leases": ("leases", "LeaseStore"),
 }
 """Optional capabilities: name -> (the ledger attribute, the protocol it implements when present)."""
 

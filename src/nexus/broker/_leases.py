@@ -1,0 +1,131 @@
+"""The broker's side of session leases: take a session's lease before its batch, keep it while the run goes on.
+
+Several brokers may drain one database (docs/scaling.md). Before a batch a broker takes the session's
+lease (:class:`~nexus.ledger.protocols.LeaseStore`); a session another broker holds is skipped and looked
+at again later. While the run goes on the lease is renewed every third of its time to live; a renewal
+that finds the lease taken over, or that cannot succeed before it would have expired, aborts the run,
+and the ledger refuses whatever that run still tries to write (its claim's epoch is stale). Between
+batches of a busy session the lease is kept (the next claim checks it anyway); it is released when the
+session has nothing more to run here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from nexus.ledger.errors import LeaseLostError, LedgerError
+
+if TYPE_CHECKING:
+    from nexus.broker._slot import SessionSlot
+    from nexus.ledger import Ledger
+    from nexus.ledger.protocols import LeaseStore, TurnStore
+    from nexus.ledger.records import Lease
+
+log = logging.getLogger("nexus.broker")
+
+DEFAULT_TTL_MS = 15_000
+"""How long a lease holds without renewal: a dead broker's sessions are taken over this long after it died."""
+
+
+def holder_name() -> str:
+    """A name for this broker as a lease holder: the process (as claims name it) and a tag of its own, so
+    two brokers of one process (tests, embedding) are two holders."""
+    from nexus.ledger import new_ulid
+    from nexus.ledger._claims import claimant
+
+    return f"{claimant()} #{new_ulid()[-8:].lower()}"
+
+
+def parked_delay_s(ttl_ms: int) -> float:
+    """How long a session another broker holds waits before it is looked at again: jittered, so brokers
+    started together do not ask in step, and well inside the lease's time to live."""
+    return min(1.0, ttl_ms / 4000) * random.uniform(0.5, 1.5)
+
+
+class SessionLeases:
+    """Takes, keeps and lets go of session leases for one broker (see the module docstring)."""
+
+    def __init__(self, store: LeaseStore, turns: TurnStore, *, ttl_ms: int = DEFAULT_TTL_MS) -> None:
+        self._store = store
+        self._turns = turns
+        self.ttl_ms = ttl_ms
+        self.holder = holder_name()
+
+    async def take(self, session: SessionSlot) -> Lease | None:
+        """The session's lease for a batch (the one held since the last batch if still fresh); ``None``: held elsewhere.
+
+        A takeover from a holder whose lease expired closes the open turn that holder's run left (as a
+        crash leaves it), before anything reads the session's head.
+        """
+        if session.lease is not None and time.monotonic() < session.lease_fresh_until:
+            return session.lease
+        lease = await self._store.acquire(session.label, self.holder, self.ttl_ms)
+        self._hold(session, lease)
+        if lease is not None and lease.prior_holder is not None:
+            log.warning("session %s: taking over from %s (its lease expired)", session.label, lease.prior_holder)
+            await self._turns.recover(force=True, session=session.label)
+        return lease
+
+    def _hold(self, session: SessionSlot, lease: Lease | None) -> None:
+        session.lease = lease
+        session.lease_fresh_until = time.monotonic() + self.ttl_ms / 3000 if lease is not None else 0.0
+
+    def keep(self, session: SessionSlot, lease: Lease, on_lost: Callable[[str], None]) -> asyncio.Task[None]:
+        """Renew ``lease`` every third of its time to live until the task is cancelled; ``on_lost(why)`` once
+        it is lost (taken over, or no renewal got through before it expired)."""
+        return asyncio.get_running_loop().create_task(self._renew(session, lease, on_lost), name="broker:lease")
+
+    async def _renew(self, session: SessionSlot, lease: Lease, on_lost: Callable[[str], None]) -> None:
+        deadline = time.monotonic() + self.ttl_ms / 1000  # renewed just now (take/claim checked it)
+        while True:
+            await asyncio.sleep(self.ttl_ms / 3000)
+            try:
+                lease = await self._store.renew(lease, self.ttl_ms)
+            except LeaseLostError as exc:
+                self._lost(session, on_lost, str(exc))
+                return
+            except LedgerError as exc:  # the database is busy or away: try again while the lease may still hold
+                if time.monotonic() >= deadline:
+                    self._lost(session, on_lost, f"no renewal got through before it expired ({exc})")
+                    return
+                log.warning("session %s: renewing its lease failed (%s); trying again", session.label, exc)
+                continue
+            deadline = time.monotonic() + self.ttl_ms / 1000
+            self._hold(session, lease)
+
+    def _lost(self, session: SessionSlot, on_lost: Callable[[str], None], why: str) -> None:
+        self._hold(session, None)
+        on_lost(why)
+
+    def forget(self, session: SessionSlot) -> None:
+        """Drop the session's lease from memory (it was lost: the next batch must acquire anew)."""
+        self._hold(session, None)
+
+    async def let_go(self, session: SessionSlot) -> None:
+        """Release the session's lease (nothing more to run here): another broker may take it at once."""
+        lease = session.lease
+        self._hold(session, None)
+        if lease is None:
+            return
+        try:
+            await self._store.release(lease)
+        except LedgerError as exc:  # it expires on its own
+            log.warning("session %s: releasing its lease failed (%s); it expires in %d ms", session.label, exc,
+                        self.ttl_ms)  # fmt: skip
+
+
+def session_leases(ledger: Ledger, enabled: bool | None, ttl_ms: int) -> SessionLeases | None:
+    """The broker's leases on ``ledger``: on a database other processes reach (PostgreSQL) unless ``enabled``
+    is False; on SQLite (one broker per file, its lock) only when ``enabled`` is True."""
+    store = getattr(ledger, "leases", None)
+    use = enabled if enabled is not None else not ledger.database.inline
+    if not use:
+        return None
+    if store is None:
+        raise ValueError(f"the ledger {ledger.path} has no lease store; set `leases = false` in [broker]")
+    return SessionLeases(store, ledger.turns, ttl_ms=ttl_ms)

@@ -1,0 +1,74 @@
+"""How a CLI command opens the ledger its config names: an SQLite file, or a PostgreSQL database (a URL).
+
+Every command runs its body as one coroutine (one ``asyncio.run``), and opens the ledger in it with
+:func:`open_ledger`: ``database`` in nexus.toml or ``NEXUS_DATABASE_URL`` says where it is. The PostgreSQL
+driver is imported only when the URL names a server. A server that cannot be reached, or a database of
+a schema this version does not know, is one line and exit 2 (``nexus.cli._errors``).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nexus.config import NexusConfig
+    from nexus.ledger import Ledger
+
+
+def ledger_exists(config: NexusConfig) -> bool:
+    """Whether there is a ledger to read: the SQLite file exists, or it is a database server's (always there)."""
+    target = config.database_target
+    return isinstance(target, str) or target.exists()
+
+
+@asynccontextmanager
+async def open_ledger(config: NexusConfig) -> AsyncIterator[Ledger]:
+    """The ledger of ``config``, closed when the block ends; on SQLite a wait for another process is said."""
+    from nexus.ledger import Ledger
+
+    ledger = await Ledger.connect(config.database_target)
+    try:
+        if ledger.inline:
+            ledger.database.on_busy = BusyNotice()
+        yield ledger
+    finally:
+        await ledger.aclose()
+
+
+async def recover_open_turns(ledger: Ledger) -> None:
+    """Close the turns killed processes left open (``aborted``, with what they journaled), and say so."""
+    recovered = await ledger.turns.recover()
+    if recovered:
+        from nexus.cli._errors import recovered_notice
+
+        print(await recovered_notice(ledger, recovered), file=sys.stderr)
+
+
+class BusyNotice:
+    """``Database.on_busy`` for the CLI: say why nothing happens while another process holds agents.db.
+
+    Said again only after a quiet spell of :attr:`REPEAT_S` (every write of a run finds the
+    database locked while that process holds it).
+    """
+
+    REPEAT_S = 30.0
+
+    def __init__(self) -> None:
+        self.last = -self.REPEAT_S
+
+    def __call__(self) -> None:
+        now = time.monotonic()
+        if now - self.last >= self.REPEAT_S:
+            from nexus.ledger._sqlite import WAIT_ENV, wait_bound
+
+            print(
+                f"nexus: waiting for the database (held by another process); giving up after {wait_bound():g} s "
+                f"({WAIT_ENV})",
+                file=sys.stderr,
+                flush=True,
+            )
+        self.last = now
