@@ -81,7 +81,7 @@ class BatchRunner:
         Under leases, :class:`SessionHeldElsewhere` says another broker runs the session now (the batch
         waits in memory), and a run whose lease is lost writes nothing more: its items stay queued here.
         """
-        lease = await self._lease(session, batch)
+        lease = await self._lease(session, batch) if self.leases is not None else None  # off: no coroutine
         try:
             await self._settled_run(slot, session, batch, lease)
         except LeaseLostError as exc:

@@ -19,7 +19,7 @@ from nexus.agent.steering import SteeringQueue, SteerMode, SteerReceipt
 from nexus.config._profile import ResolvedProfile
 from nexus.engine.assembly._sessions import SessionCache
 from nexus.engine.execution._run import EngineRun, EngineStreamEvent
-from nexus.engine.execution._run_trace import RunIdentity, observed_run
+from nexus.engine.execution._run_trace import RunIdentity, listening, observed_run
 from nexus.engine.execution.callbacks import EngineCallbacks, callbacks_listener
 from nexus.engine.execution.events import EventChannel, ExecutionEvent, ExecutionState, RunEndEvent, Subscription
 from nexus.engine.execution.failover import ProfileCooldowns, failover_stream
@@ -82,7 +82,8 @@ class Execution:
         Every run starts here, so here it gets its span, metrics and log line (when anyone listens):
         from its start, the session's lock and the assembly included, to its result.
         """
-        main = observed_run(main, RunIdentity(self.run_id, self.session_label, self.agent_id, lambda: self.context))
+        if listening():  # off: no identity and closure built for every run
+            main = observed_run(main, RunIdentity(self.run_id, self.session_label, self.agent_id, lambda: self.context))
         self._task = asyncio.get_running_loop().create_task(self._to_the_end(main), name=f"nexus-run-{self.run_id}")
 
     async def _to_the_end(self, main: Coroutine[Any, Any, AgentResult]) -> AgentResult:
