@@ -17,10 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import TYPE_CHECKING
 
 from nexus import telemetry
 from nexus.broker.session_queue import QueuedMessage
 from nexus.broker.types import AgentMessage
+
+if TYPE_CHECKING:
+    from nexus.ledger import AcceptRequest, QueueItem, QueueStore
 
 TRACEPARENT = "traceparent"
 """The key of a message's ``metadata`` that holds its trace context."""
@@ -49,12 +53,15 @@ def accept_span(agent_id: str, session_label: str, message: AgentMessage, mode: 
     return span
 
 
-def accepted(span: telemetry.Span, agent_id: str, mode: str, item_id: str, created: bool) -> None:
-    """The write committed: count it (a duplicate is not a new acceptance); the caller's ``with`` ends the span."""
-    if created:
-        telemetry.metrics().queue_accepted(agent_id, mode)
-    if span.recording:
-        span.set_attributes({"nexus.queue_item_id": item_id, "nexus.duplicate": not created})
+async def traced_accept(queue: QueueStore, request: AcceptRequest, span: telemetry.Span) -> tuple[QueueItem, bool]:
+    """The durable accept inside ``span`` (which it ends), counted once committed (a duplicate is not a new
+    acceptance). The broker calls it only while telemetry observes; otherwise it accepts directly."""
+    with span:
+        row, created = await queue.accept(request)
+        if created:
+            telemetry.metrics().queue_accepted(request.agent_id, request.mode)
+        span.set_attributes({"nexus.queue_item_id": row.id, "nexus.duplicate": not created})
+    return row, created
 
 
 def claimed(

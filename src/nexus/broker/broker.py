@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
+from nexus import telemetry
 from nexus.broker._batch_runner import BatchRunner
 from nexus.broker._items import (
     check_message,
@@ -30,7 +31,7 @@ from nexus.broker._items import (
     session_key_of,
 )
 from nexus.broker._leases import DEFAULT_TTL_MS, session_leases
-from nexus.broker._queue_trace import accept_span, accepted
+from nexus.broker._queue_trace import accept_span, traced_accept
 from nexus.broker._replies import ReplySender
 from nexus.broker._scheduler import DrainScheduler
 from nexus.broker._slot import AgentSlot, SessionSlot, SteerInFlight, settle
@@ -306,9 +307,10 @@ class AgentBroker(SmartRoutingFace):
             session_key=message.session if label != slot.identity.session_label else None,
         )
         try:
-            with span:
+            if telemetry.observing():
+                row, created = await traced_accept(self._queue, request, span)
+            else:  # nothing observed: no span to end, nothing to count (this runs for every message)
                 row, created = await self._queue.accept(request)
-                accepted(span, slot.agent_id, settings.mode, row.id, created)
         except ValueError as exc:  # the per-sender session's label is taken by another session
             raise BrokerError(f"message {message.id!r} to {slot.agent_id!r} was not queued: {exc}") from None
         if not created:
