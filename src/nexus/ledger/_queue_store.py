@@ -25,7 +25,7 @@ from nexus.ledger._queue_rows import accept_at, claim_in, deliver_in, move_items
 from nexus.ledger._sql_db import SqlDatabase, run_inline
 from nexus.ledger.errors import LedgerBusyError, LedgerFullError
 from nexus.ledger.records import AcceptRequest, Lease, QueueItem, Settlement
-from nexus.llm.types import now_ms
+from nexus.llm import now_ms
 
 T = TypeVar("T")
 

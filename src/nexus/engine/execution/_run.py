@@ -28,11 +28,13 @@ from nexus.agent import (
     MessageEndEvent,
     MessageStartEvent,
     MessageUpdateEvent,
+    SteeringQueue,
+    SteerMode,
+    SteerReceipt,
     ToolExecutionStartEvent,
     agent_loop,
     agent_loop_continue,
 )
-from nexus.agent.steering import SteeringQueue, SteerMode, SteerReceipt
 from nexus.engine.assembly._sessions import SessionCache
 from nexus.engine.assembly._window import ContextWindow
 from nexus.engine.assembly.repair import truncate_result
@@ -63,15 +65,18 @@ from nexus.engine.types import (
     EngineLimits,
     RunStopReason,
 )
-from nexus.ledger.records import StoredMessage
-from nexus.llm.abort import AbortSignal
-from nexus.llm.events import TextDeltaEvent, ThinkingDeltaEvent, ToolCallEndEvent
-from nexus.llm.options import StreamFn, StreamOptions
-from nexus.llm.types import (
+from nexus.ledger import StoredMessage
+from nexus.llm import (
+    AbortSignal,
     AssistantMessage,
     Message,
     Model,
+    StreamFn,
+    StreamOptions,
+    TextDeltaEvent,
+    ThinkingDeltaEvent,
     ToolCall,
+    ToolCallEndEvent,
     ToolResultMessage,
     Usage,
     UserMessage,
@@ -442,7 +447,7 @@ class EngineRun:
             stop_reason=stop_reason,
             duration_ms=int((time.monotonic() - self.started) * 1000),
             error=error,
-            compactions=run_compactions(self.ledger, self.ctx, self.turn_id, self.window.compactions, self.owners),
+            compactions=run_compactions(self.ledger, self.ctx, self.window.compactions, self.turn_id, self.owners),
             last_call_usage=self.last_call_usage,
             returned_steers=list(self.steering.returned),
             turn_id=self.turn_id,

@@ -28,27 +28,28 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from dataclasses import replace
 
 from nexus._dataclass import dataclass
-from nexus.config._profile import ResolvedProfile
-from nexus.engine.execution._cooldowns import SHARED_COOLDOWNS, ProfileCooldowns
+from nexus.config import ResolvedProfile
 from nexus.engine.execution._failover_errors import cooling_error, failure, refused_error, too_long_error, until
 from nexus.engine.execution._run_trace import record_failover
+from nexus.engine.execution.cooldowns import SHARED_COOLDOWNS, ProfileCooldowns
 from nexus.engine.types import EngineEvent, EngineLimits, FallbackEvent, RetryEvent, TokenBudget, WaitEvent
 from nexus.errors import ConfigError
-from nexus.llm.abort import AbortSignal
-from nexus.llm.events import AssistantMessageEvent, DoneEvent, ErrorEvent, StartEvent
-from nexus.llm.keys import effective_base_url, is_local_url
-from nexus.llm.options import StreamFn, StreamOptions
-from nexus.llm.registry import resolve_api
-from nexus.llm.types import AssistantMessage, Context, ErrorKind, Model
-
-__all__ = [
-    "LOCAL_NETWORK_RETRIES",
-    "QUICK_RETRY_S",
-    "ROTATE_KINDS",
-    "SHARED_COOLDOWNS",
-    "ProfileCooldowns",
-    "failover_stream",
-]
+from nexus.llm import (
+    AbortSignal,
+    AssistantMessage,
+    AssistantMessageEvent,
+    Context,
+    DoneEvent,
+    ErrorEvent,
+    ErrorKind,
+    Model,
+    StartEvent,
+    StreamFn,
+    StreamOptions,
+    effective_base_url,
+    is_local_url,
+    resolve_api,
+)
 
 ROTATE_KINDS: frozenset[ErrorKind] = frozenset({"auth", "rate_limit", "billing", "overloaded", "timeout", "network"})
 """Error kinds that put the profile in cooldown and try again (another profile, later, or another model)."""

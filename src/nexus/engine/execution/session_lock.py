@@ -38,7 +38,7 @@ except ImportError:  # no flock on this platform (Windows): no cross-process loc
 
 if TYPE_CHECKING:
     from nexus.ledger import Ledger
-    from nexus.llm.abort import AbortSignal
+    from nexus.llm import AbortSignal
 
 __all__ = ["recover_orphans", "run_lock", "session_lock", "session_lock_path"]
 

@@ -1,12 +1,15 @@
-"""The cooldowns of auth profiles, shared by every run of the process (see :mod:`.failover`)."""
+"""Per-(provider, profile) cooldowns: which key just failed, and for how long it is left alone.
+
+Failover (:mod:`nexus.engine.execution.failover`) records each failure and success here and asks
+what is cooling down before it picks a profile; the table outlives any one run (the
+``Runtime``'s, or the process-wide :data:`SHARED_COOLDOWNS`).
+"""
 
 from __future__ import annotations
 
 from nexus._dataclass import dataclass
 from nexus.errors import ConfigError
-from nexus.llm.types import ErrorKind
-
-__all__ = ["SHARED_COOLDOWNS", "ProfileCooldowns"]
+from nexus.llm import ErrorKind
 
 
 @dataclass(slots=True)
