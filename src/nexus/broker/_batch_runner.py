@@ -80,7 +80,7 @@ class BatchRunner:
         Under leases, :class:`SessionHeldElsewhere` says another broker runs the session now (the batch
         waits in memory), and a run whose lease is lost writes nothing more: its items stay queued here.
         """
-        lease = await self._lease(session, batch)
+        lease = await self._lease(session, batch) if self.leases is not None else None  # off: no coroutine
         try:
             await self._settled_run(slot, session, batch, lease)
         except LeaseLostError as exc:
@@ -214,7 +214,7 @@ class BatchRunner:
         )
         caller = CallerContext(
             slot.agent_id,
-            conversation or _new_id(),
+            conversation,
             hop=head.hop if one else max(item.hop for item in items),
             max_hops=self.max_hops,
             session=session.key,
@@ -298,9 +298,3 @@ def _failed(reason: str) -> AgentResult:
     from nexus.engine import AgentError, AgentResult
 
     return AgentResult(stop_reason="error", error=AgentError("unknown", reason))
-
-
-def _new_id() -> str:
-    from nexus.ledger import new_ulid
-
-    return new_ulid()

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from nexus._dataclass import dataclass
 from nexus.ledger import _queue_reads
-from nexus.ledger._leases import notify_ready_in
+from nexus.ledger._leases import is_postgres, notify_ready_in
 from nexus.ledger._queue_reads import Held
 from nexus.ledger._queue_rows import accept_at, claim_in, deliver_in, move_items, release_in
 from nexus.ledger._sql_db import SqlDatabase, run_inline
@@ -186,6 +186,8 @@ def _in_bulk(conn: Any, group: list[_Write]) -> list[object]:
 
 def _wake(conn: Any, outcomes: list[object]) -> None:
     """Notify other brokers (PostgreSQL) when the group's new items made an idle session ready."""
+    if not is_postgres(conn):  # SQLite: nobody listens (asked once a group, before any item is looked at)
+        return
     fresh = [o[0].session_label for o in outcomes if isinstance(o, tuple) and o[1] and isinstance(o[0], QueueItem)]
     if fresh:
         notify_ready_in(conn, fresh)
