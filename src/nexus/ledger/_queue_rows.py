@@ -83,10 +83,15 @@ def accept_at(conn: sqlite3.Connection, request: AcceptRequest, now: int) -> tup
          dumps(request.message), request.mode, now, _awaits_reply(request.message)),
     )  # fmt: skip
     if cursor.rowcount == 0:  # a known message id: the first acceptance stands
-        existing = conn.execute(f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE message_id = ?", (request.message_id,))
-        return _item(existing.fetchone()), False
+        return _first_acceptance(conn, request.message_id), False
     _after_insert(conn, request, now)
     return _new_item(item_id, request, now), True
+
+
+def _first_acceptance(conn: Any, message_id: str) -> QueueItem:
+    """The item a message id was first accepted as (a known id: its acceptance stands)."""
+    found = conn.execute(f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE message_id = ?", (message_id,))
+    return _item(found.fetchone())
 
 
 def _new_item(item_id: str, request: AcceptRequest, now: int) -> QueueItem:
@@ -145,8 +150,7 @@ def accept_many_at(conn: Any, requests: Sequence[AcceptRequest], now: int) -> li
     outcomes: list[tuple[QueueItem, bool]] = []
     for request, row in zip(requests, rows, strict=True):
         if row[0] not in created:
-            existing = conn.execute(f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE message_id = ?", (request.message_id,))
-            outcomes.append((_item(existing.fetchone()), False))
+            outcomes.append((_first_acceptance(conn, request.message_id), False))
             continue
         _after_insert(conn, request, now)
         outcomes.append((_new_item(str(row[0]), request, now), True))

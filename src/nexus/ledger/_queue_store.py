@@ -13,6 +13,7 @@ finished item), the group is run again with a savepoint per write, so that write
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import field
 from typing import Any, TypeVar, cast
@@ -23,7 +24,7 @@ from nexus.ledger._leases import notify_ready_in
 from nexus.ledger._queue_reads import Held
 from nexus.ledger._queue_rows import accept_at, accept_many_at, claim_in, deliver_in, move_items, release_in
 from nexus.ledger._sql_db import SqlDatabase, run_inline
-from nexus.ledger.errors import LedgerBusyError, LedgerFullError
+from nexus.ledger.errors import LedgerBusyError, LedgerError, LedgerFullError
 from nexus.ledger.records import AcceptRequest, Lease, QueueItem, Settlement
 from nexus.llm.types import now_ms
 
@@ -213,6 +214,13 @@ def _wake(conn: Any, outcomes: list[object]) -> None:
         notify_ready_in(conn, fresh)
 
 
+_ONE_WRITES = (LedgerError, ValueError, sqlite3.IntegrityError)
+"""Errors of one write (a finished item, a lost lease, a refused session key, a constraint): that write fails
+alone. Any other is the transaction's (a PostgreSQL serialization failure or lost connection, a busy SQLite):
+it propagates, and the database runs the whole transaction again (caught here, a conflict failed one caller
+and the broker retried its batch a second later; the full-size fault bench found it)."""
+
+
 def _one_by_one(conn: Any, group: list[_Write]) -> list[object]:
     """Each write of the group under its own savepoint: one that fails is rolled back alone."""
     now = now_ms()
@@ -228,7 +236,7 @@ def _one_by_one(conn: Any, group: list[_Write]) -> list[object]:
             else:
                 claim_in(conn, write.claim, write.lease)
                 outcomes.append(None)
-        except Exception as exc:
+        except _ONE_WRITES as exc:
             conn.execute("ROLLBACK TO SAVEPOINT group_op")
             outcomes.append(exc)
         conn.execute("RELEASE SAVEPOINT group_op")
