@@ -523,11 +523,11 @@ class AgentBroker(SmartRoutingFace):
             await self._batches.run(slot, session, step)
 
     async def _adopted(self, slot: AgentSlot, session: SessionSlot) -> None:
-        """A message another process queued was loaded into the session (its last item): drained, and
+        """A message another process queued was loaded into the session (``restored``): drained, and
         an ``interrupt`` or steer acts on the session's run as one sent here does (it used to only wait
         for its turn: ``nexus send --mode interrupt`` beside a server never cut the running turn)."""
         self._ensure_drain(slot, session)
-        item = session.queue.items[-1]
+        item = session.queue.restored or session.queue.items[-1]
         await self._deliver_to_run(session, item, item.mode)
 
     def _agent_tools(self, caller: CallerContext) -> list[AgentTool]:
