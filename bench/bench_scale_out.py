@@ -83,7 +83,8 @@ def main() -> None:
     args = parser.parse_args()
     print(_machine.header("bench_scale_out.py: end-to-end turns/s, 1 and 3 broker processes on one database"))
     folder = Path(tempfile.mkdtemp(prefix="nexus-bench-scale-"))
-    url = args.postgres or start_postgres(str(folder / "pg"))
+    pg_folder = None if args.postgres else tempfile.mkdtemp(prefix="nexus-bench-pg-")  # postgres.sh chowns it
+    url = args.postgres or start_postgres(str(pg_folder))
     results: dict[tuple[str, int], list[float]] = {}
     try:
         for _ in range(args.rounds):  # interleaved: a busy neighbour hits every row alike
@@ -95,9 +96,9 @@ def main() -> None:
                     rate = turns_per_second(target, processes, args, folder / "logs")
                     results.setdefault((backend, processes), []).append(rate)
     finally:
-        if not args.postgres:
-            subprocess.run(["bash", str(ROOT / "scripts" / "postgres.sh"), "stop", str(folder / "pg")],
-                           capture_output=True)  # fmt: skip
+        if pg_folder is not None:
+            subprocess.run(["bash", str(ROOT / "scripts" / "postgres.sh"), "stop", pg_folder], capture_output=True)
+            shutil.rmtree(pg_folder, ignore_errors=True)
         shutil.rmtree(folder, ignore_errors=True)
     print(f"{'backend':<12} {'processes':>9} {'turns/s (median)':>17} {'runs':>20} {'vs 1 process':>13}")
     for (backend, processes), rates in results.items():

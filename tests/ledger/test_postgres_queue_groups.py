@@ -82,3 +82,26 @@ async def test_a_conflict_while_a_group_runs_write_by_write_is_retried_not_hande
         assert "already finished" in str(done[1])
         claimed = await ledger.queue.get(a.id)
         assert claimed is not None and claimed.status == "processing" and claimed.attempts == 1
+
+
+async def test_one_process_s_concurrent_turn_writes_on_many_sessions_do_not_conflict(postgres_url: str) -> None:
+    """One write transaction at a time per process: 24 runs ending at once on 24 sessions write their turns
+    without a serialization failure (before, concurrent writes of one broker conflicted and were retried)."""
+    from nexus.ledger import TurnWrite
+    from nexus.llm.types import AssistantMessage, TextContent, UserMessage
+
+    async with await Ledger.connect(postgres_url) as ledger:
+        labels = [f"agent:s{n}" for n in range(24)]
+        for label in labels:
+            await ledger.sessions.ensure(NewSession(label))
+
+        async def turn(label: str, n: int) -> str:
+            reply = AssistantMessage([TextContent(f"reply {n}")], provider="p", model="m")
+            return await ledger.turns.write(
+                TurnWrite(label, query_messages=[UserMessage(f"q {n}")], response_messages=[reply], status="completed")
+            )
+
+        for n in range(3):
+            written = await asyncio.gather(*(turn(label, n) for label in labels))
+            assert len(set(written)) == len(labels)
+        assert ledger.database.conflicts == 0  # type: ignore[attr-defined]
