@@ -16,19 +16,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import statistics
-import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 import _machine
-from bench_ledger_backends import queue_path, start_postgres
+from bench_ledger_backends import postgres_or_throwaway, queue_path
 
 from nexus.ledger import Ledger
-
-ROOT = Path(__file__).resolve().parents[1]
 
 _TABLE = (
     "SELECT n_dead_tup, pg_total_relation_size('queue_items'), autovacuum_count FROM pg_stat_user_tables"
@@ -94,17 +88,11 @@ def main() -> None:
     parser.add_argument("--postgres", metavar="URL", help="a PostgreSQL database to measure (a ledger or empty)")
     args = parser.parse_args()
     print(_machine.header("bench_held_snapshot.py: the PostgreSQL queue path while a snapshot is held"))
-    folder = None if args.postgres else tempfile.mkdtemp(prefix="nexus-bench-pg-")
-    url = args.postgres or start_postgres(str(folder))
-    if url is None:
-        print("postgresql: not measured (no server could be had)")
-        return
-    try:
+    with postgres_or_throwaway(args.postgres) as url:
+        if url is None:
+            print("postgresql: not measured (no server could be had)")
+            return
         phases = asyncio.run(measure(url, args))
-    finally:
-        if folder is not None:
-            subprocess.run(["bash", str(ROOT / "scripts" / "postgres.sh"), "stop", folder], capture_output=True)
-            shutil.rmtree(folder, ignore_errors=True)
     print(f"{'phase':<22} {'windows':>8} {'median msg/s':>13} {'lowest msg/s':>13} {'dead rows':>10} {'table MB':>9}")
     for name, rates, (dead, size, _) in phases:
         print(f"{name:<22} {len(rates):>8} {statistics.median(rates):>13,.0f} {min(rates):>13,.0f} {dead:>10,}"

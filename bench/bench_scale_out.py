@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import shutil
 import statistics
-import subprocess
 import tempfile
 import time
 import uuid
@@ -25,12 +24,10 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import _machine
-from bench_ledger_backends import start_postgres
+from bench_ledger_backends import postgres_or_throwaway
 
 from nexus.ledger import Ledger
 from nexus.testing.faults import BrokerProcess, all_finished, register, requests
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def fresh_target(backend: str, url: str | None, folder: Path) -> str:
@@ -83,23 +80,15 @@ def main() -> None:
     args = parser.parse_args()
     print(_machine.header("bench_scale_out.py: end-to-end turns/s, 1 and 3 broker processes on one database"))
     folder = Path(tempfile.mkdtemp(prefix="nexus-bench-scale-"))
-    pg_folder = None if args.postgres else tempfile.mkdtemp(prefix="nexus-bench-pg-")  # postgres.sh chowns it
-    url = args.postgres or start_postgres(str(pg_folder))
     results: dict[tuple[str, int], list[float]] = {}
-    try:
+    with postgres_or_throwaway(args.postgres) as url:
         for _ in range(args.rounds):  # interleaved: a busy neighbour hits every row alike
-            for backend in ("sqlite", "postgresql"):
-                if backend == "postgresql" and url is None:
-                    continue
+            for backend in ("sqlite", "postgresql") if url is not None else ("sqlite",):
                 for processes in (1, 3):
                     target = fresh_target(backend, url, folder)
                     rate = turns_per_second(target, processes, args, folder / "logs")
                     results.setdefault((backend, processes), []).append(rate)
-    finally:
-        if pg_folder is not None:
-            subprocess.run(["bash", str(ROOT / "scripts" / "postgres.sh"), "stop", pg_folder], capture_output=True)
-            shutil.rmtree(pg_folder, ignore_errors=True)
-        shutil.rmtree(folder, ignore_errors=True)
+    shutil.rmtree(folder, ignore_errors=True)
     print(f"{'backend':<12} {'processes':>9} {'turns/s (median)':>17} {'runs':>20} {'vs 1 process':>13}")
     for (backend, processes), rates in results.items():
         ratio = statistics.median(rates) / statistics.median(results[(backend, 1)])
