@@ -27,7 +27,7 @@ from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSetting
 from nexus.broker.spawner import BrokerSpawner
 from nexus.config import load_config
 from nexus.engine import AgentSpec, Runtime
-from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.ledger import Ledger
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text

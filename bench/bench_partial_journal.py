@@ -34,7 +34,7 @@ import _machine
 from nexus.config import load_config
 from nexus.engine import Runtime
 from nexus.engine.execution import _journal as journal_module
-from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.ledger import JournalEntry, JournalReply, Ledger
 from nexus.ledger._turn_store import SqlTurnStore
 from nexus.llm.events import AssistantMessageEvent, DoneEvent, StartEvent, TextDeltaEvent, TextStartEvent

@@ -54,7 +54,7 @@ async def _make_broker(directory: Path, steps: int, *, defer: bool = False) -> t
     from nexus.broker.spawner import BrokerSpawner
     from nexus.config import load_config
     from nexus.engine import AgentSpec, Runtime
-    from nexus.engine.execution.failover import ProfileCooldowns
+    from nexus.engine.execution.cooldowns import ProfileCooldowns
     from nexus.ledger import Ledger
     from nexus.testing import ScriptedModel
     from nexus.testing.steps import text

@@ -17,12 +17,11 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from nexus.broker import AgentIdentity, AgentMessage, new_message_id
-from nexus.broker.host import running_broker
+from nexus.broker import AgentIdentity, AgentMessage, new_message_id, running_broker
 from nexus.config import NexusConfig, load_config
 from nexus.engine import AgentSpec
 from nexus.ledger import Ledger
-from nexus.llm.options import StreamFn
+from nexus.llm import StreamFn
 
 LEAD_PROMPT = (
     "You lead two workers. For every question: ask `researcher` for the facts and `critic` for the "

@@ -24,7 +24,7 @@ from nexus.adapters.types import DeliveryTarget
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings, SendReceipt
 from nexus.config import AdapterConfig, load_config
 from nexus.engine import AgentSpec, Execution, Runtime
-from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.ledger import Ledger, NewSession
 from nexus.ledger.broker_store import BrokerStore
 from nexus.ledger.deliveries import DeliveryLog

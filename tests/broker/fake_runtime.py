@@ -8,12 +8,35 @@ final before the run's ``result`` resolves.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings
 from nexus.broker.agent_tools import CallerContext
 from nexus.engine import AgentError, AgentSpec
+from nexus.ledger import Ledger, NewSession
+from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import BrokerStore
+
+WORKER = AgentIdentity("worker", "agent:worker", "worker")
+MANAGER = AgentIdentity("manager", "agent:manager", "manager")
+
+
+def message(n: int | str, content: str | None = None, *, to: str = "worker", sender: str = "user") -> AgentMessage:
+    """Message ``m-<n>`` from ``sender`` to ``to`` (``task <n>`` unless ``content``)."""
+    return AgentMessage(id=f"m-{n}", from_=sender, to=to, content=content or f"task {n}")
+
+
+@contextmanager
+def worker_and_manager(path: Path) -> Iterator[Ledger]:
+    """A ledger at ``path`` with the sessions of :data:`WORKER` and :data:`MANAGER`."""
+    with Ledger.open(path) as opened:
+        for label in (WORKER.session_label, MANAGER.session_label):
+            run_inline(opened.sessions.ensure(NewSession(label)))
+        yield opened
 
 
 @dataclass(slots=True)
@@ -162,3 +185,12 @@ def _caller(tools: Any) -> CallerContext | None:
             if isinstance(cell.cell_contents, CallerContext):
                 return cell.cell_contents
     return None
+
+
+async def open_broker(ledger: Ledger, **settings: object) -> tuple[AgentBroker, FakeRuntime]:
+    """A started broker on ``ledger`` whose runs the test drives (no agent registered yet)."""
+    store = BrokerStore(ledger.database)
+    runner = FakeRuntime(store)
+    broker = AgentBroker(ledger, runner, BrokerSettings(**settings))  # type: ignore[arg-type]
+    await broker.start()
+    return broker, runner

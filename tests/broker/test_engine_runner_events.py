@@ -7,8 +7,8 @@ from pathlib import Path
 from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings, QueueSettings
 from nexus.config import load_config
 from nexus.engine import AgentSpec, Runtime
+from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.engine.execution.events import ReplyDelta
-from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.ledger import Ledger, NewSession
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text

@@ -10,7 +10,7 @@ from fake_runtime import FakeRuntime
 from nexus.broker import AgentBroker, AgentIdentity, AgentSpecError
 from nexus.config import load_config
 from nexus.engine import AgentSpec, Runtime
-from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.ledger import Ledger
 from nexus.ledger.broker_store import BrokerStore
 from nexus.ledger.errors import AgentSessionTakenError

@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from nexus.ledger import Ledger
-from nexus.ledger.broker_store import BrokerQueueItem, BrokerStore
+from nexus.ledger import Ledger, QueueItem
+from nexus.ledger.broker_store import BrokerStore
 from nexus.ledger.deliveries import DeliveryLog
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import stall, text
@@ -32,13 +32,13 @@ def _with_jsonl_adapter(home: Path) -> Path:
     return out
 
 
-def _item(home: Path, message_id: str) -> BrokerQueueItem:
+def _item(home: Path, message_id: str) -> QueueItem:
     with Ledger.open(home / "agents.db") as ledger:
         (item,) = [i for i in BrokerStore(ledger.database).items() if i.message_id == message_id]
     return item
 
 
-def _deliver_to(item: BrokerQueueItem) -> dict[str, object]:
+def _deliver_to(item: QueueItem) -> dict[str, object]:
     message = item.message if isinstance(item.message, dict) else {}
     metadata = message.get("metadata")
     stored = metadata.get("deliver_to") if isinstance(metadata, dict) else None

@@ -9,7 +9,7 @@ import pytest
 from nexus.config import load_config
 from nexus.engine import Runtime
 from nexus.engine.assembly.compaction import SUMMARY_PREFIX, SUMMARY_SYSTEM_PROMPT, CompactionError
-from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.engine.execution.session_lock import session_lock
 from nexus.engine.types import CompactionEndEvent, CompactionStartEvent, EngineEvent
 from nexus.engine.wiring.compact_session import SessionCompaction, compact_session

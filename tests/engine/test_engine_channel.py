@@ -9,8 +9,8 @@ from nexus.agent.tool_types import AgentToolResult
 from nexus.config import load_config
 from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution.callbacks import EngineCallbacks, callbacks_listener
+from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.engine.execution.events import EventChannel, ReplyDelta, RunStartEvent
-from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.ledger import Ledger
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text, tool_call

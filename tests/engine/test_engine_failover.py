@@ -10,7 +10,8 @@ import pytest
 
 from nexus.config import ResolvedProfile
 from nexus.engine import EngineLimits, FallbackEvent, RetryEvent, WaitEvent
-from nexus.engine.execution.failover import ProfileCooldowns, failover_stream
+from nexus.engine.execution.cooldowns import ProfileCooldowns
+from nexus.engine.execution.failover import failover_stream
 from nexus.engine.types import EngineEvent, TokenBudget
 from nexus.errors import ConfigError
 from nexus.llm.abort import AbortSignal

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from nexus.config import ResolvedProfile
 from nexus.engine import RetryEvent
-from nexus.engine.execution.failover import ProfileCooldowns, failover_stream
+from nexus.engine.execution.cooldowns import ProfileCooldowns
+from nexus.engine.execution.failover import failover_stream
 from nexus.engine.types import EngineEvent
 from nexus.llm.events import DoneEvent, ErrorEvent
 from nexus.llm.types import Context, Model, UserMessage

@@ -10,7 +10,7 @@ import pytest
 from nexus.config import load_config
 from nexus.engine import AgentResult, AgentSpec, EngineLimits, Runtime
 from nexus.engine.assembly.budget import history_window_chars
-from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.engine.execution.ledger_map import history_turn_ids
 from nexus.ledger import CompactionRecord, Ledger, NewSession, Turn, TurnWrite
 from nexus.ledger._sql_db import run_inline

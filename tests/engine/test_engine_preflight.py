@@ -8,7 +8,8 @@ import pytest
 
 from nexus.config import parse_config
 from nexus.engine import preflight, resolve_model, run_agent
-from nexus.engine.execution.failover import ProfileCooldowns, failover_stream
+from nexus.engine.execution.cooldowns import ProfileCooldowns
+from nexus.engine.execution.failover import failover_stream
 from nexus.engine.types import EngineEvent
 from nexus.engine.wiring.models import model_problem
 from nexus.errors import ConfigError

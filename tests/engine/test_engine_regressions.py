@@ -9,7 +9,7 @@ from nexus.agent.steering import SteerReceipt
 from nexus.config import load_config
 from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution.callbacks import EngineCallbacks
-from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.ledger import Ledger
 from nexus.llm.types import AssistantMessage
 from nexus.testing import ScriptedModel

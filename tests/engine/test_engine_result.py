@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from nexus.config import load_config
 from nexus.engine import AgentSpec, EngineLimits, EventContext, Runtime
-from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.ledger import Ledger
 from nexus.llm.types import Model
 from nexus.testing import ScriptedModel

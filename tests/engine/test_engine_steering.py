@@ -14,8 +14,8 @@ from nexus.agent.steering import SteerReceipt
 from nexus.agent.tool_types import AgentTool, AgentToolResult
 from nexus.config import load_config
 from nexus.engine import AgentResult, AgentSpec, EngineLimits, Runtime
+from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.engine.execution.execute import Execution
-from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.ledger import Ledger
 from nexus.ledger._sql_db import run_inline
 from nexus.llm.abort import AbortSignal

@@ -14,8 +14,8 @@ from nexus.agent.tool_types import AgentTool, AgentToolResult
 from nexus.config import load_config
 from nexus.engine import AgentSpec, EngineLimits, Runtime, run_agent
 from nexus.engine.execution.callbacks import EngineCallbacks
+from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.engine.execution.execute import execute
-from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.engine.types import AssembledContext
 from nexus.ledger import Ledger
 from nexus.llm.abort import AbortSignal

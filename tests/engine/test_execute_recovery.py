@@ -18,7 +18,7 @@ from nexus.engine import (
     Runtime,
 )
 from nexus.engine.execution.callbacks import EngineCallbacks
-from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.ledger import Ledger
 from nexus.llm.types import Model, ToolResultMessage, UserMessage
 from nexus.testing import FakeProviderServer, ScriptedModel

@@ -19,7 +19,7 @@ from nexus.cli._render import describe_engine_event
 from nexus.config import load_config
 from nexus.engine import AgentSpec, EngineLimits, Runtime
 from nexus.engine.execution.callbacks import EngineCallbacks
-from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.ledger import Ledger
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import cut, http_error, overflow, stall, text

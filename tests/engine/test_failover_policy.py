@@ -11,7 +11,8 @@ from test_engine_failover import PRIMARY, FakeClock, FakeProvider, Step, collect
 
 from nexus.config import ResolvedProfile
 from nexus.engine import EngineLimits, FallbackEvent, RetryEvent, WaitEvent
-from nexus.engine.execution.failover import QUICK_RETRY_S, ProfileCooldowns, failover_stream
+from nexus.engine.execution.cooldowns import ProfileCooldowns
+from nexus.engine.execution.failover import QUICK_RETRY_S, failover_stream
 from nexus.engine.types import EngineEvent
 from nexus.llm.events import DoneEvent, ErrorEvent
 from nexus.llm.types import Context, Model, UserMessage

@@ -23,7 +23,7 @@ from nexus.agent.tool_types import AgentTool, AgentToolResult
 from nexus.config import load_config
 from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution import _writer
-from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.ledger import JournalEntry, Ledger, TurnOpen, TurnWrite
 from nexus.ledger._sqlite import Database
 from nexus.ledger._turn_store import SqlTurnStore

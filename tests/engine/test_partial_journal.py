@@ -21,7 +21,7 @@ from nexus.agent.tool_types import AgentTool, AgentToolResult
 from nexus.config import load_config
 from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution._journal import TurnJournal, snapshot
-from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.ledger import JournalEntry, JournalReply, Ledger, LedgerBusyError, NewSession, TurnDetails, TurnOpen
 from nexus.ledger._sql_db import run_inline
 from nexus.ledger._sqlite import Database

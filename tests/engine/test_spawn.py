@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from nexus.config import load_config
 from nexus.engine import AgentSpec, EngineLimits, Runtime
+from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.engine.execution.execute import execute
-from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.engine.execution.scope import CURRENT_RUN, RunScope
 from nexus.engine.wiring.spawn import spawn_agent_tool, worker_label
 from nexus.ledger import Ledger, SessionQuery

@@ -11,7 +11,8 @@ import sqlite3
 from pathlib import Path
 
 from nexus.ledger import Ledger
-from nexus.ledger._schema import SCHEMA_VERSION, migrate
+from nexus.ledger._migrate import migrate
+from nexus.ledger._schema import SCHEMA_VERSION
 from nexus.ledger.broker_store import REPLY_SUFFIX, BrokerStore
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from nexus.ledger import Ledger
-from nexus.ledger._schema import PENDING, SCHEMA_VERSION, migrate
+from nexus.ledger._migrate import migrate
+from nexus.ledger._schema import PENDING, SCHEMA_VERSION
 from nexus.ledger.broker_store import BrokerStore
 
 
@@ -108,7 +109,7 @@ def test_a_version_8_file_keeps_its_queue_and_loses_the_status_indexes(tmp_path:
 
 _MIGRATE_AND_DIE = """
 import os, signal, sqlite3, sys
-from nexus.ledger._schema import migrate
+from nexus.ledger._migrate import migrate
 conn = sqlite3.connect(sys.argv[1], isolation_level=None)
 conn.execute("PRAGMA journal_mode = WAL")
 steps = [0]

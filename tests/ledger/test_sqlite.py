@@ -19,7 +19,8 @@ from nexus.ledger import (
     default_db_path,
 )
 from nexus.ledger._decode import decode_bodies, decode_body, encode_body
-from nexus.ledger._schema import MIGRATIONS, SCHEMA_VERSION, _split, pack_key, unpack_key
+from nexus.ledger._migrate import _split
+from nexus.ledger._schema import MIGRATIONS, SCHEMA_VERSION, pack_key, unpack_key
 from nexus.ledger._sql_db import run_inline
 from nexus.ledger._sqlite import BUSY_STEP_MS, DEFAULT_WAIT_S, wait_bound
 from nexus.ledger._ulid import new_ulid, ulid_time_ms

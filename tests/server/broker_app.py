@@ -18,7 +18,7 @@ from nexus.broker.spawner import BrokerSpawner
 from nexus.config import load_config
 from nexus.config._server_schema import ServerConfig
 from nexus.engine import AgentSpec, Runtime
-from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.ledger import Ledger, NewSession
 from nexus.ledger.broker_store import BrokerStore
 from nexus.server._state import ServerState

@@ -18,7 +18,7 @@ from nexus.adapters.manager import AdapterManager
 from nexus.broker import AgentBroker, AgentIdentity, BrokerSettings, QueueSettings
 from nexus.config import AdapterConfig, load_config
 from nexus.engine import AgentSpec, Runtime
-from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.ledger import Ledger, NewSession
 from nexus.ledger.broker_store import BrokerStore
 from nexus.ledger.deliveries import DeliveryLog

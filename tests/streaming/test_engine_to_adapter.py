@@ -13,7 +13,7 @@ from nexus.adapters.manager import AdapterManager
 from nexus.adapters.types import DeliveryTarget
 from nexus.config import AdapterConfig, load_config
 from nexus.engine import AgentResult, AgentSpec, Runtime
-from nexus.engine.execution.failover import ProfileCooldowns
+from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.ledger import Ledger
 from nexus.streaming import stream_events
 from nexus.streaming.router import DeliveryReport, StreamRouter

@@ -40,7 +40,8 @@ def test_layer_zero_imports_nothing_of_ours() -> None:
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 names = [node.module]
             ours = [n for n in names if n.startswith("nexus") and not n.startswith("nexus.telemetry")]
-            assert ours in ([], ["nexus"]), f"{module.name} imports {ours}"  # `from nexus import __version__`
+            # `from nexus import __version__`; the face's lazy names through nexus._lazy (a root module: no package)
+            assert ours in ([], ["nexus"], ["nexus._lazy"]), f"{module.name} imports {ours}"
 
 
 def test_importing_it_and_recording_while_off_loads_neither_library(tmp_path: Path) -> None:

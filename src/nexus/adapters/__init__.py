@@ -27,9 +27,11 @@ from nexus.adapters.types import (
 )
 
 if TYPE_CHECKING:
+    from nexus.adapters.clock import Clock, MonotonicClock
     from nexus.adapters.events import NexusEvent, parse_event, reply_target, session_key
     from nexus.adapters.manager import AdapterManager, HealthStatus
     from nexus.adapters.process import AdapterError
+    from nexus.adapters.stream_client import StreamDelivery
     from nexus.adapters.supervisor import RestartPolicy
 
 _LAZY = {
@@ -41,6 +43,9 @@ _LAZY = {
     "HealthStatus": ".manager",
     "AdapterError": ".process",
     "RestartPolicy": ".supervisor",
+    "Clock": "nexus.adapters.clock",
+    "MonotonicClock": "nexus.adapters.clock",
+    "StreamDelivery": "nexus.adapters.stream_client",
 }
 
 __all__ = [
@@ -49,14 +54,17 @@ __all__ = [
     "AdapterInfo",
     "AdapterManager",
     "AdapterStreamStatus",
+    "Clock",
     "DeliveryError",
     "DeliveryResult",
     "DeliveryTarget",
     "HealthReport",
     "HealthStatus",
+    "MonotonicClock",
     "NexusEvent",
     "ProtocolError",
     "RestartPolicy",
+    "StreamDelivery",
     "parse_event",
     "reply_target",
     "session_key",

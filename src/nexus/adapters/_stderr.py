@@ -103,7 +103,7 @@ class _Scrubber:
 
     def feed(self, chunk: bytes) -> bytes:
         """What of ``self.held + chunk`` can be passed on now (secrets cut); the rest is held."""
-        from nexus.llm.redact import known_secrets, scrub
+        from nexus.llm import known_secrets, scrub
 
         secrets = known_secrets()
         data = scrub(self.held + chunk, secrets)

@@ -121,7 +121,7 @@ def _memory_file(payload: bytes) -> int:
 
 def adapter_env(context_path: str | None, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for an adapter: the parent's without secrets or Nexus's paths, plus the context path."""
-    from nexus.llm.redact import key_shaped, known_secrets
+    from nexus.llm import key_shaped, known_secrets
 
     source = os.environ if base is None else base
     secrets = known_secrets()

@@ -29,7 +29,7 @@ from nexus.adapters.stream_client import StreamProcess
 from nexus.adapters.stream_pool import DEFAULT_STREAM_PROCESSES, StreamPool
 from nexus.adapters.supervisor import RestartPolicy, Supervisor
 from nexus.adapters.types import AdapterInfo, DeliveryError, DeliveryResult, DeliveryTarget, HealthReport, ProtocolError
-from nexus.config._adapters import AdapterAccount, AdapterConfig
+from nexus.config import AdapterAccount, AdapterConfig
 
 log = logging.getLogger("nexus.adapters")
 
@@ -125,7 +125,7 @@ class AdapterManager:
         credential = None
         if account.credential is not None:
             from nexus.config import resolve_env
-            from nexus.llm.redact import add_secrets
+            from nexus.llm import add_secrets
 
             where = f"adapters.{name}.accounts.{account_id}.credential"
             credential = resolve_env(account.credential, self._env, where)

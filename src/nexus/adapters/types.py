@@ -174,7 +174,7 @@ def said(text: object) -> str:
 
     Like a provider's error text (:func:`nexus.llm.redact.redact`), before it is stored, shown or sent.
     """
-    from nexus.llm.redact import redact  # only when an adapter reports an error
+    from nexus.llm import redact  # only when an adapter reports an error
 
     return redact(str(text))
 

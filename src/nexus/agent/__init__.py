@@ -48,6 +48,17 @@ if TYPE_CHECKING:
     )
     from nexus.agent.loop import agent_loop, agent_loop_continue
     from nexus.agent.messages import CustomMessage, LlmView, LoopMessage, default_convert_to_llm
+    from nexus.agent.output_limits import (
+        MAX_BYTES,
+        MAX_LINE_CHARS,
+        MAX_LINES,
+        Truncation,
+        cap_line,
+        format_size,
+        truncate_head,
+        truncate_tail,
+    )
+    from nexus.agent.steering import SteeringQueue, SteerMode, SteerReceipt
     from nexus.agent.tool_fn import ToolArgumentsError, ToolDefinitionError, tool
     from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolExecuteFn, ToolUpdateFn
 
@@ -83,9 +94,23 @@ _LAZY: dict[str, str] = {
     "AgentToolResult": ".tool_types",
     "ToolExecuteFn": ".tool_types",
     "ToolUpdateFn": ".tool_types",
+    "MAX_BYTES": ".output_limits",
+    "MAX_LINES": ".output_limits",
+    "MAX_LINE_CHARS": ".output_limits",
+    "Truncation": ".output_limits",
+    "cap_line": ".output_limits",
+    "format_size": ".output_limits",
+    "truncate_head": ".output_limits",
+    "truncate_tail": ".output_limits",
+    "SteerMode": ".steering",
+    "SteerReceipt": ".steering",
+    "SteeringQueue": ".steering",
 }
 
 __all__ = [
+    "MAX_BYTES",
+    "MAX_LINES",
+    "MAX_LINE_CHARS",
     "AfterToolCallContext",
     "AgentContext",
     "AgentEndEvent",
@@ -104,6 +129,9 @@ __all__ = [
     "MessageEndEvent",
     "MessageStartEvent",
     "MessageUpdateEvent",
+    "SteerMode",
+    "SteerReceipt",
+    "SteeringQueue",
     "ToolArgumentsError",
     "ToolDefinitionError",
     "ToolExecuteFn",
@@ -111,12 +139,17 @@ __all__ = [
     "ToolExecutionStartEvent",
     "ToolExecutionUpdateEvent",
     "ToolUpdateFn",
+    "Truncation",
     "TurnEndEvent",
     "TurnStartEvent",
     "agent_loop",
     "agent_loop_continue",
+    "cap_line",
     "default_convert_to_llm",
+    "format_size",
     "tool",
+    "truncate_head",
+    "truncate_tail",
 ]
 
 

@@ -33,8 +33,7 @@ from nexus.agent.events import (
 )
 from nexus.agent.messages import LoopMessage
 from nexus.agent.tool_types import AgentTool, AgentToolResult
-from nexus.llm.abort import AbortSignal
-from nexus.llm.types import AssistantMessage, ToolCall, ToolResultMessage
+from nexus.llm import AbortSignal, AssistantMessage, ToolCall, ToolResultMessage
 
 _RAW_PREVIEW = 2000
 
@@ -262,7 +261,7 @@ class ToolBatch:
         if telemetry.observing():
             from nexus.agent._tool_span import observed_call
 
-            result = await observed_call(tool, c.call, c.args, self._signal, on_update)
+            result = await observed_call(call_tool, tool, c.call, c.args, self._signal, on_update)
         else:
             result = await call_tool(tool, c.call.id, c.args, self._signal, on_update)
         if self._config.after_tool_call is not None:

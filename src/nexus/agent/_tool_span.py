@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from nexus import telemetry
-from nexus.agent._tool_exec import call_tool
 from nexus.agent.tool_types import AgentTool, AgentToolResult
-from nexus.llm.abort import AbortSignal
-from nexus.llm.types import ToolCall
+from nexus.llm import AbortSignal, ToolCall
+
+CallTool = Callable[
+    [AgentTool, str, dict[str, Any], AbortSignal, Callable[[AgentToolResult], None]], Awaitable[AgentToolResult]
+]
+"""``nexus.agent._tool_exec.call_tool``, handed in (the executor imports this module only while telemetry is on)."""
 
 
 async def observed_call(
+    call_tool: CallTool,
     tool: AgentTool,
     call: ToolCall,
     args: dict[str, Any],
@@ -62,6 +66,6 @@ def _text(result: AgentToolResult) -> str:
 
 
 def _redacted(text: str) -> str:
-    from nexus.llm.redact import redact
+    from nexus.llm import redact
 
     return redact(text)

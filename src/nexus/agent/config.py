@@ -10,9 +10,7 @@ from nexus._dataclass import dataclass
 from nexus.agent.messages import LlmView, LoopMessage
 from nexus.agent.tool_types import AgentTool, AgentToolResult
 from nexus.errors import NexusError
-from nexus.llm.abort import AbortSignal
-from nexus.llm.options import StreamFn, StreamOptions
-from nexus.llm.types import AssistantMessage, Message, Model, ToolCall
+from nexus.llm import AbortSignal, AssistantMessage, Message, Model, StreamFn, StreamOptions, ToolCall
 
 
 class AgentStateError(NexusError):

@@ -19,8 +19,7 @@ from typing import Any, Literal, TypeAlias
 from nexus._dataclass import dataclass
 from nexus.agent.messages import LoopMessage
 from nexus.agent.tool_types import AgentToolResult
-from nexus.llm.events import AssistantMessageEvent
-from nexus.llm.types import AssistantMessage, ToolResultMessage
+from nexus.llm import AssistantMessage, AssistantMessageEvent, ToolResultMessage
 
 AgentEndReason: TypeAlias = Literal["stop", "error", "aborted", "max_iterations"]
 """Why a run ended: normally, on a model/loop error, on abort, or at the iteration guard."""

@@ -37,25 +37,28 @@ from nexus.agent.events import (
 from nexus.agent.messages import LoopMessage, default_convert_to_llm
 from nexus.agent.tool_types import AgentTool
 from nexus.errors import ConfigError
-from nexus.llm.abort import AbortSignal
-from nexus.llm.events import DoneEvent, ErrorEvent, StartEvent
-from nexus.llm.options import StreamFn, StreamOptions
-from nexus.llm.types import AssistantMessage, Context, Message, Tool, ToolResultMessage
+from nexus.llm import (
+    AbortSignal,
+    AssistantMessage,
+    Context,
+    DoneEvent,
+    ErrorEvent,
+    Message,
+    StartEvent,
+    StreamFn,
+    StreamOptions,
+    Tool,
+    ToolResultMessage,
+)
 
 
 def resolve_default_stream_fn() -> StreamFn:
     """``nexus.llm``'s ``stream`` entry point, imported on first use (keeps ``import nexus.agent`` light)."""
-    fn: Any = None
-    try:
-        fn = getattr(importlib.import_module("nexus.llm.stream"), "stream", None)
-    except ImportError:
-        fn = None
-    if fn is None:
-        fn = getattr(importlib.import_module("nexus.llm"), "stream", None)
+    fn: Any = getattr(importlib.import_module("nexus.llm"), "stream", None)
     if fn is None:
         raise ConfigError(
             "No stream function: nexus.llm.stream is not available. "
-            "Pass stream_fn= in AgentLoopConfig (or to Agent) with a provider's or nexus.testing's stream function."
+            "Pass stream_fn= in AgentLoopConfig with a provider's or nexus.testing's stream function."
         )
     return fn  # type: ignore[no-any-return]
 

@@ -11,7 +11,7 @@ from dataclasses import field
 from typing import Any, Literal, TypeAlias
 
 from nexus._dataclass import dataclass
-from nexus.llm.types import AssistantMessage, Message, ToolResultMessage, UserContent, UserMessage, now_ms
+from nexus.llm import AssistantMessage, Message, ToolResultMessage, UserContent, UserMessage, now_ms
 
 
 @dataclass(slots=True)

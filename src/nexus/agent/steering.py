@@ -21,7 +21,7 @@ from dataclasses import field
 from typing import Literal, TypeAlias
 
 from nexus._dataclass import dataclass
-from nexus.llm.types import UserMessage
+from nexus.llm import UserMessage
 
 SteerMode: TypeAlias = Literal["one", "all"]
 """``one``: this message is injected alone at a safe point (the broker's ``queue`` mode);

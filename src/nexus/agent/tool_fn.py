@@ -23,7 +23,7 @@ from typing import Any, overload
 
 from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.errors import NexusError
-from nexus.llm.abort import AbortSignal
+from nexus.llm import AbortSignal
 
 _SPECIAL = ("signal", "on_update", "tool_call_id")
 _SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Params|Returns?|Raises|Yields?|Examples?|Notes?)\s*:\s*$")

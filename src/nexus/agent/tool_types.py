@@ -7,8 +7,7 @@ from dataclasses import field
 from typing import Any
 
 from nexus._dataclass import dataclass
-from nexus.llm.abort import AbortSignal
-from nexus.llm.types import TextContent, Tool, UserContent
+from nexus.llm import AbortSignal, TextContent, Tool, UserContent
 
 
 @dataclass(slots=True)

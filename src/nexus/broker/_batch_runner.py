@@ -28,13 +28,12 @@ from nexus.broker.agent_tools import CallerContext
 from nexus.broker.session_queue import Batch, QueuedMessage
 from nexus.broker.types import SendAndWaitResult
 from nexus.errors import NexusError
-from nexus.ledger.errors import LeaseLostError, QueueItemsFinishedError
+from nexus.ledger import LeaseLostError, QueueItemsFinishedError
 
 if TYPE_CHECKING:
-    from nexus.agent.tool_types import AgentTool
+    from nexus.agent import AgentTool
     from nexus.engine import AgentResult, Execution, Runtime
-    from nexus.ledger.protocols import QueueStore
-    from nexus.ledger.records import Lease
+    from nexus.ledger import Lease, QueueStore
 
 log = logging.getLogger("nexus.broker")
 

@@ -53,7 +53,7 @@ def _line(config: NexusConfig, agent_id: str, key: str, problem: str) -> str:
 
 
 def _session_problems(config: NexusConfig, agent_id: str, label: str) -> list[str]:
-    from nexus.ledger.labels import label_problem
+    from nexus.ledger import label_problem
 
     problem = label_problem(label)
     return [] if problem is None else [_line(config, agent_id, "session", problem)]
@@ -68,7 +68,7 @@ def _model_problems(config: NexusConfig, agent_id: str, model: object) -> list[s
 
 def _tool_problems(config: NexusConfig, agent_id: str, tools: object) -> list[str]:
     """Tool names no tool has, as ``--tools`` refuses them (unless ``[tools] strict_names = false``)."""
-    from nexus.config._tool_names import BUILTIN_TOOL_NAMES, unknown_tool_entries
+    from nexus.config import BUILTIN_TOOL_NAMES, unknown_tool_entries
 
     if not isinstance(tools, tuple) or not config.tools.strict_names:
         return []

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from nexus.broker.modes import parse_mode
 from nexus.broker.session_queue import QueuedMessage
 from nexus.broker.types import MAX_CONTENT_CHARS, AgentMessage, BrokerError
-from nexus.ledger.broker_store import BrokerQueueItem
+from nexus.ledger import QueueItem
 
 if TYPE_CHECKING:
     from nexus.engine import AgentResult
@@ -39,7 +39,7 @@ def message_source(sender: str | None, agents: Container[str]) -> str:
     return f"agent:{sender}" if sender in agents else sender
 
 
-def session_key_of(row: BrokerQueueItem) -> str | None:
+def session_key_of(row: QueueItem) -> str | None:
     """The session key a stored message named (``None``: the agent's own session)."""
     message = row.message
     key = message.get("session") if isinstance(message, dict) else None
@@ -47,7 +47,7 @@ def session_key_of(row: BrokerQueueItem) -> str | None:
 
 
 def queued(
-    row: BrokerQueueItem, *, debounce_ms: int = 0, message: AgentMessage | None = None, max_attempts: int = 0
+    row: QueueItem, *, debounce_ms: int = 0, message: AgentMessage | None = None, max_attempts: int = 0
 ) -> QueuedMessage:
     """The in-memory queue entry of a stored row (``ValueError`` etc. for a row this version cannot read).
 

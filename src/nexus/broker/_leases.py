@@ -18,13 +18,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from nexus.ledger.errors import LeaseLostError, LedgerError
+from nexus.ledger import LeaseLostError, LedgerError
 
 if TYPE_CHECKING:
     from nexus.broker._slot import SessionSlot
-    from nexus.ledger import Ledger
-    from nexus.ledger.protocols import LeaseStore, TurnStore
-    from nexus.ledger.records import Lease
+    from nexus.ledger import Lease, LeaseStore, Ledger, TurnStore
 
 log = logging.getLogger("nexus.broker")
 
@@ -35,8 +33,7 @@ DEFAULT_TTL_MS = 15_000
 def holder_name() -> str:
     """A name for this broker as a lease holder: the process (as claims name it) and a tag of its own, so
     two brokers of one process (tests, embedding) are two holders."""
-    from nexus.ledger import new_ulid
-    from nexus.ledger._claims import claimant
+    from nexus.ledger import claimant, new_ulid
 
     return f"{claimant()} #{new_ulid()[-8:].lower()}"
 

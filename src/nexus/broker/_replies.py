@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 from nexus.broker._items import error_text, reply_deliver_to_of, reply_session_of
 from nexus.broker.session_queue import QueuedMessage
 from nexus.broker.types import AgentMessage, BrokerError, SendReceipt
-from nexus.ledger.broker_store import REPLY_SUFFIX
+from nexus.ledger import REPLY_SUFFIX
 
 if TYPE_CHECKING:
     from nexus.engine import AgentResult
-    from nexus.ledger.protocols import QueueStore
+    from nexus.ledger import QueueStore
 
 log = logging.getLogger("nexus.broker")
 

@@ -18,7 +18,7 @@ from nexus.broker.types import AgentIdentity, AgentState, SendAndWaitResult
 
 if TYPE_CHECKING:
     from nexus.engine import AgentSpec, Execution, SteerReceipt
-    from nexus.ledger.records import Lease
+    from nexus.ledger import Lease
 
 _STATE_RANK: dict[AgentState, int] = {"idle": 0, "running": 1, "compacting": 2, "streaming": 3}
 

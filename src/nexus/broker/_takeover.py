@@ -16,11 +16,11 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from nexus.broker._slot import AgentSlot, SessionSlot
-from nexus.ledger.records import QueueItem
+from nexus.ledger import QueueItem
 
 if TYPE_CHECKING:
     from nexus.broker._leases import SessionLeases
-    from nexus.ledger.protocols import LeaseStore, QueueStore
+    from nexus.ledger import LeaseStore, QueueStore
 
 log = logging.getLogger("nexus.broker")
 

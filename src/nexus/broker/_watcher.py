@@ -15,11 +15,10 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from nexus.broker._slot import AgentSlot, SessionSlot
-from nexus.ledger.records import QueueItem
+from nexus.ledger import QueueItem
 
 if TYPE_CHECKING:
-    from nexus.ledger import Ledger
-    from nexus.ledger.protocols import QueueListener
+    from nexus.ledger import Ledger, QueueListener
 
 log = logging.getLogger("nexus.broker")
 

@@ -11,18 +11,28 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
-from nexus.broker.types import AgentMessage, BrokerError
+from nexus.agent import AgentTool, AgentToolResult, ToolUpdateFn
+from nexus.broker.types import AgentMessage, BrokerError, RegisteredAgent, SendAndWaitResult, SendReceipt
 from nexus.ledger import new_ulid
-from nexus.llm.abort import AbortSignal
-
-if TYPE_CHECKING:
-    from nexus.broker.broker import AgentBroker
+from nexus.llm import AbortSignal
 
 DEFAULT_MAX_HOPS = 8
 DEFAULT_REPLY_TIMEOUT_MS = 600_000
+
+
+class Messenger(Protocol):
+    """What the tools need of the broker (``AgentBroker`` is one); a Protocol, so the broker that
+    builds the tools for each run and the tools do not import each other."""
+
+    def get_agent(self, agent_id: str) -> RegisteredAgent | None: ...
+
+    def list_agents(self) -> list[RegisteredAgent]: ...
+
+    async def send(self, message: AgentMessage, queue_mode: str | None = None) -> SendReceipt: ...
+
+    async def send_and_wait(self, message: AgentMessage, timeout_ms: int | None = None) -> SendAndWaitResult: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,42 +50,22 @@ class CallerContext:
     """The chat the calling turn answers: the turn that reads a later reply answers that chat too."""
 
 
-def agent_tools(broker: AgentBroker, caller: CallerContext) -> list[AgentTool]:
+def agent_tools(broker: Messenger, caller: CallerContext) -> list[AgentTool]:
     """The broker tools bound to one calling agent's turn."""
     return [_send_tool(broker, caller), _status_tool(broker), _list_tool(broker)]
 
 
-def _send_tool(broker: AgentBroker, caller: CallerContext) -> AgentTool:
+def _send_tool(broker: Messenger, caller: CallerContext) -> AgentTool:
     async def execute(
         call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: ToolUpdateFn
     ) -> AgentToolResult:
         target = str(args.get("to", "")).strip()
         content = str(args.get("content", ""))
         wait = bool(args.get("waitForReply", False))
-        if target == caller.agent_id:
-            return AgentToolResult.text("You cannot send a message to yourself.", is_error=True)
-        if broker.get_agent(target) is None:
-            known = ", ".join(
-                a.identity.agent_id for a in broker.list_agents() if a.identity.agent_id != caller.agent_id
-            )
-            return AgentToolResult.text(f"No agent named {target!r}. Known agents: {known or 'none'}.", is_error=True)
-        hop = caller.hop + 1
-        if hop > caller.max_hops:
-            return AgentToolResult.text(
-                f"Hop limit reached: conversation {caller.conversation_id} has already passed {caller.max_hops} "
-                "messages between agents. Answer with what you have instead of delegating again.",
-                is_error=True,
-                details={"hop_limit": caller.max_hops, "conversation_id": caller.conversation_id},
-            )
-        later = {"reply_to": caller.agent_id, "reply_session": caller.session, "reply_deliver_to": caller.deliver_to}
-        message = AgentMessage(
-            id=f"{caller.agent_id}:{call_id}:{new_ulid()}",
-            from_=caller.agent_id,
-            to=target,
-            content=content,
-            conversation_id=caller.conversation_id,
-            metadata={"hop": hop, **({"reply_to": None} if wait else later)},
-        )
+        refused = _refused(broker, caller, target)
+        if refused is not None:
+            return refused
+        message = _message(caller, call_id, target, content, wait)
         try:
             if not wait:
                 receipt = await broker.send(message, "followup")
@@ -111,7 +101,37 @@ def _send_tool(broker: AgentBroker, caller: CallerContext) -> AgentTool:
     )
 
 
-def _status_tool(broker: AgentBroker) -> AgentTool:
+def _refused(broker: Messenger, caller: CallerContext, target: str) -> AgentToolResult | None:
+    """Why ``caller`` may not send to ``target`` (itself, an unknown agent, past the hop limit), or ``None``."""
+    if target == caller.agent_id:
+        return AgentToolResult.text("You cannot send a message to yourself.", is_error=True)
+    if broker.get_agent(target) is None:
+        known = ", ".join(a.identity.agent_id for a in broker.list_agents() if a.identity.agent_id != caller.agent_id)
+        return AgentToolResult.text(f"No agent named {target!r}. Known agents: {known or 'none'}.", is_error=True)
+    if caller.hop + 1 > caller.max_hops:
+        return AgentToolResult.text(
+            f"Hop limit reached: conversation {caller.conversation_id} has already passed {caller.max_hops} "
+            "messages between agents. Answer with what you have instead of delegating again.",
+            is_error=True,
+            details={"hop_limit": caller.max_hops, "conversation_id": caller.conversation_id},
+        )
+    return None
+
+
+def _message(caller: CallerContext, call_id: str, target: str, content: str, wait: bool) -> AgentMessage:
+    """The message a tool call sends: one hop further; without ``wait`` it says where the reply goes."""
+    later = {"reply_to": caller.agent_id, "reply_session": caller.session, "reply_deliver_to": caller.deliver_to}
+    return AgentMessage(
+        id=f"{caller.agent_id}:{call_id}:{new_ulid()}",
+        from_=caller.agent_id,
+        to=target,
+        content=content,
+        conversation_id=caller.conversation_id,
+        metadata={"hop": caller.hop + 1, **({"reply_to": None} if wait else later)},
+    )
+
+
+def _status_tool(broker: Messenger) -> AgentTool:
     async def execute(
         call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: ToolUpdateFn
     ) -> AgentToolResult:
@@ -135,7 +155,7 @@ def _status_tool(broker: AgentBroker) -> AgentTool:
     )
 
 
-def _list_tool(broker: AgentBroker) -> AgentTool:
+def _list_tool(broker: Messenger) -> AgentTool:
     async def execute(
         call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: ToolUpdateFn
     ) -> AgentToolResult:

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Literal
 from nexus.broker._batch_runner import BatchRunner
 from nexus.broker._items import (
     check_message,
-    message_source,
     queued,
     session_key_of,
 )
@@ -33,7 +32,9 @@ from nexus.broker._leases import DEFAULT_TTL_MS, session_leases
 from nexus.broker._queue_trace import accept_span, accepted
 from nexus.broker._replies import ReplySender
 from nexus.broker._scheduler import DrainScheduler
-from nexus.broker._slot import AgentSlot, SessionSlot, SteerInFlight, settle
+from nexus.broker._slot import AgentSlot, SessionSlot, settle
+from nexus.broker._steer_in import RunSteerer
+from nexus.broker._steer_in import steered as steered_in
 from nexus.broker._takeover import Takeover
 from nexus.broker._watcher import StoreWatcher
 from nexus.broker.agent_tools import DEFAULT_MAX_HOPS, CallerContext, agent_tools
@@ -54,21 +55,16 @@ from nexus.broker.types import (
     UnknownAgentError,
     stored_agent,
 )
-from nexus.ledger import new_ulid
-from nexus.ledger.broker_store import BrokerStore
-from nexus.ledger.errors import LedgerError
-from nexus.ledger.records import AcceptRequest, QueueItem
+from nexus.ledger import AcceptRequest, BrokerStore, QueueItem, new_ulid
 
 if TYPE_CHECKING:
-    from nexus.agent.tool_types import AgentTool
+    from nexus.agent import AgentTool
     from nexus.broker._batch_runner import Deliver
-    from nexus.engine import AgentSpec, Execution, Runtime
+    from nexus.engine import AgentSpec, Runtime
     from nexus.ledger import Ledger
 
 DEFAULT_MAX_CONCURRENT = 8
 DEFAULT_MAX_ATTEMPTS = 3
-_STEERABLE = ("streaming", "tools")
-"""A run takes a steer while it streams or runs tools; starting, compacting or finishing, the message waits."""
 
 
 log = logging.getLogger("nexus.broker")
@@ -125,7 +121,6 @@ class AgentBroker(SmartRoutingFace):
         self._agents = ledger.agents
         self._registry = BrokerStore(ledger.database)  # register_agent is synchronous (see its docstring)
         self._runtime = runtime
-        self._deliver = deliver
         self._settings = settings or BrokerSettings()
         self._slots: dict[str, AgentSlot] = {}
         self._scheduler = DrainScheduler(self._settings.max_concurrent, self._step, _now_ms, self._forget_if_idle)
@@ -142,6 +137,7 @@ class AgentBroker(SmartRoutingFace):
         self._batches.deliver = deliver
         self._batches.max_hops = self._settings.max_hops
         self._leases = self._batches.leases = session_leases(ledger, self._settings.leases, self._settings.lease_ttl_ms)
+        self._steerer = RunSteerer(ledger.queue, self._slots, deliver, leased=self._leases is not None)
         if self._leases is not None:
             self._watcher.sweep = Takeover(
                 self._leases, ledger.leases, ledger.queue, self._settings.max_attempts, self._watcher.slot_for,
@@ -322,9 +318,9 @@ class AgentBroker(SmartRoutingFace):
             self._ensure_drain(slot, session)
         if adopted:  # the store watcher already acted on the run with it (a second steer would inject it twice)
             claiming = session.claiming.get(row.id)
-            steered = await asyncio.shield(claiming) if claiming is not None else _steered(session, row.id)
+            steered = await asyncio.shield(claiming) if claiming is not None else steered_in(session, row.id)
         else:
-            steered = await self._deliver_to_run(session, queued_message, settings.mode)
+            steered = await self._steerer.deliver_to_run(session, queued_message, settings.mode)
         session.idle.clear()
         return SendReceipt(message.id, row.id, steered=steered, ticket=ticket)
 
@@ -366,68 +362,6 @@ class AgentBroker(SmartRoutingFace):
             await self._queue.settle(dropped_ids, "dropped", reason=reason)
             settle(outcome.dropped, SendAndWaitResult(False, error="dropped: the agent's queue was full"))
         return fresh, False
-
-    async def _deliver_to_run(self, session: SessionSlot, queued_message: QueuedMessage, mode: QueueMode) -> bool:
-        """Act on the session's active run for the modes that do (steer, steer-backlog, queue, interrupt)."""
-        run = session.run
-        if run is None:
-            session.interrupted = session.interrupted or mode == "interrupt"  # a batch being claimed: it yields
-            return False
-        if mode == "interrupt":
-            run.abort(f"interrupted by message {queued_message.message_id}")
-            return False
-        if mode not in ("steer", "steer-backlog", "queue") or run.state not in _STEERABLE:
-            return False  # not steerable now: it waits for its own turn (followup)
-        source = message_source(queued_message.sender, self._slots)
-        if mode == "steer-backlog":  # the item also keeps its own turn
-            run.steer(queued_message.prompt, source=source)
-            return True
-        if not await self._claim_steer(session, queued_message, run):
-            return False
-        receipt = run.steer(
-            queued_message.prompt, id=queued_message.item_id, mode="one" if mode == "queue" else "all", source=source
-        )
-        session.steers.append(SteerInFlight(queued_message.item_id, receipt))
-        self._hand_steered(session, queued_message, run)
-        return True
-
-    async def _claim_steer(self, session: SessionSlot, item: QueuedMessage, run: Execution) -> bool:
-        """Claim a message to steer into ``run`` (held in flight meanwhile, so no batch takes it); ``False``:
-        it waits for its own turn (a claim that failed, or a run that stopped taking steers meanwhile)."""
-        claimed = session.claiming[item.item_id] = asyncio.get_running_loop().create_future()
-        ok = False
-        try:
-            ok = await self._claimed(session, item, run)
-        finally:
-            del session.claiming[item.item_id]
-            claimed.set_result(ok)
-        return ok
-
-    async def _claimed(self, session: SessionSlot, item: QueuedMessage, run: Execution) -> bool:
-        session.queue.mark_in_flight([item.item_id])
-        lease = session.lease  # under leases, a steer is claimed under the run's (none held: it waits its turn)
-        try:
-            if self._leases is not None and lease is None:
-                raise LedgerError("the session's lease is not held here")
-            await self._queue.claim([item.item_id], lease=lease)
-        except LedgerError as exc:  # a full or locked disk, or finished meanwhile (its batch's claim skips it)
-            session.queue.release([item.item_id])
-            log.warning("message %s was not steered (it waits for its turn): %s", item.message_id, exc)
-            return False
-        if session.run is not run or run.state not in _STEERABLE:  # the claim's commit took a loop iteration
-            await self._queue.release([item.item_id], lease=lease)
-            session.queue.release([item.item_id])
-            return False
-        return True
-
-    def _hand_steered(self, session: SessionSlot, item: QueuedMessage, run: Execution) -> None:
-        """A message steered into ``run`` follows it: its sender gets the run, its reply target the rest of it."""
-        if item.ticket is not None:
-            item.ticket.hand(run)
-        target = item.deliver_to
-        if target is not None and self._deliver is not None and str(target) not in session.delivering:
-            session.delivering.add(str(target))
-            self._deliver(run, target, item.item_id)
 
     async def send_and_wait(self, message: AgentMessage, timeout_ms: int | None = None) -> SendAndWaitResult:
         """Send, then wait until the turn that consumed the message ends (or ``timeout_ms`` passes)."""
@@ -528,7 +462,7 @@ class AgentBroker(SmartRoutingFace):
         for its turn: ``nexus send --mode interrupt`` beside a server never cut the running turn)."""
         self._ensure_drain(slot, session)
         item = session.queue.restored or session.queue.items[-1]
-        await self._deliver_to_run(session, item, item.mode)
+        await self._steerer.deliver_to_run(session, item, item.mode)
 
     def _agent_tools(self, caller: CallerContext) -> list[AgentTool]:
         """The tools a turn of ``caller`` uses to reach other agents (the runtime applies the tool policy)."""
@@ -547,10 +481,6 @@ class AgentBroker(SmartRoutingFace):
         10,000 people keeps no queue for those who are quiet."""
         if session.key is not None and slot.sessions.get(session.label) is session:
             del slot.sessions[session.label]
-
-
-def _steered(session: SessionSlot, item_id: str) -> bool:
-    return any(steer.item_id == item_id for steer in session.steers)
 
 
 def new_message_id() -> str:

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from nexus.broker.broker import BrokerSettings
 from nexus.broker.modes import QueueOverrides, QueueSettings
 from nexus.broker.types import AgentIdentity
-from nexus.config._broker_schema import AgentConfig, BrokerConfig
-from nexus.engine.types import AgentSpec
+from nexus.config import AgentConfig, BrokerConfig
+from nexus.engine import AgentSpec
 
 if TYPE_CHECKING:
     pass

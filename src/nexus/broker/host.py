@@ -25,9 +25,8 @@ from nexus.broker.smart import SmartRouting
 if TYPE_CHECKING:
     from nexus.config import NexusConfig
     from nexus.engine import Runtime
-    from nexus.ledger import Ledger
-    from nexus.ledger.broker_store import BrokerStore
-    from nexus.llm.options import StreamFn
+    from nexus.ledger import BrokerStore, Ledger
+    from nexus.llm import StreamFn
     from nexus.streaming import Deliverer
 
 LOCK_FILE_NAME = "broker.lock"
@@ -189,7 +188,7 @@ async def running_broker(
 
     WAL checkpoints run on their own thread meanwhile, off the loop (``nexus.ledger._checkpoint``).
     """
-    from nexus.ledger._checkpoint import background_checkpoints
+    from nexus.ledger import background_checkpoints
 
     host = build_host(config, ledger, stream_fn=stream_fn, scope=scope)
     with background_checkpoints(ledger.database):

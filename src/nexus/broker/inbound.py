@@ -30,15 +30,15 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from nexus.adapters.events import NexusEvent, reply_target, session_key
+from nexus.adapters import NexusEvent, reply_target, session_key
 from nexus.broker.types import AgentMessage, BrokerError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from nexus.adapters.manager import AdapterManager
+    from nexus.adapters import AdapterManager
     from nexus.broker.broker import AgentBroker
-    from nexus.config._adapters import AdapterConfig
+    from nexus.config import AdapterConfig
 
 log = logging.getLogger("nexus.inbound")
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import TypeVar, get_args
 
 from nexus.broker.types import BrokerError
-from nexus.config._broker_schema import DropPolicy as DropPolicy
-from nexus.config._broker_schema import QueueMode as QueueMode
+from nexus.config import DropPolicy as DropPolicy
+from nexus.config import QueueMode as QueueMode
 
 QUEUE_MODES: tuple[QueueMode, ...] = get_args(QueueMode)
 DROP_POLICIES: tuple[DropPolicy, ...] = get_args(DropPolicy)

@@ -226,7 +226,7 @@ def plan_route(routing: SmartRouting, message: AgentMessage, route: str | None, 
     looks at every agent's (and a task that fits nowhere is then refused: nothing to start it with).
     The returned plan's ``receipt`` is a placeholder until the message is sent."""
     mode = _checked_mode(route) if route is not None else routing.mode_for(message.to or None)
-    from nexus.routing.ab import arm_for
+    from nexus.routing import arm_for
 
     conversation = message.conversation_id or message.session or message.id
     arm = "explicit" if mode == "explicit" else arm_for(conversation, routing.smart_share)
@@ -259,7 +259,7 @@ def _record_explicit(routing: SmartRouting, message: AgentMessage, mode: str, co
     import time
 
     from nexus.ledger import new_ulid
-    from nexus.routing.store import DecisionRecord
+    from nexus.routing import DecisionRecord
 
     record = DecisionRecord(
         new_ulid(),

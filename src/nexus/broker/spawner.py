@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from nexus.agent.tool_types import AgentToolResult, ToolUpdateFn
+from nexus.agent import AgentToolResult, ToolUpdateFn
 from nexus.broker.types import AgentIdentity, AgentMessage, BrokerError
-from nexus.llm.abort import AbortSignal
+from nexus.llm import AbortSignal
 
 if TYPE_CHECKING:
     from nexus.broker.broker import AgentBroker
-    from nexus.engine.execution.scope import RunScope
+    from nexus.engine import RunScope
 
 
 @dataclass(slots=True)
@@ -38,8 +38,7 @@ class BrokerSpawner:
         on_update: ToolUpdateFn | None,
     ) -> AgentToolResult:
         """Register the worker (session linked to the spawning run), send it ``task``, return its reply."""
-        from nexus.engine import AgentSpec
-        from nexus.engine.wiring.spawn import create_worker_session
+        from nexus.engine import AgentSpec, create_worker_session
         from nexus.ledger import new_ulid
 
         if scope.runtime is None:

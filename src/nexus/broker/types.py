@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from nexus.errors import NexusError
 
 if TYPE_CHECKING:
-    from nexus.adapters.types import DeliveryTarget
+    from nexus.adapters import DeliveryTarget
     from nexus.engine import AgentSpec, Execution, Subscription
-    from nexus.ledger.broker_store import AgentRow
+    from nexus.ledger import AgentRow
 
 Followed = tuple["Execution", "Subscription"]
 """A run and a subscription to its events from its start (see :meth:`SendReceipt.follow`)."""

@@ -76,7 +76,7 @@ def _main(argv: Sequence[str], *, process: bool) -> int:
         print("nexus: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # output piped into `head` and closed early: stop quietly, like a Unix filter
-        from nexus.cli._render import silence_stdout
+        from nexus.cli._closed_output import silence_stdout
 
         silence_stdout()
         return 141
@@ -132,7 +132,7 @@ def _load_handler(spec: str) -> Callable[[argparse.Namespace], int | None]:
 
 def _is_setup_error(exc: BaseException) -> bool:
     """A ledger this Nexus cannot use at all (a schema it does not know, a server it cannot reach): exit 2."""
-    from nexus.ledger.errors import LedgerUnavailableError, SchemaVersionError
+    from nexus.ledger import LedgerUnavailableError, SchemaVersionError
 
     return isinstance(exc, SchemaVersionError | LedgerUnavailableError)
 

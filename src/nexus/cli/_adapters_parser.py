@@ -41,32 +41,7 @@ def add_adapters(
     actions = sub.add_subparsers(title="actions", metavar="ACTION", dest="action")
     actions.required = True
 
-    register = actions.add_parser("register", help="add an adapter to nexus.toml (runs its `info` first)")
-    register.add_argument("name", metavar="NAME", help="the adapter's name in nexus.toml")
-    how = register.add_mutually_exclusive_group(required=True)
-    how.add_argument("--command", metavar="CMD", help='the executable and its leading arguments, e.g. "./my-adapter"')
-    how.add_argument("--builtin", choices=("console", "jsonl", "telegram"), help="a shipped adapter")
-    register.add_argument(
-        "--mode", choices=("auto", "native", "blocks"), help="stream natively or in blocks (default auto)"
-    )
-    register.set_defaults(handler=_HANDLER)
-
-    listing = actions.add_parser("list", help="the registered adapters, their capabilities and accounts")
-    listing.add_argument("--json", action="store_true", help="print JSON instead of text")
-    listing.set_defaults(handler=_HANDLER)
-
-    enable = actions.add_parser("enable", help="enable an account of an adapter (adds it if new)")
-    enable.add_argument("ref", metavar="NAME/ACCOUNT")
-    enable.add_argument("--monitor", action="store_true", help="also run its monitor (inbound messages)")
-    enable.add_argument("--agent", metavar="ID", help="the agent inbound messages go to")
-    enable.add_argument(
-        "--credential-env",
-        metavar="VAR",
-        type=env_var_name,
-        help="the environment variable holding the account's secret (stored as ${VAR}, never the value)",
-    )
-    enable.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="an account config value")
-    enable.set_defaults(handler=_HANDLER)
+    _add_register_and_enable(actions)
 
     disable = actions.add_parser("disable", help="disable an account (kept in nexus.toml)")
     disable.add_argument("ref", metavar="NAME/ACCOUNT")
@@ -95,3 +70,33 @@ def add_adapters(
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     monitor.set_defaults(handler="nexus.cli.monitor_cmd:monitor_command")
+
+
+def _add_register_and_enable(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``register`` (an adapter into nexus.toml), ``list``, ``enable`` (an account, with its monitor and agent)."""
+    register = actions.add_parser("register", help="add an adapter to nexus.toml (runs its `info` first)")
+    register.add_argument("name", metavar="NAME", help="the adapter's name in nexus.toml")
+    how = register.add_mutually_exclusive_group(required=True)
+    how.add_argument("--command", metavar="CMD", help='the executable and its leading arguments, e.g. "./my-adapter"')
+    how.add_argument("--builtin", choices=("console", "jsonl", "telegram"), help="a shipped adapter")
+    register.add_argument(
+        "--mode", choices=("auto", "native", "blocks"), help="stream natively or in blocks (default auto)"
+    )
+    register.set_defaults(handler=_HANDLER)
+
+    listing = actions.add_parser("list", help="the registered adapters, their capabilities and accounts")
+    listing.add_argument("--json", action="store_true", help="print JSON instead of text")
+    listing.set_defaults(handler=_HANDLER)
+
+    enable = actions.add_parser("enable", help="enable an account of an adapter (adds it if new)")
+    enable.add_argument("ref", metavar="NAME/ACCOUNT")
+    enable.add_argument("--monitor", action="store_true", help="also run its monitor (inbound messages)")
+    enable.add_argument("--agent", metavar="ID", help="the agent inbound messages go to")
+    enable.add_argument(
+        "--credential-env",
+        metavar="VAR",
+        type=env_var_name,
+        help="the environment variable holding the account's secret (stored as ${VAR}, never the value)",
+    )
+    enable.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="an account config value")
+    enable.set_defaults(handler=_HANDLER)

@@ -18,17 +18,17 @@ from dataclasses import field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from nexus._dataclass import dataclass
+from nexus.cli._closed_output import ClosedOutputGuard
 from nexus.cli._engine_bridge import RenderBridge, summarize_run
-from nexus.cli._render import ClosedOutputGuard, Renderer, RunSummary, TextRenderer
+from nexus.cli._render import Renderer, RunSummary, TextRenderer
 from nexus.errors import ConfigError, NexusError
-from nexus.ledger.records import DEFAULT_SESSION
+from nexus.ledger import DEFAULT_SESSION
 
 if TYPE_CHECKING:
     from nexus.config import NexusConfig
     from nexus.engine import EngineEvent, Runtime, SessionCompaction
     from nexus.ledger import Ledger
-    from nexus.llm.abort import AbortSignal
-    from nexus.llm.types import Model
+    from nexus.llm import AbortSignal, Model
 
 T = TypeVar("T")
 
@@ -75,7 +75,7 @@ class Conversation:
         loop = self.loop
         if loop.is_closed():
             return
-        from nexus.llm._http import aclose_client
+        from nexus.llm import aclose_client
 
         try:
             if self.engine.mcp is not None:
@@ -130,8 +130,7 @@ class Conversation:
 
     async def run_turn(self, message: str, renderer: Renderer, abort: AbortSignal) -> RunSummary:
         """Run one turn through ``Runtime.start``, streaming into ``renderer``; the engine writes the ledger."""
-        from nexus.engine import AgentSpec, EventContext
-        from nexus.engine.assembly.context import local_timezone
+        from nexus.engine import AgentSpec, EventContext, local_timezone
 
         began = time.monotonic()
         model = self.engine.model(self.model)
@@ -193,7 +192,7 @@ def open_conversation(args: argparse.Namespace) -> Conversation:
 
         start_telemetry(config, args)
     if config.capture_path is not None:  # $NEXUS_CAPTURE_DIR, when set, still wins
-        from nexus.llm.capture import set_capture_dir
+        from nexus.llm import set_capture_dir
 
         set_capture_dir(config.capture_path)
     choice = resolve_default_model(config, explicit=getattr(args, "model", None))
@@ -201,14 +200,14 @@ def open_conversation(args: argparse.Namespace) -> Conversation:
     if not label:
         raise ConfigError("the session label is empty: give one with -s LABEL, or leave -s out for 'main'")
     check_model(config, choice.ref)  # before the ledger exists: a run that cannot start writes nothing
-    from nexus.ledger.labels import label_problem
+    from nexus.ledger import label_problem
 
     problem = label_problem(label)  # refused for a new session only: an older one stays usable
     if problem is not None and not ledger_exists(config):  # no ledger: the session is new
         raise ConfigError(f"--session: {problem}")
     # paths of the right kind, directories created (the tools need the workspace), database writable
     prepare_state(config)
-    from nexus.llm.providers._llama_progress import TerminalProgress, set_progress_reporter
+    from nexus.llm import TerminalProgress, set_progress_reporter
 
     set_progress_reporter(TerminalProgress(sys.stderr))  # a local model's loading/prefill, on a terminal only
     loop = asyncio.new_event_loop()  # the process's one loop: the ledger's connections (PostgreSQL) live on it
@@ -261,7 +260,7 @@ def run_with_signals(
     partial output); a second signal stops waiting (value ``None``; the open turn is closed
     as aborted by the next start-up's ``recover()``).
     """
-    from nexus.llm.abort import AbortSignal
+    from nexus.llm import AbortSignal
 
     abort = AbortSignal()
     state = {"interrupted": False, "terminated": False, "count": 0}

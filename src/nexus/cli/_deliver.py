@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING, TextIO
 from nexus._dataclass import dataclass
 
 if TYPE_CHECKING:
-    from nexus.adapters.types import DeliveryTarget
-    from nexus.broker.types import Followed
+    from nexus.adapters import DeliveryTarget
+    from nexus.broker import Followed
     from nexus.config import NexusConfig
-    from nexus.streaming.events import StreamEvent
+    from nexus.streaming import StreamEvent
 
 
 def parse_target(spec: str, config: NexusConfig) -> DeliveryTarget:
     """``NAME/ACCOUNT:TARGET`` → a target of a configured, enabled adapter account (ConfigError if not)."""
-    from nexus.streaming.targets import check_target
-    from nexus.streaming.targets import parse_target as parse
+    from nexus.streaming import check_target
+    from nexus.streaming import parse_target as parse
 
     return check_target(parse(spec), config.adapters, prefix="--deliver ")
 
@@ -41,7 +41,7 @@ class LiveReply:
 
     async def follow(self, run: Awaitable[Followed | None]) -> None:
         """Print the text of the run a message is handed to (``receipt.follow()``), from its start to its end."""
-        from nexus.adapters.types import DeliveryTarget
+        from nexus.adapters import DeliveryTarget
         from nexus.streaming import stream_events
 
         followed = await run
@@ -52,7 +52,7 @@ class LiveReply:
             self._on_event(event)
 
     def _on_event(self, event: StreamEvent) -> None:
-        from nexus.streaming.events import StreamEnd, Token
+        from nexus.streaming import StreamEnd, Token
 
         if type(event) is Token:
             self.out.write(event.text)

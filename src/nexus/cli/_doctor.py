@@ -72,7 +72,7 @@ def _indent(text: str) -> str:
 def _key_checks(config: NexusConfig, env: Mapping[str, str]) -> list[Check]:
     from nexus.config import DEFAULT_MODELS, key_env_vars, provider_settings
     from nexus.errors import ConfigError
-    from nexus.llm.redact import redact
+    from nexus.llm import redact
 
     found = []
     for provider in DEFAULT_MODELS:
@@ -128,7 +128,7 @@ def _broker_checks(config: NexusConfig) -> list[Check]:
     tables' problems (an unknown model or tool, a shared or unaddressable session).
     """
     try:
-        from nexus.broker._config_check import agent_problems, model_ref_problems
+        from nexus.broker import agent_problems, model_ref_problems
     except ImportError:  # a build without the broker
         return []
     checks = [Check("fail", "model", f"not reachable:\n{_indent(problem)}") for problem in model_ref_problems(config)]
@@ -144,7 +144,7 @@ def _broker_checks(config: NexusConfig) -> list[Check]:
 
 def _adapter_checks(config: NexusConfig, env: Mapping[str, str]) -> list[Check]:
     """The enabled adapter accounts: ``fail`` for each whose credential variable is not set."""
-    from nexus.config._adapters import credential_problems
+    from nexus.config import credential_problems
 
     enabled = [f"{name}/{account_id}" for name, adapter in sorted(config.adapters.items())
                for account_id, account in sorted(adapter.accounts.items()) if account.enabled]  # fmt: skip

@@ -63,7 +63,7 @@ class BusyNotice:
     def __call__(self) -> None:
         now = time.monotonic()
         if now - self.last >= self.REPEAT_S:
-            from nexus.ledger._sqlite import WAIT_ENV, wait_bound
+            from nexus.ledger import WAIT_ENV, wait_bound
 
             print(
                 f"nexus: waiting for the database (held by another process); giving up after {wait_bound():g} s "

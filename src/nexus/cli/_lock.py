@@ -28,14 +28,14 @@ def drain_lock(config: NexusConfig) -> Iterator[bool]:
     may come to share a database): on this machine it is known by its ``server.json`` instead, and a
     command that would drain leaves the work to it.
     """
-    from nexus.broker.host import broker_lock
+    from nexus.broker import broker_lock
 
     with broker_lock(config) as held:
         yield held and not (config.database_url is not None and _server_announced(config))
 
 
 def _server_announced(config: NexusConfig) -> bool:
-    from nexus.server.discovery import find_server
+    from nexus.server import find_server
 
     return find_server(config) is not None
 

@@ -15,19 +15,19 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from nexus.config import NexusConfig
-    from nexus.llm.types import Model
+    from nexus.llm import Model
 
 
 def model_for(config: NexusConfig, provider: str, model_id: str, env: Mapping[str, str] | None = None) -> Model:
     """The model with catalog facts, then the config's overrides, base URL and headers applied."""
     from nexus.config import provider_settings
-    from nexus.llm.catalog import get_model
+    from nexus.llm import get_model
 
     source_env = os.environ if env is None else env
     settings = provider_settings(config, provider, source_env)
     declared = config.providers.get(provider)
     if settings.api == "llama-cpp":
-        from nexus.llm.providers.llama_cpp import register_local_model
+        from nexus.llm import register_local_model
 
         path = config.local_model_path if model_id == config.local.model_id else None
         local = config.local

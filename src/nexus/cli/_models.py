@@ -11,11 +11,10 @@ from nexus.errors import NexusError
 def models_command(args: argparse.Namespace) -> int:
     """Print the catalog (plus the local model), optionally for one provider."""
     try:
-        from nexus.llm.catalog import list_models
+        from nexus.llm import list_models
     except ImportError as exc:
         raise NexusError(f"the model catalog is not available in this build: {exc}") from None
-    from nexus.llm.providers.llama_cpp import local_model
-    from nexus.llm.serde import model_to_dict
+    from nexus.llm import local_model, model_to_dict
 
     models = list_models(args.provider)
     if args.provider in (None, "local") and not any(m.provider == "local" for m in models):

@@ -14,15 +14,14 @@ from typing import TYPE_CHECKING
 from nexus._dataclass import dataclass
 
 if TYPE_CHECKING:
-    from nexus.ledger import Ledger
-    from nexus.ledger.broker_store import BrokerQueueItem, BrokerStore
+    from nexus.ledger import BrokerStore, Ledger, QueueItem
 
 
 @dataclass(frozen=True, slots=True)
 class Failure:
     """One message whose run failed: its item, and why (the turn's error, or the item's reason)."""
 
-    item: BrokerQueueItem
+    item: QueueItem
     reason: str
 
     def describe(self) -> str:
@@ -33,9 +32,9 @@ class Failure:
         return f"{self.item.agent_id} ({where}): {self.reason}"
 
 
-async def failure_of(ledger: Ledger, item: BrokerQueueItem) -> Failure | None:
+async def failure_of(ledger: Ledger, item: QueueItem) -> Failure | None:
     """Why ``item``'s run failed — the item ``failed``, or ``delivered`` to a ``failed`` turn — or ``None``."""
-    from nexus.server._views import item_turns, turn_error_text
+    from nexus.server import item_turns, turn_error_text
 
     if item.status == "failed":
         return Failure(item, item.error or "failed")
@@ -52,7 +51,7 @@ class RunLog:
     other process settles items meanwhile."""
 
     def __init__(self) -> None:
-        from nexus.llm.types import now_ms
+        from nexus.llm import now_ms
 
         self.since_ms = now_ms()
         self.handled_ids: list[str] = []

@@ -202,6 +202,11 @@ def _add_sessions(commands: Commands, summary: str) -> None:
     imported.add_argument("--label", metavar="L", type=_label, help="label of the new session (default: from the file)")
     imported.set_defaults(handler=handler)
 
+    _add_compact(actions, handler)
+
+
+def _add_compact(actions: Commands, handler: str) -> None:
+    """``nexus sessions compact``: the summary a run makes when its context fills up, made now."""
     compact = actions.add_parser(
         "compact",
         help="summarise the older part of a session now, so its next run starts from the summary",

@@ -17,11 +17,9 @@ if TYPE_CHECKING:
 
 def route_message(config: NexusConfig, ledger: Ledger, message: AgentMessage, route: str) -> AgentMessage:
     """The message as routed under ``route``; says on stderr where it goes and why."""
-    from nexus.broker.sessions import session_label_for
-    from nexus.broker.smart import SmartRouting, plan_route
-    from nexus.broker.types import BrokerError
+    from nexus.broker import BrokerError, SmartRouting, plan_route, session_label_for
     from nexus.errors import ConfigError
-    from nexus.ledger.broker_store import BrokerStore
+    from nexus.ledger import BrokerStore
     from nexus.routing import RoutingError
 
     store = BrokerStore(ledger.database)

@@ -16,9 +16,8 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from nexus.config import NexusConfig
-    from nexus.ledger import Ledger, Session, Turn
-    from nexus.ledger.deliveries import DeliveryRecord
-    from nexus.llm.types import Message
+    from nexus.ledger import DeliveryRecord, Ledger, Session, Turn
+    from nexus.llm import Message
 
 
 def sessions_command(args: argparse.Namespace) -> int:
@@ -67,7 +66,7 @@ async def _sessions(config: NexusConfig, args: argparse.Namespace) -> int:
 def _check_new_label(label: str) -> None:
     """``--label`` names a new session: one the HTTP API could never address is exit 2."""
     from nexus.errors import ConfigError
-    from nexus.ledger.labels import label_problem
+    from nexus.ledger import label_problem
 
     problem = label_problem(label)
     if problem is not None:
@@ -183,7 +182,7 @@ async def _show(ledger: Ledger, args: argparse.Namespace) -> int:
 
 
 async def _history(ledger: Ledger, args: argparse.Namespace) -> int:
-    from nexus.llm.serde import message_to_dict
+    from nexus.llm import message_to_dict
 
     session = await ledger.sessions.resolve(args.label)
     turns = await ledger.turns.path(session.label)
@@ -228,13 +227,13 @@ def typed_text(text: str) -> str:
 
     Text without the header comes back unchanged (see ``split_event_context``).
     """
-    from nexus.engine.assembly.context import split_event_context
+    from nexus.engine import split_event_context
 
     return split_event_context(text)[1]
 
 
 def _render(message: Message, *, raw: bool = False) -> str:
-    from nexus.llm.types import AssistantMessage, ToolResultMessage
+    from nexus.llm import AssistantMessage, ToolResultMessage
 
     if isinstance(message, ToolResultMessage):
         mark = "error" if message.is_error else "result"

@@ -16,11 +16,10 @@ from typing import TYPE_CHECKING
 from nexus._dataclass import dataclass
 
 if TYPE_CHECKING:
-    from nexus.ledger import Ledger
-    from nexus.ledger.broker_store import BrokerQueueItem, BrokerStore
+    from nexus.ledger import BrokerStore, Ledger, QueueItem
 
 
-def conversation_of(item: BrokerQueueItem) -> str | None:
+def conversation_of(item: QueueItem) -> str | None:
     """The conversation id the item's message carries (``None``: none)."""
     message = item.message
     found = message.get("conversation_id") if isinstance(message, dict) else None
@@ -31,8 +30,8 @@ def conversation_of(item: BrokerQueueItem) -> str | None:
 class Pending:
     """What a conversation still waits for: messages queued or running, asks whose reply has not come."""
 
-    running: list[BrokerQueueItem]
-    awaited: list[tuple[BrokerQueueItem, str]]
+    running: list[QueueItem]
+    awaited: list[tuple[QueueItem, str]]
 
     def __bool__(self) -> bool:
         return bool(self.running or self.awaited)
@@ -52,9 +51,9 @@ def pending(store: BrokerStore, conversation: str) -> Pending:
     return Pending(running, awaited)
 
 
-async def later_answers(ledger: Ledger, store: BrokerStore, first: BrokerQueueItem) -> list[tuple[str, str]]:
+async def later_answers(ledger: Ledger, store: BrokerStore, first: QueueItem) -> list[tuple[str, str]]:
     """``(turn id, reply)`` of each turn after ``first``'s that answered the same agent in its conversation."""
-    from nexus.broker.host import turn_reply
+    from nexus.broker import turn_reply
 
     conversation = conversation_of(first)
     if conversation is None or first.turn_id is None:
@@ -73,7 +72,7 @@ async def later_answers(ledger: Ledger, store: BrokerStore, first: BrokerQueueIt
     return list(seen.items())
 
 
-def _in_order(items: Iterable[BrokerQueueItem]) -> Sequence[BrokerQueueItem]:
+def _in_order(items: Iterable[QueueItem]) -> Sequence[QueueItem]:
     return sorted(items, key=lambda item: (item.completed_at or 0, item.enqueued_at))
 
 

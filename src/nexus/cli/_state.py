@@ -29,7 +29,7 @@ def checked_config(path: str | None) -> NexusConfig:
 
     config = load_config(path)
     if config.agents:
-        from nexus.broker.host import checked_agents
+        from nexus.broker import checked_agents
 
         checked_agents(config)
     return config

@@ -40,17 +40,17 @@ def start_telemetry(config: NexusConfig, args: argparse.Namespace | None = None,
     """
     settings = config.telemetry
     if logs:
-        from nexus.llm.redact import redact
-        from nexus.telemetry.logs import configure_logging
+        from nexus.llm import redact
+        from nexus.telemetry import configure_logging
 
         log_format = getattr(args, "log_format", None) or settings.log_format
         configure_logging(log_format, getattr(args, "log_level", None) or settings.log_level, redact=redact)
     if not settings.tracing:
         return
     from nexus import telemetry
-    from nexus.config._env import resolve_env
+    from nexus.config import resolve_env
     from nexus.errors import ConfigError
-    from nexus.llm.redact import add_secrets
+    from nexus.llm import add_secrets
 
     headers = {
         name: resolve_env(value, os.environ, f"[telemetry] otlp_headers.{name}")
@@ -69,8 +69,8 @@ def metrics_tokens(config: NexusConfig) -> list[str]:
     token = config.telemetry.metrics_token
     if not token:
         return []
-    from nexus.config._env import resolve_env
-    from nexus.llm.redact import add_secrets
+    from nexus.config import resolve_env
+    from nexus.llm import add_secrets
 
     value = resolve_env(token, os.environ, "[telemetry] metrics_token")
     add_secrets([value])

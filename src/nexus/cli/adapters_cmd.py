@@ -46,7 +46,7 @@ def _ref(ref: str) -> tuple[str, str]:
 
 
 def _manager(config: Any) -> Any:
-    from nexus.adapters.manager import AdapterManager
+    from nexus.adapters import AdapterManager
 
     return AdapterManager(config.adapters, home=config.home)
 
@@ -81,7 +81,7 @@ def _register(args: argparse.Namespace) -> int:
 
 
 async def _info_of(home: Path, name: str, candidate: Any) -> Any:
-    from nexus.adapters.manager import AdapterManager
+    from nexus.adapters import AdapterManager
 
     manager = AdapterManager({name: candidate}, home=home)
     try:
@@ -248,9 +248,8 @@ def _test(args: argparse.Namespace) -> int:
 
 
 async def _deliver(config: Any, name: str, account: str, args: argparse.Namespace) -> Any:
-    from nexus.adapters.types import DeliveryTarget
-    from nexus.streaming.events import StreamEnd, Token
-    from nexus.streaming.router import StreamRouter
+    from nexus.adapters import DeliveryTarget
+    from nexus.streaming import StreamEnd, StreamRouter, Token
 
     async def events() -> Any:
         yield Token(args.text)

@@ -25,7 +25,7 @@ EXIT_INTERRUPTED = 130
 
 def agent_chat(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
     """Run the chat loop with agent ``args.agent`` until /exit, end of input or Ctrl-C at the prompt."""
-    from nexus.broker.host import running_broker
+    from nexus.broker import running_broker
     from nexus.cli._lock import drain_lock
     from nexus.cli.send_cmd import _check_names, _config, open_recovered
     from nexus.errors import NexusError

@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from nexus.config import NexusConfig
-    from nexus.ledger import Ledger
-    from nexus.ledger.broker_store import AgentRow, BrokerQueueItem, BrokerStore
-    from nexus.server.discovery import RunningServer
+    from nexus.ledger import AgentRow, BrokerStore, Ledger, QueueItem
+    from nexus.server import RunningServer
 
 
 def agents_command(args: argparse.Namespace) -> int:
@@ -42,7 +41,7 @@ async def _agents(config: NexusConfig, args: argparse.Namespace) -> int:
     elif not ledger_exists(config) and not config.agents:
         return _empty(args)
     if args.action == "add" and (server := _running_server(config)) is not None:
-        from nexus.server.client import call_server
+        from nexus.server import call_server
 
         given = {"role": args.role, "session_label": args.session}
         body = {"id": args.agent_id, **{key: value for key, value in given.items() if value is not None}, **spec}
@@ -50,11 +49,11 @@ async def _agents(config: NexusConfig, args: argparse.Namespace) -> int:
         print(f"agent {made['id']} ({made['role']}) talks in session {made['session_label']} (via nexus serve)")
         return 0
     async with _open_store(config) as (_, store):
-        from nexus.broker.host import sync_configured_agents
+        from nexus.broker import sync_configured_agents
 
         sync_configured_agents(config, store)
         if args.action == "add":
-            from nexus.ledger.errors import AgentSessionTakenError
+            from nexus.ledger import AgentSessionTakenError
 
             try:
                 row = store.add_agent(args.agent_id, role=args.role, session_label=args.session, spec=spec)
@@ -88,13 +87,13 @@ async def _queue(config: NexusConfig, args: argparse.Namespace) -> int:
     if not ledger_exists(config) and not config.agents:
         return _empty(args)
     async with _open_store(config) as (ledger, store):
-        from nexus.broker.host import sync_configured_agents
+        from nexus.broker import sync_configured_agents
 
         sync_configured_agents(config, store)
         if getattr(args, "agent_id", None) is not None and store.get_agent(args.agent_id) is None:
             return _unknown(store, args.agent_id)
         if args.action == "clear" and (server := _running_server(config)) is not None:
-            from nexus.server.client import call_server
+            from nexus.server import call_server
 
             dropped = int(call_server(server, "DELETE", f"/v1/agents/{args.agent_id}/queue")["dropped"])
             print(
@@ -116,7 +115,7 @@ _OPEN = ("queued", "processing")
 
 def _running_server(config: NexusConfig) -> RunningServer | None:
     """A ``nexus serve`` for this ledger: changes go through it so its live broker sees them."""
-    from nexus.server.discovery import find_server
+    from nexus.server import find_server
 
     return find_server(config)
 
@@ -132,8 +131,7 @@ def _check_model(config: NexusConfig, ref: str) -> None:
 
 
 def _spec_from_args(args: argparse.Namespace, mcp_servers: Iterable[str] = ()) -> dict[str, Any]:
-    from nexus.config._broker_schema import check_agent_ids
-    from nexus.config._tool_names import BUILTIN_TOOL_NAMES, unknown_tool_entries
+    from nexus.config import BUILTIN_TOOL_NAMES, check_agent_ids, unknown_tool_entries
     from nexus.errors import ConfigError
 
     try:
@@ -155,7 +153,7 @@ def _spec_from_args(args: argparse.Namespace, mcp_servers: Iterable[str] = ()) -
     if args.session is not None and not args.session.strip():
         raise ConfigError("--session is empty: give a session label")
     if args.session is not None:
-        from nexus.ledger.labels import label_problem
+        from nexus.ledger import label_problem
 
         problem = label_problem(args.session)
         if problem is not None:
@@ -166,7 +164,7 @@ def _spec_from_args(args: argparse.Namespace, mcp_servers: Iterable[str] = ()) -
 @asynccontextmanager
 async def _open_store(config: NexusConfig) -> AsyncIterator[tuple[Ledger, BrokerStore]]:
     from nexus.cli._ledger import open_ledger
-    from nexus.ledger.broker_store import BrokerStore
+    from nexus.ledger import BrokerStore
 
     async with open_ledger(config) as ledger:
         yield ledger, BrokerStore(ledger.database)
@@ -220,7 +218,7 @@ def _list(store: BrokerStore, as_json: bool) -> int:
     return 0
 
 
-def _show(row: AgentRow, items: list[BrokerQueueItem], as_json: bool) -> int:
+def _show(row: AgentRow, items: list[QueueItem], as_json: bool) -> int:
     if as_json:
         print(json.dumps(_agent_json(row, len(items)), indent=2))
         return 0
@@ -237,9 +235,9 @@ def _when(ms: int | None) -> str:
     return "-" if ms is None else datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-async def _print_items(ledger: Ledger, items: list[BrokerQueueItem], as_json: bool) -> int:
+async def _print_items(ledger: Ledger, items: list[QueueItem], as_json: bool) -> int:
     """The items as a table (or JSON); ``TURN`` is how the turn that consumed each one ended (``-``: none yet)."""
-    from nexus.server._views import queue_item_views
+    from nexus.server import queue_item_views
 
     views = await queue_item_views(ledger, items)
     if as_json:

@@ -21,7 +21,7 @@ from nexus.cli._render import TextRenderer, use_color
 from nexus.cli._sessions import typed_text
 from nexus.cli.run_cmd import EXIT_INTERRUPTED, EXIT_OK, stop_notice
 from nexus.errors import ConfigError, NexusError
-from nexus.llm.types import Message, UserMessage
+from nexus.llm import Message, UserMessage
 
 if TYPE_CHECKING:
     from nexus.ledger import Session, Turn
@@ -206,7 +206,7 @@ class ChatSession:
     def _session(self, arg: str) -> None:
         if arg:
             label = shlex.split(arg)[0] if arg[0] in "'\"" else arg.split()[0]
-            from nexus.ledger.labels import label_problem
+            from nexus.ledger import label_problem
 
             problem = label_problem(label)  # a new session the API could never address
             if problem is not None and not self.conversation.session_exists(label):

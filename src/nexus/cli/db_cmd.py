@@ -15,7 +15,7 @@ from pathlib import Path
 
 def db_command(args: argparse.Namespace) -> int:
     """Run ``nexus db ACTION``."""
-    from nexus.ledger.errors import LedgerError
+    from nexus.ledger import LedgerError
 
     try:
         if args.action == "migrate":
@@ -36,35 +36,14 @@ def _target(args: argparse.Namespace) -> str | Path:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    from nexus.ledger.postgres import is_postgres_url, redacted
+    from nexus.ledger import migrate_database
 
-    target = _target(args)
-    if not is_postgres_url(target):
-        from nexus.ledger._schema import SCHEMA_VERSION
-        from nexus.ledger._sqlite import Database
-
-        sqlite = Database(target)  # opening an SQLite file migrates it
-        sqlite.close()
-        found = sqlite.found_version
-        done = "up to date" if found == SCHEMA_VERSION else f"migrated from version {found}"
-        print(f"{target}: SQLite schema version {SCHEMA_VERSION} ({done})")
-        return 0
-    from nexus.ledger.postgres import _migrate as migrations
-    from nexus.ledger.postgres._database import PgDatabase
-
-    db = PgDatabase.connect(str(target))
-    try:
-        applied = db.write(migrations.migrate, serializable=False)
-    finally:
-        db.close()
-    names = ", ".join(f"{m.version:04d}_{m.name}" for m in applied) or "nothing to apply"
-    print(f"{redacted(str(target))}: schema version {migrations.SCHEMA_VERSION} ({names})")
+    print(migrate_database(_target(args)))
     return 0
 
 
 def _copy(args: argparse.Namespace) -> int:
-    from nexus.ledger._copy import copy_ledger
-    from nexus.ledger.postgres import is_postgres_url
+    from nexus.ledger import copy_ledger, is_postgres_url
 
     async def run() -> int:
         from nexus.ledger import Ledger
@@ -88,8 +67,7 @@ def _copy(args: argparse.Namespace) -> int:
 
 def _existing(source: str) -> str:
     """A source that is a file must exist: copying from a path that has no ledger would create an empty one."""
-    from nexus.ledger.errors import LedgerError
-    from nexus.ledger.postgres import is_postgres_url
+    from nexus.ledger import LedgerError, is_postgres_url
 
     if not is_postgres_url(source) and source != ":memory:" and not Path(source).is_file():
         raise LedgerError(f"{source}: no such ledger file; give an existing agents.db or a postgresql:// URL")

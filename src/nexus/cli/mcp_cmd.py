@@ -28,7 +28,7 @@ def mcp_command(args: argparse.Namespace) -> int:
 
 
 def _add(args: argparse.Namespace) -> int:
-    from nexus.config._mcp_schema import McpServerConfig, check_server_name
+    from nexus.config import McpServerConfig, check_server_name
 
     try:
         check_server_name(args.name)
@@ -114,7 +114,7 @@ def _header_entry(entry: str) -> tuple[str, str]:
 def _refuse_literal_secret(what: str, name: str, value: str, instead: str) -> None:
     """A credential written literally would land in nexus.toml (and in shell history): refuse it."""
     from nexus.config import env_references
-    from nexus.llm.redact import key_shaped, secret_name
+    from nexus.llm import key_shaped, secret_name
 
     if (secret_name(name) or key_shaped(value)) and not env_references(value):
         raise ConfigError(f"{what}: the value looks like a credential; nexus.toml never holds one: use {instead}")

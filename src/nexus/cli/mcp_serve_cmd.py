@@ -46,14 +46,13 @@ async def _serve_opened(config: NexusConfig, drains: bool) -> int:
 async def _serve(config: NexusConfig, ledger: Ledger, drains: bool) -> int:
     import signal
 
-    from nexus.ledger.broker_store import BrokerStore
-    from nexus.server._mcp_face import build_face
-    from nexus.server._state import ServerState
+    from nexus.ledger import BrokerStore
+    from nexus.server import ServerState, build_face
 
     state = ServerState(ledger, BrokerStore(ledger.database))
     host = None
     if drains:
-        from nexus.broker.host import build_host, start_host
+        from nexus.broker import build_host, start_host
 
         host = build_host(config, ledger)
         state.broker, state.runtime, state.deliverer = host.broker, host.runtime, host.deliverer

@@ -17,14 +17,14 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from nexus.broker.inbound import InboundRouter
+    from nexus.broker import InboundRouter
     from nexus.config import NexusConfig
     from nexus.ledger import Ledger
 
 
 def monitor_command(args: argparse.Namespace) -> int:
     """Run ``nexus adapters monitor`` until SIGTERM/SIGINT."""
-    from nexus.broker.inbound import inbound_routes
+    from nexus.broker import inbound_routes
     from nexus.cli._lock import exclusive_broker
     from nexus.cli.send_cmd import _config
     from nexus.errors import ConfigError
@@ -35,7 +35,7 @@ def monitor_command(args: argparse.Namespace) -> int:
             "no enabled adapter account has monitor = true; enable one with "
             "`nexus adapters enable NAME/ACCOUNT --monitor --agent ID`"
         )
-    from nexus.config._adapters import credential_problems
+    from nexus.config import credential_problems
 
     unset = credential_problems(config.adapters, os.environ, monitored_only=True)
     if unset:  # its monitor would start without its token, fail, and leave nothing monitored
@@ -52,8 +52,7 @@ async def _run(config: NexusConfig) -> int:
 
 
 async def _monitor(config: NexusConfig, ledger: Ledger) -> int:
-    from nexus.broker.host import build_host, start_host
-    from nexus.broker.inbound import inbound_routes
+    from nexus.broker import build_host, inbound_routes, start_host
 
     host = build_host(config, ledger, monitors=True)  # each reply is recorded with its turn
     inbound = host.inbound

@@ -123,7 +123,7 @@ def _reindex(router: Router) -> int:
 
 
 def _stats(router: Router, since: int, as_json: bool) -> int:
-    from nexus.routing.ab import compare
+    from nexus.routing import compare
 
     router.decisions.settle()
     arms = compare(router.decisions.decisions(since))
@@ -165,8 +165,7 @@ def _arm_json(arm: Any) -> dict[str, Any]:
 def _feedback(config: NexusConfig, words: list[str], note: str | None) -> int:
     from nexus.errors import ConfigError
     from nexus.ledger import Ledger
-    from nexus.routing import RoutingError
-    from nexus.routing._sqlite_store import SqliteRouteStore
+    from nexus.routing import RoutingError, SqliteRouteStore
 
     if len(words) != 2 or words[1] not in ("good", "bad"):
         raise ConfigError("nexus route feedback DECISION_ID good|bad [--note TEXT]")

@@ -69,7 +69,7 @@ def output_limit_notice(model_ref: str) -> str:
 
     It names the exact table to write, which works for every provider, the local one included.
     """
-    from nexus.config._load import dotted
+    from nexus.config import dotted
 
     provider, _, model_id = model_ref.partition("/")
     table = dotted(("providers", provider, "models", model_id))

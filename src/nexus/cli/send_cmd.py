@@ -22,16 +22,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from nexus.broker import AgentMessage
     from nexus.config import NexusConfig
-    from nexus.ledger import Ledger
-    from nexus.ledger.deliveries import DeliveryRecord
+    from nexus.ledger import DeliveryRecord, Ledger
 
 POLL_S = 0.2
 
 
 def send_command(args: argparse.Namespace) -> int:
     """Run ``nexus send``."""
-    from nexus.broker import AgentMessage, new_message_id, parse_mode
-    from nexus.broker.types import MAX_CONTENT_CHARS
+    from nexus.broker import MAX_CONTENT_CHARS, AgentMessage, new_message_id, parse_mode
     from nexus.cli.run_cmd import read_message
     from nexus.errors import ConfigError
 
@@ -77,8 +75,7 @@ async def _send_command(
 
 def _session_key(key: str | None) -> str | None:
     """``--session KEY`` checked like an inbound key (a bad one is a usage error, nothing stored)."""
-    from nexus.broker.sessions import check_session_key
-    from nexus.broker.types import BrokerError
+    from nexus.broker import BrokerError, check_session_key
     from nexus.errors import ConfigError
 
     if key is None:
@@ -106,10 +103,10 @@ async def _drain_command(config: NexusConfig) -> int:
 
 async def _drain_locked(config: NexusConfig, ledger: Ledger) -> int:
     """Drain every queue while holding the broker lock; then what others queued as it let go."""
-    from nexus.broker.host import running_broker
+    from nexus.broker import running_broker
     from nexus.cli._lock import exclusive_broker
     from nexus.cli._outcomes import RunLog, failures_line
-    from nexus.ledger.broker_store import BrokerStore
+    from nexus.ledger import BrokerStore
 
     runs = RunLog()
     with exclusive_broker(config):
@@ -153,7 +150,7 @@ async def _send_and_drain(
     config: NexusConfig, ledger: Ledger, message: AgentMessage, mode: str | None, args: Any
 ) -> int:
     """Send ``message`` and drain its conversation in this process (the broker lock is ours)."""
-    from nexus.broker.host import running_broker
+    from nexus.broker import running_broker
     from nexus.cli._deliver import LiveReply
 
     live = LiveReply(sys.stdout) if args.wait and not args.json else None  # the reply streams as it is written
@@ -177,8 +174,7 @@ async def _send_and_drain(
 
 def _delivery_of(ledger: Ledger, item_id: str) -> DeliveryRecord | None:
     """The ``deliveries`` row of the reply to queue item ``item_id`` (``None``: no run here delivered it)."""
-    from nexus.ledger.broker_store import BrokerStore
-    from nexus.ledger.deliveries import DeliveryLog
+    from nexus.ledger import BrokerStore, DeliveryLog
 
     item = BrokerStore(ledger.database).get_item(item_id)
     if item is None or item.turn_id is None:
@@ -188,7 +184,7 @@ def _delivery_of(ledger: Ledger, item_id: str) -> DeliveryRecord | None:
 
 
 def _server_runs(config: NexusConfig) -> bool:
-    from nexus.server.discovery import find_server
+    from nexus.server import find_server
 
     return find_server(config) is not None
 
@@ -216,13 +212,13 @@ async def _send_to_running_broker(
     picks it up). With ``--wait``, watch the item until a turn has consumed it; if the other
     broker goes away meanwhile (the lock comes free), run the conversation here instead.
     """
-    from nexus.ledger.broker_store import BrokerStore
-    from nexus.server.discovery import find_server
+    from nexus.ledger import BrokerStore
+    from nexus.server import find_server
 
     store = BrokerStore(ledger.database)
     server = find_server(config)
     if server is not None:
-        from nexus.server.client import call_server
+        from nexus.server import call_server
 
         body = {"content": message.content, "mode": mode, "id": message.id, "from": message.from_}
         if message.conversation_id is not None:
@@ -251,10 +247,9 @@ def _accept_for_other_process(
     config: NexusConfig, store: Any, message: AgentMessage, mode: str | None, args: Any
 ) -> str:
     """Queue ``message`` durably for the process that holds the broker lock; returns the item id."""
-    from nexus.broker import parse_mode
-    from nexus.broker.sessions import session_label_for
+    from nexus.broker import parse_mode, session_label_for
     from nexus.errors import ConfigError
-    from nexus.ledger.broker_store import AcceptRequest
+    from nexus.ledger import AcceptRequest
 
     agent = store.get_agent(message.to)
     if agent is None:  # _check_names registered it; only a concurrent `nexus agents rm` gets here
@@ -288,9 +283,9 @@ async def _run_leftovers(config: NexusConfig, ledger: Ledger) -> None:
     at least one of them sees the message with the lock free. Bounded: a round that changes
     nothing (a message no run can take) ends it.
     """
-    from nexus.broker.host import running_broker
+    from nexus.broker import running_broker
     from nexus.cli._lock import drain_lock
-    from nexus.ledger.broker_store import BrokerStore
+    from nexus.ledger import BrokerStore
 
     store = BrokerStore(ledger.database)
     seen: frozenset[str] = frozenset()
@@ -311,7 +306,7 @@ async def _watch(
     config: NexusConfig, ledger: Ledger, store: Any, message: AgentMessage, item_id: str, args: Any
 ) -> int:
     """Wait for a turn to consume the item; take over the conversation if the other broker goes away."""
-    from nexus.broker.host import running_broker
+    from nexus.broker import running_broker
     from nexus.cli._lock import drain_lock
 
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
@@ -368,10 +363,10 @@ def _say_accepted(message_id: str, item_id: str, duplicate: bool, args: Any) -> 
 
 async def _report(ledger: Ledger, item_id: str, args: Any, *, reply_shown: bool = False) -> int:
     """Print the outcome (the reply with ``--wait`` unless it streamed, JSON with ``--json``); exit 1 on failure."""
-    from nexus.broker.host import turn_reply
+    from nexus.broker import turn_reply
     from nexus.cli._settle import later_answers
-    from nexus.ledger.broker_store import BrokerStore
-    from nexus.server._views import item_turns, turn_error_text
+    from nexus.ledger import BrokerStore
+    from nexus.server import item_turns, turn_error_text
 
     item = BrokerStore(ledger.database).get_item(item_id)
     status = item.status if item is not None else "missing"
@@ -427,9 +422,9 @@ async def open_recovered(config: NexusConfig) -> AsyncIterator[Ledger]:
 
 def _check_names(config: NexusConfig, ledger: Ledger, message: AgentMessage) -> None:
     """An unknown target or sender (neither registered nor in nexus.toml) is a usage error."""
-    from nexus.broker.host import sync_configured_agents
+    from nexus.broker import sync_configured_agents
     from nexus.errors import ConfigError
-    from nexus.ledger.broker_store import BrokerStore
+    from nexus.ledger import BrokerStore
 
     store = BrokerStore(ledger.database)
     sync_configured_agents(config, store)

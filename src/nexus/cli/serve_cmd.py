@@ -17,15 +17,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from nexus.config import NexusConfig
-    from nexus.config._server_schema import ServerConfig
+    from nexus.config import NexusConfig, ServerConfig
 
 
 def serve_command(args: argparse.Namespace) -> int:
     """Run ``nexus serve`` until SIGTERM/SIGINT."""
     from nexus.cli._lock import exclusive_broker
     from nexus.cli.send_cmd import _config
-    from nexus.config._env import resolve_env
+    from nexus.config import resolve_env
     from nexus.errors import ConfigError
 
     try:
@@ -59,7 +58,7 @@ def serve_command(args: argparse.Namespace) -> int:
         with exclusive_broker(config):
             pass
     with exclusive_broker(config) if config.database_url is None else contextlib.nullcontext():
-        from nexus.engine.wiring.gc_tuning import tune_gc_for_many_runs
+        from nexus.engine import tune_gc_for_many_runs
 
         tune_gc_for_many_runs()  # a long-lived process of many runs: freeze the startup heap, collect less often
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
@@ -70,10 +69,10 @@ def serve_command(args: argparse.Namespace) -> int:
 async def _serve(config: NexusConfig, settings: ServerConfig, *, log_requests: bool, metrics_tokens: list[str]) -> int:
     """Open the ledger (crashed turns closed) and serve until stopped."""
     from nexus.cli.send_cmd import open_recovered
-    from nexus.server.serve import serve
+    from nexus.server import serve_http
 
     async with open_recovered(config) as ledger:
-        return await serve(config, ledger, settings, log_requests=log_requests, metrics_tokens=metrics_tokens)
+        return await serve_http(config, ledger, settings, log_requests=log_requests, metrics_tokens=metrics_tokens)
 
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

@@ -87,7 +87,7 @@ class McpServerConfig(Record):
                 )
 
     def _check_remote(self) -> None:
-        from nexus.config._schema import base_url_problem
+        from nexus.config._urls import base_url_problem
 
         assert self.url is not None
         if self.args or self.env or self.cwd is not None:

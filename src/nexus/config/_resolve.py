@@ -16,7 +16,8 @@ from nexus._dataclass import dataclass
 from nexus.config._env import resolve_env
 from nexus.config._paths import config_path, resolve_path
 from nexus.config._profile import ResolvedProfile
-from nexus.config._schema import ModelOverride, NexusConfig, PromptProfile, ProviderConfig, base_url_problem
+from nexus.config._schema import ModelOverride, NexusConfig, PromptProfile, ProviderConfig
+from nexus.config._urls import base_url_problem
 from nexus.errors import ConfigError
 
 LOCAL_PROVIDER = "local"

@@ -22,6 +22,7 @@ from nexus.config._routing_schema import RoutingConfig
 from nexus.config._server_schema import ServerConfig
 from nexus.config._telemetry_schema import TelemetryConfig
 from nexus.config._tool_names import expand_tool_patterns, rule_allows
+from nexus.config._urls import base_url_problem
 from nexus.errors import ConfigError
 
 BUILTIN_APIS: tuple[str, ...] = ("anthropic-messages", "openai-completions", "openai-responses", "llama-cpp")
@@ -55,29 +56,6 @@ models that the full prompt derails."""
 
 ThinkingLevel = Literal["off", "minimal", "low", "medium", "high"]
 """Same values as ``nexus.llm.ThinkingLevel`` (repeated here: config imports nothing above it)."""
-
-
-def base_url_problem(value: str) -> str | None:
-    """Why ``value`` is no usable endpoint (``http(s)://host[:port][/path]``), or None.
-
-    Parts written as ``${VAR}`` are checked when the value is used; only the literal text
-    is checked here, so ``${BASE}`` and ``https://${HOST}/v1`` pass.
-    """
-    if value.startswith("${"):
-        return None
-    scheme, sep, rest = value.partition("://")
-    if not sep or scheme.lower() not in ("http", "https"):
-        return f"{value!r} is not an http:// or https:// URL (e.g. https://api.example.com/v1)"
-    if "${" in rest:
-        return None
-    try:
-        parts = urlsplit(value)
-        parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
-    except ValueError as exc:
-        return f"{value!r} is not a valid URL: {exc}"
-    if not parts.hostname or any(char.isspace() for char in value):
-        return f"{value!r} is not a valid URL: it needs a host name (e.g. http://127.0.0.1:8080/v1)"
-    return None
 
 
 def _check_model_ref(value: str) -> str:

@@ -41,7 +41,7 @@ class TelemetryConfig(Record):
 
     @field_check("otlp_endpoint")
     def _endpoint(value: str) -> str:
-        from nexus.config._schema import base_url_problem
+        from nexus.config._urls import base_url_problem
 
         problem = base_url_problem(value) if value else None
         if problem:

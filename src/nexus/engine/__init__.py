@@ -10,7 +10,7 @@ The package is three folders, one per job (see docs/engine.md "Layout"):
   model resolution, the ``spawn_agent`` tool, compaction of a stored session);
 
 with ``nexus.engine.types`` as their shared vocabulary. Imports run one way only:
-assembly → types, execution → assembly, wiring → execution (tests/engine/test_import_graph.py).
+assembly → types, execution → assembly, wiring → execution (tests/test_import_rules.py).
 
 This module re-exports only what a user of the engine needs; everything else is imported from
 its own module. Names load on first use, so ``import nexus.engine`` stays cheap.
@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from nexus._lazy import lazy_attribute
 
 if TYPE_CHECKING:
-    from nexus.agent.steering import SteerReceipt
-    from nexus.engine.assembly.context import EventContext
+    from nexus.agent import SteerReceipt
+    from nexus.engine.assembly.context import EventContext, local_timezone, split_event_context
     from nexus.engine.execution.callbacks import EngineCallbacks, ToolState
     from nexus.engine.execution.events import (
         ExecutionEvent,
@@ -53,9 +53,10 @@ if TYPE_CHECKING:
         WaitEvent,
     )
     from nexus.engine.wiring.compact_session import SessionCompaction
+    from nexus.engine.wiring.gc_tuning import tune_gc_for_many_runs
     from nexus.engine.wiring.models import preflight, resolve_model, unreachable_model_problem
     from nexus.engine.wiring.runtime import Runtime, run_agent
-    from nexus.engine.wiring.spawn import Spawner
+    from nexus.engine.wiring.spawn import Spawner, create_worker_session
 
 _PUBLIC: dict[str, str] = {
     # start and run agents
@@ -63,6 +64,7 @@ _PUBLIC: dict[str, str] = {
     "AgentSpec": ".types",
     "run_agent": ".wiring.runtime",
     "EventContext": ".assembly.context",
+    "split_event_context": ".assembly.context",
     "EngineLimits": ".types",
     "EngineEvent": ".types",
     "SessionCompaction": ".wiring.compact_session",
@@ -96,6 +98,9 @@ _PUBLIC: dict[str, str] = {
     # sub-agents: a Spawner runs a spawn_agent call of the run a RunScope describes
     "Spawner": ".wiring.spawn",
     "RunScope": ".execution.scope",
+    "create_worker_session": "nexus.engine.wiring.spawn",
+    "local_timezone": "nexus.engine.assembly.context",
+    "tune_gc_for_many_runs": "nexus.engine.wiring.gc_tuning",
 }
 
 __all__ = [
@@ -128,9 +133,13 @@ __all__ = [
     "Subscription",
     "ToolState",
     "WaitEvent",
+    "create_worker_session",
+    "local_timezone",
     "preflight",
     "resolve_model",
     "run_agent",
+    "split_event_context",
+    "tune_gc_for_many_runs",
     "unreachable_model_problem",
 ]
 

@@ -12,22 +12,12 @@ from dataclasses import asdict, field, replace
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from nexus._dataclass import dataclass
-from nexus.ledger.records import CompactionRecord, StoredMessage, ToolCallRecord, TurnStatus
-from nexus.llm.types import (
-    THINKING_LEVELS,
-    AssistantMessage,
-    ErrorKind,
-    Message,
-    Model,
-    ThinkingLevel,
-    Usage,
-    UserMessage,
-)
+from nexus.ledger import CompactionRecord, StoredMessage, ToolCallRecord, TurnStatus
+from nexus.llm import THINKING_LEVELS, AssistantMessage, ErrorKind, Message, Model, ThinkingLevel, Usage, UserMessage
 
 if TYPE_CHECKING:
-    from nexus.agent.steering import SteerReceipt
-    from nexus.agent.tool_types import AgentTool
-    from nexus.llm.abort import AbortSignal
+    from nexus.agent import AgentTool, SteerReceipt
+    from nexus.llm import AbortSignal
 
 AgentRole: TypeAlias = Literal["manager", "worker", "unified"]
 """What an agent is for: a manager delegates, a worker executes, unified does both."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from nexus._lazy import lazy_attribute
 from nexus.ledger._ulid import new_ulid, ulid_time_ms
 from nexus.ledger.errors import (
     HeadMovedError,
@@ -54,7 +55,22 @@ from nexus.ledger.records import (
 )
 
 if TYPE_CHECKING:
+    from nexus.ledger._admin import migrate_database
+    from nexus.ledger._agent_registry import AgentRow
+    from nexus.ledger._checkpoint import background_checkpoints
+    from nexus.ledger._claims import claimant
+    from nexus.ledger._copy import copy_ledger
+    from nexus.ledger._owners import pid_alive
+    from nexus.ledger._queue_rows import REPLY_SUFFIX
+    from nexus.ledger._sqlite import WAIT_ENV, wait_bound
+    from nexus.ledger.agent_messages import AgentMessageLog, AgentMessageRecord
+    from nexus.ledger.broker_store import BrokerStore
+    from nexus.ledger.deliveries import DeliveryLog, DeliveryRecord, DeliveryStatus
+    from nexus.ledger.errors import AgentSessionTakenError, QueueItemsFinishedError
+    from nexus.ledger.labels import label_problem
     from nexus.ledger.ledger import Ledger, default_db_path
+    from nexus.ledger.pi_jsonl import pi_session_text
+    from nexus.ledger.postgres import is_postgres_url
     from nexus.ledger.protocols import (
         AgentStore,
         DeliveryStore,
@@ -62,32 +78,33 @@ if TYPE_CHECKING:
         PiFiles,
         PointerLog,
         QueueFeed,
+        QueueListener,
         QueueStore,
         SessionStore,
         TurnStore,
         TurnTree,
     )
+    from nexus.ledger.records import USAGE_ESTIMATED_KEY, TurnStatus
 
-_PROTOCOLS = (
-    "AgentStore",
-    "DeliveryStore",
-    "LeaseStore",
-    "PiFiles",
-    "PointerLog",
-    "QueueFeed",
-    "QueueStore",
-    "SessionStore",
-    "TurnStore",
-    "TurnTree",
-)
 
 __all__ = [
     "DEFAULT_SESSION",
     "HEAD",
+    "REPLY_SUFFIX",
     "SUMMARY_PREFIX",
+    "USAGE_ESTIMATED_KEY",
+    "WAIT_ENV",
     "AcceptRequest",
+    "AgentMessageLog",
+    "AgentMessageRecord",
+    "AgentRow",
+    "AgentSessionTakenError",
     "AgentStore",
+    "BrokerStore",
     "CompactionRecord",
+    "DeliveryLog",
+    "DeliveryRecord",
+    "DeliveryStatus",
     "DeliveryStore",
     "HeadMovedError",
     "ImportResult",
@@ -109,6 +126,8 @@ __all__ = [
     "PointerLog",
     "QueueFeed",
     "QueueItem",
+    "QueueItemsFinishedError",
+    "QueueListener",
     "QueueStore",
     "SchemaVersionError",
     "Session",
@@ -126,22 +145,63 @@ __all__ = [
     "TurnNotSavedError",
     "TurnOpen",
     "TurnStateError",
+    "TurnStatus",
     "TurnStore",
     "TurnTree",
     "TurnWrite",
+    "background_checkpoints",
+    "claimant",
+    "copy_ledger",
     "default_db_path",
+    "is_postgres_url",
+    "label_problem",
+    "migrate_database",
     "new_ulid",
+    "pi_session_text",
+    "pid_alive",
     "ulid_time_ms",
+    "wait_bound",
 ]
 
 
+_LAZY: dict[str, str] = {
+    "AgentMessageRecord": "nexus.ledger.agent_messages",
+    "AgentMessageLog": "nexus.ledger.agent_messages",
+    "Ledger": "nexus.ledger.ledger",
+    "default_db_path": "nexus.ledger.ledger",
+    "AgentStore": "nexus.ledger.protocols",
+    "DeliveryStore": "nexus.ledger.protocols",
+    "PiFiles": "nexus.ledger.protocols",
+    "PointerLog": "nexus.ledger.protocols",
+    "QueueFeed": "nexus.ledger.protocols",
+    "QueueListener": "nexus.ledger.protocols",
+    "LeaseStore": "nexus.ledger.protocols",
+    "QueueStore": "nexus.ledger.protocols",
+    "SessionStore": "nexus.ledger.protocols",
+    "TurnStore": "nexus.ledger.protocols",
+    "TurnTree": "nexus.ledger.protocols",
+    "AgentRow": "nexus.ledger._agent_registry",
+    "AgentSessionTakenError": "nexus.ledger.errors",
+    "BrokerStore": "nexus.ledger.broker_store",
+    "DeliveryLog": "nexus.ledger.deliveries",
+    "DeliveryRecord": "nexus.ledger.deliveries",
+    "DeliveryStatus": "nexus.ledger.deliveries",
+    "QueueItemsFinishedError": "nexus.ledger.errors",
+    "REPLY_SUFFIX": "nexus.ledger._queue_rows",
+    "TurnStatus": "nexus.ledger.records",
+    "USAGE_ESTIMATED_KEY": "nexus.ledger.records",
+    "WAIT_ENV": "nexus.ledger._sqlite",
+    "background_checkpoints": "nexus.ledger._checkpoint",
+    "claimant": "nexus.ledger._claims",
+    "copy_ledger": "nexus.ledger._copy",
+    "is_postgres_url": "nexus.ledger.postgres",
+    "label_problem": "nexus.ledger.labels",
+    "migrate_database": "nexus.ledger._admin",
+    "pi_session_text": "nexus.ledger.pi_jsonl",
+    "pid_alive": "nexus.ledger._owners",
+    "wait_bound": "nexus.ledger._sqlite",
+}
+
+
 def __getattr__(name: str) -> Any:
-    if name in ("Ledger", "default_db_path"):
-        from nexus.ledger import ledger
-
-        return getattr(ledger, name)
-    if name in _PROTOCOLS:
-        from nexus.ledger import protocols
-
-        return getattr(protocols, name)
-    raise AttributeError(f"module 'nexus.ledger' has no attribute {name!r}")
+    return lazy_attribute(__name__, _LAZY, globals(), name)

@@ -15,7 +15,7 @@ from nexus.ledger._rows import dumps, loads_opt
 from nexus.ledger._sqlite import Database
 from nexus.ledger.errors import AgentSessionTakenError
 from nexus.ledger.records import NewSession
-from nexus.llm.types import now_ms
+from nexus.llm import now_ms
 
 
 def _refuse_shared_session(conn: sqlite3.Connection, agent_id: str, label: str) -> None:

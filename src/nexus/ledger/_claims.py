@@ -19,9 +19,9 @@ import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
-from nexus.ledger._crash import owner, owner_dead
+from nexus.ledger._owners import owner, owner_dead
 from nexus.ledger.errors import QueueItemsFinishedError, QueueItemsHeldError
-from nexus.llm.types import now_ms
+from nexus.llm import now_ms
 
 _CLAIM = (
     "UPDATE queue_items SET status = 'processing', attempts = attempts + 1, started_at = ?, completed_at = NULL,"

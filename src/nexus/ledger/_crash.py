@@ -1,67 +1,20 @@
-"""The process side of the crash journal: who owns an open turn, whether that process died, closing its turns.
+"""The crash journal's recovery: closing the open turns of a process that died.
 
-``Ledger.open_turn`` stamps each turn with its owner (``host:pid``); ``Ledger.recover`` asks
-here which open turns belong to dead processes and closes them as ``aborted`` with what they
-journaled - or, when the owner's final write failed and left a rescue file (``_rescue``),
-with the outcome saved there.
+``Ledger.open_turn`` stamps each turn with its owner (``host:pid``, :mod:`nexus.ledger._owners`);
+``Ledger.recover`` closes the open turns of dead owners as ``aborted`` with what they journaled -
+or, when the owner's final write failed and left a rescue file (``_rescue``), with the outcome
+saved there.
 """
 
 from __future__ import annotations
 
-import os
-import socket
 import sqlite3
-from pathlib import Path
 
 from nexus.ledger import _rescue, _turns
 from nexus.ledger._write import TurnOutcome, session_head
 from nexus.ledger.errors import LedgerError
 from nexus.ledger.records import CLOSED_STATUSES, HEAD, OPEN_STATUSES, TurnDetails
-from nexus.llm.types import AssistantMessage
-
-
-def owner() -> str:
-    """``host:pid`` of this process (computed per call: a forked child has another pid)."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether ``pid`` runs; a zombie (killed, not yet reaped by its parent) counts as dead."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return not _zombie(pid)
-
-
-def _zombie(pid: int) -> bool:
-    """Linux: the process has exited and only its exit status is left (``/proc/PID/stat`` state Z or X).
-
-    A SIGKILLed ``nexus`` whose parent has not reaped it yet is such a process; it holds no lock
-    and will never finish its turn. Elsewhere (no ``/proc``) this says False.
-    """
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        return False
-    fields = stat.rpartition(")")[2].split()
-    return bool(fields) and fields[0] in ("Z", "X")
-
-
-def owner_dead(turn_owner: str | None) -> bool:
-    """True when the owner is a process of this host that no longer runs (or is unknown).
-
-    Another host's process cannot be checked, so it counts as alive.
-    """
-    if not turn_owner:
-        return True
-    host, _, pid_text = turn_owner.rpartition(":")
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return False
-    pid = int(pid_text)
-    return pid != os.getpid() and not pid_alive(pid)
+from nexus.llm import AssistantMessage
 
 
 def recover_turn(conn: sqlite3.Connection, turn_id: str, note: str) -> tuple[str, bool]:

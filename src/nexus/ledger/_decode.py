@@ -32,14 +32,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from nexus.ledger._rows import dumps
-from nexus.llm.serde import MessageFormatError, block_to_dict, message_from_dict
-from nexus.llm.types import (
+from nexus.llm import (
     AssistantContent,
     AssistantMessage,
     ContentBlock,
     Cost,
     ImageContent,
     Message,
+    MessageFormatError,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -47,6 +47,8 @@ from nexus.llm.types import (
     Usage,
     UserContent,
     UserMessage,
+    block_to_dict,
+    message_from_dict,
 )
 
 _COST_KEYS = ("input", "output", "cache_read", "cache_write", "total")

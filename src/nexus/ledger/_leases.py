@@ -20,7 +20,7 @@ from typing import Any
 from nexus._dataclass import dataclass
 from nexus.ledger.errors import LeaseLostError
 from nexus.ledger.records import Lease
-from nexus.llm.types import now_ms
+from nexus.llm import now_ms
 
 _COLUMNS = "session_label, holder, epoch, expires_at, acquired_at"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nexus.llm.types import (
+from nexus.llm import (
     AssistantContent,
     AssistantMessage,
     Cost,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 
-from nexus.llm.types import now_ms
+from nexus.llm import now_ms
 
 
 def prompt_hash(text: str) -> str:

@@ -18,7 +18,7 @@ from nexus.ledger._rows import dumps, dumps_opt, loads_opt
 from nexus.ledger._ulid import new_ulid
 from nexus.ledger.errors import LedgerError, QueueItemsFinishedError
 from nexus.ledger.records import AcceptRequest, Lease, QueueItem
-from nexus.llm.types import now_ms
+from nexus.llm import now_ms
 
 _ITEM_COLUMNS = (
     "id, session_label, agent_id, message_id, sender, message_json, mode, status, attempts, enqueued_at, "

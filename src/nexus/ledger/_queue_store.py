@@ -26,7 +26,7 @@ from nexus.ledger._queue_rows import accept_at, accept_many_at, claim_in, delive
 from nexus.ledger._sql_db import SqlDatabase, run_inline
 from nexus.ledger.errors import LedgerBusyError, LedgerError, LedgerFullError
 from nexus.ledger.records import AcceptRequest, Lease, QueueItem, Settlement
-from nexus.llm.types import now_ms
+from nexus.llm import now_ms
 
 T = TypeVar("T")
 

@@ -19,7 +19,7 @@ from nexus.ledger._rows import (
 from nexus.ledger._schema import unpack_key
 from nexus.ledger.errors import TurnNotFound
 from nexus.ledger.records import SUMMARY_PREFIX, CompactionRecord, StoredMessage, ToolCallRecord, Turn
-from nexus.llm.types import Message, ToolResultMessage, UserMessage
+from nexus.llm import Message, ToolResultMessage, UserMessage
 
 
 def _latest_compaction(conn: sqlite3.Connection, ranges: list[Range]) -> tuple[str, int] | None:

@@ -26,8 +26,7 @@ from typing import Any
 
 from nexus._dataclass import dataclass
 from nexus.ledger.errors import LedgerError, LedgerFullError, TurnNotSavedError
-from nexus.llm.serde import message_from_dict, message_to_dict
-from nexus.llm.types import AssistantMessage, Message
+from nexus.llm import AssistantMessage, Message, message_from_dict, message_to_dict
 
 FORMAT = "nexus-rescued-turn/1"
 

@@ -15,7 +15,7 @@ from nexus.ledger._sql_db import SqlDatabase
 from nexus.ledger._turn_store import check_closed
 from nexus.ledger._write import move_pointer
 from nexus.ledger.records import NewSession, Session, SessionQuery, TimelineEntry, Turn
-from nexus.llm.types import now_ms
+from nexus.llm import now_ms
 
 
 class SqlSessionStore:

@@ -9,7 +9,7 @@ from nexus.ledger._ulid import new_ulid
 from nexus.ledger._write import move_pointer
 from nexus.ledger.errors import SessionExistsError, SessionNotFound, TurnStateError
 from nexus.ledger.records import OPEN_STATUSES, NewSession, Session, SessionQuery, TimelineEntry
-from nexus.llm.types import now_ms
+from nexus.llm import now_ms
 
 
 def _taken(conn: sqlite3.Connection, name: str) -> bool:

@@ -18,7 +18,7 @@ from nexus.ledger.deliveries import DeliveryLog, DeliveryRecord
 from nexus.ledger.records import ImportResult
 
 if TYPE_CHECKING:
-    from nexus.ledger.ledger import Ledger
+    from nexus.ledger.pi_jsonl import OnDatabase
 
 
 class _Registry(AgentRegistry):
@@ -85,7 +85,7 @@ class SqlDeliveryStore:
 class SqlPiFiles:
     """:class:`~nexus.ledger.protocols.PiFiles` of one SQL ledger (``nexus.ledger.pi_jsonl``)."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: OnDatabase) -> None:
         self._ledger = ledger
 
     async def import_pi(self, path: str | Path, label: str | None = None) -> ImportResult:

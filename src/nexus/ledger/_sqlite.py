@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from nexus.ledger._schema import migrate
+from nexus.ledger._migrate import migrate
 from nexus.ledger.errors import LedgerBusyError, LedgerError, LedgerFullError
 
 T = TypeVar("T")

@@ -20,7 +20,7 @@ from nexus.ledger.records import (
     TurnOpen,
     TurnWrite,
 )
-from nexus.llm.serde import message_to_dict
+from nexus.llm import message_to_dict
 
 
 def open_in(conn: Any, opening: TurnOpen, owner: str) -> str:

@@ -2,7 +2,7 @@
 writes and reads, each one transaction on a :class:`~nexus.ledger._sql_db.SqlDatabase`.
 
 The SQL of each step is in ``_turns``/``_write`` (writes) and ``_read``/``_window``/``_tree`` (reads);
-``_crash`` decides which open turns are orphans. Decoded messages are kept in two caches (whole
+``_owners`` decides which open turns are orphans, ``_crash`` closes them. Decoded messages are kept in two caches (whole
 histories, windows): rows of finished turns never change, so a long-lived process decodes only new turns.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from nexus.ledger import _crash, _prompts, _read, _rescue, _sessions, _turn_ops, _window
+from nexus.ledger import _crash, _owners, _prompts, _read, _rescue, _sessions, _turn_ops, _window
 from nexus.ledger._decode import gc_paused
 from nexus.ledger._rows import TURN_COLUMNS, fetch_turn, turn_from_row, turn_position
 from nexus.ledger._sql_db import SqlDatabase
@@ -27,7 +27,7 @@ from nexus.ledger.records import (
     TurnOpen,
     TurnWrite,
 )
-from nexus.llm.types import Message
+from nexus.llm import Message
 
 JOURNAL_WAIT_S = 1.0
 """The longest a crash-journal write waits for a database held by another process: the journal is
@@ -53,7 +53,7 @@ class SqlTurnStore:
 
     async def open(self, turn: TurnOpen) -> str:
         """Store a ``streaming`` turn and its query; the session pointer does not move."""
-        owner = _crash.owner()
+        owner = _owners.owner()
         return await self._db.run_write(lambda c: _turn_ops.open_in(c, turn, owner))
 
     async def journal(self, entries: Sequence[JournalEntry]) -> None:
@@ -93,7 +93,7 @@ class SqlTurnStore:
             if turn_ids is not None:
                 if turn_id not in turn_ids:
                     continue
-            elif not force and not _crash.owner_dead(turn_owner):
+            elif not force and not _owners.owner_dead(turn_owner):
                 continue
             if await self._recover_one(str(turn_id), turn_owner):
                 recovered.append(str(turn_id))

@@ -30,14 +30,17 @@ from nexus.ledger._write import (
 )
 from nexus.ledger.errors import HeadMovedError, LedgerError, TurnNotFound, TurnStateError
 from nexus.ledger.records import HEAD, OPEN_STATUSES, CompactionRecord, ToolCallRecord, TurnDetails
-from nexus.llm.serde import block_from_dict, block_to_dict, message_from_dict, message_to_dict
-from nexus.llm.types import (
+from nexus.llm import (
     AssistantContent,
     AssistantMessage,
     Message,
     ThinkingContent,
     ToolCall,
     ToolResultMessage,
+    block_from_dict,
+    block_to_dict,
+    message_from_dict,
+    message_to_dict,
     now_ms,
 )
 

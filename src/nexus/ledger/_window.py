@@ -22,7 +22,7 @@ from nexus.ledger._decode import Origins, decode_bodies, load_origins
 from nexus.ledger._read import history_plan
 from nexus.ledger._schema import SEQ_SHIFT
 from nexus.ledger.records import SUMMARY_PREFIX
-from nexus.llm.types import Message, UserMessage
+from nexus.llm import Message, UserMessage
 
 Rows = list[tuple[int, str]]
 """``(key, body)`` rows of one key range, oldest first."""

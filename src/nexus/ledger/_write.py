@@ -16,7 +16,7 @@ from nexus.ledger._rows import dumps, dumps_opt
 from nexus.ledger._schema import MAX_ORDINAL, MAX_SEGMENT, MAX_SEQ, pack_key
 from nexus.ledger.errors import LedgerError, SessionNotFound, TurnNotFound, TurnStateError
 from nexus.ledger.records import OPEN_STATUSES, CompactionRecord, ToolCallRecord, TurnDetails
-from nexus.llm.types import AssistantMessage, Message, ToolResultMessage, Usage
+from nexus.llm import AssistantMessage, Message, ToolResultMessage, Usage
 
 
 def detail_columns(details: TurnDetails) -> dict[str, object]:

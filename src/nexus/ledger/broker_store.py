@@ -32,10 +32,7 @@ from nexus.ledger._queue_rows import (
 )
 from nexus.ledger._sqlite import Database
 from nexus.ledger.records import AcceptRequest, QueueItem
-from nexus.llm.types import now_ms
-
-BrokerQueueItem = QueueItem
-"""The queue item's old name, until the broker's callers move to ``nexus.ledger.QueueItem``."""
+from nexus.llm import now_ms
 
 
 class BrokerStore(AgentRegistry):
@@ -171,7 +168,6 @@ __all__ = [
     "REPLY_SUFFIX",
     "AcceptRequest",
     "AgentRow",
-    "BrokerQueueItem",
     "BrokerStore",
     "accept_at",
     "accept_in",

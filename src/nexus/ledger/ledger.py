@@ -50,6 +50,10 @@ class Ledger:
     :class:`~nexus.ledger.errors.HeadMovedError` instead of forking silently.
     """
 
+    turns: SqlTurnStore
+    sessions: SqlSessionStore
+    pi: SqlPiFiles
+
     def __init__(self, db: SqlDatabase, *, message_cache: int = DEFAULT_MESSAGE_CACHE) -> None:
         self._db = db
         self.turns = SqlTurnStore(db, message_cache=message_cache)

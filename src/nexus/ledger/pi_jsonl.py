@@ -23,7 +23,7 @@ import uuid
 from dataclasses import field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nexus._dataclass import dataclass
 from nexus.ledger import _read, _sessions, _turns
@@ -31,10 +31,18 @@ from nexus.ledger._pi_messages import PI_ROLES, PiShapeError, from_pi, to_pi
 from nexus.ledger._write import TurnOutcome, move_pointer
 from nexus.ledger.errors import LedgerError, PiFormatError
 from nexus.ledger.records import CLOSED_STATUSES, CompactionRecord, ImportResult, NewSession, TurnDetails
-from nexus.llm.types import AssistantMessage, Message, UserMessage, now_ms
+from nexus.llm import AssistantMessage, Message, UserMessage, now_ms
 
 if TYPE_CHECKING:
-    from nexus.ledger.ledger import Ledger
+    from nexus.ledger._sqlite import Database
+
+
+class OnDatabase(Protocol):
+    """What the import and export need of a ledger: its database (a ``Ledger`` is one)."""
+
+    @property
+    def database(self) -> Database: ...
+
 
 SUPPORTED_VERSIONS = (2, 3)
 _MODELLED = ("message", "compaction")
@@ -182,33 +190,47 @@ def _ms(iso: Any) -> int:
         return now_ms()
 
 
-def _write_group(conn: Any, label: str, group: _Group, state: dict[str, Any], result: ImportResult) -> None:
-    """Write one group as a turn (its parent group is already written)."""
-    messages: list[Message] = []
-    meta: list[dict[str, object] | None] = []
-    kept: list[dict[str, Any]] = []
-    compaction_entry: _Entry | None = None
-    ending: dict[str, Any] = {}
+@dataclass(slots=True)
+class _GroupParts:
+    """One group's entries by what they become: messages (with pi's ids), kept entries, its ending."""
+
+    messages: list[Message] = field(default_factory=list)
+    meta: list[dict[str, object] | None] = field(default_factory=list)
+    kept: list[dict[str, Any]] = field(default_factory=list)
+    compaction: _Entry | None = None
+    ending: dict[str, Any] = field(default_factory=dict)
+
+
+def _parts(group: _Group, state: dict[str, Any], result: ImportResult) -> _GroupParts:
+    """Sort a group's entries; model and thinking changes update ``state`` as they come."""
+    parts = _GroupParts()
     for e in group.entries:
         kind = str(e.raw["type"])
         if kind == "custom" and e.raw.get("customType") == TURN_STATUS_TYPE:
-            ending = _turn_ending(e.raw.get("data"))
+            parts.ending = _turn_ending(e.raw.get("data"))
             continue
         if e.message is not None:
             m: dict[str, object] = {"pi_id": e.id, "pi_ts": e.raw.get("timestamp")}
             if e.extra:
                 m["pi_extra"] = e.extra
-            messages.append(e.message)
-            meta.append(m)
+            parts.messages.append(e.message)
+            parts.meta.append(m)
             continue
         if kind == "model_change":
             state["provider"], state["model"] = e.raw.get("provider"), e.raw.get("modelId")
         elif kind == "thinking_level_change":
             state["thinking"] = e.raw.get("thinkingLevel")
         if kind == "compaction":
-            compaction_entry = e
+            parts.compaction = e
         result.kept_entries[kind] = result.kept_entries.get(kind, 0) + 1
-        kept.append({"at": len(messages), "entry": e.raw})
+        parts.kept.append({"at": len(parts.messages), "entry": e.raw})
+    return parts
+
+
+def _write_group(conn: Any, label: str, group: _Group, state: dict[str, Any], result: ImportResult) -> None:
+    """Write one group as a turn (its parent group is already written)."""
+    parts = _parts(group, state, result)
+    messages, meta, kept, ending = parts.messages, parts.meta, parts.kept, parts.ending
     for msg in messages:
         if isinstance(msg, AssistantMessage) and msg.model:
             state["provider"], state["model"] = msg.provider, msg.model
@@ -220,8 +242,8 @@ def _write_group(conn: Any, label: str, group: _Group, state: dict[str, Any], re
     if state.get("thinking"):
         metadata["thinking_level"] = state["thinking"]
     compaction = None
-    if compaction_entry is not None:
-        compaction = _compaction_of(compaction_entry, parent_id, state)
+    if parts.compaction is not None:
+        compaction = _compaction_of(parts.compaction, parent_id, state)
         result.compactions += 1
     first_ts = _ms(group.entries[0].raw.get("timestamp"))
     fields = TurnDetails(
@@ -295,7 +317,7 @@ def _compaction_of(e: _Entry, parent_id: str | None, state: dict[str, Any]) -> C
     )
 
 
-def import_pi_session(ledger: Ledger, path: str | Path, label: str | None = None) -> ImportResult:
+def import_pi_session(ledger: OnDatabase, path: str | Path, label: str | None = None) -> ImportResult:
     """Import a pi session file as turns and sessions, in one transaction.
 
     Raises :class:`PiFormatError` naming the line for a truncated, invalid or wrong-version
@@ -346,7 +368,7 @@ def _entry_id(taken: set[str], wanted: Any = None) -> str:
             return candidate
 
 
-def export_pi_session(ledger: Ledger, session_label: str, path: str | Path) -> Path:
+def export_pi_session(ledger: OnDatabase, session_label: str, path: str | Path) -> Path:
     """Write a session's history (root to head) as a pi session file pi can open."""
     text = pi_session_text(ledger, session_label)
     path = Path(path)
@@ -356,7 +378,7 @@ def export_pi_session(ledger: Ledger, session_label: str, path: str | Path) -> P
     return path
 
 
-def pi_session_text(ledger: Ledger, session_label: str) -> str:
+def pi_session_text(ledger: OnDatabase, session_label: str) -> str:
     """A session's history as the text of a pi session file (what :func:`export_pi_session` writes).
 
     For callers that put the file somewhere themselves (stdout, their own atomic write).

@@ -38,7 +38,7 @@ from nexus.ledger.records import (
     TurnOpen,
     TurnWrite,
 )
-from nexus.llm.types import Message
+from nexus.llm import Message
 
 
 @runtime_checkable

@@ -12,7 +12,7 @@ from dataclasses import field
 from typing import Any, Literal, TypeAlias
 
 from nexus._dataclass import dataclass
-from nexus.llm.types import AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, Usage
+from nexus.llm import AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, Usage
 
 DEFAULT_SESSION = "main"
 """The session a run uses when none is named (``nexus run``, ``run_agent``)."""

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from nexus.errors import NexusError
-from nexus.llm.abort import AbortSignal
+from nexus.llm import AbortSignal
 from nexus.mcp._backoff import Backoff, RestartPolicy
 from nexus.mcp._launch import ServerLaunch, open_transport
 from nexus.mcp._watch import StderrTail, WatchedRead
@@ -424,7 +424,7 @@ def _garbage_text(exc: Exception) -> str:
     errors = getattr(exc, "errors", None)
     line = errors()[0].get("input") if callable(errors) and errors() else None
     if isinstance(line, str):
-        from nexus.llm.redact import redact
+        from nexus.llm import redact
 
         return repr(redact(line)[:120])  # redacted whole: a cut key goes unseen
     return _one_line(exc)[:200]
@@ -434,7 +434,7 @@ def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     if isinstance(exc, BaseExceptionGroup):
         text = "; ".join(_one_line(inner) for inner in exc.exceptions)
-    from nexus.llm.redact import redact
+    from nexus.llm import redact
 
     return redact(text)[:500]
 

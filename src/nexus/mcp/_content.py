@@ -18,9 +18,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from nexus.agent.output_limits import MAX_BYTES, MAX_LINES, format_size, truncate_head
-from nexus.agent.tool_types import AgentToolResult
-from nexus.llm.types import ImageContent, TextContent, UserContent
+from nexus.agent import MAX_BYTES, MAX_LINES, AgentToolResult, format_size, truncate_head
+from nexus.llm import ImageContent, TextContent, UserContent
 
 if TYPE_CHECKING:
     from mcp.types import CallToolResult

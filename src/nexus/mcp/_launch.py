@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nexus.config import McpServerConfig, resolve_env
-from nexus.config._mcp_schema import McpTransport
-from nexus.llm.redact import add_secrets
+from nexus.config import McpServerConfig, McpTransport, resolve_env
+from nexus.llm import add_secrets
 
 if TYPE_CHECKING:
     from mcp.client._transport import TransportStreams

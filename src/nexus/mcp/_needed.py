@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from fnmatch import fnmatchcase
 
-from nexus.config import NexusConfig
-from nexus.config._tool_names import MCP_SEPARATOR, expand_tool_patterns
+from nexus.config import MCP_SEPARATOR, NexusConfig, expand_tool_patterns
 
 _GLOB = frozenset("*?[")
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
-from nexus.config._tool_names import expand_tool_patterns, mcp_tool_name, tool_matches
-from nexus.llm.abort import AbortSignal
+from nexus.agent import AgentTool, AgentToolResult, ToolUpdateFn
+from nexus.config import expand_tool_patterns, mcp_tool_name, tool_matches
+from nexus.llm import AbortSignal
 from nexus.mcp._connection import McpError, ServerConnection
 from nexus.mcp._content import to_tool_result
 

@@ -89,7 +89,7 @@ class StderrTail:
         self._lines: deque[str] = deque(maxlen=_TAIL_LINES)
 
     def __call__(self, line: bytes) -> None:
-        from nexus.llm.redact import redact
+        from nexus.llm import redact
 
         text = redact(line.decode("utf-8", "replace"))  # whole: a cut through a credential leaves a part unseen
         log.debug("mcp server %s: %s", self._name, text)
@@ -104,7 +104,7 @@ class StderrTail:
         """``; its stderr ended: …`` with the last lines (credentials cut out), or ``""``."""
         if not self._lines:
             return ""
-        from nexus.llm.redact import redact
+        from nexus.llm import redact
 
         last = [" ".join(line.split()) for line in list(self._lines)[-_QUOTED_LINES:]]
         return "; its stderr ended: " + redact(" | ".join(last))

@@ -17,14 +17,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from nexus.config import NexusConfig
-from nexus.llm.abort import AbortSignal
+from nexus.llm import AbortSignal
 from nexus.mcp._backoff import RestartPolicy
 from nexus.mcp._connection import McpAborted, McpError, ServerConnection
 from nexus.mcp._launch import ServerLaunch, resolve_launch
 from nexus.mcp._needed import servers_for
 
 if TYPE_CHECKING:
-    from nexus.agent.tool_types import AgentTool
+    from nexus.agent import AgentTool
 
 log = logging.getLogger("nexus.mcp")
 

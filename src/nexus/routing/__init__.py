@@ -17,10 +17,17 @@ from nexus.routing.errors import EmbedderError, RoutingError
 from nexus.routing.types import ROUTING_MODES, Checkpoint, RouteMode, RoutingMode, ScoredCheckpoint, SmartRouteResult
 
 if TYPE_CHECKING:
+    from nexus.routing._sqlite_store import SqliteRouteStore
+    from nexus.routing.ab import arm_for, compare
     from nexus.routing.embedder import Embedder, OpenAIEmbedder, WordLlamaEmbedder
     from nexus.routing.router import Router, RouteSettings
+    from nexus.routing.store import DecisionRecord
 
-_LAZY = {
+_LAZY: dict[str, str] = {
+    "SqliteRouteStore": "nexus.routing._sqlite_store",
+    "DecisionRecord": "nexus.routing.store",
+    "compare": "nexus.routing.ab",
+    "arm_for": "nexus.routing.ab",
     "Embedder": ".embedder",
     "OpenAIEmbedder": ".embedder",
     "WordLlamaEmbedder": ".embedder",
@@ -31,6 +38,7 @@ _LAZY = {
 __all__ = [
     "ROUTING_MODES",
     "Checkpoint",
+    "DecisionRecord",
     "Embedder",
     "EmbedderError",
     "OpenAIEmbedder",
@@ -41,7 +49,10 @@ __all__ = [
     "RoutingMode",
     "ScoredCheckpoint",
     "SmartRouteResult",
+    "SqliteRouteStore",
     "WordLlamaEmbedder",
+    "arm_for",
+    "compare",
 ]
 
 

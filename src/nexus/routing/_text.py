@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 
 from nexus._dataclass import dataclass
-from nexus.llm.types import AssistantMessage, Message, TextContent, ToolCall, UserMessage
+from nexus.llm import AssistantMessage, Message, TextContent, ToolCall, UserMessage
 
 ASK_CHARS = 1200
 REPLY_CHARS = 400

@@ -6,9 +6,8 @@ from typing import Any
 
 from fastapi import APIRouter, Query, Request
 
-from nexus.ledger import StoredMessage, TurnNotFound
-from nexus.ledger.agent_messages import AgentMessageLog, AgentMessageRecord
-from nexus.llm.types import AssistantMessage, TextContent
+from nexus.ledger import AgentMessageLog, AgentMessageRecord, StoredMessage, TurnNotFound
+from nexus.llm import AssistantMessage, TextContent
 from nexus.server._openapi import answers
 from nexus.server._schemas import AgentMessageList, Catalog
 from nexus.server._state import ServerState
@@ -75,9 +74,9 @@ def _view(record: AgentMessageRecord, turn_status: str | None, reply: str | None
     "/catalog", summary="Tool names, queue modes and catalog models an agent can use", responses=answers(Catalog)
 )
 def catalog() -> Any:
-    from nexus.broker.modes import QUEUE_MODES
-    from nexus.config._tool_names import BUILTIN_TOOL_NAMES
-    from nexus.llm.catalog import list_models
+    from nexus.broker import QUEUE_MODES
+    from nexus.config import BUILTIN_TOOL_NAMES
+    from nexus.llm import list_models
 
     models = sorted({f"{m.provider}/{m.id}" for m in list_models()})
     return {"tools": list(BUILTIN_TOOL_NAMES), "queue_modes": list(QUEUE_MODES), "models": models}

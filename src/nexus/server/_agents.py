@@ -31,7 +31,7 @@ class AgentRequest(BaseModel):
     @field_validator("id")
     @classmethod
     def _usable_id(cls, value: str) -> str:
-        from nexus.config._broker_schema import check_agent_ids
+        from nexus.config import check_agent_ids
 
         check_agent_ids({value: None})  # type: ignore[dict-item]  # only the ids are read
         return value
@@ -48,7 +48,7 @@ class AgentRequest(BaseModel):
     @field_validator("session_label")
     @classmethod
     def _addressable_label(cls, value: str | None) -> str | None:
-        from nexus.ledger.labels import label_problem
+        from nexus.ledger import label_problem
 
         problem = None if value is None else label_problem(value)
         if problem is not None:
@@ -58,7 +58,7 @@ class AgentRequest(BaseModel):
     @field_validator("tools")
     @classmethod
     def _known_tools(cls, value: list[str] | None) -> list[str] | None:
-        from nexus.config._tool_names import BUILTIN_TOOL_NAMES, unknown_tool_entries
+        from nexus.config import BUILTIN_TOOL_NAMES, unknown_tool_entries
 
         problems = unknown_tool_entries(value or [], BUILTIN_TOOL_NAMES, mcp_servers=None)  # MCP: any server
         if problems:
@@ -103,14 +103,14 @@ async def register_agent(request: Request, body: AgentRequest) -> Any:
     role = body.role if "role" in given else None
     if spec.get("model") is not None:
         _check_model(state, spec["model"])
-    from nexus.ledger.errors import AgentSessionTakenError
+    from nexus.ledger import AgentSessionTakenError
 
     try:
         row = state.store.add_agent(body.id, role=role, session_label=body.session_label, spec=spec)
     except AgentSessionTakenError as exc:
         raise ApiError(409, "conflict", f"session_label: {exc}") from None
     if state.broker is not None:  # drains here: it runs the new (or updated) agent from now on
-        from nexus.broker.types import stored_agent
+        from nexus.broker import stored_agent
 
         identity, stored = stored_agent(row)
         state.broker.register_agent(identity, spec=stored)

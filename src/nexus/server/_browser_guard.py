@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable
 
-from nexus.config._host_names import parse_host
+from nexus.config import parse_host
 from nexus.server._guard import ASGIApp, Receive, Scope, Send, reply_error
 from nexus.server._hosts import HostRules
 

@@ -18,13 +18,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from nexus.ledger.records import NewSession
+from nexus.ledger import NewSession
 from nexus.server._errors import ApiError
 
 if TYPE_CHECKING:
     from nexus.broker import SendReceipt
     from nexus.engine import AgentResult, Execution, Subscription
-    from nexus.ledger.broker_store import AgentRow
+    from nexus.ledger import AgentRow
     from nexus.server._state import ServerState
 
 _DIRECT: set[Execution] = set()
@@ -81,7 +81,7 @@ async def start_chat_turn(
         limit = {"max_tokens": max_tokens} if max_tokens else {}
         receipt = await _through_broker(state, agent, prompt, completion_id, limit)
         return ChatTurn(session_label, receipt.follow(), receipt)
-    from nexus.broker.types import stored_agent
+    from nexus.broker import stored_agent
 
     _, spec = stored_agent(agent)
     execution = await runtime.begin(replace(spec, max_tokens=max_tokens) if max_tokens else spec, session_label, prompt)

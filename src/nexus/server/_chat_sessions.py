@@ -12,8 +12,7 @@ such as ``project-x`` stays the first agent's.
 
 from __future__ import annotations
 
-from nexus.ledger import NewSession, SessionNotFound
-from nexus.ledger.broker_store import AgentRow
+from nexus.ledger import AgentRow, NewSession, SessionNotFound
 from nexus.server._errors import ApiError
 from nexus.server._owners import OWNER_KEY, Owners
 from nexus.server._state import ServerState

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from nexus.server._errors import ApiError
 
 if TYPE_CHECKING:
-    from nexus.adapters.types import DeliveryTarget
+    from nexus.adapters import DeliveryTarget
     from nexus.broker import AgentMessage, SendReceipt
     from nexus.server._state import ServerState
 
@@ -45,8 +45,8 @@ DELIVER_DESCRIPTION = (
 
 def delivery_target(state: ServerState, deliver: DeliverTo | str) -> DeliveryTarget:
     """The checked target of a request's ``deliver`` (422 naming the field, 409 without a broker here)."""
-    from nexus.adapters.types import DeliveryTarget
-    from nexus.streaming.targets import DeliveryTargetError, parse_target
+    from nexus.adapters import DeliveryTarget
+    from nexus.streaming import DeliveryTargetError, parse_target
 
     if state.broker is None or state.deliverer is None:
         raise ApiError(409, "no_broker", "deliver needs the broker to run in this server process (nexus serve)")

@@ -15,6 +15,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from nexus.errors import ConfigError, NexusError
+
 log = logging.getLogger("nexus.server")
 
 
@@ -111,10 +113,6 @@ def _unparsable_body(exc: StarletteHTTPException) -> str | None:
 
 def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers that give every error the one shape."""
-    from nexus.broker.types import BrokerError, UnknownAgentError
-    from nexus.errors import ConfigError, NexusError
-    from nexus.ledger import LedgerError, SessionExistsError, SessionNotFound, TurnNotFound, TurnStateError
-    from nexus.ledger.errors import LedgerBusyError, LedgerFullError
 
     async def api_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)
@@ -142,22 +140,7 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(error_body("invalid_request", _validation_message(exc)), status_code=422)
 
     async def nexus_error(_: Request, exc: Exception) -> JSONResponse:
-        status, kind = 400, "invalid_request"
-        if isinstance(exc, LedgerFullError | LedgerBusyError):  # the server's trouble: the client may retry
-            headers = {"Retry-After": str(RETRY_AFTER_S)}
-            return JSONResponse(error_body("unavailable", str(exc)), status_code=503, headers=headers)
-        if isinstance(exc, SessionNotFound):  # the library's hint names Python calls; say it in HTTP terms
-            message = f"no session or alias named {exc.label!r}; GET /v1/sessions lists them"
-            return JSONResponse(error_body("not_found", message), status_code=404)
-        if isinstance(exc, SessionNotFound | TurnNotFound | UnknownAgentError):
-            status, kind = 404, "not_found"
-        elif isinstance(exc, SessionExistsError):
-            status, kind = 409, "conflict"
-        elif isinstance(exc, TurnStateError | BrokerError | ConfigError):
-            status, kind = 409 if isinstance(exc, TurnStateError) else 400, "invalid_request"
-        elif isinstance(exc, LedgerError):
-            status, kind = 400, "invalid_request"
-        return JSONResponse(error_body(kind, str(exc)), status_code=status)
+        return _nexus_error(exc)
 
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
@@ -168,3 +151,35 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(NexusError, nexus_error)
     app.add_exception_handler(Exception, unexpected)
+
+
+def _nexus_error(exc: Exception) -> JSONResponse:
+    """A ``NexusError``'s status and type: the server's trouble (a full or busy database) is 503 with
+    ``Retry-After``, a missing thing 404, a conflict 409, anything else the client's 400."""
+    from nexus.broker import BrokerError, UnknownAgentError
+    from nexus.ledger import (
+        LedgerBusyError,
+        LedgerError,
+        LedgerFullError,
+        SessionExistsError,
+        SessionNotFound,
+        TurnNotFound,
+        TurnStateError,
+    )
+
+    status, kind = 400, "invalid_request"
+    if isinstance(exc, LedgerFullError | LedgerBusyError):  # the server's trouble: the client may retry
+        headers = {"Retry-After": str(RETRY_AFTER_S)}
+        return JSONResponse(error_body("unavailable", str(exc)), status_code=503, headers=headers)
+    if isinstance(exc, SessionNotFound):  # the library's hint names Python calls; say it in HTTP terms
+        message = f"no session or alias named {exc.label!r}; GET /v1/sessions lists them"
+        return JSONResponse(error_body("not_found", message), status_code=404)
+    if isinstance(exc, SessionNotFound | TurnNotFound | UnknownAgentError):
+        status, kind = 404, "not_found"
+    elif isinstance(exc, SessionExistsError):
+        status, kind = 409, "conflict"
+    elif isinstance(exc, TurnStateError | BrokerError | ConfigError):
+        status, kind = 409 if isinstance(exc, TurnStateError) else 400, "invalid_request"
+    elif isinstance(exc, LedgerError):
+        status, kind = 400, "invalid_request"
+    return JSONResponse(error_body(kind, str(exc)), status_code=status)

@@ -20,7 +20,7 @@ import functools
 import ipaddress
 from urllib.parse import urlsplit
 
-from nexus.config._host_names import ANY_HOST, HostName, parse_host
+from nexus.config import ANY_HOST, HostName, parse_host
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 """Names every server answers to: a page can never rebind these (the browser resolves them itself)."""

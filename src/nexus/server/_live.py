@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from nexus.adapters.types import DeliveryTarget
+from nexus.adapters import DeliveryTarget
 from nexus.streaming import stream_events
 
 if TYPE_CHECKING:

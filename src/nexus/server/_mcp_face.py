@@ -53,7 +53,7 @@ def _fail(exc: Exception) -> Exception:
     """The SDK's ToolError with our message (any other exception would reach the client as 'Error executing tool')."""
     from mcp.server.mcpserver.exceptions import ToolError
 
-    from nexus.ledger.errors import SessionNotFound
+    from nexus.ledger import SessionNotFound
 
     if isinstance(exc, SessionNotFound):
         return ToolError(f"no session named {exc.label!r}: list_sessions shows the sessions")
@@ -171,7 +171,7 @@ class _Progress:
 
 
 def _session_tools(server: MCPServer, state: ServerState) -> None:
-    from nexus.ledger.records import NewSession, SessionQuery
+    from nexus.ledger import NewSession, SessionQuery
     from nexus.server._owners import Owners
     from nexus.server._views import session_view
 
@@ -214,7 +214,7 @@ def _session_tools(server: MCPServer, state: ServerState) -> None:
 
 async def _transcript_turn(state: ServerState, turn: Any) -> dict[str, Any]:
     """One turn as an LLM client reads it best: its messages as role + text, tool calls by name."""
-    from nexus.llm.types import AssistantMessage, TextContent
+    from nexus.llm import AssistantMessage, TextContent
 
     lines = []
     for stored in await state.ledger.turns.messages(turn.id):
@@ -230,7 +230,7 @@ async def _transcript_turn(state: ServerState, turn: Any) -> dict[str, Any]:
 
 
 def _resources(server: MCPServer, state: ServerState) -> None:
-    from nexus.ledger.records import SessionQuery
+    from nexus.ledger import SessionQuery
     from nexus.server._owners import Owners
     from nexus.server._views import message_view, session_view, tool_call_view, turn_view
 

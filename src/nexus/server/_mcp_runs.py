@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from nexus.broker import SendReceipt
-    from nexus.ledger.records import QueueItem, StoredMessage
+    from nexus.ledger import QueueItem, StoredMessage
     from nexus.server._state import ServerState
 
 POLL_S = 0.25

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from nexus.broker.sessions import MAX_KEY_CHARS
-from nexus.broker.types import MAX_CONTENT_CHARS
+from nexus.broker import MAX_CONTENT_CHARS, MAX_KEY_CHARS
 from nexus.server._deliver import DELIVER_DESCRIPTION, DeliverTo, delivery_target, send_and_deliver
 from nexus.server._errors import ApiError
 from nexus.server._openapi import answers
@@ -84,8 +83,7 @@ class InterruptRequest(_AgentMessageBody):
 
 def _session_key(value: str) -> str:
     """``value`` if it is a usable session key, else ValueError saying why (a 422 naming ``session``)."""
-    from nexus.broker.sessions import check_session_key
-    from nexus.broker.types import BrokerError
+    from nexus.broker import BrokerError, check_session_key
 
     try:
         check_session_key(value)
@@ -124,7 +122,7 @@ def _check_names(state: ServerState, agent_id: str, sender: str) -> None:
 
 def ensure_in_broker(state: ServerState, agent_id: str) -> None:
     """Register with the live broker an agent it does not know yet (added by another process or route)."""
-    from nexus.broker.types import stored_agent
+    from nexus.broker import stored_agent
 
     broker = state.broker
     if broker is None or broker.get_agent(agent_id) is not None:
@@ -198,8 +196,8 @@ async def accept_with_receipt(
 
 
 def _accept_for_other_process(state: ServerState, message: Any, mode: str | None) -> dict[str, Any]:
-    from nexus.broker.sessions import session_label_for
-    from nexus.ledger.broker_store import AcceptRequest
+    from nexus.broker import session_label_for
+    from nexus.ledger import AcceptRequest
 
     row = state.store.get_agent(message.to)
     assert row is not None  # checked by _check_names

@@ -48,7 +48,7 @@ class LiveGauges:
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
 
-        from nexus.telemetry.labels import agent_label
+        from nexus.telemetry import agent_label
 
         depth = GaugeMetricFamily("nexus_queue_depth", "Messages waiting or running, per agent", labels=["agent"])
         by_agent: dict[str, int] = {}

@@ -20,7 +20,7 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from nexus.broker.types import MAX_CONTENT_CHARS
+from nexus.broker import MAX_CONTENT_CHARS
 from nexus.server._chat_run import ChatTurn, finished, start_chat_turn, texts
 from nexus.server._chat_sessions import claim_chat_session
 from nexus.server._errors import ApiError

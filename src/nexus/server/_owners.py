@@ -14,8 +14,7 @@ that session, through the agent's queue, like any other.
 from __future__ import annotations
 
 from nexus._dataclass import dataclass
-from nexus.ledger import Session
-from nexus.ledger.broker_store import AgentRow
+from nexus.ledger import AgentRow, Session
 
 OWNER_KEY = "agent"
 """The session ``metadata`` key naming the agent a session was made for."""
@@ -62,7 +61,7 @@ class Owners:
     def of(self, session: Session) -> Ownership:
         """Who ``session`` belongs to, the ``session`` key a message to that agent must carry to land in it
         (``None`` for the agent's own session, or when no key reaches it), and its channel."""
-        from nexus.broker.sessions import session_label_for
+        from nexus.broker import session_label_for
 
         agent_id = self.owner_id(session.label, session.metadata)
         row = self.agent(agent_id)

@@ -59,8 +59,7 @@ async def route_task(request: Request, body: RouteRequest) -> Any:
 
 async def routed(state: ServerState, message: Any, route: str) -> tuple[Any, dict[str, Any]]:
     """``message`` readdressed under ``route`` (decision recorded), and what to say about it in the answer."""
-    from nexus.broker.smart import plan_route
-    from nexus.broker.types import BrokerError
+    from nexus.broker import BrokerError, plan_route
     from nexus.routing import RoutingError
 
     routing = _routing(state)

@@ -18,9 +18,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
-from nexus.ledger import NewSession
-from nexus.ledger.broker_store import AgentRow
-from nexus.ledger.labels import label_problem
+from nexus.ledger import AgentRow, NewSession, label_problem
 from nexus.server._errors import ApiError
 from nexus.server._openapi import answers
 from nexus.server._owners import OWNER_KEY, TITLE_KEY, WEB_KEY_PREFIX, Owners
@@ -113,7 +111,7 @@ def _agent(owners: Owners, agent_id: str) -> AgentRow:
 
 def _keyed(agent: AgentRow, title: str | None) -> dict[str, Any]:
     """A new keyed session's label, ``routing_key`` and ``metadata`` for ``agent`` (see the module docstring)."""
-    from nexus.broker.sessions import session_label_for
+    from nexus.broker import session_label_for
     from nexus.ledger import new_ulid
 
     key = WEB_KEY_PREFIX + new_ulid().lower()

@@ -11,9 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import Response
 
-from nexus.ledger import Ledger, SessionQuery
-from nexus.ledger.errors import PiFormatError
-from nexus.ledger.labels import label_problem
+from nexus.ledger import Ledger, PiFormatError, SessionQuery, label_problem
 from nexus.server._errors import ApiError
 from nexus.server._openapi import answers
 from nexus.server._owners import Owners

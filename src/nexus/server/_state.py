@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from nexus.ledger import Ledger
-from nexus.ledger.broker_store import BrokerStore
+from nexus.ledger import BrokerStore, Ledger
 from nexus.server._event_hub import EventHub
 
 if TYPE_CHECKING:
     from nexus.broker import AgentBroker
     from nexus.engine import Runtime
-    from nexus.server.mcp_http import McpEndpoint
     from nexus.streaming import Deliverer
+
+
+class Closable(Protocol):
+    """A service the server closes at shutdown (``/mcp``'s ``McpEndpoint``, which itself holds the state)."""
+
+    async def close(self) -> None: ...
 
 
 @dataclass(slots=True)
@@ -36,5 +40,5 @@ class ServerState:
     runtime: Runtime | None = None
     deliverer: Deliverer | None = None
     """Delivers replies to chat adapters (``deliver`` on messages) and records them; set with the broker."""
-    mcp: McpEndpoint | None = None
+    mcp: Closable | None = None
     """``/mcp`` (the MCP face over streamable HTTP), set by ``create_app``; closed at shutdown."""

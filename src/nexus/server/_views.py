@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from nexus.engine.assembly.context import split_event_context
-from nexus.ledger import Ledger, Session, StoredMessage, ToolCallRecord, Turn, TurnNotFound
-from nexus.ledger.broker_store import AgentRow, BrokerQueueItem
-from nexus.llm.serde import message_to_dict
-from nexus.llm.types import Message, TextContent, UserMessage
+from nexus.engine import split_event_context
+from nexus.ledger import AgentRow, Ledger, QueueItem, Session, StoredMessage, ToolCallRecord, Turn, TurnNotFound
+from nexus.llm import Message, TextContent, UserMessage, message_to_dict
 from nexus.server._owners import TITLE_KEY, Owners
 
 
@@ -121,7 +119,7 @@ def agent_view(row: AgentRow, *, state: str = "idle", queue_depth: int = 0) -> d
     }
 
 
-def queue_item_view(item: BrokerQueueItem, turn: Turn | None = None) -> dict[str, Any]:
+def queue_item_view(item: QueueItem, turn: Turn | None = None) -> dict[str, Any]:
     """A durable queue item (the same form as ``nexus queue list --json``) and the outcome of its turn.
 
     ``delivered`` means a turn consumed the message (it is never run again); ``turn_status`` says how
@@ -131,13 +129,13 @@ def queue_item_view(item: BrokerQueueItem, turn: Turn | None = None) -> dict[str
     return {**item.to_json(), "turn_status": turn.status if turn else None, "turn_error": turn_error_text(turn)}
 
 
-async def queue_item_views(ledger: Ledger, items: list[BrokerQueueItem]) -> list[dict[str, Any]]:
+async def queue_item_views(ledger: Ledger, items: list[QueueItem]) -> list[dict[str, Any]]:
     """:func:`queue_item_view` of each item, with its turn read from the ledger."""
     turns = await item_turns(ledger, items)
     return [queue_item_view(item, turns.get(item.turn_id or "")) for item in items]
 
 
-async def item_turns(ledger: Ledger, items: list[BrokerQueueItem]) -> dict[str, Turn]:
+async def item_turns(ledger: Ledger, items: list[QueueItem]) -> dict[str, Turn]:
     """The turns that consumed ``items``, by id (one read per turn; a turn missing from the ledger is left out)."""
     turns: dict[str, Turn] = {}
     for turn_id in dict.fromkeys(item.turn_id for item in items if item.turn_id):

@@ -12,8 +12,8 @@ from typing import Any
 from fastapi import FastAPI
 
 from nexus import __version__, telemetry
-from nexus.config._server_schema import ServerConfig
-from nexus.ledger.records import SessionQuery
+from nexus.config import ServerConfig
+from nexus.ledger import SessionQuery
 from nexus.server._access_log import AccessLog
 from nexus.server._browser_guard import BrowserGuard
 from nexus.server._errors import install_error_handlers

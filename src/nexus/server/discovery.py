@@ -81,21 +81,21 @@ def find_server(config: NexusConfig) -> RunningServer | None:
 
 
 def _alive(pid: int) -> bool:
-    from nexus.ledger._crash import pid_alive
+    from nexus.ledger import pid_alive
 
     return pid_alive(pid)
 
 
 def _holds_lock(config: NexusConfig) -> bool:
     """True when some process holds the broker lock (the server does while it runs)."""
-    from nexus.broker.host import broker_lock
+    from nexus.broker import broker_lock
 
     with broker_lock(config) as free:
         return not free
 
 
 def _token(config: NexusConfig) -> str | None:
-    from nexus.config._env import resolve_env
+    from nexus.config import resolve_env
 
     for token in config.server.tokens:
         value = resolve_env(token, os.environ, "[server] tokens")

@@ -29,10 +29,9 @@ from nexus.server.discovery import remove_server_file, write_server_file
 
 if TYPE_CHECKING:
     from nexus.broker import AgentBroker
-    from nexus.config import NexusConfig
-    from nexus.config._server_schema import ServerConfig
+    from nexus.config import NexusConfig, ServerConfig
     from nexus.ledger import Ledger
-    from nexus.llm.options import StreamFn
+    from nexus.llm import StreamFn
     from nexus.server._event_hub import EventHub
 
 GRACEFUL_S = 5
@@ -60,7 +59,7 @@ class NexusUvicorn(uvicorn.Server):
             self.ready.set()
 
 
-async def serve(
+async def serve_http(
     config: NexusConfig,
     ledger: Ledger,
     settings: ServerConfig,
@@ -78,8 +77,8 @@ async def serve(
     With ``[telemetry] metrics`` (the default) ``/metrics`` answers, ``metrics_tokens`` (resolved)
     are accepted there, and the event loop's lag is measured meanwhile.
     """
-    from nexus.ledger._checkpoint import background_checkpoints
-    from nexus.llm.redact import add_secrets
+    from nexus.ledger import background_checkpoints
+    from nexus.llm import add_secrets
     from nexus.server._access_log import log
 
     add_secrets(settings.tokens)
@@ -98,7 +97,7 @@ def _access_lines(wanted: bool) -> logging.Handler | None:
     like every other line), else a handler of their own on stderr (``nexus serve: GET / 200 1.2 ms``;
     returned, to remove at the end)."""
     from nexus.server._access_log import log, log_requests_to_stderr
-    from nexus.telemetry.logs import json_logs
+    from nexus.telemetry import json_logs
 
     if not wanted:
         log.setLevel(logging.WARNING)  # --quiet: the middleware formats nothing
@@ -118,7 +117,7 @@ def _measured_loop(config: NexusConfig) -> Iterator[None]:
         yield
         return
     from nexus import telemetry
-    from nexus.telemetry.loop_lag import watch_loop_lag
+    from nexus.telemetry import watch_loop_lag
 
     try:
         recorder = telemetry.enable_metrics()
@@ -154,7 +153,7 @@ async def _serve(
     stream_fn: StreamFn | None = None,
     metrics_tokens: Sequence[str] = (),
 ) -> int:
-    from nexus.broker.host import build_host, start_host
+    from nexus.broker import build_host, start_host
     from nexus.server._state import ServerState
     from nexus.server.app import create_app
 
@@ -190,16 +189,10 @@ async def _serve(
             hubs.append(hub)
         await start_host(config, host)
         if config.routing.index:  # every written turn indexed for smart routing, on a worker thread
-            from nexus.broker.smart import index_after_runs
+            from nexus.broker import index_after_runs
 
             await index_after_runs(host.runtime, host.broker.routing)
-        protocol = TimedHttpProtocol.with_timeouts(settings.header_timeout_seconds, settings.body_timeout_seconds)
-        server = NexusUvicorn(
-            uvicorn.Config(
-                app, host=settings.host, port=settings.port, lifespan="off", log_level="warning",
-                access_log=False, timeout_graceful_shutdown=GRACEFUL_S, http=protocol, **_uvicorn_logs(),
-            )
-        )  # fmt: skip
+        server = _uvicorn(app, settings)
         if stopping:  # a signal came while the broker started
             return 0
         settle_heap()
@@ -214,9 +207,20 @@ async def _serve(
             loop.remove_signal_handler(sig)
 
 
+def _uvicorn(app: Any, settings: ServerConfig) -> NexusUvicorn:
+    """The HTTP server: our lifespan and logs (uvicorn's access log is off), bounded header and body times."""
+    protocol = TimedHttpProtocol.with_timeouts(settings.header_timeout_seconds, settings.body_timeout_seconds)
+    return NexusUvicorn(
+        uvicorn.Config(
+            app, host=settings.host, port=settings.port, lifespan="off", log_level="warning",
+            access_log=False, timeout_graceful_shutdown=GRACEFUL_S, http=protocol, **_uvicorn_logs(),
+        )
+    )  # fmt: skip
+
+
 def _uvicorn_logs() -> dict[str, Any]:
     """uvicorn logs through our handler when ``nexus serve`` installed one (else its own, as before)."""
-    from nexus.telemetry.logs import logs_configured
+    from nexus.telemetry import logs_configured
 
     return {"log_config": None} if logs_configured() else {}
 
@@ -225,7 +229,7 @@ def _start_token(settings: ServerConfig) -> str | None:
     """The token of this start (in ``server.json``), when tokens are in use; registered with the redactor."""
     if not (settings.tokens or settings.require_token):
         return None
-    from nexus.llm.redact import add_secrets
+    from nexus.llm import add_secrets
 
     token = secrets.token_urlsafe(32)
     add_secrets([token])  # like the configured tokens: no error text ever repeats it
@@ -295,6 +299,6 @@ def _bound_port(server: NexusUvicorn, default: int) -> int:
 
 
 def _store(ledger: Ledger) -> Any:
-    from nexus.ledger.broker_store import BrokerStore
+    from nexus.ledger import BrokerStore
 
     return BrokerStore(ledger.database)

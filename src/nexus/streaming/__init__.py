@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from nexus.streaming.pipeline import BlockPipeline, PipelineReport
     from nexus.streaming.router import DeliveryReport, StreamRouter
     from nexus.streaming.settings import CHANNEL_DEFAULTS, BlockSettings, block_settings
+    from nexus.streaming.targets import DeliveryTargetError, check_target, parse_target
     from nexus.streaming.tool_status import summary
 
 _LAZY = {
@@ -51,6 +52,9 @@ _LAZY = {
     "BlockSettings": ".settings",
     "block_settings": ".settings",
     "summary": ".tool_status",
+    "DeliveryTargetError": "nexus.streaming.targets",
+    "check_target": "nexus.streaming.targets",
+    "parse_target": "nexus.streaming.targets",
 }
 
 __all__ = [
@@ -61,6 +65,7 @@ __all__ = [
     "BlockSettings",
     "Deliverer",
     "DeliveryReport",
+    "DeliveryTargetError",
     "PipelineReport",
     "Reasoning",
     "StreamEnd",
@@ -71,8 +76,10 @@ __all__ = [
     "Token",
     "ToolStatus",
     "block_settings",
+    "check_target",
     "from_json",
     "is_terminal",
+    "parse_target",
     "stream_events",
     "summary",
     "to_line",

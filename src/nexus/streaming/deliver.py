@@ -22,16 +22,14 @@ import logging
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING
 
-from nexus.llm.types import now_ms
+from nexus.llm import now_ms
 from nexus.streaming.from_engine import stream_events
 
 if TYPE_CHECKING:
-    from nexus.adapters.manager import AdapterManager
-    from nexus.adapters.types import DeliveryTarget
+    from nexus.adapters import AdapterManager, DeliveryTarget
     from nexus.config import AdapterConfig, NexusConfig
     from nexus.engine import AgentResult, Execution
-    from nexus.ledger import Ledger
-    from nexus.ledger.deliveries import DeliveryLog, DeliveryRecord
+    from nexus.ledger import DeliveryLog, DeliveryRecord, Ledger
     from nexus.streaming.events import StreamEvent
     from nexus.streaming.router import DeliveryReport, StreamRouter
 
@@ -53,8 +51,8 @@ class Deliverer:
     @classmethod
     def from_config(cls, config: NexusConfig, ledger: Ledger, manager: AdapterManager | None = None) -> Deliverer:
         """A deliverer for the adapters of ``nexus.toml`` (its own :class:`AdapterManager` unless given one)."""
-        from nexus.adapters.manager import AdapterManager
-        from nexus.ledger.deliveries import DeliveryLog
+        from nexus.adapters import AdapterManager
+        from nexus.ledger import DeliveryLog
         from nexus.streaming.router import StreamRouter
 
         manager = manager or AdapterManager(config.adapters, home=config.home)
@@ -81,7 +79,7 @@ class Deliverer:
     def deliver_stored(self, execution: Execution, stored: dict[str, object], queue_item_id: str) -> None:
         """The broker's hook: deliver a run to the target stored with its messages (unreadable: logged, the
         run goes on, its reply is only not delivered)."""
-        from nexus.adapters.types import DeliveryTarget, ProtocolError
+        from nexus.adapters import DeliveryTarget, ProtocolError
 
         try:
             target = DeliveryTarget.from_json(stored)
@@ -177,7 +175,7 @@ def delivery_record(
     execution: Execution, report: DeliveryReport, turn_id: str | None, started: int, queue_item_id: str | None
 ) -> DeliveryRecord:
     """The ``deliveries`` row of one finished delivery."""
-    from nexus.ledger.deliveries import DeliveryRecord
+    from nexus.ledger import DeliveryRecord
 
     target = report.target
     return DeliveryRecord(

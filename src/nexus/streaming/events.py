@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from nexus.adapters.types import DeliveryTarget, ProtocolError
+from nexus.adapters import DeliveryTarget, ProtocolError
 
 if TYPE_CHECKING:
     from nexus.engine import ToolState

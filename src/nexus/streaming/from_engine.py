@@ -23,12 +23,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from nexus.llm.types import ToolCall
+from nexus.llm import ToolCall
 from nexus.streaming.events import Reasoning, StreamEnd, StreamError, StreamEvent, StreamStart, Token, ToolStatus
 from nexus.streaming.tool_status import summary
 
 if TYPE_CHECKING:
-    from nexus.adapters.types import DeliveryTarget
+    from nexus.adapters import DeliveryTarget
     from nexus.engine import AgentResult, Execution, Subscription
 
 __all__ = ["stream_events"]

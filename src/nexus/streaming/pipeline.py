@@ -19,8 +19,7 @@ import random
 from collections.abc import AsyncIterable, Awaitable, Callable
 from dataclasses import dataclass, field
 
-from nexus.adapters.clock import Clock, MonotonicClock
-from nexus.adapters.types import DeliveryResult
+from nexus.adapters import Clock, DeliveryResult, MonotonicClock
 from nexus.streaming.chunker import Block, BlockChunker
 from nexus.streaming.events import (
     Reasoning,

@@ -30,11 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 from nexus import telemetry
-from nexus.adapters.clock import Clock
-from nexus.adapters.manager import AdapterManager
-from nexus.adapters.process import AdapterError
-from nexus.adapters.stream_client import StreamDelivery
-from nexus.adapters.types import DeliveryResult, DeliveryTarget
+from nexus.adapters import AdapterError, AdapterManager, Clock, DeliveryResult, DeliveryTarget, StreamDelivery
 from nexus.streaming.events import (
     Reasoning,
     StreamEnd,
@@ -47,10 +43,10 @@ from nexus.streaming.events import (
 )
 from nexus.streaming.pipeline import BlockPipeline
 from nexus.streaming.settings import block_settings
-from nexus.telemetry.logs import failure_level
+from nexus.telemetry import failure_level
 
 if TYPE_CHECKING:
-    from nexus.ledger.deliveries import DeliveryStatus
+    from nexus.ledger import DeliveryStatus
 
 log = logging.getLogger("nexus.streaming")
 

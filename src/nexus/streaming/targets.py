@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from nexus.adapters.types import DeliveryTarget
-from nexus.config._adapters import AdapterConfig
+from nexus.adapters import DeliveryTarget
+from nexus.config import AdapterConfig
 from nexus.errors import ConfigError
 
 

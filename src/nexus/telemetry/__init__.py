@@ -15,46 +15,19 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from nexus._lazy import lazy_attribute
 from nexus.telemetry._metrics_api import NOOP_METRICS, Metrics
+from nexus.telemetry._settings import TelemetrySettings
 from nexus.telemetry._spans import NOOP_SPAN, Attributes, AttributeValue, Links, Span, SpanKind
+from nexus.telemetry._switch import _on, log_ids
 
 if TYPE_CHECKING:
-    from nexus.telemetry._otel import OtelTracer
+    from nexus.telemetry.labels import agent_label
+    from nexus.telemetry.logs import configure_logging, failure_level, json_logs, logs_configured
+    from nexus.telemetry.loop_lag import watch_loop_lag
 
-
-class TelemetrySettings(Protocol):
-    """What :func:`configure` reads (``nexus.config``'s ``[telemetry]`` table has these fields)."""
-
-    @property
-    def tracing(self) -> bool: ...
-    @property
-    def exporter(self) -> str: ...
-    @property
-    def otlp_endpoint(self) -> str: ...
-    @property
-    def otlp_headers(self) -> Mapping[str, str]: ...
-    @property
-    def service_name(self) -> str: ...
-    @property
-    def sample_ratio(self) -> float: ...
-    @property
-    def capture_content(self) -> bool: ...
-
-
-class _Switch:
-    """What is on in this process (one per process, like OpenTelemetry's global providers)."""
-
-    __slots__ = ("capture_content", "metrics", "tracer")
-
-    def __init__(self) -> None:
-        self.tracer: OtelTracer | None = None
-        self.metrics: Metrics = NOOP_METRICS
-        self.capture_content = False
-
-
-_on = _Switch()
 
 _RUN_ORIGIN: ContextVar[tuple[tuple[str, ...], dict[str, Any]] | None] = ContextVar("nexus_run_origin", default=None)
 
@@ -138,12 +111,6 @@ def current_traceparent() -> str | None:
     """The current span as a W3C ``traceparent`` (to store with a message), or None."""
     tracer = _on.tracer
     return None if tracer is None else tracer.current_span().traceparent()
-
-
-def log_ids() -> tuple[str, str] | None:
-    """``(trace_id, span_id)`` in hex of the current span, for a log line; None without one."""
-    tracer = _on.tracer
-    return None if tracer is None else tracer.log_ids()
 
 
 @contextmanager
@@ -232,15 +199,20 @@ __all__ = [
     "Span",
     "SpanKind",
     "TelemetrySettings",
+    "agent_label",
     "capture_content",
     "configure",
+    "configure_logging",
     "continue_trace",
     "current_span",
     "current_traceparent",
     "disable",
     "enable_metrics",
     "enable_tracing",
+    "failure_level",
+    "json_logs",
     "log_ids",
+    "logs_configured",
     "metrics",
     "observing",
     "run_origin",
@@ -249,4 +221,18 @@ __all__ = [
     "take_run_origin",
     "tracing",
     "use_span",
+    "watch_loop_lag",
 ]
+
+_LAZY: dict[str, str] = {
+    "agent_label": ".labels",
+    "configure_logging": ".logs",
+    "failure_level": ".logs",
+    "json_logs": ".logs",
+    "logs_configured": ".logs",
+    "watch_loop_lag": ".loop_lag",
+}
+
+
+def __getattr__(name: str) -> Any:
+    return lazy_attribute(__name__, _LAZY, globals(), name)

@@ -12,7 +12,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from nexus.telemetry import TelemetrySettings
+    from nexus.telemetry._settings import TelemetrySettings
 
 INSTALL_HINT = "pip install 'nexus-broker[otel]'"
 TRACES_PATH = "/v1/traces"

@@ -50,7 +50,7 @@ class _Formatter(logging.Formatter):
         self._redact = redact
 
     def parts(self, record: logging.LogRecord) -> dict[str, Any]:
-        from nexus.telemetry import log_ids
+        from nexus.telemetry._switch import log_ids
 
         out: dict[str, Any] = {
             "ts": _timestamp(record.created),

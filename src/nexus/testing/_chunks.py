@@ -6,9 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from nexus.llm.serde import message_to_dict
-from nexus.llm.tokens import schema_chars
-from nexus.llm.types import Context, Cost, Model, Usage, apply_cost
+from nexus.llm import Context, Cost, Model, Usage, apply_cost, message_to_dict, schema_chars
 from nexus.testing.steps import Cut, Malformed, Reply, ScriptError, Stall, Step, StreamError, TextPart, ThinkingPart
 
 DEFAULT_CHUNK_CHARS = 16

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from nexus.llm.types import (
+from nexus.llm import (
     AssistantContent,
     AssistantMessage,
     Context,

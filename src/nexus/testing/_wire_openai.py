@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from nexus.llm.types import (
+from nexus.llm import (
     AssistantContent,
     AssistantMessage,
     Context,

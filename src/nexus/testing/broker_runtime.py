@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from nexus.ledger import TurnWrite, new_ulid
-from nexus.llm.types import AssistantMessage, TextContent, Usage, UserMessage
+from nexus.llm import AssistantMessage, TextContent, Usage, UserMessage
 
 if TYPE_CHECKING:
     from nexus.broker import BrokerSettings

@@ -23,7 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
-from nexus.llm.types import Context
+from nexus.llm import Context
 from nexus.testing import _chunks, _wire_anthropic, _wire_openai
 from nexus.testing._chunks import DEFAULT_CHUNK_CHARS
 from nexus.testing._http_server import BackgroundHttpServer, HttpRequest, ResponseWriter

@@ -14,31 +14,29 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import replace
 
-from nexus.llm.abort import AbortSignal
-from nexus.llm.events import (
+from nexus.llm import (
+    AbortSignal,
+    AssistantMessage,
     AssistantMessageEvent,
+    Context,
     DoneEvent,
     ErrorEvent,
+    ErrorKind,
+    Model,
     StartEvent,
+    StreamOptions,
+    TextContent,
     TextDeltaEvent,
     TextEndEvent,
     TextStartEvent,
+    ThinkingContent,
     ThinkingDeltaEvent,
     ThinkingEndEvent,
     ThinkingStartEvent,
+    ToolCall,
     ToolCallDeltaEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
-)
-from nexus.llm.options import StreamOptions
-from nexus.llm.types import (
-    AssistantMessage,
-    Context,
-    ErrorKind,
-    Model,
-    TextContent,
-    ThinkingContent,
-    ToolCall,
 )
 from nexus.testing import _chunks
 from nexus.testing._provider_errors import (
@@ -124,14 +122,14 @@ class ScriptedModel:
 
     def register(self) -> ScriptedModel:
         """Serve ``self.model.api`` from this script in ``nexus.llm.registry`` (returns self)."""
-        from nexus.llm.registry import register_api
+        from nexus.llm import register_api
 
         register_api(self.model.api, self.stream)
         return self
 
     def unregister(self) -> None:
         """Remove the registration made by :meth:`register`."""
-        from nexus.llm.registry import unregister_api
+        from nexus.llm import unregister_api
 
         unregister_api(self.model.api)
 
@@ -176,7 +174,7 @@ class ScriptedModel:
         self, step: HttpError | Overflow | HtmlError, partial: AssistantMessage, model: Model
     ) -> ErrorEvent:
         """Build the response body the fake server would send and classify it as a provider adapter does."""
-        from nexus.llm.errors import classify_error, error_text_from_body
+        from nexus.llm import classify_error, error_text_from_body
 
         flavor: Flavor = "anthropic" if "anthropic" in model.api else "openai"
         headers: dict[str, str] = {}
@@ -236,7 +234,7 @@ class ScriptedModel:
         if isinstance(step, Malformed):
             return _fail(partial, model, f"malformed SSE data from provider: {step.data[:200]!r}", "unknown")
         if isinstance(step, StreamError):
-            from nexus.llm.errors import classify_error
+            from nexus.llm import classify_error
 
             flavor: Flavor = "anthropic" if "anthropic" in model.api else "openai"
             message = stream_error_event(step.status, step.message, flavor)[1]

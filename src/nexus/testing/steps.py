@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from nexus.errors import NexusError
-from nexus.llm.types import Context, ImageContent, TextContent, ToolResultMessage, Usage, UserMessage
+from nexus.llm import Context, ImageContent, TextContent, ToolResultMessage, Usage, UserMessage
 
 if TYPE_CHECKING:
-    from nexus.llm.capture import CaptureRecord
+    from nexus.llm import CaptureRecord
 
 OverflowStyle: TypeAlias = Literal["auto", "anthropic", "openai", "llama.cpp"]
 """Whose wording an overflow error uses; ``auto`` follows the endpoint (server) or model api."""
@@ -265,7 +265,7 @@ def html_error(status: int = 502) -> HtmlError:
 
 def replay(path: str | Path, piece_bytes: int | None = None) -> Replay:
     """Serve the capture file at ``path`` (read now: a bad file fails the test at once, naming it)."""
-    from nexus.llm.capture import CaptureFormatError, load_capture
+    from nexus.llm import CaptureFormatError, load_capture
 
     if piece_bytes is not None and piece_bytes < 1:
         raise ScriptError(f"replay(piece_bytes=...) must be >= 1, got {piece_bytes}")

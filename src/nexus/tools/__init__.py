@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nexus._lazy import lazy_attribute
-from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
+from nexus.agent import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.tools._specs import BASH_DEFAULT_TIMEOUT, TOOLS, declare
 from nexus.tools._workspace import ToolError, Workspace, WorkspaceError
 
 if TYPE_CHECKING:
-    from nexus.llm.abort import AbortSignal
+    from nexus.llm import AbortSignal
     from nexus.tools.apply_patch import apply_patch_tool
     from nexus.tools.bash import bash_tool
     from nexus.tools.edit import edit_tool

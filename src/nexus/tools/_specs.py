@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nexus.agent.output_limits import MAX_BYTES, MAX_LINE_CHARS, MAX_LINES
-from nexus.agent.tool_types import AgentTool, ToolExecuteFn
+from nexus.agent import MAX_BYTES, MAX_LINE_CHARS, MAX_LINES, AgentTool, ToolExecuteFn
 
 # --------------------------------------------------------------------------- read
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from nexus._dataclass import dataclass
-from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
-from nexus.llm.abort import AbortSignal
+from nexus.agent import AgentTool, AgentToolResult, ToolUpdateFn
+from nexus.llm import AbortSignal
 from nexus.tools._args import req_str
 from nexus.tools._atomic import Staging, check_target, describe
 from nexus.tools._patch_parse import FilePatch, Hunk, parse_patch

@@ -12,9 +12,8 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from nexus.agent.output_limits import MAX_BYTES, MAX_LINES, format_size, truncate_tail
-from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
-from nexus.llm.abort import AbortSignal
+from nexus.agent import MAX_BYTES, MAX_LINES, AgentTool, AgentToolResult, ToolUpdateFn, format_size, truncate_tail
+from nexus.llm import AbortSignal
 from nexus.tools._args import opt_number, req_str
 from nexus.tools._atomic import describe
 from nexus.tools._janitor import janitor

@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from nexus._dataclass import dataclass
-from nexus.agent.output_limits import MAX_BYTES, MAX_LINE_CHARS, cap_line, truncate_head
-from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
-from nexus.llm.abort import AbortSignal
+from nexus.agent import MAX_BYTES, MAX_LINE_CHARS, AgentTool, AgentToolResult, ToolUpdateFn, cap_line, truncate_head
+from nexus.llm import AbortSignal
 from nexus.tools._args import opt_bool, opt_int, opt_str, req_str
 from nexus.tools._specs import GREP_DEFAULT_LIMIT as DEFAULT_LIMIT
 from nexus.tools._specs import declare

@@ -7,9 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from nexus.agent.output_limits import MAX_BYTES, truncate_head
-from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
-from nexus.llm.abort import AbortSignal
+from nexus.agent import MAX_BYTES, AgentTool, AgentToolResult, ToolUpdateFn, truncate_head
+from nexus.llm import AbortSignal
 from nexus.tools._args import opt_int, opt_str
 from nexus.tools._specs import LS_DEFAULT_LIMIT as DEFAULT_LIMIT
 from nexus.tools._specs import declare

@@ -9,10 +9,8 @@ import stat
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
-from nexus.agent.output_limits import MAX_BYTES, MAX_LINES, Truncation, format_size
-from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
-from nexus.llm.abort import AbortSignal
-from nexus.llm.types import ImageContent, TextContent, UserContent
+from nexus.agent import MAX_BYTES, MAX_LINES, AgentTool, AgentToolResult, ToolUpdateFn, Truncation, format_size
+from nexus.llm import AbortSignal, ImageContent, TextContent, UserContent
 from nexus.tools._args import opt_int, req_str
 from nexus.tools._specs import declare
 from nexus.tools._workspace import ToolError, Workspace, refuse_hard_link

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
-from nexus.llm.abort import AbortSignal
+from nexus.agent import AgentTool, AgentToolResult, ToolUpdateFn
+from nexus.llm import AbortSignal
 from nexus.tools._args import req_str
 from nexus.tools._atomic import check_target, replace_file
 from nexus.tools._specs import declare

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from dataclasses import field
 
 from nexus._dataclass import dataclass
-from nexus.llm.types import Message
+from nexus.llm import Message
 
 PrefixKey = tuple[int, str | None, int | None, int]
 """(cut, summary, level-2 truncation, result cap): a repaired prefix is valid only under the same key."""

@@ -10,7 +10,7 @@ import re
 from dataclasses import replace
 
 from nexus._lazy import LazyPattern
-from nexus.llm.types import TextContent, ToolResultMessage, UserContent
+from nexus.llm import TextContent, ToolResultMessage, UserContent
 
 _IMPORTANT_TAIL = LazyPattern(r"error|exception|traceback|exit code|exit status|total|summary|failed", re.IGNORECASE)
 _TAIL_MAX = 4_000

@@ -32,10 +32,8 @@ from nexus.engine.types import (
     EngineLimits,
     TokenBudget,
 )
-from nexus.ledger.records import SUMMARY_PREFIX, CompactionRecord
-from nexus.llm.abort import AbortSignal
-from nexus.llm.options import StreamFn
-from nexus.llm.types import AssistantMessage, Message, Model, ToolResultMessage, UserMessage
+from nexus.ledger import SUMMARY_PREFIX, CompactionRecord
+from nexus.llm import AbortSignal, AssistantMessage, Message, Model, StreamFn, ToolResultMessage, UserMessage
 
 
 def _same(a: object, b: object) -> bool:

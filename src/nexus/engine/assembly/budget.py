@@ -12,13 +12,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from nexus.engine.types import TokenBudget, budget_reserves
-from nexus.llm.tokens import CHARS_PER_TOKEN, estimate_tool_tokens
-from nexus.llm.tokens import estimate_message_tokens as estimate_message_tokens
-from nexus.llm.tokens import estimate_text_tokens as estimate_text_tokens
-from nexus.llm.types import AssistantMessage, Message, Model
+from nexus.llm import CHARS_PER_TOKEN, AssistantMessage, Message, Model, estimate_tool_tokens
+from nexus.llm import estimate_message_tokens as estimate_message_tokens
+from nexus.llm import estimate_text_tokens as estimate_text_tokens
 
 if TYPE_CHECKING:
-    from nexus.agent.tool_types import AgentTool
+    from nexus.agent import AgentTool
 
 
 def estimate_tokens(messages: Sequence[Message]) -> int:

@@ -22,15 +22,17 @@ from nexus.engine.types import (
     CompactionTrigger,
 )
 from nexus.errors import NexusError
-from nexus.ledger.records import SUMMARY_PREFIX, CompactionRecord
-from nexus.llm.abort import AbortSignal
-from nexus.llm.events import DoneEvent, ErrorEvent
-from nexus.llm.options import StreamFn, StreamOptions
-from nexus.llm.types import (
+from nexus.ledger import SUMMARY_PREFIX, CompactionRecord
+from nexus.llm import (
+    AbortSignal,
     AssistantMessage,
     Context,
+    DoneEvent,
+    ErrorEvent,
     Message,
     Model,
+    StreamFn,
+    StreamOptions,
     TextContent,
     ThinkingContent,
     ToolCall,

@@ -22,14 +22,14 @@ from nexus.engine.assembly.bootstrap import load_bootstrap_files, scaffold_works
 from nexus.engine.assembly.budget import compute_budget
 from nexus.engine.assembly.system_prompt import RuntimeInfo, build_minimal_system_prompt, build_system_prompt
 from nexus.engine.assembly.tool_policy import filter_tools
-from nexus.engine.types import AgentRole, AssembledContext, EngineLimits, ThinkingConfig, new_id
+from nexus.engine.types import AgentRole, AssembledContext, EngineLimits, ThinkingConfig, TokenBudget, new_id
 from nexus.errors import ConfigError
-from nexus.llm.types import ImageContent, Message, Model, TextContent, UserContent, UserMessage
+from nexus.llm import ImageContent, Message, Model, TextContent, UserContent, UserMessage
 
 if TYPE_CHECKING:
-    from nexus.agent.tool_types import AgentTool
+    from nexus.agent import AgentTool
     from nexus.config import PromptProfile
-    from nexus.llm.abort import AbortSignal
+    from nexus.llm import AbortSignal
 
 
 def resolve_timezone(name: str) -> tzinfo:
@@ -141,7 +141,10 @@ class PromptOptions:
 def _system_prompt_for(
     root: Path, model: Model, event: EventContext | None, tools: Sequence[AgentTool], prompt: PromptOptions
 ) -> str:
-    """The composed system prompt: identity, bootstrap files, tools, safety and the runtime line."""
+    """The composed system prompt: identity, bootstrap files, tools, safety and the runtime line (the
+    workspace scaffolded first, with a starter ``AGENTS.md``, if ``prompt.scaffold``)."""
+    if prompt.scaffold:
+        scaffold_workspace(root)
     zone = event.timezone if event is not None else "UTC"
     if prompt.profile == "minimal":
         now = event.local_time() if event is not None else datetime.now(resolve_timezone(zone))
@@ -187,32 +190,17 @@ def assemble_context(
     run_id: str | None = None,
     cache: SessionCache | None = None,
 ) -> AssembledContext:
-    """Build an :class:`AssembledContext` from its parts (history comes from the ledger).
-
-    Filters ``tools`` by ``allow``/``deny``, loads the workspace's bootstrap files (creating
-    the workspace with a starter ``AGENTS.md`` if ``prompt.scaffold``), composes the system
-    prompt and computes the token budget for ``model``.
-    """
+    """Build an :class:`AssembledContext` from its parts (history comes from the ledger): the ``tools`` that
+    ``allow``/``deny`` leave, the system prompt (with the workspace's bootstrap files; a starter ``AGENTS.md``
+    first if ``prompt.scaffold``) and the token budget for ``model``."""
     if not session_label:
         raise ConfigError("session_label must not be empty; every run belongs to a session")
     root = Path(workspace).expanduser()
-    if prompt.scaffold:
-        scaffold_workspace(root)
     usable = filter_tools(tools, allow, deny)
     current = message if isinstance(message, UserMessage) else build_current_message(message, event)
     system_prompt = _system_prompt_for(root, model, event, usable, prompt)
     kept = list(history)
-    history_tokens, estimates = history_estimates(kept, cache)
-    budget = compute_budget(
-        model,
-        system_prompt=system_prompt,
-        history=(),
-        current=current,
-        tools=usable,
-        max_response_tokens=max_response_tokens,
-        reserve_tokens=limits.reserve_tokens,
-    )
-    budget = replace(budget, history=history_tokens)
+    budget, estimates = _budget(model, system_prompt, kept, current, usable, max_response_tokens, limits, cache)
     return AssembledContext(
         system_prompt=system_prompt,
         history=kept,
@@ -236,3 +224,28 @@ def assemble_context(
         workspace_path=str(root),
         history_estimates=estimates,  # the run reuses them instead of estimating the history again
     )
+
+
+def _budget(
+    model: Model,
+    system_prompt: str,
+    history: list[Message],
+    current: UserMessage,
+    tools: Sequence[AgentTool],
+    max_response_tokens: int | None,
+    limits: EngineLimits,
+    cache: SessionCache | None,
+) -> tuple[TokenBudget, list[int | None]]:
+    """The run's token budget and the history's per-message estimates (estimated once, reusing the
+    session ``cache``: the run keeps them instead of estimating the history again)."""
+    history_tokens, estimates = history_estimates(history, cache)
+    budget = compute_budget(
+        model,
+        system_prompt=system_prompt,
+        history=(),
+        current=current,
+        tools=tools,
+        max_response_tokens=max_response_tokens,
+        reserve_tokens=limits.reserve_tokens,
+    )
+    return replace(budget, history=history_tokens), estimates

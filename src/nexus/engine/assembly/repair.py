@@ -24,9 +24,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TypeVar
 
-from nexus.agent.tool_types import AgentToolResult
+from nexus.agent import AgentToolResult
 from nexus.engine.assembly._truncate import truncate_content
-from nexus.llm.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage
+from nexus.llm import AssistantMessage, TextContent, ToolCall, ToolResultMessage
 
 MISSING_RESULT_TEXT = (
     "No result provided: the run was interrupted before this tool finished, so its outcome is unknown. "

@@ -19,7 +19,7 @@ from nexus._dataclass import dataclass
 from nexus.engine.assembly.bootstrap import BootstrapFile
 
 if TYPE_CHECKING:
-    from nexus.agent.tool_types import AgentTool
+    from nexus.agent import AgentTool
 
 DEFAULT_IDENTITY = (
     "You are Nexus, a helpful AI assistant with access to tools.\n"

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from nexus.config._tool_names import TOOL_GROUPS, rule_allows
+from nexus.config import TOOL_GROUPS, rule_allows
 from nexus.errors import ConfigError
 
 if TYPE_CHECKING:
-    from nexus.agent.tool_types import AgentTool
+    from nexus.agent import AgentTool
 
 __all__ = ["TOOL_GROUPS", "filter_tools", "is_tool_allowed"]
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from nexus.llm.events import ErrorEvent
-from nexus.llm.types import AssistantMessage, ErrorKind, Model
+from nexus.llm import AssistantMessage, ErrorEvent, ErrorKind, Model
 
 
 def failure(model: Model, kind: ErrorKind, text: str, retry_after: float | None = None) -> ErrorEvent:

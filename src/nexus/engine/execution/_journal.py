@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 from nexus.engine.execution._snapshots import SNAPSHOTS
 from nexus.engine.execution._writer import inline_ok, settled, submit
-from nexus.ledger.records import JournalEntry, JournalMessage, JournalReply, JournalToolCall
-from nexus.llm.types import (
+from nexus.ledger import JournalEntry, JournalMessage, JournalReply, JournalToolCall
+from nexus.llm import (
     AssistantContent,
     AssistantMessage,
     Cost,

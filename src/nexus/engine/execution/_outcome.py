@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from nexus.agent import AgentEndEvent
 from nexus.engine.types import AgentError, RunStopReason, agent_error_from_message
-from nexus.llm.types import AssistantMessage, Message
+from nexus.llm import AssistantMessage, Message
 
 
 def run_outcome(

@@ -28,11 +28,13 @@ from nexus.agent import (
     MessageEndEvent,
     MessageStartEvent,
     MessageUpdateEvent,
+    SteeringQueue,
+    SteerMode,
+    SteerReceipt,
     ToolExecutionStartEvent,
     agent_loop,
     agent_loop_continue,
 )
-from nexus.agent.steering import SteeringQueue, SteerMode, SteerReceipt
 from nexus.engine.assembly._sessions import SessionCache
 from nexus.engine.assembly._window import ContextWindow
 from nexus.engine.assembly.repair import truncate_result
@@ -51,7 +53,7 @@ from nexus.engine.execution.events import (
     RunStartEvent,
     StateEvent,
 )
-from nexus.engine.execution.ledger_map import compaction_records, history_turn_ids, write_result
+from nexus.engine.execution.ledger_map import history_turn_ids, run_compactions, write_result
 from nexus.engine.execution.scope import CURRENT_RUN, RunHost, RunScope
 from nexus.engine.types import (
     AgentError,
@@ -63,15 +65,18 @@ from nexus.engine.types import (
     EngineLimits,
     RunStopReason,
 )
-from nexus.ledger.records import CompactionRecord, StoredMessage
-from nexus.llm.abort import AbortSignal
-from nexus.llm.events import TextDeltaEvent, ThinkingDeltaEvent, ToolCallEndEvent
-from nexus.llm.options import StreamFn, StreamOptions
-from nexus.llm.types import (
+from nexus.ledger import StoredMessage
+from nexus.llm import (
+    AbortSignal,
     AssistantMessage,
     Message,
     Model,
+    StreamFn,
+    StreamOptions,
+    TextDeltaEvent,
+    ThinkingDeltaEvent,
     ToolCall,
+    ToolCallEndEvent,
     ToolResultMessage,
     Usage,
     UserMessage,
@@ -435,7 +440,7 @@ class EngineRun:
             stop_reason=stop_reason,
             duration_ms=int((time.monotonic() - self.started) * 1000),
             error=error,
-            compactions=self.compaction_records(),
+            compactions=run_compactions(self.ledger, self.ctx, self.window.compactions, self.turn_id, self.owners),
             last_call_usage=self.last_call_usage,
             returned_steers=list(self.steering.returned),
             turn_id=self.turn_id,
@@ -445,17 +450,6 @@ class EngineRun:
         """Which turn each history message belongs to, read once a run compacted (see ``history_turn_ids``)."""
         if self.window.compactions and self.ledger is not None and self.turn_id is not None:
             self.owners = await history_turn_ids(self.ledger, self.ctx.session_label, self.ctx.history)
-
-    def compaction_records(self) -> list[CompactionRecord]:
-        """Every compaction of the run as a ledger record, with the turn ids it summarised and kept."""
-        done = self.window.compactions
-        if not done:
-            return []
-        owners = self.owners
-        if owners is None and self.ledger is not None and self.turn_id is not None:  # a cancelled run: no await
-            label, history = self.ctx.session_label, self.ctx.history
-            owners = self.ledger.run_here(lambda here: history_turn_ids(here, label, history))
-        return compaction_records(done, self.turn_id or "", owners or [])
 
     def outcome(self, response: list[Message]) -> tuple[RunStopReason, AgentError | None]:
         """Seed 000's stop reason (and error) from how the loop ended (see ``_outcome``)."""

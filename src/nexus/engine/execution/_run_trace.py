@@ -25,7 +25,7 @@ from typing import Any
 from nexus import telemetry
 from nexus._dataclass import dataclass
 from nexus.engine.types import AgentResult, AssembledContext, EngineEvent, FallbackEvent, RetryEvent
-from nexus.telemetry.logs import failure_level
+from nexus.telemetry import failure_level
 
 log = logging.getLogger("nexus.run")
 

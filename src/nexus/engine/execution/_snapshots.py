@@ -17,11 +17,11 @@ import time
 from typing import TYPE_CHECKING, Protocol
 
 from nexus.engine.execution._writer import writer
-from nexus.ledger.records import JournalReply
+from nexus.ledger import JournalReply
 
 if TYPE_CHECKING:
     from nexus.ledger import Ledger
-    from nexus.llm.types import AssistantMessage
+    from nexus.llm import AssistantMessage
 
 
 class TurnJournal(Protocol):

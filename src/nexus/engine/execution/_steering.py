@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from nexus.agent.steering import SteeringQueue, SteerMode, SteerReceipt
+from nexus.agent import SteeringQueue, SteerMode, SteerReceipt
 from nexus.engine.execution.events import SteerEvent
 from nexus.engine.types import new_id
-from nexus.llm.types import UserMessage
+from nexus.llm import UserMessage
 
 
 class RunSteering:

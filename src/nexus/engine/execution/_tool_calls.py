@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from nexus.engine.execution.ledger_map import spawned_label
-from nexus.ledger.records import ToolCallRecord
-from nexus.llm.types import ToolResultMessage, now_ms
+from nexus.ledger import ToolCallRecord
+from nexus.llm import ToolResultMessage, now_ms
 
 
 class ToolCallLog:

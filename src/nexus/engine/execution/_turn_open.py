@@ -20,7 +20,7 @@ def open_turn(ledger: Ledger, ctx: AssembledContext) -> str:
 
     Synchronous: it runs on the engine's ledger writer thread (or inline on SQLite, see ``_writer``).
     """
-    from nexus.ledger.records import TurnDetails, TurnOpen
+    from nexus.ledger import TurnDetails, TurnOpen
 
     details = TurnDetails(
         model=ctx.model,

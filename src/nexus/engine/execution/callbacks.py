@@ -72,8 +72,8 @@ def callbacks_listener(callbacks: EngineCallbacks) -> Callable[[ExecutionEvent],
     Phases: ``start`` (run_start), ``streaming`` (a model call begins), ``tool_use`` (a tool
     call begins), ``compaction_start``/``compaction_end``, ``end`` (run_end).
     """
-    from nexus.agent.events import MessageStartEvent, ToolExecutionEndEvent, ToolExecutionStartEvent
-    from nexus.llm.types import AssistantMessage, now_ms
+    from nexus.agent import MessageStartEvent, ToolExecutionEndEvent, ToolExecutionStartEvent
+    from nexus.llm import AssistantMessage, now_ms
 
     def phase(name: AgentPhase) -> None:
         safe_call("on_agent_event", callbacks.on_agent_event, name, now_ms())

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from nexus._dataclass import dataclass
 
 if TYPE_CHECKING:
-    from nexus.agent.steering import SteerReceipt
+    from nexus.agent import SteerReceipt
     from nexus.engine.types import AgentResult
 
 log = logging.getLogger("nexus.engine")

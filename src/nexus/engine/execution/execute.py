@@ -15,18 +15,17 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from nexus.agent.steering import SteeringQueue, SteerMode, SteerReceipt
-from nexus.config._profile import ResolvedProfile
+from nexus.agent import SteeringQueue, SteerMode, SteerReceipt
+from nexus.config import ResolvedProfile
 from nexus.engine.assembly._sessions import SessionCache
 from nexus.engine.execution._run import EngineRun, EngineStreamEvent
 from nexus.engine.execution._run_trace import RunIdentity, observed_run
 from nexus.engine.execution.callbacks import EngineCallbacks, callbacks_listener
+from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.engine.execution.events import EventChannel, ExecutionEvent, ExecutionState, RunEndEvent, Subscription
-from nexus.engine.execution.failover import ProfileCooldowns, failover_stream
+from nexus.engine.execution.failover import failover_stream
 from nexus.engine.types import AgentResult, AssembledContext, EngineLimits, TokenBudget, new_id
-from nexus.llm.abort import AbortSignal
-from nexus.llm.options import StreamFn, StreamOptions
-from nexus.llm.types import Model, UserMessage
+from nexus.llm import AbortSignal, Model, StreamFn, StreamOptions, UserMessage
 
 if TYPE_CHECKING:
     from nexus.engine.execution.scope import RunHost
@@ -266,7 +265,7 @@ def build_run(
     depth (0 for a top-level run); ``runtime`` lets the ``spawn_agent`` tool start workers;
     ``cache`` is the session's cache (a runtime's per-session state) the run may reuse and fill.
     """
-    from nexus.llm.catalog import get_model
+    from nexus.llm import get_model
 
     primary = model or get_model(ctx.provider, ctx.model)
     lim = limits or EngineLimits()

@@ -14,7 +14,7 @@ from dataclasses import asdict, replace
 from typing import TYPE_CHECKING
 
 from nexus.engine.types import AgentError, AgentResult, AssembledContext
-from nexus.llm.types import Message, ToolResultMessage
+from nexus.llm import Message, ToolResultMessage
 
 if TYPE_CHECKING:
     from nexus.ledger import CompactionRecord, Ledger, Turn
@@ -29,7 +29,7 @@ def error_json(error: AgentError | None) -> dict[str, object] | None:
 
 def turn_metadata(result: AgentResult) -> dict[str, object] | None:
     """The turn's ``metadata`` column: marks estimated usage (no schema column holds that), else None."""
-    from nexus.ledger.records import USAGE_ESTIMATED_KEY
+    from nexus.ledger import USAGE_ESTIMATED_KEY
 
     return {USAGE_ESTIMATED_KEY: True} if result.usage.estimated else None
 
@@ -96,6 +96,25 @@ def compaction_record(record: CompactionRecord, *, cut: int, turn_id: str, owner
     return replace(record, summarized_through_turn_id=through, first_kept_turn_id=first_kept)
 
 
+def run_compactions(
+    ledger: Ledger | None,
+    ctx: AssembledContext,
+    done: Sequence[tuple[CompactionRecord, int]],
+    opened: str | None,
+    owners: Sequence[str] | None,
+) -> list[CompactionRecord]:
+    """Every compaction of a run (``done``: each with the index its kept part starts at) as ``compactions``
+    rows of the run's turn ``opened`` (``None`` when it wrote none: then no history is looked up), with the
+    turn ids it summarised and kept. ``owners``: the turn of each history message, as the run read them
+    (:func:`history_turn_ids`); ``None``, a cancelled run that cannot await: read here."""
+    if not done:
+        return []
+    if owners is None and ledger is not None and opened is not None:
+        label, history = ctx.session_label, ctx.history
+        owners = ledger.run_here(lambda here: history_turn_ids(here, label, history))
+    return compaction_records(done, opened or "", owners or [])
+
+
 def compaction_records(
     done: Sequence[tuple[CompactionRecord, int]], turn_id: str, owners: Sequence[str]
 ) -> list[CompactionRecord]:
@@ -132,7 +151,7 @@ def write_result(
 
     if compaction is not None:
         compaction.summarized_through_turn_id = compaction.summarized_through_turn_id or turn_id
-    from nexus.ledger.records import TurnDetails, TurnWrite
+    from nexus.ledger import TurnDetails, TurnWrite
 
     record = TurnWrite(
         ctx.session_label,

@@ -16,8 +16,7 @@ from nexus._dataclass import dataclass
 if TYPE_CHECKING:
     from nexus.engine.types import EngineLimits
     from nexus.ledger import Ledger
-    from nexus.llm.abort import AbortSignal
-    from nexus.llm.types import Model
+    from nexus.llm import AbortSignal, Model
 
 
 class RunHost(Protocol):

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from nexus.ledger import Ledger
-    from nexus.llm.abort import AbortSignal
+    from nexus.llm import AbortSignal
 
 __all__ = ["recover_orphans", "run_lock", "session_lock", "session_lock_path"]
 

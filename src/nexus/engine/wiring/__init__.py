@@ -2,5 +2,5 @@
 model catalog, the one way a run starts), the ``spawn_agent`` tool, compaction of a stored session.
 
 The top layer: may import ``nexus.engine.execution`` and ``nexus.engine.assembly``; neither of
-them imports this package (checked by tests/engine/test_import_graph.py).
+them imports this package (checked by tests/test_import_rules.py).
 """

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, TypedDict
 from nexus._dataclass import dataclass
 from nexus.engine.assembly.context import EventContext
 from nexus.engine.types import AgentResult
-from nexus.llm.types import ImageContent, UserMessage
+from nexus.llm import ImageContent, UserMessage
 
 if TYPE_CHECKING:
-    from nexus.agent.tool_types import AgentTool
+    from nexus.agent import AgentTool
     from nexus.engine.execution.callbacks import EngineCallbacks
-    from nexus.llm.abort import AbortSignal
+    from nexus.llm import AbortSignal
 
 
 class StartOptions(TypedDict, total=False):
@@ -44,7 +44,7 @@ class StartRequest:
 def aborted_before_start(message: str | UserMessage) -> AgentResult:
     """The result of a run aborted while it waited for another run of its session: nothing ran or was stored."""
     from nexus.engine.types import AgentError
-    from nexus.ledger.records import StoredMessage
+    from nexus.ledger import StoredMessage
 
     query = message if isinstance(message, UserMessage) else UserMessage(message)
     text = "aborted while waiting for another run of the session to finish; nothing was sent or stored"

@@ -22,13 +22,11 @@ from nexus.engine.types import CompactionEndEvent, CompactionStartEvent, EngineE
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from nexus.config._profile import ResolvedProfile
-    from nexus.engine.execution.failover import ProfileCooldowns
+    from nexus.config import ResolvedProfile
+    from nexus.engine.execution.cooldowns import ProfileCooldowns
     from nexus.engine.types import EngineLimits
     from nexus.ledger import CompactionRecord, Ledger
-    from nexus.llm.abort import AbortSignal
-    from nexus.llm.options import StreamFn
-    from nexus.llm.types import Message, Model
+    from nexus.llm import AbortSignal, Message, Model, StreamFn
 
 __all__ = ["CompactHost", "CompactionStatus", "SessionCompaction", "compact_session"]
 
@@ -231,7 +229,7 @@ async def _write(runtime: CompactHost, label: str, history: list[Message], cut: 
     (``summarization_*_tokens``), not as turn usage, as for a compaction inside a run.
     """
     from nexus.engine.execution.ledger_map import compaction_record, history_turn_ids
-    from nexus.ledger.records import TurnDetails, TurnWrite
+    from nexus.ledger import TurnDetails, TurnWrite
 
     owners = await history_turn_ids(runtime.ledger, label, history)
     record = compaction_record(result, cut=cut, turn_id="", owners=owners)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from nexus.config import NexusConfig
-    from nexus.llm.abort import AbortSignal
+    from nexus.llm import AbortSignal
     from nexus.mcp import McpServers
 
 

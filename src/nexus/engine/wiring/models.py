@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from nexus.engine.types import EngineLimits
-from nexus.llm.types import Model
+from nexus.llm import Model
 
 if TYPE_CHECKING:
     from nexus.config import NexusConfig
@@ -45,11 +45,11 @@ def resolve_model(config: NexusConfig, ref: str) -> Model:
     provider name is fine.)
     """
     from nexus.config import parse_model_ref, provider_settings
-    from nexus.llm.catalog import get_model
+    from nexus.llm import get_model
 
     provider, model_id = parse_model_ref(ref)
     if provider == "local":
-        from nexus.llm.providers.llama_cpp import register_local_model
+        from nexus.llm import register_local_model
 
         local = config.local
         _check_local_id(config, model_id)
@@ -76,7 +76,7 @@ def resolve_model(config: NexusConfig, ref: str) -> Model:
 
 def local_model_ids(config: NexusConfig) -> list[str]:
     """The ids ``local/<id>`` may name: ``local.model_id`` (and SmolLM2's id while no model_path is set)."""
-    from nexus.llm.providers.llama_cpp import DEFAULT_MODEL_ID
+    from nexus.llm import DEFAULT_MODEL_ID
 
     ids = [config.local.model_id]
     if config.local.model_path is None and DEFAULT_MODEL_ID not in ids:
@@ -99,7 +99,7 @@ def _check_local_id(config: NexusConfig, model_id: str) -> None:
 
 def unknown_provider_problem(model: Model) -> str | None:
     """Why nothing says where ``model``'s provider lives (not built in, no base_url anywhere), or None."""
-    from nexus.llm.keys import base_url_env_var, base_url_missing, known_providers
+    from nexus.llm import base_url_env_var, base_url_missing, known_providers
 
     if not base_url_missing(model):
         return None
@@ -124,7 +124,7 @@ def unreachable_model_problem(config: NexusConfig, ref: str) -> str | None:
     """
     from nexus.config import parse_model_ref
     from nexus.errors import ConfigError
-    from nexus.llm.catalog import get_model
+    from nexus.llm import get_model
 
     try:
         provider, model_id = parse_model_ref(ref)
@@ -149,7 +149,7 @@ def model_problem(config: NexusConfig, model: Model) -> str | None:
     local models and servers on localhost need none.
     """
     from nexus.config import key_env_vars, provider_settings
-    from nexus.llm.keys import effective_base_url, key_required
+    from nexus.llm import effective_base_url, key_required
 
     settings = provider_settings(config, model.provider)
     if settings.keyless or any(p.api_key is not None for p in settings.profiles):

@@ -22,27 +22,25 @@ from nexus._dataclass import dataclass
 from nexus.engine.assembly._sessions import DEFAULT_MAX_BYTES, SessionStates
 from nexus.engine.assembly.bootstrap import scaffold_workspace
 from nexus.engine.assembly.context import EventContext, PromptOptions, assemble_context, build_current_message
+from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.engine.execution.execute import Execution, build_run
-from nexus.engine.execution.failover import ProfileCooldowns
 from nexus.engine.types import AgentResult, AgentRole, AgentSpec, AssembledContext, EngineLimits, ThinkingConfig
 from nexus.engine.wiring._start import StartOptions, StartRequest, aborted_before_start
 from nexus.engine.wiring.models import limits_from_config, preflight, resolve_model, unreachable_model_problem
 from nexus.engine.wiring.spawn import SPAWN_TOOL_NAME, EngineSpawner, Spawner, spawn_agent_tool
-from nexus.ledger.records import DEFAULT_SESSION, NewSession
-from nexus.llm.options import StreamFn, StreamOptions
-from nexus.llm.types import ImageContent, Model, UserMessage
+from nexus.ledger import DEFAULT_SESSION, NewSession
+from nexus.llm import ImageContent, Model, StreamFn, StreamOptions, UserMessage
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from nexus.agent.tool_types import AgentTool
-    from nexus.config import NexusConfig
-    from nexus.config._profile import ResolvedProfile
+    from nexus.agent import AgentTool
+    from nexus.config import NexusConfig, ResolvedProfile
     from nexus.engine.execution.callbacks import EngineCallbacks
     from nexus.engine.types import EngineEvent
     from nexus.engine.wiring.compact_session import SessionCompaction
     from nexus.ledger import Ledger
-    from nexus.llm.abort import AbortSignal
+    from nexus.llm import AbortSignal
     from nexus.mcp import McpServers
 
 log = logging.getLogger("nexus.engine")
@@ -164,7 +162,7 @@ class Runtime:
         The keys are registered with :func:`nexus.llm.redact.add_secrets`: no error text repeats one.
         """
         from nexus.config import provider_settings
-        from nexus.llm.redact import add_secrets
+        from nexus.llm import add_secrets
 
         out: dict[str, list[ResolvedProfile]] = {}
         for provider in dict.fromkeys(m.provider for m in models):

@@ -19,16 +19,16 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from nexus._dataclass import dataclass
 from nexus._lazy import LazyPattern
-from nexus.agent.tool_types import AgentTool, AgentToolResult, ToolUpdateFn
+from nexus.agent import AgentTool, AgentToolResult, ToolUpdateFn
 from nexus.engine.execution.scope import CURRENT_RUN, RunScope
-from nexus.llm.abort import AbortSignal
+from nexus.llm import AbortSignal
 
 if TYPE_CHECKING:
     from nexus.engine.execution.callbacks import EngineCallbacks
     from nexus.engine.execution.execute import Execution
     from nexus.engine.types import AgentSpec
     from nexus.ledger import Ledger
-    from nexus.llm.types import UserMessage
+    from nexus.llm import UserMessage
 
 __all__ = [
     "CURRENT_RUN",
@@ -179,7 +179,7 @@ async def _execute(call_id: str, args: dict[str, Any], signal: AbortSignal, on_u
 
 async def create_worker_session(ledger: Ledger, scope: RunScope, call_id: str, task: str, label: str | None) -> str:
     """The worker's new session, linked to the spawning run (parent session and turn, tool call, task)."""
-    from nexus.ledger.records import NewSession
+    from nexus.ledger import NewSession
 
     session = worker_label(scope.session_label, label)
     new = NewSession(

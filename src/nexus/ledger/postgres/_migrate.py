@@ -16,7 +16,7 @@ from typing import Any
 
 from nexus._dataclass import dataclass
 from nexus.ledger.errors import SchemaVersionError
-from nexus.llm.types import now_ms
+from nexus.llm import now_ms
 
 LOCK_KEY = 0x6E657875_736C6467 & 0x7FFFFFFFFFFFFFFF
 """The advisory lock migrations take ("nexusldg"), a BIGINT."""

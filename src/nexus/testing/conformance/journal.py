@@ -18,7 +18,7 @@ from nexus.ledger import (
     TurnNotFound,
     TurnStateError,
 )
-from nexus.llm.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, UserMessage
+from nexus.llm import AssistantMessage, TextContent, ToolCall, ToolResultMessage, UserMessage
 from nexus.testing.conformance.support import (
     fork,
     has,

@@ -12,8 +12,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from nexus.ledger import AcceptRequest, Lease, Ledger, NewSession
-from nexus.ledger.errors import LeaseLostError
+from nexus.ledger import AcceptRequest, Lease, LeaseLostError, Ledger, NewSession
 from nexus.testing.conformance.support import need, reply, user, write_turn
 
 SHORT_MS = 300

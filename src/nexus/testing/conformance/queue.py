@@ -6,8 +6,7 @@ import asyncio
 
 import pytest
 
-from nexus.ledger import AcceptRequest, Ledger, NewSession, QueueItem
-from nexus.ledger.errors import QueueItemsFinishedError
+from nexus.ledger import AcceptRequest, Ledger, NewSession, QueueItem, QueueItemsFinishedError
 from nexus.testing.conformance.support import need, qa_turn, reply, user, write_turn
 
 

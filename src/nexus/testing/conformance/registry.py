@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nexus.ledger import Ledger, NewSession
-from nexus.ledger.deliveries import DeliveryRecord
-from nexus.ledger.errors import AgentSessionTakenError
+from nexus.ledger import AgentSessionTakenError, DeliveryRecord, Ledger, NewSession
 from nexus.testing.conformance.support import need, qa_turn
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from nexus.ledger import (
+    HEAD,
     CompactionRecord,
     Ledger,
     NewSession,
@@ -17,8 +18,7 @@ from nexus.ledger import (
     TurnOpen,
     TurnWrite,
 )
-from nexus.ledger.records import HEAD
-from nexus.llm.types import AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
+from nexus.llm import AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
 
 REQUIRED = ("turns", "sessions", "queue")
 """The stores every backend must have, with all of their protocol (``TurnStore``, ``SessionStore``, ``QueueStore``)."""
@@ -36,11 +36,11 @@ OPTIONAL = {
 
 def has(ledger: Ledger, capability: str) -> bool:
     """Whether ``ledger`` has an optional capability (its store exists and implements the protocol)."""
-    from nexus.ledger import protocols
+    import nexus.ledger
 
     attribute, protocol = OPTIONAL[capability]
     store = getattr(ledger, attribute, None)
-    return store is not None and isinstance(store, getattr(protocols, protocol))
+    return store is not None and isinstance(store, getattr(nexus.ledger, protocol))
 
 
 def need(ledger: Ledger, *capabilities: str) -> None:
