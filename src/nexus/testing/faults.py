@@ -9,9 +9,11 @@ afterwards, read straight from the database, and :func:`check_runs` the same of 
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -65,7 +67,7 @@ class BrokerProcess:
         self, target: str, ttl_ms: int, run_s: float, *args: str, logs: Path | None = None,
         env: dict[str, str] | None = None,
     ) -> None:  # fmt: skip
-        folder = logs or Path(tempfile.mkdtemp(prefix="nexus-broker-"))
+        folder = logs or _scratch()
         folder.mkdir(parents=True, exist_ok=True)
         stem = folder / f"broker-{time.monotonic_ns()}"
         self.out_path, self.err_path = stem.with_suffix(".out"), stem.with_suffix(".err")
@@ -105,6 +107,17 @@ class BrokerProcess:
             if line.startswith("{") and line.endswith("}"):
                 found.append(json.loads(line))
         return found
+
+
+_SCRATCH: list[Path] = []
+
+
+def _scratch() -> Path:
+    """One folder per process for the logs of brokers started without ``logs``, removed when it exits."""
+    if not _SCRATCH:
+        _SCRATCH.append(Path(tempfile.mkdtemp(prefix="nexus-broker-")))
+        atexit.register(shutil.rmtree, _SCRATCH[0], True)
+    return _SCRATCH[0]
 
 
 def rows(target: str, sql: str) -> list[tuple[Any, ...]]:
