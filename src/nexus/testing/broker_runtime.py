@@ -44,7 +44,9 @@ class ScriptedRun:
         self.state = "streaming"
         self._runtime, self._prompt, self._consumes = runtime, prompt, tuple(consumes)
         self._aborted = asyncio.Event()
-        self._steers: list[SteerReceipt] = []
+        from nexus.agent import SteeringQueue
+
+        self._steering = SteeringQueue()
         self.result: asyncio.Task[AgentResult] = asyncio.get_running_loop().create_task(self._go())
 
     def _tell(self, event: str, **fields: object) -> None:
@@ -88,17 +90,20 @@ class ScriptedRun:
         from nexus.engine import SteerReceipt
 
         receipt = SteerReceipt(id or new_ulid(), UserMessage(str(message)), cast(Any, mode), source=source)
-        if self.state != "streaming":
-            receipt._settle("returned", reason="the run has ended")
-        else:
-            self._steers.append(receipt)
-        return receipt
+        refuse = None if self.state == "streaming" else "the run has ended"
+        return self._steering.offer(receipt, refuse=refuse)
 
     def _read_steers(self, read: bool) -> list[str]:
-        """Settle the steers offered: delivered (their ids, returned) if the turn read them, else handed back."""
-        for receipt in self._steers:
-            receipt._settle("delivered" if read else "returned", reason=None if read else "the run was aborted")
-        return [receipt.id for receipt in self._steers] if read else []
+        """The ids of the steers the turn read (every one offered, as the engine's loop joins them at its
+        safe points), or none: an aborted run hands them back."""
+        delivered: list[str] = []
+        if read:
+            self._steering.on_settle(lambda receipt: delivered.append(receipt.id))
+            while taken := self._steering.take():
+                for message in taken:
+                    self._steering.joined(message, 1 + len(delivered))
+        self._steering.close("the run has ended" if read else "the run was aborted")
+        return delivered
 
     def on_event(self, listener: Any) -> Callable[[], None]:
         """No events: the run has none to publish."""
