@@ -5,10 +5,35 @@ with the full-size fault bench, ``bench/fault_postgres.py``); :func:`running_in`
 
 from __future__ import annotations
 
+from nexus.ledger import Ledger
 from nexus.testing.faults import BrokerProcess as Worker
-from nexus.testing.faults import all_finished, check_ledger, check_runs, fill, rows, wait_for
+from nexus.testing.faults import all_finished, check_ledger, check_runs, fill, register, requests, rows, wait_for
 
-__all__ = ["Worker", "all_finished", "check_ledger", "check_runs", "fill", "rows", "running_in", "wait_for"]
+__all__ = [
+    "Worker",
+    "accept_range",
+    "all_finished",
+    "check_ledger",
+    "check_runs",
+    "fill",
+    "register_only",
+    "rows",
+    "running_in",
+    "wait_for",
+]
+
+
+async def register_only(target: str, agents: int) -> None:
+    """Agents ``a0`` .. without messages."""
+    async with await Ledger.connect(target) as ledger:
+        await register(ledger, agents)
+
+
+async def accept_range(target: str, first: int, end: int) -> None:
+    """Messages ``a0-m{first}`` .. ``a0-m{end-1}`` to agent ``a0`` (followups), in order."""
+    async with await Ledger.connect(target) as ledger:
+        for request in list(requests(1, end))[first:]:
+            await ledger.queue.accept(request)
 
 
 def running_in(target: str, pid: int) -> str:

@@ -139,10 +139,11 @@ class AgentBroker(SmartRoutingFace):
         self._leases = self._batches.leases = session_leases(ledger, self._settings.leases, self._settings.lease_ttl_ms)
         self._steerer = RunSteerer(ledger.queue, self._slots, deliver, leased=self._leases is not None)
         if self._leases is not None:
-            self._watcher.sweep = Takeover(
+            takeover = Takeover(
                 self._leases, ledger.leases, ledger.queue, self._settings.max_attempts, self._watcher.slot_for,
                 self._load, self._watcher.held, self._scheduler.wake,
-            ).sweep  # fmt: skip
+            )  # fmt: skip
+            self._watcher.sweep, self._batches.reload = takeover.sweep, takeover.reload
             self._watcher.sweep_every_s = self._settings.lease_ttl_ms / 2000
 
     # ------------------------------------------------------------------ lifecycle
