@@ -143,7 +143,7 @@ def speed(n: int, vec: bool, vec_python: str) -> None:
             f"({index_s / n * 1000:.2f} ms per turn in batches)"
         )
         print(
-            "- decision (catch-up check, task embedding, FTS5, vectors, scoring, record): "
+            "- decision (catch-up check, task embedding, BM25, vectors, scoring, record): "
             f"p50 {statistics.median(took):.2f} ms, "
             f"p99 {_pct(took, 0.99):.2f} ms, max {max(took):.2f} ms over {len(took)} tasks (of which embedding p50 "
             f"{statistics.median(embed):.2f} ms); CPU time of the deciding thread p50 {statistics.median(cpu):.2f} ms, "

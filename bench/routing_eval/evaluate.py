@@ -100,7 +100,6 @@ def baselines(router: Any) -> dict[str, Callable[[str], tuple[list[str], float]]
     import numpy as np
 
     from nexus.routing._index import semantic
-    from nexus.routing._words import match_expression
     from nexus.routing._words import query_terms as terms
 
     snap = router.index.snapshot()
@@ -112,9 +111,9 @@ def baselines(router: Any) -> dict[str, Callable[[str], tuple[list[str], float]]
 
     def bm25(text: str) -> tuple[list[str], float]:
         words = terms(text)
-        hits = router.store.lexical(match_expression(words), 10) if words else []
+        hits = router.index.postings.search(words, 10) if words else []
         per_term = hits[0][1] / max(1, len(words)) if hits else 0.0
-        return [turn_of[i] for i, _ in hits], per_term
+        return [turn_of[int(snap.ids[row])] for row, _ in hits], per_term
 
     def embeddings(text: str) -> tuple[list[str], float]:
         vector = np.frombuffer(router.guard.embed([text])[0], np.float32)

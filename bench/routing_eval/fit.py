@@ -3,7 +3,11 @@
 1. Ranking: the signals of every candidate of every dev task that has a checkpoint among its
    candidates; a conditional logit (``nexus.routing._model.fit_ranking``) puts the right one first.
 2. Confidence: with those weights, each dev task's best candidate; a logistic fit of "it is the right
-   checkpoint" on what it looks like (``CONFIDENCE_FEATURES``), tasks that belong nowhere included.
+   checkpoint" on what it looks like (``CONFIDENCE_FEATURES``), tasks that belong nowhere included. The
+   features are standardized for the fit (so one penalty suits them all; the weights are folded back to
+   raw units for ``model.json``) and the penalty is the one whose fits on four fifths of the dev tasks
+   decide the held-out fifth best (a weak penalty fitted every quirk of the dev tasks: cross-validated
+   ``new`` F1 0.71 at 0.3, 0.82 at 10).
 3. Threshold: the confidence cut that makes the most dev decisions right.
 """
 
@@ -15,6 +19,7 @@ from typing import Any
 from build import NOW_MS, EvalTask
 
 L2_CHOICES = (0.1, 0.3, 1.0, 3.0)
+CALIBRATION_L2_CHOICES = (0.3, 1.0, 3.0, 10.0, 30.0)
 FOLDS = 5
 
 
@@ -26,7 +31,6 @@ def fit_model(router: Any, dev: Sequence[EvalTask]) -> Any:
         PRIOR,
         ScoringModel,
         confidence_values,
-        fit_logistic,
         fit_ranking,
     )
 
@@ -51,11 +55,16 @@ def fit_model(router: Any, dev: Sequence[EvalTask]) -> Any:
         values = confidence_values(matrix, scores, ranking.shares(scores), order)
         rows.append([values[name] for name in CONFIDENCE_FEATURES])
         correct.append(float(candidates[order[0]].stored.turn_id == task.expected))
-    calib, bias = fit_logistic(np.asarray(rows), np.asarray(correct), l2=0.3)
+    x, y = np.asarray(rows), np.asarray(correct)
+    calibration_l2 = _cross_validated_calibration_l2(x, y, is_new)
+    calib, bias = _fit_standardized(x, y, calibration_l2)
     model = ScoringModel(tuple(weights), (*calib, bias), 0.5)
     confidence = [model.confidence(dict(zip(CONFIDENCE_FEATURES, row, strict=True))) for row in rows]
     threshold = _best_cut(confidence, correct, is_new)
-    note = f"dev split of the evaluation set, {len(dev)} tasks; ranking l2 {l2} by {FOLDS}-fold cross-validation"
+    note = (
+        f"dev split of the evaluation set, {len(dev)} tasks; ranking l2 {l2}, confidence l2 {calibration_l2}"
+        f" (standardized), both by {FOLDS}-fold cross-validation"
+    )
     return ScoringModel(tuple(weights), (*calib, bias), threshold, note)
 
 
@@ -74,6 +83,41 @@ def _cross_validated_l2(groups: list[tuple[Any, int]], prior: tuple[float, ...])
             hits += sum(int(np.argmax(x @ w) == right) for i, (x, right) in enumerate(groups) if i % FOLDS == fold)
         if hits > best_hits:
             best, best_hits = l2, hits
+    return best
+
+
+def _fit_standardized(x: Any, y: Any, l2: float) -> tuple[list[float], float]:
+    """A logistic fit on standardized features, its weights folded back to raw units."""
+    import numpy as np
+
+    from nexus.routing._model import fit_logistic
+
+    mean, scale = x.mean(axis=0), x.std(axis=0) + 1e-9
+    weights, bias = fit_logistic((x - mean) / scale, y, l2=l2)
+    raw = np.asarray(weights) / scale
+    return [float(v) for v in raw], float(bias - raw @ mean)
+
+
+def _cross_validated_calibration_l2(x: Any, y: Any, is_new: list[bool]) -> float:
+    """The confidence penalty whose fits, each on four fifths of the dev tasks, decide the held-out fifth best
+    (right checkpoint and ``existing``, or ``new`` for a task that belongs nowhere), its cut fitted likewise."""
+    import numpy as np
+
+    best, best_right = CALIBRATION_L2_CHOICES[0], -1
+    for l2 in CALIBRATION_L2_CHOICES:
+        right = 0
+        for fold in range(FOLDS):
+            train = np.asarray([i % FOLDS != fold for i in range(len(y))])
+            weights, bias = _fit_standardized(x[train], y[train], l2)
+            p = 1.0 / (1.0 + np.exp(-np.clip(x @ np.asarray(weights) + bias, -30, 30)))
+            cut = _best_cut(list(p[train]), list(y[train]), [n for n, t in zip(is_new, train, strict=True) if t])
+            right += sum(
+                1
+                for i in range(len(y))
+                if not train[i] and ((p[i] >= cut and y[i] == 1.0) or (p[i] < cut and is_new[i]))
+            )
+        if right > best_right:
+            best, best_right = l2, right
     return best
 
 

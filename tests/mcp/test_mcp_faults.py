@@ -105,7 +105,7 @@ async def test_a_secret_across_the_cut_of_a_quoted_line_leaves_no_part_of_it(
 async def test_a_server_that_answers_garbage_at_start_says_what_it_wrote(
     tmp_path: Path, open_servers: Callable[..., McpServers]
 ) -> None:
-    servers = open_servers(config_with(tmp_path, {"junk": python_server(RAW, "junk", start_timeout_s=1)}))
+    servers = open_servers(config_with(tmp_path, {"junk": python_server(RAW, "junk", start_timeout_s=3)}))
     (problem,) = await servers.prepare(["junk"])
     assert "line(s) that are not MCP (last: 'Welcome to raw-server 1.0!')" in problem
 

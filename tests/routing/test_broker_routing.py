@@ -39,30 +39,42 @@ def _model(*more: str) -> ScriptedModel:
     return ScriptedModel([*(text(reply) for _, reply in PAST), *(text(m) for m in more)])
 
 
-async def test_route_then_fork_runs_the_task_in_a_fork_of_the_checkpoint(isolated_env: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+async def test_route_then_fork_runs_the_task_in_a_fork_of_the_checkpoint(
+    isolated_env: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    if backend == "sqlite":
+        with Ledger.open(isolated_env / "agents.db") as ledger:
+            await _route_then_fork(ledger)
+        return
+    ledger = await Ledger.connect(request.getfixturevalue("postgres_url"))
+    try:
+        await _route_then_fork(ledger)
+    finally:
+        await ledger.aclose()
+
+
+async def _route_then_fork(ledger: Ledger) -> None:
     scripted = _model("The limiter now answers 429 with a JSON body", "again")
-    with Ledger.open(isolated_env / "agents.db") as ledger:
-        async with running_broker(load_config(), ledger, stream_fn=scripted.stream) as host:
-            broker = host.broker
-            await _coder(broker, scripted)
-            decision = await broker.route_smart("the login rate limiter should answer 429 with a JSON body")
-            assert decision.mode == "existing" and decision.checkpoint is not None
-            assert decision.checkpoint.agent_id == "coder" and decision.checkpoint.session_key == "coder~task~0"
-            assert decision.checkpoint.context.startswith("Add rate limiting to the login endpoint — Added")
-            message = AgentMessage(id="m-fork", from_="user", to="someone-else", content="the 429 body, please")
-            receipt = await broker.fork_from(decision.checkpoint, message)
-            again = await broker.fork_from(decision.checkpoint, message)  # a retry: same fork, not queued twice
-            assert not receipt.duplicate and again.duplicate
-            await broker.wait_until_idle()
-        fork = await ledger.sessions.get("coder~fork~m-fork")
-        assert fork.origin == "fork" and fork.routing_key == "fork:m-fork"
-        turns = await ledger.turns.path("coder~fork~m-fork")
-        assert [t.id for t in turns[:-1]] == [decision.checkpoint.turn_id]  # the checkpoint's path, shared
-        assert turns[-1].session_label == "coder~fork~m-fork" and turns[-1].status == "completed"
-        assert (await ledger.turns.path("coder~task~0"))[
-            -1
-        ].id == decision.checkpoint.turn_id  # the original did not move
-        assert len(await ledger.sessions.containing(decision.checkpoint.turn_id)) == 2  # nothing copied
+    async with running_broker(load_config(), ledger, stream_fn=scripted.stream) as host:
+        broker = host.broker
+        await _coder(broker, scripted)
+        decision = await broker.route_smart("the login rate limiter should answer 429 with a JSON body")
+        assert decision.mode == "existing" and decision.checkpoint is not None
+        assert decision.checkpoint.agent_id == "coder" and decision.checkpoint.session_key == "coder~task~0"
+        assert decision.checkpoint.context.startswith("Add rate limiting to the login endpoint — Added")
+        message = AgentMessage(id="m-fork", from_="user", to="someone-else", content="the 429 body, please")
+        receipt = await broker.fork_from(decision.checkpoint, message)
+        again = await broker.fork_from(decision.checkpoint, message)  # a retry: same fork, not queued twice
+        assert not receipt.duplicate and again.duplicate
+        await broker.wait_until_idle()
+    fork = await ledger.sessions.get("coder~fork~m-fork")
+    assert fork.origin == "fork" and fork.routing_key == "fork:m-fork"
+    turns = await ledger.turns.path("coder~fork~m-fork")
+    assert [t.id for t in turns[:-1]] == [decision.checkpoint.turn_id]  # the checkpoint's path, shared
+    assert turns[-1].session_label == "coder~fork~m-fork" and turns[-1].status == "completed"
+    assert (await ledger.turns.path("coder~task~0"))[-1].id == decision.checkpoint.turn_id  # the original stays
+    assert len(await ledger.sessions.containing(decision.checkpoint.turn_id)) == 2  # nothing copied
     assert scripted.pending == 1  # the retried fork_from ran nothing
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -10,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession
 from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import BrokerStore
 from nexus.testing import FakeProviderServer
+from nexus.testing.conformance.support import qa_turn
 from nexus.testing.steps import text
 
 from ._ledgers import corpus
@@ -21,8 +23,8 @@ from ._ledgers import corpus
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
-def nexus(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NEXUS_HOME": str(home), "PYTHONPATH": str(SRC)}
+def nexus(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "NEXUS_HOME": str(home), "PYTHONPATH": str(SRC), **(env or {})}
     return subprocess.run([sys.executable, "-m", "nexus.cli", *args], env=env, capture_output=True, text=True,
                           timeout=120, check=False)  # fmt: skip
 
@@ -114,3 +116,35 @@ def test_route_with_agent_looks_at_that_agents_past_work_only(home: tuple[Path, 
     assert decision["mode"] == "new"  # the Docker work is ops-agent's: nothing of auth-agent's continues it
     ops = json.loads(nexus(root, "route", task, "--agent", "ops-agent", "--json").stdout)
     assert ops["mode"] == "existing" and ops["checkpoint"]["turn_id"] == ids["docker"]
+
+
+def test_route_works_on_a_postgresql_ledger(tmp_path: Path, postgres_url: str) -> None:
+    """`nexus route`, `route stats` and `route feedback` on the configured PostgreSQL database (not a file)."""
+    from nexus.routing import Router
+
+    async def write() -> str:
+        ledger = await Ledger.connect(postgres_url)
+        try:
+            await ledger.sessions.ensure(NewSession("billing"))
+            return await qa_turn(ledger, "billing", "Generate a PDF invoice when an order is paid", "WeasyPrint")
+        finally:
+            await ledger.aclose()
+
+    invoice = asyncio.run(write())
+    root = tmp_path / "home"
+    root.mkdir()
+    env = {"NEXUS_DATABASE_URL": postgres_url}
+    done = nexus(root, "route", "the pdf invoice for paid orders needs a VAT number", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    decision = json.loads(done.stdout)
+    assert decision["checkpoint"]["turn_id"] == invoice and decision["decision_id"]
+    assert nexus(root, "route", "feedback", decision["decision_id"], "good", env=env).returncode == 0
+    (arm,) = json.loads(nexus(root, "route", "stats", "--json", env=env).stdout)
+    assert (arm["decisions"], arm["good_feedback"]["n"]) == (1, 1)
+    assert not (root / "agents.db").exists()  # nothing went to a file
+    ledger = asyncio.run(Ledger.connect(postgres_url))
+    try:
+        with Router(ledger, embedder=None) as router:
+            assert [d.id for d in router.decisions.decisions()] == [decision["decision_id"]]
+    finally:
+        ledger.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -135,10 +136,97 @@ def test_reindex_rebuilds_the_same_checkpoints(ledger: Ledger, tmp_path: Path) -
     assert result.checkpoint is not None and result.checkpoint.turn_id == ids["invoice"]
 
 
-async def test_a_postgresql_ledger_is_refused_clearly(postgres_url: str) -> None:
+async def test_on_postgresql_a_turn_closed_late_or_out_of_order_is_indexed(postgres_url: str) -> None:
+    """Turns have no row number there: the watermark is a completion time, and turns completed a little before
+    it (a close that committed late) or opened long ago and closed now are still found."""
+    from nexus.llm.types import AssistantMessage, TextContent, UserMessage
+
     opened = await Ledger.connect(postgres_url)
+    router = await asyncio.to_thread(Router, opened, embedder=None)
     try:
-        with pytest.raises(RoutingError, match="this ledger is on PostgreSQL, for which no route store exists yet"):
-            Router(opened)
+        await opened.sessions.create(NewSession("search", metadata={"agent": "finder"}))
+        long_open = await opened.turns.open(TurnOpen("search", [UserMessage("add fuzzy matching")], TurnDetails()))
+        first = await _pg_turn(opened, "ops", "Alert when the API error rate passes 2 percent", NOW_MS)
+        assert await asyncio.to_thread(router.catch_up) == 1
+        late = await _pg_turn(opened, "cache", "Cache the exchange rates for an hour", NOW_MS - 60_000)
+        reply = [AssistantMessage([TextContent("fuzziness AUTO on product names")])]
+        await opened.turns.write(TurnWrite("search", long_open, response_messages=reply, completed_at=NOW_MS + 5))
+        assert await asyncio.to_thread(router.catch_up) == 2
+        rows = {r.turn_id: r for r in await asyncio.to_thread(router.store.rows, list(range(1, 10)))}
+        assert set(rows) == {first, late, long_open}
+        assert rows[long_open].agent_id == "finder"
+        assert await asyncio.to_thread(router.catch_up) == 0
     finally:
+        await asyncio.to_thread(router.close)
         await opened.aclose()
+
+
+async def _pg_turn(ledger: Ledger, label: str, ask: str, completed_at: int) -> str:
+    from nexus.llm.types import AssistantMessage, TextContent, UserMessage
+
+    await ledger.sessions.ensure(NewSession(label))
+    answer = [AssistantMessage([TextContent("done")])]
+    details = TurnDetails(started_at=completed_at - 1000)
+    write = TurnWrite(label, None, query_messages=[UserMessage(ask)], response_messages=answer,  # type: ignore[arg-type]
+                      completed_at=completed_at, details=details)  # fmt: skip
+    return await ledger.turns.write(write)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+async def test_two_routers_on_one_database_share_the_index(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Two processes (two brokers on one PostgreSQL database, or `nexus serve` and `nexus route` on one file):
+    what one indexed, the other's next decision knows; both indexing the same turns at once is no error."""
+    if backend == "sqlite":
+        one, two = Ledger.open(tmp_path / "agents.db"), Ledger.open(tmp_path / "agents.db")
+    else:
+        url = request.getfixturevalue("postgres_url")
+        one, two = await Ledger.connect(url), await Ledger.connect(url)
+    first = await asyncio.to_thread(Router, one, embedder=None)
+    second = await asyncio.to_thread(Router, two, embedder=None)
+    try:
+        limiter = await _pg_turn(one, "auth", "Add rate limiting to the login endpoint", NOW_MS - 2000)
+        both = await asyncio.to_thread(second.store.pending_turns, 64)  # the second sees it pending, too
+        assert await asyncio.to_thread(first.catch_up) == 1
+        await asyncio.to_thread(second.indexer._add, both)  # and stores it after the first did
+        invoice = await _pg_turn(one, "billing", "Generate a PDF invoice when an order is paid", NOW_MS - 1000)
+        assert await asyncio.to_thread(first.catch_up) == 1
+        found = await asyncio.to_thread(lambda: second.route("pdf invoice for paid orders", record=False))
+        assert found.checkpoint is not None and found.checkpoint.turn_id == invoice
+        assert await asyncio.to_thread(second.store.count) == 2 and len(second.index) == 2
+        stored = await asyncio.to_thread(second.store.rows, list(range(1, 10)))
+        assert {r.turn_id for r in stored} == {limiter, invoice}
+        assert sorted(second.index.row_of(r.id) for r in stored) == [0, 1]  # type: ignore[type-var]
+    finally:
+        for router, ledger in ((first, one), (second, two)):
+            await asyncio.to_thread(router.close)
+            if backend == "sqlite":
+                ledger.close()
+            else:
+                await ledger.aclose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+async def test_a_task_with_a_nul_character_is_refused_on_both_backends(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """PostgreSQL's text cannot hold NUL: the decision's record failed there with a database error."""
+    if backend == "sqlite":
+        ledger = Ledger.open(tmp_path / "agents.db")
+    else:
+        ledger = await Ledger.connect(request.getfixturevalue("postgres_url"))
+    router = await asyncio.to_thread(Router, ledger, embedder=None)
+    try:
+        await _pg_turn(ledger, "auth", "Add rate limiting to the login endpoint", NOW_MS - 2000)
+        with pytest.raises(RoutingError, match="a NUL character at 8"):
+            await asyncio.to_thread(router.route, "rate lim\x00it the login")
+        assert await asyncio.to_thread(router.decisions.decisions) == []
+        fine = await asyncio.to_thread(router.route, "rate limit the login")
+        assert fine.decision_id is not None
+    finally:
+        await asyncio.to_thread(router.close)
+        if backend == "sqlite":
+            ledger.close()
+        else:
+            await ledger.aclose()

@@ -193,7 +193,9 @@ class AdapterManager:
             def make() -> StreamProcess:
                 return StreamProcess(self._supervisor(name, account_id, "stream"))
 
-            pool = self._streams[key] = StreamPool(make, stream_processes(self.config(name)))
+            config = self.config(name)
+            pool = StreamPool(make, stream_processes(config), idle_close_s=config.stream_idle_s)
+            self._streams[key] = pool
         return pool
 
     def _supervisor(self, name: str, account_id: str, command: str) -> Supervisor:
@@ -299,15 +301,23 @@ class AdapterManager:
     # -- health --------------------------------------------------------------------------------
 
     async def health(self, name: str, account_id: str) -> HealthStatus:
-        """Run the account's ``health`` (or ``info`` when the adapter has no ``health``); never raises."""
+        """Run the account's ``health`` (or ``info`` when the adapter has no ``health``); never raises.
+
+        With several ``stream`` processes the restarts are summed over all of them and a failed one
+        (say the third of four) makes the account unhealthy, naming which it is.
+        """
         pool = self._streams.get((name, account_id))
-        stream = pool.primary() if pool is not None else None
-        restarts = stream.supervisor.restarts if stream else 0
-        state = stream.supervisor.state if stream else "idle"
+        streams = list(pool.processes) if pool is not None else []
+        restarts = sum(stream.supervisor.restarts for stream in streams)
+        states = [stream.supervisor.state for stream in streams]
+        state = next((s for s in ("failed", "backoff", "running") if s in states), states[0] if states else "idle")
+        failed = next((i for i, stream in enumerate(streams) if stream.supervisor.state == "failed"), None)
         try:
             info = await self.info(name)
-            if stream is not None and stream.supervisor.state == "failed":
-                return HealthStatus(name, account_id, False, stream.supervisor.last_error or "failed", restarts, state)
+            if failed is not None:
+                error = streams[failed].supervisor.last_error or "failed"
+                which = f"stream process {failed + 1} of {len(streams)}: " if len(streams) > 1 else ""
+                return HealthStatus(name, account_id, False, which + error, restarts, state)
             if not info.can("health"):
                 return HealthStatus(
                     name, account_id, True, f"{info.platform} {info.version} (no health command)", restarts, state

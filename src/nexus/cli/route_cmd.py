@@ -19,6 +19,7 @@ from nexus.cli._route_parser import ACTIONS
 
 if TYPE_CHECKING:
     from nexus.config import NexusConfig
+    from nexus.ledger import Ledger
     from nexus.routing import Router, SmartRouteResult
 
 _SINCE = re.compile(r"^(\d+)\s*([dhm])$")
@@ -62,8 +63,20 @@ def parse_since(text: str | None, now: float | None = None) -> int:
         raise ConfigError(f"--since {text!r}: give 7d, 12h, 30m or a date YYYY-MM-DD") from None
 
 
-def _with_router(config: NexusConfig, job: Any, *, embedder: bool = True) -> int:
+def _open_ledger(config: NexusConfig) -> Ledger:
+    """The configured ledger, an SQLite file or a PostgreSQL database (routing works on both); the router
+    runs on this thread, which is what the PostgreSQL pool's synchronous transactions are for."""
     from nexus.ledger import Ledger
+
+    target = config.database_target
+    if isinstance(target, str):
+        import asyncio
+
+        return asyncio.run(Ledger.connect(target))
+    return Ledger.open(target)
+
+
+def _with_router(config: NexusConfig, job: Any, *, embedder: bool = True) -> int:
     from nexus.routing import Router, RouteSettings
 
     r = config.routing
@@ -75,7 +88,7 @@ def _with_router(config: NexusConfig, job: Any, *, embedder: bool = True) -> int
         r.threshold,
         r.max_task_chars,
     )
-    with Ledger.open(config.database_path) as ledger:
+    with _open_ledger(config) as ledger:
         try:
             router = Router(ledger, settings)
         except ImportError as exc:
@@ -164,13 +177,12 @@ def _arm_json(arm: Any) -> dict[str, Any]:
 
 def _feedback(config: NexusConfig, words: list[str], note: str | None) -> int:
     from nexus.errors import ConfigError
-    from nexus.ledger import Ledger
-    from nexus.routing import RoutingError, SqliteRouteStore
+    from nexus.routing import RoutingError, open_route_store
 
     if len(words) != 2 or words[1] not in ("good", "bad"):
         raise ConfigError("nexus route feedback DECISION_ID good|bad [--note TEXT]")
-    with Ledger.open(config.database_path) as ledger:
-        store = SqliteRouteStore(ledger)
+    with _open_ledger(config) as ledger:
+        store = open_route_store(ledger)
         try:
             store.feedback(words[0], 1 if words[1] == "good" else -1, note)
         except RoutingError as exc:

@@ -66,6 +66,8 @@ class AdapterConfig(Record):
     timeout_s: float = setting(default=30.0, gt=0)
     stream_processes: int | None = setting(default=None, ge=1, le=32)
     """``stream`` processes per account at once (one delivery each): default 4 (the ``console`` builtin: 1)."""
+    stream_idle_s: float = setting(default=300.0, ge=0)
+    """An extra ``stream`` process (not the account's first) idle this long is stopped; 0 keeps them running."""
     blocks: AdapterBlocks = setting(default_factory=AdapterBlocks)
     accounts: dict[str, AdapterAccount] = setting(default_factory=dict)
 

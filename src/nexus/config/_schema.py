@@ -302,7 +302,7 @@ class NexusConfig(Record):
             where = "NEXUS_DATABASE_URL" if os.environ.get("NEXUS_DATABASE_URL", "").strip() else self.where("database")
             raise ConfigError(
                 f"{where}: the ledger is the PostgreSQL database {shown}; this command still needs an SQLite "
-                "file in this version (run, chat, serve, send, queue, sessions, agents and db work with "
+                "file in this version (run, chat, serve, send, queue, sessions, agents, route and db work with "
                 "PostgreSQL; see docs/ledger.md)"
             )
         return target

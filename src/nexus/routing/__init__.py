@@ -2,8 +2,9 @@
 
 ``Router(ledger).route("fix the login test")`` answers a :class:`SmartRouteResult`: ``existing`` with the
 :class:`Checkpoint` (a finished turn) to fork from, or ``new``, with a calibrated ``confidence``. The index
-(FTS5 BM25 + embeddings + facets over checkpoint texts derived from turns) lives in the ledger and grows
-as turns are written. The broker's ``route_smart`` / ``fork_from`` build on it. See docs/routing.md.
+(BM25 + embeddings + facets over checkpoint texts derived from turns) lives in the ledger, SQLite or
+PostgreSQL (:func:`open_route_store`), and grows as turns are written. The broker's ``route_smart`` /
+``fork_from`` build on it. See docs/routing.md.
 
 Importing this package is cheap; numpy and the embedder load with the first :class:`Router`.
 """
@@ -17,11 +18,12 @@ from nexus.routing.errors import EmbedderError, RoutingError
 from nexus.routing.types import ROUTING_MODES, Checkpoint, RouteMode, RoutingMode, ScoredCheckpoint, SmartRouteResult
 
 if TYPE_CHECKING:
+    from nexus.routing._backend import open_route_store
     from nexus.routing._sqlite_store import SqliteRouteStore
     from nexus.routing.ab import arm_for, compare
     from nexus.routing.embedder import Embedder, OpenAIEmbedder, WordLlamaEmbedder
     from nexus.routing.router import Router, RouteSettings
-    from nexus.routing.store import DecisionRecord
+    from nexus.routing.store import DecisionRecord, RouteStore
 
 _LAZY: dict[str, str] = {
     "SqliteRouteStore": "nexus.routing._sqlite_store",
@@ -33,6 +35,8 @@ _LAZY: dict[str, str] = {
     "WordLlamaEmbedder": ".embedder",
     "RouteSettings": ".router",
     "Router": ".router",
+    "open_route_store": "._backend",
+    "RouteStore": ".store",
 }
 
 __all__ = [
@@ -44,6 +48,7 @@ __all__ = [
     "OpenAIEmbedder",
     "RouteMode",
     "RouteSettings",
+    "RouteStore",
     "Router",
     "RoutingError",
     "RoutingMode",
@@ -53,6 +58,7 @@ __all__ = [
     "WordLlamaEmbedder",
     "arm_for",
     "compare",
+    "open_route_store",
 ]
 
 

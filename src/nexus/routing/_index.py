@@ -16,6 +16,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from nexus._dataclass import dataclass
+from nexus.routing._lexical import Postings
 from nexus.routing.store import CheckpointMeta
 
 if TYPE_CHECKING:
@@ -70,6 +71,7 @@ class CheckpointIndex:
         self._agent_codes: dict[str, int] = {}
         self._with_vectors = 0
         self.last_id = 0
+        self.postings = Postings()
 
     def __len__(self) -> int:
         return self._n
@@ -140,6 +142,7 @@ class CheckpointIndex:
             self._children.setdefault(parent, []).append(row)
         self._row_of_turn[meta.turn_id] = row
         self._row_of_id[meta.id] = row
+        self.postings.add(row, meta.columns)
         self.last_id = max(self.last_id, meta.id)
         self._n = row + 1
 
@@ -193,7 +196,7 @@ class CheckpointIndex:
         # dict entries, boxed ints and turn id strings of the two maps; a child list per parent
         maps = 2 * 104 * self._n + 75 * len(self._row_of_turn) + 88 * len(self._children)
         per_row = sum(int(a.itemsize) * int(self._np.prod(a.shape[1:])) for a in arrays)
-        return int(per_row * self._n) + maps
+        return int(per_row * self._n) + maps + self.postings.memory_bytes()
 
 
 def semantic(snap: Snapshot, query: npt.NDArray[np.float32], k: int, agent: int | None) -> list[tuple[int, float]]:

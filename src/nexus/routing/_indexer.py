@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from nexus.ledger import Ledger, StoredMessage
 from nexus.routing._files import stamp_all
 from nexus.routing._index import CheckpointIndex
+from nexus.routing._lexical import columns_of
 from nexus.routing._text import TurnText, turn_text
 from nexus.routing.embedder import Embedder
 from nexus.routing.errors import EmbedderError
@@ -85,6 +86,8 @@ class Indexer:
         """Index every closed turn not indexed yet (at most ``limit``); returns how many were added."""
         added = 0
         with self._lock:
+            # what another process (a second broker, `nexus route`) indexed since: one indexed range read
+            self.index.add(self.store.load(self.embedder.name, self.index.last_id))
             while limit is None or added < limit:
                 turns = self.store.pending_turns(BATCH if limit is None else min(BATCH, limit - added))
                 if not turns:
@@ -201,4 +204,5 @@ def _meta(cp: NewCheckpoint, checkpoint_id: int) -> CheckpointMeta:
         cp.quality,
         cp.link,
         cp.vector,
+        columns_of(cp.ask, cp.reply, cp.files_text),
     )

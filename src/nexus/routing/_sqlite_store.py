@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, is_postgres_url
+from nexus.routing._lexical import rows_from_instances
 from nexus.routing._words import index_text
 from nexus.routing.errors import RoutingError
 from nexus.routing.store import (
@@ -52,6 +53,35 @@ _DECISION_COLUMNS = (
 )
 
 
+CHECKPOINT_COLUMNS = (
+    "turn_id, turn_rowid, session_label, agent_id, parent_turn_id, segment_id, position, status, quality, link,"
+    " completed_at, context, files_json, indexed_at"
+)
+
+
+def checkpoint_values(cp: NewCheckpoint) -> tuple[Any, ...]:
+    """The values of :data:`CHECKPOINT_COLUMNS` for a new checkpoint (both backends insert them)."""
+    t = cp.turn
+    files = json.dumps([[f.path, f.size, f.mtime_ns, f.digest, f.name] for f in cp.files])
+    return (
+        t.turn_id, t.rowid, t.session_label, t.agent_id, t.parent_turn_id, t.segment_id, t.position, t.status,
+        cp.quality, cp.link, t.completed_at, cp.context, files, _now_ms(),
+    )  # fmt: skip
+
+
+def existing_id(conn: Any, turn_id: str) -> int:
+    """The id of a checkpoint another process stored first (two indexers saw the same turn pending)."""
+    return int(conn.execute("SELECT id FROM route_checkpoints WHERE turn_id = ?", (turn_id,)).fetchone()[0])
+
+
+def add_vector(conn: Any, checkpoint_id: int, embedder: str, vector: bytes | None) -> None:
+    if vector is not None:
+        conn.execute(
+            "INSERT INTO route_vectors (checkpoint_id, embedder, vector) VALUES (?, ?, ?)",
+            (checkpoint_id, embedder, vector),
+        )
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -68,11 +98,8 @@ class SqliteRouteStore:
 
     def __init__(self, ledger: Ledger) -> None:
         path = ledger.path
-        if path.startswith(("postgresql:", "postgres:")):
-            raise RoutingError(
-                "smart routing keeps its index in an SQLite ledger; this ledger is on PostgreSQL, for which no "
-                "route store exists yet (see docs/routing.md)"
-            )
+        if is_postgres_url(path):
+            raise RoutingError("this ledger is on PostgreSQL: open its route store with open_route_store()")
         # a file: our own connection (its own lock); ":memory:" is private to its connection
         self._own = None if path == ":memory:" else Ledger.open(path, message_cache=0)
         self._db = (self._own or ledger).database
@@ -121,18 +148,6 @@ class SqliteRouteStore:
         )
         return [str(r[0]) for r in rows]
 
-    def frequencies(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
-        def read(conn: sqlite3.Connection) -> tuple[dict[str, int], int]:
-            found = {}
-            for term in terms:  # one indexed lookup each (fts5vocab answers term = ? without a scan)
-                row = conn.execute("SELECT doc FROM route_vocab WHERE term = ?", (term,)).fetchone()
-                if row is not None:
-                    found[term] = int(row[0])
-            total = conn.execute("SELECT max(id) FROM route_checkpoints").fetchone()[0]
-            return found, int(total or 0)
-
-        return self._db.read(read)
-
     def add(self, checkpoints: Sequence[NewCheckpoint], embedder: str, watermark: int) -> list[int]:
         def write(conn: sqlite3.Connection) -> list[int]:
             ids = [self._insert(conn, cp, embedder) for cp in checkpoints]
@@ -142,39 +157,19 @@ class SqliteRouteStore:
         return self._db.write(write)
 
     def _insert(self, conn: sqlite3.Connection, cp: NewCheckpoint, embedder: str) -> int:
-        t = cp.turn
-        files = json.dumps([[f.path, f.size, f.mtime_ns, f.digest, f.name] for f in cp.files])
         cursor = conn.execute(
-            "INSERT INTO route_checkpoints (turn_id, turn_rowid, session_label, agent_id, parent_turn_id, segment_id,"
-            " position, status, quality, link, completed_at, context, files_json, indexed_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                t.turn_id,
-                t.rowid,
-                t.session_label,
-                t.agent_id,
-                t.parent_turn_id,
-                t.segment_id,
-                t.position,
-                t.status,
-                cp.quality,
-                cp.link,
-                t.completed_at,
-                cp.context,
-                files,
-                _now_ms(),
-            ),
+            f"INSERT INTO route_checkpoints ({CHECKPOINT_COLUMNS}) VALUES ({', '.join('?' * 14)})"
+            " ON CONFLICT (turn_id) DO NOTHING",
+            checkpoint_values(cp),
         )
+        if cursor.rowcount == 0:
+            return existing_id(conn, cp.turn.turn_id)
         checkpoint_id = int(cursor.lastrowid or 0)
         conn.execute(
             "INSERT INTO route_fts (rowid, ask, reply, files) VALUES (?, ?, ?, ?)",
             (checkpoint_id, index_text(cp.ask), index_text(cp.reply), index_text(cp.files_text)),
         )
-        if cp.vector is not None:
-            conn.execute(
-                "INSERT INTO route_vectors (checkpoint_id, embedder, vector) VALUES (?, ?, ?)",
-                (checkpoint_id, embedder, cp.vector),
-            )
+        add_vector(conn, checkpoint_id, embedder, cp.vector)
         return checkpoint_id
 
     def refresh_ancestors(self, changes: Sequence[tuple[str, tuple[FileStamp, ...]]], max_steps: int) -> None:
@@ -186,16 +181,18 @@ class SqliteRouteStore:
             self._db.write(write)
 
     def load(self, embedder: str, after_id: int = 0) -> list[CheckpointMeta]:
-        rows = self._db.read(
-            lambda c: c.execute(
+        def read(conn: sqlite3.Connection) -> tuple[list[Any], dict[int, tuple[str, str, str]]]:
+            rows = conn.execute(
                 "SELECT c.id, c.agent_id, c.segment_id, c.position, c.parent_turn_id, c.turn_id, c.completed_at,"
                 " c.quality, c.link, v.vector FROM route_checkpoints c"
                 " LEFT JOIN route_vectors v ON v.checkpoint_id = c.id AND v.embedder = ?"
                 " WHERE c.id > ? ORDER BY c.id",
                 (embedder, after_id),
             ).fetchall()
-        )
-        return [CheckpointMeta(*r) for r in rows]
+            return rows, _words_of(conn, after_id) if rows else {}
+
+        rows, words = self._db.read(read)
+        return [_meta(r, words.get(int(r[0]), ("", "", ""))) for r in rows]
 
     def files_of(self, turn_ids: Sequence[str]) -> dict[str, tuple[FileStamp, ...]]:
         if not turn_ids:
@@ -226,16 +223,6 @@ class SqliteRouteStore:
                 [(i, embedder, v) for i, v in vectors],
             )
         )
-
-    def lexical(self, query: str, limit: int) -> list[tuple[int, float]]:
-        rows = self._db.read(
-            lambda c: c.execute(
-                "SELECT rowid, bm25(route_fts, 4.0, 1.5, 2.5) AS score FROM route_fts WHERE route_fts MATCH ?"
-                " ORDER BY score LIMIT ?",
-                (query, limit),
-            ).fetchall()
-        )
-        return [(int(r[0]), -float(r[1])) for r in rows]
 
     def rows(self, ids: Sequence[int]) -> list[CheckpointRow]:
         if not ids:
@@ -324,6 +311,23 @@ def _refresh_path(conn: sqlite3.Connection, turn_id: str | None, stamps: dict[st
                 (json.dumps([[f.path, f.size, f.mtime_ns, f.digest, f.name] for f in fresh]), row[0]),
             )
         turn_id = row[1]
+
+
+def _meta(r: Sequence[Any], columns: tuple[str, str, str]) -> CheckpointMeta:
+    return CheckpointMeta(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], columns)
+
+
+_COLUMN = {"ask": 0, "reply": 1, "files": 2}
+
+
+def _words_of(conn: sqlite3.Connection, after_id: int) -> dict[int, tuple[str, str, str]]:
+    """The words of checkpoints above ``after_id``, read back out of the FTS5 index (the table is contentless,
+    its ``instance`` vocabulary still says which term is in which row and column, how often)."""
+    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.route_instances USING fts5vocab(main, route_fts, instance)")
+    found = conn.execute(
+        "SELECT doc, col, term, count(*) FROM temp.route_instances WHERE doc > ? GROUP BY doc, col, term", (after_id,)
+    )
+    return rows_from_instances((doc, _COLUMN[col], term, n) for doc, col, term, n in found)
 
 
 def _decision(r: Sequence[Any]) -> DecisionRecord:

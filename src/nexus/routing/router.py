@@ -33,7 +33,7 @@ from nexus.routing._scoring import (
     signals,
     task_terms,
 )
-from nexus.routing._words import match_expression, query_terms
+from nexus.routing._words import query_terms
 from nexus.routing._worker import IndexWorker
 from nexus.routing.embedder import Embedder, OpenAIEmbedder, WordLlamaEmbedder
 from nexus.routing.errors import EmbedderError, RoutingError
@@ -88,14 +88,14 @@ class Router:
         embedder: Embedder | str | None = "settings",
         model: ScoringModel | None = None,
     ) -> None:
-        from nexus.routing._sqlite_store import SqliteRouteStore
+        from nexus.routing._backend import open_route_store
 
         self.ledger = ledger
         self.settings = settings or RouteSettings()
         chosen = make_embedder(self.settings) if isinstance(embedder, str) else embedder
         self.guard = EmbedderGuard(chosen)
         self.model = model or load_model()
-        self.store = SqliteRouteStore(ledger)
+        self.store = open_route_store(ledger)
         self.decisions = self.store
         self.index = CheckpointIndex(self._dimension())
         self.indexer = Indexer(ledger, self.store, self.index, self.guard)
@@ -195,6 +195,9 @@ class Router:
                 f"the task is not valid Unicode (a lone surrogate at character {bad}: bytes that were not UTF-8); "
                 "send it as UTF-8 text"
             )
+        nul = task.find("\x00")
+        if nul >= 0:  # PostgreSQL's text cannot hold it (the decision's record would fail there): refused on both
+            raise RoutingError(f"the task holds a NUL character at {nul}; send text without control characters")
         if not 1 <= limit <= MAX_LIMIT:
             raise RoutingError(f"limit is {limit}; give 1 to {MAX_LIMIT} alternatives")
         if agent is not None and agent not in self.store.known_agents():
@@ -216,15 +219,15 @@ class Router:
         checked = self._check(task, agent, 1)
         snap = self.index.snapshot()
         code = self.index.agent_code(agent) if agent is not None else None
-        terms = self._terms(checked.text)
+        terms = self._terms(checked.text, snap)
         found, relevance = self._candidates(checked, terms, snap, code)
         now = now_ms if now_ms is not None else int(time.time() * 1000)
         return found, signals(found, relevance, terms, now)
 
-    def _terms(self, text: str) -> TaskTerms:
+    def _terms(self, text: str, snap: Snapshot) -> TaskTerms:
         terms = query_terms(text)
-        frequencies, total = self.store.frequencies(terms) if terms else ({}, 0)
-        return task_terms(terms, frequencies, total)
+        frequencies, total = self.index.postings.frequencies(terms) if terms else ({}, 0)
+        return task_terms(terms, frequencies, min(total, snap.n))
 
     def _decide(self, task: _Task, agent: str | None, limit: int, now_ms: int) -> SmartRouteResult:
         snap = self.index.snapshot()
@@ -232,7 +235,7 @@ class Router:
         if snap.n == 0 or code == -2:
             notes = [*task.notes, "no past work to route to" + (f" for agent {agent!r}" if agent else "")]
             return SmartRouteResult("new", None, 0.0, threshold=self.threshold, notes=notes)
-        terms = self._terms(task.text)
+        terms = self._terms(task.text, snap)
         candidates, relevance = self._candidates(task, terms, snap, code)
         if not candidates:
             notes = [*task.notes, "nothing in past work matches the task"]
@@ -264,10 +267,9 @@ class Router:
             return [], relevance
         found: dict[int, Candidate] = {}
         if terms.searched:
-            hits = self.store.lexical(match_expression(terms.searched), LEXICAL_LIMIT * (4 if code is not None else 1))
-            for checkpoint_id, score in hits:
-                row = self.index.row_of(checkpoint_id)
-                if row is None or row >= snap.n or (code is not None and int(snap.agents[row]) != code):
+            limit = LEXICAL_LIMIT * (4 if code is not None else 1)
+            for row, score in self.index.postings.search(terms.searched, limit, rows_below=snap.n):
+                if code is not None and int(snap.agents[row]) != code:
                     continue
                 found[row] = Candidate(row, _EMPTY, lex=score, lex_rank=len(found) + 1)
                 relevance.lex_by_row[row] = score

@@ -1,9 +1,10 @@
 """Where routing keeps its index and its decisions: two small protocols and their records.
 
-:class:`CheckpointStore` is the index (checkpoint rows, full-text search, vectors, the indexing
+:class:`CheckpointStore` is the index (checkpoint rows, their words, vectors, the indexing
 watermark) and :class:`DecisionLog` the A/B record. The SQLite versions live in
-:mod:`nexus.routing._sqlite_store` and use the ledger's own file (schema version 13); a PostgreSQL
-version implements the same methods with its full-text search (``tsvector``) and a vector table. Every
+:mod:`nexus.routing._sqlite_store` and use the ledger's own file (schema version 13). Searching is done
+in memory on every backend (BM25 in :mod:`nexus.routing._lexical`, vectors in
+:mod:`nexus.routing._index`), so the stores only keep and load what it needs. Every
 method is synchronous and short: the router calls them from worker threads, never from the event loop.
 """
 
@@ -75,6 +76,8 @@ class CheckpointMeta:
     quality: float
     link: float
     vector: bytes | None
+    columns: tuple[str, str, str] = ("", "", "")
+    """Its words as the lexical stage indexes them: request, reply, file names (stemmed, space-separated)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +127,8 @@ class DecisionRecord:
 
 @runtime_checkable
 class CheckpointStore(Protocol):
-    """The checkpoint index: rows, full-text search, vectors and the indexing watermark."""
+    """The checkpoint index: rows, their words, vectors and the indexing watermark (the search itself is
+    in memory, :mod:`nexus.routing._lexical` and :mod:`nexus.routing._index`, the same on every backend)."""
 
     def pending_turns(self, limit: int) -> list[TurnRow]:
         """Closed turns past the watermark that have no checkpoint yet, oldest first (at most ``limit``)."""
@@ -136,10 +140,6 @@ class CheckpointStore(Protocol):
 
     def known_agents(self) -> list[str]:
         """The ids of the registered (active) agents."""
-        ...
-
-    def frequencies(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
-        """How many checkpoints hold each term (terms in none are left out), and how many there are in all."""
         ...
 
     def add(self, checkpoints: Sequence[NewCheckpoint], embedder: str, watermark: int) -> list[int]:
@@ -156,7 +156,8 @@ class CheckpointStore(Protocol):
         ...
 
     def load(self, embedder: str, after_id: int = 0) -> list[CheckpointMeta]:
-        """Every checkpoint with an id above ``after_id``, with its vector by ``embedder`` (or ``None``)."""
+        """Every checkpoint with an id above ``after_id``, with its vector by ``embedder`` (or ``None``) and its
+        words (:attr:`CheckpointMeta.columns`), in id order."""
         ...
 
     def without_vector(self, embedder: str, limit: int) -> list[tuple[int, str]]:
@@ -165,10 +166,6 @@ class CheckpointStore(Protocol):
 
     def set_vectors(self, embedder: str, vectors: Sequence[tuple[int, bytes]]) -> None:
         """Store vectors by ``embedder`` for existing checkpoints (replacing others' vectors)."""
-        ...
-
-    def lexical(self, query: str, limit: int) -> list[tuple[int, float]]:
-        """Full-text candidates for an FTS5 ``MATCH`` expression: ``(checkpoint id, score)``, best first."""
         ...
 
     def rows(self, ids: Sequence[int]) -> list[CheckpointRow]:
@@ -206,4 +203,13 @@ class DecisionLog(Protocol):
 
     def decisions(self, since_ms: int = 0) -> list[DecisionRecord]:
         """Decisions made at or after ``since_ms``, oldest first."""
+        ...
+
+
+@runtime_checkable
+class RouteStore(CheckpointStore, DecisionLog, Protocol):
+    """Both, as each backend's store is (one object, one connection or pool)."""
+
+    def close(self) -> None:
+        """Release the store's own connection (the ledger stays open)."""
         ...

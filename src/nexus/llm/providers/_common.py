@@ -210,12 +210,9 @@ def _decode(decoder: Decoder, name: str | None, data: str) -> list[AssistantMess
 async def run_stream(
     spec: ProviderSpec, model: Model, context: Context, options: StreamOptions | None
 ) -> AsyncIterator[AssistantMessageEvent]:
-    """Drive one provider call; see the module doc for the guarantees.
-
-    Task cancellation is caught: the stream then ends with an ``error`` event whose
-    reason is ``aborted`` (the ``CancelledError`` is not re-raised; the task's
-    ``cancelling()`` count is left set so callers can still tell).
-    """
+    """Drive one provider call (the module doc says what it guarantees). Task cancellation ends the
+    stream with an ``error`` event of reason ``aborted``; the ``CancelledError`` is not re-raised, and
+    the task's ``cancelling()`` count stays set so callers can still tell."""
     opts = options if options is not None else StreamOptions()
     output = AssistantMessage(api=model.api, provider=model.provider, model=model.id)
     signal = opts.signal
@@ -249,15 +246,8 @@ async def run_stream(
                     yield event
                     if signal is not None and signal.reason is not None:
                         raise _Aborted
-        if decoder.finished:
-            await _drain(chunks)
-        for name, data in parser.flush() if not decoder.finished else ():
-            for event in _decode(decoder, name, data):
-                yield event
-        if not decoder.complete():
-            raise StreamFailure(
-                "network", f"the connection to {_request_url_of(request)} closed before the response finished"
-            )
+        async for event in _after_body(decoder, parser, chunks, request):
+            yield event
         # release the connection before the final events, so a consumer that stops at
         # ``done`` without closing the iterator leaks nothing
         closing, chunks, response = (chunks, response), None, None
@@ -276,6 +266,23 @@ async def run_stream(
         if remove_listener is not None:
             remove_listener()
         await _close(chunks, response)
+
+
+async def _after_body(
+    decoder: Decoder, parser: SSEParser, chunks: AsyncIterator[bytes], request: Request
+) -> AsyncIterator[AssistantMessageEvent]:
+    """The end of the body: a finished response's rest is drained unread; an unfinished one's last
+    buffered lines are decoded, and if that still does not complete it, the connection was cut."""
+    if decoder.finished:
+        await _drain(chunks)
+    else:
+        for name, data in parser.flush():
+            for event in _decode(decoder, name, data):
+                yield event
+    if not decoder.complete():
+        raise StreamFailure(
+            "network", f"the connection to {_request_url_of(request)} closed before the response finished"
+        )
 
 
 def estimate_missing_usage(model: Model, context: Context, output: AssistantMessage) -> None:

@@ -16,8 +16,9 @@ The tests are ``async`` (run them with pytest-asyncio in ``auto`` mode) and use 
 (``ledger.sessions``) and ``QueueStore`` (``ledger.queue``). Optional, each tested only where the
 backend has it (:data:`OPTIONAL`): ``TurnTree`` (tree questions), ``PointerLog`` (the pointer log),
 ``QueueFeed``, ``AgentStore`` (``ledger.agents``), ``DeliveryStore`` (``ledger.deliveries``), ``LeaseStore``
-(``ledger.leases``); a test that needs a missing one is skipped, naming it. The lease race needs other
-connections to the same database: a ``reopen`` fixture (see :mod:`.leases`). See docs/testing.md.
+(``ledger.leases``), ``routing`` (smart routing's store in the same database,
+:func:`nexus.routing.open_route_store`); a test that needs a missing one is skipped, naming it. The lease
+race needs other connections to the same database: a ``reopen`` fixture (see :mod:`.leases`). See docs/testing.md.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from nexus.testing.conformance.journal import *  # noqa: F403
 from nexus.testing.conformance.leases import *  # noqa: F403
 from nexus.testing.conformance.queue import *  # noqa: F403
 from nexus.testing.conformance.registry import *  # noqa: F403
+from nexus.testing.conformance.routing import *  # noqa: F403
 from nexus.testing.conformance.sessions import *  # noqa: F403
 from nexus.testing.conformance.support import OPTIONAL, REQUIRED, has
 from nexus.testing.conformance.turns import *  # noqa: F403

@@ -33,14 +33,33 @@ OPTIONAL = {
 }
 """Optional capabilities: name -> (the ledger attribute, the protocol it implements when present)."""
 
+ROUTING = "routing"
+"""The optional capability whose store is not a ledger attribute: smart routing keeps its index and decisions
+in the ledger's database through :func:`nexus.routing.open_route_store` (SQLite and PostgreSQL have one)."""
+
 
 def has(ledger: Ledger, capability: str) -> bool:
     """Whether ``ledger`` has an optional capability (its store exists and implements the protocol)."""
     import nexus.ledger
 
+    if capability == ROUTING:
+        return _has_route_store(ledger)
     attribute, protocol = OPTIONAL[capability]
     store = getattr(ledger, attribute, None)
     return store is not None and isinstance(store, getattr(nexus.ledger, protocol))
+
+
+def _has_route_store(ledger: Ledger) -> bool:
+    from nexus.routing import RouteStore, open_route_store
+
+    try:
+        store = open_route_store(ledger)
+    except (AttributeError, TypeError):  # not one of ours: no path, no database
+        return False
+    try:
+        return isinstance(store, RouteStore)
+    finally:
+        store.close()
 
 
 def need(ledger: Ledger, *capabilities: str) -> None:
