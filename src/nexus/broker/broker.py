@@ -141,10 +141,11 @@ class AgentBroker(SmartRoutingFace):
         self._leases = self._batches.leases = session_leases(ledger, self._settings.leases, self._settings.lease_ttl_ms)
         self._steerer = RunSteerer(ledger.queue, self._slots, deliver, leased=self._leases is not None)
         if self._leases is not None:
-            self._watcher.sweep = Takeover(
+            takeover = Takeover(
                 self._leases, ledger.leases, ledger.queue, self._settings.max_attempts, self._watcher.slot_for,
                 self._load, self._watcher.held, self._scheduler.wake,
-            ).sweep  # fmt: skip
+            )  # fmt: skip
+            self._watcher.sweep, self._batches.reload = takeover.sweep, takeover.reload
             self._watcher.sweep_every_s = self._settings.lease_ttl_ms / 2000
 
     def on_takeover(self, callback: Callable[[str, str], object]) -> None:
@@ -469,11 +470,11 @@ class AgentBroker(SmartRoutingFace):
             await self._batches.run(slot, session, step)
 
     async def _adopted(self, slot: AgentSlot, session: SessionSlot) -> None:
-        """A message another process queued was loaded into the session (its last item): drained, and
+        """A message another process queued was loaded into the session (``restored``): drained, and
         an ``interrupt`` or steer acts on the session's run as one sent here does (it used to only wait
         for its turn: ``nexus send --mode interrupt`` beside a server never cut the running turn)."""
         self._ensure_drain(slot, session)
-        item = session.queue.items[-1]
+        item = session.queue.restored or session.queue.items[-1]
         await self._steerer.deliver_to_run(session, item, item.mode)
 
     def _agent_tools(self, caller: CallerContext) -> list[AgentTool]:
