@@ -19,8 +19,8 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from nexus import telemetry
 from nexus.broker._batch_runner import BatchRunner
@@ -29,7 +29,7 @@ from nexus.broker._items import (
     queued,
     session_key_of,
 )
-from nexus.broker._leases import DEFAULT_TTL_MS, session_leases
+from nexus.broker._leases import session_leases
 from nexus.broker._queue_trace import accept_span, traced_accept
 from nexus.broker._replies import ReplySender
 from nexus.broker._scheduler import DrainScheduler
@@ -38,10 +38,11 @@ from nexus.broker._steer_in import RunSteerer
 from nexus.broker._steer_in import steered as steered_in
 from nexus.broker._takeover import Takeover
 from nexus.broker._watcher import StoreWatcher
-from nexus.broker.agent_tools import DEFAULT_MAX_HOPS, CallerContext, broker_tools, caller_tool
+from nexus.broker.agent_tools import CallerContext, broker_tools, caller_tool
 from nexus.broker.modes import QueueOverrides, QueueSettings, parse_mode, resolve_settings
 from nexus.broker.session_queue import AddOutcome, Batch, QueuedMessage
 from nexus.broker.sessions import session_label_for
+from nexus.broker.settings import BrokerSettings
 from nexus.broker.smart import SmartRoutingFace
 from nexus.broker.types import (
     AgentIdentity,
@@ -64,36 +65,11 @@ if TYPE_CHECKING:
     from nexus.engine import AgentSpec, Runtime
     from nexus.ledger import Ledger
 
-DEFAULT_MAX_CONCURRENT = 8
-DEFAULT_MAX_ATTEMPTS = 3
-
-
 log = logging.getLogger("nexus.broker")
 
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerSettings:
-    """Process-wide broker settings (``[broker]`` in nexus.toml)."""
-
-    queue: QueueSettings = field(default_factory=QueueSettings)
-    max_concurrent: int = DEFAULT_MAX_CONCURRENT
-    max_attempts: int = DEFAULT_MAX_ATTEMPTS
-    max_hops: int = DEFAULT_MAX_HOPS
-    """Messages between agents one conversation may pass (the agent tools refuse more)."""
-    leases: bool | None = None
-    """Run each batch under its session's lease (brokers sharing a database; docs/scaling.md). ``None``: on
-    for a database other processes reach (PostgreSQL), off for SQLite (one broker per file)."""
-    lease_ttl_ms: int = DEFAULT_TTL_MS
-    """How long a lease holds unrenewed: a dead broker's sessions are taken over this long after it died."""
-    wakeups: Literal["notify", "poll"] = "notify"
-    """How a broker learns of messages other processes accepted: ``notify`` (PostgreSQL's LISTEN, backed by
-    the poll) or ``poll`` only (behind a transaction-pooling pgbouncer)."""
-    poll_ms: int = 250
-    """Time between two looks at the queue for other processes' messages (jittered ±50 %)."""
 
 
 class AgentBroker(SmartRoutingFace):
