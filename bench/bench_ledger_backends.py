@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import shutil
 import statistics
 import subprocess
@@ -21,6 +22,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import _machine
@@ -64,6 +66,21 @@ def start_postgres(folder: str) -> str | None:
         print(f"no PostgreSQL: {done.stderr.strip()}", file=sys.stderr)
         return None
     return done.stdout.strip().splitlines()[-1]
+
+
+@contextlib.contextmanager
+def postgres_or_throwaway(given: str | None) -> Iterator[str | None]:
+    """``given`` (a URL), or a throwaway cluster's (scripts/postgres.sh, stopped and removed after; ``None``,
+    said on stderr, where none can start)."""
+    if given is not None:
+        yield given
+        return
+    folder = tempfile.mkdtemp(prefix="nexus-bench-pg-")  # its own: postgres.sh hands it to the postgres user
+    try:
+        yield start_postgres(folder)
+    finally:
+        subprocess.run(["bash", str(ROOT / "scripts" / "postgres.sh"), "stop", folder], capture_output=True)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 async def measure(target: str | Path, messages: int, senders: int) -> tuple[float, float, float]:

@@ -17,11 +17,9 @@ import asyncio
 import json
 import os
 import queue
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -29,7 +27,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import _machine
-from bench_ledger_backends import start_postgres
+from bench_ledger_backends import postgres_or_throwaway
 
 from nexus.ledger import AcceptRequest, Ledger
 
@@ -120,13 +118,11 @@ def main() -> None:
         asyncio.run(serve(args.serve, args.wakeups))
         return
     print(_machine.header("wake latency: accept in process A -> run start in process B (PostgreSQL)"))
-    folder = None if args.postgres else tempfile.mkdtemp(prefix="nexus-bench-pg-")
-    url = args.postgres or start_postgres(str(folder))
-    if url is None:
-        print("postgresql: not measured (no server could be had)")
-        return
     results: dict[str, list[float]] = {"notify": [], "poll": []}
-    try:
+    with postgres_or_throwaway(args.postgres) as url:
+        if url is None:
+            print("postgresql: not measured (no server could be had)")
+            return
         asyncio.run(setup(url))
         for _ in range(args.rounds):  # interleaved: each round measures both
             for mode in results:
@@ -135,10 +131,6 @@ def main() -> None:
                     results[mode] += asyncio.run(measure(url, broker, args.samples))
                 finally:
                     broker.stop()
-    finally:
-        if folder is not None:
-            subprocess.run(["bash", str(ROOT / "scripts" / "postgres.sh"), "stop", folder], capture_output=True)
-            shutil.rmtree(folder, ignore_errors=True)
     print(f"{'wake-up':<8} {'samples':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
     for mode, values in results.items():
         print(f"{mode:<8} {len(values):>8} {_pct(values, 50):>8.2f} {_pct(values, 99):>8.2f} {max(values):>8.2f}")

@@ -6,6 +6,7 @@
 #                                     NEXUS_DATABASE_URL=postgresql://nexus@127.0.0.1:PORT/nexus
 #   scripts/postgres.sh stop [DIR]    stop it (the files stay; `rm -rf DIR` removes them)
 #   scripts/postgres.sh url [DIR]     print the URL of a running one
+#   scripts/postgres.sh crash-restart [DIR]  pg_ctl restart -m immediate (a server crash, for fault tests)
 #
 # DIR defaults to $NEXUS_PG_DIR or $TMPDIR/nexus-postgres-UID (as root, a directory the postgres user can
 # reach: not under /root). Uses Debian's postgresql package (PG_BIN overrides where
@@ -54,11 +55,15 @@ case "$cmd" in
   stop)
     [ -f "$dir/data/PG_VERSION" ] && as_owner "$bin/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null || true
     ;;
+  crash-restart)
+    # the server dies at once (no shutdown checkpoint: it recovers from its WAL) and starts again, same port
+    as_owner "$bin/pg_ctl" -D "$dir/data" -m immediate -w -t 60 restart >/dev/null
+    ;;
   url)
     url_of
     ;;
   *)
-    echo "usage: scripts/postgres.sh start|stop|url [DIR]" >&2
+    echo "usage: scripts/postgres.sh start|stop|crash-restart|url [DIR]" >&2
     exit 2
     ;;
 esac

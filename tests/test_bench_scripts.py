@@ -70,7 +70,8 @@ def test_concurrent_bench_reports_lag_memory_and_collections() -> None:
 
 def test_broker_queue_bench_prints_every_row_and_no_peer_ratio_without_the_peer() -> None:
     out = run_bench(
-        str(BENCH / "bench_broker_queue.py"), *("--messages", "300", "--paced-messages", "300", "--rounds", "1")
+        str(BENCH / "bench_broker_queue.py"),
+        *("--messages", "300", "--paced-messages", "300", "--floor-messages", "300", "--rounds", "1"),
     )
     assert_machine_lines(out)
     assert "# gc: tuned" in out
@@ -79,11 +80,30 @@ def test_broker_queue_bench_prints_every_row_and_no_peer_ratio_without_the_peer(
         "100 agents, burst, checkpoints on loop",
         "100 agents, burst, checkpoint thread",
         "100 agents, burst, checkpoint thread, cap 100",
-        "100 agents, paced 10,000/s, checkpoint thread",
-        "100 agents, paced 10,000/s, checkpoint thread, cap 100",
+        "100 agents, paced 13,000/s, checkpoint thread",
+        "100 agents, paced 13,000/s, checkpoint thread, cap 100",
     ]
+    floors = [line for line in out.splitlines() if line.startswith("floor: stdlib sqlite3, ")]
+    assert [line.split("  ")[0] for line in floors] == [
+        "floor: stdlib sqlite3, one per step",
+        "floor: stdlib sqlite3, batches of 32",
+    ]
+    assert all(len(row.split()) > 8 for row in rows)  # msg/s, p99, CPU, and the ratios to both floors
     assert "persist-queue" not in out.split("(peers not requested")[0].split("store ")[-1]
     assert "(peers not requested: run with --peers" in out
+
+
+def test_broker_e2e_bench_prints_the_target_the_floors_and_another_tree() -> None:
+    out = run_bench(
+        str(BENCH / "bench_broker_e2e.py"),
+        *("--agents", "10", "--messages", "60", "--floor-messages", "300", "--rounds", "1"),
+        *("--also-src", f"again={ROOT / 'src'}"),
+    )
+    assert_machine_lines(out)
+    assert "floor: stdlib sqlite3, one per step" in out and "floor: stdlib sqlite3, batches of 32" in out
+    assert out.count("turns per second (all sent at once)") == 2 and ">= 650" in out
+    assert "turns/s over the floors (one per step, 32)" in out
+    assert "CPU per turn, again / this tree (same rounds): " in out
 
 
 def test_routing_bench_prints_the_router_beside_its_baselines_and_the_speed() -> None:

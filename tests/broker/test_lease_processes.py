@@ -14,7 +14,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from lease_procs import Worker, all_finished, check_ledger, fill, rows, running_in, wait_for
+from lease_procs import (
+    Worker,
+    accept_range,
+    all_finished,
+    check_ledger,
+    fill,
+    register_only,
+    rows,
+    running_in,
+    wait_for,
+)
 
 TTL_MS = 1500
 AGENTS = 3
@@ -75,3 +85,24 @@ def test_a_paused_broker_loses_its_lease_and_writes_nothing_when_it_wakes(target
     ends = [event for event in stale if event["event"] == "end" and cut in event["items"]]
     assert ends and all(event["outcome"] == "LeaseLostError" for event in ends), ([e["outcome"] for e in ends], err)
     assert "lease" in err and "lost" in err
+
+
+def test_a_takeover_runs_the_dead_holder_s_cut_message_before_later_ones_it_had_adopted(
+    postgres_url: str, workers: list[Worker]
+) -> None:
+    """The second broker polls only (every 2 s): it never sees the first message while it waits (the first
+    broker, woken by a notification, claims it at once), but it adopts the later ones. The first is killed
+    mid-run: the takeover must run the cut message first (it ran it last, the full-size fault bench found)."""
+    asyncio.run(register_only(postgres_url, 1))
+    workers.append(Worker(postgres_url, TTL_MS, 0.1, "2000", "poll"))
+    workers.append(Worker(postgres_url, TTL_MS, 5.0))
+    victim = workers[1]
+    asyncio.run(accept_range(postgres_url, 0, 1))
+    running_in(postgres_url, victim.pid)
+    asyncio.run(accept_range(postgres_url, 1, 4))
+    time.sleep(4)  # two of the second broker's polls: it holds messages 1-3, not 0
+    victim.kill()
+    all_finished(postgres_url)
+    _, err = workers[0].stop()
+    assert "Traceback" not in err, err
+    check_ledger(postgres_url, 4)  # the chain in the order sent

@@ -287,3 +287,18 @@ def test_a_collect_batch_a_crash_cut_is_bisected_and_runs_alone_at_its_last_atte
     for n, mode in enumerate(("followup", "followup", "interrupt")):
         queue.restore(msg(n, mode, cut_runs=1))  # type: ignore[arg-type]
     assert _drain_batches(queue) == [["item-0", "item-1"], ["item-2"]]  # an interrupt's backlog too
+
+
+def test_a_restored_item_takes_its_place_in_arrival_order_behind_the_items_handed_to_a_run() -> None:
+    """A cut run's item, taken over from a dead broker after later messages were adopted, runs before them
+    (the full-size fault bench saw it run after four later followups)."""
+    queue = SessionQueue()
+    for n in (1, 3, 4):
+        queue.restore(msg(n))
+    queue.mark_in_flight(["item-1"])  # handed to a run: stays at the head
+    queue.restore(msg(2))
+    queue.restore(msg(0))
+    assert [item.item_id for item in queue.items] == ["item-1", "item-0", "item-2", "item-3", "item-4"]
+    assert queue.restored is not None and queue.restored.item_id == "item-0"
+    queue.restore(msg(5))
+    assert queue.items[-1].item_id == "item-5" and queue.restored is queue.items[-1]

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import re
+import weakref
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from nexus.config import load_config
-from nexus.engine import Runtime
+from nexus.engine import AgentSpec, Runtime
 from nexus.ledger import Ledger
 from nexus.llm.events import AssistantMessageEvent
 from nexus.llm.options import StreamOptions
@@ -58,3 +61,21 @@ async def test_three_sessions_with_steering_and_abort(ledger: Ledger) -> None:
         assert head is not None and head.id == result.turn_id
     assert runtime.live() == []
     models["alpha"].assert_complete()
+
+
+async def test_a_finished_run_is_not_kept_by_the_runtime(ledger: Ledger) -> None:
+    """Once its caller lets go, an ended run (its task, its result) is freed: the runtime's table of live
+    runs dropped ended ones only at a later start, so 1,000 runs that ended together stayed in memory."""
+    scripted = ScriptedModel([text("one"), text("two"), text("three")], record=False)
+    runtime = Runtime(load_config(), ledger, stream_fn=scripted.stream)
+    spec = AgentSpec(model=scripted.model)
+    tasks = []
+    for label in ("a", "b", "c"):
+        execution = runtime.start(spec, label, "hello")
+        tasks.append(weakref.ref(execution.result))
+        assert (await execution.result).stop_reason == "end_turn"
+    del execution
+    await asyncio.sleep(0)  # the loop's handle that resumed this test held the last task until the next step
+    gc.collect()
+    assert [task() for task in tasks] == [None, None, None]
+    assert runtime.live() == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -196,3 +197,35 @@ async def test_run_agent_after_a_killed_holder_continues_from_its_recovered_turn
         [call] = scripted.calls
         sent = [str(m.content) if isinstance(m, UserMessage) else "" for m in call.messages]
         assert any("the killed run's message" in s for s in sent), "the model saw the killed run's message"
+
+
+async def test_a_removed_locks_directory_is_made_again(tmp_path: Path) -> None:
+    """The directory is made on first use only; one removed while the process runs is made again."""
+    db = tmp_path / "agents.db"
+    async with session_lock(db, "main") as held:
+        assert held
+    shutil.rmtree(tmp_path / "locks")
+    async with session_lock(db, "main") as held:
+        assert held and session_lock_path(db, "main").exists()
+
+
+async def test_a_wait_cancelled_or_a_block_that_raises_leaves_no_descriptor_open(tmp_path: Path) -> None:
+    db = tmp_path / "agents.db"
+    fds = len(os.listdir("/proc/self/fd"))
+    async with session_lock(db, "main"):
+
+        async def second() -> None:
+            async with session_lock(db, "main"):
+                raise AssertionError("never granted while the first block holds it")
+
+        waiting = asyncio.create_task(second())
+        await asyncio.sleep(0.1)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+    with pytest.raises(ValueError, match="inside"):
+        async with session_lock(db, "main"):
+            raise ValueError("inside")
+    assert len(os.listdir("/proc/self/fd")) == fds
+    async with session_lock(db, "main") as held:  # and the lock is free again
+        assert held

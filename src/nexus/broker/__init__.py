@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from nexus._lazy import lazy_attribute
-from nexus.broker.broker import AgentBroker, BrokerSettings
+from nexus.broker.broker import AgentBroker
 from nexus.broker.modes import (
     DROP_POLICIES,
     QUEUE_MODES,
@@ -25,6 +25,7 @@ from nexus.broker.modes import (
     resolve_settings,
 )
 from nexus.broker.session_queue import AddOutcome, Batch, QueuedMessage, SessionQueue, Wait
+from nexus.broker.settings import BrokerSettings
 from nexus.broker.types import (
     AgentIdentity,
     AgentMessage,

@@ -13,6 +13,7 @@ the broker keeps that promise.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Container, Sequence
 from dataclasses import replace
@@ -71,6 +72,8 @@ class BatchRunner:
         self._now_ms = now_ms
         self.deliver: Deliver | None = None
         self.max_hops = 8
+        self.reload: Callable[[str], Awaitable[int]] | None = None
+        """Under leases: loads a taken-over session's unfinished items (``Takeover.reload``)."""
         self.leases: SessionLeases | None = None
         """Set when brokers share the database: each batch runs under its session's lease (docs/scaling.md)."""
 
@@ -80,7 +83,7 @@ class BatchRunner:
         Under leases, :class:`SessionHeldElsewhere` says another broker runs the session now (the batch
         waits in memory), and a run whose lease is lost writes nothing more: its items stay queued here.
         """
-        lease = await self._lease(session, batch)
+        lease = await self._lease(session, batch) if self.leases is not None else None  # off: no coroutine
         try:
             await self._settled_run(slot, session, batch, lease)
         except LeaseLostError as exc:
@@ -99,6 +102,11 @@ class BatchRunner:
         if lease is None:
             session.queue.release(batch.item_ids)
             raise SessionHeldElsewhere(parked_delay_s(self.leases.ttl_ms))
+        if lease.prior_holder is not None and self.reload is not None:  # taken over from a dead holder: its
+            session.lease = dataclasses.replace(lease, prior_holder=None)  # cut items come in (once), in arrival
+            session.queue.release(batch.item_ids)  # order, and the next batch (the lease kept) starts from them
+            await self.reload(session.label)
+            raise SessionHeldElsewhere(0.0)
         return lease
 
     def _drop_claim(self, session: SessionSlot, batch: Batch) -> None:
@@ -214,7 +222,7 @@ class BatchRunner:
         )
         caller = CallerContext(
             slot.agent_id,
-            conversation or _new_id(),
+            conversation,
             hop=head.hop if one else max(item.hop for item in items),
             max_hops=self.max_hops,
             session=session.key,
@@ -298,9 +306,3 @@ def _failed(reason: str) -> AgentResult:
     from nexus.engine import AgentError, AgentResult
 
     return AgentResult(stop_reason="error", error=AgentError("unknown", reason))
-
-
-def _new_id() -> str:
-    from nexus.ledger import new_ulid
-
-    return new_ulid()

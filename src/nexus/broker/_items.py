@@ -62,7 +62,7 @@ def queued(
     prompt = message.content if message is not None else str(row.message)
     if not prompt.strip():
         raise ValueError("the message has no content")
-    return QueuedMessage(
+    queued_message = QueuedMessage(
         item_id=row.id,
         message_id=row.message_id or row.id,
         prompt=prompt,
@@ -73,18 +73,20 @@ def queued(
         debounce_ms=debounce_ms,
         sender=row.sender if row.sender not in (None, "user") else None,
         conversation_id=message.conversation_id if message is not None else None,
-        hop=_hop(message),
-        reply_to=_reply_to(message),
-        reply_session=reply_session_of(message.metadata if message is not None else None),
-        reply_deliver_to=reply_deliver_to_of(message.metadata if message is not None else None),
-        deliver_to=_deliver_to(message),
-        max_tokens=_max_tokens(message),
-        traceparent=_traceparent(message),
     )
+    metadata = message.metadata if message is not None else None
+    if metadata:  # most messages carry none: the fields keep their defaults
+        queued_message.hop = _hop(metadata)
+        queued_message.reply_to = _text(metadata.get("reply_to"))
+        queued_message.reply_session = reply_session_of(metadata)
+        queued_message.reply_deliver_to = reply_deliver_to_of(metadata)
+        queued_message.deliver_to = _deliver_to(metadata)
+        queued_message.max_tokens = positive_int(metadata.get("max_tokens"))
+        queued_message.traceparent = _text(metadata.get("traceparent"))
+    return queued_message
 
 
-def _reply_to(message: AgentMessage | None) -> str | None:
-    value = message.metadata.get("reply_to") if message is not None else None
+def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
@@ -100,18 +102,9 @@ def reply_deliver_to_of(metadata: object) -> dict[str, object] | None:
     return dict(value) if isinstance(value, dict) and value else None
 
 
-def _deliver_to(message: AgentMessage | None) -> dict[str, object] | None:
-    value = message.metadata.get("deliver_to") if message is not None else None
+def _deliver_to(metadata: dict[str, object]) -> dict[str, object] | None:
+    value = metadata.get("deliver_to")
     return dict(value) if isinstance(value, dict) and value else None
-
-
-def _traceparent(message: AgentMessage | None) -> str | None:
-    value = message.metadata.get("traceparent") if message is not None else None
-    return value if isinstance(value, str) and value else None
-
-
-def _max_tokens(message: AgentMessage | None) -> int | None:
-    return positive_int(message.metadata.get("max_tokens") if message is not None else None)
 
 
 def positive_int(value: object) -> int | None:
@@ -119,8 +112,8 @@ def positive_int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def _hop(message: AgentMessage | None) -> int:
-    hop = message.metadata.get("hop") if message is not None else None
+def _hop(metadata: dict[str, object]) -> int:
+    hop = metadata.get("hop")
     return hop if isinstance(hop, int) and hop >= 0 else 0
 
 

@@ -16,18 +16,26 @@ others' (``nexus.telemetry.run_origin``). Only while telemetry is on; off, these
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import TYPE_CHECKING
 
 from nexus import telemetry
 from nexus.broker.session_queue import QueuedMessage
 from nexus.broker.types import AgentMessage
+
+if TYPE_CHECKING:
+    from nexus.ledger import AcceptRequest, QueueItem, QueueStore
 
 TRACEPARENT = "traceparent"
 """The key of a message's ``metadata`` that holds its trace context."""
 
 
 def accept_span(agent_id: str, session_label: str, message: AgentMessage, mode: str) -> telemetry.Span:
-    """Start the accept span and store its context in ``message.metadata`` (before the message is written)."""
+    """Start the accept span and store its context in ``message.metadata`` (before the message is written).
+
+    Tracing off: the no-op span, with no name or attributes built for it (this runs for every message)."""
+    if not telemetry.tracing():
+        return telemetry.NOOP_SPAN
     span = telemetry.start_span(
         f"accept {agent_id}",
         kind="producer",
@@ -45,24 +53,37 @@ def accept_span(agent_id: str, session_label: str, message: AgentMessage, mode: 
     return span
 
 
-def accepted(span: telemetry.Span, agent_id: str, mode: str, item_id: str, created: bool) -> None:
-    """The write committed: count it (a duplicate is not a new acceptance); the caller's ``with`` ends the span."""
-    if created:
-        telemetry.metrics().queue_accepted(agent_id, mode)
-    span.set_attributes({"nexus.queue_item_id": item_id, "nexus.duplicate": not created})
+async def traced_accept(queue: QueueStore, request: AcceptRequest, span: telemetry.Span) -> tuple[QueueItem, bool]:
+    """The durable accept inside ``span`` (which it ends), counted once committed (a duplicate is not a new
+    acceptance). The broker calls it only while telemetry observes; otherwise it accepts directly."""
+    with span:
+        row, created = await queue.accept(request)
+        if created:
+            telemetry.metrics().queue_accepted(request.agent_id, request.mode)
+        span.set_attributes({"nexus.queue_item_id": row.id, "nexus.duplicate": not created})
+    return row, created
 
 
-@contextmanager
-def claimed(agent_id: str, session_label: str, items: Sequence[QueuedMessage], now_ms: int) -> Iterator[str | None]:
+def claimed(
+    agent_id: str, session_label: str, items: Sequence[QueuedMessage], now_ms: int
+) -> AbstractContextManager[str | None]:
     """Around the start of a claimed batch's run: its items' ``queue`` spans, the claim latency.
 
     Inside, the first item's span is current and the others are handed to the run as links, so
     the run the block starts continues the first message's trace. Yields that span's context
-    (the batch's replies to askers go on in the same trace).
+    (the batch's replies to askers go on in the same trace). Nothing observed: one shared no-op
+    context, no generator per batch.
     """
     if not telemetry.observing() or not items:
-        yield None
-        return
+        return _UNTRACED
+    return _claimed(agent_id, session_label, items, now_ms)
+
+
+_UNTRACED: AbstractContextManager[None] = nullcontext()
+
+
+@contextmanager
+def _claimed(agent_id: str, session_label: str, items: Sequence[QueuedMessage], now_ms: int) -> Iterator[str | None]:
     metrics = telemetry.metrics()
     spans = []
     for item in items:

@@ -70,6 +70,18 @@ class Takeover:
                 loaded += await self._adopt(item)
         return loaded
 
+    async def reload(self, session_label: str) -> int:
+        """Load the unfinished items of a session this broker just took over from a dead holder; returns how many.
+
+        The items that holder had claimed were never adopted here (adoption sees waiting items only), and
+        the sweep no longer lists the session once this broker's acquire renewed its lease: without this,
+        the takeover ran the later messages first and left the cut one to nobody (the fault bench).
+        """
+        loaded = 0
+        for item in await self._queue.pending(session_label=session_label):
+            loaded += await self._adopt(item)
+        return loaded
+
     async def _adopt(self, item: QueueItem) -> int:
         """Queue one of the dead holder's items here (once), and have its session looked at now."""
         agent_id = item.agent_id or ""

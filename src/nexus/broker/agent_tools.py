@@ -10,6 +10,7 @@ reported.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -40,7 +41,8 @@ class CallerContext:
     """Who is calling the tools, and which conversation the current turn belongs to."""
 
     agent_id: str
-    conversation_id: str
+    conversation_id: str | None
+    """``None``: the turn starts no conversation until its first send (then one id for all its sends)."""
     hop: int = 0
     max_hops: int = DEFAULT_MAX_HOPS
     reply_timeout_ms: int = DEFAULT_REPLY_TIMEOUT_MS
@@ -52,20 +54,45 @@ class CallerContext:
 
 def agent_tools(broker: Messenger, caller: CallerContext) -> list[AgentTool]:
     """The broker tools bound to one calling agent's turn."""
-    return [_send_tool(broker, caller), _status_tool(broker), _list_tool(broker)]
+    return [caller_tool(broker, caller), *broker_tools(broker)]
 
 
-def _send_tool(broker: Messenger, caller: CallerContext) -> AgentTool:
+def broker_tools(broker: Messenger) -> list[AgentTool]:
+    """The tools that are the same for every caller (status, list): a broker builds them once, not per run."""
+    return [_status_tool(broker), _list_tool(broker)]
+
+
+_SEND_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "to": {"type": "string", "description": "Target agent ID"},
+        "content": {"type": "string", "description": "Message content"},
+        "waitForReply": {"type": "boolean", "default": False, "description": "Wait for the reply"},
+    },
+    "required": ["to", "content"],
+}
+
+
+def caller_tool(broker: Messenger, caller: CallerContext) -> AgentTool:
+    """``send_message_to_agent`` bound to ``caller``'s turn (built for each run: it carries the caller)."""
+    conversation = caller.conversation_id
+
+    def conversation_id() -> str:
+        nonlocal conversation
+        if conversation is None:  # made at the first send, so a turn that sends nothing costs no id
+            conversation = new_ulid()
+        return conversation
+
     async def execute(
         call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: ToolUpdateFn
     ) -> AgentToolResult:
         target = str(args.get("to", "")).strip()
         content = str(args.get("content", ""))
         wait = bool(args.get("waitForReply", False))
-        refused = _refused(broker, caller, target)
+        refused = _refused(broker, caller, target, conversation_id)
         if refused is not None:
             return refused
-        message = _message(caller, call_id, target, content, wait)
+        message = _message(caller, call_id, target, content, wait, conversation_id())
         try:
             if not wait:
                 receipt = await broker.send(message, "followup")
@@ -87,21 +114,15 @@ def _send_tool(broker: Messenger, caller: CallerContext) -> AgentTool:
             "Send a message to another agent. With waitForReply the call returns the agent's reply; "
             "without it the reply arrives later as a message from that agent."
         ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "to": {"type": "string", "description": "Target agent ID"},
-                "content": {"type": "string", "description": "Message content"},
-                "waitForReply": {"type": "boolean", "default": False, "description": "Wait for the reply"},
-            },
-            "required": ["to", "content"],
-        },
+        parameters=_SEND_PARAMETERS,
         execute=execute,
         label="Message agent",
     )
 
 
-def _refused(broker: Messenger, caller: CallerContext, target: str) -> AgentToolResult | None:
+def _refused(
+    broker: Messenger, caller: CallerContext, target: str, conversation_id: Callable[[], str]
+) -> AgentToolResult | None:
     """Why ``caller`` may not send to ``target`` (itself, an unknown agent, past the hop limit), or ``None``."""
     if target == caller.agent_id:
         return AgentToolResult.text("You cannot send a message to yourself.", is_error=True)
@@ -110,15 +131,17 @@ def _refused(broker: Messenger, caller: CallerContext, target: str) -> AgentTool
         return AgentToolResult.text(f"No agent named {target!r}. Known agents: {known or 'none'}.", is_error=True)
     if caller.hop + 1 > caller.max_hops:
         return AgentToolResult.text(
-            f"Hop limit reached: conversation {caller.conversation_id} has already passed {caller.max_hops} "
+            f"Hop limit reached: conversation {conversation_id()} has already passed {caller.max_hops} "
             "messages between agents. Answer with what you have instead of delegating again.",
             is_error=True,
-            details={"hop_limit": caller.max_hops, "conversation_id": caller.conversation_id},
+            details={"hop_limit": caller.max_hops, "conversation_id": conversation_id()},
         )
     return None
 
 
-def _message(caller: CallerContext, call_id: str, target: str, content: str, wait: bool) -> AgentMessage:
+def _message(
+    caller: CallerContext, call_id: str, target: str, content: str, wait: bool, conversation_id: str
+) -> AgentMessage:
     """The message a tool call sends: one hop further; without ``wait`` it says where the reply goes."""
     later = {"reply_to": caller.agent_id, "reply_session": caller.session, "reply_deliver_to": caller.deliver_to}
     return AgentMessage(
@@ -126,7 +149,7 @@ def _message(caller: CallerContext, call_id: str, target: str, content: str, wai
         from_=caller.agent_id,
         to=target,
         content=content,
-        conversation_id=caller.conversation_id,
+        conversation_id=conversation_id,
         metadata={"hop": caller.hop + 1, **({"reply_to": None} if wait else later)},
     )
 

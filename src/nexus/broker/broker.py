@@ -19,17 +19,18 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
+from nexus import telemetry
 from nexus.broker._batch_runner import BatchRunner
 from nexus.broker._items import (
     check_message,
     queued,
     session_key_of,
 )
-from nexus.broker._leases import DEFAULT_TTL_MS, session_leases
-from nexus.broker._queue_trace import accept_span, accepted
+from nexus.broker._leases import session_leases
+from nexus.broker._queue_trace import accept_span, traced_accept
 from nexus.broker._replies import ReplySender
 from nexus.broker._scheduler import DrainScheduler
 from nexus.broker._slot import AgentSlot, SessionSlot, settle
@@ -37,10 +38,11 @@ from nexus.broker._steer_in import RunSteerer
 from nexus.broker._steer_in import steered as steered_in
 from nexus.broker._takeover import Takeover
 from nexus.broker._watcher import StoreWatcher
-from nexus.broker.agent_tools import DEFAULT_MAX_HOPS, CallerContext, agent_tools
-from nexus.broker.modes import QueueMode, QueueOverrides, QueueSettings, parse_mode, resolve_settings
+from nexus.broker.agent_tools import CallerContext, broker_tools, caller_tool
+from nexus.broker.modes import QueueOverrides, QueueSettings, parse_mode, resolve_settings
 from nexus.broker.session_queue import AddOutcome, Batch, QueuedMessage
 from nexus.broker.sessions import session_label_for
+from nexus.broker.settings import BrokerSettings
 from nexus.broker.smart import SmartRoutingFace
 from nexus.broker.types import (
     AgentIdentity,
@@ -63,36 +65,11 @@ if TYPE_CHECKING:
     from nexus.engine import AgentSpec, Runtime
     from nexus.ledger import Ledger
 
-DEFAULT_MAX_CONCURRENT = 8
-DEFAULT_MAX_ATTEMPTS = 3
-
-
 log = logging.getLogger("nexus.broker")
 
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerSettings:
-    """Process-wide broker settings (``[broker]`` in nexus.toml)."""
-
-    queue: QueueSettings = field(default_factory=QueueSettings)
-    max_concurrent: int = DEFAULT_MAX_CONCURRENT
-    max_attempts: int = DEFAULT_MAX_ATTEMPTS
-    max_hops: int = DEFAULT_MAX_HOPS
-    """Messages between agents one conversation may pass (the agent tools refuse more)."""
-    leases: bool | None = None
-    """Run each batch under its session's lease (brokers sharing a database; docs/scaling.md). ``None``: on
-    for a database other processes reach (PostgreSQL), off for SQLite (one broker per file)."""
-    lease_ttl_ms: int = DEFAULT_TTL_MS
-    """How long a lease holds unrenewed: a dead broker's sessions are taken over this long after it died."""
-    wakeups: Literal["notify", "poll"] = "notify"
-    """How a broker learns of messages other processes accepted: ``notify`` (PostgreSQL's LISTEN, backed by
-    the poll) or ``poll`` only (behind a transaction-pooling pgbouncer)."""
-    poll_ms: int = 250
-    """Time between two looks at the queue for other processes' messages (jittered ±50 %)."""
 
 
 class AgentBroker(SmartRoutingFace):
@@ -123,6 +100,7 @@ class AgentBroker(SmartRoutingFace):
         self._runtime = runtime
         self._settings = settings or BrokerSettings()
         self._slots: dict[str, AgentSlot] = {}
+        self._shared_tools: list[AgentTool] | None = None
         self._scheduler = DrainScheduler(self._settings.max_concurrent, self._step, _now_ms, self._forget_if_idle)
         self._started = False
         self._closing = False
@@ -139,10 +117,11 @@ class AgentBroker(SmartRoutingFace):
         self._leases = self._batches.leases = session_leases(ledger, self._settings.leases, self._settings.lease_ttl_ms)
         self._steerer = RunSteerer(ledger.queue, self._slots, deliver, leased=self._leases is not None)
         if self._leases is not None:
-            self._watcher.sweep = Takeover(
+            takeover = Takeover(
                 self._leases, ledger.leases, ledger.queue, self._settings.max_attempts, self._watcher.slot_for,
                 self._load, self._watcher.held, self._scheduler.wake,
-            ).sweep  # fmt: skip
+            )  # fmt: skip
+            self._watcher.sweep, self._batches.reload = takeover.sweep, takeover.reload
             self._watcher.sweep_every_s = self._settings.lease_ttl_ms / 2000
 
     def on_takeover(self, callback: Callable[[str, str], object]) -> None:
@@ -295,8 +274,8 @@ class AgentBroker(SmartRoutingFace):
         slot = self._slot(message.to)
         check_message(message)
         label = session_label_for(slot.agent_id, slot.identity.session_label, message.session)
-        mode_override: QueueMode | None = parse_mode(queue_mode) if queue_mode is not None else None
-        settings = resolve_settings(QueueOverrides(mode=mode_override), slot.overrides, default=self._settings.queue)
+        message_level = QueueOverrides(mode=parse_mode(queue_mode)) if queue_mode is not None else None
+        settings = resolve_settings(message_level, slot.overrides, default=self._settings.queue)
         message.timestamp = message.timestamp or _now_ms()
         span = accept_span(slot.agent_id, label, message, settings.mode)
         request = AcceptRequest(
@@ -310,9 +289,10 @@ class AgentBroker(SmartRoutingFace):
             session_key=message.session if label != slot.identity.session_label else None,
         )
         try:
-            with span:
+            if telemetry.observing():
+                row, created = await traced_accept(self._queue, request, span)
+            else:  # nothing observed: no span to end, nothing to count (this runs for every message)
                 row, created = await self._queue.accept(request)
-                accepted(span, slot.agent_id, settings.mode, row.id, created)
         except ValueError as exc:  # the per-sender session's label is taken by another session
             raise BrokerError(f"message {message.id!r} to {slot.agent_id!r} was not queued: {exc}") from None
         if not created:
@@ -466,16 +446,19 @@ class AgentBroker(SmartRoutingFace):
             await self._batches.run(slot, session, step)
 
     async def _adopted(self, slot: AgentSlot, session: SessionSlot) -> None:
-        """A message another process queued was loaded into the session (its last item): drained, and
+        """A message another process queued was loaded into the session (``restored``): drained, and
         an ``interrupt`` or steer acts on the session's run as one sent here does (it used to only wait
         for its turn: ``nexus send --mode interrupt`` beside a server never cut the running turn)."""
         self._ensure_drain(slot, session)
-        item = session.queue.items[-1]
+        item = session.queue.restored or session.queue.items[-1]
         await self._steerer.deliver_to_run(session, item, item.mode)
 
     def _agent_tools(self, caller: CallerContext) -> list[AgentTool]:
-        """The tools a turn of ``caller`` uses to reach other agents (the runtime applies the tool policy)."""
-        return agent_tools(self, caller)
+        """The tools a turn of ``caller`` uses to reach other agents (the runtime applies the tool policy);
+        those that do not depend on the caller are built once (a run's tools were ~10 us of every message)."""
+        if self._shared_tools is None:
+            self._shared_tools = broker_tools(self)
+        return [caller_tool(self, caller), *self._shared_tools]
 
     def _wake_session(self, session_label: str) -> None:
         """A wake-up named a session (its lease was released over waiting work): look at it now."""

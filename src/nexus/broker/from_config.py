@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from nexus.broker.broker import BrokerSettings
 from nexus.broker.modes import QueueOverrides, QueueSettings
+from nexus.broker.settings import BrokerSettings
 from nexus.broker.types import AgentIdentity
 from nexus.config import AgentConfig, BrokerConfig
 from nexus.engine import AgentSpec

@@ -116,6 +116,8 @@ class SessionQueue:
     _by_message: dict[tuple[str, str], list[QueuedMessage]] = field(default_factory=dict, init=False, repr=False)
     """The items under each item id and each (message id, route), oldest first: nearly always one, but
     :meth:`restore` queues twins without dedupe, and when the oldest leaves the next one answers."""
+    restored: QueuedMessage | None = field(default=None, init=False, repr=False)
+    """The item the last :meth:`restore` (or :meth:`add`) put in, wherever arrival order placed it."""
     _interrupts: int = field(default=0, init=False, repr=False)
     """Items (waiting or in flight) in ``interrupt`` mode: none, and the head alone decides the next turn."""
 
@@ -137,8 +139,18 @@ class SessionQueue:
         return found[0] if found else None
 
     def restore(self, message: QueuedMessage) -> None:
-        """Put back an item the ledger holds (a restart, another process's accept): no cap, no dedupe."""
-        self._items.append(message)
+        """Put back an item the ledger holds (a restart, another process's accept): no cap, no dedupe.
+
+        In arrival order (accepted time, then item id), behind any item handed to a run: a cut run's
+        item taken over from a dead broker goes before the messages adopted since, not behind them (it
+        ran after four later followups in the full-size fault bench). :attr:`restored` names it.
+        """
+        items, key = self._items, (message.enqueued_at_ms, message.item_id)
+        at = len(items)
+        while at and not items[at - 1].in_flight and (items[at - 1].enqueued_at_ms, items[at - 1].item_id) > key:
+            at -= 1
+        items.insert(at, message)
+        self.restored = message
         self._index(message)
 
     def retune(self, item: QueuedMessage, mode: QueueMode, debounce_ms: int) -> None:

@@ -190,12 +190,13 @@ class ToolPolicy(Record):
 
     def is_allowed(self, tool_name: str, session_label: str | None = None, role: str | None = None) -> bool:
         """Whether ``tool_name`` may run in session ``session_label`` for an agent of ``role``."""
-        rules = [ToolRule(allow=self.allow, deny=self.deny)]
-        if session_label is not None and session_label in self.sessions:
-            rules.append(self.sessions[session_label])
-        if role is not None and role in self.roles:
-            rules.append(self.roles[role])
-        return all(rule_allows(tool_name, rule.allow, rule.deny) for rule in rules)
+        if not rule_allows(tool_name, self.allow, self.deny):  # the lists themselves: no record built per call
+            return False
+        session = self.sessions.get(session_label) if session_label is not None else None
+        if session is not None and not rule_allows(tool_name, session.allow, session.deny):
+            return False
+        by_role = self.roles.get(role) if role is not None else None
+        return by_role is None or rule_allows(tool_name, by_role.allow, by_role.deny)
 
     def lists(self) -> list[tuple[tuple[str, ...], list[str]]]:
         """Every allow/deny list with its key path under ``[tools]`` (for checks and error messages)."""

@@ -83,8 +83,27 @@ def accept_at(conn: sqlite3.Connection, request: AcceptRequest, now: int) -> tup
          dumps(request.message), request.mode, now, _awaits_reply(request.message)),
     )  # fmt: skip
     if cursor.rowcount == 0:  # a known message id: the first acceptance stands
-        existing = conn.execute(f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE message_id = ?", (request.message_id,))
-        return _item(existing.fetchone()), False
+        return _first_acceptance(conn, request.message_id), False
+    _after_insert(conn, request, now)
+    return _new_item(item_id, request, now), True
+
+
+def _first_acceptance(conn: Any, message_id: str) -> QueueItem:
+    """The item a message id was first accepted as (a known id: its acceptance stands)."""
+    found = conn.execute(f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE message_id = ?", (message_id,))
+    return _item(found.fetchone())
+
+
+def _new_item(item_id: str, request: AcceptRequest, now: int) -> QueueItem:
+    """The item just inserted, built from what was written (its ``message`` is the caller's object itself)."""
+    return QueueItem(
+        item_id, request.session_label, request.agent_id, request.message_id, request.sender, request.message,
+        request.mode, "queued", 0, now, None, None, None, None,
+    )  # fmt: skip
+
+
+def _after_insert(conn: Any, request: AcceptRequest, now: int) -> None:
+    """What a new message writes besides its row: its ask answered (a reply), the agent-to-agent log."""
     if request.message_id.endswith(REPLY_SUFFIX):  # the reply is queued: its ask waits no more
         conn.execute(
             "UPDATE queue_items SET awaits_reply = NULL WHERE message_id = ? AND awaits_reply = 1",
@@ -100,11 +119,42 @@ def accept_at(conn: sqlite3.Connection, request: AcceptRequest, now: int) -> tup
             (request.message_id, request.sender, request.agent_id, request.session_label, content, now,
              dumps_opt(metadata)),
         )  # fmt: skip
-    item = QueueItem(
-        item_id, request.session_label, request.agent_id, request.message_id, request.sender, request.message,
-        request.mode, "queued", 0, now, None, None, None, None,
-    )  # fmt: skip
-    return item, True
+
+
+def accept_many_at(conn: Any, requests: Sequence[AcceptRequest], now: int) -> list[tuple[QueueItem, bool]]:
+    """:func:`accept_at` for each of ``requests`` in order; on PostgreSQL the new rows go in as one statement.
+
+    A round trip per row is what an accept costs there, so a group's inserts are one multi-row ``INSERT``
+    whose ``RETURNING`` says which rows were new: a known message id (or one twice in the group) inserts
+    nothing and its first acceptance is read back, as in :func:`accept_at`. SQLite runs in-process: one
+    statement per row costs nothing extra there.
+    """
+    if len(requests) < 2 or getattr(conn, "dialect", "sqlite") != "postgresql":
+        return [accept_at(conn, request, now) for request in requests]
+    for request in requests:
+        if request.session_key is not None:
+            _ensure_keyed_session(conn, request.session_label, request.session_key, request.agent_id, now)
+    rows = [
+        (new_ulid(), r.session_label, r.agent_id, r.message_id, r.sender, dumps(r.message), r.mode, now,
+         _awaits_reply(r.message))
+        for r in requests
+    ]  # fmt: skip
+    values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)"] * len(rows))
+    created = {
+        str(row[0])
+        for row in conn.execute(
+            _INSERT_ITEM.replace("(?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)", values) + " RETURNING id",
+            [value for row in rows for value in row],
+        ).fetchall()
+    }
+    outcomes: list[tuple[QueueItem, bool]] = []
+    for request, row in zip(requests, rows, strict=True):
+        if row[0] not in created:
+            outcomes.append((_first_acceptance(conn, request.message_id), False))
+            continue
+        _after_insert(conn, request, now)
+        outcomes.append((_new_item(str(row[0]), request, now), True))
+    return outcomes
 
 
 def _ensure_keyed_session(conn: sqlite3.Connection, label: str, key: str, agent_id: str, now: int) -> None:

@@ -13,17 +13,18 @@ finished item), the group is run again with a savepoint per write, so that write
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from nexus._dataclass import dataclass
 from nexus.ledger import _queue_reads
-from nexus.ledger._leases import notify_ready_in
+from nexus.ledger._leases import is_postgres, notify_ready_in
 from nexus.ledger._queue_reads import Held
-from nexus.ledger._queue_rows import accept_at, claim_in, deliver_in, move_items, release_in
+from nexus.ledger._queue_rows import accept_at, accept_many_at, claim_in, deliver_in, move_items, release_in
 from nexus.ledger._sql_db import SqlDatabase, run_inline
-from nexus.ledger.errors import LedgerBusyError, LedgerFullError
+from nexus.ledger.errors import LedgerBusyError, LedgerError, LedgerFullError
 from nexus.ledger.records import AcceptRequest, Lease, QueueItem, Settlement
 from nexus.llm import now_ms
 
@@ -35,13 +36,14 @@ MAX_GROUP = 512
 
 @dataclass(slots=True)
 class _Write:
-    """One submitted accept (``request``) or claim (``claim``, under ``lease`` if given), and the future its
-    caller awaits."""
+    """One submitted accept (``request``), claim (``claim``, under ``lease`` if given) or settle (``move``: a
+    settle or release, fenced already), and the future its caller awaits."""
 
     future: asyncio.Future[Any]
     request: AcceptRequest | None = None
     claim: Sequence[str] = field(default_factory=tuple)
     lease: Lease | None = None
+    move: Callable[[Any], None] | None = None
 
 
 class SqlQueueStore:
@@ -51,6 +53,7 @@ class SqlQueueStore:
         self._db = db
         self._pending: list[_Write] = []
         self._scheduled = False
+        self._committing = False
 
     # ------------------------------------------------------------------ accept and claim (grouped)
 
@@ -70,21 +73,31 @@ class SqlQueueStore:
 
     def _submit(self, write: _Write) -> asyncio.Future[Any]:
         self._pending.append(write)
-        if not self._scheduled:
-            self._scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
+        self._schedule()
         return write.future
 
     def _flush(self) -> None:
+        self._scheduled = False
+        if self._committing:  # a networked database's group is in flight: this one follows it
+            return
         group, self._pending = self._pending[:MAX_GROUP], self._pending[MAX_GROUP:]
         if self._pending:
-            asyncio.get_running_loop().call_soon(self._flush)
-        else:
-            self._scheduled = False
+            self._schedule()
         if self._db.inline:
             run_inline(self._commit(group))
-        else:
-            asyncio.get_running_loop().create_task(self._commit(group))
+            return
+        self._committing = True  # one group at a time: the next gathers meanwhile and no two conflict
+        asyncio.get_running_loop().create_task(self._commit(group)).add_done_callback(self._committed)
+
+    def _schedule(self) -> None:
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _committed(self, _: asyncio.Task[None]) -> None:
+        self._committing = False
+        if self._pending:
+            self._schedule()
 
     async def _commit(self, group: list[_Write]) -> None:
         """Commit the group in bulk (each write alone if one fails) and hand every caller its outcome."""
@@ -110,7 +123,7 @@ class SqlQueueStore:
     async def release(self, item_ids: Sequence[str], *, lease: Lease | None = None) -> None:
         """Items handed back unconsumed (a returned steer): ``queued`` again, the claim's attempt taken back."""
         if item_ids:
-            await self._db.run_write(_fenced(lease, lambda c: release_in(c, item_ids)))
+            await self._move(_fenced(lease, lambda c: release_in(c, item_ids)))
 
     async def settle(
         self,
@@ -127,11 +140,15 @@ class SqlQueueStore:
         if outcome == "delivered":
             if turn_id is None:
                 raise ValueError("a delivered item needs the turn_id that consumed it")
-            await self._db.run_write(_fenced(lease, lambda c: deliver_in(c, item_ids, turn_id)))
+            await self._move(_fenced(lease, lambda c: deliver_in(c, item_ids, turn_id)))
         elif outcome in ("failed", "dropped"):
-            await self._db.run_write(_fenced(lease, lambda c: move_items(c, item_ids, outcome, error=reason)))
+            await self._move(_fenced(lease, lambda c: move_items(c, item_ids, outcome, error=reason)))
         else:
             raise ValueError(f"a queue item settles as delivered, failed or dropped, not {outcome!r}")
+
+    async def _move(self, move: Callable[[Any], None]) -> None:
+        """A settle or release, committed with the accepts and claims of its group (after them)."""
+        await self._submit(_Write(self._future(), move=move))
 
     async def fail_exhausted(self, max_attempts: int) -> list[QueueItem]:
         """Fail every ``processing`` item (a crash cut its run) already tried ``max_attempts`` times."""
@@ -167,28 +184,43 @@ class SqlQueueStore:
 
 
 def _in_bulk(conn: Any, group: list[_Write]) -> list[object]:
-    """Accepts, then every claim as one statement (one clock read for the group)."""
+    """Accepts (as one statement on PostgreSQL), claims (those without a lease as one statement), then settles;
+    one clock read for the group."""
     now = now_ms()
     outcomes: list[object] = [None] * len(group)
+    accepts = [index for index, write in enumerate(group) if write.request is not None]
+    accepted = accept_many_at(conn, [cast(AcceptRequest, group[index].request) for index in accepts], now)
+    for index, outcome in zip(accepts, accepted, strict=True):
+        outcomes[index] = outcome
     claimed: list[str] = []
-    for index, write in enumerate(group):
-        if write.request is not None:
-            outcomes[index] = accept_at(conn, write.request, now)
-        elif write.lease is not None:  # its own lease check and epoch
+    for write in group:
+        if write.claim and write.lease is not None:  # its own lease check and epoch
             claim_in(conn, write.claim, write.lease)
-        else:
+        elif write.claim:
             claimed.extend(write.claim)
     if claimed:
         claim_in(conn, claimed)
+    for write in group:
+        if write.move is not None:
+            write.move(conn)
     _wake(conn, outcomes)
     return outcomes
 
 
 def _wake(conn: Any, outcomes: list[object]) -> None:
     """Notify other brokers (PostgreSQL) when the group's new items made an idle session ready."""
+    if not is_postgres(conn):  # SQLite: nobody listens (asked once a group, before any item is looked at)
+        return
     fresh = [o[0].session_label for o in outcomes if isinstance(o, tuple) and o[1] and isinstance(o[0], QueueItem)]
     if fresh:
         notify_ready_in(conn, fresh)
+
+
+_ONE_WRITES = (LedgerError, ValueError, sqlite3.IntegrityError)
+"""Errors of one write (a finished item, a lost lease, a refused session key, a constraint): that write fails
+alone. Any other is the transaction's (a PostgreSQL serialization failure or lost connection, a busy SQLite):
+it propagates, and the database runs the whole transaction again (caught here, a conflict failed one caller
+and the broker retried its batch a second later; the full-size fault bench found it)."""
 
 
 def _one_by_one(conn: Any, group: list[_Write]) -> list[object]:
@@ -200,10 +232,13 @@ def _one_by_one(conn: Any, group: list[_Write]) -> list[object]:
         try:
             if write.request is not None:
                 outcomes.append(accept_at(conn, write.request, now))
+            elif write.move is not None:
+                write.move(conn)
+                outcomes.append(None)
             else:
                 claim_in(conn, write.claim, write.lease)
                 outcomes.append(None)
-        except Exception as exc:
+        except _ONE_WRITES as exc:
             conn.execute("ROLLBACK TO SAVEPOINT group_op")
             outcomes.append(exc)
         conn.execute("RELEASE SAVEPOINT group_op")

@@ -12,6 +12,7 @@ on localhost) need no key.
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import TYPE_CHECKING
 
@@ -126,11 +127,14 @@ def key_required(provider: str, base_url: str) -> bool:
     return not is_local_url(base_url)
 
 
+@functools.lru_cache(maxsize=256)
 def is_local_url(url: str) -> bool:
     """True when ``url`` points at this machine (localhost, a loopback address, 0.0.0.0).
 
     Such a server needs no key, and failover treats it specially: a refused connection
     there means the server is not running, which waiting a few seconds will not change.
+    Remembered per URL: failover asks on every model call, and a host name that is not an
+    address costs a raised ``ValueError`` each time.
     """
     import ipaddress
     from urllib.parse import urlsplit

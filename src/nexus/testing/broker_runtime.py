@@ -5,7 +5,17 @@ beside the point: :meth:`ScriptedRuntime.start` returns a run that takes ``run_s
 call), then writes its turn through the ledger's async store (``ledger.turns.write``), consuming its
 queue items in that transaction as the engine does; aborted, it writes an ``aborted`` turn, as the engine
 does. It works on any backend (the engine's runs need the synchronous ledger, SQLite only, for now).
-``on_run(event, fields)`` hears each run's ``start`` and ``end`` (with its outcome).
+A steer offered while the run waits is read by it (its id is consumed with the turn, as the engine's
+delivered steers are); one offered later is handed back. ``on_run(event, fields)`` hears each run's
+``start`` and ``end`` (with its outcome).
+
+As a script, a broker process for the fault tests and bench (``nexus.testing.faults``)::
+
+    python -m nexus.testing.broker_runtime TARGET TTL_MS RUN_S [POLL_MS [WAKEUPS]]
+
+``TARGET`` is an SQLite file or a ``postgresql://`` URL whose agents are registered already. It prints
+``ready`` once the broker has started, then one JSON line per run (``start``, ``end`` with the outcome) on
+stdout; it runs until SIGTERM.
 """
 
 from __future__ import annotations
@@ -19,7 +29,7 @@ from nexus.llm import AssistantMessage, TextContent, Usage, UserMessage
 
 if TYPE_CHECKING:
     from nexus.broker import BrokerSettings
-    from nexus.engine import AgentResult
+    from nexus.engine import AgentResult, SteerReceipt
     from nexus.ledger import Ledger
 
 OnRun = Callable[[str, dict[str, object]], None]
@@ -34,6 +44,9 @@ class ScriptedRun:
         self.state = "streaming"
         self._runtime, self._prompt, self._consumes = runtime, prompt, tuple(consumes)
         self._aborted = asyncio.Event()
+        from nexus.agent import SteeringQueue
+
+        self._steering = SteeringQueue()
         self.result: asyncio.Task[AgentResult] = asyncio.get_running_loop().create_task(self._go())
 
     def _tell(self, event: str, **fields: object) -> None:
@@ -50,9 +63,11 @@ class ScriptedRun:
         except TimeoutError:
             status = "completed"
         reply = AssistantMessage([TextContent(f"done: {self._prompt}")], provider="p", model="m", usage=Usage(1, 1))
+        steered = self._read_steers(status == "completed")
+        self.state = "finishing"
         write = TurnWrite(
             self.session_label, query_messages=[UserMessage(self._prompt)], response_messages=[reply],
-            status=status, consumed_queue_items=self._consumes,
+            status=status, consumed_queue_items=(*self._consumes, *steered),
         )  # fmt: skip
         try:
             turn = await self._runtime.ledger.turns.write(write)
@@ -61,7 +76,7 @@ class ScriptedRun:
             raise
         finally:
             self.state = "done"
-        self._tell("end", outcome=status, turn=turn)
+        self._tell("end", outcome=status, turn=turn, steers=steered)
         if status == "completed":
             return AgentResult(stop_reason="end_turn", turn_id=turn)
         return AgentResult(stop_reason="aborted", turn_id=turn, error=AgentError("unknown", "aborted"))
@@ -70,9 +85,25 @@ class ScriptedRun:
         """End the run now: it writes an ``aborted`` turn."""
         self._aborted.set()
 
-    def steer(self, message: Any, **kwargs: Any) -> Any:
-        """Not scripted: send ``followup`` messages to a broker on this runtime."""
-        raise NotImplementedError("the scripted runtime takes no steers; use followup mode")
+    def steer(self, message: Any, *, id: str | None = None, mode: str = "all", source: str = "steer") -> SteerReceipt:
+        """Offer ``message``: read with the turn if the run still waits (``delivered`` then), else ``returned``."""
+        from nexus.engine import SteerReceipt
+
+        receipt = SteerReceipt(id or new_ulid(), UserMessage(str(message)), cast(Any, mode), source=source)
+        refuse = None if self.state == "streaming" else "the run has ended"
+        return self._steering.offer(receipt, refuse=refuse)
+
+    def _read_steers(self, read: bool) -> list[str]:
+        """The ids of the steers the turn read (every one offered, as the engine's loop joins them at its
+        safe points), or none: an aborted run hands them back."""
+        delivered: list[str] = []
+        if read:
+            self._steering.on_settle(lambda receipt: delivered.append(receipt.id))
+            while taken := self._steering.take():
+                for message in taken:
+                    self._steering.joined(message, 1 + len(delivered))
+        self._steering.close("the run has ended" if read else "the run was aborted")
+        return delivered
 
     def on_event(self, listener: Any) -> Callable[[], None]:
         """No events: the run has none to publish."""
@@ -115,3 +146,29 @@ async def serve_broker(target: str, settings: BrokerSettings, run_s: float, on_r
     await stop.wait()
     await broker.close()
     await ledger.aclose()
+
+
+def _say(event: str, fields: dict[str, object]) -> None:
+    import json
+    import os
+    import time
+
+    print(json.dumps({"pid": os.getpid(), "t": time.time(), "event": event, **fields}), flush=True)
+
+
+def main(argv: Sequence[str]) -> None:
+    """The script (see the module docstring): ``argv`` is ``TARGET TTL_MS RUN_S [POLL_MS [WAKEUPS]]``."""
+    from nexus.broker import BrokerSettings, QueueSettings
+
+    target, ttl_ms, run_s, *extra = argv
+    settings = BrokerSettings(
+        queue=QueueSettings(mode="followup"), leases=True, lease_ttl_ms=int(ttl_ms),
+        poll_ms=int(extra[0]) if extra else 250, wakeups=cast(Any, extra[1] if len(extra) > 1 else "notify"),
+    )  # fmt: skip
+    asyncio.run(serve_broker(target, settings, float(run_s), _say))
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])

@@ -156,13 +156,15 @@ def scaffold_workspace(workspace: str | Path) -> list[Path]:
     used to end in a ``PermissionError`` traceback).
     """
     root = Path(workspace)
+    target = root / "AGENTS.md"
+    if os.path.lexists(target):  # every run after the first: one stat (a file in it means the directory exists)
+        return []
     if root.exists() and not root.is_dir():
         raise ConfigError(f"workspace path {root} exists but is not a directory; choose another workspace path")
     created: list[Path] = []
     if not root.exists():
         root.mkdir(parents=True)
         created.append(root)
-    target = root / "AGENTS.md"
     try:
         with target.open("x", encoding="utf-8") as handle:  # "x": fails if it exists, even in a race
             handle.write(STARTER_AGENTS_MD)

@@ -43,7 +43,7 @@ from nexus.engine.execution._outcome import is_overflow, run_outcome
 from nexus.engine.execution._steering import RunSteering
 from nexus.engine.execution._tool_calls import ToolCallLog
 from nexus.engine.execution._turn_open import open_turn
-from nexus.engine.execution._writer import off_loop, run_ended, run_started
+from nexus.engine.execution._writer import ACTIVE_RUN, off_loop
 from nexus.engine.execution.events import (
     EventChannel,
     ExecutionState,
@@ -93,7 +93,13 @@ EngineStreamEvent: TypeAlias = AgentEvent | EngineEvent
 
 
 class EngineRun:
-    """The state of one execution (see the module docstring); driven by :meth:`main`."""
+    """The state of one execution (see the module docstring); driven by :meth:`main`. Slotted: a
+    thousand runs in flight each kept a 1.6 KB attribute dict."""
+
+    __slots__ = ("_state_changed", "active", "agent_ctx", "calls", "channel", "ctx", "depth", "end", "final_error",
+                 "history_len", "journal", "last_assistant", "last_call_usage", "ledger", "limits", "llm_calls",
+                 "model", "options", "owners", "resume_state", "runtime", "signal", "started", "state", "steering",
+                 "stream_fn", "timed_out", "turn_id", "usage", "window", "wrote_text")  # fmt: skip
 
     def __init__(
         self,
@@ -122,7 +128,7 @@ class EngineRun:
         self.signal = ctx.abort_signal or AbortSignal()  # the execution's own (linked to its caller's)
         self.state: ExecutionState = "starting"
         self.resume_state: ExecutionState = "starting"
-        self.state_changed = asyncio.Event()
+        self._state_changed: asyncio.Event | None = None
         self.wrote_text = False
         self.agent_ctx = AgentContext(ctx.system_prompt, [*ctx.history], list(ctx.tools))
         self.history_len = len(ctx.history)
@@ -164,8 +170,15 @@ class EngineRun:
             return
         self.state = state
         self.publish(StateEvent(state, previous))
-        self.state_changed.set()
-        self.state_changed = asyncio.Event()
+        if self._state_changed is not None:
+            self._state_changed.set()
+            self._state_changed = None
+
+    async def state_change(self) -> None:
+        """Wait for the next :meth:`set_state` (the event is made only for a waiter: most runs have none)."""
+        if self._state_changed is None:
+            self._state_changed = asyncio.Event()
+        await self._state_changed.wait()
 
     def engine_event(self, event: EngineEvent) -> None:
         """Retry/wait/fallback events from failover and compaction events from the window."""
@@ -179,60 +192,54 @@ class EngineRun:
     # ------------------------------------------------------------------ the run
 
     async def main(self) -> AgentResult:
-        """Open the turn, run the loop (with overflow recovery), build the result, write the turn."""
-        run_started()
-        try:
-            return await self.run_and_write()
-        finally:
-            run_ended()
-
-    async def run_and_write(self) -> AgentResult:
-        """:meth:`main` without the bookkeeping of active runs (see ``nexus.engine.execution._writer``)."""
-        try:
-            if self.ledger is not None:
-                await off_loop(self.open_turn_now, inline=self.ledger.inline)
-        except asyncio.CancelledError:
-            self.close_cancelled_open()
-            raise
-        if self.ledger is not None and self.turn_id is not None:
-            self.journal = TurnJournal(self.ledger, self.turn_id)
-        CURRENT_RUN.set(
-            RunScope(
-                self.ctx.session_label, self.turn_id, self.depth, self.model, self.runtime, self.signal, self.limits
-            )
-        )
-        loop = asyncio.get_running_loop()
-        timer = loop.call_later(self.ctx.timeout_ms / 1000, self.on_timeout)
-        self.active = True
-        self.publish(RunStartEvent(self.turn_id, self.ctx.parent_turn_id))
-        try:
-            await self.run_loops()
-        except asyncio.CancelledError:
-            self.signal.abort("the run's task was cancelled")
-            self.close_steering()
-            cancelled = self.build_result()
+        """Open the turn, run the loop (with overflow recovery), build the result, write the turn
+        (counted as an active run throughout: see ``nexus.engine.execution._writer``)."""
+        with ACTIVE_RUN:
             try:
-                if self.journal is not None:
-                    self.journal.stop()
-                self.persist(cancelled)  # cancelled: written here, on the loop (on PostgreSQL it waits there)
+                if self.ledger is not None:
+                    await off_loop(self.open_turn_now, inline=self.ledger.inline)
+            except asyncio.CancelledError:
+                self.close_cancelled_open()
+                raise
+            if self.ledger is not None and self.turn_id is not None:
+                self.journal = TurnJournal(self.ledger, self.turn_id)
+            CURRENT_RUN.set(
+                RunScope(
+                    self.ctx.session_label, self.turn_id, self.depth, self.model, self.runtime, self.signal, self.limits
+                )
+            )
+            loop = asyncio.get_running_loop()
+            timer = loop.call_later(self.ctx.timeout_ms / 1000, self.on_timeout)
+            self.active = True
+            self.publish(RunStartEvent(self.turn_id, self.ctx.parent_turn_id))
+            try:
+                await self.run_loops()
+            except asyncio.CancelledError:
+                self.signal.abort("the run's task was cancelled")
+                self.close_steering()
+                cancelled = self.build_result()
+                try:
+                    if self.journal is not None:
+                        self.journal.stop()
+                    self.persist(cancelled)  # cancelled: written here, on the loop (on PostgreSQL it waits there)
+                finally:
+                    self.finish(cancelled)
+                raise
+            except Exception as exc:  # an engine bug must still close the turn
+                log.exception("engine run %s failed", self.ctx.run_id)
+                self.final_error = AgentError("unknown", f"the engine failed: {type(exc).__name__}: {exc}")
             finally:
-                self.finish(cancelled)
-            raise
-        except Exception as exc:  # an engine bug must still close the turn
-            log.exception("engine run %s failed", self.ctx.run_id)
-            self.final_error = AgentError("unknown", f"the engine failed: {type(exc).__name__}: {exc}")
-        finally:
-            timer.cancel()
-            self.active = False
-        self.set_state("finishing")
-        self.close_steering()
-        await self.load_owners()
-        result = self.build_result()
-        try:
-            await self.persist_off_loop(result)
-        finally:
-            self.finish(result)
-        return result
+                timer.cancel()
+                self.active = False
+            self.set_state("finishing")
+            self.close_steering()
+            await self.load_owners()
+            result = self.build_result()
+            try:
+                await self.persist_off_loop(result)
+            finally:
+                self.finish(result)
+            return result
 
     def finish(self, result: AgentResult) -> None:
         """Announce the end (``run_end`` with the result) and close the channel."""

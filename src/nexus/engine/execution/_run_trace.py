@@ -43,9 +43,14 @@ class RunIdentity:
     """The assembled context once there is one (its model, provider and message source)."""
 
 
+def listening() -> bool:
+    """Whether anyone listens to runs (tracing or metrics on, or ``INFO`` logs): else a run is not wrapped."""
+    return telemetry.observing() or log.isEnabledFor(logging.INFO)
+
+
 def observed_run(main: Coroutine[Any, Any, AgentResult], run: RunIdentity) -> Coroutine[Any, Any, AgentResult]:
-    """``main`` traced, measured and logged when anyone listens; ``main`` itself otherwise."""
-    if not telemetry.observing() and not log.isEnabledFor(logging.INFO):
+    """``main`` traced, measured and logged when anyone listens (:func:`listening`); ``main`` itself otherwise."""
+    if not listening():
         return main
     return _observed(main, run)
 

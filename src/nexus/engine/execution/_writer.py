@@ -69,6 +69,24 @@ def run_ended() -> None:
         _LOAD.runs -= 1
 
 
+class _ActiveRun:
+    """``with ACTIVE_RUN:`` counts a run as active for the block (:func:`run_started`, :func:`run_ended`).
+
+    One shared object: a run that wrapped its body in a coroutine of its own for this kept one more
+    frame alive for its whole life."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        run_started()
+
+    def __exit__(self, *exc: object) -> None:
+        run_ended()
+
+
+ACTIVE_RUN = _ActiveRun()
+
+
 INLINE_MAX_RUNS = 16
 """Up to this many active runs, a write with nothing queued before it runs inline (see :func:`inline_ok`)."""
 

@@ -19,7 +19,7 @@ from nexus.agent import SteeringQueue, SteerMode, SteerReceipt
 from nexus.config import ResolvedProfile
 from nexus.engine.assembly._sessions import SessionCache
 from nexus.engine.execution._run import EngineRun, EngineStreamEvent
-from nexus.engine.execution._run_trace import RunIdentity, observed_run
+from nexus.engine.execution._run_trace import RunIdentity, listening, observed_run
 from nexus.engine.execution.callbacks import EngineCallbacks, callbacks_listener
 from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.engine.execution.events import EventChannel, ExecutionEvent, ExecutionState, RunEndEvent, Subscription
@@ -81,7 +81,8 @@ class Execution:
         Every run starts here, so here it gets its span, metrics and log line (when anyone listens):
         from its start, the session's lock and the assembly included, to its result.
         """
-        main = observed_run(main, RunIdentity(self.run_id, self.session_label, self.agent_id, lambda: self.context))
+        if listening():  # off: no identity and closure built for every run
+            main = observed_run(main, RunIdentity(self.run_id, self.session_label, self.agent_id, lambda: self.context))
         self._task = asyncio.get_running_loop().create_task(self._to_the_end(main), name=f"nexus-run-{self.run_id}")
 
     async def _to_the_end(self, main: Coroutine[Any, Any, AgentResult]) -> AgentResult:
@@ -157,7 +158,7 @@ class Execution:
         run = self._run
         if run.state == "done":
             return "done"
-        await run.state_changed.wait()
+        await run.state_change()
         return run.state
 
     @property
@@ -207,11 +208,15 @@ class Execution:
         return self.result.__await__()
 
 
+def _nothing() -> None:
+    """The unlink of a run with no outer signal (one shared function, not a lambda per run)."""
+
+
 def linked_signal(outer: AbortSignal | None) -> tuple[AbortSignal, Callable[[], None]]:
     """A run's own abort signal, aborted with ``outer`` (the caller's); and how to unlink them."""
     signal = AbortSignal()
     if outer is None:
-        return signal, lambda: None
+        return signal, _nothing
     return signal, outer.add_listener(lambda: signal.abort(outer.reason or "aborted"))
 
 

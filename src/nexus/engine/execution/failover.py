@@ -94,6 +94,9 @@ class _Outcome:
 class _Failover:
     """The state of one run's failover: disabled profiles and the profile pinned per provider."""
 
+    __slots__ = ("budget_for", "chain", "clock", "cooldowns", "dead", "inner", "limits", "on_event", "pinned",
+                 "profiles", "sleep", "wall_clock")  # fmt: skip
+
     def __init__(
         self,
         chain: Sequence[Model],

@@ -21,14 +21,20 @@ after the lock is granted and before the caller reads the head (docs/invariants.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import os
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+try:
+    import fcntl
+except ImportError:  # no flock on this platform (Windows): no cross-process lock
+    fcntl = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     from nexus.ledger import Ledger
@@ -52,18 +58,79 @@ def session_lock_path(database: str | Path, session_label: str) -> Path:
     """
     from nexus.config import database_dir
 
-    digest = hashlib.sha256(session_label.encode("utf-8")).hexdigest()[:32]
-    return database_dir(database) / "locks" / f"session-{digest}.lock"
+    return database_dir(database) / "locks" / f"session-{_digest(session_label)}.lock"
 
 
-@asynccontextmanager
-async def session_lock(
+@functools.lru_cache(maxsize=4096)
+def _digest(session_label: str) -> str:
+    """The file-name part of a label's lock (a broker runs the same sessions over and over)."""
+    return hashlib.sha256(session_label.encode("utf-8")).hexdigest()[:32]
+
+
+def _open_lock_file(path: Path) -> int:
+    """The lock file's descriptor, its directory made on first use (or again if it was removed)."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+
+
+class _SessionLock:
+    """:func:`session_lock`'s context manager: a slotted object, not a generator frame, held by every run."""
+
+    __slots__ = ("_fd", "_held", "_label", "_on_wait", "_path", "_signal")
+
+    def __init__(
+        self, database: str | Path, label: str, signal: AbortSignal | None, on_wait: Callable[[], object] | None
+    ) -> None:
+        self._path = None if fcntl is None or str(database) == ":memory:" else database
+        self._label, self._signal, self._on_wait = label, signal, on_wait
+        self._fd = -1
+        self._held = False
+
+    async def __aenter__(self) -> bool:
+        if self._path is None or fcntl is None:  # in memory (private to the process), or no flock here
+            return True
+        self._fd = _open_lock_file(session_lock_path(self._path, self._label))
+        try:
+            told = False
+            while True:
+                try:
+                    fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    self._held = True
+                    self._signal = self._on_wait = None  # not needed while held: the run keeps this object
+                    return True
+                except BlockingIOError:
+                    if self._signal is not None and self._signal.aborted:
+                        return False
+                    if not told and self._on_wait is not None:
+                        told = True
+                        self._on_wait()
+                    await asyncio.sleep(_POLL_S)
+        except BaseException:
+            self._release()
+            raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        if self._fd < 0:
+            return
+        if self._held and fcntl is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)
+        self._fd, self._held = -1, False
+
+
+def session_lock(
     database: str | Path,
     session_label: str,
     *,
     signal: AbortSignal | None = None,
     on_wait: Callable[[], object] | None = None,
-) -> AsyncIterator[bool]:
+) -> AbstractAsyncContextManager[bool]:
     """Hold the session's lock for the block; yields False if ``signal`` aborted the wait (lock not held).
 
     ``on_wait`` is called once when another process holds the lock, so a UI can say why
@@ -71,41 +138,46 @@ async def session_lock(
     ``database`` may be the ledger's ``path`` string; an in-memory ledger (``:memory:``) is
     private to its process, so it needs no lock.
     """
-    try:
-        import fcntl
-    except ImportError:  # no flock on this platform: no cross-process lock
-        yield True
-        return
-    if str(database) == ":memory:":
-        yield True
-        return
-    path = session_lock_path(database, session_label)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    held = False
-    try:
-        told = False
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                held = True
-                break
-            except BlockingIOError:
-                if signal is not None and signal.aborted:
-                    break
-                if not told and on_wait is not None:
-                    told = True
-                    on_wait()
-                await asyncio.sleep(_POLL_S)
-        yield held
-    finally:
-        if held:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+    return _SessionLock(database, session_label, signal, on_wait)
 
 
-@asynccontextmanager
-async def run_lock(
+class _RunLock:
+    """:func:`run_lock`'s context manager (slotted, as :class:`_SessionLock`)."""
+
+    __slots__ = ("_ledger", "_lock", "_on_recovered", "_orphans", "_session")
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        session_label: str,
+        lock: _SessionLock,
+        on_recovered: Callable[[list[str]], object] | None,
+        orphans: Sequence[str],
+    ) -> None:
+        self._ledger, self._session, self._lock = ledger, session_label, lock
+        self._on_recovered, self._orphans = on_recovered, orphans
+
+    async def __aenter__(self) -> bool:
+        held = await self._lock.__aenter__()
+        if not held:
+            return False
+        try:
+            ledger, session = self._ledger, self._session
+            recovered = await ledger.turns.recover(session=session, turn_ids=self._orphans) if self._orphans else []
+            recovered += await recover_orphans(ledger, session)
+            if recovered and self._on_recovered is not None:
+                self._on_recovered(recovered)
+            self._on_recovered, self._orphans = None, ()
+        except BaseException:
+            self._lock._release()
+            raise
+        return True
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._lock._release()
+
+
+def run_lock(
     ledger: Ledger,
     session_label: str,
     *,
@@ -113,7 +185,7 @@ async def run_lock(
     on_wait: Callable[[], object] | None = None,
     on_recovered: Callable[[list[str]], object] | None = None,
     orphans: Sequence[str] = (),
-) -> AsyncIterator[bool]:
+) -> AbstractAsyncContextManager[bool]:
     """:func:`session_lock` for a run, which then reads the head: orphaned turns are recovered first.
 
     Once the lock is held, the session's open turns left by ended processes are closed as
@@ -122,13 +194,8 @@ async def run_lock(
     finish (their final write failed; a rescue file may hold their outcome). ``on_recovered``
     gets their ids. Yields False if ``signal`` aborted the wait.
     """
-    async with session_lock(ledger.path, session_label, signal=signal, on_wait=on_wait) as held:
-        if held:
-            recovered = await ledger.turns.recover(session=session_label, turn_ids=orphans) if orphans else []
-            recovered += await recover_orphans(ledger, session_label)
-            if recovered and on_recovered is not None:
-                on_recovered(recovered)
-        yield held
+    lock = _SessionLock(ledger.path, session_label, signal, on_wait)
+    return _RunLock(ledger, session_label, lock, on_recovered, orphans)
 
 
 async def recover_orphans(ledger: Ledger, session_label: str) -> list[str]:
@@ -140,8 +207,8 @@ async def recover_orphans(ledger: Ledger, session_label: str) -> list[str]:
     waited for, at most :data:`HANDOFF_S`; a process still running after that does not take the
     lock (not a run of ours) and its turn is left alone.
     """
-    if ledger.path == ":memory:":
-        return []
+    if ledger.path == ":memory:" or not await ledger.turns.open_turns(session_label):
+        return []  # nothing open (every run of a broker): one read, not a recovery pass and then this one
     recovered = await ledger.turns.recover(session=session_label)
     deadline = time.monotonic() + HANDOFF_S
     while await _others_open(ledger, session_label) and time.monotonic() < deadline:

@@ -238,7 +238,8 @@ class Runtime:
         payload before every model call, never rewritten in the ledger.
         """
         chosen = self.model(model)
-        scaffold_workspace(self.config.workspace_path)  # the tools need the directory to exist
+        workspace = self.config.workspace_path
+        scaffold_workspace(workspace)  # the tools need the directory to exist
         label = (await self.ledger.sessions.ensure(NewSession(session))).label
         head = await self.ledger.sessions.head(label)
         from nexus.config import prompt_profile
@@ -252,7 +253,7 @@ class Runtime:
         current = message if isinstance(message, UserMessage) else build_current_message(message, header, images)
         tools = [] if self.chat_only(chosen) else self.tools_for(label, role, depth, extra_tools)
         ctx = assemble_context(
-            model=chosen, workspace=self.config.workspace_path, session_label=label, history=history,
+            model=chosen, workspace=workspace, session_label=label, history=history,
             message=current, event=event, tools=tools, limits=limits or self.limits,
             parent_turn_id=head.id if head is not None else None, role=role,
             thinking=ThinkingConfig(self.config.thinking) if self.config.thinking != "off" else None,
@@ -392,38 +393,56 @@ class Runtime:
         return await compact_session(session, runtime=self, focus=focus, model=model, on_event=on_event, signal=signal)
 
 
+class _LockHooks:
+    """What a starting run's session lock tells its execution: a wait for another run, turns it recovered
+    (one slotted object for the run's life, not two closures and their cells)."""
+
+    __slots__ = ("execution", "rescued", "runtime")
+
+    def __init__(self, runtime: Runtime, execution: Execution, rescued: tuple[str, ...]) -> None:
+        self.runtime, self.execution, self.rescued = runtime, execution, rescued
+
+    def waiting(self) -> None:
+        from nexus.engine.execution.events import LockWaitEvent
+
+        self.execution._publish(LockWaitEvent())
+
+    def recovered(self, turn_ids: list[str]) -> None:
+        from nexus.engine.execution.events import RecoveredEvent
+
+        mine = tuple(turn_id for turn_id in turn_ids if turn_id in self.rescued)
+        for turn_id in mine:
+            self.runtime.unsaved.remove(turn_id)
+        self.execution._publish(RecoveredEvent(tuple(turn_ids), mine))
+
+
 async def _begin(
     runtime: Runtime, execution: Execution, spec: AgentSpec, model: Model, request: StartRequest
 ) -> AgentResult:
     """The execution's task: the session's lock, the context, the run (see :meth:`Runtime.start`)."""
-    from nexus.engine.execution.events import LockWaitEvent, RecoveredEvent
     from nexus.engine.execution.session_lock import run_lock
     from nexus.ledger import TurnNotSavedError
 
-    rescued = tuple(runtime.unsaved)
-
-    def recovered(turn_ids: list[str]) -> None:
-        mine = tuple(turn_id for turn_id in turn_ids if turn_id in rescued)
-        for turn_id in mine:
-            runtime.unsaved.remove(turn_id)
-        execution._publish(RecoveredEvent(tuple(turn_ids), mine))
-
-    async with run_lock(
-        runtime.ledger, execution.session_label, signal=execution.signal,
-        on_wait=lambda: execution._publish(LockWaitEvent()), on_recovered=recovered, orphans=rescued,
-    ) as held:  # fmt: skip
-        if not held:
-            return aborted_before_start(request.message)
-        await runtime.prepare_tools(execution.session_label, spec.role, spec.tools, execution.signal)
-        runtime.run_of(execution, await runtime.context_for(execution, spec, model, request), spec, model)
-        run = execution._run
-        assert run is not None
-        try:
-            return await run.main()
-        except TurnNotSavedError:  # the next run of the session puts it in the ledger first (from its rescue file)
-            if run.turn_id is not None:
-                runtime.unsaved.append(run.turn_id)
-            raise
+    hooks = _LockHooks(runtime, execution, tuple(runtime.unsaved))
+    try:
+        async with run_lock(
+            runtime.ledger, execution.session_label, signal=execution.signal,
+            on_wait=hooks.waiting, on_recovered=hooks.recovered, orphans=hooks.rescued,
+        ) as held:  # fmt: skip
+            if not held:
+                return aborted_before_start(request.message)
+            await runtime.prepare_tools(execution.session_label, spec.role, spec.tools, execution.signal)
+            runtime.run_of(execution, await runtime.context_for(execution, spec, model, request), spec, model)
+            run = execution._run
+            assert run is not None
+            try:
+                return await run.main()
+            except TurnNotSavedError:  # the next run of the session puts it in the ledger first (from its rescue file)
+                if run.turn_id is not None:
+                    runtime.unsaved.append(run.turn_id)
+                raise
+    finally:  # a finished run leaves the live table now: 1,000 ended runs kept their results until the next start
+        runtime._live.pop(execution.run_id, None)
 
 
 async def run_agent(

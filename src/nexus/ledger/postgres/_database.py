@@ -18,6 +18,7 @@ import asyncio
 import logging
 import os
 import random
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -58,6 +59,10 @@ class PgDatabase:
         self._pool = pool
         self.url = url
         self.executor = ThreadPoolExecutor(max_workers=size, thread_name_prefix="nexus-pg")
+        self._write_lane = threading.Lock()
+        self.conflicts = 0
+        """Transactions the server refused for a conflict (serialization failure, deadlock) and that were run
+        again: with one write at a time here, only other processes' writes cause them."""
 
     @classmethod
     def connect(cls, url: str) -> PgDatabase:
@@ -97,11 +102,18 @@ class PgDatabase:
     def write(self, fn: Callable[[Any], T], *, wait_s: float | None = None, serializable: bool = True) -> T:
         """Run ``fn(conn)`` in one ``SERIALIZABLE`` transaction, retried whole on a conflict or a lost connection.
 
+        One write transaction at a time per process (reads go on beside it): concurrent writes of one process
+        conflicted with each other under ``SERIALIZABLE`` even on different sessions (new turns all land on the
+        last page of an index another turn's write has read: PostgreSQL's predicate locks are per page), and
+        each conflict cost a retry: 813 retried turn writes per 500 turns in one broker, 52 -> 87 turns/s
+        without them (``bench/bench_scale_out.py``). The queue's writes are grouped (``_queue_store``).
+
         ``serializable=False``: ``READ COMMITTED``, each statement seeing what committed before it (a
         migration, which must see the tables another process made while it waited for the lock).
         """
         level = "SERIALIZABLE" if serializable else "READ COMMITTED"
-        return self._transaction(fn, f"BEGIN ISOLATION LEVEL {level}", wait_s)
+        with self._write_lane:
+            return self._transaction(fn, f"BEGIN ISOLATION LEVEL {level}", wait_s)
 
     def _transaction(self, fn: Callable[[Any], T], begin: str, wait_s: float | None) -> T:
         import psycopg
@@ -112,6 +124,7 @@ class PgDatabase:
             try:
                 return self._attempt(fn, begin)
             except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected) as exc:
+                self.conflicts += 1
                 if time.monotonic() >= deadline:  # another transaction won each time: run this one again
                     raise LedgerBusyError(
                         f"the ledger database {self.location} kept refusing a write for conflicts ({exc}); "

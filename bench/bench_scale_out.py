@@ -1,0 +1,105 @@
+"""End-to-end turns/s with 1 and 3 broker processes on one database, PostgreSQL beside SQLite, in one run.
+
+Run:  .venv/bin/python bench/bench_scale_out.py [--agents 100] [--per-agent 20] [--rounds 2] [--postgres URL]
+
+Each broker process is the fault tests' (``nexus.testing.faults.BrokerProcess``: an ``AgentBroker`` under
+session leases, each run scripted to take ``--run-s`` (50 ms, the model's latency) and then write its turn
+consuming its message). The processes start on an empty queue; then ``--agents`` x ``--per-agent``
+followups are accepted, and the clock runs from the first accept until no message is waiting or running:
+turns/s. Each measurement gets a fresh database (an SQLite file; a new PostgreSQL database). Target
+(issue 22): 3 processes >= 1.5x one on PostgreSQL. Without ``--postgres`` a throwaway cluster is started
+with scripts/postgres.sh (and stopped after).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import _machine
+from bench_ledger_backends import postgres_or_throwaway
+
+from nexus.ledger import Ledger
+from nexus.testing.faults import BrokerProcess, all_finished, register, requests
+
+
+def fresh_target(backend: str, url: str | None, folder: Path) -> str:
+    """A new, empty ledger database: an SQLite file in ``folder``, or a new database on the server at ``url``."""
+    name = f"scale_{uuid.uuid4().hex[:10]}"
+    if backend == "sqlite":
+        return str(folder / f"{name}.db")
+    import psycopg
+
+    assert url is not None
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, "/" + name, "", ""))
+
+
+async def _prepare(target: str, agents: int) -> None:
+    async with await Ledger.connect(target) as ledger:
+        await register(ledger, agents)
+
+
+async def _send(target: str, agents: int, per_agent: int) -> None:
+    async with await Ledger.connect(target) as ledger:
+        await asyncio.gather(*(ledger.queue.accept(request) for request in requests(agents, per_agent)))
+
+
+def turns_per_second(target: str, processes: int, args: argparse.Namespace, logs: Path) -> float:
+    """Start ``processes`` brokers, accept every message, and time until all are finished."""
+    asyncio.run(_prepare(target, args.agents))
+    brokers = [BrokerProcess(target, args.ttl_ms, args.run_s, logs=logs) for _ in range(processes)]
+    try:
+        began = time.perf_counter()
+        asyncio.run(_send(target, args.agents, args.per_agent))
+        all_finished(target, timeout_s=600)
+        elapsed = time.perf_counter() - began
+    finally:
+        for broker in brokers:
+            broker.stop()
+    return args.agents * args.per_agent / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--agents", type=int, default=100)
+    parser.add_argument("--per-agent", type=int, default=20)
+    parser.add_argument("--run-s", type=float, default=0.05, help="the scripted model's latency per run")
+    parser.add_argument("--ttl-ms", type=int, default=15000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--postgres", metavar="URL", help="a PostgreSQL server whose user may create databases")
+    args = parser.parse_args()
+    print(_machine.header("bench_scale_out.py: end-to-end turns/s, 1 and 3 broker processes on one database"))
+    folder = Path(tempfile.mkdtemp(prefix="nexus-bench-scale-"))
+    results: dict[tuple[str, int], list[float]] = {}
+    with postgres_or_throwaway(args.postgres) as url:
+        for _ in range(args.rounds):  # interleaved: a busy neighbour hits every row alike
+            for backend in ("sqlite", "postgresql") if url is not None else ("sqlite",):
+                for processes in (1, 3):
+                    target = fresh_target(backend, url, folder)
+                    rate = turns_per_second(target, processes, args, folder / "logs")
+                    results.setdefault((backend, processes), []).append(rate)
+    shutil.rmtree(folder, ignore_errors=True)
+    print(f"{'backend':<12} {'processes':>9} {'turns/s (median)':>17} {'runs':>20} {'vs 1 process':>13}")
+    for (backend, processes), rates in results.items():
+        ratio = statistics.median(rates) / statistics.median(results[(backend, 1)])
+        shown = ", ".join(f"{r:.0f}" for r in rates)
+        print(f"{backend:<12} {processes:>9} {statistics.median(rates):>17,.0f} {shown:>20} {ratio:>12.2f}x")
+    if url is None:
+        print("postgresql: not measured (no server could be had)")
+    print(f"{args.agents} agents x {args.per_agent} followups, scripted runs of {args.run_s * 1000:.0f} ms, "
+          f"{args.rounds} interleaved rounds")  # fmt: skip
+    print(_machine.load_line())
+
+
+if __name__ == "__main__":
+    main()
