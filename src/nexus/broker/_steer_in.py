@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from nexus.broker.modes import QueueMode
     from nexus.broker.session_queue import QueuedMessage
     from nexus.engine import Execution
-    from nexus.ledger import QueueStore
+    from nexus.ledger import Lease, QueueStore
 
 log = logging.getLogger("nexus.broker")
 
@@ -90,10 +90,18 @@ class RunSteerer:
             log.warning("message %s was not steered (it waits for its turn): %s", item.message_id, exc)
             return False
         if session.run is not run or run.state not in _STEERABLE:  # the claim's commit took a loop iteration
-            await self._queue.release([item.item_id], lease=lease)
-            session.queue.release([item.item_id])
+            await self._hand_back(session, item, lease)
             return False
         return True
+
+    async def _hand_back(self, session: SessionSlot, item: QueuedMessage, lease: Lease | None) -> None:
+        """Release a claimed message the run no longer takes. A lease lost meanwhile leaves its row claimed at
+        the old epoch: the session's new holder takes it over (as with any lost lease); here it only waits."""
+        try:
+            await self._queue.release([item.item_id], lease=lease)
+        except LedgerError as exc:
+            log.warning("message %s was not steered and not handed back here (it waits): %s", item.message_id, exc)
+        session.queue.release([item.item_id])
 
     def _hand(self, session: SessionSlot, item: QueuedMessage, run: Execution) -> None:
         """A message steered into ``run`` follows it: its sender gets the run, its reply target the rest of it."""
