@@ -153,6 +153,9 @@ async def main(
 ) -> None:
     home = Path(tempfile.mkdtemp(prefix="nexus-bench-conc-"))
     os.environ["NEXUS_HOME"] = str(home)
+    # the specs name no model and the stream is scripted: any model ref will do, but one must resolve
+    # without the offline model's [local] extra
+    os.environ.setdefault("NEXUS_MODEL", "openai/gpt-4o-mini")
     models: dict[str, ScriptedModel] = {}
 
     def stream(

@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from nexus.config import load_config
 from nexus.engine import AgentSpec, Runtime
 from nexus.ledger import Ledger
@@ -45,7 +47,10 @@ def _per_session_models() -> tuple[dict[str, ScriptedModel], Any]:
     return models, stream
 
 
-async def test_three_sessions_with_steering_and_abort(ledger: Ledger) -> None:
+async def test_three_sessions_with_steering_and_abort(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the example's spec names no model: name one (its stream is the scripted one), or the default
+    # would be the offline model, which a checkout without the [local] extra does not have
+    monkeypatch.setenv("NEXUS_MODEL", "openai/gpt-4o-mini")
     namespace: dict[str, Any] = {}
     exec(compile(_example(), str(DOC), "exec"), namespace)
     models, stream = _per_session_models()

@@ -54,12 +54,22 @@ def _servers(
 
 
 class SseReader:
-    """Reads one SSE stream on a thread until ``stream_end``/``stream_error``; ``events`` = (id, type, data)."""
+    """Reads one SSE stream on a thread until ``stream_end``/``stream_error``; ``events`` = (id, type, data).
+
+    ``from_next_start``: keep events from the next run's ``stream_start`` on. The end of a run that finished
+    just before may still be on its way to a process's hub (the log is written every 20 ms and tailed), and
+    a reader that opened meanwhile would stop at that run's ``stream_end``.
+    """
 
     def __init__(
-        self, url: str, last_event_id: int | None = None, ends: tuple[str, ...] = ("stream_end", "stream_error")
+        self,
+        url: str,
+        last_event_id: int | None = None,
+        ends: tuple[str, ...] = ("stream_end", "stream_error"),
+        from_next_start: bool = False,
     ) -> None:
         self.ends = ends
+        self.from_next_start = from_next_start
         self.events: list[tuple[int, str, dict[str, object]]] = []
         self.connected = threading.Event()
         self.done = threading.Event()
@@ -78,7 +88,7 @@ class SseReader:
                     key, _, value = line.partition(": ")
                     frame[key] = value
                     continue
-                if "id" in frame:
+                if "id" in frame and (self.events or not self.from_next_start or frame["event"] == "stream_start"):
                     self.events.append((int(frame["id"]), frame["event"], json.loads(frame["data"])))
                     if frame["event"] in self.ends:
                         break
@@ -107,7 +117,7 @@ def test_a_run_streams_to_every_process_and_resumes_on_a_third(
             assert warm.status_code == 202, warm.text  # the session exists from now on
             _settled(postgres_url)
             stream = "/v1/sessions/agent:coder/events"
-            on_a, on_b = SseReader(a + stream), SseReader(b + stream)
+            on_a, on_b = SseReader(a + stream, from_next_start=True), SseReader(b + stream, from_next_start=True)
             sent = httpx.post(f"{a}/v1/agents/coder/messages", json={"content": LONG}, timeout=30)
             assert sent.status_code == 202, sent.text
             seen_a, seen_b = on_a.wait(), on_b.wait()
