@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import field, replace
 from datetime import datetime, tzinfo
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -156,13 +157,23 @@ def _system_prompt_for(
         model=model.ref,
         workspace=str(root),
     )
-    return build_system_prompt(
+    composed = build_system_prompt(
         identity=prompt.identity,
         bootstrap_files=load_bootstrap_files(root) if prompt.load_bootstrap else (),
         tools=tools,
         safety=prompt.safety,
         runtime=runtime,
     )
+    return _one_copy(composed)
+
+
+@lru_cache(maxsize=64)
+def _one_copy(prompt: str) -> str:
+    """The first copy of an equal system prompt, for every run that composes it. The runs of one agent on
+    one day compose the same text (the runtime line shows the date only), and each run keeps its context
+    to the end: 1,000 runs at once held 1,000 copies of a ~3 KB prompt. Composing still happens per run
+    (bootstrap files may change); only the kept copy is shared. Bounded: 64 distinct prompts."""
+    return prompt
 
 
 def assemble_context(
