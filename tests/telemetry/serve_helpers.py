@@ -1,46 +1,19 @@
-"""A real ``nexus serve`` process for the telemetry tests, and reading its Prometheus text."""
+"""A real ``nexus serve`` process for the telemetry tests (the server tests' own helper), and reading its
+Prometheus text."""
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+from server.serve_proc import serve_env as nexus_env
+from server.serve_proc import serving
 
-
-def nexus_env(home: Path, **extra: str) -> dict[str, str]:
-    return {**os.environ, "NEXUS_HOME": str(home), "PYTHONPATH": str(SRC), **extra}
-
-
-@contextmanager
-def serving(home: Path, *args: str, env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """``nexus serve --port 0 ARGS``; yields the process and its URL once ``server.json`` announces it."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "nexus.cli", "serve", "--port", "0", *args],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        announced = home / "server.json"
-        deadline = time.monotonic() + 30
-        while not announced.exists():
-            assert process.poll() is None, process.communicate()[1]
-            assert time.monotonic() < deadline, "nexus serve did not announce itself"
-            time.sleep(0.05)
-        yield process, f"http://127.0.0.1:{json.loads(announced.read_text())['port']}"
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+__all__ = ["get", "nexus_env", "samples", "serving", "stop", "total", "value", "wait_for"]
 
 
 def stop(process: subprocess.Popen[str]) -> str:
