@@ -16,7 +16,7 @@ from nexus.broker import (
     parse_mode,
     resolve_settings,
 )
-from nexus.broker.session_queue import COLLECT_TITLE, summary_line
+from nexus.broker.session_queue import COLLECT_TITLE, Batch, summary_line
 
 
 def msg(
@@ -289,16 +289,39 @@ def test_a_collect_batch_a_crash_cut_is_bisected_and_runs_alone_at_its_last_atte
     assert _drain_batches(queue) == [["item-0", "item-1"], ["item-2"]]  # an interrupt's backlog too
 
 
-def test_a_restored_item_takes_its_place_in_arrival_order_behind_the_items_handed_to_a_run() -> None:
+def test_a_restored_item_takes_its_place_in_arrival_order_among_the_items_handed_to_a_run() -> None:
     """A cut run's item, taken over from a dead broker after later messages were adopted, runs before them
     (the full-size fault bench saw it run after four later followups)."""
     queue = SessionQueue()
     for n in (1, 3, 4):
         queue.restore(msg(n))
-    queue.mark_in_flight(["item-1"])  # handed to a run: stays at the head
+    queue.mark_in_flight(["item-1"])  # handed to a run: it keeps its place
     queue.restore(msg(2))
     queue.restore(msg(0))
-    assert [item.item_id for item in queue.items] == ["item-1", "item-0", "item-2", "item-3", "item-4"]
+    assert [item.item_id for item in queue.items] == ["item-0", "item-1", "item-2", "item-3", "item-4"]
     assert queue.restored is not None and queue.restored.item_id == "item-0"
     queue.restore(msg(5))
     assert queue.items[-1].item_id == "item-5" and queue.restored is queue.items[-1]
+    queue.complete(["item-1"])  # the run consumed its batch: the older item is the next turn
+    batch = queue.next_batch(now_ms=10**6)
+    assert isinstance(batch, Batch) and batch.item_ids == ["item-0"]
+
+
+@pytest.mark.parametrize("mode", ["followup", "collect", "interrupt"])
+def test_an_item_restored_while_a_later_batch_waits_for_its_lease_is_the_head_once_that_batch_goes_back(
+    mode: QueueMode,
+) -> None:
+    """A takeover's sweep loads a dead holder's cut item while this broker's batch of later items waits for the
+    session's lease; the takeover then hands that batch back. The older item must lead the next batch (kept
+    behind the batch, the bench's interrupt session ran ten later messages before it)."""
+    queue = SessionQueue()
+    for n in (3, 4, 5):
+        queue.restore(msg(n, mode))
+    first = queue.next_batch(now_ms=10**6)
+    assert isinstance(first, Batch)
+    queue.restore(msg(1, mode))  # the sweep, while the batch is being claimed
+    queue.restore(msg(2, mode))
+    queue.release(first.item_ids)  # the lease came with a takeover: the batch goes back, nothing ran
+    batch = queue.next_batch(now_ms=10**6)
+    assert isinstance(batch, Batch) and batch.item_ids[0] == "item-1"
+    assert [item.item_id for item in queue.items] == [f"item-{n}" for n in range(1, 6)]

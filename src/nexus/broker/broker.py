@@ -165,8 +165,12 @@ class AgentBroker(SmartRoutingFace):
         return exhausted
 
     async def _load(self, slot: AgentSlot, item: QueueItem) -> SessionSlot | None:
-        """Put a stored item in its session's queue (``None``: unreadable, failed with the reason)."""
+        """Put a stored item in its session's queue (``None``: unreadable, failed with the reason, or held here
+        already: the store watcher and a takeover may both have read it before either loaded it, and a twin
+        of one item ran twice in one turn in the fault bench)."""
         session = slot.session(item.session_label, session_key_of(item))
+        if session.queue.find(item.id) is not None:
+            return None
         try:
             session.queue.restore(queued(item, max_attempts=self._settings.max_attempts))
         except (ValueError, TypeError, KeyError) as exc:  # a row this version cannot read: kept, not run

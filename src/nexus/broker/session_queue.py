@@ -141,13 +141,15 @@ class SessionQueue:
     def restore(self, message: QueuedMessage) -> None:
         """Put back an item the ledger holds (a restart, another process's accept): no cap, no dedupe.
 
-        In arrival order (accepted time, then item id), behind any item handed to a run: a cut run's
-        item taken over from a dead broker goes before the messages adopted since, not behind them (it
-        ran after four later followups in the full-size fault bench). :attr:`restored` names it.
+        In arrival order (accepted time, then item id), in flight or not: a cut run's item taken over from
+        a dead broker goes before the messages adopted since, not behind them (it ran after four later
+        followups in the full-size fault bench). Also before a batch of later items that is only being
+        claimed: when the takeover hands that batch back, the older item is its head (kept behind it, it ran
+        after them: the fault bench again). :attr:`restored` names it.
         """
         items, key = self._items, (message.enqueued_at_ms, message.item_id)
         at = len(items)
-        while at and not items[at - 1].in_flight and (items[at - 1].enqueued_at_ms, items[at - 1].item_id) > key:
+        while at and (items[at - 1].enqueued_at_ms, items[at - 1].item_id) > key:
             at -= 1
         items.insert(at, message)
         self.restored = message
@@ -224,7 +226,7 @@ class SessionQueue:
         return self.last_enqueued_at_ms + head.debounce_ms
 
     def _head(self) -> int | None:
-        """The index of the oldest waiting item (in-flight items, a run's batch, sit at the front)."""
+        """The index of the oldest waiting item (in-flight items, a run's batch, are passed over)."""
         for index, item in enumerate(self._items):
             if not item.in_flight:
                 return index

@@ -88,7 +88,12 @@ def _claim_the_rest(conn: sqlite3.Connection, item_ids: Sequence[str], me: str, 
 
 
 def held_by_others(conn: sqlite3.Connection, item_ids: Sequence[str]) -> set[str]:
-    """Which of these ``processing`` items another live broker holds (a start must not fail or rerun them)."""
+    """Which of these ``processing`` items a live run holds (a start or a sweep must not fail or rerun them).
+
+    An item claimed under a lease is held while that lease is valid, whoever claimed it: this process too
+    (a broker's own sweep failed the item its own run had just claimed for a last attempt, and the run's
+    turn was written over a "failed" message). One claimed without a lease is held by another live broker.
+    """
     if not item_ids:
         return set()
     me = claimant()
@@ -101,7 +106,7 @@ def held_by_others(conn: sqlite3.Connection, item_ids: Sequence[str]) -> set[str
     return {
         str(row[0])
         for row in rows
-        if row[1] not in (None, me) and (live[row[0]] if row[0] in live else not holder_gone(str(row[1])))
+        if (live[row[0]] if row[0] in live else row[1] not in (None, me) and not holder_gone(str(row[1])))
     }
 
 

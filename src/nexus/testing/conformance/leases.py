@@ -143,6 +143,25 @@ async def test_a_claim_refuses_items_a_valid_lease_holds(ledger: Ledger) -> None
     assert failed is not None and failed.status == "failed" and failed.error == "could not start"
 
 
+async def test_an_exhausted_item_is_failed_only_once_its_lease_is_gone(ledger: Ledger) -> None:
+    """The takeover's sweep fails items a crash cut ``max_attempts`` times; an item a valid lease holds is
+    running (at its last attempt), whoever claimed it, even this very process: failed under its own run, its
+    turn was written and the message was "failed" (the fault bench's order check caught it)."""
+    need(ledger, "leases")
+    (item_id,) = await _queued(ledger, "agent:w", "m1")
+    lease = await ledger.leases.acquire("agent:w", "a", SHORT_MS)
+    assert lease is not None
+    for _ in range(3):  # three runs of it (each claim counts an attempt); the third is running now
+        await ledger.queue.claim([item_id], lease=lease)
+    assert await ledger.queue.fail_exhausted(3) == []
+    running = await ledger.queue.get(item_id)
+    assert running is not None and (running.status, running.attempts) == ("processing", 3)
+    await _expired(ledger, lease)  # its run died: the item is a crash's leftover now
+    assert [item.id for item in await ledger.queue.fail_exhausted(3)] == [item_id]
+    failed = await ledger.queue.get(item_id)
+    assert failed is not None and failed.status == "failed"
+
+
 async def test_racing_acquirers_on_separate_connections_get_one_lease(
     ledger: Ledger, request: pytest.FixtureRequest
 ) -> None:
