@@ -10,11 +10,11 @@ killed mid-run leaves them.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
 from nexus.broker import AgentBroker, BrokerSettings, QueueSettings
-from nexus.ledger import LeaseStore, Ledger, QueueItem, QueueStore
+from nexus.ledger import Lease, LeaseStore, Ledger, QueueItem, QueueStore
 from nexus.testing.broker_runtime import ScriptedRuntime
 from nexus.testing.faults import check_ledger, register, requests
 
@@ -58,20 +58,24 @@ class ReloadedMeanwhile:
         return getattr(self.queue, name)
 
 
-def _broker(ledger: Ledger, runs: list[list[str]], mode: str) -> AgentBroker:
+def _broker(
+    ledger: Ledger, runs: list[list[str]], mode: str, run_s: float = 0.01, started: asyncio.Event | None = None
+) -> AgentBroker:
     def heard(event: str, fields: dict[str, object]) -> None:
         if event == "start":
             runs.append(list(cast(list[str], fields["items"])))
+            if started is not None:
+                started.set()
 
     settings = BrokerSettings(
         queue=QueueSettings(mode=cast(Any, mode)), leases=True, lease_ttl_ms=TTL_MS, poll_ms=NEVER_MS, wakeups="poll"
     )
-    return AgentBroker(ledger, cast(Any, ScriptedRuntime(ledger, 0.01, heard)), settings)
+    return AgentBroker(ledger, cast(Any, ScriptedRuntime(ledger, run_s, heard)), settings)
 
 
-async def _accept(ledger: Ledger, count: int, mode: str) -> list[str]:
+async def _accept(ledger: Ledger, count: int, mode: str, first: int = 0) -> list[str]:
     ids = []
-    for request in requests(1, count, (mode,)):
+    for request in list(requests(1, first + count, (mode,)))[first:]:
         item, _ = await ledger.queue.accept(request)
         ids.append(item.id)
     return ids
@@ -127,4 +131,53 @@ async def test_an_item_the_watcher_and_a_takeover_both_read_is_queued_once(postg
         await _all_done(ledger)
         await broker.close()
     assert runs and all(len(items) == len(set(items)) for items in runs), f"a run read a message twice: {runs}"
+    await asyncio.to_thread(check_ledger, postgres_url, 2)
+
+
+class ClaimCommitsAsTheRunEnds:
+    """The ledger's queue store; a steer's claim commits (under the run's lease), then returns only once the
+    run has ended and its batch had time to let the session's lease go; another broker takes a lease let go."""
+
+    def __init__(self, ledger: Ledger, broker: AgentBroker, steer_id: str) -> None:
+        self.ledger, self.queue, self.broker, self.steer_id = ledger, ledger.queue, broker, steer_id
+
+    async def claim(self, item_ids: Sequence[str], *, lease: Lease | None = None) -> None:
+        await self.queue.claim(item_ids, lease=lease)
+        if list(item_ids) != [self.steer_id]:
+            return
+        session = self.broker._slots["a0"].sessions["agent:a0"]
+        run = session.run
+        assert run is not None
+        await asyncio.wait([cast(Any, run).result])  # the run ends without reading it
+        for _ in range(20):  # the batch lets the lease go now, unless it waits for this claim
+            stored = await self.ledger.leases.get("agent:a0")
+            if stored is not None and stored.holder is None:
+                assert await self.ledger.leases.acquire("agent:a0", "another broker", 60_000) is not None
+                return
+            await asyncio.sleep(0.05)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.queue, name)
+
+
+async def test_a_steer_claimed_as_its_run_ends_is_handed_back_before_the_lease_goes(postgres_url: str) -> None:
+    """The bench's `queue` session: the run ended while a steer's claim committed, the batch let the lease go
+    (the steer, in flight, did not count as waiting), the hand-back then found the lease gone and the message
+    stayed claimed at the old epoch: the next holder, taking a released lease, never loaded it, and it ran
+    after six later messages. The batch now waits for the claim: handed back, it keeps the lease here."""
+    async with await Ledger.connect(postgres_url) as ledger:
+        await register(ledger, 1)
+        runs: list[list[str]] = []
+        started = asyncio.Event()
+        broker = _broker(ledger, runs, "queue", run_s=0.3, started=started)
+        await broker.start()
+        (first,) = await _accept(ledger, 1, "queue")
+        await broker._watcher.adopt()  # its run starts
+        await asyncio.wait_for(started.wait(), 60)
+        (steer,) = await _accept(ledger, 1, "queue", first=1)
+        broker._steerer._queue = cast(QueueStore, ClaimCommitsAsTheRunEnds(ledger, broker, steer))
+        await broker._watcher.adopt()  # the second, steered into the run: its claim commits as the run ends
+        await _all_done(ledger)
+        await broker.close()
+    assert runs == [[first], [steer]]
     await asyncio.to_thread(check_ledger, postgres_url, 2)

@@ -90,6 +90,11 @@ class BatchRunner:
             log.warning("agent %s: %s; its messages are left to the session's new holder", slot.agent_id, exc)
             self._drop_claim(session, batch)
         if lease is not None and self.leases is not None:
+            # A steer still being claimed under this lease may be handed back: that needs the lease. Let go
+            # first, and the message stayed claimed at the old epoch, unseen by the next holder (it ran late,
+            # after later ones: the fault bench). Once settled, a handed-back steer keeps the lease here.
+            if session.claiming:
+                await asyncio.gather(*session.claiming.values())
             ready_at = session.queue.ready_at()
             if session.lease is not None and (ready_at is None or ready_at > self._now_ms() or self._closing()):
                 await self.leases.let_go(session)  # nothing more to run here now: another broker may
