@@ -249,11 +249,12 @@ class BatchRunner:
         return [item for item in map(session.queue.find, delivered) if item is not None]
 
     async def _settle_unrun(self, session: SessionSlot, batch: Batch, result: AgentResult, lease: Lease | None) -> bool:
-        """No turn was written: aborted before it started → back in the queue; could not start → failed
-        (``True``: the batch's askers are owed a ``(failed: …)`` reply)."""
+        """No turn was written: aborted before it started, or ended while the broker stops (its write found
+        the database away) → back in the queue; could not start → failed (``True``: the batch's askers are
+        owed a ``(failed: …)`` reply)."""
         await self._return_items(session, [steer.item_id for steer in session.steers], lease)
         session.steers.clear()
-        if result.status == "aborted":
+        if result.status == "aborted" or self._closing():
             await self._return_items(session, batch.item_ids, lease)
             return False
         reason = error_text(result) or "the run could not start"

@@ -145,9 +145,13 @@ class DrainScheduler:
                     session.parked_until = time.monotonic() + held.retry_after_s
                     self._arm_timer(slot, session, held.retry_after_s)
                 continue
-            except Exception:  # a bug in one batch must not stop the other sessions, nor spin on this one
-                log.exception("the batch of %s (session %s) failed; it is tried again in %g s",
-                              slot.agent_id, session.label, RETRY_AFTER_S)  # fmt: skip
+            except Exception as exc:  # a bug in one batch must not stop the other sessions, nor spin on this one
+                if self._closed:  # e.g. its items could not be handed back with the database away: they wait
+                    log.warning("the batch of %s (session %s) ended with the broker's stop (%s); its messages "
+                                "wait in the ledger for the next start", slot.agent_id, session.label, exc)  # fmt: skip
+                else:
+                    log.exception("the batch of %s (session %s) failed; it is tried again in %g s",
+                                  slot.agent_id, session.label, RETRY_AFTER_S)  # fmt: skip
                 session.active = False
                 self._retry_later(slot, session)
                 continue

@@ -71,10 +71,15 @@ class BrokerHost:
     broker: AgentBroker
     deliverer: Deliverer | None = None
     inbound: InboundRouter | None = None
+    ledger: Ledger | None = None
+    """The ledger the host runs on: told when the host stops (:meth:`Ledger.stopping`)."""
 
     async def close(self) -> None:
         """Stop draining (active runs are aborted and kept), then the monitors, then deliveries and adapters,
-        then what the runs shared (the runtime's MCP servers)."""
+        then what the runs shared (the runtime's MCP servers). On PostgreSQL the stop waits for an unreachable
+        server a bounded time (:meth:`Ledger.stopping`)."""
+        if self.ledger is not None:
+            self.ledger.stopping()
         await self.broker.close()
         await self.broker.close_routing()  # the index worker stops, the router's connection closes
         if self.inbound is not None:
@@ -117,7 +122,7 @@ def build_host(
     inbound = None
     if monitors and deliverer is not None and inbound_routes(config.adapters):
         inbound = InboundRouter(broker, deliverer.router.manager)
-    return BrokerHost(runtime, broker, deliverer, inbound)
+    return BrokerHost(runtime, broker, deliverer, inbound, ledger)
 
 
 def checked_agents(config: NexusConfig) -> list[ConfiguredAgent]:

@@ -37,6 +37,9 @@ def default_db_path() -> Path:
     return Path(home).expanduser() / "agents.db"
 
 
+STOP_WAIT_S = 10.0
+"""How long a stopping process keeps trying to reach PostgreSQL (:meth:`Ledger.stopping`)."""
+
 DEFAULT_MESSAGE_CACHE = 50_000
 """Messages a :class:`Ledger` keeps decoded by default (about 0.7 KB each): a long-lived process
 (broker, chat) then pays only for the new turn on each ``history()`` call."""
@@ -103,6 +106,15 @@ class Ledger:
             db = await asyncio.to_thread(lambda: open_database(url, migrate=migrate))
             return cls(db, message_cache=message_cache)
         return cls.open(target, synchronous=synchronous, message_cache=message_cache)
+
+    def stopping(self, within_s: float = STOP_WAIT_S) -> None:
+        """The process is stopping: on PostgreSQL, writes and reads that cannot reach the server give up within
+        ``within_s`` from now instead of retrying for ``NEXUS_DB_WAIT_S`` each, so the stop is bounded (what
+        could not be written stays as it was: a message still ``processing`` runs again on the next start).
+        Nothing changes on SQLite (a local file)."""
+        give_up_by = getattr(self._db, "give_up_by", None)
+        if give_up_by is not None:
+            give_up_by(within_s)
 
     async def aclose(self) -> None:
         """Close the database (its connections, for a server) without holding the event loop."""

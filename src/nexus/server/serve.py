@@ -174,6 +174,7 @@ async def _serve(
             server.should_exit = True
         if not stopping:
             print("nexus serve: stopping (active runs are aborted and kept)", file=sys.stderr, flush=True)
+            ledger.stopping()  # an unreachable PostgreSQL holds the stop a bounded time, not a retry per write
             stopping.append(loop.create_task(_stop_runs_then_streams(host.broker, hubs, state)))
 
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -144,6 +144,7 @@ async def serve_broker(target: str, settings: BrokerSettings, run_s: float, on_r
     await broker.start()
     print("ready", flush=True)
     await stop.wait()
+    ledger.stopping()  # bounded, even with PostgreSQL away
     await broker.close()
     await ledger.aclose()
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import random
 import threading
@@ -60,6 +61,7 @@ class PgDatabase:
         self.url = url
         self.executor = ThreadPoolExecutor(max_workers=size, thread_name_prefix="nexus-pg")
         self._write_lane = threading.Lock()
+        self._give_up_at = math.inf
         self.conflicts = 0
         """Transactions the server refused for a conflict (serialization failure, deadlock) and that were run
         again: with one write at a time here, only other processes' writes cause them."""
@@ -87,6 +89,16 @@ class PgDatabase:
     def location(self) -> str:
         """The database's URL without its password."""
         return redacted(self.url)
+
+    def give_up_by(self, seconds: float) -> None:
+        """The process is stopping: a transaction that cannot reach the server stops retrying ``seconds`` from
+        now (not ``NEXUS_DB_WAIT_S`` after it began), and so does a wait for a pooled connection.
+
+        Without it a broker stopped while PostgreSQL was away kept retrying each aborted run's write, each
+        hand-back and each lease release one after another, ``NEXUS_DB_WAIT_S`` (60 s) and a pool wait (30 s)
+        apiece: it had not exited 300 s after SIGTERM. What a stop could not write stays as it was (an item
+        still ``processing`` is run again by the next broker), so nothing accepted is lost."""
+        self._give_up_at = min(self._give_up_at, time.monotonic() + seconds)
 
     def close(self) -> None:
         """Close every connection and the worker threads."""
@@ -118,7 +130,7 @@ class PgDatabase:
     def _transaction(self, fn: Callable[[Any], T], begin: str, wait_s: float | None) -> T:
         import psycopg
 
-        deadline = time.monotonic() + (wait_bound() if wait_s is None else wait_s)
+        deadline = min(time.monotonic() + (wait_bound() if wait_s is None else wait_s), self._give_up_at)
         delay = 0.002
         while True:
             try:
@@ -147,8 +159,9 @@ class PgDatabase:
     def _attempt(self, fn: Callable[[Any], T], begin: str) -> T:
         from psycopg_pool import PoolTimeout
 
+        stopping = self._give_up_at < math.inf  # a pooled connection is waited for until then, not 30 s
         try:
-            with self._pool.connection() as raw:
+            with self._pool.connection(max(0.05, self._give_up_at - time.monotonic()) if stopping else None) as raw:
                 raw.execute(begin)
                 try:
                     result = fn(PgConnection(raw))
