@@ -101,9 +101,16 @@ class PgDatabase:
         self._give_up_at = min(self._give_up_at, time.monotonic() + seconds)
 
     def close(self) -> None:
-        """Close every connection and the worker threads."""
-        self._pool.close()
+        """Close the worker threads, then every connection.
+
+        In this order, and with the retries given up first: a transaction still on a worker (a look at the
+        queue cancelled on the loop goes on here) ends on the open pool, it never meets a closed one. Closed
+        first, every attempt of that look failed with "the pool is already closed", taken for a lost
+        connection and retried for ``NEXUS_DB_WAIT_S``: a stopped broker exited a minute late (the fault bench).
+        """
+        self._give_up_at = time.monotonic()
         self.executor.shutdown(wait=True)
+        self._pool.close()
 
     # ------------------------------------------------------------------ transactions (on a worker thread)
 
@@ -145,7 +152,7 @@ class PgDatabase:
             except psycopg.OperationalError as exc:
                 if not _connection_lost(exc):
                     raise LedgerError(f"the ledger database {self.location} refused a statement: {exc}") from exc
-                if time.monotonic() >= deadline:
+                if time.monotonic() >= min(deadline, self._give_up_at):  # the process may have begun stopping
                     raise LedgerUnavailableError(
                         f"the ledger database {self.location} stayed unreachable ({exc}); check that PostgreSQL "
                         "runs, or wait longer with NEXUS_DB_WAIT_S=SECONDS"
@@ -153,11 +160,11 @@ class PgDatabase:
                 log.warning("ledger database connection lost (%s); retrying", exc)
             except psycopg.Error as exc:  # a statement the server refused: the database is not what we expect
                 raise LedgerError(f"the ledger database {self.location} refused a statement: {exc}") from exc
-            time.sleep(min(delay * (1 + random.random()), max(0.0, deadline - time.monotonic())))
+            time.sleep(min(delay * (1 + random.random()), max(0.0, min(deadline, self._give_up_at) - time.monotonic())))
             delay = min(delay * 2, 0.5)
 
     def _attempt(self, fn: Callable[[Any], T], begin: str) -> T:
-        from psycopg_pool import PoolTimeout
+        from psycopg_pool import PoolClosed, PoolTimeout
 
         stopping = self._give_up_at < math.inf  # a pooled connection is waited for until then, not 30 s
         try:
@@ -170,6 +177,8 @@ class PgDatabase:
                     raise
                 raw.execute("COMMIT")
                 return result
+        except PoolClosed as exc:  # the ledger was closed: nothing to wait for
+            raise LedgerUnavailableError(f"the ledger database {self.location} is closed") from exc
         except PoolTimeout as exc:
             import psycopg
 
