@@ -181,3 +181,26 @@ async def test_a_steer_claimed_as_its_run_ends_is_handed_back_before_the_lease_g
         await broker.close()
     assert runs == [[first], [steer]]
     await asyncio.to_thread(check_ledger, postgres_url, 2)
+
+
+async def test_a_takeover_fails_a_cut_message_at_its_last_attempt_instead_of_running_it_again(
+    postgres_url: str,
+) -> None:
+    """The bench with `nexus serve` found items tried four times: the takeover's reload loaded a dead holder's
+    item already cut three times, and the claim took it over once more (only the sweep failed such items)."""
+    async with await Ledger.connect(postgres_url) as ledger:
+        await register(ledger, 1)
+        runs: list[list[str]] = []
+        broker = _broker(ledger, runs, "followup")
+        await broker.start()
+        dead = await ledger.leases.acquire("agent:a0", "a broker killed mid-run", DEAD_TTL_MS)
+        assert dead is not None
+        cut, later = await _accept(ledger, 2, "followup")
+        for _ in range(3):  # three runs of it, each cut (the last by the holder that died)
+            await ledger.queue.claim([cut], lease=dead)
+        await broker._watcher.adopt()  # the later one waits for the lease; the takeover reloads the cut one
+        await _all_done(ledger)
+        await broker.close()
+        item = await ledger.queue.get(cut)
+    assert item is not None and (item.status, item.attempts) == ("failed", 3), item
+    assert runs == [[later]]

@@ -57,9 +57,7 @@ class Takeover:
         expired = await self._store.expired()
         if not expired:
             return 0
-        failed = await self._queue.fail_exhausted(self._max_attempts)
-        if failed:
-            log.warning("failed %d queue items whose runs were cut %d times", len(failed), self._max_attempts)
+        await self._fail_exhausted()
         loaded = 0
         for lease in expired:
             items = await self._queue.pending(session_label=lease.session_label)
@@ -77,10 +75,16 @@ class Takeover:
         the sweep no longer lists the session once this broker's acquire renewed its lease: without this,
         the takeover ran the later messages first and left the cut one to nobody (the fault bench).
         """
+        await self._fail_exhausted()  # its cut items at their last attempt fail here too, not run a fourth time
         loaded = 0
         for item in await self._queue.pending(session_label=session_label):
             loaded += await self._adopt(item)
         return loaded
+
+    async def _fail_exhausted(self) -> None:
+        failed = await self._queue.fail_exhausted(self._max_attempts)
+        if failed:
+            log.warning("failed %d queue items whose runs were cut %d times", len(failed), self._max_attempts)
 
     async def _adopt(self, item: QueueItem) -> int:
         """Queue one of the dead holder's items here (once), and have its session looked at now."""
