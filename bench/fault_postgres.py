@@ -11,7 +11,9 @@ PostgreSQL connections ended with ``pg_terminate_backend``; once, after ``--rest
 ``pg_ctl restart -m immediate`` of the server. At the end the
 total-queue check (lost 0, duplicated 0, one chain per session in the order sent, no overlapping runs,
 attempts <= 3) and how long a killed process's sessions waited to run again (max, p99). Exit 1 if a check
-fails.
+fails. ``--serve``: the three processes are ``nexus serve`` (the engine, its agents calling the loopback fake
+provider of ``nexus.testing``: a tool call, its result, then a reply, per turn; ``_fault_serve.py``); their
+runs print no events, so the check is the ledger's (a run a kill cut leaves an ``aborted`` turn there).
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ import time
 from pathlib import Path
 
 import _machine
+from _fault_serve import ServeProcess, fake_model
 
 from nexus.ledger import Ledger
+from nexus.testing import FakeProviderServer
 from nexus.testing.faults import (
     QUEUE_MODES,
     BrokerProcess,
@@ -47,17 +51,20 @@ ROOT = Path(__file__).resolve().parents[1]
 class Chaos:
     """The three brokers and the faults done to them (SIGKILL and restart, ``pg_terminate_backend``)."""
 
-    def __init__(self, url: str, args: argparse.Namespace, logs: Path) -> None:
-        self.url, self.args, self.logs = url, args, logs
+    def __init__(self, url: str, args: argparse.Namespace, logs: Path, model: FakeProviderServer | None) -> None:
+        self.url, self.args, self.logs, self.model = url, args, logs, model
         self.rng = random.Random(args.seed)
-        self.all: list[BrokerProcess] = []
+        self.all: list[BrokerProcess | ServeProcess] = []
         self.live = [self._start(n) for n in range(3)]
         self.kills = self.terminations = 0
 
-    def _start(self, slot: int) -> BrokerProcess:
-        process = BrokerProcess(
-            self.url, self.args.ttl_ms, self.args.run_s, logs=self.logs, env={"PGAPPNAME": f"nexus-fault-{slot}"}
-        )
+    def _start(self, slot: int) -> BrokerProcess | ServeProcess:
+        env = {"PGAPPNAME": f"nexus-fault-{slot}"}
+        process: BrokerProcess | ServeProcess
+        if self.model is not None:  # --serve: nexus serve, the engine calling the fake provider
+            process = ServeProcess(self.url, self.args.ttl_ms, self.model, self.logs, env)
+        else:
+            process = BrokerProcess(self.url, self.args.ttl_ms, self.args.run_s, logs=self.logs, env=env)
         self.all.append(process)
         return process
 
@@ -110,8 +117,9 @@ def restart_server(folder: str) -> None:
 def run(url: str, folder: str, args: argparse.Namespace) -> int:
     asyncio.run(_register(url, args.agents))
     logs = Path(tempfile.mkdtemp(prefix="nexus-fault-logs-"))
+    model = fake_model() if args.serve else None
     began = time.monotonic()
-    chaos = Chaos(url, args, logs)
+    chaos = Chaos(url, args, logs, model)
     sent = threading.Event()
     sender = threading.Thread(target=send_all, args=(url, args, sent), daemon=True)
     sender.start()
@@ -127,25 +135,39 @@ def run(url: str, folder: str, args: argparse.Namespace) -> int:
     all_finished(url, timeout_s=600)
     elapsed = time.monotonic() - began
     errors = chaos.stop()
+    if model is not None:
+        model.stop()
     total = args.agents * args.per_agent
     print(f"run logs: {logs}", flush=True)
-    counts = check_ledger(url, total, failed_ok=True)
-    runs = check_runs(chaos.all)
+    counts = check_ledger(url, total, failed_ok=True, cut_turns_ok=args.serve)
+    runs = check_runs(chaos.all)  # --serve: nexus serve prints no run events, so only the ledger's check
     shutil.rmtree(logs, ignore_errors=True)
     print(f"messages {total:,} over {args.agents} agents, modes {', '.join(QUEUE_MODES)}; {elapsed:.0f} s")
     print(f"faults: {chaos.kills} SIGKILLs, {chaos.terminations} pg_terminate_backend, "
           f"{int(restarted)} pg_ctl restart -m immediate")  # fmt: skip
-    print(f"lost 0, duplicated 0, chains and order kept, no overlapping runs, attempts <= 3: passed "
-          f"({counts['delivered']:,} delivered, {counts['failed']} failed after 3 cut runs, "
-          f"{counts['turns']:,} turns, {counts['epochs']:,} lease epochs, {runs['fenced']:.0f} runs fenced off, "
-          f"{runs['steered']:.0f} steers read, {runs['aborted']:.0f} runs interrupted)")  # fmt: skip
-    print(f"sessions cut by a kill: {runs['cut']:.0f}, ran again after max {runs['rerun_max_s']:.1f} s, "
-          f"p99 {runs['rerun_p99_s']:.1f} s; not again {runs['rerun_missing']:.0f} (the cut run had written its "
-          "turn: nothing was left to run)")  # fmt: skip
+    _report(url, counts, None if model is None else len(model.requests), runs)
     if errors:
         first = errors[0]
         print("a broker printed a traceback:\n" + first[first.index("Traceback") :][:3000])
     return 1 if errors else 0
+
+
+def _report(url: str, counts: dict[str, int], model_calls: int | None, runs: dict[str, float]) -> None:
+    """The checks' counts (and, for scripted brokers, the runs' own: ``model_calls`` is None)."""
+    done = (f"lost 0, duplicated 0, chains and order kept, no overlapping runs, attempts <= 3: passed "
+            f"({counts['delivered']:,} delivered, {counts['failed']} failed after 3 cut runs, "
+            f"{counts['turns']:,} turns, {counts['epochs']:,} lease epochs")  # fmt: skip
+    if model_calls is not None:
+        tools = rows(url, "SELECT tool_name, status, count(*) FROM tool_calls GROUP BY 1, 2 ORDER BY 1, 2")
+        written = ", ".join(f"{n:,} {name} {status}" for name, status, n in tools) or "none"
+        print(f"{done})\nnexus serve x3, the engine on the fake provider: {model_calls:,} model calls; "
+              f"tool calls written: {written}")  # fmt: skip
+        return
+    print(f"{done}, {runs['fenced']:.0f} runs fenced off, {runs['steered']:.0f} steers read, "
+          f"{runs['aborted']:.0f} runs interrupted)")  # fmt: skip
+    print(f"sessions cut by a kill: {runs['cut']:.0f}, ran again after max {runs['rerun_max_s']:.1f} s, "
+          f"p99 {runs['rerun_p99_s']:.1f} s; not again {runs['rerun_missing']:.0f} (the cut run had written its "
+          "turn: nothing was left to run)")  # fmt: skip
 
 
 def _finished(url: str) -> bool:
@@ -170,6 +192,7 @@ def main() -> int:
     parser.add_argument("--restart-after-s", type=float, default=20, help="when the server is crash-restarted")
     parser.add_argument("--seed", type=int, default=22)
     parser.add_argument("--keep", action="store_true", help="keep the cluster and the run logs when a check fails")
+    parser.add_argument("--serve", action="store_true", help="nexus serve processes, a fake model, a tool per turn")
     args = parser.parse_args()
     print(_machine.header("fault_postgres.py: three brokers on one PostgreSQL under kills and restarts"))
     folder = tempfile.mkdtemp(prefix="nexus-fault-pg-")
