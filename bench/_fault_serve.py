@@ -11,7 +11,6 @@ it writes no run events, so the check is the ledger's alone (``nexus.testing.fau
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from typing import Any
 
 from nexus.llm import Context, ToolResultMessage
 from nexus.testing import FakeProviderServer
+from nexus.testing.faults import BrokerProcess
 from nexus.testing.steps import Step, from_context, last_user_text, text, tool_call
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -37,10 +37,13 @@ def fake_model() -> FakeProviderServer:
     return FakeProviderServer(default=from_context(_tool_then_reply)).start()
 
 
-class ServeProcess:
-    """One ``nexus serve`` on the shared database; waits until it listens (see the module docstring)."""
+class ServeProcess(BrokerProcess):
+    """One ``nexus serve`` on the shared database; waits until it listens (see the module docstring). Killed and
+    stopped as a :class:`~nexus.testing.faults.BrokerProcess` is."""
 
-    def __init__(self, url: str, ttl_ms: int, provider: FakeProviderServer, logs: Path, env: dict[str, str]) -> None:
+    def __init__(  # the broker process's start is replaced, not extended: no super().__init__
+        self, url: str, ttl_ms: int, provider: FakeProviderServer, logs: Path, env: dict[str, str]
+    ) -> None:
         self.home = logs / f"serve-{time.monotonic_ns()}"
         self.home.mkdir(parents=True)
         (self.home / "nexus.toml").write_text(
@@ -48,7 +51,7 @@ class ServeProcess:
             f'[providers.fake]\napi = "openai-completions"\nbase_url = "{provider.openai_base_url}"\napi_key = "x"\n',
             encoding="utf-8",
         )
-        self.err_path = self.home / "serve.err"
+        self.err_path = self.out_path = self.home / "serve.err"
         self.killed_at: float | None = None
         environment = {**os.environ, "NEXUS_HOME": str(self.home), "NEXUS_DATABASE_URL": url,
                        "PYTHONPATH": str(SRC), **env}  # fmt: skip
@@ -61,23 +64,6 @@ class ServeProcess:
         while "listening on" not in self.err_path.read_text():
             assert self.proc.poll() is None and time.monotonic() < deadline, self.err_path.read_text()
             time.sleep(0.05)
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def kill(self) -> None:
-        """SIGKILL, reaped; the time is kept."""
-        self.killed_at = time.time()
-        self.proc.kill()
-        self.proc.wait(timeout=30)
-
-    def stop(self) -> tuple[list[dict[str, Any]], str]:
-        """SIGTERM (if it still runs), waited for 60 s; no run events, and its stderr."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(timeout=60)
-        return [], self.err_path.read_text()
 
     def events(self) -> list[dict[str, Any]]:
         """None: ``nexus serve`` prints no run events."""
