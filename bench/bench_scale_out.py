@@ -54,8 +54,10 @@ async def _send(target: str, agents: int, per_agent: int) -> None:
         await asyncio.gather(*(ledger.queue.accept(request) for request in requests(agents, per_agent)))
 
 
-def turns_per_second(target: str, processes: int, args: argparse.Namespace, logs: Path) -> float:
-    """Start ``processes`` brokers, accept every message, and time until all are finished."""
+def turns_per_second(target: str, processes: int, args: argparse.Namespace, logs: Path) -> tuple[float, int]:
+    """Start ``processes`` brokers, accept every message, and time until all are finished; turns/s, and the
+    writes the database refused for a conflict and the brokers ran again (PostgreSQL's serialization
+    failures and deadlocks: ``PgDatabase.conflicts``, which each broker reports as it stops)."""
     asyncio.run(_prepare(target, args.agents))
     brokers = [BrokerProcess(target, args.ttl_ms, args.run_s, logs=logs) for _ in range(processes)]
     try:
@@ -64,9 +66,8 @@ def turns_per_second(target: str, processes: int, args: argparse.Namespace, logs
         all_finished(target, timeout_s=600)
         elapsed = time.perf_counter() - began
     finally:
-        for broker in brokers:
-            broker.stop()
-    return args.agents * args.per_agent / elapsed
+        stopped = [event for broker in brokers for event in broker.stop()[0] if event["event"] == "stopped"]
+    return args.agents * args.per_agent / elapsed, sum(int(event["conflicts"]) for event in stopped)
 
 
 def main() -> None:
@@ -81,19 +82,27 @@ def main() -> None:
     print(_machine.header("bench_scale_out.py: end-to-end turns/s, 1 and 3 broker processes on one database"))
     folder = Path(tempfile.mkdtemp(prefix="nexus-bench-scale-"))
     results: dict[tuple[str, int], list[float]] = {}
+    refusals: dict[tuple[str, int], list[int]] = {}
     with postgres_or_throwaway(args.postgres) as url:
         for _ in range(args.rounds):  # interleaved: a busy neighbour hits every row alike
             for backend in ("sqlite", "postgresql") if url is not None else ("sqlite",):
                 for processes in (1, 3):
                     target = fresh_target(backend, url, folder)
-                    rate = turns_per_second(target, processes, args, folder / "logs")
+                    rate, refused = turns_per_second(target, processes, args, folder / "logs")
                     results.setdefault((backend, processes), []).append(rate)
+                    if backend == "postgresql":
+                        refusals.setdefault((backend, processes), []).append(refused)
     shutil.rmtree(folder, ignore_errors=True)
     print(f"{'backend':<12} {'processes':>9} {'turns/s (median)':>17} {'runs':>20} {'vs 1 process':>13}")
     for (backend, processes), rates in results.items():
         ratio = statistics.median(rates) / statistics.median(results[(backend, 1)])
         shown = ", ".join(f"{r:.0f}" for r in rates)
         print(f"{backend:<12} {processes:>9} {statistics.median(rates):>17,.0f} {shown:>20} {ratio:>12.2f}x")
+    turns = args.agents * args.per_agent
+    for (backend, processes), counts in refusals.items():
+        per_500 = ", ".join(f"{count * 500 / turns:.0f}" for count in counts)
+        print(f"{backend} {processes} process(es): writes refused for a conflict and run again, per 500 turns: "
+              f"{per_500}")  # fmt: skip
     if url is None:
         print("postgresql: not measured (no server could be had)")
     print(f"{args.agents} agents x {args.per_agent} followups, scripted runs of {args.run_s * 1000:.0f} ms, "

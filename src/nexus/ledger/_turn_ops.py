@@ -92,8 +92,9 @@ def write_in(conn: Any, w: TurnWrite) -> str:
     """
     if w.lease is not None or w.consumed_queue_items:
         from nexus.ledger._claims import claimant
-        from nexus.ledger._leases import check_consumed_in, check_in
+        from nexus.ledger._leases import check_consumed_in, check_in, lock_leases_in
 
+        lock_leases_in(conn, w.consumed_queue_items, w.lease)
         if w.lease is not None:
             check_in(conn, w.lease)
         check_consumed_in(conn, w.consumed_queue_items, claimant())

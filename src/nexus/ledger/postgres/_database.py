@@ -5,6 +5,9 @@ each runs on a thread of :attr:`PgDatabase.executor` with a pooled psycopg conne
 lost connection or a server restart holds a worker, never the event loop. Writes run ``SERIALIZABLE``:
 the logic was written for SQLite's one writer at a time, and PostgreSQL then guarantees the same outcome
 as some serial order or refuses the transaction (serialization failure, deadlock), which is retried whole.
+The turn tree's writes are the exception (``row_locks=True``): they lock the rows their outcome depends on
+(``SELECT … FOR UPDATE``: the session, the parent turn, the lease) and run ``READ COMMITTED``, so only
+writes to one session wait for each other, and writes to different sessions never refuse each other.
 A connection lost before the commit is retried the same way until ``NEXUS_DB_WAIT_S`` has passed.
 
 No session state is used (no session advisory locks, no ``SET``): each transaction names its own
@@ -99,7 +102,9 @@ class PgDatabase:
         """Run ``fn(conn)`` in one read-only snapshot (``REPEATABLE READ``)."""
         return self._transaction(fn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", None)
 
-    def write(self, fn: Callable[[Any], T], *, wait_s: float | None = None, serializable: bool = True) -> T:
+    def write(
+        self, fn: Callable[[Any], T], *, wait_s: float | None = None, serializable: bool = True, row_locks: bool = False
+    ) -> T:
         """Run ``fn(conn)`` in one ``SERIALIZABLE`` transaction, retried whole on a conflict or a lost connection.
 
         One write transaction at a time per process (reads go on beside it): concurrent writes of one process
@@ -110,7 +115,14 @@ class PgDatabase:
 
         ``serializable=False``: ``READ COMMITTED``, each statement seeing what committed before it (a
         migration, which must see the tables another process made while it waited for the lock).
+
+        ``row_locks=True``: ``fn`` locks every row its outcome depends on before it reads it (``FOR UPDATE``
+        / ``FOR SHARE``), so ``READ COMMITTED`` is enough, and it runs beside the lane: it takes no
+        predicate locks, so it neither refuses nor is refused by the serializable writes for reading a
+        page they wrote. Two such writes on one session wait for each other on the session's row.
         """
+        if row_locks:
+            return self._transaction(fn, "BEGIN ISOLATION LEVEL READ COMMITTED", wait_s)
         level = "SERIALIZABLE" if serializable else "READ COMMITTED"
         with self._write_lane:
             return self._transaction(fn, f"BEGIN ISOLATION LEVEL {level}", wait_s)
@@ -172,9 +184,9 @@ class PgDatabase:
         """:meth:`read` on a worker thread."""
         return await self.run(lambda: self.read(fn))
 
-    async def run_write(self, fn: Callable[[Any], T], *, wait_s: float | None = None) -> T:
+    async def run_write(self, fn: Callable[[Any], T], *, wait_s: float | None = None, row_locks: bool = False) -> T:
         """:meth:`write` on a worker thread."""
-        return await self.run(lambda: self.write(fn, wait_s=wait_s))
+        return await self.run(lambda: self.write(fn, wait_s=wait_s, row_locks=row_locks))
 
 
 def _roll_back(raw: Any) -> None:
