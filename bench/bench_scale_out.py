@@ -105,10 +105,16 @@ class Run:
     transactions_per_turn: float | None
 
 
+def _conflicts(out: Path) -> int:
+    """The ``conflicts N`` line a broker prints as it stops (0 if it printed none)."""
+    lines = [line.split()[1] for line in out.read_text().splitlines() if line.startswith("conflicts ")]
+    return int(lines[-1]) if lines else 0
+
+
 def turns_per_second(target: str, processes: int, args: argparse.Namespace, logs: Path) -> Run:
     """Start ``processes`` brokers, accept every message, and time until all are finished; turns/s, and the
     writes the database refused for a conflict and the brokers ran again (PostgreSQL's serialization
-    failures and deadlocks: ``PgDatabase.conflicts``, which each broker reports as it stops)."""
+    failures and deadlocks: ``PgDatabase.conflicts``, which each broker prints as it stops)."""
     asyncio.run(_prepare(target, args.agents))
     brokers = [BrokerProcess(target, args.ttl_ms, args.run_s, logs=logs) for _ in range(processes)]
     try:
@@ -120,14 +126,16 @@ def turns_per_second(target: str, processes: int, args: argparse.Namespace, logs
         elapsed = time.perf_counter() - began
         cpu = sum(cpu_s(broker.pid) for broker in brokers) - brokers_before  # their start left out
     finally:
-        stopped = [event for broker in brokers for event in broker.stop()[0] if event["event"] == "stopped"]
+        for broker in brokers:
+            broker.stop()
     turns = args.agents * args.per_agent
     time.sleep(0.5)  # the backends of the brokers' connections end
     server_after = server_cpu_s(target)
     server = None if server_before is None or server_after is None else server_after - server_before
     xacts_after = transactions(target)
     xacts = None if xacts_before is None or xacts_after is None else (xacts_after - xacts_before) / turns
-    return Run(turns / elapsed, sum(int(event["conflicts"]) for event in stopped), cpu * 1000 / turns,
+    refused = sum(_conflicts(broker.out_path) for broker in brokers)
+    return Run(turns / elapsed, refused, cpu * 1000 / turns,
                None if server is None else server * 1000 / turns, xacts)  # fmt: skip
 
 
