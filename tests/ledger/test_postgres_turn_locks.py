@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psycopg
 
-from nexus.ledger import HeadMovedError, Ledger, NewSession, TurnWrite
+from nexus.ledger import AcceptRequest, HeadMovedError, Ledger, NewSession, TurnWrite
 from nexus.testing.conformance.support import reply, user
 
 WORKER = str(Path(__file__).with_name("pg_turn_worker.py"))
@@ -150,3 +150,43 @@ async def test_branches_racing_on_one_parent_each_get_their_own_slot(postgres_ur
                 "SELECT count(DISTINCT (segment_id, seq)) FROM turns WHERE parent_turn_id = %s", (base,)
             ).fetchone()
         assert slots is not None and slots[0] == 8
+
+
+async def _waiting_on_a_lock(url: str) -> bool:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        ).fetchone()
+    return row is not None and int(row[0]) > 0
+
+
+async def test_a_turn_write_in_flight_holds_off_a_takeover_of_its_session(postgres_url: str) -> None:
+    """The fence checked is the fence at the commit: while a turn write under a lease is in flight (here held on
+    the session's row), another broker's acquire finds the lease row locked and is refused, even once the lease
+    expired; the write then lands, and only after it may the session be taken over (epoch + 1)."""
+    async with await Ledger.connect(postgres_url) as ledger:
+        await ledger.sessions.create(NewSession("s"))
+        item, _ = await ledger.queue.accept(AcceptRequest("w", "s", "m1", "user", {"content": "hi"}, "followup"))
+        lease = await ledger.leases.acquire("s", "broker-a", 400)
+        assert lease is not None
+        await ledger.queue.claim([item.id], lease=lease)
+        write = TurnWrite(
+            "s", None, query_messages=[user("hi")], response_messages=[reply("a")], consumed_queue_items=[item.id]
+        )
+        with psycopg.connect(postgres_url) as holder:  # another transaction on the session's row
+            holder.execute("SELECT 1 FROM sessions WHERE label = 's' FOR UPDATE")
+            writing = asyncio.ensure_future(ledger.turns.write(write))
+            for _ in range(200):
+                if await _waiting_on_a_lock(postgres_url):
+                    break
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.5)  # the lease has expired by now
+            taking = ledger.leases.acquire("s", "broker-b", 5000)
+            assert await asyncio.wait_for(taking, 30) is None  # the write holds the lease row
+            holder.rollback()
+        turn = await writing
+        taken = await ledger.leases.acquire("s", "broker-b", 5000)
+        assert taken is not None and taken.epoch == lease.epoch + 1
+        head = await ledger.sessions.head("s")
+        assert head is not None and head.id == turn
+        assert [i.status for i in await ledger.queue.items()] == ["delivered"]
