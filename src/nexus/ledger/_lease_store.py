@@ -2,8 +2,7 @@
 
 The logic is :mod:`nexus.ledger._leases` (shared with the queue's checks); this runs it where the
 database's work runs, inline on SQLite (``BEGIN IMMEDIATE``: one writer decides at a time) and on a
-worker thread for PostgreSQL (the row read ``FOR UPDATE SKIP LOCKED``; acquire and renew ``READ COMMITTED``
-behind that lock, release ``SERIALIZABLE``: see :mod:`nexus.ledger._leases`).
+worker thread for PostgreSQL (the row read ``FOR UPDATE SKIP LOCKED``).
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ class SqlLeaseStore:
 
     async def acquire(self, session_label: str, holder: str, ttl_ms: int) -> Lease | None:
         """Take the session's lease for ``ttl_ms`` (a new epoch) or renew the caller's own; ``None``: held elsewhere."""
-        return await self._db.run_write(lambda c: _leases.acquire_in(c, session_label, holder, ttl_ms), row_locks=True)
+        return await self._db.run_write(lambda c: _leases.acquire_in(c, session_label, holder, ttl_ms))
 
     async def renew(self, lease: Lease, ttl_ms: int) -> Lease:
         """Extend a valid lease by ``ttl_ms`` from now; ``LeaseLostError`` once it expired or was taken over.
@@ -29,9 +28,7 @@ class SqlLeaseStore:
         A database that stays busy for a third of ``ttl_ms`` fails the renewal (``LedgerBusyError``): a
         renewal any later could not keep the lease anyway.
         """
-        return await self._db.run_write(
-            lambda c: _leases.renew_in(c, lease, ttl_ms), wait_s=ttl_ms / 3000, row_locks=True
-        )
+        return await self._db.run_write(lambda c: _leases.renew_in(c, lease, ttl_ms), wait_s=ttl_ms / 3000)
 
     async def release(self, lease: Lease) -> bool:
         """Give the lease up; ``False`` when it was no longer the caller's (nothing changed)."""

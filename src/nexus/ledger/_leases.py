@@ -9,10 +9,7 @@ expired or a newer epoch exists. Expiry is judged by the database's clock: on Po
 
 The functions take a connection inside a transaction, as the queue's do, so a claim and its lease check
 are one transaction. PostgreSQL reads a lease row to take it ``FOR UPDATE SKIP LOCKED``: a row another
-acquirer is deciding on, or a write under the lease is checking (``FOR SHARE``), counts as taken, and
-nobody waits on a lock. Every decision reads the row locked, so acquire and renew run ``READ COMMITTED``
-(``row_locks=True``); release stays ``SERIALIZABLE``: it reads the queue to decide whether to wake the
-other brokers, and an accept committing beside it must not go unnoticed by both.
+acquirer is deciding on counts as taken, and nobody waits on a lock.
 """
 
 from __future__ import annotations
@@ -90,7 +87,7 @@ def _first(conn: Any, session_label: str, holder: str, now: int, ttl_ms: int) ->
 def renew_in(conn: Any, lease: Lease, ttl_ms: int) -> Lease:
     """Extend a valid lease by ``ttl_ms`` from now; :class:`LeaseLostError` if it expired or was taken."""
     _check_ttl(ttl_ms)
-    now = check_in(conn, lease, "UPDATE")
+    now = check_in(conn, lease)
     conn.execute(
         "UPDATE session_leases SET expires_at = ? WHERE session_label = ? AND epoch = ?",
         (now + ttl_ms, lease.session_label, lease.epoch),
@@ -125,17 +122,10 @@ def expired_in(conn: Any, limit: int) -> list[Lease]:
     return [_lease(row) for row in rows]
 
 
-def check_in(conn: Any, lease: Lease, lock: str = "SHARE") -> int:
-    """Refuse a write under ``lease`` unless it is still valid (same holder and epoch, not expired); returns now.
-
-    PostgreSQL: the lease row stays locked (``FOR SHARE``, or ``lock``) to the end of the transaction, so the
-    lease checked is the lease at the commit whatever the isolation: an acquire skips a locked row (taken),
-    a renewal waits.
-    """
+def check_in(conn: Any, lease: Lease) -> int:
+    """Refuse a write under ``lease`` unless it is still valid (same holder and epoch, not expired); returns now."""
     row = conn.execute(
-        "SELECT holder, epoch, expires_at FROM session_leases WHERE session_label = ?"
-        + (f" FOR {lock}" if is_postgres(conn) else ""),
-        (lease.session_label,),
+        "SELECT holder, epoch, expires_at FROM session_leases WHERE session_label = ?", (lease.session_label,)
     ).fetchone()
     now = db_now(conn)
     if row is None or row[0] != lease.holder or int(row[1]) != lease.epoch:
