@@ -113,7 +113,7 @@ async def test_writes_racing_on_one_parent_one_moves_the_head_the_others_are_tol
             except HeadMovedError:
                 return "head moved"
 
-        outcomes = await asyncio.gather(*(write(n) for n in range(8)))  # on 8 pooled connections at once
+        outcomes = await asyncio.gather(*(write(n) for n in range(8)))  # one at a time: the process's write lane
         won = [turn for turn in outcomes if turn != "head moved"]
         assert len(won) == 1 and outcomes.count("head moved") == 7
         head = await ledger.sessions.head("s")
@@ -181,8 +181,9 @@ async def test_a_turn_write_in_flight_holds_off_a_takeover_of_its_session(postgr
                     break
                 await asyncio.sleep(0.05)
             await asyncio.sleep(0.5)  # the lease has expired by now
-            taking = ledger.leases.acquire("s", "broker-b", 5000)
-            assert await asyncio.wait_for(taking, 30) is None  # the write holds the lease row
+            async with await Ledger.connect(postgres_url) as other:  # another broker
+                taking = other.leases.acquire("s", "broker-b", 5000)
+                assert await asyncio.wait_for(taking, 30) is None  # the write holds the lease row
             holder.rollback()
         turn = await writing
         taken = await ledger.leases.acquire("s", "broker-b", 5000)

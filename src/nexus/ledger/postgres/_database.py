@@ -7,7 +7,7 @@ the logic was written for SQLite's one writer at a time, and PostgreSQL then gua
 as some serial order or refuses the transaction (serialization failure, deadlock), which is retried whole.
 The turn tree's writes are the exception (``row_locks=True``): they lock the rows their outcome depends on
 (``SELECT … FOR UPDATE``: the session, the parent turn, the lease) and run ``READ COMMITTED``, so only
-writes to one session wait for each other, and writes to different sessions never refuse each other.
+writes to one session wait for each other, and processes writing different sessions never refuse each other.
 A connection lost before the commit is retried the same way until ``NEXUS_DB_WAIT_S`` has passed.
 
 No session state is used (no session advisory locks, no ``SET``): each transaction names its own
@@ -117,13 +117,12 @@ class PgDatabase:
         migration, which must see the tables another process made while it waited for the lock).
 
         ``row_locks=True``: ``fn`` locks every row its outcome depends on before it reads it (``FOR UPDATE``
-        / ``FOR SHARE``), so ``READ COMMITTED`` is enough, and it runs beside the lane: it takes no
-        predicate locks, so it neither refuses nor is refused by the serializable writes for reading a
-        page they wrote. Two such writes on one session wait for each other on the session's row.
+        / ``FOR SHARE``), so ``READ COMMITTED`` is enough: it takes no predicate locks, so writes of other
+        processes to other sessions never refuse it for a page both touched. It still runs in the lane:
+        beside it, a process's turn writes met its own serializable queue writes (3 brokers: 97-151
+        turns/s and 53-113 writes refused per 1,000 turns, against 175-222 and 22-31 in the lane).
         """
-        if row_locks:
-            return self._transaction(fn, "BEGIN ISOLATION LEVEL READ COMMITTED", wait_s)
-        level = "SERIALIZABLE" if serializable else "READ COMMITTED"
+        level = "SERIALIZABLE" if serializable and not row_locks else "READ COMMITTED"
         with self._write_lane:
             return self._transaction(fn, f"BEGIN ISOLATION LEVEL {level}", wait_s)
 
