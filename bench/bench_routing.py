@@ -43,7 +43,7 @@ from evaluate import (  # noqa: E402
     run_baseline,
     run_router,
 )
-from fit import FOLDS, cross_validated, fit_model  # noqa: E402
+from fit import FOLDS, blank_model, cross_validated, fit_model  # noqa: E402
 from scale import build_scale  # noqa: E402
 
 
@@ -61,6 +61,8 @@ def accuracy(args: argparse.Namespace) -> None:
         home = Path(tmp)
         ledger = Ledger.open(home / "agents.db")
         model = load_model(json.loads(Path(args.model).read_text())) if args.model else None
+        if args.fit or args.cv:
+            model = blank_model()  # fitted from nothing here: the shipped one may be for other signals
         router = Router(ledger, _settings(args), model=model)
         print(f"embedder: {router.guard.embedder.name if router.guard.embedder else 'none (lexical only)'}")
         costs: list[float] = []
