@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -54,16 +55,11 @@ def _pct(values: list[float], q: float) -> float:
 
 def accuracy(args: argparse.Namespace) -> None:
     from nexus.ledger import Ledger
-    from nexus.routing import Router
-    from nexus.routing._model import load_model
 
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         ledger = Ledger.open(home / "agents.db")
-        model = load_model(json.loads(Path(args.model).read_text())) if args.model else None
-        if args.fit or args.cv:
-            model = blank_model()  # fitted from nothing here: the shipped one may be for other signals
-        router = Router(ledger, _settings(args), model=model)
+        router = _open_router(ledger, args, blank=bool(args.fit or args.cv))
         print(f"embedder: {router.guard.embedder.name if router.guard.embedder else 'none (lexical only)'}")
         costs: list[float] = []
 
@@ -111,15 +107,19 @@ def accuracy(args: argparse.Namespace) -> None:
         ledger.close()
 
 
-def _settings(args: argparse.Namespace) -> object:
-    from nexus.routing import RouteSettings
+def _open_router(ledger: object, args: argparse.Namespace, *, blank: bool = False) -> Any:
+    """The router of ``--embedder``, deciding with ``--model`` (or the shipped model; ``blank``: zeros, to fit)."""
+    from nexus.routing import Router, RouteSettings
+    from nexus.routing._model import load_model
 
-    return RouteSettings(
+    settings = RouteSettings(
         embedder=args.embedder,
         embedding_base_url=args.embedding_base_url,
         embedding_model=args.embedding_model,
         embedding_api_key_env="",
     )
+    model = load_model(json.loads(Path(args.model).read_text())) if args.model else None
+    return Router(ledger, settings, model=blank_model() if blank else model)
 
 
 def _cross_validation(router: object, dev: list, seeds: int, misses: bool) -> None:
@@ -150,16 +150,15 @@ def _table(split: str, results: dict[str, Metrics]) -> None:
         )
 
 
-def speed(n: int, vec: bool, vec_python: str) -> None:
+def speed(n: int, args: argparse.Namespace) -> None:
     from nexus.ledger import Ledger
-    from nexus.routing import Router
 
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         wrote = build_scale(home, n)
         ledger = Ledger.open(home / "agents.db")
         rss0 = _rss_mb()
-        router = Router(ledger)
+        router = _open_router(ledger, args)
         started = time.perf_counter()
         router.catch_up()
         index_s = time.perf_counter() - started
@@ -194,8 +193,8 @@ def speed(n: int, vec: bool, vec_python: str) -> None:
             f"- index memory: {per_10k:.1f} MB per 10,000 checkpoints (arrays and maps); process RSS "
             f"{_rss_mb() - rss0:.0f} MB more after opening the router (embedder model included)"
         )
-        if vec:
-            _vector_search(router, vec_python)
+        if args.vec:
+            _vector_search(router, args.vec_python)
         router.close()
         ledger.close()
 
@@ -277,7 +276,7 @@ def main() -> None:
         sizes = [int(s) for s in args.sizes.split(",") if s] or ([2000] if args.quick else [10_000, 100_000])
         print("\n## Speed")
         for n in sizes:
-            speed(n, args.vec, args.vec_python)
+            speed(n, args)
     print()
     print(load_line())
 

