@@ -6,8 +6,8 @@
     python bench/bench_routing.py --vec           # also sqlite-vec's vec0 against numpy brute force
     python bench/bench_routing.py --cv 4 --no-speed  # dev only, 5-fold cross-validated (4 fold assignments)
     python bench/bench_routing.py --embedder openai --embedding-base-url http://127.0.0.1:8080/v1 \
-        --embedding-model all-MiniLM-L6-v2 --fit --model-out /tmp/minilm.json --no-speed   # another embedder
-    python bench/bench_routing.py ... --model /tmp/minilm.json --misses   # a model fitted before; the misses
+        --embedding-model all-MiniLM-L6-v2 --fit --model-out minilm.json --no-speed   # another embedder
+    python bench/bench_routing.py ... --model minilm.json --misses   # a model fitted before; the misses
 
 The evaluation set (bench/routing_eval/, README there) is built afresh in a temporary directory and
 indexed turn by turn as a live system would; the router and the baselines (recency only, BM25 only,
