@@ -101,7 +101,12 @@ def make_handler(encode: Encode, model: str, cache_size: int = 0) -> type[BaseHT
             if self.path.rstrip("/") != "/v1/embeddings":
                 self._error(404, f"no route {self.path}; this server has POST /v1/embeddings")
                 return
-            length = int(self.headers.get("Content-Length") or 0)
+            raw_length = self.headers.get("Content-Length") or "0"
+            if not raw_length.isdigit():
+                self.close_connection = True
+                self._error(400, f"Content-Length must be a byte count, not {raw_length!r}")
+                return
+            length = int(raw_length)
             if length > MAX_BODY:
                 self.close_connection = True
                 self._error(413, f"the body is {length} bytes; at most {MAX_BODY}")

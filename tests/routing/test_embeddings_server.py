@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import os
+import socket
 import struct
 import subprocess
 import sys
@@ -76,6 +77,16 @@ def test_bad_requests_get_an_openai_error_naming_what_is_wrong(server: str, body
     response = httpx.post(server + "/embeddings", content=body)
     assert response.status_code == 400
     assert says in response.json()["error"]["message"]
+    assert httpx.post(server + "/embeddings", json={"input": "still serving"}).status_code == 200
+
+
+def test_a_body_too_big_or_a_length_that_is_no_number_is_refused(server: str) -> None:
+    assert httpx.post(server + "/embeddings", content=b"x" * (8 * 1024 * 1024 + 1)).status_code == 413
+    port = int(server.rsplit(":", 1)[1].split("/")[0])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:  # httpx will not send a false length
+        raw.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n{}")
+        answer = raw.recv(65536).decode()
+    assert answer.startswith("HTTP/1.1 400") and "Content-Length must be a byte count" in answer
     assert httpx.post(server + "/embeddings", json={"input": "still serving"}).status_code == 200
 
 
