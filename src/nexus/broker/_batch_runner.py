@@ -29,8 +29,7 @@ from nexus.broker.agent_tools import CallerContext
 from nexus.broker.session_queue import Batch, QueuedMessage
 from nexus.broker.types import SendAndWaitResult
 from nexus.errors import NexusError
-from nexus.ledger import LeaseLostError, QueueItemsFinishedError
-from nexus.ledger.errors import QueueItemsHeldError
+from nexus.ledger import LeaseLostError, QueueItemsFinishedError, QueueItemsHeldError
 
 if TYPE_CHECKING:
     from nexus.agent import AgentTool

@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 
 from nexus import __version__, telemetry
 from nexus.config import ServerConfig
-from nexus.ledger.errors import LedgerError
+from nexus.ledger import LedgerError
 from nexus.server._access_log import AccessLog
 from nexus.server._browser_guard import BrowserGuard
 from nexus.server._errors import install_error_handlers
