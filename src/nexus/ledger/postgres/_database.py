@@ -153,7 +153,7 @@ class PgDatabase:
                 if time.monotonic() >= deadline:
                     raise LedgerUnavailableError(
                         f"the ledger database {self.location} stayed unreachable for {wait:g} s ({exc}); check "
-                        f"that PostgreSQL runs, or set how long to wait with NEXUS_DB_WAIT_S=SECONDS (now {wait:g})"
+                        f"that PostgreSQL runs{_wait_hint(wait) if wait_s is None else ''}"
                     ) from exc
                 log.warning("ledger database connection lost (%s); retrying", exc)
             except psycopg.Error as exc:  # a statement the server refused: the database is not what we expect
@@ -194,6 +194,11 @@ class PgDatabase:
     async def run_write(self, fn: Callable[[Any], T], *, wait_s: float | None = None) -> T:
         """:meth:`write` on a worker thread."""
         return await self.run(lambda: self.write(fn, wait_s=wait_s))
+
+
+def _wait_hint(wait: float) -> str:
+    """How to change a wait that came from ``NEXUS_DB_WAIT_S`` (a caller's own bound has no variable to name)."""
+    return f", or set how long to wait with NEXUS_DB_WAIT_S=SECONDS (now {wait:g})"
 
 
 def _roll_back(raw: Any) -> None:
