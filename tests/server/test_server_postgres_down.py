@@ -9,6 +9,7 @@ server does, without stopping the cluster the other tests share.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +17,7 @@ import httpx
 import pytest
 
 from nexus.ledger import Ledger, NewSession, SessionQuery
-from nexus.ledger.errors import LedgerUnavailableError
+from nexus.ledger.errors import LedgerBusyError, LedgerUnavailableError
 
 from .live import run_server, wait_until
 from .pg_gate import PgGate
@@ -81,3 +82,31 @@ async def _listed_once_back(ledger: Ledger) -> list[Any]:
         except LedgerUnavailableError:
             await asyncio.sleep(0.5)
     raise AssertionError("the ledger did not answer again once the database was back")
+
+
+async def test_a_write_waiting_behind_another_of_its_process_gives_up_after_nexus_db_wait_s(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One write at a time per process: a write queued behind one that keeps the database (retrying a lost
+    server, here a transaction held open) waits NEXUS_DB_WAIT_S in all, not that plus the other's whole wait."""
+    monkeypatch.setenv("NEXUS_DB_WAIT_S", "1")
+    entered, release = threading.Event(), threading.Event()
+
+    def held(conn: Any) -> int:
+        entered.set()
+        release.wait(GIVE_UP_S * 2)
+        return 1
+
+    async with await Ledger.connect(postgres_url) as ledger:
+        database: Any = ledger.database
+        first = asyncio.ensure_future(database.run_write(held))
+        try:
+            assert await asyncio.to_thread(entered.wait, GIVE_UP_S)  # the first write holds the lane
+            with pytest.raises(LedgerBusyError) as raised:
+                await asyncio.wait_for(database.run_write(lambda conn: 2), GIVE_UP_S)
+            assert "another write of this process held it for 1 s" in str(raised.value)
+            assert "NEXUS_DB_WAIT_S=SECONDS (now 1)" in str(raised.value)
+        finally:
+            release.set()
+        assert await first == 1
+        assert await database.run_write(lambda conn: 3) == 3

@@ -128,14 +128,24 @@ class PgDatabase:
         migration, which must see the tables another process made while it waited for the lock).
         """
         level = "SERIALIZABLE" if serializable else "READ COMMITTED"
-        with self._write_lane:
-            return self._transaction(fn, f"BEGIN ISOLATION LEVEL {level}", wait_s)
+        wait = wait_bound() if wait_s is None else wait_s
+        deadline = time.monotonic() + wait
+        if not self._write_lane.acquire(timeout=max(wait, MIN_CONNECTION_WAIT_S)):  # the wait counts from here
+            raise LedgerBusyError(
+                f"the ledger database {self.location} is busy: another write of this process held it for {wait:g} s"
+                f"{_wait_hint(wait) if wait_s is None else ''}"
+            )
+        try:
+            return self._transaction(fn, f"BEGIN ISOLATION LEVEL {level}", wait_s, deadline)
+        finally:
+            self._write_lane.release()
 
-    def _transaction(self, fn: Callable[[Any], T], begin: str, wait_s: float | None) -> T:
+    def _transaction(self, fn: Callable[[Any], T], begin: str, wait_s: float | None, deadline: float = 0.0) -> T:
+        """Run ``fn`` until it commits or ``deadline`` (default: ``wait_s`` or ``NEXUS_DB_WAIT_S`` from now)."""
         import psycopg
 
         wait = wait_bound() if wait_s is None else wait_s
-        deadline = time.monotonic() + wait
+        deadline = deadline or time.monotonic() + wait
         delay = 0.002
         while True:
             try:
