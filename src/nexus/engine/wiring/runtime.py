@@ -240,13 +240,13 @@ class Runtime:
         chosen = self.model(model)
         workspace = self.config.workspace_path
         scaffold_workspace(workspace)  # the tools need the directory to exist
-        label = (await self.ledger.sessions.ensure(NewSession(session))).label
-        head = await self.ledger.sessions.head(label)
+        found = await self.ledger.sessions.ensure(NewSession(session))
+        label, head_id = found.label, found.thread_id  # the session row names its head: no second read for it
         from nexus.config import prompt_profile
         from nexus.engine.assembly.budget import history_window_chars
 
         window = history_window_chars(chosen)  # the window, not the whole ancestry (docs/ledger.md)
-        history = await self.ledger.turns.history_at(head.id, max_chars=window) if head is not None else []
+        history = await self.ledger.turns.history_at(head_id, max_chars=window) if head_id is not None else []
         event = event or EventContext(timezone="UTC")
         profile = prompt_profile(self.config, chosen.provider, chosen.id)  # minimal: no event header either
         header = event if profile == "full" else None
@@ -255,7 +255,7 @@ class Runtime:
         ctx = assemble_context(
             model=chosen, workspace=workspace, session_label=label, history=history,
             message=current, event=event, tools=tools, limits=limits or self.limits,
-            parent_turn_id=head.id if head is not None else None, role=role,
+            parent_turn_id=head_id, role=role,
             thinking=ThinkingConfig(self.config.thinking) if self.config.thinking != "off" else None,
             abort_signal=signal, prompt=PromptOptions(scaffold=False, profile=profile),  # scaffolded above
             cache=self.sessions.get(label),
