@@ -88,15 +88,18 @@ def write_in(conn: Any, w: TurnWrite) -> str:
     """The whole turn write (the spec's nine steps) and the delivery of the queue items it consumed.
 
     Items a lease claimed fence the write: if their run lost the session's lease, nothing is written
-    (``LeaseLostError``; :func:`nexus.ledger._leases.check_consumed_in`).
+    (``LeaseLostError``; :func:`nexus.ledger._leases.check_consumed_in`); not checked when the writer
+    says it claimed them without a lease (``w.lease_fence`` False).
     """
-    if w.lease is not None or w.consumed_queue_items:
+    fenced = w.lease_fence and bool(w.consumed_queue_items)
+    if w.lease is not None or fenced:
         from nexus.ledger._claims import claimant
         from nexus.ledger._leases import check_consumed_in, check_in
 
         if w.lease is not None:
             check_in(conn, w.lease)
-        check_consumed_in(conn, w.consumed_queue_items, claimant())
+        if fenced:
+            check_consumed_in(conn, w.consumed_queue_items, claimant())
     outcome = TurnOutcome(
         w.status, w.response_messages, w.usage, w.stop_reason, w.error, w.compaction, w.tool_calls, w.turn_type
     )
