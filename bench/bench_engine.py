@@ -182,13 +182,14 @@ async def in_process_rows(turns: int, stream_fn: StreamFn) -> dict[str, float]:
 
 async def history_row(turns: int, stream_fn: StreamFn) -> tuple[float, float, float]:
     """(mean µs of the first 20 turns, of the last 20, µs per history message)."""
+    from nexus.engine import AgentSpec
+
     with tempfile.TemporaryDirectory() as tmp:
         env = make_env(Path(tmp), stream_fn)
         times: list[float] = []
         for _ in range(turns):
             start = time.perf_counter()
-            ctx = await env.assemble("go", session="long", model=MODEL)
-            await env.start(ctx, model=MODEL).result
+            await (await env.begin(AgentSpec(model=MODEL), "long", "go")).result
             times.append((time.perf_counter() - start) * 1e6)
         env.ledger.close()
     window = min(20, turns // 4)

@@ -54,177 +54,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from _engine_http_children import ANSWER, ARGS, CONSTANTS, FLOOR, HARNESS, OAI, PROMPT, PYAI, SYSTEM
+
 ROOT = Path(__file__).resolve().parent.parent
 NEXUS_PYTHON = str(ROOT / ".venv" / "bin" / "python")
 if not Path(NEXUS_PYTHON).exists():  # a checkout without its own venv (a git worktree): the running python
     NEXUS_PYTHON = sys.executable
-SYSTEM = "You are a test agent."
-PROMPT = "What is 1 + 2?"
-ANSWER = "The sum is 3."
-ARGS = {"a": 1, "b": 2}
 
 PYAI_SETUP = 'python3 -m venv /tmp/bench-pyai && /tmp/bench-pyai/bin/pip install "pydantic-ai-slim[openai]"'
 OAI_SETUP = "python3 -m venv /tmp/bench-oai && /tmp/bench-oai/bin/pip install openai-agents"
-
-# --------------------------------------------------------------------------- child sources (peer venvs)
-# A child source = one driver (defines ``async def setup(args) -> (turn, versions)``) + HARNESS.
-
-HARNESS = r"""
-import asyncio as _asyncio, json as _json, sys as _sys, time as _time
-
-
-def _main():
-    args = _json.loads(_sys.argv[1])
-
-    async def go():
-        turn, versions = await setup(args)
-        for _ in range(args["warmup"]):
-            await turn()
-        wall, cpu = _time.perf_counter(), _time.process_time()
-        for _ in range(args["turns"]):
-            await turn()
-        return _time.perf_counter() - wall, _time.process_time() - cpu, versions
-
-    wall, cpu, versions = _asyncio.run(go())
-    n = args["turns"]
-    print(_json.dumps({"us": wall / n * 1e6, "cpu_us": cpu / n * 1e6, "versions": versions}))
-
-
-_main()
-"""
-
-FLOOR = r"""
-import importlib, importlib.metadata, json
-
-TOOLS = [{"type": "function", "function": {
-    "name": "add", "description": "Add two integers.",
-    "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-                   "required": ["a", "b"]}}}]
-
-
-async def add(a, b):
-    return a + b
-
-
-async def setup(args):
-    lib = args["lib"]
-    http = importlib.import_module(lib)
-    client = http.AsyncClient(base_url=args["base_url"], headers={"authorization": "Bearer test"}, timeout=30.0)
-    streamed = args["wire"] == "sse"
-
-    async def call_sse(messages):
-        body = {"model": "fake-model", "messages": messages, "tools": TOOLS, "stream": True,
-                "stream_options": {"include_usage": True}}
-        text, calls, buffer = [], {}, b""
-        async with client.stream("POST", "/chat/completions", json=body) as response:
-            response.raise_for_status()
-            async for chunk in response.aiter_bytes():  # read to the end: leaving early drops the connection
-                buffer += chunk
-                *events, buffer = buffer.split(b"\n\n")
-                for event in events:
-                    if not event.startswith(b"data: ") or event == b"data: [DONE]":
-                        continue
-                    for choice in json.loads(event[6:]).get("choices") or ():
-                        delta = choice["delta"]
-                        if delta.get("content"):
-                            text.append(delta["content"])
-                        for piece in delta.get("tool_calls") or ():
-                            slot = calls.setdefault(piece["index"], {"id": "", "name": "", "arguments": ""})
-                            fn = piece.get("function") or {}
-                            slot["id"] = piece.get("id") or slot["id"]
-                            slot["name"] = fn.get("name") or slot["name"]
-                            slot["arguments"] += fn.get("arguments") or ""
-        return "".join(text), [calls[i] for i in sorted(calls)]
-
-    async def call_json(messages):
-        body = {"model": "fake-model", "messages": messages, "tools": TOOLS, "stream": False}
-        response = await client.post("/chat/completions", json=body)
-        response.raise_for_status()
-        message = response.json()["choices"][0]["message"]
-        calls = [{"id": c["id"], "name": c["function"]["name"], "arguments": c["function"]["arguments"]}
-                 for c in message.get("tool_calls") or ()]
-        return message.get("content") or "", calls
-
-    call = call_sse if streamed else call_json
-
-    async def turn():
-        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": PROMPT}]
-        text, calls = await call(messages)
-        messages.append({"role": "assistant", "content": text or None, "tool_calls": [
-            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
-            for c in calls]})
-        for c in calls:
-            result = await add(**json.loads(c["arguments"]))
-            messages.append({"role": "tool", "tool_call_id": c["id"], "content": str(result)})
-        text, calls = await call(messages)
-        assert text == ANSWER and not calls, (text, calls)
-
-    return turn, {lib: importlib.metadata.version(lib)}
-"""
-
-PYAI = r"""
-import importlib.metadata
-from pydantic_ai import Agent
-from pydantic_ai.models.openai import OpenAIChatModel
-from pydantic_ai.providers.openai import OpenAIProvider
-
-
-async def setup(args):
-    provider = OpenAIProvider(base_url=args["base_url"], api_key="test")
-    agent = Agent(OpenAIChatModel("fake-model", provider=provider), instructions=SYSTEM)
-
-    @agent.tool_plain
-    async def add(a: int, b: int) -> int:
-        "Add two integers."
-        return a + b
-
-    async def drain(ctx, events):
-        async for _ in events:
-            pass
-
-    handler = drain if args["wire"] == "sse" else None
-
-    async def turn():
-        result = await agent.run(PROMPT, event_stream_handler=handler)
-        assert result.output == ANSWER, result.output
-
-    names = ("pydantic-ai-slim", "openai", "httpx2")
-    return turn, {n: importlib.metadata.version(n) for n in names}
-"""
-
-OAI = r"""
-import importlib.metadata
-from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
-from openai import AsyncOpenAI
-
-
-async def setup(args):
-    set_tracing_disabled(True)
-    client = AsyncOpenAI(base_url=args["base_url"], api_key="test")
-
-    @function_tool
-    async def add(a: int, b: int) -> int:
-        "Add two integers."
-        return a + b
-
-    model = OpenAIChatCompletionsModel("fake-model", openai_client=client)
-    agent = Agent(name="bench", instructions=SYSTEM, tools=[add], model=model)
-    streamed = args["wire"] == "sse"
-
-    async def turn():
-        if streamed:
-            result = Runner.run_streamed(agent, PROMPT)
-            async for _ in result.stream_events():
-                pass
-        else:
-            result = await Runner.run(agent, PROMPT)
-        assert result.final_output == ANSWER, result.final_output
-
-    names = ("openai-agents", "openai", "httpx2")
-    return turn, {n: importlib.metadata.version(n) for n in names}
-"""
-
-CONSTANTS = f"SYSTEM = {SYSTEM!r}\nPROMPT = {PROMPT!r}\nANSWER = {ANSWER!r}\n"
 
 
 # --------------------------------------------------------------------------- nexus children (this file)
@@ -234,7 +72,7 @@ async def nexus_engine_setup(args: dict[str, Any]) -> tuple[Callable[[], Awaitab
     """The whole engine path of one process: config, shared Runtime, assemble + start + ledger per turn."""
     from nexus.agent import tool
     from nexus.config import load_config
-    from nexus.engine import Runtime
+    from nexus.engine import AgentSpec, Runtime
     from nexus.ledger import Ledger
 
     home = Path(tempfile.mkdtemp(prefix="nexus-home-", dir=Path.cwd()))  # cwd = the run's temp dir
@@ -255,8 +93,7 @@ async def nexus_engine_setup(args: dict[str, Any]) -> tuple[Callable[[], Awaitab
 
     async def turn() -> None:
         counter[0] += 1
-        ctx = await env.assemble(PROMPT, session=f"bench{counter[0]}")
-        result = await env.start(ctx).result
+        result = await (await env.begin(AgentSpec(), f"bench{counter[0]}", PROMPT)).result
         final = result.reply
         assert result.stop_reason == "end_turn" and len(result.tool_calls) == 1, (result.stop_reason, result.error)
         assert final == ANSWER, final

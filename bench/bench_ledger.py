@@ -16,12 +16,7 @@ import argparse
 import functools
 import gc
 import json
-import os
-import random
 import sqlite3
-import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -30,77 +25,24 @@ from pathlib import Path
 from typing import Any
 
 import _machine
+from _ledger_data import (
+    COMPACT_AT,
+    COMPACT_EVERY,
+    COMPACT_KEEP,
+    build,
+    build_compacted,
+    db_bytes,
+    fresh,
+    json_ancestry_bytes,
+    median,
+    peer_turn,
+    two_call_turn,
+)
+from _ledger_peers import OAI_PYTHON, peer_oai, time_pi_jsonl
 
-from nexus.ledger import CompactionRecord, Ledger, NewSession, TurnDetails, TurnWrite, _decode, _read
+from nexus.ledger import Ledger, NewSession, TurnDetails, TurnWrite, _decode, _read
 from nexus.ledger._sql_db import run_inline
 from nexus.ledger.pi_jsonl import export_pi_session
-from nexus.llm.types import AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
-
-WORDS = (
-    "the", "ledger", "keeps", "every", "turn", "message", "tool", "call",
-    "and", "compaction", "of", "an", "agent", "run", "in", "sqlite",
-)  # fmt: skip
-RNG = random.Random(1)
-
-
-def _text(size: int) -> str:
-    out: list[str] = []
-    n = 0
-    while n < size:
-        w = RNG.choice(WORDS)
-        out.append(w)
-        n += len(w) + 1
-    return " ".join(out)[:size]
-
-
-def peer_turn(i: int) -> tuple[list[Message], list[Message]]:
-    """The peer benchmark's 4 messages: user ~90 B, a `read` call, a 230 B result, a 230 B reply."""
-    call = AssistantMessage(
-        [ToolCall(f"call_{i}", "read", {"path": f"src/module_{i % 50}.py"})],
-        api="openai-completions",
-        provider="openai",
-        model="gpt-4o",
-        stop_reason="tool_use",
-        usage=Usage(1200, 20, total=1220),
-    )
-    result = ToolResultMessage(f"call_{i}", "read", [TextContent(_text(230))])
-    final = AssistantMessage(
-        [TextContent(_text(230))],
-        api="openai-completions",
-        provider="openai",
-        model="gpt-4o",
-        usage=Usage(1450, 60, total=1510),
-    )
-    return [UserMessage(_text(90))], [call, result, final]
-
-
-def two_call_turn(i: int) -> tuple[list[Message], list[Message]]:
-    """4 messages + 2 tool calls: user, an assistant with two calls, two results."""
-    calls = AssistantMessage(
-        [ToolCall(f"a{i}", "read", {"path": "a.py"}), ToolCall(f"b{i}", "grep", {"pattern": "def "})],
-        api="openai-completions",
-        provider="openai",
-        model="gpt-4o",
-        stop_reason="tool_use",
-        usage=Usage(1000, 30, total=1030),
-    )
-    results: list[Message] = [
-        ToolResultMessage(f"a{i}", "read", [TextContent(_text(230))]),
-        ToolResultMessage(f"b{i}", "grep", [TextContent(_text(230))]),
-    ]
-    return [UserMessage(_text(90))], [calls, *results]
-
-
-def _fresh(path: Path) -> None:
-    for suffix in ("", "-wal", "-shm"):
-        Path(str(path) + suffix).unlink(missing_ok=True)
-
-
-def _median(values: list[float]) -> float:
-    return statistics.median(values)
-
-
-# --------------------------------------------------------------------------- write throughput
 
 
 def bench_write(tmp: Path, turns: int, runs: int, synchronous: str) -> tuple[float, float]:
@@ -110,7 +52,7 @@ def bench_write(tmp: Path, turns: int, runs: int, synchronous: str) -> tuple[flo
     data = [two_call_turn(i) for i in range(turns)]
     for _ in range(runs):
         db = tmp / f"write-{synchronous}.db"
-        _fresh(db)
+        fresh(db)
         ledger = Ledger.open(db, synchronous=synchronous)
         run_inline(ledger.sessions.create(NewSession("s")))
         start, cpu = time.perf_counter(), time.process_time()
@@ -129,47 +71,10 @@ def bench_write(tmp: Path, turns: int, runs: int, synchronous: str) -> tuple[flo
         rates.append(turns / (time.perf_counter() - start))
         cpu_rates.append(turns / max(time.process_time() - cpu, 1e-9))
         ledger.close()
-    return _median(rates), _median(cpu_rates)
+    return median(rates), median(cpu_rates)
 
 
 # --------------------------------------------------------------------------- history
-
-
-def build(db: Path, depth: int, fork_every: int = 0) -> str:
-    """A session of ``depth`` turns (peer content). With ``fork_every``, the path crosses a fork that often."""
-    _fresh(db)
-    ledger = Ledger.open(db)
-    run_inline(ledger.sessions.create(NewSession("s")))
-    head = None
-    for i in range(depth):
-        if fork_every and i and i % fork_every == 0 and head is not None:
-            # leave a side turn behind, so the next turn on the path has to open a new segment
-            run_inline(
-                ledger.turns.write(
-                    TurnWrite(
-                        "s",
-                        None,
-                        query_messages=[UserMessage("side")],
-                        response_messages=[],
-                        parent_turn_id=run_inline(ledger.turns.get(head)).parent_turn_id,
-                        if_head_moved="branch",
-                    )
-                )
-            )
-        q, r = peer_turn(i)
-        head = run_inline(
-            ledger.turns.write(
-                TurnWrite(
-                    "s",
-                    None,
-                    query_messages=q,
-                    response_messages=r,
-                    details=TurnDetails(model="gpt-4o", provider="openai"),
-                )
-            )
-        )
-    ledger.close()
-    return head or ""
 
 
 @dataclass(slots=True)
@@ -216,7 +121,7 @@ def time_history(db: Path, reps: int) -> HistoryTimes:
         sql.append(_timed(lambda: ledger.database.read(functools.partial(_read.history_bodies, head_id=head.id)))[0])  # noqa: B023
         ledger.close()
     json_ms, build_ms = _decode_stages(db, reps)
-    return HistoryTimes(_median(full), _median(uncached), _median(sql), count, _median(opens), json_ms, build_ms)
+    return HistoryTimes(median(full), median(uncached), median(sql), count, median(opens), json_ms, build_ms)
 
 
 def _decode_stages(db: Path, reps: int) -> tuple[float, float]:
@@ -242,7 +147,7 @@ def _decode_stages(db: Path, reps: int) -> tuple[float, float]:
                 builds.append(_timed(lambda: decode_all(rows, origins))[0])  # noqa: B023
             else:
                 builds.append(_timed(lambda: [old_decode_one(d) for d in rows])[0])  # noqa: B023
-    return _median(loads), _median(builds)
+    return median(loads), median(builds)
 
 
 def time_history_warm(db: Path, reps: int) -> float:
@@ -257,7 +162,7 @@ def time_history_warm(db: Path, reps: int) -> float:
         times.append(_timed(lambda: run_inline(ledger.turns.history("s")))[0])
     ledger.close()
     writer.close()
-    return _median(times)
+    return median(times)
 
 
 def time_naive_cte(db: Path, reps: int) -> float:
@@ -277,133 +182,7 @@ def time_naive_cte(db: Path, reps: int) -> float:
         conn.execute(sql, (head,)).fetchall()
         times.append((time.perf_counter() - start) * 1000)
     conn.close()
-    return _median(times)
-
-
-def db_bytes(db: Path) -> int:
-    conn = sqlite3.connect(db)
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    conn.close()
-    return os.path.getsize(db)
-
-
-def json_ancestry_bytes(tmp: Path, depth: int) -> int:
-    """The spec's threads table with the ancestry stored as a JSON array per turn (the O(N^2) design)."""
-    db = tmp / "ancestry.db"
-    _fresh(db)
-    conn = sqlite3.connect(db, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("CREATE TABLE threads (turn_id TEXT PRIMARY KEY, ancestry TEXT NOT NULL, depth INTEGER)")
-    ancestry: list[str] = []
-    conn.execute("BEGIN")
-    for i in range(depth):
-        ancestry.append(f"01J{i:023d}")
-        conn.execute("INSERT INTO threads VALUES (?, ?, ?)", (ancestry[-1], json.dumps(ancestry), i))
-    conn.execute("COMMIT")
-    conn.close()
-    size = db_bytes(db)
-    _fresh(db)
-    return size
-
-
-# --------------------------------------------------------------------------- peers
-
-
-def time_pi_jsonl(path: Path, reps: int) -> tuple[float, int]:
-    """Parse a pi JSONL file (json.loads every line, index by id), then walk leaf->root."""
-    times = []
-    count = 0
-    for _ in range(reps):
-        start = time.perf_counter()
-        by_id: dict[str, dict[str, object]] = {}
-        last = None
-        with open(path, encoding="utf-8") as fh:
-            next(fh)
-            for line in fh:
-                entry = json.loads(line)
-                by_id[entry["id"]] = entry
-                last = entry
-        path_msgs = []
-        node = last
-        while node is not None:
-            if node["type"] == "message":
-                path_msgs.append(node["message"])
-            parent = node.get("parentId")
-            node = by_id.get(parent) if isinstance(parent, str) else None
-        path_msgs.reverse()
-        count = len(path_msgs)
-        times.append((time.perf_counter() - start) * 1000)
-    return _median(times), count
-
-
-OAI_SCRIPT = r"""
-import asyncio, json, sys, time, statistics, os
-from agents import SQLiteSession
-items = json.load(open(sys.argv[1]))
-async def main():
-    out = {}
-    for n in [int(x) for x in sys.argv[3].split(",")]:
-        db = sys.argv[2] + f".{n}.db"
-        if os.path.exists(db): os.remove(db)
-        s = SQLiteSession("s", db)
-        adds = []
-        cpu = time.process_time()
-        for i in range(0, n, 4):
-            batch = items[i % len(items): i % len(items) + 4]
-            t = time.perf_counter(); await s.add_items(batch); adds.append(time.perf_counter() - t)
-        add_cpu_ms = (time.process_time() - cpu) / len(adds) * 1000
-        s.close()
-        s = SQLiteSession("s", db)
-        ts = []
-        for _ in range(5):
-            t = time.perf_counter(); got = await s.get_items(); ts.append((time.perf_counter() - t) * 1000)
-        s.close()
-        out[n] = {"get_ms": statistics.median(ts), "add_ms": statistics.median(adds) * 1000, "items": len(got),
-                  "add_cpu_ms": add_cpu_ms,
-                  "bytes": os.path.getsize(db)}
-    print(json.dumps(out))
-asyncio.run(main())
-"""
-
-
-def oai_items(turns: int) -> list[dict[str, object]]:
-    items: list[dict[str, object]] = []
-    for i in range(turns):
-        q, r = peer_turn(i)
-        call = r[0]
-        assert isinstance(call, AssistantMessage)
-        items.append({"role": "user", "content": q[0].content})
-        items.append(
-            {
-                "type": "function_call",
-                "call_id": f"call_{i}",
-                "name": "read",
-                "arguments": json.dumps(call.tool_calls[0].arguments),
-            }
-        )
-        items.append({"type": "function_call_output", "call_id": f"call_{i}", "output": r[1].text})  # type: ignore[union-attr]
-        items.append({"role": "assistant", "content": r[2].text})  # type: ignore[union-attr]
-    return items
-
-
-def bench_oai(python: str, tmp: Path, counts: list[int]) -> dict[str, dict[str, float]] | None:
-    if not Path(python).exists():
-        return None
-    items_path = tmp / "oai-items.json"
-    items_path.write_text(json.dumps(oai_items(500)))
-    script = tmp / "oai.py"
-    script.write_text(OAI_SCRIPT)
-    proc = subprocess.run(
-        [python, str(script), str(items_path), str(tmp / "oai"), ",".join(map(str, counts))],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if proc.returncode != 0:
-        print("openai-agents run failed:", proc.stderr[-500:], file=sys.stderr)
-        return None
-    result: dict[str, dict[str, float]] = json.loads(proc.stdout)
-    return result
+    return median(times)
 
 
 # --------------------------------------------------------------------------- report
@@ -425,26 +204,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-ledger-") as name:
         tmp = Path(name)
         counts = [100, 1_000] if args.quick else [100, 1_000, 10_000]
-        oai = _peer_oai(tmp, args, counts)
+        oai = peer_oai(tmp, args, counts)
         _report_writes(tmp, 1_000 if args.quick else 5_000, 3, oai)
         _report_history(tmp, depths, reps)
         _report_window(tmp, depths, reps)
         _report_peers(tmp, oai, counts, reps=reps)
     print(_machine.load_line())
-
-
-OAI_PYTHON = "/tmp/peerbench/venv-oaiagents/bin/python"
-
-
-def _peer_oai(tmp: Path, args: argparse.Namespace, counts: list[int]) -> dict[str, dict[str, float]] | None:
-    """SQLiteSession's numbers from this run, or None (and why) when not asked for or not installed."""
-    if not args.peers:
-        print("(openai-agents SQLiteSession not measured, no ratios against it: add --peers; see bench/README.md)")
-        return None
-    oai = bench_oai(args.oai_python, tmp, counts)
-    if oai is None:
-        print(f"openai-agents not measured, no ratio: no working `import agents` in {args.oai_python}")
-    return oai
 
 
 def _report_writes(tmp: Path, turns: int, runs: int, oai: dict[str, dict[str, float]] | None) -> None:
@@ -507,7 +272,7 @@ def _ancestry_note(tmp: Path, depth: int) -> str:
 def _report_history(tmp: Path, depths: list[int], reps: int) -> None:
     _print_history_header()
     empty = tmp / "empty.db"
-    _fresh(empty)
+    fresh(empty)
     Ledger.open(empty).close()
     empty_size = db_bytes(empty)
     for depth in depths:
@@ -546,32 +311,6 @@ def _report_history(tmp: Path, depths: list[int], reps: int) -> None:
 WINDOW_TOKENS = (128_000, 32_000)
 """Context windows of the engine's load: ``history_window_chars`` = 2 windows x 4 chars per token."""
 
-COMPACT_EVERY, COMPACT_KEEP, COMPACT_AT = 500, 100, 250
-"""The compacted session: a compaction turn every 500 turns (~100k tokens of this content, a 128k window
-filling up), keeping the newest 100 turns (~20k tokens, the engine's ``keep_recent_tokens``); the first one
-at turn 250, so at 1,000 and 10,000 turns the last compaction is 250 turns back (mid-way, not just done)."""
-
-
-def build_compacted(db: Path, depth: int) -> None:
-    """A session of ``depth`` turns of peer content compacted the way the engine does it (see COMPACT_EVERY)."""
-    _fresh(db)
-    ledger = Ledger.open(db, message_cache=0)
-    run_inline(ledger.sessions.create(NewSession("s")))
-    ids: list[str] = []
-    for i in range(depth):
-        q, r = peer_turn(i)
-        ids.append(
-            run_inline(
-                ledger.turns.write(
-                    TurnWrite("s", None, query_messages=q, response_messages=r, details=TurnDetails(model="gpt-4o"))
-                )
-            )
-        )
-        if i % COMPACT_EVERY == COMPACT_AT and i >= COMPACT_KEEP:
-            record = CompactionRecord(_text(4_000), ids[-1], ids[-COMPACT_KEEP], i, "gpt-4o-mini")
-            ids.append(run_inline(ledger.turns.write(TurnWrite("s", None, compaction=record))))
-    ledger.close()
-
 
 def _cold(db: Path, reps: int, max_chars: int | None) -> tuple[float, float, int]:
     """Median wall and CPU ms of a fresh connection's first ``history()`` (bounded by ``max_chars``), messages."""
@@ -588,7 +327,7 @@ def _cold(db: Path, reps: int, max_chars: int | None) -> tuple[float, float, int
         count = len(result)
         del result
         ledger.close()
-    return _median(walls), _median(cpus), count
+    return median(walls), median(cpus), count
 
 
 def _report_window(tmp: Path, depths: list[int], reps: int) -> None:

@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import _machine
 
 from nexus.config import load_config
-from nexus.engine import Runtime
+from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution import _journal as journal_module
 from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.ledger import JournalEntry, JournalReply, Ledger
@@ -104,8 +104,7 @@ async def one_run(env: Runtime, stream: Any, ticker: bool) -> tuple[float, list[
 
     task = asyncio.create_task(tick()) if ticker else None
     start = time.perf_counter()
-    ctx = await env.assemble("write", session=f"s{time.perf_counter_ns()}", model=MODEL)
-    await env.start(ctx, model=MODEL).result
+    await (await env.begin(AgentSpec(model=MODEL), f"s{time.perf_counter_ns()}", "write")).result
     took = (time.perf_counter() - start) * 1e6
     stop.set()
     if task is not None:

@@ -36,106 +36,18 @@ import importlib
 import json
 import os
 import resource
-import socket
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import _machine
+from _stream_bodies import TOKEN, build_anthropic_body, build_body, serve
+from _stream_parts import parts
 
-TOKEN = "tok "
 PEER_PYTHON = "/tmp/peerbench/venv-stream/bin/python"
-
-
-def build_body(n: int) -> bytes:
-    """The whole SSE body: role chunk, n content chunks, finish chunk, usage chunk, [DONE]."""
-    head = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1, "model": "bench-model"}
-
-    def event(choices: list[object], **extra: object) -> bytes:
-        return b"data: " + json.dumps({**head, "choices": choices, **extra}).encode() + b"\n\n"
-
-    parts = [event([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])]
-    token = event([{"index": 0, "delta": {"content": TOKEN}, "finish_reason": None}])
-    parts.extend([token] * n)
-    parts.append(event([{"index": 0, "delta": {}, "finish_reason": "stop"}]))
-    usage = {"prompt_tokens": 10, "completion_tokens": n, "total_tokens": 10 + n}
-    parts.append(event([], usage=usage))
-    parts.append(b"data: [DONE]\n\n")
-    return b"".join(parts)
-
-
-def build_anthropic_body(n: int) -> bytes:
-    """The same response in Anthropic Messages SSE (message_start … content_block_delta x n … message_stop)."""
-
-    def event(name: str, data: dict[str, Any]) -> bytes:
-        return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
-
-    usage = {"input_tokens": 10, "output_tokens": 1, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
-    message = {"id": "msg_bench", "type": "message", "role": "assistant", "content": [], "model": "bench-model"}
-    parts = [event("message_start", {"type": "message_start", "message": {**message, "usage": usage}})]
-    block = {"type": "text", "text": ""}
-    parts.append(event("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}))
-    delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": TOKEN}}
-    parts.extend([event("content_block_delta", delta)] * n)
-    parts.append(event("content_block_stop", {"type": "content_block_stop", "index": 0}))
-    stop = {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": n}}
-    parts.append(event("message_delta", stop))
-    parts.append(event("message_stop", {"type": "message_stop"}))
-    return b"".join(parts)
-
-
-def serve(body: bytes) -> int:
-    """Start a loopback server answering every request with ``body`` in one sendall; return its port."""
-    blob = (
-        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\ncontent-length: "
-        + str(len(body)).encode()
-        + b"\r\n\r\n"
-        + body
-    )
-    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(16)
-
-    def answer(conn: socket.socket) -> None:
-        with conn:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                more = conn.recv(65536)
-                if not more:
-                    return
-                data += more
-            head, _, rest = data.partition(b"\r\n\r\n")
-            length = 0
-            for line in head.split(b"\r\n")[1:]:
-                key, _, value = line.partition(b":")
-                if key.strip().lower() == b"content-length":
-                    length = int(value)
-            while len(rest) < length:
-                more = conn.recv(65536)
-                if not more:
-                    break
-                rest += more
-            conn.sendall(blob)
-            conn.shutdown(socket.SHUT_WR)
-            conn.settimeout(5)
-            try:
-                while conn.recv(65536):
-                    pass
-            except OSError:
-                pass
-
-    def loop() -> None:
-        while True:
-            conn, _ = srv.accept()
-            threading.Thread(target=answer, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=loop, daemon=True).start()
-    return int(srv.getsockname()[1])
 
 
 async def _floor_async(url: str, client: Any) -> int:
@@ -407,78 +319,6 @@ def profile(fmt: str, n: int) -> None:
         pstats.Stats(prof).sort_stats("tottime").print_stats(18)
 
     asyncio.run(main())
-
-
-def parts(n: int, reps: int = 9) -> None:
-    """CPU µs per token of each stage of nexus' read path, in process (no HTTP): where the time goes."""
-    from nexus.llm._sse import SSEParser, _parse_block, parse_data
-    from nexus.llm.events import TextDeltaEvent
-    from nexus.llm.providers import anthropic, openai_completions
-    from nexus.llm.providers._common import _decode
-    from nexus.llm.types import AssistantMessage, Model
-
-    def per_token(fn: Callable[[], object]) -> float:
-        runs = []
-        for _ in range(reps):
-            start = time.process_time()
-            fn()
-            runs.append((time.process_time() - start) / n * 1e6)
-        return statistics.median(runs)
-
-    print(f"| stage (CPU µs per token, median of {reps}, {n} tokens, in process) | OpenAI | Anthropic |")
-    print("|---|---|---|")
-    rows: dict[str, list[float]] = {}
-    for body, module in ((build_body(n), openai_completions), (build_anthropic_body(n), anthropic)):
-        chunks = [body[i : i + 65536] for i in range(0, len(body), 65536)]
-        events: list[tuple[str | None, str]] = []
-        parser = SSEParser()
-        for chunk in chunks:
-            events.extend(parser.feed(chunk))
-        payloads = [data for _, data in events if data != "[DONE]"]
-        model = Model(id="bench-model", provider="openai", api="bench")
-
-        def sse(chunks: list[bytes] = chunks) -> None:
-            p = SSEParser()
-            for chunk in chunks:
-                p.feed(chunk)
-
-        def general(chunks: list[bytes] = chunks) -> None:
-            text = b"".join(chunks).decode("utf-8", "replace")
-            for block in text.split("\n\n"):
-                if block:
-                    _parse_block(block)
-
-        def decode(module: Any = module, model: Model = model, events: list[tuple[str | None, str]] = events) -> None:
-            decoder = module._SPEC.decoder(model, AssistantMessage(api="bench", provider="openai", model="m"))
-            for name, data in events:
-                _decode(decoder, name, data)
-
-        def loads(payloads: list[str] = payloads) -> None:
-            for data in payloads:
-                json.loads(data)
-
-        def scan(payloads: list[str] = payloads) -> None:
-            for data in payloads:
-                parse_data(data)
-
-        message = AssistantMessage(api="bench", provider="openai", model="m")
-
-        def events_only(message: AssistantMessage = message) -> None:
-            for _ in range(n):
-                TextDeltaEvent(0, TOKEN, message)
-
-        stages: dict[str, Callable[[], None]] = {
-            "SSE framing: `SSEParser.feed`, 64 KB chunks": sse,
-            "the same with the general block parser on every block (no fast path)": general,
-            "`json.loads` of every data payload": loads,
-            "`parse_data` (C scanner) of every data payload": scan,
-            "decoder: `handle` per event (parse_data, events, append)": decode,
-            "one `TextDeltaEvent` per token": events_only,
-        }
-        for label, fn in stages.items():
-            rows.setdefault(label, []).append(per_token(fn))
-    for label, (o, a) in rows.items():
-        print(f"| {label} | {o:.2f} | {a:.2f} |")
 
 
 def main() -> None:

@@ -18,6 +18,7 @@ Usage: PYTHONPATH=src .venv/bin/python bench/bench_streaming.py [N_EVENTS]
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import statistics
@@ -26,6 +27,8 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+
+import _machine
 
 from nexus.adapters.manager import AdapterManager
 from nexus.adapters.types import DeliveryTarget
@@ -173,7 +176,10 @@ def percentiles(values: list[int]) -> str:
 
 
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("events", nargs="?", type=int, default=200_000, help="token events of part 2 (200,000)")
+    n = parser.parse_args().events
+    print(_machine.header("bench_streaming.py: the streaming bridge"))
     print("1. chunker (4-char tokens, min 800 / max 1200)")
     print(f"   {'reply':>9}  {'us/token':>9}  {'ns/char':>8}  {'blocks':>7}")
     for size, per_token, per_char, blocks in bench_chunker():
@@ -194,6 +200,7 @@ def main() -> None:
         f"4. 100 concurrent deliveries x 200 tokens to 10 accounts: {elapsed:.2f} s, "
         f"{delivered} deliveries seen by the adapters, {violations} framing violations"
     )
+    print(_machine.load_line())
 
 
 if __name__ == "__main__":

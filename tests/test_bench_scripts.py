@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 
@@ -168,3 +170,48 @@ def test_telemetry_bench_prints_the_modes_the_floor_and_another_tree() -> None:
     rows = {line.split(" | ")[0][2:]: line for line in out.splitlines() if line.startswith("| ")}
     assert {"off", "metrics", "tracing", "both", "this tree", "again"} <= set(rows)
     assert {"4 spans, OpenTelemetry SDK", "a turn's observations, prometheus_client"} <= set(rows)
+
+
+def test_engine_http_bench_runs_the_engine_beside_its_floor_without_peers() -> None:
+    out = run_bench(str(BENCH / "bench_engine_http.py"), *("--turns", "3", "--warmup", "1", "--reps", "1"))
+    assert_machine_lines(out)
+    assert "peers not measured, no ratios against them" in out
+    rows = {line.split("  ")[0] for line in out.splitlines() if line.startswith(("floor ", "nexus ")) and "  " in line}
+    assert rows == {"floor httpx, SSE", "nexus engine (SSE)", "nexus agent_loop (SSE)"}, rows
+
+
+def test_engine_bench_runs_every_row_and_the_long_session() -> None:
+    out = run_bench(str(BENCH / "bench_engine.py"), *("--turns", "20", "--reps", "1", "--history-turns", "40"))
+    assert_machine_lines(out)
+    for row in ("loop", "execute, no ledger", "execute + ledger", "assemble + execute"):
+        assert any(line.startswith(row + " ") for line in out.splitlines()), row
+    assert "µs per history message per turn" in out
+
+
+def test_ledger_bench_quick_prints_every_table_and_no_peer_ratio() -> None:
+    out = run_bench(str(BENCH / "bench_ledger.py"), "--quick")
+    assert_machine_lines(out)
+    for title in ("## write_turn", "## history()", "## The engine's cold start", "## Same history from the peers"):
+        assert title in out, title
+    assert "openai-agents SQLiteSession not measured, no ratios against it" in out
+    assert "x as fast" not in out  # no ratio against a peer that did not run
+
+
+SMALL_RUNS = {
+    "bench_broker_restart.py": ("--agents", "5", "--items", "50"),
+    "bench_events.py": ("--samples", "50", "--burst", "200"),
+    "bench_partial_journal.py": ("--quick",),
+    "bench_server.py": ("--requests", "200", "--connections", "4", "--turns", "10", "--rounds", "1"),
+    "bench_sse_fanout.py": ("--subscribers", "20", "--events", "50", "--rounds", "1", "--procs", "1"),
+    "bench_streaming.py": ("2000",),
+    "bench_tools.py": (),
+    "bench_wake.py": ("--samples", "20", "--rounds", "1"),
+}
+"""Every other bench script, run small: a script that no longer runs against the tree fails here, not in a
+reader's hands (three did after the run redesign changed ``Runtime.start``)."""
+
+
+@pytest.mark.parametrize("script", sorted(SMALL_RUNS))
+def test_every_other_bench_script_runs_small_and_says_where_it_ran(script: str) -> None:
+    out = run_bench(str(BENCH / script), *SMALL_RUNS[script])
+    assert_machine_lines(out)

@@ -11,7 +11,12 @@ can be (the connection rewrites ``?``), and differs in four places:
   session, decoded here (SQLite does it with ``json_extract``).
 - **Words**: no full-text index; the three columns of words are stored with the row and loaded into the
   in-memory BM25 (:mod:`nexus.routing._lexical`), which is what searches on both backends.
-- **Ids**: ``RETURNING id`` instead of SQLite's ``lastrowid``.
+- **Ids**: ``RETURNING id`` instead of SQLite's ``lastrowid``. A sequence hands ids out in insert order, but
+  rows become visible in commit order, and :meth:`load` reads "every id above the highest this process has".
+  That is safe because every indexing transaction also writes the one watermark row under ``SERIALIZABLE``:
+  of two that overlap, the later to commit is refused and run again, taking an id above the other's, so a
+  lower id never commits after a higher one (``tests/routing/test_pg_index_race.py`` holds it). Moving these
+  writes to ``READ COMMITTED`` or dropping the watermark write would break it.
 
 Every call is one transaction of the ledger's pool, run on the calling thread (a worker, never the loop).
 """
