@@ -6,7 +6,7 @@ handed in by the caller, so a turn is written whole or not at all.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nexus.ledger import _crash, _prompts, _rescue, _turns
@@ -23,11 +23,16 @@ from nexus.ledger.records import (
 from nexus.llm import message_to_dict
 
 
-def open_in(conn: Any, opening: TurnOpen, owner: str) -> str:
-    """Store a ``streaming`` turn and its query (and its system prompt, once by hash); returns its id."""
+def open_in(conn: Any, opening: TurnOpen, owner: str, stored: Mapping[str, str] | None = None) -> str:
+    """Store a ``streaming`` turn and its query (and its system prompt, once by hash); returns its id.
+
+    ``stored`` maps prompts known to be committed already to their hashes: those are neither hashed nor
+    written again."""
     details = opening.details
-    if opening.system_prompt is not None:
-        details.system_prompt_hash = _prompts.store_prompt(conn, opening.system_prompt)
+    prompt = opening.system_prompt
+    if prompt is not None:
+        known = stored.get(prompt) if stored is not None else None
+        details.system_prompt_hash = known or _prompts.store_prompt(conn, prompt)
     return _turns.open_turn(
         conn,
         opening.session_label,
