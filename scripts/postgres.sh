@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A throwaway PostgreSQL cluster for Nexus: for the tests, and for trying the PostgreSQL ledger.
 #
-#   scripts/postgres.sh start [DIR]   initdb (if DIR has no cluster yet) and start it on a free port;
+#   scripts/postgres.sh start [DIR]   initdb (if DIR has no cluster yet) and start it on a free port (a
+#                                     restart after `stop` keeps the port it had, while that port is free);
 #                                     prints the URL to use, e.g.
 #                                     NEXUS_DATABASE_URL=postgresql://nexus@127.0.0.1:PORT/nexus
 #   scripts/postgres.sh stop [DIR]    stop it (the files stay; `rm -rf DIR` removes them)
@@ -42,7 +43,16 @@ case "$cmd" in
       url_of
       exit 0
     fi
-    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    # a restarted cluster keeps its port (its URL is in users' environments and running servers); a new
+    # one, or one whose port another program took meanwhile, gets a free port (said on stderr)
+    free_port='import socket, sys; s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); print(s.getsockname()[1])'
+    old_port=$(cat "$dir/port" 2>/dev/null || true)
+    if [ -n "$old_port" ] && port=$(python3 -c "$free_port" "$old_port" 2>/dev/null); then
+      :
+    else
+      port=$(python3 -c "$free_port" 0)
+      [ -n "$old_port" ] && echo "postgres.sh: port $old_port is taken now; the cluster moves to $port" >&2
+    fi
     echo "$port" >"$dir/port"
     as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
       -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off -c full_page_writes=off" \

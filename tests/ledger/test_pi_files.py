@@ -230,3 +230,24 @@ def test_conformance_exported_native_session_imports_back(backend: Ledger, tmp_p
     assert entries[6]["firstKeptEntryId"] == entries[2]["id"]
     run_inline(backend.pi.import_pi(out, "back"))
     assert texts(run_inline(backend.turns.history("back"))) == texts(run_inline(backend.turns.history("native")))
+
+
+def test_an_exported_entry_is_never_stamped_before_its_parent(backend: Ledger, tmp_path: Path) -> None:
+    """The user message is stamped when it was sent, before its turn opened: the opening ``model_change`` (its
+    parent) took the turn's start and came out 3 ms after its child."""
+    run_inline(backend.sessions.create(NewSession("stamps")))
+    sent = UserMessage([TextContent("look")], timestamp=1_790_000_000_000)
+    details = TurnDetails(started_at=sent.timestamp + 3)
+    run_inline(
+        backend.turns.write(
+            TurnWrite("stamps", None, query_messages=[sent], response_messages=[reply("seen")], details=details)
+        )
+    )
+    out = export_pi_session(backend, "stamps", tmp_path / "stamps.jsonl")
+    entries = [json.loads(x) for x in out.read_text().splitlines()]
+    by_id = {e["id"]: e for e in entries if "id" in e}
+    for entry in entries:
+        parent = by_id.get(entry.get("parentId"))
+        if parent is not None:
+            assert parent["timestamp"] <= entry["timestamp"], (parent, entry)
+    assert entries[1]["type"] == "model_change" and entries[1]["timestamp"].endswith(".000Z")

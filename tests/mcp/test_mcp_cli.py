@@ -85,6 +85,22 @@ def test_add_of_a_server_that_cannot_start_keeps_the_table_and_says_what_to_do(i
     assert "gone" in load_config().mcp.servers
 
 
+def test_add_without_the_mcp_extra_writes_nothing_and_names_the_extra(isolated_env: Path, tmp_path: Path) -> None:
+    isolated_env.mkdir(parents=True, exist_ok=True)
+    (isolated_env / "nexus.toml").write_text("# my settings\n")
+    blocker = tmp_path / "no-mcp" / "mcp"  # first on the path: `import mcp` fails as in an install without it
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('no mcp here', name='mcp')\n")
+    env = {**os.environ, "NEXUS_HOME": str(isolated_env), "PYTHONPATH": f"{blocker.parent}{os.pathsep}{SRC}"}
+    command = [sys.executable, "-m", "nexus.cli", "mcp", "add", "fs", "--command", f"{sys.executable} {RAW}"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "pip install 'nexus-broker[mcp]'" in done.stderr and "nothing was written" in done.stderr
+    assert (isolated_env / "nexus.toml").read_text() == "# my settings\n"
+    kept = subprocess.run([*command, "--no-check"], env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert kept.returncode == 0 and "fs" in load_config().mcp.servers, kept.stderr
+
+
 def test_agents_may_name_configured_servers_tools(isolated_env: Path) -> None:
     everything = npm_server("mcp-server-everything")
     isolated_env.mkdir(parents=True, exist_ok=True)

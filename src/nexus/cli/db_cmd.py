@@ -29,7 +29,7 @@ def db_command(args: argparse.Namespace) -> int:
 def _target(args: argparse.Namespace) -> str | Path:
     """The database a command works on: ``--database``, else the configured one (see docs/configuration.md)."""
     if args.database:
-        return str(args.database)
+        return _location(str(args.database))
     from nexus.config import load_config
 
     return load_config(args.config).database_target
@@ -50,7 +50,7 @@ def _copy(args: argparse.Namespace) -> int:
 
         source = await Ledger.connect(_existing(args.source))
         try:
-            target = await Ledger.connect(args.target)
+            target = await Ledger.connect(_location(args.target))
             try:
                 pg = is_postgres_url(args.target)
                 copied = await asyncio.to_thread(copy_ledger, source.database, target.database, postgres_target=pg)
@@ -69,9 +69,21 @@ def _existing(source: str) -> str:
     """A source that is a file must exist: copying from a path that has no ledger would create an empty one."""
     from nexus.ledger import LedgerError, is_postgres_url
 
-    if not is_postgres_url(source) and source != ":memory:" and not Path(source).is_file():
+    if not is_postgres_url(_location(source)) and source != ":memory:" and not Path(source).is_file():
         raise LedgerError(f"{source}: no such ledger file; give an existing agents.db or a postgresql:// URL")
     return source
+
+
+def _location(value: str) -> str:
+    """``value`` when it is a file path or a PostgreSQL URL; any other URL is refused (it would become a path)."""
+    from nexus.ledger import LedgerError, is_postgres_url
+
+    if value.lower().startswith(("postgresql:", "postgres:")) and not is_postgres_url(value):
+        raise LedgerError("a PostgreSQL URL needs '://' (postgresql://user@host:5432/db)")
+    if "://" in value and not is_postgres_url(value):
+        scheme = value.split("://", 1)[0]
+        raise LedgerError(f"a {scheme}:// URL is not a ledger: give an SQLite file's path or a postgresql:// URL")
+    return value
 
 
 def _one_line(exc: BaseException) -> str:

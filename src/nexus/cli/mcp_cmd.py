@@ -40,6 +40,9 @@ def _add(args: argparse.Namespace) -> int:
     except ValueError as exc:  # pydantic's ValidationError is a ValueError
         raise ConfigError(f"mcp server {args.name}: {_first_error(exc)}") from None
 
+    if not (args.no_check or args.disabled):
+        _need_the_mcp_extra()
+
     def change(document: Any) -> None:
         servers = table(table(document, "mcp"), "servers")
         if args.name in servers:
@@ -60,6 +63,18 @@ def _add(args: argparse.Namespace) -> int:
         return 1
     print(f"{len(tools)} tool(s) offered to agents: {', '.join(t.name for t in tools) or '(none)'}")
     return 0
+
+
+def _need_the_mcp_extra() -> None:
+    """Refuse before writing when the ``mcp`` package is missing: a server added then could not start, and
+    every later run would warn about it (add with ``--no-check`` to write it anyway)."""
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        raise ConfigError(
+            "the mcp package is not installed: pip install 'nexus-broker[mcp]' (nothing was written; "
+            "--no-check adds the server without starting it)"
+        ) from None
 
 
 def _server_fields(args: argparse.Namespace) -> dict[str, Any]:

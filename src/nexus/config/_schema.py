@@ -322,13 +322,12 @@ class NexusConfig(Record):
 
         url = os.environ.get("NEXUS_DATABASE_URL", "").strip()
         if url:
-            return resolve_env(url, os.environ, "NEXUS_DATABASE_URL")
+            url = resolve_env(url, os.environ, "NEXUS_DATABASE_URL")
+            return _checked_database(url, "NEXUS_DATABASE_URL") or resolve_path(url, self.home)
         raw = self.database or ""
         if "${" in raw:
             raw = resolve_env(raw, os.environ, "database", self.where("database"))
-        if raw.split("://", 1)[0].lower() in ("postgresql", "postgres") and "://" in raw:
-            return raw
-        return resolve_path(raw or DATABASE_FILE_NAME, self.home)
+        return _checked_database(raw, self.where("database")) or resolve_path(raw or DATABASE_FILE_NAME, self.home)
 
     @property
     def capture_path(self) -> Path | None:
@@ -339,3 +338,26 @@ class NexusConfig(Record):
     def local_model_path(self) -> Path | None:
         """``local.model_path`` resolved (``~`` expanded, relative to ``NEXUS_HOME``); None = bundled SmolLM2."""
         return resolve_path(self.local.model_path, self.home) if self.local.model_path else None
+
+
+def _checked_database(raw: str, where: str) -> str | None:
+    """``raw`` when it is a PostgreSQL URL; None for a file path; a ConfigError for any other URL.
+
+    Before, anything that was not ``postgresql://`` became a file path: ``mysql://u@h/db`` or a
+    ``postgresql:/`` missing a slash made a new SQLite ledger in a directory named after the scheme, and a
+    whole deployment ran on it without a word.
+    """
+    scheme, sep, _rest = raw.partition(":")
+    if not sep or len(scheme) < 2 or not scheme.replace("+", "").replace("-", "").replace(".", "").isalnum():
+        return None  # a path (a one-letter "scheme" is a Windows drive)
+    shown = f"{scheme}:…@{raw.rsplit('@', 1)[1]}" if "@" in raw else raw  # never the user or password
+    if scheme.lower() in ("postgresql", "postgres"):
+        if raw[len(scheme) :].startswith("://"):
+            return raw
+        raise ConfigError(f"{where}: {shown!r} is not a PostgreSQL URL: it needs '://' (postgresql://user@host/db)")
+    if "://" in raw:
+        raise ConfigError(
+            f"{where}: {shown!r} is a {scheme} URL; the ledger is an SQLite file (a path) or a PostgreSQL database "
+            "(postgresql://user:pass@host:5432/db)"
+        )
+    return None

@@ -78,13 +78,15 @@ class Ledger:
         histories only read and decode new turns. Each call returns a new list, but the message objects
         in it are shared between calls: treat them as read-only (``dataclasses.replace`` one first).
         """
-        from nexus.ledger.postgres import is_postgres_url, redacted
+        if isinstance(path, str) and "://" in path:  # else it became a file under a directory "postgresql:"
+            from nexus.ledger.postgres import is_postgres_url, redacted
 
-        if is_postgres_url(path):  # else it became an SQLite file under a directory named "postgresql:"
-            raise ValueError(
-                f"Ledger.open opens an SQLite file, and {redacted(str(path))} is a database URL:"
-                " use `await Ledger.connect(url)` for PostgreSQL"
-            )
+            if is_postgres_url(path):
+                raise ValueError(
+                    f"Ledger.open opens an SQLite file, and {redacted(path)} is a database URL:"
+                    " use `await Ledger.connect(url)` for PostgreSQL"
+                )
+            raise ValueError(f"{redacted(path)} is not a ledger: give an SQLite file's path or a postgresql:// URL")
         db = Database(default_db_path() if path is None else path, synchronous=synchronous)
         return cls(db, message_cache=message_cache)
 

@@ -48,8 +48,8 @@ class LiveRuns:
     def taken_over(self, label: str, prior_holder: str) -> None:
         """A run of ``label`` died with its process (its lease expired): its streams end with a ``stream_error``
         saying so (else a reader would wait for a ``stream_end`` that never comes); the run starts again here."""
-        error = (f"the process running this session stopped mid-run ({prior_holder}); its reply so far is lost and "
-                 "the message runs again on another process")  # fmt: skip
+        error = (f"the process running this session stopped mid-run ({prior_holder}); its reply so far stays in the "
+                 "history as an aborted turn, and the message runs again on another process")  # fmt: skip
         self.hub.publish(label, "stream_error", {"error": error, "partial": True})
 
     async def _publish(self, label: str, events: AsyncIterator[StreamEvent]) -> None:
