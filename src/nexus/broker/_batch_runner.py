@@ -234,6 +234,7 @@ class BatchRunner:
             session.label,
             batch.prompt,
             consumes=batch.item_ids,
+            lease_fence=self.leases is not None,  # claimed without a lease: the turn write skips the fence
             source=message_source(head.sender, self._agents) if one_sender else "collect",
             tools=self._tools(caller),
         )

@@ -41,6 +41,10 @@ def journal_wait() -> float:
     return min(JOURNAL_WAIT_S, wait_bound())
 
 
+_KNOWN_PROMPTS = 64
+"""System prompts a turn store remembers as written (the engine keeps as many distinct composed prompts)."""
+
+
 class SqlTurnStore:
     """Turns of one SQL ledger database (see the module docstring)."""
 
@@ -48,13 +52,22 @@ class SqlTurnStore:
         self._db = db
         self.cache = _read.MessageCache(message_cache) if message_cache > 0 else None
         self.windows = _window.WindowCache(message_cache) if message_cache > 0 else None
+        self._prompts: dict[str, str] = {}
+        """System prompts this store committed (text -> hash): an agent sends the same one turn after turn
+        (one shared string), which was hashed and written again per turn. Rows are never deleted."""
 
     # ------------------------------------------------------------------ the lifecycle
 
     async def open(self, turn: TurnOpen) -> str:
         """Store a ``streaming`` turn and its query; the session pointer does not move."""
         owner = _owners.owner()
-        return await self._db.run_write(lambda c: _turn_ops.open_in(c, turn, owner), row_locks=True)
+        opened = await self._db.run_write(lambda c: _turn_ops.open_in(c, turn, owner, self._prompts), row_locks=True)
+        prompt, key = turn.system_prompt, turn.details.system_prompt_hash
+        if prompt is not None and key is not None and prompt not in self._prompts:  # committed: known from now on
+            if len(self._prompts) >= _KNOWN_PROMPTS:
+                self._prompts.clear()
+            self._prompts[prompt] = key
+        return opened
 
     async def journal(self, entries: Sequence[JournalEntry]) -> None:
         """Journal entries of open turns in one transaction (an entry of a closed turn fails them all)."""
