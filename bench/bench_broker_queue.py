@@ -124,6 +124,35 @@ class _NoOpRun:
         return AgentResult(turn_id=turn_id)
 
 
+class _Runner:
+    """The broker's runtime: every run is a :class:`_NoOpRun` of the items it consumes."""
+
+    def __init__(self, turn_writes: _TurnWrites) -> None:
+        self._turn_writes = turn_writes
+
+    def start(self, spec: object, session: str, message: str, **kwargs: Any) -> _NoOpRun:
+        return _NoOpRun(self._turn_writes, tuple(kwargs["consumes"]))
+
+    async def begin(self, spec: object, session: str, message: str, **kwargs: Any) -> _NoOpRun:
+        return self.start(spec, session, message, **kwargs)  # what the broker calls since it awaits
+
+    def model_problem(self, ref: str) -> None:
+        return None
+
+
+async def _started_broker(ledger: Ledger, agents: int, max_concurrent: int | None) -> AgentBroker:
+    """A started broker over no-op runs with ``agents`` agents registered (``max_concurrent``: its run cap)."""
+    settings = BrokerSettings(queue=QueueSettings(mode="followup", cap=10_000))
+    if max_concurrent is not None:
+        settings = dataclasses.replace(settings, max_concurrent=max_concurrent)
+    broker = AgentBroker(ledger, _Runner(_TurnWrites(ledger.database)), settings)  # type: ignore[arg-type]
+    await broker.start()
+    for n in range(agents):
+        await ledger.sessions.ensure(NewSession(f"agent:a{n}"))
+        broker.register_agent(AgentIdentity(f"a{n}", f"agent:a{n}"))
+    return broker
+
+
 def run_broker(
     directory: Path,
     messages: int,
@@ -151,26 +180,7 @@ def run_broker(
         with Ledger.open(directory / "agents.db") as ledger, contextlib.ExitStack() as stack:
             if served:
                 stack.enter_context(background_checkpoints(ledger.database))
-            turn_writes = _TurnWrites(ledger.database)
-
-            class Runner:
-                def start(self, spec: object, session: str, message: str, **kwargs: Any) -> _NoOpRun:
-                    return _NoOpRun(turn_writes, tuple(kwargs["consumes"]))
-
-                async def begin(self, spec: object, session: str, message: str, **kwargs: Any) -> _NoOpRun:
-                    return self.start(spec, session, message, **kwargs)  # what the broker calls since it awaits
-
-                def model_problem(self, ref: str) -> None:
-                    return None
-
-            settings = BrokerSettings(queue=QueueSettings(mode="followup", cap=10_000))
-            if max_concurrent is not None:
-                settings = dataclasses.replace(settings, max_concurrent=max_concurrent)
-            broker = AgentBroker(ledger, Runner(), settings)  # type: ignore[arg-type]
-            await broker.start()
-            for n in range(agents):
-                await ledger.sessions.ensure(NewSession(f"agent:a{n}"))
-                broker.register_agent(AgentIdentity(f"a{n}", f"agent:a{n}"))
+            broker = await _started_broker(ledger, agents, max_concurrent)
             latencies: list[float] = []
 
             async def send(n: int, due: float | None = None) -> None:

@@ -262,7 +262,7 @@ def _tables(times: dict[str, list[float]], cpu: dict[str, list[float]], labels: 
             print(f"| {label} | {ours:.0f} | {theirs:.0f} | {theirs / ours:.1f}x |")
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=10, help="measured processes per case (default 10)")
     parser.add_argument("--no-pyc", action="store_true", help="no byte-code cache (PYTHONDONTWRITEBYTECODE=1)")
@@ -278,49 +278,70 @@ def main() -> None:
         metavar="LABEL=DIR",
         help="also run the nexus cases from another source tree (e.g. an older commit's src/), in the same rounds",
     )
-    args = parser.parse_args()
-    print(_machine.header("bench_cli.py: whole CLI processes"))
-    trees = [("", str(SRC)), *(tuple(item.split("=", 1)) for item in args.also_src)]
+    return parser
 
-    work = Path(tempfile.mkdtemp(prefix="nexus-bench-cli-"))
+
+def _base_env(work: Path, no_pyc: bool) -> dict[str, str]:
+    """The processes' environment: no API keys or model override, no colour, the byte-code cache as asked."""
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "NEXUS_MODEL"}
     env["NO_COLOR"] = "1"
-    if args.no_pyc:
+    if no_pyc:
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env.pop("PYTHONPYCACHEPREFIX", None)
     else:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
+    return env
 
+
+def _cases(trees: list[tuple[str, str]], env: dict[str, str], work: Path, url: str, base: list[str]) -> list[Case]:
+    """The floors, then each tree's import, ``--help`` and run cases (each tree with a home of its own)."""
+    cases: list[Case] = [
+        ("floor", [sys.executable, "-c", "pass"], env, None),
+        ("libs", [sys.executable, "-c", SKIP_OPTIONAL + LIBS_FLOOR, url, str(work)], env, None),
+    ]
+    for index, (label, src) in enumerate(trees):
+        home = work / f"home-{index}"
+        _config(home, url)
+        tree_env = _tree_env(env, src, home)
+        at = f"@{label}" if label else ""
+        cases += [
+            (f"import{at}", [sys.executable, "-c", "import nexus.llm"], tree_env, None),
+            (f"help{at}", [*base, "--help"], tree_env, None),
+            (f"run{at}", None, tree_env, None),
+        ]
+    return cases
+
+
+def _pi_cases(work: Path, url: str, pi_dir: str) -> tuple[list[Case], str]:
+    """pi's ``--help`` and run cases, or why pi cannot be measured."""
+    pi = _pi_env(work, url, pi_dir)
+    if isinstance(pi, str):
+        return [], pi
+    pi_cmd, pi_env, pi_cwd = pi
+    model = ["--provider", "fake", "--model", "fake-model"]
+    return [
+        ("pi_help", [*pi_cmd, "--help"], pi_env, pi_cwd),
+        ("pi_run", [*pi_cmd, "-p", "hello", *model], pi_env, pi_cwd),
+    ], ""
+
+
+def main() -> None:
+    args = _parser().parse_args()
+    print(_machine.header("bench_cli.py: whole CLI processes"))
+    trees = [("", str(SRC)), *(tuple(item.split("=", 1)) for item in args.also_src)]
+
+    work = Path(tempfile.mkdtemp(prefix="nexus-bench-cli-"))
+    env = _base_env(work, args.no_pyc)
     server, url = _start_fake_server(_tree_env(env, str(SRC), work / "server-home"))
     pi_problem = "not asked for (--peers)"
     base = _nexus_cmd()
     written: list[tuple[str, int]] = []
     try:
-        cases: list[Case] = [
-            ("floor", [sys.executable, "-c", "pass"], env, None),
-            ("libs", [sys.executable, "-c", SKIP_OPTIONAL + LIBS_FLOOR, url, str(work)], env, None),
-        ]
-        for index, (label, src) in enumerate(trees):
-            home = work / f"home-{index}"
-            _config(home, url)
-            tree_env = _tree_env(env, src, home)
-            at = f"@{label}" if label else ""
-            cases += [
-                (f"import{at}", [sys.executable, "-c", "import nexus.llm"], tree_env, None),
-                (f"help{at}", [*base, "--help"], tree_env, None),
-                (f"run{at}", None, tree_env, None),
-            ]
+        cases = _cases(trees, env, work, url, base)
         if args.peers:
-            pi = _pi_env(work, url, args.pi_dir)
-            if isinstance(pi, str):
-                pi_problem = pi
-            else:
-                pi_problem = ""
-                pi_cmd, pi_env, pi_cwd = pi
-                model = ["--provider", "fake", "--model", "fake-model"]
-                cases += [("pi_help", [*pi_cmd, "--help"], pi_env, pi_cwd)]
-                cases += [("pi_run", [*pi_cmd, "-p", "hello", *model], pi_env, pi_cwd)]
+            pi_cases, pi_problem = _pi_cases(work, url, args.pi_dir)
+            cases += pi_cases
         times, cpu = _time_rounds(cases, base, args.runs)
         if args.importtime:
             _importtime(base, _tree_env(env, str(SRC), work / "home-0"))

@@ -148,9 +148,8 @@ class Retained:
         return f"{(self.now() - self.start) / count / 1024:.1f} KB" if self.on else "not counted (--retained)"
 
 
-async def main(
-    executions: int, tps: float, tuned_gc: bool = True, burst: bool = False, repeat: int = 1, retained: bool = False
-) -> None:
+async def _setup(executions: int, tps: float, repeat: int) -> tuple[Ledger, Runtime, AgentSpec, list[str]]:
+    """A fresh home and ledger, a runtime whose stream is each session's scripted model, and the sessions."""
     home = Path(tempfile.mkdtemp(prefix="nexus-bench-conc-"))
     os.environ["NEXUS_HOME"] = str(home)
     # the specs name no model and the stream is scripted: any model ref will do, but one must resolve
@@ -172,71 +171,103 @@ async def main(
         answer = " ".join([ANSWER] * repeat)
         models[label] = ScriptedModel([tool_call("ls", {}, id="c1"), text(answer)], tokens_per_second=tps, record=False)
         await ledger.sessions.ensure(NewSession(label))
+    return ledger, runtime, spec, labels
+
+
+class _Measured:
+    """What one run of every execution at once measured (:func:`_measure`), for :func:`_report`."""
+
+    def __init__(self) -> None:
+        self.lags: list[float] = []
+        self.cpu_lags: list[float] = []
+        self.stamps: list[float] = []
+        self.finishes: list[float] = []
+        self.start_ms = self.elapsed = self.streaming_s = self.loop_cpu = self.all_started = 0.0
+        self.before = self.active = self.idle = self.live = self.steady_from = 0
+        self.retained_active = self.retained_idle = ""
+        self.failed = 0
+        self.pauses = GcPauses()
+
+
+async def _measure(runtime: Runtime, spec: AgentSpec, labels: list[str], burst: bool, retained: bool) -> _Measured:
+    """Start every execution, measure memory while they stream and after they ended, and the loop's lag."""
+    m, executions = _Measured(), len(labels)
+    traced = Retained(retained)
+    m.before = rss_bytes()
+    stop = asyncio.Event()
+    tick = asyncio.create_task(ticker(stop, m.lags, m.cpu_lags, m.stamps))
+    started = time.perf_counter()
+    running = await start_all(runtime, spec, labels, burst)
+    m.start_ms = (time.perf_counter() - started) * 1000
+    loop = asyncio.get_running_loop()
+    m.all_started = loop.time()
+    for execution in running:
+        execution.result.add_done_callback(lambda _: m.finishes.append(loop.time()))
+    await asyncio.sleep(0.5)  # every execution is streaming by now
+    m.active = rss_bytes()
+    m.retained_active = traced.per(executions)
+    m.live = len(runtime.live())
+    m.steady_from = len(m.lags)
+    loop_cpu = time.thread_time()
+    streaming_from = time.perf_counter()
+    gc.callbacks.append(m.pauses)
+    results = await asyncio.gather(*(e.result for e in running))
+    gc.callbacks.remove(m.pauses)
+    m.loop_cpu = time.thread_time() - loop_cpu
+    m.streaming_s = time.perf_counter() - streaming_from
+    m.elapsed = time.perf_counter() - started
+    stop.set()
+    await tick
+    m.failed = len([r for r in results if r.stop_reason != "end_turn"])
+    del running, results  # what stays is the runtime's, not this script's handles on 1,000 finished runs
+    gc.collect()
+    m.idle = rss_bytes()
+    m.retained_idle = traced.per(executions)
+    return m
+
+
+def _report(m: _Measured, runtime: Runtime, executions: int, tps: float, tuned_gc: bool, burst: bool) -> None:
+    together = [i for i, t in enumerate(m.stamps) if m.all_started < t <= min(m.finishes)]
+    together_s = min(m.finishes) - m.all_started
+    lags, cpu_lags = m.lags, m.cpu_lags
+    print(_machine.header("1,000 concurrent executions (engine v2: Runtime.start)"))
+    print(f"executions {executions}, scripted model {tps:g} tokens/s, one tool call each; wall {m.elapsed:.1f} s; "
+          f"gc {'tuned' if tuned_gc else 'default'}")  # fmt: skip
+    how = "back to back" if burst else "yielding between starts"
+    print(f"failed runs: {m.failed}; starting all {executions} ({how}) took {m.start_ms:.0f} ms; "
+          f"{m.live} running together 0.5 s later")  # fmt: skip
+    print(f"event-loop lag while streaming: {percentiles(lags[m.steady_from :])}")
+    print(f"event-loop lag while all {executions} run ({together_s:.1f} s, last start to first end): "
+          f"{percentiles([lags[i] for i in together])}; "
+          f"loop CPU only: {percentiles([cpu_lags[i] for i in together])}")  # fmt: skip
+    print(f"event-loop lag while streaming, loop CPU only: {percentiles(cpu_lags[m.steady_from :])}")
+    print(f"event-loop lag, whole run: {percentiles(lags)} ({len(lags)} ticks)")
+    print(f"loop thread CPU while streaming: {m.loop_cpu * 1000:.0f} ms over {m.streaming_s * 1000:.0f} ms "
+          f"({m.loop_cpu / m.streaming_s:.0%} busy)")  # fmt: skip
+    print(f"garbage collections while streaming: {m.pauses.summary()}")
+    print(
+        f"RSS per active execution: {(m.active - m.before) / executions / 1024:.1f} KB; retained: {m.retained_active}"
+    )
+    print(
+        f"RSS per idle loaded session: {(m.idle - m.before) / executions / 1024:.1f} KB (the run phase's high-water "
+        f"mark); retained: {m.retained_idle}, of which the session caches "
+        f"{runtime.sessions.nbytes / executions / 1024:.1f} KB by their own count (bounded at "
+        f"{runtime.sessions.max_bytes / 2**20:.0f} MB)"
+    )
+    print(_machine.load_line())
+
+
+async def main(
+    executions: int, tps: float, tuned_gc: bool = True, burst: bool = False, repeat: int = 1, retained: bool = False
+) -> None:
+    ledger, runtime, spec, labels = await _setup(executions, tps, repeat)
     gc.collect()
     if tuned_gc:
         from nexus.engine.wiring.gc_tuning import tune_gc_for_many_runs
 
         tune_gc_for_many_runs()
-    traced = Retained(retained)
-    before = rss_bytes()
-    lags: list[float] = []
-    cpu_lags: list[float] = []
-    stamps: list[float] = []
-    stop = asyncio.Event()
-    tick = asyncio.create_task(ticker(stop, lags, cpu_lags, stamps))
-    started = time.perf_counter()
-    running = await start_all(runtime, spec, labels, burst)
-    start_ms = (time.perf_counter() - started) * 1000
-    loop = asyncio.get_running_loop()
-    all_started = loop.time()
-    finishes: list[float] = []
-    for execution in running:
-        execution.result.add_done_callback(lambda _: finishes.append(loop.time()))
-    await asyncio.sleep(0.5)  # every execution is streaming by now
-    active = rss_bytes()
-    retained_active = traced.per(executions)
-    live = len(runtime.live())
-    steady_from = len(lags)
-    loop_cpu = time.thread_time()
-    streaming_from = time.perf_counter()
-    pauses = GcPauses()
-    gc.callbacks.append(pauses)
-    results = await asyncio.gather(*(e.result for e in running))
-    gc.callbacks.remove(pauses)
-    loop_cpu = time.thread_time() - loop_cpu
-    streaming_s = time.perf_counter() - streaming_from
-    elapsed = time.perf_counter() - started
-    stop.set()
-    await tick
-    failed = [r for r in results if r.stop_reason != "end_turn"]
-    del running, results  # what stays is the runtime's, not this script's handles on 1,000 finished runs
-    gc.collect()
-    idle = rss_bytes()
-    retained_idle = traced.per(executions)
-    together = [i for i, t in enumerate(stamps) if all_started < t <= min(finishes)]
-    together_s = min(finishes) - all_started
-    print(_machine.header("1,000 concurrent executions (engine v2: Runtime.start)"))
-    print(f"executions {executions}, scripted model {tps:g} tokens/s, one tool call each; wall {elapsed:.1f} s; "
-          f"gc {'tuned' if tuned_gc else 'default'}")  # fmt: skip
-    how = "back to back" if burst else "yielding between starts"
-    print(f"failed runs: {len(failed)}; starting all {executions} ({how}) took {start_ms:.0f} ms; "
-          f"{live} running together 0.5 s later")  # fmt: skip
-    print(f"event-loop lag while streaming: {percentiles(lags[steady_from:])}")
-    print(f"event-loop lag while all {executions} run ({together_s:.1f} s, last start to first end): "
-          f"{percentiles([lags[i] for i in together])}; "
-          f"loop CPU only: {percentiles([cpu_lags[i] for i in together])}")  # fmt: skip
-    print(f"event-loop lag while streaming, loop CPU only: {percentiles(cpu_lags[steady_from:])}")
-    print(f"event-loop lag, whole run: {percentiles(lags)} ({len(lags)} ticks)")
-    print(f"loop thread CPU while streaming: {loop_cpu * 1000:.0f} ms over {streaming_s * 1000:.0f} ms "
-          f"({loop_cpu / streaming_s:.0%} busy)")  # fmt: skip
-    print(f"garbage collections while streaming: {pauses.summary()}")
-    print(f"RSS per active execution: {(active - before) / executions / 1024:.1f} KB; retained: {retained_active}")
-    print(
-        f"RSS per idle loaded session: {(idle - before) / executions / 1024:.1f} KB (the run phase's high-water mark); "
-        f"retained: {retained_idle}, of which the session caches {runtime.sessions.nbytes / executions / 1024:.1f} KB "
-        f"by their own count (bounded at {runtime.sessions.max_bytes / 2**20:.0f} MB)"
-    )
-    print(_machine.load_line())
+    measured = await _measure(runtime, spec, labels, burst, retained)
+    _report(measured, runtime, executions, tps, tuned_gc, burst)
     ledger.close()
 
 

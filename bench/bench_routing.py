@@ -5,6 +5,9 @@
     python bench/bench_routing.py --fit           # fit the model on the dev split, write model.json, then report
     python bench/bench_routing.py --vec           # also sqlite-vec's vec0 against numpy brute force
     python bench/bench_routing.py --cv 4 --no-speed  # dev only, 5-fold cross-validated (4 fold assignments)
+    python bench/bench_routing.py --embedder openai --embedding-base-url http://127.0.0.1:8080/v1 \
+        --embedding-model all-MiniLM-L6-v2 --fit --model-out minilm.json --no-speed   # another embedder
+    python bench/bench_routing.py ... --model minilm.json --misses   # a model fitted before; the misses
 
 The evaluation set (bench/routing_eval/, README there) is built afresh in a temporary directory and
 indexed turn by turn as a live system would; the router and the baselines (recency only, BM25 only,
@@ -23,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -35,11 +39,12 @@ from evaluate import (  # noqa: E402
     baselines,
     expected_calibration_error,
     metrics,
+    print_misses,
     reliability,
     run_baseline,
     run_router,
 )
-from fit import FOLDS, cross_validated, fit_model  # noqa: E402
+from fit import FOLDS, blank_model, cross_validated, fit_model  # noqa: E402
 from scale import build_scale  # noqa: E402
 
 
@@ -50,12 +55,12 @@ def _pct(values: list[float], q: float) -> float:
 
 def accuracy(args: argparse.Namespace) -> None:
     from nexus.ledger import Ledger
-    from nexus.routing import Router
 
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         ledger = Ledger.open(home / "agents.db")
-        router = Router(ledger)
+        router = _open_router(ledger, args, blank=bool(args.fit or args.cv))
+        print(f"embedder: {router.guard.embedder.name if router.guard.embedder else 'none (lexical only)'}")
         costs: list[float] = []
 
         def on_turn(_turn_id: str) -> None:
@@ -76,13 +81,16 @@ def accuracy(args: argparse.Namespace) -> None:
         )
         if args.fit:
             model = fit_model(router, [t for t in tasks if t.split == "dev"])
-            (HERE.parent / "src/nexus/routing/model.json").write_text(json.dumps(model.to_json(), indent=1) + "\n")
+            out = Path(args.model_out) if args.model_out else HERE.parent / "src/nexus/routing/model.json"
+            out.write_text(json.dumps(model.to_json(), indent=1) + "\n")
             router.model = model
-            print(f"fitted on dev and written to src/nexus/routing/model.json: threshold {model.threshold:.3f}")
+            print(f"fitted on dev and written to {out}: threshold {model.threshold:.3f}")
         if args.cv:
-            _cross_validation(router, [t for t in tasks if t.split == "dev"], args.cv)
+            _cross_validation(router, [t for t in tasks if t.split == "dev"], args.cv, args.misses)
             return
         answers, _ = run_router(router, tasks)
+        if args.misses:
+            print_misses(router, [t for t in tasks if t.split == "dev"], answers, "dev, decided by the model in use")
         methods = {"router": answers} | {name: run_baseline(rank, tasks) for name, rank in baselines(router).items()}
         for split in ("test", "dev"):
             chosen = [t for t in tasks if t.split == split]
@@ -99,9 +107,27 @@ def accuracy(args: argparse.Namespace) -> None:
         ledger.close()
 
 
-def _cross_validation(router: object, dev: list, seeds: int) -> None:
+def _open_router(ledger: object, args: argparse.Namespace, *, blank: bool = False) -> Any:
+    """The router of ``--embedder``, deciding with ``--model`` (or the shipped model; ``blank``: zeros, to fit)."""
+    from nexus.routing import Router, RouteSettings
+    from nexus.routing._model import load_model
+
+    settings = RouteSettings(
+        embedder=args.embedder,
+        embedding_base_url=args.embedding_base_url,
+        embedding_model=args.embedding_model,
+        embedding_api_key_env="",
+    )
+    model = load_model(json.loads(Path(args.model).read_text())) if args.model else None
+    return Router(ledger, settings, model=blank_model() if blank else model)
+
+
+def _cross_validation(router: object, dev: list, seeds: int, misses: bool) -> None:
     """Dev decided fold by fold (``fit.cross_validated``): how a change is judged before the test split is seen."""
-    runs = [metrics(dev, answers) for answers in cross_validated(router, dev, seeds)]
+    answered = cross_validated(router, dev, seeds)
+    if misses:
+        print_misses(router, dev, answered[0], "dev, cross-validated (first fold assignment)")
+    runs = [metrics(dev, answers) for answers in answered]
     print(f"\n### dev split, {FOLDS}-fold cross-validated, mean of {seeds} fold assignments (test not decided)\n")
     print("| top-1 | top-3 | decisions right | new precision | new recall | new F1 |")
     print("|---|---|---|---|---|---|")
@@ -124,16 +150,15 @@ def _table(split: str, results: dict[str, Metrics]) -> None:
         )
 
 
-def speed(n: int, vec: bool, vec_python: str) -> None:
+def speed(n: int, args: argparse.Namespace) -> None:
     from nexus.ledger import Ledger
-    from nexus.routing import Router
 
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         wrote = build_scale(home, n)
         ledger = Ledger.open(home / "agents.db")
         rss0 = _rss_mb()
-        router = Router(ledger)
+        router = _open_router(ledger, args)
         started = time.perf_counter()
         router.catch_up()
         index_s = time.perf_counter() - started
@@ -168,8 +193,8 @@ def speed(n: int, vec: bool, vec_python: str) -> None:
             f"- index memory: {per_10k:.1f} MB per 10,000 checkpoints (arrays and maps); process RSS "
             f"{_rss_mb() - rss0:.0f} MB more after opening the router (embedder model included)"
         )
-        if vec:
-            _vector_search(router, vec_python)
+        if args.vec:
+            _vector_search(router, args.vec_python)
         router.close()
         ledger.close()
 
@@ -231,6 +256,12 @@ def main() -> None:
     )
     parser.add_argument("--sizes", default="", help="checkpoint counts for the speed part, e.g. 10000,100000")
     parser.add_argument("--no-speed", action="store_true", help="accuracy only")
+    parser.add_argument("--embedder", default="wordllama", choices=("wordllama", "openai", "none"))
+    parser.add_argument("--embedding-base-url", default="", help="for --embedder openai, e.g. http://127.0.0.1:8080/v1")
+    parser.add_argument("--embedding-model", default="", help="for --embedder openai: the model name it is sent")
+    parser.add_argument("--model", default="", help="a model.json to decide with (default: the shipped one)")
+    parser.add_argument("--model-out", default="", help="where --fit writes (default: the shipped model.json)")
+    parser.add_argument("--misses", action="store_true", help="print the tasks decided wrong, by kind")
     parser.add_argument(
         "--cv",
         type=int,
@@ -245,7 +276,7 @@ def main() -> None:
         sizes = [int(s) for s in args.sizes.split(",") if s] or ([2000] if args.quick else [10_000, 100_000])
         print("\n## Speed")
         for n in sizes:
-            speed(n, args.vec, args.vec_python)
+            speed(n, args)
     print()
     print(load_line())
 

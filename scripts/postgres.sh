@@ -45,7 +45,7 @@ case "$cmd" in
     fi
     # a restarted cluster keeps its port (its URL is in users' environments and running servers); a new
     # one, or one whose port another program took meanwhile, gets a free port (said on stderr)
-    free_port='import socket, sys; s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); print(s.getsockname()[1])'
+    free_port='import socket, sys; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", int(sys.argv[1]))); print(s.getsockname()[1])'
     old_port=$(cat "$dir/port" 2>/dev/null || true)
     if [ -n "$old_port" ] && port=$(python3 -c "$free_port" "$old_port" 2>/dev/null); then
       :

@@ -123,6 +123,24 @@ def baselines(router: Any) -> dict[str, Callable[[str], tuple[list[str], float]]
     return {"recency only": recency, "BM25 only": bm25, "embeddings only": embeddings}
 
 
+def print_misses(router: Any, tasks: Sequence[EvalTask], answers: dict[str, Ranked], title: str) -> None:
+    """The tasks decided wrong, by kind: what was asked, what was expected (and its rank), what was chosen."""
+    snap = router.index.snapshot()
+    rows = router.store.rows([int(i) for i in snap.ids[: snap.n]])
+    context = {r.turn_id: f"{r.session_label}@{r.position}: {r.context[:90]!r}" for r in rows}
+    print(f"\n### Misses ({title})")
+    for kind in ("continue", "branch", "stale", "new"):
+        wrong = [t for t in tasks if t.kind == kind and not _right(t, answers[t.id])]
+        print(f"\n#### {kind}: {len(wrong)} of {sum(t.kind == kind for t in tasks)} wrong\n")
+        for t in wrong:
+            ids, mode, confidence = answers[t.id]
+            rank = ids.index(t.expected) + 1 if t.expected in ids else 0
+            top = context.get(ids[0], "?") if ids else "nothing"
+            print(f"- {t.text[:110]!r}: {mode} {confidence:.2f}, chose {top}")
+            if t.expected is not None:
+                print(f"  expected (rank {rank or '>limit'}) {context.get(t.expected, '?')}")
+
+
 def reliability(
     tasks: Sequence[EvalTask], answers: dict[str, Ranked], bins: int = 5
 ) -> list[tuple[str, int, float, float]]:

@@ -59,7 +59,7 @@ def fit_model(router: Any, dev: Sequence[EvalTask]) -> Any:
         rows.append([values[name] for name in CONFIDENCE_FEATURES])
         correct.append(float(candidates[order[0]].stored.turn_id == task.expected))
     x, y = np.asarray(rows), np.asarray(correct)
-    calibration_l2 = _cross_validated_calibration_l2(x, y, is_new)
+    calibration_l2 = _cross_validated_calibration_l2(x, y, is_new, np.asarray(correct))
     calib, bias = _fit_standardized(x, y, calibration_l2)
     model = ScoringModel(tuple(weights), (*calib, bias), 0.5)
     confidence = [model.confidence(dict(zip(CONFIDENCE_FEATURES, row, strict=True))) for row in rows]
@@ -69,6 +69,13 @@ def fit_model(router: Any, dev: Sequence[EvalTask]) -> Any:
         f" (standardized), both by {FOLDS}-fold cross-validation"
     )
     return ScoringModel(tuple(weights), (*calib, bias), threshold, note)
+
+
+def blank_model() -> Any:
+    """A model of zeros with the signals this code computes: what a router starts from before a fit."""
+    from nexus.routing._model import CONFIDENCE_FEATURES, FEATURES, ScoringModel
+
+    return ScoringModel((0.0,) * len(FEATURES), (0.0,) * (len(CONFIDENCE_FEATURES) + 1), 0.5)
 
 
 def cross_validated(router: Any, dev: Sequence[EvalTask], seeds: int = 4) -> list[dict[str, dict[str, str]]]:
@@ -122,26 +129,26 @@ def _fit_standardized(x: Any, y: Any, l2: float) -> tuple[list[float], float]:
     return [float(v) for v in raw], float(bias - raw @ mean)
 
 
-def _cross_validated_calibration_l2(x: Any, y: Any, is_new: list[bool]) -> float:
+def _cross_validated_calibration_l2(x: Any, y: Any, is_new: list[bool], right: Any) -> float:
     """The confidence penalty whose fits, each on four fifths of the dev tasks, decide the held-out fifth best
     (right checkpoint and ``existing``, or ``new`` for a task that belongs nowhere), its cut fitted likewise."""
     import numpy as np
 
     best, best_right = CALIBRATION_L2_CHOICES[0], -1
     for l2 in CALIBRATION_L2_CHOICES:
-        right = 0
+        hits = 0
         for fold in range(FOLDS):
             train = np.asarray([i % FOLDS != fold for i in range(len(y))])
             weights, bias = _fit_standardized(x[train], y[train], l2)
             p = 1.0 / (1.0 + np.exp(-np.clip(x @ np.asarray(weights) + bias, -30, 30)))
-            cut = _best_cut(list(p[train]), list(y[train]), [n for n, t in zip(is_new, train, strict=True) if t])
-            right += sum(
+            cut = _best_cut(list(p[train]), list(right[train]), [n for n, t in zip(is_new, train, strict=True) if t])
+            hits += sum(
                 1
                 for i in range(len(y))
-                if not train[i] and ((p[i] >= cut and y[i] == 1.0) or (p[i] < cut and is_new[i]))
+                if not train[i] and ((p[i] >= cut and right[i] == 1.0) or (p[i] < cut and is_new[i]))
             )
-        if right > best_right:
-            best, best_right = l2, right
+        if hits > best_right:
+            best, best_right = l2, hits
     return best
 
 

@@ -177,3 +177,31 @@ def test_prompt_profile_setting_overrides_the_default() -> None:
     assert prompt_profile(config, "ollama", "tiny") == "minimal"
     with pytest.raises(ConfigError, match="prompt_profile"):
         parse_config('[providers.x.models.m]\nprompt_profile = "short"\n')
+
+
+# --------------------------------------------------------------------------- the event relay's batch and bound
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ("events_log_flush_ms = 0", "events_log_flush_ms"),
+        ("events_log_flush_ms = 5000", "events_log_flush_ms"),
+        ("events_log_max_rows = 10", "events_log_max_rows"),
+        ('events_log_max_rows = "many"', "events_log_max_rows"),
+    ],
+)
+def test_a_bad_event_log_setting_is_refused_at_load_naming_it(line: str, problem: str) -> None:
+    text = f'default_model = "openai/gpt-4o-mini"\n\n[server]\n{line}\n'
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, "my.toml")
+    assert problem in str(info.value) and "my.toml" in str(info.value)
+
+
+def test_the_event_log_settings_default_to_the_relay_s_own() -> None:
+    from nexus.server._event_relay import FLUSH_S
+
+    server = parse_config('default_model = "openai/gpt-4o-mini"\n', "my.toml").server
+    assert server.events_log_flush_ms == round(FLUSH_S * 1000) and server.events_log_max_rows == 100_000
+    tuned = parse_config("[server]\nevents_log_flush_ms = 50\nevents_log_max_rows = 5000\n", "my.toml").server
+    assert (tuned.events_log_flush_ms, tuned.events_log_max_rows) == (50, 5000)

@@ -11,7 +11,7 @@ import asyncio
 
 import psycopg
 
-from nexus.ledger import AcceptRequest, Ledger, NewSession, QueueItem
+from nexus.ledger import AcceptRequest, Ledger, NewSession, QueueItem, QueueItemsFinishedError
 
 
 def _request(message_id: str, session: str = "agent:w") -> AcceptRequest:
@@ -84,9 +84,39 @@ async def test_a_conflict_while_a_group_runs_write_by_write_is_retried_not_hande
         assert claimed is not None and claimed.status == "processing" and claimed.attempts == 1
 
 
+async def test_a_claim_alone_in_its_group_that_is_refused_is_tried_once(postgres_url: str) -> None:
+    """A broker that takes a session over claims items another broker already delivered (its copy in memory
+    is stale): refused. Alone in its group, that claim is not run a second time write by write (it would
+    meet the same refusal): 3 brokers met 1.5 such claims per turn, each a whole transaction more."""
+    async with await Ledger.connect(postgres_url) as ledger:
+        await ledger.sessions.ensure(NewSession("agent:w"))
+        item, _ = await ledger.queue.accept(_request("a"))
+        await ledger.queue.claim([item.id])
+        await ledger.queue.settle([item.id], "dropped", reason="run elsewhere")
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute(_COUNT_UPDATES)
+            try:
+                await ledger.queue.claim([item.id])
+            except QueueItemsFinishedError as exc:
+                assert "already finished" in str(exc)
+            else:
+                raise AssertionError("a delivered item was claimed again")
+            row = admin.execute("SELECT last_value, is_called FROM queue_updates").fetchone()
+        assert row is not None and row[1] and row[0] == 1  # one UPDATE of the queue: the claim, once
+
+
+_COUNT_UPDATES = """
+CREATE SEQUENCE queue_updates;
+CREATE FUNCTION count_update() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN PERFORM nextval('queue_updates'); RETURN NULL; END $$;
+CREATE TRIGGER count_updates AFTER UPDATE ON queue_items FOR EACH STATEMENT EXECUTE FUNCTION count_update();
+"""
+
+
 async def test_one_process_s_concurrent_turn_writes_on_many_sessions_do_not_conflict(postgres_url: str) -> None:
-    """One write transaction at a time per process: 24 runs ending at once on 24 sessions write their turns
-    without a serialization failure (before, concurrent writes of one broker conflicted and were retried)."""
+    """24 runs ending at once on 24 sessions write their turns without a serialization failure (turn writes
+    run READ COMMITTED behind their session's row lock; before, SERIALIZABLE writes of one broker conflicted
+    and were retried, and then ran one at a time)."""
     from nexus.ledger import TurnWrite
     from nexus.llm.types import AssistantMessage, TextContent, UserMessage
 

@@ -148,3 +148,32 @@ def test_route_works_on_a_postgresql_ledger(tmp_path: Path, postgres_url: str) -
             assert [d.id for d in router.decisions.decisions()] == [decision["decision_id"]]
     finally:
         ledger.close()
+
+
+def test_a_model_fitted_for_another_embedder_is_used_and_a_bad_one_is_exit_2(home: tuple[Path, dict[str, str]]) -> None:
+    root, _ids = home
+    from importlib import resources
+
+    shipped = json.loads(resources.files("nexus.routing").joinpath("model.json").read_text(encoding="utf-8"))
+    (root / "strict.json").write_text(json.dumps({**shipped, "threshold": 0.999}))
+    (root / "nexus.toml").write_text('[routing]\nembedder = "none"\nmodel = "strict.json"\n')
+    task = "make the docker image of the API even smaller"
+    done = nexus(root, "route", task, "--json")
+    assert done.returncode == 0, done.stderr
+    decision = json.loads(done.stdout)
+    assert decision["threshold"] == 0.999 and decision["mode"] == "new"  # the file's threshold, not the shipped one
+    for content, said in (
+        (None, "No such file"),
+        ("{not json", "is not a routing model"),
+        (json.dumps({**shipped, "features": ["cos"]}), "is not a routing model"),
+        (json.dumps({"weights": []}), "is not a routing model"),
+    ):
+        model = root / "bad.json"
+        model.unlink(missing_ok=True)
+        if content is not None:
+            model.write_text(content)
+        (root / "nexus.toml").write_text('[routing]\nembedder = "none"\nmodel = "bad.json"\n')
+        refused = nexus(root, "route", task)
+        assert refused.returncode == 2, (content, refused.stdout, refused.stderr)
+        assert "[routing] model = " in refused.stderr and said in refused.stderr, refused.stderr
+        assert "Traceback" not in refused.stderr

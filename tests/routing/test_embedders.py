@@ -94,6 +94,16 @@ def test_openai_embeddings_are_read_in_index_order_and_normalized(fake: _FakeEmb
     embedder.close()
 
 
+def test_many_texts_go_in_requests_of_a_bounded_size_and_come_back_in_order(fake: _FakeEmbeddings) -> None:
+    """The indexer embeds 64 checkpoints at once; one request of 64 to a local CPU model outlasted the timeout."""
+    texts = [f"word{i} shared" for i in range(40)]
+    vectors = OpenAIEmbedder(fake.base_url, "all-MiniLM-L6-v2").embed(texts)
+    assert [len(r["body"]["input"]) for r in fake.requests] == [16, 16, 8]  # type: ignore[index]
+    expected = np.asarray([_vector(t) for t in texts], np.float32)
+    assert vectors.shape == (40, 64)
+    assert np.allclose(vectors, expected / np.linalg.norm(expected, axis=1, keepdims=True))
+
+
 def test_an_embeddings_endpoint_that_fails_is_an_embedder_error(fake: _FakeEmbeddings) -> None:
     fake.failing = 500
     embedder = OpenAIEmbedder(fake.base_url, "nomic-embed")

@@ -93,3 +93,17 @@ async def test_an_event_utf8_cannot_carry_still_goes_out_and_blocks_nothing_afte
         await _until(lambda: len(relay.hub.retained("s")) == 2, "both events")
         texts = [json.loads(e.frame.split(b"data: ", 1)[1])["text"] for e in relay.hub.retained("s")]
         assert texts == ["broken \ud800 escape", "next"]
+
+
+async def test_serve_starts_the_relay_with_the_server_config_s_batch_and_bound(postgres_url: str) -> None:
+    from nexus.config import ServerConfig
+    from nexus.server.serve import _start_relay
+
+    settings = ServerConfig(events_log_flush_ms=50, events_log_max_rows=5000)
+    async with await Ledger.connect(postgres_url) as ledger:
+        relay = await _start_relay(ledger, EventHub(heartbeat_seconds=60), settings)
+        assert relay is not None
+        try:
+            assert (relay.flush_s, relay.keep_rows) == (0.05, 5000)
+        finally:
+            await relay.close()

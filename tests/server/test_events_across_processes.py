@@ -189,31 +189,70 @@ def _runner(url: str, pids: list[int]) -> int:
     return next(i for i, pid in enumerate(pids) if f":{pid} " in f"{claimed[0][0]} ")
 
 
+@contextmanager
+def _two_with_fast_leases(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[list[tuple[subprocess.Popen[str], str]]]:
+    """Two servers whose dead or paused lease holder is taken over after 2 s (TTL), agent ``coder`` warmed up
+    (one message run to its end), the provider streaming a chunk every 100 ms."""
+    homes = [tmp_path / "a", tmp_path / "b"]
+    with FakeProviderServer(default=echo, chunk_delay=0.1) as provider:
+        write_config(homes[0], provider)
+        assert nexus(homes[0], "agents", "add", "coder", env={"NEXUS_DATABASE_URL": url}).returncode == 0
+        with _servers(homes, url, provider, monkeypatch, "\n[broker]\nlease_ttl_ms = 2000") as servers:
+            warm = httpx.post(f"{servers[0][1]}/v1/agents/coder/messages", json={"content": "warm up"}, timeout=30)
+            assert warm.status_code == 202, warm.text
+            _settled(url)
+            yield servers
+
+
 def test_a_process_killed_mid_stream_is_told_to_the_readers_of_another_and_the_run_starts_again(
     postgres_url: str, isolated_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    homes = [tmp_path / "a", tmp_path / "b"]
-    fast_leases = "\n[broker]\nlease_ttl_ms = 2000"  # a dead holder's sessions are taken over after 2 s
-    with FakeProviderServer(default=echo, chunk_delay=0.1) as provider:
-        write_config(homes[0], provider)
-        assert nexus(homes[0], "agents", "add", "coder", env={"NEXUS_DATABASE_URL": postgres_url}).returncode == 0
-        with _servers(homes, postgres_url, provider, monkeypatch, fast_leases) as servers:
-            warm = httpx.post(f"{servers[0][1]}/v1/agents/coder/messages", json={"content": "warm up"}, timeout=30)
-            assert warm.status_code == 202, warm.text
-            _settled(postgres_url)
-            sent = httpx.post(f"{servers[0][1]}/v1/agents/coder/messages", json={"content": LONG * 3}, timeout=30)
-            assert sent.status_code == 202, sent.text
-            runner = _runner(postgres_url, [process.pid for process, _ in servers])
-            reader = SseReader(servers[1 - runner][1] + "/v1/sessions/agent:coder/events", ends=("stream_end",))
-            deadline = time.monotonic() + 30
-            while sum(kind == "token" for _, kind, _ in reader.events) < 3:  # the reply is streaming
-                assert time.monotonic() < deadline, reader.events
-                time.sleep(0.02)
-            servers[runner][0].send_signal(signal.SIGKILL)
-            events = reader.wait()
+    with _two_with_fast_leases(postgres_url, tmp_path, monkeypatch) as servers:
+        sent = httpx.post(f"{servers[0][1]}/v1/agents/coder/messages", json={"content": LONG * 3}, timeout=30)
+        assert sent.status_code == 202, sent.text
+        runner = _runner(postgres_url, [process.pid for process, _ in servers])
+        reader = SseReader(servers[1 - runner][1] + "/v1/sessions/agent:coder/events", ends=("stream_end",))
+        deadline = time.monotonic() + 30
+        while sum(kind == "token" for _, kind, _ in reader.events) < 3:  # the reply is streaming
+            assert time.monotonic() < deadline, reader.events
+            time.sleep(0.02)
+        servers[runner][0].send_signal(signal.SIGKILL)
+        events = reader.wait()
     kinds = [kind for _, kind, _ in events]
     cut = kinds.index("stream_error")  # the dead run's stream ends with an error that says why
     assert "stopped mid-run" in str(events[cut][2]["error"]) and events[cut][2]["partial"] is True
     assert "stream_start" in kinds[cut:] and kinds[-1] == "stream_end"  # then the run again, to its end
     text = "".join(str(data.get("text", "")) for _, kind, data in events[cut:] if kind == "token")
     assert text.endswith(LONG * 3)
+
+
+def test_a_paused_run_that_lost_its_lease_publishes_no_end_into_the_new_run_s_stream(
+    postgres_url: str, isolated_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _two_with_fast_leases(postgres_url, tmp_path, monkeypatch) as servers:
+        (start,) = _rows(postgres_url, "SELECT coalesce(max(id), 0) FROM run_events")[0]
+        sent = httpx.post(f"{servers[0][1]}/v1/agents/coder/messages", json={"content": LONG * 3}, timeout=30)
+        assert sent.status_code == 202, sent.text
+        runner = _runner(postgres_url, [process.pid for process, _ in servers])
+        paused = servers[runner][0]
+        deadline = time.monotonic() + 30
+        while not _rows(postgres_url, f"SELECT 1 FROM run_events WHERE id > {start} AND event_type = 'token'"):
+            assert time.monotonic() < deadline, "the reply did not start streaming"
+            time.sleep(0.02)
+        paused.send_signal(signal.SIGSTOP)  # past the lease: the other process takes the message over
+        try:
+            _settled(postgres_url)  # the other process ran it to its end
+        finally:
+            paused.send_signal(signal.SIGCONT)  # it wakes mid-run, still believing it holds the session
+        time.sleep(4.0)  # let the woken run end (its renewal or its write finds the lease lost)
+        assert paused.poll() is None
+    rows = _rows(postgres_url, f"SELECT event_type, payload FROM run_events WHERE id > {start} ORDER BY id")
+    events = [(kind, json.loads(str(payload))) for kind, payload in rows]
+    kinds = [kind for kind, _ in events]
+    cut = kinds.index("stream_error")  # the takeover ends the paused run for every reader
+    assert "stopped mid-run" in str(events[cut][1]["error"])
+    (new_run,) = [data["runId"] for kind, data in events[cut:] if kind == "stream_start"]
+    ends = [(kind, data.get("runId")) for kind, data in events[cut + 1 :] if kind in ("stream_end", "stream_error")]
+    assert ends == [("stream_end", new_run)], ends  # the paused run's own end is not published after it

@@ -29,7 +29,7 @@ from nexus.broker.agent_tools import CallerContext
 from nexus.broker.session_queue import Batch, QueuedMessage
 from nexus.broker.types import SendAndWaitResult
 from nexus.errors import NexusError
-from nexus.ledger import LeaseLostError, QueueItemsFinishedError
+from nexus.ledger import LeaseLostError, QueueItemsFinishedError, QueueItemsHeldError
 
 if TYPE_CHECKING:
     from nexus.agent import AgentTool
@@ -239,6 +239,7 @@ class BatchRunner:
             session.label,
             batch.prompt,
             consumes=batch.item_ids,
+            lease_fence=self.leases is not None,  # claimed without a lease: the turn write skips the fence
             source=message_source(head.sender, self._agents) if one_sender else "collect",
             tools=self._tools(caller),
         )
@@ -283,7 +284,11 @@ class BatchRunner:
         finished it); its claim refuses, and it must neither run again nor stop the drain.
         """
         finished = [item for item in batch.items if item.item_id in error.finished]
-        log.warning("agent %s: skipped queue items finished or running elsewhere: %s", slot.agent_id, error)
+        if isinstance(error, QueueItemsHeldError):  # two brokers on one SQLite file: the message says what to do
+            log.warning("agent %s: skipped queue items finished or running elsewhere: %s", slot.agent_id, error)
+        else:  # another process ran them first (several processes on one database): nothing is wrong
+            done = ", ".join(f"{item} ({status})" for item, status in error.finished.items())
+            log.info("agent %s: another process already ran these messages, not run here: %s", slot.agent_id, done)
         session.queue.complete([item.item_id for item in finished])
         settle(finished, SendAndWaitResult(False, error="the message was finished elsewhere"))
         session.queue.release([i for i in batch.item_ids if i not in error.finished])

@@ -76,8 +76,9 @@ class SmartRouting:
 
         r = config.routing
         settings = RouteSettings(
-            r.embedder, r.embedding_base_url, r.embedding_model, r.embedding_api_key_env, r.threshold, r.max_task_chars
-        )
+            r.embedder, r.embedding_base_url, r.embedding_model, r.embedding_api_key_env, r.threshold, r.max_task_chars,
+            model_path=str(config.routing_model_path or ""),
+        )  # fmt: skip
         return cls(lambda: Router(ledger, settings), mode=r.mode, smart_share=r.smart_share, agents=dict(r.agents))
 
     @property

@@ -77,7 +77,7 @@ def _open_ledger(config: NexusConfig) -> Ledger:
 
 
 def _with_router(config: NexusConfig, job: Any, *, embedder: bool = True) -> int:
-    from nexus.routing import Router, RouteSettings
+    from nexus.routing import Router, RouteSettings, RoutingError
 
     r = config.routing
     settings = RouteSettings(
@@ -87,6 +87,7 @@ def _with_router(config: NexusConfig, job: Any, *, embedder: bool = True) -> int
         r.embedding_api_key_env,
         r.threshold,
         r.max_task_chars,
+        model_path=str(config.routing_model_path or ""),
     )
     with _open_ledger(config) as ledger:
         try:
@@ -95,6 +96,10 @@ def _with_router(config: NexusConfig, job: Any, *, embedder: bool = True) -> int
             from nexus.errors import NexusError
 
             raise NexusError(f"smart routing needs numpy ({exc}); pip install 'nexus-broker[routing]'") from None
+        except RoutingError as exc:  # e.g. a [routing] model file that is not one
+            from nexus.errors import ConfigError
+
+            raise ConfigError(str(exc)) from None
         try:
             return int(job(router))
         finally:

@@ -27,3 +27,6 @@ class RoutingConfig(Record):
     threshold: float | None = setting(default=None, ge=0.0, le=1.0)
     """The confidence an ``existing`` decision needs (default: the fitted model's)."""
     max_task_chars: int = setting(default=4000, ge=100)
+    model: str = ""
+    """A scoring model fitted for the embedder (a JSON file from ``bench_routing.py --fit --model-out``;
+    relative to ``NEXUS_HOME``); empty: the shipped one, fitted with wordllama."""

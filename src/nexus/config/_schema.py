@@ -330,6 +330,11 @@ class NexusConfig(Record):
         return _checked_database(raw, self.where("database")) or resolve_path(raw or DATABASE_FILE_NAME, self.home)
 
     @property
+    def routing_model_path(self) -> Path | None:
+        """``routing.model`` resolved (``~`` expanded, relative to ``NEXUS_HOME``); None = the shipped model."""
+        return resolve_path(self.routing.model, self.home) if self.routing.model else None
+
+    @property
     def capture_path(self) -> Path | None:
         """``capture_dir`` resolved (``~`` expanded, relative to ``NEXUS_HOME``); None = no capture from config."""
         return resolve_path(self.capture_dir, self.home) if self.capture_dir else None

@@ -35,6 +35,11 @@ class ServerConfig(Record):
     """At most this many bytes of events are kept for all sessions together (the oldest go first)."""
     events_heartbeat_seconds: float = setting(default=15.0, gt=0)
     """An idle SSE stream gets a comment line this often, so proxies keep it open."""
+    events_log_flush_ms: int = setting(default=20, ge=1, le=1000)
+    """PostgreSQL: a process writes its runs' events to the shared log every this many milliseconds, in one
+    transaction (shorter: less latency across processes, more transactions)."""
+    events_log_max_rows: int = setting(default=100_000, ge=1000)
+    """PostgreSQL: the shared event log keeps at most this many rows (older ones go at the next trim)."""
 
     @field_check("allowed_hosts")
     def _host_names(value: list[str]) -> list[str]:

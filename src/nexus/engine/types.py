@@ -155,6 +155,9 @@ class AssembledContext:
     """Where the current message came from (``cli``, ``telegram``, ``agent:<id>`` …): its stored ``source``."""
     queue_item_ids: tuple[str, ...] = ()
     """Broker queue items this run consumes: marked delivered in the transaction that writes its turn."""
+    lease_fence: bool = True
+    """False when the broker claimed ``queue_item_ids`` without a session lease: the turn write skips the
+    lease fence (``TurnWrite.lease_fence``)."""
 
 
 def new_id() -> str:

@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from nexus.ledger.agent_messages import AgentMessageLog, AgentMessageRecord
     from nexus.ledger.broker_store import BrokerStore
     from nexus.ledger.deliveries import DeliveryLog, DeliveryRecord, DeliveryStatus
-    from nexus.ledger.errors import AgentSessionTakenError, QueueItemsFinishedError
+    from nexus.ledger.errors import AgentSessionTakenError, QueueItemsFinishedError, QueueItemsHeldError
     from nexus.ledger.labels import label_problem
     from nexus.ledger.ledger import Ledger, default_db_path
     from nexus.ledger.pi_jsonl import pi_session_text
@@ -128,6 +128,7 @@ __all__ = [
     "QueueFeed",
     "QueueItem",
     "QueueItemsFinishedError",
+    "QueueItemsHeldError",
     "QueueListener",
     "QueueStore",
     "RunEventLog",
@@ -190,6 +191,7 @@ _LAZY: dict[str, str] = {
     "DeliveryRecord": "nexus.ledger.deliveries",
     "DeliveryStatus": "nexus.ledger.deliveries",
     "QueueItemsFinishedError": "nexus.ledger.errors",
+    "QueueItemsHeldError": "nexus.ledger.errors",
     "REPLY_SUFFIX": "nexus.ledger._queue_rows",
     "TurnStatus": "nexus.ledger.records",
     "USAGE_ESTIMATED_KEY": "nexus.ledger.records",

@@ -11,9 +11,9 @@ from __future__ import annotations
 import sqlite3
 
 from nexus.ledger import _rescue, _turns
-from nexus.ledger._write import TurnOutcome, session_head
+from nexus.ledger._write import TurnOutcome
 from nexus.ledger.errors import LedgerError
-from nexus.ledger.records import CLOSED_STATUSES, HEAD, OPEN_STATUSES, TurnDetails
+from nexus.ledger.records import CLOSED_STATUSES, HEAD, TurnDetails
 from nexus.llm import AssistantMessage
 
 
@@ -24,15 +24,14 @@ def recover_turn(conn: sqlite3.Connection, turn_id: str, note: str) -> tuple[str
 
 def finish_rescued(conn: sqlite3.Connection, turn_id: str, saved: _rescue.RescuedTurn) -> tuple[str, bool]:
     """Close an open turn with the outcome its owner saved to a rescue file; returns (session, pointer moved)."""
-    row = conn.execute("SELECT session_label, parent_turn_id, status FROM turns WHERE id = ?", (turn_id,)).fetchone()
-    if row is None or row[2] not in OPEN_STATUSES:
+    found = _turns.lock_open_turn(conn, turn_id, "session_label, parent_turn_id")
+    if found is None:
         return "", False
-    label, parent_id, _ = row
+    (label, parent_id), head = found
     status = saved.status if saved.status in CLOSED_STATUSES else "aborted"
     outcome = TurnOutcome(
         status=status, response_messages=saved.response_messages, stop_reason=saved.stop_reason, error=saved.error
     )
-    head = session_head(conn, label)
     _turns.write_turn(conn, label, turn_id, HEAD, (), TurnDetails(), outcome, if_head_moved="branch", reason="recover")
     if saved.queue_items:
         from nexus.ledger._queue_rows import deliver_pending_in

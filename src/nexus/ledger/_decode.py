@@ -81,8 +81,14 @@ def origin_id(conn: sqlite3.Connection, api: str, provider: str, model: str) -> 
     ).fetchone()
     if row is not None:
         return int(row[0])
-    sql = "INSERT INTO origins (api, provider, model) VALUES (?, ?, ?) RETURNING id"
-    return int(conn.execute(sql, (api, provider, model)).fetchone()[0])
+    # Two writers may add the same origin at once (PostgreSQL, READ COMMITTED): the second finds it there.
+    sql = "INSERT INTO origins (api, provider, model) VALUES (?, ?, ?) ON CONFLICT DO NOTHING RETURNING id"
+    row = conn.execute(sql, (api, provider, model)).fetchone()
+    if row is None:
+        row = conn.execute(
+            "SELECT id FROM origins WHERE api = ? AND provider = ? AND model = ?", (api, provider, model)
+        ).fetchone()
+    return int(row[0])
 
 
 def encode_body(message: Message, origin: int) -> str:

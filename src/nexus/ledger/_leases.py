@@ -135,6 +135,25 @@ def check_in(conn: Any, lease: Lease) -> int:
     return now
 
 
+def lock_leases_in(conn: Any, item_ids: Sequence[str], lease: Lease | None = None) -> None:
+    """PostgreSQL: lock (``FOR SHARE``) the lease rows of the sessions of ``item_ids`` (and ``lease``'s) until
+    the transaction ends, so the fence a turn write checks cannot change before it commits.
+
+    A turn write runs ``READ COMMITTED`` (``row_locks=True``): without the lock, another process could take
+    the session over (a new epoch) between the check and the commit. With it, that acquire skips the row
+    (``FOR UPDATE SKIP LOCKED``: taken, look again later) and a renewal waits for the commit. SQLite: nothing
+    (its writes run one at a time).
+    """
+    if not is_postgres(conn) or not (item_ids or lease):
+        return
+    marks = ", ".join("?" * len(item_ids)) or "NULL"
+    conn.execute(
+        "SELECT 1 FROM session_leases WHERE session_label = ? OR session_label IN"
+        f" (SELECT session_label FROM queue_items WHERE id IN ({marks})) ORDER BY session_label FOR SHARE",
+        (None if lease is None else lease.session_label, *item_ids),
+    )
+
+
 def check_consumed_in(conn: Any, item_ids: Sequence[str], claimant: str) -> None:
     """The fence of a turn's write: its consumed items that a lease claimed must still be this run's.
 

@@ -106,6 +106,11 @@ class SqlQueueStore:
                 outcomes = await self._db.run_write(lambda c: _in_bulk(c, group))
             except (LedgerBusyError, LedgerFullError):
                 raise  # the database failed, not one write: every caller hears it
+            except _ONE_WRITES as exc:
+                if len(group) != 1:
+                    outcomes = await self._db.run_write(lambda c: _one_by_one(c, group))
+                else:  # a group of one failed on its own write: run alone, it would meet the same refusal
+                    outcomes = [exc]
             except Exception:
                 outcomes = await self._db.run_write(lambda c: _one_by_one(c, group))
         except Exception as exc:  # nothing of the group was written: every caller hears why

@@ -32,8 +32,12 @@ class SqlDatabase(Protocol):
         """Run ``fn(conn)`` in one read transaction, on this thread (a worker's, for a networked database)."""
         ...
 
-    def write(self, fn: Callable[[Any], T], *, wait_s: float | None = None) -> T:
-        """Run ``fn(conn)`` in one write transaction, on this thread (see :meth:`read`)."""
+    def write(self, fn: Callable[[Any], T], *, wait_s: float | None = None, row_locks: bool = False) -> T:
+        """Run ``fn(conn)`` in one write transaction, on this thread (see :meth:`read`).
+
+        ``row_locks``: ``fn`` locks the rows it depends on (:func:`nexus.ledger._write.for_update`), so a
+        database with concurrent writers may run it at a weaker isolation (PostgreSQL: ``READ COMMITTED``);
+        SQLite, one writer at a time, runs every write alike."""
         ...
 
     async def run(self, call: Callable[[], T]) -> T:
@@ -44,7 +48,7 @@ class SqlDatabase(Protocol):
         """Run ``fn(conn)`` in one read transaction (one snapshot)."""
         ...
 
-    async def run_write(self, fn: Callable[[Any], T], *, wait_s: float | None = None) -> T:
+    async def run_write(self, fn: Callable[[Any], T], *, wait_s: float | None = None, row_locks: bool = False) -> T:
         """Run ``fn(conn)`` in one write transaction; ``wait_s`` bounds the wait for a busy database."""
         ...
 
@@ -71,9 +75,9 @@ class OnCallingThread:
         """The wrapped database's read transaction, on this thread."""
         return self._db.read(fn)
 
-    def write(self, fn: Callable[[Any], T], *, wait_s: float | None = None) -> T:
+    def write(self, fn: Callable[[Any], T], *, wait_s: float | None = None, row_locks: bool = False) -> T:
         """The wrapped database's write transaction, on this thread."""
-        return self._db.write(fn, wait_s=wait_s)
+        return self._db.write(fn, wait_s=wait_s, row_locks=row_locks)
 
     async def run(self, call: Callable[[], T]) -> T:
         """``call()`` here and now."""
@@ -83,9 +87,9 @@ class OnCallingThread:
         """:meth:`read` here and now."""
         return self._db.read(fn)
 
-    async def run_write(self, fn: Callable[[Any], T], *, wait_s: float | None = None) -> T:
+    async def run_write(self, fn: Callable[[Any], T], *, wait_s: float | None = None, row_locks: bool = False) -> T:
         """:meth:`write` here and now."""
-        return self._db.write(fn, wait_s=wait_s)
+        return self._db.write(fn, wait_s=wait_s, row_locks=row_locks)
 
 
 def run_inline(coro: Coroutine[Any, Any, T]) -> T:

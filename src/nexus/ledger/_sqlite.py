@@ -267,12 +267,15 @@ class Database:
         except Exception:
             log.debug("on_busy callback failed", exc_info=True)
 
-    def write(self, fn: Callable[[sqlite3.Connection], T], *, wait_s: float | None = None) -> T:
+    def write(
+        self, fn: Callable[[sqlite3.Connection], T], *, wait_s: float | None = None, row_locks: bool = False
+    ) -> T:
         """Run ``fn`` in one ``BEGIN IMMEDIATE`` transaction; retried whole on a busy database.
 
         ``fn`` must only touch the database (it may run more than once); any exception it
         raises rolls everything back. ``wait_s`` bounds the wait for a busy database (default
-        :func:`wait_bound`); best-effort writes (the crash journal) pass a short one.
+        :func:`wait_bound`); best-effort writes (the crash journal) pass a short one. ``row_locks``
+        changes nothing here: the write lock taken up front already makes every write run alone.
         """
 
         def attempt() -> T:
@@ -306,7 +309,9 @@ class Database:
         """:meth:`read` for the async stores: inline (a read here is short and never waits on a network)."""
         return self.read(fn)
 
-    async def run_write(self, fn: Callable[[sqlite3.Connection], T], *, wait_s: float | None = None) -> T:
+    async def run_write(
+        self, fn: Callable[[sqlite3.Connection], T], *, wait_s: float | None = None, row_locks: bool = False
+    ) -> T:
         """:meth:`write` for the async stores: inline, like :meth:`run_read`."""
         return self.write(fn, wait_s=wait_s)
 

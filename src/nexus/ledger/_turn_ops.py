@@ -6,7 +6,7 @@ handed in by the caller, so a turn is written whole or not at all.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nexus.ledger import _crash, _prompts, _rescue, _turns
@@ -23,11 +23,16 @@ from nexus.ledger.records import (
 from nexus.llm import message_to_dict
 
 
-def open_in(conn: Any, opening: TurnOpen, owner: str) -> str:
-    """Store a ``streaming`` turn and its query (and its system prompt, once by hash); returns its id."""
+def open_in(conn: Any, opening: TurnOpen, owner: str, stored: Mapping[str, str] | None = None) -> str:
+    """Store a ``streaming`` turn and its query (and its system prompt, once by hash); returns its id.
+
+    ``stored`` maps prompts known to be committed already to their hashes: those are neither hashed nor
+    written again."""
     details = opening.details
-    if opening.system_prompt is not None:
-        details.system_prompt_hash = _prompts.store_prompt(conn, opening.system_prompt)
+    prompt = opening.system_prompt
+    if prompt is not None:
+        known = stored.get(prompt) if stored is not None else None
+        details.system_prompt_hash = known or _prompts.store_prompt(conn, prompt)
     return _turns.open_turn(
         conn,
         opening.session_label,
@@ -88,15 +93,19 @@ def write_in(conn: Any, w: TurnWrite) -> str:
     """The whole turn write (the spec's nine steps) and the delivery of the queue items it consumed.
 
     Items a lease claimed fence the write: if their run lost the session's lease, nothing is written
-    (``LeaseLostError``; :func:`nexus.ledger._leases.check_consumed_in`).
+    (``LeaseLostError``; :func:`nexus.ledger._leases.check_consumed_in`); not checked when the writer
+    says it claimed them without a lease (``w.lease_fence`` False).
     """
-    if w.lease is not None or w.consumed_queue_items:
+    fenced = w.lease_fence and bool(w.consumed_queue_items)
+    if w.lease is not None or fenced:
         from nexus.ledger._claims import claimant
-        from nexus.ledger._leases import check_consumed_in, check_in
+        from nexus.ledger._leases import check_consumed_in, check_in, lock_leases_in
 
+        lock_leases_in(conn, w.consumed_queue_items, w.lease)
         if w.lease is not None:
             check_in(conn, w.lease)
-        check_consumed_in(conn, w.consumed_queue_items, claimant())
+        if fenced:
+            check_consumed_in(conn, w.consumed_queue_items, claimant())
     outcome = TurnOutcome(
         w.status, w.response_messages, w.usage, w.stop_reason, w.error, w.compaction, w.tool_calls, w.turn_type
     )

@@ -41,6 +41,10 @@ def journal_wait() -> float:
     return min(JOURNAL_WAIT_S, wait_bound())
 
 
+_KNOWN_PROMPTS = 64
+"""System prompts a turn store remembers as written (the engine keeps as many distinct composed prompts)."""
+
+
 class SqlTurnStore:
     """Turns of one SQL ledger database (see the module docstring)."""
 
@@ -48,26 +52,35 @@ class SqlTurnStore:
         self._db = db
         self.cache = _read.MessageCache(message_cache) if message_cache > 0 else None
         self.windows = _window.WindowCache(message_cache) if message_cache > 0 else None
+        self._prompts: dict[str, str] = {}
+        """System prompts this store committed (text -> hash): an agent sends the same one turn after turn
+        (one shared string), which was hashed and written again per turn. Rows are never deleted."""
 
     # ------------------------------------------------------------------ the lifecycle
 
     async def open(self, turn: TurnOpen) -> str:
         """Store a ``streaming`` turn and its query; the session pointer does not move."""
         owner = _owners.owner()
-        return await self._db.run_write(lambda c: _turn_ops.open_in(c, turn, owner))
+        opened = await self._db.run_write(lambda c: _turn_ops.open_in(c, turn, owner, self._prompts), row_locks=True)
+        prompt, key = turn.system_prompt, turn.details.system_prompt_hash
+        if prompt is not None and key is not None and prompt not in self._prompts:  # committed: known from now on
+            if len(self._prompts) >= _KNOWN_PROMPTS:
+                self._prompts.clear()
+            self._prompts[prompt] = key
+        return opened
 
     async def journal(self, entries: Sequence[JournalEntry]) -> None:
         """Journal entries of open turns in one transaction (an entry of a closed turn fails them all)."""
         rows = _turn_ops.journal_rows(entries)
         if rows:
-            await self._db.run_write(lambda c: _turn_ops.journal_in(c, rows), wait_s=journal_wait())
+            await self._db.run_write(lambda c: _turn_ops.journal_in(c, rows), wait_s=journal_wait(), row_locks=True)
 
     async def write(self, turn: TurnWrite) -> str:
         """Write a finished turn in one transaction and move the pointer; a failed final write of an
         opened turn saves its outcome to a rescue file (``TurnNotSavedError`` names it)."""
         _turn_ops.check_write(turn)
         try:
-            return await self._db.run_write(lambda c: _turn_ops.write_in(c, turn))
+            return await self._db.run_write(lambda c: _turn_ops.write_in(c, turn), row_locks=True)
         except (LedgerFullError, LedgerBusyError) as exc:
             if turn.turn_id is None:
                 raise
@@ -104,7 +117,7 @@ class SqlTurnStore:
         location = self._db.location
         rescue = _rescue.find(location, turn_id) if location != ":memory:" else None
         if rescue is not None and (saved := _rescue.load(rescue)) is not None:
-            label, _ = await self._db.run_write(lambda c: _crash.finish_rescued(c, turn_id, saved))
+            label, _ = await self._db.run_write(lambda c: _crash.finish_rescued(c, turn_id, saved), row_locks=True)
             if label:
                 _rescue.discard(rescue)
             return bool(label)
@@ -112,7 +125,7 @@ class SqlTurnStore:
             f"the process running this turn ({turn_owner or 'unknown'}) stopped before finishing it; "
             "closed by recover()"
         )
-        label, _ = await self._db.run_write(lambda c: _crash.recover_turn(c, turn_id, note))
+        label, _ = await self._db.run_write(lambda c: _crash.recover_turn(c, turn_id, note), row_locks=True)
         return bool(label)
 
     async def open_turns(self, session: str | None = None) -> list[Turn]:

@@ -19,6 +19,7 @@ from nexus.ledger._write import (
     _final_columns,
     _tool_call_rows,
     detail_columns,
+    for_update,
     insert_compaction,
     insert_messages,
     insert_tool_calls,
@@ -59,7 +60,7 @@ def open_turn(
     """Insert a ``streaming`` turn with its query messages; the session pointer does not move."""
     now = now_ms()
     session_label = resolve_label(conn, session_label)
-    head = session_head(conn, session_label)
+    head = session_head(conn, session_label, lock=True)
     parent_id = head if parent is HEAD else parent
     if parent_id != head:
         raise HeadMovedError(session_label, parent_id, head)
@@ -84,7 +85,8 @@ def open_turn(
 
 
 def _require_open(conn: sqlite3.Connection, turn_id: str) -> None:
-    row = conn.execute("SELECT status FROM turns WHERE id = ?", (turn_id,)).fetchone()
+    """The turn is open, and stays so (its row locked) until the journal entry is in."""
+    row = conn.execute("SELECT status FROM turns WHERE id = ?" + for_update(conn), (turn_id,)).fetchone()
     if row is None:
         raise TurnNotFound(turn_id)
     if row[0] not in OPEN_STATUSES:
@@ -188,8 +190,9 @@ class _Slot:
 
 def _opened_slot(conn: sqlite3.Connection, turn_id: str, session_label: str, has_query: bool) -> _Slot:
     """The slot of a turn made by ``open_turn``, checked to be open and to belong to the session."""
-    row = conn.execute(
-        "SELECT parent_turn_id, segment_id, seq, status, session_label, query_count FROM turns WHERE id = ?",
+    row = conn.execute(  # locked: a turn is closed once (its writer and recover() may race)
+        "SELECT parent_turn_id, segment_id, seq, status, session_label, query_count FROM turns WHERE id = ?"
+        + for_update(conn),
         (turn_id,),
     ).fetchone()
     if row is None:
@@ -226,7 +229,7 @@ def write_turn(
     """The nine steps of a turn write (reference §1.2) on an open turn or a new one."""
     now = now_ms()
     session_label = resolve_label(conn, session_label)
-    head = session_head(conn, session_label)
+    head = session_head(conn, session_label, lock=True)
     if turn_id is not None:
         slot = _opened_slot(conn, turn_id, session_label, bool(query_messages))
     else:
@@ -366,12 +369,10 @@ def _has_text(block: object) -> bool:
 
 def recover_turn(conn: sqlite3.Connection, turn_id: str, note: str) -> tuple[str, bool]:
     """Close one open turn as ``aborted`` with what it journaled; returns (session, pointer moved)."""
-    row = conn.execute(
-        "SELECT session_label, parent_turn_id, model, provider, status FROM turns WHERE id = ?", (turn_id,)
-    ).fetchone()
-    if row is None or row[4] not in OPEN_STATUSES:
+    found = lock_open_turn(conn, turn_id, "session_label, parent_turn_id, model, provider")
+    if found is None:
         return "", False
-    label, parent_id, model, provider, _ = row
+    (label, parent_id, model, provider), head = found
     entries = _journal_entries(conn, turn_id)
     outcome = TurnOutcome(
         status="aborted",
@@ -379,6 +380,20 @@ def recover_turn(conn: sqlite3.Connection, turn_id: str, note: str) -> tuple[str
         stop_reason="aborted",
         error={"kind": "unknown", "message": note, "retryable": True},
     )
-    head = session_head(conn, label)
     write_turn(conn, label, turn_id, HEAD, (), TurnDetails(), outcome, if_head_moved="branch", reason="recover")
     return str(label), head == parent_id
+
+
+def lock_open_turn(conn: sqlite3.Connection, turn_id: str, columns: str) -> tuple[tuple[Any, ...], str | None] | None:
+    """``columns`` of an open turn and its session's head, or ``None`` if the turn is unknown or closed.
+
+    The session's row is locked first, then the turn's (PostgreSQL), the order every turn write takes
+    them in, so closing a turn (``recover``) and its owner's write cannot deadlock, and the status read
+    stays true to the commit.
+    """
+    row = conn.execute("SELECT session_label FROM turns WHERE id = ?", (turn_id,)).fetchone()
+    if row is None:
+        return None
+    head = session_head(conn, str(row[0]), lock=True)
+    row = conn.execute(f"SELECT {columns}, status FROM turns WHERE id = ?" + for_update(conn), (turn_id,)).fetchone()
+    return None if row is None or row[-1] not in OPEN_STATUSES else (tuple(row[:-1]), head)

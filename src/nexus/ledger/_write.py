@@ -72,8 +72,9 @@ def place(conn: sqlite3.Connection, parent_id: str | None, turn_id: str) -> tupl
     """
     if parent_id is None:
         return _new_segment(conn, None, None, turn_id), 0, 0
-    row = conn.execute(
-        "SELECT segment_id, seq, status, has_children, thread_total_tokens FROM turns WHERE id = ?", (parent_id,)
+    row = conn.execute(  # locked: two children of one parent (forks of two sessions) must not both continue it
+        "SELECT segment_id, seq, status, has_children, thread_total_tokens FROM turns WHERE id = ?" + for_update(conn),
+        (parent_id,),
     ).fetchone()
     if row is None:
         raise TurnNotFound(parent_id)
@@ -101,9 +102,21 @@ def _new_segment(conn: sqlite3.Connection, parent_seg: int | None, parent_seq: i
     return seg
 
 
-def session_head(conn: sqlite3.Connection, label: str) -> str | None:
-    """Current head turn id of a session (exact label); raises :class:`SessionNotFound`."""
-    row = conn.execute("SELECT thread_id FROM sessions WHERE label = ?", (label,)).fetchone()
+def for_update(conn: object, mode: str = "UPDATE") -> str:
+    """`` FOR UPDATE`` (or ``FOR SHARE``…) on PostgreSQL, nothing on SQLite: the row lock of a write run at
+    ``READ COMMITTED`` (``row_locks=True``) on the rows its outcome depends on. SQLite needs none: its
+    writes run one at a time (``BEGIN IMMEDIATE``)."""
+    return f" FOR {mode}" if getattr(conn, "dialect", "sqlite") == "postgresql" else ""
+
+
+def session_head(conn: sqlite3.Connection, label: str, *, lock: bool = False) -> str | None:
+    """Current head turn id of a session (exact label); raises :class:`SessionNotFound`.
+
+    ``lock``: the session's row stays locked to the end of the transaction (PostgreSQL), so a turn
+    write decides "parent = head" and moves the head with no other write of this session between.
+    """
+    sql = "SELECT thread_id FROM sessions WHERE label = ?" + (for_update(conn) if lock else "")
+    row = conn.execute(sql, (label,)).fetchone()
     if row is None:
         raise SessionNotFound(label)
     return None if row[0] is None else str(row[0])

@@ -14,7 +14,7 @@ import asyncio
 import os
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from nexus.ledger._lease_store import SqlLeaseStore
 from nexus.ledger._queue_store import SqlQueueStore
@@ -23,6 +23,7 @@ from nexus.ledger._small_stores import SqlAgentStore, SqlDeliveryStore, SqlPiFil
 from nexus.ledger._sql_db import OnCallingThread, SqlDatabase, run_inline
 from nexus.ledger._sqlite import Database
 from nexus.ledger._turn_store import SqlTurnStore
+from nexus.ledger.errors import LedgerUnavailableError
 
 if TYPE_CHECKING:
     from nexus.ledger.postgres._run_events import RunEventLog
@@ -68,6 +69,7 @@ class Ledger:
         self.leases = SqlLeaseStore(db)
         self.pi = SqlPiFiles(self)
         self._here: Ledger | None = None
+        self._checking: asyncio.Future[Any] | None = None
 
     @classmethod
     def open(
@@ -195,6 +197,30 @@ class Ledger:
             return await asyncio.to_thread(run_inline, call(self))
         return await call(self)
 
+    async def check(self, wait_s: float) -> None:
+        """Raise ``LedgerUnavailableError`` unless the database answers a trivial read within about ``wait_s``.
+
+        For a liveness probe (``GET /v1/health``): a store call waits ``NEXUS_DB_WAIT_S`` (60 s) for a lost
+        database, far past any probe's timeout. On PostgreSQL the read runs on a thread of its own (the pool's
+        workers may all be waiting out the lost server), and checks made meanwhile share it: probes of a
+        server that hangs hold one thread, not one each.
+        """
+        if self._db.inline:
+            await self._db.run_read(_answer)
+            return
+        loop = asyncio.get_running_loop()
+        pending = self._checking
+        if pending is None or pending.done() or pending.get_loop() is not loop:
+            read = cast(Any, self._db).read
+            pending = self._checking = loop.run_in_executor(None, lambda: read(_answer, wait_s=wait_s))
+            pending.add_done_callback(lambda done: done.cancelled() or done.exception())  # retrieved, even if late
+        try:
+            await asyncio.wait_for(asyncio.shield(pending), wait_s + 1.0)
+        except TimeoutError:
+            raise LedgerUnavailableError(
+                f"the ledger database {self.path} did not answer within {wait_s:g} s; check that it runs"
+            ) from None
+
     @property
     def database(self) -> Database:
         """The underlying database (for tools and tests)."""
@@ -209,3 +235,8 @@ class Ledger:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _answer(conn: Any) -> object:
+    """A statement every database answers at once (``SELECT 1``)."""
+    return conn.execute("SELECT 1").fetchone()

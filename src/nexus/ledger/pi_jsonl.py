@@ -454,9 +454,8 @@ def _emit_initial_model(turns: list[Any], messages: dict[str, list[Any]], state:
             break
     if model:
         state["model"] = (provider, model)
-        # not after the first message: a user message is stamped when it was sent, before its turn opened
-        stamps = [m.message.timestamp for m in messages[turns[0].id][:1] if m.message.timestamp]
-        ts = _iso(min([turns[0].started_at, *stamps]))
+        stamps = [m.message.timestamp for m in messages[turns[0].id][:1] if m.message.timestamp]  # sent before
+        ts = _iso(min([turns[0].started_at, *stamps]))  # its turn opened: the model_change is not after it
         emit({"type": "model_change", "timestamp": ts, "provider": provider or "", "modelId": model}, turns[0].id)
 
 

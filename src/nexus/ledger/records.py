@@ -295,7 +295,9 @@ class TurnWrite:
     raises ``HeadMovedError`` and ``"branch"`` keeps the turn as a side branch without moving the pointer.
     ``lease``: the session lease the run holds; the write is refused (``LeaseLostError``) unless it is still
     valid. Without one, consumed items that a lease claimed fence the write all the same, per process
-    (docs/scaling.md).
+    (docs/scaling.md). ``lease_fence=False``: the writer claimed the consumed items itself without a lease
+    (a broker with leases off), so that check (a read per turn) is skipped; such a claim is never taken
+    over while its process lives (a leased claim only takes items of an ended process, or older epochs).
     """
 
     session_label: str
@@ -318,6 +320,7 @@ class TurnWrite:
     consumed_queue_items: Sequence[str] = ()
     details: TurnDetails = field(default_factory=TurnDetails)
     lease: Lease | None = None
+    lease_fence: bool = True
 
 
 @dataclass(slots=True, frozen=True)

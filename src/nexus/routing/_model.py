@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from nexus._dataclass import dataclass
@@ -108,6 +109,28 @@ def load_model(raw: dict[str, Any] | None = None) -> ScoringModel:
         float(raw["threshold"]),
         str(raw.get("fitted_on", "")),
     )
+
+
+def load_model_file(path: str) -> ScoringModel:
+    """The model in the JSON file at ``path`` (``[routing] model``), or the shipped one for ``""``.
+
+    A file that is missing, not JSON, or fitted for other features is a :class:`RoutingError` naming it: a
+    router that quietly fell back to the shipped model would decide worse with the embedder it was fitted for.
+    """
+    if not path:
+        return load_model()
+    from nexus.routing.errors import RoutingError
+
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        return load_model(raw)
+    except OSError as exc:
+        raise RoutingError(f"[routing] model = {path!r}: {exc.strerror or exc}") from None
+    except (ValueError, KeyError, TypeError) as exc:  # JSONDecodeError is a ValueError
+        why = f"no {exc} in it" if isinstance(exc, KeyError) else str(exc)
+        raise RoutingError(
+            f"[routing] model = {path!r} is not a routing model ({why}); make one with bench_routing.py --fit"
+        ) from None
 
 
 def fit_logistic(x: Any, y: Any, *, l2: float = 1.0, iterations: int = 50) -> tuple[list[float], float]:

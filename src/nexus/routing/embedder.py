@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 
 DEFAULT_DIM = 256
 MAX_EMBED_CHARS = 8000
+TEXTS_PER_REQUEST = 16
+"""Texts per ``/v1/embeddings`` request. The indexer embeds 64 checkpoints at a time; a local CPU model
+(all-MiniLM-L6-v2 under sentence-transformers on a busy 2-core machine) took 21-29 s for 64, past the
+10 s timeout, and every catch-up then fell back to lexical search. 16 keeps a request near a quarter of that."""
 
 
 @runtime_checkable
@@ -136,6 +140,15 @@ class OpenAIEmbedder:
         return self._dim
 
     def embed(self, texts: list[str]) -> Vectors:
+        """Sent ``TEXTS_PER_REQUEST`` at a time: each request stays well inside the timeout."""
+        import numpy as np
+
+        if len(texts) <= TEXTS_PER_REQUEST:
+            return self._embed(texts)
+        parts = [self._embed(texts[i : i + TEXTS_PER_REQUEST]) for i in range(0, len(texts), TEXTS_PER_REQUEST)]
+        return np.concatenate(parts)
+
+    def _embed(self, texts: list[str]) -> Vectors:
         import httpx
 
         if self._client is None:

@@ -19,7 +19,7 @@ from nexus._dataclass import dataclass
 from nexus.ledger import Ledger, new_ulid
 from nexus.routing._index import CheckpointIndex, Snapshot, semantic
 from nexus.routing._indexer import EmbedderGuard, Indexer
-from nexus.routing._model import ScoringModel, confidence_values, load_model
+from nexus.routing._model import ScoringModel, confidence_values, load_model_file
 from nexus.routing._scoring import (
     EXPAND_TOP,
     LEXICAL_LIMIT,
@@ -55,6 +55,7 @@ class RouteSettings:
     threshold: float | None = None  # None: the fitted model's
     max_task_chars: int = MAX_TASK_CHARS
     poll_s: float = 2.0
+    model_path: str = ""  # "": the shipped model; else a JSON file of the same shape (fitted for another embedder)
 
 
 def make_embedder(settings: RouteSettings) -> Embedder | None:
@@ -94,7 +95,7 @@ class Router:
         self.settings = settings or RouteSettings()
         chosen = make_embedder(self.settings) if isinstance(embedder, str) else embedder
         self.guard = EmbedderGuard(chosen)
-        self.model = model or load_model()
+        self.model = model or load_model_file(self.settings.model_path)
         self.store = open_route_store(ledger)
         self.decisions = self.store
         self.index = CheckpointIndex(self._dimension())

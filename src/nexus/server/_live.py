@@ -9,15 +9,18 @@ read them. Publishing never waits for a reader (the hub keeps a bounded log per 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from nexus.adapters import DeliveryTarget
-from nexus.streaming import stream_events
+from nexus.streaming import is_terminal, stream_events
 
 if TYPE_CHECKING:
     from nexus.engine import Execution
     from nexus.streaming import StreamEvent
+
+log = logging.getLogger("nexus.server")
 
 WEB_CHANNEL = "web"
 """The ``target.channel`` of a run watched over the server's event stream."""
@@ -42,7 +45,7 @@ class LiveRuns:
         """``Runtime.on_start``: publish ``execution``'s events from its start."""
         label = execution.session_label
         events = stream_events(execution, DeliveryTarget(WEB_CHANNEL, "server", label))
-        task = asyncio.get_running_loop().create_task(self._publish(label, events), name=f"live:{label}")
+        task = asyncio.get_running_loop().create_task(self._publish(label, events, execution), name=f"live:{label}")
         self._tasks.add(task)
 
     def taken_over(self, label: str, prior_holder: str) -> None:
@@ -52,12 +55,27 @@ class LiveRuns:
                  "history as an aborted turn, and the message runs again on another process")  # fmt: skip
         self.hub.publish(label, "stream_error", {"error": error, "partial": True})
 
-    async def _publish(self, label: str, events: AsyncIterator[StreamEvent]) -> None:
+    async def _publish(self, label: str, events: AsyncIterator[StreamEvent], execution: Execution) -> None:
         publish = self.hub.publish
         try:
             async for event in events:
+                if is_terminal(event) and await _fenced(execution):
+                    log.info("run %s lost its session's lease: its end is not published", execution.run_id)
+                    continue
                 publish(label, event.type, event.to_json())
         finally:
             task = asyncio.current_task()
             if task is not None:
                 self._tasks.discard(task)
+
+
+async def _fenced(execution: Execution) -> bool:
+    """True when the run's final write was refused because its lease was lost (another process took the session
+    over, paused or cut off as this one was). Its end is then not published: the new holder's ``stream_error``
+    already ended this run for every reader, and a ``stream_end{final:true}`` arriving later, in the middle of
+    the new run's stream, would end that live reply early for a reader that does not check ``runId``."""
+    from nexus.ledger import LeaseLostError
+
+    outcome = execution.result
+    await asyncio.wait({outcome})  # it ends right after the event that ended the run
+    return not outcome.cancelled() and isinstance(outcome.exception(), LeaseLostError)

@@ -29,9 +29,12 @@ class ErrorBody(BaseModel):
 
 
 class Health(BaseModel):
-    status: Literal["ok"]
+    """Liveness: ``ok``, or ``unavailable`` (503) when the ledger's database does not answer within a few seconds."""
+
+    status: Literal["ok", "unavailable"]
     version: str
-    ledger: str
+    ledger: Literal["ok", "unreachable"]
+    detail: str | None = Field(default=None, description="why the ledger is unreachable (with `unavailable`)")
 
 
 class SessionOut(BaseModel):

@@ -10,10 +10,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.responses import JSONResponse
 
 from nexus import __version__, telemetry
 from nexus.config import ServerConfig
-from nexus.ledger import SessionQuery
+from nexus.ledger import LedgerError
 from nexus.server._access_log import AccessLog
 from nexus.server._browser_guard import BrowserGuard
 from nexus.server._errors import install_error_handlers
@@ -25,6 +26,13 @@ from nexus.server._schemas import Health
 from nexus.server._state import ServerState
 
 PROBED_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+HEALTH_WAIT_S = 2.0
+"""How long ``GET /v1/health`` waits for the ledger before it answers 503: well inside a liveness probe's
+timeout, where a store call would wait ``NEXUS_DB_WAIT_S`` (60 s) for a lost database."""
+
+HEALTH_RETRY_S = 5
+"""The ``Retry-After`` of an unhealthy answer."""
 
 
 def create_app(state: ServerState, config: ServerConfig | None = None, *, metrics_tokens: Sequence[str] = ()) -> Any:
@@ -60,11 +68,15 @@ def create_app(state: ServerState, config: ServerConfig | None = None, *, metric
         "/v1/health",
         tags=["health"],
         summary="Liveness: the server is up and its ledger answers",
-        responses=answers(Health),
+        responses={**answers(Health), 503: {"model": Health, "description": "the ledger's database does not answer"}},
     )
-    async def health() -> dict[str, Any]:
-        sessions = len(await state.ledger.sessions.list(SessionQuery(limit=1)))
-        return {"status": "ok", "version": __version__, "ledger": "ok" if sessions >= 0 else "error"}
+    async def health() -> Any:
+        try:
+            await state.ledger.check(HEALTH_WAIT_S)
+        except LedgerError as exc:
+            down = Health(status="unavailable", version=__version__, ledger="unreachable", detail=str(exc))
+            return JSONResponse(down.model_dump(), status_code=503, headers={"Retry-After": str(HEALTH_RETRY_S)})
+        return {"status": "ok", "version": __version__, "ledger": "ok"}
 
     app.include_router(_sessions.router)
     app.include_router(_session_edit.router)

@@ -184,7 +184,7 @@ async def _serve(
         start_token = _start_token(settings)
         tokens = [*settings.tokens, start_token] if start_token else []
         app = create_app(state, settings.model_copy(update={"tokens": tokens}), metrics_tokens=metrics_tokens)
-        hubs += await _live_runs(state, host, ledger)
+        hubs += await _live_runs(state, host, ledger, settings)
         await start_host(config, host)
         if config.routing.index:  # every written turn indexed for smart routing, on a worker thread
             from nexus.broker import index_after_runs
@@ -278,28 +278,30 @@ async def _stop_runs(broker: AgentBroker) -> None:
     await asyncio.gather(broker.close(), stop_direct_runs())
 
 
-async def _live_runs(state: ServerState, host: Any, ledger: Ledger) -> list[EventHub]:
+async def _live_runs(state: ServerState, host: Any, ledger: Ledger, settings: ServerConfig) -> list[EventHub]:
     """Every run, live on its session's event stream (on PostgreSQL every process's runs, on every process)."""
     hub = state.events
     if hub is None:
         return []
     from nexus.server._live import LiveRuns
 
-    state.relay = await _start_relay(ledger, hub)
+    state.relay = await _start_relay(ledger, hub, settings)
     live = LiveRuns(state.relay or hub)
     host.runtime.on_start = live.follow
     host.broker.on_takeover(live.taken_over)  # a run whose process died ends its streams with a stream_error
     return [hub]
 
 
-async def _start_relay(ledger: Ledger, hub: EventHub) -> EventRelay | None:
-    """The relay of run events through the ledger's shared log (PostgreSQL), started; ``None`` on SQLite."""
+async def _start_relay(ledger: Ledger, hub: EventHub, settings: ServerConfig) -> EventRelay | None:
+    """The relay of run events through the ledger's shared log (PostgreSQL), started; ``None`` on SQLite.
+
+    ``[server] events_log_flush_ms`` and ``events_log_max_rows`` set its batch and the log's bound."""
     events = ledger.run_events
     if events is None:
         return None
     from nexus.server._event_relay import EventRelay
 
-    relay = EventRelay(hub, events)
+    relay = EventRelay(hub, events, keep_rows=settings.events_log_max_rows, flush_s=settings.events_log_flush_ms / 1000)
     await relay.start()
     return relay
 

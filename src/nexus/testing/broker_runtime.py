@@ -146,6 +146,7 @@ async def serve_broker(target: str, settings: BrokerSettings, run_s: float, on_r
     await stop.wait()
     ledger.stopping()  # bounded, even with PostgreSQL away
     await broker.close()
+    print("conflicts", getattr(ledger.database, "conflicts", 0), flush=True)  # refused writes run again (benches)
     await ledger.aclose()
 
 

@@ -165,6 +165,7 @@ def write_result(
         tool_calls=result.tool_calls,
         response_sources=list(sources),
         consumed_queue_items=[*ctx.queue_item_ids, *steer_ids],
+        lease_fence=ctx.lease_fence,
         details=TurnDetails(model=ctx.model, provider=ctx.provider, metadata=turn_metadata(result)),
     )
     try:

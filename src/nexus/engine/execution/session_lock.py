@@ -26,6 +26,7 @@ import hashlib
 import os
 import socket
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -79,20 +80,25 @@ def _open_lock_file(path: Path) -> int:
 class _SessionLock:
     """:func:`session_lock`'s context manager: a slotted object, not a generator frame, held by every run."""
 
-    __slots__ = ("_fd", "_held", "_label", "_on_wait", "_path", "_signal")
+    __slots__ = ("_fd", "_file", "_held", "_label", "_on_wait", "_path", "_signal")
 
     def __init__(
-        self, database: str | Path, label: str, signal: AbortSignal | None, on_wait: Callable[[], object] | None
+        self,
+        database: str | Path,
+        label: str,
+        signal: AbortSignal | None,
+        on_wait: Callable[[], object] | None,
+        lock_file: Path | None = None,
     ) -> None:
         self._path = None if fcntl is None or str(database) == ":memory:" else database
-        self._label, self._signal, self._on_wait = label, signal, on_wait
+        self._label, self._signal, self._on_wait, self._file = label, signal, on_wait, lock_file
         self._fd = -1
         self._held = False
 
     async def __aenter__(self) -> bool:
         if self._path is None or fcntl is None:  # in memory (private to the process), or no flock here
             return True
-        self._fd = _open_lock_file(session_lock_path(self._path, self._label))
+        self._fd = _open_lock_file(self._file or session_lock_path(self._path, self._label))
         try:
             told = False
             while True:
@@ -194,8 +200,27 @@ def run_lock(
     finish (their final write failed; a rescue file may hold their outcome). ``on_recovered``
     gets their ids. Yields False if ``signal`` aborted the wait.
     """
-    lock = _SessionLock(ledger.path, session_label, signal, on_wait)
+    lock = _SessionLock(ledger.path, session_label, signal, on_wait, _lock_file(ledger, session_label))
     return _RunLock(ledger, session_label, lock, on_recovered, orphans)
+
+
+_LOCK_DIRS: weakref.WeakKeyDictionary[Ledger, Path] = weakref.WeakKeyDictionary()
+"""Each open ledger's lock directory, resolved on its first run: resolving it walks every directory of the
+path (``realpath``), a few system calls and path objects per turn of a broker. Kept per ledger, not per
+path name: the ledger's connection keeps the file it opened, so its locks stay beside that file even if
+a symlink on the way is re-pointed later (a ledger opened after that resolves the path again)."""
+
+
+def _lock_file(ledger: Ledger, session_label: str) -> Path | None:
+    if fcntl is None or ledger.path == ":memory:":
+        return None
+    try:
+        locks = _LOCK_DIRS.get(ledger)
+        if locks is None:
+            locks = _LOCK_DIRS[ledger] = session_lock_path(ledger.path, session_label).parent
+    except TypeError:  # a stand-in ledger that takes no weak reference: resolved per run
+        return None
+    return locks / f"session-{_digest(session_label)}.lock"
 
 
 async def recover_orphans(ledger: Ledger, session_label: str) -> list[str]:

@@ -21,6 +21,7 @@ class StartOptions(TypedDict, total=False):
     """The options of :meth:`Runtime.start` (and ``begin``, ``run``); see there."""
 
     consumes: Sequence[str]
+    lease_fence: bool
     source: str | None
     tools: Sequence[AgentTool]
     images: Sequence[ImageContent]
@@ -39,6 +40,9 @@ class StartRequest:
     tools: tuple[AgentTool, ...]
     images: tuple[ImageContent, ...]
     event: EventContext | None
+    lease_fence: bool = True
+    """The consumed items may have been claimed under a session lease: the turn write checks they are
+    still this run's (``TurnWrite.lease_fence``)."""
 
 
 def aborted_before_start(message: str | UserMessage) -> AgentResult:

@@ -240,13 +240,13 @@ class Runtime:
         chosen = self.model(model)
         workspace = self.config.workspace_path
         scaffold_workspace(workspace)  # the tools need the directory to exist
-        label = (await self.ledger.sessions.ensure(NewSession(session))).label
-        head = await self.ledger.sessions.head(label)
+        found = await self.ledger.sessions.ensure(NewSession(session))
+        label, head_id = found.label, found.thread_id  # the session row names its head: no second read for it
         from nexus.config import prompt_profile
         from nexus.engine.assembly.budget import history_window_chars
 
         window = history_window_chars(chosen)  # the window, not the whole ancestry (docs/ledger.md)
-        history = await self.ledger.turns.history_at(head.id, max_chars=window) if head is not None else []
+        history = await self.ledger.turns.history_at(head_id, max_chars=window) if head_id is not None else []
         event = event or EventContext(timezone="UTC")
         profile = prompt_profile(self.config, chosen.provider, chosen.id)  # minimal: no event header either
         header = event if profile == "full" else None
@@ -255,7 +255,7 @@ class Runtime:
         ctx = assemble_context(
             model=chosen, workspace=workspace, session_label=label, history=history,
             message=current, event=event, tools=tools, limits=limits or self.limits,
-            parent_turn_id=head.id if head is not None else None, role=role,
+            parent_turn_id=head_id, role=role,
             thinking=ThinkingConfig(self.config.thinking) if self.config.thinking != "off" else None,
             abort_signal=signal, prompt=PromptOptions(scaffold=False, profile=profile),  # scaffolded above
             cache=self.sessions.get(label),
@@ -271,12 +271,13 @@ class Runtime:
         """Start a run of ``spec`` on ``message`` in ``session``; returns its :class:`Execution` at once.
 
         ``options`` (all optional): ``consumes``, the broker queue items the run's turn consumes (marked
-        delivered in the transaction that writes it); ``source``, who sent the message (stored with it);
-        ``tools``, offered besides the agent's own (the broker's agent tools); ``images``; ``event``;
-        ``signal``; ``callbacks``. A model no call can reach is a :class:`~nexus.errors.ConfigError` here,
-        before anything is written; the session is looked up (created if new); everything else happens
-        in the execution's task: it waits while another run of the session holds its lock (a
-        ``lock_wait`` event), then assembles the context and runs it.
+        delivered in the transaction that writes it); ``lease_fence=False`` says they were claimed without
+        a session lease (a broker with leases off), so the turn write need not check the claims; ``source``,
+        who sent the message (stored with it); ``tools``, offered besides the agent's own (the broker's agent
+        tools); ``images``; ``event``; ``signal``; ``callbacks``. A model no call can reach is a
+        :class:`~nexus.errors.ConfigError` here, before anything is written; the session is looked up
+        (created if new); everything else happens in the execution's task: it waits while another run of
+        the session holds its lock (a ``lock_wait`` event), then assembles the context and runs it.
 
         The session lookup runs on the calling thread: on PostgreSQL it waits for the server there, so
         a coroutine calls :meth:`begin` instead.
@@ -307,6 +308,7 @@ class Runtime:
         message: str | UserMessage,
         *,
         consumes: Sequence[str] = (),
+        lease_fence: bool = True,
         source: str | None = None,
         tools: Sequence[AgentTool] = (),
         images: Sequence[ImageContent] = (),
@@ -322,7 +324,7 @@ class Runtime:
             from nexus.engine.execution.callbacks import callbacks_listener
 
             execution.on_event(callbacks_listener(callbacks))
-        request = StartRequest(message, tuple(consumes), source, tuple(tools), tuple(images), event)
+        request = StartRequest(message, tuple(consumes), source, tuple(tools), tuple(images), event, lease_fence)
         execution._drive(_begin(self, execution, spec, model, request))
         if self.on_start is not None:
             self.on_start(execution)
@@ -351,7 +353,7 @@ class Runtime:
             ctx.thinking_config = ThinkingConfig(spec.thinking) if spec.thinking != "off" else None
         if spec.max_tokens is not None:  # e.g. a chat completion's max_tokens
             ctx.max_response_tokens = min(spec.max_tokens, model.max_tokens)
-        ctx.queue_item_ids = request.consumes
+        ctx.queue_item_ids, ctx.lease_fence = request.consumes, request.lease_fence
         if request.source is not None:
             ctx.source = request.source
         return ctx
