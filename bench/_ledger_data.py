@@ -84,6 +84,14 @@ def median(values: list[float]) -> float:
 # --------------------------------------------------------------------------- write throughput
 
 
+def write_turn(ledger: Ledger, query: list[Message], response: list[Message]) -> str:
+    """One turn on session ``s`` at its head, as the engine writes it (model and provider in its details)."""
+    details = TurnDetails(model="gpt-4o", provider="openai")
+    return run_inline(
+        ledger.turns.write(TurnWrite("s", None, query_messages=query, response_messages=response, details=details))
+    )
+
+
 def build(db: Path, depth: int, fork_every: int = 0) -> str:
     """A session of ``depth`` turns (peer content). With ``fork_every``, the path crosses a fork that often."""
     fresh(db)
@@ -105,18 +113,7 @@ def build(db: Path, depth: int, fork_every: int = 0) -> str:
                     )
                 )
             )
-        q, r = peer_turn(i)
-        head = run_inline(
-            ledger.turns.write(
-                TurnWrite(
-                    "s",
-                    None,
-                    query_messages=q,
-                    response_messages=r,
-                    details=TurnDetails(model="gpt-4o", provider="openai"),
-                )
-            )
-        )
+        head = write_turn(ledger, *peer_turn(i))
     ledger.close()
     return head or ""
 

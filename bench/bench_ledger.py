@@ -37,10 +37,11 @@ from _ledger_data import (
     median,
     peer_turn,
     two_call_turn,
+    write_turn,
 )
 from _ledger_peers import OAI_PYTHON, peer_oai, time_pi_jsonl
 
-from nexus.ledger import Ledger, NewSession, TurnDetails, TurnWrite, _decode, _read
+from nexus.ledger import Ledger, NewSession, TurnWrite, _decode, _read
 from nexus.ledger._sql_db import run_inline
 from nexus.ledger.pi_jsonl import export_pi_session
 
@@ -57,17 +58,7 @@ def bench_write(tmp: Path, turns: int, runs: int, synchronous: str) -> tuple[flo
         run_inline(ledger.sessions.create(NewSession("s")))
         start, cpu = time.perf_counter(), time.process_time()
         for q, r in data:
-            run_inline(
-                ledger.turns.write(
-                    TurnWrite(
-                        "s",
-                        None,
-                        query_messages=q,
-                        response_messages=r,
-                        details=TurnDetails(model="gpt-4o", provider="openai"),
-                    )
-                )
-            )
+            write_turn(ledger, q, r)
         rates.append(turns / (time.perf_counter() - start))
         cpu_rates.append(turns / max(time.process_time() - cpu, 1e-9))
         ledger.close()

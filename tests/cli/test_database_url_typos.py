@@ -22,17 +22,23 @@ TYPOS = {
 }
 
 
+@pytest.fixture
+def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The command's current directory: a refused location must leave nothing in it."""
+    folder = tmp_path / "cwd"
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    return folder
+
+
 def _files(*roots: Path) -> list[str]:
     return sorted(str(p) for root in roots if root.exists() for p in root.rglob("*"))
 
 
 @pytest.mark.parametrize("url", sorted(TYPOS))
 def test_a_mistyped_database_url_in_the_environment_is_exit_2_and_writes_nothing(
-    url: str, nexus: RunNexus, isolated_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    url: str, nexus: RunNexus, isolated_env: Path, work: Path
 ) -> None:
-    work = tmp_path / "cwd"
-    work.mkdir()
-    monkeypatch.chdir(work)
     for args in (("sessions", "list"), ("agents", "add", "zed"), ("queue", "list")):
         result = nexus(*args, env={"NEXUS_DATABASE_URL": url})
         assert result.returncode == 2, (args, result.stdout, result.stderr)
@@ -60,11 +66,8 @@ def test_a_file_path_with_a_colon_is_still_a_path(nexus: RunNexus, isolated_env:
 
 @pytest.mark.parametrize("url", sorted(TYPOS))
 def test_nexus_db_refuses_a_mistyped_url_as_source_target_or_database(
-    url: str, nexus: RunNexus, isolated_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    url: str, nexus: RunNexus, isolated_env: Path, work: Path
 ) -> None:
-    work = tmp_path / "cwd"
-    work.mkdir()
-    monkeypatch.chdir(work)
     assert nexus("agents", "add", "zed").returncode == 0
     ledger = str(isolated_env / "agents.db")
     for args in (("db", "copy", ledger, url), ("db", "copy", url, "copy.db"), ("db", "migrate", "--database", url)):
