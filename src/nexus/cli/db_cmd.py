@@ -76,13 +76,11 @@ def _existing(source: str) -> str:
 
 def _location(value: str) -> str:
     """``value`` when it is a file path or a PostgreSQL URL; any other URL is refused (it would become a path)."""
-    from nexus.ledger import LedgerError, is_postgres_url
+    from nexus.ledger import LedgerError, location_problem
 
-    if value.lower().startswith(("postgresql:", "postgres:")) and not is_postgres_url(value):
-        raise LedgerError("a PostgreSQL URL needs '://' (postgresql://user@host:5432/db)")
-    if "://" in value and not is_postgres_url(value):
-        scheme = value.split("://", 1)[0]
-        raise LedgerError(f"a {scheme}:// URL is not a ledger: give an SQLite file's path or a postgresql:// URL")
+    problem = location_problem(value)
+    if problem is not None:
+        raise LedgerError(problem)
     return value
 
 

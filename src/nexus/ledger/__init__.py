@@ -70,7 +70,7 @@ if TYPE_CHECKING:
     from nexus.ledger.labels import label_problem
     from nexus.ledger.ledger import Ledger, default_db_path
     from nexus.ledger.pi_jsonl import pi_session_text
-    from nexus.ledger.postgres import is_postgres_url
+    from nexus.ledger.postgres import is_postgres_url, location_problem
     from nexus.ledger.postgres._run_events import RunEventLog, StoredEvent
     from nexus.ledger.protocols import (
         AgentStore,
@@ -159,6 +159,7 @@ __all__ = [
     "default_db_path",
     "is_postgres_url",
     "label_problem",
+    "location_problem",
     "migrate_database",
     "new_ulid",
     "pi_session_text",
@@ -200,6 +201,7 @@ _LAZY: dict[str, str] = {
     "claimant": "nexus.ledger._claims",
     "copy_ledger": "nexus.ledger._copy",
     "is_postgres_url": "nexus.ledger.postgres",
+    "location_problem": "nexus.ledger.postgres",
     "RunEventLog": "nexus.ledger.postgres._run_events",
     "StoredEvent": "nexus.ledger.postgres._run_events",
     "label_problem": "nexus.ledger.labels",

@@ -83,15 +83,17 @@ class Ledger:
         histories only read and decode new turns. Each call returns a new list, but the message objects
         in it are shared between calls: treat them as read-only (``dataclasses.replace`` one first).
         """
-        if isinstance(path, str) and "://" in path:  # else it became a file under a directory "postgresql:"
-            from nexus.ledger.postgres import is_postgres_url, redacted
+        if isinstance(path, str) and ":" in path:  # else a URL became a file under a directory "postgresql:"
+            from nexus.ledger.postgres import is_postgres_url, location_problem, redacted
 
             if is_postgres_url(path):
                 raise ValueError(
                     f"Ledger.open opens an SQLite file, and {redacted(path)} is a database URL:"
                     " use `await Ledger.connect(url)` for PostgreSQL"
                 )
-            raise ValueError(f"{redacted(path)} is not a ledger: give an SQLite file's path or a postgresql:// URL")
+            problem = location_problem(path)
+            if problem is not None:
+                raise ValueError(problem)
         db = Database(default_db_path() if path is None else path, synchronous=synchronous)
         return cls(db, message_cache=message_cache)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from nexus.ledger.errors import SchemaVersionError
-from nexus.ledger.postgres._url import is_postgres_url, redacted
+from nexus.ledger.postgres._url import is_postgres_url, location_problem, redacted
 
 if TYPE_CHECKING:
     from nexus.ledger.postgres._database import PgDatabase
@@ -42,4 +42,4 @@ def open_database(url: str, *, migrate: bool = True) -> PgDatabase:
     return db
 
 
-__all__ = ["is_postgres_url", "open_database", "redacted"]
+__all__ = ["is_postgres_url", "location_problem", "open_database", "redacted"]

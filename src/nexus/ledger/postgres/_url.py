@@ -12,6 +12,17 @@ def is_postgres_url(target: object) -> bool:
     return isinstance(target, str) and target.split("://", 1)[0].lower() in SCHEMES and "://" in target
 
 
+def location_problem(target: str) -> str | None:
+    """Why ``target`` is neither an SQLite file's path nor a PostgreSQL URL (any other URL, or ``postgresql:``
+    without ``//``: either would become a file path named after the scheme), or None."""
+    scheme = target.split(":", 1)[0].lower()
+    if scheme in SCHEMES and not is_postgres_url(target):
+        return "a PostgreSQL URL needs '://' (postgresql://user@host:5432/db)"
+    if "://" in target and not is_postgres_url(target):
+        return f"a {scheme}:// URL is not a ledger: give an SQLite file's path or a postgresql:// URL"
+    return None
+
+
 def redacted(url: str) -> str:
     """``url`` with its password (and query) left out, for messages and logs."""
     try:
