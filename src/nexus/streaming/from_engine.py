@@ -66,9 +66,17 @@ async def _stream(
     mapper = _Mapper(execution.run_id, execution.session_label, target)
     held: list[StreamEvent] = []
     async for item in subscription:
-        event = mapper.map(item.event)
-        if event is None:
-            continue
+        engine_event = item.event
+        if engine_event.type == "reply_delta":  # most events: mapped here, without a call
+            if not engine_event.delta:
+                continue
+            mapper.text_seen = True
+            event: StreamEvent = Token(engine_event.delta)
+        else:
+            mapped = mapper.map(engine_event)
+            if mapped is None:
+                continue
+            event = mapped
         shown = execution.events_shown
         if shown is not None and not shown():
             if not is_terminal(event):
@@ -105,7 +113,7 @@ class _Mapper:
 
     def map(self, event: Any) -> StreamEvent | None:
         kind = event.type
-        if kind == "reply_delta":
+        if kind == "reply_delta":  # (the stream maps these itself: they are most of a run's events)
             if event.delta:
                 self.text_seen = True
                 return Token(event.delta)
