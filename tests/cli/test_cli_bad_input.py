@@ -296,3 +296,25 @@ def test_base_url_that_is_not_http_is_refused_at_load(isolated_env: Path, url: s
         assert result.returncode == 2, output
         assert "nexus.toml:4: providers.x.base_url" in output and "http:// or https://" in output
     assert not (isolated_env / "agents.db").exists()
+
+
+# --------------------------------------------------------------------------- a stranger's trial (2026-11-28)
+
+
+@pytest.mark.parametrize("label", ["", "   "])
+def test_an_empty_session_label_is_refused_not_taken_for_main(home: Path, label: str) -> None:
+    """``-s ""`` used to run in ``main`` (an empty string read as "no -s"); ``-s "   "`` was refused already."""
+    result = _nexus(home, "run", "-s", label, "hello")
+    stderr = _err(result)
+    assert result.returncode == 2 and "the session label is empty" in stderr, stderr
+    assert not (home / "agents.db").exists()
+
+
+@pytest.mark.parametrize("argv", [["--bogusflag"], ["--config", "x.toml", "--nope", "run", "hi"], ["--bogus=1"]])
+def test_an_unknown_option_before_the_command_is_named(home: Path, argv: list[str]) -> None:
+    """argparse said "the following arguments are required: COMMAND" for ``nexus --bogusflag``."""
+    result = _nexus(home, *argv)
+    stderr = _err(result)
+    unknown = next(a for a in argv if a.startswith("--") and a != "--config")
+    assert result.returncode == 2 and f"unknown option {unknown!r}" in stderr, stderr
+    assert "required: COMMAND" not in stderr and not (home / "agents.db").exists()

@@ -52,8 +52,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str], *, process: bool) -> int:
     if list(argv) in (["--help"], ["-h"]) and _print_top_help():
         return 0
-    from nexus.cli._parser import build_parser
+    from nexus.cli._parser import build_parser, unknown_top_option
 
+    unknown = unknown_top_option(argv)
+    if unknown is not None:
+        print(f"nexus: error: unknown option {unknown!r}; before a COMMAND nexus takes --config FILE, --version and"
+              " --help (`nexus --help` lists the commands)", file=sys.stderr)  # fmt: skip
+        return 2
     parser = build_parser(argv)
     try:
         args = parser.parse_args(argv)

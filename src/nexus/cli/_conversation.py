@@ -196,7 +196,8 @@ def open_conversation(args: argparse.Namespace) -> Conversation:
 
         set_capture_dir(config.capture_path)
     choice = resolve_default_model(config, explicit=getattr(args, "model", None))
-    label = (getattr(args, "session", None) or DEFAULT_SESSION).strip()
+    given = getattr(args, "session", None)
+    label = (DEFAULT_SESSION if given is None else given).strip()  # -s "" is an empty label, not "no -s"
     if not label:
         raise ConfigError("the session label is empty: give one with -s LABEL, or leave -s out for 'main'")
     check_model(config, choice.ref)  # before the ledger exists: a run that cannot start writes nothing

@@ -26,7 +26,7 @@ COMMANDS: dict[str, str] = {
     "adapters": "register, enable, check and try chat-platform adapters",
     "serve": "run the broker and the HTTP API (agents, sessions, OpenAI)",
     "mcp": "add, list, remove, try MCP servers; serve agents over MCP",
-    "db": "update the ledger schema; copy between SQLite and PostgreSQL",
+    "db": "migrate, check or copy the ledger (SQLite, PostgreSQL)",
     "route": "find the past work a task continues; routing A/B stats",
 }
 """Every command, in the order ``nexus --help`` lists them, with its one-line help."""

@@ -28,6 +28,25 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
         super().__init__(prog, max_help_position=MAX_HELP_POSITION, width=terminal_width())
 
 
+TOP_OPTIONS = ("-h", "--help", "--version", "--config")
+
+
+def unknown_top_option(argv: Sequence[str]) -> str | None:
+    """An option given before any command that ``nexus`` itself does not have (``None``: none).
+
+    argparse checks that a COMMAND was given before it looks at unknown options, so ``nexus --bogus``
+    said "the following arguments are required: COMMAND", about what was not wrong."""
+    args = iter(argv)
+    for arg in args:
+        if arg in COMMANDS or not arg.startswith("-") or arg == "-":
+            return None  # a command (its parser judges the rest), or a word argparse names itself
+        if arg == "--config":
+            next(args, None)
+        elif arg.split("=", 1)[0] not in TOP_OPTIONS:
+            return arg
+    return None
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The ``nexus`` parser (subcommands set ``handler`` to a lazily imported function).
 

@@ -1,4 +1,5 @@
-"""``nexus db migrate`` and ``nexus db copy SRC DST``: the ledger's schema, and moving a ledger between databases.
+"""``nexus db migrate``, ``nexus db check`` and ``nexus db copy SRC DST``: the ledger's schema, its health, and
+moving a ledger between databases.
 
 A database is a file (SQLite) or a ``postgresql://`` URL. Bad input (a URL that does not parse, a server
 that refuses, a schema this Nexus does not know, a target that is not empty) is one line and exit 2;
@@ -20,6 +21,10 @@ def db_command(args: argparse.Namespace) -> int:
     try:
         if args.action == "migrate":
             return _migrate(args)
+        if args.action == "check":
+            from nexus.cli._db_check import check_ledger
+
+            return check_ledger(_existing(str(_target(args))))
         return _copy(args)
     except LedgerError as exc:
         print(f"nexus: error: {_one_line(exc)}", file=sys.stderr)
