@@ -79,3 +79,16 @@ def test_fork_and_import_refuse_such_a_label(isolated_env: Path, nexus: RunNexus
         assert refused.stderr.startswith("nexus: config error: --label: a session label cannot hold '/'")
     assert nexus("sessions", "fork", turn, "--label", "ok-fork").returncode == 0
     assert _labels(isolated_env) == ["demo", "ok-fork"]
+
+
+def test_a_new_label_longer_than_200_characters_is_refused(
+    home: Path, nexus: RunNexus, server: FakeProviderServer
+) -> None:
+    """A stranger's trial made a session of 5,000 characters with -s; it then filled every session list."""
+    refused = nexus("run", "-s", "é" * 201, "hi")
+    assert refused.returncode == 2, refused.stderr
+    assert "--session: a session label is at most 200 characters (got 201" in refused.stderr
+    assert not (home / "agents.db").exists()
+    server.script(text("fine"))
+    assert nexus("run", "-s", "é" * 200, "hi").returncode == 0  # the longest is fine
+    assert _labels(home) == ["é" * 200]

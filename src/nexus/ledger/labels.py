@@ -6,13 +6,18 @@ Light (no imports): the CLI (`nexus run/chat -s`, `sessions fork/import --label`
 
 from __future__ import annotations
 
+MAX_LABEL_CHARS = 200
+"""The longest new session label: room for the broker's own (``agent:<id of up to 64>:<channel>:<peer>``)
+and any name a person types, not for a paste of a document (which then filled every session list)."""
+
 
 def label_problem(label: str) -> str | None:
     """Why the API could not address a new session named ``label`` again, or None.
 
     ``/v1/sessions/{label}`` takes one path segment: a label with ``/`` (or ``\\``) would be
     created and then unreachable; control characters and edge spaces are names nobody can type
-    back (the broker's own session labels obey the same rule). Only new labels are checked: a
+    back (the broker's own session labels obey the same rule), and a label is at most
+    :data:`MAX_LABEL_CHARS` long. Only new labels are checked: a
     session an older version created with such a label stays usable where it can be named.
     """
     if "/" in label or "\\" in label:
@@ -21,4 +26,6 @@ def label_problem(label: str) -> str | None:
         return f"a session label cannot hold control characters (got {label!r})"
     if label != label.strip():
         return f"a session label cannot start or end with spaces (got {label!r})"
+    if len(label) > MAX_LABEL_CHARS:
+        return f"a session label is at most {MAX_LABEL_CHARS} characters (got {len(label):,}: {label[:20]!r}...)"
     return None
