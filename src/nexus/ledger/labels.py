@@ -7,8 +7,9 @@ Light (no imports): the CLI (`nexus run/chat -s`, `sessions fork/import --label`
 from __future__ import annotations
 
 MAX_LABEL_CHARS = 200
-"""The longest new session label: room for the broker's own (``agent:<id of up to 64>:<channel>:<peer>``)
-and any name a person types, not for a paste of a document (which then filled every session list)."""
+"""The longest new session label a person or a client names (``-s``, ``--label``, the server's session names):
+room for any name one types, not for a paste of a document (which then filled every session list). The labels
+the broker derives from session keys (docs/broker.md) are its own and not held to it."""
 
 
 def label_problem(label: str) -> str | None:
@@ -16,8 +17,8 @@ def label_problem(label: str) -> str | None:
 
     ``/v1/sessions/{label}`` takes one path segment: a label with ``/`` (or ``\\``) would be
     created and then unreachable; control characters and edge spaces are names nobody can type
-    back (the broker's own session labels obey the same rule), and a label is at most
-    :data:`MAX_LABEL_CHARS` long. Only new labels are checked: a
+    back (the broker's own session labels obey the same rule), and a label a person gives is at
+    most :data:`MAX_LABEL_CHARS` long. Only new labels are checked: a
     session an older version created with such a label stays usable where it can be named.
     """
     if "/" in label or "\\" in label:
