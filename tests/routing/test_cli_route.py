@@ -51,6 +51,9 @@ def test_route_prints_the_decision_and_records_it(home: tuple[Path, dict[str, st
     shown = nexus(root, "route", "make the docker image of the API even smaller")
     assert shown.returncode == 0 and shown.stdout.startswith("existing  confidence")
     assert "-> " in shown.stdout and f"turn {ids['docker']}" in shown.stdout
+    by = decision["decided_by"]  # which embedder and model made it (a model is fitted for one embedder)
+    assert by["embedder"].startswith("wordllama-") and by["model"].startswith("shipped") and by["fitted_on"]
+    assert f"decided by: embedder {by['embedder']}, model shipped" in shown.stdout
     stats = nexus(root, "route", "stats", "--json")
     (arm,) = json.loads(stats.stdout)
     assert (arm["arm"], arm["decisions"], arm["settled"]) == ("smart", 2, 0)

@@ -187,6 +187,7 @@ class BatchRunner:
                 execution.abort(f"the session's lease was lost: {why}")
 
             renewal = self.leases.keep(session, lease, on_lost)
+            execution.events_shown = renewal  # paused past the lease: its events wait for the verdict
         try:
             result = await self._await(slot, session, batch, execution)
         finally:

@@ -44,6 +44,31 @@ def parked_delay_s(ttl_ms: int) -> float:
     return min(1.0, ttl_ms / 4000) * random.uniform(0.5, 1.5)
 
 
+class KeptLease:
+    """A lease kept for one run (:meth:`SessionLeases.keep`): calling it says whether the run may still speak.
+
+    Its events are shown while the lease is known to hold: until ``valid_until`` (when the last acquire or
+    renewal was *sent*, plus the time to live) and not lost. A process paused past that (SIGSTOP, a frozen
+    VM) may have been taken over; its run's events wait until a renewal says otherwise
+    (``Execution.events_shown``).
+    """
+
+    __slots__ = ("lost", "task", "valid_until")
+
+    def __init__(self, valid_until: float) -> None:
+        self.valid_until = valid_until
+        self.lost = False
+        self.task: asyncio.Task[None] | None = None
+
+    def __call__(self) -> bool:
+        return not self.lost and time.monotonic() < self.valid_until
+
+    def cancel(self) -> None:
+        """Stop renewing (the run ended)."""
+        if self.task is not None:
+            self.task.cancel()
+
+
 class SessionLeases:
     """Takes, keeps and lets go of session leases for one broker (see the module docstring)."""
 
@@ -61,10 +86,11 @@ class SessionLeases:
         A takeover from a holder whose lease expired closes the open turn that holder's run left (as a
         crash leaves it), before anything reads the session's head.
         """
-        if session.lease is not None and time.monotonic() < session.lease_fresh_until:
+        asked = time.monotonic()
+        if session.lease is not None and asked < session.lease_fresh_until:
             return session.lease
         lease = await self._store.acquire(session.label, self.holder, self.ttl_ms)
-        self._hold(session, lease)
+        self._hold(session, lease, asked)
         if lease is not None and lease.prior_holder is not None:
             log.warning("session %s: taking over from %s (its lease expired)", session.label, lease.prior_holder)
             await self._turns.recover(force=True, session=session.label)
@@ -72,34 +98,43 @@ class SessionLeases:
                 self.on_takeover(session.label, lease.prior_holder)
         return lease
 
-    def _hold(self, session: SessionSlot, lease: Lease | None) -> None:
+    def _hold(self, session: SessionSlot, lease: Lease | None, asked: float = 0.0) -> None:
+        """Remember ``lease`` (``None``: none held), acquired or renewed by a request sent at ``asked``."""
         session.lease = lease
         session.lease_fresh_until = time.monotonic() + self.ttl_ms / 3000 if lease is not None else 0.0
+        session.lease_valid_until = asked + self.ttl_ms / 1000 if lease is not None else 0.0
 
-    def keep(self, session: SessionSlot, lease: Lease, on_lost: Callable[[str], None]) -> asyncio.Task[None]:
-        """Renew ``lease`` every third of its time to live until the task is cancelled; ``on_lost(why)`` once
-        it is lost (taken over, or no renewal got through before it expired)."""
-        return asyncio.get_running_loop().create_task(self._renew(session, lease, on_lost), name="broker:lease")
+    def keep(self, session: SessionSlot, lease: Lease, on_lost: Callable[[str], None]) -> KeptLease:
+        """Renew ``lease`` every third of its time to live until cancelled; ``on_lost(why)`` once it is lost
+        (taken over, or no renewal got through before it expired)."""
+        kept = KeptLease(session.lease_valid_until)
+        kept.task = asyncio.get_running_loop().create_task(
+            self._renew(session, lease, on_lost, kept), name="broker:lease"
+        )
+        return kept
 
-    async def _renew(self, session: SessionSlot, lease: Lease, on_lost: Callable[[str], None]) -> None:
+    async def _renew(self, session: SessionSlot, lease: Lease, on_lost: Callable[[str], None], kept: KeptLease) -> None:
         deadline = time.monotonic() + self.ttl_ms / 1000  # renewed just now (take/claim checked it)
         while True:
             await asyncio.sleep(self.ttl_ms / 3000)
+            asked = time.monotonic()
             try:
                 lease = await self._store.renew(lease, self.ttl_ms)
             except LeaseLostError as exc:
-                self._lost(session, on_lost, str(exc))
+                self._lost(session, on_lost, kept, str(exc))
                 return
             except LedgerError as exc:  # the database is busy or away: try again while the lease may still hold
                 if time.monotonic() >= deadline:
-                    self._lost(session, on_lost, f"no renewal got through before it expired ({exc})")
+                    self._lost(session, on_lost, kept, f"no renewal got through before it expired ({exc})")
                     return
                 log.warning("session %s: renewing its lease failed (%s); trying again", session.label, exc)
                 continue
             deadline = time.monotonic() + self.ttl_ms / 1000
-            self._hold(session, lease)
+            self._hold(session, lease, asked)
+            kept.valid_until = session.lease_valid_until
 
-    def _lost(self, session: SessionSlot, on_lost: Callable[[str], None], why: str) -> None:
+    def _lost(self, session: SessionSlot, on_lost: Callable[[str], None], kept: KeptLease, why: str) -> None:
+        kept.lost = True
         self._hold(session, None)
         on_lost(why)
 

@@ -59,6 +59,9 @@ class SessionSlot:
     """The session's lease while this broker holds it (brokers sharing a database: docs/scaling.md)."""
     lease_fresh_until: float = 0.0
     """Until when (monotonic) the held lease is used for the next batch without asking the database."""
+    lease_valid_until: float = 0.0
+    """Until when (monotonic) the held lease holds for sure: when its last acquire or renewal was sent, plus its
+    time to live (past it, another process may have taken the session over)."""
     parked_until: float = 0.0
     """Until when (monotonic) the session waits because another broker runs it (its timer is armed)."""
 

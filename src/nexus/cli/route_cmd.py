@@ -128,6 +128,9 @@ def render(result: SmartRouteResult) -> str:
         owner = f" [{c.agent_id}]" if c.agent_id else ""
         lines.append(f"{mark} {scored.probability:.2f}  {c.session_key}{owner} @{c.position}  turn {c.turn_id}")
         lines.append(f"         {c.context}")
+    by = result.decided_by
+    if by:
+        lines.append(f"decided by: embedder {by.get('embedder')}, model {by.get('model')}")
     if result.decision_id:
         lines.append(f"decision {result.decision_id} (nexus route feedback {result.decision_id} good|bad)")
     return "\n".join(lines)

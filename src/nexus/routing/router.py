@@ -112,6 +112,15 @@ class Router:
         probe = self.guard.embed(["dimension probe"])  # an OpenAI-compatible server says it by answering
         return len(probe[0]) // 4 if probe else 0
 
+    def decided_by(self) -> dict[str, str]:
+        """Which embedder and scoring model decide here (``nexus route`` prints them beside each decision)."""
+        embedder = self.guard.embedder
+        return {
+            "embedder": embedder.name if embedder is not None else "none (lexical search only)",
+            "model": self.settings.model_path or "shipped (nexus/routing/model.json)",
+            "fitted_on": self.model.fitted_on,
+        }
+
     @property
     def threshold(self) -> float:
         return self.settings.threshold if self.settings.threshold is not None else self.model.threshold
@@ -183,6 +192,7 @@ class Router:
             self.catch_up()
         result = self._decide(checked, agent, limit, now_ms if now_ms is not None else int(time.time() * 1000))
         result.took_ms = (time.perf_counter() - started) * 1000
+        result.decided_by = self.decided_by()
         if record:
             result.decision_id = self._record(checked.text, agent, result, routing_mode, arm, conversation_id)
         return result

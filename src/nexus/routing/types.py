@@ -48,7 +48,8 @@ class SmartRouteResult:
     for ``new`` when there was one — is where the task belongs; ``existing`` means it cleared the
     threshold. ``alternatives`` are the next candidates, best first. ``notes`` say what went differently
     (a task cut to the limit, the embedder failing and lexical search alone deciding), ``decision_id``
-    names the ledger row that records the decision.
+    names the ledger row that records the decision. ``decided_by`` names the embedder and the scoring
+    model that made it (a model is fitted for one embedder: ``[routing] model`` says which file).
     """
 
     mode: RouteMode
@@ -60,6 +61,7 @@ class SmartRouteResult:
     notes: list[str] = field(default_factory=list)
     decision_id: str | None = None
     took_ms: float = 0.0
+    decided_by: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         """The decision as JSON (``nexus route --json``, ``POST /v1/route``): the checkpoints, each candidate's
@@ -77,6 +79,7 @@ class SmartRouteResult:
             "notes": list(self.notes),
             "decision_id": self.decision_id,
             "took_ms": round(self.took_ms, 2),
+            "decided_by": dict(self.decided_by),
         }
 
 

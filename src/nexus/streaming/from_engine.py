@@ -16,15 +16,31 @@ caller handed the execution before it runs sees everything) and maps it:
 
 The broker's deliverer, the server's live event log and ``nexus send --wait`` all read runs
 through it; the CLI renders the channel itself.
+
+A run whose ``execution.events_shown`` says False (the broker's session lease is past its expiry and not
+yet renewed: the process was paused, say, and another may have taken the session over) has its events
+held back here, not shown: they go out once it says True again or the run's turn is written, and are
+dropped when that write fails (the lease was lost: the new holder runs the message again). The terminal
+event always goes out.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from nexus.llm import ToolCall
-from nexus.streaming.events import Reasoning, StreamEnd, StreamError, StreamEvent, StreamStart, Token, ToolStatus
+from nexus.streaming.events import (
+    Reasoning,
+    StreamEnd,
+    StreamError,
+    StreamEvent,
+    StreamStart,
+    Token,
+    ToolStatus,
+    is_terminal,
+)
 from nexus.streaming.tool_status import summary
 
 if TYPE_CHECKING:
@@ -40,39 +56,87 @@ def stream_events(
     """The StreamEvents of ``execution`` for ``target``: from now on (subscribed at the call), or from
     ``subscription`` (one made earlier, e.g. as a broker receipt was handed the run)."""
     events = subscription if subscription is not None else execution.subscribe()
-    return _stream(events, execution.run_id, execution.session_label, target)
+    return _stream(events, execution, target)
 
 
 async def _stream(
-    subscription: Subscription, run_id: str, session_label: str, target: DeliveryTarget
+    subscription: Subscription, execution: Execution, target: DeliveryTarget
 ) -> AsyncIterator[StreamEvent]:
-    text_seen = reply_open = False
-    tools = _ToolCalls()
+    """The mapped events, as far as ``execution.events_shown`` lets them out (see the module docstring)."""
+    mapper = _Mapper(execution.run_id, execution.session_label, target)
+    held: list[StreamEvent] = []
     async for item in subscription:
-        event = item.event
+        engine_event = item.event
+        if engine_event.type == "reply_delta":  # most events: mapped here, without a call
+            if not engine_event.delta:
+                continue
+            mapper.text_seen = True
+            event: StreamEvent = Token(engine_event.delta)
+        else:
+            mapped = mapper.map(engine_event)
+            if mapped is None:
+                continue
+            event = mapped
+        shown = execution.events_shown
+        if shown is not None and not shown():
+            if not is_terminal(event):
+                held.append(event)
+                continue
+            if held and await _write_failed(execution):  # the ledger's verdict: a refused write drops them
+                held.clear()
+        if held:
+            for earlier in held:
+                yield earlier
+            held.clear()
+        yield event
+        if mapper.ended:
+            return
+    yield StreamError("the run ended without an end event", mapper.text_seen)
+
+
+async def _write_failed(execution: Execution) -> bool:
+    """True when the run's end came from a turn write that failed (e.g. refused: the lease was lost)."""
+    outcome = execution.result
+    await asyncio.wait({outcome})  # it settles right after the run's end event
+    return outcome.cancelled() or outcome.exception() is not None
+
+
+class _Mapper:
+    """One run's engine events to StreamEvents (the rules in the module docstring); ``None``: nothing to show."""
+
+    __slots__ = ("ended", "reply_open", "run_id", "session_label", "target", "text_seen", "tools")
+
+    def __init__(self, run_id: str, session_label: str, target: DeliveryTarget) -> None:
+        self.run_id, self.session_label, self.target = run_id, session_label, target
+        self.text_seen = self.reply_open = self.ended = False
+        self.tools = _ToolCalls()
+
+    def map(self, event: Any) -> StreamEvent | None:
         kind = event.type
-        if kind == "reply_delta":
+        if kind == "reply_delta":  # (the stream maps these itself: they are most of a run's events)
             if event.delta:
-                text_seen = True
-                yield Token(event.delta)
+                self.text_seen = True
+                return Token(event.delta)
         elif kind == "reasoning_delta":
             if event.delta:
-                yield Reasoning(event.delta)
+                return Reasoning(event.delta)
         elif kind in ("tool_execution_start", "tool_execution_end"):
-            yield tools.status(event)
+            return self.tools.status(event)
         elif kind == "turn_end":
-            reply_open = not (event.tool_results or any(type(block) is ToolCall for block in event.message.content))
-            if not reply_open:
-                yield StreamEnd(run_id, final=False)
-        elif kind == "turn_start" and reply_open:  # the run goes on after a reply (a steer came)
-            reply_open = False
-            yield StreamEnd(run_id, final=False)
+            self.reply_open = not (
+                event.tool_results or any(type(block) is ToolCall for block in event.message.content)
+            )
+            if not self.reply_open:
+                return StreamEnd(self.run_id, final=False)
+        elif kind == "turn_start" and self.reply_open:  # the run goes on after a reply (a steer came)
+            self.reply_open = False
+            return StreamEnd(self.run_id, final=False)
         elif kind == "run_start":
-            yield StreamStart(run_id, session_label, target)
+            return StreamStart(self.run_id, self.session_label, self.target)
         elif kind == "run_end":
-            yield _end(event.result, run_id, text_seen)
-            return
-    yield StreamError("the run ended without an end event", text_seen)
+            self.ended = True
+            return _end(event.result, self.run_id, self.text_seen)
+        return None
 
 
 class _ToolCalls:

@@ -53,8 +53,8 @@ class Execution:
     and assembling the context (``Runtime.start``); :func:`execute` starts from an assembled one.
     """
 
-    __slots__ = ("_begun", "_channel", "_run", "_signal", "_steering", "_task", "_unlink", "agent_id", "run_id",
-                 "session_label")  # fmt: skip
+    __slots__ = ("_begun", "_channel", "_run", "_signal", "_steering", "_task", "_unlink", "agent_id", "events_shown",
+                 "run_id", "session_label")  # fmt: skip
 
     def __init__(
         self,
@@ -74,6 +74,11 @@ class Execution:
         self._run: EngineRun | None = None
         self._task: asyncio.Task[AgentResult] | None = None
         self._begun: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.events_shown: Callable[[], bool] | None = None
+        """Set by whoever holds the run's right to speak for its session (the broker, under a session lease
+        another process may take over): while it says False, :func:`nexus.streaming.stream_events` holds the
+        run's events back (the lease may be gone; a new holder may be streaming the session already); what is
+        held goes out once it says True again or the run's turn is written, and is dropped if the write fails."""
 
     def _drive(self, main: Coroutine[Any, Any, AgentResult]) -> None:
         """Run ``main`` as the execution's task (it starts at the caller's next ``await``: no event is missed).
