@@ -91,6 +91,66 @@ def origin_id(conn: sqlite3.Connection, api: str, provider: str, model: str) -> 
     return int(row[0])
 
 
+_KNOWN_ORIGINS = 64
+"""Origins a turn store remembers as committed (an agent has one or a few models)."""
+
+Origin = tuple[str, str, str]
+
+
+class OriginIds:
+    """``origins`` ids a turn store saw committed, shared by its writes (see :class:`OriginWrite`).
+
+    Every assistant message stores its ``(api, provider, model)`` as an id; an agent writes the same triple
+    turn after turn, which cost a ``SELECT`` per turn. Origins rows are never deleted or renumbered (a copy
+    keeps their ids), so an id seen committed stays right for the life of the store.
+    """
+
+    __slots__ = ("known",)
+
+    def __init__(self) -> None:
+        self.known: dict[Origin, int] = {}
+
+    def write(self) -> OriginWrite:
+        """The ids of one write: what it finds stays its own until it commits."""
+        return OriginWrite(self.known)
+
+
+class OriginWrite:
+    """One turn write's view of :class:`OriginIds`: committed ids, plus those its own transaction found.
+
+    Found ids join the shared ones only after the commit (:meth:`committed`): a concurrent write must not
+    use an id another transaction inserted and may still roll back, and a retried attempt forgets what the
+    rolled-back one found (:meth:`attempt`).
+    """
+
+    __slots__ = ("_fresh", "_known")
+
+    def __init__(self, known: dict[Origin, int]) -> None:
+        self._known = known
+        self._fresh: dict[Origin, int] = {}
+
+    def attempt(self) -> OriginWrite:
+        """Start a transaction attempt of this write."""
+        self._fresh.clear()
+        return self
+
+    def get(self, conn: sqlite3.Connection, origin: Origin) -> int:
+        """The id of ``origin``, from memory or looked up (inserted if new) in the caller's transaction."""
+        found = self._known.get(origin)
+        if found is None:
+            found = self._fresh.get(origin)
+            if found is None:
+                found = self._fresh[origin] = origin_id(conn, *origin)
+        return found
+
+    def committed(self) -> None:
+        """The write committed: what it found is known to the store's later writes (bounded)."""
+        if self._fresh:
+            if len(self._known) + len(self._fresh) > _KNOWN_ORIGINS:
+                self._known.clear()
+            self._known.update(self._fresh)
+
+
 def encode_body(message: Message, origin: int) -> str:
     """The stored JSON of ``message`` (``origin``: its origins id; ignored unless assistant)."""
     if type(message) is AssistantMessage:

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nexus.ledger import _crash, _prompts, _rescue, _turns
+from nexus.ledger._decode import OriginWrite
 from nexus.ledger._write import TurnOutcome
 from nexus.ledger.errors import LedgerBusyError, LedgerFullError, TurnNotSavedError, TurnStateError
 from nexus.ledger.records import (
@@ -89,7 +90,7 @@ def check_write(w: TurnWrite) -> None:
         raise TurnStateError(f"turn_type must be 'normal' or 'compaction', not {w.turn_type!r}")
 
 
-def write_in(conn: Any, w: TurnWrite) -> str:
+def write_in(conn: Any, w: TurnWrite, origin_ids: OriginWrite | None = None) -> str:
     """The whole turn write (the spec's nine steps) and the delivery of the queue items it consumed.
 
     Items a lease claimed fence the write: if their run lost the session's lease, nothing is written
@@ -110,6 +111,7 @@ def write_in(conn: Any, w: TurnWrite) -> str:
         w.status, w.response_messages, w.usage, w.stop_reason, w.error, w.compaction, w.tool_calls, w.turn_type
     )
     outcome.completed_at, outcome.response_sources = w.completed_at, w.response_sources
+    outcome.origin_ids = origin_ids.attempt() if origin_ids is not None else None
     written = _turns.write_turn(
         conn,
         w.session_label,

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nexus.ledger import _crash, _owners, _prompts, _read, _rescue, _sessions, _turn_ops, _window
-from nexus.ledger._decode import gc_paused
+from nexus.ledger._decode import OriginIds, gc_paused
 from nexus.ledger._rows import TURN_COLUMNS, fetch_turn, turn_from_row, turn_position
 from nexus.ledger._sql_db import SqlDatabase
 from nexus.ledger._sqlite import wait_bound
@@ -55,6 +55,7 @@ class SqlTurnStore:
         self._prompts: dict[str, str] = {}
         """System prompts this store committed (text -> hash): an agent sends the same one turn after turn
         (one shared string), which was hashed and written again per turn. Rows are never deleted."""
+        self._origins = OriginIds()
 
     # ------------------------------------------------------------------ the lifecycle
 
@@ -80,11 +81,14 @@ class SqlTurnStore:
         opened turn saves its outcome to a rescue file (``TurnNotSavedError`` names it)."""
         _turn_ops.check_write(turn)
         try:
-            return await self._db.run_write(lambda c: _turn_ops.write_in(c, turn), row_locks=True)
+            origins = self._origins.write()
+            written = await self._db.run_write(lambda c: _turn_ops.write_in(c, turn, origins), row_locks=True)
         except (LedgerFullError, LedgerBusyError) as exc:
             if turn.turn_id is None:
                 raise
             raise _turn_ops.rescued(self._db.location, turn, exc) from exc
+        origins.committed()
+        return written
 
     async def recover(
         self, *, force: bool = False, session: str | None = None, turn_ids: Sequence[str] | None = None

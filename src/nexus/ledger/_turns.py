@@ -284,7 +284,16 @@ def _store(
         if query_messages:
             insert_messages(conn, seg, seq, 0, query_messages, source=source, context=context)
     if response:
-        insert_messages(conn, seg, seq, qcount, response, outcome.message_metadata, sources=outcome.response_sources)
+        insert_messages(
+            conn,
+            seg,
+            seq,
+            qcount,
+            response,
+            outcome.message_metadata,
+            sources=outcome.response_sources,
+            origin_ids=outcome.origin_ids,
+        )
     if call_rows:
         insert_tool_calls(conn, call_rows)
     if outcome.compaction is not None:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import field
 
 from nexus._dataclass import dataclass
-from nexus.ledger._decode import encode_body, origin_id
+from nexus.ledger._decode import OriginWrite, encode_body, origin_id
 from nexus.ledger._rows import dumps, dumps_opt
 from nexus.ledger._schema import MAX_ORDINAL, MAX_SEGMENT, MAX_SEQ, pack_key
 from nexus.ledger.errors import LedgerError, SessionNotFound, TurnNotFound, TurnStateError
@@ -56,6 +56,8 @@ class TurnOutcome:
     message_metadata: Sequence[dict[str, object] | None] = field(default_factory=tuple)
     response_sources: Sequence[str | None] = field(default_factory=tuple)
     """``source`` of each response message (its index); only user messages (steers) carry one."""
+    origin_ids: OriginWrite | None = None
+    """The writing store's remembered ``origins`` ids (None: look each one up)."""
 
 
 # --------------------------------------------------------------------------- placement
@@ -144,6 +146,7 @@ def insert_messages(
     source: str | None = None,
     context: dict[str, object] | None = None,
     sources: Sequence[str | None] = (),
+    origin_ids: OriginWrite | None = None,
 ) -> list[int]:
     """Store ``messages`` as ordinals ``start..`` of the turn at ``(seg, seq)``; returns their ids.
 
@@ -158,7 +161,7 @@ def insert_messages(
         if isinstance(msg, AssistantMessage):
             triple = (msg.api, msg.provider, msg.model)
             if triple not in origins:
-                origins[triple] = origin_id(conn, *triple)
+                origins[triple] = origin_ids.get(conn, triple) if origin_ids else origin_id(conn, *triple)
     rows = [
         (
             key,

@@ -1,0 +1,71 @@
+"""An assistant message's ``origins`` id is looked up once per turn store, not once per turn.
+
+Every assistant message stores its ``(api, provider, model)`` as an ``origins`` id; an agent writes the
+same triple turn after turn, and each turn's write ran a ``SELECT`` for it. The store now remembers ids it
+saw committed; an id whose insert rolled back is not remembered (the row does not exist). Real SQLite; the
+statements are the writer connection's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from nexus.ledger import CompactionRecord, Ledger, NewSession, TurnNotFound, TurnWrite
+from nexus.ledger._sql_db import run_inline
+from nexus.testing.conformance.support import compaction, reply, user
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[Ledger]:
+    with Ledger.open(tmp_path / "agents.db") as opened:
+        run_inline(opened.sessions.ensure(NewSession("s")))
+        yield opened
+
+
+def _write(ledger: Ledger, model: str = "fake-model", compacting: CompactionRecord | None = None) -> str:
+    turn = TurnWrite("s", query_messages=[user("q")], response_messages=[replace(reply("a"), model=model)])
+    turn.compaction = compacting
+    return run_inline(ledger.turns.write(turn))
+
+
+def _traced(ledger: Ledger) -> list[str]:
+    statements: list[str] = []
+    ledger.database.write(lambda conn: conn.set_trace_callback(statements.append))
+    return statements
+
+
+def _origin_reads(statements: list[str]) -> int:
+    return len([s for s in statements if "FROM origins" in s or "INTO origins" in s])
+
+
+def _models(ledger: Ledger) -> list[str]:
+    turns = run_inline(ledger.turns.history("s"))
+    return [m.model for m in turns if m.role == "assistant"]
+
+
+def test_an_origin_written_on_every_turn_is_looked_up_once(ledger: Ledger) -> None:
+    statements = _traced(ledger)
+    for _ in range(3):
+        _write(ledger)
+    assert _origin_reads(statements) == 2  # the first turn's SELECT (none yet) and INSERT
+    _write(ledger, "other-model")  # another origin is looked up (and its own id kept)
+    assert _origin_reads(statements) == 4
+    _write(ledger)
+    assert _origin_reads(statements) == 4
+    assert _models(ledger) == ["fake-model"] * 3 + ["other-model", "fake-model"]
+
+
+def test_an_origin_whose_write_rolled_back_is_looked_up_again(ledger: Ledger) -> None:
+    statements = _traced(ledger)
+    with pytest.raises(TurnNotFound):  # checked after the messages are inserted: nothing of the write commits
+        _write(ledger, "lost-model", compaction("01ZZZZZZZZZZZZZZZZZZZZZZZZ", None))
+    before = _origin_reads(statements)
+    assert before > 0  # the rolled-back transaction had inserted it
+    _write(ledger, "lost-model")
+    assert _origin_reads(statements) > before
+    assert ledger.database.read(lambda c: c.execute("SELECT model FROM origins").fetchall()) == [("lost-model",)]
+    assert _models(ledger) == ["lost-model"]
