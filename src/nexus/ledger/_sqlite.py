@@ -306,23 +306,8 @@ class Database:
         return call()
 
     async def run_read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """:meth:`read` for the async stores: inline while the connection is free (a read here is short and never
-        waits on a network), on a worker thread while another thread holds it.
-
-        The ledger writer thread and the WAL checkpointer use this connection too; a read that waited for them
-        on the event loop stopped every run's stream meanwhile (the loop stalled in the session-lock's reads of
-        a burst of run starts, 1,000 runs at once: docs/benchmarks.md). Waiting on a thread, only the reading
-        task waits. Reads only: a task's own reads and writes stay in its order (it awaits each), and writes
-        keep the order they were called in.
-        """
-        if self._lock.acquire(blocking=False):
-            try:
-                return self.read(fn)
-            finally:
-                self._lock.release()
-        import asyncio  # only here: the ledger's module stays free of asyncio for the synchronous callers
-
-        return await asyncio.to_thread(self.read, fn)
+        """:meth:`read` for the async stores: inline (a read here is short and never waits on a network)."""
+        return self.read(fn)
 
     async def run_write(
         self, fn: Callable[[sqlite3.Connection], T], *, wait_s: float | None = None, row_locks: bool = False
