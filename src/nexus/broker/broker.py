@@ -57,7 +57,7 @@ from nexus.broker.types import (
     UnknownAgentError,
     stored_agent,
 )
-from nexus.ledger import AcceptRequest, BrokerStore, QueueItem
+from nexus.ledger import AcceptRequest, BrokerStore, QueueItem, QueueItemsFinishedError
 
 if TYPE_CHECKING:
     from nexus.agent import AgentTool
@@ -352,9 +352,22 @@ class AgentBroker(SmartRoutingFace):
         if outcome.dropped:
             dropped_ids = [item.item_id for item in outcome.dropped]
             reason = f"queue cap {settings.cap} reached (drop policy {settings.drop_policy})"
-            await self._queue.settle(dropped_ids, "dropped", reason=reason)
+            await self._drop(dropped_ids, reason)
             settle(outcome.dropped, SendAndWaitResult(False, error="dropped: the agent's queue was full"))
         return fresh, False
+
+    async def _drop(self, item_ids: list[str], reason: str) -> None:
+        """Settle items the cap pushed out as ``dropped``, leaving those finished meanwhile: a row the store watcher
+        loaded again while another send settled it was dropped twice, the store refused the whole move and that
+        send failed with a 400 though its own message was queued (``nexus serve`` under load)."""
+        for _ in range(3):
+            try:
+                await self._queue.settle(item_ids, "dropped", reason=reason)
+                return
+            except QueueItemsFinishedError as exc:
+                item_ids = [item_id for item_id in item_ids if item_id not in exc.finished]
+                if not item_ids:
+                    return
 
     async def send_and_wait(self, message: AgentMessage, timeout_ms: int | None = None) -> SendAndWaitResult:
         """Send, then wait until the turn that consumed the message ends (or ``timeout_ms`` passes)."""
