@@ -360,14 +360,15 @@ class AgentBroker(SmartRoutingFace):
         """Settle items the cap pushed out as ``dropped``, leaving those finished meanwhile: a row the store watcher
         loaded again while another send settled it was dropped twice, the store refused the whole move and that
         send failed with a 400 though its own message was queued (``nexus serve`` under load)."""
-        for _ in range(3):
+        while item_ids:
             try:
                 await self._queue.settle(item_ids, "dropped", reason=reason)
                 return
             except QueueItemsFinishedError as exc:
-                item_ids = [item_id for item_id in item_ids if item_id not in exc.finished]
-                if not item_ids:
-                    return
+                left = [item_id for item_id in item_ids if item_id not in exc.finished]
+                if len(left) == len(item_ids):  # it named none of these: not the race above
+                    raise
+                item_ids = left
 
     async def send_and_wait(self, message: AgentMessage, timeout_ms: int | None = None) -> SendAndWaitResult:
         """Send, then wait until the turn that consumed the message ends (or ``timeout_ms`` passes)."""

@@ -112,12 +112,8 @@ class _Mapper:
         self.tools = _ToolCalls()
 
     def map(self, event: Any) -> StreamEvent | None:
-        kind = event.type
-        if kind == "reply_delta":  # (the stream maps these itself: they are most of a run's events)
-            if event.delta:
-                self.text_seen = True
-                return Token(event.delta)
-        elif kind == "reasoning_delta":
+        kind = event.type  # reply deltas never come here: the stream maps them itself (most of a run's events)
+        if kind == "reasoning_delta":
             if event.delta:
                 return Reasoning(event.delta)
         elif kind in ("tool_execution_start", "tool_execution_end"):
