@@ -11,14 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from typing import Any
-
-COUNTS = (
-    ("sessions", "SELECT count(*) FROM sessions"),
-    ("turns", "SELECT count(*) FROM turns"),
-    ("open turns", "SELECT count(*) FROM turns WHERE status IN ('pending', 'streaming')"),
-    ("queued messages not yet delivered", "SELECT count(*) FROM queue_items WHERE status IN ('queued', 'processing')"),
-)
 
 
 def check_ledger(location: str) -> int:
@@ -44,12 +36,14 @@ def _check_file(path: str) -> tuple[list[tuple[str, int]], list[str]]:
     import sqlite3
     from pathlib import Path
 
+    from nexus.ledger import holdings, integrity_problems
+
     conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
     problems: list[str] = []
     counts: list[tuple[str, int]] = []
     try:
-        problems = _problems(conn)
-        counts = _counts(conn)
+        problems = integrity_problems(conn)
+        counts = holdings(conn)
     except sqlite3.DatabaseError as exc:
         problems.append(f"reading it failed: {exc}")
     finally:
@@ -58,23 +52,12 @@ def _check_file(path: str) -> tuple[list[tuple[str, int]], list[str]]:
 
 
 async def _check_postgres(url: str) -> list[tuple[str, int]]:
-    from nexus.ledger import Ledger
+    from nexus.ledger import Ledger, holdings
 
     ledger = await Ledger.connect(url)
     try:
         await ledger.check(10.0)
-        counts: list[tuple[str, int]] = await ledger.database.run_read(_counts)
+        counts: list[tuple[str, int]] = await ledger.database.run_read(holdings)
         return counts
     finally:
         await ledger.aclose()
-
-
-def _problems(conn: Any) -> list[str]:
-    found = [str(row[0]) for row in conn.execute("PRAGMA integrity_check").fetchall() if row[0] != "ok"]
-    for table, rowid, parent, _ in conn.execute("PRAGMA foreign_key_check").fetchall():
-        found.append(f"{table} row {rowid} points to a missing {parent} row")
-    return found
-
-
-def _counts(conn: Any) -> list[tuple[str, int]]:
-    return [(name, int(conn.execute(sql).fetchone()[0])) for name, sql in COUNTS]

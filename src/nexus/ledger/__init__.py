@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from nexus.ledger._checkpoint import background_checkpoints
     from nexus.ledger._claims import claimant
     from nexus.ledger._copy import copy_ledger
+    from nexus.ledger._health import holdings, integrity_problems
     from nexus.ledger._owners import pid_alive
     from nexus.ledger._queue_rows import REPLY_SUFFIX
     from nexus.ledger._sqlite import WAIT_ENV, wait_bound
@@ -157,6 +158,8 @@ __all__ = [
     "claimant",
     "copy_ledger",
     "default_db_path",
+    "holdings",
+    "integrity_problems",
     "is_postgres_url",
     "label_problem",
     "location_problem",
@@ -205,6 +208,8 @@ _LAZY: dict[str, str] = {
     "RunEventLog": "nexus.ledger.postgres._run_events",
     "StoredEvent": "nexus.ledger.postgres._run_events",
     "label_problem": "nexus.ledger.labels",
+    "holdings": "nexus.ledger._health",
+    "integrity_problems": "nexus.ledger._health",
     "migrate_database": "nexus.ledger._admin",
     "pi_session_text": "nexus.ledger.pi_jsonl",
     "pid_alive": "nexus.ledger._owners",

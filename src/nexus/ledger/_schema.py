@@ -341,6 +341,9 @@ delivery ends and after its turn (a turn never waits on an adapter): the adapter
 the path (``native | blocks | none``), ``delivered | partial | failed``, the platform's message ids, the
 error and how many ``send`` calls it took. ``turn_id`` is NULL when the run wrote no turn."""
 
+OPEN_TURNS = "status IN ('pending', 'streaming')"
+"""The turns still open (being run, or left by a dead process until recovered), spelled as ``turns_open`` is."""
+
 PENDING = "status IN ('queued', 'processing')"
 """The unfinished queue items, spelled exactly as :data:`_QUEUE_INDEXES` does: SQLite uses a partial
 index only for a query whose WHERE clause contains the index's condition term for term. Two values,

@@ -14,6 +14,7 @@ from typing import Any
 from nexus.ledger import _crash, _owners, _prompts, _read, _rescue, _sessions, _turn_ops, _window
 from nexus.ledger._decode import OriginIds, gc_paused
 from nexus.ledger._rows import TURN_COLUMNS, fetch_turn, turn_from_row, turn_position
+from nexus.ledger._schema import OPEN_TURNS
 from nexus.ledger._sql_db import SqlDatabase
 from nexus.ledger._sqlite import wait_bound
 from nexus.ledger.errors import LedgerBusyError, LedgerFullError, TurnStateError
@@ -33,7 +34,7 @@ JOURNAL_WAIT_S = 1.0
 """The longest a crash-journal write waits for a database held by another process: the journal is
 best effort (the run goes on without it), the final write waits the full ``NEXUS_DB_WAIT_S``."""
 
-_OPEN = "status IN ('pending', 'streaming')"
+_OPEN = OPEN_TURNS
 
 
 def journal_wait() -> float:
