@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 
 from nexus.ledger._decode import Origins, decode_bodies, decode_body, load_origins
 from nexus.ledger._paths import Range, on_path, path_ranges
@@ -201,10 +202,11 @@ def turn_messages(conn: sqlite3.Connection, turn_id: str) -> list[StoredMessage]
         key_range(seg, seq, seq),
     )
     origins = load_origins(conn)
-    return [_stored(turn_id, r, origins) for r in rows]
+    return [stored_message(turn_id, r, origins) for r in rows]
 
 
-def _stored(turn_id: str, row: tuple[object, ...], origins: Origins) -> StoredMessage:
+def stored_message(turn_id: str, row: Sequence[object], origins: Origins) -> StoredMessage:
+    """A ``messages`` row (``key, role, body, source, context_json, metadata_json``) as a :class:`StoredMessage`."""
     key = int(row[0])  # type: ignore[call-overload]
     return StoredMessage(
         id=key,
@@ -234,7 +236,7 @@ def get_message(conn: sqlite3.Connection, message_id: int) -> StoredMessage:
     if row is None:
         raise TurnNotFound(str(message_id), "message")
     seg, seq, _ = unpack_key(message_id)
-    return _stored(turn_at(conn, seg, seq), row, load_origins(conn))
+    return stored_message(turn_at(conn, seg, seq), row, load_origins(conn))
 
 
 def tool_calls(conn: sqlite3.Connection, turn_id: str) -> list[ToolCallRecord]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from nexus.ledger import _crash, _prompts, _rescue, _turns
 from nexus.ledger._decode import OriginWrite
-from nexus.ledger._write import TurnOutcome
+from nexus.ledger._write import TurnOutcome, WrittenRows
 from nexus.ledger.errors import LedgerBusyError, LedgerFullError, TurnNotSavedError, TurnStateError
 from nexus.ledger.records import (
     CLOSED_STATUSES,
@@ -24,11 +24,17 @@ from nexus.ledger.records import (
 from nexus.llm import message_to_dict
 
 
-def open_in(conn: Any, opening: TurnOpen, owner: str, stored: Mapping[str, str] | None = None) -> str:
+def open_in(
+    conn: Any,
+    opening: TurnOpen,
+    owner: str,
+    stored: Mapping[str, str] | None = None,
+    written: WrittenRows | None = None,
+) -> str:
     """Store a ``streaming`` turn and its query (and its system prompt, once by hash); returns its id.
 
     ``stored`` maps prompts known to be committed already to their hashes: those are neither hashed nor
-    written again."""
+    written again. ``written`` collects the query's rows."""
     details = opening.details
     prompt = opening.system_prompt
     if prompt is not None:
@@ -43,6 +49,7 @@ def open_in(conn: Any, opening: TurnOpen, owner: str, stored: Mapping[str, str] 
         owner,
         source=opening.source,
         context=opening.context,
+        written=written,
     )
 
 
@@ -90,12 +97,12 @@ def check_write(w: TurnWrite) -> None:
         raise TurnStateError(f"turn_type must be 'normal' or 'compaction', not {w.turn_type!r}")
 
 
-def write_in(conn: Any, w: TurnWrite, origin_ids: OriginWrite | None = None) -> str:
+def write_in(conn: Any, w: TurnWrite, origin_ids: OriginWrite | None = None, kept: WrittenRows | None = None) -> str:
     """The whole turn write (the spec's nine steps) and the delivery of the queue items it consumed.
 
     Items a lease claimed fence the write: if their run lost the session's lease, nothing is written
     (``LeaseLostError``; :func:`nexus.ledger._leases.check_consumed_in`); not checked when the writer
-    says it claimed them without a lease (``w.lease_fence`` False).
+    says it claimed them without a lease (``w.lease_fence`` False). ``kept`` collects the message rows.
     """
     fenced = w.lease_fence and bool(w.consumed_queue_items)
     if w.lease is not None or fenced:
@@ -112,6 +119,7 @@ def write_in(conn: Any, w: TurnWrite, origin_ids: OriginWrite | None = None) -> 
     )
     outcome.completed_at, outcome.response_sources = w.completed_at, w.response_sources
     outcome.origin_ids = origin_ids.attempt() if origin_ids is not None else None
+    outcome.written = kept.attempt() if kept is not None else None
     written = _turns.write_turn(
         conn,
         w.session_label,

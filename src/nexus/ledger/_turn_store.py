@@ -17,6 +17,7 @@ from nexus.ledger._rows import TURN_COLUMNS, fetch_turn, turn_from_row, turn_pos
 from nexus.ledger._schema import OPEN_TURNS
 from nexus.ledger._sql_db import SqlDatabase
 from nexus.ledger._sqlite import wait_bound
+from nexus.ledger._write import WrittenRows
 from nexus.ledger.errors import LedgerBusyError, LedgerFullError, TurnStateError
 from nexus.ledger.records import (
     CLOSED_STATUSES,
@@ -45,6 +46,10 @@ def journal_wait() -> float:
 _KNOWN_PROMPTS = 64
 """System prompts a turn store remembers as written (the engine keeps as many distinct composed prompts)."""
 
+_KEPT_TURNS = 256
+"""Turns whose message rows a store keeps from their open to their read-back (more than the runs in flight;
+past it they are all forgotten, and a read-back reads)."""
+
 
 class SqlTurnStore:
     """Turns of one SQL ledger database (see the module docstring)."""
@@ -57,13 +62,20 @@ class SqlTurnStore:
         """System prompts this store committed (text -> hash): an agent sends the same one turn after turn
         (one shared string), which was hashed and written again per turn. Rows are never deleted."""
         self._origins = OriginIds()
+        self._kept: dict[str, tuple[WrittenRows, bool]] = {}
+        """turn id -> the message rows this store committed for it, and whether they are all of them (it wrote
+        the turn): the run's result reads the turn's messages right after writing it, and got them back by a
+        read transaction per turn; rows of a finished turn never change, so the kept rows are what it would read."""
 
     # ------------------------------------------------------------------ the lifecycle
 
     async def open(self, turn: TurnOpen) -> str:
         """Store a ``streaming`` turn and its query; the session pointer does not move."""
-        owner = _owners.owner()
-        opened = await self._db.run_write(lambda c: _turn_ops.open_in(c, turn, owner, self._prompts), row_locks=True)
+        owner, rows = _owners.owner(), WrittenRows()
+        opened = await self._db.run_write(
+            lambda c: _turn_ops.open_in(c, turn, owner, self._prompts, rows.attempt()), row_locks=True
+        )
+        self._keep(opened, rows, whole=False)
         prompt, key = turn.system_prompt, turn.details.system_prompt_hash
         if prompt is not None and key is not None and prompt not in self._prompts:  # committed: known from now on
             if len(self._prompts) >= _KNOWN_PROMPTS:
@@ -81,15 +93,27 @@ class SqlTurnStore:
         """Write a finished turn in one transaction and move the pointer; a failed final write of an
         opened turn saves its outcome to a rescue file (``TurnNotSavedError`` names it)."""
         _turn_ops.check_write(turn)
+        rows = WrittenRows()
         try:
             origins = self._origins.write()
-            written = await self._db.run_write(lambda c: _turn_ops.write_in(c, turn, origins), row_locks=True)
+            written = await self._db.run_write(lambda c: _turn_ops.write_in(c, turn, origins, rows), row_locks=True)
         except (LedgerFullError, LedgerBusyError) as exc:
             if turn.turn_id is None:
                 raise
             raise _turn_ops.rescued(self._db.location, turn, exc) from exc
         origins.committed()
+        opened = self._kept.pop(written, None) if turn.turn_id is not None else None
+        if opened is not None:  # opened here (a run's turn, read back next): its query rows, then the rest
+            opened[0].rows.extend(rows.rows)
+            opened[0].origins.update(rows.origins)
+            self._keep(written, opened[0], whole=True)
         return written
+
+    def _keep(self, turn_id: str, rows: WrittenRows, *, whole: bool) -> None:
+        """Keep the committed message rows of ``turn_id`` (bounded: see :data:`_KEPT_TURNS`)."""
+        if len(self._kept) >= _KEPT_TURNS:
+            self._kept.clear()
+        self._kept[turn_id] = (rows, whole)
 
     async def recover(
         self, *, force: bool = False, session: str | None = None, turn_ids: Sequence[str] | None = None
@@ -152,11 +176,22 @@ class SqlTurnStore:
 
     async def history(self, session_label: str, *, max_chars: int | None = None) -> list[Message]:
         """The messages to send to the model next (summary first); ``max_chars`` bounds it to a window."""
+        return (await self.head_history(session_label, max_chars=max_chars))[2]
 
-        def run(conn: Any) -> list[Message]:
+    async def head_history(
+        self, session_label: str, *, max_chars: int | None = None
+    ) -> tuple[str, str | None, list[Message]]:
+        """The session's exact label, its head turn id and :meth:`history`, in one read transaction (context
+        assembly needs all three: it read the session, then the history from the head it named)."""
+
+        def run(conn: Any) -> tuple[str, str | None, list[Message]]:
             row = conn.execute("SELECT thread_id FROM sessions WHERE label = ?", (session_label,)).fetchone()
-            head = row[0] if row is not None else _sessions.resolve(conn, session_label).thread_id
-            return self._history(conn, head, max_chars)
+            if row is not None:
+                label, head = session_label, row[0]
+            else:
+                found = _sessions.resolve(conn, session_label)
+                label, head = found.label, found.thread_id
+            return label, head, self._history(conn, head, max_chars)
 
         with gc_paused():  # the row tuples of a long history would trigger full collections
             return await self._db.run_read(run)
@@ -190,7 +225,12 @@ class SqlTurnStore:
         return await self._db.run_read(run)
 
     async def messages(self, turn_id: str) -> list[StoredMessage]:
-        """The stored messages of one turn (query first), with ids for UIs."""
+        """The stored messages of one turn (query first), with ids for UIs.
+
+        A turn this store has just written is answered from the rows it wrote (once; see ``_kept``)."""
+        kept = self._kept.get(turn_id)
+        if kept is not None and kept[1] and self._kept.pop(turn_id, None) is kept:
+            return [_read.stored_message(turn_id, row, kept[0].origins) for row in kept[0].rows]
         return await self._db.run_read(lambda c: _read.turn_messages(c, turn_id))
 
     async def tool_calls(self, turn_id: str) -> list[ToolCallRecord]:

@@ -16,6 +16,7 @@ from nexus.ledger._sessions import resolve_label
 from nexus.ledger._ulid import new_ulid
 from nexus.ledger._write import (
     TurnOutcome,
+    WrittenRows,
     _final_columns,
     _tool_call_rows,
     detail_columns,
@@ -56,8 +57,10 @@ def open_turn(
     *,
     source: str | None = None,
     context: dict[str, object] | None = None,
+    written: WrittenRows | None = None,
 ) -> str:
-    """Insert a ``streaming`` turn with its query messages; the session pointer does not move."""
+    """Insert a ``streaming`` turn with its query messages (their rows into ``written``); the session pointer
+    does not move."""
     now = now_ms()
     session_label = resolve_label(conn, session_label)
     head = session_head(conn, session_label, lock=True)
@@ -80,7 +83,7 @@ def open_turn(
     }
     cols.update(detail_columns(fields))
     insert_turn_row(conn, cols)
-    insert_messages(conn, seg, seq, 0, query_messages, source=source, context=context)
+    insert_messages(conn, seg, seq, 0, query_messages, source=source, context=context, written=written)
     return turn_id
 
 
@@ -282,7 +285,7 @@ def _store(
         base.update(cols)
         insert_turn_row(conn, base)
         if query_messages:
-            insert_messages(conn, seg, seq, 0, query_messages, source=source, context=context)
+            insert_messages(conn, seg, seq, 0, query_messages, source=source, context=context, written=outcome.written)
     if response:
         insert_messages(
             conn,
@@ -293,6 +296,7 @@ def _store(
             outcome.message_metadata,
             sources=outcome.response_sources,
             origin_ids=outcome.origin_ids,
+            written=outcome.written,
         )
     if call_rows:
         insert_tool_calls(conn, call_rows)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import field
 
 from nexus._dataclass import dataclass
-from nexus.ledger._decode import OriginWrite, encode_body, origin_id
+from nexus.ledger._decode import Origins, OriginWrite, encode_body, origin_id
 from nexus.ledger._rows import dumps, dumps_opt
 from nexus.ledger._schema import MAX_ORDINAL, MAX_SEGMENT, MAX_SEQ, pack_key
 from nexus.ledger.errors import LedgerError, SessionNotFound, TurnNotFound, TurnStateError
@@ -58,6 +58,30 @@ class TurnOutcome:
     """``source`` of each response message (its index); only user messages (steers) carry one."""
     origin_ids: OriginWrite | None = None
     """The writing store's remembered ``origins`` ids (None: look each one up)."""
+    written: WrittenRows | None = None
+    """Collects the message rows the write inserts (None: not kept)."""
+
+
+MessageRow = tuple[int, str, str, str | None, str | None, str | None]
+"""A ``messages`` row as inserted and read: ``(key, role, body, source, context_json, metadata_json)``."""
+
+
+class WrittenRows:
+    """The message rows one write inserted, and the ``origins`` ids their bodies name: the turn store
+    answers the read-back of a turn it has just written from these (the same rows decode the same way)
+    instead of reading them again. Reset per attempt of the transaction, like :class:`OriginWrite`."""
+
+    __slots__ = ("origins", "rows")
+
+    def __init__(self) -> None:
+        self.rows: list[MessageRow] = []
+        self.origins: Origins = {}
+
+    def attempt(self) -> WrittenRows:
+        """Start a transaction attempt: what an earlier (rolled back) attempt inserted is forgotten."""
+        self.rows.clear()
+        self.origins.clear()
+        return self
 
 
 # --------------------------------------------------------------------------- placement
@@ -147,10 +171,12 @@ def insert_messages(
     context: dict[str, object] | None = None,
     sources: Sequence[str | None] = (),
     origin_ids: OriginWrite | None = None,
+    written: WrittenRows | None = None,
 ) -> list[int]:
     """Store ``messages`` as ordinals ``start..`` of the turn at ``(seg, seq)``; returns their ids.
 
     A user message gets ``sources[i]`` when given (a steer injected into the turn), else ``source``.
+    ``written`` collects the rows inserted.
     """
     if start + len(messages) - 1 > MAX_ORDINAL:
         raise LedgerError(f"a turn holds at most {MAX_ORDINAL + 1} messages; split the run into several turns")
@@ -176,6 +202,9 @@ def insert_messages(
     conn.executemany(
         "INSERT INTO messages (key, role, body, source, context_json, metadata_json) VALUES (?, ?, ?, ?, ?, ?)", rows
     )
+    if written is not None:
+        written.rows.extend(rows)
+        written.origins.update({number: triple for triple, number in origins.items()})
     return keys
 
 

@@ -75,6 +75,13 @@ class TurnStore(Protocol):
         """The messages to send the model next (compaction summary first); ``max_chars`` bounds it to a window."""
         ...
 
+    async def head_history(
+        self, session_label: str, *, max_chars: int | None = None
+    ) -> tuple[str, str | None, list[Message]]:
+        """The session's exact label (an alias resolves), its head turn id and :meth:`history`, from one read
+        (``SessionNotFound`` for neither a label nor an alias)."""
+        ...
+
     async def history_at(self, turn_id: str, *, max_chars: int | None = None) -> list[Message]:
         """The history with ``turn_id`` as head (an open turn raises ``TurnStateError``)."""
         ...

@@ -28,8 +28,8 @@ from nexus.engine.types import AgentResult, AgentRole, AgentSpec, AssembledConte
 from nexus.engine.wiring._start import StartOptions, StartRequest, aborted_before_start
 from nexus.engine.wiring.models import limits_from_config, preflight, resolve_model, unreachable_model_problem
 from nexus.engine.wiring.spawn import SPAWN_TOOL_NAME, EngineSpawner, Spawner, spawn_agent_tool
-from nexus.ledger import DEFAULT_SESSION, NewSession
-from nexus.llm import ImageContent, Model, StreamFn, StreamOptions, UserMessage
+from nexus.ledger import DEFAULT_SESSION, NewSession, SessionNotFound
+from nexus.llm import ImageContent, Message, Model, StreamFn, StreamOptions, UserMessage
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -240,13 +240,11 @@ class Runtime:
         chosen = self.model(model)
         workspace = self.config.workspace_path
         scaffold_workspace(workspace)  # the tools need the directory to exist
-        found = await self.ledger.sessions.ensure(NewSession(session))
-        label, head_id = found.label, found.thread_id  # the session row names its head: no second read for it
         from nexus.config import prompt_profile
         from nexus.engine.assembly.budget import history_window_chars
 
         window = history_window_chars(chosen)  # the window, not the whole ancestry (docs/ledger.md)
-        history = await self.ledger.turns.history_at(head_id, max_chars=window) if head_id is not None else []
+        label, head_id, history = await self._session_history(session, window)
         event = event or EventContext(timezone="UTC")
         profile = prompt_profile(self.config, chosen.provider, chosen.id)  # minimal: no event header either
         header = event if profile == "full" else None
@@ -262,6 +260,16 @@ class Runtime:
         )  # fmt: skip
         ctx.source = event.channel or "user"
         return ctx
+
+    async def _session_history(self, session: str, window: int) -> tuple[str, str | None, list[Message]]:
+        """The session's label, head and history window, in one read; a new session is created first."""
+        try:
+            return await self.ledger.turns.head_history(session, max_chars=window)
+        except SessionNotFound:
+            found = await self.ledger.sessions.ensure(NewSession(session))
+        head_id = found.thread_id  # None for the session just created; one made meanwhile may have a head
+        history = await self.ledger.turns.history_at(head_id, max_chars=window) if head_id is not None else []
+        return found.label, head_id, history
 
     # ------------------------------------------------------------------ runs
 

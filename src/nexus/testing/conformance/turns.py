@@ -61,6 +61,21 @@ async def test_write_turn_moves_head_and_stores_everything(ledger: Ledger) -> No
         assert [e.thread_id for e in await ledger.sessions.timeline("s")] == [t1, t2]
 
 
+async def test_head_history_reads_label_head_and_window_together(ledger: Ledger) -> None:
+    await ledger.sessions.create(NewSession("s"))
+    assert await ledger.turns.head_history("s") == ("s", None, [])
+    t1 = await qa_turn(ledger, "s", "q1", "a1")
+    t2 = await qa_turn(ledger, "s", "q2", "a2")
+    await ledger.sessions.add_alias("phone:+1555", "s", reason="identity_promotion")
+    label, head, history = await ledger.turns.head_history("phone:+1555")
+    assert (label, head, texts(history)) == ("s", t2, ["U:q1", "A:a1", "U:q2", "A:a2"])
+    assert history == await ledger.turns.history_at(t2)
+    _, _, window = await ledger.turns.head_history("s", max_chars=1)  # the newest turn at least
+    assert texts(window) == ["U:q2", "A:a2"] and t1 != t2
+    with pytest.raises(SessionNotFound):
+        await ledger.turns.head_history("nope")
+
+
 async def test_unknown_ids_raise_specific_errors(ledger: Ledger) -> None:
     await ledger.sessions.create(NewSession("s"))
     for call in (
