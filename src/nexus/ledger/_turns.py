@@ -62,8 +62,7 @@ def open_turn(
     """Insert a ``streaming`` turn with its query messages (their rows into ``written``); the session pointer
     does not move."""
     now = now_ms()
-    session_label = resolve_label(conn, session_label)
-    head = session_head(conn, session_label, lock=True)
+    session_label, head = _locked_head(conn, session_label)
     parent_id = head if parent is HEAD else parent
     if parent_id != head:
         raise HeadMovedError(session_label, parent_id, head)
@@ -85,6 +84,16 @@ def open_turn(
     insert_turn_row(conn, cols)
     insert_messages(conn, seg, seq, 0, query_messages, source=source, context=context, written=written)
     return turn_id
+
+
+def _locked_head(conn: sqlite3.Connection, name: str) -> tuple[str, str | None]:
+    """The real label for a label or alias and its head, the session row locked (``session_head(lock=True)``):
+    one statement for a label (an existing label was looked up, then its head, in two)."""
+    row = conn.execute("SELECT thread_id FROM sessions WHERE label = ?" + for_update(conn), (name,)).fetchone()
+    if row is None:
+        label = resolve_label(conn, name)  # an alias (or SessionNotFound)
+        return label, session_head(conn, label, lock=True)
+    return name, None if row[0] is None else str(row[0])
 
 
 def _require_open(conn: sqlite3.Connection, turn_id: str) -> None:
@@ -155,6 +164,12 @@ def _journal_entries(conn: sqlite3.Connection, turn_id: str) -> list[tuple[str, 
     return [(str(kind), json.loads(body)) for kind, body in rows]
 
 
+def _taken_journal(conn: sqlite3.Connection, turn_id: str) -> list[tuple[str, dict[str, Any]]]:
+    """:func:`_journal_entries`, deleted in the same statement (the turn's write replaces its journal)."""
+    rows = conn.execute("DELETE FROM turn_journal WHERE turn_id = ? RETURNING ordinal, kind, body", (turn_id,))
+    return [(str(kind), json.loads(body)) for _, kind, body in sorted(rows.fetchall())]
+
+
 def _journal_calls(entries: list[tuple[str, dict[str, Any]]]) -> dict[str, ToolCallRecord]:
     calls: dict[str, ToolCallRecord] = {}
     for kind, body in entries:
@@ -194,23 +209,22 @@ class _Slot:
 def _opened_slot(conn: sqlite3.Connection, turn_id: str, session_label: str, has_query: bool) -> _Slot:
     """The slot of a turn made by ``open_turn``, checked to be open and to belong to the session."""
     row = conn.execute(  # locked: a turn is closed once (its writer and recover() may race)
-        "SELECT parent_turn_id, segment_id, seq, status, session_label, query_count FROM turns WHERE id = ?"
+        "SELECT parent_turn_id, segment_id, seq, status, session_label, query_count,"
+        " (SELECT p.thread_total_tokens FROM turns p WHERE p.id = turns.parent_turn_id) FROM turns WHERE id = ?"
         + for_update(conn),
         (turn_id,),
     ).fetchone()
     if row is None:
         raise TurnNotFound(turn_id)
-    parent_id, seg, seq, status, opened_for, qcount = row
+    parent_id, seg, seq, status, opened_for, qcount, parent_total = row
     if status not in OPEN_STATUSES:
         raise TurnStateError(f"turn {turn_id!r} is already closed ({status}); a turn is written only once")
     if opened_for != session_label:
         raise TurnStateError(f"turn {turn_id!r} was opened for session {opened_for!r}, not {session_label!r}")
     if has_query:
         raise TurnStateError(f"turn {turn_id!r} already has its query messages (open_turn stored them)")
-    total = 0
-    if parent_id is not None:
-        total = int(conn.execute("SELECT thread_total_tokens FROM turns WHERE id = ?", (parent_id,)).fetchone()[0])
-    calls = _journal_calls(_journal_entries(conn, turn_id))
+    total = 0 if parent_id is None else int(parent_total)  # the parent's, read with the row (one statement)
+    calls = _journal_calls(_taken_journal(conn, turn_id))
     return _Slot(turn_id, parent_id, seg, seq, qcount, total, True, calls)
 
 
@@ -231,8 +245,7 @@ def write_turn(
 ) -> str:
     """The nine steps of a turn write (reference §1.2) on an open turn or a new one."""
     now = now_ms()
-    session_label = resolve_label(conn, session_label)
-    head = session_head(conn, session_label, lock=True)
+    session_label, head = _locked_head(conn, session_label)
     if turn_id is not None:
         slot = _opened_slot(conn, turn_id, session_label, bool(query_messages))
     else:
@@ -270,8 +283,7 @@ def _store(
     call_rows = _tool_call_rows(seg, seq, keyed, outcome.tool_calls, slot.journal_calls)
     cols["tool_call_count"] = len(call_rows)
     if slot.opened:
-        update_turn_row(conn, slot.turn_id, cols)
-        conn.execute("DELETE FROM turn_journal WHERE turn_id = ?", (slot.turn_id,))
+        update_turn_row(conn, slot.turn_id, cols)  # its journal went when its slot was read (_taken_journal)
     else:
         base: dict[str, object] = {
             "id": slot.turn_id,
