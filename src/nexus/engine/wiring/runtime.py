@@ -25,11 +25,12 @@ from nexus.engine.assembly.context import EventContext, PromptOptions, assemble_
 from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.engine.execution.execute import Execution, build_run
 from nexus.engine.types import AgentResult, AgentRole, AgentSpec, AssembledContext, EngineLimits, ThinkingConfig
+from nexus.engine.wiring._labels import SessionLabels
 from nexus.engine.wiring._start import StartOptions, StartRequest, aborted_before_start
 from nexus.engine.wiring.models import limits_from_config, preflight, resolve_model, unreachable_model_problem
 from nexus.engine.wiring.spawn import SPAWN_TOOL_NAME, EngineSpawner, Spawner, spawn_agent_tool
-from nexus.ledger import DEFAULT_SESSION, NewSession, SessionNotFound
-from nexus.llm import ImageContent, Message, Model, StreamFn, StreamOptions, UserMessage
+from nexus.ledger import DEFAULT_SESSION, NewSession
+from nexus.llm import ImageContent, Model, StreamFn, StreamOptions, UserMessage
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -81,6 +82,7 @@ class Runtime:
     """The MCP servers of ``[mcp.servers]`` (one connection each, shared by every run); made from the config."""
     _coding_tools: list[AgentTool] | None = field(default=None, repr=False)
     _live: dict[str, Execution] = field(default_factory=dict, repr=False)
+    _labels: SessionLabels = field(default_factory=SessionLabels, repr=False)
     _owns_ledger: bool = field(default=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -244,7 +246,7 @@ class Runtime:
         from nexus.engine.assembly.budget import history_window_chars
 
         window = history_window_chars(chosen)  # the window, not the whole ancestry (docs/ledger.md)
-        label, head_id, history = await self._session_history(session, window)
+        label, head_id, history = await self._labels.head_history(self.ledger, session, window)
         event = event or EventContext(timezone="UTC")
         profile = prompt_profile(self.config, chosen.provider, chosen.id)  # minimal: no event header either
         header = event if profile == "full" else None
@@ -260,16 +262,6 @@ class Runtime:
         )  # fmt: skip
         ctx.source = event.channel or "user"
         return ctx
-
-    async def _session_history(self, session: str, window: int) -> tuple[str, str | None, list[Message]]:
-        """The session's label, head and history window, in one read; a new session is created first."""
-        try:
-            return await self.ledger.turns.head_history(session, max_chars=window)
-        except SessionNotFound:
-            found = await self.ledger.sessions.ensure(NewSession(session))
-        head_id = found.thread_id  # None for the session just created; one made meanwhile may have a head
-        history = await self.ledger.turns.history_at(head_id, max_chars=window) if head_id is not None else []
-        return found.label, head_id, history
 
     # ------------------------------------------------------------------ runs
 
@@ -299,7 +291,7 @@ class Runtime:
     ) -> Execution:
         """:meth:`start` for a coroutine: the session lookup is awaited (off the event loop on PostgreSQL)."""
         model = self.checked_model(spec)
-        label = (await self.ledger.sessions.ensure(NewSession(session))).label
+        label = await self._labels.label(self.ledger, session)  # a label seen before is not looked up again
         return self._launch(spec, model, label, message, **options)
 
     def checked_model(self, spec: AgentSpec) -> Model:
