@@ -12,7 +12,7 @@ from dataclasses import asdict, field, replace
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from nexus._dataclass import dataclass
-from nexus.ledger import CompactionRecord, StoredMessage, ToolCallRecord, TurnStatus
+from nexus.ledger import CompactionRecord, StoredMessage, ToolCallRecord, TurnStatus, new_ulid
 from nexus.llm import THINKING_LEVELS, AssistantMessage, ErrorKind, Message, Model, ThinkingLevel, Usage, UserMessage
 
 if TYPE_CHECKING:
@@ -161,9 +161,8 @@ class AssembledContext:
 
 
 def new_id() -> str:
-    """A new ULID string (sortable by creation time, the ledger's id format)."""
-    from nexus.ledger import new_ulid  # the ledger's own generator: monotonic within a millisecond
-
+    """A new ULID string (sortable by creation time, the ledger's id format; the ledger's own generator:
+    monotonic within a millisecond)."""
     return new_ulid()
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from nexus.engine.types import AssembledContext
+from nexus.ledger import TurnDetails, TurnOpen
 
 if TYPE_CHECKING:
     from nexus.ledger import Ledger
@@ -20,8 +21,6 @@ def open_turn(ledger: Ledger, ctx: AssembledContext) -> str:
 
     Synchronous: it runs on the engine's ledger writer thread (or inline on SQLite, see ``_writer``).
     """
-    from nexus.ledger import TurnDetails, TurnOpen
-
     details = TurnDetails(
         model=ctx.model,
         provider=ctx.provider,

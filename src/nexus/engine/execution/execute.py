@@ -25,7 +25,7 @@ from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.engine.execution.events import EventChannel, ExecutionEvent, ExecutionState, RunEndEvent, Subscription
 from nexus.engine.execution.failover import failover_stream
 from nexus.engine.types import AgentResult, AssembledContext, EngineLimits, TokenBudget, new_id
-from nexus.llm import AbortSignal, Model, StreamFn, StreamOptions, UserMessage
+from nexus.llm import AbortSignal, Model, StreamFn, StreamOptions, UserMessage, get_model
 
 if TYPE_CHECKING:
     from nexus.engine.execution.scope import RunHost
@@ -275,8 +275,6 @@ def build_run(
     depth (0 for a top-level run); ``runtime`` lets the ``spawn_agent`` tool start workers;
     ``cache`` is the session's cache (a runtime's per-session state) the run may reuse and fill.
     """
-    from nexus.llm import get_model
-
     primary = model or get_model(ctx.provider, ctx.model)
     lim = limits or EngineLimits()
     holder: list[EngineRun] = []

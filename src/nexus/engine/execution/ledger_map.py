@@ -14,6 +14,7 @@ from dataclasses import asdict, replace
 from typing import TYPE_CHECKING
 
 from nexus.engine.types import AgentError, AgentResult, AssembledContext
+from nexus.ledger import USAGE_ESTIMATED_KEY, HeadMovedError, TurnDetails, TurnWrite
 from nexus.llm import Message, ToolResultMessage
 
 if TYPE_CHECKING:
@@ -29,8 +30,6 @@ def error_json(error: AgentError | None) -> dict[str, object] | None:
 
 def turn_metadata(result: AgentResult) -> dict[str, object] | None:
     """The turn's ``metadata`` column: marks estimated usage (no schema column holds that), else None."""
-    from nexus.ledger import USAGE_ESTIMATED_KEY
-
     return {USAGE_ESTIMATED_KEY: True} if result.usage.estimated else None
 
 
@@ -147,12 +146,8 @@ def write_result(
     If another writer moved the session head meanwhile (the one-run-per-session rule was
     broken by the caller), the turn is kept as a side branch instead of being lost.
     """
-    from nexus.ledger import HeadMovedError
-
     if compaction is not None:
         compaction.summarized_through_turn_id = compaction.summarized_through_turn_id or turn_id
-    from nexus.ledger import TurnDetails, TurnWrite
-
     record = TurnWrite(
         ctx.session_label,
         turn_id,

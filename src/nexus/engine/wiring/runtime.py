@@ -19,17 +19,26 @@ from dataclasses import field
 from typing import TYPE_CHECKING, Unpack
 
 from nexus._dataclass import dataclass
+from nexus.config import prompt_profile
 from nexus.engine.assembly._sessions import DEFAULT_MAX_BYTES, SessionStates
 from nexus.engine.assembly.bootstrap import scaffold_workspace
 from nexus.engine.assembly.context import EventContext, PromptOptions, assemble_context, build_current_message
 from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.engine.execution.execute import Execution, build_run
-from nexus.engine.types import AgentResult, AgentRole, AgentSpec, AssembledContext, EngineLimits, ThinkingConfig
+from nexus.engine.types import (
+    AgentResult,
+    AgentRole,
+    AgentSpec,
+    AssembledContext,
+    EngineLimits,
+    ThinkingConfig,
+    new_id,
+)
 from nexus.engine.wiring._labels import SessionLabels
 from nexus.engine.wiring._start import StartOptions, StartRequest, aborted_before_start
 from nexus.engine.wiring.models import limits_from_config, preflight, resolve_model, unreachable_model_problem
 from nexus.engine.wiring.spawn import SPAWN_TOOL_NAME, EngineSpawner, Spawner, spawn_agent_tool
-from nexus.ledger import DEFAULT_SESSION, NewSession
+from nexus.ledger import DEFAULT_SESSION, NewSession, TurnNotSavedError
 from nexus.llm import ImageContent, Model, StreamFn, StreamOptions, UserMessage
 
 if TYPE_CHECKING:
@@ -242,8 +251,7 @@ class Runtime:
         chosen = self.model(model)
         workspace = self.config.workspace_path
         scaffold_workspace(workspace)  # the tools need the directory to exist
-        from nexus.config import prompt_profile
-        from nexus.engine.assembly.budget import history_window_chars
+        from nexus.engine.assembly.budget import history_window_chars  # looked up per run (tests patch it)
 
         window = history_window_chars(chosen)  # the window, not the whole ancestry (docs/ledger.md)
         label, head_id, history = await self._labels.head_history(self.ledger, session, window)
@@ -317,8 +325,6 @@ class Runtime:
         callbacks: EngineCallbacks | None = None,
     ) -> Execution:
         """The execution of a run in the existing session ``label`` (see :meth:`start`)."""
-        from nexus.engine.types import new_id
-
         execution = Execution(new_id(), label, spec.id, signal=signal)
         if callbacks is not None:
             from nexus.engine.execution.callbacks import callbacks_listener
@@ -423,7 +429,6 @@ async def _begin(
 ) -> AgentResult:
     """The execution's task: the session's lock, the context, the run (see :meth:`Runtime.start`)."""
     from nexus.engine.execution.session_lock import run_lock
-    from nexus.ledger import TurnNotSavedError
 
     hooks = _LockHooks(runtime, execution, tuple(runtime.unsaved))
     try:
