@@ -11,6 +11,7 @@ from typing import Any
 
 from nexus.ledger import _crash, _prompts, _rescue, _turns
 from nexus.ledger._decode import OriginWrite
+from nexus.ledger._queue_rows import deliver_pending_in
 from nexus.ledger._write import TurnOutcome, WrittenRows
 from nexus.ledger.errors import LedgerBusyError, LedgerFullError, TurnNotSavedError, TurnStateError
 from nexus.ledger.records import (
@@ -133,8 +134,6 @@ def write_in(conn: Any, w: TurnWrite, origin_ids: OriginWrite | None = None, kep
         context=w.context,
     )
     if w.consumed_queue_items:
-        from nexus.ledger._queue_rows import deliver_pending_in
-
         deliver_pending_in(conn, w.consumed_queue_items, written)
     return written
 

@@ -13,6 +13,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import field
 from datetime import date, datetime
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from nexus._dataclass import dataclass
@@ -111,9 +112,16 @@ def _bootstrap_body(files: Sequence[BootstrapFile]) -> str:
 def _tools_body(tools: Sequence[AgentTool]) -> str:
     lines = ["You have access to the following tools:"]
     for tool in tools:
-        summary = tool.description.strip().splitlines()[0] if tool.description.strip() else ""
+        summary = _summary(tool.description)
         lines.append(f"- {tool.name}: {summary}" if summary else f"- {tool.name}")
     return "\n".join(lines)
+
+
+@lru_cache(maxsize=512)
+def _summary(description: str) -> str:
+    """A tool description's first line (every run lists the same tools: split once per description)."""
+    text = description.strip()
+    return text.splitlines()[0] if text else ""
 
 
 def build_system_prompt(
