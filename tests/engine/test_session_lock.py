@@ -296,3 +296,42 @@ async def test_a_start_cancelled_while_its_lock_file_is_created_leaves_no_descri
             break
     assert len(os.listdir("/proc/self/fd")) == fds
     assert session_lock_path(db, "main").exists()
+
+
+async def test_a_runtime_that_ran_the_session_still_recovers_a_turn_another_process_left_open(
+    isolated_env: Path,
+) -> None:
+    """The lock's open-turn check is skipped while no other process committed (the ledger's ``others_mark``);
+    a killed process's open turn is such a commit, so the next run still recovers it before reading the head."""
+    from nexus.engine import AgentSpec, Runtime
+    from nexus.engine.execution.cooldowns import ProfileCooldowns
+
+    scripted = ScriptedModel([text("first"), text("second"), text("after the kill")])
+    config = load_config()
+    with Ledger.open(config.database_path) as ledger:
+        env = Runtime(config, ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
+        spec = AgentSpec(model=scripted.model.ref)
+        await env.run(spec, "main", "one")
+        statements: list[str] = []
+        ledger.database.write(lambda conn: conn.set_trace_callback(statements.append))
+        second = await env.run(spec, "main", "two")
+        assert not [s for s in statements if "FROM turns WHERE status" in s]  # nobody else wrote: not read
+        holder = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", RUN_HOLDER, str(config.database_path), stdout=asyncio.subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": SRC},
+        )  # fmt: skip
+        try:
+            assert holder.stdout is not None
+            killed_turn = (await holder.stdout.readline()).decode().strip()
+            assert killed_turn, "the holder opened its turn"
+            holder.kill()
+            await holder.wait()
+            third = await env.run(spec, "main", "three")
+        finally:
+            if holder.returncode is None:
+                holder.kill()
+                await holder.wait()
+        turns = await ledger.turns.path("main")
+        assert [t.id for t in turns] == [turns[0].id, second.turn_id, killed_turn, third.turn_id]
+        assert turns[2].status == "aborted"
+        assert "the killed run's message" in str(scripted.calls[-1].messages)

@@ -209,6 +209,16 @@ class Database:
         with self._lock:
             return passive_checkpoint(self._conn)
 
+    def data_version(self) -> int:
+        """SQLite's ``PRAGMA data_version`` on this connection: it changes when another connection (another
+        process) commits, never for this connection's own commits."""
+
+        def attempt() -> int:
+            return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+
+        with self._lock:
+            return self._retry(attempt)
+
     def close(self) -> None:
         """Close the connection; further calls fail."""
         with self._lock:

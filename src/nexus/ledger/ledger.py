@@ -175,6 +175,13 @@ class Ledger:
         inline; False for a database reached over the network (PostgreSQL), whose calls wait off the loop."""
         return self._db.inline
 
+    def others_mark(self) -> int | None:
+        """A number that changes whenever another connection (another process) commits to this ledger, and
+        stays the same for this ledger's own commits (SQLite's ``data_version``); ``None`` where the database
+        cannot tell (PostgreSQL). A process remembers what it found with it, to skip reading it again."""
+        version = getattr(self._db, "data_version", None)
+        return int(version()) if version is not None else None
+
     def run_here(self, call: Callable[[Ledger], Coroutine[Any, Any, T]]) -> T:
         """Run ``call(ledger)`` (store calls) to its end on this thread, for code that cannot await.
 

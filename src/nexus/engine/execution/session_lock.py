@@ -260,7 +260,15 @@ async def recover_orphans(ledger: Ledger, session_label: str) -> list[str]:
     waited for, at most :data:`HANDOFF_S`; a process still running after that does not take the
     lock (not a run of ours) and its turn is left alone.
     """
-    if ledger.path == ":memory:" or not await ledger.turns.open_turns(session_label):
+    if ledger.path == ":memory:":
+        return []
+    mark = ledger.others_mark()
+    clean = _CLEAN.get(ledger) if mark is not None else None
+    if clean is not None and clean.get(session_label) == mark:
+        return []  # no other process committed since this session had nothing open: it still has none
+    if not await ledger.turns.open_turns(session_label):
+        if mark is not None:
+            _remember_clean(ledger, session_label, mark)
         return []  # nothing open (every run of a broker): one read, not a recovery pass and then this one
     recovered = await ledger.turns.recover(session=session_label)
     deadline = time.monotonic() + HANDOFF_S
@@ -268,6 +276,28 @@ async def recover_orphans(ledger: Ledger, session_label: str) -> list[str]:
         await asyncio.sleep(0.02)
         recovered += await ledger.turns.recover(session=session_label)
     return recovered
+
+
+_CLEAN: weakref.WeakKeyDictionary[Ledger, dict[str, int]] = weakref.WeakKeyDictionary()
+"""Per open ledger, sessions found with no open turn, and :meth:`Ledger.others_mark` when they were. An
+orphan is a turn another process opened (this process's own open turns are never recovered here: their
+owner lives), and opening one is a commit of that process, which moves the mark: while it has not moved,
+the session still has no orphan, and the lock's check need not read (a broker's every run read it)."""
+
+_CLEAN_MAX = 10_000
+"""Sessions remembered per ledger (past it they are forgotten and read again)."""
+
+
+def _remember_clean(ledger: Ledger, session_label: str, mark: int) -> None:
+    try:
+        clean = _CLEAN.get(ledger)
+        if clean is None:
+            clean = _CLEAN[ledger] = {}
+    except TypeError:  # a stand-in ledger that takes no weak reference: read every time
+        return
+    if len(clean) >= _CLEAN_MAX:
+        clean.clear()
+    clean[session_label] = mark
 
 
 async def _others_open(ledger: Ledger, session_label: str) -> bool:
