@@ -77,13 +77,19 @@ class BatchRunner:
         self.leases: SessionLeases | None = None
         """Set when brokers share the database: each batch runs under its session's lease (docs/scaling.md)."""
 
-    async def run(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> None:
+    def run(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> Awaitable[None]:
         """Claim, run and settle ``batch`` of ``session`` (the session's run is set while it runs).
 
         Under leases, :class:`SessionHeldElsewhere` says another broker runs the session now (the batch
         waits in memory), and a run whose lease is lost writes nothing more: its items stay queued here.
+        Without them no lease is lost: the run's own coroutine is the step (one frame less at each wait).
         """
-        lease = await self._lease(session, batch) if self.leases is not None else None  # off: no coroutine
+        if self.leases is None:
+            return self._settled_run(slot, session, batch, None)
+        return self._leased_run(slot, session, batch)
+
+    async def _leased_run(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> None:
+        lease = await self._lease(session, batch)
         try:
             await self._settled_run(slot, session, batch, lease)
         except LeaseLostError as exc:

@@ -77,6 +77,10 @@ class AddOutcome:
     """Older items the ``old``/``summarize`` policies removed to make room."""
 
 
+_ADDED = AddOutcome(accepted=True)
+"""The usual outcome (added, nothing dropped): one frozen instance, not one built per message."""
+
+
 @dataclass(frozen=True, slots=True)
 class Batch:
     """The messages one turn consumes, and the prompt that carries them."""
@@ -182,7 +186,7 @@ class SessionQueue:
                 del self.summary_lines[: max(0, len(self.summary_lines) - settings.cap)]
         self.restore(message)
         self.last_enqueued_at_ms = max(self.last_enqueued_at_ms, message.enqueued_at_ms)
-        return AddOutcome(accepted=True, dropped=tuple(dropped))
+        return AddOutcome(accepted=True, dropped=tuple(dropped)) if dropped else _ADDED
 
     def next_batch(self, now_ms: int) -> Batch | Wait | None:
         """What the next turn of an idle session takes, or when to look again, or ``None`` (empty).
