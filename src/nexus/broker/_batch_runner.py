@@ -310,7 +310,10 @@ class BatchRunner:
 
 def _newest_target(items: Sequence[QueuedMessage]) -> dict[str, object] | None:
     """The reply target of the newest message of the batch that has one (an inbound chat's)."""
-    return next((item.deliver_to for item in reversed(items) if item.deliver_to), None)
+    for item in reversed(items):  # a loop, not a generator: twice for every run
+        if item.deliver_to:
+            return item.deliver_to
+    return None
 
 
 def _sent_result(result: AgentResult) -> SendAndWaitResult:

@@ -79,9 +79,8 @@ class DrainScheduler:
             session.idle.set()
             self._on_idle(slot, session)
             return
-        now = self._now_ms()
-        if ready_at > now:  # a collect batch inside its quiet window: look again when it ends
-            self._arm_timer(slot, session, (ready_at - now) / 1000)
+        if ready_at and ready_at > (now := self._now_ms()):  # a collect batch inside its quiet window: look again
+            self._arm_timer(slot, session, (ready_at - now) / 1000)  # when it ends (0: ready now, no clock read)
             return
         session.scheduled = True
         self._line.append((slot, session))

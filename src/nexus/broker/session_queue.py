@@ -263,8 +263,15 @@ class SessionQueue:
 
     def complete(self, item_ids: list[str]) -> None:
         """A turn consumed these items: remove them, and the overflow summary it carried."""
-        wanted = set(item_ids)
         items = self._items
+        if (  # the usual turn: the head alone (a twin right behind it goes too, below)
+            len(item_ids) == 1 and items and items[0].item_id == item_ids[0]
+            and (len(items) == 1 or items[1].item_id != item_ids[0])
+        ):  # fmt: skip
+            self._unindex(items[0])
+            del items[0]
+            return
+        wanted = set(item_ids)
         head = 0
         while head < len(items) and items[head].item_id in wanted:
             head += 1
