@@ -158,7 +158,7 @@ class BatchRunner:
         slot.last_activity_ms = self._now_ms()
         if result.turn_id is None and result.status != "completed":
             failed = await self._settle_unrun(session, batch, result, lease)
-            if failed and any(item.reply_to is not None for item in batch.items):  # told "(failed: …)"
+            if failed and _asks(batch.items):  # told "(failed: …)"
                 with telemetry.continue_trace(trace):
                     await self._answer_askers(slot.agent_id, batch.items, result)
             return
@@ -166,7 +166,7 @@ class BatchRunner:
         read = [*batch.items, *self._steered(session, delivered)] if delivered else batch.items
         session.queue.complete([*item_ids, *delivered] if delivered else item_ids)
         settle(read, _sent_result(result))
-        if any(item.reply_to is not None for item in read):  # a steered ask is answered too (it was left
+        if _asks(read):  # a steered ask is answered too (it was left
             with telemetry.continue_trace(trace):  # unanswered until the broker's next start), in the ask's trace
                 await self._answer_askers(slot.agent_id, read, result)
 
@@ -221,10 +221,11 @@ class BatchRunner:
         except NexusError as exc:  # e.g. the final write failed: the items fail with the reason
             return _failed(str(exc))
 
-    async def _start(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> Execution:
+    def _start(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> Awaitable[Execution]:
         """``Runtime.begin`` for one batch: its prompt, the items it consumes, who sent them, the agent tools.
 
-        ``begin``, not ``start``: the session lookup is awaited, so on PostgreSQL it waits off the event loop."""
+        ``begin``, not ``start``: the session lookup is awaited, so on PostgreSQL it waits off the event loop.
+        Its coroutine itself is returned (the caller awaits it: no frame of this method in between)."""
         items = batch.items
         head = items[0]
         one = len(items) == 1
@@ -241,7 +242,7 @@ class BatchRunner:
             deliver_to=_newest_target(items),
         )
         spec = replace(slot.spec, max_tokens=head.max_tokens) if one and head.max_tokens else slot.spec
-        return await self._runtime.begin(
+        return self._runtime.begin(
             spec,
             session.label,
             batch.prompt,
@@ -306,6 +307,14 @@ class BatchRunner:
         if item_ids:
             await self._queue.release(item_ids, lease=lease)
             session.queue.release(item_ids)
+
+
+def _asks(items: Sequence[QueuedMessage]) -> bool:
+    """Whether an agent that asked without waiting sent one of these (its reply goes back to it)."""
+    for item in items:  # noqa: SIM110 - a loop, not a generator: once for every run
+        if item.reply_to is not None:
+            return True
+    return False
 
 
 def _newest_target(items: Sequence[QueuedMessage]) -> dict[str, object] | None:
