@@ -41,13 +41,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from nexus.ledger import NewSession
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
 import _machine
 
 from nexus.agent import AgentContext, AgentLoopConfig, AgentTool, AgentToolResult, agent_loop
+from nexus.ledger import NewSession
 from nexus.llm.abort import AbortSignal
 from nexus.llm.events import (
     AssistantMessageEvent,

@@ -52,15 +52,13 @@ import tracemalloc
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from nexus.ledger import NewSession
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
 import _machine
 
 from nexus.config import load_config
 from nexus.engine import AgentSpec, Execution, Runtime
-from nexus.ledger import Ledger
+from nexus.ledger import Ledger, NewSession
 from nexus.llm.events import AssistantMessageEvent
 from nexus.llm.options import StreamOptions
 from nexus.llm.types import Context, Model

@@ -43,7 +43,8 @@ class Broker:
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
-            self.events.put(json.loads(line))
+            if line.startswith("{"):  # run events; the worker's last line is its "conflicts N" summary
+                self.events.put(json.loads(line))
 
     def started(self, item_id: str, within_s: float = 60) -> dict[str, object]:
         """The ``start`` event of the run that took ``item_id``, waited for a minute at most: far beyond any

@@ -82,6 +82,26 @@ def test_with_another_drainer_the_message_waits_for_it(home: Path, server: FakeP
     assert _items(home) == [("m-9", "delivered")]
 
 
+def test_a_send_past_the_queue_cap_of_a_waiting_agent_says_so(home: Path, nexus: RunNexus) -> None:
+    """A trial's 100 concurrent sends all said only "accepted" while the holder's cap later dropped 79: the
+    sender hears when its message joined a queue already past the cap (the agent's own cap here)."""
+    with (home / "nexus.toml").open("a", encoding="utf-8") as config:
+        config.write('\n[agents.coder]\nqueue = { cap = 2, drop_policy = "old" }\n')
+    lock = os.open(home / "broker.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(lock, fcntl.LOCK_EX)  # "a server" holds the broker lock: the messages wait for it
+    try:
+        said = [nexus("send", "coder", f"task {n}", "--id", f"m-{n}") for n in range(3)]
+        again = nexus("send", "coder", "task 2", "--id", "m-2")
+    finally:
+        os.close(lock)
+    assert all(result.returncode == 0 for result in [*said, again])
+    assert "past its queue cap" not in said[0].stderr + said[1].stderr  # 1 and 2 waiting: at the cap, not past
+    assert "3 messages wait for coder in agent:coder, past its queue cap of 2 (drop policy 'old')" in said[2].stderr
+    assert "nexus queue list coder --all" in said[2].stderr
+    assert "past its queue cap" not in again.stderr  # a duplicate id queued nothing more
+    assert [status for _, status in _items(home)] == ["queued"] * 3  # nothing dropped by the sender itself
+
+
 def test_wait_takes_over_when_the_other_broker_goes_away(
     home: Path, server: FakeProviderServer, nexus: RunNexus
 ) -> None:

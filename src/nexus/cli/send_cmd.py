@@ -248,6 +248,7 @@ def _accept_for_other_process(
 ) -> str:
     """Queue ``message`` durably for the process that holds the broker lock; returns the item id."""
     from nexus.broker import parse_mode, session_label_for
+    from nexus.cli._queue_hint import over_cap_hint
     from nexus.errors import ConfigError
     from nexus.ledger import AcceptRequest
 
@@ -267,6 +268,9 @@ def _accept_for_other_process(
     except ValueError as exc:  # the per-sender session's label is taken by another session
         raise ConfigError(f"--session: the message was not queued: {exc}") from None
     _say_accepted(message.id, row.id, not created, args)
+    hint = over_cap_hint(config, store.pending(message.to), message.to, label) if created else None
+    if hint is not None:
+        print(hint, file=sys.stderr)
     if not args.wait:
         print("nexus: another process holds the broker lock: the message runs when that broker reaches it "
               "(a server or `nexus queue drain` runs every queue)", file=sys.stderr)  # fmt: skip

@@ -338,7 +338,7 @@ async def _write_all(delivery: StreamDelivery, relay: _Relay, report: DeliveryRe
             lines.append(to_line(event))
         report.events += len(lines)
         if lines and (not delivery.write(b"".join(lines)) or not await delivery.drain(write_timeout_s)):
-            delivery.fail(delivery.error or "the stream process closed its stdin")
+            delivery.fail(delivery.error or "the stream process closed its stdin in the middle of a delivery")
         if end or delivery.dead:
             return
 

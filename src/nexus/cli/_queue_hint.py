@@ -1,0 +1,29 @@
+"""What ``nexus send`` tells a sender whose message joined a queue already past its cap.
+
+A message handed to another process's broker (it holds the broker lock) is accepted durably at
+once, and the cap applies later, when that broker loads it: a sender that exited after
+"accepted" never heard that its message, or older ones, were then dropped (a trial's 100
+concurrent ``nexus send``: all said "accepted", 79 ended ``dropped``). The sender cannot know
+which ones the cap will take, but it can say the queue is past its cap and where to look.
+"""
+
+from __future__ import annotations
+
+from nexus.config import NexusConfig
+from nexus.ledger import QueueItem
+
+
+def over_cap_hint(config: NexusConfig, pending: list[QueueItem], agent_id: str, session_label: str) -> str | None:
+    """A line for the sender when more messages wait in the session than its queue cap; ``None`` otherwise."""
+    waiting = sum(1 for item in pending if item.session_label == session_label and item.status == "queued")
+    table = config.agents.get(agent_id)
+    agent_cap, agent_policy = (table.queue.cap, table.queue.drop_policy) if table is not None else (None, None)
+    cap = agent_cap if agent_cap is not None else config.broker.cap  # the agent's [agents.X] queue, else [broker]
+    policy = agent_policy if agent_policy is not None else config.broker.drop_policy
+    if waiting <= cap:
+        return None
+    return (
+        f"nexus: {waiting} messages wait for {agent_id} in {session_label}, past its queue cap of {cap} "
+        f"(drop policy '{policy}'): some may be dropped before a turn takes them; "
+        f"`nexus queue list {agent_id} --all` shows what became of each"
+    )
