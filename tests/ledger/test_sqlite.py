@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sqlite3
@@ -214,6 +215,25 @@ def test_ulids_are_monotonic_and_carry_time() -> None:
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
     assert all(len(i) == 26 for i in ids)
     assert before <= ulid_time_ms(ids[0]) <= now_ms()
+
+
+def test_ulid_digits_encode_the_time_and_an_incrementing_random_part() -> None:
+    """The time's digits are kept per millisecond and the random part encoded on its own: decoded whole,
+    every id is its time above 80 random bits, and ids of one millisecond count up by one."""
+    alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+    def value(ulid: str) -> int:
+        number = 0
+        for digit in ulid:
+            number = number * 32 + alphabet.index(digit)
+        return number
+
+    ids = [new_ulid() for _ in range(5000)]
+    values = [value(i) for i in ids]
+    assert all(v < 2**128 for v in values)
+    assert [v >> 80 for v in values] == [ulid_time_ms(i) for i in ids]
+    same_ms = [(a, b) for a, b in itertools.pairwise(values) if a >> 80 == b >> 80]
+    assert same_ms and all(b - a == 1 for a, b in same_ms)
 
 
 def test_messages_are_stored_as_compact_json(tmp_path: Path) -> None:

@@ -77,13 +77,19 @@ class BatchRunner:
         self.leases: SessionLeases | None = None
         """Set when brokers share the database: each batch runs under its session's lease (docs/scaling.md)."""
 
-    async def run(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> None:
+    def run(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> Awaitable[None]:
         """Claim, run and settle ``batch`` of ``session`` (the session's run is set while it runs).
 
         Under leases, :class:`SessionHeldElsewhere` says another broker runs the session now (the batch
         waits in memory), and a run whose lease is lost writes nothing more: its items stay queued here.
+        Without them no lease is lost: the run's own coroutine is the step (one frame less at each wait).
         """
-        lease = await self._lease(session, batch) if self.leases is not None else None  # off: no coroutine
+        if self.leases is None:
+            return self._settled_run(slot, session, batch, None)
+        return self._leased_run(slot, session, batch)
+
+    async def _leased_run(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> None:
+        lease = await self._lease(session, batch)
         try:
             await self._settled_run(slot, session, batch, lease)
         except LeaseLostError as exc:
@@ -152,7 +158,7 @@ class BatchRunner:
         slot.last_activity_ms = self._now_ms()
         if result.turn_id is None and result.status != "completed":
             failed = await self._settle_unrun(session, batch, result, lease)
-            if failed and any(item.reply_to is not None for item in batch.items):  # told "(failed: …)"
+            if failed and _asks(batch.items):  # told "(failed: …)"
                 with telemetry.continue_trace(trace):
                     await self._answer_askers(slot.agent_id, batch.items, result)
             return
@@ -160,7 +166,7 @@ class BatchRunner:
         read = [*batch.items, *self._steered(session, delivered)] if delivered else batch.items
         session.queue.complete([*item_ids, *delivered] if delivered else item_ids)
         settle(read, _sent_result(result))
-        if any(item.reply_to is not None for item in read):  # a steered ask is answered too (it was left
+        if _asks(read):  # a steered ask is answered too (it was left
             with telemetry.continue_trace(trace):  # unanswered until the broker's next start), in the ask's trace
                 await self._answer_askers(slot.agent_id, read, result)
 
@@ -215,10 +221,11 @@ class BatchRunner:
         except NexusError as exc:  # e.g. the final write failed: the items fail with the reason
             return _failed(str(exc))
 
-    async def _start(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> Execution:
+    def _start(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> Awaitable[Execution]:
         """``Runtime.begin`` for one batch: its prompt, the items it consumes, who sent them, the agent tools.
 
-        ``begin``, not ``start``: the session lookup is awaited, so on PostgreSQL it waits off the event loop."""
+        ``begin``, not ``start``: the session lookup is awaited, so on PostgreSQL it waits off the event loop.
+        Its coroutine itself is returned (the caller awaits it: no frame of this method in between)."""
         items = batch.items
         head = items[0]
         one = len(items) == 1
@@ -235,7 +242,7 @@ class BatchRunner:
             deliver_to=_newest_target(items),
         )
         spec = replace(slot.spec, max_tokens=head.max_tokens) if one and head.max_tokens else slot.spec
-        return await self._runtime.begin(
+        return self._runtime.begin(
             spec,
             session.label,
             batch.prompt,
@@ -302,9 +309,20 @@ class BatchRunner:
             session.queue.release(item_ids)
 
 
+def _asks(items: Sequence[QueuedMessage]) -> bool:
+    """Whether an agent that asked without waiting sent one of these (its reply goes back to it)."""
+    for item in items:  # noqa: SIM110 - a loop, not a generator: once for every run
+        if item.reply_to is not None:
+            return True
+    return False
+
+
 def _newest_target(items: Sequence[QueuedMessage]) -> dict[str, object] | None:
     """The reply target of the newest message of the batch that has one (an inbound chat's)."""
-    return next((item.deliver_to for item in reversed(items) if item.deliver_to), None)
+    for item in reversed(items):  # a loop, not a generator: twice for every run
+        if item.deliver_to:
+            return item.deliver_to
+    return None
 
 
 def _sent_result(result: AgentResult) -> SendAndWaitResult:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Container
 from typing import TYPE_CHECKING
 
+from nexus.broker._slot import AgentSlot
 from nexus.broker.modes import parse_mode
 from nexus.broker.session_queue import QueuedMessage
-from nexus.broker.types import MAX_CONTENT_CHARS, AgentMessage, BrokerError
+from nexus.broker.types import MAX_CONTENT_CHARS, AgentMessage, BrokerError, SendAndWaitResult, SendReceipt, Ticket
 from nexus.ledger import QueueItem
 
 if TYPE_CHECKING:
@@ -26,6 +27,19 @@ def check_message(message: AgentMessage) -> None:
         )
     if message.from_ == message.to:
         raise BrokerError(f"agent {message.to!r} cannot send a message to itself")
+
+
+def duplicate_receipt(slot: AgentSlot, message: AgentMessage, row: QueueItem) -> SendReceipt:
+    """A message accepted earlier: its receipt follows the first one's run (or tells how it ended)."""
+    if row.status in ("queued", "processing"):
+        found = slot.sessions.get(row.session_label)
+        held = found.queue.find(row.id) if found is not None else None
+        ticket = held.ticket if held is not None else None
+    elif row.status == "delivered":
+        ticket = Ticket(SendAndWaitResult(True, turn_id=row.turn_id))
+    else:
+        ticket = Ticket(SendAndWaitResult(False, error=row.error or f"the message was {row.status}"))
+    return SendReceipt(message.id, row.id, duplicate=True, ticket=ticket)
 
 
 def message_source(sender: str | None, agents: Container[str]) -> str:

@@ -79,9 +79,8 @@ class DrainScheduler:
             session.idle.set()
             self._on_idle(slot, session)
             return
-        now = self._now_ms()
-        if ready_at > now:  # a collect batch inside its quiet window: look again when it ends
-            self._arm_timer(slot, session, (ready_at - now) / 1000)
+        if ready_at and ready_at > (now := self._now_ms()):  # a collect batch inside its quiet window: look again
+            self._arm_timer(slot, session, (ready_at - now) / 1000)  # when it ends (0: ready now, no clock read)
             return
         session.scheduled = True
         self._line.append((slot, session))
@@ -126,37 +125,35 @@ class DrainScheduler:
     async def _work(self) -> None:
         """Serve the line until it is empty; each session's batch, then the session looked at again."""
         try:
-            await self._serve_line()
+            while self._line and not self._closed:
+                slot, session = self._line.popleft()
+                session.scheduled = False
+                session.active = True
+                try:
+                    await self._step(slot, session)
+                except SessionHeldElsewhere as held:  # parked until its timer (or a wake-up)
+                    session.active = False
+                    if not self._closed:
+                        session.parked_until = time.monotonic() + held.retry_after_s
+                        self._arm_timer(slot, session, held.retry_after_s)
+                    continue
+                except Exception as exc:  # a bug in one batch must not stop the other sessions, nor spin on this one
+                    if self._closed:  # e.g. its items could not be handed back with the database away: they wait
+                        log.warning("the batch of %s (session %s) ended with the broker's stop (%s); its "
+                                    "messages wait in the ledger for the next start", slot.agent_id, session.label,
+                                    exc)  # fmt: skip
+                    else:
+                        log.exception("the batch of %s (session %s) failed; it is tried again in %g s",
+                                      slot.agent_id, session.label, RETRY_AFTER_S)  # fmt: skip
+                    session.active = False
+                    self._retry_later(slot, session)
+                    continue
+                session.active = False
+                self.schedule(slot, session)
         finally:
             worker = asyncio.current_task()
             if worker is not None:
                 self._workers.discard(worker)
-
-    async def _serve_line(self) -> None:
-        while self._line and not self._closed:
-            slot, session = self._line.popleft()
-            session.scheduled = False
-            session.active = True
-            try:
-                await self._step(slot, session)
-            except SessionHeldElsewhere as held:  # parked until its timer (or a wake-up)
-                session.active = False
-                if not self._closed:
-                    session.parked_until = time.monotonic() + held.retry_after_s
-                    self._arm_timer(slot, session, held.retry_after_s)
-                continue
-            except Exception as exc:  # a bug in one batch must not stop the other sessions, nor spin on this one
-                if self._closed:  # e.g. its items could not be handed back with the database away: they wait
-                    log.warning("the batch of %s (session %s) ended with the broker's stop (%s); its messages "
-                                "wait in the ledger for the next start", slot.agent_id, session.label, exc)  # fmt: skip
-                else:
-                    log.exception("the batch of %s (session %s) failed; it is tried again in %g s",
-                                  slot.agent_id, session.label, RETRY_AFTER_S)  # fmt: skip
-                session.active = False
-                self._retry_later(slot, session)
-                continue
-            session.active = False
-            self.schedule(slot, session)
 
     def _retry_later(self, slot: AgentSlot, session: SessionSlot) -> None:
         """After a failed batch: its items wait again, and the session is looked at after a pause.

@@ -89,11 +89,12 @@ class AgentSlot:
     overrides: QueueOverrides = field(default_factory=QueueOverrides)
     sessions: dict[str, SessionSlot] = field(default_factory=dict)
     last_activity_ms: int = 0
+    agent_id: str = field(init=False)
+    """The agent's id (its identity's, which a new registration replaces but never renames; read several
+    times per message, so an attribute rather than a property)."""
 
-    @property
-    def agent_id(self) -> str:
-        """The agent's id."""
-        return self.identity.agent_id
+    def __post_init__(self) -> None:
+        self.agent_id = self.identity.agent_id
 
     def session(self, label: str, key: str | None = None) -> SessionSlot:
         """The session slot for ``label`` (created on first use)."""

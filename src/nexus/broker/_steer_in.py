@@ -46,8 +46,7 @@ class RunSteerer:
         """Act on the session's active run for the modes that do (steer, steer-backlog, queue, interrupt)."""
         run = session.run
         if run is None:
-            session.interrupted = session.interrupted or mode == "interrupt"  # a batch being claimed: it yields
-            return False
+            return self.no_run(session, mode)
         if mode == "interrupt":
             run.abort(f"interrupted by message {queued_message.message_id}")
             return False
@@ -65,6 +64,12 @@ class RunSteerer:
         session.steers.append(SteerInFlight(queued_message.item_id, receipt))
         self._hand(session, queued_message, run)
         return True
+
+    @staticmethod
+    def no_run(session: SessionSlot, mode: QueueMode) -> bool:
+        """:meth:`deliver_to_run` for a session without a run (``False``: nothing was steered)."""
+        session.interrupted = session.interrupted or mode == "interrupt"  # a batch being claimed: it yields
+        return False
 
     async def _claim(self, session: SessionSlot, item: QueuedMessage, run: Execution) -> bool:
         """Claim a message to steer into ``run`` (held in flight meanwhile, so no batch takes it); ``False``:

@@ -24,11 +24,7 @@ from typing import TYPE_CHECKING
 
 from nexus import telemetry
 from nexus.broker._batch_runner import BatchRunner
-from nexus.broker._items import (
-    check_message,
-    queued,
-    session_key_of,
-)
+from nexus.broker._items import check_message, duplicate_receipt, queued, session_key_of
 from nexus.broker._leases import session_leases
 from nexus.broker._queue_trace import accept_span, traced_accept
 from nexus.broker._replies import ReplySender
@@ -281,7 +277,6 @@ class AgentBroker(SmartRoutingFace):
         message_level = QueueOverrides(mode=parse_mode(queue_mode)) if queue_mode is not None else None
         settings = resolve_settings(message_level, slot.overrides, default=self._settings.queue)
         message.timestamp = message.timestamp or _now_ms()
-        span = accept_span(slot.agent_id, label, message, settings.mode)
         request = AcceptRequest(
             agent_id=slot.agent_id,
             session_label=label,
@@ -294,15 +289,18 @@ class AgentBroker(SmartRoutingFace):
         )
         try:
             if telemetry.observing():
+                span = accept_span(slot.agent_id, label, message, settings.mode)
                 row, created = await traced_accept(self._queue, request, span)
             else:  # nothing observed: no span to end, nothing to count (this runs for every message)
                 row, created = await self._queue.accept(request)
         except ValueError as exc:  # the per-sender session's label is taken by another session
             raise BrokerError(f"message {message.id!r} to {slot.agent_id!r} was not queued: {exc}") from None
         if not created:
-            return self._duplicate(slot, message, row)
+            return duplicate_receipt(slot, message, row)
         session = slot.session(row.session_label, message.session)
-        queued_message, adopted = await self._enqueue(slot, session, row, settings, message)
+        queued_message, adopted, outcome = self._enqueue(session, row, settings, message)
+        if outcome is not None and (outcome.dropped or not outcome.accepted):
+            await self._cap_applied(slot, row, queued_message, settings, outcome)
         ticket = queued_message.ticket = queued_message.ticket or Ticket()
         slot.last_activity_ms = _now_ms()
         if self._scope is not None and message.from_ in self._scope and slot.agent_id not in self._scope:
@@ -312,39 +310,30 @@ class AgentBroker(SmartRoutingFace):
         if adopted:  # the store watcher already acted on the run with it (a second steer would inject it twice)
             claiming = session.claiming.get(row.id)
             steered = await asyncio.shield(claiming) if claiming is not None else steered_in(session, row.id)
+        elif session.run is None:  # the usual send: no run to act on (no coroutine made for it)
+            steered = self._steerer.no_run(session, settings.mode)
         else:
             steered = await self._steerer.deliver_to_run(session, queued_message, settings.mode)
         session.idle.clear()
         return SendReceipt(message.id, row.id, steered=steered, ticket=ticket)
 
-    def _duplicate(self, slot: AgentSlot, message: AgentMessage, row: QueueItem) -> SendReceipt:
-        """A message accepted earlier: its receipt follows the first one's run (or tells how it ended)."""
-        if row.status in ("queued", "processing"):
-            found = slot.sessions.get(row.session_label)
-            held = found.queue.find(row.id) if found is not None else None
-            ticket = held.ticket if held is not None else None
-        elif row.status == "delivered":
-            ticket = Ticket(SendAndWaitResult(True, turn_id=row.turn_id))
-        else:
-            ticket = Ticket(SendAndWaitResult(False, error=row.error or f"the message was {row.status}"))
-        return SendReceipt(message.id, row.id, duplicate=True, ticket=ticket)
-
-    async def _enqueue(
-        self,
-        slot: AgentSlot,
-        session: SessionSlot,
-        row: QueueItem,
-        settings: QueueSettings,
-        message: AgentMessage,
-    ) -> tuple[QueuedMessage, bool]:
-        """Add a freshly accepted row to its session's queue (cap and drop policy applied); ``True``:
-        the store watcher had adopted it already."""
+    @staticmethod
+    def _enqueue(
+        session: SessionSlot, row: QueueItem, settings: QueueSettings, message: AgentMessage
+    ) -> tuple[QueuedMessage, bool, AddOutcome | None]:
+        """Add a freshly accepted row to its session's queue (cap and drop policy applied, see :meth:`_cap_applied`);
+        ``True``: the store watcher had adopted it already (no outcome). Synchronous: the usual message drops none."""
         fresh = queued(row, debounce_ms=settings.debounce_ms, message=message)
         adopted = session.queue.find(row.id)
         if adopted is not None:  # the store watcher saw the committed row first: same item, keep its place
             session.queue.retune(adopted, fresh.mode, fresh.debounce_ms)
-            return adopted, True
-        outcome: AddOutcome = session.queue.add(fresh, settings)
+            return adopted, True, None
+        return fresh, False, session.queue.add(fresh, settings)
+
+    async def _cap_applied(
+        self, slot: AgentSlot, row: QueueItem, fresh: QueuedMessage, settings: QueueSettings, outcome: AddOutcome
+    ) -> None:
+        """The queue's cap refused the message (dropped, the send fails) or pushed older ones out (dropped)."""
         if not outcome.accepted:
             reason = outcome.rejected_reason or "duplicate"
             await self._queue.settle([row.id], "dropped", reason=reason)
@@ -354,7 +343,6 @@ class AgentBroker(SmartRoutingFace):
             reason = f"queue cap {settings.cap} reached (drop policy {settings.drop_policy})"
             await self._drop(dropped_ids, reason)
             settle(outcome.dropped, SendAndWaitResult(False, error="dropped: the agent's queue was full"))
-        return fresh, False
 
     async def _drop(self, item_ids: list[str], reason: str) -> None:
         """Settle items the cap pushed out as ``dropped``, leaving those finished meanwhile: a row the store watcher
@@ -457,11 +445,11 @@ class AgentBroker(SmartRoutingFace):
             return
         self._scheduler.schedule(slot, session)
 
-    async def _step(self, slot: AgentSlot, session: SessionSlot) -> None:
-        """One batch of the session, on a worker: what its queue says is next (nothing if it changed)."""
+    def _step(self, slot: AgentSlot, session: SessionSlot) -> Awaitable[None]:
+        """One batch of the session, on a worker: what its queue says is next (nothing if it changed). The batch
+        runner's coroutine itself, not one awaiting it: each of its waits resumes one frame less."""
         step = session.queue.next_batch(_now_ms())
-        if isinstance(step, Batch):
-            await self._batches.run(slot, session, step)
+        return self._batches.run(slot, session, step) if isinstance(step, Batch) else _nothing()
 
     async def _adopted(self, slot: AgentSlot, session: SessionSlot) -> None:
         """A message another process queued was loaded into the session (``restored``): drained, and
@@ -491,6 +479,10 @@ class AgentBroker(SmartRoutingFace):
         10,000 people keeps no queue for those who are quiet."""
         if session.key is not None and slot.sessions.get(session.label) is session:
             del slot.sessions[session.label]
+
+
+async def _nothing() -> None:
+    """A step with no batch to run."""
 
 
 def _default_spec() -> AgentSpec:

@@ -77,6 +77,10 @@ class AddOutcome:
     """Older items the ``old``/``summarize`` policies removed to make room."""
 
 
+_ADDED = AddOutcome(accepted=True)
+"""The usual outcome (added, nothing dropped): one frozen instance, not one built per message."""
+
+
 @dataclass(frozen=True, slots=True)
 class Batch:
     """The messages one turn consumes, and the prompt that carries them."""
@@ -182,7 +186,7 @@ class SessionQueue:
                 del self.summary_lines[: max(0, len(self.summary_lines) - settings.cap)]
         self.restore(message)
         self.last_enqueued_at_ms = max(self.last_enqueued_at_ms, message.enqueued_at_ms)
-        return AddOutcome(accepted=True, dropped=tuple(dropped))
+        return AddOutcome(accepted=True, dropped=tuple(dropped)) if dropped else _ADDED
 
     def next_batch(self, now_ms: int) -> Batch | Wait | None:
         """What the next turn of an idle session takes, or when to look again, or ``None`` (empty).
@@ -259,8 +263,15 @@ class SessionQueue:
 
     def complete(self, item_ids: list[str]) -> None:
         """A turn consumed these items: remove them, and the overflow summary it carried."""
-        wanted = set(item_ids)
         items = self._items
+        if (  # the usual turn: the head alone (a twin right behind it goes too, below)
+            len(item_ids) == 1 and items and items[0].item_id == item_ids[0]
+            and (len(items) == 1 or items[1].item_id != item_ids[0])
+        ):  # fmt: skip
+            self._unindex(items[0])
+            del items[0]
+            return
+        wanted = set(item_ids)
         head = 0
         while head < len(items) and items[head].item_id in wanted:
             head += 1

@@ -187,22 +187,26 @@ class Ticket:
         self.current = execution
         if self._abort is not None:
             _abort_once_begun(execution, self._abort)
-        followers, self._followers = self._followers, []
-        for follower in followers:
-            if not follower.done():
-                follower.set_result((execution, execution.subscribe()))
-        self._wake()
+        if self._followers:  # most messages have none: no list made per hand-over
+            followers, self._followers = self._followers, []
+            for follower in followers:
+                if not follower.done():
+                    follower.set_result((execution, execution.subscribe()))
+        if self._waiters:
+            self._wake()
 
     def settle(self, result: SendAndWaitResult) -> None:
         """The message ended (consumed by a turn, dropped, failed): its outcome; the first settlement stays."""
         if self.result is not None:
             return
         self.result = result
-        followers, self._followers = self._followers, []
-        for follower in followers:
-            if not follower.done():
-                follower.set_result(None)
-        self._wake()
+        if self._followers:
+            followers, self._followers = self._followers, []
+            for follower in followers:
+                if not follower.done():
+                    follower.set_result(None)
+        if self._waiters:
+            self._wake()
 
     def abort(self, reason: str) -> None:
         """See :meth:`SendReceipt.abort`."""
