@@ -36,6 +36,8 @@ __all__ = [
 
 _SURROGATE = LazyPattern("[\ud800-\udfff]")
 _CONTROL = LazyPattern("[\x00-\x1f\x7f]")
+_TERMINAL_CONTROL = LazyPattern("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Control characters but newline and tab, and the C1 ones (U+0080-U+009F, where U+009B starts a CSI)."""
 MAX_MESSAGE_ID_CHARS = 200
 """As ``POST /v1/agents/{id}/messages`` takes an ``id``."""
 REPLACEMENT = "\ufffd"
@@ -104,6 +106,15 @@ def printable(text: str) -> str:
     """``text`` with control characters shown as escapes (``\\x1b``): a name from the ledger printed
     in a table must not move the cursor or recolour the terminal."""
     return _CONTROL.sub(lambda found: repr(found.group())[1:-1], text) if _CONTROL.search(text) else text
+
+
+def terminal_text(text: str) -> str:
+    """Stored text (a message, a checkpoint's preview) for a terminal: lines and tabs kept, every other
+    control character shown as an escape. Anyone who can message an agent writes the text: raw, an
+    ``ESC ]0;…`` set the operator's window title and ``ESC [2J`` cleared the screen."""
+    if not _TERMINAL_CONTROL.search(text):
+        return text
+    return _TERMINAL_CONTROL.sub(lambda found: repr(found.group())[1:-1], text)
 
 
 def clean_text(text: str) -> tuple[str, int]:

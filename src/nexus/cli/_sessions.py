@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nexus.cli._input import terminal_text
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
@@ -194,10 +196,10 @@ async def _history(ledger: Ledger, args: argparse.Namespace) -> int:
                 print(json.dumps({"turn_id": turn.id, "message": message_to_dict(item.message)}))
             continue
         print(_turn_header(turn))
-        for item in stored:
-            print(_render(item.message, raw=args.raw))
+        for item in stored:  # anyone who can message the agent wrote these: no raw control characters
+            print(terminal_text(_render(item.message, raw=args.raw)))
         for record in deliveries.get(turn.id, []):
-            print(delivery_line(record))
+            print(terminal_text(delivery_line(record)))
         print()
     return 0
 

@@ -15,6 +15,7 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from nexus.cli._input import terminal_text
 from nexus.cli._route_parser import ACTIONS
 
 if TYPE_CHECKING:
@@ -114,7 +115,7 @@ def _route(router: Router, task: str, args: argparse.Namespace) -> int:
         result = router.route(task, agent=args.agent, limit=args.limit)
     except RoutingError as exc:
         raise ConfigError(str(exc)) from None
-    print(json.dumps(result.to_json(), indent=1) if args.json else render(result))
+    print(json.dumps(result.to_json(), indent=1) if args.json else terminal_text(render(result)))
     return 0
 
 
