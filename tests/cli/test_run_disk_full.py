@@ -152,3 +152,31 @@ def test_chat_goes_on_after_a_turn_the_full_disk_refused(small_disk: Path, tmp_p
         assert run_inline(ledger.turns.open_turns()) == []
     assert [t.status for t in turns] == ["completed", "completed", "completed"]
     assert turns[2].parent_turn_id == turns[1].id, "the chat's next turn follows the refused one"
+
+
+def test_a_disk_already_full_is_named_full_not_damaged_nor_read_only(small_disk: Path, tmp_path: Path) -> None:
+    """A stranger's trial filled the disk under a whole ledger: ``nexus db check`` called it DAMAGED and
+    advised restoring a backup, ``nexus run`` pointed at permissions and ``lsattr`` (SQLite says "disk I/O
+    error" when its shared-memory index cannot grow). Both now say the disk is full; nothing is lost."""
+    home, tmp = small_disk / "home", tmp_path / "tmp"
+    tmp.mkdir()
+    env = _env(home, tmp)
+    with FakeProviderServer(text("one"), text("two")) as server:
+        write_fake_config(home, server)
+        assert _nexus(env, "run", "first").returncode == 0
+        fill(small_disk / "fill")
+        try:
+            checked = _nexus(env, "db", "check")
+            ran = _nexus(env, "run", "-s", "later", "second")
+        finally:
+            (small_disk / "fill").unlink()
+    assert checked.returncode == 1 and "Traceback" not in checked.stderr, checked.stderr
+    out = checked.stdout + checked.stderr
+    assert "DAMAGED" not in out and "restore a backup" not in out, out
+    assert "NOT CHECKED" in out and "is full" in out and "free some space" in out.lower(), out
+    assert ran.returncode == 1 and "Traceback" not in ran.stderr, ran.stderr
+    assert "is full" in ran.stderr and "free some space" in ran.stderr and "lsattr" not in ran.stderr, ran.stderr
+    assert _nexus(env, "db", "check").returncode == 0  # with room again it reads, and is whole
+    with Ledger.open(home / "agents.db") as ledger:
+        assert [t.status for t in run_inline(ledger.turns.path("main"))] == ["completed"]
+        assert [s.label for s in run_inline(ledger.sessions.list())] == ["main"]  # no empty "later" left

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from pathlib import Path
+
+from nexus.cli._disk import full_disk
 
 
 def check_ledger(location: str) -> int:
@@ -21,6 +24,11 @@ def check_ledger(location: str) -> int:
         counts, problems, how = asyncio.run(_check_postgres(location)), [], "the server answers"
     else:
         counts, problems, how = *_check_file(location), "integrity_check and foreign_key_check"
+        full = full_disk(Path(location)) if problems and not counts else None
+        if full is not None:  # it could not be read at all: a full disk, not a damaged file
+            print(f"{location}: NOT CHECKED: {problems[0]}; {full}, and SQLite needs a little room beside a "
+                  "ledger even to read it. Free some space and check again", file=sys.stderr)  # fmt: skip
+            return 1
     for problem in problems:
         print(f"damaged: {problem}")
     print(f"{location}: {'DAMAGED' if problems else 'ok'} ({how})")
@@ -34,7 +42,6 @@ def check_ledger(location: str) -> int:
 def _check_file(path: str) -> tuple[list[tuple[str, int]], list[str]]:
     """An SQLite ledger opened read-only (``mode=ro``: the check writes nothing, not even a schema stamp)."""
     import sqlite3
-    from pathlib import Path
 
     from nexus.ledger import holdings, integrity_problems
 

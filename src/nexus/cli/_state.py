@@ -14,6 +14,7 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nexus.cli._disk import full_disk
 from nexus.errors import ConfigError, NexusError
 
 if TYPE_CHECKING:
@@ -106,6 +107,9 @@ def prepare_state(config: NexusConfig) -> None:
             kind = "a directory" if directory else "a file path"
             raise ConfigError(f"{where}: {problem}; set {key} in nexus.toml to {kind} nexus can use")
     problem = None if isinstance(target, str) else database_write_problem(target)
+    full = full_disk(target) if problem is not None and not isinstance(target, str) else None
+    if full is not None:
+        raise NexusError(f"cannot write the ledger: {full}; free some space (what the ledger holds is unchanged)")
     if problem is not None:
         raise NexusError(
             f"cannot write the ledger: {problem}. Make it writable (check `lsattr`, the mount and the "
