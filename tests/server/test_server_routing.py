@@ -58,8 +58,17 @@ async def test_bad_routing_requests_are_4xx_and_store_nothing(tmp_path: Path) ->
         live.broker.use_router(SmartRouting(lambda: Router(live.ledger)))
         empty = await client.post("/v1/route", json={"task": ""})
         assert empty.status_code == 422
+        blank = await client.post("/v1/route", json={"task": "   "})  # as empty: 422 (it was 400 "bad_request")
+        assert blank.status_code == 422 and blank.json()["error"]["type"] == "invalid_request", blank.text
         unknown = await client.post("/v1/route", json={"task": "fix it", "agent": "nobody"})
-        assert unknown.status_code == 400 and "unknown agent 'nobody'" in unknown.text
+        assert unknown.status_code == 404 and "unknown agent 'nobody'" in unknown.text  # as every unknown agent
+        assert unknown.json()["error"]["type"] == "not_found"
+        nul = await client.post("/v1/route", json={"task": "fix \u0000 it"})
+        assert nul.status_code == 400 and nul.json()["error"]["type"] == "invalid_request", nul.text
+        assert "nexus route" not in nul.text + blank.text  # an HTTP client is not told to run the CLI
+        for body in ({"content": "a \u0000 b"}, {"content": "x", "id": "a\u0000b"}, {"content": "x", "id": "a\nb"}):
+            refused = await client.post("/v1/agents/coder/messages", json=body)  # NUL: no PostgreSQL text holds it
+            assert refused.status_code == 422 and refused.json()["error"]["type"] == "invalid_request", refused.text
         bad_mode = await client.post("/v1/agents/coder/messages", json={"content": "x", "route": "clever"})
         assert bad_mode.status_code == 422
         lone_surrogate = {

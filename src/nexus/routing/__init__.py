@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from nexus._lazy import lazy_attribute
-from nexus.routing.errors import EmbedderError, RoutingError
+from nexus.routing.errors import EmbedderError, RoutingError, UnknownRouteAgent
 from nexus.routing.types import ROUTING_MODES, Checkpoint, RouteMode, RoutingMode, ScoredCheckpoint, SmartRouteResult
 
 if TYPE_CHECKING:
@@ -55,6 +55,7 @@ __all__ = [
     "ScoredCheckpoint",
     "SmartRouteResult",
     "SqliteRouteStore",
+    "UnknownRouteAgent",
     "WordLlamaEmbedder",
     "arm_for",
     "compare",

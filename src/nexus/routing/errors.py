@@ -11,3 +11,7 @@ class RoutingError(NexusError):
 
 class EmbedderError(RoutingError):
     """The embedder could not embed (a missing package, a provider that failed); routing falls back to lexical."""
+
+
+class UnknownRouteAgent(RoutingError, LookupError):
+    """``agent`` names no registered agent (``POST /v1/route`` answers 404, as for any unknown agent)."""

@@ -36,7 +36,7 @@ from nexus.routing._scoring import (
 from nexus.routing._words import query_terms
 from nexus.routing._worker import IndexWorker
 from nexus.routing.embedder import Embedder, OpenAIEmbedder, WordLlamaEmbedder
-from nexus.routing.errors import EmbedderError, RoutingError
+from nexus.routing.errors import EmbedderError, RoutingError, UnknownRouteAgent
 from nexus.routing.store import CheckpointRow, DecisionRecord
 from nexus.routing.types import Checkpoint, RouteMode, ScoredCheckpoint, SmartRouteResult
 
@@ -199,7 +199,7 @@ class Router:
 
     def _check(self, task: str, agent: str | None, limit: int) -> _Task:
         if not isinstance(task, str) or not task.strip():
-            raise RoutingError('the task is empty; say what should be done (e.g. nexus route "fix the login test")')
+            raise RoutingError('the task is empty; say what should be done (e.g. "fix the login test")')
         bad = next((i for i, ch in enumerate(task) if "\ud800" <= ch <= "\udfff"), None)
         if bad is not None:  # it would fail the embedder (off for a minute for everyone) and SQLite's encoding
             raise RoutingError(
@@ -213,7 +213,7 @@ class Router:
             raise RoutingError(f"limit is {limit}; give 1 to {MAX_LIMIT} alternatives")
         if agent is not None and agent not in self.store.known_agents():
             known = ", ".join(self.store.known_agents()) or "none registered"
-            raise RoutingError(f"unknown agent {agent!r}; known agents: {known}")
+            raise UnknownRouteAgent(f"unknown agent {agent!r}; known agents: {known}")
         text = task.strip()
         checked = _Task(text)
         if len(text) > self.settings.max_task_chars:

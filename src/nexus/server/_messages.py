@@ -41,7 +41,10 @@ class _AgentMessageBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
-    id: str | None = Field(default=None, min_length=1, max_length=200, description="makes sending idempotent")
+    id: str | None = Field(
+        default=None, min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$",
+        description="makes sending idempotent (no control characters, as `nexus send --id`)",
+    )  # fmt: skip
     from_: str | None = Field(default=None, alias="from", min_length=1, max_length=64)
     session: str | None = Field(default=None, min_length=1, max_length=MAX_KEY_CHARS, description=SESSION_DESCRIPTION)
 
@@ -97,6 +100,9 @@ def _session_key(value: str) -> str:
 def _content(value: str) -> str:
     if not value.strip():
         raise ValueError("the message has no content (only whitespace)")
+    nul = value.find("\x00")
+    if nul >= 0:  # PostgreSQL's text cannot hold it: a ledger there would refuse the accept, and a copy of this one
+        raise ValueError(f"the message holds a NUL character at {nul}; send text without it")
     return value
 
 

@@ -10,7 +10,7 @@ import asyncio
 from typing import Any, Literal
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from nexus.server._errors import ApiError
 from nexus.server._openapi import answers
@@ -31,6 +31,14 @@ class RouteRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     task: str = Field(min_length=1, max_length=200_000)
+
+    @field_validator("task")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the task has no words (only whitespace); say what should be done")
+        return value
+
     agent: str | None = Field(default=None, min_length=1, max_length=64, description="only this agent's past work")
     limit: int = Field(default=5, ge=1, le=50, description="alternatives to return")
 
@@ -47,28 +55,32 @@ def _routing(state: ServerState) -> Any:
     responses=answers(RouteDecision, 400, 409),
 )
 async def route_task(request: Request, body: RouteRequest) -> Any:
-    from nexus.routing import RoutingError
+    from nexus.routing import RoutingError, UnknownRouteAgent
 
     routing = _routing(request.app.state.nexus)
     try:
         result = await asyncio.to_thread(lambda: routing.router.route(body.task, agent=body.agent, limit=body.limit))
+    except UnknownRouteAgent as exc:
+        raise ApiError(404, "not_found", str(exc)) from None
     except RoutingError as exc:
-        raise ApiError(400, "bad_request", str(exc)) from None
+        raise ApiError(400, "invalid_request", str(exc)) from None
     return result.to_json()
 
 
 async def routed(state: ServerState, message: Any, route: str) -> tuple[Any, dict[str, Any]]:
     """``message`` readdressed under ``route`` (decision recorded), and what to say about it in the answer."""
     from nexus.broker import BrokerError, plan_route
-    from nexus.routing import RoutingError
+    from nexus.routing import RoutingError, UnknownRouteAgent
 
     routing = _routing(state)
     broker = state.broker
     assert broker is not None
     try:
         plan = await asyncio.to_thread(lambda: plan_route(routing, message, route, broker.session_label))
+    except UnknownRouteAgent as exc:
+        raise ApiError(404, "not_found", str(exc)) from None
     except RoutingError as exc:
-        raise ApiError(400, "bad_request", str(exc)) from None
+        raise ApiError(400, "invalid_request", str(exc)) from None
     except BrokerError as exc:
         raise ApiError(409, "conflict", str(exc)) from None
     decision = plan.decision
