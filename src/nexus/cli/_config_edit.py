@@ -1,14 +1,14 @@
 """Editing ``nexus.toml`` from a command (``nexus adapters``, ``nexus mcp``): in place, checked, atomic.
 
 The file is changed with tomlkit (the user's comments and layout kept), the result is validated
-by the same strict loader every command uses, and written through a temporary file and a rename:
-a change that would make the file invalid is refused, naming the problem, and nothing is written.
+by the same strict loader every command uses, and written through a temporary file and a rename
+(:mod:`nexus.cli._replace_file`: the file's mode, owner and symlink kept): a change that would make the
+file invalid is refused, naming the problem, and nothing is written.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,9 @@ def edit(args: argparse.Namespace, change: Callable[[Any], None]) -> Path:
     """Apply ``change(document)`` to nexus.toml, validate, and write it atomically; returns the path."""
     import tomlkit
 
+    from nexus.cli._replace_file import replace_file
     from nexus.config import parse_config
+    from nexus.errors import ConfigError
 
     path = config_file(args)
     text = path.read_text(encoding="utf-8") if path.exists() else ""
@@ -41,9 +43,10 @@ def edit(args: argparse.Namespace, change: Callable[[Any], None]) -> Path:
     new_text = tomlkit.dumps(document)
     parse_config(new_text, path)  # raises ConfigError naming the problem; nothing written
     path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temp.write_text(new_text, encoding="utf-8")
-    os.replace(temp, path)
+    try:  # its mode, owner and symlink kept (a 0600 file holding a key stays 0600); a new one is 0600
+        replace_file(path, new_text, new_mode=0o600, into_special=False)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
     return path
 
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nexus.cli._input import terminal_text
+from nexus.cli._replace_file import replace_file
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -316,18 +315,11 @@ def write_file_atomically(path: Path, data: str) -> Path:
         raise NexusError(f"cannot export to {path}: it is a directory; give a file name, e.g. -o {path}/session.jsonl")
     if not parent.is_dir():
         raise NexusError(f"cannot export to {path}: the directory {parent} does not exist; create it first")
-    tmp_name: str | None = None
-    try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
-        with open(fd, "w", encoding="utf-8") as handle:
-            handle.write(data)
-        os.replace(tmp_name, target)
+    try:  # a symlink followed, a device written into (-o /dev/stdout), an existing file's mode kept
+        return replace_file(target, data)
     except OSError as exc:
-        if tmp_name is not None:
-            Path(tmp_name).unlink(missing_ok=True)
         reason = exc.strerror or type(exc).__name__
         raise NexusError(f"cannot export to {path}: {reason}") from None
-    return target
 
 
 async def _import(ledger: Ledger, args: argparse.Namespace) -> int:
