@@ -251,3 +251,30 @@ def test_an_exported_entry_is_never_stamped_before_its_parent(backend: Ledger, t
         if parent is not None:
             assert parent["timestamp"] <= entry["timestamp"], (parent, entry)
     assert entries[1]["type"] == "model_change" and entries[1]["timestamp"].endswith(".000Z")
+
+
+@pytest.mark.parametrize(
+    ("file_id", "expected"),
+    [
+        ("ab/cd/../ef-1", "pi-ab-cd-..-ef-1"),  # a label with "/" the HTTP API could not address
+        ("x\n\x1b]0;PWNED\x07y", "pi-x-0-PWNED-y"),  # broke `label=$(nexus sessions import f)`
+        ("   ", None),  # nothing usable: a random id
+        ("0b2f6e2a-1c4d-4e6f-9a7b-123456789abc", "pi-0b2f6e2a-1c4d"),  # what pi writes: as before
+    ],
+)
+def test_a_label_made_from_the_files_id_is_one_the_api_and_a_shell_can_use_again(
+    backend: Ledger, tmp_path: Path, file_id: str, expected: str | None
+) -> None:
+    from nexus.ledger.labels import label_problem
+
+    entries = [
+        {"type": "session", "version": 3, "id": file_id, "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/w"},
+        _pi_msg("a1", None, "user", "first"),
+        _pi_msg("a2", "a1", "assistant", "answer one"),
+    ]
+    path = tmp_path / "odd-id.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    label = run_inline(backend.pi.import_pi(path)).session_label
+    assert label_problem(label) is None, label
+    assert label == expected if expected is not None else label.startswith("pi-") and len(label) == 16
+    assert texts(run_inline(backend.turns.history(label))) == ["U:first", "A:answer one"]

@@ -30,3 +30,23 @@ def label_problem(label: str) -> str | None:
     if len(label) > MAX_LABEL_CHARS:
         return f"a session label is at most {MAX_LABEL_CHARS} characters (got {len(label):,}: {label[:20]!r}...)"
     return None
+
+
+def imported_label(file_id: object) -> str:
+    """The label of a session imported without one: ``pi-`` and the start of the file's session id, keeping only
+    letters, digits, ``.``, ``_`` and ``-`` (an id that keeps none gets a random one).
+
+    The id is whatever the file says: a stranger's trial imported ``ab/cd/../ef`` (a session the HTTP API could
+    not address), a newline with an escape sequence (it broke ``label=$(nexus sessions import f)``) and edge
+    spaces; a label given with ``--label`` was checked, this one was not.
+    """
+    text = file_id if isinstance(file_id, str) else ""
+    kept = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "._-") else "-" for ch in text)
+    while "--" in kept:
+        kept = kept.replace("--", "-")
+    kept = kept.strip("-.")[:13].rstrip("-.")
+    if not kept:
+        import uuid
+
+        kept = uuid.uuid4().hex[:13]
+    return f"pi-{kept}"

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from nexus._dataclass import dataclass
-from nexus.ledger import _read, _sessions, _turns
+from nexus.ledger import _read, _sessions, _turns, labels
 from nexus.ledger._pi_messages import PI_ROLES, PiShapeError, from_pi, to_pi
 from nexus.ledger._write import TurnOutcome, move_pointer
 from nexus.ledger.errors import LedgerError, PiFormatError
@@ -326,7 +326,7 @@ def import_pi_session(ledger: OnDatabase, path: str | Path, label: str | None = 
     path = Path(path)
     header, entries = _parse(path)
     groups, of = _group(entries)
-    main = label or f"pi-{str(header.get('id', uuid.uuid4()))[:13]}"
+    main = label or labels.imported_label(header.get("id"))
     parents = {e.parent for e in entries}
     leaves = [e for e in entries if e.id not in parents]
 
