@@ -180,3 +180,22 @@ def test_a_disk_already_full_is_named_full_not_damaged_nor_read_only(small_disk:
     with Ledger.open(home / "agents.db") as ledger:
         assert [t.status for t in run_inline(ledger.turns.path("main"))] == ["completed"]
         assert [s.label for s in run_inline(ledger.sessions.list())] == ["main"]  # no empty "later" left
+
+
+def test_output_redirected_to_a_full_disk_is_one_error_line(small_disk: Path, tmp_path: Path) -> None:
+    """``nexus sessions list > full/x`` printed a traceback (a stranger's trial): now one line, exit 1."""
+    home, tmp = tmp_path / "home", tmp_path / "tmp"
+    tmp.mkdir()
+    env = _env(home, tmp)
+    with FakeProviderServer(text("one")) as server:
+        write_fake_config(home, server)
+        assert _nexus(env, "run", "first").returncode == 0
+    fill(small_disk / "fill")
+    for args in (("sessions", "list"), ("sessions", "history", "main"), ("sessions", "export", "main")):
+        with open(small_disk / "out.txt", "w", encoding="utf-8") as out:
+            done = subprocess.run(
+                [sys.executable, "-m", "nexus.cli", *args], stdout=out, stderr=subprocess.PIPE, text=True, env=env,
+                timeout=120, check=False,
+            )  # fmt: skip
+        assert done.returncode == 1 and "Traceback" not in done.stderr, (args, done.stderr)
+        assert "cannot write the output (stdout): No space left on device" in done.stderr, (args, done.stderr)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -161,3 +164,22 @@ def test_turns_indexed_while_the_embedder_failed_get_vectors_when_it_works_again
             router.catch_up()
             assert router.index.with_vectors == 4
             assert router.store.without_vector(router.guard.name, 10) == []
+
+
+def test_loading_wordllama_leaves_the_root_logger_as_it_was() -> None:
+    """``import wordllama`` calls ``logging.basicConfig(level=INFO)``: from then on ``nexus send --route`` printed
+    every httpx request URL and each run's INFO line (a stranger's trial). In a fresh process, as the CLI is."""
+    script = (
+        "import logging\n"
+        "from nexus.routing import WordLlamaEmbedder\n"
+        "WordLlamaEmbedder().embed(['load the model'])\n"
+        "root = logging.getLogger()\n"
+        "print(len(root.handlers), root.level)\n"
+    )
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    env = {**os.environ, "PYTHONPATH": src}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", str(logging.WARNING)], done.stdout

@@ -29,7 +29,7 @@ from nexus.streaming.router import StreamRouter
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text
 
-from .broker_app import listening, wait_until
+from .broker_app import listening, live_app, wait_until
 
 
 @asynccontextmanager
@@ -144,3 +144,15 @@ async def test_deliver_without_a_broker_in_the_process_is_refused(tmp_path: Path
             answer = await client.post("/v1/agents/coder/messages", json=body)
         assert answer.status_code == 409 and answer.json()["error"]["type"] == "no_broker"
         assert store.items() == []
+
+
+async def test_deliver_on_a_server_with_no_adapters_names_the_missing_adapter(tmp_path: Path) -> None:
+    """``nexus serve`` with no [adapters] said "deliver needs the broker to run in this server process (nexus
+    serve)" with a 409: it was nexus serve (a stranger's trial). The adapter is what is missing: 422 naming it."""
+    async with live_app(tmp_path, ScriptedModel([])) as live, live.client() as client:
+        for deliver in ("tg/main:chat:1", {"adapter": "tg", "account": "main", "to": "chat:1"}):
+            answer = await client.post("/v1/agents/coder/messages", json={"content": "hi", "deliver": deliver})
+            assert answer.status_code == 422, answer.text
+            error = answer.json()["error"]
+            assert error["type"] == "invalid_request" and "no adapter named 'tg'" in error["message"], error
+        assert live.store.items(agent_id="coder") == []

@@ -70,7 +70,10 @@ def _main(argv: Sequence[str], *, process: bool) -> int:
         handler = _load_handler(str(args.handler))
         if process and args.command not in ONE_SHOT_COMMANDS:
             gc.enable()
-        return int(handler(args) or 0)
+        code = int(handler(args) or 0)
+        if process:
+            sys.stdout.flush()  # here, not at the interpreter's exit: a full disk under `> file` is one error line
+        return code
     except ConfigError as exc:
         print(f"nexus: config error: {_cli_message(exc)}", file=sys.stderr)
         return 2
@@ -85,6 +88,17 @@ def _main(argv: Sequence[str], *, process: bool) -> int:
 
         silence_stdout()
         return 141
+    except OSError as exc:  # `nexus sessions export L > file` on a full disk printed a traceback (a stranger's trial)
+        import errno
+
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO):
+            raise
+        from nexus.cli._closed_output import silence_stdout
+
+        silence_stdout()  # what is still buffered would fail again at exit
+        where = exc.filename or "the output (stdout)"
+        print(f"nexus: error: cannot write {where}: {exc.strerror or exc} (is the disk full?)", file=sys.stderr)
+        return 1
 
 
 UNUSED_OPTIONAL_MODULES = ("trio", "httpx._main")

@@ -84,8 +84,9 @@ class WordLlamaEmbedder:
                 try:
                     from pathlib import Path
 
-                    import wordllama  # type: ignore[import-untyped]
-                    from wordllama import WordLlama
+                    with _RootLoggingKept():
+                        import wordllama  # type: ignore[import-untyped]
+                        from wordllama import WordLlama
                 except ImportError as exc:
                     raise EmbedderError(
                         "the wordllama package is not installed; pip install 'nexus-broker[routing]' "
@@ -181,3 +182,24 @@ class OpenAIEmbedder:
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
+
+
+class _RootLoggingKept:
+    """Undo what an import does to the root logger: ``import wordllama`` calls ``logging.basicConfig(level=INFO)``,
+    and from then on every httpx request URL and each run's INFO line of ``nexus send --route`` went to stderr
+    (a stranger's trial). The handlers it added are removed and the root level restored."""
+
+    def __enter__(self) -> None:
+        import logging
+
+        root = logging.getLogger()
+        self._handlers, self._level = list(root.handlers), root.level
+
+    def __exit__(self, *exc: object) -> None:
+        import logging
+
+        root = logging.getLogger()
+        for handler in root.handlers[:]:
+            if handler not in self._handlers:
+                root.removeHandler(handler)
+        root.setLevel(self._level)

@@ -48,8 +48,12 @@ def delivery_target(state: ServerState, deliver: DeliverTo | str) -> DeliveryTar
     from nexus.adapters import DeliveryTarget
     from nexus.streaming import DeliveryTargetError, parse_target
 
-    if state.broker is None or state.deliverer is None:
+    if state.broker is None:
         raise ApiError(409, "no_broker", "deliver needs the broker to run in this server process (nexus serve)")
+    if state.deliverer is None:  # `nexus serve` with no [adapters]: it was a 409 saying "needs nexus serve"
+        name = deliver.split("/", 1)[0] if isinstance(deliver, str) else deliver.adapter
+        raise ApiError(422, "invalid_request", f"deliver: no adapter named {name!r}: this server has no [adapters] "
+                                               "configured (docs/adapters.md)")  # fmt: skip
     try:
         if isinstance(deliver, str):
             target = parse_target(deliver)
