@@ -6,15 +6,12 @@ import asyncio
 import os
 import shutil
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
 from nexus.config import load_config
 from nexus.engine import run_agent
-from nexus.engine.execution import _writer
-from nexus.engine.execution import session_lock as module
 from nexus.engine.execution.session_lock import session_lock, session_lock_path
 from nexus.ledger import Ledger, NewSession, TurnDetails, TurnWrite
 from nexus.llm.abort import AbortSignal
@@ -232,70 +229,6 @@ async def test_a_wait_cancelled_or_a_block_that_raises_leaves_no_descriptor_open
     assert len(os.listdir("/proc/self/fd")) == fds
     async with session_lock(db, "main") as held:  # and the lock is free again
         assert held
-
-
-@pytest.fixture
-def many_runs_active(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The process counts more active runs than the ledger writer runs inline for (a burst of starts)."""
-    monkeypatch.setattr(_writer._LOAD, "runs", _writer.INLINE_MAX_RUNS + 1)
-
-
-async def test_a_new_lock_file_is_created_off_the_event_loop_while_many_runs_are_active(
-    tmp_path: Path, many_runs_active: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Creating a file took ~0.15 ms on ext4; 500 runs of new sessions started at once stalled the loop on
-    those creates. An existing lock file is still opened inline (microseconds)."""
-
-    created_on: list[int] = []
-    real = module._open_lock_file
-
-    def recording(path: Path) -> int:
-        created_on.append(threading.get_ident())
-        return real(path)
-
-    monkeypatch.setattr(module, "_open_lock_file", recording)
-    db = tmp_path / "agents.db"
-    async with session_lock(db, "new") as held:
-        assert held and session_lock_path(db, "new").exists()
-    assert created_on and created_on[0] != threading.get_ident()
-    async with session_lock(db, "new") as held:  # the file exists now: opened inline, no create
-        assert held
-    assert len(created_on) == 1
-
-
-async def test_a_start_cancelled_while_its_lock_file_is_created_leaves_no_descriptor_open(
-    tmp_path: Path, many_runs_active: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-
-    entered, finish = threading.Event(), threading.Event()
-    real = module._open_lock_file
-
-    def slow(path: Path) -> int:
-        entered.set()
-        finish.wait(10)
-        return real(path)
-
-    monkeypatch.setattr(module, "_open_lock_file", slow)
-    db = tmp_path / "agents.db"
-    session_lock_path(db, "main").parent.mkdir(parents=True)
-    fds = len(os.listdir("/proc/self/fd"))
-
-    async def start() -> None:
-        async with session_lock(db, "main"):
-            raise AssertionError("cancelled before the lock was taken")
-
-    starting = asyncio.create_task(start())
-    await asyncio.to_thread(entered.wait, 10)
-    starting.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await starting
-    finish.set()
-    for _ in range(200):  # the create finishes on its thread; its descriptor is closed when it arrives
-        await asyncio.sleep(0.01)
-        if len(os.listdir("/proc/self/fd")) == fds:
-            break
-    assert len(os.listdir("/proc/self/fd")) == fds
-    assert session_lock_path(db, "main").exists()
 
 
 async def test_a_runtime_that_ran_the_session_still_recovers_a_turn_another_process_left_open(

@@ -37,8 +37,6 @@ try:
 except ImportError:  # no flock on this platform (Windows): no cross-process lock
     fcntl = None  # type: ignore[assignment]
 
-from nexus.engine.execution._writer import inline_ok
-
 if TYPE_CHECKING:
     from nexus.ledger import Ledger
     from nexus.llm import AbortSignal
@@ -79,32 +77,6 @@ def _open_lock_file(path: Path) -> int:
         return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
 
 
-async def _opened_lock_file(path: Path) -> int:
-    """:func:`_open_lock_file`, creating a missing file on a worker thread while many runs are active.
-
-    Opening an existing lock file takes microseconds; creating one took ~0.15 ms on ext4 (a new
-    directory entry and inode), and 500 runs of new sessions started in a burst stood the event loop
-    still for tens of milliseconds at a time on those creates (a stall watchdog's most common stack).
-    With few runs active the loop has time for it, and a thread hop would only add to a CLI's run.
-    """
-    try:
-        return os.open(path, os.O_RDWR)
-    except FileNotFoundError:
-        if inline_ok():
-            return _open_lock_file(path)
-    opening = asyncio.get_running_loop().run_in_executor(None, _open_lock_file, path)
-    try:
-        return await asyncio.shield(opening)
-    except asyncio.CancelledError:  # the run was cancelled meanwhile: the descriptor must not leak
-        opening.add_done_callback(_close_unused)
-        raise
-
-
-def _close_unused(opening: asyncio.Future[int]) -> None:
-    if not opening.cancelled() and opening.exception() is None:
-        os.close(opening.result())
-
-
 class _SessionLock:
     """:func:`session_lock`'s context manager: a slotted object, not a generator frame, held by every run."""
 
@@ -126,7 +98,7 @@ class _SessionLock:
     async def __aenter__(self) -> bool:
         if self._path is None or fcntl is None:  # in memory (private to the process), or no flock here
             return True
-        self._fd = await _opened_lock_file(self._file or session_lock_path(self._path, self._label))
+        self._fd = _open_lock_file(self._file or session_lock_path(self._path, self._label))
         try:
             told = False
             while True:
