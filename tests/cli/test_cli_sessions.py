@@ -244,3 +244,34 @@ def test_doctor_recovers_turns_of_dead_processes(nexus: RunNexus, isolated_env: 
     assert "closed 1 turn left open by a stopped process" in result.stdout, result.stdout
     with Ledger.open(isolated_env / "agents.db") as ledger:
         assert run_inline(ledger.turns.open_turns()) == []
+
+
+def test_import_takes_a_bom_warns_of_messages_no_model_sees_and_names_label_when_taken(
+    tmp_path: Path, nexus: RunNexus
+) -> None:
+    """A stranger's trial: a file with a UTF-8 byte-order mark was refused ("may be truncated"); a message entry
+    of a role Nexus does not know (pi's bashExecution) vanished from the conversation without a word; importing
+    the same file again said "pick another label" without saying how."""
+
+    def msg(entry_id: str, parent: str | None, message: dict[str, object]) -> dict[str, object]:
+        return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": "2026-01-01T00:00:01.000Z",
+                "message": message}  # fmt: skip
+
+    entries = [
+        {"type": "session", "version": 3, "id": "bom-file-1", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/w"},
+        msg("a1", None, {"role": "user", "content": "list the files", "timestamp": 1}),
+        msg("a2", "a1", {"role": "bashExecution", "command": "ls", "output": "a b", "timestamp": 2}),
+        msg("a3", "a2", {"role": "assistant", "content": [{"type": "text", "text": "two files"}], "api": "x",
+                         "provider": "p", "model": "m", "stopReason": "stop", "timestamp": 3,
+                         "usage": {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2,
+                                   "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}}),
+    ]  # fmt: skip
+    path = tmp_path / "bom.jsonl"
+    path.write_text("\ufeff" + "".join(json.dumps(e) + "\n" for e in entries), encoding="utf-8")
+    first = nexus("sessions", "import", str(path))
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == "pi-bom-file-1\n"
+    assert "1 message of a role other than user, assistant and toolResult kept as metadata only" in first.stderr
+    again = nexus("sessions", "import", str(path))
+    assert again.returncode == 1 and "--label NAME" in again.stderr and "Traceback" not in again.stderr, again.stderr
+    assert nexus("sessions", "import", str(path), "--label", "second").returncode == 0

@@ -323,8 +323,14 @@ def write_file_atomically(path: Path, data: str) -> Path:
 
 
 async def _import(ledger: Ledger, args: argparse.Namespace) -> int:
+    from nexus.errors import NexusError
+    from nexus.ledger import SessionExistsError
+
     source = Path(args.file)  # a file: checked before the ledger was opened
-    result = await ledger.pi.import_pi(source, args.label)
+    try:
+        result = await ledger.pi.import_pi(source, args.label)
+    except SessionExistsError as exc:  # the same file twice: say how to import it again
+        raise NexusError(f"{exc} (give the import another name with --label NAME)") from None
     label = getattr(result, "session_label", None) or str(result)
     turns = getattr(result, "turns", None)
     extra = f" ({turns} turns, {getattr(result, 'messages', 0)} messages)" if turns is not None else ""
@@ -334,4 +340,9 @@ async def _import(ledger: Ledger, args: argparse.Namespace) -> int:
     forks = getattr(result, "fork_labels", None)
     if forks:
         print(f"branches became sessions: {', '.join(forks)}", file=sys.stderr)
+    unread = getattr(result, "kept_entries", {}).get("message", 0)
+    if unread:  # a role Nexus does not know (pi's bashExecution, a typo): kept, but no model will see it
+        noun = "message" if unread == 1 else "messages"
+        print(f"nexus: warning: {unread} {noun} of a role other than user, assistant and toolResult kept as "
+              "metadata only: not in the conversation a model sees", file=sys.stderr)  # fmt: skip
     return 0

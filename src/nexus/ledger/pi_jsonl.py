@@ -80,7 +80,7 @@ class _Group:
 def _parse(path: Path) -> tuple[dict[str, Any], list[_Entry]]:
     where = str(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
     except UnicodeDecodeError as exc:
         raise PiFormatError(where, 1, f"not UTF-8 text ({exc.reason})") from exc
     except OSError as exc:
