@@ -268,3 +268,27 @@ def test_a_failed_turn_fails_the_drain_and_shows_in_the_queue_list(
     assert "nexus: error: the message's turn failed: 400 invalid_request_error: still nope" in sent.stderr
     as_json = json.loads(nexus("send", "coder", "job 3", "--id", "m-3", "--json").stdout)
     assert (as_json["status"], as_json["turn_status"]) == ("delivered", "failed")
+
+
+def test_queue_list_says_when_processing_messages_have_no_drain_left(home: Path, nexus: RunNexus) -> None:
+    """Every drain killed with -9 left a message `processing` that `nexus queue list` showed as busy, with no
+    hint that nothing runs it (a stranger's trial); while a drain holds the broker lock nothing is said."""
+    nexus("agents", "add", "coder")
+    with Ledger.open(home / "agents.db") as ledger:
+        store = BrokerStore(ledger.database)
+        item, _ = store.accept(
+            agent_id="coder", session_label="agent:coder", message_id="m-cut", sender="user",
+            message={"content": "cut off", "from": "user"}, mode="followup",
+        )  # fmt: skip
+        store.claim([item.id])
+    orphaned = nexus("queue", "list")
+    assert orphaned.returncode == 0 and "processing" in orphaned.stdout, orphaned.stderr
+    assert "1 message shows processing but no nexus serve or drain runs" in orphaned.stderr
+    assert "`nexus queue drain` runs them again" in orphaned.stderr
+    lock = os.open(home / "broker.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(lock, fcntl.LOCK_EX)  # a drain runs
+    try:
+        running = nexus("queue", "list")
+    finally:
+        os.close(lock)
+    assert running.returncode == 0 and "no nexus serve or drain runs" not in running.stderr, running.stderr

@@ -72,6 +72,7 @@ __all__ = [
     "Wait",
     "agent_problems",
     "broker_lock",
+    "broker_lock_held",
     "build_host",
     "check_session_key",
     "checked_agents",
@@ -95,6 +96,7 @@ if TYPE_CHECKING:
     from nexus.broker._config_check import agent_problems, model_ref_problems
     from nexus.broker.host import (
         broker_lock,
+        broker_lock_held,
         build_host,
         checked_agents,
         running_broker,
@@ -117,6 +119,7 @@ _LAZY: dict[str, str] = {
     "MAX_KEY_CHARS": "nexus.broker.sessions",
     "agent_problems": "nexus.broker._config_check",
     "broker_lock": "nexus.broker.host",
+    "broker_lock_held": "nexus.broker.host",
     "build_host": "nexus.broker.host",
     "check_session_key": "nexus.broker.sessions",
     "checked_agents": "nexus.broker.host",

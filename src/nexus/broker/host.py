@@ -62,6 +62,24 @@ def broker_lock(config: NexusConfig) -> Iterator[bool]:
         os.close(fd)
 
 
+def broker_lock_held(config: NexusConfig) -> bool:
+    """Whether a process holds this configuration's broker lock now (a drain runs), asked without taking it:
+    a shared lock is refused while the exclusive one is held, and nothing is written to the lock file."""
+    try:
+        fd = os.open(lock_path(config), os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    except OSError:  # cannot tell (no permission): assume a drain runs, and say nothing of the items
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing lets go of the shared lock if it was granted
+    return False
+
+
 @dataclass(slots=True)
 class BrokerHost:
     """What a process that drains the queues runs: the engine's runtime, the broker on it, the deliverer of

@@ -107,10 +107,25 @@ async def _queue(config: NexusConfig, args: argparse.Namespace) -> int:
             print(f"dropped {len(waiting)} waiting {noun} of {args.agent_id}")
             return 0
         statuses = () if args.all else (*_OPEN, "failed")
-        return await _print_items(ledger, store.items(agent_id=args.agent_id, statuses=statuses), args.json)
+        items = store.items(agent_id=args.agent_id, statuses=statuses)
+        code = await _print_items(ledger, items, args.json)
+        _say_if_orphaned(config, sum(1 for item in items if item.status == "processing"))
+        return code
 
 
 _OPEN = ("queued", "processing")
+
+
+def _say_if_orphaned(config: NexusConfig, processing: int) -> None:
+    """``processing`` rows with no drain running: their process was killed (a stranger's trial found them shown as
+    busy with no hint). On SQLite every drain of this home holds the broker lock; on PostgreSQL another machine's
+    broker may be running them, so nothing is said there."""
+    from nexus.broker import broker_lock_held
+
+    if processing and config.database_url is None and not broker_lock_held(config):
+        noun = "message shows" if processing == 1 else "messages show"
+        print(f"nexus: {processing} {noun} processing but no nexus serve or drain runs for this NEXUS_HOME (its "
+              "process was stopped): `nexus queue drain` runs them again", file=sys.stderr)  # fmt: skip
 
 
 def _running_server(config: NexusConfig) -> RunningServer | None:
