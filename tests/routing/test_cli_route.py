@@ -61,6 +61,8 @@ def test_route_prints_the_decision_and_records_it(home: tuple[Path, dict[str, st
     assert good.returncode == 0
     rated = json.loads(nexus(root, "route", "stats", "--json").stdout)[0]
     assert rated["good_feedback"]["value"] == 1.0 and rated["good_feedback"]["n"] == 1
+    future = nexus(root, "route", "stats", "--since", "2099-01-01")  # it said "no routing decisions recorded yet"
+    assert future.returncode == 0 and future.stdout.strip() == "no routing decisions since 2099-01-01 00:00 (UTC)"
 
 
 @pytest.mark.parametrize(("args", "says"), [

@@ -64,6 +64,10 @@ def parse_since(text: str | None, now: float | None = None) -> int:
         raise ConfigError(f"--since {text!r}: give 7d, 12h, 30m or a date YYYY-MM-DD") from None
 
 
+def _day(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M")
+
+
 def _open_ledger(config: NexusConfig) -> Ledger:
     """The configured ledger, an SQLite file or a PostgreSQL database (routing works on both); the router
     runs on this thread, which is what the PostgreSQL pool's synchronous transactions are for."""
@@ -152,8 +156,8 @@ def _stats(router: Router, since: int, as_json: bool) -> int:
     if as_json:
         print(json.dumps([_arm_json(a) for a in arms], indent=1))
         return 0
-    if not arms:
-        print("no routing decisions recorded yet")
+    if not arms:  # with --since, decisions before that date may exist: say which question had no answer
+        print("no routing decisions recorded yet" if not since else f"no routing decisions since {_day(since)} (UTC)")
         return 0
     print(
         "| arm | decisions | settled | existing | completion [95% CI] | tokens/task [95% CI] | cost/task "
