@@ -8,10 +8,25 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 _PROVIDER_ENV = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "GEMINI_API_KEY")
+
+
+@pytest.fixture
+def sql_trace() -> Callable[[Any], list[str]]:
+    """``sql_trace(ledger)`` records every SQL statement a SQLite ledger's connection runs from then on, in the
+    list it returns (empty at first: the COMMIT of the write that set the callback is dropped)."""
+
+    def start(ledger: Any) -> list[str]:
+        statements: list[str] = []
+        ledger.database.write(lambda conn: conn.set_trace_callback(statements.append))
+        statements.clear()
+        return statements
+
+    return start
 
 
 @pytest.fixture(autouse=True)

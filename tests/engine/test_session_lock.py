@@ -6,6 +6,7 @@ import asyncio
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -232,7 +233,7 @@ async def test_a_wait_cancelled_or_a_block_that_raises_leaves_no_descriptor_open
 
 
 async def test_a_runtime_that_ran_the_session_still_recovers_a_turn_another_process_left_open(
-    isolated_env: Path,
+    isolated_env: Path, sql_trace: Callable[[Ledger], list[str]]
 ) -> None:
     """The lock's open-turn check is skipped while no other process committed (the ledger's ``others_mark``);
     a killed process's open turn is such a commit, so the next run still recovers it before reading the head."""
@@ -245,8 +246,7 @@ async def test_a_runtime_that_ran_the_session_still_recovers_a_turn_another_proc
         env = Runtime(config, ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
         spec = AgentSpec(model=scripted.model.ref)
         await env.run(spec, "main", "one")
-        statements: list[str] = []
-        ledger.database.write(lambda conn: conn.set_trace_callback(statements.append))
+        statements = sql_trace(ledger)
         second = await env.run(spec, "main", "two")
         assert not [s for s in statements if "FROM turns WHERE status" in s]  # nobody else wrote: not read
         holder = await asyncio.create_subprocess_exec(

@@ -5,19 +5,14 @@ Real SQLite; the statements are the ledger connection's."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from nexus.config import load_config
 from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.ledger import Ledger
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text
-
-
-def _traced(ledger: Ledger) -> list[str]:
-    statements: list[str] = []
-    ledger.database.write(lambda conn: conn.set_trace_callback(statements.append))
-    statements.clear()  # the COMMIT of the write that set the callback
-    return statements
 
 
 def _runtime(ledger: Ledger, replies: int) -> tuple[Runtime, AgentSpec]:
@@ -30,10 +25,12 @@ def _session_row_reads(statements: list[str]) -> int:
     return len([s for s in statements if "FROM sessions" in s and "SELECT label" in s])
 
 
-async def test_a_known_label_is_read_once_a_run_and_the_history_is_the_ledgers(ledger: Ledger) -> None:
+async def test_a_known_label_is_read_once_a_run_and_the_history_is_the_ledgers(
+    sql_trace: Callable[[Ledger], list[str]], ledger: Ledger
+) -> None:
     env, spec = _runtime(ledger, 3)
     first = await env.run(spec, "s", "one")
-    statements = _traced(ledger)
+    statements = sql_trace(ledger)
     second = await env.run(spec, "s", "two")
     assert _session_row_reads(statements) == 0  # no ensure at the start, none in assembly
     assert len([s for s in statements if s == "BEGIN"]) == 1  # assembly's one read (the lock's check: see

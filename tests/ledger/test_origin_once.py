@@ -8,7 +8,7 @@ statements are the writer connection's.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -32,12 +32,6 @@ def _write(ledger: Ledger, model: str = "fake-model", compacting: CompactionReco
     return run_inline(ledger.turns.write(turn))
 
 
-def _traced(ledger: Ledger) -> list[str]:
-    statements: list[str] = []
-    ledger.database.write(lambda conn: conn.set_trace_callback(statements.append))
-    return statements
-
-
 def _origin_reads(statements: list[str]) -> int:
     return len([s for s in statements if "FROM origins" in s or "INTO origins" in s])
 
@@ -47,8 +41,10 @@ def _models(ledger: Ledger) -> list[str]:
     return [m.model for m in turns if m.role == "assistant"]
 
 
-def test_an_origin_written_on_every_turn_is_looked_up_once(ledger: Ledger) -> None:
-    statements = _traced(ledger)
+def test_an_origin_written_on_every_turn_is_looked_up_once(
+    sql_trace: Callable[[Ledger], list[str]], ledger: Ledger
+) -> None:
+    statements = sql_trace(ledger)
     for _ in range(3):
         _write(ledger)
     assert _origin_reads(statements) == 2  # the first turn's SELECT (none yet) and INSERT
@@ -59,8 +55,10 @@ def test_an_origin_written_on_every_turn_is_looked_up_once(ledger: Ledger) -> No
     assert _models(ledger) == ["fake-model"] * 3 + ["other-model", "fake-model"]
 
 
-def test_an_origin_whose_write_rolled_back_is_looked_up_again(ledger: Ledger) -> None:
-    statements = _traced(ledger)
+def test_an_origin_whose_write_rolled_back_is_looked_up_again(
+    sql_trace: Callable[[Ledger], list[str]], ledger: Ledger
+) -> None:
+    statements = sql_trace(ledger)
     with pytest.raises(TurnNotFound):  # checked after the messages are inserted: nothing of the write commits
         _write(ledger, "lost-model", compaction("01ZZZZZZZZZZZZZZZZZZZZZZZZ", None))
     before = _origin_reads(statements)

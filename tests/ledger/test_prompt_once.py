@@ -8,7 +8,7 @@ statements are the writer connection's.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -36,12 +36,6 @@ def _open(ledger: Ledger, prompt: str, parent: object = None) -> str:
     return run_inline(ledger.turns.open(opening))
 
 
-def _traced(ledger: Ledger) -> list[str]:
-    statements: list[str] = []
-    ledger.database.write(lambda conn: conn.set_trace_callback(statements.append))
-    return statements
-
-
 def _hash_of(ledger: Ledger, turn_id: str) -> str:
     row = ledger.database.read(
         lambda conn: conn.execute("SELECT system_prompt_hash FROM turns WHERE id = ?", (turn_id,)).fetchone()
@@ -49,8 +43,8 @@ def _hash_of(ledger: Ledger, turn_id: str) -> str:
     return str(row[0])
 
 
-def test_a_prompt_sent_on_every_turn_is_written_once(ledger: Ledger) -> None:
-    statements = _traced(ledger)
+def test_a_prompt_sent_on_every_turn_is_written_once(sql_trace: Callable[[Ledger], list[str]], ledger: Ledger) -> None:
+    statements = sql_trace(ledger)
     turns = [_open(ledger, PROMPT) for _ in range(3)]
     inserts = [s for s in statements if s.startswith("INSERT INTO system_prompts")]
     assert len(inserts) == 1

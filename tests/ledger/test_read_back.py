@@ -8,7 +8,7 @@ rows, so the same messages. Real SQLite; the statements are the database connect
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -24,13 +24,6 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
     with Ledger.open(tmp_path / "agents.db") as opened:
         run_inline(opened.sessions.ensure(NewSession("s")))
         yield opened
-
-
-def _traced(ledger: Ledger) -> list[str]:
-    statements: list[str] = []
-    ledger.database.write(lambda conn: conn.set_trace_callback(statements.append))
-    statements.clear()  # the COMMIT of the write that set the callback
-    return statements
 
 
 def _opened(ledger: Ledger) -> str:
@@ -52,10 +45,10 @@ def _fresh_read(path: Path, turn_id: str) -> list[object]:
 
 
 def test_the_read_back_of_a_turn_just_written_reads_nothing_and_matches_the_file(
-    ledger: Ledger, tmp_path: Path
+    sql_trace: Callable[[Ledger], list[str]], ledger: Ledger, tmp_path: Path
 ) -> None:
     turn_id = _close(ledger, _opened(ledger))
-    statements = _traced(ledger)
+    statements = sql_trace(ledger)
     kept = run_inline(ledger.turns.messages(turn_id))
     assert statements == []  # no transaction, no SELECT
     assert kept == _fresh_read(tmp_path / "agents.db", turn_id)  # ids, ordinals, sources, context, bodies
@@ -66,9 +59,11 @@ def test_the_read_back_of_a_turn_just_written_reads_nothing_and_matches_the_file
     assert statements != []
 
 
-def test_an_open_turn_and_a_turn_written_in_one_go_are_read(ledger: Ledger) -> None:
+def test_an_open_turn_and_a_turn_written_in_one_go_are_read(
+    sql_trace: Callable[[Ledger], list[str]], ledger: Ledger
+) -> None:
     turn_id = _opened(ledger)
-    statements = _traced(ledger)
+    statements = sql_trace(ledger)
     assert [m.role for m in run_inline(ledger.turns.messages(turn_id))] == ["user"]  # not finished: read
     assert statements != []
     _close(ledger, turn_id)
@@ -78,13 +73,15 @@ def test_an_open_turn_and_a_turn_written_in_one_go_are_read(ledger: Ledger) -> N
     assert statements != []
 
 
-def test_a_write_that_rolled_back_keeps_nothing_and_its_retry_is_kept(ledger: Ledger, tmp_path: Path) -> None:
+def test_a_write_that_rolled_back_keeps_nothing_and_its_retry_is_kept(
+    sql_trace: Callable[[Ledger], list[str]], ledger: Ledger, tmp_path: Path
+) -> None:
     turn_id = _opened(ledger)
     run_inline(qa_turn(ledger, "s", "meanwhile", "another writer moved the head"))
     with pytest.raises(HeadMovedError):
         _close(ledger, turn_id)
     written = _close(ledger, turn_id, if_head_moved="branch")
-    statements = _traced(ledger)
+    statements = sql_trace(ledger)
     kept = run_inline(ledger.turns.messages(written))
     assert statements == []
     assert kept == _fresh_read(tmp_path / "agents.db", written)
