@@ -9,6 +9,7 @@ which ones the cap will take, but it can say the queue is past its cap and where
 
 from __future__ import annotations
 
+from nexus.broker import QueueOverrides, QueueSettings, resolve_settings
 from nexus.config import NexusConfig
 from nexus.ledger import QueueItem
 
@@ -16,14 +17,14 @@ from nexus.ledger import QueueItem
 def over_cap_hint(config: NexusConfig, pending: list[QueueItem], agent_id: str, session_label: str) -> str | None:
     """A line for the sender when more messages wait in the session than its queue cap; ``None`` otherwise."""
     waiting = sum(1 for item in pending if item.session_label == session_label and item.status == "queued")
-    table = config.agents.get(agent_id)
-    agent_cap, agent_policy = (table.queue.cap, table.queue.drop_policy) if table is not None else (None, None)
-    cap = agent_cap if agent_cap is not None else config.broker.cap  # the agent's [agents.X] queue, else [broker]
-    policy = agent_policy if agent_policy is not None else config.broker.drop_policy
-    if waiting <= cap:
+    table = config.agents.get(agent_id)  # the agent's [agents.X] queue over [broker]'s, as its broker merges them
+    agent = QueueOverrides(cap=table.queue.cap, drop_policy=table.queue.drop_policy) if table is not None else None
+    default = QueueSettings(cap=config.broker.cap, drop_policy=config.broker.drop_policy)
+    settings = resolve_settings(agent, default=default)
+    if waiting <= settings.cap:
         return None
     return (
-        f"nexus: {waiting} messages wait for {agent_id} in {session_label}, past its queue cap of {cap} "
-        f"(drop policy '{policy}'): some may be dropped before a turn takes them; "
+        f"nexus: {waiting} messages wait for {agent_id} in {session_label}, past its queue cap of {settings.cap} "
+        f"(drop policy '{settings.drop_policy}'): some may be dropped before a turn takes them; "
         f"`nexus queue list {agent_id} --all` shows what became of each"
     )
