@@ -105,16 +105,19 @@ def seconds(text: str) -> float:
 def printable(text: str) -> str:
     """``text`` with control characters shown as escapes (``\\x1b``): a name from the ledger printed
     in a table must not move the cursor or recolour the terminal."""
-    return _CONTROL.sub(lambda found: repr(found.group())[1:-1], text) if _CONTROL.search(text) else text
+    return _escaped(_CONTROL, text)
 
 
 def terminal_text(text: str) -> str:
     """Stored text (a message, a checkpoint's preview) for a terminal: lines and tabs kept, every other
     control character shown as an escape. Anyone who can message an agent writes the text: raw, an
     ``ESC ]0;…`` set the operator's window title and ``ESC [2J`` cleared the screen."""
-    if not _TERMINAL_CONTROL.search(text):
-        return text
-    return _TERMINAL_CONTROL.sub(lambda found: repr(found.group())[1:-1], text)
+    return _escaped(_TERMINAL_CONTROL, text)
+
+
+def _escaped(characters: LazyPattern, text: str) -> str:
+    """``text`` with each character ``characters`` matches shown as its Python escape (``\\x1b``)."""
+    return characters.sub(lambda found: repr(found.group())[1:-1], text) if characters.search(text) else text
 
 
 def clean_text(text: str) -> tuple[str, int]:
