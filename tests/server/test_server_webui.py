@@ -189,6 +189,32 @@ def test_a_stop_shows_as_stopped_and_a_failure_as_a_failure(live: Live, page: An
     expect(page.locator("#notice")).to_contain_text("no broker runs in this server process")
 
 
+def test_a_run_that_ends_before_the_history_arrives_stays_on_screen(live: Live, page: Any) -> None:
+    """A run whose events came while the page still loaded the session's history vanished when the
+    history arrived: the page took its newest turn for the run's reply (a flaky CI failure under load)."""
+    server = live()
+    server.store.save_agent("coder", role="worker", session_label="main", spec={})
+    held: list[Any] = []
+    page.route("**/v1/sessions/main/history", lambda route: held.append(route))
+    page.goto(f"{server.url}/#s=main")
+    expect(page.locator("#live")).to_have_text("live")
+    for _ in range(500):  # route handlers run while Playwright waits
+        if held:
+            break
+        page.wait_for_timeout(20)
+    assert held, "the page never asked for the session's history"
+    _publish(server, "main", _start(), ("token", {"text": "Half"}),
+             ("stream_error", {"error": "rate limited (429)", "partial": True}))  # fmt: skip
+    page.wait_for_timeout(400)  # the events reach the page before its history does
+    for request in held:
+        request.continue_()
+    page.unroute("**/v1/sessions/main/history")
+    expect(page.locator("#messages .turn-group")).to_have_count(3)
+    expect(page.locator(".msg .error")).to_have_text("Run failed: rate limited (429)")
+    page.wait_for_timeout(400)  # the reload after the run's end finds no turn of it: the reply stays
+    expect(page.locator(".msg .error")).to_have_text("Run failed: rate limited (429)")
+
+
 def test_a_sent_message_shows_as_queued_then_started_with_no_raw_id(live: Live, page: Any) -> None:
     """A started message still said "you · queued"; the notice "Queued as 01M8…" stayed on screen."""
     server = live()

@@ -21,10 +21,12 @@ export async function loadHistory() {
     history = await api(`/v1/sessions/${enc(label)}/history`);
   } catch (error) {
     notice(error.message, "bad");
+    if (label === state.session) replayEarly();
     return;
   }
   if (label !== state.session) return;
   state.history = history;
+  replayEarly();
   await refreshPending();
   if (!settled(newestTurnId()) && retries < SETTLE_RETRIES) {
     retries += 1; // the run ended but its turn is not written yet: look again shortly
@@ -182,13 +184,30 @@ export function updateComposer() {
 
 export function resetChat() {
   forgetLive();
+  early = [];
   replace($("messages"));
+}
+
+// Events that came before the session's first history (null once it came): a run is placed after the
+// newest turn the page knew when it started, so until the history arrives they wait (else the history's
+// turns look like the run's reply and the reply vanishes).
+let early = null;
+
+function replayEarly() {
+  const events = early || [];
+  early = null;
+  for (const [event, data] of events) onEvent(event, data);
 }
 
 // A StreamEvent of the selected session; at the run's end the chat, tree and agents reload from the ledger.
 export function onEvent(event, data) {
+  if (early && event !== "reset") {
+    early.push([event, data]);
+    return;
+  }
   if (event === "reset") {
     notice(`Some live events were missed (${data.reason}); the session was reloaded.`);
+    if (early) early = [];
     forgetLive();
     actions.reloadSession();
     return;
