@@ -18,7 +18,7 @@ from typing import Any
 
 from nexus.cli._conversation import TurnExit, open_conversation
 from nexus.cli._render import JsonRenderer, Renderer, RunSummary, TextRenderer
-from nexus.errors import ConfigError, NexusError
+from nexus.errors import ConfigError, NexusError, UsageError
 
 __all__ = ["exit_code", "iterations_notice", "read_message", "run_command", "stop_notice"]
 
@@ -103,15 +103,15 @@ def read_message(raw: str, stdin: Any = None, limit: int | None = None) -> str:
     if raw == "-":
         source = sys.stdin if stdin is None else stdin
         if source is None or (hasattr(source, "isatty") and source.isatty()):
-            raise ConfigError("MESSAGE is '-' but stdin is a terminal: pipe the message in, e.g. echo hi | nexus run -")
+            raise UsageError("MESSAGE is '-' but stdin is a terminal: pipe the message in, e.g. echo hi | nexus run -")
         raw = read_all(source, limit)
     elif limit is not None and len(raw) > limit:
-        raise ConfigError(f"the message is {len(raw):,} characters; the limit is {limit:,}")
+        raise UsageError(f"the message is {len(raw):,} characters; the limit is {limit:,}")
     else:
         raw = accept_text(raw, "given on the command line")
     text = raw.strip()
     if not text:
-        raise ConfigError('the message is empty: give the text to send, e.g. nexus run "hello"')
+        raise UsageError('the message is empty: give the text to send, e.g. nexus run "hello"')
     return text
 
 
