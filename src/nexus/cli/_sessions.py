@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nexus._replace_file import replace_file
 from nexus.cli._input import terminal_text
-from nexus.cli._replace_file import replace_file
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
