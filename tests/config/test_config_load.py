@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from nexus.config import config_path, load_config, nexus_home, parse_config
+from nexus.config import NexusConfig, config_path, load_config, nexus_home, parse_config
 from nexus.config._toml_lines import key_lines, line_of
 from nexus.errors import ConfigError, NexusError
 
@@ -47,6 +47,20 @@ def test_no_file_gives_defaults(isolated_env: Path) -> None:
     assert config.local.n_ctx == 4096
     assert config.workspace_path == isolated_env / "workspace"
     assert config.database_path == isolated_env / "agents.db"
+
+
+def test_the_workspace_path_follows_what_it_is_made_of(isolated_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The path is kept between runs, but a moved ``$NEXUS_HOME`` (for a config not loaded from a home),
+    ``$HOME`` or a copy's workspace is seen."""
+    loaded, free = load_config(), NexusConfig()
+    assert loaded.workspace_path == free.workspace_path == isolated_env / "workspace"
+    monkeypatch.setenv("NEXUS_HOME", str(isolated_env / "other"))
+    assert free.workspace_path == isolated_env / "other" / "workspace"
+    assert loaded.workspace_path == isolated_env / "workspace"  # its home is the one it was loaded from
+    assert loaded.model_copy(update={"workspace": "ws"}).workspace_path == isolated_env / "ws"
+    monkeypatch.setenv("HOME", str(isolated_env / "me"))
+    assert loaded.model_copy(update={"workspace": "~/ws"}).workspace_path == isolated_env / "me" / "ws"
+    assert free.workspace_path == isolated_env / "other" / "workspace"
 
 
 def test_full_file_is_read(isolated_env: Path) -> None:

@@ -198,15 +198,19 @@ def test_runs_that_compose_the_same_system_prompt_keep_one_copy(tmp_path: Path) 
     model = Model("m1", "prov", "api", context_window=50_000, max_tokens=4_000)
     (tmp_path / "AGENTS.md").write_text("Be brief.")
 
-    def compose(label: str) -> str:
-        event = EventContext(time=MOMENT, channel="cli")
-        tools = [tool("read"), tool("write")]
+    def compose(label: str, when: datetime = MOMENT, channel: str = "cli", tools: tuple[str, ...] = ("read",)) -> str:
+        event = EventContext(time=when, channel=channel)
         return assemble_context(
-            model=model, workspace=tmp_path, session_label=label, history=[], message="hi", event=event, tools=tools
-        ).system_prompt
+            model=model, workspace=tmp_path, session_label=label, history=[], message="hi", event=event,
+            tools=[tool(name) for name in tools],
+        ).system_prompt  # fmt: skip
 
     first, second = compose("a"), compose("b")
     assert first == second and first is second
-    (tmp_path / "AGENTS.md").write_text("Be thorough.")  # composed per run: a changed file is seen at once
+    (tmp_path / "AGENTS.md").write_text("Be thorough.")  # a changed file is seen by the next run
     changed = compose("c")
     assert "Be thorough." in changed and changed != first
+    assert compose("c", when=MOMENT.replace(hour=23)) is changed  # the prompt shows the date only
+    assert "2026-02-28" in compose("c", when=MOMENT.replace(day=28))
+    assert "Channel: web" in compose("c", channel="web")
+    assert "- write:" in compose("c", tools=("read", "write")) and "- write:" not in changed

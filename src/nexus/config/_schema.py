@@ -248,6 +248,7 @@ class NexusConfig(Record):
     _source: Path | None = None
     _text: str = ""
     _lines: Mapping[tuple[str | int, ...], int] | None = None
+    _workspace_memo: tuple[tuple[object, ...], Path] | None = None
     _label: str = "nexus.toml"
 
     @field_check("default_model")
@@ -286,8 +287,19 @@ class NexusConfig(Record):
 
     @property
     def workspace_path(self) -> Path:
-        """The agent workspace (default ``$NEXUS_HOME/workspace``)."""
-        return resolve_path(self.workspace or WORKSPACE_DIR_NAME, self.home)
+        """The agent workspace (default ``$NEXUS_HOME/workspace``).
+
+        Every run asks; the path is built again only when what it depends on changed (``workspace``, which a
+        ``model_copy`` may replace, the home, ``$NEXUS_HOME`` and ``$HOME``): building it was ~1 % of a broker turn.
+        """
+        env = os.environ
+        key = (self.workspace, self._home, env.get("NEXUS_HOME"), env.get("HOME"))
+        memo = self._workspace_memo
+        if memo is not None and memo[0] == key:
+            return memo[1]
+        path = resolve_path(self.workspace or WORKSPACE_DIR_NAME, self.home)
+        self._workspace_memo = (key, path)
+        return path
 
     @property
     def database_path(self) -> Path:

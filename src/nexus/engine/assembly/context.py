@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import field, replace
 from datetime import datetime, tzinfo
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -147,33 +146,32 @@ def _system_prompt_for(
     if prompt.scaffold:
         scaffold_workspace(root)
     zone = event.timezone if event is not None else "UTC"
+    now = event.local_time() if event is not None else datetime.now(resolve_timezone(zone))
     if prompt.profile == "minimal":
-        now = event.local_time() if event is not None else datetime.now(resolve_timezone(zone))
         return build_minimal_system_prompt(now.date(), prompt.identity)
-    runtime = RuntimeInfo(
-        time=event.local_time() if event is not None else datetime.now(resolve_timezone(zone)),
-        timezone=zone,
-        channel=event.channel if event is not None else None,
-        model=model.ref,
-        workspace=str(root),
-    )
+    channel = event.channel if event is not None else None
+    files = tuple(load_bootstrap_files(root)) if prompt.load_bootstrap else ()
+    key = (str(root), model.ref, zone, channel, now.date(), prompt.identity, prompt.safety, files,
+           tuple([(t.name, t.description) for t in tools]))  # fmt: skip
+    known = _composed.get(key)
+    if known is not None:
+        return known
+    runtime = RuntimeInfo(time=now, timezone=zone, channel=channel, model=model.ref, workspace=key[0])
     composed = build_system_prompt(
-        identity=prompt.identity,
-        bootstrap_files=load_bootstrap_files(root) if prompt.load_bootstrap else (),
-        tools=tools,
-        safety=prompt.safety,
-        runtime=runtime,
+        identity=prompt.identity, bootstrap_files=files, tools=tools, safety=prompt.safety, runtime=runtime
     )
-    return _one_copy(composed)
+    if len(_composed) >= _COMPOSED_MAX:
+        _composed.clear()
+    _composed[key] = composed
+    return composed
 
 
-@lru_cache(maxsize=64)
-def _one_copy(prompt: str) -> str:
-    """The first copy of an equal system prompt, for every run that composes it. The runs of one agent on
-    one day compose the same text (the runtime line shows the date only), and each run keeps its context
-    to the end: 1,000 runs at once held 1,000 copies of a ~3 KB prompt. Composing still happens per run
-    (bootstrap files may change); only the kept copy is shared. Bounded: 64 distinct prompts."""
-    return prompt
+_COMPOSED_MAX = 64
+_composed: dict[tuple[object, ...], str] = {}
+"""Composed system prompts by everything they are made of (the runtime line shows the date only, and the
+bootstrap files come from their own cache, re-read after an edit): the runs of one agent on one day
+compose the same text, so it is built once, and every run shares that one copy (1,000 runs at once held
+1,000 copies of a ~3 KB prompt before). Bounded: 64 distinct prompts."""
 
 
 def assemble_context(
