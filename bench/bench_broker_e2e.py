@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -56,10 +57,11 @@ async def run(agents: int, messages: int, directory: Path, rate: float | None = 
     async def timed_stream(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         context = args[1]
         token = str(context.messages[-1].content).rsplit("#", 1)[-1]
-        async for event in scripted.stream(*args, **kwargs):
-            if event.type == "text_delta" and token not in first_token:
-                first_token[token] = time.perf_counter()
-            yield event
+        async with aclosing(scripted.stream(*args, **kwargs)) as events:  # closed when the run stops at `done`
+            async for event in events:
+                if event.type == "text_delta" and token not in first_token:
+                    first_token[token] = time.perf_counter()
+                yield event
 
     with Ledger.open(directory / "agents.db") as ledger:
         env = Runtime(load_config(), ledger, stream_fn=timed_stream, cooldowns=ProfileCooldowns())

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -372,3 +375,31 @@ async def test_call_for_a_fallback_model_only_falls_back_further() -> None:
     out = await collect(fn(FALLBACK, CONTEXT, None))  # type: ignore[operator]
     assert [ref for ref, _ in provider.calls] == ["openai/small", "openai/third"]
     assert isinstance(out[-1], DoneEvent)
+
+
+async def test_a_consumer_that_stops_at_done_leaves_no_generator_for_the_loops_finalizer() -> None:
+    """The agent loop stops reading at ``done`` and closes the stream: every layer under it is closed then.
+
+    A layer left suspended was closed later by asyncio's hook for abandoned async generators (a self-pipe
+    write and a task per generator, four per model call in the broker's end-to-end benchmark).
+    """
+    _, _, _, fn = make([Step(text="hello")])
+    hooks = sys.get_asyncgen_hooks()
+    abandoned: list[str] = []
+
+    def finalizer(agen: Any) -> None:
+        abandoned.append(agen.ag_code.co_qualname)
+        hooks.finalizer(agen)
+
+    sys.set_asyncgen_hooks(firstiter=hooks.firstiter, finalizer=finalizer)
+    try:
+        stream = fn(PRIMARY, CONTEXT, None)  # type: ignore[operator]
+        async for event in stream:
+            if isinstance(event, DoneEvent):
+                break
+        await stream.aclose()
+        gc.collect()  # a generator nothing refers to any more reaches the finalizer now at the latest
+        await asyncio.sleep(0)
+    finally:
+        sys.set_asyncgen_hooks(*hooks)
+    assert abandoned == []

@@ -11,7 +11,8 @@ import asyncio
 import copy
 import json
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator
+from contextlib import aclosing
 from dataclasses import replace
 
 from nexus.llm import (
@@ -163,8 +164,9 @@ class ScriptedModel:
             yield _fail(partial, model, REPLAY_NEEDS_SERVER.format(path=step.path), "unknown")
             return
         try:
-            async for event in self._play(step, partial, model, options):
-                yield event
+            async with aclosing(self._play(step, partial, model, options)) as events:  # closed when the consumer stops
+                async for event in events:
+                    yield event
         except asyncio.CancelledError:
             # like the provider adapters: a cancelled consumer still gets a final message
             # (the task's cancelling() count stays set so the caller can tell)
@@ -195,7 +197,7 @@ class ScriptedModel:
 
     async def _play(
         self, step: Step, partial: AssistantMessage, model: Model, options: StreamOptions | None
-    ) -> AsyncIterator[AssistantMessageEvent]:
+    ) -> AsyncGenerator[AssistantMessageEvent, None]:
         reply = _chunks.streamed_reply(step)
         ids = (f"toolu_scripted_{len(self.calls)}_{n}" for n in range(len(reply.parts)))
         events = _reply_events(reply, partial, self.chunk_chars, ids)

@@ -24,7 +24,8 @@ from __future__ import annotations
 import asyncio
 import importlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import replace
 
 from nexus._dataclass import dataclass
@@ -191,8 +192,11 @@ class _Failover:
                 continue
             previous = candidate
             outcome = _Outcome(last_error=outcome.last_error)
-            async for event in self.run_model(candidate, model, context, opts, outcome):
-                yield event
+            async with aclosing(self.run_model(candidate, model, context, opts, outcome)) as events:
+                # the consumer stops at `done`, leaving these suspended: closed here, not by asyncio's finalizer
+                # hook for abandoned generators (a self-pipe write and a task each, per model call)
+                async for event in events:
+                    yield event
             if outcome.finished:
                 return
         if outcome.last_error is not None:
@@ -210,7 +214,7 @@ class _Failover:
 
     async def run_model(
         self, model: Model, primary: Model, context: Context, options: StreamOptions, outcome: _Outcome
-    ) -> AsyncIterator[AssistantMessageEvent]:
+    ) -> AsyncGenerator[AssistantMessageEvent, None]:
         """Attempts on one model; yields what the consumer gets; sets ``outcome``.
 
         Every wait is announced once: by the ``RetryEvent`` of the failure that caused it, or
@@ -244,8 +248,9 @@ class _Failover:
             attempt = _Attempt()
             call_options = self.options_for(options, model, primary, profile)
             local = is_local_url(effective_base_url(model, call_options) or "")
-            async for event in self.attempt(model, context, call_options, _name(profile), attempt, local):
-                yield event
+            async with aclosing(self.attempt(model, context, call_options, _name(profile), attempt, local)) as events:
+                async for event in events:
+                    yield event
             if attempt.error is None or not self.retryable(attempt.error, model, profile, local):
                 if attempt.error is not None:
                     if attempt.held_start is not None:
@@ -334,7 +339,7 @@ class _Failover:
 
     async def attempt(
         self, model: Model, context: Context, options: StreamOptions, profile: str, attempt: _Attempt, local: bool
-    ) -> AsyncIterator[AssistantMessageEvent]:
+    ) -> AsyncGenerator[AssistantMessageEvent, None]:
         """One call: pass events through once content flowed; capture an early error instead."""
         events = self.inner(model, context, options)
         try:
