@@ -168,3 +168,12 @@ allow = ["*"]
     assert policy.is_allowed("edit", role="worker")
     assert not policy.is_allowed("apply_patch", role="worker")
     assert policy.is_allowed("bash", session_label="unknown-label", role="unknown-role")
+    assert policy.restricts()
+
+
+def test_a_tool_policy_restricts_when_any_table_says_something() -> None:
+    """A runtime skips the per-tool check only for a policy that says nothing (the default)."""
+    assert not ToolPolicy().restricts() and ToolPolicy().is_allowed("bash", "any", "worker")
+    for text in ('allow = ["read"]', 'deny = ["bash"]', '[tools.sessions.s]\ndeny = ["bash"]', "[tools.roles.r]"):
+        policy = parse_config("[tools]\n" + text).tools
+        assert policy.restricts(), text

@@ -188,6 +188,10 @@ class ToolPolicy(Record):
     def _known_groups(names: list[str]) -> list[str]:
         return _check_tool_names(names)
 
+    def restricts(self) -> bool:
+        """False when no list says anything (the default table): every tool is allowed everywhere."""
+        return bool(self.allow or self.deny or self.sessions or self.roles)
+
     def is_allowed(self, tool_name: str, session_label: str | None = None, role: str | None = None) -> bool:
         """Whether ``tool_name`` may run in session ``session_label`` for an agent of ``role``."""
         if not rule_allows(tool_name, self.allow, self.deny):  # the lists themselves: no record built per call

@@ -135,6 +135,8 @@ def rule_allows(
     ``nexus.toml``'s ``[tools]`` tables and ``nexus.engine.filter_tools`` both decide with this,
     so a policy means the same wherever it is written.
     """
+    if not allow and not deny:  # no rule (the usual table): nothing to expand or match
+        return True
     if tool_matches(name, expand_tool_patterns(deny or (), groups, "deny")):
         return False
     allowed = expand_tool_patterns(allow or (), groups, "allow")

@@ -219,6 +219,8 @@ class Runtime:
             candidates += self.mcp.tools()
         candidates += extra
         policy = self.config.tools
+        if not policy.restricts():
+            return candidates
         return [t for t in candidates if policy.is_allowed(t.name, session_label, role)]
 
     async def prepare_tools(
