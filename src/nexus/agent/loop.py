@@ -92,7 +92,8 @@ class _Run:
         self.stream_fn = config.stream_fn or resolve_default_stream_fn()
         self.tools: dict[str, AgentTool] = {t.name: t for t in context.tools}
         self.llm_tools: list[Tool] = [t.as_llm_tool() for t in context.tools]
-        self.options: StreamOptions = replace(config.options, signal=self.signal)
+        options = config.options
+        self.options: StreamOptions = options if options.signal is self.signal else replace(options, signal=self.signal)
         self.new_messages: list[LoopMessage] = []
         self.partial: AssistantMessage | None = None
         self.batch: ToolBatch | None = None

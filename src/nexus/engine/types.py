@@ -101,6 +101,13 @@ class TokenBudget:
         """True when the prompt plus the reply reserve fits the window at all (no compaction reserve)."""
         return self.used + self.reserve_output <= self.context_window
 
+    def with_conversation(self, history: int, current: int) -> TokenBudget:
+        """The same budget with the history and current-message layers re-estimated (built directly: every
+        run and every model call makes one, and ``dataclasses.replace`` walks the fields by name)."""
+        return TokenBudget(
+            self.context_window, self.reserve_output, self.reserve_compaction, self.system, history, current, self.tools
+        )
+
     def for_model(
         self, model: Model, max_response_tokens: int | None = None, reserve_tokens: int = 16_384
     ) -> TokenBudget:

@@ -9,7 +9,7 @@ unit) and tool results are capped, right before each model call, on a copy.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import field, replace
+from dataclasses import field
 
 from nexus._dataclass import dataclass
 from nexus.engine.assembly._sessions import EstimateEntry, PrefixKey, SessionCache
@@ -258,7 +258,7 @@ class ContextWindow:
 
     def budget(self, messages: Sequence[Message]) -> TokenBudget:
         """The run's budget with the conversation layer re-estimated (system and tools unchanged)."""
-        return replace(self.base_budget, history=self.tokens(messages), current=0)
+        return self.base_budget.with_conversation(self.tokens(messages), 0)
 
     # ------------------------------------------------------------------ compaction
 

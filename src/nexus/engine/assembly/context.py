@@ -9,7 +9,7 @@ and where it is being spoken to without that changing the cached system prompt.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import field, replace
+from dataclasses import field
 from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -257,4 +257,4 @@ def _budget(
         max_response_tokens=max_response_tokens,
         reserve_tokens=limits.reserve_tokens,
     )
-    return replace(budget, history=history_tokens), estimates
+    return budget.with_conversation(history_tokens, budget.current), estimates

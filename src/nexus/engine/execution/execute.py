@@ -310,4 +310,5 @@ def options_for(ctx: AssembledContext, base: StreamOptions | None) -> StreamOpti
         max_tokens=ctx.max_response_tokens or options.max_tokens,
         thinking=thinking,
         session_id=options.session_id or ctx.session_label,
+        signal=ctx.abort_signal if ctx.abort_signal is not None else options.signal,  # the loop keeps these then
     )
