@@ -155,10 +155,10 @@ def scaffold_workspace(workspace: str | Path) -> list[Path]:
     The starter file is a courtesy: in a workspace nexus may not write to, it is skipped (the run
     used to end in a ``PermissionError`` traceback).
     """
+    if os.path.lexists(os.path.join(workspace, "AGENTS.md")):  # every run after the first: one stat, no Path built
+        return []  # (a file in it means the directory exists)
     root = Path(workspace)
     target = root / "AGENTS.md"
-    if os.path.lexists(target):  # every run after the first: one stat (a file in it means the directory exists)
-        return []
     if root.exists() and not root.is_dir():
         raise ConfigError(f"workspace path {root} exists but is not a directory; choose another workspace path")
     created: list[Path] = []
