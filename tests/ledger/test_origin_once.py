@@ -67,3 +67,26 @@ def test_an_origin_whose_write_rolled_back_is_looked_up_again(
     assert _origin_reads(statements) > before
     assert ledger.database.read(lambda c: c.execute("SELECT model FROM origins").fetchall()) == [("lost-model",)]
     assert _models(ledger) == ["lost-model"]
+
+
+def test_a_window_reads_the_origins_table_only_for_an_id_it_has_not_seen(
+    sql_trace: Callable[[Ledger], list[str]], ledger: Ledger, tmp_path: Path
+) -> None:
+    """Each turn's window read decoded its new rows with the whole ``origins`` table, read again every turn."""
+
+    def window() -> list[str]:
+        history = run_inline(ledger.turns.history("s", max_chars=1_000_000))
+        return [m.model for m in history if m.role == "assistant"]
+
+    _write(ledger)
+    statements = sql_trace(ledger)
+    assert window() == ["fake-model"]
+    first = len([s for s in statements if "FROM origins" in s])
+    for count in range(2, 5):
+        _write(ledger)
+        assert window() == ["fake-model"] * count
+    assert len([s for s in statements if "FROM origins" in s]) == first  # the ids were seen: no read
+    with Ledger.open(tmp_path / "agents.db") as other:  # another writer adds an origin this store never saw
+        elsewhere = [replace(reply("a"), model="elsewhere")]
+        run_inline(other.turns.write(TurnWrite("s", query_messages=[user("q")], response_messages=elsewhere)))
+    assert window() == ["fake-model"] * 4 + ["elsewhere"]

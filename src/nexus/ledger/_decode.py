@@ -300,7 +300,7 @@ def decode_bodies(bodies: list[str], origins: Origins | None = None) -> list[Mes
     """
     if not bodies:
         return []
-    o = origins or {}
+    o = origins if origins is not None else {}  # an empty SeenOrigins loads what it lacks
     with gc_paused():
         parsed = json.loads("[" + ",".join(bodies) + "]")
         try:
@@ -314,6 +314,31 @@ def load_origins(conn: sqlite3.Connection) -> Origins:
     return {
         int(i): (str(a), str(p), str(m)) for i, a, p, m in conn.execute("SELECT id, api, provider, model FROM origins")
     }
+
+
+class SeenOrigins(dict[int, Origin]):
+    """The ``origins`` rows a reader loaded, kept between its reads: an id it has not seen loads the table
+    again, in the read transaction at hand (:meth:`using`). Rows are never deleted or renumbered, and a
+    read sees only committed ones, so a row once seen stays right. The window cache decodes every turn's
+    new rows with it instead of reading the whole table each turn."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conn: Any = None
+
+    def using(self, conn: Any) -> SeenOrigins:
+        """These origins, loading what is missing through ``conn`` (a connection in a read transaction)."""
+        self.conn = conn
+        return self
+
+    def __missing__(self, key: int) -> Origin:
+        if self.conn is not None:
+            self.update(load_origins(self.conn))
+        if not dict.__contains__(self, key):
+            raise KeyError(key)
+        return dict.__getitem__(self, key)
 
 
 @contextlib.contextmanager

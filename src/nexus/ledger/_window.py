@@ -18,7 +18,7 @@ import sqlite3
 from itertools import accumulate
 
 from nexus._dataclass import dataclass
-from nexus.ledger._decode import Origins, decode_bodies, load_origins
+from nexus.ledger._decode import Origins, SeenOrigins, decode_bodies, load_origins
 from nexus.ledger._read import history_plan
 from nexus.ledger._schema import SEQ_SHIFT
 from nexus.ledger.records import SUMMARY_PREFIX
@@ -103,14 +103,14 @@ class WindowCache:
         self.limit = limit
         self.size = 0
         self.entries: dict[int, _Entry] = {}
+        self.origins = SeenOrigins()
 
     def window(self, conn: sqlite3.Connection, lo: int, hi: int, walk: _Walk) -> list[Message]:
         """The window part of range ``[lo, hi]`` (newest rows first, against ``walk``'s budget), decoded."""
         entry = self.entries.pop(lo, None)
-        origins: Origins | None = None
+        origins: Origins = self.origins.using(conn)  # loaded only when a body names an id not seen
         if entry is None:
             rows = _walk_rows(conn, lo, hi, walk)
-            origins = load_origins(conn)
             entry = _Entry(hi, [], [], [])
             self.size += entry.extend(rows, origins)
             self.entries[lo] = entry
@@ -120,13 +120,12 @@ class WindowCache:
             new = conn.execute(
                 "SELECT key, body FROM messages WHERE key > ? AND key <= ? ORDER BY key", (entry.hi, hi)
             ).fetchall()
-            origins = load_origins(conn)
             self.size += entry.extend(new, origins)
             entry.hi = hi
         end = bisect.bisect_right(entry.keys, hi)  # a shorter path through the range ends earlier
         if end == 0 and entry.keys:  # it ends before the decoded rows (a fork below them): read it apart
             rows = _walk_rows(conn, lo, hi, walk)
-            return decode_bodies([b for _, b in rows], origins or load_origins(conn))
+            return decode_bodies([b for _, b in rows], origins)
         held = entry.cum[end - 1] if end else 0
         spare = walk.total + held - walk.max_chars
         if spare < 0 and (not entry.keys or entry.keys[0] > lo):  # the window reaches past the decoded rows
@@ -135,7 +134,7 @@ class WindowCache:
             older = _walk_rows(conn, lo, entry.keys[0] - 1 if entry.keys else hi, walk)
             walk.total = before  # counted again below, with the older rows, from the extended entry
             if older:
-                self.size += entry.extend(older, origins or load_origins(conn), front=True)
+                self.size += entry.extend(older, origins, front=True)
                 end = bisect.bisect_right(entry.keys, hi)
                 held = entry.cum[end - 1] if end else 0
                 spare = walk.total + held - walk.max_chars
