@@ -19,3 +19,9 @@ class ConfigError(NexusError):
 
 class UnknownProviderError(NexusError, LookupError):
     """A provider or wire API name that is not registered; the message lists the known ones."""
+
+
+class UsageError(ConfigError):
+    """A command's own arguments are wrong (an empty message, an unknown agent named on the command line,
+    a flag's value out of range). Exit 2 like a configuration problem, but the CLI does not call it one:
+    ``nexus: error: …``, not ``nexus: config error: …``."""

@@ -9,8 +9,9 @@ before. Real SQLite ledger, real engine, the scripted model; the statements are 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,7 +34,7 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
         yield opened
 
 
-async def _one_turn(ledger: Ledger, *, leases: bool) -> list[str]:
+async def _one_turn(ledger: Ledger, sql_trace: Callable[[Any], list[str]], *, leases: bool) -> list[str]:
     """One message through a broker (``leases`` on or off); the statements the writer connection ran."""
     scripted = ScriptedModel([text("done")])
     runtime = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
@@ -41,12 +42,10 @@ async def _one_turn(ledger: Ledger, *, leases: bool) -> list[str]:
     await broker.start()
     await ledger.sessions.ensure(NewSession("agent:w"))
     broker.register_agent(AgentIdentity("w", "agent:w"), spec=AgentSpec(model=scripted.model.ref))
-    statements: list[str] = []
-    ledger.database.write(lambda conn: conn.set_trace_callback(statements.append))
+    statements = sql_trace(ledger)
     try:
         result = await broker.send_and_wait(AgentMessage("m-1", "user", "w", "go"), timeout_ms=20_000)
     finally:
-        ledger.database.write(lambda conn: conn.set_trace_callback(None))
         await broker.close()
     assert result.success and result.reply == "done"
     (item,) = BrokerStore(ledger.database).items(agent_id="w")
@@ -54,12 +53,16 @@ async def _one_turn(ledger: Ledger, *, leases: bool) -> list[str]:
     return statements
 
 
-async def test_a_broker_without_leases_writes_its_turn_without_the_fence_read(ledger: Ledger) -> None:
-    statements = await _one_turn(ledger, leases=False)
+async def test_a_broker_without_leases_writes_its_turn_without_the_fence_read(
+    ledger: Ledger, sql_trace: Callable[[Any], list[str]]
+) -> None:
+    statements = await _one_turn(ledger, sql_trace, leases=False)
     assert any(s.startswith("INSERT INTO turns") for s in statements), "the writer connection was traced"
     assert not [s for s in statements if FENCE_READ in s]
 
 
-async def test_a_broker_under_leases_still_fences_its_turn_write(ledger: Ledger) -> None:
-    statements = await _one_turn(ledger, leases=True)
+async def test_a_broker_under_leases_still_fences_its_turn_write(
+    ledger: Ledger, sql_trace: Callable[[Any], list[str]]
+) -> None:
+    statements = await _one_turn(ledger, sql_trace, leases=True)
     assert [s for s in statements if FENCE_READ in s]

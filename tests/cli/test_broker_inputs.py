@@ -103,7 +103,7 @@ def test_a_flood_of_invalid_utf8_on_stdin_is_refused_before_it_is_read_whole(iso
     process.wait(timeout=120)
     assert process.returncode == 2, text
     assert text.splitlines() == [
-        "nexus: config error: the message on stdin is over the limit of 1,000,000 characters; send a shorter one"
+        "nexus: error: the message on stdin is over the limit of 1,000,000 characters; send a shorter one"
     ]
     assert written < 50_000_000  # it stopped reading long before the end
     assert not (isolated_env / "agents.db").exists()

@@ -40,7 +40,7 @@ def test_run_and_chat_refuse_a_new_label_the_api_cannot_address(
     for argv, stdin in ((["run", "-s", "a/b", "hi"], None), (["chat", "-s", "a\\b"], "hi\n")):
         refused = nexus(*argv, stdin=stdin)
         assert refused.returncode == 2, refused.stderr
-        assert refused.stderr.startswith("nexus: config error: --session: a session label cannot hold '/' or '\\'")
+        assert refused.stderr.startswith("nexus: error: --session: a session label cannot hold '/' or '\\'")
         assert "Traceback" not in refused.stderr
     assert not (home / "agents.db").exists()  # nothing created
     server.script(text("fine"))
@@ -76,7 +76,7 @@ def test_fork_and_import_refuse_such_a_label(isolated_env: Path, nexus: RunNexus
     for argv in (["sessions", "fork", turn, "--label", "a/b"], ["sessions", "import", str(exported), "--label", "a/b"]):
         refused = nexus(*argv)
         assert refused.returncode == 2 and "Traceback" not in refused.stderr
-        assert refused.stderr.startswith("nexus: config error: --label: a session label cannot hold '/'")
+        assert refused.stderr.startswith("nexus: error: --label: a session label cannot hold '/'")
     assert nexus("sessions", "fork", turn, "--label", "ok-fork").returncode == 0
     assert _labels(isolated_env) == ["demo", "ok-fork"]
 

@@ -278,3 +278,19 @@ def test_a_label_made_from_the_files_id_is_one_the_api_and_a_shell_can_use_again
     assert label_problem(label) is None, label
     assert label == expected if expected is not None else label.startswith("pi-") and len(label) == 16
     assert texts(run_inline(backend.turns.history(label))) == ["U:first", "A:answer one"]
+
+
+def test_export_writes_through_a_symlink_and_keeps_the_files_mode(backend: Ledger, tmp_path: Path) -> None:
+    """The API renamed a temporary file over the target: a symlink became a copy its target never saw,
+    and a 0600 file became 0644 (the CLI's export already kept both)."""
+    run_inline(backend.sessions.create(NewSession("main")))
+    qa_turn(backend, "main", "question", "answer")
+    real, link = tmp_path / "kept" / "main.jsonl", tmp_path / "link.jsonl"
+    real.parent.mkdir()
+    real.write_text("old\n")
+    real.chmod(0o600)
+    link.symlink_to(real)
+    export_pi_session(backend, "main", link)
+    assert link.is_symlink() and real.read_text().startswith('{"type":"session"')
+    assert real.stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in real.parent.iterdir()] == ["main.jsonl"]  # no temporary file left beside it

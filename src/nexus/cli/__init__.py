@@ -64,7 +64,7 @@ def _main(argv: Sequence[str], *, process: bool) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # argparse: --help/--version (0) or bad arguments (2)
         return exit_.code if isinstance(exit_.code, int) else 0 if exit_.code is None else 2
-    from nexus.errors import ConfigError, NexusError
+    from nexus.errors import ConfigError, NexusError, UsageError
 
     try:
         handler = _load_handler(str(args.handler))
@@ -74,8 +74,9 @@ def _main(argv: Sequence[str], *, process: bool) -> int:
         if process:
             sys.stdout.flush()  # here, not at the interpreter's exit: a full disk under `> file` is one error line
         return code
-    except ConfigError as exc:
-        print(f"nexus: config error: {_cli_message(exc)}", file=sys.stderr)
+    except ConfigError as exc:  # a wrong argument is no "config error": a stranger took it for one in nexus.toml
+        kind = "error" if isinstance(exc, UsageError) else "config error"
+        print(f"nexus: {kind}: {_cli_message(exc)}", file=sys.stderr)
         return 2
     except NexusError as exc:
         print(f"nexus: error: {_cli_message(exc)}", file=sys.stderr)

@@ -8,6 +8,32 @@ from nexus.cli._input import message_id, nonempty_name, seconds, utf8_name
 from nexus.cli._telemetry import add_log_options
 
 _HANDLER = "nexus.cli.agents_cmd:agents_command"
+
+
+class PositionalsAnywhere(argparse.ArgumentParser):
+    """A subcommand's parser that takes its positionals wherever they stand among its options.
+
+    argparse fills positionals from the run of arguments before the first option, so with an optional
+    first one (``send [AGENT] MESSAGE``) ``nexus send ghost --route smart "x"`` took ``ghost`` for the
+    message and refused ``x`` as an unrecognized argument. Intermixed parsing reads the options first;
+    after ``--`` (everything after it is a positional) argparse's own parsing is kept, as intermixed
+    parsing mishandles it.
+    """
+
+    _intermixed = False
+
+    def parse_known_args(  # type: ignore[override]  # typeshed's overloads; this keeps argparse's behaviour
+        self, args: list[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        if self._intermixed or (args is not None and "--" in args):  # the intermixed parse calls this twice
+            return super().parse_known_args(args, namespace)
+        self._intermixed = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixed = False
+
+
 _QUEUE_HANDLER = "nexus.cli.agents_cmd:queue_command"
 
 
@@ -106,6 +132,7 @@ def add_send(commands: argparse._SubParsersAction[argparse.ArgumentParser], summ
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    sub.__class__ = PositionalsAnywhere  # made by the subcommands' own factory: only its parsing changes
     sub.add_argument(
         "agent", metavar="AGENT", nargs="?", type=utf8_name, help="the agent's id (with --route: may be left out)"
     )

@@ -2,7 +2,7 @@
 
 The file is changed with tomlkit (the user's comments and layout kept), the result is validated
 by the same strict loader every command uses, and written through a temporary file and a rename
-(:mod:`nexus.cli._replace_file`: the file's mode, owner and symlink kept): a change that would make the
+(:mod:`nexus._replace_file`: the file's mode, owner and symlink kept): a change that would make the
 file invalid is refused, naming the problem, and nothing is written.
 """
 
@@ -32,7 +32,7 @@ def edit(args: argparse.Namespace, change: Callable[[Any], None]) -> Path:
     """Apply ``change(document)`` to nexus.toml, validate, and write it atomically; returns the path."""
     import tomlkit
 
-    from nexus.cli._replace_file import replace_file
+    from nexus._replace_file import replace_file
     from nexus.config import parse_config
     from nexus.errors import ConfigError
 

@@ -21,7 +21,7 @@ from nexus._dataclass import dataclass
 from nexus.cli._closed_output import ClosedOutputGuard
 from nexus.cli._engine_bridge import RenderBridge, summarize_run
 from nexus.cli._render import Renderer, RunSummary, TextRenderer
-from nexus.errors import ConfigError, NexusError
+from nexus.errors import NexusError, UsageError
 from nexus.ledger import DEFAULT_SESSION
 
 if TYPE_CHECKING:
@@ -199,13 +199,13 @@ def open_conversation(args: argparse.Namespace) -> Conversation:
     given = getattr(args, "session", None)
     label = (DEFAULT_SESSION if given is None else given).strip()  # -s "" is an empty label, not "no -s"
     if not label:
-        raise ConfigError("the session label is empty: give one with -s LABEL, or leave -s out for 'main'")
+        raise UsageError("the session label is empty: give one with -s LABEL, or leave -s out for 'main'")
     check_model(config, choice.ref)  # before the ledger exists: a run that cannot start writes nothing
     from nexus.ledger import label_problem
 
     problem = label_problem(label)  # refused for a new session only: an older one stays usable
     if problem is not None and not ledger_exists(config):  # no ledger: the session is new
-        raise ConfigError(f"--session: {problem}")
+        raise UsageError(f"--session: {problem}")
     # paths of the right kind, directories created (the tools need the workspace), database writable
     prepare_state(config)
     from nexus.llm import TerminalProgress, set_progress_reporter
@@ -220,7 +220,7 @@ def open_conversation(args: argparse.Namespace) -> Conversation:
     conversation = Conversation(Runtime(config, ledger), label, choice.ref, getattr(args, "thinking", None), loop)
     if problem is not None and not conversation.session_exists():
         conversation.close()
-        raise ConfigError(f"--session: {problem}")
+        raise UsageError(f"--session: {problem}")
     return conversation
 
 

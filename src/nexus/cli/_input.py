@@ -159,10 +159,10 @@ def read_all(stream: Any, limit: int | None = None) -> str:
     refused at once (50 MB piped into ``nexus send`` took 44 s to be refused), before anything is
     said about its bytes.
     """
-    from nexus.errors import ConfigError
+    from nexus.errors import UsageError
 
     lenient_stdin(stream)
     text = stream.read() if limit is None else stream.read(limit + 1)
     if limit is not None and len(text) > limit:
-        raise ConfigError(f"the message on stdin is over the limit of {limit:,} characters; send a shorter one")
+        raise UsageError(f"the message on stdin is over the limit of {limit:,} characters; send a shorter one")
     return accept_text(text, "on stdin")

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 def route_message(config: NexusConfig, ledger: Ledger, message: AgentMessage, route: str) -> AgentMessage:
     """The message as routed under ``route``; says on stderr where it goes and why."""
     from nexus.broker import BrokerError, SmartRouting, plan_route, session_label_for
-    from nexus.errors import ConfigError
+    from nexus.errors import UsageError
     from nexus.ledger import BrokerStore
     from nexus.routing import RoutingError
 
@@ -28,7 +28,7 @@ def route_message(config: NexusConfig, ledger: Ledger, message: AgentMessage, ro
         row = store.get_agent(agent)
         if row is None:
             known = ", ".join(sorted(a.agent_id for a in store.list_agents())) or "none registered"
-            raise ConfigError(f"unknown agent {agent!r} (known: {known})")
+            raise UsageError(f"unknown agent {agent!r} (known: {known})")
         return session_label_for(agent, row.session_label, key)
 
     if message.to:
@@ -37,7 +37,7 @@ def route_message(config: NexusConfig, ledger: Ledger, message: AgentMessage, ro
     try:
         plan = plan_route(routing, message, route, label_of)
     except (RoutingError, BrokerError) as exc:
-        raise ConfigError(str(exc)) from None
+        raise UsageError(str(exc)) from None
     finally:
         routing.close()
     decision = plan.decision

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nexus._replace_file import replace_file
 from nexus.cli._input import terminal_text
-from nexus.cli._replace_file import replace_file
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -66,12 +66,12 @@ async def _sessions(config: NexusConfig, args: argparse.Namespace) -> int:
 
 def _check_new_label(label: str) -> None:
     """``--label`` names a new session: one the HTTP API could never address is exit 2."""
-    from nexus.errors import ConfigError
+    from nexus.errors import UsageError
     from nexus.ledger import label_problem
 
     problem = label_problem(label)
     if problem is not None:
-        raise ConfigError(f"--label: {problem}")
+        raise UsageError(f"--label: {problem}")
 
 
 def _compact(args: argparse.Namespace, config: NexusConfig) -> int:
@@ -83,14 +83,14 @@ def _compact(args: argparse.Namespace, config: NexusConfig) -> int:
     from nexus.cli._conversation import compact_now, open_conversation
     from nexus.cli._ledger import ledger_exists
     from nexus.cli.run_cmd import EXIT_INTERRUPTED
-    from nexus.errors import ConfigError
+    from nexus.errors import UsageError
 
     if not ledger_exists(config):
         from nexus.ledger import SessionNotFound
 
         raise SessionNotFound(args.label)
     if not args.label.strip():
-        raise ConfigError("the session label is empty: give the LABEL of the session to compact")
+        raise UsageError("the session label is empty: give the LABEL of the session to compact")
     options = argparse.Namespace(config=args.config, model=args.model, session=args.label, thinking=None)
     with open_conversation(options) as conversation:
         conversation.session = conversation.resolve(args.label)  # SessionNotFound → exit 1

@@ -19,7 +19,7 @@ from typing import Any
 
 from nexus.cli._config_edit import edit, load
 from nexus.cli._config_edit import table as toml_table
-from nexus.errors import ConfigError, NexusError
+from nexus.errors import ConfigError, NexusError, UsageError
 
 
 def adapters_command(args: argparse.Namespace) -> int:
@@ -41,7 +41,7 @@ def adapters_command(args: argparse.Namespace) -> int:
 def _ref(ref: str) -> tuple[str, str]:
     name, sep, account = ref.partition("/")
     if not sep or not name or not account:
-        raise ConfigError(f"expected NAME/ACCOUNT (e.g. tg/main), got {ref!r}")
+        raise UsageError(f"expected NAME/ACCOUNT (e.g. tg/main), got {ref!r}")
     return name, account
 
 
@@ -127,7 +127,7 @@ def _enable(args: argparse.Namespace) -> int:
 def _parse_set(item: str) -> tuple[str, str | int | float | bool]:
     key, sep, raw = item.partition("=")
     if not sep or not key.strip():
-        raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        raise UsageError(f"--set expects KEY=VALUE, got {item!r}")
     value: str | int | float | bool = raw
     if raw in ("true", "false"):
         value = raw == "true"

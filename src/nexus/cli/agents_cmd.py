@@ -138,41 +138,41 @@ def _running_server(config: NexusConfig) -> RunningServer | None:
 def _check_model(config: NexusConfig, ref: str) -> None:
     """A model no run could reach is refused now (the check ``POST /v1/agents`` and ``[agents]`` share)."""
     from nexus.engine import unreachable_model_problem
-    from nexus.errors import ConfigError
+    from nexus.errors import UsageError
 
     problem = unreachable_model_problem(config, ref)
     if problem is not None:
-        raise ConfigError(f"--model: {problem}")
+        raise UsageError(f"--model: {problem}")
 
 
 def _spec_from_args(args: argparse.Namespace, mcp_servers: Iterable[str] = ()) -> dict[str, Any]:
     from nexus.config import BUILTIN_TOOL_NAMES, check_agent_ids, unknown_tool_entries
-    from nexus.errors import ConfigError
+    from nexus.errors import UsageError
 
     try:
         check_agent_ids({args.agent_id: None})  # type: ignore[dict-item]  # only the ids are read
     except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+        raise UsageError(str(exc)) from None
     spec: dict[str, Any] = {}
     if args.model:
         provider, _, model_id = args.model.partition("/")
         if not provider or not model_id:
-            raise ConfigError(f"--model {args.model!r} must be PROVIDER/MODEL, e.g. openai/gpt-4o-mini")
+            raise UsageError(f"--model {args.model!r} must be PROVIDER/MODEL, e.g. openai/gpt-4o-mini")
         spec["model"] = args.model
     if args.tools is not None:
         tools = [name.strip() for name in args.tools.split(",") if name.strip()]
         problems = unknown_tool_entries(tools, BUILTIN_TOOL_NAMES, mcp_servers)
         if problems:
-            raise ConfigError(f"--tools: {'; '.join(problems)}")
+            raise UsageError(f"--tools: {'; '.join(problems)}")
         spec["tools"] = tools
     if args.session is not None and not args.session.strip():
-        raise ConfigError("--session is empty: give a session label")
+        raise UsageError("--session is empty: give a session label")
     if args.session is not None:
         from nexus.ledger import label_problem
 
         problem = label_problem(args.session)
         if problem is not None:
-            raise ConfigError(f"--session: {problem}")
+            raise UsageError(f"--session: {problem}")
     return spec
 
 

@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from nexus.cli._config_edit import edit, load, table
-from nexus.errors import ConfigError
+from nexus.errors import ConfigError, UsageError
 
 
 def mcp_command(args: argparse.Namespace) -> int:
@@ -83,9 +83,9 @@ def _server_fields(args: argparse.Namespace) -> dict[str, Any]:
     try:
         command = shlex.split(args.command) if args.command else []
     except ValueError as exc:
-        raise ConfigError(f"--command {args.command!r}: {exc} (quote it as you would in a shell)") from None
+        raise UsageError(f"--command {args.command!r}: {exc} (quote it as you would in a shell)") from None
     if args.command is not None and not command:
-        raise ConfigError("--command is empty: give the program to start and its arguments")
+        raise UsageError("--command is empty: give the program to start and its arguments")
     fields: dict[str, Any] = {"command": command[0], "args": command[1:]} if command else {"url": args.url}
     if not fields.get("args", True):
         del fields["args"]
@@ -110,7 +110,7 @@ def _server_fields(args: argparse.Namespace) -> dict[str, Any]:
 def _env_entry(entry: str) -> tuple[str, str]:
     name, sep, value = entry.partition("=")
     if not name.strip():
-        raise ConfigError(f"--env {entry!r}: expected VAR or VAR=VALUE")
+        raise UsageError(f"--env {entry!r}: expected VAR or VAR=VALUE")
     if not sep:
         return name, f"${{{name}}}"
     _refuse_literal_secret(f"--env {name}", name, value, f"--env {name} (its value is read when the server starts)")
@@ -120,7 +120,7 @@ def _env_entry(entry: str) -> tuple[str, str]:
 def _header_entry(entry: str) -> tuple[str, str]:
     name, sep, value = entry.partition(":")
     if not sep or not name.strip():
-        raise ConfigError(f"--header {entry!r}: expected 'NAME: VALUE', e.g. 'Authorization: Bearer ${{TOKEN}}'")
+        raise UsageError(f"--header {entry!r}: expected 'NAME: VALUE', e.g. 'Authorization: Bearer ${{TOKEN}}'")
     name, value = name.strip(), value.strip()
     _refuse_literal_secret(f"--header {name}", name, value, f"'{name}: Bearer ${{TOKEN}}' with TOKEN exported")
     return name, value
@@ -132,7 +132,7 @@ def _refuse_literal_secret(what: str, name: str, value: str, instead: str) -> No
     from nexus.llm import key_shaped, secret_name
 
     if (secret_name(name) or key_shaped(value)) and not env_references(value):
-        raise ConfigError(f"{what}: the value looks like a credential; nexus.toml never holds one: use {instead}")
+        raise UsageError(f"{what}: the value looks like a credential; nexus.toml never holds one: use {instead}")
 
 
 def _toml_table(fields: dict[str, Any]) -> Any:

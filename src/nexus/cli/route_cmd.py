@@ -29,7 +29,7 @@ _SINCE = re.compile(r"^(\d+)\s*([dhm])$")
 def route_command(args: argparse.Namespace) -> int:
     """Run ``nexus route``."""
     from nexus.cli._state import checked_config
-    from nexus.errors import ConfigError
+    from nexus.errors import UsageError
 
     config = checked_config(args.config)
     words = list(args.words)
@@ -37,7 +37,7 @@ def route_command(args: argparse.Namespace) -> int:
     if action is None:
         task = args.task if args.task is not None else " ".join(words)
         if not task.strip():
-            raise ConfigError('give the task: nexus route "what to do" (or reindex, stats, feedback)')
+            raise UsageError('give the task: nexus route "what to do" (or reindex, stats, feedback)')
         return _with_router(config, lambda router: _route(router, task, args))
     if action == "feedback":
         return _feedback(config, words[1:], args.note)
@@ -49,7 +49,7 @@ def route_command(args: argparse.Namespace) -> int:
 
 def parse_since(text: str | None, now: float | None = None) -> int:
     """``--since``: ``7d``/``12h``/``30m`` ago or a date (``YYYY-MM-DD``, UTC) as Unix ms; none: 0."""
-    from nexus.errors import ConfigError
+    from nexus.errors import UsageError
 
     if text is None:
         return 0
@@ -61,7 +61,7 @@ def parse_since(text: str | None, now: float | None = None) -> int:
     try:
         return int(datetime.strptime(text.strip(), "%Y-%m-%d").replace(tzinfo=UTC).timestamp() * 1000)
     except ValueError:
-        raise ConfigError(f"--since {text!r}: give 7d, 12h, 30m or a date YYYY-MM-DD") from None
+        raise UsageError(f"--since {text!r}: give 7d, 12h, 30m or a date YYYY-MM-DD") from None
 
 
 def _day(ms: int) -> str:
@@ -112,13 +112,13 @@ def _with_router(config: NexusConfig, job: Any, *, embedder: bool = True) -> int
 
 
 def _route(router: Router, task: str, args: argparse.Namespace) -> int:
-    from nexus.errors import ConfigError
+    from nexus.errors import UsageError
     from nexus.routing import RoutingError
 
     try:
         result = router.route(task, agent=args.agent, limit=args.limit)
     except RoutingError as exc:
-        raise ConfigError(str(exc)) from None
+        raise UsageError(str(exc)) from None
     print(json.dumps(result.to_json(), indent=1) if args.json else terminal_text(render(result)))
     return 0
 
@@ -189,17 +189,17 @@ def _arm_json(arm: Any) -> dict[str, Any]:
 
 
 def _feedback(config: NexusConfig, words: list[str], note: str | None) -> int:
-    from nexus.errors import ConfigError
+    from nexus.errors import UsageError
     from nexus.routing import RoutingError, open_route_store
 
     if len(words) != 2 or words[1] not in ("good", "bad"):
-        raise ConfigError("nexus route feedback DECISION_ID good|bad [--note TEXT]")
+        raise UsageError("nexus route feedback DECISION_ID good|bad [--note TEXT]")
     with _open_ledger(config) as ledger:
         store = open_route_store(ledger)
         try:
             store.feedback(words[0], 1 if words[1] == "good" else -1, note)
         except RoutingError as exc:
-            raise ConfigError(str(exc)) from None
+            raise UsageError(str(exc)) from None
         finally:
             store.close()
     print(f"decision {words[0]}: {words[1]}", file=sys.stderr)

@@ -31,24 +31,26 @@ def send_command(args: argparse.Namespace) -> int:
     """Run ``nexus send``."""
     from nexus.broker import MAX_CONTENT_CHARS, AgentMessage, new_message_id, parse_mode
     from nexus.cli.run_cmd import read_message
-    from nexus.errors import ConfigError
+    from nexus.errors import UsageError
 
     config = _config(args)
     if config.telemetry.tracing:  # the message's trace starts here (and its run's, when it runs here)
         from nexus.cli._telemetry import start_telemetry
 
         start_telemetry(config, args)
-    content = read_message(args.message, limit=MAX_CONTENT_CHARS)
+    route = getattr(args, "route", None)
+    routed = f"--route {route}" if route in ("smart", "hybrid") else "AGENT"
+    example = f"nexus send {args.agent or routed}"
+    content = read_message(args.message, limit=MAX_CONTENT_CHARS, command=example)
     mode = None
     if args.mode is not None:
         try:
             mode = parse_mode(args.mode)
         except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+            raise UsageError(str(exc)) from None
     session = _session_key(getattr(args, "session", None))
-    route = getattr(args, "route", None)
     if args.agent is None and route in (None, "explicit"):
-        raise ConfigError("give the agent: nexus send AGENT MESSAGE (or --route smart|hybrid to let past work decide)")
+        raise UsageError("give the agent: nexus send AGENT MESSAGE (or --route smart|hybrid to let past work decide)")
     message = AgentMessage(
         id=args.id or new_message_id(),
         from_=args.sender or "user",
@@ -76,14 +78,14 @@ async def _send_command(
 def _session_key(key: str | None) -> str | None:
     """``--session KEY`` checked like an inbound key (a bad one is a usage error, nothing stored)."""
     from nexus.broker import BrokerError, check_session_key
-    from nexus.errors import ConfigError
+    from nexus.errors import UsageError
 
     if key is None:
         return None
     try:
         check_session_key(key)
     except BrokerError as exc:
-        raise ConfigError(f"--session: {exc}") from None
+        raise UsageError(f"--session: {exc}") from None
     return key
 
 
@@ -249,7 +251,7 @@ def _accept_for_other_process(
     """Queue ``message`` durably for the process that holds the broker lock; returns the item id."""
     from nexus.broker import parse_mode, session_label_for
     from nexus.cli._queue_hint import over_cap_hint
-    from nexus.errors import ConfigError
+    from nexus.errors import ConfigError, UsageError
     from nexus.ledger import AcceptRequest
 
     agent = store.get_agent(message.to)
@@ -266,7 +268,7 @@ def _accept_for_other_process(
     try:
         row, created = store.accept_many([request])[0]
     except ValueError as exc:  # the per-sender session's label is taken by another session
-        raise ConfigError(f"--session: the message was not queued: {exc}") from None
+        raise UsageError(f"--session: the message was not queued: {exc}") from None
     _say_accepted(message.id, row.id, not created, args)
     hint = over_cap_hint(config, store.pending(message.to), message.to, label) if created else None
     if hint is not None:
@@ -427,7 +429,7 @@ async def open_recovered(config: NexusConfig) -> AsyncIterator[Ledger]:
 def _check_names(config: NexusConfig, ledger: Ledger, message: AgentMessage) -> None:
     """An unknown target or sender (neither registered nor in nexus.toml) is a usage error."""
     from nexus.broker import sync_configured_agents
-    from nexus.errors import ConfigError
+    from nexus.errors import UsageError
     from nexus.ledger import BrokerStore
 
     store = BrokerStore(ledger.database)
@@ -435,8 +437,8 @@ def _check_names(config: NexusConfig, ledger: Ledger, message: AgentMessage) -> 
     known = {row.agent_id for row in store.list_agents()}
     if message.to not in known:
         names = ", ".join(sorted(known)) or "none registered: add one with nexus agents add ID"
-        raise ConfigError(f"unknown agent {message.to!r} (known: {names})")
+        raise UsageError(f"unknown agent {message.to!r} (known: {names})")
     if message.from_ not in ("user", "system") and message.from_ not in known:
-        raise ConfigError(f"--from {message.from_!r} is not a registered agent (or 'user'/'system')")
+        raise UsageError(f"--from {message.from_!r} is not a registered agent (or 'user'/'system')")
     if message.from_ == message.to:
-        raise ConfigError(f"agent {message.to!r} cannot send a message to itself")
+        raise UsageError(f"agent {message.to!r} cannot send a message to itself")

@@ -25,7 +25,7 @@ def serve_command(args: argparse.Namespace) -> int:
     from nexus.cli._lock import exclusive_broker
     from nexus.cli.send_cmd import _config
     from nexus.config import resolve_env
-    from nexus.errors import ConfigError
+    from nexus.errors import ConfigError, UsageError
 
     try:
         import uvicorn  # noqa: F401
@@ -33,7 +33,7 @@ def serve_command(args: argparse.Namespace) -> int:
         raise ConfigError("nexus serve needs the server extra: pip install 'nexus-broker[server]'") from None
     config = _config(args)
     if args.port is not None and not 0 <= args.port <= 65535:
-        raise ConfigError(f"--port {args.port}: a port is 0-65535 (0: any free port)")
+        raise UsageError(f"--port {args.port}: a port is 0-65535 (0: any free port)")
     tokens = [value for token in config.server.tokens if (value := resolve_env(token, os.environ, "[server] tokens"))]
     settings = config.server.model_copy(
         update={

@@ -369,13 +369,12 @@ def _entry_id(taken: set[str], wanted: Any = None) -> str:
 
 
 def export_pi_session(ledger: OnDatabase, session_label: str, path: str | Path) -> Path:
-    """Write a session's history (root to head) as a pi session file pi can open."""
-    text = pi_session_text(ledger, session_label)
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-    return path
+    """Write a session's history (root to head) as a pi session file pi can open, all at once; a symlink is
+    written through, a device or FIFO written into, an existing file keeps its mode (``nexus._replace_file``)."""
+    from nexus._replace_file import replace_file
+
+    replace_file(Path(path), pi_session_text(ledger, session_label))
+    return Path(path)
 
 
 def pi_session_text(ledger: OnDatabase, session_label: str) -> str:

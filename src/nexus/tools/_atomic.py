@@ -22,22 +22,11 @@ from dataclasses import field
 from pathlib import Path
 
 from nexus._dataclass import dataclass
+from nexus._replace_file import process_umask
 from nexus.tools._workspace import ToolError, refuse_hard_link
 
 _TMP_SUFFIX = ".nexus-tmp"
 _BAK_SUFFIX = ".nexus-bak"
-
-
-def _umask() -> int:
-    """The process umask without changing it (``os.umask`` would race with other threads)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    return 0o022
 
 
 def check_target(path: Path, shown: str, tool: str) -> None:
@@ -94,7 +83,7 @@ class Staging:
             old = None
         if old is not None and not os.access(target, os.W_OK):
             raise PermissionError(errno.EACCES, "the file is read-only", str(target))
-        mode = stat.S_IMODE(old.st_mode) if old is not None else 0o666 & ~_umask()
+        mode = stat.S_IMODE(old.st_mode) if old is not None else 0o666 & ~process_umask()
         if executable:
             mode |= 0o111
         fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=_TMP_SUFFIX, dir=target.parent)

@@ -62,9 +62,20 @@ def replace_file(path: Path, data: str, *, new_mode: int | None = None, into_spe
 
 def _default_mode() -> int:
     """0666 less this process's umask: the mode ``open(..., "w")`` would give a new file."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return 0o666 & ~mask
+    return 0o666 & ~process_umask()
+
+
+def process_umask() -> int:
+    """The process's umask, read without changing it: ``os.umask`` sets it to read it, and a file another
+    thread creates in between gets the stand-in mask. Linux tells it in /proc (since 4.7); else 022."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
 
 
 def _keep_owner(fd: int, found: os.stat_result) -> None:
