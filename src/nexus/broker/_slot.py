@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from nexus.broker.modes import QueueOverrides
+from nexus.broker.modes import NO_OVERRIDES, QueueOverrides
 from nexus.broker.session_queue import QueuedMessage, SessionQueue
 from nexus.broker.types import AgentIdentity, AgentState, SendAndWaitResult
 
@@ -86,7 +86,7 @@ class AgentSlot:
     identity: AgentIdentity
     spec: AgentSpec
     """How the agent runs (its ``id`` and ``role`` are the identity's)."""
-    overrides: QueueOverrides = field(default_factory=QueueOverrides)
+    overrides: QueueOverrides = NO_OVERRIDES
     sessions: dict[str, SessionSlot] = field(default_factory=dict)
     last_activity_ms: int = 0
     agent_id: str = field(init=False)

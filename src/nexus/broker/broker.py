@@ -302,7 +302,7 @@ class AgentBroker(SmartRoutingFace):
         if outcome is not None and (outcome.dropped or not outcome.accepted):
             await self._cap_applied(slot, row, queued_message, settings, outcome)
         ticket = queued_message.ticket = queued_message.ticket or Ticket()
-        slot.last_activity_ms = _now_ms()
+        slot.last_activity_ms = row.enqueued_at  # accepted then (no second clock read)
         if self._scope is not None and message.from_ in self._scope and slot.agent_id not in self._scope:
             self._scope.add(slot.agent_id)  # the conversation reached another agent: drain it too
         if self._started:

@@ -312,6 +312,10 @@ class SessionQueue:
         self._items = kept
 
     def _batch(self, items: list[QueuedMessage]) -> Batch:
+        if len(items) == 1 and not self.dropped_count:  # the usual turn: one message, nothing to bisect or summarize
+            item = items[0]
+            item.in_flight = True
+            return Batch(items=(item,), prompt=format_prompt(items, None))
         items = bisect_suspects(items)
         summary = self._take_overflow_summary()
         for item in items:
