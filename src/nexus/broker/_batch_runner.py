@@ -232,17 +232,22 @@ class BatchRunner:
         head = items[0]
         one = len(items) == 1
         one_sender = one or len({item.sender for item in items}) == 1
-        conversation = (
-            head.conversation_id if one else next((i.conversation_id for i in items if i.conversation_id), None)
-        )
-        caller = CallerContext(
-            slot.agent_id,
-            conversation,
-            hop=head.hop if one else max(item.hop for item in items),
-            max_hops=self.max_hops,
-            session=session.key,
-            deliver_to=_newest_target(items),
-        )
+        plain = one and head.conversation_id is None and not head.hop and not head.deliver_to
+        caller = session.plain_caller if plain else None
+        if caller is None:
+            conversation = (
+                head.conversation_id if one else next((i.conversation_id for i in items if i.conversation_id), None)
+            )
+            caller = CallerContext(
+                slot.agent_id,
+                conversation,
+                hop=head.hop if one else max(item.hop for item in items),
+                max_hops=self.max_hops,
+                session=session.key,
+                deliver_to=_newest_target(items),
+            )
+            if plain:
+                session.plain_caller = caller
         spec = replace(slot.spec, max_tokens=head.max_tokens) if one and head.max_tokens else slot.spec
         return self._runtime.begin(
             spec,
