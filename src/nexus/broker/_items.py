@@ -23,7 +23,7 @@ def check_message(message: AgentMessage) -> None:
     """Refuse a message the broker must not store (no id, no content, too long, to itself)."""
     if not message.id:
         raise BrokerError("a message needs a non-empty id (it makes send idempotent)")
-    if not message.content.strip():
+    if not message.content or message.content.isspace():  # no stripped copy of every message
         raise BrokerError(f"message {message.id!r} has no content")
     if len(message.content) > MAX_CONTENT_CHARS:
         raise BrokerError(
@@ -78,7 +78,7 @@ def queued(
     if message is None and isinstance(row.message, dict):
         message = AgentMessage.from_json({"id": row.message_id or row.id, "to": row.agent_id, **row.message})
     prompt = message.content if message is not None else str(row.message)
-    if not prompt.strip():
+    if not prompt or prompt.isspace():
         raise ValueError("the message has no content")
     queued_message = QueuedMessage(
         item_id=row.id,

@@ -231,7 +231,10 @@ class SessionQueue:
 
     def _head(self) -> int | None:
         """The index of the oldest waiting item (in-flight items, a run's batch, are passed over)."""
-        for index, item in enumerate(self._items):
+        items = self._items
+        if items and not items[0].in_flight:  # the usual look: nothing runs from this queue
+            return 0
+        for index, item in enumerate(items):
             if not item.in_flight:
                 return index
         return None
