@@ -356,6 +356,9 @@ def _forget(index: dict[K, list[QueuedMessage]], key: K, item: QueuedMessage) ->
     entries = index.get(key)
     if entries is None:
         return
+    if len(entries) == 1 and entries[0] is item:  # the usual key: one item, no twin
+        del index[key]
+        return
     for position, entry in enumerate(entries):
         if entry is item:
             del entries[position]
