@@ -76,6 +76,7 @@ def test_route_prints_the_decision_and_records_it(home: tuple[Path, dict[str, st
     (("route", "feedback", "x"), "nexus route feedback DECISION_ID good|bad"),
     (("send", "hello"), "give the agent"),
     (("send", "nobody", "--route", "smart", "fix it"), "unknown agent 'nobody'"),  # was "unrecognized arguments"
+    (("send", "--route", "smart", " "), 'message is empty: give the text to send, e.g. nexus send --route smart "'),
 ])  # fmt: skip
 def test_bad_requests_exit_2_and_record_nothing(home: tuple[Path, dict[str, str]], args: tuple[str, ...],
                                                 says: str) -> None:  # fmt: skip

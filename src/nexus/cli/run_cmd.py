@@ -92,18 +92,19 @@ def _wants_reasoning(args: argparse.Namespace) -> bool:
     return getattr(args, "thinking", None) not in (None, "off")
 
 
-def read_message(raw: str, stdin: Any = None, limit: int | None = None) -> str:
+def read_message(raw: str, stdin: Any = None, limit: int | None = None, command: str = "nexus run") -> str:
     """The message argument, or all of stdin for ``-``; an empty message is a usage error (exit 2).
 
     Bytes that are not UTF-8 are replaced by U+FFFD, with a note on stderr (see ``nexus.cli._input``).
     ``limit``: the most characters a message may have (checked before anything else is said about it).
+    ``command``: what the errors' examples show (``nexus send AGENT``: send's empty message quoted ``nexus run``).
     """
     from nexus.cli._input import accept_text, read_all
 
     if raw == "-":
         source = sys.stdin if stdin is None else stdin
         if source is None or (hasattr(source, "isatty") and source.isatty()):
-            raise UsageError("MESSAGE is '-' but stdin is a terminal: pipe the message in, e.g. echo hi | nexus run -")
+            raise UsageError(f"MESSAGE is '-' but stdin is a terminal: pipe the message in, e.g. echo hi | {command} -")
         raw = read_all(source, limit)
     elif limit is not None and len(raw) > limit:
         raise UsageError(f"the message is {len(raw):,} characters; the limit is {limit:,}")
@@ -111,7 +112,7 @@ def read_message(raw: str, stdin: Any = None, limit: int | None = None) -> str:
         raw = accept_text(raw, "given on the command line")
     text = raw.strip()
     if not text:
-        raise UsageError('the message is empty: give the text to send, e.g. nexus run "hello"')
+        raise UsageError(f'the message is empty: give the text to send, e.g. {command} "hello"')
     return text
 
 

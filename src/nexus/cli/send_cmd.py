@@ -38,7 +38,10 @@ def send_command(args: argparse.Namespace) -> int:
         from nexus.cli._telemetry import start_telemetry
 
         start_telemetry(config, args)
-    content = read_message(args.message, limit=MAX_CONTENT_CHARS)
+    route = getattr(args, "route", None)
+    routed = f"--route {route}" if route in ("smart", "hybrid") else "AGENT"
+    example = f"nexus send {args.agent or routed}"
+    content = read_message(args.message, limit=MAX_CONTENT_CHARS, command=example)
     mode = None
     if args.mode is not None:
         try:
@@ -46,7 +49,6 @@ def send_command(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     session = _session_key(getattr(args, "session", None))
-    route = getattr(args, "route", None)
     if args.agent is None and route in (None, "explicit"):
         raise UsageError("give the agent: nexus send AGENT MESSAGE (or --route smart|hybrid to let past work decide)")
     message = AgentMessage(
