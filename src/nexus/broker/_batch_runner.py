@@ -173,14 +173,16 @@ class BatchRunner:
     async def _run(
         self, slot: AgentSlot, session: SessionSlot, batch: Batch, lease: Lease | None
     ) -> tuple[AgentResult, str | None]:
-        """Start the batch's turn, hand it over, and wait for its result (one that cannot start fails).
+        """Start the batch's turn, hand it to its senders and its reply target, and wait for its result (one
+        that cannot start fails; one whose final write failed too, with the reason).
 
         Also the trace the turn continues (its first message's, when tracing is on): the replies go on in it.
         Under a lease the run is aborted when the lease is lost, and :class:`LeaseLostError` is raised
-        after it ended (whatever it wrote was refused).
+        after it ended (whatever it wrote was refused). One coroutine from start to result: each wait of
+        the run resumes through it, so no frame of a helper sits in between.
         """
         try:
-            with claimed(slot.agent_id, session.label, batch.items, self._now_ms()) as trace:
+            with claimed(slot.agent_id, session.label, batch.items, self._now_ms) as trace:
                 execution = await self._start(slot, session, batch)  # the run's span: a child of the first item's
         except NexusError as exc:  # a run that cannot start (no key, bad model): the items fail with the reason
             return _failed(str(exc)), None
@@ -195,7 +197,13 @@ class BatchRunner:
             renewal = self.leases.keep(session, lease, on_lost)
             execution.events_shown = renewal  # paused past the lease: its events wait for the verdict
         try:
-            result = await self._await(slot, session, batch, execution)
+            self._hand_over(session, batch, execution)
+            try:
+                result = await execution.result
+            except LeaseLostError:
+                raise
+            except NexusError as exc:  # e.g. the final write failed: the items fail with the reason
+                result = _failed(str(exc))
         finally:
             if renewal is not None:
                 renewal.cancel()
@@ -203,8 +211,8 @@ class BatchRunner:
             raise LeaseLostError(lease.session_label, lease.epoch, lost[0])  # its write passed the epoch check
         return result, trace
 
-    async def _await(self, slot: AgentSlot, session: SessionSlot, batch: Batch, execution: Execution) -> AgentResult:
-        """Hand the started run to its senders and its reply target, then wait for its result."""
+    def _hand_over(self, session: SessionSlot, batch: Batch, execution: Execution) -> None:
+        """The started run is the session's, and its senders' and reply target's (before it does anything)."""
         session.run = execution
         session.delivering.clear()
         for item in batch.items:
@@ -214,12 +222,6 @@ class BatchRunner:
         if target is not None and self.deliver is not None:
             session.delivering.add(str(target))
             self.deliver(execution, target, batch.items[0].item_id)
-        try:
-            return await execution.result
-        except LeaseLostError:
-            raise
-        except NexusError as exc:  # e.g. the final write failed: the items fail with the reason
-            return _failed(str(exc))
 
     def _start(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> Awaitable[Execution]:
         """``Runtime.begin`` for one batch: its prompt, the items it consumes, who sent them, the agent tools.
@@ -230,17 +232,22 @@ class BatchRunner:
         head = items[0]
         one = len(items) == 1
         one_sender = one or len({item.sender for item in items}) == 1
-        conversation = (
-            head.conversation_id if one else next((i.conversation_id for i in items if i.conversation_id), None)
-        )
-        caller = CallerContext(
-            slot.agent_id,
-            conversation,
-            hop=head.hop if one else max(item.hop for item in items),
-            max_hops=self.max_hops,
-            session=session.key,
-            deliver_to=_newest_target(items),
-        )
+        plain = one and head.conversation_id is None and not head.hop and not head.deliver_to
+        caller = session.plain_caller if plain else None
+        if caller is None:
+            conversation = (
+                head.conversation_id if one else next((i.conversation_id for i in items if i.conversation_id), None)
+            )
+            caller = CallerContext(
+                slot.agent_id,
+                conversation,
+                hop=head.hop if one else max(item.hop for item in items),
+                max_hops=self.max_hops,
+                session=session.key,
+                deliver_to=_newest_target(items),
+            )
+            if plain:
+                session.plain_caller = caller
         spec = replace(slot.spec, max_tokens=head.max_tokens) if one and head.max_tokens else slot.spec
         return self._runtime.begin(
             spec,

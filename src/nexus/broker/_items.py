@@ -6,7 +6,7 @@ from collections.abc import Container
 from typing import TYPE_CHECKING
 
 from nexus.broker._slot import AgentSlot
-from nexus.broker.modes import parse_mode
+from nexus.broker.modes import QUEUE_MODES, QueueMode, parse_mode
 from nexus.broker.session_queue import QueuedMessage
 from nexus.broker.types import MAX_CONTENT_CHARS, AgentMessage, BrokerError, SendAndWaitResult, SendReceipt, Ticket
 from nexus.ledger import QueueItem
@@ -15,11 +15,15 @@ if TYPE_CHECKING:
     from nexus.engine import AgentResult
 
 
+_CANONICAL: dict[str, QueueMode] = {mode: mode for mode in QUEUE_MODES}
+"""The modes as stored (canonical): a row's is looked up, not parsed, for every message."""
+
+
 def check_message(message: AgentMessage) -> None:
     """Refuse a message the broker must not store (no id, no content, too long, to itself)."""
     if not message.id:
         raise BrokerError("a message needs a non-empty id (it makes send idempotent)")
-    if not message.content.strip():
+    if not message.content or message.content.isspace():  # no stripped copy of every message
         raise BrokerError(f"message {message.id!r} has no content")
     if len(message.content) > MAX_CONTENT_CHARS:
         raise BrokerError(
@@ -74,13 +78,13 @@ def queued(
     if message is None and isinstance(row.message, dict):
         message = AgentMessage.from_json({"id": row.message_id or row.id, "to": row.agent_id, **row.message})
     prompt = message.content if message is not None else str(row.message)
-    if not prompt.strip():
+    if not prompt or prompt.isspace():
         raise ValueError("the message has no content")
     queued_message = QueuedMessage(
         item_id=row.id,
         message_id=row.message_id or row.id,
         prompt=prompt,
-        mode=parse_mode(row.mode),
+        mode=_CANONICAL.get(row.mode) or parse_mode(row.mode),  # stored canonical: no parse
         cut_runs=cut,
         last_attempt=cut > 0 and cut + 1 >= max_attempts,
         enqueued_at_ms=row.enqueued_at,

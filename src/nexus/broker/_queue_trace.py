@@ -15,7 +15,7 @@ others' (``nexus.telemetry.run_origin``). Only while telemetry is on; off, these
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING
 
@@ -65,18 +65,18 @@ async def traced_accept(queue: QueueStore, request: AcceptRequest, span: telemet
 
 
 def claimed(
-    agent_id: str, session_label: str, items: Sequence[QueuedMessage], now_ms: int
+    agent_id: str, session_label: str, items: Sequence[QueuedMessage], now_ms: Callable[[], int]
 ) -> AbstractContextManager[str | None]:
     """Around the start of a claimed batch's run: its items' ``queue`` spans, the claim latency.
 
     Inside, the first item's span is current and the others are handed to the run as links, so
     the run the block starts continues the first message's trace. Yields that span's context
     (the batch's replies to askers go on in the same trace). Nothing observed: one shared no-op
-    context, no generator per batch.
+    context, no generator per batch (and no clock read: ``now_ms`` is read only for the spans).
     """
     if not telemetry.observing() or not items:
         return _UNTRACED
-    return _claimed(agent_id, session_label, items, now_ms)
+    return _claimed(agent_id, session_label, items, now_ms())
 
 
 _UNTRACED: AbstractContextManager[None] = nullcontext()

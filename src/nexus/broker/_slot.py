@@ -12,11 +12,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from nexus.broker.modes import QueueOverrides
+from nexus.broker.modes import NO_OVERRIDES, QueueOverrides
 from nexus.broker.session_queue import QueuedMessage, SessionQueue
 from nexus.broker.types import AgentIdentity, AgentState, SendAndWaitResult
 
 if TYPE_CHECKING:
+    from nexus.broker.agent_tools import CallerContext
     from nexus.engine import AgentSpec, Execution, SteerReceipt
     from nexus.ledger import Lease
 
@@ -64,6 +65,9 @@ class SessionSlot:
     time to live (past it, another process may have taken the session over)."""
     parked_until: float = 0.0
     """Until when (monotonic) the session waits because another broker runs it (its timer is armed)."""
+    plain_caller: CallerContext | None = None
+    """The caller of a turn of one plain message (no conversation, hop 0, no reply target): the same for every
+    such turn of the session, so made once, not for every run."""
 
     def state(self) -> AgentState:
         """The seed-003 state of the session's run (``running`` while it starts, runs tools or finishes)."""
@@ -86,7 +90,7 @@ class AgentSlot:
     identity: AgentIdentity
     spec: AgentSpec
     """How the agent runs (its ``id`` and ``role`` are the identity's)."""
-    overrides: QueueOverrides = field(default_factory=QueueOverrides)
+    overrides: QueueOverrides = NO_OVERRIDES
     sessions: dict[str, SessionSlot] = field(default_factory=dict)
     last_activity_ms: int = 0
     agent_id: str = field(init=False)

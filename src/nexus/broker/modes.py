@@ -96,7 +96,7 @@ def resolve_settings(*levels: QueueOverrides | None, default: QueueSettings | No
     when the message chose its own mode.
     """
     base = default or QueueSettings()
-    present = [level for level in levels if level is not None and level != _INHERIT_ALL]
+    present = [level for level in levels if level is not None and level is not NO_OVERRIDES and level != NO_OVERRIDES]
     if not present:  # the common send: nothing overridden (no new settings built, ~5 us a message)
         return base
     return QueueSettings(
@@ -107,8 +107,9 @@ def resolve_settings(*levels: QueueOverrides | None, default: QueueSettings | No
     )
 
 
-_INHERIT_ALL = QueueOverrides()
-"""A level that sets nothing (what most agents and messages carry)."""
+NO_OVERRIDES = QueueOverrides()
+"""A level that sets nothing (what most agents and messages carry): an agent's default, so the common send
+passes it by identity, without comparing fields."""
 
 
 def _first(values: Iterable[_T | None], fallback: _T) -> _T:

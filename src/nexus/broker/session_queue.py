@@ -231,7 +231,10 @@ class SessionQueue:
 
     def _head(self) -> int | None:
         """The index of the oldest waiting item (in-flight items, a run's batch, are passed over)."""
-        for index, item in enumerate(self._items):
+        items = self._items
+        if items and not items[0].in_flight:  # the usual look: nothing runs from this queue
+            return 0
+        for index, item in enumerate(items):
             if not item.in_flight:
                 return index
         return None
@@ -312,6 +315,10 @@ class SessionQueue:
         self._items = kept
 
     def _batch(self, items: list[QueuedMessage]) -> Batch:
+        if len(items) == 1 and not self.dropped_count:  # the usual turn: one message, nothing to bisect or summarize
+            item = items[0]
+            item.in_flight = True
+            return Batch(items=(item,), prompt=format_prompt(items, None))
         items = bisect_suspects(items)
         summary = self._take_overflow_summary()
         for item in items:
@@ -348,6 +355,9 @@ def _forget(index: dict[K, list[QueuedMessage]], key: K, item: QueuedMessage) ->
     """Take ``item`` out of ``key``'s entries, by identity (twins compare equal), and the key with the last."""
     entries = index.get(key)
     if entries is None:
+        return
+    if len(entries) == 1 and entries[0] is item:  # the usual key: one item, no twin
+        del index[key]
         return
     for position, entry in enumerate(entries):
         if entry is item:

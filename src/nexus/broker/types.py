@@ -179,16 +179,17 @@ class Ticket:
         self.current: Execution | None = None
         self.result = result
         self._abort: str | None = None
-        self._waiters: list[asyncio.Future[None]] = []
-        self._followers: list[asyncio.Future[Followed | None]] = []
+        self._waiters: list[asyncio.Future[None]] | None = None
+        self._followers: list[asyncio.Future[Followed | None]] | None = None
+        """Made by the first waiter or follower: most messages have neither, and every send makes a ticket."""
 
     def hand(self, execution: Execution) -> None:
         """A run took the message (it has not begun): followers subscribe now, a withdrawal applies to it."""
         self.current = execution
         if self._abort is not None:
             _abort_once_begun(execution, self._abort)
-        if self._followers:  # most messages have none: no list made per hand-over
-            followers, self._followers = self._followers, []
+        if self._followers:  # most messages have none
+            followers, self._followers = self._followers, None
             for follower in followers:
                 if not follower.done():
                     follower.set_result((execution, execution.subscribe()))
@@ -201,7 +202,7 @@ class Ticket:
             return
         self.result = result
         if self._followers:
-            followers, self._followers = self._followers, []
+            followers, self._followers = self._followers, None
             for follower in followers:
                 if not follower.done():
                     follower.set_result(None)
@@ -218,6 +219,7 @@ class Ticket:
         """See :meth:`SendReceipt.execution`."""
         while self.current is None and self.result is None:
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters = self._waiters or []
             self._waiters.append(waiter)
             await waiter
         return self.current
@@ -230,6 +232,7 @@ class Ticket:
         elif self.result is not None:
             follower.set_result(None)
         else:
+            self._followers = self._followers or []
             self._followers.append(follower)
         return follower
 
@@ -237,12 +240,13 @@ class Ticket:
         """See :meth:`SendReceipt.outcome`."""
         while self.result is None:
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters = self._waiters or []
             self._waiters.append(waiter)
             await waiter
         return self.result
 
     def _wake(self) -> None:
-        waiters, self._waiters = self._waiters, []
+        waiters, self._waiters = self._waiters or [], None
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)

@@ -23,7 +23,7 @@ from nexus.ledger import _queue_reads
 from nexus.ledger._leases import is_postgres, notify_ready_in
 from nexus.ledger._queue_reads import Held
 from nexus.ledger._queue_rows import accept_at, accept_many_at, claim_in, deliver_in, move_items, release_in
-from nexus.ledger._sql_db import SqlDatabase, run_inline
+from nexus.ledger._sql_db import SqlDatabase
 from nexus.ledger.errors import LedgerBusyError, LedgerError, LedgerFullError
 from nexus.ledger.records import AcceptRequest, Lease, QueueItem, Settlement
 from nexus.llm import now_ms
@@ -83,8 +83,8 @@ class SqlQueueStore:
         group, self._pending = self._pending[:MAX_GROUP], self._pending[MAX_GROUP:]
         if self._pending:
             self._schedule()
-        if self._db.inline:
-            run_inline(self._commit(group))
+        if self._db.inline:  # here and now, no coroutine: this runs for every group
+            _resolve(group, self._outcomes(group))
             return
         self._committing = True  # one group at a time: the next gathers meanwhile and no two conflict
         asyncio.get_running_loop().create_task(self._commit(group)).add_done_callback(self._committed)
@@ -100,28 +100,29 @@ class SqlQueueStore:
             self._schedule()
 
     async def _commit(self, group: list[_Write]) -> None:
-        """Commit the group in bulk (each write alone if one fails) and hand every caller its outcome."""
+        """A networked database's group: its transactions on the database's worker, the callers told here."""
+        try:
+            outcomes = await self._db.run(lambda: self._outcomes(group))
+        except Exception as exc:  # the worker could not run it: nothing of the group was written
+            outcomes = [exc] * len(group)
+        _resolve(group, outcomes)
+
+    def _outcomes(self, group: list[_Write]) -> list[object]:
+        """Commit the group in bulk (each write alone if one fails): each write's outcome, or its error."""
+        db = self._db
         try:
             try:
-                outcomes = await self._db.run_write(lambda c: _in_bulk(c, group))
+                return db.write(lambda c: _in_bulk(c, group))
             except (LedgerBusyError, LedgerFullError):
                 raise  # the database failed, not one write: every caller hears it
             except _ONE_WRITES as exc:
-                if len(group) != 1:
-                    outcomes = await self._db.run_write(lambda c: _one_by_one(c, group))
-                else:  # a group of one failed on its own write: run alone, it would meet the same refusal
-                    outcomes = [exc]
+                if len(group) == 1:  # a group of one failed on its own write: run alone, it would meet the same refusal
+                    return [exc]
+                return db.write(lambda c: _one_by_one(c, group))
             except Exception:
-                outcomes = await self._db.run_write(lambda c: _one_by_one(c, group))
+                return db.write(lambda c: _one_by_one(c, group))
         except Exception as exc:  # nothing of the group was written: every caller hears why
-            outcomes = [exc] * len(group)
-        for write, outcome in zip(group, outcomes, strict=True):
-            if write.future.done():
-                continue
-            if isinstance(outcome, Exception):
-                write.future.set_exception(outcome)
-            else:
-                write.future.set_result(outcome)
+            return [exc] * len(group)
 
     # ------------------------------------------------------------------ settling
 
@@ -210,6 +211,17 @@ def _in_bulk(conn: Any, group: list[_Write]) -> list[object]:
             write.move(conn)
     _wake(conn, outcomes)
     return outcomes
+
+
+def _resolve(group: list[_Write], outcomes: list[object]) -> None:
+    """Hand every caller of the group its outcome (a caller that stopped waiting is passed over)."""
+    for write, outcome in zip(group, outcomes, strict=True):
+        if write.future.done():
+            continue
+        if isinstance(outcome, Exception):
+            write.future.set_exception(outcome)
+        else:
+            write.future.set_result(outcome)
 
 
 def _wake(conn: Any, outcomes: list[object]) -> None:

@@ -13,13 +13,18 @@ import time
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]
 """Every two-digit string, indexed by its 10-bit value."""
-_RAND_SHIFTS = range(70, -1, -10)
-"""The 80 random bits as 8 two-digit pairs (the 48-bit time is the first 10 digits: 2 pad bits + 48)."""
+_HIGH_SHIFTS = range(70, 9, -10)
+"""The 80 random bits are 8 two-digit pairs (the 48-bit time is the first 10 digits: 2 pad bits + 48); these
+are the first 7."""
 _lock = threading.Lock()
 _last_ms = -1
 _last_rand = 0
 _prefix = ""
 """The 10 digits of ``_last_ms``: ids made in the same millisecond (a busy broker makes ~10) share them."""
+_high = -1
+_high_digits = ""
+"""The first 14 random digits (``_last_rand >> 10``) and their text: the ids after the first of a millisecond
+count up from it, so they differ in the last two digits alone until those carry."""
 
 
 def _encode_time(ms: int) -> str:
@@ -32,10 +37,11 @@ def _encode_time(ms: int) -> str:
 def new_ulid() -> str:
     """Return a new 26-character ULID, strictly greater than every earlier one from this process.
 
-    Two-digit table lookups, and the time's digits kept for the millisecond: encoding digit by digit
-    was ~5 us per id, and a broker send makes one or two.
+    Two-digit table lookups, and the digits kept while they stay the same (the time's for the millisecond,
+    the random part's but the last two for the ids after the first in it): encoding digit by digit was
+    ~5 us per id, and a broker send makes one or two.
     """
-    global _last_ms, _last_rand, _prefix
+    global _last_ms, _last_rand, _prefix, _high, _high_digits
     with _lock:
         ms = time.time_ns() // 1_000_000
         if ms <= _last_ms:
@@ -47,11 +53,12 @@ def new_ulid() -> str:
         else:
             rand = int.from_bytes(os.urandom(10), "big") >> 1  # top bit clear leaves room to increment
         if ms != _last_ms:
-            _prefix = _encode_time(ms)
+            _prefix, _high = _encode_time(ms), -1
         _last_ms, _last_rand = ms, rand
-        prefix = _prefix
-    pairs = _PAIRS
-    return prefix + "".join([pairs[(rand >> shift) & 1023] for shift in _RAND_SHIFTS])
+        if rand >> 10 != _high:
+            _high = rand >> 10
+            _high_digits = _prefix + "".join([_PAIRS[(rand >> shift) & 1023] for shift in _HIGH_SHIFTS])
+        return _high_digits + _PAIRS[rand & 1023]
 
 
 def ulid_time_ms(ulid: str) -> int:
