@@ -160,6 +160,11 @@ class Database:
             self.found_version = self._setup(conn, synchronous)
         except BaseException as exc:
             conn.close()
+            if isinstance(exc, LedgerFullError):  # `nexus sessions list` on a full disk said "cannot write"
+                raise LedgerFullError(
+                    f"cannot open the ledger {self.path}: {exc.__cause__ or exc} (is the disk full? SQLite needs a "
+                    f"little room beside the file, {Path(self.path).name}-shm, even to read it); free some space"
+                ) from exc
             if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError | LedgerError):
                 raise LedgerError(
                     f"{self.path} is not a usable ledger database ({exc}); move it aside and open again to start a "
