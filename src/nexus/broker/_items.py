@@ -6,17 +6,13 @@ from collections.abc import Container
 from typing import TYPE_CHECKING
 
 from nexus.broker._slot import AgentSlot
-from nexus.broker.modes import QUEUE_MODES, QueueMode, parse_mode
+from nexus.broker.modes import parse_mode
 from nexus.broker.session_queue import QueuedMessage
 from nexus.broker.types import MAX_CONTENT_CHARS, AgentMessage, BrokerError, SendAndWaitResult, SendReceipt, Ticket
 from nexus.ledger import QueueItem
 
 if TYPE_CHECKING:
     from nexus.engine import AgentResult
-
-
-_CANONICAL: dict[str, QueueMode] = {mode: mode for mode in QUEUE_MODES}
-"""The modes as stored (canonical): a row's is looked up, not parsed, for every message."""
 
 
 def check_message(message: AgentMessage) -> None:
@@ -84,7 +80,7 @@ def queued(
         item_id=row.id,
         message_id=row.message_id or row.id,
         prompt=prompt,
-        mode=_CANONICAL.get(row.mode) or parse_mode(row.mode),  # stored canonical: no parse
+        mode=parse_mode(row.mode),
         cut_runs=cut,
         last_attempt=cut > 0 and cut + 1 >= max_attempts,
         enqueued_at_ms=row.enqueued_at,

@@ -35,7 +35,7 @@ from nexus.broker._steer_in import steered as steered_in
 from nexus.broker._takeover import Takeover
 from nexus.broker._watcher import StoreWatcher
 from nexus.broker.agent_tools import CallerContext, broker_tools, caller_tool
-from nexus.broker.modes import NO_OVERRIDES, QueueOverrides, QueueSettings, parse_mode, resolve_settings
+from nexus.broker.modes import QueueOverrides, QueueSettings, parse_mode, resolve_settings
 from nexus.broker.session_queue import AddOutcome, Batch, QueuedMessage
 from nexus.broker.sessions import session_label_for
 from nexus.broker.settings import BrokerSettings
@@ -274,11 +274,8 @@ class AgentBroker(SmartRoutingFace):
         slot = self._slot(message.to)
         check_message(message)
         label = session_label_for(slot.agent_id, slot.identity.session_label, message.session)
-        if queue_mode is None and slot.overrides is NO_OVERRIDES:  # the usual send: the broker's settings as they are
-            settings = self._settings.queue
-        else:
-            message_level = QueueOverrides(mode=parse_mode(queue_mode)) if queue_mode is not None else None
-            settings = resolve_settings(message_level, slot.overrides, default=self._settings.queue)
+        message_level = QueueOverrides(mode=parse_mode(queue_mode)) if queue_mode is not None else None
+        settings = resolve_settings(message_level, slot.overrides, default=self._settings.queue)
         message.timestamp = message.timestamp or _now_ms()
         request = AcceptRequest(
             agent_id=slot.agent_id,

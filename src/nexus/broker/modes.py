@@ -41,6 +41,9 @@ class QueueSettingsError(BrokerError, ValueError):
 
 def parse_mode(value: str) -> QueueMode:
     """The canonical mode for ``value`` (an alias is accepted); raises naming the valid ones."""
+    canonical = _CANONICAL.get(value)
+    if canonical is not None:  # as stored and as most callers give it: every queued message is parsed
+        return canonical
     name = value.strip().lower()
     for mode in QUEUE_MODES:
         if mode == name:
@@ -48,6 +51,9 @@ def parse_mode(value: str) -> QueueMode:
     if name in _MODE_ALIASES:
         return _MODE_ALIASES[name]
     raise QueueSettingsError(f"unknown queue mode {value!r}: use one of {', '.join(QUEUE_MODES)}")
+
+
+_CANONICAL: dict[str, QueueMode] = {mode: mode for mode in QUEUE_MODES}
 
 
 def parse_drop_policy(value: str) -> DropPolicy:
