@@ -109,7 +109,11 @@ def test_wait_on_an_interrupted_turn_says_so_and_exits_1(
     assert interrupt.returncode == 0, interrupt.stderr
     out, err = waiting.communicate(timeout=90)
     assert waiting.returncode == 1, err
-    assert "nexus: error: the message's turn was interrupted" in err, err
+    assert "nexus: error: the message's turn was interrupted: interrupted by message " in err, err  # not "no reason"
+    listed = nexus("queue", "list", "coder", "--all", "--json")
+    assert listed.returncode == 0, listed.stderr
+    errors = [i["turn_error"] for i in json.loads(listed.stdout) if i["turn_status"] == "aborted"]
+    assert len(errors) == 1 and errors[0].startswith("interrupted by message "), listed.stdout
     assert "a long" in out or out == ""  # what was streamed before the cut, if anything
 
 

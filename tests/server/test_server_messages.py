@@ -79,6 +79,9 @@ async def test_abort_stops_the_run_and_the_turn_is_kept_aborted(tmp_path: Path) 
         assert await live.broker.wait_for_idle("coder", 20_000)
         (turn,) = await live.ledger.turns.path("agent:coder")
         assert turn.status == "aborted"
+        assert (await client.get(f"/v1/turns/{turn.id}")).json()["error"] == "aborted on request"
+        (shown,) = (await client.get("/v1/agents/coder/queue?include_finished=true")).json()["items"]
+        assert (shown["turn_status"], shown["turn_error"]) == ("aborted", "aborted on request")
         again = await client.post("/v1/agents/coder/abort")
         assert again.json()["aborted"] is False  # nothing runs now
 
@@ -94,6 +97,8 @@ async def test_interrupt_aborts_the_run_then_runs_the_message(tmp_path: Path) ->
         assert await live.broker.wait_for_idle("coder", 20_000)
         first, second = await live.ledger.turns.path("agent:coder")
         assert (first.status, second.status) == ("aborted", "completed")
+        why = (await client.get(f"/v1/turns/{first.id}")).json()["error"]
+        assert why == "interrupted by message i-1", why  # it was null: the reason was only in the cut reply
         assert "do this instead" in str((await live.ledger.turns.messages(second.id))[0].message.content)
 
 

@@ -486,7 +486,8 @@ class EngineRun:
         response = _llm(self.agent_ctx.messages[self.history_len + 1 :])
         steering = self.steering
         turn_id = write_result(self.ledger, self.ctx, self.turn_id, result, response, result.compaction,
-                               steering.delivered_ids, steering.response_sources(len(response)))  # fmt: skip
+                               steering.delivered_ids, steering.response_sources(len(response)),
+                               self.abort_reason())  # fmt: skip
         result.messages = self.ledger.run_here(lambda here: here.turns.messages(turn_id))
 
 

@@ -28,6 +28,19 @@ def error_json(error: AgentError | None) -> dict[str, object] | None:
     return None if error is None else asdict(error)
 
 
+def turn_error(result: AgentResult, abort_reason: str | None) -> dict[str, object] | None:
+    """The ``error`` column of the run's turn: the run's error; for an aborted run without one, why it was
+    aborted (``{"kind": "aborted", "message": "interrupted by message …", "retryable": false}``).
+
+    ``AgentResult.error`` stays ``None`` for an abort (the caller asked for it), but the turn is what
+    ``GET /v1/turns/{id}``, ``nexus queue list`` and ``nexus send --wait`` read later, by which time the
+    reason is otherwise only in the cut assistant message.
+    """
+    if result.error is not None or result.status != "aborted":
+        return error_json(result.error)
+    return {"kind": "aborted", "message": abort_reason or "aborted", "retryable": False}
+
+
 def turn_metadata(result: AgentResult) -> dict[str, object] | None:
     """The turn's ``metadata`` column: marks estimated usage (no schema column holds that), else None."""
     return {USAGE_ESTIMATED_KEY: True} if result.usage.estimated else None
@@ -135,13 +148,14 @@ def write_result(
     compaction: CompactionRecord | None,
     steer_ids: Sequence[str] = (),
     sources: Sequence[str | None] = (),
+    abort_reason: str | None = None,
 ) -> str:
     """Close the opened turn with the run's outcome in one transaction; returns the turn id.
 
     The broker queue items the turn consumed — its batch (``ctx.queue_item_ids``) and the steers
     injected into it (``steer_ids``; ids that name no queue item are ignored) — are marked
     delivered in that same transaction. ``sources[i]`` is the ``source`` of response message ``i``
-    when it is a steer.
+    when it is a steer. ``abort_reason``: why an aborted run was aborted (its turn's ``error``).
 
     If another writer moved the session head meanwhile (the one-run-per-session rule was
     broken by the caller), the turn is kept as a side branch instead of being lost.
@@ -155,7 +169,7 @@ def write_result(
         status=result.status,
         usage=result.usage,
         stop_reason=result.stop_reason,
-        error=error_json(result.error),
+        error=turn_error(result, abort_reason),
         compaction=compaction,
         tool_calls=result.tool_calls,
         response_sources=list(sources),
