@@ -121,3 +121,22 @@ def _environ() -> dict[str, str]:
     import os
 
     return dict(os.environ)
+
+
+def test_wait_timeout_gives_up_on_a_run_in_this_process_and_aborts_it(
+    home: Path, server: FakeProviderServer, nexus: RunNexus
+) -> None:
+    """With the run in this process (no other broker), --timeout was ignored: it waited the whole run, exit 0."""
+    server.chunk_chars = 2
+    server.script(stall(after_chunks=2, seconds=20, then=text("the long answer")), text("later"))
+    assert nexus("agents", "add", "coder").returncode == 0
+    result = nexus("send", "coder", "long job", "--wait", "--timeout", "1")
+    assert result.returncode == 1, result.stderr
+    assert "nexus: error: no reply within 1.0 s (the run was aborted" in result.stderr, result.stderr
+    assert "the long answer" not in result.stdout
+    listed = nexus("queue", "list", "coder", "--all", "--json")
+    (item,) = json.loads(listed.stdout)
+    assert (item["status"], item["turn_status"]) == ("delivered", "aborted"), item
+    assert item["turn_error"] == "nexus send gave up waiting after 1 s (--timeout)", item
+    again = nexus("send", "coder", "short one", "--wait", "--timeout", "60")  # the agent is free again
+    assert (again.returncode, again.stdout.strip()) == (0, "later"), again.stderr

@@ -418,11 +418,11 @@ class AgentBroker(SmartRoutingFace):
     def _is_idle(slot: AgentSlot) -> bool:
         return all(session.is_idle() for session in slot.all_sessions())
 
-    def abort(self, agent_id: str, session: str | None = None) -> bool:
+    def abort(self, agent_id: str, session: str | None = None, reason: str = "aborted on request") -> bool:
         """Abort the agent's current runs (or its session's); queues keep draining. ``False``: none ran."""
         runs = [s.run for s in self._sessions(self._slot(agent_id), session) if s.run is not None]
         for run in runs:
-            run.abort("aborted on request")
+            run.abort(reason)
         return bool(runs)
 
     def get_queue_depth(self, agent_id: str, session: str | None = None) -> int:

@@ -160,7 +160,13 @@ def add_send(commands: argparse._SubParsersAction[argparse.ArgumentParser], summ
         help="a session key (e.g. dm:telegram:42): the agent's per-sender session of that key (default: its own)",
     )
     sub.add_argument("--wait", action="store_true", help="print the agent's reply when its turn ends")
-    sub.add_argument("--timeout", type=seconds, metavar="S", help="with --wait: give up after S seconds")
+    sub.add_argument(
+        "--timeout",
+        type=seconds,
+        metavar="S",
+        help="with --wait: give up after S seconds (exit 1; a run in this process is then aborted, the "
+        "message stays queued if it has not run)",
+    )
     sub.add_argument("--json", action="store_true", help="print the outcome as one JSON object")
     sub.add_argument(
         "--deliver",

@@ -134,9 +134,10 @@ async def _send(config: NexusConfig, ledger: Ledger, message: AgentMessage, mode
         message.deliver_reply(target)
     with drain_lock(config) as held:
         if held:
-            code = await _send_and_drain(config, ledger, message, mode, args)
-    if held:  # after the lock is released: what others queued for us meanwhile
-        await _run_leftovers(config, ledger)
+            code, gave_up = await _send_and_drain(config, ledger, message, mode, args)
+    if held:  # after the lock is released: what others queued for us meanwhile (unless --timeout gave up)
+        if not gave_up:
+            await _run_leftovers(config, ledger)
         return code
     if target is not None and not _server_runs(config):
         from nexus.errors import ConfigError
@@ -150,8 +151,9 @@ async def _send(config: NexusConfig, ledger: Ledger, message: AgentMessage, mode
 
 async def _send_and_drain(
     config: NexusConfig, ledger: Ledger, message: AgentMessage, mode: str | None, args: Any
-) -> int:
-    """Send ``message`` and drain its conversation in this process (the broker lock is ours)."""
+) -> tuple[int, bool]:
+    """Send ``message`` and drain its conversation in this process (the broker lock is ours); the exit code,
+    and whether ``--wait --timeout`` gave up (its runs were aborted)."""
     from nexus.broker import running_broker
     from nexus.cli._deliver import LiveReply
 
@@ -160,11 +162,41 @@ async def _send_and_drain(
         receipt = await host.broker.send(message, mode)
         _say_accepted(receipt.message_id, receipt.queue_item_id, receipt.duplicate, args)
         printing = asyncio.get_running_loop().create_task(live.follow(receipt.follow())) if live else None
-        await host.broker.wait_until_idle()
-        if printing is not None:
+        done = await _drain_within(host, args.timeout if args.wait else None)
+        if printing is not None and not done:  # its message may never have been taken: nothing to follow
+            printing.cancel()
+        elif printing is not None:
             await printing
     if live is not None:
         live.end()
+    if not done:
+        return _gave_up(args), True
+    return await _send_outcome(ledger, message, receipt, args, live), False
+
+
+async def _drain_within(host: Any, seconds: float | None) -> bool:
+    """Drain until every agent is idle; ``False`` if ``seconds`` passed first. Then the runs still going are
+    aborted (kept as ``aborted`` turns whose error says so): once this command exits nothing runs them, and a
+    run that outlived its command would be cut anyway. Messages not taken yet stay queued."""
+    try:
+        await asyncio.wait_for(host.broker.wait_until_idle(), seconds)
+    except TimeoutError:
+        reason = f"nexus send gave up waiting after {seconds:g} s (--timeout)"
+        for agent in host.broker.list_agents():
+            host.broker.abort(agent.identity.agent_id, reason=reason)
+        return False
+    return True
+
+
+def _gave_up(args: Any) -> int:
+    print(f"nexus: error: no reply within {args.timeout} s (the run was aborted and kept as an aborted turn; "
+          "messages not run yet stay queued for the next nexus send or nexus queue drain)",
+          file=sys.stderr)  # fmt: skip
+    return 1
+
+
+async def _send_outcome(ledger: Ledger, message: AgentMessage, receipt: Any, args: Any, live: Any) -> int:
+    """What ``nexus send`` says after running the conversation here: the reply, where it was delivered."""
     code = await _report(ledger, receipt.queue_item_id, args, reply_shown=live is not None and live.printed)
     if "deliver_to" not in message.metadata:
         return code
@@ -320,8 +352,10 @@ async def _watch(
     while waiting.now():
         with drain_lock(config) as held:
             if held:  # the other broker is gone: run the conversation in this process
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 async with running_broker(config, ledger, scope={message.to}) as host:
-                    await host.broker.wait_until_idle()
+                    if not await _drain_within(host, left):
+                        return _gave_up(args)
                 continue
         if deadline is not None and time.monotonic() > deadline:
             print(f"nexus: error: no reply within {args.timeout} s ({waiting.what()})", file=sys.stderr)
