@@ -23,6 +23,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from nexus import telemetry
+from nexus.broker._adopt_cap import CappedAdoption
 from nexus.broker._batch_runner import BatchRunner
 from nexus.broker._items import check_message, duplicate_receipt, queued, session_key_of
 from nexus.broker._leases import session_leases
@@ -100,7 +101,8 @@ class AgentBroker(SmartRoutingFace):
         self._scheduler = DrainScheduler(self._settings.max_concurrent, self._step, _now_ms, self._forget_if_idle)
         self._started = False
         self._closing = False
-        self._watcher = StoreWatcher(ledger, self._slots, self._load, self._adopted)
+        adoption = CappedAdoption(self._load, self._settings, self._drop)  # the cap applies to adopted rows too
+        self._watcher = StoreWatcher(ledger, self._slots, adoption.load, self._adopted)
         self._watcher.interval_s = self._settings.poll_ms / 1000
         self._ledger_wakeups = ledger.wakeups
         self._replies = ReplySender(self.send, self._slots, ledger.queue, reply_text)
@@ -336,7 +338,7 @@ class AgentBroker(SmartRoutingFace):
         """The queue's cap refused the message (dropped, the send fails) or pushed older ones out (dropped)."""
         if not outcome.accepted:
             reason = outcome.rejected_reason or "duplicate"
-            await self._queue.settle([row.id], "dropped", reason=reason)
+            await self._drop([row.id], reason)  # the store watcher may have dropped it already (adoption.load)
             raise BrokerError(f"message {fresh.message_id!r} to {slot.agent_id!r} was not queued: {reason}")
         if outcome.dropped:
             dropped_ids = [item.item_id for item in outcome.dropped]

@@ -1,0 +1,61 @@
+"""Rows other processes queued, adopted under the queue's cap and drop policy.
+
+``nexus send`` while another process holds the broker lock writes its message straight into the queue
+table; the holder's store watcher adopts it. Adopted with :meth:`SessionQueue.restore` (no cap), five
+follow-ups sent that way all ran under ``cap = 2``, while the same five sent to ``nexus serve`` over HTTP
+(``Broker.send``: :meth:`SessionQueue.add`) dropped three and started the next turn with the
+``[Queue overflow]`` summary. The cap belongs to the queue, not to the door a message came through, so
+an adopted row goes through :meth:`SessionQueue.add` too. Rows loaded when a broker starts, or taken
+over from a dead broker, are restored as they are: they were accepted under the cap (a run may have
+held some of them), and dropping them at a restart would lose messages a cut run still owes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from nexus.broker._items import queued, session_key_of
+from nexus.broker._slot import AgentSlot, SessionSlot, settle
+from nexus.broker.modes import QueueOverrides, resolve_settings
+from nexus.broker.types import SendAndWaitResult
+
+if TYPE_CHECKING:
+    from nexus.broker.settings import BrokerSettings
+    from nexus.ledger import QueueItem
+
+Load = Callable[[AgentSlot, "QueueItem"], Awaitable[SessionSlot | None]]
+
+
+class CappedAdoption:
+    """The store watcher's loader: the broker's ``load`` with the session queue's cap applied."""
+
+    __slots__ = ("_drop", "_load", "_settings")
+
+    def __init__(self, load: Load, settings: BrokerSettings, drop: Callable[[list[str], str], Awaitable[None]]) -> None:
+        """``load`` queues a row as it is (and fails an unreadable one); ``drop(item_ids, reason)`` settles rows
+        as ``dropped``."""
+        self._load, self._settings, self._drop = load, settings, drop
+
+    async def load(self, slot: AgentSlot, item: QueueItem) -> SessionSlot | None:
+        """Queue ``item`` in its session as ``Broker.send`` would: over the cap, the ``new`` policy drops it,
+        ``old`` / ``summarize`` drop the oldest waiting ones. ``None``: not queued (held already, dropped)."""
+        session = slot.session(item.session_label, session_key_of(item))
+        if session.queue.find(item.id) is not None:
+            return None
+        try:
+            message = queued(item, max_attempts=self._settings.max_attempts)
+        except (ValueError, TypeError, KeyError):
+            return await self._load(slot, item)  # fails it, saying why
+        settings = resolve_settings(QueueOverrides(mode=message.mode), slot.overrides, default=self._settings.queue)
+        outcome = session.queue.add(message, settings)
+        if outcome.duplicate_of is not None:  # a twin of a held row: queued as before (restore has no dedupe)
+            session.queue.restore(message)
+        elif not outcome.accepted:
+            await self._drop([item.id], outcome.rejected_reason or "the queue is full")
+            return None
+        elif outcome.dropped:
+            reason = f"queue cap {settings.cap} reached (drop policy {settings.drop_policy})"
+            await self._drop([dropped.item_id for dropped in outcome.dropped], reason)
+            settle(outcome.dropped, SendAndWaitResult(False, error="dropped: the agent's queue was full"))
+        return session
