@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -110,3 +111,21 @@ def test_a_rate_limited_summary_is_retried_with_a_notice_on_stderr(home: Path, s
     with Ledger.open(home / "agents.db") as ledger:
         record = run_inline(ledger.turns.compaction(run_inline(ledger.turns.path("work"))[-1].id))
     assert record is not None and record.summary == "Goal: retried summary."
+
+
+def test_history_shows_the_summary_of_a_compaction_turn(home: Path, server: FakeProviderServer) -> None:
+    """It showed the compaction turn as a bare header: the summary later runs start from was nowhere."""
+    _two_turns(home, server)
+    summary = "Goal: testing history.\nDone: two long answers. " + "detail " * 80 + "End."
+    server.script(text(summary))
+    assert _nexus(home, "sessions", "compact", "work").returncode == 0
+    plain = _nexus(home, "sessions", "history", "work")
+    assert plain.returncode == 0, plain.stderr
+    shown = plain.stdout.split(" compaction]")[1]
+    assert "  compaction (manual): 1 turn summarised through turn " in shown, shown
+    assert "  summary: Goal: testing history. ⏎ Done: two long answers." in shown and "chars)" in shown, shown
+    raw = _nexus(home, "sessions", "history", "work", "--raw")
+    assert f"  summary: [Previous conversation summary]\n{summary}" in raw.stdout, raw.stdout  # as the model gets it
+    lines = [json.loads(line) for line in _nexus(home, "sessions", "history", "work", "--json").stdout.splitlines()]
+    (stored,) = [line["compaction"] for line in lines if "compaction" in line]
+    assert (stored["summary"], stored["trigger"], stored["turns_summarized"]) == (summary, "manual", 1)

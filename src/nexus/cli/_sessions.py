@@ -183,6 +183,7 @@ async def _show(ledger: Ledger, args: argparse.Namespace) -> int:
 
 
 async def _history(ledger: Ledger, args: argparse.Namespace) -> int:
+    from nexus.cli._history_compaction import compaction_json, compaction_lines
     from nexus.llm import message_to_dict
 
     session = await ledger.sessions.resolve(args.label)
@@ -190,11 +191,16 @@ async def _history(ledger: Ledger, args: argparse.Namespace) -> int:
     deliveries = await ledger.deliveries.for_turns([t.id for t in turns]) if not args.json else {}
     for turn in turns:
         stored = await ledger.turns.messages(turn.id)
+        compaction = await ledger.turns.compaction(turn.id) if turn.turn_type == "compaction" else None
         if args.json:
+            if compaction is not None:
+                print(json.dumps(compaction_json(turn.id, compaction)))
             for item in stored:
                 print(json.dumps({"turn_id": turn.id, "message": message_to_dict(item.message)}))
             continue
         print(_turn_header(turn))
+        for line in compaction_lines(compaction, raw=args.raw, short=_short) if compaction is not None else []:
+            print(terminal_text(line))
         for item in stored:  # anyone who can message the agent wrote these: no raw control characters
             print(terminal_text(_render(item.message, raw=args.raw)))
         for record in deliveries.get(turn.id, []):
