@@ -8,6 +8,11 @@ follow-ups sent that way all ran under ``cap = 2``, while the same five sent to 
 an adopted row goes through :meth:`SessionQueue.add` too. Rows loaded when a broker starts, or taken
 over from a dead broker, are restored as they are: they were accepted under the cap (a run may have
 held some of them), and dropping them at a restart would lose messages a cut run still owes.
+
+Not under leases (several brokers on one PostgreSQL database): there every broker adopts the rows of
+sessions others run, and keeps in memory messages another broker has already run (its claim is refused
+later, docs/scaling.md). Counted against the cap, that stale view would drop messages the running broker
+still holds; each broker applies the cap to what it accepts itself (``Broker.send``).
 """
 
 from __future__ import annotations
@@ -30,16 +35,20 @@ Load = Callable[[AgentSlot, "QueueItem"], Awaitable[SessionSlot | None]]
 class CappedAdoption:
     """The store watcher's loader: the broker's ``load`` with the session queue's cap applied."""
 
-    __slots__ = ("_drop", "_load", "_settings")
+    __slots__ = ("_drop", "_load", "_settings", "capped")
 
     def __init__(self, load: Load, settings: BrokerSettings, drop: Callable[[list[str], str], Awaitable[None]]) -> None:
         """``load`` queues a row as it is (and fails an unreadable one); ``drop(item_ids, reason)`` settles rows
         as ``dropped``."""
         self._load, self._settings, self._drop = load, settings, drop
+        self.capped = True
+        """``False``: rows are queued as they are (several brokers share the queues under leases)."""
 
     async def load(self, slot: AgentSlot, item: QueueItem) -> SessionSlot | None:
         """Queue ``item`` in its session as ``Broker.send`` would: over the cap, the ``new`` policy drops it,
         ``old`` / ``summarize`` drop the oldest waiting ones. ``None``: not queued (held already, dropped)."""
+        if not self.capped:
+            return await self._load(slot, item)
         session = slot.session(item.session_label, session_key_of(item))
         if session.queue.find(item.id) is not None:
             return None

@@ -113,6 +113,7 @@ class AgentBroker(SmartRoutingFace):
         self._batches.deliver = deliver
         self._batches.max_hops = self._settings.max_hops
         self._leases = self._batches.leases = session_leases(ledger, self._settings.leases, self._settings.lease_ttl_ms)
+        adoption.capped = self._leases is None  # several brokers: each caps what it accepts (see _adopt_cap)
         self._steerer = RunSteerer(ledger.queue, self._slots, deliver, leased=self._leases is not None)
         if self._leases is not None:
             takeover = Takeover(
