@@ -117,12 +117,6 @@ def test_wait_on_an_interrupted_turn_says_so_and_exits_1(
     assert "a long" in out or out == ""  # what was streamed before the cut, if anything
 
 
-def _environ() -> dict[str, str]:
-    import os
-
-    return dict(os.environ)
-
-
 def test_wait_timeout_gives_up_on_a_run_in_this_process_and_aborts_it(
     home: Path, server: FakeProviderServer, nexus: RunNexus
 ) -> None:
@@ -140,3 +134,9 @@ def test_wait_timeout_gives_up_on_a_run_in_this_process_and_aborts_it(
     assert item["turn_error"] == "nexus send gave up waiting after 1 s (--timeout)", item
     again = nexus("send", "coder", "short one", "--wait", "--timeout", "60")  # the agent is free again
     assert (again.returncode, again.stdout.strip()) == (0, "later"), again.stderr
+
+
+def _environ() -> dict[str, str]:
+    import os
+
+    return dict(os.environ)
