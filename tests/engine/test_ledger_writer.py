@@ -244,3 +244,15 @@ async def test_writes_finished_together_wake_their_runs_a_batch_per_loop_round()
     assert max(per_round.values()) <= _writer.RESUMES_PER_ROUND, per_round
     with pytest.raises(ValueError, match="the last write fails"):
         futures[-1].result()
+
+
+def test_a_closed_loop_is_not_kept_for_its_writes() -> None:
+    """The hand-over of finished writes is per loop and must not keep a finished loop (a process runs many)."""
+    import gc
+
+    async def one_write() -> int:
+        return await _writer.submit(lambda: 7)
+
+    assert asyncio.run(one_write()) == 7
+    gc.collect()
+    assert all(not loop.is_closed() for loop in list(_writer._COMPLETIONS.keys()))

@@ -123,7 +123,7 @@ class _Completions:
     __slots__ = ("done", "lock", "loop", "scheduled")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+        self.loop = weakref.ref(loop)  # a strong one, as the value of its own weak key, would keep the loop forever
         self.lock = threading.Lock()
         self.done: deque[tuple[asyncio.Future[Any], Any, BaseException | None]] = deque()
         self.scheduled = False
@@ -135,9 +135,12 @@ class _Completions:
             if self.scheduled:
                 return
             self.scheduled = True
+        loop = self.loop()
+        if loop is None:  # the loop is gone: nothing awaits these futures any more
+            return
         try:
-            self.loop.call_soon_threadsafe(self.hand_over)
-        except RuntimeError:  # the loop is closed: nothing awaits these futures any more
+            loop.call_soon_threadsafe(self.hand_over)
+        except RuntimeError:  # the loop is closed: likewise
             pass
 
     def hand_over(self) -> None:
@@ -154,7 +157,7 @@ class _Completions:
                 future.set_result(result)
             else:
                 future.set_exception(error)
-        self.loop.call_soon(self.hand_over)
+        asyncio.get_running_loop().call_soon(self.hand_over)
 
 
 _COMPLETIONS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Completions] = weakref.WeakKeyDictionary()
