@@ -1,6 +1,7 @@
 """Broker end to end through the engine: 100 agents, a zero-latency scripted model, every turn in the ledger.
 
-Run:  .venv/bin/python bench/bench_broker_e2e.py [--agents 100] [--messages 1000] [--also-src LABEL=DIR]
+Run:  .venv/bin/python bench/bench_broker_e2e.py [--agents 100] [--messages 1000] [--gc tuned|default]
+      [--also-src LABEL=DIR]
 
 Targets (issue "The Agent Broker", with issue 25's margin of 1.3x): >= 650 turns/s and p99 send ->
 first token < 20 ms. A "turn" is the whole path: durable accept, claim, session lock, context assembly
@@ -38,6 +39,7 @@ from nexus.broker.spawner import BrokerSpawner
 from nexus.config import load_config
 from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution.cooldowns import ProfileCooldowns
+from nexus.engine.wiring.gc_tuning import tune_gc_for_many_runs
 from nexus.ledger import Ledger
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text
@@ -92,8 +94,10 @@ FLOOR_SCRIPT = str(Path(__file__).resolve().with_name("_sqlite_floor.py"))
 TARGET_TURNS = 650.0
 
 
-def _child(agents: int, messages: int, rate: float) -> dict[str, float]:
+def _child(agents: int, messages: int, rate: float, gc_mode: str) -> dict[str, float]:
     """A warm-up, all messages at once (turns/s, CPU per turn), then half of them paced (first-token delay)."""
+    if gc_mode == "tuned":
+        tune_gc_for_many_runs()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ.setdefault("NEXUS_HOME", tmp)
         for name in ("warm", "burst", "paced"):
@@ -115,6 +119,12 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=1000)
     parser.add_argument("--rate", type=float, default=100.0, help="messages/s for the latency run")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--gc",
+        choices=("tuned", "default"),
+        default="tuned",
+        help="tuned: the collector set up as `nexus serve` sets it (tune_gc_for_many_runs); default: Python's",
+    )
     parser.add_argument("--floor-messages", type=int, default=20_000, help="messages of each floor row")
     parser.add_argument(
         "--also-src", action="append", default=[], metavar="LABEL=DIR", help="also run the broker from this tree"
@@ -122,12 +132,12 @@ def main() -> int:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(_child(args.agents, args.messages, args.rate)))
+        print(json.dumps(_child(args.agents, args.messages, args.rate, args.gc)))
         return 0
     print(_machine.header("bench_broker_e2e.py: broker through the engine"))
     trees = [("", SRC), *(tuple(item.split("=", 1)) for item in args.also_src)]
     results: dict[str, list[dict[str, float]]] = {}
-    own = ["--agents", str(args.agents), "--messages", str(args.messages), "--rate", str(args.rate)]
+    own = ["--agents", str(args.agents), "--messages", str(args.messages), "--rate", str(args.rate), "--gc", args.gc]
     for _ in range(args.rounds):
         for batch in (1, floor_mod.BATCH):
             name = "one per step" if batch == 1 else f"batches of {batch}"
@@ -139,6 +149,7 @@ def main() -> int:
               ("one per step", f"batches of {floor_mod.BATCH}")}  # fmt: skip
     print(f"# broker end to end: {args.messages} messages over {args.agents} agents, scripted model; median of")
     print(f"# {args.rounds} rounds, each in a fresh process; the floor: accept + claim + deliver, msg/s and CPU us/msg")
+    print(f"# gc: {args.gc}")
     for name, found in floors.items():
         print(f"{'floor: stdlib sqlite3, ' + name:<48} {found['rate']:>10,.0f} msg/s {found['cpu_us']:>8.1f} us CPU")
     for label, _ in trees:

@@ -106,6 +106,7 @@ def test_broker_e2e_bench_prints_the_target_the_floors_and_another_tree() -> Non
     assert out.count("turns per second (all sent at once)") == 2 and ">= 650" in out
     assert "turns/s over the floors (one per step, 32)" in out
     assert "CPU per turn, again / this tree (same rounds): " in out
+    assert "# gc: tuned" in out  # the collector as `nexus serve` sets it, unless --gc default
 
 
 def test_routing_bench_prints_the_router_beside_its_baselines_and_the_speed() -> None:

@@ -102,3 +102,41 @@ def test_two_configured_agents_in_one_session_are_a_config_error(isolated_env: P
     assert refused.returncode == 2
     assert f"{config}:6: agents.b.session: 's' is agent 'a''s session; give each its own" in refused.stderr
     assert not (isolated_env / "agents.db").exists()
+
+
+def test_a_table_sets_the_keys_it_gives_and_keeps_the_rest(
+    isolated_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A table saying only ``role = "manager"`` for an agent added with ``--tools read`` replaced the whole
+    agent: its tools widened to every tool the config allows, its model was dropped, and both stayed so
+    after the table was deleted."""
+    argv = ("agents", "add", "c1", "--tools", "read", "--model", "openai/gpt-4o-mini", "--session", "S")
+    assert run_cli(capsys, *argv)[0] == 0
+    config = isolated_env / "nexus.toml"
+    config.write_text('[agents.c1]\nrole = "manager"\n')
+    assert run_cli(capsys, "agents", "list")[0] == 0
+    shown = _agent(capsys, "c1")
+    assert (shown["role"], shown["session"]) == ("manager", "S")
+    assert shown["spec"] == {"model": "openai/gpt-4o-mini", "tools": ["read"]}
+    config.write_text('[agents.c1]\ntools = ["read", "bash"]\nsystem_prompt = "Be brief."\n')
+    assert run_cli(capsys, "agents", "list")[0] == 0  # a key the table gives wins
+    spec = {"model": "openai/gpt-4o-mini", "tools": ["read", "bash"], "system_prompt": "Be brief."}
+    assert _agent(capsys, "c1")["spec"] == spec
+    config.write_text('[agents.c1]\nsystem_prompt = ""\n')  # an empty prompt removes it
+    assert run_cli(capsys, "agents", "list")[0] == 0
+    assert _agent(capsys, "c1")["spec"] == {"model": "openai/gpt-4o-mini", "tools": ["read", "bash"]}
+    config.unlink()
+    shown = _agent(capsys, "c1")
+    assert (shown["role"], shown["session"]) == ("manager", "S")
+
+
+def test_a_table_taking_a_registered_agents_session_names_its_line(isolated_env: Path, nexus: RunNexus) -> None:
+    """It was exit 1 with a bare message; every other table problem is ``file:line`` and exit 2."""
+    assert nexus("agents", "add", "w1").returncode == 0
+    config = isolated_env / "nexus.toml"
+    config.write_text('[agents.tcfg]\nrole = "worker"\nsession = "agent:w1"\n')
+    for argv in (["agents", "list"], ["send", "tcfg", "hi"]):
+        refused = nexus(*argv)
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+        assert f"{config}:3: agents.tcfg.session: session 'agent:w1' belongs to agent 'w1'" in refused.stderr
+    assert _agents(isolated_env) == ["w1"]

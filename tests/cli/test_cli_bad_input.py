@@ -134,6 +134,19 @@ def test_invalid_utf8_line_in_chat_is_sent_with_replacement(home: Path, server: 
     assert _user_texts(home)[-1].endswith("hello \ufffd")
 
 
+@pytest.mark.parametrize("command", [("sessions", "list"), ("agents", "list"), ("queue", "list")])
+def test_a_home_that_is_a_file_is_a_config_error_for_reads_too(tmp_path: Path, command: tuple[str, ...]) -> None:
+    """``NEXUS_HOME`` naming a regular file: ``nexus run`` refused it, the read commands said "no sessions
+    yet" / "no agents yet" with exit 0."""
+    afile = tmp_path / "home-file"
+    afile.write_text("not a directory\n")
+    result = _nexus(tmp_path / "unused", *command, NEXUS_HOME=str(afile))
+    stderr = _err(result)
+    assert result.returncode == 2 and not result.stdout, stderr
+    assert f"the ledger: {afile / 'agents.db'} cannot be created: {afile} is not a directory" in stderr
+    assert afile.read_text() == "not a directory\n"
+
+
 # --------------------------------------------------------------------------- item 8: a workspace that is a file
 
 

@@ -196,3 +196,63 @@ async def test_a_run_cancelled_while_its_turn_opens_closes_that_turn(watched: Wa
     assert execution.state == "done"
     release_other.set()
     assert (await other.result).stop_reason == "end_turn"
+
+
+async def test_writes_finished_together_wake_their_runs_a_batch_per_loop_round() -> None:
+    """Hundreds of runs in step finish their writes together: the loop must not resume all of them in one round.
+
+    The writes finish while the loop is blocked (as when it is busy with other runs); then at most
+    ``RESUMES_PER_ROUND`` awaiters resume per round of the loop, in the order the writes finished, and
+    a write's exception still reaches its awaiter."""
+    writes = 3 * _writer.RESUMES_PER_ROUND + 5
+    gate, finished = threading.Event(), threading.Semaphore(0)
+
+    def write(i: int) -> int:
+        gate.wait(10)
+        finished.release()
+        if i == writes - 1:
+            raise ValueError("the last write fails")
+        return i
+
+    futures = [_writer.submit(lambda i=i: write(i)) for i in range(writes)]
+    rounds = [0]
+    resumed: list[tuple[int, int]] = []  # (round, write)
+
+    def count_rounds() -> None:
+        rounds[0] += 1
+        if len(resumed) < writes:
+            asyncio.get_running_loop().call_soon(count_rounds)
+
+    async def wait(i: int) -> None:
+        try:
+            await futures[i]
+        except ValueError:
+            pass
+        resumed.append((rounds[0], i))
+
+    waiters = [asyncio.create_task(wait(i)) for i in range(writes)]
+    await asyncio.sleep(0)  # every waiter awaits its write
+    gate.set()
+    for _ in range(writes):  # the loop is blocked until the thread has finished every write
+        assert finished.acquire(timeout=10)
+    count_rounds()
+    await asyncio.gather(*waiters)
+    assert [i for _, i in resumed] == list(range(writes))
+    per_round: dict[int, int] = {}
+    for round_, _ in resumed:
+        per_round[round_] = per_round.get(round_, 0) + 1
+    assert max(per_round.values()) <= _writer.RESUMES_PER_ROUND, per_round
+    with pytest.raises(ValueError, match="the last write fails"):
+        futures[-1].result()
+
+
+def test_a_closed_loop_is_not_kept_for_its_writes() -> None:
+    """The hand-over of finished writes is per loop and must not keep a finished loop (a process runs many)."""
+    import gc
+
+    async def one_write() -> int:
+        return await _writer.submit(lambda: 7)
+
+    assert asyncio.run(one_write()) == 7
+    gc.collect()
+    assert all(not loop.is_closed() for loop in list(_writer._COMPLETIONS.keys()))

@@ -138,3 +138,26 @@ async def test_the_index_worker_is_woken_by_each_run_of_the_broker(isolated_env:
                 assert time.monotonic() < deadline, "no run woke the index worker"
                 await asyncio.sleep(0.05)
             assert router.indexer.catch_up(None) == 0  # nothing was left for a decision to catch up with
+
+
+async def test_a_task_sent_to_no_agent_is_routed_to_an_agents_work_only(isolated_env: Path) -> None:
+    """``nexus send --route smart TASK`` (no agent) failed with "checkpoint … belongs to no agent" whenever the
+    best match was a session no agent talks in (a ``nexus run`` session, an imported one): such sessions are
+    no candidates then, the agent's own work is."""
+    login = "Add rate limiting to the login endpoint, then make the limiter answer 429 with a JSON body"
+    scripted = _model("The limiter answers 429 with a JSON body", "done in the fork")
+    with Ledger.open(isolated_env / "agents.db") as ledger:
+        async with running_broker(load_config(), ledger, stream_fn=scripted.stream) as host:
+            broker = host.broker
+            await _coder(broker, scripted)
+            plain = host.runtime.start(AgentSpec(model=scripted.model.ref), "main", login)  # as `nexus run` does
+            assert (await plain.result).stop_reason == "end_turn"
+            best = await broker.route_smart(login)  # the route itself still sees every session
+            assert best.checkpoint is not None and best.checkpoint.agent_id is None
+            routed = await broker.send_routed(AgentMessage(id="r1", from_="user", to="", content=login), route="smart")
+            await broker.wait_until_idle()
+        assert routed.decision is not None and routed.decision.checkpoint is not None
+        assert routed.decision.checkpoint.agent_id == "coder"
+        assert routed.message.to == "coder" and routed.message.session == "fork:r1"
+        label = broker.session_label("coder", "fork:r1")
+        assert (await ledger.turns.path(label))[-1].status == "completed"

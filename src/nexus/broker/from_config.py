@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nexus.broker.modes import QueueOverrides, QueueSettings
 from nexus.broker.settings import BrokerSettings
@@ -12,7 +12,7 @@ from nexus.config import AgentConfig, BrokerConfig
 from nexus.engine import AgentSpec
 
 if TYPE_CHECKING:
-    pass
+    from nexus.ledger import AgentRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,3 +62,41 @@ def configured_agents(agents: dict[str, AgentConfig]) -> list[ConfiguredAgent]:
         identity = AgentIdentity(agent_id, table.session or f"agent:{agent_id}", table.role)
         out.append(ConfiguredAgent(identity, spec, queue))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class DeclaredKeys:
+    """What one ``[agents.<id>]`` table sets in the registry: the keys it gives, nothing else.
+
+    A table is applied as ``nexus agents add`` applies its flags: the keys left out keep what the
+    registry holds. An agent added with ``--tools read`` and later given a table that only says
+    ``role = "manager"`` keeps its one tool (the whole table used to replace it, widening its tools
+    to every tool the config allows, and the change stayed after the table was deleted).
+    """
+
+    role: str | None
+    session_label: str | None
+    spec: dict[str, Any]
+    """The spec keys the table gives; ``None`` removes a key (an empty ``system_prompt``)."""
+
+    def applied_to(self, row: AgentRow | None, agent_id: str) -> tuple[str, str, dict[str, Any]]:
+        """Role, session and spec of the agent once this table is applied to ``row`` (``None``: a new agent)."""
+        role = self.role or (row.role if row is not None else "worker")
+        label = self.session_label or (row.session_label if row is not None else f"agent:{agent_id}")
+        stored = row.spec if row is not None else {}
+        spec = {key: value for key, value in {**stored, **self.spec}.items() if value is not None}
+        return role, label, spec
+
+
+def declared_keys(table: AgentConfig) -> DeclaredKeys:
+    """The registry keys ``table`` gives (see :class:`DeclaredKeys`)."""
+    given = table.model_fields_set
+    spec: dict[str, Any] = {}
+    if "model" in given:
+        spec["model"] = table.model
+    if "tools" in given:
+        spec["tools"] = list(table.tools) if table.tools is not None else None
+    if "system_prompt" in given:
+        spec["system_prompt"] = table.system_prompt or None
+    role = table.role if "role" in given else None
+    return DeclaredKeys(role, table.session if "session" in given else None, spec)

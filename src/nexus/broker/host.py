@@ -25,7 +25,7 @@ from nexus.broker.smart import SmartRouting
 if TYPE_CHECKING:
     from nexus.config import NexusConfig
     from nexus.engine import Runtime
-    from nexus.ledger import BrokerStore, Ledger
+    from nexus.ledger import AgentRow, BrokerStore, Ledger
     from nexus.llm import StreamFn
     from nexus.streaming import Deliverer
 
@@ -161,19 +161,33 @@ def checked_agents(config: NexusConfig) -> list[ConfiguredAgent]:
     return agents
 
 
-def sync_configured_agents(config: NexusConfig, store: BrokerStore) -> None:
-    """Persist the agents ``nexus.toml`` declares (``[agents.<id>]``), so every command sees them.
+def sync_configured_agents(config: NexusConfig, store: BrokerStore) -> list[tuple[ConfiguredAgent, AgentRow]]:
+    """Persist the agents ``nexus.toml`` declares (``[agents.<id>]``), so every command sees them; returns
+    each with its registry row.
 
-    A declared agent is registered (or updated to match the file) whenever a command opens the
-    registry; its queue settings live in the file and apply when a broker runs it.
+    Whenever a command opens the registry, each table's keys are applied to the agent as ``nexus agents
+    add`` applies its flags (:class:`~nexus.broker.from_config.DeclaredKeys`: keys the table leaves out
+    keep their stored values); nothing is written when the registry already agrees. Its queue settings
+    live in the file and apply when a broker runs it. A ``session`` another registered agent talks in is
+    a ConfigError at the table's ``file:line`` (exit 2), nothing written.
     """
+    from nexus.broker.from_config import declared_keys
+    from nexus.errors import ConfigError
+    from nexus.ledger import AgentSessionTakenError
+
+    declared: list[tuple[ConfiguredAgent, AgentRow]] = []
     for agent in checked_agents(config):
-        stored = store.get_agent(agent.identity.agent_id)
-        spec = agent.spec.to_json()
-        if stored is None or stored.role != agent.identity.role or stored.spec != spec:
-            store.save_agent(
-                agent.identity.agent_id, role=agent.identity.role, session_label=agent.identity.session_label, spec=spec
-            )
+        agent_id = agent.identity.agent_id
+        keys = declared_keys(config.agents[agent_id])
+        row = store.get_agent(agent_id)
+        if row is None or keys.applied_to(row, agent_id) != (row.role, row.session_label, row.spec):
+            try:
+                row = store.add_agent(agent_id, role=keys.role, session_label=keys.session_label, spec=keys.spec)
+            except AgentSessionTakenError as exc:
+                where = config.where("agents", agent_id, "session")
+                raise ConfigError(f"invalid config (1 problem):\n{where}: agents.{agent_id}.session: {exc}") from exc
+        declared.append((agent, row))
+    return declared
 
 
 async def turn_reply(ledger: Ledger, turn_id: str) -> str | None:
@@ -192,8 +206,12 @@ async def start_host(config: NexusConfig, host: BrokerHost) -> None:
     # turns a killed process left open are closed (aborted, with what they journaled) before the
     # broker starts: a session whose queue is empty now would otherwise never run again to close them
     await host.runtime.ledger.turns.recover()
-    for agent in checked_agents(config):
-        host.broker.register_agent(agent.identity, spec=agent.spec, queue=agent.queue)
+    from nexus.broker.types import stored_agent
+    from nexus.ledger import BrokerStore
+
+    for agent, row in sync_configured_agents(config, BrokerStore(host.runtime.ledger.database)):
+        identity, spec = stored_agent(row)  # the table applied to what the registry holds
+        host.broker.register_agent(identity, spec=spec, queue=agent.queue, stored=True)
     await host.broker.start()
     if host.inbound is not None:
         host.inbound.start()

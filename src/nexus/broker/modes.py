@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TypeVar, get_args
 
 from nexus.broker.types import BrokerError
+from nexus.config import QUEUE_MODE_ALIASES as _MODE_ALIASES
 from nexus.config import DropPolicy as DropPolicy
 from nexus.config import QueueMode as QueueMode
 
@@ -24,15 +25,6 @@ DEFAULT_DROP_POLICY: DropPolicy = "summarize"
 DEFAULT_MODE: QueueMode = "steer"
 
 _T = TypeVar("_T")
-
-_MODE_ALIASES: dict[str, QueueMode] = {
-    "steer+backlog": "steer-backlog",
-    "steering": "steer",
-    "followups": "followup",
-    "coalesce": "collect",
-    "abort": "interrupt",
-    "interrupts": "interrupt",
-}
 
 
 class QueueSettingsError(BrokerError, ValueError):

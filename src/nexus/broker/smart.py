@@ -224,7 +224,8 @@ def plan_route(routing: SmartRouting, message: AgentMessage, route: str | None, 
     ``explicit`` (or the explicit arm of the A/B split): as addressed. ``smart``: a fork at the best checkpoint
     when the confidence clears the threshold, else a new conversation of ``message.to`` (key ``new:<id>``).
     ``hybrid``: the fork, else as addressed. Routing looks at ``message.to``'s past work only; an empty ``to``
-    looks at every agent's (and a task that fits nowhere is then refused: nothing to start it with).
+    looks at every agent's, never a session no agent owns (and a task that fits nowhere is then refused: nothing
+    to start it with).
     The returned plan's ``receipt`` is a placeholder until the message is sent."""
     mode = _checked_mode(route) if route is not None else routing.mode_for(message.to or None)
     from nexus.routing import arm_for
@@ -238,7 +239,12 @@ def plan_route(routing: SmartRouting, message: AgentMessage, route: str | None, 
         return RoutedSend(_PENDING, message, mode, arm)
     router = routing.router
     decision = router.route(
-        message.content, agent=message.to or None, routing_mode=mode, arm=arm, conversation_id=conversation
+        message.content,
+        agent=message.to or None,
+        routing_mode=mode,
+        arm=arm,
+        conversation_id=conversation,
+        agents_only=True,  # without `to`, the checkpoint's agent continues it: sessions no agent owns cannot
     )
     if decision.mode == "existing" and decision.checkpoint is not None:
         chosen = fork_message(router.ledger, decision.checkpoint, message, label_of)

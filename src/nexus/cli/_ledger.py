@@ -20,9 +20,22 @@ if TYPE_CHECKING:
 
 
 def ledger_exists(config: NexusConfig) -> bool:
-    """Whether there is a ledger to read: the SQLite file exists, or it is a database server's (always there)."""
+    """Whether there is a ledger to read: the SQLite file exists, or it is a database server's (always there).
+
+    A file that could never be there is a ConfigError, not "no sessions yet": ``NEXUS_HOME`` naming a
+    regular file made every read command say so with exit 0 while ``nexus run`` refused the same home.
+    """
     target = config.database_target
-    return isinstance(target, str) or target.exists()
+    if isinstance(target, str) or target.exists():
+        return True
+    from nexus.cli._state import path_problem
+
+    problem = path_problem(target, directory=False)
+    if problem is not None:
+        from nexus.errors import ConfigError
+
+        raise ConfigError(f"the ledger: {problem}; point NEXUS_HOME (or database in nexus.toml) at a directory")
+    return False
 
 
 @asynccontextmanager

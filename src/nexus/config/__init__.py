@@ -21,7 +21,14 @@ from nexus.config._paths import CONFIG_FILE_NAME, config_path, database_dir, nex
 
 if TYPE_CHECKING:
     from nexus.config._adapters import AdapterAccount, AdapterBlocks, AdapterConfig, credential_problems
-    from nexus.config._broker_schema import AgentConfig, BrokerConfig, DropPolicy, QueueMode, check_agent_ids
+    from nexus.config._broker_schema import (
+        QUEUE_MODE_ALIASES,
+        AgentConfig,
+        BrokerConfig,
+        DropPolicy,
+        QueueMode,
+        check_agent_ids,
+    )
     from nexus.config._host_names import ANY_HOST, HostName, parse_host
     from nexus.config._load import dotted, load_config, parse_config
     from nexus.config._mcp_schema import McpConfig, McpServerConfig, McpTransport, check_server_name
@@ -106,6 +113,7 @@ _LAZY: dict[str, str] = {
     "MCP_SEPARATOR": "nexus.config._tool_names",
     "McpTransport": "nexus.config._mcp_schema",
     "QueueMode": "nexus.config._broker_schema",
+    "QUEUE_MODE_ALIASES": "nexus.config._broker_schema",
     "ServerConfig": "nexus.config._server_schema",
     "check_agent_ids": "nexus.config._broker_schema",
     "check_server_name": "nexus.config._mcp_schema",
@@ -125,6 +133,7 @@ __all__ = [
     "DEFAULT_MODELS",
     "LOCAL_INSTALL_HINT",
     "MCP_SEPARATOR",
+    "QUEUE_MODE_ALIASES",
     "TOOL_GROUPS",
     "AdapterAccount",
     "AdapterBlocks",

@@ -6,13 +6,24 @@ The queue-mode and drop-policy names are defined here, in the lowest layer that 
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
 
 from nexus._lazy import LazyPattern
 from nexus.config._record import Record, field_check, setting
 
 QueueMode = Literal["steer", "followup", "collect", "steer-backlog", "queue", "interrupt"]
 """How a message is delivered while its agent is busy (DESIGN §4.6; docs/broker.md)."""
+
+QUEUE_MODE_ALIASES: dict[str, QueueMode] = {
+    "steer+backlog": "steer-backlog",
+    "steering": "steer",
+    "followups": "followup",
+    "coalesce": "collect",
+    "abort": "interrupt",
+    "interrupts": "interrupt",
+}
+"""Other names of the queue modes, accepted wherever a mode is given (the file, ``--mode``, the API)."""
 
 DropPolicy = Literal["old", "new", "summarize"]
 """What happens when a queue already holds ``cap`` waiting messages."""
@@ -24,6 +35,8 @@ RESERVED_AGENT_IDS = ("user", "system")
 class QueueConfig(Record):
     """Queue settings at one level (``None`` = inherit from the next level up)."""
 
+    _value_aliases: ClassVar[dict[str, Mapping[str, Any]]] = {"mode": QUEUE_MODE_ALIASES}
+
     mode: QueueMode | None = None
     debounce_ms: int | None = setting(default=None, ge=0)
     cap: int | None = setting(default=None, ge=1)
@@ -32,6 +45,8 @@ class QueueConfig(Record):
 
 class BrokerConfig(Record):
     """``[broker]``: process-wide broker settings and the global queue defaults."""
+
+    _value_aliases: ClassVar[dict[str, Mapping[str, Any]]] = {"mode": QUEUE_MODE_ALIASES}
 
     mode: QueueMode = "steer"
     debounce_ms: int = setting(default=1000, ge=0)

@@ -128,6 +128,9 @@ class Record:
     __fields: ClassVar[dict[str, _Field] | None] = None
     _field_checks: ClassVar[dict[str, list[Callable[[Any], Any]]]] = {}
     _record_checks: ClassVar[list[Callable[[Any], None]]] = []
+    _value_aliases: ClassVar[dict[str, Mapping[str, Any]]] = {}
+    """Per field, other spellings of a string value taken as the canonical one before it is checked
+    (the queue mode ``steer+backlog`` the docs accept beside ``steer-backlog``)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -257,8 +260,10 @@ def _fill(record: Record, data: Mapping[str, Any], loc: Loc, problems: list[Erro
     given = []
     for name, field in fields.items():
         if name in data:
-            found = len(problems)
-            value = _validate(field.annotation, data[name], (*loc, name), problems, field.setting)
+            found, raw = len(problems), data[name]
+            if type(raw) is str and name in cls._value_aliases:
+                raw = cls._value_aliases[name].get(raw, raw)
+            value = _validate(field.annotation, raw, (*loc, name), problems, field.setting)
             for check in cls._field_checks.get(name, ()):
                 if len(problems) > found:
                     break

@@ -199,6 +199,19 @@ class CheckpointIndex:
         return int(per_row * self._n) + maps + self.postings.memory_bytes()
 
 
+ANY_AGENT = -3
+"""The agent code that selects the checkpoints of every agent (not those of sessions no agent owns)."""
+
+
+def of_agent(code: int, row_code: int) -> bool:
+    """Whether a checkpoint whose agent code is ``row_code`` belongs to ``code`` (an agent, or :data:`ANY_AGENT`)."""
+    return row_code == code or (code == ANY_AGENT and row_code >= 0)
+
+
+def _agent_mask(agents: Any, code: int) -> Any:
+    return agents >= 0 if code == ANY_AGENT else agents == code
+
+
 def semantic(snap: Snapshot, query: npt.NDArray[np.float32], k: int, agent: int | None) -> list[tuple[int, float]]:
     """The ``k`` rows most similar to ``query`` (unit vector), as ``(row, cosine)`` best first."""
     import numpy as np
@@ -212,7 +225,7 @@ def semantic(snap: Snapshot, query: npt.NDArray[np.float32], k: int, agent: int 
     sims = np.einsum("ij,j->i", vectors, query)
     if agent is not None:
         agents = snap.agents[: snap.n] if rows is None else snap.agents[rows]
-        sims = np.where(agents == agent, sims, -2.0)
+        sims = np.where(_agent_mask(agents, agent), sims, -2.0)
     k = min(k, len(sims))
     top = np.argpartition(-sims, k - 1)[:k]
     top = top[np.argsort(-sims[top])]
@@ -238,7 +251,7 @@ def _coarse_rows(snap: Snapshot, query: npt.NDArray[np.float32], k: int, agent: 
     norm = float(np.linalg.norm(prefix)) or 1.0
     sims = np.einsum("ij,j->i", snap.coarse[: snap.n], prefix / norm)
     if agent is not None:
-        sims = np.where(snap.agents[: snap.n] == agent, sims, -2.0)
+        sims = np.where(_agent_mask(snap.agents[: snap.n], agent), sims, -2.0)
     pool = min(snap.n, max(COARSE_POOL, 20 * k))
     return np.argpartition(-sims, pool - 1)[:pool]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from nexus._dataclass import dataclass
 from nexus.ledger import Ledger, new_ulid
-from nexus.routing._index import CheckpointIndex, Snapshot, semantic
+from nexus.routing._index import ANY_AGENT, CheckpointIndex, Snapshot, of_agent, semantic
 from nexus.routing._indexer import EmbedderGuard, Indexer
 from nexus.routing._model import ScoringModel, confidence_values, load_model_file
 from nexus.routing._scoring import (
@@ -184,13 +184,19 @@ class Router:
         arm: str = "smart",
         conversation_id: str | None = None,
         now_ms: int | None = None,
+        agents_only: bool = False,
     ) -> SmartRouteResult:
-        """Where ``task`` belongs: the best checkpoint and whether to continue it (``existing``) or start ``new``."""
+        """Where ``task`` belongs: the best checkpoint and whether to continue it (``existing``) or start ``new``.
+
+        ``agent=None`` looks at every session's past work; with ``agents_only``, at the sessions some agent
+        talks in (a message sent without an agent is continued by the agent of the checkpoint: a
+        ``nexus run`` session or an imported one has none)."""
         started = time.perf_counter()
         checked = self._check(task, agent, limit)
         if catch_up:
             self.catch_up()
-        result = self._decide(checked, agent, limit, now_ms if now_ms is not None else int(time.time() * 1000))
+        now = now_ms if now_ms is not None else int(time.time() * 1000)
+        result = self._decide(checked, agent, limit, now, agents_only)
         result.took_ms = (time.perf_counter() - started) * 1000
         result.decided_by = self.decided_by()
         if record:
@@ -240,9 +246,9 @@ class Router:
         frequencies, total = self.index.postings.frequencies(terms) if terms else ({}, 0)
         return task_terms(terms, frequencies, min(total, snap.n))
 
-    def _decide(self, task: _Task, agent: str | None, limit: int, now_ms: int) -> SmartRouteResult:
+    def _decide(self, task: _Task, agent: str | None, limit: int, now_ms: int, agents_only: bool) -> SmartRouteResult:
         snap = self.index.snapshot()
-        code = self.index.agent_code(agent) if agent is not None else None
+        code = self.index.agent_code(agent) if agent is not None else ANY_AGENT if agents_only else None
         if snap.n == 0 or code == -2:
             notes = [*task.notes, "no past work to route to" + (f" for agent {agent!r}" if agent else "")]
             return SmartRouteResult("new", None, 0.0, threshold=self.threshold, notes=notes)
@@ -280,7 +286,7 @@ class Router:
         if terms.searched:
             limit = LEXICAL_LIMIT * (4 if code is not None else 1)
             for row, score in self.index.postings.search(terms.searched, limit, rows_below=snap.n):
-                if code is not None and int(snap.agents[row]) != code:
+                if code is not None and not of_agent(code, int(snap.agents[row])):
                     continue
                 found[row] = Candidate(row, _EMPTY, lex=score, lex_rank=len(found) + 1)
                 relevance.lex_by_row[row] = score
@@ -291,7 +297,7 @@ class Router:
             for rank, (row, _cos) in enumerate(semantic(snap, vector, SEMANTIC_LIMIT, code), start=1):
                 found.setdefault(row, Candidate(row, _EMPTY)).sem_rank = rank
         expand(found, relevance, EXPAND_TOP)
-        rows = [r for r in found if code is None or int(snap.agents[r]) == code]
+        rows = [r for r in found if code is None or of_agent(code, int(snap.agents[r]))]
         found = {r: found[r] for r in shortlist(rows, relevance, SCORED)}
         for candidate in found.values():
             candidate.lex = relevance.lex_by_row.get(candidate.row, 0.0)

@@ -68,6 +68,8 @@ _Stamp = tuple[int, int, int, int] | None
 _CACHE_MAX = 64
 _cache: dict[tuple[str, tuple[str, ...], int, int], tuple[tuple[_Stamp, ...], list[BootstrapFile]]] = {}
 """(workspace, names, caps) -> (each file's stat stamp, the loaded files): a re-read only after an edit."""
+_paths: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}
+"""(workspace, names) -> the files' paths, joined once (every run stats them)."""
 
 
 def _stamp(path: str) -> _Stamp:
@@ -118,7 +120,12 @@ def load_bootstrap_files(
     if max_file_chars <= 0 or max_total_chars <= 0:
         raise ConfigError("bootstrap size caps must be positive (max_file_chars, max_total_chars)")
     base = os.fspath(workspace)
-    stamps = tuple(_stamp(os.path.join(base, name)) for name in names)
+    paths = _paths.get((base, names))
+    if paths is None:
+        if len(_paths) >= _CACHE_MAX:
+            _paths.clear()
+        paths = _paths[base, names] = tuple(os.path.join(base, name) for name in names)
+    stamps = tuple(map(_stamp, paths))
     key = (base, names, max_file_chars, max_total_chars)
     cached = _cache.get(key)
     if cached is not None and cached[0] == stamps:
