@@ -162,36 +162,36 @@ async def _send_and_drain(
         receipt = await host.broker.send(message, mode)
         _say_accepted(receipt.message_id, receipt.queue_item_id, receipt.duplicate, args)
         printing = asyncio.get_running_loop().create_task(live.follow(receipt.follow())) if live else None
-        done = await _drain_within(host, args.timeout if args.wait else None)
-        if printing is not None and not done:  # its message may never have been taken: nothing to follow
+        gave_up = await _drain_within(host, args.timeout if args.wait else None)
+        if printing is not None and gave_up:  # its message may never have been taken: nothing to follow
             printing.cancel()
         elif printing is not None:
             await printing
     if live is not None:
         live.end()
-    if not done:
-        return _gave_up(args), True
+    if gave_up:
+        return _gave_up(args, gave_up), True
     return await _send_outcome(ledger, message, receipt, args, live), False
 
 
-async def _drain_within(host: Any, seconds: float | None) -> bool:
-    """Drain until every agent is idle; ``False`` if ``seconds`` passed first. Then the runs still going are
-    aborted (kept as ``aborted`` turns whose error says so): once this command exits nothing runs them, and a
-    run that outlived its command would be cut anyway. Messages not taken yet stay queued."""
+async def _drain_within(host: Any, seconds: float | None) -> str | None:
+    """Drain until every agent is idle (``None``); if ``seconds`` pass first, what became of the conversation.
+    Then the runs still going are aborted (kept as ``aborted`` turns whose error says so): once this command
+    exits nothing runs them, and a run that outlived its command would be cut anyway. Messages not taken yet
+    stay queued."""
     try:
         await asyncio.wait_for(host.broker.wait_until_idle(), seconds)
     except TimeoutError:
         reason = f"nexus send gave up waiting after {seconds:g} s (--timeout)"
-        for agent in host.broker.list_agents():
-            host.broker.abort(agent.identity.agent_id, reason=reason)
-        return False
-    return True
+        agents = [agent.identity.agent_id for agent in host.broker.list_agents()]
+        aborted = [agent_id for agent_id in agents if host.broker.abort(agent_id, reason=reason)]
+        cut = "the run was aborted and kept as an aborted turn; " if aborted else ""
+        return f"{cut}messages not run yet stay queued for the next nexus send or nexus queue drain"
+    return None
 
 
-def _gave_up(args: Any) -> int:
-    print(f"nexus: error: no reply within {args.timeout} s (the run was aborted and kept as an aborted turn; "
-          "messages not run yet stay queued for the next nexus send or nexus queue drain)",
-          file=sys.stderr)  # fmt: skip
+def _gave_up(args: Any, what: str) -> int:
+    print(f"nexus: error: no reply within {args.timeout} s ({what})", file=sys.stderr)
     return 1
 
 
@@ -354,8 +354,8 @@ async def _watch(
             if held:  # the other broker is gone: run the conversation in this process
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 async with running_broker(config, ledger, scope={message.to}) as host:
-                    if not await _drain_within(host, left):
-                        return _gave_up(args)
+                    if gave_up := await _drain_within(host, left):
+                        return _gave_up(args, gave_up)
                 continue
         if deadline is not None and time.monotonic() > deadline:
             print(f"nexus: error: no reply within {args.timeout} s ({waiting.what()})", file=sys.stderr)
