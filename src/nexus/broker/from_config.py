@@ -12,7 +12,7 @@ from nexus.config import AgentConfig, BrokerConfig
 from nexus.engine import AgentSpec
 
 if TYPE_CHECKING:
-    from nexus.ledger import AgentRow
+    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,24 +68,16 @@ def configured_agents(agents: dict[str, AgentConfig]) -> list[ConfiguredAgent]:
 class DeclaredKeys:
     """What one ``[agents.<id>]`` table sets in the registry: the keys it gives, nothing else.
 
-    A table is applied as ``nexus agents add`` applies its flags: the keys left out keep what the
-    registry holds. An agent added with ``--tools read`` and later given a table that only says
-    ``role = "manager"`` keeps its one tool (the whole table used to replace it, widening its tools
-    to every tool the config allows, and the change stayed after the table was deleted).
+    A table is applied as ``nexus agents add`` applies its flags (``nexus.ledger.agent_update``): the
+    keys left out keep what the registry holds. An agent added with ``--tools read`` and later given a
+    table that only says ``role = "manager"`` keeps its one tool (the whole table used to replace it,
+    widening its tools to every tool the config allows, and the change stayed after the table was deleted).
     """
 
     role: str | None
     session_label: str | None
     spec: dict[str, Any]
     """The spec keys the table gives; ``None`` removes a key (an empty ``system_prompt``)."""
-
-    def applied_to(self, row: AgentRow | None, agent_id: str) -> tuple[str, str, dict[str, Any]]:
-        """Role, session and spec of the agent once this table is applied to ``row`` (``None``: a new agent)."""
-        role = self.role or (row.role if row is not None else "worker")
-        label = self.session_label or (row.session_label if row is not None else f"agent:{agent_id}")
-        stored = row.spec if row is not None else {}
-        spec = {key: value for key, value in {**stored, **self.spec}.items() if value is not None}
-        return role, label, spec
 
 
 def declared_keys(table: AgentConfig) -> DeclaredKeys:

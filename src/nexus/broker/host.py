@@ -173,14 +173,15 @@ def sync_configured_agents(config: NexusConfig, store: BrokerStore) -> list[tupl
     """
     from nexus.broker.from_config import declared_keys
     from nexus.errors import ConfigError
-    from nexus.ledger import AgentSessionTakenError
+    from nexus.ledger import AgentSessionTakenError, agent_update
 
     declared: list[tuple[ConfiguredAgent, AgentRow]] = []
     for agent in checked_agents(config):
         agent_id = agent.identity.agent_id
         keys = declared_keys(config.agents[agent_id])
         row = store.get_agent(agent_id)
-        if row is None or keys.applied_to(row, agent_id) != (row.role, row.session_label, row.spec):
+        applied = agent_update(row, agent_id, keys.role, keys.session_label, keys.spec)
+        if row is None or applied != (row.role, row.session_label, row.spec):
             try:
                 row = store.add_agent(agent_id, role=keys.role, session_label=keys.session_label, spec=keys.spec)
             except AgentSessionTakenError as exc:

@@ -56,7 +56,7 @@ from nexus.ledger.records import (
 
 if TYPE_CHECKING:
     from nexus.ledger._admin import migrate_database
-    from nexus.ledger._agent_registry import AgentRow
+    from nexus.ledger._agent_registry import AgentRow, agent_update
     from nexus.ledger._checkpoint import background_checkpoints
     from nexus.ledger._claims import claimant
     from nexus.ledger._copy import copy_ledger
@@ -154,6 +154,7 @@ __all__ = [
     "TurnStore",
     "TurnTree",
     "TurnWrite",
+    "agent_update",
     "background_checkpoints",
     "claimant",
     "copy_ledger",
@@ -189,6 +190,7 @@ _LAZY: dict[str, str] = {
     "TurnStore": "nexus.ledger.protocols",
     "TurnTree": "nexus.ledger.protocols",
     "AgentRow": "nexus.ledger._agent_registry",
+    "agent_update": "nexus.ledger._agent_registry",
     "AgentSessionTakenError": "nexus.ledger.errors",
     "BrokerStore": "nexus.ledger.broker_store",
     "DeliveryLog": "nexus.ledger.deliveries",

@@ -95,12 +95,10 @@ class AgentRegistry:
             stored = self._get_agent(conn, agent_id)
             if session_label is not None:
                 _refuse_shared_session(conn, agent_id, session_label)
-            if stored is not None:
-                role_now, label_now = role or stored.role, session_label or stored.session_label
-                return self._upsert_agent(conn, agent_id, role_now, label_now, _set(stored.spec, spec))
-            label = session_label or f"agent:{agent_id}"
-            _refuse_shared_session(conn, agent_id, label)
-            return self._upsert_agent(conn, agent_id, role or "worker", label, _set({}, spec))
+            role_now, label_now, spec_now = agent_update(stored, agent_id, role, session_label, spec)
+            if stored is None:
+                _refuse_shared_session(conn, agent_id, label_now)
+            return self._upsert_agent(conn, agent_id, role_now, label_now, spec_now)
 
         return self._db.write(run)
 
@@ -157,6 +155,17 @@ class AgentRegistry:
             (agent_id,),
         ).fetchone()
         return None if row is None else _agent(row)
+
+
+def agent_update(
+    stored: AgentRow | None, agent_id: str, role: str | None, session_label: str | None, spec: dict[str, Any]
+) -> tuple[str, str, dict[str, Any]]:
+    """Role, session and spec of an agent once :meth:`AgentRegistry.add_agent` applied these to ``stored``
+    (``None``: a new agent, ``worker`` in ``agent:<id>``): what is left out keeps its stored value, a spec
+    key given as ``None`` is removed. ``nexus.toml``'s tables use it to see whether there is anything to write."""
+    if stored is None:
+        return role or "worker", session_label or f"agent:{agent_id}", _set({}, spec)
+    return role or stored.role, session_label or stored.session_label, _set(stored.spec, spec)
 
 
 def _set(stored: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
