@@ -22,14 +22,17 @@ from typing import TYPE_CHECKING
 
 from nexus.broker._items import queued, session_key_of
 from nexus.broker._slot import AgentSlot, SessionSlot, settle
-from nexus.broker.modes import QueueOverrides, resolve_settings
+from nexus.broker.modes import QueueOverrides, QueueSettings, resolve_settings
 from nexus.broker.types import SendAndWaitResult
 
 if TYPE_CHECKING:
+    from nexus.broker.session_queue import AddOutcome
     from nexus.broker.settings import BrokerSettings
     from nexus.ledger import QueueItem
 
 Load = Callable[[AgentSlot, "QueueItem"], Awaitable[SessionSlot | None]]
+Drop = Callable[[list[str], str], Awaitable[None]]
+"""``drop(item_ids, reason)`` settles rows as ``dropped``."""
 
 
 class CappedAdoption:
@@ -37,7 +40,7 @@ class CappedAdoption:
 
     __slots__ = ("_drop", "_load", "_settings", "capped")
 
-    def __init__(self, load: Load, settings: BrokerSettings, drop: Callable[[list[str], str], Awaitable[None]]) -> None:
+    def __init__(self, load: Load, settings: BrokerSettings, drop: Drop) -> None:
         """``load`` queues a row as it is (and fails an unreadable one); ``drop(item_ids, reason)`` settles rows
         as ``dropped``."""
         self._load, self._settings, self._drop = load, settings, drop
@@ -64,7 +67,13 @@ class CappedAdoption:
             await self._drop([item.id], outcome.rejected_reason or "the queue is full")
             return None
         elif outcome.dropped:
-            reason = f"queue cap {settings.cap} reached (drop policy {settings.drop_policy})"
-            await self._drop([dropped.item_id for dropped in outcome.dropped], reason)
-            settle(outcome.dropped, SendAndWaitResult(False, error="dropped: the agent's queue was full"))
+            await drop_pushed_out(outcome, settings, self._drop)
         return session
+
+
+async def drop_pushed_out(outcome: AddOutcome, settings: QueueSettings, drop: Drop) -> None:
+    """Settle the messages the cap pushed out of a queue (``outcome.dropped``) as ``dropped``, and tell their
+    senders; ``Broker.send`` and the adoption of another process's rows share it."""
+    reason = f"queue cap {settings.cap} reached (drop policy {settings.drop_policy})"
+    await drop([dropped.item_id for dropped in outcome.dropped], reason)
+    settle(outcome.dropped, SendAndWaitResult(False, error="dropped: the agent's queue was full"))

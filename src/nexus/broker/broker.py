@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from nexus import telemetry
-from nexus.broker._adopt_cap import CappedAdoption
+from nexus.broker._adopt_cap import CappedAdoption, drop_pushed_out
 from nexus.broker._batch_runner import BatchRunner
 from nexus.broker._items import check_message, duplicate_receipt, queued, session_key_of
 from nexus.broker._leases import session_leases
@@ -342,10 +342,7 @@ class AgentBroker(SmartRoutingFace):
             await self._drop([row.id], reason)  # the store watcher may have dropped it already (adoption.load)
             raise BrokerError(f"message {fresh.message_id!r} to {slot.agent_id!r} was not queued: {reason}")
         if outcome.dropped:
-            dropped_ids = [item.item_id for item in outcome.dropped]
-            reason = f"queue cap {settings.cap} reached (drop policy {settings.drop_policy})"
-            await self._drop(dropped_ids, reason)
-            settle(outcome.dropped, SendAndWaitResult(False, error="dropped: the agent's queue was full"))
+            await drop_pushed_out(outcome, settings, self._drop)
 
     async def _drop(self, item_ids: list[str], reason: str) -> None:
         """Settle items the cap pushed out as ``dropped``, leaving those finished meanwhile: a row the store watcher
