@@ -9,13 +9,14 @@ as it is sent to the model), and with ``--json`` one ``{"turn_id", "compaction"}
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from nexus.ledger import CompactionRecord
 
 
-def compaction_lines(record: CompactionRecord, *, raw: bool, short: Any) -> list[str]:
+def compaction_lines(record: CompactionRecord, *, raw: bool, short: Callable[[str], str]) -> list[str]:
     """The lines under a compaction turn's header: what it summarised and the summary (``short``-ened unless
     ``raw``: then as the model gets it)."""
     from nexus.ledger import SUMMARY_PREFIX
