@@ -201,16 +201,17 @@ def test_output_redirected_to_a_full_disk_is_one_error_line(small_disk: Path, tm
         assert "cannot write the output (stdout): No space left on device" in done.stderr, (args, done.stderr)
 
 
-def test_a_read_on_a_full_disk_says_it_cannot_open_not_write(small_disk: Path, tmp_path: Path) -> None:
+def test_an_open_on_a_full_disk_says_it_cannot_open_not_write(small_disk: Path, tmp_path: Path) -> None:
     """`nexus sessions list` said "cannot write to the ledger" for a read: SQLite must create the WAL's
-    index file beside the database to read it, which a full disk refuses."""
+    index file beside the database to open it, which a full disk refuses. (A reading command now reads
+    the file alone instead: test_read_full_disk.py; a writing one still cannot open it.)"""
     home, tmp = small_disk / "home", tmp_path / "tmp"
     tmp.mkdir()
     home.mkdir()
     with Ledger.open(home / "agents.db"):  # a clean close removes the WAL and its index
         pass
     fill(small_disk / "filler")
-    listed = _nexus(_env(home, tmp), "sessions", "list")
+    listed = _nexus(_env(home, tmp), "agents", "add", "coder")
     assert listed.returncode == 1, listed.stderr
     assert f"cannot open the ledger {home / 'agents.db'}" in listed.stderr, listed.stderr
     assert "agents.db-shm" in listed.stderr and "free some space" in listed.stderr

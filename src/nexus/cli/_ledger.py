@@ -15,6 +15,8 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from nexus.config import NexusConfig
     from nexus.ledger import Ledger
 
@@ -39,17 +41,43 @@ def ledger_exists(config: NexusConfig) -> bool:
 
 
 @asynccontextmanager
-async def open_ledger(config: NexusConfig) -> AsyncIterator[Ledger]:
-    """The ledger of ``config``, closed when the block ends; on SQLite a wait for another process is said."""
-    from nexus.ledger import Ledger
+async def open_ledger(config: NexusConfig, *, reading: bool = False) -> AsyncIterator[Ledger]:
+    """The ledger of ``config``, closed when the block ends; on SQLite a wait for another process is said.
 
-    ledger = await Ledger.connect(config.database_target)
+    ``reading``: the command only reads, so on a full disk (where SQLite cannot even read a ledger the usual
+    way) it reads the database file alone, read-only, and says what that may miss.
+    """
+    from nexus.ledger import Ledger, LedgerFullError
+
+    target = config.database_target
+    try:
+        ledger = await Ledger.connect(target)
+    except LedgerFullError:
+        if not reading or isinstance(target, str):
+            raise
+        ledger = Ledger.open_file_only(target)
+        print(file_only_notice(target), file=sys.stderr)
     try:
         if ledger.inline:
             ledger.database.on_busy = BusyNotice()
         yield ledger
     finally:
         await ledger.aclose()
+
+
+def file_only_notice(database: Path) -> str:
+    """What a reader on a full disk is told: read from the file alone, and how much of the log it cannot see."""
+    log = database.with_name(database.name + "-wal")
+    try:
+        unseen = log.stat().st_size
+    except OSError:
+        unseen = 0
+    missing = (
+        f"the last writes, still in {log.name} ({unseen:,} bytes), may be missing"
+        if unseen
+        else "nothing is missing (its write-ahead log is empty)"
+    )
+    return f"nexus: warning: the disk is full: reading {database.name} alone, read-only; {missing}. Free some space"
 
 
 async def recover_open_turns(ledger: Ledger) -> None:

@@ -59,7 +59,7 @@ async def _sessions(config: NexusConfig, args: argparse.Namespace) -> int:
     target = config.database_target
     if not isinstance(target, str):
         target.parent.mkdir(parents=True, exist_ok=True)
-    async with open_ledger(config) as ledger:
+    async with open_ledger(config, reading=args.action in ("list", "show", "history", "export")) as ledger:
         await _recover(ledger)
         return await actions[args.action](ledger, args)
 

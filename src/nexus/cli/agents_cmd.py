@@ -48,7 +48,7 @@ async def _agents(config: NexusConfig, args: argparse.Namespace) -> int:
         made = call_server(server, "POST", "/v1/agents", body)
         print(f"agent {made['id']} ({made['role']}) talks in session {made['session_label']} (via nexus serve)")
         return 0
-    async with _open_store(config) as (_, store):
+    async with _open_store(config, reading=args.action in ("list", "show")) as (_, store):
         from nexus.broker import sync_configured_agents
 
         sync_configured_agents(config, store)
@@ -86,7 +86,7 @@ async def _queue(config: NexusConfig, args: argparse.Namespace) -> int:
 
     if not ledger_exists(config) and not config.agents:
         return _empty(args)
-    async with _open_store(config) as (ledger, store):
+    async with _open_store(config, reading=args.action == "list") as (ledger, store):
         from nexus.broker import sync_configured_agents
 
         sync_configured_agents(config, store)
@@ -177,11 +177,11 @@ def _spec_from_args(args: argparse.Namespace, mcp_servers: Iterable[str] = ()) -
 
 
 @asynccontextmanager
-async def _open_store(config: NexusConfig) -> AsyncIterator[tuple[Ledger, BrokerStore]]:
+async def _open_store(config: NexusConfig, *, reading: bool) -> AsyncIterator[tuple[Ledger, BrokerStore]]:
     from nexus.cli._ledger import open_ledger
     from nexus.ledger import BrokerStore
 
-    async with open_ledger(config) as ledger:
+    async with open_ledger(config, reading=reading) as ledger:
         yield ledger, BrokerStore(ledger.database)
 
 

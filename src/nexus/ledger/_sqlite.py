@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from nexus.ledger._migrate import migrate
+from nexus.ledger._schema import SCHEMA_VERSION
 from nexus.ledger.errors import LedgerBusyError, LedgerError, LedgerFullError
 
 T = TypeVar("T")
@@ -128,6 +129,18 @@ def _unescape_mount(point: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda found: chr(int(found.group(1), 8)), point)
 
 
+def file_version(conn: sqlite3.Connection, path: str) -> int:
+    """The schema version of a ledger opened from its file alone, which cannot be migrated: it must be this
+    version's (a file of another version is refused, saying why)."""
+    found = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if found != SCHEMA_VERSION:
+        raise LedgerError(
+            f"cannot read the ledger {path} read-only: its schema version is {found}, and this Nexus reads "
+            f"{SCHEMA_VERSION}; it must be migrated first, which needs some free space"
+        )
+    return found
+
+
 class Database:
     """One connection to ``agents.db`` guarded by a lock (safe to share between threads).
 
@@ -142,22 +155,28 @@ class Database:
     """Called (from the writing thread) once per call that finds the database locked by another
     process, before waiting: a CLI sets it to print "waiting for the database"."""
 
-    def __init__(self, path: str | Path, *, synchronous: str = "NORMAL") -> None:
+    file_only: bool
+    """Opened from the database file alone (``Ledger.open_file_only``): read without its log, never written."""
+
+    def __init__(self, path: str | Path, *, synchronous: str = "NORMAL", file_only: bool = False) -> None:
         self.path = str(path)
         self.on_busy = None
-        if self.path != ":memory:":
+        self.file_only = file_only
+        if self.path != ":memory:" and not file_only:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             refuse_second_name(self.path)
         self._lock = threading.RLock()
+        # immutable=1: SQLite opens the file alone (no -shm, no -wal, no lock), so it needs no room on the disk
+        where, uri = (f"{Path(self.path).resolve().as_uri()}?immutable=1", True) if file_only else (self.path, False)
         try:
             conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_STEP_MS / 1000
+                where, isolation_level=None, check_same_thread=False, timeout=BUSY_STEP_MS / 1000, uri=uri
             )
         except sqlite3.Error as exc:
             raise LedgerError(f"cannot open the ledger {self.path} ({exc}); give the path of a database file") from exc
         self._conn = conn
         try:
-            self.found_version = self._setup(conn, synchronous)
+            self.found_version = file_version(conn, self.path) if file_only else self._setup(conn, synchronous)
         except BaseException as exc:
             conn.close()
             if isinstance(exc, LedgerFullError):  # `nexus sessions list` on a full disk said "cannot write"
@@ -292,6 +311,12 @@ class Database:
         :func:`wait_bound`); best-effort writes (the crash journal) pass a short one. ``row_locks``
         changes nothing here: the write lock taken up front already makes every write run alone.
         """
+
+        if self.file_only:
+            raise LedgerFullError(
+                f"cannot write to the ledger {self.path}: it is open read-only, from the database file alone, "
+                "because the disk is full; free some space"
+            )
 
         def attempt() -> T:
             conn = self._conn

@@ -98,6 +98,17 @@ class Ledger:
         return cls(db, message_cache=message_cache)
 
     @classmethod
+    def open_file_only(cls, path: str | Path) -> Ledger:
+        """Open the SQLite ledger at ``path`` read-only from its database file alone, for reading on a full disk.
+
+        SQLite needs room beside the file (``agents.db-shm``) even to read a ledger the usual way; this way
+        needs none, but it does not see what is still only in the write-ahead log (``agents.db-wal``): the
+        last writes before the disk filled, until a checkpoint copies them into the file. Every write raises
+        :class:`LedgerFullError`; a file of another schema version is refused (it cannot be migrated here).
+        """
+        return cls(Database(path, file_only=True), message_cache=0)
+
+    @classmethod
     async def connect(
         cls,
         target: str | Path | None = None,
