@@ -197,6 +197,20 @@ async def test_cap_with_new_policy_refuses_and_records_the_drop(ledger: Ledger) 
     await broker.close()
 
 
+async def test_the_receipt_names_the_messages_the_cap_pushed_out(ledger: Ledger) -> None:
+    """``nexus serve`` drops at once what the cap pushes out: the sender is told which (a trial's 100
+    concurrent sends all said "accepted" while 79 were dropped, and nobody heard)."""
+    broker, runner = await open_broker(ledger, queue=QueueSettings(mode="followup"))
+    broker.register_agent(WORKER, queue=QueueOverrides(cap=1, drop_policy="old"))
+    await broker.send(message(1))
+    await runner.next_run(1)  # message 1 is running; the queue is empty again
+    receipts = [await broker.send(message(n)) for n in (2, 3, 4)]
+    assert [receipt.pushed_out for receipt in receipts] == [(), ("m-2",), ("m-3",)]
+    rows = {row.message_id: row.status for row in BrokerStore(ledger.database).items()}
+    assert rows == {"m-1": "processing", "m-2": "dropped", "m-3": "dropped", "m-4": "queued"}
+    await broker.close()
+
+
 async def test_restart_reloads_registry_and_pending_items(tmp_path: Path) -> None:
     path = tmp_path / "agents.db"
     with Ledger.open(path) as ledger:

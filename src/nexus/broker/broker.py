@@ -302,8 +302,10 @@ class AgentBroker(SmartRoutingFace):
             return duplicate_receipt(slot, message, row)
         session = slot.session(row.session_label, message.session)
         queued_message, adopted, outcome = self._enqueue(session, row, settings, message)
+        pushed_out: tuple[str, ...] = ()
         if outcome is not None and (outcome.dropped or not outcome.accepted):
             await self._cap_applied(slot, row, queued_message, settings, outcome)
+            pushed_out = tuple(dropped.message_id for dropped in outcome.dropped)
         ticket = queued_message.ticket = queued_message.ticket or Ticket()
         slot.last_activity_ms = row.enqueued_at  # accepted then (no second clock read)
         if self._scope is not None and message.from_ in self._scope and slot.agent_id not in self._scope:
@@ -318,7 +320,7 @@ class AgentBroker(SmartRoutingFace):
         else:
             steered = await self._steerer.deliver_to_run(session, queued_message, settings.mode)
         session.idle.clear()
-        return SendReceipt(message.id, row.id, steered=steered, ticket=ticket)
+        return SendReceipt(message.id, row.id, steered=steered, pushed_out=pushed_out, ticket=ticket)
 
     @staticmethod
     def _enqueue(

@@ -132,6 +132,9 @@ class SendReceipt:
     """True when a message with this id was already accepted: nothing new was queued."""
     steered: bool = False
     """True when the message was also handed to the agent's running turn."""
+    pushed_out: tuple[str, ...] = ()
+    """The ids of older messages the session's queue cap dropped to make room for this one (policies
+    ``old`` and ``summarize``): settled ``dropped`` before this returns, so their senders can be told."""
     ticket: Ticket | None = field(default=None, repr=False, compare=False)
     """The broker's side of the message (``None``: a duplicate of a message that already finished)."""
 

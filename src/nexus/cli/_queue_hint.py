@@ -1,4 +1,4 @@
-"""What ``nexus send`` tells a sender whose message joined a queue already past its cap.
+"""What ``nexus send`` tells a sender whose message joined a queue already past its cap, or pushed others out.
 
 A message handed to another process's broker (it holds the broker lock) is accepted durably at
 once, and the cap applies later, when that broker loads it: a sender that exited after
@@ -27,4 +27,16 @@ def over_cap_hint(config: NexusConfig, pending: list[QueueItem], agent_id: str, 
         f"nexus: {waiting} messages wait for {agent_id} in {session_label}, past its queue cap of {settings.cap} "
         f"(drop policy '{settings.drop_policy}'): some may be dropped before a turn takes them; "
         f"`nexus queue list {agent_id} --all` shows what became of each"
+    )
+
+
+def pushed_out_line(agent_id: str, message_ids: list[str]) -> str:
+    """The line for a sender whose message made a running ``nexus serve`` drop older ones (its cap applies at once:
+    a trial's 100 concurrent sends all said "accepted" while 79 messages were dropped, and nobody heard)."""
+    count = len(message_ids)
+    noun = "message" if count == 1 else "messages"
+    shown = ", ".join(message_ids[:5]) + (", …" if count > 5 else "")
+    return (
+        f"nexus: the queue cap of {agent_id} dropped {count} older {noun} to make room for this one ({shown}); "
+        f"`nexus queue list {agent_id} --all` shows them"
     )

@@ -265,6 +265,10 @@ async def _send_to_running_broker(
         item_id, duplicate = str(sent["queue_item_id"]), bool(sent["duplicate"])
         _say_accepted(message.id, item_id, duplicate, args)
         print(f"nexus: sent to the running nexus serve (pid {server.pid})", file=sys.stderr)
+        if sent.get("pushed_out"):
+            from nexus.cli._queue_hint import pushed_out_line
+
+            print(pushed_out_line(message.to, [str(id_) for id_ in sent["pushed_out"]]), file=sys.stderr)
         if sent.get("deliver"):
             print(f"nexus: the server delivers the reply to {args.deliver} (see nexus sessions history)",
                   file=sys.stderr)  # fmt: skip

@@ -204,7 +204,7 @@ async def accept_with_receipt(
             receipt = await state.broker.send(message, mode)
         answer = {
             "message_id": receipt.message_id, "queue_item_id": receipt.queue_item_id,
-            "duplicate": receipt.duplicate, "steered": receipt.steered,
+            "duplicate": receipt.duplicate, "steered": receipt.steered, "pushed_out": list(receipt.pushed_out),
         }  # fmt: skip
         return (answer if target is None else {**answer, "deliver": delivering}), receipt
     return await store_call(state, lambda: _accept_for_other_process(state, row, message, mode)), None
@@ -225,7 +225,8 @@ def _accept_for_other_process(state: ServerState, row: AgentRow, message: Any, m
         item, created = state.store.accept_many([request])[0]
     except ValueError as exc:  # the per-sender session's label is taken by another session
         raise ApiError(409, "conflict", f"message {message.id!r} was not queued: {exc}") from None
-    return {"message_id": message.id, "queue_item_id": item.id, "duplicate": not created, "steered": False}
+    answer = {"message_id": message.id, "queue_item_id": item.id, "duplicate": not created, "steered": False}
+    return {**answer, "pushed_out": []}  # the cap applies when the draining process takes the message
 
 
 @router.post(

@@ -226,6 +226,11 @@ class Receipt(BaseModel):
     queue_item_id: str
     duplicate: bool
     steered: bool
+    pushed_out: list[str] = Field(
+        default_factory=list,
+        description="ids of older messages the session's queue cap dropped to make room for this one (drop policies "
+        "old and summarize); GET /v1/agents/{id}/queue?include_finished=true shows them as dropped",
+    )
     deliver: dict[str, Any] | None = Field(
         default=None, description="the resolved reply target, when the message asked for one (null: a duplicate)"
     )
