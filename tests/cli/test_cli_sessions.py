@@ -275,3 +275,28 @@ def test_import_takes_a_bom_warns_of_messages_no_model_sees_and_names_label_when
     again = nexus("sessions", "import", str(path))
     assert again.returncode == 1 and "--label NAME" in again.stderr and "Traceback" not in again.stderr, again.stderr
     assert nexus("sessions", "import", str(path), "--label", "second").returncode == 0
+
+
+def test_import_names_entries_of_a_type_pi_does_not_define_and_keeps_them(tmp_path: Path, nexus: RunNexus) -> None:
+    """A stranger's trial: an entry of a made-up type was imported without a word (kept with its turn, read by
+    nothing). It is still kept and exported back, and the import now names it; pi's own types are not named."""
+    entries = [
+        {"type": "session", "version": 3, "id": "odd-file-1", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/w"},
+        {"type": "message", "id": "a1", "parentId": None, "timestamp": "2026-01-01T00:00:01.000Z",
+         "message": {"role": "user", "content": "hello", "timestamp": 1}},
+        {"type": "alien_entry", "id": "a2", "parentId": "a1", "timestamp": "2026-01-01T00:00:02.000Z", "data": 1},
+        {"type": "label", "id": "a3", "parentId": "a2", "timestamp": "2026-01-01T00:00:03.000Z", "targetId": "a1",
+         "label": "start"},
+        {"type": "session_info", "id": "a4", "parentId": "a3", "timestamp": "2026-01-01T00:00:04.000Z", "name": "x"},
+    ]  # fmt: skip
+    path = tmp_path / "odd.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries), encoding="utf-8")
+    imported = nexus("sessions", "import", str(path))
+    assert imported.returncode == 0, imported.stderr
+    warnings = [line for line in imported.stderr.splitlines() if "does not define" in line]
+    assert len(warnings) == 1 and "(1 'alien_entry')" in warnings[0], imported.stderr
+    assert "label" not in warnings[0] and "session_info" not in warnings[0]
+    exported = nexus("sessions", "export", "pi-odd-file-1")
+    assert exported.returncode == 0, exported.stderr
+    kept = [json.loads(line) for line in exported.stdout.splitlines() if '"alien_entry"' in line]
+    assert len(kept) == 1 and kept[0]["data"] == 1, exported.stdout

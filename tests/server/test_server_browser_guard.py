@@ -114,6 +114,21 @@ async def test_a_body_that_is_not_json_is_415_and_stores_nothing(ledger: Ledger,
     assert [s.label for s in await ledger.sessions.list()] == ["agent:coder", "main"]
 
 
+async def test_a_session_file_sent_as_json_is_415_naming_json_lines(ledger: Ledger) -> None:
+    """A trial posted a good pi file with ``Content-Type: application/json``: the framework parsed the JSON lines
+    as one document and answered 422 "not valid JSON at character 140 (Extra data)" about a valid file."""
+    session_file = b'{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00Z","cwd":"/"}\n' * 2
+    async with _client(ledger, ServerConfig()) as client:
+        for content_type in ("application/json", "application/json; charset=utf-8", "application/vnd.pi+json"):
+            sent = await client.post(
+                "/v1/sessions/import", content=session_file, headers={"content-type": content_type}
+            )
+            assert sent.status_code == 415, sent.text
+            message = sent.json()["error"]["message"]
+            assert "must be sent as JSON lines" in message and "application/x-ndjson" in message, message
+    assert [s.label for s in await ledger.sessions.list()] == ["main"]
+
+
 @pytest.mark.parametrize(
     ("host", "allowed"),
     [

@@ -268,3 +268,17 @@ async def test_an_agent_cannot_be_registered_with_an_unaddressable_session(
         assert response.status_code == 422, response.text
         assert "session_label" in response.json()["error"]["message"]
     assert BrokerStore(ledger.database).get_agent("w") is None
+
+
+async def test_an_import_names_entries_of_a_type_pi_does_not_define(client: httpx.AsyncClient) -> None:
+    """A trial's file with a made-up entry type got a plain 201: the answer now counts such entries by type."""
+    lines = [
+        b'{"type":"session","version":3,"id":"odd-2","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}',
+        b'{"type":"message","id":"a1","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z",'
+        b'"message":{"role":"user","content":"hi","timestamp":1}}',
+        b'{"type":"alien_entry","id":"a2","parentId":"a1","timestamp":"2026-01-01T00:00:02.000Z","data":1}',
+        b'{"type":"label","id":"a3","parentId":"a2","timestamp":"2026-01-01T00:00:03.000Z","targetId":"a1","label":"x"}',
+    ]
+    response = await client.post("/v1/sessions/import", content=b"\n".join(lines) + b"\n", headers=NDJSON)
+    assert response.status_code == 201, response.text
+    assert response.json()["unknown_entries"] == {"alien_entry": 1}

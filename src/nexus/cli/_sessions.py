@@ -346,6 +346,11 @@ async def _import(ledger: Ledger, args: argparse.Namespace) -> int:
     forks = getattr(result, "fork_labels", None)
     if forks:
         print(f"branches became sessions: {', '.join(forks)}", file=sys.stderr)
+    unknown = result.unknown_entries()
+    if unknown:  # a newer pi's entry, another tool's, a typo: kept and exported back, read by nothing here
+        kinds = ", ".join(f"{count} {kind!r}" for kind, count in unknown.items())
+        print(f"nexus: warning: entries of a type pi's session format does not define ({kinds}) kept as metadata "
+              "of their turns and exported back as they came; nothing here reads them", file=sys.stderr)  # fmt: skip
     unread = getattr(result, "kept_entries", {}).get("message", 0)
     if unread:  # a role Nexus does not know (pi's bashExecution, a typo): kept, but no model will see it
         noun = "message" if unread == 1 else "messages"

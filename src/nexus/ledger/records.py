@@ -222,6 +222,18 @@ class ImportResult:
     kept_entries: dict[str, int] = field(default_factory=dict)
     skipped_entries: dict[str, int] = field(default_factory=dict)
 
+    def unknown_entries(self) -> dict[str, int]:
+        """Kept entries of a type pi's session format does not define (a newer pi, another tool, a typo): stored
+        with their turn and exported back as they came, but nothing here reads them, so an importer says so."""
+        return {kind: count for kind, count in self.kept_entries.items() if kind not in PI_ENTRY_TYPES}
+
+
+PI_ENTRY_TYPES = frozenset({
+    "message", "model_change", "thinking_level_change", "compaction", "branch_summary", "custom", "custom_message",
+    "label", "session_info",
+})  # fmt: skip
+"""The entry types of pi's session format (version 3) after its header."""
+
 
 QUEUE_STATUSES: tuple[str, ...] = ("queued", "processing", "delivered", "failed", "dropped")
 """``queued`` -> ``processing`` -> ``delivered`` | ``failed``; ``dropped`` by a queue's drop policy."""

@@ -6,8 +6,8 @@ In front of CORS and the token check (``Guard``), in this order:
 2. ``OPTIONS`` is answered here — 204 with ``Allow`` — unless it is a CORS preflight that the CORS
    middleware answers (a preflight never carries a token, so it must not reach the token check).
 3. A state-changing request (``POST``, ``PUT``, ``PATCH``, ``DELETE``) with a foreign ``Origin`` is 403.
-4. A request body must be JSON (``application/json``; JSON lines for the session import): a body of
-   any other type is 415, so no "simple" cross-site form or ``text/plain`` post is ever parsed.
+4. A request body must be JSON (``application/json``; JSON lines, ``application/x-ndjson``, for the session
+   import): a body of any other type is 415, so no "simple" cross-site form or ``text/plain`` post is ever parsed.
 """
 
 from __future__ import annotations
@@ -20,8 +20,12 @@ from nexus.server._guard import ASGIApp, Receive, Scope, Send, reply_error
 from nexus.server._hosts import HostRules
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-JSON_TYPES = frozenset({"application/json", "application/x-ndjson", "application/jsonl", "application/json-lines"})
+JSON_LINES_TYPES = frozenset({"application/x-ndjson", "application/jsonl", "application/json-lines"})
+"""Media types of the session import's body, JSON lines: with ``application/json`` the framework parsed a session
+file as one JSON document and said "not valid JSON at character 140 (Extra data)", 422, about a good file."""
+JSON_TYPES = frozenset({"application/json", *JSON_LINES_TYPES})
 """Media types a request body may have (plus any ``application/…+json``)."""
+IMPORT_PATH_END = "/sessions/import"
 MethodsFor = Callable[[str], Iterable[str]]
 """The methods a path answers to (none: no such path)."""
 
@@ -67,7 +71,7 @@ class BrowserGuard:
                 )
                 await reply_error(send, 403, "forbidden", message)
                 return
-            if _has_body(headers) and not is_json_type(headers.get(b"content-type", b"")):
+            if _has_body(headers) and not _body_type_fits(headers.get(b"content-type", b""), scope["path"]):
                 await reply_error(send, 415, "unsupported_media_type", _media_message(headers, scope["path"]))
                 return
         await self._app(scope, receive, send)
@@ -82,6 +86,13 @@ class BrowserGuard:
         await send({"type": "http.response.body", "body": b""})
 
 
+def _body_type_fits(content_type: bytes, path: str) -> bool:
+    """JSON lines for the session import, JSON for every other body."""
+    if path.endswith(IMPORT_PATH_END):
+        return content_type.split(b";", 1)[0].strip().lower().decode("latin-1") in JSON_LINES_TYPES
+    return is_json_type(content_type)
+
+
 def _has_body(headers: dict[bytes, bytes]) -> bool:
     length = headers.get(b"content-length")
     return b"transfer-encoding" in headers or (length is not None and length.strip() not in (b"0", b""))
@@ -89,6 +100,9 @@ def _has_body(headers: dict[bytes, bytes]) -> bool:
 
 def _media_message(headers: dict[bytes, bytes], path: str) -> str:
     given = headers.get(b"content-type", b"").decode("latin-1")[:100]
-    wanted = "application/x-ndjson" if path.endswith("/sessions/import") else "application/json"
     said = f"Content-Type {given!r}" if given else "no Content-Type"
-    return f"the request body must be JSON, but it came with {said}: send Content-Type: {wanted}"
+    if path.endswith(IMPORT_PATH_END):
+        return f"the session file must be sent as JSON lines, but it came with {said}: send Content-Type: " + (
+            "application/x-ndjson"
+        )
+    return f"the request body must be JSON, but it came with {said}: send Content-Type: application/json"

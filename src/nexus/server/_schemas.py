@@ -175,6 +175,11 @@ class ImportResult(BaseModel):
     turns: int
     messages: int
     compactions: int
+    unknown_entries: dict[str, int] = Field(
+        default_factory=dict,
+        description="entries of a type pi's format does not define, by type: kept with their turn and exported back "
+        "as they came, but read by nothing here",
+    )
 
 
 class AgentOut(BaseModel):

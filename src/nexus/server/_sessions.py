@@ -197,6 +197,7 @@ async def import_session(
         "turns": result.turns,
         "messages": result.messages,
         "compactions": result.compactions,
+        "unknown_entries": result.unknown_entries(),
     }
 
 
