@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -31,11 +32,12 @@ def test_followups_queued_from_the_cli_for_a_busy_holder_obey_the_cap_and_summar
 ) -> None:
     write_fake_config(isolated_env, server, extra='[broker]\ncap = 2\ndrop_policy = "summarize"\n')
     server.chunk_chars = 2
-    server.script(stall(after_chunks=2, seconds=12, then=text("long done")))
+    release = threading.Event()  # the long job streams until the five are queued, however slow the machine
+    server.script(stall(after_chunks=2, seconds=120, then=text("long done"), release=release))
     server.default = text("ok")
     assert nexus("agents", "add", "w10").returncode == 0
     holder = subprocess.Popen(
-        [sys.executable, "-m", "nexus.cli", "send", "w10", "a long job", "--wait", "--timeout", "90"],
+        [sys.executable, "-m", "nexus.cli", "send", "w10", "a long job", "--wait", "--timeout", "150"],
         env={**os.environ, "PYTHONPATH": str(SRC)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     deadline = time.monotonic() + 30
@@ -45,6 +47,7 @@ def test_followups_queued_from_the_cli_for_a_busy_holder_obey_the_cap_and_summar
     for n in range(1, 6):
         sent = nexus("send", "w10", f"m{n}", "--mode", "followup")
         assert sent.returncode == 0, sent.stderr
+    release.set()
     out, err = holder.communicate(timeout=120)
     assert holder.returncode == 0 and out.strip() == "long done", err
     listed = nexus("queue", "list", "w10", "--all", "--json")

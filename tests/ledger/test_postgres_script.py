@@ -47,6 +47,8 @@ def test_a_restarted_cluster_keeps_its_url_until_its_port_is_taken(cluster_dir: 
     assert _script("stop", cluster_dir).returncode == 0
     port = int(url.rsplit(":", 1)[1].split("/")[0])
     with socket.socket() as squatter:
+        # the stopped server's connections linger in TIME_WAIT on its port: a plain bind failed there at load 20
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         squatter.bind(("127.0.0.1", port))
         squatter.listen()
         moved = _script("start", cluster_dir)

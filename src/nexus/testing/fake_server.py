@@ -16,6 +16,7 @@ import json
 import signal
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -285,7 +286,7 @@ class FakeProviderServer:
             await _send_http_error(HttpError(step.status, step.message), flavor, response)
             return
         if isinstance(step, Stall):
-            await asyncio.sleep(step.seconds)
+            await _sit_out(step)
         reply = _chunks.streamed_reply(step)
         if flavor == "openai":
             await response.send_json(200, _wire_openai.completion_json(reply, body, tag, usage=self.usage))
@@ -311,7 +312,7 @@ class FakeProviderServer:
         await response.start_stream(200, headers)
         for index, frame in enumerate(frames):
             if isinstance(step, Stall) and index == step.after_chunks:
-                await asyncio.sleep(step.seconds)
+                await _sit_out(step)
             await response.send_chunk(frame)
             if self.chunk_delay > 0:
                 await asyncio.sleep(self.chunk_delay)
@@ -402,3 +403,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+async def _sit_out(step: Stall) -> None:
+    """A stall's silence: ``seconds``, or until the test sets its ``release``."""
+    if step.release is None:
+        await asyncio.sleep(step.seconds)
+        return
+    deadline = time.monotonic() + step.seconds
+    # polled: it is a threading.Event the test sets from its own thread (a thread blocked on it would outlive
+    # a stopped server for the whole ``seconds``)
+    while not step.release.is_set() and (left := deadline - time.monotonic()) > 0:  # noqa: ASYNC110
+        await asyncio.sleep(min(0.02, left))

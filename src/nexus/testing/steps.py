@@ -12,6 +12,7 @@ response on their own; ``reply(...)`` joins several of them into one response.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,11 +107,14 @@ class Overflow:
 
 @dataclass(slots=True, frozen=True)
 class Stall:
-    """Stream ``then`` but go silent for ``seconds`` after ``after_chunks`` events."""
+    """Stream ``then`` but go silent for ``seconds`` after ``after_chunks`` events (the fake server: or until
+    ``release`` is set, for a test that needs the reply held until it has done something, however slow the
+    machine: a fixed 12 s ran out at load 20 before five ``nexus send`` processes had queued their messages)."""
 
     after_chunks: int
     seconds: float
     then: Reply
+    release: threading.Event | None = field(default=None, compare=False)
 
 
 @dataclass(slots=True, frozen=True)
@@ -229,10 +233,13 @@ def overflow(style: OverflowStyle = "auto", tokens: int = 250_000, maximum: int 
     return Overflow(style, tokens, maximum)
 
 
-def stall(after_chunks: int = 2, seconds: float = 30.0, then: Reply | None = None) -> Stall:
-    """A stream that goes quiet for ``seconds`` after ``after_chunks`` events, then finishes ``then``."""
+def stall(
+    after_chunks: int = 2, seconds: float = 30.0, then: Reply | None = None, release: threading.Event | None = None
+) -> Stall:
+    """A stream that goes quiet for ``seconds`` after ``after_chunks`` events, then finishes ``then``; on the
+    fake server, setting ``release`` ends the silence early."""
     _check_count("stall", after_chunks)
-    return Stall(after_chunks, seconds, then if then is not None else text("late"))
+    return Stall(after_chunks, seconds, then if then is not None else text("late"), release)
 
 
 def cut(after_chunks: int = 3, of: Reply | None = None) -> Cut:
