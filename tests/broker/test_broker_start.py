@@ -62,16 +62,15 @@ async def test_an_interrupt_another_process_queues_cuts_the_running_turn(tmp_pat
         await broker.close()
 
 
-async def test_an_own_steer_the_watcher_adopts_first_is_steered_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The watcher may adopt a committed row before its own ``send`` resumes; it steers the run with
-    it, and the ``send`` must not steer it again (the model would read the message twice)."""
-    import nexus.broker._watcher as watcher_module
-
-    monkeypatch.setattr(watcher_module, "WATCH_INTERVAL_S", 0.0)  # the watcher looks at every loop turn
+async def test_an_own_steer_the_watcher_adopts_first_is_steered_once(tmp_path: Path) -> None:
+    """A row may be loaded before its own ``send`` resumes (a takeover's reload of the session under leases
+    does not know the sends in flight; the store watcher did it too before it left such rows to their send);
+    the loader steers the run with it, and the ``send`` must not steer it again (the model would read the
+    message twice). The watcher, told of no send in flight, stands for that loader here."""
     with Ledger.open(tmp_path / "agents.db") as ledger:
         broker, runner = await _started_with_agent_a(ledger)
+        broker._watcher.arriving = None
+        broker._watcher.interval_s = 0.0  # it looks at every loop turn (the patched constant was not read)
         await broker.send(AgentMessage(id="m0", from_="user", to="a", content="long task"))
         run = await runner.next_run(1)
         receipts = [
