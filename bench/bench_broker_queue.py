@@ -390,7 +390,8 @@ def main() -> int:
         return 0
     print(_machine.header("bench_broker_queue.py: durable accept -> claim -> delivered"))
     trees = [("", SRC), *(cast(tuple[str, str], tuple(item.split("=", 1))) for item in args.also_src)]
-    print(f"# gc: {args.gc}; loop: {args.loop}; {args.rounds} rounds, each row in a fresh process; load {os.getloadavg()[0]:.2f}")
+    load = os.getloadavg()[0]
+    print(f"# gc: {args.gc}; loop: {args.loop}; {args.rounds} rounds, each row in a fresh process; load {load:.2f}")
     results = _rounds(args, trees)
     _print_table(args, trees, results)
     print(_LEGEND.format(rounds=args.rounds, paced=args.paced_messages))
