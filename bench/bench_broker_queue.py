@@ -1,7 +1,7 @@
 """Broker queue path alone: durable accept -> claim -> mark delivered, the engine replaced by a no-op.
 
 Run:  .venv/bin/python bench/bench_broker_queue.py [--messages 5000] [--paced-messages 50000] [--peers]
-          [--also-src LABEL=DIR]
+          [--also-src LABEL=DIR] [--loop uvloop]
 
 Targets (issue "The Agent Broker", with issue 25's margin): >= 13,000 messages/s sustained with p99
 accept latency < 2 ms (1.3x the broker issue's 10,000), and against the stdlib-sqlite3 floor measured in
@@ -246,10 +246,14 @@ def _variants(paced_rate: float) -> dict[str, dict[str, Any]]:
     }
 
 
-def _child(row: str, messages: int, paced_rate: float, gc_mode: str) -> dict[str, float]:
+def _child(row: str, messages: int, paced_rate: float, gc_mode: str, loop: str = "asyncio") -> dict[str, float]:
     """One measurement of one nexus row, in this (fresh) process, after a short warm-up of the same row."""
     if gc_mode == "tuned":
         tune_gc_for_many_runs()
+    if loop == "uvloop":  # what nexus serve runs on when uvloop is installed (nexus.cli.serve_cmd)
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     if row == "store":
         with tempfile.TemporaryDirectory() as tmp:
             run_nexus(Path(tmp), min(500, messages))  # warm-up: imports, page cache
@@ -283,6 +287,12 @@ def _parser() -> argparse.ArgumentParser:
         help="tuned: the collector settings nexus serve runs with (every nexus row); default: CPython's",
     )
     parser.add_argument(
+        "--loop",
+        choices=("asyncio", "uvloop"),
+        default="asyncio",
+        help="the nexus rows' event loop: asyncio's (the drains'), or uvloop (nexus serve's when installed)",
+    )
+    parser.add_argument(
         "--also-src", action="append", default=[], metavar="LABEL=DIR", help="also run the nexus rows from this tree"
     )
     parser.add_argument("--child", nargs=2, metavar=("ROW", "MESSAGES"), help=argparse.SUPPRESS)
@@ -303,7 +313,7 @@ def _rounds(args: argparse.Namespace, trees: list[tuple[str, str]]) -> dict[str,
     """Every row of every tree, ``--rounds`` times, the rows alternating within each round."""
     results: dict[str, list[dict[str, float]]] = {}
     rows = ["store", *_variants(args.paced_rate)]
-    common = ["--paced-rate", str(args.paced_rate), "--gc", args.gc]
+    common = ["--paced-rate", str(args.paced_rate), "--gc", args.gc, "--loop", args.loop]
     for _ in range(args.rounds):
         for batch in (1, floor_mod.BATCH):
             name = "one per step" if batch == 1 else f"batches of {batch}"
@@ -376,11 +386,12 @@ def main() -> int:
     args = _parser().parse_args()
     if args.child is not None:
         row, count = args.child
-        print(json.dumps(_child(row, int(count), args.paced_rate, args.gc)))
+        print(json.dumps(_child(row, int(count), args.paced_rate, args.gc, args.loop)))
         return 0
     print(_machine.header("bench_broker_queue.py: durable accept -> claim -> delivered"))
     trees = [("", SRC), *(cast(tuple[str, str], tuple(item.split("=", 1))) for item in args.also_src)]
-    print(f"# gc: {args.gc}; {args.rounds} rounds, each row in a fresh process; load {os.getloadavg()[0]:.2f}")
+    load = os.getloadavg()[0]
+    print(f"# gc: {args.gc}; loop: {args.loop}; {args.rounds} rounds, each row in a fresh process; load {load:.2f}")
     results = _rounds(args, trees)
     _print_table(args, trees, results)
     print(_LEGEND.format(rounds=args.rounds, paced=args.paced_messages))

@@ -48,8 +48,10 @@ class ReloadedMeanwhile:
     def __init__(self, queue: QueueStore, reload: Callable[[str], Awaitable[int]]) -> None:
         self.queue, self.reload = queue, reload
 
-    async def queued_after(self, cursor: int, held: Held | None = None) -> tuple[list[QueueItem], int]:
-        items, newest = await self.queue.queued_after(cursor, held)
+    async def queued_after(
+        self, cursor: int, held: Held | None = None, arriving: Callable[[str], bool] | None = None
+    ) -> tuple[list[QueueItem], int]:
+        items, newest = await self.queue.queued_after(cursor, held, arriving)
         for label in {item.session_label for item in items}:
             await self.reload(label)
         return items, newest

@@ -54,6 +54,10 @@ class StoreWatcher:
         self._woken = False
         self._waiter: asyncio.Future[None] | None = None
         self._listening: asyncio.Task[None] | None = None
+        self.arriving: Callable[[str], bool] | None = None
+        """``arriving(message_id)``: a message this broker's own ``send`` is queueing (committed, not yet held).
+        Its row is left to that send: adopted here too, every look of a broker behind on its sends loaded
+        the last group of its own accepts a second time (~13 % of messages at 13,000/s)."""
 
     async def mark_seen(self) -> None:
         """Everything stored so far is the broker's own to load (at start): adopt only later rows."""
@@ -117,7 +121,7 @@ class StoreWatcher:
         The last look moves on only once every row is queued: after a failure the rows are read
         again, and those already queued are recognised as held.
         """
-        items, newest = await self._queue.queued_after(self._seen_rowid, self.held)
+        items, newest = await self._queue.queued_after(self._seen_rowid, self.held, self.arriving)
         for item in items:
             slot = await self.slot_for(item.agent_id or "")
             if slot is None:

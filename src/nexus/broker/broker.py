@@ -104,6 +104,8 @@ class AgentBroker(SmartRoutingFace):
         adoption = CappedAdoption(self._load, self._settings, self._drop)  # the cap applies to adopted rows too
         self._watcher = StoreWatcher(ledger, self._slots, adoption.load, self._adopted)
         self._watcher.interval_s = self._settings.poll_ms / 1000
+        self._arriving: set[str] = set()
+        self._watcher.arriving = self._arriving.__contains__
         self._ledger_wakeups = ledger.wakeups
         self._replies = ReplySender(self.send, self._slots, ledger.queue, reply_text)
         self._batches = BatchRunner(
@@ -290,18 +292,22 @@ class AgentBroker(SmartRoutingFace):
             log_as_agent_message=message.from_ in self._slots,
             session_key=message.session if label != slot.identity.session_label else None,
         )
+        self._arriving.add(message.id)  # until held below, the store watcher leaves its row to this send
         try:
-            if telemetry.observing():
-                span = accept_span(slot.agent_id, label, message, settings.mode)
-                row, created = await traced_accept(self._queue, request, span)
-            else:  # nothing observed: no span to end, nothing to count (this runs for every message)
-                row, created = await self._queue.accept(request)
-        except ValueError as exc:  # the per-sender session's label is taken by another session
-            raise BrokerError(f"message {message.id!r} to {slot.agent_id!r} was not queued: {exc}") from None
-        if not created:
-            return duplicate_receipt(slot, message, row)
-        session = slot.session(row.session_label, message.session)
-        queued_message, adopted, outcome = self._enqueue(session, row, settings, message)
+            try:
+                if telemetry.observing():
+                    span = accept_span(slot.agent_id, label, message, settings.mode)
+                    row, created = await traced_accept(self._queue, request, span)
+                else:  # nothing observed: no span to end, nothing to count (this runs for every message)
+                    row, created = await self._queue.accept(request)
+            except ValueError as exc:  # the per-sender session's label is taken by another session
+                raise BrokerError(f"message {message.id!r} to {slot.agent_id!r} was not queued: {exc}") from None
+            if not created:
+                return duplicate_receipt(slot, message, row)
+            session = slot.session(row.session_label, message.session)
+            queued_message, adopted, outcome = self._enqueue(session, row, settings, message)
+        finally:
+            self._arriving.discard(message.id)
         pushed_out: tuple[str, ...] = ()
         if outcome is not None and (outcome.dropped or not outcome.accepted):
             await self._cap_applied(slot, row, queued_message, settings, outcome)

@@ -19,22 +19,41 @@ from nexus.ledger.records import QueueItem
 Held = Callable[[str, str, str], bool]
 """``held(agent_id, session_label, item_id)``: True for a row the caller already holds in memory."""
 
+Arriving = Callable[[str], bool]
+"""``arriving(message_id)``: True for a message the caller is queueing itself right now (its accept committed,
+its sender not yet resumed to hold it)."""
 
-def queued_after(conn: Any, rowid: int, held: Held | None) -> tuple[list[QueueItem], int]:
-    """Items still ``queued`` inserted after ``rowid``, and the newest rowid (one snapshot: call in one read).
 
-    Only the keys of waiting rows are read first, and whole rows only of those not ``held``.
+def queued_after(
+    conn: Any, rowid: int, held: Held | None, arriving: Arriving | None = None
+) -> tuple[list[QueueItem], int]:
+    """Items still ``queued`` inserted after ``rowid``, and the new cursor (one snapshot: call in one read).
+
+    Only the keys of waiting rows are read first, and whole rows only of those neither ``held`` nor
+    ``arriving``. The cursor is the newest rowid, or just before the first ``arriving`` row: that row is
+    looked at again next time, so one whose sender stopped before holding it (a cancelled send) is
+    still returned then.
     """
     keys = conn.execute(
-        "SELECT rowid, id, agent_id, session_label FROM queue_items"
+        "SELECT rowid, id, agent_id, session_label, message_id FROM queue_items"
         " WHERE rowid > ? AND agent_id IS NOT NULL AND +status = 'queued' ORDER BY rowid",
         (rowid,),
     ).fetchall()
-    wanted: list[int] = [key[0] for key in keys if held is None or not held(key[2], key[3], key[1])]
+    wanted: list[int] = []
+    first_arriving: int | None = None
+    for key in keys:
+        if held is not None and held(key[2], key[3], key[1]):
+            continue
+        if arriving is not None and key[4] is not None and arriving(key[4]):
+            first_arriving = key[0] if first_arriving is None else first_arriving
+            continue
+        wanted.append(key[0])
     rows: list[tuple[Any, ...]] = []
     for chunk, marks in in_lists(wanted):
         sql = f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE rowid IN ({marks}) ORDER BY rowid"
         rows.extend(conn.execute(sql, chunk).fetchall())
+    if first_arriving is not None:
+        return [_item(row) for row in rows], first_arriving - 1
     newest = conn.execute("SELECT MAX(rowid) FROM queue_items").fetchone()[0]
     return [_item(row) for row in rows], max(rowid, int(newest or 0))
 

@@ -21,7 +21,7 @@ from typing import Any, TypeVar, cast
 from nexus._dataclass import dataclass
 from nexus.ledger import _queue_reads
 from nexus.ledger._leases import is_postgres, notify_ready_in
-from nexus.ledger._queue_reads import Held
+from nexus.ledger._queue_reads import Arriving, Held
 from nexus.ledger._queue_rows import accept_at, accept_many_at, claim_in, deliver_in, move_items, release_in
 from nexus.ledger._sql_db import SqlDatabase
 from nexus.ledger.errors import LedgerBusyError, LedgerError, LedgerFullError
@@ -184,9 +184,12 @@ class SqlQueueStore:
         """The newest queue row's position (0 for none): where :meth:`queued_after` starts."""
         return await self._db.run_read(_queue_reads.last_rowid)
 
-    async def queued_after(self, cursor: int, held: Held | None = None) -> tuple[list[QueueItem], int]:
-        """Items still ``queued`` accepted after ``cursor`` (any process), and the new cursor."""
-        return await self._db.run_read(lambda c: _queue_reads.queued_after(c, cursor, held))
+    async def queued_after(
+        self, cursor: int, held: Held | None = None, arriving: Arriving | None = None
+    ) -> tuple[list[QueueItem], int]:
+        """Items still ``queued`` accepted after ``cursor`` (any process), and the new cursor (see
+        :meth:`nexus.ledger.protocols.QueueFeed.queued_after`)."""
+        return await self._db.run_read(lambda c: _queue_reads.queued_after(c, cursor, held, arriving))
 
 
 def _in_bulk(conn: Any, group: list[_Write]) -> list[object]:

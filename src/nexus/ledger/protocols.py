@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from nexus.ledger._agent_registry import AgentRow
-from nexus.ledger._queue_reads import Held
+from nexus.ledger._queue_reads import Arriving, Held
 from nexus.ledger.deliveries import DeliveryRecord
 from nexus.ledger.records import (
     AcceptRequest,
@@ -268,8 +268,12 @@ class QueueFeed(Protocol):
         """Where :meth:`queued_after` starts: the newest row's position (0 for none)."""
         ...
 
-    async def queued_after(self, cursor: int, held: Held | None = None) -> tuple[list[QueueItem], int]:
-        """Items still ``queued`` accepted after ``cursor`` (whole rows only of those not ``held``); the new cursor."""
+    async def queued_after(
+        self, cursor: int, held: Held | None = None, arriving: Arriving | None = None
+    ) -> tuple[list[QueueItem], int]:
+        """Items still ``queued`` accepted after ``cursor`` (whole rows only of those neither ``held`` nor
+        ``arriving``); the new cursor, kept before the first ``arriving`` row (a row the caller is queueing
+        itself is looked at again next time: if its sender stopped before holding it, it is returned then)."""
         ...
 
 

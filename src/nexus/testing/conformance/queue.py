@@ -159,3 +159,19 @@ async def test_the_feed_returns_what_was_queued_after_a_cursor(ledger: Ledger) -
     assert (await ledger.queue.queued_after(cursor))[0] == []
     held, _ = await ledger.queue.queued_after(start, lambda agent, session, item: item == b.id)
     assert held == []
+
+
+async def test_the_feed_leaves_arriving_rows_and_keeps_its_cursor_before_them(ledger: Ledger) -> None:
+    """A row the caller is queueing itself (``arriving``) is not returned, and the cursor stays before it:
+    once it no longer arrives (its sender stopped before holding it), the next read returns it."""
+    need(ledger, "queue_feed")
+    await ledger.sessions.create(NewSession("agent:w"))
+    start = await ledger.queue.cursor()
+    a, _ = await ledger.queue.accept(_ask("a"))
+    b, _ = await ledger.queue.accept(_ask("b"))
+    c, _ = await ledger.queue.accept(_ask("c"))
+    found, cursor = await ledger.queue.queued_after(start, None, lambda message_id: message_id == "b")
+    assert [item.id for item in found] == [a.id, c.id]
+    found, cursor = await ledger.queue.queued_after(cursor, lambda agent, session, item: item == c.id)
+    assert [item.id for item in found] == [b.id]
+    assert (await ledger.queue.queued_after(cursor))[0] == []
