@@ -254,3 +254,32 @@ def move_items(
         states = {row[0]: row[1] for row in found}
         bad = {i: states.get(i, "missing") for i in item_ids if states.get(i) not in ("queued", "processing")}
         raise QueueItemsFinishedError(status, bad)
+
+
+def owe_overflow_in(conn: sqlite3.Connection, item_ids: Sequence[str], cap: int) -> None:
+    """Mark dropped items as owed to their session's next ``[Queue overflow]`` summary, with the cap in force."""
+    conn.execute(
+        f"UPDATE queue_items SET overflow_cap = ? WHERE id IN ({_placeholders(item_ids)}) AND status = 'dropped'",
+        (cap, *item_ids),
+    )
+
+
+def owed_overflow_in(conn: sqlite3.Connection, session_label: str) -> list[tuple[QueueItem, int]]:
+    """The dropped items a session's next turn owes a summary of, oldest first, each with its cap."""
+    rows = conn.execute(
+        f"SELECT {_ITEM_COLUMNS}, overflow_cap FROM queue_items INDEXED BY queue_items_overflow"
+        " WHERE session_label = ? AND overflow_cap IS NOT NULL ORDER BY enqueued_at, id",
+        (session_label,),
+    ).fetchall()
+    return [(_item(row), int(row[-1])) for row in rows]
+
+
+def take_overflow_in(conn: sqlite3.Connection, session_label: str) -> list[tuple[QueueItem, int]]:
+    """:func:`owed_overflow_in`, and the marks cleared in the same transaction: a summary is taken once."""
+    owed = owed_overflow_in(conn, session_label)
+    if owed:
+        conn.execute(
+            "UPDATE queue_items SET overflow_cap = NULL WHERE session_label = ? AND overflow_cap IS NOT NULL",
+            (session_label,),
+        )
+    return owed
