@@ -47,6 +47,12 @@ async def _owed(ledger: Ledger) -> dict[str, int | None]:
     return {str(row[0]): row[1] for row in rows}
 
 
+async def _told(ledger: Ledger, session_label: str) -> None:
+    """The summary was told: no later turn is given it, and the next look clears the marks."""
+    assert await ledger.queue.take_overflow(session_label, ["a later message"]) == []
+    assert set((await _owed(ledger)).values()) == {None}
+
+
 def _crash(broker: AgentBroker) -> None:
     """What a killed process leaves: its tasks stop where they are, nothing is closed or settled."""
     for task in asyncio.all_tasks():
@@ -76,7 +82,36 @@ async def test_the_summary_survives_the_broker_that_dropped_the_messages(open_le
         assert second.request.prompt == "task 3", "told once"
         second.finish()
         assert await broker.wait_for_idle("worker", timeout_ms=5000)
-        assert await _owed(ledger) == {"m-1": None, "m-2": None}, "taken: nothing is owed any more"
+        await broker.close()
+        await _told(ledger, WORKER.session_label)
+
+
+async def test_a_turn_cut_while_telling_the_summary_tells_it_again_when_retried(open_ledger: Opener) -> None:
+    """The summary is carried by the message whose turn took it until that message is finished: the process died
+    during that turn, and the turn that runs it again still starts with the summary; a later one does not."""
+    settings: dict[str, object] = {"queue": QueueSettings(mode="followup"), "leases": False}
+    async with open_ledger() as ledger:
+        broker, runner = await open_broker(ledger, **settings)
+        broker.register_agent(WORKER, queue=QueueOverrides(cap=1, drop_policy="summarize"))
+        await broker.send(message(0))
+        first = await runner.next_run(1)
+        for n in (1, 2, 3):
+            await broker.send(message(n))
+        first.finish()
+        telling = await runner.next_run(2)
+        assert telling.request.prompt == f"{SUMMARY}\n\ntask 3"
+        _crash(broker)  # during the turn that tells it
+        await asyncio.sleep(0)
+    async with open_ledger() as ledger:
+        broker, runner = await open_broker(ledger, **settings)
+        retried = await runner.next_run(1)
+        assert retried.request.prompt == f"{SUMMARY}\n\ntask 3", "the cut turn's retry tells it again"
+        retried.finish()
+        await broker.send(message(4))
+        later = await runner.next_run(2)
+        assert later.request.prompt == "task 4"
+        later.finish()
+        assert await broker.wait_for_idle("worker", timeout_ms=5000)
         await broker.close()
 
 
@@ -104,4 +139,4 @@ async def test_another_broker_runs_the_next_turn_under_leases_and_tells_it(postg
         await running.close()
         asked = [str(message.content) for message in await ledger.turns.history("agent:a0") if message.role == "user"]
         assert asked == ["task 0", f"{SUMMARY}\n\ntask 3"], asked
-        assert await _owed(ledger) == {"m-1": None, "m-2": None}
+        await _told(ledger, "agent:a0")

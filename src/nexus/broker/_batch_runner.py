@@ -173,13 +173,17 @@ class BatchRunner:
                 await self._answer_askers(slot.agent_id, read, result)
 
     async def _with_owed_overflow(self, session: SessionSlot, batch: Batch, lease: Lease | None) -> Batch:
-        """The batch with the ``[Queue overflow]`` summary of the drops the ledger says its session owes, taken
-        there once (whichever process dropped them, before a restart too); as it was when none are owed."""
+        """The batch with the ``[Queue overflow]`` summary of the drops the ledger says its session owes (whichever
+        process dropped them, before a restart too), carried by its first message until that one is finished (a
+        retry of a cut or returned turn tells it again); as it was when none are owed."""
         session.queue.overflow_owed = False
         session.overflow_epoch = lease.epoch if lease is not None else None
-        owed = await self._queue.take_overflow(session.label, lease=lease)
+        owed = await self._queue.take_overflow(session.label, batch.item_ids, lease=lease)
         summary = owed_summary([(item.content, cap) for item, cap in owed])
-        return batch if summary is None else batch.with_overflow(summary)
+        if summary is None:
+            return batch
+        session.overflow_carrier = batch.items[0].item_id  # the ledger's carrier too: a retry takes it again
+        return batch.with_overflow(summary)
 
     async def _run(
         self, slot: AgentSlot, session: SessionSlot, batch: Batch, lease: Lease | None
@@ -325,6 +329,8 @@ class BatchRunner:
         if item_ids:
             await self._queue.release(item_ids, lease=lease)
             session.queue.release(item_ids)
+            if session.overflow_carrier in item_ids:  # its summary goes with its next turn
+                session.queue.overflow_owed = True
 
 
 def _asks(items: Sequence[QueuedMessage]) -> bool:

@@ -68,6 +68,8 @@ class SessionSlot:
     overflow_epoch: int | None = None
     """The lease epoch under which this broker last took the session's owed ``[Queue overflow]`` drops: a new
     tenure looks again (another broker may have dropped messages of the session meanwhile)."""
+    overflow_carrier: str | None = None
+    """The queue item whose turn last took a ``[Queue overflow]`` summary: handed back, its next batch looks again."""
     plain_caller: CallerContext | None = None
     """The caller of a turn of one plain message (no conversation, hop 0, no reply target): the same for every
     such turn of the session, so made once, not for every run."""

@@ -435,8 +435,6 @@ class AgentBroker(SmartRoutingFace):
         slot = self._slot(agent_id)
         removed = [item for s in self._sessions(slot, session) for item in s.queue.clear()]
         await self._queue.settle([item.item_id for item in removed], "dropped", reason="cleared by clear_queue")
-        for cleared in self._sessions(slot, session):  # the summary of earlier drops goes with them
-            await self._queue.take_overflow(cleared.label)
         settle(removed, SendAndWaitResult(False, error="dropped: the queue was cleared"))
         return len(removed)
 

@@ -178,13 +178,20 @@ class SqlQueueStore:
         """A settle or release, committed with the accepts and claims of its group (after them)."""
         await self._submit(_Write(self._future(), move=move))
 
-    async def take_overflow(self, session_label: str, *, lease: Lease | None = None) -> list[tuple[QueueItem, int]]:
-        """The items the ``summarize`` policy dropped that ``session_label``'s next turn owes a ``[Queue overflow]``
-        summary of, oldest first, each with the cap in force; taken (the next call returns them no more). Looked
-        for in a read first: a write transaction only when some are owed (under ``lease``: fenced by it)."""
-        if not await self._db.run_read(lambda c: owed_overflow_in(c, session_label)):
+    async def take_overflow(
+        self, session_label: str, batch: Sequence[str], *, lease: Lease | None = None
+    ) -> list[tuple[QueueItem, int]]:
+        """The items the ``summarize`` policy dropped that a turn of the messages ``batch`` of ``session_label``
+        owes a ``[Queue overflow]`` summary of, oldest first, each with the cap in force: those no turn took, and
+        those a turn of one of these messages took before (its retry). They are carried by ``batch[0]`` from now
+        on: once it is finished, they are told (a later look clears them). A read first: a write transaction only
+        when some are owed or told (under ``lease``: fenced by it)."""
+        if not batch:
             return []
-        return await self._db.run_write(_fenced(lease, lambda c: take_overflow_in(c, session_label)))
+        owed, told = await self._db.run_read(lambda c: owed_overflow_in(c, session_label, batch))
+        if not owed and not told:
+            return []
+        return await self._db.run_write(_fenced(lease, lambda c: take_overflow_in(c, session_label, batch)))
 
     async def fail_exhausted(self, max_attempts: int) -> list[QueueItem]:
         """Fail every ``processing`` item (a crash cut its run) already tried ``max_attempts`` times."""

@@ -240,10 +240,13 @@ class QueueStore(Protocol):
         """
         ...
 
-    async def take_overflow(self, session_label: str, *, lease: Lease | None = None) -> list[tuple[QueueItem, int]]:
-        """The items dropped with an ``overflow_cap`` that the session's next turn owes a ``[Queue overflow]`` summary
-        of, oldest first, each with its cap; taken in one transaction, so the summary is given once, by whichever
-        process runs that turn (fenced by ``lease``)."""
+    async def take_overflow(
+        self, session_label: str, batch: Sequence[str], *, lease: Lease | None = None
+    ) -> list[tuple[QueueItem, int]]:
+        """The items dropped with an ``overflow_cap`` that a turn of the messages ``batch`` owes a ``[Queue overflow]``
+        summary of, oldest first, each with its cap: not taken yet, or taken by a turn of one of these messages
+        (its retry). From then on carried by ``batch[0]``: once it is finished they are told, never given again,
+        whichever process runs the session's turns (fenced by ``lease``)."""
         ...
 
     async def fail_exhausted(self, max_attempts: int) -> list[QueueItem]:
