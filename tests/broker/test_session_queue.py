@@ -16,7 +16,7 @@ from nexus.broker import (
     parse_mode,
     resolve_settings,
 )
-from nexus.broker.session_queue import COLLECT_TITLE, Batch, summary_line
+from nexus.broker.session_queue import COLLECT_TITLE, Batch, owed_summary, summary_line
 
 
 def msg(
@@ -135,7 +135,7 @@ def test_cap_with_new_policy_refuses_the_incoming_message() -> None:
 
 
 def test_cap_with_old_policy_drops_the_oldest_waiting_not_the_in_flight() -> None:
-    queue = SessionQueue()
+    queue = SessionQueue(overflow_owed=False)
     settings = QueueSettings(cap=2, drop_policy="old")
     queue.add(msg(1), settings)
     queue.mark_in_flight(["item-1"])
@@ -144,39 +144,39 @@ def test_cap_with_old_policy_drops_the_oldest_waiting_not_the_in_flight() -> Non
     outcome = queue.add(msg(4), settings)
     assert outcome.accepted and [item.item_id for item in outcome.dropped] == ["item-2"]
     assert [item.item_id for item in queue.items] == ["item-1", "item-3", "item-4"]
-    assert queue.dropped_count == 0  # 'old' leaves no summary
+    assert not queue.overflow_owed  # 'old' leaves no summary
 
 
-def test_summarize_policy_injects_the_overflow_block_once() -> None:
-    queue = SessionQueue()
+def test_summarize_policy_marks_the_summary_owed_and_the_batch_takes_the_block() -> None:
+    """The queue only notes that a summary is owed; the drops themselves are marked in the ledger, and the batch
+    runner takes them into the next turn (tests/broker/test_overflow_durable.py)."""
+    queue = SessionQueue(overflow_owed=False)
     settings = QueueSettings(cap=2, drop_policy="summarize")
     queue.add(msg(1), settings)
     queue.add(QueuedMessage("item-2", "msg-2", "a  b\n\nc " + "x" * 300, "followup", 20), settings)
+    assert not queue.overflow_owed
     queue.add(msg(3), settings)
     queue.add(msg(4), settings)
+    assert queue.overflow_owed
     batch = queue.next_batch(now_ms=10_000)
     assert batch is not None and not isinstance(batch, Wait)
-    assert batch.item_ids == ["item-3"]
-    header, rest = batch.prompt.split("\nSummary:\n", 1)
+    assert batch.item_ids == ["item-3"] and batch.prompt == "prompt 3" and batch.overflow_summary is None
+    summary = owed_summary([("prompt 1", 2), ("a  b\n\nc " + "x" * 300, 2)])
+    assert summary is not None
+    told = batch.with_overflow(summary)
+    header, rest = told.prompt.split("\nSummary:\n", 1)
     assert header == "[Queue overflow] Dropped 2 messages due to cap."
     lines, prompt = rest.split("\n\n", 1)
     first, second = lines.splitlines()
     assert first == "- prompt 1"
     assert second.startswith("- a b c xxx") and second.endswith("…") and len(second) == 2 + 160
-    assert prompt == "prompt 3"
-    queue.complete(batch.item_ids)
-    second_batch = queue.next_batch(now_ms=10_000)
-    assert second_batch is not None and not isinstance(second_batch, Wait) and second_batch.prompt == "prompt 4"
+    assert prompt == "prompt 3" and told.overflow_summary == summary and told.item_ids == batch.item_ids
 
 
 def test_summary_keeps_at_most_cap_lines_but_counts_every_drop() -> None:
-    queue = SessionQueue()
-    settings = QueueSettings(cap=1, drop_policy="summarize")
-    for n in range(1, 5):
-        queue.add(msg(n), settings)
-    batch = queue.next_batch(now_ms=10_000)
-    assert batch is not None and not isinstance(batch, Wait)
-    assert batch.prompt == "[Queue overflow] Dropped 3 messages due to cap.\nSummary:\n- prompt 3\n\nprompt 4"
+    assert owed_summary([]) is None
+    summary = owed_summary([(f"prompt {n}", 1) for n in range(1, 4)])
+    assert summary == "[Queue overflow] Dropped 3 messages due to cap.\nSummary:\n- prompt 3"
 
 
 def test_summary_line_is_cut_to_160_chars() -> None:

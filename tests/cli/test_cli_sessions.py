@@ -11,6 +11,7 @@ from pathlib import Path
 from nexus.ledger import Ledger, NewSession, TurnDetails, TurnWrite
 from nexus.ledger._sql_db import run_inline
 from nexus.llm.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, Usage, UserMessage
+from nexus.testing import FakeProviderServer, steps
 
 RunNexus = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -152,7 +153,8 @@ def test_fork_then_history_stops_at_the_fork_point(nexus: RunNexus, isolated_env
     labels = {s["label"] for s in json.loads(nexus("sessions", "list", "--json").stdout)}
     assert labels == {"demo", "alt"}
     again = nexus("sessions", "fork", first, "--label", "alt")
-    assert again.returncode == 1 and "already exists" in again.stderr and "Traceback" not in again.stderr
+    assert again.returncode == 2, "a --label taken is a wrong argument, as every other --label error (docs/cli.md)"
+    assert "--label: a session or alias named 'alt' already exists" in again.stderr and "Traceback" not in again.stderr
 
 
 def test_fork_without_a_label_names_it_after_its_session(nexus: RunNexus, isolated_env: Path) -> None:
@@ -273,8 +275,37 @@ def test_import_takes_a_bom_warns_of_messages_no_model_sees_and_names_label_when
     assert first.stdout == "pi-bom-file-1\n"
     assert "1 message of a role other than user, assistant and toolResult kept as metadata only" in first.stderr
     again = nexus("sessions", "import", str(path))
-    assert again.returncode == 1 and "--label NAME" in again.stderr and "Traceback" not in again.stderr, again.stderr
+    assert again.returncode == 2 and "--label NAME" in again.stderr and "Traceback" not in again.stderr, again.stderr
     assert nexus("sessions", "import", str(path), "--label", "second").returncode == 0
+    taken = nexus("sessions", "import", str(path), "--label", "second")
+    assert taken.returncode == 2 and "--label: a session or alias named 'second' already exists" in taken.stderr
+
+
+def test_a_run_into_an_archived_session_restores_it(home: Path, server: FakeProviderServer, nexus: RunNexus) -> None:
+    """A stranger's trial: ``nexus run -s X`` into a session archived over HTTP went on hidden from every list."""
+    _seed(home)
+    with Ledger.open(home / "agents.db") as ledger:
+        run_inline(ledger.sessions.update("demo", status="archived"))
+    assert "demo" not in nexus("sessions", "list").stdout
+    server.script(steps.text("back again"))
+    ran = nexus("run", "-s", "demo", "are you there?")
+    assert ran.returncode == 0 and ran.stdout == "back again\n", ran.stderr
+    listed = json.loads(nexus("sessions", "list", "--json").stdout)
+    assert [(s["label"], s["status"]) for s in listed] == [("demo", "active")]
+
+
+def test_the_import_label_rule_is_in_the_help_and_holds(tmp_path: Path, nexus: RunNexus) -> None:
+    """A stranger's trial found the rule nowhere it looked: ``import ../../x.jsonl`` made ``pi-…`` from the file's
+    session id, not its name. The help says so, with the example it gives checked here."""
+    helped = nexus("sessions", "import", "--help")
+    assert "the session id the file's header holds" in helped.stdout and "not the file's name" in helped.stdout
+    assert "→ pi-0b2f6e2a-1c4d" in helped.stdout and "LABEL-fork-1" in helped.stdout
+    header = {"type": "session", "version": 3, "id": "0b2f6e2a-1c4d-4e6f-9a7b-123456789abc",
+              "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/w"}  # fmt: skip
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "x.jsonl").write_text(json.dumps(header) + "\n", encoding="utf-8")
+    imported = nexus("sessions", "import", str(tmp_path / "a" / "b" / ".." / ".." / "x.jsonl"))
+    assert (imported.returncode, imported.stdout) == (0, "pi-0b2f6e2a-1c4d\n"), imported.stderr
 
 
 def test_import_names_entries_of_a_type_pi_does_not_define_and_keeps_them(tmp_path: Path, nexus: RunNexus) -> None:

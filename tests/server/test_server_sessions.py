@@ -104,6 +104,14 @@ async def test_fork_refuses_a_turn_of_another_history(client: httpx.AsyncClient,
     assert taken.status_code == 409 and taken.json()["error"]["type"] == "conflict"
 
 
+async def test_a_fork_without_a_label_is_named_as_the_cli_names_it(client: httpx.AsyncClient, ledger: Ledger) -> None:
+    """One rule with ``nexus sessions fork``: ``main-fork-1``, ``-2``…, not ``fork-<ulid>`` (no name to type)."""
+    first = (await ledger.turns.path("main"))[0].id
+    labels = [(await client.post("/v1/sessions/main/fork", json={"turn_id": first})).json()["label"] for _ in "ab"]
+    assert labels == ["main-fork-1", "main-fork-2"]
+    assert (await ledger.sessions.get("main-fork-2")).thread_id == first
+
+
 async def test_export_then_import_round_trip(client: httpx.AsyncClient) -> None:
     exported = await client.get("/v1/sessions/main/export")
     assert exported.status_code == 200 and exported.headers["content-type"].startswith("application/x-ndjson")

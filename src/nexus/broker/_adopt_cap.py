@@ -26,13 +26,14 @@ from nexus.broker.modes import QueueOverrides, QueueSettings, resolve_settings
 from nexus.broker.types import SendAndWaitResult
 
 if TYPE_CHECKING:
-    from nexus.broker.session_queue import AddOutcome
+    from nexus.broker.session_queue import AddOutcome, SessionQueue
     from nexus.broker.settings import BrokerSettings
     from nexus.ledger import QueueItem
 
 Load = Callable[[AgentSlot, "QueueItem"], Awaitable[SessionSlot | None]]
-Drop = Callable[[list[str], str], Awaitable[None]]
-"""``drop(item_ids, reason)`` settles rows as ``dropped``."""
+Drop = Callable[[list[str], str, "int | None"], Awaitable[None]]
+"""``drop(item_ids, reason, overflow_cap)`` settles rows as ``dropped``; with the ``summarize`` policy's cap, owed to
+the session's next ``[Queue overflow]`` summary (marked in the ledger, in the same write)."""
 
 
 class CappedAdoption:
@@ -41,8 +42,7 @@ class CappedAdoption:
     __slots__ = ("_drop", "_load", "_settings", "capped")
 
     def __init__(self, load: Load, settings: BrokerSettings, drop: Drop) -> None:
-        """``load`` queues a row as it is (and fails an unreadable one); ``drop(item_ids, reason)`` settles rows
-        as ``dropped``."""
+        """``load`` queues a row as it is (and fails an unreadable one); ``drop`` settles rows as ``dropped``."""
         self._load, self._settings, self._drop = load, settings, drop
         self.capped = True
         """``False``: rows are queued as they are (several brokers share the queues under leases)."""
@@ -64,16 +64,22 @@ class CappedAdoption:
         if outcome.duplicate_of is not None:  # a twin of a held row: queued as before (restore has no dedupe)
             session.queue.restore(message)
         elif not outcome.accepted:
-            await self._drop([item.id], outcome.rejected_reason or "the queue is full")
+            await self._drop([item.id], outcome.rejected_reason or "the queue is full", None)
             return None
         elif outcome.dropped:
-            await drop_pushed_out(outcome, settings, self._drop)
+            await drop_pushed_out(outcome, settings, self._drop, session.queue)
         return session
 
 
-async def drop_pushed_out(outcome: AddOutcome, settings: QueueSettings, drop: Drop) -> None:
-    """Settle the messages the cap pushed out of a queue (``outcome.dropped``) as ``dropped``, and tell their
-    senders; ``Broker.send`` and the adoption of another process's rows share it."""
+async def drop_pushed_out(outcome: AddOutcome, settings: QueueSettings, drop: Drop, queue: SessionQueue) -> None:
+    """Settle the messages the cap pushed out of ``queue`` (``outcome.dropped``) as ``dropped``, and tell their
+    senders; ``Broker.send`` and the adoption of another process's rows share it.
+
+    Under ``summarize`` the drops are marked in the ledger as owed to the session's next summary, and the queue
+    is told to look there once that write committed (a batch that looked before it would miss them)."""
     reason = f"queue cap {settings.cap} reached (drop policy {settings.drop_policy})"
-    await drop([dropped.item_id for dropped in outcome.dropped], reason)
+    owed = settings.cap if settings.drop_policy == "summarize" else None
+    await drop([dropped.item_id for dropped in outcome.dropped], reason, owed)
+    if owed is not None:
+        queue.overflow_owed = True
     settle(outcome.dropped, SendAndWaitResult(False, error="dropped: the agent's queue was full"))

@@ -26,7 +26,7 @@ from nexus.broker._queue_trace import claimed
 from nexus.broker._scheduler import SessionHeldElsewhere
 from nexus.broker._slot import AgentSlot, SessionSlot, settle
 from nexus.broker.agent_tools import CallerContext
-from nexus.broker.session_queue import Batch, QueuedMessage
+from nexus.broker.session_queue import Batch, QueuedMessage, owed_summary
 from nexus.broker.types import SendAndWaitResult
 from nexus.errors import NexusError
 from nexus.ledger import LeaseLostError, QueueItemsFinishedError, QueueItemsHeldError
@@ -143,6 +143,8 @@ class BatchRunner:
         if self._closing() or session.interrupted:  # close() or an interrupt came as the claim committed: they
             await self._return_items(session, item_ids, lease)  # found no run to abort, so none starts (close
             return  # waited for a whole turn; the interrupt ran after it). The interrupt's batch takes these
+        if session.queue.overflow_owed or (lease is not None and lease.epoch != session.overflow_epoch):
+            batch = await self._with_owed_overflow(session, batch, lease)
         try:
             result, trace = await self._run(slot, session, batch, lease)
         except LeaseLostError:
@@ -169,6 +171,19 @@ class BatchRunner:
         if _asks(read):  # a steered ask is answered too (it was left
             with telemetry.continue_trace(trace):  # unanswered until the broker's next start), in the ask's trace
                 await self._answer_askers(slot.agent_id, read, result)
+
+    async def _with_owed_overflow(self, session: SessionSlot, batch: Batch, lease: Lease | None) -> Batch:
+        """The batch with the ``[Queue overflow]`` summary of the drops the ledger says its session owes (whichever
+        process dropped them, before a restart too), carried by its first message until that one is finished (a
+        retry of a cut or returned turn tells it again); as it was when none are owed."""
+        session.queue.overflow_owed = False
+        session.overflow_epoch = lease.epoch if lease is not None else None
+        owed = await self._queue.take_overflow(session.label, batch.item_ids, lease=lease)
+        summary = owed_summary([(item.content, cap) for item, cap in owed])
+        if summary is None:
+            return batch
+        session.overflow_carrier = batch.items[0].item_id  # the ledger's carrier too: a retry takes it again
+        return batch.with_overflow(summary)
 
     async def _run(
         self, slot: AgentSlot, session: SessionSlot, batch: Batch, lease: Lease | None
@@ -314,6 +329,8 @@ class BatchRunner:
         if item_ids:
             await self._queue.release(item_ids, lease=lease)
             session.queue.release(item_ids)
+            if session.overflow_carrier in item_ids:  # its summary goes with its next turn
+                session.queue.overflow_owed = True
 
 
 def _asks(items: Sequence[QueuedMessage]) -> bool:

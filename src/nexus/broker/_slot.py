@@ -65,6 +65,11 @@ class SessionSlot:
     time to live (past it, another process may have taken the session over)."""
     parked_until: float = 0.0
     """Until when (monotonic) the session waits because another broker runs it (its timer is armed)."""
+    overflow_epoch: int | None = None
+    """The lease epoch under which this broker last took the session's owed ``[Queue overflow]`` drops: a new
+    tenure looks again (another broker may have dropped messages of the session meanwhile)."""
+    overflow_carrier: str | None = None
+    """The queue item whose turn last took a ``[Queue overflow]`` summary: handed back, its next batch looks again."""
     plain_caller: CallerContext | None = None
     """The caller of a turn of one plain message (no conversation, hop 0, no reply target): the same for every
     such turn of the session, so made once, not for every run."""

@@ -310,7 +310,7 @@ class AgentBroker(SmartRoutingFace):
             self._arriving.discard(message.id)
         pushed_out: tuple[str, ...] = ()
         if outcome is not None and (outcome.dropped or not outcome.accepted):
-            await self._cap_applied(slot, row, queued_message, settings, outcome)
+            await self._cap_applied(slot, session, row, settings, outcome)
             pushed_out = tuple(dropped.message_id for dropped in outcome.dropped)
         ticket = queued_message.ticket = queued_message.ticket or Ticket()
         slot.last_activity_ms = row.enqueued_at  # accepted then (no second clock read)
@@ -342,23 +342,24 @@ class AgentBroker(SmartRoutingFace):
         return fresh, False, session.queue.add(fresh, settings)
 
     async def _cap_applied(
-        self, slot: AgentSlot, row: QueueItem, fresh: QueuedMessage, settings: QueueSettings, outcome: AddOutcome
+        self, slot: AgentSlot, session: SessionSlot, row: QueueItem, settings: QueueSettings, outcome: AddOutcome
     ) -> None:
         """The queue's cap refused the message (dropped, the send fails) or pushed older ones out (dropped)."""
         if not outcome.accepted:
             reason = outcome.rejected_reason or "duplicate"
             await self._drop([row.id], reason)  # the store watcher may have dropped it already (adoption.load)
-            raise BrokerError(f"message {fresh.message_id!r} to {slot.agent_id!r} was not queued: {reason}")
+            raise BrokerError(f"message {row.message_id!r} to {slot.agent_id!r} was not queued: {reason}")
         if outcome.dropped:
-            await drop_pushed_out(outcome, settings, self._drop)
+            await drop_pushed_out(outcome, settings, self._drop, session.queue)
 
-    async def _drop(self, item_ids: list[str], reason: str) -> None:
+    async def _drop(self, item_ids: list[str], reason: str, overflow_cap: int | None = None) -> None:
         """Settle items the cap pushed out as ``dropped``, leaving those finished meanwhile: a row the store watcher
         loaded again while another send settled it was dropped twice, the store refused the whole move and that
-        send failed with a 400 though its own message was queued (``nexus serve`` under load)."""
+        send failed with a 400 though its own message was queued (``nexus serve`` under load). ``overflow_cap``:
+        the ``summarize`` policy's, the drops are owed to the session's next ``[Queue overflow]`` summary."""
         while item_ids:
             try:
-                await self._queue.settle(item_ids, "dropped", reason=reason)
+                await self._queue.settle(item_ids, "dropped", reason=reason, overflow_cap=overflow_cap)
                 return
             except QueueItemsFinishedError as exc:
                 left = [item_id for item_id in item_ids if item_id not in exc.finished]

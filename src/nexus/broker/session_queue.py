@@ -8,7 +8,9 @@ steer is back at the front of its queue, exactly where it was.
 
 Formats follow OpenClaw (reference/openclaw.md §1) so prompts read the same to the model:
 the collect title ``[Queued messages while agent was busy]``, ``---``/``Queued #n`` blocks and
-the ``[Queue overflow]`` summary.
+the ``[Queue overflow]`` summary. That summary is not kept here: the messages the ``summarize`` policy
+drops are marked in the ledger, and the batch runner takes them into the session's next turn
+(:func:`owed_summary`), whichever process runs it and across restarts.
 """
 
 from __future__ import annotations
@@ -94,6 +96,10 @@ class Batch:
         """The queue item ids to mark delivered with the turn that ran this batch."""
         return [item.item_id for item in self.items]
 
+    def with_overflow(self, summary: str) -> Batch:
+        """This batch with the ``[Queue overflow]`` block first in its prompt."""
+        return Batch(self.items, format_prompt(list(self.items), summary), summary)
+
 
 @dataclass(frozen=True, slots=True)
 class Wait:
@@ -112,8 +118,10 @@ class SessionQueue:
     its queue got, and caught up the slower for it.
     """
 
-    summary_lines: list[str] = field(default_factory=list)
-    dropped_count: int = 0
+    overflow_owed: bool = True
+    """The ledger may hold drops this session's next turn owes a ``[Queue overflow]`` summary of (the ``summarize``
+    policy dropped some here, or nobody looked since this queue was made: a restart, a session another process
+    ran): the batch runner looks there, once, before the next turn."""
     last_enqueued_at_ms: int = 0
     _items: list[QueuedMessage] = field(default_factory=list, init=False, repr=False)
     _by_id: dict[str, list[QueuedMessage]] = field(default_factory=dict, init=False, repr=False)
@@ -181,9 +189,7 @@ class SessionQueue:
             dropped = waiting[:excess]
             self._remove({id(item) for item in dropped})
             if settings.drop_policy == "summarize":
-                self.dropped_count += len(dropped)
-                self.summary_lines.extend(summary_line(item.prompt) for item in dropped)
-                del self.summary_lines[: max(0, len(self.summary_lines) - settings.cap)]
+                self.overflow_owed = True
         self.restore(message)
         self.last_enqueued_at_ms = max(self.last_enqueued_at_ms, message.enqueued_at_ms)
         return AddOutcome(accepted=True, dropped=tuple(dropped)) if dropped else _ADDED
@@ -265,7 +271,7 @@ class SessionQueue:
                 item.in_flight = False
 
     def complete(self, item_ids: list[str]) -> None:
-        """A turn consumed these items: remove them, and the overflow summary it carried."""
+        """A turn consumed these items: remove them."""
         items = self._items
         if (  # the usual turn: the head alone (a twin right behind it goes too, below)
             len(item_ids) == 1 and items and items[0].item_id == item_ids[0]
@@ -289,8 +295,6 @@ class SessionQueue:
         """Remove every waiting item (in-flight ones belong to the run); returns what was removed."""
         removed = self.waiting()
         self._remove({id(item) for item in removed})
-        self.summary_lines.clear()
-        self.dropped_count = 0
         return removed
 
     def _index(self, item: QueuedMessage) -> None:
@@ -315,23 +319,14 @@ class SessionQueue:
         self._items = kept
 
     def _batch(self, items: list[QueuedMessage]) -> Batch:
-        if len(items) == 1 and not self.dropped_count:  # the usual turn: one message, nothing to bisect or summarize
+        if len(items) == 1:  # the usual turn: one message, nothing to bisect
             item = items[0]
             item.in_flight = True
             return Batch(items=(item,), prompt=format_prompt(items, None))
         items = bisect_suspects(items)
-        summary = self._take_overflow_summary()
         for item in items:
             item.in_flight = True
-        return Batch(items=tuple(items), prompt=format_prompt(items, summary), overflow_summary=summary)
-
-    def _take_overflow_summary(self) -> str | None:
-        if not self.dropped_count:
-            return None
-        summary = overflow_summary(self.dropped_count, self.summary_lines)
-        self.dropped_count = 0
-        self.summary_lines = []
-        return summary
+        return Batch(items=tuple(items), prompt=format_prompt(items, None))
 
 
 def bisect_suspects(items: list[QueuedMessage]) -> list[QueuedMessage]:
@@ -373,6 +368,15 @@ def summary_line(text: str) -> str:
     if len(line) > SUMMARY_LINE_CHARS:
         line = line[: SUMMARY_LINE_CHARS - 1].rstrip() + "…"
     return line
+
+
+def owed_summary(owed: Sequence[tuple[str, int]]) -> str | None:
+    """The ``[Queue overflow]`` block for the dropped prompts a turn owes, each with the cap it was dropped under:
+    every drop counted, one line for each of the latest ``cap`` (the newest drop's), ``None`` for none."""
+    if not owed:
+        return None
+    cap = max(1, owed[-1][1])
+    return overflow_summary(len(owed), [summary_line(prompt) for prompt, _ in owed[-cap:]])
 
 
 def overflow_summary(count: int, lines: list[str]) -> str:

@@ -178,7 +178,10 @@ def _add_sessions(commands: Commands, summary: str) -> None:
         description=(
             "Sessions are named pointers into the ledger's tree of turns. Forking creates a new\n"
             "session at any earlier turn (nothing is copied); export/import use the pi-coding-agent\n"
-            "session file format (JSONL)."
+            "session file format (JSONL).\n\n"
+            "An archived session (DELETE /v1/sessions/LABEL, the web UI's delete) is hidden from\n"
+            "`list` (`list --all` shows it) and keeps every turn; new activity in it (nexus run -s\n"
+            "LABEL, nexus send, a message over HTTP) restores it to the lists."
         ),
         formatter_class=_Formatter,
     )
@@ -206,22 +209,56 @@ def _add_sessions(commands: Commands, summary: str) -> None:
     )
     history.set_defaults(handler=handler)
 
-    fork = actions.add_parser("fork", help="start a new session at an existing turn")
-    fork.add_argument("turn_id", metavar="TURN_ID", type=_label, help="the turn the new session continues from")
-    fork.add_argument("--label", metavar="L", type=_label, help="label of the new session (default: <session>-fork-N)")
-    fork.set_defaults(handler=handler)
-
     export = actions.add_parser("export", help="write a session as a pi-coding-agent session file")
     export.add_argument("label", metavar="LABEL", type=_label, help="session label or alias")
     export.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     export.set_defaults(handler=handler)
 
-    imported = actions.add_parser("import", help="import a pi-coding-agent session file as a new session")
-    imported.add_argument("file", metavar="FILE", help="the .jsonl session file")
-    imported.add_argument("--label", metavar="L", type=_label, help="label of the new session (default: from the file)")
-    imported.set_defaults(handler=handler)
-
+    _add_fork_and_import(actions, handler)
     _add_compact(actions, handler)
+
+
+def _add_fork_and_import(actions: Commands, handler: str) -> None:
+    """``nexus sessions fork`` and ``import``: the two actions that make a session, and the labels they give it."""
+    fork = actions.add_parser(
+        "fork",
+        help="start a new session at an existing turn",
+        description=(
+            "Start a new session whose history ends at TURN_ID (any finished turn, of any session;\n"
+            "nothing is copied). Without --label it is named after the turn's session and a counter,\n"
+            "the first one free: main-fork-1, main-fork-2, … (the HTTP API and chat's /fork name\n"
+            "forks the same way). A --label already taken is exit 2."
+        ),
+        formatter_class=_Formatter,
+    )
+    fork.add_argument("turn_id", metavar="TURN_ID", type=_label, help="the turn the new session continues from")
+    fork.add_argument("--label", metavar="L", type=_label, help="label of the new session (default: <session>-fork-N)")
+    fork.set_defaults(handler=handler)
+
+    imported = actions.add_parser(
+        "import",
+        help="import a pi-coding-agent session file as a new session",
+        description=(
+            "Import a pi-coding-agent session file (JSONL) as a new session and print its label.\n\n"
+            "The label, without --label: `pi-` and the session id the file's header holds (its\n"
+            'first line, `"id"`), not the file\'s name: each character other than a letter, digit,\n'
+            "`.`, `_` or `-` becomes `-` (runs of them one), `-` and `.` are trimmed from both ends,\n"
+            "and at most 13 characters are kept; an id that keeps none gets a random one. The\n"
+            "file's other branches become sessions LABEL-fork-1, LABEL-fork-2, …\n"
+            "A label already taken (the same file imported twice) is exit 2: give --label NAME."
+        ),
+        epilog=(
+            "examples:\n"
+            '  nexus sessions import ../../x.jsonl          # header id "0b2f6e2a-1c4d-…" → pi-0b2f6e2a-1c4d\n'
+            "  nexus sessions import x.jsonl --label retry  # the session is named retry\n"
+        ),
+        formatter_class=_Formatter,
+    )
+    imported.add_argument("file", metavar="FILE", help="the .jsonl session file")
+    imported.add_argument(
+        "--label", metavar="L", type=_label, help="label of the new session (default: pi- and the file's session id)"
+    )
+    imported.set_defaults(handler=handler)
 
 
 def _add_compact(actions: Commands, handler: str) -> None:

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from nexus.config import NexusConfig
-    from nexus.ledger import DeliveryRecord, Ledger, Session, Turn
+    from nexus.errors import UsageError
+    from nexus.ledger import DeliveryRecord, Ledger, Session, SessionExistsError, Turn
     from nexus.llm import Message
 
 
@@ -262,39 +263,23 @@ def _short(text: str, limit: int = 400) -> str:
 
 
 async def _fork(ledger: Ledger, args: argparse.Namespace) -> int:
-    from nexus.ledger import NewSession
+    """The ledger's one fork rule (``fork_session``): any turn; without ``--label``, ``<turn's session>-fork-N``."""
+    from nexus.ledger import SessionExistsError, fork_session
 
-    if args.label:
-        session = await ledger.sessions.create(NewSession(args.label, origin="fork", head_turn_id=args.turn_id))
-    else:
-        session = await _fork_short(ledger, args.turn_id)
+    try:
+        session = await fork_session(ledger, args.turn_id, label=args.label or None)
+    except SessionExistsError as exc:  # a --label taken: a wrong argument, exit 2 like every other label error
+        raise _label_taken(exc) from None
     print(f"forked session {session.label} at turn {args.turn_id}")
     print(f"continue it with: nexus run -s {session.label} MESSAGE")
     return 0
 
 
-async def _fork_short(ledger: Ledger, turn_id: str) -> Session:
-    """Fork with a label a person can type, as chat's ``/fork`` does: ``<turn's session>-fork-1``, ``-2``…
+def _label_taken(exc: SessionExistsError, advice: str = "give another with --label NAME") -> UsageError:
+    """A new session's label is taken: exit 2 naming ``--label`` (docs/cli.md's table: a wrong argument)."""
+    from nexus.errors import UsageError
 
-    (``fork-01m8b8…``, the ledger's default, is no name to type again.) Another process may take
-    a label between the check and the fork; the next one is tried.
-    """
-    from nexus.ledger import NewSession, SessionExistsError, SessionNotFound
-
-    parent = (await ledger.turns.get(turn_id)).session_label
-    number = 1
-    while True:
-        label = f"{parent}-fork-{number}"
-        number += 1
-        try:
-            await ledger.sessions.get(label)
-            continue
-        except SessionNotFound:
-            pass
-        try:
-            return await ledger.sessions.create(NewSession(label, origin="fork", head_turn_id=turn_id))
-        except SessionExistsError:
-            continue
+    return UsageError(f"--label: a session or alias named {exc.label!r} already exists; {advice}")
 
 
 async def _export(ledger: Ledger, args: argparse.Namespace) -> int:
@@ -329,14 +314,14 @@ def write_file_atomically(path: Path, data: str) -> Path:
 
 
 async def _import(ledger: Ledger, args: argparse.Namespace) -> int:
-    from nexus.errors import NexusError
     from nexus.ledger import SessionExistsError
 
     source = Path(args.file)  # a file: checked before the ledger was opened
     try:
         result = await ledger.pi.import_pi(source, args.label)
     except SessionExistsError as exc:  # the same file twice: say how to import it again
-        raise NexusError(f"{exc} (give the import another name with --label NAME)") from None
+        advice = "give another with --label NAME" if args.label else "give the import another name with --label NAME"
+        raise _label_taken(exc, advice) from None
     label = getattr(result, "session_label", None) or str(result)
     turns = getattr(result, "turns", None)
     extra = f" ({turns} turns, {getattr(result, 'messages', 0)} messages)" if turns is not None else ""

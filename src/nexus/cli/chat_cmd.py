@@ -233,28 +233,13 @@ class ChatSession:
         self._say(f"forked at {turn_id}: now in session {session.label}")
 
     def _fork_at(self, turn_id: str) -> Session:
-        """Fork with a label a person can type: ``<parent>-fork-1``, ``-2``… (the first unused one).
+        """Fork by the ledger's one rule (``fork_session``): a turn of this chat's session, named after it
+        (``<session>-fork-1``, ``-2``…, the first unused); before the chat's first turn, any turn."""
+        from nexus.ledger import fork_session
 
-        Another process may take a label between the check and the fork; the next one is tried.
-        """
-        from nexus.ledger import NewSession, SessionExistsError
-
-        ledger = self.conversation.ledger
-        parent = (
-            self.conversation.resolve(self.conversation.session) if self.conversation.session_exists() else "session"
-        )
-        number = 1
-        while True:
-            label = f"{parent}-fork-{number}"
-            number += 1
-            if self.conversation.session_exists(label):
-                continue
-            try:
-                return self.conversation.wait(
-                    ledger.sessions.create(NewSession(label, origin="fork", head_turn_id=turn_id))
-                )
-            except SessionExistsError:
-                continue
+        conversation = self.conversation
+        of = conversation.session if conversation.session_exists() else None
+        return conversation.wait(fork_session(conversation.ledger, turn_id, of=of))
 
     def _compact(self, focus: str) -> None:
         conversation = self.conversation

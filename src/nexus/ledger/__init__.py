@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from nexus.ledger.broker_store import BrokerStore
     from nexus.ledger.deliveries import DeliveryLog, DeliveryRecord, DeliveryStatus
     from nexus.ledger.errors import AgentSessionTakenError, QueueItemsFinishedError, QueueItemsHeldError
+    from nexus.ledger.forks import TurnNotInHistory, fork_session
     from nexus.ledger.labels import label_problem
     from nexus.ledger.ledger import Ledger, default_db_path
     from nexus.ledger.pi_jsonl import pi_session_text
@@ -147,6 +148,7 @@ __all__ = [
     "Turn",
     "TurnDetails",
     "TurnNotFound",
+    "TurnNotInHistory",
     "TurnNotSavedError",
     "TurnOpen",
     "TurnStateError",
@@ -159,6 +161,7 @@ __all__ = [
     "claimant",
     "copy_ledger",
     "default_db_path",
+    "fork_session",
     "holdings",
     "integrity_problems",
     "is_postgres_url",
@@ -205,6 +208,8 @@ _LAZY: dict[str, str] = {
     "background_checkpoints": "nexus.ledger._checkpoint",
     "claimant": "nexus.ledger._claims",
     "copy_ledger": "nexus.ledger._copy",
+    "fork_session": "nexus.ledger.forks",
+    "TurnNotInHistory": "nexus.ledger.forks",
     "is_postgres_url": "nexus.ledger.postgres",
     "location_problem": "nexus.ledger.postgres",
     "RunEventLog": "nexus.ledger.postgres._run_events",

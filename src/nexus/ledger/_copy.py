@@ -52,7 +52,8 @@ TABLES: tuple[tuple[str, str], ...] = (
     (
         "queue_items",
         "rowid, id, session_label, message_json, mode, status, enqueued_at, started_at, completed_at, error, turn_id, "
-        "metadata_json, agent_id, message_id, sender, attempts, awaits_reply, claimed_by, claim_epoch",
+        "metadata_json, agent_id, message_id, sender, attempts, awaits_reply, claimed_by, claim_epoch, overflow_cap, "
+        "overflow_to",
     ),
     ("agents", "id, name, role, persona_id, session_label, config_json, status, created_at, updated_at"),
     (

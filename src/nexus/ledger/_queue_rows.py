@@ -15,6 +15,7 @@ from typing import Any
 
 from nexus.ledger._claims import claim_in as claim_items
 from nexus.ledger._rows import dumps, dumps_opt, loads_opt
+from nexus.ledger._schema import PENDING
 from nexus.ledger._ulid import new_ulid
 from nexus.ledger.errors import LedgerError, QueueItemsFinishedError
 from nexus.ledger.records import AcceptRequest, Lease, QueueItem
@@ -254,3 +255,47 @@ def move_items(
         states = {row[0]: row[1] for row in found}
         bad = {i: states.get(i, "missing") for i in item_ids if states.get(i) not in ("queued", "processing")}
         raise QueueItemsFinishedError(status, bad)
+
+
+def owe_overflow_in(conn: sqlite3.Connection, item_ids: Sequence[str], cap: int) -> None:
+    """Mark dropped items as owed to their session's next ``[Queue overflow]`` summary, with the cap in force."""
+    conn.execute(
+        f"UPDATE queue_items SET overflow_cap = ? WHERE id IN ({_placeholders(item_ids)}) AND status = 'dropped'",
+        (cap, *item_ids),
+    )
+
+
+def owed_overflow_in(
+    conn: sqlite3.Connection, session_label: str, batch: Sequence[str]
+) -> tuple[list[tuple[QueueItem, int]], list[str]]:
+    """The dropped items a turn of the messages ``batch`` owes a summary of (oldest first, each with its cap): those
+    no turn took yet, and those a turn of one of these messages took (its retry); and the marks to clear, of
+    items whose carrier is finished (its turn told them)."""
+    rows = conn.execute(
+        f"SELECT {_ITEM_COLUMNS}, overflow_cap, overflow_to FROM queue_items INDEXED BY queue_items_overflow"
+        " WHERE session_label = ? AND overflow_cap IS NOT NULL ORDER BY enqueued_at, id",
+        (session_label,),
+    ).fetchall()
+    carriers = {str(row[-1]) for row in rows if row[-1] is not None and row[-1] not in batch}
+    unfinished = set()
+    if carriers:
+        marks = _placeholders(list(carriers))
+        found = conn.execute(f"SELECT id FROM queue_items WHERE id IN ({marks}) AND {PENDING}", tuple(carriers))
+        unfinished = {str(row[0]) for row in found.fetchall()}
+    owed = [(_item(row), int(row[-2])) for row in rows if row[-1] is None or row[-1] in batch]
+    told = [str(row[0]) for row in rows if row[-1] is not None and row[-1] not in batch and row[-1] not in unfinished]
+    return owed, told
+
+
+def take_overflow_in(conn: sqlite3.Connection, session_label: str, batch: Sequence[str]) -> list[tuple[QueueItem, int]]:
+    """:func:`owed_overflow_in`, the owed items then carried by the batch's first message, the told ones cleared."""
+    owed, told = owed_overflow_in(conn, session_label, batch)
+    if owed:
+        ids = [item.id for item, _ in owed]
+        conn.execute(f"UPDATE queue_items SET overflow_to = ? WHERE id IN ({_placeholders(ids)})", (batch[0], *ids))
+    if told:
+        conn.execute(
+            f"UPDATE queue_items SET overflow_cap = NULL, overflow_to = NULL WHERE id IN ({_placeholders(told)})",
+            tuple(told),
+        )
+    return owed

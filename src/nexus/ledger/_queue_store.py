@@ -22,7 +22,17 @@ from nexus._dataclass import dataclass
 from nexus.ledger import _queue_reads
 from nexus.ledger._leases import is_postgres, notify_ready_in
 from nexus.ledger._queue_reads import Arriving, Held
-from nexus.ledger._queue_rows import accept_at, accept_many_at, claim_in, deliver_in, move_items, release_in
+from nexus.ledger._queue_rows import (
+    accept_at,
+    accept_many_at,
+    claim_in,
+    deliver_in,
+    move_items,
+    owe_overflow_in,
+    owed_overflow_in,
+    release_in,
+    take_overflow_in,
+)
 from nexus.ledger._sql_db import SqlDatabase
 from nexus.ledger.errors import LedgerBusyError, LedgerError, LedgerFullError
 from nexus.ledger.records import AcceptRequest, Lease, QueueItem, Settlement
@@ -139,14 +149,26 @@ class SqlQueueStore:
         turn_id: str | None = None,
         reason: str | None = None,
         lease: Lease | None = None,
+        overflow_cap: int | None = None,
     ) -> None:
-        """Finish unfinished items: ``delivered`` by ``turn_id``, or ``failed``/``dropped`` with ``reason``."""
+        """Finish unfinished items: ``delivered`` by ``turn_id``, or ``failed``/``dropped`` with ``reason``.
+
+        ``overflow_cap`` (``dropped`` only: the ``summarize`` policy's cap): the items are owed to their session's
+        next ``[Queue overflow]`` summary, in the same transaction (:meth:`take_overflow`)."""
         if not item_ids:
             return
         if outcome == "delivered":
             if turn_id is None:
                 raise ValueError("a delivered item needs the turn_id that consumed it")
             await self._move(_fenced(lease, lambda c: deliver_in(c, item_ids, turn_id)))
+        elif outcome == "dropped" and overflow_cap is not None:
+            cap = overflow_cap
+
+            def dropped_owed(conn: Any) -> None:
+                move_items(conn, item_ids, "dropped", error=reason)
+                owe_overflow_in(conn, item_ids, cap)
+
+            await self._move(_fenced(lease, dropped_owed))
         elif outcome in ("failed", "dropped"):
             await self._move(_fenced(lease, lambda c: move_items(c, item_ids, outcome, error=reason)))
         else:
@@ -155,6 +177,21 @@ class SqlQueueStore:
     async def _move(self, move: Callable[[Any], None]) -> None:
         """A settle or release, committed with the accepts and claims of its group (after them)."""
         await self._submit(_Write(self._future(), move=move))
+
+    async def take_overflow(
+        self, session_label: str, batch: Sequence[str], *, lease: Lease | None = None
+    ) -> list[tuple[QueueItem, int]]:
+        """The items the ``summarize`` policy dropped that a turn of the messages ``batch`` of ``session_label``
+        owes a ``[Queue overflow]`` summary of, oldest first, each with the cap in force: those no turn took, and
+        those a turn of one of these messages took before (its retry). They are carried by ``batch[0]`` from now
+        on: once it is finished, they are told (a later look clears them). A read first: a write transaction only
+        when some are owed or told (under ``lease``: fenced by it)."""
+        if not batch:
+            return []
+        owed, told = await self._db.run_read(lambda c: owed_overflow_in(c, session_label, batch))
+        if not owed and not told:
+            return []
+        return await self._db.run_write(_fenced(lease, lambda c: take_overflow_in(c, session_label, batch)))
 
     async def fail_exhausted(self, max_attempts: int) -> list[QueueItem]:
         """Fail every ``processing`` item (a crash cut its run) already tried ``max_attempts`` times."""

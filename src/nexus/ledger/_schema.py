@@ -15,6 +15,8 @@ Layout choices that keep history loads fast and storage flat (see docs/ledger.md
 
 from __future__ import annotations
 
+from nexus.ledger._schema_overflow import QUEUE_OVERFLOW
+
 SEG_SHIFT = 36
 SEQ_SHIFT = 14
 MAX_ORDINAL = (1 << SEQ_SHIFT) - 1
@@ -491,7 +493,7 @@ before its session's first turn, and a per-sender session may be created by that
 
 MIGRATIONS: tuple[str, ...] = (
     _V1, _V2, _V3, _V4, _V5, _BROKER, _PROMPTS, _DELIVERIES, _QUEUE_INDEXES, _AWAITED_REPLIES,
-    _NO_AGENT_HISTORY_INDEX, _CLAIM_OWNER, _ROUTING, _SESSION_LEASES,
+    _NO_AGENT_HISTORY_INDEX, _CLAIM_OWNER, _ROUTING, _SESSION_LEASES, QUEUE_OVERFLOW,
 )  # fmt: skip
 """Migration ``i`` takes a database from ``user_version`` i to i+1. Append only; never edit a shipped one."""
 

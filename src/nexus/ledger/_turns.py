@@ -88,12 +88,26 @@ def open_turn(
 
 def _locked_head(conn: sqlite3.Connection, name: str) -> tuple[str, str | None]:
     """The real label for a label or alias and its head, the session row locked (``session_head(lock=True)``):
-    one statement for a label (an existing label was looked up, then its head, in two)."""
-    row = conn.execute("SELECT thread_id FROM sessions WHERE label = ?" + for_update(conn), (name,)).fetchone()
+    one statement for a label (an existing label was looked up, then its head, in two).
+
+    A turn is new activity in its session, so an archived session it goes to is restored (``active``: back in
+    ``nexus sessions list``, ``GET /v1/sessions``), whichever door the turn came through: ``nexus run -s``,
+    ``nexus send``, an HTTP message, a broker's run. Left archived, the conversation went on hidden from every
+    list (a stranger's trial); refused, a platform message to an agent whose chat was archived would be lost.
+    """
+    row = conn.execute("SELECT thread_id, status FROM sessions WHERE label = ?" + for_update(conn), (name,)).fetchone()
     if row is None:
         label = resolve_label(conn, name)  # an alias (or SessionNotFound)
-        return label, session_head(conn, label, lock=True)
+        head = session_head(conn, label, lock=True)
+        conn.execute(_RESTORE, (label,))
+        return label, head
+    if row[1] == "archived":
+        conn.execute(_RESTORE, (name,))
     return name, None if row[0] is None else str(row[0])
+
+
+_RESTORE = "UPDATE sessions SET status = 'active' WHERE label = ? AND status = 'archived'"
+"""An archived session a turn goes to is active again (see ``_locked_head``); its ``updated_at`` moves with the turn."""
 
 
 def _require_open(conn: sqlite3.Connection, turn_id: str) -> None:

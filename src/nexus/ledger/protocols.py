@@ -231,11 +231,22 @@ class QueueStore(Protocol):
         turn_id: str | None = None,
         reason: str | None = None,
         lease: Lease | None = None,
+        overflow_cap: int | None = None,
     ) -> None:
         """Finish unfinished items: ``delivered`` (by ``turn_id``), ``failed`` or ``dropped`` (with ``reason``).
 
-        With ``lease``: refused with ``LeaseLostError``, nothing moved, unless the lease is still valid.
+        With ``lease``: refused with ``LeaseLostError``, nothing moved, unless the lease is still valid. Dropped with
+        ``overflow_cap`` (the ``summarize`` policy): owed to the session's next summary (:meth:`take_overflow`).
         """
+        ...
+
+    async def take_overflow(
+        self, session_label: str, batch: Sequence[str], *, lease: Lease | None = None
+    ) -> list[tuple[QueueItem, int]]:
+        """The items dropped with an ``overflow_cap`` that a turn of the messages ``batch`` owes a ``[Queue overflow]``
+        summary of, oldest first, each with its cap: not taken yet, or taken by a turn of one of these messages
+        (its retry). From then on carried by ``batch[0]``: once it is finished they are told, never given again,
+        whichever process runs the session's turns (fenced by ``lease``)."""
         ...
 
     async def fail_exhausted(self, max_attempts: int) -> list[QueueItem]:

@@ -172,7 +172,8 @@ class _Progress:
 
 
 def _session_tools(server: MCPServer, state: ServerState) -> None:
-    from nexus.ledger import NewSession, SessionQuery
+    from nexus.ledger import SessionQuery
+    from nexus.ledger import fork_session as fork_at
     from nexus.server._owners import Owners
     from nexus.server._views import session_view
 
@@ -196,7 +197,8 @@ def _session_tools(server: MCPServer, state: ServerState) -> None:
     @server.tool(
         description=(
             "Fork a session: a new session whose history is the given one up to turn_id (default: its "
-            "latest turn). Nothing is copied; the original is unchanged. Returns the new session."
+            "latest turn). Nothing is copied; the original is unchanged. Without a label it is named "
+            "<session>-fork-1, -2, ... Returns the new session."
         )
     )
     async def fork_session(session: str, turn_id: str | None = None, label: str | None = None) -> dict[str, Any]:
@@ -205,9 +207,7 @@ def _session_tools(server: MCPServer, state: ServerState) -> None:
             at = turn_id or found.thread_id
             if at is None:
                 raise ValueError(f"session {found.label!r} has no turns yet: there is nothing to fork")
-            if at not in {t.id for t in await ledger.turns.path(found.label)}:
-                raise ValueError(f"turn {at!r} is not in the history of session {found.label!r}")
-            fork = await ledger.sessions.create(NewSession(label or None, origin="fork", head_turn_id=at))
+            fork = await fork_at(ledger, at, of=found.label, label=label or None)  # the rule every door uses
             return session_view(fork, Owners(await store_call(state, state.store.list_agents)))
         except Exception as exc:
             raise _fail(exc) from None

@@ -144,11 +144,13 @@ async def create_session(request: Request, body: NewSessionRequest) -> Any:
     responses=answers(SessionOut, 404, 409, status=201),
 )
 async def fork_session(request: Request, label: str, body: ForkRequest) -> Any:
+    """The ledger's one fork rule (``nexus.ledger.fork_session``, as ``nexus sessions fork`` and chat's ``/fork``):
+    the turn must be in this session's history; a plain fork without a ``label`` is ``<session>-fork-N``."""
+    from nexus.ledger import fork_session as fork_at
+
     state = _state(request)
     ledger = state.ledger
     session = await ledger.sessions.resolve(label)
-    if body.turn_id not in {t.id for t in await ledger.turns.path(session.label)}:
-        raise ApiError(404, "not_found", f"turn {body.turn_id!r} is not in the history of session {session.label!r}")
     owners = Owners(await store_call(state, state.store.list_agents))
     if body.label is not None:
         agent = None
@@ -156,12 +158,12 @@ async def fork_session(request: Request, label: str, body: ForkRequest) -> Any:
         agent = _agent(owners, body.agent)
     else:  # the source's agent, when it still is one
         agent = owners.agent(owners.owner_id(session.label, session.metadata))
-    if agent is not None:
-        fork = NewSession(origin="fork", head_turn_id=body.turn_id, **_keyed(agent, body.title))
+    if agent is not None:  # the label the agent's key reaches (see the module docstring), not a numbered one
+        fork = await fork_at(ledger, body.turn_id, of=session.label, **_keyed(agent, body.title))
     else:
         metadata: dict[str, object] | None = {TITLE_KEY: body.title} if body.title else None
-        fork = NewSession(body.label, origin="fork", head_turn_id=body.turn_id, metadata=metadata)
-    return session_view(await ledger.sessions.create(fork), owners)
+        fork = await fork_at(ledger, body.turn_id, of=session.label, label=body.label, metadata=metadata)
+    return session_view(fork, owners)
 
 
 @router.patch(

@@ -175,3 +175,30 @@ async def test_the_feed_leaves_arriving_rows_and_keeps_its_cursor_before_them(le
     found, cursor = await ledger.queue.queued_after(cursor, lambda agent, session, item: item == c.id)
     assert [item.id for item in found] == [b.id]
     assert (await ledger.queue.queued_after(cursor))[0] == []
+
+
+async def test_drops_owed_to_a_summary_are_told_once(ledger: Ledger) -> None:
+    """The ``[Queue overflow]`` summary is stored with the queue: a ``summarize`` drop is owed to its session's next
+    turn (a broker that died, or another under leases, left it in memory only). The turn that takes it carries it
+    until its first message is finished: a retry of that message takes it again, no other turn does."""
+    await ledger.sessions.create(NewSession("agent:w"))
+    await ledger.sessions.create(NewSession("agent:v"))
+    ids = [(await ledger.queue.accept(_ask(f"m{n}", f"text {n}")))[0].id for n in range(5)]
+    dropped, carrier, later = ids[:3], ids[3], ids[4]
+    other = (await ledger.queue.accept(_ask("o1", agent="v", session="agent:v")))[0].id
+    await ledger.queue.settle(dropped[:2], "dropped", reason="queue cap 2 reached", overflow_cap=2)
+    await ledger.queue.settle([dropped[2]], "dropped", reason="cleared")  # no summary owed for it
+    await ledger.queue.settle([other], "dropped", reason="queue cap 1 reached", overflow_cap=1)
+    assert await ledger.queue.take_overflow("agent:w", []) == []
+    owed = await ledger.queue.take_overflow("agent:w", [carrier])
+    assert [(item.id, item.content, cap) for item, cap in owed] == [
+        (dropped[0], "text 0", 2),
+        (dropped[1], "text 1", 2),
+    ]
+    assert await ledger.queue.take_overflow("agent:w", [later]) == [], "carried by a message still to run"
+    again = await ledger.queue.take_overflow("agent:w", [carrier, later])
+    assert [item.id for item, _ in again] == dropped[:2], "the carrier's retry tells it again"
+    await ledger.queue.settle([carrier], "failed", reason="its turn is finished")
+    assert await ledger.queue.take_overflow("agent:w", [later]) == [], "told: never again"
+    assert [item.id for item, _ in await ledger.queue.take_overflow("agent:v", [later])] == [other]
+    assert await _statuses(ledger, *dropped) == [("dropped", 0)] * 3

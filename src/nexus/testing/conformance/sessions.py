@@ -10,6 +10,9 @@ from nexus.ledger import (
     SessionExistsError,
     SessionNotFound,
     SessionQuery,
+    TurnNotFound,
+    TurnNotInHistory,
+    fork_session,
 )
 from nexus.testing.conformance.support import (
     has,
@@ -97,3 +100,45 @@ async def test_an_alias_works_wherever_a_label_does(ledger: Ledger) -> None:
         assert [e.thread_id for e in await ledger.sessions.timeline("al")] == [
             t.id for t in await ledger.turns.path("main")
         ]
+
+
+async def test_a_turn_restores_the_archived_session_it_goes_to(ledger: Ledger) -> None:
+    """New activity un-archives: a run into an archived session left it hidden from every list (a stranger's
+    trial), by label or alias, whether the turn is written at once or opened and closed (a streamed run)."""
+    await ledger.sessions.create(NewSession("old"))
+    await ledger.sessions.add_alias("old-alias", "old")
+    await qa_turn(ledger, "old", "q1", "a1")
+    for write_by in ("old", "old-alias"):
+        await ledger.sessions.update("old", status="archived")
+        assert [s.label for s in await ledger.sessions.list(SessionQuery(status="active"))] == []
+        await qa_turn(ledger, write_by, "again", "back")
+        assert (await ledger.sessions.get("old")).status == "active"
+    await ledger.sessions.update("old", status="archived")
+    opened = await open_turn(ledger, "old", query_messages=[user("streamed")])
+    assert [s.label for s in await ledger.sessions.list(SessionQuery(status="active"))] == ["old"]
+    await write_turn(ledger, opened, "old", response_messages=[reply("done")])
+    assert texts(await ledger.turns.history("old"))[-2:] == ["U:streamed", "A:done"]
+
+
+async def test_one_fork_rule_for_every_door(ledger: Ledger) -> None:
+    """``fork_session``: any turn; a session named must hold it; without a label ``<session>-fork-N``.
+
+    The CLI took any turn and named forks ``main-fork-1``; HTTP refused a turn outside the session and named
+    them ``fork-<ulid>``."""
+    await ledger.sessions.create(NewSession("main"))
+    await ledger.sessions.create(NewSession("other"))
+    first = await qa_turn(ledger, "main", "q1", "a1")
+    foreign = await qa_turn(ledger, "other", "x", "y")
+    assert (await fork_session(ledger, first)).label == "main-fork-1"
+    assert (await fork_session(ledger, first, of="main")).label == "main-fork-2"
+    branch = await fork_session(ledger, first, of="main-fork-1")
+    assert branch.label == "main-fork-1-fork-1" and branch.thread_id == first and branch.origin == "fork"
+    assert (await fork_session(ledger, foreign)).label == "other-fork-1", "no session named: any turn"
+    with pytest.raises(TurnNotInHistory, match="not in the history of session 'main'"):
+        await fork_session(ledger, foreign, of="main")
+    with pytest.raises(TurnNotFound, match="no turn"):
+        await fork_session(ledger, "01NOTATURN", of="main")
+    with pytest.raises(SessionExistsError):
+        await fork_session(ledger, first, label="other")
+    named = await fork_session(ledger, first, label="try-b", metadata={"title": "B"})
+    assert (named.label, named.thread_id, named.metadata) == ("try-b", first, {"title": "B"})
