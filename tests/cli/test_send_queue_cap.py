@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from nexus.ledger import BrokerStore, Ledger
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import stall, text
 
@@ -47,6 +48,11 @@ def test_followups_queued_from_the_cli_for_a_busy_holder_obey_the_cap_and_summar
     for n in range(1, 6):
         sent = nexus("send", "w10", f"m{n}", "--mode", "followup")
         assert sent.returncode == 0, sent.stderr
+    deadline = time.monotonic() + 60
+    while _dropped(isolated_env) < 3:  # the holder adopts each row at its next look (0.25 s, longer under load)
+        if time.monotonic() > deadline or holder.poll() is not None:
+            break  # the assertions below say what happened
+        time.sleep(0.1)
     release.set()
     out, err = holder.communicate(timeout=120)
     assert holder.returncode == 0 and out.strip() == "long done", err
@@ -66,3 +72,9 @@ def _last_user_text(body: object) -> str:
     assert isinstance(body, dict)
     content = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
     return content if isinstance(content, str) else "".join(part.get("text", "") for part in content)
+
+
+def _dropped(home: Path) -> int:
+    """How many of the holder's queue rows are ``dropped`` so far (read from the ledger file, as another process)."""
+    with Ledger.open(home / "agents.db") as ledger:
+        return sum(1 for item in BrokerStore(ledger.database).items(agent_id="w10") if item.status == "dropped")
