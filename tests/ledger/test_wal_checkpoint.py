@@ -103,9 +103,11 @@ def test_under_commits_without_pause_the_wal_starts_over_instead_of_growing(tmp_
         wal_bytes = os.path.getsize(tmp_path / "agents.db-wal")  # its high-water mark: SQLite never shrinks it
         assert ledger.database.connection.execute("SELECT COUNT(*) FROM queue_items").fetchone()[0] >= transactions
     assert checkpointer.restarts_asked >= 1
-    # every commit writes at least one frame (3.3 here): without a restart the WAL holds all 6,000+ of
-    # them (20,037 frames when measured); starting over at 300 it peaked at 1,700-2,100 frames
-    assert wal_bytes < transactions * FRAME_BYTES
+    # every commit writes 3.3 frames here: without a restart the WAL holds all of them (20,037 frames when
+    # measured); starting over at 300 it peaked at 1,700-2,100 frames on an idle machine, and at 6,043 in a
+    # full test run on a machine 3x slower, where the checkpointer thread gets the core less often: the bound
+    # is half of what no restart leaves, so only a WAL that never started over (or barely) fails it
+    assert wal_bytes < transactions * 3.3 / 2 * FRAME_BYTES
 
 
 def test_the_loop_is_not_asked_after_the_thread_stopped(tmp_path: Path) -> None:
