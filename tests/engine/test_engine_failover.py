@@ -403,3 +403,40 @@ async def test_a_consumer_that_stops_at_done_leaves_no_generator_for_the_loops_f
     finally:
         sys.set_asyncgen_hooks(*hooks)
     assert abandoned == []
+
+
+async def _run_like_the_agent(fn: object, prompt: str) -> None:
+    """One agent-loop run: it stops reading at ``done`` and closes the stream."""
+    from nexus.agent import AgentContext, AgentLoopConfig, agent_loop
+
+    async for _ in agent_loop(UserMessage(prompt), AgentContext(), AgentLoopConfig(PRIMARY, stream_fn=fn)):  # type: ignore[arg-type]
+        pass
+
+
+async def test_a_success_resets_the_backoff_when_the_consumer_stops_at_done() -> None:
+    """The success must be recorded before the consumer has ``done``: the agent loop asks for nothing after it.
+
+    It was recorded only when a consumer asked past ``done``, which the loop never does: in a long-lived process
+    every rate limit doubled the profile's next cooldown, up to a minute, however many calls succeeded between.
+    """
+    cooldowns = ProfileCooldowns()
+    clock = FakeClock()
+    provider = FakeProvider([Step(error="rate_limit"), Step(text="after a second")])
+    fn = failover_stream([PRIMARY], {"anthropic": [ResolvedProfile("only", "k")]}, None, None, inner=provider,
+                         cooldowns=cooldowns, clock=clock, sleep=clock.sleep)  # fmt: skip
+    await _run_like_the_agent(fn, "one")
+    assert clock.sleeps == [1.0] and len(provider.calls) == 2
+    assert cooldowns.failures("anthropic", "only") == 0
+    assert cooldowns.record_failure("anthropic", "only", clock.now) == 1.0  # the backoff starts over
+
+
+async def test_the_profile_that_answered_is_tried_first_next_time_when_the_consumer_stops_at_done() -> None:
+    cooldowns = ProfileCooldowns()
+    clock = FakeClock()
+    provider = FakeProvider([Step(error="rate_limit"), Step(text="from p2"), Step(text="p2 again")])
+    fn = failover_stream([PRIMARY], PROFILES, None, None, inner=provider, cooldowns=cooldowns, clock=clock,
+                         sleep=clock.sleep)  # fmt: skip
+    await _run_like_the_agent(fn, "one")
+    clock.now += 60.0  # p1's cooldown is long over: only the pin sends the next call to p2
+    await _run_like_the_agent(fn, "two")
+    assert [key for _, key in provider.calls] == ["key-1", "key-2", "key-2"]

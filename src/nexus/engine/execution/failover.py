@@ -256,14 +256,18 @@ class _Failover:
                     if attempt.held_start is not None:
                         yield attempt.held_start
                     yield attempt.error
-                elif not attempt.failed_late:
-                    self.cooldowns.record_success(model.provider, _name(profile))
-                    self.pinned[model.provider] = _name(profile)
+                elif not attempt.failed_late:  # a stream that ended without `done` (recorded at `done` otherwise)
+                    self.succeeded(model.provider, _name(profile))
                 outcome.finished = True
                 return
             outcome.last_error = attempt.error
             if not self.plan_retry(plan, model, profile, attempt.error, local, outcome):
                 return
+
+    def succeeded(self, provider: str, profile: str) -> None:
+        """The profile answered: reset its backoff and try it first on the provider's next call."""
+        self.cooldowns.record_success(provider, profile)
+        self.pinned[provider] = profile
 
     def refused_error(self, model: Model, profiles: list[ResolvedProfile | None]) -> ErrorEvent:
         """Every key of ``model``'s provider was refused earlier in this run."""
@@ -359,6 +363,8 @@ class _Failover:
                     if event.error.error_kind in ROTATE_KINDS:
                         # Too late to retry this call, but the next one should avoid this profile.
                         self.record(model.provider, profile, event.error, local)
+                elif isinstance(event, DoneEvent):  # now: consumers stop reading at `done` and close the stream
+                    self.succeeded(model.provider, profile)
                 yield event
                 if isinstance(event, (DoneEvent, ErrorEvent)):
                     return
