@@ -10,7 +10,8 @@ the senders of the messages it takes (their :class:`SendReceipt`) and to the del
 target; nobody looks a run up. See docs/broker.md.
 
 Two jobs live beside it: :mod:`nexus.broker._watcher` adopts the messages other processes queue,
-:mod:`nexus.broker._replies` sends workers' replies back to agents that asked without waiting.
+:mod:`nexus.broker._replies` sends workers' replies back to agents that asked without waiting. A send's accept
+(the durable row, its place in the session's queue, the cap's drops) is :mod:`nexus.broker._intake`'s.
 """
 
 from __future__ import annotations
@@ -22,12 +23,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from nexus import telemetry
-from nexus.broker._adopt_cap import CappedAdoption, drop_pushed_out
+from nexus.broker._adopt_cap import CappedAdoption
 from nexus.broker._batch_runner import BatchRunner
-from nexus.broker._items import check_message, duplicate_receipt, queued, session_key_of
+from nexus.broker._intake import Intake
+from nexus.broker._items import check_message, queued, session_key_of
 from nexus.broker._leases import session_leases
-from nexus.broker._queue_trace import accept_span, traced_accept
 from nexus.broker._replies import ReplySender
 from nexus.broker._scheduler import DrainScheduler
 from nexus.broker._slot import AgentSlot, SessionSlot, settle
@@ -36,8 +36,8 @@ from nexus.broker._steer_in import steered as steered_in
 from nexus.broker._takeover import Takeover
 from nexus.broker._watcher import StoreWatcher
 from nexus.broker.agent_tools import CallerContext, broker_tools, caller_tool
-from nexus.broker.modes import QueueOverrides, QueueSettings, parse_mode, resolve_settings
-from nexus.broker.session_queue import AddOutcome, Batch, QueuedMessage
+from nexus.broker.modes import QueueOverrides, parse_mode, resolve_settings
+from nexus.broker.session_queue import Batch
 from nexus.broker.sessions import session_label_for
 from nexus.broker.settings import BrokerSettings
 from nexus.broker.smart import SmartRoutingFace
@@ -54,7 +54,7 @@ from nexus.broker.types import (
     UnknownAgentError,
     stored_agent,
 )
-from nexus.ledger import AcceptRequest, BrokerStore, QueueItem, QueueItemsFinishedError
+from nexus.ledger import AcceptRequest, BrokerStore, QueueItem
 
 if TYPE_CHECKING:
     from nexus.agent import AgentTool
@@ -101,11 +101,11 @@ class AgentBroker(SmartRoutingFace):
         self._scheduler = DrainScheduler(self._settings.max_concurrent, self._step, _now_ms, self._forget_if_idle)
         self._started = False
         self._closing = False
-        adoption = CappedAdoption(self._load, self._settings, self._drop)  # the cap applies to adopted rows too
+        self._intake = Intake(ledger.queue)
+        adoption = CappedAdoption(self._load, self._settings, self._intake.drop)  # the cap applies to adopted rows too
         self._watcher = StoreWatcher(ledger, self._slots, adoption.load, self._adopted)
         self._watcher.interval_s = self._settings.poll_ms / 1000
-        self._arriving: set[str] = set()
-        self._watcher.arriving = self._arriving.__contains__
+        self._watcher.arriving = self._intake.arriving.__contains__
         self._ledger_wakeups = ledger.wakeups
         self._replies = ReplySender(self.send, self._slots, ledger.queue, reply_text)
         self._batches = BatchRunner(
@@ -292,26 +292,10 @@ class AgentBroker(SmartRoutingFace):
             log_as_agent_message=message.from_ in self._slots,
             session_key=message.session if label != slot.identity.session_label else None,
         )
-        self._arriving.add(message.id)  # until held below, the store watcher leaves its row to this send
-        try:
-            try:
-                if telemetry.observing():
-                    span = accept_span(slot.agent_id, label, message, settings.mode)
-                    row, created = await traced_accept(self._queue, request, span)
-                else:  # nothing observed: no span to end, nothing to count (this runs for every message)
-                    row, created = await self._queue.accept(request)
-            except ValueError as exc:  # the per-sender session's label is taken by another session
-                raise BrokerError(f"message {message.id!r} to {slot.agent_id!r} was not queued: {exc}") from None
-            if not created:
-                return duplicate_receipt(slot, message, row)
-            session = slot.session(row.session_label, message.session)
-            queued_message, adopted, outcome = self._enqueue(session, row, settings, message)
-        finally:
-            self._arriving.discard(message.id)
-        pushed_out: tuple[str, ...] = ()
-        if outcome is not None and (outcome.dropped or not outcome.accepted):
-            await self._cap_applied(slot, session, row, settings, outcome)
-            pushed_out = tuple(dropped.message_id for dropped in outcome.dropped)
+        accepted = await self._intake.accept(slot, message, request, settings)
+        if isinstance(accepted, SendReceipt):  # a duplicate: the first accept's receipt
+            return accepted
+        row, session, queued_message, adopted, pushed_out = accepted
         ticket = queued_message.ticket = queued_message.ticket or Ticket()
         slot.last_activity_ms = row.enqueued_at  # accepted then (no second clock read)
         if self._scope is not None and message.from_ in self._scope and slot.agent_id not in self._scope:
@@ -327,45 +311,6 @@ class AgentBroker(SmartRoutingFace):
             steered = await self._steerer.deliver_to_run(session, queued_message, settings.mode)
         session.idle.clear()
         return SendReceipt(message.id, row.id, steered=steered, pushed_out=pushed_out, ticket=ticket)
-
-    @staticmethod
-    def _enqueue(
-        session: SessionSlot, row: QueueItem, settings: QueueSettings, message: AgentMessage
-    ) -> tuple[QueuedMessage, bool, AddOutcome | None]:
-        """Add a freshly accepted row to its session's queue (cap and drop policy applied, see :meth:`_cap_applied`);
-        ``True``: the store watcher had adopted it already (no outcome). Synchronous: the usual message drops none."""
-        fresh = queued(row, debounce_ms=settings.debounce_ms, message=message)
-        adopted = session.queue.find(row.id)
-        if adopted is not None:  # the store watcher saw the committed row first: same item, keep its place
-            session.queue.retune(adopted, fresh.mode, fresh.debounce_ms)
-            return adopted, True, None
-        return fresh, False, session.queue.add(fresh, settings)
-
-    async def _cap_applied(
-        self, slot: AgentSlot, session: SessionSlot, row: QueueItem, settings: QueueSettings, outcome: AddOutcome
-    ) -> None:
-        """The queue's cap refused the message (dropped, the send fails) or pushed older ones out (dropped)."""
-        if not outcome.accepted:
-            reason = outcome.rejected_reason or "duplicate"
-            await self._drop([row.id], reason)  # the store watcher may have dropped it already (adoption.load)
-            raise BrokerError(f"message {row.message_id!r} to {slot.agent_id!r} was not queued: {reason}")
-        if outcome.dropped:
-            await drop_pushed_out(outcome, settings, self._drop, session.queue)
-
-    async def _drop(self, item_ids: list[str], reason: str, overflow_cap: int | None = None) -> None:
-        """Settle items the cap pushed out as ``dropped``, leaving those finished meanwhile: a row the store watcher
-        loaded again while another send settled it was dropped twice, the store refused the whole move and that
-        send failed with a 400 though its own message was queued (``nexus serve`` under load). ``overflow_cap``:
-        the ``summarize`` policy's, the drops are owed to the session's next ``[Queue overflow]`` summary."""
-        while item_ids:
-            try:
-                await self._queue.settle(item_ids, "dropped", reason=reason, overflow_cap=overflow_cap)
-                return
-            except QueueItemsFinishedError as exc:
-                left = [item_id for item_id in item_ids if item_id not in exc.finished]
-                if len(left) == len(item_ids):  # it named none of these: not the race above
-                    raise
-                item_ids = left
 
     async def send_and_wait(self, message: AgentMessage, timeout_ms: int | None = None) -> SendAndWaitResult:
         """Send, then wait until the turn that consumed the message ends (or ``timeout_ms`` passes)."""
