@@ -80,7 +80,7 @@ def test_unknown_session_speaks_cli_not_python(nexus: RunNexus, isolated_env: Pa
     with Ledger.open(isolated_env / "agents.db") as ledger:
         run_inline(ledger.sessions.create(NewSession("demo")))
     result = nexus("sessions", "show", "nosuch")
-    assert result.returncode == 1
+    assert result.returncode == 2  # as an unknown agent: a name that names nothing
     assert "no session or alias named 'nosuch'" in result.stderr and "nexus sessions list" in result.stderr
     _clean(result)
 

@@ -202,7 +202,7 @@ def test_unknown_session_and_turn_are_clean_errors(nexus: RunNexus, isolated_env
     _seed(isolated_env)
     for argv in (["show", "nope"], ["history", "nope"], ["export", "nope"], ["fork", "01NOTATURN"]):
         result = nexus("sessions", *argv)
-        assert result.returncode == 1, argv
+        assert result.returncode == 2, argv  # as an unknown agent (they exited 1 while it exited 2)
         assert result.stderr.startswith("nexus: error:")
         assert "Traceback" not in result.stderr
     missing = nexus("sessions", "import", str(tmp_path / "absent.jsonl"))

@@ -70,14 +70,14 @@ def test_compact_that_would_not_shrink_changes_nothing(home: Path, server: FakeP
         assert [t.turn_type for t in run_inline(ledger.turns.path("work"))] == ["normal", "normal"]
 
 
-def test_unknown_label_exits_1_with_cli_advice(home: Path, server: FakeProviderServer) -> None:
+def test_unknown_label_exits_2_with_cli_advice(home: Path, server: FakeProviderServer) -> None:
     missing_db = _nexus(home, "sessions", "compact", "nope")
-    assert missing_db.returncode == 1
+    assert missing_db.returncode == 2
     assert "no session or alias named 'nope'" in missing_db.stderr and "nexus sessions list" in missing_db.stderr
     assert not (home / "agents.db").exists(), "a failed compact creates no ledger"
     _two_turns(home, server)
     result = _nexus(home, "sessions", "compact", "nope")
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "no session or alias named 'nope'" in result.stderr and "nexus sessions list" in result.stderr
     assert "Ledger." not in result.stderr and "Traceback" not in result.stderr
     assert len(server.requests) == 2, "no summariser call for an unknown session"

@@ -151,10 +151,12 @@ def _load_handler(spec: str) -> Callable[[argparse.Namespace], int | None]:
 
 
 def _is_setup_error(exc: BaseException) -> bool:
-    """A ledger this Nexus cannot use at all (a schema it does not know, a server it cannot reach): exit 2."""
-    from nexus.ledger import LedgerUnavailableError, SchemaVersionError
+    """Exit 2, as for a bad argument: a ledger this Nexus cannot use at all (a schema it does not know, a server
+    it cannot reach), or a session, alias or turn named on the command line that the ledger does not hold (as an
+    unknown agent: one rule for every name that names nothing, so a script can tell a typo from a failed run)."""
+    from nexus.ledger import LedgerUnavailableError, SchemaVersionError, SessionNotFound, TurnNotFound
 
-    return isinstance(exc, SchemaVersionError | LedgerUnavailableError)
+    return isinstance(exc, SchemaVersionError | LedgerUnavailableError | SessionNotFound | TurnNotFound)
 
 
 def _cli_message(exc: BaseException) -> str:
