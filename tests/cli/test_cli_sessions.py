@@ -290,8 +290,24 @@ def test_a_run_into_an_archived_session_restores_it(home: Path, server: FakeProv
     server.script(steps.text("back again"))
     ran = nexus("run", "-s", "demo", "are you there?")
     assert ran.returncode == 0 and ran.stdout == "back again\n", ran.stderr
+    assert "session: demo (was archived: restored by this turn)" in ran.stderr  # it said nothing
     listed = json.loads(nexus("sessions", "list", "--json").stdout)
     assert [(s["label"], s["status"]) for s in listed] == [("demo", "active")]
+    server.script(steps.text("still here"))
+    again = nexus("run", "--json", "-s", "demo", "and now?")
+    end = json.loads(again.stdout.splitlines()[-1])
+    assert (end["type"], end["sessionRestored"]) == ("stream_end", False)  # active already: nothing restored
+    assert "archived" not in again.stderr
+
+
+def test_json_says_a_run_restored_an_archived_session(home: Path, server: FakeProviderServer, nexus: RunNexus) -> None:
+    _seed(home)
+    with Ledger.open(home / "agents.db") as ledger:
+        run_inline(ledger.sessions.update("demo", status="archived"))
+    server.script(steps.text("back"))
+    ran = nexus("run", "--json", "-s", "demo", "hello?")
+    end = json.loads(ran.stdout.splitlines()[-1])
+    assert (end["type"], end["status"], end["sessionRestored"]) == ("stream_end", "completed", True), ran.stdout
 
 
 def test_the_import_label_rule_is_in_the_help_and_holds(tmp_path: Path, nexus: RunNexus) -> None:

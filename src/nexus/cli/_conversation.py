@@ -135,7 +135,8 @@ class Conversation:
         began = time.monotonic()
         model = self.engine.model(self.model)
         self.note_thinking(model)
-        existed = await self.exists(self.session)
+        status = await self.status(self.session)
+        existed = status is not None
         spec = AgentSpec(model=model, thinking=self.thinking)  # type: ignore[arg-type]
         event = EventContext(timezone=local_timezone(), channel="cli")
         execution = await self.engine.begin(spec, self.session, message, signal=abort, event=event)
@@ -149,6 +150,7 @@ class Conversation:
             label = execution.session_label
             raise NexusError(f"interrupted while waiting for another run of session {label}; nothing was sent")
         summary = summarize_run(result, execution, self.model, bridge.created, began)
+        summary.session_restored = status == "archived" and result.turn_id is not None  # the turn restored it
         if summary.status != "completed":
             from nexus.cli._errors import cli_text
 
@@ -156,15 +158,14 @@ class Conversation:
         renderer.finish(summary)
         return summary
 
-    async def exists(self, label: str) -> bool:
-        """:meth:`session_exists` for a coroutine on the loop."""
+    async def status(self, label: str) -> str | None:
+        """The session's status (``active``, ``archived``), ``None`` when the ledger has no such session."""
         from nexus.ledger import SessionNotFound
 
         try:
-            await self.ledger.sessions.resolve(label)
+            return (await self.ledger.sessions.resolve(label)).status
         except SessionNotFound:
-            return False
-        return True
+            return None
 
     def note_thinking(self, model: Model) -> None:
         """Say once per model (on stderr) that a thinking level it cannot use is ignored."""

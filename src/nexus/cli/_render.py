@@ -91,6 +91,8 @@ class RunSummary:
     cost: float = 0.0
     duration_ms: int = 0
     session_created: bool = False
+    session_restored: bool = False
+    """The session was archived and this run's turn restored it (a turn is activity: it lists again)."""
     tool_calls: int = 0
 
 
@@ -337,6 +339,8 @@ class TextRenderer(Renderer):
             self._mid_line = False
         if summary.session_created and not self._quiet_session:
             self._err_line(self._style("2", f"session: {summary.session_label} (new)"))
+        elif summary.session_restored:  # said even in chat: the session was hidden from every list until now
+            self._err_line(self._style("2", f"session: {summary.session_label} (was archived: restored by this turn)"))
 
 
 class JsonRenderer(Renderer):
@@ -410,6 +414,7 @@ class JsonRenderer(Renderer):
                 "final": True,
                 "sessionLabel": summary.session_label,
                 "sessionCreated": summary.session_created,
+                "sessionRestored": summary.session_restored,
                 "turnId": summary.turn_id,
                 "status": summary.status,
                 "stopReason": summary.stop_reason,
