@@ -268,3 +268,40 @@ async def test_a_runtime_that_ran_the_session_still_recovers_a_turn_another_proc
         assert [t.id for t in turns] == [turns[0].id, second.turn_id, killed_turn, third.turn_id]
         assert turns[2].status == "aborted"
         assert "the killed run's message" in str(scripted.calls[-1].messages)
+
+
+async def test_a_waiter_gets_the_lock_between_the_runs_of_a_busy_holder(tmp_path: Path) -> None:
+    """``flock`` is not fair: a broker working through a backlog takes the session again the moment it lets go,
+    and a ``nexus run`` polling every 50 ms waited for the whole backlog (a stranger's trial: ~100 s behind 19
+    queued messages). The waiter now goes ahead at the holder's next take."""
+    db = tmp_path / "agents.db"
+    taken: list[str] = []
+
+    async def busy_holder() -> None:  # 40 runs back to back, as a broker draining a backlog
+        for n in range(40):
+            async with session_lock(db, "main") as held:
+                assert held
+                taken.append(f"holder {n}")
+                await asyncio.sleep(0.02)
+
+    holder = asyncio.create_task(busy_holder())
+    await asyncio.sleep(0.01)
+    waited: list[bool] = []
+    async with session_lock(db, "main", on_wait=lambda: waited.append(True)) as held:
+        assert held and waited == [True]
+        taken.append("waiter")
+    await holder
+    assert len(taken) == 41
+    assert taken.index("waiter") < 20, taken  # it came last, after all 40
+    assert not list((tmp_path / "locks").glob("*.waiting")), "the holder removes the mark nobody holds any more"
+
+
+async def test_a_waiting_mark_nobody_holds_is_removed_and_not_waited_for(tmp_path: Path) -> None:
+    db = tmp_path / "agents.db"
+    path = session_lock_path(db, "main")
+    path.parent.mkdir(parents=True)
+    mark = path.with_name(path.name + ".waiting")
+    mark.touch()  # left by a waiter that was killed
+    async with session_lock(db, "main") as held:
+        assert held
+    assert not mark.exists()

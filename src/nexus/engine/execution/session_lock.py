@@ -21,6 +21,7 @@ after the lock is granted and before the caller reads the head (docs/invariants.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hashlib
 import os
@@ -44,6 +45,11 @@ if TYPE_CHECKING:
 __all__ = ["recover_orphans", "run_lock", "session_lock", "session_lock_path"]
 
 _POLL_S = 0.05
+
+YIELD_MAX_S = 1.0
+"""How long a process about to take a session's lock lets a waiter of another process go first (see
+:class:`_SessionLock`): a waiter polls every :data:`_POLL_S`, so it takes the lock long before this; the bound
+only keeps a stopped waiter (SIGSTOP) from holding everyone up."""
 
 HANDOFF_S = 2.0
 """How long a new lock holder waits for the previous holder's process to be gone (it let go of the
@@ -78,9 +84,17 @@ def _open_lock_file(path: Path) -> int:
 
 
 class _SessionLock:
-    """:func:`session_lock`'s context manager: a slotted object, not a generator frame, held by every run."""
+    """:func:`session_lock`'s context manager: a slotted object, not a generator frame, held by every run.
 
-    __slots__ = ("_fd", "_file", "_held", "_label", "_on_wait", "_path", "_signal")
+    ``flock`` is not fair: a broker that ends a turn and starts the session's next one takes the lock again at
+    once, while a ``nexus run`` of another process polling for it every 50 ms never finds it free (it waited
+    for the broker's whole backlog, ~100 s for 19 queued messages). So a waiter says it waits: it holds a
+    shared lock on the session's *waiting mark* (``<lock file>.waiting``) until it has the lock, and a process
+    about to take the lock first lets a live waiter go ahead (at most :data:`YIELD_MAX_S`). Without a waiter
+    this costs one failed ``stat``; a mark left by an ended waiter is found unlocked and removed.
+    """
+
+    __slots__ = ("_fd", "_file", "_held", "_label", "_on_wait", "_path", "_signal", "_waiting")
 
     def __init__(
         self,
@@ -92,27 +106,35 @@ class _SessionLock:
     ) -> None:
         self._path = None if fcntl is None or str(database) == ":memory:" else database
         self._label, self._signal, self._on_wait, self._file = label, signal, on_wait, lock_file
-        self._fd = -1
+        self._fd = self._waiting = -1
         self._held = False
 
     async def __aenter__(self) -> bool:
         if self._path is None or fcntl is None:  # in memory (private to the process), or no flock here
             return True
-        self._fd = _open_lock_file(self._file or session_lock_path(self._path, self._label))
+        path = self._file or session_lock_path(self._path, self._label)
+        self._fd = _open_lock_file(path)
         try:
+            mark = f"{path}.waiting"
+            if _marked(mark):
+                await _let_a_waiter_go_first(mark, self._signal)
             told = False
             while True:
                 try:
                     fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     self._held = True
                     self._signal = self._on_wait = None  # not needed while held: the run keeps this object
+                    self._stop_waiting()
                     return True
                 except BlockingIOError:
                     if self._signal is not None and self._signal.aborted:
+                        self._stop_waiting()
                         return False
-                    if not told and self._on_wait is not None:
+                    if not told:
                         told = True
-                        self._on_wait()
+                        self._start_waiting(mark)
+                        if self._on_wait is not None:
+                            self._on_wait()
                     await asyncio.sleep(_POLL_S)
         except BaseException:
             self._release()
@@ -121,13 +143,55 @@ class _SessionLock:
     async def __aexit__(self, *exc: object) -> None:
         self._release()
 
+    def _start_waiting(self, mark: str) -> None:
+        """Hold the waiting mark (shared: every waiter of the session holds it) until the lock is ours."""
+        try:
+            self._waiting = os.open(mark, os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(self._waiting, fcntl.LOCK_SH)  # fcntl is here: checked on entry
+        except OSError:  # no mark (a full disk, a read-only directory): wait as before, unannounced
+            self._stop_waiting()
+
+    def _stop_waiting(self) -> None:
+        if self._waiting >= 0:
+            os.close(self._waiting)  # closing the descriptor lets go of its shared lock
+            self._waiting = -1
+
     def _release(self) -> None:
+        self._stop_waiting()
         if self._fd < 0:
             return
         if self._held and fcntl is not None:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
         os.close(self._fd)
         self._fd, self._held = -1, False
+
+
+def _marked(mark: str) -> bool:
+    """Whether the session has a waiting mark (one ``stat``, failing when there is none: the usual case)."""
+    return os.path.exists(mark)
+
+
+async def _let_a_waiter_go_first(mark: str, signal: AbortSignal | None) -> None:
+    """Wait while a live waiter holds ``mark`` (at most :data:`YIELD_MAX_S`); remove a mark nobody holds."""
+    deadline = time.monotonic() + YIELD_MAX_S
+    try:
+        fd = os.open(mark, os.O_RDWR)
+    except OSError:  # gone meanwhile (removed by another taker), or unreadable: nobody to let go first
+        return
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # a waiter holds it: it takes the lock at its next poll
+                if time.monotonic() >= deadline or (signal is not None and signal.aborted):
+                    return
+                await asyncio.sleep(_POLL_S / 5)
+                continue
+            with contextlib.suppress(OSError):  # no waiter (left): the mark goes; one that opens it now is
+                os.unlink(mark)  # only unannounced, as before
+            return
+    finally:
+        os.close(fd)
 
 
 def session_lock(
