@@ -5,6 +5,8 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from nexus.ledger import Ledger
@@ -12,9 +14,9 @@ from nexus.ledger._sql_db import run_inline
 from nexus.ledger.broker_store import BrokerStore
 from nexus.ledger.deliveries import DeliveryLog
 from nexus.testing import FakeProviderServer
-from nexus.testing.steps import text
+from nexus.testing.steps import stall, text
 
-from .cli_process import RunNexus
+from .cli_process import SRC, RunNexus
 
 
 def _items(home: Path) -> list[tuple[str | None, str]]:
@@ -292,3 +294,33 @@ def test_queue_list_says_when_processing_messages_have_no_drain_left(home: Path,
     finally:
         os.close(lock)
     assert running.returncode == 0 and "no nexus serve or drain runs" not in running.stderr, running.stderr
+
+
+def test_a_closed_stdout_does_not_stop_the_agent(home: Path, server: FakeProviderServer, nexus: RunNexus) -> None:
+    """``nexus send --wait … | head`` (docs/cli.md): the reader going away stops the printing, not the turn.
+
+    The message is in the agent's queue; its turn runs to the end and is stored whoever reads the reply, and
+    the command exits 141 without an error or a traceback once the conversation settled (``nexus run … | head``
+    exits 141 too, but aborts its run: there the reader is the only one waiting for the reply).
+    """
+    reply = " ".join(f"word{n}" for n in range(40_000))  # ~300 KB: far past what a pipe holds
+    server.script(stall(after_chunks=3, seconds=1.0, then=text(reply)))  # the reader is gone before most of it
+    assert nexus("agents", "add", "coder").returncode == 0
+    env = {**os.environ, "NEXUS_HOME": str(home), "PYTHONPATH": str(SRC)}
+    read, write = os.pipe()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nexus.cli", "send", "coder", "write a lot", "--wait"],
+        stdout=write, stderr=subprocess.PIPE, env=env, text=True,
+    )  # fmt: skip
+    os.close(write)
+    with os.fdopen(read, "rb") as reader:
+        assert reader.read(10) == b"word0 word"
+    # the reader is gone (as `head -c 10` exits)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 141, stderr  # as any command whose reader went away (a shell's SIGPIPE)
+    assert "Traceback" not in stderr and "error" not in stderr, stderr
+    with Ledger.open(home / "agents.db") as ledger:
+        (turn,) = run_inline(ledger.turns.path("agent:coder"))
+        assert turn.status == "completed"
+    history = nexus("sessions", "history", "agent:coder")
+    assert "word39999" in history.stdout, "the whole reply was stored"
