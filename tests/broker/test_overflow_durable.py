@@ -19,6 +19,7 @@ from fake_runtime import WORKER, message, open_broker
 
 from nexus.broker import AgentBroker, AgentMessage, BrokerSettings, QueueOverrides, QueueSettings
 from nexus.ledger import Ledger, NewSession
+from nexus.ledger._queue_store import SqlQueueStore
 from nexus.testing.broker_runtime import ScriptedRuntime
 from nexus.testing.faults import register
 
@@ -115,9 +116,22 @@ async def test_a_turn_cut_while_telling_the_summary_tells_it_again_when_retried(
         await broker.close()
 
 
-async def test_another_broker_runs_the_next_turn_under_leases_and_tells_it(postgres_url: str) -> None:
+async def test_another_broker_runs_the_next_turn_under_leases_and_tells_it(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Several brokers on one PostgreSQL database: the one that dropped the messages is not the one that runs the
-    session's next turn (it stopped here; any other may hold the session's lease next)."""
+    session's next turn (it stopped here; any other may hold the session's lease next).
+
+    The running broker takes the summary with its batches' claims: a batch of a new tenure (a lease released and
+    taken again: every batch of a session whose queue ran empty) once cost a read of its own before its claim."""
+    looks: list[str] = []
+    take_overflow = SqlQueueStore.take_overflow
+
+    async def counted(self: SqlQueueStore, session_label: str, *args: Any, **kwargs: Any) -> Any:
+        looks.append(session_label)
+        return await take_overflow(self, session_label, *args, **kwargs)
+
+    monkeypatch.setattr(SqlQueueStore, "take_overflow", counted)
     settings = BrokerSettings(
         queue=QueueSettings(mode="followup", cap=1, drop_policy="summarize"), leases=True, lease_ttl_ms=1500
     )
@@ -139,4 +153,5 @@ async def test_another_broker_runs_the_next_turn_under_leases_and_tells_it(postg
         await running.close()
         asked = [str(message.content) for message in await ledger.turns.history("agent:a0") if message.role == "user"]
         assert asked == ["task 0", f"{SUMMARY}\n\ntask 3"], asked
+        assert looks == [], "no batch looked for a summary outside its claim"
         await _told(ledger, "agent:a0")

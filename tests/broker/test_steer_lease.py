@@ -20,7 +20,7 @@ from nexus.broker import AgentIdentity
 from nexus.broker._slot import AgentSlot
 from nexus.broker._steer_in import RunSteerer
 from nexus.broker.session_queue import QueuedMessage
-from nexus.ledger import AcceptRequest, Lease, Ledger, NewSession, QueueStore
+from nexus.ledger import AcceptRequest, Lease, Ledger, NewSession, QueueItem, QueueStore
 
 SHORT_MS = 50
 
@@ -32,12 +32,14 @@ class TakenOverAfterClaim:
         self._ledger = ledger
         self.queue = ledger.queue
 
-    async def claim(self, item_ids: Sequence[str], *, lease: Lease | None = None) -> None:
-        await self.queue.claim(item_ids, lease=lease)
+    async def claim(
+        self, item_ids: Sequence[str], *, lease: Lease | None = None, overflow_of: str | None = None
+    ) -> list[tuple[QueueItem, int]] | None:
+        owed = await self.queue.claim(item_ids, lease=lease, overflow_of=overflow_of)
         assert lease is not None
         for _ in range(200):
             if await self._ledger.leases.acquire(lease.session_label, "other-broker", 60_000) is not None:
-                return
+                return owed
             await asyncio.sleep(SHORT_MS / 1000)
         raise AssertionError("the lease never expired")
 

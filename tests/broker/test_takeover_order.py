@@ -143,10 +143,12 @@ class ClaimCommitsAsTheRunEnds:
     def __init__(self, ledger: Ledger, broker: AgentBroker, steer_id: str) -> None:
         self.ledger, self.queue, self.broker, self.steer_id = ledger, ledger.queue, broker, steer_id
 
-    async def claim(self, item_ids: Sequence[str], *, lease: Lease | None = None) -> None:
-        await self.queue.claim(item_ids, lease=lease)
+    async def claim(
+        self, item_ids: Sequence[str], *, lease: Lease | None = None, overflow_of: str | None = None
+    ) -> list[tuple[QueueItem, int]] | None:
+        owed = await self.queue.claim(item_ids, lease=lease, overflow_of=overflow_of)
         if list(item_ids) != [self.steer_id]:
-            return
+            return owed
         session = self.broker._slots["a0"].sessions["agent:a0"]
         run = session.run
         assert run is not None
@@ -155,8 +157,9 @@ class ClaimCommitsAsTheRunEnds:
             stored = await self.ledger.leases.get("agent:a0")
             if stored is not None and stored.holder is None:
                 assert await self.ledger.leases.acquire("agent:a0", "another broker", 60_000) is not None
-                return
+                return owed
             await asyncio.sleep(0.05)
+        return owed
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.queue, name)

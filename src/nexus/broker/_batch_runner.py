@@ -34,7 +34,7 @@ from nexus.ledger import LeaseLostError, QueueItemsFinishedError, QueueItemsHeld
 if TYPE_CHECKING:
     from nexus.agent import AgentTool
     from nexus.engine import AgentResult, Execution, Runtime
-    from nexus.ledger import Lease, QueueStore
+    from nexus.ledger import Lease, QueueItem, QueueStore
 
 log = logging.getLogger("nexus.broker")
 
@@ -135,16 +135,28 @@ class BatchRunner:
     async def _settled_run(self, slot: AgentSlot, session: SessionSlot, batch: Batch, lease: Lease | None) -> None:
         item_ids = batch.item_ids
         session.interrupted = False
+        # A summary may be owed (a drop here, or a new tenure under leases: another broker's drops): the claim takes
+        # it in its own transaction. Asked for once: cleared before the claim (a drop while it commits asks again),
+        # and asked again when these items do not run now (their retry tells it: they carry it in the ledger).
+        owes = session.queue.overflow_owed or (lease is not None and lease.epoch != session.overflow_epoch)
+        if owes:
+            session.queue.overflow_owed = False
+            session.overflow_epoch = lease.epoch if lease is not None else None
         try:
-            await self._queue.claim(item_ids, lease=lease)
+            owed = await self._queue.claim(item_ids, lease=lease, overflow_of=session.label if owes else None)
         except QueueItemsFinishedError as exc:  # an item finished elsewhere: never run it again, keep draining
+            session.queue.overflow_owed |= owes
             self._skip_finished(slot, session, batch, exc)
             return
+        except BaseException:
+            session.queue.overflow_owed |= owes
+            raise
         if self._closing() or session.interrupted:  # close() or an interrupt came as the claim committed: they
-            await self._return_items(session, item_ids, lease)  # found no run to abort, so none starts (close
-            return  # waited for a whole turn; the interrupt ran after it). The interrupt's batch takes these
-        if session.queue.overflow_owed or (lease is not None and lease.epoch != session.overflow_epoch):
-            batch = await self._with_owed_overflow(session, batch, lease)
+            session.queue.overflow_owed |= owes  # found no run to abort, so none starts (close waited for a whole
+            await self._return_items(session, item_ids, lease)  # turn; the interrupt ran after it). The
+            return  # interrupt's batch takes these
+        if owed:
+            batch = self._with_owed_overflow(session, batch, owed)
         try:
             result, trace = await self._run(slot, session, batch, lease)
         except LeaseLostError:
@@ -172,13 +184,11 @@ class BatchRunner:
             with telemetry.continue_trace(trace):  # unanswered until the broker's next start), in the ask's trace
                 await self._answer_askers(slot.agent_id, read, result)
 
-    async def _with_owed_overflow(self, session: SessionSlot, batch: Batch, lease: Lease | None) -> Batch:
+    @staticmethod
+    def _with_owed_overflow(session: SessionSlot, batch: Batch, owed: list[tuple[QueueItem, int]]) -> Batch:
         """The batch with the ``[Queue overflow]`` summary of the drops the ledger says its session owes (whichever
-        process dropped them, before a restart too), carried by its first message until that one is finished (a
-        retry of a cut or returned turn tells it again); as it was when none are owed."""
-        session.queue.overflow_owed = False
-        session.overflow_epoch = lease.epoch if lease is not None else None
-        owed = await self._queue.take_overflow(session.label, batch.item_ids, lease=lease)
+        process dropped them, before a restart too; taken with the claim), carried by its first message until that
+        one is finished (a retry of a cut or returned turn tells it again); as it was when none are owed."""
         summary = owed_summary([(item.content, cap) for item, cap in owed])
         if summary is None:
             return batch

@@ -54,6 +54,8 @@ class _Write:
     claim: Sequence[str] = field(default_factory=tuple)
     lease: Lease | None = None
     move: Callable[[Any], None] | None = None
+    overflow_of: str | None = None
+    """A claim's session label when the claim also takes the session's owed ``[Queue overflow]`` items."""
 
 
 class SqlQueueStore:
@@ -72,10 +74,16 @@ class SqlQueueStore:
         outcome: tuple[QueueItem, bool] = await self._submit(_Write(self._future(), request=request))
         return outcome
 
-    async def claim(self, item_ids: Sequence[str], *, lease: Lease | None = None) -> None:
-        """A run takes these items: ``processing``, one more attempt counted (under ``lease``: fenced by its epoch)."""
-        if item_ids:
-            await self._submit(_Write(self._future(), claim=tuple(item_ids), lease=lease))
+    async def claim(
+        self, item_ids: Sequence[str], *, lease: Lease | None = None, overflow_of: str | None = None
+    ) -> list[tuple[QueueItem, int]] | None:
+        """A run takes these items: ``processing``, one more attempt counted (under ``lease``: fenced by its epoch);
+        with ``overflow_of``, also :meth:`take_overflow` in the claim's transaction (its outcome returned)."""
+        if not item_ids:
+            return None if overflow_of is None else []
+        write = _Write(self._future(), claim=tuple(item_ids), lease=lease, overflow_of=overflow_of)
+        owed: list[tuple[QueueItem, int]] | None = await self._submit(write)
+        return owed
 
     @staticmethod
     def _future() -> asyncio.Future[Any]:
@@ -246,6 +254,9 @@ def _in_bulk(conn: Any, group: list[_Write]) -> list[object]:
             claimed.extend(write.claim)
     if claimed:
         claim_in(conn, claimed)
+    for index, write in enumerate(group):
+        if write.overflow_of is not None and write.claim:  # after every claim: take_overflow reads their rows
+            outcomes[index] = take_overflow_in(conn, write.overflow_of, write.claim)
     for write in group:
         if write.move is not None:
             write.move(conn)
@@ -294,7 +305,8 @@ def _one_by_one(conn: Any, group: list[_Write]) -> list[object]:
                 outcomes.append(None)
             else:
                 claim_in(conn, write.claim, write.lease)
-                outcomes.append(None)
+                owed = None if write.overflow_of is None else take_overflow_in(conn, write.overflow_of, write.claim)
+                outcomes.append(owed)
         except _ONE_WRITES as exc:
             conn.execute("ROLLBACK TO SAVEPOINT group_op")
             outcomes.append(exc)

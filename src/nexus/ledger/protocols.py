@@ -211,11 +211,16 @@ class QueueStore(Protocol):
         """Queue a message durably; ``(item, created)``, ``created`` False for a message id already accepted."""
         ...
 
-    async def claim(self, item_ids: Sequence[str], *, lease: Lease | None = None) -> None:
+    async def claim(
+        self, item_ids: Sequence[str], *, lease: Lease | None = None, overflow_of: str | None = None
+    ) -> list[tuple[QueueItem, int]] | None:
         """A run takes these items: ``processing``, one more attempt; ``QueueItemsFinishedError`` for finished ones.
 
         With the session's ``lease`` (a backend with a ``LeaseStore``): refused with ``LeaseLostError`` unless the
         lease is valid; the items are stamped with its epoch, and an item a run of an older epoch held is taken over.
+        With ``overflow_of`` (the items' session label): the claim also does :meth:`take_overflow` for the items, in
+        its own transaction, and returns what it took (a broker that may owe a summary asks for it this way: no
+        read of its own before each such batch); without it, ``None``.
         """
         ...
 

@@ -202,3 +202,26 @@ async def test_drops_owed_to_a_summary_are_told_once(ledger: Ledger) -> None:
     assert await ledger.queue.take_overflow("agent:w", [later]) == [], "told: never again"
     assert [item.id for item, _ in await ledger.queue.take_overflow("agent:v", [later])] == [other]
     assert await _statuses(ledger, *dropped) == [("dropped", 0)] * 3
+
+
+async def test_a_claim_takes_the_owed_summary_in_its_own_transaction(ledger: Ledger) -> None:
+    """``claim(overflow_of=...)`` is ``take_overflow`` done by the claim (a broker that may owe a summary reads
+    nothing before its batch): the same items, carried the same way; a plain claim returns none and takes none."""
+    await ledger.sessions.create(NewSession("agent:w"))
+    ids = [(await ledger.queue.accept(_ask(f"m{n}", f"text {n}")))[0].id for n in range(5)]
+    dropped, first, second, third = ids[:2], ids[2], ids[3], ids[4]
+    await ledger.queue.settle(dropped, "dropped", reason="queue cap 2 reached", overflow_cap=2)
+    assert await ledger.queue.claim([first]) is None, "not asked: nothing taken"
+    owed = await ledger.queue.claim([second], overflow_of="agent:w")
+    assert owed is not None
+    assert [(item.id, item.content, cap) for item, cap in owed] == [
+        (dropped[0], "text 0", 2),
+        (dropped[1], "text 1", 2),
+    ]
+    assert await _statuses(ledger, first, second) == [("processing", 1), ("processing", 1)]
+    assert await ledger.queue.claim([third], overflow_of="agent:w") == [], "carried by the second message"
+    await ledger.queue.release([second])
+    again = await ledger.queue.claim([second], overflow_of="agent:w")
+    assert again is not None and [item.id for item, _ in again] == dropped, "the carrier's retry takes it again"
+    await ledger.queue.settle([second], "failed", reason="its turn is finished")
+    assert await ledger.queue.take_overflow("agent:w", [third]) == [], "told: never again"
