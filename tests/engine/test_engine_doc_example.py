@@ -15,6 +15,7 @@ import pytest
 from nexus.config import load_config
 from nexus.engine import AgentSpec, Runtime
 from nexus.ledger import Ledger
+from nexus.llm.abort import AbortSignal
 from nexus.llm.events import AssistantMessageEvent
 from nexus.llm.options import StreamOptions
 from nexus.llm.types import Context, Model
@@ -83,4 +84,24 @@ async def test_a_finished_run_is_not_kept_by_the_runtime(ledger: Ledger) -> None
     await asyncio.sleep(0)  # the loop's handle that resumed this test held the last task until the next step
     gc.collect()
     assert [task() for task in tasks] == [None, None, None]
+    assert runtime.live() == []
+
+
+async def test_many_runs_started_at_once_sweep_the_live_table_a_few_times(ledger: Ledger) -> None:
+    """Past 64 live runs, every start swept the whole table for ended runs: quadratic in a burst (1,000 runs
+    started at once swept it 936 times, ~470,000 look-ups). It is swept when it has doubled since."""
+    scripted = ScriptedModel([stall(after_chunks=1, seconds=30) for _ in range(300)], record=False)
+    runtime = Runtime(load_config(), ledger, stream_fn=scripted.stream)
+    spec = AgentSpec(model=scripted.model)
+    signal = AbortSignal()
+    sweeps = 0
+    executions = []
+    for n in range(300):
+        table = runtime._live
+        executions.append(runtime.start(spec, f"s{n}", "hello", signal=signal))
+        sweeps += runtime._live is not table  # a sweep builds a new table
+    assert len(runtime.live()) == 300
+    assert sweeps <= 3, sweeps  # at 64, 128 and 256 live runs (it was 236)
+    signal.abort("done")
+    await asyncio.gather(*(execution.result for execution in executions))
     assert runtime.live() == []

@@ -56,7 +56,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("nexus.engine")
 
 _LIVE_PRUNE = 64
-"""Finished executions are dropped from :meth:`Runtime.live`'s table when it reaches this size."""
+"""Finished executions are dropped from :meth:`Runtime.live`'s table when it reaches this size, and then whenever it
+has doubled since (a run leaves the table as it ends: the sweep is for one whose task never ran)."""
 
 _FROM_CONFIG = EngineLimits()
 """The default of ``Runtime.limits``: replaced by the config's ``[agent]`` limits (compared by identity)."""
@@ -91,6 +92,7 @@ class Runtime:
     """The MCP servers of ``[mcp.servers]`` (one connection each, shared by every run); made from the config."""
     _coding_tools: list[AgentTool] | None = field(default=None, repr=False)
     _live: dict[str, Execution] = field(default_factory=dict, repr=False)
+    _prune_at: int = field(default=_LIVE_PRUNE, repr=False)
     _labels: SessionLabels = field(default_factory=SessionLabels, repr=False)
     _owns_ledger: bool = field(default=False, repr=False)
 
@@ -336,8 +338,9 @@ class Runtime:
         execution._drive(_begin(self, execution, spec, model, request))
         if self.on_start is not None:
             self.on_start(execution)
-        if len(self._live) >= _LIVE_PRUNE:
-            self._live = {run_id: e for run_id, e in self._live.items() if not e.result.done()}
+        if len(self._live) >= self._prune_at:  # not at every start past 64 live runs: 1,000 started at once
+            self._live = {run_id: e for run_id, e in self._live.items() if not e.result.done()}  # swept 936 times
+            self._prune_at = max(_LIVE_PRUNE, 2 * len(self._live))
         self._live[execution.run_id] = execution
         return execution
 
