@@ -347,3 +347,21 @@ def test_import_names_entries_of_a_type_pi_does_not_define_and_keeps_them(tmp_pa
     assert exported.returncode == 0, exported.stderr
     kept = [json.loads(line) for line in exported.stdout.splitlines() if '"alien_entry"' in line]
     assert len(kept) == 1 and kept[0]["data"] == 1, exported.stdout
+
+
+def test_an_import_counts_in_words_and_says_when_nothing_was_a_message(tmp_path: Path, nexus: RunNexus) -> None:
+    """A stranger's trial: a file of one entry nothing reads imported as "(1 turns, 0 messages)", without a word
+    that the new session is empty."""
+    header = {"type": "session", "version": 3, "id": "zz-unk", "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/w"}
+    odd = {"type": "weird_entry", "id": "a1", "parentId": None, "timestamp": "2026-01-01T00:00:01.000Z"}
+    path = tmp_path / "unk.jsonl"
+    path.write_text(json.dumps(header) + "\n" + json.dumps(odd) + "\n", encoding="utf-8")
+    imported = nexus("sessions", "import", str(path))
+    assert imported.returncode == 0, imported.stderr
+    assert "as session pi-zz-unk (1 turn, 0 messages)" in imported.stderr
+    assert f"nexus: warning: {path} holds no message: session pi-zz-unk is empty" in imported.stderr
+    message = {"type": "message", "id": "b1", "parentId": None, "timestamp": "2026-01-01T00:00:01.000Z",
+               "message": {"role": "user", "content": "hello", "timestamp": 1}}  # fmt: skip
+    path.write_text(json.dumps({**header, "id": "one-msg"}) + "\n" + json.dumps(message) + "\n", encoding="utf-8")
+    again = nexus("sessions", "import", str(path))
+    assert "(1 turn, 1 message)" in again.stderr and "holds no message" not in again.stderr, again.stderr

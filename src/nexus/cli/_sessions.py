@@ -323,14 +323,16 @@ async def _import(ledger: Ledger, args: argparse.Namespace) -> int:
         advice = "give another with --label NAME" if args.label else "give the import another name with --label NAME"
         raise _label_taken(exc, advice) from None
     label = getattr(result, "session_label", None) or str(result)
-    turns = getattr(result, "turns", None)
-    extra = f" ({turns} turns, {getattr(result, 'messages', 0)} messages)" if turns is not None else ""
+    turns, messages = getattr(result, "turns", None), getattr(result, "messages", 0)
+    extra = f" ({_counted(turns, 'turn')}, {_counted(messages, 'message')})" if turns is not None else ""
     # stdout is the new label alone, for scripts: label=$(nexus sessions import file.jsonl)
     print(label)
     print(f"imported {source} as session {label}{extra}", file=sys.stderr)
     forks = getattr(result, "fork_labels", None)
     if forks:
         print(f"branches became sessions: {', '.join(forks)}", file=sys.stderr)
+    if turns is not None and not messages:  # only entries nothing reads: a session no model sees anything in
+        print(f"nexus: warning: {source} holds no message: session {label} is empty", file=sys.stderr)
     unknown = result.unknown_entries()
     if unknown:  # a newer pi's entry, another tool's, a typo: kept and exported back, read by nothing here
         kinds = ", ".join(f"{count} {kind!r}" for kind, count in unknown.items())
@@ -342,3 +344,8 @@ async def _import(ledger: Ledger, args: argparse.Namespace) -> int:
         print(f"nexus: warning: {unread} {noun} of a role other than user, assistant and toolResult kept as "
               "metadata only: not in the conversation a model sees", file=sys.stderr)  # fmt: skip
     return 0
+
+
+def _counted(count: int, noun: str) -> str:
+    """``1 turn``, ``2 turns``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
