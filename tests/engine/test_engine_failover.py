@@ -440,3 +440,28 @@ async def test_the_profile_that_answered_is_tried_first_next_time_when_the_consu
     clock.now += 60.0  # p1's cooldown is long over: only the pin sends the next call to p2
     await _run_like_the_agent(fn, "two")
     assert [key for _, key in provider.calls] == ["key-1", "key-2", "key-2"]
+
+
+async def test_a_stream_that_ends_without_done_or_error_counts_as_a_success() -> None:
+    """As before the success moved to `done`: an attempt whose stream just ends (no final event) resets the
+    profile's backoff; one that ends in a late error does not."""
+    cooldowns = ProfileCooldowns()
+    cooldowns.record_failure("anthropic", "only", 0.0)
+
+    async def ends_early(
+        model: Model, context: Context, options: StreamOptions | None
+    ) -> AsyncIterator[AssistantMessageEvent]:
+        partial = AssistantMessage(api=model.api, provider=model.provider, model=model.id)
+        yield StartEvent(partial)
+        partial.content.append(TextContent("cut"))
+        yield TextDeltaEvent(0, "cut", partial)
+
+    fn = failover_stream([PRIMARY], {"anthropic": [ResolvedProfile("only", "k")]}, None, None, inner=ends_early,
+                         cooldowns=cooldowns, clock=FakeClock())  # fmt: skip
+    assert [e.type for e in await collect(fn(PRIMARY, CONTEXT, None))] == ["start", "text_delta"]
+    assert cooldowns.failures("anthropic", "only") == 0
+    late = FakeProvider([Step(error="network", fail_after_text=True)])
+    fn = failover_stream([PRIMARY], {"anthropic": [ResolvedProfile("only", "k")]}, None, None, inner=late,
+                         cooldowns=cooldowns, clock=FakeClock())  # fmt: skip
+    assert isinstance((await collect(fn(PRIMARY, CONTEXT, None)))[-1], ErrorEvent)
+    assert cooldowns.failures("anthropic", "only") == 1

@@ -256,8 +256,6 @@ class _Failover:
                     if attempt.held_start is not None:
                         yield attempt.held_start
                     yield attempt.error
-                elif not attempt.failed_late:  # a stream that ended without `done` (recorded at `done` otherwise)
-                    self.succeeded(model.provider, _name(profile))
                 outcome.finished = True
                 return
             outcome.last_error = attempt.error
@@ -359,7 +357,6 @@ class _Failover:
                     if attempt.held_start is not None:
                         yield attempt.held_start
                 if isinstance(event, ErrorEvent):
-                    attempt.failed_late = True
                     if event.error.error_kind in ROTATE_KINDS:
                         # Too late to retry this call, but the next one should avoid this profile.
                         self.record(model.provider, profile, event.error, local)
@@ -368,6 +365,7 @@ class _Failover:
                 yield event
                 if isinstance(event, (DoneEvent, ErrorEvent)):
                     return
+            self.succeeded(model.provider, profile)  # a stream that ended without `done` or an error: as at `done`
         finally:
             closer = getattr(events, "aclose", None)
             if closer is not None:
@@ -388,7 +386,6 @@ class _Attempt:
     streaming: bool = False
     held_start: StartEvent | None = None
     error: ErrorEvent | None = None
-    failed_late: bool = False
 
 
 def _name(profile: ResolvedProfile | None) -> str:
