@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 from nexus.ledger._sqlite import wait_bound
 from nexus.ledger.errors import LedgerBusyError, LedgerError, LedgerUnavailableError
 from nexus.ledger.postgres._sql import PgConnection
-from nexus.ledger.postgres._url import redacted
+from nexus.ledger.postgres._url import redacted, scrubbed
 
 T = TypeVar("T")
 
@@ -270,6 +270,7 @@ def _probe(url: str) -> None:
         psycopg.connect(url, connect_timeout=int(CONNECT_TIMEOUT_S)).close()
     except (psycopg.Error, ValueError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        reason = scrubbed(reason, url)  # libpq quotes a URL it cannot parse, password and all
         raise LedgerUnavailableError(
             f"cannot connect to the ledger database {redacted(url)} ({reason}); check the URL, that PostgreSQL "
             "runs there and accepts this user"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 SCHEMES = ("postgresql", "postgres")
 
@@ -34,3 +34,14 @@ def redacted(url: str) -> str:
         return urlunsplit((parts.scheme, user + host, parts.path, "", ""))
     except ValueError:
         return url.split("://", 1)[0] + "://…"
+
+
+def scrubbed(text: str, url: str) -> str:
+    """``text`` (a driver's error) without ``url`` or its password. libpq quotes the URL, or the password
+    token, when it cannot parse them, and ``redacted`` alone cannot help there: such a URL does not split."""
+    text = text.replace(url, redacted(url))
+    userinfo = url.split("://", 1)[-1].rpartition("@")[0]
+    password = userinfo.partition(":")[2]
+    for secret in {password, unquote(password)} - {""}:
+        text = text.replace(secret, "…")
+    return text
