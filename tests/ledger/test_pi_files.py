@@ -161,6 +161,8 @@ def _pi_msg(entry_id: str, parent: str | None, role: str, text: str) -> dict[str
             "no earlier line",
         ),
         (lambda lines: [*lines, lines[3]], 18, "duplicate entry id"),
+        # valid JSON, but no UTF-8 text: it failed inside the ledger's write with a traceback (HTTP: a 500)
+        (lambda lines: [*lines[:3], lines[3].replace("Read hello", r"Read \ud800 hello"), *lines[4:]], 4, "surrogate"),
         (
             lambda lines: [
                 *lines,

@@ -8,6 +8,7 @@ ms ``timestamp``. Keys we do not model are returned as ``extra`` so an export ca
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from nexus.llm import (
@@ -26,6 +27,24 @@ from nexus.llm import (
 )
 
 PI_ROLES = ("user", "assistant", "toolResult")
+
+
+def pi_json(line: str) -> Any:
+    """One JSON line of a pi file, refused with ``UnicodeEncodeError`` when it holds a lone surrogate
+    (``"\\ud800"``): valid JSON, but no UTF-8 text, so the ledger's write would fail after the checks."""
+    raw = json.loads(line)
+    if "\\u" in line:  # only an escape can make a surrogate: the file was read as UTF-8
+        json.dumps(raw, ensure_ascii=False).encode("utf-8")
+    return raw
+
+
+def json_problem(exc: ValueError | RecursionError) -> str:
+    """What is wrong with a pi line whose JSON was refused past its syntax (see ``pi_json``)."""
+    if isinstance(exc, UnicodeError):
+        return "text with a lone surrogate escape (such as \\ud800): not Unicode text any ledger can store"
+    return "not valid JSON (nested too deeply, or a number too long)"
+
+
 _STOP_TO_PI = {"tool_use": "toolUse"}
 _STOP_FROM_PI = {"toolUse": "tool_use"}
 _KNOWN = {

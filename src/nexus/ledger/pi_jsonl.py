@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from nexus._dataclass import dataclass
 from nexus.ledger import _read, _sessions, _turns, labels
-from nexus.ledger._pi_messages import PI_ROLES, PiShapeError, from_pi, to_pi
+from nexus.ledger._pi_messages import PI_ROLES, PiShapeError, from_pi, json_problem, pi_json, to_pi
 from nexus.ledger._write import TurnOutcome, move_pointer
 from nexus.ledger.errors import LedgerError, PiFormatError
 from nexus.ledger.records import CLOSED_STATUSES, CompactionRecord, ImportResult, NewSession, TurnDetails
@@ -95,11 +95,11 @@ def _parse(path: Path) -> tuple[dict[str, Any], list[_Entry]]:
         if not text.strip():
             continue
         try:
-            raw = json.loads(text)
+            raw = pi_json(text)
         except json.JSONDecodeError as exc:
             raise PiFormatError(where, number, f"not valid JSON ({exc.msg}); the file may be truncated") from exc
-        except (RecursionError, ValueError) as exc:  # nested past the parser's depth, a number of 4300+ digits
-            raise PiFormatError(where, number, "not valid JSON (nested too deeply, or a number too long)") from exc
+        except (RecursionError, ValueError) as exc:  # too deep, a number of 4300+ digits, a lone surrogate
+            raise PiFormatError(where, number, json_problem(exc)) from exc
         if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
             raise PiFormatError(where, number, "an entry must be a JSON object with a string 'type'")
         if header is None:
