@@ -171,6 +171,19 @@ def test_doctor_reports_keys_without_printing_them(nexus: RunNexus, isolated_env
     assert "[fail] provider" in result.stdout and "auth_profiles[1] uses ${ACME_TWO}" in result.stdout
 
 
+def test_doctor_passes_a_keyless_provider_on_this_machine_as_a_run_does(nexus: RunNexus, isolated_env: Path) -> None:
+    # nexus run calls a server on 127.0.0.1 without a key; the doctor failed the model ("no key for 'box'")
+    write_config(
+        isolated_env,
+        'default_model = "box/m"\n[providers.box]\nbase_url = "http://127.0.0.1:9/v1"\napi = "openai-completions"\n',
+    )
+    result = nexus("doctor")
+    assert "[ok  ] model      box/m" in result.stdout and "no key for" not in result.stdout
+    assert "[ok  ] provider   box (openai-completions at http://127.0.0.1:9/v1): no key needed" in result.stdout
+    write_config(isolated_env, 'default_model = "box/m"\n[providers.box]\nbase_url = "https://box.example/v1"\n')
+    assert "[fail] model      box/m" in nexus("doctor").stdout  # a remote server still needs its key
+
+
 def test_doctor_invalid_config_exits_2(nexus: RunNexus, isolated_env: Path) -> None:
     write_config(isolated_env, "[agent]\nmax_retrys = 2\n")
     result = nexus("doctor")

@@ -72,6 +72,14 @@ def _indent(text: str) -> str:
     return "\n".join(f"                  {line}" for line in text.splitlines())
 
 
+def _keyless(provider: str, base_url: str | None) -> bool:
+    """A server on this machine needs no key: ``nexus run`` calls it without one (``model_problem``), so
+    the doctor must not fail what a run does."""
+    from nexus.llm import key_required, resolve_base_url
+
+    return not key_required(provider, resolve_base_url(provider, base_url or "") or "")
+
+
 def _key_checks(config: NexusConfig, env: Mapping[str, str]) -> list[Check]:
     from nexus.config import DEFAULT_MODELS, key_env_vars, provider_settings
     from nexus.errors import ConfigError
@@ -94,6 +102,8 @@ def _key_checks(config: NexusConfig, env: Mapping[str, str]) -> list[Check]:
         status: Status
         if settings.keyless:
             detail, status = "no key needed", "ok"
+        elif not profiles and _keyless(name, settings.base_url):
+            detail, status = "no key needed (a server on this machine)", "ok"
         elif not profiles:
             detail, status = f"no key: add api_key to [providers.{name}] or set {key_env_vars(name)[0]}", "warn"
         else:
@@ -109,7 +119,8 @@ def _model_check(config: NexusConfig, env: Mapping[str, str]) -> Check:
 
     try:
         choice = resolve_default_model(config, env)
-        usable = provider_settings(config, choice.provider, env).has_key
+        settings = provider_settings(config, choice.provider, env)
+        usable = settings.has_key or _keyless(choice.provider, settings.base_url)
     except ConfigError as exc:
         return Check("fail", "model", f"none usable:\n{_indent(str(exc))}")
     fallbacks = f"; fallbacks: {', '.join(config.fallbacks)}" if config.fallbacks else ""
