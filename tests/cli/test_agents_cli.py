@@ -46,6 +46,14 @@ def test_add_list_show_remove(isolated_env: Path, capsys: pytest.CaptureFixture[
         assert run_inline(ledger.sessions.get("c")).label == "c"  # the session stays
 
 
+def test_show_tells_no_tools_from_the_config_policy(isolated_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # --tools "" stores [] and the agent runs with no tool at all; show said "(the config policy)", every tool
+    nexus(capsys, "agents", "add", "bare", "--tools", "")
+    nexus(capsys, "agents", "add", "full")
+    assert "tools    (none)\n" in nexus(capsys, "agents", "show", "bare")[1]
+    assert "tools    (the config policy)\n" in nexus(capsys, "agents", "show", "full")[1]
+
+
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [

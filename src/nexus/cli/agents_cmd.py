@@ -241,7 +241,8 @@ def _show(row: AgentRow, items: list[QueueItem], as_json: bool) -> int:
 
     print(f"agent    {printable(row.agent_id)}\nrole     {row.role}\nsession  {printable(row.session_label)}")
     print(f"model    {printable(str(row.spec.get('model', '(default)')))}")
-    print(f"tools    {printable(', '.join(map(str, row.spec.get('tools', [])))) or '(the config policy)'}")
+    tools = row.spec.get("tools")  # absent: the config's policy; [] (`--tools ""`): no tool at all
+    print(f"tools    {'(the config policy)' if tools is None else printable(', '.join(map(str, tools))) or '(none)'}")
     print(f"queue    {len(items)} waiting or running")
     return 0
 
