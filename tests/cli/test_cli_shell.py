@@ -138,6 +138,23 @@ def test_explicit_missing_config_file(nexus: RunNexus, tmp_path: Path) -> None:
     assert "not found" in result.stderr
 
 
+def test_missing_file_named_by_nexus_config_is_an_error_like_config(
+    nexus: RunNexus, isolated_env: Path, tmp_path: Path
+) -> None:
+    # $NEXUS_CONFIG and --config "do the same" (docs/configuration.md): a typo in either ran on the defaults,
+    # against whatever provider the environment offers, instead of the file the user meant.
+    missing = tmp_path / "typo.toml"
+    for args in (("run", "hi"), ("sessions", "list"), ("adapters", "register", "c", "--builtin", "console")):
+        result = nexus(*args, env={"NEXUS_CONFIG": str(missing)})
+        assert result.returncode == 2, (args, result.stderr)
+        assert f"config file {missing} (named by $NEXUS_CONFIG) not found" in result.stderr
+        assert "Traceback" not in result.stderr
+    assert not missing.exists(), "an editing command does not create a file named by mistake, as with --config"
+    assert not (isolated_env / "agents.db").exists(), "nothing ran"
+    write_config(isolated_env, "")
+    assert nexus("sessions", "list", env={"NEXUS_CONFIG": ""}).returncode == 0  # set but empty: the default file
+
+
 def test_doctor_without_anything(nexus: RunNexus, isolated_env: Path) -> None:
     result = nexus("doctor")
     assert "[ok  ] config" in result.stdout and "not found: using defaults" in result.stdout

@@ -122,6 +122,13 @@ def test_explicit_missing_file_is_an_error(tmp_path: Path) -> None:
         load_config(tmp_path / "nope.toml")
 
 
+def test_missing_file_named_by_the_environment_is_an_error(tmp_path: Path) -> None:
+    env = {"NEXUS_HOME": str(tmp_path), "NEXUS_CONFIG": str(tmp_path / "nope.toml")}
+    with pytest.raises(ConfigError, match=r"named by \$NEXUS_CONFIG\) not found: .*unset NEXUS_CONFIG"):
+        load_config(env=env)
+    assert load_config(env={"NEXUS_HOME": str(tmp_path)}).source is None  # only the default file may be missing
+
+
 def test_unknown_key_names_path_line_and_suggestion() -> None:
     message = _error('default_model = "openai/gpt-4o"\n\n[agent]\nmax_iterations = 5\nmax_retrys = 2\n')
     assert "nexus.toml:5: agent.max_retrys: unknown key 'max_retrys'" in message

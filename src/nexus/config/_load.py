@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from nexus.config._paths import config_path, nexus_home
+from nexus.config._paths import CONFIG_FILE_NAME, config_path, nexus_home
 from nexus.config._record import Record, RecordError
 from nexus.config._schema import LocalModelConfig, NexusConfig
 from nexus.config._toml_lines import Loc, key_lines, line_of, nesting_overflow_line
@@ -31,8 +31,10 @@ _TOML_TYPE = {
 def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> NexusConfig:
     """Load and validate the config; a missing default file means defaults plus the environment.
 
-    ``path`` overrides ``$NEXUS_CONFIG`` / ``$NEXUS_HOME/nexus.toml``; an explicit path
-    that does not exist is an error. ``${VAR}`` references stay as written until used.
+    ``path`` overrides ``$NEXUS_CONFIG`` / ``$NEXUS_HOME/nexus.toml``. A file named on purpose
+    (``path``, or ``$NEXUS_CONFIG``) that does not exist is an error: read as "no file", a typo in
+    the name ran on the defaults, maybe against another provider than the one the file configures.
+    Only the default file may be missing. ``${VAR}`` references stay as written until used.
     """
     source_env = os.environ if env is None else env
     home = nexus_home(source_env)
@@ -41,6 +43,12 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
         if path is not None:
             default = config_path(source_env)
             raise ConfigError(f"config file {file} not found: check the path, or omit it to use {default}")
+        if source_env.get("NEXUS_CONFIG", "").strip():
+            default = nexus_home(source_env) / CONFIG_FILE_NAME
+            raise ConfigError(
+                f"config file {file} (named by $NEXUS_CONFIG) not found: check the path, or unset NEXUS_CONFIG "
+                f"to use {default}"
+            )
         return _finish(NexusConfig(), home, None)
     try:
         text = file.read_text(encoding="utf-8")
