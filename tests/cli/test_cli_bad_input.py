@@ -323,6 +323,23 @@ def test_an_empty_session_label_is_refused_not_taken_for_main(home: Path, label:
     assert not (home / "agents.db").exists()
 
 
+def test_a_session_label_with_edge_spaces_is_refused_not_trimmed(home: Path, server: FakeProviderServer) -> None:
+    """``run -s " lead"`` ran in ``lead`` (the label trimmed) where ``fork --label " x"`` refuses it; and a session an
+    older version made as `` lead`` could not be named at all. Now a new one is refused, an existing one used."""
+    result = _nexus(home, "run", "-s", " lead", "hello")
+    stderr = _err(result)
+    assert result.returncode == 2 and "cannot start or end with spaces" in stderr, stderr
+    assert not (home / "agents.db").exists()
+    with Ledger.open(home / "agents.db") as ledger:  # as an older version let it be made
+        run_inline(ledger.sessions.create(NewSession(" lead")))
+    server.script(text("in the older session"))
+    ran = _nexus(home, "run", "-s", " lead", "hello")
+    assert ran.returncode == 0, _err(ran)
+    with Ledger.open(home / "agents.db") as ledger:
+        labels = {session.label for session in run_inline(ledger.sessions.list())}
+        assert labels == {" lead"} and run_inline(ledger.sessions.get(" lead")).head_turn_id is not None
+
+
 @pytest.mark.parametrize("argv", [["--bogusflag"], ["--config", "x.toml", "--nope", "run", "hi"], ["--bogus=1"]])
 def test_an_unknown_option_before_the_command_is_named(home: Path, argv: list[str]) -> None:
     """argparse said "the following arguments are required: COMMAND" for ``nexus --bogusflag``."""

@@ -198,8 +198,8 @@ def open_conversation(args: argparse.Namespace) -> Conversation:
         set_capture_dir(config.capture_path)
     choice = resolve_default_model(config, explicit=getattr(args, "model", None))
     given = getattr(args, "session", None)
-    label = (DEFAULT_SESSION if given is None else given).strip()  # -s "" is an empty label, not "no -s"
-    if not label:
+    label = DEFAULT_SESSION if given is None else given  # as typed: ' lead' is not 'lead' (refused below if new;
+    if not label.strip():  # an older session of that name stays usable) and -s "" is empty, not "no -s"
         raise UsageError("the session label is empty: give one with -s LABEL, or leave -s out for 'main'")
     check_model(config, choice.ref)  # before the ledger exists: a run that cannot start writes nothing
     from nexus.ledger import label_problem
