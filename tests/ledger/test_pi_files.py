@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -172,6 +173,30 @@ def _pi_msg(entry_id: str, parent: str | None, role: str, text: str) -> dict[str
             18,
             "invalid assistant message",
         ),
+        # fields named in the file's terms (they read "invalid literal for int() with base 10: 'yesterday'")
+        (
+            lambda lines: [
+                *lines[:3],
+                lines[3].replace('"timestamp":1795657460400', '"timestamp":"yesterday"'),
+                *lines[4:],
+            ],
+            4,
+            r"invalid user message: timestamp must be an integer \(got 'yesterday'\)",
+        ),
+        (
+            lambda lines: [*lines[:4], re.sub(r'"input":\d+', '"input":"lots"', lines[4], count=1), *lines[5:]],
+            5,
+            r"invalid assistant message: usage.input must be an integer \(got 'lots'\)",
+        ),
+        (
+            lambda lines: [
+                *lines,
+                '{"type":"compaction","id":"zz","parentId":"b19d5ab9","summary":"s","tokensBefore":"many"}',
+            ],
+            18,
+            r"invalid compaction entry: tokensBefore must be an integer \(got 'many'\)",
+        ),
+        (lambda lines: [*lines, lines[0]], 18, "a second session header"),  # two files joined
     ],
 )
 def test_pi_bad_files_name_the_line_and_import_nothing(

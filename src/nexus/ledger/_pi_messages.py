@@ -9,7 +9,7 @@ ms ``timestamp``. Keys we do not model are returned as ``extra`` so an export ca
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeVar
 
 from nexus.llm import (
     AssistantContent,
@@ -87,25 +87,39 @@ def _usage_in(data: Any) -> Usage:
     raw_cost = data.get("cost")
     cost: dict[str, Any] = raw_cost if isinstance(raw_cost, dict) else {}
     return Usage(
-        input=int(data.get("input", 0)),
-        output=int(data.get("output", 0)),
-        cache_read=int(data.get("cacheRead", 0)),
-        cache_write=int(data.get("cacheWrite", 0)),
-        total=int(data.get("totalTokens", 0)),
+        input=_number(data, "input", int, "usage."),
+        output=_number(data, "output", int, "usage."),
+        cache_read=_number(data, "cacheRead", int, "usage."),
+        cache_write=_number(data, "cacheWrite", int, "usage."),
+        total=_number(data, "totalTokens", int, "usage."),
         cost=Cost(
-            float(cost.get("input", 0)),
-            float(cost.get("output", 0)),
-            float(cost.get("cacheRead", 0)),
-            float(cost.get("cacheWrite", 0)),
-            float(cost.get("total", 0)),
+            _number(cost, "input", float, "usage.cost."),
+            _number(cost, "output", float, "usage.cost."),
+            _number(cost, "cacheRead", float, "usage.cost."),
+            _number(cost, "cacheWrite", float, "usage.cost."),
+            _number(cost, "total", float, "usage.cost."),
         ),
     )
+
+
+N = TypeVar("N", int, float)
+
+
+def _number(data: dict[str, Any], key: str, kind: type[N], prefix: str = "") -> N:
+    """``data[key]`` as ``kind`` (0 when absent), or a :class:`PiShapeError` naming the field and its value:
+    the bare ``int()`` error ("invalid literal for int() with base 10") named neither."""
+    value = data.get(key, 0)
+    try:
+        return kind(value)
+    except (TypeError, ValueError, OverflowError):
+        noun = "an integer" if kind is int else "a number"
+        raise PiShapeError(f"{prefix}{key} must be {noun} (got {value!r:.40})") from None
 
 
 def from_pi(msg: dict[str, Any]) -> tuple[Message, dict[str, Any]]:
     """A nexus message from a pi message, and the pi keys it does not model."""
     role = msg.get("role")
-    ts = int(msg.get("timestamp", 0))
+    ts = _number(msg, "timestamp", int)  # milliseconds since the epoch
     try:
         if role == "user":
             content = msg.get("content")
@@ -140,6 +154,21 @@ def from_pi(msg: dict[str, Any]) -> tuple[Message, dict[str, Any]]:
         raise PiShapeError(f"{role} message is missing field {exc.args[0]!r}") from exc
     extra = {k: v for k, v in msg.items() if k not in _KNOWN[str(role)]}
     return out, extra
+
+
+def entry_problem(raw: dict[str, Any]) -> str | None:
+    """What is wrong with an entry after the header, by its type, or ``None`` (the tree's links are checked apart)."""
+    if raw["type"] == "session":  # two files joined: it was reported as an entry with no 'parentId'
+        return "a second session header: a pi file holds one session (import each file on its own)"
+    if raw["type"] != "compaction":
+        return None
+    if not isinstance(raw.get("summary"), str):
+        return "a compaction entry needs a string 'summary'"
+    try:
+        _number({"tokensBefore": raw.get("tokensBefore") or 0}, "tokensBefore", int)
+    except PiShapeError as exc:
+        return f"invalid compaction entry: {exc}"
+    return None
 
 
 def _block_out(block: UserContent | AssistantContent) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from nexus._dataclass import dataclass
 from nexus.ledger import _read, _sessions, _turns, labels
-from nexus.ledger._pi_messages import PI_ROLES, PiShapeError, from_pi, json_problem, pi_json, to_pi
+from nexus.ledger._pi_messages import PI_ROLES, PiShapeError, entry_problem, from_pi, json_problem, pi_json, to_pi
 from nexus.ledger._write import TurnOutcome, move_pointer
 from nexus.ledger.errors import LedgerError, PiFormatError
 from nexus.ledger.records import CLOSED_STATUSES, CompactionRecord, ImportResult, NewSession, TurnDetails
@@ -126,6 +126,8 @@ def _check_header(where: str, number: int, raw: dict[str, Any]) -> dict[str, Any
 
 
 def _check_entry(where: str, number: int, raw: dict[str, Any], seen: set[str]) -> _Entry:
+    if (problem := entry_problem(raw)) is not None:
+        raise PiFormatError(where, number, problem)
     entry_id = raw.get("id")
     if not isinstance(entry_id, str) or not entry_id:
         raise PiFormatError(where, number, "entry has no string 'id'")
@@ -147,8 +149,6 @@ def _check_entry(where: str, number: int, raw: dict[str, Any], seen: set[str]) -
                 entry.message, entry.extra = from_pi(msg)
             except (PiShapeError, TypeError, ValueError) as exc:
                 raise PiFormatError(where, number, f"invalid {msg.get('role')} message: {exc}") from exc
-    elif raw["type"] == "compaction" and not isinstance(raw.get("summary"), str):
-        raise PiFormatError(where, number, "a compaction entry needs a string 'summary'")
     return entry
 
 
@@ -309,7 +309,7 @@ def _compaction_of(e: _Entry, parent_id: str | None, state: dict[str, Any]) -> C
         summary=str(e.raw["summary"]),
         summarized_through_turn_id=parent_id or "",
         first_kept_turn_id=kept_group.turn_id if kept_group is not None and kept_group.turn_id else None,
-        tokens_before=int(e.raw.get("tokensBefore") or 0),
+        tokens_before=int(e.raw.get("tokensBefore") or 0),  # checked at parse (entry_problem)
         model=str(state.get("model") or "unknown"),
         provider=state.get("provider"),
         trigger="manual" if e.raw.get("fromHook") else "context_limit",
