@@ -276,6 +276,8 @@ def test_import_takes_a_bom_warns_of_messages_no_model_sees_and_names_label_when
     assert "1 message of a role other than user, assistant and toolResult kept as metadata only" in first.stderr
     again = nexus("sessions", "import", str(path))
     assert again.returncode == 2 and "--label NAME" in again.stderr and "Traceback" not in again.stderr, again.stderr
+    assert "already imported as 'pi-bom-file-1'" in again.stderr
+    assert "--label:" not in again.stderr, "no --label was given: the error does not blame one"
     assert nexus("sessions", "import", str(path), "--label", "second").returncode == 0
     taken = nexus("sessions", "import", str(path), "--label", "second")
     assert taken.returncode == 2 and "--label: a session or alias named 'second' already exists" in taken.stderr

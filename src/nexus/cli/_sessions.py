@@ -275,11 +275,19 @@ async def _fork(ledger: Ledger, args: argparse.Namespace) -> int:
     return 0
 
 
-def _label_taken(exc: SessionExistsError, advice: str = "give another with --label NAME") -> UsageError:
-    """A new session's label is taken: exit 2 naming ``--label`` (docs/cli.md's table: a wrong argument)."""
+def _label_taken(exc: SessionExistsError, given: bool = True) -> UsageError:
+    """A new session's label is taken: exit 2 (docs/cli.md's table: a wrong argument), naming ``--label`` when it
+    was given; else the label came from the file (an import of the same file twice) and the advice is to give one."""
     from nexus.errors import UsageError
 
-    return UsageError(f"--label: a session or alias named {exc.label!r} already exists; {advice}")
+    if given:
+        return UsageError(
+            f"--label: a session or alias named {exc.label!r} already exists; give another with --label NAME"
+        )
+    return UsageError(
+        f"the file's session is already imported as {exc.label!r} (a session or alias of that name exists); "
+        "give the import another name with --label NAME"
+    )
 
 
 async def _export(ledger: Ledger, args: argparse.Namespace) -> int:
@@ -320,8 +328,7 @@ async def _import(ledger: Ledger, args: argparse.Namespace) -> int:
     try:
         result = await ledger.pi.import_pi(source, args.label)
     except SessionExistsError as exc:  # the same file twice: say how to import it again
-        advice = "give another with --label NAME" if args.label else "give the import another name with --label NAME"
-        raise _label_taken(exc, advice) from None
+        raise _label_taken(exc, given=bool(args.label)) from None
     label = getattr(result, "session_label", None) or str(result)
     turns, messages = getattr(result, "turns", None), getattr(result, "messages", 0)
     extra = f" ({_counted(turns, 'turn')}, {_counted(messages, 'message')})" if turns is not None else ""
