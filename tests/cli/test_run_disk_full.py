@@ -87,6 +87,7 @@ def test_disk_full_mid_run_keeps_the_reply_and_lists_sessions(small_disk: Path, 
     assert out.strip() == REPLY  # what the user saw
     assert "Traceback" not in err, err
     assert err.count("could not write the crash journal") <= 1, err
+    assert all(line.startswith("nexus: ") for line in err.splitlines() if "crash journal" in line), err
     lines = [line for line in err.splitlines() if "could not save turn" in line]
     assert len(lines) == 1 and "the disk is full" in lines[0], err
     found = re.search(r"the reply is kept in (\S+\.json)", lines[0])

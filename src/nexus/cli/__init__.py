@@ -66,6 +66,8 @@ def _main(argv: Sequence[str], *, process: bool) -> int:
         return exit_.code if isinstance(exit_.code, int) else 0 if exit_.code is None else 2
     from nexus.errors import ConfigError, NexusError, UsageError
 
+    if process:
+        _prefix_library_warnings()
     try:
         handler = _load_handler(str(args.handler))
         if process and args.command not in ONE_SHOT_COMMANDS:
@@ -100,6 +102,26 @@ def _main(argv: Sequence[str], *, process: bool) -> int:
         where = exc.filename or "the output (stdout)"
         print(f"nexus: error: cannot write {where}: {exc.strerror or exc} (is the disk full?)", file=sys.stderr)
         return 1
+
+
+def _prefix_library_warnings() -> None:
+    """Give the library's warnings the ``nexus:`` prefix of every other line the CLI writes to stderr.
+
+    Nothing sets up logging in a CLI command (unless telemetry's log lines are on: they install their own
+    handler), so a library warning (a crash journal that a full disk refused) reached the terminal through
+    logging's last-resort handler as a bare message, where docs/cli.md quotes ``nexus: could not write the
+    crash journal …``. Only the last resort changes: a handler anyone installs still gets every record.
+    """
+    import logging
+
+    class LastResort(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            try:  # stderr looked up at each line, as the standard last resort does
+                sys.stderr.write(f"nexus: {self.format(record)}\n")
+            except Exception:  # stderr closed or gone: the standard handler's own rule
+                self.handleError(record)
+
+    logging.lastResort = LastResort(logging.WARNING)
 
 
 UNUSED_OPTIONAL_MODULES = ("trio", "httpx._main")
