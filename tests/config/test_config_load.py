@@ -129,6 +129,16 @@ def test_missing_file_named_by_the_environment_is_an_error(tmp_path: Path) -> No
     assert load_config(env={"NEXUS_HOME": str(tmp_path)}).source is None  # only the default file may be missing
 
 
+def test_a_byte_order_mark_is_no_syntax_error_and_a_directory_is_named(tmp_path: Path) -> None:
+    # a Windows editor's BOM read as "TOML syntax error (column 1): Invalid statement"; a directory was
+    # "cannot read ... fix its permissions or encoding"
+    file = tmp_path / "bom.toml"
+    file.write_text('\ufeffdefault_model = "openai/gpt-4o"\n', encoding="utf-8")
+    assert load_config(file).default_model == "openai/gpt-4o"
+    with pytest.raises(ConfigError, match=rf"config file {tmp_path} is a directory: name the file in it"):
+        load_config(tmp_path)
+
+
 def test_unknown_key_names_path_line_and_suggestion() -> None:
     message = _error('default_model = "openai/gpt-4o"\n\n[agent]\nmax_iterations = 5\nmax_retrys = 2\n')
     assert "nexus.toml:5: agent.max_retrys: unknown key 'max_retrys'" in message

@@ -50,11 +50,18 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
                 f"to use {default}"
             )
         return _finish(NexusConfig(), home, None)
+    if file.is_dir():
+        raise ConfigError(f"config file {file} is a directory: name the file in it (e.g. {file / CONFIG_FILE_NAME})")
     try:
-        text = file.read_text(encoding="utf-8")
+        text = file.read_text(encoding="utf-8").removeprefix(BOM)
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read config file {file}: {exc}; fix its permissions or encoding (UTF-8)") from exc
     return _finish(parse_config(text, file), home, file)
+
+
+BOM = "\ufeff"
+"""The byte-order mark some Windows editors put first in a UTF-8 file: no TOML, but no mistake of the user's
+either (it read as "TOML syntax error (column 1): Invalid statement" on a line that looks right)."""
 
 
 MAX_NESTING = 32
