@@ -40,7 +40,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import fields, replace
-from typing import TYPE_CHECKING, TypeVar
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from nexus.engine.execution._snapshots import SNAPSHOTS
 from nexus.engine.execution._writer import inline_ok, settled, submit
@@ -80,16 +81,17 @@ def snapshot(partial: AssistantMessage, complete_calls: set[int]) -> AssistantMe
     """A copy of a streaming message that later deltas do not change; unfinished tool calls left out.
 
     Taken on the event loop for every snapshot of every run (4,000 a second with 1,000 runs), so
-    it copies field by field instead of through ``dataclasses.replace`` (3-4 times slower).
+    each object is copied by one C call that reads all its fields and the class's own ``__init__``
+    (:func:`_copier`), not through ``dataclasses.replace`` nor a Python loop over the fields.
     """
     content: list[AssistantContent] = [
-        _copy(block, _BLOCK_FIELDS[type(block)])
+        _COPY[type(block)](block)
         for i, block in enumerate(partial.content)
         if not isinstance(block, ToolCall) or i in complete_calls
     ]
-    usage = _copy(partial.usage, _USAGE_FIELDS)
-    usage.cost = _copy(partial.usage.cost, _COST_FIELDS)
-    message = _copy(partial, _MESSAGE_FIELDS)
+    usage = _copy_usage(partial.usage)
+    usage.cost = _copy_cost(partial.usage.cost)
+    message = _copy_message(partial)
     message.content = content
     message.usage = usage
     return message
@@ -98,22 +100,26 @@ def snapshot(partial: AssistantMessage, complete_calls: set[int]) -> AssistantMe
 _T = TypeVar("_T")
 
 
-def _copy(obj: _T, names: tuple[str, ...]) -> _T:
-    """A shallow copy of a slotted dataclass without ``__post_init__`` (none of these has one)."""
-    new = object.__new__(type(obj))
-    for name in names:
-        object.__setattr__(new, name, getattr(obj, name))
-    return new
+def _copier(cls: type[_T]) -> Callable[[_T], _T]:
+    """A shallow copy of ``cls``'s instances: ``cls(*values)``, its fields read by one ``attrgetter``.
+
+    4-5 times cheaper than a Python loop of ``getattr``/``setattr`` over the fields. Valid because
+    every field of these classes is a positional ``__init__`` parameter in field order, and none has
+    a ``__post_init__`` (checked here, so a class that changes fails at import, not in a snapshot).
+    """
+    found = fields(cast(Any, cls))  # a dataclass (fields raises otherwise)
+    if hasattr(cls, "__post_init__") or any(not f.init or f.kw_only for f in found):
+        raise TypeError(f"{cls.__qualname__}: a snapshot copies it through __init__, which must take every field")
+    read = attrgetter(*(f.name for f in found))
+    return lambda obj: cls(*read(obj))
 
 
-def _names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls))
-
-
-_MESSAGE_FIELDS = _names(AssistantMessage)
-_USAGE_FIELDS = _names(Usage)
-_COST_FIELDS = _names(Cost)
-_BLOCK_FIELDS: dict[type, tuple[str, ...]] = {cls: _names(cls) for cls in (TextContent, ThinkingContent, ToolCall)}
+_copy_message = _copier(AssistantMessage)
+_copy_usage = _copier(Usage)
+_copy_cost = _copier(Cost)
+_COPY: dict[type, Callable[[AssistantContent], AssistantContent]] = {
+    cls: _copier(cls) for cls in (TextContent, ThinkingContent, ToolCall)
+}
 
 
 def _unfinished_call(block: AssistantContent, complete_ids: set[str]) -> bool:
