@@ -32,6 +32,11 @@ for arriving messages does (the starts then spread over a second or more).
 
   .venv/bin/python bench/bench_engine_concurrent.py [--executions 1000] [--tps 20] [--gc tuned|default]
                                                     [--start yield|burst] [--repeat-answer N] [--retained]
+                                                    [--slow-iterations MS]
+
+``--slow-iterations MS`` also prints what the loop's iterations over MS ms of loop CPU while streaming were
+made of: how many, how many held a garbage collection, and their callbacks by CPU (a task's steps under its
+coroutine's name). It wraps every callback of the loop, so its lags are not comparable with a run without it.
 
 ``--repeat-answer N`` makes each answer N times as long, so that starts spread over a second
 (``--start yield``) still leave a window where all executions stream together; that window is
@@ -55,6 +60,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
 import _machine
+from _loop_iterations import SlowIterations
 
 from nexus.config import load_config
 from nexus.engine import AgentSpec, Execution, Runtime
@@ -185,9 +191,12 @@ class _Measured:
         self.retained_active = self.retained_idle = ""
         self.failed = 0
         self.pauses = GcPauses()
+        self.slow: SlowIterations | None = None
 
 
-async def _measure(runtime: Runtime, spec: AgentSpec, labels: list[str], burst: bool, retained: bool) -> _Measured:
+async def _measure(
+    runtime: Runtime, spec: AgentSpec, labels: list[str], burst: bool, retained: bool, slow_ms: float | None = None
+) -> _Measured:
     """Start every execution, measure memory while they stream and after they ended, and the loop's lag."""
     m, executions = _Measured(), len(labels)
     traced = Retained(retained)
@@ -209,7 +218,12 @@ async def _measure(runtime: Runtime, spec: AgentSpec, labels: list[str], burst: 
     loop_cpu = time.thread_time()
     streaming_from = time.perf_counter()
     gc.callbacks.append(m.pauses)
+    if slow_ms is not None:
+        m.slow = SlowIterations(slow_ms / 1000)
+        m.slow.start(loop)
     results = await asyncio.gather(*(e.result for e in running))
+    if m.slow is not None:
+        m.slow.stop()
     gc.callbacks.remove(m.pauses)
     m.loop_cpu = time.thread_time() - loop_cpu
     m.streaming_s = time.perf_counter() - streaming_from
@@ -243,6 +257,8 @@ def _report(m: _Measured, runtime: Runtime, executions: int, tps: float, tuned_g
     print(f"loop thread CPU while streaming: {m.loop_cpu * 1000:.0f} ms over {m.streaming_s * 1000:.0f} ms "
           f"({m.loop_cpu / m.streaming_s:.0%} busy)")  # fmt: skip
     print(f"garbage collections while streaming: {m.pauses.summary()}")
+    if m.slow is not None:
+        print(m.slow.summary())
     print(
         f"RSS per active execution: {(m.active - m.before) / executions / 1024:.1f} KB; retained: {m.retained_active}"
     )
@@ -256,7 +272,13 @@ def _report(m: _Measured, runtime: Runtime, executions: int, tps: float, tuned_g
 
 
 async def main(
-    executions: int, tps: float, tuned_gc: bool = True, burst: bool = False, repeat: int = 1, retained: bool = False
+    executions: int,
+    tps: float,
+    tuned_gc: bool = True,
+    burst: bool = False,
+    repeat: int = 1,
+    retained: bool = False,
+    slow_ms: float | None = None,
 ) -> None:
     ledger, runtime, spec, labels = await _setup(executions, tps, repeat)
     gc.collect()
@@ -264,7 +286,7 @@ async def main(
         from nexus.engine.wiring.gc_tuning import tune_gc_for_many_runs
 
         tune_gc_for_many_runs()
-    measured = await _measure(runtime, spec, labels, burst, retained)
+    measured = await _measure(runtime, spec, labels, burst, retained, slow_ms)
     _report(measured, runtime, executions, tps, tuned_gc, burst)
     ledger.close()
 
@@ -277,7 +299,17 @@ if __name__ == "__main__":
     parser.add_argument("--start", choices=("burst", "yield"), default="burst")
     parser.add_argument("--repeat-answer", type=int, default=1, help="answer text repeated N times (longer turns)")
     parser.add_argument("--retained", action="store_true", help="count retained Python memory (tracemalloc; slower)")
+    parser.add_argument("--slow-iterations", type=float, metavar="MS", help="what the loop iterations over MS ran")
     args = parser.parse_args()
+    burst = args.start == "burst"
     asyncio.run(
-        main(args.executions, args.tps, args.gc == "tuned", args.start == "burst", args.repeat_answer, args.retained)
+        main(
+            args.executions,
+            args.tps,
+            args.gc == "tuned",
+            burst,
+            args.repeat_answer,
+            args.retained,
+            args.slow_iterations,
+        )
     )
