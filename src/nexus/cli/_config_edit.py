@@ -34,11 +34,10 @@ def edit(args: argparse.Namespace, change: Callable[[Any], None]) -> Path:
 
     from nexus._replace_file import replace_file
     from nexus.config import parse_config
-    from nexus.config._load import BOM
     from nexus.errors import ConfigError
 
     path = config_file(args)
-    text = path.read_text(encoding="utf-8").removeprefix(BOM) if path.exists() else ""
+    text = path.read_text(encoding="utf-8").removeprefix("\ufeff") if path.exists() else ""  # a BOM, as the loader
     document = tomlkit.parse(text)
     change(document)
     new_text = tomlkit.dumps(document)

@@ -105,10 +105,11 @@ def _copier(cls: type[_T]) -> Callable[[_T], _T]:
 
     4-5 times cheaper than a Python loop of ``getattr``/``setattr`` over the fields. Valid because
     every field of these classes is a positional ``__init__`` parameter in field order, and none has
-    a ``__post_init__`` (checked here, so a class that changes fails at import, not in a snapshot).
+    a ``__post_init__`` (checked here, so a class that changes fails at import, not in a snapshot); and
+    each has two fields or more (``attrgetter`` of one name returns the value, not a tuple).
     """
     found = fields(cast(Any, cls))  # a dataclass (fields raises otherwise)
-    if hasattr(cls, "__post_init__") or any(not f.init or f.kw_only for f in found):
+    if len(found) < 2 or hasattr(cls, "__post_init__") or any(not f.init or f.kw_only for f in found):
         raise TypeError(f"{cls.__qualname__}: a snapshot copies it through __init__, which must take every field")
     read = attrgetter(*(f.name for f in found))
     return lambda obj: cls(*read(obj))
