@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import json.encoder as _json_c
 import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
@@ -12,7 +13,27 @@ from nexus.ledger.errors import SessionNotFound, TurnNotFound
 from nexus.ledger.records import CompactionRecord, Session, Turn
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-dumps = _ENCODER.encode
+_MAKE_C_ENCODER: Any = getattr(_json_c, "c_make_encoder", None)  # CPython's C encoder (untyped; absent elsewhere)
+_C_ENCODE = (
+    None
+    if _MAKE_C_ENCODER is None
+    else _MAKE_C_ENCODER(None, _ENCODER.default, _json_c.encode_basestring, None, ":", ",", False, False, True)
+)
+
+
+def dumps(value: object) -> str:
+    """Compact JSON (the text every row stores), as ``_ENCODER.encode`` writes it.
+
+    The C encoder is made once, not at every call as ``encode`` does (~2 of its ~5 us for a queued message, and
+    one runs for every message); it keeps no circular-reference marks, so a value it refuses is encoded again the
+    usual way, which raises the usual error.
+    """
+    if _C_ENCODE is None:
+        return _ENCODER.encode(value)
+    try:
+        return "".join(_C_ENCODE(value, 0))
+    except Exception:  # a circular or unserializable value: the usual error, from the usual encoder
+        return _ENCODER.encode(value)
 
 
 T = TypeVar("T")
