@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import field
 from typing import Any, TypeVar, cast
 
@@ -69,21 +69,28 @@ class SqlQueueStore:
 
     # ------------------------------------------------------------------ accept and claim (grouped)
 
-    async def accept(self, request: AcceptRequest) -> tuple[QueueItem, bool]:
-        """Queue a message durably; ``(item, created)``, ``created`` False for a message id already accepted."""
-        outcome: tuple[QueueItem, bool] = await self._submit(_Write(self._future(), request=request))
-        return outcome
+    def accept(self, request: AcceptRequest) -> Awaitable[tuple[QueueItem, bool]]:
+        """Queue a message durably; ``(item, created)``, ``created`` False for a message id already accepted.
 
-    async def claim(
+        The group's future itself is returned, not a coroutine awaiting it (one runs for every message, and each
+        frame between the sender and the commit is made, entered and resumed again): the write joins the group at
+        the call. ``_Write`` is built positionally: a class called with keywords builds a dict of them and unpacks
+        it again."""
+        future: asyncio.Future[tuple[QueueItem, bool]] = self._submit(_Write(self._future(), request))
+        return future
+
+    def claim(
         self, item_ids: Sequence[str], *, lease: Lease | None = None, overflow_of: str | None = None
-    ) -> list[tuple[QueueItem, int]] | None:
+    ) -> Awaitable[list[tuple[QueueItem, int]] | None]:
         """A run takes these items: ``processing``, one more attempt counted (under ``lease``: fenced by its epoch);
-        with ``overflow_of``, also :meth:`take_overflow` in the claim's transaction (its outcome returned)."""
+        with ``overflow_of``, also :meth:`take_overflow` in the claim's transaction (its outcome returned). The
+        group's future itself, as :meth:`accept` returns it."""
         if not item_ids:
-            return None if overflow_of is None else []
-        write = _Write(self._future(), claim=tuple(item_ids), lease=lease, overflow_of=overflow_of)
-        owed: list[tuple[QueueItem, int]] | None = await self._submit(write)
-        return owed
+            return _done(None if overflow_of is None else [])
+        future: asyncio.Future[list[tuple[QueueItem, int]] | None] = self._submit(
+            _Write(self._future(), None, tuple(item_ids), lease, None, overflow_of)  # positional, as in accept
+        )
+        return future
 
     @staticmethod
     def _future() -> asyncio.Future[Any]:
@@ -262,6 +269,13 @@ def _in_bulk(conn: Any, group: list[_Write]) -> list[object]:
             write.move(conn)
     _wake(conn, outcomes)
     return outcomes
+
+
+def _done(value: T) -> asyncio.Future[T]:
+    """A future that already holds ``value`` (a claim of nothing)."""
+    future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+    future.set_result(value)
+    return future
 
 
 def _resolve(group: list[_Write], outcomes: list[object]) -> None:

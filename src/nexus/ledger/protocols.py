@@ -13,7 +13,7 @@ are short, and never suspend).
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -207,13 +207,15 @@ class QueueStore(Protocol):
     A turn that consumed items delivers them in its own transaction (``TurnWrite.consumed_queue_items``).
     """
 
-    async def accept(self, request: AcceptRequest) -> tuple[QueueItem, bool]:
-        """Queue a message durably; ``(item, created)``, ``created`` False for a message id already accepted."""
+    def accept(self, request: AcceptRequest) -> Awaitable[tuple[QueueItem, bool]]:
+        """Queue a message durably; ``(item, created)``, ``created`` False for a message id already accepted.
+
+        An awaitable (a coroutine, or the future of a group commit): it runs for every message."""
         ...
 
-    async def claim(
+    def claim(
         self, item_ids: Sequence[str], *, lease: Lease | None = None, overflow_of: str | None = None
-    ) -> list[tuple[QueueItem, int]] | None:
+    ) -> Awaitable[list[tuple[QueueItem, int]] | None]:
         """A run takes these items: ``processing``, one more attempt; ``QueueItemsFinishedError`` for finished ones.
 
         With the session's ``lease`` (a backend with a ``LeaseStore``): refused with ``LeaseLostError`` unless the
