@@ -361,8 +361,8 @@ def _newest_target(items: Sequence[QueuedMessage]) -> dict[str, object] | None:
 
 def _sent_result(result: AgentResult) -> SendAndWaitResult:
     """What a sender is told of the turn that consumed its message (seed 003's ``{success, error}`` + reply)."""
-    success = result.status == "completed"
-    return SendAndWaitResult(success, error=error_text(result), reply=result.reply or None, turn_id=result.turn_id)
+    success = result.status == "completed"  # positional (success, error, reply, turn): one for every run
+    return SendAndWaitResult(success, error_text(result), result.reply or None, result.turn_id)
 
 
 def _failed(reason: str) -> AgentResult:

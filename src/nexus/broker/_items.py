@@ -76,18 +76,16 @@ def queued(
     prompt = message.content if message is not None else str(row.message)
     if not prompt or prompt.isspace():
         raise ValueError("the message has no content")
+    # Positional (item, message id, prompt, mode, enqueued, debounce, sender, route, conversation): a class called
+    # with keywords builds a dict of them and unpacks it again, for every message.
     queued_message = QueuedMessage(
-        item_id=row.id,
-        message_id=row.message_id or row.id,
-        prompt=prompt,
-        mode=parse_mode(row.mode),
-        cut_runs=cut,
-        last_attempt=cut > 0 and cut + 1 >= max_attempts,
-        enqueued_at_ms=row.enqueued_at,
-        debounce_ms=debounce_ms,
-        sender=row.sender if row.sender not in (None, "user") else None,
-        conversation_id=message.conversation_id if message is not None else None,
-    )
+        row.id, row.message_id or row.id, prompt, parse_mode(row.mode), row.enqueued_at, debounce_ms,
+        row.sender if row.sender not in (None, "user") else None, "",
+        message.conversation_id if message is not None else None,
+    )  # fmt: skip
+    if cut:  # reloaded processing: a crash cut its runs
+        queued_message.cut_runs = cut
+        queued_message.last_attempt = cut + 1 >= max_attempts
     metadata = message.metadata if message is not None else None
     if metadata:  # most messages carry none: the fields keep their defaults
         queued_message.hop = _hop(metadata)

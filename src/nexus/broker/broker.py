@@ -282,16 +282,12 @@ class AgentBroker(SmartRoutingFace):
         message_level = QueueOverrides(mode=parse_mode(queue_mode)) if queue_mode is not None else None
         settings = resolve_settings(message_level, slot.overrides, default=self._settings.queue)
         message.timestamp = message.timestamp or _now_ms()
+        # Positional (agent, label, id, sender, message, mode, logged, session key): a class called with keywords
+        # builds a dict of them and unpacks it again, for every message.
         request = AcceptRequest(
-            agent_id=slot.agent_id,
-            session_label=label,
-            message_id=message.id,
-            sender=message.from_,
-            message=message.to_json(),
-            mode=settings.mode,
-            log_as_agent_message=message.from_ in self._slots,
-            session_key=message.session if label != slot.identity.session_label else None,
-        )
+            slot.agent_id, label, message.id, message.from_, message.to_json(), settings.mode,
+            message.from_ in self._slots, message.session if label != slot.identity.session_label else None,
+        )  # fmt: skip
         accepted = await self._intake.accept(slot, message, request, settings)
         if isinstance(accepted, SendReceipt):  # a duplicate: the first accept's receipt
             return accepted
@@ -310,7 +306,7 @@ class AgentBroker(SmartRoutingFace):
         else:
             steered = await self._steerer.deliver_to_run(session, queued_message, settings.mode)
         session.idle.clear()
-        return SendReceipt(message.id, row.id, steered=steered, pushed_out=pushed_out, ticket=ticket)
+        return SendReceipt(message.id, row.id, False, steered, pushed_out, ticket)  # positional: see the request
 
     async def send_and_wait(self, message: AgentMessage, timeout_ms: int | None = None) -> SendAndWaitResult:
         """Send, then wait until the turn that consumed the message ends (or ``timeout_ms`` passes)."""

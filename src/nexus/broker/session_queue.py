@@ -322,7 +322,7 @@ class SessionQueue:
         if len(items) == 1:  # the usual turn: one message, nothing to bisect
             item = items[0]
             item.in_flight = True
-            return Batch(items=(item,), prompt=format_prompt(items, None))
+            return Batch((item,), format_prompt(items, None))  # positional (items, prompt): one for every run
         items = bisect_suspects(items)
         for item in items:
             item.in_flight = True
