@@ -62,6 +62,11 @@ def broker_tools(broker: Messenger) -> list[AgentTool]:
     return [_status_tool(broker), _list_tool(broker)]
 
 
+_SEND_DESCRIPTION = (
+    "Send a message to another agent. With waitForReply the call returns the agent's reply; "
+    "without it the reply arrives later as a message from that agent."
+)
+
 _SEND_PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -108,16 +113,9 @@ def caller_tool(broker: Messenger, caller: CallerContext) -> AgentTool:
             return AgentToolResult.text(f"{target} did not answer: {result.error}", is_error=True)
         return AgentToolResult.text(result.reply or "(no text reply)", details={"turn_id": result.turn_id})
 
-    return AgentTool(
-        name="send_message_to_agent",
-        description=(
-            "Send a message to another agent. With waitForReply the call returns the agent's reply; "
-            "without it the reply arrives later as a message from that agent."
-        ),
-        parameters=_SEND_PARAMETERS,
-        execute=execute,
-        label="Message agent",
-    )
+    # Positional (name, description, parameters, execute, label): one is made for every run, and a class called with
+    # keywords builds a dict of them and unpacks it again.
+    return AgentTool("send_message_to_agent", _SEND_DESCRIPTION, _SEND_PARAMETERS, execute, "Message agent")
 
 
 def _refused(

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, TypeVar
 
+from nexus._dataclass import dataclass
 from nexus.broker.modes import QueueMode, QueueSettings
 
 if TYPE_CHECKING:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Literal
 
+from nexus._dataclass import dataclass
 from nexus.errors import NexusError
 
 if TYPE_CHECKING:
