@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from nexus.engine.assembly import bootstrap
 from nexus.engine.assembly._sessions import SessionCache, SessionStates
 from nexus.engine.assembly._window import ContextWindow, history_estimates
 from nexus.engine.assembly.bootstrap import load_bootstrap_files
@@ -48,6 +49,65 @@ def test_added_removed_and_replaced_bootstrap_files_are_seen(tmp_path: Path) -> 
     replacement.write_text("warm")
     os.replace(replacement, tmp_path / "SOUL.md")  # a new inode, as editors that save atomically do
     assert [f.content for f in load_bootstrap_files(tmp_path)] == ["warm"]
+
+
+def _settle(directory: Path, monkeypatch: Any) -> None:
+    """Make ``directory`` look long unchanged: its mtime in the past, and any age counted as settled (its
+    ctime, which ``utime`` sets to now, cannot be moved back)."""
+    monkeypatch.setattr(bootstrap, "SETTLED_NS", 0, raising=False)
+    old = directory.stat().st_mtime_ns - 60_000_000_000
+    os.utime(directory, ns=(old, old))
+
+
+def _stats_of(directory: Path, monkeypatch: Any) -> list[str]:
+    """The paths under ``directory`` that ``os.stat`` is called on from now on."""
+    seen: list[str] = []
+    real = os.stat
+
+    def counting(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if str(path).startswith(str(directory)):
+            seen.append(str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", counting)
+    return seen
+
+
+def test_a_settled_workspace_stats_only_the_names_it_holds(tmp_path: Path, monkeypatch: Any) -> None:
+    (tmp_path / "AGENTS.md").write_text("rules")
+    _settle(tmp_path, monkeypatch)
+    assert [f.content for f in load_bootstrap_files(tmp_path)] == ["rules"]
+    stats = _stats_of(tmp_path, monkeypatch)
+    assert [f.content for f in load_bootstrap_files(tmp_path)] == ["rules"]
+    assert sorted(stats) == sorted([str(tmp_path), str(tmp_path / "AGENTS.md")])  # not one per name (eight)
+    (tmp_path / "AGENTS.md").write_text("new rules")  # edited in place: the directory does not change
+    _bump_mtime(tmp_path / "AGENTS.md")
+    assert [f.content for f in load_bootstrap_files(tmp_path)] == ["new rules"]
+
+
+def test_a_file_added_to_a_settled_workspace_is_seen(tmp_path: Path, monkeypatch: Any) -> None:
+    (tmp_path / "AGENTS.md").write_text("rules")
+    os.symlink(tmp_path / "elsewhere.md", tmp_path / "USER.md")  # dangling: an entry, not yet a file
+    _settle(tmp_path, monkeypatch)
+    assert [f.name for f in load_bootstrap_files(tmp_path)] == ["AGENTS.md"]
+    assert [f.name for f in load_bootstrap_files(tmp_path)] == ["AGENTS.md"]  # served from the cache
+    (tmp_path / "SOUL.md").write_text("calm")  # a new name moves the directory's mtime
+    assert [f.name for f in load_bootstrap_files(tmp_path)] == ["AGENTS.md", "SOUL.md"]
+    _settle(tmp_path, monkeypatch)
+    assert [f.name for f in load_bootstrap_files(tmp_path)] == ["AGENTS.md", "SOUL.md"]
+    old = (tmp_path / "SOUL.md").stat().st_mtime_ns
+    (tmp_path / "elsewhere.md").write_text("me")  # the symlink's target appears (outside the cached names)
+    os.utime(tmp_path, ns=(old, old - 60_000_000_000))  # and the workspace looks untouched again
+    assert [f.name for f in load_bootstrap_files(tmp_path)] == ["AGENTS.md", "SOUL.md", "USER.md"]
+
+
+def test_a_workspace_changed_just_now_is_stat_ed_in_full(tmp_path: Path, monkeypatch: Any) -> None:
+    """Its mtime may not move for a file created in the same clock tick: every name is looked up."""
+    (tmp_path / "AGENTS.md").write_text("rules")
+    load_bootstrap_files(tmp_path)
+    stats = _stats_of(tmp_path, monkeypatch)
+    load_bootstrap_files(tmp_path)
+    assert {str(tmp_path / name) for name in bootstrap.BOOTSTRAP_FILES} <= set(stats)
 
 
 def test_cached_bootstrap_list_is_a_copy_and_caps_are_part_of_the_key(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 
 from nexus._dataclass import dataclass
@@ -66,10 +67,30 @@ def truncation_marker(name: str, shown: int, size: int) -> str:
 
 _Stamp = tuple[int, int, int, int] | None
 _CACHE_MAX = 64
-_cache: dict[tuple[str, tuple[str, ...], int, int], tuple[tuple[_Stamp, ...], list[BootstrapFile]]] = {}
-"""(workspace, names, caps) -> (each file's stat stamp, the loaded files): a re-read only after an edit."""
+
+
+@dataclass(slots=True, frozen=True)
+class _Cached:
+    """One cached load: the workspace directory's stamp (``None``: not to be trusted), which names have an
+    entry in it (by index), each file's stamp, and the loaded files."""
+
+    directory: _Stamp
+    entries: tuple[int, ...]
+    stamps: tuple[_Stamp, ...]
+    files: list[BootstrapFile]
+
+
+_cache: dict[tuple[str, tuple[str, ...], int, int], _Cached] = {}
+"""(workspace, names, caps) -> the last load and its stamps: a re-read only after an edit."""
 _paths: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}
 """(workspace, names) -> the files' paths, joined once (every run stats them)."""
+
+SETTLED_NS = 2_000_000_000
+"""How old the workspace directory's mtime must be before it vouches that no bootstrap file appeared.
+
+Timestamps come from a coarse clock (a tick of a few ms): a file created in the same tick as the
+directory's last change leaves its mtime as it was. A change after the stamp was taken, once the
+directory's mtime is this far in the past, moves it."""
 
 
 def _stamp(path: str) -> _Stamp:
@@ -81,6 +102,27 @@ def _stamp(path: str) -> _Stamp:
     if not stat.S_ISREG(st.st_mode):
         return None
     return st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino
+
+
+def _directory_stamp(path: str) -> _Stamp:
+    """(mtime_ns, ctime_ns, inode, device) of the workspace; None when it is missing or changed too recently
+    to vouch for its entries (see :data:`SETTLED_NS`)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if max(st.st_mtime_ns, st.st_ctime_ns) > time.time_ns() - SETTLED_NS:
+        return None
+    return st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev
+
+
+def _has_entry(path: str) -> bool:
+    """Whether the directory holds ``path``'s name at all (a dangling symlink or a directory counts)."""
+    try:
+        os.lstat(path)
+    except OSError:
+        return False
+    return True
 
 
 def _read_prefix(path: Path, limit: int) -> tuple[str, int] | None:
@@ -114,8 +156,11 @@ def load_bootstrap_files(
     :func:`truncation_marker`. A missing workspace yields an empty list.
 
     Every run reads these files and they rarely change, so the result is cached per process
-    and checked with one ``stat`` per file name: an edit, a new, removed or replaced file
-    (by mtime, ctime, size or inode) is read again by the next run.
+    and checked with ``stat``: an edit, a new, removed or replaced file (by mtime, ctime, size or
+    inode) is read again by the next run. A name can only appear or go by changing the workspace
+    directory, so while the directory's stamp is unchanged (and settled, :data:`SETTLED_NS`) only
+    the names it holds are stat'ed: two ``stat`` calls a run for a workspace with one ``AGENTS.md``,
+    not one per name (eight).
     """
     if max_file_chars <= 0 or max_total_chars <= 0:
         raise ConfigError("bootstrap size caps must be positive (max_file_chars, max_total_chars)")
@@ -125,16 +170,28 @@ def load_bootstrap_files(
         if len(_paths) >= _CACHE_MAX:
             _paths.clear()
         paths = _paths[base, names] = tuple(os.path.join(base, name) for name in names)
-    stamps = tuple(map(_stamp, paths))
     key = (base, names, max_file_chars, max_total_chars)
     cached = _cache.get(key)
-    if cached is not None and cached[0] == stamps:
-        return list(cached[1])
-    loaded = _load(Path(workspace), names, max_file_chars, max_total_chars)
-    if len(_cache) >= _CACHE_MAX:
+    directory = _directory_stamp(base)  # stamped before the files: a change after it moves it
+    if (  # no name came or went: only the files that have an entry can have changed
+        cached is not None
+        and directory is not None
+        and cached.directory == directory
+        and all(_stamp(paths[i]) == cached.stamps[i] for i in cached.entries)
+    ):
+        return list(cached.files)
+    stamps = tuple(map(_stamp, paths))
+    if cached is not None and cached.stamps == stamps:
+        files = cached.files
+    else:
+        files = _load(Path(workspace), names, max_file_chars, max_total_chars)  # stamped before the read:
+    entries: tuple[int, ...] = ()  # an edit during it is seen next time
+    if directory is not None:
+        entries = tuple(i for i, path in enumerate(paths) if stamps[i] is not None or _has_entry(path))
+    if len(_cache) >= _CACHE_MAX and key not in _cache:
         _cache.clear()
-    _cache[key] = (stamps, loaded)  # stamped before the read: an edit during it is seen next time
-    return list(loaded)
+    _cache[key] = _Cached(directory, entries, stamps, files)
+    return list(files)
 
 
 def _load(root: Path, names: tuple[str, ...], max_file_chars: int, max_total_chars: int) -> list[BootstrapFile]:
