@@ -184,8 +184,8 @@ def load_bootstrap_files(
     if cached is not None and cached.stamps == stamps:
         files = cached.files
     else:
-        files = _load(Path(workspace), names, max_file_chars, max_total_chars)  # stamped before the read:
-    entries: tuple[int, ...] = ()  # an edit during it is seen next time
+        files = _load(Path(workspace), names, max_file_chars, max_total_chars)  # stamped before: an edit
+    entries: tuple[int, ...] = ()  # during the read is seen next time
     if directory is not None:
         entries = tuple(i for i, path in enumerate(paths) if stamps[i] is not None or _has_entry(path))
     if len(_cache) >= _CACHE_MAX and key not in _cache:
