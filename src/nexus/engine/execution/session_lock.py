@@ -91,7 +91,7 @@ class _SessionLock:
     for the broker's whole backlog, ~100 s for 19 queued messages). So a waiter says it waits: it holds a
     shared lock on the session's *waiting mark* (``<lock file>.waiting``) until it has the lock, and a process
     about to take the lock first lets a live waiter go ahead (at most :data:`YIELD_MAX_S`). Without a waiter
-    this costs one failed ``stat``; a mark left by an ended waiter is found unlocked and removed.
+    this costs one failed ``access`` call; a mark left by an ended waiter is found unlocked and removed.
     """
 
     __slots__ = ("_fd", "_file", "_held", "_label", "_on_wait", "_path", "_signal", "_waiting")
@@ -167,8 +167,11 @@ class _SessionLock:
 
 
 def _marked(mark: str) -> bool:
-    """Whether the session has a waiting mark (one ``stat``, failing when there is none: the usual case)."""
-    return os.path.exists(mark)
+    """Whether the session has a waiting mark (one ``access`` call, failing when there is none: the usual case).
+
+    Not ``os.path.exists``: its failing ``stat`` builds a ``FileNotFoundError`` (errno text, file name) every
+    run, ~10,000 instructions a turn of a broker; ``access`` answers the same question with a bool."""
+    return os.access(mark, os.F_OK)
 
 
 async def _let_a_waiter_go_first(mark: str, signal: AbortSignal | None) -> None:
