@@ -18,16 +18,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from nexus._dataclass import dataclass
+from nexus.ledger._rows import is_postgres
 from nexus.ledger.errors import LeaseLostError
 from nexus.ledger.records import Lease
 from nexus.llm import now_ms
 
 _COLUMNS = "session_label, holder, epoch, expires_at, acquired_at"
-
-
-def is_postgres(conn: Any) -> bool:
-    """Whether ``conn`` is a PostgreSQL connection of the ledger (else SQLite)."""
-    return getattr(conn, "dialect", "sqlite") == "postgresql"
 
 
 def db_now(conn: Any) -> int:

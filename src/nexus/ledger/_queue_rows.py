@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nexus.ledger._claims import claim_in as claim_items
-from nexus.ledger._rows import dumps, dumps_opt, loads_opt
+from nexus.ledger._rows import dumps, dumps_opt, is_postgres, loads_opt
 from nexus.ledger._schema import PENDING
 from nexus.ledger._ulid import new_ulid
 from nexus.ledger.errors import LedgerError, QueueItemsFinishedError
@@ -130,7 +130,7 @@ def accept_many_at(conn: Any, requests: Sequence[AcceptRequest], now: int) -> li
     nothing and its first acceptance is read back, as in :func:`accept_at`. SQLite runs in-process: one
     statement per row costs nothing extra there.
     """
-    if len(requests) < 2 or getattr(conn, "dialect", "sqlite") != "postgresql":
+    if len(requests) < 2 or not is_postgres(conn):
         return [accept_at(conn, request, now) for request in requests]
     for request in requests:
         if request.session_key is not None:

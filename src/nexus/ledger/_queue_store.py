@@ -20,7 +20,7 @@ from typing import Any, TypeVar, cast
 
 from nexus._dataclass import dataclass
 from nexus.ledger import _queue_reads
-from nexus.ledger._leases import is_postgres, notify_ready_in
+from nexus.ledger._leases import notify_ready_in
 from nexus.ledger._queue_reads import Arriving, Held
 from nexus.ledger._queue_rows import (
     accept_at,
@@ -33,6 +33,7 @@ from nexus.ledger._queue_rows import (
     release_in,
     take_overflow_in,
 )
+from nexus.ledger._rows import is_postgres
 from nexus.ledger._sql_db import SqlDatabase
 from nexus.ledger.errors import LedgerBusyError, LedgerError, LedgerFullError
 from nexus.ledger.records import AcceptRequest, Lease, QueueItem, Settlement

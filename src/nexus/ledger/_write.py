@@ -12,7 +12,7 @@ from dataclasses import field
 
 from nexus._dataclass import dataclass
 from nexus.ledger._decode import Origins, OriginWrite, encode_body, origin_id
-from nexus.ledger._rows import dumps, dumps_opt
+from nexus.ledger._rows import dumps, dumps_opt, is_postgres
 from nexus.ledger._schema import MAX_ORDINAL, MAX_SEGMENT, MAX_SEQ, pack_key
 from nexus.ledger.errors import LedgerError, SessionNotFound, TurnNotFound, TurnStateError
 from nexus.ledger.records import OPEN_STATUSES, CompactionRecord, ToolCallRecord, TurnDetails
@@ -132,7 +132,7 @@ def for_update(conn: object, mode: str = "UPDATE") -> str:
     """`` FOR UPDATE`` (or ``FOR SHARE``…) on PostgreSQL, nothing on SQLite: the row lock of a write run at
     ``READ COMMITTED`` (``row_locks=True``) on the rows its outcome depends on. SQLite needs none: its
     writes run one at a time (``BEGIN IMMEDIATE``)."""
-    return f" FOR {mode}" if getattr(conn, "dialect", "sqlite") == "postgresql" else ""
+    return f" FOR {mode}" if is_postgres(conn) else ""
 
 
 def session_head(conn: sqlite3.Connection, label: str, *, lock: bool = False) -> str | None:
