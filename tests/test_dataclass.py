@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import pickle
 from collections.abc import Callable
 from typing import Any
@@ -167,3 +168,32 @@ def test_init_is_compiled_on_first_use_only() -> None:
     Lazy(1)
     assert Lazy.__init__ is not first and Lazy(2).a == 2
     assert Lazy.__init__.__qualname__.endswith("Lazy.__init__")
+
+
+def test_a_class_without_docstring_is_documented_without_parsing_signatures(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The standard decorator documents an undocumented class by its signature; for one whose __init__ is still
+    # object's that parse (tokenize) costs millions of instructions at import, only to say "()".
+    def no_signature(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("inspect.signature called")
+
+    monkeypatch.setattr(inspect, "signature", no_signature)
+
+    @dataclass(slots=True)
+    class Plain:
+        a: int = 0
+
+    @dataclass(frozen=True)
+    class PlainFrozen:
+        a: int = 0
+
+    assert (Plain.__doc__, PlainFrozen.__doc__) == ("Plain()", "PlainFrozen()")
+    monkeypatch.undo()
+
+    class Error(Exception):  # its __init__ is not object's: documented by the standard decorator, as before
+        pass
+
+    def subclass() -> type:
+        return type("Failure", (Error,), {"__annotations__": {"a": int}})
+
+    standard = dataclasses.dataclass(subclass(), init=False, repr=False, eq=False)
+    assert dataclass(subclass()).__doc__ == standard.__doc__ == "Failure"

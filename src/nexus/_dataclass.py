@@ -64,6 +64,11 @@ def _process(cls: type[T], *, slots: bool, frozen: bool, kw_only: bool, eq: bool
     for name in ("__init__", "__repr__", "__eq__") + (("__setattr__", "__delattr__") if frozen else ()):
         if name in own:
             raise TypeError(f"{cls.__qualname__} defines {name}: use dataclasses.dataclass for it")
+    if cls.__doc__ is None and _object_signature(cls):
+        # What the standard decorator writes for it, without asking ``inspect.signature``: that parses
+        # ``object.__init__``'s text signature with ``tokenize`` (whose first use compiles its large
+        # pattern, ~10 M instructions) only to say "()".
+        cls.__doc__ = f"{cls.__name__}()"
     cls = dataclasses.dataclass(cls, init=False, repr=False, eq=False, slots=slots, kw_only=kw_only)
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
     _check_init_order(cls, fields)
@@ -88,6 +93,16 @@ def _process(cls: type[T], *, slots: bool, frozen: bool, kw_only: bool, eq: bool
     for name, value in methods.items():
         setattr(cls, name, value)
     return cls
+
+
+def _object_signature(cls: type) -> bool:
+    """Whether ``inspect.signature(cls)`` is ``()``: nothing between the class and ``object`` that
+    construction goes through (the class's ``__init__`` is ours, written after this point)."""
+    return (
+        type(cls) is type
+        and cls.__init__ is object.__init__  # type: ignore[misc]
+        and cls.__new__ is object.__new__
+    )
 
 
 def _check_init_order(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> None:
