@@ -62,6 +62,13 @@ RUN_STDLIB = {
 """Standard-library modules of one ``nexus run``: asyncio's and httpx's, sqlite3, tomllib, zoneinfo (the prompt's
 time zone) and argparse. Absent on purpose: platform, importlib.metadata (email parsing, zipfile), difflib, uuid."""
 
+BROKER_STORES = {
+    *("nexus.ledger._queue_store", "nexus.ledger._queue_rows", "nexus.ledger._queue_reads", "nexus.ledger._claims"),
+    *("nexus.ledger._lease_store", "nexus.ledger._leases", "nexus.ledger._small_stores"),
+    *("nexus.ledger._agent_registry", "nexus.ledger.deliveries"),
+}
+"""The ledger's broker stores (queue, leases, agent registry, deliveries) and pi's files: not a one-shot run's."""
+
 _REPORT = """
 import atexit, gc, sys
 out = sys.argv[1]
@@ -120,6 +127,7 @@ def test_run_imports_only_what_a_turn_uses(tmp_path: Path, home: Path, server: F
     assert {"nexus.tools.bash", "nexus.broker", "nexus.server", "pydantic", "nexus.config._load"} & modules == {
         "nexus.config._load"
     }
+    assert BROKER_STORES & modules == set()  # the ledger makes these stores on first use; a run uses none
     assert not collector_on  # a one-shot command: no cyclic collector (see nexus.cli.main)
 
 

@@ -11,7 +11,6 @@ from typing import Any
 
 from nexus.ledger import _crash, _prompts, _rescue, _turns
 from nexus.ledger._decode import OriginWrite
-from nexus.ledger._queue_rows import deliver_pending_in
 from nexus.ledger._write import TurnOutcome, WrittenRows
 from nexus.ledger.errors import LedgerBusyError, LedgerFullError, TurnNotSavedError, TurnStateError
 from nexus.ledger.records import (
@@ -133,7 +132,9 @@ def write_in(conn: Any, w: TurnWrite, origin_ids: OriginWrite | None = None, kep
         source=w.source,
         context=w.context,
     )
-    if w.consumed_queue_items:
+    if w.consumed_queue_items:  # a broker's turn: the queue's rows, imported only where a queue is used
+        from nexus.ledger._queue_rows import deliver_pending_in
+
         deliver_pending_in(conn, w.consumed_queue_items, written)
     return written
 

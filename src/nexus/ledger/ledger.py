@@ -11,21 +11,22 @@ is opened with :meth:`Ledger.open`; :meth:`Ledger.connect` opens a file or a dat
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from nexus.ledger._lease_store import SqlLeaseStore
-from nexus.ledger._queue_store import SqlQueueStore
 from nexus.ledger._session_store import SqlSessionStore
-from nexus.ledger._small_stores import SqlAgentStore, SqlDeliveryStore, SqlPiFiles
 from nexus.ledger._sql_db import OnCallingThread, SqlDatabase, run_inline
 from nexus.ledger._sqlite import Database
 from nexus.ledger._turn_store import SqlTurnStore
 from nexus.ledger.errors import LedgerUnavailableError
 
 if TYPE_CHECKING:
+    from nexus.ledger._lease_store import SqlLeaseStore
+    from nexus.ledger._queue_store import SqlQueueStore
+    from nexus.ledger._small_stores import SqlAgentStore, SqlDeliveryStore, SqlPiFiles
     from nexus.ledger.postgres._run_events import RunEventLog
     from nexus.ledger.protocols import QueueListener
 
@@ -57,19 +58,51 @@ class Ledger:
 
     turns: SqlTurnStore
     sessions: SqlSessionStore
-    pi: SqlPiFiles
 
     def __init__(self, db: SqlDatabase, *, message_cache: int = DEFAULT_MESSAGE_CACHE) -> None:
         self._db = db
         self.turns = SqlTurnStore(db, message_cache=message_cache)
         self.sessions = SqlSessionStore(db)
-        self.queue = SqlQueueStore(db)
-        self.agents = SqlAgentStore(db)
-        self.deliveries = SqlDeliveryStore(db)
-        self.leases = SqlLeaseStore(db)
-        self.pi = SqlPiFiles(self)
         self._here: Ledger | None = None
         self._checking: asyncio.Future[Any] | None = None
+
+    # The broker's stores and pi's files, made (and their modules imported) on first use: a one-shot
+    # ``nexus run`` touches none of them.
+
+    @functools.cached_property
+    def queue(self) -> SqlQueueStore:
+        """The broker's durable queue."""
+        from nexus.ledger._queue_store import SqlQueueStore
+
+        return SqlQueueStore(self._db)
+
+    @functools.cached_property
+    def agents(self) -> SqlAgentStore:
+        """The agent registry."""
+        from nexus.ledger._small_stores import SqlAgentStore
+
+        return SqlAgentStore(self._db)
+
+    @functools.cached_property
+    def deliveries(self) -> SqlDeliveryStore:
+        """Where replies went."""
+        from nexus.ledger._small_stores import SqlDeliveryStore
+
+        return SqlDeliveryStore(self._db)
+
+    @functools.cached_property
+    def leases(self) -> SqlLeaseStore:
+        """One run per session across processes."""
+        from nexus.ledger._lease_store import SqlLeaseStore
+
+        return SqlLeaseStore(self._db)
+
+    @functools.cached_property
+    def pi(self) -> SqlPiFiles:
+        """pi session files, imported and exported."""
+        from nexus.ledger._small_stores import SqlPiFiles
+
+        return SqlPiFiles(self)
 
     @classmethod
     def open(
