@@ -21,6 +21,7 @@ by side.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import inspect
 import operator
@@ -69,7 +70,10 @@ def _process(cls: type[T], *, slots: bool, frozen: bool, kw_only: bool, eq: bool
         # ``object.__init__``'s text signature with ``tokenize`` (whose first use compiles its large
         # pattern, ~10 M instructions) only to say "()".
         cls.__doc__ = f"{cls.__name__}()"
-    cls = dataclasses.dataclass(cls, init=False, repr=False, eq=False, slots=slots, kw_only=kw_only)
+    made = _fields_only(cls, slots=slots, kw_only=kw_only)
+    if made is None:
+        made = dataclasses.dataclass(cls, init=False, repr=False, eq=False, slots=slots, kw_only=kw_only)
+    cls = made
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
     _check_init_order(cls, fields)
     methods: dict[str, Any] = {
@@ -92,6 +96,90 @@ def _process(cls: type[T], *, slots: bool, frozen: bool, kw_only: bool, eq: bool
             methods["__getstate__"], methods["__setstate__"] = _getstate, _setstate
     for name, value in methods.items():
         setattr(cls, name, value)
+    return cls
+
+
+# --------------------------------------------------------------------------- fields, without the standard checks' cost
+
+
+_UNUSUAL = ("ClassVar", "InitVar", "KW_ONLY")
+"""Annotations the standard decorator looks up (each field's string is matched and resolved three times, a
+third of its cost at import): a class that names one of them goes the standard way."""
+
+
+_PARAMS: dict[tuple[bool, bool], Any] = {}
+"""The standard decorator's ``__dataclass_params__`` for these options, by (slots, kw_only): taken from a class
+it made, so they are what it writes on any Python version."""
+
+
+def _params(slots: bool, kw_only: bool) -> Any:
+    params = _PARAMS.get((slots, kw_only))
+    if params is None:
+        made = dataclasses.dataclass(
+            type("_Plain", (), {"__doc__": "-"}), init=False, repr=False, eq=False, slots=slots, kw_only=kw_only
+        )
+        params = _PARAMS[slots, kw_only] = made.__dataclass_params__  # type: ignore[attr-defined]
+    return params
+
+
+def _field_kind() -> Any:
+    """The standard decorator's mark of a real field (not a ``ClassVar`` or ``InitVar``)."""
+    made = dataclasses.dataclass(
+        type("_Plain", (), {"__doc__": "-", "__annotations__": {"x": "int"}}), init=False, repr=False, eq=False
+    )
+    return made.__dataclass_fields__["x"]._field_type  # type: ignore[attr-defined]
+
+
+_FIELD = _field_kind()
+
+
+def _fields_only(cls: type[T], *, slots: bool, kw_only: bool) -> type[T] | None:
+    """``dataclasses.dataclass(cls, init=False, repr=False, eq=False, slots=slots, kw_only=kw_only)`` for a class
+    of the usual kind (string annotations naming no ``ClassVar``/``InitVar``/``KW_ONLY``, no dataclass base),
+    made as the standard decorator makes it; None for any other class (the caller asks the standard one)."""
+    annotations = inspect.get_annotations(cls)  # what the standard decorator reads: this class's own
+    if any(
+        not isinstance(annotation, str) or any(word in annotation for word in _UNUSUAL)
+        for annotation in annotations.values()
+    ) or any(hasattr(base, "__dataclass_fields__") for base in cls.__mro__[1:]):
+        return None
+    fields: dict[str, dataclasses.Field[Any]] = {}
+    for name, annotation in annotations.items():
+        default = getattr(cls, name, dataclasses.MISSING)
+        if isinstance(default, dataclasses.Field):
+            f = default
+        else:
+            if isinstance(default, types.MemberDescriptorType):  # a slot of a base: no default
+                default = dataclasses.MISSING
+            f = dataclasses.field(default=default)
+        if f.default is not dataclasses.MISSING and f.default.__class__.__hash__ is None:
+            return None  # a mutable default: the standard decorator says why it refuses it
+        f.name, f.type = name, annotation
+        f._field_type = _FIELD  # type: ignore[attr-defined]
+        if f.kw_only is dataclasses.MISSING:
+            f.kw_only = kw_only
+        fields[name] = f
+    if any(isinstance(v, dataclasses.Field) and k not in annotations for k, v in cls.__dict__.items()):
+        return None  # a field without annotation: refused there
+    for f in fields.values():
+        if isinstance(getattr(cls, f.name, None), dataclasses.Field):
+            if f.default is dataclasses.MISSING:
+                delattr(cls, f.name)
+            else:
+                setattr(cls, f.name, f.default)
+    cls.__dataclass_params__ = _params(slots, kw_only)  # type: ignore[attr-defined]
+    cls.__dataclass_fields__ = fields  # type: ignore[attr-defined]
+    if not cls.__doc__:
+        try:
+            signature = str(inspect.signature(cls)).replace(" -> None", "")
+        except (TypeError, ValueError):
+            signature = ""
+        cls.__doc__ = cls.__name__ + signature
+    if "__match_args__" not in cls.__dict__:
+        cls.__match_args__ = tuple(f.name for f in fields.values() if f.init and not f.kw_only)  # type: ignore[attr-defined]
+    if slots:
+        cls = dataclasses._add_slots(cls, False, False)  # type: ignore[attr-defined]
+    abc.update_abstractmethods(cls)
     return cls
 
 
