@@ -9,12 +9,13 @@ import copy
 import dataclasses
 import inspect
 import pickle
+import re
 from collections.abc import Callable
 from typing import Any, ClassVar
 
 import pytest
 
-from nexus._dataclass import dataclass
+from nexus._dataclass import WARM_CALLS, dataclass
 
 Decorator = Callable[..., Any]
 BOTH = pytest.mark.parametrize("deco", [dataclasses.dataclass, dataclass], ids=["stdlib", "nexus"])
@@ -159,15 +160,57 @@ def test_what_the_standard_decorator_refuses_is_refused() -> None:
             a: dataclasses.InitVar[int]
 
 
-def test_init_is_compiled_on_first_use_only() -> None:
+def test_init_is_compiled_once_the_class_is_in_use() -> None:
     @dataclass(slots=True)
     class Lazy:
         a: int
 
     first = Lazy.__init__
-    Lazy(1)
-    assert Lazy.__init__ is not first and Lazy(2).a == 2
+    shared = [Lazy(i) for i in range(WARM_CALLS)]
+    assert Lazy.__init__ is first  # a class made a few times is never compiled
+    compiled = [Lazy(i) for i in range(WARM_CALLS)]
+    assert Lazy.__init__ is not first and shared == compiled
     assert Lazy.__init__.__qualname__.endswith("Lazy.__init__")
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["shared-init", "compiled-init"])
+@pytest.mark.parametrize("frozen", [True, False])
+def test_both_inits_fill_and_refuse_alike(warm: bool, frozen: bool) -> None:
+    def make() -> Any:
+        calls: list[str] = []
+
+        @dataclass(slots=True, frozen=frozen)
+        class Both:
+            """Both."""
+
+            a: int
+            b: list[int] = dataclasses.field(default_factory=lambda: calls.append("b") or [1])  # type: ignore[func-returns-value]
+            c: str = "c"
+            d: dict[str, int] = dataclasses.field(default_factory=dict, init=False)
+            e: int = dataclasses.field(default=5, kw_only=True)
+
+            def __post_init__(self) -> None:
+                calls.append("post")
+
+        if not warm:
+            for _ in range(WARM_CALLS):
+                Both(0)
+        calls.clear()
+        return Both, calls
+
+    cls, calls = make()
+    made = cls(1, c="x", e=2)
+    assert (made.a, made.b, made.c, made.d, made.e, calls) == (1, [1], "x", {}, 2, ["b", "post"])
+    made = make()[0](1, [2], "y")
+    assert (made.b, made.c, made.e) == ([2], "y", 5)
+    for args, kwargs, message in [
+        ((), {}, "missing 1 required positional argument: 'a'"),
+        ((1, [], "c", 4), {}, "takes from 2 to 4 positional arguments but 5 were given"),
+        ((1,), {"a": 2}, "got multiple values for argument 'a'"),
+        ((1,), {"d": {}}, "got an unexpected keyword argument 'd'"),
+    ]:
+        with pytest.raises(TypeError, match=re.escape(message)):
+            make()[0](*args, **kwargs)
 
 
 def test_a_class_without_docstring_is_documented_without_parsing_signatures(monkeypatch: pytest.MonkeyPatch) -> None:

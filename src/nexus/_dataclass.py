@@ -207,17 +207,92 @@ def _check_init_order(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> 
         seen_default = seen_default or has_default
 
 
-# --------------------------------------------------------------------------- __init__, compiled on first use
+# ------------------------------------------------------------------- __init__: shared, then compiled when in use
+
+
+WARM_CALLS = 8
+"""Instances a class makes through the shared ``__init__`` before its own is compiled. Compiling one costs about
+0.6 M instructions, and a ``nexus run`` makes 65 classes, most of them once or twice; a class in a hot path
+reaches this count at once and runs compiled from then on."""
+
+_Plan = tuple[tuple[str, ...], frozenset[str], frozenset[str], tuple[tuple[str, bool, Any, Any], ...], bool, bool]
+"""How ``__init__`` fills a class: positional names, keyword-only names, required names, the steps
+(name, is a parameter, factory or None, default) in field order, frozen, has ``__post_init__``."""
 
 
 def _first_init(cls: type) -> Callable[..., None]:
+    plan: _Plan | None = None
+    calls = 0
+
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        init = _compile_init(cls)
+        nonlocal plan, calls
+        calls += 1
+        if calls <= WARM_CALLS:
+            if plan is None:
+                plan = _plan(cls)
+            if _shared_init(plan, self, args, kwargs):
+                return
+        init = _compile_init(cls)  # after WARM_CALLS, or for arguments it does not take (it raises the error)
         setattr(cls, "__init__", init)  # noqa: B010  (mypy: no assigning a method)
         init(self, *args, **kwargs)
 
     __init__.__qualname__ = f"{cls.__qualname__}.__init__"
     return __init__
+
+
+def _plan(cls: type) -> _Plan:
+    positional: list[str] = []
+    keywords: set[str] = set()
+    required: set[str] = set()
+    steps: list[tuple[str, bool, Any, Any]] = []
+    for f in dataclasses.fields(cls):
+        factory = None if f.default_factory is dataclasses.MISSING else f.default_factory
+        if f.init:
+            if f.kw_only:
+                keywords.add(f.name)
+            else:
+                positional.append(f.name)
+            if factory is None and f.default is dataclasses.MISSING:
+                required.add(f.name)
+        elif factory is None and f.default is dataclasses.MISSING:
+            continue
+        steps.append((f.name, f.init, factory, f.default))
+    frozen = cls.__nexus_frozen__  # type: ignore[attr-defined]
+    return (
+        tuple(positional),
+        frozenset(keywords),
+        frozenset(required),
+        tuple(steps),
+        frozen,
+        hasattr(cls, "__post_init__"),
+    )
+
+
+def _shared_init(plan: _Plan, self: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Do what the compiled ``__init__`` does with these arguments; False (nothing done) for arguments it would
+    refuse, so that it raises its own error."""
+    positional, keywords, required, steps, frozen, post_init = plan
+    if len(args) > len(positional):
+        return False
+    given = dict(zip(positional, args, strict=False))
+    for name, value in kwargs.items():
+        if name in given or (name not in keywords and name not in positional):
+            return False
+        given[name] = value
+    if not required.issubset(given):
+        return False
+    assign = object.__setattr__ if frozen else setattr
+    for name, parameter, factory, default in steps:
+        if parameter and name in given:
+            value = given[name]
+        elif factory is not None:
+            value = factory()
+        else:
+            value = default
+        assign(self, name, value)
+    if post_init:
+        self.__post_init__()
+    return True
 
 
 def _compile_init(cls: type) -> Callable[..., None]:
