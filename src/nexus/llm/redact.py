@@ -26,7 +26,6 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping
-from urllib.parse import quote, quote_plus
 
 from nexus._lazy import LazyPattern
 
@@ -113,6 +112,8 @@ def redact(text: str, extra: Iterable[str | None] = ()) -> str:
 
 def _spellings(secret: str) -> list[str]:
     """``secret`` as written, and as raw JSON and URLs write it (a provider may echo any of them)."""
+    from urllib.parse import quote, quote_plus  # here: urllib.parse brings ipaddress, 5 M instructions an import
+
     escaped = json.dumps(secret)[1:-1]
     found = [secret, escaped, escaped.replace("/", "\\/"), quote(secret, safe=""), quote(secret), quote_plus(secret)]
     return list(dict.fromkeys(found))
