@@ -138,10 +138,11 @@ def _fields_only(cls: type[T], *, slots: bool, kw_only: bool) -> type[T] | None:
     of the usual kind (string annotations naming no ``ClassVar``/``InitVar``/``KW_ONLY``, no dataclass base),
     made as the standard decorator makes it; None for any other class (the caller asks the standard one)."""
     annotations = inspect.get_annotations(cls)  # what the standard decorator reads: this class's own
-    if any(
-        not isinstance(annotation, str) or any(word in annotation for word in _UNUSUAL)
-        for annotation in annotations.values()
-    ) or any(hasattr(base, "__dataclass_fields__") for base in cls.__mro__[1:]):
+    try:
+        text = "\n".join(annotations.values())  # one search of all of them: a generator per field costs more
+    except TypeError:
+        return None  # an annotation that is not a string
+    if any(word in text for word in _UNUSUAL) or any(hasattr(base, "__dataclass_fields__") for base in cls.__mro__[1:]):
         return None
     fields: dict[str, dataclasses.Field[Any]] = {}
     for name, annotation in annotations.items():
