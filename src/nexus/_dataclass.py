@@ -73,6 +73,8 @@ def _process(cls: type[T], *, slots: bool, frozen: bool, kw_only: bool, eq: bool
     made = _fields_only(cls, slots=slots, kw_only=kw_only)
     if made is None:
         made = dataclasses.dataclass(cls, init=False, repr=False, eq=False, slots=slots, kw_only=kw_only)
+        if any("InitVar" in str(annotation) for annotation in inspect.get_annotations(made).values()):
+            raise TypeError(f"{cls.__qualname__}: InitVar is not supported here; use dataclasses.dataclass")
     cls = made
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
     _check_init_order(cls, fields)
@@ -160,8 +162,9 @@ def _fields_only(cls: type[T], *, slots: bool, kw_only: bool) -> type[T] | None:
         if f.kw_only is dataclasses.MISSING:
             f.kw_only = kw_only
         fields[name] = f
-    if any(isinstance(v, dataclasses.Field) and k not in annotations for k, v in cls.__dict__.items()):
-        return None  # a field without annotation: refused there
+    for key, value in cls.__dict__.items():
+        if isinstance(value, dataclasses.Field) and key not in annotations:
+            return None  # a field without annotation: refused there
     for f in fields.values():
         if isinstance(getattr(cls, f.name, None), dataclasses.Field):
             if f.default is dataclasses.MISSING:
@@ -196,8 +199,6 @@ def _object_signature(cls: type) -> bool:
 
 def _check_init_order(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> None:
     """TypeError for what the standard decorator refuses when it writes ``__init__``."""
-    if any("InitVar" in str(annotation) for annotation in inspect.get_annotations(cls).values()):
-        raise TypeError(f"{cls.__qualname__}: InitVar is not supported here; use dataclasses.dataclass")
     seen_default = False
     for f in fields:
         if not f.init or f.kw_only:
