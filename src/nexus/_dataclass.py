@@ -117,19 +117,19 @@ it made, so they are what it writes on any Python version."""
 def _params(slots: bool, kw_only: bool) -> Any:
     params = _PARAMS.get((slots, kw_only))
     if params is None:
-        made = dataclasses.dataclass(
+        made: Any = dataclasses.dataclass(
             type("_Plain", (), {"__doc__": "-"}), init=False, repr=False, eq=False, slots=slots, kw_only=kw_only
         )
-        params = _PARAMS[slots, kw_only] = made.__dataclass_params__  # type: ignore[attr-defined]
+        params = _PARAMS[slots, kw_only] = made.__dataclass_params__
     return params
 
 
 def _field_kind() -> Any:
     """The standard decorator's mark of a real field (not a ``ClassVar`` or ``InitVar``)."""
-    made = dataclasses.dataclass(
+    made: Any = dataclasses.dataclass(
         type("_Plain", (), {"__doc__": "-", "__annotations__": {"x": "int"}}), init=False, repr=False, eq=False
     )
-    return made.__dataclass_fields__["x"]._field_type  # type: ignore[attr-defined]
+    return made.__dataclass_fields__["x"]._field_type
 
 
 _FIELD = _field_kind()
@@ -148,7 +148,7 @@ def _fields_only(cls: type[T], *, slots: bool, kw_only: bool) -> type[T] | None:
         return None
     fields: dict[str, dataclasses.Field[Any]] = {}
     for name, annotation in annotations.items():
-        default = getattr(cls, name, dataclasses.MISSING)
+        default: Any = getattr(cls, name, dataclasses.MISSING)
         if isinstance(default, dataclasses.Field):
             f = default
         else:
@@ -180,7 +180,7 @@ def _fields_only(cls: type[T], *, slots: bool, kw_only: bool) -> type[T] | None:
             signature = ""
         cls.__doc__ = cls.__name__ + signature
     if "__match_args__" not in cls.__dict__:
-        cls.__match_args__ = tuple(f.name for f in fields.values() if f.init and not f.kw_only)  # type: ignore[attr-defined]
+        cls.__match_args__ = tuple(f.name for f in fields.values() if f.init and not f.kw_only)  # type: ignore[attr-defined,misc]
     if slots:
         cls = dataclasses._add_slots(cls, False, False)  # type: ignore[attr-defined]
     abc.update_abstractmethods(cls)
@@ -193,7 +193,7 @@ def _object_signature(cls: type) -> bool:
     return (
         type(cls) is type
         and cls.__init__ is object.__init__  # type: ignore[misc]
-        and cls.__new__ is object.__new__
+        and cls.__new__ is object.__new__  # type: ignore[comparison-overlap]
     )
 
 

@@ -4,30 +4,31 @@ result of a start that never ran (aborted while another run of the session held 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING
 
 from nexus._dataclass import dataclass
 from nexus.engine.assembly.context import EventContext
 from nexus.engine.types import AgentResult
 from nexus.llm import ImageContent, UserMessage
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # StartOptions types ``**options`` only: at run time a TypedDict compiles each of its annotations
+    from typing import TypedDict
+
     from nexus.agent import AgentTool
     from nexus.engine.execution.callbacks import EngineCallbacks
     from nexus.llm import AbortSignal
 
+    class StartOptions(TypedDict, total=False):
+        """The options of :meth:`Runtime.start` (and ``begin``, ``run``); see there."""
 
-class StartOptions(TypedDict, total=False):
-    """The options of :meth:`Runtime.start` (and ``begin``, ``run``); see there."""
-
-    consumes: Sequence[str]
-    lease_fence: bool
-    source: str | None
-    tools: Sequence[AgentTool]
-    images: Sequence[ImageContent]
-    event: EventContext | None
-    signal: AbortSignal | None
-    callbacks: EngineCallbacks | None
+        consumes: Sequence[str]
+        lease_fence: bool
+        source: str | None
+        tools: Sequence[AgentTool]
+        images: Sequence[ImageContent]
+        event: EventContext | None
+        signal: AbortSignal | None
+        callbacks: EngineCallbacks | None
 
 
 @dataclass(slots=True, frozen=True)

@@ -35,7 +35,7 @@ from nexus.engine.types import (
     new_id,
 )
 from nexus.engine.wiring._labels import SessionLabels
-from nexus.engine.wiring._start import StartOptions, StartRequest, aborted_before_start
+from nexus.engine.wiring._start import StartRequest, aborted_before_start
 from nexus.engine.wiring.models import limits_from_config, preflight, resolve_model, unreachable_model_problem
 from nexus.engine.wiring.spawn import SPAWN_TOOL_NAME, EngineSpawner, Spawner, spawn_agent_tool
 from nexus.ledger import DEFAULT_SESSION, NewSession, TurnNotSavedError
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from nexus.config import NexusConfig, ResolvedProfile
     from nexus.engine.execution.callbacks import EngineCallbacks
     from nexus.engine.types import EngineEvent
+    from nexus.engine.wiring._start import StartOptions
     from nexus.engine.wiring.compact_session import SessionCompaction
     from nexus.ledger import Ledger
     from nexus.llm import AbortSignal
