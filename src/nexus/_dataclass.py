@@ -6,13 +6,14 @@ frozen, ``__setattr__``, ``__delattr__``, ``__hash__``) for each class and compi
 a hundred such classes, most of which it never instantiates. That was the largest part of its
 start-up after the libraries it cannot do without.
 
-This decorator hands the class to the standard one with ``init=False, repr=False, eq=False`` and
-``frozen=False`` (so the class is a real dataclass: ``fields``, ``replace``, ``asdict`` and
-``__match_args__`` work as before) and adds the methods itself: ``__repr__``, ``__eq__``,
-``__hash__`` and the frozen guards are shared functions bound to a few per-class values, and
-``__init__`` is compiled the first time the class is instantiated, to the same code the standard
-decorator would have written, so a class in use pays for one small compile and then runs at full
-speed, and a class never instantiated pays nothing. The behaviour is the standard one for what
+This decorator makes the class what the standard one makes with ``init=False, repr=False, eq=False``
+and ``frozen=False`` (a real dataclass: ``fields``, ``replace``, ``asdict`` and ``__match_args__``
+work as before; a class of the usual kind gets its fields here, without the standard decorator's
+per-field annotation lookups, any other is handed to it) and adds the methods itself: ``__repr__``,
+``__eq__``, ``__hash__`` and the frozen guards are shared functions bound to a few per-class
+values; the first ``WARM_CALLS`` instances are filled by a shared ``__init__``, after which the
+class's own is compiled, to the same code the standard decorator would have written, so a class in
+use runs at full speed and a class made once or never pays no compile. The behaviour is the standard one for what
 nexus uses (``slots``, ``frozen``, ``kw_only``, ``eq``; ``field`` with ``default``,
 ``default_factory``, ``init``, ``repr``, ``compare``, ``hash``, ``kw_only``; ``__post_init__``);
 anything else is refused when the class is defined. ``tests/test_dataclass.py`` holds the two side
