@@ -18,7 +18,25 @@ import pytest
 from nexus._dataclass import WARM_CALLS, dataclass
 
 Decorator = Callable[..., Any]
-BOTH = pytest.mark.parametrize("deco", [dataclasses.dataclass, dataclass], ids=["stdlib", "nexus"])
+
+
+def _standard_fields(cls: Any = None, /, **options: Any) -> Any:
+    """nexus's decorator as it runs on a Python other than the one its own field-making is checked on."""
+    import nexus._dataclass as module
+
+    def make(target: Any) -> Any:
+        saved, module.FIELDS_HERE = module.FIELDS_HERE, False
+        try:
+            return dataclass(**options)(target)
+        finally:
+            module.FIELDS_HERE = saved
+
+    return make if cls is None else make(cls)
+
+
+BOTH = pytest.mark.parametrize(
+    "deco", [dataclasses.dataclass, dataclass, _standard_fields], ids=["stdlib", "nexus", "nexus-standard-fields"]
+)
 
 
 def _point(deco: Decorator, **options: Any) -> Any:

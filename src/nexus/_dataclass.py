@@ -26,6 +26,7 @@ import abc
 import dataclasses
 import inspect
 import operator
+import sys
 import threading
 import types
 from collections.abc import Callable
@@ -71,7 +72,7 @@ def _process(cls: type[T], *, slots: bool, frozen: bool, kw_only: bool, eq: bool
         # ``object.__init__``'s text signature with ``tokenize`` (whose first use compiles its large
         # pattern, ~10 M instructions) only to say "()".
         cls.__doc__ = f"{cls.__name__}()"
-    made = _fields_only(cls, slots=slots, kw_only=kw_only)
+    made = _fields_only(cls, slots=slots, kw_only=kw_only) if FIELDS_HERE else None
     if made is None:
         made = dataclasses.dataclass(cls, init=False, repr=False, eq=False, slots=slots, kw_only=kw_only)
         if any("InitVar" in str(annotation) for annotation in inspect.get_annotations(made).values()):
@@ -110,6 +111,12 @@ _UNUSUAL = ("ClassVar", "InitVar", "KW_ONLY")
 third of its cost at import): a class that names one of them goes the standard way."""
 
 
+FIELDS_HERE = sys.version_info[:2] == (3, 11) and hasattr(dataclasses, "_add_slots")
+"""Whether usual classes get their fields here (:func:`_fields_only`): it writes the standard decorator's private
+parts (``Field._field_type``, ``_add_slots``), so only on the Python whose decorator the tests compare it with;
+on any other every class goes the standard way (slower to import, never wrong)."""
+
+
 _PARAMS: dict[tuple[bool, bool], Any] = {}
 """The standard decorator's ``__dataclass_params__`` for these options, by (slots, kw_only): taken from a class
 it made, so they are what it writes on any Python version."""
@@ -133,7 +140,7 @@ def _field_kind() -> Any:
     return made.__dataclass_fields__["x"]._field_type
 
 
-_FIELD = _field_kind()
+_FIELD = _field_kind() if FIELDS_HERE else None
 
 
 def _fields_only(cls: type[T], *, slots: bool, kw_only: bool) -> type[T] | None:
