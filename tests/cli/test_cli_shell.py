@@ -240,11 +240,18 @@ def test_models_lists_the_catalog(nexus: RunNexus) -> None:
     assert [(m["provider"], m["id"], m["context_window"]) for m in data] == [("local", "smollm2-135m-instruct", 4096)]
 
 
-def test_models_unknown_provider_is_a_clean_error(nexus: RunNexus) -> None:
+def test_models_unknown_provider_is_a_clean_error(nexus: RunNexus, isolated_env: Path) -> None:
     result = nexus("models", "-p", "no-such-provider")
-    assert result.returncode == 1
-    assert result.stderr.startswith("nexus: error: no models for provider 'no-such-provider'")
+    assert result.returncode == 2, "a wrong argument (docs/cli.md's exit codes): it was 1"
+    assert result.stderr.startswith("nexus: error: -p: no models for provider 'no-such-provider'")
     assert "Traceback" not in result.stderr
+    # a provider nexus.toml configures is no wrong argument: the catalog just lists none of its models
+    write_config(isolated_env, '[providers.mine]\nbase_url = "http://127.0.0.1:9/v1"\napi = "openai-completions"\n')
+    for args in (("models", "-p", "mine"), ("models", "-p", "mine", "--json")):
+        mine = nexus(*args)
+        assert mine.returncode == 0, mine.stderr
+        assert "which nexus.toml configures" in mine.stderr and "-m mine/MODEL_ID" in mine.stderr
+        assert mine.stdout == ("[]\n" if "--json" in args else "")
 
 
 def test_run_help_gives_the_whole_model_choice_order(nexus: RunNexus) -> None:

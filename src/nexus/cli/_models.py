@@ -20,7 +20,7 @@ def models_command(args: argparse.Namespace) -> int:
     if args.provider in (None, "local") and not any(m.provider == "local" for m in models):
         models.append(local_model())
     if not models:
-        raise NexusError(f"no models for provider {args.provider!r} in the catalog; run `nexus models` to see all")
+        return _none_listed(args)
     if args.json:
         print(json.dumps([model_to_dict(model) for model in models], indent=2))
         return 0
@@ -34,3 +34,24 @@ def models_command(args: argparse.Namespace) -> int:
         cells = [row[0].ljust(widths[0]), *(cell.rjust(widths[i]) for i, cell in enumerate(row[1:5], 1)), row[5]]
         print("  ".join(cells).rstrip())
     return 0
+
+
+def _none_listed(args: argparse.Namespace) -> int:
+    """``-p NAME`` that the catalog lists nothing for: a provider ``nexus.toml`` configures has none listed (its
+    server's own ids work: exit 0, an empty list); any other name is a wrong argument (exit 2, as docs/cli.md's rule
+    says: it was exit 1)."""
+    import sys
+
+    from nexus.config import load_config
+    from nexus.errors import UsageError
+
+    if args.provider in load_config(getattr(args, "config", None)).providers:
+        print(
+            f"nexus: the catalog lists no model of provider {args.provider!r}, which nexus.toml configures: any id "
+            f"its server serves works (-m {args.provider}/MODEL_ID)",
+            file=sys.stderr,
+        )
+        if args.json:
+            print("[]")
+        return 0
+    raise UsageError(f"-p: no models for provider {args.provider!r} in the catalog; run `nexus models` to see all")
