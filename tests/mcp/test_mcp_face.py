@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import MCPError
 
 from mcp import Client, StdioServerParameters
 from nexus.testing import FakeProviderServer
@@ -138,6 +139,19 @@ async def test_stdio_face_refuses_bad_input_with_a_message_the_client_can_act_on
             assert missing.is_error and "no-such-session" in missing.content[0].text  # type: ignore[union-attr]
             empty = await client.call_tool("fork_session", {"session": "agent:coder"})
             assert empty.is_error and "nothing to fork" in empty.content[0].text  # type: ignore[union-attr]
+            # a stranger's trial: pydantic's own text (with its site's link), a limit of -1 answered as 1, a resource
+            # error naming the Python API
+            nothing = await client.call_tool("send_message", {"agent": "coder", "content": ""})
+            text = nothing.content[0].text  # type: ignore[union-attr]
+            assert nothing.is_error and "content: String should have at least 1 character" in text, text
+            assert "pydantic" not in text and "validation error" not in text, text
+            for tool, args in (("list_sessions", {"limit": -1}), ("get_history", {"session": "main", "limit": 0})):
+                refused = await client.call_tool(tool, args)
+                assert refused.is_error and "limit must be from 1 to" in refused.content[0].text  # type: ignore[union-attr]
+            with pytest.raises(MCPError) as unknown_session:
+                await client.read_resource("nexus://sessions/no-such-session")
+            message = str(unknown_session.value)
+            assert "no session named 'no-such-session'" in message and "ledger.sessions" not in message, message
 
 
 async def test_stdio_face_beside_a_running_server_queues_for_it_and_reads_the_reply(isolated_env: Path) -> None:

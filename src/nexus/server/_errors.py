@@ -8,7 +8,7 @@ message (the details go to the log, never to the client).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -16,6 +16,9 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from nexus.errors import ConfigError, NexusError
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 log = logging.getLogger("nexus.server")
 
@@ -59,7 +62,7 @@ def _form(part: object) -> str | None:
     return "an object" if part[:1].isupper() else None
 
 
-def _validation_message(exc: RequestValidationError) -> str:
+def validation_message(exc: RequestValidationError | ValidationError) -> str:
     """One line naming each wrong field in the API's terms, never pydantic's internal names.
 
     A body that is not JSON says where it breaks; a field that accepts several forms (``deliver``:
@@ -137,7 +140,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def invalid(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        return JSONResponse(error_body("invalid_request", _validation_message(exc)), status_code=422)
+        return JSONResponse(error_body("invalid_request", validation_message(exc)), status_code=422)
 
     async def nexus_error(_: Request, exc: Exception) -> JSONResponse:
         return _nexus_error(exc)

@@ -53,12 +53,23 @@ def build_face(state: ServerState) -> MCPServer:
 def _fail(exc: Exception) -> Exception:
     """The SDK's ToolError with our message (any other exception would reach the client as 'Error executing tool')."""
     from mcp.server.mcpserver.exceptions import ToolError
+    from pydantic import ValidationError
 
     from nexus.ledger import SessionNotFound
+    from nexus.server._errors import validation_message
 
     if isinstance(exc, SessionNotFound):
         return ToolError(f"no session named {exc.label!r}: list_sessions shows the sessions")
+    if isinstance(exc, ValidationError):  # its own text is pydantic's, with a link to pydantic's site
+        return ToolError(validation_message(exc))
     return ToolError(getattr(exc, "message", None) or str(exc))
+
+
+def _limit(limit: int, most: int) -> int:
+    """A tool's ``limit``, refused outside 1..``most`` (it was clamped: ``-1`` answered as 1)."""
+    if not 1 <= limit <= most:
+        raise ValueError(f"limit must be from 1 to {most}, got {limit}")
+    return limit
 
 
 def _agent_tools(server: MCPServer, state: ServerState) -> None:
@@ -181,15 +192,19 @@ def _session_tools(server: MCPServer, state: ServerState) -> None:
 
     @server.tool(description="Sessions, most recently updated first (label, head turn, origin).")
     async def list_sessions(limit: int = 50) -> dict[str, Any]:
-        sessions = await ledger.sessions.list(SessionQuery(status="active", limit=max(1, min(limit, 1000))))
+        try:
+            sessions = await ledger.sessions.list(SessionQuery(status="active", limit=_limit(limit, 1000)))
+        except Exception as exc:
+            raise _fail(exc) from None
         owners = Owners(await store_call(state, state.store.list_agents))
         return {"sessions": [session_view(s, owners) for s in sessions]}
 
     @server.tool(description="The last turns of a session as a transcript: who said what, which tools ran.")
     async def get_history(session: str, limit: int = 20) -> dict[str, Any]:
         try:
+            most = _limit(limit, 500)  # a wrong argument is said first, whatever the session
             label = (await ledger.sessions.resolve(session)).label
-            turns = await ledger.turns.path(label, limit=max(1, min(limit, 500)))
+            turns = await ledger.turns.path(label, limit=most)
         except Exception as exc:
             raise _fail(exc) from None
         return {"session": label, "turns": [await _transcript_turn(state, turn) for turn in turns]}
@@ -269,7 +284,11 @@ async def _resource_call(read: Any) -> Any:
     """``await read``; a ledger lookup that finds nothing is the SDK's "resource not found" with our message."""
     from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
+    from nexus.ledger import SessionNotFound
+
     try:
         return await read
+    except SessionNotFound as exc:  # its own text names the Python API (ledger.sessions.list())
+        raise ResourceNotFoundError(f"no session named {exc.label!r}: nexus://sessions lists them") from None
     except LookupError as exc:
         raise ResourceNotFoundError(str(exc)) from None
