@@ -176,6 +176,9 @@ def test_local_timezone_follows_tz_and_falls_back_to_a_valid_zone(monkeypatch: p
     assert local_timezone() == "America/New_York"
     monkeypatch.setenv("TZ", "Not/AZone")
     ZoneInfo(local_timezone())  # an invalid TZ is ignored: the result is always a usable zone
+    for utc in ("Etc/UTC", ":Etc/UTC", "Zulu"):  # how a Debian machine names UTC reads as a server's default does
+        monkeypatch.setenv("TZ", utc)
+        assert local_timezone() == "UTC"
 
 
 def test_default_prompt_mentions_tools_only_when_tools_are_offered() -> None:

@@ -61,8 +61,13 @@ def local_timezone() -> str:
             ZoneInfo(name)
         except (ZoneInfoNotFoundError, ValueError, OSError):
             continue
-        return name
+        return "UTC" if name in _UTC_ALIASES else name
     return "UTC"
+
+
+_UTC_ALIASES = frozenset({"Etc/UTC", "Etc/UCT", "Etc/Universal", "Etc/Zulu", "UCT", "Universal", "Zulu", "Etc/GMT"})
+"""Names of UTC that a machine's ``/etc/localtime`` may link to (Debian's is ``Etc/UTC``): said ``UTC``, the name a
+server's default uses, so one turn does not read "(Etc/UTC)" from ``nexus run`` and "(UTC)" from ``nexus serve``."""
 
 
 @dataclass(slots=True, frozen=True)
