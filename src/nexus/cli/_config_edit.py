@@ -33,11 +33,11 @@ def edit(args: argparse.Namespace, change: Callable[[Any], None]) -> Path:
     import tomlkit
 
     from nexus._replace_file import replace_file
-    from nexus.config import parse_config
+    from nexus.config import parse_config, read_config_text
     from nexus.errors import ConfigError
 
     path = config_file(args)
-    text = path.read_text(encoding="utf-8").removeprefix("\ufeff") if path.exists() else ""  # a BOM, as the loader
+    text = read_config_text(path) if path.exists() else ""
     document = tomlkit.parse(text)
     change(document)
     new_text = tomlkit.dumps(document)

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
         check_agent_ids,
     )
     from nexus.config._host_names import ANY_HOST, HostName, parse_host
-    from nexus.config._load import dotted, load_config, parse_config
+    from nexus.config._load import dotted, load_config, parse_config, read_config_text
     from nexus.config._mcp_schema import McpConfig, McpServerConfig, McpTransport, check_server_name
     from nexus.config._profile import ResolvedProfile
     from nexus.config._resolve import (
@@ -75,6 +75,7 @@ _LAZY: dict[str, str] = {
     "credential_problems": "nexus.config._adapters",
     "load_config": "._load",
     "parse_config": "._load",
+    "read_config_text": "._load",
     "DEFAULT_MODELS": "._resolve",
     "LOCAL_INSTALL_HINT": "._resolve",
     "LocalModelStatus": "._resolve",
@@ -181,6 +182,7 @@ __all__ = [
     "parse_model_ref",
     "prompt_profile",
     "provider_settings",
+    "read_config_text",
     "resolve_default_model",
     "resolve_env",
     "rule_allows",

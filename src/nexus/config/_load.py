@@ -44,19 +44,24 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
             default = config_path(source_env)
             raise ConfigError(f"config file {file} not found: check the path, or omit it to use {default}")
         if source_env.get("NEXUS_CONFIG", "").strip():
-            default = nexus_home(source_env) / CONFIG_FILE_NAME
             raise ConfigError(
                 f"config file {file} (named by $NEXUS_CONFIG) not found: check the path, or unset NEXUS_CONFIG "
-                f"to use {default}"
+                f"to use {home / CONFIG_FILE_NAME}"
             )
         return _finish(NexusConfig(), home, None)
+    return _finish(parse_config(read_config_text(file), file), home, file)
+
+
+def read_config_text(file: Path) -> str:
+    """The text of the existing config file ``file``, a leading byte-order mark dropped, or a :class:`ConfigError`
+    saying why it cannot be read. The loader and the config editor (``nexus adapters``, ``nexus mcp``) both read
+    through it, so the file they edit is read as the one every command loads."""
     if file.is_dir():
         raise ConfigError(f"config file {file} is a directory: name the file in it (e.g. {file / CONFIG_FILE_NAME})")
     try:
-        text = file.read_text(encoding="utf-8").removeprefix(BOM)
+        return file.read_text(encoding="utf-8").removeprefix(BOM)
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read config file {file}: {exc}; fix its permissions or encoding (UTF-8)") from exc
-    return _finish(parse_config(text, file), home, file)
 
 
 BOM = "\ufeff"
