@@ -100,6 +100,7 @@ def test_disk_full_mid_run_keeps_the_reply_and_lists_sessions(small_disk: Path, 
     listed = _nexus(env, "sessions", "list")
     assert listed.returncode == 0, listed.stderr
     assert "main" in listed.stdout and "Traceback" not in listed.stderr, listed.stderr
+    assert f"is open: its reply is kept in {rescue}" in listed.stderr, "the listing says where the open turn's reply is"
 
     (small_disk / "filler").unlink()
     history = _nexus(env, "sessions", "history", "main")

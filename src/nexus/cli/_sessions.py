@@ -113,6 +113,14 @@ async def _recover(ledger: Ledger) -> None:
         await recover_open_turns(ledger)
     except LedgerError as exc:
         print(f"nexus: warning: turns left open by a stopped process stay open for now: {exc}", file=sys.stderr)
+        for turn in await ledger.turns.open_turns():
+            path = ledger.turns.rescue_file(turn.id)
+            if path is not None:
+                print(
+                    f"nexus: warning: turn {turn.id} of session {turn.session_label!r} is open: its reply is kept"
+                    f" in {path} until the ledger can take it",
+                    file=sys.stderr,
+                )
 
 
 def _when(ms: int | None) -> str:

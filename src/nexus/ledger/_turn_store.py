@@ -9,6 +9,7 @@ histories, windows): rows of finished turns never change, so a long-lived proces
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from nexus.ledger import _crash, _owners, _prompts, _read, _rescue, _sessions, _turn_ops, _window
@@ -167,6 +168,15 @@ class SqlTurnStore:
             ).fetchall()
         )
         return [turn_from_row(row[:-1], owner=row[-1]) for row in rows]
+
+    def rescue_file(self, turn_id: str) -> Path | None:
+        """Where the reply of open turn ``turn_id`` is kept because its final write failed, or None.
+
+        A reading command that cannot close the turn (the disk is still full) says where the reply is:
+        the turn shows as open, with nothing in it, until a command can write it.
+        """
+        location = self._db.location
+        return _rescue.find(location, turn_id) if location != ":memory:" else None
 
     # ------------------------------------------------------------------ reads
 
