@@ -87,3 +87,41 @@ def test_a_send_killed_before_its_run_ends_is_delivered_by_queue_drain(
     with Ledger.open(home / "agents.db") as ledger:  # recorded with the turn that consumed the message
         (record,) = DeliveryLog(ledger.database).recent()
     assert (record.turn_id, record.status, record.queue_item_id) == (item.turn_id, "delivered", item.id)
+
+
+def test_a_delivery_confirmed_late_is_waited_for_and_recorded(
+    home: Path, server: FakeProviderServer, nexus: RunNexus
+) -> None:
+    """The adapter confirms 11 s after the reply ended: later than the host's closing grace (10 s), within the
+    router's own wait (30 s). ``nexus send`` closed its broker first, cut the delivery, recorded nothing and said
+    "the message was not run in this process" of a message it had just run."""
+    script = Path(__file__).parents[1] / "adapters" / "scripts" / "slow_confirm.py"
+    with (home / "nexus.toml").open("a", encoding="utf-8") as config:
+        config.write(f"\n[adapters.slow]\ncommand = {json.dumps(f'{sys.executable} {script}')}\n")
+        config.write('[adapters.slow.accounts.a]\nconfig = { delay = "11" }\n')
+    server.script(text("Shown at once."))
+    assert nexus("agents", "add", "coder").returncode == 0
+    result = nexus("send", "coder", "say it", "--wait", "--deliver", "slow/a:chat:1", "--id", "d-1")
+    assert result.returncode == 0, result.stderr
+    assert "delivered to slow/a:chat:1 (native); message ids: slow-1" in result.stderr, result.stderr
+    with Ledger.open(home / "agents.db") as ledger:
+        (record,) = DeliveryLog(ledger.database).recent()
+    assert (record.status, record.message_ids, record.queue_item_id) == ("delivered", ["slow-1"], _item(home, "d-1").id)
+
+
+def test_a_partial_delivery_is_called_partial(home: Path, server: FakeProviderServer, nexus: RunNexus) -> None:
+    """The adapter showed the reply, then exited before confirming it: the record says ``partial``, and so does
+    the command (it said "failed", as for a reply that never reached anyone)."""
+    script = Path(__file__).parents[1] / "adapters" / "scripts" / "slow_confirm.py"
+    with (home / "nexus.toml").open("a", encoding="utf-8") as config:
+        config.write(f"\n[adapters.slow]\ncommand = {json.dumps(f'{sys.executable} {script}')}\n")
+        config.write('[adapters.slow.accounts.a]\nconfig = { exit = "3" }\n')
+    server.script(text("Shown, never confirmed."))
+    assert nexus("agents", "add", "coder").returncode == 0
+    result = nexus("send", "coder", "say it", "--wait", "--deliver", "slow/a:chat:1")
+    assert result.returncode == 1, result.stderr
+    assert "nexus: error: delivery to slow/a:chat:1 was cut short (part of the reply reached it): " in result.stderr
+    assert "(the reply is in the ledger)" in result.stderr, result.stderr
+    with Ledger.open(home / "agents.db") as ledger:
+        (record,) = DeliveryLog(ledger.database).recent()
+    assert record.status == "partial" and record.message_ids == ["slow-1"]

@@ -92,6 +92,17 @@ class BrokerHost:
     ledger: Ledger | None = None
     """The ledger the host runs on: told when the host stops (:meth:`Ledger.stopping`)."""
 
+    async def wait_until_idle(self) -> None:
+        """Until the broker has nothing left to run and every delivery of its runs has ended (and is recorded).
+
+        A command that drains and exits waits here, not on the broker alone: a reply whose adapter
+        confirms it late (within the router's own bound) would otherwise be cut by :meth:`close`'s
+        shorter grace and never recorded.
+        """
+        await self.broker.wait_until_idle()
+        if self.deliverer is not None:
+            await self.deliverer.wait()
+
     async def close(self) -> None:
         """Stop draining (active runs are aborted and kept), then the monitors, then deliveries and adapters,
         then what the runs shared (the runtime's MCP servers). On PostgreSQL the stop waits for an unreachable

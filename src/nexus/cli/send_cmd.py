@@ -115,7 +115,7 @@ async def _drain_locked(config: NexusConfig, ledger: Ledger) -> int:
         async with running_broker(config, ledger) as host:
             pending = sum(a.queue_depth for a in host.broker.list_agents())
             print(f"draining {pending} queued message{'s' if pending != 1 else ''}", file=sys.stderr)
-            await host.broker.wait_until_idle()
+            await host.wait_until_idle()
     await _run_leftovers(config, ledger)
     failures = await runs.failures(ledger, BrokerStore(ledger.database))
     if failures:  # a turn that failed is a failed run, though its message counts as handled (not run again);
@@ -175,7 +175,8 @@ async def _send_and_drain(
 
 
 async def _drain_within(host: Any, seconds: float | None) -> str | None:
-    """Drain until every agent is idle (``None``); if ``seconds`` pass first, what became of the conversation.
+    """Drain until every agent is idle and its deliveries have ended (``None``); if ``seconds`` pass before the
+    agents are idle, what became of the conversation.
     Then the runs still going are aborted (kept as ``aborted`` turns whose error says so): once this command
     exits nothing runs them, and a run that outlived its command would be cut anyway. Messages not taken yet
     stay queued."""
@@ -187,6 +188,7 @@ async def _drain_within(host: Any, seconds: float | None) -> str | None:
         aborted = [agent_id for agent_id in agents if host.broker.abort(agent_id, reason=reason)]
         cut = "the run was aborted and kept as an aborted turn; " if aborted else ""
         return f"{cut}messages not run yet stay queued for the next nexus send or nexus queue drain"
+    await host.wait_until_idle()  # the reply came in time; its delivery has the router's own bound (30 s)
     return None
 
 
@@ -233,7 +235,8 @@ def _delivery_outcome(record: DeliveryRecord | None, code: int) -> int:
         ids = ", ".join(record.message_ids) or "none reported"
         print(f"nexus: delivered to {where} ({record.path}); message ids: {ids}", file=sys.stderr)
         return code
-    print(f"nexus: error: delivery to {where} failed: {record.error} (the reply is in the ledger)", file=sys.stderr)
+    how = "was cut short (part of the reply reached it)" if record.status == "partial" else "failed"
+    print(f"nexus: error: delivery to {where} {how}: {record.error} (the reply is in the ledger)", file=sys.stderr)
     return 1
 
 
@@ -341,7 +344,7 @@ async def _run_leftovers(config: NexusConfig, ledger: Ledger) -> None:
             if not held:  # another broker drains now; it looks again when it lets go
                 return
             async with running_broker(config, ledger, scope={str(item.agent_id) for item in pending}) as host:
-                await host.broker.wait_until_idle()
+                await host.wait_until_idle()
 
 
 async def _watch(
