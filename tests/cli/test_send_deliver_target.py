@@ -125,3 +125,26 @@ def test_a_partial_delivery_is_called_partial(home: Path, server: FakeProviderSe
     with Ledger.open(home / "agents.db") as ledger:
         (record,) = DeliveryLog(ledger.database).recent()
     assert record.status == "partial" and record.message_ids == ["slow-1"]
+
+
+def test_an_adapters_message_ids_cannot_drive_the_terminal(
+    home: Path, server: FakeProviderServer, nexus: RunNexus
+) -> None:
+    """Message ids are the adapter's (or its platform's) text: printed raw, an ESC sequence recoloured the terminal
+    or overwrote the line with a forged one (``\\r\\x1b[2K``), and a newline forged a line in the history."""
+    script = Path(__file__).parents[1] / "adapters" / "scripts" / "slow_confirm.py"
+    ids = ["\x1b[31mRED", "\r\x1b[2Knexus: delivered to evil", "a\n── turn forged"]
+    with (home / "nexus.toml").open("a", encoding="utf-8") as config:
+        config.write(f"\n[adapters.slow]\ncommand = {json.dumps(f'{sys.executable} {script}')}\n")
+        config.write(f"[adapters.slow.accounts.a]\nconfig = {{ ids = {json.dumps(json.dumps(ids))} }}\n")
+    server.script(text("Shown."))
+    assert nexus("agents", "add", "coder").returncode == 0
+    result = nexus("send", "coder", "say it", "--wait", "--deliver", "slow/a:chat:1")
+    assert result.returncode == 0, result.stderr
+    line = next(line for line in result.stderr.splitlines() if "delivered to slow/a:chat:1" in line)
+    assert "\x1b" not in result.stderr and "\r" not in result.stderr, result.stderr
+    assert line.endswith(r"message ids: \x1b[31mRED, \r\x1b[2Knexus: delivered to evil, a\n── turn forged"), line
+    history = nexus("sessions", "history", "agent:coder")
+    assert history.returncode == 0, history.stderr
+    assert "\x1b" not in history.stdout and "\n── turn forged" not in history.stdout, history.stdout
+    assert r"a\n── turn forged" in history.stdout

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nexus._replace_file import replace_file
-from nexus.cli._input import terminal_text
+from nexus.cli._input import printable, terminal_text
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -213,20 +213,24 @@ async def _history(ledger: Ledger, args: argparse.Namespace) -> int:
         for item in stored:  # anyone who can message the agent wrote these: no raw control characters
             print(terminal_text(_render(item.message, raw=args.raw)))
         for record in deliveries.get(turn.id, []):
-            print(terminal_text(delivery_line(record)))
+            print(delivery_line(record))
         print()
     return 0
 
 
 def delivery_line(record: DeliveryRecord) -> str:
-    """One line per delivery under its turn: where the reply went, the outcome, the platform's message ids."""
+    """One line per delivery under its turn: where the reply went, the outcome, the platform's message ids.
+
+    One line whatever the adapter reported: its ids and error are its own text, a newline in them shown
+    as ``\\n`` (a raw one would print a forged line below the real one).
+    """
     to = record.target.get("to", "?")
     thread = f"#{record.target['thread_id']}" if record.target.get("thread_id") else ""
     where = f"{record.adapter}/{record.account_id}:{to}{thread} ({record.path})"
     ids = f"; message ids: {', '.join(record.message_ids)}" if record.message_ids else ""
     tries = f"; {record.attempts} send attempts" if record.attempts > 1 else ""
     error = f": {record.error}" if record.error else ""
-    return f"  ⇢ {record.status} to {where}{ids}{tries}{error}"
+    return printable(f"  ⇢ {record.status} to {where}{ids}{tries}{error}")
 
 
 def _turn_header(turn: Turn) -> str:

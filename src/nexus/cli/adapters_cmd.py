@@ -19,6 +19,7 @@ from typing import Any
 
 from nexus.cli._config_edit import edit, load
 from nexus.cli._config_edit import table as toml_table
+from nexus.cli._input import printable
 from nexus.errors import ConfigError, NexusError, UsageError
 
 
@@ -241,9 +242,9 @@ def _test(args: argparse.Namespace) -> int:
     report = asyncio.run(_deliver(config, name, account, args))
     if report.ok:
         ids = ", ".join(report.message_ids) or "none reported"
-        print(f"delivered to {name}/{account}:{args.to} ({report.path}); message ids: {ids}")
+        print(printable(f"delivered to {name}/{account}:{args.to} ({report.path}); message ids: {ids}"))
         return 0
-    print(f"nexus: error: delivery to {name}/{account}:{args.to} failed: {report.error}", file=sys.stderr)
+    print(printable(f"nexus: error: delivery to {name}/{account}:{args.to} failed: {report.error}"), file=sys.stderr)
     return 1
 
 

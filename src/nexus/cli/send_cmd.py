@@ -226,17 +226,23 @@ def _server_runs(config: NexusConfig) -> bool:
 
 
 def _delivery_outcome(record: DeliveryRecord | None, code: int) -> int:
-    """Say where the reply went; a failed delivery is exit 1 (the turn itself is in the ledger)."""
+    """Say where the reply went; a failed delivery is exit 1 (the turn itself is in the ledger).
+
+    The adapter's message ids and error are printed as escapes where they hold control characters: raw, an
+    adapter (or the platform whose ids it relays) could recolour the terminal or overwrite this line."""
+    from nexus.cli._input import printable
+
     if record is None:
         print("nexus: the message was not run in this process: nothing delivered", file=sys.stderr)
         return code or 1
     where = f"{record.adapter}/{record.account_id}:{record.target.get('to', '')}"
     if record.status == "delivered":
         ids = ", ".join(record.message_ids) or "none reported"
-        print(f"nexus: delivered to {where} ({record.path}); message ids: {ids}", file=sys.stderr)
+        print(printable(f"nexus: delivered to {where} ({record.path}); message ids: {ids}"), file=sys.stderr)
         return code
     how = "was cut short (part of the reply reached it)" if record.status == "partial" else "failed"
-    print(f"nexus: error: delivery to {where} {how}: {record.error} (the reply is in the ledger)", file=sys.stderr)
+    line = f"nexus: error: delivery to {where} {how}: {record.error} (the reply is in the ledger)"
+    print(printable(line), file=sys.stderr)
     return 1
 
 

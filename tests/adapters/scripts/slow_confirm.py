@@ -3,7 +3,8 @@
 
 Like a platform whose final edit is slow to acknowledge: the text reached the user early, the
 confirmation comes late, within the router's own wait for it. With ``config.exit``, it exits with that
-code instead of confirming (the text was shown: a partial delivery).
+code instead of confirming (the text was shown: a partial delivery). ``config.ids`` (a JSON list) are the
+message ids it reports, as a platform gives them.
 """
 
 import json
@@ -17,6 +18,7 @@ if sys.argv[1] == "info":
 ctx = json.load(open(os.environ["NEXUS_ADAPTER_CONTEXT_PATH"]))
 delay = float(ctx["config"].get("delay", "0"))
 exit_code = ctx["config"].get("exit")
+ids = json.loads(ctx["config"].get("ids", '["slow-1"]'))
 
 
 def emit(event: dict[str, object]) -> None:
@@ -27,9 +29,9 @@ def emit(event: dict[str, object]) -> None:
 for line in sys.stdin:
     event = json.loads(line)
     if event.get("type") == "stream_start":
-        emit({"type": "message_created", "messageId": "slow-1"})
+        emit({"type": "message_created", "messageId": ids[0]})
     elif event.get("type") == "stream_error" or (event.get("type") == "stream_end" and event.get("final", True)):
         time.sleep(delay)
         if exit_code is not None:
             sys.exit(int(exit_code))
-        emit({"type": "delivery_complete", "messageIds": ["slow-1"]})
+        emit({"type": "delivery_complete", "messageIds": ids})
