@@ -156,6 +156,46 @@ async def test_a_step_that_raises_is_logged_and_not_retried_in_a_loop(caplog: py
     await scheduler.close()
 
 
+async def test_a_full_disk_is_one_log_line_while_it_lasts_not_a_traceback_a_retry(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every failed batch is tried again each second: on a full disk ``nexus serve`` logged a 40-line traceback
+    a second for as long as the disk stayed full. A known condition of the database is said once (then again
+    after ``REPEAT_NOTICE_S``, with how many batches failed meanwhile); a bug keeps its traceback each time."""
+    from nexus.broker import _scheduler
+    from nexus.broker._scheduler import DrainScheduler
+    from nexus.broker._slot import AgentSlot, SessionSlot
+    from nexus.broker.session_queue import QueuedMessage
+    from nexus.ledger import LedgerFullError
+
+    monkeypatch.setattr(_scheduler, "RETRY_AFTER_S", 0.01)
+    failures: list[Exception] = [LedgerFullError("cannot write to the ledger: the disk is full")] * 12
+    failures += [RuntimeError("a bug")] * 2
+
+    async def step(slot: AgentSlot, session: SessionSlot) -> None:
+        if failures:
+            raise failures.pop(0)
+        session.queue.clear()
+
+    scheduler = DrainScheduler(1, step, lambda: 0, lambda slot, session: None)
+    slot = AgentSlot(AgentIdentity("w", "agent:w"), {})
+    session = slot.session("agent:w")
+    session.queue.restore(QueuedMessage("i-1", "m-1", "x", "followup", 0))
+    with caplog.at_level(logging.WARNING, logger="nexus.broker"):
+        scheduler.schedule(slot, session)
+        for _ in range(500):
+            if session.idle.is_set():
+                break
+            await asyncio.sleep(0.01)
+    assert session.idle.is_set() and not failures, "the batch ran once the condition was over"
+    full = [r for r in caplog.records if "disk is full" in r.getMessage()]
+    assert len(full) == 1 and full[0].exc_info is None, [r.getMessage() for r in full]
+    assert "batches wait in the ledger and are tried again every" in full[0].getMessage()
+    bugs = [r for r in caplog.records if "failed; it is tried again" in r.getMessage()]
+    assert len(bugs) == 2 and all(r.exc_info for r in bugs)
+    await scheduler.close()
+
+
 async def test_a_session_put_in_line_as_the_last_worker_ends_still_runs() -> None:
     """The worker leaves the worker set as it ends: a done callback would run an iteration later,
     and a session put in line in between found every slot taken and never ran (the broker hung)."""
@@ -218,7 +258,7 @@ async def test_a_claim_refused_by_a_locked_database_is_retried_not_stranded(
         "conn = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
         "conn.execute('BEGIN IMMEDIATE'); print('locked', flush=True); time.sleep(0.4); conn.execute('ROLLBACK')\n"
     )
-    with caplog.at_level(logging.ERROR, logger="nexus.broker"):
+    with caplog.at_level(logging.WARNING, logger="nexus.broker"):
         await broker.send(_send("a", 0))  # in line; its worker claims on the next iterations
         with subprocess.Popen(  # noqa: ASYNC220 - blocking on purpose: locked before the worker's claim runs
             [sys.executable, "-c", holder, str(ledger.database.path)], stdout=subprocess.PIPE, text=True

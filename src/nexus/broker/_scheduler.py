@@ -34,6 +34,42 @@ RETRY_AFTER_S = 1.0
 """How long a session whose batch failed (a locked or full database, a bug) waits before it is tried again."""
 
 
+REPEAT_NOTICE_S = 60.0
+"""A full or held database is said once, then at most this often while it lasts."""
+
+
+class FailureNotices:
+    """How failed batches are logged: a bug with its traceback each time; a known condition of the database
+    (full disk, held by another process) as one line, said again at most every :data:`REPEAT_NOTICE_S`.
+
+    Every session's batch is tried again each second: on a full disk that logged a 40-line traceback a
+    second (a night of it is millions of lines, on a log that may share the full disk).
+    """
+
+    def __init__(self) -> None:
+        self.lasting: dict[str, tuple[float, int]] = {}
+        """Known conditions seen: when each was last said, and the failed batches since (not said)."""
+
+    def failed(self, agent_id: str, label: str, exc: Exception) -> None:
+        from nexus.ledger import LedgerBusyError, LedgerFullError
+
+        if not isinstance(exc, LedgerFullError | LedgerBusyError):
+            log.exception("the batch of %s (session %s) failed; it is tried again in %g s", agent_id, label,
+                          RETRY_AFTER_S)  # fmt: skip
+            return
+        kind = type(exc).__name__
+        said, since = self.lasting.get(kind, (-REPEAT_NOTICE_S, 0))
+        now = time.monotonic()
+        if now - said < REPEAT_NOTICE_S:
+            self.lasting[kind] = (said, since + 1)
+            return
+        more = f" ({since} more failed batches since the last notice)" if since else ""
+        log.warning("the batch of %s (session %s) could not be written: %s; batches wait in the ledger and are "
+                    "tried again every %g s, said again in %g s while it lasts%s", agent_id, label, exc,
+                    RETRY_AFTER_S, REPEAT_NOTICE_S, more)  # fmt: skip
+        self.lasting[kind] = (now, 0)
+
+
 class SessionHeldElsewhere(Exception):
     """A step found its session run by another broker (its lease): look at it again after ``retry_after_s``."""
 
@@ -62,6 +98,7 @@ class DrainScheduler:
         self._timed: dict[int, SessionSlot] = {}
         """Sessions with a timer armed, by ``id`` (a slot is not hashable): cancelled on close."""
         self._closed = False
+        self._notices = FailureNotices()
 
     def schedule(self, slot: AgentSlot, session: SessionSlot) -> None:
         """Look at the session again: in line if a batch is ready, a timer if one will be, else idle.
@@ -143,8 +180,7 @@ class DrainScheduler:
                                     "messages wait in the ledger for the next start", slot.agent_id, session.label,
                                     exc)  # fmt: skip
                     else:
-                        log.exception("the batch of %s (session %s) failed; it is tried again in %g s",
-                                      slot.agent_id, session.label, RETRY_AFTER_S)  # fmt: skip
+                        self._notices.failed(slot.agent_id, session.label, exc)
                     session.active = False
                     self._retry_later(slot, session)
                     continue
