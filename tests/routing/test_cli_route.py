@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -110,6 +111,12 @@ def test_send_route_smart_runs_the_task_in_a_fork_of_the_owners_session(home: tu
     with Ledger.open(root / "agents.db") as ledger:
         turns = run_inline(ledger.turns.path("ops-agent~fork~m-9"))
         assert [t.id for t in turns[:-1]] == [ids["docker"]] and turns[-1].status == "completed"
+    said = re.search(r"nexus: decision (\S+) \(nexus route feedback \1 good\|bad\)", done.stderr)
+    assert said is not None, done.stderr  # the id to judge the routing by: printed nowhere else for a send
+    judged = nexus(root, "route", "feedback", said[1], "good")
+    assert judged.returncode == 0, judged.stderr
+    unknown = nexus(root, "route", "feedback", "01NOPE", "good")
+    assert unknown.returncode == 2 and "printed by `nexus route TASK` and `nexus send --route`" in unknown.stderr
 
 
 def test_route_with_agent_looks_at_that_agents_past_work_only(home: tuple[Path, dict[str, str]]) -> None:

@@ -58,4 +58,7 @@ def route_message(config: NexusConfig, ledger: Ledger, message: AgentMessage, ro
             f"nexus: nothing in past work fits (confidence {decision.confidence:.2f}): {where} of {plan.message.to}",
             file=sys.stderr,
         )
+    if decision is not None and decision.decision_id:  # the only place a CLI user sees the id to judge it by
+        print(f"nexus: decision {decision.decision_id} (nexus route feedback {decision.decision_id} good|bad)",
+              file=sys.stderr)  # fmt: skip
     return plan.message

@@ -277,7 +277,10 @@ class SqliteRouteStore:
                 "UPDATE route_decisions SET feedback = ?, feedback_note = ? WHERE id = ?", (score, note, decision_id)
             ).rowcount
             if not done:
-                raise RoutingError(f"no routing decision {decision_id!r}; `nexus route stats --json` lists them")
+                raise RoutingError(
+                    f"no routing decision {decision_id!r}: a decision's id is printed by `nexus route TASK` and "
+                    "`nexus send --route`, and is the `route.decision` of the HTTP answer"
+                )
 
         self._db.write(write)
 
