@@ -134,6 +134,30 @@ async def test_an_adapter_finds_no_other_adapters_credential_and_no_broker_secre
     )
 
 
+async def test_an_account_never_started_still_has_its_credential_kept_from_the_first_process(
+    tmp_path: Path, make_manager: MakeManager
+) -> None:
+    """An account's credential became a known secret only when its own process started: the first adapter
+    process inherited another account's ``${VAR}`` when the variable's name looked like nothing secret."""
+    other = "value-of-account-b-9f3c2e71"
+    dump = tmp_path / "spy.json"
+    env = {**os.environ, "INNOCENT_NAME": other}
+    adapters = {
+        "m": adapter(
+            command=script_command("misbehave.py"),
+            accounts={
+                "a": {"config": {"search": str(tmp_path), "needle": other, "dump": str(dump)}},
+                "b": {"credential": "${INNOCENT_NAME}", "config": {"behaviour": "normal"}},
+            },
+        )
+    }
+    manager = make_manager(adapters, env=env, state_dir=None)
+    result = await manager.send(DeliveryTarget("m", "a", "x"), "hello")  # b's process is never started
+    assert result.success, result.error
+    seen = json.loads(dump.read_text())
+    assert "INNOCENT_NAME" not in seen["env"] and other not in json.dumps(seen["env"])
+
+
 def _link(fd: str) -> str:
     try:
         return os.readlink(f"/proc/self/fd/{fd}")

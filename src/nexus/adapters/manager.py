@@ -11,6 +11,7 @@ honoured, otherwise 0.4 s x 2^n), keeps one supervised ``stream`` process per ac
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shlex
@@ -97,6 +98,7 @@ class AdapterManager:
         self._info_lock = asyncio.Lock()
         self._monitors: list[Supervisor] = []
         self.refused = 0
+        self._credentials_known = False
 
     def config(self, name: str) -> AdapterConfig:
         found = self.adapters.get(name)
@@ -118,6 +120,8 @@ class AdapterManager:
 
     def _prepare(self, name: str, account_id: str | None) -> AdapterLaunch:
         """What one process of ``name`` starts with: the account's context (none for ``info``), a clean environment."""
+        if not self._credentials_known:
+            self._know_every_credential()
         if account_id is None:
             return launch_with_context(None, self._env)
         config = self.config(name)
@@ -138,6 +142,28 @@ class AdapterManager:
             credential_kind=account.credential_kind,
         )
         return launch_with_context(payload, self._env, fallback_dir=self._state_dir)
+
+    def _know_every_credential(self) -> None:
+        """Register every account's credential as a secret before the first process starts.
+
+        A process's environment is Nexus's own minus every secret Nexus knows: were an account's credential
+        known only once its own process had started, the first adapter started would inherit the value of
+        another account's ``${VAR}`` (a variable not named like a secret). An unset variable is skipped:
+        there is nothing to hide, and that account's own start says what is missing.
+        """
+        from nexus.config import resolve_env
+        from nexus.errors import ConfigError
+        from nexus.llm import add_secrets
+
+        self._credentials_known = True
+        values = []
+        for name, config in self.adapters.items():
+            for account_id, account in config.accounts.items():
+                if account.credential is not None:
+                    where = f"adapters.{name}.accounts.{account_id}.credential"
+                    with contextlib.suppress(ConfigError):
+                        values.append(resolve_env(account.credential, self._env, where))
+        add_secrets(values)
 
     def _platform_guess(self, name: str) -> str:
         info = self._info.get(name)
