@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from nexus.testing import FakeTelegram
@@ -94,3 +95,53 @@ def test_adapters_config_is_strict(nexus: RunNexus, isolated_env: Path) -> None:
     (isolated_env / "nexus.toml").write_text('[adapters.files]\nbuiltin = "jsonl"\nmode = "fast"\n')
     result = nexus("adapters", "list")
     assert result.returncode == 2 and "adapters.files.mode" in result.stderr
+
+
+def test_what_an_adapter_says_about_itself_cannot_drive_the_terminal(nexus: RunNexus) -> None:
+    """Its ``info`` printed raw at registration cleared the screen (``ESC[2J``), a health error's ``\\r ESC[2K``
+    overwrote the FAIL line with "ok … all fine"."""
+    script = Path(__file__).parents[1] / "adapters" / "scripts" / "loud.py"
+    registered = nexus("adapters", "register", "loud", "--command", f"{sys.executable} {script}")
+    assert registered.returncode == 0, registered.stderr
+    assert r"registered loud: x\x1b[31mRED\r\x1b[2Kfake 1\x1b[2J, supports send, health" in registered.stdout
+    assert nexus("adapters", "enable", "loud/a").returncode == 0
+    runs = [
+        nexus("adapters", "list"),
+        nexus("adapters", "health"),
+        nexus("adapters", "test", "loud/a", "--to", "c", "hi"),
+    ]
+    for done in runs:
+        assert "\x1b" not in done.stdout + done.stderr and "\r" not in done.stdout + done.stderr, done
+    assert r"FAIL  loud/a: " in runs[1].stdout and r"\r\x1b[2Kok" in runs[1].stdout
+    assert r"message ids: \x1b[31mid" in runs[2].stdout
+
+
+def test_adapter_and_account_names_must_be_addressable(nexus: RunNexus, isolated_env: Path) -> None:
+    """``../x`` was registered (and its "next: enable ../x/<account>" could never work), ``a:b`` made targets
+    that read two ways, and an ESC went into nexus.toml and back to the terminal raw."""
+    config = isolated_env / "nexus.toml"
+    isolated_env.mkdir(parents=True, exist_ok=True)
+    config.write_text('default_model = "openai/gpt-4o-mini"\n')
+    for name in ("../x", "a:b", "a b", "a\x1b", "n" * 65):
+        done = nexus("adapters", "register", name, "--builtin", "console")
+        assert done.returncode == 2 and "cannot be used" in done.stderr and "\x1b" not in done.stderr, (name, done)
+    assert nexus("adapters", "register", "esc", "--builtin", "console").returncode == 0
+    for account in ("a:b", "a b", "a\x1bb", "x" * 65):
+        done = nexus("adapters", "enable", f"esc/{account}")
+        assert done.returncode == 2 and "account" in done.stderr and "cannot be used" in done.stderr, (account, done)
+    assert "accounts" not in config.read_text(), "nothing written for a refused name"
+
+
+def test_set_types_only_plain_numbers(nexus: RunNexus, isolated_env: Path) -> None:
+    """``nan``, ``inf``, ``Infinity``, ``1_000``, ``1e3`` and ``+5`` became numbers (Python's int()/float()); a NaN
+    in an account's config made its adapter's context invalid JSON."""
+    import tomllib
+
+    isolated_env.mkdir(parents=True, exist_ok=True)
+    (isolated_env / "nexus.toml").write_text('default_model = "openai/gpt-4o-mini"\n')
+    assert nexus("adapters", "register", "files", "--builtin", "jsonl").returncode == 0
+    values = ("nan", "inf", "Infinity", "1_000", "1e3", "+5", "8080", "-3", "1.5", "true")
+    sets = [arg for i, raw in enumerate(values) for arg in ("--set", f"k{i}={raw}")]
+    assert nexus("adapters", "enable", "files/a", *sets).returncode == 0
+    stored = tomllib.loads((isolated_env / "nexus.toml").read_text())["adapters"]["files"]["accounts"]["a"]["config"]
+    assert [stored[f"k{i}"] for i in range(len(values))] == [*values[:6], 8080, -3, 1.5, True]

@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,25 @@ def _ref(ref: str) -> tuple[str, str]:
     return name, account
 
 
+NAME_LIMIT = 64
+
+
+def _check_name(what: str, name: str) -> None:
+    """An adapter's name or an account's id must be addressable as ``NAME/ACCOUNT:TARGET`` (UsageError if not).
+
+    ``/`` and ``:`` split a delivery target, so a name holding one registers something nothing can
+    address (``../x``) or a target that reads two ways (``a:b``); spaces and control characters
+    would be printed, and handed to the adapter on its command line, as they are.
+    """
+    bad = next((c for c in name if c in "/:" or c.isspace() or not c.isprintable()), None)
+    if bad is not None or not name or len(name) > NAME_LIMIT:
+        why = f"it holds {bad!r}" if bad is not None else f"give 1 to {NAME_LIMIT} characters"
+        raise UsageError(
+            f"{what} {printable(repr(name))} cannot be used: {why}; a name is 1 to {NAME_LIMIT} characters "
+            "without '/', ':', spaces or control characters (e.g. tg, main)"
+        )
+
+
 def _manager(config: Any) -> Any:
     from nexus.adapters import AdapterManager
 
@@ -58,6 +78,7 @@ def _manager(config: Any) -> Any:
 def _register(args: argparse.Namespace) -> int:
     from nexus.config import AdapterConfig
 
+    _check_name("adapter name", args.name)
     fields: dict[str, Any] = {"builtin": args.builtin} if args.builtin else {"command": args.command}
     if args.mode:
         fields["mode"] = args.mode
@@ -76,7 +97,8 @@ def _register(args: argparse.Namespace) -> int:
             table[key] = value
 
     path = edit(args, change)
-    print(f"registered {args.name}: {info.platform} {info.version}, supports {', '.join(info.supports)} ({path})")
+    shown = f"{info.platform} {info.version}, supports {', '.join(info.supports)}"  # the adapter's own words
+    print(f"registered {args.name}: {printable(shown)} ({path})")
     print(f"next: nexus adapters enable {args.name}/<account>")
     return 0
 
@@ -93,6 +115,7 @@ async def _info_of(home: Path, name: str, candidate: Any) -> Any:
 
 def _enable(args: argparse.Namespace) -> int:
     name, account = _ref(args.ref)
+    _check_name("account", account)
     config = load(args)
     if name not in config.adapters:
         raise ConfigError(f"no adapter named {name!r}: `nexus adapters register {name} --command ...` first")
@@ -132,14 +155,15 @@ def _parse_set(item: str) -> tuple[str, str | int | float | bool]:
     value: str | int | float | bool = raw
     if raw in ("true", "false"):
         value = raw == "true"
-    else:
-        for kind in (int, float):
-            try:
-                value = kind(raw)
-                break
-            except ValueError:
-                continue
+    elif _INTEGER.fullmatch(raw):
+        value = int(raw)
+    elif _DECIMAL.fullmatch(raw):
+        value = float(raw)  # int() and float() also took nan, inf, 1_000, 1e3 and +5: those stay strings
     return key.strip(), value
+
+
+_INTEGER = re.compile(r"-?[0-9]+")
+_DECIMAL = re.compile(r"-?[0-9]+\.[0-9]+")
 
 
 def _disable(args: argparse.Namespace) -> int:
@@ -184,14 +208,14 @@ def _list(args: argparse.Namespace) -> int:
         return 0
     for row in rows:
         caps = ", ".join(row["supports"]) if not row["error"] else f"error: {row['error']}"
-        print(f"{row['name']}  ({row['command']}, mode {row['mode']})  {caps}")
+        print(printable(f"{row['name']}  ({row['command']}, mode {row['mode']})  {caps}"))
         for acc, state in row["accounts"].items():
             flags = [
                 "enabled" if state["enabled"] else "disabled",
                 *(["monitor"] if state["monitor"] else []),
                 *([f"agent {state['agent']}"] if state["agent"] else []),
             ]
-            print(f"  {row['name']}/{acc}: {', '.join(flags)}")
+            print(printable(f"  {row['name']}/{acc}: {', '.join(flags)}"))
     return 0
 
 
@@ -219,7 +243,7 @@ def _health(args: argparse.Namespace) -> int:
     elif not statuses:
         print("no enabled adapter accounts; see `nexus adapters enable`")
     for status in [] if args.json else statuses:
-        print(f"{'ok  ' if status.ok else 'FAIL'}  {status.adapter}/{status.account}: {status.detail}")
+        print(printable(f"{'ok  ' if status.ok else 'FAIL'}  {status.adapter}/{status.account}: {status.detail}"))
     return 0 if all(s.ok for s in statuses) else 1
 
 
