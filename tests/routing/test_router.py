@@ -161,6 +161,25 @@ async def test_on_postgresql_a_turn_closed_late_or_out_of_order_is_indexed(postg
         await opened.aclose()
 
 
+async def test_on_postgresql_a_turn_holding_a_nul_is_indexed_and_routing_goes_on(postgres_url: str) -> None:
+    """A turn may hold a NUL (the ledger keeps it, JSON-escaped; the chat-completions door takes one): the index's
+    text columns could not, so indexing it failed, and with it every later decision on that database."""
+    opened = await Ledger.connect(postgres_url)
+    router = await asyncio.to_thread(Router, opened, embedder=None)
+    try:
+        held = await _pg_turn(opened, "nul", "Rotate the signing\x00key of the webhook service", NOW_MS - 2000)
+        invoice = await _pg_turn(opened, "billing", "Generate a PDF invoice when an order is paid", NOW_MS - 1000)
+        assert await asyncio.to_thread(router.catch_up) == 2
+        found = await asyncio.to_thread(lambda: router.route("pdf invoice for paid orders"))
+        assert found.checkpoint is not None and found.checkpoint.turn_id == invoice
+        rotated = await asyncio.to_thread(lambda: router.route("rotate the webhook signing key", record=False))
+        assert rotated.checkpoint is not None and rotated.checkpoint.turn_id == held
+        assert "\x00" not in rotated.checkpoint.context
+    finally:
+        await asyncio.to_thread(router.close)
+        await opened.aclose()
+
+
 async def _pg_turn(ledger: Ledger, label: str, ask: str, completed_at: int) -> str:
     from nexus.llm.types import AssistantMessage, TextContent, UserMessage
 

@@ -22,7 +22,9 @@ MAX_FILES = 24
 
 _PATH_TOOLS = {"read": "read", "write": "wrote", "edit": "wrote", "multi_edit": "wrote"}
 _PATCH_PATH = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$|^\+\+\+ (?:b/)?(\S+)", re.MULTILINE)
-_SPACES = re.compile(r"\s+")
+_SPACES = re.compile(r"[\s\x00]+")
+"""Runs of white space, and NULs: a turn may hold one (the ledger keeps it, JSON-escaped), but PostgreSQL's
+text columns of the index cannot, and one such turn failed every later decision there."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,14 +96,14 @@ def _collect_paths(call: ToolCall, files: dict[str, None], wrote: dict[str, None
     args = call.arguments if isinstance(call.arguments, dict) else {}
     kind = _PATH_TOOLS.get(call.name)
     path = args.get("path") or args.get("file_path")
-    if kind is not None and isinstance(path, str) and path.strip():
+    if kind is not None and isinstance(path, str) and path.strip() and "\x00" not in path:  # no file has a NUL
         files[path.strip()] = None
         if kind == "wrote":
             wrote[path.strip()] = None
     elif call.name == "apply_patch" and isinstance(args.get("patch"), str):
         for match in _PATCH_PATH.finditer(str(args["patch"])):
             found = (match.group(1) or match.group(2) or "").strip()
-            if found and found != "/dev/null":
+            if found and found != "/dev/null" and "\x00" not in found:
                 files[found] = None
                 wrote[found] = None
 
