@@ -5,6 +5,7 @@ Real PostgreSQL (a throwaway cluster from scripts/postgres.sh, a fresh database 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import subprocess
@@ -150,6 +151,20 @@ async def _fill(ledger: Ledger) -> None:
     await ledger.turns.journal([JournalToolCall(opened, call, ToolResultMessage("c9", "read", []), 1, 2)])
     target = {"chat_id": 7}
     await ledger.deliveries.record(DeliveryRecord(second, "main", "tg", "a", target, "blocks", "delivered", 1, 2))
+    await asyncio.to_thread(_route_and_judge, ledger)
+
+
+def _route_and_judge(ledger: Ledger) -> None:
+    """A routing decision with feedback: the A/B record nothing can rebuild (the index can be)."""
+    from nexus.routing import Router
+
+    router = Router(ledger, embedder=None)
+    try:
+        decision = router.route("answer q2 again")
+        assert decision.decision_id is not None
+        router.store.feedback(decision.decision_id, 1, "right work")
+    finally:
+        router.close()
 
 
 def _sqlite_tables(path: Path) -> dict[str, list[tuple[object, ...]]]:
@@ -174,6 +189,10 @@ async def test_a_copy_to_postgresql_and_back_keeps_every_row_of_every_table(post
     assert all(rows[table] for table, _ in TABLES if table != "broker_messages" or rows[table])
     assert _postgres_tables(postgres_url) == rows
     assert _sqlite_tables(back) == rows
+    decisions = "SELECT id, task, feedback, feedback_note FROM route_decisions"
+    with sqlite3.connect(original) as kept, sqlite3.connect(back) as returned:
+        assert kept.execute(decisions).fetchall() == returned.execute(decisions).fetchall() != []
+    assert nexus("route", "answer q2", "--json", env={"NEXUS_DATABASE_URL": postgres_url}).returncode == 0
     async with await Ledger.connect(postgres_url) as copied, await Ledger.connect(original) as source:
         for label in ("main", "alt", "agent:w"):
             assert await copied.turns.history(label) == await source.turns.history(label)

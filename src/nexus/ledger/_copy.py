@@ -1,7 +1,7 @@
 """``nexus db copy``: a whole ledger from one database into another (SQLite <-> PostgreSQL), row for row.
 
 Both backends hold the same tables with the same columns (PostgreSQL's migrations follow SQLite's
-versions), so a copy is every row of every table, read in one snapshot of the source and written in
+versions), so a copy is every row of every table (the routing index aside: see :data:`TABLES`), read in one snapshot of the source and written in
 one transaction into an empty target, foreign keys checked at its end. Ids are kept (turn and message ids,
 the integer keys of segments, origins and the pointer log, the queue's row numbers), so the copy is the
 same ledger: a copy back compares equal, table for table.
@@ -66,8 +66,19 @@ TABLES: tuple[tuple[str, str], ...] = (
         "message_ids_json, error, attempts, blocks_sent, started_at, completed_at",
     ),
     ("session_leases", "session_label, holder, epoch, expires_at, acquired_at"),
+    (
+        "route_decisions",
+        "id, created_at, task, agent_id, conversation_id, routing_mode, arm, decision, turn_id, confidence, "
+        "alternatives_json, embedder, took_ms, session_label, message_id, outcome_status, outcome_turns, "
+        "outcome_tokens, outcome_cost, outcome_at, feedback, feedback_note",
+    ),
 )
-"""Every table of the ledger and its columns, in an order that keeps references before their rows."""
+"""Every table of the ledger and its columns, in an order that keeps references before their rows.
+
+Of the routing tables only the decisions (the A/B record and its feedback, which nothing can rebuild): the
+index (``route_checkpoints``, ``route_vectors``, SQLite's FTS tables, the watermark in ``route_state``) has a
+different shape on each backend and is derived from the turns; the target's first routing use builds it
+again, as ``nexus route reindex`` does."""
 
 _KEYED = (("segments", "id"), ("origins", "id"), ("session_history", "id"), ("queue_items", "rowid"))
 """Tables whose integer key a PostgreSQL identity generates: its sequence goes on after the copied keys."""
