@@ -1,8 +1,9 @@
 """``nexus db copy``: a whole ledger from one database into another (SQLite <-> PostgreSQL), row for row.
 
 Both backends hold the same tables with the same columns (PostgreSQL's migrations follow SQLite's
-versions), so a copy is every row of every table (the routing index aside: see :data:`TABLES`), read in one snapshot of the source and written in
-one transaction into an empty target, foreign keys checked at its end. Ids are kept (turn and message ids,
+versions), so a copy is every row of every table (the routing index aside: see :data:`TABLES`), read in
+one snapshot of the source and written in one transaction into an empty target, foreign keys checked at
+its end. Ids are kept (turn and message ids,
 the integer keys of segments, origins and the pointer log, the queue's row numbers), so the copy is the
 same ledger: a copy back compares equal, table for table.
 """
