@@ -37,6 +37,15 @@ def test_top_level_help_lists_every_command_without_building_them() -> None:
     assert all(len(sub._actions) == 1 for sub in subparsers.choices.values())  # only -h: options not built
 
 
+@pytest.mark.parametrize(
+    ("argv", "command"),
+    [(["run", "sessions"], "run"), (["--config", "chat", "sessions", "list"], "sessions"), (["doctor"], "doctor")],
+)
+def test_a_command_line_that_runs_a_command_builds_that_command_alone(argv: list[str], command: str) -> None:
+    subparsers = next(a for a in build_parser(argv)._actions if isinstance(a, argparse._SubParsersAction))
+    assert list(subparsers.choices) == [command]  # argparse hands the line to it and looks at no other
+
+
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_a_named_command_is_complete(command: str) -> None:
     assert _help(build_parser([command, "--help"]), command) == _help(build_parser(), command)

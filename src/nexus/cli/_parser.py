@@ -50,9 +50,12 @@ def unknown_top_option(argv: Sequence[str]) -> str | None:
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The ``nexus`` parser (subcommands set ``handler`` to a lazily imported function).
 
-    With ``argv``, only the commands whose names appear in it get their options and actions;
-    the others are listed with their help line only, which is all ``nexus --help`` and an
-    unknown command's error need. Without ``argv`` every command is complete.
+    With ``argv`` naming a command (``nexus run …``), the parser holds that command alone, complete:
+    argparse hands the rest of the line to it and never looks at the others (each one is an
+    ``ArgumentParser`` of its own: 12 of them were half of building the parser for ``nexus run``).
+    With ``argv`` naming none (``nexus --help``, ``nexus bogus``), every command is listed with
+    its help line, which is all the help and the "invalid choice" error need, and those whose names
+    appear in ``argv`` get their options. Without ``argv`` every command is complete.
     """
     parser = argparse.ArgumentParser(
         prog="nexus",
@@ -68,6 +71,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", dest="command")
     commands.required = True
+    command = None if argv is None else command_word(argv)
+    if command is not None:
+        _builder(command)(commands, COMMANDS[command])
+        return parser
     named = set(COMMANDS) if argv is None else set(COMMANDS).intersection(argv)
     for name, summary in COMMANDS.items():
         if name in named:
@@ -75,6 +82,20 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         else:
             commands.add_parser(name, help=summary)
     return parser
+
+
+def command_word(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` runs, where argparse finds it: the first word after the top-level options
+    (``--config FILE`` included), if it is one of :data:`COMMANDS` (``None``: no command, or not a known one)."""
+    args = iter(argv)
+    for arg in args:
+        if arg == "--config":
+            next(args, None)
+        elif not arg.startswith("-") or arg == "-":
+            return arg if arg in COMMANDS else None
+        elif arg == "--":
+            return None
+    return None
 
 
 def _builder(name: str) -> Callable[[Commands, str], None]:
