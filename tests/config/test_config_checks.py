@@ -121,6 +121,28 @@ def test_good_and_templated_base_urls_load(url: str) -> None:
     assert parse_config(f'[providers.x]\nbase_url = "{url}"\n').providers["x"].base_url == url
 
 
+def test_values_that_resolve_are_used_without_scanning_the_file_for_lines(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A key's line is for an error message: finding it scans the whole file, which every run paid for nothing."""
+    text = '[providers.x]\nbase_url = "${BASE}"\napi_key = "${KEY}"\nheaders = { h = "${H}" }\n'
+    config = parse_config('database = "${DB}/ledger.db"\n' + text)
+    monkeypatch.delenv("NEXUS_DATABASE_URL", raising=False)
+    monkeypatch.setenv("DB", str(tmp_path))
+
+    def no_scan(text: str) -> None:
+        raise AssertionError("the file was scanned for a key's line, and no error needed it")
+
+    monkeypatch.setattr("nexus.config._toml_lines.key_lines", no_scan)
+    settings = provider_settings(config, "x", {"BASE": "http://127.0.0.1:1/v1", "KEY": "k", "H": "v"})
+    assert settings.base_url == "http://127.0.0.1:1/v1"
+    assert (settings.profiles[0].api_key, settings.headers) == ("k", (("h", "v"),))
+    assert config.database_target == tmp_path / "ledger.db"
+    monkeypatch.undo()
+    with pytest.raises(ConfigError, match=r"nexus.toml:4: providers\.x\.api_key uses \$\{KEY\}"):
+        provider_settings(config, "x", {"BASE": "http://127.0.0.1:1/v1", "H": "v"})  # an error still says where
+
+
 def test_templated_base_url_is_checked_once_resolved() -> None:
     config = parse_config('[providers.x]\nbase_url = "${BASE}"\n')
     assert provider_settings(config, "x", {"BASE": "http://127.0.0.1:1/v1/"}).base_url == "http://127.0.0.1:1/v1"

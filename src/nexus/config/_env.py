@@ -11,7 +11,7 @@ a credential the user did not configure for it. ``${VAR:-default}`` is the way t
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from nexus._lazy import LazyPattern
 from nexus.errors import ConfigError
@@ -39,11 +39,15 @@ def _substitute(match: re.Match[str], env: Mapping[str, str]) -> str:
     return default if default is not None else ""
 
 
-def resolve_env(value: str, env: Mapping[str, str], where: str = "config value", location: str | None = None) -> str:
+def resolve_env(
+    value: str, env: Mapping[str, str], where: str = "config value", location: str | Callable[[], str] | None = None
+) -> str:
     """``value`` with every reference replaced; ConfigError naming the variable if one is unset.
 
     ``${VAR:-default}`` uses ``default`` when ``VAR`` is unset or empty (as in a POSIX
-    shell). ``location`` (``file:line``) starts the error message when given.
+    shell). ``location`` (``file:line``, or a function giving it) starts the error message when given;
+    a function is called only for the error: finding a key's line scans the whole file, which a value
+    that resolves does not need.
     ``$${VAR}`` is not special: write the literal text in another way if you ever need it.
     """
     missing = missing_env(value, env)
@@ -51,6 +55,8 @@ def resolve_env(value: str, env: Mapping[str, str], where: str = "config value",
         names = ", ".join(missing)
         verb = "is" if len(missing) == 1 else "are"
         first = missing[0]
+        if callable(location):
+            location = location()
         prefix = f"{location}: " if location else ""
         raise ConfigError(
             f"{prefix}{where} uses ${{{first}}} but {names} {verb} not set: export {first}=… before "

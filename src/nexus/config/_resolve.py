@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 
 from nexus._dataclass import dataclass
@@ -88,7 +89,9 @@ def provider_settings(config: NexusConfig, provider: str, env: Mapping[str, str]
     headers = tuple(
         (
             name,
-            resolve_env(value, source_env, f"{where}.headers.{name}", config.where(*_loc(provider), "headers", name)),
+            resolve_env(
+                value, source_env, f"{where}.headers.{name}", partial(config.where, *_loc(provider), "headers", name)
+            ),
         )
         for name, value in (declared.headers.items() if declared else ())
     )
@@ -118,18 +121,22 @@ def _base_url(
     config: NexusConfig, provider: str, declared: ProviderConfig | None, env: Mapping[str, str]
 ) -> str | None:
     """The endpoint from the file (``${VAR}`` resolved) or ``<PROVIDER>_BASE_URL``, checked to be a URL."""
+    var = f"{_prefix(provider)}_BASE_URL"
+    from_file = declared is not None and bool(declared.base_url)
     if declared is not None and declared.base_url:
-        location = config.where(*_loc(provider), "base_url")
+        location = partial(config.where, *_loc(provider), "base_url")  # the file's line: found only for an error
         base_url = resolve_env(declared.base_url, env, f"providers.{provider}.base_url", location)
-        origin = f"{location}: providers.{provider}.base_url"
     else:
-        var = f"{_prefix(provider)}_BASE_URL"
         base_url = env.get(var, "")
-        origin = f"the environment variable {var}"
     if not base_url:
         return None
     problem = base_url_problem(base_url)
     if problem is not None:
+        origin = (
+            f"{config.where(*_loc(provider), 'base_url')}: providers.{provider}.base_url"
+            if from_file
+            else f"the environment variable {var}"
+        )
         raise ConfigError(f"{origin}: {problem}")
     return base_url.rstrip("/")
 
@@ -145,7 +152,7 @@ def _profiles(
     for index, profile in enumerate(declared.profiles()):
         source = f"{where}.api_key" if shorthand else f"{where}.auth_profiles[{index}]"
         loc: tuple[str | int, ...] = ("api_key",) if shorthand else ("auth_profiles", index, "api_key")
-        key = resolve_env(profile.api_key, env, source, config.where(*_loc(provider), *loc))
+        key = resolve_env(profile.api_key, env, source, partial(config.where, *_loc(provider), *loc))
         if key:
             out.append(ResolvedProfile(name=profile.name, api_key=key, source=source))
     return tuple(out)

@@ -8,7 +8,8 @@ believes in but does not have. Every table forbids extra keys and no value is co
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -339,11 +340,13 @@ class NexusConfig(Record):
         url = os.environ.get("NEXUS_DATABASE_URL", "").strip()
         if url:
             url = resolve_env(url, os.environ, "NEXUS_DATABASE_URL")
-            return _checked_database(url, "NEXUS_DATABASE_URL") or resolve_path(url, self.home)
+            return _checked_database(url, lambda: "NEXUS_DATABASE_URL") or resolve_path(url, self.home)
         raw = self.database or ""
         if "${" in raw:
-            raw = resolve_env(raw, os.environ, "database", self.where("database"))
-        return _checked_database(raw, self.where("database")) or resolve_path(raw or DATABASE_FILE_NAME, self.home)
+            raw = resolve_env(raw, os.environ, "database", partial(self.where, "database"))
+        return _checked_database(raw, partial(self.where, "database")) or resolve_path(
+            raw or DATABASE_FILE_NAME, self.home
+        )
 
     @property
     def routing_model_path(self) -> Path | None:
@@ -361,8 +364,10 @@ class NexusConfig(Record):
         return resolve_path(self.local.model_path, self.home) if self.local.model_path else None
 
 
-def _checked_database(raw: str, where: str) -> str | None:
+def _checked_database(raw: str, where_of: Callable[[], str]) -> str | None:
     """``raw`` when it is a PostgreSQL URL; None for a file path; a ConfigError for any other URL.
+
+    ``where_of`` gives the setting's place for the error (a file's line is found only then: it scans the file).
 
     Before, anything that was not ``postgresql://`` became a file path: ``mysql://u@h/db`` or a
     ``postgresql:/`` missing a slash made a new SQLite ledger in a directory named after the scheme, and a
@@ -375,10 +380,12 @@ def _checked_database(raw: str, where: str) -> str | None:
     if scheme.lower() in ("postgresql", "postgres"):
         if raw[len(scheme) :].startswith("://"):
             return raw
-        raise ConfigError(f"{where}: {shown!r} is not a PostgreSQL URL: it needs '://' (postgresql://user@host/db)")
+        raise ConfigError(
+            f"{where_of()}: {shown!r} is not a PostgreSQL URL: it needs '://' (postgresql://user@host/db)"
+        )
     if "://" in raw:
         raise ConfigError(
-            f"{where}: {shown!r} is a {scheme} URL; the ledger is an SQLite file (a path) or a PostgreSQL database "
-            "(postgresql://user:pass@host:5432/db)"
+            f"{where_of()}: {shown!r} is a {scheme} URL; the ledger is an SQLite file (a path) or a PostgreSQL "
+            "database (postgresql://user:pass@host:5432/db)"
         )
     return None

@@ -11,11 +11,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from nexus._lazy import LazyPattern
+
+# Compiled on first use: loading a config imports this module for its nesting check, and scans for lines
+# only to word an error.
 _KEY_PART = r"""(?:[A-Za-z0-9_-]+|"(?:[^"\\]|\\.)*"|'[^']*')"""
 _DOTTED = rf"{_KEY_PART}(?:\s*\.\s*{_KEY_PART})*"
-_HEADER = re.compile(rf"^\s*(\[\[?)\s*({_DOTTED})\s*\]\]?\s*(?:#.*)?$")
-_KEYVAL = re.compile(rf"^\s*({_DOTTED})\s*=")
-_STRINGS = re.compile(r""""(?:[^"\\]|\\.)*"|'[^']*'""")
+_HEADER = LazyPattern(rf"^\s*(\[\[?)\s*({_DOTTED})\s*\]\]?\s*(?:#.*)?$")
+_KEYVAL = LazyPattern(rf"^\s*({_DOTTED})\s*=")
+_STRINGS = LazyPattern(r""""(?:[^"\\]|\\.)*"|'[^']*'""")
 
 Loc = tuple[str | int, ...]
 
