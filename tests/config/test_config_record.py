@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from nexus.config import AdapterConfig, AgentLimits, NexusConfig, ToolPolicy
-from nexus.config._record import RecordError
+from nexus.config._record import Record, RecordError, setting
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -119,6 +119,24 @@ def test_records_are_frozen_values() -> None:
         AgentLimits(max_iterations=0)
     with pytest.raises(TypeError):
         hash(ToolPolicy())  # holds lists, like the pydantic model it replaces
+
+
+class _Cold(Record):
+    port: int = 1
+    hosts: dict[str, NotDefinedAnywhere] = setting(default_factory=dict)  # type: ignore[name-defined]  # noqa: F821
+
+
+class _Table(Record):
+    name: str = "n"
+    cold: _Cold = setting(default_factory=_Cold)
+
+
+def test_a_field_s_annotation_is_resolved_only_when_a_value_is_checked_against_it() -> None:
+    """A table left out of the file gets its defaults without resolving its annotations (most tables are absent)."""
+    assert _Table.model_validate({"name": "x"}) == _Table(name="x", cold=_Cold(port=1))
+    assert _Table.model_validate({"cold": {"port": 2}}).cold.port == 2
+    with pytest.raises(NameError, match="NotDefinedAnywhere"):
+        _Table.model_validate({"cold": {"hosts": {"a": 1}}})
 
 
 def test_loading_the_config_imports_no_pydantic(isolated_env: Path) -> None:
