@@ -58,6 +58,17 @@ def test_default_is_used_when_the_variable_is_unset_or_empty() -> None:
     assert missing_env("${A:-x} ${B}", {}) == ["B"]
 
 
+def test_a_value_without_references_is_kept_without_compiling_the_pattern(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nexus._lazy import LazyPattern
+    from nexus.config import _env
+
+    fresh = LazyPattern(_env._REFERENCE._pattern)
+    monkeypatch.setattr(_env, "_REFERENCE", fresh)
+    assert resolve_env("https://api.example.com/$x{y}", {}) == "https://api.example.com/$x{y}"
+    assert fresh._compiled is None  # most values of a config: the pattern's compile was a part of every run
+    assert resolve_env("${A}", {"A": "a"}) == "a" and fresh._compiled is not None
+
+
 def test_unset_variable_names_file_line_and_variable(tmp_path: Path) -> None:
     file = tmp_path / "nexus.toml"
     file.write_text('[providers.openai]\nbase_url = "http://127.0.0.1:9/v1"\n\napi_key = "${NX_UNSET}"\n')

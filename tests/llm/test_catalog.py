@@ -71,3 +71,19 @@ def test_key_and_base_url_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
     assert resolve_base_url("openai", "https://model.example/v1/") == "https://model.example/v1"
     assert resolve_base_url("openai", "", "https://explicit.example/v1") == "https://explicit.example/v1"
     assert resolve_base_url("mycorp") is None
+
+
+def test_a_lookup_makes_only_the_model_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run asks for one model: the other entries of the file stay data until someone asks for them."""
+    import nexus.llm.catalog as catalog
+
+    made: list[str] = []
+    make = catalog._from_entry
+    monkeypatch.setattr(catalog, "_catalog", None)
+    monkeypatch.setattr(catalog, "_order", [])
+    monkeypatch.setattr(catalog, "_made", {}, raising=False)
+    monkeypatch.setattr(catalog, "_from_entry", lambda entry: made.append(entry["id"]) or make(entry))
+    model = get_model("openai", "gpt-4o-mini")
+    assert made == ["gpt-4o-mini"]
+    assert get_model("openai/gpt-4o-mini") is model  # the same object, as when every entry was made at once
+    assert model in list_models("openai") and len(made) == len(list_models("openai"))

@@ -50,6 +50,8 @@ def resolve_env(
     that resolves does not need.
     ``$${VAR}`` is not special: write the literal text in another way if you ever need it.
     """
+    if "${" not in value:  # most values (a URL, a literal key): the pattern is not even compiled
+        return value
     missing = missing_env(value, env)
     if missing:
         names = ", ".join(missing)

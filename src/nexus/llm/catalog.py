@@ -28,25 +28,37 @@ LOCAL_CONTEXT_WINDOW = 4_096
 LOCAL_MAX_TOKENS = 1_024
 _DEFAULT_APIS = {"anthropic": "anthropic-messages", "local": "llama-cpp"}
 
-_catalog: dict[tuple[str, str], Model] | None = None
-_order: list[Model] = []
+_catalog: dict[tuple[str, str], dict[str, Any]] | None = None
+"""The file's entries by (provider, id or alias); an entry becomes a :class:`Model` when it is asked for (a run
+asks for one or two of the ~35)."""
+_order: list[dict[str, Any]] = []
+_made: dict[tuple[str, str], Model] = {}
 
 
-def _load() -> dict[tuple[str, str], Model]:
+def _load() -> dict[tuple[str, str], dict[str, Any]]:
     global _catalog
     if _catalog is not None:
         return _catalog
     with open(os.path.join(os.path.dirname(__file__), "models.json"), encoding="utf-8") as fh:
         raw = json.load(fh)
-    table: dict[tuple[str, str], Model] = {}
+    table: dict[tuple[str, str], dict[str, Any]] = {}
     for entry in raw["models"]:
-        model = _from_entry(entry)
-        _order.append(model)
-        table[(model.provider, model.id)] = model
+        _order.append(entry)
+        provider = str(entry["provider"])
+        table[(provider, str(entry["id"]))] = entry
         for alias in entry.get("aliases", ()):
-            table.setdefault((model.provider, alias), model)
+            table.setdefault((provider, alias), entry)
     _catalog = table
     return table
+
+
+def _model(entry: dict[str, Any]) -> Model:
+    """The entry's model, made once (every lookup of an entry returns the same object)."""
+    key = (str(entry["provider"]), str(entry["id"]))
+    model = _made.get(key)
+    if model is None:
+        model = _made[key] = _from_entry(entry)
+    return model
 
 
 def _from_entry(entry: dict[str, Any]) -> Model:
@@ -80,8 +92,9 @@ def get_model(provider: str, model_id: str | None = None) -> Model:
             raise ConfigError(f"model reference {provider + sep + model_id!r} must look like 'provider/model-id'")
     if not provider or not model_id:
         raise ConfigError("get_model needs a provider and a model id, e.g. get_model('openai', 'gpt-4o')")
-    found = _load().get((provider, model_id))
-    if found is not None:
+    entry = _load().get((provider, model_id))
+    if entry is not None:
+        found = _model(entry)
         if found.id != model_id:
             return Model(**{**_fields(found), "id": model_id})
         return found
@@ -102,10 +115,10 @@ def _fields(model: Model) -> dict[str, Any]:
 def list_models(provider: str | None = None) -> list[Model]:
     """Catalog models, in file order, optionally only ``provider``'s."""
     _load()
-    return [m for m in _order if provider is None or m.provider == provider]
+    return [_model(entry) for entry in _order if provider is None or entry["provider"] == provider]
 
 
 def list_providers() -> list[str]:
     """Providers that have at least one catalog entry."""
     _load()
-    return sorted({m.provider for m in _order})
+    return sorted({str(entry["provider"]) for entry in _order})
