@@ -13,6 +13,7 @@ import pytest
 
 from nexus.cli._help import terminal_width, top_help
 from nexus.cli._parser import COMMANDS, build_parser
+from nexus.cli._run_line import read_run_line
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -100,3 +101,43 @@ def test_nexus_help_imports_no_argparse() -> None:
     env = {**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "80"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert done.stdout.startswith("usage: nexus [-h]") and done.stdout.rstrip().endswith("False")
+
+
+PLAIN_RUN_LINES = [
+    ["run", "hello"],
+    ["run", "-"],
+    ["run", "-s", "bugfix", "--json", "fix the failing test"],
+    ["run", "hello there", "-m", "openai/gpt-4o-mini", "--thinking", "high", "--session", "x"],
+    ["run", "--model", "a/b", "--json", "sessions"],
+]
+ARGPARSE_RUN_LINES = [
+    ["run"],  # no message: argparse says so
+    ["run", "--help"],
+    ["run", "-h", "x"],
+    ["run", "--session=x", "hi"],
+    ["run", "-sx", "hi"],
+    ["run", "--sess", "x", "hi"],  # an abbreviation
+    ["run", "-s", "a", "-s", "b", "hi"],
+    ["run", "--json", "--json", "hi"],
+    ["run", "-s", "-x", "hi"],
+    ["run", "-s"],
+    ["run", "--", "-hi"],
+    ["run", "-1"],
+    ["run", "a", "b"],
+    ["run", "--thinking", "huge", "hi"],
+    ["run", "-s", "caf\udce9", "hi"],  # not UTF-8: argparse refuses the label
+    ["--config", "f.toml", "run", "hi"],
+    ["chat"],
+]
+
+
+@pytest.mark.parametrize("argv", PLAIN_RUN_LINES)
+def test_a_plain_run_line_is_read_without_argparse_as_argparse_reads_it(argv: list[str]) -> None:
+    quick = read_run_line(argv)
+    assert quick is not None
+    assert vars(quick) == vars(build_parser(argv).parse_args(argv))
+
+
+@pytest.mark.parametrize("argv", ARGPARSE_RUN_LINES)
+def test_any_other_line_is_left_to_argparse(argv: list[str]) -> None:
+    assert read_run_line(argv) is None

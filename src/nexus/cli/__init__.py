@@ -1,8 +1,9 @@
 """The ``nexus`` command: run agents, chat, inspect sessions, check the setup.
 
 Start-up cost matters here (``nexus --help`` must feel instant), so this module imports
-only ``argparse``; every command imports what it needs when it runs, and the parser is
-built only as far as the command line needs it (``nexus.cli._parser``).
+nothing heavy; every command imports what it needs when it runs, the parser is built only as
+far as the command line needs it (``nexus.cli._parser``), and a plain ``nexus run`` line is
+read without argparse (``nexus.cli._run_line``).
 
 Exit codes: 0 success, 1 a Nexus error (clean message, no traceback), 2 bad
 arguments or an invalid configuration, 130 interrupted, 141 stdout closed by its reader
@@ -52,18 +53,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str], *, process: bool) -> int:
     if list(argv) in (["--help"], ["-h"]) and _print_top_help():
         return 0
-    from nexus.cli._parser import build_parser, unknown_top_option
+    args = _read_run_line(argv)  # `nexus run` as usually typed, without argparse (None: argparse reads it)
+    if args is None:
+        from nexus.cli._parser import build_parser, unknown_top_option
 
-    unknown = unknown_top_option(argv)
-    if unknown is not None:
-        print(f"nexus: error: unknown option {unknown!r}; before a COMMAND nexus takes --config FILE, --version and"
-              " --help (`nexus --help` lists the commands)", file=sys.stderr)  # fmt: skip
-        return 2
-    parser = build_parser(argv)
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_:  # argparse: --help/--version (0) or bad arguments (2)
-        return exit_.code if isinstance(exit_.code, int) else 0 if exit_.code is None else 2
+        unknown = unknown_top_option(argv)
+        if unknown is not None:
+            print(f"nexus: error: unknown option {unknown!r}; before a COMMAND nexus takes --config FILE, --version"
+                  " and --help (`nexus --help` lists the commands)", file=sys.stderr)  # fmt: skip
+            return 2
+        parser = build_parser(argv)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exit_:  # argparse: --help/--version (0) or bad arguments (2)
+            return exit_.code if isinstance(exit_.code, int) else 0 if exit_.code is None else 2
     from nexus.errors import ConfigError, NexusError, UsageError
 
     if process:
@@ -102,6 +105,14 @@ def _main(argv: Sequence[str], *, process: bool) -> int:
         where = exc.filename or "the output (stdout)"
         print(f"nexus: error: cannot write {where}: {exc.strerror or exc} (is the disk full?)", file=sys.stderr)
         return 1
+
+
+def _read_run_line(argv: Sequence[str]) -> argparse.Namespace | None:
+    if not argv or argv[0] != "run":
+        return None
+    from nexus.cli._run_line import read_run_line
+
+    return read_run_line(list(argv))  # type: ignore[return-value]  # argparse's names on a SimpleNamespace
 
 
 def _prefix_library_warnings() -> None:

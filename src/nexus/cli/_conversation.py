@@ -8,7 +8,6 @@ output is kept). ``/compact`` and ``nexus sessions compact`` use :func:`compact_
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import signal as signal_module
 import sys
@@ -25,6 +24,8 @@ from nexus.errors import NexusError, UsageError
 from nexus.ledger import DEFAULT_SESSION
 
 if TYPE_CHECKING:
+    import argparse
+
     from nexus.config import NexusConfig
     from nexus.engine import EngineEvent, Runtime, SessionCompaction
     from nexus.ledger import Ledger

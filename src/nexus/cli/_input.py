@@ -11,7 +11,6 @@ the user knows it was changed.
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 
@@ -19,6 +18,7 @@ from nexus._lazy import LazyPattern
 
 TYPE_CHECKING = False  # not typing's: `nexus --help` does not import typing (mypy reads the name the same way)
 if TYPE_CHECKING:
+    import argparse
     from typing import Any, TextIO
 
 __all__ = [
@@ -43,6 +43,13 @@ MAX_MESSAGE_ID_CHARS = 200
 REPLACEMENT = "\ufffd"
 
 
+def _refused(problem: str) -> argparse.ArgumentTypeError:
+    """argparse's error for a value its ``type`` refuses (imported here: ``nexus run`` may parse without argparse)."""
+    import argparse
+
+    return argparse.ArgumentTypeError(problem)
+
+
 def utf8_name(text: str) -> str:
     """An argparse ``type`` for names from argv (session labels, agent and message ids, turn ids).
 
@@ -52,7 +59,7 @@ def utf8_name(text: str) -> str:
     made SQLite raise ``UnicodeEncodeError``.
     """
     if _SURROGATE.search(text):
-        raise argparse.ArgumentTypeError(f"{text.encode('utf-8', 'surrogateescape')!r} is not valid UTF-8")
+        raise _refused(f"{text.encode('utf-8', 'surrogateescape')!r} is not valid UTF-8")
     return text
 
 
@@ -60,7 +67,7 @@ def nonempty_name(text: str) -> str:
     """:func:`utf8_name` that may not be empty or blank (``--model ""`` was stored as "the default")."""
     utf8_name(text)
     if not text.strip():
-        raise argparse.ArgumentTypeError("is empty; leave the option out to use the default")
+        raise _refused("is empty; leave the option out to use the default")
     return text
 
 
@@ -68,12 +75,12 @@ def message_id(text: str) -> str:
     """``--id``: a name of at most 200 characters, no control characters (``--id ""`` made a new id silently)."""
     utf8_name(text)
     if not text.strip():
-        raise argparse.ArgumentTypeError("is empty; leave --id out to get a new id")
+        raise _refused("is empty; leave --id out to get a new id")
     if len(text) > MAX_MESSAGE_ID_CHARS:
         limit = MAX_MESSAGE_ID_CHARS
-        raise argparse.ArgumentTypeError(f"is {len(text):,} characters; a message id has at most {limit}")
+        raise _refused(f"is {len(text):,} characters; a message id has at most {limit}")
     if _CONTROL.search(text):
-        raise argparse.ArgumentTypeError(f"{text!r} holds control characters (a newline, a tab …)")
+        raise _refused(f"{text!r} holds control characters (a newline, a tab …)")
     return text
 
 
@@ -84,7 +91,7 @@ def env_var_name(text: str) -> str:
     """``--credential-env VAR``: a name a shell can export, as ``${VAR}`` in nexus.toml refers to one
     (``"BAD NAME"`` was stored as ``${BAD NAME}``, never expanded: the adapter got that text as its token)."""
     if not _VARIABLE.match(text):
-        raise argparse.ArgumentTypeError(
+        raise _refused(
             f"{text!r} is not an environment variable name: use letters, digits and _, not starting with a "
             "digit (e.g. TELEGRAM_BOT_TOKEN)"
         )
@@ -96,9 +103,9 @@ def seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        raise _refused(f"{text!r} is not a number of seconds") from None
     if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of seconds")
+        raise _refused(f"{text!r}: give a positive number of seconds")
     return value
 
 

@@ -13,12 +13,13 @@ from collections.abc import Callable, Sequence
 from nexus import __version__
 from nexus.cli._help import COMMANDS, CONFIG_HELP, DESCRIPTION, EPILOG, MAX_HELP_POSITION, terminal_width
 from nexus.cli._input import utf8_name as _label
+from nexus.cli._run_line import RUN_HANDLER, THINKING_LEVELS
 
 TYPE_CHECKING = False  # not typing's: `nexus --help` does not import typing (mypy reads the name the same way)
 if TYPE_CHECKING:
     Commands = argparse._SubParsersAction[argparse.ArgumentParser]
 
-_THINKING = ("off", "minimal", "low", "medium", "high")
+_THINKING = THINKING_LEVELS
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
@@ -169,7 +170,7 @@ def _add_run(commands: Commands, summary: str) -> None:
         help="print the run as JSON lines (one stream event per line, the result last) instead of text",
     )
     sub.add_argument("message", metavar="MESSAGE", help="the message to send, or - to read it from stdin")
-    sub.set_defaults(handler="nexus.cli.run_cmd:run_command")
+    sub.set_defaults(handler=RUN_HANDLER)
 
 
 def _add_chat(commands: Commands, summary: str) -> None:

@@ -12,13 +12,15 @@ its partial reply recorded, like a Unix filter stopped by SIGPIPE (128 + 13).
 
 from __future__ import annotations
 
-import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nexus.cli._conversation import TurnExit, open_conversation
 from nexus.cli._render import JsonRenderer, Renderer, RunSummary, TextRenderer
 from nexus.errors import ConfigError, NexusError, UsageError
+
+if TYPE_CHECKING:
+    import argparse
 
 __all__ = ["exit_code", "iterations_notice", "read_message", "run_command", "stop_notice"]
 
