@@ -156,10 +156,12 @@ class Ledger:
         schema this code does not know is refused (``SchemaVersionError``); a server that cannot be reached
         is ``LedgerUnavailableError``. Connecting runs on a worker thread: the event loop never waits for it.
         """
-        from nexus.ledger.postgres import is_postgres_url, open_database
+        if isinstance(target, str) and "://" in target:  # a path (an SQLite file) leaves the PostgreSQL code unloaded
+            from nexus.ledger.postgres import is_postgres_url, open_database
 
-        if is_postgres_url(target):
-            url = str(target)
+            if not is_postgres_url(target):
+                return cls.open(target, synchronous=synchronous, message_cache=message_cache)
+            url = target
             db = await asyncio.to_thread(lambda: open_database(url, migrate=migrate))
             return cls(db, message_cache=message_cache)
         return cls.open(target, synchronous=synchronous, message_cache=message_cache)
