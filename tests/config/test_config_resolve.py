@@ -143,6 +143,8 @@ def test_resolve_env() -> None:
     assert resolve_env("a-${X}-${Y}", {"X": "1", "Y": "2"}) == "a-1-2"
     with pytest.raises(ConfigError, match=r"\$\{Y\} but Y is not set: export Y="):
         resolve_env("${Y}", {}, "somewhere")
+    with pytest.raises(ConfigError, match=r"\$\{Y\} but Y is set but empty: export Y="):  # it said "not set"
+        resolve_env("${Y}", {"Y": ""}, "somewhere")
 
 
 def test_tool_policy_deny_wins_and_scopes_combine() -> None:

@@ -134,6 +134,10 @@ def test_refusals_non_loopback_without_token_unset_token_a_second_server_and_a_t
         _write_config(isolated_env, provider, 'tokens = ["${NEXUS_UNSET_TOKEN}"]')
         unset = _nexus(isolated_env, "serve", "--port", "0")
         assert unset.returncode == 2 and "NEXUS_UNSET_TOKEN" in unset.stderr
+        _write_config(isolated_env, provider, 'tokens = ["ok-token", " "]')  # it served 0.0.0.0 behind " " alone
+        blank = _nexus(isolated_env, "serve", "--host", "0.0.0.0", "--port", "0")
+        assert blank.returncode == 2 and "token 2 has spaces at its ends" in blank.stderr, blank.stderr
+        assert not (isolated_env / "server.json").exists()
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1", "127.1.2.3"])

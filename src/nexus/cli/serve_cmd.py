@@ -34,7 +34,16 @@ def serve_command(args: argparse.Namespace) -> int:
     config = _config(args)
     if args.port is not None and not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port}: a port is 0-65535 (0: any free port)")
-    tokens = [value for token in config.server.tokens if (value := resolve_env(token, os.environ, "[server] tokens"))]
+    tokens = []
+    for number, token in enumerate(config.server.tokens, 1):
+        value = resolve_env(token, os.environ, "[server] tokens")
+        if value and (value != value.strip() or not value.isprintable()):  # a header's value arrives trimmed
+            raise ConfigError(
+                f"[server] tokens: token {number} has spaces at its ends or control characters, so no client "
+                "could send it in an Authorization header; give a token of visible characters"
+            )
+        if value:
+            tokens.append(value)
     settings = config.server.model_copy(
         update={
             "host": args.host or config.server.host,

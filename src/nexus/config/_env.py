@@ -55,13 +55,16 @@ def resolve_env(
     missing = missing_env(value, env)
     if missing:
         names = ", ".join(missing)
-        verb = "is" if len(missing) == 1 else "are"
         first = missing[0]
+        if all(name in env for name in missing):  # exported, but as "": saying "not set" sent users looking
+            verb = "is set but empty" if len(missing) == 1 else "are set but empty"
+        else:
+            verb = "is not set" if len(missing) == 1 else "are not set"
         if callable(location):
             location = location()
         prefix = f"{location}: " if location else ""
         raise ConfigError(
-            f"{prefix}{where} uses ${{{first}}} but {names} {verb} not set: export {first}=… before "
+            f"{prefix}{where} uses ${{{first}}} but {names} {verb}: export {first}=… before "
             f"starting nexus, or write ${{{first}:-default}} in nexus.toml to give a default"
         )
     return _REFERENCE.sub(lambda match: _substitute(match, env), value)
