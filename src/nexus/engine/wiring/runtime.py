@@ -19,12 +19,14 @@ from dataclasses import field
 from typing import TYPE_CHECKING, Unpack
 
 from nexus._dataclass import dataclass
-from nexus.config import prompt_profile
+from nexus.config import prompt_profile, provider_settings
+from nexus.engine.assembly import budget
 from nexus.engine.assembly._sessions import DEFAULT_MAX_BYTES, SessionStates
 from nexus.engine.assembly.bootstrap import scaffold_workspace
 from nexus.engine.assembly.context import EventContext, PromptOptions, assemble_context, build_current_message
 from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.engine.execution.execute import Execution, build_run
+from nexus.engine.execution.session_lock import run_lock
 from nexus.engine.types import (
     AgentResult,
     AgentRole,
@@ -36,10 +38,11 @@ from nexus.engine.types import (
 )
 from nexus.engine.wiring._labels import SessionLabels
 from nexus.engine.wiring._start import StartRequest, aborted_before_start
+from nexus.engine.wiring.mcp_tools import prepare_mcp_tools
 from nexus.engine.wiring.models import limits_from_config, preflight, resolve_model, unreachable_model_problem
 from nexus.engine.wiring.spawn import SPAWN_TOOL_NAME, EngineSpawner, Spawner, spawn_agent_tool
 from nexus.ledger import DEFAULT_SESSION, NewSession, TurnNotSavedError
-from nexus.llm import ImageContent, Model, StreamFn, StreamOptions, UserMessage
+from nexus.llm import ImageContent, Model, StreamFn, StreamOptions, UserMessage, add_secrets
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -175,9 +178,6 @@ class Runtime:
 
         The keys are registered with :func:`nexus.llm.redact.add_secrets`: no error text repeats one.
         """
-        from nexus.config import provider_settings
-        from nexus.llm import add_secrets
-
         out: dict[str, list[ResolvedProfile]] = {}
         for provider in dict.fromkeys(m.provider for m in models):
             settings = provider_settings(self.config, provider)
@@ -230,8 +230,6 @@ class Runtime:
         self, session_label: str, role: AgentRole, agent_tools: Sequence[str] | None, signal: AbortSignal | None
     ) -> None:
         """Start the MCP servers a run could use (see :mod:`.mcp_tools`); a run's start does it before assembly."""
-        from nexus.engine.wiring.mcp_tools import prepare_mcp_tools
-
         await prepare_mcp_tools(self.mcp, session_label, role, agent_tools, signal)
 
     async def assemble(
@@ -256,9 +254,7 @@ class Runtime:
         chosen = self.model(model)
         workspace = self.config.workspace_path
         scaffold_workspace(workspace)  # the tools need the directory to exist
-        from nexus.engine.assembly.budget import history_window_chars  # looked up per run (tests patch it)
-
-        window = history_window_chars(chosen)  # the window, not the whole ancestry (docs/ledger.md)
+        window = budget.history_window_chars(chosen)  # the window, not the whole ancestry (docs/ledger.md); patchable
         label, head_id, history = await self._labels.head_history(self.ledger, session, window)
         event = event or EventContext(timezone="UTC")
         profile = prompt_profile(self.config, chosen.provider, chosen.id)  # minimal: no event header either
@@ -434,8 +430,6 @@ async def _begin(
     runtime: Runtime, execution: Execution, spec: AgentSpec, model: Model, request: StartRequest
 ) -> AgentResult:
     """The execution's task: the session's lock, the context, the run (see :meth:`Runtime.start`)."""
-    from nexus.engine.execution.session_lock import run_lock
-
     hooks = _LockHooks(runtime, execution, tuple(runtime.unsaved))
     try:
         async with run_lock(
