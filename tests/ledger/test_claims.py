@@ -112,3 +112,21 @@ def test_a_start_fails_the_exhausted_items_of_dead_brokers_only(store: BrokerSto
     failed = store.fail_exhausted(3)
     assert [item.id for item in failed] == [ids[0]]
     assert [item.id for item in store.pending()] == ids[1:]
+
+
+def test_a_forked_child_claims_in_its_own_name() -> None:
+    """The name is made once a process, not once for all: a child forked after its parent claimed is another."""
+    from nexus.ledger._claims import claimant
+
+    parent = claimant()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its name to the parent, then gone without running the parent's clean-ups
+        os.write(write, claimant().encode())
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 256).decode()
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert claimant() == parent
+    assert child.startswith(f"{socket.gethostname()}:{pid} ") and child != parent

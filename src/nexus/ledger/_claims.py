@@ -121,16 +121,20 @@ def _leased_live(conn: sqlite3.Connection, item_ids: Sequence[str]) -> dict[str,
     return {claim.item_id: claim.valid for claim in leased_claims(conn, item_ids)}
 
 
-_STARTS: dict[int, str] = {}
+_CLAIMANTS: dict[int, str] = {}
+"""Each process's name as its claims give it, by pid: a forked child is another claimant."""
 
 
 def claimant() -> str:
-    """This process as a claim names it: ``host:pid start`` (the start time in clock ticks since boot, on Linux)."""
+    """This process as a claim names it: ``host:pid start`` (the start time in clock ticks since boot, on Linux).
+
+    Made once a process: every claim names it, and making it (the host name asked of the system) cost ~2 us."""
     pid = os.getpid()
-    start = _STARTS.get(pid)
-    if start is None:  # per pid: a forked child is another claimant
-        start = _STARTS[pid] = _start_ticks(pid) or ""
-    return f"{owner()} {start}" if start else owner()
+    me = _CLAIMANTS.get(pid)
+    if me is None:
+        start = _start_ticks(pid)
+        me = _CLAIMANTS[pid] = f"{owner()} {start}" if start else owner()
+    return me
 
 
 def holder_gone(holder: str) -> bool:

@@ -16,7 +16,7 @@ import asyncio
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import field
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from nexus._dataclass import dataclass
 from nexus.ledger import _queue_reads
@@ -250,8 +250,13 @@ def _in_bulk(conn: Any, group: list[_Write]) -> list[object]:
     one clock read for the group."""
     now = now_ms()
     outcomes: list[object] = [None] * len(group)
-    accepts = [index for index, write in enumerate(group) if write.request is not None]
-    accepted = accept_many_at(conn, [cast(AcceptRequest, group[index].request) for index in accepts], now)
+    accepts: list[int] = []
+    requests: list[AcceptRequest] = []
+    for index, write in enumerate(group):  # a loop, not ``typing.cast`` in a comprehension: a Python call a message
+        if write.request is not None:
+            accepts.append(index)
+            requests.append(write.request)
+    accepted = accept_many_at(conn, requests, now)
     for index, outcome in zip(accepts, accepted, strict=True):
         outcomes[index] = outcome
     claimed: list[str] = []
