@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from nexus._dataclass import dataclass
 from nexus.errors import NexusError
+from nexus.ledger import new_ulid  # loaded with the broker anyway: an import in the function ran at every id
 
 if TYPE_CHECKING:
     from nexus.adapters import DeliveryTarget
@@ -282,6 +283,4 @@ class SendAndWaitResult:
 
 def new_message_id() -> str:
     """A fresh message id (a ULID: sortable by time)."""
-    from nexus.ledger import new_ulid
-
     return new_ulid()
