@@ -44,3 +44,32 @@ async def test_wait_monitors_returns_once_a_failing_monitor_has_used_up_its_rest
             await asyncio.wait_for(inbound.wait_monitors(), timeout=60)
         finally:
             await host.close()
+
+
+async def test_a_monitor_that_gave_up_is_failed_in_a_later_health_until_enabled_again(
+    isolated_env: Path, tmp_path: Path
+) -> None:
+    """The give-up lived only in the process that gave up: ``nexus adapters health`` (another process, the one
+    the give-up line sends the user to) asked the adapter and said ``ok``."""
+    from nexus.adapters import AdapterManager, clear_monitor_failure
+
+    with FakeProviderServer(default=echo) as model, Ledger.open(isolated_env / "agents.db") as ledger:
+        _write_config(isolated_env, model, tmp_path)
+        config = load_config(None)
+        host = build_host(config, ledger, monitors=True)
+        assert host.inbound is not None
+        host.inbound.manager.policy = RestartPolicy(max_restarts=2, base_s=0.01, stop_grace_s=0.5)
+        try:
+            await start_host(config, host)
+            await asyncio.wait_for(host.inbound.wait_monitors(), timeout=60)
+        finally:
+            await host.close()
+    later = AdapterManager(config.adapters, home=config.home)
+    try:
+        status = await later.health("inbox", "main")
+        assert not status.ok and status.state == "failed", status
+        assert status.detail.startswith("its monitor gave up: adapter inbox/main monitor: gave up after 2 restarts")
+        clear_monitor_failure(config.home, "inbox", "main")  # what `nexus adapters enable inbox/main` does
+        assert "gave up" not in (await later.health("inbox", "main")).detail
+    finally:
+        await later.close()

@@ -145,3 +145,20 @@ def test_set_types_only_plain_numbers(nexus: RunNexus, isolated_env: Path) -> No
     assert nexus("adapters", "enable", "files/a", *sets).returncode == 0
     stored = tomllib.loads((isolated_env / "nexus.toml").read_text())["adapters"]["files"]["accounts"]["a"]["config"]
     assert [stored[f"k{i}"] for i in range(len(values))] == [*values[:6], 8080, -3, 1.5, True]
+
+
+def test_health_says_a_monitor_gave_up_until_the_account_is_enabled_again(
+    nexus: RunNexus, isolated_env: Path, tmp_path: Path
+) -> None:
+    from nexus.adapters._failures import record
+
+    isolated_env.mkdir(parents=True, exist_ok=True)
+    (isolated_env / "nexus.toml").write_text('default_model = "openai/gpt-4o-mini"\n')
+    assert nexus("adapters", "register", "files", "--builtin", "jsonl").returncode == 0
+    assert nexus("adapters", "enable", "files/a", "--set", f"path={tmp_path / 'out.jsonl'}").returncode == 0
+    record(isolated_env, "files", "a", "adapter files/a monitor: gave up after 5 restarts (last: exited with code 7)")
+    failed = nexus("adapters", "health")
+    assert failed.returncode == 1 and "FAIL  files/a: its monitor gave up: " in failed.stdout, failed.stdout
+    assert nexus("adapters", "enable", "files/a").returncode == 0  # "fix the adapter, then enable it again"
+    healthy = nexus("adapters", "health")
+    assert healthy.returncode == 0 and "ok    files/a" in healthy.stdout, healthy.stdout

@@ -27,6 +27,7 @@ from nexus.adapters.types import (
 )
 
 if TYPE_CHECKING:
+    from nexus.adapters._failures import clear_monitor_failure
     from nexus.adapters.clock import Clock, MonotonicClock
     from nexus.adapters.events import NexusEvent, parse_event, reply_target, session_key
     from nexus.adapters.manager import AdapterManager, HealthStatus
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from nexus.adapters.supervisor import RestartPolicy
 
 _LAZY = {
+    "clear_monitor_failure": "._failures",
     "NexusEvent": ".events",
     "parse_event": ".events",
     "session_key": ".events",
@@ -65,6 +67,7 @@ __all__ = [
     "ProtocolError",
     "RestartPolicy",
     "StreamDelivery",
+    "clear_monitor_failure",
     "parse_event",
     "reply_target",
     "session_key",

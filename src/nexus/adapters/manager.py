@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nexus.adapters import _failures
 from nexus.adapters._lines import read_line, worth_logging
 from nexus.adapters.clock import Clock, MonotonicClock
 from nexus.adapters.context import AdapterLaunch, context_payload, launch_with_context
@@ -251,7 +252,11 @@ class AdapterManager:
                 proc = await supervisor.ensure()
             except AdapterError as exc:
                 log.error("%s", exc)
+                if supervisor.state == "failed":  # for `nexus adapters health`, which runs in another process
+                    _failures.record(self.home, name, account_id, str(exc))
                 return
+            if supervisor.starts == 1:  # tried again (a new start, or `enable`): an old give-up no longer holds
+                _failures.clear_monitor_failure(self.home, name, account_id)
             assert proc.stdout is not None
             async for event in self._events(name, account_id, proc.stdout):
                 if deduper.first_time(event.event_id):
@@ -340,6 +345,10 @@ class AdapterManager:
         failed = next((i for i, stream in enumerate(streams) if stream.supervisor.state == "failed"), None)
         try:
             info = await self.info(name)
+            gave_up = _failures.recorded(self.home).get(f"{name}/{account_id}") if failed is None else None
+            if gave_up is not None:  # its monitor gave up in another process (nexus serve, adapters monitor)
+                error = f"its monitor gave up: {gave_up.get('error')}"
+                return HealthStatus(name, account_id, False, error, restarts, "failed")
             if failed is not None:
                 error = streams[failed].supervisor.last_error or "failed"
                 which = f"stream process {failed + 1} of {len(streams)}: " if len(streams) > 1 else ""

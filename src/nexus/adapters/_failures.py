@@ -1,0 +1,63 @@
+"""Monitors that gave up, remembered beside the config so that any later ``nexus adapters health`` says so.
+
+A monitor's supervisor gives up after its restarts; that state lived in the process that gave up
+only, so ``nexus adapters health`` (a new process, which the give-up line tells the user to run)
+asked the adapter's ``health`` — a crashing monitor's adapter often answers it — and said ``ok``.
+The give-up is written to ``$NEXUS_HOME/adapters-failed.json`` (``{"NAME/ACCOUNT": {"error", "at"}}``);
+``health`` reports a recorded account as failed, and ``nexus adapters enable`` or the next start of
+that account's monitor clears it. Best effort: a file that cannot be read or written is ignored (the
+log line of the give-up stands).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+FILE_NAME = "adapters-failed.json"
+
+
+def _path(home: Path) -> Path:
+    return home / FILE_NAME
+
+
+def recorded(home: Path | None) -> dict[str, dict[str, object]]:
+    """The recorded give-ups, by ``NAME/ACCOUNT`` (empty when none, or the file is unreadable)."""
+    if home is None:
+        return {}
+    try:
+        found = json.loads(_path(home).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in found.items() if isinstance(v, dict)} if isinstance(found, dict) else {}
+
+
+def record(home: Path | None, name: str, account_id: str, error: str) -> None:
+    """Remember that the monitor of ``name/account_id`` gave up, and why."""
+    _change(home, lambda held: held.__setitem__(f"{name}/{account_id}", {"error": error, "at": int(time.time())}))
+
+
+def clear_monitor_failure(home: Path | None, name: str, account_id: str) -> None:
+    """Forget a give-up of ``name/account_id`` (enabled again, or its monitor started again)."""
+    key = f"{name}/{account_id}"
+    if key in recorded(home):
+        _change(home, lambda held: held.pop(key, None))
+
+
+def _change(home: Path | None, change: Callable[[dict[str, dict[str, object]]], object]) -> None:
+    if home is None:
+        return
+    held = recorded(home)
+    change(held)
+    path = _path(home)
+    tmp = path.with_name(f".{FILE_NAME}.{os.getpid()}")
+    with contextlib.suppress(OSError):
+        if held:
+            tmp.write_text(json.dumps(held, indent=1), encoding="utf-8")
+            os.replace(tmp, path)
+        else:
+            path.unlink(missing_ok=True)
