@@ -4,10 +4,11 @@ Every journal write goes through :class:`TurnJournal`, in the order the run prod
 ``recover()`` rebuilds the turn in the right order:
 
 - the assistant message being streamed: a snapshot (text and thinking so far, tool calls only
-  once complete) is written ``interval_s`` after the last one (or after the message started),
-  or as soon as ``chunk_chars`` characters of new text arrived, whichever comes first - but
-  never sooner than ``GAP_FACTOR`` times what the last write took, so a reply of megabytes is
-  not copied every 2 KB. It is ONE entry per message that each write replaces
+  once complete) is written ``interval_s`` after the last one (or after the message started;
+  up to ``TICK_S`` later: planned snapshots share loop timers, ``_snapshot_clock``), or as soon
+  as ``chunk_chars`` characters of new text arrived, whichever comes first - but never sooner
+  than ``GAP_FACTOR`` times what the last write took, so a reply of megabytes is not copied
+  every 2 KB. It is ONE entry per message that each write replaces
   (``Ledger.journal_partial``). The snapshot is taken on the event loop (a shallow copy); the
   write itself runs on the engine's ledger writer thread (``nexus.engine.execution._writer``), one at a
   time per run, so the stream never waits for SQLite. Deltas that arrive meanwhile are
@@ -43,6 +44,7 @@ from dataclasses import fields, replace
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from nexus.engine.execution._snapshot_clock import clock_of
 from nexus.engine.execution._snapshots import SNAPSHOTS
 from nexus.engine.execution._writer import inline_ok, settled, submit
 from nexus.ledger import JournalEntry, JournalMessage, JournalReply, JournalToolCall
@@ -156,7 +158,8 @@ class TurnJournal:
         self.new_chars = 0
         self.dirty = False
         self.last_at = 0.0
-        self.timer: asyncio.TimerHandle | None = None
+        self.clock = clock_of(self.loop)  # fires the planned snapshot (one loop timer per tick for all runs)
+        self.tick: int | None = None  # the clock's tick of the planned snapshot; None: none planned
         self.timer_due = 0.0
         self.gap = 0.0  # least time between two snapshots, from what the last write cost (set by the worker)
         self.in_flight = False
@@ -194,7 +197,7 @@ class TurnJournal:
             return  # coalesced: looked at again when the write in progress finishes
         if self.new_chars >= self.chunk_chars:
             self.schedule(self.gap)
-        elif self.timer is None:
+        elif self.tick is None:
             self.schedule(max(self.interval_s, self.gap))
 
     def call_done(self, content_index: int, call_id: str) -> None:
@@ -210,16 +213,14 @@ class TurnJournal:
         if self.live is None:
             return
         due = self.last_at + wait
-        if self.timer is not None:
+        if self.tick is not None:
             if self.timer_due <= due:
                 return
-            self.timer.cancel()
-            self.timer = None
-        delay = due - time.monotonic()
-        if delay <= 0:
+            self.tick = None
+        if due <= time.monotonic():
             self.kick()
         else:
-            self.timer = self.loop.call_later(delay, self.due)
+            self.clock.plan(self, due)
             self.timer_due = due
 
     def end(self, message: AssistantMessage) -> None:
@@ -237,8 +238,8 @@ class TurnJournal:
             self.held = (self.slot, message)
 
     def due(self) -> None:
-        """Timer: a snapshot is due and new content is waiting."""
-        self.timer = None
+        """The clock: a snapshot is due and new content is waiting."""
+        self.tick = None
         if self.dirty and not self.in_flight and self.live is not None:
             self.kick()
 
@@ -323,10 +324,8 @@ class TurnJournal:
             await settled(pending)
 
     def cancel_timer(self) -> None:
-        """Drop a scheduled snapshot."""
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        """Drop a planned snapshot (the clock skips a plan whose tick the journal no longer holds)."""
+        self.tick = None
 
     # ------------------------------------------------------------------ other entries
 
