@@ -129,7 +129,7 @@ def _written(journals: list[TurnJournal], start: int = 0) -> None:
     """Loop: the snapshots of ``journals`` are written; text that arrived meanwhile gets its turn.
 
     A batch holds the snapshots of every run that took one while the last was written, hundreds
-    with 1,000 runs; each run then plans its next snapshot (a timer), ~14 us. Told all in one
+    with 1,000 runs; each run then plans its next snapshot (was a timer, ~14 us). Told all in one
     callback, that was one iteration of the loop of ~3 ms per batch (bench_engine_concurrent.py
     ``--slow-iterations``), which every timer and socket waited for; told :data:`WRITTEN_PER_ROUND`
     at a time, the rest a round later, the loop serves the others in between.
