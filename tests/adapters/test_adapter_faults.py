@@ -90,6 +90,19 @@ async def test_send_gives_up_after_three_attempts(tmp_path: Path, make_manager: 
     assert counter.read_text() == "3"
 
 
+async def test_a_nul_in_a_reply_or_a_target_is_a_result_not_a_crash(tmp_path: Path, make_manager: MakeManager) -> None:
+    """``send`` passes the text on the command line, which cannot carry a NUL: Popen raised "embedded null byte"
+    out of ``send`` (documented never to raise). The text's NUL goes as U+FFFD; a target holding one fails."""
+    dump = tmp_path / "dump.json"
+    config = {"fault": "record_env", "dump": str(dump)}
+    manager = make_manager({"f": adapter(command=script_command("faulty.py"), accounts={"a": {"config": config}})})
+    result = await manager.send(DeliveryTarget("f", "a", "x"), "nul\x00inside")
+    assert result.success, result.error
+    assert json.loads(dump.read_text())["argv"][-1] == "nul\ufffdinside"
+    refused = await manager.send(DeliveryTarget("f", "a", "x\x00y"), "hello")
+    assert not refused.success and refused.error is not None and "NUL" in refused.error.message
+
+
 async def test_credentials_travel_in_a_0600_file_never_in_argv_or_env(
     tmp_path: Path, make_manager: MakeManager
 ) -> None:

@@ -301,6 +301,8 @@ class AdapterManager:
         with all of them. Failures come back as a result (never raised), so a delivery can
         report them with the turn.
         """
+        if "\x00" in text:  # no command line can carry a NUL (exec would refuse, or the text end there)
+            text = text.replace("\x00", "\ufffd")
         args = ["send", "--account", target.account_id, "--to", target.to]
         if target.thread_id:
             args += ["--thread", target.thread_id]

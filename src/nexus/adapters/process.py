@@ -79,6 +79,8 @@ async def run_command(
         )
     except OSError as exc:
         raise AdapterError(f"{name}: {describe_spawn_error(argv, exc)}") from None
+    except ValueError:  # Popen's "embedded null byte": an argument no command line can carry
+        raise AdapterError(f"{name}: an argument holds a NUL character, which no command line can carry") from None
     assert proc.stdout is not None and proc.stderr is not None
     stderr_task = asyncio.ensure_future(_tail(proc.stderr))
     stdout = bytearray()
