@@ -67,6 +67,18 @@ def test_text_renderer_streams_and_separates_messages() -> None:
     assert err.getvalue() == "thinking…\n→ read path=a.txt\n✓ read (2 lines)\nsession: main (new)\n"
 
 
+def test_a_tool_calls_arguments_and_result_cannot_drive_the_terminal() -> None:
+    """The model writes a tool call's arguments (and the tool's output its result): printed raw, a label like
+    ``../evil\x1b[31mRED`` recoloured the terminal; the stored history escaped it already."""
+    out, err = io.StringIO(), io.StringIO()
+    r = TextRenderer(out, err, show_reasoning=False, color=False)
+    r.tool_start("c1", "spawn_agent", {"label": "../evil\x1b[31mRED", "task": "t\x1b]0;title\x07"})
+    r.tool_end("c1", "bash", AgentToolResult.text("", details={"exit_code": 1}, is_error=True), True)
+    r.tool_start("c2", "read\x1b[2J", {})
+    assert "\x1b" not in err.getvalue() and "\x07" not in err.getvalue()
+    assert err.getvalue().startswith(r"→ spawn_agent label=../evil\x1b[31mRED task=t\x1b]0;title\x07")
+
+
 def test_reasoning_hidden_without_thinking_and_color_only_when_asked() -> None:
     out, err = io.StringIO(), io.StringIO()
     r = TextRenderer(out, err, show_reasoning=False, color=True)

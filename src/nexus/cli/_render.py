@@ -23,6 +23,7 @@ from dataclasses import field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from nexus._dataclass import dataclass
+from nexus.cli._input import printable
 
 if TYPE_CHECKING:
     from nexus.engine import EngineEvent
@@ -312,12 +313,12 @@ class TextRenderer(Renderer):
 
     def tool_start(self, call_id: str, name: str, args: Mapping[str, Any]) -> None:
         """``→ read path=README.md``."""
-        shown = format_args(args)
-        self._err_line(self._style("36", f"→ {name}" + (f" {shown}" if shown else "")))
+        shown = format_args(args)  # the model's own text: its control characters as escapes, never raw
+        self._err_line(self._style("36", printable(f"→ {name}" + (f" {shown}" if shown else ""))))
 
     def tool_end(self, call_id: str, name: str, result: object, is_error: bool) -> None:
         """``✓ read (12 lines)`` or ``✗ bash: exit 1``."""
-        summary = summarize_result(name, result, is_error)
+        summary = printable(summarize_result(name, result, is_error))
         if is_error:
             self._err_line(self._style("31", f"✗ {name}: {summary}"))
         else:
