@@ -48,6 +48,14 @@ async def test_garbage_from_info_is_a_clear_error(make_manager: MakeManager) -> 
         await manager.info("g")
 
 
+async def test_an_info_that_exits_non_zero_is_an_error_whatever_it_printed(make_manager: MakeManager) -> None:
+    """A failed ``info`` registered the adapter (its JSON was taken as for ``send``): the docs say a non-zero exit
+    is one clear error, and only a failed ``send`` (or ``health``) is still an answer."""
+    manager = make_manager({"g": adapter(command=script_command("faulty.py", "exit-info"))})
+    with pytest.raises(AdapterError, match="`info` exited with code 3"):
+        await manager.info("g")
+
+
 @pytest.mark.parametrize(
     ("fault", "message"),
     [

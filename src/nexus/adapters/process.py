@@ -187,8 +187,9 @@ def parse_json_output(output: CommandOutput, *, name: str, command: str) -> obje
     if output.returncode != 0:
         detail = f": {said(output.stderr_tail)}" if output.stderr_tail else ""
         parsed = _last_json(output.stdout)
-        if isinstance(parsed, dict):
-            return parsed  # a DeliveryResult describing the failure is still an answer
+        if isinstance(parsed, dict) and command in ("send", "health"):
+            return parsed  # a DeliveryResult or HealthReport describing the failure is still an answer
+        # an `info` that failed is no registration, whatever it printed
         raise AdapterError(f"{name}: `{command}` exited with code {output.returncode}{detail}")
     parsed = _last_json(output.stdout)
     if parsed is _NOTHING:

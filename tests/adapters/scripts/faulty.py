@@ -1,8 +1,8 @@
 # ruff: noqa: SIM115  (tiny test adapters: files live as long as the process)
 """An adapter whose ``send`` misbehaves as ``config.fault`` says (or argv[1] for ``info``).
 
-Faults: ``garbage`` (prints non-JSON), ``hang`` (sleeps forever), ``exit`` (exits 4 with a
-message on stderr), ``flood`` (prints 3 MiB), ``rate_limited`` (answers rate_limited with
+``exit-info`` prints a good ``info`` and exits 3. Faults: ``garbage`` (prints non-JSON), ``hang`` (sleeps
+forever), ``exit`` (exits 4 with a message on stderr), ``flood`` (prints 3 MiB), ``rate_limited`` (answers rate_limited with
 retry_after_ms 1500 for the first ``config.failures`` calls, counted in ``config.counter``),
 ``record_env`` (writes its argv, environment and context-file mode to ``config.dump``).
 """
@@ -17,7 +17,7 @@ ctx_path = os.environ.get("NEXUS_ADAPTER_CONTEXT_PATH")
 ctx = json.load(open(ctx_path)) if ctx_path else {}
 config = ctx.get("config") or {}
 args = sys.argv[1:]
-info_fault = args[0] if args and args[0] in ("garbage-info", "hang-info") else None
+info_fault = args[0] if args and args[0] in ("garbage-info", "hang-info", "exit-info") else None
 if info_fault:
     args = args[1:]
 command = args[0]
@@ -29,7 +29,7 @@ if command == "info":
     if info_fault == "hang-info":
         time.sleep(60)
     print(json.dumps({"platform": "faulty", "name": "faulty", "version": "1", "supports": ["send", "health"]}))
-    sys.exit(0)
+    sys.exit(3 if info_fault == "exit-info" else 0)
 
 fault = config.get("fault", "")
 if fault == "garbage":
