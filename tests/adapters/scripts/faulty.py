@@ -2,8 +2,8 @@
 """An adapter whose ``send`` misbehaves as ``config.fault`` says (or argv[1] for ``info``).
 
 ``exit-info`` prints a good ``info`` and exits 3. Faults: ``garbage`` (prints non-JSON), ``hang`` (sleeps
-forever), ``exit`` (exits 4 with a message on stderr), ``flood`` (prints 3 MiB), ``rate_limited`` (answers rate_limited with
-retry_after_ms 1500 for the first ``config.failures`` calls, counted in ``config.counter``),
+forever), ``exit`` (exits 4 with a message on stderr), ``flood`` (prints 3 MiB), ``rate_limited`` (answers
+rate_limited with retry_after_ms 1500 for the first ``config.failures`` calls, counted in ``config.counter``),
 ``record_env`` (writes its argv, environment and context-file mode to ``config.dump``).
 """
 
