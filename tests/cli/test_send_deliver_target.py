@@ -89,16 +89,21 @@ def test_a_send_killed_before_its_run_ends_is_delivered_by_queue_drain(
     assert (record.turn_id, record.status, record.queue_item_id) == (item.turn_id, "delivered", item.id)
 
 
+def _slow_adapter(home: Path, config: str) -> None:
+    """Register ``scripts/slow_confirm.py`` as adapter ``slow`` with account ``a`` (``config``: its TOML table)."""
+    script = Path(__file__).parents[1] / "adapters" / "scripts" / "slow_confirm.py"
+    with (home / "nexus.toml").open("a", encoding="utf-8") as toml:
+        toml.write(f"\n[adapters.slow]\ncommand = {json.dumps(f'{sys.executable} {script}')}\n")
+        toml.write(f"[adapters.slow.accounts.a]\nconfig = {config}\n")
+
+
 def test_a_delivery_confirmed_late_is_waited_for_and_recorded(
     home: Path, server: FakeProviderServer, nexus: RunNexus
 ) -> None:
     """The adapter confirms 11 s after the reply ended: later than the host's closing grace (10 s), within the
     router's own wait (30 s). ``nexus send`` closed its broker first, cut the delivery, recorded nothing and said
     "the message was not run in this process" of a message it had just run."""
-    script = Path(__file__).parents[1] / "adapters" / "scripts" / "slow_confirm.py"
-    with (home / "nexus.toml").open("a", encoding="utf-8") as config:
-        config.write(f"\n[adapters.slow]\ncommand = {json.dumps(f'{sys.executable} {script}')}\n")
-        config.write('[adapters.slow.accounts.a]\nconfig = { delay = "11" }\n')
+    _slow_adapter(home, '{ delay = "11" }')
     server.script(text("Shown at once."))
     assert nexus("agents", "add", "coder").returncode == 0
     result = nexus("send", "coder", "say it", "--wait", "--deliver", "slow/a:chat:1", "--id", "d-1")
@@ -112,10 +117,7 @@ def test_a_delivery_confirmed_late_is_waited_for_and_recorded(
 def test_a_partial_delivery_is_called_partial(home: Path, server: FakeProviderServer, nexus: RunNexus) -> None:
     """The adapter showed the reply, then exited before confirming it: the record says ``partial``, and so does
     the command (it said "failed", as for a reply that never reached anyone)."""
-    script = Path(__file__).parents[1] / "adapters" / "scripts" / "slow_confirm.py"
-    with (home / "nexus.toml").open("a", encoding="utf-8") as config:
-        config.write(f"\n[adapters.slow]\ncommand = {json.dumps(f'{sys.executable} {script}')}\n")
-        config.write('[adapters.slow.accounts.a]\nconfig = { exit = "3" }\n')
+    _slow_adapter(home, '{ exit = "3" }')
     server.script(text("Shown, never confirmed."))
     assert nexus("agents", "add", "coder").returncode == 0
     result = nexus("send", "coder", "say it", "--wait", "--deliver", "slow/a:chat:1")
@@ -132,11 +134,8 @@ def test_an_adapters_message_ids_cannot_drive_the_terminal(
 ) -> None:
     """Message ids are the adapter's (or its platform's) text: printed raw, an ESC sequence recoloured the terminal
     or overwrote the line with a forged one (``\\r\\x1b[2K``), and a newline forged a line in the history."""
-    script = Path(__file__).parents[1] / "adapters" / "scripts" / "slow_confirm.py"
     ids = ["\x1b[31mRED", "\r\x1b[2Knexus: delivered to evil", "a\n── turn forged"]
-    with (home / "nexus.toml").open("a", encoding="utf-8") as config:
-        config.write(f"\n[adapters.slow]\ncommand = {json.dumps(f'{sys.executable} {script}')}\n")
-        config.write(f"[adapters.slow.accounts.a]\nconfig = {{ ids = {json.dumps(json.dumps(ids))} }}\n")
+    _slow_adapter(home, f"{{ ids = {json.dumps(json.dumps(ids))} }}")
     server.script(text("Shown."))
     assert nexus("agents", "add", "coder").returncode == 0
     result = nexus("send", "coder", "say it", "--wait", "--deliver", "slow/a:chat:1")
