@@ -174,8 +174,11 @@ class FakeRuntime:
         return self.start(spec, session, message, **options)
 
     async def next_run(self, count: int) -> FakeRun:
-        """Wait until at least ``count`` runs have started; the ``count``-th."""
-        for _ in range(200):
+        """Wait until at least ``count`` runs have started; the ``count``-th.
+
+        Up to 10 s: on a loaded machine a PostgreSQL turn write and the next claim took longer than the 1 s this
+        waited before (a CI run failed so), and a failed batch is tried again after a second."""
+        for _ in range(2000):
             if len(self.runs) >= count:
                 return self.runs[count - 1]
             await asyncio.sleep(0.005)
