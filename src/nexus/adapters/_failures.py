@@ -43,16 +43,18 @@ def record(home: Path | None, name: str, account_id: str, error: str) -> None:
 
 def clear_monitor_failure(home: Path | None, name: str, account_id: str) -> None:
     """Forget a give-up of ``name/account_id`` (enabled again, or its monitor started again)."""
-    key = f"{name}/{account_id}"
-    if key in recorded(home):
-        _change(home, lambda held: held.pop(key, None))
+    _change(home, lambda held: held.pop(f"{name}/{account_id}", None))
 
 
 def _change(home: Path | None, change: Callable[[dict[str, dict[str, object]]], object]) -> None:
+    """Apply ``change`` to the recorded give-ups and write them back (not at all when it changed nothing)."""
     if home is None:
         return
-    held = recorded(home)
+    before = recorded(home)
+    held = dict(before)
     change(held)
+    if held == before:
+        return
     path = _path(home)
     tmp = path.with_name(f".{FILE_NAME}.{os.getpid()}")
     with contextlib.suppress(OSError):

@@ -32,6 +32,7 @@ __all__ = [
     "read_all",
     "seconds",
     "utf8_name",
+    "valid_utf8",
 ]
 
 _SURROGATE = LazyPattern("[\ud800-\udfff]")
@@ -58,9 +59,14 @@ def utf8_name(text: str) -> str:
     ledger: changing it silently would create something nobody can address, and passing it on
     made SQLite raise ``UnicodeEncodeError``.
     """
-    if _SURROGATE.search(text):
+    if not valid_utf8(text):
         raise _refused(f"{text.encode('utf-8', 'surrogateescape')!r} is not valid UTF-8")
     return text
+
+
+def valid_utf8(text: str) -> bool:
+    """Whether ``text`` holds no lone surrogate (how argv's undecodable bytes arrive): it encodes as UTF-8."""
+    return not _SURROGATE.search(text)
 
 
 def nonempty_name(text: str) -> str:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from nexus.cli._input import valid_utf8
+
 RUN_HANDLER = "nexus.cli.run_cmd:run_command"
 """The handler the ``run`` parser sets (``nexus.cli._parser``)."""
 
@@ -33,7 +35,7 @@ def read_run_line(argv: list[str]) -> SimpleNamespace | None:
         name = _VALUED.get(arg)
         if name is not None:
             value = next(args, None)
-            if name in seen or value is None or value.startswith("-") or not _utf8(value):
+            if name in seen or value is None or value.startswith("-") or not valid_utf8(value):
                 return None
             values[name] = value
         elif arg == "--json":
@@ -50,13 +52,3 @@ def read_run_line(argv: list[str]) -> SimpleNamespace | None:
     if message is None or values["thinking"] not in (None, *THINKING_LEVELS):
         return None
     return SimpleNamespace(config=None, command="run", **values, message=message, handler=RUN_HANDLER)
-
-
-def _utf8(text: str) -> bool:
-    """Whether ``text`` encodes as UTF-8 (argv's undecodable bytes arrive as lone surrogates, which argparse refuses
-    in a label)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

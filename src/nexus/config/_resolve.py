@@ -122,21 +122,14 @@ def _base_url(
 ) -> str | None:
     """The endpoint from the file (``${VAR}`` resolved) or ``<PROVIDER>_BASE_URL``, checked to be a URL."""
     var = f"{_prefix(provider)}_BASE_URL"
-    from_file = declared is not None and bool(declared.base_url)
-    if declared is not None and declared.base_url:
-        location = partial(config.where, *_loc(provider), "base_url")  # the file's line: found only for an error
-        base_url = resolve_env(declared.base_url, env, f"providers.{provider}.base_url", location)
-    else:
-        base_url = env.get(var, "")
+    in_file = declared.base_url if declared is not None else None
+    location = partial(config.where, *_loc(provider), "base_url")  # the file's line: found only for an error
+    base_url = resolve_env(in_file, env, f"providers.{provider}.base_url", location) if in_file else env.get(var, "")
     if not base_url:
         return None
     problem = base_url_problem(base_url)
     if problem is not None:
-        origin = (
-            f"{config.where(*_loc(provider), 'base_url')}: providers.{provider}.base_url"
-            if from_file
-            else f"the environment variable {var}"
-        )
+        origin = f"{location()}: providers.{provider}.base_url" if in_file else f"the environment variable {var}"
         raise ConfigError(f"{origin}: {problem}")
     return base_url.rstrip("/")
 

@@ -159,11 +159,10 @@ class Ledger:
         if isinstance(target, str) and "://" in target:  # a path (an SQLite file) leaves the PostgreSQL code unloaded
             from nexus.ledger.postgres import is_postgres_url, open_database
 
-            if not is_postgres_url(target):
-                return cls.open(target, synchronous=synchronous, message_cache=message_cache)
-            url = target
-            db = await asyncio.to_thread(lambda: open_database(url, migrate=migrate))
-            return cls(db, message_cache=message_cache)
+            if is_postgres_url(target):
+                url = target
+                db = await asyncio.to_thread(lambda: open_database(url, migrate=migrate))
+                return cls(db, message_cache=message_cache)
         return cls.open(target, synchronous=synchronous, message_cache=message_cache)
 
     def stopping(self, within_s: float = STOP_WAIT_S) -> None:
