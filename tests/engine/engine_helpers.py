@@ -1,6 +1,10 @@
-"""Running a context assembled (and changed) by hand with a runtime's services: the engine core, no session lock."""
+"""What engine tests share: running a context assembled (and changed) by hand with a runtime's services (the
+engine core, no session lock), and waiting on the loop for something a run does in the background."""
 
 from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
 
 from nexus.engine import Execution, Runtime
 from nexus.engine.execution.callbacks import EngineCallbacks
@@ -24,3 +28,12 @@ def start_context(
         runtime=runtime,
         cache=runtime.sessions.get(ctx.session_label),
     )
+
+
+async def until(condition: Callable[[], object], what: str) -> None:
+    """Let the loop run until ``condition()`` holds (up to 10 s); an AssertionError naming ``what`` if it never does."""
+    for _ in range(500):
+        if condition():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")

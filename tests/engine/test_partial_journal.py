@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from engine_helpers import until
 
 from nexus.agent.tool_types import AgentTool, AgentToolResult
 from nexus.config import load_config
@@ -143,14 +144,6 @@ def _journal_rows(ledger: Ledger) -> int:
     return int(ledger.database.connection.execute("SELECT COUNT(*) FROM turn_journal").fetchone()[0])
 
 
-async def _until(condition: Any, what: str) -> None:
-    for _ in range(500):
-        if condition():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 async def test_long_reply_is_journaled_in_few_growing_snapshots_then_replaced(
     recording: RecordingLedger, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -176,7 +169,7 @@ async def test_text_that_stops_streaming_is_journaled_after_the_interval(recordi
     env = _env(recording, model)
     execution = env.start(AgentSpec(model=MODEL), "main", "greet")
     await asyncio.wait_for(model.waiting.wait(), 10)
-    await _until(lambda: recording.partials, "the snapshot")  # no new delta came: the timer wrote it
+    await until(lambda: recording.partials, "the snapshot")  # no new delta came: the timer wrote it
     assert recording.partials == [(0, "Hello, wor", False, [])]
     assert (await recording.turns.open_turns())[0].id == execution.turn_id
     model.gate.set()
@@ -210,7 +203,7 @@ async def test_snapshot_of_a_reply_carries_only_its_complete_tool_calls(recordin
     env = _env(recording, model)
     env.stream_fn = stream
     execution = env.start(AgentSpec(model=MODEL), "main", "read a and b")
-    await _until(lambda: recording.partials, "the snapshot")
+    await until(lambda: recording.partials, "the snapshot")
     assert recording.partials == [(0, "I will read both.", False, ["c1"])]  # c2 is not complete: left out
     execution.abort("test over")
     result = await execution.result
@@ -276,7 +269,7 @@ async def test_snapshot_keeps_only_complete_tool_calls(opened: tuple[Ledger, str
     journal.start(live)
     journal.grew(len("reading two files"))
     journal.call_done(1, "c1")  # c2's arguments are still streaming
-    await _until(lambda: 0 in journal.written, "the snapshot")
+    await until(lambda: 0 in journal.written, "the snapshot")
     assert snapshot(live, journal.complete_calls).content == [TextContent("reading two files"), done]
     await ledger.turns.recover(force=True)  # as after a kill -9 here
     cut = (await ledger.turns.history("s"))[-1]
@@ -297,7 +290,7 @@ async def test_held_back_reply_is_written_before_what_follows_it(opened: tuple[L
     journal.start(second)
     second.content[0] = TextContent("more det")
     journal.grew(len("more det"))
-    await _until(lambda: 1 in journal.written, "the second reply's snapshot")
+    await until(lambda: 1 in journal.written, "the second reply's snapshot")
     stale = snapshot(second, set())
     asked = AssistantMessage(
         [TextContent("more detail."), ToolCall("c9", "read", {})],
@@ -311,7 +304,7 @@ async def test_held_back_reply_is_written_before_what_follows_it(opened: tuple[L
     third = _message("the file s")
     journal.start(third)
     journal.grew(len("the file s"))
-    await _until(lambda: 2 in journal.written, "the third reply's snapshot")
+    await until(lambda: 2 in journal.written, "the third reply's snapshot")
     journal.end(replace_text(third, "the file says hi"))  # held back: write_turn would come next
     journal.close()
     journal.write_final(3, _message("after close"))  # nothing is written once the run writes its turn

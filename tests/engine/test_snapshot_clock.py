@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from engine_helpers import until
 
 from nexus.engine.execution._journal import TurnJournal
 from nexus.ledger import Ledger, NewSession, TurnDetails, TurnOpen
@@ -41,14 +42,6 @@ def _streaming(journal: TurnJournal, text: str) -> AssistantMessage:
     return live
 
 
-async def _until(condition: Any, what: str) -> None:
-    for _ in range(500):
-        if condition():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 async def test_the_planned_snapshots_of_many_runs_share_a_few_loop_timers(
     opened: tuple[Ledger, list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -70,7 +63,7 @@ async def test_the_planned_snapshots_of_many_runs_share_a_few_loop_timers(
     monkeypatch.undo()
     # a timer per 10 ms the plans span (they are made over `planned_for`), not one per run
     assert len(timers) <= planned_for / 0.01 + 2 < len(journals), (len(timers), planned_for)
-    await _until(lambda: all(0 in j.written for j in journals), "every run's snapshot")
+    await until(lambda: all(0 in j.written for j in journals), "every run's snapshot")
     for journal in journals:
         journal.stop()
 
@@ -81,7 +74,7 @@ async def test_a_withdrawn_snapshot_plan_does_not_fire(opened: tuple[Ledger, lis
     first = _streaming(ended, "short answer")
     _streaming(streaming, "a longer answer")  # planned for the same tick
     ended.end(first)  # ended before its snapshot was due: held back, the plan withdrawn
-    await _until(lambda: 0 in streaming.written, "the other run's snapshot")
+    await until(lambda: 0 in streaming.written, "the other run's snapshot")
     await asyncio.sleep(0.1)
     assert ended.written == set() and ended.held == (0, first)
     streaming.stop()

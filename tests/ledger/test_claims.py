@@ -98,8 +98,12 @@ def test_another_hosts_broker_counts_as_alive(store: BrokerStore) -> None:
 
 
 def test_a_row_older_than_the_stamp_is_claimable(store: BrokerStore) -> None:
+    from nexus.ledger._claims import claimant
+
     ids = _held_by(store, None)  # type: ignore[arg-type]  # a processing row from before schema 12
-    store.claim(ids)
+    store.claim(ids)  # not refused as held: no broker named
+    rows = store.database.read(lambda c: c.execute("SELECT claimed_by, attempts FROM queue_items").fetchall())
+    assert rows == [(claimant(), 2)] * len(ids), "taken in this process's name, the attempt counted"
 
 
 def test_a_start_fails_the_exhausted_items_of_dead_brokers_only(store: BrokerStore, live_pid: int) -> None:
