@@ -7,6 +7,7 @@ Real full filesystem (a small tmpfs), skipped where mounting is not permitted.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,3 +43,38 @@ async def test_a_message_the_full_disk_cannot_hold_is_503_and_the_server_keeps_s
         assert (await client.get("/v1/health")).status_code == 200
         accepted = {f"m-{i}" for i, status in enumerate(statuses) if status == 202}
         assert {item.message_id for item in live.store.items()} == accepted  # nothing half-stored
+
+
+def _fill(path: Path) -> None:
+    """Write ``path`` until the filesystem has not one byte left."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        for size in (1 << 16, 1 << 12, 1 << 9, 1):
+            try:
+                while True:
+                    os.write(fd, b"\0" * size)
+            except OSError:
+                continue
+    finally:
+        os.close(fd)
+
+
+async def test_health_says_degraded_while_a_full_disk_refuses_writes_and_ok_once_there_is_room(
+    tmpfs: Callable[[str], Path],
+) -> None:
+    # it answered a bare "ok" while every write failed: a probe could not tell the ledger was read-only
+    disk = tmpfs("4m")
+    async with live_app(disk, ScriptedModel([]), ServerConfig()) as live, live.client() as client:
+        assert (await client.get("/v1/health")).json()["status"] == "ok"
+        _fill(disk / "filler")
+        sent = await client.post("/v1/agents/lead/messages", json={"content": "x" * 150_000, "mode": "collect"})
+        assert sent.status_code == 503, sent.text
+        health = await client.get("/v1/health")
+        assert health.status_code == 200  # reads still work: a restart would not help
+        body = health.json()
+        assert body["status"] == "degraded" and body["ledger"] == "read_only"
+        assert "is full" in body["detail"] and "writes answer 503" in body["detail"]
+        (disk / "filler").unlink()
+        assert (await client.get("/v1/health")).json() == {"status": "ok", "version": body["version"], "ledger": "ok"}
+        again = await client.post("/v1/agents/lead/messages", json={"content": "hi", "mode": "collect"})
+        assert again.status_code == 202, again.text

@@ -13,7 +13,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from nexus.cli._disk import full_disk
+from nexus.ledger import full_disk
 
 
 def check_ledger(location: str) -> int:

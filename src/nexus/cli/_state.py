@@ -14,8 +14,8 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nexus.cli._disk import full_disk
 from nexus.errors import ConfigError, NexusError
+from nexus.ledger import full_disk
 
 if TYPE_CHECKING:
     from nexus.config import NexusConfig

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from nexus.ledger._checkpoint import background_checkpoints
     from nexus.ledger._claims import claimant
     from nexus.ledger._copy import copy_ledger
+    from nexus.ledger._disk import full_disk
     from nexus.ledger._health import holdings, integrity_problems
     from nexus.ledger._owners import pid_alive
     from nexus.ledger._queue_rows import REPLY_SUFFIX
@@ -162,6 +163,7 @@ __all__ = [
     "copy_ledger",
     "default_db_path",
     "fork_session",
+    "full_disk",
     "holdings",
     "integrity_problems",
     "is_postgres_url",
@@ -208,6 +210,7 @@ _LAZY: dict[str, str] = {
     "background_checkpoints": "nexus.ledger._checkpoint",
     "claimant": "nexus.ledger._claims",
     "copy_ledger": "nexus.ledger._copy",
+    "full_disk": "nexus.ledger._disk",
     "fork_session": "nexus.ledger.forks",
     "TurnNotInHistory": "nexus.ledger.forks",
     "is_postgres_url": "nexus.ledger.postgres",

@@ -176,10 +176,15 @@ class Database:
     file_only: bool
     """Opened from the database file alone (``Ledger.open_file_only``): read without its log, never written."""
 
+    full_seen: bool
+    """A write failed for a full disk (and no one has seen the disk with room since): what a health check asks
+    before it looks at the disk, so a disk that merely runs low is not called full before a write fails."""
+
     def __init__(self, path: str | Path, *, synchronous: str = "NORMAL", file_only: bool = False) -> None:
         self.path = str(path)
         self.on_busy = None
         self.file_only = file_only
+        self.full_seen = False
         if self.path != ":memory:" and not file_only:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             refuse_second_name(self.path)
@@ -304,6 +309,7 @@ class Database:
     def _raise_unless_busy(self, exc: sqlite3.OperationalError) -> None:
         """A full disk as :class:`LedgerFullError`, any other error but a busy database as itself."""
         if _is_full(exc):
+            self.full_seen = True
             raise LedgerFullError(
                 f"cannot write to the ledger {self.path}: {exc} (is the disk full?); free some space"
             ) from exc

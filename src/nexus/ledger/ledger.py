@@ -275,6 +275,23 @@ class Ledger:
                 f"the ledger database {self.path} did not answer within {wait_s:g} s; check that it runs"
             ) from None
 
+    def write_problem(self) -> str | None:
+        """Why a write cannot succeed now, as a sentence, or ``None``: an SQLite ledger whose disk a write found
+        full and that is still (almost) full, or one open read-only from its file alone. For health checks,
+        which only read: a full disk leaves reads working while every write fails, and a probe that answered
+        a bare "ok" then hid it. ``None`` for PostgreSQL (its server's disk is not ours to see; a failed write
+        says so itself)."""
+        if getattr(self._db, "file_only", False):
+            return f"the ledger {self.path} is open read-only from its database file alone"
+        if not getattr(self._db, "full_seen", False):
+            return None
+        from nexus.ledger._disk import full_disk
+
+        problem = full_disk(Path(self.path))
+        if problem is None:  # room again: the next check need not look at the disk
+            self._db.full_seen = False  # type: ignore[attr-defined]
+        return problem
+
     @property
     def database(self) -> Database:
         """The underlying database (for tools and tests)."""

@@ -29,12 +29,15 @@ class ErrorBody(BaseModel):
 
 
 class Health(BaseModel):
-    """Liveness: ``ok``, or ``unavailable`` (503) when the ledger's database does not answer within a few seconds."""
+    """Liveness: ``ok``; ``degraded`` (still 200: reads work, a restart would not help) when the ledger cannot be
+    written (a full disk); ``unavailable`` (503) when the ledger's database does not answer within a few seconds."""
 
-    status: Literal["ok", "unavailable"]
+    status: Literal["ok", "degraded", "unavailable"]
     version: str
-    ledger: Literal["ok", "unreachable"]
-    detail: str | None = Field(default=None, description="why the ledger is unreachable (with `unavailable`)")
+    ledger: Literal["ok", "read_only", "unreachable"]
+    detail: str | None = Field(
+        default=None, description="why the ledger is read-only (`degraded`) or unreachable (`unavailable`)"
+    )
 
 
 class SessionOut(BaseModel):

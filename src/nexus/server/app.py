@@ -67,7 +67,7 @@ def create_app(state: ServerState, config: ServerConfig | None = None, *, metric
     @app.get(
         "/v1/health",
         tags=["health"],
-        summary="Liveness: the server is up and its ledger answers",
+        summary="Liveness: the server is up and its ledger answers (and can be written)",
         responses={**answers(Health), 503: {"model": Health, "description": "the ledger's database does not answer"}},
     )
     async def health() -> Any:
@@ -76,6 +76,10 @@ def create_app(state: ServerState, config: ServerConfig | None = None, *, metric
         except LedgerError as exc:
             down = Health(status="unavailable", version=__version__, ledger="unreachable", detail=str(exc))
             return JSONResponse(down.model_dump(), status_code=503, headers={"Retry-After": str(HEALTH_RETRY_S)})
+        problem = state.ledger.write_problem()
+        if problem is not None:
+            detail = f"{problem}: reads work, writes answer 503 until it is fixed"
+            return {"status": "degraded", "version": __version__, "ledger": "read_only", "detail": detail}
         return {"status": "ok", "version": __version__, "ledger": "ok"}
 
     app.include_router(_sessions.router)
