@@ -19,7 +19,7 @@ import pytest
 from nexus.ledger import AcceptRequest, CompactionRecord, Ledger, NewSession, TurnWrite
 from nexus.ledger._copy import TABLES
 from nexus.ledger.deliveries import DeliveryRecord
-from nexus.ledger.errors import SchemaVersionError
+from nexus.ledger.errors import LedgerRefusedError, SchemaVersionError
 from nexus.ledger.postgres._migrate import SCHEMA_VERSION, shipped
 from nexus.llm.types import ToolCall, ToolResultMessage
 from nexus.testing.conformance.support import reply, tool_round, user
@@ -76,6 +76,21 @@ async def test_a_schema_this_nexus_does_not_know_is_refused(postgres_url: str) -
         conn.execute("UPDATE schema_migrations SET checksum = 'edited' WHERE version = 1")
     with pytest.raises(SchemaVersionError, match="another build of Nexus"):
         await Ledger.connect(postgres_url)
+
+
+async def test_a_statement_the_server_refuses_is_a_ledger_refused_error(postgres_url: str) -> None:
+    # it was a bare LedgerError, which the HTTP server answered 400: a client's fault for the server's trouble
+    ledger = await Ledger.connect(postgres_url)
+    try:
+        with pytest.raises(LedgerRefusedError, match="refused a statement") as refused:
+            ledger.database.write(lambda conn: conn.execute("SELECT * FROM no_such_table"))
+        assert "no_such_table" in str(refused.value)
+        with pytest.raises(LedgerRefusedError, match="NUL"):  # a value its text type cannot hold
+            ledger.database.write(lambda conn: conn.execute("SELECT CAST(? AS text)", ("a\x00b",)))
+        await ledger.sessions.ensure(NewSession("after"))  # the connection still serves
+        assert "after" in [session.label for session in await ledger.sessions.list()]
+    finally:
+        ledger.close()
 
 
 async def test_a_database_behind_is_refused_without_migrate_and_brought_up_with_it(postgres_server: str) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from nexus.broker.smart import SmartRouting
 from nexus.routing import Router
 from nexus.testing import ScriptedModel
@@ -95,3 +97,39 @@ async def test_without_a_broker_routing_is_409_no_broker(tmp_path: Path) -> None
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
             answer = await client.post("/v1/route", json={"task": "fix it"})
     assert answer.status_code == 409 and answer.json()["error"]["type"] == "no_broker"
+
+
+async def test_a_routing_setup_the_server_cannot_use_is_500_not_the_clients_400(tmp_path: Path) -> None:
+    # a [routing] model file that is not one was answered 400 invalid_request: "your request is wrong"
+    from nexus.routing import RouteSettings
+
+    missing = tmp_path / "no-model.json"
+    async with live_app(tmp_path, ScriptedModel([])) as live, live.client() as client:
+        live.broker.use_router(SmartRouting(lambda: Router(live.ledger, RouteSettings(model_path=str(missing)))))
+        decided = await client.post("/v1/route", json={"task": "fix the login test"})
+        assert decided.status_code == 500, decided.text
+        error = decided.json()["error"]
+        assert error["type"] == "internal_error" and "[routing] model" in error["message"]
+        routed = await client.post(
+            "/v1/agents/coder/messages", json={"content": "fix it", "id": "r-9", "route": "smart"}
+        )
+        assert routed.status_code == 500 and routed.json()["error"]["type"] == "internal_error", routed.text
+        assert [item for item in live.store.items() if item.message_id == "r-9"] == []  # nothing stored
+
+
+async def test_a_statement_the_database_refused_is_500_with_its_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a bare LedgerError was answered 400 invalid_request: the trial's PostgreSQL NUL fault reached clients so
+    from nexus.ledger import LedgerRefusedError
+
+    reason = "the ledger database postgresql://h/db refused a statement: relation sessions does not exist"
+
+    async def refused(*_: object, **__: object) -> object:
+        raise LedgerRefusedError(reason)
+
+    async with live_app(tmp_path, ScriptedModel([])) as live, live.client() as client:
+        monkeypatch.setattr(live.ledger.sessions, "list", refused)
+        answer = await client.get("/v1/sessions")
+    assert answer.status_code == 500, answer.text
+    assert answer.json()["error"] == {"type": "internal_error", "message": reason}

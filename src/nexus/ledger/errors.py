@@ -134,6 +134,12 @@ class LedgerFullError(LedgerError):
     """SQLite could not write the database file: the disk is full (or failing); nothing of that write was kept."""
 
 
+class LedgerRefusedError(LedgerError):
+    """The database server refused a statement this code sent (PostgreSQL: a missing table, a value its types
+    cannot hold): the database is not what the code expects. The server's fault, never the request's: HTTP
+    answers it 500, where other ledger errors about what a caller asked are 4xx."""
+
+
 class TurnNotSavedError(LedgerError):
     """The final write of an open turn failed; its outcome was saved to a rescue file (or nowhere, if that failed too).
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from nexus._lazy import lazy_attribute
-from nexus.routing.errors import EmbedderError, RoutingError, UnknownRouteAgent
+from nexus.routing.errors import EmbedderError, RouteRequestError, RoutingError, UnknownRouteAgent
 from nexus.routing.types import ROUTING_MODES, Checkpoint, RouteMode, RoutingMode, ScoredCheckpoint, SmartRouteResult
 
 if TYPE_CHECKING:
@@ -47,6 +47,7 @@ __all__ = [
     "EmbedderError",
     "OpenAIEmbedder",
     "RouteMode",
+    "RouteRequestError",
     "RouteSettings",
     "RouteStore",
     "Router",

@@ -18,7 +18,7 @@ from typing import Any
 from nexus.ledger import Ledger, is_postgres_url
 from nexus.routing._lexical import rows_from_instances
 from nexus.routing._words import index_text
-from nexus.routing.errors import RoutingError
+from nexus.routing.errors import RouteRequestError, RoutingError
 from nexus.routing.store import (
     CheckpointMeta,
     CheckpointRow,
@@ -264,7 +264,7 @@ class SqliteRouteStore:
                 (session_label, message_id, decision_id),
             ).rowcount
             if not done:
-                raise RoutingError(f"no routing decision {decision_id!r}; see `nexus route stats`")
+                raise RouteRequestError(f"no routing decision {decision_id!r}; see `nexus route stats`")
 
         self._db.write(write)
 
@@ -277,7 +277,7 @@ class SqliteRouteStore:
                 "UPDATE route_decisions SET feedback = ?, feedback_note = ? WHERE id = ?", (score, note, decision_id)
             ).rowcount
             if not done:
-                raise RoutingError(
+                raise RouteRequestError(
                     f"no routing decision {decision_id!r}: a decision's id is printed by `nexus route TASK` and "
                     "`nexus send --route`, and is the `route.decision` of the HTTP answer"
                 )

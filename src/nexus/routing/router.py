@@ -36,7 +36,7 @@ from nexus.routing._scoring import (
 from nexus.routing._words import query_terms
 from nexus.routing._worker import IndexWorker
 from nexus.routing.embedder import Embedder, OpenAIEmbedder, WordLlamaEmbedder
-from nexus.routing.errors import EmbedderError, RoutingError, UnknownRouteAgent
+from nexus.routing.errors import EmbedderError, RouteRequestError, RoutingError, UnknownRouteAgent
 from nexus.routing.store import CheckpointRow, DecisionRecord
 from nexus.routing.types import Checkpoint, RouteMode, ScoredCheckpoint, SmartRouteResult
 
@@ -205,18 +205,18 @@ class Router:
 
     def _check(self, task: str, agent: str | None, limit: int) -> _Task:
         if not isinstance(task, str) or not task.strip():
-            raise RoutingError('the task is empty; say what should be done (e.g. "fix the login test")')
+            raise RouteRequestError('the task is empty; say what should be done (e.g. "fix the login test")')
         bad = next((i for i, ch in enumerate(task) if "\ud800" <= ch <= "\udfff"), None)
         if bad is not None:  # it would fail the embedder (off for a minute for everyone) and SQLite's encoding
-            raise RoutingError(
+            raise RouteRequestError(
                 f"the task is not valid Unicode (a lone surrogate at character {bad}: bytes that were not UTF-8); "
                 "send it as UTF-8 text"
             )
         nul = task.find("\x00")
         if nul >= 0:  # PostgreSQL's text cannot hold it (the decision's record would fail there): refused on both
-            raise RoutingError(f"the task holds a NUL character at {nul}; send text without control characters")
+            raise RouteRequestError(f"the task holds a NUL character at {nul}; send text without control characters")
         if not 1 <= limit <= MAX_LIMIT:
-            raise RoutingError(f"limit is {limit}; give 1 to {MAX_LIMIT} alternatives")
+            raise RouteRequestError(f"limit is {limit}; give 1 to {MAX_LIMIT} alternatives")
         if agent is not None and agent not in self.store.known_agents():
             known = ", ".join(self.store.known_agents()) or "none registered"
             raise UnknownRouteAgent(f"unknown agent {agent!r}; known agents: {known}")

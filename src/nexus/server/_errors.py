@@ -158,12 +158,14 @@ def install_error_handlers(app: FastAPI) -> None:
 
 def _nexus_error(exc: Exception) -> JSONResponse:
     """A ``NexusError``'s status and type: the server's trouble (a full or busy database) is 503 with
-    ``Retry-After``, a missing thing 404, a conflict 409, anything else the client's 400."""
+    ``Retry-After``, a database that refused a statement 500, a missing thing 404, a conflict 409, anything
+    else the client's 400."""
     from nexus.broker import BrokerError, UnknownAgentError
     from nexus.ledger import (
         LedgerBusyError,
         LedgerError,
         LedgerFullError,
+        LedgerRefusedError,
         SessionExistsError,
         SessionNotFound,
         TurnNotFound,
@@ -171,6 +173,9 @@ def _nexus_error(exc: Exception) -> JSONResponse:
     )
 
     status, kind = 400, "invalid_request"
+    if isinstance(exc, LedgerRefusedError):  # the database is not what the code expects: no request fixes that
+        log.error("the ledger refused a statement: %s", exc)
+        return JSONResponse(error_body("internal_error", str(exc)), status_code=500)
     if isinstance(exc, LedgerFullError | LedgerBusyError):  # the server's trouble: the client may retry
         headers = {"Retry-After": str(RETRY_AFTER_S)}
         return JSONResponse(error_body("unavailable", str(exc)), status_code=503, headers=headers)

@@ -7,6 +7,9 @@ router, built on first use.
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Literal
 
 from fastapi import APIRouter, Request
@@ -17,6 +20,7 @@ from nexus.server._openapi import answers
 from nexus.server._schemas import RouteDecision
 from nexus.server._state import ServerState
 
+log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1", tags=["routing"])
 
 RouteName = Literal["explicit", "smart", "hybrid"]
@@ -52,35 +56,42 @@ def _routing(state: ServerState) -> Any:
 @router.post(
     "/route",
     summary="Where a task belongs in past work: the checkpoint to fork from, or new (recorded as a decision)",
-    responses=answers(RouteDecision, 400, 409),
+    responses=answers(RouteDecision, 400, 404, 409),
 )
 async def route_task(request: Request, body: RouteRequest) -> Any:
-    from nexus.routing import RoutingError, UnknownRouteAgent
-
     routing = _routing(request.app.state.nexus)
-    try:
+    with _route_errors():
         result = await asyncio.to_thread(lambda: routing.router.route(body.task, agent=body.agent, limit=body.limit))
+    return result.to_json()
+
+
+@contextmanager
+def _route_errors() -> Iterator[None]:
+    """A routing error in HTTP terms: an unknown agent 404, a wrong request 400, the server's own trouble (a
+    ``[routing]`` model file that is not one, numpy missing) 500 with its reason, logged."""
+    from nexus.routing import RouteRequestError, RoutingError, UnknownRouteAgent
+
+    try:
+        yield
     except UnknownRouteAgent as exc:
         raise ApiError(404, "not_found", str(exc)) from None
-    except RoutingError as exc:
+    except RouteRequestError as exc:
         raise ApiError(400, "invalid_request", str(exc)) from None
-    return result.to_json()
+    except RoutingError as exc:
+        log.error("smart routing failed: %s", exc)
+        raise ApiError(500, "internal_error", f"smart routing failed on the server: {exc}") from None
 
 
 async def routed(state: ServerState, message: Any, route: str) -> tuple[Any, dict[str, Any]]:
     """``message`` readdressed under ``route`` (decision recorded), and what to say about it in the answer."""
     from nexus.broker import BrokerError, plan_route
-    from nexus.routing import RoutingError, UnknownRouteAgent
 
     routing = _routing(state)
     broker = state.broker
     assert broker is not None
     try:
-        plan = await asyncio.to_thread(lambda: plan_route(routing, message, route, broker.session_label))
-    except UnknownRouteAgent as exc:
-        raise ApiError(404, "not_found", str(exc)) from None
-    except RoutingError as exc:
-        raise ApiError(400, "invalid_request", str(exc)) from None
+        with _route_errors():
+            plan = await asyncio.to_thread(lambda: plan_route(routing, message, route, broker.session_label))
     except BrokerError as exc:
         raise ApiError(409, "conflict", str(exc)) from None
     decision = plan.decision

@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from nexus.ledger._sqlite import wait_bound
-from nexus.ledger.errors import LedgerBusyError, LedgerError, LedgerUnavailableError
+from nexus.ledger.errors import LedgerBusyError, LedgerRefusedError, LedgerUnavailableError
 from nexus.ledger.postgres._sql import PgConnection
 from nexus.ledger.postgres._url import redacted, scrubbed
 
@@ -189,7 +189,7 @@ class PgDatabase:
                     ) from exc
             except psycopg.OperationalError as exc:
                 if not _connection_lost(exc):
-                    raise LedgerError(f"the ledger database {self.location} refused a statement: {exc}") from exc
+                    raise LedgerRefusedError(f"the ledger database {self.location} refused a statement: {exc}") from exc
                 if time.monotonic() >= min(deadline, self._give_up_at):  # the process may have begun stopping
                     raise LedgerUnavailableError(
                         f"the ledger database {self.location} stayed unreachable for {wait:g} s ({exc}); check "
@@ -197,7 +197,7 @@ class PgDatabase:
                     ) from exc
                 log.warning("ledger database connection lost (%s); retrying", exc)
             except psycopg.Error as exc:  # a statement the server refused: the database is not what we expect
-                raise LedgerError(f"the ledger database {self.location} refused a statement: {exc}") from exc
+                raise LedgerRefusedError(f"the ledger database {self.location} refused a statement: {exc}") from exc
             time.sleep(min(delay * (1 + random.random()), max(0.0, min(deadline, self._give_up_at) - time.monotonic())))
             delay = min(delay * 2, 0.5)
 
