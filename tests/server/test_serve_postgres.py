@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import httpx
@@ -130,3 +131,27 @@ def test_a_ledger_the_commands_cannot_use_is_one_line_and_exit_2(postgres_url: s
                 lines = done.stderr.strip().splitlines()
                 assert done.returncode == 2 and len(lines) == 1 and said in lines[0], (command, url, done.stderr)
     assert _rows(unknown_schema, "SELECT count(*) FROM sessions") == [(0,)]  # nothing was written
+
+
+def test_a_message_holding_a_nul_is_taken_and_run_on_postgresql(postgres_url: str, pg_home: Path) -> None:
+    # it was refused with 422 "no PostgreSQL ledger could store it", while the chat-completions door and
+    # inbound chat events took one: the ledger keeps a message as JSON, which escapes it
+    with FakeProviderServer(default=echo) as provider:
+        write_config(pg_home, provider)
+        assert _nexus(pg_home, postgres_url, "agents", "add", "coder").returncode == 0
+        with serving(pg_home, announced=_announcement()) as (process, url):
+            body = {"content": "before\u0000after", "id": "nul-1"}
+            sent = httpx.post(f"{url}/v1/agents/coder/messages", json=body, timeout=60)
+            assert sent.status_code == 202, sent.text
+            blank = httpx.post(f"{url}/v1/agents/coder/messages", json={"content": " \u0000 "}, timeout=60)
+            assert blank.status_code == 422 and "no content" in blank.text, blank.text
+            for _ in range(600):
+                if _rows(postgres_url, "SELECT status FROM queue_items WHERE message_id = 'nul-1'") == [("delivered",)]:
+                    break
+                time.sleep(0.1)
+            process.send_signal(signal.SIGTERM)
+            _, stderr = process.communicate(timeout=60)
+        assert process.returncode == 0 and "Traceback" not in stderr, stderr
+    history = _nexus(pg_home, postgres_url, "sessions", "history", "agent:coder")
+    assert history.returncode == 0, history.stderr
+    assert history.stdout.count("before\\x00after") == 2, history.stdout  # the message and its echo, escaped

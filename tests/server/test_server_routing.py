@@ -65,11 +65,11 @@ async def test_bad_routing_requests_are_4xx_and_store_nothing(tmp_path: Path) ->
         unknown = await client.post("/v1/route", json={"task": "fix it", "agent": "nobody"})
         assert unknown.status_code == 404 and "unknown agent 'nobody'" in unknown.text  # as every unknown agent
         assert unknown.json()["error"]["type"] == "not_found"
-        nul = await client.post("/v1/route", json={"task": "fix \u0000 it"})
+        nul = await client.post("/v1/route", json={"task": "\u0000 \u0000"})  # a NUL reads as white space
         assert nul.status_code == 400 and nul.json()["error"]["type"] == "invalid_request", nul.text
         assert "nexus route" not in nul.text + blank.text  # an HTTP client is not told to run the CLI
-        for body in ({"content": "a \u0000 b"}, {"content": "x", "id": "a\u0000b"}, {"content": "x", "id": "a\nb"}):
-            refused = await client.post("/v1/agents/coder/messages", json=body)  # NUL: no PostgreSQL text holds it
+        for body in ({"content": "\u0000"}, {"content": "x", "id": "a\u0000b"}, {"content": "x", "id": "a\nb"}):
+            refused = await client.post("/v1/agents/coder/messages", json=body)  # an id: no PostgreSQL text holds it
             assert refused.status_code == 422 and refused.json()["error"]["type"] == "invalid_request", refused.text
         bad_mode = await client.post("/v1/agents/coder/messages", json={"content": "x", "route": "clever"})
         assert bad_mode.status_code == 422
@@ -133,3 +133,28 @@ async def test_a_statement_the_database_refused_is_500_with_its_reason(
         answer = await client.get("/v1/sessions")
     assert answer.status_code == 500, answer.text
     assert answer.json()["error"] == {"type": "internal_error", "message": reason}
+
+
+async def test_a_nul_in_a_task_or_a_routed_message_reads_as_white_space(tmp_path: Path) -> None:
+    # a task holding a NUL was refused with 400, and a message holding one with 422, though the
+    # chat-completions door and inbound events took it: the doors now agree (the index reads it as a space)
+    scripted = ScriptedModel([*(text(f"done: {p}") for p in PAST), text("429 body added")])
+    async with live_app(tmp_path, scripted) as live, live.client() as client:
+        live.broker.use_router(SmartRouting(lambda: Router(live.ledger)))
+        for i, content in enumerate(PAST):
+            assert (
+                await client.post("/v1/agents/coder/messages", json={"content": content, "session": f"t:{i}"})
+            ).is_success
+            await live.broker.wait_for_idle("coder", 20_000)
+        decided = await client.post("/v1/route", json={"task": "the login\u0000rate limiter should answer 429"})
+        assert decided.status_code == 200, decided.text
+        assert decided.json()["checkpoint"]["session_key"] == "coder~t~0"
+        smart = {"content": "the login\u0000rate limiter should answer 429", "id": "nul-1", "route": "smart"}
+        routed = await client.post("/v1/agents/coder/messages", json=smart)
+        assert routed.status_code == 202, routed.text
+        assert routed.json()["route"]["session"] == "fork:nul-1"
+        await live.broker.wait_for_idle("coder", 20_000)
+        (recorded,) = [d for d in live.broker.routing.router.decisions.decisions() if d.message_id == "nul-1"]
+        assert recorded.task == "the login rate limiter should answer 429"
+        turns = await live.ledger.turns.path("coder~fork~nul-1")
+        assert turns[-1].status == "completed"

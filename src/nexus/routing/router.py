@@ -204,6 +204,10 @@ class Router:
         return result
 
     def _check(self, task: str, agent: str | None, limit: int) -> _Task:
+        if isinstance(task, str) and "\x00" in task:
+            # a NUL reads as white space, as in the index of past turns: PostgreSQL's text (the decision's
+            # record) cannot hold it, and a message's content may carry one (the doors take it, JSON-escaped)
+            task = task.replace("\x00", " ")
         if not isinstance(task, str) or not task.strip():
             raise RouteRequestError('the task is empty; say what should be done (e.g. "fix the login test")')
         bad = next((i for i, ch in enumerate(task) if "\ud800" <= ch <= "\udfff"), None)
@@ -212,9 +216,6 @@ class Router:
                 f"the task is not valid Unicode (a lone surrogate at character {bad}: bytes that were not UTF-8); "
                 "send it as UTF-8 text"
             )
-        nul = task.find("\x00")
-        if nul >= 0:  # PostgreSQL's text cannot hold it (the decision's record would fail there): refused on both
-            raise RouteRequestError(f"the task holds a NUL character at {nul}; send text without control characters")
         if not 1 <= limit <= MAX_LIMIT:
             raise RouteRequestError(f"limit is {limit}; give 1 to {MAX_LIMIT} alternatives")
         if agent is not None and agent not in self.store.known_agents():
