@@ -21,6 +21,7 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
 from mcp import Client, StdioServerParameters
+from nexus.ledger import BrokerStore, Ledger
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import echo
 
@@ -123,6 +124,14 @@ async def test_stdio_face_lists_agents_answers_with_progress_and_keeps_the_histo
             assert json.loads(turn.contents[0].text)["id"] == sent["turn_id"]  # type: ignore[union-attr]
             sessions = json.loads((await client.read_resource("nexus://sessions")).contents[0].text)  # type: ignore[union-attr]
             assert {"agent:coder", "haiku-b"} <= {s["label"] for s in sessions["sessions"]}
+
+            with Ledger.open(isolated_env / "agents.db") as ledger:  # another process's run takes a message
+                store = BrokerStore(ledger.database)
+                held, _ = store.accept(agent_id="coder", session_label="agent:coder", message_id="elsewhere",
+                                       sender="user", message={"content": "x"}, mode="followup")  # fmt: skip
+                store.claim([held.id])
+            agents = _data(await client.call_tool("list_agents", {}))["agents"]
+            assert (agents[0]["state"], agents[0]["queue_depth"]) == ("running", 1)  # it said idle
 
 
 async def test_stdio_face_refuses_bad_input_with_a_message_the_client_can_act_on(isolated_env: Path) -> None:

@@ -290,3 +290,28 @@ async def test_an_import_names_entries_of_a_type_pi_does_not_define(client: http
     response = await client.post("/v1/sessions/import", content=b"\n".join(lines) + b"\n", headers=NDJSON)
     assert response.status_code == 201, response.text
     assert response.json()["unknown_entries"] == {"alien_entry": 1}
+
+
+async def test_an_agent_whose_message_another_process_runs_is_running_not_idle(
+    client: httpx.AsyncClient, ledger: Ledger
+) -> None:
+    # only this process's broker was asked: a server without it (or a nested `nexus mcp serve` asked by
+    # the very run) said idle while another process ran the agent
+    assert (await client.post("/v1/agents", json={"id": "coder", "model": "openai/gpt-4o-mini"})).status_code == 201
+    store = BrokerStore(ledger.database)
+    first, _ = store.accept(agent_id="coder", session_label="agent:coder", message_id="m1", sender="user",
+                            message={"content": "one"}, mode="followup")  # fmt: skip
+    store.accept(agent_id="coder", session_label="agent:coder", message_id="m2", sender="user",
+                 message={"content": "two"}, mode="followup")  # fmt: skip
+
+    async def seen() -> list[tuple[str, str, int]]:
+        listed = (await client.get("/v1/agents")).json()["agents"]
+        one = (await client.get("/v1/agents/coder")).json()
+        assert (one["state"], one["queue_depth"]) == (listed[0]["state"], listed[0]["queue_depth"])
+        return [(a["id"], a["state"], a["queue_depth"]) for a in listed]
+
+    assert await seen() == [("coder", "idle", 2)]  # waiting only
+    store.claim([first.id])  # another process's run takes the first
+    assert await seen() == [("coder", "running", 2)]
+    store.release([first.id])
+    assert await seen() == [("coder", "idle", 2)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 from fastapi import APIRouter, Request, Response
@@ -12,7 +13,7 @@ from nexus.server._off_loop import store_call
 from nexus.server._openapi import answers
 from nexus.server._schemas import AgentList, AgentOut, QueueList
 from nexus.server._state import ServerState
-from nexus.server._views import agent_view, queue_item_views
+from nexus.server._views import agent_loads, agent_view, queue_item_views
 
 router = APIRouter(prefix="/v1", tags=["agents"])
 
@@ -72,17 +73,8 @@ def _state(request: Request) -> ServerState:
     return state
 
 
-def _depths(state: ServerState) -> dict[str, int]:
-    depths: dict[str, int] = {}
-    for item in state.store.items(statuses=("queued", "processing")):
-        depths[item.agent_id or ""] = depths.get(item.agent_id or "", 0) + 1
-    return depths
-
-
-def _live(state: ServerState, agent_id: str, depths: dict[str, int]) -> dict[str, Any]:
-    """The agent's state from the broker when it drains in this process (else idle), and its queue depth."""
-    live = state.broker.get_agent(agent_id) if state.broker is not None else None
-    return {"state": live.state if live is not None else "idle", "queue_depth": depths.get(agent_id, 0)}
+def _loads(state: ServerState) -> Callable[[str], dict[str, Any]]:
+    return agent_loads(state.store.items(statuses=("queued", "processing")), state.broker)
 
 
 @router.get(
@@ -90,8 +82,8 @@ def _live(state: ServerState, agent_id: str, depths: dict[str, int]) -> dict[str
 )
 def list_agents(request: Request) -> Any:
     state = _state(request)
-    depths = _depths(state)
-    return {"agents": [agent_view(row, **_live(state, row.agent_id, depths)) for row in state.store.list_agents()]}
+    load = _loads(state)
+    return {"agents": [agent_view(row, **load(row.agent_id)) for row in state.store.list_agents()]}
 
 
 @router.post(
@@ -143,7 +135,7 @@ def show_agent(request: Request, agent_id: str) -> Any:
     row = state.store.get_agent(agent_id)
     if row is None:
         raise ApiError(404, "not_found", f"unknown agent {agent_id!r}")
-    return agent_view(row, **_live(state, agent_id, _depths(state)))
+    return agent_view(row, **_loads(state)(agent_id))
 
 
 @router.delete(

@@ -73,20 +73,12 @@ def _limit(limit: int, most: int) -> int:
 
 
 def _agent_tools(server: MCPServer, state: ServerState) -> None:
-    from nexus.server._views import agent_view
+    from nexus.server._views import agent_loads, agent_view
 
     @server.tool(description="The registered agents: id, role, model, tools, state and waiting messages.")
     async def list_agents() -> dict[str, Any]:
-        depths: dict[str, int] = {}
-        for item in await state.ledger.queue.items(statuses=("queued", "processing")):
-            depths[item.agent_id or ""] = depths.get(item.agent_id or "", 0) + 1
-        agents = []
-        for row in await state.ledger.agents.list():
-            live = state.broker.get_agent(row.agent_id) if state.broker is not None else None
-            agents.append(
-                agent_view(row, state=live.state if live else "idle", queue_depth=depths.get(row.agent_id, 0))
-            )
-        return {"agents": agents}
+        load = agent_loads(await state.ledger.queue.items(statuses=("queued", "processing")), state.broker)
+        return {"agents": [agent_view(row, **load(row.agent_id)) for row in await state.ledger.agents.list()]}
 
     @server.tool(
         description=(

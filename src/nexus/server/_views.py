@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from nexus.engine import split_event_context
@@ -105,8 +106,34 @@ def tool_call_view(call: ToolCallRecord) -> dict[str, Any]:
     }
 
 
+def agent_loads(items: Iterable[QueueItem], broker: Any) -> Callable[[str], dict[str, Any]]:
+    """For an agent id, its ``state`` and ``queue_depth`` as :func:`agent_view` takes them, from its waiting
+    and processing queue ``items`` and ``broker`` (this process's, or ``None``).
+
+    The broker's state when it is not idle; else ``running`` while one of the agent's messages is being
+    processed (a claim only a run holds: another process's broker, or a nested ``nexus mcp serve`` asked
+    by the very run it reports — both said ``idle`` when only this process's broker was asked); else idle.
+    """
+    depths: dict[str, int] = {}
+    busy: set[str] = set()
+    for item in items:
+        agent = item.agent_id or ""
+        depths[agent] = depths.get(agent, 0) + 1
+        if item.status == "processing":
+            busy.add(agent)
+
+    def load(agent_id: str) -> dict[str, Any]:
+        live = broker.get_agent(agent_id) if broker is not None else None
+        state = live.state if live is not None else "idle"
+        if state == "idle" and agent_id in busy:
+            state = "running"
+        return {"state": state, "queue_depth": depths.get(agent_id, 0)}
+
+    return load
+
+
 def agent_view(row: AgentRow, *, state: str = "idle", queue_depth: int = 0) -> dict[str, Any]:
-    """A registered agent with its live state (``idle`` when no broker runs it)."""
+    """A registered agent with its live state (``idle`` when nothing runs it: :func:`agent_loads`)."""
     return {
         "id": row.agent_id,
         "role": row.role,
