@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,9 +22,9 @@ import psycopg
 import pytest
 
 from nexus.testing import FakeProviderServer
-from nexus.testing.steps import echo
+from nexus.testing.steps import echo, stall, text
 
-from .serve_proc import nexus, serving, write_config
+from .serve_proc import nexus, serve_env, serving, write_config
 
 pytestmark = pytest.mark.slow  # real processes and a real PostgreSQL
 
@@ -153,7 +154,9 @@ def test_send_wait_to_one_process_returns_the_reply_of_the_run_on_another(
 ) -> None:
     homes = [tmp_path / "a", tmp_path / "b"]
     env = {"NEXUS_DATABASE_URL": postgres_url}
-    with FakeProviderServer(default=echo, chunk_delay=0.1) as provider:
+    held = threading.Event()  # the first reply waits until the second message is queued, however slow the machine
+    first_reply = stall(after_chunks=2, seconds=120, then=text(LONG), release=held)
+    with FakeProviderServer(first_reply, default=echo, chunk_delay=0.1) as provider:
         write_config(homes[0], provider)
         assert nexus(homes[0], "agents", "add", "coder", env=env).returncode == 0
         with _servers(homes, postgres_url, provider, monkeypatch) as servers:
@@ -167,8 +170,20 @@ def test_send_wait_to_one_process_returns_the_reply_of_the_run_on_another(
             pids = [process.pid for process, _ in servers]
             runner = next(i for i, pid in enumerate(pids) if f":{pid} " in f"{claimed[0][0]} ")
             other = homes[1 - runner]  # `nexus send` there finds the process that is NOT running the session
-            sent = nexus(other, "send", "coder", "the second one", "--mode", "followup", "--wait", "--json",
-                         timeout=120, env=env)  # fmt: skip
+            # it ran to its end alone: a loaded machine started `nexus send` after the first run had ended
+            # and released the session, and the other process ran the second message
+            sending = subprocess.Popen(
+                [sys.executable, "-m", "nexus.cli", "send", "coder", "the second one", "--mode", "followup", "--wait",
+                 "--json"], env=serve_env(other, **env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            queued = "SELECT count(*) FROM queue_items"
+            while _rows(postgres_url, queued) != [(2,)]:
+                assert sending.poll() is None, sending.communicate()
+                assert time.monotonic() < deadline + 90, "the second message was not queued"
+                time.sleep(0.02)
+            held.set()
+            stdout, stderr = sending.communicate(timeout=120)
+            sent = subprocess.CompletedProcess(sending.args, sending.returncode, stdout, stderr)
             assert sent.returncode == 0, sent.stderr
             assert "sent to the running nexus serve" in sent.stderr
             answer = json.loads(sent.stdout)
