@@ -86,3 +86,22 @@ def test_bad_script_exits_2_with_a_clear_message(tmp_path: Path) -> None:
         timeout=30,
     )
     assert missing.returncode == 2 and "cannot load script" in missing.stderr
+
+
+def test_a_stall_step_goes_quiet_then_finishes_when_run_as_a_module(
+    tmp_path: Path, spawn: list[subprocess.Popen[str]]
+) -> None:
+    # the module's main() ran before the stall's helper was defined: every stall step ended the stream
+    # with a NameError under `python -m` (imported by tests, it worked)
+    script = tmp_path / "stall.json"
+    script.write_text(json.dumps([{"stall": {"after_chunks": 2, "seconds": 0.5, "then": {"text": "after the pause"}}}]))
+    url = _start(spawn, "--script", str(script))
+    body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "ping"}]}
+    with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=10) as response:
+        lines = [line for line in response.iter_lines() if line.startswith("data: ")]
+    chunks = [json.loads(line[6:]) for line in lines if line != "data: [DONE]"]
+    said = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert said == "after the pause" and lines[-1] == "data: [DONE]"
+    spawn[0].terminate()
+    _, stderr = spawn[0].communicate(timeout=10)
+    assert "Traceback" not in stderr, stderr

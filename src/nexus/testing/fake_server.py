@@ -359,6 +359,18 @@ async def _send_http_error(step: HttpError, flavor: Flavor, response: ResponseWr
 # --------------------------------------------------------------------------- command line
 
 
+async def _sit_out(step: Stall) -> None:
+    """A stall's silence: ``seconds``, or until the test sets its ``release``."""
+    if step.release is None:
+        await asyncio.sleep(step.seconds)
+        return
+    deadline = time.monotonic() + step.seconds
+    # polled: it is a threading.Event the test sets from its own thread (a thread blocked on it would outlive
+    # a stopped server for the whole ``seconds``)
+    while not step.release.is_set() and (left := deadline - time.monotonic()) > 0:  # noqa: ASYNC110
+        await asyncio.sleep(min(0.02, left))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Serve until interrupted; print the URL first so scripts can read it from stdout."""
     parser = argparse.ArgumentParser(prog="python -m nexus.testing.fake_server", description=__doc__.splitlines()[0])
@@ -403,15 +415,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-async def _sit_out(step: Stall) -> None:
-    """A stall's silence: ``seconds``, or until the test sets its ``release``."""
-    if step.release is None:
-        await asyncio.sleep(step.seconds)
-        return
-    deadline = time.monotonic() + step.seconds
-    # polled: it is a threading.Event the test sets from its own thread (a thread blocked on it would outlive
-    # a stopped server for the whole ``seconds``)
-    while not step.release.is_set() and (left := deadline - time.monotonic()) > 0:  # noqa: ASYNC110
-        await asyncio.sleep(min(0.02, left))
