@@ -10,6 +10,8 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
+
 from nexus.agent.steering import SteerReceipt
 from nexus.agent.tool_types import AgentTool, AgentToolResult
 from nexus.config import load_config
@@ -168,3 +170,25 @@ async def test_steered_messages_are_stored_with_their_source(ledger: Ledger) -> 
     stored = {m.text: m.source for m in rows}
     assert stored["first addition"] == "steer" and stored["second addition"] == "telegram:alice"
     assert rows[0].source is not None and stored["noted both"] is None  # the query keeps its own; replies have none
+
+
+async def test_a_bad_steer_raises_at_the_call_and_the_run_goes_on(ledger: Ledger) -> None:
+    # steer(None) was taken as pending, then failed the crash journal and the result with a TypeError:
+    # the run's reply was lost over one bad call
+    execution, release = await _run_inside_a_slow_tool(ledger)
+    bad: list[tuple[object, dict[str, object], type[Exception], str]] = [
+        (None, {}, TypeError, "UserMessage or text, got NoneType"),
+        (5, {}, TypeError, "got int"),
+        ("x", {"mode": "bogus"}, ValueError, "'all' or 'one'"),
+        ("x", {"id": 5}, TypeError, "id must be"),
+        ("x", {"source": None}, TypeError, "source must be"),
+    ]
+    for message, options, error, said in bad:
+        with pytest.raises(error, match=said):
+            execution.steer(message, **options)  # type: ignore[arg-type]
+    good = execution.steer("the real one")
+    release.set()
+    result = await execution.result
+    assert result.stop_reason != "error" and good.status == "delivered", result
+    assert [r.message.content for r in result.returned_steers] == []
+    assert_not_lost(good, result, ledger)

@@ -17,6 +17,27 @@ from nexus.engine.types import new_id
 from nexus.llm import UserMessage
 
 
+def steer_receipt(message: object, id: object, mode: object, source: object) -> SteerReceipt:
+    """A new receipt for a steer, or ``TypeError``/``ValueError`` naming what is wrong with the arguments.
+
+    Checked where the caller is: ``steer(None)`` was taken as pending and failed the run later (its crash
+    journal, then its result), losing a reply over one bad call.
+    """
+    if isinstance(message, str):
+        user = UserMessage(message)
+    elif isinstance(message, UserMessage):
+        user = message
+    else:
+        raise TypeError(f"steer takes a UserMessage or text, got {type(message).__name__}")
+    if mode not in ("all", "one"):
+        raise ValueError(f"steer mode must be 'all' or 'one', got {mode!r}")
+    if id is not None and (not isinstance(id, str) or not id):
+        raise TypeError(f"steer id must be a non-empty string or None, got {id!r}")
+    if not isinstance(source, str):
+        raise TypeError(f"steer source must be a string, got {type(source).__name__}")
+    return SteerReceipt(id or new_id(), user, mode, source=source)
+
+
 class RunSteering:
     """The steering queue of one run and the record of its settled receipts."""
 
@@ -50,8 +71,7 @@ class RunSteering:
         those still pending are returned and listed in the result (until the run has ended);
         ``compacting``: the run is rewriting its history and refuses steers meanwhile.
         """
-        user = message if isinstance(message, UserMessage) else UserMessage(message)
-        receipt = SteerReceipt(id or new_id(), user, mode, source=source)
+        receipt = steer_receipt(message, id, mode, source)
         if aborted is not None and not self._ended:
             # aborted, not yet ended: this steer and those pending are handed back and listed in the
             # result (closing the queue here once returned the pending ones to nobody's list)

@@ -20,11 +20,12 @@ from nexus.config import ResolvedProfile
 from nexus.engine.assembly._sessions import SessionCache
 from nexus.engine.execution._run import EngineRun, EngineStreamEvent
 from nexus.engine.execution._run_trace import RunIdentity, listening, observed_run
+from nexus.engine.execution._steering import steer_receipt
 from nexus.engine.execution.callbacks import EngineCallbacks, callbacks_listener
 from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.engine.execution.events import EventChannel, ExecutionEvent, ExecutionState, RunEndEvent, Subscription
 from nexus.engine.execution.failover import failover_stream
-from nexus.engine.types import AgentResult, AssembledContext, EngineLimits, TokenBudget, new_id
+from nexus.engine.types import AgentResult, AssembledContext, EngineLimits, TokenBudget
 from nexus.llm import AbortSignal, Model, StreamFn, StreamOptions, UserMessage, get_model
 
 if TYPE_CHECKING:
@@ -188,12 +189,13 @@ class Execution:
         A returned steer (the run ended, failed, was aborted or is compacting) is the caller's again:
         requeue it. Returned steers are also listed in ``AgentResult.returned_steers``.
         ``mode="one"`` injects it alone at its safe point, ``"all"`` with every pending ``all`` steer.
-        ``source`` is stored with the delivered message in the ledger (who sent it).
+        ``source`` is stored with the delivered message in the ledger (who sent it). A ``message`` that is
+        neither text nor a ``UserMessage``, or a ``mode`` other than ``all``/``one``, raises here
+        (``TypeError``/``ValueError``) and the run goes on.
         """
         run = self._run
         if run is None:  # still starting: the run takes it at its first safe point (or hands it back)
-            user = message if isinstance(message, UserMessage) else UserMessage(message)
-            return self._steering.offer(SteerReceipt(id or new_id(), user, mode, source=source))
+            return self._steering.offer(steer_receipt(message, id, mode, source))
         return run.steer(message, id=id, mode=mode, source=source)
 
     def on_event(self, listener: Callable[[ExecutionEvent], object]) -> Callable[[], None]:
