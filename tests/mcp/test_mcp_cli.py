@@ -68,6 +68,11 @@ def test_add_refuses_secrets_on_the_command_line_and_bad_tables_writing_nothing(
         command = [] if "--url" in extra else ["--command", "some-server"]
         done = _nexus(isolated_env, "mcp", "add", "bad", *command, *extra, "--no-check")
         assert done.returncode == 2 and complaint in done.stderr, done.stderr
+    for argv in ("gh-mcp stdio --personal-access-token ghp_abcdefghijklmnop1234567890",
+                 "srv --api-key=sk-abcdefabcdefabcdefabcdef0123"):  # fmt: skip
+        in_args = _nexus(isolated_env, "mcp", "add", "bad", "--command", argv, "--no-check")  # it was stored
+        assert in_args.returncode == 2 and "looks like a credential" in in_args.stderr, in_args.stderr
+        assert "--env VAR" in in_args.stderr and "ghp_" not in in_args.stderr + in_args.stdout
     bad_name = _nexus(isolated_env, "mcp", "add", "Bad", "--command", "x", "--no-check")
     assert bad_name.returncode == 2 and "is not usable" in bad_name.stderr
     assert not (isolated_env / "nexus.toml").exists()
@@ -109,3 +114,14 @@ def test_agents_may_name_configured_servers_tools(isolated_env: Path) -> None:
     assert ok.returncode == 0, ok.stderr
     wrong = _nexus(isolated_env, "agents", "add", "other", "--tools", "read,gh__create_issue")
     assert wrong.returncode == 2 and "names MCP server 'gh', which is not in [mcp.servers]" in wrong.stderr
+
+
+def test_list_never_prints_a_credential_written_into_args_by_hand(isolated_env: Path) -> None:
+    isolated_env.mkdir(parents=True, exist_ok=True)
+    (isolated_env / "nexus.toml").write_text(
+        '[mcp.servers.gh]\ncommand = "gh-mcp"\nargs = ["stdio", "--token", "ghp_abcdefghijklmnop1234567890"]\n'
+    )
+    for extra in ([], ["--json"]):
+        listed = _nexus(isolated_env, "mcp", "list", *extra)
+        assert listed.returncode == 0, listed.stderr
+        assert "ghp_abcdef" not in listed.stdout and "gh-mcp stdio --token [redacted]" in listed.stdout, listed.stdout

@@ -86,6 +86,7 @@ def _server_fields(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError(f"--command {args.command!r}: {exc} (quote it as you would in a shell)") from None
     if args.command is not None and not command:
         raise UsageError("--command is empty: give the program to start and its arguments")
+    _refuse_secret_in_argv(command)
     fields: dict[str, Any] = {"command": command[0], "args": command[1:]} if command else {"url": args.url}
     if not fields.get("args", True):
         del fields["args"]
@@ -126,6 +127,20 @@ def _header_entry(entry: str) -> tuple[str, str]:
     return name, value
 
 
+def _refuse_secret_in_argv(argv: list[str]) -> None:
+    """A credential in the command line would land in nexus.toml and in every ``ps`` listing: refuse one
+    shaped like a key (``ghp_…``, ``sk-…``), which ``--env`` and ``--header`` already refused."""
+    from nexus.llm import key_shaped
+
+    for place, arg in enumerate(argv):
+        if key_shaped(arg):
+            raise UsageError(
+                f"--command: {'the program' if place == 0 else f'argument {place}'} looks like a credential; "
+                "a process's arguments are readable by every user (ps) and nexus.toml never holds one: pass it "
+                "with --env VAR (the server reads VAR when it starts), or as a header for a --url server"
+            )
+
+
 def _refuse_literal_secret(what: str, name: str, value: str, instead: str) -> None:
     """A credential written literally would land in nexus.toml (and in shell history): refuse it."""
     from nexus.config import env_references
@@ -160,13 +175,15 @@ def _first_error(exc: Exception) -> str:
 
 
 def _list(args: argparse.Namespace) -> int:
+    from nexus.llm import redact
+
     config = load(args)
     rows = [
         {
             "name": name,
             "enabled": server.enabled,
             "transport": server.kind,
-            "target": " ".join([server.command, *server.args]) if server.command else server.url,
+            "target": redact(" ".join([server.command, *server.args]) if server.command else server.url),
             "tools": server.tools or ["*"],
         }
         for name, server in config.mcp.servers.items()
