@@ -41,7 +41,7 @@ def test_no_file_gives_defaults(isolated_env: Path) -> None:
     assert config.thinking == "off"
     assert config.agent.max_iterations == 25
     assert config.agent.max_retries == 3
-    assert config.agent.max_tool_result_chars == 50_000
+    assert config.agent.max_tool_result_chars == 60_000
     assert config.agent.bash_timeout_s == 120
     assert config.agent.subagent_max_depth == 3
     assert config.local.n_ctx == 4096

@@ -25,7 +25,7 @@ from nexus.llm.types import (
 
 def test_limits_defaults_match_the_seed() -> None:
     limits = EngineLimits()
-    assert (limits.max_iterations, limits.max_retries, limits.max_tool_result_chars) == (25, 3, 50_000)
+    assert (limits.max_iterations, limits.max_retries, limits.max_tool_result_chars) == (25, 3, 60_000)
     assert (limits.reserve_tokens, limits.keep_recent_tokens, limits.subagent_max_depth) == (16_384, 20_000, 3)
 
 

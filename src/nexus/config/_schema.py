@@ -143,7 +143,7 @@ class AgentLimits(Record):
 
     max_iterations: int = setting(default=25, gt=0)
     max_retries: int = setting(default=3, ge=0)
-    max_tool_result_chars: int = setting(default=50_000, gt=0)
+    max_tool_result_chars: int = setting(default=60_000, gt=0)
     timeout_ms: int = setting(default=600_000, gt=0)
     llm_timeout_s: float = setting(default=120.0, gt=0)
     bash_timeout_s: float = setting(default=120.0, gt=0)

@@ -255,7 +255,7 @@ class EngineLimits:
 
     max_iterations: int = 25
     max_retries: int = 3
-    max_tool_result_chars: int = 50_000
+    max_tool_result_chars: int = 60_000
     timeout_ms: int = 600_000
     subagent_max_depth: int = 3
     reserve_tokens: int = 16_384

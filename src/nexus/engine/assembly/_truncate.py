@@ -15,6 +15,10 @@ from nexus.llm import TextContent, ToolResultMessage, UserContent
 _IMPORTANT_TAIL = LazyPattern(r"error|exception|traceback|exit code|exit status|total|summary|failed", re.IGNORECASE)
 _TAIL_MAX = 4_000
 _SNAP = 0.2
+_NOTICE_MAX = 400
+"""The longest last line kept as a tool's own notice when the rest is cut."""
+_MARKER_ROOM = 200
+"""Room left for our marker, so that a cut result fits ``max_chars`` whole and cutting it again is a no-op."""
 
 
 def _tail_is_important(text: str) -> bool:
@@ -35,26 +39,48 @@ def _snap_tail(text: str, size: int) -> int:
     return nl + 1 if nl >= 0 else start
 
 
+def _closing_notice(text: str) -> str:
+    """A tool's own closing notice — its last line when that is one bracketed line (``[Showing lines 1-984 of
+    3000. Use offset=985 to continue.]``, bash's saved-output path, an MCP server's ``[Output truncated: …]``)."""
+    body = text.rstrip()
+    line = body[body.rfind("\n") + 1 :]
+    return line if len(line) <= _NOTICE_MAX and line.startswith("[") and line.endswith("]") else ""
+
+
+def _head_marker(removed: int, lines: int, total: int) -> str:
+    cut = f"the last {lines:,} lines ({removed:,} characters)" if lines > 1 else f"{removed:,} characters"
+    return (
+        f"\n\n[... truncated {cut} of {total:,}. The output was too long; "
+        "request a smaller part (e.g. offset/limit or a narrower command) to see the rest.]"
+    )
+
+
 def truncate_text(text: str, max_chars: int) -> tuple[str, int]:
-    """``text`` cut to about ``max_chars`` characters plus a marker; returns (text, chars removed)."""
+    """``text`` cut to at most ``max_chars`` characters, marker included; returns (text, chars removed).
+
+    Cutting what was cut changes nothing (the result fits), and a tool's own closing notice survives the
+    cut: a long result was cut three times (by the tool, the run's cap, then every view of the history),
+    each cut taking the previous one's notice, so the model never learnt how to see the rest.
+    """
     if max_chars < 0:
         raise ValueError(f"max_chars must be zero or more, got {max_chars}")
     if len(text) <= max_chars:
         return text, 0
     if _tail_is_important(text) and max_chars >= 100:
         tail_size = min(int(max_chars * 0.3), _TAIL_MAX)
-        head_end = _snap_head(text, max_chars - tail_size)
         tail_start = _snap_tail(text, tail_size)
+        room = max_chars - (len(text) - tail_start) - _MARKER_ROOM
+        head_end = _snap_head(text, max(room, 0))
         removed = tail_start - head_end
-        marker = f"\n\n[... {removed} characters omitted from the middle; showing head and tail ...]\n\n"
+        marker = f"\n\n[... {removed:,} characters omitted from the middle; showing head and tail ...]\n\n"
         return text[:head_end] + marker + text[tail_start:], removed
-    head_end = _snap_head(text, max_chars)
-    removed = len(text) - head_end
-    marker = (
-        f"\n\n[... truncated {removed} of {len(text)} characters. The output was too long; "
-        "request a smaller part (e.g. offset/limit or a narrower command) to see the rest.]"
-    )
-    return text[:head_end] + marker, removed
+    notice = _closing_notice(text) if max_chars >= 2 * _NOTICE_MAX else ""
+    body = text.rstrip()[: -len(notice)].rstrip() if notice else text
+    kept = "\n" + notice if notice else ""
+    head_end = _snap_head(body, max(max_chars - _MARKER_ROOM - len(kept), 0))
+    removed = len(body) - head_end
+    marker = _head_marker(removed, body.count("\n", head_end) + 1, len(text))
+    return text[:head_end] + marker + kept, removed
 
 
 def truncate_content(content: list[UserContent], max_chars: int) -> tuple[list[UserContent], int]:
