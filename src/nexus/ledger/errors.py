@@ -22,6 +22,11 @@ class SessionNotFound(LedgerError, LookupError):
         self.label = label
 
 
+class SessionLabelError(LedgerError, ValueError):
+    """A new session's label no door could address again (``/``, control characters, edge spaces, too long):
+    the rule of :func:`nexus.ledger.labels.label_problem`, which every door that names a session applies."""
+
+
 class SessionExistsError(LedgerError, ValueError):
     """A session (or alias) with that label already exists; labels are unique."""
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from nexus.ledger.errors import LedgerError, SessionExistsError, SessionNotFound, TurnNotFound
+from nexus.ledger.errors import LedgerError, SessionExistsError, SessionLabelError, SessionNotFound, TurnNotFound
+from nexus.ledger.labels import label_problem
 from nexus.ledger.records import NewSession
 
 if TYPE_CHECKING:
@@ -64,7 +65,8 @@ async def fork_session(
     ``of``: the session forked (label or alias); the turn must be in its history. ``label``: the new
     session's (``SessionExistsError`` when taken); ``None`` numbers one after the session. ``routing_key``
     and ``metadata`` go to the new session as given (a fork an agent's key reaches: the server's).
-    Raises ``TurnNotFound`` for an unknown turn, ``SessionNotFound`` for an unknown ``of``.
+    Raises ``TurnNotFound`` for an unknown turn, ``SessionNotFound`` for an unknown ``of``,
+    ``SessionLabelError`` for a ``label`` no door could address (``label_problem``).
     """
     if of is not None:
         source = await ledger.sessions.resolve(of)
@@ -75,6 +77,9 @@ async def fork_session(
     else:
         base = (await ledger.turns.get(turn_id)).session_label
     if label is not None:
+        problem = label_problem(label)  # the CLI and HTTP checked it; MCP and the Python API did not
+        if problem is not None:
+            raise SessionLabelError(problem)
         new = NewSession(label, origin="fork", head_turn_id=turn_id, routing_key=routing_key, metadata=metadata)
         return await ledger.sessions.create(new)
     number = 0
