@@ -71,16 +71,7 @@ def create_app(state: ServerState, config: ServerConfig | None = None, *, metric
         responses={**answers(Health), 503: {"model": Health, "description": "the ledger's database does not answer"}},
     )
     async def health() -> Any:
-        try:
-            await state.ledger.check(HEALTH_WAIT_S)
-        except LedgerError as exc:
-            down = Health(status="unavailable", version=__version__, ledger="unreachable", detail=str(exc))
-            return JSONResponse(down.model_dump(), status_code=503, headers={"Retry-After": str(HEALTH_RETRY_S)})
-        problem = state.ledger.write_problem()
-        if problem is not None:
-            detail = f"{problem}: reads work, writes answer 503 until it is fixed"
-            return {"status": "degraded", "version": __version__, "ledger": "read_only", "detail": detail}
-        return {"status": "ok", "version": __version__, "ledger": "ok"}
+        return await _health(state)
 
     app.include_router(_sessions.router)
     app.include_router(_session_edit.router)
@@ -96,6 +87,20 @@ def create_app(state: ServerState, config: ServerConfig | None = None, *, metric
     _include_serve_routes(app)
     app.state.route_methods = route_methods(app)  # OPTIONS' and 405's Allow
     return _middleware(app, settings, metrics_tokens)
+
+
+async def _health(state: ServerState) -> Any:
+    """``ok``; ``degraded`` while the ledger cannot be written (a full disk); 503 when it does not answer."""
+    try:
+        await state.ledger.check(HEALTH_WAIT_S)
+    except LedgerError as exc:
+        down = Health(status="unavailable", version=__version__, ledger="unreachable", detail=str(exc))
+        return JSONResponse(down.model_dump(), status_code=503, headers={"Retry-After": str(HEALTH_RETRY_S)})
+    problem = state.ledger.write_problem()
+    if problem is not None:
+        detail = f"{problem}: reads work, writes answer 503 until it is fixed"
+        return {"status": "degraded", "version": __version__, "ledger": "read_only", "detail": detail}
+    return {"status": "ok", "version": __version__, "ledger": "ok"}
 
 
 def _middleware(app: FastAPI, settings: ServerConfig, metrics_tokens: Sequence[str]) -> Any:
