@@ -367,3 +367,31 @@ def test_an_import_counts_in_words_and_says_when_nothing_was_a_message(tmp_path:
     path.write_text(json.dumps({**header, "id": "one-msg"}) + "\n" + json.dumps(message) + "\n", encoding="utf-8")
     again = nexus("sessions", "import", str(path))
     assert "(1 turn, 1 message)" in again.stderr and "holds no message" not in again.stderr, again.stderr
+
+
+def test_history_names_the_model_that_answered_and_why_a_turn_failed(nexus: RunNexus, isolated_env: Path) -> None:
+    # an outside trial: the header named the model that failed (not the fallback that answered); a turn whose
+    # compaction failed showed only the overflow; a turn killed before anything was journaled showed no reason
+    isolated_env.mkdir(parents=True, exist_ok=True)
+    overflow = "maximum context length is 4096 tokens; reduce the length"
+    with Ledger.open(isolated_env / "agents.db") as ledger:
+        run_inline(ledger.sessions.create(NewSession("why")))
+        answered = AssistantMessage(content=[TextContent("from the fallback")], provider="fake2", model="m2")
+        refused = AssistantMessage(content=[], stop_reason="error", error_message=overflow, provider="fake", model="m1")
+        for response, status, error in (
+            ([answered], "completed", None),
+            ([refused], "failed", {"message": "compaction_failure: summarisation failed: 401 bad key"}),
+            ([], "aborted", {"message": "the process 4242 stopped before finishing it; closed by recovery"}),
+            ([refused], "failed", {"message": overflow}),
+        ):
+            run_inline(ledger.turns.write(TurnWrite(
+                "why", None, query_messages=[UserMessage("q")], response_messages=response, status=status,
+                error=error, details=TurnDetails(model="m1", provider="fake"),
+            )))  # fmt: skip
+    shown = nexus("sessions", "history", "why")
+    assert shown.returncode == 0, shown.stderr
+    turns = shown.stdout.split("── turn ")[1:]
+    assert "[completed] fake2/m2" in turns[0]
+    assert "compaction_failure: summarisation failed: 401 bad key" in turns[1] and overflow in turns[1]
+    assert "✗ aborted: the process 4242 stopped before finishing it" in turns[2]
+    assert "✗" not in turns[3]  # its message says why already: not twice

@@ -207,11 +207,14 @@ async def _history(ledger: Ledger, args: argparse.Namespace) -> int:
             for item in stored:
                 print(json.dumps({"turn_id": turn.id, "message": message_to_dict(item.message)}))
             continue
-        print(_turn_header(turn))
+        print(_turn_header(turn, [item.message for item in stored]))
         for line in compaction_lines(compaction, raw=args.raw, short=_short) if compaction is not None else []:
             print(terminal_text(line))
         for item in stored:  # anyone who can message the agent wrote these: no raw control characters
             print(terminal_text(_render(item.message, raw=args.raw)))
+        why = _turn_error(turn, [item.message for item in stored])
+        if why is not None:
+            print(terminal_text(why))
         for record in deliveries.get(turn.id, []):
             print(delivery_line(record))
         print()
@@ -233,13 +236,32 @@ def delivery_line(record: DeliveryRecord) -> str:
     return printable(f"  ⇢ {record.status} to {where}{ids}{tries}{error}")
 
 
-def _turn_header(turn: Turn) -> str:
-    model = f" {turn.provider}/{turn.model}" if turn.model else ""
+def _turn_header(turn: Turn, messages: list[Message]) -> str:
+    """The turn's line; its model is the one that answered (a fallback's), which the turn's own record, written
+    when the turn opened, does not know."""
+    from nexus.llm import AssistantMessage
+
+    answered = next((m for m in reversed(messages) if isinstance(m, AssistantMessage) and m.model), None)
+    provider, name = (answered.provider, answered.model) if answered is not None else (turn.provider, turn.model)
+    model = f" {provider}/{name}" if name else ""
     tokens = f" {turn.total_tokens} tokens" if turn.total_tokens else ""
     if turn.usage_estimated:
         tokens = f" ~{turn.total_tokens} tokens (estimated)"
     kind = " compaction" if turn.turn_type == "compaction" else ""
     return f"── turn {turn.id} [{turn.status}{kind}]{model}{tokens} {_when(turn.started_at)}"
+
+
+def _turn_error(turn: Turn, messages: list[Message]) -> str | None:
+    """Why a failed or aborted turn ended, when no message of it says so already: a turn killed before
+    anything was journaled showed nothing, and one whose compaction failed showed only the overflow."""
+    from nexus.llm import AssistantMessage
+
+    error = turn.error.get("message") if turn.status in ("failed", "aborted") and turn.error else None
+    if not error:
+        return None
+    said = {m.error_message for m in messages if isinstance(m, AssistantMessage) and m.error_message}
+    text = " ".join(str(error).split())
+    return None if text in {" ".join(s.split()) for s in said} else f"  ✗ {turn.status}: {text}"
 
 
 def typed_text(text: str) -> str:
