@@ -24,7 +24,13 @@ pytestmark = pytest.mark.slow
 def _inspect(*args: str, cwd: Path) -> Any:
     inspector = npm_server("mcp-inspector")
     done = subprocess.run(
-        [str(inspector), "--cli", *args], cwd=cwd, capture_output=True, text=True, timeout=180, check=False
+        # its 15 s connect timeout ran out at load 17 before `nexus mcp serve` had started: 120 s
+        [str(inspector), "--cli", "--connect-timeout", "120000", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return json.loads(done.stdout)

@@ -227,10 +227,11 @@ async def test_two_routers_on_one_database_share_the_index(
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
-async def test_a_task_with_a_nul_character_is_refused_on_both_backends(
+async def test_a_nul_in_a_task_reads_as_a_space_on_both_backends(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    """PostgreSQL's text cannot hold NUL: the decision's record failed there with a database error."""
+    """PostgreSQL's text cannot hold NUL (the decision's record failed there with a database error); it was then
+    refused on both, while a message's content may hold one (every door takes it): it now reads as a space."""
     if backend == "sqlite":
         ledger = Ledger.open(tmp_path / "agents.db")
     else:
@@ -238,11 +239,14 @@ async def test_a_task_with_a_nul_character_is_refused_on_both_backends(
     router = await asyncio.to_thread(Router, ledger, embedder=None)
     try:
         await _pg_turn(ledger, "auth", "Add rate limiting to the login endpoint", NOW_MS - 2000)
-        with pytest.raises(RoutingError, match="a NUL character at 8"):
-            await asyncio.to_thread(router.route, "rate lim\x00it the login")
-        assert await asyncio.to_thread(router.decisions.decisions) == []
-        fine = await asyncio.to_thread(router.route, "rate limit the login")
-        assert fine.decision_id is not None
+        with_nul = await asyncio.to_thread(router.route, "rate lim\x00it the login")
+        plain = await asyncio.to_thread(router.route, "rate lim it the login")
+        assert with_nul.decision_id is not None and with_nul.mode == plain.mode
+        assert with_nul.checkpoint == plain.checkpoint and with_nul.confidence == pytest.approx(plain.confidence)
+        recorded = {d.id: d.task for d in await asyncio.to_thread(router.decisions.decisions)}
+        assert recorded[with_nul.decision_id] == "rate lim it the login"
+        with pytest.raises(RoutingError, match="the task is empty"):
+            await asyncio.to_thread(router.route, "\x00 \x00")
     finally:
         await asyncio.to_thread(router.close)
         if backend == "sqlite":
