@@ -300,3 +300,28 @@ def test_a_mutable_default_and_an_unannotated_field_are_refused(deco: Decorator)
         @deco
         class Unannotated:
             a = dataclasses.field(default=1)
+
+
+def test_a_slotted_class_is_made_with_its_methods_in_place() -> None:
+    # Each assignment to a class re-derives its type slots; the standard decorator assigns a dozen names after
+    # making the class, then makes it again for the slots. A slotted class is made once more, with all of them.
+    assigned: list[str] = []
+
+    class Watched(type):
+        def __setattr__(cls, name: str, value: Any) -> None:
+            assigned.append(name)
+            super().__setattr__(name, value)
+
+    @dataclass(slots=True, frozen=True)
+    class Point(metaclass=Watched):
+        """A point."""
+
+        x: int
+        y: int = 0
+
+    assert assigned == []
+    assert Point(1) == Point(1, 0) and hash(Point(1)) == hash(Point(1, 0))
+    assert repr(Point(1)).endswith(".Point(x=1, y=0)")
+    assert Point.__slots__ == ("x", "y") and type(Point) is Watched
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Point(1).x = 2  # type: ignore[misc]

@@ -9,7 +9,8 @@ start-up after the libraries it cannot do without.
 This decorator makes the class what the standard one makes with ``init=False, repr=False, eq=False``
 and ``frozen=False`` (a real dataclass: ``fields``, ``replace``, ``asdict`` and ``__match_args__``
 work as before; a class of the usual kind gets its fields here, without the standard decorator's
-per-field annotation lookups, any other is handed to it) and adds the methods itself: ``__repr__``,
+per-field annotation lookups, and a slotted one is made anew once, with its methods in its namespace; any other
+is handed to it) and adds the methods itself: ``__repr__``,
 ``__eq__``, ``__hash__`` and the frozen guards are shared functions bound to a few per-class
 values; the first ``WARM_CALLS`` instances are filled by a shared ``__init__``, after which the
 class's own is compiled, to the same code the standard decorator would have written, so a class in
@@ -72,16 +73,48 @@ def _process(cls: type[T], *, slots: bool, frozen: bool, kw_only: bool, eq: bool
         # ``object.__init__``'s text signature with ``tokenize`` (whose first use compiles its large
         # pattern, ~10 M instructions) only to say "()".
         cls.__doc__ = f"{cls.__name__}()"
-    made = _fields_only(cls, slots=slots, kw_only=kw_only) if FIELDS_HERE else None
-    if made is None:
-        made = dataclasses.dataclass(cls, init=False, repr=False, eq=False, slots=slots, kw_only=kw_only)
-        if any("InitVar" in str(annotation) for annotation in inspect.get_annotations(made).values()):
+    fields = _usual_fields(cls, kw_only=kw_only) if FIELDS_HERE else None
+    home: list[type] = []  # the finished class, for the methods that need it (a slotted class is made anew)
+    if fields is None:
+        cls = dataclasses.dataclass(cls, init=False, repr=False, eq=False, slots=slots, kw_only=kw_only)
+        if any("InitVar" in str(annotation) for annotation in inspect.get_annotations(cls).values()):
             raise TypeError(f"{cls.__qualname__}: InitVar is not supported here; use dataclasses.dataclass")
-    cls = made
-    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-    _check_init_order(cls, fields)
+        home.append(cls)
+        members = _methods(home, cls.__qualname__, dataclasses.fields(cls), own, slots=slots, frozen=frozen, eq=eq)  # type: ignore[arg-type]
+        for name, value in members.items():
+            setattr(cls, name, value)
+        return cls
+    members = _methods(home, cls.__qualname__, tuple(fields.values()), own, slots=slots, frozen=frozen, eq=eq)
+    members["__dataclass_params__"] = _params(slots, kw_only)
+    members["__dataclass_fields__"] = fields
+    if "__match_args__" not in own:
+        members["__match_args__"] = tuple(f.name for f in fields.values() if f.init and not f.kw_only)
+    if not cls.__doc__:
+        try:
+            signature = str(inspect.signature(cls)).replace(" -> None", "")
+        except (TypeError, ValueError):
+            signature = ""
+        members["__doc__"] = cls.__name__ + signature
+    cls = _slotted(cls, fields, members) if slots else _unslotted(cls, fields, members)
+    home.append(cls)
+    abc.update_abstractmethods(cls)
+    return cls
+
+
+def _methods(
+    home: list[type],
+    qualname: str,
+    fields: tuple[dataclasses.Field[Any], ...],
+    own: Any,
+    *,
+    slots: bool,
+    frozen: bool,
+    eq: bool,
+) -> dict[str, Any]:
+    """The methods the decorator adds to the class (``home[0]`` once it is made), by name."""
+    _check_init_order(fields)
     methods: dict[str, Any] = {
-        "__init__": _first_init(cls),
+        "__init__": _first_init(home, qualname),
         "__repr__": _make_repr([f.name for f in fields if f.repr]),
         "__nexus_frozen__": frozen,
     }
@@ -94,13 +127,11 @@ def _process(cls: type[T], *, slots: bool, frozen: bool, kw_only: bool, eq: bool
             methods["__hash__"] = (_make_hash(key if hashed == compared else _key(hashed))) if frozen else None
     if frozen:
         names = frozenset(f.name for f in fields)
-        methods["__setattr__"] = _make_frozen_setattr(cls, names)
-        methods["__delattr__"] = _make_frozen_delattr(cls, names)
+        methods["__setattr__"] = _make_frozen_setattr(home, names)
+        methods["__delattr__"] = _make_frozen_delattr(home, names)
         if slots:
             methods["__getstate__"], methods["__setstate__"] = _getstate, _setstate
-    for name, value in methods.items():
-        setattr(cls, name, value)
-    return cls
+    return methods
 
 
 # --------------------------------------------------------------------------- fields, without the standard checks' cost
@@ -143,55 +174,78 @@ def _field_kind() -> Any:
 _FIELD = _field_kind() if FIELDS_HERE else None
 
 
-def _fields_only(cls: type[T], *, slots: bool, kw_only: bool) -> type[T] | None:
-    """``dataclasses.dataclass(cls, init=False, repr=False, eq=False, slots=slots, kw_only=kw_only)`` for a class
-    of the usual kind (string annotations naming no ``ClassVar``/``InitVar``/``KW_ONLY``, no dataclass base),
-    made as the standard decorator makes it; None for any other class (the caller asks the standard one)."""
-    annotations = inspect.get_annotations(cls)  # what the standard decorator reads: this class's own
+def _usual_fields(cls: type, *, kw_only: bool) -> dict[str, dataclasses.Field[Any]] | None:
+    """The fields ``dataclasses.dataclass(cls, kw_only=kw_only)`` would make, for a class of the usual kind (string
+    annotations naming no ``ClassVar``/``InitVar``/``KW_ONLY``, no dataclass base, no mutable default, no field
+    without annotation); None for any other class (the caller asks the standard decorator)."""
+    own = cls.__dict__
+    annotations = own.get("__annotations__", {})  # what the standard decorator reads: this class's own
     try:
         text = "\n".join(annotations.values())  # one search of all of them: a generator per field costs more
     except TypeError:
         return None  # an annotation that is not a string
     if any(word in text for word in _UNUSUAL) or any(hasattr(base, "__dataclass_fields__") for base in cls.__mro__[1:]):
         return None
+    missing = dataclasses.MISSING
     fields: dict[str, dataclasses.Field[Any]] = {}
     for name, annotation in annotations.items():
-        default: Any = getattr(cls, name, dataclasses.MISSING)
+        default: Any = getattr(cls, name, missing)
         if isinstance(default, dataclasses.Field):
             f = default
+            if f.kw_only is missing:
+                f.kw_only = kw_only
         else:
-            if isinstance(default, types.MemberDescriptorType):  # a slot of a base: no default
-                default = dataclasses.MISSING
-            f = dataclasses.field(default=default)
-        if f.default is not dataclasses.MISSING and f.default.__class__.__hash__ is None:
+            if default.__class__ is _SLOT:  # a slot of a base: no default
+                default = missing
+            f = _Field(default, missing, True, True, None, True, None, kw_only)
+        if f.default is not missing and f.default.__class__.__hash__ is None:
             return None  # a mutable default: the standard decorator says why it refuses it
         f.name, f.type = name, annotation
         f._field_type = _FIELD  # type: ignore[attr-defined]
-        if f.kw_only is dataclasses.MISSING:
-            f.kw_only = kw_only
         fields[name] = f
-    for key, value in cls.__dict__.items():
+    for key, value in own.items():
         if isinstance(value, dataclasses.Field) and key not in annotations:
             return None  # a field without annotation: refused there
+    return fields
+
+
+_Field: Any = dataclasses.Field  # its constructor, without ``field``'s keyword handling
+_SLOT = types.MemberDescriptorType
+
+
+def _slotted(cls: type[T], fields: dict[str, dataclasses.Field[Any]], members: dict[str, Any]) -> type[T]:
+    """``cls`` made anew with a slot for each field and ``members`` in its namespace: what the standard
+    ``_add_slots`` does, with the methods in place from the start instead of set one by one afterwards (each
+    assignment to a class re-derives its type slots)."""
+    namespace = dict(cls.__dict__)
+    if "__slots__" in namespace:
+        raise TypeError(f"{cls.__name__} already specifies __slots__")
+    inherited: set[str] = set()
+    for base in cls.__mro__[1:-1]:
+        inherited.update(dataclasses._get_slots(base))  # type: ignore[attr-defined]
+    namespace["__slots__"] = tuple(name for name in fields if name not in inherited)
+    for name in fields:
+        namespace.pop(name, None)
+    namespace.pop("__dict__", None)
+    namespace.pop("__weakref__", None)
+    namespace.update(members)
+    namespace["__qualname__"] = cls.__qualname__
+    metaclass: Any = type(cls)
+    made: type[T] = metaclass(cls.__name__, cls.__bases__, namespace)
+    return made
+
+
+def _unslotted(cls: type[T], fields: dict[str, dataclasses.Field[Any]], members: dict[str, Any]) -> type[T]:
+    """``cls`` with ``members`` set, and each field's class attribute what the standard decorator leaves: the
+    default, or nothing for a field without one."""
     for f in fields.values():
-        if isinstance(getattr(cls, f.name, None), dataclasses.Field):
+        if isinstance(cls.__dict__.get(f.name), dataclasses.Field):
             if f.default is dataclasses.MISSING:
                 delattr(cls, f.name)
             else:
                 setattr(cls, f.name, f.default)
-    cls.__dataclass_params__ = _params(slots, kw_only)  # type: ignore[attr-defined]
-    cls.__dataclass_fields__ = fields  # type: ignore[attr-defined]
-    if not cls.__doc__:
-        try:
-            signature = str(inspect.signature(cls)).replace(" -> None", "")
-        except (TypeError, ValueError):
-            signature = ""
-        cls.__doc__ = cls.__name__ + signature
-    if "__match_args__" not in cls.__dict__:
-        cls.__match_args__ = tuple(f.name for f in fields.values() if f.init and not f.kw_only)  # type: ignore[attr-defined,misc]
-    if slots:
-        cls = dataclasses._add_slots(cls, False, False)  # type: ignore[attr-defined]
-    abc.update_abstractmethods(cls)
+    for name, value in members.items():
+        setattr(cls, name, value)
     return cls
 
 
@@ -205,7 +259,7 @@ def _object_signature(cls: type) -> bool:
     )
 
 
-def _check_init_order(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> None:
+def _check_init_order(fields: tuple[dataclasses.Field[Any], ...]) -> None:
     """TypeError for what the standard decorator refuses when it writes ``__init__``."""
     seen_default = False
     for f in fields:
@@ -230,12 +284,14 @@ _Plan = tuple[tuple[str, ...], frozenset[str], frozenset[str], tuple[tuple[str, 
 (name, is a parameter, factory or None, default) in field order, frozen, has ``__post_init__``."""
 
 
-def _first_init(cls: type) -> Callable[..., None]:
+def _first_init(home: list[type], qualname: str) -> Callable[..., None]:
+    """The class's ``__init__`` until it is compiled; ``home`` holds the class once it is made."""
     plan: _Plan | None = None
     calls = 0
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         nonlocal plan, calls
+        cls = home[0]
         calls += 1
         if calls <= WARM_CALLS:
             if plan is None:
@@ -246,7 +302,7 @@ def _first_init(cls: type) -> Callable[..., None]:
         setattr(cls, "__init__", init)  # noqa: B010  (mypy: no assigning a method)
         init(self, *args, **kwargs)
 
-    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    __init__.__qualname__ = f"{qualname}.__init__"
     return __init__
 
 
@@ -415,18 +471,18 @@ def _make_repr(names: list[str]) -> Callable[[Any], str]:
     return __repr__
 
 
-def _make_frozen_setattr(cls: type, names: frozenset[str]) -> Callable[[Any, str, Any], None]:
+def _make_frozen_setattr(home: list[type], names: frozenset[str]) -> Callable[[Any, str, Any], None]:
     def __setattr__(self: Any, name: str, value: Any) -> None:
-        if type(self) is cls or name in names:
+        if type(self) is home[0] or name in names:
             raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
         object.__setattr__(self, name, value)  # nexus's dataclasses have no base but object
 
     return __setattr__
 
 
-def _make_frozen_delattr(cls: type, names: frozenset[str]) -> Callable[[Any, str], None]:
+def _make_frozen_delattr(home: list[type], names: frozenset[str]) -> Callable[[Any, str], None]:
     def __delattr__(self: Any, name: str) -> None:
-        if type(self) is cls or name in names:
+        if type(self) is home[0] or name in names:
             raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
         object.__delattr__(self, name)
 
