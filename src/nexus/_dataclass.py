@@ -88,7 +88,7 @@ def _process(cls: type[T], *, slots: bool, frozen: bool, kw_only: bool, eq: bool
     members["__dataclass_params__"] = _params(slots, kw_only)
     members["__dataclass_fields__"] = fields
     if "__match_args__" not in own:
-        members["__match_args__"] = tuple(f.name for f in fields.values() if f.init and not f.kw_only)
+        members["__match_args__"] = tuple([f.name for f in fields.values() if f.init and not f.kw_only])
     if not cls.__doc__:
         try:
             signature = str(inspect.signature(cls)).replace(" -> None", "")
@@ -126,7 +126,7 @@ def _methods(
             hashed = [f.name for f in fields if (f.compare if f.hash is None else f.hash)]
             methods["__hash__"] = (_make_hash(key if hashed == compared else _key(hashed))) if frozen else None
     if frozen:
-        names = frozenset(f.name for f in fields)
+        names = frozenset([f.name for f in fields])
         methods["__setattr__"] = _make_frozen_setattr(home, names)
         methods["__delattr__"] = _make_frozen_delattr(home, names)
         if slots:
@@ -184,12 +184,13 @@ def _usual_fields(cls: type, *, kw_only: bool) -> dict[str, dataclasses.Field[An
         text = "\n".join(annotations.values())  # one search of all of them: a generator per field costs more
     except TypeError:
         return None  # an annotation that is not a string
-    if any(word in text for word in _UNUSUAL) or any(hasattr(base, "__dataclass_fields__") for base in cls.__mro__[1:]):
+    bases = cls.__mro__[1:-1]  # besides object: usually none (generators and failed lookups cost more than the rest)
+    if [word for word in _UNUSUAL if word in text] or any([hasattr(base, "__dataclass_fields__") for base in bases]):
         return None
     missing = dataclasses.MISSING
     fields: dict[str, dataclasses.Field[Any]] = {}
     for name, annotation in annotations.items():
-        default: Any = getattr(cls, name, missing)
+        default: Any = getattr(cls, name, missing) if bases else own.get(name, missing)
         if isinstance(default, dataclasses.Field):
             f = default
             if f.kw_only is missing:
@@ -223,7 +224,7 @@ def _slotted(cls: type[T], fields: dict[str, dataclasses.Field[Any]], members: d
     inherited: set[str] = set()
     for base in cls.__mro__[1:-1]:
         inherited.update(dataclasses._get_slots(base))  # type: ignore[attr-defined]
-    namespace["__slots__"] = tuple(name for name in fields if name not in inherited)
+    namespace["__slots__"] = tuple([name for name in fields if name not in inherited])
     for name in fields:
         namespace.pop(name, None)
     namespace.pop("__dict__", None)
