@@ -38,7 +38,6 @@ from nexus.engine.types import (
 )
 from nexus.engine.wiring._labels import SessionLabels
 from nexus.engine.wiring._start import StartRequest, aborted_before_start
-from nexus.engine.wiring.mcp_tools import prepare_mcp_tools
 from nexus.engine.wiring.models import limits_from_config, preflight, resolve_model, unreachable_model_problem
 from nexus.engine.wiring.spawn import SPAWN_TOOL_NAME, EngineSpawner, Spawner, spawn_agent_tool
 from nexus.ledger import DEFAULT_SESSION, NewSession, TurnNotSavedError
@@ -103,7 +102,7 @@ class Runtime:
     def __post_init__(self) -> None:
         if self.limits is _FROM_CONFIG or self.limits is None:
             self.limits = limits_from_config(self.config)
-        if self.mcp is None:
+        if self.mcp is None and self.config.mcp.enabled():  # no server, no module: most runs
             from nexus.engine.wiring.mcp_tools import mcp_servers_for
 
             self.mcp = mcp_servers_for(self.config)
@@ -230,7 +229,10 @@ class Runtime:
         self, session_label: str, role: AgentRole, agent_tools: Sequence[str] | None, signal: AbortSignal | None
     ) -> None:
         """Start the MCP servers a run could use (see :mod:`.mcp_tools`); a run's start does it before assembly."""
-        await prepare_mcp_tools(self.mcp, session_label, role, agent_tools, signal)
+        if self.mcp is not None:
+            from nexus.engine.wiring.mcp_tools import prepare_mcp_tools
+
+            await prepare_mcp_tools(self.mcp, session_label, role, agent_tools, signal)
 
     async def assemble(
         self,
