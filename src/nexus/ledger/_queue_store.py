@@ -7,7 +7,8 @@ in the same event-loop iteration are committed together: the first schedules a f
 ``call_soon``, the rest join it, and each caller resumes once the shared transaction committed. On
 SQLite the flush commits inline in that callback; on a database reached over the network it runs as
 a task, and writes arriving meanwhile form the next group. If one write of a group fails (a claim of a
-finished item), the group is run again with a savepoint per write, so that write fails alone.
+finished item), the group is run again with a savepoint per write, so that write fails alone. A broker's
+turn write joins the group too (:meth:`SqlQueueStore.grouped`).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ class _Write:
     request: AcceptRequest | None = None
     claim: Sequence[str] = field(default_factory=tuple)
     lease: Lease | None = None
-    move: Callable[[Any], None] | None = None
+    move: Callable[[Any], object] | None = None
     overflow_of: str | None = None
     """A claim's session label when the claim also takes the session's owed ``[Queue overflow]`` items."""
 
@@ -194,6 +195,31 @@ class SqlQueueStore:
         """A settle or release, committed with the accepts and claims of its group (after them)."""
         await self._submit(_Write(self._future(), move=move))
 
+    async def grouped(self, write: Callable[[Any], T]) -> T:
+        """Run ``write(conn)`` in the next group's transaction, after its accepts and claims, and return what it
+        returned once that committed: a broker's turn write shares the commit (its WAL frames, locks and system
+        calls) with the queue writes of the same loop round instead of paying for one of its own.
+
+        ``write`` follows the rules of a :meth:`SqlDatabase.write` function (it may run more than once). One of
+        :data:`_ONE_WRITES` fails it alone (the group runs again, a savepoint a write); a full or busy database
+        fails every write of the group, each caller hearing it. Waited for through a cancellation of the caller
+        (as ``asyncio.shield``; re-raised once the group is done): a caller must not go on believing a write
+        undone that commits a moment later."""
+        future: asyncio.Future[T] = self._submit(_Write(self._future(), move=write))
+        cancelled = False
+        while True:
+            try:
+                result = await asyncio.shield(future)
+            except asyncio.CancelledError:
+                if future.done():
+                    raise
+                cancelled = True
+                continue
+            break
+        if cancelled:
+            raise asyncio.CancelledError
+        return result
+
     async def take_overflow(
         self, session_label: str, batch: Sequence[str], *, lease: Lease | None = None
     ) -> list[tuple[QueueItem, int]]:
@@ -270,9 +296,9 @@ def _in_bulk(conn: Any, group: list[_Write]) -> list[object]:
     for index, write in enumerate(group):
         if write.overflow_of is not None and write.claim:  # after every claim: take_overflow reads their rows
             outcomes[index] = take_overflow_in(conn, write.overflow_of, write.claim)
-    for write in group:
+    for index, write in enumerate(group):
         if write.move is not None:
-            write.move(conn)
+            outcomes[index] = write.move(conn)
     _wake(conn, outcomes)
     return outcomes
 
@@ -321,8 +347,7 @@ def _one_by_one(conn: Any, group: list[_Write]) -> list[object]:
             if write.request is not None:
                 outcomes.append(accept_at(conn, write.request, now))
             elif write.move is not None:
-                write.move(conn)
-                outcomes.append(None)
+                outcomes.append(write.move(conn))
             else:
                 claim_in(conn, write.claim, write.lease)
                 owed = None if write.overflow_of is None else take_overflow_in(conn, write.overflow_of, write.claim)

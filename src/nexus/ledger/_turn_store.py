@@ -8,7 +8,7 @@ histories, windows): rows of finished turns never change, so a long-lived proces
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,9 @@ JOURNAL_WAIT_S = 1.0
 best effort (the run goes on without it), the final write waits the full ``NEXUS_DB_WAIT_S``."""
 
 _OPEN = OPEN_TURNS
+
+Via = Callable[[Callable[[Any], str]], Awaitable[str]]
+"""Runs a turn write's transaction function where it commits with others and returns its result (see ``write``)."""
 
 
 def journal_wait() -> float:
@@ -90,14 +93,22 @@ class SqlTurnStore:
         if rows:
             await self._db.run_write(lambda c: _turn_ops.journal_in(c, rows), wait_s=journal_wait(), row_locks=True)
 
-    async def write(self, turn: TurnWrite) -> str:
+    async def write(self, turn: TurnWrite, *, via: Via | None = None) -> str:
         """Write a finished turn in one transaction and move the pointer; a failed final write of an
-        opened turn saves its outcome to a rescue file (``TurnNotSavedError`` names it)."""
+        opened turn saves its outcome to a rescue file (``TurnNotSavedError`` names it).
+
+        ``via``: what runs the transaction's function instead of a transaction of its own (the queue's
+        :meth:`~nexus.ledger._queue_store.SqlQueueStore.grouped`, for a broker's turn); it returns once that
+        committed. This store's memory of what is written (origins, prompts, kept rows) is updated only then."""
         _turn_ops.check_write(turn)
         rows = WrittenRows()
         try:
             origins = self._origins.write()
-            written = await self._db.run_write(lambda c: _turn_ops.write_in(c, turn, origins, rows), row_locks=True)
+
+            def fn(conn: Any) -> str:
+                return _turn_ops.write_in(conn, turn, origins, rows)
+
+            written = await (self._db.run_write(fn, row_locks=True) if via is None else via(fn))
         except (LedgerFullError, LedgerBusyError) as exc:
             if turn.turn_id is None:
                 raise

@@ -38,12 +38,13 @@ from nexus.agent import (
 from nexus.engine.assembly._sessions import SessionCache
 from nexus.engine.assembly._window import ContextWindow
 from nexus.engine.assembly.repair import truncate_result
+from nexus.engine.execution import ledger_map
 from nexus.engine.execution._journal import TurnJournal
 from nexus.engine.execution._outcome import is_overflow, run_outcome
 from nexus.engine.execution._steering import RunSteering
 from nexus.engine.execution._tool_calls import ToolCallLog
 from nexus.engine.execution._turn_open import open_turn
-from nexus.engine.execution._writer import ACTIVE_RUN, off_loop
+from nexus.engine.execution._writer import ACTIVE_RUN, inline_ok, off_loop
 from nexus.engine.execution.events import (
     EventChannel,
     ExecutionState,
@@ -53,7 +54,7 @@ from nexus.engine.execution.events import (
     RunStartEvent,
     StateEvent,
 )
-from nexus.engine.execution.ledger_map import history_turn_ids, run_compactions, write_result
+from nexus.engine.execution.ledger_map import run_compactions
 from nexus.engine.execution.scope import CURRENT_RUN, RunHost, RunScope
 from nexus.engine.types import (
     AgentError,
@@ -65,7 +66,7 @@ from nexus.engine.types import (
     EngineLimits,
     RunStopReason,
 )
-from nexus.ledger import StoredMessage
+from nexus.ledger import StoredMessage, TurnWrite
 from nexus.llm import (
     AbortSignal,
     AssistantMessage,
@@ -299,7 +300,7 @@ class EngineRun:
             assert isinstance(failed, AssistantMessage)
             messages.pop()  # the failed call is retried on a smaller context, not kept
             self.llm_calls -= 1
-            error = await self.window.recover(_llm(messages), self.signal, failed.error_message)
+            error = await self.window.recover(ledger_map.llm_messages(messages), self.signal, failed.error_message)
             if error is not None or self.signal.aborted:
                 messages.append(failed)
                 self.final_error = error
@@ -324,7 +325,7 @@ class EngineRun:
 
     async def transform(self, messages: list[LoopMessage], signal: AbortSignal) -> list[LoopMessage]:
         """Before every model call: proactive compaction if due, then the repaired, capped payload."""
-        conversation = _llm(messages)
+        conversation = ledger_map.llm_messages(messages)
         await self.window.maybe_compact(conversation, self.signal)
         return self.window.payload(conversation)  # type: ignore[return-value]  # a fresh list each call
 
@@ -436,7 +437,7 @@ class EngineRun:
         Message ids are the ordinals here; :meth:`persist` replaces the messages with the
         ledger's rows once the turn is written, so the ids are the ledger's.
         """
-        response = _llm(self.agent_ctx.messages[self.history_len + 1 :])
+        response = ledger_map.llm_messages(self.agent_ctx.messages[self.history_len + 1 :])
         turn = [self.ctx.current_message, *response]
         stop_reason, error = self.outcome(response)
         turn_id = self.turn_id or ""
@@ -456,7 +457,7 @@ class EngineRun:
     async def load_owners(self) -> None:
         """Which turn each history message belongs to, read once a run compacted (see ``history_turn_ids``)."""
         if self.window.compactions and self.ledger is not None and self.turn_id is not None:
-            self.owners = await history_turn_ids(self.ledger, self.ctx.session_label, self.ctx.history)
+            self.owners = await ledger_map.history_turn_ids(self.ledger, self.ctx.session_label, self.ctx.history)
 
     def outcome(self, response: list[Message]) -> tuple[RunStopReason, AgentError | None]:
         """Seed 000's stop reason (and error) from how the loop ended (see ``_outcome``)."""
@@ -470,27 +471,28 @@ class EngineRun:
         )
 
     async def persist_off_loop(self, result: AgentResult) -> None:
-        """:meth:`persist` on the ledger writer thread (after every journal write the run queued)."""
+        """:meth:`persist` on the ledger writer thread (after every journal write the run queued); a broker's turn
+        on SQLite, when it would run inline, joins the queue's next group commit instead (``write_result_grouped``)."""
         if self.ledger is None or self.turn_id is None:
             return
         if self.journal is not None:
             self.journal.stop()
-        await off_loop(lambda: self.persist(result), inline=self.ledger.inline)
+        if self.ctx.queue_item_ids and self.ledger.inline and inline_ok():
+            closing = self.closing(result, self.turn_id)
+            result.messages = await ledger_map.write_result_grouped(self.ledger, closing, self.ctx.run_id)
+        else:
+            await off_loop(lambda: self.persist(result), inline=self.ledger.inline)
 
     def persist(self, result: AgentResult) -> None:
         """Close the opened turn with the result (one transaction); then the result's messages are the ledger's."""
+        if self.ledger is not None and self.turn_id is not None:  # else no journal either
+            turn_id = ledger_map.write_result(self.ledger, self.closing(result, self.turn_id), self.ctx.run_id)
+            result.messages = self.ledger.run_here(lambda here: here.turns.messages(turn_id))
+
+    def closing(self, result: AgentResult, turn_id: str) -> TurnWrite:
+        """Stop journaling (waits for a journal write in progress); the write closing ``turn_id`` with ``result``."""
         if self.journal is not None:
             self.journal.close()
-        if self.ledger is None or self.turn_id is None:
-            return
-        response = _llm(self.agent_ctx.messages[self.history_len + 1 :])
-        steering = self.steering
-        turn_id = write_result(self.ledger, self.ctx, self.turn_id, result, response, result.compaction,
-                               steering.delivered_ids, steering.response_sources(len(response)),
-                               self.abort_reason())  # fmt: skip
-        result.messages = self.ledger.run_here(lambda here: here.turns.messages(turn_id))
-
-
-def _llm(messages: list[Any]) -> list[Message]:
-    """The conversation as ``nexus.llm`` messages (the engine adds no custom message kinds)."""
-    return [m for m in messages if isinstance(m, (UserMessage, AssistantMessage, ToolResultMessage))]
+        response, steering = ledger_map.llm_messages(self.agent_ctx.messages[self.history_len + 1 :]), self.steering
+        return ledger_map.result_record(self.ctx, turn_id, result, response, result.compaction, steering.delivered_ids,
+                                        steering.response_sources(len(response)), self.abort_reason())  # fmt: skip

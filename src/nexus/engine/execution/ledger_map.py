@@ -11,14 +11,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import asdict, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nexus.engine.types import AgentError, AgentResult, AssembledContext
 from nexus.ledger import USAGE_ESTIMATED_KEY, HeadMovedError, TurnDetails, TurnWrite
-from nexus.llm import Message, ToolResultMessage
+from nexus.llm import AssistantMessage, Message, ToolResultMessage, UserMessage
 
 if TYPE_CHECKING:
-    from nexus.ledger import CompactionRecord, Ledger, Turn
+    from nexus.ledger import CompactionRecord, Ledger, StoredMessage, Turn
 
 log = logging.getLogger("nexus.engine")
 
@@ -139,8 +139,12 @@ def compaction_records(
     return records
 
 
-def write_result(
-    ledger: Ledger,
+def llm_messages(messages: Sequence[Any]) -> list[Message]:
+    """The conversation as ``nexus.llm`` messages (the engine adds no custom message kinds)."""
+    return [m for m in messages if isinstance(m, (UserMessage, AssistantMessage, ToolResultMessage))]
+
+
+def result_record(
     ctx: AssembledContext,
     turn_id: str,
     result: AgentResult,
@@ -149,20 +153,17 @@ def write_result(
     steer_ids: Sequence[str] = (),
     sources: Sequence[str | None] = (),
     abort_reason: str | None = None,
-) -> str:
-    """Close the opened turn with the run's outcome in one transaction; returns the turn id.
+) -> TurnWrite:
+    """The write that closes the opened turn with the run's outcome (:func:`write_result` writes it).
 
     The broker queue items the turn consumed — its batch (``ctx.queue_item_ids``) and the steers
     injected into it (``steer_ids``; ids that name no queue item are ignored) — are marked
     delivered in that same transaction. ``sources[i]`` is the ``source`` of response message ``i``
     when it is a steer. ``abort_reason``: why an aborted run was aborted (its turn's ``error``).
-
-    If another writer moved the session head meanwhile (the one-run-per-session rule was
-    broken by the caller), the turn is kept as a side branch instead of being lost.
     """
     if compaction is not None:
         compaction.summarized_through_turn_id = compaction.summarized_through_turn_id or turn_id
-    record = TurnWrite(
+    return TurnWrite(
         ctx.session_label,
         turn_id,
         response_messages=list(response),
@@ -177,11 +178,36 @@ def write_result(
         lease_fence=ctx.lease_fence,
         details=TurnDetails(model=ctx.model, provider=ctx.provider, metadata=turn_metadata(result)),
     )
+
+
+def write_result(ledger: Ledger, record: TurnWrite, run_id: str) -> str:
+    """Close the opened turn (:func:`result_record`) in one transaction; returns the turn id.
+
+    If another writer moved the session head meanwhile (the one-run-per-session rule was
+    broken by the caller), the turn is kept as a side branch instead of being lost.
+    """
     try:
         return ledger.run_here(lambda here: here.turns.write(record))
     except HeadMovedError:
-        log.warning(
-            "session %s moved during run %s; turn %s kept as a side branch", ctx.session_label, ctx.run_id, turn_id
-        )
+        _moved(record, run_id)
         branch = replace(record, if_head_moved="branch")
         return ledger.run_here(lambda here: here.turns.write(branch))
+
+
+async def write_result_grouped(ledger: Ledger, record: TurnWrite, run_id: str) -> list[StoredMessage]:
+    """:func:`write_result` for a broker's turn on the event loop, then the turn's stored messages: the write joins
+    the queue's next group commit (``SqlQueueStore.grouped``), one transaction with the accepts and claims of that
+    loop round instead of one of its own (a commit's WAL frames, locks and system calls)."""
+    grouped = ledger.queue.grouped
+    try:
+        turn_id = await ledger.turns.write(record, via=grouped)
+    except HeadMovedError:
+        _moved(record, run_id)
+        turn_id = await ledger.turns.write(replace(record, if_head_moved="branch"), via=grouped)
+    return await ledger.turns.messages(turn_id)
+
+
+def _moved(record: TurnWrite, run_id: str) -> None:
+    log.warning(
+        "session %s moved during run %s; turn %s kept as a side branch", record.session_label, run_id, record.turn_id
+    )

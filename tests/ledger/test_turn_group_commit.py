@@ -1,0 +1,157 @@
+"""A broker turn's final write joins the queue's group commit (``turns.write(..., via=ledger.queue.grouped)``):
+one transaction with the accepts and claims of its loop round, every caller told its own outcome, and the turn
+store's memory of what is written updated only once the group committed."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nexus.ledger import Ledger, LedgerFullError, NewSession, TurnDetails, TurnOpen, TurnWrite
+from nexus.ledger._sql_db import run_inline
+from nexus.ledger.errors import HeadMovedError, TurnNotSavedError
+from nexus.ledger.records import AcceptRequest
+from nexus.testing.conformance.support import reply, user
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[Ledger]:
+    with Ledger.open(tmp_path / "agents.db") as ledger:
+        run_inline(ledger.sessions.ensure(NewSession("agent:worker")))  # the queue's session
+        yield ledger
+
+
+def opened(ledger: Ledger, session: str) -> str:
+    """A session with one closed turn and an opened one (a run's); the opened turn's id."""
+    run_inline(ledger.sessions.ensure(NewSession(session)))
+    first = TurnWrite(session, None, query_messages=[user("q1")], response_messages=[reply("a1")])
+    run_inline(ledger.turns.write(first))
+    return run_inline(ledger.turns.open(TurnOpen(session, [user("q2")], TurnDetails(model="m", provider="p"))))
+
+
+def closing(session: str, turn_id: str, text: str) -> TurnWrite:
+    """The run's final write; its reply names a model no earlier turn did (a new ``origins`` row)."""
+    answer = replace(reply(text), model="other-model")
+    return TurnWrite(session, turn_id, response_messages=[answer], status="completed", stop_reason="end_turn")
+
+
+async def accept(ledger: Ledger, n: int) -> Any:
+    """An accept made from a task, like the turn writes beside it (all join the group of the same round)."""
+    request = AcceptRequest("worker", "agent:worker", f"m-{n}", "user", {"content": f"task {n}"}, "followup")
+    return await ledger.queue.accept(request)
+
+
+class FullAtCommit:
+    """The ledger's connection, but every ``COMMIT`` fails as on a full disk (SQLite keeps the transaction open)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql == "COMMIT":
+            raise sqlite3.OperationalError("database or disk is full")
+        return self.conn.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+
+def statuses(ledger: Ledger, *turn_ids: str) -> list[str]:
+    return [run_inline(ledger.turns.get(turn_id)).status for turn_id in turn_ids]
+
+
+def test_turn_writes_and_an_accept_of_one_round_commit_together(ledger: Ledger) -> None:
+    one, two = opened(ledger, "s1"), opened(ledger, "s2")
+    statements: list[str] = []
+    ledger.database.connection.set_trace_callback(statements.append)
+
+    async def main() -> list[Any]:
+        grouped = ledger.queue.grouped
+        return await asyncio.gather(
+            accept(ledger, 1),
+            ledger.turns.write(closing("s1", one, "one"), via=grouped),
+            ledger.turns.write(closing("s2", two, "two"), via=grouped),
+        )
+
+    (item, created), first, second = asyncio.run(main())
+    assert (statements.count("BEGIN IMMEDIATE"), statements.count("COMMIT")) == (1, 1)
+    assert created and (first, second) == (one, two)
+    assert statuses(ledger, one, two) == ["completed", "completed"]
+    assert "other-model" in str(ledger.turns._origins.known)  # known once committed
+    assert [run_inline(ledger.sessions.head(s)).id for s in ("s1", "s2")] == [one, two]  # type: ignore[union-attr]
+    statements.clear()
+    assert [m.role for m in run_inline(ledger.turns.messages(one))] == ["user", "assistant"]
+    assert statements == []  # answered from the rows the committed write kept
+    ledger.database.connection.set_trace_callback(None)
+    assert run_inline(ledger.queue.get(item.id)) is not None
+
+
+def test_a_failed_group_commit_rescues_every_turn_and_leaves_nothing_written(
+    ledger: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one, two = opened(ledger, "s1"), opened(ledger, "s2")
+    db: Any = ledger.database
+    monkeypatch.setattr(db, "_conn", FullAtCommit(db.connection))
+
+    async def main() -> list[Any]:
+        grouped = ledger.queue.grouped
+        return await asyncio.gather(
+            accept(ledger, 1),
+            ledger.turns.write(closing("s1", one, "one"), via=grouped),
+            ledger.turns.write(closing("s2", two, "two"), via=grouped),
+            return_exceptions=True,
+        )
+
+    accepted, first, second = asyncio.run(main())
+    monkeypatch.undo()
+    assert isinstance(accepted, LedgerFullError)
+    for turn_id, outcome in ((one, first), (two, second)):  # each run its own error and rescue file
+        assert isinstance(outcome, TurnNotSavedError) and turn_id in str(outcome)
+        assert outcome.rescue_path == str(tmp_path / "rescued" / f"turn-{turn_id}.json")
+    assert not db.connection.in_transaction
+    assert statuses(ledger, one, two) == ["streaming", "streaming"]  # nothing half-written
+    assert run_inline(ledger.queue.items()) == []
+    assert [m.role for m in run_inline(ledger.turns.messages(one))] == ["user"]  # no kept rows of the lost write
+    assert "other-model" not in str(ledger.turns._origins.known)  # the rolled-back write found none
+    assert sorted(run_inline(ledger.turns.recover(turn_ids=[one, two]))) == sorted([one, two])
+    assert statuses(ledger, one, two) == ["completed", "completed"]
+    history = run_inline(ledger.turns.history("s2"))
+    assert [m.text for m in history if m.role == "assistant"] == ["a1", "two"]  # type: ignore[union-attr]
+
+
+def test_a_write_refused_on_its_own_fails_alone(ledger: Ledger) -> None:
+    one, two = opened(ledger, "s1"), opened(ledger, "s2")
+    run_inline(ledger.turns.write(TurnWrite("s2", None, query_messages=[user("q")], response_messages=[reply("a")])))
+
+    async def main() -> list[Any]:
+        grouped = ledger.queue.grouped
+        return await asyncio.gather(
+            accept(ledger, 1),
+            ledger.turns.write(closing("s1", one, "one"), via=grouped),
+            ledger.turns.write(closing("s2", two, "two"), via=grouped),  # s2's head moved since it opened
+            return_exceptions=True,
+        )
+
+    (_, created), first, second = asyncio.run(main())
+    assert created and first == one and isinstance(second, HeadMovedError)
+    assert statuses(ledger, one, two) == ["completed", "streaming"]
+
+
+def test_a_cancelled_writer_resumes_only_once_its_write_committed(ledger: Ledger) -> None:
+    one = opened(ledger, "s1")
+
+    async def main() -> None:
+        task = asyncio.create_task(ledger.turns.write(closing("s1", one, "one"), via=ledger.queue.grouped))
+        await asyncio.sleep(0)  # the write joined the group, which commits in the next round
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert statuses(ledger, one) == ["completed"]
+
+    asyncio.run(main())
