@@ -155,3 +155,20 @@ def test_a_cancelled_writer_resumes_only_once_its_write_committed(ledger: Ledger
         assert statuses(ledger, one) == ["completed"]
 
     asyncio.run(main())
+
+
+def test_a_grouped_write_that_breaks_in_its_own_code_fails_alone(ledger: Ledger) -> None:
+    """An error of the write's own code (here a body that does not encode) is that write's, as it was when the
+    turn write had its own transaction: the accept of the same round still commits."""
+    one = opened(ledger, "s1")
+    broken = closing("s1", one, "one")
+    broken.details = TurnDetails(model="m", provider="p", metadata={"unencodable": object()})
+
+    async def main() -> list[Any]:
+        grouped = ledger.queue.grouped
+        return await asyncio.gather(accept(ledger, 1), ledger.turns.write(broken, via=grouped), return_exceptions=True)
+
+    (item, created), failed = asyncio.run(main())
+    assert created and isinstance(failed, TypeError)
+    assert statuses(ledger, one) == ["streaming"]
+    assert run_inline(ledger.queue.get(item.id)) is not None

@@ -352,12 +352,26 @@ def _one_by_one(conn: Any, group: list[_Write]) -> list[object]:
                 claim_in(conn, write.claim, write.lease)
                 owed = None if write.overflow_of is None else take_overflow_in(conn, write.overflow_of, write.claim)
                 outcomes.append(owed)
-        except _ONE_WRITES as exc:
+        except Exception as exc:
+            if not _its_own(exc, write, conn):
+                raise
             conn.execute("ROLLBACK TO SAVEPOINT group_op")
             outcomes.append(exc)
         conn.execute("RELEASE SAVEPOINT group_op")
     _wake(conn, outcomes)
     return outcomes
+
+
+def _its_own(exc: Exception, write: _Write, conn: Any) -> bool:
+    """Whether ``exc`` fails ``write`` alone: one of :data:`_ONE_WRITES`, or any error of a settle's or a turn
+    write's own code that is not the database's (a reply body that does not encode, a bug), as when the turn
+    write had a transaction of its own (SQLite; on PostgreSQL such an error may be the transaction's, a
+    serialization failure, which must propagate); never once SQLite ended the transaction by itself."""
+    if is_postgres(conn):
+        return isinstance(exc, _ONE_WRITES)
+    if not conn.in_transaction:
+        return False
+    return isinstance(exc, _ONE_WRITES) or (write.move is not None and not isinstance(exc, sqlite3.Error))
 
 
 def _fenced(lease: Lease | None, write: Callable[[Any], T]) -> Callable[[Any], T]:
