@@ -201,7 +201,8 @@ class SqlQueueStore:
         calls) with the queue writes of the same loop round instead of paying for one of its own.
 
         ``write`` follows the rules of a :meth:`SqlDatabase.write` function (it may run more than once). One of
-        :data:`_ONE_WRITES` fails it alone (the group runs again, a savepoint a write); a full or busy database
+        :data:`_ONE_WRITES`, or on SQLite an error of ``write``'s own code (:func:`_its_own`), fails it alone (the
+        group runs again, a savepoint a write); a full or busy database
         fails every write of the group, each caller hearing it. Waited for through a cancellation of the caller
         (as ``asyncio.shield``; re-raised once the group is done): a caller must not go on believing a write
         undone that commits a moment later."""
