@@ -6,6 +6,7 @@ import itertools
 import json
 import os
 import sqlite3
+import types
 from pathlib import Path
 
 import pytest
@@ -489,3 +490,31 @@ def test_a_write_that_finds_the_database_free_never_reads_the_wait_bound(
             holder.execute("ROLLBACK")
             holder.close()
         assert reads == [1]
+
+
+def test_ulids_of_one_millisecond_count_up_across_a_carry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past 1,024 ids in one millisecond the last two digits carry into the 14 above: still one apart, in order;
+    and the random part's top bit stays clear at every first id of a millisecond (room to count up)."""
+    from nexus.ledger import _ulid
+
+    alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+    def value(ulid: str) -> int:
+        number = 0
+        for digit in ulid:
+            number = number * 32 + alphabet.index(digit)
+        return number
+
+    clock = [1_764_400_000_000 * 1_000_000]
+    monkeypatch.setattr(_ulid, "time", types.SimpleNamespace(time_ns=lambda: clock[0]))
+    monkeypatch.setattr(_ulid, "_last_ms", -1)
+    ids = [new_ulid() for _ in range(2100)]  # one millisecond: at least one carry of the last two digits
+    values = [value(i) for i in ids]
+    assert ids == sorted(ids) and all(b - a == 1 for a, b in itertools.pairwise(values))
+    assert {v >> 80 for v in values} == {1_764_400_000_000}
+    firsts = []
+    for _ in range(200):
+        clock[0] += 1_000_000
+        firsts.append(value(new_ulid()))
+    assert all((v >> 79) & 1 == 0 for v in firsts)  # each a new millisecond's first id: top random bit clear
+    assert len({v & (2**80 - 1) for v in firsts}) == 200  # fresh random digits each millisecond
