@@ -13,7 +13,7 @@ from nexus.ledger import NewSession
 from nexus.ledger._sql_db import run_inline
 from nexus.server._schemas import ChatCompletion, ModelList
 from nexus.testing import ScriptedModel
-from nexus.testing.steps import text
+from nexus.testing.steps import stall, text
 
 from .broker_app import listening, live_app, wait_until
 
@@ -289,3 +289,36 @@ async def test_options_the_facade_can_honour_or_that_change_nothing_are_accepted
             )  # fmt: skip
             await client.close()
         assert completion.choices[0].message.content == "fine" and len(await live.ledger.turns.path("agent:coder")) == 1
+
+
+async def test_a_turn_aborted_on_request_is_a_409_not_a_reply(tmp_path: Path) -> None:
+    """An aborted turn was answered 200 ``finish_reason: "stop"`` with its partial text, as if it had finished."""
+    long = stall(after_chunks=4, seconds=30, then=text("the first words of a long answer"))
+    scripted = ScriptedModel([long, long], chunk_chars=4)
+    async with live_app(tmp_path, scripted) as live:
+        async with listening(live.app) as url, httpx.AsyncClient(base_url=url) as http:
+            client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+            hi = [{"role": "user", "content": "a long job"}]
+
+            async def abort_once_streaming() -> None:  # once the turn has begun (else its message would run again)
+                await wait_until(lambda: run_inline(live.ledger.turns.open_turns()) != [])
+                await wait_until(
+                    lambda: (agent := live.broker.get_agent("coder")) is not None and agent.state == "streaming"
+                )
+                assert (await http.post("/v1/agents/coder/abort")).json()["aborted"] is True
+
+            plain = asyncio.ensure_future(client.chat.completions.create(model="coder", messages=hi))
+            await abort_once_streaming()
+            with pytest.raises(openai.ConflictError) as refused:
+                await plain
+            stream = await client.chat.completions.create(model="coder", messages=hi, stream=True)
+            aborter = asyncio.ensure_future(abort_once_streaming())
+            with pytest.raises(openai.APIError) as ended:
+                async for _ in stream:
+                    pass
+            await aborter
+            await client.close()
+        assert "the agent's turn was aborted: aborted on request" in refused.value.message, refused.value.message
+        assert refused.value.response.headers["x-should-retry"] == "false"
+        assert "aborted on request" in ended.value.message and not isinstance(ended.value, openai.APIStatusError)
+        assert [t.status for t in run_inline(live.ledger.turns.path("agent:coder"))] == ["aborted", "aborted"]

@@ -9,6 +9,8 @@ Two ways in, chosen by the session the request names (see docs/server.md, "Which
   under that session's lock, with the agent's spec (model, tools, instructions).
 
 Either way the completion subscribes to the run the moment it has it, so no text is missed.
+A turn that did not finish is never answered as a reply (:func:`refusal`): a turn cut by the
+server's stop, or a message still waiting when it stopped, is a 503; a turn aborted otherwise a 409.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from nexus.ledger import NewSession
-from nexus.server._errors import ApiError
+from nexus.server._errors import RETRY_AFTER_S, ApiError
 
 if TYPE_CHECKING:
     from nexus.broker import SendReceipt
@@ -35,6 +37,7 @@ _DIRECT: set[Execution] = set()
 class ChatTurn:
     """A completion's turn: the session it runs in, and (once it starts) the run with a subscription to it."""
 
+    state: ServerState
     session_label: str
     run: asyncio.Future[tuple[Execution, Subscription] | None]
     """The run and its events from the start; ``None`` when the message never ran (``receipt`` says why).
@@ -80,7 +83,7 @@ async def start_chat_turn(
     if session_label == agent.session_label:
         limit = {"max_tokens": max_tokens} if max_tokens else {}
         receipt = await _through_broker(state, agent, prompt, completion_id, limit)
-        return ChatTurn(session_label, receipt.follow(), receipt)
+        return ChatTurn(state, session_label, receipt.follow(), receipt)
     from nexus.broker import stored_agent
 
     _, spec = stored_agent(agent)
@@ -89,7 +92,7 @@ async def start_chat_turn(
     execution.result.add_done_callback(lambda _: _DIRECT.discard(execution))
     run: asyncio.Future[tuple[Execution, Subscription] | None] = loop.create_future()
     run.set_result((execution, execution.subscribe()))
-    return ChatTurn(session_label, run)
+    return ChatTurn(state, session_label, run)
 
 
 async def _through_broker(
@@ -104,9 +107,32 @@ async def _through_broker(
     return await state.broker.send(message, "followup")
 
 
+async def handed(turn: ChatTurn) -> tuple[Execution, Subscription] | None:
+    """The run that took the message (``None``: it never ran).
+
+    Raises a 503 when the server stopped first: the message stays queued and runs at the next
+    start, so the SDK is told not to send it again by itself (that would run it twice).
+    """
+    if not turn.run.done():
+        stopped = asyncio.ensure_future(turn.state.runs_stopped.wait())
+        try:
+            await asyncio.wait((turn.run, stopped), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+    if turn.run.done():
+        return turn.run.result()
+    message_id = turn.receipt.message_id if turn.receipt is not None else "?"
+    raise ApiError(
+        503, "unavailable",
+        f"the server is shutting down: the message ({message_id}) stays queued and runs when the server starts "
+        f"again, in session {turn.session_label!r}; sending it again would run it twice",
+        headers={"Retry-After": str(RETRY_AFTER_S), "x-should-retry": "false"},
+    )  # fmt: skip
+
+
 async def finished(turn: ChatTurn) -> tuple[AgentResult | None, str | None]:
     """The run's result, or why there is none (the message never ran, or its run raised)."""
-    followed = await turn.run
+    followed = await handed(turn)
     if followed is None:
         return None, await turn.failure()
     execution, _ = followed
@@ -116,15 +142,38 @@ async def finished(turn: ChatTurn) -> tuple[AgentResult | None, str | None]:
         return None, str(exc)
 
 
+async def refusal(turn: ChatTurn, result: AgentResult) -> ApiError | None:
+    """The error for a turn that ran but did not finish (``aborted``), or ``None``.
+
+    Its partial reply is no answer: cut by the server's stop it is a 503 (sending it again once the
+    server is back is a new turn, after the aborted one); aborted on request or by an interrupt, a
+    409 the SDK does not retry (someone stopped it on purpose).
+    """
+    if result.status != "aborted":
+        return None
+    kept = f"its partial reply is kept in session {turn.session_label!r}"
+    if turn.state.stopping.is_set():
+        return ApiError(
+            503, "unavailable", f"the server is shutting down: the agent's turn was aborted ({kept})",
+            headers={"Retry-After": str(RETRY_AFTER_S)},
+        )  # fmt: skip
+    written = (await turn.state.ledger.turns.get(result.turn_id)).error if result.turn_id is not None else None
+    why = (written or {}).get("message") or "aborted"  # "aborted on request", "interrupted by message …"
+    return ApiError(
+        409, "aborted", f"the agent's turn was aborted: {why} ({kept})", headers={"x-should-retry": "false"}
+    )
+
+
 async def texts(turn: ChatTurn, heartbeat_s: float) -> AsyncIterator[str | None]:
-    """The reply's text deltas as they stream; ``None`` after each ``heartbeat_s`` of silence."""
-    run = asyncio.ensure_future(turn.run)
-    while not run.done():
+    """The reply's text deltas as they stream; ``None`` after each ``heartbeat_s`` of silence.
+
+    Raises :func:`handed`'s 503 when the server stops before a run takes the message."""
+    while True:
         try:
-            await asyncio.wait_for(asyncio.shield(run), heartbeat_s)
+            followed = await asyncio.wait_for(handed(turn), heartbeat_s)
+            break
         except TimeoutError:
             yield None
-    followed = run.result()
     if followed is None:
         return
     events = followed[1]

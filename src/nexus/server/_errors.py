@@ -31,15 +31,17 @@ class ApiError(Exception):
     """An error the API reports as is: status code, a short type and a message for people.
 
     ``param`` and ``code`` (the OpenAI facade's refusals) name the request field at fault and why,
-    as OpenAI's own errors do.
+    as OpenAI's own errors do. ``headers`` go with the answer (``Retry-After``; ``x-should-retry:
+    false`` where an automatic resend by the OpenAI SDK would run a message twice).
     """
 
     def __init__(
-        self, status: int, error_type: str, message: str, *, param: str | None = None, code: str | None = None
-    ) -> None:
+        self, status: int, error_type: str, message: str, *, param: str | None = None, code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:  # fmt: skip
         super().__init__(message)
         self.status, self.error_type, self.message = status, error_type, message
-        self.param, self.code = param, code
+        self.param, self.code, self.headers = param, code, headers
 
 
 def error_body(error_type: str, message: str, *, param: str | None = None, code: str | None = None) -> dict[str, Any]:
@@ -120,7 +122,7 @@ def install_error_handlers(app: FastAPI) -> None:
     async def api_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)
         body = error_body(exc.error_type, exc.message, param=exc.param, code=exc.code)
-        return JSONResponse(body, status_code=exc.status)
+        return JSONResponse(body, status_code=exc.status, headers=exc.headers)
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)

@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from nexus.broker import MAX_CONTENT_CHARS
-from nexus.server._chat_run import ChatTurn, finished, start_chat_turn, texts
+from nexus.server._chat_run import ChatTurn, finished, refusal, start_chat_turn, texts
 from nexus.server._chat_sessions import claim_chat_session
 from nexus.server._errors import ApiError
 from nexus.server._off_loop import store_call
@@ -173,7 +173,7 @@ async def chat_completions(
         return StreamingResponse(
             chunks, media_type="text/event-stream", headers={**headers, "cache-control": "no-cache"}
         )
-    result = _succeeded(*await finished(turn))
+    result = await _succeeded(turn, *await finished(turn))
     counts, finish = await turn_facts(state, result.turn_id)
     body_out = {
         "id": completion_id, "object": "chat.completion", "created": int(time.time()), "model": body.model,
@@ -203,10 +203,14 @@ def failure(result: AgentResult | None, why: str | None) -> str | None:
     return None
 
 
-def _succeeded(result: AgentResult | None, why: str | None) -> AgentResult:
+async def _succeeded(turn: ChatTurn, result: AgentResult | None, why: str | None) -> AgentResult:
+    """The finished turn's result; else the error to answer (a failed turn, one never run, one aborted)."""
     error = failure(result, why)
     if error is not None or result is None:
         raise ApiError(502, "upstream_error", f"the agent's turn failed: {error}")
+    cut = await refusal(turn, result)
+    if cut is not None:
+        raise cut
     return result
 
 
@@ -235,18 +239,22 @@ def _chunk(completion_id: str, model: str, delta: dict[str, Any], finish: str | 
 async def _chunks(
     state: ServerState, turn: ChatTurn, completion_id: str, model: str, *, include_usage: bool
 ) -> AsyncIterator[bytes]:
-    """The SSE body: role, text deltas (heartbeat comments while silent), the finish, usage, ``[DONE]``."""
+    """The SSE body: role, text deltas (heartbeat comments while silent), the finish, usage, ``[DONE]``.
+
+    A turn that did not finish ends with an ``error`` event (the non-streamed answer's error body)
+    instead of the finish, then ``[DONE]``: the stream was ended by the server, not cut."""
     yield _chunk(completion_id, model, {"role": "assistant", "content": ""}, None)
-    async for delta in texts(turn, HEARTBEAT_S):
-        if delta is None:
-            yield b": keep-alive\n\n"
-        elif delta:
-            yield _chunk(completion_id, model, {"content": delta}, None)
-    result, why = await finished(turn)
-    error = failure(result, why)
-    if error is not None or result is None:
-        body = {"message": f"the agent's turn failed: {error}", "type": "upstream_error"}
+    try:
+        async for delta in texts(turn, HEARTBEAT_S):
+            if delta is None:
+                yield b": keep-alive\n\n"
+            elif delta:
+                yield _chunk(completion_id, model, {"content": delta}, None)
+        result = await _succeeded(turn, *await finished(turn))
+    except ApiError as exc:
+        body = {"message": exc.message, "type": exc.error_type}
         yield f"data: {json.dumps({'error': body})}\n\n".encode()
+        yield b"data: [DONE]\n\n"
         return
     counts, finish = await turn_facts(state, result.turn_id)
     if include_usage:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass
+import asyncio
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from nexus.ledger import BrokerStore, Ledger
@@ -45,3 +46,7 @@ class ServerState:
     """On a PostgreSQL ledger: runs publish through the shared ``run_events`` log, streams resume from it."""
     mcp: Closable | None = None
     """``/mcp`` (the MCP face over streamable HTTP), set by ``create_app``; closed at shutdown."""
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when ``nexus serve`` begins to stop: a turn that ends ``aborted`` from now on was cut by the stop."""
+    runs_stopped: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once the stop has aborted every run: a message no run took by then stays queued for the next start."""

@@ -6,8 +6,9 @@ address in ``server.json`` with a token made for this start (accepted beside ``[
 whenever tokens are in use, so the CLI needs no ``NEXUS_TOKEN`` of its own; with ``require_token``
 it is the one token of a loopback server). Stop (SIGTERM or SIGINT): the broker is closed first — active runs
 are aborted and written ``aborted``, queued messages stay durable for the next start — so that
-requests waiting on a run finish; then uvicorn closes its connections, ``server.json`` is
-removed and the lock released. A second SIGINT forces uvicorn to stop at once.
+requests waiting on a run finish (a chat completion is told the server stopped: its turn aborted, or
+its message still queued); then uvicorn closes its connections, ``server.json`` is removed and the
+lock released. A second SIGINT forces uvicorn to stop at once.
 """
 
 from __future__ import annotations
@@ -174,6 +175,8 @@ async def _serve(
             server.should_exit = True
         if not stopping:
             print("nexus serve: stopping (active runs are aborted and kept)", file=sys.stderr, flush=True)
+            if state is not None:  # chat completions whose turns end aborted now answer "shutting down"
+                state.stopping.set()
             ledger.stopping()  # an unreachable PostgreSQL holds the stop a bounded time, not a retry per write
             stopping.append(loop.create_task(_stop_runs_then_streams(host.broker, hubs, state)))
 
@@ -197,6 +200,9 @@ async def _serve(
         return await _listen(config, server, settings, start_token)
     finally:
         await _stop_runs(host.broker)
+        if state is not None:
+            state.stopping.set()
+            state.runs_stopped.set()  # chat completions still waiting for a run are answered now
         if state is not None and state.relay is not None:
             await state.relay.close()  # what the runs' last events left in its buffer goes to the log
         if state is not None and state.mcp is not None:
@@ -314,6 +320,8 @@ async def _stop_runs_then_streams(broker: AgentBroker, hubs: list[EventHub], sta
     """
     try:
         await _stop_runs(broker)
+        if state is not None:
+            state.runs_stopped.set()  # no run takes a message now: completions waiting for one are answered
         if state is not None and state.relay is not None:
             await state.relay.close()  # the runs' last events reach the log, and this hub's readers
     finally:
