@@ -199,18 +199,23 @@ async def _serve(
         settle_heap()
         return await _listen(config, server, settings, start_token)
     finally:
-        await _stop_runs(host.broker)
-        if state is not None:
-            state.stopping.set()
-            state.runs_stopped.set()  # chat completions still waiting for a run are answered now
-        if state is not None and state.relay is not None:
-            await state.relay.close()  # what the runs' last events left in its buffer goes to the log
-        if state is not None and state.mcp is not None:
-            await state.mcp.close()  # the MCP clients' sessions end
-        await host.close()  # runs are aborted: monitors stop, deliveries end and are recorded, adapters stop
+        await _close(host, state)
         remove_server_file(config)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
+
+
+async def _close(host: Any, state: ServerState | None) -> None:
+    """Stop every run, tell the chat completions still waiting for one, close the services, then the host."""
+    await _stop_runs(host.broker)
+    if state is not None:
+        state.stopping.set()
+        state.runs_stopped.set()  # chat completions still waiting for a run are answered now
+    if state is not None and state.relay is not None:
+        await state.relay.close()  # what the runs' last events left in its buffer goes to the log
+    if state is not None and state.mcp is not None:
+        await state.mcp.close()  # the MCP clients' sessions end
+    await host.close()  # runs are aborted: monitors stop, deliveries end and are recorded, adapters stop
 
 
 def _uvicorn(app: Any, settings: ServerConfig) -> NexusUvicorn:
