@@ -322,3 +322,28 @@ async def test_a_turn_aborted_on_request_is_a_409_not_a_reply(tmp_path: Path) ->
         assert refused.value.response.headers["x-should-retry"] == "false"
         assert "aborted on request" in ended.value.message and not isinstance(ended.value, openai.APIStatusError)
         assert [t.status for t in run_inline(live.ledger.turns.path("agent:coder"))] == ["aborted", "aborted"]
+
+
+async def test_a_message_dropped_with_its_queue_is_a_409_not_an_upstream_failure(tmp_path: Path) -> None:
+    """A cleared queue's completion was answered 502 "the agent's turn failed", which the SDK resends."""
+    long = stall(after_chunks=4, seconds=30, then=text("the first words of a long answer"))
+    async with live_app(tmp_path, ScriptedModel([long], chunk_chars=4)) as live:
+        async with listening(live.app) as url, httpx.AsyncClient(base_url=url) as http:
+            client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+            first = asyncio.ensure_future(
+                client.chat.completions.create(model="coder", messages=[{"role": "user", "content": "long"}])
+            )
+            await wait_until(lambda: run_inline(live.ledger.turns.open_turns()) != [])
+            behind = asyncio.ensure_future(
+                client.chat.completions.create(model="coder", messages=[{"role": "user", "content": "next"}])
+            )
+            await wait_until(lambda: live.broker.get_queue_depth("coder") == 1)
+            assert (await http.delete("/v1/agents/coder/queue")).json()["dropped"] == 1
+            with pytest.raises(openai.ConflictError) as refused:
+                await behind
+            await http.post("/v1/agents/coder/abort")
+            with pytest.raises(openai.ConflictError):
+                await first
+            await client.close()
+        assert refused.value.body["type"] == "dropped" and "cleared" in refused.value.message, refused.value.body  # type: ignore[index]
+        assert refused.value.response.headers["x-should-retry"] == "false"

@@ -10,7 +10,8 @@ Two ways in, chosen by the session the request names (see docs/server.md, "Which
 
 Either way the completion subscribes to the run the moment it has it, so no text is missed.
 A turn that did not finish is never answered as a reply (:func:`refusal`): a turn cut by the
-server's stop, or a message still waiting when it stopped, is a 503; a turn aborted otherwise a 409.
+server's stop, or a message still waiting when it stopped, is a 503; a turn aborted otherwise a 409;
+a message the queue cap dropped a 429 (:func:`dropped`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from nexus.ledger import NewSession
 from nexus.server._errors import RETRY_AFTER_S, ApiError
+from nexus.server._off_loop import store_call
 
 if TYPE_CHECKING:
     from nexus.broker import SendReceipt
@@ -140,6 +142,36 @@ async def finished(turn: ChatTurn) -> tuple[AgentResult | None, str | None]:
         return await execution.result, None
     except Exception as exc:  # e.g. its final write failed: the completion fails with the reason
         return None, str(exc)
+
+
+async def dropped(turn: ChatTurn) -> ApiError | None:
+    """The error for a message that never ran because it was dropped (the queue cap, a cleared queue), or ``None``.
+
+    Nothing failed upstream, so no 502; and a resend is no repair: the message was accepted, then
+    dropped — under ``summarize`` the agent is told of it in its next turn's ``[Queue overflow]``
+    summary — so the SDK is told not to resend it by itself (it retries 409, 429 and 5xx).
+    """
+    if turn.receipt is None:
+        return None
+    item_id = turn.receipt.queue_item_id
+    item = await store_call(turn.state, lambda: turn.state.store.get_item(item_id))
+    if item is None or item.status != "dropped":
+        return None
+    reason = item.error or "dropped"
+    headers = {"x-should-retry": "false"}
+    if not reason.startswith("queue cap"):  # e.g. the queue was cleared: someone dropped it on purpose
+        return ApiError(409, "dropped", f"the message was dropped: {reason}", headers=headers)
+    told = (
+        "the agent is told of it, in one line, in its next turn's [Queue overflow] summary"
+        if "summarize" in reason
+        else "the agent will not see it"
+    )
+    return ApiError(
+        429, "queue_full",
+        f"the message was dropped: {reason}, as the agent's queue was full; {told}. Sending it again "
+        f"queues it again",
+        headers=headers,
+    )  # fmt: skip
 
 
 async def refusal(turn: ChatTurn, result: AgentResult) -> ApiError | None:

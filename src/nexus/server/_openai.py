@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from nexus.broker import MAX_CONTENT_CHARS
-from nexus.server._chat_run import ChatTurn, finished, refusal, start_chat_turn, texts
+from nexus.server._chat_run import ChatTurn, dropped, finished, refusal, start_chat_turn, texts
 from nexus.server._chat_sessions import claim_chat_session
 from nexus.server._errors import ApiError
 from nexus.server._off_loop import store_call
@@ -146,7 +146,7 @@ def list_models(request: Request) -> Any:
     "/chat/completions",
     summary="OpenAI-compatible chat completion: model = agent id; streamed or not",
     responses={
-        **answers(ChatCompletion, 400, 404, 409, 413, 502),
+        **answers(ChatCompletion, 400, 404, 409, 413, 429, 502),
         200: {"model": ChatCompletion, "content": {"text/event-stream": {"schema": {"type": "string"}}}},
     },
 )
@@ -205,6 +205,10 @@ def failure(result: AgentResult | None, why: str | None) -> str | None:
 
 async def _succeeded(turn: ChatTurn, result: AgentResult | None, why: str | None) -> AgentResult:
     """The finished turn's result; else the error to answer (a failed turn, one never run, one aborted)."""
+    if result is None:
+        gone = await dropped(turn)
+        if gone is not None:
+            raise gone
     error = failure(result, why)
     if error is not None or result is None:
         raise ApiError(502, "upstream_error", f"the agent's turn failed: {error}")

@@ -21,14 +21,17 @@ DESCRIPTIONS = {
     401: "unauthorized: a missing or wrong bearer token (only when [server] tokens are set)",
     403: "forbidden: a Host that is not a name of this server, or a state change from a page of another origin",
     404: "not_found: no such agent, session or turn",
-    409: "conflict / no_broker: the name is taken, or no broker runs in this server process",
+    409: "conflict / no_broker / aborted / dropped: the name is taken, no broker runs in this server process, "
+    "or a chat completion's turn was aborted or its message dropped",
     413: "too_large: the body is over [server] max_body_bytes (or the content limit)",
     415: "unsupported_media_type: a body that is not JSON",
     422: "invalid_request: malformed JSON, wrong types, unknown fields, values out of range",
+    429: "queue_full: the agent's queue cap dropped the chat completion's message; do not resend it blindly",
     500: "internal_error: the server's fault, not the request's: a bug (details only in the server's log), or a "
     "database or [routing] setup that is not what the code expects (the message says what)",
     502: "upstream_error: the agent's turn failed (the model provider refused, no key...)",
-    503: "unavailable: the ledger cannot be written now (full disk, held elsewhere) or no stream slot; retry later",
+    503: "unavailable: the ledger cannot be written now (full disk, held elsewhere), no stream slot, or the server "
+    "is stopping; retry later",
 }
 ANY_OPERATION = (401, 403, 500, 503)
 WITH_BODY = (413, 415, 422)
