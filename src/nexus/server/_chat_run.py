@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from nexus.ledger import NewSession
-from nexus.server._errors import RETRY_AFTER_S, ApiError
+from nexus.server._errors import ApiError
 from nexus.server._off_loop import store_call
 
 if TYPE_CHECKING:
@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from nexus.engine import AgentResult, Execution, Subscription
     from nexus.ledger import AgentRow
     from nexus.server._state import ServerState
+
+STOP_RETRY_AFTER_S = 5
+"""``Retry-After`` of a completion cut by the server's stop: a restart takes seconds."""
 
 _DIRECT: set[Execution] = set()
 """Runs started outside the broker (another session): the broker's ``close`` does not see them."""
@@ -128,7 +131,7 @@ async def handed(turn: ChatTurn) -> tuple[Execution, Subscription] | None:
         503, "unavailable",
         f"the server is shutting down: the message ({message_id}) stays queued and runs when the server starts "
         f"again, in session {turn.session_label!r}; sending it again would run it twice",
-        headers={"Retry-After": str(RETRY_AFTER_S), "x-should-retry": "false"},
+        headers={"Retry-After": str(STOP_RETRY_AFTER_S), "x-should-retry": "false"},
     )  # fmt: skip
 
 
@@ -187,7 +190,7 @@ async def refusal(turn: ChatTurn, result: AgentResult) -> ApiError | None:
     if turn.state.stopping.is_set():
         return ApiError(
             503, "unavailable", f"the server is shutting down: the agent's turn was aborted ({kept})",
-            headers={"Retry-After": str(RETRY_AFTER_S)},
+            headers={"Retry-After": str(STOP_RETRY_AFTER_S)},
         )  # fmt: skip
     written = (await turn.state.ledger.turns.get(result.turn_id)).error if result.turn_id is not None else None
     why = (written or {}).get("message") or "aborted"  # "aborted on request", "interrupted by message …"
