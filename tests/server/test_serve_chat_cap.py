@@ -44,7 +44,8 @@ def test_a_completion_the_cap_dropped_is_a_429_the_sdk_does_not_resend(tmp_path:
     home = tmp_path / "home"
     home.mkdir()
     with FakeProviderServer() as provider:
-        provider.script(stall(after_chunks=1, seconds=20, then=text("long done")))
+        release = threading.Event()  # the first turn holds the agent until the dropped one has its answer
+        provider.script(stall(after_chunks=1, seconds=30, then=text("long done"), release=release))
         provider.default = text("ok")
         (home / "nexus.toml").write_text(
             'default_model = "fake/fake-model"\n\n[broker]\ncap = 2\ndrop_policy = "summarize"\n\n'
@@ -69,6 +70,8 @@ def test_a_completion_the_cap_dropped_is_a_429_the_sdk_does_not_resend(tmp_path:
                     while not provider.requests:
                         assert time.monotonic() < deadline, "the first turn never reached the model"
                         time.sleep(0.05)
+            threads["a"].join(30)  # answered as "c" pushes it out, while "first" still runs
+            release.set()
             for thread in threads.values():
                 thread.join(60)
                 assert not thread.is_alive()
