@@ -20,6 +20,7 @@ from dataclasses import field
 from typing import Any, TypeVar
 
 from nexus._dataclass import dataclass
+from nexus._settled import settled
 from nexus.ledger import _queue_reads
 from nexus.ledger._leases import notify_ready_in
 from nexus.ledger._queue_reads import Arriving, Held
@@ -206,20 +207,7 @@ class SqlQueueStore:
         fails every write of the group, each caller hearing it. Waited for through a cancellation of the caller
         (as ``asyncio.shield``; re-raised once the group is done): a caller must not go on believing a write
         undone that commits a moment later."""
-        future: asyncio.Future[T] = self._submit(_Write(self._future(), move=write))
-        cancelled = False
-        while True:
-            try:
-                result = await asyncio.shield(future)
-            except asyncio.CancelledError:
-                if future.done():
-                    raise
-                cancelled = True
-                continue
-            break
-        if cancelled:
-            raise asyncio.CancelledError
-        return result
+        return await settled(self._submit(_Write(self._future(), move=write)))
 
     async def take_overflow(
         self, session_label: str, batch: Sequence[str], *, lease: Lease | None = None

@@ -44,9 +44,10 @@ from dataclasses import fields, replace
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from nexus._settled import settled
 from nexus.engine.execution._snapshot_clock import clock_of
 from nexus.engine.execution._snapshots import SNAPSHOTS
-from nexus.engine.execution._writer import inline_ok, settled, submit
+from nexus.engine.execution._writer import inline_ok, submit
 from nexus.ledger import JournalEntry, JournalMessage, JournalReply, JournalToolCall
 from nexus.llm import (
     AssistantContent,

@@ -30,6 +30,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from nexus._settled import settled
+
 T = TypeVar("T")
 
 _WRITER: ThreadPoolExecutor | None = None
@@ -195,27 +197,6 @@ def submit(fn: Callable[[], T]) -> asyncio.Future[T]:
 
     writer().submit(job)
     return future
-
-
-async def settled(future: asyncio.Future[T]) -> T:
-    """The result of a submitted write, waited for even if this task is cancelled meanwhile.
-
-    The write cannot be stopped once queued; returning early would let the run report done
-    before its turn is on disk. A cancellation is re-raised once the write has finished.
-    """
-    cancelled = False
-    while True:
-        try:
-            result = await asyncio.shield(future)
-        except asyncio.CancelledError:
-            if future.done():
-                raise
-            cancelled = True
-            continue
-        break
-    if cancelled:
-        raise asyncio.CancelledError
-    return result
 
 
 async def off_loop(fn: Callable[[], T], *, inline: bool = True) -> T:
