@@ -117,7 +117,8 @@ async def test_an_empty_session_has_nothing_to_compact_and_makes_no_call(ledger:
     assert scripted.calls == [] and await ledger.turns.path("empty") == []
 
 
-async def test_a_tool_call_and_its_result_are_never_split(ledger: Ledger) -> None:
+@pytest.mark.parametrize("door", ["compact_session", "runtime.compact"])  # the method took no keep_recent_tokens
+async def test_a_tool_call_and_its_result_are_never_split(ledger: Ledger, door: str) -> None:
     await ledger.sessions.ensure(NewSession("main"))
     call = ToolCall("c1", "read", {"path": "a.txt"})
     await ledger.turns.write(
@@ -134,9 +135,11 @@ async def test_a_tool_call_and_its_result_are_never_split(ledger: Ledger) -> Non
     )
     scripted = ScriptedModel([text("short summary")])
     # keep just the last ~310 tokens: the walk back lands on the tool result, so the cut moves to its call
-    outcome = await compact_session(
-        "main", runtime=make_env(ledger, scripted), model=scripted.model, keep_recent_tokens=310
-    )
+    env = make_env(ledger, scripted)
+    if door == "compact_session":
+        outcome = await compact_session("main", runtime=env, model=scripted.model, keep_recent_tokens=310)
+    else:
+        outcome = await env.compact("main", model=scripted.model, keep_recent_tokens=310, on_wait=lambda: None)
     assert outcome.result is not None
     history = await ledger.turns.history_at((await ledger.turns.path("main"))[0].id)
     kept = history[outcome.messages_summarized]  # the kept part starts right after the summarised messages

@@ -396,13 +396,19 @@ class Runtime:
         *,
         focus: str | None = None,
         model: str | Model | None = None,
+        keep_recent_tokens: int | None = None,
         on_event: Callable[[EngineEvent], None] | None = None,
         signal: AbortSignal | None = None,
+        on_wait: Callable[[], object] | None = None,
     ) -> SessionCompaction:
-        """Summarise the older part of ``session`` now (see :func:`.compact_session.compact_session`)."""
+        """Summarise the older part of ``session`` now (see :func:`.compact_session.compact_session`: the same
+        arguments; this one took neither ``keep_recent_tokens`` nor ``on_wait``, which docs/engine.md gives both)."""
         from nexus.engine.wiring.compact_session import compact_session
 
-        return await compact_session(session, runtime=self, focus=focus, model=model, on_event=on_event, signal=signal)
+        return await compact_session(
+            session, runtime=self, focus=focus, model=model, keep_recent_tokens=keep_recent_tokens,
+            on_event=on_event, signal=signal, on_wait=on_wait,
+        )  # fmt: skip
 
 
 class _LockHooks:
