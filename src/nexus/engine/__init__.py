@@ -52,7 +52,7 @@ if TYPE_CHECKING:
         RunStopReason,
         WaitEvent,
     )
-    from nexus.engine.wiring.compact_session import SessionCompaction
+    from nexus.engine.wiring.compact_session import SessionCompaction, compact_session
     from nexus.engine.wiring.gc_tuning import tune_gc_for_many_runs
     from nexus.engine.wiring.models import preflight, resolve_model, unreachable_model_problem
     from nexus.engine.wiring.runtime import Runtime, run_agent
@@ -68,6 +68,7 @@ _PUBLIC: dict[str, str] = {
     "EngineLimits": ".types",
     "EngineEvent": ".types",
     "SessionCompaction": ".wiring.compact_session",
+    "compact_session": ".wiring.compact_session",
     # what a run needs of its model, asked before an agent is registered or a command starts
     "resolve_model": ".wiring.models",
     "preflight": ".wiring.models",
@@ -133,6 +134,7 @@ __all__ = [
     "Subscription",
     "ToolState",
     "WaitEvent",
+    "compact_session",
     "create_worker_session",
     "local_timezone",
     "preflight",
