@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nexus.ledger import NewSession, SessionNotFound
+from nexus.ledger import NewSession, SessionLabelError, SessionNotFound
 
 if TYPE_CHECKING:
     from nexus.ledger import Ledger
@@ -19,6 +19,36 @@ if TYPE_CHECKING:
 
 KNOWN_LABELS = 10_000
 """Labels a runtime remembers (more than a broker's sessions; past it they are forgotten and looked up)."""
+
+
+def new_name_problem(name: str) -> str | None:
+    """Why no door could name a new session ``name`` again (control characters, edge spaces), or ``None``.
+
+    The Python API took them where the CLI, HTTP and MCP refuse them (``label_problem``): a newline in a label then
+    forged a row of ``nexus sessions list``. ``/`` and the length stay allowed here: a sub-agent's session is
+    ``<parent>/<task>-<id>``, nested as deep as its spawns. An existing session of such a name keeps working.
+    """
+    if name != name.strip() or any(ord(char) < 32 or ord(char) == 127 for char in name):
+        from nexus.ledger import label_problem
+
+        return label_problem(name) or f"a session label cannot hold {name!r}"
+    return None
+
+
+async def refuse_new(ledger: Ledger, name: str, problem: str) -> str:
+    """The label of the existing session ``name`` names; :class:`SessionLabelError` (``problem``) when there is none."""
+    try:
+        return (await ledger.sessions.resolve(name)).label
+    except SessionNotFound:
+        raise SessionLabelError(problem) from None
+
+
+def label_now(ledger: Ledger, name: str) -> str:
+    """:meth:`SessionLabels.label` on this thread, without the memory (``Runtime.start``, which cannot await)."""
+    problem = new_name_problem(name)
+    if problem is not None:
+        return ledger.run_here(lambda here: refuse_new(here, name, problem))
+    return ledger.run_here(lambda here: here.sessions.ensure(NewSession(name))).label
 
 
 class SessionLabels:
@@ -33,7 +63,11 @@ class SessionLabels:
         """The label of the session ``name`` names (an alias resolves; a new name creates the session)."""
         if name in self._known:
             return name
-        label = (await ledger.sessions.ensure(NewSession(name))).label
+        problem = new_name_problem(name)
+        if problem is not None:
+            label = await refuse_new(ledger, name, problem)
+        else:
+            label = (await ledger.sessions.ensure(NewSession(name))).label
         self._remember(label)
         return label
 

@@ -36,11 +36,11 @@ from nexus.engine.types import (
     ThinkingConfig,
     new_id,
 )
-from nexus.engine.wiring._labels import SessionLabels
+from nexus.engine.wiring._labels import SessionLabels, label_now
 from nexus.engine.wiring._start import StartRequest, aborted_before_start
 from nexus.engine.wiring.models import limits_from_config, preflight, resolve_model, unreachable_model_problem
 from nexus.engine.wiring.spawn import SPAWN_TOOL_NAME, EngineSpawner, Spawner, spawn_agent_tool
-from nexus.ledger import DEFAULT_SESSION, NewSession, TurnNotSavedError
+from nexus.ledger import DEFAULT_SESSION, TurnNotSavedError
 from nexus.llm import ImageContent, Model, StreamFn, StreamOptions, UserMessage, add_secrets
 
 if TYPE_CHECKING:
@@ -294,8 +294,7 @@ class Runtime:
         a coroutine calls :meth:`begin` instead.
         """
         model = self.checked_model(spec)
-        label = self.ledger.run_here(lambda here: here.sessions.ensure(NewSession(session))).label
-        return self._launch(spec, model, label, message, **options)
+        return self._launch(spec, model, label_now(self.ledger, session), message, **options)
 
     async def begin(
         self, spec: AgentSpec, session: str, message: str | UserMessage, **options: Unpack[StartOptions]
