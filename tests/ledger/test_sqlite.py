@@ -218,19 +218,19 @@ def test_ulids_are_monotonic_and_carry_time() -> None:
     assert before <= ulid_time_ms(ids[0]) <= now_ms()
 
 
+def _ulid_value(ulid: str) -> int:
+    """A ULID decoded whole: its 26 Crockford base-32 digits as one number."""
+    number = 0
+    for digit in ulid:
+        number = number * 32 + "0123456789ABCDEFGHJKMNPQRSTVWXYZ".index(digit)
+    return number
+
+
 def test_ulid_digits_encode_the_time_and_an_incrementing_random_part() -> None:
     """The time's digits are kept per millisecond and the random part encoded on its own: decoded whole,
     every id is its time above 80 random bits, and ids of one millisecond count up by one."""
-    alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-
-    def value(ulid: str) -> int:
-        number = 0
-        for digit in ulid:
-            number = number * 32 + alphabet.index(digit)
-        return number
-
     ids = [new_ulid() for _ in range(5000)]
-    values = [value(i) for i in ids]
+    values = [_ulid_value(i) for i in ids]
     assert all(v < 2**128 for v in values)
     assert [v >> 80 for v in values] == [ulid_time_ms(i) for i in ids]
     same_ms = [(a, b) for a, b in itertools.pairwise(values) if a >> 80 == b >> 80]
@@ -497,24 +497,16 @@ def test_ulids_of_one_millisecond_count_up_across_a_carry(monkeypatch: pytest.Mo
     and the random part's top bit stays clear at every first id of a millisecond (room to count up)."""
     from nexus.ledger import _ulid
 
-    alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-
-    def value(ulid: str) -> int:
-        number = 0
-        for digit in ulid:
-            number = number * 32 + alphabet.index(digit)
-        return number
-
     clock = [1_764_400_000_000 * 1_000_000]
     monkeypatch.setattr(_ulid, "time", types.SimpleNamespace(time_ns=lambda: clock[0]))
     monkeypatch.setattr(_ulid, "_last_ms", -1)
     ids = [new_ulid() for _ in range(2100)]  # one millisecond: at least one carry of the last two digits
-    values = [value(i) for i in ids]
+    values = [_ulid_value(i) for i in ids]
     assert ids == sorted(ids) and all(b - a == 1 for a, b in itertools.pairwise(values))
     assert {v >> 80 for v in values} == {1_764_400_000_000}
     firsts = []
     for _ in range(200):
         clock[0] += 1_000_000
-        firsts.append(value(new_ulid()))
+        firsts.append(_ulid_value(new_ulid()))
     assert all((v >> 79) & 1 == 0 for v in firsts)  # each a new millisecond's first id: top random bit clear
     assert len({v & (2**80 - 1) for v in firsts}) == 200  # fresh random digits each millisecond

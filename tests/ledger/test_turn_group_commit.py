@@ -66,20 +66,23 @@ def statuses(ledger: Ledger, *turn_ids: str) -> list[str]:
     return [run_inline(ledger.turns.get(turn_id)).status for turn_id in turn_ids]
 
 
+async def _accept_and_close_both(ledger: Ledger, one: str, two: str, *, return_exceptions: bool = False) -> list[Any]:
+    """An accept and the closing writes of turns ``one`` (session s1) and ``two`` (s2), in one loop round: one group."""
+    grouped = ledger.queue.grouped
+    return await asyncio.gather(
+        accept(ledger, 1),
+        ledger.turns.write(closing("s1", one, "one"), via=grouped),
+        ledger.turns.write(closing("s2", two, "two"), via=grouped),
+        return_exceptions=return_exceptions,
+    )
+
+
 def test_turn_writes_and_an_accept_of_one_round_commit_together(ledger: Ledger) -> None:
     one, two = opened(ledger, "s1"), opened(ledger, "s2")
     statements: list[str] = []
     ledger.database.connection.set_trace_callback(statements.append)
 
-    async def main() -> list[Any]:
-        grouped = ledger.queue.grouped
-        return await asyncio.gather(
-            accept(ledger, 1),
-            ledger.turns.write(closing("s1", one, "one"), via=grouped),
-            ledger.turns.write(closing("s2", two, "two"), via=grouped),
-        )
-
-    (item, created), first, second = asyncio.run(main())
+    (item, created), first, second = asyncio.run(_accept_and_close_both(ledger, one, two))
     assert (statements.count("BEGIN IMMEDIATE"), statements.count("COMMIT")) == (1, 1)
     assert created and (first, second) == (one, two)
     assert statuses(ledger, one, two) == ["completed", "completed"]
@@ -99,16 +102,7 @@ def test_a_failed_group_commit_rescues_every_turn_and_leaves_nothing_written(
     db: Any = ledger.database
     monkeypatch.setattr(db, "_conn", FullAtCommit(db.connection))
 
-    async def main() -> list[Any]:
-        grouped = ledger.queue.grouped
-        return await asyncio.gather(
-            accept(ledger, 1),
-            ledger.turns.write(closing("s1", one, "one"), via=grouped),
-            ledger.turns.write(closing("s2", two, "two"), via=grouped),
-            return_exceptions=True,
-        )
-
-    accepted, first, second = asyncio.run(main())
+    accepted, first, second = asyncio.run(_accept_and_close_both(ledger, one, two, return_exceptions=True))
     monkeypatch.undo()
     assert isinstance(accepted, LedgerFullError)
     for turn_id, outcome in ((one, first), (two, second)):  # each run its own error and rescue file

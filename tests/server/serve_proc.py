@@ -20,13 +20,15 @@ def serve_env(home: Path, **extra: str) -> dict[str, str]:
     return {**os.environ, "NEXUS_HOME": str(home), "PYTHONPATH": str(SRC), **extra}
 
 
-def write_config(home: Path, provider: FakeProviderServer, server: str = "") -> None:
-    """``nexus.toml``: the fake provider as the default model, and ``server`` as the ``[server]`` table's body."""
+def write_config(home: Path, provider: FakeProviderServer, server: str = "", *, broker: str = "") -> None:
+    """``nexus.toml``: the fake provider as the default model, ``server`` and ``broker`` as the bodies of the
+    ``[server]`` and ``[broker]`` tables (the latter written only when given: a caller may open it in ``server``)."""
     home.mkdir(parents=True, exist_ok=True)
     (home / "nexus.toml").write_text(
         'default_model = "fake/fake-model"\n\n'
         f"[server]\n{server}\n\n"
-        '[providers.fake]\napi = "openai-completions"\n'
+        + (f"[broker]\n{broker}\n\n" if broker else "")
+        + '[providers.fake]\napi = "openai-completions"\n'
         f'base_url = "{provider.openai_base_url}"\napi_key = "test"\n',
         encoding="utf-8",
     )

@@ -18,7 +18,7 @@ import pytest
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import stall, text
 
-from .serve_proc import nexus, serving
+from .serve_proc import nexus, serving, write_config
 
 pytestmark = pytest.mark.slow  # real processes
 
@@ -29,12 +29,7 @@ def test_the_sender_hears_which_messages_the_cap_dropped(tmp_path: Path) -> None
     with FakeProviderServer() as provider:
         provider.script(stall(after_chunks=1, seconds=20, then=text("long done")))
         provider.default = text("ok")
-        (home / "nexus.toml").write_text(
-            'default_model = "fake/fake-model"\n\n[broker]\ncap = 2\ndrop_policy = "summarize"\n\n'
-            f'[providers.fake]\napi = "openai-completions"\nbase_url = "{provider.openai_base_url}"\n'
-            'api_key = "test"\n',
-            encoding="utf-8",
-        )
+        write_config(home, provider, broker='cap = 2\ndrop_policy = "summarize"')
         assert nexus(home, "agents", "add", "w").returncode == 0
         with serving(home):
             assert nexus(home, "send", "w", "a long job", "--id", "m0").returncode == 0

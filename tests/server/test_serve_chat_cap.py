@@ -21,7 +21,7 @@ from nexus.ledger.broker_store import BrokerStore
 from nexus.testing import FakeProviderServer
 from nexus.testing.steps import stall, text
 
-from .serve_proc import nexus, serving
+from .serve_proc import nexus, serving, write_config
 
 openai = pytest.importorskip("openai", reason="the facade is tested with the official openai SDK (dev extra)")
 
@@ -47,12 +47,7 @@ def test_a_completion_the_cap_dropped_is_a_429_the_sdk_does_not_resend(tmp_path:
         release = threading.Event()  # the first turn holds the agent until the dropped one has its answer
         provider.script(stall(after_chunks=1, seconds=30, then=text("long done"), release=release))
         provider.default = text("ok")
-        (home / "nexus.toml").write_text(
-            'default_model = "fake/fake-model"\n\n[broker]\ncap = 2\ndrop_policy = "summarize"\n\n'
-            f'[providers.fake]\napi = "openai-completions"\nbase_url = "{provider.openai_base_url}"\n'
-            'api_key = "test"\n',
-            encoding="utf-8",
-        )
+        write_config(home, provider, broker='cap = 2\ndrop_policy = "summarize"')
         assert nexus(home, "agents", "add", "w").returncode == 0
         outcomes: dict[str, Any] = {}
         with serving(home) as (_, url):
