@@ -201,7 +201,8 @@ def test_overflow_error_says_what_was_tried(compacted: bool, truncated: bool, sa
     error = overflow_error(MODEL, 150_000, None, compacted=compacted, truncated=truncated)
     window = MODEL.context_window
     assert error.message.startswith(
-        f"The conversation (about 150000 tokens) does not fit the context window of prov/m ({window} tokens){said} "
+        "The conversation (about 150000 tokens with the system prompt and tools) does not fit the context window"
+        f" of prov/m ({window} tokens){said} "
     )
 
 

@@ -9,6 +9,7 @@ server, or a port nobody listens on) and compares the notices the CLI would prin
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 from datetime import UTC, datetime, timedelta
@@ -174,16 +175,23 @@ async def test_overflow_of_a_tiny_conversation_says_nothing_was_compacted(ledger
         configure(isolated_env, server.openai_base_url)
         result, notices = await run_turn(ledger, "hi")
         assert len(server.requests) == 1
+        sent = server.requests[0].body or {}
     assert notices == []  # nothing was compacted, so no compaction is announced
     assert result.error is not None and result.error.kind == "context_overflow"
     message = result.error.message
     assert "even after compaction" not in message
     head, _, said = message.partition(" Provider said: ")
     assert re.fullmatch(
-        r"The conversation \(about \d+ tokens\) does not fit the context window of fake/fake-model \(\d+ tokens\); "
+        r"The conversation \(about \d+ tokens with the system prompt and tools\) does not fit the context window of "
+        r"fake/fake-model \(\d+ tokens\); "
         r"nothing could be made smaller \(nothing was old enough to summarise, no tool result long enough to "
         r"truncate\)\. That is far below the window, so the server's context is probably smaller than configured: "
         r"check the model's context_window against the server's context size\.",
         head,
     ), head
     assert "exceeds the available context size" in said
+    # the figure counts what was sent: the system prompt and the tool declarations, not only the two-letter "hi"
+    # (it read "about 1 tokens" while the request carried a whole system prompt)
+    counted = int(re.search(r"about (\d+) tokens", head).group(1))  # type: ignore[union-attr]
+    system = next(m["content"] for m in sent["messages"] if m["role"] == "system")
+    assert counted >= (len(system) + len(json.dumps(sent.get("tools", [])))) // 4 * 0.8, (counted, len(system))

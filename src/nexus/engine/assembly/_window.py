@@ -341,7 +341,8 @@ class ContextWindow:
         self.level = 3
         if self.failure is not None:
             return self.failure
-        tokens = estimate_tokens(self.view(messages))
+        fixed = self.base_budget.system + self.base_budget.tools  # sent with every call: part of what did not fit
+        tokens = estimate_tokens(self.view(messages)) + fixed
         compacted, truncated = self.summary is not None, self.truncate_chars is not None
         return overflow_error(self.model, tokens, detail, compacted=compacted, truncated=truncated)
 

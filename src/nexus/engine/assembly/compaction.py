@@ -306,9 +306,10 @@ def overflow_error(
     ``compacted``/``truncated``: whether level 1 (a summary) and level 2 (cutting long tool
     results) were applied; each that was not is named with why (nothing old enough to
     summarise, no long tool result). A conversation estimated far below the configured
-    window points at the window setting, not at the conversation.
+    window points at the window setting, not at the conversation. ``tokens`` counts everything a call sends (the
+    system prompt and the tool declarations too: without them a 30-token chat read "far below" a 4k server).
     """
-    size = f" (about {tokens} tokens)" if tokens is not None else ""
+    size = f" (about {tokens} tokens with the system prompt and tools)" if tokens is not None else ""
     message = (
         f"The conversation{size} does not fit the context window of {model.ref} ({model.context_window} tokens)"
         f"{_what_was_tried(compacted, truncated)}."
