@@ -13,7 +13,7 @@ from nexus.ledger import NewSession
 from nexus.ledger._sql_db import run_inline
 from nexus.server._schemas import ChatCompletion, ModelList
 from nexus.testing import ScriptedModel
-from nexus.testing.steps import stall, text
+from nexus.testing.steps import reply, stall, text, tool_call
 
 from .broker_app import listening, live_app, wait_until
 
@@ -76,6 +76,20 @@ async def test_streamed_completion_arrives_in_chunks_then_usage_and_done(tmp_pat
         finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
         assert finishes == ["stop"]
         assert chunks[-1].choices == [] and chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
+
+
+async def test_a_streamed_turn_with_tool_calls_keeps_the_model_calls_texts_apart(tmp_path: Path) -> None:
+    """Two model calls' texts, one before a tool call and one after, streamed as "Let me look.Found the files."
+    (a trial); `nexus run` starts the second on a new line, the stream now keeps them a blank line apart."""
+    scripted = ScriptedModel([reply(text("Let me look."), tool_call("ls", {})), text("Found the files.")])
+    async with live_app(tmp_path, scripted) as live, listening(live.app) as url:
+        client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+        stream = await client.chat.completions.create(
+            model="coder", messages=[{"role": "user", "content": "what is here?"}], stream=True
+        )
+        streamed = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+        await client.close()
+    assert streamed == "Let me look.\n\nFound the files."
 
 
 async def test_only_the_new_messages_enter_the_session_and_user_or_header_choose_one(tmp_path: Path) -> None:

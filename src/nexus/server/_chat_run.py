@@ -200,7 +200,8 @@ async def refusal(turn: ChatTurn, result: AgentResult) -> ApiError | None:
 
 
 async def texts(turn: ChatTurn, heartbeat_s: float) -> AsyncIterator[str | None]:
-    """The reply's text deltas as they stream; ``None`` after each ``heartbeat_s`` of silence.
+    """The reply's text deltas as they stream; ``None`` after each ``heartbeat_s`` of silence. The texts of two
+    model calls (one before tool calls, one after) are kept apart by a blank line.
 
     Raises :func:`handed`'s 503 when the server stops before a run takes the message."""
     while True:
@@ -212,6 +213,7 @@ async def texts(turn: ChatTurn, heartbeat_s: float) -> AsyncIterator[str | None]
     if followed is None:
         return
     events = followed[1]
+    spoke = apart = False  # a text streamed already; the next one comes from a later model call (after tools)
     while True:
         try:
             item = await events.next(heartbeat_s)
@@ -220,4 +222,10 @@ async def texts(turn: ChatTurn, heartbeat_s: float) -> AsyncIterator[str | None]
         if item is None:
             yield None
         elif item.type == "reply_delta":
-            yield item.event.delta
+            delta = item.event.delta
+            if apart and delta:  # as `nexus run` starts it on a new line: "Let me look.Found it." read as one
+                delta, apart = "\n\n" + delta, False
+            spoke = spoke or bool(delta)
+            yield delta
+        elif item.type == "message_start" and spoke and item.event.message.role == "assistant":
+            apart = True
