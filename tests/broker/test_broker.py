@@ -192,8 +192,32 @@ async def test_cap_with_new_policy_refuses_and_records_the_drop(ledger: Ledger) 
     await broker.send(message(2))
     with pytest.raises(BrokerError, match="queue is full"):
         await broker.send(message(3))
-    rows = {row.message_id: row.status for row in BrokerStore(ledger.database).items()}
+    rows = {row.to_json()["message_id"]: row.status for row in BrokerStore(ledger.database).items()}
     assert rows == {"m-1": "processing", "m-2": "queued", "m-3": "dropped"}
+    await broker.close()
+
+
+async def test_a_message_the_new_policy_refused_is_queued_when_sent_again_with_its_id(ledger: Ledger) -> None:
+    """The sender was told "not queued": its retry with the same id (as idempotent sending asks) is queued and runs.
+    A trial's retry was answered as a duplicate of the refusal (202 over HTTP) and never ran."""
+    broker, runner = await open_broker(ledger, queue=QueueSettings(mode="followup"))
+    broker.register_agent(WORKER, queue=QueueOverrides(cap=1, drop_policy="new"))
+    await broker.send(message(1))
+    first = await runner.next_run(1)
+    await broker.send(message(2))
+    with pytest.raises(BrokerError, match="queue is full"):
+        await broker.send(message(3))
+    first.finish()
+    (await runner.next_run(2)).finish()  # message 2: the queue has room again
+    receipt = await broker.send(message(3))
+    assert not receipt.duplicate
+    assert (await runner.next_run(3)).request.prompt == "task 3"
+    items = [row.to_json() for row in BrokerStore(ledger.database).items()]
+    assert [(item["message_id"], item["status"]) for item in items if item["message_id"] == "m-3"] == [
+        ("m-3", "dropped"),  # the refusal stays on record
+        ("m-3", "processing"),
+    ]
+    assert (await broker.send(message(3))).duplicate, "accepted now: a third send is the duplicate"
     await broker.close()
 
 

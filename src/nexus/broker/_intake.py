@@ -83,19 +83,23 @@ class Intake:
         """The queue's cap refused the message (dropped, the send fails) or pushed older ones out (dropped)."""
         if not outcome.accepted:
             reason = outcome.rejected_reason or "duplicate"
-            await self.drop([row.id], reason)  # the store watcher may have dropped it already (adoption.load)
+            refused = outcome.rejected_reason is not None  # the `new` policy: its retry must not be a "duplicate"
+            await self.drop([row.id], reason, refused=refused)  # the store watcher may have dropped it already
             raise BrokerError(f"message {row.message_id!r} to {slot.agent_id!r} was not queued: {reason}")
         if outcome.dropped:
             await drop_pushed_out(outcome, settings, self.drop, session.queue)
 
-    async def drop(self, item_ids: list[str], reason: str, overflow_cap: int | None = None) -> None:
+    async def drop(
+        self, item_ids: list[str], reason: str, overflow_cap: int | None = None, *, refused: bool = False
+    ) -> None:
         """Settle items the cap pushed out as ``dropped``, leaving those finished meanwhile: a row the store watcher
         loaded again while another send settled it was dropped twice, the store refused the whole move and that
         send failed with a 400 though its own message was queued (``nexus serve`` under load). ``overflow_cap``:
-        the ``summarize`` policy's, the drops are owed to the session's next ``[Queue overflow]`` summary."""
+        the ``summarize`` policy's, the drops are owed to the session's next ``[Queue overflow]`` summary.
+        ``refused``: the send is told "not queued", so the message id is freed for its retry."""
         while item_ids:
             try:
-                await self._queue.settle(item_ids, "dropped", reason=reason, overflow_cap=overflow_cap)
+                await self._queue.settle(item_ids, "dropped", reason=reason, overflow_cap=overflow_cap, refused=refused)
                 return
             except QueueItemsFinishedError as exc:
                 left = [item_id for item_id in item_ids if item_id not in exc.finished]

@@ -257,6 +257,13 @@ def move_items(
         raise QueueItemsFinishedError(status, bad)
 
 
+def free_message_ids_in(conn: sqlite3.Connection, item_ids: Sequence[str]) -> None:
+    """Free the message ids of refused items (their rows stay ``dropped``): the sender was told "not queued", so
+    its retry with the same id must be queued, not answered as a duplicate of the refusal. The id stays in the
+    row's stored message (``message_json``)."""
+    conn.execute(f"UPDATE queue_items SET message_id = NULL WHERE id IN ({_placeholders(item_ids)})", tuple(item_ids))
+
+
 def owe_overflow_in(conn: sqlite3.Connection, item_ids: Sequence[str], cap: int) -> None:
     """Mark dropped items as owed to their session's next ``[Queue overflow]`` summary, with the cap in force."""
     conn.execute(

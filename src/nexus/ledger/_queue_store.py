@@ -29,6 +29,7 @@ from nexus.ledger._queue_rows import (
     accept_many_at,
     claim_in,
     deliver_in,
+    free_message_ids_in,
     move_items,
     owe_overflow_in,
     owed_overflow_in,
@@ -168,11 +169,13 @@ class SqlQueueStore:
         reason: str | None = None,
         lease: Lease | None = None,
         overflow_cap: int | None = None,
+        refused: bool = False,
     ) -> None:
         """Finish unfinished items: ``delivered`` by ``turn_id``, or ``failed``/``dropped`` with ``reason``.
 
         ``overflow_cap`` (``dropped`` only: the ``summarize`` policy's cap): the items are owed to their session's
-        next ``[Queue overflow]`` summary, in the same transaction (:meth:`take_overflow`)."""
+        next ``[Queue overflow]`` summary, in the same transaction (:meth:`take_overflow`). ``refused``
+        (``dropped`` only): their message ids are freed in the same transaction (:func:`free_message_ids_in`)."""
         if not item_ids:
             return
         if outcome == "delivered":
@@ -187,6 +190,13 @@ class SqlQueueStore:
                 owe_overflow_in(conn, item_ids, cap)
 
             await self._move(_fenced(lease, dropped_owed))
+        elif outcome == "dropped" and refused:
+
+            def dropped_freed(conn: Any) -> None:
+                move_items(conn, item_ids, "dropped", error=reason)
+                free_message_ids_in(conn, item_ids)
+
+            await self._move(_fenced(lease, dropped_freed))
         elif outcome in ("failed", "dropped"):
             await self._move(_fenced(lease, lambda c: move_items(c, item_ids, outcome, error=reason)))
         else:

@@ -239,11 +239,14 @@ class QueueStore(Protocol):
         reason: str | None = None,
         lease: Lease | None = None,
         overflow_cap: int | None = None,
+        refused: bool = False,
     ) -> None:
         """Finish unfinished items: ``delivered`` (by ``turn_id``), ``failed`` or ``dropped`` (with ``reason``).
 
         With ``lease``: refused with ``LeaseLostError``, nothing moved, unless the lease is still valid. Dropped with
         ``overflow_cap`` (the ``summarize`` policy): owed to the session's next summary (:meth:`take_overflow`).
+        Dropped ``refused`` (the sender was told its message was not queued): the row stays, its message id is
+        freed, so a retry with that id is a new message, not a duplicate of the refusal.
         """
         ...
 

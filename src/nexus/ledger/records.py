@@ -451,13 +451,15 @@ class QueueItem:
         return str(message.get("content", "")) if isinstance(message, dict) else str(message)
 
     def to_json(self) -> dict[str, Any]:
-        """The item as the CLI (``--json``) and the HTTP API show it."""
+        """The item as the CLI (``--json``) and the HTTP API show it. A refused message's row has its id column
+        freed for the sender's retry (``settle(refused=True)``); it still shows the id its stored message has."""
+        stored = self.message if isinstance(self.message, dict) else {}
         return {
             "id": self.id,
             "agent": self.agent_id,
             "session": self.session_label,
-            "session_key": self.message.get("session") if isinstance(self.message, dict) else None,
-            "message_id": self.message_id,
+            "session_key": stored.get("session"),
+            "message_id": self.message_id if self.message_id is not None else stored.get("id"),
             "from": self.sender,
             "mode": self.mode,
             "status": self.status,

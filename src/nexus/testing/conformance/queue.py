@@ -36,6 +36,19 @@ async def test_accept_is_idempotent_by_message_id(ledger: Ledger) -> None:
     assert await ledger.queue.get("no-such-item") is None
 
 
+async def test_a_refused_message_id_is_free_for_its_retry(ledger: Ledger) -> None:
+    """A row dropped ``refused`` (the sender was told "not queued") does not make the retry a duplicate; the
+    refusal stays on record."""
+    await ledger.sessions.create(NewSession("agent:w"))
+    refused, _ = await ledger.queue.accept(_ask("m1", "one", id="m1"))
+    await ledger.queue.settle([refused.id], "dropped", reason="the queue is full", refused=True)
+    retried, created = await ledger.queue.accept(_ask("m1", "one", id="m1"))
+    assert created and retried.id != refused.id and retried.message_id == "m1"
+    stored = await ledger.queue.get(refused.id)
+    assert stored is not None and stored.status == "dropped" and stored.to_json()["message_id"] == "m1"
+    assert (await ledger.queue.accept(_ask("m1")))[1] is False, "the retry's acceptance is the one that stands"
+
+
 async def test_many_accepts_at_once_each_stored_once(ledger: Ledger) -> None:
     await ledger.sessions.create(NewSession("agent:w"))
     requests = [_ask(f"m{i % 50}", f"text {i}") for i in range(100)]  # every id twice
