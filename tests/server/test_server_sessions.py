@@ -315,3 +315,30 @@ async def test_an_agent_whose_message_another_process_runs_is_running_not_idle(
     assert await seen() == [("coder", "running", 2)]
     store.release([first.id])
     assert await seen() == [("coder", "idle", 2)]
+
+
+async def test_a_sub_agents_session_with_a_slash_in_its_label_can_be_opened(
+    ledger: Ledger, client: httpx.AsyncClient
+) -> None:
+    """The engine names a sub-agent's session ``<parent>/<label>-<ulid>``; the API listed it, and the web UI
+    showed it, but every ``/v1/sessions/{label}/…`` route answered 404 for it (a trial). Both the plain and the
+    percent-encoded (``encodeURIComponent``, as the web UI sends it) forms reach it now."""
+    label = "main/todo-01M8KQWS8M5VPPJMBC7TKB4CJ0"
+    await ledger.sessions.create(NewSession(label, origin="subagent"))
+    await ledger.turns.write(TurnWrite(label, None, [UserMessage("say hi")], [_reply("hi from the worker")]))
+    for shown in (label, label.replace("/", "%2F")):
+        detail = await client.get(f"/v1/sessions/{shown}")
+        assert detail.status_code == 200 and detail.json()["label"] == label, detail.text
+        history = (await client.get(f"/v1/sessions/{shown}/history")).json()
+        assert history["label"] == label and len(history["turns"]) == 1
+        tree = (await client.get(f"/v1/sessions/{shown}/tree")).json()
+        assert tree["label"] == label and len(tree["turns"]) == 1
+        exported = await client.get(f"/v1/sessions/{shown}/export")
+        assert exported.status_code == 200 and "hi from the worker" in exported.text
+    renamed = await client.patch(f"/v1/sessions/{label}", json={"title": "the worker"})
+    assert renamed.status_code == 200 and renamed.json()["title"] == "the worker", renamed.text
+    head = (await client.get(f"/v1/sessions/{label}")).json()["head"]["id"]
+    forked = await client.post(f"/v1/sessions/{label}/fork", json={"turn_id": head, "label": "worker-copy"})
+    assert forked.status_code == 201, forked.text
+    assert (await client.get("/v1/sessions/main/history")).json()["label"] == "main", "the others are as before"
+    assert (await client.get("/v1/sessions/main/nope")).status_code == 404

@@ -16,6 +16,7 @@ from starlette.types import Receive, Scope, Send
 
 from nexus.server._errors import ApiError
 from nexus.server._event_hub import EventHub, HubError, Subscription
+from nexus.server._label_path import SESSION
 from nexus.server._openapi import answers
 from nexus.server._state import ServerState
 
@@ -94,7 +95,7 @@ def _parse_last_event_id(value: str | None) -> int | None:
 
 
 @router.get(
-    "/sessions/{label}/events",
+    f"{SESSION}/events",
     summary="The session's StreamEvents as Server-Sent Events (resume with Last-Event-ID)",
     response_class=EventStream,
     status_code=200,

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, 
 
 from nexus.ledger import AgentRow, NewSession, label_problem
 from nexus.server._errors import ApiError
+from nexus.server._label_path import SESSION
 from nexus.server._off_loop import store_call
 from nexus.server._openapi import answers
 from nexus.server._owners import OWNER_KEY, TITLE_KEY, WEB_KEY_PREFIX, Owners
@@ -138,7 +139,7 @@ async def create_session(request: Request, body: NewSessionRequest) -> Any:
 
 
 @router.post(
-    "/sessions/{label}/fork",
+    f"{SESSION}/fork",
     status_code=201,
     summary="A new session at a turn of this one (for its agent, another agent, or under a label)",
     responses=answers(SessionOut, 404, 409, status=201),
@@ -167,7 +168,7 @@ async def fork_session(request: Request, label: str, body: ForkRequest) -> Any:
 
 
 @router.patch(
-    "/sessions/{label}",
+    SESSION,
     summary="Retitle, archive or restore a session (its label and turns never change)",
     responses=answers(SessionOut, 404),
 )
@@ -182,7 +183,7 @@ async def update_session(request: Request, label: str, body: SessionUpdate) -> A
 
 
 @router.delete(
-    "/sessions/{label}",
+    SESSION,
     status_code=204,
     summary="Archive a session: hidden from lists, every turn kept (restore: PATCH archived=false)",
     responses=answers(None, 404, status=204),

@@ -13,6 +13,7 @@ from fastapi.responses import Response
 
 from nexus.ledger import Ledger, PiFormatError, SessionQuery, label_problem
 from nexus.server._errors import ApiError
+from nexus.server._label_path import SESSION
 from nexus.server._openapi import answers
 from nexus.server._owners import Owners
 from nexus.server._schemas import History, ImportResult, SessionDetail, SessionList, Tree, TurnDetail
@@ -58,9 +59,7 @@ SEARCHED = ("label", "title", "agent", "channel", "session_key")
 """The fields ``GET /v1/sessions?q=`` looks in."""
 
 
-@router.get(
-    "/sessions/{label}", summary="One session with its head turn and aliases", responses=answers(SessionDetail, 404)
-)
+@router.get(SESSION, summary="One session with its head turn and aliases", responses=answers(SessionDetail, 404))
 async def show_session(request: Request, label: str) -> Any:
     ledger = _state(request).ledger
     session = await ledger.sessions.resolve(label)
@@ -74,7 +73,7 @@ async def show_session(request: Request, label: str) -> Any:
 
 
 @router.get(
-    "/sessions/{label}/history",
+    f"{SESSION}/history",
     summary="The session's turns, root first, with their messages",
     responses=answers(History, 404),
 )
@@ -99,7 +98,7 @@ async def session_history(request: Request, label: str) -> Any:
 
 
 @router.get(
-    "/sessions/{label}/tree",
+    f"{SESSION}/tree",
     summary="Every turn of the tree the session is in, forks included",
     responses=answers(Tree, 404),
 )
@@ -149,7 +148,7 @@ async def show_turn(request: Request, turn_id: str) -> Any:
 
 
 @router.get(
-    "/sessions/{label}/export",
+    f"{SESSION}/export",
     summary="The session as a pi-coding-agent session file (JSONL)",
     response_class=JsonLinesResponse,
     responses=answers(None, 404, media=JsonLinesResponse.media_type),
