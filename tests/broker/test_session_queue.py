@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nexus.broker import (
+    DropPolicy,
     QueuedMessage,
     QueueMode,
     QueueOverrides,
@@ -132,6 +133,19 @@ def test_cap_with_new_policy_refuses_the_incoming_message() -> None:
     outcome = queue.add(msg(3), settings)
     assert not outcome.accepted and outcome.rejected_reason is not None and "full" in outcome.rejected_reason
     assert [item.item_id for item in queue.items] == ["item-1", "item-2"]
+
+
+@pytest.mark.parametrize("policy", ["new", "old", "summarize"])
+def test_an_interrupt_is_queued_past_the_cap_and_drops_nothing(policy: DropPolicy) -> None:
+    """A full queue is when a user most needs to stop a run: the `new` policy refused the interrupt (a trial)."""
+    queue = SessionQueue(overflow_owed=False)
+    settings = QueueSettings(cap=2, drop_policy=policy)
+    queue.add(msg(1), settings)
+    queue.add(msg(2), settings)
+    outcome = queue.add(msg(3, "interrupt"), settings)
+    assert outcome.accepted and outcome.dropped == ()
+    assert [item.item_id for item in queue.items] == ["item-1", "item-2", "item-3"] and not queue.overflow_owed
+    assert not queue.add(msg(4), QueueSettings(cap=2, drop_policy="new")).accepted, "the cap holds for the others"
 
 
 def test_cap_with_old_policy_drops_the_oldest_waiting_not_the_in_flight() -> None:

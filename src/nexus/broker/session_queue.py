@@ -174,13 +174,17 @@ class SessionQueue:
         item.mode, item.debounce_ms = mode, debounce_ms
 
     def add(self, message: QueuedMessage, settings: QueueSettings) -> AddOutcome:
-        """Queue ``message`` under ``settings`` (its cap and drop policy); see :class:`AddOutcome`."""
+        """Queue ``message`` under ``settings`` (its cap and drop policy); see :class:`AddOutcome`.
+
+        An ``interrupt`` is never refused or made room for: it is how a user stops a run going wrong (a full
+        queue is when that is needed most; the ``new`` policy refused it), and its turn takes the whole backlog
+        with it, so nothing waits longer for it."""
         same = self._by_message.get((message.message_id, message.route))
         if same:
             return AddOutcome(accepted=False, duplicate_of=same[0].item_id)
         dropped: list[QueuedMessage] = []
         waiting = self.waiting() if len(self._items) >= settings.cap else []  # fewer items than the cap: room
-        if waiting and len(waiting) >= settings.cap:
+        if waiting and len(waiting) >= settings.cap and message.mode != "interrupt":  # see below
             if settings.drop_policy == "new":
                 return AddOutcome(
                     accepted=False,
