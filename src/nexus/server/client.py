@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from nexus.errors import ConfigError, NexusError
+from nexus.errors import NexusError, UsageError
 from nexus.server.discovery import RunningServer
 
 TIMEOUT_S = 30.0
 
 
 def call_server(server: RunningServer, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-    """``method path`` on the server; a 4xx is a ConfigError (exit 2), no answer or a 5xx a NexusError (exit 1)."""
+    """``method path`` on the server; a 4xx is a UsageError (exit 2), no answer or a 5xx a NexusError (exit 1).
+
+    A 4xx refuses the request (a full queue, an unknown agent), not the configuration: the CLI printed
+    ``nexus: config error: nexus serve refused it (400): … the queue is full``, which sent users to nexus.toml."""
     import httpx
 
     headers = {"authorization": f"Bearer {server.token}"} if server.token else {}
@@ -29,6 +32,6 @@ def call_server(server: RunningServer, method: str, path: str, body: dict[str, A
             message = response.json()["error"]["message"]
         except (ValueError, KeyError, TypeError):
             message = response.text[:200]
-        error = ConfigError if response.status_code < 500 else NexusError
+        error = UsageError if response.status_code < 500 else NexusError
         raise error(f"nexus serve refused it ({response.status_code}): {message}")
     return response.json() if response.content else None
