@@ -342,3 +342,9 @@ async def test_a_sub_agents_session_with_a_slash_in_its_label_can_be_opened(
     assert forked.status_code == 201, forked.text
     assert (await client.get("/v1/sessions/main/history")).json()["label"] == "main", "the others are as before"
     assert (await client.get("/v1/sessions/main/nope")).status_code == 404
+
+
+async def test_a_404_for_a_huge_label_does_not_echo_it_whole(client: httpx.AsyncClient) -> None:
+    missing = await client.get("/v1/sessions/" + "a" * 20_000)
+    message = missing.json()["error"]["message"]
+    assert missing.status_code == 404 and len(message) < 400 and "(20000 characters)" in message, message[:300]

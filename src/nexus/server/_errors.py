@@ -44,6 +44,10 @@ class ApiError(Exception):
         self.param, self.code, self.headers = param, code, headers
 
 
+LABEL_SHOWN = 200
+"""How much of an unknown label a 404 echoes: a 20,000-character path came back whole in the error (a trial)."""
+
+
 def error_body(error_type: str, message: str, *, param: str | None = None, code: str | None = None) -> dict[str, Any]:
     """The JSON body of every error response (``param``/``code`` only when given)."""
     error: dict[str, Any] = {"type": error_type, "message": message}
@@ -182,7 +186,10 @@ def _nexus_error(exc: Exception) -> JSONResponse:
         headers = {"Retry-After": str(RETRY_AFTER_S)}
         return JSONResponse(error_body("unavailable", str(exc)), status_code=503, headers=headers)
     if isinstance(exc, SessionNotFound):  # the library's hint names Python calls; say it in HTTP terms
-        message = f"no session or alias named {exc.label!r}; GET /v1/sessions lists them"
+        label = (
+            exc.label if len(exc.label) <= LABEL_SHOWN else f"{exc.label[:LABEL_SHOWN]}… ({len(exc.label)} characters)"
+        )
+        message = f"no session or alias named {label!r}; GET /v1/sessions lists them"
         return JSONResponse(error_body("not_found", message), status_code=404)
     if isinstance(exc, SessionNotFound | TurnNotFound | UnknownAgentError):
         status, kind = 404, "not_found"
