@@ -48,6 +48,10 @@ def test_run_and_chat_refuse_a_new_label_the_api_cannot_address(
     refused = nexus("run", "-s", "x/y", "hi")  # a ledger exists now: the session is looked up, still new
     assert refused.returncode == 2 and "--session" in refused.stderr
     assert _labels(home) == ["ok"]
+    for dots in (".", ".."):  # a browser folds `/v1/sessions/../history` into `/v1/history`: no page opens them
+        refused = nexus("run", "-s", dots, "hi")
+        assert refused.returncode == 2 and f"a session label cannot be {dots!r}" in refused.stderr, refused.stderr
+    assert _labels(home) == ["ok"]
 
 
 def test_an_existing_session_with_such_a_label_stays_usable(

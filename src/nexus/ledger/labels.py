@@ -15,14 +15,16 @@ the broker derives from session keys (docs/broker.md) are its own and not held t
 def label_problem(label: str) -> str | None:
     """Why the API could not address a new session named ``label`` again, or None.
 
-    ``/v1/sessions/{label}`` takes one path segment: a label with ``/`` (or ``\\``) would be
-    created and then unreachable; control characters and edge spaces are names nobody can type
+    ``/`` is kept for sub-agents' sessions (``<parent>/<label>-<ulid>``), ``\\`` and ``.`` / ``..``
+    no web address keeps as they are; control characters and edge spaces are names nobody can type
     back (the broker's own session labels obey the same rule), and a label a person gives is at
     most :data:`MAX_LABEL_CHARS` long. Only new labels are checked: a
     session an older version created with such a label stays usable where it can be named.
     """
     if "/" in label or "\\" in label:
         return f"a session label cannot hold '/' or '\\' (got {label!r})"
+    if label in (".", ".."):  # a browser's URL parser folds `/v1/sessions/../history` into `/v1/history`
+        return f"a session label cannot be {label!r} (a web address would drop it)"
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in label):
         return f"a session label cannot hold control characters (got {label!r})"
     if label != label.strip():
