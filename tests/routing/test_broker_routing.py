@@ -104,6 +104,31 @@ async def test_send_routed_follows_the_mode(isolated_env: Path, route: str, task
         assert decision.session_label == label and (await ledger.turns.path(label))[-1].status == "completed"
 
 
+async def test_a_retried_routed_message_goes_where_it_went_and_is_decided_once(isolated_env: Path) -> None:
+    """A client's retry with the same id recorded another decision each time (even in the explicit arm), so
+    ``nexus route stats`` counted one message several times (a trial)."""
+    scripted = _model("ok")
+    task = "the login rate limiter should answer 429 with a JSON body"
+    with Ledger.open(isolated_env / "agents.db") as ledger:
+        async with running_broker(load_config(), ledger, stream_fn=scripted.stream) as host:
+            broker = host.broker
+            await _coder(broker, scripted)
+            first = await broker.send_routed(
+                AgentMessage(id="r1", from_="user", to="coder", content=task), route="smart"
+            )
+            retries = [
+                await broker.send_routed(AgentMessage(id="r1", from_="user", to="coder", content=task), route=route)
+                for route in ("smart", "explicit", "hybrid")
+            ]
+            await broker.wait_until_idle()
+            decisions = [d for d in broker.routing.router.decisions.decisions() if d.message_id == "r1"]
+    assert first.message.session == "fork:r1" and not first.receipt.duplicate
+    assert [(r.message.to, r.message.session, r.receipt.duplicate) for r in retries] == [("coder", "fork:r1", True)] * 3
+    assert [r.decision for r in retries] == [None] * 3 and all("sent before" in r.notes[0] for r in retries)
+    assert [(d.arm, d.decision) for d in decisions] == [("smart", "existing")], "one message, one decision"
+    assert scripted.pending == 0, "it ran once"
+
+
 async def test_routing_modes_are_checked(isolated_env: Path) -> None:
     scripted = ScriptedModel([])
     with Ledger.open(isolated_env / "agents.db") as ledger:

@@ -232,6 +232,11 @@ def plan_route(routing: SmartRouting, message: AgentMessage, route: str | None, 
 
     conversation = message.conversation_id or message.session or message.id
     arm = "explicit" if mode == "explicit" else arm_for(conversation, routing.smart_share)
+    first = _sent_before(routing, message)
+    if first is not None:  # a retry: it goes where the first send went, and the A/B stats count it once
+        return RoutedSend(
+            _PENDING, first, mode, arm, None, [f"message {message.id!r} was sent before: not routed again"]
+        )
     if arm == "explicit":
         if not message.to:
             raise BrokerError(f"conversation {conversation!r} is routed explicitly; name the agent to send it to")
@@ -260,6 +265,20 @@ def plan_route(routing: SmartRouting, message: AgentMessage, route: str | None, 
 
 
 _PENDING = SendReceipt("", "")
+
+
+def _sent_before(routing: SmartRouting, message: AgentMessage) -> AgentMessage | None:
+    """``message`` addressed as its id's first accepted send was, or ``None`` (not sent yet).
+
+    A client's retry with the same id was routed again: each retry recorded another decision (``nexus route
+    stats`` counted one message several times, even in the explicit arm that never handled it)."""
+    from nexus.ledger import BrokerStore
+
+    item = BrokerStore(routing.router.ledger.database).accepted(message.id)
+    if item is None:
+        return None
+    stored = item.message if isinstance(item.message, dict) else {}
+    return dataclasses.replace(message, to=item.agent_id or message.to, session=stored.get("session"))
 
 
 def _record_explicit(routing: SmartRouting, message: AgentMessage, mode: str, conversation: str, label: str) -> None:

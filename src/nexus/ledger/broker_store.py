@@ -107,6 +107,10 @@ class BrokerStore(AgentRegistry):
         """One queue item by id, or ``None``."""
         return self._db.read(lambda c: _queue_reads.get(c, item_id))
 
+    def accepted(self, message_id: str) -> QueueItem | None:
+        """The item a message id was accepted as, or ``None`` (a retry's sender asks where it went)."""
+        return self._db.read(lambda c: _queue_reads.accepted(c, message_id))
+
     def pending(self, agent_id: str | None = None) -> list[QueueItem]:
         """Items still ``queued`` or ``processing`` (of one agent, or all), in arrival order.
 
