@@ -29,6 +29,8 @@ def test_intervals() -> None:
     assert wilson(0, 0).value is None and wilson(0, 0).show() == "n/a"
     mean = mean_interval([10.0, 20.0, 30.0])
     assert mean.value == 20.0 and mean.low is not None and mean.low < 20.0 < (mean.high or 0)
+    skewed = mean_interval([0.0, 0.0, 51_237.0])  # tokens per task: never below 0, whatever the spread
+    assert skewed.low == 0.0 and skewed.high is not None and skewed.high > 17_079
 
 
 def test_a_decision_is_recorded_settled_from_its_run_and_rated(tmp_path: Path) -> None:

@@ -70,7 +70,8 @@ def wilson(successes: int, n: int) -> Interval:
 
 
 def mean_interval(values: Sequence[float]) -> Interval:
-    """The mean with a normal 95 % interval (the sample's standard error; one value: no width)."""
+    """The mean with a normal 95 % interval (the sample's standard error; one value: no width), held at 0 below:
+    tokens and cost are never negative, and a skewed small sample gave ``17079 [-9274, 43431]`` (a trial)."""
     n = len(values)
     if n == 0:
         return Interval(None, None, None, 0)
@@ -79,7 +80,7 @@ def mean_interval(values: Sequence[float]) -> Interval:
         return Interval(mean, mean, mean, 1)
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
     half = Z95 * sd / math.sqrt(n)
-    return Interval(mean, mean - half, mean + half, n)
+    return Interval(mean, max(0.0, mean - half), mean + half, n)
 
 
 def compare(decisions: Sequence[DecisionRecord]) -> list[ArmStats]:
