@@ -420,3 +420,15 @@ def test_the_page_and_its_libraries_are_served_without_a_token_and_with_a_strict
         assert "javascript" in client.get("/ui/js/app.js").headers["content-type"], "a module needs a script type"
         head = client.head("/")
         assert head.status_code == 200 and head.content == b"" and "content-security-policy" in head.headers
+
+
+def test_the_events_of_a_session_the_server_does_not_know_are_asked_for_once(live: Live, page: Any) -> None:
+    """A 404 from ``…/events`` was retried forever, backing off to every 15 s (a trial, on sub-agent sessions
+    the routes did not take then); asking again will not make the session exist."""
+    server = live()
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url) if request.url.endswith("/events") else None)
+    page.goto(f"{server.url}/#s=nosuch")
+    expect(page.locator("#live")).to_have_text("offline")
+    page.wait_for_timeout(3_500)  # the old loop asked again after 1 s and after 3 s
+    assert len(asked) == 1, asked

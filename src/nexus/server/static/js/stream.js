@@ -1,5 +1,6 @@
 // The selected session's live events over SSE, read with fetch (EventSource cannot send the
-// Authorization header), reconnecting with Last-Event-ID and backing off from 1 s to 15 s.
+// Authorization header), reconnecting with Last-Event-ID and backing off from 1 s to 15 s (not for a
+// session the server does not know: a 404 ends it).
 
 import { askToken, authHeaders } from "./api.js";
 import { $, enc, sleep } from "./dom.js";
@@ -52,6 +53,7 @@ export async function openStream(label, handle) {
       const headers = authHeaders(lastEventId ? { "Last-Event-ID": lastEventId } : {});
       const response = await fetch(`/v1/sessions/${enc(label)}/events`, { headers, signal: mine.signal });
       if (response.status === 401) { await askToken("The server asks for a token to stream events."); continue; }
+      if (response.status === 404) { setLive(false); return; }  // no such session: asking again will not make one
       if (!response.ok) throw new Error(`events answered ${response.status}`);
       setLive(true);
       backoff = 1000;
