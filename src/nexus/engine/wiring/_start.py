@@ -3,7 +3,7 @@ result of a start that never ran (aborted while another run of the session held 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from nexus._dataclass import dataclass
@@ -58,3 +58,58 @@ def aborted_before_start(message: str | UserMessage) -> AgentResult:
         stop_reason="aborted",
         error=AgentError("unknown", text, retryable=True),
     )
+
+
+_KINDS: dict[str, tuple[type, bool]] = {
+    "images": (ImageContent, True), "consumes": (str, True), "source": (str, False), "event": (EventContext, False),
+}  # fmt: skip
+"""The type of each start option's value (``True``: of each item of its list) that its module has loaded here;
+``None`` is allowed for the single ones. ``tools``, ``signal`` and ``callbacks`` are in :func:`_option_kind`."""
+
+
+def check_start(spec: object, session: object, message: object, options: Mapping[str, object]) -> None:
+    """``TypeError`` naming the argument of ``Runtime.start``/``begin``/``run`` that is of the wrong kind.
+
+    Called before the session is looked up: ``run(..., images=["x"])`` made the session and then failed in
+    the run's task (``AttributeError: 'str' object has no attribute 'id'``), and ``message=None`` ran a turn.
+    """
+    from nexus.engine.types import AgentSpec
+
+    if not isinstance(spec, AgentSpec):
+        raise TypeError(f"spec must be an AgentSpec, got {type(spec).__name__}")
+    if not isinstance(session, str):
+        raise TypeError(f"session must be a session name (str), got {type(session).__name__}")
+    if not isinstance(message, (str, UserMessage)):
+        raise TypeError(f"message must be text or a UserMessage, got {type(message).__name__}")
+    for key, value in options.items():  # an unknown key was refused by the call itself
+        if key == "lease_fence":
+            if not isinstance(value, bool):
+                raise TypeError(f"lease_fence must be True or False, got {value!r:.60}")
+            continue
+        kind, many = _option_kind(key)
+        if not many:
+            if value is not None and not isinstance(value, kind):
+                raise TypeError(f"{key} must be {kind.__name__} or None, got {type(value).__name__}")
+        elif isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+            raise TypeError(f"{key} must be a list of {kind.__name__}, got {type(value).__name__}")
+        else:
+            for item in value:
+                if not isinstance(item, kind):
+                    raise TypeError(f"{key} must be a list of {kind.__name__}, got an item {item!r:.60}")
+
+
+def _option_kind(key: str) -> tuple[type, bool]:
+    """The type a start option's value must be of (see :data:`_KINDS`); three import their module only here."""
+    if key == "tools":
+        from nexus.agent import AgentTool
+
+        return AgentTool, True
+    if key == "signal":
+        from nexus.llm import AbortSignal
+
+        return AbortSignal, False
+    if key == "callbacks":
+        from nexus.engine.execution.callbacks import EngineCallbacks
+
+        return EngineCallbacks, False
+    return _KINDS[key]
