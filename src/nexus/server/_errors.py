@@ -55,12 +55,15 @@ def error_body(error_type: str, message: str, *, param: str | None = None, code:
 _KINDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false", "list": "a list"}
 
 
-def _form(part: object) -> str | None:
-    """The accepted form a union member tag of pydantic's error location names (``DeliverTo``, ``str``), else None."""
+def union_member(part: object) -> str | None:
+    """The accepted form a union member tag of pydantic's error location names (``DeliverTo``, ``str``,
+    ``list[ContentPart]``), else None."""
     if not isinstance(part, str):
         return None
     if part in _KINDS:
         return _KINDS[part]
+    if part.startswith("list["):
+        return "a list"
     return "an object" if part[:1].isupper() else None
 
 
@@ -79,10 +82,10 @@ def validation_message(exc: RequestValidationError | ValidationError) -> str:
             at = f" at character {loc[0]}" if loc and isinstance(loc[0], int) else ""
             detail = (error.get("ctx") or {}).get("error")
             return f"the request body is not valid JSON{at}" + (f" ({detail})" if detail else "")
-        tag = next((i for i, part in enumerate(loc) if _form(part)), None)
+        tag = next((i for i, part in enumerate(loc) if union_member(part)), None)
         if tag is not None and tag == len(loc) - 1:  # the value is none of the field's forms
             field = ".".join(str(part) for part in loc[:tag]) or "body"
-            forms.setdefault(field, []).append(_form(loc[tag]) or "another form")
+            forms.setdefault(field, []).append(union_member(loc[tag]) or "another form")
             continue
         if tag is not None:
             loc = loc[:tag] + loc[tag + 1 :]  # inside one form: name the field, not the form
