@@ -16,7 +16,7 @@ from nexus.broker._queue_trace import accept_span, traced_accept
 from nexus.broker._slot import AgentSlot, SessionSlot
 from nexus.broker.modes import QueueSettings
 from nexus.broker.session_queue import AddOutcome, QueuedMessage
-from nexus.broker.types import AgentMessage, BrokerError, SendReceipt
+from nexus.broker.types import AgentMessage, BrokerError, QueueFullError, SendReceipt
 from nexus.ledger import AcceptRequest, QueueItem, QueueItemsFinishedError, QueueStore
 
 Accepted = tuple[QueueItem, SessionSlot, QueuedMessage, bool, tuple[str, ...]]
@@ -84,7 +84,8 @@ class Intake:
         if not outcome.accepted:
             reason = outcome.rejected_reason or "duplicate"
             await self.drop([row.id], reason)  # the store watcher may have dropped it already (adoption.load)
-            raise BrokerError(f"message {row.message_id!r} to {slot.agent_id!r} was not queued: {reason}")
+            refused = QueueFullError if outcome.rejected_reason is not None else BrokerError  # the cap, policy new
+            raise refused(f"message {row.message_id!r} to {slot.agent_id!r} was not queued: {reason}")
         if outcome.dropped:
             await drop_pushed_out(outcome, settings, self.drop, session.queue)
 

@@ -163,9 +163,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
 def _nexus_error(exc: Exception) -> JSONResponse:
     """A ``NexusError``'s status and type: the server's trouble (a full or busy database) is 503 with
-    ``Retry-After``, a database that refused a statement 500, a missing thing 404, a conflict 409, anything
-    else the client's 400."""
-    from nexus.broker import BrokerError, UnknownAgentError
+    ``Retry-After``, a database that refused a statement 500, a missing thing 404, a conflict 409, a queue
+    full under drop policy ``new`` 429 ``queue_full`` (as the other cap drops), anything else the client's 400."""
+    from nexus.broker import BrokerError, QueueFullError, UnknownAgentError
     from nexus.ledger import (
         LedgerBusyError,
         LedgerError,
@@ -187,6 +187,9 @@ def _nexus_error(exc: Exception) -> JSONResponse:
     if isinstance(exc, SessionNotFound):  # the library's hint names Python calls; say it in HTTP terms
         message = f"no session or alias named {exc.label!r}; GET /v1/sessions lists them"
         return JSONResponse(error_body("not_found", message), status_code=404)
+    if isinstance(exc, QueueFullError):  # not queued: a send once the queue has room is no duplicate
+        again = "send it again later (with another id, if it had one: the refusal is recorded under this one)"
+        return JSONResponse(error_body("queue_full", f"{exc}; {again}"), status_code=429)
     if isinstance(exc, SessionNotFound | TurnNotFound | UnknownAgentError):
         status, kind = 404, "not_found"
     elif isinstance(exc, SessionExistsError):
