@@ -7,16 +7,15 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from nexus._dataclass import dataclass
+from nexus.agent import AgentTool
 from nexus.engine.assembly.context import EventContext
-from nexus.engine.types import AgentResult
-from nexus.llm import ImageContent, UserMessage
+from nexus.engine.types import AgentResult, AgentSpec
+from nexus.llm import AbortSignal, ImageContent, UserMessage
 
 if TYPE_CHECKING:  # StartOptions types ``**options`` only: at run time a TypedDict compiles each of its annotations
     from typing import TypedDict
 
-    from nexus.agent import AgentTool
     from nexus.engine.execution.callbacks import EngineCallbacks
-    from nexus.llm import AbortSignal
 
     class StartOptions(TypedDict, total=False):
         """The options of :meth:`Runtime.start` (and ``begin``, ``run``); see there."""
@@ -61,10 +60,11 @@ def aborted_before_start(message: str | UserMessage) -> AgentResult:
 
 
 _KINDS: dict[str, tuple[type, bool]] = {
-    "images": (ImageContent, True), "consumes": (str, True), "source": (str, False), "event": (EventContext, False),
+    "images": (ImageContent, True), "consumes": (str, True), "tools": (AgentTool, True), "source": (str, False),
+    "event": (EventContext, False), "signal": (AbortSignal, False),
 }  # fmt: skip
-"""The type of each start option's value (``True``: of each item of its list) that its module has loaded here;
-``None`` is allowed for the single ones. ``tools``, ``signal`` and ``callbacks`` are in :func:`_option_kind`."""
+"""The type of each start option's value (``True``: of each item of its list); ``None`` is allowed for the single
+ones. ``callbacks`` is checked against :class:`EngineCallbacks`, imported only when given."""
 
 
 def check_start(spec: object, session: object, message: object, options: Mapping[str, object]) -> None:
@@ -72,44 +72,36 @@ def check_start(spec: object, session: object, message: object, options: Mapping
 
     Called before the session is looked up: ``run(..., images=["x"])`` made the session and then failed in
     the run's task (``AttributeError: 'str' object has no attribute 'id'``), and ``message=None`` ran a turn.
+    On every start (the broker's too): exact-type checks first, the generic ones only when those miss.
     """
-    from nexus.engine.types import AgentSpec
-
     if not isinstance(spec, AgentSpec):
         raise TypeError(f"spec must be an AgentSpec, got {type(spec).__name__}")
-    if not isinstance(session, str):
+    if type(session) is not str and not isinstance(session, str):
         raise TypeError(f"session must be a session name (str), got {type(session).__name__}")
-    if not isinstance(message, (str, UserMessage)):
+    if type(message) is not str and not isinstance(message, (str, UserMessage)):
         raise TypeError(f"message must be text or a UserMessage, got {type(message).__name__}")
     for key, value in options.items():  # an unknown key was refused by the call itself
         if key == "lease_fence":
-            if not isinstance(value, bool):
+            if value is not True and value is not False:
                 raise TypeError(f"lease_fence must be True or False, got {value!r:.60}")
             continue
-        kind, many = _option_kind(key)
+        kind, many = _KINDS[key] if key != "callbacks" else (_callbacks_type(), False)
         if not many:
             if value is not None and not isinstance(value, kind):
                 raise TypeError(f"{key} must be {kind.__name__} or None, got {type(value).__name__}")
-        elif isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+            continue
+        if (
+            type(value) is not tuple
+            and type(value) is not list
+            and (isinstance(value, (str, bytes)) or not isinstance(value, Sequence))
+        ):
             raise TypeError(f"{key} must be a list of {kind.__name__}, got {type(value).__name__}")
-        else:
-            for item in value:
-                if not isinstance(item, kind):
-                    raise TypeError(f"{key} must be a list of {kind.__name__}, got an item {item!r:.60}")
+        for item in value:
+            if not isinstance(item, kind):
+                raise TypeError(f"{key} must be a list of {kind.__name__}, got an item {item!r:.60}")
 
 
-def _option_kind(key: str) -> tuple[type, bool]:
-    """The type a start option's value must be of (see :data:`_KINDS`); three import their module only here."""
-    if key == "tools":
-        from nexus.agent import AgentTool
+def _callbacks_type() -> type:
+    from nexus.engine.execution.callbacks import EngineCallbacks
 
-        return AgentTool, True
-    if key == "signal":
-        from nexus.llm import AbortSignal
-
-        return AbortSignal, False
-    if key == "callbacks":
-        from nexus.engine.execution.callbacks import EngineCallbacks
-
-        return EngineCallbacks, False
-    return _KINDS[key]
+    return EngineCallbacks
