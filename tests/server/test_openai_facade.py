@@ -138,8 +138,9 @@ async def test_sdk_errors_unknown_model_bad_session_and_wrong_token(tmp_path: Pa
                     model="coder",
                     messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
                 )
-            with pytest.raises(openai.UnprocessableEntityError):
+            with pytest.raises(openai.BadRequestError) as empty:  # a field's fault is 400 naming it, as OpenAI's
                 await good.chat.completions.create(model="coder", messages=[])
+            assert empty.value.param == "messages"
             bad = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="wrong", max_retries=0)
             with pytest.raises(openai.AuthenticationError):
                 await bad.models.list()

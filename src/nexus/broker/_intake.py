@@ -16,7 +16,7 @@ from nexus.broker._queue_trace import accept_span, traced_accept
 from nexus.broker._slot import AgentSlot, SessionSlot
 from nexus.broker.modes import QueueSettings
 from nexus.broker.session_queue import AddOutcome, QueuedMessage
-from nexus.broker.types import AgentMessage, BrokerError, SendReceipt
+from nexus.broker.types import AgentMessage, BrokerError, QueueFullError, SendReceipt
 from nexus.ledger import AcceptRequest, QueueItem, QueueItemsFinishedError, QueueStore
 
 Accepted = tuple[QueueItem, SessionSlot, QueuedMessage, bool, tuple[str, ...]]
@@ -83,9 +83,10 @@ class Intake:
         """The queue's cap refused the message (dropped, the send fails) or pushed older ones out (dropped)."""
         if not outcome.accepted:
             reason = outcome.rejected_reason or "duplicate"
-            refused = outcome.rejected_reason is not None  # the `new` policy: its retry must not be a "duplicate"
+            refused = outcome.rejected_reason is not None  # the cap, policy `new`: its retry must not be a "duplicate"
             await self.drop([row.id], reason, refused=refused)  # the store watcher may have dropped it already
-            raise BrokerError(f"message {row.message_id!r} to {slot.agent_id!r} was not queued: {reason}")
+            error = QueueFullError if refused else BrokerError
+            raise error(f"message {row.message_id!r} to {slot.agent_id!r} was not queued: {reason}")
         if outcome.dropped:
             await drop_pushed_out(outcome, settings, self.drop, session.queue)
 

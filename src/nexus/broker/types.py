@@ -31,6 +31,11 @@ class BrokerError(NexusError):
     """A broker call that cannot be done as asked; the message says what and why."""
 
 
+class QueueFullError(BrokerError):
+    """The agent's queue was full and its drop policy is ``new``: the message was refused, not queued (a send
+    later may find room). HTTP answers it 429 ``queue_full``, as it does the other cap drops."""
+
+
 class UnknownAgentError(BrokerError, LookupError):
     """No agent is registered under this id."""
 

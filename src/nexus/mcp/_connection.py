@@ -25,6 +25,7 @@ from nexus.errors import NexusError
 from nexus.llm import AbortSignal
 from nexus.mcp._backoff import Backoff, RestartPolicy
 from nexus.mcp._launch import ServerLaunch, open_transport
+from nexus.mcp._refusal import HttpRefusal, start_refusal
 from nexus.mcp._watch import StderrTail, WatchedRead
 
 if TYPE_CHECKING:
@@ -89,6 +90,9 @@ class ServerConnection:
         self._refresh: asyncio.Task[None] | None = None
         self._refresh_again = False
         self._ended = False
+        self._greeted = False
+        """The MCP handshake of the current attempt was answered (a "Method not found" after it is the listing's)."""
+        self._refused = HttpRefusal()
         self.garbage = 0
         self._last_garbage = ""
 
@@ -147,7 +151,8 @@ class ServerConnection:
         """The owner task of one connection attempt (see the module docstring)."""
         import anyio
 
-        self._ended = False
+        self._ended = self._greeted = False
+        self._refused.clear()
         self.garbage = 0
         try:
             launch = self._launch()
@@ -184,6 +189,7 @@ class ServerConnection:
             cache=None,
             client_info=Implementation(name="nexus", version=__version__),
         ) as client:
+            self._greeted = True
             await self._list(client)
             scope.deadline = math.inf
             self._client = client
@@ -195,7 +201,7 @@ class ServerConnection:
 
         @contextlib.asynccontextmanager
         async def watched() -> Any:
-            async with open_transport(launch, self._stderr) as (read, write):
+            async with open_transport(launch, self._stderr, self._refused.hook) as (read, write):
                 yield WatchedRead(read, self._on_end, self._on_garbage), write
 
         return watched()
@@ -208,6 +214,9 @@ class ServerConnection:
             return f"{exc.strerror}: {exc.filename}"
         if isinstance(exc, ImportError) and (exc.name or "").split(".")[0] in ("mcp", "mcp_types"):
             return "the mcp package is not installed: pip install 'nexus-broker[mcp]'"
+        refusal = start_refusal(exc, self._refused, self._greeted)
+        if refusal is not None:
+            return refusal
         if self._ended:
             return "it closed the connection during the handshake (exited?)"
         return _one_line(exc)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -81,8 +81,13 @@ def resolve_launch(name: str, server: McpServerConfig, home: Path, workspace: Pa
 
 
 @contextlib.asynccontextmanager
-async def open_transport(launch: ServerLaunch, on_stderr: Callable[[bytes], None]) -> AsyncIterator[TransportStreams]:
-    """The SDK transport for ``launch``; a started program's stderr goes to ``on_stderr`` line by line."""
+async def open_transport(
+    launch: ServerLaunch,
+    on_stderr: Callable[[bytes], None],
+    on_response: Callable[[Any], Awaitable[None]] | None = None,
+) -> AsyncIterator[TransportStreams]:
+    """The SDK transport for ``launch``; a started program's stderr goes to ``on_stderr`` line by line, and
+    each response of a streamable-HTTP server to ``on_response`` (the SDK's errors drop its status)."""
     if launch.kind == "stdio":
         async with _stdio(launch, on_stderr) as streams:
             yield streams
@@ -90,6 +95,8 @@ async def open_transport(launch: ServerLaunch, on_stderr: Callable[[bytes], None
     from mcp.shared._httpx_utils import create_mcp_http_client
 
     async with create_mcp_http_client(headers=launch.headers or None) as http:
+        if on_response is not None:
+            http.event_hooks["response"].append(on_response)
         if launch.kind == "sse":
             from mcp.client.sse import sse_client
 

@@ -59,12 +59,15 @@ def error_body(error_type: str, message: str, *, param: str | None = None, code:
 _KINDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false", "list": "a list"}
 
 
-def _form(part: object) -> str | None:
-    """The accepted form a union member tag of pydantic's error location names (``DeliverTo``, ``str``), else None."""
+def union_member(part: object) -> str | None:
+    """The accepted form a union member tag of pydantic's error location names (``DeliverTo``, ``str``,
+    ``list[ContentPart]``), else None."""
     if not isinstance(part, str):
         return None
     if part in _KINDS:
         return _KINDS[part]
+    if part.startswith("list["):
+        return "a list"
     return "an object" if part[:1].isupper() else None
 
 
@@ -83,10 +86,10 @@ def validation_message(exc: RequestValidationError | ValidationError) -> str:
             at = f" at character {loc[0]}" if loc and isinstance(loc[0], int) else ""
             detail = (error.get("ctx") or {}).get("error")
             return f"the request body is not valid JSON{at}" + (f" ({detail})" if detail else "")
-        tag = next((i for i, part in enumerate(loc) if _form(part)), None)
+        tag = next((i for i, part in enumerate(loc) if union_member(part)), None)
         if tag is not None and tag == len(loc) - 1:  # the value is none of the field's forms
             field = ".".join(str(part) for part in loc[:tag]) or "body"
-            forms.setdefault(field, []).append(_form(loc[tag]) or "another form")
+            forms.setdefault(field, []).append(union_member(loc[tag]) or "another form")
             continue
         if tag is not None:
             loc = loc[:tag] + loc[tag + 1 :]  # inside one form: name the field, not the form
@@ -164,9 +167,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
 def _nexus_error(exc: Exception) -> JSONResponse:
     """A ``NexusError``'s status and type: the server's trouble (a full or busy database) is 503 with
-    ``Retry-After``, a database that refused a statement 500, a missing thing 404, a conflict 409, anything
-    else the client's 400."""
-    from nexus.broker import BrokerError, UnknownAgentError
+    ``Retry-After``, a database that refused a statement 500, a missing thing 404, a conflict 409, a queue
+    full under drop policy ``new`` 429 ``queue_full`` (as the other cap drops), anything else the client's 400."""
+    from nexus.broker import BrokerError, QueueFullError, UnknownAgentError
     from nexus.ledger import (
         LedgerBusyError,
         LedgerError,
@@ -191,6 +194,9 @@ def _nexus_error(exc: Exception) -> JSONResponse:
         )
         message = f"no session or alias named {label!r}; GET /v1/sessions lists them"
         return JSONResponse(error_body("not_found", message), status_code=404)
+    if isinstance(exc, QueueFullError):  # not queued: a send once the queue has room is no duplicate
+        again = "send it again later (the same id is fine: a refused message's id is not taken)"
+        return JSONResponse(error_body("queue_full", f"{exc}; {again}"), status_code=429)
     if isinstance(exc, SessionNotFound | TurnNotFound | UnknownAgentError):
         status, kind = 404, "not_found"
     elif isinstance(exc, SessionExistsError):

@@ -232,7 +232,7 @@ def _accept_for_other_process(state: ServerState, row: AgentRow, message: Any, m
     "/agents/{agent_id}/messages",
     status_code=202,
     summary="Send a message to an agent: accepted durably, run by the broker (idempotent on id)",
-    responses=answers(Receipt, 400, 404, 409, status=202),
+    responses=answers(Receipt, 400, 404, 409, 429, status=202),
 )
 async def send_message(request: Request, agent_id: str, body: MessageRequest) -> Any:
     state = _state(request)
@@ -259,7 +259,7 @@ async def send_message(request: Request, agent_id: str, body: MessageRequest) ->
     "/agents/{agent_id}/interrupt",
     status_code=202,
     summary="Abort the run of the message's session (the agent's own unless `session` names one), then run it",
-    responses=answers(Receipt, 400, 404, 409, status=202),
+    responses=answers(Receipt, 400, 404, 409, 429, status=202),
 )
 async def interrupt_agent(request: Request, agent_id: str, body: InterruptRequest) -> Any:
     return await accept_message(

@@ -25,7 +25,7 @@ from nexus.server._chat_run import ChatTurn, dropped, finished, refusal, start_c
 from nexus.server._chat_sessions import claim_chat_session
 from nexus.server._errors import ApiError
 from nexus.server._off_loop import store_call
-from nexus.server._openai_params import refuse_unsupported
+from nexus.server._openai_params import FacadeRoute, refuse_unsupported
 from nexus.server._openapi import answers
 from nexus.server._schemas import ChatCompletion, ModelList
 from nexus.server._state import ServerState
@@ -33,12 +33,16 @@ from nexus.server._state import ServerState
 if TYPE_CHECKING:
     from nexus.engine import AgentResult
 
-router = APIRouter(prefix="/v1", tags=["openai"])
+router = APIRouter(prefix="/v1", tags=["openai"], route_class=FacadeRoute)
 
 HEARTBEAT_S = 15.0
 """A silent stream sends an SSE comment this often, so proxies keep it open."""
 _SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,199}$")
 _USER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
+_BAD_REQUEST = (
+    "invalid_request: an option the agent cannot honour, a field of the wrong type or value (param names it, as "
+    "OpenAI's errors do), or no new user message"
+)
 LENGTH_STOPS = ("length", "max_tokens")
 """A turn's ``stop_reason`` when the model stopped at its token limit (OpenAI's ``finish_reason: length``)."""
 
@@ -46,7 +50,7 @@ LENGTH_STOPS = ("length", "max_tokens")
 class ContentPart(BaseModel):
     """One part of a message's content; text parts are used, others are refused."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)  # OpenAI's types: "stream": "yes" is not true
     type: str = Field(max_length=40)
     text: str | None = Field(default=None, max_length=MAX_CONTENT_CHARS)
 
@@ -54,7 +58,7 @@ class ContentPart(BaseModel):
 class ChatMessage(BaseModel):
     """A message of the conversation the client holds (OpenAI's shape; tool fields accepted and ignored)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: str | list[ContentPart] | None = None
 
@@ -62,7 +66,7 @@ class ChatMessage(BaseModel):
 class StreamOptions(BaseModel):
     """``stream_options``: ``include_usage`` adds OpenAI's usage-only last chunk."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
     include_usage: bool = False
 
 
@@ -70,10 +74,11 @@ class ChatRequest(BaseModel):
     """``POST /v1/chat/completions``: what the facade acts on; other options per ``_openai_params``.
 
     The agent's spec decides the model, tools and instructions: the client only talks. Options it
-    cannot honour are refused (400 with ``param``); sampling hints are accepted and ignored.
+    cannot honour are refused (400 with ``param``); sampling hints are accepted and ignored. Strict
+    types, as OpenAI's: lax parsing took ``"stream": "yes"`` as true and ``"max_tokens": "5"`` as 5.
     """
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
     model: str = Field(min_length=1, max_length=64)
     messages: list[ChatMessage] = Field(min_length=1, max_length=10_000)
     stream: bool = False
@@ -88,13 +93,23 @@ def _state(request: Request) -> ServerState:
     return state
 
 
-def _text(message: ChatMessage) -> str:
+def _text(message: ChatMessage, at: int) -> str:
+    """The text of ``messages[at]``; 400 naming the part that is not text (or a text part without its text)."""
     if message.content is None or isinstance(message.content, str):
         return message.content or ""
     texts = []
-    for part in message.content:
-        if part.type != "text" or part.text is None:
-            raise ApiError(400, "invalid_request", f"content part type {part.type!r} is not supported (text only)")
+    for n, part in enumerate(message.content):
+        param = f"messages[{at}].content[{n}]"
+        if part.type != "text":
+            raise ApiError(
+                400, "invalid_request", f"{param}: content part type {part.type!r} is not supported (text only)",
+                param=f"{param}.type", code="invalid_value",
+            )  # fmt: skip
+        if part.text is None:
+            raise ApiError(
+                400, "invalid_request", f"{param}: a text part needs its text", param=f"{param}.text",
+                code="missing_required_parameter",
+            )  # fmt: skip
         texts.append(part.text)
     return "\n".join(texts)
 
@@ -102,7 +117,7 @@ def _text(message: ChatMessage) -> str:
 def new_prompt(messages: list[ChatMessage]) -> str:
     """The user message(s) after the last assistant message, joined: what the agent has not seen yet."""
     last_assistant = max((n for n, m in enumerate(messages) if m.role == "assistant"), default=-1)
-    fresh = [_text(m) for m in messages[last_assistant + 1 :] if m.role == "user"]
+    fresh = [_text(m, n) for n, m in enumerate(messages) if n > last_assistant and m.role == "user"]
     prompt = "\n\n".join(text for text in fresh if text.strip())
     if not prompt:
         raise ApiError(400, "invalid_request", "no user message after the last assistant message: nothing to send")
@@ -119,9 +134,12 @@ def choose_session(agent_session: str, header: str | None, user: str | None) -> 
         if not _SESSION_RE.match(header) or ".." in header:
             raise ApiError(400, "invalid_request", "X-Nexus-Session: letters, digits and . _ : @ - only (1-200)")
         return header
-    if user:
+    if user is not None:  # "" went to the agent's own session: the client meant a user and named none
         if not _USER_RE.match(user):
-            raise ApiError(400, "invalid_request", "user: letters, digits and . _ @ - only (1-64)")
+            raise ApiError(
+                400, "invalid_request", f"user: letters, digits and . _ @ - only (1-64), got {user!r:.80}",
+                param="user", code="invalid_value",
+            )  # fmt: skip
         return f"{agent_session}:user:{user}"
     return agent_session
 
@@ -148,6 +166,7 @@ def list_models(request: Request) -> Any:
     responses={
         **answers(ChatCompletion, 400, 404, 409, 413, 429, 502),
         200: {"model": ChatCompletion, "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+        400: {**answers(None, 400)[400], "description": _BAD_REQUEST},
     },
 )
 async def chat_completions(
@@ -156,6 +175,11 @@ async def chat_completions(
     from nexus.ledger import new_ulid
 
     refuse_unsupported(body.model_extra or {})
+    if body.stream_options is not None and not body.stream:
+        raise ApiError(
+            400, "invalid_request", "stream_options is only allowed with stream: true", param="stream_options",
+            code="invalid_value",
+        )  # fmt: skip
     state = _state(request)
     agent = await store_call(state, lambda: state.store.get_agent(body.model))
     if agent is None:

@@ -26,7 +26,8 @@ DESCRIPTIONS = {
     413: "too_large: the body is over [server] max_body_bytes (or the content limit)",
     415: "unsupported_media_type: a body that is not JSON",
     422: "invalid_request: malformed JSON, wrong types, unknown fields, values out of range",
-    429: "queue_full: the agent's queue cap dropped the chat completion's message; do not resend it blindly",
+    429: "queue_full: the agent's queue was full: its cap dropped the message (do not resend it blindly: "
+    "x-should-retry is false), or, under drop policy new, refused it before it was queued (send it again later)",
     500: "internal_error: the server's fault, not the request's: a bug (details only in the server's log), or a "
     "database or [routing] setup that is not what the code expects (the message says what)",
     502: "upstream_error: the agent's turn failed (the model provider refused, no key...)",

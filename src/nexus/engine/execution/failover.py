@@ -67,14 +67,16 @@ LOCAL_NETWORK_RETRIES = 1
 """Retries after a connection failure to a local server: one, quick; it is down, not busy."""
 
 
-async def _default_inner(
+def _default_inner(
     model: Model, context: Context, options: StreamOptions | None
 ) -> AsyncIterator[AssistantMessageEvent]:
-    """``nexus.llm.stream`` when available, else the provider registered for ``model.api``."""
+    """``nexus.llm.stream`` when available, else the provider registered for ``model.api``: its own stream,
+    which the attempt closes. (A generator relaying it here was closed, but left the provider's stream to the
+    garbage collector: collected as a program ended, its close was cancelled and it answered with an error event,
+    "async generator ignored GeneratorExit" on stderr — trial15 D13, after ``compact_session``.)"""
     module = importlib.import_module("nexus.llm")
     fn: StreamFn = getattr(module, "stream", None) or resolve_api(model.api)
-    async for event in fn(model, context, options):
-        yield event
+    return fn(model, context, options)
 
 
 def _aborted_event(model: Model, why: str) -> ErrorEvent:

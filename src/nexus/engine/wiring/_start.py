@@ -3,20 +3,19 @@ result of a start that never ran (aborted while another run of the session held 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from nexus._dataclass import dataclass
+from nexus.agent import AgentTool
 from nexus.engine.assembly.context import EventContext
-from nexus.engine.types import AgentResult
-from nexus.llm import ImageContent, UserMessage
+from nexus.engine.types import AgentResult, AgentSpec
+from nexus.llm import AbortSignal, ImageContent, UserMessage
 
 if TYPE_CHECKING:  # StartOptions types ``**options`` only: at run time a TypedDict compiles each of its annotations
     from typing import TypedDict
 
-    from nexus.agent import AgentTool
     from nexus.engine.execution.callbacks import EngineCallbacks
-    from nexus.llm import AbortSignal
 
     class StartOptions(TypedDict, total=False):
         """The options of :meth:`Runtime.start` (and ``begin``, ``run``); see there."""
@@ -58,3 +57,51 @@ def aborted_before_start(message: str | UserMessage) -> AgentResult:
         stop_reason="aborted",
         error=AgentError("unknown", text, retryable=True),
     )
+
+
+_KINDS: dict[str, tuple[type, bool]] = {
+    "images": (ImageContent, True), "consumes": (str, True), "tools": (AgentTool, True), "source": (str, False),
+    "event": (EventContext, False), "signal": (AbortSignal, False),
+}  # fmt: skip
+"""The type of each start option's value (``True``: of each item of its list); ``None`` is allowed for the single
+ones. ``callbacks`` is checked against :class:`EngineCallbacks`, imported only when given."""
+
+
+def check_start(spec: object, session: object, message: object, options: Mapping[str, object]) -> None:
+    """``TypeError`` naming the argument of ``Runtime.start``/``begin``/``run`` that is of the wrong kind.
+
+    Called before the session is looked up: ``run(..., images=["x"])`` made the session and then failed in
+    the run's task (``AttributeError: 'str' object has no attribute 'id'``), and ``message=None`` ran a turn.
+    On every start (the broker's too): exact-type checks first, the generic ones only when those miss.
+    """
+    if not isinstance(spec, AgentSpec):
+        raise TypeError(f"spec must be an AgentSpec, got {type(spec).__name__}")
+    if type(session) is not str and not isinstance(session, str):
+        raise TypeError(f"session must be a session name (str), got {type(session).__name__}")
+    if type(message) is not str and not isinstance(message, (str, UserMessage)):
+        raise TypeError(f"message must be text or a UserMessage, got {type(message).__name__}")
+    for key, value in options.items():  # an unknown key was refused by the call itself
+        if key == "lease_fence":
+            if value is not True and value is not False:
+                raise TypeError(f"lease_fence must be True or False, got {value!r:.60}")
+            continue
+        kind, many = _KINDS[key] if key != "callbacks" else (_callbacks_type(), False)
+        if not many:
+            if value is not None and not isinstance(value, kind):
+                raise TypeError(f"{key} must be {kind.__name__} or None, got {type(value).__name__}")
+            continue
+        if (
+            type(value) is not tuple
+            and type(value) is not list
+            and (isinstance(value, (str, bytes)) or not isinstance(value, Sequence))
+        ):
+            raise TypeError(f"{key} must be a list of {kind.__name__}, got {type(value).__name__}")
+        for item in value:
+            if not isinstance(item, kind):
+                raise TypeError(f"{key} must be a list of {kind.__name__}, got an item {item!r:.60}")
+
+
+def _callbacks_type() -> type:
+    from nexus.engine.execution.callbacks import EngineCallbacks
+
+    return EngineCallbacks

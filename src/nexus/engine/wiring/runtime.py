@@ -37,7 +37,7 @@ from nexus.engine.types import (
     new_id,
 )
 from nexus.engine.wiring._labels import SessionLabels, label_now
-from nexus.engine.wiring._start import StartRequest, aborted_before_start
+from nexus.engine.wiring._start import StartRequest, aborted_before_start, check_start
 from nexus.engine.wiring.models import limits_from_config, preflight, resolve_model, unreachable_model_problem
 from nexus.engine.wiring.spawn import SPAWN_TOOL_NAME, EngineSpawner, Spawner, spawn_agent_tool
 from nexus.ledger import DEFAULT_SESSION, TurnNotSavedError
@@ -293,6 +293,7 @@ class Runtime:
         The session lookup runs on the calling thread: on PostgreSQL it waits for the server there, so
         a coroutine calls :meth:`begin` instead.
         """
+        check_start(spec, session, message, options)
         model = self.checked_model(spec)
         return self._launch(spec, model, label_now(self.ledger, session), message, **options)
 
@@ -300,6 +301,7 @@ class Runtime:
         self, spec: AgentSpec, session: str, message: str | UserMessage, **options: Unpack[StartOptions]
     ) -> Execution:
         """:meth:`start` for a coroutine: the session lookup is awaited (off the event loop on PostgreSQL)."""
+        check_start(spec, session, message, options)
         model = self.checked_model(spec)
         label = await self._labels.label(self.ledger, session)  # a label seen before is not looked up again
         return self._launch(spec, model, label, message, **options)
