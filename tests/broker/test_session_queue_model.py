@@ -32,7 +32,8 @@ class ModelQueue:
         if any(i.message_id == message.message_id and i.route == message.route for i in self.items):
             return False, []
         waiting = self.waiting()
-        dropped = waiting[: len(waiting) - cap + 1] if len(waiting) >= cap else []
+        over = len(waiting) >= cap and message.mode != "interrupt"  # an interrupt is never capped (its turn takes all)
+        dropped = waiting[: len(waiting) - cap + 1] if over else []
         self.items = [item for item in self.items if item not in dropped]
         self.items.append(message)
         self.last_enqueued_at_ms = max(self.last_enqueued_at_ms, message.enqueued_at_ms)
