@@ -133,6 +133,8 @@ def test_run_imports_only_what_a_turn_uses(tmp_path: Path, home: Path, server: F
     assert BROKER_STORES & modules == set()  # the ledger makes these stores on first use; a run uses none
     assert {name for name in modules if name.startswith("nexus.ledger.postgres")} == set()  # an SQLite file's run
     assert "nexus.engine.wiring.mcp_tools" not in modules  # a config without MCP servers: nothing of MCP at all
+    assert "importlib.util" not in modules  # looked for only when the model is the local one
+    assert "nexus.llm.providers._llama_progress" not in modules  # a local model's progress line: on a terminal only
     assert not collector_on  # a one-shot command: no cyclic collector (see nexus.cli.main)
 
 
