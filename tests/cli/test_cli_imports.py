@@ -135,6 +135,7 @@ def test_run_imports_only_what_a_turn_uses(tmp_path: Path, home: Path, server: F
     assert "nexus.engine.wiring.mcp_tools" not in modules  # a config without MCP servers: nothing of MCP at all
     assert "importlib.util" not in modules  # looked for only when the model is the local one
     assert "nexus.llm.providers._llama_progress" not in modules  # a local model's progress line: on a terminal only
+    assert {"nexus.telemetry.logs", "nexus.telemetry._settings"} & modules == set()  # log formats, a typing Protocol
     assert not collector_on  # a one-shot command: no cyclic collector (see nexus.cli.main)
 
 
