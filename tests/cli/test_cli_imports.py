@@ -51,18 +51,19 @@ RUN_THIRD_PARTY = {"anyio", "certifi", "h11", "httpcore", "httpx", "idna", "snif
 RUN_STDLIB = {
     *("__future__", "_ast", "_asyncio", "_bisect", "_blake2", "_bz2", "_compression", "_contextvars", "_datetime"),
     *("_hashlib", "_heapq", "_locale", "_lzma", "_opcode", "_posixsubprocess", "_queue", "_random", "_sha512"),
-    *("_socket", "_sqlite3", "_ssl", "_string", "_struct", "_typing", "_weakrefset", "_zoneinfo"),
+    *("_socket", "_sqlite3", "_ssl", "_string", "_struct", "_typing", "_weakrefset"),
     *("array", "ast", "asyncio", "atexit", "base64", "binascii", "bisect", "bz2", "calendar", "collections"),
     *("concurrent", "contextlib", "contextvars", "copy", "dataclasses", "datetime", "dis", "email", "errno", "fcntl"),
     *("fnmatch", "hashlib", "heapq", "http", "importlib", "inspect", "ipaddress", "linecache", "locale"),
     *("logging", "lzma", "math", "mimetypes", "ntpath", "opcode", "pathlib", "queue", "quopri", "random"),
     *("select", "selectors", "shutil", "signal", "socket", "sqlite3", "ssl", "string", "struct", "subprocess"),
-    *("sysconfig", "tempfile", "textwrap", "threading", "token", "tokenize", "tomllib", "traceback", "typing"),
-    *("unicodedata", "urllib", "warnings", "weakref", "zlib", "zoneinfo"),
+    *("tempfile", "textwrap", "threading", "token", "tokenize", "tomllib", "traceback", "typing"),
+    *("unicodedata", "urllib", "warnings", "weakref", "zlib"),
 }
-"""Standard-library modules of one ``nexus run``: asyncio's and httpx's, sqlite3, tomllib, zoneinfo (the prompt's
-time zone). Absent on purpose: platform, importlib.metadata (email parsing, zipfile), difflib, uuid, and argparse with
-gettext (a plain ``nexus run`` line is read without them: ``nexus.cli._run_line``)."""
+"""Standard-library modules of one ``nexus run``: asyncio's and httpx's, sqlite3, tomllib. Absent on purpose: platform,
+importlib.metadata (email parsing, zipfile), difflib, uuid, argparse with gettext (a plain ``nexus run`` line is read
+without them: ``nexus.cli._run_line``), and zoneinfo with sysconfig in UTC (the run's ``TZ`` here): the prompt's UTC
+is ``datetime.UTC``, other zones load zoneinfo."""
 
 BROKER_STORES = {
     *("nexus.ledger._queue_store", "nexus.ledger._queue_rows", "nexus.ledger._queue_reads", "nexus.ledger._claims"),
@@ -87,7 +88,7 @@ raise SystemExit(main())
 
 def _imports(tmp_path: Path, *argv: str) -> tuple[set[str], bool]:
     """Modules the ``nexus`` process imported for ``argv`` beyond a bare interpreter, and whether gc was on."""
-    env = {**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "80"}
+    env = {**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "80", "TZ": "UTC"}
     bare = subprocess.run(
         [sys.executable, "-c", "import atexit, gc, json, sys; print(json.dumps(sorted(sys.modules)))"],
         env=env,
@@ -132,6 +133,9 @@ def test_run_imports_only_what_a_turn_uses(tmp_path: Path, home: Path, server: F
     assert BROKER_STORES & modules == set()  # the ledger makes these stores on first use; a run uses none
     assert {name for name in modules if name.startswith("nexus.ledger.postgres")} == set()  # an SQLite file's run
     assert "nexus.engine.wiring.mcp_tools" not in modules  # a config without MCP servers: nothing of MCP at all
+    assert "importlib.util" not in modules  # looked for only when the model is the local one
+    assert "nexus.llm.providers._llama_progress" not in modules  # a local model's progress line: on a terminal only
+    assert {"nexus.telemetry.logs", "nexus.telemetry._settings"} & modules == set()  # log formats, a typing Protocol
     assert not collector_on  # a one-shot command: no cyclic collector (see nexus.cli.main)
 
 

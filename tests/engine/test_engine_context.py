@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -179,6 +182,26 @@ def test_local_timezone_follows_tz_and_falls_back_to_a_valid_zone(monkeypatch: p
     for utc in ("Etc/UTC", ":Etc/UTC", "Zulu"):  # how a Debian machine names UTC reads as a server's default does
         monkeypatch.setenv("TZ", utc)
         assert local_timezone() == "UTC"
+
+
+def test_utc_reads_as_the_database_s_utc_without_loading_zoneinfo() -> None:
+    code = """
+import sys
+from datetime import datetime
+from nexus.engine.assembly.context import EventContext, local_timezone, resolve_timezone
+moment = datetime(2026, 7, 1, 12, 30, 5, tzinfo=resolve_timezone("UTC"))
+print(local_timezone(), sorted({"zoneinfo", "sysconfig"} & set(sys.modules)))
+print(EventContext(time=moment).header().splitlines()[1], moment.tzname(), moment.utcoffset())
+from zoneinfo import ZoneInfo
+print(moment.isoformat() == datetime(2026, 7, 1, 12, 30, 5, tzinfo=ZoneInfo("UTC")).isoformat())
+"""
+    env = {**os.environ, "TZ": "Etc/UTC", "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines() == [
+        "UTC []",  # a UTC name, or the default zone, needs no time-zone database
+        "Time: 2026-07-01T12:30:05+00:00 (UTC) UTC 0:00:00",
+        "True",
+    ]
 
 
 def test_default_prompt_mentions_tools_only_when_tools_are_offered() -> None:

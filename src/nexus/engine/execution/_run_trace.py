@@ -25,7 +25,6 @@ from typing import Any
 from nexus import telemetry
 from nexus._dataclass import dataclass
 from nexus.engine.types import AgentResult, AssembledContext, EngineEvent, FallbackEvent, RetryEvent
-from nexus.telemetry import failure_level
 
 log = logging.getLogger("nexus.run")
 
@@ -118,7 +117,8 @@ def _set_result(span: telemetry.Span, result: AgentResult, ctx: AssembledContext
 
 def _log_end(run: RunIdentity, result: AgentResult, duration_s: float) -> None:
     usage = result.usage
-    level = failure_level(log) if result.stop_reason in _FAILED else logging.INFO
+    # failure_level through the face: its module (telemetry.logs, the log formats) is loaded by a failed run only
+    level = telemetry.failure_level(log) if result.stop_reason in _FAILED else logging.INFO
     fields = {
         "event": "run_end",
         "agent": run.agent_id or None,
