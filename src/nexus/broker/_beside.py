@@ -28,6 +28,8 @@ class BesideRuns:
         self._scheduler = scheduler
         self._tasks: set[asyncio.Task[None]] = set()
         self._running: set[Execution] = set()
+        self._closed: str | None = None
+        """Why the broker closed (set as its close begins): a seat handed over after it starts nothing."""
 
     def start(self, slot: AgentSlot, begin: Callable[[], Awaitable[Execution]]) -> asyncio.Future[Execution | None]:
         """Run ``begin`` once a seat is free; the future says the run it started, ``None`` if the broker
@@ -47,11 +49,16 @@ class BesideRuns:
             started.set_result(None)
             return
         try:
+            if self._closed is not None:  # a worker's seat handed over as the broker closed
+                started.set_result(None)
+                return
             try:
                 execution = await begin()
             except Exception as exc:  # e.g. the session could not be made: the caller says why
                 started.set_exception(exc)
                 return
+            if self._closed is not None:  # closed while it started: close() did not see it
+                execution.abort(self._closed)
             slot.beside.add(execution)
             self._running.add(execution)
             started.set_result(execution)
@@ -64,6 +71,7 @@ class BesideRuns:
     async def close(self, reason: str) -> None:
         """Abort every run beside the queues and wait until their turns are written (those still
         waiting for a seat end when the scheduler closes: nothing of theirs started)."""
+        self._closed = reason
         for execution in list(self._running):
             execution.abort(reason)
         if self._tasks:
