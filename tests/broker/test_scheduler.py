@@ -285,3 +285,37 @@ async def test_an_interrupt_sent_as_a_batch_is_claimed_is_not_run_after_it(ledge
     assert await broker.wait_for_idle("a", timeout_ms=3000)
     assert len(runner.runs) == 1
     await broker.close()
+
+
+async def test_a_run_beside_the_queues_waits_for_a_seat_and_takes_turns_with_the_batches(ledger: Ledger) -> None:
+    """Cap 1: a run started beside the queues (a chat completion in another session) waits while a batch
+    runs, takes the seat after it (before the session's next batch), and the agent reads its state."""
+    runner = FakeRuntime(BrokerStore(ledger.database))
+    broker = await _broker(ledger, runner, max_concurrent=1, queue=QueueSettings(mode="followup"))
+    await broker.send(_send("a", 0))
+    await broker.send(_send("a", 1))
+    first = await runner.next_run(1)
+    beside = broker.run_beside("b", lambda: runner.begin(None, "chat-b", "beside"))  # type: ignore[arg-type,return-value]
+    await asyncio.sleep(0.05)
+    assert not beside.done() and len(runner.runs) == 1  # the seat is taken by a's batch
+    first.finish()
+    run = await beside
+    assert run is runner.runs[1] and broker.get_state("b") == "streaming"
+    await asyncio.sleep(0.05)
+    assert len(runner.runs) == 2  # a's next batch waits for the seat
+    assert broker.abort("b") is True
+    (await runner.next_run(3)).finish()
+    assert [r.request.prompt for r in runner.runs] == ["a0", "beside", "a1"]
+    assert broker.get_state("b") == "idle"
+    await broker.close()
+
+
+async def test_close_ends_a_run_waiting_for_a_seat_without_starting_it(ledger: Ledger) -> None:
+    runner = FakeRuntime(BrokerStore(ledger.database))
+    broker = await _broker(ledger, runner, max_concurrent=1, queue=QueueSettings(mode="followup"))
+    await broker.send(_send("a", 0))
+    running = await runner.next_run(1)
+    beside = broker.run_beside("b", lambda: runner.begin(None, "chat-b", "beside"))  # type: ignore[arg-type,return-value]
+    await asyncio.sleep(0.02)
+    await broker.close()
+    assert await beside is None and running.aborted is not None and len(runner.runs) == 1

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +41,21 @@ class LiveApp:
 
 @asynccontextmanager
 async def live_app(
-    tmp_path: Path, scripted: ScriptedModel, config: ServerConfig | None = None, *, mode: str = "followup"
+    tmp_path: Path,
+    scripted: ScriptedModel,
+    config: ServerConfig | None = None,
+    *,
+    mode: str = "followup",
+    max_concurrent: int | None = None,
 ) -> AsyncIterator[LiveApp]:
     """A broker draining agent ``coder`` (worker) and ``lead`` (manager) on ``scripted``."""
     with Ledger.open(tmp_path / "agents.db") as ledger:
         env = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
         store = BrokerStore(ledger.database)
-        broker = AgentBroker(ledger, env, BrokerSettings(queue=QueueSettings(mode=mode)))  # type: ignore[arg-type]
+        settings = BrokerSettings(queue=QueueSettings(mode=mode))  # type: ignore[arg-type]
+        if max_concurrent is not None:
+            settings = replace(settings, max_concurrent=max_concurrent)
+        broker = AgentBroker(ledger, env, settings)
         env.spawner = BrokerSpawner(broker)
         await broker.start()
         for agent_id, role in (("coder", "worker"), ("lead", "manager")):

@@ -13,6 +13,10 @@ A session is in at most one place: in line (``scheduled``), held by a worker (``
 waiting on a timer (its ``collect`` quiet window, or the pause after a failed batch). Items stay
 in the session's queue until a worker takes the batch, so they can be steered or cleared while
 the session waits its turn.
+
+Runs the broker starts beside the queues (a chat completion in a session other than its agent's
+own, :mod:`nexus.broker._beside`) take a seat among the same ``max_concurrent``: the cap covers
+every run of the broker, and a worker hands its seat to such a run waiting after its batch.
 """
 
 from __future__ import annotations
@@ -99,6 +103,9 @@ class DrainScheduler:
         """Sessions with a timer armed, by ``id`` (a slot is not hashable): cancelled on close."""
         self._closed = False
         self._notices = FailureNotices()
+        self._beside = 0
+        """Seats held by runs started beside the queues (:mod:`._beside`): they count against ``limit`` too."""
+        self._seat_waiters: deque[asyncio.Future[None]] = deque()
 
     def schedule(self, slot: AgentSlot, session: SessionSlot) -> None:
         """Look at the session again: in line if a batch is ready, a timer if one will be, else idle.
@@ -121,15 +128,59 @@ class DrainScheduler:
             return
         session.scheduled = True
         self._line.append((slot, session))
-        if len(self._workers) < self._limit:
-            worker = asyncio.get_running_loop().create_task(self._work(), name="broker:worker")
-            self._workers.add(worker)  # removed by the worker itself as it ends, not by a done callback:
-            # that would run an iteration later, and a session put in line meanwhile would find every
-            # worker slot taken by workers that have already stopped looking at the line
+        if len(self._workers) + self._beside < self._limit:
+            self._add_worker()
+
+    def _add_worker(self) -> None:
+        worker = asyncio.get_running_loop().create_task(self._work(), name="broker:worker")
+        self._workers.add(worker)  # removed by the worker itself as it ends, not by a done callback:
+        # that would run an iteration later, and a session put in line meanwhile would find every
+        # worker slot taken by workers that have already stopped looking at the line
+
+    async def seat(self) -> None:
+        """Take one of the ``limit`` seats for a run beside the queues, waiting in line while all are taken.
+
+        Raises ``CancelledError`` when the scheduler closes first. A worker gives its seat up after its
+        batch when a run waits for one, so such runs and the sessions' batches take turns.
+        """
+        if self._closed:
+            raise asyncio.CancelledError
+        if not self._seat_waiters and len(self._workers) + self._beside < self._limit:
+            self._beside += 1
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._seat_waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():  # handed a seat as the wait was cancelled: give it on
+                self.free_seat()
+            elif waiter in self._seat_waiters:
+                self._seat_waiters.remove(waiter)
+            raise
+
+    def free_seat(self) -> None:
+        """A run beside the queues ended: its seat goes to the next run waiting, else to the line."""
+        self._beside -= 1
+        self._hand_over()
+
+    def _hand_over(self) -> None:
+        """A seat is free: the first run waiting for one takes it; else a worker serves the line."""
+        while self._seat_waiters:
+            waiter = self._seat_waiters.popleft()
+            if not waiter.done():
+                self._beside += 1
+                waiter.set_result(None)
+                return
+        if self._line and not self._closed and len(self._workers) + self._beside < self._limit:
+            self._add_worker()
 
     async def close(self) -> None:
         """Take no more batches; wait for the workers' current ones to end (the caller aborts the runs)."""
         self._closed = True
+        for waiter in self._seat_waiters:
+            waiter.cancel()
+        self._seat_waiters.clear()
         for session in list(self._timed.values()):
             self._cancel_timer(session)
         for _, session in self._line:
@@ -162,7 +213,7 @@ class DrainScheduler:
     async def _work(self) -> None:
         """Serve the line until it is empty; each session's batch, then the session looked at again."""
         try:
-            while self._line and not self._closed:
+            while self._line and not self._closed and not self._seat_waiters:  # a run waits: it takes the seat
                 slot, session = self._line.popleft()
                 session.scheduled = False
                 session.active = True
@@ -190,6 +241,8 @@ class DrainScheduler:
             worker = asyncio.current_task()
             if worker is not None:
                 self._workers.discard(worker)
+            if self._seat_waiters:
+                self._hand_over()
 
     def _retry_later(self, slot: AgentSlot, session: SessionSlot) -> None:
         """After a failed batch: its items wait again, and the session is looked at after a pause.

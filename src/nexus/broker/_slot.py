@@ -76,10 +76,7 @@ class SessionSlot:
 
     def state(self) -> AgentState:
         """The seed-003 state of the session's run (``running`` while it starts, runs tools or finishes)."""
-        if self.run is None:
-            return "idle"
-        state = self.run.state
-        return state if state in ("streaming", "compacting") else "running"
+        return "idle" if self.run is None else run_state(self.run)
 
     def is_idle(self) -> bool:
         """No run, nothing queued and no worker on it (an item taken for a run that is still being claimed
@@ -98,6 +95,8 @@ class AgentSlot:
     overrides: QueueOverrides = NO_OVERRIDES
     sessions: dict[str, SessionSlot] = field(default_factory=dict)
     last_activity_ms: int = 0
+    beside: set[Execution] = field(default_factory=set)
+    """The agent's runs started beside its queues (:mod:`nexus.broker._beside`), while they run."""
     agent_id: str = field(init=False)
     """The agent's id (its identity's, which a new registration replaces but never renames; read several
     times per message, so an attribute rather than a property)."""
@@ -117,13 +116,20 @@ class AgentSlot:
         return iter(list(self.sessions.values()))
 
     def state(self) -> AgentState:
-        """The busiest state over the agent's sessions (``streaming`` > ``compacting`` > ``running``)."""
-        return max((session.state() for session in self.sessions.values()), key=_STATE_RANK.__getitem__,
-                   default="idle")  # fmt: skip
+        """The busiest state over the agent's sessions and runs beside them (``streaming`` > ``compacting`` >
+        ``running``)."""
+        states = [session.state() for session in self.sessions.values()] + [run_state(run) for run in self.beside]
+        return max(states, key=_STATE_RANK.__getitem__, default="idle")
 
     def queue_depth(self) -> int:
         """Messages waiting over every session (not counting those runs hold)."""
         return sum(len(session.queue.waiting()) for session in self.sessions.values())
+
+
+def run_state(run: Execution) -> AgentState:
+    """The seed-003 state of a run (``running`` while it starts, runs tools or finishes)."""
+    state = run.state
+    return state if state in ("streaming", "compacting") else "running"
 
 
 def settle(items: Iterable[QueuedMessage], result: SendAndWaitResult) -> None:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from nexus.broker._adopt_cap import CappedAdoption
 from nexus.broker._batch_runner import BatchRunner
+from nexus.broker._beside import BesideRuns
 from nexus.broker._intake import Intake
 from nexus.broker._items import check_message, queued, session_key_of
 from nexus.broker._leases import session_leases
@@ -59,7 +60,7 @@ from nexus.ledger import AcceptRequest, BrokerStore, QueueItem
 if TYPE_CHECKING:
     from nexus.agent import AgentTool
     from nexus.broker._batch_runner import Deliver
-    from nexus.engine import AgentSpec, Runtime
+    from nexus.engine import AgentSpec, Execution, Runtime
     from nexus.ledger import Ledger
 
 log = logging.getLogger("nexus.broker")
@@ -99,6 +100,7 @@ class AgentBroker(SmartRoutingFace):
         self._slots: dict[str, AgentSlot] = {}
         self._shared_tools: list[AgentTool] | None = None
         self._scheduler = DrainScheduler(self._settings.max_concurrent, self._step, _now_ms, self._forget_if_idle)
+        self._beside = BesideRuns(self._scheduler)
         self._started = False
         self._closing = False
         self._intake = Intake(ledger.queue)
@@ -188,7 +190,7 @@ class AgentBroker(SmartRoutingFace):
         for session in sessions:
             if session.run is not None:
                 session.run.abort("the broker is shutting down")
-        await self._scheduler.close()
+        await asyncio.gather(self._scheduler.close(), self._beside.close("the broker is shutting down"))
         if self._leases is not None:  # held between batches: another broker may take them at once
             for session in sessions:
                 await self._leases.let_go(session)
@@ -369,11 +371,33 @@ class AgentBroker(SmartRoutingFace):
         return all(session.is_idle() for session in slot.all_sessions())
 
     def abort(self, agent_id: str, session: str | None = None, reason: str = "aborted on request") -> bool:
-        """Abort the agent's current runs (or its session's); queues keep draining. ``False``: none ran."""
-        runs = [s.run for s in self._sessions(self._slot(agent_id), session) if s.run is not None]
+        """Abort the agent's current runs (or its session's); queues keep draining. ``False``: none ran.
+
+        Runs beside the queues (:meth:`run_beside`) are the agent's too: ``session`` names one by its key or
+        its label (a chat completion's ``X-Nexus-Session``)."""
+        slot = self._slot(agent_id)
+        runs = [s.run for s in self._sessions(slot, session) if s.run is not None]
+        if slot.beside:
+            labels = None if session is None else {session, self.session_label(agent_id, session)}
+            runs += [run for run in slot.beside if labels is None or run.session_label in labels]
         for run in runs:
             run.abort(reason)
         return bool(runs)
+
+    def run_beside(self, agent_id: str, begin: Callable[[], Awaitable[Execution]]) -> asyncio.Future[Execution | None]:
+        """Start a run of the agent outside its queues (``begin`` starts it: a chat completion in another
+        session), counted against ``max_concurrent`` like a batch (it waits for a seat), listed with the
+        agent while it runs (:meth:`get_state`, :meth:`abort`) and aborted by :meth:`close`.
+
+        The future is the run once started; ``None`` when the broker closed before a seat was free (nothing
+        started); ``begin``'s exception if it raised.
+        """
+        slot = self._slot(agent_id)
+        if self._closing:
+            done: asyncio.Future[Execution | None] = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
+        return self._beside.start(slot, begin)
 
     def get_queue_depth(self, agent_id: str, session: str | None = None) -> int:
         """Messages waiting for the agent, or in one of its sessions (not counting those runs hold)."""

@@ -5,8 +5,10 @@ Two ways in, chosen by the session the request names (see docs/server.md, "Which
 - the agent's own session: the prompt is sent through the broker like any message (mode
   ``followup``, so it is one turn of its own, queued behind whatever the agent is doing, durable
   and idempotent on the completion id); its receipt hands over the run that takes it;
-- another session (``X-Nexus-Session`` or ``user``): ``Runtime.start`` runs the turn there at once,
-  under that session's lock, with the agent's spec (model, tools, instructions).
+- another session (``X-Nexus-Session`` or ``user``): the broker starts the turn there beside its queues
+  (:meth:`~nexus.broker.AgentBroker.run_beside`: ``Runtime.begin``, under that session's lock, with the
+  agent's spec — model, tools, instructions) as soon as one of its ``max_concurrent`` seats is free; the
+  agent's abort reaches it, its state shows it, the broker's close aborts it.
 
 Either way the completion subscribes to the run the moment it has it, so no text is missed.
 A turn that did not finish is never answered as a reply (:func:`refusal`): a turn cut by the
@@ -34,9 +36,6 @@ if TYPE_CHECKING:
 STOP_RETRY_AFTER_S = 5
 """``Retry-After`` of a completion cut by the server's stop: a restart takes seconds."""
 
-_DIRECT: set[Execution] = set()
-"""Runs started outside the broker (another session): the broker's ``close`` does not see them."""
-
 
 @dataclass(slots=True)
 class ChatTurn:
@@ -49,20 +48,14 @@ class ChatTurn:
     A run aborted before its turn started (shutdown, an interrupt) ends the completion as aborted; the
     broker keeps the message queued and runs it later, in the agent's session."""
     receipt: SendReceipt | None = None
+    why: str | None = None
+    """Why a run in another session did not start (its ``Runtime.begin`` raised)."""
 
     async def failure(self) -> str:
         """Why the message did not run (dropped, failed before a run)."""
         if self.receipt is None:
-            return "the run did not start"
+            return self.why or "the run did not start"
         return (await self.receipt.outcome()).error or "the message was not run"
-
-
-async def stop_direct_runs(reason: str = "the server is shutting down") -> None:
-    """Abort the runs chat completions started in other sessions and wait until their turns are written."""
-    runs = list(_DIRECT)
-    for execution in runs:
-        execution.abort(reason)
-    await asyncio.gather(*(execution.result for execution in runs), return_exceptions=True)
 
 
 async def start_chat_turn(
@@ -79,25 +72,48 @@ async def start_chat_turn(
     ``max_tokens`` bounds each model call of the turn (the run's spec; through the broker, the
     message's ``metadata``, which the broker passes to the run that consumes it alone).
     """
-    runtime = state.runtime
-    if state.broker is None or runtime is None:
+    if state.broker is None or state.runtime is None:
         raise ApiError(409, "no_broker", "no broker runs in this server process: start it with nexus serve")
     if session_label != agent.session_label:  # an alias names its session: run under the real label
         session_label = (await state.ledger.sessions.ensure(NewSession(session_label))).label
-    loop = asyncio.get_running_loop()
     if session_label == agent.session_label:
         limit = {"max_tokens": max_tokens} if max_tokens else {}
         receipt = await _through_broker(state, agent, prompt, completion_id, limit)
         return ChatTurn(state, session_label, receipt.follow(), receipt)
-    from nexus.broker import stored_agent
+    return await _beside_broker(state, agent, session_label, prompt, max_tokens)
 
+
+async def _beside_broker(
+    state: ServerState, agent: AgentRow, session_label: str, prompt: str, max_tokens: int | None
+) -> ChatTurn:
+    """The turn in another session, started by the broker beside its queues once a seat is free.
+
+    The model is checked here (a ``ConfigError`` before any byte is streamed); the run subscribes
+    the moment it starts, so no text is missed."""
+    from nexus.broker import stored_agent
+    from nexus.server._messages import ensure_in_broker
+
+    assert state.broker is not None and state.runtime is not None
+    runtime = state.runtime
     _, spec = stored_agent(agent)
-    execution = await runtime.begin(replace(spec, max_tokens=max_tokens) if max_tokens else spec, session_label, prompt)
-    _DIRECT.add(execution)
-    execution.result.add_done_callback(lambda _: _DIRECT.discard(execution))
-    run: asyncio.Future[tuple[Execution, Subscription] | None] = loop.create_future()
-    run.set_result((execution, execution.subscribe()))
-    return ChatTurn(state, session_label, run)
+    spec = replace(spec, max_tokens=max_tokens) if max_tokens else spec
+    runtime.checked_model(spec)
+    await ensure_in_broker(state, agent.agent_id)
+    turn = ChatTurn(state, session_label, asyncio.get_running_loop().create_future())
+
+    async def begin() -> Execution:
+        try:
+            execution = await runtime.begin(spec, session_label, prompt)
+        except Exception as exc:
+            turn.why = str(exc) or type(exc).__name__
+            turn.run.set_result(None)
+            raise
+        turn.run.set_result((execution, execution.subscribe()))
+        return execution
+
+    started = state.broker.run_beside(agent.agent_id, begin)
+    started.add_done_callback(lambda done: done.cancelled() or done.exception())  # begin's error: said by the turn
+    return turn
 
 
 async def _through_broker(
@@ -126,7 +142,12 @@ async def handed(turn: ChatTurn) -> tuple[Execution, Subscription] | None:
             stopped.cancel()
     if turn.run.done():
         return turn.run.result()
-    message_id = turn.receipt.message_id if turn.receipt is not None else "?"
+    if turn.receipt is None:  # a turn in another session that waited for a seat: nothing of it was written
+        raise ApiError(
+            503, "unavailable", "the server is shutting down: the turn did not start; send it again once it is back",
+            headers={"Retry-After": str(STOP_RETRY_AFTER_S)},
+        )  # fmt: skip
+    message_id = turn.receipt.message_id
     raise ApiError(
         503, "unavailable",
         f"the server is shutting down: the message ({message_id}) stays queued and runs when the server starts "

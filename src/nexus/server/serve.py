@@ -283,10 +283,8 @@ def start_lines(url: str, token: str | None, *, configured_tokens: bool) -> list
 
 
 async def _stop_runs(broker: AgentBroker) -> None:
-    """Abort every run (the broker's, and chat completions' in other sessions); their turns are written."""
-    from nexus.server._chat_run import stop_direct_runs
-
-    await asyncio.gather(broker.close(), stop_direct_runs())
+    """Abort every run (the broker's, chat completions' in other sessions among them); their turns are written."""
+    await broker.close()
 
 
 async def _live_runs(state: ServerState, host: Any, ledger: Ledger, settings: ServerConfig) -> list[EventHub]:
