@@ -5,6 +5,7 @@ manager's message to a worker shows with the worker's answer. ``NEXUS_UI_SCREENS
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -97,3 +98,28 @@ def test_a_stopped_reply_is_a_stop_and_a_workers_answer_shows_beside_the_ask(
                     break
                 page.wait_for_timeout(250)
             expect(card.locator(".reply summary")).to_contain_text("[Message from lead]")  # the echo model repeats it
+
+
+def test_stop_stops_a_chat_completion_the_agent_runs_in_another_session(
+    isolated_env: Path, chromium: Any, page: Any
+) -> None:
+    """A chat completion with ``X-Nexus-Session`` runs beside the agent's queues; the page's Stop was disabled
+    there (it takes no messages from the page), so a turn an OpenAI client left could not be stopped from it."""
+    slow = stall(after_chunks=4, seconds=60, then=text("a long answer that never ends in time"))
+    with FakeProviderServer(slow, default=echo, chunk_chars=3) as provider:
+        write_config(isolated_env, provider)
+        assert nexus(isolated_env, "agents", "add", "coder").returncode == 0
+        with serving(isolated_env) as (_, url), ThreadPoolExecutor(1) as pool:
+            body = {"model": "coder", "messages": [{"role": "user", "content": "long job"}]}
+            asked = pool.submit(
+                httpx.post, f"{url}/v1/chat/completions", json=body, headers={"X-Nexus-Session": "proj-x"}, timeout=90
+            )
+            for _ in range(200):  # the session exists once the run has started
+                if httpx.get(f"{url}/v1/agents/coder").json().get("state") == "streaming":
+                    break
+                page.wait_for_timeout(100)
+            page.goto(f"{url}/#s=proj-x")
+            expect(page.locator("#stop")).to_be_enabled()
+            page.click("#stop")
+            answer = asked.result(timeout=60)
+    assert answer.status_code == 409 and answer.json()["error"]["type"] == "aborted", answer.text

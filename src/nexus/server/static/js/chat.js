@@ -7,7 +7,7 @@ import { $, copyButton, el, enc, money, replace, short, stamp, tokens } from "./
 import { grew, keepPlace, toBottom } from "./follow.js";
 import { askedToStop, forgetLive, handlers, isRunning, liveNode, runStartsAfter, settled } from "./live.js";
 import { replyText, turnBubbles } from "./render.js";
-import { actions, agentOf, displayName, notice, sendTarget, state } from "./state.js";
+import { actions, agentOf, displayName, notice, sendTarget, state, stopTarget } from "./state.js";
 import { statusWord } from "./tree.js";
 import { regenerateTurn } from "./turn.js";
 
@@ -131,7 +131,7 @@ async function send(event) {
 }
 
 async function stop() {
-  const target = sendTarget();
+  const target = stopTarget();
   if (!target) return;
   const query = target.session ? "?session=" + enc(target.session) : "";
   askedToStop();
@@ -164,7 +164,7 @@ export function updateComposer() {
   const target = sendTarget();
   const info = state.sessionInfo;
   $("send").disabled = !target;
-  $("stop").disabled = !target;
+  $("stop").disabled = !stopTarget();
   $("mode").disabled = !target;
   const owner = agentOf(info);
   $("text").placeholder = target ? `Message ${target.agent.id}… (Ctrl+Enter sends)` : info ? "Pick an agent to continue this session." : "Pick a session.";

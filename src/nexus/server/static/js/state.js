@@ -39,6 +39,16 @@ export function sendTarget() {
   return null;
 }
 
+// Where Stop goes: as a send would, or — a chat-completions session the agent runs beside its queues
+// (`X-Nexus-Session`, `user`), which takes no messages from here — the agent's abort of that session's label.
+export function stopTarget() {
+  const target = sendTarget();
+  if (target) return target;
+  const info = state.sessionInfo;
+  const agent = agentOf(info);
+  return agent ? { agent, session: info.label } : null;
+}
+
 export function displayName(info) {
   return (info && (info.title || info.label)) || "";
 }
