@@ -170,7 +170,7 @@ class EngineRun:
         if previous == state or previous == "done":
             return
         self.state = state
-        self.publish(StateEvent(state, previous))
+        self.channel.publish_new(StateEvent, state, previous)
         if self._state_changed is not None:
             self._state_changed.set()
             self._state_changed = None
@@ -212,7 +212,7 @@ class EngineRun:
             loop = asyncio.get_running_loop()
             timer = loop.call_later(self.ctx.timeout_ms / 1000, self.on_timeout)
             self.active = True
-            self.publish(RunStartEvent(self.turn_id, self.ctx.parent_turn_id))
+            self.channel.publish_new(RunStartEvent, self.turn_id, self.ctx.parent_turn_id)
             try:
                 await self.run_loops()
             except asyncio.CancelledError:
@@ -244,7 +244,7 @@ class EngineRun:
 
     def finish(self, result: AgentResult) -> None:
         """Announce the end (``run_end``), close the channel, drop the callbacks into this run its parts hold."""
-        self.publish(RunEndEvent(result, result.error is not None and self.wrote_text))
+        self.channel.publish_new(RunEndEvent, result, result.error is not None and self.wrote_text)
         self.set_state("done")
         self.channel.close()
         self.window.emit = self.channel.publish  # they were cycles: refcounting now frees an ended run, not the gc
