@@ -430,7 +430,9 @@ class AgentBroker(SmartRoutingFace):
         an ``interrupt`` or steer acts on the session's run as one sent here does (it used to only wait
         for its turn: ``nexus send --mode interrupt`` beside a server never cut the running turn)."""
         self._ensure_drain(slot, session)
-        item = session.queue.restored or session.queue.items[-1]
+        item = session.queue.restored
+        if item is None:  # it has left the queue meanwhile (ran, or was pushed out): nothing to act on
+            return
         await self._steerer.deliver_to_run(session, item, item.mode)
 
     def _agent_tools(self, caller: CallerContext) -> list[AgentTool]:

@@ -130,7 +130,8 @@ class SessionQueue:
     """The items under each item id and each (message id, route), oldest first: nearly always one, but
     :meth:`restore` queues twins without dedupe, and when the oldest leaves the next one answers."""
     restored: QueuedMessage | None = field(default=None, init=False, repr=False)
-    """The item the last :meth:`restore` (or :meth:`add`) put in, wherever arrival order placed it."""
+    """The item the last :meth:`restore` (or :meth:`add`) put in, wherever arrival order placed it; ``None`` once it
+    left the queue (kept, it held its ticket and so its whole ended run for as long as the session stayed idle)."""
     _interrupts: int = field(default=0, init=False, repr=False)
     """Items (waiting or in flight) in ``interrupt`` mode: none, and the head alone decides the next turn."""
 
@@ -312,6 +313,8 @@ class SessionQueue:
         _forget(self._by_id, item.item_id, item)
         _forget(self._by_message, (item.message_id, item.route), item)
         self._interrupts -= item.mode == "interrupt"
+        if self.restored is item:
+            self.restored = None
 
     def _remove(self, gone: set[int]) -> None:
         """Take out the items whose ``id()`` is in ``gone``, in one pass."""

@@ -97,10 +97,10 @@ class EngineRun:
     """The state of one execution (see the module docstring); driven by :meth:`main`. Slotted: a
     thousand runs in flight each kept a 1.6 KB attribute dict."""
 
-    __slots__ = ("_state_changed", "active", "agent_ctx", "calls", "channel", "ctx", "depth", "end", "final_error",
-                 "history_len", "journal", "last_assistant", "last_call_usage", "ledger", "limits", "llm_calls",
-                 "model", "options", "owners", "resume_state", "runtime", "signal", "started", "state", "steering",
-                 "stream_fn", "timed_out", "turn_id", "usage", "window", "wrote_text")  # fmt: skip
+    __slots__ = ("__weakref__", "_state_changed", "active", "agent_ctx", "calls", "channel", "ctx", "depth", "end",
+                 "final_error", "history_len", "journal", "last_assistant", "last_call_usage", "ledger", "limits",
+                 "llm_calls", "model", "options", "owners", "resume_state", "runtime", "signal", "started", "state",
+                 "steering", "stream_fn", "timed_out", "turn_id", "usage", "window", "wrote_text")  # fmt: skip
 
     def __init__(
         self,
@@ -146,7 +146,7 @@ class EngineRun:
         self.turn_id: str | None = None
         self.owners: list[str] | None = None  # the turn of each history message, once a compaction needs them
         self.journal: TurnJournal | None = None
-        self.steering = RunSteering(steering, self.publish)
+        self.steering = RunSteering(steering, channel.publish)  # not self.publish: no cycle through the run
         self.active = False
         self.timed_out = False
         self.final_error: AgentError | None = None
@@ -170,7 +170,7 @@ class EngineRun:
         if previous == state or previous == "done":
             return
         self.state = state
-        self.publish(StateEvent(state, previous))
+        self.channel.publish_new(StateEvent, state, previous)
         if self._state_changed is not None:
             self._state_changed.set()
             self._state_changed = None
@@ -212,7 +212,7 @@ class EngineRun:
             loop = asyncio.get_running_loop()
             timer = loop.call_later(self.ctx.timeout_ms / 1000, self.on_timeout)
             self.active = True
-            self.publish(RunStartEvent(self.turn_id, self.ctx.parent_turn_id))
+            self.channel.publish_new(RunStartEvent, self.turn_id, self.ctx.parent_turn_id)
             try:
                 await self.run_loops()
             except asyncio.CancelledError:
@@ -243,10 +243,12 @@ class EngineRun:
             return result
 
     def finish(self, result: AgentResult) -> None:
-        """Announce the end (``run_end`` with the result) and close the channel."""
-        self.publish(RunEndEvent(result, result.error is not None and self.wrote_text))
+        """Announce the end (``run_end``), close the channel, drop the callbacks into this run its parts hold."""
+        self.channel.publish_new(RunEndEvent, result, result.error is not None and self.wrote_text)
         self.set_state("done")
         self.channel.close()
+        self.window.emit = self.channel.publish  # they were cycles: refcounting now frees an ended run, not the gc
+        self.steering.detach()
 
     def open_turn_now(self) -> None:
         """Open the turn and remember its id at once (a task cancelled meanwhile must still close it)."""

@@ -99,6 +99,10 @@ class RunSteering:
         self.returned.extend(self.queue.close(reason))
         self._ended = True  # a steer offered from now on is returned at once, after the result was built
 
+    def detach(self) -> None:
+        """The run has ended: stop listening to the queue (it may outlive the run: the listener made a cycle)."""
+        self.queue.on_settle(None)
+
     def response_sources(self, count: int) -> list[str | None]:
         """The ``source`` of each of the turn's ``count`` response messages (``None``: not a steer)."""
         if not self.sources:

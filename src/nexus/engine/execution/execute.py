@@ -11,6 +11,7 @@ tool call journaled as they come; the final turn written in one transaction).
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -279,15 +280,18 @@ def build_run(
     """
     primary = model or get_model(ctx.provider, ctx.model)
     lim = limits or EngineLimits()
-    holder: list[EngineRun] = []
+    holder: list[weakref.ref[EngineRun]] = []  # weak: the run holds the stream, a strong one was a cycle
 
     def budget_for(candidate: Model) -> TokenBudget:
-        run = holder[0]
+        run = holder[0]()
+        assert run is not None  # the stream is called by its run only
         current = run.window.budget(run.agent_ctx.messages)  # type: ignore[arg-type]
         return current.for_model(candidate, ctx.max_response_tokens, lim.reserve_tokens)
 
     def on_engine_event(event: object) -> None:
-        holder[0].engine_event(event)  # type: ignore[arg-type]
+        run = holder[0]()
+        assert run is not None
+        run.engine_event(event)  # type: ignore[arg-type]
 
     wrapped = failover_stream(
         [primary, *fallbacks], auth_profiles, lim, on_engine_event, inner=stream_fn, cooldowns=cooldowns,
@@ -298,7 +302,7 @@ def build_run(
         ctx, execution._channel, ledger=ledger, model=primary, stream_fn=wrapped, limits=lim,
         options=options_for(ctx, options), depth=depth, runtime=runtime, cache=cache, steering=execution._steering,
     )  # fmt: skip
-    holder.append(run)
+    holder.append(weakref.ref(run))
     return run
 
 
