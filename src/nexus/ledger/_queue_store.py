@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import field
 from typing import Any, TypeVar
 
 from nexus._dataclass import dataclass
@@ -54,7 +53,7 @@ class _Write:
 
     future: asyncio.Future[Any]
     request: AcceptRequest | None = None
-    claim: Sequence[str] = field(default_factory=tuple)
+    claim: Sequence[str] = ()
     lease: Lease | None = None
     move: Callable[[Any], object] | None = None
     overflow_of: str | None = None
