@@ -158,7 +158,7 @@ class BatchRunner:
         if owed:
             batch = self._with_owed_overflow(session, batch, owed)
         try:
-            result, trace = await self._run(slot, session, batch, lease)
+            result, trace = await self._run(slot, session, batch, item_ids, lease)
         except LeaseLostError:
             raise
         except Exception as exc:  # a bug (not a run that failed): the items go back, the error is kept
@@ -196,7 +196,7 @@ class BatchRunner:
         return batch.with_overflow(summary)
 
     async def _run(
-        self, slot: AgentSlot, session: SessionSlot, batch: Batch, lease: Lease | None
+        self, slot: AgentSlot, session: SessionSlot, batch: Batch, item_ids: list[str], lease: Lease | None
     ) -> tuple[AgentResult, str | None]:
         """Start the batch's turn, hand it to its senders and its reply target, and wait for its result (one
         that cannot start fails; one whose final write failed too, with the reason).
@@ -207,8 +207,8 @@ class BatchRunner:
         the run resumes through it, so no frame of a helper sits in between.
         """
         try:
-            with claimed(slot.agent_id, session.label, batch.items, self._now_ms) as trace:
-                execution = await self._start(slot, session, batch)  # the run's span: a child of the first item's
+            with claimed(slot.agent_id, session.label, batch.items, self._now_ms) as trace:  # the run's span:
+                execution = await self._start(slot, session, batch, item_ids)  # a child of the first item's
         except NexusError as exc:  # a run that cannot start (no key, bad model): the items fail with the reason
             return _failed(str(exc)), None
         lost: list[str] = []
@@ -248,8 +248,9 @@ class BatchRunner:
             session.delivering.add(str(target))
             self.deliver(execution, target, batch.items[0].item_id)
 
-    def _start(self, slot: AgentSlot, session: SessionSlot, batch: Batch) -> Awaitable[Execution]:
-        """``Runtime.begin`` for one batch: its prompt, the items it consumes, who sent them, the agent tools.
+    def _start(self, slot: AgentSlot, session: SessionSlot, batch: Batch, item_ids: list[str]) -> Awaitable[Execution]:
+        """``Runtime.begin`` for one batch: its prompt, the items it consumes (``item_ids``, the batch's: the caller's
+        list, not another built from the batch for every run), who sent them, the agent tools.
 
         ``begin``, not ``start``: the session lookup is awaited, so on PostgreSQL it waits off the event loop.
         Its coroutine itself is returned (the caller awaits it: no frame of this method in between)."""
@@ -278,7 +279,7 @@ class BatchRunner:
             spec,
             session.label,
             batch.prompt,
-            consumes=batch.item_ids,
+            consumes=item_ids,
             lease_fence=self.leases is not None,  # claimed without a lease: the turn write skips the fence
             source=message_source(head.sender, self._agents) if one_sender else "collect",
             tools=self._tools(caller),

@@ -161,11 +161,15 @@ class SessionQueue:
         claimed: when the takeover hands that batch back, the older item is its head (kept behind it, it ran
         after them: the fault bench again). :attr:`restored` names it.
         """
-        items, key = self._items, (message.enqueued_at_ms, message.item_id)
-        at = len(items)
-        while at and (items[at - 1].enqueued_at_ms, items[at - 1].item_id) > key:
-            at -= 1
-        items.insert(at, message)
+        items = self._items
+        if not items or items[-1].enqueued_at_ms < message.enqueued_at_ms:  # the usual: the newest, at the end
+            items.append(message)
+        else:
+            key = (message.enqueued_at_ms, message.item_id)
+            at = len(items)
+            while at and (items[at - 1].enqueued_at_ms, items[at - 1].item_id) > key:
+                at -= 1
+            items.insert(at, message)
         self.restored = message
         self._index(message)
 
@@ -309,9 +313,19 @@ class SessionQueue:
         self._interrupts += item.mode == "interrupt"
 
     def _unindex(self, item: QueuedMessage) -> None:
-        """Forget ``item`` (the caller takes it out of the list)."""
-        _forget(self._by_id, item.item_id, item)
-        _forget(self._by_message, (item.message_id, item.route), item)
+        """Forget ``item`` (the caller takes it out of the list). The usual key holds this item alone and goes
+        at once, here: :func:`_forget`'s call, twice for every message, costs more than that lookup."""
+        by_id, by_message, key = self._by_id, self._by_message, (item.message_id, item.route)
+        entries = by_id.get(item.item_id)
+        if entries is not None and len(entries) == 1 and entries[0] is item:
+            del by_id[item.item_id]
+        else:
+            _forget(by_id, item.item_id, item)
+        entries = by_message.get(key)
+        if entries is not None and len(entries) == 1 and entries[0] is item:
+            del by_message[key]
+        else:
+            _forget(by_message, key, item)
         self._interrupts -= item.mode == "interrupt"
         if self.restored is item:
             self.restored = None

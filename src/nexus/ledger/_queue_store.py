@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import field
 from typing import Any, TypeVar
 
 from nexus._dataclass import dataclass
@@ -55,7 +54,7 @@ class _Write:
 
     future: asyncio.Future[Any]
     request: AcceptRequest | None = None
-    claim: Sequence[str] = field(default_factory=tuple)
+    claim: Sequence[str] = ()
     lease: Lease | None = None
     move: Callable[[Any], object] | None = None
     overflow_of: str | None = None
@@ -272,32 +271,39 @@ class SqlQueueStore:
 
 def _in_bulk(conn: Any, group: list[_Write]) -> list[object]:
     """Accepts (as one statement on PostgreSQL), claims (those without a lease as one statement), then settles;
-    one clock read for the group."""
+    one clock read for the group. The writes are sorted in one pass (a group's loop runs for every message)."""
     now = now_ms()
     outcomes: list[object] = [None] * len(group)
     accepts: list[int] = []
     requests: list[AcceptRequest] = []
-    for index, write in enumerate(group):  # a loop, not ``typing.cast`` in a comprehension: a Python call a message
+    leased: list[_Write] = []
+    claimed: list[str] = []
+    overflows: list[tuple[int, str, Sequence[str]]] = []
+    moves: list[tuple[int, Callable[[Any], object]]] = []
+    for index, write in enumerate(group):  # each write is an accept, a claim or a move
         if write.request is not None:
             accepts.append(index)
             requests.append(write.request)
-    accepted = accept_many_at(conn, requests, now)
-    for index, outcome in zip(accepts, accepted, strict=True):
-        outcomes[index] = outcome
-    claimed: list[str] = []
-    for write in group:
-        if write.claim and write.lease is not None:  # its own lease check and epoch
-            claim_in(conn, write.claim, write.lease)
+        elif write.move is not None:
+            moves.append((index, write.move))
         elif write.claim:
-            claimed.extend(write.claim)
+            if write.lease is not None:  # its own lease check and epoch
+                leased.append(write)
+            else:
+                claimed.extend(write.claim)
+            if write.overflow_of is not None:
+                overflows.append((index, write.overflow_of, write.claim))
+    if requests:
+        for index, outcome in zip(accepts, accept_many_at(conn, requests, now), strict=True):
+            outcomes[index] = outcome
+    for write in leased:
+        claim_in(conn, write.claim, write.lease)
     if claimed:
         claim_in(conn, claimed)
-    for index, write in enumerate(group):
-        if write.overflow_of is not None and write.claim:  # after every claim: take_overflow reads their rows
-            outcomes[index] = take_overflow_in(conn, write.overflow_of, write.claim)
-    for index, write in enumerate(group):
-        if write.move is not None:
-            outcomes[index] = write.move(conn)
+    for index, label, item_ids in overflows:  # after every claim: take_overflow reads their rows
+        outcomes[index] = take_overflow_in(conn, label, item_ids)
+    for index, move in moves:
+        outcomes[index] = move(conn)
     _wake(conn, outcomes)
     return outcomes
 
