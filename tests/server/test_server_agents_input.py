@@ -73,3 +73,24 @@ async def test_a_session_another_agent_talks_in_is_409_naming_it(client: httpx.A
     assert [row.agent_id for row in BrokerStore(ledger.database).list_agents()] == ["a"]
     taken_by_default = await client.post("/v1/agents", json={"id": "c", "session_label": "agent:a"})
     assert taken_by_default.status_code == 201  # 'agent:a' is nobody's: a talks in 's'
+
+
+async def test_another_agents_per_sender_facade_or_busy_session_is_409_naming_it(
+    client: httpx.AsyncClient, ledger: Ledger
+) -> None:
+    store = BrokerStore(ledger.database)
+    assert (await client.post("/v1/agents", json={"id": "m"})).status_code == 201
+    store.accept(
+        agent_id="m", session_label="agent:m", message_id="x1", sender="user", message={"content": "X1"},
+        mode="followup",
+    )  # fmt: skip
+    for label in ("m~s1", "m~fork~route-1", "agent:m:user:bob"):
+        refused = await client.post("/v1/agents", json={"id": "squat", "session_label": label})
+        assert refused.status_code == 409, label
+        assert "belongs to agent 'm'" in refused.json()["error"]["message"]
+    moved = await client.post("/v1/agents", json={"id": "m", "session_label": "m-new"})
+    assert moved.status_code == 201  # m moves on; its waiting X1 still runs in agent:m
+    refused = await client.post("/v1/agents", json={"id": "m2", "session_label": "agent:m"})
+    assert refused.status_code == 409
+    assert "still has 1 unfinished message(s) of agent 'm'" in refused.json()["error"]["message"]
+    assert [row.agent_id for row in store.list_agents()] == ["m"]

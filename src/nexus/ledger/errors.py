@@ -77,14 +77,25 @@ class LeaseLostError(LedgerError):
 
 
 class AgentSessionTakenError(LedgerError, ValueError):
-    """Another agent already talks in that session: each agent has its own (two would share one history)."""
+    """Another agent already talks in that session: each agent has its own (two would share one history).
 
-    def __init__(self, label: str, owner: str) -> None:
-        super().__init__(
-            f"session {label!r} belongs to agent {owner!r}: each agent talks in its own session; "
-            f"pick another label, or remove {owner!r} first"
-        )
-        self.label, self.owner = label, owner
+    ``pending``: the session is not the other agent's any more, but that many of its messages still wait or
+    run there (they would interleave with this agent's turns).
+    """
+
+    def __init__(self, label: str, owner: str, *, pending: int = 0) -> None:
+        if pending:  # the agent left the session, its messages there have not: they still run in it
+            why = (
+                f"session {label!r} still has {pending} unfinished message(s) of agent {owner!r}: each agent talks "
+                f"in its own session; pick another label, or wait for them (or clear {owner!r}'s queue) first"
+            )
+        else:
+            why = (
+                f"session {label!r} belongs to agent {owner!r}: each agent talks in its own session; "
+                f"pick another label, or remove {owner!r} first"
+            )
+        super().__init__(why)
+        self.label, self.owner, self.pending = label, owner, pending
 
 
 class TurnNotFound(LedgerError, LookupError):
