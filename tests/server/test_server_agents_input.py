@@ -94,3 +94,17 @@ async def test_another_agents_per_sender_facade_or_busy_session_is_409_naming_it
     assert refused.status_code == 409
     assert "still has 1 unfinished message(s) of agent 'm'" in refused.json()["error"]["message"]
     assert [row.agent_id for row in store.list_agents()] == ["m"]
+
+
+async def test_an_update_of_a_busy_agent_answers_its_live_queue(client: httpx.AsyncClient, ledger: Ledger) -> None:
+    assert (await client.post("/v1/agents", json={"id": "m"})).status_code == 201
+    for n in (1, 2):
+        BrokerStore(ledger.database).accept(
+            agent_id="m", session_label="agent:m", message_id=f"x{n}", sender="user", message={"content": "X"},
+            mode="followup",
+        )  # fmt: skip
+    updated = await client.post("/v1/agents", json={"id": "m", "session_label": "m-new"})
+    assert updated.status_code == 201
+    shown = (await client.get("/v1/agents/m")).json()
+    assert (updated.json()["state"], updated.json()["queue_depth"]) == (shown["state"], shown["queue_depth"])
+    assert shown["queue_depth"] == 2

@@ -109,7 +109,8 @@ async def register_agent(request: Request, body: AgentRequest) -> Any:
 
         identity, stored = stored_agent(row)
         state.broker.register_agent(identity, spec=stored, stored=True)  # the row above is the agent as saved
-    return agent_view(row)
+    items = await store_call(state, lambda: state.store.items(agent_id=body.id, statuses=("queued", "processing")))
+    return agent_view(row, **agent_loads(items, state.broker)(body.id))  # an update of a busy agent: as it is
 
 
 def _check_model(state: ServerState, ref: str) -> None:
