@@ -108,3 +108,24 @@ async def test_an_update_of_a_busy_agent_answers_its_live_queue(client: httpx.As
     shown = (await client.get("/v1/agents/m")).json()
     assert (updated.json()["state"], updated.json()["queue_depth"]) == (shown["state"], shown["queue_depth"])
     assert shown["queue_depth"] == 2
+
+
+async def test_delete_refuses_an_agent_with_waiting_messages_until_its_queue_is_cleared(
+    client: httpx.AsyncClient, ledger: Ledger
+) -> None:
+    store = BrokerStore(ledger.database)
+    assert (await client.post("/v1/agents", json={"id": "delme"})).status_code == 201
+    items = [
+        store.accept(
+            agent_id="delme", session_label="agent:delme", message_id=f"d{n}", sender="user",
+            message={"content": f"D{n}"}, mode="followup",
+        )[0]
+        for n in range(3)
+    ]  # fmt: skip
+    store.claim([items[0].id])  # a run holds D0: it finishes whatever happens to the agent
+    refused = await client.delete("/v1/agents/delme")
+    assert refused.status_code == 409 and "still has 2 waiting message(s)" in refused.json()["error"]["message"]
+    assert (await client.get("/v1/agents/delme/queue")).status_code == 200  # still listed, still clearable
+    assert (await client.delete("/v1/agents/delme/queue")).json()["dropped"] == 2
+    assert (await client.delete("/v1/agents/delme")).status_code == 204
+    assert [item.status for item in store.items(agent_id="delme", statuses=())] == ["processing", "dropped", "dropped"]

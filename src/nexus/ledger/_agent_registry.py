@@ -13,8 +13,10 @@ from typing import Any
 
 from nexus._dataclass import dataclass
 from nexus.ledger._rows import dumps, loads_opt
+from nexus.ledger._schema import PENDING
 from nexus.ledger._session_owner import refuse_shared_session
 from nexus.ledger._sqlite import Database
+from nexus.ledger.errors import AgentHasWaitingMessagesError
 from nexus.ledger.records import NewSession
 from nexus.llm import now_ms
 
@@ -121,9 +123,20 @@ class AgentRegistry:
         return [_agent(row) for row in rows]
 
     def remove_agent(self, agent_id: str) -> bool:
-        """Mark an agent removed (its session and history stay); ``False`` if it was not registered."""
+        """Mark an agent removed (its session and history stay); ``False`` if it was not registered.
+
+        Refused while messages wait in its queue (:class:`AgentHasWaitingMessagesError`, nothing
+        changed): removed, it could no longer be listed or cleared by its id while they ran. A run
+        that already holds its messages finishes; its reply is written as usual.
+        """
 
         def run(conn: sqlite3.Connection) -> bool:
+            waiting = conn.execute(
+                f"SELECT COUNT(*) FROM queue_items WHERE {PENDING} AND +agent_id = ? AND status = 'queued'",
+                (agent_id,),
+            ).fetchone()[0]
+            if waiting and self._get_agent(conn, agent_id) is not None:
+                raise AgentHasWaitingMessagesError(agent_id, int(waiting))
             cursor = conn.execute(
                 "UPDATE agents SET status = 'removed', updated_at = ? WHERE id = ? AND status = 'active'",
                 (now_ms(), agent_id),

@@ -98,6 +98,21 @@ class AgentSessionTakenError(LedgerError, ValueError):
         self.label, self.owner, self.pending = label, owner, pending
 
 
+class AgentHasWaitingMessagesError(LedgerError, ValueError):
+    """An agent with messages still waiting in its queue is not removed (nothing changed).
+
+    Removed, it could no longer be listed or cleared by its id while those messages ran; so the user
+    clears them first (or lets them run). A run that already holds its messages is not waited for.
+    """
+
+    def __init__(self, agent_id: str, waiting: int) -> None:
+        super().__init__(
+            f"agent {agent_id!r} still has {waiting} waiting message(s): clear its queue first "
+            f"(nexus queue clear {agent_id}, or DELETE /v1/agents/{agent_id}/queue), or let them run"
+        )
+        self.agent_id, self.waiting = agent_id, waiting
+
+
 class TurnNotFound(LedgerError, LookupError):
     """No turn (or message, or tool call) has the given id."""
 
