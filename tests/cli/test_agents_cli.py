@@ -134,3 +134,28 @@ def test_agents_declared_in_the_config_are_listed_and_persisted(
     (isolated_env / "nexus.toml").write_text("")  # removed from the file: it stays registered
     _, out, _ = nexus(capsys, "agents", "list", "--json")
     assert [a["id"] for a in json.loads(out)] == ["lead"]
+
+
+def test_rm_refuses_an_agent_with_waiting_messages_until_its_queue_is_cleared(
+    isolated_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert nexus(capsys, "agents", "add", "delme")[0] == 0
+    with Ledger.open(isolated_env / "agents.db") as ledger:
+        store = BrokerStore(ledger.database)
+        for n in (1, 2):
+            store.accept(
+                agent_id="delme", session_label="agent:delme", message_id=f"d{n}", sender="user",
+                message={"content": f"D{n}"}, mode="followup",
+            )  # fmt: skip
+    code, _, err = nexus(capsys, "agents", "rm", "delme")
+    assert code == 2 and "agent 'delme' still has 2 waiting message(s): clear its queue first" in err
+    assert nexus(capsys, "agents", "show", "delme")[0] == 0  # still registered, its queue still listed
+    assert nexus(capsys, "queue", "clear", "delme")[0] == 0
+    assert nexus(capsys, "agents", "rm", "delme")[0] == 0
+
+
+def test_add_refuses_another_agents_per_sender_session(isolated_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert nexus(capsys, "agents", "add", "m")[0] == 0
+    code, _, err = nexus(capsys, "agents", "add", "squat", "--session", "m~dm~telegram~42")
+    assert code == 2 and "belongs to agent 'm'" in err
+    assert nexus(capsys, "agents", "show", "squat")[0] == 2  # nothing stored

@@ -69,7 +69,13 @@ async def _agents(config: NexusConfig, args: argparse.Namespace) -> int:
             return _unknown(store, args.agent_id)
         if args.action == "show":
             return _show(row_or_none, store.items(agent_id=args.agent_id, statuses=_OPEN), args.json)
-        store.remove_agent(args.agent_id)
+        from nexus.ledger import AgentHasWaitingMessagesError
+
+        try:
+            store.remove_agent(args.agent_id)
+        except AgentHasWaitingMessagesError as exc:
+            print(f"nexus: error: {exc}", file=sys.stderr)
+            return 2
         print(f"removed agent {args.agent_id} (its session {row_or_none.session_label} stays in the ledger)")
         return 0
 

@@ -70,7 +70,12 @@ if TYPE_CHECKING:
     from nexus.ledger.agent_messages import AgentMessageLog, AgentMessageRecord
     from nexus.ledger.broker_store import BrokerStore
     from nexus.ledger.deliveries import DeliveryLog, DeliveryRecord, DeliveryStatus
-    from nexus.ledger.errors import AgentSessionTakenError, QueueItemsFinishedError, QueueItemsHeldError
+    from nexus.ledger.errors import (
+        AgentHasWaitingMessagesError,
+        AgentSessionTakenError,
+        QueueItemsFinishedError,
+        QueueItemsHeldError,
+    )
     from nexus.ledger.forks import TurnNotInHistory, fork_session
     from nexus.ledger.labels import label_problem
     from nexus.ledger.ledger import Ledger, default_db_path
@@ -101,6 +106,7 @@ __all__ = [
     "USAGE_ESTIMATED_KEY",
     "WAIT_ENV",
     "AcceptRequest",
+    "AgentHasWaitingMessagesError",
     "AgentMessageLog",
     "AgentMessageRecord",
     "AgentRow",
@@ -200,6 +206,7 @@ _LAZY: dict[str, str] = {
     "TurnTree": "nexus.ledger.protocols",
     "AgentRow": "nexus.ledger._agent_registry",
     "agent_update": "nexus.ledger._agent_registry",
+    "AgentHasWaitingMessagesError": "nexus.ledger.errors",
     "AgentSessionTakenError": "nexus.ledger.errors",
     "BrokerStore": "nexus.ledger.broker_store",
     "DeliveryLog": "nexus.ledger.deliveries",

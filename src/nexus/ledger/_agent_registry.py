@@ -2,7 +2,8 @@
 
 :class:`~nexus.ledger.broker_store.BrokerStore` inherits it, so one store object serves the registry
 and the queue items over the same database. A registered agent always points at an existing session
-(created with it), and no two active agents share a session: they would run into one history.
+(created with it), and no two active agents share a session: they would run into one history
+(which sessions count as another agent's: :mod:`nexus.ledger._session_owner`).
 """
 
 from __future__ import annotations
@@ -12,26 +13,12 @@ from typing import Any
 
 from nexus._dataclass import dataclass
 from nexus.ledger._rows import dumps, loads_opt
+from nexus.ledger._schema import PENDING
+from nexus.ledger._session_owner import refuse_shared_session
 from nexus.ledger._sqlite import Database
-from nexus.ledger.errors import AgentSessionTakenError
+from nexus.ledger.errors import AgentHasWaitingMessagesError
 from nexus.ledger.records import NewSession
 from nexus.llm import now_ms
-
-
-def _refuse_shared_session(conn: sqlite3.Connection, agent_id: str, label: str) -> None:
-    """AgentSessionTakenError when another active agent talks in ``label`` (or the session it aliases)."""
-    from nexus.ledger import _sessions
-
-    try:
-        label = _sessions.resolve(conn, label).label
-    except LookupError:
-        return  # a new session: nobody's yet
-    owner = conn.execute(
-        "SELECT id FROM agents WHERE session_label = ? AND status = 'active' AND id != ? ORDER BY id LIMIT 1",
-        (label, agent_id),
-    ).fetchone()
-    if owner is not None:
-        raise AgentSessionTakenError(label, str(owner[0]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +60,7 @@ class AgentRegistry:
         """
 
         def run(conn: sqlite3.Connection) -> AgentRow:
-            _refuse_shared_session(conn, agent_id, session_label)
+            refuse_shared_session(conn, agent_id, session_label)
             return self._upsert_agent(conn, agent_id, role, session_label, spec)
 
         return self._db.write(run)
@@ -94,10 +81,10 @@ class AgentRegistry:
         def run(conn: sqlite3.Connection) -> AgentRow:
             stored = self._get_agent(conn, agent_id)
             if session_label is not None:
-                _refuse_shared_session(conn, agent_id, session_label)
+                refuse_shared_session(conn, agent_id, session_label)
             role_now, label_now, spec_now = agent_update(stored, agent_id, role, session_label, spec)
             if stored is None:
-                _refuse_shared_session(conn, agent_id, label_now)
+                refuse_shared_session(conn, agent_id, label_now)
             return self._upsert_agent(conn, agent_id, role_now, label_now, spec_now)
 
         return self._db.write(run)
@@ -136,9 +123,20 @@ class AgentRegistry:
         return [_agent(row) for row in rows]
 
     def remove_agent(self, agent_id: str) -> bool:
-        """Mark an agent removed (its session and history stay); ``False`` if it was not registered."""
+        """Mark an agent removed (its session and history stay); ``False`` if it was not registered.
+
+        Refused while messages wait in its queue (:class:`AgentHasWaitingMessagesError`, nothing
+        changed): removed, it could no longer be listed or cleared by its id while they ran. A run
+        that already holds its messages finishes; its reply is written as usual.
+        """
 
         def run(conn: sqlite3.Connection) -> bool:
+            waiting = conn.execute(
+                f"SELECT COUNT(*) FROM queue_items WHERE {PENDING} AND +agent_id = ? AND status = 'queued'",
+                (agent_id,),
+            ).fetchone()[0]
+            if waiting and self._get_agent(conn, agent_id) is not None:
+                raise AgentHasWaitingMessagesError(agent_id, int(waiting))
             cursor = conn.execute(
                 "UPDATE agents SET status = 'removed', updated_at = ? WHERE id = ? AND status = 'active'",
                 (now_ms(), agent_id),

@@ -77,14 +77,40 @@ class LeaseLostError(LedgerError):
 
 
 class AgentSessionTakenError(LedgerError, ValueError):
-    """Another agent already talks in that session: each agent has its own (two would share one history)."""
+    """Another agent already talks in that session: each agent has its own (two would share one history).
 
-    def __init__(self, label: str, owner: str) -> None:
+    ``pending``: the session is not the other agent's any more, but that many of its messages still wait or
+    run there (they would interleave with this agent's turns).
+    """
+
+    def __init__(self, label: str, owner: str, *, pending: int = 0) -> None:
+        if pending:  # the agent left the session, its messages there have not: they still run in it
+            why = (
+                f"session {label!r} still has {pending} unfinished message(s) of agent {owner!r}: each agent talks "
+                f"in its own session; pick another label, or wait for them (or clear {owner!r}'s queue) first"
+            )
+        else:
+            why = (
+                f"session {label!r} belongs to agent {owner!r}: each agent talks in its own session; "
+                f"pick another label, or remove {owner!r} first"
+            )
+        super().__init__(why)
+        self.label, self.owner, self.pending = label, owner, pending
+
+
+class AgentHasWaitingMessagesError(LedgerError, ValueError):
+    """An agent with messages still waiting in its queue is not removed (nothing changed).
+
+    Removed, it could no longer be listed or cleared by its id while those messages ran; so the user
+    clears them first (or lets them run). A run that already holds its messages is not waited for.
+    """
+
+    def __init__(self, agent_id: str, waiting: int) -> None:
         super().__init__(
-            f"session {label!r} belongs to agent {owner!r}: each agent talks in its own session; "
-            f"pick another label, or remove {owner!r} first"
+            f"agent {agent_id!r} still has {waiting} waiting message(s): clear its queue first "
+            f"(nexus queue clear {agent_id}, or DELETE /v1/agents/{agent_id}/queue), or let them run"
         )
-        self.label, self.owner = label, owner
+        self.agent_id, self.waiting = agent_id, waiting
 
 
 class TurnNotFound(LedgerError, LookupError):

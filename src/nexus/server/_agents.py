@@ -109,7 +109,8 @@ async def register_agent(request: Request, body: AgentRequest) -> Any:
 
         identity, stored = stored_agent(row)
         state.broker.register_agent(identity, spec=stored, stored=True)  # the row above is the agent as saved
-    return agent_view(row)
+    items = await store_call(state, lambda: state.store.items(agent_id=body.id, statuses=("queued", "processing")))
+    return agent_view(row, **agent_loads(items, state.broker)(body.id))  # an update of a busy agent: as it is
 
 
 def _check_model(state: ServerState, ref: str) -> None:
@@ -141,11 +142,17 @@ def show_agent(request: Request, agent_id: str) -> Any:
 @router.delete(
     "/agents/{agent_id}",
     status_code=204,
-    summary="Remove an agent (its session stays)",
-    responses=answers(None, 404, status=204),
+    summary="Remove an agent (its session stays); 409 while messages wait in its queue",
+    responses=answers(None, 404, 409, status=204),
 )
 def remove_agent(request: Request, agent_id: str) -> Response:
-    if not _state(request).store.remove_agent(agent_id):
+    from nexus.ledger import AgentHasWaitingMessagesError
+
+    try:
+        removed = _state(request).store.remove_agent(agent_id)
+    except AgentHasWaitingMessagesError as exc:  # removed, its queue routes could not reach them any more
+        raise ApiError(409, "conflict", str(exc)) from None
+    if not removed:
         raise ApiError(404, "not_found", f"unknown agent {agent_id!r}")
     return Response(status_code=204)
 

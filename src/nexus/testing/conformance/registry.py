@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from nexus.ledger import AgentSessionTakenError, DeliveryRecord, Ledger, NewSession
+from nexus.ledger import (
+    AcceptRequest,
+    AgentHasWaitingMessagesError,
+    AgentSessionTakenError,
+    DeliveryRecord,
+    Ledger,
+    NewSession,
+)
 from nexus.testing.conformance.support import need, qa_turn
 
 
@@ -21,6 +28,24 @@ async def test_agents_register_with_their_session_and_never_share_one(ledger: Le
     assert await ledger.agents.remove("w") and not await ledger.agents.remove("w")
     assert await ledger.agents.get("w") is None and await ledger.agents.list() == []
     await ledger.sessions.get("agent:w")  # the session and its history stay
+
+
+async def test_another_agents_per_sender_stamped_or_busy_session_is_refused(ledger: Ledger) -> None:
+    need(ledger, "agents")
+    long_id = "a" * 40  # its per-sender labels keep 32 characters of it
+    await ledger.agents.add(long_id, spec={})
+    await ledger.sessions.create(NewSession("proj-x", metadata={"agent": long_id}))
+    for label in (f"{long_id}~s1", f"{long_id[:32]}~odd!0123456789abcdef", f"agent:{long_id}:user:bob", "proj-x"):
+        with pytest.raises(AgentSessionTakenError, match=f"belongs to agent '{long_id}'"):
+            await ledger.agents.add("squat", session_label=label, spec={})
+    assert await ledger.agents.get("squat") is None
+    request = AcceptRequest(long_id, f"agent:{long_id}", "x1", "user", {"content": "X1"}, "followup")
+    await ledger.queue.accept(request)
+    with pytest.raises(AgentHasWaitingMessagesError, match="1 waiting message"):
+        await ledger.agents.remove(long_id)
+    await ledger.agents.add(long_id, session_label="moved", spec={})  # it moves on; X1 waits in its old session
+    with pytest.raises(AgentSessionTakenError, match="still has 1 unfinished message"):
+        await ledger.agents.add("squat", session_label=f"agent:{long_id}", spec={})
 
 
 async def test_deliveries_are_kept_per_turn_and_listed_newest_first(ledger: Ledger) -> None:
