@@ -83,20 +83,25 @@ class Pace:
     Call :meth:`close` when the stream ends (it removes the listener).
     """
 
-    __slots__ = ("_remove", "_signal", "_waiter")
+    __slots__ = ("_clock", "_loop", "_remove", "_signal", "_waiter")
 
     def __init__(self, signal: AbortSignal | None) -> None:
         self._signal = signal
         self._waiter: asyncio.Future[None] | None = None
         self._remove = signal.add_listener(self._abort) if signal is not None else None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._clock: PacingClock | None = None
 
     async def sleep(self, seconds: float) -> bool:
         """Wait ``seconds`` (rounded up to the clock's tick); True if the signal aborted first."""
         if self._signal is not None and self._signal.aborted:
             return True
-        loop = asyncio.get_running_loop()
+        loop, clock = self._loop, self._clock
+        if loop is None or clock is None:  # a stream runs on one loop: look its clock up once, not per chunk
+            loop = self._loop = asyncio.get_running_loop()
+            clock = self._clock = clock_of(loop)
         waiter = self._waiter = loop.create_future()
-        clock_of(loop).wake_at(loop, waiter, loop.time() + seconds)
+        clock.wake_at(loop, waiter, loop.time() + seconds)
         try:
             await waiter
         finally:
