@@ -5,6 +5,12 @@ Each execution is one turn of its own session on one ``Runtime`` (real SQLite le
 ``NEXUS_HOME``): a scripted model streaming about 20 tokens/s calls the ``ls`` tool, then answers
 with ~20 tokens — so a turn lasts about two seconds and all of them overlap.
 
+The scripted model is a test double, and its pacing is loop work a real provider's stream does not
+cost the same way. Its paced waits share one loop timer per 1 ms tick and each stream listens for its
+abort once (``nexus.testing._pacing``); before that change each chunk had its own timer and abort
+listener, over half of the loop's work per chunk here, so figures from earlier trees include more of the
+double's work (the engine's own work per chunk is unchanged by it).
+
 Measured:
   lag p50/p99/max   how late a 1 ms ticker on the same event loop wakes up while the 1,000 run
                     (what any other coroutine — a socket, a timer — would wait); target p99 < 5 ms

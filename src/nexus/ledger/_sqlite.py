@@ -189,6 +189,8 @@ class Database:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             refuse_second_name(self.path)
         self._lock = threading.RLock()
+        self._read_lock = threading.Lock()
+        self._reader: sqlite3.Connection | None = None
         # immutable=1: SQLite opens the file alone (no -shm, no -wal, no lock), so it needs no room on the disk
         where, uri = (f"{Path(self.path).resolve().as_uri()}?immutable=1", True) if file_only else (self.path, False)
         try:
@@ -256,20 +258,28 @@ class Database:
         with self._lock:
             return passive_checkpoint(self._conn)
 
-    def data_version(self) -> int:
+    def data_version(self) -> int | None:
         """SQLite's ``PRAGMA data_version`` on this connection: it changes when another connection (another
-        process) commits, never for this connection's own commits."""
+        process) commits, never for this connection's own commits. ``None`` while another thread's write
+        holds the connection: asking would wait for that transaction (on the event loop, at every run's
+        start while the ledger's writer thread opens the others' turns); the caller reads instead."""
 
         def attempt() -> int:
             return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
 
-        with self._lock:
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
             return self._retry(attempt)
+        finally:
+            self._lock.release()
 
     def close(self) -> None:
-        """Close the connection; further calls fail."""
-        with self._lock:
+        """Close the connection (and the second one reads may have opened); further calls fail."""
+        with self._lock, self._read_lock:
             self._conn.close()
+            if self._reader is not None:
+                self._reader.close()
 
     def _retry(self, fn: Callable[[], T], wait_s: float | None = None) -> T:
         """Run ``fn``; while the database is busy, retry it until ``wait_s`` (default :func:`wait_bound`) passed."""
@@ -380,16 +390,42 @@ class Database:
         return self.write(fn, wait_s=wait_s)
 
     def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn`` in one read transaction, so multi-statement reads see one snapshot."""
+        """Run ``fn`` in one read transaction, so multi-statement reads see one snapshot.
 
-        def attempt() -> T:
-            conn = self._conn
-            conn.execute("BEGIN")
+        While another thread's write holds the connection, the read goes through a second connection
+        (made on first need) instead of waiting for that transaction: in WAL mode a reader never waits
+        for the writer, and it sees every transaction committed before it began, as it would have had
+        it come a moment earlier. A read inside this thread's own write stays on that write's connection.
+        """
+        if self._lock.acquire(blocking=False):
             try:
-                return fn(conn)
+                return self._retry(lambda: _read_in(self._conn, fn))
             finally:
-                if conn.in_transaction:
-                    conn.execute("COMMIT")
-
+                self._lock.release()
+        with self._read_lock:
+            reader = self._reader_connection()
+            if reader is not None:
+                return self._retry(lambda: _read_in(reader, fn))
         with self._lock:
-            return self._retry(attempt)
+            return self._retry(lambda: _read_in(self._conn, fn))
+
+    def _reader_connection(self) -> sqlite3.Connection | None:
+        """The second connection of :meth:`read` (under ``_read_lock``); none for ``:memory:`` or a file-only ledger."""
+        if self._reader is None and self.path != ":memory:" and not self.file_only:
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_STEP_MS / 1000
+            )
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_STEP_MS}")
+            conn.execute("PRAGMA query_only = ON")
+            self._reader = conn
+        return self._reader
+
+
+def _read_in(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """``fn(conn)`` in one read transaction on ``conn``."""
+    conn.execute("BEGIN")
+    try:
+        return fn(conn)
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")

@@ -223,9 +223,11 @@ class Ledger:
     def others_mark(self) -> int | None:
         """A number that changes whenever another connection (another process) commits to this ledger, and
         stays the same for this ledger's own commits (SQLite's ``data_version``); ``None`` where the database
-        cannot tell (PostgreSQL). A process remembers what it found with it, to skip reading it again."""
+        cannot tell (PostgreSQL, or SQLite while another thread's write holds the connection: asking would
+        wait for it). A process remembers what it found with it, to skip reading it again."""
         version = getattr(self._db, "data_version", None)
-        return int(version()) if version is not None else None
+        mark = version() if version is not None else None
+        return int(mark) if mark is not None else None
 
     def run_here(self, call: Callable[[Ledger], Coroutine[Any, Any, T]]) -> T:
         """Run ``call(ledger)`` (store calls) to its end on this thread, for code that cannot await.

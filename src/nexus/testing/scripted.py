@@ -40,6 +40,7 @@ from nexus.llm import (
     ToolCallStartEvent,
 )
 from nexus.testing import _chunks
+from nexus.testing._pacing import Pace
 from nexus.testing._provider_errors import (
     HTML_PAGE,
     Flavor,
@@ -75,7 +76,10 @@ class ScriptedModel:
 
     ``model`` is the :class:`~nexus.llm.Model` to hand to code under test and ``stream`` its
     stream function; :meth:`register` makes ``nexus.llm.stream(scripted.model, ...)`` work.
-    Usage is estimated at chars/4; ``tokens_per_second`` > 0 paces the stream.
+    Usage is estimated at chars/4; ``tokens_per_second`` > 0 paces the stream: after each delta it waits
+    as long as the delta's tokens take at that rate, rounded up to the loop's 1 ms pacing tick (never
+    less, at most a tick more; the waits of all scripted streams on a loop share one timer per tick,
+    see ``nexus.testing._pacing``).
     """
 
     def __init__(
@@ -203,22 +207,27 @@ class ScriptedModel:
         events = _reply_events(reply, partial, self.chunk_chars, ids)
         signal = options.signal if options is not None else None
         iterator = _with_start(partial, events)
+        pace = Pace(signal) if self.tokens_per_second > 0 else None
         count = 0
-        while True:  # checks come before pulling the next event: it mutates ``partial``
-            if isinstance(step, Cut | Malformed | Stall | StreamError) and count == step.after_chunks:
-                failure = await self._interrupt(step, partial, model, options)
-                if failure is not None:
-                    yield failure
+        try:
+            while True:  # checks come before pulling the next event: it mutates ``partial``
+                if isinstance(step, Cut | Malformed | Stall | StreamError) and count == step.after_chunks:
+                    failure = await self._interrupt(step, partial, model, options)
+                    if failure is not None:
+                        yield failure
+                        return
+                if signal is not None and signal.aborted:
+                    yield _aborted(partial, model, signal)
                     return
-            if signal is not None and signal.aborted:
-                yield _aborted(partial, model, signal)
-                return
-            event = next(iterator, None)
-            if event is None:
-                break
-            yield event
-            count += 1
-            await self._pace(event, signal)
+                event = next(iterator, None)
+                if event is None:
+                    break
+                yield event
+                count += 1
+                await self._pace(event, pace)
+        finally:
+            if pace is not None:
+                pace.close()  # the stream's one abort listener (see nexus.testing._pacing)
         _finish_usage(partial, model, reply)
         partial.stop_reason = reply.effective_stop_reason
         yield DoneEvent(reply.effective_stop_reason, partial)
@@ -253,10 +262,11 @@ class ScriptedModel:
             return _fail(partial, model, f"request timed out (ReadTimeout): no data for {timeout:g} s", "timeout")
         return None
 
-    async def _pace(self, event: AssistantMessageEvent, signal: AbortSignal | None) -> None:
+    async def _pace(self, event: AssistantMessageEvent, pace: Pace | None) -> None:
+        """Wait as long as the chunk's tokens take at ``tokens_per_second`` (on the loop's shared pacing clock)."""
         delta = getattr(event, "delta", None)
-        if self.tokens_per_second > 0 and isinstance(delta, str):
-            await _sleep_or_abort(_chunks.estimate_tokens(len(delta)) / self.tokens_per_second, signal)
+        if pace is not None and isinstance(delta, str):
+            await pace.sleep(_chunks.estimate_tokens(len(delta)) / self.tokens_per_second)
         else:
             await asyncio.sleep(0)  # let other tasks (an aborting caller) run between chunks
 
@@ -338,11 +348,9 @@ def _aborted(partial: AssistantMessage, model: Model, signal: AbortSignal | None
 
 
 async def _sleep_or_abort(seconds: float, signal: AbortSignal | None) -> bool:
-    """Sleep ``seconds``; True if ``signal`` aborted first.
+    """Sleep ``seconds``; True if ``signal`` aborted first (a stall: exact, unlike the paced chunks).
 
-    One future, one timer and one listener, not ``wait_for(signal.wait())``: that made a task
-    per paced chunk, and with a thousand scripted streams at once the test double cost more
-    event-loop time than the engine it drives (bench/bench_engine_concurrent.py).
+    One future, one timer and one listener, not ``wait_for(signal.wait())``, which makes a task.
     """
     if signal is None:
         await asyncio.sleep(seconds)
