@@ -30,6 +30,7 @@ RUN_NEXUS_PACKAGES = {
     "nexus",
     "nexus._dataclass",
     "nexus._lazy",
+    "nexus._per_loop",  # one object per event loop (the writer's hand-over, the snapshot clock)
     "nexus._settled",  # the shielded wait for a submitted write (the writer thread's, the group commit's)
     "nexus.agent",
     "nexus.cli",

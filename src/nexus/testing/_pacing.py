@@ -21,6 +21,7 @@ import asyncio
 import math
 import weakref
 
+from nexus._per_loop import per_loop
 from nexus.llm import AbortSignal
 
 TICK_S = 0.001
@@ -66,15 +67,8 @@ class PacingClock:
         return len(self._ticks)
 
 
-_CLOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, PacingClock] = weakref.WeakKeyDictionary()
-
-
-def clock_of(loop: asyncio.AbstractEventLoop) -> PacingClock:
-    """The pacing clock of ``loop`` (made on first use; goes with the loop)."""
-    clock = _CLOCKS.get(loop)
-    if clock is None:
-        clock = _CLOCKS[loop] = PacingClock()
-    return clock
+clock_of = per_loop(lambda _loop: PacingClock())
+"""The pacing clock of a loop (made on first use; goes with the loop)."""
 
 
 class Pace:

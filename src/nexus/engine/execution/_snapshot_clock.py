@@ -21,6 +21,8 @@ import time
 import weakref
 from typing import Protocol
 
+from nexus._per_loop import per_loop
+
 TICK_S = 0.01
 """Snapshot plans that fall due within the same ``TICK_S`` seconds share one loop timer."""
 
@@ -66,12 +68,5 @@ class SnapshotClock:
         return len(self._ticks)
 
 
-_CLOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SnapshotClock] = weakref.WeakKeyDictionary()
-
-
-def clock_of(loop: asyncio.AbstractEventLoop) -> SnapshotClock:
-    """The snapshot clock of ``loop`` (made on first use; goes with the loop)."""
-    clock = _CLOCKS.get(loop)
-    if clock is None:
-        clock = _CLOCKS[loop] = SnapshotClock(loop)
-    return clock
+clock_of = per_loop(SnapshotClock)
+"""The snapshot clock of a loop (made on first use; goes with the loop)."""

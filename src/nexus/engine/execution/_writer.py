@@ -30,6 +30,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from nexus._per_loop import per_loop
 from nexus._settled import settled
 
 T = TypeVar("T")
@@ -162,15 +163,8 @@ class _Completions:
         asyncio.get_running_loop().call_soon(self.hand_over)
 
 
-_COMPLETIONS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Completions] = weakref.WeakKeyDictionary()
-
-
-def _completions(loop: asyncio.AbstractEventLoop) -> _Completions:
-    """The running loop's hand-over (made on first use; called on that loop's thread only)."""
-    found = _COMPLETIONS.get(loop)
-    if found is None:
-        found = _COMPLETIONS[loop] = _Completions(loop)
-    return found
+_completions = per_loop(_Completions)
+"""The running loop's hand-over (made on first use; called on that loop's thread only)."""
 
 
 def submit(fn: Callable[[], T]) -> asyncio.Future[T]:
