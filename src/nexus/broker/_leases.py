@@ -84,7 +84,11 @@ class SessionLeases:
         """The session's lease for a batch (the one held since the last batch if still fresh); ``None``: held elsewhere.
 
         A takeover from a holder whose lease expired closes the open turn that holder's run left (as a
-        crash leaves it), before anything reads the session's head.
+        crash leaves it), before anything reads the session's head. So does a new tenure after a run here
+        lost the lease (``session.lease_lost``): the store names no prior holder when the lapsed lease was
+        this broker's own, yet the lost run's opened turn is still open. Left open, the next run forked
+        from the head beside it, and a later takeover closed it as a side branch off the chain (the fault
+        test at load: a renewal kept busy past the time to live, the same broker acquiring again).
         """
         asked = time.monotonic()
         if session.lease is not None and asked < session.lease_fresh_until:
@@ -93,10 +97,17 @@ class SessionLeases:
         self._hold(session, lease, asked)
         if lease is not None and lease.prior_holder is not None:
             log.warning("session %s: taking over from %s (its lease expired)", session.label, lease.prior_holder)
-            await self._turns.recover(force=True, session=session.label)
+            await self._recover(session)
             if self.on_takeover is not None:
                 self.on_takeover(session.label, lease.prior_holder)
+        elif lease is not None and session.lease_lost:
+            await self._recover(session)
         return lease
+
+    async def _recover(self, session: SessionSlot) -> None:
+        """Close the session's open turns (left by a run that lost the lease, here or elsewhere) as ``aborted``."""
+        await self._turns.recover(force=True, session=session.label)
+        session.lease_lost = False
 
     def _hold(self, session: SessionSlot, lease: Lease | None, asked: float = 0.0) -> None:
         """Remember ``lease`` (``None``: none held), acquired or renewed by a request sent at ``asked``."""
@@ -135,12 +146,14 @@ class SessionLeases:
 
     def _lost(self, session: SessionSlot, on_lost: Callable[[str], None], kept: KeptLease, why: str) -> None:
         kept.lost = True
-        self._hold(session, None)
+        self.forget(session)
         on_lost(why)
 
     def forget(self, session: SessionSlot) -> None:
-        """Drop the session's lease from memory (it was lost: the next batch must acquire anew)."""
+        """Drop the session's lease from memory (it was lost: the next batch must acquire anew, and recover
+        the turn the lost run may have left open)."""
         self._hold(session, None)
+        session.lease_lost = True
 
     async def let_go(self, session: SessionSlot) -> None:
         """Release the session's lease (nothing more to run here): another broker may take it at once."""

@@ -63,6 +63,8 @@ class SessionSlot:
     lease_valid_until: float = 0.0
     """Until when (monotonic) the held lease holds for sure: when its last acquire or renewal was sent, plus its
     time to live (past it, another process may have taken the session over)."""
+    lease_lost: bool = False
+    """A run here lost the session's lease (it may have left its turn open): the next tenure recovers it first."""
     parked_until: float = 0.0
     """Until when (monotonic) the session waits because another broker runs it (its timer is armed)."""
     overflow_epoch: int | None = None

@@ -18,6 +18,7 @@ from nexus.ledger.records import (
     JournalEntry,
     JournalMessage,
     JournalReply,
+    Lease,
     TurnOpen,
     TurnWrite,
 )
@@ -34,7 +35,9 @@ def open_in(
     """Store a ``streaming`` turn and its query (and its system prompt, once by hash); returns its id.
 
     ``stored`` maps prompts known to be committed already to their hashes: those are neither hashed nor
-    written again. ``written`` collects the query's rows."""
+    written again. ``written`` collects the query's rows. The items the run will consume fence the open as
+    they fence the final write (:func:`fence_in`): a run that lost its lease stores no turn."""
+    fence_in(conn, opening.consumed_queue_items, None, opening.lease_fence)
     details = opening.details
     prompt = opening.system_prompt
     if prompt is not None:
@@ -97,6 +100,28 @@ def check_write(w: TurnWrite) -> None:
         raise TurnStateError(f"turn_type must be 'normal' or 'compaction', not {w.turn_type!r}")
 
 
+def fence_in(conn: Any, consumed: Sequence[str], lease: Lease | None, lease_fence: bool) -> None:
+    """Refuse (``LeaseLostError``) a turn's open or write whose run lost its session's lease.
+
+    Consumed items a lease claimed must still be this process's at their session's current, unexpired
+    epoch (unless ``lease_fence`` is False: claimed without a lease); ``lease``, when given, must be valid.
+    The open is fenced too: a run whose claim committed before a takeover but whose turn opened after the
+    new holder's recovery would otherwise leave a turn that no later write closes on the chain (a later
+    recovery closes it as a side branch off the head the new holder moved).
+    """
+    fenced = lease_fence and bool(consumed)
+    if lease is None and not fenced:
+        return
+    from nexus.ledger._claims import claimant
+    from nexus.ledger._leases import check_consumed_in, check_in, lock_leases_in
+
+    lock_leases_in(conn, consumed, lease)
+    if lease is not None:
+        check_in(conn, lease)
+    if fenced:
+        check_consumed_in(conn, consumed, claimant())
+
+
 def write_in(conn: Any, w: TurnWrite, origin_ids: OriginWrite | None = None, kept: WrittenRows | None = None) -> str:
     """The whole turn write (the spec's nine steps) and the delivery of the queue items it consumed.
 
@@ -104,16 +129,7 @@ def write_in(conn: Any, w: TurnWrite, origin_ids: OriginWrite | None = None, kep
     (``LeaseLostError``; :func:`nexus.ledger._leases.check_consumed_in`); not checked when the writer
     says it claimed them without a lease (``w.lease_fence`` False). ``kept`` collects the message rows.
     """
-    fenced = w.lease_fence and bool(w.consumed_queue_items)
-    if w.lease is not None or fenced:
-        from nexus.ledger._claims import claimant
-        from nexus.ledger._leases import check_consumed_in, check_in, lock_leases_in
-
-        lock_leases_in(conn, w.consumed_queue_items, w.lease)
-        if w.lease is not None:
-            check_in(conn, w.lease)
-        if fenced:
-            check_consumed_in(conn, w.consumed_queue_items, claimant())
+    fence_in(conn, w.consumed_queue_items, w.lease, w.lease_fence)
     outcome = TurnOutcome(
         w.status, w.response_messages, w.usage, w.stop_reason, w.error, w.compaction, w.tool_calls, w.turn_type
     )

@@ -281,7 +281,8 @@ class TurnOpen:
 
     ``parent_turn_id`` defaults to the session head; an explicit one that is no longer the head
     raises ``HeadMovedError``. ``system_prompt`` is stored once by its hash; ``source`` and
-    ``context`` (assembly metadata) go on the query messages.
+    ``context`` (assembly metadata) go on the query messages. ``consumed_queue_items`` and
+    ``lease_fence``: as :class:`TurnWrite`'s, they fence the open (``LeaseLostError``, nothing stored).
     """
 
     session_label: str
@@ -291,6 +292,8 @@ class TurnOpen:
     source: str | None = None
     context: dict[str, object] | None = None
     system_prompt: str | None = None
+    consumed_queue_items: Sequence[str] = ()
+    lease_fence: bool = True
 
 
 @dataclass(slots=True)

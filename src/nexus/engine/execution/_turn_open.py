@@ -40,6 +40,8 @@ def open_turn(ledger: Ledger, ctx: AssembledContext) -> str:
         ctx.source,
         assembly_metadata(ctx),
         ctx.system_prompt,
+        ctx.queue_item_ids,  # fenced as the final write is: a run that lost its lease opens no turn
+        ctx.lease_fence,
     )
     return ledger.run_here(lambda here: here.turns.open(opening))
 
