@@ -92,12 +92,6 @@ def get(conn: Any, item_id: str) -> QueueItem | None:
     return None if row is None else _item(row)
 
 
-def accepted(conn: Any, message_id: str) -> QueueItem | None:
-    """The item message ``message_id`` was accepted as, or ``None`` (never sent, or refused: its id freed)."""
-    row = conn.execute(f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE message_id = ?", (message_id,)).fetchone()
-    return None if row is None else _item(row)
-
-
 def pending(conn: Any, agent_id: str | None, session_label: str | None = None) -> list[QueueItem]:
     """Items still ``queued`` or ``processing`` (of one agent or session, or all), in arrival order.
 

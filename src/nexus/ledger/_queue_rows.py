@@ -89,10 +89,17 @@ def accept_at(conn: sqlite3.Connection, request: AcceptRequest, now: int) -> tup
     return _new_item(item_id, request, now), True
 
 
+def accepted(conn: Any, message_id: str) -> QueueItem | None:
+    """The item message ``message_id`` was accepted as, or ``None`` (never sent, or refused: its id freed)."""
+    row = conn.execute(f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE message_id = ?", (message_id,)).fetchone()
+    return None if row is None else _item(row)
+
+
 def _first_acceptance(conn: Any, message_id: str) -> QueueItem:
-    """The item a message id was first accepted as (a known id: its acceptance stands)."""
-    found = conn.execute(f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE message_id = ?", (message_id,))
-    return _item(found.fetchone())
+    """The item a known message id was first accepted as (the insert just met it: its acceptance stands)."""
+    item = accepted(conn, message_id)
+    assert item is not None, f"message id {message_id!r} met by the insert of this same transaction"
+    return item
 
 
 def _new_item(item_id: str, request: AcceptRequest, now: int) -> QueueItem:

@@ -24,6 +24,7 @@ from nexus.ledger._queue_rows import (
     REPLY_SUFFIX,
     accept_at,
     accept_in,
+    accepted,
     claim_in,
     deliver_in,
     deliver_pending_in,
@@ -109,7 +110,7 @@ class BrokerStore(AgentRegistry):
 
     def accepted(self, message_id: str) -> QueueItem | None:
         """The item a message id was accepted as, or ``None`` (a retry's sender asks where it went)."""
-        return self._db.read(lambda c: _queue_reads.accepted(c, message_id))
+        return self._db.read(lambda c: accepted(c, message_id))
 
     def pending(self, agent_id: str | None = None) -> list[QueueItem]:
         """Items still ``queued`` or ``processing`` (of one agent, or all), in arrival order.
