@@ -67,6 +67,7 @@ def _main(argv: Sequence[str], *, process: bool) -> int:
             args = parser.parse_args(argv)
         except SystemExit as exit_:  # argparse: --help/--version (0) or bad arguments (2)
             return exit_.code if isinstance(exit_.code, int) else 0 if exit_.code is None else 2
+    from nexus.cli._sigterm import Terminated
     from nexus.errors import ConfigError, NexusError, UsageError
 
     if process:
@@ -89,6 +90,9 @@ def _main(argv: Sequence[str], *, process: bool) -> int:
     except KeyboardInterrupt:
         print("nexus: interrupted", file=sys.stderr)
         return 130
+    except Terminated:  # SIGTERM to a command that ran the broker here: its runs were aborted and written
+        print("nexus: terminated", file=sys.stderr)
+        return 143
     except BrokenPipeError:  # output piped into `head` and closed early: stop quietly, like a Unix filter
         from nexus.cli._closed_output import silence_stdout
 

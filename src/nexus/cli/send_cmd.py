@@ -19,6 +19,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+from nexus.cli._sigterm import run_terminable
+
 if TYPE_CHECKING:
     from nexus.broker import AgentMessage
     from nexus.config import NexusConfig
@@ -60,7 +62,7 @@ def send_command(args: argparse.Namespace) -> int:
     )
     if args.wait:  # every message the conversation causes carries it: --wait waits for all of them (cli/_settle.py)
         message.conversation_id = message.id
-    return asyncio.run(_send_command(config, message, mode, args, route))
+    return run_terminable(_send_command(config, message, mode, args, route))
 
 
 async def _send_command(
@@ -95,7 +97,7 @@ def drain_command(args: argparse.Namespace) -> int:
 
     config = _config(args)
     start_telemetry(config, args, logs=True)
-    return asyncio.run(_drain_command(config))
+    return run_terminable(_drain_command(config))
 
 
 async def _drain_command(config: NexusConfig) -> int:
