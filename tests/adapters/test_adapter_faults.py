@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -272,3 +273,45 @@ async def test_a_long_flood_of_bad_lines_logs_a_handful_of_warnings(
     assert process.bad_lines == 200_000
     warnings = [r for r in caplog.records if "skipped a malformed line" in r.getMessage()]
     assert 5 < len(warnings) <= 12, len(warnings)
+
+
+async def test_a_stream_that_gave_up_starts_again_once_enabled_without_a_restart_of_the_server(
+    tmp_path: Path, make_manager: MakeManager
+) -> None:
+    """The give-up lived in the server's memory only: after the fix and ``nexus adapters enable`` (what the give-up
+    line says to do) every delivery still failed "gave up" until ``nexus serve`` restarted, and ``nexus adapters
+    health`` in another shell said ``ok`` (an outside trial)."""
+    from adapter_helpers import SCRIPTS
+
+    from nexus.adapters import AdapterManager, clear_monitor_failure
+
+    record, broken, script = tmp_path / "lines.jsonl", tmp_path / "broken", tmp_path / "adapter.py"
+    broken.touch()
+    script.write_text(  # the stream process exits at once while ``broken`` exists; otherwise the recorder
+        f"import os, runpy, sys\nif sys.argv[1] == 'stream' and os.path.exists({str(broken)!r}):\n    sys.exit(3)\n"
+        f"runpy.run_path({str(SCRIPTS / 'recorder.py')!r}, run_name='__main__')\n"
+    )
+    account = {"x": {"config": {"record": str(record)}}}
+    configs = {"rec": adapter(command=f"{sys.executable} {script}", accounts=account)}
+    clock = InstantClock()
+    manager = make_manager(configs, clock=clock, home=tmp_path, policy=RestartPolicy(max_restarts=2, stop_grace_s=1.0))
+    router = StreamRouter(manager, clock=clock)
+    target = DeliveryTarget("rec", "x", "u")
+
+    async def deliver(text: str) -> str | None:
+        report = await router.deliver(target, events_of([Token(text), StreamEnd("r")]))
+        return None if report.ok else report.error or "failed"
+
+    errors = [await deliver(f"try {n}") for n in range(4)]
+    assert "gave up after 2 restarts" in (errors[-1] or ""), errors
+    elsewhere = AdapterManager(configs, home=tmp_path)  # `nexus adapters health` in another shell
+    try:
+        status = await elsewhere.health("rec", "x")
+        assert not status.ok and status.detail.startswith("its stream gave up: adapter rec/x stream: gave up"), status
+    finally:
+        await elsewhere.close()
+    broken.unlink()  # the fix
+    assert "gave up" in (await deliver("fixed, not enabled yet") or "")
+    clear_monitor_failure(tmp_path, "rec", "x")  # what `nexus adapters enable rec/x` does, from another shell
+    assert await deliver("after enable") is None
+    assert "after enable" in record.read_text()

@@ -36,14 +36,52 @@ def recorded(home: Path | None) -> dict[str, dict[str, object]]:
     return {k: v for k, v in found.items() if isinstance(v, dict)} if isinstance(found, dict) else {}
 
 
-def record(home: Path | None, name: str, account_id: str, error: str) -> None:
-    """Remember that the monitor of ``name/account_id`` gave up, and why."""
-    _change(home, lambda held: held.__setitem__(f"{name}/{account_id}", {"error": error, "at": int(time.time())}))
+def record(home: Path | None, name: str, account_id: str, error: str, process: str = "monitor") -> None:
+    """Remember that the ``process`` (``monitor`` or ``stream``) of ``name/account_id`` gave up, and why."""
+    entry = {"error": error, "at": int(time.time()), "process": process}
+    _change(home, lambda held: held.__setitem__(f"{name}/{account_id}", entry))
 
 
 def clear_monitor_failure(home: Path | None, name: str, account_id: str) -> None:
     """Forget a give-up of ``name/account_id`` (enabled again, or its monitor started again)."""
     _change(home, lambda held: held.pop(f"{name}/{account_id}", None))
+
+
+class StreamGiveUp:
+    """One ``stream`` process's give-up, kept in the file: ``nexus adapters health`` in another shell sees it, and
+    ``nexus adapters enable`` (which clears the file's entry) reaches a running ``nexus serve``: the supervisor
+    asks :meth:`cleared` before it refuses a use, and starts the process again once the entry is gone.
+
+    Without it the give-up lived in the server's memory only: after the fix and ``enable`` (what the give-up
+    line says to do) every delivery still failed "gave up" until the server was restarted, while ``health``
+    said ``ok`` (an outside trial). One per supervisor, so that each of an account's stream processes starts
+    again; a give-up that could not be written is never taken as cleared (no restarts without a bound).
+    """
+
+    def __init__(self, home: Path | None, name: str, account_id: str) -> None:
+        self.home = home
+        self.key = f"{name}/{account_id}"
+        self._noted = False
+
+    def note(self, error: str) -> None:
+        """The process gave up with ``error``: write it down."""
+        name, account_id = self.key.split("/", 1)
+        record(self.home, name, account_id, error, process="stream")
+        self._noted = self.key in recorded(self.home)
+
+    def started(self) -> None:
+        """A stream process of the account started: an old give-up of the account (another process's, or one
+        before a restart of the server) no longer holds."""
+        if self.key in recorded(self.home):
+            name, account_id = self.key.split("/", 1)
+            clear_monitor_failure(self.home, name, account_id)
+
+    def cleared(self) -> bool:
+        """Whether the give-up written by :meth:`note` has been cleared since (``nexus adapters enable``)."""
+        if not self._noted or self.key in recorded(self.home):
+            return False
+        self._noted = False
+        return True
 
 
 def _change(home: Path | None, change: Callable[[dict[str, dict[str, object]]], object]) -> None:

@@ -234,6 +234,7 @@ class AdapterManager:
             lambda: self._prepare(name, account_id),
             policy=self.policy,
             clock=self.clock,
+            give_up=_failures.StreamGiveUp(self.home, name, account_id) if command == "stream" else None,
         )
 
     async def monitor(self, name: str, account_id: str) -> AsyncIterator[NexusEvent]:
@@ -348,8 +349,8 @@ class AdapterManager:
         try:
             info = await self.info(name)
             gave_up = _failures.recorded(self.home).get(f"{name}/{account_id}") if failed is None else None
-            if gave_up is not None:  # its monitor gave up in another process (nexus serve, adapters monitor)
-                error = f"its monitor gave up: {gave_up.get('error')}"
+            if gave_up is not None:  # its monitor or stream gave up in another process (nexus serve, a drain)
+                error = f"its {gave_up.get('process', 'monitor')} gave up: {gave_up.get('error')}"
                 return HealthStatus(name, account_id, False, error, restarts, "failed")
             if failed is not None:
                 error = streams[failed].supervisor.last_error or "failed"

@@ -3,7 +3,8 @@
 A process that exits is restarted on next use, after a backoff of ``1 s x 2^n`` (capped at
 300 s) where ``n`` counts restarts; after 5 restarts the adapter account is ``failed`` and
 every use answers with an :class:`AdapterError` naming the last exit, until
-``nexus adapters enable`` (or :meth:`Supervisor.reset`) clears it. A process that has run for
+:meth:`Supervisor.reset` clears it — for a ``stream`` process, ``nexus adapters enable`` does, from
+any shell (:class:`~nexus.adapters._failures.StreamGiveUp`). A process that has run for
 ``stable_after_s`` without dying clears the count. Waits are on an injectable clock. The
 process's stderr is passed on to ours within a budget (:mod:`nexus.adapters._stderr`).
 """
@@ -16,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from nexus.adapters._failures import StreamGiveUp
 from nexus.adapters._stderr import forward_stderr
 from nexus.adapters.clock import Clock, MonotonicClock
 from nexus.adapters.context import AdapterLaunch
@@ -67,8 +69,10 @@ class Supervisor:
         *,
         policy: RestartPolicy | None = None,
         clock: Clock | None = None,
+        give_up: StreamGiveUp | None = None,
     ) -> None:
         self.name = name
+        self.give_up = give_up  # where a give-up is written, and `nexus adapters enable` seen (stream processes)
         self.argv = list(argv)
         self.policy = policy or RestartPolicy()
         self.clock = clock or MonotonicClock()
@@ -110,12 +114,18 @@ class Supervisor:
         self._release_env()
 
     async def _before_restart(self) -> None:
+        if self.restarts >= self.policy.max_restarts and self._enabled_again():
+            self.reset()  # fixed and enabled since the give-up: started at once, with a fresh count
+            return
         if self.restarts >= self.policy.max_restarts:
-            self.state = "failed"
-            raise AdapterError(
+            error = AdapterError(
                 f"{self.name}: gave up after {self.policy.max_restarts} restarts (last: {self.last_error}); "
                 "fix the adapter, then `nexus adapters enable` it again"
             )
+            if self.state != "failed" and self.give_up is not None:
+                self.give_up.note(str(error))
+            self.state = "failed"
+            raise error
         delay = self.policy.backoff(self.restarts)
         self.restarts += 1
         self.state = "backoff"
@@ -155,6 +165,8 @@ class Supervisor:
         self.state = "running"
         self.last_error = None
         self._started_at = self.clock.now()
+        if self.give_up is not None:
+            self.give_up.started()
         return proc
 
     def died(self, error: str) -> None:
@@ -162,6 +174,9 @@ class Supervisor:
         self.last_error = error
         if self.state == "running":
             self.state = "backoff"
+
+    def _enabled_again(self) -> bool:
+        return self.state == "failed" and self.give_up is not None and self.give_up.cleared()
 
     def reset(self) -> None:
         """Clear the restart count and a ``failed`` state (the user fixed the adapter)."""
