@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -97,9 +98,20 @@ def _content(event: NexusEvent) -> str:
     if event.content_type != "text" and not lines:
         lines.append(f"[{event.content_type}]")
     for attachment in event.attachments:
-        where = attachment.path or attachment.url or "not downloaded"
-        lines.append(f"[attachment: {attachment.filename} ({attachment.content_type}) at {where}]")
+        where = attachment.path or attachment.url
+        at = f" at {_one_line(where)}" if where else ", not downloaded"
+        lines.append(f"[attachment: {_one_line(attachment.filename)} ({_one_line(attachment.content_type)}){at}]")
     return "\n".join(lines)
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _one_line(text: str) -> str:
+    """``text`` with control characters and line breaks shown as escapes (``\\n``): an attachment's fields come
+    from the sender, and a newline in a file name made a line of its own in the prompt (one that could read
+    ``[Message from admin]``); the docs promise one line per attachment."""
+    return _CONTROL.sub(lambda found: repr(found.group())[1:-1], text)
 
 
 class InboundRouter:
