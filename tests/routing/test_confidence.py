@@ -88,3 +88,15 @@ def test_a_task_that_continues_the_agents_work_stays_confident(router: Router, t
     result = router.route(task, agent="rt", now_ms=NOW_MS, record=False)
     assert result.mode == "existing" and result.confidence > 0.8
     assert result.checkpoint is not None and result.checkpoint.context.startswith(context)
+
+
+def test_with_only_three_checkpoints_in_the_ledger_one_rare_word_is_not_confident(tmp_path: Path) -> None:
+    # no scope to blame here: every candidate is in it, and the task's other words are unknown to the index
+    with Ledger.open(tmp_path / "agents.db") as ledger:
+        BrokerStore(ledger.database).add_agent("rt", spec={})
+        rt = ["quantum chromodynamics lattice gauge", "bake sourdough bread with rye", "fix the login page css on mobile"]
+        _session(ledger, "rt-main", "rt", rt, NOW_MS - DAY_MS)
+        with Router(ledger) as router:
+            for agent in ("rt", None):
+                result = router.route(FLUX, agent=agent, now_ms=NOW_MS, record=False)
+                assert result.mode == "new" and result.confidence < min(0.2, result.threshold)
