@@ -11,7 +11,9 @@
 
 The evaluation set (bench/routing_eval/, README there) is built afresh in a temporary directory and
 indexed turn by turn as a live system would; the router and the baselines (recency only, BM25 only,
-embeddings only) answer the same tasks in the same run. Thresholds and the model are fitted on the
+embeddings only) answer the same tasks in the same run. The router also decides each task within one
+agent's work (the agent holding its checkpoint, and each other agent, where ``new`` is right): the table
+"Within one agent's work", cross-validated too under ``--cv``. Thresholds and the model are fitted on the
 dev split only; the tables report the held-out test split (and dev for reference).
 """
 

@@ -10,8 +10,8 @@ Each method ranks checkpoints for a task and says ``existing`` or ``new``:
 
 Metrics, on the ``test`` split unless said otherwise: top-1 and top-3 (tasks that have a checkpoint: is it
 first / in the first three), decision accuracy (all tasks: right checkpoint and ``existing``, or ``new``
-for a task that belongs nowhere), ``new`` precision / recall / F1, and a reliability table of the router's
-confidence (does "0.8" come true 8 times in 10).
+for a task that belongs nowhere), ``new`` precision / recall / F1, a reliability table of the router's
+confidence (does "0.8" come true 8 times in 10), and the router within one agent's work (``run_scoped``).
 """
 
 from __future__ import annotations
