@@ -19,6 +19,7 @@ from nexus.routing import Router
 from ._ledgers import DAY_MS, NOW_MS, turn
 
 FLUX = "calibrate the quantum flux capacitor of the time machine"
+RT = ["quantum chromodynamics lattice gauge", "bake sourdough bread with rye", "fix the login page css on mobile"]
 
 
 def _session(ledger: Ledger, label: str, agent: str | None, asks: list[str], at_ms: int) -> None:
@@ -44,8 +45,7 @@ def router(tmp_path: Path) -> Router:
     _session(ledger, "lead-main", "lead", lead, NOW_MS - 2 * DAY_MS)
     _session(ledger, "run-haiku", None, ["write a haiku about kubernetes pods"], NOW_MS - 2 * DAY_MS)
     _session(ledger, "run-flux", None, [FLUX], NOW_MS - 2 * DAY_MS)
-    rt = ["quantum chromodynamics lattice gauge", "bake sourdough bread with rye", "fix the login page css on mobile"]
-    _session(ledger, "rt-main", "rt", rt, NOW_MS - DAY_MS)
+    _session(ledger, "rt-main", "rt", RT, NOW_MS - DAY_MS)
     opened = Router(ledger)
     yield opened  # type: ignore[misc]
     opened.close()
@@ -94,8 +94,7 @@ def test_with_only_three_checkpoints_in_the_ledger_one_rare_word_is_not_confiden
     # no scope to blame here: every candidate is in it, and the task's other words are unknown to the index
     with Ledger.open(tmp_path / "agents.db") as ledger:
         BrokerStore(ledger.database).add_agent("rt", spec={})
-        rt = ["quantum chromodynamics lattice gauge", "bake sourdough bread with rye", "fix the login page css on mobile"]
-        _session(ledger, "rt-main", "rt", rt, NOW_MS - DAY_MS)
+        _session(ledger, "rt-main", "rt", RT, NOW_MS - DAY_MS)
         with Router(ledger) as router:
             for agent in ("rt", None):
                 result = router.route(FLUX, agent=agent, now_ms=NOW_MS, record=False)
