@@ -11,7 +11,9 @@
 
 The evaluation set (bench/routing_eval/, README there) is built afresh in a temporary directory and
 indexed turn by turn as a live system would; the router and the baselines (recency only, BM25 only,
-embeddings only) answer the same tasks in the same run. Thresholds and the model are fitted on the
+embeddings only) answer the same tasks in the same run. The router also decides each task within one
+agent's work (the agent holding its checkpoint, and each other agent, where ``new`` is right): the table
+"Within one agent's work", cross-validated too under ``--cv``. Thresholds and the model are fitted on the
 dev split only; the tables report the held-out test split (and dev for reference).
 """
 
@@ -43,6 +45,7 @@ from evaluate import (  # noqa: E402
     reliability,
     run_baseline,
     run_router,
+    run_scoped,
 )
 from fit import FOLDS, blank_model, cross_validated, fit_model  # noqa: E402
 from scale import build_scale  # noqa: E402
@@ -95,6 +98,7 @@ def accuracy(args: argparse.Namespace) -> None:
         for split in ("test", "dev"):
             chosen = [t for t in tasks if t.split == split]
             _table(split, {name: metrics(chosen, a) for name, a in methods.items()})
+        _scoped_table(router, tasks)
         test = [t for t in tasks if t.split == "test"]
         rows = reliability(test, answers)
         print("\n### Router confidence on test (reliability)\n")
@@ -124,7 +128,7 @@ def _open_router(ledger: object, args: argparse.Namespace, *, blank: bool = Fals
 
 def _cross_validation(router: object, dev: list, seeds: int, misses: bool) -> None:
     """Dev decided fold by fold (``fit.cross_validated``): how a change is judged before the test split is seen."""
-    answered = cross_validated(router, dev, seeds)
+    answered, scoped = cross_validated(router, dev, seeds)
     if misses:
         print_misses(router, dev, answered[0], "dev, cross-validated (first fold assignment)")
     runs = [metrics(dev, answers) for answers in answered]
@@ -134,6 +138,19 @@ def _cross_validation(router: object, dev: list, seeds: int, misses: bool) -> No
     keys = ("top1", "top3", "accuracy", "new_p", "new_r", "new_f1")
     means = [statistics.mean(getattr(m, k) for m in runs) for k in keys]
     print("| " + " | ".join(f"{v:.3f}" for v in means) + " |")
+    print("\nWithin one agent's work, cross-validated likewise (all fold assignments):\n")
+    print("| own agent: tasks | right | other agents: tasks | new | mean confidence | highest |")
+    print("|---|---|---|---|---|---|")
+    print(f"| {scoped.row()} |")
+
+
+def _scoped_table(router: object, tasks: list) -> None:
+    """The router within one agent's work: the agent holding the task's checkpoint, and every other agent."""
+    print("\n### Within one agent's work (router)\n")
+    print("| split | own agent: tasks | right | other agents: tasks | new | mean confidence | highest |")
+    print("|---|---|---|---|---|---|---|")
+    for split in ("test", "dev"):
+        print(f"| {split} | {run_scoped(router, [t for t in tasks if t.split == split]).row()} |")
 
 
 def _table(split: str, results: dict[str, Metrics]) -> None:

@@ -129,6 +129,11 @@ def test_routing_bench_prints_the_router_beside_its_baselines_and_the_speed() ->
         assert rows == ["router", "recency only", "BM25 only", "embeddings only"]  # one run, all four
     assert "| confidence | tasks | mean confidence | best checkpoint right |" in out
     assert "expected calibration error: " in out
+    scoped = out.split("### Within one agent's work (router)", 1)[1].split("###", 1)[0]
+    assert [line.split(" | ")[0].strip("| ") for line in scoped.splitlines() if line.startswith("| ")][1:] == [
+        "test",
+        "dev",
+    ]
     assert "### 300 checkpoints" in out and "CPU time of the deciding thread p50" in out
 
 

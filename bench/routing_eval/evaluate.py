@@ -10,8 +10,8 @@ Each method ranks checkpoints for a task and says ``existing`` or ``new``:
 
 Metrics, on the ``test`` split unless said otherwise: top-1 and top-3 (tasks that have a checkpoint: is it
 first / in the first three), decision accuracy (all tasks: right checkpoint and ``existing``, or ``new``
-for a task that belongs nowhere), ``new`` precision / recall / F1, and a reliability table of the router's
-confidence (does "0.8" come true 8 times in 10).
+for a task that belongs nowhere), ``new`` precision / recall / F1, a reliability table of the router's
+confidence (does "0.8" come true 8 times in 10), and the router within one agent's work (``run_scoped``).
 """
 
 from __future__ import annotations
@@ -164,3 +164,46 @@ def reliability(
 def expected_calibration_error(rows: list[tuple[str, int, float, float]]) -> float:
     total = sum(r[1] for r in rows)
     return sum(r[1] * abs(r[2] - r[3]) for r in rows) / total if total else 0.0
+
+
+@dataclass(slots=True)
+class Scoped:
+    """Decisions within one agent's work (``nexus send --route smart AGENT`` looks only there), summed."""
+
+    own_tasks: int = 0
+    own_right: float = 0.0  # within the agent holding the checkpoint: right checkpoint and existing
+    other_tasks: int = 0
+    other_new: float = 0.0  # within each other agent (the checkpoint out of scope; every agent for a new task): new
+    other_confidence: float = 0.0  # the confidence there
+    other_worst: float = 0.0  # the highest confidence there
+
+    def row(self) -> str:
+        """``own tasks | right | other tasks | new | mean confidence | highest`` as a table row's cells."""
+        own = self.own_right / max(1, self.own_tasks)
+        new, mean = self.other_new / max(1, self.other_tasks), self.other_confidence / max(1, self.other_tasks)
+        return f"{self.own_tasks} | {own:.3f} | {self.other_tasks} | {new:.3f} | {mean:.3f} | {self.other_worst:.3f}"
+
+
+def run_scoped(router: Any, tasks: Sequence[EvalTask], into: Scoped | None = None) -> Scoped:
+    """Each task routed within the work of the agent holding its checkpoint, and within each other agent's
+    (a task's decisions among the other agents count as one task: their mean); added to ``into``."""
+    from fit import owners
+
+    owner = owners(router)
+    agents = sorted(router.store.known_agents())
+    out = into if into is not None else Scoped()
+    for t in tasks:
+        home = owner.get(t.expected) if t.expected is not None else None
+        if home is not None:
+            result = router.route(t.text, agent=home, record=False, catch_up=False, now_ms=NOW_MS)
+            out.own_tasks += 1
+            chosen = result.checkpoint.turn_id if result.checkpoint is not None else None
+            out.own_right += float(result.mode == "existing" and chosen == t.expected)
+        others = [
+            router.route(t.text, agent=a, record=False, catch_up=False, now_ms=NOW_MS) for a in agents if a != home
+        ]
+        out.other_tasks += 1
+        out.other_new += sum(r.mode == "new" for r in others) / len(others)
+        out.other_confidence += sum(r.confidence for r in others) / len(others)
+        out.other_worst = max(out.other_worst, *(r.confidence for r in others))
+    return out

@@ -71,6 +71,12 @@ def fit_model(router: Any, dev: Sequence[EvalTask]) -> Any:
     return ScoringModel(tuple(weights), (*calib, bias), threshold, note)
 
 
+def owners(router: Any) -> dict[str, str]:
+    """The agent that owns each checkpoint's session, by turn id."""
+    snap = router.index.snapshot()
+    return {r.turn_id: r.agent_id for r in router.store.rows([int(i) for i in snap.ids[: snap.n]]) if r.agent_id}
+
+
 def blank_model() -> Any:
     """A model of zeros with the signals this code computes: what a router starts from before a fit."""
     from nexus.routing._model import CONFIDENCE_FEATURES, FEATURES, ScoringModel
@@ -78,14 +84,15 @@ def blank_model() -> Any:
     return ScoringModel((0.0,) * len(FEATURES), (0.0,) * (len(CONFIDENCE_FEATURES) + 1), 0.5)
 
 
-def cross_validated(router: Any, dev: Sequence[EvalTask], seeds: int = 4) -> list[dict[str, dict[str, str]]]:
+def cross_validated(router: Any, dev: Sequence[EvalTask], seeds: int = 4) -> tuple[list[dict[str, Any]], Any]:
     """Each dev task decided by a model fitted on the other folds (``FOLDS`` folds by a hash of the task id and
-    the seed), once per seed: the ``answers`` that ``evaluate.metrics`` scores. Restores ``router.model``."""
+    the seed), once per seed: the ``answers`` that ``evaluate.metrics`` scores, and the decisions within one
+    agent's work (``evaluate.Scoped``, summed over the seeds). Restores ``router.model``."""
     import hashlib
 
-    from evaluate import run_router
+    from evaluate import Scoped, run_router, run_scoped
 
-    shipped, runs = router.model, []
+    shipped, runs, scoped = router.model, [], Scoped()
     try:
         for seed in range(seeds):
             fold = {t.id: int(hashlib.sha1(f"{seed}{t.id}".encode()).hexdigest(), 16) % FOLDS for t in dev}
@@ -93,10 +100,11 @@ def cross_validated(router: Any, dev: Sequence[EvalTask], seeds: int = 4) -> lis
             for held in range(FOLDS):
                 router.model = fit_model(router, [t for t in dev if fold[t.id] != held])
                 answers.update(run_router(router, [t for t in dev if fold[t.id] == held])[0])
+                run_scoped(router, [t for t in dev if fold[t.id] == held], scoped)
             runs.append(answers)
     finally:
         router.model = shipped
-    return runs
+    return runs, scoped
 
 
 def _cross_validated_l2(groups: list[tuple[Any, int]], prior: tuple[float, ...]) -> float:

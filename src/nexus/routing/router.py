@@ -76,6 +76,8 @@ def make_embedder(settings: RouteSettings) -> Embedder | None:
 class _Task:
     text: str
     notes: list[str] = field(default_factory=list)
+    vector: Any = None  # the task's embedding, once asked for (None: none, or not yet)
+    embedded: bool = False
 
 
 class Router:
@@ -262,7 +264,10 @@ class Router:
         scores = self.model.scores(matrix)
         shares = self.model.shares(scores)
         order = sorted(range(len(candidates)), key=lambda i: -float(scores[i]))
-        confidence = self.model.confidence(confidence_values(matrix, scores, shares, order))
+        if code is None:
+            confidence = self.model.confidence(confidence_values(matrix, scores, shares, order))
+        else:
+            confidence = self._confidence_over_all(task, terms, snap, now_ms, candidates[order[0]])
         scored = [_scored(candidates[i], float(shares[i]), matrix[i]) for i in order[: limit + 1]]
         mode: RouteMode = "existing" if confidence >= self.threshold else "new"
         return SmartRouteResult(
@@ -274,6 +279,30 @@ class Router:
             self.threshold,
             task.notes,
         )
+
+    def _confidence_over_all(
+        self, task: _Task, terms: TaskTerms, snap: Snapshot, now_ms: int, chosen: Candidate
+    ) -> float:
+        """The confidence in ``chosen``, the best of one agent's work, measured against all past work.
+
+        What the calibration reads — the chosen one's share and lead, its score — is relative to the candidates
+        beside it. Among one agent's few checkpoints the best has a large share and lead whether it fits or not:
+        one rare word in common with one of three came out at 0.95, and a checkpoint at 0.00 among everyone's
+        work at 0.62 once the task's real home (another agent's session) was out of scope. Ranked among all past
+        work instead (with the chosen one added if it is not among those candidates), its confidence is what it
+        would be if it won there, lower when something out of scope fits better, and never higher for a
+        narrower scope."""
+        everyone, relevance = self._candidates(task, terms, snap, None)
+        at = next((i for i, c in enumerate(everyone) if c.row == chosen.row), None)
+        if at is None:  # not among the best of all past work: compared with them as what it is
+            at = len(everyone)
+            everyone.append(Candidate(chosen.row, chosen.stored, cos=chosen.cos, lex=chosen.lex))
+            if chosen.lex > 0:
+                relevance.lex_by_row[chosen.row] = chosen.lex
+        matrix = signals(everyone, relevance, terms, now_ms)
+        scores = self.model.scores(matrix)
+        rest = sorted((i for i in range(len(everyone)) if i != at), key=lambda i: -float(scores[i]))
+        return self.model.confidence(confidence_values(matrix, scores, self.model.shares(scores), [at, *rest]))
 
     def _candidates(
         self, task: _Task, terms: TaskTerms, snap: Snapshot, code: int | None
@@ -314,6 +343,9 @@ class Router:
         return out, relevance
 
     def _embed_task(self, task: _Task) -> Any:
+        if task.embedded:
+            return task.vector
+        task.embedded = True
         if self.guard.embedder is None or self.index.dim == 0:
             return None
         vectors = self.guard.embed([task.text])
@@ -322,7 +354,8 @@ class Router:
             return None
         import numpy as np
 
-        return np.frombuffer(vectors[0], np.float32)
+        task.vector = np.frombuffer(vectors[0], np.float32)
+        return task.vector
 
     def _record(
         self, task: str, agent: str | None, result: SmartRouteResult, mode: str, arm: str, conversation: str | None
