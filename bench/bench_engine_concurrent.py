@@ -259,7 +259,8 @@ def _report(m: _Measured, runtime: Runtime, executions: int, tps: float, tuned_g
     how = "back to back" if burst else "yielding between starts"
     print(f"failed runs: {m.failed}; starting all {executions} ({how}) took {m.start_ms:.0f} ms; "
           f"{m.live} running together 0.5 s later (or once all had started, if later)")  # fmt: skip
-    starting = [i for i, t in enumerate(m.stamps) if m.all_started < t <= m.assembled]
+    # the ticks that ended after the burst and began (went to sleep) before the last run was past its starting step
+    starting = [i for i, t in enumerate(m.stamps) if m.all_started < t and t - lags[i] - 0.001 < m.assembled]
     print(f"event-loop lag while the {executions} runs start ({(m.assembled - m.all_started) * 1000:.0f} ms from the "
           f"last start call until every run is past its starting step, {len(starting)} ticks): "
           f"{percentiles([lags[i] for i in starting])}; "
