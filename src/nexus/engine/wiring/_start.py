@@ -126,7 +126,8 @@ class _StartGate:
     their turn (FIFO, so runs of one session still take its lock in the order they were started), and the loop
     serves everything else between rounds. A start that finds the gate open (fewer came this round) does not
     wait at all: only a burst is spread. What a run does is unchanged: its step only runs a few rounds later,
-    as if it had been started then; an abort or a cancel meanwhile acts as on a run waiting for its lock.
+    as if it had been started then; aborted meanwhile, it ends as a run aborted right after its start does;
+    cancelled meanwhile, it ends before its session's lock, with nothing written.
     """
 
     __slots__ = ("admitted", "loop", "scheduled", "waiting")
