@@ -14,6 +14,9 @@ double's work (the engine's own work per chunk is unchanged by it).
 Measured:
   lag p50/p99/max   how late a 1 ms ticker on the same event loop wakes up while the 1,000 run
                     (what any other coroutine — a socket, a timer — would wait); target p99 < 5 ms
+  lag while start   the same, from the last ``runtime.start`` call until every run is past its starting
+                    step (session lock, reads, assembly, turn open): a burst's starting steps used to be
+                    ready in one round of the loop, which then stood still for over a second (the ``max``)
   RSS / active      (RSS with all executions streaming - RSS before) / executions
   lag (loop CPU)    the same ticks, each counted only as far as the loop thread was busy meanwhile
                     (its CPU time over the tick): what the lag would be on a machine with a free core.
@@ -192,7 +195,7 @@ class _Measured:
         self.cpu_lags: list[float] = []
         self.stamps: list[float] = []
         self.finishes: list[float] = []
-        self.start_ms = self.elapsed = self.streaming_s = self.loop_cpu = self.all_started = 0.0
+        self.start_ms = self.elapsed = self.streaming_s = self.loop_cpu = self.all_started = self.assembled = 0.0
         self.before = self.active = self.idle = self.live = self.steady_from = 0
         self.retained_active = self.retained_idle = ""
         self.failed = 0
@@ -216,7 +219,9 @@ async def _measure(
     m.all_started = loop.time()
     for execution in running:
         execution.result.add_done_callback(lambda _: m.finishes.append(loop.time()))
-    await asyncio.sleep(0.5)  # every execution is streaming by now
+    await asyncio.gather(*(e.wait_started() for e in running))
+    m.assembled = loop.time()
+    await asyncio.sleep(max(0.0, m.all_started + 0.5 - loop.time()))  # every execution is streaming by now
     m.active = rss_bytes()
     m.retained_active = traced.per(executions)
     m.live = len(runtime.live())
@@ -253,7 +258,13 @@ def _report(m: _Measured, runtime: Runtime, executions: int, tps: float, tuned_g
           f"gc {'tuned' if tuned_gc else 'default'}")  # fmt: skip
     how = "back to back" if burst else "yielding between starts"
     print(f"failed runs: {m.failed}; starting all {executions} ({how}) took {m.start_ms:.0f} ms; "
-          f"{m.live} running together 0.5 s later")  # fmt: skip
+          f"{m.live} running together 0.5 s later (or once all had started, if later)")  # fmt: skip
+    # the ticks that ended after the burst and began (went to sleep) before the last run was past its starting step
+    starting = [i for i, t in enumerate(m.stamps) if m.all_started < t and t - lags[i] - 0.001 < m.assembled]
+    print(f"event-loop lag while the {executions} runs start ({(m.assembled - m.all_started) * 1000:.0f} ms from the "
+          f"last start call until every run is past its starting step, {len(starting)} ticks): "
+          f"{percentiles([lags[i] for i in starting])}; "
+          f"loop CPU only: {percentiles([cpu_lags[i] for i in starting])}")  # fmt: skip
     print(f"event-loop lag while streaming: {percentiles(lags[m.steady_from :])}")
     print(f"event-loop lag while all {executions} run ({together_s:.1f} s, last start to first end): "
           f"{percentiles([lags[i] for i in together])}; "

@@ -65,6 +65,7 @@ def test_concurrent_bench_reports_lag_memory_and_collections() -> None:
     out = run_bench(str(BENCH / "bench_engine_concurrent.py"), *("--executions", "20", "--tps", "200"))
     assert_machine_lines(out)
     assert "failed runs: 0;" in out and " running together 0.5 s later" in out
+    assert "event-loop lag while the 20 runs start (" in out
     for line in ("event-loop lag while streaming: p50 ", "loop CPU only: p50 ", "loop thread CPU while streaming: ",
                  "garbage collections while streaming: gen0 ", "RSS per idle loaded session: "):  # fmt: skip
         assert line in out

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from nexus.config import TOOL_GROUPS, rule_allows
+from nexus.config import TOOL_GROUPS, expand_tool_patterns, rule_allows, tool_matches
 from nexus.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -55,8 +55,18 @@ def filter_tools(
     ``deny`` is removed even if allowed. Names are not checked against a tool list here:
     the tools passed in are the whole set (an application's own tools included).
     """
-    allow, deny, table = list(allow or ()), list(deny or ()), _table(groups)
-    try:
-        return [t for t in tools if rule_allows(t.name, allow, deny, table)]
+    allow, deny = list(allow or ()), list(deny or ())
+    if not allow and not deny:  # no rule: every tool
+        return list(tools)
+    if not tools:  # nothing to decide: no entry is read (as rule_allows per tool would not)
+        return []
+    table = _table(groups)
+    try:  # rule_allows per tool, with each list expanded once for all the tools (a run's start did it per tool)
+        denied = expand_tool_patterns(deny, table, "deny")
+        kept = [t for t in tools if not tool_matches(t.name, denied)]
+        if not kept:  # every tool denied: the allow list is not read (as rule_allows per tool would not)
+            return kept
+        allowed = expand_tool_patterns(allow, table, "allow")
+        return [t for t in kept if tool_matches(t.name, allowed)] if allowed else kept
     except ValueError as exc:  # an empty entry or an unknown group
         raise ConfigError(str(exc)) from None

@@ -37,7 +37,7 @@ from nexus.engine.types import (
     new_id,
 )
 from nexus.engine.wiring._labels import SessionLabels, label_now
-from nexus.engine.wiring._start import StartRequest, aborted_before_start, check_start
+from nexus.engine.wiring._start import StartRequest, aborted_before_start, admitted, check_start
 from nexus.engine.wiring.models import limits_from_config, preflight, resolve_model, unreachable_model_problem
 from nexus.engine.wiring.spawn import SPAWN_TOOL_NAME, EngineSpawner, Spawner, spawn_agent_tool
 from nexus.ledger import DEFAULT_SESSION, TurnNotSavedError
@@ -441,6 +441,7 @@ async def _begin(
     """The execution's task: the session's lock, the context, the run (see :meth:`Runtime.start`)."""
     hooks = _LockHooks(runtime, execution, tuple(runtime.unsaved))
     try:
+        await admitted()  # a burst of starts goes on a few per round of the loop
         async with run_lock(
             runtime.ledger, execution.session_label, signal=execution.signal,
             on_wait=hooks.waiting, on_recovered=hooks.recovered, orphans=hooks.rescued,
