@@ -166,3 +166,140 @@ def test_a_grouped_write_that_breaks_in_its_own_code_fails_alone(ledger: Ledger)
     assert created and isinstance(failed, TypeError)
     assert statuses(ledger, one) == ["streaming"]
     assert run_inline(ledger.queue.get(item.id)) is not None
+
+
+# ------------------------------------------------------------------ a waiter cancelled while its write is grouped
+# A grouped write cannot be stopped once submitted: whatever happens to the task that waits, the write commits
+# once (or fails, and its caller hears why), and the task hears its cancellation only once the write is settled.
+
+
+def turns_of(ledger: Ledger, session: str) -> list[str]:
+    """Every turn of ``session``, closed or open (a doubled write would show as one more)."""
+    rows = ledger.database.connection.execute("SELECT id FROM turns WHERE session_label = ? ORDER BY id", (session,))
+    return [str(row[0]) for row in rows]
+
+
+def test_a_waiter_cancelled_before_the_flush_resumes_after_the_commit_with_its_write_done_once(ledger: Ledger) -> None:
+    one = opened(ledger, "s1")
+    before = turns_of(ledger, "s1")
+    order: list[str] = []
+    ledger.database.connection.set_trace_callback(lambda sql: order.append(sql) if sql == "COMMIT" else None)
+
+    async def main() -> asyncio.Task[str]:
+        task = asyncio.create_task(ledger.turns.write(closing("s1", one, "one"), via=ledger.queue.grouped))
+        task.add_done_callback(lambda _: order.append("resumed"))
+        await asyncio.sleep(0)  # the write joined the group, which commits in the next round
+        task.cancel()
+        await asyncio.wait([task])
+        return task
+
+    task = asyncio.run(main())
+    ledger.database.connection.set_trace_callback(None)
+    assert task.cancelled()
+    assert order == ["COMMIT", "resumed"]  # it went on waiting until the group committed
+    assert statuses(ledger, one) == ["completed"] and turns_of(ledger, "s1") == before  # written, and once
+    assert [m.text for m in run_inline(ledger.turns.history("s1")) if m.role == "assistant"] == ["a1", "one"]  # type: ignore[union-attr]
+
+
+def test_every_waiter_of_a_group_hears_its_outcome_when_one_of_them_is_cancelled(ledger: Ledger) -> None:
+    one, two, three = opened(ledger, "s1"), opened(ledger, "s2"), opened(ledger, "s3")
+
+    async def main() -> list[Any]:
+        grouped = ledger.queue.grouped
+        tasks = [
+            asyncio.create_task(ledger.turns.write(closing(s, t, s), via=grouped))
+            for s, t in (("s1", one), ("s2", two), ("s3", three))
+        ]
+        await asyncio.sleep(0)
+        tasks[1].cancel()
+        return await asyncio.gather(accept(ledger, 1), *tasks, return_exceptions=True)
+
+    (_, created), first, second, third = asyncio.run(main())
+    assert created and (first, third) == (one, three)
+    assert isinstance(second, asyncio.CancelledError)
+    assert statuses(ledger, one, two, three) == ["completed"] * 3  # the cancelled waiter's write committed too
+
+
+def test_a_waiter_cancelled_twice_hears_one_cancellation_once_the_write_is_settled(ledger: Ledger) -> None:
+    one = opened(ledger, "s1")
+    seen: list[str] = []
+
+    async def write() -> str:
+        try:
+            return await ledger.turns.write(closing("s1", one, "one"), via=ledger.queue.grouped)
+        except asyncio.CancelledError:
+            seen.append(statuses(ledger, one)[0])
+            raise
+
+    async def main() -> asyncio.Task[str]:
+        task = asyncio.create_task(write())
+        await asyncio.sleep(0)
+        task.cancel()  # before the group's commit
+        await asyncio.sleep(0)
+        task.cancel()  # after it, before the waiter resumed
+        await asyncio.wait([task])
+        return task
+
+    assert asyncio.run(main()).cancelled()
+    assert seen == ["completed"]  # one CancelledError, raised once the write was on disk
+
+
+def test_a_timeout_around_a_grouped_write_ends_as_a_timeout_once_the_write_is_settled(ledger: Ledger) -> None:
+    """The cancellation is the task's own to account for: ``asyncio.timeout`` turns it into ``TimeoutError``, and
+    the task is not left marked as being cancelled."""
+    one = opened(ledger, "s1")
+
+    async def main() -> int:
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0):  # expires in the round the write joins its group, before the commit
+                await ledger.turns.write(closing("s1", one, "one"), via=ledger.queue.grouped)
+        task = asyncio.current_task()
+        assert task is not None
+        return task.cancelling()
+
+    assert asyncio.run(main()) == 0
+    assert statuses(ledger, one) == ["completed"]
+
+
+def test_a_cancelled_waiter_whose_group_failed_hears_the_failure_and_its_turn_is_rescued(
+    ledger: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write's failure outranks the cancellation: a caller told only "cancelled" would not know its turn's
+    outcome is in a rescue file (the run would have nothing to say), and the rescue is written on that error."""
+    one = opened(ledger, "s1")
+    db: Any = ledger.database
+    monkeypatch.setattr(db, "_conn", FullAtCommit(db.connection))
+
+    async def main() -> BaseException | str:
+        task = asyncio.create_task(ledger.turns.write(closing("s1", one, "one"), via=ledger.queue.grouped))
+        await asyncio.sleep(0)
+        task.cancel()  # before the group's (failing) commit
+        return (await asyncio.gather(task, return_exceptions=True))[0]
+
+    outcome = asyncio.run(main())
+    monkeypatch.undo()
+    assert isinstance(outcome, TurnNotSavedError)
+    assert outcome.rescue_path == str(tmp_path / "rescued" / f"turn-{one}.json")
+    assert run_inline(ledger.turns.recover(turn_ids=[one])) == [one]
+    assert statuses(ledger, one) == ["completed"]  # closed from the rescue file, with the run's own outcome
+
+
+def test_a_waiter_cancelled_after_its_group_failed_but_before_it_resumed_hears_the_failure(
+    ledger: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As above, when the cancellation comes in the round the failed group's callers are told (the waiter not yet
+    resumed): told "cancelled" only, the run's final write was lost, its turn left for recovery as ``aborted``."""
+    one = opened(ledger, "s1")
+    db: Any = ledger.database
+    monkeypatch.setattr(db, "_conn", FullAtCommit(db.connection))
+
+    async def main() -> BaseException | str:
+        task = asyncio.create_task(ledger.turns.write(closing("s1", one, "one"), via=ledger.queue.grouped))
+        await asyncio.sleep(0)  # the write joined the group: its flush is the next callback of the loop
+        asyncio.get_running_loop().call_soon(task.cancel)  # right after the flush, before the waiter resumes
+        return (await asyncio.gather(task, return_exceptions=True))[0]
+
+    outcome = asyncio.run(main())
+    monkeypatch.undo()
+    assert isinstance(outcome, TurnNotSavedError)
+    assert outcome.rescue_path == str(tmp_path / "rescued" / f"turn-{one}.json")

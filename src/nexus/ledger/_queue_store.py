@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from nexus._dataclass import dataclass
-from nexus._settled import settled
+from nexus._settled import Unstoppable, settled, unstoppable
 from nexus.ledger import _queue_reads
 from nexus.ledger._leases import notify_ready_in
 from nexus.ledger._queue_reads import Arriving, Held
@@ -205,7 +205,7 @@ class SqlQueueStore:
         """A settle or release, committed with the accepts and claims of its group (after them)."""
         await self._submit(_Write(self._future(), move=move))
 
-    async def grouped(self, write: Callable[[Any], T]) -> T:
+    def grouped(self, write: Callable[[Any], T]) -> Awaitable[T]:
         """Run ``write(conn)`` in the next group's transaction, after its accepts and claims, and return what it
         returned once that committed: a broker's turn write shares the commit (its WAL frames, locks and system
         calls) with the queue writes of the same loop round instead of paying for one of its own.
@@ -213,10 +213,13 @@ class SqlQueueStore:
         ``write`` follows the rules of a :meth:`SqlDatabase.write` function (it may run more than once). One of
         :data:`_ONE_WRITES`, or on SQLite an error of ``write``'s own code (:func:`_its_own`), fails it alone (the
         group runs again, a savepoint a write); a full or busy database
-        fails every write of the group, each caller hearing it. Waited for through a cancellation of the caller
-        (as ``asyncio.shield``; re-raised once the group is done): a caller must not go on believing a write
-        undone that commits a moment later."""
-        return await settled(self._submit(_Write(self._future(), move=write)))
+        fails every write of the group, each caller hearing it. The write joins the group at the call. Waited for
+        through a cancellation of the caller (:func:`~nexus._settled.settled`: the cancellation is raised once the
+        group is done, its error instead if the write failed): a caller must not go on believing a write undone
+        that commits a moment later."""
+        future: Unstoppable[T] = unstoppable()
+        self._submit(_Write(future, None, (), None, write))  # positional, as in accept
+        return settled(future)
 
     async def take_overflow(
         self, session_label: str, batch: Sequence[str], *, lease: Lease | None = None

@@ -44,7 +44,7 @@ from dataclasses import fields, replace
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from nexus._settled import settled
+from nexus._settled import Unstoppable, settled
 from nexus.engine.execution._snapshot_clock import clock_of
 from nexus.engine.execution._snapshots import SNAPSHOTS
 from nexus.engine.execution._writer import inline_ok, submit
@@ -165,7 +165,7 @@ class TurnJournal:
         self.gap = 0.0  # least time between two snapshots, from what the last write cost (set by the worker)
         self.in_flight = False
         self.held: tuple[int, AssistantMessage] | None = None  # an ended text reply not written yet
-        self.pending: asyncio.Future[None] | None = None  # the last queued entry write (see drain)
+        self.pending: Unstoppable[None] | None = None  # the last queued entry write (see drain)
         # Every write holds ``lock``, so writes never interleave and the worker's check-then-write
         # is atomic. ``ended`` (the last ended slot: its snapshots not yet started are void) is set
         # by the loop without the lock: a snapshot already past the check is still overwritten by

@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from nexus._per_loop import per_loop
-from nexus._settled import settled
+from nexus._settled import Unstoppable, settled, unstoppable
 
 T = TypeVar("T")
 
@@ -154,8 +154,6 @@ class _Completions:
                     self.scheduled = False
                     return
                 future, result, error = self.done.popleft()
-            if future.done():  # cancelled by its awaiter
-                continue
             if error is None:
                 future.set_result(result)
             else:
@@ -167,10 +165,11 @@ _completions = per_loop(_Completions)
 """The running loop's hand-over (made on first use; called on that loop's thread only)."""
 
 
-def submit(fn: Callable[[], T]) -> asyncio.Future[T]:
-    """Queue ``fn`` on the writer thread; its result (or exception) arrives on the returned future."""
+def submit(fn: Callable[[], T]) -> Unstoppable[T]:
+    """Queue ``fn`` on the writer thread; its result (or exception) arrives on the returned future, which cannot be
+    cancelled (the write cannot be stopped either: see :func:`settled`)."""
     loop = asyncio.get_running_loop()
-    future: asyncio.Future[T] = loop.create_future()
+    future: Unstoppable[T] = unstoppable()
     completions = _completions(loop)
     with _LOAD.lock:
         _LOAD.queued += 1
