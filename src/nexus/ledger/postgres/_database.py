@@ -11,8 +11,8 @@ writes to one session wait for each other, and processes writing different sessi
 A connection lost before the commit is retried the same way until ``NEXUS_DB_WAIT_S`` has passed.
 
 No session state is used (no session advisory locks, no ``SET``): each transaction names its own
-isolation, so a transaction-pooling pgbouncer works; ``NEXUS_PG_PREPARE=0`` turns psycopg's prepared
-statements off for a pgbouncer older than 1.21.
+isolation and its own idle bound (``SET LOCAL``, in the ``BEGIN``'s round trip), so a transaction-pooling
+pgbouncer works; ``NEXUS_PG_PREPARE=0`` turns psycopg's prepared statements off for a pgbouncer older than 1.21.
 """
 
 from __future__ import annotations
@@ -48,8 +48,25 @@ RECONNECT_S = 5.0
 transaction then asks for a new one at once. psycopg_pool's own 5 minutes doubled the pause between tries up to
 two minutes: a database back after an outage went unused for as long again."""
 
+IDLE_IN_TRANSACTION_S = 5.0
+"""How long the server lets a transaction of ours sit idle (waiting for our next statement) before it ends the
+session and frees its locks (``idle_in_transaction_session_timeout``, SQLSTATE 25P03).
+
+A transaction here runs whole on a worker thread, its statements one after another: it is idle only for the
+thread's own work between them (micro- to milliseconds), unless the process stalls (``SIGSTOP``, a frozen VM,
+a swap storm). A stalled process kept its row locks for as long as it lived: another broker's acquire skipped
+its lease row (``FOR UPDATE SKIP LOCKED``) and never took the session over, or waited on a row it had just
+inserted or claimed, and with it that broker's every write (one at a time per process). 5 s is far above any
+healthy gap, and a third of the default lease (15 s): a broker held up behind a stalled one is held up that long
+at most, well inside its own leases (renewals are retried until the lease would end), and the stalled one's
+locks are gone before its lease ends. With a lease shorter than 15 s, a takeover after such a stall comes up to
+5 s after the lease's end (a stall between transactions holds no lock and delays nothing)."""
+
 MIN_CONNECTION_WAIT_S = 0.1
 """The least one try waits for a connection, so ``NEXUS_DB_WAIT_S=0`` still tries once."""
+
+
+_IDLE_MS = int(IDLE_IN_TRANSACTION_S * 1000)
 
 
 def _pool_size() -> int:
@@ -187,7 +204,7 @@ class PgDatabase:
                         f"the ledger database {self.location} kept refusing a write for conflicts ({exc}); "
                         "wait longer with NEXUS_DB_WAIT_S=SECONDS"
                     ) from exc
-            except psycopg.OperationalError as exc:
+            except (psycopg.OperationalError, psycopg.errors.IdleInTransactionSessionTimeout) as exc:
                 if not _connection_lost(exc):
                     raise LedgerRefusedError(f"the ledger database {self.location} refused a statement: {exc}") from exc
                 if time.monotonic() >= min(deadline, self._give_up_at):  # the process may have begun stopping
@@ -209,7 +226,7 @@ class PgDatabase:
         try:
             until = min(deadline, self._give_up_at)  # a stop that began meanwhile shortens the wait
             with self._pool.connection(timeout=max(until - time.monotonic(), MIN_CONNECTION_WAIT_S)) as raw:
-                raw.execute(begin)
+                raw.execute(f"{begin}; SET LOCAL idle_in_transaction_session_timeout = {_IDLE_MS}")
                 try:
                     result = fn(PgConnection(raw))
                 except BaseException:
@@ -257,9 +274,10 @@ def _roll_back(raw: Any) -> None:
 
 
 def _connection_lost(exc: Exception) -> bool:
-    """A broken or closed connection, a server shutting down or not reachable (class 08, 57P0x): worth a retry."""
+    """A broken or closed connection, a server shutting down or not reachable (class 08, 57P0x), or a session
+    the server ended because the process stalled inside a transaction (25P03, nothing committed): worth a retry."""
     state = getattr(exc, "sqlstate", None) or ""
-    return not state or state.startswith("08") or state in ("57P01", "57P02", "57P03")
+    return not state or state.startswith("08") or state in ("57P01", "57P02", "57P03", "25P03")
 
 
 def _probe(url: str) -> None:
