@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import replace
+from inspect import isawaitable
 from typing import Any
 
 from nexus.agent._tool_exec import ToolBatch, _resolve, exception_text
@@ -140,7 +141,9 @@ def agent_loop_continue(
 async def _poll(source: MessageSourceFn | None) -> list[LoopMessage]:
     if source is None:
         return []
-    got = await _resolve(source())
+    got = source()
+    if isawaitable(got):  # awaited here, not through ``_resolve``: a coroutine fewer on each of a turn's polls
+        got = await got
     return list(got) if got else []
 
 
@@ -226,7 +229,9 @@ async def _llm_messages(run: _Run) -> list[Message]:
     if config.transform_context is None and config.convert_to_llm is None:
         return list(run.context.llm_view.view(messages))
     if config.transform_context is not None:
-        messages = await _resolve(config.transform_context(list(messages), run.signal))
+        transformed = config.transform_context(list(messages), run.signal)
+        # the engine's is a coroutine: awaited directly, as in ``_poll``
+        messages = await transformed if isawaitable(transformed) else transformed
     if config.convert_to_llm is not None:
         return list(await _resolve(config.convert_to_llm(list(messages))))
     return default_convert_to_llm(messages)
