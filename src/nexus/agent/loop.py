@@ -20,7 +20,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import replace
-from typing import Any
+from inspect import isawaitable
+from typing import Any, Literal
 
 from nexus.agent._tool_exec import ToolBatch, _resolve, exception_text
 from nexus.agent.config import AgentContext, AgentLoopConfig, AgentStateError, MessageSourceFn
@@ -140,75 +141,86 @@ def agent_loop_continue(
 async def _poll(source: MessageSourceFn | None) -> list[LoopMessage]:
     if source is None:
         return []
-    got = await _resolve(source())
+    got = source()
+    if isawaitable(got):  # awaited here, not through ``_resolve``: a coroutine fewer on each of a turn's polls
+        got = await got
     return list(got) if got else []
 
 
 async def _loop(run: _Run, prompts: list[LoopMessage]) -> AsyncIterator[AgentEvent]:
+    """The run's events: agent_start, its turns, agent_end; an unexpected exception ends it as an error (``_fail``).
+
+    One generator for the whole run: the turns were a second one nested in it, that every event passed through.
+    """
     yield AgentStartEvent()
     yield TurnStartEvent()
     run.in_turn = True
+    config = run.config
     try:
         for prompt in prompts:
             for ev in run.add(prompt):
                 yield ev
-        async for ev in _turns(run):
-            yield ev
+        pending = await _poll(config.get_steering_messages)
+        first = True
+        while True:
+            more_tool_calls = True
+            while more_tool_calls or pending:
+                if config.max_iterations is not None and run.iterations >= config.max_iterations:
+                    for ev in _stop_at_limit(run, pending):
+                        yield ev
+                    return
+                if not first:
+                    yield TurnStartEvent()
+                    run.in_turn = True
+                first = False
+                for message in pending:
+                    for ev in run.add(message):
+                        yield ev
+                async for ev in _stream_assistant(run):
+                    yield ev
+                message = run.new_messages[-1]
+                assert isinstance(message, AssistantMessage)
+                if message.stop_reason in ("error", "aborted"):
+                    for ev in _stopped(run, message, message.stop_reason):
+                        yield ev
+                    return
+                calls = message.tool_calls
+                results: list[ToolResultMessage] = []
+                if calls:
+                    run.batch = ToolBatch(message, calls, run.context, config, run.signal, run.tools, run.append)
+                    async for ev in run.batch.run():
+                        yield ev
+                    results = run.batch.results
+                    run.batch = None
+                run.in_turn = False
+                yield TurnEndEvent(message, results)
+                if run.signal.aborted:
+                    yield AgentEndEvent(run.new_messages, "aborted", "Aborted during tool execution.")
+                    return
+                more_tool_calls = bool(calls)
+                pending = await _poll(config.get_steering_messages)
+            pending = await _poll(config.get_follow_up_messages)
+            if not pending:
+                break
+        yield AgentEndEvent(run.new_messages)
     except Exception as exc:
         for ev in _fail(run, exc):
             yield ev
 
 
-async def _turns(run: _Run) -> AsyncIterator[AgentEvent]:
-    config = run.config
-    pending = await _poll(config.get_steering_messages)
-    first = True
-    while True:
-        more_tool_calls = True
-        while more_tool_calls or pending:
-            if config.max_iterations is not None and run.iterations >= config.max_iterations:
-                # steering/follow-ups already taken from their queue join the conversation (not lost):
-                # a continue run answers them
-                for message in pending:
-                    for ev in run.add(message):
-                        yield ev
-                yield _max_iterations_end(run)
-                return
-            if not first:
-                yield TurnStartEvent()
-                run.in_turn = True
-            first = False
-            for message in pending:
-                for ev in run.add(message):
-                    yield ev
-            async for ev in _stream_assistant(run):
-                yield ev
-            message = run.new_messages[-1]
-            assert isinstance(message, AssistantMessage)
-            if message.stop_reason in ("error", "aborted"):
-                run.in_turn = False
-                yield TurnEndEvent(message, [])
-                yield AgentEndEvent(run.new_messages, message.stop_reason, message.error_message)
-                return
-            calls = message.tool_calls
-            results: list[ToolResultMessage] = []
-            if calls:
-                run.batch = ToolBatch(message, calls, run.context, config, run.signal, run.tools, run.append)
-                async for ev in run.batch.run():
-                    yield ev
-                results = run.batch.results
-                run.batch = None
-            run.in_turn = False
-            yield TurnEndEvent(message, results)
-            if run.signal.aborted:
-                yield AgentEndEvent(run.new_messages, "aborted", "Aborted during tool execution.")
-                return
-            more_tool_calls = bool(calls)
-            pending = await _poll(config.get_steering_messages)
-        pending = await _poll(config.get_follow_up_messages)
-        if not pending:
-            break
-    yield AgentEndEvent(run.new_messages)
+def _stopped(run: _Run, message: AssistantMessage, reason: Literal["error", "aborted"]) -> Iterator[AgentEvent]:
+    """The model call failed or was aborted: the turn and the run end with it."""
+    run.in_turn = False
+    yield TurnEndEvent(message, [])
+    yield AgentEndEvent(run.new_messages, reason, message.error_message)
+
+
+def _stop_at_limit(run: _Run, pending: list[LoopMessage]) -> Iterator[AgentEvent]:
+    """``max_iterations`` reached: steering/follow-ups already taken from their queue join the conversation
+    (not lost: a continue run answers them), then the run ends."""
+    for message in pending:
+        yield from run.add(message)
+    yield _max_iterations_end(run)
 
 
 def _max_iterations_end(run: _Run) -> AgentEndEvent:
@@ -226,7 +238,9 @@ async def _llm_messages(run: _Run) -> list[Message]:
     if config.transform_context is None and config.convert_to_llm is None:
         return list(run.context.llm_view.view(messages))
     if config.transform_context is not None:
-        messages = await _resolve(config.transform_context(list(messages), run.signal))
+        transformed = config.transform_context(list(messages), run.signal)
+        # the engine's is a coroutine: awaited directly, as in ``_poll``
+        messages = await transformed if isawaitable(transformed) else transformed
     if config.convert_to_llm is not None:
         return list(await _resolve(config.convert_to_llm(list(messages))))
     return default_convert_to_llm(messages)

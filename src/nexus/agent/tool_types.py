@@ -55,7 +55,22 @@ class AgentTool:
     validate: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     sequential: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
+    _declared: Tool | None = field(default=None, init=False, repr=False, compare=False)
 
     def as_llm_tool(self) -> Tool:
-        """The provider-neutral declaration sent to the model."""
-        return Tool(self.name, self.description, self.parameters)
+        """The provider-neutral declaration sent to the model.
+
+        Made once and handed out again while the name, description and schema are the same
+        objects: every run declares its tools (a dozen for the coding set), and a new ``Tool``
+        for each on every run was work for nothing. ``Tool`` is frozen, so sharing one is safe;
+        reassigning a field here makes a new one.
+        """
+        declared = self._declared
+        if (
+            declared is None
+            or declared.name is not self.name
+            or declared.description is not self.description
+            or declared.parameters is not self.parameters
+        ):
+            declared = self._declared = Tool(self.name, self.description, self.parameters)
+        return declared

@@ -307,14 +307,33 @@ def build_run(
 
 
 def options_for(ctx: AssembledContext, base: StreamOptions | None) -> StreamOptions:
-    """The per-call options of a run: the caller's template plus the context's sampling settings."""
-    options = base or StreamOptions()
-    thinking = ctx.thinking_config.level if ctx.thinking_config is not None else options.thinking
-    return replace(
-        options,
-        temperature=ctx.temperature if ctx.temperature is not None else options.temperature,
-        max_tokens=ctx.max_response_tokens or options.max_tokens,
-        thinking=thinking,
-        session_id=options.session_id or ctx.session_label,
-        signal=ctx.abort_signal if ctx.abort_signal is not None else options.signal,  # the loop keeps these then
-    )
+    """The per-call options of a run: the caller's template plus the context's sampling settings.
+
+    Built by the constructor, not ``dataclasses.replace`` (which walks the fields and their metadata
+    on every run); a subclass of :class:`StreamOptions` still goes through ``replace`` to keep its own
+    fields, and a test checks that every field of the template reaches the copy.
+    """
+    options = base or _DEFAULT_OPTIONS
+    temperature = options.temperature if ctx.temperature is None else ctx.temperature
+    max_tokens = ctx.max_response_tokens or options.max_tokens
+    thinking = options.thinking if ctx.thinking_config is None else ctx.thinking_config.level
+    session_id = options.session_id or ctx.session_label
+    signal = options.signal if ctx.abort_signal is None else ctx.abort_signal  # the loop keeps these then
+    if base is None:  # fresh defaults (its own ``headers`` dict), as ``StreamOptions()`` gave
+        return StreamOptions(
+            temperature=temperature, max_tokens=max_tokens, thinking=thinking, session_id=session_id, signal=signal
+        )
+    if type(options) is not StreamOptions:
+        return replace(
+            options, temperature=temperature, max_tokens=max_tokens, thinking=thinking, session_id=session_id,
+            signal=signal,
+        )  # fmt: skip
+    return StreamOptions(
+        temperature=temperature, max_tokens=max_tokens, thinking=thinking, tool_choice=options.tool_choice,
+        api_key=options.api_key, base_url=options.base_url, headers=options.headers, timeout=options.timeout,
+        signal=signal, session_id=session_id,
+    )  # fmt: skip
+
+
+_DEFAULT_OPTIONS = StreamOptions()
+"""Read only: the template when a run is given none (its result is built fresh)."""

@@ -25,7 +25,6 @@ import asyncio
 import importlib
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import aclosing
 from dataclasses import replace
 
 from nexus._dataclass import dataclass
@@ -194,11 +193,14 @@ class _Failover:
                 continue
             previous = candidate
             outcome = _Outcome(last_error=outcome.last_error)
-            async with aclosing(self.run_model(candidate, model, context, opts, outcome)) as events:
+            events = self.run_model(candidate, model, context, opts, outcome)
+            try:  # ``aclosing`` without its object and two coroutines, on every model call
                 # the consumer stops at `done`, leaving these suspended: closed here, not by asyncio's finalizer
                 # hook for abandoned generators (a self-pipe write and a task each, per model call)
                 async for event in events:
                     yield event
+            finally:
+                await events.aclose()
             if outcome.finished:
                 return
         if outcome.last_error is not None:
@@ -250,9 +252,12 @@ class _Failover:
             attempt = _Attempt()
             call_options = self.options_for(options, model, primary, profile)
             local = is_local_url(effective_base_url(model, call_options) or "")
-            async with aclosing(self.attempt(model, context, call_options, _name(profile), attempt, local)) as events:
+            events = self.attempt(model, context, call_options, _name(profile), attempt, local)
+            try:  # closed as in ``stream``
                 async for event in events:
                     yield event
+            finally:
+                await events.aclose()
             if attempt.error is None or not self.retryable(attempt.error, model, profile, local):
                 if attempt.error is not None:
                     if attempt.held_start is not None:

@@ -1,0 +1,56 @@
+"""What a run of the agent loop costs in async generators: every one is started and finished through the
+event loop's hooks, and every event of the run passes through each that nests it. A run is one generator for
+its turns plus one per model call (and the model's own stream); the events and their order are unchanged."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+from nexus.agent import AgentContext, AgentEvent, AgentLoopConfig, agent_loop
+from nexus.llm.types import TextContent, UserMessage
+
+from .canned import MODEL, Canned, call, text, types
+
+
+async def _run_counting(canned: Canned, ctx: AgentContext) -> tuple[list[AgentEvent], list[str]]:
+    """The run's events, and the names of the async generators started while it ran."""
+    started: list[str] = []
+    firstiter, finalizer = sys.get_asyncgen_hooks()
+
+    def count(agen: Any) -> None:
+        started.append(agen.__qualname__)
+        if firstiter is not None:
+            firstiter(agen)
+
+    sys.set_asyncgen_hooks(firstiter=count, finalizer=finalizer)
+    try:
+        events: AsyncIterator[AgentEvent] = agent_loop(
+            UserMessage("hi"), ctx, AgentLoopConfig(MODEL, stream_fn=canned.stream)
+        )
+        got = [ev async for ev in events]
+    finally:
+        sys.set_asyncgen_hooks(firstiter=firstiter, finalizer=finalizer)
+    return got, started
+
+
+async def test_a_run_of_one_model_call_starts_three_async_generators() -> None:
+    events, started = await _run_counting(Canned([text("ok")]), AgentContext("sys", [], []))
+    assert types(events)[:2] == ["agent_start", "turn_start"] and types(events)[-2:] == ["turn_end", "agent_end"]
+    assert started == ["_loop", "_stream_assistant", "Canned.stream"]
+
+
+async def test_each_further_model_call_adds_its_own_two() -> None:
+    from nexus.agent import tool
+
+    @tool
+    async def echo(x: int) -> str:
+        """Echo a number back."""
+        return f"echo {x}"
+
+    canned = Canned([[TextContent("let me"), call("echo", {"x": 1})], text("done")])
+    events, started = await _run_counting(canned, AgentContext("sys", [], [echo]))
+    assert types(events).count("turn_start") == 2 and types(events)[-1] == "agent_end"
+    assert started.count("_loop") == 1
+    assert started.count("_stream_assistant") == 2 and started.count("Canned.stream") == 2
