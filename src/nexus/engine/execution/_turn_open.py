@@ -12,18 +12,31 @@ the run's execution announces its end with that error (``_run_end``).
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from nexus.engine.execution._writer import off_loop
-from nexus.engine.types import AssembledContext
+from nexus.engine.types import AgentResult, AssembledContext
 from nexus.ledger import TurnDetails, TurnOpen
 
 if TYPE_CHECKING:
-    from nexus.engine.execution._run import EngineRun
     from nexus.ledger import Ledger
+    from nexus.llm import AbortSignal
 
 
-async def open_run_turn(run: EngineRun, ledger: Ledger) -> None:
+class OpeningRun(Protocol):
+    """What opening a turn needs of its run (an ``EngineRun``, which imports this module)."""
+
+    ctx: AssembledContext
+    turn_id: str | None
+    signal: AbortSignal
+
+    def close_steering(self) -> None: ...
+    def build_result(self) -> AgentResult: ...
+    def persist(self, result: AgentResult) -> None: ...
+    def finish(self, result: AgentResult) -> None: ...
+
+
+async def open_run_turn(run: OpeningRun, ledger: Ledger) -> None:
     """Open ``run``'s turn in ``ledger`` (off the event loop when the ledger needs it) and set ``run.turn_id``.
 
     The id is set on the writer thread as soon as the turn is stored: a task cancelled meanwhile must still
@@ -41,7 +54,7 @@ async def open_run_turn(run: EngineRun, ledger: Ledger) -> None:
         raise
 
 
-def _close_cancelled(run: EngineRun) -> None:
+def _close_cancelled(run: OpeningRun) -> None:
     """The task was cancelled while ``run``'s turn was being opened: write that turn ``aborted``, end the run."""
     run.signal.abort("the run's task was cancelled")
     run.close_steering()
