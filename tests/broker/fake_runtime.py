@@ -107,6 +107,10 @@ class FakeRun:
         return f"turn-{id(self)}" if self.result.done() else None
 
     @property
+    def session_label(self) -> str:
+        return self.request.session_label
+
+    @property
     def started(self) -> bool:
         return True
 

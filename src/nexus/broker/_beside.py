@@ -31,13 +31,18 @@ class BesideRuns:
         self._closed: str | None = None
         """Why the broker closed (set as its close begins): a seat handed over after it starts nothing."""
 
-    def start(self, slot: AgentSlot, begin: Callable[[], Awaitable[Execution]]) -> asyncio.Future[Execution | None]:
+    def start(
+        self, slot: AgentSlot, begin: Callable[[], Awaitable[Execution]], label: str | None = None
+    ) -> asyncio.Future[Execution | None]:
         """Run ``begin`` once a seat is free; the future says the run it started, ``None`` if the broker
-        closed first (nothing started), or ``begin``'s exception."""
+        closed first (nothing started), or ``begin``'s exception. Until then the agent is not idle (nor its
+        session ``label``, a label or key, when the caller knows it: ``AgentSlot.beside_busy``)."""
         started: asyncio.Future[Execution | None] = asyncio.get_running_loop().create_future()
+        slot.beside_asked[started] = label
         task = asyncio.get_running_loop().create_task(self._run(slot, begin, started), name="broker:beside")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(lambda _: slot.beside_asked.pop(started, None))  # even if it never got to run
         return started
 
     async def _run(

@@ -16,8 +16,8 @@ from nexus.broker._queue_trace import accept_span, traced_accept
 from nexus.broker._slot import AgentSlot, SessionSlot
 from nexus.broker.modes import QueueSettings
 from nexus.broker.session_queue import AddOutcome, QueuedMessage
-from nexus.broker.types import AgentMessage, BrokerError, QueueFullError, SendReceipt
-from nexus.ledger import AcceptRequest, QueueItem, QueueItemsFinishedError, QueueStore
+from nexus.broker.types import AgentMessage, BrokerError, QueueFullError, SendReceipt, UnknownAgentError
+from nexus.ledger import AcceptRequest, AgentRemovedError, QueueItem, QueueItemsFinishedError, QueueStore
 
 Accepted = tuple[QueueItem, SessionSlot, QueuedMessage, bool, tuple[str, ...]]
 """A fresh accept: its row, its session, its queue entry, whether the store watcher had adopted it first, and
@@ -40,7 +40,8 @@ class Intake:
         """Accept ``message`` (committed with the loop iteration's other accepts and claims) and queue it.
 
         A duplicate id gets the first accept's receipt; a message the cap refuses raises :class:`BrokerError`
-        after its row is settled ``dropped``.
+        after its row is settled ``dropped``; one for an agent removed from the registry meanwhile (another
+        door: ``nexus agents rm``, the HTTP route) :class:`UnknownAgentError`, nothing stored.
         """
         self.arriving.add(message.id)  # until held below, the store watcher leaves its row to this send
         try:
@@ -52,6 +53,8 @@ class Intake:
                     row, created = await self._queue.accept(request)
             except ValueError as exc:  # the per-sender session's label is taken by another session
                 raise BrokerError(f"message {message.id!r} to {slot.agent_id!r} was not queued: {exc}") from None
+            except AgentRemovedError as exc:  # removed from the registry (another door) as this was sent
+                raise UnknownAgentError(f"message {message.id!r} was not queued: {exc}") from None
             if not created:
                 return duplicate_receipt(slot, message, row)
             session = slot.session(row.session_label, message.session)

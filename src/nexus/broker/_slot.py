@@ -8,9 +8,9 @@ run (the broker's scheduler decides when); the agent-level views (state, queue d
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nexus.broker.modes import NO_OVERRIDES, QueueOverrides
 from nexus.broker.session_queue import QueuedMessage, SessionQueue
@@ -99,6 +99,9 @@ class AgentSlot:
     last_activity_ms: int = 0
     beside: set[Execution] = field(default_factory=set)
     """The agent's runs started beside its queues (:mod:`nexus.broker._beside`), while they run."""
+    beside_asked: dict[asyncio.Future[Any], str | None] = field(default_factory=dict)
+    """Runs asked for beside its queues and not started yet (waiting for a run slot, or starting): each one's
+    future (done once it started or never will), with the session label it will talk in when its caller said."""
     agent_id: str = field(init=False)
     """The agent's id (its identity's, which a new registration replaces but never renames; read several
     times per message, so an attribute rather than a property)."""
@@ -120,12 +123,38 @@ class AgentSlot:
     def state(self) -> AgentState:
         """The busiest state over the agent's sessions and runs beside them (``streaming`` > ``compacting`` >
         ``running``)."""
-        states = [session.state() for session in self.sessions.values()] + [run_state(run) for run in self.beside]
-        return max(states, key=_STATE_RANK.__getitem__, default="idle")
+        return busiest([session.state() for session in self.sessions.values()] + self.beside_states(None))
+
+    def beside_states(self, labels: Collection[str] | None) -> list[AgentState]:
+        """The states of the runs beside the queues that have not ended (``labels``: only those in these sessions)."""
+        return [
+            run_state(run)
+            for run in self.beside
+            if not run.result.done() and (labels is None or run.session_label in labels)
+        ]
+
+    def beside_busy(self, labels: Collection[str] | None) -> list[asyncio.Future[Any]]:
+        """What keeps the agent (``labels``: its session of these labels) busy beside its queues: the result of
+        each run there that has not ended, and each run asked for that has not started yet (one whose caller
+        did not say its session counts for every session)."""
+        busy: list[asyncio.Future[Any]] = [
+            run.result
+            for run in self.beside
+            if not run.result.done() and (labels is None or run.session_label in labels)
+        ]
+        for asked, label in self.beside_asked.items():
+            if not asked.done() and (labels is None or label is None or label in labels):
+                busy.append(asked)
+        return busy
 
     def queue_depth(self) -> int:
         """Messages waiting over every session (not counting those runs hold)."""
         return sum(len(session.queue.waiting()) for session in self.sessions.values())
+
+
+def busiest(states: Iterable[AgentState]) -> AgentState:
+    """The busiest of ``states`` (``streaming`` > ``compacting`` > ``running`` > ``idle``; ``idle`` if none)."""
+    return max(states, key=_STATE_RANK.__getitem__, default="idle")
 
 
 def run_state(run: Execution) -> AgentState:

@@ -31,7 +31,7 @@ from nexus.broker._items import check_message, queued, session_key_of
 from nexus.broker._leases import session_leases
 from nexus.broker._replies import ReplySender
 from nexus.broker._scheduler import DrainScheduler
-from nexus.broker._slot import AgentSlot, SessionSlot, settle
+from nexus.broker._slot import AgentSlot, SessionSlot, busiest, settle
 from nexus.broker._steer_in import RunSteerer
 from nexus.broker._steer_in import steered as steered_in
 from nexus.broker._takeover import Takeover
@@ -339,16 +339,24 @@ class AgentBroker(SmartRoutingFace):
         if session is None:
             return slot.state()
         found = self._sessions(slot, session)
-        return found[0].state() if found else "idle"
+        return busiest([*(one.state() for one in found), *slot.beside_states(self._labels(slot, session))])
 
     async def wait_for_idle(self, agent_id: str, timeout_ms: int | None = None, *, session: str | None = None) -> bool:
-        """Wait until the agent (or its session ``session``) has no run and nothing runnable; ``False`` on timeout."""
+        """Wait until the agent (or its session ``session``) has no run and nothing runnable, runs beside its
+        queues included (:meth:`run_beside`); ``False`` on timeout."""
         slot = self._slot(agent_id)
+        labels = None if session is None else self._labels(slot, session)
 
         async def settle() -> None:
-            while busy := [s for s in self._sessions(slot, session) if not s.is_idle()]:
+            while True:
+                busy = [s for s in self._sessions(slot, session) if not s.is_idle()]
+                beside = slot.beside_busy(labels)
+                if not busy and not beside:
+                    return
                 for one in busy:
                     await one.idle.wait()
+                if beside:
+                    await asyncio.wait(beside)  # never cancels them (a timeout here must not stop a run)
 
         try:
             await asyncio.wait_for(settle(), None if timeout_ms is None else timeout_ms / 1000)
@@ -368,7 +376,13 @@ class AgentBroker(SmartRoutingFace):
 
     @staticmethod
     def _is_idle(slot: AgentSlot) -> bool:
-        return all(session.is_idle() for session in slot.all_sessions())
+        return all(session.is_idle() for session in slot.all_sessions()) and not slot.beside_busy(None)
+
+    @staticmethod
+    def _labels(slot: AgentSlot, session: str) -> set[str]:
+        """The labels a run beside the queues in session ``session`` may have: its key's, or ``session`` itself
+        (a chat completion's ``X-Nexus-Session`` is a label)."""
+        return {session, session_label_for(slot.agent_id, slot.identity.session_label, session)}
 
     def abort(self, agent_id: str, session: str | None = None, reason: str = "aborted on request") -> bool:
         """Abort the agent's current runs (or its session's); queues keep draining. ``False``: none ran.
@@ -378,16 +392,21 @@ class AgentBroker(SmartRoutingFace):
         slot = self._slot(agent_id)
         runs = [s.run for s in self._sessions(slot, session) if s.run is not None]
         if slot.beside:
-            labels = None if session is None else {session, self.session_label(agent_id, session)}
+            labels = None if session is None else self._labels(slot, session)
             runs += [run for run in slot.beside if labels is None or run.session_label in labels]
         for run in runs:
             run.abort(reason)
         return bool(runs)
 
-    def run_beside(self, agent_id: str, begin: Callable[[], Awaitable[Execution]]) -> asyncio.Future[Execution | None]:
+    def run_beside(
+        self, agent_id: str, begin: Callable[[], Awaitable[Execution]], *, session: str | None = None
+    ) -> asyncio.Future[Execution | None]:
         """Start a run of the agent outside its queues (``begin`` starts it: a chat completion in another
         session), counted against ``max_concurrent`` like a batch (it waits for a seat), listed with the
-        agent while it runs (:meth:`get_state`, :meth:`abort`) and aborted by :meth:`close`.
+        agent while it runs (:meth:`get_state`, :meth:`abort`), waited for by :meth:`wait_for_idle` and
+        :meth:`wait_until_idle` from now until it ended, and aborted by :meth:`close`. ``session``: the label
+        or key of the session it will run in, if known: while it waits for a seat, a wait for another
+        session of the agent does not wait for it (without it, every session's does).
 
         The future is the run once started; ``None`` when the broker closed before a seat was free (nothing
         started); ``begin``'s exception if it raised.
@@ -397,7 +416,7 @@ class AgentBroker(SmartRoutingFace):
             done: asyncio.Future[Execution | None] = asyncio.get_running_loop().create_future()
             done.set_result(None)
             return done
-        return self._beside.start(slot, begin)
+        return self._beside.start(slot, begin, session)
 
     def get_queue_depth(self, agent_id: str, session: str | None = None) -> int:
         """Messages waiting for the agent, or in one of its sessions (not counting those runs hold)."""

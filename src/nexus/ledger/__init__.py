@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from nexus.ledger.deliveries import DeliveryLog, DeliveryRecord, DeliveryStatus
     from nexus.ledger.errors import (
         AgentHasWaitingMessagesError,
+        AgentRemovedError,
         AgentSessionTakenError,
         QueueItemsFinishedError,
         QueueItemsHeldError,
@@ -109,6 +110,7 @@ __all__ = [
     "AgentHasWaitingMessagesError",
     "AgentMessageLog",
     "AgentMessageRecord",
+    "AgentRemovedError",
     "AgentRow",
     "AgentSessionTakenError",
     "AgentStore",
@@ -207,6 +209,7 @@ _LAZY: dict[str, str] = {
     "AgentRow": "nexus.ledger._agent_registry",
     "agent_update": "nexus.ledger._agent_registry",
     "AgentHasWaitingMessagesError": "nexus.ledger.errors",
+    "AgentRemovedError": "nexus.ledger.errors",
     "AgentSessionTakenError": "nexus.ledger.errors",
     "BrokerStore": "nexus.ledger.broker_store",
     "DeliveryLog": "nexus.ledger.deliveries",

@@ -127,7 +127,9 @@ class AgentRegistry:
 
         Refused while messages wait in its queue (:class:`AgentHasWaitingMessagesError`, nothing
         changed): removed, it could no longer be listed or cleared by its id while they ran. A run
-        that already holds its messages finishes; its reply is written as usual.
+        that already holds its messages finishes; its reply is written as usual. Once removed, an
+        accept for it is refused in its own transaction (``_queue_rows.removed_in``), so none lands
+        between this count and the removal.
         """
 
         def run(conn: sqlite3.Connection) -> bool:

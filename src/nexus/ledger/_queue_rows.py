@@ -10,14 +10,14 @@ one-call methods on them.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from nexus.ledger._claims import claim_in as claim_items
 from nexus.ledger._rows import dumps, dumps_opt, is_postgres, loads_opt
 from nexus.ledger._schema import PENDING
 from nexus.ledger._ulid import new_ulid
-from nexus.ledger.errors import LedgerError, QueueItemsFinishedError
+from nexus.ledger.errors import AgentRemovedError, LedgerError, QueueItemsFinishedError
 from nexus.ledger.records import AcceptRequest, Lease, QueueItem
 from nexus.llm import now_ms
 
@@ -70,7 +70,17 @@ def _awaits_reply(message: Any) -> int | None:
 def accept_at(conn: sqlite3.Connection, request: AcceptRequest, now: int) -> tuple[QueueItem, bool]:
     """:func:`accept_in` with the time of acceptance given (a group shares one clock read).
 
-    One statement for a new message: the item is built from what was written, not read back.
+    A message for an agent the registry says was removed is refused, in the accept's own transaction
+    (:class:`AgentRemovedError`; a known id still answers its first acceptance): see :func:`removed_in`.
+    """
+    if removed_in(conn, (request.agent_id,)):
+        return _first_or_refused(conn, request), False
+    return _insert(conn, request, now)
+
+
+def _insert(conn: Any, request: AcceptRequest, now: int) -> tuple[QueueItem, bool]:
+    """One message's row (its agent checked by the caller). One statement for a new message: the item is built
+    from what was written, not read back.
 
     The unique index on ``message_id`` decides idempotence (``rowcount`` 0: a known id); only
     then is the first acceptance read. The item's ``message`` is the caller's object itself.
@@ -87,6 +97,35 @@ def accept_at(conn: sqlite3.Connection, request: AcceptRequest, now: int) -> tup
         return _first_acceptance(conn, request.message_id), False
     _after_insert(conn, request, now)
     return _new_item(item_id, request, now), True
+
+
+_REMOVED = "SELECT 1 FROM agents WHERE id = ? AND status = 'removed'"
+
+
+def removed_in(conn: Any, agent_ids: Collection[str]) -> bool:
+    """Whether the registry says one of these agents was removed: read in the transaction that accepts their
+    messages, once for a whole group of accepts (an indexed read; on PostgreSQL one round trip a group).
+
+    Against an agent's removal (it counts the agent's waiting messages, then marks it removed) that is enough on
+    both backends: SQLite runs one write transaction at a time, so the removal committed before the accept, or
+    waits until it committed and then counts its message; PostgreSQL runs both ``SERIALIZABLE``, and an accept
+    and a removal that each missed the other's write form a cycle it refuses (one runs again and sees the other).
+    An agent the registry never had is not refused (a queue may serve ids it does not list).
+    """
+    if len(agent_ids) == 1:
+        return conn.execute(_REMOVED, tuple(agent_ids)).fetchone() is not None
+    marks = ", ".join("?" * len(agent_ids))
+    query = f"SELECT 1 FROM agents WHERE id IN ({marks}) AND status = 'removed' LIMIT 1"
+    return conn.execute(query, tuple(agent_ids)).fetchone() is not None
+
+
+def _first_or_refused(conn: Any, request: AcceptRequest) -> QueueItem:
+    """The first acceptance of a message id the insert met, or :class:`AgentRemovedError` when none exists (the
+    insert wrote nothing because the message's agent was removed)."""
+    item = accepted(conn, request.message_id)
+    if item is None:
+        raise AgentRemovedError(request.agent_id)
+    return item
 
 
 def accepted(conn: Any, message_id: str) -> QueueItem | None:
@@ -130,15 +169,18 @@ def _after_insert(conn: Any, request: AcceptRequest, now: int) -> None:
 
 
 def accept_many_at(conn: Any, requests: Sequence[AcceptRequest], now: int) -> list[tuple[QueueItem, bool]]:
-    """:func:`accept_at` for each of ``requests`` in order; on PostgreSQL the new rows go in as one statement.
+    """:func:`accept_at` for each of ``requests`` in order (their agents read once: :func:`removed_in`); on
+    PostgreSQL the new rows go in as one statement.
 
     A round trip per row is what an accept costs there, so a group's inserts are one multi-row ``INSERT``
     whose ``RETURNING`` says which rows were new: a known message id (or one twice in the group) inserts
     nothing and its first acceptance is read back, as in :func:`accept_at`. SQLite runs in-process: one
     statement per row costs nothing extra there.
     """
+    if removed_in(conn, {request.agent_id for request in requests}):  # one read for the group (see there)
+        return [accept_at(conn, request, now) for request in requests]  # a removed agent's: refused alone
     if len(requests) < 2 or not is_postgres(conn):
-        return [accept_at(conn, request, now) for request in requests]
+        return [_insert(conn, request, now) for request in requests]
     for request in requests:
         if request.session_key is not None:
             _ensure_keyed_session(conn, request.session_label, request.session_key, request.agent_id, now)

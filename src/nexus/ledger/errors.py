@@ -113,6 +113,21 @@ class AgentHasWaitingMessagesError(LedgerError, ValueError):
         self.agent_id, self.waiting = agent_id, waiting
 
 
+class AgentRemovedError(LedgerError, LookupError):
+    """A message for an agent that was removed is not accepted (nothing stored).
+
+    Checked in the accept's own transaction: a sender that saw the agent a moment before its removal
+    does not leave a message no queue of the agent's can reach. A resend of a message accepted before
+    the removal still answers its first acceptance; an agent registered again takes messages again.
+    """
+
+    def __init__(self, agent_id: str) -> None:
+        super().__init__(
+            f"agent {agent_id!r} was removed; the message was not accepted (register the agent again to send to it)"
+        )
+        self.agent_id = agent_id
+
+
 class TurnNotFound(LedgerError, LookupError):
     """No turn (or message, or tool call) has the given id."""
 

@@ -111,7 +111,7 @@ async def _beside_broker(
         turn.run.set_result((execution, execution.subscribe()))
         return execution
 
-    started = state.broker.run_beside(agent.agent_id, begin)
+    started = state.broker.run_beside(agent.agent_id, begin, session=session_label)
     started.add_done_callback(lambda done: done.cancelled() or done.exception())  # begin's error: said by the turn
     return turn
 

@@ -171,6 +171,7 @@ def _nexus_error(exc: Exception) -> JSONResponse:
     full under drop policy ``new`` 429 ``queue_full`` (as the other cap drops), anything else the client's 400."""
     from nexus.broker import BrokerError, QueueFullError, UnknownAgentError
     from nexus.ledger import (
+        AgentRemovedError,
         LedgerBusyError,
         LedgerError,
         LedgerFullError,
@@ -197,7 +198,7 @@ def _nexus_error(exc: Exception) -> JSONResponse:
     if isinstance(exc, QueueFullError):  # not queued: a send once the queue has room is no duplicate
         again = "send it again later (the same id is fine: a refused message's id is not taken)"
         return JSONResponse(error_body("queue_full", f"{exc}; {again}"), status_code=429)
-    if isinstance(exc, SessionNotFound | TurnNotFound | UnknownAgentError):
+    if isinstance(exc, SessionNotFound | TurnNotFound | UnknownAgentError | AgentRemovedError):
         status, kind = 404, "not_found"
     elif isinstance(exc, SessionExistsError):
         status, kind = 409, "conflict"

@@ -6,8 +6,9 @@ call journaled as they come, see ``_journal``), the streaming callbacks, overflo
 loop ends on an overflow error; the run compacts and continues it), abort and timeout, and the
 one-transaction ledger write at the end.
 
-Jobs with a module of their own: opening the turn (``_turn_open``), the steering receipts
-(``_steering``), the tool-call records (``_tool_calls``) and the stop reason (``_outcome``).
+Jobs with a module of their own: opening the turn (``_turn_open``), the end of a run that failed before
+it announced one (``_run_end``), the steering receipts (``_steering``), the tool-call records
+(``_tool_calls``) and the stop reason (``_outcome``).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from nexus.engine.execution._journal import TurnJournal
 from nexus.engine.execution._outcome import is_overflow, run_outcome
 from nexus.engine.execution._steering import RunSteering
 from nexus.engine.execution._tool_calls import ToolCallLog
-from nexus.engine.execution._turn_open import open_turn
+from nexus.engine.execution._turn_open import open_run_turn
 from nexus.engine.execution._writer import ACTIVE_RUN, inline_ok, off_loop
 from nexus.engine.execution.events import (
     EventChannel,
@@ -196,12 +197,8 @@ class EngineRun:
         """Open the turn, run the loop (with overflow recovery), build the result, write the turn
         (counted as an active run throughout: see ``nexus.engine.execution._writer``)."""
         with ACTIVE_RUN:
-            try:
-                if self.ledger is not None:
-                    await off_loop(self.open_turn_now, inline=self.ledger.inline)
-            except asyncio.CancelledError:
-                self.close_cancelled_open()
-                raise
+            if self.ledger is not None:
+                await open_run_turn(self, self.ledger)  # when it raises, the execution announces the end
             if self.ledger is not None and self.turn_id is not None:
                 self.journal = TurnJournal(self.ledger, self.turn_id)
             CURRENT_RUN.set(
@@ -249,26 +246,6 @@ class EngineRun:
         self.channel.close()
         self.window.emit = self.channel.publish  # they were cycles: refcounting now frees an ended run, not the gc
         self.steering.detach()
-
-    def open_turn_now(self) -> None:
-        """Open the turn and remember its id at once (a task cancelled meanwhile must still close it)."""
-        self.turn_id = self.open_turn()
-
-    def close_cancelled_open(self) -> None:
-        """The task was cancelled while its turn was being opened: write that turn ``aborted`` (if it opened)."""
-        if self.turn_id is None:
-            return
-        self.signal.abort("the run's task was cancelled")
-        self.close_steering()
-        result = self.build_result()
-        try:
-            self.persist(result)
-        finally:
-            self.finish(result)
-
-    def open_turn(self) -> str | None:
-        """Start the crash journal: the turn with its query, status ``streaming``, pointer not moved."""
-        return None if self.ledger is None else open_turn(self.ledger, self.ctx)
 
     def on_timeout(self) -> None:
         """``timeout_ms`` passed: abort, and remember why so the result says ``timeout``."""

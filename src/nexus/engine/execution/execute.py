@@ -20,6 +20,7 @@ from nexus.agent import SteeringQueue, SteerMode, SteerReceipt
 from nexus.config import ResolvedProfile
 from nexus.engine.assembly._sessions import SessionCache
 from nexus.engine.execution._run import EngineRun, EngineStreamEvent
+from nexus.engine.execution._run_end import end_failed, failed_start
 from nexus.engine.execution._run_trace import RunIdentity, listening, observed_run
 from nexus.engine.execution._steering import steer_receipt
 from nexus.engine.execution.callbacks import EngineCallbacks, callbacks_listener
@@ -93,19 +94,31 @@ class Execution:
         self._task = asyncio.get_running_loop().create_task(self._to_the_end(main), name=f"nexus-run-{self.run_id}")
 
     async def _to_the_end(self, main: Coroutine[Any, Any, AgentResult]) -> AgentResult:
+        """``main``, and an end announced for a run that did not announce its own: every run has one ``run_end``
+        (a failure before the turn was written is stated in it, and still raised to the caller)."""
         result: AgentResult | None = None
         try:
             result = await main
             return result
+        except BaseException as failure:
+            if not self._channel.closed:
+                self._end(None, failure)
+            raise
         finally:
             self._unlink()  # a long-lived outer signal must not keep every finished run alive
-            if self._run is None:  # it never started: steers offered meanwhile are handed back, the channel ends
-                self._steering.close("the run ended before it started")
-                if result is not None:
-                    self._channel.publish(RunEndEvent(result))
-                self._channel.close()
+            if not self._channel.closed:  # it never started (aborted while it waited for its session)
+                self._end(result, None)
             if not self._begun.done():
                 self._begun.set_result(None)
+
+    def _end(self, result: AgentResult | None, failure: BaseException | None) -> None:
+        """Announce the end of a run that did not (see ``_run_end``): steers offered meanwhile are handed back."""
+        if self._run is not None and failure is not None:
+            end_failed(self._run, failure)
+            return
+        self._steering.close("the run ended before it started")
+        self._channel.publish(RunEndEvent(result if result is not None else failed_start(failure)))
+        self._channel.close()
 
     def _attach(self, run: EngineRun) -> None:
         """The run is assembled and about to start: from now on the handle controls it."""

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from nexus.ledger import (
     AcceptRequest,
     AgentHasWaitingMessagesError,
+    AgentRemovedError,
     AgentSessionTakenError,
     DeliveryRecord,
     Ledger,
@@ -46,6 +49,34 @@ async def test_another_agents_per_sender_stamped_or_busy_session_is_refused(ledg
     await ledger.agents.add(long_id, session_label="moved", spec={})  # it moves on; X1 waits in its old session
     with pytest.raises(AgentSessionTakenError, match="still has 1 unfinished message"):
         await ledger.agents.add("squat", session_label=f"agent:{long_id}", spec={})
+
+
+async def test_an_accept_for_a_removed_agent_is_refused_in_its_own_transaction(ledger: Ledger) -> None:
+    """A sender that saw the agent just before its removal (the HTTP route's check, say): its accept comes after
+    the removal committed and is refused there, naming the agent; nothing of it is stored."""
+    need(ledger, "agents")
+    await ledger.agents.add("gone", spec={})
+    await ledger.sessions.ensure(NewSession("agent:w"))  # "w" was never registered: accepted as before
+
+    def message(agent: str, message_id: str) -> AcceptRequest:
+        return AcceptRequest(agent, f"agent:{agent}", message_id, "user", {"content": message_id}, "followup")
+
+    first, _ = await ledger.queue.accept(message("gone", "g1"))
+    await ledger.queue.settle([first.id], "dropped", reason="cleared")  # its queue cleared: the removal may go
+    assert await ledger.agents.remove("gone")
+    with pytest.raises(AgentRemovedError, match="agent 'gone' was removed"):
+        await ledger.queue.accept(message("gone", "g2"))
+    outcomes = await asyncio.gather(  # committed in one group: only the removed agent's accept fails
+        ledger.queue.accept(message("w", "w1")), ledger.queue.accept(message("gone", "g3")),
+        ledger.queue.accept(message("w", "w2")), return_exceptions=True,
+    )  # fmt: skip
+    assert isinstance(outcomes[1], AgentRemovedError)
+    assert [outcome[1] for outcome in (outcomes[0], outcomes[2])] == [True, True]  # type: ignore[index]
+    again, created = await ledger.queue.accept(message("gone", "g1"))  # accepted before: its acceptance stands
+    assert not created and again.id == first.id
+    assert [item.message_id for item in await ledger.queue.items(agent_id="gone")] == ["g1"]
+    await ledger.agents.add("gone", spec={})  # registered again: it takes messages again
+    assert (await ledger.queue.accept(message("gone", "g2")))[1]
 
 
 async def test_deliveries_are_kept_per_turn_and_listed_newest_first(ledger: Ledger) -> None:
