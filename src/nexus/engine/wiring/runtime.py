@@ -37,7 +37,7 @@ from nexus.engine.types import (
     new_id,
 )
 from nexus.engine.wiring._labels import SessionLabels, label_now
-from nexus.engine.wiring._start import StartRequest, aborted_before_start, check_start
+from nexus.engine.wiring._start import StartRequest, aborted_before_start, answered_before_start, check_start
 from nexus.engine.wiring.models import limits_from_config, preflight, resolve_model, unreachable_model_problem
 from nexus.engine.wiring.spawn import SPAWN_TOOL_NAME, EngineSpawner, Spawner, spawn_agent_tool
 from nexus.ledger import DEFAULT_SESSION, TurnNotSavedError
@@ -413,13 +413,12 @@ class Runtime:
 
 
 class _LockHooks:
-    """What a starting run's session lock tells its execution: a wait for another run, turns it recovered
-    (one slotted object for the run's life, not two closures and their cells)."""
+    """What a run's session lock tells it: a wait, turns it recovered (slotted: no closures and cells per run)."""
 
-    __slots__ = ("execution", "rescued", "runtime")
+    __slots__ = ("execution", "rescued", "runtime", "turns")
 
     def __init__(self, runtime: Runtime, execution: Execution, rescued: tuple[str, ...]) -> None:
-        self.runtime, self.execution, self.rescued = runtime, execution, rescued
+        self.runtime, self.execution, self.rescued, self.turns = runtime, execution, rescued, rescued[:0]
 
     def waiting(self) -> None:
         from nexus.engine.execution.events import LockWaitEvent
@@ -430,9 +429,9 @@ class _LockHooks:
         from nexus.engine.execution.events import RecoveredEvent
 
         mine = tuple(turn_id for turn_id in turn_ids if turn_id in self.rescued)
-        for turn_id in mine:
-            self.runtime.unsaved.remove(turn_id)
-        self.execution._publish(RecoveredEvent(tuple(turn_ids), mine))
+        self.runtime.unsaved[:] = [turn_id for turn_id in self.runtime.unsaved if turn_id not in mine]
+        self.turns = tuple(turn_ids)  # the run may find its messages answered by one of them
+        self.execution._publish(RecoveredEvent(self.turns, mine))
 
 
 async def _begin(
@@ -447,6 +446,8 @@ async def _begin(
         ) as held:  # fmt: skip
             if not held:
                 return aborted_before_start(request.message)
+            if hooks.turns and request.consumes and (answered := await answered_before_start(runtime.ledger, request)):
+                return answered  # a recovered (rescued) turn consumed the run's queue items: not run again
             await runtime.prepare_tools(execution.session_label, spec.role, spec.tools, execution.signal)
             runtime.run_of(execution, await runtime.context_for(execution, spec, model, request), spec, model)
             run = execution._run
