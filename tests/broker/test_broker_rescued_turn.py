@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +25,12 @@ from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSetting
 from nexus.config import load_config
 from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution.cooldowns import ProfileCooldowns
-from nexus.ledger import Ledger, NewSession, _rescue
+from nexus.engine.wiring._start import StartRequest, answered_before_start
+from nexus.ledger import Ledger, NewSession, TurnDetails, TurnOpen, _rescue
 from nexus.ledger.broker_store import BrokerStore
+from nexus.ledger.records import AcceptRequest
 from nexus.testing import ScriptedModel
+from nexus.testing.conformance.support import reply, user
 from nexus.testing.steps import text
 
 
@@ -201,24 +204,38 @@ async def test_on_a_real_full_disk_the_rescued_turn_answers_its_message_once(
         assert ledger.database.connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
-async def test_a_run_whose_messages_a_recovered_turn_answered_returns_that_turn(ledger: Ledger) -> None:
-    from nexus.engine.wiring._start import StartRequest, answered_before_start
-    from nexus.ledger import TurnWrite
-    from nexus.ledger.records import AcceptRequest
-    from nexus.testing.conformance.support import reply, user
+@pytest.fixture(params=["sqlite", "postgres"])
+async def any_ledger(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Ledger]:
+    """A fresh ledger on each backend (PostgreSQL: skipped without a server unless required)."""
+    url = None if request.param == "sqlite" else request.getfixturevalue("postgres_url")  # its server first
+    monkeypatch.chdir(tmp_path)  # a PostgreSQL ledger's first rescue place is relative to its URL
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    opened = Ledger.open(tmp_path / "agents.db") if url is None else await Ledger.connect(url)
+    yield opened
+    await opened.aclose()
 
+
+async def test_a_run_whose_messages_a_recovered_turn_answered_returns_that_turn(any_ledger: Ledger) -> None:
+    ledger = any_ledger
     await ledger.sessions.ensure(NewSession("agent:coder"))
     ids = []
     for n in (1, 2):
         request = AcceptRequest("coder", "agent:coder", f"m-{n}", "user", {"content": f"q{n}"}, "followup")
         ids.append((await ledger.queue.accept(request))[0].id)
-    answered = TurnWrite("agent:coder", None, query_messages=[user("q1")], response_messages=[reply("a1")],
-                         consumed_queue_items=[ids[0]], lease_fence=False)  # fmt: skip
-    turn_id = await ledger.turns.write(answered)
+    await ledger.queue.claim(ids)
+    turn_id = await ledger.turns.open(TurnOpen("agent:coder", [user("q1")], TurnDetails(model="m", provider="p")))
+    saved = _rescue.RescuedTurn(turn_id, "agent:coder", "completed", [reply("a1")], "end_turn", None, (ids[0],))
+    assert _rescue.save(ledger.path, saved) is not None  # its final write failed: the outcome is in a rescue file
 
     def start(*consumes: str) -> StartRequest:
         return StartRequest("q", consumes, None, (), (), None)
 
+    assert await answered_before_start(ledger, start(ids[0])) is None  # not in the ledger yet: it would run
+    assert await ledger.turns.recover(turn_ids=[turn_id]) == [turn_id]  # as a run's lock does: consumes m-1
+    items = {item.message_id: (item.status, item.turn_id) for item in await ledger.queue.items()}
+    assert items == {"m-1": ("delivered", turn_id), "m-2": ("processing", None)}
     result = await answered_before_start(ledger, start(ids[0]))  # all answered by one turn: its result
     assert result is not None
     assert (result.turn_id, result.status, result.reply, result.error) == (turn_id, "completed", "a1", None)
