@@ -25,7 +25,6 @@ from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSetting
 from nexus.config import load_config
 from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution.cooldowns import ProfileCooldowns
-from nexus.engine.wiring._start import StartRequest, answered_before_start
 from nexus.ledger import Ledger, NewSession, TurnDetails, TurnOpen, _rescue
 from nexus.ledger.broker_store import BrokerStore
 from nexus.ledger.records import AcceptRequest
@@ -218,6 +217,8 @@ async def any_ledger(
 
 
 async def test_a_run_whose_messages_a_recovered_turn_answered_returns_that_turn(any_ledger: Ledger) -> None:
+    from nexus.engine.wiring._start import StartRequest, answered_before_start
+
     ledger = any_ledger
     await ledger.sessions.ensure(NewSession("agent:coder"))
     ids = []
