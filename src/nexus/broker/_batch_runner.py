@@ -29,7 +29,14 @@ from nexus.broker.agent_tools import CallerContext
 from nexus.broker.session_queue import Batch, QueuedMessage, owed_summary
 from nexus.broker.types import SendAndWaitResult
 from nexus.errors import NexusError
-from nexus.ledger import LeaseLostError, QueueItemsFinishedError, QueueItemsHeldError
+from nexus.ledger import (
+    LeaseLostError,
+    LedgerBusyError,
+    LedgerFullError,
+    QueueItemsFinishedError,
+    QueueItemsHeldError,
+    TurnNotSavedError,
+)
 
 if TYPE_CHECKING:
     from nexus.agent import AgentTool
@@ -159,7 +166,8 @@ class BatchRunner:
             batch = self._with_owed_overflow(session, batch, owed)
         try:
             result, trace = await self._run(slot, session, batch, item_ids, lease)
-        except LeaseLostError:
+        except (LeaseLostError, *_UNWRITTEN):  # the unwritten: the scheduler tries the batch again in a second
+            session.run = None
             raise
         except Exception as exc:  # a bug (not a run that failed): the items go back, the error is kept
             log.exception("the run of %s (session %s) could not run", slot.agent_id, session.label)
@@ -225,9 +233,9 @@ class BatchRunner:
             self._hand_over(session, batch, execution)
             try:
                 result = await execution.result
-            except LeaseLostError:
+            except (LeaseLostError, *_UNWRITTEN):
                 raise
-            except NexusError as exc:  # e.g. the final write failed: the items fail with the reason
+            except NexusError as exc:  # the run failed in another way: the items fail with the reason
                 result = _failed(str(exc))
         finally:
             if renewal is not None:
@@ -338,10 +346,23 @@ class BatchRunner:
         """Hand items back: waiting again in the store (fenced by the batch's ``lease``) and in their place in
         the session's queue."""
         if item_ids:
-            await self._queue.release(item_ids, lease=lease)
+            try:
+                await self._queue.release(item_ids, lease=lease)
+            except QueueItemsFinishedError as exc:  # consumed meanwhile (a rescued turn put in the ledger as the run
+                rest = [item for item in item_ids if item not in exc.finished]  # started): the next claim skips them
+                await self._queue.release(rest, lease=lease)
             session.queue.release(item_ids)
             if session.overflow_carrier in item_ids:  # its summary goes with its next turn
                 session.queue.overflow_owed = True
+
+
+_UNWRITTEN = (TurnNotSavedError, LedgerFullError, LedgerBusyError)
+"""A run that ended on these could not write the ledger (a full disk, a database held too long), not one that failed:
+its messages are not failed but wait for the batch's next try. A turn whose final write failed is in a rescue file
+(or lost) with the items it consumed: the next try's run puts it in the ledger first, consuming them in that
+transaction, and finds its messages answered (``Runtime``'s run then returns that turn's result, nothing is run
+again); a lost one is closed ``aborted`` and the messages run again. Failing them instead marked a message
+``failed`` though its rescued turn answered it."""
 
 
 def _asks(items: Sequence[QueuedMessage]) -> bool:

@@ -55,9 +55,9 @@ class FailureNotices:
         """Known conditions seen: when each was last said, and the failed batches since (not said)."""
 
     def failed(self, agent_id: str, label: str, exc: Exception) -> None:
-        from nexus.ledger import LedgerBusyError, LedgerFullError
+        from nexus.ledger import LedgerBusyError, LedgerFullError, TurnNotSavedError
 
-        if not isinstance(exc, LedgerFullError | LedgerBusyError):
+        if not isinstance(exc, LedgerFullError | LedgerBusyError | TurnNotSavedError):
             log.exception("the batch of %s (session %s) failed; it is tried again in %g s", agent_id, label,
                           RETRY_AFTER_S)  # fmt: skip
             return

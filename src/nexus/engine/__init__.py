@@ -55,14 +55,15 @@ if TYPE_CHECKING:
     from nexus.engine.wiring.compact_session import SessionCompaction, compact_session
     from nexus.engine.wiring.gc_tuning import tune_gc_for_many_runs
     from nexus.engine.wiring.models import preflight, resolve_model, unreachable_model_problem
-    from nexus.engine.wiring.runtime import Runtime, run_agent
+    from nexus.engine.wiring.run_agent import run_agent
+    from nexus.engine.wiring.runtime import Runtime
     from nexus.engine.wiring.spawn import Spawner, create_worker_session
 
 _PUBLIC: dict[str, str] = {
     # start and run agents
     "Runtime": ".wiring.runtime",
     "AgentSpec": ".types",
-    "run_agent": ".wiring.runtime",
+    "run_agent": ".wiring.run_agent",
     "EventContext": ".assembly.context",
     "split_event_context": ".assembly.context",
     "EngineLimits": ".types",

@@ -1,6 +1,6 @@
 """What a start of a run carries: the options of ``Runtime.start``, the request its task gets, the result of a
-start that never ran (aborted while another run of the session held its lock), and the admission of a start's
-first step to the event loop (:func:`admitted`)."""
+start that never ran (aborted while another run of the session held its lock, or its messages answered by a turn
+the lock recovered), and the admission of a start's first step to the event loop (:func:`admitted`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import asyncio
 import weakref
 from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from nexus._dataclass import dataclass
 from nexus._per_loop import per_loop
@@ -21,6 +21,8 @@ if TYPE_CHECKING:  # StartOptions types ``**options`` only: at run time a TypedD
     from typing import TypedDict
 
     from nexus.engine.execution.callbacks import EngineCallbacks
+    from nexus.engine.types import RunStopReason
+    from nexus.ledger import Ledger
 
     class StartOptions(TypedDict, total=False):
         """The options of :meth:`Runtime.start` (and ``begin``, ``run``); see there."""
@@ -50,17 +52,56 @@ class StartRequest:
     still this run's (``TurnWrite.lease_fence``)."""
 
 
-def aborted_before_start(message: str | UserMessage) -> AgentResult:
+_WAITED = "aborted while waiting for another run of the session to finish; nothing was sent or stored"
+
+
+def aborted_before_start(message: str | UserMessage, text: str = _WAITED) -> AgentResult:
     """The result of a run aborted while it waited for another run of its session: nothing ran or was stored."""
     from nexus.engine.types import AgentError
     from nexus.ledger import StoredMessage
 
     query = message if isinstance(message, UserMessage) else UserMessage(message)
-    text = "aborted while waiting for another run of the session to finish; nothing was sent or stored"
     return AgentResult(
         messages=[StoredMessage(0, "", 0, query.role, query)],
         stop_reason="aborted",
         error=AgentError("unknown", text, retryable=True),
+    )
+
+
+async def answered_before_start(ledger: Ledger, request: StartRequest) -> AgentResult | None:
+    """The result of a run whose queue items were finished as its session's lock was taken, or ``None``: run it.
+
+    The lock puts the session's orphaned turns in the ledger first. One whose final write failed (a full disk)
+    comes from its rescue file, consuming the queue items it answered in that transaction; the broker, which
+    saw the write fail, runs the same batch again, and this run would answer its messages a second time on
+    top of the rescued turn (one message in two completed turns). Consumed by one turn: that turn's result,
+    as if this run had written it. Only some finished: nothing runs (aborted, nothing stored); the broker's
+    next claim skips the finished ones and runs the others. Only after a recovery: no read on other runs.
+    """
+    items = [await ledger.queue.get(item_id) for item_id in request.consumes]
+    finished = [item for item in items if item is not None and item.status not in ("queued", "processing")]
+    if not finished:
+        return None
+    turn_ids = {item.turn_id if item.status == "delivered" else None for item in finished}
+    if len(finished) == len(items) and len(turn_ids) == 1 and (turn_id := turn_ids.pop()) is not None:
+        return await _result_of(ledger, turn_id)
+    return aborted_before_start(request.message, "some of the run's messages were finished before it started")
+
+
+async def _result_of(ledger: Ledger, turn_id: str) -> AgentResult:
+    """A written turn as the result of the run that wrote it: its messages, status and error."""
+    from nexus.engine.types import RUN_STATUS, AgentError
+
+    turn = await ledger.turns.get(turn_id)
+    stop = turn.stop_reason or ""
+    if RUN_STATUS.get(cast("RunStopReason", stop)) != turn.status:  # not one of the engine's: from the status
+        stop = {"completed": "end_turn", "aborted": "aborted"}.get(turn.status, "error")
+    error = turn.error.get("message") if isinstance(turn.error, dict) else turn.error
+    return AgentResult(
+        messages=await ledger.turns.messages(turn_id),
+        stop_reason=cast("RunStopReason", stop),
+        error=None if turn.status == "completed" else AgentError("unknown", str(error or f"the turn {turn.status}")),
+        turn_id=turn_id,
     )
 
 

@@ -7,8 +7,8 @@ resolved model catalog, the coding tools, the per-session state (bounded by byte
 run starts, for the CLI, the broker, spawned workers and the server alike: it checks the model
 (a :class:`~nexus.errors.ConfigError` before anything is written) and returns the
 :class:`Execution` at once, whose task then takes the session's lock (one run per session, also
-across processes), assembles the context from the ledger and runs it. :func:`run_agent` is the
-one-call form. See docs/engine.md.
+across processes), assembles the context from the ledger and runs it.
+:func:`~nexus.engine.wiring.run_agent.run_agent` is the one-call form. See docs/engine.md.
 """
 
 from __future__ import annotations
@@ -37,7 +37,13 @@ from nexus.engine.types import (
     new_id,
 )
 from nexus.engine.wiring._labels import SessionLabels, label_now
-from nexus.engine.wiring._start import StartRequest, aborted_before_start, admitted, check_start
+from nexus.engine.wiring._start import (
+    StartRequest,
+    aborted_before_start,
+    admitted,
+    answered_before_start,
+    check_start,
+)
 from nexus.engine.wiring.models import limits_from_config, preflight, resolve_model, unreachable_model_problem
 from nexus.engine.wiring.spawn import SPAWN_TOOL_NAME, EngineSpawner, Spawner, spawn_agent_tool
 from nexus.ledger import DEFAULT_SESSION, TurnNotSavedError
@@ -413,13 +419,12 @@ class Runtime:
 
 
 class _LockHooks:
-    """What a starting run's session lock tells its execution: a wait for another run, turns it recovered
-    (one slotted object for the run's life, not two closures and their cells)."""
+    """What a run's session lock tells it: a wait, turns it recovered (slotted: no closures and cells per run)."""
 
-    __slots__ = ("execution", "rescued", "runtime")
+    __slots__ = ("execution", "rescued", "runtime", "turns")
 
     def __init__(self, runtime: Runtime, execution: Execution, rescued: tuple[str, ...]) -> None:
-        self.runtime, self.execution, self.rescued = runtime, execution, rescued
+        self.runtime, self.execution, self.rescued, self.turns = runtime, execution, rescued, rescued[:0]
 
     def waiting(self) -> None:
         from nexus.engine.execution.events import LockWaitEvent
@@ -430,9 +435,9 @@ class _LockHooks:
         from nexus.engine.execution.events import RecoveredEvent
 
         mine = tuple(turn_id for turn_id in turn_ids if turn_id in self.rescued)
-        for turn_id in mine:
-            self.runtime.unsaved.remove(turn_id)
-        self.execution._publish(RecoveredEvent(tuple(turn_ids), mine))
+        self.runtime.unsaved[:] = [turn_id for turn_id in self.runtime.unsaved if turn_id not in mine]
+        self.turns = tuple(turn_ids)  # the run may find its messages answered by one of them
+        self.execution._publish(RecoveredEvent(self.turns, mine))
 
 
 async def _begin(
@@ -448,6 +453,8 @@ async def _begin(
         ) as held:  # fmt: skip
             if not held:
                 return aborted_before_start(request.message)
+            if hooks.turns and request.consumes and (answered := await answered_before_start(runtime.ledger, request)):
+                return answered  # a recovered (rescued) turn consumed the run's queue items: not run again
             await runtime.prepare_tools(execution.session_label, spec.role, spec.tools, execution.signal)
             runtime.run_of(execution, await runtime.context_for(execution, spec, model, request), spec, model)
             run = execution._run
@@ -460,38 +467,6 @@ async def _begin(
                 raise
     finally:  # a finished run leaves the live table now: 1,000 ended runs kept their results until the next start
         runtime._live.pop(execution.run_id, None)
-
-
-async def run_agent(
-    message: str | UserMessage,
-    *,
-    session: str | None = None,
-    model: str | Model | None = None,
-    config: NexusConfig | None = None,
-    ledger: Ledger | None = None,
-    callbacks: EngineCallbacks | None = None,
-    signal: AbortSignal | None = None,
-    stream_fn: StreamFn | None = None,
-    images: Sequence[ImageContent] = (),
-    event: EventContext | None = None,
-) -> AgentResult:
-    """Send ``message`` to ``session`` (default ``main``) and return the run's :class:`AgentResult`.
-
-    Opens ``$NEXUS_HOME/nexus.toml`` and the ledger when not given (closing the ledger it
-    opened), closes turns a crashed process left open (``ledger.recover()``), and runs the
-    message through :meth:`Runtime.start`. ``signal`` aborts the run (its partial output is kept).
-    """
-    if ledger is None:
-        runtime = await Runtime.open(config, stream_fn=stream_fn)
-    else:
-        await ledger.turns.recover()
-        runtime = Runtime(config or _load_config(), ledger, stream_fn)
-    try:
-        spec = AgentSpec(model=model)
-        return await runtime.run(spec, session or DEFAULT_SESSION, message, signal=signal, callbacks=callbacks,
-                                 images=images, event=event)  # fmt: skip
-    finally:
-        await runtime.aclose()
 
 
 def _load_config() -> NexusConfig:
