@@ -15,6 +15,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from nexus.broker._lending import HELD_SEAT, Seat
+
 if TYPE_CHECKING:
     from nexus.broker._scheduler import DrainScheduler
     from nexus.broker._slot import AgentSlot
@@ -53,6 +55,7 @@ class BesideRuns:
         except asyncio.CancelledError:  # the broker closed before a seat was free
             started.set_result(None)
             return
+        HELD_SEAT.set(seat := Seat(self._scheduler))  # the run's task inherits it: lent while it waits on an agent
         try:
             if self._closed is not None:  # a worker's seat handed over as the broker closed
                 started.set_result(None)
@@ -71,7 +74,7 @@ class BesideRuns:
             slot.beside.discard(execution)
             self._running.discard(execution)
         finally:
-            self._scheduler.free_seat()
+            self._scheduler.free_seat(seat)
 
     async def close(self, reason: str) -> None:
         """Abort every run beside the queues and wait until their turns are written (those still

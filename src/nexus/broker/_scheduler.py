@@ -17,6 +17,10 @@ the session waits its turn.
 Runs the broker starts beside the queues (a chat completion in a session other than its agent's
 own, :mod:`nexus.broker._beside`) take a seat among the same ``max_concurrent``: the cap covers
 every run of the broker, and a worker hands its seat to such a run waiting after its batch.
+
+A run that waits on another agent lends its seat back meanwhile (:mod:`nexus.broker._lending`): the
+cap counts runs doing work, so askers waiting on workers cannot hold every seat the workers need. When
+its wait ends it takes a seat again before any batch or run in line.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 
+from nexus.broker._lending import HELD_SEAT, Lending, Seat
 from nexus.broker._slot import AgentSlot, SessionSlot
 
 log = logging.getLogger("nexus.broker")
@@ -106,6 +111,14 @@ class DrainScheduler:
         self._beside = 0
         """Seats held by runs started beside the queues (:mod:`._beside`): they count against ``limit`` too."""
         self._seat_waiters: deque[asyncio.Future[None]] = deque()
+        self._lent = 0
+        """Seats counted in ``_workers`` or ``_beside`` whose runs wait on another agent (not doing work)."""
+        self._returning: deque[Seat] = deque()
+        """Lent seats whose waits are over, in line for a seat again (served before the runs and batches)."""
+
+    def _free(self) -> bool:
+        """A seat is free: fewer runs doing work than ``limit``."""
+        return len(self._workers) + self._beside - self._lent < self._limit
 
     def schedule(self, slot: AgentSlot, session: SessionSlot) -> None:
         """Look at the session again: in line if a batch is ready, a timer if one will be, else idle.
@@ -128,7 +141,7 @@ class DrainScheduler:
             return
         session.scheduled = True
         self._line.append((slot, session))
-        if len(self._workers) + self._beside < self._limit:
+        if len(self._workers) + self._beside - self._lent < self._limit:
             self._add_worker()
 
     def _add_worker(self) -> None:
@@ -145,7 +158,7 @@ class DrainScheduler:
         """
         if self._closed:
             raise asyncio.CancelledError
-        if not self._seat_waiters and len(self._workers) + self._beside < self._limit:
+        if not self._seat_waiters and not self._returning and self._free():
             self._beside += 1
             return
         waiter = asyncio.get_running_loop().create_future()
@@ -159,21 +172,106 @@ class DrainScheduler:
                 self._seat_waiters.remove(waiter)
             raise
 
-    def free_seat(self) -> None:
-        """A run beside the queues ended: its seat goes to the next run waiting, else to the line."""
+    def free_seat(self, seat: Seat | None = None) -> None:
+        """A run beside the queues ended: its seat goes to the next run waiting, else to the line (``seat``: as
+        its run held it, still lent if a wait outlived the run)."""
+        if seat is not None and seat.lent:
+            self._retired(seat)
         self._beside -= 1
         self._hand_over()
 
     def _hand_over(self) -> None:
-        """A seat is free: the first run waiting for one takes it; else a worker serves the line."""
-        while self._seat_waiters:
-            waiter = self._seat_waiters.popleft()
-            if not waiter.done():
-                self._beside += 1
-                waiter.set_result(None)
-                return
-        if self._line and not self._closed and len(self._workers) + self._beside < self._limit:
-            self._add_worker()
+        """Seats are free: a lent seat wanted back takes one first, then a run waiting for one, then a
+        worker serves the line."""
+        while self._free():
+            if self._returning:
+                self._give_back(self._returning.popleft())
+                continue
+            waiter = self._seat_waiters.popleft() if self._seat_waiters else None
+            if waiter is not None:
+                if not waiter.done():
+                    self._beside += 1
+                    waiter.set_result(None)
+                continue
+            if self._line and not self._closed:
+                self._add_worker()
+            return
+
+    # ------------------------------------------------------------------ lent seats (see nexus.broker._lending)
+
+    def lend(self) -> Lending | None:
+        """The calling run waits on another agent: its seat is lent until :meth:`take_back` (or the reply's
+        :meth:`want_back`). ``None``: the caller holds no seat of this scheduler (nothing is lent)."""
+        seat = HELD_SEAT.get()
+        if seat is None or seat.owner is not self or self._closed:
+            return None
+        seat.waits += 1
+        if seat.waits == 1:
+            if seat.returning:  # wanted back, not given yet: lent again as it is
+                seat.returning = False
+                self._returning.remove(seat)
+            elif not seat.lent:
+                seat.lent = True
+                self._lent += 1
+                self._hand_over()
+        return Lending(seat)
+
+    def want_back(self, lending: Lending) -> None:
+        """The wait is over (called as the reply is settled, before the waiting task resumes, so no batch
+        finishing meanwhile takes the seat first): the seat comes back now if one is free, else first in line."""
+        seat = lending.seat
+        if lending.over or seat.owner is not self:  # ended already, or its seat retired (its holder has it)
+            return
+        lending.over = True
+        seat.waits -= 1
+        if seat.waits or not seat.lent or seat.returning:
+            return
+        if self._closed or (not self._returning and self._free()):
+            self._give_back(seat)
+        else:
+            seat.returning = True
+            self._returning.append(seat)
+
+    async def take_back(self, lending: Lending) -> None:
+        """Before the waiting run goes on: its seat again (waits while every seat does work). Cancelled, it
+        takes the seat at once: the run is being stopped and must write its turn (one run over the cap)."""
+        self.want_back(lending)
+        seat = lending.seat
+        if not seat.lent:
+            return
+        if seat.back is None:
+            seat.back = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait((seat.back,))  # not cancelling the future: a parallel wait may await it too
+        finally:
+            if seat.lent and not seat.waits:
+                if seat.returning:
+                    self._returning.remove(seat)
+                self._give_back(seat)
+
+    def take_back_now(self, lending: Lending) -> None:
+        """The wait was cancelled (the run is being stopped): the seat comes back at once (see :meth:`take_back`)."""
+        self.want_back(lending)
+        seat = lending.seat
+        if seat.lent and not seat.waits:
+            if seat.returning:
+                self._returning.remove(seat)
+            self._give_back(seat)
+
+    def _retired(self, seat: Seat) -> Seat:
+        """Its holder has the seat again whatever its waits do (they find it retired); a new one for its next runs."""
+        if seat.returning:
+            self._returning.remove(seat)
+        self._give_back(seat)
+        seat.owner = None
+        return Seat(self)
+
+    def _give_back(self, seat: Seat) -> None:
+        seat.lent = seat.returning = False
+        self._lent -= 1
+        back, seat.back = seat.back, None
+        if back is not None and not back.done():
+            back.set_result(None)
 
     async def close(self) -> None:
         """Take no more batches; wait for the workers' current ones to end (the caller aborts the runs)."""
@@ -181,6 +279,8 @@ class DrainScheduler:
         for waiter in self._seat_waiters:
             waiter.cancel()
         self._seat_waiters.clear()
+        while self._returning:  # their runs are being aborted: they go on to write their turns
+            self._give_back(self._returning.popleft())
         for session in list(self._timed.values()):
             self._cancel_timer(session)
         for _, session in self._line:
@@ -212,8 +312,11 @@ class DrainScheduler:
 
     async def _work(self) -> None:
         """Serve the line until it is empty; each session's batch, then the session looked at again."""
+        HELD_SEAT.set(seat := Seat(self))  # the runs of this worker's batches lend it while they wait on another agent
         try:
-            while self._line and not self._closed and not self._seat_waiters:  # a run waits: it takes the seat
+            while self._line and not self._closed and not self._seat_waiters and not self._returning:
+                if seat.lent:  # a wait outlived its run (left, not cancelled): the seat is this worker's again
+                    HELD_SEAT.set(seat := self._retired(seat))
                 slot, session = self._line.popleft()
                 session.scheduled = False
                 session.active = True
@@ -238,10 +341,12 @@ class DrainScheduler:
                 session.active = False
                 self.schedule(slot, session)
         finally:
+            if seat.lent:
+                self._retired(seat)
             worker = asyncio.current_task()
             if worker is not None:
                 self._workers.discard(worker)
-            if self._seat_waiters:
+            if self._seat_waiters or self._returning:  # a run waits for a seat, or a lent one is wanted back
                 self._hand_over()
 
     def _retry_later(self, slot: AgentSlot, session: SessionSlot) -> None:

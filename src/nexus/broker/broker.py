@@ -21,6 +21,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 from nexus.broker._adopt_cap import CappedAdoption
@@ -315,11 +316,21 @@ class AgentBroker(SmartRoutingFace):
         receipt = await self.send(message)
         if receipt.duplicate:
             return SendAndWaitResult(False, error=f"message {message.id!r} was already accepted earlier")
+        lending = self._scheduler.lend()  # asked from a run (a tool): its seat is lent while it waits (._lending)
+        if lending is not None and receipt.ticket is not None:
+            receipt.ticket.on_settle = partial(self._scheduler.want_back, lending)
         try:
             timeout = None if timeout_ms is None else timeout_ms / 1000
-            return await asyncio.wait_for(receipt.outcome(), timeout)
+            result = await asyncio.wait_for(receipt.outcome(), timeout)
         except TimeoutError:
-            return SendAndWaitResult(False, error=f"no reply within {timeout_ms} ms (the message stays queued)")
+            result = SendAndWaitResult(False, error=f"no reply within {timeout_ms} ms (the message stays queued)")
+        except BaseException:
+            if lending is not None:
+                self._scheduler.take_back_now(lending)
+            raise
+        if lending is not None:
+            await self._scheduler.take_back(lending)
+        return result
 
     async def interrupt(self, agent_id: str, message: AgentMessage) -> SendReceipt:
         """Abort the run of the message's session (kept as ``aborted``) and run ``message`` with the backlog.

@@ -11,6 +11,8 @@ from nexus.errors import NexusError
 from nexus.ledger import new_ulid  # loaded with the broker anyway: an import in the function ran at every id
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from nexus.adapters import DeliveryTarget
     from nexus.engine import AgentSpec, Execution, Subscription
     from nexus.ledger import AgentRow
@@ -183,11 +185,14 @@ class Ticket:
     the receipt holds the ticket.
     """
 
-    __slots__ = ("_abort", "_followers", "_waiters", "current", "result")
+    __slots__ = ("_abort", "_followers", "_waiters", "current", "on_settle", "result")
 
     def __init__(self, result: SendAndWaitResult | None = None) -> None:
         self.current: Execution | None = None
         self.result = result
+        self.on_settle: Callable[[], None] | None = None
+        """Called as the message is settled, before any waiter resumes (a waiting asker's seat is wanted
+        back then: :mod:`nexus.broker._lending`)."""
         self._abort: str | None = None
         self._waiters: list[asyncio.Future[None]] | None = None
         self._followers: list[asyncio.Future[Followed | None]] | None = None
@@ -211,6 +216,8 @@ class Ticket:
         if self.result is not None:
             return
         self.result = result
+        if self.on_settle is not None:
+            self.on_settle()
         if self._followers:
             followers, self._followers = self._followers, None
             for follower in followers:
