@@ -17,7 +17,9 @@ Two numbers:
   ladder). A call down the ladder returns to its caller and is no re-entry. Each caller → callee pair
   of functions counts once (a loop over tokens is one step). The types, clocks and settings every
   layer uses (``nexus.llm``, ``nexus.config``), the dataclass and lazy-import helpers
-  (``nexus._dataclass`` compiles a class's ``__init__`` the first time it is built) and the
+  (``nexus._dataclass`` compiles a class's ``__init__`` the first time it is built), the per-loop getter
+  (``nexus._per_loop``) and the wait for a write handed over (``nexus._settled``: an ``await`` that
+  returns to its caller; unranked, they read as the top of the ladder, so a second call counted) and the
   telemetry every layer reports to (``nexus.telemetry``, layer 0: a span or a metric is a call down
   that returns, never the message handed on) are not steps.
 - **token wrappers**: the functions that hand the reply's first token on between the engine's event
@@ -51,6 +53,7 @@ RANK = {"cli": 8, "server": 8, "broker": 7, "streaming": 6, "routing": 6, "adapt
 """DESIGN section 2's ladder (``adapters`` sits below ``streaming``, which uses it)."""
 VOCABULARY = (
     "nexus.llm", "nexus.config", "nexus.testing", "nexus.errors", "nexus._lazy", "nexus._dataclass", "nexus.telemetry",
+    "nexus._per_loop", "nexus._settled",
 )  # fmt: skip
 ON_PATH = contextvars.ContextVar("walk_on_path", default=False)
 DOWNWARD = "--downward" in sys.argv

@@ -180,16 +180,25 @@ class _StartGate:
         self.scheduled = False
 
     def admit(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None] | None:
-        """``None``: go on now; else a future that is done when it is this start's turn."""
-        if not self.scheduled:
-            self.scheduled = True
-            loop.call_soon(self.next_round)
+        """``None``: go on now; else a future that is done when it is this start's turn.
+
+        The count is reset by a callback in the next round, scheduled only once the gate is full: a lone start
+        costs no callback (starts spread over rounds add up until one fills the gate, so at worst a start waits
+        one round more than it had to)."""
         if self.admitted < STARTS_PER_ROUND and not self.waiting:
             self.admitted += 1
+            if self.admitted == STARTS_PER_ROUND:
+                self._schedule(loop)
             return None
         turn = loop.create_future()
         self.waiting.append(turn)
+        self._schedule(loop)
         return turn
+
+    def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
+        if not self.scheduled:
+            self.scheduled = True
+            loop.call_soon(self.next_round)
 
     def next_round(self) -> None:
         """Let the next few waiting starts go (their steps run in the next round); close the round's gate."""
