@@ -59,22 +59,19 @@ class StreamGiveUp:
     """
 
     def __init__(self, home: Path | None, name: str, account_id: str) -> None:
-        self.home = home
+        self.home, self.name, self.account_id = home, name, account_id
         self.key = f"{name}/{account_id}"
         self._noted = False
 
     def note(self, error: str) -> None:
         """The process gave up with ``error``: write it down."""
-        name, account_id = self.key.split("/", 1)
-        record(self.home, name, account_id, error, process="stream")
+        record(self.home, self.name, self.account_id, error, process="stream")
         self._noted = self.key in recorded(self.home)
 
     def started(self) -> None:
         """A stream process of the account started: an old give-up of the account (another process's, or one
         before a restart of the server) no longer holds."""
-        if self.key in recorded(self.home):
-            name, account_id = self.key.split("/", 1)
-            clear_monitor_failure(self.home, name, account_id)
+        clear_monitor_failure(self.home, self.name, self.account_id)  # writes nothing when there is none
 
     def cleared(self) -> bool:
         """Whether the give-up written by :meth:`note` has been cleared since (``nexus adapters enable``)."""

@@ -141,7 +141,7 @@ class DrainScheduler:
             return
         session.scheduled = True
         self._line.append((slot, session))
-        if len(self._workers) + self._beside - self._lent < self._limit:
+        if self._free():
             self._add_worker()
 
     def _add_worker(self) -> None:
@@ -245,26 +245,26 @@ class DrainScheduler:
             await asyncio.wait((seat.back,))  # not cancelling the future: a parallel wait may await it too
         finally:
             if seat.lent and not seat.waits:
-                if seat.returning:
-                    self._returning.remove(seat)
-                self._give_back(seat)
+                self._reclaim(seat)
 
     def take_back_now(self, lending: Lending) -> None:
         """The wait was cancelled (the run is being stopped): the seat comes back at once (see :meth:`take_back`)."""
         self.want_back(lending)
         seat = lending.seat
         if seat.lent and not seat.waits:
-            if seat.returning:
-                self._returning.remove(seat)
-            self._give_back(seat)
+            self._reclaim(seat)
 
     def _retired(self, seat: Seat) -> Seat:
         """Its holder has the seat again whatever its waits do (they find it retired); a new one for its next runs."""
+        self._reclaim(seat)
+        seat.owner = None
+        return Seat(self)
+
+    def _reclaim(self, seat: Seat) -> None:
+        """A lent seat is its holder's again now, out of the line of seats wanted back if it was there."""
         if seat.returning:
             self._returning.remove(seat)
         self._give_back(seat)
-        seat.owner = None
-        return Seat(self)
 
     def _give_back(self, seat: Seat) -> None:
         seat.lent = seat.returning = False

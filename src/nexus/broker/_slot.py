@@ -127,21 +127,19 @@ class AgentSlot:
 
     def beside_states(self, labels: Collection[str] | None) -> list[AgentState]:
         """The states of the runs beside the queues that have not ended (``labels``: only those in these sessions)."""
-        return [
-            run_state(run)
-            for run in self.beside
-            if not run.result.done() and (labels is None or run.session_label in labels)
-        ]
+        return [run_state(run) for run in self._beside_running(labels)]
+
+    def _beside_running(self, labels: Collection[str] | None) -> Iterator[Execution]:
+        """The runs beside the queues that have not ended (``labels``: only those in these sessions)."""
+        for run in self.beside:
+            if not run.result.done() and (labels is None or run.session_label in labels):
+                yield run
 
     def beside_busy(self, labels: Collection[str] | None) -> list[asyncio.Future[Any]]:
         """What keeps the agent (``labels``: its session of these labels) busy beside its queues: the result of
         each run there that has not ended, and each run asked for that has not started yet (one whose caller
         did not say its session counts for every session)."""
-        busy: list[asyncio.Future[Any]] = [
-            run.result
-            for run in self.beside
-            if not run.result.done() and (labels is None or run.session_label in labels)
-        ]
+        busy: list[asyncio.Future[Any]] = [run.result for run in self._beside_running(labels)]
         for asked, label in self.beside_asked.items():
             if not asked.done() and (labels is None or label is None or label in labels):
                 busy.append(asked)
