@@ -13,7 +13,8 @@ import asyncio
 import sys
 from pathlib import Path
 
-from nexus.ledger import full_disk
+from nexus.cli._ledger import unseen_log
+from nexus.ledger import full_disk, read_only_place
 
 
 def check_ledger(location: str) -> int:
@@ -29,6 +30,10 @@ def check_ledger(location: str) -> int:
             print(f"{location}: NOT CHECKED: {problems[0]}; {full}, and SQLite needs a little room beside a "
                   "ledger even to read it. Free some space and check again", file=sys.stderr)  # fmt: skip
             return 1
+        read_only = read_only_place(Path(location)) if problems and not counts else None
+        if read_only is not None:  # SQLite could not make its -shm file there: check the file alone
+            counts, problems = _check_file(location, file_only=True)
+            how += f", of the file alone: {read_only}; {unseen_log(Path(location))}"
     for problem in problems:
         print(f"damaged: {problem}")
     print(f"{location}: {'DAMAGED' if problems else 'ok'} ({how})")
@@ -39,13 +44,14 @@ def check_ledger(location: str) -> int:
     return 1 if problems else 0
 
 
-def _check_file(path: str) -> tuple[list[tuple[str, int]], list[str]]:
-    """An SQLite ledger opened read-only (``mode=ro``: the check writes nothing, not even a schema stamp)."""
+def _check_file(path: str, *, file_only: bool = False) -> tuple[list[tuple[str, int]], list[str]]:
+    """An SQLite ledger opened read-only (``mode=ro``: the check writes nothing, not even a schema stamp); with
+    ``file_only`` the database file alone (``immutable=1``: no ``-shm`` made beside it, its log not read)."""
     import sqlite3
 
     from nexus.ledger import holdings, integrity_problems
 
-    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?{'immutable=1' if file_only else 'mode=ro'}", uri=True)
     problems: list[str] = []
     counts: list[tuple[str, int]] = []
     try:

@@ -44,19 +44,19 @@ def ledger_exists(config: NexusConfig) -> bool:
 async def open_ledger(config: NexusConfig, *, reading: bool = False) -> AsyncIterator[Ledger]:
     """The ledger of ``config``, closed when the block ends; on SQLite a wait for another process is said.
 
-    ``reading``: the command only reads, so on a full disk (where SQLite cannot even read a ledger the usual
-    way) it reads the database file alone, read-only, and says what that may miss.
+    ``reading``: the command only reads, so on a full disk or in a read-only directory (where SQLite cannot
+    even read a ledger the usual way) it reads the database file alone, read-only, and says what that may miss.
     """
-    from nexus.ledger import Ledger, LedgerFullError
+    from nexus.ledger import Ledger, LedgerFullError, LedgerReadOnlyError
 
     target = config.database_target
     try:
         ledger = await Ledger.connect(target)
-    except LedgerFullError:
+    except (LedgerFullError, LedgerReadOnlyError) as exc:
         if not reading or isinstance(target, str):
             raise
         ledger = Ledger.open_file_only(target)
-        print(file_only_notice(target), file=sys.stderr)
+        print(file_only_notice(target, full=isinstance(exc, LedgerFullError)), file=sys.stderr)
     try:
         if ledger.inline:
             ledger.database.on_busy = BusyNotice()
@@ -65,19 +65,25 @@ async def open_ledger(config: NexusConfig, *, reading: bool = False) -> AsyncIte
         await ledger.aclose()
 
 
-def file_only_notice(database: Path) -> str:
-    """What a reader on a full disk is told: read from the file alone, and how much of the log it cannot see."""
+def file_only_notice(database: Path, *, full: bool = True) -> str:
+    """What a reader on a full disk (``full``) or in a read-only directory is told: read from the file alone,
+    and how much of the log it cannot see."""
+    missing = unseen_log(database)
+    if full:
+        return f"nexus: warning: the disk is full: reading {database.name} alone, read-only; {missing}. Free some space"
+    return f"nexus: warning: {database.parent} is read-only: reading {database.name} alone; {missing}"
+
+
+def unseen_log(database: Path) -> str:
+    """What reading ``database`` alone misses: the writes still only in its write-ahead log, if any."""
     log = database.with_name(database.name + "-wal")
     try:
         unseen = log.stat().st_size
     except OSError:
         unseen = 0
-    missing = (
-        f"the last writes, still in {log.name} ({unseen:,} bytes), may be missing"
-        if unseen
-        else "nothing is missing (its write-ahead log is empty)"
-    )
-    return f"nexus: warning: the disk is full: reading {database.name} alone, read-only; {missing}. Free some space"
+    if unseen:
+        return f"the last writes, still in {log.name} ({unseen:,} bytes), may be missing"
+    return "nothing is missing (its write-ahead log is empty)"
 
 
 async def recover_open_turns(ledger: Ledger) -> None:

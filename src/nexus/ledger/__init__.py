@@ -19,6 +19,7 @@ from nexus.ledger.errors import (
     LedgerBusyError,
     LedgerError,
     LedgerFullError,
+    LedgerReadOnlyError,
     LedgerRefusedError,
     LedgerUnavailableError,
     PiFormatError,
@@ -62,7 +63,7 @@ if TYPE_CHECKING:
     from nexus.ledger._checkpoint import background_checkpoints
     from nexus.ledger._claims import claimant
     from nexus.ledger._copy import copy_ledger
-    from nexus.ledger._disk import full_disk
+    from nexus.ledger._disk import full_disk, read_only_place
     from nexus.ledger._health import holdings, integrity_problems
     from nexus.ledger._owners import pid_alive
     from nexus.ledger._queue_rows import REPLY_SUFFIX
@@ -133,6 +134,7 @@ __all__ = [
     "LedgerBusyError",
     "LedgerError",
     "LedgerFullError",
+    "LedgerReadOnlyError",
     "LedgerRefusedError",
     "LedgerUnavailableError",
     "NewSession",
@@ -185,6 +187,7 @@ __all__ = [
     "new_ulid",
     "pi_session_text",
     "pid_alive",
+    "read_only_place",
     "ulid_time_ms",
     "wait_bound",
 ]
@@ -225,6 +228,7 @@ _LAZY: dict[str, str] = {
     "claimant": "nexus.ledger._claims",
     "copy_ledger": "nexus.ledger._copy",
     "full_disk": "nexus.ledger._disk",
+    "read_only_place": "nexus.ledger._disk",
     "fork_session": "nexus.ledger.forks",
     "TurnNotInHistory": "nexus.ledger.forks",
     "is_postgres_url": "nexus.ledger.postgres",

@@ -24,9 +24,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from nexus.ledger._disk import read_only_place
 from nexus.ledger._migrate import migrate
 from nexus.ledger._schema import SCHEMA_VERSION
-from nexus.ledger.errors import LedgerBusyError, LedgerError, LedgerFullError
+from nexus.ledger.errors import LedgerBusyError, LedgerError, LedgerFullError, LedgerReadOnlyError
 
 T = TypeVar("T")
 
@@ -213,6 +214,12 @@ class Database:
                 raise LedgerError(
                     f"{self.path} is not a usable ledger database ({exc}); move it aside and open again to start a "
                     "new one, or point NEXUS_HOME elsewhere"
+                ) from exc
+            read_only = read_only_place(Path(self.path)) if isinstance(exc, sqlite3.OperationalError) else None
+            if read_only is not None:  # `nexus db check` called a whole ledger on a read-only mount DAMAGED
+                raise LedgerReadOnlyError(
+                    f"cannot open the ledger {self.path} ({exc}): {read_only}, and SQLite needs to make "
+                    f"{Path(self.path).name}-shm beside it even to read it"
                 ) from exc
             if isinstance(exc, sqlite3.OperationalError) and not _is_busy(exc):
                 raise LedgerError(

@@ -180,6 +180,12 @@ class LedgerFullError(LedgerError):
     """SQLite could not write the database file: the disk is full (or failing); nothing of that write was kept."""
 
 
+class LedgerReadOnlyError(LedgerError):
+    """The SQLite ledger cannot be opened the usual way because its directory is read-only (a read-only mount,
+    a directory this user cannot write): SQLite needs to make its ``-shm`` file there even to read it. A reader
+    can still read the database file alone (``Ledger.open_file_only``)."""
+
+
 class LedgerRefusedError(LedgerError):
     """The database server refused a statement this code sent (PostgreSQL: a missing table, a value its types
     cannot hold): the database is not what the code expects. The server's fault, never the request's: HTTP
