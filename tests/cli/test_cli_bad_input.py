@@ -246,6 +246,25 @@ def test_read_only_database_is_one_line_for_run_and_a_failure_for_doctor(
         assert conn.execute("SELECT count(*) FROM turns").fetchone()[0] == 0
 
 
+def test_a_ledger_that_is_not_a_database_gets_the_same_advice_from_every_command(
+    home: Path, server: FakeProviderServer
+) -> None:
+    """A file of random bytes was told to be made writable (``lsattr``, the mount) by ``run`` and ``doctor``
+    while ``sessions list`` said to move it aside: it is writable, it is not a database."""
+    database = home / "agents.db"
+    database.write_bytes(os.urandom(100_000))
+    before = database.read_bytes()
+    server.script(text("never sent"))
+    ran, doctor, listed = _nexus(home, "run", "hello"), _nexus(home, "doctor"), _nexus(home, "sessions", "list")
+    for result in (ran, listed):
+        assert result.returncode == 1, _err(result)
+        assert "move it aside" in _err(result) and "lsattr" not in _err(result), _err(result)
+    report = doctor.stdout.decode()
+    assert doctor.returncode == 1 and "[fail] database" in report, report
+    assert "move it aside" in report and "lsattr" not in report, report
+    assert server.requests == [] and database.read_bytes() == before
+
+
 # --------------------------------------------------------------------------- item 12: ${VAR} left unset
 
 

@@ -188,7 +188,7 @@ def _database_check(path: Path) -> Check:
         return _not_created_yet("database", path, "first use")
     problem = database_write_problem(path)  # a read-only file opens fine and fails only at the first write
     if problem is not None:
-        return Check("fail", "database", f"{problem}: make it writable (check `lsattr`, the mount, the permissions)")
+        return Check("fail", "database", problem)
     try:
         count, recovered = _count_sessions(path)
     except Exception as exc:

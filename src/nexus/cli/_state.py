@@ -57,7 +57,9 @@ def path_problem(path: Path, *, directory: bool) -> str | None:
 
 
 def database_write_problem(path: Path) -> str | None:
-    """Why the ledger at ``path`` cannot be written, or None (a missing file needs a writable directory).
+    """Why the ledger at ``path`` cannot be written and what to do about it, or None (a missing file needs a
+    writable directory). The advice depends on the cause: a file that is not a database is not made usable by
+    making it writable.
 
     Opening is not enough: SQLite opens a read-only file read-only without complaint and
     fails only at the first write. So this starts a write transaction, rewrites the header's
@@ -69,11 +71,13 @@ def database_write_problem(path: Path) -> str | None:
         parent = path.parent
         while not parent.exists() and parent != parent.parent:
             parent = parent.parent
-        return None if os.access(parent, os.W_OK) else f"{parent} is not writable, so {path} cannot be created"
+        if os.access(parent, os.W_OK):
+            return None
+        return f"{parent} is not writable, so {path} cannot be created; {WRITABLE_ADVICE}"
     try:
         conn = sqlite3.connect(path, isolation_level=None, timeout=0.5)
     except sqlite3.Error as exc:
-        return f"{path} does not open: {exc}"
+        return f"{path} does not open: {exc}; {WRITABLE_ADVICE}"
     try:
         conn.execute("BEGIN IMMEDIATE")
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
@@ -82,12 +86,16 @@ def database_write_problem(path: Path) -> str | None:
     except sqlite3.OperationalError as exc:
         if "locked" in str(exc) or "busy" in str(exc):
             return None
-        return f"{path} is not writable ({exc})"
-    except sqlite3.Error as exc:
-        return f"{path} is not a usable database ({exc})"
+        return f"{path} is not writable ({exc}); {WRITABLE_ADVICE}"
+    except sqlite3.Error as exc:  # not a database at all: making it writable would not help
+        return f"{path} is not a usable database ({exc}); {UNUSABLE_ADVICE}"
     finally:
         conn.close()
     return None
+
+
+WRITABLE_ADVICE = "make it writable (check `lsattr`, the mount and the permissions)"
+UNUSABLE_ADVICE = "move it aside and run again to start a new one, or point NEXUS_HOME elsewhere"
 
 
 def prepare_state(config: NexusConfig) -> None:
@@ -111,10 +119,7 @@ def prepare_state(config: NexusConfig) -> None:
     if full is not None:
         raise NexusError(f"cannot write the ledger: {full}; free some space (what the ledger holds is unchanged)")
     if problem is not None:
-        raise NexusError(
-            f"cannot write the ledger: {problem}. Make it writable (check `lsattr`, the mount and the "
-            "permissions), or set database in nexus.toml to another file"
-        )
+        raise NexusError(f"cannot write the ledger: {problem}; or set database in nexus.toml to another file")
     try:
         if not isinstance(target, str):
             target.parent.mkdir(parents=True, exist_ok=True)
