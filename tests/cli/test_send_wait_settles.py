@@ -136,6 +136,32 @@ def test_wait_timeout_gives_up_on_a_run_in_this_process_and_aborts_it(
     assert (again.returncode, again.stdout.strip()) == (0, "later"), again.stderr
 
 
+def test_wait_timeout_through_a_running_server_says_the_turn_is_running(
+    home: Path, server: FakeProviderServer, nexus: RunNexus
+) -> None:
+    """It said "(the message stays queued)" while the other process was running the message's turn."""
+    server.chunk_chars = 2
+    server.script(stall(after_chunks=2, seconds=20, then=text("the long answer")))
+    assert nexus("agents", "add", "coder").returncode == 0
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "nexus.cli", "serve", "--port", "0", "--quiet"],
+        env={**_environ(), "PYTHONPATH": str(SRC)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not (home / "server.json").exists():
+            assert serve.poll() is None and time.monotonic() < deadline, "nexus serve did not start"
+            time.sleep(0.05)
+        result = nexus("send", "coder", "long job", "--wait", "--timeout", "3")
+        assert result.returncode == 1, result.stderr
+        assert "sent to the running nexus serve" in result.stderr
+        assert "no reply within 3.0 s (its turn is running in the other process" in result.stderr, result.stderr
+        assert "stays queued" not in result.stderr
+    finally:
+        serve.kill()
+        serve.wait()
+
+
 def _environ() -> dict[str, str]:
     import os
 

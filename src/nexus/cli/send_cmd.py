@@ -263,8 +263,6 @@ async def _send_to_running_broker(
     store = BrokerStore(ledger.database)
     server = find_server(config)
     if server is not None:
-        from nexus.server import call_server
-
         body = {"content": message.content, "mode": mode, "id": message.id, "from": message.from_}
         if message.conversation_id is not None:
             body["conversation_id"] = message.conversation_id
@@ -272,7 +270,7 @@ async def _send_to_running_broker(
             body["session"] = message.session
         if getattr(args, "deliver", None):
             body["deliver"] = args.deliver  # the server streams the reply to the adapter and records it
-        sent = call_server(server, "POST", f"/v1/agents/{message.to}/messages", body)
+        sent = _post_message(server, message, body)
         item_id, duplicate = str(sent["queue_item_id"]), bool(sent["duplicate"])
         _say_accepted(message.id, item_id, duplicate, args)
         print(f"nexus: sent to the running nexus serve (pid {server.pid})", file=sys.stderr)
@@ -290,6 +288,20 @@ async def _send_to_running_broker(
             await _run_leftovers(config, ledger)
         return await _report(ledger, item_id, args)
     return await _watch(config, ledger, store, message, item_id, args)
+
+
+def _post_message(server: Any, message: AgentMessage, body: dict[str, Any]) -> Any:
+    """POST the message to the running server; a server that did not answer may still have accepted it, so the
+    error names the message's id, the one a retry must reuse (a known id is never queued twice)."""
+    from nexus.server import NoAnswerError, call_server
+
+    try:
+        return call_server(server, "POST", f"/v1/agents/{message.to}/messages", body)
+    except NoAnswerError as exc:
+        raise NoAnswerError(
+            f"{exc}; it may have accepted the message all the same: to send it again without a second copy, "
+            f"repeat the command with --id {message.id}"
+        ) from None
 
 
 def _accept_for_other_process(
@@ -387,12 +399,14 @@ class _Unsettled:
         self.store, self.item_id, self.conversation = store, item_id, conversation
         self.told = False
         self.left: Any = None
+        self.status = "queued"
 
     def now(self) -> bool:
         from nexus.cli._settle import pending
 
         item = self.store.get_item(self.item_id)
         if item is not None and item.status in ("queued", "processing"):
+            self.status = item.status
             return True
         if self.conversation is None:
             return False
@@ -406,6 +420,8 @@ class _Unsettled:
     def what(self) -> str:
         if self.left:
             return f"still pending: {self.left.describe()}"
+        if self.status == "processing":  # "stays queued" was said of a message whose turn was running
+            return "its turn is running in the other process; the reply goes to the session's history when it ends"
         return "the message stays queued"
 
 

@@ -13,11 +13,12 @@ if TYPE_CHECKING:
     from nexus.server._mcp_face import build_face
     from nexus.server._state import ServerState
     from nexus.server._views import item_turns, queue_item_views, turn_error_text
-    from nexus.server.client import call_server
+    from nexus.server.client import NoAnswerError, call_server
     from nexus.server.discovery import RunningServer, find_server
     from nexus.server.serve import serve_http
 
 _LAZY: dict[str, str] = {
+    "NoAnswerError": "nexus.server.client",
     "RunningServer": "nexus.server.discovery",
     "ServerState": "nexus.server._state",
     "build_face": "nexus.server._mcp_face",
@@ -30,6 +31,7 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "NoAnswerError",
     "RunningServer",
     "ServerState",
     "build_face",

@@ -15,6 +15,11 @@ from nexus.server.discovery import RunningServer
 TIMEOUT_S = 30.0
 
 
+class NoAnswerError(NexusError):
+    """The running server did not answer (a timeout, a connection refused or cut): what was asked may or may
+    not have been done."""
+
+
 def call_server(server: RunningServer, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
     """``method path`` on the server; a 4xx is a UsageError (exit 2), no answer or a 5xx a NexusError (exit 1).
 
@@ -26,7 +31,9 @@ def call_server(server: RunningServer, method: str, path: str, body: dict[str, A
     try:
         response = httpx.request(method, server.url + path, json=body, headers=headers, timeout=TIMEOUT_S)
     except httpx.HTTPError as exc:
-        raise NexusError(f"the running nexus serve at {server.url} (pid {server.pid}) did not answer: {exc}") from None
+        raise NoAnswerError(
+            f"the running nexus serve at {server.url} (pid {server.pid}) did not answer: {exc}"
+        ) from None
     if response.status_code >= 400:
         try:
             message = response.json()["error"]["message"]
