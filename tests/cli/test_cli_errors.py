@@ -85,6 +85,21 @@ def test_unknown_session_speaks_cli_not_python(nexus: RunNexus, isolated_env: Pa
     _clean(result)
 
 
+def test_the_unknown_session_hint_is_a_command_that_works_and_never_a_raw_escape(
+    nexus: RunNexus, isolated_env: Path
+) -> None:
+    """The hint printed the label raw: `nexus run -s my label "message"` (wrong shell), and an ESC byte from the
+    argument went to the terminal (the first mention was escaped, the hint was not)."""
+    isolated_env.mkdir(parents=True, exist_ok=True)
+    with Ledger.open(isolated_env / "agents.db") as ledger:
+        run_inline(ledger.sessions.create(NewSession("demo")))
+    spaced = nexus("sessions", "show", "my label")
+    assert spaced.returncode == 2 and "`nexus run -s 'my label' \"message\"`" in spaced.stderr, spaced.stderr
+    coloured = nexus("sessions", "show", "\x1b[31mred")
+    assert coloured.returncode == 2 and "\x1b" not in coloured.stderr, coloured.stderr
+    assert "nexus run -s" not in coloured.stderr  # run refuses such a label: no hint to a command that fails
+
+
 def _seed(home: Path) -> None:
     home.mkdir(parents=True, exist_ok=True)
     with Ledger.open(home / "agents.db") as ledger:

@@ -69,8 +69,10 @@ def cli_message(exc: BaseException) -> str:
     from nexus.ledger import SessionNotFound
 
     if isinstance(exc, SessionNotFound):
-        return (
-            f"no session or alias named {exc.label!r}: list them with `nexus sessions list`, "
-            f'or start it with `nexus run -s {exc.label} "message"`'
-        )
+        said = f"no session or alias named {exc.label!r}: list them with `nexus sessions list`"
+        if not exc.label.isprintable():  # `run -s` refuses such a label; printed raw, the hint recoloured the terminal
+            return said
+        import shlex
+
+        return f'{said}, or start it with `nexus run -s {shlex.quote(exc.label)} "message"`'  # a command that works
     return cli_text(str(exc))
