@@ -97,6 +97,23 @@ def test_adapters_config_is_strict(nexus: RunNexus, isolated_env: Path) -> None:
     assert result.returncode == 2 and "adapters.files.mode" in result.stderr
 
 
+def test_an_adapter_command_with_an_unbalanced_quote_is_refused_not_a_traceback(
+    nexus: RunNexus, isolated_env: Path
+) -> None:
+    """``register`` and ``list`` printed shlex's traceback; ``doctor`` said nothing of it."""
+    registered = nexus("adapters", "register", "bad", "--command", "python3 'unclosed")
+    assert registered.returncode == 2 and "Traceback" not in registered.stderr, registered.stderr
+    assert "--command: is not a command line (No closing quotation)" in registered.stderr
+    assert not (isolated_env / "nexus.toml").exists(), "nothing is written"
+    isolated_env.mkdir(parents=True, exist_ok=True)
+    (isolated_env / "nexus.toml").write_text('[adapters.bad]\ncommand = "python3 \'x"\n')
+    for args in (("adapters", "list"), ("doctor",)):
+        result = nexus(*args)
+        said = result.stdout + result.stderr
+        assert "Traceback" not in said and "nexus.toml:2: adapters.bad.command: is not a command line" in said, said
+        assert result.returncode != 0, said
+
+
 def test_what_an_adapter_says_about_itself_cannot_drive_the_terminal(nexus: RunNexus) -> None:
     """Its ``info`` printed raw at registration cleared the screen (``ESC[2J``), a health error's ``\\r ESC[2K``
     overwrote the FAIL line with "ok … all fine"."""

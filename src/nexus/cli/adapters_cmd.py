@@ -82,7 +82,12 @@ def _register(args: argparse.Namespace) -> int:
     fields: dict[str, Any] = {"builtin": args.builtin} if args.builtin else {"command": args.command}
     if args.mode:
         fields["mode"] = args.mode
-    candidate = AdapterConfig.model_validate(fields)
+    try:
+        candidate = AdapterConfig.model_validate(fields)
+    except ValueError as exc:  # the record's own checks (an unbalanced quote in --command): a traceback before
+        problems = getattr(exc, "problems", [])
+        said = [f"--{p['loc'][0]}: {str(p['msg']).removeprefix('Value error, ')}" for p in problems if p["loc"]]
+        raise UsageError("; ".join(said) or str(exc)) from None
     config = load(args)
     info = asyncio.run(_info_of(config.home, args.name, candidate))
 

@@ -71,6 +71,19 @@ class AdapterConfig(Record):
     blocks: AdapterBlocks = setting(default_factory=AdapterBlocks)
     accounts: dict[str, AdapterAccount] = setting(default_factory=dict)
 
+    @field_check("command")
+    def _command_line(value: str | None) -> str | None:
+        """Split as the manager will run it (``shlex``): an unbalanced quote was a traceback from every command
+        that started the adapter, and ``nexus doctor`` said nothing."""
+        if value is not None:
+            import shlex
+
+            try:
+                shlex.split(value)
+            except ValueError as exc:
+                raise ValueError(f"is not a command line ({exc}): check its quotes") from None
+        return value
+
     @record_check
     def _one_executable(self) -> None:
         if (self.command is None) == (self.builtin is None):
