@@ -44,6 +44,8 @@ def _refused(result: object, *expected: str) -> str:
         (["send", "w1", "hi", "--wait", "--timeout", "-5"], "argument --timeout: '-5': give a positive number"),
         (["send", "w1", "hi", "--wait", "--timeout", "nan"], "argument --timeout: 'nan': give a positive number"),
         (["send", "w1", "hi", "--wait", "--timeout", "inf"], "argument --timeout: 'inf': give a positive number"),
+        (["sessions", "fork", "01ABC", "--label", ""], "argument --label: is empty; leave --label out for the default"),
+        (["sessions", "import", "pi.jsonl", "--label", " "], "argument --label: is empty; leave --label out"),
     ],
     ids=[
         "model-empty",
@@ -55,6 +57,8 @@ def _refused(result: object, *expected: str) -> str:
         "timeout-negative",
         "timeout-nan",
         "timeout-inf",
+        "fork-label-empty",
+        "import-label-blank",
     ],
 )
 def test_bad_broker_arguments_are_refused_and_nothing_is_stored(

@@ -64,6 +64,16 @@ def utf8_name(text: str) -> str:
     return text
 
 
+def new_label(text: str) -> str:
+    """``--label`` of a session a command makes (fork, import): ``--label ""`` quietly meant the default label,
+    while ``run -s ""`` is refused; a script passing an unset variable got a session under a name it did not
+    expect."""
+    utf8_name(text)
+    if not text.strip():
+        raise _refused("is empty; leave --label out for the default label")
+    return text
+
+
 def valid_utf8(text: str) -> bool:
     """Whether ``text`` holds no lone surrogate (how argv's undecodable bytes arrive): it encodes as UTF-8."""
     return not _SURROGATE.search(text)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 
 from nexus import __version__
 from nexus.cli._help import COMMANDS, CONFIG_HELP, DESCRIPTION, EPILOG, MAX_HELP_POSITION, terminal_width
+from nexus.cli._input import new_label
 from nexus.cli._input import utf8_name as _label
 from nexus.cli._run_line import RUN_HANDLER, THINKING_LEVELS
 
@@ -254,7 +255,9 @@ def _add_fork_and_import(actions: Commands, handler: str) -> None:
         formatter_class=_Formatter,
     )
     fork.add_argument("turn_id", metavar="TURN_ID", type=_label, help="the turn the new session continues from")
-    fork.add_argument("--label", metavar="L", type=_label, help="label of the new session (default: <session>-fork-N)")
+    fork.add_argument(
+        "--label", metavar="L", type=new_label, help="label of the new session (default: <session>-fork-N)"
+    )
     fork.set_defaults(handler=handler)
 
     imported = actions.add_parser(
@@ -278,7 +281,7 @@ def _add_fork_and_import(actions: Commands, handler: str) -> None:
     )
     imported.add_argument("file", metavar="FILE", help="the .jsonl session file")
     imported.add_argument(
-        "--label", metavar="L", type=_label, help="label of the new session (default: pi- and the file's session id)"
+        "--label", metavar="L", type=new_label, help="label of the new session (default: pi- and the file's session id)"
     )
     imported.set_defaults(handler=handler)
 
