@@ -10,8 +10,9 @@ then the answer is the last turn that answered the agent the user wrote to.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nexus._dataclass import dataclass
 
@@ -79,3 +80,35 @@ def _in_order(items: Iterable[QueueItem]) -> Sequence[QueueItem]:
 def _short(text: str, limit: int = 40) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+class Unsettled:
+    """``--wait`` on another broker: the item not consumed yet, or (after its first reply) the conversation it
+    started still busy; says once what it waits for."""
+
+    def __init__(self, store: Any, item_id: str, conversation: str | None) -> None:
+        self.store, self.item_id, self.conversation = store, item_id, conversation
+        self.told = False
+        self.left: Any = None
+        self.status = "queued"
+
+    def now(self) -> bool:
+        item = self.store.get_item(self.item_id)
+        if item is not None and item.status in ("queued", "processing"):
+            self.status = item.status
+            return True
+        if self.conversation is None:
+            return False
+        self.left = pending(self.store, self.conversation)
+        if self.left and not self.told:
+            self.told = True
+            print(f"nexus: the first reply is in; waiting for the conversation it started: {self.left.describe()}",
+                  file=sys.stderr)  # fmt: skip
+        return bool(self.left)
+
+    def what(self) -> str:
+        if self.left:
+            return f"still pending: {self.left.describe()}"
+        if self.status == "processing":  # "stays queued" was said of a message whose turn was running
+            return "its turn is running in the other process; the reply goes to the session's history when it ends"
+        return "the message stays queued"

@@ -373,9 +373,10 @@ async def _watch(
     """Wait for a turn to consume the item; take over the conversation if the other broker goes away."""
     from nexus.broker import running_broker
     from nexus.cli._lock import drain_lock
+    from nexus.cli._settle import Unsettled
 
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
-    waiting = _Unsettled(store, item_id, message.conversation_id)
+    waiting = Unsettled(store, item_id, message.conversation_id)
     while waiting.now():
         with drain_lock(config) as held:
             if held:  # the other broker is gone: run the conversation in this process
@@ -389,40 +390,6 @@ async def _watch(
             return 1
         await asyncio.sleep(POLL_S)
     return await _report(ledger, item_id, args)
-
-
-class _Unsettled:
-    """``--wait`` on another broker: the item not consumed yet, or (after its first reply) the conversation it
-    started still busy; says once what it waits for."""
-
-    def __init__(self, store: Any, item_id: str, conversation: str | None) -> None:
-        self.store, self.item_id, self.conversation = store, item_id, conversation
-        self.told = False
-        self.left: Any = None
-        self.status = "queued"
-
-    def now(self) -> bool:
-        from nexus.cli._settle import pending
-
-        item = self.store.get_item(self.item_id)
-        if item is not None and item.status in ("queued", "processing"):
-            self.status = item.status
-            return True
-        if self.conversation is None:
-            return False
-        self.left = pending(self.store, self.conversation)
-        if self.left and not self.told:
-            self.told = True
-            print(f"nexus: the first reply is in; waiting for the conversation it started: {self.left.describe()}",
-                  file=sys.stderr)  # fmt: skip
-        return bool(self.left)
-
-    def what(self) -> str:
-        if self.left:
-            return f"still pending: {self.left.describe()}"
-        if self.status == "processing":  # "stays queued" was said of a message whose turn was running
-            return "its turn is running in the other process; the reply goes to the session's history when it ends"
-        return "the message stays queued"
 
 
 def _say_accepted(message_id: str, item_id: str, duplicate: bool, args: Any) -> None:

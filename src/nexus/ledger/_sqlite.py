@@ -106,6 +106,19 @@ def passive_checkpoint(conn: sqlite3.Connection) -> tuple[int, int]:
     return int(frames), int(copied)
 
 
+def create_private(path: str) -> None:
+    """Create a new ledger file readable by its owner only (``0600``); an existing one is left as it is.
+
+    It holds every prompt and reply: SQLite made it ``0644`` (and its ``-wal`` and ``-shm``, which take the
+    file's mode) in a ``0755`` home, readable by every user of the machine, where capture and rescue files
+    of the same text are ``0600``. An empty file is an empty SQLite database.
+    """
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError:  # there already (or not creatable: the connect says why)
+        return
+
+
 def refuse_second_name(path: str) -> None:
     """Refuse a database file with more than one hard link: through each name it is another database.
 
@@ -189,6 +202,7 @@ class Database:
         if self.path != ":memory:" and not file_only:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             refuse_second_name(self.path)
+            create_private(self.path)
         self._lock = threading.RLock()
         self._read_lock = threading.Lock()
         self._reader: sqlite3.Connection | None = None
