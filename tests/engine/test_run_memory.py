@@ -23,10 +23,10 @@ from nexus.testing.steps import text, tool_call
 
 RUNS = 40
 
-PER_RUN_BYTES = 20_700
-"""The bound on the Python memory a run holds while it streams, its scripted model included: 20.3 KB measured
+PER_RUN_BYTES = 20_150
+"""The bound on the Python memory a run holds while it streams, its scripted model included: 19.9 KB measured
 here (22.0 KB while the run's journal held three sets, 21.4 KB while its failover made two closures and three
-dictionaries)."""
+dictionaries, 20.3 KB while each session's lock file was a path object)."""
 
 
 async def _until(check: object, what: str) -> None:
