@@ -284,14 +284,14 @@ async def test_held_back_reply_is_written_before_what_follows_it(opened: tuple[L
     journal.start(first)
     journal.grew(len("short answer"))
     journal.end(first)  # ended before its first snapshot: held back, nothing written yet
-    assert journal.written == set()
+    assert journal.written == ()
     journal.message(UserMessage("steer: more detail"))  # something follows: the reply goes first
     second = _message("")
     journal.start(second)
     second.content[0] = TextContent("more det")
     journal.grew(len("more det"))
     await until(lambda: 1 in journal.written, "the second reply's snapshot")
-    stale = snapshot(second, set())
+    stale = snapshot(second, ())
     asked = AssistantMessage(
         [TextContent("more detail."), ToolCall("c9", "read", {})],
         api="a",

@@ -76,7 +76,7 @@ async def test_a_withdrawn_snapshot_plan_does_not_fire(opened: tuple[Ledger, lis
     ended.end(first)  # ended before its snapshot was due: held back, the plan withdrawn
     await until(lambda: 0 in streaming.written, "the other run's snapshot")
     await asyncio.sleep(0.1)
-    assert ended.written == set() and ended.held == (0, first)
+    assert ended.written == () and ended.held == (0, first)
     streaming.stop()
 
 

@@ -34,7 +34,7 @@ class TurnJournal(Protocol):
     closed: bool
     ended: int
     turn_id: str
-    written: set[int]
+    written: tuple[int, ...]
 
     def write_one(self, slot: int, message: AssistantMessage) -> None: ...
 
@@ -101,7 +101,7 @@ def _write_group(ledger: Ledger, group: list[Item]) -> None:
                 journal.write_one(slot, message)
         else:
             for journal, slot, _ in live:
-                journal.written.add(slot)
+                journal.written += (slot,)
         _share_cost(live, time.perf_counter() - began)
     finally:
         for journal in held:

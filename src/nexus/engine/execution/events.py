@@ -223,8 +223,10 @@ class EventChannel:
         self.agent_id = agent_id
         self.seq = 0
         self.closed = False
-        self._listeners: list[Listener] = []
-        self._subscriptions: list[Subscription] = []
+        # tuples, replaced when one comes or goes: most runs have no watcher, and two empty lists were 112 bytes
+        # of every run in flight
+        self._listeners: tuple[Listener, ...] = ()
+        self._subscriptions: tuple[Subscription, ...] = ()
 
     @property
     def watched(self) -> bool:
@@ -239,7 +241,7 @@ class EventChannel:
         item = ExecutionEvent(
             self.run_id, self.session_label, self.agent_id, self.seq, time.time_ns() // 1_000_000, event
         )
-        for listener in tuple(self._listeners):
+        for listener in self._listeners:  # a listener removed meanwhile still hears this one
             try:
                 listener(item)
             except Exception:  # a broken listener must not break the run
@@ -257,11 +259,13 @@ class EventChannel:
 
     def listen(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener`` (quickly, on the event loop) with every event from now on; returns an unsubscribe."""
-        self._listeners.append(listener)
+        self._listeners += (listener,)
 
         def remove() -> None:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
+            listeners = self._listeners
+            if listener in listeners:
+                i = listeners.index(listener)
+                self._listeners = listeners[:i] + listeners[i + 1 :]
 
         return remove
 
@@ -271,7 +275,7 @@ class EventChannel:
         if self.closed:
             subscription.close()
         else:
-            self._subscriptions.append(subscription)
+            self._subscriptions += (subscription,)
         return subscription
 
     def close(self) -> None:
@@ -279,5 +283,5 @@ class EventChannel:
         self.closed = True
         for subscription in self._subscriptions:
             subscription.close()
-        self._subscriptions.clear()
-        self._listeners.clear()
+        self._subscriptions = ()
+        self._listeners = ()

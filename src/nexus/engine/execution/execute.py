@@ -293,30 +293,47 @@ def build_run(
     """
     primary = model or get_model(ctx.provider, ctx.model)
     lim = limits or EngineLimits()
-    holder: list[weakref.ref[EngineRun]] = []  # weak: the run holds the stream, a strong one was a cycle
-
-    def budget_for(candidate: Model) -> TokenBudget:
-        run = holder[0]()
-        assert run is not None  # the stream is called by its run only
-        current = run.window.budget(run.agent_ctx.messages)  # type: ignore[arg-type]
-        return current.for_model(candidate, ctx.max_response_tokens, lim.reserve_tokens)
-
-    def on_engine_event(event: object) -> None:
-        run = holder[0]()
-        assert run is not None
-        run.engine_event(event)  # type: ignore[arg-type]
-
+    hooks = _FailoverHooks(ctx, lim)
     wrapped = failover_stream(
-        [primary, *fallbacks], auth_profiles, lim, on_engine_event, inner=stream_fn, cooldowns=cooldowns,
-        budget_for=budget_for,
+        [primary, *fallbacks], auth_profiles, lim, hooks.on_engine_event, inner=stream_fn, cooldowns=cooldowns,
+        budget_for=hooks.budget_for,
     )  # fmt: skip
     ctx.abort_signal = execution.signal
     run = EngineRun(
         ctx, execution._channel, ledger=ledger, model=primary, stream_fn=wrapped, limits=lim,
         options=options_for(ctx, options), depth=depth, runtime=runtime, cache=cache, steering=execution._steering,
     )  # fmt: skip
-    holder.append(weakref.ref(run))
+    hooks.run = weakref.ref(run)
     return run
+
+
+class _FailoverHooks:
+    """What a run's failover calls back into the run: the token budget for a fallback model, and engine events.
+
+    One small object with two bound methods instead of two closures over a list (three cells, a list, two
+    functions: about 400 bytes more for every run). The run is held weakly: the run holds the stream, a strong
+    reference was a cycle.
+    """
+
+    __slots__ = ("ctx", "limits", "run")
+
+    def __init__(self, ctx: AssembledContext, limits: EngineLimits) -> None:
+        self.ctx = ctx
+        self.limits = limits
+        self.run: weakref.ref[EngineRun] | None = None
+
+    def _the_run(self) -> EngineRun:
+        run = self.run() if self.run is not None else None
+        assert run is not None  # the stream is called by its run only
+        return run
+
+    def budget_for(self, candidate: Model) -> TokenBudget:
+        run = self._the_run()
+        current = run.window.budget(run.agent_ctx.messages)  # type: ignore[arg-type]
+        return current.for_model(candidate, self.ctx.max_response_tokens, self.limits.reserve_tokens)
+
+    def on_engine_event(self, event: object) -> None:
+        self._the_run().engine_event(event)  # type: ignore[arg-type]
 
 
 def options_for(ctx: AssembledContext, base: StreamOptions | None) -> StreamOptions:

@@ -26,6 +26,7 @@ import importlib
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
+from types import MappingProxyType
 
 from nexus._dataclass import dataclass
 from nexus.config import ResolvedProfile
@@ -112,7 +113,7 @@ class _Failover:
         sleep: Callable[[float], Awaitable[None]],
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
-        self.chain = list(chain)
+        self.chain = tuple(chain)
         self.profiles = profiles
         self.limits = limits
         self.on_event = on_event
@@ -122,8 +123,9 @@ class _Failover:
         self.clock = clock
         self.sleep = sleep
         self.wall_clock = wall_clock
-        self.dead: dict[tuple[str, str], ErrorKind] = {}  # profile -> why it is out of the run
-        self.pinned: dict[str, str] = {}
+        # made on first use: most runs never lose a profile and have none to pin (two empty dicts a run)
+        self.dead: dict[tuple[str, str], ErrorKind] | None = None  # profile -> why it is out of the run
+        self.pinned: dict[str, str] | None = None
 
     def emit(self, event: EngineEvent) -> None:
         record_failover(event)  # a metric, an event on the run's span, a log line
@@ -144,11 +146,13 @@ class _Failover:
         self, provider: str, profiles: list[ResolvedProfile | None]
     ) -> tuple[ResolvedProfile | None, float] | None:
         """The next profile to use and how long to wait for it; None when all are disabled."""
-        alive = [p for p in profiles if (provider, _name(p)) not in self.dead]
+        dead = self.dead
+        alive = profiles if dead is None else [p for p in profiles if (provider, _name(p)) not in dead]
         if not alive:
             return None
         names = [_name(p) for p in alive]
-        start = names.index(self.pinned[provider]) if self.pinned.get(provider) in names else 0
+        pinned = None if self.pinned is None else self.pinned.get(provider)
+        start = names.index(pinned) if pinned in names else 0
         ordered = alive[start:] + alive[:start]
         now = self.clock()
         waits = [self.cooldowns.remaining(provider, _name(p), now) for p in ordered]
@@ -182,7 +186,7 @@ class _Failover:
         return options
 
     async def stream(
-        self, model: Model, context: Context, options: StreamOptions | None
+        self, model: Model, context: Context, options: StreamOptions | None = None
     ) -> AsyncIterator[AssistantMessageEvent]:
         opts = options or StreamOptions()
         candidates = self.candidates(model)
@@ -272,11 +276,15 @@ class _Failover:
     def succeeded(self, provider: str, profile: str) -> None:
         """The profile answered: reset its backoff and try it first on the provider's next call."""
         self.cooldowns.record_success(provider, profile)
-        self.pinned[provider] = profile
+        if len(self.profiles.get(provider) or ()) > 1:  # one profile or none: nothing to choose between
+            if self.pinned is None:
+                self.pinned = {}
+            self.pinned[provider] = profile
 
     def refused_error(self, model: Model, profiles: list[ResolvedProfile | None]) -> ErrorEvent:
         """Every key of ``model``'s provider was refused earlier in this run."""
-        return refused_error(model, [self.dead.get((model.provider, _name(p)), "auth_permanent") for p in profiles])
+        dead = self.dead or {}
+        return refused_error(model, [dead.get((model.provider, _name(p)), "auth_permanent") for p in profiles])
 
     def plan_retry(
         self,
@@ -333,6 +341,8 @@ class _Failover:
         if error.reason == "aborted":
             return False
         if message.error_kind in _DROP_KINDS:
+            if self.dead is None:
+                self.dead = {}
             self.dead[(model.provider, _name(profile))] = message.error_kind or "auth"
             return True
         if message.error_kind in ROTATE_KINDS:
@@ -403,6 +413,10 @@ def _label(profile: ResolvedProfile | None) -> str | None:
     return profile.name if profile is not None else None
 
 
+_NO_PROFILES: Mapping[str, Sequence[ResolvedProfile]] = MappingProxyType({})
+"""Read only: the profiles of a run given none (not a fresh empty dict each run)."""
+
+
 def failover_stream(
     models_chain: Sequence[Model],
     profiles_by_provider: Mapping[str, Sequence[ResolvedProfile]] | None = None,
@@ -435,7 +449,7 @@ def failover_stream(
     lim = limits or EngineLimits()
     failover = _Failover(
         models_chain,
-        profiles_by_provider or {},
+        profiles_by_provider or _NO_PROFILES,
         lim,
         on_event,
         inner or _default_inner,
@@ -445,10 +459,4 @@ def failover_stream(
         sleep,
         wall_clock,
     )
-
-    def stream(
-        model: Model, context: Context, options: StreamOptions | None = None
-    ) -> AsyncIterator[AssistantMessageEvent]:
-        return failover.stream(model, context, options)
-
-    return stream
+    return failover.stream  # the bound method, not a closure around it (a function and a cell fewer a run)

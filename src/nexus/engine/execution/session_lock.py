@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import hashlib
 import os
 import socket
@@ -68,18 +67,17 @@ def session_lock_path(database: str | Path, session_label: str) -> Path:
     return database_dir(database) / "locks" / f"session-{_digest(session_label)}.lock"
 
 
-@functools.lru_cache(maxsize=4096)
 def _digest(session_label: str) -> str:
-    """The file-name part of a label's lock (a broker runs the same sessions over and over)."""
+    """The file-name part of a label's lock (computed once per session for a run's lock: see :data:`_LOCK_FILES`)."""
     return hashlib.sha256(session_label.encode("utf-8")).hexdigest()[:32]
 
 
-def _open_lock_file(path: Path) -> int:
+def _open_lock_file(path: str | Path) -> int:
     """The lock file's descriptor, its directory made on first use (or again if it was removed)."""
     try:
         return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
 
 
@@ -102,7 +100,7 @@ class _SessionLock:
         label: str,
         signal: AbortSignal | None,
         on_wait: Callable[[], object] | None,
-        lock_file: Path | None = None,
+        lock_file: str | Path | None = None,
     ) -> None:
         self._path = None if fcntl is None or str(database) == ":memory:" else database
         self._label, self._signal, self._on_wait, self._file = label, signal, on_wait, lock_file
@@ -278,12 +276,13 @@ path name: the ledger's connection keeps the file it opened, so its locks stay b
 a symlink on the way is re-pointed later (a ledger opened after that resolves the path again)."""
 
 
-_LOCK_FILES: weakref.WeakKeyDictionary[Ledger, dict[str, Path]] = weakref.WeakKeyDictionary()
+_LOCK_FILES: weakref.WeakKeyDictionary[Ledger, dict[str, str]] = weakref.WeakKeyDictionary()
 """Each open ledger's lock files by session label, built once under :data:`_LOCK_DIRS` (a broker runs the
-same sessions over and over; a path object per run was ~2 % of a turn's CPU). Bounded by :data:`_CLEAN_MAX`."""
+same sessions over and over; a path object per run was ~2 % of a turn's CPU). Bounded by :data:`_CLEAN_MAX`.
+Kept as strings: a path object and its parts held about 200 bytes more for every session."""
 
 
-def _lock_file(ledger: Ledger, session_label: str) -> Path | None:
+def _lock_file(ledger: Ledger, session_label: str) -> str | None:
     if fcntl is None or ledger.path == ":memory:":
         return None
     try:
@@ -301,7 +300,7 @@ def _lock_file(ledger: Ledger, session_label: str) -> Path | None:
         return None
     if len(files) >= _CLEAN_MAX:
         files.clear()
-    path = files[session_label] = locks / f"session-{_digest(session_label)}.lock"
+    path = files[session_label] = os.path.join(locks, f"session-{_digest(session_label)}.lock")
     return path
 
 
