@@ -43,9 +43,7 @@ def _shown_in(database: PgDatabase) -> str:
 def test_a_statement_past_the_bound_is_cancelled_and_the_transaction_run_again_until_the_wait_is_over(
     database: PgDatabase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bounds = _database._BOUNDS.replace(
-        f"statement_timeout = {int(STATEMENT_TIMEOUT_S * 1000)}", "statement_timeout = 200"
-    )
+    bounds = _database._BOUNDS.replace(f"'{int(STATEMENT_TIMEOUT_S * 1000)}'", "'200'")  # 200 ms
     assert bounds != _database._BOUNDS
     monkeypatch.setattr(_database, "_BOUNDS", bounds)
     attempts = []

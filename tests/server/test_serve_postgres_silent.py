@@ -1,4 +1,4 @@
-"""``nexus serve`` stopped (SIGTERM) while its PostgreSQL server has gone silent exits, and loses nothing.
+"""``nexus serve`` stopped (SIGTERM, Ctrl-C) while its PostgreSQL server has gone silent exits, and loses nothing.
 
 A silent server (the postmaster or a backend ``SIGSTOP``-ed, a proxy between them that stops forwarding)
 neither answers nor closes: a statement already on the wire waits for good. Before, such a stop waited for
@@ -68,8 +68,9 @@ def _send(url: str, content: str, mode: str) -> None:
     assert sent.status_code == 202, sent.text
 
 
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
 def test_serve_stopped_while_postgresql_is_silent_exits_and_the_next_start_runs_each_message_once(
-    postgres_url: str, isolated_env: Path, monkeypatch: pytest.MonkeyPatch
+    stop: signal.Signals, postgres_url: str, isolated_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     home = isolated_env
     release = threading.Event()
@@ -85,13 +86,13 @@ def test_serve_stopped_while_postgresql_is_silent_exits_and_the_next_start_runs_
                 _wait_for("the first run to reach the provider", lambda: provider.requests)
                 _send(url, "second message", "followup")  # waits behind the first
                 proxy.silence()  # the run is streaming: its writes from now on go unanswered
-                process.send_signal(signal.SIGTERM)
+                process.send_signal(stop)
                 try:
                     _, stderr = process.communicate(timeout=EXIT_WAIT_S)
                 except subprocess.TimeoutExpired:
                     process.kill()
                     _, stderr = process.communicate()
-                    raise AssertionError(f"not exited {EXIT_WAIT_S} s after SIGTERM: {stderr[-3000:]}") from None
+                    raise AssertionError(f"not exited {EXIT_WAIT_S} s after {stop.name}: {stderr[-3000:]}") from None
             assert "Traceback" not in stderr, stderr
             assert process.returncode == 1, stderr
             assert "database did not answer" in stderr and "abandoned" in stderr, stderr

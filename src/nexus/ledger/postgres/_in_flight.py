@@ -21,10 +21,8 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
-
-from nexus._dataclass import dataclass
 
 log = logging.getLogger("nexus.ledger")
 
@@ -36,12 +34,19 @@ WATCH_S = 0.25
 """How often the stop's watch looks at the clock, and once the bound has passed at the transactions on the wire."""
 
 
-@dataclass(slots=True)
 class _Attempt:
-    what: str
-    started: float
-    fd: int
-    cut: bool = False
+    """One attempt on the wire: what it runs (for the log line, formatted only if it is cut), since when, and
+    its own duplicate of the connection's socket."""
+
+    __slots__ = ("begin", "cut", "fd", "fn", "started")
+
+    def __init__(self, fn: Callable[[Any], Any], begin: str, fd: int) -> None:
+        self.fn, self.begin, self.fd, self.started, self.cut = fn, begin, fd, time.monotonic(), False
+
+    def what(self) -> str:
+        """The function it runs and its isolation (``"SqlTurnStore.write.<locals>.fn, READ COMMITTED"``)."""
+        name = getattr(self.fn, "__qualname__", type(self.fn).__name__)
+        return f"{name}, {self.begin.removeprefix('BEGIN ISOLATION LEVEL ')}"
 
 
 class InFlight:
@@ -49,23 +54,23 @@ class InFlight:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._attempts: dict[int, _Attempt] = {}
+        self._attempts: set[_Attempt] = set()
         self.abandoned: list[str] = []
         """What a stop cut, one line each (what the transaction was, how long it had waited)."""
 
-    @contextlib.contextmanager
-    def on_wire(self, raw: Any, what: str) -> Iterator[None]:
-        """Keep the attempt on ``raw`` (a psycopg connection) cuttable while the block runs."""
-        attempt = _Attempt(what, time.monotonic(), os.dup(raw.fileno()))
-        key = id(attempt)
+    def enter(self, raw: Any, fn: Callable[[Any], Any], begin: str) -> _Attempt:
+        """An attempt of ``fn`` on ``raw`` (a psycopg connection) begins: cuttable until :meth:`leave`.
+        (Two calls, not a context manager: this runs once per transaction.)"""
+        attempt = _Attempt(fn, begin, os.dup(raw.fileno()))
         with self._lock:
-            self._attempts[key] = attempt
-        try:
-            yield
-        finally:
-            with self._lock:
-                del self._attempts[key]
-            os.close(attempt.fd)
+            self._attempts.add(attempt)
+        return attempt
+
+    def leave(self, attempt: _Attempt) -> None:
+        """The attempt ended (committed, failed or cut): its duplicate socket is closed."""
+        with self._lock:
+            self._attempts.discard(attempt)
+        os.close(attempt.fd)
 
     def cut(self, give_up_at: float) -> int:
         """Shut the sockets of the attempts begun before ``give_up_at``, and of those begun since that have waited
@@ -74,12 +79,12 @@ class InFlight:
         now = time.monotonic()
         cut = 0
         with self._lock:
-            for attempt in self._attempts.values():
+            for attempt in self._attempts:
                 if attempt.cut or now < max(give_up_at, attempt.started + LATE_ATTEMPT_S):
                     continue
                 attempt.cut = True
                 cut += 1
-                waited = f"{attempt.what}, on the wire for {now - attempt.started:.1f} s"
+                waited = f"{attempt.what()}, on the wire for {now - attempt.started:.1f} s"
                 self.abandoned.append(waited)
                 log.warning(
                     "the ledger database did not answer by the stop's deadline: abandoned a transaction (%s); "
