@@ -36,8 +36,6 @@ class SilentProxy:
         port = int(self._server.sockets[0].getsockname()[1])
         netloc = f"{parts.username}@127.0.0.1:{port}" if parts.username else f"127.0.0.1:{port}"
         self.url = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-        self.held_connections = 0
-        """Connections accepted while silent (never greeted)."""
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(CALL_S)
@@ -50,10 +48,7 @@ class SilentProxy:
 
     async def _accepted(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
         self._writers.append(client_writer)
-        forwarding = self._forwarding
-        if not forwarding.is_set():
-            self.held_connections += 1
-        await forwarding.wait()  # a connection made while silent waits, unanswered
+        await self._forwarding.wait()  # a connection made while silent waits, unanswered
         try:
             server_reader, server_writer = await asyncio.open_connection(*self._target)
         except OSError:

@@ -158,8 +158,8 @@ class PgDatabase:
         still ``processing`` is run again by the next broker), so nothing accepted is lost.
 
         A statement already on the wire is no retry: a silent server (``SIGSTOP``, a proxy that stops forwarding)
-        never answers it. From that moment on the connections still waiting are cut (``_in_flight``) and listed
-        in :attr:`abandoned`."""
+        never answers it. Once ``seconds`` have passed, the connections still waiting for an answer are cut
+        (``_in_flight``) and listed in :attr:`abandoned`."""
         self._give_up_at = min(self._give_up_at, time.monotonic() + seconds)
         self._stop_watch.start(self._give_up_at)
 
