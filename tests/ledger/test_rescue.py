@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -77,3 +78,21 @@ def test_a_rescued_turn_marks_the_queue_items_it_consumed(tmp_path: Path) -> Non
         assert run_inline(ledger.turns.recover(turn_ids=[turn_id])) == [turn_id]
         row = store.get_item(item.id)
         assert row is not None and (row.status, row.turn_id) == ("delivered", turn_id)
+
+
+def test_a_postgresql_ledgers_rescue_files_go_to_the_temp_dir_never_under_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server's URL is no path: it was taken for one, and a stop that could not write a turn left
+    ``postgresql:/nexus@host:5432/rescued/`` under whatever directory the process ran in."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    monkeypatch.chdir(tmp_path / "tmp")
+    location = "postgresql://nexus@127.0.0.1:5432/ledger"
+    saved = _rescue.RescuedTurn("01TURN", "s", "aborted", [reply("cut sh")], "aborted", "stopped")
+    path = _rescue.save(location, saved)
+    assert path is not None and path.parent.parent == tmp_path / "tmp" / f"nexus-rescued-{os.getuid()}"
+    assert _rescue.find(location, "01TURN") == path  # the next start finds it by the same URL
+    assert _rescue.find("postgresql://nexus@127.0.0.1:5432/other", "01TURN") is None
+    assert not (tmp_path / "tmp" / "postgresql:").exists()

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import ipaddress
 import os
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -81,7 +82,17 @@ async def _serve(config: NexusConfig, settings: ServerConfig, *, log_requests: b
     from nexus.server import serve_http
 
     async with open_recovered(config) as ledger:
-        return await serve_http(config, ledger, settings, log_requests=log_requests, metrics_tokens=metrics_tokens)
+        code = await serve_http(config, ledger, settings, log_requests=log_requests, metrics_tokens=metrics_tokens)
+    if ledger.abandoned:  # a silent PostgreSQL: the stop cut what it had not answered (docs/server.md)
+        print(
+            f"nexus serve: stopped, but the ledger database did not answer by the stop's deadline: abandoned "
+            f"{len(ledger.abandoned)} transaction(s) on the wire; nothing of them was committed, and the next start "
+            "runs again the messages they held",
+            file=sys.stderr,
+            flush=True,
+        )
+        return code or 1
+    return code
 
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

@@ -126,26 +126,28 @@ def copy_ledger(source: SqlDatabase, target: SqlDatabase, *, postgres_target: bo
         )
 
     def write(src: Any) -> Copied:
-        _unbounded_idle(src)  # the source's snapshot waits while the target writes each batch
+        _unbounded(src)  # the source's snapshot waits while the target writes each batch
         return target.write(lambda dst: _copy_tables(src, dst, postgres_target))
 
     return source.read(write)
 
 
-def _unbounded_idle(conn: Any) -> None:
-    """PostgreSQL: lift the transaction's idle bound (``IDLE_IN_TRANSACTION_S`` of ``nexus.ledger.postgres``).
+def _unbounded(conn: Any) -> None:
+    """PostgreSQL: lift the transaction's idle and statement bounds (``IDLE_IN_TRANSACTION_S`` and
+    ``STATEMENT_TIMEOUT_S`` of ``nexus.ledger.postgres``).
 
-    That bound ends a transaction left waiting for its next statement, which only a stalled process does; a
+    The idle bound ends a transaction left waiting for its next statement, which only a stalled process does; a
     copy holds two transactions open, each waiting while it works in the other (a batch into a slow target
-    may take longer than the bound)."""
+    may take longer than the bound). The statement bound would cut the read of a large table (one statement,
+    streamed) and the commit's check of every reference."""
     if is_postgres(conn):
-        conn.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
+        conn.execute("SET LOCAL idle_in_transaction_session_timeout = 0; SET LOCAL statement_timeout = 0")
 
 
 def _copy_tables(src: Any, dst: Any, postgres_target: bool) -> Copied:
     """Inside the target's transaction: every table, references checked at the commit."""
     dst.execute("SET CONSTRAINTS ALL DEFERRED" if postgres_target else "PRAGMA defer_foreign_keys = ON")
-    _unbounded_idle(dst)  # and the target's transaction waits while the source reads the next rows
+    _unbounded(dst)  # and the target's transaction waits while the source reads the next rows
     counts: dict[str, int] = {}
     for table, columns in TABLES:
         marks = ", ".join("?" * len(columns.split(",")))

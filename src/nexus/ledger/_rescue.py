@@ -7,7 +7,9 @@ a JSON file, tried in order:
 
 1. ``<ledger dir>/rescued/turn-<id>.json`` (next to ``agents.db``);
 2. ``<temp dir>/nexus-rescued-<uid>/<hash of the ledger path>/turn-<id>.json`` (another
-   filesystem, usually, when the ledger's disk is the full one).
+   filesystem, usually, when the ledger's disk is the full one); the only place for a PostgreSQL ledger
+   (hashed by its URL, password left out): before, its URL was taken for a path, and the files landed in
+   a ``postgresql:/…/rescued`` folder under whatever directory the process ran in.
 
 Each file is written whole or not at all (temporary file, fsync, rename). It holds the reply as
 plain ``text`` too, so a user can read it with any tool. ``Ledger.recover()`` finishes the
@@ -50,10 +52,12 @@ def rescue_dirs(database: str) -> list[Path]:
     import hashlib  # only when a write failed or recover() looks for a rescue file: not on every start
     import tempfile
 
-    real = os.path.realpath(database)
+    served = "://" in database  # a server's URL (its password left out) is no place on this disk
+    real = database if served else os.path.realpath(database)
     digest = hashlib.sha256(real.encode("utf-8")).hexdigest()[:16]
     uid = os.getuid() if hasattr(os, "getuid") else 0
-    return [Path(real).parent / "rescued", Path(tempfile.gettempdir()) / f"nexus-rescued-{uid}" / digest]
+    beside = [] if served else [Path(real).parent / "rescued"]
+    return [*beside, Path(tempfile.gettempdir()) / f"nexus-rescued-{uid}" / digest]
 
 
 def reply_text(messages: Sequence[Message]) -> str:

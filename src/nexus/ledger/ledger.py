@@ -167,12 +167,19 @@ class Ledger:
 
     def stopping(self, within_s: float = STOP_WAIT_S) -> None:
         """The process is stopping: on PostgreSQL, writes and reads that cannot reach the server give up within
-        ``within_s`` from now instead of retrying for ``NEXUS_DB_WAIT_S`` each, so the stop is bounded (what
-        could not be written stays as it was: a message still ``processing`` runs again on the next start).
+        ``within_s`` from now instead of retrying for ``NEXUS_DB_WAIT_S`` each, and those a silent server has not
+        answered by then are cut (:attr:`abandoned`), so the stop is bounded (what could not be written stays as
+        it was: a message still ``processing`` runs again on the next start).
         Nothing changes on SQLite (a local file)."""
         give_up_by = getattr(self._db, "give_up_by", None)
         if give_up_by is not None:
             give_up_by(within_s)
+
+    @property
+    def abandoned(self) -> list[str]:
+        """What a stop gave up waiting for: the transactions a silent PostgreSQL had not answered by the bound of
+        :meth:`stopping` (their connections were cut; nothing of them committed). Empty on SQLite."""
+        return list(getattr(self._db, "abandoned", ()))
 
     async def aclose(self) -> None:
         """Close the database (its connections, for a server) without holding the event loop."""

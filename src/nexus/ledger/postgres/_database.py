@@ -11,8 +11,9 @@ writes to one session wait for each other, and processes writing different sessi
 A connection lost before the commit is retried the same way until ``NEXUS_DB_WAIT_S`` has passed.
 
 No session state is used (no session advisory locks, no ``SET``): each transaction names its own
-isolation and its own idle bound (``SET LOCAL``, in the ``BEGIN``'s round trip), so a transaction-pooling
-pgbouncer works; ``NEXUS_PG_PREPARE=0`` turns psycopg's prepared statements off for a pgbouncer older than 1.21.
+isolation and its own idle and statement bounds (``SET LOCAL``, in the ``BEGIN``'s round trip), so a
+transaction-pooling pgbouncer works; ``NEXUS_PG_PREPARE=0`` turns psycopg's prepared statements off for a
+pgbouncer older than 1.21.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any, TypeVar
 
 from nexus.ledger._sqlite import wait_bound
 from nexus.ledger.errors import LedgerBusyError, LedgerRefusedError, LedgerUnavailableError
+from nexus.ledger.postgres._in_flight import LATE_ATTEMPT_S, InFlight, StopWatch
 from nexus.ledger.postgres._sql import PgConnection
 from nexus.ledger.postgres._url import redacted, scrubbed
 
@@ -62,11 +64,29 @@ at most, well inside its own leases (renewals are retried until the lease would 
 locks are gone before its lease ends. With a lease shorter than 15 s, a takeover after such a stall comes up to
 5 s after the lease's end (a stall between transactions holds no lock and delays nothing)."""
 
+STATEMENT_TIMEOUT_S = 60.0
+"""How long the server lets one statement of ours run (``statement_timeout``, SQLSTATE 57014) before it cancels it.
+
+Every statement here is small (a session's rows, a batch of queue items, an index probe, a trim of the events
+log): milliseconds on a healthy server, and a wait for a row lock is bounded by the other transaction, itself
+short and ended by the idle bound if its process stalled. 60 s is past anything legitimate and equal to the
+default ``NEXUS_DB_WAIT_S``, how long a caller waits for the ledger at all: a statement that long belongs to a
+server in trouble (an I/O stall, a lock held by hand from ``psql``), and cancelling it frees its locks and its
+worker. The transaction is then run again like one whose connection was lost, until the caller's wait is over.
+The two jobs that may run longer lift it in their own transactions: a migration (``_migrate``) and a copy of a
+whole ledger (``_copy``)."""
+
 MIN_CONNECTION_WAIT_S = 0.1
 """The least one try waits for a connection, so ``NEXUS_DB_WAIT_S=0`` still tries once."""
 
 
-_IDLE_MS = int(IDLE_IN_TRANSACTION_S * 1000)
+_BOUNDS = (
+    f"SELECT set_config('idle_in_transaction_session_timeout', '{int(IDLE_IN_TRANSACTION_S * 1000)}', true), "
+    f"set_config('statement_timeout', '{int(STATEMENT_TIMEOUT_S * 1000)}', true)"
+)
+"""The transaction's own bounds, sent with its ``BEGIN``: ``set_config(…, true)`` is ``SET LOCAL`` (they end with
+the transaction, so pgbouncer's transaction pooling never hands them to another client), both in one statement
+(two ``SET LOCAL`` cost psycopg a result each: 8,000 instructions more per transaction, callgrind)."""
 
 
 def _pool_size() -> int:
@@ -90,6 +110,8 @@ class PgDatabase:
         self.executor = ThreadPoolExecutor(max_workers=size, thread_name_prefix="nexus-pg")
         self._write_lane = threading.Lock()
         self._give_up_at = math.inf
+        self._in_flight = InFlight()
+        self._stop_watch = StopWatch(self._in_flight)
         self.conflicts = 0
         """Transactions the server refused for a conflict (serialization failure, deadlock) and that were run
         again: with one write at a time here, only other processes' writes cause them."""
@@ -133,8 +155,18 @@ class PgDatabase:
         Without it a broker stopped while PostgreSQL was away kept retrying each aborted run's write, each
         hand-back and each lease release one after another, ``NEXUS_DB_WAIT_S`` (60 s) and a pool wait (30 s)
         apiece: it had not exited 300 s after SIGTERM. What a stop could not write stays as it was (an item
-        still ``processing`` is run again by the next broker), so nothing accepted is lost."""
+        still ``processing`` is run again by the next broker), so nothing accepted is lost.
+
+        A statement already on the wire is no retry: a silent server (``SIGSTOP``, a proxy that stops forwarding)
+        never answers it. Once ``seconds`` have passed, the connections still waiting for an answer are cut
+        (``_in_flight``) and listed in :attr:`abandoned`."""
         self._give_up_at = min(self._give_up_at, time.monotonic() + seconds)
+        self._stop_watch.start(self._give_up_at)
+
+    @property
+    def abandoned(self) -> list[str]:
+        """The transactions a stop cut because the server did not answer them by its bound (what and how long)."""
+        return list(self._in_flight.abandoned)
 
     def close(self) -> None:
         """Close the worker threads, then every connection.
@@ -143,10 +175,15 @@ class PgDatabase:
         queue cancelled on the loop goes on here) ends on the open pool, it never meets a closed one. Closed
         first, every attempt of that look failed with "the pool is already closed", taken for a lost
         connection and retried for ``NEXUS_DB_WAIT_S``: a stopped broker exited a minute late (the fault bench).
+        A transaction still on the wire gets ``LATE_ATTEMPT_S`` more (or what is left of a stop's bound), then its
+        connection is cut: a silent server held the close forever.
         """
         self._give_up_at = time.monotonic()
+        self._stop_watch.start(self._give_up_at + LATE_ATTEMPT_S)
         self.executor.shutdown(wait=True)
-        self._pool.close()
+        self._stop_watch.stop()
+        # a worker of the pool may be connecting to a silent server: the pool's own wait for it is 5 s
+        self._pool.close(timeout=0.5 if self._in_flight.abandoned else 5.0)
 
     # ------------------------------------------------------------------ transactions (on a worker thread)
 
@@ -192,7 +229,7 @@ class PgDatabase:
         import psycopg
 
         wait = wait_bound() if wait_s is None else wait_s
-        deadline = min(deadline or time.monotonic() + wait, self._give_up_at)
+        deadline = min(deadline or time.monotonic() + wait, self._give_up_at)  # a stop's, once it gave one
         delay = 0.002
         while True:
             try:
@@ -204,19 +241,32 @@ class PgDatabase:
                         f"the ledger database {self.location} kept refusing a write for conflicts ({exc}); "
                         "wait longer with NEXUS_DB_WAIT_S=SECONDS"
                     ) from exc
-            except (psycopg.OperationalError, psycopg.errors.IdleInTransactionSessionTimeout) as exc:
+            except (psycopg.OperationalError, psycopg.errors.IdleInTransactionSessionTimeout) as exc:  # 57014 too
                 if not _connection_lost(exc):
                     raise LedgerRefusedError(f"the ledger database {self.location} refused a statement: {exc}") from exc
                 if time.monotonic() >= min(deadline, self._give_up_at):  # the process may have begun stopping
-                    raise LedgerUnavailableError(
-                        f"the ledger database {self.location} stayed unreachable for {wait:g} s ({exc}); check "
-                        f"that PostgreSQL runs{_wait_hint(wait) if wait_s is None else ''}"
-                    ) from exc
+                    raise self._given_up(exc, wait, wait_s, stopping=self._give_up_at <= deadline) from exc
                 log.warning("ledger database connection lost (%s); retrying", exc)
             except psycopg.Error as exc:  # a statement the server refused: the database is not what we expect
                 raise LedgerRefusedError(f"the ledger database {self.location} refused a statement: {exc}") from exc
             time.sleep(min(delay * (1 + random.random()), max(0.0, min(deadline, self._give_up_at) - time.monotonic())))
             delay = min(delay * 2, 0.5)
+
+    def _given_up(self, exc: Exception, wait: float, wait_s: float | None, *, stopping: bool) -> LedgerUnavailableError:
+        """Why a transaction stopped retrying: the process's stop, statements the server kept cancelling
+        (``STATEMENT_TIMEOUT_S``), or a server that stayed unreachable for the wait."""
+        where = f"the ledger database {self.location}"
+        if stopping:
+            return LedgerUnavailableError(f"{where} did not answer before the process's stop gave up on it ({exc})")
+        hint = _wait_hint(wait) if wait_s is None else ""
+        if getattr(exc, "sqlstate", None) == "57014":
+            return LedgerUnavailableError(
+                f"{where} kept running statements past their {STATEMENT_TIMEOUT_S:g} s bound for {wait:g} s ({exc}); "
+                f"the server is overloaded or a lock is held by hand{hint}"
+            )
+        return LedgerUnavailableError(
+            f"{where} stayed unreachable for {wait:g} s ({exc}); check that PostgreSQL runs{hint}"
+        )
 
     def _attempt(self, fn: Callable[[Any], T], begin: str, deadline: float) -> T:
         """One try; a connection is waited for until ``deadline`` only (the pool's own 30 s would be a floor
@@ -226,14 +276,18 @@ class PgDatabase:
         try:
             until = min(deadline, self._give_up_at)  # a stop that began meanwhile shortens the wait
             with self._pool.connection(timeout=max(until - time.monotonic(), MIN_CONNECTION_WAIT_S)) as raw:
-                raw.execute(f"{begin}; SET LOCAL idle_in_transaction_session_timeout = {_IDLE_MS}")
+                on_wire = self._in_flight.enter(raw, fn, begin)  # a stop past its bound may cut it (_in_flight)
                 try:
-                    result = fn(PgConnection(raw))
-                except BaseException:
-                    _roll_back(raw)
-                    raise
-                raw.execute("COMMIT")
-                return result
+                    raw.execute(f"{begin}; {_BOUNDS}")
+                    try:
+                        result = fn(PgConnection(raw))
+                    except BaseException:
+                        _roll_back(raw)
+                        raise
+                    raw.execute("COMMIT")
+                    return result
+                finally:
+                    self._in_flight.leave(on_wire)
         except PoolClosed as exc:  # the ledger was closed: nothing to wait for
             raise LedgerUnavailableError(f"the ledger database {self.location} is closed") from exc
         except PoolTimeout as exc:
@@ -274,10 +328,11 @@ def _roll_back(raw: Any) -> None:
 
 
 def _connection_lost(exc: Exception) -> bool:
-    """A broken or closed connection, a server shutting down or not reachable (class 08, 57P0x), or a session
-    the server ended because the process stalled inside a transaction (25P03, nothing committed): worth a retry."""
+    """A broken or closed connection, a server shutting down or not reachable (class 08, 57P0x), a session
+    the server ended because the process stalled inside a transaction (25P03), or a statement it cancelled past
+    ``STATEMENT_TIMEOUT_S`` (57014): nothing committed, worth a retry."""
     state = getattr(exc, "sqlstate", None) or ""
-    return not state or state.startswith("08") or state in ("57P01", "57P02", "57P03", "25P03")
+    return not state or state.startswith("08") or state in ("57P01", "57P02", "57P03", "25P03", "57014")
 
 
 def _probe(url: str) -> None:

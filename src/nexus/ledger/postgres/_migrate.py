@@ -86,7 +86,11 @@ def missing(conn: Any) -> list[Migration]:
 
 
 def migrate(conn: Any) -> list[Migration]:
-    """Apply the missing migrations inside the caller's transaction (under the advisory lock); returns them."""
+    """Apply the missing migrations inside the caller's transaction (under the advisory lock); returns them.
+
+    With no statement bound (``STATEMENT_TIMEOUT_S`` of the database, lifted for this transaction): a migration
+    of a large ledger may build an index for minutes, and a process starting meanwhile waits for the lock as long."""
+    conn.execute("SET LOCAL statement_timeout = 0")
     conn.execute("SELECT pg_advisory_xact_lock(?)", (LOCK_KEY,))
     conn.execute(_TABLE)
     todo = missing(conn)
