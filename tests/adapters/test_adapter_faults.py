@@ -19,7 +19,7 @@ from adapter_helpers import MakeManager, adapter, events_of, script_command
 
 from nexus.adapters.process import AdapterError
 from nexus.adapters.supervisor import RestartPolicy
-from nexus.adapters.types import DeliveryTarget
+from nexus.adapters.types import AdapterStreamStatus, DeliveryTarget, ProtocolError
 from nexus.streaming.events import StreamEnd, Token
 from nexus.streaming.router import StreamRouter
 from nexus.testing import InstantClock, ManualClock
@@ -64,6 +64,7 @@ async def test_an_info_that_exits_non_zero_is_an_error_whatever_it_printed(make_
         ("hang", "no answer within 1 s"),
         ("exit", "exited with code 4: faulty: the platform refused the login"),
         ("flood", "flooding stdout"),
+        ("long_id", "'message_ids' holds an id of 100000 characters; a message id is 1 to 512 characters"),
     ],
 )
 async def test_send_faults_become_failed_results(fault: str, message: str, make_manager: MakeManager) -> None:
@@ -73,6 +74,20 @@ async def test_send_faults_become_failed_results(fault: str, message: str, make_
     result = await manager.send(DeliveryTarget("f", "a", "x"), "hello")
     assert not result.success
     assert result.error is not None and message in result.error.message
+
+
+@pytest.mark.parametrize(
+    ("line", "field"),
+    [
+        ({"type": "message_created", "messageId": "7" * 100_000}, "'messageId'"),
+        ({"type": "delivery_complete", "messageIds": ["1", "7" * 513]}, "'messageIds'"),
+        ({"type": "message_sent", "messageId": "", "final": True}, "'messageId'"),
+    ],
+)
+def test_a_stream_status_line_with_an_overlong_message_id_is_refused(line: dict[str, object], field: str) -> None:
+    with pytest.raises(ProtocolError, match=f"{field} holds an id of .* characters; a message id is 1 to 512"):
+        AdapterStreamStatus.from_json(line)
+    assert AdapterStreamStatus.from_json({"type": "message_created", "messageId": "7" * 512}).message_id == "7" * 512
 
 
 async def test_retry_after_is_honoured_for_three_attempts(tmp_path: Path, make_manager: MakeManager) -> None:
