@@ -298,7 +298,7 @@ async def test_a_stream_that_gave_up_starts_again_once_enabled_without_a_restart
     health`` in another shell said ``ok`` (an outside trial)."""
     from adapter_helpers import SCRIPTS
 
-    from nexus.adapters import AdapterManager, clear_monitor_failure
+    from nexus.adapters import AdapterManager, clear_adapter_failure
 
     record, broken, script = tmp_path / "lines.jsonl", tmp_path / "broken", tmp_path / "adapter.py"
     broken.touch()
@@ -327,6 +327,20 @@ async def test_a_stream_that_gave_up_starts_again_once_enabled_without_a_restart
         await elsewhere.close()
     broken.unlink()  # the fix
     assert "gave up" in (await deliver("fixed, not enabled yet") or "")
-    clear_monitor_failure(tmp_path, "rec", "x")  # what `nexus adapters enable rec/x` does, from another shell
+    clear_adapter_failure(tmp_path, "rec", "x")  # what `nexus adapters enable rec/x` does, from another shell
     assert await deliver("after enable") is None
     assert "after enable" in record.read_text()
+
+
+def test_clear_adapter_failure_forgets_a_give_up_and_the_old_name_still_works(tmp_path: Path) -> None:
+    """The function was named for monitors (``clear_monitor_failure``) after it cleared a stream's give-up too."""
+    from nexus.adapters import clear_adapter_failure, clear_monitor_failure
+    from nexus.adapters._failures import record, recorded
+
+    record(tmp_path, "tg", "main", "the stream crashed", process="stream")
+    record(tmp_path, "tg", "other", "the monitor crashed")
+    clear_adapter_failure(tmp_path, "tg", "main")
+    assert list(recorded(tmp_path)) == ["tg/other"]
+    with pytest.warns(DeprecationWarning, match="use clear_adapter_failure"):
+        clear_monitor_failure(tmp_path, "tg", "other")  # deprecated, still works
+    assert recorded(tmp_path) == {}
