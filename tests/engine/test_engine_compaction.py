@@ -310,3 +310,16 @@ async def test_a_refused_summary_lets_overflow_recovery_truncate_tool_results_ne
     assert window.summary is None and window.truncate_chars is not None
     final = await window.recover(messages, None, "prompt is too long")
     assert isinstance(final, AgentError) and final.kind == "compaction_failure"
+
+
+async def test_a_refused_summary_followed_by_a_good_one_ends_as_an_overflow_not_as_the_old_refusal() -> None:
+    fake = FakeSummarizer(reply="padding " * 5_000)
+    window = _window(fake, EngineLimits(keep_recent_tokens=50))
+    messages = conversation(4)
+    assert not await window.compact(messages, "context_limit", None)  # proactive: refused
+    fake.reply = "## Goal\nShip it"
+    more = [*messages, *conversation(2)]
+    assert await window.recover(more, None, None) is None  # level 1: a good summary, retried
+    final = await window.recover(more, None, "prompt is too long")  # still too long: nothing else to try
+    assert isinstance(final, AgentError) and final.kind == "context_overflow", final
+    assert "even after compaction" in final.message

@@ -320,6 +320,7 @@ class ContextWindow:
             self._refuse(before, outcome.record.tokens_after, retry_if_failed)
             return False
         result = outcome.record
+        self.failure = None  # an earlier failed or refused summary no longer says why the context does not fit
         self.cut += outcome.first_kept_index
         self.summary = result.summary
         self.compacted_len = len(messages)
