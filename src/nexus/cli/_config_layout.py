@@ -5,7 +5,8 @@ line after it (``enabled = true`` runs straight into ``[broker]``), and a table 
 old blank line beside the new one. This compares the file before and after the edit, line by line, and
 touches only the lines the edit added: one blank line before each new table header and one after the
 new lines when an existing line follows, no run of blank lines where the edit meets the file, and a
-comment written directly above an existing header stays above it. Everything the user wrote is kept.
+comment written directly above an existing header stays above it. Every line the user wrote but blank
+ones at that seam is kept.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def tidy_added_tables(before: str, after: str) -> str:
             out.extend(added)
             continue
         if not any(_HEADER.match(line) for line in added):
-            _extend_joining_blanks(out, added, new[end:])
+            _extend_joining_blanks(out, added, new[end : end + 1])
             continue
         pending = _comments_above(out) if end < len(new) and _HEADER.match(new[end]) else []
         del out[len(out) - len(pending) :]
@@ -60,13 +61,13 @@ def _add_tables(out: list[str], lines: list[str], blank: str) -> None:
         out[-1] += blank
 
 
-def _extend_joining_blanks(out: list[str], added: list[str], rest: list[str]) -> None:
+def _extend_joining_blanks(out: list[str], added: list[str], following: list[str]) -> None:
     """Added lines that hold no header (a key set in a table): drop blank lines doubling one beside them."""
     lines = list(added)
     if out and not out[-1].strip():
         while lines and not lines[0].strip():
             del lines[0]
-    if rest and not rest[0].strip():
+    if following and not following[0].strip():
         while lines and not lines[-1].strip():
             del lines[-1]
     out.extend(lines)
