@@ -19,7 +19,7 @@ from adapter_helpers import MakeManager, adapter, events_of, script_command
 
 from nexus.adapters.process import AdapterError
 from nexus.adapters.supervisor import RestartPolicy
-from nexus.adapters.types import DeliveryTarget
+from nexus.adapters.types import AdapterStreamStatus, DeliveryTarget, ProtocolError
 from nexus.streaming.events import StreamEnd, Token
 from nexus.streaming.router import StreamRouter
 from nexus.testing import InstantClock, ManualClock
@@ -64,6 +64,7 @@ async def test_an_info_that_exits_non_zero_is_an_error_whatever_it_printed(make_
         ("hang", "no answer within 1 s"),
         ("exit", "exited with code 4: faulty: the platform refused the login"),
         ("flood", "flooding stdout"),
+        ("long_id", "'message_ids' holds an id of 100000 characters; a message id is 1 to 512 characters"),
     ],
 )
 async def test_send_faults_become_failed_results(fault: str, message: str, make_manager: MakeManager) -> None:
@@ -73,6 +74,20 @@ async def test_send_faults_become_failed_results(fault: str, message: str, make_
     result = await manager.send(DeliveryTarget("f", "a", "x"), "hello")
     assert not result.success
     assert result.error is not None and message in result.error.message
+
+
+@pytest.mark.parametrize(
+    ("line", "field"),
+    [
+        ({"type": "message_created", "messageId": "7" * 100_000}, "'messageId'"),
+        ({"type": "delivery_complete", "messageIds": ["1", "7" * 513]}, "'messageIds'"),
+        ({"type": "message_sent", "messageId": "", "final": True}, "'messageId'"),
+    ],
+)
+def test_a_stream_status_line_with_an_overlong_message_id_is_refused(line: dict[str, object], field: str) -> None:
+    with pytest.raises(ProtocolError, match=f"{field} holds an id of .* characters; a message id is 1 to 512"):
+        AdapterStreamStatus.from_json(line)
+    assert AdapterStreamStatus.from_json({"type": "message_created", "messageId": "7" * 512}).message_id == "7" * 512
 
 
 async def test_retry_after_is_honoured_for_three_attempts(tmp_path: Path, make_manager: MakeManager) -> None:
@@ -283,7 +298,7 @@ async def test_a_stream_that_gave_up_starts_again_once_enabled_without_a_restart
     health`` in another shell said ``ok`` (an outside trial)."""
     from adapter_helpers import SCRIPTS
 
-    from nexus.adapters import AdapterManager, clear_monitor_failure
+    from nexus.adapters import AdapterManager, clear_adapter_failure
 
     record, broken, script = tmp_path / "lines.jsonl", tmp_path / "broken", tmp_path / "adapter.py"
     broken.touch()
@@ -312,6 +327,20 @@ async def test_a_stream_that_gave_up_starts_again_once_enabled_without_a_restart
         await elsewhere.close()
     broken.unlink()  # the fix
     assert "gave up" in (await deliver("fixed, not enabled yet") or "")
-    clear_monitor_failure(tmp_path, "rec", "x")  # what `nexus adapters enable rec/x` does, from another shell
+    clear_adapter_failure(tmp_path, "rec", "x")  # what `nexus adapters enable rec/x` does, from another shell
     assert await deliver("after enable") is None
     assert "after enable" in record.read_text()
+
+
+def test_clear_adapter_failure_forgets_a_give_up_and_the_old_name_still_works(tmp_path: Path) -> None:
+    """The function was named for monitors (``clear_monitor_failure``) after it cleared a stream's give-up too."""
+    from nexus.adapters import clear_adapter_failure, clear_monitor_failure
+    from nexus.adapters._failures import record, recorded
+
+    record(tmp_path, "tg", "main", "the stream crashed", process="stream")
+    record(tmp_path, "tg", "other", "the monitor crashed")
+    clear_adapter_failure(tmp_path, "tg", "main")
+    assert list(recorded(tmp_path)) == ["tg/other"]
+    with pytest.warns(DeprecationWarning, match="use clear_adapter_failure"):
+        clear_monitor_failure(tmp_path, "tg", "other")  # deprecated, still works
+    assert recorded(tmp_path) == {}

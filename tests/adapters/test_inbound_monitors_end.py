@@ -51,7 +51,7 @@ async def test_a_monitor_that_gave_up_is_failed_in_a_later_health_until_enabled_
 ) -> None:
     """The give-up lived only in the process that gave up: ``nexus adapters health`` (another process, the one
     the give-up line sends the user to) asked the adapter and said ``ok``."""
-    from nexus.adapters import AdapterManager, clear_monitor_failure
+    from nexus.adapters import AdapterManager, clear_adapter_failure
 
     with FakeProviderServer(default=echo) as model, Ledger.open(isolated_env / "agents.db") as ledger:
         _write_config(isolated_env, model, tmp_path)
@@ -69,7 +69,7 @@ async def test_a_monitor_that_gave_up_is_failed_in_a_later_health_until_enabled_
         status = await later.health("inbox", "main")
         assert not status.ok and status.state == "failed", status
         assert status.detail.startswith("its monitor gave up: adapter inbox/main monitor: gave up after 2 restarts")
-        clear_monitor_failure(config.home, "inbox", "main")  # what `nexus adapters enable inbox/main` does
+        clear_adapter_failure(config.home, "inbox", "main")  # what `nexus adapters enable inbox/main` does
         assert "gave up" not in (await later.health("inbox", "main")).detail
     finally:
         await later.close()

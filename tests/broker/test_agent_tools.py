@@ -80,7 +80,11 @@ async def test_wait_for_reply_returns_the_workers_answer(ledger: Ledger) -> None
 async def test_hop_limit_is_reported_not_crossed(ledger: Ledger) -> None:
     broker, runner, tools = await setup(ledger, hop=2)
     result = await call(tools["send_message_to_agent"], {"to": "worker", "content": "again"})
-    assert result.is_error and "Hop limit reached: conversation conv-1" in text(result)
+    assert result.is_error and text(result) == (
+        "Hop limit reached: your message to worker was not sent. Conversation conv-1 has already carried 2 messages "
+        "between agents and the limit is 2 (the max_hops setting of [broker] in nexus.toml). Answer with what you "
+        "have instead of delegating again."
+    )  # what happened, the limit, and the setting that sets it
     assert runner.runs == []
     await broker.close()
 

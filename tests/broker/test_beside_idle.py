@@ -40,7 +40,7 @@ async def _broker(ledger: Ledger, runner: FakeRuntime, cap: int) -> AgentBroker:
 
 
 def _beside(broker: AgentBroker, runner: FakeRuntime, label: str) -> asyncio.Future[object]:
-    return broker.run_beside("b", lambda: runner.begin(None, label, "beside"))  # type: ignore[arg-type,return-value]
+    return broker.run_beside("b", lambda tools: runner.begin(None, label, "beside"))  # type: ignore[arg-type,return-value]
 
 
 async def test_a_run_beside_the_queues_keeps_its_agent_and_its_session_busy(ledger: Ledger) -> None:
@@ -94,7 +94,7 @@ async def test_a_waiting_run_beside_the_queues_whose_session_is_known_keeps_only
     await broker.send(AgentMessage(id="a-0", from_="user", to="a", content="a0"))
     batch = await runner.next_run(1)
     label = "agent:b:user:bob"
-    started = broker.run_beside("b", lambda: runner.begin(None, label, "beside"), session=label)  # type: ignore[arg-type,return-value]
+    started = broker.run_beside("b", lambda tools: runner.begin(None, label, "beside"), session=label)  # type: ignore[arg-type,return-value]
     assert await broker.wait_for_idle("b", timeout_ms=50, session=label) is False  # it waits for a slot there
     assert await broker.wait_for_idle("b", timeout_ms=1000, session="other") is True
     assert await broker.wait_for_idle("b", timeout_ms=50) is False

@@ -243,3 +243,30 @@ async def test_a_run_whose_messages_a_recovered_turn_answered_returns_that_turn(
     assert await answered_before_start(ledger, start(ids[1])) is None  # none answered: it runs
     partly = await answered_before_start(ledger, start(*ids))  # one answered: nothing runs, nothing is stored
     assert partly is not None and (partly.turn_id, partly.status) == (None, "aborted")
+
+
+async def test_the_batch_is_read_in_one_go_however_many_messages_it_holds(
+    any_ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch of 30 collected messages after a recovery: one read of the queue, not 30 (one per item)."""
+    from nexus.engine.wiring._start import StartRequest, answered_before_start
+
+    ledger = any_ledger
+    await ledger.sessions.ensure(NewSession("agent:coder"))
+    ids = []
+    for n in range(30):
+        request = AcceptRequest("coder", "agent:coder", f"m-{n}", "user", {"content": f"q{n}"}, "collect")
+        ids.append((await ledger.queue.accept(request))[0].id)
+    await ledger.queue.claim(ids)
+    database = ledger.queue._db  # type: ignore[attr-defined]
+    reads = 0
+    real_read = database.run_read
+
+    async def counted(fn: Callable[[Any], Any]) -> Any:
+        nonlocal reads
+        reads += 1
+        return await real_read(fn)
+
+    monkeypatch.setattr(database, "run_read", counted)
+    assert await answered_before_start(ledger, StartRequest("q", tuple(ids), None, (), (), None)) is None
+    assert reads == 1

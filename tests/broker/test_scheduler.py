@@ -295,7 +295,7 @@ async def test_a_run_beside_the_queues_waits_for_a_seat_and_takes_turns_with_the
     await broker.send(_send("a", 0))
     await broker.send(_send("a", 1))
     first = await runner.next_run(1)
-    beside = broker.run_beside("b", lambda: runner.begin(None, "chat-b", "beside"))  # type: ignore[arg-type,return-value]
+    beside = broker.run_beside("b", lambda tools: runner.begin(None, "chat-b", "beside"))  # type: ignore[arg-type,return-value]
     await asyncio.sleep(0.05)
     assert not beside.done() and len(runner.runs) == 1  # the seat is taken by a's batch
     first.finish()
@@ -315,7 +315,7 @@ async def test_close_ends_a_run_waiting_for_a_seat_without_starting_it(ledger: L
     broker = await _broker(ledger, runner, max_concurrent=1, queue=QueueSettings(mode="followup"))
     await broker.send(_send("a", 0))
     running = await runner.next_run(1)
-    beside = broker.run_beside("b", lambda: runner.begin(None, "chat-b", "beside"))  # type: ignore[arg-type,return-value]
+    beside = broker.run_beside("b", lambda tools: runner.begin(None, "chat-b", "beside"))  # type: ignore[arg-type,return-value]
     await asyncio.sleep(0.02)
     await broker.close()
     assert await beside is None and running.aborted is not None and len(runner.runs) == 1

@@ -283,3 +283,43 @@ async def test_overflow_recovery_with_nothing_to_shrink_announces_nothing_and_sa
     assert isinstance(result, AgentError) and result.kind == "context_overflow"
     assert events == [] and fake.contexts == []  # no compaction was tried, so none is announced
     assert "nothing could be made smaller" in result.message and "even after" not in result.message
+
+
+async def test_a_summary_larger_than_what_it_replaces_is_refused_and_the_history_kept(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    events: list[EngineEvent] = []
+    window = _window(FakeSummarizer(reply="padding " * 5_000), EngineLimits(keep_recent_tokens=50), events)
+    messages = conversation(4)  # small tool results: level 2 has nothing to cut
+    before = window.payload(messages)
+    with caplog.at_level("WARNING", logger="nexus.engine"):
+        result = await window.recover(messages, None, None)
+    assert isinstance(result, AgentError) and result.kind == "compaction_failure" and result.retryable
+    assert "the summary would not make the context smaller" in result.message
+    assert window.summary is None and window.cut == 0 and window.compaction is None and window.compactions == []
+    assert window.payload(messages) == before  # the uncompacted conversation, as it was
+    end = events[-1]
+    assert isinstance(end, CompactionEndEvent) and end.result is None and end.error == result.message
+    assert not end.will_retry and "compaction refused" in caplog.text
+
+
+async def test_a_refused_summary_lets_overflow_recovery_truncate_tool_results_next() -> None:
+    window = _window(FakeSummarizer(reply="padding " * 150_000), EngineLimits(keep_recent_tokens=50))
+    messages = conversation(10, size=30_000)
+    assert await window.recover(messages, None, None) is None  # level 1 refused, level 2 has results to cut
+    assert window.summary is None and window.truncate_chars is not None
+    final = await window.recover(messages, None, "prompt is too long")
+    assert isinstance(final, AgentError) and final.kind == "compaction_failure"
+
+
+async def test_a_refused_summary_followed_by_a_good_one_ends_as_an_overflow_not_as_the_old_refusal() -> None:
+    fake = FakeSummarizer(reply="padding " * 5_000)
+    window = _window(fake, EngineLimits(keep_recent_tokens=50))
+    messages = conversation(4)
+    assert not await window.compact(messages, "context_limit", None)  # proactive: refused
+    fake.reply = "## Goal\nShip it"
+    more = [*messages, *conversation(2)]
+    assert await window.recover(more, None, None) is None  # level 1: a good summary, retried
+    final = await window.recover(more, None, "prompt is too long")  # still too long: nothing else to try
+    assert isinstance(final, AgentError) and final.kind == "context_overflow", final
+    assert "even after compaction" in final.message

@@ -27,7 +27,7 @@ from nexus.adapters.types import (
 )
 
 if TYPE_CHECKING:
-    from nexus.adapters._failures import clear_monitor_failure
+    from nexus.adapters._failures import clear_adapter_failure, clear_monitor_failure
     from nexus.adapters.clock import Clock, MonotonicClock
     from nexus.adapters.events import NexusEvent, parse_event, reply_target, session_key
     from nexus.adapters.manager import AdapterManager, HealthStatus
@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from nexus.adapters.supervisor import RestartPolicy
 
 _LAZY = {
-    "clear_monitor_failure": "._failures",
+    "clear_adapter_failure": "._failures",
+    "clear_monitor_failure": "._failures",  # deprecated: clear_adapter_failure
     "NexusEvent": ".events",
     "parse_event": ".events",
     "session_key": ".events",
@@ -67,6 +68,7 @@ __all__ = [
     "ProtocolError",
     "RestartPolicy",
     "StreamDelivery",
+    "clear_adapter_failure",
     "clear_monitor_failure",
     "parse_event",
     "reply_target",

@@ -1,4 +1,5 @@
-"""Monitors that gave up, remembered beside the config so that any later ``nexus adapters health`` says so.
+"""Monitors and ``stream`` processes that gave up, remembered beside the config so that any later
+``nexus adapters health`` says so.
 
 A monitor's supervisor gives up after its restarts; that state lived in the process that gave up
 only, so ``nexus adapters health`` (a new process, which the give-up line tells the user to run)
@@ -15,6 +16,7 @@ import contextlib
 import json
 import os
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,9 +44,23 @@ def record(home: Path | None, name: str, account_id: str, error: str, process: s
     _change(home, lambda held: held.__setitem__(f"{name}/{account_id}", entry))
 
 
-def clear_monitor_failure(home: Path | None, name: str, account_id: str) -> None:
-    """Forget a give-up of ``name/account_id`` (enabled again, or its monitor started again)."""
+def clear_adapter_failure(home: Path | None, name: str, account_id: str) -> None:
+    """Forget a give-up of ``name/account_id``, its monitor's or a ``stream`` process's (the account enabled
+    again, its monitor or a stream process started again)."""
     _change(home, lambda held: held.pop(f"{name}/{account_id}", None))
+
+
+def clear_monitor_failure(home: Path | None, name: str, account_id: str) -> None:
+    """Deprecated: :func:`clear_adapter_failure` (the old name, from when only a monitor's give-up was kept).
+
+    It still works, and warns with a ``DeprecationWarning``."""
+    warnings.warn(
+        "nexus.adapters.clear_monitor_failure is deprecated (it clears a stream's give-up too): "
+        "use clear_adapter_failure",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    clear_adapter_failure(home, name, account_id)
 
 
 class StreamGiveUp:
@@ -71,7 +87,7 @@ class StreamGiveUp:
     def started(self) -> None:
         """A stream process of the account started: an old give-up of the account (another process's, or one
         before a restart of the server) no longer holds."""
-        clear_monitor_failure(self.home, self.name, self.account_id)  # writes nothing when there is none
+        clear_adapter_failure(self.home, self.name, self.account_id)  # writes nothing when there is none
 
     def cleared(self) -> bool:
         """Whether the give-up written by :meth:`note` has been cleared since (``nexus adapters enable``)."""

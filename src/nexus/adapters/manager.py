@@ -257,7 +257,7 @@ class AdapterManager:
                     _failures.record(self.home, name, account_id, str(exc))
                 return
             if supervisor.starts == 1:  # tried again (a new start, or `enable`): an old give-up no longer holds
-                _failures.clear_monitor_failure(self.home, name, account_id)
+                _failures.clear_adapter_failure(self.home, name, account_id)
             assert proc.stdout is not None
             async for event in self._events(name, account_id, proc.stdout):
                 if deduper.first_time(event.event_id):

@@ -57,6 +57,26 @@ def _str(data: dict[str, Any], key: str, *, required: bool = True) -> str | None
     return value
 
 
+MESSAGE_ID_LIMIT = 512
+"""The most characters a platform message id an adapter reports may have (``message_ids``, ``messageId``)."""
+
+
+def _message_ids(ids: object, key: str) -> list[str]:
+    """``ids`` as strings: a list of strings (or integers), each 1 to :data:`MESSAGE_ID_LIMIT` characters."""
+    if not isinstance(ids, list) or not all(isinstance(i, str | int) and not isinstance(i, bool) for i in ids):
+        raise ProtocolError(f"{key!r} must be a list of strings")
+    return [_message_id(i, key) for i in ids]
+
+
+def _message_id(value: str | int, key: str) -> str:
+    text = str(value)
+    if not 0 < len(text) <= MESSAGE_ID_LIMIT:
+        raise ProtocolError(
+            f"{key!r} holds an id of {len(text)} characters; a message id is 1 to {MESSAGE_ID_LIMIT} characters"
+        )
+    return text
+
+
 def _obj(data: object, what: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ProtocolError(f"{what} must be a JSON object, got {type(data).__name__}")
@@ -154,9 +174,7 @@ class DeliveryResult:
         success = obj.get("success")
         if not isinstance(success, bool):
             raise ProtocolError("'success' must be true or false")
-        ids = obj.get("message_ids", [])
-        if not isinstance(ids, list) or not all(isinstance(i, str | int) for i in ids):
-            raise ProtocolError("'message_ids' must be a list of strings")
+        ids = _message_ids(obj.get("message_ids", []), "message_ids")
         chunks = obj.get("chunks_sent", len(ids))
         if not isinstance(chunks, int) or isinstance(chunks, bool):
             raise ProtocolError("'chunks_sent' must be an integer")
@@ -166,7 +184,7 @@ class DeliveryResult:
         error = _delivery_error(obj.get("error"))
         if not success and error is None:
             error = DeliveryError("unknown", "the adapter reported failure without an error")
-        return cls(success, [str(i) for i in ids], chunks, total, error)
+        return cls(success, ids, chunks, total, error)
 
 
 def said(text: object) -> str:
@@ -312,12 +330,12 @@ class AdapterStreamStatus:
             final = obj.get("final")
             if kind == "message_sent" and not isinstance(final, bool):
                 raise ProtocolError("message_sent needs a boolean 'final'")
-            return cls(kind, message_id=str(mid), chars=chars, final=final)
+            return cls(kind, message_id=_message_id(mid, "messageId"), chars=chars, final=final)
         if kind == "delivery_complete":
             ids = obj.get("messageIds")
             if not isinstance(ids, list):
                 raise ProtocolError("delivery_complete needs a 'messageIds' list")
-            return cls(kind, message_ids=tuple(str(i) for i in ids))
+            return cls(kind, message_ids=tuple(_message_ids(ids, "messageIds")))
         if kind == "delivery_error":
             return cls(kind, error=said(obj.get("error", "unknown error")))
         raise ProtocolError(f"unknown status type {kind!r}")

@@ -6,42 +6,59 @@ broker, such a run was unknown to it: ``abort`` answered ``false`` and the run w
 read ``idle`` while it streamed, and any number ran at once whatever ``max_concurrent`` said. Here
 each such run first takes a seat among the broker's ``max_concurrent`` (waiting in line with the
 sessions' batches when all are taken), is listed with its agent while it runs (its state, its
-abort), and the broker's close aborts it and waits until its turn is written.
+abort), and the broker's close aborts it and waits until its turn is written. It gets the agent tools a
+batch's run gets (``send_message_to_agent``...: without them it could not reach another agent), and lends
+its seat while it waits on one like any run (:mod:`nexus.broker._lending`).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 from nexus.broker._lending import HELD_SEAT, Seat
+from nexus.broker.agent_tools import CallerContext
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from nexus.agent import AgentTool
     from nexus.broker._scheduler import DrainScheduler
     from nexus.broker._slot import AgentSlot
     from nexus.engine import Execution
+
+    BeginBeside: TypeAlias = Callable[[list[AgentTool]], Awaitable[Execution]]
+    """What starts a run beside the queues, given the agent tools (``AgentBroker.run_beside``)."""
 
 
 class BesideRuns:
     """The runs started beside the queues, each holding a seat of the scheduler until its turn ends."""
 
-    def __init__(self, scheduler: DrainScheduler) -> None:
+    def __init__(
+        self, scheduler: DrainScheduler, tools: Callable[[CallerContext], list[AgentTool]], max_hops: int
+    ) -> None:
         self._scheduler = scheduler
+        self._tools = tools
+        self._max_hops = max_hops
         self._tasks: set[asyncio.Task[None]] = set()
         self._running: set[Execution] = set()
         self._closed: str | None = None
         """Why the broker closed (set as its close begins): a seat handed over after it starts nothing."""
 
-    def start(
-        self, slot: AgentSlot, begin: Callable[[], Awaitable[Execution]], label: str | None = None
-    ) -> asyncio.Future[Execution | None]:
-        """Run ``begin`` once a seat is free; the future says the run it started, ``None`` if the broker
+    def start(self, slot: AgentSlot, begin: BeginBeside, label: str | None = None) -> asyncio.Future[Execution | None]:
+        """Run ``begin(tools)`` once a seat is free; the future says the run it started, ``None`` if the broker
         closed first (nothing started), or ``begin``'s exception. Until then the agent is not idle (nor its
-        session ``label``, a label or key, when the caller knows it: ``AgentSlot.beside_busy``)."""
+        session ``label``, a label or key, when the caller knows it: ``AgentSlot.beside_busy``).
+
+        ``tools`` are the agent's tools to reach other agents. The run starts no conversation, and a reply it
+        does not wait for goes to the agent's own session (the run's session is none of the broker's)."""
         started: asyncio.Future[Execution | None] = asyncio.get_running_loop().create_future()
         slot.beside_asked[started] = label
-        task = asyncio.get_running_loop().create_task(self._run(slot, begin, started), name="broker:beside")
+        tools = self._tools(CallerContext(slot.agent_id, None, max_hops=self._max_hops))
+        run = self._run(slot, partial(begin, tools), started)
+        task = asyncio.get_running_loop().create_task(run, name="broker:beside")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         task.add_done_callback(lambda _: slot.beside_asked.pop(started, None))  # even if it never got to run

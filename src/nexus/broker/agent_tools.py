@@ -129,8 +129,9 @@ def _refused(
         return AgentToolResult.text(f"No agent named {target!r}. Known agents: {known or 'none'}.", is_error=True)
     if caller.hop + 1 > caller.max_hops:
         return AgentToolResult.text(
-            f"Hop limit reached: conversation {conversation_id()} has already passed {caller.max_hops} "
-            "messages between agents. Answer with what you have instead of delegating again.",
+            f"Hop limit reached: your message to {target} was not sent. Conversation {conversation_id()} has "
+            f"already carried {caller.hop} messages between agents and the limit is {caller.max_hops} (the "
+            "max_hops setting of [broker] in nexus.toml). Answer with what you have instead of delegating again.",
             is_error=True,
             details={"hop_limit": caller.max_hops, "conversation_id": conversation_id()},
         )

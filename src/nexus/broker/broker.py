@@ -59,8 +59,11 @@ from nexus.broker.types import (
 from nexus.ledger import AcceptRequest, BrokerStore, QueueItem
 
 if TYPE_CHECKING:
+    from asyncio import Future
+
     from nexus.agent import AgentTool
     from nexus.broker._batch_runner import Deliver
+    from nexus.broker._beside import BeginBeside
     from nexus.engine import AgentSpec, Execution, Runtime
     from nexus.ledger import Ledger
 
@@ -101,7 +104,7 @@ class AgentBroker(SmartRoutingFace):
         self._slots: dict[str, AgentSlot] = {}
         self._shared_tools: list[AgentTool] | None = None
         self._scheduler = DrainScheduler(self._settings.max_concurrent, self._step, _now_ms, self._forget_if_idle)
-        self._beside = BesideRuns(self._scheduler)
+        self._beside = BesideRuns(self._scheduler, self._agent_tools, self._settings.max_hops)
         self._started = False
         self._closing = False
         self._intake = Intake(ledger.queue)
@@ -409,22 +412,21 @@ class AgentBroker(SmartRoutingFace):
             run.abort(reason)
         return bool(runs)
 
-    def run_beside(
-        self, agent_id: str, begin: Callable[[], Awaitable[Execution]], *, session: str | None = None
-    ) -> asyncio.Future[Execution | None]:
-        """Start a run of the agent outside its queues (``begin`` starts it: a chat completion in another
-        session), counted against ``max_concurrent`` like a batch (it waits for a seat), listed with the
-        agent while it runs (:meth:`get_state`, :meth:`abort`), waited for by :meth:`wait_for_idle` and
-        :meth:`wait_until_idle` from now until it ended, and aborted by :meth:`close`. ``session``: the label
-        or key of the session it will run in, if known: while it waits for a seat, a wait for another
-        session of the agent does not wait for it (without it, every session's does).
+    def run_beside(self, agent_id: str, begin: BeginBeside, *, session: str | None = None) -> Future[Execution | None]:
+        """Start a run of the agent outside its queues (``begin(tools)`` starts it with the agent tools a batch's
+        run gets, :meth:`BesideRuns.start`: a chat completion in another session), counted against
+        ``max_concurrent`` like a batch (it waits for a seat), listed with the agent while it runs
+        (:meth:`get_state`, :meth:`abort`), waited for by :meth:`wait_for_idle` and :meth:`wait_until_idle`
+        from now until it ended, and aborted by :meth:`close`. ``session``: the label or key of the session it
+        will run in, if known: while it waits for a seat, a wait for another session of the agent does not
+        wait for it (without it, every session's does).
 
         The future is the run once started; ``None`` when the broker closed before a seat was free (nothing
         started); ``begin``'s exception if it raised.
         """
         slot = self._slot(agent_id)
         if self._closing:
-            done: asyncio.Future[Execution | None] = asyncio.get_running_loop().create_future()
+            done: Future[Execution | None] = asyncio.get_running_loop().create_future()
             done.set_result(None)
             return done
         return self._beside.start(slot, begin, session)

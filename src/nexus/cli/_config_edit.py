@@ -1,7 +1,8 @@
 """Editing ``nexus.toml`` from a command (``nexus adapters``, ``nexus mcp``): in place, checked, atomic.
 
 The file is changed with tomlkit (the user's comments and layout kept), the result is validated
-by the same strict loader every command uses, and written through a temporary file and a rename
+by the same strict loader every command uses (a table the edit adds gets one blank line before and
+after it: :mod:`nexus.cli._config_layout`), and written through a temporary file and a rename
 (:mod:`nexus._replace_file`: the file's mode, owner and symlink kept): a change that would make the
 file invalid is refused, naming the problem, and nothing is written.
 """
@@ -40,7 +41,7 @@ def edit(args: argparse.Namespace, change: Callable[[Any], None]) -> Path:
     text = read_config_text(path) if path.exists() else ""
     document = tomlkit.parse(text)
     change(document)
-    new_text = tomlkit.dumps(document)
+    new_text = _tidy(text, tomlkit.dumps(document), document)
     parse_config(new_text, path)  # raises ConfigError naming the problem; nothing written
     path.parent.mkdir(parents=True, exist_ok=True)
     try:  # its mode, owner and symlink kept (a 0600 file holding a key stays 0600); a new one is 0600
@@ -48,6 +49,20 @@ def edit(args: argparse.Namespace, change: Callable[[Any], None]) -> Path:
     except OSError as exc:
         raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from None
     return path
+
+
+def _tidy(before: str, after: str, document: Any) -> str:
+    """``after`` with blank lines set around the tables the edit added, unless that would change a value."""
+    import tomlkit
+
+    from nexus.cli._config_layout import tidy_added_tables
+
+    tidied = tidy_added_tables(before, after)
+    try:  # it only moves blank and comment lines; should it ever misread the text, the untidied text is written
+        same = tomlkit.parse(tidied).unwrap() == document.unwrap()
+    except ValueError:  # tomlkit's parse errors are ValueErrors
+        same = False
+    return tidied if same else after
 
 
 def table(parent: Any, key: str) -> Any:

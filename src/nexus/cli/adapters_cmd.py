@@ -141,9 +141,9 @@ def _enable(args: argparse.Namespace) -> int:
                 settings[key] = value
 
     edit(args, change)
-    from nexus.adapters import clear_monitor_failure
+    from nexus.adapters import clear_adapter_failure
 
-    clear_monitor_failure(config.home, name, account)  # "fix the adapter, then enable it again" (the give-up line)
+    clear_adapter_failure(config.home, name, account)  # "fix the adapter, then enable it again" (the give-up line)
     extra = " with its monitor" if args.monitor else ""
     print(f"enabled {name}/{account}{extra}")
     if args.credential_env and not os.environ.get(args.credential_env):

@@ -92,6 +92,16 @@ def get(conn: Any, item_id: str) -> QueueItem | None:
     return None if row is None else _item(row)
 
 
+def get_many(conn: Any, item_ids: Sequence[str]) -> list[QueueItem | None]:
+    """The items of ``item_ids``, in that order, ``None`` for an unknown id: one statement per 500 ids."""
+    found: dict[str, QueueItem] = {}
+    for chunk, marks in in_lists(list(dict.fromkeys(item_ids))):
+        for row in conn.execute(f"SELECT {_ITEM_COLUMNS} FROM queue_items WHERE id IN ({marks})", chunk).fetchall():
+            item = _item(row)
+            found[item.id] = item
+    return [found.get(item_id) for item_id in item_ids]
+
+
 def pending(conn: Any, agent_id: str | None, session_label: str | None = None) -> list[QueueItem]:
     """Items still ``queued`` or ``processing`` (of one agent or session, or all), in arrival order.
 

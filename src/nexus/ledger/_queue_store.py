@@ -246,6 +246,12 @@ class SqlQueueStore:
         """One queue item by id, or ``None``."""
         return await self._db.run_read(lambda c: _queue_reads.get(c, item_id))
 
+    async def get_many(self, item_ids: Sequence[str]) -> list[QueueItem | None]:
+        """The items of ``item_ids`` in that order (``None`` for an unknown id), in one read."""
+        if not item_ids:
+            return []
+        return await self._db.run_read(lambda c: _queue_reads.get_many(c, item_ids))
+
     async def pending(self, agent_id: str | None = None, *, session_label: str | None = None) -> list[QueueItem]:
         """Items still ``queued`` or ``processing`` (of one agent or session, or all), in arrival order."""
         return await self._db.run_read(lambda c: _queue_reads.pending(c, agent_id, session_label))

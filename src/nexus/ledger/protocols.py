@@ -267,6 +267,10 @@ class QueueStore(Protocol):
         """One item by id, or ``None``."""
         ...
 
+    async def get_many(self, item_ids: Sequence[str]) -> list[QueueItem | None]:
+        """The items of ``item_ids`` in that order, ``None`` for an unknown id, read together (one snapshot)."""
+        ...
+
     async def pending(self, agent_id: str | None = None, *, session_label: str | None = None) -> list[QueueItem]:
         """Items ``queued`` or ``processing`` (of one agent or session, or all), in arrival order: what a start
         reloads, and a broker taking over a dead one's session."""

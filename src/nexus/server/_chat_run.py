@@ -28,6 +28,7 @@ from nexus.server._errors import ApiError
 from nexus.server._off_loop import store_call
 
 if TYPE_CHECKING:
+    from nexus.agent import AgentTool
     from nexus.broker import SendReceipt
     from nexus.engine import AgentResult, Execution, Subscription
     from nexus.ledger import AgentRow
@@ -101,9 +102,9 @@ async def _beside_broker(
     await ensure_in_broker(state, agent.agent_id)
     turn = ChatTurn(state, session_label, asyncio.get_running_loop().create_future())
 
-    async def begin() -> Execution:
-        try:
-            execution = await runtime.begin(spec, session_label, prompt)
+    async def begin(tools: list[AgentTool]) -> Execution:
+        try:  # the broker's agent tools, as a queued turn has them: the run may ask another agent
+            execution = await runtime.begin(spec, session_label, prompt, tools=tools)
         except Exception as exc:
             turn.why = str(exc) or type(exc).__name__
             turn.run.set_result(None)

@@ -4,7 +4,8 @@
 ``exit-info`` prints a good ``info`` and exits 3. Faults: ``garbage`` (prints non-JSON), ``hang`` (sleeps
 forever), ``exit`` (exits 4 with a message on stderr), ``flood`` (prints 3 MiB), ``rate_limited`` (answers
 rate_limited with retry_after_ms 1500 for the first ``config.failures`` calls, counted in ``config.counter``),
-``record_env`` (writes its argv, environment and context-file mode to ``config.dump``).
+``record_env`` (writes its argv, environment and context-file mode to ``config.dump``), ``long_id`` (reports a
+message id of 100,000 characters).
 """
 
 import json
@@ -61,6 +62,8 @@ elif fault == "rate_limited":
         )
         sys.exit(0)
     print(json.dumps({"success": True, "message_ids": [f"ok{count}"], "chunks_sent": 1}))
+elif fault == "long_id":
+    print(json.dumps({"success": True, "message_ids": ["7" * 100_000], "chunks_sent": 1}))
 elif fault == "record_env":
     mode = stat.S_IMODE(os.stat(ctx_path).st_mode) if ctx_path else None
     json.dump(

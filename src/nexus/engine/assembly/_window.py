@@ -8,6 +8,7 @@ unit) and tool results are capped, right before each model call, on a copy.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import field
 
@@ -34,6 +35,8 @@ from nexus.engine.types import (
 )
 from nexus.ledger import SUMMARY_PREFIX, CompactionRecord
 from nexus.llm import AbortSignal, AssistantMessage, Message, Model, StreamFn, ToolResultMessage, UserMessage
+
+log = logging.getLogger("nexus.engine")
 
 
 def _same(a: object, b: object) -> bool:
@@ -291,7 +294,8 @@ class ContextWindow:
         if not plan_compaction(tail, self.limits.keep_recent_tokens).to_summarize:
             return False
         self.compacting = True
-        self.emit(CompactionStartEvent(trigger, len(tail), estimate_tokens(self.view(messages))))
+        before = estimate_tokens(self.view(messages))
+        self.emit(CompactionStartEvent(trigger, len(tail), before))
         try:
             outcome = await compact(
                 tail,
@@ -312,7 +316,11 @@ class ContextWindow:
         if outcome is None:  # planned above, so only if the plan changed meanwhile
             self.emit(CompactionEndEvent(None, "nothing old enough to summarise", retry_if_failed))
             return False
+        if outcome.record.tokens_after >= before:
+            self._refuse(before, outcome.record.tokens_after, retry_if_failed)
+            return False
         result = outcome.record
+        self.failure = None  # an earlier failed or refused summary no longer says why the context does not fit
         self.cut += outcome.first_kept_index
         self.summary = result.summary
         self.compacted_len = len(messages)
@@ -320,6 +328,20 @@ class ContextWindow:
         self.compactions.append((result, self.cut))
         self.emit(CompactionEndEvent(result, None, will_retry=trigger == "overflow_recovery"))
         return True
+
+    def _refuse(self, before: int, after: int, retry_if_failed: bool) -> None:
+        """A summary that would not make the context smaller: the history stays as it was, as after a failed one.
+
+        Kept, it would make every later call larger (a summariser that pads, or repeats the previous summary
+        and the kept messages); the overflow path goes on as for a failed summary (level 2, or the error).
+        """
+        message = (
+            f"compaction refused: the summary would not make the context smaller (~{before} → ~{after} tokens); "
+            "the conversation is kept as it was"
+        )
+        log.warning("%s (%s)", message, self.model.ref)
+        self.failure = AgentError("compaction_failure", message, retryable=True)
+        self.emit(CompactionEndEvent(None, message, will_retry=retry_if_failed))
 
     async def recover(
         self, messages: Sequence[Message], signal: AbortSignal | None, detail: str | None

@@ -78,7 +78,7 @@ async def answered_before_start(ledger: Ledger, request: StartRequest) -> AgentR
     as if this run had written it. Only some finished: nothing runs (aborted, nothing stored); the broker's
     next claim skips the finished ones and runs the others. Only after a recovery: no read on other runs.
     """
-    items = [await ledger.queue.get(item_id) for item_id in request.consumes]
+    items = await ledger.queue.get_many(request.consumes)  # one read, however many messages the batch holds
     finished = [item for item in items if item is not None and item.status not in ("queued", "processing")]
     if not finished:
         return None

@@ -36,6 +36,19 @@ async def test_accept_is_idempotent_by_message_id(ledger: Ledger) -> None:
     assert await ledger.queue.get("no-such-item") is None
 
 
+async def test_get_many_reads_items_in_the_order_asked(ledger: Ledger) -> None:
+    await ledger.sessions.create(NewSession("agent:w"))
+    first, _ = await ledger.queue.accept(_ask("m1", "one"))
+    second, _ = await ledger.queue.accept(_ask("m2", "two"))
+    await ledger.queue.claim([second.id])
+    found = await ledger.queue.get_many([second.id, "no-such-item", first.id, second.id])
+    assert [None if item is None else (item.id, item.status) for item in found] == [
+        (second.id, "processing"), None, (first.id, "queued"), (second.id, "processing"),
+    ]  # fmt: skip
+    assert found[2] == await ledger.queue.get(first.id)
+    assert await ledger.queue.get_many([]) == []
+
+
 async def test_a_refused_message_id_is_free_for_its_retry(ledger: Ledger) -> None:
     """A row dropped ``refused`` (the sender was told "not queued") does not make the retry a duplicate; the
     refusal stays on record."""
