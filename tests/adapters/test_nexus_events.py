@@ -59,6 +59,45 @@ def test_session_keys() -> None:
     assert session_key(parse_event(json.dumps({**group, "thread_id": "9"}))) == "group:telegram:-100:thread:9"
 
 
+def key_of(**changes: Any) -> str:
+    return session_key(parse_event(json.dumps(event(**changes))))
+
+
+def test_ids_holding_the_separator_do_not_share_a_session_key() -> None:
+    """A group ``g1:thread:9`` is not group ``g1``'s thread ``9``; a platform ``a:b`` with sender ``c`` is not
+    platform ``a`` with sender ``b:c``; an id that looks escaped is not the id it looks like."""
+    group = {"container_kind": "group", "sender_id": "u1", "platform": "myplat"}
+    assert key_of(**group, container_id="g1:thread:9") != key_of(**group, container_id="g1", thread_id="9")
+    assert key_of(platform="a:b", sender_id="c") != key_of(platform="a", sender_id="b:c")
+    assert key_of(**group, container_id="g1%3Athread%3A9") != key_of(**group, container_id="g1:thread:9")
+    assert key_of(**group, container_id="a:thread", thread_id="x") != key_of(
+        **group, container_id="a", thread_id="thread:x"
+    )
+    assert key_of(**group, container_id="g1:thread:9") == "group:myplat:g1%3Athread%3A9"
+
+
+@pytest.mark.parametrize(
+    ("changes", "key"),
+    [  # ids without ":" or "%" keep the keys they always had, so their sessions keep their history
+        ({"platform": "telegram", "sender_id": "42"}, "dm:telegram:42"),
+        ({"platform": "slack", "container_kind": "direct", "sender_id": "U024BE7LH"}, "dm:slack:U024BE7LH"),
+        ({"platform": "discord", "container_kind": "group", "container_id": "1234567890"}, "group:discord:1234567890"),
+        (
+            {"platform": "telegram", "container_kind": "group", "container_id": "-100123", "thread_id": "12"},
+            "group:telegram:-100123:thread:12",
+        ),
+        # the sender and the thread id end the key: kept as they are, ":" included
+        ({"platform": "matrix", "sender_id": "@alice:example.org"}, "dm:matrix:@alice:example.org"),
+        (
+            {"platform": "teams", "container_kind": "group", "container_id": "19abc", "thread_id": "1:2"},
+            "group:teams:19abc:thread:1:2",
+        ),
+    ],
+)
+def test_the_session_key_of_a_plain_id_is_unchanged(changes: dict[str, Any], key: str) -> None:
+    assert key_of(**changes) == key
+
+
 def test_the_reply_goes_back_to_the_same_container_and_thread() -> None:
     data = event(container_kind="group", container_id="-100", thread_id="9", delivery_metadata={"message_id": "77"})
     target = reply_target(parse_event(json.dumps(data)), "tg")

@@ -140,3 +140,23 @@ def test_a_table_taking_a_registered_agents_session_names_its_line(isolated_env:
         assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
         assert f"{config}:3: agents.tcfg.session: session 'agent:w1' belongs to agent 'w1'" in refused.stderr
     assert _agents(isolated_env) == ["w1"]
+
+
+def test_removing_an_agent_its_table_defines_is_refused(isolated_env: Path, nexus: RunNexus) -> None:
+    """``rm`` of an agent with an ``[agents.<id>]`` table: the next command would apply the table again and
+    bring it back, so it is refused, naming the table's line; without the table it goes."""
+    isolated_env.mkdir()
+    config = isolated_env / "nexus.toml"
+    config.write_text('[agents.keep]\nrole = "manager"\n\n[agents.newp]\n')
+    assert nexus("agents", "list").returncode == 0
+    refused = nexus("agents", "rm", "newp")
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.strip() == (
+        f"nexus: error: agent newp is defined in {config}:4 ([agents.newp]); delete that table first, or the next "
+        "command brings the agent back, then run `nexus agents rm` again"
+    )
+    assert _agents(isolated_env) == ["keep", "newp"]
+    config.write_text('[agents.keep]\nrole = "manager"\n')
+    assert nexus("agents", "rm", "newp").returncode == 0
+    assert nexus("agents", "list").returncode == 0
+    assert _agents(isolated_env) == ["keep"]

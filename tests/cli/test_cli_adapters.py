@@ -40,7 +40,7 @@ def test_register_enable_test_list_disable(nexus: RunNexus, isolated_env: Path, 
 
     assert nexus("adapters", "disable", "files/a").returncode == 0
     refused = nexus("adapters", "test", "files/a", "--to", "chat:7", "again")
-    assert refused.returncode == 1 and "files/a is disabled" in refused.stderr
+    assert refused.returncode == 2 and "files/a is disabled" in refused.stderr
     assert "Traceback" not in refused.stderr
 
 
@@ -53,6 +53,22 @@ def test_register_a_shell_adapter_and_deliver_in_blocks(nexus: RunNexus, tmp_pat
     assert sent.returncode == 0, sent.stderr
     assert "(blocks)" in sent.stdout
     assert log.read_text() == "[bob] hi from shell\n"
+
+
+def test_testing_an_account_that_is_not_configured_delivers_nothing(nexus: RunNexus, tmp_path: Path) -> None:
+    """``test NAME/ACCOUNT`` of an unknown account ran the adapter anyway, with no config and no credential."""
+    log = tmp_path / "hello.log"
+    assert nexus("adapters", "register", "hello", "--command", f"{EXAMPLES / 'hello_adapter.sh'} {log}").returncode == 0
+    for account in ("x", "y"):
+        assert nexus("adapters", "enable", f"hello/{account}").returncode == 0
+    refused = nexus("adapters", "test", "hello/nope", "--to", "bob", "hi")
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.strip() == (
+        "nexus: config error: account: adapter 'hello' has no account 'nope' (accounts: x, y; see nexus adapters list)"
+    )
+    assert not log.exists(), "the adapter was started"
+    unknown = nexus("adapters", "test", "nowhere/x", "--to", "bob", "hi")
+    assert unknown.returncode == 2 and "no adapter named 'nowhere' (configured: hello)" in unknown.stderr
 
 
 def test_health_reports_each_account_and_fails_when_one_is_down(nexus: RunNexus, tmp_path: Path) -> None:

@@ -75,11 +75,26 @@ def parse_event(line: bytes | str) -> NexusEvent:
 
 
 def session_key(event: NexusEvent) -> str:
-    """``dm:<platform>:<sender>`` for direct messages, ``group:<platform>:<container>[:thread:<id>]`` otherwise."""
+    """``dm:<platform>:<sender>`` for direct messages, ``group:<platform>:<container>[:thread:<id>]`` otherwise.
+
+    The ids come from the adapter, and any of them may hold the ``:`` that separates them: a group
+    ``g1:thread:9`` would share the key of group ``g1``'s thread ``9``. So the platform and the container,
+    each followed by another part, have ``%`` and ``:`` written ``%25`` and ``%3A``; the sender and the
+    thread id end the key and stay as they are. An id without ``:`` or ``%`` keeps the key it always had
+    (and its session's history).
+    """
+    platform = _key_part(event.platform)
     if event.container_kind in ("dm", "direct"):
-        return f"dm:{event.platform}:{event.sender_id}"
-    key = f"group:{event.platform}:{event.container_id}"
+        return f"dm:{platform}:{event.sender_id}"
+    key = f"group:{platform}:{_key_part(event.container_id)}"
     return f"{key}:thread:{event.thread_id}" if event.thread_id else key
+
+
+def _key_part(value: str) -> str:
+    """``value`` with no ``:`` left in it, so the next ``:`` of a session key ends it (``%`` escapes)."""
+    if ":" not in value and "%" not in value:
+        return value
+    return value.replace("%", "%25").replace(":", "%3A")
 
 
 def reply_target(event: NexusEvent, channel: str) -> DeliveryTarget:

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable, Container, Sequence
 from typing import TYPE_CHECKING
 
+from nexus.broker._hops import ConversationHops
 from nexus.broker._items import error_text, reply_deliver_to_of, reply_session_of
 from nexus.broker.session_queue import QueuedMessage
 from nexus.broker.types import AgentMessage, BrokerError, SendReceipt
@@ -33,13 +34,16 @@ class ReplySender:
         agents: Container[str],
         queue: QueueStore,
         reply_text: Callable[[str], Awaitable[str | None]] | None,
+        hops: ConversationHops,
     ) -> None:
         """``send(message, mode)`` is the broker's; ``agents`` its registry (a reply goes to a registered
-        asker only); ``reply_text(turn_id)`` reads a turn's reply from the ledger (``None``: no recovery)."""
+        asker only); ``reply_text(turn_id)`` reads a turn's reply from the ledger (``None``: no recovery); ``hops``
+        numbers a reply one hop past its conversation's highest, as every agent-to-agent message."""
         self._send = send
         self._agents = agents
         self._queue = queue
         self._reply_text = reply_text
+        self._hops = hops
 
     async def answer_askers(self, agent_id: str, items: Sequence[QueuedMessage], outcome: AgentResult) -> None:
         """Send the turn's reply back to agents that asked without waiting (a durable ``worker_result``):
@@ -85,8 +89,16 @@ class ReplySender:
         session: str | None = None,
         deliver_to: dict[str, object] | None = None,
     ) -> None:
-        """Queue ``text`` from ``worker`` to ``asker`` as the reply to ``message_id`` (never raises)."""
-        metadata: dict[str, object] = {"kind": "worker_result", "in_reply_to": message_id, "hop": hop}
+        """Queue ``text`` from ``worker`` to ``asker`` as the reply to ``message_id`` (never raises).
+
+        The reply carries the highest hop its conversation reached (at least ``hop``, the ask's), so an ask its
+        asker's next turn sends is numbered past every ask before it (see ``nexus.broker._hops``); it takes no
+        number of its own: a reply is owed, never refused, and does not use up the conversation's asks."""
+        metadata: dict[str, object] = {
+            "kind": "worker_result",
+            "in_reply_to": message_id,
+            "hop": self._hops.highest(conversation_id, hop),
+        }
         if deliver_to:
             metadata["deliver_to"] = deliver_to  # the chat the asker's turn answered: its next turn answers it too
         reply = AgentMessage(

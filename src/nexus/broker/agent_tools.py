@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from nexus.agent import AgentTool, AgentToolResult, ToolUpdateFn
+from nexus.broker._hops import ConversationHops
 from nexus.broker.types import AgentMessage, BrokerError, RegisteredAgent, SendAndWaitResult, SendReceipt
 from nexus.ledger import new_ulid
 from nexus.llm import AbortSignal
@@ -34,6 +35,11 @@ class Messenger(Protocol):
     async def send(self, message: AgentMessage, queue_mode: str | None = None) -> SendReceipt: ...
 
     async def send_and_wait(self, message: AgentMessage, timeout_ms: int | None = None) -> SendAndWaitResult: ...
+
+    @property
+    def hops(self) -> ConversationHops:
+        """The highest hop each conversation reached: a new message is numbered one past it."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +103,7 @@ def caller_tool(broker: Messenger, caller: CallerContext) -> AgentTool:
         refused = _refused(broker, caller, target, conversation_id)
         if refused is not None:
             return refused
-        message = _message(caller, call_id, target, content, wait, conversation_id())
+        message = _message(caller, call_id, target, content, wait, conversation_id(), broker.hops)
         try:
             if not wait:
                 receipt = await broker.send(message, "followup")
@@ -127,7 +133,7 @@ def _refused(
     if broker.get_agent(target) is None:
         known = ", ".join(a.identity.agent_id for a in broker.list_agents() if a.identity.agent_id != caller.agent_id)
         return AgentToolResult.text(f"No agent named {target!r}. Known agents: {known or 'none'}.", is_error=True)
-    if caller.hop + 1 > caller.max_hops:
+    if broker.hops.highest(conversation_id(), caller.hop) + 1 > caller.max_hops:
         return AgentToolResult.text(
             f"Hop limit reached: your message to {target} was not sent. Conversation {conversation_id()} has "
             f"already carried {caller.hop} messages between agents and the limit is {caller.max_hops} (the "
@@ -139,9 +145,16 @@ def _refused(
 
 
 def _message(
-    caller: CallerContext, call_id: str, target: str, content: str, wait: bool, conversation_id: str
+    caller: CallerContext,
+    call_id: str,
+    target: str,
+    content: str,
+    wait: bool,
+    conversation_id: str,
+    hops: ConversationHops,
 ) -> AgentMessage:
-    """The message a tool call sends: one hop further; without ``wait`` it says where the reply goes."""
+    """The message a tool call sends: one hop past the conversation's highest; without ``wait`` it says where
+    the reply goes."""
     later = {"reply_to": caller.agent_id, "reply_session": caller.session, "reply_deliver_to": caller.deliver_to}
     return AgentMessage(
         id=f"{caller.agent_id}:{call_id}:{new_ulid()}",
@@ -149,7 +162,7 @@ def _message(
         to=target,
         content=content,
         conversation_id=conversation_id,
-        metadata={"hop": caller.hop + 1, **({"reply_to": None} if wait else later)},
+        metadata={"hop": hops.take(conversation_id, caller.hop), **({"reply_to": None} if wait else later)},
     )
 
 

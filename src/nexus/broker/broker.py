@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from nexus.broker._adopt_cap import CappedAdoption
 from nexus.broker._batch_runner import BatchRunner
 from nexus.broker._beside import BesideRuns
+from nexus.broker._hops import ConversationHops
 from nexus.broker._intake import Intake
 from nexus.broker._items import check_message, queued, session_key_of
 from nexus.broker._leases import session_leases
@@ -113,7 +114,8 @@ class AgentBroker(SmartRoutingFace):
         self._watcher.interval_s = self._settings.poll_ms / 1000
         self._watcher.arriving = self._intake.arriving.__contains__
         self._ledger_wakeups = ledger.wakeups
-        self._replies = ReplySender(self.send, self._slots, ledger.queue, reply_text)
+        self.hops = ConversationHops()  # the agent tools and the replies number each message past its highest
+        self._replies = ReplySender(self.send, self._slots, ledger.queue, reply_text, self.hops)
         self._batches = BatchRunner(
             ledger.queue, runtime, self._slots, self._agent_tools, self._replies.answer_askers,
             lambda: self._closing, _now_ms,

@@ -16,12 +16,15 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nexus.cli._config_edit import edit, load
 from nexus.cli._config_edit import table as toml_table
 from nexus.cli._input import printable
 from nexus.errors import ConfigError, NexusError, UsageError
+
+if TYPE_CHECKING:
+    from nexus.adapters import DeliveryTarget
 
 
 def adapters_command(args: argparse.Namespace) -> int:
@@ -266,12 +269,17 @@ async def _all_health(config: Any) -> list[Any]:
 def _test(args: argparse.Namespace) -> int:
     name, account = _ref(args.ref)
     config = load(args)
-    if name not in config.adapters:
-        raise ConfigError(f"no adapter named {name!r}; see `nexus adapters list`")
+    from nexus.adapters import DeliveryTarget
+    from nexus.streaming import check_target
+
+    # the check `nexus send --deliver` makes: an unknown or disabled account starts nothing (exit 2)
+    target = check_target(
+        DeliveryTarget(name, account, args.to, thread_id=args.thread, reply_to_id=args.reply_to), config.adapters
+    )
     import logging
 
     logging.getLogger("nexus.streaming").addHandler(logging.NullHandler())  # the error is printed below
-    report = asyncio.run(_deliver(config, name, account, args))
+    report = asyncio.run(_deliver(config, target, args.text))
     if report.ok:
         ids = ", ".join(report.message_ids) or "none reported"
         print(printable(f"delivered to {name}/{account}:{args.to} ({report.path}); message ids: {ids}"))
@@ -280,15 +288,13 @@ def _test(args: argparse.Namespace) -> int:
     return 1
 
 
-async def _deliver(config: Any, name: str, account: str, args: argparse.Namespace) -> Any:
-    from nexus.adapters import DeliveryTarget
+async def _deliver(config: Any, target: DeliveryTarget, text: str) -> Any:
     from nexus.streaming import StreamEnd, StreamRouter, Token
 
     async def events() -> Any:
-        yield Token(args.text)
+        yield Token(text)
         yield StreamEnd("cli-test", final=True)
 
-    target = DeliveryTarget(name, account, args.to, thread_id=args.thread, reply_to_id=args.reply_to)
     manager = _manager(config)
     try:
         return await StreamRouter(manager).deliver(target, events(), run_id="cli-test", session_label="cli")

@@ -34,6 +34,8 @@ def agents_command(args: argparse.Namespace) -> int:
 async def _agents(config: NexusConfig, args: argparse.Namespace) -> int:
     from nexus.cli._ledger import ledger_exists
 
+    if args.action == "rm" and args.agent_id in config.agents:
+        return _defined_in_file(config, args.agent_id)
     if args.action == "add":
         spec = _spec_from_args(args, config.mcp.servers)
         if "model" in spec:
@@ -78,6 +80,17 @@ async def _agents(config: NexusConfig, args: argparse.Namespace) -> int:
             return 2
         print(f"removed agent {args.agent_id} (its session {row_or_none.session_label} stays in the ledger)")
         return 0
+
+
+def _defined_in_file(config: NexusConfig, agent_id: str) -> int:
+    """Refuse to remove an agent a ``[agents.<id>]`` table defines: the next command that opens the registry
+    would apply the table again and bring the agent back (messages to it accepted again)."""
+    print(
+        f"nexus: error: agent {agent_id} is defined in {config.where('agents', agent_id)} ([agents.{agent_id}]); "
+        "delete that table first, or the next command brings the agent back, then run `nexus agents rm` again",
+        file=sys.stderr,
+    )
+    return 2
 
 
 def queue_command(args: argparse.Namespace) -> int:
