@@ -6,7 +6,8 @@ to the agent that asked it, so each hop level could hold twice the messages of t
 two agents asking each other on every turn made about ``2 ** max_hops`` turns from one message.
 Numbering every ask of a conversation past the highest hop it reached (a reply carries the highest,
 taking no number of its own) makes ``max_hops`` the asks one conversation may send before a send is
-refused; each ask is owed at most one reply, so a conversation passes at most ``2 * max_hops`` messages. The highest hops live in this process, for the most recent conversations; a conversation
+refused; each ask is owed at most one reply, so a conversation passes at most ``2 * max_hops``
+messages. The highest hops live in this process, for the most recent conversations; a conversation
 it forgot (a restart, another broker sharing the database, evicted) goes on from the hop its
 messages carry, so the bound still holds per chain.
 """

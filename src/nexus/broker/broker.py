@@ -114,14 +114,13 @@ class AgentBroker(SmartRoutingFace):
         self._watcher.interval_s = self._settings.poll_ms / 1000
         self._watcher.arriving = self._intake.arriving.__contains__
         self._ledger_wakeups = ledger.wakeups
-        self.hops = ConversationHops()  # the agent tools and the replies number each message past its highest
+        self.hops = ConversationHops()  # the agent tools number each ask past its conversation's highest hop
         self._replies = ReplySender(self.send, self._slots, ledger.queue, reply_text, self.hops)
         self._batches = BatchRunner(
             ledger.queue, runtime, self._slots, self._agent_tools, self._replies.answer_askers,
             lambda: self._closing, _now_ms,
         )  # fmt: skip
-        self._batches.deliver = deliver
-        self._batches.max_hops = self._settings.max_hops
+        self._batches.deliver, self._batches.max_hops = deliver, self._settings.max_hops
         self._leases = self._batches.leases = session_leases(ledger, self._settings.leases, self._settings.lease_ttl_ms)
         adoption.capped = self._leases is None  # several brokers: each caps what it accepts (see _adopt_cap)
         self._steerer = RunSteerer(ledger.queue, self._slots, deliver, leased=self._leases is not None)
