@@ -123,3 +123,28 @@ def test_moving_many_items_looks_each_up_by_its_primary_key(store: BrokerStore) 
     template += " AND" + update.split(") AND", 1)[1]
     plan = " ".join(str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + template, ids))
     assert "sqlite_autoindex_queue_items_1" in plan and "queue_items_pending" not in plan
+
+
+def test_a_group_asks_for_its_loop_once(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writes joining a pending group use the loop its first write asked for: in CPython 3.11 every
+    ``asyncio.get_running_loop()`` is a ``getpid`` system call, and each accept and claim asked once. A store
+    used from a second loop afterwards (the group gone) asks again."""
+    asked: list[asyncio.AbstractEventLoop] = []
+    running = asyncio.get_running_loop
+
+    def counted() -> asyncio.AbstractEventLoop:
+        asked.append(running())
+        return asked[-1]
+
+    monkeypatch.setattr(asyncio, "get_running_loop", counted)
+
+    async def main(first: int) -> None:
+        writes = ledger.queue
+        accepted = await asyncio.gather(*(writes.accept(request(n)) for n in range(first, first + 20)))
+        await asyncio.gather(*(writes.claim([item.id]) for item, _ in accepted))
+        await writes.grouped(lambda conn: conn.execute("SELECT 1").fetchone())
+
+    asyncio.run(main(0))
+    assert len(asked) == 3  # the accepts' group, the claims' group, the grouped write's
+    asyncio.run(main(100))  # another loop: its groups ask again, and commit
+    assert len(asked) == 6 and asked[3] is not asked[0]

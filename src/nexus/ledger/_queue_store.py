@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from nexus._dataclass import dataclass
-from nexus._settled import Unstoppable, settled, unstoppable
+from nexus._settled import Unstoppable, settled
 from nexus.ledger import _queue_reads
 from nexus.ledger._leases import notify_ready_in
 from nexus.ledger._queue_reads import Arriving, Held
@@ -69,6 +69,8 @@ class SqlQueueStore:
         self._pending: list[_Write] = []
         self._scheduled = False
         self._committing = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """The loop of the writes pending now (asked by a group's first write, see :meth:`_group_loop`)."""
 
     # ------------------------------------------------------------------ accept and claim (grouped)
 
@@ -95,13 +97,23 @@ class SqlQueueStore:
         )
         return future
 
-    @staticmethod
-    def _future() -> asyncio.Future[Any]:
-        return asyncio.get_running_loop().create_future()
+    def _future(self) -> asyncio.Future[Any]:
+        return self._group_loop().create_future()
+
+    def _group_loop(self) -> asyncio.AbstractEventLoop:
+        """The running loop, asked once a group (by its first write): the writes that join a pending group run on
+        the loop that will flush it. In CPython 3.11 each ``asyncio.get_running_loop()`` is a ``getpid`` system
+        call (a check against a fork), and every accept and claim made a future through it."""
+        loop = self._loop
+        if loop is None or not self._pending:
+            loop = self._loop = asyncio.get_running_loop()
+        return loop
 
     def _submit(self, write: _Write) -> asyncio.Future[Any]:
         self._pending.append(write)
-        self._schedule()
+        if not self._scheduled:
+            self._scheduled = True
+            self._group_loop().call_soon(self._flush)
         return write.future
 
     def _flush(self) -> None:
@@ -120,7 +132,7 @@ class SqlQueueStore:
     def _schedule(self) -> None:
         if not self._scheduled:
             self._scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
+            self._group_loop().call_soon(self._flush)
 
     def _committed(self, _: asyncio.Task[None]) -> None:
         self._committing = False
@@ -217,7 +229,7 @@ class SqlQueueStore:
         through a cancellation of the caller (:func:`~nexus._settled.settled`: the cancellation is raised once the
         group is done, its error instead if the write failed): a caller must not go on believing a write undone
         that commits a moment later."""
-        future: Unstoppable[T] = unstoppable()
+        future: Unstoppable[T] = Unstoppable(loop=self._group_loop())
         self._submit(_Write(future, None, (), None, write))  # positional, as in accept
         return settled(future)
 
