@@ -215,8 +215,11 @@ class BatchRunner:
         the run resumes through it, so no frame of a helper sits in between.
         """
         try:
-            with claimed(slot.agent_id, session.label, batch.items, self._now_ms) as trace:  # the run's span:
-                execution = await self._start(slot, session, batch, item_ids)  # a child of the first item's
+            if telemetry.observing():
+                with claimed(slot.agent_id, session.label, batch.items, self._now_ms) as trace:  # the run's span:
+                    execution = await self._start(slot, session, batch, item_ids)  # a child of the first item's
+            else:  # nothing observed: no context to enter and leave (this runs for every batch)
+                trace, execution = None, await self._start(slot, session, batch, item_ids)
         except NexusError as exc:  # a run that cannot start (no key, bad model): the items fail with the reason
             return _failed(str(exc)), None
         lost: list[str] = []
@@ -384,7 +387,7 @@ def _newest_target(items: Sequence[QueuedMessage]) -> dict[str, object] | None:
 def _sent_result(result: AgentResult) -> SendAndWaitResult:
     """What a sender is told of the turn that consumed its message (seed 003's ``{success, error}`` + reply)."""
     success = result.status == "completed"  # positional (success, error, reply, turn): one for every run
-    return SendAndWaitResult(success, error_text(result), result.reply or None, result.turn_id)
+    return SendAndWaitResult(success, None if success else error_text(result), result.reply or None, result.turn_id)
 
 
 def _failed(reason: str) -> AgentResult:

@@ -130,7 +130,8 @@ class DrainScheduler:
             return
         if session.timer is not None and session.parked_until > time.monotonic():
             return  # another broker runs it: its timer (or a wake-up) looks again, not every message sent
-        self._cancel_timer(session)  # whatever it waited for, this look decides again
+        if session.timer is not None:  # whatever it waited for, this look decides again
+            self._cancel_timer(session)
         ready_at = session.queue.ready_at()
         if ready_at is None:
             session.idle.set()
