@@ -39,7 +39,7 @@ from nexus.broker._steer_in import steered as steered_in
 from nexus.broker._takeover import Takeover
 from nexus.broker._watcher import StoreWatcher
 from nexus.broker.agent_tools import CallerContext, broker_tools, caller_tool
-from nexus.broker.modes import NO_OVERRIDES, QueueOverrides, parse_mode, resolve_settings
+from nexus.broker.modes import QueueOverrides, send_settings
 from nexus.broker.session_queue import Batch
 from nexus.broker.sessions import session_label_for
 from nexus.broker.settings import BrokerSettings
@@ -286,11 +286,7 @@ class AgentBroker(SmartRoutingFace):
         slot = self._slot(message.to)
         check_message(message)
         label = session_label_for(slot.agent_id, slot.identity.session_label, message.session)
-        if queue_mode is None and slot.overrides is NO_OVERRIDES:  # the usual send: no level to merge, no call
-            settings = self._settings.queue
-        else:
-            settings = resolve_settings(QueueOverrides(mode=parse_mode(queue_mode)) if queue_mode is not None else None,
-                                        slot.overrides, default=self._settings.queue)  # fmt: skip
+        settings = send_settings(queue_mode, slot.overrides, self._settings.queue)
         message.timestamp = message.timestamp or _now_ms()
         # Positional (agent, label, id, sender, message, mode, logged, session key): a class called with keywords
         # builds a dict of them and unpacks it again, for every message.

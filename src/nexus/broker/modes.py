@@ -115,3 +115,12 @@ def _first(values: Iterable[_T | None], fallback: _T) -> _T:
         if value is not None:
             return value
     return fallback
+
+
+def send_settings(queue_mode: str | None, agent_level: QueueOverrides, default: QueueSettings) -> QueueSettings:
+    """The queue settings of one ``send``: its mode (if given) over the agent's overrides over ``default``. The usual
+    send (no mode, an agent that overrides nothing) is ``default`` itself, with no level to merge."""
+    if queue_mode is None and agent_level is NO_OVERRIDES:
+        return default
+    message_level = QueueOverrides(mode=parse_mode(queue_mode)) if queue_mode is not None else None
+    return resolve_settings(message_level, agent_level, default=default)
