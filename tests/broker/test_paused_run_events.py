@@ -36,7 +36,10 @@ from nexus.testing.steps import text
 
 TTL_MS = 600
 PAUSE_S = TTL_MS / 1000 * 1.8
-SHORT_PAUSE_S = TTL_MS / 1000 / 2
+HELD_TTL_MS = 3000
+"""The lease of the run paused within it: long, so a loaded machine's slow start and late renewals cannot
+use up the half the pause leaves (at 600 ms the lease expired before the pause ended, at load 15-20)."""
+SHORT_PAUSE_S = HELD_TTL_MS / 1000 / 2
 BEFORE = 2
 """Text chunks streamed before the pause."""
 REPLY = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu"
@@ -89,7 +92,8 @@ async def _run_once(path: Path, taken_over: bool) -> tuple[list[StreamEvent], An
         else _pausing(scripted, SHORT_PAUSE_S, None)
     )
     runtime = Runtime(load_config(), ledger, stream_fn=stream)
-    settings = BrokerSettings(queue=QueueSettings(mode="followup"), leases=True, lease_ttl_ms=TTL_MS)
+    ttl_ms = TTL_MS if taken_over else HELD_TTL_MS
+    settings = BrokerSettings(queue=QueueSettings(mode="followup"), leases=True, lease_ttl_ms=ttl_ms)
     broker = AgentBroker(ledger, runtime, settings)
     await broker.start()
     broker.register_agent(AgentIdentity("coder", LABEL, "worker"), spec=AgentSpec(model=scripted.model.ref))

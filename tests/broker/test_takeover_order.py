@@ -83,6 +83,12 @@ async def _accept(ledger: Ledger, count: int, mode: str, first: int = 0) -> list
     return ids
 
 
+async def _dies(ledger: Ledger, dead: Lease) -> None:
+    """The dead holder's lease runs out :data:`DEAD_TTL_MS` from now. It is held for long until then: acquired
+    with that short a life, it expired before its claims on a loaded machine (they then raised)."""
+    await ledger.leases.renew(dead, DEAD_TTL_MS)
+
+
 async def _all_done(ledger: Ledger) -> None:
     for _ in range(600):
         if not await ledger.queue.pending():
@@ -99,10 +105,11 @@ async def test_a_cut_message_swept_in_while_later_ones_wait_for_the_lease_runs_f
         runs: list[list[str]] = []
         broker = _broker(ledger, runs, "followup")
         await broker.start()  # nothing queued yet
-        dead = await ledger.leases.acquire("agent:a0", "a broker killed mid-run", DEAD_TTL_MS)
+        dead = await ledger.leases.acquire("agent:a0", "a broker killed mid-run", NEVER_MS)
         assert dead is not None
         cut, *later = await _accept(ledger, 3, "followup")
         await ledger.queue.claim([cut], lease=dead)  # its run had started: the cut item is `processing`
+        await _dies(ledger, dead)
         takeover = broker._batches.leases
         assert takeover is not None and broker._watcher.sweep is not None
         takeover._store = cast(LeaseStore, SweepWhileTheBatchWaits(takeover._store, broker._watcher.sweep))
@@ -198,11 +205,12 @@ async def test_a_takeover_fails_a_cut_message_at_its_last_attempt_instead_of_run
         runs: list[list[str]] = []
         broker = _broker(ledger, runs, "followup")
         await broker.start()
-        dead = await ledger.leases.acquire("agent:a0", "a broker killed mid-run", DEAD_TTL_MS)
+        dead = await ledger.leases.acquire("agent:a0", "a broker killed mid-run", NEVER_MS)
         assert dead is not None
         cut, later = await _accept(ledger, 2, "followup")
         for _ in range(3):  # three runs of it, each cut (the last by the holder that died)
             await ledger.queue.claim([cut], lease=dead)
+        await _dies(ledger, dead)
         await broker._watcher.adopt()  # the later one waits for the lease; the takeover reloads the cut one
         await _all_done(ledger)
         await broker.close()

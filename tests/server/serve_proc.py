@@ -56,7 +56,7 @@ def serving(
     )  # fmt: skip
     try:
         announced = announced or home / "server.json"
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # 30 s ran out for a server on PostgreSQL at load 15
         while not announced.exists():
             assert process.poll() is None, process.communicate()[1]
             assert time.monotonic() < deadline, "nexus serve did not announce itself"
