@@ -34,8 +34,9 @@ READS = (
 )
 
 
-def test_reading_commands_read_a_ledger_on_a_full_disk(tmpfs: Callable[[str], Path], tmp_path: Path) -> None:
-    disk = tmpfs("4m")
+def home_with_two_turns(disk: Path, tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A home on ``disk`` holding two turns of ``main`` and an agent ``coder`` (session ``coding``), and the
+    environment of the commands that read it."""
     home, tmp = disk / "home", tmp_path / "tmp"
     tmp.mkdir()
     env = _env(home, tmp)
@@ -44,6 +45,12 @@ def test_reading_commands_read_a_ledger_on_a_full_disk(tmpfs: Callable[[str], Pa
         assert _nexus(env, "run", "first").returncode == 0
         assert _nexus(env, "run", "second").returncode == 0
         assert _nexus(env, "agents", "add", "coder", "--session", "coding").returncode == 0
+    return home, env
+
+
+def test_reading_commands_read_a_ledger_on_a_full_disk(tmpfs: Callable[[str], Path], tmp_path: Path) -> None:
+    disk = tmpfs("4m")
+    home, env = home_with_two_turns(disk, tmp_path)
     before = {args: _nexus(env, *args) for args in READS}
     assert all(done.returncode == 0 for done in before.values()), before
     assert not (home / "agents.db-shm").exists(), "the last process to close the ledger removes its index"

@@ -14,26 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from nexus.testing import FakeProviderServer
-from nexus.testing.steps import text
-
-from .fake_config import write_fake_config
-from .test_read_full_disk import READS
-from .test_run_disk_full import _env, _nexus
+from .test_read_full_disk import READS, home_with_two_turns
+from .test_run_disk_full import _nexus
 
 
 @pytest.fixture
 def read_only_home(tmpfs: Callable[[str], Path], tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
     """A home on its own tmpfs holding two turns and an agent, then remounted read-only (read-write again after)."""
     disk = tmpfs("8m")
-    home, tmp = disk / "home", tmp_path / "tmp"
-    tmp.mkdir()
-    env = _env(home, tmp)
-    with FakeProviderServer(text("one"), text("two")) as server:
-        write_fake_config(home, server)
-        assert _nexus(env, "run", "first").returncode == 0
-        assert _nexus(env, "run", "second").returncode == 0
-        assert _nexus(env, "agents", "add", "coder", "--session", "coding").returncode == 0
+    home, env = home_with_two_turns(disk, tmp_path)
     subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
     try:
         yield home, env

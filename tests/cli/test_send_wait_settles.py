@@ -11,6 +11,8 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -65,16 +67,7 @@ def test_wait_through_a_running_server_waits_for_the_conversation_and_says_what_
 ) -> None:
     server.default = from_context(_team)
     _agents(nexus)
-    env = {"PYTHONPATH": str(SRC)}
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "nexus.cli", "serve", "--port", "0", "--quiet"],
-        env={**_environ(), **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 30
-        while not (home / "server.json").exists():
-            assert serve.poll() is None and time.monotonic() < deadline, "nexus serve did not start"
-            time.sleep(0.05)
+    with _serving(home):
         result = nexus("send", "lead", "check the tests", "--wait", "--timeout", "60")
         assert result.returncode == 0, result.stderr
         assert "sent to the running nexus serve" in result.stderr
@@ -84,9 +77,6 @@ def test_wait_through_a_running_server_waits_for_the_conversation_and_says_what_
         headers = {"authorization": f"Bearer {token}"} if token else {}
         items = httpx.get(f"http://127.0.0.1:{port}/v1/agents/lead/queue", headers=headers).json()["items"]
         assert items == [], "nothing of the conversation was left waiting"
-    finally:
-        serve.kill()
-        serve.wait()
 
 
 def test_wait_on_an_interrupted_turn_says_so_and_exits_1(
@@ -143,6 +133,17 @@ def test_wait_timeout_through_a_running_server_says_the_turn_is_running(
     server.chunk_chars = 2
     server.script(stall(after_chunks=2, seconds=20, then=text("the long answer")))
     assert nexus("agents", "add", "coder").returncode == 0
+    with _serving(home):
+        result = nexus("send", "coder", "long job", "--wait", "--timeout", "3")
+        assert result.returncode == 1, result.stderr
+        assert "sent to the running nexus serve" in result.stderr
+        assert "no reply within 3.0 s (its turn is running in the other process" in result.stderr, result.stderr
+        assert "stays queued" not in result.stderr
+
+
+@contextmanager
+def _serving(home: Path) -> Iterator[None]:
+    """A real ``nexus serve`` for ``home`` while the block runs (it has announced itself in server.json)."""
     serve = subprocess.Popen(
         [sys.executable, "-m", "nexus.cli", "serve", "--port", "0", "--quiet"],
         env={**_environ(), "PYTHONPATH": str(SRC)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -152,11 +153,7 @@ def test_wait_timeout_through_a_running_server_says_the_turn_is_running(
         while not (home / "server.json").exists():
             assert serve.poll() is None and time.monotonic() < deadline, "nexus serve did not start"
             time.sleep(0.05)
-        result = nexus("send", "coder", "long job", "--wait", "--timeout", "3")
-        assert result.returncode == 1, result.stderr
-        assert "sent to the running nexus serve" in result.stderr
-        assert "no reply within 3.0 s (its turn is running in the other process" in result.stderr, result.stderr
-        assert "stays queued" not in result.stderr
+        yield
     finally:
         serve.kill()
         serve.wait()
