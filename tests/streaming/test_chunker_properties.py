@@ -124,3 +124,24 @@ def test_token_boundaries_do_not_change_the_blocks(case: tuple[str, list[str]], 
     whole = run([text] if text else [], *lim)
     pieces = run(tokens, *lim)
     assert [b.text for b in whole] == [b.text for b in pieces]
+
+
+def test_a_hard_cut_inside_a_fence_leaves_no_fence_marker_at_the_start_of_the_next_block() -> None:
+    """Found by the property above: the line ``xxx````\\n`` inside a fence, too long for a block, was cut just before
+    its backticks; the next block began with them on a line of their own, so they closed its reopened fence and
+    its closer opened another (``'````\\n````\\n````'``: a block ending inside a fence)."""
+    text = "````\naaaaaaaaaaaaaaa. " + "x" * 37 + "````\n"
+    blocks = run(list(text), 32, 64)
+    assert "".join(block.original for block in blocks) == text
+    for block in blocks:
+        assert open_fence_at_end(block.text) is None, [b.text for b in blocks]
+        assert len(block.text) <= 64
+
+
+def test_a_cut_after_a_space_leaves_no_fence_marker_at_the_start_of_the_next_block() -> None:
+    """The same for a break at a space: ``see ```python`` in running text is not a fence, at a line start it is."""
+    text = "word " * 10 + "```python and more words after it to pass the limit\n"
+    blocks = run([text], 20, 64)
+    assert "".join(block.original for block in blocks) == text
+    for block in blocks:
+        assert open_fence_at_end(block.text) is None, [b.text for b in blocks]

@@ -193,7 +193,27 @@ class BlockChunker:
         fence = self._fence_at(self._max)
         if fence is not None and not self._degenerate(fence):
             return self._split_fence(fence)
-        return self._emit(self._max)
+        return self._emit(self._hard_cut(self._max, self._prefix + 1))
+
+    def _hard_cut(self, pos: int, lowest: int) -> int:
+        """``pos``, or the nearest cut before it (not below ``lowest``) that leaves no fence marker at the start of
+        the next block (see :meth:`_marks_a_fence`); ``pos`` itself when there is none."""
+        cut = pos
+        while cut > lowest and self._marks_a_fence(cut):
+            cut -= 1
+        return pos if self._marks_a_fence(cut) else cut
+
+    def _marks_a_fence(self, pos: int) -> bool:
+        """Whether a cut at ``pos``, inside a line, may leave the rest of the line starting with a fence marker: the
+        next block starts a line with it, where it reads as a fence the original line never was (a property test
+        found ``xxx````\\n`` cut before its backticks: the next block's reopened fence was closed by them at once).
+
+        Judged by the one character after the cut (a fence line starts with a space, a backtick or a tilde), never
+        by more: a cut is decided once ``max_chars`` are buffered, and what follows may not have arrived yet, so
+        looking further would cut a text differently by how its tokens fell."""
+        if pos <= 0 or pos >= len(self._buf) or self._buf[pos - 1] == "\n":
+            return False  # nothing after the cut yet (a flush), or the cut starts a line, as in the original
+        return self._buf[pos] in "`~ "
 
     def _best_break(self, window: str) -> int:
         lowest = max(self._min, self._prefix + 1)
@@ -211,7 +231,7 @@ class BlockChunker:
         return -1
 
     def _valid(self, pos: int) -> bool:
-        if any(f.contains(pos) for f in self._fences):
+        if any(f.contains(pos) for f in self._fences) or self._marks_a_fence(pos):
             return False
         if pos > self._line_start:  # inside the line being written: never inside a fence's opening line
             return self._buf[self._line_start : self._line_start + 4].lstrip(" ")[:3] not in ("```", "~~~")
@@ -233,7 +253,7 @@ class BlockChunker:
         budget = self._max - marker_len
         cut = self._buf.rfind("\n", fence.body, budget) + 1
         if cut <= fence.body:
-            cut = budget - 1  # no line fits: hard cut, the closer needs its own newline
+            cut = self._hard_cut(budget - 1, fence.body)  # no line fits: the closer needs its own newline
         if cut <= fence.body:
             if fence.start > self._prefix:
                 return self._emit(fence.start)
