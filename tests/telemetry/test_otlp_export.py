@@ -128,8 +128,9 @@ def test_a_message_accepted_before_a_crash_is_claimed_in_the_same_trace(isolated
     assert first_wait.parent_span_id == second_wait.parent_span_id == accept.span_id
     assert {first_wait.trace_id, second_wait.trace_id, run.trace_id} == {accept.trace_id}
     assert second_wait.attributes["nexus.attempts"] == 2 and run.parent_span_id == second_wait.span_id
-    ms = 1_000_000  # the queue span starts when the item was accepted (stored in ms), not when it was claimed
-    assert accept.start_ns // ms <= second_wait.start_ns // ms <= accept.end_ns // ms < first_wait.end_ns // ms
+    ms = 1_000_000  # the queue span starts when the item was accepted (stored in ms), not when it was claimed;
+    # the first wait ends at the first claim, which a fast machine makes within the accept's last millisecond
+    assert accept.start_ns // ms <= second_wait.start_ns // ms <= accept.end_ns // ms <= first_wait.end_ns // ms
 
 
 def test_a_one_shot_command_gives_a_collector_that_refuses_a_short_retry_budget(isolated_env: Path) -> None:
