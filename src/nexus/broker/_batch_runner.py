@@ -215,11 +215,8 @@ class BatchRunner:
         the run resumes through it, so no frame of a helper sits in between.
         """
         try:
-            if telemetry.observing():
-                with claimed(slot.agent_id, session.label, batch.items, self._now_ms) as trace:  # the run's span:
-                    execution = await self._start(slot, session, batch, item_ids)  # a child of the first item's
-            else:  # nothing observed: no context to enter and leave (this runs for every batch)
-                trace, execution = None, await self._start(slot, session, batch, item_ids)
+            with claimed(slot.agent_id, session.label, batch.items, self._now_ms) as trace:  # the run's span:
+                execution = await self._start(slot, session, batch, item_ids)  # a child of the first item's
         except NexusError as exc:  # a run that cannot start (no key, bad model): the items fail with the reason
             return _failed(str(exc)), None
         lost: list[str] = []

@@ -111,9 +111,7 @@ class SqlQueueStore:
 
     def _submit(self, write: _Write) -> asyncio.Future[Any]:
         self._pending.append(write)
-        if not self._scheduled:
-            self._scheduled = True
-            self._group_loop().call_soon(self._flush)
+        self._schedule()
         return write.future
 
     def _flush(self) -> None:
