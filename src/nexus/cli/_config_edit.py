@@ -65,6 +65,19 @@ def _tidy(before: str, after: str, document: Any) -> str:
     return tidied if same else after
 
 
+def first_problem(exc: Exception, key_prefix: str = "") -> str:
+    """The first problem of a table's validation error, ``KEY: message`` (``key_prefix`` before the key path, e.g.
+    ``--`` for a command-line option; the message alone for the whole table), for a command that checks the table
+    it is about to write; another exception: its own text."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors) or not errors():
+        return str(exc)
+    first = errors()[0]
+    message = str(first.get("msg", exc)).removeprefix("Value error, ")
+    where = ".".join(str(part) for part in first.get("loc", ()))
+    return f"{key_prefix}{where}: {message}" if where else message
+
+
 def table(parent: Any, key: str) -> Any:
     """``parent[key]``, created as a TOML table when missing."""
     import tomlkit

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nexus.cli._config_edit import edit, load
+from nexus.cli._config_edit import edit, first_problem, load
 from nexus.cli._config_edit import table as toml_table
 from nexus.cli._input import printable
 from nexus.errors import ConfigError, NexusError, UsageError
@@ -88,9 +88,7 @@ def _register(args: argparse.Namespace) -> int:
     try:
         candidate = AdapterConfig.model_validate(fields)
     except ValueError as exc:  # the record's own checks (an unbalanced quote in --command): a traceback before
-        problems = getattr(exc, "problems", [])
-        said = [f"--{p['loc'][0]}: {str(p['msg']).removeprefix('Value error, ')}" for p in problems if p["loc"]]
-        raise UsageError("; ".join(said) or str(exc)) from None
+        raise UsageError(first_problem(exc, key_prefix="--")) from None
     config = load(args)
     info = asyncio.run(_info_of(config.home, args.name, candidate))
 

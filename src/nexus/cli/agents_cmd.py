@@ -35,7 +35,7 @@ async def _agents(config: NexusConfig, args: argparse.Namespace) -> int:
     from nexus.cli._ledger import ledger_exists
 
     if args.action == "rm" and args.agent_id in config.agents:
-        return _defined_in_file(config, args.agent_id)
+        _refuse_defined_in_file(config, args.agent_id)
     if args.action == "add":
         spec = _spec_from_args(args, config.mcp.servers)
         if "model" in spec:
@@ -82,15 +82,15 @@ async def _agents(config: NexusConfig, args: argparse.Namespace) -> int:
         return 0
 
 
-def _defined_in_file(config: NexusConfig, agent_id: str) -> int:
-    """Refuse to remove an agent a ``[agents.<id>]`` table defines: the next command that opens the registry
-    would apply the table again and bring the agent back (messages to it accepted again)."""
-    print(
-        f"nexus: error: agent {agent_id} is defined in {config.where('agents', agent_id)} ([agents.{agent_id}]); "
-        "delete that table first, or the next command brings the agent back, then run `nexus agents rm` again",
-        file=sys.stderr,
+def _refuse_defined_in_file(config: NexusConfig, agent_id: str) -> None:
+    """Refuse to remove an agent a ``[agents.<id>]`` table defines (exit 2): the next command that opens the
+    registry would apply the table again and bring the agent back (messages to it accepted again)."""
+    from nexus.errors import UsageError
+
+    raise UsageError(
+        f"agent {agent_id} is defined in {config.where('agents', agent_id)} ([agents.{agent_id}]); "
+        "delete that table first, or the next command brings the agent back, then run `nexus agents rm` again"
     )
-    return 2
 
 
 def queue_command(args: argparse.Namespace) -> int:

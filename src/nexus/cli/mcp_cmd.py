@@ -14,7 +14,7 @@ import json
 import sys
 from typing import Any
 
-from nexus.cli._config_edit import edit, load, table
+from nexus.cli._config_edit import edit, first_problem, load, table
 from nexus.errors import ConfigError, UsageError
 
 
@@ -38,7 +38,7 @@ def _add(args: argparse.Namespace) -> int:
     try:
         McpServerConfig.model_validate(fields)
     except ValueError as exc:  # pydantic's ValidationError is a ValueError
-        raise ConfigError(f"mcp server {args.name}: {_first_error(exc)}") from None
+        raise ConfigError(f"mcp server {args.name}: {first_problem(exc)}") from None
 
     if not (args.no_check or args.disabled):
         _need_the_mcp_extra()
@@ -159,16 +159,6 @@ def _toml_table(fields: dict[str, Any]) -> Any:
         if isinstance(value, dict):
             out[key].update(value)
     return out
-
-
-def _first_error(exc: Exception) -> str:
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        first = errors()[0]
-        message = str(first.get("msg", exc)).removeprefix("Value error, ")
-        where = ".".join(str(part) for part in first.get("loc", ()))
-        return f"{where}: {message}" if where else message
-    return str(exc)
 
 
 # -- list, rm ------------------------------------------------------------------------------------
