@@ -89,6 +89,18 @@ async def test_hop_limit_is_reported_not_crossed(ledger: Ledger) -> None:
     await broker.close()
 
 
+async def test_the_hop_limit_counts_the_conversations_asks_not_the_callers_chain(ledger: Ledger) -> None:
+    """Refused by the conversation's count, the message named the caller's own chain (0 here), not what was
+    reached."""
+    broker, runner, tools = await setup(ledger, hop=0)
+    for hop in (0, 1):  # two asks of the conversation went elsewhere
+        broker.hops.take("conv-1", hop)
+    result = await call(tools["send_message_to_agent"], {"to": "worker", "content": "again"})
+    assert result.is_error and "Conversation conv-1 has already carried 2 messages between agents" in text(result)
+    assert runner.runs == []
+    await broker.close()
+
+
 async def test_status_and_list(ledger: Ledger) -> None:
     broker, _, tools = await setup(ledger)
     status = await call(tools["get_agent_status"], {"agentId": "worker"})

@@ -133,10 +133,11 @@ def _refused(
     if broker.get_agent(target) is None:
         known = ", ".join(a.identity.agent_id for a in broker.list_agents() if a.identity.agent_id != caller.agent_id)
         return AgentToolResult.text(f"No agent named {target!r}. Known agents: {known or 'none'}.", is_error=True)
-    if broker.hops.highest(conversation_id(), caller.hop) + 1 > caller.max_hops:
+    reached = broker.hops.highest(conversation_id(), caller.hop)  # the conversation's, not only this chain's
+    if reached + 1 > caller.max_hops:
         return AgentToolResult.text(
             f"Hop limit reached: your message to {target} was not sent. Conversation {conversation_id()} has "
-            f"already carried {caller.hop} messages between agents and the limit is {caller.max_hops} (the "
+            f"already carried {reached} messages between agents and the limit is {caller.max_hops} (the "
             "max_hops setting of [broker] in nexus.toml). Answer with what you have instead of delegating again.",
             is_error=True,
             details={"hop_limit": caller.max_hops, "conversation_id": conversation_id()},
