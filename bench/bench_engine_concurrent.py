@@ -63,7 +63,6 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
@@ -74,10 +73,7 @@ from _loop_iterations import SlowIterations
 from nexus.config import load_config
 from nexus.engine import AgentSpec, Execution, Runtime
 from nexus.ledger import Ledger, NewSession
-from nexus.llm.events import AssistantMessageEvent
-from nexus.llm.options import StreamOptions
-from nexus.llm.types import Context, Model
-from nexus.testing import ScriptedModel
+from nexus.testing import ScriptedModel, by_session
 from nexus.testing.steps import text, tool_call
 
 YIELD_EVERY = 10
@@ -170,11 +166,7 @@ async def _setup(executions: int, tps: float, repeat: int) -> tuple[Ledger, Runt
     os.environ.setdefault("NEXUS_MODEL", "openai/gpt-4o-mini")
     models: dict[str, ScriptedModel] = {}
 
-    def stream(
-        model: Model, context: Context, options: StreamOptions | None = None
-    ) -> AsyncIterator[AssistantMessageEvent]:
-        assert options is not None and options.session_id is not None
-        return models[options.session_id].stream(model, context, options)
+    stream = by_session(models)
 
     ledger = Ledger.open(home / "agents.db")
     runtime = Runtime(load_config(), ledger, stream_fn=stream)

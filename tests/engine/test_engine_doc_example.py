@@ -6,7 +6,6 @@ import asyncio
 import gc
 import re
 import weakref
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +15,7 @@ from nexus.config import load_config
 from nexus.engine import AgentSpec, Runtime
 from nexus.ledger import Ledger
 from nexus.llm.abort import AbortSignal
-from nexus.llm.events import AssistantMessageEvent
-from nexus.llm.options import StreamOptions
-from nexus.llm.types import Context, Model
-from nexus.testing import ScriptedModel
+from nexus.testing import ScriptedModel, by_session
 from nexus.testing.steps import stall, text, tool_call
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "engine.md"
@@ -39,11 +35,7 @@ def _per_session_models() -> tuple[dict[str, ScriptedModel], Any]:
         "gamma": ScriptedModel([text("hi")]),
     }
 
-    def stream(
-        model: Model, context: Context, options: StreamOptions | None = None
-    ) -> AsyncIterator[AssistantMessageEvent]:
-        assert options is not None and options.session_id is not None
-        return models[options.session_id].stream(model, context, options)
+    stream = by_session(models)
 
     return models, stream
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import tracemalloc
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -15,10 +14,7 @@ from nexus.config import load_config
 from nexus.engine import AgentSpec, Runtime
 from nexus.engine.execution.cooldowns import ProfileCooldowns
 from nexus.ledger import Ledger, NewSession
-from nexus.llm.events import AssistantMessageEvent
-from nexus.llm.options import StreamOptions
-from nexus.llm.types import Context, Model
-from nexus.testing import ScriptedModel
+from nexus.testing import ScriptedModel, by_session
 from nexus.testing.steps import text, tool_call
 
 RUNS = 100
@@ -46,11 +42,7 @@ async def test_a_streaming_run_holds_few_kilobytes_of_python_memory(
     monkeypatch.setenv("NEXUS_MODEL", "openai/gpt-4o-mini")
     models: dict[str, ScriptedModel] = {}
 
-    def stream(
-        model: Model, context: Context, options: StreamOptions | None = None
-    ) -> AsyncIterator[AssistantMessageEvent]:
-        assert options is not None and options.session_id is not None
-        return models[options.session_id].stream(model, context, options)
+    stream = by_session(models)
 
     runtime = Runtime(load_config(), ledger, stream_fn=stream, cooldowns=ProfileCooldowns())
     spec = AgentSpec(id="memory", tools=("ls",))

@@ -1,6 +1,7 @@
 """Test doubles for code that talks to LLMs: a scripted model and a fake provider server.
 
-- :class:`ScriptedModel` streams scripted responses in-process (a ``StreamFn`` + ``Model``).
+- :class:`ScriptedModel` streams scripted responses in-process (a ``StreamFn`` + ``Model``);
+  :func:`by_session` gives many sessions each their own (one stream function, the call's session picks).
 - :class:`FakeProviderServer` serves the same scripts over real HTTP on 127.0.0.1, in the
   OpenAI chat-completions and Anthropic messages wire formats, failures included.
 - :mod:`nexus.testing.steps` holds the step constructors (``text``, ``tool_call``, ``reply``,
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from nexus.testing import steps
 from nexus.testing.clock import InstantClock, ManualClock
-from nexus.testing.scripted import ScriptedModel
+from nexus.testing.scripted import ScriptedModel, by_session
 from nexus.testing.steps import ScriptError
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ __all__ = [
     "RecordedRequest",
     "ScriptError",
     "ScriptedModel",
+    "by_session",
     "steps",
 ]
 

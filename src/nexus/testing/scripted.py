@@ -11,7 +11,7 @@ import asyncio
 import copy
 import json
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
 from contextlib import aclosing
 from dataclasses import replace
 
@@ -25,6 +25,7 @@ from nexus.llm import (
     ErrorKind,
     Model,
     StartEvent,
+    StreamFn,
     StreamOptions,
     TextContent,
     TextDeltaEvent,
@@ -272,6 +273,20 @@ class ScriptedModel:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def by_session(models: Mapping[str, ScriptedModel]) -> StreamFn:
+    """One stream function for many sessions, each playing its own script: the call's session
+    (``StreamOptions.session_id``, which the engine sets to the session's label) picks the model in ``models``
+    (a mapping that may still be filled after this call)."""
+
+    def stream(
+        model: Model, context: Context, options: StreamOptions | None = None
+    ) -> AsyncIterator[AssistantMessageEvent]:
+        assert options is not None and options.session_id is not None, "the engine names the session of each call"
+        return models[options.session_id].stream(model, context, options)
+
+    return stream
 
 
 def _with_start(partial: AssistantMessage, events: Iterator[AssistantMessageEvent]) -> Iterator[AssistantMessageEvent]:
