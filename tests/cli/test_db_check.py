@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from nexus.ledger import Ledger, NewSession, TurnOpen
 from nexus.testing.conformance.support import qa_turn, user
@@ -81,3 +82,14 @@ def test_a_postgresql_ledger_is_checked_by_the_server_and_counted(tmp_path: Path
     done = _nexus(tmp_path, "db", "check", "--database", postgres_url)
     assert done.returncode == 0, done.stderr
     assert ": ok (the server answers)" in done.stdout and "  turns: 1" in done.stdout, done.stdout
+
+
+def test_the_verdict_never_prints_a_postgresql_password(tmp_path: Path, postgres_url: str) -> None:
+    """The test server trusts local connections, so a password in the URL is accepted and ignored."""
+    parts = urlsplit(postgres_url)
+    user = parts.username or "postgres"
+    with_password = urlunsplit(parts._replace(netloc=f"{user}:hunter2-secret@{parts.hostname}:{parts.port}"))
+    done = _nexus(tmp_path, "db", "check", "--database", with_password)
+    assert done.returncode == 0, done.stderr
+    assert ": ok (the server answers)" in done.stdout, done.stdout
+    assert "hunter2-secret" not in done.stdout + done.stderr

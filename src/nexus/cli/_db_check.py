@@ -22,7 +22,10 @@ def check_ledger(location: str) -> int:
     from nexus.ledger import is_postgres_url
 
     if is_postgres_url(location):
+        from nexus.ledger.postgres import redacted
+
         counts, problems, how = asyncio.run(_check_postgres(location)), [], "the server answers"
+        location = redacted(location)  # the verdict names the server, never its password
     else:
         counts, problems, how = *_check_file(location), "integrity_check and foreign_key_check"
         full = full_disk(Path(location)) if problems and not counts else None
