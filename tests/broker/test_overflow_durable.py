@@ -158,3 +158,44 @@ async def test_another_broker_runs_the_next_turn_under_leases_and_tells_it(
         assert asked == ["task 0", f"{SUMMARY}\n\ntask 3"], asked
         assert looks == [], "no batch looked for a summary outside its claim"
         await _told(ledger, "agent:a0")
+
+
+async def _claim_elsewhere(ledger: Ledger, message_id: str) -> None:
+    """What another broker's claim leaves on a row: ``processing``, stamped with that broker."""
+    await ledger.database.run_write(
+        lambda c: c.execute(
+            "UPDATE queue_items SET status = 'processing', attempts = 1, claimed_by = 'elsewhere:1'"
+            " WHERE message_id = ?",
+            (message_id,),
+        )
+    )
+
+
+async def _statuses(ledger: Ledger) -> dict[str, str]:
+    rows = await ledger.database.run_read(lambda c: c.execute("SELECT message_id, status FROM queue_items").fetchall())
+    return {str(row[0]): str(row[1]) for row in rows}
+
+
+async def test_the_cap_never_drops_a_message_another_broker_is_running(open_ledger: Opener) -> None:
+    """Several brokers on one database: each caps what it accepts, from its own view of the queue, and that view
+    may still hold a message another broker has claimed and is running. Pushed out of it, the message was marked
+    ``dropped`` while its turn ran there (both answered and dropped), and the next turn was told of a drop that
+    never happened. Only a waiting row is dropped: the one running elsewhere stays that broker's."""
+    settings: dict[str, object] = {"queue": QueueSettings(mode="followup"), "leases": False}
+    async with open_ledger() as ledger:
+        broker, runner = await open_broker(ledger, **settings)
+        broker.register_agent(WORKER, queue=QueueOverrides(cap=1, drop_policy="summarize"))
+        await broker.send(message(0))
+        first = await runner.next_run(1)  # task 0 runs; task 1 waits behind it, in this broker's view
+        await broker.send(message(1))
+        await _claim_elsewhere(ledger, "m-1")  # another broker took task 1 meanwhile
+        await broker.send(message(2))  # cap 1: task 1 is pushed out of this view
+        assert (await _statuses(ledger))["m-1"] == "processing", "the other broker's run still holds it"
+        assert await _owed(ledger) == {}, "nothing was dropped"
+        first.finish()
+        second = await runner.next_run(2)
+        assert second.request.prompt == "task 2", "no summary of a drop that did not happen"
+        second.finish()
+        assert await broker.wait_for_idle("worker", timeout_ms=5000)
+        await broker.close()
+        assert (await _statuses(ledger))["m-1"] == "processing"

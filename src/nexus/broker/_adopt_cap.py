@@ -31,9 +31,10 @@ if TYPE_CHECKING:
     from nexus.ledger import QueueItem
 
 Load = Callable[[AgentSlot, "QueueItem"], Awaitable[SessionSlot | None]]
-Drop = Callable[[list[str], str, "int | None"], Awaitable[None]]
+Drop = Callable[[list[str], str, "int | None"], Awaitable[list[str]]]
 """``drop(item_ids, reason, overflow_cap)`` settles rows as ``dropped``; with the ``summarize`` policy's cap, owed to
-the session's next ``[Queue overflow]`` summary (marked in the ledger, in the same write)."""
+the session's next ``[Queue overflow]`` summary (marked in the ledger, in the same write). Returns those dropped:
+not the rows finished or claimed by another broker meanwhile."""
 
 
 class CappedAdoption:
@@ -79,7 +80,14 @@ async def drop_pushed_out(outcome: AddOutcome, settings: QueueSettings, drop: Dr
     is told to look there once that write committed (a batch that looked before it would miss them)."""
     reason = f"queue cap {settings.cap} reached (drop policy {settings.drop_policy})"
     owed = settings.cap if settings.drop_policy == "summarize" else None
-    await drop([dropped.item_id for dropped in outcome.dropped], reason, owed)
-    if owed is not None:
+    done = set(await drop([dropped.item_id for dropped in outcome.dropped], reason, owed))
+    if owed is not None and done:
         queue.overflow_owed = True
-    settle(outcome.dropped, SendAndWaitResult(False, error="dropped: the agent's queue was full"))
+    settle([item for item in outcome.dropped if item.item_id in done], _DROPPED)
+    settle([item for item in outcome.dropped if item.item_id not in done], _ELSEWHERE)
+
+
+_DROPPED = SendAndWaitResult(False, error="dropped: the agent's queue was full")
+_ELSEWHERE = SendAndWaitResult(False, error="the message was finished or taken by another process")
+"""A row pushed out of this broker's view of the queue that another broker had claimed (or finished) meanwhile:
+it was not dropped, and its outcome is that broker's (``nexus queue list --all`` shows it)."""

@@ -95,18 +95,20 @@ class Intake:
 
     async def drop(
         self, item_ids: list[str], reason: str, overflow_cap: int | None = None, *, refused: bool = False
-    ) -> None:
+    ) -> list[str]:
         """Settle items the cap pushed out as ``dropped``, leaving those finished meanwhile: a row the store watcher
         loaded again while another send settled it was dropped twice, the store refused the whole move and that
-        send failed with a 400 though its own message was queued (``nexus serve`` under load). ``overflow_cap``:
-        the ``summarize`` policy's, the drops are owed to the session's next ``[Queue overflow]`` summary.
-        ``refused``: the send is told "not queued", so the message id is freed for its retry."""
+        send failed with a 400 though its own message was queued (``nexus serve`` under load). A row another
+        broker claimed meanwhile is left to its run the same way. ``overflow_cap``: the ``summarize`` policy's,
+        the drops are owed to the session's next ``[Queue overflow]`` summary. ``refused``: the send is told "not
+        queued", so the message id is freed for its retry. Returns the items dropped here."""
         while item_ids:
             try:
                 await self._queue.settle(item_ids, "dropped", reason=reason, overflow_cap=overflow_cap, refused=refused)
-                return
+                return item_ids
             except QueueItemsFinishedError as exc:
                 left = [item_id for item_id in item_ids if item_id not in exc.finished]
                 if len(left) == len(item_ids):  # it named none of these: not the race above
                     raise
                 item_ids = left
+        return item_ids

@@ -282,6 +282,10 @@ def move_items(
 ) -> None:
     """Move unfinished items to ``status``; :class:`QueueItemsFinishedError` names any already finished or unknown.
 
+    Only a waiting item is ``dropped``: the cap and a cleared queue drop what waits, and a ``processing`` row is a
+    run's (on a database several brokers share, maybe another broker's, whose view the dropping broker's stale
+    one is not); it is named in the error with its status, like a finished one, and stays as it is.
+
     ``+status`` keeps the status term off the indexes: with a few dozen ids SQLite's planner
     otherwise prefers ``queue_items_pending`` and walks every unfinished item instead of looking
     each id up by its primary key.
@@ -290,11 +294,12 @@ def move_items(
         return
     now = now_ms()
     final = status in ("delivered", "failed", "dropped")
+    movable = _WAITING if status == "dropped" else _UNFINISHED
     cursor = conn.execute(
         f"UPDATE queue_items SET status = ?, attempts = CASE WHEN attempts + ? < 0 THEN 0 ELSE attempts + ? END,"
         f" started_at = CASE WHEN ? = 1 THEN ? ELSE started_at END,"
         f" completed_at = ?, turn_id = COALESCE(?, turn_id), error = COALESCE(?, error)"
-        f" WHERE id IN ({_placeholders(item_ids)}) AND +status IN ('queued', 'processing')",
+        f" WHERE id IN ({_placeholders(item_ids)}) AND +status IN ({', '.join(map(repr, movable))})",
         (status, bump, bump, int(status == "processing"), now, now if final else None, turn_id, error, *item_ids),
     )
     if cursor.rowcount != len(set(item_ids)):
@@ -302,8 +307,12 @@ def move_items(
             f"SELECT id, status FROM queue_items WHERE id IN ({_placeholders(item_ids)})", tuple(item_ids)
         ).fetchall()
         states = {row[0]: row[1] for row in found}
-        bad = {i: states.get(i, "missing") for i in item_ids if states.get(i) not in ("queued", "processing")}
+        bad = {i: states.get(i, "missing") for i in item_ids if states.get(i) not in movable}
         raise QueueItemsFinishedError(status, bad)
+
+
+_UNFINISHED = ("queued", "processing")
+_WAITING = ("queued",)
 
 
 def free_message_ids_in(conn: sqlite3.Connection, item_ids: Sequence[str]) -> None:
