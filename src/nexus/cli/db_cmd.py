@@ -16,7 +16,7 @@ from pathlib import Path
 
 def db_command(args: argparse.Namespace) -> int:
     """Run ``nexus db ACTION``."""
-    from nexus.ledger import LedgerError
+    from nexus.ledger import LedgerBusyError, LedgerError, LedgerUnavailableError
 
     try:
         if args.action == "migrate":
@@ -28,7 +28,8 @@ def db_command(args: argparse.Namespace) -> int:
         return _copy(args)
     except LedgerError as exc:
         print(f"nexus: error: {_one_line(exc)}", file=sys.stderr)
-        return 2
+        busy = isinstance(exc, LedgerBusyError) and not isinstance(exc, LedgerUnavailableError)
+        return 1 if busy else 2  # busy (no connection slot, a lock held): the same command may work later
 
 
 def _target(args: argparse.Namespace) -> str | Path:

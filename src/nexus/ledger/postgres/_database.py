@@ -336,15 +336,40 @@ def _connection_lost(exc: Exception) -> bool:
 
 
 def _probe(url: str) -> None:
-    """Connect once; ``LedgerUnavailableError`` naming why not (the first line of libpq's reason)."""
+    """Connect once; ``LedgerUnavailableError`` naming why not (the first line of libpq's reason).
+
+    A server with no connection slot free (``max_connections`` reached: 53300, or 57P03 while it starts) is
+    asked again until ``NEXUS_DB_WAIT_S`` has passed: every nexus process holds connections of its own, and a
+    hundred ``nexus send`` at once found the slots taken and failed at once, told to check a URL that was right.
+    Past the wait it is a :class:`LedgerBusyError` (exit 1: try again later), not a setup error."""
     import psycopg
 
-    try:
-        psycopg.connect(url, connect_timeout=int(CONNECT_TIMEOUT_S)).close()
-    except (psycopg.Error, ValueError) as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        reason = scrubbed(reason, url)  # libpq quotes a URL it cannot parse, password and all
-        raise LedgerUnavailableError(
-            f"cannot connect to the ledger database {redacted(url)} ({reason}); check the URL, that PostgreSQL "
-            "runs there and accepts this user"
-        ) from None
+    deadline = time.monotonic() + wait_bound()
+    pause = 0.05
+    while True:
+        try:
+            psycopg.connect(url, connect_timeout=int(CONNECT_TIMEOUT_S)).close()
+            return
+        except (psycopg.Error, ValueError) as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            reason = scrubbed(reason, url)  # libpq quotes a URL it cannot parse, password and all
+            crowded = any(words in reason for words in _NO_SLOT)
+            if not crowded:
+                raise LedgerUnavailableError(
+                    f"cannot connect to the ledger database {redacted(url)} ({reason}); check the URL, that "
+                    "PostgreSQL runs there and accepts this user"
+                ) from None
+            if time.monotonic() + pause > deadline:
+                raise LedgerBusyError(
+                    f"the ledger database {redacted(url)} had no connection free ({reason}); each nexus process "
+                    "holds connections of its own (a server up to NEXUS_PG_POOL, a command one or two): raise the "
+                    f"server's max_connections or put pgbouncer in front{_wait_hint(wait_bound())}"
+                ) from None
+            time.sleep(pause * random.uniform(0.5, 1.5))
+            pause = min(pause * 2, 1.0)
+
+
+_NO_SLOT = ("too many connections", "remaining connection slots are reserved", "the database system is starting up")
+"""libpq's words for SQLSTATE 53300 (``max_connections`` reached, or a role's or database's ``CONNECTION LIMIT``)
+and 57P03 while the server starts: a refused connection carries no SQLSTATE, only the server's message (in
+English unless the server's ``lc_messages`` says otherwise: then it is said at once, as before)."""
