@@ -199,3 +199,23 @@ async def test_the_cap_never_drops_a_message_another_broker_is_running(open_ledg
         assert await broker.wait_for_idle("worker", timeout_ms=5000)
         await broker.close()
         assert (await _statuses(ledger))["m-1"] == "processing"
+
+
+async def test_clearing_a_queue_leaves_a_message_another_broker_is_running(open_ledger: Opener) -> None:
+    """``clear_queue`` (``nexus queue clear``, ``DELETE /v1/agents/{id}/queue``) drops what waits; a message in
+    this broker's view that another broker claimed meanwhile is that broker's run, not dropped and not counted."""
+    settings: dict[str, object] = {"queue": QueueSettings(mode="followup"), "leases": False}
+    async with open_ledger() as ledger:
+        broker, runner = await open_broker(ledger, **settings)
+        broker.register_agent(WORKER)
+        await broker.send(message(0))
+        first = await runner.next_run(1)
+        for n in (1, 2):
+            await broker.send(message(n))
+        await _claim_elsewhere(ledger, "m-1")
+        assert await broker.clear_queue("worker") == 1, "task 2 only"
+        statuses = await _statuses(ledger)
+        assert (statuses["m-1"], statuses["m-2"]) == ("processing", "dropped"), statuses
+        first.finish()
+        assert await broker.wait_for_idle("worker", timeout_ms=5000)
+        await broker.close()

@@ -17,7 +17,7 @@ still holds; each broker applies the cap to what it accepts itself (``Broker.sen
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from nexus.broker._items import queued, session_key_of
@@ -26,7 +26,7 @@ from nexus.broker.modes import QueueOverrides, QueueSettings, resolve_settings
 from nexus.broker.types import SendAndWaitResult
 
 if TYPE_CHECKING:
-    from nexus.broker.session_queue import AddOutcome, SessionQueue
+    from nexus.broker.session_queue import AddOutcome, QueuedMessage, SessionQueue
     from nexus.broker.settings import BrokerSettings
     from nexus.ledger import QueueItem
 
@@ -80,14 +80,18 @@ async def drop_pushed_out(outcome: AddOutcome, settings: QueueSettings, drop: Dr
     is told to look there once that write committed (a batch that looked before it would miss them)."""
     reason = f"queue cap {settings.cap} reached (drop policy {settings.drop_policy})"
     owed = settings.cap if settings.drop_policy == "summarize" else None
-    done = set(await drop([dropped.item_id for dropped in outcome.dropped], reason, owed))
-    if owed is not None and done:
+    if await drop_and_tell(outcome.dropped, reason, owed, drop, "dropped: the agent's queue was full") and owed:
         queue.overflow_owed = True
-    settle([item for item in outcome.dropped if item.item_id in done], _DROPPED)
-    settle([item for item in outcome.dropped if item.item_id not in done], _ELSEWHERE)
 
 
-_DROPPED = SendAndWaitResult(False, error="dropped: the agent's queue was full")
+async def drop_and_tell(items: Sequence[QueuedMessage], reason: str, owed: int | None, drop: Drop, told: str) -> int:
+    """Settle ``items`` (taken out of a session's queue) as ``dropped`` and tell their senders ``told``; how many
+    were dropped. A row another broker claimed (or finished) meanwhile is not dropped: its outcome is that
+    broker's (``nexus queue list --all`` shows it), and its sender here is told so."""
+    done = set(await drop([item.item_id for item in items], reason, owed))
+    settle([item for item in items if item.item_id in done], SendAndWaitResult(False, error=told))
+    settle([item for item in items if item.item_id not in done], _ELSEWHERE)
+    return len(done)
+
+
 _ELSEWHERE = SendAndWaitResult(False, error="the message was finished or taken by another process")
-"""A row pushed out of this broker's view of the queue that another broker had claimed (or finished) meanwhile:
-it was not dropped, and its outcome is that broker's (``nexus queue list --all`` shows it)."""

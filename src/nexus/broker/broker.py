@@ -24,7 +24,7 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING
 
-from nexus.broker._adopt_cap import CappedAdoption
+from nexus.broker._adopt_cap import CappedAdoption, drop_and_tell
 from nexus.broker._batch_runner import BatchRunner
 from nexus.broker._beside import BesideRuns
 from nexus.broker._hops import ConversationHops
@@ -33,7 +33,7 @@ from nexus.broker._items import check_message, queued, session_key_of
 from nexus.broker._leases import session_leases
 from nexus.broker._replies import ReplySender
 from nexus.broker._scheduler import DrainScheduler
-from nexus.broker._slot import AgentSlot, SessionSlot, busiest, settle
+from nexus.broker._slot import AgentSlot, SessionSlot, busiest
 from nexus.broker._steer_in import RunSteerer
 from nexus.broker._steer_in import steered as steered_in
 from nexus.broker._takeover import Takeover
@@ -439,9 +439,8 @@ class AgentBroker(SmartRoutingFace):
         """Drop every waiting message of the agent, or of one session (``dropped``, reason recorded)."""
         slot = self._slot(agent_id)
         removed = [item for s in self._sessions(slot, session) for item in s.queue.clear()]
-        await self._queue.settle([item.item_id for item in removed], "dropped", reason="cleared by clear_queue")
-        settle(removed, SendAndWaitResult(False, error="dropped: the queue was cleared"))
-        return len(removed)
+        cleared = "dropped: the queue was cleared"
+        return await drop_and_tell(removed, "cleared by clear_queue", None, self._intake.drop, cleared)
 
     # ------------------------------------------------------------------ draining
 

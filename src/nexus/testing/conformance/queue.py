@@ -101,6 +101,24 @@ async def test_claim_release_and_settle_count_attempts_and_are_final(ledger: Led
     assert [i.id for i in await ledger.queue.items(agent_id="w")] == [a.id, b.id, c.id]
 
 
+async def test_only_a_waiting_item_is_dropped_and_the_refusal_names_only_the_others(ledger: Ledger) -> None:
+    """A drop finds a waiting item beside one a run holds and one finished: nothing moves, and the error names
+    the two that could not (not the waiting one, whose move the refused transaction undid), so the caller
+    drops it alone on its next try."""
+    await ledger.sessions.create(NewSession("agent:w"))
+    held, _ = await ledger.queue.accept(_ask("held"))
+    done, _ = await ledger.queue.accept(_ask("done"))
+    waiting, _ = await ledger.queue.accept(_ask("waiting"))
+    await ledger.queue.claim([held.id])
+    await ledger.queue.settle([done.id], "failed", reason="gone")
+    with pytest.raises(QueueItemsFinishedError) as refused:
+        await ledger.queue.settle([held.id, done.id, waiting.id], "dropped", reason="queue cap reached")
+    assert refused.value.finished == {held.id: "processing", done.id: "failed"}
+    assert await _statuses(ledger, held.id, waiting.id) == [("processing", 1), ("queued", 0)]
+    await ledger.queue.settle([waiting.id], "dropped", reason="queue cap reached")
+    assert await _statuses(ledger, held.id, waiting.id) == [("processing", 1), ("dropped", 0)]
+
+
 async def test_a_failed_claim_in_a_group_fails_alone(ledger: Ledger) -> None:
     await ledger.sessions.create(NewSession("agent:w"))
     a, _ = await ledger.queue.accept(_ask("a"))
