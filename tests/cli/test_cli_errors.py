@@ -55,6 +55,25 @@ def test_unknown_provider_exits_2_listing_known_ones(nexus: RunNexus, isolated_e
     assert not (isolated_env / "agents.db").exists()
 
 
+@pytest.mark.parametrize(
+    ("toml", "named"),
+    [
+        ('default_model = "foo/bar"\n', "nexus.toml:1: default_model: unknown provider 'foo'"),
+        ('fallbacks = ["foo/bar"]\n', "nexus.toml:1: fallbacks[0]: unknown provider 'foo'"),
+        ('\nfallbacks = [\n  "openai/gpt-4o",\n  "foo/bar",\n]\n', "toml:2: fallbacks[1]: unknown provider 'foo'"),
+    ],
+)
+def test_an_unknown_provider_in_the_config_names_its_key_and_line(
+    nexus: RunNexus, isolated_env: Path, toml: str, named: str
+) -> None:
+    """Like every other config mistake: the file, the line and the dotted key to fix (a stranger's trial)."""
+    _write(isolated_env, toml)
+    result = nexus("run", "hello")
+    assert result.returncode == 2, result.stderr
+    assert named in result.stderr, result.stderr
+    assert not (isolated_env / "agents.db").exists()
+
+
 def test_unknown_local_model_exits_2(nexus: RunNexus, isolated_env: Path) -> None:
     result = nexus("run", "-m", "local/nonexistent", "hi")
     assert result.returncode == 2

@@ -9,6 +9,7 @@ ask :func:`unreachable_model_problem` before an agent is registered with a model
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -178,7 +179,7 @@ def preflight(config: NexusConfig, primary: Model, fallbacks: Sequence[Model] = 
     for model in (primary, *fallbacks):  # a provider nothing describes is a mistake wherever it is named
         unknown = unknown_provider_problem(model)
         if unknown is not None:
-            raise ConfigError(unknown)
+            raise ConfigError(_named_where(config, model.ref) + unknown)
     problems = []
     for model in (primary, *fallbacks):
         problem = model_problem(config, model)
@@ -186,3 +187,17 @@ def preflight(config: NexusConfig, primary: Model, fallbacks: Sequence[Model] = 
             return
         problems.append(problem)
     raise ConfigError("no usable model for this run:\n  " + "\n  ".join(problems))
+
+
+def _named_where(config: NexusConfig, ref: str) -> str:
+    """``file:line: key: `` of the config key that names model ``ref`` (``default_model``, ``fallbacks[i]``), so the
+    refusal points at the line to fix like every other config error; empty when no file names it (``-m``, an
+    agent's own model, the environment)."""
+    if config.source is None:
+        return ""
+    if config.default_model == ref and not os.environ.get("NEXUS_MODEL"):
+        return f"{config.where('default_model')}: default_model: "
+    if ref in config.fallbacks:
+        index = config.fallbacks.index(ref)
+        return f"{config.where('fallbacks', index)}: fallbacks[{index}]: "
+    return ""
