@@ -234,7 +234,7 @@ def test_a_server_ledger_out_of_reach_is_one_line_and_a_command_that_needs_a_fil
     isolated_env: Path,
 ) -> None:
     url = "postgresql://nexus:secret@127.0.0.1:1/nexus"
-    for args in (("sessions", "list"), ("queue", "list"), ("serve", "--port", "0")):
+    for args in (("sessions", "list"), ("queue", "list"), ("serve", "--port", "0"), ("send", "a", "hi")):
         result = nexus(*args, env={"NEXUS_DATABASE_URL": url})
         assert result.returncode == 2, (args, result.stderr)
         assert "cannot connect to the ledger database postgresql://nexus@127.0.0.1:1/nexus" in result.stderr
@@ -245,6 +245,7 @@ def test_a_server_ledger_out_of_reach_is_one_line_and_a_command_that_needs_a_fil
     assert "cannot connect to the ledger database postgresql://nexus@127.0.0.1:1/nexus" in line
     assert "secret" not in doctor.stdout + doctor.stderr
     assert not any(isolated_env.rglob("*postgres*")) and not any(isolated_env.rglob("*.db"))
+    assert not (isolated_env / "workspace").exists(), "nothing written: not even the workspace"
 
 
 def test_a_file_of_a_newer_schema_is_one_line_and_exit_2(isolated_env: Path) -> None:

@@ -184,7 +184,7 @@ class Conversation:
 def open_conversation(args: argparse.Namespace) -> Conversation:
     """Load config, resolve the model (ConfigError → exit 2), open the ledger and recover crashed turns."""
     from nexus.cli._ledger import ledger_exists
-    from nexus.cli._state import prepare_state
+    from nexus.cli._state import make_workspace, prepare_state
     from nexus.config import load_config, resolve_default_model
     from nexus.engine import Runtime
 
@@ -208,7 +208,7 @@ def open_conversation(args: argparse.Namespace) -> Conversation:
     problem = label_problem(label)  # refused for a new session only: an older one stays usable
     if problem is not None and not ledger_exists(config):  # no ledger: the session is new
         raise UsageError(f"--session: {problem}")
-    # paths of the right kind, directories created (the tools need the workspace), database writable
+    # paths of the right kind, directories created (the workspace beside an SQLite ledger), database writable
     prepare_state(config)
     isatty = getattr(sys.stderr, "isatty", None)
     if callable(isatty) and isatty():  # a local model's loading/prefill line (TerminalProgress shows none on a pipe)
@@ -221,6 +221,7 @@ def open_conversation(args: argparse.Namespace) -> Conversation:
     except BaseException:
         loop.close()
         raise
+    make_workspace(config)  # once the ledger is reached: a server out of reach leaves nothing behind
     conversation = Conversation(Runtime(config, ledger), label, choice.ref, getattr(args, "thinking", None), loop)
     if problem is not None and not conversation.session_exists():
         conversation.close()

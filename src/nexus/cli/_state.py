@@ -123,6 +123,16 @@ def prepare_state(config: NexusConfig) -> None:
     try:
         if not isinstance(target, str):
             target.parent.mkdir(parents=True, exist_ok=True)
+            workspace.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise NexusError(f"cannot create {exc.filename or workspace}: {exc.strerror or exc}") from None
+
+
+def make_workspace(config: NexusConfig) -> None:
+    """Create the workspace once a PostgreSQL ledger is connected (:func:`prepare_state` makes it beside an SQLite
+    file): a server that could not be reached is exit 2 with nothing written, and it left ``workspace`` behind."""
+    workspace = config.workspace_path
+    try:
         workspace.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise NexusError(f"cannot create {exc.filename or workspace}: {exc.strerror or exc}") from None

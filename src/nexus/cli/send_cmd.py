@@ -450,8 +450,10 @@ def _config(args: argparse.Namespace) -> NexusConfig:
 async def open_recovered(config: NexusConfig) -> AsyncIterator[Ledger]:
     """The config's ledger for a command that hosts the broker (send, drain, serve), crashed turns closed."""
     from nexus.cli._ledger import open_ledger, recover_open_turns
+    from nexus.cli._state import make_workspace
 
     async with open_ledger(config) as ledger:
+        make_workspace(config)  # once the ledger is reached: a server out of reach leaves nothing behind
         # like every entry point: close the turns of killed processes (a SIGKILLed drain's turn in a
         # session whose queue is now empty was otherwise left open for ever)
         await recover_open_turns(ledger)
