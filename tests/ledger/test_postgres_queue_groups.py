@@ -37,7 +37,7 @@ async def test_settles_and_claims_of_one_loop_iteration_share_a_group_and_keep_t
     async with await Ledger.connect(postgres_url) as ledger:
         await ledger.sessions.ensure(NewSession("agent:w"))
         items: list[QueueItem] = [(await ledger.queue.accept(_request(f"m{n}")))[0] for n in range(4)]
-        await ledger.queue.claim([items[0].id, items[1].id])
+        await ledger.queue.claim([items[1].id])  # m0 waits (only a waiting item is dropped), m1 runs
         done = await asyncio.gather(
             ledger.queue.settle([items[0].id], "dropped", reason="gone"),
             ledger.queue.settle([items[1].id], "failed", reason="cut"),
@@ -71,7 +71,6 @@ async def test_a_conflict_while_a_group_runs_write_by_write_is_retried_not_hande
         await ledger.sessions.ensure(NewSession("agent:w"))
         a, _ = await ledger.queue.accept(_request("a"))
         b, _ = await ledger.queue.accept(_request("b"))
-        await ledger.queue.claim([b.id])
         await ledger.queue.settle([b.id], "dropped", reason="gone")
         with psycopg.connect(postgres_url, autocommit=True) as admin:
             admin.execute(_ARM)
@@ -92,7 +91,7 @@ async def test_a_claim_alone_in_its_group_that_is_refused_is_tried_once(postgres
         await ledger.sessions.ensure(NewSession("agent:w"))
         item, _ = await ledger.queue.accept(_request("a"))
         await ledger.queue.claim([item.id])
-        await ledger.queue.settle([item.id], "dropped", reason="run elsewhere")
+        await ledger.queue.settle([item.id], "failed", reason="run elsewhere")
         with psycopg.connect(postgres_url, autocommit=True) as admin:
             admin.execute(_COUNT_UPDATES)
             try:
