@@ -8,11 +8,10 @@ upload, as soon as the bytes read pass the limit.
 from __future__ import annotations
 
 import hmac
-import json
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 
-from nexus.server._errors import error_body
+from nexus.server._errors import error_json
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -33,7 +32,7 @@ async def reply_error(
     send: Send, status: int, error_type: str, message: str, headers: Sequence[tuple[bytes, bytes]] = ()
 ) -> None:
     """Answer with the API's error shape, before (or instead of) the app."""
-    body = json.dumps(error_body(error_type, message)).encode()
+    body = error_json(error_type, message)
     await send(
         {
             "type": "http.response.start",
