@@ -105,3 +105,24 @@ async def test_errors_of_the_checks_in_front_and_of_the_routes_are_spelled_alike
     for answer in (unauthorized, wrong_type, missing):
         body = answer.json()
         assert answer.content == json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode(), answer.content
+
+
+async def test_the_checks_in_front_of_the_facade_answer_with_a_code_too(tmp_path: Path) -> None:
+    """A wrong key at the facade was 401 without ``code`` (OpenAI's is ``invalid_api_key``); a body that is not
+    JSON, 415, had none either. An ``OPTIONS`` with no ``Origin`` is no preflight: 204 with ``Allow``, not a 401
+    for want of a token."""
+    config = ServerConfig(tokens=["t0k"], cors_origins=[PAGE])
+    async with live_app(tmp_path, ScriptedModel([]), config) as live, listening(live.app) as url:
+        client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="wrong", max_retries=0)
+        with pytest.raises(openai.AuthenticationError) as refused:
+            await client.chat.completions.create(model="coder", messages=HI)
+        await client.close()
+        async with httpx.AsyncClient(base_url=url) as http:
+            form = await http.post(
+                "/v1/chat/completions", content=b"a=1",
+                headers={"authorization": "Bearer t0k", "content-type": "application/x-www-form-urlencoded"},
+            )  # fmt: skip
+            options = await http.options("/v1/agents", headers={"access-control-request-method": "POST"})
+    assert refused.value.code == "invalid_api_key"
+    assert form.status_code == 415 and form.json()["error"]["code"] == "unsupported_media_type"
+    assert options.status_code == 204 and options.headers["allow"] == "GET, POST, OPTIONS"
