@@ -382,6 +382,7 @@ def test_history_names_the_model_that_answered_and_why_a_turn_failed(nexus: RunN
             ([answered], "completed", None),
             ([refused], "failed", {"message": "compaction_failure: summarisation failed: 401 bad key"}),
             ([], "aborted", {"message": "the process 4242 stopped before finishing it; closed by recovery"}),
+            ([], "aborted", {"message": "the process (vm:9940) stopped before finishing it; closed by recover()"}),
             ([refused], "failed", {"message": overflow}),
         ):
             run_inline(ledger.turns.write(TurnWrite(
@@ -394,4 +395,5 @@ def test_history_names_the_model_that_answered_and_why_a_turn_failed(nexus: RunN
     assert "[completed] fake2/m2" in turns[0]
     assert "compaction_failure: summarisation failed: 401 bad key" in turns[1] and overflow in turns[1]
     assert "✗ aborted: the process 4242 stopped before finishing it" in turns[2]
-    assert "✗" not in turns[3]  # its message says why already: not twice
+    assert "closed when the ledger was next opened" in turns[3] and "recover()" not in turns[3]  # an older turn's
+    assert "✗" not in turns[4]  # its message says why already: not twice

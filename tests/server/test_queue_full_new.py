@@ -42,5 +42,6 @@ async def test_a_message_refused_by_policy_new_is_a_429_queue_full_at_both_doors
             assert refused.status_code == 429 and error["type"] == "queue_full", refused.text
             assert "drop policy is 'new'" in error["message"] and "send it again later" in error["message"]
             assert "x-should-retry" not in refused.headers  # nothing was queued: a resend is no duplicate
+        assert (chat.json()["error"]["code"], chat.json()["error"]["param"]) == ("queue_full", None)  # as OpenAI's
         statuses = sorted(item.status for item in live.store.items(agent_id="coder"))
         assert statuses.count("dropped") == 2 and len(statuses) == 4  # the refusals are recorded, as documented

@@ -251,6 +251,10 @@ def _turn_header(turn: Turn, messages: list[Message]) -> str:
     return f"── turn {turn.id} [{turn.status}{kind}]{model}{tokens} {_when(turn.started_at)}"
 
 
+_RECOVERED_BEFORE, _RECOVERED = "closed by recover()", "closed when the ledger was next opened"
+"""How a turn a stopped process left was closed: older ledgers hold the first wording, which names a Python call."""
+
+
 def _turn_error(turn: Turn, messages: list[Message]) -> str | None:
     """Why a failed or aborted turn ended, when no message of it says so already: a turn killed before
     anything was journaled showed nothing, and one whose compaction failed showed only the overflow."""
@@ -260,7 +264,7 @@ def _turn_error(turn: Turn, messages: list[Message]) -> str | None:
     if not error:
         return None
     said = {m.error_message for m in messages if isinstance(m, AssistantMessage) and m.error_message}
-    text = " ".join(str(error).split())
+    text = " ".join(str(error).split()).replace(_RECOVERED_BEFORE, _RECOVERED)
     return None if text in {" ".join(s.split()) for s in said} else f"  ✗ {turn.status}: {text}"
 
 

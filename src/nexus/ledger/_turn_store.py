@@ -164,7 +164,7 @@ class SqlTurnStore:
             return bool(label)
         note = (
             f"the process running this turn ({turn_owner or 'unknown'}) stopped before finishing it; "
-            "closed by recover()"
+            "closed when the ledger was next opened"
         )
         label, _ = await self._db.run_write(lambda c: _crash.recover_turn(c, turn_id, note), row_locks=True)
         return bool(label)

@@ -56,10 +56,10 @@ class BrowserGuard:
                 f"Host {shown!r} is not a name of this server (a page whose name was pointed at this address?); "
                 "if it is yours, add it to [server] allowed_hosts in nexus.toml"
             )
-            await reply_error(send, 403, "forbidden", message)
+            await reply_error(send, 403, "forbidden", message, path=scope["path"])
             return
         method = scope["method"]
-        if method == "OPTIONS" and not (self._cors and b"access-control-request-method" in headers):
+        if method == "OPTIONS" and not (self._cors and _is_preflight(headers)):
             await self._options(scope, send)
             return
         if method not in SAFE_METHODS:
@@ -69,10 +69,11 @@ class BrowserGuard:
                     f"a {method} from a page of another origin ({origin.decode('latin-1')[:100]}) is refused; "
                     "to allow a page served elsewhere, list its origin in [server] cors_origins"
                 )
-                await reply_error(send, 403, "forbidden", message)
+                await reply_error(send, 403, "forbidden", message, path=scope["path"])
                 return
             if _has_body(headers) and not _body_type_fits(headers.get(b"content-type", b""), scope["path"]):
-                await reply_error(send, 415, "unsupported_media_type", _media_message(headers, scope["path"]))
+                refusal = _media_message(headers, scope["path"])
+                await reply_error(send, 415, "unsupported_media_type", refusal, path=scope["path"])
                 return
         await self._app(scope, receive, send)
 
@@ -91,6 +92,11 @@ def _body_type_fits(content_type: bytes, path: str) -> bool:
     if path.endswith(IMPORT_PATH_END):
         return content_type.split(b";", 1)[0].strip().lower().decode("latin-1") in JSON_LINES_TYPES
     return is_json_type(content_type)
+
+
+def _is_preflight(headers: dict[bytes, bytes]) -> bool:
+    """A CORS preflight (the CORS middleware answers it): without ``Origin`` it is a plain ``OPTIONS``."""
+    return b"origin" in headers and b"access-control-request-method" in headers
 
 
 def _has_body(headers: dict[bytes, bytes]) -> bool:

@@ -49,11 +49,17 @@ LABEL_SHOWN = 200
 
 
 def error_body(error_type: str, message: str, *, param: str | None = None, code: str | None = None) -> dict[str, Any]:
-    """The JSON body of every error response (``param``/``code`` only when given)."""
+    """The JSON body of every error response (``param`` and ``code`` both, one maybe null, when either is given)."""
     error: dict[str, Any] = {"type": error_type, "message": message}
-    if param is not None:
+    if param is not None or code is not None:
         error.update(param=param, code=code)
     return {"error": error}
+
+
+def error_json(error_type: str, message: str, *, param: str | None = None, code: str | None = None) -> bytes:
+    """:func:`error_body` as bytes, by the serializer the routes' answers use (compact, UTF-8): an error
+    answered by a middleware reads byte for byte as one answered by a route."""
+    return bytes(JSONResponse(error_body(error_type, message, param=param, code=code)).body)
 
 
 _KINDS = {"str": "a string", "int": "an integer", "float": "a number", "bool": "true or false", "list": "a list"}
@@ -151,8 +157,8 @@ def install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, RequestValidationError)
         return JSONResponse(error_body("invalid_request", validation_message(exc)), status_code=422)
 
-    async def nexus_error(_: Request, exc: Exception) -> JSONResponse:
-        return _nexus_error(exc)
+    async def nexus_error(request: Request, exc: Exception) -> JSONResponse:
+        return await api_error(request, nexus_api_error(exc))
 
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
@@ -165,8 +171,8 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, unexpected)
 
 
-def _nexus_error(exc: Exception) -> JSONResponse:
-    """A ``NexusError``'s status and type: the server's trouble (a full or busy database) is 503 with
+def nexus_api_error(exc: Exception) -> ApiError:
+    """The :class:`ApiError` a ``NexusError`` is answered as: the server's trouble (a full or busy database) is 503 with
     ``Retry-After``, a database that refused a statement 500, a missing thing 404, a conflict 409, a queue
     full under drop policy ``new`` 429 ``queue_full`` (as the other cap drops), anything else the client's 400."""
     from nexus.broker import BrokerError, QueueFullError, UnknownAgentError
@@ -185,19 +191,19 @@ def _nexus_error(exc: Exception) -> JSONResponse:
     status, kind = 400, "invalid_request"
     if isinstance(exc, LedgerRefusedError):  # the database is not what the code expects: no request fixes that
         log.error("the ledger refused a statement: %s", exc)
-        return JSONResponse(error_body("internal_error", str(exc)), status_code=500)
+        return ApiError(500, "internal_error", str(exc))
     if isinstance(exc, LedgerFullError | LedgerBusyError):  # the server's trouble: the client may retry
         headers = {"Retry-After": str(RETRY_AFTER_S)}
-        return JSONResponse(error_body("unavailable", str(exc)), status_code=503, headers=headers)
+        return ApiError(503, "unavailable", str(exc), headers=headers)
     if isinstance(exc, SessionNotFound):  # the library's hint names Python calls; say it in HTTP terms
         label = (
             exc.label if len(exc.label) <= LABEL_SHOWN else f"{exc.label[:LABEL_SHOWN]}… ({len(exc.label)} characters)"
         )
         message = f"no session or alias named {label!r}; GET /v1/sessions lists them"
-        return JSONResponse(error_body("not_found", message), status_code=404)
+        return ApiError(404, "not_found", message)
     if isinstance(exc, QueueFullError):  # not queued: a send once the queue has room is no duplicate
         again = "send it again later (the same id is fine: a refused message's id is not taken)"
-        return JSONResponse(error_body("queue_full", f"{exc}; {again}"), status_code=429)
+        return ApiError(429, "queue_full", f"{exc}; {again}")
     if isinstance(exc, SessionNotFound | TurnNotFound | UnknownAgentError | AgentRemovedError):
         status, kind = 404, "not_found"
     elif isinstance(exc, SessionExistsError):
@@ -206,4 +212,4 @@ def _nexus_error(exc: Exception) -> JSONResponse:
         status, kind = 409 if isinstance(exc, TurnStateError) else 400, "invalid_request"
     elif isinstance(exc, LedgerError):
         status, kind = 400, "invalid_request"
-    return JSONResponse(error_body(kind, str(exc)), status_code=status)
+    return ApiError(status, kind, str(exc))

@@ -8,11 +8,10 @@ upload, as soon as the bytes read pass the limit.
 from __future__ import annotations
 
 import hmac
-import json
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 
-from nexus.server._errors import error_body
+from nexus.server._errors import error_json
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -29,11 +28,19 @@ METRICS_PATH = "/metrics"
 """Prometheus metrics: the API's tokens, or a metrics token of its own (``[telemetry] metrics_token``)."""
 
 
+FACADE_PATHS = frozenset({"/v1/chat/completions", "/v1/models"})
+"""The OpenAI facade's paths: a refusal there carries ``code`` and ``param`` as OpenAI's errors do."""
+_FACADE_CODES = {"unauthorized": "invalid_api_key"}
+"""OpenAI's own ``code`` for a refusal that has one; the others' code is their type."""
+
+
 async def reply_error(
-    send: Send, status: int, error_type: str, message: str, headers: Sequence[tuple[bytes, bytes]] = ()
-) -> None:
-    """Answer with the API's error shape, before (or instead of) the app."""
-    body = json.dumps(error_body(error_type, message)).encode()
+    send: Send, status: int, error_type: str, message: str, headers: Sequence[tuple[bytes, bytes]] = (), *,
+    path: str = "",
+) -> None:  # fmt: skip
+    """Answer with the API's error shape, before (or instead of) the app (at the facade's ``path``, with a code)."""
+    code = _FACADE_CODES.get(error_type, error_type) if path in FACADE_PATHS else None
+    body = error_json(error_type, message, code=code)
     await send(
         {
             "type": "http.response.start",
@@ -55,6 +62,7 @@ class Guard:
         self._tokens = [token.encode() for token in tokens if token]
         self._metrics_tokens = [token.encode() for token in metrics_tokens if token]
         self._max = max_body_bytes
+        self._too_large = f"the request body is larger than {max_body_bytes} bytes"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -64,12 +72,12 @@ class Guard:
         if (self._tokens or self._metrics_tokens) and not self._authorized(scope, headers):
             await reply_error(
                 send, 401, "unauthorized", "missing or wrong bearer token (Authorization: Bearer <token>)",
-                [(b"www-authenticate", b"Bearer")],
+                [(b"www-authenticate", b"Bearer")], path=scope.get("path", ""),
             )  # fmt: skip
             return
         length = headers.get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self._max):
-            await reply_error(send, 413, "too_large", f"the request body is larger than {self._max} bytes")
+            await reply_error(send, 413, "too_large", self._too_large, path=scope.get("path", ""))
             return
         seen = 0
         started = refused = False
@@ -87,7 +95,7 @@ class Guard:
                     refused = True
                     if not started:
                         started = True
-                        await reply_error(send, 413, "too_large", f"the request body is larger than {self._max} bytes")
+                        await reply_error(send, 413, "too_large", self._too_large, path=scope.get("path", ""))
                     return {"type": "http.disconnect"}
             return message
 

@@ -15,10 +15,11 @@ counts. A response, however long (an SSE stream), is not limited.
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any, ClassVar
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from nexus.server._errors import error_json
 
 _STAGE_MESSAGES = {
     "head": "the request head did not arrive within {seconds:g} s (header_timeout_seconds)",
@@ -27,7 +28,7 @@ _STAGE_MESSAGES = {
 
 
 def _timeout_response(message: str) -> bytes:
-    body = json.dumps({"error": {"type": "timeout", "message": message}}).encode()
+    body = error_json("timeout", message)
     head = (
         "HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
         f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"

@@ -23,9 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from nexus.broker import MAX_CONTENT_CHARS
 from nexus.server._chat_run import ChatTurn, dropped, finished, refusal, start_chat_turn, texts
 from nexus.server._chat_sessions import claim_chat_session
-from nexus.server._errors import ApiError
+from nexus.server._errors import ApiError, error_json
 from nexus.server._off_loop import store_call
-from nexus.server._openai_params import FacadeRoute, refuse_unsupported
+from nexus.server._openai_params import FacadeRoute, refuse_unsupported, with_code
 from nexus.server._openapi import answers
 from nexus.server._schemas import ChatCompletion, ModelList
 from nexus.server._state import ServerState
@@ -184,8 +184,9 @@ async def chat_completions(
     agent = await store_call(state, lambda: state.store.get_agent(body.model))
     if agent is None:
         raise ApiError(
-            404, "model_not_found", f"the model {body.model!r} does not exist: use an agent id (GET /v1/models)"
-        )
+            404, "model_not_found", f"the model {body.model!r} does not exist: use an agent id (GET /v1/models)",
+            param="model", code="model_not_found",
+        )  # fmt: skip
     prompt = new_prompt(body.messages)
     session = await claim_chat_session(state, agent, choose_session(agent.session_label, x_nexus_session, body.user))
     completion_id = f"chatcmpl-{new_ulid().lower()}"
@@ -280,8 +281,8 @@ async def _chunks(
                 yield _chunk(completion_id, model, {"content": delta}, None)
         result = await _succeeded(turn, *await finished(turn))
     except ApiError as exc:
-        body = {"message": exc.message, "type": exc.error_type}
-        yield f"data: {json.dumps({'error': body})}\n\n".encode()
+        failed = with_code(exc)
+        yield b"data: " + error_json(failed.error_type, failed.message, param=failed.param, code=failed.code) + b"\n\n"
         yield b"data: [DONE]\n\n"
         return
     counts, finish = await turn_facts(state, result.turn_id)

@@ -20,7 +20,8 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
 
-from nexus.server._errors import ApiError, union_member, validation_message
+from nexus.errors import NexusError
+from nexus.server._errors import ApiError, nexus_api_error, union_member, validation_message
 
 HANDLED = frozenset({"model", "messages", "stream", "stream_options", "user", "max_tokens", "max_completion_tokens"})
 """Options the facade acts on (``user`` picks the session; the max tokens bound the reply)."""
@@ -127,8 +128,17 @@ def body_fault(exc: RequestValidationError) -> ApiError:
     return ApiError(400, "invalid_request", validation_message(exc), param=param, code=code)
 
 
+def with_code(error: ApiError) -> ApiError:
+    """``error`` with a ``code``, as OpenAI's errors have one (its type when it names none: ``queue_full``,
+    ``unavailable``…); the body then carries ``param`` too, null when no request field is at fault."""
+    if error.code is None:
+        error.code = error.error_type
+    return error
+
+
 class FacadeRoute(APIRoute):
-    """A route of the OpenAI facade: a body FastAPI cannot validate is :func:`body_fault`'s 400, not a 422."""
+    """A route of the OpenAI facade: a body FastAPI cannot validate is :func:`body_fault`'s 400, not a 422;
+    every refusal (``ApiError``, and a ``NexusError`` as the rest of the API answers it) carries ``code``."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -137,6 +147,11 @@ class FacadeRoute(APIRoute):
             try:
                 return await handler(request)
             except RequestValidationError as exc:
-                raise body_fault(exc) from None
+                raise with_code(body_fault(exc)) from None
+            except ApiError as exc:
+                with_code(exc)
+                raise
+            except NexusError as exc:
+                raise with_code(nexus_api_error(exc)) from exc
 
         return handle

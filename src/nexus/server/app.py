@@ -119,9 +119,9 @@ def _middleware(app: FastAPI, settings: ServerConfig, metrics_tokens: Sequence[s
         routes, tokens=settings.tokens, max_body_bytes=settings.max_body_bytes, metrics_tokens=metrics_tokens
     )
     if settings.cors_origins:
-        from starlette.middleware.cors import CORSMiddleware
+        from nexus.server._cors import ApiCors
 
-        inner = CORSMiddleware(
+        inner = ApiCors(
             inner,
             allow_origins=list(settings.cors_origins),
             allow_methods=["GET", "HEAD", "POST", "PATCH", "DELETE"],

@@ -12,7 +12,6 @@ Without the ``mcp`` extra the route answers 501 saying what to install.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -77,11 +76,9 @@ class McpEndpoint:
 
 
 async def _unavailable(send: Send) -> None:
-    body = json.dumps(
-        {"error": {"type": "not_implemented", "message": "/mcp needs the mcp extra: pip install 'nexus-broker[mcp]'"}}
-    ).encode()
-    await send({"type": "http.response.start", "status": 501, "headers": [(b"content-type", b"application/json")]})
-    await send({"type": "http.response.body", "body": body})
+    from nexus.server._guard import reply_error
+
+    await reply_error(send, 501, "not_implemented", "/mcp needs the mcp extra: pip install 'nexus-broker[mcp]'")
 
 
 def mount(app: Any, state: ServerState) -> McpEndpoint:

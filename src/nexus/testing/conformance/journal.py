@@ -92,7 +92,7 @@ async def test_recover_closes_open_turn_as_aborted_with_journal(ledger: Ledger) 
     assert await ledger.turns.recover(force=True) == [open_id]
     turn = await ledger.turns.get(open_id)
     assert turn.status == "aborted" and turn.stop_reason == "aborted" and turn.tool_call_count == 2
-    assert turn.error is not None and "closed by recover()" in str(turn.error["message"])
+    assert turn.error is not None and "closed when the ledger was next opened" in str(turn.error["message"])
     assert (await ledger.sessions.head("s")).id == open_id  # type: ignore[union-attr]
     assert texts(await ledger.turns.history("s")) == ["U:q1", "A:a1", "U:q2", "A:call(c0,c1)", "R:c0", "R:c1"]
     if has(ledger, "pointer_log"):
