@@ -41,6 +41,7 @@ from nexus.errors import ConfigError
 from nexus.llm import (
     AbortSignal,
     AssistantMessage,
+    AssistantMessageEvent,
     Context,
     DoneEvent,
     ErrorEvent,
@@ -71,6 +72,7 @@ class _Run:
         "batch",
         "config",
         "context",
+        "ended",
         "in_turn",
         "iterations",
         "llm_tools",
@@ -99,6 +101,7 @@ class _Run:
         self.partial: AssistantMessage | None = None
         self.batch: ToolBatch | None = None
         self.in_turn = False
+        self.ended = False  # the run's last events were made (a failed call, max_iterations)
         self.iterations = 0
 
     def append(self, message: LoopMessage) -> None:
@@ -149,53 +152,54 @@ async def _poll(source: MessageSourceFn | None) -> list[LoopMessage]:
 
 async def _loop(run: _Run, prompts: list[LoopMessage]) -> AsyncIterator[AgentEvent]:
     """The run's events: agent_start, its turns, agent_end; an unexpected exception ends it as an error (``_fail``).
-
-    One generator for the whole run: the turns were a second one nested in it, that every event passed through.
-    """
+    One generator for the run, its model calls inline (no nested one every streamed event goes through)."""
     yield AgentStartEvent()
     yield TurnStartEvent()
     run.in_turn = True
     config = run.config
     try:
-        for prompt in prompts:
-            for ev in run.add(prompt):
-                yield ev
+        for ev in (event for prompt in prompts for event in run.add(prompt)):
+            yield ev
         pending = await _poll(config.get_steering_messages)
-        first = True
         while True:
             more_tool_calls = True
             while more_tool_calls or pending:
-                if config.max_iterations is not None and run.iterations >= config.max_iterations:
-                    for ev in _stop_at_limit(run, pending):
-                        yield ev
-                    return
-                if not first:
-                    yield TurnStartEvent()
-                    run.in_turn = True
-                first = False
-                for message in pending:
-                    for ev in run.add(message):
-                        yield ev
-                async for ev in _stream_assistant(run):
+                for ev in _next_turn(run, pending):
                     yield ev
-                message = run.new_messages[-1]
-                assert isinstance(message, AssistantMessage)
-                if message.stop_reason in ("error", "aborted"):
-                    for ev in _stopped(run, message, message.stop_reason):
-                        yield ev
+                if run.ended:  # at max_iterations
                     return
-                calls = message.tool_calls
-                results: list[ToolResultMessage] = []
+                stream, final = await _open_stream(run), None
+                try:
+                    async for event in stream:
+                        if isinstance(event, (DoneEvent, ErrorEvent)):
+                            final = event.message if isinstance(event, DoneEvent) else event.error
+                            break
+                        if run.partial is None:
+                            run.partial = event.partial
+                            yield MessageStartEvent(event.partial)
+                            if isinstance(event, StartEvent):
+                                continue
+                        yield MessageUpdateEvent(event.partial, event)
+                        if run.signal.aborted:  # a stream function that ignores the signal still stops here
+                            break
+                finally:
+                    aclose = getattr(stream, "aclose", None)
+                    if aclose is not None:
+                        await aclose()
+                message = final if final is not None else _unfinished(run)
+                for ev in _call_ended(run, message):
+                    yield ev
+                if run.ended:  # the model call failed or was aborted: the run ends with it
+                    return
+                calls, results = message.tool_calls, []
                 if calls:
                     run.batch = ToolBatch(message, calls, run.context, config, run.signal, run.tools, run.append)
                     async for ev in run.batch.run():
                         yield ev
-                    results = run.batch.results
-                    run.batch = None
-                run.in_turn = False
-                yield TurnEndEvent(message, results)
-                if run.signal.aborted:
-                    yield AgentEndEvent(run.new_messages, "aborted", "Aborted during tool execution.")
+                    results, run.batch = run.batch.results, None
+                for ev in _turn_ended(run, message, results):
+                    yield ev
+                if run.ended:  # aborted during the tools
                     return
                 more_tool_calls = bool(calls)
                 pending = await _poll(config.get_steering_messages)
@@ -206,6 +210,56 @@ async def _loop(run: _Run, prompts: list[LoopMessage]) -> AsyncIterator[AgentEve
     except Exception as exc:
         for ev in _fail(run, exc):
             yield ev
+
+
+def _next_turn(run: _Run, pending: list[LoopMessage]) -> Iterator[AgentEvent]:
+    """Before a model call: the run's end at ``max_iterations`` (``ended``), else the turn's start
+    (unless the run's first turn started already) and the steering / follow-up messages taken for it."""
+    config = run.config
+    if config.max_iterations is not None and run.iterations >= config.max_iterations:
+        yield from _stop_at_limit(run, pending)
+        run.ended = True
+        return
+    if not run.in_turn:
+        yield TurnStartEvent()
+        run.in_turn = True
+    for message in pending:
+        yield from run.add(message)
+
+
+async def _open_stream(run: _Run) -> AsyncIterator[AssistantMessageEvent]:
+    """Start one model call: the context (transformed and converted), the options (with the key asked for)."""
+    config = run.config
+    run.iterations += 1
+    llm_context = Context(run.context.system_prompt, await _llm_messages(run), run.llm_tools)
+    options = run.options
+    if config.get_api_key is not None:
+        key = await _resolve(config.get_api_key(config.model.provider))
+        if key:
+            options = replace(options, api_key=key)
+    return run.stream_fn(config.model, llm_context, options)
+
+
+def _call_ended(run: _Run, final: AssistantMessage) -> Iterator[AgentEvent]:
+    """The model call's final message joins the conversation (message_end); a failed or aborted call ends the
+    turn and the run (``ended``)."""
+    if run.partial is None:
+        yield MessageStartEvent(final)
+    run.partial = None
+    run.append(final)
+    yield MessageEndEvent(final)
+    if final.stop_reason == "error" or final.stop_reason == "aborted":
+        yield from _stopped(run, final, final.stop_reason)
+        run.ended = True
+
+
+def _turn_ended(run: _Run, message: AssistantMessage, results: list[ToolResultMessage]) -> Iterator[AgentEvent]:
+    """The turn's end; the run's too (``ended``) when it was aborted meanwhile."""
+    run.in_turn = False
+    yield TurnEndEvent(message, results)
+    if run.signal.aborted:
+        yield AgentEndEvent(run.new_messages, "aborted", "Aborted during tool execution.")
+        run.ended = True
 
 
 def _stopped(run: _Run, message: AssistantMessage, reason: Literal["error", "aborted"]) -> Iterator[AgentEvent]:
@@ -244,47 +298,6 @@ async def _llm_messages(run: _Run) -> list[Message]:
     if config.convert_to_llm is not None:
         return list(await _resolve(config.convert_to_llm(list(messages))))
     return default_convert_to_llm(messages)
-
-
-async def _stream_assistant(run: _Run) -> AsyncIterator[AgentEvent]:
-    """One model call: message_start, message_update x N, message_end; appends the final message."""
-    config = run.config
-    run.iterations += 1
-    llm_context = Context(run.context.system_prompt, await _llm_messages(run), run.llm_tools)
-    options = run.options
-    if config.get_api_key is not None:
-        key = await _resolve(config.get_api_key(config.model.provider))
-        if key:
-            options = replace(options, api_key=key)
-    stream = run.stream_fn(config.model, llm_context, options)
-    final: AssistantMessage | None = None
-    try:
-        async for event in stream:
-            if isinstance(event, DoneEvent):
-                final = event.message
-                break
-            if isinstance(event, ErrorEvent):
-                final = event.error
-                break
-            if run.partial is None:
-                run.partial = event.partial
-                yield MessageStartEvent(event.partial)
-                if isinstance(event, StartEvent):
-                    continue
-            yield MessageUpdateEvent(event.partial, event)
-            if run.signal.aborted:  # a stream function that ignores the signal still stops here
-                break
-    finally:
-        aclose = getattr(stream, "aclose", None)
-        if aclose is not None:
-            await aclose()
-    if final is None:
-        final = _unfinished(run)
-    if run.partial is None:
-        yield MessageStartEvent(final)
-    run.partial = None
-    run.append(final)
-    yield MessageEndEvent(final)
 
 
 def _unfinished(run: _Run) -> AssistantMessage:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from nexus.agent import (
     AfterToolCallContext,
@@ -268,10 +268,20 @@ class EngineRun:
         )
 
     async def run_loops(self) -> None:
-        """Run the loop; on an overflow before any output, recover one level and continue the loop."""
+        """Run the loop, publishing and handling each of its events; on an overflow before any output, recover one
+        level and continue the loop. (Draining a loop's events was a coroutine of its own: a frame more per run.)"""
         events = agent_loop(self.ctx.current_message, self.agent_ctx, self.loop_config(), self.signal)
         while True:
-            end = await self.consume(events)
+            end = AgentEndEvent(reason="error", error="the agent loop ended without agent_end")
+            async for event in events:
+                if not isinstance(event, MessageUpdateEvent):  # deltas are published as reply/reasoning deltas
+                    self.publish(event)
+                self.handle(event)
+                if self.journal is not None and self.journal.pending is not None:
+                    await self.journal.drain()  # an ended tool call / message is on disk before the run goes on
+                if isinstance(event, AgentEndEvent):
+                    end = event
+            self.end = end
             messages = self.agent_ctx.messages
             failed = messages[-1] if messages else None
             if not is_overflow(end, failed) or self.signal.aborted:
@@ -285,20 +295,6 @@ class EngineRun:
                 self.final_error = error
                 break
             events = agent_loop_continue(self.agent_ctx, self.loop_config(), self.signal)
-
-    async def consume(self, events: Any) -> AgentEndEvent:
-        """Drain one loop's events (publishing and handling each); returns its ``agent_end``."""
-        end = AgentEndEvent(reason="error", error="the agent loop ended without agent_end")
-        async for event in events:
-            if not isinstance(event, MessageUpdateEvent):  # deltas are published as reply/reasoning deltas
-                self.publish(event)
-            self.handle(event)
-            if self.journal is not None and self.journal.pending is not None:
-                await self.journal.drain()  # an ended tool call / message is on disk before the run goes on
-            if isinstance(event, AgentEndEvent):
-                end = event
-        self.end = end
-        return end
 
     # ------------------------------------------------------------------ loop hooks
 
