@@ -144,6 +144,7 @@ class EngineRun:
             estimates=ctx.history_estimates,
             cache=cache,
         )
+        ctx.history_estimates = None  # the window's now (it extends the list as the conversation grows)
         self.turn_id: str | None = None
         self.owners: list[str] | None = None  # the turn of each history message, once a compaction needs them
         self.journal: TurnJournal | None = None
@@ -256,13 +257,14 @@ class EngineRun:
     def loop_config(self) -> AgentLoopConfig:
         """The agent loop's config; ``max_iterations`` is what is left of the run's budget of model calls."""
         remaining = max(1, self.limits.max_iterations - self.llm_calls)
+        take = self.take_steering  # one bound method for both hooks, not two
         return AgentLoopConfig(
             model=self.model,
             stream_fn=self.stream_fn,
             options=self.options,
             transform_context=self.transform,
-            get_steering_messages=self.take_steering,
-            get_follow_up_messages=self.take_follow_ups,
+            get_steering_messages=take,
+            get_follow_up_messages=take,  # a steer that came after the last safe point becomes a follow-up
             after_tool_call=self.after_tool_call,
             max_iterations=remaining,
         )
@@ -272,7 +274,7 @@ class EngineRun:
         level and continue the loop. (Draining a loop's events was a coroutine of its own: a frame more per run.)"""
         events = agent_loop(self.ctx.current_message, self.agent_ctx, self.loop_config(), self.signal)
         while True:
-            end = AgentEndEvent(reason="error", error="the agent loop ended without agent_end")
+            end: AgentEndEvent | None = None  # made only if the loop ends without one (not held by every run)
             async for event in events:
                 if not isinstance(event, MessageUpdateEvent):  # deltas are published as reply/reasoning deltas
                     self.publish(event)
@@ -281,6 +283,8 @@ class EngineRun:
                     await self.journal.drain()  # an ended tool call / message is on disk before the run goes on
                 if isinstance(event, AgentEndEvent):
                     end = event
+            if end is None:
+                end = AgentEndEvent(reason="error", error="the agent loop ended without agent_end")
             self.end = end
             messages = self.agent_ctx.messages
             failed = messages[-1] if messages else None
@@ -305,12 +309,9 @@ class EngineRun:
         return self.window.payload(conversation)  # type: ignore[return-value]  # a fresh list each call
 
     def take_steering(self) -> list[LoopMessage]:
-        """Steering messages queued since the last safe point (one, or every pending ``all`` steer)."""
+        """Steering messages queued since the last safe point (one, or every pending ``all`` steer); also polled
+        when the loop would stop, so a steer that came after the last safe point becomes a follow-up."""
         return list(self.steering.take())
-
-    def take_follow_ups(self) -> list[LoopMessage]:
-        """Polled when the loop would stop; a steer that came after the last safe point becomes a follow-up."""
-        return self.take_steering()
 
     def after_tool_call(self, hook: AfterToolCallContext, signal: AbortSignal) -> AgentToolResult:
         """Cap each new tool result at ``max_tool_result_chars`` (what the model and the ledger get)."""
