@@ -19,9 +19,11 @@ from nexus.testing.steps import text, tool_call
 
 RUNS = 100
 
-PER_RUN_BYTES = 17_100
+PER_RUN_BYTES = 16_800
 """The bound on the Python memory a run holds while it streams, its scripted model included, about 5% over what
-is measured here on Python 3.11 (16.3 KB, ±0.1 KB with the run's progress). Earlier: 16.7-17.0 KB while a
+is measured here on Python 3.11 (15.9-16.0 KB with the run's progress). Earlier: 16.3 KB while the steering
+queue, the loop's view cache and its tools by name each held an empty container, and each model call copied
+its fallback chain and its profiles; 16.7-17.0 KB while a
 listener's remover was a closure, the run's task had a name string of its own, its loop config two bound
 methods for one hook and the run a copy of assembly's token estimates; 17.5 KB while each model call
 streamed through a generator of its own nested in the agent loop's, and the engine drained the loop in a

@@ -36,7 +36,6 @@ from nexus.agent.events import (
     TurnStartEvent,
 )
 from nexus.agent.messages import LoopMessage, default_convert_to_llm
-from nexus.agent.tool_types import AgentTool
 from nexus.errors import ConfigError
 from nexus.llm import (
     AbortSignal,
@@ -50,6 +49,7 @@ from nexus.llm import (
     StreamFn,
     StreamOptions,
     Tool,
+    ToolCall,
     ToolResultMessage,
 )
 
@@ -93,7 +93,7 @@ class _Run:
         self.config = config
         self.signal = signal if signal is not None else AbortSignal()
         self.stream_fn = config.stream_fn or resolve_default_stream_fn()
-        self.tools: dict[str, AgentTool] = {t.name: t for t in context.tools}
+        self.tools = tuple(context.tools)  # by name only while a batch runs (a dict held ~180 bytes a run meanwhile)
         self.llm_tools: list[Tool] = [t.as_llm_tool() for t in context.tools]
         options = config.options
         self.options: StreamOptions = options if options.signal is self.signal else replace(options, signal=self.signal)
@@ -107,6 +107,17 @@ class _Run:
     def append(self, message: LoopMessage) -> None:
         self.context.messages.append(message)
         self.new_messages.append(message)
+
+    def start_batch(self, message: AssistantMessage, calls: list[ToolCall]) -> ToolBatch:
+        """The tool batch of ``message``'s calls, as the run's batch (the tools looked up by name meanwhile)."""
+        tools = {t.name: t for t in self.tools}
+        self.batch = ToolBatch(message, calls, self.context, self.config, self.signal, tools, self.append)
+        return self.batch
+
+    def end_batch(self) -> list[ToolResultMessage]:
+        """The results of the batch that ran (none without one); the run has no batch from now on."""
+        batch, self.batch = self.batch, None
+        return batch.results if batch is not None else []
 
     def add(self, message: LoopMessage) -> Iterator[AgentEvent]:
         """message_start, append, message_end (for prompts, injected messages and loop-made messages)."""
@@ -191,13 +202,11 @@ async def _loop(run: _Run, prompts: list[LoopMessage]) -> AsyncIterator[AgentEve
                     yield ev
                 if run.ended:  # the model call failed or was aborted: the run ends with it
                     return
-                calls, results = message.tool_calls, []
+                calls = message.tool_calls
                 if calls:
-                    run.batch = ToolBatch(message, calls, run.context, config, run.signal, run.tools, run.append)
-                    async for ev in run.batch.run():
+                    async for ev in run.start_batch(message, calls).run():
                         yield ev
-                    results, run.batch = run.batch.results, None
-                for ev in _turn_ended(run, message, results):
+                for ev in _turn_ended(run, message, run.end_batch()):
                     yield ev
                 if run.ended:  # aborted during the tools
                     return

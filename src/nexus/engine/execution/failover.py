@@ -96,11 +96,11 @@ class _Call:
 
     requested: Model
     options: StreamOptions
-    candidates: list[Model]
+    candidates: Sequence[Model]
     previous: Model
     index: int = -1
     model: Model | None = None  # the model tried now; None: go down the chain
-    profiles: list[ResolvedProfile | None] | None = None  # its provider's, as picked from
+    profiles: Sequence[ResolvedProfile | None] = ()  # its provider's, as picked from
     last_error: ErrorEvent | None = None
     retries: int = 0
     local_network_failures: int = 0
@@ -151,18 +151,20 @@ class _Failover:
         if self.on_event is not None:
             self.on_event(event)
 
-    def candidates(self, model: Model) -> list[Model]:
+    def candidates(self, model: Model) -> Sequence[Model]:
         """The requested model first, then the rest of the chain after it (or all of it)."""
+        if model is self.chain[0]:  # the usual call: the chain itself (not a copy held by every call)
+            return self.chain
         refs = [m.ref for m in self.chain]
         if model.ref in refs:
             return [model, *self.chain[refs.index(model.ref) + 1 :]]
         return [model, *self.chain]
 
-    def profiles_of(self, provider: str) -> list[ResolvedProfile | None]:
-        return list(self.profiles.get(provider) or ()) or [None]
+    def profiles_of(self, provider: str) -> Sequence[ResolvedProfile | None]:
+        return self.profiles.get(provider) or _NO_PROFILE
 
     def pick(
-        self, provider: str, profiles: list[ResolvedProfile | None]
+        self, provider: str, profiles: Sequence[ResolvedProfile | None]
     ) -> tuple[ResolvedProfile | None, float] | None:
         """The next profile to use and how long to wait for it; None when all are disabled."""
         dead = self.dead
@@ -172,7 +174,7 @@ class _Failover:
         names = [_name(p) for p in alive]
         pinned = None if self.pinned is None else self.pinned.get(provider)
         start = names.index(pinned) if pinned in names else 0
-        ordered = alive[start:] + alive[:start]
+        ordered = [*alive[start:], *alive[:start]]
         now = self.clock()
         waits = [self.cooldowns.remaining(provider, _name(p), now) for p in ordered]
         best = min(range(len(ordered)), key=lambda i: (waits[i] > 0, waits[i], i))
@@ -290,7 +292,7 @@ class _Failover:
         Every wait is announced once: by the ``RetryEvent`` of the failure that caused it, or
         (for a cooldown left by an earlier call) by a ``WaitEvent``.
         """
-        signal, profiles = call.options.signal, call.profiles or [None]
+        signal, profiles = call.options.signal, call.profiles
         if signal is not None and signal.aborted:
             return _aborted_event(model, "aborted before the model call")
         pick = self.pick(model.provider, profiles)
@@ -330,7 +332,7 @@ class _Failover:
                 self.pinned = {}
             self.pinned[provider] = profile
 
-    def refused_error(self, model: Model, profiles: list[ResolvedProfile | None]) -> ErrorEvent:
+    def refused_error(self, model: Model, profiles: Sequence[ResolvedProfile | None]) -> ErrorEvent:
         """Every key of ``model``'s provider was refused earlier in this run."""
         dead = self.dead or {}
         return refused_error(model, [dead.get((model.provider, _name(p)), "auth_permanent") for p in profiles])
@@ -405,6 +407,9 @@ def _name(profile: ResolvedProfile | None) -> str:
 def _label(profile: ResolvedProfile | None) -> str | None:
     return profile.name if profile is not None else None
 
+
+_NO_PROFILE: tuple[None] = (None,)
+"""The profiles of a provider without any: the caller's options / environment key."""
 
 _NO_PROFILES: Mapping[str, Sequence[ResolvedProfile]] = MappingProxyType({})
 """Read only: the profiles of a run given none (not a fresh empty dict each run)."""
