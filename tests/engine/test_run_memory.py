@@ -21,19 +21,18 @@ from nexus.testing.steps import text, tool_call
 RUNS = 100
 
 PER_RUN_BYTES = 16_200
-"""The bound on the Python memory a run holds while it streams, its scripted model included, about 5% over what
-is measured here on Python 3.11 (15.4 KB). Earlier: 15.5-15.6 KB while every run made a future for waiters of
-its start that most runs never have; 15.9-16.0 KB while the run
-drained its agent loop in a coroutine of its own under its main one; 16.3 KB while the steering
-queue, the loop's view cache and its tools by name each held an empty container, and each model call copied
-its fallback chain and its profiles; 16.7-17.0 KB while a
-listener's remover was a closure, the run's task had a name string of its own, its loop config two bound
-methods for one hook and the run a copy of assembly's token estimates; 17.5 KB while each model call
-streamed through a generator of its own nested in the agent loop's, and the engine drained the loop in a
-coroutine of its own; 18.8 KB on 3.11 (18.6 KB on 3.12, 18.7 KB on 3.13) while a model call's failover was
-three generators nested in one another (the call, the model, the attempt); 21.4 KB
-while the run's journal held three sets, its failover two closures and three dictionaries, its channel and
-steering record four empty lists and a dictionary, and each session's lock file a path object."""
+"""The bound on the Python memory a run holds while it streams, its scripted model included, about 5% over what is
+measured here on Python 3.11 (15.4 KB; 15.4 KB on 3.12 and 3.13 too). Earlier: 15.5-15.6 KB while every run made a
+future for waiters of its start that most runs never have; 15.9-16.0 KB while the run drained its agent loop in a
+coroutine of its own under its main one; 16.3 KB while the steering queue, the loop's view cache and its tools by
+name each held an empty container, and each model call copied its fallback chain and its profiles; 16.7-17.0 KB
+while a listener's remover was a closure, the run's task had a name string of its own, its loop config two bound
+methods for one hook and the run a copy of assembly's token estimates; 17.5 KB while each model call streamed
+through a generator of its own nested in the agent loop's, and the engine drained the loop in a coroutine of its
+own; 18.8 KB on 3.11 (18.6 KB on 3.12, 18.7 KB on 3.13) while a model call's failover was three generators nested in
+one another (the call, the model, the attempt); 21.4 KB while the run's journal held three sets, its failover two
+closures and three dictionaries, its channel and steering record four empty lists and a dictionary, and each
+session's lock file a path object."""
 
 
 async def _until(check: object, what: str) -> None:
