@@ -36,11 +36,11 @@ from nexus.agent.events import (
     TurnStartEvent,
 )
 from nexus.agent.messages import LoopMessage, default_convert_to_llm
-from nexus.agent.tool_types import AgentTool
 from nexus.errors import ConfigError
 from nexus.llm import (
     AbortSignal,
     AssistantMessage,
+    AssistantMessageEvent,
     Context,
     DoneEvent,
     ErrorEvent,
@@ -49,6 +49,7 @@ from nexus.llm import (
     StreamFn,
     StreamOptions,
     Tool,
+    ToolCall,
     ToolResultMessage,
 )
 
@@ -71,6 +72,7 @@ class _Run:
         "batch",
         "config",
         "context",
+        "ended",
         "in_turn",
         "iterations",
         "llm_tools",
@@ -91,7 +93,7 @@ class _Run:
         self.config = config
         self.signal = signal if signal is not None else AbortSignal()
         self.stream_fn = config.stream_fn or resolve_default_stream_fn()
-        self.tools: dict[str, AgentTool] = {t.name: t for t in context.tools}
+        self.tools = tuple(context.tools)  # by name only while a batch runs (a dict held ~180 bytes a run meanwhile)
         self.llm_tools: list[Tool] = [t.as_llm_tool() for t in context.tools]
         options = config.options
         self.options: StreamOptions = options if options.signal is self.signal else replace(options, signal=self.signal)
@@ -99,11 +101,23 @@ class _Run:
         self.partial: AssistantMessage | None = None
         self.batch: ToolBatch | None = None
         self.in_turn = False
+        self.ended = False  # the run's last events were made (a failed call, max_iterations)
         self.iterations = 0
 
     def append(self, message: LoopMessage) -> None:
         self.context.messages.append(message)
         self.new_messages.append(message)
+
+    def start_batch(self, message: AssistantMessage, calls: list[ToolCall]) -> ToolBatch:
+        """The tool batch of ``message``'s calls, as the run's batch (the tools looked up by name meanwhile)."""
+        tools = {t.name: t for t in self.tools}
+        self.batch = ToolBatch(message, calls, self.context, self.config, self.signal, tools, self.append)
+        return self.batch
+
+    def end_batch(self) -> list[ToolResultMessage]:
+        """The results of the batch that ran (none without one); the run has no batch from now on."""
+        batch, self.batch = self.batch, None
+        return batch.results if batch is not None else []
 
     def add(self, message: LoopMessage) -> Iterator[AgentEvent]:
         """message_start, append, message_end (for prompts, injected messages and loop-made messages)."""
@@ -149,53 +163,52 @@ async def _poll(source: MessageSourceFn | None) -> list[LoopMessage]:
 
 async def _loop(run: _Run, prompts: list[LoopMessage]) -> AsyncIterator[AgentEvent]:
     """The run's events: agent_start, its turns, agent_end; an unexpected exception ends it as an error (``_fail``).
-
-    One generator for the whole run: the turns were a second one nested in it, that every event passed through.
-    """
+    One generator for the run, its model calls inline (no nested one every streamed event goes through)."""
     yield AgentStartEvent()
     yield TurnStartEvent()
     run.in_turn = True
     config = run.config
     try:
-        for prompt in prompts:
-            for ev in run.add(prompt):
-                yield ev
+        for ev in (event for prompt in prompts for event in run.add(prompt)):
+            yield ev
         pending = await _poll(config.get_steering_messages)
-        first = True
         while True:
             more_tool_calls = True
             while more_tool_calls or pending:
-                if config.max_iterations is not None and run.iterations >= config.max_iterations:
-                    for ev in _stop_at_limit(run, pending):
-                        yield ev
-                    return
-                if not first:
-                    yield TurnStartEvent()
-                    run.in_turn = True
-                first = False
-                for message in pending:
-                    for ev in run.add(message):
-                        yield ev
-                async for ev in _stream_assistant(run):
+                for ev in _next_turn(run, pending):
                     yield ev
-                message = run.new_messages[-1]
-                assert isinstance(message, AssistantMessage)
-                if message.stop_reason in ("error", "aborted"):
-                    for ev in _stopped(run, message, message.stop_reason):
-                        yield ev
+                if run.ended:  # at max_iterations
+                    return
+                stream, final = await _open_stream(run), None
+                try:
+                    async for event in stream:
+                        if isinstance(event, (DoneEvent, ErrorEvent)):
+                            final = event.message if isinstance(event, DoneEvent) else event.error
+                            break
+                        if run.partial is None:
+                            run.partial = event.partial
+                            yield MessageStartEvent(event.partial)
+                            if isinstance(event, StartEvent):
+                                continue
+                        yield MessageUpdateEvent(event.partial, event)
+                        if run.signal.aborted:  # a stream function that ignores the signal still stops here
+                            break
+                finally:
+                    aclose = getattr(stream, "aclose", None)
+                    if aclose is not None:
+                        await aclose()
+                message = final if final is not None else _unfinished(run)
+                for ev in _call_ended(run, message):
+                    yield ev
+                if run.ended:  # the model call failed or was aborted: the run ends with it
                     return
                 calls = message.tool_calls
-                results: list[ToolResultMessage] = []
                 if calls:
-                    run.batch = ToolBatch(message, calls, run.context, config, run.signal, run.tools, run.append)
-                    async for ev in run.batch.run():
+                    async for ev in run.start_batch(message, calls).run():
                         yield ev
-                    results = run.batch.results
-                    run.batch = None
-                run.in_turn = False
-                yield TurnEndEvent(message, results)
-                if run.signal.aborted:
-                    yield AgentEndEvent(run.new_messages, "aborted", "Aborted during tool execution.")
+                for ev in _turn_ended(run, message, run.end_batch()):
+                    yield ev
+                if run.ended:  # aborted during the tools
                     return
                 more_tool_calls = bool(calls)
                 pending = await _poll(config.get_steering_messages)
@@ -206,6 +219,56 @@ async def _loop(run: _Run, prompts: list[LoopMessage]) -> AsyncIterator[AgentEve
     except Exception as exc:
         for ev in _fail(run, exc):
             yield ev
+
+
+def _next_turn(run: _Run, pending: list[LoopMessage]) -> Iterator[AgentEvent]:
+    """Before a model call: the run's end at ``max_iterations`` (``ended``), else the turn's start
+    (unless the run's first turn started already) and the steering / follow-up messages taken for it."""
+    config = run.config
+    if config.max_iterations is not None and run.iterations >= config.max_iterations:
+        yield from _stop_at_limit(run, pending)
+        run.ended = True
+        return
+    if not run.in_turn:
+        yield TurnStartEvent()
+        run.in_turn = True
+    for message in pending:
+        yield from run.add(message)
+
+
+async def _open_stream(run: _Run) -> AsyncIterator[AssistantMessageEvent]:
+    """Start one model call: the context (transformed and converted), the options (with the key asked for)."""
+    config = run.config
+    run.iterations += 1
+    llm_context = Context(run.context.system_prompt, await _llm_messages(run), run.llm_tools)
+    options = run.options
+    if config.get_api_key is not None:
+        key = await _resolve(config.get_api_key(config.model.provider))
+        if key:
+            options = replace(options, api_key=key)
+    return run.stream_fn(config.model, llm_context, options)
+
+
+def _call_ended(run: _Run, final: AssistantMessage) -> Iterator[AgentEvent]:
+    """The model call's final message joins the conversation (message_end); a failed or aborted call ends the
+    turn and the run (``ended``)."""
+    if run.partial is None:
+        yield MessageStartEvent(final)
+    run.partial = None
+    run.append(final)
+    yield MessageEndEvent(final)
+    if final.stop_reason == "error" or final.stop_reason == "aborted":
+        yield from _stopped(run, final, final.stop_reason)
+        run.ended = True
+
+
+def _turn_ended(run: _Run, message: AssistantMessage, results: list[ToolResultMessage]) -> Iterator[AgentEvent]:
+    """The turn's end; the run's too (``ended``) when it was aborted meanwhile."""
+    run.in_turn = False
+    yield TurnEndEvent(message, results)
+    if run.signal.aborted:
+        yield AgentEndEvent(run.new_messages, "aborted", "Aborted during tool execution.")
+        run.ended = True
 
 
 def _stopped(run: _Run, message: AssistantMessage, reason: Literal["error", "aborted"]) -> Iterator[AgentEvent]:
@@ -244,47 +307,6 @@ async def _llm_messages(run: _Run) -> list[Message]:
     if config.convert_to_llm is not None:
         return list(await _resolve(config.convert_to_llm(list(messages))))
     return default_convert_to_llm(messages)
-
-
-async def _stream_assistant(run: _Run) -> AsyncIterator[AgentEvent]:
-    """One model call: message_start, message_update x N, message_end; appends the final message."""
-    config = run.config
-    run.iterations += 1
-    llm_context = Context(run.context.system_prompt, await _llm_messages(run), run.llm_tools)
-    options = run.options
-    if config.get_api_key is not None:
-        key = await _resolve(config.get_api_key(config.model.provider))
-        if key:
-            options = replace(options, api_key=key)
-    stream = run.stream_fn(config.model, llm_context, options)
-    final: AssistantMessage | None = None
-    try:
-        async for event in stream:
-            if isinstance(event, DoneEvent):
-                final = event.message
-                break
-            if isinstance(event, ErrorEvent):
-                final = event.error
-                break
-            if run.partial is None:
-                run.partial = event.partial
-                yield MessageStartEvent(event.partial)
-                if isinstance(event, StartEvent):
-                    continue
-            yield MessageUpdateEvent(event.partial, event)
-            if run.signal.aborted:  # a stream function that ignores the signal still stops here
-                break
-    finally:
-        aclose = getattr(stream, "aclose", None)
-        if aclose is not None:
-            await aclose()
-    if final is None:
-        final = _unfinished(run)
-    if run.partial is None:
-        yield MessageStartEvent(final)
-    run.partial = None
-    run.append(final)
-    yield MessageEndEvent(final)
 
 
 def _unfinished(run: _Run) -> AssistantMessage:

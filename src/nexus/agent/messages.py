@@ -42,6 +42,10 @@ def default_convert_to_llm(messages: list[LoopMessage]) -> list[Message]:
     return [m for m in messages if m.role in _LLM_ROLES]  # type: ignore[misc]
 
 
+_NOT_YET: list[Message] = []
+"""Read only: the output of a view not made yet (a shared empty list, not one for every run)."""
+
+
 class LlmView:
     """The default LLM view of a growing conversation, updated incrementally.
 
@@ -58,7 +62,7 @@ class LlmView:
         self._source: list[LoopMessage] | None = None
         self._seen = 0
         self._last: LoopMessage | None = None
-        self._out: list[Message] = []
+        self._out: list[Message] = _NOT_YET  # replaced by the first view (a run the engine transforms makes none)
 
     def view(self, messages: list[LoopMessage]) -> list[Message]:
         """The LLM messages of ``messages`` (the cache's own list: copy it before handing it out)."""

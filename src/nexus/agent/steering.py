@@ -80,15 +80,16 @@ class SteeringQueue:
     __slots__ = ("_closed", "_in_flight", "_on_settle", "_pending")
 
     def __init__(self, on_settle: Callable[[SteerReceipt], object] | None = None) -> None:
-        self._pending: list[SteerReceipt] = []  # a run's steers are few: an empty deque costs 600 bytes a run
-        self._in_flight: dict[int, SteerReceipt] = {}  # id(message) -> receipt, handed to the loop
+        # made on the first steer: most runs get none (an empty list and dictionary were ~120 bytes a run)
+        self._pending: list[SteerReceipt] | None = None  # a run's steers are few: an empty deque costs 600 bytes
+        self._in_flight: dict[int, SteerReceipt] | None = None  # id(message) -> receipt, handed to the loop
         self._closed: str | None = None
         self._on_settle = on_settle
 
     @property
     def pending(self) -> int:
         """Messages accepted and not yet delivered."""
-        return len(self._pending) + len(self._in_flight)
+        return len(self._pending or ()) + len(self._in_flight or ())
 
     def offer(self, receipt: SteerReceipt, *, refuse: str | None = None) -> SteerReceipt:
         """Accept ``receipt`` for the next safe point, or return it at once.
@@ -99,6 +100,8 @@ class SteeringQueue:
         reason = self._closed or refuse
         if reason is not None:
             self._settle(receipt, "returned", reason=reason)
+        elif self._pending is None:
+            self._pending = [receipt]
         else:
             self._pending.append(receipt)
         return receipt
@@ -106,11 +109,14 @@ class SteeringQueue:
     def take(self) -> list[UserMessage]:
         """The messages for this safe point: the first ``one`` alone, or the leading run of ``all`` steers."""
         taken: list[UserMessage] = []
-        while self._pending:
-            head = self._pending[0]
+        pending = self._pending
+        while pending:
+            head = pending[0]
             if head.mode == "one" and taken:
                 break
-            self._pending.pop(0)
+            pending.pop(0)
+            if self._in_flight is None:
+                self._in_flight = {}
             self._in_flight[id(head.message)] = head
             taken.append(head.message)
             if head.mode == "one":
@@ -119,7 +125,7 @@ class SteeringQueue:
 
     def joined(self, message: object, position: int) -> None:
         """The loop appended ``message`` to the conversation at turn index ``position``: delivered."""
-        receipt = self._in_flight.pop(id(message), None)
+        receipt = self._in_flight.pop(id(message), None) if self._in_flight else None
         if receipt is not None:
             self._settle(receipt, "delivered", position=position)
 
@@ -127,9 +133,8 @@ class SteeringQueue:
         """No more steers: return every undelivered one (and refuse later offers) with ``reason``."""
         if self._closed is None:
             self._closed = reason
-        returned = [*self._in_flight.values(), *self._pending]
-        self._in_flight.clear()
-        self._pending.clear()
+        returned = [*(self._in_flight or {}).values(), *(self._pending or ())]
+        self._in_flight = self._pending = None
         for receipt in returned:
             self._settle(receipt, "returned", reason=reason)
         return returned

@@ -157,7 +157,8 @@ class AssembledContext:
     source_event_id: str | None = None
     workspace_path: str = ""
     history_estimates: list[int | None] | None = field(default=None, repr=False)
-    """Assembly's per-message token estimates of ``history`` (None = not known), reused by the run."""
+    """Assembly's per-message token estimates of ``history`` (None = not known), reused by the run: its context
+    window takes the list (None here once the run is built)."""
     source: str | None = None
     """Where the current message came from (``cli``, ``telegram``, ``agent:<id>`` …): its stored ``source``."""
     queue_item_ids: tuple[str, ...] = ()

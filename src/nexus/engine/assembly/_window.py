@@ -135,14 +135,15 @@ class ContextWindow:
         """Start from the ledger's history (its leading summary message becomes ``summary``).
 
         ``estimates`` are the per-message token estimates assembly made for exactly ``history``
-        (``AssembledContext.history_estimates``), reused instead of estimating again.
+        (``AssembledContext.history_estimates``), reused instead of estimating again: the window takes that list
+        and extends it as the conversation grows (a copy of it was one more list as long as the history, per run).
         """
         summary = stored_summary(history)
         window = cls(model, stream_fn, limits, budget, emit, summary=summary, cut=1 if summary is not None else 0)
         window.cache = cache
         if estimates is not None and len(estimates) == len(history):
             window._seen = list(history)
-            window._estimates = list(estimates)
+            window._estimates = estimates if type(estimates) is list else list(estimates)
             if None not in window._estimates:  # assembly estimated all: no message reports usage
                 window._usage_free = len(history)
         return window

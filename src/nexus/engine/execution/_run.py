@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from nexus.agent import (
     AfterToolCallContext,
@@ -144,6 +144,7 @@ class EngineRun:
             estimates=ctx.history_estimates,
             cache=cache,
         )
+        ctx.history_estimates = None  # the window's now (it extends the list as the conversation grows)
         self.turn_id: str | None = None
         self.owners: list[str] | None = None  # the turn of each history message, once a compaction needs them
         self.journal: TurnJournal | None = None
@@ -195,33 +196,30 @@ class EngineRun:
 
     async def main(self) -> AgentResult:
         """Open the turn, run the loop (with overflow recovery), build the result, write the turn
-        (counted as an active run throughout: see ``nexus.engine.execution._writer``)."""
+        (counted as an active run throughout: see ``nexus.engine.execution._writer``).
+
+        The loop's events are drained here, in the run's own coroutine: on an overflow before any output the run
+        recovers one level and continues the loop. (That was two coroutines more, held by every run in flight.)
+        """
         with ACTIVE_RUN:
-            if self.ledger is not None:
-                await open_run_turn(self, self.ledger)  # when it raises, the execution announces the end
-            if self.ledger is not None and self.turn_id is not None:
-                self.journal = TurnJournal(self.ledger, self.turn_id)
-            CURRENT_RUN.set(
-                RunScope(
-                    self.ctx.session_label, self.turn_id, self.depth, self.model, self.runtime, self.signal, self.limits
-                )
-            )
-            loop = asyncio.get_running_loop()
-            timer = loop.call_later(self.ctx.timeout_ms / 1000, self.on_timeout)
-            self.active = True
-            self.channel.publish_new(RunStartEvent, self.turn_id, self.ctx.parent_turn_id)
+            timer = await self.opened()  # when it raises, the execution announces the end
             try:
-                await self.run_loops()
+                events = agent_loop(self.ctx.current_message, self.agent_ctx, self.loop_config(), self.signal)
+                while True:
+                    end: AgentEndEvent | None = None  # made only if the loop ends without one
+                    async for event in events:
+                        if not isinstance(event, MessageUpdateEvent):  # deltas are published as reply/reasoning deltas
+                            self.publish(event)
+                        self.handle(event)
+                        if self.journal is not None and self.journal.pending is not None:
+                            await self.journal.drain()  # an ended tool call / message is on disk before the run goes on
+                        if isinstance(event, AgentEndEvent):
+                            end = event
+                    if not await self.recovered(end):
+                        break
+                    events = agent_loop_continue(self.agent_ctx, self.loop_config(), self.signal)
             except asyncio.CancelledError:
-                self.signal.abort("the run's task was cancelled")
-                self.close_steering()
-                cancelled = self.build_result()
-                try:
-                    if self.journal is not None:
-                        self.journal.stop()
-                    self.persist(cancelled)  # cancelled: written here, on the loop (on PostgreSQL it waits there)
-                finally:
-                    self.finish(cancelled)
+                self.cancelled()
                 raise
             except Exception as exc:  # an engine bug must still close the turn
                 log.exception("engine run %s failed", self.ctx.run_id)
@@ -229,15 +227,67 @@ class EngineRun:
             finally:
                 timer.cancel()
                 self.active = False
-            self.set_state("finishing")
-            self.close_steering()
-            await self.load_owners()
-            result = self.build_result()
-            try:
-                await self.persist_off_loop(result)
-            finally:
-                self.finish(result)
-            return result
+            return await self.concluded()
+
+    async def opened(self) -> asyncio.TimerHandle:
+        """The run starts: its turn opened (with a ledger), its journal, scope and timeout; ``run_start``."""
+        if self.ledger is not None:
+            await open_run_turn(self, self.ledger)
+        if self.ledger is not None and self.turn_id is not None:
+            self.journal = TurnJournal(self.ledger, self.turn_id)
+        CURRENT_RUN.set(
+            RunScope(
+                self.ctx.session_label, self.turn_id, self.depth, self.model, self.runtime, self.signal, self.limits
+            )
+        )
+        timer = asyncio.get_running_loop().call_later(self.ctx.timeout_ms / 1000, self.on_timeout)
+        self.active = True
+        self.channel.publish_new(RunStartEvent, self.turn_id, self.ctx.parent_turn_id)
+        return timer
+
+    async def recovered(self, end: AgentEndEvent | None) -> bool:
+        """The loop ended with ``end``: True when it ended on an overflow before any output and the run recovered
+        one level (the loop continues), False when the run is over."""
+        if end is None:
+            end = AgentEndEvent(reason="error", error="the agent loop ended without agent_end")
+        self.end = end
+        messages = self.agent_ctx.messages
+        failed = messages[-1] if messages else None
+        if not is_overflow(end, failed) or self.signal.aborted:
+            return False
+        assert isinstance(failed, AssistantMessage)
+        messages.pop()  # the failed call is retried on a smaller context, not kept
+        self.llm_calls -= 1
+        error = await self.window.recover(ledger_map.llm_messages(messages), self.signal, failed.error_message)
+        if error is not None or self.signal.aborted:
+            messages.append(failed)
+            self.final_error = error
+            return False
+        return True
+
+    def cancelled(self) -> None:
+        """The run's task was cancelled: abort, and write the turn here, on the loop (on PostgreSQL it waits there)."""
+        self.signal.abort("the run's task was cancelled")
+        self.close_steering()
+        cancelled = self.build_result()
+        try:
+            if self.journal is not None:
+                self.journal.stop()
+            self.persist(cancelled)
+        finally:
+            self.finish(cancelled)
+
+    async def concluded(self) -> AgentResult:
+        """The loop is over: return the steers not injected, build the result and write the turn (off the loop)."""
+        self.set_state("finishing")
+        self.close_steering()
+        await self.load_owners()
+        result = self.build_result()
+        try:
+            await self.persist_off_loop(result)
+        finally:
+            self.finish(result)
+        return result
 
     def finish(self, result: AgentResult) -> None:
         """Announce the end (``run_end``), close the channel, drop the callbacks into this run its parts hold."""
@@ -256,49 +306,17 @@ class EngineRun:
     def loop_config(self) -> AgentLoopConfig:
         """The agent loop's config; ``max_iterations`` is what is left of the run's budget of model calls."""
         remaining = max(1, self.limits.max_iterations - self.llm_calls)
+        take = self.take_steering  # one bound method for both hooks, not two
         return AgentLoopConfig(
             model=self.model,
             stream_fn=self.stream_fn,
             options=self.options,
             transform_context=self.transform,
-            get_steering_messages=self.take_steering,
-            get_follow_up_messages=self.take_follow_ups,
+            get_steering_messages=take,
+            get_follow_up_messages=take,  # a steer that came after the last safe point becomes a follow-up
             after_tool_call=self.after_tool_call,
             max_iterations=remaining,
         )
-
-    async def run_loops(self) -> None:
-        """Run the loop; on an overflow before any output, recover one level and continue the loop."""
-        events = agent_loop(self.ctx.current_message, self.agent_ctx, self.loop_config(), self.signal)
-        while True:
-            end = await self.consume(events)
-            messages = self.agent_ctx.messages
-            failed = messages[-1] if messages else None
-            if not is_overflow(end, failed) or self.signal.aborted:
-                break
-            assert isinstance(failed, AssistantMessage)
-            messages.pop()  # the failed call is retried on a smaller context, not kept
-            self.llm_calls -= 1
-            error = await self.window.recover(ledger_map.llm_messages(messages), self.signal, failed.error_message)
-            if error is not None or self.signal.aborted:
-                messages.append(failed)
-                self.final_error = error
-                break
-            events = agent_loop_continue(self.agent_ctx, self.loop_config(), self.signal)
-
-    async def consume(self, events: Any) -> AgentEndEvent:
-        """Drain one loop's events (publishing and handling each); returns its ``agent_end``."""
-        end = AgentEndEvent(reason="error", error="the agent loop ended without agent_end")
-        async for event in events:
-            if not isinstance(event, MessageUpdateEvent):  # deltas are published as reply/reasoning deltas
-                self.publish(event)
-            self.handle(event)
-            if self.journal is not None and self.journal.pending is not None:
-                await self.journal.drain()  # an ended tool call / message is on disk before the run goes on
-            if isinstance(event, AgentEndEvent):
-                end = event
-        self.end = end
-        return end
 
     # ------------------------------------------------------------------ loop hooks
 
@@ -309,12 +327,9 @@ class EngineRun:
         return self.window.payload(conversation)  # type: ignore[return-value]  # a fresh list each call
 
     def take_steering(self) -> list[LoopMessage]:
-        """Steering messages queued since the last safe point (one, or every pending ``all`` steer)."""
+        """Steering messages queued since the last safe point (one, or every pending ``all`` steer); also polled
+        when the loop would stop, so a steer that came after the last safe point becomes a follow-up."""
         return list(self.steering.take())
-
-    def take_follow_ups(self) -> list[LoopMessage]:
-        """Polled when the loop would stop; a steer that came after the last safe point becomes a follow-up."""
-        return self.take_steering()
 
     def after_tool_call(self, hook: AfterToolCallContext, signal: AbortSignal) -> AgentToolResult:
         """Cap each new tool result at ``max_tool_result_chars`` (what the model and the ledger get)."""

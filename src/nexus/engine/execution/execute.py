@@ -76,7 +76,7 @@ class Execution:
         self._signal, self._unlink = linked_signal(signal)
         self._run: EngineRun | None = None
         self._task: asyncio.Task[AgentResult] | None = None
-        self._begun: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._begun: asyncio.Future[None] | None = None  # made for a waiter only (most runs have none): 144 bytes
         self.events_shown: Callable[[], bool] | None = None
         """Set by whoever holds the run's right to speak for its session (the broker, under a session lease
         another process may take over): while it says False, :func:`nexus.streaming.stream_events` holds the
@@ -91,7 +91,8 @@ class Execution:
         """
         if listening():  # off: no identity and closure built for every run
             main = observed_run(main, RunIdentity(self.run_id, self.session_label, self.agent_id, lambda: self.context))
-        self._task = asyncio.get_running_loop().create_task(self._to_the_end(main), name=f"nexus-run-{self.run_id}")
+        # named by the run's id itself: a string of its own (``nexus-run-<id>``) was ~90 bytes more for every run
+        self._task = asyncio.get_running_loop().create_task(self._to_the_end(main), name=self.run_id)
 
     async def _to_the_end(self, main: Coroutine[Any, Any, AgentResult]) -> AgentResult:
         """``main``, and an end announced for a run that did not announce its own: every run has one ``run_end``
@@ -108,8 +109,7 @@ class Execution:
             self._unlink()  # a long-lived outer signal must not keep every finished run alive
             if not self._channel.closed:  # it never started (aborted while it waited for its session)
                 self._end(result, None)
-            if not self._begun.done():
-                self._begun.set_result(None)
+            self._wake_starters()
 
     def _end(self, result: AgentResult | None, failure: BaseException | None) -> None:
         """Announce the end of a run that did not (see ``_run_end``): steers offered meanwhile are handed back."""
@@ -123,8 +123,13 @@ class Execution:
     def _attach(self, run: EngineRun) -> None:
         """The run is assembled and about to start: from now on the handle controls it."""
         self._run = run
-        if not self._begun.done():
-            self._begun.set_result(None)
+        self._wake_starters()
+
+    def _wake_starters(self) -> None:
+        """The run got past its starting phase, or ended: wake :meth:`wait_started`'s waiters, if any."""
+        begun, self._begun = self._begun, None
+        if begun is not None and not begun.done():
+            begun.set_result(None)
 
     def _publish(self, event: object) -> None:
         """Put an event of the starting phase (the session lock, recovered turns) on the channel."""
@@ -166,16 +171,18 @@ class Execution:
 
     async def wait_started(self) -> bool:
         """Wait until the run is past its starting phase (``True``) or ended without starting (``False``)."""
-        await asyncio.shield(self._begun)
+        if self._run is None and not self._channel.closed:  # neither started nor ended (it closes the channel)
+            if self._begun is None:
+                self._begun = asyncio.get_running_loop().create_future()
+            await asyncio.shield(self._begun)
         return self._run is not None
 
     async def wait_state_change(self) -> ExecutionState:
         """Wait until ``state`` changes and return the new state (at once if the run is done)."""
-        if self._run is None:
-            await asyncio.shield(self._begun)
-            if self._run is None:
-                return self.state
+        if self._run is None and not await self.wait_started():
+            return self.state
         run = self._run
+        assert run is not None  # started (wait_started said so)
         if run.state == "done":
             return "done"
         await run.state_change()

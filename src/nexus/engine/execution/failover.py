@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 
@@ -87,11 +87,30 @@ def _aborted_event(model: Model, why: str) -> ErrorEvent:
 
 
 @dataclass(slots=True)
-class _Outcome:
-    """How one model's attempts ended: ``finished`` (the consumer got a final event) or a failure."""
+class _Call:
+    """The failover state of one model call: the model tried now, its retries, and the attempt streaming now.
 
-    finished: bool = False
+    One slotted object a call: the attempts and the fallbacks are steps of one generator (``_Failover.stream``),
+    not generators nested in it that every streamed event went through (and that each held a frame per run).
+    """
+
+    requested: Model
+    options: StreamOptions
+    candidates: Sequence[Model]
+    previous: Model
+    index: int = -1
+    model: Model | None = None  # the model tried now; None: go down the chain
+    profiles: Sequence[ResolvedProfile | None] = ()  # its provider's, as picked from
     last_error: ErrorEvent | None = None
+    retries: int = 0
+    local_network_failures: int = 0
+    announced: bool = False  # the coming wait was announced by the last RetryEvent
+    profile: ResolvedProfile | None = None  # the attempt's (from here on: the attempt streaming now)
+    call_options: StreamOptions | None = None
+    local: bool = False
+    streaming: bool = False
+    held_start: StartEvent | None = None
+    error: ErrorEvent | None = None
 
 
 class _Failover:
@@ -132,18 +151,20 @@ class _Failover:
         if self.on_event is not None:
             self.on_event(event)
 
-    def candidates(self, model: Model) -> list[Model]:
+    def candidates(self, model: Model) -> Sequence[Model]:
         """The requested model first, then the rest of the chain after it (or all of it)."""
+        if model is self.chain[0]:  # the usual call: the chain itself (not a copy held by every call)
+            return self.chain
         refs = [m.ref for m in self.chain]
         if model.ref in refs:
             return [model, *self.chain[refs.index(model.ref) + 1 :]]
         return [model, *self.chain]
 
-    def profiles_of(self, provider: str) -> list[ResolvedProfile | None]:
-        return list(self.profiles.get(provider) or ()) or [None]
+    def profiles_of(self, provider: str) -> Sequence[ResolvedProfile | None]:
+        return self.profiles.get(provider) or _NO_PROFILE
 
     def pick(
-        self, provider: str, profiles: list[ResolvedProfile | None]
+        self, provider: str, profiles: Sequence[ResolvedProfile | None]
     ) -> tuple[ResolvedProfile | None, float] | None:
         """The next profile to use and how long to wait for it; None when all are disabled."""
         dead = self.dead
@@ -153,7 +174,7 @@ class _Failover:
         names = [_name(p) for p in alive]
         pinned = None if self.pinned is None else self.pinned.get(provider)
         start = names.index(pinned) if pinned in names else 0
-        ordered = alive[start:] + alive[:start]
+        ordered = [*alive[start:], *alive[:start]]
         now = self.clock()
         waits = [self.cooldowns.remaining(provider, _name(p), now) for p in ordered]
         best = min(range(len(ordered)), key=lambda i: (waits[i] > 0, waits[i], i))
@@ -188,29 +209,112 @@ class _Failover:
     async def stream(
         self, model: Model, context: Context, options: StreamOptions | None = None
     ) -> AsyncIterator[AssistantMessageEvent]:
-        opts = options or StreamOptions()
-        candidates = self.candidates(model)
-        outcome = _Outcome()
-        previous = model
-        for index, candidate in enumerate(candidates):
-            if index > 0 and not self.enter_fallback(previous, candidate, outcome.last_error):
-                continue
-            previous = candidate
-            outcome = _Outcome(last_error=outcome.last_error)
-            events = self.run_model(candidate, model, context, opts, outcome)
-            try:  # ``aclosing`` without its object and two coroutines, on every model call
-                # the consumer stops at `done`, leaving these suspended: closed here, not by asyncio's finalizer
-                # hook for abandoned generators (a self-pipe write and a task each, per model call)
-                async for event in events:
-                    yield event
-            finally:
-                await events.aclose()
-            if outcome.finished:
+        """The call of ``model`` with rotation, retries and fallback: one generator for all of its attempts.
+
+        Only an attempt's events pass through here; what to try next is decided by plain methods between them.
+        """
+        call = _Call(model, options or StreamOptions(), self.candidates(model), model)
+        while (ready := await self.next_attempt(call)) is not None:
+            if isinstance(ready, ErrorEvent):  # aborted before or while waiting for the attempt
+                yield ready
                 return
-        if outcome.last_error is not None:
-            yield outcome.last_error
-        else:  # every fallback was skipped because the prompt does not fit it
-            yield failure(model, "context_overflow", "no model in the fallback chain can hold the prompt")
+            candidate, profile = ready, _name(call.profile)
+            events = self.inner(candidate, context, call.call_options or call.options)
+            try:
+                async for event in events:
+                    if not call.streaming:  # nothing reached the consumer yet: an error may still be retried
+                        if isinstance(event, ErrorEvent):
+                            call.error = event
+                            break
+                        if isinstance(event, StartEvent):
+                            call.held_start = event
+                            continue
+                        call.streaming = True
+                        if call.held_start is not None:
+                            yield call.held_start
+                    if isinstance(event, ErrorEvent):
+                        if event.error.error_kind in ROTATE_KINDS:  # too late to retry; the next call avoids it
+                            self.record(candidate.provider, profile, event.error, call.local)
+                    elif isinstance(event, DoneEvent):  # now: consumers stop reading at `done` and close the stream
+                        self.succeeded(candidate.provider, profile)
+                    yield event
+                    if isinstance(event, (DoneEvent, ErrorEvent)):
+                        return
+                else:  # a stream that ended without `done` or an error: as at `done`
+                    self.succeeded(candidate.provider, profile)
+            finally:  # closed here, not by asyncio's finalizer hook for abandoned generators
+                closer = getattr(events, "aclose", None)
+                if closer is not None:
+                    await closer()
+            if call.error is None or not self.retryable(call.error, candidate, call.profile, call.local):
+                if call.error is not None:
+                    if call.held_start is not None:
+                        yield call.held_start
+                    yield call.error
+                return
+            call.last_error = call.error
+            if not self.plan_retry(call, candidate, call.error):
+                call.model = None  # fall back
+        yield call.last_error or failure(
+            model, "context_overflow", "no model in the fallback chain can hold the prompt"
+        )
+
+    async def next_attempt(self, call: _Call) -> Model | ErrorEvent | None:
+        """The model of the next attempt (its profile set in ``call``), the aborted event that ends the call, or
+        None when the fallback chain is used up."""
+        while True:
+            if call.model is None and not self.next_model(call):
+                return None
+            assert call.model is not None
+            ready = await self.ready(call, call.model)
+            if ready is not None:
+                return ready
+            call.model = None  # this model is out of attempts: the next in the chain
+
+    def next_model(self, call: _Call) -> bool:
+        """Move ``call`` down the chain to the next model that can hold the prompt; False at its end."""
+        while call.index + 1 < len(call.candidates):
+            call.index += 1
+            candidate = call.candidates[call.index]
+            if call.index > 0 and not self.enter_fallback(call.previous, candidate, call.last_error):
+                continue
+            call.previous = call.model = candidate
+            call.profiles = self.profiles_of(candidate.provider)
+            call.retries = call.local_network_failures = 0
+            call.announced = False
+            return True
+        return False
+
+    async def ready(self, call: _Call, model: Model) -> Model | ErrorEvent | None:
+        """Pick the profile of ``model``'s next attempt and wait for it to cool down: ``model`` when ready, an
+        aborted event, or None when ``model`` gets no more attempts (``call.last_error`` says why).
+
+        Every wait is announced once: by the ``RetryEvent`` of the failure that caused it, or
+        (for a cooldown left by an earlier call) by a ``WaitEvent``.
+        """
+        signal, profiles = call.options.signal, call.profiles
+        if signal is not None and signal.aborted:
+            return _aborted_event(model, "aborted before the model call")
+        pick = self.pick(model.provider, profiles)
+        if pick is None:  # every profile was refused in this run: fall back
+            if call.last_error is None or call.retries == 0:
+                call.last_error = self.refused_error(model, profiles)
+            return None
+        profile, delay = pick
+        if delay > 0:
+            if not call.announced:
+                if delay > self.limits.max_wait_s:  # cooling since an earlier call, for too long
+                    kind = self.cooldowns.last_kind(model.provider, _name(profile))
+                    call.last_error = cooling_error(model, delay, kind, until(self.wall_clock(), delay))
+                    return None
+                self.emit(WaitEvent(model.provider, _label(profile), model.ref, delay, keys=len(profiles)))
+            if not await self.wait(delay, signal):
+                return _aborted_event(model, "aborted while waiting for an auth profile to cool down")
+        call.announced = call.streaming = False
+        call.profile, call.held_start, call.error = profile, None, None
+        call.call_options = self.options_for(call.options, model, call.requested, profile)
+        call.local = is_local_url(effective_base_url(model, call.call_options) or "")
+        return model
 
     def enter_fallback(self, previous: Model, candidate: Model, error: ErrorEvent | None) -> bool:
         """Emit the fallback event; False when ``candidate`` cannot hold the prompt (skipped)."""
@@ -220,59 +324,6 @@ class _Failover:
         self.emit(FallbackEvent(previous.ref, candidate.ref, reason, budget, skipped))
         return not skipped
 
-    async def run_model(
-        self, model: Model, primary: Model, context: Context, options: StreamOptions, outcome: _Outcome
-    ) -> AsyncGenerator[AssistantMessageEvent, None]:
-        """Attempts on one model; yields what the consumer gets; sets ``outcome``.
-
-        Every wait is announced once: by the ``RetryEvent`` of the failure that caused it, or
-        (for a cooldown left by an earlier call) by a ``WaitEvent``.
-        """
-        profiles = self.profiles_of(model.provider)
-        plan = _Plan()
-        while True:
-            if options.signal is not None and options.signal.aborted:
-                outcome.finished = True
-                yield _aborted_event(model, "aborted before the model call")
-                return
-            pick = self.pick(model.provider, profiles)
-            if pick is None:  # every profile was refused in this run: fall back
-                if outcome.last_error is None or plan.retries == 0:
-                    outcome.last_error = self.refused_error(model, profiles)
-                return
-            profile, delay = pick
-            if delay > 0:
-                if not plan.announced:
-                    if delay > self.limits.max_wait_s:  # cooling since an earlier call, for too long
-                        kind = self.cooldowns.last_kind(model.provider, _name(profile))
-                        outcome.last_error = cooling_error(model, delay, kind, until(self.wall_clock(), delay))
-                        return
-                    self.emit(WaitEvent(model.provider, _label(profile), model.ref, delay, keys=len(profiles)))
-                if not await self.wait(delay, options.signal):
-                    outcome.finished = True
-                    yield _aborted_event(model, "aborted while waiting for an auth profile to cool down")
-                    return
-            plan.announced = False
-            attempt = _Attempt()
-            call_options = self.options_for(options, model, primary, profile)
-            local = is_local_url(effective_base_url(model, call_options) or "")
-            events = self.attempt(model, context, call_options, _name(profile), attempt, local)
-            try:  # closed as in ``stream``
-                async for event in events:
-                    yield event
-            finally:
-                await events.aclose()
-            if attempt.error is None or not self.retryable(attempt.error, model, profile, local):
-                if attempt.error is not None:
-                    if attempt.held_start is not None:
-                        yield attempt.held_start
-                    yield attempt.error
-                outcome.finished = True
-                return
-            outcome.last_error = attempt.error
-            if not self.plan_retry(plan, model, profile, attempt.error, local, outcome):
-                return
-
     def succeeded(self, provider: str, profile: str) -> None:
         """The profile answered: reset its backoff and try it first on the provider's next call."""
         self.cooldowns.record_success(provider, profile)
@@ -281,20 +332,12 @@ class _Failover:
                 self.pinned = {}
             self.pinned[provider] = profile
 
-    def refused_error(self, model: Model, profiles: list[ResolvedProfile | None]) -> ErrorEvent:
+    def refused_error(self, model: Model, profiles: Sequence[ResolvedProfile | None]) -> ErrorEvent:
         """Every key of ``model``'s provider was refused earlier in this run."""
         dead = self.dead or {}
         return refused_error(model, [dead.get((model.provider, _name(p)), "auth_permanent") for p in profiles])
 
-    def plan_retry(
-        self,
-        plan: _Plan,
-        model: Model,
-        profile: ResolvedProfile | None,
-        error: ErrorEvent,
-        local: bool,
-        outcome: _Outcome,
-    ) -> bool:
+    def plan_retry(self, call: _Call, model: Model, error: ErrorEvent) -> bool:
         """Decide whether ``model`` gets another attempt after ``error``; announce it if so.
 
         No retry (False) after ``max_retries``, when no profile is left, after a second
@@ -302,11 +345,11 @@ class _Failover:
         it), or when the next attempt would wait longer than ``max_wait_s`` (the error
         then says how long and until when).
         """
-        plan.retries += 1
+        call.retries += 1
         kind = error.error.error_kind
-        if kind == "network" and local:
-            plan.local_network_failures += 1
-        if plan.retries > self.limits.max_retries or plan.local_network_failures > LOCAL_NETWORK_RETRIES:
+        if kind == "network" and call.local:
+            call.local_network_failures += 1
+        if call.retries > self.limits.max_retries or call.local_network_failures > LOCAL_NETWORK_RETRIES:
             return False
         upcoming = self.pick(model.provider, self.profiles_of(model.provider))
         if upcoming is None:
@@ -314,12 +357,12 @@ class _Failover:
         next_profile, delay = upcoming
         if delay > self.limits.max_wait_s:
             when = until(self.wall_clock(), delay)
-            outcome.last_error = too_long_error(error, delay, self.limits.max_wait_s, when)
+            call.last_error = too_long_error(error, delay, self.limits.max_wait_s, when)
             return False
         self.emit(
             RetryEvent(
-                attempt=plan.retries,
-                profile=_label(profile),
+                attempt=call.retries,
+                profile=_label(call.profile),
                 model=model.ref,
                 error_kind=kind or "unknown",
                 delay_s=delay,
@@ -327,7 +370,7 @@ class _Failover:
                 next_profile=_label(next_profile),
             )
         )
-        plan.announced = delay > 0
+        call.announced = delay > 0
         return True
 
     def retryable(self, error: ErrorEvent, model: Model, profile: ResolvedProfile | None, local: bool) -> bool:
@@ -356,54 +399,6 @@ class _Failover:
         quick = QUICK_RETRY_S if kind == "network" and local else None
         self.cooldowns.record_failure(provider, profile, self.clock(), message.retry_after, kind=kind, delay=quick)
 
-    async def attempt(
-        self, model: Model, context: Context, options: StreamOptions, profile: str, attempt: _Attempt, local: bool
-    ) -> AsyncGenerator[AssistantMessageEvent, None]:
-        """One call: pass events through once content flowed; capture an early error instead."""
-        events = self.inner(model, context, options)
-        try:
-            async for event in events:
-                if not attempt.streaming:
-                    if isinstance(event, ErrorEvent):
-                        attempt.error = event
-                        return
-                    if isinstance(event, StartEvent):
-                        attempt.held_start = event
-                        continue
-                    attempt.streaming = True
-                    if attempt.held_start is not None:
-                        yield attempt.held_start
-                if isinstance(event, ErrorEvent):
-                    if event.error.error_kind in ROTATE_KINDS:
-                        # Too late to retry this call, but the next one should avoid this profile.
-                        self.record(model.provider, profile, event.error, local)
-                elif isinstance(event, DoneEvent):  # now: consumers stop reading at `done` and close the stream
-                    self.succeeded(model.provider, profile)
-                yield event
-                if isinstance(event, (DoneEvent, ErrorEvent)):
-                    return
-            self.succeeded(model.provider, profile)  # a stream that ended without `done` or an error: as at `done`
-        finally:
-            closer = getattr(events, "aclose", None)
-            if closer is not None:
-                await closer()
-
-
-@dataclass(slots=True)
-class _Plan:
-    """Retry bookkeeping of one model's attempts."""
-
-    retries: int = 0
-    local_network_failures: int = 0
-    announced: bool = False  # the coming wait was announced by the last RetryEvent
-
-
-@dataclass(slots=True)
-class _Attempt:
-    streaming: bool = False
-    held_start: StartEvent | None = None
-    error: ErrorEvent | None = None
-
 
 def _name(profile: ResolvedProfile | None) -> str:
     return profile.name if profile is not None else _DEFAULT_PROFILE
@@ -412,6 +407,9 @@ def _name(profile: ResolvedProfile | None) -> str:
 def _label(profile: ResolvedProfile | None) -> str | None:
     return profile.name if profile is not None else None
 
+
+_NO_PROFILE: tuple[None] = (None,)
+"""The profiles of a provider without any: the caller's options / environment key."""
 
 _NO_PROFILES: Mapping[str, Sequence[ResolvedProfile]] = MappingProxyType({})
 """Read only: the profiles of a run given none (not a fresh empty dict each run)."""
