@@ -32,9 +32,12 @@ def db_command(args: argparse.Namespace) -> int:
 
 
 def _target(args: argparse.Namespace) -> str | Path:
-    """The database a command works on: ``--database``, else the configured one (see docs/configuration.md)."""
-    if args.database:
-        return _location(str(args.database))
+    """The database a command works on: ``--database``, else the configured one (see docs/configuration.md).
+
+    An empty ``--database ""`` is refused, not read as "not given": a script's unset variable would otherwise
+    migrate or check a different ledger (the configured one, created if need be)."""
+    if args.database is not None:
+        return _location(_given("--database", str(args.database)))
     from nexus.config import load_config
 
     return load_config(args.config).database_target
@@ -53,9 +56,9 @@ def _copy(args: argparse.Namespace) -> int:
     async def run() -> int:
         from nexus.ledger import Ledger
 
-        source = await Ledger.connect(_existing(args.source))
+        source = await Ledger.connect(_existing(_given("SRC", args.source)))
         try:
-            target = await Ledger.connect(_location(args.target))
+            target = await Ledger.connect(_location(_given("DST", args.target)))
             try:
                 pg = is_postgres_url(args.target)
                 copied = await asyncio.to_thread(copy_ledger, source.database, target.database, postgres_target=pg)
@@ -70,13 +73,26 @@ def _copy(args: argparse.Namespace) -> int:
     return asyncio.run(run())
 
 
+def _given(name: str, value: str) -> str:
+    """``value`` unless it is empty (``--database "$DB"`` with ``DB`` unset): exit 2 naming the argument."""
+    from nexus.errors import UsageError
+
+    if not value.strip():
+        raise UsageError(f"{name} is empty: give an agents.db file or a postgresql:// URL")
+    return value
+
+
 def _existing(source: str) -> str:
     """A source that is a file must exist: copying from a path that has no ledger would create an empty one."""
     from nexus.ledger import LedgerError, is_postgres_url
 
-    if not is_postgres_url(_location(source)) and source != ":memory:" and not Path(source).is_file():
-        raise LedgerError(f"{source}: no such ledger file; give an existing agents.db or a postgresql:// URL")
-    return source
+    if is_postgres_url(_location(source)) or source == ":memory:" or Path(source).is_file():
+        return source
+    if Path(source).is_dir():
+        inside = Path(source) / "agents.db"
+        hint = f"give its ledger file, {inside}" if inside.is_file() else "it holds no agents.db"
+        raise LedgerError(f"{source}: is a directory, not a ledger file; {hint}")
+    raise LedgerError(f"{source}: no such ledger file; give an existing agents.db or a postgresql:// URL")
 
 
 def _location(value: str) -> str:
