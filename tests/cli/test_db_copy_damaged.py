@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import sqlite3
 import subprocess
 import sys
@@ -143,3 +144,26 @@ def test_a_damaged_file_copies_into_postgresql(tmp_path: Path, postgres_url: str
     with psycopg.connect(postgres_url) as conn:
         assert conn.execute("SELECT count(*) FROM turns").fetchone() == (120 - lost,)
         assert conn.execute("SELECT count(*) FROM sessions").fetchone() == (2,)
+
+
+def test_damage_inside_rows_loses_only_those_rows(tmp_path: Path) -> None:
+    """Bytes overwritten inside a page's rows (the page still parses): keys out of place, text that is no longer
+    UTF-8, a row whose key reads but not its body. Only that page's rows may be lost, never the table's rest."""
+    source = tmp_path / "corrupt.db"
+    _ledger(source)
+    whole = _counts(source)
+    pages = [_leaf(source, "messages", n) for n in (-3, 0, 3)]
+    rng = random.Random(9)
+    with source.open("r+b") as file:
+        for (page, _), at in zip(pages, (100, 2000, 100), strict=True):
+            file.seek(PAGE * (page - 1) + at)
+            file.write(bytes(rng.getrandbits(8) for _ in range(200)))
+    rescued = tmp_path / "rescued.db"
+    done = _nexus(tmp_path, "db", "copy", str(source), str(rescued))
+    assert "Traceback" not in done.stderr and done.returncode == 1, done.stderr
+    assert "not read: messages: " in done.stderr, done.stderr
+    kept = _counts(rescued)
+    assert kept["messages"] >= whole["messages"] - sum(rows for _, rows in pages), (kept, whole)
+    assert kept["turns"] == whole["turns"]
+    check = _nexus(tmp_path, "db", "check", "--database", str(rescued))
+    assert check.returncode == 0, check.stdout + check.stderr

@@ -32,17 +32,40 @@ _BY_KEY = {"turn_journal": ("turn_id", "id"), "system_prompts": ("hash", "system
 
 @dataclass(slots=True)
 class Loss:
-    """What of one table could not be read: unreadable key ranges, and the rows in them when the table's
-    count still reads (through an index), else ``None``."""
+    """What of one table could not be read: unreadable key ranges, damaged rows (a row whose key reads but not
+    its content, or whose text no longer decodes: left out, never copied as if whole), and all the rows lost when
+    the table's count still reads (through an index), else ``None``."""
 
     ranges: int = 0
+    damaged: int = 0
     rows: int | None = None
 
     def describe(self, table: str) -> str:
         """E.g. ``turns: 28 rows`` or ``messages: 2 unreadable ranges``."""
         if self.rows is not None:
-            return f"{table}: {self.rows:,} row{'' if self.rows == 1 else 's'}"
-        return f"{table}: {self.ranges} unreadable range{'' if self.ranges == 1 else 's'}"
+            return f"{table}: {_many(self.rows, 'row')}"
+        parts = [_many(self.ranges, "unreadable range")] if self.ranges else []
+        return f"{table}: {' + '.join([*parts, _many(self.damaged, 'damaged row')] if self.damaged else parts)}"
+
+
+def _many(count: int, what: str) -> str:
+    return f"{count:,} {what}{'' if count == 1 else 's'}"
+
+
+class _Garbled:
+    """A text value whose bytes are not UTF-8 (a damaged cell that still parses): its row is left out."""
+
+
+_GARBLED = _Garbled()
+_UNREADABLE = object()
+"""A seek that met a damaged page."""
+
+
+def _text(raw: bytes) -> Any:
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        return _GARBLED
 
 
 def is_damage(exc: sqlite3.Error) -> bool:
@@ -55,9 +78,11 @@ class SalvageReader:
 
     def __init__(self, path: str) -> None:
         self._conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+        self._conn.text_factory = _text
         self._conn.execute("BEGIN")
         self.lost: dict[str, Loss] = {}
         self._named: dict[str, set[Any]] = {}
+        self._last = _LAST
 
     def close(self) -> None:
         """End the snapshot (a rollback: a read whose COMMIT would report the damage again) and close."""
@@ -75,29 +100,43 @@ class SalvageReader:
         keep = [(c, names.index(c)) for _, c in _BY_KEY.values()] if table == "turns" else []
         reads = self._keyed(table, columns, loss) if table in _BY_KEY else self._by_rowid(table, columns, loss)
         for row in reads:
+            if any(value is _GARBLED for value in row):
+                loss.damaged += 1
+                continue
             read += 1
             for column, at in keep:
                 self._named.setdefault(column, set()).add(row[at])
             yield row
-        if loss.ranges:
+        if loss.ranges or loss.damaged:
             loss.rows = self._missing(table, read)
             self.lost[table] = loss
 
     def _by_rowid(self, table: str, columns: str, loss: Loss) -> Iterator[tuple[Any, ...]]:
         sql = f"SELECT rowid, {columns} FROM {table} NOT INDEXED WHERE rowid > ? ORDER BY rowid"
-        after = _FIRST
+        after, self._last = _FIRST, self._largest(table)
         while True:
             try:
                 for row in self._conn.execute(sql, (after,)):
+                    if not after < row[0] <= self._last:  # out of order: a damaged page that still parses
+                        break
                     after = row[0]
                     yield tuple(row[1:])
-                return
+                else:
+                    if after >= self._last:
+                        return
             except sqlite3.DatabaseError as exc:
                 if not is_damage(exc):
                     raise
             for row in self._one_by_one(sql, after):  # a scan reads one row ahead: the last whole rows
                 after = row[0]
                 yield tuple(row[1:])
+            following = self._next_key(table, after)
+            if following is None and after >= self._last:
+                return
+            if isinstance(following, int):  # its key reads, its row does not (a damaged cell or overflow page)
+                loss.damaged += 1
+                after = following
+                continue
             loss.ranges += 1
             resume = self._past_damage(table, after)
             if resume is None:
@@ -125,24 +164,42 @@ class SalvageReader:
                 if not is_damage(exc):
                     raise
                 return
-            if row is None:
+            if row is None or not after < row[0] <= self._last:
                 return
             after = row[0]
             yield tuple(row)
+
+    def _next_key(self, table: str, after: int) -> object:
+        """The rowid of the row after ``after`` (``None``: none), or ``_UNREADABLE`` when the seek meets damage."""
+        try:
+            found = self._conn.execute(
+                f"SELECT rowid FROM {table} NOT INDEXED WHERE rowid > ? ORDER BY rowid LIMIT 1", (after,)
+            ).fetchone()
+        except sqlite3.DatabaseError as exc:
+            if not is_damage(exc):
+                raise
+            return _UNREADABLE
+        if found is None:
+            return None
+        return int(found[0]) if after < found[0] <= self._last else _UNREADABLE  # a damaged page that parses
+
+    def _largest(self, table: str) -> int:
+        """The largest rowid of ``table``, read down its rightmost pages (``_LAST`` if they are damaged): a key
+        past it is a damaged page's garbage, and a scan that stops before it without an error (a damaged page
+        that still parses) has not reached the table's end."""
+        try:
+            last = self._conn.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            if not is_damage(exc):
+                raise
+            return _LAST
+        return _FIRST if last is None else int(last)
 
     def _past_damage(self, table: str, after: int) -> int | None:
         """The smallest rowid past ``after`` from which ``table`` reads again; ``None``: nothing past it does."""
 
         def reads_from(rowid: int) -> bool:
-            try:
-                self._conn.execute(
-                    f"SELECT rowid FROM {table} NOT INDEXED WHERE rowid > ? ORDER BY rowid LIMIT 1", (rowid,)
-                ).fetchone()
-            except sqlite3.DatabaseError as exc:
-                if not is_damage(exc):
-                    raise
-                return False
-            return True
+            return isinstance(self._next_key(table, rowid), int)
 
         bad, step = after, 1
         while not reads_from(good := min(after + step, _LAST)):
