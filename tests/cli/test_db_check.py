@@ -93,3 +93,32 @@ def test_the_verdict_never_prints_a_postgresql_password(tmp_path: Path, postgres
     assert done.returncode == 0, done.stderr
     assert ": ok (the server answers)" in done.stdout, done.stdout
     assert "hunter2-secret" not in done.stdout + done.stderr
+
+
+def test_an_empty_database_argument_is_exit_2_naming_it_and_creates_nothing(tmp_path: Path) -> None:
+    """``--database "$DB"`` with ``DB`` unset migrated (and created) the default ledger (a stranger's trial)."""
+    home = tmp_path / "home"
+    for args, name in (
+        (("db", "migrate", "--database", ""), "--database"),
+        (("db", "check", "--database", " "), "--database"),
+        (("db", "copy", "", str(tmp_path / "out.db")), "SRC"),
+    ):
+        done = _nexus(home, *args)
+        assert done.returncode == 2 and done.stderr.startswith(f"nexus: error: {name} is empty"), done.stderr
+    _ledger(tmp_path / "source.db", 1)
+    done = _nexus(home, "db", "copy", str(tmp_path / "source.db"), "")
+    assert done.returncode == 2 and done.stderr.startswith("nexus: error: DST is empty"), done.stderr
+    assert not home.exists() and not (tmp_path / "out.db").exists()
+
+
+def test_a_directory_is_named_a_directory_with_its_agents_db(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    _ledger(home / "agents.db", 1)
+    done = _nexus(tmp_path, "db", "check", "--database", str(home))
+    assert done.returncode == 2, done.stderr
+    assert f"{home}: is a directory, not a ledger file; give its ledger file, {home / 'agents.db'}" in done.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = _nexus(tmp_path, "db", "check", "--database", str(empty))
+    assert done.returncode == 2 and "is a directory, not a ledger file; it holds no agents.db" in done.stderr
+    assert list(empty.iterdir()) == []

@@ -32,7 +32,10 @@ def add_db(commands: argparse._SubParsersAction[argparse.ArgumentParser], summar
     )
     check.add_argument("--database", metavar="FILE_OR_URL", help="the database (default: the configured one)")
     check.set_defaults(handler=_HANDLER)
-    copy = actions.add_parser("copy", help="copy a whole ledger into an empty database (SQLite <-> PostgreSQL)")
+    copy = actions.add_parser(
+        "copy",
+        help="copy a whole ledger into an empty database (SQLite <-> PostgreSQL); of a damaged file, what still reads",
+    )
     copy.add_argument("source", metavar="SRC", help="an agents.db file or a postgresql:// URL")
     copy.add_argument("target", metavar="DST", help="a new file or an empty PostgreSQL database (schema made)")
     copy.set_defaults(handler=_HANDLER)

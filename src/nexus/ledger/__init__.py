@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from nexus.ledger._agent_registry import AgentRow, agent_update
     from nexus.ledger._checkpoint import background_checkpoints
     from nexus.ledger._claims import claimant
-    from nexus.ledger._copy import copy_ledger
+    from nexus.ledger._copy import Copied, copy_ledger
     from nexus.ledger._disk import full_disk, read_only_place
     from nexus.ledger._health import holdings, integrity_problems
     from nexus.ledger._owners import pid_alive
@@ -117,6 +117,7 @@ __all__ = [
     "AgentStore",
     "BrokerStore",
     "CompactionRecord",
+    "Copied",
     "DeliveryLog",
     "DeliveryRecord",
     "DeliveryStatus",
@@ -227,6 +228,7 @@ _LAZY: dict[str, str] = {
     "background_checkpoints": "nexus.ledger._checkpoint",
     "claimant": "nexus.ledger._claims",
     "copy_ledger": "nexus.ledger._copy",
+    "Copied": "nexus.ledger._copy",
     "full_disk": "nexus.ledger._disk",
     "read_only_place": "nexus.ledger._disk",
     "fork_session": "nexus.ledger.forks",

@@ -6,16 +6,24 @@ one snapshot of the source and written in one transaction into an empty target, 
 its end. Ids are kept (turn and message ids,
 the integer keys of segments, origins and the pointer log, the queue's row numbers), so the copy is the
 same ledger: a copy back compares equal, table for table.
+
+An SQLite source is read on its own read-only connection by :class:`~nexus.ledger._salvage.SalvageReader`,
+which reads around damaged pages: from a damaged file the copy holds every row that still reads, the references
+to what was lost made whole (:func:`~nexus.ledger._salvage.repair_references`), and :attr:`Copied.lost` says
+what was not read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import field
 from typing import Any
 
 from nexus._dataclass import dataclass
 from nexus.ledger._rows import is_postgres
+from nexus.ledger._salvage import Loss, SalvageReader, repair_references
 from nexus.ledger._sql_db import SqlDatabase
+from nexus.ledger._sqlite import Database
 from nexus.ledger.errors import LedgerError
 
 TABLES: tuple[tuple[str, str], ...] = (
@@ -91,9 +99,12 @@ BATCH = 2000
 
 @dataclass(frozen=True, slots=True)
 class Copied:
-    """How many rows of each table a copy wrote."""
+    """How many rows of each table a copy wrote; from a damaged SQLite file, what it could not read and the
+    references it made whole (see :func:`~nexus.ledger._salvage.repair_references`)."""
 
     rows: dict[str, int]
+    lost: dict[str, Loss] = field(default_factory=dict)
+    repaired: dict[str, int] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -125,9 +136,16 @@ def copy_ledger(source: SqlDatabase, target: SqlDatabase, *, postgres_target: bo
             "(a new file, or a new PostgreSQL database)"
         )
 
+    if isinstance(source, Database) and source.location != ":memory:":
+        reader = SalvageReader(source.location)
+        try:
+            return target.write(lambda dst: _copy_tables(reader.rows, dst, postgres_target, reader.lost))
+        finally:
+            reader.close()
+
     def write(src: Any) -> Copied:
         _unbounded(src)  # the source's snapshot waits while the target writes each batch
-        return target.write(lambda dst: _copy_tables(src, dst, postgres_target))
+        return target.write(lambda dst: _copy_tables(lambda t, c: table_rows(src, t, c), dst, postgres_target, {}))
 
     return source.read(write)
 
@@ -144,8 +162,11 @@ def _unbounded(conn: Any) -> None:
         conn.execute("SET LOCAL idle_in_transaction_session_timeout = 0; SET LOCAL statement_timeout = 0")
 
 
-def _copy_tables(src: Any, dst: Any, postgres_target: bool) -> Copied:
-    """Inside the target's transaction: every table, references checked at the commit."""
+def _copy_tables(
+    rows_of: Callable[[str, str], Iterable[tuple[Any, ...]]], dst: Any, postgres_target: bool, lost: dict[str, Loss]
+) -> Copied:
+    """Inside the target's transaction: every table (``lost``: filled as the source's rows are read), references
+    checked at the commit."""
     dst.execute("SET CONSTRAINTS ALL DEFERRED" if postgres_target else "PRAGMA defer_foreign_keys = ON")
     _unbounded(dst)  # and the target's transaction waits while the source reads the next rows
     counts: dict[str, int] = {}
@@ -154,7 +175,7 @@ def _copy_tables(src: Any, dst: Any, postgres_target: bool) -> Copied:
         insert = f"INSERT INTO {table} ({columns}) VALUES ({marks})"
         batch: list[tuple[Any, ...]] = []
         counts[table] = 0
-        for row in table_rows(src, table, columns):
+        for row in rows_of(table, columns):
             batch.append(tuple(row))
             if len(batch) >= BATCH:
                 dst.executemany(insert, batch)
@@ -163,10 +184,11 @@ def _copy_tables(src: Any, dst: Any, postgres_target: bool) -> Copied:
         if batch:
             dst.executemany(insert, batch)
             counts[table] += len(batch)
+    repaired = repair_references(dst) if lost else {}
     if postgres_target:
         for table, key in _KEYED:
             dst.execute(
                 f"SELECT setval(pg_get_serial_sequence('{table}', '{key}'), (SELECT COALESCE(MAX({key}), 0) + 1 "
                 f"FROM {table}), false)"
             )
-    return Copied(counts)
+    return Copied(counts, dict(lost), repaired)
