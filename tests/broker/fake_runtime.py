@@ -192,9 +192,9 @@ class FakeRuntime:
 def _caller(tools: Any) -> CallerContext | None:
     """The caller context the agent tools of a run close over (what its messages to agents continue)."""
     for tool in tools:
-        for cell in getattr(tool.execute, "__closure__", None) or ():
-            if isinstance(cell.cell_contents, CallerContext):
-                return cell.cell_contents
+        caller = getattr(getattr(tool.execute, "__self__", None), "caller", None)  # send_message_to_agent's
+        if isinstance(caller, CallerContext):
+            return caller
     return None
 
 

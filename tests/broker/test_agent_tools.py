@@ -10,7 +10,7 @@ import pytest
 from fake_runtime import FakeRuntime
 
 from nexus.agent.tool_types import AgentToolResult
-from nexus.broker import AgentBroker, AgentIdentity, BrokerSettings
+from nexus.broker import AgentBroker, AgentIdentity, AgentMessage, BrokerSettings
 from nexus.broker.agent_tools import CallerContext, agent_tools
 from nexus.ledger import Ledger, NewSession
 from nexus.ledger._sql_db import run_inline
@@ -125,4 +125,45 @@ async def test_a_later_reply_returns_to_the_chat_session_the_manager_asked_from(
     [answer] = [run.request for run in runner.runs if run.request.agent_id == "manager"]
     assert answer.session_key == "dm:telegram:42" and answer.session_label == "manager~dm~telegram~42"
     assert answer.deliver_to == chat  # the manager's answer goes to the chat it was asked from
+    await broker.close()
+
+
+class _ToolsSeen(FakeRuntime):
+    """A fake runtime that keeps the agent tools each run was started with."""
+
+    def __init__(self, store: BrokerStore) -> None:
+        super().__init__(store)
+        self.tools: dict[str, list[object]] = {}
+        """Each run's tools, by its prompt."""
+
+    def start(self, *args: object, **kwargs: object) -> object:  # type: ignore[override]
+        self.tools[str(args[2])] = list(kwargs["tools"])  # type: ignore[call-overload]
+        return super().start(*args, **kwargs)  # type: ignore[arg-type]
+
+
+async def test_plain_turns_of_a_session_share_their_tools_until_a_turn_starts_a_conversation(ledger: Ledger) -> None:
+    """The send tool of a plain turn holds nothing of the turn until it sends (then the turn's conversation id):
+    the session's next plain turn takes it as it is, and a fresh one once a turn sent (each turn its own
+    conversation)."""
+    runner = _ToolsSeen(BrokerStore(ledger.database))
+    runner.auto_finish = True
+    broker = AgentBroker(ledger, runner, BrokerSettings())
+    await broker.start()
+    broker.register_agent(AgentIdentity("manager", "agent:manager", "manager"))
+    broker.register_agent(AgentIdentity("worker", "agent:worker", "worker"))
+    for n in range(2):
+        await broker.send(AgentMessage(id=f"u{n}", from_="user", to="worker", content=f"task {n}"))
+        assert await broker.wait_for_idle("worker", timeout_ms=2000)
+    first, second = runner.tools["task 0"], runner.tools["task 1"]
+    assert second[0] is first[0]  # the same send tool: nothing of the first turn in it
+    assert not (await call(first[0], {"to": "manager", "content": "from the second turn"})).is_error
+    await broker.send(AgentMessage(id="u2", from_="user", to="worker", content="task 2"))
+    assert await broker.wait_for_idle("worker", timeout_ms=2000)
+    third = runner.tools["task 2"][0]
+    assert third is not first[0]  # that tool started a conversation: the next turn gets its own tool
+    assert not (await call(third, {"to": "manager", "content": "from the third turn"})).is_error
+    assert await broker.wait_for_idle("manager", timeout_ms=2000)
+    sent = [item for item in await ledger.queue.items(agent_id="manager") if item.sender == "worker"]
+    conversations = [item.message["conversation_id"] for item in sent]  # type: ignore[index]
+    assert len(conversations) == 2 and None not in conversations and len(set(conversations)) == 2
     await broker.close()

@@ -25,7 +25,7 @@ from nexus.broker._leases import SessionLeases, parked_delay_s
 from nexus.broker._queue_trace import claimed
 from nexus.broker._scheduler import SessionHeldElsewhere
 from nexus.broker._slot import AgentSlot, SessionSlot, settle
-from nexus.broker.agent_tools import CallerContext
+from nexus.broker.agent_tools import CallerContext, conversation_started
 from nexus.broker.session_queue import Batch, QueuedMessage, owed_summary
 from nexus.broker.types import SendAndWaitResult
 from nexus.errors import NexusError
@@ -282,6 +282,11 @@ class BatchRunner:
             )
             if plain:
                 session.plain_caller = caller
+        tools = session.plain_tools if plain else None
+        if not tools or conversation_started(tools[0]):  # the caller tool holds a turn's conversation
+            tools = self._tools(caller)
+            if plain:
+                session.plain_tools = tools
         spec = replace(slot.spec, max_tokens=head.max_tokens) if one and head.max_tokens else slot.spec
         return self._runtime.begin(
             spec,
@@ -290,7 +295,7 @@ class BatchRunner:
             consumes=item_ids,
             lease_fence=self.leases is not None,  # claimed without a lease: the turn write skips the fence
             source=message_source(head.sender, self._agents) if one_sender else "collect",
-            tools=self._tools(caller),
+            tools=tools,
         )
 
     @staticmethod

@@ -17,6 +17,7 @@ from nexus.broker.session_queue import QueuedMessage, SessionQueue
 from nexus.broker.types import AgentIdentity, AgentState, SendAndWaitResult
 
 if TYPE_CHECKING:
+    from nexus.agent import AgentTool
     from nexus.broker.agent_tools import CallerContext
     from nexus.engine import AgentSpec, Execution, SteerReceipt
     from nexus.ledger import Lease
@@ -75,6 +76,9 @@ class SessionSlot:
     plain_caller: CallerContext | None = None
     """The caller of a turn of one plain message (no conversation, hop 0, no reply target): the same for every
     such turn of the session, so made once, not for every run."""
+    plain_tools: list[AgentTool] | None = None
+    """The agent tools of the last turn of the plain caller: the next such turn takes them as they are unless that
+    turn started a conversation (:func:`~nexus.broker.agent_tools.conversation_started`)."""
 
     def state(self) -> AgentState:
         """The seed-003 state of the session's run (``running`` while it starts, runs tools or finishes)."""

@@ -85,25 +85,46 @@ _SEND_PARAMETERS: dict[str, Any] = {
 
 
 def caller_tool(broker: Messenger, caller: CallerContext) -> AgentTool:
-    """``send_message_to_agent`` bound to ``caller``'s turn (built for each run: it carries the caller)."""
-    conversation = caller.conversation_id
+    """``send_message_to_agent`` bound to ``caller``'s turn (it carries the caller and the turn's conversation)."""
+    # Positional (name, description, parameters, execute, label): a class called with keywords builds a dict of
+    # them and unpacks it again.
+    execute = _SendTool(broker, caller).execute
+    return AgentTool("send_message_to_agent", _SEND_DESCRIPTION, _SEND_PARAMETERS, execute, "Message agent")
 
-    def conversation_id() -> str:
-        nonlocal conversation
-        if conversation is None:  # made at the first send, so a turn that sends nothing costs no id
-            conversation = new_ulid()
-        return conversation
+
+def conversation_started(tool: AgentTool) -> bool:
+    """Whether ``tool`` (a :func:`caller_tool`) started its turn's conversation (its first send made the id): until
+    then it holds nothing of a turn, and a later turn of the same caller may use it as it is (``True`` for any
+    other tool)."""
+    sender = getattr(tool.execute, "__self__", None)
+    return not isinstance(sender, _SendTool) or sender.conversation is not None
+
+
+class _SendTool:
+    """``send_message_to_agent`` of one caller: the turn's conversation is the caller's, or one made at the
+    first send (a turn that sends nothing costs no id)."""
+
+    __slots__ = ("broker", "caller", "conversation")
+
+    def __init__(self, broker: Messenger, caller: CallerContext) -> None:
+        self.broker, self.caller, self.conversation = broker, caller, caller.conversation_id
+
+    def conversation_id(self) -> str:
+        if self.conversation is None:
+            self.conversation = new_ulid()
+        return self.conversation
 
     async def execute(
-        call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: ToolUpdateFn
+        self, call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: ToolUpdateFn
     ) -> AgentToolResult:
+        broker, caller = self.broker, self.caller
         target = str(args.get("to", "")).strip()
         content = str(args.get("content", ""))
         wait = bool(args.get("waitForReply", False))
-        refused = _refused(broker, caller, target, conversation_id)
+        refused = _refused(broker, caller, target, self.conversation_id)
         if refused is not None:
             return refused
-        message = _message(caller, call_id, target, content, wait, conversation_id(), broker.hops)
+        message = _message(caller, call_id, target, content, wait, self.conversation_id(), broker.hops)
         try:
             if not wait:
                 receipt = await broker.send(message, "followup")
@@ -118,10 +139,6 @@ def caller_tool(broker: Messenger, caller: CallerContext) -> AgentTool:
         if not result.success:
             return AgentToolResult.text(f"{target} did not answer: {result.error}", is_error=True)
         return AgentToolResult.text(result.reply or "(no text reply)", details={"turn_id": result.turn_id})
-
-    # Positional (name, description, parameters, execute, label): one is made for every run, and a class called with
-    # keywords builds a dict of them and unpacks it again.
-    return AgentTool("send_message_to_agent", _SEND_DESCRIPTION, _SEND_PARAMETERS, execute, "Message agent")
 
 
 def _refused(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import field
+from operator import attrgetter
 from typing import TYPE_CHECKING, TypeVar
 
 from nexus._dataclass import dataclass
@@ -30,6 +31,7 @@ COLLECT_TITLE = "[Queued messages while agent was busy]"
 SUMMARY_LINE_CHARS = 160
 _WHITESPACE = re.compile(r"\s+")
 K = TypeVar("K")
+_ITEM_ID = attrgetter("item_id")
 
 
 @dataclass(slots=True)
@@ -67,6 +69,11 @@ class QueuedMessage:
     """The sender's side of the message (its receipt's), when this broker accepted it."""
 
 
+Entry = QueuedMessage | list[QueuedMessage]
+"""What a session queue's index holds under a key: the one item, or its twins (:meth:`SessionQueue.restore`), oldest
+first."""
+
+
 @dataclass(frozen=True, slots=True)
 class AddOutcome:
     """What :meth:`SessionQueue.add` did with an incoming message."""
@@ -95,7 +102,7 @@ class Batch:
     @property
     def item_ids(self) -> list[str]:
         """The queue item ids to mark delivered with the turn that ran this batch."""
-        return [item.item_id for item in self.items]
+        return list(map(_ITEM_ID, self.items))  # no comprehension frame: once for every run
 
     def with_overflow(self, summary: str) -> Batch:
         """This batch with the ``[Queue overflow]`` block first in its prompt."""
@@ -125,10 +132,11 @@ class SessionQueue:
     ran): the batch runner looks there, once, before the next turn."""
     last_enqueued_at_ms: int = 0
     _items: list[QueuedMessage] = field(default_factory=list, init=False, repr=False)
-    _by_id: dict[str, list[QueuedMessage]] = field(default_factory=dict, init=False, repr=False)
-    _by_message: dict[tuple[str, str], list[QueuedMessage]] = field(default_factory=dict, init=False, repr=False)
-    """The items under each item id and each (message id, route), oldest first: nearly always one, but
-    :meth:`restore` queues twins without dedupe, and when the oldest leaves the next one answers."""
+    _by_id: dict[str, Entry] = field(default_factory=dict, init=False, repr=False)
+    _by_message: dict[tuple[str, str], Entry] = field(default_factory=dict, init=False, repr=False)
+    """The item under each item id and each (message id, route): nearly always one, held as it is (no list made
+    and dropped for every message), but :meth:`restore` queues twins without dedupe: then a list of them, oldest
+    first, and when the oldest leaves the next one answers."""
     restored: QueuedMessage | None = field(default=None, init=False, repr=False)
     """The item the last :meth:`restore` (or :meth:`add`) put in, wherever arrival order placed it; ``None`` once it
     left the queue (kept, it held its ticket and so its whole ended run for as long as the session stayed idle)."""
@@ -150,7 +158,7 @@ class SessionQueue:
     def find(self, item_id: str) -> QueuedMessage | None:
         """The item with this queue item id, if it is still queued."""
         found = self._by_id.get(item_id)
-        return found[0] if found else None
+        return found[0] if isinstance(found, list) else found
 
     def restore(self, message: QueuedMessage) -> None:
         """Put back an item the ledger holds (a restart, another process's accept): no cap, no dedupe.
@@ -185,8 +193,8 @@ class SessionQueue:
         queue is when that is needed most; the ``new`` policy refused it), and its turn takes the whole backlog
         with it, so nothing waits longer for it."""
         same = self._by_message.get((message.message_id, message.route))
-        if same:
-            return AddOutcome(accepted=False, duplicate_of=same[0].item_id)
+        if same is not None:
+            return AddOutcome(accepted=False, duplicate_of=(same[0] if isinstance(same, list) else same).item_id)
         dropped: list[QueuedMessage] = []
         waiting = self.waiting() if len(self._items) >= settings.cap else []  # fewer items than the cap: room
         if waiting and len(waiting) >= settings.cap and message.mode != "interrupt":  # see below
@@ -308,21 +316,28 @@ class SessionQueue:
         return removed
 
     def _index(self, item: QueuedMessage) -> None:
-        self._by_id.setdefault(item.item_id, []).append(item)
-        self._by_message.setdefault((item.message_id, item.route), []).append(item)
+        by_id, by_message, key = self._by_id, self._by_message, (item.message_id, item.route)
+        entry = by_id.get(item.item_id)
+        if entry is None:  # the usual: the item alone
+            by_id[item.item_id] = item
+        else:
+            _add_twin(by_id, item.item_id, entry, item)
+        entry = by_message.get(key)
+        if entry is None:
+            by_message[key] = item
+        else:
+            _add_twin(by_message, key, entry, item)
         self._interrupts += item.mode == "interrupt"
 
     def _unindex(self, item: QueuedMessage) -> None:
         """Forget ``item`` (the caller takes it out of the list). The usual key holds this item alone and goes
         at once, here: :func:`_forget`'s call, twice for every message, costs more than that lookup."""
         by_id, by_message, key = self._by_id, self._by_message, (item.message_id, item.route)
-        entries = by_id.get(item.item_id)
-        if entries is not None and len(entries) == 1 and entries[0] is item:
+        if by_id.get(item.item_id) is item:
             del by_id[item.item_id]
         else:
             _forget(by_id, item.item_id, item)
-        entries = by_message.get(key)
-        if entries is not None and len(entries) == 1 and entries[0] is item:
+        if by_message.get(key) is item:
             del by_message[key]
         else:
             _forget(by_message, key, item)
@@ -368,13 +383,20 @@ def bisect_suspects(items: list[QueuedMessage]) -> list[QueuedMessage]:
     return items[: (len(items) + 1) // 2]
 
 
-def _forget(index: dict[K, list[QueuedMessage]], key: K, item: QueuedMessage) -> None:
-    """Take ``item`` out of ``key``'s entries, by identity (twins compare equal), and the key with the last."""
+def _add_twin(index: dict[K, Entry], key: K, entry: Entry, item: QueuedMessage) -> None:
+    """Index ``item`` under a key that holds ``entry`` already: its twins, oldest first."""
+    if isinstance(entry, list):
+        entry.append(item)
+    else:
+        index[key] = [entry, item]
+
+
+def _forget(index: dict[K, Entry], key: K, item: QueuedMessage) -> None:
+    """Take ``item`` out of ``key``'s entry, by identity (twins compare equal), and the key with the last."""
     entries = index.get(key)
-    if entries is None:
-        return
-    if len(entries) == 1 and entries[0] is item:  # the usual key: one item, no twin
-        del index[key]
+    if not isinstance(entries, list):  # the usual key: one item (or none)
+        if entries is item:
+            del index[key]
         return
     for position, entry in enumerate(entries):
         if entry is item:

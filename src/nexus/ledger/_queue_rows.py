@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Collection, Sequence
+from json.encoder import encode_basestring
 from typing import Any
 
 from nexus.ledger._claims import claim_in as claim_items
@@ -61,6 +62,30 @@ REPLY_SUFFIX = ":reply"
 """A reply's message id is the asking message's id and this (``nexus.broker._replies``)."""
 
 
+_WIRE_KEYS = ("id", "from", "to", "content", "timestamp", "conversation_id", "metadata")
+"""The keys of a broker message's wire form without a session key (``AgentMessage.to_json``), in its order."""
+
+
+def message_json(message: object) -> str:
+    """``dumps(message)``, the text a queue row stores; a broker message's usual wire form (:data:`_WIRE_KEYS`, text
+    fields, an ``int`` time, a conversation id or none) is written out directly, the same text: the generic
+    encoder takes a list of some thirty pieces and joins them, ~2 us of every message, three times this."""
+    if type(message) is not dict or tuple(message) != _WIRE_KEYS:
+        return dumps(message)
+    message_id, sender, to, content, timestamp, conversation, metadata = message.values()
+    if not (
+        type(message_id) is str and type(sender) is str and type(to) is str and type(content) is str
+        and type(timestamp) is int and (conversation is None or type(conversation) is str) and type(metadata) is dict
+    ):  # fmt: skip
+        return dumps(message)
+    enc = encode_basestring
+    return (
+        f'{{"id":{enc(message_id)},"from":{enc(sender)},"to":{enc(to)},"content":{enc(content)},'
+        f'"timestamp":{timestamp},"conversation_id":{"null" if conversation is None else enc(conversation)},'
+        f'"metadata":{dumps(metadata) if metadata else "{}"}}}'
+    )
+
+
 def _awaits_reply(message: Any) -> int | None:
     """1 when the sender asked for the reply later (``metadata.reply_to``): the row is flagged until it comes."""
     metadata = message.get("metadata") if isinstance(message, dict) else None
@@ -91,7 +116,7 @@ def _insert(conn: Any, request: AcceptRequest, now: int) -> tuple[QueueItem, boo
     cursor = conn.execute(
         _INSERT_ITEM,
         (item_id, request.session_label, request.agent_id, request.message_id, request.sender,
-         dumps(request.message), request.mode, now, _awaits_reply(request.message)),
+         message_json(request.message), request.mode, now, _awaits_reply(request.message)),
     )  # fmt: skip
     if cursor.rowcount == 0:  # a known message id: the first acceptance stands
         return _first_acceptance(conn, request.message_id), False
@@ -185,7 +210,7 @@ def accept_many_at(conn: Any, requests: Sequence[AcceptRequest], now: int) -> li
         if request.session_key is not None:
             _ensure_keyed_session(conn, request.session_label, request.session_key, request.agent_id, now)
     rows = [
-        (new_ulid(), r.session_label, r.agent_id, r.message_id, r.sender, dumps(r.message), r.mode, now,
+        (new_ulid(), r.session_label, r.agent_id, r.message_id, r.sender, message_json(r.message), r.mode, now,
          _awaits_reply(r.message))
         for r in requests
     ]  # fmt: skip

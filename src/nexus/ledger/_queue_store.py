@@ -81,8 +81,7 @@ class SqlQueueStore:
         frame between the sender and the commit is made, entered and resumed again): the write joins the group at
         the call. ``_Write`` is built positionally: a class called with keywords builds a dict of them and unpacks
         it again."""
-        future: asyncio.Future[tuple[QueueItem, bool]] = self._submit(_Write(self._future(), request))
-        return future
+        return self._join(request, (), None, None)
 
     def claim(
         self, item_ids: Sequence[str], *, lease: Lease | None = None, overflow_of: str | None = None
@@ -92,9 +91,21 @@ class SqlQueueStore:
         group's future itself, as :meth:`accept` returns it."""
         if not item_ids:
             return _done(None if overflow_of is None else [])
-        future: asyncio.Future[list[tuple[QueueItem, int]] | None] = self._submit(
-            _Write(self._future(), None, tuple(item_ids), lease, None, overflow_of)  # positional, as in accept
-        )
+        return self._join(None, tuple(item_ids), lease, overflow_of)
+
+    def _join(
+        self, request: AcceptRequest | None, claim: tuple[str, ...], lease: Lease | None, overflow_of: str | None
+    ) -> asyncio.Future[Any]:
+        """An accept or a claim joins the pending group: its future (:meth:`_future` and :meth:`_submit` written out
+        here, one frame instead of five: an accept and a claim run for every message)."""
+        loop = self._loop
+        if loop is None or not self._pending:  # see _group_loop
+            loop = self._loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._pending.append(_Write(future, request, claim, lease, None, overflow_of))  # positional, see accept
+        if not self._scheduled:
+            self._scheduled = True
+            loop.call_soon(self._flush)
         return future
 
     def _future(self) -> asyncio.Future[Any]:
