@@ -81,10 +81,11 @@ async def test_hop_limit_is_reported_not_crossed(ledger: Ledger) -> None:
     broker, runner, tools = await setup(ledger, hop=2)
     result = await call(tools["send_message_to_agent"], {"to": "worker", "content": "again"})
     assert result.is_error and text(result) == (
-        "Hop limit reached: your message to worker was not sent. Conversation conv-1 has already carried 2 messages "
-        "between agents and the limit is 2 (the max_hops setting of [broker] in nexus.toml). Answer with what you "
-        "have instead of delegating again."
-    )  # what happened, the limit, and the setting that sets it
+        "Hop limit reached: your message to worker was not sent. Conversation conv-1 has already sent 2 asks "
+        "between agents (their replies are not counted) and the limit is 2 (the max_hops setting of [broker] in "
+        "nexus.toml). Answer with what you have instead of delegating again."
+    )  # what happened, the limit, and the setting that sets it; it counts asks (it said "messages", and a
+    # conversation of 2 asks and their 2 replies had carried 4)
     assert runner.runs == []
     await broker.close()
 
@@ -96,7 +97,7 @@ async def test_the_hop_limit_counts_the_conversations_asks_not_the_callers_chain
     for hop in (0, 1):  # two asks of the conversation went elsewhere
         broker.hops.take("conv-1", hop)
     result = await call(tools["send_message_to_agent"], {"to": "worker", "content": "again"})
-    assert result.is_error and "Conversation conv-1 has already carried 2 messages between agents" in text(result)
+    assert result.is_error and "Conversation conv-1 has already sent 2 asks between agents" in text(result)
     assert runner.runs == []
     await broker.close()
 

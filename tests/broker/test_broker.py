@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fake_runtime import MANAGER, WORKER, message, open_broker, worker_and_manager
@@ -17,6 +18,7 @@ from nexus.broker import (
     UnknownAgentError,
 )
 from nexus.ledger import Ledger, NewSession
+from nexus.ledger._queue_store import SqlQueueStore
 from nexus.ledger._sqlite import Database
 from nexus.ledger.broker_store import BrokerStore
 
@@ -289,6 +291,36 @@ async def test_clear_queue_drops_waiting_messages_only(ledger: Ledger) -> None:
     assert await broker.clear_queue("worker") == 2 and broker.get_queue_depth("worker") == 0
     statuses = {row.message_id: row.status for row in BrokerStore(ledger.database).items()}
     assert statuses == {"m-1": "processing", "m-2": "dropped", "m-3": "dropped"}
+    await broker.close()
+
+
+async def test_a_look_for_other_processes_rows_while_a_clear_is_written_loads_none_back(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store watcher may look while ``clear_queue``'s drop is being written: the cleared rows still read
+    ``queued`` and this broker no longer holds them, as another process's new messages would look. Loaded back,
+    a cleared message stayed in the queue (to be run, or refused at its claim)."""
+    broker, runner = await open_broker(ledger, queue=QueueSettings(mode="followup"), wakeups="poll", poll_ms=3_600_000)
+    broker.register_agent(WORKER)
+    await broker.send(message(1))
+    run = await runner.next_run(1)
+    await broker.send(message(2))
+    settle = SqlQueueStore.settle
+    looked: list[bool] = []
+
+    async def looked_first(self: SqlQueueStore, item_ids: list[str], outcome: str, **kwargs: Any) -> Any:
+        if outcome == "dropped":
+            await broker._watcher.adopt()
+            looked.append(True)
+        return await settle(self, item_ids, outcome, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SqlQueueStore, "settle", looked_first)
+    assert await broker.clear_queue("worker") == 1
+    assert looked == [True]
+    assert broker.get_queue_depth("worker") == 0, "the cleared message is not queued again"
+    run.finish()
+    assert await broker.wait_for_idle("worker", timeout_ms=2000)
+    assert len(runner.runs) == 1
     await broker.close()
 
 

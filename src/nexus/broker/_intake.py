@@ -3,11 +3,14 @@
 Kept apart from the broker because it is the one part of a send that races the store watcher (the watcher
 may load a committed row before the send that wrote it resumes) and the only part that drops messages: a
 send marks its message *arriving* until its row is in the session's queue, and the watcher leaves arriving
-rows alone (:mod:`nexus.broker._watcher`); a row the watcher got to first anyway is kept where it is. What
+rows alone (:mod:`nexus.broker._watcher`); a row the watcher got to first anyway is kept where it is. The rows
+the cap pushes out are left alone in the same way until their ``dropped`` write ended (``Departures``). What
 happens after (the run to steer, the drain to wake) stays in :mod:`nexus.broker.broker`.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from nexus import telemetry
 from nexus.broker._adopt_cap import drop_pushed_out
@@ -19,6 +22,9 @@ from nexus.broker.session_queue import AddOutcome, QueuedMessage
 from nexus.broker.types import AgentMessage, BrokerError, QueueFullError, SendReceipt, UnknownAgentError
 from nexus.ledger import AcceptRequest, AgentRemovedError, QueueItem, QueueItemsFinishedError, QueueStore
 
+if TYPE_CHECKING:
+    from nexus.broker._watcher import Departures, StoreWatcher
+
 Accepted = tuple[QueueItem, SessionSlot, QueuedMessage, bool, tuple[str, ...]]
 """A fresh accept: its row, its session, its queue entry, whether the store watcher had adopted it first, and
 the ids of the messages the cap pushed out to make room (a plain tuple: one is made for every message)."""
@@ -27,12 +33,19 @@ the ids of the messages the cap pushed out to make room (a plain tuple: one is m
 class Intake:
     """Accepts messages into the durable queue and their sessions' queues, applying each session's cap."""
 
-    __slots__ = ("_queue", "arriving")
+    __slots__ = ("_departures", "_queue", "arriving")
 
     def __init__(self, queue: QueueStore) -> None:
         self._queue = queue
         self.arriving: set[str] = set()
         """Ids of messages between their accept and their place in a session's queue (the watcher skips them)."""
+        self._departures: Departures | None = None
+
+    def watched_by(self, watcher: StoreWatcher) -> None:
+        """Have ``watcher`` leave alone the rows of this intake's sends in flight (``arriving``) and of its drops
+        whose write it may not see yet (:class:`~nexus.broker._watcher.Departures`)."""
+        watcher.arriving = self.arriving.__contains__
+        self._departures = watcher.departures
 
     async def accept(
         self, slot: AgentSlot, message: AgentMessage, request: AcceptRequest, settings: QueueSettings
@@ -101,14 +114,26 @@ class Intake:
         send failed with a 400 though its own message was queued (``nexus serve`` under load). A row another
         broker claimed meanwhile is left to its run the same way. ``overflow_cap``: the ``summarize`` policy's,
         the drops are owed to the session's next ``[Queue overflow]`` summary. ``refused``: the send is told "not
-        queued", so the message id is freed for its retry. Returns the items dropped here."""
-        while item_ids:
-            try:
-                await self._queue.settle(item_ids, "dropped", reason=reason, overflow_cap=overflow_cap, refused=refused)
-                return item_ids
-            except QueueItemsFinishedError as exc:
-                left = [item_id for item_id in item_ids if item_id not in exc.finished]
-                if len(left) == len(item_ids):  # it named none of these: not the race above
-                    raise
-                item_ids = left
-        return item_ids
+        queued", so the message id is freed for its retry. Returns the items dropped here.
+
+        Until the write ended the store watcher leaves the rows alone (they read ``queued`` and nobody here holds
+        them: loaded back, the cap pushed the newest message out for them)."""
+        departures, leaving = self._departures, item_ids
+        if departures is not None:  # before the first wait: the queue let them go in this same step
+            departures.leaving(leaving)
+        try:
+            while item_ids:
+                try:
+                    await self._queue.settle(
+                        item_ids, "dropped", reason=reason, overflow_cap=overflow_cap, refused=refused
+                    )
+                    return item_ids
+                except QueueItemsFinishedError as exc:
+                    left = [item_id for item_id in item_ids if item_id not in exc.finished]
+                    if len(left) == len(item_ids):  # it named none of these: not the race above
+                        raise
+                    item_ids = left
+            return item_ids
+        finally:
+            if departures is not None:
+                departures.left(leaving)

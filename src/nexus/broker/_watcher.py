@@ -3,7 +3,8 @@
 ``nexus send`` while a server or a drain holds the broker lock writes its message straight into
 ``queue_items``; the process that drains looks every :data:`WATCH_INTERVAL_S` for rows committed
 after the last one it saw and puts them in their session's queue (each once — a row this process
-accepted itself and already holds is recognised by its item id).
+accepted itself and already holds is recognised by its item id, one it is still queueing or has just
+dropped is left alone: :attr:`StoreWatcher.arriving`, :class:`Departures`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING
 
 from nexus.broker._slot import AgentSlot, SessionSlot
@@ -25,6 +26,54 @@ log = logging.getLogger("nexus.broker")
 WATCH_INTERVAL_S = 0.25
 """How often a running broker looks for messages that other processes queued (jittered by ±50 %, so
 brokers started together do not look in step)."""
+
+
+class Departures:
+    """Rows this broker took out of its sessions' queues whose ``dropped`` write a look may not have seen yet.
+
+    The cap takes a message out of its queue at once and writes its row ``dropped`` after: a look whose read came
+    in between (on PostgreSQL, one whose snapshot was older than that write) found the row ``queued`` and held by
+    nobody here, as another process's new message would be, and loaded it back; under the cap it then pushed the
+    newest message out in its turn (the agent was told of 3 dropped messages where 2 were). An id is kept while
+    its write is on its way, and after it only while a look begun before the write ended is still going: a look
+    begun later reads the row as it is now. So it holds the drops of a moment, not a history."""
+
+    __slots__ = ("_left_at", "_looking", "_looks")
+
+    def __init__(self) -> None:
+        self._looks = 0
+        self._looking: set[int] = set()
+        self._left_at: dict[str, int | None] = {}
+        """Item id: the newest look begun when its write ended (``None``: it has not ended)."""
+
+    def leaving(self, item_ids: Iterable[str]) -> None:
+        """These items have left their queue; the write that settles their rows is on its way."""
+        for item_id in item_ids:
+            self._left_at[item_id] = None
+
+    def left(self, item_ids: Iterable[str]) -> None:
+        """Their write ended (committed; or failed, and then, as before, the row waits for a restart)."""
+        for item_id in item_ids:
+            if self._looking:
+                self._left_at[item_id] = self._looks
+            else:  # no look going: every later one reads the row as written
+                self._left_at.pop(item_id, None)
+
+    def __contains__(self, item_id: object) -> bool:
+        return item_id in self._left_at
+
+    def look(self) -> int:
+        """A look begins: its number, for :meth:`looked`."""
+        self._looks += 1
+        self._looking.add(self._looks)
+        return self._looks
+
+    def looked(self, look: int) -> None:
+        """Look ``look`` ended: forget the items whose write ended before every look still going began."""
+        self._looking.discard(look)
+        if self._left_at:
+            oldest = min(self._looking, default=self._looks + 1)
+            self._left_at = {key: at for key, at in self._left_at.items() if at is None or at >= oldest}
 
 
 class StoreWatcher:
@@ -58,6 +107,8 @@ class StoreWatcher:
         """``arriving(message_id)``: a message this broker's own ``send`` is queueing (committed, not yet held).
         Its row is left to that send: adopted here too, every look of a broker behind on its sends loaded
         the last group of its own accepts a second time (~13 % of messages at 13,000/s)."""
+        self.departures = Departures()
+        """Rows this broker dropped that a look may still read as ``queued`` (the broker's drops record them)."""
 
     async def mark_seen(self) -> None:
         """Everything stored so far is the broker's own to load (at start): adopt only later rows."""
@@ -121,17 +172,24 @@ class StoreWatcher:
         The last look moves on only once every row is queued: after a failure the rows are read
         again, and those already queued are recognised as held.
         """
-        items, newest = await self._queue.queued_after(self._seen_rowid, self.held, self.arriving)
-        for item in items:
-            slot = await self.slot_for(item.agent_id or "")
-            if slot is None:
-                continue
-            session = await self._load(slot, item)
-            if session is None:
-                continue
-            session.idle.clear()
-            await self._adopted(slot, session)
-        self._seen_rowid = newest
+        departures = self.departures
+        look = departures.look()
+        try:
+            items, newest = await self._queue.queued_after(self._seen_rowid, self.held, self.arriving)
+            for item in items:
+                if item.id in departures:  # dropped here, its write too late for this look's read (checked here,
+                    continue  # on the loop: the read's ``held`` may run on a thread, between a drop and its record)
+                slot = await self.slot_for(item.agent_id or "")
+                if slot is None:
+                    continue
+                session = await self._load(slot, item)
+                if session is None:
+                    continue
+                session.idle.clear()
+                await self._adopted(slot, session)
+            self._seen_rowid = newest
+        finally:
+            departures.looked(look)
 
     def held(self, agent_id: str, session_label: str, item_id: str) -> bool:
         """Whether this broker already holds the item in memory (accepted by itself, or adopted before)."""

@@ -154,8 +154,9 @@ def _refused(
     if reached + 1 > caller.max_hops:
         return AgentToolResult.text(
             f"Hop limit reached: your message to {target} was not sent. Conversation {conversation_id()} has "
-            f"already carried {reached} messages between agents and the limit is {caller.max_hops} (the "
-            "max_hops setting of [broker] in nexus.toml). Answer with what you have instead of delegating again.",
+            f"already sent {reached} asks between agents (their replies are not counted) and the limit is "
+            f"{caller.max_hops} (the max_hops setting of [broker] in nexus.toml). Answer with what you have instead "
+            "of delegating again.",
             is_error=True,
             details={"hop_limit": caller.max_hops, "conversation_id": conversation_id()},
         )

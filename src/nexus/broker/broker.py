@@ -112,7 +112,7 @@ class AgentBroker(SmartRoutingFace):
         adoption = CappedAdoption(self._load, self._settings, self._intake.drop)  # the cap applies to adopted rows too
         self._watcher = StoreWatcher(ledger, self._slots, adoption.load, self._adopted)
         self._watcher.interval_s = self._settings.poll_ms / 1000
-        self._watcher.arriving = self._intake.arriving.__contains__
+        self._intake.watched_by(self._watcher)  # it leaves alone the rows of sends and drops in flight
         self._ledger_wakeups = ledger.wakeups
         self.hops = ConversationHops()  # the agent tools number each ask past its conversation's highest hop
         self._replies = ReplySender(self.send, self._slots, ledger.queue, reply_text, self.hops)

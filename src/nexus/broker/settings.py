@@ -25,7 +25,8 @@ class BrokerSettings:
     max_concurrent: int = DEFAULT_MAX_CONCURRENT
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     max_hops: int = DEFAULT_MAX_HOPS
-    """Messages between agents one conversation may pass (the agent tools refuse more)."""
+    """Asks between agents one conversation may send (the agent tools refuse more); the reply each ask is owed is
+    not counted and never refused."""
     leases: bool | None = None
     """Run each batch under its session's lease (brokers sharing a database; docs/scaling.md). ``None``: on
     for a database other processes reach (PostgreSQL), off for SQLite (one broker per file)."""

@@ -4,11 +4,13 @@ A queue item is ``delivered`` once a turn consumed it — whatever that turn did
 promise ("never delivered twice to a completed turn", docs/invariants.md) counts the message as
 handled, and it is not run again. Whether the turn *succeeded* is the turn's own status in the
 ledger. ``nexus queue drain`` and ``nexus send`` read it here so a failed turn is a failed run
-(exit 1) with the reason, not a silent success.
+(exit 1) with the reason, not a silent success. A stop that a silent PostgreSQL cut short is said here
+too (:func:`told_abandoned`), for every command that hosts the broker.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 from nexus._dataclass import dataclass
@@ -76,3 +78,19 @@ def failures_line(failures: list[Failure], ran: int) -> str:
     more = f"; and {len(failures) - 1} more (nexus queue list --all shows each)" if len(failures) > 1 else ""
     noun = "message" if ran == 1 else "messages"
     return f"nexus: error: {len(failures)} of {ran} drained {noun} failed: {shown}{more}"
+
+
+def told_abandoned(command: str, ledger: Ledger) -> bool:
+    """Say what the stop of ``command`` gave up on, if a silent PostgreSQL left transactions unanswered by the
+    stop's deadline (:attr:`Ledger.abandoned`: their connections were cut); ``True`` if so, and the command then
+    exits non-zero. Called once the ledger is closed (its close may cut more)."""
+    if not ledger.abandoned:
+        return False
+    print(
+        f"{command}: stopped, but the ledger database did not answer by the stop's deadline: abandoned "
+        f"{len(ledger.abandoned)} transaction(s) on the wire; nothing of them was committed, and the next start "
+        "runs again the messages they held",
+        file=sys.stderr,
+        flush=True,
+    )
+    return True

@@ -45,10 +45,14 @@ def monitor_command(args: argparse.Namespace) -> int:
 
 
 async def _run(config: NexusConfig) -> int:
+    from nexus.cli._outcomes import told_abandoned
     from nexus.cli.send_cmd import open_recovered
 
     async with open_recovered(config) as ledger:
-        return await _monitor(config, ledger)
+        code = await _monitor(config, ledger)
+    if told_abandoned("nexus adapters monitor", ledger):  # a silent PostgreSQL: the stop cut what it had not
+        return code or 1  # answered (it said "stopping" and exited 0)
+    return code
 
 
 async def _monitor(config: NexusConfig, ledger: Ledger) -> int:

@@ -68,13 +68,20 @@ def send_command(args: argparse.Namespace) -> int:
 async def _send_command(
     config: NexusConfig, message: AgentMessage, mode: str | None, args: Any, route: str | None
 ) -> int:
-    async with open_recovered(config) as ledger:
-        if route is not None:
-            from nexus.cli._routed_send import route_message
+    from nexus.cli._outcomes import told_abandoned
 
-            message = route_message(config, ledger, message, route)
-        _check_names(config, ledger, message)
-        return await _send(config, ledger, message, mode, args)
+    ledger: Ledger | None = None
+    try:
+        async with open_recovered(config) as ledger:
+            if route is not None:
+                from nexus.cli._routed_send import route_message
+
+                message = route_message(config, ledger, message, route)
+            _check_names(config, ledger, message)
+            code = await _send(config, ledger, message, mode, args)
+    finally:  # as for nexus queue drain: a stop a silent PostgreSQL cut short is said, and is an error
+        cut_short = ledger is not None and told_abandoned("nexus send", ledger)
+    return code or int(cut_short)
 
 
 def _session_key(key: str | None) -> str | None:
@@ -101,8 +108,15 @@ def drain_command(args: argparse.Namespace) -> int:
 
 
 async def _drain_command(config: NexusConfig) -> int:
-    async with open_recovered(config) as ledger:
-        return await _drain_locked(config, ledger)
+    from nexus.cli._outcomes import told_abandoned
+
+    ledger: Ledger | None = None
+    try:
+        async with open_recovered(config) as ledger:
+            code = await _drain_locked(config, ledger)
+    finally:  # stopped by SIGTERM too (it then exits 143): what a silent PostgreSQL left unanswered is said
+        cut_short = ledger is not None and told_abandoned("nexus queue drain", ledger)
+    return code or int(cut_short)
 
 
 async def _drain_locked(config: NexusConfig, ledger: Ledger) -> int:

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import ipaddress
 import os
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -78,19 +77,13 @@ def serve_command(args: argparse.Namespace) -> int:
 
 async def _serve(config: NexusConfig, settings: ServerConfig, *, log_requests: bool, metrics_tokens: list[str]) -> int:
     """Open the ledger (crashed turns closed) and serve until stopped."""
+    from nexus.cli._outcomes import told_abandoned
     from nexus.cli.send_cmd import open_recovered
     from nexus.server import serve_http
 
     async with open_recovered(config) as ledger:
         code = await serve_http(config, ledger, settings, log_requests=log_requests, metrics_tokens=metrics_tokens)
-    if ledger.abandoned:  # a silent PostgreSQL: the stop cut what it had not answered (docs/server.md)
-        print(
-            f"nexus serve: stopped, but the ledger database did not answer by the stop's deadline: abandoned "
-            f"{len(ledger.abandoned)} transaction(s) on the wire; nothing of them was committed, and the next start "
-            "runs again the messages they held",
-            file=sys.stderr,
-            flush=True,
-        )
+    if told_abandoned("nexus serve", ledger):  # a silent PostgreSQL: the stop cut what it had not answered
         return code or 1
     return code
 
