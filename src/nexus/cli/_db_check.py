@@ -22,7 +22,7 @@ def check_ledger(location: str) -> int:
     from nexus.ledger import is_postgres_url
 
     if is_postgres_url(location):
-        from nexus.ledger.postgres import redacted
+        from nexus.ledger import redacted
 
         counts, problems, how = asyncio.run(_check_postgres(location)), [], "the server answers"
         location = redacted(location)  # the verdict names the server, never its password

@@ -82,7 +82,7 @@ if TYPE_CHECKING:
     from nexus.ledger.labels import label_problem
     from nexus.ledger.ledger import Ledger, default_db_path
     from nexus.ledger.pi_jsonl import pi_session_text
-    from nexus.ledger.postgres import is_postgres_url, location_problem
+    from nexus.ledger.postgres import is_postgres_url, location_problem, redacted
     from nexus.ledger.postgres._run_events import RunEventLog, StoredEvent
     from nexus.ledger.protocols import (
         AgentStore,
@@ -189,6 +189,7 @@ __all__ = [
     "pi_session_text",
     "pid_alive",
     "read_only_place",
+    "redacted",
     "ulid_time_ms",
     "wait_bound",
 ]
@@ -235,6 +236,7 @@ _LAZY: dict[str, str] = {
     "TurnNotInHistory": "nexus.ledger.forks",
     "is_postgres_url": "nexus.ledger.postgres",
     "location_problem": "nexus.ledger.postgres",
+    "redacted": "nexus.ledger.postgres",
     "RunEventLog": "nexus.ledger.postgres._run_events",
     "StoredEvent": "nexus.ledger.postgres._run_events",
     "label_problem": "nexus.ledger.labels",
