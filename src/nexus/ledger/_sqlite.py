@@ -36,6 +36,9 @@ log = logging.getLogger("nexus.ledger")
 BUSY_STEP_MS = 250
 """How long SQLite's own busy handler waits before the transaction is retried (and the wait announced)."""
 
+PAGE_CACHE_KIB = 16_000
+"""SQLite's page cache of the ledger's main connection, in KiB (``PRAGMA cache_size`` = minus this)."""
+
 DEFAULT_WAIT_S = 60.0
 """How long a write waits for a database another process holds, unless ``NEXUS_DB_WAIT_S`` says otherwise."""
 
@@ -250,7 +253,7 @@ class Database:
         # written before COMMIT returns); only an OS crash/power loss can lose the last commits.
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA cache_size = -16000")
+        conn.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
         return self._retry(lambda: migrate(conn))
 
     @property
