@@ -42,7 +42,9 @@ def reply_chars(reply: Reply) -> int:
     return total
 
 
-_MESSAGE_CHARS: dict[int, tuple[Message, int]] = {}
+_MESSAGE_CHARS: dict[int, int] = {}
+_MEASURED: list[Message] = []
+"""The messages ``_MESSAGE_CHARS`` has sizes of, kept alive so that no other object can take one's id."""
 _MESSAGE_CACHE_MAX = 4096
 
 
@@ -52,16 +54,19 @@ def message_chars(message: Message) -> int:
     A session's history reaches the model call after call as the same objects (the ledger's window
     cache hands them out again), and serializing all of it on every call was ~4 % of the end-to-end
     broker benchmark's CPU, spent in this fake model, not in the engine it measures. Messages are
-    not changed in place once sent, so the size is kept by identity, as ``schema_chars`` does (the
-    entry holds the object, so its id is not reused).
+    not changed in place once sent, so the size is kept by identity, as ``schema_chars`` does. The
+    object is kept in a list beside the sizes, not in a pair per entry: a pair cost ~70 bytes a message
+    of every run in flight (a thousand runs at once in the concurrency benchmark).
     """
-    known = _MESSAGE_CHARS.get(id(message))
-    if known is not None and known[0] is message:
-        return known[1]
+    chars = _MESSAGE_CHARS.get(id(message))
+    if chars is not None:  # the id is still this object's: every object measured is kept alive in _MEASURED
+        return chars
     chars = len(json.dumps(message_to_dict(message), ensure_ascii=False))
     if len(_MESSAGE_CHARS) >= _MESSAGE_CACHE_MAX:
         _MESSAGE_CHARS.clear()
-    _MESSAGE_CHARS[id(message)] = (message, chars)
+        _MEASURED.clear()
+    _MESSAGE_CHARS[id(message)] = chars
+    _MEASURED.append(message)
     return chars
 
 

@@ -86,21 +86,21 @@ class Pace:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._clock: PacingClock | None = None
 
-    async def sleep(self, seconds: float) -> bool:
-        """Wait ``seconds`` (rounded up to the clock's tick); True if the signal aborted first."""
-        if self._signal is not None and self._signal.aborted:
-            return True
+    def wait(self, seconds: float) -> asyncio.Future[None]:
+        """A future done after ``seconds`` (rounded up to the clock's tick), or at once if the signal aborts.
+
+        A plain future, not a coroutine: a thousand streams each waiting keep no coroutine frame for it.
+        """
         loop, clock = self._loop, self._clock
         if loop is None or clock is None:  # a stream runs on one loop: look its clock up once, not per chunk
             loop = self._loop = asyncio.get_running_loop()
             clock = self._clock = clock_of(loop)
         waiter = self._waiter = loop.create_future()
-        clock.wake_at(loop, waiter, loop.time() + seconds)
-        try:
-            await waiter
-        finally:
-            self._waiter = None
-        return self._signal is not None and self._signal.aborted
+        if self._signal is not None and self._signal.aborted:
+            waiter.set_result(None)
+        else:
+            clock.wake_at(loop, waiter, loop.time() + seconds)
+        return waiter
 
     def _abort(self) -> None:
         waiter = self._waiter

@@ -11,8 +11,7 @@ import asyncio
 import copy
 import json
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
-from contextlib import aclosing
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from dataclasses import replace
 
 from nexus.llm import (
@@ -144,38 +143,76 @@ class ScriptedModel:
     async def stream(
         self, model: Model, context: Context, options: StreamOptions | None = None
     ) -> AsyncIterator[AssistantMessageEvent]:
-        """The ``StreamFn``: consume one step and stream it; never raises, ends in done/error."""
-        snapshot = copy.deepcopy(context) if self.record else context
-        if self.record:
-            self.calls.append(snapshot)
+        """The ``StreamFn``: consume one step and stream it; never raises, ends in done/error.
+
+        One async generator for the whole response (the events come from one plain generator, the paced
+        waits are plain futures): a thousand streams in flight at once each hold one frame here, not a chain.
+        """
         partial = AssistantMessage(api=model.api, provider=model.provider, model=model.id)
-        partial.usage.input = _chunks.estimate_tokens(_chunks.context_chars(snapshot))
         signal = options.signal if options is not None else None
-        if not self._queue:
-            yield _fail(partial, model, NO_MORE_RESPONSES, "unknown")
+        step = self._next_step(model, context, partial, signal)
+        if isinstance(step, ErrorEvent):
+            yield step
             return
+        reply = _chunks.streamed_reply(step)
+        events = _reply_events(reply, partial, self.chunk_chars, self.calls)
+        pace = Pace(signal) if self.tokens_per_second > 0 else None
+        count = 0
         try:
-            step = resolve(self._queue.popleft(), snapshot)
-        except Exception as exc:  # a bug in the test's from_context function: report, do not raise
-            yield _fail(partial, model, f"from_context step failed: {type(exc).__name__}: {exc}", "unknown")
-            return
-        if signal is not None and signal.aborted:
-            yield _aborted(partial, model, signal)
-            return
-        if isinstance(step, HttpError | Overflow | HtmlError):
-            yield self._http_failure(step, partial, model)
-            return
-        if isinstance(step, Replay):  # a capture holds provider bytes: only a real decoder can read them
-            yield _fail(partial, model, REPLAY_NEEDS_SERVER.format(path=step.path), "unknown")
-            return
-        try:
-            async with aclosing(self._play(step, partial, model, options)) as events:  # closed when the consumer stops
-                async for event in events:
-                    yield event
+            while True:  # checks come before pulling the next event: it mutates ``partial``
+                if isinstance(step, Cut | Malformed | Stall | StreamError) and count == step.after_chunks:
+                    failure = await self._interrupt(step, partial, model, options)
+                    if failure is not None:
+                        yield failure
+                        return
+                if signal is not None and signal.aborted:
+                    yield _aborted(partial, model, signal)
+                    return
+                event = next(events, None)
+                if event is None:
+                    break
+                yield event
+                count += 1
+                delta = getattr(event, "delta", None)
+                if pace is not None and isinstance(delta, str):  # as long as the chunk's tokens take at the rate
+                    await pace.wait(_chunks.estimate_tokens(len(delta)) / self.tokens_per_second)
+                else:
+                    await asyncio.sleep(0)  # let other tasks (an aborting caller) run between chunks
         except asyncio.CancelledError:
             # like the provider adapters: a cancelled consumer still gets a final message
             # (the task's cancelling() count stays set so the caller can tell)
+            if pace is not None:
+                pace.close()
             yield _aborted(partial, model, signal)
+            return
+        finally:
+            if pace is not None:
+                pace.close()  # the stream's one abort listener (see nexus.testing._pacing)
+        _finish_usage(partial, model, reply)
+        partial.stop_reason = reply.effective_stop_reason
+        yield DoneEvent(reply.effective_stop_reason, partial)
+
+    def _next_step(
+        self, model: Model, context: Context, partial: AssistantMessage, signal: AbortSignal | None
+    ) -> Step | ErrorEvent:
+        """Record the call, estimate its input and take the next step: the step to stream, or the call's error."""
+        snapshot = copy.deepcopy(context) if self.record else context
+        if self.record:
+            self.calls.append(snapshot)
+        partial.usage.input = _chunks.estimate_tokens(_chunks.context_chars(snapshot))
+        if not self._queue:
+            return _fail(partial, model, NO_MORE_RESPONSES, "unknown")
+        try:
+            step = resolve(self._queue.popleft(), snapshot)
+        except Exception as exc:  # a bug in the test's from_context function: report, do not raise
+            return _fail(partial, model, f"from_context step failed: {type(exc).__name__}: {exc}", "unknown")
+        if signal is not None and signal.aborted:
+            return _aborted(partial, model, signal)
+        if isinstance(step, HttpError | Overflow | HtmlError):
+            return self._http_failure(step, partial, model)
+        if isinstance(step, Replay):  # a capture holds provider bytes: only a real decoder can read them
+            return _fail(partial, model, REPLAY_NEEDS_SERVER.format(path=step.path), "unknown")
+        return step
 
     def _http_failure(
         self, step: HttpError | Overflow | HtmlError, partial: AssistantMessage, model: Model
@@ -199,39 +236,6 @@ class ScriptedModel:
         event = _fail(partial, model, message, found.kind)
         event.error.retry_after = found.retry_after
         return event
-
-    async def _play(
-        self, step: Step, partial: AssistantMessage, model: Model, options: StreamOptions | None
-    ) -> AsyncGenerator[AssistantMessageEvent, None]:
-        reply = _chunks.streamed_reply(step)
-        ids = (f"toolu_scripted_{len(self.calls)}_{n}" for n in range(len(reply.parts)))
-        events = _reply_events(reply, partial, self.chunk_chars, ids)
-        signal = options.signal if options is not None else None
-        iterator = _with_start(partial, events)
-        pace = Pace(signal) if self.tokens_per_second > 0 else None
-        count = 0
-        try:
-            while True:  # checks come before pulling the next event: it mutates ``partial``
-                if isinstance(step, Cut | Malformed | Stall | StreamError) and count == step.after_chunks:
-                    failure = await self._interrupt(step, partial, model, options)
-                    if failure is not None:
-                        yield failure
-                        return
-                if signal is not None and signal.aborted:
-                    yield _aborted(partial, model, signal)
-                    return
-                event = next(iterator, None)
-                if event is None:
-                    break
-                yield event
-                count += 1
-                await self._pace(event, pace)
-        finally:
-            if pace is not None:
-                pace.close()  # the stream's one abort listener (see nexus.testing._pacing)
-        _finish_usage(partial, model, reply)
-        partial.stop_reason = reply.effective_stop_reason
-        yield DoneEvent(reply.effective_stop_reason, partial)
 
     async def _interrupt(
         self,
@@ -263,14 +267,6 @@ class ScriptedModel:
             return _fail(partial, model, f"request timed out (ReadTimeout): no data for {timeout:g} s", "timeout")
         return None
 
-    async def _pace(self, event: AssistantMessageEvent, pace: Pace | None) -> None:
-        """Wait as long as the chunk's tokens take at ``tokens_per_second`` (on the loop's shared pacing clock)."""
-        delta = getattr(event, "delta", None)
-        if pace is not None and isinstance(delta, str):
-            await pace.sleep(_chunks.estimate_tokens(len(delta)) / self.tokens_per_second)
-        else:
-            await asyncio.sleep(0)  # let other tasks (an aborting caller) run between chunks
-
 
 # --------------------------------------------------------------------------- helpers
 
@@ -289,22 +285,24 @@ def by_session(models: Mapping[str, ScriptedModel]) -> StreamFn:
     return stream
 
 
-def _with_start(partial: AssistantMessage, events: Iterator[AssistantMessageEvent]) -> Iterator[AssistantMessageEvent]:
-    yield StartEvent(partial)
-    yield from events
-
-
 def _reply_events(
-    reply: Reply, partial: AssistantMessage, chunk: int, ids: Iterator[str]
+    reply: Reply, partial: AssistantMessage, chunk: int, calls: list[Context]
 ) -> Iterator[AssistantMessageEvent]:
-    """The events of ``reply``, mutating ``partial`` as each one is produced."""
+    """The events of ``reply`` from the start event on, mutating ``partial`` as each one is produced.
+
+    A tool call the script gave no id gets ``toolu_scripted_<calls so far>_<n>`` (n counts such calls).
+    Text is cut into ``chunk``-character pieces as each is needed, never held as a list of them.
+    """
+    yield StartEvent(partial)
+    chunk, unnamed = max(1, chunk), 0
     for part in reply.parts:
         index = len(partial.content)
         if isinstance(part, TextPart):
             block = TextContent("")
             partial.content.append(block)
             yield TextStartEvent(index, partial)
-            for piece in _chunks.pieces(part.text, chunk):
+            for at in range(0, len(part.text), chunk):
+                piece = part.text[at : at + chunk]
                 block.text += piece
                 yield TextDeltaEvent(index, piece, partial)
             yield TextEndEvent(index, block.text, partial)
@@ -312,17 +310,21 @@ def _reply_events(
             thought = ThinkingContent("")
             partial.content.append(thought)
             yield ThinkingStartEvent(index, partial)
-            for piece in _chunks.pieces(part.thinking, chunk):
+            for at in range(0, len(part.thinking), chunk):
+                piece = part.thinking[at : at + chunk]
                 thought.thinking += piece
                 yield ThinkingDeltaEvent(index, piece, partial)
             thought.signature = part.signature
             yield ThinkingEndEvent(index, thought, partial)
         else:
-            call = ToolCall(id=part.id or next(ids), name=part.name, arguments={})
+            if not part.id:
+                unnamed += 1
+            call = ToolCall(id=part.id or f"toolu_scripted_{len(calls)}_{unnamed - 1}", name=part.name, arguments={})
             partial.content.append(call)
             yield ToolCallStartEvent(index, partial)
-            for piece in _chunks.pieces(_chunks.arguments_json(part.arguments), chunk):
-                yield ToolCallDeltaEvent(index, piece, partial)
+            arguments = _chunks.arguments_json(part.arguments)
+            for at in range(0, len(arguments), chunk):
+                yield ToolCallDeltaEvent(index, arguments[at : at + chunk], partial)
             call.arguments = copy.deepcopy(dict(part.arguments))
             yield ToolCallEndEvent(index, call, partial)
 
