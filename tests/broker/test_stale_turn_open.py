@@ -26,7 +26,11 @@ from nexus.testing import ScriptedModel
 from nexus.testing.steps import text
 
 SHORT_MS = 300
-"""The time to live of the lease the stale run loses."""
+"""The time to live the stale run's lease is cut to once its claim is made (it is let run out)."""
+
+LONG_MS = 60_000
+"""The time to live of a lease while the test's steps need it held, however slow the machine: acquired with
+:data:`SHORT_MS`, it could run out before the claim made under it (a loaded machine), which then failed."""
 
 
 @pytest.fixture
@@ -36,6 +40,8 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
 
 
 async def _expired(ledger: Ledger, lease: Lease) -> None:
+    """Cut ``lease`` short (renewed for :data:`SHORT_MS`), then wait until the database's clock has passed it."""
+    await ledger.leases.renew(lease, SHORT_MS)
     for _ in range(200):
         if any(found.session_label == lease.session_label for found in await ledger.leases.expired()):
             return
@@ -56,7 +62,7 @@ async def test_a_run_whose_lease_was_taken_over_before_its_turn_opened_stores_no
     spec = AgentSpec(model=scripted.model.ref)
     await ledger.sessions.ensure(NewSession("agent:w"))
     item, _ = await ledger.queue.accept(AcceptRequest("w", "agent:w", "m-1", "cli", {"content": "go"}, "followup"))
-    old = await ledger.leases.acquire("agent:w", "a", SHORT_MS)
+    old = await ledger.leases.acquire("agent:w", "a", LONG_MS)
     assert old is not None
     await ledger.queue.claim([item.id], lease=old)  # the stale run's claim, at its epoch
     await _expired(ledger, old)

@@ -23,10 +23,16 @@ from nexus.broker.session_queue import QueuedMessage
 from nexus.ledger import AcceptRequest, Lease, Ledger, NewSession, QueueItem, QueueStore
 
 SHORT_MS = 50
+"""The time to live the lease is cut to once the claim committed: it runs out, and another broker takes it."""
+
+LONG_MS = 60_000
+"""The lease's time to live until then: acquired with :data:`SHORT_MS`, it could run out before the claim made
+under it (a loaded machine), and the claim was refused instead of the hand-back."""
 
 
 class TakenOverAfterClaim:
-    """The ledger's queue store; right after a claim commits, the lease expires and another broker takes it."""
+    """The ledger's queue store; right after a claim commits, the lease is cut short, expires and another broker
+    takes it."""
 
     def __init__(self, ledger: Ledger) -> None:
         self._ledger = ledger
@@ -37,6 +43,7 @@ class TakenOverAfterClaim:
     ) -> list[tuple[QueueItem, int]] | None:
         owed = await self.queue.claim(item_ids, lease=lease, overflow_of=overflow_of)
         assert lease is not None
+        await self._ledger.leases.renew(lease, SHORT_MS)
         for _ in range(200):
             if await self._ledger.leases.acquire(lease.session_label, "other-broker", 60_000) is not None:
                 return owed
@@ -57,7 +64,7 @@ async def test_a_steer_handed_back_after_the_lease_was_lost_waits_quietly(
     with Ledger.open(tmp_path / "ledger.db") as ledger:
         await ledger.sessions.ensure(NewSession("agent:w"))
         item, _ = await ledger.queue.accept(AcceptRequest("w", "agent:w", "m1", "cli", {"content": "x"}, "steer"))
-        lease = await ledger.leases.acquire("agent:w", "this-broker", SHORT_MS)
+        lease = await ledger.leases.acquire("agent:w", "this-broker", LONG_MS)
         assert lease is not None
         session = AgentSlot(AgentIdentity("w", "agent:w"), {}).session("agent:w")
         session.lease = lease

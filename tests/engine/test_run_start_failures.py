@@ -27,10 +27,16 @@ from nexus.testing import ScriptedModel
 from nexus.testing.steps import text
 
 SHORT_MS = 300
-"""The time to live of the lease the run loses before its turn opens."""
+"""The time to live the lease is cut to once the run's claim is made: the run loses it before its turn opens."""
+
+LONG_MS = 60_000
+"""The lease's time to live until then: acquired with :data:`SHORT_MS`, it could run out before the claim made
+under it (a loaded machine), and the claim failed instead of the run."""
 
 
 async def _expired(ledger: Ledger, lease: Lease) -> None:
+    """Cut ``lease`` short (renewed for :data:`SHORT_MS`), then wait until the database's clock has passed it."""
+    await ledger.leases.renew(lease, SHORT_MS)
     for _ in range(200):
         if any(found.session_label == lease.session_label for found in await ledger.leases.expired()):
             return
@@ -62,7 +68,7 @@ async def test_a_run_whose_turn_open_is_refused_ends_with_one_run_end_and_raises
     runtime = Runtime(load_config(), ledger, stream_fn=scripted.stream, cooldowns=ProfileCooldowns())
     await ledger.sessions.ensure(NewSession("agent:w"))
     item, _ = await ledger.queue.accept(AcceptRequest("w", "agent:w", "m-1", "cli", {"content": "go"}, "followup"))
-    old = await ledger.leases.acquire("agent:w", "a", SHORT_MS)
+    old = await ledger.leases.acquire("agent:w", "a", LONG_MS)
     assert old is not None
     await ledger.queue.claim([item.id], lease=old)
     await _expired(ledger, old)

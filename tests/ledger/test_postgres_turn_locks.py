@@ -19,6 +19,10 @@ from nexus.ledger import AcceptRequest, HeadMovedError, Ledger, NewSession, Turn
 from nexus.testing.conformance.support import reply, user
 
 WORKER = str(Path(__file__).with_name("pg_turn_worker.py"))
+FENCED_MS = 2000
+"""The lease's time to live from just before the fenced write starts: its fence (at the write's start) must find
+it valid, so it is cut this short only then. 400 ms from its acquire ran out before the fence on a loaded machine:
+the write was refused at once and never held the lease row."""
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
@@ -160,6 +164,21 @@ async def _waiting_on_a_lock(url: str) -> bool:
     return row is not None and int(row[0]) > 0
 
 
+async def _expired(url: str, session_label: str) -> None:
+    """Wait until the server's clock has passed the session's lease (read without a lock: the write holds one)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        for _ in range(600):
+            row = conn.execute(
+                "SELECT expires_at <= (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT FROM session_leases"
+                " WHERE session_label = %s",
+                (session_label,),
+            ).fetchone()
+            if row is not None and row[0]:
+                return
+            await asyncio.sleep(0.05)
+    raise AssertionError("the lease never expired")
+
+
 async def test_a_turn_write_in_flight_holds_off_a_takeover_of_its_session(postgres_url: str) -> None:
     """The fence checked is the fence at the commit: while a turn write under a lease is in flight (here held on
     the session's row), another broker's acquire finds the lease row locked and is refused, even once the lease
@@ -167,7 +186,7 @@ async def test_a_turn_write_in_flight_holds_off_a_takeover_of_its_session(postgr
     async with await Ledger.connect(postgres_url) as ledger:
         await ledger.sessions.create(NewSession("s"))
         item, _ = await ledger.queue.accept(AcceptRequest("w", "s", "m1", "user", {"content": "hi"}, "followup"))
-        lease = await ledger.leases.acquire("s", "broker-a", 400)
+        lease = await ledger.leases.acquire("s", "broker-a", 60_000)  # held through the claim, however slow the machine
         assert lease is not None
         await ledger.queue.claim([item.id], lease=lease)
         write = TurnWrite(
@@ -175,12 +194,15 @@ async def test_a_turn_write_in_flight_holds_off_a_takeover_of_its_session(postgr
         )
         with psycopg.connect(postgres_url) as holder:  # another transaction on the session's row
             holder.execute("SELECT 1 FROM sessions WHERE label = 's' FOR UPDATE")
+            await ledger.leases.renew(lease, FENCED_MS)  # valid at the write's fence, then let run out while it waits
             writing = asyncio.ensure_future(ledger.turns.write(write))
-            for _ in range(200):
-                if await _waiting_on_a_lock(postgres_url):
+            for _ in range(600):  # up to 30 s
+                if writing.done() or await _waiting_on_a_lock(postgres_url):
                     break
                 await asyncio.sleep(0.05)
-            await asyncio.sleep(0.5)  # the lease has expired by now
+            assert not writing.done(), f"the write never waited on the session's row: {writing.exception()!r}"
+            assert await _waiting_on_a_lock(postgres_url), "the write never waited on the session's row"
+            await _expired(postgres_url, "s")
             async with await Ledger.connect(postgres_url) as other:  # another broker
                 taking = other.leases.acquire("s", "broker-b", 5000)
                 assert await asyncio.wait_for(taking, 30) is None  # the write holds the lease row
