@@ -121,8 +121,8 @@ async def test_a_later_reply_returns_to_the_chat_session_the_manager_asked_from(
     tools = {t.name: t for t in agent_tools(broker, caller)}
     sent = await call(tools["send_message_to_agent"], {"to": "worker", "content": "look into it"})
     assert not sent.is_error
-    assert await broker.wait_for_idle("worker", timeout_ms=2000)
-    assert await broker.wait_for_idle("manager", timeout_ms=2000)
+    assert await broker.wait_for_idle("worker", timeout_ms=30_000)
+    assert await broker.wait_for_idle("manager", timeout_ms=30_000)
     [answer] = [run.request for run in runner.runs if run.request.agent_id == "manager"]
     assert answer.session_key == "dm:telegram:42" and answer.session_label == "manager~dm~telegram~42"
     assert answer.deliver_to == chat  # the manager's answer goes to the chat it was asked from

@@ -39,7 +39,7 @@ async def test_followups_run_in_order_one_turn_each(ledger: Ledger) -> None:
         assert run.request.prompt == f"task {n - 1}"
         assert broker.get_state("worker") == "streaming"
         run.finish()
-    assert await broker.wait_for_idle("worker", timeout_ms=2000)
+    assert await broker.wait_for_idle("worker", timeout_ms=30_000)
     rows = BrokerStore(ledger.database).items(agent_id="worker")
     assert [(row.status, row.attempts) for row in rows] == [("delivered", 1)] * 3
     await broker.close()
@@ -54,7 +54,7 @@ async def test_steer_is_injected_into_the_running_turn(ledger: Ledger) -> None:
     assert receipt.steered and [s.text for s in run.steers] == ["actually, use tabs"]
     assert broker.get_queue_depth("worker") == 0
     run.finish()
-    assert await broker.wait_for_idle("worker", timeout_ms=2000)
+    assert await broker.wait_for_idle("worker", timeout_ms=30_000)
     assert len(runner.runs) == 1  # the steer was consumed by the same turn
     rows = BrokerStore(ledger.database).items(agent_id="worker")
     assert {row.turn_id for row in rows} == {f"turn-{id(run)}"} and {row.status for row in rows} == {"delivered"}
@@ -76,7 +76,7 @@ async def test_a_returned_steer_goes_back_to_the_front_of_the_queue(ledger: Ledg
     third = await runner.next_run(3)
     assert third.request.prompt == "task 3"
     third.finish()
-    assert await broker.wait_for_idle("worker", timeout_ms=2000)
+    assert await broker.wait_for_idle("worker", timeout_ms=30_000)
     await broker.close()
 
 
@@ -143,7 +143,7 @@ async def test_send_is_idempotent_on_the_message_id(ledger: Ledger) -> None:
     again = await broker.send(message(1))
     assert again.duplicate and again.queue_item_id == first.queue_item_id
     (await runner.next_run(1)).finish()
-    assert await broker.wait_for_idle("worker", timeout_ms=2000)
+    assert await broker.wait_for_idle("worker", timeout_ms=30_000)
     after = await broker.send(message(1))  # delivered long ago: still recognised
     assert after.duplicate and len(runner.runs) == 1
     await broker.close()
@@ -153,7 +153,7 @@ async def test_send_and_wait_returns_the_reply(ledger: Ledger) -> None:
     broker, runner = await open_broker(ledger)
     runner.auto_finish = True
     broker.register_agent(WORKER)
-    result = await broker.send_and_wait(message(1), timeout_ms=2000)
+    result = await broker.send_and_wait(message(1), timeout_ms=30_000)
     assert result.success and result.reply == "ok" and result.turn_id is not None
     await broker.close()
 
@@ -464,7 +464,7 @@ async def test_an_item_finished_elsewhere_is_skipped_and_the_drain_goes_on(
     second = await runner.next_run(2)
     assert second.request.prompt == "task 2"  # task 1 was finished elsewhere: not run again
     second.finish()
-    assert await broker.wait_for_idle("worker", timeout_ms=2000)
+    assert await broker.wait_for_idle("worker", timeout_ms=30_000)
     assert broker.get_queue_depth("worker") == 0
     item = BrokerStore(ledger.database).get_item(waiting.queue_item_id)
     assert item is not None and item.status == "dropped"

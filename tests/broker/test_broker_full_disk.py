@@ -69,7 +69,7 @@ async def test_a_steer_adopted_while_the_disk_is_full_runs_later_and_the_watcher
             third = await runner.next_run(3)
             assert third.request.prompt == "task 3"
             third.finish()
-            assert await broker.wait_for_idle("worker", timeout_ms=2000)
+            assert await broker.wait_for_idle("worker", timeout_ms=30_000)
         finally:
             other.close()
             await broker.close()

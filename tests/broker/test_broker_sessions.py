@@ -70,7 +70,7 @@ async def test_sessions_of_one_agent_run_at_once_one_run_each(ledger: Ledger) ->
     assert third.request.session_label == "bot~dm~telegram~1" and third.request.prompt == "task 3"
     for run in runner.runs:
         run.finish()
-    assert await broker.wait_for_idle("bot", timeout_ms=2000)
+    assert await broker.wait_for_idle("bot", timeout_ms=30_000)
     session = await ledger.sessions.get("bot~dm~telegram~1")
     assert session.routing_key == "dm:telegram:1"
     rows = BrokerStore(ledger.database).items(agent_id="bot")
@@ -90,7 +90,7 @@ async def test_the_global_cap_still_bounds_runs_over_sessions(ledger: Ledger) ->
     runner.auto_finish = True
     for run in list(runner.runs):
         run.finish()
-    assert await broker.wait_for_idle("bot", timeout_ms=2000)
+    assert await broker.wait_for_idle("bot", timeout_ms=30_000)
     assert len(runner.runs) == 5
     await broker.close()
 
@@ -109,7 +109,7 @@ async def test_modes_act_on_the_run_of_their_own_session(ledger: Ledger) -> None
     assert run_b.aborted and run_a.aborted is None
     assert broker.abort("bot", session="dm:x:a") and run_a.aborted
     runner.auto_finish = True
-    assert await broker.wait_for_idle("bot", timeout_ms=2000)
+    assert await broker.wait_for_idle("bot", timeout_ms=30_000)
     await broker.close()
 
 
@@ -124,7 +124,7 @@ async def test_clear_queue_per_session_and_for_the_agent(ledger: Ledger) -> None
     runner.auto_finish = True
     for run in list(runner.runs):
         run.finish()
-    assert await broker.wait_for_idle("bot", timeout_ms=2000)
+    assert await broker.wait_for_idle("bot", timeout_ms=30_000)
     await broker.close()
 
 
@@ -141,7 +141,7 @@ async def test_send_is_idempotent_across_sessions_and_restarts(ledger: Ledger) -
     broker, runner = await open_broker(ledger, queue=QueueSettings(mode="followup"))
     runner.auto_finish = True
     assert (await broker.send(message(3, "dm:x:a"))).duplicate
-    assert await broker.wait_for_idle("bot", timeout_ms=2000)
+    assert await broker.wait_for_idle("bot", timeout_ms=30_000)
     ran = [(run.request.session_label, run.request.session_key, run.request.prompt) for run in runner.runs]
     assert ran == [("bot~dm~x~a", "dm:x:a", "task 3")]  # reloaded into its own session, with its key
     rows = BrokerStore(ledger.database).items(agent_id="bot")
@@ -170,6 +170,6 @@ async def test_quiet_sessions_keep_no_task_or_queue(ledger: Ledger) -> None:
     assert len(asyncio.all_tasks()) <= baseline  # nothing parked per chat that has gone quiet
     assert len(runner.runs) == 60 and broker.get_queue_depth("bot") == 0
     await broker.send(message(100, "dm:x:7"))  # a quiet chat that speaks again gets a drain again
-    assert await broker.wait_for_idle("bot", timeout_ms=2000)
+    assert await broker.wait_for_idle("bot", timeout_ms=30_000)
     assert runner.runs[-1].request.session_label == "bot~dm~x~7"
     await broker.close()

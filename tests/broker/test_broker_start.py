@@ -26,7 +26,7 @@ async def test_a_message_sent_before_start_is_queued_once(tmp_path: Path) -> Non
         assert broker.get_queue_depth("a") == 1
         await broker.start()
         assert broker.get_queue_depth("a") == 1
-        assert await broker.wait_for_idle("a", timeout_ms=3000)
+        assert await broker.wait_for_idle("a", timeout_ms=30_000)
         assert [run.request.prompt for run in runner.runs] == ["hello"]
         await broker.close()
 
@@ -58,7 +58,7 @@ async def test_an_interrupt_another_process_queues_cuts_the_running_turn(tmp_pat
         assert run.aborted == "interrupted by message m2"
         assert second.request.prompt == "stop"
         second.finish()
-        assert await broker.wait_for_idle("a", timeout_ms=3000)
+        assert await broker.wait_for_idle("a", timeout_ms=30_000)
         await broker.close()
 
 
@@ -80,7 +80,7 @@ async def test_an_own_steer_the_watcher_adopts_first_is_steered_once(tmp_path: P
         assert all(receipt.steered for receipt in receipts)
         assert sorted(steer.text for steer in run.steers) == sorted(f"steer {n}" for n in range(20))
         run.finish()
-        assert await broker.wait_for_idle("a", timeout_ms=3000)
+        assert await broker.wait_for_idle("a", timeout_ms=30_000)
         assert len(runner.runs) == 1
         await broker.close()
 
@@ -109,7 +109,7 @@ async def test_the_watcher_leaves_a_row_its_own_send_is_queueing(tmp_path: Path)
         run = await runner.next_run(1)
         assert run.request.prompt == "hello"
         run.finish()
-        assert await broker.wait_for_idle("a", timeout_ms=3000)
+        assert await broker.wait_for_idle("a", timeout_ms=30_000)
         assert len(runner.runs) == 1
         await broker.close()
 
@@ -129,5 +129,5 @@ async def test_a_row_whose_send_was_cancelled_before_holding_it_is_adopted_later
         run = await runner.next_run(1)
         assert run.request.prompt == "hello"
         run.finish()
-        assert await broker.wait_for_idle("a", timeout_ms=3000)
+        assert await broker.wait_for_idle("a", timeout_ms=30_000)
         await broker.close()

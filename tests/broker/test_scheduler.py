@@ -106,8 +106,8 @@ async def test_a_batch_whose_run_fails_to_start_does_not_stop_the_other_sessions
     with caplog.at_level(logging.ERROR, logger="nexus.broker"):
         await broker.send(_send("a", 0))
         await broker.send(_send("b", 0))
-        assert await broker.wait_for_idle("b", timeout_ms=3000)
-        assert await broker.wait_for_idle("a", timeout_ms=3000)  # its items went back and ran again
+        assert await broker.wait_for_idle("b", timeout_ms=30_000)
+        assert await broker.wait_for_idle("a", timeout_ms=30_000)  # its items went back and ran again
     assert sorted(r.request.prompt for r in runner.runs) == ["a0", "b0"]
     await broker.close()
 
@@ -283,7 +283,7 @@ async def test_an_interrupt_sent_as_a_batch_is_claimed_is_not_run_after_it(ledge
     run = await runner.next_run(1)
     assert run.request.prompt == "[Queued messages while agent was busy]\n\n---\nQueued #1\na0\n\n---\nQueued #2\na1"
     run.finish()
-    assert await broker.wait_for_idle("a", timeout_ms=3000)
+    assert await broker.wait_for_idle("a", timeout_ms=30_000)
     assert len(runner.runs) == 1
     await broker.close()
 
