@@ -22,8 +22,8 @@ RUNS = 100
 
 PER_RUN_BYTES = 13_800
 """The bound on the Python memory a run holds while it streams, its scripted model included, about 5% over what is
-measured here on Python 3.11 (13.1 KB). Earlier: 13.2-13.4 KB while the scripted model's stream was an async
-generator; 15.4 KB (on 3.11, 3.12 and 3.13) while the scripted
+measured here on Python 3.11 (13.1-13.2 KB). Earlier: 13.2-13.3 KB while the scripted model's stream was an
+async generator; 15.4 KB (on 3.11, 3.12 and 3.13) while the scripted
 model's paced stream was five generators and two coroutines per wait and held its answer cut in pieces up front;
 15.5-15.6 KB while every run made a
 future for waiters of its start that most runs never have; 15.9-16.0 KB while the run drained its agent loop in a
