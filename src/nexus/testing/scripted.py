@@ -240,6 +240,7 @@ class _Stream:
         "_after",
         "_context",
         "_count",
+        "_cut_at",
         "_events",
         "_model",
         "_options",
@@ -248,6 +249,7 @@ class _Stream:
         "_partial",
         "_reply",
         "_script",
+        "_signal",
         "_step",
     )
 
@@ -261,6 +263,8 @@ class _Stream:
         self._pace: Pace | None = None
         self._after: AssistantMessageEvent | None = None  # the last event given, whose chunk is waited for
         self._count = 0
+        self._cut_at = -1
+        self._signal = options.signal if options is not None else None
         self._over = False
 
     def __aiter__(self) -> _Stream:
@@ -278,7 +282,7 @@ class _Stream:
             if self._after is not None:
                 wait = self._chunk_wait()
                 await (wait if wait is not None else asyncio.sleep(0))
-            if isinstance(self._step, Cut | Malformed | Stall | StreamError) and self._count == self._step.after_chunks:
+            if self._count == self._cut_at:  # a scripted interruption after so many events
                 failure = await self._interrupt()
                 if failure is not None:
                     return self._ended(failure)
@@ -302,12 +306,11 @@ class _Stream:
 
     def _aborted(self) -> ErrorEvent:
         assert self._partial is not None
-        return _aborted(self._partial, self._model, self._options.signal if self._options is not None else None)
+        return _aborted(self._partial, self._model, self._signal)
 
     def _pull(self) -> AssistantMessageEvent:
         """The next event (the abort check comes first: pulling mutates the partial message), or the last."""
-        signal = self._options.signal if self._options is not None else None
-        if signal is not None and signal.aborted:
+        if self._signal is not None and self._signal.aborted:
             return self._ended(self._aborted())
         assert self._events is not None and self._partial is not None and self._reply is not None
         event = next(self._events, None)
@@ -327,9 +330,9 @@ class _Stream:
 
     def _first(self) -> ErrorEvent | None:
         """Take the step: set up its events, or end with its error."""
-        model, options, script = self._model, self._options, self._script
+        model, script = self._model, self._script
         partial = self._partial = AssistantMessage(api=model.api, provider=model.provider, model=model.id)
-        signal = options.signal if options is not None else None
+        signal = self._signal
         assert self._context is not None
         step = script._next_step(model, self._context, partial, signal)
         self._context = None
@@ -337,6 +340,8 @@ class _Stream:
             self._end()
             return step
         self._step, self._reply = step, _chunks.streamed_reply(step)
+        if isinstance(step, Cut | Malformed | Stall | StreamError):
+            self._cut_at = step.after_chunks
         self._events = _reply_events(self._reply, partial, script.chunk_chars, script.calls)
         self._pace = Pace(signal) if script.tokens_per_second > 0 else None
         return None
