@@ -20,12 +20,13 @@ from nexus.testing.steps import text, tool_call
 
 RUNS = 100
 
-PER_RUN_BYTES = 14_100
+PER_RUN_BYTES = 13_800
 """The bound on the Python memory a run holds while it streams, its scripted model included, about 5% over what is
-measured here on Python 3.11 (13.3-13.4 KB). Earlier: 15.4 KB (on 3.11, 3.12 and 3.13) while the scripted
-model's paced stream was five generators and two coroutines per wait and held its answer cut in pieces up front;
-15.5-15.6 KB while every run made a
-future for waiters of its start that most runs never have; 15.9-16.0 KB while the run drained its agent loop in a
+measured here on Python 3.11 (13.0-13.2 KB). Earlier: 13.2-13.3 KB while the scripted model's stream was an
+async generator and the agent loop's frame kept its list of prompts; 15.4 KB (on 3.11, 3.12 and 3.13) while the
+scripted model's paced stream was five generators and two coroutines per wait and held its answer cut in pieces up
+front; 15.5-15.6 KB while every run made a future for waiters of its start that most runs never have; 15.9-16.0 KB
+while the run drained its agent loop in a
 coroutine of its own under its main one; 16.3 KB while the steering queue, the loop's view cache and its tools by
 name each held an empty container, and each model call copied its fallback chain and its profiles; 16.7-17.0 KB
 while a listener's remover was a closure, the run's task had a name string of its own, its loop config two bound

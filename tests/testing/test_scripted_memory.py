@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sys
 import tracemalloc
+from typing import Any
 
 from nexus.llm.abort import AbortSignal
 from nexus.llm.options import StreamOptions
@@ -18,9 +20,10 @@ STREAMS = 100
 ANSWER = "a long answer, streamed sixteen characters at a time; " * 40
 """2,160 characters: 135 deltas, so a stream that held its pieces up front would hold all 135."""
 
-PER_STREAM_BYTES = 5_000
+PER_STREAM_BYTES = 3_300
 """The bound on what one paced stream holds while it waits for its next chunk, its consumer's task included.
-Measured here: 3.5 KB, of which ~2 KB the consumer's task and the loop's handles; 15.5 KB while the answer's
+Measured here: 3.1 KB, of which ~2 KB the consumer's task and the loop's handles; 3.3 KB while the stream was an
+async generator (a frame of its own and an entry in the event loop's set of them); 15.5 KB while the answer's
 pieces were cut up front and held in a list, the stream was a chain of five generators (the stream, its player,
 a start wrapper, the events, a tool-call id generator), each wait a coroutine awaiting one more, and the
 history's sizes were kept as one pair per message."""
@@ -59,3 +62,41 @@ async def test_a_paced_stream_holds_one_frame_and_no_list_of_its_pieces_while_it
     await asyncio.gather(*tasks)
     assert len(deltas) == STREAMS
     assert per_stream < PER_STREAM_BYTES, f"{per_stream:.0f} bytes a stream"
+
+
+async def test_a_stream_is_no_async_generator_and_keeps_its_events_and_their_order() -> None:
+    # the event loop keeps every async generator started in a set of weak references (asyncio's finalizer
+    # hook), and each holds a frame of its own: a stream is a plain async iterator instead
+    started: list[object] = []
+    firstiter, finalizer = sys.get_asyncgen_hooks()
+
+    def count(agen: Any) -> None:
+        started.append(agen)
+        if firstiter is not None:
+            firstiter(agen)
+
+    model = ScriptedModel([tool_call("ls", {"path": "."}, id="c1"), text("two files")], chunk_chars=4, record=False)
+    context = Context(system_prompt="be brief", messages=[UserMessage("list the files")])
+    sys.set_asyncgen_hooks(firstiter=count, finalizer=finalizer)
+    try:
+        first = [event.type async for event in model.stream(model.model, context)]
+        second = [event.type async for event in model.stream(model.model, context)]
+        third = [event async for event in model.stream(model.model, context)]
+    finally:
+        sys.set_asyncgen_hooks(firstiter=firstiter, finalizer=finalizer)
+    assert started == []
+    assert first == ["start", "toolcall_start", *["toolcall_delta"] * 3, "toolcall_end", "done"]
+    assert second == ["start", "text_start", "text_delta", "text_delta", "text_delta", "text_end", "done"]
+    assert [e.type for e in third] == ["error"] and third[0].error.error_message is not None
+
+
+async def test_a_stream_taken_but_never_read_takes_no_step_and_a_closed_one_ends() -> None:
+    model = ScriptedModel([text("one"), text("two")], record=False)
+    context = Context(system_prompt="be brief", messages=[UserMessage("hi")])
+    unread = model.stream(model.model, context)
+    assert model.pending == 2  # the step is taken when the first event is asked for, as before
+    closed = model.stream(model.model, context)
+    assert (await anext(closed)).type == "start"
+    await closed.aclose()  # type: ignore[attr-defined]
+    assert [event async for event in closed] == []
+    assert [event.type async for event in unread][-1] == "done" and model.pending == 0

@@ -171,6 +171,7 @@ async def _loop(run: _Run, prompts: list[LoopMessage]) -> AsyncIterator[AgentEve
     try:
         for ev in (event for prompt in prompts for event in run.add(prompt)):
             yield ev
+        del prompts  # in the context now: the run's frame need not hold a list of them while it streams
         pending = await _poll(config.get_steering_messages)
         while True:
             more_tool_calls = True

@@ -11,7 +11,7 @@ import asyncio
 import copy
 import json
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Iterable, Iterator, Mapping
 from dataclasses import replace
 
 from nexus.llm import (
@@ -140,57 +140,18 @@ class ScriptedModel:
 
     # ------------------------------------------------------------------ streaming
 
-    async def stream(
+    def stream(
         self, model: Model, context: Context, options: StreamOptions | None = None
     ) -> AsyncIterator[AssistantMessageEvent]:
         """The ``StreamFn``: consume one step and stream it; never raises, ends in done/error.
 
-        One async generator for the whole response (the events come from one plain generator, the paced
-        waits are plain futures): a thousand streams in flight at once each hold one frame here, not a chain.
+        The step is taken when the first event is asked for. One small async iterator for the whole response
+        (the events come from one plain generator, the paced waits are plain futures), not an async generator:
+        a thousand streams in flight at once each hold one small coroutine frame while they wait, not a
+        generator's frame and an entry in the event loop's set of async generators. A consumer that stops
+        early calls ``aclose()`` (the engine does), as with any provider's stream.
         """
-        partial = AssistantMessage(api=model.api, provider=model.provider, model=model.id)
-        signal = options.signal if options is not None else None
-        step = self._next_step(model, context, partial, signal)
-        if isinstance(step, ErrorEvent):
-            yield step
-            return
-        reply = _chunks.streamed_reply(step)
-        events = _reply_events(reply, partial, self.chunk_chars, self.calls)
-        pace = Pace(signal) if self.tokens_per_second > 0 else None
-        count = 0
-        try:
-            while True:  # checks come before pulling the next event: it mutates ``partial``
-                if isinstance(step, Cut | Malformed | Stall | StreamError) and count == step.after_chunks:
-                    failure = await self._interrupt(step, partial, model, options)
-                    if failure is not None:
-                        yield failure
-                        return
-                if signal is not None and signal.aborted:
-                    yield _aborted(partial, model, signal)
-                    return
-                event = next(events, None)
-                if event is None:
-                    break
-                yield event
-                count += 1
-                delta = getattr(event, "delta", None)
-                if pace is not None and isinstance(delta, str):  # as long as the chunk's tokens take at the rate
-                    await pace.wait(_chunks.estimate_tokens(len(delta)) / self.tokens_per_second)
-                else:
-                    await asyncio.sleep(0)  # let other tasks (an aborting caller) run between chunks
-        except asyncio.CancelledError:
-            # like the provider adapters: a cancelled consumer still gets a final message
-            # (the task's cancelling() count stays set so the caller can tell)
-            if pace is not None:
-                pace.close()
-            yield _aborted(partial, model, signal)
-            return
-        finally:
-            if pace is not None:
-                pace.close()  # the stream's one abort listener (see nexus.testing._pacing)
-        _finish_usage(partial, model, reply)
-        partial.stop_reason = reply.effective_stop_reason
-        yield DoneEvent(reply.effective_stop_reason, partial)
+        return _Stream(self, model, context, options)
 
     def _next_step(
         self, model: Model, context: Context, partial: AssistantMessage, signal: AbortSignal | None
@@ -266,6 +227,135 @@ class ScriptedModel:
         if timeout is not None and timeout < step.seconds:
             return _fail(partial, model, f"request timed out (ReadTimeout): no data for {timeout:g} s", "timeout")
         return None
+
+
+class _Stream:
+    """One scripted response, event by event (see :meth:`ScriptedModel.stream`).
+
+    Before each event after the first it waits as the last event's chunk takes at the model's rate (or lets other
+    tasks run); the checks come before pulling the next event, which mutates the partial message.
+    """
+
+    __slots__ = (
+        "_after",
+        "_context",
+        "_count",
+        "_cut_at",
+        "_events",
+        "_model",
+        "_options",
+        "_over",
+        "_pace",
+        "_partial",
+        "_reply",
+        "_script",
+        "_signal",
+        "_step",
+    )
+
+    def __init__(self, script: ScriptedModel, model: Model, context: Context, options: StreamOptions | None) -> None:
+        self._script, self._model, self._options = script, model, options
+        self._context: Context | None = context  # until the step is taken
+        self._partial: AssistantMessage | None = None
+        self._step: Step | None = None
+        self._reply: Reply | None = None
+        self._events: Iterator[AssistantMessageEvent] | None = None
+        self._pace: Pace | None = None
+        self._after: AssistantMessageEvent | None = None  # the last event given, whose chunk is waited for
+        self._count = 0
+        self._cut_at = -1
+        self._signal = options.signal if options is not None else None
+        self._over = False
+
+    def __aiter__(self) -> _Stream:
+        return self
+
+    async def __anext__(self) -> AssistantMessageEvent:
+        # few locals and little stack: this frame is what each stream in flight holds while it waits
+        if self._events is None:
+            if self._over:
+                raise StopAsyncIteration
+            failed = self._first()
+            if failed is not None:
+                return failed
+        try:
+            if self._after is not None:
+                wait = self._chunk_wait()
+                await (wait if wait is not None else asyncio.sleep(0))
+            if self._count == self._cut_at:  # a scripted interruption after so many events
+                failure = await self._interrupt()
+                if failure is not None:
+                    return self._ended(failure)
+        except asyncio.CancelledError:
+            # like the provider adapters: a cancelled consumer still gets a final message
+            # (the task's cancelling() count stays set so the caller can tell)
+            return self._ended(self._aborted())
+        return self._pull()
+
+    def _chunk_wait(self) -> asyncio.Future[None] | None:
+        """After an event: a future done when its chunk's tokens took their time at the rate; None for a pass
+        of the loop only (no rate, or not a chunk), to let other tasks (an aborting caller) run between events."""
+        delta, self._after = getattr(self._after, "delta", None), None
+        if self._pace is not None and isinstance(delta, str):
+            return self._pace.wait(_chunks.estimate_tokens(len(delta)) / self._script.tokens_per_second)
+        return None
+
+    def _interrupt(self) -> Awaitable[ErrorEvent | None]:
+        assert isinstance(self._step, Cut | Malformed | Stall | StreamError) and self._partial is not None
+        return self._script._interrupt(self._step, self._partial, self._model, self._options)
+
+    def _aborted(self) -> ErrorEvent:
+        assert self._partial is not None
+        return _aborted(self._partial, self._model, self._signal)
+
+    def _pull(self) -> AssistantMessageEvent:
+        """The next event (the abort check comes first: pulling mutates the partial message), or the last."""
+        if self._signal is not None and self._signal.aborted:
+            return self._ended(self._aborted())
+        assert self._events is not None and self._partial is not None and self._reply is not None
+        event = next(self._events, None)
+        if event is None:
+            partial, reply = self._partial, self._reply
+            self._end()
+            _finish_usage(partial, self._model, reply)
+            partial.stop_reason = reply.effective_stop_reason
+            return DoneEvent(reply.effective_stop_reason, partial)
+        self._count += 1
+        self._after = event
+        return event
+
+    async def aclose(self) -> None:
+        """Stop early: the stream ends here and stops listening to the abort signal (as a generator's ``aclose``)."""
+        self._end()
+
+    def _first(self) -> ErrorEvent | None:
+        """Take the step: set up its events, or end with its error."""
+        model, script = self._model, self._script
+        partial = self._partial = AssistantMessage(api=model.api, provider=model.provider, model=model.id)
+        signal = self._signal
+        assert self._context is not None
+        step = script._next_step(model, self._context, partial, signal)
+        self._context = None
+        if isinstance(step, ErrorEvent):
+            self._end()
+            return step
+        self._step, self._reply = step, _chunks.streamed_reply(step)
+        if isinstance(step, Cut | Malformed | Stall | StreamError):
+            self._cut_at = step.after_chunks
+        self._events = _reply_events(self._reply, partial, script.chunk_chars, script.calls)
+        self._pace = Pace(signal) if script.tokens_per_second > 0 else None
+        return None
+
+    def _ended(self, event: AssistantMessageEvent) -> AssistantMessageEvent:
+        self._end()
+        return event
+
+    def _end(self) -> None:
+        """End the stream: its one abort listener is removed (see nexus.testing._pacing)."""
+        self._events, self._over = None, True
+        if self._pace is not None:
+            self._pace.close()
+            self._pace = None
 
 
 # --------------------------------------------------------------------------- helpers
