@@ -9,9 +9,10 @@ went out to the session's readers (the server's event log, an adapter) in the mi
 reply. Now they are held while the lease is past its expiry: dropped when the write is refused, shown
 when a renewal (or the turn's write) says the lease held (tests/streaming/test_events_shown.py).
 
-A real SQLite ledger with leases on, the real engine and broker; the pause is the event loop blocked in
-``time.sleep`` (what SIGSTOP is to the process), the other process's takeover a second ledger on the file
-taking the expired lease from a thread meanwhile.
+A real SQLite ledger with leases on, the real engine and broker; the pause is the event loop blocked (what
+SIGSTOP is to the process): in ``time.sleep`` for the run paused within its lease, and until the other
+process's takeover (a second ledger on the file taking the expired lease from a thread) for the run taken
+over, however late a loaded machine lets that thread run.
 """
 
 from __future__ import annotations
@@ -34,36 +35,43 @@ from nexus.streaming import StreamEvent, stream_events
 from nexus.testing import ScriptedModel
 from nexus.testing.steps import text
 
-TTL_MS = 600
-PAUSE_S = TTL_MS / 1000 * 1.8
-HELD_TTL_MS = 3000
+TTL_MS = 1500
+"""The lease of the run taken over: renewed every 500 ms until the pause, so a loaded machine's stalls before it
+do not let it lapse early (the run would end before streaming anything)."""
+TAKEOVER_WAIT_S = 60
+"""How long the pause may last at most: it ends once the other process took the lease (past ``TTL_MS``)."""
+HELD_TTL_MS = 4500
 """The lease of the run paused within it: long, so a loaded machine's slow start and late renewals cannot
-use up the half the pause leaves (at 600 ms the lease expired before the pause ended, at load 15-20)."""
-SHORT_PAUSE_S = HELD_TTL_MS / 1000 / 2
+use up what the pause leaves (at 600 ms the lease expired before the pause ended, at load 15-20)."""
+SHORT_PAUSE_S = HELD_TTL_MS / 1000 * 0.4
+"""Longer than a renewal period (a third of the lease): a renewal falls due during the pause; shorter than the
+two thirds of the lease left at worst when it starts."""
 BEFORE = 2
 """Text chunks streamed before the pause."""
 REPLY = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu"
 LABEL = "agent:coder"
 
 
-def _taken_over(path: Path) -> None:
-    """Another process's broker takes the session's lease once it expired (its own connection to the file)."""
+def _taken_over(path: Path, taken: threading.Event) -> None:
+    """Another process's broker takes the session's lease once it expired (its own connection to the file),
+    then sets ``taken``."""
 
     async def take() -> None:
+        deadline = time.monotonic() + TAKEOVER_WAIT_S
         with Ledger.open(path) as other:
-            for _ in range(100):
+            while time.monotonic() < deadline:
                 if await other.leases.acquire(LABEL, "another process", 60_000) is not None:
+                    taken.set()
                     return
                 await asyncio.sleep(0.02)
-        raise AssertionError("the paused process's lease never expired")
 
     time.sleep(TTL_MS / 1000 + 0.1)
     asyncio.run(take())
 
 
-def _pausing(scripted: ScriptedModel, pause_s: float, meanwhile: Callable[[], None] | None) -> Any:
-    """The scripted stream; after ``BEFORE`` chunks the whole process stops for ``pause_s`` (no timer, no
-    renewal runs), while ``meanwhile`` runs on a thread (as another process would)."""
+def _pausing(scripted: ScriptedModel, pause: Callable[[], object], meanwhile: Callable[[], None] | None) -> Any:
+    """The scripted stream; after ``BEFORE`` chunks the whole process stops until ``pause`` returns (no timer,
+    no renewal runs), while ``meanwhile`` runs on a thread (as another process would)."""
 
     async def stream(model: Any, context: Any, options: Any = None) -> AsyncIterator[Any]:
         chunks = 0
@@ -77,7 +85,7 @@ def _pausing(scripted: ScriptedModel, pause_s: float, meanwhile: Callable[[], No
                     await asyncio.sleep(0.05)  # the chunks so far reach the reader before the pause
                     if meanwhile is not None:
                         threading.Thread(target=meanwhile, daemon=True).start()
-                    time.sleep(pause_s)  # noqa: ASYNC251 - the pause is the point: the loop stops as SIGSTOP stops it
+                    pause()  # the pause is the point: the loop stops as SIGSTOP stops it
 
     return stream
 
@@ -86,10 +94,11 @@ async def _run_once(path: Path, taken_over: bool) -> tuple[list[StreamEvent], An
     ledger = Ledger.open(path)
     await ledger.sessions.ensure(NewSession(LABEL))
     scripted = ScriptedModel([text(REPLY)], chunk_chars=6)
+    taken = threading.Event()
     stream = (
-        _pausing(scripted, PAUSE_S, lambda: _taken_over(path))
+        _pausing(scripted, lambda: taken.wait(TAKEOVER_WAIT_S), lambda: _taken_over(path, taken))
         if taken_over
-        else _pausing(scripted, SHORT_PAUSE_S, None)
+        else _pausing(scripted, lambda: time.sleep(SHORT_PAUSE_S), None)
     )
     runtime = Runtime(load_config(), ledger, stream_fn=stream)
     ttl_ms = TTL_MS if taken_over else HELD_TTL_MS
@@ -105,6 +114,7 @@ async def _run_once(path: Path, taken_over: bool) -> tuple[list[StreamEvent], An
     events = [event async for event in stream_events(execution, target, subscription)]
     outcome = await asyncio.wait_for(asyncio.gather(execution.result, return_exceptions=True), 10)
     await broker.close()
+    assert taken.is_set() == taken_over, "the paused process's lease was never taken over"
     return events, outcome[0], ledger
 
 

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -194,9 +195,29 @@ def test_a_complete_reply_has_no_stop_notice(home: Path, server: FakeProviderSer
     assert "stopped" not in result.stderr and "output limit" not in result.stderr
 
 
+def _second_run_once_it_waits(home: Path, waits: threading.Event) -> subprocess.CompletedProcess[str]:
+    """``nexus run "second question"``; ``waits`` is set once its stderr says it waits for the other run (or
+    it ended)."""
+    args = [sys.executable, "-m", "nexus.cli", "run", "second question"]
+    second = subprocess.Popen(args, env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert second.stderr is not None
+    seen = ""
+    while line := second.stderr.readline():
+        seen += line
+        if "waiting for another run" in line:
+            break
+    waits.set()
+    out, err = second.communicate(timeout=60)
+    return subprocess.CompletedProcess(args, second.returncode, out, seen + err)
+
+
 def test_parallel_runs_of_one_session_queue_instead_of_forking(home: Path, server: FakeProviderServer) -> None:
-    # the first run must still be busy when the second has started up: 1 s was too short on a loaded machine
-    server.script(stall(after_chunks=2, seconds=5.0, then=text("first answer")), text("second answer"))
+    # the first run must still be busy when the second has started up (1 s, then 5 s, was a guess a loaded
+    # machine could beat): it stalls until the second says it waits
+    second_waits = threading.Event()
+    server.script(
+        stall(after_chunks=2, seconds=120, then=text("first answer"), release=second_waits), text("second answer")
+    )
     first = subprocess.Popen(
         [sys.executable, "-m", "nexus.cli", "run", "first question"],
         env=_env(home),
@@ -209,7 +230,7 @@ def test_parallel_runs_of_one_session_queue_instead_of_forking(home: Path, serve
         while not server.requests and time.monotonic() < deadline:
             time.sleep(0.02)
         assert server.requests, "the first run reached the model"
-        second = _nexus(home, "run", "second question")
+        second = _second_run_once_it_waits(home, second_waits)
         assert first.wait(timeout=30) == 0
     finally:
         if first.poll() is None:

@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -53,7 +54,8 @@ def test_a_database_held_by_another_process_is_waited_for_then_reported(isolated
     home, tmp = isolated_env, tmp_path / "tmp"
     tmp.mkdir()
     env = _env(home, tmp)
-    with FakeProviderServer(text("one"), stall(after_chunks=2, seconds=3, then=text(REPLY))) as server:
+    taken = threading.Event()  # the reply stalls until the database is held, however slow the machine
+    with FakeProviderServer(text("one"), stall(after_chunks=2, seconds=120, then=text(REPLY), release=taken)) as server:
         write_fake_config(home, server)
         assert _nexus(env, "run", "first").returncode == 0
         run = subprocess.Popen(
@@ -78,6 +80,7 @@ def test_a_database_held_by_another_process_is_waited_for_then_reported(isolated
             holder.stdin.write("go\n")
             holder.stdin.flush()
             assert holder.stdout.readline().strip() == "held"
+            taken.set()
             out, err = run.communicate(timeout=120)
         finally:
             holder.communicate(timeout=30)  # closes its stdin: it lets go of the database

@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -66,7 +67,8 @@ def test_disk_full_mid_run_keeps_the_reply_and_lists_sessions(small_disk: Path, 
     home, tmp = small_disk / "home", tmp_path / "tmp"
     tmp.mkdir()
     env = _env(home, tmp)
-    with FakeProviderServer(text("one"), stall(after_chunks=2, seconds=3, then=text(REPLY))) as server:
+    full = threading.Event()  # the reply stalls until the disk is full, however slow the machine
+    with FakeProviderServer(text("one"), stall(after_chunks=2, seconds=120, then=text(REPLY), release=full)) as server:
         write_fake_config(home, server)
         assert _nexus(env, "run", "first").returncode == 0
         proc = subprocess.Popen(
@@ -81,6 +83,7 @@ def test_disk_full_mid_run_keeps_the_reply_and_lists_sessions(small_disk: Path, 
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.05)
         fill(small_disk / "filler")
+        full.set()
         out, err = proc.communicate(timeout=120)
 
     assert proc.returncode == 1, err
@@ -117,7 +120,8 @@ def test_chat_goes_on_after_a_turn_the_full_disk_refused(small_disk: Path, tmp_p
     home, tmp = small_disk / "home", tmp_path / "tmp"
     tmp.mkdir()
     env = _env(home, tmp)
-    steps = [text("one"), stall(after_chunks=2, seconds=3, then=text(REPLY)), text("three")]
+    full = threading.Event()  # the reply stalls until the disk is full, however slow the machine
+    steps = [text("one"), stall(after_chunks=2, seconds=120, then=text(REPLY), release=full), text("three")]
     with FakeProviderServer(*steps) as server:
         write_fake_config(home, server)
         assert _nexus(env, "run", "first").returncode == 0
@@ -138,6 +142,7 @@ def test_chat_goes_on_after_a_turn_the_full_disk_refused(small_disk: Path, tmp_p
                 assert chat.poll() is None and time.monotonic() < deadline, chat.communicate()
                 time.sleep(0.05)
             fill(small_disk / "filler")
+            full.set()
             while "could not save turn" not in (line := chat.stderr.readline()):
                 assert line, "chat ended before reporting the refused turn"
             (small_disk / "filler").unlink()  # room again: the chat goes on
