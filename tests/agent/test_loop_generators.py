@@ -63,13 +63,14 @@ async def test_each_further_model_call_adds_only_the_models_stream() -> None:
 async def test_once_its_prompts_are_in_the_context_the_run_holds_no_list_of_them() -> None:
     # the run's generator frame lives as long as the run streams: a thousand runs in flight each kept the list
     ctx = AgentContext("sys", [], [])
-    events = agent_loop([UserMessage("hi")], ctx, AgentLoopConfig(MODEL, stream_fn=Canned([text("ok")]).stream))
+    prompt = UserMessage("hi")
+    events = agent_loop([prompt], ctx, AgentLoopConfig(MODEL, stream_fn=Canned([text("ok")]).stream))
     seen = []
     async for event in events:
         seen.append(event.type)
         if seen.count("message_start") == 2:  # the prompt's, then the model's reply: the prompts were added
             break
     frame = events.ag_frame  # type: ignore[attr-defined]
-    assert ctx.messages[0] == UserMessage("hi")
+    assert ctx.messages[0] is prompt  # (a new UserMessage("hi") differs by its timestamp when the clock ticks)
     assert "prompts" not in frame.f_locals, "the run's frame still holds its prompts"
     await events.aclose()  # type: ignore[attr-defined]
