@@ -15,7 +15,7 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -68,20 +68,16 @@ def send_command(args: argparse.Namespace) -> int:
 async def _send_command(
     config: NexusConfig, message: AgentMessage, mode: str | None, args: Any, route: str | None
 ) -> int:
-    from nexus.cli._outcomes import told_abandoned
+    async def send(ledger: Ledger) -> int:
+        routed = message
+        if route is not None:
+            from nexus.cli._routed_send import route_message
 
-    ledger: Ledger | None = None
-    try:
-        async with open_recovered(config) as ledger:
-            if route is not None:
-                from nexus.cli._routed_send import route_message
+            routed = route_message(config, ledger, message, route)
+        _check_names(config, ledger, routed)
+        return await _send(config, ledger, routed, mode, args)
 
-                message = route_message(config, ledger, message, route)
-            _check_names(config, ledger, message)
-            code = await _send(config, ledger, message, mode, args)
-    finally:  # as for nexus queue drain: a stop a silent PostgreSQL cut short is said, and is an error
-        cut_short = ledger is not None and told_abandoned("nexus send", ledger)
-    return code or int(cut_short)
+    return await hosting(config, "nexus send", send)
 
 
 def _session_key(key: str | None) -> str | None:
@@ -108,15 +104,7 @@ def drain_command(args: argparse.Namespace) -> int:
 
 
 async def _drain_command(config: NexusConfig) -> int:
-    from nexus.cli._outcomes import told_abandoned
-
-    ledger: Ledger | None = None
-    try:
-        async with open_recovered(config) as ledger:
-            code = await _drain_locked(config, ledger)
-    finally:  # stopped by SIGTERM too (it then exits 143): what a silent PostgreSQL left unanswered is said
-        cut_short = ledger is not None and told_abandoned("nexus queue drain", ledger)
-    return code or int(cut_short)
+    return await hosting(config, "nexus queue drain", lambda ledger: _drain_locked(config, ledger))
 
 
 async def _drain_locked(config: NexusConfig, ledger: Ledger) -> int:
@@ -458,6 +446,21 @@ def _config(args: argparse.Namespace) -> NexusConfig:
     config = checked_config(args.config)  # a bad [agents] table creates nothing (it left an empty agents.db)
     prepare_state(config)
     return config
+
+
+async def hosting(config: NexusConfig, command: str, body: Callable[[Ledger], Awaitable[int]]) -> int:
+    """``body`` on the config's ledger (:func:`open_recovered`); once that is closed, a stop that a silent PostgreSQL
+    cut short is said (:func:`~nexus.cli._outcomes.told_abandoned`), stopped by SIGTERM too (it then exits 143),
+    and is an error: ``nexus send`` and ``nexus queue drain``."""
+    from nexus.cli._outcomes import told_abandoned
+
+    ledger: Ledger | None = None
+    try:
+        async with open_recovered(config) as ledger:
+            code = await body(ledger)
+    finally:
+        cut_short = ledger is not None and told_abandoned(command, ledger)
+    return code or int(cut_short)
 
 
 @asynccontextmanager
