@@ -144,56 +144,44 @@ class SalvageReader:
             after = resume  # its row, first past the damage, a seek from below cannot reach: read it by key
             yield from self._exactly(table, columns, resume)
 
-    def _exactly(self, table: str, columns: str, rowid: int) -> Iterator[tuple[Any, ...]]:
-        sql = f"SELECT {columns} FROM {table} NOT INDEXED WHERE rowid = ?"
+    def _first(self, sql: str, parameters: tuple[Any, ...]) -> Any:
+        """The first row ``sql`` reads (``None``: no row), or ``_UNREADABLE`` where it meets a damaged page."""
         try:
-            found = self._conn.execute(sql, (rowid,)).fetchone()
+            return self._conn.execute(sql, parameters).fetchone()
         except sqlite3.DatabaseError as exc:
             if not is_damage(exc):
                 raise
-            return
-        if found is not None:
+            return _UNREADABLE
+
+    def _exactly(self, table: str, columns: str, rowid: int) -> Iterator[tuple[Any, ...]]:
+        found = self._first(f"SELECT {columns} FROM {table} NOT INDEXED WHERE rowid = ?", (rowid,))
+        if found is not None and found is not _UNREADABLE:
             yield tuple(found)
 
     def _one_by_one(self, sql: str, after: int) -> Iterator[tuple[Any, ...]]:
         """The rows after ``after`` read one statement each, up to the first that does not read."""
         while True:
-            try:
-                row = self._conn.execute(f"{sql} LIMIT 1", (after,)).fetchone()
-            except sqlite3.DatabaseError as exc:
-                if not is_damage(exc):
-                    raise
-                return
-            if row is None or not after < row[0] <= self._last:
+            row = self._first(f"{sql} LIMIT 1", (after,))
+            if row is None or row is _UNREADABLE or not after < row[0] <= self._last:
                 return
             after = row[0]
             yield tuple(row)
 
     def _next_key(self, table: str, after: int) -> object:
         """The rowid of the row after ``after`` (``None``: none), or ``_UNREADABLE`` when the seek meets damage."""
-        try:
-            found = self._conn.execute(
-                f"SELECT rowid FROM {table} NOT INDEXED WHERE rowid > ? ORDER BY rowid LIMIT 1", (after,)
-            ).fetchone()
-        except sqlite3.DatabaseError as exc:
-            if not is_damage(exc):
-                raise
-            return _UNREADABLE
-        if found is None:
-            return None
+        found = self._first(f"SELECT rowid FROM {table} NOT INDEXED WHERE rowid > ? ORDER BY rowid LIMIT 1", (after,))
+        if found is None or found is _UNREADABLE:
+            return found
         return int(found[0]) if after < found[0] <= self._last else _UNREADABLE  # a damaged page that parses
 
     def _largest(self, table: str) -> int:
         """The largest rowid of ``table``, read down its rightmost pages (``_LAST`` if they are damaged): a key
         past it is a damaged page's garbage, and a scan that stops before it without an error (a damaged page
         that still parses) has not reached the table's end."""
-        try:
-            last = self._conn.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0]
-        except sqlite3.DatabaseError as exc:
-            if not is_damage(exc):
-                raise
+        found = self._first(f"SELECT max(rowid) FROM {table}", ())
+        if found is _UNREADABLE:
             return _LAST
-        return _FIRST if last is None else int(last)
+        return _FIRST if found[0] is None else int(found[0])
 
     def _past_damage(self, table: str, after: int) -> int | None:
         """The smallest rowid past ``after`` from which ``table`` reads again; ``None``: nothing past it does."""
