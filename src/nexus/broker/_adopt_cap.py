@@ -80,7 +80,8 @@ async def drop_pushed_out(outcome: AddOutcome, settings: QueueSettings, drop: Dr
     is told to look there once that write committed (a batch that looked before it would miss them)."""
     reason = f"queue cap {settings.cap} reached (drop policy {settings.drop_policy})"
     owed = settings.cap if settings.drop_policy == "summarize" else None
-    if await drop_and_tell(outcome.dropped, reason, owed, drop, "dropped: the agent's queue was full") and owed:
+    dropped = await drop_and_tell(outcome.dropped, reason, owed, drop, "dropped: the agent's queue was full")
+    if owed is not None and dropped:
         queue.overflow_owed = True
 
 

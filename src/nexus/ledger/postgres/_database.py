@@ -344,8 +344,8 @@ def _probe(url: str) -> None:
     Past the wait it is a :class:`LedgerBusyError` (exit 1: try again later), not a setup error."""
     import psycopg
 
-    deadline = time.monotonic() + wait_bound()
-    pause = 0.05
+    wait = wait_bound()
+    deadline, pause = time.monotonic() + wait, 0.05
     while True:
         try:
             psycopg.connect(url, connect_timeout=int(CONNECT_TIMEOUT_S)).close()
@@ -353,8 +353,7 @@ def _probe(url: str) -> None:
         except (psycopg.Error, ValueError) as exc:
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             reason = scrubbed(reason, url)  # libpq quotes a URL it cannot parse, password and all
-            crowded = any(words in reason for words in _NO_SLOT)
-            if not crowded:
+            if not any(words in reason for words in _NO_SLOT):  # not a server short of slots: said at once
                 raise LedgerUnavailableError(
                     f"cannot connect to the ledger database {redacted(url)} ({reason}); check the URL, that "
                     "PostgreSQL runs there and accepts this user"
@@ -363,7 +362,7 @@ def _probe(url: str) -> None:
                 raise LedgerBusyError(
                     f"the ledger database {redacted(url)} had no connection free ({reason}); each nexus process "
                     "holds connections of its own (a server up to NEXUS_PG_POOL, a command one or two): raise the "
-                    f"server's max_connections or put pgbouncer in front{_wait_hint(wait_bound())}"
+                    f"server's max_connections or put pgbouncer in front{_wait_hint(wait)}"
                 ) from None
             time.sleep(pause * random.uniform(0.5, 1.5))
             pause = min(pause * 2, 1.0)
